@@ -1,0 +1,67 @@
+import path from 'node:path';
+import knexFactory, { type Knex } from 'knex';
+import pg from 'pg';
+import { DATA_DIR } from '../config.js';
+import { startEmbeddedPostgres } from './embedded.js';
+import { migrateLatest } from './migrate.js';
+
+// node-postgres returns bigint and numeric as strings; money is bigint fils and must reach JSON as a number.
+// Every amount stays far below 2^53, so the conversion is exact.
+pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
+pg.types.setTypeParser(pg.types.builtins.NUMERIC, (v) => Number(v));
+// Plain dates stay 'YYYY-MM-DD' strings: turning them into JS Dates would shift them by the process time zone.
+pg.types.setTypeParser(pg.types.builtins.DATE, (v) => v);
+
+export type Db = Knex;
+
+export interface Database {
+  db: Knex;
+  url: string;
+  close(): Promise<void>;
+}
+
+export const EMBEDDED_PORT = Number(process.env.FRS_EMBEDDED_PORT ?? 54329);
+
+export function createKnex(url: string, poolMax = 10): Knex {
+  return knexFactory({
+    client: 'pg',
+    connection: url,
+    pool: { min: 0, max: poolMax },
+    acquireConnectionTimeout: 30_000,
+  });
+}
+
+export interface OpenOptions {
+  /** Connection string; when absent the embedded cluster under .data/ is used (started if nobody runs it). */
+  url?: string;
+  /** Embedded cluster directory and port, for tests that want their own. */
+  embeddedDir?: string;
+  embeddedPort?: number;
+  embeddedDatabase?: string;
+  migrate?: boolean;
+  poolMax?: number;
+}
+
+export async function openDatabase(options: OpenOptions = {}): Promise<Database> {
+  let url = options.url ?? process.env.DATABASE_URL;
+  let stopEmbedded = async () => undefined as void;
+  if (!url) {
+    const embedded = await startEmbeddedPostgres(
+      options.embeddedDir ?? path.join(DATA_DIR, 'postgres'),
+      options.embeddedPort ?? EMBEDDED_PORT,
+      options.embeddedDatabase,
+    );
+    url = embedded.url;
+    stopEmbedded = embedded.stop;
+  }
+  const db = createKnex(url, options.poolMax);
+  if (options.migrate !== false) await migrateLatest(db);
+  return {
+    db,
+    url,
+    close: async () => {
+      await db.destroy();
+      await stopEmbedded();
+    },
+  };
+}

