@@ -74,12 +74,12 @@ export async function up(knex: Knex): Promise<void> {
         WITH c AS (%s)
         INSERT INTO payment_slots AS s (workspace_id, slot, collected, booking_collected, deposits)
         SELECT c.workspace_id, date_bin('15 minutes', c.at, timestamptz '2000-01-01T00:00:00Z'),
-               sum(sign * net), sum(sign * net) FILTER (WHERE booking_id IS NOT NULL), sum(sign * deposit_net)
+               sum(sign * net), coalesce(sum(sign * net) FILTER (WHERE booking_id IS NOT NULL), 0), sum(sign * deposit_net)
         FROM c WHERE EXISTS (SELECT 1 FROM workspaces w WHERE w.id = c.workspace_id)
         GROUP BY 1, 2
         ON CONFLICT (workspace_id, slot) DO UPDATE SET
           collected = s.collected + excluded.collected,
-          booking_collected = s.booking_collected + coalesce(excluded.booking_collected, 0),
+          booking_collected = s.booking_collected + excluded.booking_collected,
           deposits = s.deposits + excluded.deposits
       $q$, rollup_changes(TG_OP));
       RETURN NULL;

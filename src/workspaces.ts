@@ -33,7 +33,7 @@ function checkSettings(settings: { timezone?: string; remindersAhead?: number })
   }
 }
 
-const columns = { id: 'id', slug: 'slug', status: 'status', timezone: 'timezone', remindersAhead: 'reminders_ahead' };
+const columns = ['id', 'slug', 'status', 'timezone', 'reminders_ahead as remindersAhead'];
 
 export async function createWorkspace(
   db: Knex,

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# A second, independent generator (openapi-typescript 7 with TypeScript 5, installed in checks/openapi-typescript
+# from its own lockfile) turns the document into types, and a strict tsc compile of a file that uses them must
+# pass. Fails on any generator error or type error.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+check="$here/checks/openapi-typescript"
+[ -d "$check/node_modules" ] || npm ci --prefix "$check" --no-audit --no-fund >/dev/null
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+"$check/node_modules/.bin/openapi-typescript" "$here/openapi/openapi.yaml" --output "$out/api.d.ts" --immutable
+cat > "$out/use.ts" <<'TS'
+import type { components, paths, webhooks } from './api.js';
+type Summary = paths['/v1/fleet/summary']['get']['responses'][200]['content']['application/json'];
+const summary: Summary = { total: 1, byStatus: { available: 1, rented: 0, in_service: 0, inactive: 0 }, available: 1, rented: 0, inService: 0, utilization: 0 };
+type Test = webhooks['webhook.test']['post']['requestBody']['content']['application/json'];
+const event: Test['event'] = 'webhook.test';
+type ErrorBody = components['schemas']['Error'];
+const error: ErrorBody = { error: { code: 'not_found', message: 'x', requestId: 'r' } };
+export { summary, event, error };
+TS
+"$check/node_modules/.bin/tsc" --strict --noEmit --target es2022 --module nodenext --moduleResolution nodenext "$out/api.d.ts" "$out/use.ts"
+echo "openapi-typescript: $(wc -l < "$out/api.d.ts") lines of types compile with tsc $("$check/node_modules/.bin/tsc" --version)"

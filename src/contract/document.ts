@@ -1,0 +1,103 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import YAML from 'yaml';
+import { Ajv2020, type Options } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import { ROOT_DIR } from '../config.js';
+
+// The contract documents in openapi/ and the one way this codebase turns them into JSON Schema validators.
+
+export const OPENAPI_SCHEMA_ID = 'https://fleet-rental.example/schemas/openapi.json';
+export const IMPORT_SCHEMA_ID = 'https://fleet-rental.example/schemas/import.schema.json';
+
+export type OpenApiDocument = {
+  openapi: string;
+  info: { version: string; description: string };
+  paths: Record<string, Record<string, OpenApiOperation>>;
+  webhooks: Record<string, { post: OpenApiOperation }>;
+  components: { schemas: Record<string, unknown>; [key: string]: unknown };
+  [key: string]: unknown;
+};
+export type OpenApiOperation = {
+  operationId: string;
+  requestBody?: { content: Record<string, { schema: { $ref?: string } }> };
+  responses: Record<string, { $ref?: string; content?: Record<string, { schema: { $ref?: string } }> }>;
+  [key: string]: unknown;
+};
+
+let cachedDocument: OpenApiDocument | undefined;
+
+/** The hand-written OpenAPI document, parsed (once per process). */
+export function loadOpenApiDocument(): OpenApiDocument {
+  cachedDocument ??= YAML.parse(fs.readFileSync(path.join(ROOT_DIR, 'openapi', 'openapi.yaml'), 'utf8'));
+  return cachedDocument!;
+}
+
+export function loadImportSchema(): Record<string, unknown> {
+  return JSON.parse(fs.readFileSync(path.join(ROOT_DIR, 'openapi', 'import.schema.json'), 'utf8'));
+}
+
+const schemaName = (ref: string | undefined): string | undefined => ref?.match(/^#\/components\/schemas\/(\w+)$/)?.[1];
+
+/** Names of the component schemas that some response of some operation returns (error body included). */
+export function responseSchemaNames(document: OpenApiDocument): string[] {
+  const names = new Set<string>();
+  const sharedResponses = (document.components.responses ?? {}) as Record<string, OpenApiOperation['responses'][string]>;
+  for (const item of Object.values(document.paths)) {
+    for (const operation of Object.values(item)) {
+      for (const response of Object.values(operation.responses)) {
+        const resolved = response.$ref ? sharedResponses[response.$ref.split('/').pop()!] : response;
+        const name = schemaName(resolved?.content?.['application/json']?.schema.$ref);
+        if (name) names.add(name);
+      }
+    }
+  }
+  return [...names].sort();
+}
+
+/** Event name -> the component schema of its delivery payload, from the document's `webhooks` section. */
+export function webhookPayloadSchemas(document: OpenApiDocument): Map<string, string> {
+  const map = new Map<string, string>();
+  for (const [event, item] of Object.entries(document.webhooks)) {
+    const name = schemaName(item.post.requestBody?.content['application/json']?.schema.$ref);
+    if (!name) throw new Error(`webhook ${event} has no payload schema`);
+    map.set(event, name);
+  }
+  return map;
+}
+
+export function webhookSchemaNames(document: OpenApiDocument): string[] {
+  return [...new Set(webhookPayloadSchemas(document).values())].sort();
+}
+
+/** Rewrites OpenAPI component references into references to the schema's own $defs. */
+function toJsonSchemaRefs(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(toJsonSchemaRefs);
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [
+        k,
+        k === '$ref' && typeof v === 'string' ? v.replace('#/components/schemas/', '#/$defs/') : toJsonSchemaRefs(v),
+      ]),
+    );
+  }
+  return value;
+}
+
+/**
+ * An Ajv 2020-12 instance holding the document's component schemas (as `<OPENAPI_SCHEMA_ID>#/$defs/<Name>`) and
+ * the import document schema. Formats are checked; `example` (an OpenAPI keyword) is allowed.
+ */
+export function createSchemaAjv(options: Options = {}): Ajv2020 {
+  const ajv = new Ajv2020({ strict: true, allErrors: false, ...options });
+  addFormats.default(ajv);
+  ajv.addVocabulary(['example']);
+  const document = loadOpenApiDocument();
+  ajv.addSchema({ $id: OPENAPI_SCHEMA_ID, $defs: toJsonSchemaRefs(document.components.schemas) as object });
+  ajv.addSchema(loadImportSchema());
+  return ajv;
+}
+
+export function schemaRef(name: string): string {
+  return `${OPENAPI_SCHEMA_ID}#/$defs/${name}`;
+}
