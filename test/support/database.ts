@@ -1,26 +1,49 @@
+import path from 'node:path';
 import pg from 'pg';
 import { openDatabase, type Database } from '../../src/db/database.js';
+import { startEmbeddedPostgres } from '../../src/db/embedded.js';
 import { DATA_DIR } from '../../src/config.js';
-import path from 'node:path';
 
 // One database for the whole run. With DATABASE_URL the tests use that database as it is (every test makes its
-// own workspaces, so they coexist with other data); otherwise a fresh database on the embedded test cluster.
+// own workspaces, so they coexist with other data); otherwise a database of this run's own on the embedded test
+// cluster, so that runs in parallel (several developers on one machine) don't collide.
 const TEST_PORT = Number(process.env.FRS_TEST_PG_PORT ?? 54339);
+const PREFIX = 'fleet_test_';
 let shared: Promise<Database> | undefined;
+
+async function adminQuery<T extends pg.QueryResultRow>(url: string, sql: string, values: unknown[] = []): Promise<T[]> {
+  const client = new pg.Client(url);
+  await client.connect();
+  try {
+    return (await client.query<T>(sql, values)).rows;
+  } finally {
+    await client.end();
+  }
+}
 
 async function open(): Promise<Database> {
   if (process.env.DATABASE_URL) return openDatabase({ url: process.env.DATABASE_URL });
-  const dir = path.join(DATA_DIR, 'test-postgres');
-  // Start the cluster through openDatabase on the maintenance database, then recreate the test database.
-  const admin = await openDatabase({ embeddedDir: dir, embeddedPort: TEST_PORT, embeddedDatabase: 'postgres', migrate: false });
-  const client = new pg.Client(admin.url);
-  await client.connect();
-  await client.query('DROP DATABASE IF EXISTS fleet_test WITH (FORCE)');
-  await client.query('CREATE DATABASE fleet_test');
-  await client.end();
-  await admin.db.destroy();
-  const test = await openDatabase({ url: admin.url.replace(/\/postgres$/, '/fleet_test') });
-  return { ...test, close: async () => { await test.close(); await admin.close(); } };
+  const cluster = await startEmbeddedPostgres(path.join(DATA_DIR, 'test-postgres'), TEST_PORT, 'postgres');
+  const name = `${PREFIX}${process.pid}_${Date.now()}`;
+  // Databases left behind by killed runs are dropped once they are a day old.
+  const stale = await adminQuery<{ datname: string }>(
+    cluster.url,
+    `SELECT datname FROM pg_database WHERE datname ~ '^${PREFIX}[0-9]+_[0-9]+$' AND split_part(datname, '_', 4)::bigint < $1`,
+    [Date.now() - 86_400_000],
+  );
+  for (const { datname } of stale) await adminQuery(cluster.url, `DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
+  await adminQuery(cluster.url, `CREATE DATABASE "${name}"`);
+  const test = await openDatabase({ url: cluster.url.replace(/\/postgres$/, `/${name}`) });
+  return {
+    ...test,
+    close: async () => {
+      await test.close();
+      await adminQuery(cluster.url, `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      // Stop the cluster (if this run started it) only when no other run is still using it.
+      const others = await adminQuery(cluster.url, `SELECT 1 FROM pg_database WHERE datname LIKE '${PREFIX}%'`);
+      if (others.length === 0) await cluster.stop();
+    },
+  };
 }
 
 export function testDatabase(): Promise<Database> {
