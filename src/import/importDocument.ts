@@ -1,0 +1,286 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Knex } from 'knex';
+import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import { ROOT_DIR } from '../config.js';
+import { findWorkspace, InputError } from '../workspaces.js';
+import type { Booking, FleetImportDocument, Installment, Integration, Maintenance, Payment } from '../../generated/import-document.js';
+
+/** An import file that cannot be loaded: unreadable, not JSON, not valid against the schema, or refused by the database. */
+export class ImportError extends InputError {}
+
+type DocumentKey = keyof FleetImportDocument & string;
+type ImportRecord = Record<string, unknown> & { id: string };
+
+/** Rows per INSERT statement: well under PostgreSQL's 65535 bind parameters for the widest entity (15 columns). */
+const CHUNK_SIZE = 1000;
+
+interface EntitySpec {
+  key: DocumentKey;
+  /** Singular noun for messages ("no fleet ... in this workspace"). */
+  noun: string;
+  /** Fills the defaults the schema leaves to the importer. */
+  withDefaults?: (record: never) => object;
+}
+
+// Dependency order: every entity comes after the ones it references. Tables are the keys in snake_case.
+const ENTITIES: EntitySpec[] = [
+  { key: 'owners', noun: 'owner' },
+  { key: 'fleets', noun: 'fleet' },
+  { key: 'vehicles', noun: 'vehicle' },
+  { key: 'maintenance', noun: 'maintenance block' },
+  { key: 'vehicleDocuments', noun: 'vehicle document' },
+  { key: 'customers', noun: 'customer' },
+  {
+    key: 'bookings',
+    noun: 'booking',
+    // A booking never extended still ends where it was first booked to end.
+    withDefaults: (b: Booking) => ({ ...b, originalDropoffAt: b.originalDropoffAt ?? b.dropoffAt }),
+  },
+  { key: 'extensions', noun: 'extension' },
+  { key: 'invoices', noun: 'invoice' },
+  { key: 'payments', noun: 'payment', withDefaults: (p: Payment) => ({ ...p, status: p.status ?? 'captured' }) },
+  { key: 'installments', noun: 'installment' },
+  { key: 'expenses', noun: 'expense' },
+  { key: 'fines', noun: 'fine' },
+  { key: 'integrations', noun: 'integration' },
+];
+
+/**
+ * The table-level CHECK constraints that span several fields (the schema cannot express them), with the field to
+ * blame and a test that finds the offending record. Single-field checks never fire: the schema rules them out.
+ */
+const CROSS_FIELD_CHECKS: Record<string, { field: string; rule: string; violatedBy: (record: never) => boolean }> = {
+  maintenance_check: {
+    field: 'endsAt',
+    rule: 'endsAt must be later than startsAt',
+    violatedBy: (m: Maintenance) => Date.parse(m.endsAt) <= Date.parse(m.startsAt),
+  },
+  bookings_check: {
+    field: 'dropoffAt',
+    rule: 'dropoffAt must be later than pickupAt',
+    violatedBy: (b: Booking) => Date.parse(b.dropoffAt) <= Date.parse(b.pickupAt),
+  },
+  installments_check: {
+    field: 'number',
+    rule: 'number must not be greater than of',
+    violatedBy: (i: Installment) => i.number > i.of,
+  },
+  integrations_check: {
+    field: 'failingSince',
+    rule: 'a failing integration needs failingSince',
+    violatedBy: (i: Integration) => i.status === 'failing' && i.failingSince == null,
+  },
+};
+
+/** Unique keys whose column is derived from a field: the plate is unique ignoring spaces and case. */
+const DERIVED_UNIQUE_COLUMNS: Record<string, { field: string; normalize: (value: string) => string }> = {
+  plate_key: { field: 'plate', normalize: (plate) => plate.replaceAll(' ', '').toLowerCase() },
+};
+
+const snakeCase = (name: string) => name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+const camelCase = (name: string) => name.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+
+interface CompiledSchema {
+  validate: ValidateFunction<FleetImportDocument>;
+  /** For each document key, the fields its records may carry: the columns written, absent ones as null. */
+  fieldsByKey: Map<string, string[]>;
+}
+
+let compiled: CompiledSchema | undefined;
+
+function compiledSchema(): CompiledSchema {
+  if (compiled) return compiled;
+  const schema = JSON.parse(fs.readFileSync(path.join(ROOT_DIR, 'openapi', 'import.schema.json'), 'utf8'));
+  const ajv = new Ajv2020({ allErrors: false, strict: true });
+  addFormats.default(ajv);
+  const fieldsByKey = new Map<string, string[]>();
+  for (const { key } of ENTITIES) {
+    const definition = String(schema.properties[key].items.$ref).replace('#/$defs/', '');
+    fieldsByKey.set(key, Object.keys(schema.$defs[definition].properties));
+  }
+  compiled = { validate: ajv.compile<FleetImportDocument>(schema), fieldsByKey };
+  return compiled;
+}
+
+/** One line naming the first bad path and what is wrong with it. */
+function describeSchemaError(error: ErrorObject): string {
+  const at = (suffix?: string) => (suffix === undefined ? error.instancePath || '/' : `${error.instancePath}/${suffix}`);
+  switch (error.keyword) {
+    case 'required':
+      return `${at(error.params.missingProperty)}: is required`;
+    case 'additionalProperties':
+      return `${at(error.params.additionalProperty)}: is not a known field`;
+    case 'enum':
+      return `${at()}: must be one of ${(error.params.allowedValues as unknown[]).join(', ')}`;
+    default:
+      return `${at()}: ${error.message}`;
+  }
+}
+
+function validateDocument(doc: unknown): FleetImportDocument {
+  const { validate } = compiledSchema();
+  if (!validate(doc)) {
+    throw new ImportError(`invalid import document at ${describeSchemaError(validate.errors![0])}`);
+  }
+  // Two records with one id in the same statement would make PostgreSQL refuse the whole upsert without saying
+  // which; refusing here names both.
+  for (const { key } of ENTITIES) {
+    const seen = new Map<string, number>();
+    (doc[key] ?? []).forEach((record, index) => {
+      const id = record.id.toLowerCase();
+      const first = seen.get(id);
+      if (first !== undefined) throw new ImportError(`invalid import document at /${key}/${index}/id: duplicate id (also at /${key}/${first}/id)`);
+      seen.set(id, index);
+    });
+  }
+  return doc;
+}
+
+export async function importDocument(db: Knex, workspaceSlug: string, doc: unknown): Promise<{ imported: Record<string, number> }> {
+  const document = validateDocument(doc);
+  const workspace = await findWorkspace(db, workspaceSlug);
+  const { fieldsByKey } = compiledSchema();
+  const imported: Record<string, number> = {};
+  await db.transaction(async (trx) => {
+    for (const entity of ENTITIES) {
+      const records = document[entity.key] as ImportRecord[] | undefined;
+      if (!records) continue;
+      const fields = fieldsByKey.get(entity.key)!;
+      for (let offset = 0; offset < records.length; offset += CHUNK_SIZE) {
+        const chunk = records.slice(offset, offset + CHUNK_SIZE);
+        await upsertChunk(trx, { entity, fields, workspaceId: workspace.id, workspaceSlug, records: chunk, offset });
+      }
+      imported[entity.key] = records.length;
+    }
+  });
+  return { imported };
+}
+
+interface Chunk {
+  entity: EntitySpec;
+  fields: string[];
+  workspaceId: string;
+  workspaceSlug: string;
+  records: ImportRecord[];
+  /** Index of the first of `records` in its document array, for error paths. */
+  offset: number;
+}
+
+async function upsertChunk(trx: Knex.Transaction, c: Chunk): Promise<void> {
+  const table = snakeCase(c.entity.key);
+  const columns = c.fields.map(snakeCase);
+  const rows = c.records.map((record) => {
+    const filled = (c.entity.withDefaults?.(record as never) ?? record) as Record<string, unknown>;
+    const row: Record<string, unknown> = { workspace_id: c.workspaceId };
+    for (const field of c.fields) row[snakeCase(field)] = filled[field] ?? null;
+    return row;
+  });
+  let returned: { id: string }[];
+  try {
+    // The WHERE keeps a row of another workspace untouched; such a row is then missing from RETURNING.
+    returned = await trx(table)
+      .insert(rows)
+      .onConflict('id')
+      .merge(columns.filter((column) => column !== 'id'))
+      .where(`${table}.workspace_id`, trx.ref('excluded.workspace_id'))
+      .returning('id');
+  } catch (err) {
+    throw databaseErrorToImportError(err, c);
+  }
+  if (returned.length < rows.length) {
+    const written = new Set(returned.map((row) => row.id));
+    const index = c.records.findIndex((record) => !written.has(record.id.toLowerCase()));
+    throw new ImportError(`import failed at /${c.entity.key}/${c.offset + index}/id: id belongs to another workspace`);
+  }
+}
+
+interface PgError {
+  code?: string;
+  constraint?: string;
+  detail?: string;
+  message: string;
+}
+
+/** Parses `Key (a, b)=(x, y) ...` from a constraint error's detail into the non-workspace column and its value. */
+function violatedKey(detail: string | undefined): { column: string; value: string } | undefined {
+  const match = /^Key \(([^)]*)\)=\((.*?)\) /.exec(detail ?? '');
+  if (!match) return undefined;
+  const columns = match[1].split(', ');
+  const values = match[2].split(', ');
+  const at = columns.findIndex((column) => column !== 'workspace_id');
+  // Values are uuids, codes, numbers or plate keys; a comma inside one would misalign them, so give up then.
+  if (at < 0 || columns.length !== values.length) return undefined;
+  return { column: columns[at], value: values[at] };
+}
+
+/**
+ * Turns a constraint violation into one line naming the record (its path in the document) and what the constraint
+ * means. Anything that is not a data error (connection lost, ...) is passed on unchanged.
+ */
+function databaseErrorToImportError(err: unknown, c: Chunk): Error {
+  const pgError = err as PgError;
+  if (typeof pgError?.code !== 'string' || !/^2[23]/.test(pgError.code)) return err as Error;
+  const { key, noun } = c.entity;
+  const pathOf = (index: number, field: string) => `/${key}/${c.offset + index}/${field}`;
+  const valueOf = (record: ImportRecord, field: string) => String(record[field] ?? '').toLowerCase();
+
+  if (pgError.code === '23503') {
+    // Key (workspace_id, fleet_id)=(..., ...) is not present in table "fleets".
+    const violation = violatedKey(pgError.detail);
+    const referenced = /table "([^"]+)"/.exec(pgError.detail ?? '')?.[1];
+    if (violation) {
+      const field = camelCase(violation.column);
+      const index = c.records.findIndex((record) => valueOf(record, field) === violation.value.toLowerCase());
+      const target = ENTITIES.find((e) => snakeCase(e.key) === referenced)?.noun ?? referenced ?? 'record';
+      if (index >= 0) {
+        return new ImportError(`import failed at ${pathOf(index, field)}: no ${target} ${violation.value} in workspace "${c.workspaceSlug}" (neither in the file nor imported before)`);
+      }
+    }
+  }
+
+  if (pgError.code === '23505') {
+    // Key (workspace_id, plate_key)=(..., dubaia12345) already exists.
+    const violation = violatedKey(pgError.detail);
+    if (violation) {
+      const derived = DERIVED_UNIQUE_COLUMNS[violation.column];
+      const field = derived?.field ?? camelCase(violation.column);
+      const normalize = derived?.normalize ?? ((value: string) => value);
+      const holds = (record: ImportRecord) => normalize(String(record[field] ?? '')).toLowerCase() === violation.value.toLowerCase();
+      // Blame the last record holding the value: within the file, the earlier one was accepted first.
+      let index = c.records.length - 1;
+      while (index >= 0 && !holds(c.records[index])) index--;
+      if (index >= 0) {
+        return new ImportError(
+          `import failed at ${pathOf(index, field)}: ${field} "${String(c.records[index][field])}" is already used by another ${noun} in workspace "${c.workspaceSlug}"`,
+        );
+      }
+    }
+  }
+
+  if (pgError.code === '23514' && pgError.constraint) {
+    const check = CROSS_FIELD_CHECKS[pgError.constraint];
+    const index = check ? c.records.findIndex((record) => check.violatedBy(record as never)) : -1;
+    if (check && index >= 0) return new ImportError(`import failed at ${pathOf(index, check.field)}: ${check.rule}`);
+  }
+
+  // Knex prefixes the driver's message with the whole statement; keep only the driver's sentence.
+  const reason = pgError.message.slice(pgError.message.lastIndexOf(' - ') + 3).split('\n')[0];
+  return new ImportError(`import failed in /${key}: ${reason}`);
+}
+
+/** Reads and parses an import file; the document itself is checked by importDocument. */
+export function readImportFile(file: string): unknown {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ImportError(`cannot read ${file}: ${(err as Error).message}`);
+  }
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new ImportError(`${file} is not valid JSON: ${(err as Error).message}`);
+  }
+}
