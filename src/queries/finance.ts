@@ -1,0 +1,103 @@
+import type { Knex } from 'knex';
+import type { FinanceOverview } from '../../generated/openapi/types.gen.js';
+import { baseBindings, MONTH_START_LOCAL, rows, TODAY, type WorkspaceRef } from './common.js';
+
+export type { FinanceOverview };
+
+
+/**
+ * Open balances by days past due on the local calendar, read from the open-invoices partial index
+ * (invoices_open: balance > 0, void invoices have none). Shared with receivables.
+ * Columns: outstanding, current (not yet due), d1_30, d31_60, d60p (61 days and more).
+ */
+export const AGING_COLUMNS = `
+  coalesce(sum(i.balance), 0) AS outstanding,
+  coalesce(sum(i.balance) FILTER (WHERE i.due_date >= ${TODAY}), 0) AS current,
+  coalesce(sum(i.balance) FILTER (WHERE i.due_date < ${TODAY} AND i.due_date >= ${TODAY} - 30), 0) AS d1_30,
+  coalesce(sum(i.balance) FILTER (WHERE i.due_date < ${TODAY} - 30 AND i.due_date >= ${TODAY} - 60), 0) AS d31_60,
+  coalesce(sum(i.balance) FILTER (WHERE i.due_date < ${TODAY} - 60), 0) AS d60p`;
+
+/**
+ * The finance overview. All-time money comes from the rollups (payment_slots for collected and deposits,
+ * expenses_date index-only), AR and ageing from the open-invoices index, the six-month trend from the slots of
+ * those months, and the top vehicles from vehicle_revenue.
+ */
+export async function financeOverview(db: Knex, workspace: WorkspaceRef, now: Date): Promise<FinanceOverview> {
+  const bindings = baseBindings(workspace, now);
+  const [totals] = await rows<{
+    collected: number;
+    collected_month: number;
+    deposits: number;
+    expenses: number;
+    outstanding: number;
+    current: number;
+    d1_30: number;
+    d31_60: number;
+    d60p: number;
+    monthly: { month: string; collected: number; expenses: number }[];
+    top: { vehicle_id: string; plate: string; fleet_id: string; code: string; name: string; revenue: number; bookings: number }[];
+  }>(
+    db,
+    `
+    SELECT s.collected, s.collected_month, s.deposits, e.expenses, a.outstanding, a.current, a.d1_30, a.d31_60, a.d60p,
+      (SELECT json_agg(json_build_object('month', m.month, 'collected', m.collected, 'expenses', m.expenses) ORDER BY m.month)
+       FROM (
+         SELECT to_char(g.m, 'YYYY-MM') AS month,
+           (SELECT coalesce(sum(ps.collected), 0) FROM payment_slots ps
+             WHERE ps.workspace_id = :ws AND ps.slot >= g.m AT TIME ZONE :tz
+               AND ps.slot < (g.m + interval '1 month') AT TIME ZONE :tz) AS collected,
+           (SELECT coalesce(sum(x.amount), 0) FROM expenses x
+             WHERE x.workspace_id = :ws AND x.date >= g.m::date AND x.date < (g.m + interval '1 month')::date) AS expenses
+         FROM generate_series(${MONTH_START_LOCAL} - interval '5 months', ${MONTH_START_LOCAL}, interval '1 month') AS g(m)
+       ) m) AS monthly,
+      (SELECT coalesce(json_agg(json_build_object('vehicle_id', t.vehicle_id, 'plate', t.plate, 'fleet_id', t.fleet_id,
+                'code', t.code, 'name', t.name, 'revenue', t.revenue, 'bookings', t.bookings) ORDER BY t.revenue DESC, t.plate), '[]')
+       FROM (
+         SELECT r.vehicle_id, v.plate, f.id AS fleet_id, f.code, f.name, r.revenue, r.bookings
+         FROM vehicle_revenue r
+         JOIN vehicles v ON v.id = r.vehicle_id AND v.workspace_id = r.workspace_id
+         JOIN fleets f ON f.id = v.fleet_id AND f.workspace_id = v.workspace_id
+         WHERE r.workspace_id = :ws AND r.revenue > 0
+         ORDER BY r.revenue DESC, v.plate
+         LIMIT 5
+       ) t) AS top
+    FROM (
+      SELECT coalesce(sum(collected), 0) AS collected,
+             coalesce(sum(collected) FILTER (WHERE slot >= ${MONTH_START_LOCAL} AT TIME ZONE :tz
+                                           AND slot < (${MONTH_START_LOCAL} + interval '1 month') AT TIME ZONE :tz), 0) AS collected_month,
+             coalesce(sum(deposits), 0) AS deposits
+      FROM payment_slots WHERE workspace_id = :ws
+    ) s,
+    (SELECT coalesce(sum(amount), 0) AS expenses FROM expenses WHERE workspace_id = :ws) e,
+    (SELECT ${AGING_COLUMNS} FROM invoices i WHERE i.workspace_id = :ws AND i.balance > 0) a
+    `,
+    bindings,
+  );
+  return {
+    collectedAllTime: totals.collected,
+    collectedThisMonth: totals.collected_month,
+    arOutstanding: totals.outstanding,
+    arOverdue: totals.d1_30 + totals.d31_60 + totals.d60p,
+    depositsHeld: totals.deposits,
+    expenses: totals.expenses,
+    netProfitAllTime: totals.collected - totals.expenses,
+    aging: [
+      { bucket: 'current', amount: totals.current },
+      { bucket: '1-30', amount: totals.d1_30 },
+      { bucket: '31-60', amount: totals.d31_60 },
+      { bucket: '61+', amount: totals.d60p },
+    ],
+    monthly: totals.monthly.map((m) => ({
+      month: m.month,
+      collected: Number(m.collected),
+      expenses: Number(m.expenses),
+      net: Number(m.collected) - Number(m.expenses),
+    })) as FinanceOverview['monthly'], // generate_series gives exactly six months
+    topVehicles: totals.top.map((t) => ({
+      vehicle: { id: t.vehicle_id, plate: t.plate },
+      fleet: { id: t.fleet_id, code: t.code, name: t.name },
+      revenue: Number(t.revenue),
+      bookings: Number(t.bookings),
+    })),
+  };
+}

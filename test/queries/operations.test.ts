@@ -1,0 +1,113 @@
+import { expect } from 'chai';
+import { testDatabase } from '../support/database.js';
+import { fixture, type Fixture } from '../support/fixtures.js';
+import { operationsToday } from '../../src/queries/operations.js';
+
+// Dubai is UTC+4: now is 12:00 local on 2026-11-22, and today is [2026-11-21T20:00Z, 2026-11-22T20:00Z).
+const now = new Date('2026-11-22T08:00:00.000Z');
+
+describe("queries: today's operations", () => {
+  let f: Fixture;
+  const b: Record<string, string> = {};
+  let alice: string;
+  let car: string;
+
+  before(async () => {
+    const { db } = await testDatabase();
+    f = await fixture(db, { timezone: 'Asia/Dubai' });
+    alice = await f.customer({ name: 'Alice Smith' });
+    car = await f.vehicle({ plate: 'DXB A 1' });
+    const book = (status: 'pending' | 'confirmed' | 'active' | 'completed' | 'canceled', pickupAt: string, dropoffAt: string, amount = 10000) =>
+      f.booking({ customerId: alice, vehicleId: car, status, pickupAt, dropoffAt, amount });
+
+    // handovers
+    b.earlyLocal = await book('confirmed', '2026-11-21T21:30:00Z', '2026-11-25T10:00:00Z', 50000); // 01:30 local on the 22nd
+    b.activeOut = await book('active', '2026-11-22T05:00:00Z', '2026-11-26T10:00:00Z', 20000);
+    b.lateLocal = await book('completed', '2026-11-22T19:45:00Z', '2026-11-27T10:00:00Z', 30000); // 23:45 local
+    b.midnight = await book('confirmed', '2026-11-21T20:00:00Z', '2026-11-28T10:00:00Z', 40000); // exactly local midnight
+    await book('pending', '2026-11-22T06:00:00Z', '2026-11-25T10:00:00Z');
+    await book('canceled', '2026-11-22T06:00:00Z', '2026-11-25T10:00:00Z');
+    await book('confirmed', '2026-11-21T19:59:59.999Z', '2026-11-25T10:00:00Z'); // 23:59:59.999 local on the 21st
+    await book('confirmed', '2026-11-22T20:00:00Z', '2026-11-25T10:00:00Z'); // local midnight of the 23rd, UTC date the 22nd
+    // two handovers at the same time are ordered by booking id
+    b.same1 = await book('confirmed', '2026-11-22T09:00:00Z', '2026-11-24T09:00:00Z', 1000);
+    b.same2 = await book('confirmed', '2026-11-22T09:00:00Z', '2026-11-24T09:00:00Z', 2000);
+
+    // returns
+    b.dueActive = await book('active', '2026-11-18T10:00:00Z', '2026-11-22T10:00:00Z', 60000);
+    b.backEarly = await book('completed', '2026-11-18T10:00:00Z', '2026-11-21T20:00:00Z', 70000); // local midnight
+    await book('confirmed', '2026-11-18T10:00:00Z', '2026-11-22T11:00:00Z'); // not out, so not a return
+    await book('canceled', '2026-11-18T10:00:00Z', '2026-11-22T11:00:00Z');
+    await book('pending', '2026-11-18T10:00:00Z', '2026-11-22T11:00:00Z');
+    await book('active', '2026-11-18T10:00:00Z', '2026-11-22T20:00:00Z'); // tomorrow locally
+    await book('active', '2026-11-18T10:00:00Z', '2026-11-21T19:00:00Z'); // yesterday locally (overdue, not due today)
+
+    // invoices of the early handover: balance 30000 + 0 (void) + 0 (overpaid, never below 0) + 4000 = 34000
+    const inv1 = await f.invoice({ bookingId: b.earlyLocal, total: 50000, dueDate: '2026-11-22' });
+    await f.payment({ invoiceId: inv1, bookingId: b.earlyLocal, amount: 20000, at: '2026-11-20T10:00:00Z' });
+    await f.payment({ invoiceId: inv1, bookingId: b.earlyLocal, amount: 9999, status: 'canceled', at: '2026-11-20T10:05:00Z' });
+    await f.payment({ invoiceId: inv1, bookingId: b.earlyLocal, kind: 'deposit', amount: 100000, at: '2026-11-20T10:05:00Z' });
+    await f.invoice({ bookingId: b.earlyLocal, total: 10000, dueDate: '2026-11-22', status: 'void' });
+    const inv3 = await f.invoice({ bookingId: b.earlyLocal, total: 5000, dueDate: '2026-11-22' });
+    await f.payment({ invoiceId: inv3, amount: 8000, at: '2026-11-20T11:00:00Z' });
+    const inv4 = await f.invoice({ bookingId: b.earlyLocal, total: 10000, dueDate: '2026-11-30' });
+    await f.payment({ invoiceId: inv4, amount: 10000, at: '2026-11-20T12:00:00Z' });
+    await f.payment({ invoiceId: inv4, kind: 'refund', amount: 4000, at: '2026-11-21T12:00:00Z' });
+    // the active return owes 60000 - 15000 = 45000
+    const inv5 = await f.invoice({ bookingId: b.dueActive, total: 60000, dueDate: '2026-11-18' });
+    await f.payment({ invoiceId: inv5, amount: 15000, at: '2026-11-18T10:00:00Z' });
+
+    // a second workspace with the same times must not leak in
+    const g = await fixture(db, { timezone: 'Asia/Dubai' });
+    await g.booking({ status: 'confirmed', pickupAt: '2026-11-22T06:00:00Z', dropoffAt: '2026-11-25T10:00:00Z' });
+    await g.booking({ status: 'active', pickupAt: '2026-11-18T06:00:00Z', dropoffAt: '2026-11-22T10:00:00Z' });
+  });
+
+  it('lists handovers and returns on the local date, ordered by time then booking id', async () => {
+    const { db } = await testDatabase();
+    const result = await operationsToday(db, f.ws, now);
+    const item = (bookingId: string, time: string, amount: number, balanceDue: number) => ({
+      bookingId,
+      customer: { id: alice, name: 'Alice Smith' },
+      vehicle: { id: car, plate: 'DXB A 1' },
+      time,
+      amount,
+      balanceDue,
+    });
+    const [first, second] = [b.same1, b.same2].sort();
+    expect(result.handovers).to.deep.equal([
+      item(b.midnight, '2026-11-21T20:00:00.000Z', 40000, 0),
+      item(b.earlyLocal, '2026-11-21T21:30:00.000Z', 50000, 34000),
+      item(b.activeOut, '2026-11-22T05:00:00.000Z', 20000, 0),
+      item(first, '2026-11-22T09:00:00.000Z', first === b.same1 ? 1000 : 2000, 0),
+      item(second, '2026-11-22T09:00:00.000Z', second === b.same1 ? 1000 : 2000, 0),
+      item(b.lateLocal, '2026-11-22T19:45:00.000Z', 30000, 0),
+    ]);
+    expect(result.returns).to.deep.equal([
+      item(b.backEarly, '2026-11-21T20:00:00.000Z', 70000, 0),
+      item(b.dueActive, '2026-11-22T10:00:00.000Z', 60000, 45000),
+    ]);
+  });
+
+  it('follows the local calendar: the same instant is another day in UTC', async () => {
+    const { db } = await testDatabase();
+    // in UTC today is [2026-11-22T00:00Z, 2026-11-23T00:00Z): 21:30Z and 20:00Z of the 21st are yesterday,
+    // 20:00Z of the 22nd is today
+    const result = await operationsToday(db, { id: f.ws.id, timezone: 'UTC' }, now);
+    expect(result.handovers.map((h) => h.time)).to.deep.equal([
+      '2026-11-22T05:00:00.000Z',
+      '2026-11-22T09:00:00.000Z',
+      '2026-11-22T09:00:00.000Z',
+      '2026-11-22T19:45:00.000Z',
+      '2026-11-22T20:00:00.000Z',
+    ]);
+    expect(result.returns.map((r) => r.time)).to.deep.equal(['2026-11-22T10:00:00.000Z', '2026-11-22T20:00:00.000Z']);
+  });
+
+  it('is empty on a quiet day', async () => {
+    const { db } = await testDatabase();
+    expect(await operationsToday(db, f.ws, new Date('2026-12-25T08:00:00.000Z'))).to.deep.equal({ handovers: [], returns: [] });
+    const empty = await fixture(db);
+    expect(await operationsToday(db, empty.ws, now)).to.deep.equal({ handovers: [], returns: [] });
+  });
+});

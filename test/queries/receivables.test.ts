@@ -1,0 +1,155 @@
+import { expect } from 'chai';
+import { testDatabase } from '../support/database.js';
+import { fixture, type Fixture } from '../support/fixtures.js';
+import { receivables } from '../../src/queries/receivables.js';
+
+// Dubai (UTC+4): today is 2026-11-22.
+const now = new Date('2026-11-22T08:00:00.000Z');
+
+describe('queries: receivables', () => {
+  let f: Fixture;
+  const c: Record<string, string> = {};
+  let dana: [string, string];
+  const row = (customerId: string, name: string, figures: Partial<Record<string, number>>) => ({
+    customerId,
+    name,
+    billed: 0,
+    collected: 0,
+    outstanding: 0,
+    current: 0,
+    d1_30: 0,
+    d31_60: 0,
+    d60p: 0,
+    openInvoices: 0,
+    ...figures,
+  });
+  let rows: Record<string, ReturnType<typeof row>>;
+
+  // billed 30000+45000+26000+25000+25000+3000+5000 = 159000; collected 5000+26500+2000+5000 = 38500;
+  // outstanding 25000+45000+25000+25000+1000 = 121000 = current 11000 + 1-30 65000 + 31-60 5000 + 61+ 40000;
+  // open invoices 2+2+1+1+1 = 7; customers with an issued invoice: 7
+  const totals = { billed: 159000, collected: 38500, outstanding: 121000, current: 11000, d1_30: 65000, d31_60: 5000, d60p: 40000, openInvoices: 7, customers: 7 };
+
+  before(async () => {
+    const { db } = await testDatabase();
+    f = await fixture(db, { timezone: 'Asia/Dubai' });
+    // Ahmed Khan: 10000 due 30 Nov (current) + 20000 due 12 Nov (10 days) paid 5000 -> 15000 in 1-30; a void
+    // invoice counts nowhere
+    c.ak = await f.customer({ name: 'Ahmed Khan' });
+    await f.invoice({ customerId: c.ak, total: 10000, dueDate: '2026-11-30' });
+    const ak2 = await f.invoice({ customerId: c.ak, total: 20000, dueDate: '2026-11-12' });
+    await f.payment({ invoiceId: ak2, amount: 5000, at: '2026-11-12T10:00:00Z' });
+    await f.invoice({ customerId: c.ak, total: 90000, dueDate: '2026-08-01', status: 'void' });
+    // Bilal Ahmed: 40000 due 1 Sep (30 + 31 + 21 = 82 days: 61+), 5000 due 15 Oct (17 + 21 = 38 days: 31-60);
+    // a canceled charge and a deposit change nothing
+    c.ba = await f.customer({ name: 'Bilal Ahmed' });
+    const ba1 = await f.invoice({ customerId: c.ba, total: 40000, dueDate: '2026-09-01' });
+    await f.invoice({ customerId: c.ba, total: 5000, dueDate: '2026-10-15' });
+    await f.payment({ invoiceId: ba1, amount: 40000, status: 'canceled', at: '2026-09-01T10:00:00Z' });
+    await f.payment({ customerId: c.ba, kind: 'deposit', amount: 10000, at: '2026-09-01T10:00:00Z' });
+    // Carla Diaz: 25000 paid in full, 1000 overpaid with 1500: billed 26000, collected 26500, nothing open
+    c.cd = await f.customer({ name: 'Carla Diaz' });
+    const cd1 = await f.invoice({ customerId: c.cd, total: 25000, dueDate: '2026-11-01' });
+    await f.payment({ invoiceId: cd1, amount: 25000, at: '2026-11-01T10:00:00Z' });
+    const cd2 = await f.invoice({ customerId: c.cd, total: 1000, dueDate: '2026-11-10' });
+    await f.payment({ invoiceId: cd2, amount: 1500, at: '2026-11-10T10:00:00Z' });
+    // two customers named Dana Lee, 25000 each due 20 Nov (2 days): tied with Ahmed Khan on outstanding
+    dana = [await f.customer({ name: 'Dana Lee' }), await f.customer({ name: 'Dana Lee' })];
+    for (const id of dana) await f.invoice({ customerId: id, total: 25000, dueDate: '2026-11-20' });
+    // Eve 100%_off: 3000 due today, 3000 charged, 1000 refunded -> collected 2000, 1000 open and current
+    c.ev = await f.customer({ name: 'Eve 100%_off' });
+    const ev = await f.invoice({ customerId: c.ev, total: 3000, dueDate: '2026-11-22' });
+    await f.payment({ invoiceId: ev, amount: 3000, at: '2026-11-20T10:00:00Z' });
+    await f.payment({ invoiceId: ev, kind: 'refund', amount: 1000, at: '2026-11-21T10:00:00Z' });
+    // Aaron Zero: paid in full
+    c.az = await f.customer({ name: 'Aaron Zero' });
+    const az = await f.invoice({ customerId: c.az, total: 5000, dueDate: '2026-10-01' });
+    await f.payment({ invoiceId: az, amount: 5000, at: '2026-10-01T10:00:00Z' });
+    // no row: only a void invoice, or no invoice at all
+    c.zv = await f.customer({ name: 'Zed Void' });
+    await f.invoice({ customerId: c.zv, total: 7000, dueDate: '2026-10-01', status: 'void' });
+    await f.customer({ name: 'Nobody Invoiced' });
+
+    rows = {
+      ba: row(c.ba, 'Bilal Ahmed', { billed: 45000, outstanding: 45000, d31_60: 5000, d60p: 40000, openInvoices: 2 }),
+      ak: row(c.ak, 'Ahmed Khan', { billed: 30000, collected: 5000, outstanding: 25000, current: 10000, d1_30: 15000, openInvoices: 2 }),
+      dl1: row([...dana].sort()[0], 'Dana Lee', { billed: 25000, outstanding: 25000, d1_30: 25000, openInvoices: 1 }),
+      dl2: row([...dana].sort()[1], 'Dana Lee', { billed: 25000, outstanding: 25000, d1_30: 25000, openInvoices: 1 }),
+      ev: row(c.ev, 'Eve 100%_off', { billed: 3000, collected: 2000, outstanding: 1000, current: 1000, openInvoices: 1 }),
+      az: row(c.az, 'Aaron Zero', { billed: 5000, collected: 5000 }),
+      cd: row(c.cd, 'Carla Diaz', { billed: 26000, collected: 26500 }),
+    };
+
+    // a second workspace with a look-alike, much bigger debtor
+    const g = await fixture(db, { timezone: 'Asia/Dubai' });
+    const gk = await g.customer({ name: 'Ahmed Khan' });
+    await g.invoice({ customerId: gk, total: 999000, dueDate: '2026-09-01' });
+  });
+
+  it('orders customers by outstanding, then name, then id, and sums the whole book', async () => {
+    const { db } = await testDatabase();
+    expect(await receivables(db, f.ws, { limit: 50 }, now)).to.deep.equal({
+      rows: [rows.ba, rows.ak, rows.dl1, rows.dl2, rows.ev, rows.az, rows.cd],
+      totals,
+    });
+  });
+
+  it('caps the rows at limit without changing the totals', async () => {
+    const { db } = await testDatabase();
+    expect(await receivables(db, f.ws, { limit: 3 }, now)).to.deep.equal({ rows: [rows.ba, rows.ak, rows.dl1], totals });
+    // the limit reaching into the customers who owe nothing
+    expect(await receivables(db, f.ws, { limit: 6 }, now)).to.deep.equal({
+      rows: [rows.ba, rows.ak, rows.dl1, rows.dl2, rows.ev, rows.az],
+      totals,
+    });
+    expect((await receivables(db, f.ws, { limit: 1 }, now)).rows).to.deep.equal([rows.ba]);
+  });
+
+  it('filters by a case-insensitive substring of the name, wildcards taken literally, totals unchanged', async () => {
+    const { db } = await testDatabase();
+    const search = async (s: string, limit = 50) => receivables(db, f.ws, { search: s, limit }, now);
+    expect(await search('AHMED')).to.deep.equal({ rows: [rows.ba, rows.ak], totals });
+    expect((await search('dana', 1)).rows).to.deep.equal([rows.dl1]);
+    expect((await search('diaz')).rows).to.deep.equal([rows.cd]);
+    expect((await search('a')).rows).to.deep.equal([rows.ba, rows.ak, rows.dl1, rows.dl2, rows.az, rows.cd]);
+    expect((await search('%')).rows).to.deep.equal([rows.ev]);
+    expect((await search('_')).rows).to.deep.equal([rows.ev]);
+    expect((await search('0%_O')).rows).to.deep.equal([rows.ev]);
+    expect((await search('void')).rows).to.deep.equal([]);
+    expect((await search('nobody')).totals).to.deep.equal(totals);
+  });
+
+  it('ages each customer on the local calendar, at the bucket boundaries', async () => {
+    const { db } = await testDatabase();
+    const g = await fixture(db, { timezone: 'Asia/Dubai' });
+    const who = await g.customer({ name: 'Boundary' });
+    // days past due on 2026-11-22: 0 -> current; 1, 30 -> 1-30; 31, 60 -> 31-60; 61 -> 61+
+    for (const [dueDate, total] of [
+      ['2026-11-22', 1],
+      ['2026-11-21', 10],
+      ['2026-10-23', 100],
+      ['2026-10-22', 1000],
+      ['2026-09-23', 10000],
+      ['2026-09-22', 100000],
+    ] as const) {
+      await g.invoice({ customerId: who, total, dueDate });
+    }
+    const expected = { billed: 111111, collected: 0, outstanding: 111111, current: 1, d1_30: 110, d31_60: 11000, d60p: 100000, openInvoices: 6 };
+    const result = await receivables(db, g.ws, { limit: 50 }, now);
+    expect(result).to.deep.equal({ rows: [{ customerId: who, name: 'Boundary', ...expected }], totals: { ...expected, customers: 1 } });
+    // at 2026-11-22T21:00Z it is already the 23rd in Dubai: everything is one day older, 1, 2 -> 1-30 (1 + 10);
+    // 31, 32 -> 31-60 (100 + 1000); 61, 62 -> 61+ (10000 + 100000)
+    const later = await receivables(db, g.ws, { limit: 50 }, new Date('2026-11-22T21:00:00.000Z'));
+    expect(later.rows[0]).to.include({ current: 0, d1_30: 11, d31_60: 1100, d60p: 110000 });
+  });
+
+  it('is empty for a workspace without invoices', async () => {
+    const { db } = await testDatabase();
+    const g = await fixture(db);
+    await g.customer({ name: 'Someone' });
+    expect(await receivables(db, g.ws, { limit: 50 }, now)).to.deep.equal({
+      rows: [],
+      totals: { billed: 0, collected: 0, outstanding: 0, current: 0, d1_30: 0, d31_60: 0, d60p: 0, openInvoices: 0, customers: 0 },
+    });
+  });
+});

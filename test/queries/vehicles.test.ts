@@ -1,0 +1,179 @@
+import { expect } from 'chai';
+import { testDatabase } from '../support/database.js';
+import { fixture, type Fixture } from '../support/fixtures.js';
+import { searchVehicles } from '../../src/queries/vehicles.js';
+
+const now = new Date('2026-11-22T08:00:00.000Z');
+const t = (iso: string) => new Date(iso);
+
+describe('queries: vehicle search', () => {
+  let f: Fixture;
+  const ids: Record<string, string> = {};
+  const plates = (result: { rows: { plate: string }[] }) => result.rows.map((r) => r.plate);
+
+  before(async () => {
+    const { db } = await testDatabase();
+    f = await fixture(db);
+    ids.camry = await f.vehicle({ make: 'Toyota', model: 'Camry', plate: 'DXB A 12345', category: 'sedan', dailyRate: 18000 });
+    ids.corolla = await f.vehicle({ make: 'Toyota', model: 'Corolla', plate: 'DXB B 777' });
+    ids.patrol = await f.vehicle({ make: 'Nissan', model: 'Patrol', plate: 'AUH 5 4321', category: 'suv', state: 'in_service' });
+    ids.rio = await f.vehicle({ make: 'Kia', model: 'Rio', plate: 'SHJ 3 100', state: 'inactive' });
+    ids.sunny2 = await f.vehicle({ make: 'Nissan', model: 'Sunny', plate: 'DXB Z 2' });
+    ids.sunny1 = await f.vehicle({ make: 'Nissan', model: 'Sunny', plate: 'DXB Y 1' });
+    // another workspace with a look-alike car (same plate, same make) never shows up
+    const other = await fixture(db);
+    await other.vehicle({ make: 'Toyota', model: 'Camry', plate: 'DXB A 12345' });
+  });
+
+  it('lists every vehicle ordered by make, model, plate, with no available key without a window', async () => {
+    const { db } = await testDatabase();
+    const result = await searchVehicles(db, f.ws, { limit: 20 }, now);
+    // Kia Rio; Nissan Patrol; Nissan Sunny DXB Y 1 < DXB Z 2; Toyota Camry; Toyota Corolla
+    expect(plates(result)).to.deep.equal(['SHJ 3 100', 'AUH 5 4321', 'DXB Y 1', 'DXB Z 2', 'DXB A 12345', 'DXB B 777']);
+    expect(result.rows[4]).to.deep.equal({
+      id: ids.camry,
+      make: 'Toyota',
+      model: 'Camry',
+      plate: 'DXB A 12345',
+      category: 'sedan',
+      dailyRate: 18000,
+    });
+    for (const row of result.rows) expect(row).not.to.have.property('available');
+  });
+
+  it('caps the rows at limit, keeping the order', async () => {
+    const { db } = await testDatabase();
+    expect(plates(await searchVehicles(db, f.ws, { limit: 2 }, now))).to.deep.equal(['SHJ 3 100', 'AUH 5 4321']);
+    expect(plates(await searchVehicles(db, f.ws, { q: 'nissan', limit: 2 }, now))).to.deep.equal(['AUH 5 4321', 'DXB Y 1']);
+  });
+
+  it('matches make and model case-insensitively as substrings', async () => {
+    const { db } = await testDatabase();
+    expect(plates(await searchVehicles(db, f.ws, { q: 'TOYO', limit: 20 }, now))).to.deep.equal(['DXB A 12345', 'DXB B 777']);
+    expect(plates(await searchVehicles(db, f.ws, { q: 'roll', limit: 20 }, now))).to.deep.equal(['DXB B 777']);
+    expect(plates(await searchVehicles(db, f.ws, { q: 'sUnNy', limit: 20 }, now))).to.deep.equal(['DXB Y 1', 'DXB Z 2']);
+    expect(plates(await searchVehicles(db, f.ws, { q: 'nothing like it', limit: 20 }, now))).to.deep.equal([]);
+  });
+
+  it('matches plates ignoring spaces and case, with or without spaces in q', async () => {
+    const { db } = await testDatabase();
+    for (const q of ['a12345', 'A 12345', 'dxb a 1234', 'DXBA12345', 'xba1', '  a 1 2 3  ']) {
+      expect(plates(await searchVehicles(db, f.ws, { q, limit: 20 }, now)), q).to.deep.equal(['DXB A 12345']);
+    }
+    // '5 4' is in 'AUH 5 4321' (key auh54321) and, spaces removed, '54' is nowhere else
+    expect(plates(await searchVehicles(db, f.ws, { q: '5 4', limit: 20 }, now))).to.deep.equal(['AUH 5 4321']);
+    // 'b7' only in dxbb777
+    expect(plates(await searchVehicles(db, f.ws, { q: 'B7', limit: 20 }, now))).to.deep.equal(['DXB B 777']);
+  });
+
+  it('treats % _ and \\ in q literally', async () => {
+    const { db } = await testDatabase();
+    const g = await fixture(db);
+    await g.vehicle({ make: 'Tesla', model: 'Model_S', plate: 'T 1' });
+    await g.vehicle({ make: 'Tesla', model: 'ModelXS', plate: 'T 2' });
+    await g.vehicle({ make: 'Tesla', model: 'Roadster', plate: 'T 3' });
+    await g.vehicle({ make: 'Odd\\Make', model: '100%', plate: 'T 4' });
+    expect(plates(await searchVehicles(db, g.ws, { q: 'l_s', limit: 20 }, now))).to.deep.equal(['T 1']);
+    expect(plates(await searchVehicles(db, g.ws, { q: '%', limit: 20 }, now))).to.deep.equal(['T 4']);
+    expect(plates(await searchVehicles(db, g.ws, { q: '0%', limit: 20 }, now))).to.deep.equal(['T 4']);
+    expect(plates(await searchVehicles(db, g.ws, { q: 'd\\m', limit: 20 }, now))).to.deep.equal(['T 4']);
+    expect(plates(await searchVehicles(db, g.ws, { q: 'model%s', limit: 20 }, now))).to.deep.equal([]);
+  });
+});
+
+describe('queries: vehicle availability for a window', () => {
+  // The window [2026-11-23T11:00Z, 2026-11-24T11:00Z); now is 2026-11-22T08:00Z
+  const from = t('2026-11-23T11:00:00.000Z');
+  const to = t('2026-11-24T11:00:00.000Z');
+  let f: Fixture;
+
+  async function availability(window: { from: Date; to: Date }, q?: string): Promise<Record<string, boolean | undefined>> {
+    const { db } = await testDatabase();
+    const result = await searchVehicles(db, f.ws, { q, limit: 50, ...window }, now);
+    return Object.fromEntries(result.rows.map((r) => [r.plate, r.available]));
+  }
+
+  before(async () => {
+    const { db } = await testDatabase();
+    f = await fixture(db);
+    const car = (plate: string, state: 'active' | 'in_service' | 'inactive' = 'active') => f.vehicle({ make: 'Car', model: plate, plate, state });
+    await car('FREE');
+    // a return at 11:00 does not clash with a pickup at 11:00, in either direction
+    await f.booking({ vehicleId: await car('ENDS AT FROM'), status: 'confirmed', pickupAt: '2026-11-22T11:00:00Z', dropoffAt: '2026-11-23T11:00:00Z' });
+    await f.booking({ vehicleId: await car('STARTS AT TO'), status: 'confirmed', pickupAt: '2026-11-24T11:00:00Z', dropoffAt: '2026-11-26T11:00:00Z' });
+    await f.booking({ vehicleId: await car('CONFIRMED OVERLAP'), status: 'confirmed', pickupAt: '2026-11-23T10:00:00Z', dropoffAt: '2026-11-23T11:00:00.001Z' });
+    await f.booking({ vehicleId: await car('ACTIVE OVERLAP'), status: 'active', pickupAt: '2026-11-20T10:00:00Z', dropoffAt: '2026-11-23T12:00:00Z' });
+    await f.booking({ vehicleId: await car('INSIDE'), status: 'confirmed', pickupAt: '2026-11-23T15:00:00Z', dropoffAt: '2026-11-23T16:00:00Z' });
+    await f.booking({ vehicleId: await car('AROUND'), status: 'confirmed', pickupAt: '2026-11-01T15:00:00Z', dropoffAt: '2026-12-01T16:00:00Z' });
+    // pending, completed and canceled bookings never block
+    const other = await car('OTHER STATUSES');
+    for (const status of ['pending', 'completed', 'canceled'] as const) {
+      await f.booking({ vehicleId: other, status, pickupAt: '2026-11-23T09:00:00Z', dropoffAt: '2026-11-24T09:00:00Z' });
+    }
+    // a car in the workshop or retired is never available, even with nothing booked
+    await car('IN SERVICE', 'in_service');
+    await car('INACTIVE', 'inactive');
+    // maintenance blocks are half-open too
+    await f.maintenance({ vehicleId: await car('MAINTENANCE OVERLAP'), startsAt: '2026-11-24T10:59:00Z', endsAt: '2026-11-25T10:00:00Z' });
+    await f.maintenance({ vehicleId: await car('MAINTENANCE BEFORE'), startsAt: '2026-11-22T10:00:00Z', endsAt: '2026-11-23T11:00:00Z' });
+    await f.maintenance({ vehicleId: await car('MAINTENANCE AFTER'), startsAt: '2026-11-24T11:00:00Z', endsAt: '2026-11-25T11:00:00Z' });
+    // late: active, due back 2026-11-21T10:00Z, before now; it counts as out until now (2026-11-22T08:00Z)
+    await f.booking({ vehicleId: await car('LATE'), status: 'active', pickupAt: '2026-11-19T10:00:00Z', dropoffAt: '2026-11-21T10:00:00Z' });
+    // returned on time (completed) long before: free
+    await f.booking({ vehicleId: await car('RETURNED'), status: 'completed', pickupAt: '2026-11-19T10:00:00Z', dropoffAt: '2026-11-21T10:00:00Z' });
+    // the other workspace's booking on a look-alike plate blocks nothing here
+    const g = await fixture(db);
+    await g.booking({ vehicleId: await g.vehicle({ make: 'Car', model: 'FREE', plate: 'FREE' }), status: 'active', pickupAt: from, dropoffAt: to });
+  });
+
+  it('is true only for active cars with no confirmed/active booking and no maintenance in [from, to)', async () => {
+    expect(await availability({ from, to })).to.deep.equal({
+      'ACTIVE OVERLAP': false,
+      AROUND: false,
+      'CONFIRMED OVERLAP': false,
+      'ENDS AT FROM': true,
+      FREE: true,
+      'IN SERVICE': false,
+      INACTIVE: false,
+      INSIDE: false,
+      LATE: true, // the window starts after now: the late car's range [pickup, now) ends before it
+      'MAINTENANCE AFTER': true,
+      'MAINTENANCE BEFORE': true,
+      'MAINTENANCE OVERLAP': false,
+      'OTHER STATUSES': true,
+      RETURNED: true,
+      'STARTS AT TO': true,
+    });
+  });
+
+  it('keeps a car that is late back unavailable after its dropoff, up to now', async () => {
+    // [2026-11-21T12:00Z, 2026-11-21T18:00Z): after the late car's dropoff (10:00) but before now -> still out
+    let result = await availability({ from: t('2026-11-21T12:00:00Z'), to: t('2026-11-21T18:00:00Z') }, 'LATE');
+    expect(result).to.deep.equal({ LATE: false });
+    // a window holding now
+    result = await availability({ from: t('2026-11-22T07:00:00Z'), to: t('2026-11-22T09:00:00Z') }, 'LATE');
+    expect(result).to.deep.equal({ LATE: false });
+    // the same window for the car that was returned: free
+    result = await availability({ from: t('2026-11-21T12:00:00Z'), to: t('2026-11-21T18:00:00Z') }, 'RETURNED');
+    expect(result).to.deep.equal({ RETURNED: true });
+  });
+
+  it('applies the half-open rule to a window that ends where a booking starts', async () => {
+    // ends exactly at INSIDE's pickup (15:00): free; one millisecond later: taken
+    expect(await availability({ from: t('2026-11-23T12:00:00Z'), to: t('2026-11-23T15:00:00Z') }, 'INSIDE')).to.deep.equal({ INSIDE: true });
+    expect(await availability({ from: t('2026-11-23T12:00:00Z'), to: t('2026-11-23T15:00:00.001Z') }, 'INSIDE')).to.deep.equal({ INSIDE: false });
+    // starts exactly at its dropoff (16:00): free
+    expect(await availability({ from: t('2026-11-23T16:00:00Z'), to: t('2026-11-23T17:00:00Z') }, 'INSIDE')).to.deep.equal({ INSIDE: true });
+  });
+
+  it('works out availability for the rows the limit returns', async () => {
+    const { db } = await testDatabase();
+    const result = await searchVehicles(db, f.ws, { limit: 3, from, to }, now);
+    // ordered by make (all Car), model = plate: ACTIVE OVERLAP, AROUND, CONFIRMED OVERLAP
+    expect(result.rows.map((r) => [r.plate, r.available])).to.deep.equal([
+      ['ACTIVE OVERLAP', false],
+      ['AROUND', false],
+      ['CONFIRMED OVERLAP', false],
+    ]);
+  });
+});
