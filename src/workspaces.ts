@@ -110,8 +110,12 @@ export async function createApiKey(
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+export function isUuid(value: string): boolean {
+  return UUID.test(value);
+}
+
 export async function revokeApiKey(db: Knex, id: string): Promise<{ id: string; revokedAt: string }> {
-  if (!UUID.test(id)) throw new InputError(`--id must be a UUID, got "${id}"`);
+  if (!isUuid(id)) throw new InputError(`--id must be a UUID, got "${id}"`);
   // Revoking twice keeps the first revocation time.
   const [row] = await db('api_keys')
     .where({ id })

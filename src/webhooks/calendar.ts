@@ -1,0 +1,125 @@
+// The calendar sweep (every minute): one pass over every workspace that
+//   1. starts the workspace's calendar on its first sweep (calendar_state; from then on the triggers record the
+//      changes the derived events are made from, so records that were already there raise nothing),
+//   2. turns the recorded changes into booking.confirmed, booking.completed, payment.*, invoice.issued,
+//      fine.created and booking.extended events,
+//   3. raises the calendar events due now on the workspace's local calendar (due soon, overdue and expiry
+//      milestones, ending soon, integration.failed once a local day),
+// and then publishes what the rental platform queued in the outbox.
+//
+// Safe to run in several processes at once: every occurrence has a dedupe key and is inserted with ON CONFLICT
+// DO NOTHING (in key order, so two sweeps cannot deadlock on each other's keys); changes and outbox rows are
+// claimed with FOR UPDATE SKIP LOCKED and consumed in the transaction that records their events. Deliveries are
+// created in that same transaction, so an event is never recorded without them.
+import type { Knex } from 'knex';
+import { CALENDAR_SQL, DERIVED_SQL } from './calendar-sql.js';
+import { fanOutEvents } from './fanout.js';
+import { InvalidEventError, publishEvent } from './publish.js';
+
+export { EXPIRY_MILESTONES, MILESTONE_GRACE_DAYS, OVERDUE_MILESTONES } from './calendar-sql.js';
+
+/** entity_changes consumed per statement. */
+const CHANGES_BATCH = 1000;
+
+interface OutboxRow {
+  id: string;
+  workspace_id: string;
+  event: string;
+  data: unknown;
+  dedupe_key: string | null;
+}
+
+export interface CalendarSweepResult {
+  /** Events recorded by this sweep (calendar, derived and outbox). */
+  events: number;
+}
+
+export async function runCalendarSweep(db: Knex, now: Date): Promise<CalendarSweepResult> {
+  const at = now.toISOString();
+  // A workspace's first sweep starts its calendar; later ones move last_swept_at forward.
+  await db.raw(
+    `INSERT INTO calendar_state (workspace_id, first_swept_at, last_swept_at)
+     SELECT id, CAST(:now AS timestamptz), CAST(:now AS timestamptz) FROM workspaces ORDER BY id
+     ON CONFLICT (workspace_id) DO UPDATE SET last_swept_at = greatest(calendar_state.last_swept_at, excluded.last_swept_at)`,
+    { now: at },
+  );
+  const events = (await sweepDerived(db, at)) + (await sweepCalendar(db, at)) + (await sweepOutbox(db));
+  return { events };
+}
+
+/** Derived events from the recorded changes of every workspace, a batch per transaction until none are left. */
+async function sweepDerived(db: Knex, now: string): Promise<number> {
+  let recorded = 0;
+  for (;;) {
+    const { claimed, ids } = await db.transaction(async (trx) => {
+      const [row] = (await trx.raw(DERIVED_SQL, { now, batch: CHANGES_BATCH })).rows as { claimed: number; ids: string[] }[];
+      if (row.ids.length > 0) await fanOutEvents(trx, row.ids);
+      return row;
+    });
+    recorded += ids.length;
+    if (claimed < CHANGES_BATCH) return recorded;
+  }
+}
+
+/** The calendar events due now in every workspace, recorded with their deliveries in one transaction. */
+async function sweepCalendar(db: Knex, now: string): Promise<number> {
+  return db.transaction(async (trx) => {
+    const ids = ((await trx.raw(CALENDAR_SQL, { now })).rows as { id: string }[]).map((r) => r.id);
+    if (ids.length > 0) await fanOutEvents(trx, ids);
+    return ids.length;
+  });
+}
+
+/**
+ * Publishes the outbox rows not yet processed, oldest first, one row per transaction: a valid row becomes an
+ * event (or finds the one its dedupe key already names) and gets processed_at and event_id; a row the schema
+ * refuses gets processed_at and the reason in `error`, and nothing is queued. A row that fails for any other
+ * reason (the database, say) is left for the next sweep; the first such error is rethrown after the others ran.
+ */
+async function sweepOutbox(db: Knex): Promise<number> {
+  let recorded = 0;
+  const skipped: string[] = [];
+  let failure: unknown;
+  for (;;) {
+    let row: OutboxRow | undefined;
+    try {
+      const done = await db.transaction(async (trx) => {
+        [row] = (
+          await trx.raw(
+            `SELECT id, workspace_id, event, data, dedupe_key FROM outbox
+             WHERE processed_at IS NULL AND NOT (id = ANY(CAST(:skipped AS bigint[])))
+             ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+            { skipped: `{${skipped.join(',')}}` },
+          )
+        ).rows as OutboxRow[];
+        if (!row) return true;
+        const claimed = row;
+        try {
+          // publishEvent validates before it writes anything, and writes inside its own savepoint
+          const result = await publishEvent(trx, {
+            workspaceId: claimed.workspace_id,
+            event: claimed.event,
+            data: claimed.data,
+            dedupeKey: claimed.dedupe_key,
+            source: 'outbox',
+          });
+          await trx('outbox').where({ id: claimed.id }).update({ processed_at: trx.fn.now(), event_id: result.eventId, error: null });
+          if (!result.duplicate) recorded += 1;
+        } catch (err) {
+          if (!(err instanceof InvalidEventError)) throw err;
+          await trx('outbox').where({ id: claimed.id }).update({ processed_at: trx.fn.now(), error: err.message });
+        }
+        return false;
+      });
+      if (done) return finish();
+    } catch (err) {
+      if (!row) throw err;
+      failure ??= err;
+      skipped.push(String((row as OutboxRow).id));
+    }
+  }
+  function finish(): number {
+    if (failure) throw failure;
+    return recorded;
+  }
+}

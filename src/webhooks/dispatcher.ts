@@ -1,0 +1,509 @@
+import crypto from 'node:crypto';
+import os from 'node:os';
+import type { Knex } from 'knex';
+import pg from 'pg';
+import type { Logger } from 'pino';
+import { InputError } from '../workspaces.js';
+import { TEST_EVENT } from './catalogue.js';
+import { DELIVERY_CHANNEL, notifyDispatchers } from './fanout.js';
+import { attemptDelivery, DEFAULT_ATTEMPT_TIMEOUT_MS, type AttemptOutcome, type AttemptRequest } from './http-attempt.js';
+import { nextAttemptAt, SWITCH_OFF_AFTER_FAILURES } from './retry-schedule.js';
+
+// The delivery sweep. A dispatcher claims due deliveries (FOR NO KEY UPDATE SKIP LOCKED, then a lease, so several
+// processes can run at once and the claims of a killed one are retried once its lease runs out), attempts each
+// one over HTTP, and records finished attempts in batches: one statement each for the attempt rows, the
+// deliveries and the endpoints' failure streaks, endpoints locked in id order.
+
+export interface DispatcherOptions {
+  db: Knex;
+  logger: Logger;
+  /** Attempts in flight at once in this process. Default 64. */
+  concurrency?: number;
+  /** Attempts in flight at once to one endpoint, so a slow or dead endpoint cannot hold up the others. Default 8. */
+  perEndpointConcurrency?: number;
+  /** How long a claim is held before another dispatcher may take the delivery over. Default 60 s. */
+  leaseMs?: number;
+  /** Time-out of one whole HTTP exchange. Default 10 s. */
+  attemptTimeoutMs?: number;
+  /** How often the queue is polled when no notification arrives. Default (and at most) 1 s. */
+  pollIntervalMs?: number;
+  /** The sweep's clock: which deliveries are due and when retries are scheduled. Signatures use the real clock. */
+  clock?: () => Date;
+  /** Only deliveries of these workspaces (a dispatcher per tenant, or a test's own). Default: every workspace. */
+  workspaceIds?: string[];
+}
+
+export interface SweepCounts {
+  attempted: number;
+  accepted: number;
+  retrying: number;
+  failed: number;
+}
+
+interface Claim extends AttemptRequest {
+  endpointId: string;
+  /** This attempt's number, 1-based. */
+  attempt: number;
+}
+
+interface Finished {
+  claim: Claim;
+  outcome: AttemptOutcome;
+  /** The sweep clock when the attempt failed: retries are measured from it. */
+  sweepAt: Date;
+}
+
+type DeliveryStatus = 'accepted' | 'retrying' | 'failed';
+
+const PENDING = `status IN ('queued', 'retrying')`;
+/** Database failures in a row after which unrecorded outcomes are given up (and a one-off sweep fails). */
+const MAX_CONSECUTIVE_FAILURES = 5;
+/** Pause before claiming again when another dispatcher was locking some of the due rows. */
+const CONTENTION_RETRY_MS = 5;
+
+/** A column of values bound as one Postgres array (for unnest); Knex's types do not admit nulls in arrays. */
+const column = (values: ReadonlyArray<string | number | boolean | null>): Knex.Value => values as unknown as Knex.Value;
+const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Moves the pending deliveries of switched-off endpoints to `held` (test deliveries stay queued: they are sent
+ * to a switched-off endpoint too). Call it in the transaction that switches the endpoints off.
+ */
+export async function holdPendingDeliveries(db: Knex, endpointIds: string[]): Promise<number> {
+  if (endpointIds.length === 0) return 0;
+  return db('deliveries')
+    .whereIn('endpoint_id', endpointIds)
+    .whereRaw(PENDING)
+    .whereNot('event', TEST_EVENT)
+    .update({ status: 'held', next_attempt_at: null });
+}
+
+/** Failure-streak summary of one endpoint's attempts in a flushed batch, in the order they finished. */
+export interface Streak {
+  endpointId: string;
+  successes: number;
+  /** Failures before the first success (all of them when there was none). */
+  leading: number;
+  /** Failures after the last success. */
+  trailing: number;
+  /** The longest run of failures after the first success. */
+  longestAfterSuccess: number;
+  lastSuccessAt: string | null;
+}
+
+export function summariseStreaks(batch: Array<{ claim: { endpointId: string }; outcome: Pick<AttemptOutcome, 'ok' | 'startedAt' | 'durationMs'> }>): Streak[] {
+  const byEndpoint = new Map<string, Streak>();
+  for (const { claim, outcome } of batch) {
+    let s = byEndpoint.get(claim.endpointId);
+    if (!s) {
+      s = { endpointId: claim.endpointId, successes: 0, leading: 0, trailing: 0, longestAfterSuccess: 0, lastSuccessAt: null };
+      byEndpoint.set(claim.endpointId, s);
+    }
+    if (outcome.ok) {
+      s.successes++;
+      s.trailing = 0;
+      s.lastSuccessAt = new Date(outcome.startedAt.getTime() + outcome.durationMs).toISOString();
+    } else if (s.successes === 0) {
+      s.leading++;
+      s.trailing++;
+    } else {
+      s.trailing++;
+      s.longestAfterSuccess = Math.max(s.longestAfterSuccess, s.trailing);
+    }
+  }
+  // Locks are taken in id order, so two dispatchers flushing the same endpoints cannot deadlock.
+  return [...byEndpoint.values()].sort((a, b) => (a.endpointId < b.endpointId ? -1 : 1));
+}
+
+export class Dispatcher {
+  private readonly db: Knex;
+  private readonly logger: Logger;
+  private readonly concurrency: number;
+  private readonly perEndpointConcurrency: number;
+  private readonly leaseMs: number;
+  private readonly attemptTimeoutMs: number;
+  private readonly pollIntervalMs: number;
+  private readonly clock: () => Date;
+  private readonly workspaceIds: string[] | null;
+  /** Written into lease_owner; unique per instance. */
+  readonly owner = `${os.hostname()}:${process.pid}:${crypto.randomUUID().slice(0, 8)}`;
+
+  private inFlight = 0;
+  private readonly inFlightByEndpoint = new Map<string, number>();
+  private finished: Finished[] = [];
+  private claimWanted = true;
+  private woken = false;
+  private wakeUp: (() => void) | undefined;
+  private busy = false;
+  private stopping = false;
+  /** What this instance attempted since start(). */
+  readonly totals: SweepCounts = { attempted: 0, accepted: 0, retrying: 0, failed: 0 };
+  private loopDone: Promise<void> | undefined;
+  private pollTimer: NodeJS.Timeout | undefined;
+  private listener: pg.Client | undefined;
+
+  constructor(options: DispatcherOptions) {
+    this.db = options.db;
+    this.logger = options.logger.child({ component: 'dispatcher' });
+    this.concurrency = options.concurrency ?? 64;
+    this.perEndpointConcurrency = options.perEndpointConcurrency ?? 8;
+    this.leaseMs = options.leaseMs ?? 60_000;
+    this.attemptTimeoutMs = options.attemptTimeoutMs ?? DEFAULT_ATTEMPT_TIMEOUT_MS;
+    this.pollIntervalMs = Math.min(options.pollIntervalMs ?? 1000, 1000);
+    this.clock = options.clock ?? (() => new Date());
+    this.workspaceIds = options.workspaceIds ?? null;
+    if (!(this.concurrency >= 1 && this.perEndpointConcurrency >= 1)) throw new Error('concurrency limits must be at least 1');
+    if (!(this.leaseMs > this.attemptTimeoutMs)) throw new Error('leaseMs must be longer than attemptTimeoutMs');
+  }
+
+  /** The time-out of one HTTP exchange, in milliseconds. */
+  get attemptTimeout(): number {
+    return this.attemptTimeoutMs;
+  }
+
+  /** Runs continuously: polls at least once a second and is woken by NOTIFY on the delivery channel. */
+  async start(): Promise<void> {
+    if (this.busy) throw new Error('dispatcher is already running');
+    this.busy = true;
+    this.stopping = false;
+    this.claimWanted = true;
+    await this.listen();
+    this.pollTimer = setInterval(() => this.wake(true), this.pollIntervalMs);
+    this.loopDone = this.loop(undefined, this.totals).finally(() => {
+      this.busy = false;
+    });
+  }
+
+  /** Stops claiming, finishes and records the attempts in flight, then returns. */
+  async stop(): Promise<void> {
+    if (!this.loopDone) return;
+    this.stopping = true;
+    clearInterval(this.pollTimer);
+    this.wake(false);
+    await this.loopDone;
+    this.loopDone = undefined;
+    const listener = this.listener;
+    this.listener = undefined;
+    await listener?.end().catch(() => undefined);
+  }
+
+  /**
+   * One sweep: claims everything due at `now` (by the sweep clock), attempts it, records the outcomes and
+   * returns the counts. Retries scheduled by this sweep are due after `now`, so they wait for a later sweep.
+   */
+  async runOnce(now: Date = this.clock()): Promise<SweepCounts> {
+    if (this.busy) throw new Error('dispatcher is already running');
+    this.busy = true;
+    const counts: SweepCounts = { attempted: 0, accepted: 0, retrying: 0, failed: 0 };
+    try {
+      this.stopping = false;
+      this.claimWanted = true;
+      await this.loop(now, counts);
+      return counts;
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  private wake(claim: boolean): void {
+    if (claim) this.claimWanted = true;
+    this.woken = true;
+    const resolve = this.wakeUp;
+    this.wakeUp = undefined;
+    resolve?.();
+  }
+
+  private async sleep(): Promise<void> {
+    if (!this.woken) await new Promise<void>((resolve) => (this.wakeUp = resolve));
+    this.woken = false;
+  }
+
+  /**
+   * Flush finished attempts, claim into free slots, repeat. With a fixed `now` (runOnce) it returns once
+   * nothing more is due and everything claimed is recorded; otherwise when stop() was called and the attempts
+   * in flight are recorded.
+   */
+  private async loop(now: Date | undefined, counts: SweepCounts): Promise<void> {
+    let failures = 0;
+    for (;;) {
+      let unrecorded: Finished[] = [];
+      let claimAgain = false;
+      try {
+        if (this.finished.length > 0) {
+          unrecorded = this.finished;
+          this.finished = [];
+          await this.flush(unrecorded, counts);
+          unrecorded = [];
+        }
+        const free = this.concurrency - this.inFlight;
+        if (!this.stopping && this.claimWanted && free > 0) {
+          this.claimWanted = false;
+          const { claims, contended } = await this.claim(free, now ?? this.clock());
+          for (const claim of claims) this.launch(claim, now);
+          if (claims.length === free || contended) this.claimWanted = true;
+          // Rows another dispatcher was claiming at that moment are leased (or free again) a moment later.
+          if (contended && claims.length < free) await delay(CONTENTION_RETRY_MS);
+          claimAgain = claims.length > 0 || contended;
+        }
+        failures = 0;
+      } catch (err) {
+        // The database is unreachable or refused a statement. Outcomes not yet recorded are kept and recorded on a
+        // later try; after repeated failures they are given up: their leases run out and those deliveries are
+        // attempted again (delivery is at least once). A one-off sweep (runOnce) then fails.
+        const giveUp = ++failures >= MAX_CONSECUTIVE_FAILURES;
+        if (!giveUp) this.finished = unrecorded.concat(this.finished);
+        this.logger.error({ err }, giveUp ? 'delivery sweep failed' : 'delivery sweep failed; retrying');
+        if (giveUp && now !== undefined) {
+          while (this.inFlight > 0) await this.sleep();
+          this.finished = [];
+          throw err;
+        }
+        if (giveUp) failures = 0;
+        await delay(this.pollIntervalMs);
+        this.claimWanted = true;
+        continue;
+      }
+      if (claimAgain) continue;
+      const idle = this.inFlight === 0 && this.finished.length === 0;
+      if (idle && (this.stopping || (now !== undefined && !this.claimWanted))) return;
+      await this.sleep();
+    }
+  }
+
+  private launch(claim: Claim, now: Date | undefined): void {
+    this.inFlight++;
+    this.inFlightByEndpoint.set(claim.endpointId, (this.inFlightByEndpoint.get(claim.endpointId) ?? 0) + 1);
+    void attemptDelivery(claim, { timeoutMs: this.attemptTimeoutMs }).then((outcome) => {
+      this.finished.push({ claim, outcome, sweepAt: now ?? this.clock() });
+      this.inFlight--;
+      const left = this.inFlightByEndpoint.get(claim.endpointId)! - 1;
+      if (left === 0) this.inFlightByEndpoint.delete(claim.endpointId);
+      else this.inFlightByEndpoint.set(claim.endpointId, left);
+      this.wake(true);
+    });
+  }
+
+  /**
+   * Leases up to `limit` due deliveries, oldest first, at most the free per-endpoint slots of each endpoint.
+   * `contended`: some due candidates were skipped because another dispatcher was locking them.
+   */
+  private async claim(limit: number, now: Date): Promise<{ claims: Claim[]; contended: boolean }> {
+    const busyEndpoints = [...this.inFlightByEndpoint.keys()];
+    const { rows } = await this.db.raw(
+      `WITH busy AS (
+         SELECT * FROM unnest(?::uuid[], ?::int[]) AS b(endpoint_id, n)
+       ), candidates AS (
+         SELECT c.id, c.next_attempt_at
+         FROM webhook_endpoints w
+         LEFT JOIN busy b ON b.endpoint_id = w.id
+         CROSS JOIN LATERAL (
+           SELECT d.id, d.next_attempt_at FROM deliveries d
+           WHERE d.endpoint_id = w.id AND d.${PENDING} AND d.next_attempt_at <= ?
+             AND (d.lease_until IS NULL OR d.lease_until < now())
+             AND (w.is_active OR d.event = '${TEST_EVENT}')
+           ORDER BY d.next_attempt_at
+           LIMIT greatest(?::int - coalesce(b.n, 0), 0)
+         ) c
+         WHERE ?::uuid[] IS NULL OR w.workspace_id = ANY(?::uuid[])
+         ORDER BY c.next_attempt_at
+         LIMIT ?
+       ), locked AS (
+         SELECT d.id FROM deliveries d
+         WHERE d.id IN (SELECT id FROM candidates) AND d.${PENDING} AND d.next_attempt_at <= ?
+           AND (d.lease_until IS NULL OR d.lease_until < now())
+         FOR NO KEY UPDATE OF d SKIP LOCKED
+       ), claimed AS (
+         UPDATE deliveries d SET lease_owner = ?, lease_until = now() + ? * interval '1 millisecond'
+         FROM locked l, webhook_endpoints w
+         WHERE d.id = l.id AND w.id = d.endpoint_id
+         RETURNING d.id AS "deliveryId", d.endpoint_id AS "endpointId", d.event, d.body, w.url, w.secret, d.attempts + 1 AS attempt
+       )
+       SELECT coalesce((SELECT json_agg(claimed) FROM claimed), '[]') AS claims,
+              (SELECT count(*) FROM candidates) > (SELECT count(*) FROM claimed) AS contended`,
+      [
+        column(busyEndpoints),
+        column(busyEndpoints.map((id) => this.inFlightByEndpoint.get(id)!)),
+        now.toISOString(),
+        this.perEndpointConcurrency,
+        this.workspaceIds && column(this.workspaceIds),
+        this.workspaceIds && column(this.workspaceIds),
+        limit,
+        now.toISOString(),
+        this.owner,
+        this.leaseMs,
+      ],
+    );
+    return rows[0];
+  }
+
+  /** Records a batch of finished attempts: attempt rows, deliveries, endpoint streaks, switch-offs. */
+  private async flush(batch: Finished[], counts: SweepCounts): Promise<void> {
+    const deliveries = batch.map(({ claim, outcome, sweepAt }) => {
+      const next = outcome.ok ? null : nextAttemptAt(claim.attempt, sweepAt);
+      const status: DeliveryStatus = outcome.ok ? 'accepted' : next ? 'retrying' : 'failed';
+      return { id: claim.deliveryId, status, next: next?.toISOString() ?? null };
+    });
+    const perEndpoint = summariseStreaks(batch);
+    const switchedOff = await this.db.transaction(async (trx) => {
+      // NO KEY UPDATE: it does not conflict with the KEY SHARE locks that inserting deliveries (fan-out) takes on
+      // their endpoints, in whatever order those come.
+      await trx.raw('SELECT 1 FROM webhook_endpoints WHERE id = ANY(?::uuid[]) ORDER BY id FOR NO KEY UPDATE', [perEndpoint.map((s) => s.endpointId)]);
+      await trx.raw(
+        // (joined to deliveries: a delivery deleted meanwhile, with its endpoint or workspace, gets no attempt row)
+        `INSERT INTO delivery_attempts (delivery_id, endpoint_id, number, started_at, duration_ms, status_code, error_kind, error, response_body)
+         SELECT v.* FROM unnest(?::uuid[], ?::uuid[], ?::int[], ?::timestamptz[], ?::int[], ?::int[], ?::text[], ?::text[], ?::text[])
+           AS v(delivery_id, endpoint_id, number, started_at, duration_ms, status_code, error_kind, error, response_body)
+         JOIN deliveries d ON d.id = v.delivery_id
+         ON CONFLICT (delivery_id, number) DO NOTHING`,
+        [
+          column(batch.map((f) => f.claim.deliveryId)),
+          column(batch.map((f) => f.claim.endpointId)),
+          column(batch.map((f) => f.claim.attempt)),
+          column(batch.map((f) => f.outcome.startedAt.toISOString())),
+          column(batch.map((f) => f.outcome.durationMs)),
+          column(batch.map((f) => f.outcome.statusCode)),
+          column(batch.map((f) => f.outcome.errorKind)),
+          column(batch.map((f) => f.outcome.error)),
+          column(batch.map((f) => f.outcome.responseBody)),
+        ],
+      );
+      // A delivery that was held while its attempt was in flight (its endpoint was switched off) stays held.
+      await trx.raw(
+        `UPDATE deliveries d SET
+           status = CASE WHEN d.status = 'held' AND v.status = 'retrying' THEN 'held' ELSE v.status END,
+           next_attempt_at = CASE WHEN d.status = 'held' AND v.status = 'retrying' THEN NULL ELSE v.next_attempt_at END,
+           attempts = greatest(d.attempts, v.number),
+           last_status_code = v.status_code,
+           last_error = v.error,
+           finished_at = CASE WHEN v.status IN ('accepted', 'failed') THEN now() END,
+           lease_owner = NULL,
+           lease_until = NULL
+         FROM unnest(?::uuid[], ?::text[], ?::timestamptz[], ?::int[], ?::int[], ?::text[]) AS v(id, status, next_attempt_at, number, status_code, error)
+         WHERE d.id = v.id AND d.lease_owner = ?`,
+        [
+          column(deliveries.map((d) => d.id)),
+          column(deliveries.map((d) => d.status)),
+          column(deliveries.map((d) => d.next)),
+          column(batch.map((f) => f.claim.attempt)),
+          column(batch.map((f) => f.outcome.statusCode)),
+          column(batch.map((f) => f.outcome.error)),
+          this.owner,
+        ],
+      );
+      // consecutive_failures counts failed attempts in a row; a run reaching the threshold switches the endpoint off.
+      const { rows } = await trx.raw(
+        `UPDATE webhook_endpoints w SET
+           consecutive_failures = CASE WHEN s.successes > 0 THEN s.trailing_failures ELSE w.consecutive_failures + s.leading_failures END,
+           last_success_at = CASE WHEN s.successes > 0 THEN greatest(w.last_success_at, s.last_success_at) ELSE w.last_success_at END,
+           is_active = w.is_active AND NOT s.switch_off,
+           disabled_at = CASE WHEN s.switch_off THEN now() ELSE w.disabled_at END
+         FROM (
+           SELECT v.*, (e.is_active AND ((v.leading_failures > 0 AND e.consecutive_failures + v.leading_failures >= ?) OR v.longest_failures >= ?)) AS switch_off
+           FROM unnest(?::uuid[], ?::int[], ?::int[], ?::int[], ?::int[], ?::timestamptz[]) AS v(id, successes, leading_failures, trailing_failures, longest_failures, last_success_at)
+           JOIN webhook_endpoints e ON e.id = v.id
+         ) s
+         WHERE w.id = s.id
+         RETURNING w.id, s.switch_off AS "switchOff"`,
+        [
+          SWITCH_OFF_AFTER_FAILURES,
+          SWITCH_OFF_AFTER_FAILURES,
+          column(perEndpoint.map((s) => s.endpointId)),
+          column(perEndpoint.map((s) => s.successes)),
+          column(perEndpoint.map((s) => s.leading)),
+          column(perEndpoint.map((s) => s.trailing)),
+          column(perEndpoint.map((s) => s.longestAfterSuccess)),
+          column(perEndpoint.map((s) => s.lastSuccessAt)),
+        ],
+      );
+      const switched = (rows as Array<{ id: string; switchOff: boolean }>).filter((r) => r.switchOff).map((r) => r.id);
+      await holdPendingDeliveries(trx, switched);
+      return switched;
+    });
+    for (const id of switchedOff) {
+      this.logger.warn({ endpointId: id, failures: SWITCH_OFF_AFTER_FAILURES }, 'webhook endpoint switched off after failed attempts in a row');
+    }
+    for (const { status } of deliveries) counts[status]++;
+    counts.attempted += batch.length;
+  }
+
+  private async listen(): Promise<void> {
+    const connection = (this.db.client as { config: { connection: string | pg.ClientConfig } }).config.connection;
+    const client = new pg.Client(connection);
+    client.on('notification', () => this.wake(true));
+    client.on('error', (err) => {
+      this.logger.warn({ err: { message: err.message } }, 'delivery notifications lost; polling until reconnected');
+      void client.end().catch(() => undefined);
+      if (this.listener === client) {
+        this.listener = undefined;
+        setTimeout(() => {
+          if (!this.stopping && this.busy) void this.listen().catch(() => undefined);
+        }, this.pollIntervalMs).unref();
+      }
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${DELIVERY_CHANNEL}`);
+      this.listener = client;
+    } catch (err) {
+      // Polling alone still sends everything, only up to a poll interval later.
+      this.logger.warn({ err: { message: (err as Error).message } }, 'cannot LISTEN for deliveries; polling only');
+      await client.end().catch(() => undefined);
+    }
+  }
+}
+
+/**
+ * When an operator switches an endpoint back on: what was held is queued now, except deliveries created more
+ * than 7 days before `now`, which are marked failed instead.
+ */
+export async function releaseHeldDeliveries(db: Knex, endpointId: string, now: Date): Promise<{ queued: number; failed: number }> {
+  return db.transaction(async (trx) => {
+    await trx.raw('SELECT 1 FROM webhook_endpoints WHERE id = ? FOR NO KEY UPDATE', [endpointId]);
+    const { rows } = await trx.raw(
+      `UPDATE deliveries SET
+         status = CASE WHEN created_at < ?::timestamptz - interval '7 days' THEN 'failed' ELSE 'queued' END,
+         next_attempt_at = CASE WHEN created_at < ?::timestamptz - interval '7 days' THEN NULL ELSE ?::timestamptz END,
+         finished_at = CASE WHEN created_at < ?::timestamptz - interval '7 days' THEN now() END,
+         last_error = CASE WHEN created_at < ?::timestamptz - interval '7 days' THEN 'held longer than 7 days while the endpoint was switched off' ELSE last_error END
+       WHERE endpoint_id = ? AND status = 'held'
+       RETURNING status`,
+      [now, now, now, now, now, endpointId],
+    );
+    const queued = rows.filter((r: { status: string }) => r.status === 'queued').length;
+    if (queued > 0) await notifyDispatchers(trx);
+    return { queued, failed: rows.length - queued };
+  });
+}
+
+export interface DeliveryRow {
+  id: string;
+  event: string;
+  status: string;
+  attempts: number;
+  nextAttemptAt: string | null;
+  lastStatusCode: number | null;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** An endpoint's deliveries, newest first (at most `limit`, default 100), for `fleet-admin deliveries list`. */
+export async function listDeliveries(db: Knex, endpointId: string, options: { limit?: number } = {}): Promise<{ rows: DeliveryRow[] }> {
+  if (!UUID.test(endpointId)) throw new InputError(`--endpoint must be a UUID, got "${endpointId}"`);
+  const endpoint = await db('webhook_endpoints').where({ id: endpointId }).first('id');
+  if (!endpoint) throw new InputError(`no webhook endpoint with id ${endpointId}`);
+  const rows = await db('deliveries')
+    .where({ endpoint_id: endpointId })
+    .orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }])
+    .limit(options.limit ?? 100)
+    .select('id', 'event', 'status', 'attempts', 'next_attempt_at', 'last_status_code');
+  return {
+    rows: rows.map((r) => ({
+      id: r.id,
+      event: r.event,
+      status: r.status,
+      attempts: r.attempts,
+      nextAttemptAt: r.next_attempt_at?.toISOString() ?? null,
+      lastStatusCode: r.last_status_code,
+    })),
+  };
+}

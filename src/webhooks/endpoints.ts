@@ -1,0 +1,114 @@
+import type { Knex } from 'knex';
+import { newSigningSecret } from '../secrets.js';
+import { findWorkspace, InputError, isUuid } from '../workspaces.js';
+import { subscribableEvents } from './catalogue.js';
+import { holdPendingDeliveries, releaseHeldDeliveries } from './dispatcher.js';
+
+/** A webhook endpoint as the API and the CLI show it: never with its signing secret. */
+export interface EndpointRecord {
+  id: string;
+  name: string;
+  url: string;
+  /** Subscribed event names; empty means every event. */
+  events: string[];
+  isActive: boolean;
+  disabledAt: string | null;
+  lastSuccessAt: string | null;
+  consecutiveFailures: number;
+}
+
+/** What creating an endpoint returns: the only time the signing secret is shown. */
+export interface CreatedEndpoint {
+  id: string;
+  name: string;
+  url: string;
+  events: string[];
+  isActive: boolean;
+  secret: string;
+}
+
+interface EndpointRow {
+  id: string;
+  name: string;
+  url: string;
+  events: string[];
+  is_active: boolean;
+  disabled_at: Date | null;
+  last_success_at: Date | null;
+  consecutive_failures: number;
+}
+
+const RECORD_COLUMNS = ['id', 'name', 'url', 'events', 'is_active', 'disabled_at', 'last_success_at', 'consecutive_failures'];
+
+function toRecord(row: EndpointRow): EndpointRecord {
+  return {
+    id: row.id,
+    name: row.name,
+    url: row.url,
+    events: row.events,
+    isActive: row.is_active,
+    disabledAt: row.disabled_at?.toISOString() ?? null,
+    lastSuccessAt: row.last_success_at?.toISOString() ?? null,
+    consecutiveFailures: row.consecutive_failures,
+  };
+}
+
+function parseUrl(url: string): URL {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new InputError(`--url must be an absolute http or https URL, got "${url}"`);
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+    throw new InputError(`--url must use http or https, got "${url}"`);
+  }
+  return parsed;
+}
+
+function checkEvents(events: string[]): string[] {
+  const known = new Set(subscribableEvents());
+  for (const event of events) {
+    if (!known.has(event)) throw new InputError(`unknown event "${event}" (see the webhooks section of openapi/openapi.yaml)`);
+  }
+  return [...new Set(events)];
+}
+
+export async function createEndpoint(
+  db: Knex,
+  input: { workspaceSlug: string; url: string; name?: string; events?: string[] },
+): Promise<CreatedEndpoint> {
+  const url = parseUrl(input.url);
+  const events = checkEvents(input.events ?? []);
+  const name = input.name ?? url.host;
+  if (name.length < 1 || name.length > 200) throw new InputError('--name must be 1 to 200 characters');
+  const workspace = await findWorkspace(db, input.workspaceSlug);
+  const [row] = await db('webhook_endpoints')
+    .insert({ workspace_id: workspace.id, name, url: input.url, events, secret: newSigningSecret() })
+    .returning(['id', 'name', 'url', 'events', 'is_active', 'secret']);
+  return { id: row.id, name: row.name, url: row.url, events: row.events, isActive: row.is_active, secret: row.secret };
+}
+
+/**
+ * Switches an endpoint on or off. Switching on clears the failure streak, so the next failure does not switch
+ * it straight off again, and sends what was held while it was off (what was held longer than 7 days is marked
+ * failed); switching off keeps the time it was first switched off and holds its pending deliveries.
+ */
+export async function setEndpointActive(db: Knex, id: string, active: boolean, now = new Date()): Promise<EndpointRecord> {
+  if (!isUuid(id)) throw new InputError(`--id must be a UUID, got "${id}"`);
+  return db.transaction(async (trx) => {
+    const changes = active
+      ? { is_active: true, disabled_at: null, consecutive_failures: 0 }
+      : { is_active: false, disabled_at: trx.raw('coalesce(disabled_at, now())') };
+    const [row] = await trx('webhook_endpoints').where({ id }).update(changes).returning(RECORD_COLUMNS);
+    if (!row) throw new InputError(`no webhook endpoint with id ${id}`);
+    if (active) await releaseHeldDeliveries(trx, id, now);
+    else await holdPendingDeliveries(trx, [id]);
+    return toRecord(row);
+  });
+}
+
+export async function listEndpoints(db: Knex, workspaceId: string): Promise<EndpointRecord[]> {
+  const rows: EndpointRow[] = await db('webhook_endpoints').where({ workspace_id: workspaceId }).orderBy(['created_at', 'id']).select(RECORD_COLUMNS);
+  return rows.map(toRecord);
+}

@@ -1,0 +1,79 @@
+import type { Knex } from 'knex';
+import { eventsWithDedupeKey, TEST_EVENT } from './catalogue.js';
+
+/** The channel dispatchers LISTEN on; a notification means "something was queued". */
+export const DELIVERY_CHANNEL = 'frs_deliveries';
+
+/**
+ * The delivery body, built in SQL once when the delivery is created and sent byte for byte on every attempt:
+ * `{id, event, createdAt, [dedupeKey,] data}` in that order, createdAt in UTC with milliseconds. `dedupeKey` is
+ * there only for events whose payload schema has it. Expects `p.id` (the delivery id) and `e` (the events row);
+ * `?` is the array of events with a dedupeKey.
+ */
+const BODY_SQL = `(CASE WHEN e.event = ANY(?::text[])
+    THEN json_build_object('id', p.id, 'event', e.event, 'createdAt', p.created_at, 'dedupeKey', e.dedupe_key, 'data', e.data)
+    ELSE json_build_object('id', p.id, 'event', e.event, 'createdAt', p.created_at, 'data', e.data)
+  END)::text`;
+
+const CREATED_AT_SQL = `to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+
+/** Wakes the dispatchers; inside a transaction the notification is delivered on commit. */
+export async function notifyDispatchers(db: Knex): Promise<void> {
+  await db.raw(`SELECT pg_notify(?, '')`, [DELIVERY_CHANNEL]);
+}
+
+export interface CreatedDelivery {
+  id: string;
+  eventId: string;
+  endpointId: string;
+  status: 'queued' | 'held';
+}
+
+/**
+ * Creates deliveries of the given events in one INSERT ... SELECT and notifies the dispatchers when any was
+ * queued. `subscribers`: every endpoint of the event's workspace subscribed to it (an empty event list means
+ * all), queued when the endpoint is on, held when it is switched off; webhook.test is never fanned out this
+ * way. `endpoint`: that endpoint only (the test operation), queued whether it is on or off and whatever its
+ * event list says. An existing (event, endpoint) delivery is left as it is.
+ */
+export async function createDeliveries(
+  db: Knex,
+  eventIds: string[],
+  target: { kind: 'subscribers' } | { kind: 'endpoint'; endpointId: string },
+): Promise<CreatedDelivery[]> {
+  if (eventIds.length === 0) return [];
+  const toEndpoint = target.kind === 'endpoint';
+  const match = toEndpoint
+    ? `w.id = ?::uuid`
+    : `e.event <> '${TEST_EVENT}' AND (w.events = '{}' OR e.event = ANY(w.events))`;
+  const { rows } = await db.raw(
+    `WITH pairs AS MATERIALIZED (
+       SELECT gen_random_uuid() AS id, e.id AS event_id, w.id AS endpoint_id, ${CREATED_AT_SQL} AS created_at,
+              ${toEndpoint ? 'true' : 'w.is_active'} AS send
+       FROM events e
+       JOIN webhook_endpoints w ON w.workspace_id = e.workspace_id AND ${match}
+       WHERE e.id = ANY(?::uuid[])
+     ), inserted AS (
+       INSERT INTO deliveries (id, workspace_id, event_id, endpoint_id, event, body, status, next_attempt_at)
+       SELECT p.id, e.workspace_id, e.id, p.endpoint_id, e.event, ${BODY_SQL},
+              CASE WHEN p.send THEN 'queued' ELSE 'held' END,
+              CASE WHEN p.send THEN now() END
+       FROM pairs p JOIN events e ON e.id = p.event_id
+       ON CONFLICT (event_id, endpoint_id) DO NOTHING
+       RETURNING id, event_id, endpoint_id, status
+     )
+     SELECT id, event_id AS "eventId", endpoint_id AS "endpointId", status FROM inserted`,
+    [...(toEndpoint ? [target.endpointId] : []), eventIds, eventsWithDedupeKey()],
+  );
+  if (rows.some((row: CreatedDelivery) => row.status === 'queued')) await notifyDispatchers(db);
+  return rows;
+}
+
+/**
+ * Fans events out to their workspace's subscribed endpoints (see createDeliveries) and returns how many
+ * deliveries were created. Call it inside the transaction that records the events: the notification is sent on
+ * commit.
+ */
+export async function fanOutEvents(db: Knex, eventIds: string[]): Promise<number> {
+  return (await createDeliveries(db, eventIds, { kind: 'subscribers' })).length;
+}

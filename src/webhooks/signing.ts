@@ -1,0 +1,61 @@
+import crypto from 'node:crypto';
+
+/** Seconds a receiver should allow between `t` and its own clock, in either direction. */
+export const DEFAULT_TOLERANCE_SECONDS = 300;
+
+/** HMAC-SHA256 of `<t>.<body>` with the signing secret, as lowercase hex. */
+export function signatureDigest(secret: string, timestamp: number, body: string | Buffer): string {
+  return crypto.createHmac('sha256', secret).update(`${timestamp}.`).update(body).digest('hex');
+}
+
+/** The `service-signature` header value for one attempt: `t=<unix seconds>,v1=<hex digest>`. */
+export function signatureHeader(secret: string, body: string | Buffer, timestamp = Math.floor(Date.now() / 1000)): string {
+  return `t=${timestamp},v1=${signatureDigest(secret, timestamp, body)}`;
+}
+
+export type VerifyFailure = 'missing_header' | 'missing_timestamp' | 'bad_timestamp' | 'timestamp_out_of_tolerance' | 'no_signature' | 'signature_mismatch';
+
+export type VerifyResult = { ok: true; timestamp: number } | { ok: false; reason: VerifyFailure };
+
+export interface VerifyOptions {
+  /** Allowed difference between `t` and now, in seconds, in either direction. Default 300. */
+  toleranceSeconds?: number;
+  /** The receiver's clock, in milliseconds since the epoch. Default Date.now(). */
+  now?: number;
+}
+
+/**
+ * Verifies a delivery the way the document tells receivers to: against the raw body bytes (before any JSON
+ * parsing), with a two-sided time tolerance, comparing digests in constant time. Any `v1` value may match, so
+ * a sender rotating secrets can send several.
+ */
+export function verifyWebhook(
+  rawBody: string | Buffer,
+  signatureHeaderValue: string | undefined | null,
+  secret: string,
+  options: VerifyOptions = {},
+): VerifyResult {
+  if (!signatureHeaderValue) return { ok: false, reason: 'missing_header' };
+  let timestampText: string | undefined;
+  const signatures: string[] = [];
+  for (const part of signatureHeaderValue.split(',')) {
+    const eq = part.indexOf('=');
+    const key = part.slice(0, eq).trim();
+    const value = part.slice(eq + 1).trim();
+    if (key === 't') timestampText = value;
+    else if (key === 'v1') signatures.push(value);
+  }
+  if (timestampText === undefined || timestampText === '') return { ok: false, reason: 'missing_timestamp' };
+  if (!/^\d{1,12}$/.test(timestampText)) return { ok: false, reason: 'bad_timestamp' };
+  const timestamp = Number(timestampText);
+  const tolerance = options.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS;
+  const nowSeconds = (options.now ?? Date.now()) / 1000;
+  if (Math.abs(nowSeconds - timestamp) > tolerance) return { ok: false, reason: 'timestamp_out_of_tolerance' };
+  if (signatures.length === 0) return { ok: false, reason: 'no_signature' };
+  const expected = Buffer.from(signatureDigest(secret, timestamp, rawBody), 'utf8');
+  const matched = signatures.some((candidate) => {
+    const given = Buffer.from(candidate, 'utf8');
+    return given.length === expected.length && crypto.timingSafeEqual(given, expected);
+  });
+  return matched ? { ok: true, timestamp } : { ok: false, reason: 'signature_mismatch' };
+}

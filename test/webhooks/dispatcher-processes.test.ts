@@ -1,0 +1,154 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { expect } from 'chai';
+import type { Knex } from 'knex';
+import { ROOT_DIR } from '../../src/config.js';
+import { fanOutEvents } from '../../src/webhooks/fanout.js';
+import type { DispatcherOptions } from '../../src/webhooks/dispatcher.js';
+import { testDatabase } from '../support/database.js';
+import { startReceiver, type Receiver, type Reply } from '../support/receiver.js';
+import { bookingConfirmedData, dropTestWorkspaces, eventually, webhookWorkspace, type TestWorkspace } from './support.js';
+
+type ChildOptions = Omit<DispatcherOptions, 'db' | 'logger'>;
+
+interface DispatcherProcess {
+  child: ChildProcess;
+  exited: Promise<number | null>;
+  /** Everything the process printed. */
+  output(): string;
+}
+
+/** A dispatcher in its own process (its own pg pool and LISTEN connection), started through tsx. */
+async function spawnDispatcher(databaseUrl: string, options: ChildOptions): Promise<DispatcherProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT_DIR, 'test', 'webhooks', 'dispatcher-process.ts'), JSON.stringify(options)], {
+    cwd: ROOT_DIR,
+    env: { ...process.env, DATABASE_URL: databaseUrl },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  let output = '';
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('dispatcher process did not start within 30 s')), 30_000);
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('ready\n')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    void exited.then((code) => reject(new Error(`dispatcher process exited with ${code} before it was ready`)));
+  });
+  return { child, exited, output: () => output };
+}
+
+describe('webhooks: several dispatcher processes on one database', function () {
+  this.timeout(120_000);
+  let db: Knex;
+  let url: string;
+  let ws: TestWorkspace;
+  let receiver: Receiver;
+  let answer: () => Reply;
+  const children: DispatcherProcess[] = [];
+
+  before(async () => {
+    ({ db, url } = await testDatabase());
+    receiver = await startReceiver(() => answer());
+  });
+  beforeEach(async () => {
+    ws = await webhookWorkspace(db);
+    receiver.reset();
+  });
+  afterEach(async () => {
+    for (const { child, exited } of children.splice(0)) {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await exited;
+    }
+  });
+  after(async () => {
+    await receiver.close();
+    await dropTestWorkspaces(db);
+  });
+
+  const endpoints = async (count: number) => {
+    for (let i = 0; i < count; i++) {
+      const endpointUrl = receiver.endpointUrl();
+      receiver.setSecret(endpointUrl, (await ws.endpoint({ url: endpointUrl })).secret);
+    }
+  };
+  /** Records `count` events and fans them out in one transaction: everything is queued at the same moment. */
+  const queueAtOnce = (count: number) =>
+    db.transaction(async (trx) => {
+      const rows = await trx('events')
+        .insert(Array.from({ length: count }, () => ({ workspace_id: ws.id, event: 'booking.confirmed', data: JSON.stringify(bookingConfirmedData()), source: 'publish' })))
+        .returning('id');
+      return fanOutEvents(trx, rows.map((r) => r.id));
+    });
+  const accepted = async () => Number((await db('deliveries').where({ workspace_id: ws.id, status: 'accepted' }).count({ n: '*' }).first())!.n);
+
+  it('never attempts one delivery in two processes at once: each is attempted exactly once', async () => {
+    answer = () => ({ status: 204, delayMs: Math.floor(Math.random() * 15) });
+    await endpoints(4);
+    const options: ChildOptions = { workspaceIds: [ws.id], concurrency: 16, perEndpointConcurrency: 4 };
+    children.push(await spawnDispatcher(url, options), await spawnDispatcher(url, options));
+    const total = await queueAtOnce(100);
+    expect(total).to.equal(400);
+    await eventually(async () => (await accepted()) === total, 60_000, 'every delivery accepted');
+    const attemptedBy: number[] = [];
+    for (const { child, exited, output } of children) {
+      child.kill('SIGTERM');
+      expect(await exited).to.equal(0);
+      attemptedBy.push(JSON.parse(output().trim().split('\n').pop()!).attempted);
+    }
+    // Both took part, and between them attempted each delivery once.
+    expect(attemptedBy.every((n) => n > 0), `attempted per process: ${attemptedBy}`).to.equal(true);
+    expect(attemptedBy[0] + attemptedBy[1]).to.equal(total);
+
+    expect(receiver.overlaps, 'delivery ids in flight twice at once').to.deep.equal([]);
+    expect(receiver.requests).to.have.length(total);
+    expect(new Set(receiver.requests.map((r) => r.deliveryId)).size).to.equal(total);
+    expect(receiver.requests.every((r) => r.verified?.ok)).to.equal(true);
+    const attempts = await db('delivery_attempts').join('deliveries', 'deliveries.id', 'delivery_attempts.delivery_id').where('deliveries.workspace_id', ws.id).select('delivery_attempts.number', 'deliveries.attempts');
+    expect(attempts).to.have.length(total);
+    expect(attempts.every((a) => a.number === 1 && a.attempts === 1)).to.equal(true);
+  });
+
+  it('loses nothing when a dispatcher is killed mid-attempt: another delivers its claims once the lease runs out', async () => {
+    const leaseMs = 3000;
+    let receiverUp = false;
+    answer = () => (receiverUp ? { status: 204 } : 'hang');
+    await endpoints(2);
+    const total = await queueAtOnce(10);
+    const doomed = await spawnDispatcher(url, { workspaceIds: [ws.id], concurrency: 8, perEndpointConcurrency: 4, leaseMs, attemptTimeoutMs: 2500 });
+    children.push(doomed);
+    await receiver.waitForRequests(8, 20_000);
+    doomed.child.kill('SIGKILL');
+    await doomed.exited;
+    const inFlight = new Map(receiver.requests.map((r) => [r.deliveryId, r.receivedAt]));
+    expect(inFlight.size).to.equal(8);
+
+    // The killed process's claims are leased, unattempted as far as the records go.
+    const leased = await db('deliveries').where({ workspace_id: ws.id }).whereNotNull('lease_owner');
+    expect(leased.map((d) => d.id)).to.have.members([...inFlight.keys()]);
+    expect(leased.every((d) => d.status === 'queued' && d.attempts === 0)).to.equal(true);
+
+    receiverUp = true;
+    receiver.reset();
+    const rescuer = ws.dispatcher({ pollIntervalMs: 200 });
+    await rescuer.start();
+    try {
+      await eventually(async () => (await accepted()) === total, 20_000, 'every delivery accepted');
+    } finally {
+      await rescuer.stop();
+    }
+    const delivered = new Map(receiver.requests.map((r) => [r.deliveryId, r.receivedAt]));
+    expect(delivered.size).to.equal(total);
+    expect(receiver.requests).to.have.length(total);
+    for (const [id, firstTry] of inFlight) {
+      // Not taken over before the dead process's lease ran out.
+      expect(delivered.get(id)! - firstTry, id).to.be.at.least(leaseMs - 500);
+    }
+    const attempts = await db('delivery_attempts').join('deliveries', 'deliveries.id', 'delivery_attempts.delivery_id').where('deliveries.workspace_id', ws.id).select('delivery_attempts.number', 'delivery_attempts.status_code');
+    expect(attempts).to.have.length(total);
+    expect(attempts.every((a) => a.number === 1 && a.status_code === 204)).to.equal(true);
+  });
+});

@@ -1,0 +1,80 @@
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import pino from 'pino';
+import { loadOpenApiDocument } from '../../src/contract/document.js';
+import { createWorkspace } from '../../src/workspaces.js';
+import { createEndpoint } from '../../src/webhooks/endpoints.js';
+import { Dispatcher, type DispatcherOptions } from '../../src/webhooks/dispatcher.js';
+
+// Shared set-up of the webhook delivery tests: a workspace of their own, endpoints, example event data from the
+// document, and dispatchers restricted to the test's workspaces (the test database is shared with other suites).
+
+export interface TestEndpoint {
+  id: string;
+  url: string;
+  secret: string;
+}
+
+export interface TestWorkspace {
+  id: string;
+  slug: string;
+  endpoint(options: { url: string; events?: string[]; active?: boolean }): Promise<TestEndpoint>;
+  dispatcher(options?: Omit<DispatcherOptions, 'db' | 'logger' | 'workspaceIds'>): Dispatcher;
+}
+
+const workspaces: string[] = [];
+
+export const quietLogger = () => pino({ level: 'silent' });
+
+export async function webhookWorkspace(db: Knex): Promise<TestWorkspace> {
+  const slug = `wh-${randomUUID().slice(0, 12)}`;
+  const { id } = await createWorkspace(db, { slug });
+  workspaces.push(id);
+  return {
+    id,
+    slug,
+    async endpoint({ url, events, active = true }) {
+      const created = await createEndpoint(db, { workspaceSlug: slug, url, events });
+      if (!active) await db('webhook_endpoints').where({ id: created.id }).update({ is_active: false, disabled_at: db.fn.now() });
+      return { id: created.id, url: created.url, secret: created.secret };
+    },
+    dispatcher: (options = {}) => new Dispatcher({ db, logger: quietLogger(), workspaceIds: [id], ...options }),
+  };
+}
+
+/** Deletes the workspaces the tests made (with their events and deliveries), so no other suite's sweep meets them. */
+export async function dropTestWorkspaces(db: Knex): Promise<void> {
+  await db('workspaces').whereIn('id', workspaces.splice(0)).delete();
+}
+
+/** The document's example payload of an event (valid by the contract tests). */
+export function examplePayload(event: string): { data: unknown; dedupeKey?: string } {
+  const content = loadOpenApiDocument().webhooks[event].post.requestBody!.content['application/json'] as { example?: { data: unknown; dedupeKey?: string } };
+  const { data, dedupeKey } = content.example!;
+  return { data: structuredClone(data), dedupeKey };
+}
+
+export function bookingConfirmedData(): Record<string, unknown> {
+  return examplePayload('booking.confirmed').data as Record<string, unknown>;
+}
+
+export async function delivery(db: Knex, id: string) {
+  return db('deliveries').where({ id }).first();
+}
+
+export async function endpointRow(db: Knex, id: string) {
+  return db('webhook_endpoints').where({ id }).first();
+}
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Polls `check` until it returns a truthy value or the time is up. */
+export async function eventually<T>(check: () => Promise<T>, timeoutMs = 10_000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
