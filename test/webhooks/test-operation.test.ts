@@ -1,0 +1,121 @@
+import { createRequire } from 'node:module';
+import { expect } from 'chai';
+import type { Knex } from 'knex';
+import type { ValidateFunction } from 'ajv';
+import { testDatabase } from '../support/database.js';
+import { startApi, type TestApi } from '../support/api.js';
+import { createApiKey } from '../../src/workspaces.js';
+import { IDEMPOTENCY_WINDOW_MS, TEST_MESSAGE } from '../../src/webhooks/test-delivery.js';
+import { dropTestWorkspaces, webhookWorkspace, type TestEndpoint, type TestWorkspace } from './support.js';
+
+const validators = createRequire(import.meta.url)('../../generated/validators.cjs') as Record<string, ValidateFunction>;
+
+describe('webhooks: POST /v1/webhooks/{id}/test', () => {
+  let db: Knex;
+  let api: TestApi;
+  let now: Date;
+  let ws: TestWorkspace;
+  let key: string;
+  let endpoint: TestEndpoint;
+  let n = 0;
+
+  before(async () => {
+    ({ db } = await testDatabase());
+    now = new Date('2026-11-22T08:30:00.000Z');
+    api = await startApi({ now: () => now });
+  });
+  beforeEach(async () => {
+    ws = await webhookWorkspace(db);
+    key = (await createApiKey(db, { workspaceSlug: ws.slug })).key;
+    endpoint = await ws.endpoint({ url: 'https://hooks.example.ae/fleet', events: ['invoice.issued'] });
+  });
+  after(async () => {
+    await api.close();
+    await dropTestWorkspaces(db);
+  });
+
+  const send = (endpointId: string, idempotencyKey = `key-${++n}`, apiKey = key) =>
+    api.request('POST', `/v1/webhooks/${endpointId}/test`, { key: apiKey, headers: { 'idempotency-key': idempotencyKey } });
+  const deliveries = () => db('deliveries').where({ workspace_id: ws.id });
+
+  it('queues a webhook.test delivery to that endpoint only, whatever its event list, and answers 202 {deliveryId}', async () => {
+    await ws.endpoint({ url: 'https://other.example/hook' });
+    const res = await send(endpoint.id);
+    expect(res.status).to.equal(202);
+    expect(Object.keys(res.body)).to.deep.equal(['deliveryId']);
+    const rows = await deliveries();
+    expect(rows).to.have.length(1);
+    expect(rows[0]).to.include({ id: res.body.deliveryId, endpoint_id: endpoint.id, event: 'webhook.test', status: 'queued', attempts: 0 });
+    const body = JSON.parse(rows[0].body);
+    expect(validators.WebhookTestEvent(body), JSON.stringify(validators.WebhookTestEvent.errors)).to.equal(true);
+    expect(body).to.include({ id: res.body.deliveryId, event: 'webhook.test' });
+    expect(body.data).to.deep.equal({ endpointId: endpoint.id, message: TEST_MESSAGE });
+    expect((await db('events').where({ workspace_id: ws.id }).first()).source).to.equal('test');
+  });
+
+  it('queues a test for a switched-off endpoint too', async () => {
+    const off = await ws.endpoint({ url: 'https://off.example/hook', active: false });
+    const res = await send(off.id);
+    expect(res.status).to.equal(202);
+    expect(await deliveries()).to.have.length(1);
+    expect((await deliveries())[0]).to.include({ endpoint_id: off.id, status: 'queued' });
+  });
+
+  it('answers 404 not_found for an unknown endpoint and for one of another workspace, queuing nothing', async () => {
+    const other = await webhookWorkspace(db);
+    const foreign = await other.endpoint({ url: 'https://foreign.example/hook' });
+    for (const id of ['8d6f2c1e-4a3b-4c5d-8e9f-0a1b2c3d4e5f', foreign.id]) {
+      const res = await send(id);
+      expect(res.status, id).to.equal(404);
+      expect(res.body.error.code).to.equal('not_found');
+    }
+    expect(await db('deliveries').whereIn('workspace_id', [ws.id, other.id])).to.deep.equal([]);
+  });
+
+  it('replays the same key for the same endpoint within 24 hours: the first deliveryId, nothing new queued', async () => {
+    const first = await send(endpoint.id, 'retry-me');
+    now = new Date(now.getTime() + IDEMPOTENCY_WINDOW_MS - 1000);
+    const again = await send(endpoint.id, 'retry-me');
+    expect(again.status).to.equal(202);
+    expect(again.body).to.deep.equal(first.body);
+    expect(await deliveries()).to.have.length(1);
+  });
+
+  it('answers 409 idempotency_key_reused for the same key on another endpoint', async () => {
+    const second = await ws.endpoint({ url: 'https://second.example/hook' });
+    expect((await send(endpoint.id, 'shared')).status).to.equal(202);
+    const res = await send(second.id, 'shared');
+    expect(res.status).to.equal(409);
+    expect(res.body.error).to.include({ code: 'idempotency_key_reused', reason: 'Idempotency-Key' });
+    expect(await deliveries()).to.have.length(1);
+  });
+
+  it('lets a key be used again after 24 hours', async () => {
+    const second = await ws.endpoint({ url: 'https://second.example/hook' });
+    const first = await send(endpoint.id, 'daily');
+    now = new Date(now.getTime() + IDEMPOTENCY_WINDOW_MS + 1000);
+    const same = await send(endpoint.id, 'daily');
+    expect(same.status).to.equal(202);
+    expect(same.body.deliveryId).not.to.equal(first.body.deliveryId);
+    now = new Date(now.getTime() + IDEMPOTENCY_WINDOW_MS + 1000);
+    expect((await send(second.id, 'daily')).status).to.equal(202);
+    expect(await deliveries()).to.have.length(3);
+  });
+
+  it('keeps keys per workspace', async () => {
+    const other = await webhookWorkspace(db);
+    const otherKey = (await createApiKey(db, { workspaceSlug: other.slug })).key;
+    const otherEndpoint = await other.endpoint({ url: 'https://foreign.example/hook' });
+    const mine = await send(endpoint.id, 'same-key');
+    const theirs = await send(otherEndpoint.id, 'same-key', otherKey);
+    expect([mine.status, theirs.status]).to.deep.equal([202, 202]);
+    expect(mine.body.deliveryId).not.to.equal(theirs.body.deliveryId);
+  });
+
+  it('queues one delivery for concurrent requests with one key', async () => {
+    const responses = await Promise.all(Array.from({ length: 6 }, () => send(endpoint.id, 'raced')));
+    expect(responses.map((r) => r.status)).to.deep.equal(Array(6).fill(202));
+    expect(new Set(responses.map((r) => r.body.deliveryId)).size).to.equal(1);
+    expect(await deliveries()).to.have.length(1);
+  });
+});
