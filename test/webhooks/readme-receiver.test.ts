@@ -1,0 +1,44 @@
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { once } from 'node:events';
+import { expect } from 'chai';
+import { ROOT_DIR } from '../../src/config.js';
+import { signatureHeader } from '../../src/webhooks/signing.js';
+
+// The receiver example in the README is runnable as written: extracted, started, and fed signed deliveries.
+describe('the README receiver example', () => {
+  const secret = 'whsec_ReadmeReceiverSecret0123456789abcdef';
+  let child: ReturnType<typeof spawn>;
+  let url: string;
+  let output = '';
+
+  before(async () => {
+    const readme = fs.readFileSync(path.join(ROOT_DIR, 'README.md'), 'utf8');
+    const code = readme.match(/```js\n(\/\/ receiver\.mjs[\s\S]*?)```/)![1];
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'readme-receiver-'));
+    fs.writeFileSync(path.join(dir, 'receiver.mjs'), code);
+    const port = 40000 + (process.pid % 20000);
+    url = `http://127.0.0.1:${port}/hooks`;
+    child = spawn(process.execPath, [path.join(dir, 'receiver.mjs')], { env: { ...process.env, SIGNING_SECRET: secret, PORT: String(port) } });
+    child.stdout!.on('data', (chunk) => { output += chunk; });
+    while (!output.includes('listening')) await once(child.stdout!, 'data');
+  });
+  after(() => child.kill());
+
+  const post = (body: string, signature: string) =>
+    fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', 'service-signature': signature }, body });
+
+  it('accepts a signed delivery once, ignores its repeat, and rejects a tampered or stale one', async () => {
+    const body = JSON.stringify({ id: '3f1c9a52-7d4e-4b8a-9c21-6e5f0d2b8a47', event: 'webhook.test', createdAt: '2026-11-22T08:30:00.000Z', data: { endpointId: '8d6f2c1e-4a3b-4c5d-8e9f-0a1b2c3d4e5f', message: 'hi' } });
+    expect((await post(body, signatureHeader(secret, body))).status).to.equal(204);
+    expect((await post(body, signatureHeader(secret, body))).status).to.equal(204);
+    expect(output.match(/webhook\.test 3f1c9a52/g)).to.have.length(1);
+    expect((await post(body.replace('hi', 'ho'), signatureHeader(secret, body))).status).to.equal(400);
+    expect((await post(body, signatureHeader('whsec_another', body))).status).to.equal(400);
+    const stale = Math.floor(Date.now() / 1000) - 301;
+    expect((await post(body, signatureHeader(secret, body, stale))).status).to.equal(400);
+    expect((await post(body, `v1=${signatureHeader(secret, body).split('v1=')[1]}`)).status).to.equal(400);
+  });
+});
