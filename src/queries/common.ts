@@ -24,23 +24,8 @@ export const DAY_END = `((${TODAY} + 1)::timestamp AT TIME ZONE :tz)`;
 /** The first day of the current local month, as a local timestamp (timestamp without time zone). */
 export const MONTH_START_LOCAL = `date_trunc('month', ${NOW} AT TIME ZONE :tz)`;
 
-/** Escapes LIKE/ILIKE wildcards (and the escape character itself) so that `s` matches literally. */
-export function escapeLike(s: string): string {
-  return s.replace(/[\\%_]/g, (c) => `\\${c}`);
-}
-
-/** `%s%` with `s` escaped: a case-insensitive substring pattern for ILIKE ... ESCAPE '\'. */
-export function containsPattern(s: string): string {
-  return `%${escapeLike(s)}%`;
-}
-
 /** Runs a raw statement with named bindings and returns its rows. */
 export async function rows<T>(db: Knex, sql: string, bindings: Record<string, unknown>): Promise<T[]> {
   const result = await db.raw(sql, bindings as Knex.ValueDict);
   return result.rows as T[];
-}
-
-/** Timestamps on the wire: ISO 8601 UTC with milliseconds. */
-export function iso(value: Date | string): string {
-  return (value instanceof Date ? value : new Date(value)).toISOString();
 }

@@ -4,7 +4,6 @@ import { baseBindings, MONTH_START_LOCAL, rows, TODAY, type WorkspaceRef } from 
 
 export type { FinanceOverview };
 
-
 /**
  * Open balances by days past due on the local calendar, read from the open-invoices partial index
  * (invoices_open: balance > 0, void invoices have none). Shared with receivables.

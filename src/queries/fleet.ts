@@ -4,7 +4,6 @@ import { rows, type WorkspaceRef } from './common.js';
 
 export type { FleetSummary };
 
-
 /**
  * Vehicles by reported status. A vehicle is in_service / inactive by its stored state; an active one is rented
  * while it has a booking in status active, else available. The rented set comes from the workspace's active

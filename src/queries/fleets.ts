@@ -4,7 +4,6 @@ import { rows, type WorkspaceRef } from './common.js';
 
 export type { FleetList };
 
-
 /** The workspace's fleets, ordered by code: the source of the embedded `fleet` object. */
 export async function listFleets(db: Knex, workspace: WorkspaceRef, _now: Date): Promise<FleetList> {
   const list = await rows<FleetRef>(db, `SELECT id, code, name FROM fleets WHERE workspace_id = :ws ORDER BY code, id`, { ws: workspace.id });

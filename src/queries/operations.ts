@@ -1,9 +1,12 @@
 import type { Knex } from 'knex';
 import type { OperationsItem, OperationsToday } from '../../generated/openapi/types.gen.js';
-import { baseBindings, DAY_END, DAY_START, iso, rows, type WorkspaceRef } from './common.js';
+import { baseBindings, DAY_END, DAY_START, rows, type WorkspaceRef } from './common.js';
 
 export type { OperationsItem, OperationsToday };
 
+/** An item as SQL builds it: `time` in epoch milliseconds (to_char would cost more than the rest of the query). */
+type RawItem = Omit<OperationsItem, 'time'> & { time: number };
+const withIso = (item: RawItem): OperationsItem => ({ ...item, time: new Date(item.time).toISOString() });
 
 /**
  * Today's handovers (confirmed/active/completed bookings picked up today) and returns (active/completed bookings
@@ -11,45 +14,25 @@ export type { OperationsItem, OperationsToday };
  * only; the balance is summed per returned booking.
  */
 export async function operationsToday(db: Knex, workspace: WorkspaceRef, now: Date): Promise<OperationsToday> {
-  const item = (kind: string, column: string, statuses: string) => `
-    SELECT '${kind}' AS kind, b.id, b.${column} AS time, b.amount, c.id AS customer_id, c.name AS customer_name,
-           v.id AS vehicle_id, v.plate, d.balance_due
+  // Built as JSON in SQL: a busy day has thousands of items, and one JSON value is far cheaper for Node to
+  // receive than thousands of typed rows. Customer, vehicle and balance are looked up per returned booking.
+  const items = (column: string, statuses: string) => `
+    SELECT coalesce(json_agg(json_build_object(
+             'bookingId', b.id,
+             'customer', (SELECT json_build_object('id', c.id, 'name', c.name) FROM customers c WHERE c.id = b.customer_id AND c.workspace_id = :ws),
+             'vehicle', (SELECT json_build_object('id', v.id, 'plate', v.plate) FROM vehicles v WHERE v.id = b.vehicle_id AND v.workspace_id = :ws),
+             'time', floor(extract(epoch FROM b.${column}) * 1000)::bigint,
+             'amount', b.amount,
+             'balanceDue', (SELECT coalesce(sum(i.balance), 0) FROM invoices i WHERE i.booking_id = b.id AND i.workspace_id = :ws)
+           ) ORDER BY b.${column}, b.id), '[]')
     FROM bookings b
-    JOIN customers c ON c.id = b.customer_id AND c.workspace_id = b.workspace_id
-    JOIN vehicles v ON v.id = b.vehicle_id AND v.workspace_id = b.workspace_id
-    CROSS JOIN LATERAL (
-      SELECT coalesce(sum(i.balance), 0) AS balance_due FROM invoices i WHERE i.booking_id = b.id AND i.workspace_id = :ws
-    ) d
     WHERE b.workspace_id = :ws AND b.status IN (${statuses})
       AND b.${column} >= ${DAY_START} AND b.${column} < ${DAY_END}`;
-  const list = await rows<{
-    kind: 'handover' | 'return';
-    id: string;
-    time: Date;
-    amount: number;
-    customer_id: string;
-    customer_name: string;
-    vehicle_id: string;
-    plate: string;
-    balance_due: number;
-  }>(
+  const [r] = await rows<{ handovers: RawItem[]; returns: RawItem[] }>(
     db,
-    `${item('handover', 'pickup_at', `'confirmed', 'active', 'completed'`)}
-     UNION ALL
-     ${item('return', 'dropoff_at', `'active', 'completed'`)}
-     ORDER BY kind, time, id`,
+    `SELECT (${items('pickup_at', `'confirmed', 'active', 'completed'`)}) AS handovers,
+            (${items('dropoff_at', `'active', 'completed'`)}) AS returns`,
     baseBindings(workspace, now),
   );
-  const result: OperationsToday = { handovers: [], returns: [] };
-  for (const r of list) {
-    (r.kind === 'handover' ? result.handovers : result.returns).push({
-      bookingId: r.id,
-      customer: { id: r.customer_id, name: r.customer_name },
-      vehicle: { id: r.vehicle_id, plate: r.plate },
-      time: iso(r.time),
-      amount: r.amount,
-      balanceDue: r.balance_due,
-    });
-  }
-  return result;
+  return { handovers: r.handovers.map(withIso), returns: r.returns.map(withIso) };
 }

@@ -1,10 +1,9 @@
 import type { Knex } from 'knex';
 import type { Receivables, ReceivablesTotals } from '../../generated/openapi/types.gen.js';
-import { baseBindings, containsPattern, rows, type WorkspaceRef } from './common.js';
+import { baseBindings, rows, type WorkspaceRef } from './common.js';
 import { AGING_COLUMNS } from './finance.js';
 
 export type { Receivables };
-
 
 export interface ReceivablesParams {
   /** Case-insensitive substring of the customer's name. */
@@ -21,10 +20,45 @@ export interface ReceivablesParams {
  */
 export async function receivables(db: Knex, workspace: WorkspaceRef, params: ReceivablesParams, now: Date): Promise<Receivables> {
   const bindings: Record<string, unknown> = { ...baseBindings(workspace, now), limit: params.limit };
-  let nameFilter = '';
+  // With a search, the matching customers are found once (a literal, case-insensitive substring test: no
+  // wildcards to escape) and both branches read from them.
+  let picked: string;
   if (params.search) {
-    bindings.pattern = containsPattern(params.search);
-    nameFilter = `AND c.name ILIKE :pattern ESCAPE '\\'`;
+    bindings.search = params.search;
+    picked = `
+    matching AS MATERIALIZED (
+      SELECT c.id, c.name FROM customers c WHERE c.workspace_id = :ws AND strpos(lower(c.name), lower(:search)) > 0
+    ),
+    picked AS (
+      (SELECT 0 AS grp, l.customer_id, c.name, l.billed, l.collected, l.outstanding, l.open_invoices
+       FROM matching c JOIN customer_ledger l ON l.customer_id = c.id
+       WHERE l.workspace_id = :ws AND l.invoices > 0 AND l.outstanding > 0
+       ORDER BY l.outstanding DESC, c.name, c.id
+       LIMIT :limit)
+      UNION ALL
+      (SELECT 1 AS grp, l.customer_id, c.name, l.billed, l.collected, l.outstanding, l.open_invoices
+       FROM matching c JOIN customer_ledger l ON l.customer_id = c.id
+       WHERE l.workspace_id = :ws AND l.invoices > 0 AND l.outstanding <= 0
+       ORDER BY c.name, c.id
+       LIMIT :limit)
+    ),`;
+  } else {
+    picked = `
+    picked AS (
+      (SELECT 0 AS grp, l.customer_id, c.name, l.billed, l.collected, l.outstanding, l.open_invoices
+       FROM customer_ledger l
+       JOIN customers c ON c.id = l.customer_id AND c.workspace_id = l.workspace_id
+       WHERE l.workspace_id = :ws AND l.invoices > 0 AND l.outstanding > 0
+       ORDER BY l.outstanding DESC, c.name, c.id
+       LIMIT :limit)
+      UNION ALL
+      (SELECT 1 AS grp, c.id, c.name, l.billed, l.collected, l.outstanding, l.open_invoices
+       FROM customers c
+       JOIN customer_ledger l ON l.customer_id = c.id AND l.workspace_id = c.workspace_id
+       WHERE c.workspace_id = :ws AND l.invoices > 0 AND l.outstanding <= 0
+       ORDER BY c.name, c.id
+       LIMIT :limit)
+    ),`;
   }
   const [r] = await rows<ReceivablesTotals & {
     rows: {
@@ -42,21 +76,7 @@ export async function receivables(db: Knex, workspace: WorkspaceRef, params: Rec
   }>(
     db,
     `
-    WITH picked AS (
-      (SELECT 0 AS grp, l.customer_id, c.name, l.billed, l.collected, l.outstanding, l.open_invoices
-       FROM customer_ledger l
-       JOIN customers c ON c.id = l.customer_id AND c.workspace_id = l.workspace_id
-       WHERE l.workspace_id = :ws AND l.invoices > 0 AND l.outstanding > 0 ${nameFilter}
-       ORDER BY l.outstanding DESC, c.name, c.id
-       LIMIT :limit)
-      UNION ALL
-      (SELECT 1 AS grp, c.id, c.name, l.billed, l.collected, l.outstanding, l.open_invoices
-       FROM customers c
-       JOIN customer_ledger l ON l.customer_id = c.id AND l.workspace_id = c.workspace_id
-       WHERE c.workspace_id = :ws AND l.invoices > 0 AND l.outstanding <= 0 ${nameFilter}
-       ORDER BY c.name, c.id
-       LIMIT :limit)
-    ),
+    WITH ${picked}
     page AS (
       SELECT p.grp, p.customer_id, p.name, p.billed, p.collected, p.outstanding, p.open_invoices,
              a.current, a.d1_30, a.d31_60, a.d60p
