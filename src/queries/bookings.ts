@@ -9,7 +9,7 @@ const STATUSES = ['pending', 'confirmed', 'active', 'completed', 'canceled'] as 
 /**
  * Booking counts by status (booking_status_counts), upcoming confirmed pickups, today's due returns and overdue
  * active bookings (bookings_open_status: open bookings only), and the net collected on booking-linked payments
- * (payment_slots.booking_collected).
+ * (workspace_totals.booking_collected).
  */
 export async function bookingSummary(db: Knex, workspace: WorkspaceRef, now: Date): Promise<BookingSummary> {
   const [r] = await rows<{ by_status: Record<string, number> | null; upcoming: number; due_returns: number; overdue: number; revenue: number }>(
@@ -20,7 +20,7 @@ export async function bookingSummary(db: Knex, workspace: WorkspaceRef, now: Dat
       (SELECT count(*) FROM bookings
         WHERE workspace_id = :ws AND status = 'confirmed' AND pickup_at > ${NOW}) AS upcoming,
       a.due_returns, a.overdue,
-      (SELECT coalesce(sum(booking_collected), 0) FROM payment_slots WHERE workspace_id = :ws) AS revenue
+      (SELECT coalesce(max(booking_collected), 0) FROM workspace_totals WHERE workspace_id = :ws) AS revenue
     FROM (
       SELECT count(*) FILTER (WHERE dropoff_at >= ${DAY_START} AND dropoff_at < ${DAY_END}) AS due_returns,
              count(*) FILTER (WHERE dropoff_at < ${NOW}) AS overdue

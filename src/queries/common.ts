@@ -29,3 +29,8 @@ export async function rows<T>(db: Knex, sql: string, bindings: Record<string, un
   const result = await db.raw(sql, bindings as Knex.ValueDict);
   return result.rows as T[];
 }
+
+/** `%s%` with LIKE's wildcards and escape character in `s` escaped: a substring pattern for ILIKE ... ESCAPE '\'. */
+export function containsPattern(s: string): string {
+  return `%${s.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}

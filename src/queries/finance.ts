@@ -5,8 +5,9 @@ import { baseBindings, MONTH_START_LOCAL, rows, TODAY, type WorkspaceRef } from 
 export type { FinanceOverview };
 
 /**
- * Open balances by days past due on the local calendar, read from the open-invoices partial index
- * (invoices_open: balance > 0, void invoices have none). Shared with receivables.
+ * Open balances by days past due on the local calendar, over rows `i` with `balance` and `due_date`: the
+ * open_balances rollup (one row per due date) for whole-workspace figures, a customer's open invoices for a
+ * receivables row. Void invoices have no balance. Shared with receivables.
  * Columns: outstanding, current (not yet due), d1_30, d31_60, d60p (61 days and more).
  */
 export const AGING_COLUMNS = `
@@ -17,9 +18,9 @@ export const AGING_COLUMNS = `
   coalesce(sum(i.balance) FILTER (WHERE i.due_date < ${TODAY} - 60), 0) AS d60p`;
 
 /**
- * The finance overview. All-time money comes from the rollups (payment_slots for collected and deposits,
- * expenses_date index-only), AR and ageing from the open-invoices index, the six-month trend from the slots of
- * those months, and the top vehicles from vehicle_revenue.
+ * The finance overview. All-time money comes from workspace_totals, AR and ageing from open_balances, this month
+ * and the six-month trend from the payment slots and expenses of those months, and the top vehicles from
+ * vehicle_revenue.
  */
 export async function financeOverview(db: Knex, workspace: WorkspaceRef, now: Date): Promise<FinanceOverview> {
   const bindings = baseBindings(workspace, now);
@@ -61,14 +62,14 @@ export async function financeOverview(db: Knex, workspace: WorkspaceRef, now: Da
          LIMIT 5
        ) t) AS top
     FROM (
-      SELECT coalesce(sum(collected), 0) AS collected,
-             coalesce(sum(collected) FILTER (WHERE slot >= ${MONTH_START_LOCAL} AT TIME ZONE :tz
-                                           AND slot < (${MONTH_START_LOCAL} + interval '1 month') AT TIME ZONE :tz), 0) AS collected_month,
-             coalesce(sum(deposits), 0) AS deposits
-      FROM payment_slots WHERE workspace_id = :ws
+      SELECT coalesce(max(t.collected), 0) AS collected, coalesce(max(t.deposits), 0) AS deposits,
+             (SELECT coalesce(sum(ps.collected), 0) FROM payment_slots ps
+               WHERE ps.workspace_id = :ws AND ps.slot >= ${MONTH_START_LOCAL} AT TIME ZONE :tz
+                 AND ps.slot < (${MONTH_START_LOCAL} + interval '1 month') AT TIME ZONE :tz) AS collected_month
+      FROM (SELECT 1) one LEFT JOIN workspace_totals t ON t.workspace_id = :ws
     ) s,
-    (SELECT coalesce(sum(amount), 0) AS expenses FROM expenses WHERE workspace_id = :ws) e,
-    (SELECT ${AGING_COLUMNS} FROM invoices i WHERE i.workspace_id = :ws AND i.balance > 0) a
+    (SELECT coalesce(max(expenses), 0) AS expenses FROM workspace_totals WHERE workspace_id = :ws) e,
+    (SELECT ${AGING_COLUMNS} FROM open_balances i WHERE i.workspace_id = :ws) a
     `,
     bindings,
   );

@@ -11,11 +11,11 @@ const withIso = (item: RawItem): OperationsItem => ({ ...item, time: new Date(it
 /**
  * Today's handovers (confirmed/active/completed bookings picked up today) and returns (active/completed bookings
  * due back today), today being the workspace's local date. Reads the pickup/dropoff indexes for today's range
- * only; the balance is summed per returned booking.
+ * only; balanceDue is the booking's running open balance (bookings.balance_due).
  */
 export async function operationsToday(db: Knex, workspace: WorkspaceRef, now: Date): Promise<OperationsToday> {
   // Built as JSON in SQL: a busy day has thousands of items, and one JSON value is far cheaper for Node to
-  // receive than thousands of typed rows. Customer, vehicle and balance are looked up per returned booking.
+  // receive than thousands of typed rows. Customer and vehicle are looked up per returned booking.
   const items = (column: string, statuses: string) => `
     SELECT coalesce(json_agg(json_build_object(
              'bookingId', b.id,
@@ -23,7 +23,7 @@ export async function operationsToday(db: Knex, workspace: WorkspaceRef, now: Da
              'vehicle', (SELECT json_build_object('id', v.id, 'plate', v.plate) FROM vehicles v WHERE v.id = b.vehicle_id AND v.workspace_id = :ws),
              'time', floor(extract(epoch FROM b.${column}) * 1000)::bigint,
              'amount', b.amount,
-             'balanceDue', (SELECT coalesce(sum(i.balance), 0) FROM invoices i WHERE i.booking_id = b.id AND i.workspace_id = :ws)
+             'balanceDue', b.balance_due
            ) ORDER BY b.${column}, b.id), '[]')
     FROM bookings b
     WHERE b.workspace_id = :ws AND b.status IN (${statuses})

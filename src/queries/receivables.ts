@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { Receivables, ReceivablesTotals } from '../../generated/openapi/types.gen.js';
-import { baseBindings, rows, type WorkspaceRef } from './common.js';
+import { baseBindings, containsPattern, rows, type WorkspaceRef } from './common.js';
 import { AGING_COLUMNS } from './finance.js';
 
 export type { Receivables };
@@ -20,46 +20,29 @@ export interface ReceivablesParams {
  */
 export async function receivables(db: Knex, workspace: WorkspaceRef, params: ReceivablesParams, now: Date): Promise<Receivables> {
   const bindings: Record<string, unknown> = { ...baseBindings(workspace, now), limit: params.limit };
-  // With a search, the matching customers are found once (a literal, case-insensitive substring test: no
-  // wildcards to escape) and both branches read from them.
-  let picked: string;
+  // With a search, a case-insensitive substring of the name (ILIKE, wildcards escaped): the planner walks the
+  // ledger in outstanding order for a common term, or takes the few matches from the trigram index for a rare one.
+  let nameFilter = '';
   if (params.search) {
-    bindings.search = params.search;
-    picked = `
-    matching AS MATERIALIZED (
-      SELECT c.id, c.name FROM customers c WHERE c.workspace_id = :ws AND strpos(lower(c.name), lower(:search)) > 0
-    ),
-    picked AS (
-      (SELECT 0 AS grp, l.customer_id, c.name, l.billed, l.collected, l.outstanding, l.open_invoices
-       FROM matching c JOIN customer_ledger l ON l.customer_id = c.id
-       WHERE l.workspace_id = :ws AND l.invoices > 0 AND l.outstanding > 0
-       ORDER BY l.outstanding DESC, c.name, c.id
-       LIMIT :limit)
-      UNION ALL
-      (SELECT 1 AS grp, l.customer_id, c.name, l.billed, l.collected, l.outstanding, l.open_invoices
-       FROM matching c JOIN customer_ledger l ON l.customer_id = c.id
-       WHERE l.workspace_id = :ws AND l.invoices > 0 AND l.outstanding <= 0
-       ORDER BY c.name, c.id
-       LIMIT :limit)
-    ),`;
-  } else {
-    picked = `
+    bindings.pattern = containsPattern(params.search);
+    nameFilter = `AND c.name ILIKE :pattern ESCAPE '\\'`;
+  }
+  const picked = `
     picked AS (
       (SELECT 0 AS grp, l.customer_id, c.name, l.billed, l.collected, l.outstanding, l.open_invoices
        FROM customer_ledger l
        JOIN customers c ON c.id = l.customer_id AND c.workspace_id = l.workspace_id
-       WHERE l.workspace_id = :ws AND l.invoices > 0 AND l.outstanding > 0
+       WHERE l.workspace_id = :ws AND l.invoices > 0 AND l.outstanding > 0 ${nameFilter}
        ORDER BY l.outstanding DESC, c.name, c.id
        LIMIT :limit)
       UNION ALL
       (SELECT 1 AS grp, c.id, c.name, l.billed, l.collected, l.outstanding, l.open_invoices
        FROM customers c
        JOIN customer_ledger l ON l.customer_id = c.id AND l.workspace_id = c.workspace_id
-       WHERE c.workspace_id = :ws AND l.invoices > 0 AND l.outstanding <= 0
+       WHERE c.workspace_id = :ws AND l.invoices > 0 AND l.outstanding <= 0 ${nameFilter}
        ORDER BY c.name, c.id
        LIMIT :limit)
     ),`;
-  }
   const [r] = await rows<ReceivablesTotals & {
     rows: {
       customer_id: string;
@@ -90,12 +73,12 @@ export async function receivables(db: Knex, workspace: WorkspaceRef, params: Rec
            l.open_invoices AS "openInvoices", l.customers,
            (SELECT coalesce(json_agg(page ORDER BY grp, outstanding DESC, name, customer_id), '[]') FROM page) AS rows
     FROM (
-      SELECT coalesce(sum(billed), 0) AS billed, coalesce(sum(collected), 0) AS collected,
-             coalesce(sum(outstanding), 0) AS outstanding, coalesce(sum(open_invoices), 0) AS open_invoices,
-             count(*) AS customers
-      FROM customer_ledger WHERE workspace_id = :ws AND invoices > 0
+      SELECT coalesce(max(t.billed), 0) AS billed, coalesce(max(t.invoice_collected), 0) AS collected,
+             coalesce(max(t.outstanding), 0) AS outstanding, coalesce(max(t.open_invoices), 0) AS open_invoices,
+             coalesce(max(t.customers), 0) AS customers
+      FROM workspace_totals t WHERE t.workspace_id = :ws
     ) l,
-    (SELECT ${AGING_COLUMNS} FROM invoices i WHERE i.workspace_id = :ws AND i.balance > 0) a
+    (SELECT ${AGING_COLUMNS} FROM open_balances i WHERE i.workspace_id = :ws) a
     `,
     bindings,
   );
