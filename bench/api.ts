@@ -3,8 +3,8 @@
 //
 // Dataset: the workspace `large` (10,000 vehicles, 1,000,000 bookings, 1,000,000 invoices, 1,500,000 payments,
 // 50,000 customers) on DATABASE_URL, or on the embedded cluster under .data/large-pg (port FRS_BENCH_PG_PORT, default 54479). It is
-// generated on first use with seedLarge (a few minutes). Options: BENCH_SECONDS (default 10), BENCH_CONNECTIONS
-// (default 10).
+// generated on first use with seedLarge (several minutes). Options: BENCH_SECONDS (default 10), BENCH_CONNECTIONS
+// (default 10), BENCH_ONLY (measure only the operations whose path contains it).
 import path from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -76,9 +76,11 @@ const operations = [
   '/v1/finance/overview',
   '/v1/receivables?limit=50',
   '/v1/receivables?search=al&limit=200',
+  '/v1/receivables?search=zzq',
   '/v1/webhooks',
 ];
-for (const op of operations) {
+// BENCH_ONLY=<substring> measures only the matching operations (the baseline always runs).
+for (const op of operations.filter((o) => o.includes(process.env.BENCH_ONLY ?? ''))) {
   // A short warm-up so the first connections and plans are not what is measured.
   await autocannon({ url: service.url + op, connections: 2, amount: 20, headers: { authorization: `Bearer ${key}` } });
   results.push(await measure(`GET ${op}`, service.url + op, key));
