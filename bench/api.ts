@@ -6,30 +6,19 @@
 // generated on first use with seedLarge (several minutes). Options: BENCH_SECONDS (default 10), BENCH_CONNECTIONS
 // (default 10), BENCH_ONLY (measure only the operations whose path contains it).
 import path from 'node:path';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import autocannon from 'autocannon';
-import { DATA_DIR, ROOT_DIR } from '../src/config.js';
+import { DATA_DIR } from '../src/config.js';
 import { openDatabase } from '../src/db/database.js';
 import { createApiKey } from '../src/workspaces.js';
 import { seedLarge } from '../seeds/large.js';
+import { startBenchProcess } from './child.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
 const SLUG = 'large';
 
-async function startServer(args: string[]): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT_DIR, 'bench', 'server.ts'), ...args], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let buffer = '';
-  for await (const chunk of child.stdout!) {
-    buffer += chunk;
-    const match = buffer.match(/listening (\d+)/);
-    if (match) return { child, url: `http://127.0.0.1:${match[1]}` };
-  }
-  throw new Error('bench server exited before listening');
-}
+const startServer = (args: string[]) => startBenchProcess('server.ts', args);
 
 async function measure(name: string, url: string, key?: string) {
   const result = await autocannon({

@@ -13,12 +13,13 @@
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { request } from 'undici';
 import pino from 'pino';
 import type { Knex } from 'knex';
-import { DATA_DIR, ROOT_DIR } from '../src/config.js';
+import { DATA_DIR } from '../src/config.js';
+import { startBenchProcess } from './child.js';
 import { openDatabase } from '../src/db/database.js';
 import { createWorkspace } from '../src/workspaces.js';
 import { createEndpoint } from '../src/webhooks/endpoints.js';
@@ -36,16 +37,7 @@ const RATE = env('BENCH_RATE', 500);
 const SECONDS = env('BENCH_SECONDS', 10);
 const SLUG = 'bench-webhooks';
 
-async function startReceiver(): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT_DIR, 'bench', 'webhooks.ts'), 'receiver'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  let buffer = '';
-  for await (const chunk of child.stdout!) {
-    buffer += chunk;
-    const match = buffer.match(/listening (\d+)/);
-    if (match) return { child, url: `http://127.0.0.1:${match[1]}` };
-  }
-  throw new Error('receiver exited before listening');
-}
+const startReceiver = () => startBenchProcess('webhooks.ts', ['receiver']);
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 

@@ -1,4 +1,7 @@
 import type { Knex } from 'knex';
+import { createRollupTriggers, dropRollupTriggers } from '../src/db/statement-triggers.js';
+
+const ROLLUP_TABLES = ['payments', 'invoices', 'bookings'];
 
 // Running totals kept by statement-level triggers, so that the summary endpoints read a few rows instead of
 // scanning millions of payments and invoices. Each trigger applies the exact delta of the statement's
@@ -131,25 +134,12 @@ export async function up(knex: Knex): Promise<void> {
       RETURN NULL;
     END $fn$;
   `);
-  for (const [table, fn] of [['payments', 'payments_rollup'], ['invoices', 'invoices_rollup'], ['bookings', 'bookings_rollup']]) {
-    await knex.raw(`
-      CREATE TRIGGER ${table}_rollup_insert AFTER INSERT ON ${table} REFERENCING NEW TABLE AS new_rows
-        FOR EACH STATEMENT EXECUTE FUNCTION ${fn}();
-      CREATE TRIGGER ${table}_rollup_update AFTER UPDATE ON ${table} REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-        FOR EACH STATEMENT EXECUTE FUNCTION ${fn}();
-      CREATE TRIGGER ${table}_rollup_delete AFTER DELETE ON ${table} REFERENCING OLD TABLE AS old_rows
-        FOR EACH STATEMENT EXECUTE FUNCTION ${fn}();
-    `);
-  }
+  for (const table of ROLLUP_TABLES) await knex.raw(createRollupTriggers(table, `${table}_rollup`));
 }
 
 export async function down(knex: Knex): Promise<void> {
+  for (const table of ROLLUP_TABLES) await knex.raw(dropRollupTriggers(table, `${table}_rollup`));
   await knex.raw(`
-    DROP TRIGGER IF EXISTS payments_rollup_insert ON payments; DROP TRIGGER IF EXISTS payments_rollup_update ON payments;
-    DROP TRIGGER IF EXISTS payments_rollup_delete ON payments; DROP TRIGGER IF EXISTS invoices_rollup_insert ON invoices;
-    DROP TRIGGER IF EXISTS invoices_rollup_update ON invoices; DROP TRIGGER IF EXISTS invoices_rollup_delete ON invoices;
-    DROP TRIGGER IF EXISTS bookings_rollup_insert ON bookings; DROP TRIGGER IF EXISTS bookings_rollup_update ON bookings;
-    DROP TRIGGER IF EXISTS bookings_rollup_delete ON bookings;
     DROP FUNCTION IF EXISTS payments_rollup(), invoices_rollup(), bookings_rollup(), rollup_changes(text);
     DROP TABLE IF EXISTS booking_status_counts, vehicle_revenue, customer_ledger, payment_slots;
   `);

@@ -1,4 +1,12 @@
 import type { Knex } from 'knex';
+import { createRollupTriggers, dropRollupTriggers } from '../src/db/statement-triggers.js';
+
+const TRIGGERS = [
+  ['payments', 'payments_totals'],
+  ['expenses', 'expenses_totals'],
+  ['invoices', 'invoices_open_balances'],
+  ['customer_ledger', 'customer_ledger_totals'],
+] as const;
 
 // More running totals, kept the same way as those of 20261122000200_rollups (statement-level triggers applying
 // the signed transition-table deltas), so that no summary reads more than a few hundred rows:
@@ -103,21 +111,7 @@ export async function up(knex: Knex): Promise<void> {
       RETURN NULL;
     END $fn$;
   `);
-  for (const [table, fn] of [
-    ['payments', 'payments_totals'],
-    ['expenses', 'expenses_totals'],
-    ['invoices', 'invoices_open_balances'],
-    ['customer_ledger', 'customer_ledger_totals'],
-  ]) {
-    await knex.raw(`
-      CREATE TRIGGER ${fn}_insert AFTER INSERT ON ${table} REFERENCING NEW TABLE AS new_rows
-        FOR EACH STATEMENT EXECUTE FUNCTION ${fn}();
-      CREATE TRIGGER ${fn}_update AFTER UPDATE ON ${table} REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-        FOR EACH STATEMENT EXECUTE FUNCTION ${fn}();
-      CREATE TRIGGER ${fn}_delete AFTER DELETE ON ${table} REFERENCING OLD TABLE AS old_rows
-        FOR EACH STATEMENT EXECUTE FUNCTION ${fn}();
-    `);
-  }
+  for (const [table, fn] of TRIGGERS) await knex.raw(createRollupTriggers(table, fn));
   // Backfill what is already there.
   await knex.raw(`
     INSERT INTO workspace_totals (workspace_id) SELECT id FROM workspaces;
@@ -143,16 +137,6 @@ export async function up(knex: Knex): Promise<void> {
 }
 
 export async function down(knex: Knex): Promise<void> {
-  for (const [table, fn] of [
-    ['payments', 'payments_totals'],
-    ['expenses', 'expenses_totals'],
-    ['invoices', 'invoices_open_balances'],
-    ['customer_ledger', 'customer_ledger_totals'],
-  ]) {
-    await knex.raw(`
-      DROP TRIGGER IF EXISTS ${fn}_insert ON ${table}; DROP TRIGGER IF EXISTS ${fn}_update ON ${table};
-      DROP TRIGGER IF EXISTS ${fn}_delete ON ${table}; DROP FUNCTION IF EXISTS ${fn}();
-    `);
-  }
+  for (const [table, fn] of TRIGGERS) await knex.raw(`${dropRollupTriggers(table, fn)} DROP FUNCTION IF EXISTS ${fn}();`);
   await knex.raw('ALTER TABLE bookings DROP COLUMN IF EXISTS balance_due; DROP TABLE IF EXISTS open_balances, workspace_totals;');
 }

@@ -1,11 +1,10 @@
 import fs from 'node:fs';
-import path from 'node:path';
 import type { Knex } from 'knex';
-import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
-import addFormats from 'ajv-formats';
-import { ROOT_DIR } from '../config.js';
+import type { ErrorObject, ValidateFunction } from 'ajv';
 import { findWorkspace, InputError } from '../workspaces.js';
 import type { Booking, FleetImportDocument, Installment, Integration, Maintenance, Payment } from '../../generated/import-document.js';
+import { validators } from '../contract/validators.js';
+import { loadImportSchema } from '../contract/document.js';
 
 /** An import file that cannot be loaded: unreadable, not JSON, not valid against the schema, or refused by the database. */
 export class ImportError extends InputError {}
@@ -92,15 +91,13 @@ let compiled: CompiledSchema | undefined;
 
 function compiledSchema(): CompiledSchema {
   if (compiled) return compiled;
-  const schema = JSON.parse(fs.readFileSync(path.join(ROOT_DIR, 'openapi', 'import.schema.json'), 'utf8'));
-  const ajv = new Ajv2020({ allErrors: false, strict: true });
-  addFormats.default(ajv);
+  const schema = loadImportSchema() as { properties: Record<string, { items: { $ref: string } }>; $defs: Record<string, { properties: object }> };
   const fieldsByKey = new Map<string, string[]>();
   for (const { key } of ENTITIES) {
     const definition = String(schema.properties[key].items.$ref).replace('#/$defs/', '');
     fieldsByKey.set(key, Object.keys(schema.$defs[definition].properties));
   }
-  compiled = { validate: ajv.compile<FleetImportDocument>(schema), fieldsByKey };
+  compiled = { validate: validators.ImportDocument as ValidateFunction<FleetImportDocument>, fieldsByKey };
   return compiled;
 }
 

@@ -1,8 +1,6 @@
-import path from 'node:path';
-import { createRequire } from 'node:module';
 import type { ErrorObject, ValidateFunction } from 'ajv';
-import { ROOT_DIR } from '../config.js';
 import { loadOpenApiDocument, webhookPayloadSchemas } from '../contract/document.js';
+import { validators } from '../contract/validators.js';
 
 // The event catalogue: every event name the document's `webhooks` section declares, the schema of its delivery
 // payload and the committed validator generated from that schema. Nothing here is hand-listed.
@@ -25,7 +23,6 @@ let cached: Map<string, EventDefinition> | undefined;
 function catalogue(): Map<string, EventDefinition> {
   if (cached) return cached;
   const document = loadOpenApiDocument();
-  const validators = createRequire(import.meta.url)(path.join(ROOT_DIR, 'generated', 'validators.cjs')) as Record<string, ValidateFunction>;
   const schemas = document.components.schemas as Record<string, { required?: string[] }>;
   cached = new Map();
   for (const [event, schema] of webhookPayloadSchemas(document)) {

@@ -3,7 +3,7 @@ import os from 'node:os';
 import type { Knex } from 'knex';
 import pg from 'pg';
 import type { Logger } from 'pino';
-import { InputError } from '../workspaces.js';
+import { InputError, isUuid } from '../workspaces.js';
 import { TEST_EVENT } from './catalogue.js';
 import { DELIVERY_CHANNEL, notifyDispatchers } from './fanout.js';
 import { attemptDelivery, DEFAULT_ATTEMPT_TIMEOUT_MS, type AttemptOutcome, type AttemptRequest } from './http-attempt.js';
@@ -484,11 +484,9 @@ export interface DeliveryRow {
   lastStatusCode: number | null;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 /** An endpoint's deliveries, newest first (at most `limit`, default 100), for `fleet-admin deliveries list`. */
 export async function listDeliveries(db: Knex, endpointId: string, options: { limit?: number } = {}): Promise<{ rows: DeliveryRow[] }> {
-  if (!UUID.test(endpointId)) throw new InputError(`--endpoint must be a UUID, got "${endpointId}"`);
+  if (!isUuid(endpointId)) throw new InputError(`--endpoint must be a UUID, got "${endpointId}"`);
   const endpoint = await db('webhook_endpoints').where({ id: endpointId }).first('id');
   if (!endpoint) throw new InputError(`no webhook endpoint with id ${endpointId}`);
   const rows = await db('deliveries')

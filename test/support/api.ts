@@ -1,17 +1,15 @@
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
-import { createRequire } from 'node:module';
 import { Writable } from 'node:stream';
 import { expect } from 'chai';
 import pino from 'pino';
-import type { ValidateFunction } from 'ajv';
 import { createApp } from '../../src/api/app.js';
 import { loadOpenApiDocument, type OpenApiOperation } from '../../src/contract/document.js';
 import { testDatabase } from './database.js';
+import { validators } from '../../src/contract/validators.js';
 
-// The committed validators generated from the document: every response a test receives is checked against
+// Every response a test receives is checked with the committed validators generated from the document, against
 // the schema the document declares for that operation and status.
-const validators = createRequire(import.meta.url)('../../generated/validators.cjs') as Record<string, ValidateFunction>;
 const document = loadOpenApiDocument();
 const operations = Object.entries(document.paths).flatMap(([template, item]) =>
   Object.entries(item).map(([method, operation]) => ({

@@ -1,12 +1,9 @@
-import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { createRequire } from 'node:module';
-import type { ValidateFunction } from 'ajv';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
-import { ROOT_DIR } from '../../src/config.js';
 import { loadOpenApiDocument, webhookPayloadSchemas } from '../../src/contract/document.js';
 import { fixture, type Fixture } from './fixtures.js';
+import { validators } from '../../src/contract/validators.js';
 
 // Builders for the records the calendar sweep reads that the shared fixture does not cover (documents,
 // installments, fines, extensions, integrations, endpoints), and readers of what the sweep queued.
@@ -68,12 +65,10 @@ export interface CalendarFixture extends Fixture {
   eventCount(): Promise<number>;
 }
 
-let validators: Record<string, ValidateFunction> | undefined;
 let payloadSchemas: Map<string, string> | undefined;
 
 /** Checks a delivery body against its event's payload schema with the generated validators. */
 export function expectValidPayload(body: { event: string }): void {
-  validators ??= createRequire(import.meta.url)(path.join(ROOT_DIR, 'generated', 'validators.cjs')) as Record<string, ValidateFunction>;
   payloadSchemas ??= webhookPayloadSchemas(loadOpenApiDocument());
   const schema = payloadSchemas.get(body.event);
   expect(schema, `a payload schema for ${body.event}`).to.be.a('string');

@@ -1,7 +1,5 @@
-import { createRequire } from 'node:module';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
-import type { ValidateFunction } from 'ajv';
 import { testDatabase } from '../support/database.js';
 import { loadOpenApiDocument } from '../../src/contract/document.js';
 import { eventDefinition, eventNames, eventsWithDedupeKey, subscribableEvents, TEST_EVENT } from '../../src/webhooks/catalogue.js';
@@ -9,8 +7,8 @@ import { fanOutEvents } from '../../src/webhooks/fanout.js';
 import { InvalidEventError, publishEvent } from '../../src/webhooks/publish.js';
 import { InputError } from '../../src/workspaces.js';
 import { bookingConfirmedData, dropTestWorkspaces, examplePayload, webhookWorkspace, type TestWorkspace } from './support.js';
+import { validators } from '../../src/contract/validators.js';
 
-const validators = createRequire(import.meta.url)('../../generated/validators.cjs') as Record<string, ValidateFunction>;
 
 describe('webhooks: catalogue, publish and fan-out', () => {
   let db: Knex;

@@ -1,14 +1,12 @@
-import { createRequire } from 'node:module';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
-import type { ValidateFunction } from 'ajv';
 import { testDatabase } from '../support/database.js';
 import { startApi, type TestApi } from '../support/api.js';
 import { createApiKey } from '../../src/workspaces.js';
 import { IDEMPOTENCY_WINDOW_MS, TEST_MESSAGE } from '../../src/webhooks/test-delivery.js';
 import { dropTestWorkspaces, webhookWorkspace, type TestEndpoint, type TestWorkspace } from './support.js';
+import { validators } from '../../src/contract/validators.js';
 
-const validators = createRequire(import.meta.url)('../../generated/validators.cjs') as Record<string, ValidateFunction>;
 
 describe('webhooks: POST /v1/webhooks/{id}/test', () => {
   let db: Knex;
