@@ -97,8 +97,8 @@ export async function createApp({ db, logger, clock = () => new Date() }: AppOpt
         });
       },
       unauthorizedHandler: (c: BackendContext) => {
-        const failure = (c.security?.bearerAuth as { error?: unknown } | undefined)?.error;
-        throw failure instanceof ApiError ? failure : internalError();
+        // The documented 401/403, or an unexpected failure of the lookup itself (logged, answered as a 500).
+        throw (c.security?.bearerAuth as { error?: unknown } | undefined)?.error ?? internalError();
       },
       validationFail: (c: BackendContext) => {
         throw validationError((c.operation.parameters ?? []) as Parameter[], c.validation.errors as ErrorObject[]);

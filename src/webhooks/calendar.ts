@@ -53,7 +53,7 @@ async function sweepDerived(db: Knex, now: string): Promise<number> {
   for (;;) {
     const { claimed, ids } = await db.transaction(async (trx) => {
       const [row] = (await trx.raw(DERIVED_SQL, { now, batch: CHANGES_BATCH })).rows as { claimed: number; ids: string[] }[];
-      if (row.ids.length > 0) await fanOutEvents(trx, row.ids);
+      if (row.ids.length > 0) await fanOutEvents(trx, row.ids, now);
       return row;
     });
     recorded += ids.length;
@@ -65,7 +65,7 @@ async function sweepDerived(db: Knex, now: string): Promise<number> {
 async function sweepCalendar(db: Knex, now: string): Promise<number> {
   return db.transaction(async (trx) => {
     const ids = ((await trx.raw(CALENDAR_SQL, { now })).rows as { id: string }[]).map((r) => r.id);
-    if (ids.length > 0) await fanOutEvents(trx, ids);
+    if (ids.length > 0) await fanOutEvents(trx, ids, now);
     return ids.length;
   });
 }

@@ -40,6 +40,7 @@ export async function createDeliveries(
   db: Knex,
   eventIds: string[],
   target: { kind: 'subscribers' } | { kind: 'endpoint'; endpointId: string },
+  dueAt?: Date | string,
 ): Promise<CreatedDelivery[]> {
   if (eventIds.length === 0) return [];
   const toEndpoint = target.kind === 'endpoint';
@@ -57,13 +58,13 @@ export async function createDeliveries(
        INSERT INTO deliveries (id, workspace_id, event_id, endpoint_id, event, body, status, next_attempt_at)
        SELECT p.id, e.workspace_id, e.id, p.endpoint_id, e.event, ${BODY_SQL},
               CASE WHEN p.send THEN 'queued' ELSE 'held' END,
-              CASE WHEN p.send THEN now() END
+              CASE WHEN p.send THEN coalesce(?::timestamptz, now()) END
        FROM pairs p JOIN events e ON e.id = p.event_id
        ON CONFLICT (event_id, endpoint_id) DO NOTHING
        RETURNING id, event_id, endpoint_id, status
      )
      SELECT id, event_id AS "eventId", endpoint_id AS "endpointId", status FROM inserted`,
-    [...(toEndpoint ? [target.endpointId] : []), eventIds, eventsWithDedupeKey()],
+    [...(toEndpoint ? [target.endpointId] : []), eventIds, eventsWithDedupeKey(), dueAt ?? null],
   );
   if (rows.some((row: CreatedDelivery) => row.status === 'queued')) await notifyDispatchers(db);
   return rows;
@@ -72,8 +73,9 @@ export async function createDeliveries(
 /**
  * Fans events out to their workspace's subscribed endpoints (see createDeliveries) and returns how many
  * deliveries were created. Call it inside the transaction that records the events: the notification is sent on
- * commit.
+ * commit. `dueAt`: when the deliveries are first due (default the database clock); a sweep passes its own clock,
+ * so `sweep --now` sends what it raised.
  */
-export async function fanOutEvents(db: Knex, eventIds: string[]): Promise<number> {
-  return (await createDeliveries(db, eventIds, { kind: 'subscribers' })).length;
+export async function fanOutEvents(db: Knex, eventIds: string[], dueAt?: Date | string): Promise<number> {
+  return (await createDeliveries(db, eventIds, { kind: 'subscribers' }, dueAt)).length;
 }

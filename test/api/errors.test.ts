@@ -1,6 +1,12 @@
 import { expect } from 'chai';
 import { testDatabase } from '../support/database.js';
-import { startApi, type TestApi } from '../support/api.js';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { expectDocumented, startApi, type TestApi } from '../support/api.js';
+import { createApp } from '../../src/api/app.js';
+import { createKnex } from '../../src/db/database.js';
 import { createApiKey, createWorkspace } from '../../src/workspaces.js';
 
 describe('errors and parameter validation', () => {
@@ -92,5 +98,53 @@ describe('errors and parameter validation', () => {
     expect(kept.headers.get('x-request-id')).to.equal('trace-123');
     const made = await api.get('/v1/me', key, { 'x-request-id': 'bad id with spaces' });
     expect(made.headers.get('x-request-id')).to.match(/^req_[\w-]{16}$/);
+  });
+});
+
+describe('the documents and unexpected failures', () => {
+  it('serves the OpenAPI document as JSON and YAML, and the reference page, without a key', async () => {
+    const api = await startApi();
+    try {
+      const json = await fetch(`${api.url}/openapi.json`);
+      expect(json.status).to.equal(200);
+      const document = await json.json();
+      expect(document.info.version).to.equal('1.0.0');
+      expect(Object.keys(document.webhooks)).to.have.length(39);
+      const yaml = await fetch(`${api.url}/openapi.yaml`);
+      expect(yaml.headers.get('content-type')).to.match(/yaml/);
+      expect(await yaml.text()).to.match(/^openapi: 3\.1\.0/);
+      const docs = await fetch(`${api.url}/docs`);
+      expect(await docs.text()).to.include('<redoc spec-url="/openapi.json">');
+      const bundle = await fetch(`${api.url}/docs/redoc.standalone.js`);
+      expect(bundle.status).to.equal(200);
+      expect((await bundle.arrayBuffer()).byteLength).to.be.greaterThan(100_000);
+    } finally {
+      await api.close();
+    }
+  });
+
+  it('answers an unexpected failure with the documented 500 body: no stack trace, no detail, logged', async () => {
+    // A database nobody listens on: every authentication lookup fails.
+    const db = createKnex('postgres://postgres:postgres@127.0.0.1:1/none');
+    const lines: string[] = [];
+    const logger = pino({ level: 'info' }, new Writable({ write(chunk, _e, done) { lines.push(chunk.toString()); done(); } }));
+    const app = await createApp({ db, logger });
+    const server = app.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    try {
+      const { port } = server.address() as AddressInfo;
+      const res = await fetch(`http://127.0.0.1:${port}/v1/me`, { headers: { authorization: 'Bearer frs_0123456789abcdef0123456789abcdef' } });
+      const text = await res.text();
+      const response = { status: res.status, headers: res.headers, text, body: JSON.parse(text) };
+      expectDocumented('GET', '/v1/me', response);
+      expect(response.status).to.equal(500);
+      expect(response.body.error.code).to.equal('internal_error');
+      expect(text).not.to.match(/ECONNREFUSED|127\.0\.0\.1|at .*\.(ts|js):\d+/);
+      expect(lines.join('')).to.include('unhandled error');
+      expect(lines.join('')).not.to.include('frs_0123456789abcdef0123456789abcdef');
+    } finally {
+      server.close();
+      await db.destroy();
+    }
   });
 });
