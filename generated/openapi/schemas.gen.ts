@@ -1671,7 +1671,7 @@ export const BookingExtendedEventSchema = {
         dedupeKey: {
             type: 'string',
             minLength: 1,
-            description: 'Names the occurrence this event reports, e.g. `booking.extended:<bookingId>:<extensionsCount>`; the same occurrence always has the same key and is sent once. Treat it as opaque.'
+            description: 'Names the occurrence this event reports, as `booking.extended:<extensionId>`; the same occurrence always has the same key and is sent once. Treat it as opaque.'
         },
         data: {
             $ref: '#/components/schemas/BookingExtendedData',
@@ -1789,7 +1789,7 @@ export const BookingEndingSoonEventSchema = {
         dedupeKey: {
             type: 'string',
             minLength: 1,
-            description: 'Names the occurrence this event reports, e.g. `booking.ending_soon:<bookingId>:<dropoffAt>`; the same occurrence always has the same key and is sent once. Treat it as opaque.'
+            description: 'Names the occurrence this event reports, as `booking.ending_soon:<bookingId>:<dropoffAt>`; the same occurrence always has the same key and is sent once. Treat it as opaque.'
         },
         data: {
             $ref: '#/components/schemas/BookingEndingSoonData',
@@ -2037,7 +2037,7 @@ export const InvoiceIssuedEventSchema = {
         dedupeKey: {
             type: 'string',
             minLength: 1,
-            description: 'Names the occurrence this event reports, e.g. `invoice.issued:<invoiceId>`; the same occurrence always has the same key and is sent once. Treat it as opaque.'
+            description: 'Names the occurrence this event reports, as `invoice.issued:<invoiceId>`; the same occurrence always has the same key and is sent once. Treat it as opaque.'
         },
         data: {
             $ref: '#/components/schemas/InvoiceIssuedData',
@@ -2168,7 +2168,7 @@ export const InvoiceDueSoonEventSchema = {
         dedupeKey: {
             type: 'string',
             minLength: 1,
-            description: 'Names the occurrence this event reports, e.g. `invoice.due_soon:<invoiceId>:<dueDate>`; the same occurrence always has the same key and is sent once. Treat it as opaque.'
+            description: 'Names the occurrence this event reports, as `invoice.due_soon:<invoiceId>:<dueDate>`; the same occurrence always has the same key and is sent once. Treat it as opaque.'
         },
         data: {
             $ref: '#/components/schemas/InvoiceDueSoonData',
@@ -2298,7 +2298,7 @@ export const InvoiceOverdueEventSchema = {
         dedupeKey: {
             type: 'string',
             minLength: 1,
-            description: 'Names the occurrence this event reports, e.g. `invoice.overdue:<invoiceId>:<milestone>` (milestone 1, 7 or 30); the same occurrence always has the same key and is sent once. Treat it as opaque.'
+            description: 'Names the occurrence this event reports, as `invoice.overdue:<invoiceId>:<milestone>` (milestone 1, 7 or 30); the same occurrence always has the same key and is sent once. Treat it as opaque.'
         },
         data: {
             $ref: '#/components/schemas/InvoiceOverdueData',
@@ -2417,7 +2417,7 @@ export const InstallmentDueSoonEventSchema = {
         dedupeKey: {
             type: 'string',
             minLength: 1,
-            description: 'Names the occurrence this event reports, e.g. `installment.due_soon:<installmentId>`; the same occurrence always has the same key and is sent once. Treat it as opaque.'
+            description: 'Names the occurrence this event reports, as `installment.due_soon:<installmentId>:<dueDate>`; the same occurrence always has the same key and is sent once. Treat it as opaque.'
         },
         data: {
             $ref: '#/components/schemas/InstallmentDueSoonData',
@@ -2541,7 +2541,7 @@ export const InstallmentOverdueEventSchema = {
         dedupeKey: {
             type: 'string',
             minLength: 1,
-            description: 'Names the occurrence this event reports, e.g. `installment.overdue:<installmentId>:<milestone>` (milestone 1, 7 or 30); the same occurrence always has the same key and is sent once. Treat it as opaque.'
+            description: 'Names the occurrence this event reports, as `installment.overdue:<installmentId>:<milestone>` (milestone 1, 7 or 30); the same occurrence always has the same key and is sent once. Treat it as opaque.'
         },
         data: {
             $ref: '#/components/schemas/InstallmentOverdueData',
@@ -2679,7 +2679,7 @@ export const FineCreatedEventSchema = {
         dedupeKey: {
             type: 'string',
             minLength: 1,
-            description: 'Names the occurrence this event reports, e.g. `fine.created:<fineId>`; the same occurrence always has the same key and is sent once. Treat it as opaque.'
+            description: 'Names the occurrence this event reports, as `fine.created:<fineId>`; the same occurrence always has the same key and is sent once. Treat it as opaque.'
         },
         data: {
             $ref: '#/components/schemas/FineCreatedData',
@@ -3835,7 +3835,7 @@ export const VehicleDocumentExpiringEventSchema = {
         dedupeKey: {
             type: 'string',
             minLength: 1,
-            description: 'Names the occurrence this event reports, e.g. `vehicle.document_expiring:<documentId>:<milestone>` (milestone 30, 7 or 0); the same occurrence always has the same key and is sent once. Treat it as opaque.'
+            description: 'Names the occurrence this event reports, as `vehicle.document_expiring:<documentId>:<milestone>` (milestone 30, 7 or 0); the same occurrence always has the same key and is sent once. Treat it as opaque.'
         },
         data: {
             $ref: '#/components/schemas/VehicleDocumentExpiringData',
@@ -4768,7 +4768,7 @@ export const IntegrationFailedEventSchema = {
         dedupeKey: {
             type: 'string',
             minLength: 1,
-            description: 'Names the occurrence this event reports, e.g. `integration.failed:<integration>:<local date>`; the same occurrence always has the same key and is sent once. Treat it as opaque.'
+            description: 'Names the occurrence this event reports, as `integration.failed:<integrationId>:<local date>` for the sweep\'s daily events; the same occurrence always has the same key and is sent once. Treat it as opaque.'
         },
         data: {
             $ref: '#/components/schemas/IntegrationFailedData',

@@ -914,7 +914,7 @@ export type BookingExtendedEvent = {
      */
     createdAt: Timestamp;
     /**
-     * Names the occurrence this event reports, e.g. `booking.extended:<bookingId>:<extensionsCount>`; the same occurrence always has the same key and is sent once. Treat it as opaque.
+     * Names the occurrence this event reports, as `booking.extended:<extensionId>`; the same occurrence always has the same key and is sent once. Treat it as opaque.
      */
     dedupeKey: string;
     /**
@@ -994,7 +994,7 @@ export type BookingEndingSoonEvent = {
      */
     createdAt: Timestamp;
     /**
-     * Names the occurrence this event reports, e.g. `booking.ending_soon:<bookingId>:<dropoffAt>`; the same occurrence always has the same key and is sent once. Treat it as opaque.
+     * Names the occurrence this event reports, as `booking.ending_soon:<bookingId>:<dropoffAt>`; the same occurrence always has the same key and is sent once. Treat it as opaque.
      */
     dedupeKey: string;
     /**
@@ -1158,7 +1158,7 @@ export type InvoiceIssuedEvent = {
      */
     createdAt: Timestamp;
     /**
-     * Names the occurrence this event reports, e.g. `invoice.issued:<invoiceId>`; the same occurrence always has the same key and is sent once. Treat it as opaque.
+     * Names the occurrence this event reports, as `invoice.issued:<invoiceId>`; the same occurrence always has the same key and is sent once. Treat it as opaque.
      */
     dedupeKey: string;
     /**
@@ -1238,7 +1238,7 @@ export type InvoiceDueSoonEvent = {
      */
     createdAt: Timestamp;
     /**
-     * Names the occurrence this event reports, e.g. `invoice.due_soon:<invoiceId>:<dueDate>`; the same occurrence always has the same key and is sent once. Treat it as opaque.
+     * Names the occurrence this event reports, as `invoice.due_soon:<invoiceId>:<dueDate>`; the same occurrence always has the same key and is sent once. Treat it as opaque.
      */
     dedupeKey: string;
     /**
@@ -1318,7 +1318,7 @@ export type InvoiceOverdueEvent = {
      */
     createdAt: Timestamp;
     /**
-     * Names the occurrence this event reports, e.g. `invoice.overdue:<invoiceId>:<milestone>` (milestone 1, 7 or 30); the same occurrence always has the same key and is sent once. Treat it as opaque.
+     * Names the occurrence this event reports, as `invoice.overdue:<invoiceId>:<milestone>` (milestone 1, 7 or 30); the same occurrence always has the same key and is sent once. Treat it as opaque.
      */
     dedupeKey: string;
     /**
@@ -1398,7 +1398,7 @@ export type InstallmentDueSoonEvent = {
      */
     createdAt: Timestamp;
     /**
-     * Names the occurrence this event reports, e.g. `installment.due_soon:<installmentId>`; the same occurrence always has the same key and is sent once. Treat it as opaque.
+     * Names the occurrence this event reports, as `installment.due_soon:<installmentId>:<dueDate>`; the same occurrence always has the same key and is sent once. Treat it as opaque.
      */
     dedupeKey: string;
     /**
@@ -1482,7 +1482,7 @@ export type InstallmentOverdueEvent = {
      */
     createdAt: Timestamp;
     /**
-     * Names the occurrence this event reports, e.g. `installment.overdue:<installmentId>:<milestone>` (milestone 1, 7 or 30); the same occurrence always has the same key and is sent once. Treat it as opaque.
+     * Names the occurrence this event reports, as `installment.overdue:<installmentId>:<milestone>` (milestone 1, 7 or 30); the same occurrence always has the same key and is sent once. Treat it as opaque.
      */
     dedupeKey: string;
     /**
@@ -1566,7 +1566,7 @@ export type FineCreatedEvent = {
      */
     createdAt: Timestamp;
     /**
-     * Names the occurrence this event reports, e.g. `fine.created:<fineId>`; the same occurrence always has the same key and is sent once. Treat it as opaque.
+     * Names the occurrence this event reports, as `fine.created:<fineId>`; the same occurrence always has the same key and is sent once. Treat it as opaque.
      */
     dedupeKey: string;
     /**
@@ -2254,7 +2254,7 @@ export type VehicleDocumentExpiringEvent = {
      */
     createdAt: Timestamp;
     /**
-     * Names the occurrence this event reports, e.g. `vehicle.document_expiring:<documentId>:<milestone>` (milestone 30, 7 or 0); the same occurrence always has the same key and is sent once. Treat it as opaque.
+     * Names the occurrence this event reports, as `vehicle.document_expiring:<documentId>:<milestone>` (milestone 30, 7 or 0); the same occurrence always has the same key and is sent once. Treat it as opaque.
      */
     dedupeKey: string;
     /**
@@ -2852,7 +2852,7 @@ export type IntegrationFailedEvent = {
      */
     createdAt: Timestamp;
     /**
-     * Names the occurrence this event reports, e.g. `integration.failed:<integration>:<local date>`; the same occurrence always has the same key and is sent once. Treat it as opaque.
+     * Names the occurrence this event reports, as `integration.failed:<integrationId>:<local date>` for the sweep's daily events; the same occurrence always has the same key and is sent once. Treat it as opaque.
      */
     dedupeKey: string;
     /**
