@@ -169,6 +169,8 @@ describe('fleet-admin CLI', () => {
     await Promise.all([
       fails(['endpoint', 'create', '--workspace', s, '--url', 'not a url'], '--url must be an absolute http or https URL, got "not a url"'),
       fails(['endpoint', 'create', '--workspace', s, '--url', 'ftp://files.example.com/'], '--url must use http or https, got "ftp://files.example.com/"'),
+      fails(['endpoint', 'create', '--workspace', s, '--url', 'HTTPS://x.example.com/'], '--url must start with http:// or https:// and contain no spaces, got "HTTPS://x.example.com/"'),
+      fails(['endpoint', 'create', '--workspace', s, '--url', ' https://x.example.com/'], '--url must start with http:// or https:// and contain no spaces, got " https://x.example.com/"'),
       fails(['endpoint', 'create', '--workspace', s, '--url', 'https://x.example.com/', '--events', 'Booking Confirmed'], /^fleet-admin: unknown event "Booking Confirmed"/),
       fails(['endpoint', 'enable', '--id', crypto.randomUUID()], /^fleet-admin: no webhook endpoint with id [0-9a-f-]{36}$/),
     ]);

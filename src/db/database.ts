@@ -28,6 +28,8 @@ export function createKnex(url: string, poolMax = 10): Knex {
     connection: url,
     pool: { min: 0, max: poolMax },
     acquireConnectionTimeout: 30_000,
+    // Errors name the failing SQL but never its bound values: they may be keys' hashes or signing secrets.
+    compileSqlOnError: false,
   });
 }
 

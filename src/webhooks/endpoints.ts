@@ -63,6 +63,8 @@ function parseUrl(url: string): URL {
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
     throw new InputError(`--url must use http or https, got "${url}"`);
   }
+  // Stored as given, so it must read as the database requires: a lower-case scheme, no surrounding spaces.
+  if (!/^https?:\/\/\S+$/.test(url)) throw new InputError(`--url must start with http:// or https:// and contain no spaces, got "${url}"`);
   return parsed;
 }
 

@@ -54,6 +54,11 @@ export async function createDeliveries(
        FROM events e
        JOIN webhook_endpoints w ON w.workspace_id = e.workspace_id AND ${match}
        WHERE e.id = ANY(?::uuid[])
+       -- Switching an endpoint on or off waits for this transaction (and this one for it), so a delivery is
+       -- never held for an endpoint that was just switched on, after its held deliveries were released.
+       -- Endpoints are locked in id order, as the dispatcher's bookkeeping locks them.
+       ORDER BY w.id
+       FOR SHARE OF w
      ), inserted AS (
        INSERT INTO deliveries (id, workspace_id, event_id, endpoint_id, event, body, status, next_attempt_at)
        SELECT p.id, e.workspace_id, e.id, p.endpoint_id, e.event, ${BODY_SQL},
