@@ -81,6 +81,12 @@ describe('webhooks: one delivery attempt', () => {
       });
     }
 
+    it('never keeps the signing secret in the error text it records', async () => {
+      nock(HOST).post('/hook').reply(302, 'moved', { location: `${HOST}/login?next=${SECRET}` });
+      const outcome = await attemptDelivery(request());
+      expect(outcome.error).to.equal(`HTTP 302 redirect to ${HOST}/login?next=[redacted] (redirects are not followed)`);
+    });
+
     for (const status of [400, 500]) {
       it(`treats ${status} as a failure, keeping the status and the body`, async () => {
         nock(HOST).post('/hook').reply(status, { error: 'nope' });
