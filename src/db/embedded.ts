@@ -107,7 +107,8 @@ export async function startEmbeddedPostgres(dir: string, port: number, database 
     if (!fs.existsSync(path.join(dir, 'PG_VERSION'))) await cluster.initialise();
     await cluster.start();
   } catch (err) {
-    throw new Error(`embedded PostgreSQL failed to start in ${dir}: ${(err as Error)?.message ?? 'exited'}\n${logs.join('')}`);
+    const hint = isRoot ? ` (as root the cluster runs as the postgres user, who must be able to reach ${dir}; FRS_DATA_DIR moves .data)` : '';
+    throw new Error(`embedded PostgreSQL failed to start in ${dir}${hint}: ${(err as Error)?.message ?? 'exited'}\n${logs.join('')}`);
   }
   await ensureDatabase(port, database);
   return { url, stop: () => cluster.stop() };

@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { openDatabase, type Database } from '../../src/db/database.js';
@@ -21,9 +23,22 @@ async function adminQuery<T extends pg.QueryResultRow>(url: string, sql: string,
   }
 }
 
+/**
+ * .data/test-postgres, unless the tests run as root in a checkout the `postgres` user (who runs the cluster for
+ * root) cannot reach, such as one under a private home directory: then a folder under the system's temp dir.
+ */
+function testClusterDir(): string {
+  const dir = path.join(DATA_DIR, 'test-postgres');
+  if (os.userInfo().uid !== 0) return dir;
+  for (let parent = path.dirname(dir); parent !== path.dirname(parent); parent = path.dirname(parent)) {
+    if (fs.existsSync(parent) && (fs.statSync(parent).mode & 0o001) === 0) return path.join(os.tmpdir(), 'fleet-rental-test-postgres');
+  }
+  return dir;
+}
+
 async function open(): Promise<Database> {
   if (process.env.DATABASE_URL) return openDatabase({ url: process.env.DATABASE_URL });
-  const cluster = await startEmbeddedPostgres(path.join(DATA_DIR, 'test-postgres'), TEST_PORT, 'postgres');
+  const cluster = await startEmbeddedPostgres(testClusterDir(), TEST_PORT, 'postgres');
   const name = `${PREFIX}${process.pid}_${Date.now()}`;
   // Databases left behind by killed runs are dropped once they are a day old.
   const stale = await adminQuery<{ datname: string }>(
