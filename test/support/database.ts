@@ -36,9 +36,20 @@ function testClusterDir(): string {
   return dir;
 }
 
+/** The test cluster on TEST_PORT, or on one of the next ports when another cluster (another checkout's) holds it. */
+async function startTestCluster() {
+  for (let port = TEST_PORT; ; port++) {
+    try {
+      return await startEmbeddedPostgres(testClusterDir(), port, 'postgres');
+    } catch (err) {
+      if (port >= TEST_PORT + 9 || !String((err as Error).message).includes('is taken by another PostgreSQL')) throw err;
+    }
+  }
+}
+
 async function open(): Promise<Database> {
   if (process.env.DATABASE_URL) return openDatabase({ url: process.env.DATABASE_URL });
-  const cluster = await startEmbeddedPostgres(testClusterDir(), TEST_PORT, 'postgres');
+  const cluster = await startTestCluster();
   const name = `${PREFIX}${process.pid}_${Date.now()}`;
   // Databases left behind by killed runs are dropped once they are a day old.
   const stale = await adminQuery<{ datname: string }>(
