@@ -19,11 +19,11 @@ describe('the README receiver example', () => {
     const code = readme.match(/```js\n(\/\/ receiver\.mjs[\s\S]*?)```/)![1];
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'readme-receiver-'));
     fs.writeFileSync(path.join(dir, 'receiver.mjs'), code);
-    const port = 40000 + (process.pid % 20000);
-    url = `http://127.0.0.1:${port}/hooks`;
-    child = spawn(process.execPath, [path.join(dir, 'receiver.mjs')], { env: { ...process.env, SIGNING_SECRET: secret, PORT: String(port) } });
+    // PORT=0: the system picks a free port, which the example prints.
+    child = spawn(process.execPath, [path.join(dir, 'receiver.mjs')], { env: { ...process.env, SIGNING_SECRET: secret, PORT: '0' } });
     child.stdout!.on('data', (chunk) => { output += chunk; });
-    while (!output.includes('listening')) await once(child.stdout!, 'data');
+    while (!/listening on port \d+/.test(output)) await once(child.stdout!, 'data');
+    url = `http://127.0.0.1:${output.match(/listening on port (\d+)/)![1]}/hooks`;
   });
   after(() => child.kill());
 
