@@ -66,6 +66,11 @@ function validationError(parameters: Parameter[], errors: ErrorObject[]): ApiErr
   return invalidRequest(parameter.name, `${label} must be ${describeSchema(parameter.schema)}.`);
 }
 
+/** A path template of the document (`/v1/webhooks/{id}/test`) as a regular expression over request paths. */
+export function pathPattern(template: string): RegExp {
+  return new RegExp(`^${template.replace(/\{[^}]+\}/g, '[^/]+')}/?$`);
+}
+
 function newRequestId(): string {
   return `req_${crypto.randomBytes(12).toString('base64url')}`;
 }
@@ -91,7 +96,8 @@ export async function createApp({ db, logger, clock = () => new Date() }: AppOpt
         throw new ApiError(404, 'not_found', 'No such route. See /openapi.json for the operations.');
       },
       methodNotAllowed: (c: BackendContext, ctx: Koa.Context) => {
-        const allowed = operations.filter((op) => op.path === ctx.state.routePath).map((op) => op.method.toUpperCase());
+        // Only a 405 needs to know which path template matched, so it is worked out here, not on every request.
+        const allowed = operations.filter((op) => pathPattern(op.path).test(ctx.path)).map((op) => op.method.toUpperCase());
         throw new ApiError(405, 'method_not_allowed', `This path does not accept ${c.request.method.toUpperCase()}.`, undefined, {
           Allow: allowed.join(', '),
         });
@@ -132,11 +138,6 @@ export async function createApp({ db, logger, clock = () => new Date() }: AppOpt
   // openapi-backend rebuilds its operation list on every lookup (twice per request); the document is fixed.
   const operations = backend.router.getOperations();
   backend.router.getOperations = () => operations;
-  const templateToRegex = operations.map((op) => ({
-    path: op.path,
-    regex: new RegExp(`^${op.path.replace(/\{[^}]+\}/g, '[^/]+')}/?$`),
-  }));
-
   const router = new Router();
   const openApiJson = JSON.stringify(document);
   const openApiYaml = YAML.stringify(document);
@@ -199,7 +200,6 @@ export async function createApp({ db, logger, clock = () => new Date() }: AppOpt
   app.use(router.routes());
   app.use(bodyParser({ enableTypes: ['json'], encoding: 'utf-8', jsonLimit: '64kb' }));
   app.use(async (ctx) => {
-    ctx.state.routePath = templateToRegex.find((t) => t.regex.test(ctx.path))?.path;
     const result = await backend.handleRequest(
       { method: ctx.method, path: ctx.path, query: ctx.querystring, headers: ctx.headers as Record<string, string>, body: ctx.request.body },
       ctx,

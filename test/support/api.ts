@@ -3,7 +3,7 @@ import type { Server } from 'node:http';
 import { Writable } from 'node:stream';
 import { expect } from 'chai';
 import pino from 'pino';
-import { createApp } from '../../src/api/app.js';
+import { createApp, pathPattern } from '../../src/api/app.js';
 import { loadOpenApiDocument, type OpenApiOperation } from '../../src/contract/document.js';
 import { testDatabase } from './database.js';
 import { validators } from '../../src/contract/validators.js';
@@ -14,7 +14,7 @@ const document = loadOpenApiDocument();
 const operations = Object.entries(document.paths).flatMap(([template, item]) =>
   Object.entries(item).map(([method, operation]) => ({
     method: method.toUpperCase(),
-    regex: new RegExp(`^${template.replace(/\{[^}]+\}/g, '[^/]+')}$`),
+    regex: pathPattern(template),
     operation,
   })),
 );
