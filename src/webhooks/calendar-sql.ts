@@ -7,12 +7,17 @@
 // (w.n) and today's date on its local calendar (w.today), so "today", "within N days" and "N days overdue" are
 // counted on each workspace's own calendar (the per-row form of TODAY in queries/common.ts).
 //
-// Named bindings: :now the sweep's clock (ISO), :batch how many entity_changes rows one statement consumes.
+// Named bindings: :now the sweep's clock (ISO), :batch how many entity_changes rows one statement consumes,
+// :workspaces the workspaces swept (a uuid[] literal, or null for every workspace).
 import { NOW } from '../queries/common.js';
 
-/** The workspaces, with their local today. */
+/** `column` is one of the swept workspaces. */
+export const IN_SCOPE = (column: string) => `(CAST(:workspaces AS uuid[]) IS NULL OR ${column} = ANY(CAST(:workspaces AS uuid[])))`;
+
+/** The swept workspaces, with their local today. */
 const WORKSPACES = `w AS MATERIALIZED (
-  SELECT id, timezone AS tz, reminders_ahead AS n, (${NOW} AT TIME ZONE timezone)::date AS today FROM workspaces)`;
+  SELECT id, timezone AS tz, reminders_ahead AS n, (${NOW} AT TIME ZONE timezone)::date AS today FROM workspaces
+  WHERE ${IN_SCOPE('id')})`;
 
 /** Overdue notifications, in whole local days past the due date. */
 export const OVERDUE_MILESTONES = [1, 7, 30] as const;
@@ -330,7 +335,8 @@ const DERIVED_BRANCHES = [
 export const DERIVED_SQL = `
   WITH ${WORKSPACES}, claimed AS (
     DELETE FROM entity_changes WHERE id IN (
-      SELECT id FROM entity_changes ORDER BY id LIMIT CAST(:batch AS integer) FOR UPDATE SKIP LOCKED)
+      SELECT id FROM entity_changes WHERE ${IN_SCOPE('workspace_id')}
+      ORDER BY id LIMIT CAST(:batch AS integer) FOR UPDATE SKIP LOCKED)
     RETURNING workspace_id, event, entity_id
   ), inserted AS (
     INSERT INTO events (workspace_id, event, dedupe_key, data, source, created_at)

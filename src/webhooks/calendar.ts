@@ -12,7 +12,7 @@
 // claimed with FOR UPDATE SKIP LOCKED and consumed in the transaction that records their events. Deliveries are
 // created in that same transaction, so an event is never recorded without them.
 import type { Knex } from 'knex';
-import { CALENDAR_SQL, DERIVED_SQL } from './calendar-sql.js';
+import { CALENDAR_SQL, DERIVED_SQL, IN_SCOPE } from './calendar-sql.js';
 import { fanOutEvents } from './fanout.js';
 import { InvalidEventError, publishEvent } from './publish.js';
 
@@ -34,26 +34,37 @@ export interface CalendarSweepResult {
   events: number;
 }
 
-export async function runCalendarSweep(db: Knex, now: Date): Promise<CalendarSweepResult> {
-  const at = now.toISOString();
+export interface CalendarSweepOptions {
+  /** Sweep only these workspaces (an operator's `sweep --workspace`, and tests that share a database). Default: all. */
+  workspaceIds?: string[];
+}
+
+/** What every statement of one sweep binds: its clock and its workspace scope. */
+interface SweepScope {
+  now: string;
+  workspaces: string | null;
+}
+
+export async function runCalendarSweep(db: Knex, now: Date, options: CalendarSweepOptions = {}): Promise<CalendarSweepResult> {
+  const scope: SweepScope = { now: now.toISOString(), workspaces: options.workspaceIds ? `{${options.workspaceIds.join(',')}}` : null };
   // A workspace's first sweep starts its calendar; later ones move last_swept_at forward.
   await db.raw(
     `INSERT INTO calendar_state (workspace_id, first_swept_at, last_swept_at)
-     SELECT id, CAST(:now AS timestamptz), CAST(:now AS timestamptz) FROM workspaces ORDER BY id
+     SELECT id, CAST(:now AS timestamptz), CAST(:now AS timestamptz) FROM workspaces WHERE ${IN_SCOPE('id')} ORDER BY id
      ON CONFLICT (workspace_id) DO UPDATE SET last_swept_at = greatest(calendar_state.last_swept_at, excluded.last_swept_at)`,
-    { now: at },
+    { ...scope },
   );
-  const events = (await sweepDerived(db, at)) + (await sweepCalendar(db, at)) + (await sweepOutbox(db));
+  const events = (await sweepDerived(db, scope)) + (await sweepCalendar(db, scope)) + (await sweepOutbox(db, scope));
   return { events };
 }
 
-/** Derived events from the recorded changes of every workspace, a batch per transaction until none are left. */
-async function sweepDerived(db: Knex, now: string): Promise<number> {
+/** Derived events from the recorded changes of the swept workspaces, a batch per transaction until none are left. */
+async function sweepDerived(db: Knex, scope: SweepScope): Promise<number> {
   let recorded = 0;
   for (;;) {
     const { claimed, ids } = await db.transaction(async (trx) => {
-      const [row] = (await trx.raw(DERIVED_SQL, { now, batch: CHANGES_BATCH })).rows as { claimed: number; ids: string[] }[];
-      if (row.ids.length > 0) await fanOutEvents(trx, row.ids, now);
+      const [row] = (await trx.raw(DERIVED_SQL, { ...scope, batch: CHANGES_BATCH })).rows as { claimed: number; ids: string[] }[];
+      if (row.ids.length > 0) await fanOutEvents(trx, row.ids, scope.now);
       return row;
     });
     recorded += ids.length;
@@ -61,11 +72,11 @@ async function sweepDerived(db: Knex, now: string): Promise<number> {
   }
 }
 
-/** The calendar events due now in every workspace, recorded with their deliveries in one transaction. */
-async function sweepCalendar(db: Knex, now: string): Promise<number> {
+/** The calendar events due now in the swept workspaces, recorded with their deliveries in one transaction. */
+async function sweepCalendar(db: Knex, scope: SweepScope): Promise<number> {
   return db.transaction(async (trx) => {
-    const ids = ((await trx.raw(CALENDAR_SQL, { now })).rows as { id: string }[]).map((r) => r.id);
-    if (ids.length > 0) await fanOutEvents(trx, ids, now);
+    const ids = ((await trx.raw(CALENDAR_SQL, { ...scope })).rows as { id: string }[]).map((r) => r.id);
+    if (ids.length > 0) await fanOutEvents(trx, ids, scope.now);
     return ids.length;
   });
 }
@@ -76,7 +87,7 @@ async function sweepCalendar(db: Knex, now: string): Promise<number> {
  * refuses gets processed_at and the reason in `error`, and nothing is queued. A row that fails for any other
  * reason (the database, say) is left for the next sweep; the first such error is rethrown after the others ran.
  */
-async function sweepOutbox(db: Knex): Promise<number> {
+async function sweepOutbox(db: Knex, scope: SweepScope): Promise<number> {
   let recorded = 0;
   const skipped: string[] = [];
   let failure: unknown;
@@ -87,9 +98,9 @@ async function sweepOutbox(db: Knex): Promise<number> {
         [row] = (
           await trx.raw(
             `SELECT id, workspace_id, event, data, dedupe_key FROM outbox
-             WHERE processed_at IS NULL AND NOT (id = ANY(CAST(:skipped AS bigint[])))
+             WHERE processed_at IS NULL AND NOT (id = ANY(CAST(:skipped AS bigint[]))) AND ${IN_SCOPE('workspace_id')}
              ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`,
-            { skipped: `{${skipped.join(',')}}` },
+            { skipped: `{${skipped.join(',')}}`, workspaces: scope.workspaces },
           )
         ).rows as OutboxRow[];
         if (!row) return true;

@@ -21,7 +21,8 @@ const keys = (list: QueuedDelivery[]) => list.map((d) => d.body.dedupeKey).sort(
 
 describe('webhooks: calendar sweep', () => {
   let db: Knex;
-  const sweep = (t: string) => runCalendarSweep(db, new Date(t));
+  /** The sweep at `t` over the given fixtures' workspaces only: the test database holds other tests' workspaces. */
+  const sweep = (t: string, ...scope: CalendarFixture[]) => runCalendarSweep(db, new Date(t), { workspaceIds: scope.map((x) => x.ws.id) });
 
   before(async () => {
     db = (await testDatabase()).db;
@@ -56,7 +57,7 @@ describe('webhooks: calendar sweep', () => {
       await f.payment({ invoiceId: paid, amount: 5000, at: '2026-11-20T10:00:00Z' });
       await f.invoice({ customerId, total: 5000, dueDate: '2026-11-23', status: 'void' });
 
-      await sweep(NOW);
+      await sweep(NOW, f);
       const due = of(await f.deliveries(endpoint), 'invoice.due_soon');
       expect(keys(due)).to.deep.equal([`invoice.due_soon:${dueToday}:2026-11-22`, `invoice.due_soon:${invoiceId}:2026-11-25`].sort());
       const main = due.find((d) => d.body.data.invoiceId === invoiceId)!;
@@ -80,9 +81,9 @@ describe('webhooks: calendar sweep', () => {
       expect(today.body.data).to.include({ booking: null, vehicle: null, fleet: null });
 
       // sent once: again at the same time, and the next day (when the 4-day one comes into the window)
-      await sweep(NOW);
+      await sweep(NOW, f);
       expect(of(await f.deliveries(endpoint), 'invoice.due_soon')).to.have.length(2);
-      await sweep('2026-11-23T08:30:00.000Z');
+      await sweep('2026-11-23T08:30:00.000Z', f);
       const later = of(await f.deliveries(endpoint), 'invoice.due_soon');
       expect(later).to.have.length(3);
       expect(later.find((d) => d.body.data.invoiceId === inFourDays)!.body.data.daysToDue).to.equal(3);
@@ -95,7 +96,7 @@ describe('webhooks: calendar sweep', () => {
         await f.invoice({ customerId, total: 1000, dueDate: '2026-11-27', number: 'INV-5' });
         await f.invoice({ customerId, total: 1000, dueDate: '2026-11-28', number: 'INV-6' });
       }
-      await sweep(NOW);
+      await sweep(NOW, byDefault.f, five.f);
       expect(of(await byDefault.f.deliveries(byDefault.endpoint), 'invoice.due_soon')).to.have.length(0);
       const due = of(await five.f.deliveries(five.endpoint), 'invoice.due_soon');
       expect(due.map((d) => [d.body.data.number, d.body.data.daysToDue])).to.deep.equal([['INV-5', 5]]);
@@ -107,8 +108,8 @@ describe('webhooks: calendar sweep', () => {
       const { f, endpoint, customerId } = await setup();
       const invoiceId = await f.invoice({ customerId, total: 80000, issueDate: '2026-11-14', dueDate: '2026-11-21' });
       await f.payment({ invoiceId, amount: 30000, at: '2026-11-15T09:00:00Z' });
-      for (const day of ['22', '23', '24']) await sweep(`2026-11-${day}T08:30:00.000Z`);
-      for (const day of ['2026-11-28', '2026-11-29', '2026-12-05', '2026-12-21', '2026-12-22', '2026-12-28']) await sweep(`${day}T08:30:00.000Z`);
+      for (const day of ['22', '23', '24']) await sweep(`2026-11-${day}T08:30:00.000Z`, f);
+      for (const day of ['2026-11-28', '2026-11-29', '2026-12-05', '2026-12-21', '2026-12-22', '2026-12-28']) await sweep(`${day}T08:30:00.000Z`, f);
       const overdue = of(await f.deliveries(endpoint), 'invoice.overdue');
       expect(overdue.map((d) => [d.body.dedupeKey, d.body.data.daysOverdue, d.body.createdAt])).to.deep.equal([
         [`invoice.overdue:${invoiceId}:1`, 1, '2026-11-22T08:30:00.000Z'],
@@ -126,7 +127,7 @@ describe('webhooks: calendar sweep', () => {
       const nineteen = await f.invoice({ customerId, total: 1000, dueDate: '2026-11-03' }); // 19 days: milestone 7 was 12 days ago
       const yesterday = await f.invoice({ customerId, total: 1000, dueDate: '2026-11-21' });
 
-      await sweep(NOW);
+      await sweep(NOW, f);
       let overdue = of(await f.deliveries(endpoint), 'invoice.overdue');
       expect(overdue.map((d) => [d.body.dedupeKey, d.body.data.daysOverdue]).sort()).to.deep.equal(
         [
@@ -138,14 +139,14 @@ describe('webhooks: calendar sweep', () => {
 
       // ten days of downtime: the 1-day invoice is now 10 days late (milestone 7), the 19-day one reaches 30 days
       // on 2026-12-03
-      await sweep('2026-12-01T08:30:00.000Z');
+      await sweep('2026-12-01T08:30:00.000Z', f);
       overdue = of(await f.deliveries(endpoint), 'invoice.overdue');
       expect(overdue.slice(3).map((d) => [d.body.dedupeKey, d.body.data.daysOverdue])).to.deep.equal([[`invoice.overdue:${yesterday}:7`, 10]]);
-      await sweep('2026-12-05T08:30:00.000Z');
+      await sweep('2026-12-05T08:30:00.000Z', f);
       overdue = of(await f.deliveries(endpoint), 'invoice.overdue');
       expect(overdue.slice(4).map((d) => [d.body.dedupeKey, d.body.data.daysOverdue])).to.deep.equal([[`invoice.overdue:${nineteen}:30`, 32]]);
       // the 1-day invoice's 30-day milestone (2026-12-21) is more than 7 days past on 2026-12-29: not sent
-      await sweep('2026-12-29T08:30:00.000Z');
+      await sweep('2026-12-29T08:30:00.000Z', f);
       overdue = of(await f.deliveries(endpoint), 'invoice.overdue');
       expect(overdue.slice(5).map((d) => d.body.dedupeKey)).to.deep.equal([]);
     });
@@ -170,7 +171,7 @@ describe('webhooks: calendar sweep', () => {
       });
       await f.installment({ bookingId: canceled, number: 2, of: 12, dueDate: '2026-11-23', amount: 300000 });
 
-      await sweep(NOW);
+      await sweep(NOW, f);
       let list = await f.deliveries(endpoint);
       const soon = of(list, 'installment.due_soon');
       expect(keys(soon)).to.deep.equal([`installment.due_soon:${dueSoon}:2026-11-25`]);
@@ -192,9 +193,9 @@ describe('webhooks: calendar sweep', () => {
       expect(keys(overdue)).to.deep.equal([`installment.overdue:${late}:7`]);
       expect(overdue[0].body.data).to.include({ installmentId: late, invoice: null, daysToDue: -7, daysOverdue: 7, number: 4, amount: 420000 });
 
-      await sweep('2026-11-23T08:30:00.000Z');
+      await sweep('2026-11-23T08:30:00.000Z', f);
       expect(await f.deliveries(endpoint)).to.have.length(list.length);
-      await sweep('2026-11-26T08:30:00.000Z');
+      await sweep('2026-11-26T08:30:00.000Z', f);
       list = await f.deliveries(endpoint);
       expect(keys(of(list, 'installment.overdue'))).to.deep.equal([`installment.overdue:${dueSoon}:1`, `installment.overdue:${late}:7`].sort());
       expect(of(list, 'installment.overdue').find((d) => d.body.data.installmentId === dueSoon)!.body.data).to.include({ daysToDue: -1, daysOverdue: 1 });
@@ -214,7 +215,7 @@ describe('webhooks: calendar sweep', () => {
       await f.fullBooking({ vehicleId: third, customerId, status: 'confirmed', pickupAt: '2026-11-21T06:00:00Z', dropoffAt: '2026-11-23T10:00:00Z' });
       await f.fullBooking({ vehicleId: third, customerId, status: 'active', pickupAt: '2026-11-10T06:00:00Z', dropoffAt: '2026-11-21T10:00:00Z' }); // late back
 
-      await sweep(NOW);
+      await sweep(NOW, f);
       const endingOf = (list: QueuedDelivery[]) => of(list, 'booking.ending_soon').filter((d) => d.body.data.bookingId === bookingId);
       let ending = of(await f.deliveries(endpoint), 'booking.ending_soon');
       expect(keys(ending)).to.deep.equal([`booking.ending_soon:${bookingId}:2026-11-24T10:00:00.000Z`]);
@@ -238,7 +239,7 @@ describe('webhooks: calendar sweep', () => {
         bookingId, addedDays: 3, amount: 67500, previousDropoffAt: '2026-11-24T10:00:00Z', newDropoffAt: '2026-11-27T10:00:00Z', createdAt: '2026-11-23T08:00:00Z',
       });
       await db('bookings').where({ id: bookingId }).update({ dropoff_at: new Date('2026-11-27T10:00:00Z'), original_dropoff_at: new Date('2026-11-24T10:00:00Z') });
-      await sweep('2026-11-23T08:30:00.000Z');
+      await sweep('2026-11-23T08:30:00.000Z', f);
       const list = await f.deliveries(endpoint);
       const extended = of(list, 'booking.extended');
       expect(keys(extended)).to.deep.equal([`booking.extended:${extensionId}`]);
@@ -260,13 +261,13 @@ describe('webhooks: calendar sweep', () => {
       });
       expect(endingOf(list)).to.have.length(1); // the new end is 4 days away
 
-      await sweep('2026-11-24T08:30:00.000Z');
+      await sweep('2026-11-24T08:30:00.000Z', f);
       ending = endingOf(await f.deliveries(endpoint));
       expect(keys(ending)).to.deep.equal(
         [`booking.ending_soon:${bookingId}:2026-11-24T10:00:00.000Z`, `booking.ending_soon:${bookingId}:2026-11-27T10:00:00.000Z`].sort(),
       );
       expect(ending[1].body.data).to.include({ dropoffAt: '2026-11-27T10:00:00.000Z', originalDropoffAt: '2026-11-24T10:00:00.000Z', extensionsCount: 1, daysLeft: 3 });
-      await sweep('2026-11-25T08:30:00.000Z');
+      await sweep('2026-11-25T08:30:00.000Z', f);
       expect(endingOf(await f.deliveries(endpoint))).to.have.length(2);
     });
   });
@@ -283,15 +284,15 @@ describe('webhooks: calendar sweep', () => {
         (await f.deliveries(endpoint)).map((d) => [d.event, d.body.data.number, d.body.data.daysToDue ?? d.body.data.daysOverdue]);
 
       // 23:59 in Dubai on the 22nd
-      await sweep('2026-11-22T19:59:00.000Z');
+      await sweep('2026-11-22T19:59:00.000Z', dubai.f, utc.f);
       expect(await summary(dubai)).to.deep.equal([['invoice.due_soon', 'DUE-22', 0]]);
       expect(await summary(utc)).to.deep.equal([['invoice.due_soon', 'DUE-22', 0]]);
       // 00:30 on the 23rd in Dubai, still the 22nd in UTC
-      await sweep('2026-11-22T20:30:00.000Z');
+      await sweep('2026-11-22T20:30:00.000Z', dubai.f, utc.f);
       expect((await summary(dubai)).slice(1).sort()).to.deep.equal([['invoice.due_soon', 'DUE-26', 3], ['invoice.overdue', 'DUE-22', 1]].sort());
       expect(await summary(utc)).to.deep.equal([['invoice.due_soon', 'DUE-22', 0]]);
       // 00:30 on the 23rd in UTC
-      await sweep('2026-11-23T00:30:00.000Z');
+      await sweep('2026-11-23T00:30:00.000Z', dubai.f, utc.f);
       expect((await summary(utc)).slice(1).sort()).to.deep.equal([['invoice.due_soon', 'DUE-26', 3], ['invoice.overdue', 'DUE-22', 1]].sort());
       expect(await summary(dubai)).to.have.length(3);
     });
@@ -311,7 +312,7 @@ describe('webhooks: calendar sweep', () => {
       const sold = await f.vehicle({ plate: 'Dubai Z 9', state: 'inactive' });
       await f.document({ vehicleId: sold, expiresAt: '2026-11-29' });
 
-      await sweep(NOW);
+      await sweep(NOW, f);
       let list = of(await f.deliveries(endpoint), 'vehicle.document_expiring');
       expect(list.map((d) => [d.body.dedupeKey, d.body.data.daysLeft]).sort()).to.deep.equal(
         [
@@ -335,7 +336,7 @@ describe('webhooks: calendar sweep', () => {
       });
       expect(list.find((d) => d.body.data.daysLeft === 0)!.body.data).to.include({ docType: 'registration', detail: 'Mulkiya', expiresAt: '2026-11-22' });
 
-      for (const day of ['2026-11-23', '2026-12-15', '2026-12-16', '2026-12-22', '2026-12-23']) await sweep(`${day}T08:30:00.000Z`);
+      for (const day of ['2026-11-23', '2026-12-15', '2026-12-16', '2026-12-22', '2026-12-23']) await sweep(`${day}T08:30:00.000Z`, f);
       list = of(await f.deliveries(endpoint), 'vehicle.document_expiring').filter((d) => d.body.data.expiresAt === '2026-12-22');
       expect(list.map((d) => [d.body.dedupeKey, d.body.data.daysLeft, d.body.createdAt])).to.deep.equal([
         [`vehicle.document_expiring:${thirty}:30`, 30, NOW],
@@ -355,8 +356,8 @@ describe('webhooks: calendar sweep', () => {
       });
       await f.integration({ integration: 'esign', status: 'ok' });
 
-      await sweep(NOW);
-      await sweep('2026-11-22T19:59:00.000Z'); // 23:59 in Dubai: the same local day
+      await sweep(NOW, f);
+      await sweep('2026-11-22T19:59:00.000Z', f); // 23:59 in Dubai: the same local day
       let list = of(await f.deliveries(endpoint), 'integration.failed');
       expect(keys(list)).to.deep.equal([`integration.failed:${bare}:2026-11-22`, `integration.failed:${full}:2026-11-22`].sort());
       const withDetail = list.find((d) => d.body.data.integration === 'payment_gateway')!;
@@ -371,12 +372,12 @@ describe('webhooks: calendar sweep', () => {
       expect(fallback.body.data.detail).to.be.a('string').that.is.not.empty;
       expect(fallback.body.data.hint).to.be.a('string').and.to.include('accounting');
 
-      await sweep('2026-11-22T20:01:00.000Z'); // 00:01 on the 23rd in Dubai
+      await sweep('2026-11-22T20:01:00.000Z', f); // 00:01 on the 23rd in Dubai
       list = of(await f.deliveries(endpoint), 'integration.failed');
       expect(keys(list.slice(2))).to.deep.equal([`integration.failed:${bare}:2026-11-23`, `integration.failed:${full}:2026-11-23`].sort());
 
       await db('integrations').where({ id: full }).update({ status: 'ok', failing_since: null });
-      await sweep('2026-11-24T08:30:00.000Z');
+      await sweep('2026-11-24T08:30:00.000Z', f);
       list = of(await f.deliveries(endpoint), 'integration.failed');
       expect(keys(list.slice(4))).to.deep.equal([`integration.failed:${bare}:2026-11-24`]);
     });
@@ -397,8 +398,8 @@ describe('webhooks: calendar sweep', () => {
       await f.fine({ vehicleId, bookingId, date: '2026-11-19', amount: 60000, recordedAt: '2026-11-21T10:00:00Z' });
       await f.extension({ bookingId, addedDays: 1, amount: 20000, previousDropoffAt: '2026-12-19T06:00:00Z', newDropoffAt: '2026-12-20T06:00:00Z', createdAt: '2026-11-20T10:00:00Z' });
 
-      await sweep(NOW);
-      await sweep(NOW);
+      await sweep(NOW, f);
+      await sweep(NOW, f);
       const history = await f.deliveries(endpoint);
       expect(history.filter((d) => DERIVED_EVENTS.includes(d.event))).to.deep.equal([]);
       expect(Number((await db('entity_changes').where({ workspace_id: f.ws.id }).count('* as c'))[0].c)).to.equal(0);
@@ -419,7 +420,7 @@ describe('webhooks: calendar sweep', () => {
         vehicleId, bookingId, date: '2026-11-02', amount: 60000, number: 'DP-2026-5583021', recordedAt: '2026-11-22T08:41:00Z',
       });
 
-      await sweep('2026-11-22T08:45:00.000Z');
+      await sweep('2026-11-22T08:45:00.000Z', f);
       const list = (await f.deliveries(endpoint)).slice(history.length);
       expect(list.map((d) => d.event).sort()).to.deep.equal(
         ['booking.completed', 'booking.confirmed', 'fine.created', 'invoice.issued', 'payment.canceled', 'payment.captured', 'payment.captured', 'payment.deposit_held', 'payment.refunded'].sort(),
@@ -474,8 +475,8 @@ describe('webhooks: calendar sweep', () => {
       // consumed: nothing is left to derive, and a later sweep raises nothing new
       expect(Number((await db('entity_changes').where({ workspace_id: f.ws.id }).count('* as c'))[0].c)).to.equal(0);
       const count = await f.eventCount();
-      expect((await sweep('2026-11-22T08:45:00.000Z')).events).to.equal(0);
-      await sweep('2026-11-22T08:46:00.000Z');
+      expect((await sweep('2026-11-22T08:45:00.000Z', f)).events).to.equal(0);
+      await sweep('2026-11-22T08:46:00.000Z', f);
       expect(await f.eventCount()).to.equal(count);
     });
   });
@@ -493,7 +494,7 @@ describe('webhooks: calendar sweep', () => {
         data: JSON.stringify({ integration: 'esign', detail: 'Envelope API: 403 Forbidden', hint: 'Reconnect e-signature.', failingSince: '2026-11-22T06:00:00.000Z' }),
       });
 
-      await sweep(NOW);
+      await sweep(NOW, f);
       const rows = await db('outbox').whereIn('id', [invalid, unknown, valid]).orderBy('id');
       const [bad, odd, good] = rows;
       expect(bad.processed_at).to.be.instanceOf(Date);
@@ -510,7 +511,7 @@ describe('webhooks: calendar sweep', () => {
       const list = await f.deliveries(endpoint);
       expect(list.map((d) => [d.event, d.body.dedupeKey])).to.deep.equal([['integration.failed', 'integration.failed:esign:2026-11-22']]);
 
-      await sweep(NOW);
+      await sweep(NOW, f);
       expect(await f.deliveries(endpoint)).to.have.length(1);
     });
   });
@@ -524,7 +525,7 @@ describe('webhooks: calendar sweep', () => {
       await f.invoice({ customerId, total: 1000, dueDate: '2026-11-23' });
       await f.integration({ integration: 'whatsapp', status: 'failing', failingSince: '2026-11-22T01:00:00Z', detail: 'Token expired', hint: 'Reconnect.' });
 
-      await sweep(NOW);
+      await sweep(NOW, f);
       expect((await f.deliveries(endpoint)).map((d) => d.event).sort()).to.deep.equal(['integration.failed', 'invoice.due_soon', 'invoice.overdue']);
       expect((await f.deliveries(onlyOverdue)).map((d) => d.event)).to.deep.equal(['invoice.overdue']);
       const held = await db('deliveries').where({ endpoint_id: off });
@@ -541,12 +542,12 @@ describe('webhooks: calendar sweep', () => {
       const invoiceId = await f.invoice({ bookingId, customerId, total: 5000, dueDate: '2026-11-21' });
       await f.invoice({ bookingId, customerId, total: 5000, dueDate: '2026-11-24' });
       await f.installment({ bookingId, number: 1, of: 2, dueDate: '2026-11-23', amount: 5000 });
-      await sweep(NOW);
+      await sweep(NOW, f);
       await f.payment({ invoiceId, bookingId, customerId, amount: 2000, at: '2026-11-22T09:00:00Z' });
       await f.fine({ vehicleId, bookingId, date: '2026-11-20', amount: 40000, recordedAt: '2026-11-22T09:00:00Z' });
       await f.invoice({ bookingId, customerId, total: 9000, dueDate: '2026-12-20' });
       await db('bookings').where({ id: bookingId }).update({ status: 'completed', returned_at: new Date('2026-11-22T09:10:00Z') });
-      await sweep('2026-11-22T09:15:00.000Z');
+      await sweep('2026-11-22T09:15:00.000Z', f);
 
       const list = await f.deliveries(endpoint);
       expect(new Set(list.map((d) => d.event))).to.have.keys([
@@ -568,10 +569,10 @@ describe('webhooks: calendar sweep', () => {
       }
       await f.fullBooking({ vehicleId, customerId, status: 'active', pickupAt: '2026-11-18T06:00:00Z', dropoffAt: '2026-11-23T06:00:00Z' });
       await f.document({ vehicleId, expiresAt: '2026-11-29' });
-      await sweep(NOW); // start the calendar, so changes are recorded from here on
+      await sweep(NOW, f); // start the calendar, so changes are recorded from here on
       for (let i = 0; i < 30; i += 1) await f.payment({ customerId, amount: 100 + i, at: '2026-11-22T08:31:00Z' });
 
-      await Promise.all([sweep('2026-11-22T08:32:00.000Z'), sweep('2026-11-22T08:32:00.000Z'), sweep('2026-11-22T08:32:00.000Z')]);
+      await Promise.all([sweep('2026-11-22T08:32:00.000Z', f), sweep('2026-11-22T08:32:00.000Z', f), sweep('2026-11-22T08:32:00.000Z', f)]);
       const list = await f.deliveries(endpoint);
       expect(of(list, 'payment.captured')).to.have.length(30);
       expect(of(list, 'invoice.due_soon')).to.have.length(10);
