@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -8,7 +9,33 @@ export const ROOT_DIR = (() => {
   return path.basename(up) === 'dist' ? path.resolve(up, '..') : up;
 })();
 
+/** The package's version (package.json), as `fleet-admin --version` prints it. */
+export const SERVICE_VERSION: string = JSON.parse(fs.readFileSync(path.join(ROOT_DIR, 'package.json'), 'utf8')).version;
+
 export const DATA_DIR = process.env.FRS_DATA_DIR ?? path.join(ROOT_DIR, '.data');
+
+/** A setting that cannot work as given: reported on one line, with what to change, and never a stack trace. */
+export class ConfigError extends Error {}
+
+/**
+ * DATABASE_URL when it is set, checked to be a PostgreSQL URL (pg would otherwise read a malformed one as
+ * "connect to 127.0.0.1:5432"); undefined for the embedded database. The URL itself is never echoed: it may hold a
+ * password.
+ */
+export function databaseUrlFromEnv(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const value = env.DATABASE_URL;
+  if (!value) return undefined;
+  let url: URL | undefined;
+  try {
+    url = new URL(value);
+  } catch {
+    url = undefined;
+  }
+  if (!url || !['postgres:', 'postgresql:'].includes(url.protocol) || !url.hostname) {
+    throw new ConfigError('DATABASE_URL is not a PostgreSQL URL: expected postgres://USER:PASSWORD@HOST:PORT/DATABASE (unset it to use the embedded database)');
+  }
+  return value;
+}
 
 export interface ServiceConfig {
   databaseUrl: string | undefined;
@@ -21,12 +48,12 @@ export interface ServiceConfig {
 
 export function readConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig {
   const port = Number(env.PORT ?? 3000);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`PORT must be an integer from 0 to 65535, got "${env.PORT}"`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new ConfigError(`PORT must be an integer from 0 to 65535, got "${env.PORT}"`);
   const role = (env.FRS_ROLE ?? 'all') as ServiceConfig['role'];
-  if (!['all', 'api', 'worker'].includes(role)) throw new Error(`FRS_ROLE must be all, api or worker, got "${env.FRS_ROLE}"`);
+  if (!['all', 'api', 'worker'].includes(role)) throw new ConfigError(`FRS_ROLE must be all, api or worker, got "${env.FRS_ROLE}"`);
   return {
     role,
-    databaseUrl: env.DATABASE_URL || undefined,
+    databaseUrl: databaseUrlFromEnv(env),
     port,
     host: env.HOST ?? '0.0.0.0',
     logLevel: env.LOG_LEVEL ?? 'info',

@@ -2,35 +2,80 @@
 // Migrates, loads the demo workspace on first start (printing its API key that once), then serves the API and
 // runs the webhook worker (delivery sweep and calendar sweep). FRS_ROLE=api runs the API alone, FRS_ROLE=worker
 // the worker alone; several of either can run against one database.
+//
+// Each start-up step prints a line on stderr as it begins and as it ends, so a person can see it is not hung. SIGTERM
+// or SIGINT (Ctrl-C, or either sent to `npm start`) stops it: requests and attempts in flight finish, then the embedded
+// database (if this process started it) is stopped, and the process exits 0.
 import type { Server } from 'node:http';
-import { readConfig } from './config.js';
+import path from 'node:path';
+import { ConfigError, DATA_DIR, readConfig } from './config.js';
 import { createLogger } from './logger.js';
-import { openDatabase } from './db/database.js';
+import { EMBEDDED_PORT, openDatabase, type Database } from './db/database.js';
 import { createApp } from './api/app.js';
 import { startWorker, type Worker } from './webhooks/worker.js';
 
 const DEMO_SLUG = 'demo';
 
+/** Runs one start-up step between a "…" line and a "done" line on stderr. */
+async function step<T>(label: string, run: () => Promise<T>, done: (result: T) => string = () => 'done'): Promise<T> {
+  const at = Date.now();
+  process.stderr.write(`fleet-rental: ${label}…\n`);
+  const result = await run();
+  process.stderr.write(`fleet-rental: ${label}: ${done(result)} (${((Date.now() - at) / 1000).toFixed(1)} s)\n`);
+  return result;
+}
+
+let database: Database | undefined;
+let stopping = false;
+
 async function main(): Promise<void> {
   const config = readConfig();
   const logger = createLogger(config.logLevel);
-  const database = await openDatabase({ url: config.databaseUrl });
+
+  let worker: Worker | undefined;
+  let server: Server | undefined;
+  const stop = async (signal: string) => {
+    if (stopping) return; // Ctrl-C reaches both npm and us, and npm passes it on: one shutdown is enough
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    // Stop accepting connections and let requests and delivery attempts in flight finish.
+    if (server) {
+      const closing = new Promise<void>((resolve) => server!.close(() => resolve()));
+      server.closeIdleConnections();
+      await closing;
+    }
+    await worker?.stop();
+    await database?.close();
+    logger.info('stopped');
+    process.exit(0);
+  };
+  // Registered first, so a signal during start-up also stops what has been started so far.
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+
+  const embeddedDir = path.relative(process.cwd(), path.join(DATA_DIR, 'postgres'));
+  const where = config.databaseUrl
+    ? 'the database in DATABASE_URL'
+    : `the embedded PostgreSQL under ${embeddedDir.startsWith('..') ? path.join(DATA_DIR, 'postgres') : embeddedDir} (port ${EMBEDDED_PORT})`;
+  database = await step(`opening ${where} and applying migrations`, () => openDatabase({ url: config.databaseUrl }));
   const { db } = database;
 
   let demoKey: string | undefined;
   if (!(await db('workspaces').where({ slug: DEMO_SLUG }).first('id'))) {
     const { seedDemo } = await import('../seeds/demo.js');
-    demoKey = (await seedDemo(db, DEMO_SLUG)).key;
+    demoKey = await step(`loading the demo workspace "${DEMO_SLUG}"`, async () => (await seedDemo(db, DEMO_SLUG)).key);
   }
+  if (stopping) return;
 
-  const worker: Worker | undefined = config.role === 'api' ? undefined : await startWorker(db, logger);
-  let server: Server | undefined;
+  // The worker's first calendar sweep runs in the background: the API answers while it works.
+  worker = config.role === 'api' ? undefined : await step('starting the webhook worker', () => startWorker(db, logger));
   const lines = [''];
   if (config.role !== 'worker') {
-    const app = await createApp({ db, logger });
-    server = await new Promise<Server>((resolve, reject) => {
-      const s = app.listen(config.port, config.host, () => resolve(s)).on('error', reject);
-    });
+    const app = await step('loading the API (document and validators)', () => createApp({ db, logger }));
+    server = await step(`starting the API on ${config.host}:${config.port}`, () => new Promise<Server>((resolve, reject) => {
+      const s = app.listen(config.port, config.host, () => resolve(s)).on('error', (err: NodeJS.ErrnoException) =>
+        reject(err.code === 'EADDRINUSE' ? new ConfigError(`port ${config.port} on ${config.host} is in use: set PORT (and HOST) to a free one`) : err));
+    }));
     const address = server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
     const base = `http://${config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host}:${port}`;
@@ -41,7 +86,8 @@ async function main(): Promise<void> {
   }
   lines.push(
     `Webhook worker: ${worker ? 'running (deliveries continuously, calendar every minute)' : 'off (FRS_ROLE=api)'}`,
-    `Database: ${config.databaseUrl ? 'DATABASE_URL' : 'embedded PostgreSQL under .data/'}`,
+    `Database: ${config.databaseUrl ? 'DATABASE_URL' : `embedded PostgreSQL under ${path.join(DATA_DIR, 'postgres')}`}`,
+    `Ready ${process.uptime().toFixed(1)} s after launch. Stop with Ctrl-C (or SIGTERM to this process or to npm).`,
   );
   if (demoKey) {
     lines.push(
@@ -52,28 +98,12 @@ async function main(): Promise<void> {
   }
   // Plain text on stdout for the operator, not a log line: log lines never carry keys.
   process.stdout.write(`${lines.join('\n')}\n\n`);
-
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'shutting down');
-    // Stop accepting connections and let requests and delivery attempts in flight finish.
-    if (server) {
-      const closing = new Promise<void>((resolve) => server!.close(() => resolve()));
-      server.closeIdleConnections();
-      await closing;
-    }
-    await worker?.stop();
-    await database.close();
-    logger.info('stopped');
-    process.exit(0);
-  };
-  process.once('SIGTERM', () => void stop('SIGTERM'));
-  process.once('SIGINT', () => void stop('SIGINT'));
 }
 
-main().catch((err) => {
+main().catch(async (err) => {
+  if (stopping) return; // a signal during start-up: stop() is exiting already
+  // A configuration error is one line of advice (an embedded database that failed to start appends its log).
   process.stderr.write(`fleet-rental: failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+  await database?.close().catch(() => undefined);
   process.exit(1);
 });

@@ -82,6 +82,35 @@ describe('fleet-admin CLI', () => {
     }
   });
 
+  it('prints its version', async () => {
+    const run = await fleetAdmin('--version');
+    const { version } = JSON.parse(fs.readFileSync(path.join(path.dirname(LAUNCHER), '..', 'package.json'), 'utf8'));
+    expect(version).to.match(/^\d+\.\d+\.\d+/);
+    expect(run).to.deep.equal({ code: 0, stdout: `${version}\n`, stderr: '' });
+  });
+
+  it('refuses a DATABASE_URL that is not a URL, and explains an unreachable database, in one line each', async () => {
+    const notAUrl = await fleetAdminOn('fleet:secret@db/fleet', ['migrate', '--json']);
+    expect(notAUrl).to.deep.equal({
+      code: 1,
+      stdout: '',
+      stderr: 'fleet-admin: DATABASE_URL is not a PostgreSQL URL: expected postgres://USER:PASSWORD@HOST:PORT/DATABASE (unset it to use the embedded database)\n',
+    });
+    // A port nothing listens on (one the system just handed out and took back); the password never appears.
+    const port = await new Promise<number>((resolve) => {
+      const server = http.createServer().listen(0, '127.0.0.1', () => {
+        const { port } = server.address() as AddressInfo;
+        server.close(() => resolve(port));
+      });
+    });
+    const refused = await fleetAdminOn(`postgres://fleet:s3cret-pw@127.0.0.1:${port}/fleet`, ['migrate', '--json']);
+    expect(refused).to.deep.equal({
+      code: 1,
+      stdout: '',
+      stderr: `fleet-admin: cannot connect to the database at 127.0.0.1:${port}/fleet: connection refused (is PostgreSQL running there?); check DATABASE_URL (unset it to use the embedded database)\n`,
+    });
+  });
+
   it('creates and changes a workspace', async () => {
     const { db } = await testDatabase();
     const s = slug('ws');
@@ -270,7 +299,7 @@ describe('fleet-admin CLI', () => {
       expect(invalid.stderr.trimEnd().split('\n')).to.have.length(1);
       expect(invalid.stderr).to.match(/^fleet-admin: invalid booking\.confirmed event/);
 
-      expect(await run('sweep', '--now', '2026-11-22T08:00:00.000Z', '--calendar')).to.deep.equal({
+      expect(await run('sweep', '--workspace', 'hooks', '--now', '2026-11-22T08:00:00.000Z', '--calendar')).to.deep.equal({
         calendar: { events: 0 }, deliveries: { attempted: 0, accepted: 0, retrying: 0, failed: 0 },
       });
       expect(received).to.have.length(0);

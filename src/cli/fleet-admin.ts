@@ -11,6 +11,7 @@ import { publishEvent } from '../webhooks/publish.js';
 import { runCalendarSweep } from '../webhooks/calendar.js';
 import { Dispatcher, listDeliveries } from '../webhooks/dispatcher.js';
 import { createLogger } from '../logger.js';
+import { ConfigError, SERVICE_VERSION } from '../config.js';
 
 interface JsonOption {
   json?: boolean;
@@ -69,6 +70,7 @@ export function buildProgram(): Command {
   const program = new Command('fleet-admin')
     .description('Operator commands for the Fleet Rental Service (uses DATABASE_URL, else the embedded database under .data/)')
     // Commander errors are thrown to main() instead of exiting, and printed on one line like every other error.
+    .version(SERVICE_VERSION, '-V, --version', 'print the version')
     .exitOverride()
     .configureOutput({ outputError: (message, write) => write(`fleet-admin: ${oneLine(message.replace(/^error: /, ''))}\n`) });
 
@@ -157,14 +159,16 @@ export function buildProgram(): Command {
 
   command(program, 'sweep', 'run the calendar sweep and the delivery sweep once, wait for the attempts, and exit')
     .option('--now <iso>', "the clock the sweeps decide by (signatures always use the real clock)", isoInstant)
+    .option('--workspace <slug>', 'sweep this workspace only (default: every workspace)')
     .option('--calendar', 'run the calendar sweep')
     .option('--deliveries', 'run the delivery sweep')
-    .action(async (o: JsonOption & { now?: Date; calendar?: boolean; deliveries?: boolean }) => {
+    .action(async (o: JsonOption & { now?: Date; workspace?: string; calendar?: boolean; deliveries?: boolean }) => {
       const both = !o.calendar && !o.deliveries;
       const now = o.now ?? new Date();
       const result = await withDatabase(async (db) => {
-        const calendar = o.calendar || both ? await runCalendarSweep(db, now) : { events: 0 };
-        const dispatcher = new Dispatcher({ db, logger: createLogger('warn'), clock: () => now });
+        const workspaceIds = o.workspace ? [(await findWorkspace(db, o.workspace)).id] : undefined;
+        const calendar = o.calendar || both ? await runCalendarSweep(db, now, { workspaceIds }) : { events: 0 };
+        const dispatcher = new Dispatcher({ db, logger: createLogger('warn'), clock: () => now, workspaceIds });
         const deliveries = o.deliveries || both ? await dispatcher.runOnce(now) : { attempted: 0, accepted: 0, retrying: 0, failed: 0 };
         return { calendar: { events: calendar.events }, deliveries };
       });
@@ -223,7 +227,8 @@ export async function main(argv: string[]): Promise<number> {
     if (err instanceof CommanderError) return err.exitCode;
     const message = err instanceof Error ? err.message : String(err);
     // The first line only: an unexpected error's message may carry logs (e.g. a database that failed to start).
-    process.stderr.write(err instanceof InputError ? `fleet-admin: ${oneLine(message)}\n` : `fleet-admin: internal error: ${message.split('\n')[0]}\n`);
+    const expected = err instanceof InputError || err instanceof ConfigError;
+    process.stderr.write(expected ? `fleet-admin: ${oneLine(message)}\n` : `fleet-admin: internal error: ${message.split('\n')[0]}\n`);
     return 1;
   }
 }

