@@ -1,0 +1,117 @@
+// npm run test:dates: the whole suite at a dozen clocks spread over a year, then in two other file orders, to show that
+// no test depends on the date, the hour, the order of the files or what other tests left behind.
+//
+// The clock of every process of a run (mocha, the CLI and servers it spawns, the embedded PostgreSQL) is moved by
+// Debian's faketime in its relative form (`faketime -f +SECONDS`): every process keeps the same moved clock, where the
+// absolute form would restart each new process's clock at the instant given. Each run gets a fresh data folder, so
+// its test cluster starts under the moved clock too.
+//
+//   npm run test:dates                      every date, then reverse order, then a random order
+//   FRS_TEST_DATES=2027-02-28T19:59:00Z,... these instants instead
+//   FRS_TEST_ORDER_SEED=42                  repeat a random order
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+/** UTC instants; Asia/Dubai is UTC+4 all year, so 20:00Z is its midnight. */
+const DATES = (process.env.FRS_TEST_DATES?.split(',') ?? [
+  '2026-12-31T19:30:00Z', // year end, 23:30 in Dubai: the hour before local midnight
+  '2026-12-31T20:30:00Z', // 00:30 on 1 January in Dubai, still the 31st in UTC: the hour after
+  '2027-01-31T12:00:00Z', // a month end
+  '2027-02-28T19:59:00Z', // 28 February, crossing Dubai midnight into March while the suite runs
+  '2027-03-15T06:00:00Z',
+  '2027-04-30T23:30:00Z', // a month end late in UTC, already 1 May in Dubai
+  '2027-05-20T10:00:00Z',
+  '2027-06-30T19:45:00Z', // a quarter end, 23:45 in Dubai
+  '2027-07-31T20:15:00Z', // 00:15 on 1 August in Dubai
+  '2027-09-30T16:00:00Z',
+  '2027-10-31T20:00:00Z', // Dubai midnight exactly
+  '2027-11-15T09:00:00Z',
+  '2027-12-31T23:30:00Z', // the UTC year end, already 2028 in Dubai
+  '2028-02-29T12:00:00Z', // 29 February
+]).map((d) => new Date(d));
+
+function testFiles(): string[] {
+  return (fs.readdirSync(path.join(ROOT, 'test'), { recursive: true }) as string[])
+    .filter((f) => f.endsWith('.test.ts'))
+    .map((f) => path.join('test', f))
+    .sort();
+}
+
+/** A small seeded generator (mulberry32), so a random order can be repeated. */
+function shuffled<T>(items: T[], seed: number): T[] {
+  let a = seed >>> 0;
+  const random = () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [out[i], out[j]] = [out[j], out[i]];
+  }
+  return out;
+}
+
+interface RunResult {
+  passing: number;
+  failing: number;
+  seconds: number;
+  log: string;
+  code: number | null;
+}
+
+/** One whole-suite run: mocha over `files` in that order, under `faketime -f +offset` when an offset is given. */
+async function run(files: string[], offsetSeconds: number | undefined, logFile: string): Promise<RunResult> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'frs-test-dates-'));
+  fs.chmodSync(dataDir, 0o755); // as root the cluster runs as the postgres user
+  const mocha = [path.join(ROOT, 'node_modules', '.bin', 'mocha'), ...files];
+  const [command, ...args] = offsetSeconds === undefined ? mocha : ['faketime', '-f', `${offsetSeconds >= 0 ? '+' : ''}${offsetSeconds}`, ...mocha];
+  const started = Date.now();
+  const out = fs.openSync(logFile, 'w');
+  const child = spawn(command, args, { cwd: ROOT, stdio: ['ignore', out, out], env: { ...process.env, FRS_DATA_DIR: dataDir } });
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  fs.closeSync(out);
+  fs.rmSync(dataDir, { recursive: true, force: true });
+  const log = fs.readFileSync(logFile, 'utf8');
+  const count = (word: string) => Number(log.match(new RegExp(`^ +(\\d+) ${word}`, 'm'))?.[1] ?? 0);
+  return { passing: count('passing'), failing: count('failing'), seconds: (Date.now() - started) / 1000, log, code };
+}
+
+const dubai = (d: Date) => d.toLocaleString('en-GB', { timeZone: 'Asia/Dubai', dateStyle: 'medium', timeStyle: 'short' });
+
+async function main(): Promise<number> {
+  if (spawnSync('faketime', ['-f', '+0', 'true']).status !== 0) {
+    process.stderr.write('test:dates needs faketime on the PATH: apt-get install faketime\n');
+    return 2;
+  }
+  const files = testFiles();
+  const seed = Number(process.env.FRS_TEST_ORDER_SEED ?? Math.floor(Math.random() * 1e9));
+  const logs = fs.mkdtempSync(path.join(os.tmpdir(), 'frs-test-dates-logs-'));
+  const plan: Array<{ label: string; files: string[]; at?: Date }> = [
+    ...DATES.map((at) => ({ label: `${at.toISOString()} (Dubai ${dubai(at)})`, files, at })),
+    { label: 'today, test files in reverse order', files: [...files].reverse() },
+    { label: `today, test files in random order (FRS_TEST_ORDER_SEED=${seed})`, files: shuffled(files, seed) },
+  ];
+  process.stdout.write(`test:dates: ${plan.length} runs of ${files.length} test files; node ${process.version}, ${os.cpus().length} CPUs; logs in ${logs}\n`);
+  let failed = 0;
+  for (const [i, step] of plan.entries()) {
+    const offset = step.at ? Math.round((step.at.getTime() - Date.now()) / 1000) : undefined;
+    const result = await run(step.files, offset, path.join(logs, `run-${String(i + 1).padStart(2, '0')}.log`));
+    const ok = result.code === 0 && result.failing === 0 && result.passing > 0;
+    if (!ok) failed += 1;
+    process.stdout.write(`${ok ? 'ok  ' : 'FAIL'} ${step.label}: ${result.passing} passing, ${result.failing} failing (${result.seconds.toFixed(0)} s)\n`);
+    if (!ok) process.stdout.write(`${result.log.slice(result.log.search(/^ +\d+ passing/m))}\n`);
+  }
+  process.stdout.write(`test:dates: ${plan.length - failed} of ${plan.length} runs green\n`);
+  return failed === 0 ? 0 : 1;
+}
+
+process.exit(await main());
