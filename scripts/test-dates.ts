@@ -14,6 +14,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { stopEmbeddedPostgres } from '../src/db/embedded.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -60,6 +61,8 @@ function shuffled<T>(items: T[], seed: number): T[] {
   return out;
 }
 
+let interrupted = false;
+
 interface RunResult {
   passing: number;
   failing: number;
@@ -77,8 +80,13 @@ async function run(files: string[], offsetSeconds: number | undefined, logFile: 
   const started = Date.now();
   const out = fs.openSync(logFile, 'w');
   const child = spawn(command, args, { cwd: ROOT, stdio: ['ignore', out, out], env: { ...process.env, FRS_DATA_DIR: dataDir } });
+  // Ctrl-C ends the run: mocha first, then (below) the test cluster it may have left running.
+  const interrupt = () => { interrupted = true; child.kill('SIGINT'); };
+  process.once('SIGINT', interrupt).once('SIGTERM', interrupt);
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  process.off('SIGINT', interrupt).off('SIGTERM', interrupt);
   fs.closeSync(out);
+  await stopEmbeddedPostgres(path.join(dataDir, 'test-postgres'));
   fs.rmSync(dataDir, { recursive: true, force: true });
   const log = fs.readFileSync(logFile, 'utf8');
   const count = (word: string) => Number(log.match(new RegExp(`^ +(\\d+) ${word}`, 'm'))?.[1] ?? 0);
@@ -109,6 +117,7 @@ async function main(): Promise<number> {
     if (!ok) failed += 1;
     process.stdout.write(`${ok ? 'ok  ' : 'FAIL'} ${step.label}: ${result.passing} passing, ${result.failing} failing (${result.seconds.toFixed(0)} s)\n`);
     if (!ok) process.stdout.write(`${result.log.slice(result.log.search(/^ +\d+ passing/m))}\n`);
+    if (interrupted) break;
   }
   process.stdout.write(`test:dates: ${plan.length - failed} of ${plan.length} runs green\n`);
   return failed === 0 ? 0 : 1;

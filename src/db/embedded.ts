@@ -62,6 +62,11 @@ function postgresUserIds(): { uid: number; gid: number } {
   return { uid: id('-u'), gid: id('-g') };
 }
 
+/** Stops the cluster running in `dir`, if one is (whoever started it): for a run that was cut short. */
+export async function stopEmbeddedPostgres(dir: string): Promise<void> {
+  if (fs.existsSync(path.join(dir, 'postmaster.pid'))) await pgCtl(['stop', '-D', dir, '-m', 'fast'], os.userInfo().uid === 0);
+}
+
 /** The last lines of the server's log, for a start-up error. */
 function serverLogTail(dir: string): string {
   try {
