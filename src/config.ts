@@ -44,11 +44,18 @@ export interface ServiceConfig {
   logLevel: string;
   /** What this process runs: the API and the webhook worker (`all`, the default), or one of them. */
   role: 'all' | 'api' | 'worker';
+  /** The Prometheus metrics listener; port 0 switches it off. */
+  metricsPort: number;
+  metricsHost: string;
 }
 
 export function readConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig {
   const port = Number(env.PORT ?? 3000);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new ConfigError(`PORT must be an integer from 0 to 65535, got "${env.PORT}"`);
+  const metricsPort = Number(env.FRS_METRICS_PORT ?? 9464);
+  if (!Number.isInteger(metricsPort) || metricsPort < 0 || metricsPort > 65535) {
+    throw new ConfigError(`FRS_METRICS_PORT must be an integer from 0 (off) to 65535, got "${env.FRS_METRICS_PORT}"`);
+  }
   const role = (env.FRS_ROLE ?? 'all') as ServiceConfig['role'];
   if (!['all', 'api', 'worker'].includes(role)) throw new ConfigError(`FRS_ROLE must be all, api or worker, got "${env.FRS_ROLE}"`);
   return {
@@ -57,5 +64,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig 
     port,
     host: env.HOST ?? '0.0.0.0',
     logLevel: env.LOG_LEVEL ?? 'info',
+    metricsPort,
+    metricsHost: env.FRS_METRICS_HOST || '127.0.0.1',
   };
 }

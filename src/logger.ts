@@ -8,6 +8,8 @@ export function createLogger(level = process.env.LOG_LEVEL ?? 'info'): pino.Logg
   return pino({
     level,
     base: { service: 'fleet-rental' },
+    // ISO 8601 (UTC, milliseconds) rather than epoch milliseconds: readable by people and by log tools alike.
+    timestamp: pino.stdTimeFunctions.isoTime,
     redact: {
       paths: ['authorization', 'headers.authorization', 'req.headers.authorization', '*.authorization', 'key', 'secret', '*.key', '*.secret'],
       censor: '[redacted]',

@@ -11,7 +11,8 @@ import path from 'node:path';
 import { ConfigError, DATA_DIR, readConfig } from './config.js';
 import { createLogger } from './logger.js';
 import { EMBEDDED_PORT, openDatabase, type Database } from './db/database.js';
-import { createApp } from './api/app.js';
+import { createApp, listen } from './api/app.js';
+import { ServiceMetrics, startMetricsListener } from './observability/metrics.js';
 import { startWorker, type Worker } from './webhooks/worker.js';
 
 const DEMO_SLUG = 'demo';
@@ -34,6 +35,7 @@ async function main(): Promise<void> {
 
   let worker: Worker | undefined;
   let server: Server | undefined;
+  let metricsServer: Server | undefined;
   const stop = async (signal: string) => {
     if (stopping) return; // Ctrl-C reaches both npm and us, and npm passes it on: one shutdown is enough
     stopping = true;
@@ -44,6 +46,7 @@ async function main(): Promise<void> {
       server.closeIdleConnections();
       await closing;
     }
+    metricsServer?.close();
     await worker?.stop();
     await database?.close();
     logger.info('stopped');
@@ -67,15 +70,19 @@ async function main(): Promise<void> {
   }
   if (stopping) return;
 
+  // One metrics registry per process: the API and the worker both count into it.
+  const metrics = new ServiceMetrics();
+  metrics.watchDatabase(db);
+  const inUse = (variables: string, port: number, host: string) => (err: NodeJS.ErrnoException) => {
+    throw err.code === 'EADDRINUSE' ? new ConfigError(`port ${port} on ${host} is in use: set ${variables} to a free one`) : err;
+  };
   // The worker's first calendar sweep runs in the background: the API answers while it works.
-  worker = config.role === 'api' ? undefined : await step('starting the webhook worker', () => startWorker(db, logger));
+  worker = config.role === 'api' ? undefined : await step('starting the webhook worker', () => startWorker(db, logger, metrics));
   const lines = [''];
   if (config.role !== 'worker') {
-    const app = await step('loading the API (document and validators)', () => createApp({ db, logger }));
-    server = await step(`starting the API on ${config.host}:${config.port}`, () => new Promise<Server>((resolve, reject) => {
-      const s = app.listen(config.port, config.host, () => resolve(s)).on('error', (err: NodeJS.ErrnoException) =>
-        reject(err.code === 'EADDRINUSE' ? new ConfigError(`port ${config.port} on ${config.host} is in use: set PORT (and HOST) to a free one`) : err));
-    }));
+    const app = await step('loading the API (document and validators)', () => createApp({ db, logger, metrics }));
+    server = await step(`starting the API on ${config.host}:${config.port}`, () =>
+      listen(app, config.port, config.host).catch(inUse('PORT (and HOST)', config.port, config.host)));
     const address = server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
     const base = `http://${config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host}:${port}`;
@@ -84,7 +91,13 @@ async function main(): Promise<void> {
       `API reference: ${base}/docs   (OpenAPI document: ${base}/openapi.json)`,
     );
   }
+  if (config.metricsPort !== 0) {
+    metricsServer = await step(`starting the metrics listener on ${config.metricsHost}:${config.metricsPort}`, () =>
+      startMetricsListener({ metrics, db, logger, port: config.metricsPort, host: config.metricsHost })
+        .catch(inUse('FRS_METRICS_PORT (or 0 to switch it off)', config.metricsPort, config.metricsHost)));
+  }
   lines.push(
+    `Metrics: ${metricsServer ? `http://${config.metricsHost}:${config.metricsPort}/metrics` : 'off (FRS_METRICS_PORT=0)'}`,
     `Webhook worker: ${worker ? 'running (deliveries continuously, calendar every minute)' : 'off (FRS_ROLE=api)'}`,
     `Database: ${config.databaseUrl ? 'DATABASE_URL' : `embedded PostgreSQL under ${path.join(DATA_DIR, 'postgres')}`}`,
     `Ready ${process.uptime().toFixed(1)} s after launch. Stop with Ctrl-C (or SIGTERM to this process or to npm).`,

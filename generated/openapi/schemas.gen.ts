@@ -209,7 +209,7 @@ export const ErrorSchema = {
             properties: {
                 code: {
                     type: 'string',
-                    description: 'Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `workspace_frozen` (403).\n- `not_found` (404): no such resource, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `idempotency_key_reused` (409).\n- `internal_error` (500).\n',
+                    description: 'Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `workspace_frozen` (403).\n- `not_found` (404): no such resource, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `idempotency_key_reused` (409).\n- `headers_too_large` (431): the request\'s headers are over the server\'s limit.\n- `internal_error` (500).\n- `not_ready` (503): from `/readyz` only; `reason` names the failed check.\n',
                     enum: [
                         'invalid_request',
                         'unauthorized',
@@ -217,7 +217,9 @@ export const ErrorSchema = {
                         'not_found',
                         'method_not_allowed',
                         'idempotency_key_reused',
-                        'internal_error'
+                        'headers_too_large',
+                        'internal_error',
+                        'not_ready'
                     ]
                 },
                 message: {
@@ -228,7 +230,7 @@ export const ErrorSchema = {
                 reason: {
                     type: 'string',
                     minLength: 1,
-                    description: 'On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending parameter or header. Absent otherwise.'
+                    description: 'On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending parameter or header. On 503, the failed check. Absent otherwise.'
                 },
                 requestId: {
                     type: 'string',
@@ -919,6 +921,387 @@ export const TestDeliveryReceiptSchema = {
     properties: {
         deliveryId: {
             $ref: '#/components/schemas/Uuid'
+        }
+    }
+} as const;
+
+export const DeliveryStatusSchema = {
+    type: 'string',
+    description: '`queued` (waiting for its first attempt), `retrying` (an attempt failed; another is scheduled), `accepted` (the endpoint answered 2xx), `failed` (the last retry failed, or it was held longer than 7 days), `held` (the endpoint is switched off; sent when it is switched back on).',
+    enum: [
+        'queued',
+        'retrying',
+        'accepted',
+        'failed',
+        'held'
+    ]
+} as const;
+
+export const DeliveryEventNameSchema = {
+    description: 'An event name of the `webhooks` section, `webhook.test` included.',
+    anyOf: [
+        {
+            $ref: '#/components/schemas/EventName'
+        },
+        {
+            type: 'string',
+            const: 'webhook.test'
+        }
+    ]
+} as const;
+
+export const AttemptErrorKindSchema = {
+    type: 'string',
+    description: 'How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset, DNS or TLS failure). New kinds may be added.',
+    enum: [
+        'timeout',
+        'connection',
+        'redirect',
+        'status'
+    ]
+} as const;
+
+export const DeliveryRowSchema = {
+    type: 'object',
+    description: 'One delivery of one event to one endpoint, as the delivery log lists it.',
+    additionalProperties: false,
+    required: [
+        'id',
+        'event',
+        'status',
+        'attempts',
+        'createdAt',
+        'lastAttemptAt',
+        'nextAttemptAt',
+        'lastStatusCode',
+        'lastErrorKind'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        event: {
+            $ref: '#/components/schemas/DeliveryEventName'
+        },
+        status: {
+            $ref: '#/components/schemas/DeliveryStatus'
+        },
+        attempts: {
+            type: 'integer',
+            minimum: 0,
+            description: 'Attempts made so far.'
+        },
+        createdAt: {
+            $ref: '#/components/schemas/Timestamp'
+        },
+        lastAttemptAt: {
+            description: 'When the last attempt started; null before the first.',
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        nextAttemptAt: {
+            description: 'When the next attempt is due (by the delivery sweep\'s clock); null unless `queued` or `retrying`.',
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        lastStatusCode: {
+            description: 'The HTTP status of the last attempt; null before the first or when there was no answer.',
+            anyOf: [
+                {
+                    type: 'integer',
+                    minimum: 100,
+                    maximum: 599
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        lastErrorKind: {
+            description: 'How the last attempt failed; null before the first attempt or when it succeeded.',
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/AttemptErrorKind'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        }
+    }
+} as const;
+
+export const DeliveryListSchema = {
+    type: 'object',
+    description: 'A page of an endpoint\'s deliveries, newest first.',
+    additionalProperties: false,
+    required: [
+        'rows',
+        'nextCursor'
+    ],
+    properties: {
+        rows: {
+            type: 'array',
+            description: 'Deliveries, newest first.',
+            items: {
+                $ref: '#/components/schemas/DeliveryRow'
+            }
+        },
+        nextCursor: {
+            description: 'Pass as `cursor` for the next (older) page; null on the last page.',
+            anyOf: [
+                {
+                    type: 'string',
+                    minLength: 1
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        }
+    }
+} as const;
+
+export const DeliveryAttemptSchema = {
+    type: 'object',
+    description: 'One HTTP attempt of a delivery.',
+    additionalProperties: false,
+    required: [
+        'number',
+        'startedAt',
+        'durationMs',
+        'statusCode',
+        'errorKind',
+        'error',
+        'responseBody'
+    ],
+    properties: {
+        number: {
+            type: 'integer',
+            minimum: 1,
+            description: '1 for the first attempt, then 2, 3 and so on (a resend continues the count).'
+        },
+        startedAt: {
+            $ref: '#/components/schemas/Timestamp'
+        },
+        durationMs: {
+            type: 'integer',
+            minimum: 0,
+            description: 'How long the whole exchange took, in milliseconds.'
+        },
+        statusCode: {
+            description: 'The HTTP status the endpoint answered; null when there was no answer.',
+            anyOf: [
+                {
+                    type: 'integer',
+                    minimum: 100,
+                    maximum: 599
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        errorKind: {
+            description: 'How the attempt failed; null when it succeeded.',
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/AttemptErrorKind'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        error: {
+            description: 'A human-readable reason of the failure (such as `HTTP 503` or `ECONNREFUSED`); null on success.',
+            anyOf: [
+                {
+                    type: 'string'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        responseBody: {
+            description: 'The start of the response body (at most 4 KiB, as text); null when there was no answer.',
+            anyOf: [
+                {
+                    type: 'string'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        }
+    }
+} as const;
+
+export const DeliveryPayloadSchema = {
+    type: 'object',
+    description: 'The delivery payload exactly as it is POSTed (see the event\'s schema under `webhooks`).',
+    required: [
+        'id',
+        'event',
+        'createdAt',
+        'data'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        event: {
+            $ref: '#/components/schemas/DeliveryEventName'
+        },
+        createdAt: {
+            $ref: '#/components/schemas/Timestamp'
+        },
+        dedupeKey: {
+            type: 'string',
+            description: 'Names the occurrence, on calendar events and `integration.failed`.'
+        },
+        data: {
+            type: 'object',
+            description: 'The event\'s data.'
+        }
+    }
+} as const;
+
+export const DeliveryDetailSchema = {
+    type: 'object',
+    description: 'One delivery: the fields of its delivery-log row (its attempt count as `attemptCount`), the payload, and every attempt, oldest first.',
+    additionalProperties: false,
+    required: [
+        'id',
+        'event',
+        'status',
+        'attemptCount',
+        'createdAt',
+        'lastAttemptAt',
+        'nextAttemptAt',
+        'lastStatusCode',
+        'lastErrorKind',
+        'payload',
+        'attempts'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        event: {
+            $ref: '#/components/schemas/DeliveryEventName'
+        },
+        status: {
+            $ref: '#/components/schemas/DeliveryStatus'
+        },
+        attemptCount: {
+            type: 'integer',
+            minimum: 0,
+            description: 'Attempts made so far (the log row\'s `attempts`).'
+        },
+        createdAt: {
+            $ref: '#/components/schemas/Timestamp'
+        },
+        lastAttemptAt: {
+            description: 'When the last attempt started; null before the first.',
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        nextAttemptAt: {
+            description: 'When the next attempt is due; null unless `queued` or `retrying`.',
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        lastStatusCode: {
+            description: 'The HTTP status of the last attempt; null before the first or when there was no answer.',
+            anyOf: [
+                {
+                    type: 'integer',
+                    minimum: 100,
+                    maximum: 599
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        lastErrorKind: {
+            description: 'How the last attempt failed; null before the first attempt or when it succeeded.',
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/AttemptErrorKind'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        payload: {
+            $ref: '#/components/schemas/DeliveryPayload'
+        },
+        attempts: {
+            type: 'array',
+            description: 'Every attempt, oldest first.',
+            items: {
+                $ref: '#/components/schemas/DeliveryAttempt'
+            }
+        }
+    }
+} as const;
+
+export const HealthSchema = {
+    type: 'object',
+    description: 'The process is up.',
+    additionalProperties: false,
+    required: [
+        'status'
+    ],
+    properties: {
+        status: {
+            type: 'string',
+            const: 'ok',
+            description: 'Always `ok`.'
+        }
+    }
+} as const;
+
+export const ReadinessSchema = {
+    type: 'object',
+    description: 'The service is ready to serve.',
+    additionalProperties: false,
+    required: [
+        'status'
+    ],
+    properties: {
+        status: {
+            type: 'string',
+            const: 'ready',
+            description: 'Always `ready`.'
         }
     }
 } as const;

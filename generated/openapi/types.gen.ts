@@ -109,16 +109,18 @@ export type Error = {
          * - `not_found` (404): no such resource, or no such route.
          * - `method_not_allowed` (405): the path exists but not with this method.
          * - `idempotency_key_reused` (409).
+         * - `headers_too_large` (431): the request's headers are over the server's limit.
          * - `internal_error` (500).
+         * - `not_ready` (503): from `/readyz` only; `reason` names the failed check.
          *
          */
-        code: 'invalid_request' | 'unauthorized' | 'workspace_frozen' | 'not_found' | 'method_not_allowed' | 'idempotency_key_reused' | 'internal_error';
+        code: 'invalid_request' | 'unauthorized' | 'workspace_frozen' | 'not_found' | 'method_not_allowed' | 'idempotency_key_reused' | 'headers_too_large' | 'internal_error' | 'not_ready';
         /**
          * A human-readable sentence; wording may change, so don't match on it.
          */
         message: string;
         /**
-         * On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending parameter or header. Absent otherwise.
+         * On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending parameter or header. On 503, the failed check. Absent otherwise.
          */
         reason?: string;
         /**
@@ -437,6 +439,170 @@ export type WebhookEndpointList = {
  */
 export type TestDeliveryReceipt = {
     deliveryId: Uuid;
+};
+
+/**
+ * `queued` (waiting for its first attempt), `retrying` (an attempt failed; another is scheduled), `accepted` (the endpoint answered 2xx), `failed` (the last retry failed, or it was held longer than 7 days), `held` (the endpoint is switched off; sent when it is switched back on).
+ */
+export type DeliveryStatus = 'queued' | 'retrying' | 'accepted' | 'failed' | 'held';
+
+/**
+ * An event name of the `webhooks` section, `webhook.test` included.
+ */
+export type DeliveryEventName = EventName | 'webhook.test';
+
+/**
+ * How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset, DNS or TLS failure). New kinds may be added.
+ */
+export type AttemptErrorKind = 'timeout' | 'connection' | 'redirect' | 'status';
+
+/**
+ * One delivery of one event to one endpoint, as the delivery log lists it.
+ */
+export type DeliveryRow = {
+    id: Uuid;
+    event: DeliveryEventName;
+    status: DeliveryStatus;
+    /**
+     * Attempts made so far.
+     */
+    attempts: number;
+    createdAt: Timestamp;
+    /**
+     * When the last attempt started; null before the first.
+     */
+    lastAttemptAt: Timestamp | null;
+    /**
+     * When the next attempt is due (by the delivery sweep's clock); null unless `queued` or `retrying`.
+     */
+    nextAttemptAt: Timestamp | null;
+    /**
+     * The HTTP status of the last attempt; null before the first or when there was no answer.
+     */
+    lastStatusCode: number | null;
+    /**
+     * How the last attempt failed; null before the first attempt or when it succeeded.
+     */
+    lastErrorKind: AttemptErrorKind | null;
+};
+
+/**
+ * A page of an endpoint's deliveries, newest first.
+ */
+export type DeliveryList = {
+    /**
+     * Deliveries, newest first.
+     */
+    rows: Array<DeliveryRow>;
+    /**
+     * Pass as `cursor` for the next (older) page; null on the last page.
+     */
+    nextCursor: string | null;
+};
+
+/**
+ * One HTTP attempt of a delivery.
+ */
+export type DeliveryAttempt = {
+    /**
+     * 1 for the first attempt, then 2, 3 and so on (a resend continues the count).
+     */
+    number: number;
+    startedAt: Timestamp;
+    /**
+     * How long the whole exchange took, in milliseconds.
+     */
+    durationMs: number;
+    /**
+     * The HTTP status the endpoint answered; null when there was no answer.
+     */
+    statusCode: number | null;
+    /**
+     * How the attempt failed; null when it succeeded.
+     */
+    errorKind: AttemptErrorKind | null;
+    /**
+     * A human-readable reason of the failure (such as `HTTP 503` or `ECONNREFUSED`); null on success.
+     */
+    error: string | null;
+    /**
+     * The start of the response body (at most 4 KiB, as text); null when there was no answer.
+     */
+    responseBody: string | null;
+};
+
+/**
+ * The delivery payload exactly as it is POSTed (see the event's schema under `webhooks`).
+ */
+export type DeliveryPayload = {
+    id: Uuid;
+    event: DeliveryEventName;
+    createdAt: Timestamp;
+    /**
+     * Names the occurrence, on calendar events and `integration.failed`.
+     */
+    dedupeKey?: string;
+    /**
+     * The event's data.
+     */
+    data: {
+        [key: string]: unknown;
+    };
+};
+
+/**
+ * One delivery: the fields of its delivery-log row (its attempt count as `attemptCount`), the payload, and every attempt, oldest first.
+ */
+export type DeliveryDetail = {
+    id: Uuid;
+    event: DeliveryEventName;
+    status: DeliveryStatus;
+    /**
+     * Attempts made so far (the log row's `attempts`).
+     */
+    attemptCount: number;
+    createdAt: Timestamp;
+    /**
+     * When the last attempt started; null before the first.
+     */
+    lastAttemptAt: Timestamp | null;
+    /**
+     * When the next attempt is due; null unless `queued` or `retrying`.
+     */
+    nextAttemptAt: Timestamp | null;
+    /**
+     * The HTTP status of the last attempt; null before the first or when there was no answer.
+     */
+    lastStatusCode: number | null;
+    /**
+     * How the last attempt failed; null before the first attempt or when it succeeded.
+     */
+    lastErrorKind: AttemptErrorKind | null;
+    payload: DeliveryPayload;
+    /**
+     * Every attempt, oldest first.
+     */
+    attempts: Array<DeliveryAttempt>;
+};
+
+/**
+ * The process is up.
+ */
+export type Health = {
+    /**
+     * Always `ok`.
+     */
+    status: 'ok';
+};
+
+/**
+ * The service is ready to serve.
+ */
+export type Readiness = {
+    /**
+     * Always `ready`.
+     */
+    status: 'ready';
 };
 
 /**
@@ -2917,7 +3083,7 @@ export type ServiceDeliveryHeader = Uuid;
 export type ServiceSignatureHeader = string;
 
 /**
- * Case-insensitive substring of the make, model or plate; spaces in plates are ignored for the match.
+ * Case-insensitive substring of the make, model or plate; spaces in plates are ignored for the match. A NUL character is refused.
  */
 export type VehicleQuery = string;
 
@@ -2937,7 +3103,7 @@ export type WindowTo = string;
 export type VehicleLimit = number;
 
 /**
- * Case-insensitive substring of the customer's name.
+ * Case-insensitive substring of the customer's name. A NUL character is refused.
  */
 export type ReceivablesSearch = string;
 
@@ -2955,6 +3121,31 @@ export type WebhookEndpointId = Uuid;
  * A client-chosen key, 1 to 255 characters, that makes retrying the request safe: the same key for the same endpoint within 24 hours returns the first `deliveryId` and queues nothing new.
  */
 export type IdempotencyKey = string;
+
+/**
+ * The delivery's id (the payload's `id` and the `service-delivery` header).
+ */
+export type DeliveryId = Uuid;
+
+/**
+ * Only deliveries in this status.
+ */
+export type DeliveryStatusFilter = DeliveryStatus;
+
+/**
+ * Only deliveries of this event (`webhook.test` included).
+ */
+export type DeliveryEventFilter = DeliveryEventName;
+
+/**
+ * The most rows to return.
+ */
+export type DeliveryLimit = number;
+
+/**
+ * The `nextCursor` of the previous page; omit it for the newest page.
+ */
+export type DeliveryCursor = string;
 
 export type GetMeData = {
     body?: never;
@@ -3072,7 +3263,7 @@ export type SearchVehiclesData = {
     path?: never;
     query?: {
         /**
-         * Case-insensitive substring of the make, model or plate; spaces in plates are ignored for the match.
+         * Case-insensitive substring of the make, model or plate; spaces in plates are ignored for the match. A NUL character is refused.
          */
         q?: string;
         /**
@@ -3237,7 +3428,7 @@ export type GetReceivablesData = {
     path?: never;
     query?: {
         /**
-         * Case-insensitive substring of the customer's name.
+         * Case-insensitive substring of the customer's name. A NUL character is refused.
          */
         search?: string;
         /**
@@ -3347,7 +3538,7 @@ export type SendTestDeliveryErrors = {
      */
     403: Error;
     /**
-     * No webhook endpoint with this id in the key's workspace (an endpoint of another workspace is not found either).
+     * No webhook endpoint (or delivery of that endpoint) with this id in the key's workspace; one of another workspace is not found either.
      */
     404: Error;
     /**
@@ -3370,6 +3561,181 @@ export type SendTestDeliveryResponses = {
 };
 
 export type SendTestDeliveryResponse = SendTestDeliveryResponses[keyof SendTestDeliveryResponses];
+
+export type ListWebhookDeliveriesData = {
+    body?: never;
+    path: {
+        /**
+         * The webhook endpoint's id, as listed by `GET /v1/webhooks`.
+         */
+        id: Uuid;
+    };
+    query?: {
+        /**
+         * Only deliveries in this status.
+         */
+        status?: DeliveryStatus;
+        /**
+         * Only deliveries of this event (`webhook.test` included).
+         */
+        event?: DeliveryEventName;
+        /**
+         * The most rows to return.
+         */
+        limit?: number;
+        /**
+         * The `nextCursor` of the previous page; omit it for the newest page.
+         */
+        cursor?: string;
+    };
+    url: '/v1/webhooks/{id}/deliveries';
+};
+
+export type ListWebhookDeliveriesErrors = {
+    /**
+     * A parameter or header is invalid: `error.code` is `invalid_request` and `error.reason` names the parameter. Nothing was changed.
+     */
+    400: Error;
+    /**
+     * The API key is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: Error;
+    /**
+     * The workspace is frozen.
+     */
+    403: Error;
+    /**
+     * No webhook endpoint (or delivery of that endpoint) with this id in the key's workspace; one of another workspace is not found either.
+     */
+    404: Error;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id; retrying may help.
+     */
+    500: Error;
+};
+
+export type ListWebhookDeliveriesError = ListWebhookDeliveriesErrors[keyof ListWebhookDeliveriesErrors];
+
+export type ListWebhookDeliveriesResponses = {
+    /**
+     * A page of the endpoint's deliveries, newest first.
+     */
+    200: DeliveryList;
+};
+
+export type ListWebhookDeliveriesResponse = ListWebhookDeliveriesResponses[keyof ListWebhookDeliveriesResponses];
+
+export type GetWebhookDeliveryData = {
+    body?: never;
+    path: {
+        /**
+         * The webhook endpoint's id, as listed by `GET /v1/webhooks`.
+         */
+        id: Uuid;
+        /**
+         * The delivery's id (the payload's `id` and the `service-delivery` header).
+         */
+        deliveryId: Uuid;
+    };
+    query?: never;
+    url: '/v1/webhooks/{id}/deliveries/{deliveryId}';
+};
+
+export type GetWebhookDeliveryErrors = {
+    /**
+     * A parameter or header is invalid: `error.code` is `invalid_request` and `error.reason` names the parameter. Nothing was changed.
+     */
+    400: Error;
+    /**
+     * The API key is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: Error;
+    /**
+     * The workspace is frozen.
+     */
+    403: Error;
+    /**
+     * No webhook endpoint (or delivery of that endpoint) with this id in the key's workspace; one of another workspace is not found either.
+     */
+    404: Error;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id; retrying may help.
+     */
+    500: Error;
+};
+
+export type GetWebhookDeliveryError = GetWebhookDeliveryErrors[keyof GetWebhookDeliveryErrors];
+
+export type GetWebhookDeliveryResponses = {
+    /**
+     * The delivery and its attempts.
+     */
+    200: DeliveryDetail;
+};
+
+export type GetWebhookDeliveryResponse = GetWebhookDeliveryResponses[keyof GetWebhookDeliveryResponses];
+
+export type GetHealthData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/healthz';
+};
+
+export type GetHealthErrors = {
+    /**
+     * A parameter or header is invalid: `error.code` is `invalid_request` and `error.reason` names the parameter. Nothing was changed.
+     */
+    400: Error;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id; retrying may help.
+     */
+    500: Error;
+};
+
+export type GetHealthError = GetHealthErrors[keyof GetHealthErrors];
+
+export type GetHealthResponses = {
+    /**
+     * The process is up.
+     */
+    200: Health;
+};
+
+export type GetHealthResponse = GetHealthResponses[keyof GetHealthResponses];
+
+export type GetReadinessData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/readyz';
+};
+
+export type GetReadinessErrors = {
+    /**
+     * A parameter or header is invalid: `error.code` is `invalid_request` and `error.reason` names the parameter. Nothing was changed.
+     */
+    400: Error;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id; retrying may help.
+     */
+    500: Error;
+    /**
+     * Not ready: the database does not answer within 2 seconds (`error.reason` `database`) or its schema lacks a migration this version needs (`schema`).
+     */
+    503: Error;
+};
+
+export type GetReadinessError = GetReadinessErrors[keyof GetReadinessErrors];
+
+export type GetReadinessResponses = {
+    /**
+     * Ready to serve.
+     */
+    200: Readiness;
+};
+
+export type GetReadinessResponse = GetReadinessResponses[keyof GetReadinessResponses];
 
 /**
  * The `booking.confirmed` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.

@@ -1,10 +1,11 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import type { Server } from 'node:http';
+import type { Socket } from 'node:net';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import Koa from 'koa';
 import Router from '@koa/router';
-import { bodyParser } from '@koa/bodyparser';
 import { OpenAPIBackend, type Context as BackendContext, type Document } from 'openapi-backend';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
@@ -16,12 +17,15 @@ import { loadOpenApiDocument } from '../contract/document.js';
 import { ApiError, errorBody, internalError, invalidRequest } from './errors.js';
 import { authenticate, type Caller } from './auth.js';
 import { operationHandlers, type OperationContext } from './operations.js';
+import type { ServiceMetrics } from '../observability/metrics.js';
 
 export interface AppOptions {
   db: Knex;
   logger: Logger;
   /** The clock the figures are computed by; tests pass a fixed one. */
   clock?: () => Date;
+  /** Where request durations are counted; none in most tests. */
+  metrics?: ServiceMetrics;
 }
 
 /**
@@ -54,11 +58,15 @@ function describeSchema(schema: Record<string, unknown>): string {
 const LOCATION_NAMES: Record<string, string> = { query: 'Query parameter', header: 'Header', path: 'Path parameter' };
 const LOCATION_IN: Record<string, string> = { query: 'query', header: 'header', path: 'path' };
 
+const unknownQuery = (name: string) =>
+  invalidRequest(name, `Query parameter "${name}" is not known to this operation; see /openapi.json for its parameters.`);
+
 /** The first request-validation error, as the documented 400 naming the parameter. */
 function validationError(parameters: Parameter[], errors: ErrorObject[]): ApiError {
   const err = errors[0];
   const [, location = '', instanceName] = err.instancePath.split('/');
   const name = err.keyword === 'required' ? String(err.params.missingProperty) : decodeURIComponent(instanceName ?? '');
+  if (err.keyword === 'additionalProperties' && location === 'query') return unknownQuery(String(err.params.additionalProperty));
   const parameter = parameters.find((p) => p.in === LOCATION_IN[location] && p.name.toLowerCase() === name.toLowerCase());
   if (!parameter) return invalidRequest(name || 'request', `The request is invalid: ${err.message ?? 'unknown problem'}.`);
   const label = `${LOCATION_NAMES[location]} "${parameter.name}"`;
@@ -75,7 +83,24 @@ function newRequestId(): string {
   return `req_${crypto.randomBytes(12).toString('base64url')}`;
 }
 
-export async function createApp({ db, logger, clock = () => new Date() }: AppOptions): Promise<Koa> {
+/** Headers on every response: API answers are per caller and per moment, and are never to be sniffed as HTML. */
+const RESPONSE_HEADERS = { 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' };
+
+/** The methods a path answers: its operations', HEAD with GET, and OPTIONS. */
+function allowedMethods(operations: Array<{ path: string; method: string }>, path: string): string[] {
+  const methods = operations.filter((op) => pathPattern(op.path).test(path)).map((op) => op.method.toUpperCase());
+  if (methods.length === 0) return [];
+  if (methods.includes('GET')) methods.push('HEAD');
+  return [...methods, 'OPTIONS'];
+}
+
+/** Query parameters the operation does not declare: the first one is refused by name. */
+function unknownQueryParameter(parameters: Parameter[], query: Record<string, unknown>): string | undefined {
+  const known = new Set(parameters.filter((p) => p.in === 'query').map((p) => p.name));
+  return Object.keys(query).find((name) => !known.has(name));
+}
+
+export async function createApp({ db, logger, clock = () => new Date(), metrics }: AppOptions): Promise<Koa> {
   const document = loadOpenApiDocument();
   // The router and validators need only the HTTP operations; the webhooks section is for receivers.
   const { webhooks: _webhooks, ...httpDocument } = document;
@@ -97,16 +122,18 @@ export async function createApp({ db, logger, clock = () => new Date() }: AppOpt
       },
       methodNotAllowed: (c: BackendContext, ctx: Koa.Context) => {
         // Only a 405 needs to know which path template matched, so it is worked out here, not on every request.
-        const allowed = operations.filter((op) => pathPattern(op.path).test(ctx.path)).map((op) => op.method.toUpperCase());
+        const allowed = allowedMethods(operations, ctx.path);
         throw new ApiError(405, 'method_not_allowed', `This path does not accept ${c.request.method.toUpperCase()}.`, undefined, {
           Allow: allowed.join(', '),
         });
       },
-      unauthorizedHandler: (c: BackendContext) => {
+      unauthorizedHandler: (c: BackendContext, ctx: Koa.Context) => {
+        ctx.state.operationId = c.operation.operationId;
         // The documented 401/403, or an unexpected failure of the lookup itself (logged, answered as a 500).
         throw (c.security?.bearerAuth as { error?: unknown } | undefined)?.error ?? internalError();
       },
-      validationFail: (c: BackendContext) => {
+      validationFail: (c: BackendContext, ctx: Koa.Context) => {
+        ctx.state.operationId = c.operation.operationId;
         throw validationError((c.operation.parameters ?? []) as Parameter[], c.validation.errors as ErrorObject[]);
       },
       notImplemented: () => {
@@ -122,6 +149,9 @@ export async function createApp({ db, logger, clock = () => new Date() }: AppOpt
   });
   for (const [operationId, handler] of Object.entries(operationHandlers)) {
     backend.register(operationId, async (c: BackendContext, ctx: Koa.Context) => {
+      ctx.state.operationId = operationId;
+      const unknown = unknownQueryParameter((c.operation.parameters ?? []) as Parameter[], c.request.query as Record<string, unknown>);
+      if (unknown !== undefined) throw unknownQuery(unknown);
       const context: OperationContext = {
         db,
         caller: ctx.state.caller as Caller,
@@ -172,6 +202,7 @@ export async function createApp({ db, logger, clock = () => new Date() }: AppOpt
     const incoming = ctx.get('x-request-id');
     const requestId = /^[\w.:-]{1,128}$/.test(incoming) ? incoming : newRequestId();
     ctx.set('x-request-id', requestId);
+    ctx.set(RESPONSE_HEADERS);
     ctx.state.logger = logger.child({ requestId });
     try {
       await next();
@@ -191,21 +222,63 @@ export async function createApp({ db, logger, clock = () => new Date() }: AppOpt
       for (const [name, value] of Object.entries(err.headers)) ctx.set(name, value);
       ctx.body = errorBody(err, requestId);
     } finally {
-      ctx.state.logger.info(
-        { method: ctx.method, path: ctx.path, status: ctx.status, ms: Number(process.hrtime.bigint() - started) / 1e6 },
-        'request',
-      );
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      const operation = (ctx.state.operationId as string | undefined) ?? 'none';
+      ctx.state.logger.info({ method: ctx.method, path: ctx.path, operation, status: ctx.status, ms }, 'request');
+      metrics?.httpRequestDuration.observe({ operation, status: String(ctx.status) }, ms / 1000);
     }
   });
   app.use(router.routes());
-  app.use(bodyParser({ enableTypes: ['json'], encoding: 'utf-8', jsonLimit: '64kb' }));
+  // No request body is read: no operation of the document takes one (the test operation ignores its body). So a
+  // body that is malformed, compressed or huge cannot fail a request, and a request no operation accepts (401,
+  // 404, 405) never has its body read. An operation that gains a request body gets a parser of its own.
   app.use(async (ctx) => {
+    if (ctx.method === 'OPTIONS') {
+      const allowed = allowedMethods(operations, ctx.path);
+      if (allowed.length === 0) throw new ApiError(404, 'not_found', 'No such route. See /openapi.json for the operations.');
+      ctx.set('Allow', allowed.join(', '));
+      ctx.status = 204;
+      return;
+    }
     const result = await backend.handleRequest(
-      { method: ctx.method, path: ctx.path, query: ctx.querystring, headers: ctx.headers as Record<string, string>, body: ctx.request.body },
+      // HEAD answers like GET; Koa then sends the headers without the body.
+      { method: ctx.method === 'HEAD' ? 'GET' : ctx.method, path: ctx.path, query: ctx.querystring, headers: ctx.headers as Record<string, string> },
       ctx,
     );
     ctx.status = result.status;
     ctx.body = result.body;
   });
   return app;
+}
+
+/**
+ * Requests Node's HTTP parser refuses before the app sees them (headers over the limit, bytes a URL may not
+ * contain, broken framing) get the documented error body and an x-request-id too, not Node's bare 400/431.
+ */
+export function answerClientErrors(server: Server): void {
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
+    if (err.code === 'ECONNRESET' || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const requestId = newRequestId();
+    const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
+    const error = tooLarge
+      ? new ApiError(431, 'headers_too_large', 'The request headers are too large.')
+      : invalidRequest('request', 'The request is not valid HTTP/1.1 (for example a URL with unencoded bytes outside ASCII).');
+    const body = JSON.stringify(errorBody(error, requestId));
+    socket.end(
+      `HTTP/1.1 ${error.status} ${tooLarge ? 'Request Header Fields Too Large' : 'Bad Request'}\r\n` +
+        `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `x-request-id: ${requestId}\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n${body}`,
+    );
+  });
+}
+
+/** Listens with the app on host:port, answering client errors with the documented body. */
+export async function listen(app: Koa, port: number, host: string): Promise<Server> {
+  return new Promise<Server>((resolve, reject) => {
+    const s = app.listen(port, host, () => resolve(s)).on('error', reject);
+    answerClientErrors(s);
+  });
 }

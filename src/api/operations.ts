@@ -13,6 +13,8 @@ import { financeOverview } from '../queries/finance.js';
 import { receivables } from '../queries/receivables.js';
 import { listEndpoints } from '../webhooks/endpoints.js';
 import { queueTestDelivery } from '../webhooks/test-delivery.js';
+import { BadCursorError, deliveryDetail, deliveryLog, type DeliveryLogParams } from '../queries/deliveries.js';
+import { readiness } from '../observability/health.js';
 
 /** What an operation handler gets: the caller (already authenticated) and the validated, coerced parameters. */
 export interface OperationContext {
@@ -45,6 +47,8 @@ function readWindow(query: Record<string, unknown>): { from?: Date; to?: Date } 
   return window;
 }
 
+const endpointNotFound = () => new ApiError(404, 'not_found', 'No webhook endpoint with this id in your workspace.');
+
 /** Handlers by the document's operationId. Parameters arrive validated against the document, defaults applied. */
 export const operationHandlers: Record<string, Handler> = {
   getMe: async ({ caller }) => ok(describeCaller(caller)),
@@ -63,10 +67,33 @@ export const operationHandlers: Record<string, Handler> = {
   sendTestDelivery: async ({ db, caller, now, params, headers }) => {
     const idempotencyKey = headers['idempotency-key'] as string;
     const result = await queueTestDelivery(db, { workspaceId: caller.workspace.id, endpointId: params.id, idempotencyKey, now });
-    if (result.outcome === 'not_found') throw new ApiError(404, 'not_found', 'No webhook endpoint with this id in your workspace.');
+    if (result.outcome === 'not_found') throw endpointNotFound();
     if (result.outcome === 'key_reused') {
       throw new ApiError(409, 'idempotency_key_reused', 'This Idempotency-Key was already used for another webhook endpoint.', 'Idempotency-Key');
     }
     return { status: 202, body: { deliveryId: result.deliveryId } };
+  },
+  listWebhookDeliveries: async ({ db, caller, params, query }) => {
+    let page;
+    try {
+      page = await deliveryLog(db, { endpointId: params.id, workspaceId: caller.workspace.id }, query as unknown as DeliveryLogParams);
+    } catch (err) {
+      if (err instanceof BadCursorError) throw invalidRequest('cursor', 'Query parameter "cursor" must be a nextCursor returned by this list.');
+      throw err;
+    }
+    if (!page) throw endpointNotFound();
+    // lastError is the operator CLI's; the API row is as documented.
+    return ok({ rows: page.rows.map(({ lastError: _lastError, ...row }) => row), nextCursor: page.nextCursor });
+  },
+  getWebhookDelivery: async ({ db, caller, params }) => {
+    const detail = await deliveryDetail(db, { endpointId: params.id, workspaceId: caller.workspace.id }, params.deliveryId);
+    if (!detail) throw new ApiError(404, 'not_found', 'No delivery with this id for this webhook endpoint in your workspace.');
+    return ok(detail);
+  },
+  getHealth: async () => ok({ status: 'ok' }),
+  getReadiness: async ({ db }) => {
+    const result = await readiness(db);
+    if (!result.ready) throw new ApiError(503, 'not_ready', result.message, result.check);
+    return ok({ status: 'ready' });
   },
 };

@@ -33,3 +33,9 @@ export async function migrateLatest(db: Knex): Promise<string[]> {
   const [, applied] = (await db.migrate.latest({ migrationSource: new DirectoryMigrationSource(migrationsDir()) })) as [number, string[]];
   return applied;
 }
+
+/** Names of the migrations this code has that the database has not applied yet. */
+export async function pendingMigrations(db: Knex): Promise<string[]> {
+  const [, pending] = (await db.migrate.list({ migrationSource: new DirectoryMigrationSource(migrationsDir()) })) as [unknown[], Array<{ file: string } | string>];
+  return pending.map((m) => (typeof m === 'string' ? m : m.file));
+}

@@ -8,6 +8,7 @@ import { TEST_EVENT } from './catalogue.js';
 import { DELIVERY_CHANNEL, notifyDispatchers } from './fanout.js';
 import { attemptDelivery, DEFAULT_ATTEMPT_TIMEOUT_MS, type AttemptOutcome, type AttemptRequest } from './http-attempt.js';
 import { nextAttemptAt, SWITCH_OFF_AFTER_FAILURES } from './retry-schedule.js';
+import type { ServiceMetrics } from '../observability/metrics.js';
 
 // The delivery sweep. A dispatcher claims due deliveries (FOR NO KEY UPDATE SKIP LOCKED, then a lease, so several
 // processes can run at once and the claims of a killed one are retried once its lease runs out), attempts each
@@ -31,6 +32,8 @@ export interface DispatcherOptions {
   clock?: () => Date;
   /** Only deliveries of these workspaces (a dispatcher per tenant, or a test's own). Default: every workspace. */
   workspaceIds?: string[];
+  /** Where attempts, lag and switch-offs are counted. */
+  metrics?: ServiceMetrics;
 }
 
 export interface SweepCounts {
@@ -125,6 +128,7 @@ export class Dispatcher {
   private readonly pollIntervalMs: number;
   private readonly clock: () => Date;
   private readonly workspaceIds: string[] | null;
+  private readonly metrics: ServiceMetrics | undefined;
   /** Written into lease_owner; unique per instance. */
   readonly owner = `${os.hostname()}:${process.pid}:${crypto.randomUUID().slice(0, 8)}`;
 
@@ -152,6 +156,7 @@ export class Dispatcher {
     this.pollIntervalMs = Math.min(options.pollIntervalMs ?? 1000, 1000);
     this.clock = options.clock ?? (() => new Date());
     this.workspaceIds = options.workspaceIds ?? null;
+    this.metrics = options.metrics;
     if (!(this.concurrency >= 1 && this.perEndpointConcurrency >= 1)) throw new Error('concurrency limits must be at least 1');
     if (!(this.leaseMs > this.attemptTimeoutMs)) throw new Error('leaseMs must be longer than attemptTimeoutMs');
   }
@@ -368,7 +373,7 @@ export class Dispatcher {
         ],
       );
       // A delivery that was held while its attempt was in flight (its endpoint was switched off) stays held.
-      await trx.raw(
+      const updated = await trx.raw(
         `UPDATE deliveries d SET
            status = CASE WHEN d.status = 'held' AND v.status = 'retrying' THEN 'held' ELSE v.status END,
            next_attempt_at = CASE WHEN d.status = 'held' AND v.status = 'retrying' THEN NULL ELSE v.next_attempt_at END,
@@ -379,7 +384,8 @@ export class Dispatcher {
            lease_owner = NULL,
            lease_until = NULL
          FROM unnest(?::uuid[], ?::text[], ?::timestamptz[], ?::int[], ?::int[], ?::text[]) AS v(id, status, next_attempt_at, number, status_code, error)
-         WHERE d.id = v.id AND d.lease_owner = ?`,
+         WHERE d.id = v.id AND d.lease_owner = ?
+         RETURNING d.id, d.created_at AS "createdAt"`,
         [
           column(deliveries.map((d) => d.id)),
           column(deliveries.map((d) => d.status)),
@@ -417,13 +423,42 @@ export class Dispatcher {
       );
       const switched = (rows as Array<{ id: string; switchOff: boolean }>).filter((r) => r.switchOff).map((r) => r.id);
       await holdPendingDeliveries(trx, switched);
-      return switched;
+      return { switched, createdAt: new Map((updated.rows as Array<{ id: string; createdAt: Date }>).map((r) => [r.id, r.createdAt])) };
     });
-    for (const id of switchedOff) {
-      this.logger.warn({ endpointId: id, failures: SWITCH_OFF_AFTER_FAILURES }, 'webhook endpoint switched off after failed attempts in a row');
+    this.report(batch, deliveries, switchedOff.createdAt);
+    for (const id of switchedOff.switched) {
+      this.logger.info({ endpointId: id, failures: SWITCH_OFF_AFTER_FAILURES }, 'webhook endpoint switched off after failed attempts in a row');
     }
+    this.metrics?.endpointSwitchOffs.inc(switchedOff.switched.length);
     for (const { status } of deliveries) counts[status]++;
     counts.attempted += batch.length;
+  }
+
+  /**
+   * One log line per recorded attempt (failures at warn, successes at debug) and the attempt metrics. Ids, kinds
+   * and numbers only: never the payload, the URL, the secret or the response body.
+   */
+  private report(batch: Finished[], deliveries: Array<{ status: DeliveryStatus; next: string | null }>, createdAt: Map<string, Date>): void {
+    batch.forEach(({ claim, outcome }, i) => {
+      const fields = {
+        deliveryId: claim.deliveryId,
+        endpointId: claim.endpointId,
+        event: claim.event,
+        attempt: claim.attempt,
+        errorKind: outcome.errorKind,
+        statusCode: outcome.statusCode,
+        durationMs: outcome.durationMs,
+        status: deliveries[i].status,
+        nextAttemptAt: deliveries[i].next,
+      };
+      if (outcome.ok) this.logger.debug(fields, 'webhook delivery accepted');
+      else this.logger.warn(fields, deliveries[i].status === 'failed' ? 'webhook delivery attempt failed; no retries left' : 'webhook delivery attempt failed');
+      this.metrics?.deliveryAttempts.inc({ outcome: outcome.ok ? 'accepted' : 'failed', error_kind: outcome.errorKind ?? 'none' });
+      const queuedAt = createdAt.get(claim.deliveryId);
+      if (outcome.ok && queuedAt) {
+        this.metrics?.deliveryLag.observe(Math.max(0, outcome.startedAt.getTime() + outcome.durationMs - queuedAt.getTime()) / 1000);
+      }
+    });
   }
 
   private async listen(): Promise<void> {

@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { Dispatcher } from './dispatcher.js';
 import { runCalendarSweep } from './calendar.js';
+import type { ServiceMetrics } from '../observability/metrics.js';
 
 export const CALENDAR_INTERVAL_MS = 60_000;
 
@@ -11,8 +12,8 @@ export interface Worker {
 }
 
 /** The background half of the service: the delivery sweep (continuous) and the calendar sweep (every minute). */
-export async function startWorker(db: Knex, logger: Logger): Promise<Worker> {
-  const dispatcher = new Dispatcher({ db, logger: logger.child({ component: 'dispatcher' }) });
+export async function startWorker(db: Knex, logger: Logger, metrics?: ServiceMetrics): Promise<Worker> {
+  const dispatcher = new Dispatcher({ db, logger, metrics });
   await dispatcher.start();
   let running: Promise<void> = Promise.resolve();
   const sweep = () => {
@@ -20,6 +21,8 @@ export async function startWorker(db: Knex, logger: Logger): Promise<Worker> {
       const started = Date.now();
       try {
         const { events } = await runCalendarSweep(db, new Date());
+        metrics?.calendarSweepDuration.observe((Date.now() - started) / 1000);
+        metrics?.calendarEvents.inc(events);
         logger.info({ component: 'calendar', events, ms: Date.now() - started }, 'calendar sweep');
       } catch (err) {
         logger.error({ component: 'calendar', err }, 'calendar sweep failed');

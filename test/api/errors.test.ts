@@ -33,18 +33,28 @@ describe('errors and parameter validation', () => {
     const res = await api.request('DELETE', '/v1/me', { key });
     expect(res.status).to.equal(405);
     expect(res.body.error.code).to.equal('method_not_allowed');
-    expect(res.headers.get('allow')).to.equal('GET');
+    expect(res.headers.get('allow')).to.equal('GET, HEAD, OPTIONS');
   });
 
-  it('answers a malformed JSON body with the documented 400 body, no stack trace', async () => {
-    const res = await api.request('POST', '/v1/webhooks/8d6f2c1e-4a3b-4c5d-8e9f-0a1b2c3d4e5f/test', {
-      key,
-      headers: { 'content-type': 'application/json', 'idempotency-key': 'k1' },
-      body: '{"broken": ',
-    });
-    expect(res.status).to.equal(400);
-    expect(res.body.error).to.include({ code: 'invalid_request', reason: 'body' });
-    expect(res.text).not.to.match(/at .*\.(ts|js):\d+/);
+  it('never reads a request body: a malformed or falsely encoded one gets the answer the request deserves', async () => {
+    const path = '/v1/webhooks/8d6f2c1e-4a3b-4c5d-8e9f-0a1b2c3d4e5f/test';
+    for (const headers of <Array<Record<string, string>>>[
+      { 'content-type': 'application/json' },
+      { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      { 'content-type': 'application/json', 'content-encoding': 'deflate' },
+      { 'content-type': 'application/json', 'content-encoding': 'br' },
+      { 'content-type': 'text/plain', 'content-encoding': 'identity, gzip' },
+    ]) {
+      const label = JSON.stringify(headers);
+      // no operation takes a body, so the test operation answers for the unknown endpoint ...
+      const found = await api.request('POST', path, { key, headers: { ...headers, 'idempotency-key': 'k1' }, body: '{"broken": ' });
+      expect(found.status, label).to.equal(404);
+      expect(found.body.error.code).to.equal('not_found');
+      // ... and requests no operation accepts are refused for what they are
+      expect((await api.request('POST', path, { headers, body: '{"broken": ' })).status, label).to.equal(401);
+      expect((await api.request('PUT', '/v1/me', { key, headers, body: '{"broken": ' })).status, label).to.equal(405);
+      expect((await api.request('PATCH', '/v1/nothing', { key, headers, body: 'x' })).status, label).to.equal(404);
+    }
   });
 
   const badParameters: Array<[string, string]> = [

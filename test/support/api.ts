@@ -3,7 +3,7 @@ import type { Server } from 'node:http';
 import { Writable } from 'node:stream';
 import { expect } from 'chai';
 import pino from 'pino';
-import { createApp, pathPattern } from '../../src/api/app.js';
+import { createApp, listen, pathPattern } from '../../src/api/app.js';
 import { loadOpenApiDocument, type OpenApiOperation } from '../../src/contract/document.js';
 import { testDatabase } from './database.js';
 import { validators } from '../../src/contract/validators.js';
@@ -73,9 +73,7 @@ export async function startApi(options: { now?: Date | (() => Date) } = {}): Pro
   const now = options.now;
   const clock = now === undefined ? undefined : typeof now === 'function' ? now : () => now;
   const app = await createApp({ db, logger: pino({ level: 'debug' }, sink), clock });
-  const server: Server = await new Promise((resolve) => {
-    const s = app.listen(0, '127.0.0.1', () => resolve(s));
-  });
+  const server: Server = await listen(app, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const request: TestApi['request'] = async (method, path, { key, headers = {}, body } = {}) => {
     const res = await fetch(url + path, {

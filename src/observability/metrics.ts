@@ -1,0 +1,141 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { readiness } from './health.js';
+
+// Prometheus metrics of one process, in one registry. The API registers its requests, the dispatcher its attempts,
+// the worker its calendar sweeps; gauges read the database when scraped. Served on a listener of its own
+// (FRS_METRICS_PORT, 127.0.0.1 by default), never on the API's port. Names: `frs_` prefix, base units, `_total`
+// for counters; the default process metrics keep their standard names, so stock dashboards work.
+
+const DELIVERY_STATUSES_PENDING = ['queued', 'retrying', 'held'] as const;
+
+export class ServiceMetrics {
+  readonly registry = new Registry();
+  readonly httpRequestDuration = new Histogram({
+    name: 'frs_http_request_duration_seconds',
+    help: 'API request duration, by operationId (or "none" for requests no operation took) and status',
+    labelNames: ['operation', 'status'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [this.registry],
+  });
+  readonly deliveryAttempts = new Counter({
+    name: 'frs_webhook_delivery_attempts_total',
+    help: 'Webhook delivery attempts, by outcome (accepted or failed) and error kind ("none" when accepted)',
+    labelNames: ['outcome', 'error_kind'],
+    registers: [this.registry],
+  });
+  readonly deliveryLag = new Histogram({
+    name: 'frs_webhook_delivery_lag_seconds',
+    help: 'Time from a delivery being queued to the endpoint accepting it (retries included)',
+    buckets: [0.1, 0.5, 1, 2, 5, 15, 60, 300, 900, 3600, 21600, 86400, 259200],
+    registers: [this.registry],
+  });
+  readonly endpointSwitchOffs = new Counter({
+    name: 'frs_webhook_endpoint_switch_offs_total',
+    help: 'Webhook endpoints this process switched off after failed attempts in a row',
+    registers: [this.registry],
+  });
+  readonly calendarSweepDuration = new Histogram({
+    name: 'frs_calendar_sweep_duration_seconds',
+    help: 'Duration of calendar sweeps',
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
+  readonly calendarEvents = new Counter({
+    name: 'frs_calendar_events_total',
+    help: 'Events raised by calendar sweeps',
+    registers: [this.registry],
+  });
+
+  constructor(options: { defaultMetrics?: boolean } = {}) {
+    if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** Gauges read from the database at scrape time: pending deliveries, switched-off endpoints, the pool. */
+  watchDatabase(db: Knex): void {
+    const registers = [this.registry];
+    new Gauge({
+      name: 'frs_webhook_deliveries_pending',
+      help: 'Deliveries not yet finished, by status (held: waiting for a switched-off endpoint)',
+      labelNames: ['status'],
+      registers,
+      async collect() {
+        const { rows } = await db.raw(
+          `SELECT s.status, (SELECT count(*) FROM deliveries d WHERE d.status = s.status)::int AS n
+           FROM unnest(?::text[]) AS s(status)`,
+          [DELIVERY_STATUSES_PENDING as unknown as string[]],
+        );
+        for (const r of rows as Array<{ status: string; n: number }>) this.set({ status: r.status }, r.n);
+      },
+    });
+    new Gauge({
+      name: 'frs_webhook_endpoints_switched_off',
+      help: 'Webhook endpoints currently switched off',
+      registers,
+      async collect() {
+        const { rows } = await db.raw(`SELECT count(*)::int AS n FROM webhook_endpoints WHERE NOT is_active`);
+        this.set(rows[0].n);
+      },
+    });
+    const pool = (db.client as { pool?: { numUsed(): number; numPendingAcquires(): number } }).pool;
+    new Gauge({
+      name: 'frs_db_pool_connections',
+      help: 'Database pool connections in use, and requests waiting for one',
+      labelNames: ['state'],
+      registers,
+      collect() {
+        const current = (db.client as { pool?: typeof pool }).pool ?? pool;
+        this.set({ state: 'in_use' }, current?.numUsed() ?? 0);
+        this.set({ state: 'waiting' }, current?.numPendingAcquires() ?? 0);
+      },
+    });
+  }
+}
+
+export interface MetricsListenerOptions {
+  metrics: ServiceMetrics;
+  db: Knex;
+  logger: Logger;
+  port: number;
+  host: string;
+}
+
+/**
+ * The metrics listener: GET /metrics (Prometheus text format), and /healthz and /readyz with the API's meaning,
+ * so a worker-only process can be probed too. Anything else is 404.
+ */
+export async function startMetricsListener({ metrics, db, logger, port, host }: MetricsListenerOptions): Promise<http.Server> {
+  const server = http.createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    const send = (status: number, type: string, body: string) => {
+      res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' });
+      res.end(req.method === 'HEAD' ? undefined : body);
+    };
+    if (req.method !== 'GET' && req.method !== 'HEAD') return send(405, 'text/plain; charset=utf-8', 'GET only\n');
+    if (path === '/metrics') {
+      metrics.registry.metrics().then(
+        (text) => send(200, metrics.registry.contentType, text),
+        (err) => {
+          logger.warn({ err: { message: (err as Error).message } }, 'metrics scrape failed');
+          send(503, 'text/plain; charset=utf-8', 'metrics unavailable\n');
+        },
+      );
+      return;
+    }
+    if (path === '/healthz') return send(200, 'application/json', '{"status":"ok"}');
+    if (path === '/readyz') {
+      void readiness(db).then((result) =>
+        result.ready ? send(200, 'application/json', '{"status":"ready"}') : send(503, 'application/json', JSON.stringify({ status: 'not_ready', check: result.check })),
+      );
+      return;
+    }
+    send(404, 'text/plain; charset=utf-8', 'not found: /metrics, /healthz, /readyz\n');
+  });
+  await new Promise<void>((resolve, reject) => server.listen(port, host, () => resolve()).once('error', reject));
+  const address = server.address() as AddressInfo;
+  logger.info({ host: address.address, port: address.port }, 'metrics listener');
+  return server;
+}

@@ -1,0 +1,147 @@
+import type { Knex } from 'knex';
+import type { DeliveryAttempt, DeliveryDetail, DeliveryList, DeliveryRow } from '../../generated/openapi/types.gen.js';
+
+export type { DeliveryAttempt, DeliveryDetail, DeliveryList, DeliveryRow };
+
+// The delivery log: an endpoint's deliveries, newest first, and one delivery with its attempts. The API scopes
+// every read by the caller's workspace; the operator CLI reads without one.
+
+/** Which endpoint, and (for the API) the workspace it must belong to. */
+export interface DeliveryScope {
+  endpointId: string;
+  /** When set, an endpoint of another workspace is not found. */
+  workspaceId?: string;
+}
+
+export interface DeliveryLogParams {
+  status?: DeliveryRow['status'];
+  event?: string;
+  limit: number;
+  cursor?: string;
+}
+
+/** A cursor the log did not hand out (or that no longer decodes): the caller's error, named `cursor`. */
+export class BadCursorError extends Error {}
+
+/**
+ * Cursor = base64url("<created_at in epoch microseconds>_<id>"): keyset paging on (created_at, id) descending,
+ * exact to the microsecond Postgres stores, so rows arriving meanwhile (newer) never shift later pages.
+ */
+export function encodeCursor(createdAtMicros: number, id: string): string {
+  return Buffer.from(`${createdAtMicros}_${id}`, 'utf8').toString('base64url');
+}
+
+export function decodeCursor(cursor: string): { micros: number; id: string } {
+  const match = /^(\d{1,17})_([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  if (!match || !Number.isSafeInteger(Number(match[1]))) throw new BadCursorError('not a cursor of this list');
+  return { micros: Number(match[1]), id: match[2] };
+}
+
+interface LogRow {
+  id: string;
+  event: DeliveryRow['event'];
+  status: DeliveryRow['status'];
+  attempts: number;
+  created_at: Date;
+  created_micros: number;
+  last_attempt_at: Date | null;
+  next_attempt_at: Date | null;
+  last_status_code: number | null;
+  last_error_kind: DeliveryRow['lastErrorKind'];
+  last_error: string | null;
+}
+
+const iso = (d: Date | null) => d?.toISOString() ?? null;
+
+/** The row and the last attempt's start and error kind (a lateral look-up by the (delivery_id, number) key). */
+const LOG_COLUMNS = `d.id, d.event, d.status, d.attempts, d.created_at,
+  (extract(epoch FROM d.created_at) * 1000000)::bigint AS created_micros,
+  a.started_at AS last_attempt_at, d.next_attempt_at, d.last_status_code, a.error_kind AS last_error_kind, d.last_error`;
+const LAST_ATTEMPT = `LEFT JOIN LATERAL (
+    SELECT started_at, error_kind FROM delivery_attempts WHERE delivery_id = d.id ORDER BY number DESC LIMIT 1
+  ) a ON true`;
+
+function toRow(r: LogRow): DeliveryRow {
+  return {
+    id: r.id,
+    event: r.event,
+    status: r.status,
+    attempts: r.attempts,
+    createdAt: r.created_at.toISOString(),
+    lastAttemptAt: iso(r.last_attempt_at),
+    nextAttemptAt: iso(r.next_attempt_at),
+    lastStatusCode: r.last_status_code,
+    lastErrorKind: r.last_error_kind,
+  };
+}
+
+/** Whether the endpoint exists (in the workspace, when one is given). */
+export async function endpointExists(db: Knex, scope: DeliveryScope): Promise<boolean> {
+  const query = db('webhook_endpoints').where({ id: scope.endpointId });
+  if (scope.workspaceId) query.where({ workspace_id: scope.workspaceId });
+  return (await query.first('id')) !== undefined;
+}
+
+/** A page of the endpoint's deliveries, newest first; null when the endpoint is not found in the scope. */
+export async function deliveryLog(
+  db: Knex,
+  scope: DeliveryScope,
+  params: DeliveryLogParams,
+): Promise<{ rows: Array<DeliveryRow & { lastError: string | null }>; nextCursor: DeliveryList['nextCursor'] } | null> {
+  const after = params.cursor === undefined ? null : decodeCursor(params.cursor);
+  if (!(await endpointExists(db, scope))) return null;
+  const { rows } = await db.raw(
+    `SELECT ${LOG_COLUMNS} FROM deliveries d ${LAST_ATTEMPT}
+     WHERE d.endpoint_id = :endpoint
+       AND (:status::text IS NULL OR d.status = :status)
+       AND (:event::text IS NULL OR d.event = :event)
+       AND (:micros::bigint IS NULL OR (d.created_at, d.id) < (timestamptz 'epoch' + :micros::bigint * interval '1 microsecond', :afterId::uuid))
+     ORDER BY d.created_at DESC, d.id DESC
+     LIMIT :take`,
+    {
+      endpoint: scope.endpointId,
+      status: params.status ?? null,
+      event: params.event ?? null,
+      micros: after?.micros ?? null,
+      afterId: after?.id ?? null,
+      take: params.limit + 1,
+    },
+  );
+  const page = (rows as LogRow[]).slice(0, params.limit);
+  const last = page.at(-1);
+  return {
+    rows: page.map((r) => ({ ...toRow(r), lastError: r.last_error })),
+    nextCursor: rows.length > params.limit && last ? encodeCursor(last.created_micros, last.id) : null,
+  };
+}
+
+/** One delivery of the endpoint with its payload and attempts, oldest first; null when not found in the scope. */
+export async function deliveryDetail(db: Knex, scope: DeliveryScope, deliveryId: string): Promise<DeliveryDetail | null> {
+  const { rows } = await db.raw(
+    `SELECT ${LOG_COLUMNS}, d.body FROM deliveries d ${LAST_ATTEMPT}
+     JOIN webhook_endpoints w ON w.id = d.endpoint_id
+     WHERE d.id = :delivery AND d.endpoint_id = :endpoint AND (:ws::uuid IS NULL OR w.workspace_id = :ws::uuid)`,
+    { delivery: deliveryId, endpoint: scope.endpointId, ws: scope.workspaceId ?? null },
+  );
+  const row = rows[0] as (LogRow & { body: string }) | undefined;
+  if (!row) return null;
+  const attempts = await db('delivery_attempts')
+    .where({ delivery_id: deliveryId })
+    .orderBy('number')
+    .select('number', 'started_at', 'duration_ms', 'status_code', 'error_kind', 'error', 'response_body');
+  const { attempts: attemptCount, ...fields } = toRow(row);
+  return {
+    ...fields,
+    attemptCount,
+    payload: JSON.parse(row.body),
+    attempts: attempts.map((a) => ({
+      number: a.number,
+      startedAt: a.started_at.toISOString(),
+      durationMs: a.duration_ms,
+      statusCode: a.status_code,
+      errorKind: a.error_kind,
+      error: a.error,
+      responseBody: a.response_body,
+    })),
+  };
+}

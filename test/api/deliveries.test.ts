@@ -1,0 +1,257 @@
+import { randomUUID } from 'node:crypto';
+import { expect } from 'chai';
+import type { Knex } from 'knex';
+import { testDatabase } from '../support/database.js';
+import { startApi, type TestApi } from '../support/api.js';
+import { createApiKey } from '../../src/workspaces.js';
+import { decodeCursor, encodeCursor } from '../../src/queries/deliveries.js';
+import { dropTestWorkspaces, webhookWorkspace, type TestEndpoint, type TestWorkspace } from '../webhooks/support.js';
+
+// The delivery log of the read API, over hand-built deliveries and attempts with fixed times.
+
+interface Built {
+  id: string;
+  body: string;
+}
+
+/** Inserts an event and its delivery to `endpoint` as given; the body is the payload as the fan-out writes it. */
+async function delivery(
+  db: Knex,
+  ws: TestWorkspace,
+  endpoint: TestEndpoint,
+  d: {
+    event?: string;
+    status: 'queued' | 'retrying' | 'accepted' | 'failed' | 'held';
+    createdAt: string;
+    attempts?: number;
+    nextAttemptAt?: string | null;
+    lastStatusCode?: number | null;
+    lastError?: string | null;
+    id?: string;
+  },
+): Promise<Built> {
+  const event = d.event ?? 'booking.confirmed';
+  const data = { bookingId: randomUUID() };
+  const [{ id: eventId }] = await db('events').insert({ workspace_id: ws.id, event, data, source: 'publish', created_at: d.createdAt }).returning('id');
+  const id = d.id ?? randomUUID();
+  const body = JSON.stringify({ id, event, createdAt: new Date(d.createdAt).toISOString(), data });
+  const pending = d.status === 'queued' || d.status === 'retrying';
+  await db('deliveries').insert({
+    id,
+    workspace_id: ws.id,
+    event_id: eventId,
+    endpoint_id: endpoint.id,
+    event,
+    body,
+    status: d.status,
+    attempts: d.attempts ?? 0,
+    next_attempt_at: pending ? (d.nextAttemptAt ?? d.createdAt) : null,
+    last_status_code: d.lastStatusCode ?? null,
+    last_error: d.lastError ?? null,
+    created_at: d.createdAt,
+  });
+  return { id, body };
+}
+
+async function attempt(
+  db: Knex,
+  endpoint: TestEndpoint,
+  deliveryId: string,
+  a: { number: number; startedAt: string; durationMs: number; statusCode: number | null; errorKind: string | null; error: string | null; responseBody: string | null },
+): Promise<void> {
+  await db('delivery_attempts').insert({
+    delivery_id: deliveryId,
+    endpoint_id: endpoint.id,
+    number: a.number,
+    started_at: a.startedAt,
+    duration_ms: a.durationMs,
+    status_code: a.statusCode,
+    error_kind: a.errorKind,
+    error: a.error,
+    response_body: a.responseBody,
+  });
+}
+
+describe('API: the delivery log (GET /v1/webhooks/{id}/deliveries[/{deliveryId}])', () => {
+  let db: Knex;
+  let api: TestApi;
+  let ws: TestWorkspace;
+  let key: string;
+  let endpoint: TestEndpoint;
+
+  before(async () => {
+    ({ db } = await testDatabase());
+    api = await startApi({ now: new Date('2026-11-22T12:00:00.000Z') });
+  });
+  beforeEach(async () => {
+    ws = await webhookWorkspace(db);
+    key = (await createApiKey(db, { workspaceSlug: ws.slug })).key;
+    endpoint = await ws.endpoint({ url: 'https://hooks.example.ae/fleet' });
+  });
+  after(async () => {
+    await api.close();
+    await dropTestWorkspaces(db);
+  });
+
+  const list = (query = '', endpointId = endpoint.id, apiKey = key) => api.get(`/v1/webhooks/${endpointId}/deliveries${query}`, apiKey);
+
+  it('lists the endpoint\'s deliveries newest first, each with its last attempt', async () => {
+    const failed = await delivery(db, ws, endpoint, {
+      status: 'retrying', createdAt: '2026-11-22T08:30:00.000Z', attempts: 2, nextAttemptAt: '2026-11-22T08:36:00.500Z', lastStatusCode: 503, lastError: 'HTTP 503',
+    });
+    await attempt(db, endpoint, failed.id, { number: 1, startedAt: '2026-11-22T08:30:00.100Z', durationMs: 120, statusCode: null, errorKind: 'connection', error: 'ECONNREFUSED', responseBody: null });
+    await attempt(db, endpoint, failed.id, { number: 2, startedAt: '2026-11-22T08:31:00.400Z', durationMs: 95, statusCode: 503, errorKind: 'status', error: 'HTTP 503', responseBody: 'busy' });
+    const accepted = await delivery(db, ws, endpoint, { event: 'webhook.test', status: 'accepted', createdAt: '2026-11-22T09:00:00.000Z', attempts: 1, lastStatusCode: 204 });
+    await attempt(db, endpoint, accepted.id, { number: 1, startedAt: '2026-11-22T09:00:00.250Z', durationMs: 40, statusCode: 204, errorKind: null, error: null, responseBody: '' });
+    const queued = await delivery(db, ws, endpoint, { event: 'invoice.issued', status: 'queued', createdAt: '2026-11-22T10:00:00.000Z', nextAttemptAt: '2026-11-22T10:00:00.000Z' });
+    // another endpoint's delivery, same workspace: not in this log
+    await delivery(db, ws, await ws.endpoint({ url: 'https://other.example/hook' }), { status: 'queued', createdAt: '2026-11-22T11:00:00.000Z' });
+
+    const res = await list();
+    expect(res.status).to.equal(200);
+    expect(res.body).to.deep.equal({
+      rows: [
+        {
+          id: queued.id, event: 'invoice.issued', status: 'queued', attempts: 0, createdAt: '2026-11-22T10:00:00.000Z',
+          lastAttemptAt: null, nextAttemptAt: '2026-11-22T10:00:00.000Z', lastStatusCode: null, lastErrorKind: null,
+        },
+        {
+          id: accepted.id, event: 'webhook.test', status: 'accepted', attempts: 1, createdAt: '2026-11-22T09:00:00.000Z',
+          lastAttemptAt: '2026-11-22T09:00:00.250Z', nextAttemptAt: null, lastStatusCode: 204, lastErrorKind: null,
+        },
+        {
+          id: failed.id, event: 'booking.confirmed', status: 'retrying', attempts: 2, createdAt: '2026-11-22T08:30:00.000Z',
+          lastAttemptAt: '2026-11-22T08:31:00.400Z', nextAttemptAt: '2026-11-22T08:36:00.500Z', lastStatusCode: 503, lastErrorKind: 'status',
+        },
+      ],
+      nextCursor: null,
+    });
+    expect(res.headers.get('cache-control')).to.equal('no-store');
+  });
+
+  it('filters by status and by event, and answers an empty page for no match', async () => {
+    const a = await delivery(db, ws, endpoint, { status: 'failed', createdAt: '2026-11-20T08:00:00.000Z', attempts: 9, lastStatusCode: 500 });
+    const b = await delivery(db, ws, endpoint, { status: 'failed', event: 'invoice.issued', createdAt: '2026-11-20T09:00:00.000Z', attempts: 9 });
+    await delivery(db, ws, endpoint, { status: 'accepted', createdAt: '2026-11-20T10:00:00.000Z', attempts: 1 });
+    await delivery(db, ws, endpoint, { status: 'held', createdAt: '2026-11-20T11:00:00.000Z' });
+    expect((await list('?status=failed')).body.rows.map((r: { id: string }) => r.id)).to.deep.equal([b.id, a.id]);
+    expect((await list('?status=failed&event=invoice.issued')).body.rows.map((r: { id: string }) => r.id)).to.deep.equal([b.id]);
+    expect((await list('?status=held')).body.rows).to.have.length(1);
+    expect((await list('?event=webhook.test')).body).to.deep.equal({ rows: [], nextCursor: null });
+  });
+
+  it('pages with limit and cursor, stable while newer deliveries arrive, ties broken by id', async () => {
+    const times = ['2026-11-21T08:00:00.000Z', '2026-11-21T09:00:00.000Z', '2026-11-21T10:00:00.000Z', '2026-11-21T11:00:00.000Z'];
+    const built = [];
+    for (const createdAt of times) built.push(await delivery(db, ws, endpoint, { status: 'accepted', createdAt, attempts: 1 }));
+    // two at the same microsecond: the larger id comes first
+    const [lo, hi] = [randomUUID(), randomUUID()].sort();
+    const tieLo = await delivery(db, ws, endpoint, { id: lo, status: 'accepted', createdAt: '2026-11-21T09:30:00.000Z', attempts: 1 });
+    const tieHi = await delivery(db, ws, endpoint, { id: hi, status: 'accepted', createdAt: '2026-11-21T09:30:00.000Z', attempts: 1 });
+    const expected = [built[3].id, built[2].id, tieHi.id, tieLo.id, built[1].id, built[0].id];
+
+    const first = await list('?limit=2');
+    expect(first.body.rows.map((r: { id: string }) => r.id)).to.deep.equal(expected.slice(0, 2));
+    expect(first.body.nextCursor).to.be.a('string');
+    // a newer delivery arrives between pages: later pages neither repeat nor lose a row
+    await delivery(db, ws, endpoint, { status: 'queued', createdAt: '2026-11-22T11:59:00.000Z' });
+    const second = await list(`?limit=2&cursor=${first.body.nextCursor}`);
+    expect(second.body.rows.map((r: { id: string }) => r.id)).to.deep.equal(expected.slice(2, 4));
+    const third = await list(`?limit=2&cursor=${second.body.nextCursor}`);
+    expect(third.body.rows.map((r: { id: string }) => r.id)).to.deep.equal(expected.slice(4, 6));
+    // the last page, even when it is full, says there is no next one
+    expect(third.body.nextCursor).to.equal(null);
+    // the default limit is 20: all seven on one page, the last one carrying no cursor
+    const all = await list();
+    expect(all.body.rows).to.have.length(7);
+    expect(all.body.nextCursor).to.equal(null);
+  });
+
+  it('the cursor carries the creation time to the microsecond and the id', () => {
+    const id = '0b6e2d7a-1c3f-4e5a-9b8c-7d6e5f4a3b2c';
+    expect(decodeCursor(encodeCursor(1795335000123456, id))).to.deep.equal({ micros: 1795335000123456, id });
+  });
+
+  it('shows one delivery with the exact payload and every attempt, oldest first', async () => {
+    const d = await delivery(db, ws, endpoint, {
+      status: 'failed', createdAt: '2026-11-22T08:00:00.000Z', attempts: 2, lastStatusCode: 302, lastError: 'HTTP 302 redirect (redirects are not followed)',
+    });
+    await attempt(db, endpoint, d.id, { number: 2, startedAt: '2026-11-22T08:01:00.500Z', durationMs: 17, statusCode: 302, errorKind: 'redirect', error: 'HTTP 302 redirect (redirects are not followed)', responseBody: 'moved' });
+    await attempt(db, endpoint, d.id, { number: 1, startedAt: '2026-11-22T08:00:00.200Z', durationMs: 10000, statusCode: null, errorKind: 'timeout', error: 'no complete answer within 10000 ms', responseBody: null });
+    const res = await api.get(`/v1/webhooks/${endpoint.id}/deliveries/${d.id}`, key);
+    expect(res.status).to.equal(200);
+    expect(res.body).to.deep.equal({
+      id: d.id,
+      event: 'booking.confirmed',
+      status: 'failed',
+      attemptCount: 2,
+      createdAt: '2026-11-22T08:00:00.000Z',
+      lastAttemptAt: '2026-11-22T08:01:00.500Z',
+      nextAttemptAt: null,
+      lastStatusCode: 302,
+      lastErrorKind: 'redirect',
+      payload: JSON.parse(d.body),
+      attempts: [
+        { number: 1, startedAt: '2026-11-22T08:00:00.200Z', durationMs: 10000, statusCode: null, errorKind: 'timeout', error: 'no complete answer within 10000 ms', responseBody: null },
+        { number: 2, startedAt: '2026-11-22T08:01:00.500Z', durationMs: 17, statusCode: 302, errorKind: 'redirect', error: 'HTTP 302 redirect (redirects are not followed)', responseBody: 'moved' },
+      ],
+    });
+    // the payload is the body as sent, byte for byte once serialised again
+    expect(JSON.stringify(res.body.payload)).to.equal(d.body);
+  });
+
+  it('answers 404 for another workspace\'s endpoint or delivery exactly as for an unknown one', async () => {
+    const other = await webhookWorkspace(db);
+    const foreignEndpoint = await other.endpoint({ url: 'https://foreign.example/hook' });
+    const foreign = await delivery(db, other, foreignEndpoint, { status: 'queued', createdAt: '2026-11-22T08:00:00.000Z' });
+    const mine = await delivery(db, ws, endpoint, { status: 'queued', createdAt: '2026-11-22T08:00:00.000Z' });
+    const sibling = await ws.endpoint({ url: 'https://sibling.example/hook' });
+    const unknown = randomUUID();
+    const answers = [
+      await list('', foreignEndpoint.id),
+      await list('', unknown),
+      await api.get(`/v1/webhooks/${foreignEndpoint.id}/deliveries/${foreign.id}`, key),
+      await api.get(`/v1/webhooks/${endpoint.id}/deliveries/${foreign.id}`, key),
+      await api.get(`/v1/webhooks/${sibling.id}/deliveries/${mine.id}`, key),
+      await api.get(`/v1/webhooks/${endpoint.id}/deliveries/${unknown}`, key),
+    ];
+    for (const res of answers) {
+      expect(res.status).to.equal(404);
+      expect(res.body.error.code).to.equal('not_found');
+    }
+    // the foreign and the unknown endpoint are told apart by nothing but the request id
+    const strip = (r: { body: { error: { requestId: string } } }) => ({ ...r.body.error, requestId: '' });
+    expect(strip(answers[0])).to.deep.equal(strip(answers[1]));
+    expect(strip(answers[2])).to.deep.equal(strip(answers[5]));
+    // the owner sees it
+    expect((await list('', foreignEndpoint.id, (await createApiKey(db, { workspaceSlug: other.slug })).key)).body.rows).to.have.length(1);
+  });
+
+  const badParameters: Array<[string, string]> = [
+    ['?status=done', 'status'],
+    ['?event=booking.nope', 'event'],
+    ['?limit=0', 'limit'],
+    ['?limit=101', 'limit'],
+    ['?limit=ten', 'limit'],
+    ['?cursor=', 'cursor'],
+    ['?cursor=not*base64', 'cursor'],
+    ['?cursor=YWJj', 'cursor'],
+    [`?cursor=${Buffer.from('123_not-a-uuid').toString('base64url')}`, 'cursor'],
+    ['?page=2', 'page'],
+    ['?Limit=5', 'Limit'],
+  ];
+  for (const [query, parameter] of badParameters) {
+    it(`GET .../deliveries${query} is 400 naming "${parameter}"`, async () => {
+      const res = await list(query);
+      expect(res.status).to.equal(400);
+      expect(res.body.error).to.include({ code: 'invalid_request', reason: parameter });
+      expect(res.body.error.message).to.include(`"${parameter}"`);
+    });
+  }
+
+  it('needs UUIDs in the path, and a key before anything', async () => {
+    expect((await api.get('/v1/webhooks/nope/deliveries', key)).body.error).to.include({ code: 'invalid_request', reason: 'id' });
+    expect((await api.get(`/v1/webhooks/${endpoint.id}/deliveries/nope`, key)).body.error).to.include({ code: 'invalid_request', reason: 'deliveryId' });
+    expect((await api.get(`/v1/webhooks/${endpoint.id}/deliveries?limit=0`)).status).to.equal(401);
+  });
+});
