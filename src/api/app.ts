@@ -49,10 +49,22 @@ function describeSchema(schema: Record<string, unknown>): string {
   }
   if (schema.format === 'date-time') return 'an ISO 8601 date-time with an offset, such as 2026-11-22T08:30:00.000Z';
   if (schema.format === 'uuid') return 'a UUID';
+  const values = enumerated(schema);
+  if (values.length > 0) return values.length <= 8 ? `one of ${values.join(', ')}` : `one of the ${values.length} values the document lists for it`;
   if (schema.type === 'string' && schema.minLength !== undefined && schema.maxLength !== undefined) {
-    return `a string of ${schema.minLength} to ${schema.maxLength} characters`;
+    const length = `a string of ${schema.minLength} to ${schema.maxLength} characters`;
+    if (schema.pattern === '^[^\\u0000]*$') return `${length}, with no NUL character`;
+    return schema.pattern ? `${length} matching ${String(schema.pattern)}` : length;
   }
   return `a valid ${String(schema.type ?? 'value')}`;
+}
+
+/** The values an enum, a const or an anyOf of them admits. */
+function enumerated(schema: Record<string, unknown>): string[] {
+  if (Array.isArray(schema.enum)) return schema.enum.map(String);
+  if (schema.const !== undefined) return [String(schema.const)];
+  if (Array.isArray(schema.anyOf)) return (schema.anyOf as Array<Record<string, unknown>>).flatMap(enumerated);
+  return [];
 }
 
 const LOCATION_NAMES: Record<string, string> = { query: 'Query parameter', header: 'Header', path: 'Path parameter' };
@@ -92,6 +104,26 @@ function allowedMethods(operations: Array<{ path: string; method: string }>, pat
   if (methods.length === 0) return [];
   if (methods.includes('GET')) methods.push('HEAD');
   return [...methods, 'OPTIONS'];
+}
+
+/**
+ * The path with every segment that does not percent-decode (`%zz`, a lone `%`, a cut UTF-8 sequence) escaped
+ * as literal text: routing and validation then see a parameter that is simply invalid (a 400 naming it, after
+ * authentication) instead of failing to decode it.
+ */
+function decodablePath(path: string): string {
+  if (!path.includes('%')) return path;
+  return path
+    .split('/')
+    .map((segment) => {
+      try {
+        decodeURIComponent(segment);
+        return segment;
+      } catch {
+        return encodeURIComponent(segment);
+      }
+    })
+    .join('/');
 }
 
 /** Query parameters the operation does not declare: the first one is refused by name. */
@@ -242,7 +274,7 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics 
     }
     const result = await backend.handleRequest(
       // HEAD answers like GET; Koa then sends the headers without the body.
-      { method: ctx.method === 'HEAD' ? 'GET' : ctx.method, path: ctx.path, query: ctx.querystring, headers: ctx.headers as Record<string, string> },
+      { method: ctx.method === 'HEAD' ? 'GET' : ctx.method, path: decodablePath(ctx.path), query: ctx.querystring, headers: ctx.headers as Record<string, string> },
       ctx,
     );
     ctx.status = result.status;
