@@ -4,7 +4,7 @@ import pino from 'pino';
  * The service's logger. Authorization headers, API keys and signing secrets never reach a log line: request logs
  * carry no headers, and these paths are redacted wherever they appear anyway.
  */
-export function createLogger(level = process.env.LOG_LEVEL ?? 'info'): pino.Logger {
+export function createLogger(level = process.env.LOG_LEVEL ?? 'info', destination?: pino.DestinationStream): pino.Logger {
   return pino({
     level,
     base: { service: 'fleet-rental' },
@@ -14,5 +14,5 @@ export function createLogger(level = process.env.LOG_LEVEL ?? 'info'): pino.Logg
       paths: ['authorization', 'headers.authorization', 'req.headers.authorization', '*.authorization', 'key', 'secret', '*.key', '*.secret'],
       censor: '[redacted]',
     },
-  });
+  }, destination ?? pino.destination(1));
 }

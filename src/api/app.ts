@@ -279,6 +279,8 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics 
     );
     ctx.status = result.status;
     ctx.body = result.body;
+    // A handler that serialised its answer itself (to keep stored JSON bytes as they are) still answers JSON.
+    if (typeof result.body === 'string') ctx.type = 'application/json';
   });
   return app;
 }

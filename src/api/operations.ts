@@ -13,7 +13,7 @@ import { financeOverview } from '../queries/finance.js';
 import { receivables } from '../queries/receivables.js';
 import { listEndpoints } from '../webhooks/endpoints.js';
 import { queueTestDelivery } from '../webhooks/test-delivery.js';
-import { BadCursorError, deliveryDetail, deliveryLog, type DeliveryLogParams } from '../queries/deliveries.js';
+import { BadCursorError, deliveryDetail, deliveryDetailJson, deliveryLog, type DeliveryLogParams } from '../queries/deliveries.js';
 import { readiness } from '../observability/health.js';
 
 /** What an operation handler gets: the caller (already authenticated) and the validated, coerced parameters. */
@@ -88,7 +88,7 @@ export const operationHandlers: Record<string, Handler> = {
   getWebhookDelivery: async ({ db, caller, params }) => {
     const detail = await deliveryDetail(db, { endpointId: params.id, workspaceId: caller.workspace.id }, params.deliveryId);
     if (!detail) throw new ApiError(404, 'not_found', 'No delivery with this id for this webhook endpoint in your workspace.');
-    return ok(detail);
+    return ok(deliveryDetailJson(detail));
   },
   getHealth: async () => ok({ status: 'ok' }),
   getReadiness: async ({ db }) => {

@@ -115,8 +115,18 @@ export async function deliveryLog(
   };
 }
 
+/**
+ * The detail as JSON text with `payload` spliced in as the stored body bytes, so the answer carries the payload
+ * exactly as it is POSTed (not re-serialised: key order and spacing as sent).
+ */
+export function deliveryDetailJson(detail: DeliveryDetail & { body: string }): string {
+  const { body, ...fields } = detail;
+  const marker = '"payload":null';
+  return JSON.stringify({ ...fields, payload: null }).replace(marker, () => `"payload":${body}`);
+}
+
 /** One delivery of the endpoint with its payload and attempts, oldest first; null when not found in the scope. */
-export async function deliveryDetail(db: Knex, scope: DeliveryScope, deliveryId: string): Promise<DeliveryDetail | null> {
+export async function deliveryDetail(db: Knex, scope: DeliveryScope, deliveryId: string): Promise<(DeliveryDetail & { body: string }) | null> {
   const { rows } = await db.raw(
     `SELECT ${LOG_COLUMNS}, d.body FROM deliveries d ${LAST_ATTEMPT}
      JOIN webhook_endpoints w ON w.id = d.endpoint_id
@@ -134,6 +144,7 @@ export async function deliveryDetail(db: Knex, scope: DeliveryScope, deliveryId:
     ...fields,
     attemptCount,
     payload: JSON.parse(row.body),
+    body: row.body,
     attempts: attempts.map((a) => ({
       number: a.number,
       startedAt: a.started_at.toISOString(),
