@@ -124,3 +124,38 @@ export async function revokeApiKey(db: Knex, id: string): Promise<{ id: string; 
   if (!row) throw new InputError(`no API key with id ${id}`);
   return { id: row.id, revokedAt: row.revoked_at.toISOString() };
 }
+
+/** Every workspace, by slug. */
+export async function listWorkspaces(db: Knex): Promise<{ rows: WorkspaceRecord[] }> {
+  return { rows: await db('workspaces').orderBy('slug').select(columns) };
+}
+
+/** An API key as an operator may see it: never the key (only its hash is stored) and never the hash. */
+export interface ApiKeyRecord {
+  id: string;
+  role: string | null;
+  createdAt: string;
+  expiresAt: string | null;
+  revokedAt: string | null;
+  lastUsedAt: string | null;
+}
+
+/** The workspace's API keys, oldest first. */
+export async function listApiKeys(db: Knex, workspaceSlug: string): Promise<{ rows: ApiKeyRecord[] }> {
+  const workspace = await findWorkspace(db, workspaceSlug);
+  const rows = await db('api_keys')
+    .where({ workspace_id: workspace.id })
+    .orderBy([{ column: 'created_at' }, { column: 'id' }])
+    .select('id', 'role', 'created_at', 'expires_at', 'revoked_at', 'last_used_at');
+  const iso = (d: Date | null) => d?.toISOString() ?? null;
+  return {
+    rows: rows.map((r) => ({
+      id: r.id,
+      role: r.role,
+      createdAt: r.created_at.toISOString(),
+      expiresAt: iso(r.expires_at),
+      revokedAt: iso(r.revoked_at),
+      lastUsedAt: iso(r.last_used_at),
+    })),
+  };
+}

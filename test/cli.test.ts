@@ -9,6 +9,8 @@ import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import { testDatabase } from './support/database.js';
 import { hashApiKey } from '../src/secrets.js';
+import { createApiKey } from '../src/workspaces.js';
+import { buildAttempt, buildDelivery, dropTestWorkspaces, webhookWorkspace } from './webhooks/support.js';
 
 const LAUNCHER = fileURLToPath(new URL('../bin/fleet-admin.js', import.meta.url));
 
@@ -313,12 +315,73 @@ describe('fleet-admin CLI', () => {
 
       const listed = await run('deliveries', 'list', '--endpoint', endpoint.id);
       expect(listed).to.deep.equal({
-        rows: [{ id: body.id, event: 'booking.confirmed', status: 'accepted', attempts: 1, nextAttemptAt: null, lastStatusCode: 204 }],
+        rows: [{ id: body.id, event: 'booking.confirmed', status: 'accepted', attempts: 1, nextAttemptAt: null, lastStatusCode: 204, lastErrorKind: null, lastError: null }],
       });
       await fails(['deliveries', 'list', '--endpoint', 'nope'], '--endpoint must be a UUID, got "nope"');
     } finally {
       receiver.close();
       await db.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]);
     }
+  });
+
+  it('lists workspaces, keys (never the key) and endpoints (never the secret); refuses webhook.test as a subscription, truthfully', async () => {
+    const { db } = await testDatabase();
+    const ws = await webhookWorkspace(db);
+    const key = await createApiKey(db, { workspaceSlug: ws.slug, role: 'reporting', expiresAt: '2030-01-01T00:00:00.000Z' });
+    const endpoint = await ws.endpoint({ url: 'https://hooks.example.ae/fleet', events: ['invoice.issued'] });
+    const [workspaces, keys, endpoints] = await Promise.all([
+      json('workspace', 'list'), json('key', 'list', '--workspace', ws.slug), json('endpoint', 'list', '--workspace', ws.slug),
+    ]);
+    expect(workspaces.rows.find((w: { slug: string }) => w.slug === ws.slug)).to.deep.equal({ id: ws.id, slug: ws.slug, status: 'active', timezone: 'Asia/Dubai', remindersAhead: 3 });
+    expect(keys.rows).to.have.length(1);
+    expect(keys.rows[0]).to.deep.include({ id: key.id, role: 'reporting', expiresAt: '2030-01-01T00:00:00.000Z', revokedAt: null, lastUsedAt: null });
+    expect(Object.keys(keys.rows[0]).sort()).to.deep.equal(['createdAt', 'expiresAt', 'id', 'lastUsedAt', 'revokedAt', 'role']);
+    expect(JSON.stringify(keys)).not.to.include(key.key);
+    expect(endpoints.rows).to.have.length(1);
+    expect(endpoints.rows[0]).to.deep.include({ id: endpoint.id, url: 'https://hooks.example.ae/fleet', events: ['invoice.issued'], isActive: true });
+    expect(JSON.stringify(endpoints)).not.to.include(endpoint.secret);
+    expect(JSON.stringify(endpoints)).not.to.include('whsec_');
+    await dropTestWorkspaces(db);
+    await Promise.all([
+      fails(['endpoint', 'create', '--workspace', ws.slug, '--url', 'https://x.example.com/', '--events', 'booking.confirmed,webhook.test'],
+        'webhook.test cannot be subscribed to: it is sent only by the test operation (POST /v1/webhooks/{id}/test), to the endpoint it names, whatever that endpoint\'s events'),
+      fails(['key', 'list', '--workspace', 'no-such-workspace'], 'no workspace with slug "no-such-workspace"'),
+    ]);
+  });
+
+  it('shows a delivery with its attempts, lists the last error, resends a failed one and recovers a window', async () => {
+    const { db } = await testDatabase();
+    const ws = await webhookWorkspace(db);
+    const endpoint = await ws.endpoint({ url: 'https://hooks.example.ae/fleet' });
+    const failed = await buildDelivery(db, ws, endpoint, { status: 'failed', createdAt: '2026-11-21T08:00:00.000Z', attempts: 2, lastStatusCode: null, lastError: 'ECONNREFUSED: connect ECONNREFUSED 10.0.0.7:443' });
+    await buildAttempt(db, endpoint, failed.id, { number: 1, startedAt: '2026-11-21T08:00:00.100Z', durationMs: 3, statusCode: 502, errorKind: 'status', error: 'HTTP 502', responseBody: 'bad gateway' });
+    await buildAttempt(db, endpoint, failed.id, { number: 2, startedAt: '2026-11-21T08:01:00.100Z', durationMs: 4, statusCode: null, errorKind: 'connection', error: 'ECONNREFUSED: connect ECONNREFUSED 10.0.0.7:443', responseBody: null });
+    const second = await buildDelivery(db, ws, endpoint, { status: 'failed', createdAt: '2026-11-21T09:00:00.000Z', attempts: 9, lastStatusCode: 500, lastError: 'HTTP 500' });
+    await buildDelivery(db, ws, endpoint, { status: 'failed', createdAt: '2026-11-21T13:00:00.000Z', attempts: 9, lastStatusCode: 500, lastError: 'HTTP 500' });
+
+    const listed = await json('deliveries', 'list', '--endpoint', endpoint.id);
+    expect(listed.rows.map((r: { id: string; lastError: string | null }) => [r.id, r.lastError])).to.deep.include.members([
+      [failed.id, 'ECONNREFUSED: connect ECONNREFUSED 10.0.0.7:443'], [second.id, 'HTTP 500'],
+    ]);
+    const shown = await json('deliveries', 'show', '--id', failed.id);
+    expect(shown).to.deep.include({ id: failed.id, status: 'failed', attemptCount: 2, lastErrorKind: 'connection', payload: JSON.parse(failed.body) });
+    expect(shown.attempts).to.deep.equal([
+      { number: 1, startedAt: '2026-11-21T08:00:00.100Z', durationMs: 3, statusCode: 502, errorKind: 'status', error: 'HTTP 502', responseBody: 'bad gateway' },
+      { number: 2, startedAt: '2026-11-21T08:01:00.100Z', durationMs: 4, statusCode: null, errorKind: 'connection', error: 'ECONNREFUSED: connect ECONNREFUSED 10.0.0.7:443', responseBody: null },
+    ]);
+    const text = await fleetAdmin('deliveries', 'show', '--id', failed.id);
+    expect(text.stdout).to.include('#2 2026-11-21T08:01:00.100Z 4 ms status=- connection: ECONNREFUSED');
+
+    expect(await json('deliveries', 'resend', '--id', failed.id)).to.deep.equal({ id: failed.id, status: 'queued', attempts: 2 });
+    expect((await db('deliveries').where({ id: failed.id }).first()).status).to.equal('queued');
+    await fails(['deliveries', 'resend', '--id', failed.id], `delivery ${failed.id} is queued; only a failed delivery can be resent`);
+
+    expect(await json('endpoint', 'recover', '--id', endpoint.id, '--since', '2026-11-21T00:00:00Z', '--until', '2026-11-21T12:00:00Z')).to.deep.equal({
+      endpointId: endpoint.id, since: '2026-11-21T00:00:00.000Z', until: '2026-11-21T12:00:00.000Z', queued: 1,
+    });
+    expect((await db('deliveries').where({ id: second.id }).first()).status).to.equal('queued');
+    await fails(['endpoint', 'recover', '--id', endpoint.id], "required option '--since <iso>' not specified");
+    // what was queued again is this test's: gone before any other suite's sweep could meet it
+    await dropTestWorkspaces(db);
   });
 });

@@ -4,8 +4,11 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 import type { Knex } from 'knex';
 import { openDatabase, type OpenOptions } from '../db/database.js';
 import { migrateLatest } from '../db/migrate.js';
-import { createApiKey, createWorkspace, findWorkspace, InputError, revokeApiKey, updateWorkspace, type WorkspaceRecord } from '../workspaces.js';
-import { createEndpoint, setEndpointActive, type EndpointRecord } from '../webhooks/endpoints.js';
+import {
+  createApiKey, createWorkspace, findWorkspace, InputError, listApiKeys, listWorkspaces, revokeApiKey, updateWorkspace, type WorkspaceRecord,
+} from '../workspaces.js';
+import { createEndpoint, listEndpoints, setEndpointActive, type EndpointRecord } from '../webhooks/endpoints.js';
+import { recoverEndpoint, resendDelivery, showDelivery } from '../webhooks/recovery.js';
 import { importDocument, readImportFile } from '../import/importDocument.js';
 import { publishEvent } from '../webhooks/publish.js';
 import { runCalendarSweep } from '../webhooks/calendar.js';
@@ -98,7 +101,13 @@ export function buildProgram(): Command {
       print(o, workspaceSummary(updated), describeWorkspace);
     });
 
-  const key = program.command('key').description('create and revoke API keys');
+  command(workspace, 'list', 'list the workspaces')
+    .action(async (o: JsonOption) => {
+      const result = await withDatabase(listWorkspaces);
+      print(o, result, (r) => r.rows.map((w) => `${w.slug} ${w.id} ${w.status} ${w.timezone} reminders-ahead=${w.remindersAhead}`).join('\n') || 'no workspaces');
+    });
+
+  const key = program.command('key').description('create, list and revoke API keys');
   command(key, 'create', 'create an API key (shown only this once)')
     .requiredOption('--workspace <slug>', 'the workspace')
     .option('--role <role>', 'free-form role recorded with the key')
@@ -114,7 +123,15 @@ export function buildProgram(): Command {
       print(o, revoked, (r) => `API key ${r.id} revoked at ${r.revokedAt}`);
     });
 
-  const endpoint = program.command('endpoint').description('register and switch webhook endpoints');
+  command(key, 'list', "list a workspace's API keys (never the keys themselves: only their hashes are stored)")
+    .requiredOption('--workspace <slug>', 'the workspace')
+    .action(async (o: JsonOption & { workspace: string }) => {
+      const result = await withDatabase((db) => listApiKeys(db, o.workspace));
+      print(o, result, (r) =>
+        r.rows.map((k) => `${k.id} role=${k.role ?? '-'} created=${k.createdAt} expires=${k.expiresAt ?? 'never'} revoked=${k.revokedAt ?? '-'} last-used=${k.lastUsedAt ?? '-'}`).join('\n') || 'no API keys');
+    });
+
+  const endpoint = program.command('endpoint').description('register, list, switch and recover webhook endpoints');
   command(endpoint, 'create', 'register a webhook endpoint (its signing secret is shown only this once)')
     .requiredOption('--workspace <slug>', 'the workspace')
     .requiredOption('--url <url>', 'http or https URL deliveries are POSTed to')
@@ -132,6 +149,21 @@ export function buildProgram(): Command {
         print(o, record, describeEndpoint);
       });
   }
+
+  command(endpoint, 'list', "list a workspace's webhook endpoints (never their signing secrets)")
+    .requiredOption('--workspace <slug>', 'the workspace')
+    .action(async (o: JsonOption & { workspace: string }) => {
+      const rows = await withDatabase(async (db) => listEndpoints(db, (await findWorkspace(db, o.workspace)).id));
+      print(o, { rows }, (r) => r.rows.map(describeEndpoint).join('\n') || 'no endpoints');
+    });
+  command(endpoint, 'recover', 'queue again every failed delivery of an endpoint created in a time window (after an outage)')
+    .requiredOption('--id <id>', 'the endpoint id')
+    .requiredOption('--since <iso>', 'start of the window (ISO 8601, inclusive), by when deliveries were created', isoInstant)
+    .option('--until <iso>', 'end of the window (ISO 8601, exclusive; default: now)', isoInstant)
+    .action(async (o: JsonOption & { id: string; since: Date; until?: Date }) => {
+      const result = await withDatabase((db) => recoverEndpoint(db, { endpointId: o.id, since: o.since, until: o.until }));
+      print(o, result, (r) => `${r.queued} failed deliver${r.queued === 1 ? 'y' : 'ies'} of endpoint ${r.endpointId} queued again`);
+    });
 
   command(program, 'import', 'load an import document (JSON) into a workspace')
     .requiredOption('--workspace <slug>', 'the workspace')
@@ -176,13 +208,29 @@ export function buildProgram(): Command {
         `calendar: ${r.calendar.events} event(s); deliveries: ${r.deliveries.attempted} attempted, ${r.deliveries.accepted} accepted, ${r.deliveries.retrying} retrying, ${r.deliveries.failed} failed`);
     });
 
-  const deliveries = program.command('deliveries').description('inspect webhook deliveries');
+  const deliveries = program.command('deliveries').description('inspect and resend webhook deliveries');
   command(deliveries, 'list', "an endpoint's deliveries, newest first")
     .requiredOption('--endpoint <id>', 'the endpoint id')
     .action(async (o: JsonOption & { endpoint: string }) => {
       const result = await withDatabase((db) => listDeliveries(db, o.endpoint));
       print(o, result, (r) =>
-        r.rows.map((d) => `${d.id} ${d.event} ${d.status} attempts=${d.attempts} next=${d.nextAttemptAt ?? '-'} last=${d.lastStatusCode ?? '-'}`).join('\n') || 'no deliveries');
+        r.rows.map((d) => `${d.id} ${d.event} ${d.status} attempts=${d.attempts} next=${d.nextAttemptAt ?? '-'} last=${d.lastStatusCode ?? '-'} error=${d.lastError ?? '-'}`).join('\n') || 'no deliveries');
+    });
+  command(deliveries, 'show', 'one delivery: its state, payload and every attempt with its error')
+    .requiredOption('--id <id>', 'the delivery id')
+    .action(async (o: JsonOption & { id: string }) => {
+      const result = await withDatabase((db) => showDelivery(db, o.id));
+      print(o, result, (d) =>
+        [
+          `delivery ${d.id} ${d.event} ${d.status}, ${d.attemptCount} attempt(s), created ${d.createdAt}, next ${d.nextAttemptAt ?? '-'}`,
+          ...d.attempts.map((a) => `  #${a.number} ${a.startedAt} ${a.durationMs} ms status=${a.statusCode ?? '-'} ${a.errorKind ? `${a.errorKind}: ${a.error}` : 'accepted'}`),
+        ].join('\n'));
+    });
+  command(deliveries, 'resend', 'queue a failed delivery again (same id and body; its attempt count continues)')
+    .requiredOption('--id <id>', 'the delivery id')
+    .action(async (o: JsonOption & { id: string }) => {
+      const result = await withDatabase((db) => resendDelivery(db, o.id));
+      print(o, result, (r) => `delivery ${r.id} queued again after ${r.attempts} attempt(s)`);
     });
 
   // The seed modules are loaded only when asked for: they are not needed by any other command.

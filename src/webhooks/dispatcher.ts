@@ -9,6 +9,7 @@ import { DELIVERY_CHANNEL, notifyDispatchers } from './fanout.js';
 import { attemptDelivery, DEFAULT_ATTEMPT_TIMEOUT_MS, type AttemptOutcome, type AttemptRequest } from './http-attempt.js';
 import { nextAttemptAt, SWITCH_OFF_AFTER_FAILURES } from './retry-schedule.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
+import { deliveryLog } from '../queries/deliveries.js';
 
 // The delivery sweep. A dispatcher claims due deliveries (FOR NO KEY UPDATE SKIP LOCKED, then a lease, so several
 // processes can run at once and the claims of a killed one are retried once its lease runs out), attempts each
@@ -517,26 +518,26 @@ export interface DeliveryRow {
   attempts: number;
   nextAttemptAt: string | null;
   lastStatusCode: number | null;
+  lastErrorKind: string | null;
+  /** The last attempt's error as recorded (never the secret), or why a held delivery was given up. */
+  lastError: string | null;
 }
 
 /** An endpoint's deliveries, newest first (at most `limit`, default 100), for `fleet-admin deliveries list`. */
 export async function listDeliveries(db: Knex, endpointId: string, options: { limit?: number } = {}): Promise<{ rows: DeliveryRow[] }> {
   if (!isUuid(endpointId)) throw new InputError(`--endpoint must be a UUID, got "${endpointId}"`);
-  const endpoint = await db('webhook_endpoints').where({ id: endpointId }).first('id');
-  if (!endpoint) throw new InputError(`no webhook endpoint with id ${endpointId}`);
-  const rows = await db('deliveries')
-    .where({ endpoint_id: endpointId })
-    .orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }])
-    .limit(options.limit ?? 100)
-    .select('id', 'event', 'status', 'attempts', 'next_attempt_at', 'last_status_code');
+  const page = await deliveryLog(db, { endpointId }, { limit: options.limit ?? 100 });
+  if (!page) throw new InputError(`no webhook endpoint with id ${endpointId}`);
   return {
-    rows: rows.map((r) => ({
+    rows: page.rows.map((r) => ({
       id: r.id,
       event: r.event,
       status: r.status,
       attempts: r.attempts,
-      nextAttemptAt: r.next_attempt_at?.toISOString() ?? null,
-      lastStatusCode: r.last_status_code,
+      nextAttemptAt: r.nextAttemptAt,
+      lastStatusCode: r.lastStatusCode,
+      lastErrorKind: r.lastErrorKind,
+      lastError: r.lastError,
     })),
   };
 }

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { newSigningSecret } from '../secrets.js';
 import { findWorkspace, InputError, isUuid } from '../workspaces.js';
-import { subscribableEvents } from './catalogue.js';
+import { subscribableEvents, TEST_EVENT } from './catalogue.js';
 import { holdPendingDeliveries, releaseHeldDeliveries } from './dispatcher.js';
 
 /** A webhook endpoint as the API and the CLI show it: never with its signing secret. */
@@ -71,6 +71,11 @@ function parseUrl(url: string): URL {
 function checkEvents(events: string[]): string[] {
   const known = new Set(subscribableEvents());
   for (const event of events) {
+    if (event === TEST_EVENT) {
+      throw new InputError(
+        `${TEST_EVENT} cannot be subscribed to: it is sent only by the test operation (POST /v1/webhooks/{id}/test), to the endpoint it names, whatever that endpoint's events`,
+      );
+    }
     if (!known.has(event)) throw new InputError(`unknown event "${event}" (see the webhooks section of openapi/openapi.yaml)`);
   }
   return [...new Set(events)];

@@ -5,72 +5,9 @@ import { testDatabase } from '../support/database.js';
 import { startApi, type TestApi } from '../support/api.js';
 import { createApiKey } from '../../src/workspaces.js';
 import { decodeCursor, encodeCursor } from '../../src/queries/deliveries.js';
-import { dropTestWorkspaces, webhookWorkspace, type TestEndpoint, type TestWorkspace } from '../webhooks/support.js';
+import { buildAttempt as attempt, buildDelivery as delivery, dropTestWorkspaces, webhookWorkspace, type TestEndpoint, type TestWorkspace } from '../webhooks/support.js';
 
 // The delivery log of the read API, over hand-built deliveries and attempts with fixed times.
-
-interface Built {
-  id: string;
-  body: string;
-}
-
-/** Inserts an event and its delivery to `endpoint` as given; the body is the payload as the fan-out writes it. */
-async function delivery(
-  db: Knex,
-  ws: TestWorkspace,
-  endpoint: TestEndpoint,
-  d: {
-    event?: string;
-    status: 'queued' | 'retrying' | 'accepted' | 'failed' | 'held';
-    createdAt: string;
-    attempts?: number;
-    nextAttemptAt?: string | null;
-    lastStatusCode?: number | null;
-    lastError?: string | null;
-    id?: string;
-  },
-): Promise<Built> {
-  const event = d.event ?? 'booking.confirmed';
-  const data = { bookingId: randomUUID() };
-  const [{ id: eventId }] = await db('events').insert({ workspace_id: ws.id, event, data, source: 'publish', created_at: d.createdAt }).returning('id');
-  const id = d.id ?? randomUUID();
-  const body = JSON.stringify({ id, event, createdAt: new Date(d.createdAt).toISOString(), data });
-  const pending = d.status === 'queued' || d.status === 'retrying';
-  await db('deliveries').insert({
-    id,
-    workspace_id: ws.id,
-    event_id: eventId,
-    endpoint_id: endpoint.id,
-    event,
-    body,
-    status: d.status,
-    attempts: d.attempts ?? 0,
-    next_attempt_at: pending ? (d.nextAttemptAt ?? d.createdAt) : null,
-    last_status_code: d.lastStatusCode ?? null,
-    last_error: d.lastError ?? null,
-    created_at: d.createdAt,
-  });
-  return { id, body };
-}
-
-async function attempt(
-  db: Knex,
-  endpoint: TestEndpoint,
-  deliveryId: string,
-  a: { number: number; startedAt: string; durationMs: number; statusCode: number | null; errorKind: string | null; error: string | null; responseBody: string | null },
-): Promise<void> {
-  await db('delivery_attempts').insert({
-    delivery_id: deliveryId,
-    endpoint_id: endpoint.id,
-    number: a.number,
-    started_at: a.startedAt,
-    duration_ms: a.durationMs,
-    status_code: a.statusCode,
-    error_kind: a.errorKind,
-    error: a.error,
-    response_body: a.responseBody,
-  });
-}
 
 describe('API: the delivery log (GET /v1/webhooks/{id}/deliveries[/{deliveryId}])', () => {
   let db: Knex;
