@@ -341,12 +341,12 @@ describe('fleet-admin CLI', () => {
     expect(endpoints.rows[0]).to.deep.include({ id: endpoint.id, url: 'https://hooks.example.ae/fleet', events: ['invoice.issued'], isActive: true });
     expect(JSON.stringify(endpoints)).not.to.include(endpoint.secret);
     expect(JSON.stringify(endpoints)).not.to.include('whsec_');
-    await dropTestWorkspaces(db);
     await Promise.all([
       fails(['endpoint', 'create', '--workspace', ws.slug, '--url', 'https://x.example.com/', '--events', 'booking.confirmed,webhook.test'],
         'webhook.test cannot be subscribed to: it is sent only by the test operation (POST /v1/webhooks/{id}/test), to the endpoint it names, whatever that endpoint\'s events'),
       fails(['key', 'list', '--workspace', 'no-such-workspace'], 'no workspace with slug "no-such-workspace"'),
     ]);
+    await dropTestWorkspaces(db);
   });
 
   it('shows a delivery with its attempts, lists the last error, resends a failed one and recovers a window', async () => {
