@@ -3083,6 +3083,23 @@ export type ServiceDeliveryHeader = Uuid;
 export type ServiceSignatureHeader = string;
 
 /**
+ * Standard Webhooks message id; equal to `service-delivery` and to `id` in the body, stable across retries.
+ */
+export type WebhookIdHeader = Uuid;
+
+/**
+ * Standard Webhooks timestamp of this attempt, unix seconds; the same number as `t` in `service-signature`.
+ */
+export type WebhookTimestampHeader = string;
+
+/**
+ * Standard Webhooks signature of this attempt: `v1,<base64 HMAC-SHA256>` of `<webhook-id>.<webhook-timestamp>.<raw body>`, keyed with the base64-decoded part of the signing secret after `whsec_`; one space-separated value per secret during a rotation's overlap, the new one first.
+ *
+ * Any Standard Webhooks library verifies it with the endpoint's `whsec_` secret as it is (for example `new Webhook(secret).verify(rawBody, headers)` with the npm packages `standardwebhooks` or `svix`).
+ */
+export type WebhookSignatureHeader = string;
+
+/**
  * Case-insensitive substring of the make, model or plate; spaces in plates are ignored for the match. A NUL character is refused.
  */
 export type VehicleQuery = string;

@@ -1,5 +1,5 @@
 import { request } from 'undici';
-import { signatureHeader } from './signing.js';
+import { signatureHeader, standardWebhooksHeaders } from './signing.js';
 
 // One HTTP attempt of one delivery: sign with the real clock, POST the fixed body bytes, never follow a redirect,
 // give up when the whole exchange (connect, headers, the first 4 KiB of the body) takes longer than the time-out.
@@ -69,6 +69,8 @@ export async function attemptDelivery(req: AttemptRequest, options: { timeoutMs?
   });
 
   const exchange = async (): Promise<{ statusCode: number; location: string | undefined; body: Buffer }> => {
+    // One timestamp for both schemes: the description's four headers, then the Standard Webhooks three.
+    const timestamp = Math.floor(Date.now() / 1000);
     const response = await request(req.url, {
       method: 'POST',
       headers: {
@@ -76,7 +78,8 @@ export async function attemptDelivery(req: AttemptRequest, options: { timeoutMs?
         'user-agent': USER_AGENT,
         'service-event': req.event,
         'service-delivery': req.deliveryId,
-        'service-signature': signatureHeader(req.secret, req.body),
+        'service-signature': signatureHeader([req.secret], req.body, timestamp),
+        ...standardWebhooksHeaders([req.secret], req.deliveryId, req.body, timestamp),
       },
       body: req.body,
       signal: abort.signal,

@@ -8,9 +8,45 @@ export function signatureDigest(secret: string, timestamp: number, body: string 
   return crypto.createHmac('sha256', secret).update(`${timestamp}.`).update(body).digest('hex');
 }
 
-/** The `service-signature` header value for one attempt: `t=<unix seconds>,v1=<hex digest>`. */
-export function signatureHeader(secret: string, body: string | Buffer, timestamp = Math.floor(Date.now() / 1000)): string {
-  return `t=${timestamp},v1=${signatureDigest(secret, timestamp, body)}`;
+/**
+ * The `service-signature` header value for one attempt: `t=<unix seconds>,v1=<hex digest>`, one `v1` per secret
+ * in the order given (during a rotation's overlap: the new secret first).
+ */
+export function signatureHeader(secrets: string | readonly string[], body: string | Buffer, timestamp = Math.floor(Date.now() / 1000)): string {
+  const list = typeof secrets === 'string' ? [secrets] : secrets;
+  return `t=${timestamp},${list.map((secret) => `v1=${signatureDigest(secret, timestamp, body)}`).join(',')}`;
+}
+
+// Standard Webhooks (standardwebhooks.com), beside the service's own headers: `webhook-id` (the delivery id),
+// `webhook-timestamp` (the same unix seconds as `t`), `webhook-signature` (`v1,<base64 HMAC-SHA256>` of
+// `<id>.<timestamp>.<body>`, one per secret, space-separated), keyed with the base64-decoded part of the secret
+// after `whsec_`. Every secret the service generates is `whsec_` + 40 base62 characters: base62 characters are
+// base64 characters and 40 is a multiple of 4, so the part decodes strictly (to 30 bytes) in every Standard
+// Webhooks library. The service's own `service-signature` keeps using the whole secret text as its key.
+
+/** The HMAC key Standard Webhooks derives from a `whsec_` secret: the base64-decoded part after the prefix. */
+export function standardWebhooksKey(secret: string): Buffer {
+  return Buffer.from(secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : secret, 'base64');
+}
+
+/** One Standard Webhooks signature: base64 HMAC-SHA256 of `<id>.<timestamp>.<body>`. */
+export function standardWebhooksSignature(secret: string, id: string, timestamp: number, body: string | Buffer): string {
+  return crypto.createHmac('sha256', standardWebhooksKey(secret)).update(`${id}.${timestamp}.`).update(body).digest('base64');
+}
+
+/** The three Standard Webhooks headers of one attempt, signed with every secret given, in that order. */
+export function standardWebhooksHeaders(
+  secrets: string | readonly string[],
+  id: string,
+  body: string | Buffer,
+  timestamp: number,
+): { 'webhook-id': string; 'webhook-timestamp': string; 'webhook-signature': string } {
+  const list = typeof secrets === 'string' ? [secrets] : secrets;
+  return {
+    'webhook-id': id,
+    'webhook-timestamp': String(timestamp),
+    'webhook-signature': list.map((secret) => `v1,${standardWebhooksSignature(secret, id, timestamp, body)}`).join(' '),
+  };
 }
 
 export type VerifyFailure = 'missing_header' | 'missing_timestamp' | 'bad_timestamp' | 'timestamp_out_of_tolerance' | 'no_signature' | 'signature_mismatch';

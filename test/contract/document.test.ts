@@ -77,11 +77,13 @@ describe('the OpenAPI document', () => {
     expect(document.info.version).to.equal('1.0.0');
   });
 
-  it('has the ten operations, each with an operationId', () => {
+  it('has the fourteen operations, each with an operationId', () => {
     const operations = Object.entries(document.paths).flatMap(([p, item]) =>
       Object.entries(item).map(([method, op]) => `${method.toUpperCase()} ${p} ${op.operationId}`),
     );
     expect(operations.sort()).to.deep.equal([
+      'GET /healthz getHealth',
+      'GET /readyz getReadiness',
       'GET /v1/bookings/summary getBookingSummary',
       'GET /v1/finance/overview getFinanceOverview',
       'GET /v1/fleet/summary getFleetSummary',
@@ -91,16 +93,18 @@ describe('the OpenAPI document', () => {
       'GET /v1/receivables getReceivables',
       'GET /v1/vehicles searchVehicles',
       'GET /v1/webhooks listWebhookEndpoints',
+      'GET /v1/webhooks/{id}/deliveries listWebhookDeliveries',
+      'GET /v1/webhooks/{id}/deliveries/{deliveryId} getWebhookDelivery',
       'POST /v1/webhooks/{id}/test sendTestDelivery',
     ]);
   });
 
   it('has a valid example for every response, parameter, header, payload and schema example', () => {
     const pairs = examplePairs();
-    // Every media type of every response and payload has an example: 11 success examples (vehicles has two),
-    // 7 shared error examples, 39 payloads; plus parameters, headers and schemas.
+    // Every media type of every response and payload has an example: 15 success examples (vehicles has two),
+    // 8 shared error examples, 39 payloads; plus parameters, headers and schemas.
     const mediaTypes = pairs.filter((p) => p.where.includes('/content/application~1json') || p.where.includes('/content/application/json'));
-    expect(mediaTypes.length).to.equal(11 + 7 + 39);
+    expect(mediaTypes.length).to.equal(15 + 8 + 39);
     const failures = pairs.flatMap(({ where, schema, example }) => {
       const validate = validatorFor(schema);
       return validate(example) ? [] : [`${where}: ${ajv.errorsText(validate.errors)}`];

@@ -44,6 +44,8 @@ export interface ReceivedRequest {
   deliveryId: string;
   event: string;
   contentType: string | undefined;
+  /** Every request header, names in lower case. */
+  headers: http.IncomingHttpHeaders;
   signature: string | undefined;
   rawBody: Buffer;
   body: any;
@@ -101,6 +103,7 @@ export async function startReceiver(reply: (request: ReceivedRequest) => Reply |
         deliveryId,
         event: String(req.headers['service-event'] ?? ''),
         contentType: req.headers['content-type'],
+        headers: req.headers,
         signature,
         rawBody,
         body,
