@@ -13,6 +13,7 @@ import { importDocument, readImportFile } from '../import/importDocument.js';
 import { publishEvent } from '../webhooks/publish.js';
 import { runCalendarSweep } from '../webhooks/calendar.js';
 import { Dispatcher, listDeliveries } from '../webhooks/dispatcher.js';
+import pino from 'pino';
 import { createLogger } from '../logger.js';
 import { ConfigError, SERVICE_VERSION } from '../config.js';
 
@@ -200,7 +201,8 @@ export function buildProgram(): Command {
       const result = await withDatabase(async (db) => {
         const workspaceIds = o.workspace ? [(await findWorkspace(db, o.workspace)).id] : undefined;
         const calendar = o.calendar || both ? await runCalendarSweep(db, now, { workspaceIds }) : { events: 0 };
-        const dispatcher = new Dispatcher({ db, logger: createLogger('warn'), clock: () => now, workspaceIds });
+        // Failed attempts are logged (warn) on stderr: stdout holds only the result.
+        const dispatcher = new Dispatcher({ db, logger: createLogger('warn', pino.destination(2)), clock: () => now, workspaceIds });
         const deliveries = o.deliveries || both ? await dispatcher.runOnce(now) : { attempted: 0, accepted: 0, retrying: 0, failed: 0 };
         return { calendar: { events: calendar.events }, deliveries };
       });
