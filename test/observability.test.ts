@@ -12,6 +12,7 @@ import { publishEvent } from '../src/webhooks/publish.js';
 import { createApiKey } from '../src/workspaces.js';
 import { SWITCH_OFF_AFTER_FAILURES } from '../src/webhooks/retry-schedule.js';
 import { Dispatcher } from '../src/webhooks/dispatcher.js';
+import { observedCalendarSweep } from '../src/webhooks/worker.js';
 import { bookingConfirmedData, dropTestWorkspaces, webhookWorkspace, type TestWorkspace } from './webhooks/support.js';
 
 // Point 3 and 4 of the operator's view: what the logs say about deliveries, and the Prometheus metrics scraped
@@ -188,6 +189,21 @@ describe('observability: delivery logs and Prometheus metrics', () => {
     expect(types.get('frs_http_request_duration_seconds')).to.equal('histogram');
     expect(value(scraped, 'process_cpu_user_seconds_total')).to.be.a('number');
     expect(value(scraped, 'nodejs_eventloop_lag_seconds')).to.be.a('number');
+  });
+
+  it('times calendar sweeps and counts the events they raise', async () => {
+    const own = new ServiceMetrics({ defaultMetrics: false });
+    const now = new Date('2026-11-22T08:00:00.000Z');
+    // two valid events in the outbox and one the schema refuses: two events raised
+    for (const data of [bookingConfirmedData(), bookingConfirmedData(), { bookingId: 'not-a-uuid' }]) {
+      await db('outbox').insert({ workspace_id: ws.id, event: 'booking.confirmed', data: JSON.stringify(data) });
+    }
+    await observedCalendarSweep(db, logger, own, now, { workspaceIds: [ws.id] });
+    await observedCalendarSweep(db, logger, own, now, { workspaceIds: [ws.id] });
+    const { samples } = parseExposition(await own.registry.metrics());
+    expect(value(samples, 'frs_calendar_sweep_duration_seconds_count')).to.equal(2);
+    expect(value(samples, 'frs_calendar_events_total')).to.equal(2);
+    expect(lines.filter((l) => l.msg === 'calendar sweep').map((l) => l.events)).to.deep.equal([2, 0]);
   });
 
   it('the metrics listener also answers /healthz and /readyz, and nothing else', async () => {

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { Dispatcher } from './dispatcher.js';
-import { runCalendarSweep } from './calendar.js';
+import { runCalendarSweep, type CalendarSweepOptions } from './calendar.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
 
 export const CALENDAR_INTERVAL_MS = 60_000;
@@ -11,23 +11,32 @@ export interface Worker {
   stop(): Promise<void>;
 }
 
+/** One calendar sweep as the worker runs it: timed, counted in the metrics, logged; failures logged, not thrown. */
+export async function observedCalendarSweep(
+  db: Knex,
+  logger: Logger,
+  metrics: ServiceMetrics | undefined,
+  now: Date,
+  options: CalendarSweepOptions = {},
+): Promise<void> {
+  const started = Date.now();
+  try {
+    const { events } = await runCalendarSweep(db, now, options);
+    metrics?.calendarSweepDuration.observe((Date.now() - started) / 1000);
+    metrics?.calendarEvents.inc(events);
+    logger.info({ component: 'calendar', events, ms: Date.now() - started }, 'calendar sweep');
+  } catch (err) {
+    logger.error({ component: 'calendar', err }, 'calendar sweep failed');
+  }
+}
+
 /** The background half of the service: the delivery sweep (continuous) and the calendar sweep (every minute). */
 export async function startWorker(db: Knex, logger: Logger, metrics?: ServiceMetrics): Promise<Worker> {
   const dispatcher = new Dispatcher({ db, logger, metrics });
   await dispatcher.start();
   let running: Promise<void> = Promise.resolve();
   const sweep = () => {
-    running = running.then(async () => {
-      const started = Date.now();
-      try {
-        const { events } = await runCalendarSweep(db, new Date());
-        metrics?.calendarSweepDuration.observe((Date.now() - started) / 1000);
-        metrics?.calendarEvents.inc(events);
-        logger.info({ component: 'calendar', events, ms: Date.now() - started }, 'calendar sweep');
-      } catch (err) {
-        logger.error({ component: 'calendar', err }, 'calendar sweep failed');
-      }
-    });
+    running = running.then(() => observedCalendarSweep(db, logger, metrics, new Date()));
   };
   sweep();
   const timer = setInterval(sweep, CALENDAR_INTERVAL_MS);
