@@ -62,8 +62,11 @@ describe('npm start', function () {
 
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     it(`stops the service and its embedded database on ${signal} to npm's PID, exit status 0`, async () => {
-      const [port, pgPort] = [await freePort(), await freePort()];
-      const run = await npmStart({ PORT: String(port), HOST: '127.0.0.1', FRS_EMBEDDED_PORT: String(pgPort), FRS_DATA_DIR: dataDir }, /Ready .* after launch/);
+      const [port, pgPort, metricsPort] = [await freePort(), await freePort(), await freePort()];
+      const run = await npmStart(
+        { PORT: String(port), HOST: '127.0.0.1', FRS_EMBEDDED_PORT: String(pgPort), FRS_METRICS_PORT: String(metricsPort), FRS_DATA_DIR: dataDir },
+        /Ready .* after launch/,
+      );
       // It answers, and said what it did while starting.
       const answer = await fetch(`http://127.0.0.1:${port}/openapi.json`);
       expect(answer.status).to.equal(200);
@@ -76,6 +79,7 @@ describe('npm start', function () {
       expect(Date.now() - sent, 'stopped within 10 s').to.be.below(10_000);
       expect(await isFree(port), 'the API port is free').to.equal(true);
       expect(await isFree(pgPort), "the embedded database's port is free").to.equal(true);
+      expect(await isFree(metricsPort), 'the metrics port is free').to.equal(true);
       expect(fs.existsSync(path.join(dataDir, 'postgres', 'postmaster.pid')), 'no postmaster.pid').to.equal(false);
       const logs = run.stdout().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line));
       expect(logs.filter((l) => l.level >= 40), 'no warning or error').to.deep.equal([]);
@@ -84,7 +88,7 @@ describe('npm start', function () {
   }
 
   it('refuses a DATABASE_URL that is not a URL in one line, exit status 1', async () => {
-    const run = await npmStart({ DATABASE_URL: 'localhost/fleet', PORT: String(await freePort()) }, null);
+    const run = await npmStart({ DATABASE_URL: 'localhost/fleet', PORT: String(await freePort()), FRS_METRICS_PORT: '0' }, null);
     expect(await run.exit).to.equal(1);
     expect(run.stderr().split('\n').filter((line) => line.startsWith('fleet-rental'))).to.deep.equal([
       'fleet-rental: failed to start: DATABASE_URL is not a PostgreSQL URL: expected postgres://USER:PASSWORD@HOST:PORT/DATABASE (unset it to use the embedded database)',
