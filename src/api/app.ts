@@ -1,9 +1,6 @@
 import crypto from 'node:crypto';
-import fs from 'node:fs';
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
-import path from 'node:path';
-import { createRequire } from 'node:module';
 import Koa from 'koa';
 import Router from '@koa/router';
 import { OpenAPIBackend, type Context as BackendContext, type Document } from 'openapi-backend';
@@ -18,6 +15,7 @@ import { ApiError, errorBody, internalError, invalidRequest } from './errors.js'
 import { authenticate, type Caller } from './auth.js';
 import { operationHandlers, type OperationContext } from './operations.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
+import { registerDocs } from './docs.js';
 
 export interface AppOptions {
   db: Knex;
@@ -203,8 +201,6 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics 
   const router = new Router();
   const openApiJson = JSON.stringify(document);
   const openApiYaml = YAML.stringify(document);
-  const require = createRequire(import.meta.url);
-  const redocBundle = path.join(path.dirname(require.resolve('redoc/package.json')), 'bundles', 'redoc.standalone.js');
   router.get('/openapi.json', (ctx) => {
     ctx.type = 'application/json';
     ctx.body = openApiJson;
@@ -213,19 +209,7 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics 
     ctx.type = 'application/yaml';
     ctx.body = openApiYaml;
   });
-  router.get('/docs', (ctx) => {
-    ctx.type = 'text/html';
-    ctx.body = `<!doctype html>
-<html><head><meta charset="utf-8"><title>Fleet Rental Service API</title>
-<meta name="viewport" content="width=device-width, initial-scale=1"><style>body{margin:0}</style></head>
-<body><redoc spec-url="/openapi.json"></redoc><script src="/docs/redoc.standalone.js"></script></body></html>`;
-  });
-  router.get('/docs/redoc.standalone.js', (ctx) => {
-    ctx.type = 'application/javascript';
-    ctx.set('Cache-Control', 'public, max-age=86400');
-    ctx.body = fs.createReadStream(redocBundle);
-  });
-  router.get('/', (ctx) => ctx.redirect('/docs'));
+  registerDocs(router);
 
   const app = new Koa();
   app.proxy = false;

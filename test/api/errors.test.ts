@@ -124,10 +124,15 @@ describe('the documents and unexpected failures', () => {
       expect(yaml.headers.get('content-type')).to.match(/yaml/);
       expect(await yaml.text()).to.match(/^openapi: 3\.1\.0/);
       const docs = await fetch(`${api.url}/docs`);
-      expect(await docs.text()).to.include('<redoc spec-url="/openapi.json">');
-      const bundle = await fetch(`${api.url}/docs/redoc.standalone.js`);
+      expect(docs.headers.get('content-type')).to.match(/^text\/html/);
+      expect(await docs.text()).to.include('<script src="/docs/scalar.js"></script>');
+      const bundle = await fetch(`${api.url}/docs/scalar.js`);
       expect(bundle.status).to.equal(200);
-      expect((await bundle.arrayBuffer()).byteLength).to.be.greaterThan(100_000);
+      expect(bundle.headers.get('content-type')).to.match(/^application\/javascript/);
+      expect((await bundle.arrayBuffer()).byteLength).to.be.greaterThan(1_000_000);
+      const icon = await fetch(`${api.url}/favicon.ico`);
+      expect([icon.status, icon.headers.get('content-type')]).to.deep.equal([200, 'image/svg+xml']);
+      expect(await icon.text()).to.match(/^<svg /);
     } finally {
       await api.close();
     }

@@ -1,0 +1,68 @@
+// The reference page at /docs: Scalar's API reference, served from node_modules with everything it needs, so it
+// works with no network at all (no CDN, no web fonts, no proxy). A reader can enter an API key, send any request to
+// this very server and see the answer, and every operation shows request samples (curl among them).
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import type Router from '@koa/router';
+
+const require = createRequire(import.meta.url);
+const SCALAR_BUNDLE = require.resolve('@scalar/api-reference/browser/standalone.js');
+
+/** A car on a road, in the brand's teal: the favicon, inline so it needs no file of its own. */
+const FAVICON = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="6" fill="#0f766e"/>\
+<path d="M7 19l2.2-6.2A2 2 0 0 1 11.1 11.5h9.8a2 2 0 0 1 1.9 1.3L25 19v5h-3v-2H10v2H7z" fill="#fff"/>\
+<circle cx="11" cy="19.5" r="1.5" fill="#0f766e"/><circle cx="21" cy="19.5" r="1.5" fill="#0f766e"/></svg>`;
+
+/**
+ * Scalar's configuration. Requests from "try it" go to the origin the page was loaded from (whatever the document's
+ * `servers` say), directly: no proxy. The system font stack stands in for Scalar's web fonts.
+ */
+const CONFIGURATION = {
+  url: '/openapi.json',
+  withDefaultFonts: false,
+  // No features that call Scalar's hosted services: its AI agent, its proxy, its telemetry, its share/deploy toolbar.
+  agent: { disabled: true },
+  telemetry: false,
+  showDeveloperTools: 'never',
+  hideDownloadButton: false,
+  defaultOpenAllTags: true,
+  defaultHttpClient: { targetKey: 'shell', clientKey: 'curl' },
+  authentication: { preferredSecurityScheme: 'bearerAuth' },
+  metaData: { title: 'Fleet Rental Service API' },
+};
+
+const PAGE = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Fleet Rental Service API</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="/favicon.svg" type="image/svg+xml">
+<style>body{margin:0}:root{--scalar-font:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;--scalar-font-code:ui-monospace,"SFMono-Regular",Menlo,monospace}</style>
+</head><body>
+<script id="api-reference"></script>
+<script>
+  const configuration = ${JSON.stringify(CONFIGURATION)};
+  configuration.servers = [{ url: window.location.origin, description: 'This server' }];
+  document.getElementById('api-reference').dataset.configuration = JSON.stringify(configuration);
+</script>
+<script src="/docs/scalar.js"></script>
+</body></html>`;
+
+/** Registers /docs, its script, the favicon, and / as a redirect to /docs. None of them needs a key. */
+export function registerDocs(router: Router): void {
+  router.get('/docs', (ctx) => {
+    ctx.type = 'text/html';
+    ctx.body = PAGE;
+  });
+  router.get('/docs/scalar.js', (ctx) => {
+    ctx.type = 'application/javascript';
+    ctx.set('Cache-Control', 'public, max-age=86400');
+    ctx.body = fs.createReadStream(SCALAR_BUNDLE);
+  });
+  for (const icon of ['/favicon.svg', '/favicon.ico']) {
+    router.get(icon, (ctx) => {
+      ctx.type = 'image/svg+xml';
+      ctx.set('Cache-Control', 'public, max-age=86400');
+      ctx.body = FAVICON;
+    });
+  }
+  router.get('/', (ctx) => ctx.redirect('/docs'));
+}
