@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import { hashApiKey, newApiKey } from './secrets.js';
+import { resumeFrozenDeliveries } from './webhooks/dispatcher.js';
 
 export type WorkspaceStatus = 'active' | 'frozen';
 
@@ -62,10 +63,15 @@ export async function findWorkspace(db: Knex, slug: string): Promise<WorkspaceRe
   return row;
 }
 
+/**
+ * Changes a workspace's settings. Setting a frozen workspace active again sends the deliveries that waited while
+ * it was frozen (those older than 7 days at `now` are marked failed instead).
+ */
 export async function updateWorkspace(
   db: Knex,
   slug: string,
   changes: { status?: WorkspaceStatus; timezone?: string; remindersAhead?: number },
+  now = new Date(),
 ): Promise<WorkspaceRecord> {
   if (changes.status !== undefined && changes.status !== 'active' && changes.status !== 'frozen') {
     throw new InputError(`status must be active or frozen, got "${changes.status}"`);
@@ -77,8 +83,12 @@ export async function updateWorkspace(
   if (changes.timezone !== undefined) patch.timezone = changes.timezone;
   if (changes.remindersAhead !== undefined) patch.reminders_ahead = changes.remindersAhead;
   if (Object.keys(patch).length === 0) return findWorkspace(db, slug);
-  const [row] = await db('workspaces').where({ slug }).update(patch).returning(columns);
-  return row;
+  return db.transaction(async (trx) => {
+    const before = await trx('workspaces').where({ slug }).forUpdate().first('status');
+    const [row] = await trx('workspaces').where({ slug }).update(patch).returning(columns);
+    if (before.status === 'frozen' && row.status === 'active') await resumeFrozenDeliveries(trx, row.id, now);
+    return row;
+  });
 }
 
 export interface CreatedApiKey {

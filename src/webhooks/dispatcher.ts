@@ -6,6 +6,8 @@ import type { Logger } from 'pino';
 import { InputError, isUuid } from '../workspaces.js';
 import { TEST_EVENT } from './catalogue.js';
 import { DELIVERY_CHANNEL, notifyDispatchers } from './fanout.js';
+import { destinationPolicyFromEnv, type DestinationPolicy } from './destination-policy.js';
+import { column, defaultWorkspaceConcurrency, fairCandidates, InFlightShares } from './fairness.js';
 import { attemptDelivery, DEFAULT_ATTEMPT_TIMEOUT_MS, type AttemptOutcome, type AttemptRequest } from './http-attempt.js';
 import { nextAttemptAt, SWITCH_OFF_AFTER_FAILURES } from './retry-schedule.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
@@ -23,6 +25,11 @@ export interface DispatcherOptions {
   concurrency?: number;
   /** Attempts in flight at once to one endpoint, so a slow or dead endpoint cannot hold up the others. Default 8. */
   perEndpointConcurrency?: number;
+  /**
+   * Attempts in flight at once for one workspace, so one workspace cannot delay the others (see fairness.ts).
+   * Default a quarter of `concurrency` (16 of 64).
+   */
+  perWorkspaceConcurrency?: number;
   /** How long a claim is held before another dispatcher may take the delivery over. Default 60 s. */
   leaseMs?: number;
   /** Time-out of one whole HTTP exchange. Default 10 s. */
@@ -35,6 +42,8 @@ export interface DispatcherOptions {
   workspaceIds?: string[];
   /** Where attempts, lag and switch-offs are counted. */
   metrics?: ServiceMetrics;
+  /** Which destinations may be reached. Default: the environment's (FRS_ALLOW_PRIVATE_WEBHOOK_URLS, FRS_WEBHOOK_ALLOWED_CIDRS). */
+  destinationPolicy?: DestinationPolicy;
 }
 
 export interface SweepCounts {
@@ -46,6 +55,7 @@ export interface SweepCounts {
 
 interface Claim extends AttemptRequest {
   endpointId: string;
+  workspaceId: string;
   /** This attempt's number, 1-based. */
   attempt: number;
 }
@@ -65,8 +75,6 @@ const MAX_CONSECUTIVE_FAILURES = 5;
 /** Pause before claiming again when another dispatcher was locking some of the due rows. */
 const CONTENTION_RETRY_MS = 5;
 
-/** A column of values bound as one Postgres array (for unnest); Knex's types do not admit nulls in arrays. */
-const column = (values: ReadonlyArray<string | number | boolean | null>): Knex.Value => values as unknown as Knex.Value;
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
@@ -124,17 +132,19 @@ export class Dispatcher {
   private readonly logger: Logger;
   private readonly concurrency: number;
   private readonly perEndpointConcurrency: number;
+  private readonly perWorkspaceConcurrency: number;
   private readonly leaseMs: number;
   private readonly attemptTimeoutMs: number;
   private readonly pollIntervalMs: number;
   private readonly clock: () => Date;
   private readonly workspaceIds: string[] | null;
   private readonly metrics: ServiceMetrics | undefined;
+  private readonly destinationPolicy: DestinationPolicy;
   /** Written into lease_owner; unique per instance. */
   readonly owner = `${os.hostname()}:${process.pid}:${crypto.randomUUID().slice(0, 8)}`;
 
   private inFlight = 0;
-  private readonly inFlightByEndpoint = new Map<string, number>();
+  private readonly shares = new InFlightShares();
   private finished: Finished[] = [];
   private claimWanted = true;
   private woken = false;
@@ -152,13 +162,15 @@ export class Dispatcher {
     this.logger = options.logger.child({ component: 'dispatcher' });
     this.concurrency = options.concurrency ?? 64;
     this.perEndpointConcurrency = options.perEndpointConcurrency ?? 8;
+    this.perWorkspaceConcurrency = options.perWorkspaceConcurrency ?? defaultWorkspaceConcurrency(this.concurrency);
     this.leaseMs = options.leaseMs ?? 60_000;
     this.attemptTimeoutMs = options.attemptTimeoutMs ?? DEFAULT_ATTEMPT_TIMEOUT_MS;
     this.pollIntervalMs = Math.min(options.pollIntervalMs ?? 1000, 1000);
     this.clock = options.clock ?? (() => new Date());
     this.workspaceIds = options.workspaceIds ?? null;
     this.metrics = options.metrics;
-    if (!(this.concurrency >= 1 && this.perEndpointConcurrency >= 1)) throw new Error('concurrency limits must be at least 1');
+    this.destinationPolicy = options.destinationPolicy ?? destinationPolicyFromEnv();
+    if (!(this.concurrency >= 1 && this.perEndpointConcurrency >= 1 && this.perWorkspaceConcurrency >= 1)) throw new Error('concurrency limits must be at least 1');
     if (!(this.leaseMs > this.attemptTimeoutMs)) throw new Error('leaseMs must be longer than attemptTimeoutMs');
   }
 
@@ -278,42 +290,32 @@ export class Dispatcher {
 
   private launch(claim: Claim, now: Date | undefined): void {
     this.inFlight++;
-    this.inFlightByEndpoint.set(claim.endpointId, (this.inFlightByEndpoint.get(claim.endpointId) ?? 0) + 1);
-    void attemptDelivery(claim, { timeoutMs: this.attemptTimeoutMs }).then((outcome) => {
+    this.shares.add(claim);
+    void attemptDelivery(claim, { timeoutMs: this.attemptTimeoutMs, policy: this.destinationPolicy }).then((outcome) => {
       this.finished.push({ claim, outcome, sweepAt: now ?? this.clock() });
       this.inFlight--;
-      const left = this.inFlightByEndpoint.get(claim.endpointId)! - 1;
-      if (left === 0) this.inFlightByEndpoint.delete(claim.endpointId);
-      else this.inFlightByEndpoint.set(claim.endpointId, left);
+      this.shares.remove(claim);
       this.wake(true);
     });
   }
 
   /**
-   * Leases up to `limit` due deliveries, oldest first, at most the free per-endpoint slots of each endpoint.
-   * `contended`: some due candidates were skipped because another dispatcher was locking them.
+   * Leases up to `limit` due deliveries in fair order (fairness.ts), within the free per-endpoint and per-workspace
+   * slots. `contended`: some due candidates were skipped because another dispatcher was locking them.
    */
   private async claim(limit: number, now: Date): Promise<{ claims: Claim[]; contended: boolean }> {
-    const busyEndpoints = [...this.inFlightByEndpoint.keys()];
+    const fair = fairCandidates({
+      shares: this.shares,
+      now,
+      perEndpoint: this.perEndpointConcurrency,
+      perWorkspace: this.perWorkspaceConcurrency,
+      workspaceIds: this.workspaceIds,
+      limit,
+      pending: PENDING,
+      testEvent: TEST_EVENT,
+    });
     const { rows } = await this.db.raw(
-      `WITH busy AS (
-         SELECT * FROM unnest(?::uuid[], ?::int[]) AS b(endpoint_id, n)
-       ), candidates AS (
-         SELECT c.id, c.next_attempt_at
-         FROM webhook_endpoints w
-         LEFT JOIN busy b ON b.endpoint_id = w.id
-         CROSS JOIN LATERAL (
-           SELECT d.id, d.next_attempt_at FROM deliveries d
-           WHERE d.endpoint_id = w.id AND d.${PENDING} AND d.next_attempt_at <= ?
-             AND (d.lease_until IS NULL OR d.lease_until < now())
-             AND (w.is_active OR d.event = '${TEST_EVENT}')
-           ORDER BY d.next_attempt_at
-           LIMIT greatest(?::int - coalesce(b.n, 0), 0)
-         ) c
-         WHERE ?::uuid[] IS NULL OR w.workspace_id = ANY(?::uuid[])
-         ORDER BY c.next_attempt_at
-         LIMIT ?
-       ), locked AS (
+      `WITH ${fair.sql}, locked AS (
          SELECT d.id FROM deliveries d
          WHERE d.id IN (SELECT id FROM candidates) AND d.${PENDING} AND d.next_attempt_at <= ?
            AND (d.lease_until IS NULL OR d.lease_until < now())
@@ -322,22 +324,12 @@ export class Dispatcher {
          UPDATE deliveries d SET lease_owner = ?, lease_until = now() + ? * interval '1 millisecond'
          FROM locked l, webhook_endpoints w
          WHERE d.id = l.id AND w.id = d.endpoint_id
-         RETURNING d.id AS "deliveryId", d.endpoint_id AS "endpointId", d.event, d.body, w.url, w.secret, d.attempts + 1 AS attempt
+         RETURNING d.id AS "deliveryId", d.endpoint_id AS "endpointId", d.workspace_id AS "workspaceId", d.event, d.body, w.url, w.secret,
+                   d.attempts + 1 AS attempt
        )
        SELECT coalesce((SELECT json_agg(claimed) FROM claimed), '[]') AS claims,
               (SELECT count(*) FROM candidates) > (SELECT count(*) FROM claimed) AS contended`,
-      [
-        column(busyEndpoints),
-        column(busyEndpoints.map((id) => this.inFlightByEndpoint.get(id)!)),
-        now.toISOString(),
-        this.perEndpointConcurrency,
-        this.workspaceIds && column(this.workspaceIds),
-        this.workspaceIds && column(this.workspaceIds),
-        limit,
-        now.toISOString(),
-        this.owner,
-        this.leaseMs,
-      ],
+      [...fair.bindings, now.toISOString(), this.owner, this.leaseMs],
     );
     return rows[0];
   }
@@ -488,6 +480,9 @@ export class Dispatcher {
   }
 }
 
+/** What waited longer than this while its endpoint was switched off or its workspace frozen is marked failed instead of sent. */
+const HELD_FOR_TOO_LONG = `created_at < ?::timestamptz - interval '7 days'`;
+
 /**
  * When an operator switches an endpoint back on: what was held is queued now, except deliveries created more
  * than 7 days before `now`, which are marked failed instead.
@@ -497,10 +492,10 @@ export async function releaseHeldDeliveries(db: Knex, endpointId: string, now: D
     await trx.raw('SELECT 1 FROM webhook_endpoints WHERE id = ? FOR NO KEY UPDATE', [endpointId]);
     const { rows } = await trx.raw(
       `UPDATE deliveries SET
-         status = CASE WHEN created_at < ?::timestamptz - interval '7 days' THEN 'failed' ELSE 'queued' END,
-         next_attempt_at = CASE WHEN created_at < ?::timestamptz - interval '7 days' THEN NULL ELSE ?::timestamptz END,
-         finished_at = CASE WHEN created_at < ?::timestamptz - interval '7 days' THEN now() END,
-         last_error = CASE WHEN created_at < ?::timestamptz - interval '7 days' THEN 'held longer than 7 days while the endpoint was switched off' ELSE last_error END
+         status = CASE WHEN ${HELD_FOR_TOO_LONG} THEN 'failed' ELSE 'queued' END,
+         next_attempt_at = CASE WHEN ${HELD_FOR_TOO_LONG} THEN NULL ELSE ?::timestamptz END,
+         finished_at = CASE WHEN ${HELD_FOR_TOO_LONG} THEN now() END,
+         last_error = CASE WHEN ${HELD_FOR_TOO_LONG} THEN 'held longer than 7 days while the endpoint was switched off' ELSE last_error END
        WHERE endpoint_id = ? AND status = 'held'
        RETURNING status`,
       [now, now, now, now, now, endpointId],
@@ -509,6 +504,21 @@ export async function releaseHeldDeliveries(db: Knex, endpointId: string, now: D
     if (queued > 0) await notifyDispatchers(trx);
     return { queued, failed: rows.length - queued };
   });
+}
+
+/**
+ * When a frozen workspace is set active again: its pending deliveries (which waited, unattempted, while it was
+ * frozen) are sent, except those created more than 7 days before `now`, which are marked failed instead. Call it
+ * in the transaction that sets the workspace active.
+ */
+export async function resumeFrozenDeliveries(db: Knex, workspaceId: string, now: Date): Promise<{ failed: number }> {
+  const failed = await db('deliveries')
+    .where({ workspace_id: workspaceId })
+    .whereRaw(PENDING)
+    .whereRaw(HELD_FOR_TOO_LONG, [now])
+    .update({ status: 'failed', next_attempt_at: null, finished_at: db.fn.now(), lease_owner: null, lease_until: null, last_error: 'waited longer than 7 days while the workspace was frozen' });
+  await notifyDispatchers(db);
+  return { failed };
 }
 
 export interface DeliveryRow {

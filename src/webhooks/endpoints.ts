@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import { newSigningSecret } from '../secrets.js';
 import { findWorkspace, InputError, isUuid } from '../workspaces.js';
 import { subscribableEvents, TEST_EVENT } from './catalogue.js';
+import { destinationPolicyFromEnv, refuseDestination, type DestinationPolicy } from './destination-policy.js';
 import { holdPendingDeliveries, releaseHeldDeliveries } from './dispatcher.js';
 
 /** A webhook endpoint as the API and the CLI show it: never with its signing secret. */
@@ -84,8 +85,11 @@ function checkEvents(events: string[]): string[] {
 export async function createEndpoint(
   db: Knex,
   input: { workspaceSlug: string; url: string; name?: string; events?: string[] },
+  policy: DestinationPolicy = destinationPolicyFromEnv(),
 ): Promise<CreatedEndpoint> {
   const url = parseUrl(input.url);
+  const refused = await refuseDestination(url, policy);
+  if (refused) throw new InputError(`--url refused: ${refused}`);
   const events = checkEvents(input.events ?? []);
   const name = input.name ?? url.host;
   if (name.length < 1 || name.length > 200) throw new InputError('--name must be 1 to 200 characters');

@@ -1,9 +1,10 @@
-import { request } from 'undici';
+import { request, type Dispatcher as HttpDispatcher } from 'undici';
+import { BlockedDestinationError, destinationPolicyFromEnv, guardedAgent, type DestinationPolicy } from './destination-policy.js';
 import { signatureHeader, standardWebhooksHeaders } from './signing.js';
 
 // One HTTP attempt of one delivery: sign with the real clock, POST the fixed body bytes, never follow a redirect,
 // give up when the whole exchange (connect, headers, the first 4 KiB of the body) takes longer than the time-out.
-// Requests go through undici's global dispatcher, so nock can intercept them in tests.
+// Requests go through the agent of the destination policy, whose connector refuses private addresses.
 
 export const DEFAULT_ATTEMPT_TIMEOUT_MS = 10_000;
 /** How much of the response body an attempt keeps. */
@@ -11,7 +12,7 @@ export const RESPONSE_BODY_LIMIT = 4096;
 const ERROR_TEXT_LIMIT = 500;
 const USER_AGENT = 'FleetRentalService-Webhooks/1.0';
 
-export type AttemptErrorKind = 'timeout' | 'connection' | 'redirect' | 'status';
+export type AttemptErrorKind = 'timeout' | 'connection' | 'redirect' | 'status' | 'blocked_destination';
 
 export interface AttemptRequest {
   url: string;
@@ -55,8 +56,19 @@ function describeError(err: unknown): string {
   return code && !message.includes(code) ? `${code}: ${message}` : message;
 }
 
-export async function attemptDelivery(req: AttemptRequest, options: { timeoutMs?: number } = {}): Promise<AttemptOutcome> {
+export interface AttemptOptions {
+  timeoutMs?: number;
+  /** Which destinations may be reached. Default: the environment's (strict unless switched). */
+  policy?: DestinationPolicy;
+  /** Another HTTP client to send through instead of the policy's agent (nock's, in tests that use it). */
+  via?: HttpDispatcher;
+}
+
+let envPolicy: DestinationPolicy | undefined;
+
+export async function attemptDelivery(req: AttemptRequest, options: AttemptOptions = {}): Promise<AttemptOutcome> {
   const timeoutMs = options.timeoutMs ?? DEFAULT_ATTEMPT_TIMEOUT_MS;
+  const via = options.via ?? guardedAgent(options.policy ?? (envPolicy ??= destinationPolicyFromEnv()));
   const startedAt = new Date();
   const started = performance.now();
   const abort = new AbortController();
@@ -83,6 +95,7 @@ export async function attemptDelivery(req: AttemptRequest, options: { timeoutMs?
       },
       body: req.body,
       signal: abort.signal,
+      dispatcher: via,
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
     });
@@ -115,6 +128,10 @@ export async function attemptDelivery(req: AttemptRequest, options: { timeoutMs?
     }
     return finish({ ok: false, statusCode, errorKind: 'status', error: `HTTP ${statusCode}`, responseBody });
   } catch (err) {
+    const blocked = err instanceof BlockedDestinationError ? err : (err as { cause?: unknown })?.cause;
+    if (blocked instanceof BlockedDestinationError) {
+      return finish({ ok: false, statusCode: null, errorKind: 'blocked_destination', error: blocked.message, responseBody: null });
+    }
     const code = (err as { code?: string }).code;
     const timedOut = err instanceof AttemptTimeout || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT';
     return finish({

@@ -88,7 +88,7 @@ describe('webhooks: several dispatcher processes on one database', function () {
   it('never attempts one delivery in two processes at once: each is attempted exactly once', async () => {
     answer = () => ({ status: 204, delayMs: Math.floor(Math.random() * 15) });
     await endpoints(4);
-    const options: ChildOptions = { workspaceIds: [ws.id], concurrency: 16, perEndpointConcurrency: 4 };
+    const options: ChildOptions = { workspaceIds: [ws.id], concurrency: 16, perEndpointConcurrency: 4, perWorkspaceConcurrency: 16 };
     children.push(await spawnDispatcher(url, options), await spawnDispatcher(url, options));
     const total = await queueAtOnce(100);
     expect(total).to.equal(400);
@@ -118,7 +118,7 @@ describe('webhooks: several dispatcher processes on one database', function () {
     answer = () => (receiverUp ? { status: 204 } : 'hang');
     await endpoints(2);
     const total = await queueAtOnce(10);
-    const doomed = await spawnDispatcher(url, { workspaceIds: [ws.id], concurrency: 8, perEndpointConcurrency: 4, leaseMs, attemptTimeoutMs: 2500 });
+    const doomed = await spawnDispatcher(url, { workspaceIds: [ws.id], concurrency: 8, perEndpointConcurrency: 4, perWorkspaceConcurrency: 8, leaseMs, attemptTimeoutMs: 2500 });
     children.push(doomed);
     await receiver.waitForRequests(8, 20_000);
     doomed.child.kill('SIGKILL');

@@ -246,7 +246,7 @@ describe('webhooks: the dispatcher', () => {
     for (let i = 0; i < 4; i++) await publishEvent(db, { workspaceId: ws.id, event: 'payment.captured', data: payment.data, source: 'publish' });
     await publish(10);
     const started = Date.now();
-    const run = ws.dispatcher({ concurrency: 4, perEndpointConcurrency: 2 }).runOnce();
+    const run = ws.dispatcher({ concurrency: 4, perEndpointConcurrency: 2, perWorkspaceConcurrency: 4 }).runOnce();
     await eventually(async () => receiver.requests.filter((r) => r.path === fast.path).length === 10, 5000, 'the fast endpoint');
     expect(Date.now() - started, 'the fast endpoint is done while the slow one still works').to.be.below(900);
     expect(receiver.requests.filter((r) => r.path === slow.path)).to.have.length(2);

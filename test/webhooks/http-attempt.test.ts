@@ -2,7 +2,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import nock from 'nock';
-import { attemptDelivery, DEFAULT_ATTEMPT_TIMEOUT_MS, firstBytes, type AttemptRequest } from '../../src/webhooks/http-attempt.js';
+import { getGlobalDispatcher } from 'undici';
+import { attemptDelivery, DEFAULT_ATTEMPT_TIMEOUT_MS, firstBytes, type AttemptOptions, type AttemptRequest } from '../../src/webhooks/http-attempt.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 import { verifyWebhook } from '../../src/webhooks/signing.js';
 import { testDatabase } from '../support/database.js';
@@ -36,6 +37,8 @@ describe('webhooks: one delivery attempt', () => {
     before(() => nock.activate());
     afterEach(() => nock.cleanAll());
     after(() => nock.restore());
+    // nock replaces undici's global dispatcher; deliveries normally go through the destination policy's agent.
+    const attemptViaNock = (req: AttemptRequest, options: AttemptOptions = {}) => attemptDelivery(req, { ...options, via: getGlobalDispatcher() });
 
     it('POSTs the fixed body with content-type, service-event, service-delivery and a valid service-signature', async () => {
       let seen: { headers: Record<string, string>; body: string } | undefined;
@@ -46,7 +49,7 @@ describe('webhooks: one delivery attempt', () => {
           return [204];
         });
       const before = Math.floor(Date.now() / 1000);
-      const outcome = await attemptDelivery(request());
+      const outcome = await attemptViaNock(request());
       expect(outcome).to.include({ ok: true, statusCode: 204, errorKind: null, error: null, responseBody: '' });
       expect(seen!.body).to.equal(BODY);
       expect(seen!.headers).to.include({
@@ -64,7 +67,7 @@ describe('webhooks: one delivery attempt', () => {
 
     it('accepts 200 and keeps the response body', async () => {
       nock(HOST).post('/hook').reply(200, 'thanks');
-      const outcome = await attemptDelivery(request());
+      const outcome = await attemptViaNock(request());
       expect(outcome).to.include({ ok: true, statusCode: 200, errorKind: null, responseBody: 'thanks' });
       expect(outcome.durationMs).to.be.a('number').and.at.least(0);
       expect(outcome.startedAt).to.be.an.instanceOf(Date);
@@ -74,7 +77,7 @@ describe('webhooks: one delivery attempt', () => {
       it(`treats ${status} as a failure and does not follow the redirect`, async () => {
         nock(HOST).post('/hook').reply(status, 'moved', { location: `${HOST}/moved` });
         const target = nock(HOST).post('/moved').reply(204);
-        const outcome = await attemptDelivery(request());
+        const outcome = await attemptViaNock(request());
         expect(outcome).to.include({ ok: false, statusCode: status, errorKind: 'redirect', responseBody: 'moved' });
         expect(outcome.error).to.equal(`HTTP ${status} redirect to ${HOST}/moved (redirects are not followed)`);
         expect(target.isDone(), 'redirect target was called').to.equal(false);
@@ -83,21 +86,21 @@ describe('webhooks: one delivery attempt', () => {
 
     it('never keeps the signing secret in the error text it records', async () => {
       nock(HOST).post('/hook').reply(302, 'moved', { location: `${HOST}/login?next=${SECRET}` });
-      const outcome = await attemptDelivery(request());
+      const outcome = await attemptViaNock(request());
       expect(outcome.error).to.equal(`HTTP 302 redirect to ${HOST}/login?next=[redacted] (redirects are not followed)`);
     });
 
     for (const status of [400, 500]) {
       it(`treats ${status} as a failure, keeping the status and the body`, async () => {
         nock(HOST).post('/hook').reply(status, { error: 'nope' });
-        const outcome = await attemptDelivery(request());
+        const outcome = await attemptViaNock(request());
         expect(outcome).to.include({ ok: false, statusCode: status, errorKind: 'status', error: `HTTP ${status}`, responseBody: '{"error":"nope"}' });
       });
     }
 
     it('keeps only the first 4 KiB of the response body, cut at a character boundary', async () => {
       nock(HOST).post('/hook').reply(500, 'é'.repeat(5000));
-      const outcome = await attemptDelivery(request());
+      const outcome = await attemptViaNock(request());
       expect(Buffer.byteLength(outcome.responseBody!)).to.equal(4096);
       expect(outcome.responseBody).to.equal('é'.repeat(2048));
     });
@@ -111,7 +114,7 @@ describe('webhooks: one delivery attempt', () => {
           return [204];
         });
       const started = Date.now();
-      const outcome = await attemptDelivery(request(), { timeoutMs: 200 });
+      const outcome = await attemptViaNock(request(), { timeoutMs: 200 });
       const elapsed = Date.now() - started;
       expect(outcome).to.include({ ok: false, statusCode: null, errorKind: 'timeout', responseBody: null });
       expect(outcome.error).to.equal('no complete answer within 200 ms');
@@ -121,7 +124,7 @@ describe('webhooks: one delivery attempt', () => {
 
     it('records a refused connection as a connection failure', async () => {
       nock(HOST).post('/hook').replyWithError({ code: 'ECONNREFUSED', message: 'connect ECONNREFUSED 10.0.0.1:80' });
-      const outcome = await attemptDelivery(request());
+      const outcome = await attemptViaNock(request());
       expect(outcome).to.include({ ok: false, statusCode: null, errorKind: 'connection', responseBody: null });
       expect(outcome.error).to.include('ECONNREFUSED');
     });

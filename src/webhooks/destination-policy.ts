@@ -1,0 +1,163 @@
+import dns from 'node:dns';
+import net from 'node:net';
+import { Agent, buildConnector } from 'undici';
+
+// Which addresses a webhook may reach. One policy, used twice: when an endpoint is registered (its URL's host,
+// resolved) and inside the HTTP connector at connect time, on the very address the socket is opened to (resolve,
+// check, connect to that address; TLS still checks the certificate against the URL's name). So a name that
+// resolves to a private address, or that changes between registration and delivery (DNS rebinding), is refused.
+
+/** Allows every private destination (local receivers, tests). */
+export const ALLOW_PRIVATE_ENV = 'FRS_ALLOW_PRIVATE_WEBHOOK_URLS';
+/** Comma-separated CIDR ranges that are allowed although they are private (e.g. 10.1.0.0/16). */
+export const ALLOWED_CIDRS_ENV = 'FRS_WEBHOOK_ALLOWED_CIDRS';
+
+/** The address classes that are refused by default, with the ranges each covers (IPv4-mapped forms included). */
+export const BLOCKED_RANGES: ReadonlyArray<{ kind: string; cidrs: string[] }> = [
+  { kind: 'unspecified', cidrs: ['0.0.0.0/8', '::/128'] },
+  { kind: 'loopback', cidrs: ['127.0.0.0/8', '::1/128'] },
+  { kind: 'private', cidrs: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', 'fc00::/7'] },
+  { kind: 'link-local', cidrs: ['169.254.0.0/16', 'fe80::/10'] },
+  { kind: 'CGNAT (shared address space)', cidrs: ['100.64.0.0/10'] },
+  { kind: 'reserved', cidrs: ['192.0.0.0/24', '198.18.0.0/15', '240.0.0.0/4'] },
+  { kind: 'multicast', cidrs: ['224.0.0.0/4', 'ff00::/8'] },
+  { kind: 'IPv4-mapped IPv6', cidrs: ['::ffff:0:0/96'] },
+  { kind: 'NAT64', cidrs: ['64:ff9b::/96'] },
+];
+
+/** Names refused whatever they resolve to: loopback names (RFC 6761) and cloud metadata services. */
+const BLOCKED_NAMES = [/^localhost$/, /\.localhost$/, /^metadata\.google\.internal$/, /^metadata$/];
+
+export interface DestinationPolicy {
+  /** Every destination is allowed (FRS_ALLOW_PRIVATE_WEBHOOK_URLS=1). */
+  allowPrivate: boolean;
+  /** Private ranges allowed all the same (FRS_WEBHOOK_ALLOWED_CIDRS). */
+  allowedCidrs: string[];
+  /** How names are resolved. Default: the system resolver (dns.lookup); tests pass their own. */
+  lookup?: (hostname: string) => Promise<Array<{ address: string; family: number }>>;
+}
+
+/** The default: nothing private is reachable. */
+export const STRICT_POLICY: DestinationPolicy = Object.freeze({ allowPrivate: false, allowedCidrs: [] });
+
+function family(address: string): 'ipv4' | 'ipv6' {
+  return net.isIPv4(address) ? 'ipv4' : 'ipv6';
+}
+
+function blockList(cidrs: string[]): net.BlockList {
+  const list = new net.BlockList();
+  for (const cidr of cidrs) {
+    const [address, bits] = cidr.split('/');
+    list.addSubnet(address, Number(bits), family(address));
+  }
+  return list;
+}
+
+// An IPv4 rule of a BlockList also matches the IPv4-mapped form of its addresses (so ::ffff:127.0.0.1 is named
+// loopback), and an IPv6 rule covering ::ffff:0:0/96 matches every IPv4 address: that one applies to IPv6 only.
+const BLOCKED = BLOCKED_RANGES.map(({ kind, cidrs }) => ({ kind, list: blockList(cidrs), ipv6Only: cidrs.includes('::ffff:0:0/96') }));
+
+function checkCidr(cidr: string): string {
+  const match = /^([^/]+)\/(\d{1,3})$/.exec(cidr);
+  const ip = match && net.isIP(match[1]);
+  if (!match || !ip || Number(match[2]) > (ip === 4 ? 32 : 128)) {
+    throw new Error(`${ALLOWED_CIDRS_ENV} must be a comma-separated list of CIDR ranges such as 10.1.0.0/16, got "${cidr}"`);
+  }
+  return cidr;
+}
+
+/** The policy the environment sets; strict unless switched. */
+export function destinationPolicyFromEnv(env: NodeJS.ProcessEnv = process.env): DestinationPolicy {
+  const allowPrivate = env[ALLOW_PRIVATE_ENV] ?? '';
+  if (!['', '0', '1'].includes(allowPrivate)) throw new Error(`${ALLOW_PRIVATE_ENV} must be 1 or 0, got "${allowPrivate}"`);
+  const cidrs = (env[ALLOWED_CIDRS_ENV] ?? '').split(',').map((c) => c.trim()).filter(Boolean).map(checkCidr);
+  return { allowPrivate: allowPrivate === '1', allowedCidrs: cidrs };
+}
+
+/** Why a destination is refused; `message` is one line and names the switch. */
+export class BlockedDestinationError extends Error {
+  readonly code = 'ERR_BLOCKED_DESTINATION';
+  constructor(readonly host: string, readonly address: string | null, readonly kind: string) {
+    const a = /^[aeiouI]/.test(kind) ? 'an' : 'a';
+    const what = address && address !== host ? `${host} resolves to ${address}, ${a} ${kind} address` : address ? `${address} is ${a} ${kind} address` : `${host} is ${a} ${kind} name`;
+    super(`${what}; webhooks are not sent to private destinations (set ${ALLOW_PRIVATE_ENV}=1 or list the range in ${ALLOWED_CIDRS_ENV} to allow one)`);
+  }
+}
+
+const allowLists = new WeakMap<DestinationPolicy, net.BlockList>();
+
+/** The class of a refused IP address, or null when the policy lets it through. */
+export function blockedKind(address: string, policy: DestinationPolicy = STRICT_POLICY): string | null {
+  if (policy.allowPrivate) return null;
+  const type = family(address);
+  const hit = BLOCKED.find(({ list, ipv6Only }) => (type === 'ipv6' || !ipv6Only) && list.check(address, type));
+  if (!hit) return null;
+  let allowed = allowLists.get(policy);
+  if (!allowed) allowLists.set(policy, (allowed = blockList(policy.allowedCidrs)));
+  return allowed.check(address, type) ? null : hit.kind;
+}
+
+/** A URL's host as the connector sees it: no IPv6 brackets, no trailing dot, lower case. */
+function bareHost(hostname: string): string {
+  return hostname.replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '').toLowerCase();
+}
+
+/**
+ * Resolves `hostname` (an IP literal stands for itself) and returns the address to connect to, or throws
+ * BlockedDestinationError when the name, or any address it resolves to, is refused.
+ */
+export async function resolveDestination(hostname: string, policy: DestinationPolicy): Promise<{ address: string; family: 4 | 6 }> {
+  const host = bareHost(hostname);
+  const ip = net.isIP(host);
+  if (ip) {
+    const kind = blockedKind(host, policy);
+    if (kind) throw new BlockedDestinationError(host, host, kind);
+    return { address: host, family: ip as 4 | 6 };
+  }
+  if (!policy.allowPrivate && BLOCKED_NAMES.some((name) => name.test(host))) throw new BlockedDestinationError(host, null, 'loopback or metadata');
+  const addresses = policy.lookup ? await policy.lookup(host) : await dns.promises.lookup(host, { all: true, verbatim: true });
+  if (addresses.length === 0) throw Object.assign(new Error(`${host} did not resolve`), { code: 'ENOTFOUND' });
+  for (const { address } of addresses) {
+    const kind = blockedKind(address, policy);
+    if (kind) throw new BlockedDestinationError(host, address, kind);
+  }
+  return { address: addresses[0].address, family: addresses[0].family as 4 | 6 };
+}
+
+/**
+ * Checks an endpoint URL at registration: no user name or password, and a host that is not refused. A name that
+ * does not resolve now is accepted (it is checked again on every connection). Returns the reason, or null.
+ */
+export async function refuseDestination(url: URL, policy: DestinationPolicy): Promise<string | null> {
+  if (url.username || url.password) return 'the URL must not carry a user name or password (they would be shown to every API key and are never sent)';
+  if (policy.allowPrivate) return null;
+  try {
+    await resolveDestination(url.hostname, policy);
+    return null;
+  } catch (err) {
+    if (err instanceof BlockedDestinationError) return err.message;
+    return null;
+  }
+}
+
+const agents = new WeakMap<DestinationPolicy, Agent>();
+
+/**
+ * The undici agent deliveries go through: its connector resolves the host, applies the policy to the address and
+ * opens the socket to that very address, keeping the URL's name for TLS (SNI and certificate check).
+ */
+export function guardedAgent(policy: DestinationPolicy): Agent {
+  let agent = agents.get(policy);
+  if (agent) return agent;
+  const connect = buildConnector({});
+  agent = new Agent({
+    connect: (options, callback) => {
+      resolveDestination(options.hostname, policy).then(
+        ({ address }) => connect({ ...options, hostname: address, servername: options.servername ?? (net.isIP(bareHost(options.hostname)) ? undefined : bareHost(options.hostname)) }, callback),
+        (err) => callback(err, null),
+      );
+    },
+  });
+  agents.set(policy, agent);
+  return agent;
+}

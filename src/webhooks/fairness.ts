@@ -1,0 +1,121 @@
+import type { Knex } from 'knex';
+
+// Fair shares of a dispatcher's attempt slots, so that one workspace with slow or dead endpoints cannot delay the
+// deliveries of another (Svix and Hook0 hold the same line). Two bounds and one order:
+//   - an endpoint holds at most `perEndpoint` attempts in flight, a workspace at most `perWorkspace` (by default a
+//     quarter of the slots), counted in this process;
+//   - the claim takes due deliveries round-robin: first across workspaces, the one with fewest attempts in flight
+//     first, then across each workspace's endpoints, oldest due first within an endpoint. It is not one global
+//     first-come queue, so a backlog of one workspace never stands in front of another's first delivery.
+
+/** Share of the slots one workspace may hold when no limit is given. */
+export const DEFAULT_WORKSPACE_SHARE = 0.25;
+
+export function defaultWorkspaceConcurrency(concurrency: number): number {
+  return Math.max(1, Math.floor(concurrency * DEFAULT_WORKSPACE_SHARE));
+}
+
+/** Attempts in flight in this process, per endpoint and per workspace. */
+export class InFlightShares {
+  private readonly byEndpoint = new Map<string, number>();
+  private readonly byWorkspace = new Map<string, number>();
+
+  add(slot: { endpointId: string; workspaceId: string }): void {
+    bump(this.byEndpoint, slot.endpointId, 1);
+    bump(this.byWorkspace, slot.workspaceId, 1);
+  }
+
+  remove(slot: { endpointId: string; workspaceId: string }): void {
+    bump(this.byEndpoint, slot.endpointId, -1);
+    bump(this.byWorkspace, slot.workspaceId, -1);
+  }
+
+  /** The counts as two pairs of columns, for unnest() in the claim. */
+  columns(): { endpointIds: string[]; endpointCounts: number[]; workspaceIds: string[]; workspaceCounts: number[] } {
+    return {
+      endpointIds: [...this.byEndpoint.keys()],
+      endpointCounts: [...this.byEndpoint.values()],
+      workspaceIds: [...this.byWorkspace.keys()],
+      workspaceCounts: [...this.byWorkspace.values()],
+    };
+  }
+}
+
+function bump(map: Map<string, number>, key: string, by: number): void {
+  const n = (map.get(key) ?? 0) + by;
+  if (n === 0) map.delete(key);
+  else map.set(key, n);
+}
+
+/** A column of values bound as one Postgres array (for unnest); Knex's types do not admit nulls in arrays. */
+export const column = (values: ReadonlyArray<string | number | boolean | null>): Knex.Value => values as unknown as Knex.Value;
+
+export interface FairClaim {
+  shares: InFlightShares;
+  /** The sweep clock: deliveries due at or before it. */
+  now: Date;
+  perEndpoint: number;
+  perWorkspace: number;
+  /** Only these workspaces; null for all. */
+  workspaceIds: string[] | null;
+  limit: number;
+  /** The SQL condition of a pending delivery (alias d). */
+  pending: string;
+  testEvent: string;
+}
+
+/**
+ * The CTEs that pick the fair candidates of a claim, ending in `candidates(id, next_attempt_at)`: at most `limit`
+ * due deliveries, in claim order. Workspaces that are frozen are left out: their deliveries wait, and are sent
+ * when the workspace is active again.
+ */
+export function fairCandidates(c: FairClaim): { sql: string; bindings: Knex.Value[] } {
+  const busy = c.shares.columns();
+  const sql = `busy_endpoints AS (
+      SELECT * FROM unnest(?::uuid[], ?::int[]) AS b(endpoint_id, n)
+    ), busy_workspaces AS (
+      SELECT * FROM unnest(?::uuid[], ?::int[]) AS b(workspace_id, n)
+    ), due AS (
+      SELECT c.id, c.next_attempt_at, c.endpoint_rank, w.workspace_id, coalesce(bw.n, 0) AS workspace_busy
+      FROM webhook_endpoints w
+      JOIN workspaces ws ON ws.id = w.workspace_id AND ws.status = 'active'
+      LEFT JOIN busy_endpoints b ON b.endpoint_id = w.id
+      LEFT JOIN busy_workspaces bw ON bw.workspace_id = w.workspace_id
+      CROSS JOIN LATERAL (
+        SELECT d.id, d.next_attempt_at, row_number() OVER (ORDER BY d.next_attempt_at) AS endpoint_rank
+        FROM deliveries d
+        WHERE d.endpoint_id = w.id AND d.${c.pending} AND d.next_attempt_at <= ?
+          AND (d.lease_until IS NULL OR d.lease_until < now())
+          AND (w.is_active OR d.event = '${c.testEvent}')
+        ORDER BY d.next_attempt_at
+        LIMIT greatest(least(?::int - coalesce(b.n, 0), ?::int - coalesce(bw.n, 0)), 0)
+      ) c
+      WHERE ?::uuid[] IS NULL OR w.workspace_id = ANY(?::uuid[])
+    ), ranked AS (
+      SELECT id, next_attempt_at, workspace_busy,
+             row_number() OVER (PARTITION BY workspace_id ORDER BY endpoint_rank, next_attempt_at) AS workspace_rank
+      FROM due
+    ), candidates AS (
+      SELECT id, next_attempt_at FROM ranked
+      WHERE workspace_rank <= ?::int - workspace_busy
+      ORDER BY workspace_busy + workspace_rank, next_attempt_at
+      LIMIT ?
+    )`;
+  const workspaces = c.workspaceIds && column(c.workspaceIds);
+  return {
+    sql,
+    bindings: [
+      column(busy.endpointIds),
+      column(busy.endpointCounts),
+      column(busy.workspaceIds),
+      column(busy.workspaceCounts),
+      c.now.toISOString(),
+      c.perEndpoint,
+      c.perWorkspace,
+      workspaces,
+      workspaces,
+      c.perWorkspace,
+      c.limit,
+    ],
+  };
+}

@@ -1,0 +1,133 @@
+import { expect } from 'chai';
+import type { Knex } from 'knex';
+import { testDatabase } from '../support/database.js';
+import { startReceiver, type Receiver } from '../support/receiver.js';
+import { publishEvent } from '../../src/webhooks/publish.js';
+import { queueTestDelivery } from '../../src/webhooks/test-delivery.js';
+import { Dispatcher } from '../../src/webhooks/dispatcher.js';
+import { defaultWorkspaceConcurrency } from '../../src/webhooks/fairness.js';
+import { updateWorkspace } from '../../src/workspaces.js';
+import { bookingConfirmedData, dropTestWorkspaces, eventually, quietLogger, webhookWorkspace, type TestWorkspace } from './support.js';
+
+const DAY = 24 * 60 * 60 * 1000;
+
+describe('webhooks: fairness between workspaces, frozen workspaces', () => {
+  let db: Knex;
+  let receiver: Receiver;
+  /** Paths whose requests are never answered (until the attempt times out). */
+  const dead = new Set<string>();
+
+  before(async () => {
+    ({ db } = await testDatabase());
+    receiver = await startReceiver((request) => (dead.has(request.path) ? 'hang' : { status: 204 }));
+  });
+  beforeEach(() => {
+    receiver.reset();
+    dead.clear();
+  });
+  after(async () => {
+    await receiver.close();
+    await dropTestWorkspaces(db);
+  });
+
+  const publish = async (ws: TestWorkspace, count: number) => {
+    for (let i = 0; i < count; i++) await publishEvent(db, { workspaceId: ws.id, event: 'booking.confirmed', data: bookingConfirmedData(), source: 'publish' });
+  };
+  const endpointOn = async (ws: TestWorkspace, options: { dead?: boolean } = {}) => {
+    const url = receiver.endpointUrl();
+    if (options.dead) dead.add(new URL(url).pathname);
+    return { ...(await ws.endpoint({ url })), path: new URL(url).pathname };
+  };
+
+  it('gives a workspace a quarter of the slots by default', () => {
+    expect(defaultWorkspaceConcurrency(64)).to.equal(16);
+    expect(defaultWorkspaceConcurrency(16)).to.equal(4);
+    expect(defaultWorkspaceConcurrency(2)).to.equal(1);
+  });
+
+  it("a workspace with 8 dead endpoints and a backlog holds only its share; another workspace's deliveries go straight through", async () => {
+    const noisy = await webhookWorkspace(db);
+    const quiet = await webhookWorkspace(db);
+    const deadEndpoints = [];
+    for (let i = 0; i < 8; i++) deadEndpoints.push(await endpointOn(noisy, { dead: true }));
+    const healthy = await endpointOn(quiet);
+    await publish(noisy, 10); // 80 deliveries to endpoints that never answer, queued first
+    await publish(quiet, 5);
+    // 16 slots, 8 per endpoint: without a workspace share the noisy workspace's 8 x 8 would take all 16.
+    const dispatcher = new Dispatcher({ db, logger: quietLogger(), workspaceIds: [noisy.id, quiet.id], concurrency: 16, attemptTimeoutMs: 3000, leaseMs: 6000 });
+    await dispatcher.start();
+    try {
+      await eventually(async () => dispatcher.totals.accepted === 5, 2500, "the quiet workspace's 5 deliveries");
+      // Accepted while every attempt of the noisy workspace is still hanging: none of them has finished yet.
+      expect(dispatcher.totals).to.deep.equal({ attempted: 5, accepted: 5, retrying: 0, failed: 0 });
+      const noisyRequests = receiver.requests.filter((r) => dead.has(r.path));
+      // Its share: 4 of 16 slots, spread over 4 different endpoints (round-robin across its endpoints).
+      expect(noisyRequests).to.have.length(4);
+      expect(new Set(noisyRequests.map((r) => r.path)).size).to.equal(4);
+      expect(receiver.requests.filter((r) => r.path === healthy.path)).to.have.length(5);
+      const quietRows = await db('deliveries').where({ workspace_id: quiet.id });
+      expect(quietRows.map((r) => r.status)).to.deep.equal(Array(5).fill('accepted'));
+      const pendingNoisy = await db('deliveries').where({ workspace_id: noisy.id, status: 'queued' }).count({ n: '*' }).first();
+      expect(Number(pendingNoisy!.n)).to.equal(80);
+    } finally {
+      await dispatcher.stop();
+    }
+  });
+
+  it('claims round-robin across workspaces rather than oldest first', async () => {
+    const first = await webhookWorkspace(db);
+    const second = await webhookWorkspace(db);
+    await endpointOn(first, { dead: true });
+    await endpointOn(second, { dead: true });
+    await publish(first, 6);
+    await publish(second, 6);
+    // 4 slots, 4 per workspace allowed: oldest-first would give all 4 to the first workspace.
+    const dispatcher = new Dispatcher({ db, logger: quietLogger(), workspaceIds: [first.id, second.id], concurrency: 4, perWorkspaceConcurrency: 4, attemptTimeoutMs: 3000, leaseMs: 6000 });
+    await dispatcher.start();
+    try {
+      await receiver.waitForRequests(4, 2500);
+      const leased = await db('deliveries').whereIn('workspace_id', [first.id, second.id]).whereNotNull('lease_owner').select('workspace_id');
+      expect(leased.filter((r) => r.workspace_id === first.id)).to.have.length(2);
+      expect(leased.filter((r) => r.workspace_id === second.id)).to.have.length(2);
+    } finally {
+      await dispatcher.stop();
+    }
+  });
+
+  it('a frozen workspace sends nothing, test deliveries included; events are still recorded; set active, it sends', async () => {
+    const ws = await webhookWorkspace(db);
+    const endpoint = await endpointOn(ws);
+    await updateWorkspace(db, ws.slug, { status: 'frozen' });
+    await publish(ws, 2);
+    await queueTestDelivery(db, { workspaceId: ws.id, endpointId: endpoint.id, idempotencyKey: 'frozen-test', now: new Date() });
+    expect(await db('events').where({ workspace_id: ws.id }).count({ n: '*' }).first()).to.deep.equal({ n: 3 });
+    // The sweep's clock: a day after the last delivery was queued (by the database clock), so all are due.
+    const { max } = (await db('deliveries').where({ workspace_id: ws.id }).max('created_at').first())!;
+    const sweepAt = new Date(max.getTime() + DAY);
+    const dispatcher = ws.dispatcher();
+    expect(await dispatcher.runOnce(sweepAt)).to.deep.equal({ attempted: 0, accepted: 0, retrying: 0, failed: 0 });
+    expect(receiver.requests).to.deep.equal([]);
+    expect((await db('deliveries').where({ workspace_id: ws.id })).map((r) => r.status)).to.deep.equal(['queued', 'queued', 'queued']);
+
+    // 6 days 23 hours after the oldest was queued: under the 7-day rule, so everything is sent.
+    const { min } = (await db('deliveries').where({ workspace_id: ws.id }).min('created_at').first())!;
+    await updateWorkspace(db, ws.slug, { status: 'active' }, new Date(min.getTime() + 7 * DAY - 3_600_000));
+    expect(await dispatcher.runOnce(sweepAt)).to.deep.equal({ attempted: 3, accepted: 3, retrying: 0, failed: 0 });
+    expect(receiver.requests.map((r) => r.event).sort()).to.deep.equal(['booking.confirmed', 'booking.confirmed', 'webhook.test']);
+  });
+
+  it('set active after more than 7 days, what waited is marked failed instead of sent', async () => {
+    const ws = await webhookWorkspace(db);
+    await endpointOn(ws);
+    await updateWorkspace(db, ws.slug, { status: 'frozen' });
+    await publish(ws, 1);
+    const [row] = await db('deliveries').where({ workspace_id: ws.id });
+    // Created (database clock) now; set active 7 days and a minute later by the clock passed in.
+    const later = new Date(row.created_at.getTime() + 7 * DAY + 60_000);
+    await updateWorkspace(db, ws.slug, { status: 'active' }, later);
+    const after = await db('deliveries').where({ id: row.id }).first();
+    expect(after).to.include({ status: 'failed', next_attempt_at: null, attempts: 0, last_error: 'waited longer than 7 days while the workspace was frozen' });
+    expect(await ws.dispatcher().runOnce(later)).to.deep.equal({ attempted: 0, accepted: 0, retrying: 0, failed: 0 });
+    expect(receiver.requests).to.deep.equal([]);
+  });
+});
