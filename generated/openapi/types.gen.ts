@@ -109,12 +109,13 @@ export type Error = {
          * - `not_found` (404): no such resource, or no such route.
          * - `method_not_allowed` (405): the path exists but not with this method.
          * - `idempotency_key_reused` (409).
+         * - `rate_limited` (429): a limit of the operation was reached; see `Retry-After`.
          * - `headers_too_large` (431): the request's headers are over the server's limit.
          * - `internal_error` (500).
          * - `not_ready` (503): from `/readyz` only; `reason` names the failed check.
          *
          */
-        code: 'invalid_request' | 'unauthorized' | 'workspace_frozen' | 'not_found' | 'method_not_allowed' | 'idempotency_key_reused' | 'headers_too_large' | 'internal_error' | 'not_ready';
+        code: 'invalid_request' | 'unauthorized' | 'workspace_frozen' | 'not_found' | 'method_not_allowed' | 'idempotency_key_reused' | 'rate_limited' | 'headers_too_large' | 'internal_error' | 'not_ready';
         /**
          * A human-readable sentence; wording may change, so don't match on it.
          */
@@ -3562,6 +3563,10 @@ export type SendTestDeliveryErrors = {
      * The `Idempotency-Key` was already used, within 24 hours, for a different endpoint.
      */
     409: Error;
+    /**
+     * A limit of the operation was reached (see Limits); nothing was queued. `Retry-After` says when trying again can succeed.
+     */
+    429: Error;
     /**
      * An unexpected error. Nothing about it is shown but the request id; retrying may help.
      */

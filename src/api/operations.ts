@@ -12,7 +12,7 @@ import { bookingSummary } from '../queries/bookings.js';
 import { financeOverview } from '../queries/finance.js';
 import { receivables } from '../queries/receivables.js';
 import { listEndpoints } from '../webhooks/endpoints.js';
-import { queueTestDelivery } from '../webhooks/test-delivery.js';
+import { MAX_PENDING_TESTS_PER_ENDPOINT, MAX_TEST_CALLS_PER_MINUTE, queueTestDelivery } from '../webhooks/test-delivery.js';
 import { BadCursorError, deliveryDetail, deliveryDetailJson, deliveryLog, type DeliveryLogParams } from '../queries/deliveries.js';
 import { readiness } from '../observability/health.js';
 
@@ -70,6 +70,13 @@ export const operationHandlers: Record<string, Handler> = {
     if (result.outcome === 'not_found') throw endpointNotFound();
     if (result.outcome === 'key_reused') {
       throw new ApiError(409, 'idempotency_key_reused', 'This Idempotency-Key was already used for another webhook endpoint.', 'Idempotency-Key');
+    }
+    if (result.outcome === 'rate_limited') {
+      const message =
+        result.limit === 'pending_per_endpoint'
+          ? `This endpoint already has ${MAX_PENDING_TESTS_PER_ENDPOINT} test deliveries pending; try again when one has finished.`
+          : `At most ${MAX_TEST_CALLS_PER_MINUTE} test deliveries a minute per workspace; try again later.`;
+      throw new ApiError(429, 'rate_limited', message, undefined, { 'Retry-After': String(result.retryAfterSeconds) });
     }
     return { status: 202, body: { deliveryId: result.deliveryId } };
   },

@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
 import { startApi, type TestApi } from '../support/api.js';
 import { createApiKey } from '../../src/workspaces.js';
-import { IDEMPOTENCY_WINDOW_MS, TEST_MESSAGE } from '../../src/webhooks/test-delivery.js';
+import { IDEMPOTENCY_WINDOW_MS, MAX_PENDING_TESTS_PER_ENDPOINT, MAX_TEST_CALLS_PER_MINUTE, TEST_MESSAGE } from '../../src/webhooks/test-delivery.js';
 import { dropTestWorkspaces, webhookWorkspace, type TestEndpoint, type TestWorkspace } from './support.js';
 import { validators } from '../../src/contract/validators.js';
 
@@ -115,5 +115,62 @@ describe('webhooks: POST /v1/webhooks/{id}/test', () => {
     expect(responses.map((r) => r.status)).to.deep.equal(Array(6).fill(202));
     expect(new Set(responses.map((r) => r.body.deliveryId)).size).to.equal(1);
     expect(await deliveries()).to.have.length(1);
+  });
+
+  describe('limits', () => {
+    const expectRateLimited = (res: Awaited<ReturnType<typeof send>>, retryAfter: string, message: string) => {
+      expect(res.status).to.equal(429);
+      expect(res.headers.get('retry-after')).to.equal(retryAfter);
+      expect(res.body.error).to.deep.include({ code: 'rate_limited', message });
+      expect(res.body.error).not.to.have.property('reason');
+    };
+
+    it('allows 5 test deliveries pending per endpoint; the 6th answers 429 with Retry-After and queues nothing', async () => {
+      expect(MAX_PENDING_TESTS_PER_ENDPOINT).to.equal(5);
+      for (let i = 0; i < 5; i++) expect((await send(endpoint.id)).status).to.equal(202);
+      // As if each had failed once and were retried 90 s and more from the API's clock.
+      const rows = await deliveries().orderBy('id');
+      for (const [i, row] of rows.entries()) {
+        await db('deliveries').where({ id: row.id }).update({ status: 'retrying', attempts: 1, next_attempt_at: new Date(now.getTime() + 90_000 + i * 1000) });
+      }
+      const refused = await send(endpoint.id, 'sixth');
+      expectRateLimited(refused, '90', 'This endpoint already has 5 test deliveries pending; try again when one has finished.');
+      expect(await deliveries()).to.have.length(5);
+      expect(await db('test_idempotency_keys').where({ workspace_id: ws.id, key: 'sixth' })).to.deep.equal([]);
+      // The limit is per endpoint; and once one of the five has finished, the first endpoint takes one more.
+      const other = await ws.endpoint({ url: 'https://other.example/hook' });
+      expect((await send(other.id)).status).to.equal(202);
+      await db('deliveries').where({ id: rows[0].id }).update({ status: 'accepted', next_attempt_at: null, finished_at: now });
+      expect((await send(endpoint.id, 'sixth')).status).to.equal(202);
+      expect(await deliveries()).to.have.length(7);
+    });
+
+    it('allows 60 queued test calls a minute per workspace; the 61st answers 429 until the oldest leaves the minute; replays still answer 202', async () => {
+      expect(MAX_TEST_CALLS_PER_MINUTE).to.equal(60);
+      const started = now.getTime();
+      const targets = [endpoint];
+      for (let i = 0; i < 12; i++) targets.push(await ws.endpoint({ url: `https://hooks${i}.example.ae/fleet` }));
+      const first = await send(targets[0].id, 'call-0');
+      for (let i = 1; i < 60; i++) {
+        now = new Date(started + i * 500); // 60 calls from 0 s to 29.5 s, 5 per endpoint
+        expect((await send(targets[Math.floor(i / 5)].id, `call-${i}`)).status, `call ${i}`).to.equal(202);
+      }
+      // At 29.5 s: the oldest call (0 s) leaves the window at 60 s, 30.5 s from now.
+      expectRateLimited(await send(targets[12].id, 'call-60'), '31', 'At most 60 test deliveries a minute per workspace; try again later.');
+      expect(await deliveries()).to.have.length(60);
+      // A repeat of an earlier key is answered as before and does not count.
+      const replay = await send(targets[0].id, 'call-0');
+      expect(replay.status).to.equal(202);
+      expect(replay.body).to.deep.equal(first.body);
+      // Another workspace has its own minute.
+      const other = await webhookWorkspace(db);
+      const otherKey = (await createApiKey(db, { workspaceSlug: other.slug })).key;
+      expect((await send((await other.endpoint({ url: 'https://foreign.example/hook' })).id, 'x', otherKey)).status).to.equal(202);
+      now = new Date(started + 59_999);
+      expect((await send(targets[12].id, 'call-60')).status).to.equal(429);
+      now = new Date(started + 60_000);
+      expect((await send(targets[12].id, 'call-60')).status).to.equal(202);
+      expect(await deliveries()).to.have.length(61);
+    });
   });
 });
