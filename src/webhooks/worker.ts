@@ -3,8 +3,11 @@ import type { Logger } from 'pino';
 import { Dispatcher } from './dispatcher.js';
 import { runCalendarSweep, type CalendarSweepOptions } from './calendar.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
+import { retentionDaysFromEnv, runRetention } from './retention.js';
 
 export const CALENDAR_INTERVAL_MS = 60_000;
+/** How often old delivery records are deleted (see retention.ts). */
+export const RETENTION_INTERVAL_MS = 10 * 60_000;
 
 export interface Worker {
   /** Stops the calendar loop, lets a sweep in progress and the attempts in flight finish. */
@@ -30,8 +33,12 @@ export async function observedCalendarSweep(
   }
 }
 
-/** The background half of the service: the delivery sweep (continuous) and the calendar sweep (every minute). */
+/**
+ * The background half of the service: the delivery sweep (continuous), the calendar sweep (every minute) and
+ * retention (at start, then every 10 minutes).
+ */
 export async function startWorker(db: Knex, logger: Logger, metrics?: ServiceMetrics): Promise<Worker> {
+  const retentionDays = retentionDaysFromEnv();
   const dispatcher = new Dispatcher({ db, logger, metrics });
   await dispatcher.start();
   let running: Promise<void> = Promise.resolve();
@@ -40,9 +47,25 @@ export async function startWorker(db: Knex, logger: Logger, metrics?: ServiceMet
   };
   sweep();
   const timer = setInterval(sweep, CALENDAR_INTERVAL_MS);
+  let retaining: Promise<void> = Promise.resolve();
+  const retain = () => {
+    retaining = retaining.then(async () => {
+      const started = Date.now();
+      try {
+        const deleted = await runRetention(db, { now: new Date(), retentionDays });
+        logger.info({ component: 'retention', retentionDays, deleted, ms: Date.now() - started }, 'retention');
+      } catch (err) {
+        logger.error({ component: 'retention', err }, 'retention failed');
+      }
+    });
+  };
+  retain();
+  const retentionTimer = setInterval(retain, RETENTION_INTERVAL_MS);
   return {
     async stop() {
       clearInterval(timer);
+      clearInterval(retentionTimer);
+      await retaining;
       await running;
       await dispatcher.stop();
     },

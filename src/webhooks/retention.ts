@@ -1,0 +1,101 @@
+import type { Knex } from 'knex';
+import { IDEMPOTENCY_WINDOW_MS } from './test-delivery.js';
+
+// Retention: the delivery records are kept for a while, then deleted, so that nothing grows for ever. Each kind
+// of row is deleted in batches of `batchSize`, one short statement per batch (rows another transaction holds are
+// skipped and taken on a later run), so no table is locked for long. A pending delivery (queued, retrying or held)
+// is never deleted.
+
+export const RETENTION_ENV = 'FRS_RETENTION_DAYS';
+export const DEFAULT_RETENTION_DAYS = 30;
+/**
+ * Events with a dedupe key are kept at least this long, whatever the retention: the calendar sweep records an
+ * occurrence once by its key, and an occurrence can be due up to 60 days ahead (Reminders ahead) plus the 7-day
+ * grace of milestones, so a key deleted sooner could be raised and sent again.
+ */
+export const DEDUPE_KEY_KEEP_DAYS = 90;
+export const DEFAULT_BATCH_SIZE = 1000;
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+export function retentionDaysFromEnv(env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env[RETENTION_ENV];
+  if (raw === undefined || raw === '') return DEFAULT_RETENTION_DAYS;
+  const days = Number(raw);
+  if (!/^\d+$/.test(raw) || days < 1 || days > 3650) throw new Error(`${RETENTION_ENV} must be a whole number of days from 1 to 3650, got "${raw}"`);
+  return days;
+}
+
+export interface RetentionOptions {
+  /** The clock ages are measured by. */
+  now: Date;
+  /** Default: FRS_RETENTION_DAYS, else 30. */
+  retentionDays?: number;
+  batchSize?: number;
+  /** Only rows of these workspaces (tests). Default: every workspace. */
+  workspaceIds?: string[];
+}
+
+/** Rows deleted, by kind. */
+export interface RetentionCounts {
+  idempotencyKeys: number;
+  attempts: number;
+  deliveries: number;
+  events: number;
+  outbox: number;
+}
+
+/** Deletes, batch by batch, the rows of `table` (primary key `key`) that `where` selects (alias t), until none is left. */
+async function deleteInBatches(db: Knex, table: string, key: string[], where: string, bindings: Knex.Value[], batchSize: number): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const deleted = await db.raw(
+      `DELETE FROM ${table} WHERE (${key.join(', ')}) IN (
+         SELECT ${key.map((k) => `t.${k}`).join(', ')} FROM ${table} t WHERE ${where} LIMIT ? FOR UPDATE SKIP LOCKED)`,
+      [...bindings, batchSize],
+    );
+    total += deleted.rowCount;
+    if (deleted.rowCount < batchSize) return total;
+  }
+}
+
+/** One retention pass; returns what it deleted. */
+export async function runRetention(db: Knex, options: RetentionOptions): Promise<RetentionCounts> {
+  const retentionDays = options.retentionDays ?? retentionDaysFromEnv();
+  const batchSize = options.batchSize ?? DEFAULT_BATCH_SIZE;
+  const cutoff = new Date(options.now.getTime() - retentionDays * DAY_MS).toISOString();
+  const dedupeCutoff = new Date(options.now.getTime() - Math.max(retentionDays, DEDUPE_KEY_KEEP_DAYS) * DAY_MS).toISOString();
+  const keyCutoff = new Date(options.now.getTime() - IDEMPOTENCY_WINDOW_MS).toISOString();
+  const scoped = options.workspaceIds ?? null;
+  /** The workspace filter on a column, with its bindings. */
+  const inScope = (col: string): [string, Knex.Value[]] => (scoped ? [` AND ${col} = ANY(?::uuid[])`, [scoped as unknown as Knex.Value]] : ['', []]);
+
+  const [keyScope, keyBind] = inScope('t.workspace_id');
+  const idempotencyKeys = await deleteInBatches(db, 'test_idempotency_keys', ['workspace_id', 'key'], `t.created_at < ?${keyScope}`, [keyCutoff, ...keyBind], batchSize);
+
+  const [attemptScope, attemptBind] = inScope('(SELECT w.workspace_id FROM webhook_endpoints w WHERE w.id = t.endpoint_id)');
+  const attempts = await deleteInBatches(db, 'delivery_attempts', ['id'], `t.started_at < ?${attemptScope}`, [cutoff, ...attemptBind], batchSize);
+
+  const [deliveryScope, deliveryBind] = inScope('t.workspace_id');
+  const deliveries = await deleteInBatches(
+    db,
+    'deliveries',
+    ['id'],
+    `t.status IN ('accepted', 'failed') AND t.finished_at < ?${deliveryScope}`,
+    [cutoff, ...deliveryBind],
+    batchSize,
+  );
+
+  const events = await deleteInBatches(
+    db,
+    'events',
+    ['id'],
+    `t.created_at < ? AND (t.dedupe_key IS NULL OR t.created_at < ?)
+     AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = t.id)${deliveryScope}`,
+    [cutoff, dedupeCutoff, ...deliveryBind],
+    batchSize,
+  );
+
+  const outbox = await deleteInBatches(db, 'outbox', ['id'], `t.processed_at < ?${deliveryScope}`, [cutoff, ...deliveryBind], batchSize);
+
+  return { idempotencyKeys, attempts, deliveries, events, outbox };
+}
