@@ -7,8 +7,13 @@
 //     Repeated BENCH_RUNS times; the median is reported.
 //  3. Lag: events published with publishEvent at a fixed BENCH_RATE deliveries/s for BENCH_SECONDS while the
 //     dispatcher runs; p50/p99 of (accepted - queued) per delivery, both taken from the database clock.
+//  4. Noisy neighbour: a dispatcher with the service's defaults (64 slots, 8 per endpoint, 16 per workspace)
+//     while one workspace has 8 endpoints that never answer and 504 deliveries queued to them; another workspace
+//     gets BENCH_FAIR_RATE deliveries/s for BENCH_FAIR_SECONDS. Its p99 lag (queued -> accepted) is reported beside
+//     the same load with no noisy neighbour, and with the workspace share switched off (64 per workspace). The
+//     target: p99 under 1 s with the neighbour.
 //
-// Database: DATABASE_URL, or the embedded cluster under .data/bench-pg (port 54359). Target: at least 1,000
+// Database: DATABASE_URL, or the embedded cluster under .data/bench-pg (port BENCH_PG_PORT, default 54359). Target: at least 1,000
 // deliveries/s sustained on a 2-core machine.
 import http from 'node:http';
 import os from 'node:os';
@@ -27,6 +32,7 @@ import { fanOutEvents } from '../src/webhooks/fanout.js';
 import { publishEvent } from '../src/webhooks/publish.js';
 import { Dispatcher, type DispatcherOptions } from '../src/webhooks/dispatcher.js';
 import { loadOpenApiDocument } from '../src/contract/document.js';
+import { destinationPolicyFromEnv } from '../src/webhooks/destination-policy.js';
 
 const env = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
 const DELIVERIES = env('BENCH_DELIVERIES', 20_000);
@@ -35,7 +41,11 @@ const CONCURRENCY = env('BENCH_CONCURRENCY', 64);
 const RUNS = env('BENCH_RUNS', 3);
 const RATE = env('BENCH_RATE', 500);
 const SECONDS = env('BENCH_SECONDS', 10);
+const FAIR_RATE = env('BENCH_FAIR_RATE', 50);
+const FAIR_SECONDS = env('BENCH_FAIR_SECONDS', 10);
 const SLUG = 'bench-webhooks';
+/** The receiver is on 127.0.0.1: the bench allows private destinations explicitly (the service's default refuses them). */
+const LOCAL_RECEIVER = destinationPolicyFromEnv({ FRS_ALLOW_PRIVATE_WEBHOOK_URLS: '1' });
 
 const startReceiver = () => startBenchProcess('webhooks.ts', ['receiver']);
 
@@ -86,9 +96,8 @@ async function measure(db: Knex, receiverUrl: string, options: Omit<DispatcherOp
   // A fresh bench workspace with ENDPOINTS endpoints on the receiver, subscribed to everything.
   await db('workspaces').where({ slug: SLUG }).delete();
   const workspace = await createWorkspace(db, { slug: SLUG });
-  for (let i = 0; i < ENDPOINTS; i++) await createEndpoint(db, { workspaceSlug: SLUG, url: `${receiverUrl}/hooks/${i}`, name: `bench ${i}` });
-  const content = loadOpenApiDocument().webhooks['booking.confirmed'].post.requestBody!.content['application/json'] as { example?: { data: unknown } };
-  const data = content.example!.data;
+  for (let i = 0; i < ENDPOINTS; i++) await createEndpoint(db, { workspaceSlug: SLUG, url: `${receiverUrl}/hooks/${i}`, name: `bench ${i}` }, LOCAL_RECEIVER);
+  const data = exampleData();
   const clear = () => db('events').where({ workspace_id: workspace.id }).delete();
 
   // Warm-up: connections, plans, JIT.
@@ -121,35 +130,106 @@ async function measure(db: Knex, receiverUrl: string, options: Omit<DispatcherOp
   // Lag at a fixed rate: publishEvent (validation, one transaction, NOTIFY) every tick, the dispatcher running.
   const dispatcher = new Dispatcher({ db, logger, ...options });
   await dispatcher.start();
-  const tickMs = 20;
-  const eventsPerTick = RATE / ENDPOINTS / (1000 / tickMs);
-  let published = 0;
-  const started = performance.now();
-  while (performance.now() - started < SECONDS * 1000) {
-    const due = Math.floor(((performance.now() - started) / tickMs + 1) * eventsPerTick);
-    for (; published < due; published++) await publishEvent(db, { workspaceId: workspace.id, event: 'booking.confirmed', data, source: 'publish' });
-    await new Promise((resolve) => setTimeout(resolve, tickMs - ((performance.now() - started) % tickMs)));
-  }
-  const sent = published * ENDPOINTS;
+  const sent = (await publishAtRate(db, workspace.id, RATE / ENDPOINTS, SECONDS)) * ENDPOINTS;
   await waitForAccepted(dispatcher, sent);
   await dispatcher.stop();
+  const lag = await acceptedLag(db, workspace.id);
+  await db('workspaces').where({ id: workspace.id }).delete();
+  return { rates, baselines, bodyBytes: Buffer.byteLength(sampleBody), lag: { rate: sent / SECONDS, ...lag } };
+}
+
+function exampleData(): unknown {
+  const content = loadOpenApiDocument().webhooks['booking.confirmed'].post.requestBody!.content['application/json'] as { example?: { data: unknown } };
+  return content.example!.data;
+}
+
+/** Publishes `eventsPerSecond` booking.confirmed events to the workspace for `seconds`; returns how many. */
+async function publishAtRate(db: Knex, workspaceId: string, eventsPerSecond: number, seconds: number): Promise<number> {
+  const data = exampleData();
+  const tickMs = 20;
+  const eventsPerTick = eventsPerSecond / (1000 / tickMs);
+  let published = 0;
+  const started = performance.now();
+  while (performance.now() - started < seconds * 1000) {
+    const due = Math.floor(((performance.now() - started) / tickMs + 1) * eventsPerTick);
+    for (; published < due; published++) await publishEvent(db, { workspaceId, event: 'booking.confirmed', data, source: 'publish' });
+    await new Promise((resolve) => setTimeout(resolve, tickMs - ((performance.now() - started) % tickMs)));
+  }
+  return published;
+}
+
+/** p50/p99 of (accepted - queued) of the workspace's accepted deliveries, by the database clock, in ms. */
+async function acceptedLag(db: Knex, workspaceId: string): Promise<{ deliveries: number; p50: number; p99: number }> {
   const { rows } = await db.raw(
     `SELECT percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - created_at) * 1000) AS ms, count(*) AS n
      FROM deliveries WHERE workspace_id = ? AND status = 'accepted'`,
-    [workspace.id],
+    [workspaceId],
   );
-  await db('workspaces').where({ id: workspace.id }).delete();
-  return { rates, baselines, bodyBytes: Buffer.byteLength(sampleBody), lag: { rate: sent / SECONDS, deliveries: Number(rows[0].n), p50: rows[0].ms[0], p99: rows[0].ms[1] } };
+  return { deliveries: Number(rows[0].n), p50: rows[0].ms[0], p99: rows[0].ms[1] };
+}
+
+interface NeighbourLag {
+  case: string;
+  deliveries: number;
+  p50: number;
+  p99: number;
+}
+
+/**
+ * The quiet workspace's lag at FAIR_RATE for FAIR_SECONDS, with a dispatcher of the service's defaults (unless
+ * `options` says otherwise), with or without a noisy workspace: 8 endpoints that never answer, 504 deliveries queued.
+ */
+async function neighbourLag(db: Knex, receiverUrl: string, label: string, noisy: boolean, options: Partial<DispatcherOptions> = {}): Promise<NeighbourLag> {
+  const logger = pino({ level: 'warn' });
+  for (const slug of ['bench-quiet', 'bench-noisy']) await db('workspaces').where({ slug }).delete();
+  const quiet = await createWorkspace(db, { slug: 'bench-quiet' });
+  await createEndpoint(db, { workspaceSlug: 'bench-quiet', url: `${receiverUrl}/hooks/quiet`, name: 'quiet' }, LOCAL_RECEIVER);
+  const workspaces = [quiet.id];
+  if (noisy) {
+    const loud = await createWorkspace(db, { slug: 'bench-noisy' });
+    for (let i = 0; i < 8; i++) await createEndpoint(db, { workspaceSlug: 'bench-noisy', url: `${receiverUrl}/never/${i}`, name: `dead ${i}` }, LOCAL_RECEIVER);
+    const queued = await queueBacklog(db, loud.id, 63, exampleData());
+    if (queued !== 504) throw new Error(`queued ${queued} noisy deliveries`);
+    workspaces.push(loud.id);
+  }
+  const dispatcher = new Dispatcher({ db, logger, destinationPolicy: LOCAL_RECEIVER, ...options });
+  await dispatcher.start();
+  // Give the noisy backlog a head start: its attempts are in flight (and hanging) before the quiet load begins.
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const sent = await publishAtRate(db, quiet.id, FAIR_RATE, FAIR_SECONDS);
+  const deadline = Date.now() + 60_000;
+  while (Number((await db('deliveries').where({ workspace_id: quiet.id, status: 'accepted' }).count({ n: '*' }).first())!.n) < sent) {
+    if (Date.now() > deadline) throw new Error(`${label}: the quiet workspace's deliveries were not all accepted within 60 s`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  const lag = await acceptedLag(db, quiet.id);
+  // Deleting the workspaces first leaves the hanging attempts nothing to record; stop() waits for their time-out.
+  await db('workspaces').whereIn('id', workspaces).delete();
+  await dispatcher.stop();
+  process.stderr.write(`${label}: ${lag.deliveries} deliveries, p50 ${lag.p50.toFixed(1)} ms, p99 ${lag.p99.toFixed(1)} ms\n`);
+  return { case: label, ...lag };
 }
 
 async function main(): Promise<void> {
-  const database = await openDatabase(process.env.DATABASE_URL ? {} : { embeddedDir: path.join(DATA_DIR, 'bench-pg'), embeddedPort: 54359, poolMax: 10 });
-  const options: Omit<DispatcherOptions, 'db' | 'logger'> = { concurrency: CONCURRENCY, perEndpointConcurrency: Math.ceil(CONCURRENCY / ENDPOINTS) };
+  const database = await openDatabase(process.env.DATABASE_URL ? {} : { embeddedDir: path.join(DATA_DIR, 'bench-pg'), embeddedPort: env('BENCH_PG_PORT', 54359), poolMax: 10 });
+  // Throughput and lag: one workspace, so it may use every slot.
+  const options: Omit<DispatcherOptions, 'db' | 'logger'> = {
+    concurrency: CONCURRENCY,
+    perEndpointConcurrency: Math.ceil(CONCURRENCY / ENDPOINTS),
+    perWorkspaceConcurrency: CONCURRENCY,
+    destinationPolicy: LOCAL_RECEIVER,
+  };
   let receiver: { child: ChildProcess; url: string } | undefined;
   let figures: Figures;
+  let neighbours: NeighbourLag[];
   try {
     receiver = await startReceiver();
     figures = await measure(database.db, receiver.url, options);
+    neighbours = [
+      await neighbourLag(database.db, receiver.url, 'no noisy neighbour', false),
+      await neighbourLag(database.db, receiver.url, 'noisy neighbour (8 dead endpoints, 504 queued)', true),
+      await neighbourLag(database.db, receiver.url, 'noisy neighbour, workspace share off (64 per workspace)', true, { perWorkspaceConcurrency: 64 }),
+    ];
   } finally {
     if (receiver) {
       receiver.child.kill('SIGTERM');
@@ -166,16 +246,26 @@ async function main(): Promise<void> {
   console.log(`baseline, bare undici POST loop:                       median ${Math.round(median(baselines))}/s  [${baselines.map((r) => Math.round(r)).join(', ')}]`);
   console.log(`ratio to baseline: ${((median(rates) / median(baselines)) * 100).toFixed(0)}%`);
   console.log(`lag at ${Math.round(lag.rate)} deliveries/s for ${SECONDS} s (${lag.deliveries} deliveries): p50 ${lag.p50.toFixed(1)} ms, p99 ${lag.p99.toFixed(1)} ms`);
+  console.log(`\nFairness: another workspace at ${FAIR_RATE} deliveries/s for ${FAIR_SECONDS} s, dispatcher defaults (64 slots, 8 per endpoint, 16 per workspace), lag queued -> accepted:`);
+  for (const n of neighbours) console.log(`  ${n.case.padEnd(56)} ${String(n.deliveries).padStart(4)} deliveries  p50 ${n.p50.toFixed(1).padStart(8)} ms  p99 ${n.p99.toFixed(1).padStart(8)} ms`);
+  const withNeighbour = neighbours[1];
+  console.log(`  ratio of p99 with the noisy neighbour to p99 without: ${(withNeighbour.p99 / neighbours[0].p99).toFixed(2)}`);
   if (median(rates) < 1000) {
     console.error('\nBelow the target of 1,000 deliveries/s.');
+    process.exitCode = 1;
+  }
+  if (!(withNeighbour.p99 < 1000)) {
+    console.error('\nWith a noisy neighbour, p99 lag is not under 1 s.');
     process.exitCode = 1;
   }
 }
 
 if (process.argv[2] === 'receiver') {
   // The receiver process: reads the body, answers 204.
+  // Paths under /never/ are dead endpoints: the request is read and never answered.
   const server = http.createServer((req, res) => {
     req.resume();
+    if (req.url?.startsWith('/never/')) return;
     req.on('end', () => {
       res.writeHead(204);
       res.end();
