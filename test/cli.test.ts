@@ -25,8 +25,8 @@ async function fleetAdmin(...args: string[]): Promise<CliRun> {
   return fleetAdminOn((await testDatabase()).url, args);
 }
 
-async function fleetAdminOn(databaseUrl: string, args: string[]): Promise<CliRun> {
-  const child = spawn(process.execPath, [LAUNCHER, ...args], { env: { ...process.env, DATABASE_URL: databaseUrl }, stdio: ['ignore', 'pipe', 'pipe'] });
+async function fleetAdminOn(databaseUrl: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliRun> {
+  const child = spawn(process.execPath, [LAUNCHER, ...args], { env: { ...process.env, DATABASE_URL: databaseUrl, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk) => { stdout += chunk; });
@@ -206,6 +206,28 @@ describe('fleet-admin CLI', () => {
       fails(['endpoint', 'enable', '--id', crypto.randomUUID()], /^fleet-admin: no webhook endpoint with id [0-9a-f-]{36}$/),
     ]);
     expect(await db('webhook_endpoints').join('workspaces', 'workspaces.id', 'webhook_endpoints.workspace_id').where('workspaces.slug', s).count({ n: '*' })).to.deep.equal([{ n: 2 }]);
+  });
+
+  it('refuses a private or credential-carrying endpoint URL when the switch is off (the default)', async () => {
+    const s = slug('egress');
+    await json('workspace', 'create', '--slug', s);
+    const strict = { FRS_ALLOW_PRIVATE_WEBHOOK_URLS: '' };
+    const refused = async (url: string, message: string) => {
+      const run = await fleetAdminOn((await testDatabase()).url, ['endpoint', 'create', '--workspace', s, '--url', url], strict);
+      expect(run.code, url).to.equal(1);
+      expect(run.stdout).to.equal('');
+      expect(run.stderr).to.equal(`fleet-admin: --url refused: ${message}\n`);
+    };
+    const advice = 'webhooks are not sent to private destinations (set FRS_ALLOW_PRIVATE_WEBHOOK_URLS=1 or list the range in FRS_WEBHOOK_ALLOWED_CIDRS to allow one)';
+    await refused('http://127.0.0.1:9000/in', `127.0.0.1 is a loopback address; ${advice}`);
+    await refused('http://169.254.169.254/latest/meta-data', `169.254.169.254 is a link-local address; ${advice}`);
+    await refused('https://ops:s3cret@hooks.example.com/fleet', 'the URL must not carry a user name or password (they would be shown to every API key and are never sent)');
+    const run = await fleetAdminOn((await testDatabase()).url, ['endpoint', 'create', '--workspace', s, '--url', 'http://10.1.2.3/in', '--json'], { ...strict, FRS_WEBHOOK_ALLOWED_CIDRS: '10.1.0.0/16' });
+    expect(run.code).to.equal(0);
+    expect(JSON.parse(run.stdout)).to.include({ url: 'http://10.1.2.3/in', isActive: true });
+    const { db } = await testDatabase();
+    const stored = await db('webhook_endpoints').join('workspaces', 'workspaces.id', 'webhook_endpoints.workspace_id').where('workspaces.slug', s).pluck('url');
+    expect(stored).to.deep.equal(['http://10.1.2.3/in']);
   });
 
   it('seed demo fills a new workspace and prints it with a working API key', async () => {

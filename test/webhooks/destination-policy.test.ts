@@ -1,3 +1,5 @@
+import tls from 'node:tls';
+import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
@@ -16,6 +18,24 @@ import { bookingConfirmedData, delivery, dropTestWorkspaces, endpointRow, webhoo
 
 // The whole run allows private destinations (test/support/hooks.ts); these tests pass the strict policy, the
 // default of a process without the switch, explicitly.
+
+// A self-signed certificate for receiver.test, made for this test only (openssl req -x509, P-256, 100 years).
+const TEST_ONLY_KEY = `-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg2IiqaEU4bmHjYV3v
+3X1nD9ZS8BMsU56wOL/poK6CrZGhRANCAASVlY1WD3B351BErYMg0qDfEKRX3BMp
+9MepVtlO3pRxKsbPiHus7LtiKEr7iic5+BYpq4SjZg7XUuC/0OTIMbbL
+-----END PRIVATE KEY-----`;
+const TEST_ONLY_CERT = `-----BEGIN CERTIFICATE-----
+MIIBoTCCAUegAwIBAgIUGJwv3u3OtIE560sahuXCFm5HFeswCgYIKoZIzj0EAwIw
+GDEWMBQGA1UEAwwNcmVjZWl2ZXIudGVzdDAgFw0yNjExMjMwNDM2NDFaGA8yMTI2
+MTAzMDA0MzY0MVowGDEWMBQGA1UEAwwNcmVjZWl2ZXIudGVzdDBZMBMGByqGSM49
+AgEGCCqGSM49AwEHA0IABJWVjVYPcHfnUEStgyDSoN8QpFfcEyn0x6lW2U7elHEq
+xs+Ie6zsu2IoSvuKJzn4FimrhKNmDtdS4L/Q5MgxtsujbTBrMB0GA1UdDgQWBBRn
+WHwgTgDsjW93M46mq1jMebGBLzAfBgNVHSMEGDAWgBRnWHwgTgDsjW93M46mq1jM
+ebGBLzAPBgNVHRMBAf8EBTADAQH/MBgGA1UdEQQRMA+CDXJlY2VpdmVyLnRlc3Qw
+CgYIKoZIzj0EAwIDSAAwRQIgHQR4F965qCvdi2UD9a24mvA8BoiWeY+6+NGRf9T1
+VvsCIQCHXVFFsF+BXj9gaHwaznDJrS707KCC6DZnzjiYNrs2ng==
+-----END CERTIFICATE-----`;
 
 const SECRET = 'whsec_abcdefghijklmnopqrstuvwxyzABCDEF0123456789';
 const SWITCH = 'FRS_ALLOW_PRIVATE_WEBHOOK_URLS=1';
@@ -236,5 +256,31 @@ describe('webhooks: destination policy', () => {
       await register('http://127.0.0.1:9/hook', { ...strict, allowPrivate: true });
       expect(await endpointsOf()).to.deep.equal(['http://127.0.0.1:9/hook']);
     });
+  });
+
+  it('connects to the checked address but keeps TLS on the URL\'s name: SNI is the name, the certificate is verified', async () => {
+    const names: string[] = [];
+    const server = tls.createServer({
+      key: TEST_ONLY_KEY,
+      cert: TEST_ONLY_CERT,
+      SNICallback: (name, done) => {
+        names.push(name);
+        done(null, tls.createSecureContext({ key: TEST_ONLY_KEY, cert: TEST_ONLY_CERT }));
+      },
+    });
+    server.on('tlsClientError', () => undefined);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const tlsPort = (server.address() as AddressInfo).port;
+      const policy: DestinationPolicy = { allowPrivate: true, allowedCidrs: [], lookup: lookupOf({ 'receiver.test': ['127.0.0.1'] }) };
+      const outcome = await attempt(`https://receiver.test:${tlsPort}/hook`, policy);
+      // The socket went to 127.0.0.1 (the looked-up address), the handshake named receiver.test, and the
+      // self-signed certificate was refused: verification was not switched off by connecting to an address.
+      expect(names).to.deep.equal(['receiver.test']);
+      expect(outcome).to.include({ ok: false, errorKind: 'connection' });
+      expect(outcome.error).to.match(/self-signed certificate/);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });
