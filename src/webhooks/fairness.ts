@@ -15,6 +15,17 @@ export function defaultWorkspaceConcurrency(concurrency: number): number {
   return Math.max(1, Math.floor(concurrency * DEFAULT_WORKSPACE_SHARE));
 }
 
+export const WORKSPACE_CONCURRENCY_ENV = 'FRS_WEBHOOK_WORKSPACE_CONCURRENCY';
+
+/** The operator's per-workspace limit of the worker, if set: a whole number from 1 to `concurrency`. */
+export function workspaceConcurrencyFromEnv(concurrency: number, env: NodeJS.ProcessEnv = process.env): number | undefined {
+  const raw = env[WORKSPACE_CONCURRENCY_ENV];
+  if (raw === undefined || raw === '') return undefined;
+  const n = Number(raw);
+  if (!/^\d+$/.test(raw) || n < 1 || n > concurrency) throw new Error(`${WORKSPACE_CONCURRENCY_ENV} must be a whole number from 1 to ${concurrency}, got "${raw}"`);
+  return n;
+}
+
 /** Attempts in flight in this process, per endpoint and per workspace. */
 export class InFlightShares {
   private readonly byEndpoint = new Map<string, number>();

@@ -4,8 +4,11 @@ import { Dispatcher } from './dispatcher.js';
 import { runCalendarSweep, type CalendarSweepOptions } from './calendar.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
 import { retentionDaysFromEnv, runRetention } from './retention.js';
+import { workspaceConcurrencyFromEnv } from './fairness.js';
 
 export const CALENDAR_INTERVAL_MS = 60_000;
+/** Attempts in flight at once in the worker. */
+const WORKER_CONCURRENCY = 64;
 /** How often old delivery records are deleted (see retention.ts). */
 export const RETENTION_INTERVAL_MS = 10 * 60_000;
 
@@ -39,7 +42,13 @@ export async function observedCalendarSweep(
  */
 export async function startWorker(db: Knex, logger: Logger, metrics?: ServiceMetrics): Promise<Worker> {
   const retentionDays = retentionDaysFromEnv();
-  const dispatcher = new Dispatcher({ db, logger, metrics });
+  const dispatcher = new Dispatcher({
+    db,
+    logger,
+    metrics,
+    concurrency: WORKER_CONCURRENCY,
+    perWorkspaceConcurrency: workspaceConcurrencyFromEnv(WORKER_CONCURRENCY),
+  });
   await dispatcher.start();
   let running: Promise<void> = Promise.resolve();
   const sweep = () => {

@@ -5,7 +5,7 @@ import { startReceiver, type Receiver } from '../support/receiver.js';
 import { publishEvent } from '../../src/webhooks/publish.js';
 import { queueTestDelivery } from '../../src/webhooks/test-delivery.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
-import { defaultWorkspaceConcurrency } from '../../src/webhooks/fairness.js';
+import { defaultWorkspaceConcurrency, workspaceConcurrencyFromEnv } from '../../src/webhooks/fairness.js';
 import { updateWorkspace } from '../../src/workspaces.js';
 import { bookingConfirmedData, dropTestWorkspaces, eventually, quietLogger, webhookWorkspace, type TestWorkspace } from './support.js';
 
@@ -39,10 +39,15 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
     return { ...(await ws.endpoint({ url })), path: new URL(url).pathname };
   };
 
-  it('gives a workspace a quarter of the slots by default', () => {
+  it('gives a workspace a quarter of the slots by default; FRS_WEBHOOK_WORKSPACE_CONCURRENCY sets it', () => {
     expect(defaultWorkspaceConcurrency(64)).to.equal(16);
     expect(defaultWorkspaceConcurrency(16)).to.equal(4);
     expect(defaultWorkspaceConcurrency(2)).to.equal(1);
+    expect(workspaceConcurrencyFromEnv(64, {})).to.equal(undefined);
+    expect(workspaceConcurrencyFromEnv(64, { FRS_WEBHOOK_WORKSPACE_CONCURRENCY: '8' })).to.equal(8);
+    for (const bad of ['0', '65', '2.5', 'many']) {
+      expect(() => workspaceConcurrencyFromEnv(64, { FRS_WEBHOOK_WORKSPACE_CONCURRENCY: bad })).to.throw(`FRS_WEBHOOK_WORKSPACE_CONCURRENCY must be a whole number from 1 to 64, got "${bad}"`);
+    }
   });
 
   it("a workspace with 8 dead endpoints and a backlog holds only its share; another workspace's deliveries go straight through", async () => {
