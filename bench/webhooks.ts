@@ -241,7 +241,7 @@ async function main(): Promise<void> {
   const { rates, baselines, lag } = figures;
   console.log(`\nWebhook delivery, Node ${process.version}, ${os.cpus().length} CPUs, database ${process.env.DATABASE_URL ? 'DATABASE_URL' : 'embedded .data/bench-pg'}`);
   console.log(`Dataset: ${DELIVERIES.toLocaleString('en-US')} deliveries per run (${Math.ceil(DELIVERIES / ENDPOINTS).toLocaleString('en-US')} booking.confirmed events x ${ENDPOINTS} endpoints), body ${figures.bodyBytes} bytes, receiver answers 204`);
-  console.log(`Dispatcher: concurrency ${options.concurrency}, ${options.perEndpointConcurrency} per endpoint; baseline: bare undici POST loop, ${CONCURRENCY} at a time\n`);
+  console.log(`Dispatcher: concurrency ${options.concurrency}, ${options.perEndpointConcurrency} per endpoint, ${options.perWorkspaceConcurrency} per workspace (one workspace); baseline: bare undici POST loop, ${CONCURRENCY} at a time\n`);
   console.log(`throughput, queued -> accepted (every attempt recorded): median ${Math.round(median(rates))}/s  [${rates.map((r) => Math.round(r)).join(', ')}]`);
   console.log(`baseline, bare undici POST loop:                       median ${Math.round(median(baselines))}/s  [${baselines.map((r) => Math.round(r)).join(', ')}]`);
   console.log(`ratio to baseline: ${((median(rates) / median(baselines)) * 100).toFixed(0)}%`);
