@@ -13,7 +13,7 @@ import { createLogger } from './logger.js';
 import { EMBEDDED_PORT, openDatabase, type Database } from './db/database.js';
 import { createApp, listen } from './api/app.js';
 import { ServiceMetrics, startMetricsListener } from './observability/metrics.js';
-import { startWorker, type Worker } from './webhooks/worker.js';
+import { startWorker, workerSettingsFromEnv, type Worker } from './webhooks/worker.js';
 
 const DEMO_SLUG = 'demo';
 
@@ -31,6 +31,8 @@ let stopping = false;
 
 async function main(): Promise<void> {
   const config = readConfig();
+  // Checked before anything starts, so a bad webhook setting fails at once, on one line.
+  const workerSettings = config.role === 'api' ? undefined : workerSettingsFromEnv();
   const logger = createLogger(config.logLevel);
 
   let worker: Worker | undefined;
@@ -77,7 +79,7 @@ async function main(): Promise<void> {
     throw err.code === 'EADDRINUSE' ? new ConfigError(`port ${port} on ${host} is in use: set ${variables} to a free one`) : err;
   };
   // The worker's first calendar sweep runs in the background: the API answers while it works.
-  worker = config.role === 'api' ? undefined : await step('starting the webhook worker', () => startWorker(db, logger, metrics));
+  worker = config.role === 'api' ? undefined : await step('starting the webhook worker', () => startWorker(db, logger, metrics, workerSettings));
   const lines = [''];
   if (config.role !== 'worker') {
     const app = await step('loading the API (document and validators)', () => createApp({ db, logger, metrics }));

@@ -1,6 +1,7 @@
 import dns from 'node:dns';
 import net from 'node:net';
 import { Agent, buildConnector } from 'undici';
+import { ConfigError } from '../config.js';
 
 // Which addresses a webhook may reach. One policy, used twice: when an endpoint is registered (its URL's host,
 // resolved) and inside the HTTP connector at connect time, on the very address the socket is opened to (resolve,
@@ -61,7 +62,7 @@ function checkCidr(cidr: string): string {
   const match = /^([^/]+)\/(\d{1,3})$/.exec(cidr);
   const ip = match && net.isIP(match[1]);
   if (!match || !ip || Number(match[2]) > (ip === 4 ? 32 : 128)) {
-    throw new Error(`${ALLOWED_CIDRS_ENV} must be a comma-separated list of CIDR ranges such as 10.1.0.0/16, got "${cidr}"`);
+    throw new ConfigError(`${ALLOWED_CIDRS_ENV} must be a comma-separated list of CIDR ranges such as 10.1.0.0/16, got "${cidr}"`);
   }
   return cidr;
 }
@@ -69,7 +70,7 @@ function checkCidr(cidr: string): string {
 /** The policy the environment sets; strict unless switched. */
 export function destinationPolicyFromEnv(env: NodeJS.ProcessEnv = process.env): DestinationPolicy {
   const allowPrivate = env[ALLOW_PRIVATE_ENV] ?? '';
-  if (!['', '0', '1'].includes(allowPrivate)) throw new Error(`${ALLOW_PRIVATE_ENV} must be 1 or 0, got "${allowPrivate}"`);
+  if (!['', '0', '1'].includes(allowPrivate)) throw new ConfigError(`${ALLOW_PRIVATE_ENV} must be 1 or 0, got "${allowPrivate}"`);
   const cidrs = (env[ALLOWED_CIDRS_ENV] ?? '').split(',').map((c) => c.trim()).filter(Boolean).map(checkCidr);
   return { allowPrivate: allowPrivate === '1', allowedCidrs: cidrs };
 }

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { ConfigError } from '../config.js';
 
 // Fair shares of a dispatcher's attempt slots, so that one workspace with slow or dead endpoints cannot delay the
 // deliveries of another (Svix and Hook0 hold the same line). Two bounds and one order:
@@ -22,7 +23,7 @@ export function workspaceConcurrencyFromEnv(concurrency: number, env: NodeJS.Pro
   const raw = env[WORKSPACE_CONCURRENCY_ENV];
   if (raw === undefined || raw === '') return undefined;
   const n = Number(raw);
-  if (!/^\d+$/.test(raw) || n < 1 || n > concurrency) throw new Error(`${WORKSPACE_CONCURRENCY_ENV} must be a whole number from 1 to ${concurrency}, got "${raw}"`);
+  if (!/^\d+$/.test(raw) || n < 1 || n > concurrency) throw new ConfigError(`${WORKSPACE_CONCURRENCY_ENV} must be a whole number from 1 to ${concurrency}, got "${raw}"`);
   return n;
 }
 

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { ConfigError } from '../config.js';
 import { IDEMPOTENCY_WINDOW_MS } from './test-delivery.js';
 
 // Retention: the delivery records are kept for a while, then deleted, so that nothing grows for ever. Each kind
@@ -21,7 +22,7 @@ export function retentionDaysFromEnv(env: NodeJS.ProcessEnv = process.env): numb
   const raw = env[RETENTION_ENV];
   if (raw === undefined || raw === '') return DEFAULT_RETENTION_DAYS;
   const days = Number(raw);
-  if (!/^\d+$/.test(raw) || days < 1 || days > 3650) throw new Error(`${RETENTION_ENV} must be a whole number of days from 1 to 3650, got "${raw}"`);
+  if (!/^\d+$/.test(raw) || days < 1 || days > 3650) throw new ConfigError(`${RETENTION_ENV} must be a whole number of days from 1 to 3650, got "${raw}"`);
   return days;
 }
 

@@ -5,6 +5,7 @@ import { runCalendarSweep, type CalendarSweepOptions } from './calendar.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
 import { retentionDaysFromEnv, runRetention } from './retention.js';
 import { workspaceConcurrencyFromEnv } from './fairness.js';
+import { destinationPolicyFromEnv, type DestinationPolicy } from './destination-policy.js';
 
 export const CALENDAR_INTERVAL_MS = 60_000;
 /** Attempts in flight at once in the worker. */
@@ -36,18 +37,34 @@ export async function observedCalendarSweep(
   }
 }
 
+/** The worker's settings from the environment; a bad value is a ConfigError naming the variable. */
+export interface WorkerSettings {
+  retentionDays: number;
+  perWorkspaceConcurrency: number | undefined;
+  destinationPolicy: DestinationPolicy;
+}
+
+export function workerSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): WorkerSettings {
+  return {
+    retentionDays: retentionDaysFromEnv(env),
+    perWorkspaceConcurrency: workspaceConcurrencyFromEnv(WORKER_CONCURRENCY, env),
+    destinationPolicy: destinationPolicyFromEnv(env),
+  };
+}
+
 /**
  * The background half of the service: the delivery sweep (continuous), the calendar sweep (every minute) and
  * retention (at start, then every 10 minutes).
  */
-export async function startWorker(db: Knex, logger: Logger, metrics?: ServiceMetrics): Promise<Worker> {
-  const retentionDays = retentionDaysFromEnv();
+export async function startWorker(db: Knex, logger: Logger, metrics?: ServiceMetrics, settings: WorkerSettings = workerSettingsFromEnv()): Promise<Worker> {
+  const { retentionDays } = settings;
   const dispatcher = new Dispatcher({
     db,
     logger,
     metrics,
     concurrency: WORKER_CONCURRENCY,
-    perWorkspaceConcurrency: workspaceConcurrencyFromEnv(WORKER_CONCURRENCY),
+    perWorkspaceConcurrency: settings.perWorkspaceConcurrency,
+    destinationPolicy: settings.destinationPolicy,
   });
   await dispatcher.start();
   let running: Promise<void> = Promise.resolve();
