@@ -20,10 +20,14 @@ export const BLOCKED_RANGES: ReadonlyArray<{ kind: string; cidrs: string[] }> = 
   { kind: 'private', cidrs: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', 'fc00::/7'] },
   { kind: 'link-local', cidrs: ['169.254.0.0/16', 'fe80::/10'] },
   { kind: 'CGNAT (shared address space)', cidrs: ['100.64.0.0/10'] },
-  { kind: 'reserved', cidrs: ['192.0.0.0/24', '198.18.0.0/15', '240.0.0.0/4'] },
+  // Reserved: IETF protocol assignments, benchmarking, future use and broadcast, the documentation ranges, and in
+  // IPv6 the deprecated IPv4-compatible form, discard-only and documentation prefixes.
+  { kind: 'reserved', cidrs: ['192.0.0.0/24', '192.0.2.0/24', '198.18.0.0/15', '198.51.100.0/24', '203.0.113.0/24', '240.0.0.0/4', '::/96', '100::/64', '2001:db8::/32'] },
   { kind: 'multicast', cidrs: ['224.0.0.0/4', 'ff00::/8'] },
   { kind: 'IPv4-mapped IPv6', cidrs: ['::ffff:0:0/96'] },
-  { kind: 'NAT64', cidrs: ['64:ff9b::/96'] },
+  { kind: 'NAT64', cidrs: ['64:ff9b::/96', '64:ff9b:1::/48'] },
+  // 6to4 and Teredo carry an IPv4 address inside, which could be a private one.
+  { kind: 'IPv4-embedding tunnel', cidrs: ['2002::/16', '2001::/32'] },
 ];
 
 /** Names refused whatever they resolve to: loopback names (RFC 6761) and cloud metadata services. */

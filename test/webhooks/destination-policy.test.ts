@@ -89,6 +89,15 @@ describe('webhooks: destination policy', () => {
       ['255.255.255.255', 'reserved'],
       ['::', 'unspecified'],
       ['::1', 'loopback'],
+      ['::7f00:1', 'reserved'],
+      ['192.0.2.10', 'reserved'],
+      ['198.51.100.7', 'reserved'],
+      ['203.0.113.200', 'reserved'],
+      ['100::1', 'reserved'],
+      ['2001:db8::1', 'reserved'],
+      ['64:ff9b:1::a00:1', 'NAT64'],
+      ['2002:7f00:1::1', 'IPv4-embedding tunnel'],
+      ['2001:0:4136:e378::1', 'IPv4-embedding tunnel'],
       ['::ffff:127.0.0.1', 'loopback'],
       ['::ffff:10.1.2.3', 'private'],
       ['::ffff:8.8.8.8', 'IPv4-mapped IPv6'],
@@ -104,7 +113,7 @@ describe('webhooks: destination policy', () => {
       it(`refuses ${address} (${kind})`, () => expect(blockedKind(address)).to.equal(kind));
     }
     // The neighbours of the ranges are public.
-    for (const address of ['1.1.1.1', '8.8.8.8', '11.0.0.1', '100.63.255.255', '100.128.0.0', '172.15.255.255', '172.32.0.0', '169.253.255.255', '192.0.1.1', '198.17.255.255', '198.20.0.0', '223.255.255.255', '2606:4700:4700::1111', '64:ff9c::1', 'fec0::1']) {
+    for (const address of ['1.1.1.1', '8.8.8.8', '11.0.0.1', '100.63.255.255', '100.128.0.0', '172.15.255.255', '172.32.0.0', '169.253.255.255', '192.0.1.1', '198.17.255.255', '198.20.0.0', '223.255.255.255', '2606:4700:4700::1111', '2001:4860:4860::8888', '2003::1', '64:ff9c::1', 'fec0::1', '192.0.3.1', '203.0.114.1']) {
       it(`allows the public address ${address}`, () => expect(blockedKind(address)).to.equal(null));
     }
   });
