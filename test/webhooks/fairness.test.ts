@@ -63,6 +63,8 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
     await dispatcher.start();
     try {
       await eventually(async () => dispatcher.totals.accepted === 5, 2500, "the quiet workspace's 5 deliveries");
+      // (The noisy workspace's first claims may still be on their way to the receiver.)
+      await eventually(async () => receiver.requests.filter((r) => dead.has(r.path)).length >= 4, 2500, "the noisy workspace's share");
       // Accepted while every attempt of the noisy workspace is still hanging: none of them has finished yet.
       expect(dispatcher.totals).to.deep.equal({ attempted: 5, accepted: 5, retrying: 0, failed: 0 });
       const noisyRequests = receiver.requests.filter((r) => dead.has(r.path));
