@@ -5075,7 +5075,7 @@ const schema130 = {"type":"object","description":"One delivery: the fields of it
 const schema131 = {"type":"string","format":"uuid","description":"A resource id.","example":"7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"};
 const schema134 = {"type":"string","description":"`queued` (waiting for its first attempt), `retrying` (an attempt failed; another is scheduled), `accepted` (the endpoint answered 2xx), `failed` (the last retry failed, or it was held longer than 7 days), `held` (the endpoint is switched off; sent when it is switched back on).","enum":["queued","retrying","accepted","failed","held"]};
 const schema135 = {"type":"string","format":"date-time","description":"ISO 8601 timestamp in UTC with milliseconds.","example":"2026-11-22T08:30:00.000Z"};
-const schema138 = {"type":"string","description":"How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset, DNS or TLS failure). New kinds may be added.","enum":["timeout","connection","redirect","status"]};
+const schema138 = {"type":"string","description":"How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset, DNS or TLS failure), `blocked_destination` (the URL's host is, or resolved to, a private, loopback, link-local or reserved address, which is never connected to; `error` names the address and its class). New kinds may be added.","enum":["timeout","connection","redirect","status","blocked_destination"]};
 const schema132 = {"description":"An event name of the `webhooks` section, `webhook.test` included.","anyOf":[{"$ref":"#/$defs/EventName"},{"type":"string","const":"webhook.test"}]};
 const schema133 = {"type":"string","description":"A webhook event an endpoint can subscribe to. `webhook.test` is not in this list: a test delivery is sent to the endpoint it names whatever its subscriptions.","enum":["booking.confirmed","booking.completed","booking.delivery_due","booking.return_due","booking.extended","booking.ending_soon","payment.captured","payment.refunded","payment.deposit_held","payment.canceled","invoice.issued","invoice.due_soon","invoice.overdue","installment.due_soon","installment.overdue","fine.created","quote.sent","quote.viewed","quote.accepted","quote.declined","quote.expired","lead.created","deal.created","deal.stage_changed","vehicle.maintenance_due","vehicle.document_expiring","vehicle.idle","delivery.assigned","task.assigned","task.due_soon","task.overdue","inbox.message_received","inbox.assigned","investor.payout_ready","investor.payout_generated","investor.report_due","document.esign_timeout","integration.failed"]};
 
@@ -5482,7 +5482,7 @@ vErrors.push(err5);
 }
 errors++;
 }
-if(!((((data4 === "timeout") || (data4 === "connection")) || (data4 === "redirect")) || (data4 === "status"))){
+if(!(((((data4 === "timeout") || (data4 === "connection")) || (data4 === "redirect")) || (data4 === "status")) || (data4 === "blocked_destination"))){
 const err6 = {instancePath:instancePath+"/errorKind",schemaPath:"#/$defs/AttemptErrorKind/enum",keyword:"enum",params:{allowedValues: schema138.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err6];
@@ -6056,7 +6056,7 @@ vErrors.push(err13);
 }
 errors++;
 }
-if(!((((data8 === "timeout") || (data8 === "connection")) || (data8 === "redirect")) || (data8 === "status"))){
+if(!(((((data8 === "timeout") || (data8 === "connection")) || (data8 === "redirect")) || (data8 === "status")) || (data8 === "blocked_destination"))){
 const err14 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/$defs/AttemptErrorKind/enum",keyword:"enum",params:{allowedValues: schema138.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err14];
@@ -6559,7 +6559,7 @@ vErrors.push(err13);
 }
 errors++;
 }
-if(!((((data8 === "timeout") || (data8 === "connection")) || (data8 === "redirect")) || (data8 === "status"))){
+if(!(((((data8 === "timeout") || (data8 === "connection")) || (data8 === "redirect")) || (data8 === "status")) || (data8 === "blocked_destination"))){
 const err14 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/$defs/AttemptErrorKind/enum",keyword:"enum",params:{allowedValues: schema138.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err14];

@@ -953,12 +953,13 @@ export const DeliveryEventNameSchema = {
 
 export const AttemptErrorKindSchema = {
     type: 'string',
-    description: 'How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset, DNS or TLS failure). New kinds may be added.',
+    description: 'How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset, DNS or TLS failure), `blocked_destination` (the URL\'s host is, or resolved to, a private, loopback, link-local or reserved address, which is never connected to; `error` names the address and its class). New kinds may be added.',
     enum: [
         'timeout',
         'connection',
         'redirect',
-        'status'
+        'status',
+        'blocked_destination'
     ]
 } as const;
 

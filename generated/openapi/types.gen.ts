@@ -453,9 +453,9 @@ export type DeliveryStatus = 'queued' | 'retrying' | 'accepted' | 'failed' | 'he
 export type DeliveryEventName = EventName | 'webhook.test';
 
 /**
- * How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset, DNS or TLS failure). New kinds may be added.
+ * How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset, DNS or TLS failure), `blocked_destination` (the URL's host is, or resolved to, a private, loopback, link-local or reserved address, which is never connected to; `error` names the address and its class). New kinds may be added.
  */
-export type AttemptErrorKind = 'timeout' | 'connection' | 'redirect' | 'status';
+export type AttemptErrorKind = 'timeout' | 'connection' | 'redirect' | 'status' | 'blocked_destination';
 
 /**
  * One delivery of one event to one endpoint, as the delivery log lists it.

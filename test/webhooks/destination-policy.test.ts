@@ -7,7 +7,8 @@ import { startReceiver, type Receiver } from '../support/receiver.js';
 import { attemptDelivery, type AttemptRequest } from '../../src/webhooks/http-attempt.js';
 import { createEndpoint } from '../../src/webhooks/endpoints.js';
 import { publishEvent } from '../../src/webhooks/publish.js';
-import { InputError } from '../../src/workspaces.js';
+import { createApiKey, InputError } from '../../src/workspaces.js';
+import { startApi } from '../support/api.js';
 import {
   blockedKind,
   destinationPolicyFromEnv,
@@ -208,6 +209,18 @@ describe('webhooks: destination policy', () => {
       expect(attemptRow.error).to.match(/^rebind\.test resolves to 127\.0\.0\.1, a loopback address;/);
       expect(await endpointRow(db, endpoint.id)).to.include({ consecutive_failures: 1, last_success_at: null });
       expect(receiver.requests).to.deep.equal([]);
+      // The delivery log shows it as the document describes it (every response is validated against it).
+      const api = await startApi();
+      try {
+        const { key } = await createApiKey(db, { workspaceSlug: ws.slug });
+        const detail = await api.get(`/v1/webhooks/${endpoint.id}/deliveries/${row.id}`, key);
+        expect(detail.status).to.equal(200);
+        expect(detail.body).to.include({ status: 'retrying', lastErrorKind: 'blocked_destination', lastStatusCode: null });
+        expect(detail.body.attempts).to.have.length(1);
+        expect(detail.body.attempts[0]).to.include({ number: 1, errorKind: 'blocked_destination', statusCode: null, responseBody: null, error: attemptRow.error });
+      } finally {
+        await api.close();
+      }
     });
   });
 
