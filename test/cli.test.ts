@@ -11,6 +11,7 @@ import { testDatabase } from './support/database.js';
 import { hashApiKey } from '../src/secrets.js';
 import { createApiKey } from '../src/workspaces.js';
 import { buildAttempt, buildDelivery, dropTestWorkspaces, webhookWorkspace } from './webhooks/support.js';
+import { openSigningSecret } from '../src/webhooks/signing-secrets.js';
 
 const LAUNCHER = fileURLToPath(new URL('../bin/fleet-admin.js', import.meta.url));
 
@@ -183,7 +184,9 @@ describe('fleet-admin CLI', () => {
     expect(created).to.have.all.keys('id', 'name', 'url', 'events', 'isActive', 'secret');
     expect(created).to.deep.include({ name: 'hooks.example.com', url: 'https://hooks.example.com/fleet', events: ['booking.confirmed', 'payment.captured'], isActive: true });
     expect(created.secret).to.match(/^whsec_[0-9A-Za-z]{32,}$/);
-    expect((await db('webhook_endpoints').where({ id: created.id }).first('secret')).secret).to.equal(created.secret);
+    const stored = await db('webhook_endpoints').where({ id: created.id }).first('secret_key_id', 'secret_sealed');
+    expect(stored.secret_sealed.toString('latin1')).not.to.include('whsec_');
+    expect(openSigningSecret(created.id, { keyId: stored.secret_key_id, sealed: stored.secret_sealed })).to.equal(created.secret);
 
     const named = await json('endpoint', 'create', '--workspace', s, '--url', 'http://127.0.0.1:9000/in', '--name', 'Local');
     expect(named).to.deep.include({ name: 'Local', events: [] });

@@ -9,6 +9,7 @@ import {
 } from '../workspaces.js';
 import { createEndpoint, listEndpoints, setEndpointActive, type EndpointRecord } from '../webhooks/endpoints.js';
 import { recoverEndpoint, resendDelivery, showDelivery } from '../webhooks/recovery.js';
+import { DEFAULT_OVERLAP_HOURS, MAX_OVERLAP_HOURS, resealSigningSecrets, rotateSigningSecret } from '../webhooks/signing-secrets.js';
 import { importDocument, readImportFile } from '../import/importDocument.js';
 import { publishEvent } from '../webhooks/publish.js';
 import { runCalendarSweep } from '../webhooks/calendar.js';
@@ -164,6 +165,25 @@ export function buildProgram(): Command {
     .action(async (o: JsonOption & { id: string; since: Date; until?: Date }) => {
       const result = await withDatabase((db) => recoverEndpoint(db, { endpointId: o.id, since: o.since, until: o.until }));
       print(o, result, (r) => `${r.queued} failed deliver${r.queued === 1 ? 'y' : 'ies'} of endpoint ${r.endpointId} queued again`);
+    });
+
+  command(endpoint, 'rotate-secret', 'give a webhook endpoint a new signing secret (shown only this once); the old one keeps signing during the overlap')
+    .requiredOption('--id <id>', 'the endpoint id')
+    .option('--overlap-hours <hours>', `hours during which deliveries carry signatures with both secrets, 0 to ${MAX_OVERLAP_HOURS} (default ${DEFAULT_OVERLAP_HOURS}; 0 ends the old secret at once)`, wholeNumber)
+    .action(async (o: JsonOption & { id: string; overlapHours?: number }) => {
+      const rotated = await withDatabase((db) => rotateSigningSecret(db, o.id, { overlapHours: o.overlapHours }));
+      print(o, rotated, (r) =>
+        `endpoint ${r.id}: new signing secret, shown only this once:\n${r.secret}\n` +
+        (r.previousSecretExpiresAt ? `the old secret also signs every delivery until ${r.previousSecretExpiresAt}` : 'the old secret no longer signs anything'));
+    });
+
+  const secrets = program.command('secrets').description('the master key that seals stored signing secrets');
+  command(secrets, 'rotate-master-key', 're-seal every stored signing secret under a new master key, in one transaction')
+    .action(async (o: JsonOption) => {
+      const result = await withDatabase(resealSigningSecrets);
+      print(o, result, (r) =>
+        `${r.resealed} endpoint(s) re-sealed under master key ${r.keyId}` +
+        (r.source === 'file' ? ' (a new key, now the only one in the key file)' : ' (FRS_SECRET_KEY; FRS_SECRET_KEY_PREVIOUS is no longer needed)'));
     });
 
   command(program, 'import', 'load an import document (JSON) into a workspace')

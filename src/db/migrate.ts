@@ -29,8 +29,13 @@ function migrationsDir(): string {
   return import.meta.url.includes('/dist/') && fs.existsSync(compiled) ? compiled : path.join(ROOT_DIR, 'migrations');
 }
 
+/** The project's migrations, for Knex's migrator. */
+export function migrationSource(): Knex.MigrationSource<string> {
+  return new DirectoryMigrationSource(migrationsDir());
+}
+
 export async function migrateLatest(db: Knex): Promise<string[]> {
-  const [, applied] = (await db.migrate.latest({ migrationSource: new DirectoryMigrationSource(migrationsDir()) })) as [number, string[]];
+  const [, applied] = (await db.migrate.latest({ migrationSource: migrationSource() })) as [number, string[]];
   return applied;
 }
 

@@ -12,6 +12,7 @@ import { attemptDelivery, DEFAULT_ATTEMPT_TIMEOUT_MS, type AttemptOutcome, type 
 import { nextAttemptAt, SWITCH_OFF_AFTER_FAILURES } from './retry-schedule.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
 import { deliveryLog } from '../queries/deliveries.js';
+import { openSigningSecrets } from './signing-secrets.js';
 
 // The delivery sweep. A dispatcher claims due deliveries (FOR NO KEY UPDATE SKIP LOCKED, then a lease, so several
 // processes can run at once and the claims of a killed one are retried once its lease runs out), attempts each
@@ -59,6 +60,14 @@ interface Claim extends AttemptRequest {
   /** This attempt's number, 1-based. */
   attempt: number;
 }
+
+/** A claim as the database returns it: the signing secrets still sealed (base64). */
+type SealedClaim = Omit<Claim, 'secrets'> & {
+  secretKeyId: string;
+  secretSealed: string;
+  previousSecretKeyId: string | null;
+  previousSecretSealed: string | null;
+};
 
 interface Finished {
   claim: Claim;
@@ -324,14 +333,33 @@ export class Dispatcher {
          UPDATE deliveries d SET lease_owner = ?, lease_until = now() + ? * interval '1 millisecond'
          FROM locked l, webhook_endpoints w
          WHERE d.id = l.id AND w.id = d.endpoint_id
-         RETURNING d.id AS "deliveryId", d.endpoint_id AS "endpointId", d.workspace_id AS "workspaceId", d.event, d.body, w.url, w.secret,
-                   d.attempts + 1 AS attempt
+         RETURNING d.id AS "deliveryId", d.endpoint_id AS "endpointId", d.workspace_id AS "workspaceId", d.event, d.body, w.url, d.attempts + 1 AS attempt,
+           w.secret_key_id AS "secretKeyId", encode(w.secret_sealed, 'base64') AS "secretSealed",
+           -- the previous secret signs too while a rotation's overlap lasts
+           CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret_key_id END AS "previousSecretKeyId",
+           CASE WHEN w.previous_secret_expires_at > now() THEN encode(w.previous_secret_sealed, 'base64') END AS "previousSecretSealed"
        )
        SELECT coalesce((SELECT json_agg(claimed) FROM claimed), '[]') AS claims,
               (SELECT count(*) FROM candidates) > (SELECT count(*) FROM claimed) AS contended`,
       [...fair.bindings, now.toISOString(), this.owner, this.leaseMs],
     );
-    return rows[0];
+    const { claims, contended } = rows[0] as { claims: SealedClaim[]; contended: boolean };
+    return { claims: claims.flatMap((claim) => this.openSecrets(claim)), contended };
+  }
+
+  /**
+   * The claim with its signing secrets opened. One whose secrets this process cannot open (its master key is
+   * missing) is not attempted: its lease runs out and it is tried again, once the key is configured.
+   */
+  private openSecrets({ secretKeyId, secretSealed, previousSecretKeyId, previousSecretSealed, ...claim }: SealedClaim): Claim[] {
+    try {
+      const current = { keyId: secretKeyId, sealed: Buffer.from(secretSealed, 'base64') };
+      const previous = previousSecretKeyId && previousSecretSealed ? { keyId: previousSecretKeyId, sealed: Buffer.from(previousSecretSealed, 'base64') } : null;
+      return [{ ...claim, secrets: openSigningSecrets(claim.endpointId, current, previous) }];
+    } catch (err) {
+      this.logger.error({ endpointId: claim.endpointId, deliveryId: claim.deliveryId, err: { message: (err as Error).message } }, 'cannot open the endpoint\'s signing secret; the delivery waits');
+      return [];
+    }
   }
 
   /** Records a batch of finished attempts: attempt rows, deliveries, endpoint streaks, switch-offs. */

@@ -1,9 +1,11 @@
+import crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import { newSigningSecret } from '../secrets.js';
 import { findWorkspace, InputError, isUuid } from '../workspaces.js';
 import { subscribableEvents, TEST_EVENT } from './catalogue.js';
 import { destinationPolicyFromEnv, refuseDestination, type DestinationPolicy } from './destination-policy.js';
 import { holdPendingDeliveries, releaseHeldDeliveries } from './dispatcher.js';
+import { sealedSecretColumns } from './signing-secrets.js';
 
 /** A webhook endpoint as the API and the CLI show it: never with its signing secret. */
 export interface EndpointRecord {
@@ -94,10 +96,13 @@ export async function createEndpoint(
   const name = input.name ?? url.host;
   if (name.length < 1 || name.length > 200) throw new InputError('--name must be 1 to 200 characters');
   const workspace = await findWorkspace(db, input.workspaceSlug);
+  // The id is made here: the sealed secret is bound to it.
+  const id = crypto.randomUUID();
+  const secret = newSigningSecret();
   const [row] = await db('webhook_endpoints')
-    .insert({ workspace_id: workspace.id, name, url: input.url, events, secret: newSigningSecret() })
-    .returning(['id', 'name', 'url', 'events', 'is_active', 'secret']);
-  return { id: row.id, name: row.name, url: row.url, events: row.events, isActive: row.is_active, secret: row.secret };
+    .insert({ id, workspace_id: workspace.id, name, url: input.url, events, ...sealedSecretColumns(id, secret) })
+    .returning(['id', 'name', 'url', 'events', 'is_active']);
+  return { id: row.id, name: row.name, url: row.url, events: row.events, isActive: row.is_active, secret };
 }
 
 /**

@@ -16,7 +16,8 @@ export type AttemptErrorKind = 'timeout' | 'connection' | 'redirect' | 'status' 
 
 export interface AttemptRequest {
   url: string;
-  secret: string;
+  /** The endpoint's current signing secrets, newest first (two during a rotation's overlap). */
+  secrets: string[];
   deliveryId: string;
   event: string;
   /** The delivery's body bytes, as created. */
@@ -30,7 +31,7 @@ export interface AttemptOutcome {
   durationMs: number;
   statusCode: number | null;
   errorKind: AttemptErrorKind | null;
-  /** Human-readable reason of a failure; never contains the signing secret. */
+  /** Human-readable reason of a failure; never contains a signing secret. */
   error: string | null;
   /** The first 4 KiB of the response body (valid UTF-8, NUL characters dropped), when there was an answer. */
   responseBody: string | null;
@@ -90,8 +91,8 @@ export async function attemptDelivery(req: AttemptRequest, options: AttemptOptio
         'user-agent': USER_AGENT,
         'service-event': req.event,
         'service-delivery': req.deliveryId,
-        'service-signature': signatureHeader([req.secret], req.body, timestamp),
-        ...standardWebhooksHeaders([req.secret], req.deliveryId, req.body, timestamp),
+        'service-signature': signatureHeader(req.secrets, req.body, timestamp),
+        ...standardWebhooksHeaders(req.secrets, req.deliveryId, req.body, timestamp),
       },
       body: req.body,
       signal: abort.signal,
@@ -113,7 +114,7 @@ export async function attemptDelivery(req: AttemptRequest, options: AttemptOptio
 
   const finish = (fields: Omit<AttemptOutcome, 'startedAt' | 'durationMs'>): AttemptOutcome => ({
     ...fields,
-    error: fields.error === null ? null : fields.error.replaceAll(req.secret, '[redacted]').slice(0, ERROR_TEXT_LIMIT),
+    error: fields.error === null ? null : req.secrets.reduce((text, secret) => text.replaceAll(secret, '[redacted]'), fields.error).slice(0, ERROR_TEXT_LIMIT),
     startedAt,
     durationMs: Math.max(0, Math.round(performance.now() - started)),
   });

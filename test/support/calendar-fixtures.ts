@@ -3,6 +3,7 @@ import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { loadOpenApiDocument, webhookPayloadSchemas } from '../../src/contract/document.js';
 import { fixture, type Fixture } from './fixtures.js';
+import { sealedSecretColumns } from '../../src/webhooks/signing-secrets.js';
 import { validators } from '../../src/contract/validators.js';
 
 // Builders for the records the calendar sweep reads that the shared fixture does not cover (documents,
@@ -158,17 +159,17 @@ export async function calendarFixture(db: Knex, options: { timezone?: string; re
         failing_since: o.failingSince ? at(o.failingSince) : null,
       }),
     endpoint: async (o = {}) => {
-      const [row] = await db('webhook_endpoints')
-        .insert({
-          workspace_id,
-          name: `Receiver ${++seq}`,
-          url: 'https://receiver.example/hooks',
-          events: o.events ?? [],
-          secret: `whsec_${randomUUID().replace(/-/g, '')}`,
-          is_active: o.active ?? true,
-        })
-        .returning('id');
-      return row.id;
+      const id = randomUUID();
+      await db('webhook_endpoints').insert({
+        id,
+        workspace_id,
+        name: `Receiver ${++seq}`,
+        url: 'https://receiver.example/hooks',
+        events: o.events ?? [],
+        ...sealedSecretColumns(id, `whsec_${randomUUID().replace(/-/g, '')}`),
+        is_active: o.active ?? true,
+      });
+      return id;
     },
     deliveries: async (endpointId) => {
       const query = db('deliveries').where({ workspace_id }).orderBy([{ column: 'created_at' }, { column: 'id' }]);

@@ -63,7 +63,7 @@ describe('webhooks: destination policy', () => {
   });
 
   const attempt = (url: string, policy: DestinationPolicy) => {
-    const req: AttemptRequest = { url, secret: SECRET, deliveryId: '3f1c9a52-7d4e-4b8a-9c21-6e5f0d2b8a47', event: 'webhook.test', body: '{}' };
+    const req: AttemptRequest = { url, secrets: [SECRET], deliveryId: '3f1c9a52-7d4e-4b8a-9c21-6e5f0d2b8a47', event: 'webhook.test', body: '{}' };
     return attemptDelivery(req, { policy, timeoutMs: 2000 });
   };
 

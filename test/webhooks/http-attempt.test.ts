@@ -19,7 +19,7 @@ const BODY = '{"id":"3f1c9a52-7d4e-4b8a-9c21-6e5f0d2b8a47","event":"webhook.test
 
 const request = (path = '/hook'): AttemptRequest => ({
   url: HOST + path,
-  secret: SECRET,
+  secrets: [SECRET],
   deliveryId: '3f1c9a52-7d4e-4b8a-9c21-6e5f0d2b8a47',
   event: 'webhook.test',
   body: BODY,

@@ -8,6 +8,8 @@ import { verifyIndependently } from '../support/receiver.js';
 interface Vector {
   description: string;
   secret: string;
+  /** The secrets the service signed with, newest first, when the vector shows a rotation's overlap. */
+  signingSecrets?: string[];
   body: string;
   /** `t` of the header, unix seconds (null when the header has none, or a malformed one). */
   timestamp: number | null;
@@ -38,6 +40,12 @@ describe('webhooks: signature test vectors (openapi/webhook-signature-vectors.js
     const [example] = vectors;
     expect(example.header).to.equal('t=1795336201,v1=de49367ecbb1c9c7af2d0eb40d9e7d3d990dd8daca079a598380d15b7e96e379');
     expect(signatureHeader(example.secret, example.body, example.timestamp!)).to.equal(example.header);
+  });
+
+  it('shows the two-value header of a rotation\'s overlap, new secret first, reproduced by the signer', () => {
+    const overlap = vectors.filter((v) => v.signingSecrets);
+    expect(overlap.map((v) => v.secret)).to.deep.equal(overlap[0].signingSecrets);
+    for (const vector of overlap) expect(signatureHeader(vector.signingSecrets!, vector.body, vector.timestamp!)).to.equal(vector.header);
   });
 
   for (const vector of vectors) {
