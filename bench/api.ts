@@ -32,7 +32,9 @@ async function measure(name: string, url: string, key?: string) {
 }
 
 const database = await openDatabase(
-  process.env.DATABASE_URL ? {} : { embeddedDir: path.join(DATA_DIR, 'large-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54479) },
+  process.env.DATABASE_URL
+    ? { schema: 'migrate' }
+    : { embeddedDir: path.join(DATA_DIR, 'large-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54479), schema: 'migrate' },
 );
 const { db } = database;
 const existing = await db('workspaces').where({ slug: SLUG }).first('id');

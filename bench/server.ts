@@ -15,8 +15,9 @@ if (mode === 'baseline') {
     ctx.body = body;
   });
 } else {
-  const { db } = await openDatabase({ url: databaseUrl, poolMax: 20, migrate: false });
-  app = await createApp({ db, logger: pino({ level: 'warn' }) });
+  const database = await openDatabase({ url: databaseUrl, poolMax: 20, schema: 'as-is' });
+  // As in production: the API's connections run as its database role.
+  app = await createApp({ db: database.forRole('api'), logger: pino({ level: 'warn' }) });
 }
 const server = app.listen(0, '127.0.0.1', () => {
   const address = server.address();

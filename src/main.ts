@@ -1,7 +1,8 @@
 // `npm start`: the service on DATABASE_URL, or on the embedded PostgreSQL under .data/ when it is unset.
-// Migrates, loads the demo workspace on first start (printing its API key that once), then serves the API and
-// runs the webhook worker (delivery sweep and calendar sweep). FRS_ROLE=api runs the API alone, FRS_ROLE=worker
-// the worker alone; several of either can run against one database.
+// Migrates the embedded database (a DATABASE_URL one is migrated by `fleet-admin migrate`), loads the demo
+// workspace on the embedded default's first start or with FRS_SEED_DEMO=1 (printing its API key that once), then
+// serves the API and runs the webhook worker (delivery sweep and calendar sweep), each as its own database role.
+// FRS_ROLE=api runs the API alone, FRS_ROLE=worker the worker alone; several of either can run against one database.
 //
 // Each start-up step prints a line on stderr as it begins and as it ends, so a person can see it is not hung. SIGTERM
 // or SIGINT (Ctrl-C, or either sent to `npm start`) stops it: requests and attempts in flight finish, then the embedded
@@ -24,6 +25,18 @@ async function step<T>(label: string, run: () => Promise<T>, done: (result: T) =
   const result = await run();
   process.stderr.write(`fleet-rental: ${label}: ${done(result)} (${((Date.now() - at) / 1000).toFixed(1)} s)\n`);
   return result;
+}
+
+/**
+ * Whether to load the demo workspace now: on the embedded default's first start (the start that created its
+ * schema), or whenever FRS_SEED_DEMO=1 finds no workspace "demo"; FRS_SEED_DEMO=0 never. A deleted demo workspace
+ * therefore stays deleted.
+ */
+async function demoWanted(database: Database, embedded: boolean): Promise<boolean> {
+  const setting = process.env.FRS_SEED_DEMO ?? '';
+  if (!['', '0', '1'].includes(setting)) throw new ConfigError(`FRS_SEED_DEMO must be 1 or 0, got "${setting}"`);
+  if (setting === '1') return !(await database.db('workspaces').where({ slug: DEMO_SLUG }).first('id'));
+  return setting === '' && embedded && database.createdSchema;
 }
 
 let database: Database | undefined;
@@ -62,27 +75,34 @@ async function main(): Promise<void> {
   const where = config.databaseUrl
     ? 'the database in DATABASE_URL'
     : `the embedded PostgreSQL under ${embeddedDir.startsWith('..') ? path.join(DATA_DIR, 'postgres') : embeddedDir} (port ${EMBEDDED_PORT})`;
-  database = await step(`opening ${where} and applying migrations`, () => openDatabase({ url: config.databaseUrl }));
+  // Only the embedded default, which the service owns, is migrated at start; any other database by
+  // `fleet-admin migrate` (a start on a database whose schema is behind is refused).
+  const embedded = !config.databaseUrl;
+  database = await step(`opening ${where} and ${embedded ? 'applying migrations' : 'checking its schema'}`, () =>
+    openDatabase({ url: config.databaseUrl, schema: embedded ? 'migrate' : 'check' }));
   const { db } = database;
 
   let demoKey: string | undefined;
-  if (!(await db('workspaces').where({ slug: DEMO_SLUG }).first('id'))) {
+  if (await demoWanted(database, embedded)) {
     const { seedDemo } = await import('../seeds/demo.js');
     demoKey = await step(`loading the demo workspace "${DEMO_SLUG}"`, async () => (await seedDemo(db, DEMO_SLUG)).key);
   }
   if (stopping) return;
 
-  // One metrics registry per process: the API and the worker both count into it.
+  // One metrics registry per process: the API and the worker both count into it. Metrics and readiness read as the
+  // API's read-only role; the API and the worker each connect as their own database role (src/db/roles.ts).
+  const apiDb = database.forRole('api');
   const metrics = new ServiceMetrics();
-  metrics.watchDatabase(db);
+  metrics.watchDatabase(apiDb);
   const inUse = (variables: string, port: number, host: string) => (err: NodeJS.ErrnoException) => {
     throw err.code === 'EADDRINUSE' ? new ConfigError(`port ${port} on ${host} is in use: set ${variables} to a free one`) : err;
   };
   // The worker's first calendar sweep runs in the background: the API answers while it works.
-  worker = config.role === 'api' ? undefined : await step('starting the webhook worker', () => startWorker(db, logger, metrics, workerSettings));
+  const workerDb = database.forRole('worker');
+  worker = config.role === 'api' ? undefined : await step('starting the webhook worker', () => startWorker(workerDb, logger, metrics, workerSettings));
   const lines = [''];
   if (config.role !== 'worker') {
-    const app = await step('loading the API (document and validators)', () => createApp({ db, logger, metrics }));
+    const app = await step('loading the API (document and validators)', () => createApp({ db: apiDb, logger, metrics }));
     server = await step(`starting the API on ${config.host}:${config.port}`, () =>
       listen(app, config.port, config.host).catch(inUse('PORT (and HOST)', config.port, config.host)));
     const address = server.address();
@@ -95,7 +115,7 @@ async function main(): Promise<void> {
   }
   if (config.metricsPort !== 0) {
     metricsServer = await step(`starting the metrics listener on ${config.metricsHost}:${config.metricsPort}`, () =>
-      startMetricsListener({ metrics, db, logger, port: config.metricsPort, host: config.metricsHost })
+      startMetricsListener({ metrics, db: apiDb, logger, port: config.metricsPort, host: config.metricsHost })
         .catch(inUse('FRS_METRICS_PORT (or 0 to switch it off)', config.metricsPort, config.metricsHost)));
   }
   lines.push(

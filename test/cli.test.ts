@@ -7,7 +7,8 @@ import { fileURLToPath } from 'node:url';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
-import { testDatabase } from './support/database.js';
+import { dropDatabase, testDatabase } from './support/database.js';
+import { createKnex } from '../src/db/database.js';
 import { hashApiKey } from '../src/secrets.js';
 import { createApiKey } from '../src/workspaces.js';
 import { buildAttempt, buildDelivery, dropTestWorkspaces, webhookWorkspace } from './webhooks/support.js';
@@ -81,7 +82,30 @@ describe('fleet-admin CLI', () => {
         .sort();
       expect(JSON.parse(run.stdout)).to.deep.equal({ applied: expected });
     } finally {
-      await db.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]);
+      await dropDatabase(url, name);
+    }
+  });
+
+  it('refuses to work on a database whose schema is behind, naming fleet-admin migrate', async () => {
+    const { db, url } = await testDatabase();
+    const name = `fleet_cli_behind_${process.pid}`;
+    await db.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]);
+    await db.raw('CREATE DATABASE ??', [name]);
+    try {
+      const emptyUrl = url.replace(/\/[^/?]+(\?|$)/, `/${name}$1`);
+      const run = await fleetAdminOn(emptyUrl, ['workspace', 'create', '--slug', 'x', '--json']);
+      expect(run.code).to.equal(1);
+      expect(run.stdout).to.equal('');
+      expect(run.stderr).to.match(/^fleet-admin: the database schema is not up to date \(\d+ migration\(s\) pending, first 20261122000100_core_schema\): run "npx fleet-admin migrate"\n$/);
+      // Nothing was created: not even Knex's bookkeeping tables hold a migration.
+      const own = createKnex(emptyUrl, 1);
+      try {
+        expect((await own.raw(`SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public' AND tablename NOT LIKE 'knex_%'`)).rows[0].n).to.equal(0);
+      } finally {
+        await own.destroy();
+      }
+    } finally {
+      await dropDatabase(url, name);
     }
   });
 

@@ -3,7 +3,7 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import type { Knex } from 'knex';
 import { openDatabase, type OpenOptions } from '../db/database.js';
-import { migrateLatest } from '../db/migrate.js';
+import { migrateLatest, SchemaBehindError } from '../db/migrate.js';
 import {
   createApiKey, createWorkspace, findWorkspace, InputError, listApiKeys, listWorkspaces, revokeApiKey, updateWorkspace, type WorkspaceRecord,
 } from '../workspaces.js';
@@ -80,7 +80,7 @@ export function buildProgram(): Command {
     .configureOutput({ outputError: (message, write) => write(`fleet-admin: ${oneLine(message.replace(/^error: /, ''))}\n`) });
 
   command(program, 'migrate', 'apply pending database migrations').action(async (o: JsonOption) => {
-    const applied = await withDatabase(migrateLatest, { migrate: false });
+    const applied = await withDatabase(migrateLatest, { schema: 'as-is' });
     print(o, { applied }, (r) => (r.applied.length ? `applied ${r.applied.join(', ')}` : 'database schema is up to date'));
   });
 
@@ -297,7 +297,7 @@ export async function main(argv: string[]): Promise<number> {
     if (err instanceof CommanderError) return err.exitCode;
     const message = err instanceof Error ? err.message : String(err);
     // The first line only: an unexpected error's message may carry logs (e.g. a database that failed to start).
-    const expected = err instanceof InputError || err instanceof ConfigError;
+    const expected = err instanceof InputError || err instanceof ConfigError || err instanceof SchemaBehindError;
     process.stderr.write(expected ? `fleet-admin: ${oneLine(message)}\n` : `fleet-admin: internal error: ${message.split('\n')[0]}\n`);
     return 1;
   }

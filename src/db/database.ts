@@ -3,7 +3,8 @@ import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
 import { ConfigError, DATA_DIR, databaseUrlFromEnv } from '../config.js';
 import { startEmbeddedPostgres } from './embedded.js';
-import { migrateLatest } from './migrate.js';
+import { migrateLatest, migrationSource, pendingMigrations, SchemaBehindError } from './migrate.js';
+import { currentDatabaseName, setRoleStatement, type ServiceRole } from './roles.js';
 
 // node-postgres returns bigint and numeric as strings; money is bigint fils and must reach JSON as a number.
 // Every amount stays far below 2^53, so the conversion is exact.
@@ -15,18 +16,32 @@ pg.types.setTypeParser(pg.types.builtins.DATE, (v) => v);
 export type Db = Knex;
 
 export interface Database {
+  /** Connections as the connecting user: the schema owner, for migrations and operator commands. */
   db: Knex;
   url: string;
+  /** Connections of the API or the worker: each runs as that service role (SET ROLE, see src/db/roles.ts). */
+  forRole(role: ServiceRole): Knex;
+  /** This open migrated an empty database: every migration was applied now (a first start). */
+  createdSchema: boolean;
   close(): Promise<void>;
 }
 
 export const EMBEDDED_PORT = Number(process.env.FRS_EMBEDDED_PORT ?? 54329);
 
-export function createKnex(url: string, poolMax = 10): Knex {
+export function createKnex(url: string, poolMax = 10, onConnect?: string): Knex {
+  type Connection = { query(sql: string, done: (err: Error | null) => void): void };
   return knexFactory({
     client: 'pg',
     connection: url,
-    pool: { min: 0, max: poolMax },
+    pool: {
+      min: 0,
+      max: poolMax,
+      // Every new connection first runs `onConnect` (SET ROLE); a connection that cannot is not used.
+      ...(onConnect && {
+        afterCreate: (connection: Connection, done: (err: Error | null, connection: Connection) => void) =>
+          connection.query(onConnect, (err) => done(err, connection)),
+      }),
+    },
     acquireConnectionTimeout: 30_000,
     // Errors name the failing SQL but never its bound values: they may be keys' hashes or signing secrets.
     compileSqlOnError: false,
@@ -43,7 +58,11 @@ export interface OpenOptions {
   embeddedDir?: string;
   embeddedPort?: number;
   embeddedDatabase?: string;
-  migrate?: boolean;
+  /**
+   * `migrate`: apply pending migrations (only `fleet-admin migrate`, and `npm start` on the embedded default);
+   * `check` (the default): refuse a database with pending migrations; `as-is`: neither.
+   */
+  schema?: 'migrate' | 'check' | 'as-is';
   poolMax?: number;
 }
 
@@ -85,13 +104,38 @@ export async function openDatabase(options: OpenOptions = {}): Promise<Database>
     await stopEmbedded();
     throw unreachable(url, err as { code?: string; message?: string });
   }
-  if (options.migrate !== false) await migrateLatest(db);
-  return {
-    db,
-    url,
-    close: async () => {
-      await db.destroy();
-      await stopEmbedded();
-    },
-  };
+  const roles = new Map<ServiceRole, Knex>();
+  try {
+    const schema = options.schema ?? 'check';
+    let createdSchema = false;
+    if (schema === 'migrate') {
+      const pendingBefore = await pendingMigrations(db);
+      const all = await migrationSource().getMigrations([]);
+      await migrateLatest(db);
+      createdSchema = pendingBefore.length === all.length;
+    }
+    if (schema === 'check') {
+      const pending = await pendingMigrations(db);
+      if (pending.length > 0) throw new SchemaBehindError(pending);
+    }
+    const database = await currentDatabaseName(db);
+    return {
+      db,
+      url,
+      createdSchema,
+      forRole(role) {
+        let knex = roles.get(role);
+        if (!knex) roles.set(role, (knex = createKnex(url, options.poolMax, setRoleStatement(database, role))));
+        return knex;
+      },
+      close: async () => {
+        await Promise.all([db, ...roles.values()].map((k) => k.destroy()));
+        await stopEmbedded();
+      },
+    };
+  } catch (err) {
+    await db.destroy();
+    await stopEmbedded();
+    throw err;
+  }
 }

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Knex } from 'knex';
 import { ROOT_DIR } from '../config.js';
+import { applyRolePrivileges } from './roles.js';
 
 /**
  * Knex migration source reading migrations/ next to the running code (TypeScript under tsx, JavaScript from
@@ -34,13 +35,23 @@ export function migrationSource(): Knex.MigrationSource<string> {
   return new DirectoryMigrationSource(migrationsDir());
 }
 
+/** Applies the pending migrations, then the service roles' grants (src/db/roles.ts); returns what it applied. */
 export async function migrateLatest(db: Knex): Promise<string[]> {
   const [, applied] = (await db.migrate.latest({ migrationSource: migrationSource() })) as [number, string[]];
+  await applyRolePrivileges(db);
   return applied;
 }
 
-/** Names of the migrations this code has that the database has not applied yet. */
+/** The database has migrations pending; only `fleet-admin migrate` applies them. */
+export class SchemaBehindError extends Error {
+  constructor(pending: string[]) {
+    super(`the database schema is not up to date (${pending.length} migration(s) pending, first ${pending[0]}): run "npx fleet-admin migrate"`);
+  }
+}
+
+/** The migrations not yet applied to the database (names without extension). */
 export async function pendingMigrations(db: Knex): Promise<string[]> {
-  const [, pending] = (await db.migrate.list({ migrationSource: new DirectoryMigrationSource(migrationsDir()) })) as [unknown[], Array<{ file: string } | string>];
-  return pending.map((m) => (typeof m === 'string' ? m : m.file));
+  const source = migrationSource();
+  const [, pending] = (await db.migrate.list({ migrationSource: source })) as [unknown[], string[]];
+  return pending.map((file) => source.getMigrationName(file));
 }

@@ -22,6 +22,16 @@ export async function notifyDispatchers(db: Knex): Promise<void> {
   await db.raw(`SELECT pg_notify(?, '')`, [DELIVERY_CHANNEL]);
 }
 
+/**
+ * Fan-out to subscribers locks them: switching an endpoint on or off waits for this transaction (and this one for
+ * it), so a delivery is never held for an endpoint that was just switched on, after its held deliveries were
+ * released. Endpoints are locked in id order, as the dispatcher's bookkeeping locks them. A test delivery is
+ * queued whether the endpoint is on or off, so it needs no lock (and the API's role, which queues it, may not
+ * lock endpoints).
+ */
+const LOCK_SUBSCRIBERS = `ORDER BY w.id
+       FOR SHARE OF w`;
+
 export interface CreatedDelivery {
   id: string;
   eventId: string;
@@ -54,11 +64,7 @@ export async function createDeliveries(
        FROM events e
        JOIN webhook_endpoints w ON w.workspace_id = e.workspace_id AND ${match}
        WHERE e.id = ANY(?::uuid[])
-       -- Switching an endpoint on or off waits for this transaction (and this one for it), so a delivery is
-       -- never held for an endpoint that was just switched on, after its held deliveries were released.
-       -- Endpoints are locked in id order, as the dispatcher's bookkeeping locks them.
-       ORDER BY w.id
-       FOR SHARE OF w
+       ${toEndpoint ? '' : LOCK_SUBSCRIBERS}
      ), inserted AS (
        INSERT INTO deliveries (id, workspace_id, event_id, endpoint_id, event, body, status, next_attempt_at)
        SELECT p.id, e.workspace_id, e.id, p.endpoint_id, e.event, ${BODY_SQL},

@@ -60,9 +60,10 @@ export interface TestApi {
   close(): Promise<void>;
 }
 
-/** The real app on an ephemeral port, on the test database, with the given clock. */
+/** The real app on an ephemeral port, on the test database as the API's role, with the given clock. */
 export async function startApi(options: { now?: Date | (() => Date) } = {}): Promise<TestApi> {
-  const { db } = await testDatabase();
+  // The API's own connections: its database role (src/db/roles.ts), as in production.
+  const db = (await testDatabase()).forRole('api');
   const logs: Array<Record<string, unknown>> = [];
   const sink = new Writable({
     write(chunk, _enc, done) {

@@ -5,6 +5,7 @@ import pg from 'pg';
 import { openDatabase, type Database } from '../../src/db/database.js';
 import { startEmbeddedPostgres } from '../../src/db/embedded.js';
 import { DATA_DIR } from '../../src/config.js';
+import { SERVICE_ROLES, serviceRoleName } from '../../src/db/roles.js';
 
 // One database for the whole run. With DATABASE_URL the tests use that database as it is (every test makes its
 // own workspaces, so they coexist with other data); otherwise a database of this run's own on the embedded test
@@ -21,6 +22,12 @@ async function adminQuery<T extends pg.QueryResultRow>(url: string, sql: string,
   } finally {
     await client.end();
   }
+}
+
+/** Drops a database of the tests and its service roles (roles are cluster-wide, see src/db/roles.ts). */
+export async function dropDatabase(adminUrl: string, name: string): Promise<void> {
+  await adminQuery(adminUrl, `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  for (const role of SERVICE_ROLES) await adminQuery(adminUrl, `DROP ROLE IF EXISTS "${serviceRoleName(name, role)}"`);
 }
 
 /**
@@ -48,7 +55,7 @@ async function startTestCluster() {
 }
 
 async function open(): Promise<Database> {
-  if (process.env.DATABASE_URL) return openDatabase({ url: process.env.DATABASE_URL });
+  if (process.env.DATABASE_URL) return openDatabase({ url: process.env.DATABASE_URL, schema: 'migrate' });
   const cluster = await startTestCluster();
   const name = `${PREFIX}${process.pid}_${Date.now()}`;
   // Databases left behind by killed runs are dropped once they are a day old.
@@ -57,14 +64,14 @@ async function open(): Promise<Database> {
     `SELECT datname FROM pg_database WHERE datname ~ '^${PREFIX}[0-9]+_[0-9]+$' AND split_part(datname, '_', 4)::bigint < $1`,
     [Date.now() - 86_400_000],
   );
-  for (const { datname } of stale) await adminQuery(cluster.url, `DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
+  for (const { datname } of stale) await dropDatabase(cluster.url, datname);
   await adminQuery(cluster.url, `CREATE DATABASE "${name}"`);
-  const test = await openDatabase({ url: cluster.url.replace(/\/postgres$/, `/${name}`) });
+  const test = await openDatabase({ url: cluster.url.replace(/\/postgres$/, `/${name}`), schema: 'migrate' });
   return {
     ...test,
     close: async () => {
       await test.close();
-      await adminQuery(cluster.url, `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      await dropDatabase(cluster.url, name);
       // Stop the cluster (if this run started it) only when no other run is still using it.
       const others = await adminQuery(cluster.url, `SELECT 1 FROM pg_database WHERE datname LIKE '${PREFIX}%'`);
       if (others.length === 0) await cluster.stop();

@@ -21,11 +21,14 @@ const keys = (list: QueuedDelivery[]) => list.map((d) => d.body.dedupeKey).sort(
 
 describe('webhooks: calendar sweep', () => {
   let db: Knex;
+  /** The sweep connects as the worker's database role (src/db/roles.ts), as in production. */
+  let workerDb: Knex;
   /** The sweep at `t` over the given fixtures' workspaces only: the test database holds other tests' workspaces. */
-  const sweep = (t: string, ...scope: CalendarFixture[]) => runCalendarSweep(db, new Date(t), { workspaceIds: scope.map((x) => x.ws.id) });
+  const sweep = (t: string, ...scope: CalendarFixture[]) => runCalendarSweep(workerDb, new Date(t), { workspaceIds: scope.map((x) => x.ws.id) });
 
   before(async () => {
     db = (await testDatabase()).db;
+    workerDb = (await testDatabase()).forRole('worker');
   });
 
   /** A workspace with a named fleet, a car, a customer and an endpoint subscribed to everything. */

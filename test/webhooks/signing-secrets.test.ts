@@ -6,7 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
-import { testDatabase } from '../support/database.js';
+import { dropDatabase, testDatabase } from '../support/database.js';
 import { expectRejection } from '../support/assertions.js';
 import { startReceiver, verifyIndependently, type Receiver } from '../support/receiver.js';
 import { createKnex } from '../../src/db/database.js';
@@ -185,7 +185,7 @@ describe('fleet-admin secrets rotate-master-key and the migration that sealed st
   after(async () => {
     await receiver.close();
     await own.destroy();
-    await admin.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]);
+    await dropDatabase((await testDatabase()).url, name);
     fs.rmSync(dataDir, { recursive: true, force: true });
   });
 

@@ -5,6 +5,7 @@ import { loadOpenApiDocument } from '../../src/contract/document.js';
 import { createWorkspace } from '../../src/workspaces.js';
 import { createEndpoint } from '../../src/webhooks/endpoints.js';
 import { Dispatcher, type DispatcherOptions } from '../../src/webhooks/dispatcher.js';
+import { testDatabase } from '../support/database.js';
 
 // Shared set-up of the webhook delivery tests: a workspace of their own, endpoints, example event data from the
 // document, and dispatchers restricted to the test's workspaces (the test database is shared with other suites).
@@ -27,6 +28,8 @@ const workspaces: string[] = [];
 export const quietLogger = () => pino({ level: 'silent' });
 
 export async function webhookWorkspace(db: Knex): Promise<TestWorkspace> {
+  // Dispatchers connect as the worker's database role (src/db/roles.ts), as in production.
+  const workerDb = (await testDatabase()).forRole('worker');
   const slug = `wh-${randomUUID().slice(0, 12)}`;
   const { id } = await createWorkspace(db, { slug });
   workspaces.push(id);
@@ -38,7 +41,7 @@ export async function webhookWorkspace(db: Knex): Promise<TestWorkspace> {
       if (!active) await db('webhook_endpoints').where({ id: created.id }).update({ is_active: false, disabled_at: db.fn.now() });
       return { id: created.id, url: created.url, secret: created.secret };
     },
-    dispatcher: (options = {}) => new Dispatcher({ db, logger: quietLogger(), workspaceIds: [id], ...options }),
+    dispatcher: (options = {}) => new Dispatcher({ db: workerDb, logger: quietLogger(), workspaceIds: [id], ...options }),
   };
 }
 

@@ -1,0 +1,148 @@
+import crypto from 'node:crypto';
+import type { Knex } from 'knex';
+
+// Least privilege in the database. The schema owner (the user that runs `fleet-admin migrate`) owns every table;
+// the API and the webhook worker each run as a NOLOGIN role of their own, entered with SET ROLE on every new
+// pooled connection, holding only the grants below. The roles are per database (`<database>_api`,
+// `<database>_worker`), so two services sharing a cluster never share a role. `fleet-admin migrate` creates them
+// (when the owner may create roles) and re-applies the grants after every migration, so this list is the one
+// place that says who may do what.
+
+export type ServiceRole = 'api' | 'worker';
+export const SERVICE_ROLES: readonly ServiceRole[] = ['api', 'worker'];
+
+/** `FRS_DB_ROLES=off` runs every process as the connecting user (for a database where roles cannot be had). */
+export const DB_ROLES_SWITCH = 'FRS_DB_ROLES';
+
+export function dbRolesEnabled(env: NodeJS.ProcessEnv = process.env): boolean {
+  const value = env[DB_ROLES_SWITCH] ?? 'on';
+  if (value !== 'on' && value !== 'off') throw new Error(`${DB_ROLES_SWITCH} must be on or off, got "${value}"`);
+  return value === 'on';
+}
+
+/** The role of `role` in `database`; a long database name is shortened with a hash (identifiers stop at 63 bytes). */
+export function serviceRoleName(database: string, role: ServiceRole): string {
+  const base = Buffer.byteLength(database) <= 48 ? database : `frs_${crypto.createHash('sha256').update(database).digest('hex').slice(0, 16)}`;
+  return `${base}_${role}`;
+}
+
+// Every table the domain is made of: both roles read them, neither writes them. Customers' contact details and
+// identity documents are not readable by either (no response or payload carries them).
+const DOMAIN_TABLES = [
+  'workspaces', 'owners', 'fleets', 'vehicles', 'maintenance', 'vehicle_documents', 'bookings', 'extensions', 'invoices',
+  'payments', 'installments', 'expenses', 'fines', 'integrations',
+  // running totals kept by triggers
+  'payment_slots', 'customer_ledger', 'vehicle_revenue', 'booking_status_counts', 'workspace_totals', 'open_balances',
+];
+const CUSTOMER_COLUMNS = '(id, workspace_id, name)';
+const ENDPOINT_COLUMNS_WITHOUT_SECRETS = '(id, workspace_id, name, url, events, is_active, disabled_at, last_success_at, consecutive_failures, created_at)';
+
+/** GRANT statements per role; `%s` is the role. */
+const GRANTS: Record<ServiceRole, string[]> = {
+  api: [
+    `GRANT SELECT ON ${DOMAIN_TABLES.join(', ')} TO %s`,
+    `GRANT SELECT ${CUSTOMER_COLUMNS} ON customers TO %s`,
+    // authentication, and marking a key as used
+    `GRANT SELECT (id, workspace_id, key_hash, role, expires_at, revoked_at, last_used_at) ON api_keys TO %s`,
+    `GRANT UPDATE (last_used_at) ON api_keys TO %s`,
+    // the endpoint list: never the signing secrets
+    `GRANT SELECT ${ENDPOINT_COLUMNS_WITHOUT_SECRETS} ON webhook_endpoints TO %s`,
+    // the delivery log (deliveries and their attempts); the test operation queues a webhook.test event, its
+    // delivery, and remembers the Idempotency-Key
+    `GRANT SELECT, INSERT ON events, deliveries TO %s`,
+    `GRANT SELECT ON delivery_attempts TO %s`,
+    `GRANT SELECT, INSERT ON test_idempotency_keys TO %s`,
+    `GRANT UPDATE (endpoint_id, delivery_id, created_at) ON test_idempotency_keys TO %s`,
+  ],
+  worker: [
+    `GRANT SELECT ON ${DOMAIN_TABLES.join(', ')} TO %s`,
+    `GRANT SELECT ${CUSTOMER_COLUMNS} ON customers TO %s`,
+    // signing (the sealed secrets) and the endpoints' delivery state
+    `GRANT SELECT ON webhook_endpoints TO %s`,
+    `GRANT UPDATE (consecutive_failures, last_success_at, is_active, disabled_at) ON webhook_endpoints TO %s`,
+    // the calendar sweep and the outbox record events and fan them out; the dispatcher records attempts
+    `GRANT SELECT, INSERT ON events, delivery_attempts TO %s`,
+    `GRANT SELECT, INSERT, UPDATE ON deliveries TO %s`,
+    `GRANT SELECT, UPDATE (processed_at, event_id, error) ON outbox TO %s`,
+    `GRANT SELECT, INSERT, UPDATE (last_swept_at) ON calendar_state TO %s`,
+    // consumed changes are deleted; FOR UPDATE SKIP LOCKED needs UPDATE on some column
+    `GRANT SELECT, DELETE, UPDATE (recorded_at) ON entity_changes TO %s`,
+    // retention deletes old delivery records in batches (FOR UPDATE SKIP LOCKED, hence an UPDATE on one column)
+    `GRANT DELETE ON deliveries, delivery_attempts, events, test_idempotency_keys, outbox TO %s`,
+    `GRANT SELECT, UPDATE (started_at) ON delivery_attempts TO %s`,
+    `GRANT UPDATE (created_at) ON events TO %s`,
+    `GRANT SELECT, UPDATE (created_at) ON test_idempotency_keys TO %s`,
+    `GRANT USAGE ON SEQUENCE delivery_attempts_id_seq TO %s`,
+  ],
+};
+
+function quoteIdent(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
+export async function currentDatabaseName(db: Knex): Promise<string> {
+  return (await db.raw('SELECT current_database() AS name')).rows[0].name;
+}
+
+/** Why roles could not be set up, with what an administrator runs instead and the switch that does without. */
+function rolesRefused(database: string, user: string, detail: string): Error {
+  const [api, worker] = SERVICE_ROLES.map((role) => quoteIdent(serviceRoleName(database, role)));
+  return new Error(
+    `cannot set up the database roles ${api} and ${worker} (${detail}). Have an administrator run: ` +
+      `CREATE ROLE ${api} NOLOGIN; CREATE ROLE ${worker} NOLOGIN; GRANT ${api}, ${worker} TO ${quoteIdent(user)}; ` +
+      `then run "fleet-admin migrate" again. Or set ${DB_ROLES_SWITCH}=off to run the API and the worker with the owner's rights`,
+  );
+}
+
+/**
+ * Creates the service roles if missing, makes the connecting user a member (so it can SET ROLE), and sets their
+ * grants to exactly the list above. Run by the migrator after the migrations, in one transaction.
+ */
+export async function applyRolePrivileges(db: Knex): Promise<void> {
+  if (!dbRolesEnabled()) return;
+  await db.transaction(async (trx) => {
+    const database = await currentDatabaseName(trx);
+    const { rows: [me] } = await trx.raw(`SELECT current_user AS user, rolsuper AS superuser, rolcreaterole AS createrole,
+              current_setting('server_version_num')::int AS version
+       FROM pg_roles WHERE rolname = current_user`);
+    for (const role of SERVICE_ROLES) {
+      const name = serviceRoleName(database, role);
+      const ident = quoteIdent(name);
+      const exists = (await trx.raw('SELECT 1 FROM pg_roles WHERE rolname = ?', [name])).rows.length > 0;
+      if (!exists) {
+        if (!me.superuser && !me.createrole) throw rolesRefused(database, me.user, `${me.user} may not create roles`);
+        // Roles are cluster-wide: another migrator may create it at the same moment.
+        await trx.raw(`SAVEPOINT create_role`);
+        try {
+          await trx.raw(`CREATE ROLE ${ident} NOLOGIN`);
+          await trx.raw(`RELEASE SAVEPOINT create_role`);
+        } catch (err) {
+          if ((err as { code?: string }).code !== '42710') throw err;
+          await trx.raw(`ROLLBACK TO SAVEPOINT create_role`);
+        }
+      }
+      // SET ROLE needs membership (and, from PostgreSQL 16 on, the SET option of it).
+      const member = (await trx.raw(`SELECT pg_has_role(current_user, ?, ?) AS ok`, [name, me.version >= 160000 ? 'SET' : 'MEMBER'])).rows[0].ok;
+      if (!member && !me.superuser) {
+        try {
+          await trx.raw(`GRANT ${ident} TO ${quoteIdent(me.user)}`);
+        } catch (err) {
+          throw rolesRefused(database, me.user, (err as Error).message);
+        }
+      }
+      await trx.raw(`REVOKE ALL ON ALL TABLES IN SCHEMA public FROM ${ident}`);
+      await trx.raw(`REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM ${ident}`);
+      await trx.raw(`GRANT USAGE ON SCHEMA public TO ${ident}`);
+      for (const grant of GRANTS[role]) await trx.raw(grant.replaceAll('%s', ident));
+    }
+    // Only the owner changes the schema. PostgreSQL 15 and later already keep PUBLIC from creating objects in
+    // public; on older versions the schema's owner takes that right away here.
+    const { rows: [schema] } = await trx.raw(`SELECT pg_has_role(current_user, nspowner, 'USAGE') AS owns FROM pg_namespace WHERE nspname = 'public'`);
+    if (schema.owns) await trx.raw('REVOKE CREATE ON SCHEMA public FROM PUBLIC');
+  });
+}
+
+/** `SET ROLE` for a new pooled connection of `role`'s processes, or undefined with FRS_DB_ROLES=off. */
+export function setRoleStatement(database: string, role: ServiceRole): string | undefined {
+  return dbRolesEnabled() ? `SET ROLE ${quoteIdent(serviceRoleName(database, role))}` : undefined;
+}

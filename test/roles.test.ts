@@ -1,0 +1,87 @@
+import crypto from 'node:crypto';
+import { expect } from 'chai';
+import type { Knex } from 'knex';
+import { testDatabase } from './support/database.js';
+import { fixture } from './support/fixtures.js';
+import { currentDatabaseName, serviceRoleName } from '../src/db/roles.js';
+import { createApiKey } from '../src/workspaces.js';
+import { createEndpoint } from '../src/webhooks/endpoints.js';
+import { queueTestDelivery } from '../src/webhooks/test-delivery.js';
+
+// Least privilege in the database (src/db/roles.ts): what the API's and the worker's connections may and may not
+// do. Every statement that must fail is checked for PostgreSQL's permission error (42501), nothing else.
+
+async function permissionDenied(statement: Promise<unknown>): Promise<string> {
+  try {
+    await statement;
+  } catch (err) {
+    expect((err as { code?: string }).code, (err as Error).message).to.equal('42501');
+    return (err as Error).message;
+  }
+  throw new Error('the statement succeeded');
+}
+
+describe('database roles: least privilege for the API and the worker', () => {
+  let db: Knex;
+  let api: Knex;
+  let worker: Knex;
+  let f: Awaited<ReturnType<typeof fixture>>;
+  let bookingId: string;
+  let endpointId: string;
+
+  before(async () => {
+    const database = await testDatabase();
+    ({ db } = database);
+    api = database.forRole('api');
+    worker = database.forRole('worker');
+    f = await fixture(db);
+    bookingId = await f.booking({ status: 'confirmed', pickupAt: '2026-12-01T06:00:00Z', dropoffAt: '2026-12-03T06:00:00Z' });
+    endpointId = (await createEndpoint(db, { workspaceSlug: f.slug, url: 'https://receiver.example/hooks' })).id;
+  });
+
+  it('each process runs as its own role of this database', async () => {
+    const name = await currentDatabaseName(db);
+    expect((await api.raw('SELECT current_user AS u')).rows[0].u).to.equal(serviceRoleName(name, 'api'));
+    expect((await worker.raw('SELECT current_user AS u')).rows[0].u).to.equal(serviceRoleName(name, 'worker'));
+  });
+
+  it('the API cannot UPDATE bookings, SELECT a signing secret or CREATE TABLE', async () => {
+    expect(await permissionDenied(api.raw(`UPDATE bookings SET status = 'canceled' WHERE id = ?`, [bookingId]))).to.match(/permission denied for table bookings/);
+    expect(await permissionDenied(api.raw('SELECT secret_sealed FROM webhook_endpoints WHERE id = ?', [endpointId]))).to.match(/permission denied for table webhook_endpoints/);
+    expect(await permissionDenied(api.raw('SELECT previous_secret_sealed, secret_key_id FROM webhook_endpoints'))).to.match(/permission denied/);
+    expect(await permissionDenied(api.raw(`CREATE TABLE api_was_here_${process.pid} (id int)`))).to.match(/permission denied for schema public/);
+    // ... nor change any other domain record, a key, or an endpoint
+    await permissionDenied(api.raw(`INSERT INTO customers (id, workspace_id, name) VALUES (?, ?, 'x')`, [crypto.randomUUID(), f.ws.id]));
+    await permissionDenied(api.raw('DELETE FROM invoices WHERE workspace_id = ?', [f.ws.id]));
+    await permissionDenied(api.raw('UPDATE workspaces SET status = status WHERE id = ?', [f.ws.id]));
+    await permissionDenied(api.raw('UPDATE api_keys SET revoked_at = NULL WHERE workspace_id = ?', [f.ws.id]));
+    await permissionDenied(api.raw('UPDATE webhook_endpoints SET url = url WHERE id = ?', [endpointId]));
+    await permissionDenied(api.raw('SELECT phone, email, id_document FROM customers WHERE workspace_id = ?', [f.ws.id]));
+    await permissionDenied(api.raw('ALTER TABLE bookings ADD COLUMN api_was_here int'));
+    expect((await db('bookings').where({ id: bookingId }).first('status')).status).to.equal('confirmed');
+  });
+
+  it('the API can do what it does: read, mark a key as used, queue a test delivery', async () => {
+    const { id: keyId } = await createApiKey(db, { workspaceSlug: f.slug });
+    const usedAt = new Date('2026-11-20T10:00:00.000Z');
+    expect(await api('api_keys').where({ id: keyId }).update({ last_used_at: usedAt })).to.equal(1);
+    expect((await db('api_keys').where({ id: keyId }).first('last_used_at')).last_used_at).to.deep.equal(usedAt);
+    expect((await api('bookings').where({ id: bookingId }).first('status')).status).to.equal('confirmed');
+    const queued = await queueTestDelivery(api, { workspaceId: f.ws.id, endpointId, idempotencyKey: 'roles-test', now: new Date() });
+    if (queued.outcome !== 'queued') expect.fail(`queued a test delivery, got ${queued.outcome}`);
+    const replayed = await queueTestDelivery(api, { workspaceId: f.ws.id, endpointId, idempotencyKey: 'roles-test', now: new Date() });
+    expect(replayed).to.deep.equal({ outcome: 'replayed', deliveryId: queued.deliveryId });
+  });
+
+  it('the worker reads signing secrets and writes delivery state, but cannot change domain records or the schema', async () => {
+    expect(await worker('webhook_endpoints').where({ id: endpointId }).first('secret_key_id')).to.have.property('secret_key_id');
+    expect(await worker('webhook_endpoints').where({ id: endpointId }).update({ consecutive_failures: 0 })).to.equal(1);
+    expect(await permissionDenied(worker.raw(`UPDATE bookings SET status = 'canceled' WHERE id = ?`, [bookingId]))).to.match(/permission denied for table bookings/);
+    expect(await permissionDenied(worker.raw(`CREATE TABLE worker_was_here_${process.pid} (id int)`))).to.match(/permission denied for schema public/);
+    await permissionDenied(worker.raw('UPDATE webhook_endpoints SET url = url WHERE id = ?', [endpointId]));
+    await permissionDenied(worker.raw('UPDATE webhook_endpoints SET secret_sealed = secret_sealed WHERE id = ?', [endpointId]));
+    await permissionDenied(worker.raw('SELECT key_hash FROM api_keys'));
+    await permissionDenied(worker.raw('DELETE FROM payments WHERE workspace_id = ?', [f.ws.id]));
+    await permissionDenied(worker.raw('INSERT INTO outbox (workspace_id, event, data) VALUES (?, ?, ?)', [f.ws.id, 'lead.created', '{}']));
+  });
+});
