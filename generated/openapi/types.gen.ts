@@ -3075,9 +3075,9 @@ export type ServiceEventHeader = 'booking.confirmed' | 'booking.completed' | 'bo
 export type ServiceDeliveryHeader = Uuid;
 
 /**
- * Signature of this attempt, `t=<unix_seconds>,v1=<hex_digest>`.
+ * Signature of this attempt, `t=<unix_seconds>,v1=<hex_digest>`; during a signing-secret rotation's overlap `t=<unix_seconds>,v1=<new>,v1=<old>`.
  *
- * `t` is the time of this attempt in Unix seconds (it changes on every retry; the body does not). The signed string is `<t>.<raw request body>`: `t` as in the header, a full stop, then the exact body bytes. `v1` is HMAC-SHA256 of that string keyed with the endpoint's signing secret (`whsec_...`, shown once when the endpoint is created), as lowercase hex.
+ * `t` is the time of this attempt in Unix seconds (it changes on every retry; the body does not). The signed string is `<t>.<raw request body>`: `t` as in the header, a full stop, then the exact body bytes. `v1` is HMAC-SHA256 of that string keyed with the endpoint's signing secret (`whsec_...`, shown once when the endpoint is created or its secret rotated), as lowercase hex. During a rotation's overlap there is one `v1` per current secret, the new one first; accept the delivery when any `v1` matches.
  *
  * Receivers must verify against the raw body before parsing JSON, compare digests in constant time, and reject the delivery when `t` is missing or not numeric, or differs from their clock by more than 300 seconds in either direction. Reply with a non-2xx status to a delivery that fails verification.
  */

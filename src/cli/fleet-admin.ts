@@ -4,6 +4,8 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 import type { Knex } from 'knex';
 import { openDatabase, type OpenOptions } from '../db/database.js';
 import { migrateLatest, SchemaBehindError } from '../db/migrate.js';
+import { DatabaseRolesError } from '../db/roles.js';
+import { MasterKeyError } from '../secrets.js';
 import {
   createApiKey, createWorkspace, findWorkspace, InputError, listApiKeys, listWorkspaces, revokeApiKey, updateWorkspace, type WorkspaceRecord,
 } from '../workspaces.js';
@@ -297,7 +299,7 @@ export async function main(argv: string[]): Promise<number> {
     if (err instanceof CommanderError) return err.exitCode;
     const message = err instanceof Error ? err.message : String(err);
     // The first line only: an unexpected error's message may carry logs (e.g. a database that failed to start).
-    const expected = err instanceof InputError || err instanceof ConfigError || err instanceof SchemaBehindError;
+    const expected = [InputError, ConfigError, SchemaBehindError, DatabaseRolesError, MasterKeyError].some((type) => err instanceof type);
     process.stderr.write(expected ? `fleet-admin: ${oneLine(message)}\n` : `fleet-admin: internal error: ${message.split('\n')[0]}\n`);
     return 1;
   }

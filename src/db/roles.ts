@@ -40,6 +40,8 @@ const ENDPOINT_COLUMNS_WITHOUT_SECRETS = '(id, workspace_id, name, url, events, 
 /** GRANT statements per role; `%s` is the role. */
 const GRANTS: Record<ServiceRole, string[]> = {
   api: [
+    // a process checks at start that the schema is up to date
+    `GRANT SELECT ON knex_migrations, knex_migrations_lock TO %s`,
     `GRANT SELECT ON ${DOMAIN_TABLES.join(', ')} TO %s`,
     `GRANT SELECT ${CUSTOMER_COLUMNS} ON customers TO %s`,
     // authentication, and marking a key as used
@@ -55,6 +57,7 @@ const GRANTS: Record<ServiceRole, string[]> = {
     `GRANT UPDATE (endpoint_id, delivery_id, created_at) ON test_idempotency_keys TO %s`,
   ],
   worker: [
+    `GRANT SELECT ON knex_migrations, knex_migrations_lock TO %s`,
     `GRANT SELECT ON ${DOMAIN_TABLES.join(', ')} TO %s`,
     `GRANT SELECT ${CUSTOMER_COLUMNS} ON customers TO %s`,
     // signing (the sealed secrets) and the endpoints' delivery state
@@ -84,10 +87,13 @@ export async function currentDatabaseName(db: Knex): Promise<string> {
   return (await db.raw('SELECT current_database() AS name')).rows[0].name;
 }
 
+/** The service roles cannot be set up by this user; the message says what to do instead. */
+export class DatabaseRolesError extends Error {}
+
 /** Why roles could not be set up, with what an administrator runs instead and the switch that does without. */
 function rolesRefused(database: string, user: string, detail: string): Error {
   const [api, worker] = SERVICE_ROLES.map((role) => quoteIdent(serviceRoleName(database, role)));
-  return new Error(
+  return new DatabaseRolesError(
     `cannot set up the database roles ${api} and ${worker} (${detail}). Have an administrator run: ` +
       `CREATE ROLE ${api} NOLOGIN; CREATE ROLE ${worker} NOLOGIN; GRANT ${api}, ${worker} TO ${quoteIdent(user)}; ` +
       `then run "fleet-admin migrate" again. Or set ${DB_ROLES_SWITCH}=off to run the API and the worker with the owner's rights`,

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { newSigningSecret, openSecret, rotateMasterKey, sealSecret, type SealedSecret } from '../secrets.js';
+import { currentMasterKeyId, newSigningSecret, openSecret, rotateMasterKey, sealSecret, type SealedSecret } from '../secrets.js';
 import { InputError, isUuid } from '../workspaces.js';
 
 // Endpoints' signing secrets at rest: sealed (AES-256-GCM under the master key, see src/secrets.ts) in
@@ -60,6 +60,9 @@ export async function rotateSigningSecret(db: Knex, id: string, options: { overl
   return db.transaction(async (trx) => {
     const row = await trx('webhook_endpoints').where({ id }).forNoKeyUpdate().first('secret_key_id', 'secret_sealed');
     if (!row) throw new InputError(`no webhook endpoint with id ${id}`);
+    // Refuses (MasterKeyError) when this process lacks the master key the endpoint's secrets are sealed with, so a
+    // new secret is never sealed under a key the workers do not share.
+    if (row.secret_key_id !== currentMasterKeyId()) openSigningSecret(id, { keyId: row.secret_key_id, sealed: row.secret_sealed });
     const expiresAt = overlapHours > 0 ? new Date(now.getTime() + overlapHours * 3_600_000) : null;
     await trx('webhook_endpoints')
       .where({ id })

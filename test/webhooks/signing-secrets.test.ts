@@ -120,7 +120,7 @@ describe('webhooks: signing secrets at rest and their rotation', () => {
     expect(v1).to.deep.equal([hmac(rotated.secret, t, request.rawBody)]);
   });
 
-  it('refuses a bad id, an unknown endpoint and an overlap outside 0 to 720 hours, changing nothing', async () => {
+  it('refuses a bad id, an unknown endpoint, an overlap outside 0 to 720 hours and a missing master key, changing nothing', async () => {
     const endpoint = await ws.endpoint({ url: receiver.endpointUrl() });
     const before = await db('webhook_endpoints').where({ id: endpoint.id }).first();
     expect((await expectRejection(rotateSigningSecret(db, 'nope'), InputError)).message).to.equal('--id must be a UUID, got "nope"');
@@ -131,6 +131,10 @@ describe('webhooks: signing secrets at rest and their rotation', () => {
         .to.equal(`--overlap-hours must be a whole number of hours from 0 to 720, got ${hours}`);
     }
     expect(await db('webhook_endpoints').where({ id: endpoint.id }).first()).to.deep.equal(before);
+    // A secret sealed under a master key this process lacks: no new secret is sealed beside it.
+    await db('webhook_endpoints').where({ id: endpoint.id }).update({ secret_key_id: 'mk_0000000000000000' });
+    expect((await expectRejection(rotateSigningSecret(db, endpoint.id), MasterKeyError)).message).to.match(/^a secret is sealed with master key mk_0000000000000000, which this process does not have: set FRS_SECRET_KEY/);
+    expect(await db('webhook_endpoints').where({ id: endpoint.id }).first()).to.deep.equal({ ...before, secret_key_id: 'mk_0000000000000000' });
   });
 });
 
