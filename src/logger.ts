@@ -11,7 +11,7 @@ export function createLogger(level = process.env.LOG_LEVEL ?? 'info', destinatio
     // ISO 8601 (UTC, milliseconds) rather than epoch milliseconds: readable by people and by log tools alike.
     timestamp: pino.stdTimeFunctions.isoTime,
     redact: {
-      paths: ['authorization', 'headers.authorization', 'req.headers.authorization', '*.authorization', 'key', 'secret', '*.key', '*.secret'],
+      paths: ['authorization', 'headers.authorization', 'req.headers.authorization', '*.authorization', 'key', 'secret', 'secrets', '*.key', '*.secret', '*.secrets'],
       censor: '[redacted]',
     },
   }, destination ?? pino.destination(1));

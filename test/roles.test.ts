@@ -1,9 +1,12 @@
 import crypto from 'node:crypto';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
-import { testDatabase } from './support/database.js';
+import { dropDatabase, testDatabase } from './support/database.js';
+import { expectRejection } from './support/assertions.js';
+import { createKnex } from '../src/db/database.js';
+import { migrateLatest } from '../src/db/migrate.js';
 import { fixture } from './support/fixtures.js';
-import { currentDatabaseName, serviceRoleName } from '../src/db/roles.js';
+import { currentDatabaseName, DatabaseRolesError, serviceRoleName } from '../src/db/roles.js';
 import { createApiKey } from '../src/workspaces.js';
 import { createEndpoint } from '../src/webhooks/endpoints.js';
 import { queueTestDelivery } from '../src/webhooks/test-delivery.js';
@@ -83,5 +86,78 @@ describe('database roles: least privilege for the API and the worker', () => {
     await permissionDenied(worker.raw('SELECT key_hash FROM api_keys'));
     await permissionDenied(worker.raw('DELETE FROM payments WHERE workspace_id = ?', [f.ws.id]));
     await permissionDenied(worker.raw('INSERT INTO outbox (workspace_id, event, data) VALUES (?, ?, ?)', [f.ws.id, 'lead.created', '{}']));
+  });
+});
+
+describe('database roles on a PostgreSQL where the owner is not a superuser (the README recipe)', () => {
+  let adminUrl: string;
+  const owners = { withCreateRole: `frs_owner_cr_${process.pid}`, without: `frs_owner_plain_${process.pid}` };
+  const databases = { withCreateRole: `fleet_roles_cr_${process.pid}`, without: `fleet_roles_plain_${process.pid}` };
+  const password = crypto.randomBytes(12).toString('hex');
+  const opened: Knex[] = [];
+
+  /** A connection to `database` as `user`, optionally as a service role (SET ROLE), closed after the tests. */
+  const connect = (database: string, user: string, setRole?: string) => {
+    const url = new URL(adminUrl);
+    url.username = user;
+    url.password = password;
+    url.pathname = `/${database}`;
+    const knex = createKnex(url.toString(), 2, setRole);
+    opened.push(knex);
+    return knex;
+  };
+
+  before(async () => {
+    ({ url: adminUrl } = await testDatabase());
+    const admin = createKnex(adminUrl, 1);
+    try {
+      await admin.raw(`CREATE ROLE ?? LOGIN CREATEROLE PASSWORD '${password}'`, [owners.withCreateRole]);
+      await admin.raw(`CREATE ROLE ?? LOGIN PASSWORD '${password}'`, [owners.without]);
+      await admin.raw('CREATE DATABASE ?? OWNER ??', [databases.withCreateRole, owners.withCreateRole]);
+      await admin.raw('CREATE DATABASE ?? OWNER ??', [databases.without, owners.without]);
+    } finally {
+      await admin.destroy();
+    }
+  });
+  after(async () => {
+    await Promise.all(opened.map((knex) => knex.destroy()));
+    for (const name of Object.values(databases)) await dropDatabase(adminUrl, name);
+    const admin = createKnex(adminUrl, 1);
+    try {
+      for (const name of Object.values(owners)) await admin.raw('DROP ROLE IF EXISTS ??', [name]);
+    } finally {
+      await admin.destroy();
+    }
+  });
+
+  it('an owner with CREATEROLE migrates, creates both roles for itself, and the API role it set up is kept in bounds', async () => {
+    const owner = connect(databases.withCreateRole, owners.withCreateRole);
+    expect((await migrateLatest(owner)).length).to.be.greaterThan(0);
+    const api = connect(databases.withCreateRole, owners.withCreateRole, `SET ROLE "${serviceRoleName(databases.withCreateRole, 'api')}"`);
+    expect((await api.raw('SELECT count(*)::int AS n FROM bookings')).rows[0].n).to.equal(0);
+    await permissionDenied(api.raw(`UPDATE bookings SET status = 'canceled'`));
+    await permissionDenied(api.raw('SELECT secret_sealed FROM webhook_endpoints'));
+    await permissionDenied(api.raw('CREATE TABLE api_was_here (id int)'));
+  });
+
+  it('an owner that may not create roles is told the statements an administrator runs, and migrates once they ran', async () => {
+    const owner = connect(databases.without, owners.without);
+    const [apiRole, workerRole] = [serviceRoleName(databases.without, 'api'), serviceRoleName(databases.without, 'worker')];
+    const refused = await expectRejection(migrateLatest(owner), DatabaseRolesError);
+    expect(refused.message).to.equal(
+      `cannot set up the database roles "${apiRole}" and "${workerRole}" (${owners.without} may not create roles). Have an administrator run: ` +
+        `CREATE ROLE "${apiRole}" NOLOGIN; CREATE ROLE "${workerRole}" NOLOGIN; GRANT "${apiRole}", "${workerRole}" TO "${owners.without}"; ` +
+        'then run "fleet-admin migrate" again. Or set FRS_DB_ROLES=off to run the API and the worker with the owner\'s rights',
+    );
+    const admin = createKnex(adminUrl, 1);
+    try {
+      await admin.raw(`CREATE ROLE "${apiRole}" NOLOGIN; CREATE ROLE "${workerRole}" NOLOGIN; GRANT "${apiRole}", "${workerRole}" TO "${owners.without}"`);
+    } finally {
+      await admin.destroy();
+    }
+    expect(await migrateLatest(owner)).to.deep.equal([]);
+    const worker = connect(databases.without, owners.without, `SET ROLE "${workerRole}"`);
+    expect((await worker.raw('SELECT count(*)::int AS n FROM webhook_endpoints')).rows[0].n).to.equal(0);
+    await permissionDenied(worker.raw('DELETE FROM workspaces'));
   });
 });
