@@ -24,7 +24,7 @@ interface Started {
 /** Starts the service, waits for its banner (or its exit), stops it with SIGTERM and returns what it printed. */
 async function startAndStop(env: Record<string, string>): Promise<Started> {
   const child: ChildProcess = spawn(process.execPath, [TSX, MAIN], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', FRS_ROLE: 'api', ...env },
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', FRS_ROLE: 'api', FRS_METRICS_PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';

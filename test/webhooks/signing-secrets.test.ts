@@ -102,6 +102,11 @@ describe('webhooks: signing secrets at rest and their rotation', () => {
     expect(v1).to.deep.equal([hmac(rotated.secret, t, during.rawBody), hmac(endpoint.secret, t, during.rawBody)]);
     // A receiver on either secret accepts it.
     for (const secret of [rotated.secret, endpoint.secret]) expect(verifyIndependently(during.rawBody, during.signature, secret, Date.now() / 1000)).to.deep.equal({ ok: true });
+    // The Standard Webhooks header carries the same two signatures, space-separated, the new one first.
+    const standard = (secret: string) =>
+      `v1,${crypto.createHmac('sha256', Buffer.from(secret.slice('whsec_'.length), 'base64')).update(`${during.deliveryId}.${t}.`).update(during.rawBody).digest('base64')}`;
+    expect(during.headers['webhook-timestamp']).to.equal(t);
+    expect(during.headers['webhook-signature']).to.equal(`${standard(rotated.secret)} ${standard(endpoint.secret)}`);
 
     const again = await rotateSigningSecret(db, endpoint.id, { overlapHours: 0 });
     expect(again.previousSecretExpiresAt).to.equal(null);
