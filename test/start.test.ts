@@ -110,7 +110,7 @@ describe('npm start', () => {
     });
     after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
 
-    it('migrates and loads the demo on the first start only (a deleted demo stays deleted), with a random superuser password kept 0600', async () => {
+    it('migrates and loads the demo on the first start only (a deleted demo stays deleted), with a random superuser password kept 0600, renewed on an old cluster', async () => {
       const env = { DATABASE_URL: '', FRS_DATA_DIR: dataDir, FRS_EMBEDDED_PORT: String(port) };
       const first = await startAndStop(env);
       expect(first.stderr).not.to.include('failed');
@@ -128,11 +128,27 @@ describe('npm start', () => {
       const client = new pg.Client(cluster.url);
       await client.connect();
       expect((await client.query(`DELETE FROM workspaces WHERE slug = 'demo'`)).rowCount).to.equal(1);
+      // Also make it a cluster of an earlier version: the fixed password 'postgres' and no password file.
+      await client.query(`ALTER ROLE postgres PASSWORD 'postgres'`);
       await client.end();
       await cluster.stop();
+      fs.unlinkSync(file);
       const second = await startAndStop(env);
       expect(second.stdout).to.include(`Database: embedded PostgreSQL under ${path.join(dataDir, 'postgres')}`);
       expect(second.stdout).not.to.include('Demo workspace');
+      // It got a new random password, and the old one no longer opens it.
+      const renewed = fs.readFileSync(file, 'utf8').trim();
+      expect(renewed).to.match(/^[A-Za-z0-9_-]{32}$/).and.not.equal(password);
+      expect(fs.statSync(file).mode & 0o777).to.equal(0o600);
+      const again = await startEmbeddedPostgres(path.join(dataDir, 'postgres'), port);
+      try {
+        const legacy = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', password: 'postgres', database: 'postgres' });
+        const refused = await legacy.connect().then(() => 'connected', (err: { code?: string }) => err.code);
+        await legacy.end().catch(() => undefined);
+        expect(refused).to.equal('28P01');
+      } finally {
+        await again.stop();
+      }
     });
   });
 });
