@@ -369,7 +369,7 @@ describe('fleet-admin CLI', () => {
       await fails(['deliveries', 'list', '--endpoint', 'nope'], '--endpoint must be a UUID, got "nope"');
     } finally {
       receiver.close();
-      await db.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]);
+      await dropDatabase(url, name);
     }
   });
 
