@@ -5,10 +5,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
+import pg from 'pg';
+import { dropDatabase, testDatabase } from './support/database.js';
+import { passwordFile, startEmbeddedPostgres } from '../src/db/embedded.js';
 
 // `npm start` as a person runs it: on the embedded database, in a data folder and on ports of its own, stopped by a
 // signal to npm's own PID. It must stop the service and its embedded PostgreSQL, leaving both ports free and no
-// postmaster.pid, with exit status 0 and no warning.
+// postmaster.pid, with exit status 0 and no warning. Also which database it migrates (only the embedded one), when
+// it loads the demo workspace, and that the embedded cluster it creates is not an open superuser.
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 /** A port the system just handed out and took back: free now, and not another test's fixed port. */
@@ -53,6 +57,17 @@ async function npmStart(env: NodeJS.ProcessEnv, readyLine: RegExp | null): Promi
   return { child, stdout: () => stdout, stderr: () => stderr, exit };
 }
 
+/** Starts the service, lets it get ready (or fail), stops it with SIGTERM, and returns its exit status and output. */
+async function startAndStop(env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const run = await npmStart({ PORT: '0', HOST: '127.0.0.1', FRS_ROLE: 'api', FRS_METRICS_PORT: '0', LOG_LEVEL: 'warn', ...env }, null);
+  const deadline = Date.now() + 45_000;
+  while (!/Ready .* after launch/.test(run.stdout()) && run.child.exitCode === null && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  run.child.kill('SIGTERM');
+  return { code: await run.exit, stdout: run.stdout(), stderr: run.stderr() };
+}
+
 describe('npm start', function () {
   this.timeout(120_000);
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'frs-npm-start-'));
@@ -93,5 +108,106 @@ describe('npm start', function () {
     expect(run.stderr().split('\n').filter((line) => line.startsWith('fleet-rental'))).to.deep.equal([
       'fleet-rental: failed to start: DATABASE_URL is not a PostgreSQL URL: expected postgres://USER:PASSWORD@HOST:PORT/DATABASE (unset it to use the embedded database)',
     ]);
+  });
+
+  describe('on DATABASE_URL', () => {
+    let adminUrl: string;
+    let url: string;
+    const name = `fleet_start_${process.pid}`;
+
+    before(async () => {
+      ({ url: adminUrl } = await testDatabase());
+      const admin = new pg.Client(adminUrl);
+      await admin.connect();
+      await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      await admin.query(`CREATE DATABASE "${name}"`);
+      await admin.end();
+      url = adminUrl.replace(/\/[^/?]+(\?|$)/, `/${name}$1`);
+    });
+    after(() => dropDatabase(adminUrl, name));
+
+    const demoWorkspaces = async () => {
+      const client = new pg.Client(url);
+      await client.connect();
+      try {
+        return (await client.query(`SELECT slug FROM workspaces WHERE slug = 'demo'`)).rows.length;
+      } finally {
+        await client.end();
+      }
+    };
+
+    it('refuses a database whose schema is behind instead of migrating it', async () => {
+      const run = await startAndStop({ DATABASE_URL: url });
+      expect(run.code).to.equal(1);
+      expect(run.stderr).to.include('checking its schema…');
+      expect(run.stderr).to.match(/failed to start: the database schema is not up to date \(\d+ migration\(s\) pending, first 20261122000100_core_schema\): run "npx fleet-admin migrate"/);
+    });
+
+    it('loads the demo workspace with FRS_SEED_DEMO=1 (checked: 1 or 0)', async () => {
+      const migrate = spawn(process.execPath, [path.join(ROOT, 'bin', 'fleet-admin.js'), 'migrate', '--json'], { env: { ...process.env, DATABASE_URL: url } });
+      expect(await new Promise((resolve) => migrate.on('close', resolve))).to.equal(0);
+
+      // (Without FRS_SEED_DEMO a DATABASE_URL database is never seeded: see the embedded default's second start.)
+      const seeded = await startAndStop({ DATABASE_URL: url, FRS_SEED_DEMO: '1' });
+      expect(seeded.stdout).to.include('Fleet Rental Service is listening on http://127.0.0.1:');
+      expect(seeded.stdout).to.match(/Demo workspace "demo" loaded\. Its API key, shown this once:\n {2}frs_[0-9A-Za-z]{40}\n/);
+      expect(await demoWorkspaces()).to.equal(1);
+
+      const bad = await startAndStop({ DATABASE_URL: url, FRS_SEED_DEMO: 'yes' });
+      expect(bad.code).to.equal(1);
+      expect(bad.stderr).to.include('FRS_SEED_DEMO must be 1 or 0, got "yes"');
+    });
+  });
+
+  describe('on the embedded default (a data folder of its own)', () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'frs-start-'));
+    // As root the cluster runs as the postgres user, who must be able to enter the folder.
+    fs.chmodSync(dataDir, 0o755);
+    let port: number;
+    before(async () => {
+      port = await freePort();
+    });
+    after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+
+    it('migrates and loads the demo on the first start only (a deleted demo stays deleted), with a random superuser password kept 0600, renewed on an old cluster', async () => {
+      const env = { FRS_DATA_DIR: dataDir, FRS_EMBEDDED_PORT: String(port) };
+      const first = await startAndStop(env);
+      expect(first.stderr).not.to.include('failed');
+      expect(first.stderr).to.include('and applying migrations: done');
+      expect(first.stdout).to.include(`Database: embedded PostgreSQL under ${path.join(dataDir, 'postgres')}`);
+      expect(first.stdout).to.match(/Demo workspace "demo" loaded\. Its API key, shown this once:\n {2}frs_[0-9A-Za-z]{40}\n/);
+
+      const file = passwordFile(path.join(dataDir, 'postgres'));
+      expect(fs.statSync(file).mode & 0o777).to.equal(0o600);
+      const password = fs.readFileSync(file, 'utf8').trim();
+      expect(password).to.match(/^[A-Za-z0-9_-]{32}$/);
+
+      // Delete the demo workspace; the next start (on the cluster the first one left) does not bring it back.
+      const cluster = await startEmbeddedPostgres(path.join(dataDir, 'postgres'), port);
+      const client = new pg.Client(cluster.url);
+      await client.connect();
+      expect((await client.query(`DELETE FROM workspaces WHERE slug = 'demo'`)).rowCount).to.equal(1);
+      // Also make it a cluster of an earlier version: the fixed password 'postgres' and no password file.
+      await client.query(`ALTER ROLE postgres PASSWORD 'postgres'`);
+      await client.end();
+      await cluster.stop();
+      fs.unlinkSync(file);
+      const second = await startAndStop(env);
+      expect(second.stdout).to.include(`Database: embedded PostgreSQL under ${path.join(dataDir, 'postgres')}`);
+      expect(second.stdout).not.to.include('Demo workspace');
+      // It got a new random password, and the old one no longer opens it.
+      const renewed = fs.readFileSync(file, 'utf8').trim();
+      expect(renewed).to.match(/^[A-Za-z0-9_-]{32}$/).and.not.equal(password);
+      expect(fs.statSync(file).mode & 0o777).to.equal(0o600);
+      const again = await startEmbeddedPostgres(path.join(dataDir, 'postgres'), port);
+      try {
+        const legacy = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', password: 'postgres', database: 'postgres' });
+        const refused = await legacy.connect().then(() => 'connected', (err: { code?: string }) => err.code);
+        await legacy.end().catch(() => undefined);
+        expect(refused).to.equal('28P01');
+      } finally {
+        await again.stop();
+      }
+    });
   });
 });
