@@ -1,40 +1,21 @@
-import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import { dropDatabase, testDatabase } from './support/database.js';
+import { fleetAdminOn, LAUNCHER, type CliRun } from './support/cli.js';
 import { createKnex } from '../src/db/database.js';
 import { hashApiKey } from '../src/secrets.js';
 import { createApiKey } from '../src/workspaces.js';
 import { buildAttempt, buildDelivery, dropTestWorkspaces, webhookWorkspace } from './webhooks/support.js';
 import { openSigningSecret } from '../src/webhooks/signing-secrets.js';
 
-const LAUNCHER = fileURLToPath(new URL('../bin/fleet-admin.js', import.meta.url));
-
-interface CliRun {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 /** Runs the real CLI (bin/fleet-admin.js) as a child process against the test database. */
 async function fleetAdmin(...args: string[]): Promise<CliRun> {
   return fleetAdminOn((await testDatabase()).url, args);
-}
-
-async function fleetAdminOn(databaseUrl: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliRun> {
-  const child = spawn(process.execPath, [LAUNCHER, ...args], { env: { ...process.env, DATABASE_URL: databaseUrl, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk) => { stdout += chunk; });
-  child.stderr.on('data', (chunk) => { stderr += chunk; });
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  return { code, stdout, stderr };
 }
 
 /** Runs a command with --json, expects success, exactly one JSON object on stdout and nothing on stderr. */

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import pg from 'pg';
 import { dropDatabase, testDatabase } from './support/database.js';
+import { fleetAdminOn } from './support/cli.js';
 import { passwordFile, startEmbeddedPostgres } from '../src/db/embedded.js';
 
 // `npm start` as a person runs it: on the embedded database, in a data folder and on ports of its own, stopped by a
@@ -144,8 +145,7 @@ describe('npm start', function () {
     });
 
     it('loads the demo workspace with FRS_SEED_DEMO=1 (checked: 1 or 0)', async () => {
-      const migrate = spawn(process.execPath, [path.join(ROOT, 'bin', 'fleet-admin.js'), 'migrate', '--json'], { env: { ...process.env, DATABASE_URL: url } });
-      expect(await new Promise((resolve) => migrate.on('close', resolve))).to.equal(0);
+      expect((await fleetAdminOn(url, ['migrate', '--json'])).code).to.equal(0);
 
       // (Without FRS_SEED_DEMO a DATABASE_URL database is never seeded: see the embedded default's second start.)
       const seeded = await startAndStop({ DATABASE_URL: url, FRS_SEED_DEMO: '1' });

@@ -1,12 +1,11 @@
-import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { dropDatabase, testDatabase } from '../support/database.js';
+import { fleetAdminOn } from '../support/cli.js';
 import { expectRejection } from '../support/assertions.js';
 import { startReceiver, verifyIndependently, type Receiver } from '../support/receiver.js';
 import { createKnex } from '../../src/db/database.js';
@@ -17,7 +16,6 @@ import { publishEvent } from '../../src/webhooks/publish.js';
 import { openSigningSecret, rotateSigningSecret } from '../../src/webhooks/signing-secrets.js';
 import { bookingConfirmedData, dropTestWorkspaces, webhookWorkspace, type TestWorkspace } from './support.js';
 
-const LAUNCHER = fileURLToPath(new URL('../../bin/fleet-admin.js', import.meta.url));
 const HOUR = 3_600_000;
 
 const hmac = (secret: string, t: string, body: Buffer) => crypto.createHmac('sha256', secret).update(`${t}.`).update(body).digest('hex');
@@ -200,18 +198,10 @@ describe('fleet-admin secrets rotate-master-key and the migration that sealed st
 
   /** The real CLI on this database, with the master key in `env` (none: the key file under the temp data folder). */
   const cli = async (env: Record<string, string>, ...args: string[]): Promise<any> => {
-    const child = spawn(process.execPath, [LAUNCHER, ...args, '--json'], {
-      env: { ...process.env, DATABASE_URL: url, FRS_DATA_DIR: dataDir, FRS_SECRET_KEY: '', FRS_SECRET_KEY_PREVIOUS: '', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => { stdout += chunk; });
-    child.stderr.on('data', (chunk) => { stderr += chunk; });
-    const code = await new Promise((resolve) => child.on('close', resolve));
-    expect(stderr, `${args.join(' ')}: stderr`).to.equal('');
-    expect(code).to.equal(0);
-    return JSON.parse(stdout);
+    const run = await fleetAdminOn(url, [...args, '--json'], { FRS_DATA_DIR: dataDir, FRS_SECRET_KEY: '', FRS_SECRET_KEY_PREVIOUS: '', ...env });
+    expect(run.stderr, `${args.join(' ')}: stderr`).to.equal('');
+    expect(run.code).to.equal(0);
+    return JSON.parse(run.stdout);
   };
   const storedKeyId = async (id: string) => (await own('webhook_endpoints').where({ id }).first('secret_key_id')).secret_key_id;
   const keyFileLines = () => fs.readFileSync(masterKeyFile(dataDir), 'utf8').trim().split('\n');
