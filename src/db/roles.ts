@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
+import { ConfigError } from '../config.js';
 
 // Least privilege in the database. The schema owner (the user that runs `fleet-admin migrate`) owns every table;
 // the API and the webhook worker each run as a NOLOGIN role of their own, entered with SET ROLE on every new
@@ -16,7 +17,7 @@ export const DB_ROLES_SWITCH = 'FRS_DB_ROLES';
 
 export function dbRolesEnabled(env: NodeJS.ProcessEnv = process.env): boolean {
   const value = env[DB_ROLES_SWITCH] ?? 'on';
-  if (value !== 'on' && value !== 'off') throw new Error(`${DB_ROLES_SWITCH} must be on or off, got "${value}"`);
+  if (value !== 'on' && value !== 'off') throw new ConfigError(`${DB_ROLES_SWITCH} must be on or off, got "${value}"`);
   return value === 'on';
 }
 
