@@ -85,7 +85,9 @@ describe('webhooks: retention', () => {
     const theirs = await publish(other);
     await setDelivery(theirs.deliveryId, { status: 'accepted', next_attempt_at: null, finished_at: at(-10 * DAY) });
 
-    const sweep = (now: Date) => runRetention(db, { now, retentionDays: 30, batchSize: 1, workspaceIds: [ws.id] });
+    // As the worker runs it: on the worker's database role (src/db/roles.ts).
+    const workerDb = (await testDatabase()).forRole('worker');
+    const sweep = (now: Date) => runRetention(workerDb, { now, retentionDays: 30, batchSize: 1, workspaceIds: [ws.id] });
     const remaining = async () => ({
       deliveries: (await db('deliveries').where({ workspace_id: ws.id }).pluck('id')).sort(),
       events: (await db('events').where({ workspace_id: ws.id }).pluck('id')).sort(),

@@ -216,7 +216,7 @@ describe('fleet-admin secrets rotate-master-key and the migration that sealed st
   };
 
   it('the migration seals the secrets stored in plain text before it', async () => {
-    const mine = '20261123000100_sealed_signing_secrets';
+    const mine = '20261123000900_sealed_signing_secrets';
     const source = migrationSource();
     for (;;) {
       const [, pending] = await own.migrate.list({ migrationSource: source });
