@@ -6,7 +6,8 @@ import { expectRejection } from './support/assertions.js';
 import { createKnex } from '../src/db/database.js';
 import { migrateLatest } from '../src/db/migrate.js';
 import { fixture } from './support/fixtures.js';
-import { currentDatabaseName, DatabaseRolesError, serviceRoleName } from '../src/db/roles.js';
+import { currentDatabaseName, DatabaseRolesError, dbRolesEnabled, serviceRoleName } from '../src/db/roles.js';
+import { ConfigError } from '../src/config.js';
 import { createApiKey } from '../src/workspaces.js';
 import { createEndpoint } from '../src/webhooks/endpoints.js';
 import { queueTestDelivery } from '../src/webhooks/test-delivery.js';
@@ -40,6 +41,13 @@ describe('database roles: least privilege for the API and the worker', () => {
     f = await fixture(db);
     bookingId = await f.booking({ status: 'confirmed', pickupAt: '2026-12-01T06:00:00Z', dropoffAt: '2026-12-03T06:00:00Z' });
     endpointId = (await createEndpoint(db, { workspaceSlug: f.slug, url: 'https://receiver.example/hooks' })).id;
+  });
+
+  it('FRS_DB_ROLES is on unless switched off, and nothing else is accepted', () => {
+    expect(dbRolesEnabled({})).to.equal(true);
+    expect(dbRolesEnabled({ FRS_DB_ROLES: 'on' })).to.equal(true);
+    expect(dbRolesEnabled({ FRS_DB_ROLES: 'off' })).to.equal(false);
+    expect(() => dbRolesEnabled({ FRS_DB_ROLES: 'no' })).to.throw(ConfigError, 'FRS_DB_ROLES must be on or off, got "no"');
   });
 
   it('each process runs as its own role of this database', async () => {

@@ -263,5 +263,13 @@ describe('fleet-admin secrets rotate-master-key and the migration that sealed st
     // Nothing left to re-seal; the old key is no longer needed.
     expect(await cli({ FRS_SECRET_KEY: envKey }, 'secrets', 'rotate-master-key')).to.deep.equal({ ...moved, resealed: 0 });
     await deliversSignedWith({ FRS_SECRET_KEY: envKey }, 'rotation', created.secret);
+
+    // fleet-admin endpoint rotate-secret: the new secret shown once, and with --overlap-hours 0 the only one signing.
+    const rotatedSecret = await cli({ FRS_SECRET_KEY: envKey }, 'endpoint', 'rotate-secret', '--id', created.id, '--overlap-hours', '0');
+    expect(rotatedSecret).to.have.all.keys('id', 'secret', 'previousSecretExpiresAt');
+    expect(rotatedSecret).to.include({ id: created.id, previousSecretExpiresAt: null });
+    expect(rotatedSecret.secret).to.match(/^whsec_[0-9A-Za-z]{40}$/).and.not.equal(created.secret);
+    await deliversSignedWith({ FRS_SECRET_KEY: envKey }, 'rotation', rotatedSecret.secret);
+    expect(verifyIndependently(receiver.requests[0].rawBody, receiver.requests[0].signature, created.secret, Date.now() / 1000)).to.deep.equal({ ok: false, reason: 'signature_mismatch' });
   });
 });
