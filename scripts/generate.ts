@@ -1,7 +1,8 @@
 // Regenerates generated/ from the documents in openapi/. The output is committed; CI regenerates it and fails on
 // any difference, so generated/ is never edited by hand.
 //   generated/openapi.json            the document as JSON (served at /openapi.json)
-//   generated/openapi/                TypeScript types and JSON schemas (@hey-api/openapi-ts)
+//   generated/openapi/                TypeScript types, JSON schemas and a typed fetch client (@hey-api/openapi-ts with
+//                                     @hey-api/client-fetch and @hey-api/sdk: one function per operationId)
 //   generated/validators.cjs (+.d.cts) compiled Ajv 2020 validators for every response schema, every webhook
 //                                     payload and the import document
 //   generated/import-document.ts      TypeScript types of the import document
@@ -21,7 +22,7 @@ async function heyApi(): Promise<void> {
   await createClient({
     input: path.join(out, 'openapi.json'),
     output: { path: path.join(out, 'openapi'), clean: true, header: [banner] },
-    plugins: ['@hey-api/typescript', '@hey-api/schemas'],
+    plugins: ['@hey-api/client-fetch', '@hey-api/typescript', '@hey-api/schemas', '@hey-api/sdk'],
     logs: { level: 'silent' },
   });
 }
