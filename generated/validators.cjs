@@ -4661,10 +4661,10 @@ return errors === 0;
 validate20.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.BookingSummary = validate50;
-const schema117 = {"type":"object","description":"Bookings by status, upcoming, due back and overdue, and revenue collected.","additionalProperties":false,"required":["byStatus","total","active","upcoming","dueReturns","overdue","revenueCollected"],"properties":{"byStatus":{"$ref":"#/$defs/BookingStatusCounts"},"total":{"$ref":"#/$defs/Count"},"active":{"$ref":"#/$defs/Count"},"upcoming":{"$ref":"#/$defs/Count"},"dueReturns":{"$ref":"#/$defs/Count"},"overdue":{"$ref":"#/$defs/Count"},"revenueCollected":{"$ref":"#/$defs/SignedFils"}}};
-const schema119 = {"type":"integer","format":"int64","minimum":0,"description":"A count."};
-const schema129 = {"type":"integer","format":"int64","description":"A money amount in fils (AED x 100) that can be negative (a net figure, or refunds exceeding charges).","example":-4500};
-const schema118 = {"type":"object","description":"Bookings by status; all five keys are always present.","additionalProperties":false,"required":["pending","confirmed","active","completed","canceled"],"properties":{"pending":{"$ref":"#/$defs/Count"},"confirmed":{"$ref":"#/$defs/Count"},"active":{"$ref":"#/$defs/Count"},"completed":{"$ref":"#/$defs/Count"},"canceled":{"$ref":"#/$defs/Count"}}};
+const schema117 = {"type":"object","description":"Bookings by status, upcoming, due back and overdue, and revenue collected.","required":["byStatus","total","active","upcoming","dueReturns","overdue","revenueCollected"],"properties":{"byStatus":{"$ref":"#/$defs/BookingStatusCounts"},"total":{"$ref":"#/$defs/Count"},"active":{"$ref":"#/$defs/Count"},"upcoming":{"$ref":"#/$defs/Count"},"dueReturns":{"$ref":"#/$defs/Count"},"overdue":{"$ref":"#/$defs/Count"},"revenueCollected":{"$ref":"#/$defs/SignedFils"}},"additionalProperties":false};
+const schema119 = {"type":"integer","format":"int64","minimum":0,"maximum":9007199254740991,"description":"A count."};
+const schema129 = {"type":"integer","format":"int64","minimum":-9007199254740991,"maximum":9007199254740991,"description":"A money amount in fils (AED x 100) that can be negative (a net figure, or refunds exceeding charges).","example":-4500};
+const schema118 = {"type":"object","description":"Bookings by status; all five keys are always present.","required":["pending","confirmed","active","completed","canceled"],"properties":{"pending":{"$ref":"#/$defs/Count"},"confirmed":{"$ref":"#/$defs/Count"},"active":{"$ref":"#/$defs/Count"},"completed":{"$ref":"#/$defs/Count"},"canceled":{"$ref":"#/$defs/Count"}},"additionalProperties":false};
 const formats104 = require("ajv-formats/dist/formats").fullFormats.int64;
 
 function validate51(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
@@ -4704,6 +4704,11 @@ return false;
 }
 if(errors === _errs3){
 if((typeof data0 == "number") && (isFinite(data0))){
+if(data0 > 9007199254740991 || isNaN(data0)){
+validate51.errors = [{instancePath:instancePath+"/pending",schemaPath:"#/$defs/Count/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data0 < 0 || isNaN(data0)){
 validate51.errors = [{instancePath:instancePath+"/pending",schemaPath:"#/$defs/Count/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -4712,6 +4717,7 @@ else {
 if(!(formats104.validate(data0))){
 validate51.errors = [{instancePath:instancePath+"/pending",schemaPath:"#/$defs/Count/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -4732,6 +4738,11 @@ return false;
 }
 if(errors === _errs6){
 if((typeof data1 == "number") && (isFinite(data1))){
+if(data1 > 9007199254740991 || isNaN(data1)){
+validate51.errors = [{instancePath:instancePath+"/confirmed",schemaPath:"#/$defs/Count/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data1 < 0 || isNaN(data1)){
 validate51.errors = [{instancePath:instancePath+"/confirmed",schemaPath:"#/$defs/Count/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -4740,6 +4751,7 @@ else {
 if(!(formats104.validate(data1))){
 validate51.errors = [{instancePath:instancePath+"/confirmed",schemaPath:"#/$defs/Count/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -4760,6 +4772,11 @@ return false;
 }
 if(errors === _errs9){
 if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 > 9007199254740991 || isNaN(data2)){
+validate51.errors = [{instancePath:instancePath+"/active",schemaPath:"#/$defs/Count/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data2 < 0 || isNaN(data2)){
 validate51.errors = [{instancePath:instancePath+"/active",schemaPath:"#/$defs/Count/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -4768,6 +4785,7 @@ else {
 if(!(formats104.validate(data2))){
 validate51.errors = [{instancePath:instancePath+"/active",schemaPath:"#/$defs/Count/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -4788,6 +4806,11 @@ return false;
 }
 if(errors === _errs12){
 if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 > 9007199254740991 || isNaN(data3)){
+validate51.errors = [{instancePath:instancePath+"/completed",schemaPath:"#/$defs/Count/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data3 < 0 || isNaN(data3)){
 validate51.errors = [{instancePath:instancePath+"/completed",schemaPath:"#/$defs/Count/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -4796,6 +4819,7 @@ else {
 if(!(formats104.validate(data3))){
 validate51.errors = [{instancePath:instancePath+"/completed",schemaPath:"#/$defs/Count/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -4816,6 +4840,11 @@ return false;
 }
 if(errors === _errs15){
 if((typeof data4 == "number") && (isFinite(data4))){
+if(data4 > 9007199254740991 || isNaN(data4)){
+validate51.errors = [{instancePath:instancePath+"/canceled",schemaPath:"#/$defs/Count/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data4 < 0 || isNaN(data4)){
 validate51.errors = [{instancePath:instancePath+"/canceled",schemaPath:"#/$defs/Count/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -4824,6 +4853,7 @@ else {
 if(!(formats104.validate(data4))){
 validate51.errors = [{instancePath:instancePath+"/canceled",schemaPath:"#/$defs/Count/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -4900,6 +4930,11 @@ return false;
 }
 if(errors === _errs4){
 if((typeof data1 == "number") && (isFinite(data1))){
+if(data1 > 9007199254740991 || isNaN(data1)){
+validate50.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Count/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data1 < 0 || isNaN(data1)){
 validate50.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Count/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -4908,6 +4943,7 @@ else {
 if(!(formats104.validate(data1))){
 validate50.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Count/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -4928,6 +4964,11 @@ return false;
 }
 if(errors === _errs7){
 if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 > 9007199254740991 || isNaN(data2)){
+validate50.errors = [{instancePath:instancePath+"/active",schemaPath:"#/$defs/Count/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data2 < 0 || isNaN(data2)){
 validate50.errors = [{instancePath:instancePath+"/active",schemaPath:"#/$defs/Count/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -4936,6 +4977,7 @@ else {
 if(!(formats104.validate(data2))){
 validate50.errors = [{instancePath:instancePath+"/active",schemaPath:"#/$defs/Count/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -4956,6 +4998,11 @@ return false;
 }
 if(errors === _errs10){
 if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 > 9007199254740991 || isNaN(data3)){
+validate50.errors = [{instancePath:instancePath+"/upcoming",schemaPath:"#/$defs/Count/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data3 < 0 || isNaN(data3)){
 validate50.errors = [{instancePath:instancePath+"/upcoming",schemaPath:"#/$defs/Count/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -4964,6 +5011,7 @@ else {
 if(!(formats104.validate(data3))){
 validate50.errors = [{instancePath:instancePath+"/upcoming",schemaPath:"#/$defs/Count/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -4984,6 +5032,11 @@ return false;
 }
 if(errors === _errs13){
 if((typeof data4 == "number") && (isFinite(data4))){
+if(data4 > 9007199254740991 || isNaN(data4)){
+validate50.errors = [{instancePath:instancePath+"/dueReturns",schemaPath:"#/$defs/Count/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data4 < 0 || isNaN(data4)){
 validate50.errors = [{instancePath:instancePath+"/dueReturns",schemaPath:"#/$defs/Count/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -4992,6 +5045,7 @@ else {
 if(!(formats104.validate(data4))){
 validate50.errors = [{instancePath:instancePath+"/dueReturns",schemaPath:"#/$defs/Count/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -5012,6 +5066,11 @@ return false;
 }
 if(errors === _errs16){
 if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 > 9007199254740991 || isNaN(data5)){
+validate50.errors = [{instancePath:instancePath+"/overdue",schemaPath:"#/$defs/Count/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data5 < 0 || isNaN(data5)){
 validate50.errors = [{instancePath:instancePath+"/overdue",schemaPath:"#/$defs/Count/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -5020,6 +5079,7 @@ else {
 if(!(formats104.validate(data5))){
 validate50.errors = [{instancePath:instancePath+"/overdue",schemaPath:"#/$defs/Count/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -5040,9 +5100,21 @@ return false;
 }
 if(errors === _errs19){
 if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 > 9007199254740991 || isNaN(data6)){
+validate50.errors = [{instancePath:instancePath+"/revenueCollected",schemaPath:"#/$defs/SignedFils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
+if(data6 < -9007199254740991 || isNaN(data6)){
+validate50.errors = [{instancePath:instancePath+"/revenueCollected",schemaPath:"#/$defs/SignedFils/minimum",keyword:"minimum",params:{comparison: ">=", limit: -9007199254740991},message:"must be >= -9007199254740991"}];
+return false;
+}
+else {
 if(!(formats104.validate(data6))){
 validate50.errors = [{instancePath:instancePath+"/revenueCollected",schemaPath:"#/$defs/SignedFils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
+}
 }
 }
 }
@@ -5071,13 +5143,14 @@ return errors === 0;
 validate50.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.DeliveryDetail = validate53;
-const schema130 = {"type":"object","description":"One delivery: the fields of its delivery-log row (its attempt count as `attemptCount`), the payload, and every attempt, oldest first.","additionalProperties":false,"required":["id","event","status","attemptCount","createdAt","lastAttemptAt","nextAttemptAt","lastStatusCode","lastErrorKind","payload","attempts"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"event":{"$ref":"#/$defs/DeliveryEventName"},"status":{"$ref":"#/$defs/DeliveryStatus"},"attemptCount":{"type":"integer","minimum":0,"description":"Attempts made so far (the log row's `attempts`)."},"createdAt":{"$ref":"#/$defs/Timestamp"},"lastAttemptAt":{"description":"When the last attempt started; null before the first.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"nextAttemptAt":{"description":"When the next attempt is due; null unless `queued` or `retrying`.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastStatusCode":{"description":"The HTTP status of the last attempt; null before the first or when there was no answer.","anyOf":[{"type":"integer","minimum":100,"maximum":599},{"type":"null"}]},"lastErrorKind":{"description":"How the last attempt failed; null before the first attempt or when it succeeded.","anyOf":[{"$ref":"#/$defs/AttemptErrorKind"},{"type":"null"}]},"payload":{"$ref":"#/$defs/DeliveryPayload"},"attempts":{"type":"array","description":"Every attempt, oldest first.","items":{"$ref":"#/$defs/DeliveryAttempt"}}}};
-const schema131 = {"type":"string","format":"uuid","description":"A resource id.","example":"7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"};
-const schema134 = {"type":"string","description":"`queued` (waiting for its first attempt), `retrying` (an attempt failed; another is scheduled), `accepted` (the endpoint answered 2xx), `failed` (the last retry failed, or it was held longer than 7 days), `held` (the endpoint is switched off; sent when it is switched back on).","enum":["queued","retrying","accepted","failed","held"]};
-const schema135 = {"type":"string","format":"date-time","description":"ISO 8601 timestamp in UTC with milliseconds.","example":"2026-11-22T08:30:00.000Z"};
-const schema138 = {"type":"string","description":"How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset, DNS or TLS failure), `blocked_destination` (the URL's host is, or resolved to, a private, loopback, link-local or reserved address, which is never connected to; `error` names the address and its class). New kinds may be added.","enum":["timeout","connection","redirect","status","blocked_destination"]};
+const schema130 = {"type":"object","description":"One delivery: the fields of its delivery-log row (its attempt count as `attemptCount`), the payload, and every attempt, oldest first.","required":["id","event","status","attemptCount","createdAt","lastAttemptAt","nextAttemptAt","lastStatusCode","lastErrorKind","payload","attempts"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"event":{"$ref":"#/$defs/DeliveryEventName"},"status":{"$ref":"#/$defs/DeliveryStatus"},"attemptCount":{"type":"integer","format":"int32","maximum":2147483647,"minimum":0,"description":"Attempts made so far (the log row's `attempts`)."},"createdAt":{"$ref":"#/$defs/Timestamp"},"lastAttemptAt":{"description":"When the last attempt started; null before the first.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"nextAttemptAt":{"description":"When the next attempt is due; null unless `queued` or `retrying`.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastStatusCode":{"description":"The HTTP status of the last attempt; null before the first or when there was no answer.","anyOf":[{"type":"integer","format":"int32","minimum":100,"maximum":599},{"type":"null"}]},"lastErrorKind":{"description":"How the last attempt failed; null before the first attempt or when it succeeded.","anyOf":[{"$ref":"#/$defs/AttemptErrorKind"},{"type":"null"}]},"payload":{"$ref":"#/$defs/DeliveryPayload"},"attempts":{"type":"array","maxItems":1000,"description":"Every attempt, oldest first.","items":{"$ref":"#/$defs/DeliveryAttempt"}}},"additionalProperties":false};
+const schema131 = {"type":"string","format":"uuid","maxLength":36,"description":"A resource id.","example":"7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"};
+const schema134 = {"type":"string","maxLength":64,"description":"`queued` (waiting for its first attempt), `retrying` (an attempt failed; another is scheduled), `accepted` (the endpoint answered 2xx), `failed` (the last retry failed, or it was held longer than 7 days), `held` (the endpoint is switched off; sent when it is switched back on).","enum":["queued","retrying","accepted","failed","held"]};
+const schema135 = {"type":"string","format":"date-time","maxLength":24,"description":"ISO 8601 timestamp in UTC with milliseconds.","example":"2026-11-22T08:30:00.000Z"};
+const schema138 = {"type":"string","maxLength":64,"description":"How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset, DNS or TLS failure), `blocked_destination` (the URL's host is, or resolved to, a private, loopback, link-local or reserved address, which is never connected to; `error` names the address and its class). New kinds may be added.","enum":["timeout","connection","redirect","status","blocked_destination"]};
+const formats128 = require("ajv-formats/dist/formats").fullFormats.int32;
 const schema132 = {"description":"An event name of the `webhooks` section, `webhook.test` included.","anyOf":[{"$ref":"#/$defs/EventName"},{"type":"string","const":"webhook.test"}]};
-const schema133 = {"type":"string","description":"A webhook event an endpoint can subscribe to. `webhook.test` is not in this list: a test delivery is sent to the endpoint it names whatever its subscriptions.","enum":["booking.confirmed","booking.completed","booking.delivery_due","booking.return_due","booking.extended","booking.ending_soon","payment.captured","payment.refunded","payment.deposit_held","payment.canceled","invoice.issued","invoice.due_soon","invoice.overdue","installment.due_soon","installment.overdue","fine.created","quote.sent","quote.viewed","quote.accepted","quote.declined","quote.expired","lead.created","deal.created","deal.stage_changed","vehicle.maintenance_due","vehicle.document_expiring","vehicle.idle","delivery.assigned","task.assigned","task.due_soon","task.overdue","inbox.message_received","inbox.assigned","investor.payout_ready","investor.payout_generated","investor.report_due","document.esign_timeout","integration.failed"]};
+const schema133 = {"type":"string","maxLength":64,"description":"A webhook event an endpoint can subscribe to. `webhook.test` is not in this list: a test delivery is sent to the endpoint it names whatever its subscriptions.","enum":["booking.confirmed","booking.completed","booking.delivery_due","booking.return_due","booking.extended","booking.ending_soon","payment.captured","payment.refunded","payment.deposit_held","payment.canceled","invoice.issued","invoice.due_soon","invoice.overdue","installment.due_soon","installment.overdue","fine.created","quote.sent","quote.viewed","quote.accepted","quote.declined","quote.expired","lead.created","deal.created","deal.stage_changed","vehicle.maintenance_due","vehicle.document_expiring","vehicle.idle","delivery.assigned","task.assigned","task.due_soon","task.overdue","inbox.message_received","inbox.assigned","investor.payout_ready","investor.payout_generated","investor.report_due","document.esign_timeout","integration.failed"]};
 
 function validate54(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5092,8 +5165,9 @@ evaluated0.items = undefined;
 const _errs0 = errors;
 let valid0 = false;
 const _errs1 = errors;
-if(typeof data !== "string"){
-const err0 = {instancePath,schemaPath:"#/$defs/EventName/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const _errs2 = errors;
+if(!((((((((((((((((((((((((((((((((((((((data === "booking.confirmed") || (data === "booking.completed")) || (data === "booking.delivery_due")) || (data === "booking.return_due")) || (data === "booking.extended")) || (data === "booking.ending_soon")) || (data === "payment.captured")) || (data === "payment.refunded")) || (data === "payment.deposit_held")) || (data === "payment.canceled")) || (data === "invoice.issued")) || (data === "invoice.due_soon")) || (data === "invoice.overdue")) || (data === "installment.due_soon")) || (data === "installment.overdue")) || (data === "fine.created")) || (data === "quote.sent")) || (data === "quote.viewed")) || (data === "quote.accepted")) || (data === "quote.declined")) || (data === "quote.expired")) || (data === "lead.created")) || (data === "deal.created")) || (data === "deal.stage_changed")) || (data === "vehicle.maintenance_due")) || (data === "vehicle.document_expiring")) || (data === "vehicle.idle")) || (data === "delivery.assigned")) || (data === "task.assigned")) || (data === "task.due_soon")) || (data === "task.overdue")) || (data === "inbox.message_received")) || (data === "inbox.assigned")) || (data === "investor.payout_ready")) || (data === "investor.payout_generated")) || (data === "investor.report_due")) || (data === "document.esign_timeout")) || (data === "integration.failed"))){
+const err0 = {instancePath,schemaPath:"#/$defs/EventName/enum",keyword:"enum",params:{allowedValues: schema133.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -5102,8 +5176,10 @@ vErrors.push(err0);
 }
 errors++;
 }
-if(!((((((((((((((((((((((((((((((((((((((data === "booking.confirmed") || (data === "booking.completed")) || (data === "booking.delivery_due")) || (data === "booking.return_due")) || (data === "booking.extended")) || (data === "booking.ending_soon")) || (data === "payment.captured")) || (data === "payment.refunded")) || (data === "payment.deposit_held")) || (data === "payment.canceled")) || (data === "invoice.issued")) || (data === "invoice.due_soon")) || (data === "invoice.overdue")) || (data === "installment.due_soon")) || (data === "installment.overdue")) || (data === "fine.created")) || (data === "quote.sent")) || (data === "quote.viewed")) || (data === "quote.accepted")) || (data === "quote.declined")) || (data === "quote.expired")) || (data === "lead.created")) || (data === "deal.created")) || (data === "deal.stage_changed")) || (data === "vehicle.maintenance_due")) || (data === "vehicle.document_expiring")) || (data === "vehicle.idle")) || (data === "delivery.assigned")) || (data === "task.assigned")) || (data === "task.due_soon")) || (data === "task.overdue")) || (data === "inbox.message_received")) || (data === "inbox.assigned")) || (data === "investor.payout_ready")) || (data === "investor.payout_generated")) || (data === "investor.report_due")) || (data === "document.esign_timeout")) || (data === "integration.failed"))){
-const err1 = {instancePath,schemaPath:"#/$defs/EventName/enum",keyword:"enum",params:{allowedValues: schema133.enum},message:"must be equal to one of the allowed values"};
+if(errors === _errs2){
+if(typeof data === "string"){
+if(func2(data) > 64){
+const err1 = {instancePath,schemaPath:"#/$defs/EventName/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -5112,11 +5188,9 @@ vErrors.push(err1);
 }
 errors++;
 }
-var _valid0 = _errs1 === errors;
-valid0 = valid0 || _valid0;
-const _errs4 = errors;
-if(typeof data !== "string"){
-const err2 = {instancePath,schemaPath:"#/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+else {
+const err2 = {instancePath,schemaPath:"#/$defs/EventName/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -5125,8 +5199,12 @@ vErrors.push(err2);
 }
 errors++;
 }
-if("webhook.test" !== data){
-const err3 = {instancePath,schemaPath:"#/anyOf/1/const",keyword:"const",params:{allowedValue: "webhook.test"},message:"must be equal to constant"};
+}
+var _valid0 = _errs1 === errors;
+valid0 = valid0 || _valid0;
+const _errs4 = errors;
+if(typeof data !== "string"){
+const err3 = {instancePath,schemaPath:"#/anyOf/1/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err3];
 }
@@ -5135,15 +5213,25 @@ vErrors.push(err3);
 }
 errors++;
 }
-var _valid0 = _errs4 === errors;
-valid0 = valid0 || _valid0;
-if(!valid0){
-const err4 = {instancePath,schemaPath:"#/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if("webhook.test" !== data){
+const err4 = {instancePath,schemaPath:"#/anyOf/1/const",keyword:"const",params:{allowedValue: "webhook.test"},message:"must be equal to constant"};
 if(vErrors === null){
 vErrors = [err4];
 }
 else {
 vErrors.push(err4);
+}
+errors++;
+}
+var _valid0 = _errs4 === errors;
+valid0 = valid0 || _valid0;
+if(!valid0){
+const err5 = {instancePath,schemaPath:"#/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
 }
 errors++;
 validate54.errors = vErrors;
@@ -5165,7 +5253,7 @@ return errors === 0;
 }
 validate54.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
-const schema139 = {"type":"object","description":"The delivery payload exactly as it is POSTed (see the event's schema under `webhooks`).","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"event":{"$ref":"#/$defs/DeliveryEventName"},"createdAt":{"$ref":"#/$defs/Timestamp"},"dedupeKey":{"type":"string","description":"Names the occurrence, on calendar events and `integration.failed`."},"data":{"type":"object","description":"The event's data."}}};
+const schema139 = {"type":"object","description":"The delivery payload exactly as it is POSTed (see the event's schema under `webhooks`).","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"event":{"$ref":"#/$defs/DeliveryEventName"},"createdAt":{"$ref":"#/$defs/Timestamp"},"dedupeKey":{"type":"string","maxLength":255,"description":"Names the occurrence, on calendar events and `integration.failed`."},"data":{"type":"object","description":"The event's data."}},"additionalProperties":false};
 
 function validate56(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5185,16 +5273,31 @@ validate56.errors = [{instancePath,schemaPath:"#/required",keyword:"required",pa
 return false;
 }
 else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(((((key0 === "id") || (key0 === "event")) || (key0 === "createdAt")) || (key0 === "dedupeKey")) || (key0 === "data"))){
+validate56.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
 if(data.id !== undefined){
 let data0 = data.id;
-const _errs1 = errors;
 const _errs2 = errors;
-if(errors === _errs2){
-if(errors === _errs2){
+const _errs3 = errors;
+if(errors === _errs3){
+if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate56.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate56.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -5203,19 +5306,19 @@ return false;
 }
 }
 }
-var valid0 = _errs1 === errors;
+var valid0 = _errs2 === errors;
 }
 else {
 var valid0 = true;
 }
 if(valid0){
 if(data.event !== undefined){
-const _errs4 = errors;
+const _errs5 = errors;
 if(!(validate54(data.event, {instancePath:instancePath+"/event",parentData:data,parentDataProperty:"event",rootData,dynamicAnchors}))){
 vErrors = vErrors === null ? validate54.errors : vErrors.concat(validate54.errors);
 errors = vErrors.length;
 }
-var valid0 = _errs4 === errors;
+var valid0 = _errs5 === errors;
 }
 else {
 var valid0 = true;
@@ -5223,14 +5326,20 @@ var valid0 = true;
 if(valid0){
 if(data.createdAt !== undefined){
 let data2 = data.createdAt;
-const _errs5 = errors;
 const _errs6 = errors;
-if(errors === _errs6){
-if(errors === _errs6){
+const _errs7 = errors;
+if(errors === _errs7){
+if(errors === _errs7){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate56.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate56.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -5239,19 +5348,28 @@ return false;
 }
 }
 }
-var valid0 = _errs5 === errors;
+var valid0 = _errs6 === errors;
 }
 else {
 var valid0 = true;
 }
 if(valid0){
 if(data.dedupeKey !== undefined){
-const _errs8 = errors;
-if(typeof data.dedupeKey !== "string"){
+let data3 = data.dedupeKey;
+const _errs9 = errors;
+if(errors === _errs9){
+if(typeof data3 === "string"){
+if(func2(data3) > 255){
+validate56.errors = [{instancePath:instancePath+"/dedupeKey",schemaPath:"#/properties/dedupeKey/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"}];
+return false;
+}
+}
+else {
 validate56.errors = [{instancePath:instancePath+"/dedupeKey",schemaPath:"#/properties/dedupeKey/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
-var valid0 = _errs8 === errors;
+}
+var valid0 = _errs9 === errors;
 }
 else {
 var valid0 = true;
@@ -5259,15 +5377,16 @@ var valid0 = true;
 if(valid0){
 if(data.data !== undefined){
 let data4 = data.data;
-const _errs10 = errors;
+const _errs11 = errors;
 if(!(data4 && typeof data4 == "object" && !Array.isArray(data4))){
 validate56.errors = [{instancePath:instancePath+"/data",schemaPath:"#/properties/data/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
-var valid0 = _errs10 === errors;
+var valid0 = _errs11 === errors;
 }
 else {
 var valid0 = true;
+}
 }
 }
 }
@@ -5283,9 +5402,9 @@ return false;
 validate56.errors = vErrors;
 return errors === 0;
 }
-validate56.evaluated = {"props":{"id":true,"event":true,"createdAt":true,"dedupeKey":true,"data":true},"dynamicProps":false,"dynamicItems":false};
+validate56.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-const schema142 = {"type":"object","description":"One HTTP attempt of a delivery.","additionalProperties":false,"required":["number","startedAt","durationMs","statusCode","errorKind","error","responseBody"],"properties":{"number":{"type":"integer","minimum":1,"description":"1 for the first attempt, then 2, 3 and so on (a resend continues the count)."},"startedAt":{"$ref":"#/$defs/Timestamp"},"durationMs":{"type":"integer","minimum":0,"description":"How long the whole exchange took, in milliseconds."},"statusCode":{"description":"The HTTP status the endpoint answered; null when there was no answer.","anyOf":[{"type":"integer","minimum":100,"maximum":599},{"type":"null"}]},"errorKind":{"description":"How the attempt failed; null when it succeeded.","anyOf":[{"$ref":"#/$defs/AttemptErrorKind"},{"type":"null"}]},"error":{"description":"A human-readable reason of the failure (such as `HTTP 503` or `ECONNREFUSED`); null on success.","anyOf":[{"type":"string"},{"type":"null"}]},"responseBody":{"description":"The start of the response body (at most 4 KiB, as text); null when there was no answer.","anyOf":[{"type":"string"},{"type":"null"}]}}};
+const schema142 = {"type":"object","description":"One HTTP attempt of a delivery.","required":["number","startedAt","durationMs","statusCode","errorKind","error","responseBody"],"properties":{"number":{"type":"integer","format":"int32","maximum":2147483647,"minimum":1,"description":"1 for the first attempt, then 2, 3 and so on (a resend continues the count)."},"startedAt":{"$ref":"#/$defs/Timestamp"},"durationMs":{"type":"integer","format":"int32","maximum":3600000,"minimum":0,"description":"How long the whole exchange took, in milliseconds."},"statusCode":{"description":"The HTTP status the endpoint answered; null when there was no answer.","anyOf":[{"type":"integer","format":"int32","minimum":100,"maximum":599},{"type":"null"}]},"errorKind":{"description":"How the attempt failed; null when it succeeded.","anyOf":[{"$ref":"#/$defs/AttemptErrorKind"},{"type":"null"}]},"error":{"description":"A human-readable reason of the failure (such as `HTTP 503` or `ECONNREFUSED`); null on success.","anyOf":[{"type":"string","maxLength":2000},{"type":"null"}]},"responseBody":{"description":"The start of the response body (at most 4 KiB, as text); null when there was no answer.","anyOf":[{"type":"string","maxLength":4096},{"type":"null"}]}},"additionalProperties":false};
 
 function validate59(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5323,9 +5442,21 @@ return false;
 }
 if(errors === _errs2){
 if((typeof data0 == "number") && (isFinite(data0))){
+if(data0 > 2147483647 || isNaN(data0)){
+validate59.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+return false;
+}
+else {
 if(data0 < 1 || isNaN(data0)){
 validate59.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
+}
+else {
+if(!(formats128.validate(data0))){
+validate59.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -5342,9 +5473,15 @@ const _errs5 = errors;
 if(errors === _errs5){
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 24){
+validate59.errors = [{instancePath:instancePath+"/startedAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data1))){
 validate59.errors = [{instancePath:instancePath+"/startedAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -5368,9 +5505,21 @@ return false;
 }
 if(errors === _errs7){
 if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 > 3600000 || isNaN(data2)){
+validate59.errors = [{instancePath:instancePath+"/durationMs",schemaPath:"#/properties/durationMs/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"}];
+return false;
+}
+else {
 if(data2 < 0 || isNaN(data2)){
 validate59.errors = [{instancePath:instancePath+"/durationMs",schemaPath:"#/properties/durationMs/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
+}
+else {
+if(!(formats128.validate(data2))){
+validate59.errors = [{instancePath:instancePath+"/durationMs",schemaPath:"#/properties/durationMs/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -5419,14 +5568,9 @@ vErrors.push(err2);
 }
 errors++;
 }
-}
-}
-}
-var _valid0 = _errs11 === errors;
-valid2 = valid2 || _valid0;
-const _errs13 = errors;
-if(data3 !== null){
-const err3 = {instancePath:instancePath+"/statusCode",schemaPath:"#/properties/statusCode/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+else {
+if(!(formats128.validate(data3))){
+const err3 = {instancePath:instancePath+"/statusCode",schemaPath:"#/properties/statusCode/anyOf/0/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""};
 if(vErrors === null){
 vErrors = [err3];
 }
@@ -5435,15 +5579,32 @@ vErrors.push(err3);
 }
 errors++;
 }
-var _valid0 = _errs13 === errors;
+}
+}
+}
+}
+var _valid0 = _errs11 === errors;
 valid2 = valid2 || _valid0;
-if(!valid2){
-const err4 = {instancePath:instancePath+"/statusCode",schemaPath:"#/properties/statusCode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const _errs13 = errors;
+if(data3 !== null){
+const err4 = {instancePath:instancePath+"/statusCode",schemaPath:"#/properties/statusCode/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
 vErrors = [err4];
 }
 else {
 vErrors.push(err4);
+}
+errors++;
+}
+var _valid0 = _errs13 === errors;
+valid2 = valid2 || _valid0;
+if(!valid2){
+const err5 = {instancePath:instancePath+"/statusCode",schemaPath:"#/properties/statusCode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
 }
 errors++;
 validate59.errors = vErrors;
@@ -5472,16 +5633,7 @@ const _errs15 = errors;
 const _errs16 = errors;
 let valid3 = false;
 const _errs17 = errors;
-if(typeof data4 !== "string"){
-const err5 = {instancePath:instancePath+"/errorKind",schemaPath:"#/$defs/AttemptErrorKind/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err5];
-}
-else {
-vErrors.push(err5);
-}
-errors++;
-}
+const _errs18 = errors;
 if(!(((((data4 === "timeout") || (data4 === "connection")) || (data4 === "redirect")) || (data4 === "status")) || (data4 === "blocked_destination"))){
 const err6 = {instancePath:instancePath+"/errorKind",schemaPath:"#/$defs/AttemptErrorKind/enum",keyword:"enum",params:{allowedValues: schema138.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
@@ -5492,11 +5644,10 @@ vErrors.push(err6);
 }
 errors++;
 }
-var _valid1 = _errs17 === errors;
-valid3 = valid3 || _valid1;
-const _errs20 = errors;
-if(data4 !== null){
-const err7 = {instancePath:instancePath+"/errorKind",schemaPath:"#/properties/errorKind/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(errors === _errs18){
+if(typeof data4 === "string"){
+if(func2(data4) > 64){
+const err7 = {instancePath:instancePath+"/errorKind",schemaPath:"#/$defs/AttemptErrorKind/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -5505,15 +5656,40 @@ vErrors.push(err7);
 }
 errors++;
 }
-var _valid1 = _errs20 === errors;
-valid3 = valid3 || _valid1;
-if(!valid3){
-const err8 = {instancePath:instancePath+"/errorKind",schemaPath:"#/properties/errorKind/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+}
+else {
+const err8 = {instancePath:instancePath+"/errorKind",schemaPath:"#/$defs/AttemptErrorKind/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err8];
 }
 else {
 vErrors.push(err8);
+}
+errors++;
+}
+}
+var _valid1 = _errs17 === errors;
+valid3 = valid3 || _valid1;
+const _errs20 = errors;
+if(data4 !== null){
+const err9 = {instancePath:instancePath+"/errorKind",schemaPath:"#/properties/errorKind/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+var _valid1 = _errs20 === errors;
+valid3 = valid3 || _valid1;
+if(!valid3){
+const err10 = {instancePath:instancePath+"/errorKind",schemaPath:"#/properties/errorKind/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
 }
 errors++;
 validate59.errors = vErrors;
@@ -5542,38 +5718,52 @@ const _errs22 = errors;
 const _errs23 = errors;
 let valid5 = false;
 const _errs24 = errors;
-if(typeof data5 !== "string"){
-const err9 = {instancePath:instancePath+"/error",schemaPath:"#/properties/error/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(errors === _errs24){
+if(typeof data5 === "string"){
+if(func2(data5) > 2000){
+const err11 = {instancePath:instancePath+"/error",schemaPath:"#/properties/error/anyOf/0/maxLength",keyword:"maxLength",params:{limit: 2000},message:"must NOT have more than 2000 characters"};
 if(vErrors === null){
-vErrors = [err9];
+vErrors = [err11];
 }
 else {
-vErrors.push(err9);
+vErrors.push(err11);
 }
 errors++;
+}
+}
+else {
+const err12 = {instancePath:instancePath+"/error",schemaPath:"#/properties/error/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
 }
 var _valid2 = _errs24 === errors;
 valid5 = valid5 || _valid2;
 const _errs26 = errors;
 if(data5 !== null){
-const err10 = {instancePath:instancePath+"/error",schemaPath:"#/properties/error/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err13 = {instancePath:instancePath+"/error",schemaPath:"#/properties/error/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err10];
+vErrors = [err13];
 }
 else {
-vErrors.push(err10);
+vErrors.push(err13);
 }
 errors++;
 }
 var _valid2 = _errs26 === errors;
 valid5 = valid5 || _valid2;
 if(!valid5){
-const err11 = {instancePath:instancePath+"/error",schemaPath:"#/properties/error/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err14 = {instancePath:instancePath+"/error",schemaPath:"#/properties/error/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err11];
+vErrors = [err14];
 }
 else {
-vErrors.push(err11);
+vErrors.push(err14);
 }
 errors++;
 validate59.errors = vErrors;
@@ -5602,38 +5792,52 @@ const _errs28 = errors;
 const _errs29 = errors;
 let valid6 = false;
 const _errs30 = errors;
-if(typeof data6 !== "string"){
-const err12 = {instancePath:instancePath+"/responseBody",schemaPath:"#/properties/responseBody/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(errors === _errs30){
+if(typeof data6 === "string"){
+if(func2(data6) > 4096){
+const err15 = {instancePath:instancePath+"/responseBody",schemaPath:"#/properties/responseBody/anyOf/0/maxLength",keyword:"maxLength",params:{limit: 4096},message:"must NOT have more than 4096 characters"};
 if(vErrors === null){
-vErrors = [err12];
+vErrors = [err15];
 }
 else {
-vErrors.push(err12);
+vErrors.push(err15);
 }
 errors++;
+}
+}
+else {
+const err16 = {instancePath:instancePath+"/responseBody",schemaPath:"#/properties/responseBody/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
 }
 var _valid3 = _errs30 === errors;
 valid6 = valid6 || _valid3;
 const _errs32 = errors;
 if(data6 !== null){
-const err13 = {instancePath:instancePath+"/responseBody",schemaPath:"#/properties/responseBody/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err17 = {instancePath:instancePath+"/responseBody",schemaPath:"#/properties/responseBody/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err13];
+vErrors = [err17];
 }
 else {
-vErrors.push(err13);
+vErrors.push(err17);
 }
 errors++;
 }
 var _valid3 = _errs32 === errors;
 valid6 = valid6 || _valid3;
 if(!valid6){
-const err14 = {instancePath:instancePath+"/responseBody",schemaPath:"#/properties/responseBody/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err18 = {instancePath:instancePath+"/responseBody",schemaPath:"#/properties/responseBody/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err14];
+vErrors = [err18];
 }
 else {
-vErrors.push(err14);
+vErrors.push(err18);
 }
 errors++;
 validate59.errors = vErrors;
@@ -5709,9 +5913,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate53.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate53.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -5741,13 +5951,22 @@ if(valid0){
 if(data.status !== undefined){
 let data2 = data.status;
 const _errs6 = errors;
-if(typeof data2 !== "string"){
-validate53.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/DeliveryStatus/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
+const _errs7 = errors;
 if(!(((((data2 === "queued") || (data2 === "retrying")) || (data2 === "accepted")) || (data2 === "failed")) || (data2 === "held"))){
 validate53.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/DeliveryStatus/enum",keyword:"enum",params:{allowedValues: schema134.enum},message:"must be equal to one of the allowed values"}];
 return false;
+}
+if(errors === _errs7){
+if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate53.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/DeliveryStatus/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
+validate53.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/DeliveryStatus/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
 }
 var valid0 = _errs6 === errors;
 }
@@ -5764,9 +5983,21 @@ return false;
 }
 if(errors === _errs9){
 if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 > 2147483647 || isNaN(data3)){
+validate53.errors = [{instancePath:instancePath+"/attemptCount",schemaPath:"#/properties/attemptCount/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+return false;
+}
+else {
 if(data3 < 0 || isNaN(data3)){
 validate53.errors = [{instancePath:instancePath+"/attemptCount",schemaPath:"#/properties/attemptCount/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
+}
+else {
+if(!(formats128.validate(data3))){
+validate53.errors = [{instancePath:instancePath+"/attemptCount",schemaPath:"#/properties/attemptCount/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -5783,9 +6014,15 @@ const _errs12 = errors;
 if(errors === _errs12){
 if(errors === _errs12){
 if(typeof data4 === "string"){
+if(func2(data4) > 24){
+validate53.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data4))){
 validate53.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -5810,8 +6047,8 @@ const _errs17 = errors;
 if(errors === _errs17){
 if(errors === _errs17){
 if(typeof data5 === "string"){
-if(!(formats14.validate(data5))){
-const err0 = {instancePath:instancePath+"/lastAttemptAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(func2(data5) > 24){
+const err0 = {instancePath:instancePath+"/lastAttemptAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -5820,9 +6057,9 @@ vErrors.push(err0);
 }
 errors++;
 }
-}
 else {
-const err1 = {instancePath:instancePath+"/lastAttemptAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(!(formats14.validate(data5))){
+const err1 = {instancePath:instancePath+"/lastAttemptAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -5833,11 +6070,8 @@ errors++;
 }
 }
 }
-var _valid0 = _errs16 === errors;
-valid4 = valid4 || _valid0;
-const _errs19 = errors;
-if(data5 !== null){
-const err2 = {instancePath:instancePath+"/lastAttemptAt",schemaPath:"#/properties/lastAttemptAt/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+else {
+const err2 = {instancePath:instancePath+"/lastAttemptAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -5846,15 +6080,30 @@ vErrors.push(err2);
 }
 errors++;
 }
-var _valid0 = _errs19 === errors;
+}
+}
+var _valid0 = _errs16 === errors;
 valid4 = valid4 || _valid0;
-if(!valid4){
-const err3 = {instancePath:instancePath+"/lastAttemptAt",schemaPath:"#/properties/lastAttemptAt/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const _errs19 = errors;
+if(data5 !== null){
+const err3 = {instancePath:instancePath+"/lastAttemptAt",schemaPath:"#/properties/lastAttemptAt/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
 vErrors = [err3];
 }
 else {
 vErrors.push(err3);
+}
+errors++;
+}
+var _valid0 = _errs19 === errors;
+valid4 = valid4 || _valid0;
+if(!valid4){
+const err4 = {instancePath:instancePath+"/lastAttemptAt",schemaPath:"#/properties/lastAttemptAt/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
 }
 errors++;
 validate53.errors = vErrors;
@@ -5887,24 +6136,36 @@ const _errs24 = errors;
 if(errors === _errs24){
 if(errors === _errs24){
 if(typeof data6 === "string"){
-if(!(formats14.validate(data6))){
-const err4 = {instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
-}
-else {
-const err5 = {instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(func2(data6) > 24){
+const err5 = {instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"};
 if(vErrors === null){
 vErrors = [err5];
 }
 else {
 vErrors.push(err5);
+}
+errors++;
+}
+else {
+if(!(formats14.validate(data6))){
+const err6 = {instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
 }
 errors++;
 }
@@ -5914,24 +6175,24 @@ var _valid1 = _errs23 === errors;
 valid6 = valid6 || _valid1;
 const _errs26 = errors;
 if(data6 !== null){
-const err6 = {instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/properties/nextAttemptAt/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err8 = {instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/properties/nextAttemptAt/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err6];
+vErrors = [err8];
 }
 else {
-vErrors.push(err6);
+vErrors.push(err8);
 }
 errors++;
 }
 var _valid1 = _errs26 === errors;
 valid6 = valid6 || _valid1;
 if(!valid6){
-const err7 = {instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/properties/nextAttemptAt/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err9 = {instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/properties/nextAttemptAt/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err7];
+vErrors = [err9];
 }
 else {
-vErrors.push(err7);
+vErrors.push(err9);
 }
 errors++;
 validate53.errors = vErrors;
@@ -5961,30 +6222,7 @@ const _errs29 = errors;
 let valid8 = false;
 const _errs30 = errors;
 if(!(((typeof data7 == "number") && (!(data7 % 1) && !isNaN(data7))) && (isFinite(data7)))){
-const err8 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/properties/lastStatusCode/anyOf/0/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err8];
-}
-else {
-vErrors.push(err8);
-}
-errors++;
-}
-if(errors === _errs30){
-if((typeof data7 == "number") && (isFinite(data7))){
-if(data7 > 599 || isNaN(data7)){
-const err9 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/properties/lastStatusCode/anyOf/0/maximum",keyword:"maximum",params:{comparison: "<=", limit: 599},message:"must be <= 599"};
-if(vErrors === null){
-vErrors = [err9];
-}
-else {
-vErrors.push(err9);
-}
-errors++;
-}
-else {
-if(data7 < 100 || isNaN(data7)){
-const err10 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/properties/lastStatusCode/anyOf/0/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
+const err10 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/properties/lastStatusCode/anyOf/0/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -5993,14 +6231,10 @@ vErrors.push(err10);
 }
 errors++;
 }
-}
-}
-}
-var _valid2 = _errs30 === errors;
-valid8 = valid8 || _valid2;
-const _errs32 = errors;
-if(data7 !== null){
-const err11 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/properties/lastStatusCode/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(errors === _errs30){
+if((typeof data7 == "number") && (isFinite(data7))){
+if(data7 > 599 || isNaN(data7)){
+const err11 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/properties/lastStatusCode/anyOf/0/maximum",keyword:"maximum",params:{comparison: "<=", limit: 599},message:"must be <= 599"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -6009,15 +6243,54 @@ vErrors.push(err11);
 }
 errors++;
 }
-var _valid2 = _errs32 === errors;
-valid8 = valid8 || _valid2;
-if(!valid8){
-const err12 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/properties/lastStatusCode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+else {
+if(data7 < 100 || isNaN(data7)){
+const err12 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/properties/lastStatusCode/anyOf/0/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
 if(vErrors === null){
 vErrors = [err12];
 }
 else {
 vErrors.push(err12);
+}
+errors++;
+}
+else {
+if(!(formats128.validate(data7))){
+const err13 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/properties/lastStatusCode/anyOf/0/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+}
+}
+}
+var _valid2 = _errs30 === errors;
+valid8 = valid8 || _valid2;
+const _errs32 = errors;
+if(data7 !== null){
+const err14 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/properties/lastStatusCode/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+var _valid2 = _errs32 === errors;
+valid8 = valid8 || _valid2;
+if(!valid8){
+const err15 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/properties/lastStatusCode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
 }
 errors++;
 validate53.errors = vErrors;
@@ -6046,48 +6319,63 @@ const _errs34 = errors;
 const _errs35 = errors;
 let valid9 = false;
 const _errs36 = errors;
-if(typeof data8 !== "string"){
-const err13 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/$defs/AttemptErrorKind/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err13];
-}
-else {
-vErrors.push(err13);
-}
-errors++;
-}
+const _errs37 = errors;
 if(!(((((data8 === "timeout") || (data8 === "connection")) || (data8 === "redirect")) || (data8 === "status")) || (data8 === "blocked_destination"))){
-const err14 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/$defs/AttemptErrorKind/enum",keyword:"enum",params:{allowedValues: schema138.enum},message:"must be equal to one of the allowed values"};
+const err16 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/$defs/AttemptErrorKind/enum",keyword:"enum",params:{allowedValues: schema138.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
-vErrors = [err14];
+vErrors = [err16];
 }
 else {
-vErrors.push(err14);
+vErrors.push(err16);
 }
 errors++;
+}
+if(errors === _errs37){
+if(typeof data8 === "string"){
+if(func2(data8) > 64){
+const err17 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/$defs/AttemptErrorKind/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+}
+else {
+const err18 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/$defs/AttemptErrorKind/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
 }
 var _valid3 = _errs36 === errors;
 valid9 = valid9 || _valid3;
 const _errs39 = errors;
 if(data8 !== null){
-const err15 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/properties/lastErrorKind/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err19 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/properties/lastErrorKind/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err15];
+vErrors = [err19];
 }
 else {
-vErrors.push(err15);
+vErrors.push(err19);
 }
 errors++;
 }
 var _valid3 = _errs39 === errors;
 valid9 = valid9 || _valid3;
 if(!valid9){
-const err16 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/properties/lastErrorKind/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err20 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/properties/lastErrorKind/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err16];
+vErrors = [err20];
 }
 else {
-vErrors.push(err16);
+vErrors.push(err20);
 }
 errors++;
 validate53.errors = vErrors;
@@ -6127,6 +6415,11 @@ let data10 = data.attempts;
 const _errs42 = errors;
 if(errors === _errs42){
 if(Array.isArray(data10)){
+if(data10.length > 1000){
+validate53.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"}];
+return false;
+}
+else {
 var valid11 = true;
 const len0 = data10.length;
 for(let i0=0; i0<len0; i0++){
@@ -6138,6 +6431,7 @@ errors = vErrors.length;
 var valid11 = _errs44 === errors;
 if(!valid11){
 break;
+}
 }
 }
 }
@@ -6175,8 +6469,8 @@ return errors === 0;
 validate53.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.DeliveryList = validate61;
-const schema145 = {"type":"object","description":"A page of an endpoint's deliveries, newest first.","additionalProperties":false,"required":["rows","nextCursor"],"properties":{"rows":{"type":"array","description":"Deliveries, newest first.","items":{"$ref":"#/$defs/DeliveryRow"}},"nextCursor":{"description":"Pass as `cursor` for the next (older) page; null on the last page.","anyOf":[{"type":"string","minLength":1},{"type":"null"}]}}};
-const schema146 = {"type":"object","description":"One delivery of one event to one endpoint, as the delivery log lists it.","additionalProperties":false,"required":["id","event","status","attempts","createdAt","lastAttemptAt","nextAttemptAt","lastStatusCode","lastErrorKind"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"event":{"$ref":"#/$defs/DeliveryEventName"},"status":{"$ref":"#/$defs/DeliveryStatus"},"attempts":{"type":"integer","minimum":0,"description":"Attempts made so far."},"createdAt":{"$ref":"#/$defs/Timestamp"},"lastAttemptAt":{"description":"When the last attempt started; null before the first.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"nextAttemptAt":{"description":"When the next attempt is due (by the delivery sweep's clock); null unless `queued` or `retrying`.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastStatusCode":{"description":"The HTTP status of the last attempt; null before the first or when there was no answer.","anyOf":[{"type":"integer","minimum":100,"maximum":599},{"type":"null"}]},"lastErrorKind":{"description":"How the last attempt failed; null before the first attempt or when it succeeded.","anyOf":[{"$ref":"#/$defs/AttemptErrorKind"},{"type":"null"}]}}};
+const schema145 = {"type":"object","description":"A page of an endpoint's deliveries, newest first.","required":["rows","nextCursor"],"properties":{"rows":{"type":"array","maxItems":100,"description":"Deliveries, newest first.","items":{"$ref":"#/$defs/DeliveryRow"}},"nextCursor":{"description":"Pass as `cursor` for the next (older) page; null on the last page.","anyOf":[{"type":"string","maxLength":512,"minLength":1},{"type":"null"}]}},"additionalProperties":false};
+const schema146 = {"type":"object","description":"One delivery of one event to one endpoint, as the delivery log lists it.","required":["id","event","status","attempts","createdAt","lastAttemptAt","nextAttemptAt","lastStatusCode","lastErrorKind"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"event":{"$ref":"#/$defs/DeliveryEventName"},"status":{"$ref":"#/$defs/DeliveryStatus"},"attempts":{"type":"integer","format":"int32","maximum":2147483647,"minimum":0,"description":"Attempts made so far."},"createdAt":{"$ref":"#/$defs/Timestamp"},"lastAttemptAt":{"description":"When the last attempt started; null before the first.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"nextAttemptAt":{"description":"When the next attempt is due (by the delivery sweep's clock); null unless `queued` or `retrying`.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastStatusCode":{"description":"The HTTP status of the last attempt; null before the first or when there was no answer.","anyOf":[{"type":"integer","format":"int32","minimum":100,"maximum":599},{"type":"null"}]},"lastErrorKind":{"description":"How the last attempt failed; null before the first attempt or when it succeeded.","anyOf":[{"$ref":"#/$defs/AttemptErrorKind"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate62(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -6212,9 +6506,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate62.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate62.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -6244,13 +6544,22 @@ if(valid0){
 if(data.status !== undefined){
 let data2 = data.status;
 const _errs6 = errors;
-if(typeof data2 !== "string"){
-validate62.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/DeliveryStatus/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
+const _errs7 = errors;
 if(!(((((data2 === "queued") || (data2 === "retrying")) || (data2 === "accepted")) || (data2 === "failed")) || (data2 === "held"))){
 validate62.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/DeliveryStatus/enum",keyword:"enum",params:{allowedValues: schema134.enum},message:"must be equal to one of the allowed values"}];
 return false;
+}
+if(errors === _errs7){
+if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate62.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/DeliveryStatus/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
+validate62.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/DeliveryStatus/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
 }
 var valid0 = _errs6 === errors;
 }
@@ -6267,9 +6576,21 @@ return false;
 }
 if(errors === _errs9){
 if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 > 2147483647 || isNaN(data3)){
+validate62.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+return false;
+}
+else {
 if(data3 < 0 || isNaN(data3)){
 validate62.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
+}
+else {
+if(!(formats128.validate(data3))){
+validate62.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -6286,9 +6607,15 @@ const _errs12 = errors;
 if(errors === _errs12){
 if(errors === _errs12){
 if(typeof data4 === "string"){
+if(func2(data4) > 24){
+validate62.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data4))){
 validate62.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -6313,8 +6640,8 @@ const _errs17 = errors;
 if(errors === _errs17){
 if(errors === _errs17){
 if(typeof data5 === "string"){
-if(!(formats14.validate(data5))){
-const err0 = {instancePath:instancePath+"/lastAttemptAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(func2(data5) > 24){
+const err0 = {instancePath:instancePath+"/lastAttemptAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -6323,9 +6650,9 @@ vErrors.push(err0);
 }
 errors++;
 }
-}
 else {
-const err1 = {instancePath:instancePath+"/lastAttemptAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(!(formats14.validate(data5))){
+const err1 = {instancePath:instancePath+"/lastAttemptAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -6336,11 +6663,8 @@ errors++;
 }
 }
 }
-var _valid0 = _errs16 === errors;
-valid4 = valid4 || _valid0;
-const _errs19 = errors;
-if(data5 !== null){
-const err2 = {instancePath:instancePath+"/lastAttemptAt",schemaPath:"#/properties/lastAttemptAt/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+else {
+const err2 = {instancePath:instancePath+"/lastAttemptAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -6349,15 +6673,30 @@ vErrors.push(err2);
 }
 errors++;
 }
-var _valid0 = _errs19 === errors;
+}
+}
+var _valid0 = _errs16 === errors;
 valid4 = valid4 || _valid0;
-if(!valid4){
-const err3 = {instancePath:instancePath+"/lastAttemptAt",schemaPath:"#/properties/lastAttemptAt/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const _errs19 = errors;
+if(data5 !== null){
+const err3 = {instancePath:instancePath+"/lastAttemptAt",schemaPath:"#/properties/lastAttemptAt/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
 vErrors = [err3];
 }
 else {
 vErrors.push(err3);
+}
+errors++;
+}
+var _valid0 = _errs19 === errors;
+valid4 = valid4 || _valid0;
+if(!valid4){
+const err4 = {instancePath:instancePath+"/lastAttemptAt",schemaPath:"#/properties/lastAttemptAt/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
 }
 errors++;
 validate62.errors = vErrors;
@@ -6390,24 +6729,36 @@ const _errs24 = errors;
 if(errors === _errs24){
 if(errors === _errs24){
 if(typeof data6 === "string"){
-if(!(formats14.validate(data6))){
-const err4 = {instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
-}
-else {
-const err5 = {instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(func2(data6) > 24){
+const err5 = {instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"};
 if(vErrors === null){
 vErrors = [err5];
 }
 else {
 vErrors.push(err5);
+}
+errors++;
+}
+else {
+if(!(formats14.validate(data6))){
+const err6 = {instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
 }
 errors++;
 }
@@ -6417,24 +6768,24 @@ var _valid1 = _errs23 === errors;
 valid6 = valid6 || _valid1;
 const _errs26 = errors;
 if(data6 !== null){
-const err6 = {instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/properties/nextAttemptAt/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err8 = {instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/properties/nextAttemptAt/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err6];
+vErrors = [err8];
 }
 else {
-vErrors.push(err6);
+vErrors.push(err8);
 }
 errors++;
 }
 var _valid1 = _errs26 === errors;
 valid6 = valid6 || _valid1;
 if(!valid6){
-const err7 = {instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/properties/nextAttemptAt/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err9 = {instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/properties/nextAttemptAt/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err7];
+vErrors = [err9];
 }
 else {
-vErrors.push(err7);
+vErrors.push(err9);
 }
 errors++;
 validate62.errors = vErrors;
@@ -6464,30 +6815,7 @@ const _errs29 = errors;
 let valid8 = false;
 const _errs30 = errors;
 if(!(((typeof data7 == "number") && (!(data7 % 1) && !isNaN(data7))) && (isFinite(data7)))){
-const err8 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/properties/lastStatusCode/anyOf/0/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err8];
-}
-else {
-vErrors.push(err8);
-}
-errors++;
-}
-if(errors === _errs30){
-if((typeof data7 == "number") && (isFinite(data7))){
-if(data7 > 599 || isNaN(data7)){
-const err9 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/properties/lastStatusCode/anyOf/0/maximum",keyword:"maximum",params:{comparison: "<=", limit: 599},message:"must be <= 599"};
-if(vErrors === null){
-vErrors = [err9];
-}
-else {
-vErrors.push(err9);
-}
-errors++;
-}
-else {
-if(data7 < 100 || isNaN(data7)){
-const err10 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/properties/lastStatusCode/anyOf/0/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
+const err10 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/properties/lastStatusCode/anyOf/0/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err10];
 }
@@ -6496,14 +6824,10 @@ vErrors.push(err10);
 }
 errors++;
 }
-}
-}
-}
-var _valid2 = _errs30 === errors;
-valid8 = valid8 || _valid2;
-const _errs32 = errors;
-if(data7 !== null){
-const err11 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/properties/lastStatusCode/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(errors === _errs30){
+if((typeof data7 == "number") && (isFinite(data7))){
+if(data7 > 599 || isNaN(data7)){
+const err11 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/properties/lastStatusCode/anyOf/0/maximum",keyword:"maximum",params:{comparison: "<=", limit: 599},message:"must be <= 599"};
 if(vErrors === null){
 vErrors = [err11];
 }
@@ -6512,15 +6836,54 @@ vErrors.push(err11);
 }
 errors++;
 }
-var _valid2 = _errs32 === errors;
-valid8 = valid8 || _valid2;
-if(!valid8){
-const err12 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/properties/lastStatusCode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+else {
+if(data7 < 100 || isNaN(data7)){
+const err12 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/properties/lastStatusCode/anyOf/0/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
 if(vErrors === null){
 vErrors = [err12];
 }
 else {
 vErrors.push(err12);
+}
+errors++;
+}
+else {
+if(!(formats128.validate(data7))){
+const err13 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/properties/lastStatusCode/anyOf/0/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+}
+}
+}
+}
+var _valid2 = _errs30 === errors;
+valid8 = valid8 || _valid2;
+const _errs32 = errors;
+if(data7 !== null){
+const err14 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/properties/lastStatusCode/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+var _valid2 = _errs32 === errors;
+valid8 = valid8 || _valid2;
+if(!valid8){
+const err15 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/properties/lastStatusCode/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
 }
 errors++;
 validate62.errors = vErrors;
@@ -6549,48 +6912,63 @@ const _errs34 = errors;
 const _errs35 = errors;
 let valid9 = false;
 const _errs36 = errors;
-if(typeof data8 !== "string"){
-const err13 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/$defs/AttemptErrorKind/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err13];
-}
-else {
-vErrors.push(err13);
-}
-errors++;
-}
+const _errs37 = errors;
 if(!(((((data8 === "timeout") || (data8 === "connection")) || (data8 === "redirect")) || (data8 === "status")) || (data8 === "blocked_destination"))){
-const err14 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/$defs/AttemptErrorKind/enum",keyword:"enum",params:{allowedValues: schema138.enum},message:"must be equal to one of the allowed values"};
+const err16 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/$defs/AttemptErrorKind/enum",keyword:"enum",params:{allowedValues: schema138.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
-vErrors = [err14];
+vErrors = [err16];
 }
 else {
-vErrors.push(err14);
+vErrors.push(err16);
 }
 errors++;
+}
+if(errors === _errs37){
+if(typeof data8 === "string"){
+if(func2(data8) > 64){
+const err17 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/$defs/AttemptErrorKind/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+}
+else {
+const err18 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/$defs/AttemptErrorKind/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
 }
 var _valid3 = _errs36 === errors;
 valid9 = valid9 || _valid3;
 const _errs39 = errors;
 if(data8 !== null){
-const err15 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/properties/lastErrorKind/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err19 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/properties/lastErrorKind/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err15];
+vErrors = [err19];
 }
 else {
-vErrors.push(err15);
+vErrors.push(err19);
 }
 errors++;
 }
 var _valid3 = _errs39 === errors;
 valid9 = valid9 || _valid3;
 if(!valid9){
-const err16 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/properties/lastErrorKind/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err20 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/properties/lastErrorKind/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err16];
+vErrors = [err20];
 }
 else {
-vErrors.push(err16);
+vErrors.push(err20);
 }
 errors++;
 validate62.errors = vErrors;
@@ -6666,6 +7044,11 @@ let data0 = data.rows;
 const _errs2 = errors;
 if(errors === _errs2){
 if(Array.isArray(data0)){
+if(data0.length > 100){
+validate61.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxItems",keyword:"maxItems",params:{limit: 100},message:"must NOT have more than 100 items"}];
+return false;
+}
+else {
 var valid1 = true;
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
@@ -6677,6 +7060,7 @@ errors = vErrors.length;
 var valid1 = _errs4 === errors;
 if(!valid1){
 break;
+}
 }
 }
 }
@@ -6699,8 +7083,8 @@ let valid2 = false;
 const _errs7 = errors;
 if(errors === _errs7){
 if(typeof data2 === "string"){
-if(func2(data2) < 1){
-const err0 = {instancePath:instancePath+"/nextCursor",schemaPath:"#/properties/nextCursor/anyOf/0/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(func2(data2) > 512){
+const err0 = {instancePath:instancePath+"/nextCursor",schemaPath:"#/properties/nextCursor/anyOf/0/maxLength",keyword:"maxLength",params:{limit: 512},message:"must NOT have more than 512 characters"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -6709,9 +7093,9 @@ vErrors.push(err0);
 }
 errors++;
 }
-}
 else {
-const err1 = {instancePath:instancePath+"/nextCursor",schemaPath:"#/properties/nextCursor/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(func2(data2) < 1){
+const err1 = {instancePath:instancePath+"/nextCursor",schemaPath:"#/properties/nextCursor/anyOf/0/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -6721,11 +7105,9 @@ vErrors.push(err1);
 errors++;
 }
 }
-var _valid0 = _errs7 === errors;
-valid2 = valid2 || _valid0;
-const _errs9 = errors;
-if(data2 !== null){
-const err2 = {instancePath:instancePath+"/nextCursor",schemaPath:"#/properties/nextCursor/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+}
+else {
+const err2 = {instancePath:instancePath+"/nextCursor",schemaPath:"#/properties/nextCursor/anyOf/0/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -6734,15 +7116,29 @@ vErrors.push(err2);
 }
 errors++;
 }
-var _valid0 = _errs9 === errors;
+}
+var _valid0 = _errs7 === errors;
 valid2 = valid2 || _valid0;
-if(!valid2){
-const err3 = {instancePath:instancePath+"/nextCursor",schemaPath:"#/properties/nextCursor/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const _errs9 = errors;
+if(data2 !== null){
+const err3 = {instancePath:instancePath+"/nextCursor",schemaPath:"#/properties/nextCursor/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
 vErrors = [err3];
 }
 else {
 vErrors.push(err3);
+}
+errors++;
+}
+var _valid0 = _errs9 === errors;
+valid2 = valid2 || _valid0;
+if(!valid2){
+const err4 = {instancePath:instancePath+"/nextCursor",schemaPath:"#/properties/nextCursor/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
 }
 errors++;
 validate61.errors = vErrors;
@@ -6778,8 +7174,8 @@ return errors === 0;
 }
 validate61.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.Error = validate65;
-const schema153 = {"type":"object","description":"The body of every error response.","additionalProperties":false,"required":["error"],"properties":{"error":{"type":"object","description":"What went wrong.","additionalProperties":false,"required":["code","message","requestId"],"properties":{"code":{"type":"string","description":"Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `workspace_frozen` (403).\n- `not_found` (404): no such resource, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `idempotency_key_reused` (409).\n- `rate_limited` (429): a limit of the operation was reached; see `Retry-After`.\n- `headers_too_large` (431): the request's headers are over the server's limit.\n- `internal_error` (500).\n- `not_ready` (503): from `/readyz` only; `reason` names the failed check.\n","enum":["invalid_request","unauthorized","workspace_frozen","not_found","method_not_allowed","idempotency_key_reused","rate_limited","headers_too_large","internal_error","not_ready"]},"message":{"type":"string","minLength":1,"description":"A human-readable sentence; wording may change, so don't match on it."},"reason":{"type":"string","minLength":1,"description":"On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending parameter or header. On 503, the failed check. Absent otherwise."},"requestId":{"type":"string","minLength":1,"description":"Equals the `x-request-id` response header."}}}}};
+exports.ErrorResponse = validate65;
+const schema153 = {"type":"object","description":"The body of every error response.","required":["error"],"properties":{"error":{"type":"object","description":"What went wrong.","required":["code","message","requestId"],"properties":{"code":{"type":"string","maxLength":64,"description":"Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `workspace_frozen` (403).\n- `not_found` (404): no such resource, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `idempotency_key_reused` (409).\n- `rate_limited` (429): a limit of the operation was reached; see `Retry-After`.\n- `headers_too_large` (431): the request's headers are over the server's limit.\n- `internal_error` (500).\n- `not_ready` (503): from `/readyz` only; `reason` names the failed check.\n","enum":["invalid_request","unauthorized","workspace_frozen","not_found","method_not_allowed","idempotency_key_reused","rate_limited","headers_too_large","internal_error","not_ready"]},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"A human-readable sentence; wording may change, so don't match on it."},"reason":{"type":"string","maxLength":200,"minLength":1,"description":"On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending parameter or header. On 503, the failed check. Absent otherwise."},"requestId":{"type":"string","maxLength":128,"minLength":1,"description":"Equals the `x-request-id` response header."}},"additionalProperties":false}},"additionalProperties":false};
 
 function validate65(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -6831,13 +7227,21 @@ if(_errs4 === errors){
 if(data0.code !== undefined){
 let data1 = data0.code;
 const _errs5 = errors;
-if(typeof data1 !== "string"){
-validate65.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/properties/error/properties/code/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
 if(!((((((((((data1 === "invalid_request") || (data1 === "unauthorized")) || (data1 === "workspace_frozen")) || (data1 === "not_found")) || (data1 === "method_not_allowed")) || (data1 === "idempotency_key_reused")) || (data1 === "rate_limited")) || (data1 === "headers_too_large")) || (data1 === "internal_error")) || (data1 === "not_ready"))){
 validate65.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/properties/error/properties/code/enum",keyword:"enum",params:{allowedValues: schema153.properties.error.properties.code.enum},message:"must be equal to one of the allowed values"}];
 return false;
+}
+if(errors === _errs5){
+if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate65.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/properties/error/properties/code/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
+validate65.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/properties/error/properties/code/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
 }
 var valid1 = _errs5 === errors;
 }
@@ -6850,9 +7254,15 @@ let data2 = data0.message;
 const _errs7 = errors;
 if(errors === _errs7){
 if(typeof data2 === "string"){
+if(func2(data2) > 2000){
+validate65.errors = [{instancePath:instancePath+"/error/message",schemaPath:"#/properties/error/properties/message/maxLength",keyword:"maxLength",params:{limit: 2000},message:"must NOT have more than 2000 characters"}];
+return false;
+}
+else {
 if(func2(data2) < 1){
 validate65.errors = [{instancePath:instancePath+"/error/message",schemaPath:"#/properties/error/properties/message/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -6871,9 +7281,15 @@ let data3 = data0.reason;
 const _errs9 = errors;
 if(errors === _errs9){
 if(typeof data3 === "string"){
+if(func2(data3) > 200){
+validate65.errors = [{instancePath:instancePath+"/error/reason",schemaPath:"#/properties/error/properties/reason/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+return false;
+}
+else {
 if(func2(data3) < 1){
 validate65.errors = [{instancePath:instancePath+"/error/reason",schemaPath:"#/properties/error/properties/reason/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -6892,9 +7308,15 @@ let data4 = data0.requestId;
 const _errs11 = errors;
 if(errors === _errs11){
 if(typeof data4 === "string"){
+if(func2(data4) > 128){
+validate65.errors = [{instancePath:instancePath+"/error/requestId",schemaPath:"#/properties/error/properties/requestId/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"}];
+return false;
+}
+else {
 if(func2(data4) < 1){
 validate65.errors = [{instancePath:instancePath+"/error/requestId",schemaPath:"#/properties/error/properties/requestId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -6933,9 +7355,9 @@ return errors === 0;
 validate65.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.FinanceOverview = validate66;
-const schema154 = {"type":"object","description":"Collections, receivables, deposits, expenses and trends, in fils.","additionalProperties":false,"required":["collectedAllTime","collectedThisMonth","arOutstanding","arOverdue","depositsHeld","expenses","netProfitAllTime","aging","monthly","topVehicles"],"properties":{"collectedAllTime":{"$ref":"#/$defs/SignedFils"},"collectedThisMonth":{"$ref":"#/$defs/SignedFils"},"arOutstanding":{"$ref":"#/$defs/Fils"},"arOverdue":{"$ref":"#/$defs/Fils"},"depositsHeld":{"$ref":"#/$defs/SignedFils"},"expenses":{"$ref":"#/$defs/Fils"},"netProfitAllTime":{"$ref":"#/$defs/SignedFils"},"aging":{"type":"array","description":"Exactly four buckets in this order: current, 1-30, 31-60, 61+.","minItems":4,"maxItems":4,"items":{"$ref":"#/$defs/AgingBucket"}},"monthly":{"type":"array","description":"Exactly six local calendar months, oldest first; the last is the current month.","minItems":6,"maxItems":6,"items":{"$ref":"#/$defs/MonthlyFigures"}},"topVehicles":{"type":"array","description":"At most five vehicles, by revenue collected on their bookings, highest first.","maxItems":5,"items":{"$ref":"#/$defs/TopVehicle"}}}};
-const schema157 = {"type":"integer","format":"int64","minimum":0,"description":"A money amount in fils (AED x 100).","example":125050};
-const schema162 = {"type":"object","description":"Open invoice balances in one ageing bucket.","additionalProperties":false,"required":["bucket","amount"],"properties":{"bucket":{"type":"string","description":"Days past the due date on the local calendar; `current` is not yet due.","enum":["current","1-30","31-60","61+"]},"amount":{"$ref":"#/$defs/Fils"}}};
+const schema154 = {"type":"object","description":"Collections, receivables, deposits, expenses and trends, in fils.","required":["collectedAllTime","collectedThisMonth","arOutstanding","arOverdue","depositsHeld","expenses","netProfitAllTime","aging","monthly","topVehicles"],"properties":{"collectedAllTime":{"$ref":"#/$defs/SignedFils"},"collectedThisMonth":{"$ref":"#/$defs/SignedFils"},"arOutstanding":{"$ref":"#/$defs/Fils"},"arOverdue":{"$ref":"#/$defs/Fils"},"depositsHeld":{"$ref":"#/$defs/SignedFils"},"expenses":{"$ref":"#/$defs/Fils"},"netProfitAllTime":{"$ref":"#/$defs/SignedFils"},"aging":{"type":"array","description":"Exactly four buckets in this order: current, 1-30, 31-60, 61+.","minItems":4,"maxItems":4,"items":{"$ref":"#/$defs/AgingBucket"}},"monthly":{"type":"array","description":"Exactly six local calendar months, oldest first; the last is the current month.","minItems":6,"maxItems":6,"items":{"$ref":"#/$defs/MonthlyFigures"}},"topVehicles":{"type":"array","description":"At most five vehicles, by revenue collected on their bookings, highest first.","maxItems":5,"items":{"$ref":"#/$defs/TopVehicle"}}},"additionalProperties":false};
+const schema157 = {"type":"integer","format":"int64","minimum":0,"maximum":9007199254740991,"description":"A money amount in fils (AED x 100). Every amount is an exact JSON integer (at most 2^53 - 1).","example":125050};
+const schema162 = {"type":"object","description":"Open invoice balances in one ageing bucket.","required":["bucket","amount"],"properties":{"bucket":{"type":"string","description":"Days past the due date on the local calendar; `current` is not yet due.","enum":["current","1-30","31-60","61+"]},"amount":{"$ref":"#/$defs/Fils"}},"additionalProperties":false};
 
 function validate67(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -6991,6 +7413,11 @@ return false;
 }
 if(errors === _errs5){
 if((typeof data1 == "number") && (isFinite(data1))){
+if(data1 > 9007199254740991 || isNaN(data1)){
+validate67.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data1 < 0 || isNaN(data1)){
 validate67.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -6999,6 +7426,7 @@ else {
 if(!(formats104.validate(data1))){
 validate67.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -7022,7 +7450,7 @@ return errors === 0;
 }
 validate67.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-const schema164 = {"type":"object","description":"One local calendar month of the six-month trend.","additionalProperties":false,"required":["month","collected","expenses","net"],"properties":{"month":{"type":"string","description":"The month, YYYY-MM.","pattern":"^[0-9]{4}-(0[1-9]|1[0-2])$","example":"2026-11"},"collected":{"$ref":"#/$defs/SignedFils"},"expenses":{"$ref":"#/$defs/Fils"},"net":{"$ref":"#/$defs/SignedFils"}}};
+const schema164 = {"type":"object","description":"One local calendar month of the six-month trend.","required":["month","collected","expenses","net"],"properties":{"month":{"type":"string","maxLength":7,"description":"The month, YYYY-MM.","pattern":"^[0-9]{4}-(0[1-9]|1[0-2])$","example":"2026-11"},"collected":{"$ref":"#/$defs/SignedFils"},"expenses":{"$ref":"#/$defs/Fils"},"net":{"$ref":"#/$defs/SignedFils"}},"additionalProperties":false};
 const pattern5 = new RegExp("^[0-9]{4}-(0[1-9]|1[0-2])$", "u");
 
 function validate69(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
@@ -7057,9 +7485,15 @@ let data0 = data.month;
 const _errs2 = errors;
 if(errors === _errs2){
 if(typeof data0 === "string"){
+if(func2(data0) > 7){
+validate69.errors = [{instancePath:instancePath+"/month",schemaPath:"#/properties/month/maxLength",keyword:"maxLength",params:{limit: 7},message:"must NOT have more than 7 characters"}];
+return false;
+}
+else {
 if(!pattern5.test(data0)){
 validate69.errors = [{instancePath:instancePath+"/month",schemaPath:"#/properties/month/pattern",keyword:"pattern",params:{pattern: "^[0-9]{4}-(0[1-9]|1[0-2])$"},message:"must match pattern \""+"^[0-9]{4}-(0[1-9]|1[0-2])$"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -7083,9 +7517,21 @@ return false;
 }
 if(errors === _errs5){
 if((typeof data1 == "number") && (isFinite(data1))){
+if(data1 > 9007199254740991 || isNaN(data1)){
+validate69.errors = [{instancePath:instancePath+"/collected",schemaPath:"#/$defs/SignedFils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
+if(data1 < -9007199254740991 || isNaN(data1)){
+validate69.errors = [{instancePath:instancePath+"/collected",schemaPath:"#/$defs/SignedFils/minimum",keyword:"minimum",params:{comparison: ">=", limit: -9007199254740991},message:"must be >= -9007199254740991"}];
+return false;
+}
+else {
 if(!(formats104.validate(data1))){
 validate69.errors = [{instancePath:instancePath+"/collected",schemaPath:"#/$defs/SignedFils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
+}
 }
 }
 }
@@ -7105,6 +7551,11 @@ return false;
 }
 if(errors === _errs8){
 if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 > 9007199254740991 || isNaN(data2)){
+validate69.errors = [{instancePath:instancePath+"/expenses",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data2 < 0 || isNaN(data2)){
 validate69.errors = [{instancePath:instancePath+"/expenses",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -7113,6 +7564,7 @@ else {
 if(!(formats104.validate(data2))){
 validate69.errors = [{instancePath:instancePath+"/expenses",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -7133,9 +7585,21 @@ return false;
 }
 if(errors === _errs11){
 if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 > 9007199254740991 || isNaN(data3)){
+validate69.errors = [{instancePath:instancePath+"/net",schemaPath:"#/$defs/SignedFils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
+if(data3 < -9007199254740991 || isNaN(data3)){
+validate69.errors = [{instancePath:instancePath+"/net",schemaPath:"#/$defs/SignedFils/minimum",keyword:"minimum",params:{comparison: ">=", limit: -9007199254740991},message:"must be >= -9007199254740991"}];
+return false;
+}
+else {
 if(!(formats104.validate(data3))){
 validate69.errors = [{instancePath:instancePath+"/net",schemaPath:"#/$defs/SignedFils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
+}
 }
 }
 }
@@ -7160,8 +7624,8 @@ return errors === 0;
 }
 validate69.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-const schema168 = {"type":"object","description":"A top-earning vehicle.","additionalProperties":false,"required":["vehicle","fleet","revenue","bookings"],"properties":{"vehicle":{"$ref":"#/$defs/VehicleRef"},"fleet":{"$ref":"#/$defs/FleetRef"},"revenue":{"$ref":"#/$defs/Fils"},"bookings":{"$ref":"#/$defs/Count"}}};
-const schema169 = {"type":"object","description":"A vehicle, as embedded in other objects.","additionalProperties":false,"required":["id","plate"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"plate":{"type":"string","description":"Number plate.","example":"Dubai A 12345"}}};
+const schema168 = {"type":"object","description":"A top-earning vehicle.","required":["vehicle","fleet","revenue","bookings"],"properties":{"vehicle":{"$ref":"#/$defs/VehicleRef"},"fleet":{"$ref":"#/$defs/FleetRef"},"revenue":{"$ref":"#/$defs/Fils"},"bookings":{"$ref":"#/$defs/Count"}},"additionalProperties":false};
+const schema169 = {"type":"object","description":"A vehicle, as embedded in other objects.","required":["id","plate"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"plate":{"type":"string","maxLength":32,"description":"Number plate.","example":"Dubai A 12345"}},"additionalProperties":false};
 
 function validate72(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -7197,9 +7661,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate72.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate72.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -7215,10 +7685,19 @@ var valid0 = true;
 }
 if(valid0){
 if(data.plate !== undefined){
+let data1 = data.plate;
 const _errs5 = errors;
-if(typeof data.plate !== "string"){
+if(errors === _errs5){
+if(typeof data1 === "string"){
+if(func2(data1) > 32){
+validate72.errors = [{instancePath:instancePath+"/plate",schemaPath:"#/properties/plate/maxLength",keyword:"maxLength",params:{limit: 32},message:"must NOT have more than 32 characters"}];
+return false;
+}
+}
+else {
 validate72.errors = [{instancePath:instancePath+"/plate",schemaPath:"#/properties/plate/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
+}
 }
 var valid0 = _errs5 === errors;
 }
@@ -7239,7 +7718,7 @@ return errors === 0;
 }
 validate72.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-const schema171 = {"type":"object","description":"A fleet (the cars of one owner), as listed by `GET /v1/fleets`.","additionalProperties":false,"required":["id","code","name"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"code":{"type":"string","description":"Short code, unique in the workspace.","minLength":1,"example":"DXB"},"name":{"type":"string","description":"The fleet's name.","example":"Marina Motors Dubai"}}};
+const schema171 = {"type":"object","description":"A fleet (the cars of one owner), as listed by `GET /v1/fleets`.","required":["id","code","name"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"code":{"type":"string","maxLength":64,"description":"Short code, unique in the workspace.","minLength":1,"example":"DXB"},"name":{"type":"string","maxLength":200,"description":"The fleet's name.","example":"Marina Motors Dubai"}},"additionalProperties":false};
 
 function validate74(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -7275,9 +7754,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate74.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate74.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -7297,9 +7782,15 @@ let data1 = data.code;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate74.errors = [{instancePath:instancePath+"/code",schemaPath:"#/properties/code/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate74.errors = [{instancePath:instancePath+"/code",schemaPath:"#/properties/code/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -7314,10 +7805,19 @@ var valid0 = true;
 }
 if(valid0){
 if(data.name !== undefined){
+let data2 = data.name;
 const _errs7 = errors;
-if(typeof data.name !== "string"){
+if(errors === _errs7){
+if(typeof data2 === "string"){
+if(func2(data2) > 200){
+validate74.errors = [{instancePath:instancePath+"/name",schemaPath:"#/properties/name/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+return false;
+}
+}
+else {
 validate74.errors = [{instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
+}
 }
 var valid0 = _errs7 === errors;
 }
@@ -7401,6 +7901,11 @@ return false;
 }
 if(errors === _errs5){
 if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 > 9007199254740991 || isNaN(data2)){
+validate71.errors = [{instancePath:instancePath+"/revenue",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data2 < 0 || isNaN(data2)){
 validate71.errors = [{instancePath:instancePath+"/revenue",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -7409,6 +7914,7 @@ else {
 if(!(formats104.validate(data2))){
 validate71.errors = [{instancePath:instancePath+"/revenue",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -7429,6 +7935,11 @@ return false;
 }
 if(errors === _errs8){
 if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 > 9007199254740991 || isNaN(data3)){
+validate71.errors = [{instancePath:instancePath+"/bookings",schemaPath:"#/$defs/Count/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data3 < 0 || isNaN(data3)){
 validate71.errors = [{instancePath:instancePath+"/bookings",schemaPath:"#/$defs/Count/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -7437,6 +7948,7 @@ else {
 if(!(formats104.validate(data3))){
 validate71.errors = [{instancePath:instancePath+"/bookings",schemaPath:"#/$defs/Count/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -7500,9 +8012,21 @@ return false;
 }
 if(errors === _errs3){
 if((typeof data0 == "number") && (isFinite(data0))){
+if(data0 > 9007199254740991 || isNaN(data0)){
+validate66.errors = [{instancePath:instancePath+"/collectedAllTime",schemaPath:"#/$defs/SignedFils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
+if(data0 < -9007199254740991 || isNaN(data0)){
+validate66.errors = [{instancePath:instancePath+"/collectedAllTime",schemaPath:"#/$defs/SignedFils/minimum",keyword:"minimum",params:{comparison: ">=", limit: -9007199254740991},message:"must be >= -9007199254740991"}];
+return false;
+}
+else {
 if(!(formats104.validate(data0))){
 validate66.errors = [{instancePath:instancePath+"/collectedAllTime",schemaPath:"#/$defs/SignedFils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
+}
 }
 }
 }
@@ -7522,9 +8046,21 @@ return false;
 }
 if(errors === _errs6){
 if((typeof data1 == "number") && (isFinite(data1))){
+if(data1 > 9007199254740991 || isNaN(data1)){
+validate66.errors = [{instancePath:instancePath+"/collectedThisMonth",schemaPath:"#/$defs/SignedFils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
+if(data1 < -9007199254740991 || isNaN(data1)){
+validate66.errors = [{instancePath:instancePath+"/collectedThisMonth",schemaPath:"#/$defs/SignedFils/minimum",keyword:"minimum",params:{comparison: ">=", limit: -9007199254740991},message:"must be >= -9007199254740991"}];
+return false;
+}
+else {
 if(!(formats104.validate(data1))){
 validate66.errors = [{instancePath:instancePath+"/collectedThisMonth",schemaPath:"#/$defs/SignedFils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
+}
 }
 }
 }
@@ -7544,6 +8080,11 @@ return false;
 }
 if(errors === _errs9){
 if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 > 9007199254740991 || isNaN(data2)){
+validate66.errors = [{instancePath:instancePath+"/arOutstanding",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data2 < 0 || isNaN(data2)){
 validate66.errors = [{instancePath:instancePath+"/arOutstanding",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -7552,6 +8093,7 @@ else {
 if(!(formats104.validate(data2))){
 validate66.errors = [{instancePath:instancePath+"/arOutstanding",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -7572,6 +8114,11 @@ return false;
 }
 if(errors === _errs12){
 if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 > 9007199254740991 || isNaN(data3)){
+validate66.errors = [{instancePath:instancePath+"/arOverdue",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data3 < 0 || isNaN(data3)){
 validate66.errors = [{instancePath:instancePath+"/arOverdue",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -7580,6 +8127,7 @@ else {
 if(!(formats104.validate(data3))){
 validate66.errors = [{instancePath:instancePath+"/arOverdue",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -7600,9 +8148,21 @@ return false;
 }
 if(errors === _errs15){
 if((typeof data4 == "number") && (isFinite(data4))){
+if(data4 > 9007199254740991 || isNaN(data4)){
+validate66.errors = [{instancePath:instancePath+"/depositsHeld",schemaPath:"#/$defs/SignedFils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
+if(data4 < -9007199254740991 || isNaN(data4)){
+validate66.errors = [{instancePath:instancePath+"/depositsHeld",schemaPath:"#/$defs/SignedFils/minimum",keyword:"minimum",params:{comparison: ">=", limit: -9007199254740991},message:"must be >= -9007199254740991"}];
+return false;
+}
+else {
 if(!(formats104.validate(data4))){
 validate66.errors = [{instancePath:instancePath+"/depositsHeld",schemaPath:"#/$defs/SignedFils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
+}
 }
 }
 }
@@ -7622,6 +8182,11 @@ return false;
 }
 if(errors === _errs18){
 if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 > 9007199254740991 || isNaN(data5)){
+validate66.errors = [{instancePath:instancePath+"/expenses",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data5 < 0 || isNaN(data5)){
 validate66.errors = [{instancePath:instancePath+"/expenses",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -7630,6 +8195,7 @@ else {
 if(!(formats104.validate(data5))){
 validate66.errors = [{instancePath:instancePath+"/expenses",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -7650,9 +8216,21 @@ return false;
 }
 if(errors === _errs21){
 if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 > 9007199254740991 || isNaN(data6)){
+validate66.errors = [{instancePath:instancePath+"/netProfitAllTime",schemaPath:"#/$defs/SignedFils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
+if(data6 < -9007199254740991 || isNaN(data6)){
+validate66.errors = [{instancePath:instancePath+"/netProfitAllTime",schemaPath:"#/$defs/SignedFils/minimum",keyword:"minimum",params:{comparison: ">=", limit: -9007199254740991},message:"must be >= -9007199254740991"}];
+return false;
+}
+else {
 if(!(formats104.validate(data6))){
 validate66.errors = [{instancePath:instancePath+"/netProfitAllTime",schemaPath:"#/$defs/SignedFils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
+}
 }
 }
 }
@@ -7804,7 +8382,7 @@ return errors === 0;
 validate66.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.FleetList = validate77;
-const schema175 = {"type":"object","description":"The workspace's fleets, ordered by code.","additionalProperties":false,"required":["rows"],"properties":{"rows":{"type":"array","description":"Fleets ordered by code.","items":{"$ref":"#/$defs/FleetRef"}}}};
+const schema175 = {"type":"object","description":"The workspace's fleets, ordered by code.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":10000,"description":"Fleets ordered by code.","items":{"$ref":"#/$defs/FleetRef"}}},"additionalProperties":false};
 
 function validate77(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -7838,6 +8416,11 @@ let data0 = data.rows;
 const _errs2 = errors;
 if(errors === _errs2){
 if(Array.isArray(data0)){
+if(data0.length > 10000){
+validate77.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxItems",keyword:"maxItems",params:{limit: 10000},message:"must NOT have more than 10000 items"}];
+return false;
+}
+else {
 var valid1 = true;
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
@@ -7849,6 +8432,7 @@ errors = vErrors.length;
 var valid1 = _errs4 === errors;
 if(!valid1){
 break;
+}
 }
 }
 }
@@ -7872,8 +8456,8 @@ return errors === 0;
 validate77.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.FleetSummary = validate79;
-const schema176 = {"type":"object","description":"Vehicles by reported status and current utilisation.","additionalProperties":false,"required":["total","byStatus","available","rented","inService","utilization"],"properties":{"total":{"$ref":"#/$defs/Count"},"byStatus":{"$ref":"#/$defs/VehicleStatusCounts"},"available":{"$ref":"#/$defs/Count"},"rented":{"$ref":"#/$defs/Count"},"inService":{"$ref":"#/$defs/Count"},"utilization":{"type":"number","minimum":0,"maximum":1,"description":"rented / (total - in_service - inactive), rounded to 4 decimals; 0 when the denominator is 0."}}};
-const schema178 = {"type":"object","description":"Vehicles by reported status; all four keys are always present.","additionalProperties":false,"required":["available","rented","in_service","inactive"],"properties":{"available":{"$ref":"#/$defs/Count"},"rented":{"$ref":"#/$defs/Count"},"in_service":{"$ref":"#/$defs/Count"},"inactive":{"$ref":"#/$defs/Count"}}};
+const schema176 = {"type":"object","description":"Vehicles by reported status and current utilisation.","required":["total","byStatus","available","rented","inService","utilization"],"properties":{"total":{"$ref":"#/$defs/Count"},"byStatus":{"$ref":"#/$defs/VehicleStatusCounts"},"available":{"$ref":"#/$defs/Count"},"rented":{"$ref":"#/$defs/Count"},"inService":{"$ref":"#/$defs/Count"},"utilization":{"type":"number","minimum":0,"maximum":1,"description":"rented / (total - in_service - inactive), rounded to 4 decimals; 0 when the denominator is 0."}},"additionalProperties":false};
+const schema178 = {"type":"object","description":"Vehicles by reported status; all four keys are always present.","required":["available","rented","in_service","inactive"],"properties":{"available":{"$ref":"#/$defs/Count"},"rented":{"$ref":"#/$defs/Count"},"in_service":{"$ref":"#/$defs/Count"},"inactive":{"$ref":"#/$defs/Count"}},"additionalProperties":false};
 
 function validate80(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -7912,6 +8496,11 @@ return false;
 }
 if(errors === _errs3){
 if((typeof data0 == "number") && (isFinite(data0))){
+if(data0 > 9007199254740991 || isNaN(data0)){
+validate80.errors = [{instancePath:instancePath+"/available",schemaPath:"#/$defs/Count/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data0 < 0 || isNaN(data0)){
 validate80.errors = [{instancePath:instancePath+"/available",schemaPath:"#/$defs/Count/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -7920,6 +8509,7 @@ else {
 if(!(formats104.validate(data0))){
 validate80.errors = [{instancePath:instancePath+"/available",schemaPath:"#/$defs/Count/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -7940,6 +8530,11 @@ return false;
 }
 if(errors === _errs6){
 if((typeof data1 == "number") && (isFinite(data1))){
+if(data1 > 9007199254740991 || isNaN(data1)){
+validate80.errors = [{instancePath:instancePath+"/rented",schemaPath:"#/$defs/Count/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data1 < 0 || isNaN(data1)){
 validate80.errors = [{instancePath:instancePath+"/rented",schemaPath:"#/$defs/Count/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -7948,6 +8543,7 @@ else {
 if(!(formats104.validate(data1))){
 validate80.errors = [{instancePath:instancePath+"/rented",schemaPath:"#/$defs/Count/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -7968,6 +8564,11 @@ return false;
 }
 if(errors === _errs9){
 if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 > 9007199254740991 || isNaN(data2)){
+validate80.errors = [{instancePath:instancePath+"/in_service",schemaPath:"#/$defs/Count/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data2 < 0 || isNaN(data2)){
 validate80.errors = [{instancePath:instancePath+"/in_service",schemaPath:"#/$defs/Count/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -7976,6 +8577,7 @@ else {
 if(!(formats104.validate(data2))){
 validate80.errors = [{instancePath:instancePath+"/in_service",schemaPath:"#/$defs/Count/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -7996,6 +8598,11 @@ return false;
 }
 if(errors === _errs12){
 if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 > 9007199254740991 || isNaN(data3)){
+validate80.errors = [{instancePath:instancePath+"/inactive",schemaPath:"#/$defs/Count/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data3 < 0 || isNaN(data3)){
 validate80.errors = [{instancePath:instancePath+"/inactive",schemaPath:"#/$defs/Count/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -8004,6 +8611,7 @@ else {
 if(!(formats104.validate(data3))){
 validate80.errors = [{instancePath:instancePath+"/inactive",schemaPath:"#/$defs/Count/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -8067,6 +8675,11 @@ return false;
 }
 if(errors === _errs3){
 if((typeof data0 == "number") && (isFinite(data0))){
+if(data0 > 9007199254740991 || isNaN(data0)){
+validate79.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Count/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data0 < 0 || isNaN(data0)){
 validate79.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Count/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -8075,6 +8688,7 @@ else {
 if(!(formats104.validate(data0))){
 validate79.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Count/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -8107,6 +8721,11 @@ return false;
 }
 if(errors === _errs7){
 if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 > 9007199254740991 || isNaN(data2)){
+validate79.errors = [{instancePath:instancePath+"/available",schemaPath:"#/$defs/Count/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data2 < 0 || isNaN(data2)){
 validate79.errors = [{instancePath:instancePath+"/available",schemaPath:"#/$defs/Count/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -8115,6 +8734,7 @@ else {
 if(!(formats104.validate(data2))){
 validate79.errors = [{instancePath:instancePath+"/available",schemaPath:"#/$defs/Count/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -8135,6 +8755,11 @@ return false;
 }
 if(errors === _errs10){
 if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 > 9007199254740991 || isNaN(data3)){
+validate79.errors = [{instancePath:instancePath+"/rented",schemaPath:"#/$defs/Count/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data3 < 0 || isNaN(data3)){
 validate79.errors = [{instancePath:instancePath+"/rented",schemaPath:"#/$defs/Count/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -8143,6 +8768,7 @@ else {
 if(!(formats104.validate(data3))){
 validate79.errors = [{instancePath:instancePath+"/rented",schemaPath:"#/$defs/Count/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -8163,6 +8789,11 @@ return false;
 }
 if(errors === _errs13){
 if((typeof data4 == "number") && (isFinite(data4))){
+if(data4 > 9007199254740991 || isNaN(data4)){
+validate79.errors = [{instancePath:instancePath+"/inService",schemaPath:"#/$defs/Count/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data4 < 0 || isNaN(data4)){
 validate79.errors = [{instancePath:instancePath+"/inService",schemaPath:"#/$defs/Count/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -8171,6 +8802,7 @@ else {
 if(!(formats104.validate(data4))){
 validate79.errors = [{instancePath:instancePath+"/inService",schemaPath:"#/$defs/Count/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -8226,7 +8858,7 @@ return errors === 0;
 validate79.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.Health = validate82;
-const schema186 = {"type":"object","description":"The process is up.","additionalProperties":false,"required":["status"],"properties":{"status":{"type":"string","const":"ok","description":"Always `ok`."}}};
+const schema186 = {"type":"object","description":"The process is up.","required":["status"],"properties":{"status":{"type":"string","const":"ok","description":"Always `ok`."}},"additionalProperties":false};
 
 function validate82(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -8280,8 +8912,7 @@ return errors === 0;
 validate82.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.Me = validate83;
-const schema187 = {"type":"object","description":"The key's workspace and role.","additionalProperties":false,"required":["workspace","role"],"properties":{"workspace":{"type":"object","description":"The workspace the key belongs to.","additionalProperties":false,"required":["slug","status"],"properties":{"slug":{"type":"string","description":"The workspace's short name.","example":"desert-drive"},"status":{"$ref":"#/$defs/WorkspaceStatus"}}},"role":{"type":["string","null"],"description":"The role given to the key when it was created, or null."}}};
-const schema188 = {"type":"string","description":"`active`, or `frozen` (every API request then answers 403 `workspace_frozen`).","enum":["active","frozen"]};
+const schema187 = {"type":"object","description":"The key's workspace and role.","required":["workspace","role"],"properties":{"workspace":{"type":"object","description":"The workspace the key belongs to.","required":["slug","status"],"properties":{"slug":{"type":"string","maxLength":63,"description":"The workspace's short name.","example":"desert-drive"},"status":{"type":"string","maxLength":64,"description":"`active`: a key of a frozen workspace gets 403 `workspace_frozen` instead, so this operation never returns `frozen`. Other values may be added (see Versioning).","enum":["active"]}},"additionalProperties":false},"role":{"type":["string","null"],"maxLength":64,"description":"The role given to the key when it was created, or null."}},"additionalProperties":false};
 
 function validate83(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -8331,10 +8962,19 @@ break;
 }
 if(_errs4 === errors){
 if(data0.slug !== undefined){
+let data1 = data0.slug;
 const _errs5 = errors;
-if(typeof data0.slug !== "string"){
+if(errors === _errs5){
+if(typeof data1 === "string"){
+if(func2(data1) > 63){
+validate83.errors = [{instancePath:instancePath+"/workspace/slug",schemaPath:"#/properties/workspace/properties/slug/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"}];
+return false;
+}
+}
+else {
 validate83.errors = [{instancePath:instancePath+"/workspace/slug",schemaPath:"#/properties/workspace/properties/slug/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
+}
 }
 var valid1 = _errs5 === errors;
 }
@@ -8345,13 +8985,21 @@ if(valid1){
 if(data0.status !== undefined){
 let data2 = data0.status;
 const _errs7 = errors;
-if(typeof data2 !== "string"){
-validate83.errors = [{instancePath:instancePath+"/workspace/status",schemaPath:"#/$defs/WorkspaceStatus/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+if(!(data2 === "active")){
+validate83.errors = [{instancePath:instancePath+"/workspace/status",schemaPath:"#/properties/workspace/properties/status/enum",keyword:"enum",params:{allowedValues: schema187.properties.workspace.properties.status.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
-if(!((data2 === "active") || (data2 === "frozen"))){
-validate83.errors = [{instancePath:instancePath+"/workspace/status",schemaPath:"#/$defs/WorkspaceStatus/enum",keyword:"enum",params:{allowedValues: schema188.enum},message:"must be equal to one of the allowed values"}];
+if(errors === _errs7){
+if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate83.errors = [{instancePath:instancePath+"/workspace/status",schemaPath:"#/properties/workspace/properties/status/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
 return false;
+}
+}
+else {
+validate83.errors = [{instancePath:instancePath+"/workspace/status",schemaPath:"#/properties/workspace/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
 }
 var valid1 = _errs7 === errors;
 }
@@ -8375,12 +9023,20 @@ var valid0 = true;
 if(valid0){
 if(data.role !== undefined){
 let data3 = data.role;
-const _errs10 = errors;
+const _errs9 = errors;
 if((typeof data3 !== "string") && (data3 !== null)){
 validate83.errors = [{instancePath:instancePath+"/role",schemaPath:"#/properties/role/type",keyword:"type",params:{type: schema187.properties.role.type},message:"must be string,null"}];
 return false;
 }
-var valid0 = _errs10 === errors;
+if(errors === _errs9){
+if(typeof data3 === "string"){
+if(func2(data3) > 64){
+validate83.errors = [{instancePath:instancePath+"/role",schemaPath:"#/properties/role/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+}
+var valid0 = _errs9 === errors;
 }
 else {
 var valid0 = true;
@@ -8400,9 +9056,9 @@ return errors === 0;
 validate83.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.OperationsToday = validate84;
-const schema189 = {"type":"object","description":"Today's handovers and returns on the workspace's local calendar, each ordered by time.","additionalProperties":false,"required":["handovers","returns"],"properties":{"handovers":{"type":"array","description":"Pickups today (bookings confirmed, active or completed).","items":{"$ref":"#/$defs/OperationsItem"}},"returns":{"type":"array","description":"Drop-offs today (bookings active or completed).","items":{"$ref":"#/$defs/OperationsItem"}}}};
-const schema190 = {"type":"object","description":"One vehicle going out or coming back today.","additionalProperties":false,"required":["bookingId","customer","vehicle","time","amount","balanceDue"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid"},"customer":{"$ref":"#/$defs/CustomerRef"},"vehicle":{"$ref":"#/$defs/VehicleRef"},"time":{"$ref":"#/$defs/Timestamp"},"amount":{"$ref":"#/$defs/Fils"},"balanceDue":{"$ref":"#/$defs/Fils"}}};
-const schema192 = {"type":"object","description":"A customer. Only the id and the name ever appear; never a phone, e-mail or identity document.","additionalProperties":false,"required":["id","name"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"type":"string","description":"The customer's name.","example":"Fatima Al Mansoori"}}};
+const schema188 = {"type":"object","description":"Today's handovers and returns on the workspace's local calendar, each ordered by time.","required":["handovers","returns"],"properties":{"handovers":{"type":"array","maxItems":10000,"description":"Pickups today (bookings confirmed, active or completed).","items":{"$ref":"#/$defs/OperationsItem"}},"returns":{"type":"array","maxItems":10000,"description":"Drop-offs today (bookings active or completed).","items":{"$ref":"#/$defs/OperationsItem"}}},"additionalProperties":false};
+const schema189 = {"type":"object","description":"One vehicle going out or coming back today.","required":["bookingId","customer","vehicle","time","amount","balanceDue"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid"},"customer":{"$ref":"#/$defs/CustomerRef"},"vehicle":{"$ref":"#/$defs/VehicleRef"},"time":{"$ref":"#/$defs/Timestamp"},"amount":{"$ref":"#/$defs/Fils"},"balanceDue":{"$ref":"#/$defs/Fils"}},"additionalProperties":false};
+const schema191 = {"type":"object","description":"A customer. Only the id and the name ever appear; never a phone, e-mail or identity document.","required":["id","name"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"type":"string","maxLength":200,"description":"The customer's name.","example":"Fatima Al Mansoori"}},"additionalProperties":false};
 
 function validate86(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -8438,9 +9094,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate86.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate86.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -8456,10 +9118,19 @@ var valid0 = true;
 }
 if(valid0){
 if(data.name !== undefined){
+let data1 = data.name;
 const _errs5 = errors;
-if(typeof data.name !== "string"){
+if(errors === _errs5){
+if(typeof data1 === "string"){
+if(func2(data1) > 200){
+validate86.errors = [{instancePath:instancePath+"/name",schemaPath:"#/properties/name/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+return false;
+}
+}
+else {
 validate86.errors = [{instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
+}
 }
 var valid0 = _errs5 === errors;
 }
@@ -8515,9 +9186,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate85.errors = [{instancePath:instancePath+"/bookingId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate85.errors = [{instancePath:instancePath+"/bookingId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -8563,9 +9240,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data3 === "string"){
+if(func2(data3) > 24){
+validate85.errors = [{instancePath:instancePath+"/time",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data3))){
 validate85.errors = [{instancePath:instancePath+"/time",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -8590,6 +9273,11 @@ return false;
 }
 if(errors === _errs11){
 if((typeof data4 == "number") && (isFinite(data4))){
+if(data4 > 9007199254740991 || isNaN(data4)){
+validate85.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data4 < 0 || isNaN(data4)){
 validate85.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -8598,6 +9286,7 @@ else {
 if(!(formats104.validate(data4))){
 validate85.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -8618,6 +9307,11 @@ return false;
 }
 if(errors === _errs14){
 if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 > 9007199254740991 || isNaN(data5)){
+validate85.errors = [{instancePath:instancePath+"/balanceDue",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data5 < 0 || isNaN(data5)){
 validate85.errors = [{instancePath:instancePath+"/balanceDue",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -8626,6 +9320,7 @@ else {
 if(!(formats104.validate(data5))){
 validate85.errors = [{instancePath:instancePath+"/balanceDue",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -8686,6 +9381,11 @@ let data0 = data.handovers;
 const _errs2 = errors;
 if(errors === _errs2){
 if(Array.isArray(data0)){
+if(data0.length > 10000){
+validate84.errors = [{instancePath:instancePath+"/handovers",schemaPath:"#/properties/handovers/maxItems",keyword:"maxItems",params:{limit: 10000},message:"must NOT have more than 10000 items"}];
+return false;
+}
+else {
 var valid1 = true;
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
@@ -8697,6 +9397,7 @@ errors = vErrors.length;
 var valid1 = _errs4 === errors;
 if(!valid1){
 break;
+}
 }
 }
 }
@@ -8716,6 +9417,11 @@ let data2 = data.returns;
 const _errs5 = errors;
 if(errors === _errs5){
 if(Array.isArray(data2)){
+if(data2.length > 10000){
+validate84.errors = [{instancePath:instancePath+"/returns",schemaPath:"#/properties/returns/maxItems",keyword:"maxItems",params:{limit: 10000},message:"must NOT have more than 10000 items"}];
+return false;
+}
+else {
 var valid2 = true;
 const len1 = data2.length;
 for(let i1=0; i1<len1; i1++){
@@ -8727,6 +9433,7 @@ errors = vErrors.length;
 var valid2 = _errs7 === errors;
 if(!valid2){
 break;
+}
 }
 }
 }
@@ -8755,7 +9462,7 @@ return errors === 0;
 validate84.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.Readiness = validate91;
-const schema197 = {"type":"object","description":"The service is ready to serve.","additionalProperties":false,"required":["status"],"properties":{"status":{"type":"string","const":"ready","description":"Always `ready`."}}};
+const schema196 = {"type":"object","description":"The service is ready to serve.","required":["status"],"properties":{"status":{"type":"string","const":"ready","description":"Always `ready`."}},"additionalProperties":false};
 
 function validate91(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -8809,8 +9516,8 @@ return errors === 0;
 validate91.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.Receivables = validate92;
-const schema198 = {"type":"object","description":"Receivables by customer, with totals for the whole book.","additionalProperties":false,"required":["rows","totals"],"properties":{"rows":{"type":"array","description":"Customers ordered by outstanding, highest first, then by name; at most `limit`.","maxItems":200,"items":{"$ref":"#/$defs/ReceivablesRow"}},"totals":{"$ref":"#/$defs/ReceivablesTotals"}}};
-const schema199 = {"type":"object","description":"What one customer owes. Names and figures only.","additionalProperties":false,"required":["customerId","name","billed","collected","outstanding","current","d1_30","d31_60","d60p","openInvoices"],"properties":{"customerId":{"$ref":"#/$defs/Uuid"},"name":{"type":"string","description":"The customer's name.","example":"Fatima Al Mansoori"},"billed":{"$ref":"#/$defs/Fils"},"collected":{"$ref":"#/$defs/SignedFils"},"outstanding":{"$ref":"#/$defs/Fils"},"current":{"$ref":"#/$defs/Fils"},"d1_30":{"$ref":"#/$defs/Fils"},"d31_60":{"$ref":"#/$defs/Fils"},"d60p":{"$ref":"#/$defs/Fils"},"openInvoices":{"$ref":"#/$defs/Count"}}};
+const schema197 = {"type":"object","description":"Receivables by customer, with totals for the whole book.","required":["rows","totals"],"properties":{"rows":{"type":"array","description":"Customers ordered by outstanding, highest first, then by name; at most `limit`.","maxItems":200,"items":{"$ref":"#/$defs/ReceivablesRow"}},"totals":{"$ref":"#/$defs/ReceivablesTotals"}},"additionalProperties":false};
+const schema198 = {"type":"object","description":"What one customer owes. Names and figures only.","required":["customerId","name","billed","collected","outstanding","current","d1_30","d31_60","d60p","openInvoices"],"properties":{"customerId":{"$ref":"#/$defs/Uuid"},"name":{"type":"string","maxLength":200,"description":"The customer's name.","example":"Fatima Al Mansoori"},"billed":{"$ref":"#/$defs/Fils"},"collected":{"$ref":"#/$defs/SignedFils"},"outstanding":{"$ref":"#/$defs/Fils"},"current":{"$ref":"#/$defs/Fils"},"d1_30":{"$ref":"#/$defs/Fils"},"d31_60":{"$ref":"#/$defs/Fils"},"d60p":{"$ref":"#/$defs/Fils"},"openInvoices":{"$ref":"#/$defs/Count"}},"additionalProperties":false};
 
 function validate93(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -8832,7 +9539,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema199.properties, key0))){
+if(!(func1.call(schema198.properties, key0))){
 validate93.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -8846,9 +9553,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate93.errors = [{instancePath:instancePath+"/customerId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate93.errors = [{instancePath:instancePath+"/customerId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -8864,10 +9577,19 @@ var valid0 = true;
 }
 if(valid0){
 if(data.name !== undefined){
+let data1 = data.name;
 const _errs5 = errors;
-if(typeof data.name !== "string"){
+if(errors === _errs5){
+if(typeof data1 === "string"){
+if(func2(data1) > 200){
+validate93.errors = [{instancePath:instancePath+"/name",schemaPath:"#/properties/name/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+return false;
+}
+}
+else {
 validate93.errors = [{instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
+}
 }
 var valid0 = _errs5 === errors;
 }
@@ -8885,6 +9607,11 @@ return false;
 }
 if(errors === _errs8){
 if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 > 9007199254740991 || isNaN(data2)){
+validate93.errors = [{instancePath:instancePath+"/billed",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data2 < 0 || isNaN(data2)){
 validate93.errors = [{instancePath:instancePath+"/billed",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -8893,6 +9620,7 @@ else {
 if(!(formats104.validate(data2))){
 validate93.errors = [{instancePath:instancePath+"/billed",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -8913,9 +9641,21 @@ return false;
 }
 if(errors === _errs11){
 if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 > 9007199254740991 || isNaN(data3)){
+validate93.errors = [{instancePath:instancePath+"/collected",schemaPath:"#/$defs/SignedFils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
+if(data3 < -9007199254740991 || isNaN(data3)){
+validate93.errors = [{instancePath:instancePath+"/collected",schemaPath:"#/$defs/SignedFils/minimum",keyword:"minimum",params:{comparison: ">=", limit: -9007199254740991},message:"must be >= -9007199254740991"}];
+return false;
+}
+else {
 if(!(formats104.validate(data3))){
 validate93.errors = [{instancePath:instancePath+"/collected",schemaPath:"#/$defs/SignedFils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
+}
 }
 }
 }
@@ -8935,6 +9675,11 @@ return false;
 }
 if(errors === _errs14){
 if((typeof data4 == "number") && (isFinite(data4))){
+if(data4 > 9007199254740991 || isNaN(data4)){
+validate93.errors = [{instancePath:instancePath+"/outstanding",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data4 < 0 || isNaN(data4)){
 validate93.errors = [{instancePath:instancePath+"/outstanding",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -8943,6 +9688,7 @@ else {
 if(!(formats104.validate(data4))){
 validate93.errors = [{instancePath:instancePath+"/outstanding",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -8963,6 +9709,11 @@ return false;
 }
 if(errors === _errs17){
 if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 > 9007199254740991 || isNaN(data5)){
+validate93.errors = [{instancePath:instancePath+"/current",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data5 < 0 || isNaN(data5)){
 validate93.errors = [{instancePath:instancePath+"/current",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -8971,6 +9722,7 @@ else {
 if(!(formats104.validate(data5))){
 validate93.errors = [{instancePath:instancePath+"/current",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -8991,6 +9743,11 @@ return false;
 }
 if(errors === _errs20){
 if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 > 9007199254740991 || isNaN(data6)){
+validate93.errors = [{instancePath:instancePath+"/d1_30",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data6 < 0 || isNaN(data6)){
 validate93.errors = [{instancePath:instancePath+"/d1_30",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -8999,6 +9756,7 @@ else {
 if(!(formats104.validate(data6))){
 validate93.errors = [{instancePath:instancePath+"/d1_30",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -9019,6 +9777,11 @@ return false;
 }
 if(errors === _errs23){
 if((typeof data7 == "number") && (isFinite(data7))){
+if(data7 > 9007199254740991 || isNaN(data7)){
+validate93.errors = [{instancePath:instancePath+"/d31_60",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data7 < 0 || isNaN(data7)){
 validate93.errors = [{instancePath:instancePath+"/d31_60",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -9027,6 +9790,7 @@ else {
 if(!(formats104.validate(data7))){
 validate93.errors = [{instancePath:instancePath+"/d31_60",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -9047,6 +9811,11 @@ return false;
 }
 if(errors === _errs26){
 if((typeof data8 == "number") && (isFinite(data8))){
+if(data8 > 9007199254740991 || isNaN(data8)){
+validate93.errors = [{instancePath:instancePath+"/d60p",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data8 < 0 || isNaN(data8)){
 validate93.errors = [{instancePath:instancePath+"/d60p",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -9055,6 +9824,7 @@ else {
 if(!(formats104.validate(data8))){
 validate93.errors = [{instancePath:instancePath+"/d60p",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -9075,6 +9845,11 @@ return false;
 }
 if(errors === _errs29){
 if((typeof data9 == "number") && (isFinite(data9))){
+if(data9 > 9007199254740991 || isNaN(data9)){
+validate93.errors = [{instancePath:instancePath+"/openInvoices",schemaPath:"#/$defs/Count/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data9 < 0 || isNaN(data9)){
 validate93.errors = [{instancePath:instancePath+"/openInvoices",schemaPath:"#/$defs/Count/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -9083,6 +9858,7 @@ else {
 if(!(formats104.validate(data9))){
 validate93.errors = [{instancePath:instancePath+"/openInvoices",schemaPath:"#/$defs/Count/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -9114,7 +9890,7 @@ return errors === 0;
 }
 validate93.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-const schema209 = {"type":"object","description":"The same figures over the whole book, whatever `search` and `limit` say.","additionalProperties":false,"required":["billed","collected","outstanding","current","d1_30","d31_60","d60p","openInvoices","customers"],"properties":{"billed":{"$ref":"#/$defs/Fils"},"collected":{"$ref":"#/$defs/SignedFils"},"outstanding":{"$ref":"#/$defs/Fils"},"current":{"$ref":"#/$defs/Fils"},"d1_30":{"$ref":"#/$defs/Fils"},"d31_60":{"$ref":"#/$defs/Fils"},"d60p":{"$ref":"#/$defs/Fils"},"openInvoices":{"$ref":"#/$defs/Count"},"customers":{"$ref":"#/$defs/Count"}}};
+const schema208 = {"type":"object","description":"The same figures over the whole book, whatever `search` and `limit` say.","required":["billed","collected","outstanding","current","d1_30","d31_60","d60p","openInvoices","customers"],"properties":{"billed":{"$ref":"#/$defs/Fils"},"collected":{"$ref":"#/$defs/SignedFils"},"outstanding":{"$ref":"#/$defs/Fils"},"current":{"$ref":"#/$defs/Fils"},"d1_30":{"$ref":"#/$defs/Fils"},"d31_60":{"$ref":"#/$defs/Fils"},"d60p":{"$ref":"#/$defs/Fils"},"openInvoices":{"$ref":"#/$defs/Count"},"customers":{"$ref":"#/$defs/Count"}},"additionalProperties":false};
 
 function validate95(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -9136,7 +9912,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema209.properties, key0))){
+if(!(func1.call(schema208.properties, key0))){
 validate95.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -9153,6 +9929,11 @@ return false;
 }
 if(errors === _errs3){
 if((typeof data0 == "number") && (isFinite(data0))){
+if(data0 > 9007199254740991 || isNaN(data0)){
+validate95.errors = [{instancePath:instancePath+"/billed",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data0 < 0 || isNaN(data0)){
 validate95.errors = [{instancePath:instancePath+"/billed",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -9161,6 +9942,7 @@ else {
 if(!(formats104.validate(data0))){
 validate95.errors = [{instancePath:instancePath+"/billed",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -9181,9 +9963,21 @@ return false;
 }
 if(errors === _errs6){
 if((typeof data1 == "number") && (isFinite(data1))){
+if(data1 > 9007199254740991 || isNaN(data1)){
+validate95.errors = [{instancePath:instancePath+"/collected",schemaPath:"#/$defs/SignedFils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
+if(data1 < -9007199254740991 || isNaN(data1)){
+validate95.errors = [{instancePath:instancePath+"/collected",schemaPath:"#/$defs/SignedFils/minimum",keyword:"minimum",params:{comparison: ">=", limit: -9007199254740991},message:"must be >= -9007199254740991"}];
+return false;
+}
+else {
 if(!(formats104.validate(data1))){
 validate95.errors = [{instancePath:instancePath+"/collected",schemaPath:"#/$defs/SignedFils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
+}
 }
 }
 }
@@ -9203,6 +9997,11 @@ return false;
 }
 if(errors === _errs9){
 if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 > 9007199254740991 || isNaN(data2)){
+validate95.errors = [{instancePath:instancePath+"/outstanding",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data2 < 0 || isNaN(data2)){
 validate95.errors = [{instancePath:instancePath+"/outstanding",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -9211,6 +10010,7 @@ else {
 if(!(formats104.validate(data2))){
 validate95.errors = [{instancePath:instancePath+"/outstanding",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -9231,6 +10031,11 @@ return false;
 }
 if(errors === _errs12){
 if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 > 9007199254740991 || isNaN(data3)){
+validate95.errors = [{instancePath:instancePath+"/current",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data3 < 0 || isNaN(data3)){
 validate95.errors = [{instancePath:instancePath+"/current",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -9239,6 +10044,7 @@ else {
 if(!(formats104.validate(data3))){
 validate95.errors = [{instancePath:instancePath+"/current",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -9259,6 +10065,11 @@ return false;
 }
 if(errors === _errs15){
 if((typeof data4 == "number") && (isFinite(data4))){
+if(data4 > 9007199254740991 || isNaN(data4)){
+validate95.errors = [{instancePath:instancePath+"/d1_30",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data4 < 0 || isNaN(data4)){
 validate95.errors = [{instancePath:instancePath+"/d1_30",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -9267,6 +10078,7 @@ else {
 if(!(formats104.validate(data4))){
 validate95.errors = [{instancePath:instancePath+"/d1_30",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -9287,6 +10099,11 @@ return false;
 }
 if(errors === _errs18){
 if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 > 9007199254740991 || isNaN(data5)){
+validate95.errors = [{instancePath:instancePath+"/d31_60",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data5 < 0 || isNaN(data5)){
 validate95.errors = [{instancePath:instancePath+"/d31_60",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -9295,6 +10112,7 @@ else {
 if(!(formats104.validate(data5))){
 validate95.errors = [{instancePath:instancePath+"/d31_60",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -9315,6 +10133,11 @@ return false;
 }
 if(errors === _errs21){
 if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 > 9007199254740991 || isNaN(data6)){
+validate95.errors = [{instancePath:instancePath+"/d60p",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data6 < 0 || isNaN(data6)){
 validate95.errors = [{instancePath:instancePath+"/d60p",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -9323,6 +10146,7 @@ else {
 if(!(formats104.validate(data6))){
 validate95.errors = [{instancePath:instancePath+"/d60p",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -9343,6 +10167,11 @@ return false;
 }
 if(errors === _errs24){
 if((typeof data7 == "number") && (isFinite(data7))){
+if(data7 > 9007199254740991 || isNaN(data7)){
+validate95.errors = [{instancePath:instancePath+"/openInvoices",schemaPath:"#/$defs/Count/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data7 < 0 || isNaN(data7)){
 validate95.errors = [{instancePath:instancePath+"/openInvoices",schemaPath:"#/$defs/Count/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -9351,6 +10180,7 @@ else {
 if(!(formats104.validate(data7))){
 validate95.errors = [{instancePath:instancePath+"/openInvoices",schemaPath:"#/$defs/Count/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -9371,6 +10201,11 @@ return false;
 }
 if(errors === _errs27){
 if((typeof data8 == "number") && (isFinite(data8))){
+if(data8 > 9007199254740991 || isNaN(data8)){
+validate95.errors = [{instancePath:instancePath+"/customers",schemaPath:"#/$defs/Count/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data8 < 0 || isNaN(data8)){
 validate95.errors = [{instancePath:instancePath+"/customers",schemaPath:"#/$defs/Count/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -9379,6 +10214,7 @@ else {
 if(!(formats104.validate(data8))){
 validate95.errors = [{instancePath:instancePath+"/customers",schemaPath:"#/$defs/Count/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -9499,7 +10335,7 @@ return errors === 0;
 validate92.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.TestDeliveryReceipt = validate97;
-const schema219 = {"type":"object","description":"The queued test delivery.","additionalProperties":false,"required":["deliveryId"],"properties":{"deliveryId":{"$ref":"#/$defs/Uuid"}}};
+const schema218 = {"type":"object","description":"The queued test delivery.","required":["deliveryId"],"properties":{"deliveryId":{"$ref":"#/$defs/Uuid"}},"additionalProperties":false};
 
 function validate97(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -9534,9 +10370,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate97.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate97.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -9560,8 +10402,8 @@ return errors === 0;
 validate97.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.VehicleSearchResult = validate98;
-const schema221 = {"type":"object","description":"Vehicles ordered by make, model and plate.","additionalProperties":false,"required":["rows"],"properties":{"rows":{"type":"array","description":"At most `limit` vehicles.","maxItems":50,"items":{"$ref":"#/$defs/VehicleRow"}}}};
-const schema222 = {"type":"object","description":"A vehicle in search results.","additionalProperties":false,"required":["id","make","model","plate","category","dailyRate"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"make":{"type":"string","description":"Manufacturer.","example":"Nissan"},"model":{"type":"string","description":"Model.","example":"Patrol"},"plate":{"type":"string","description":"Number plate.","example":"Dubai A 12345"},"category":{"type":"string","description":"The workspace's category for the vehicle, such as economy, sedan, suv, luxury or van.","example":"suv"},"dailyRate":{"$ref":"#/$defs/Fils"},"available":{"type":"boolean","description":"Present only when a window (`from` and `to`) was given; whether the vehicle is free for all of it."}}};
+const schema220 = {"type":"object","description":"Vehicles ordered by make, model and plate.","required":["rows"],"properties":{"rows":{"type":"array","description":"At most `limit` vehicles.","maxItems":50,"items":{"$ref":"#/$defs/VehicleRow"}}},"additionalProperties":false};
+const schema221 = {"type":"object","description":"A vehicle in search results.","required":["id","make","model","plate","category","dailyRate"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"make":{"type":"string","maxLength":64,"description":"Manufacturer.","example":"Nissan"},"model":{"type":"string","maxLength":64,"description":"Model.","example":"Patrol"},"plate":{"type":"string","maxLength":32,"description":"Number plate.","example":"Dubai A 12345"},"category":{"type":"string","maxLength":64,"description":"The workspace's category for the vehicle, such as economy, sedan, suv, luxury or van.","example":"suv"},"dailyRate":{"$ref":"#/$defs/Fils"},"available":{"type":"boolean","description":"Present only when a window (`from` and `to`) was given; whether the vehicle is free for all of it."}},"additionalProperties":false};
 
 function validate99(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -9597,9 +10439,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate99.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate99.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -9615,10 +10463,19 @@ var valid0 = true;
 }
 if(valid0){
 if(data.make !== undefined){
+let data1 = data.make;
 const _errs5 = errors;
-if(typeof data.make !== "string"){
+if(errors === _errs5){
+if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate99.errors = [{instancePath:instancePath+"/make",schemaPath:"#/properties/make/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
 validate99.errors = [{instancePath:instancePath+"/make",schemaPath:"#/properties/make/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
+}
 }
 var valid0 = _errs5 === errors;
 }
@@ -9627,10 +10484,19 @@ var valid0 = true;
 }
 if(valid0){
 if(data.model !== undefined){
+let data2 = data.model;
 const _errs7 = errors;
-if(typeof data.model !== "string"){
+if(errors === _errs7){
+if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate99.errors = [{instancePath:instancePath+"/model",schemaPath:"#/properties/model/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
 validate99.errors = [{instancePath:instancePath+"/model",schemaPath:"#/properties/model/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
+}
 }
 var valid0 = _errs7 === errors;
 }
@@ -9639,10 +10505,19 @@ var valid0 = true;
 }
 if(valid0){
 if(data.plate !== undefined){
+let data3 = data.plate;
 const _errs9 = errors;
-if(typeof data.plate !== "string"){
+if(errors === _errs9){
+if(typeof data3 === "string"){
+if(func2(data3) > 32){
+validate99.errors = [{instancePath:instancePath+"/plate",schemaPath:"#/properties/plate/maxLength",keyword:"maxLength",params:{limit: 32},message:"must NOT have more than 32 characters"}];
+return false;
+}
+}
+else {
 validate99.errors = [{instancePath:instancePath+"/plate",schemaPath:"#/properties/plate/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
+}
 }
 var valid0 = _errs9 === errors;
 }
@@ -9651,10 +10526,19 @@ var valid0 = true;
 }
 if(valid0){
 if(data.category !== undefined){
+let data4 = data.category;
 const _errs11 = errors;
-if(typeof data.category !== "string"){
+if(errors === _errs11){
+if(typeof data4 === "string"){
+if(func2(data4) > 64){
+validate99.errors = [{instancePath:instancePath+"/category",schemaPath:"#/properties/category/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
 validate99.errors = [{instancePath:instancePath+"/category",schemaPath:"#/properties/category/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
+}
 }
 var valid0 = _errs11 === errors;
 }
@@ -9672,6 +10556,11 @@ return false;
 }
 if(errors === _errs14){
 if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 > 9007199254740991 || isNaN(data5)){
+validate99.errors = [{instancePath:instancePath+"/dailyRate",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data5 < 0 || isNaN(data5)){
 validate99.errors = [{instancePath:instancePath+"/dailyRate",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -9680,6 +10569,7 @@ else {
 if(!(formats104.validate(data5))){
 validate99.errors = [{instancePath:instancePath+"/dailyRate",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -9793,9 +10683,9 @@ return errors === 0;
 validate98.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.WebhookEndpointList = validate101;
-const schema225 = {"type":"object","description":"The workspace's webhook endpoints, oldest first.","additionalProperties":false,"required":["rows"],"properties":{"rows":{"type":"array","description":"Endpoints, oldest first.","items":{"$ref":"#/$defs/WebhookEndpoint"}}}};
-const schema226 = {"type":"object","description":"A registered webhook endpoint. The signing secret is never returned.","additionalProperties":false,"required":["id","name","url","events","isActive","disabledAt","lastSuccessAt","consecutiveFailures"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"type":"string","description":"The endpoint's name.","example":"Accounting sync"},"url":{"type":"string","format":"uri","description":"Where deliveries are POSTed.","example":"https://hooks.example.ae/fleet"},"events":{"type":"array","description":"Subscribed events; an empty list means every event.","uniqueItems":true,"items":{"$ref":"#/$defs/EventName"}},"isActive":{"type":"boolean","description":"False once the endpoint is switched off (after 20 failed attempts in a row, or by an operator)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","minimum":0,"description":"Failed attempts in a row across the endpoint's deliveries; a success resets it to 0."}}};
-const formats248 = require("ajv-formats/dist/formats").fullFormats.uri;
+const schema224 = {"type":"object","description":"The workspace's webhook endpoints, oldest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":10000,"description":"Endpoints, oldest first.","items":{"$ref":"#/$defs/WebhookEndpoint"}}},"additionalProperties":false};
+const schema225 = {"type":"object","description":"A registered webhook endpoint. The signing secret is never returned.","required":["id","name","url","events","isActive","disabledAt","lastSuccessAt","consecutiveFailures"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"type":"string","maxLength":200,"description":"The endpoint's name.","example":"Accounting sync"},"url":{"type":"string","maxLength":2048,"format":"uri","description":"Where deliveries are POSTed.","example":"https://hooks.example.ae/fleet"},"events":{"type":"array","maxItems":200,"description":"Subscribed events; an empty list means every event.","uniqueItems":true,"items":{"$ref":"#/$defs/EventName"}},"isActive":{"type":"boolean","description":"False once the endpoint is switched off (after 20 failed attempts in a row, or by an operator)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","maximum":2147483647,"minimum":0,"description":"Failed attempts in a row across the endpoint's deliveries; a success resets it to 0."}},"additionalProperties":false};
+const formats262 = require("ajv-formats/dist/formats").fullFormats.uri;
 const func0 = require("ajv/dist/runtime/equal").default;
 
 function validate102(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
@@ -9832,9 +10722,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate102.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate102.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -9850,10 +10746,19 @@ var valid0 = true;
 }
 if(valid0){
 if(data.name !== undefined){
+let data1 = data.name;
 const _errs5 = errors;
-if(typeof data.name !== "string"){
+if(errors === _errs5){
+if(typeof data1 === "string"){
+if(func2(data1) > 200){
+validate102.errors = [{instancePath:instancePath+"/name",schemaPath:"#/properties/name/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+return false;
+}
+}
+else {
 validate102.errors = [{instancePath:instancePath+"/name",schemaPath:"#/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
+}
 }
 var valid0 = _errs5 === errors;
 }
@@ -9867,9 +10772,15 @@ const _errs7 = errors;
 if(errors === _errs7){
 if(errors === _errs7){
 if(typeof data2 === "string"){
-if(!(formats248(data2))){
+if(func2(data2) > 2048){
+validate102.errors = [{instancePath:instancePath+"/url",schemaPath:"#/properties/url/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"}];
+return false;
+}
+else {
+if(!(formats262(data2))){
 validate102.errors = [{instancePath:instancePath+"/url",schemaPath:"#/properties/url/format",keyword:"format",params:{format: "uri"},message:"must match format \""+"uri"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -9889,18 +10800,32 @@ let data3 = data.events;
 const _errs9 = errors;
 if(errors === _errs9){
 if(Array.isArray(data3)){
+if(data3.length > 200){
+validate102.errors = [{instancePath:instancePath+"/events",schemaPath:"#/properties/events/maxItems",keyword:"maxItems",params:{limit: 200},message:"must NOT have more than 200 items"}];
+return false;
+}
+else {
 var valid2 = true;
 const len0 = data3.length;
 for(let i0=0; i0<len0; i0++){
 let data4 = data3[i0];
 const _errs11 = errors;
-if(typeof data4 !== "string"){
-validate102.errors = [{instancePath:instancePath+"/events/" + i0,schemaPath:"#/$defs/EventName/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
+const _errs12 = errors;
 if(!((((((((((((((((((((((((((((((((((((((data4 === "booking.confirmed") || (data4 === "booking.completed")) || (data4 === "booking.delivery_due")) || (data4 === "booking.return_due")) || (data4 === "booking.extended")) || (data4 === "booking.ending_soon")) || (data4 === "payment.captured")) || (data4 === "payment.refunded")) || (data4 === "payment.deposit_held")) || (data4 === "payment.canceled")) || (data4 === "invoice.issued")) || (data4 === "invoice.due_soon")) || (data4 === "invoice.overdue")) || (data4 === "installment.due_soon")) || (data4 === "installment.overdue")) || (data4 === "fine.created")) || (data4 === "quote.sent")) || (data4 === "quote.viewed")) || (data4 === "quote.accepted")) || (data4 === "quote.declined")) || (data4 === "quote.expired")) || (data4 === "lead.created")) || (data4 === "deal.created")) || (data4 === "deal.stage_changed")) || (data4 === "vehicle.maintenance_due")) || (data4 === "vehicle.document_expiring")) || (data4 === "vehicle.idle")) || (data4 === "delivery.assigned")) || (data4 === "task.assigned")) || (data4 === "task.due_soon")) || (data4 === "task.overdue")) || (data4 === "inbox.message_received")) || (data4 === "inbox.assigned")) || (data4 === "investor.payout_ready")) || (data4 === "investor.payout_generated")) || (data4 === "investor.report_due")) || (data4 === "document.esign_timeout")) || (data4 === "integration.failed"))){
 validate102.errors = [{instancePath:instancePath+"/events/" + i0,schemaPath:"#/$defs/EventName/enum",keyword:"enum",params:{allowedValues: schema133.enum},message:"must be equal to one of the allowed values"}];
 return false;
+}
+if(errors === _errs12){
+if(typeof data4 === "string"){
+if(func2(data4) > 64){
+validate102.errors = [{instancePath:instancePath+"/events/" + i0,schemaPath:"#/$defs/EventName/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
+validate102.errors = [{instancePath:instancePath+"/events/" + i0,schemaPath:"#/$defs/EventName/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
 }
 var valid2 = _errs11 === errors;
 if(!valid2){
@@ -9918,6 +10843,7 @@ if(func0(data3[i1], data3[j0])){
 validate102.errors = [{instancePath:instancePath+"/events",schemaPath:"#/properties/events/uniqueItems",keyword:"uniqueItems",params:{i: i1, j: j0},message:"must NOT have duplicate items (items ## "+j0+" and "+i1+" are identical)"}];
 return false;
 break outer0;
+}
 }
 }
 }
@@ -9957,8 +10883,8 @@ const _errs19 = errors;
 if(errors === _errs19){
 if(errors === _errs19){
 if(typeof data6 === "string"){
-if(!(formats14.validate(data6))){
-const err0 = {instancePath:instancePath+"/disabledAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(func2(data6) > 24){
+const err0 = {instancePath:instancePath+"/disabledAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -9967,9 +10893,9 @@ vErrors.push(err0);
 }
 errors++;
 }
-}
 else {
-const err1 = {instancePath:instancePath+"/disabledAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(!(formats14.validate(data6))){
+const err1 = {instancePath:instancePath+"/disabledAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -9980,11 +10906,8 @@ errors++;
 }
 }
 }
-var _valid0 = _errs18 === errors;
-valid5 = valid5 || _valid0;
-const _errs21 = errors;
-if(data6 !== null){
-const err2 = {instancePath:instancePath+"/disabledAt",schemaPath:"#/properties/disabledAt/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+else {
+const err2 = {instancePath:instancePath+"/disabledAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -9993,15 +10916,30 @@ vErrors.push(err2);
 }
 errors++;
 }
-var _valid0 = _errs21 === errors;
+}
+}
+var _valid0 = _errs18 === errors;
 valid5 = valid5 || _valid0;
-if(!valid5){
-const err3 = {instancePath:instancePath+"/disabledAt",schemaPath:"#/properties/disabledAt/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const _errs21 = errors;
+if(data6 !== null){
+const err3 = {instancePath:instancePath+"/disabledAt",schemaPath:"#/properties/disabledAt/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
 vErrors = [err3];
 }
 else {
 vErrors.push(err3);
+}
+errors++;
+}
+var _valid0 = _errs21 === errors;
+valid5 = valid5 || _valid0;
+if(!valid5){
+const err4 = {instancePath:instancePath+"/disabledAt",schemaPath:"#/properties/disabledAt/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
 }
 errors++;
 validate102.errors = vErrors;
@@ -10034,24 +10972,36 @@ const _errs26 = errors;
 if(errors === _errs26){
 if(errors === _errs26){
 if(typeof data7 === "string"){
-if(!(formats14.validate(data7))){
-const err4 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
-}
-else {
-const err5 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(func2(data7) > 24){
+const err5 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"};
 if(vErrors === null){
 vErrors = [err5];
 }
 else {
 vErrors.push(err5);
+}
+errors++;
+}
+else {
+if(!(formats14.validate(data7))){
+const err6 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
 }
 errors++;
 }
@@ -10061,24 +11011,24 @@ var _valid1 = _errs25 === errors;
 valid7 = valid7 || _valid1;
 const _errs28 = errors;
 if(data7 !== null){
-const err6 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/properties/lastSuccessAt/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err8 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/properties/lastSuccessAt/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err6];
+vErrors = [err8];
 }
 else {
-vErrors.push(err6);
+vErrors.push(err8);
 }
 errors++;
 }
 var _valid1 = _errs28 === errors;
 valid7 = valid7 || _valid1;
 if(!valid7){
-const err7 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/properties/lastSuccessAt/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err9 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/properties/lastSuccessAt/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err7];
+vErrors = [err9];
 }
 else {
-vErrors.push(err7);
+vErrors.push(err9);
 }
 errors++;
 validate102.errors = vErrors;
@@ -10110,9 +11060,21 @@ return false;
 }
 if(errors === _errs30){
 if((typeof data8 == "number") && (isFinite(data8))){
+if(data8 > 2147483647 || isNaN(data8)){
+validate102.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+return false;
+}
+else {
 if(data8 < 0 || isNaN(data8)){
 validate102.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
+}
+else {
+if(!(formats128.validate(data8))){
+validate102.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -10174,6 +11136,11 @@ let data0 = data.rows;
 const _errs2 = errors;
 if(errors === _errs2){
 if(Array.isArray(data0)){
+if(data0.length > 10000){
+validate101.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxItems",keyword:"maxItems",params:{limit: 10000},message:"must NOT have more than 10000 items"}];
+return false;
+}
+else {
 var valid1 = true;
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
@@ -10185,6 +11152,7 @@ errors = vErrors.length;
 var valid1 = _errs4 === errors;
 if(!valid1){
 break;
+}
 }
 }
 }
@@ -10208,9 +11176,9 @@ return errors === 0;
 validate101.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.BookingCompletedEvent = validate104;
-const schema231 = {"type":"object","description":"Delivery payload of `booking.completed`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.completed","description":"Event name, always `booking.completed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/BookingCompletedData","description":"Event data; see `BookingCompletedData`."}}};
-const schema234 = {"type":"object","description":"Data of `booking.completed`.","additionalProperties":false,"required":["bookingId","number","type","pickupAt","dropoffAt","returnedAt","amount","balanceDue","customer","vehicle","fleet"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","minLength":1,"description":"Booking number."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Booked end (drop-off) time, after any extensions."},"returnedAt":{"description":"When the vehicle actually came back; null when the return time was not recorded.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"amount":{"$ref":"#/$defs/Fils","description":"Booking total in fils."},"balanceDue":{"$ref":"#/$defs/Fils","description":"Sum of the balances of the booking's open invoices, in fils; 0 when nothing is owed."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}}};
-const schema236 = {"type":"string","description":"`daily` rental, `monthly` rental, `lease`, or `rent_to_own`.","enum":["daily","monthly","lease","rent_to_own"]};
+const schema230 = {"type":"object","description":"Delivery payload of `booking.completed`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.completed","description":"Event name, always `booking.completed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/BookingCompletedData","description":"Event data; see `BookingCompletedData`."}},"additionalProperties":false};
+const schema233 = {"type":"object","description":"Data of `booking.completed`.","required":["bookingId","number","type","pickupAt","dropoffAt","returnedAt","amount","balanceDue","customer","vehicle","fleet"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Booked end (drop-off) time, after any extensions."},"returnedAt":{"description":"When the vehicle actually came back; null when the return time was not recorded.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"amount":{"$ref":"#/$defs/Fils","description":"Booking total in fils."},"balanceDue":{"$ref":"#/$defs/Fils","description":"Sum of the balances of the booking's open invoices, in fils; 0 when nothing is owed."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
+const schema235 = {"type":"string","maxLength":64,"description":"`daily` rental, `monthly` rental, `lease`, or `rent_to_own`.","enum":["daily","monthly","lease","rent_to_own"]};
 
 function validate105(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -10232,7 +11200,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema234.properties, key0))){
+if(!(func1.call(schema233.properties, key0))){
 validate105.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -10246,9 +11214,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate105.errors = [{instancePath:instancePath+"/bookingId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate105.errors = [{instancePath:instancePath+"/bookingId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -10268,9 +11242,15 @@ let data1 = data.number;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate105.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate105.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -10287,13 +11267,22 @@ if(valid0){
 if(data.type !== undefined){
 let data2 = data.type;
 const _errs7 = errors;
-if(typeof data2 !== "string"){
+const _errs8 = errors;
+if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
+validate105.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+if(errors === _errs8){
+if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate105.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
 validate105.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
-if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate105.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema236.enum},message:"must be equal to one of the allowed values"}];
-return false;
 }
 var valid0 = _errs7 === errors;
 }
@@ -10308,9 +11297,15 @@ const _errs11 = errors;
 if(errors === _errs11){
 if(errors === _errs11){
 if(typeof data3 === "string"){
+if(func2(data3) > 24){
+validate105.errors = [{instancePath:instancePath+"/pickupAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data3))){
 validate105.errors = [{instancePath:instancePath+"/pickupAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -10332,9 +11327,15 @@ const _errs14 = errors;
 if(errors === _errs14){
 if(errors === _errs14){
 if(typeof data4 === "string"){
+if(func2(data4) > 24){
+validate105.errors = [{instancePath:instancePath+"/dropoffAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data4))){
 validate105.errors = [{instancePath:instancePath+"/dropoffAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -10359,8 +11360,8 @@ const _errs19 = errors;
 if(errors === _errs19){
 if(errors === _errs19){
 if(typeof data5 === "string"){
-if(!(formats14.validate(data5))){
-const err0 = {instancePath:instancePath+"/returnedAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(func2(data5) > 24){
+const err0 = {instancePath:instancePath+"/returnedAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -10369,9 +11370,9 @@ vErrors.push(err0);
 }
 errors++;
 }
-}
 else {
-const err1 = {instancePath:instancePath+"/returnedAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(!(formats14.validate(data5))){
+const err1 = {instancePath:instancePath+"/returnedAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -10382,11 +11383,8 @@ errors++;
 }
 }
 }
-var _valid0 = _errs18 === errors;
-valid5 = valid5 || _valid0;
-const _errs21 = errors;
-if(data5 !== null){
-const err2 = {instancePath:instancePath+"/returnedAt",schemaPath:"#/properties/returnedAt/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+else {
+const err2 = {instancePath:instancePath+"/returnedAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -10395,15 +11393,30 @@ vErrors.push(err2);
 }
 errors++;
 }
-var _valid0 = _errs21 === errors;
+}
+}
+var _valid0 = _errs18 === errors;
 valid5 = valid5 || _valid0;
-if(!valid5){
-const err3 = {instancePath:instancePath+"/returnedAt",schemaPath:"#/properties/returnedAt/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const _errs21 = errors;
+if(data5 !== null){
+const err3 = {instancePath:instancePath+"/returnedAt",schemaPath:"#/properties/returnedAt/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
 vErrors = [err3];
 }
 else {
 vErrors.push(err3);
+}
+errors++;
+}
+var _valid0 = _errs21 === errors;
+valid5 = valid5 || _valid0;
+if(!valid5){
+const err4 = {instancePath:instancePath+"/returnedAt",schemaPath:"#/properties/returnedAt/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
 }
 errors++;
 validate105.errors = vErrors;
@@ -10436,6 +11449,11 @@ return false;
 }
 if(errors === _errs24){
 if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 > 9007199254740991 || isNaN(data6)){
+validate105.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data6 < 0 || isNaN(data6)){
 validate105.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -10444,6 +11462,7 @@ else {
 if(!(formats104.validate(data6))){
 validate105.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -10464,6 +11483,11 @@ return false;
 }
 if(errors === _errs27){
 if((typeof data7 == "number") && (isFinite(data7))){
+if(data7 > 9007199254740991 || isNaN(data7)){
+validate105.errors = [{instancePath:instancePath+"/balanceDue",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data7 < 0 || isNaN(data7)){
 validate105.errors = [{instancePath:instancePath+"/balanceDue",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -10472,6 +11496,7 @@ else {
 if(!(formats104.validate(data7))){
 validate105.errors = [{instancePath:instancePath+"/balanceDue",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -10575,9 +11600,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate104.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate104.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -10616,9 +11647,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate104.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate104.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -10661,8 +11698,8 @@ return errors === 0;
 validate104.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.BookingConfirmedEvent = validate110;
-const schema242 = {"type":"object","description":"Delivery payload of `booking.confirmed`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.confirmed","description":"Event name, always `booking.confirmed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/BookingConfirmedData","description":"Event data; see `BookingConfirmedData`."}}};
-const schema245 = {"type":"object","description":"Data of `booking.confirmed`.","additionalProperties":false,"required":["bookingId","customerId","vehicleId","fleet","vehicle"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"customerId":{"$ref":"#/$defs/Uuid","description":"Id of the booking's customer."},"vehicleId":{"$ref":"#/$defs/Uuid","description":"Id of the booked vehicle (equal to `vehicle.id`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."}}};
+const schema241 = {"type":"object","description":"Delivery payload of `booking.confirmed`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.confirmed","description":"Event name, always `booking.confirmed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/BookingConfirmedData","description":"Event data; see `BookingConfirmedData`."}},"additionalProperties":false};
+const schema244 = {"type":"object","description":"Data of `booking.confirmed`.","required":["bookingId","customerId","vehicleId","fleet","vehicle"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"customerId":{"$ref":"#/$defs/Uuid","description":"Id of the booking's customer."},"vehicleId":{"$ref":"#/$defs/Uuid","description":"Id of the booked vehicle (equal to `vehicle.id`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."}},"additionalProperties":false};
 
 function validate111(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -10698,9 +11735,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate111.errors = [{instancePath:instancePath+"/bookingId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate111.errors = [{instancePath:instancePath+"/bookingId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -10722,9 +11765,15 @@ const _errs6 = errors;
 if(errors === _errs6){
 if(errors === _errs6){
 if(typeof data1 === "string"){
+if(func2(data1) > 36){
+validate111.errors = [{instancePath:instancePath+"/customerId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data1))){
 validate111.errors = [{instancePath:instancePath+"/customerId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -10746,9 +11795,15 @@ const _errs9 = errors;
 if(errors === _errs9){
 if(errors === _errs9){
 if(typeof data2 === "string"){
+if(func2(data2) > 36){
+validate111.errors = [{instancePath:instancePath+"/vehicleId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data2))){
 validate111.errors = [{instancePath:instancePath+"/vehicleId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -10838,9 +11893,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate110.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate110.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -10879,9 +11940,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate110.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate110.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -10924,8 +11991,8 @@ return errors === 0;
 validate110.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.BookingDeliveryDueEvent = validate115;
-const schema249 = {"type":"object","description":"Delivery payload of `booking.delivery_due`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.delivery_due","description":"Event name, always `booking.delivery_due`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/BookingDeliveryDueData","description":"Event data; see `BookingDeliveryDueData`."}}};
-const schema252 = {"type":"object","description":"Data of `booking.delivery_due`.","additionalProperties":false,"required":["bookingId","number","type","pickupAt","dropoffAt","amount","balanceDue","customer","vehicle","fleet"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","minLength":1,"description":"Booking number."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time: when the vehicle is due to be handed over."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Booked end (drop-off) time."},"amount":{"$ref":"#/$defs/Fils","description":"Booking total in fils."},"balanceDue":{"$ref":"#/$defs/Fils","description":"Sum of the balances of the booking's open invoices, in fils; what to collect at the handover."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}}};
+const schema248 = {"type":"object","description":"Delivery payload of `booking.delivery_due`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.delivery_due","description":"Event name, always `booking.delivery_due`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/BookingDeliveryDueData","description":"Event data; see `BookingDeliveryDueData`."}},"additionalProperties":false};
+const schema251 = {"type":"object","description":"Data of `booking.delivery_due`.","required":["bookingId","number","type","pickupAt","dropoffAt","amount","balanceDue","customer","vehicle","fleet"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time: when the vehicle is due to be handed over."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Booked end (drop-off) time."},"amount":{"$ref":"#/$defs/Fils","description":"Booking total in fils."},"balanceDue":{"$ref":"#/$defs/Fils","description":"Sum of the balances of the booking's open invoices, in fils; what to collect at the handover."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
 
 function validate116(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -10947,7 +12014,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema252.properties, key0))){
+if(!(func1.call(schema251.properties, key0))){
 validate116.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -10961,9 +12028,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate116.errors = [{instancePath:instancePath+"/bookingId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate116.errors = [{instancePath:instancePath+"/bookingId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -10983,9 +12056,15 @@ let data1 = data.number;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate116.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate116.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -11002,13 +12081,22 @@ if(valid0){
 if(data.type !== undefined){
 let data2 = data.type;
 const _errs7 = errors;
-if(typeof data2 !== "string"){
+const _errs8 = errors;
+if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
+validate116.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+if(errors === _errs8){
+if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate116.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
 validate116.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
-if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate116.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema236.enum},message:"must be equal to one of the allowed values"}];
-return false;
 }
 var valid0 = _errs7 === errors;
 }
@@ -11023,9 +12111,15 @@ const _errs11 = errors;
 if(errors === _errs11){
 if(errors === _errs11){
 if(typeof data3 === "string"){
+if(func2(data3) > 24){
+validate116.errors = [{instancePath:instancePath+"/pickupAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data3))){
 validate116.errors = [{instancePath:instancePath+"/pickupAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -11047,9 +12141,15 @@ const _errs14 = errors;
 if(errors === _errs14){
 if(errors === _errs14){
 if(typeof data4 === "string"){
+if(func2(data4) > 24){
+validate116.errors = [{instancePath:instancePath+"/dropoffAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data4))){
 validate116.errors = [{instancePath:instancePath+"/dropoffAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -11074,6 +12174,11 @@ return false;
 }
 if(errors === _errs17){
 if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 > 9007199254740991 || isNaN(data5)){
+validate116.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data5 < 0 || isNaN(data5)){
 validate116.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -11082,6 +12187,7 @@ else {
 if(!(formats104.validate(data5))){
 validate116.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -11102,6 +12208,11 @@ return false;
 }
 if(errors === _errs20){
 if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 > 9007199254740991 || isNaN(data6)){
+validate116.errors = [{instancePath:instancePath+"/balanceDue",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data6 < 0 || isNaN(data6)){
 validate116.errors = [{instancePath:instancePath+"/balanceDue",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -11110,6 +12221,7 @@ else {
 if(!(formats104.validate(data6))){
 validate116.errors = [{instancePath:instancePath+"/balanceDue",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -11212,9 +12324,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate115.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate115.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -11253,9 +12371,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate115.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate115.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -11298,8 +12422,8 @@ return errors === 0;
 validate115.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.BookingEndingSoonEvent = validate121;
-const schema259 = {"type":"object","description":"Delivery payload of `booking.ending_soon`.","additionalProperties":false,"required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.ending_soon","description":"Event name, always `booking.ending_soon`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","minLength":1,"description":"Names the occurrence this event reports, as `booking.ending_soon:<bookingId>:<dropoffAt>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/BookingEndingSoonData","description":"Event data; see `BookingEndingSoonData`."}}};
-const schema262 = {"type":"object","description":"Data of `booking.ending_soon`.","additionalProperties":false,"required":["bookingId","number","type","pickupAt","dropoffAt","originalDropoffAt","extensionsCount","monthlyAmount","customer","vehicle","fleet","daysLeft"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","minLength":1,"description":"Booking number, e.g. `BK-2026-0142`."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Current end (drop-off) time, after any extensions."},"originalDropoffAt":{"$ref":"#/$defs/Timestamp","description":"Drop-off time as first booked, before any extension; equal to `dropoffAt` when the booking was never extended."},"extensionsCount":{"type":"integer","description":"How many times the booking has been extended.","minimum":0},"monthlyAmount":{"description":"Monthly amount in fils for monthly, lease and rent-to-own bookings; null when the booking has none (daily bookings).","anyOf":[{"$ref":"#/$defs/Fils"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"daysLeft":{"type":"integer","description":"Whole local days from today to `dropoffAt` (0 = ends today).","minimum":0,"maximum":60}}};
+const schema258 = {"type":"object","description":"Delivery payload of `booking.ending_soon`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.ending_soon","description":"Event name, always `booking.ending_soon`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `booking.ending_soon:<bookingId>:<dropoffAt>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/BookingEndingSoonData","description":"Event data; see `BookingEndingSoonData`."}},"additionalProperties":false};
+const schema261 = {"type":"object","description":"Data of `booking.ending_soon`.","required":["bookingId","number","type","pickupAt","dropoffAt","originalDropoffAt","extensionsCount","monthlyAmount","customer","vehicle","fleet","daysLeft"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number, e.g. `BK-2026-0142`."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Current end (drop-off) time, after any extensions."},"originalDropoffAt":{"$ref":"#/$defs/Timestamp","description":"Drop-off time as first booked, before any extension; equal to `dropoffAt` when the booking was never extended."},"extensionsCount":{"type":"integer","format":"int32","maximum":2147483647,"description":"How many times the booking has been extended.","minimum":0},"monthlyAmount":{"description":"Monthly amount in fils for monthly, lease and rent-to-own bookings; null when the booking has none (daily bookings).","anyOf":[{"$ref":"#/$defs/Fils"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"daysLeft":{"type":"integer","format":"int32","description":"Whole local days from today to `dropoffAt` (0 = ends today).","minimum":0,"maximum":60}},"additionalProperties":false};
 
 function validate122(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -11321,7 +12445,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema262.properties, key0))){
+if(!(func1.call(schema261.properties, key0))){
 validate122.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -11335,9 +12459,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate122.errors = [{instancePath:instancePath+"/bookingId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate122.errors = [{instancePath:instancePath+"/bookingId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -11357,9 +12487,15 @@ let data1 = data.number;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate122.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate122.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -11376,13 +12512,22 @@ if(valid0){
 if(data.type !== undefined){
 let data2 = data.type;
 const _errs7 = errors;
-if(typeof data2 !== "string"){
+const _errs8 = errors;
+if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
+validate122.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+if(errors === _errs8){
+if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate122.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
 validate122.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
-if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate122.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema236.enum},message:"must be equal to one of the allowed values"}];
-return false;
 }
 var valid0 = _errs7 === errors;
 }
@@ -11397,9 +12542,15 @@ const _errs11 = errors;
 if(errors === _errs11){
 if(errors === _errs11){
 if(typeof data3 === "string"){
+if(func2(data3) > 24){
+validate122.errors = [{instancePath:instancePath+"/pickupAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data3))){
 validate122.errors = [{instancePath:instancePath+"/pickupAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -11421,9 +12572,15 @@ const _errs14 = errors;
 if(errors === _errs14){
 if(errors === _errs14){
 if(typeof data4 === "string"){
+if(func2(data4) > 24){
+validate122.errors = [{instancePath:instancePath+"/dropoffAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data4))){
 validate122.errors = [{instancePath:instancePath+"/dropoffAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -11445,9 +12602,15 @@ const _errs17 = errors;
 if(errors === _errs17){
 if(errors === _errs17){
 if(typeof data5 === "string"){
+if(func2(data5) > 24){
+validate122.errors = [{instancePath:instancePath+"/originalDropoffAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data5))){
 validate122.errors = [{instancePath:instancePath+"/originalDropoffAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -11471,9 +12634,21 @@ return false;
 }
 if(errors === _errs19){
 if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 > 2147483647 || isNaN(data6)){
+validate122.errors = [{instancePath:instancePath+"/extensionsCount",schemaPath:"#/properties/extensionsCount/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+return false;
+}
+else {
 if(data6 < 0 || isNaN(data6)){
 validate122.errors = [{instancePath:instancePath+"/extensionsCount",schemaPath:"#/properties/extensionsCount/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
+}
+else {
+if(!(formats128.validate(data6))){
+validate122.errors = [{instancePath:instancePath+"/extensionsCount",schemaPath:"#/properties/extensionsCount/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -11502,8 +12677,8 @@ errors++;
 }
 if(errors === _errs24){
 if((typeof data7 == "number") && (isFinite(data7))){
-if(data7 < 0 || isNaN(data7)){
-const err1 = {instancePath:instancePath+"/monthlyAmount",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(data7 > 9007199254740991 || isNaN(data7)){
+const err1 = {instancePath:instancePath+"/monthlyAmount",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -11513,8 +12688,8 @@ vErrors.push(err1);
 errors++;
 }
 else {
-if(!(formats104.validate(data7))){
-const err2 = {instancePath:instancePath+"/monthlyAmount",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""};
+if(data7 < 0 || isNaN(data7)){
+const err2 = {instancePath:instancePath+"/monthlyAmount",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -11523,14 +12698,9 @@ vErrors.push(err2);
 }
 errors++;
 }
-}
-}
-}
-var _valid0 = _errs23 === errors;
-valid6 = valid6 || _valid0;
-const _errs26 = errors;
-if(data7 !== null){
-const err3 = {instancePath:instancePath+"/monthlyAmount",schemaPath:"#/properties/monthlyAmount/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+else {
+if(!(formats104.validate(data7))){
+const err3 = {instancePath:instancePath+"/monthlyAmount",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""};
 if(vErrors === null){
 vErrors = [err3];
 }
@@ -11539,15 +12709,32 @@ vErrors.push(err3);
 }
 errors++;
 }
-var _valid0 = _errs26 === errors;
+}
+}
+}
+}
+var _valid0 = _errs23 === errors;
 valid6 = valid6 || _valid0;
-if(!valid6){
-const err4 = {instancePath:instancePath+"/monthlyAmount",schemaPath:"#/properties/monthlyAmount/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const _errs26 = errors;
+if(data7 !== null){
+const err4 = {instancePath:instancePath+"/monthlyAmount",schemaPath:"#/properties/monthlyAmount/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
 vErrors = [err4];
 }
 else {
 vErrors.push(err4);
+}
+errors++;
+}
+var _valid0 = _errs26 === errors;
+valid6 = valid6 || _valid0;
+if(!valid6){
+const err5 = {instancePath:instancePath+"/monthlyAmount",schemaPath:"#/properties/monthlyAmount/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
 }
 errors++;
 validate122.errors = vErrors;
@@ -11624,6 +12811,12 @@ if(data11 < 0 || isNaN(data11)){
 validate122.errors = [{instancePath:instancePath+"/daysLeft",schemaPath:"#/properties/daysLeft/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
 }
+else {
+if(!(formats128.validate(data11))){
+validate122.errors = [{instancePath:instancePath+"/daysLeft",schemaPath:"#/properties/daysLeft/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -11691,9 +12884,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate121.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate121.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -11732,9 +12931,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate121.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate121.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -11754,9 +12959,15 @@ let data3 = data.dedupeKey;
 const _errs10 = errors;
 if(errors === _errs10){
 if(typeof data3 === "string"){
+if(func2(data3) > 255){
+validate121.errors = [{instancePath:instancePath+"/dedupeKey",schemaPath:"#/properties/dedupeKey/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"}];
+return false;
+}
+else {
 if(func2(data3) < 1){
 validate121.errors = [{instancePath:instancePath+"/dedupeKey",schemaPath:"#/properties/dedupeKey/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -11799,8 +13010,8 @@ return errors === 0;
 validate121.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.BookingExtendedEvent = validate127;
-const schema269 = {"type":"object","description":"Delivery payload of `booking.extended`.","additionalProperties":false,"required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.extended","description":"Event name, always `booking.extended`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","minLength":1,"description":"Names the occurrence this event reports, as `booking.extended:<extensionId>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/BookingExtendedData","description":"Event data; see `BookingExtendedData`."}}};
-const schema272 = {"type":"object","description":"Data of `booking.extended`: the `booking.ending_soon` fields plus `addedDays` and `extensionAmount`.","additionalProperties":false,"required":["bookingId","number","type","pickupAt","dropoffAt","originalDropoffAt","extensionsCount","monthlyAmount","customer","vehicle","fleet","daysLeft","addedDays","extensionAmount"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","minLength":1,"description":"Booking number, e.g. `BK-2026-0142`."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Current end (drop-off) time, after any extensions."},"originalDropoffAt":{"$ref":"#/$defs/Timestamp","description":"Drop-off time as first booked, before any extension; equal to `dropoffAt` when the booking was never extended."},"extensionsCount":{"type":"integer","description":"How many times the booking has been extended.","minimum":0},"monthlyAmount":{"description":"Monthly amount in fils for monthly, lease and rent-to-own bookings; null when the booking has none (daily bookings).","anyOf":[{"$ref":"#/$defs/Fils"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"daysLeft":{"type":"integer","description":"Whole local days from today to the new `dropoffAt`; 0 when it is today (or, exceptionally, already past).","minimum":0},"addedDays":{"type":"integer","description":"Days added by this extension.","minimum":1},"extensionAmount":{"$ref":"#/$defs/Fils","description":"Amount charged for this extension, in fils."}}};
+const schema268 = {"type":"object","description":"Delivery payload of `booking.extended`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.extended","description":"Event name, always `booking.extended`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `booking.extended:<extensionId>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/BookingExtendedData","description":"Event data; see `BookingExtendedData`."}},"additionalProperties":false};
+const schema271 = {"type":"object","description":"Data of `booking.extended`: the `booking.ending_soon` fields plus `addedDays` and `extensionAmount`.","required":["bookingId","number","type","pickupAt","dropoffAt","originalDropoffAt","extensionsCount","monthlyAmount","customer","vehicle","fleet","daysLeft","addedDays","extensionAmount"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number, e.g. `BK-2026-0142`."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Current end (drop-off) time, after any extensions."},"originalDropoffAt":{"$ref":"#/$defs/Timestamp","description":"Drop-off time as first booked, before any extension; equal to `dropoffAt` when the booking was never extended."},"extensionsCount":{"type":"integer","format":"int32","maximum":2147483647,"description":"How many times the booking has been extended.","minimum":0},"monthlyAmount":{"description":"Monthly amount in fils for monthly, lease and rent-to-own bookings; null when the booking has none (daily bookings).","anyOf":[{"$ref":"#/$defs/Fils"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"daysLeft":{"type":"integer","format":"int32","maximum":36500,"description":"Whole local days from today to the new `dropoffAt`; 0 when it is today (or, exceptionally, already past).","minimum":0},"addedDays":{"type":"integer","format":"int32","maximum":36500,"description":"Days added by this extension.","minimum":1},"extensionAmount":{"$ref":"#/$defs/Fils","description":"Amount charged for this extension, in fils."}},"additionalProperties":false};
 
 function validate128(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -11822,7 +13033,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema272.properties, key0))){
+if(!(func1.call(schema271.properties, key0))){
 validate128.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -11836,9 +13047,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate128.errors = [{instancePath:instancePath+"/bookingId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate128.errors = [{instancePath:instancePath+"/bookingId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -11858,9 +13075,15 @@ let data1 = data.number;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate128.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate128.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -11877,13 +13100,22 @@ if(valid0){
 if(data.type !== undefined){
 let data2 = data.type;
 const _errs7 = errors;
-if(typeof data2 !== "string"){
+const _errs8 = errors;
+if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
+validate128.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+if(errors === _errs8){
+if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate128.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
 validate128.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
-if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate128.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema236.enum},message:"must be equal to one of the allowed values"}];
-return false;
 }
 var valid0 = _errs7 === errors;
 }
@@ -11898,9 +13130,15 @@ const _errs11 = errors;
 if(errors === _errs11){
 if(errors === _errs11){
 if(typeof data3 === "string"){
+if(func2(data3) > 24){
+validate128.errors = [{instancePath:instancePath+"/pickupAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data3))){
 validate128.errors = [{instancePath:instancePath+"/pickupAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -11922,9 +13160,15 @@ const _errs14 = errors;
 if(errors === _errs14){
 if(errors === _errs14){
 if(typeof data4 === "string"){
+if(func2(data4) > 24){
+validate128.errors = [{instancePath:instancePath+"/dropoffAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data4))){
 validate128.errors = [{instancePath:instancePath+"/dropoffAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -11946,9 +13190,15 @@ const _errs17 = errors;
 if(errors === _errs17){
 if(errors === _errs17){
 if(typeof data5 === "string"){
+if(func2(data5) > 24){
+validate128.errors = [{instancePath:instancePath+"/originalDropoffAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data5))){
 validate128.errors = [{instancePath:instancePath+"/originalDropoffAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -11972,9 +13222,21 @@ return false;
 }
 if(errors === _errs19){
 if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 > 2147483647 || isNaN(data6)){
+validate128.errors = [{instancePath:instancePath+"/extensionsCount",schemaPath:"#/properties/extensionsCount/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+return false;
+}
+else {
 if(data6 < 0 || isNaN(data6)){
 validate128.errors = [{instancePath:instancePath+"/extensionsCount",schemaPath:"#/properties/extensionsCount/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
+}
+else {
+if(!(formats128.validate(data6))){
+validate128.errors = [{instancePath:instancePath+"/extensionsCount",schemaPath:"#/properties/extensionsCount/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -12003,8 +13265,8 @@ errors++;
 }
 if(errors === _errs24){
 if((typeof data7 == "number") && (isFinite(data7))){
-if(data7 < 0 || isNaN(data7)){
-const err1 = {instancePath:instancePath+"/monthlyAmount",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(data7 > 9007199254740991 || isNaN(data7)){
+const err1 = {instancePath:instancePath+"/monthlyAmount",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -12014,8 +13276,8 @@ vErrors.push(err1);
 errors++;
 }
 else {
-if(!(formats104.validate(data7))){
-const err2 = {instancePath:instancePath+"/monthlyAmount",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""};
+if(data7 < 0 || isNaN(data7)){
+const err2 = {instancePath:instancePath+"/monthlyAmount",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -12024,14 +13286,9 @@ vErrors.push(err2);
 }
 errors++;
 }
-}
-}
-}
-var _valid0 = _errs23 === errors;
-valid6 = valid6 || _valid0;
-const _errs26 = errors;
-if(data7 !== null){
-const err3 = {instancePath:instancePath+"/monthlyAmount",schemaPath:"#/properties/monthlyAmount/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+else {
+if(!(formats104.validate(data7))){
+const err3 = {instancePath:instancePath+"/monthlyAmount",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""};
 if(vErrors === null){
 vErrors = [err3];
 }
@@ -12040,15 +13297,32 @@ vErrors.push(err3);
 }
 errors++;
 }
-var _valid0 = _errs26 === errors;
+}
+}
+}
+}
+var _valid0 = _errs23 === errors;
 valid6 = valid6 || _valid0;
-if(!valid6){
-const err4 = {instancePath:instancePath+"/monthlyAmount",schemaPath:"#/properties/monthlyAmount/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const _errs26 = errors;
+if(data7 !== null){
+const err4 = {instancePath:instancePath+"/monthlyAmount",schemaPath:"#/properties/monthlyAmount/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
 vErrors = [err4];
 }
 else {
 vErrors.push(err4);
+}
+errors++;
+}
+var _valid0 = _errs26 === errors;
+valid6 = valid6 || _valid0;
+if(!valid6){
+const err5 = {instancePath:instancePath+"/monthlyAmount",schemaPath:"#/properties/monthlyAmount/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
 }
 errors++;
 validate128.errors = vErrors;
@@ -12116,9 +13390,21 @@ return false;
 }
 if(errors === _errs31){
 if((typeof data11 == "number") && (isFinite(data11))){
+if(data11 > 36500 || isNaN(data11)){
+validate128.errors = [{instancePath:instancePath+"/daysLeft",schemaPath:"#/properties/daysLeft/maximum",keyword:"maximum",params:{comparison: "<=", limit: 36500},message:"must be <= 36500"}];
+return false;
+}
+else {
 if(data11 < 0 || isNaN(data11)){
 validate128.errors = [{instancePath:instancePath+"/daysLeft",schemaPath:"#/properties/daysLeft/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
+}
+else {
+if(!(formats128.validate(data11))){
+validate128.errors = [{instancePath:instancePath+"/daysLeft",schemaPath:"#/properties/daysLeft/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -12137,9 +13423,21 @@ return false;
 }
 if(errors === _errs33){
 if((typeof data12 == "number") && (isFinite(data12))){
+if(data12 > 36500 || isNaN(data12)){
+validate128.errors = [{instancePath:instancePath+"/addedDays",schemaPath:"#/properties/addedDays/maximum",keyword:"maximum",params:{comparison: "<=", limit: 36500},message:"must be <= 36500"}];
+return false;
+}
+else {
 if(data12 < 1 || isNaN(data12)){
 validate128.errors = [{instancePath:instancePath+"/addedDays",schemaPath:"#/properties/addedDays/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
+}
+else {
+if(!(formats128.validate(data12))){
+validate128.errors = [{instancePath:instancePath+"/addedDays",schemaPath:"#/properties/addedDays/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -12159,6 +13457,11 @@ return false;
 }
 if(errors === _errs36){
 if((typeof data13 == "number") && (isFinite(data13))){
+if(data13 > 9007199254740991 || isNaN(data13)){
+validate128.errors = [{instancePath:instancePath+"/extensionAmount",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data13 < 0 || isNaN(data13)){
 validate128.errors = [{instancePath:instancePath+"/extensionAmount",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -12167,6 +13470,7 @@ else {
 if(!(formats104.validate(data13))){
 validate128.errors = [{instancePath:instancePath+"/extensionAmount",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -12237,9 +13541,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate127.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate127.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -12278,9 +13588,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate127.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate127.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -12300,9 +13616,15 @@ let data3 = data.dedupeKey;
 const _errs10 = errors;
 if(errors === _errs10){
 if(typeof data3 === "string"){
+if(func2(data3) > 255){
+validate127.errors = [{instancePath:instancePath+"/dedupeKey",schemaPath:"#/properties/dedupeKey/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"}];
+return false;
+}
+else {
 if(func2(data3) < 1){
 validate127.errors = [{instancePath:instancePath+"/dedupeKey",schemaPath:"#/properties/dedupeKey/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -12345,8 +13667,8 @@ return errors === 0;
 validate127.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.BookingReturnDueEvent = validate133;
-const schema280 = {"type":"object","description":"Delivery payload of `booking.return_due`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.return_due","description":"Event name, always `booking.return_due`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/BookingReturnDueData","description":"Event data; see `BookingReturnDueData`."}}};
-const schema283 = {"type":"object","description":"Data of `booking.return_due`.","additionalProperties":false,"required":["bookingId","number","type","pickupAt","dropoffAt","amount","balanceDue","customer","vehicle","fleet"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","minLength":1,"description":"Booking number."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Drop-off time: when the vehicle is due back."},"amount":{"$ref":"#/$defs/Fils","description":"Booking total in fils."},"balanceDue":{"$ref":"#/$defs/Fils","description":"Sum of the balances of the booking's open invoices, in fils; what to collect at the handover."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}}};
+const schema279 = {"type":"object","description":"Delivery payload of `booking.return_due`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.return_due","description":"Event name, always `booking.return_due`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/BookingReturnDueData","description":"Event data; see `BookingReturnDueData`."}},"additionalProperties":false};
+const schema282 = {"type":"object","description":"Data of `booking.return_due`.","required":["bookingId","number","type","pickupAt","dropoffAt","amount","balanceDue","customer","vehicle","fleet"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Drop-off time: when the vehicle is due back."},"amount":{"$ref":"#/$defs/Fils","description":"Booking total in fils."},"balanceDue":{"$ref":"#/$defs/Fils","description":"Sum of the balances of the booking's open invoices, in fils; what to collect at the handover."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
 
 function validate134(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -12368,7 +13690,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema283.properties, key0))){
+if(!(func1.call(schema282.properties, key0))){
 validate134.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -12382,9 +13704,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate134.errors = [{instancePath:instancePath+"/bookingId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate134.errors = [{instancePath:instancePath+"/bookingId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -12404,9 +13732,15 @@ let data1 = data.number;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate134.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate134.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -12423,13 +13757,22 @@ if(valid0){
 if(data.type !== undefined){
 let data2 = data.type;
 const _errs7 = errors;
-if(typeof data2 !== "string"){
+const _errs8 = errors;
+if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
+validate134.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+if(errors === _errs8){
+if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate134.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
 validate134.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
-if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate134.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema236.enum},message:"must be equal to one of the allowed values"}];
-return false;
 }
 var valid0 = _errs7 === errors;
 }
@@ -12444,9 +13787,15 @@ const _errs11 = errors;
 if(errors === _errs11){
 if(errors === _errs11){
 if(typeof data3 === "string"){
+if(func2(data3) > 24){
+validate134.errors = [{instancePath:instancePath+"/pickupAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data3))){
 validate134.errors = [{instancePath:instancePath+"/pickupAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -12468,9 +13817,15 @@ const _errs14 = errors;
 if(errors === _errs14){
 if(errors === _errs14){
 if(typeof data4 === "string"){
+if(func2(data4) > 24){
+validate134.errors = [{instancePath:instancePath+"/dropoffAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data4))){
 validate134.errors = [{instancePath:instancePath+"/dropoffAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -12495,6 +13850,11 @@ return false;
 }
 if(errors === _errs17){
 if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 > 9007199254740991 || isNaN(data5)){
+validate134.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data5 < 0 || isNaN(data5)){
 validate134.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -12503,6 +13863,7 @@ else {
 if(!(formats104.validate(data5))){
 validate134.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -12523,6 +13884,11 @@ return false;
 }
 if(errors === _errs20){
 if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 > 9007199254740991 || isNaN(data6)){
+validate134.errors = [{instancePath:instancePath+"/balanceDue",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data6 < 0 || isNaN(data6)){
 validate134.errors = [{instancePath:instancePath+"/balanceDue",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -12531,6 +13897,7 @@ else {
 if(!(formats104.validate(data6))){
 validate134.errors = [{instancePath:instancePath+"/balanceDue",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -12633,9 +14000,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate133.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate133.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -12674,9 +14047,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate133.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate133.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -12719,9 +14098,9 @@ return errors === 0;
 validate133.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.DealCreatedEvent = validate139;
-const schema290 = {"type":"object","description":"Delivery payload of `deal.created`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"deal.created","description":"Event name, always `deal.created`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/DealCreatedData","description":"Event data; see `DealCreatedData`."}}};
-const schema293 = {"type":"object","description":"Data of `deal.created`.","additionalProperties":false,"required":["dealId","title","stage","value","type","leadId","customer","vehicle","fleet","owner"],"properties":{"dealId":{"$ref":"#/$defs/Uuid","description":"Deal id."},"title":{"type":"string","minLength":1,"description":"Deal title."},"stage":{"type":"string","minLength":1,"description":"Current pipeline stage, as named in the workspace's pipeline, e.g. `qualified`, `proposal`, `won`, `lost`."},"value":{"$ref":"#/$defs/Fils","description":"Expected deal value in fils."},"type":{"description":"Type of booking the deal is for; null when not set.","anyOf":[{"$ref":"#/$defs/BookingType"},{"type":"null"}]},"leadId":{"description":"Lead the deal came from; null when it was not created from a lead.","anyOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"customer":{"description":"The customer (`{id, name}` only); null while the deal is with a prospect who is not yet a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the deal is not about a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the deal is not about a specific car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"owner":{"description":"Staff member who owns the deal; null while unassigned.","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]}}};
-const schema298 = {"type":"object","description":"A member of the workspace staff (a user of the rental platform) as embedded in event data: id and display name only, never contact details.","additionalProperties":false,"required":["id","name"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Staff member id."},"name":{"type":"string","minLength":1,"description":"Display name."}}};
+const schema289 = {"type":"object","description":"Delivery payload of `deal.created`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"deal.created","description":"Event name, always `deal.created`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/DealCreatedData","description":"Event data; see `DealCreatedData`."}},"additionalProperties":false};
+const schema292 = {"type":"object","description":"Data of `deal.created`.","required":["dealId","title","stage","value","type","leadId","customer","vehicle","fleet","owner"],"properties":{"dealId":{"$ref":"#/$defs/Uuid","description":"Deal id."},"title":{"type":"string","maxLength":200,"minLength":1,"description":"Deal title."},"stage":{"type":"string","maxLength":100,"minLength":1,"description":"Current pipeline stage, as named in the workspace's pipeline, e.g. `qualified`, `proposal`, `won`, `lost`."},"value":{"$ref":"#/$defs/Fils","description":"Expected deal value in fils."},"type":{"description":"Type of booking the deal is for; null when not set.","anyOf":[{"$ref":"#/$defs/BookingType"},{"type":"null"}]},"leadId":{"description":"Lead the deal came from; null when it was not created from a lead.","anyOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"customer":{"description":"The customer (`{id, name}` only); null while the deal is with a prospect who is not yet a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the deal is not about a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the deal is not about a specific car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"owner":{"description":"Staff member who owns the deal; null while unassigned.","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]}},"additionalProperties":false};
+const schema297 = {"type":"object","description":"A member of the workspace staff (a user of the rental platform) as embedded in event data: id and display name only, never contact details.","required":["id","name"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Staff member id."},"name":{"type":"string","maxLength":200,"minLength":1,"description":"Display name."}},"additionalProperties":false};
 
 function validate144(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -12757,9 +14136,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate144.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate144.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -12779,9 +14164,15 @@ let data1 = data.name;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 200){
+validate144.errors = [{instancePath:instancePath+"/name",schemaPath:"#/properties/name/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate144.errors = [{instancePath:instancePath+"/name",schemaPath:"#/properties/name/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -12829,7 +14220,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema293.properties, key0))){
+if(!(func1.call(schema292.properties, key0))){
 validate140.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -12843,9 +14234,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate140.errors = [{instancePath:instancePath+"/dealId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate140.errors = [{instancePath:instancePath+"/dealId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -12865,9 +14262,15 @@ let data1 = data.title;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 200){
+validate140.errors = [{instancePath:instancePath+"/title",schemaPath:"#/properties/title/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate140.errors = [{instancePath:instancePath+"/title",schemaPath:"#/properties/title/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -12886,9 +14289,15 @@ let data2 = data.stage;
 const _errs7 = errors;
 if(errors === _errs7){
 if(typeof data2 === "string"){
+if(func2(data2) > 100){
+validate140.errors = [{instancePath:instancePath+"/stage",schemaPath:"#/properties/stage/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
+return false;
+}
+else {
 if(func2(data2) < 1){
 validate140.errors = [{instancePath:instancePath+"/stage",schemaPath:"#/properties/stage/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -12912,6 +14321,11 @@ return false;
 }
 if(errors === _errs10){
 if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 > 9007199254740991 || isNaN(data3)){
+validate140.errors = [{instancePath:instancePath+"/value",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data3 < 0 || isNaN(data3)){
 validate140.errors = [{instancePath:instancePath+"/value",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -12920,6 +14334,7 @@ else {
 if(!(formats104.validate(data3))){
 validate140.errors = [{instancePath:instancePath+"/value",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -12936,8 +14351,9 @@ const _errs12 = errors;
 const _errs13 = errors;
 let valid3 = false;
 const _errs14 = errors;
-if(typeof data4 !== "string"){
-const err0 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const _errs15 = errors;
+if(!((((data4 === "daily") || (data4 === "monthly")) || (data4 === "lease")) || (data4 === "rent_to_own"))){
+const err0 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -12946,8 +14362,10 @@ vErrors.push(err0);
 }
 errors++;
 }
-if(!((((data4 === "daily") || (data4 === "monthly")) || (data4 === "lease")) || (data4 === "rent_to_own"))){
-const err1 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema236.enum},message:"must be equal to one of the allowed values"};
+if(errors === _errs15){
+if(typeof data4 === "string"){
+if(func2(data4) > 64){
+const err1 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -12956,11 +14374,9 @@ vErrors.push(err1);
 }
 errors++;
 }
-var _valid0 = _errs14 === errors;
-valid3 = valid3 || _valid0;
-const _errs17 = errors;
-if(data4 !== null){
-const err2 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+}
+else {
+const err2 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -12969,15 +14385,29 @@ vErrors.push(err2);
 }
 errors++;
 }
-var _valid0 = _errs17 === errors;
+}
+var _valid0 = _errs14 === errors;
 valid3 = valid3 || _valid0;
-if(!valid3){
-const err3 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const _errs17 = errors;
+if(data4 !== null){
+const err3 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
 vErrors = [err3];
 }
 else {
 vErrors.push(err3);
+}
+errors++;
+}
+var _valid0 = _errs17 === errors;
+valid3 = valid3 || _valid0;
+if(!valid3){
+const err4 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
 }
 errors++;
 validate140.errors = vErrors;
@@ -13010,24 +14440,36 @@ const _errs22 = errors;
 if(errors === _errs22){
 if(errors === _errs22){
 if(typeof data5 === "string"){
-if(!(formats0.test(data5))){
-const err4 = {instancePath:instancePath+"/leadId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
-}
-else {
-const err5 = {instancePath:instancePath+"/leadId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(func2(data5) > 36){
+const err5 = {instancePath:instancePath+"/leadId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"};
 if(vErrors === null){
 vErrors = [err5];
 }
 else {
 vErrors.push(err5);
+}
+errors++;
+}
+else {
+if(!(formats0.test(data5))){
+const err6 = {instancePath:instancePath+"/leadId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/leadId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
 }
 errors++;
 }
@@ -13037,24 +14479,24 @@ var _valid1 = _errs21 === errors;
 valid5 = valid5 || _valid1;
 const _errs24 = errors;
 if(data5 !== null){
-const err6 = {instancePath:instancePath+"/leadId",schemaPath:"#/properties/leadId/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err8 = {instancePath:instancePath+"/leadId",schemaPath:"#/properties/leadId/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err6];
+vErrors = [err8];
 }
 else {
-vErrors.push(err6);
+vErrors.push(err8);
 }
 errors++;
 }
 var _valid1 = _errs24 === errors;
 valid5 = valid5 || _valid1;
 if(!valid5){
-const err7 = {instancePath:instancePath+"/leadId",schemaPath:"#/properties/leadId/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err9 = {instancePath:instancePath+"/leadId",schemaPath:"#/properties/leadId/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err7];
+vErrors = [err9];
 }
 else {
-vErrors.push(err7);
+vErrors.push(err9);
 }
 errors++;
 validate140.errors = vErrors;
@@ -13091,24 +14533,24 @@ var _valid2 = _errs28 === errors;
 valid7 = valid7 || _valid2;
 const _errs29 = errors;
 if(data6 !== null){
-const err8 = {instancePath:instancePath+"/customer",schemaPath:"#/properties/customer/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err10 = {instancePath:instancePath+"/customer",schemaPath:"#/properties/customer/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err8];
+vErrors = [err10];
 }
 else {
-vErrors.push(err8);
+vErrors.push(err10);
 }
 errors++;
 }
 var _valid2 = _errs29 === errors;
 valid7 = valid7 || _valid2;
 if(!valid7){
-const err9 = {instancePath:instancePath+"/customer",schemaPath:"#/properties/customer/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err11 = {instancePath:instancePath+"/customer",schemaPath:"#/properties/customer/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err9];
+vErrors = [err11];
 }
 else {
-vErrors.push(err9);
+vErrors.push(err11);
 }
 errors++;
 validate140.errors = vErrors;
@@ -13145,24 +14587,24 @@ var _valid3 = _errs33 === errors;
 valid8 = valid8 || _valid3;
 const _errs34 = errors;
 if(data7 !== null){
-const err10 = {instancePath:instancePath+"/vehicle",schemaPath:"#/properties/vehicle/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err12 = {instancePath:instancePath+"/vehicle",schemaPath:"#/properties/vehicle/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err10];
+vErrors = [err12];
 }
 else {
-vErrors.push(err10);
+vErrors.push(err12);
 }
 errors++;
 }
 var _valid3 = _errs34 === errors;
 valid8 = valid8 || _valid3;
 if(!valid8){
-const err11 = {instancePath:instancePath+"/vehicle",schemaPath:"#/properties/vehicle/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err13 = {instancePath:instancePath+"/vehicle",schemaPath:"#/properties/vehicle/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err11];
+vErrors = [err13];
 }
 else {
-vErrors.push(err11);
+vErrors.push(err13);
 }
 errors++;
 validate140.errors = vErrors;
@@ -13199,24 +14641,24 @@ var _valid4 = _errs38 === errors;
 valid9 = valid9 || _valid4;
 const _errs39 = errors;
 if(data8 !== null){
-const err12 = {instancePath:instancePath+"/fleet",schemaPath:"#/properties/fleet/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err14 = {instancePath:instancePath+"/fleet",schemaPath:"#/properties/fleet/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err12];
+vErrors = [err14];
 }
 else {
-vErrors.push(err12);
+vErrors.push(err14);
 }
 errors++;
 }
 var _valid4 = _errs39 === errors;
 valid9 = valid9 || _valid4;
 if(!valid9){
-const err13 = {instancePath:instancePath+"/fleet",schemaPath:"#/properties/fleet/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err15 = {instancePath:instancePath+"/fleet",schemaPath:"#/properties/fleet/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err13];
+vErrors = [err15];
 }
 else {
-vErrors.push(err13);
+vErrors.push(err15);
 }
 errors++;
 validate140.errors = vErrors;
@@ -13253,24 +14695,24 @@ var _valid5 = _errs43 === errors;
 valid10 = valid10 || _valid5;
 const _errs44 = errors;
 if(data9 !== null){
-const err14 = {instancePath:instancePath+"/owner",schemaPath:"#/properties/owner/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err16 = {instancePath:instancePath+"/owner",schemaPath:"#/properties/owner/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err14];
+vErrors = [err16];
 }
 else {
-vErrors.push(err14);
+vErrors.push(err16);
 }
 errors++;
 }
 var _valid5 = _errs44 === errors;
 valid10 = valid10 || _valid5;
 if(!valid10){
-const err15 = {instancePath:instancePath+"/owner",schemaPath:"#/properties/owner/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err17 = {instancePath:instancePath+"/owner",schemaPath:"#/properties/owner/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err15];
+vErrors = [err17];
 }
 else {
-vErrors.push(err15);
+vErrors.push(err17);
 }
 errors++;
 validate140.errors = vErrors;
@@ -13349,9 +14791,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate139.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate139.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -13390,9 +14838,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate139.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate139.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -13435,8 +14889,8 @@ return errors === 0;
 validate139.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.DealStageChangedEvent = validate147;
-const schema300 = {"type":"object","description":"Delivery payload of `deal.stage_changed`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"deal.stage_changed","description":"Event name, always `deal.stage_changed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/DealStageChangedData","description":"Event data; see `DealStageChangedData`."}}};
-const schema303 = {"type":"object","description":"Data of `deal.stage_changed`: the `deal.created` fields plus `previousStage` and `changedAt`.","additionalProperties":false,"required":["dealId","title","stage","value","type","leadId","customer","vehicle","fleet","owner","previousStage","changedAt"],"properties":{"dealId":{"$ref":"#/$defs/Uuid","description":"Deal id."},"title":{"type":"string","minLength":1,"description":"Deal title."},"stage":{"type":"string","minLength":1,"description":"Current pipeline stage, as named in the workspace's pipeline, e.g. `qualified`, `proposal`, `won`, `lost`."},"value":{"$ref":"#/$defs/Fils","description":"Expected deal value in fils."},"type":{"description":"Type of booking the deal is for; null when not set.","anyOf":[{"$ref":"#/$defs/BookingType"},{"type":"null"}]},"leadId":{"description":"Lead the deal came from; null when it was not created from a lead.","anyOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"customer":{"description":"The customer (`{id, name}` only); null while the deal is with a prospect who is not yet a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the deal is not about a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the deal is not about a specific car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"owner":{"description":"Staff member who owns the deal; null while unassigned.","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]},"previousStage":{"type":"string","minLength":1,"description":"Stage the deal was in before the move."},"changedAt":{"$ref":"#/$defs/Timestamp","description":"When the stage changed."}}};
+const schema299 = {"type":"object","description":"Delivery payload of `deal.stage_changed`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"deal.stage_changed","description":"Event name, always `deal.stage_changed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/DealStageChangedData","description":"Event data; see `DealStageChangedData`."}},"additionalProperties":false};
+const schema302 = {"type":"object","description":"Data of `deal.stage_changed`: the `deal.created` fields plus `previousStage` and `changedAt`.","required":["dealId","title","stage","value","type","leadId","customer","vehicle","fleet","owner","previousStage","changedAt"],"properties":{"dealId":{"$ref":"#/$defs/Uuid","description":"Deal id."},"title":{"type":"string","maxLength":200,"minLength":1,"description":"Deal title."},"stage":{"type":"string","maxLength":100,"minLength":1,"description":"Current pipeline stage, as named in the workspace's pipeline, e.g. `qualified`, `proposal`, `won`, `lost`."},"value":{"$ref":"#/$defs/Fils","description":"Expected deal value in fils."},"type":{"description":"Type of booking the deal is for; null when not set.","anyOf":[{"$ref":"#/$defs/BookingType"},{"type":"null"}]},"leadId":{"description":"Lead the deal came from; null when it was not created from a lead.","anyOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"customer":{"description":"The customer (`{id, name}` only); null while the deal is with a prospect who is not yet a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the deal is not about a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the deal is not about a specific car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"owner":{"description":"Staff member who owns the deal; null while unassigned.","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]},"previousStage":{"type":"string","maxLength":100,"minLength":1,"description":"Stage the deal was in before the move."},"changedAt":{"$ref":"#/$defs/Timestamp","description":"When the stage changed."}},"additionalProperties":false};
 
 function validate148(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -13458,7 +14912,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema303.properties, key0))){
+if(!(func1.call(schema302.properties, key0))){
 validate148.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -13472,9 +14926,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate148.errors = [{instancePath:instancePath+"/dealId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate148.errors = [{instancePath:instancePath+"/dealId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -13494,9 +14954,15 @@ let data1 = data.title;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 200){
+validate148.errors = [{instancePath:instancePath+"/title",schemaPath:"#/properties/title/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate148.errors = [{instancePath:instancePath+"/title",schemaPath:"#/properties/title/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -13515,9 +14981,15 @@ let data2 = data.stage;
 const _errs7 = errors;
 if(errors === _errs7){
 if(typeof data2 === "string"){
+if(func2(data2) > 100){
+validate148.errors = [{instancePath:instancePath+"/stage",schemaPath:"#/properties/stage/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
+return false;
+}
+else {
 if(func2(data2) < 1){
 validate148.errors = [{instancePath:instancePath+"/stage",schemaPath:"#/properties/stage/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -13541,6 +15013,11 @@ return false;
 }
 if(errors === _errs10){
 if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 > 9007199254740991 || isNaN(data3)){
+validate148.errors = [{instancePath:instancePath+"/value",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data3 < 0 || isNaN(data3)){
 validate148.errors = [{instancePath:instancePath+"/value",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -13549,6 +15026,7 @@ else {
 if(!(formats104.validate(data3))){
 validate148.errors = [{instancePath:instancePath+"/value",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -13565,8 +15043,9 @@ const _errs12 = errors;
 const _errs13 = errors;
 let valid3 = false;
 const _errs14 = errors;
-if(typeof data4 !== "string"){
-const err0 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const _errs15 = errors;
+if(!((((data4 === "daily") || (data4 === "monthly")) || (data4 === "lease")) || (data4 === "rent_to_own"))){
+const err0 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -13575,8 +15054,10 @@ vErrors.push(err0);
 }
 errors++;
 }
-if(!((((data4 === "daily") || (data4 === "monthly")) || (data4 === "lease")) || (data4 === "rent_to_own"))){
-const err1 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema236.enum},message:"must be equal to one of the allowed values"};
+if(errors === _errs15){
+if(typeof data4 === "string"){
+if(func2(data4) > 64){
+const err1 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -13585,11 +15066,9 @@ vErrors.push(err1);
 }
 errors++;
 }
-var _valid0 = _errs14 === errors;
-valid3 = valid3 || _valid0;
-const _errs17 = errors;
-if(data4 !== null){
-const err2 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+}
+else {
+const err2 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -13598,15 +15077,29 @@ vErrors.push(err2);
 }
 errors++;
 }
-var _valid0 = _errs17 === errors;
+}
+var _valid0 = _errs14 === errors;
 valid3 = valid3 || _valid0;
-if(!valid3){
-const err3 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const _errs17 = errors;
+if(data4 !== null){
+const err3 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
 vErrors = [err3];
 }
 else {
 vErrors.push(err3);
+}
+errors++;
+}
+var _valid0 = _errs17 === errors;
+valid3 = valid3 || _valid0;
+if(!valid3){
+const err4 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
 }
 errors++;
 validate148.errors = vErrors;
@@ -13639,24 +15132,36 @@ const _errs22 = errors;
 if(errors === _errs22){
 if(errors === _errs22){
 if(typeof data5 === "string"){
-if(!(formats0.test(data5))){
-const err4 = {instancePath:instancePath+"/leadId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
-}
-else {
-const err5 = {instancePath:instancePath+"/leadId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(func2(data5) > 36){
+const err5 = {instancePath:instancePath+"/leadId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"};
 if(vErrors === null){
 vErrors = [err5];
 }
 else {
 vErrors.push(err5);
+}
+errors++;
+}
+else {
+if(!(formats0.test(data5))){
+const err6 = {instancePath:instancePath+"/leadId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/leadId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
 }
 errors++;
 }
@@ -13666,24 +15171,24 @@ var _valid1 = _errs21 === errors;
 valid5 = valid5 || _valid1;
 const _errs24 = errors;
 if(data5 !== null){
-const err6 = {instancePath:instancePath+"/leadId",schemaPath:"#/properties/leadId/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err8 = {instancePath:instancePath+"/leadId",schemaPath:"#/properties/leadId/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err6];
+vErrors = [err8];
 }
 else {
-vErrors.push(err6);
+vErrors.push(err8);
 }
 errors++;
 }
 var _valid1 = _errs24 === errors;
 valid5 = valid5 || _valid1;
 if(!valid5){
-const err7 = {instancePath:instancePath+"/leadId",schemaPath:"#/properties/leadId/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err9 = {instancePath:instancePath+"/leadId",schemaPath:"#/properties/leadId/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err7];
+vErrors = [err9];
 }
 else {
-vErrors.push(err7);
+vErrors.push(err9);
 }
 errors++;
 validate148.errors = vErrors;
@@ -13720,24 +15225,24 @@ var _valid2 = _errs28 === errors;
 valid7 = valid7 || _valid2;
 const _errs29 = errors;
 if(data6 !== null){
-const err8 = {instancePath:instancePath+"/customer",schemaPath:"#/properties/customer/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err10 = {instancePath:instancePath+"/customer",schemaPath:"#/properties/customer/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err8];
+vErrors = [err10];
 }
 else {
-vErrors.push(err8);
+vErrors.push(err10);
 }
 errors++;
 }
 var _valid2 = _errs29 === errors;
 valid7 = valid7 || _valid2;
 if(!valid7){
-const err9 = {instancePath:instancePath+"/customer",schemaPath:"#/properties/customer/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err11 = {instancePath:instancePath+"/customer",schemaPath:"#/properties/customer/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err9];
+vErrors = [err11];
 }
 else {
-vErrors.push(err9);
+vErrors.push(err11);
 }
 errors++;
 validate148.errors = vErrors;
@@ -13774,24 +15279,24 @@ var _valid3 = _errs33 === errors;
 valid8 = valid8 || _valid3;
 const _errs34 = errors;
 if(data7 !== null){
-const err10 = {instancePath:instancePath+"/vehicle",schemaPath:"#/properties/vehicle/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err12 = {instancePath:instancePath+"/vehicle",schemaPath:"#/properties/vehicle/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err10];
+vErrors = [err12];
 }
 else {
-vErrors.push(err10);
+vErrors.push(err12);
 }
 errors++;
 }
 var _valid3 = _errs34 === errors;
 valid8 = valid8 || _valid3;
 if(!valid8){
-const err11 = {instancePath:instancePath+"/vehicle",schemaPath:"#/properties/vehicle/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err13 = {instancePath:instancePath+"/vehicle",schemaPath:"#/properties/vehicle/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err11];
+vErrors = [err13];
 }
 else {
-vErrors.push(err11);
+vErrors.push(err13);
 }
 errors++;
 validate148.errors = vErrors;
@@ -13828,24 +15333,24 @@ var _valid4 = _errs38 === errors;
 valid9 = valid9 || _valid4;
 const _errs39 = errors;
 if(data8 !== null){
-const err12 = {instancePath:instancePath+"/fleet",schemaPath:"#/properties/fleet/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err14 = {instancePath:instancePath+"/fleet",schemaPath:"#/properties/fleet/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err12];
+vErrors = [err14];
 }
 else {
-vErrors.push(err12);
+vErrors.push(err14);
 }
 errors++;
 }
 var _valid4 = _errs39 === errors;
 valid9 = valid9 || _valid4;
 if(!valid9){
-const err13 = {instancePath:instancePath+"/fleet",schemaPath:"#/properties/fleet/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err15 = {instancePath:instancePath+"/fleet",schemaPath:"#/properties/fleet/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err13];
+vErrors = [err15];
 }
 else {
-vErrors.push(err13);
+vErrors.push(err15);
 }
 errors++;
 validate148.errors = vErrors;
@@ -13882,24 +15387,24 @@ var _valid5 = _errs43 === errors;
 valid10 = valid10 || _valid5;
 const _errs44 = errors;
 if(data9 !== null){
-const err14 = {instancePath:instancePath+"/owner",schemaPath:"#/properties/owner/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err16 = {instancePath:instancePath+"/owner",schemaPath:"#/properties/owner/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err14];
+vErrors = [err16];
 }
 else {
-vErrors.push(err14);
+vErrors.push(err16);
 }
 errors++;
 }
 var _valid5 = _errs44 === errors;
 valid10 = valid10 || _valid5;
 if(!valid10){
-const err15 = {instancePath:instancePath+"/owner",schemaPath:"#/properties/owner/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err17 = {instancePath:instancePath+"/owner",schemaPath:"#/properties/owner/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err15];
+vErrors = [err17];
 }
 else {
-vErrors.push(err15);
+vErrors.push(err17);
 }
 errors++;
 validate148.errors = vErrors;
@@ -13927,9 +15432,15 @@ let data10 = data.previousStage;
 const _errs46 = errors;
 if(errors === _errs46){
 if(typeof data10 === "string"){
+if(func2(data10) > 100){
+validate148.errors = [{instancePath:instancePath+"/previousStage",schemaPath:"#/properties/previousStage/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
+return false;
+}
+else {
 if(func2(data10) < 1){
 validate148.errors = [{instancePath:instancePath+"/previousStage",schemaPath:"#/properties/previousStage/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -13950,9 +15461,15 @@ const _errs49 = errors;
 if(errors === _errs49){
 if(errors === _errs49){
 if(typeof data11 === "string"){
+if(func2(data11) > 24){
+validate148.errors = [{instancePath:instancePath+"/changedAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data11))){
 validate148.errors = [{instancePath:instancePath+"/changedAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -14025,9 +15542,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate147.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate147.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -14066,9 +15589,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate147.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate147.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -14111,9 +15640,9 @@ return errors === 0;
 validate147.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.DeliveryAssignedEvent = validate154;
-const schema309 = {"type":"object","description":"Delivery payload of `delivery.assigned`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"delivery.assigned","description":"Event name, always `delivery.assigned`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/DeliveryAssignedData","description":"Event data; see `DeliveryAssignedData`."}}};
-const schema312 = {"type":"object","description":"Data of `delivery.assigned`.","additionalProperties":false,"required":["vehicleDeliveryId","direction","scheduledAt","assignee","booking","customer","vehicle","fleet"],"properties":{"vehicleDeliveryId":{"$ref":"#/$defs/Uuid","description":"Id of the vehicle delivery or collection job (not a webhook delivery id)."},"direction":{"type":"string","enum":["delivery","collection"],"description":"`delivery` take the vehicle to the customer; `collection` bring it back."},"scheduledAt":{"$ref":"#/$defs/Timestamp","description":"When the delivery or collection is scheduled."},"assignee":{"$ref":"#/$defs/StaffRef","description":"Staff member assigned to the job."},"booking":{"$ref":"#/$defs/BookingRef","description":"The booking (`{id, number}`)."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}}};
-const schema315 = {"type":"object","description":"A booking as embedded in event data: its id and its human-readable number.","additionalProperties":false,"required":["id","number"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","minLength":1,"description":"Booking number as shown to staff and customers, e.g. `BK-2026-0142`."}}};
+const schema308 = {"type":"object","description":"Delivery payload of `delivery.assigned`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"delivery.assigned","description":"Event name, always `delivery.assigned`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/DeliveryAssignedData","description":"Event data; see `DeliveryAssignedData`."}},"additionalProperties":false};
+const schema311 = {"type":"object","description":"Data of `delivery.assigned`.","required":["vehicleDeliveryId","direction","scheduledAt","assignee","booking","customer","vehicle","fleet"],"properties":{"vehicleDeliveryId":{"$ref":"#/$defs/Uuid","description":"Id of the vehicle delivery or collection job (not a webhook delivery id)."},"direction":{"type":"string","maxLength":64,"enum":["delivery","collection"],"description":"`delivery` take the vehicle to the customer; `collection` bring it back."},"scheduledAt":{"$ref":"#/$defs/Timestamp","description":"When the delivery or collection is scheduled."},"assignee":{"$ref":"#/$defs/StaffRef","description":"Staff member assigned to the job."},"booking":{"$ref":"#/$defs/BookingRef","description":"The booking (`{id, number}`)."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
+const schema314 = {"type":"object","description":"A booking as embedded in event data: its id and its human-readable number.","required":["id","number"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number as shown to staff and customers, e.g. `BK-2026-0142`."}},"additionalProperties":false};
 
 function validate157(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -14149,9 +15678,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate157.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate157.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -14171,9 +15706,15 @@ let data1 = data.number;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate157.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate157.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -14235,9 +15776,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate155.errors = [{instancePath:instancePath+"/vehicleDeliveryId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate155.errors = [{instancePath:instancePath+"/vehicleDeliveryId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -14255,13 +15802,21 @@ if(valid0){
 if(data.direction !== undefined){
 let data1 = data.direction;
 const _errs5 = errors;
-if(typeof data1 !== "string"){
+if(!((data1 === "delivery") || (data1 === "collection"))){
+validate155.errors = [{instancePath:instancePath+"/direction",schemaPath:"#/properties/direction/enum",keyword:"enum",params:{allowedValues: schema311.properties.direction.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+if(errors === _errs5){
+if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate155.errors = [{instancePath:instancePath+"/direction",schemaPath:"#/properties/direction/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
 validate155.errors = [{instancePath:instancePath+"/direction",schemaPath:"#/properties/direction/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
-if(!((data1 === "delivery") || (data1 === "collection"))){
-validate155.errors = [{instancePath:instancePath+"/direction",schemaPath:"#/properties/direction/enum",keyword:"enum",params:{allowedValues: schema312.properties.direction.enum},message:"must be equal to one of the allowed values"}];
-return false;
 }
 var valid0 = _errs5 === errors;
 }
@@ -14276,9 +15831,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate155.errors = [{instancePath:instancePath+"/scheduledAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate155.errors = [{instancePath:instancePath+"/scheduledAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -14407,9 +15968,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate154.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate154.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -14448,9 +16015,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate154.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate154.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -14493,8 +16066,8 @@ return errors === 0;
 validate154.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.DocumentEsignTimeoutEvent = validate163;
-const schema317 = {"type":"object","description":"Delivery payload of `document.esign_timeout`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"document.esign_timeout","description":"Event name, always `document.esign_timeout`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/DocumentEsignTimeoutData","description":"Event data; see `DocumentEsignTimeoutData`."}}};
-const schema320 = {"type":"object","description":"Data of `document.esign_timeout`.","additionalProperties":false,"required":["documentId","documentType","title","sentAt","expiredAt","customer","booking","vehicle","fleet"],"properties":{"documentId":{"$ref":"#/$defs/Uuid","description":"Document id."},"documentType":{"type":"string","minLength":1,"description":"Kind of document, e.g. `rental_agreement`, `lease_agreement`, `handover_report`."},"title":{"type":"string","minLength":1,"description":"Document title."},"sentAt":{"$ref":"#/$defs/Timestamp","description":"When the document was sent for signature."},"expiredAt":{"$ref":"#/$defs/Timestamp","description":"When the signing deadline passed."},"customer":{"description":"The customer (`{id, name}` only); null when the signer is not a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the document is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the document is not linked to a car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the document is not linked to a car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}}};
+const schema316 = {"type":"object","description":"Delivery payload of `document.esign_timeout`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"document.esign_timeout","description":"Event name, always `document.esign_timeout`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/DocumentEsignTimeoutData","description":"Event data; see `DocumentEsignTimeoutData`."}},"additionalProperties":false};
+const schema319 = {"type":"object","description":"Data of `document.esign_timeout`.","required":["documentId","documentType","title","sentAt","expiredAt","customer","booking","vehicle","fleet"],"properties":{"documentId":{"$ref":"#/$defs/Uuid","description":"Document id."},"documentType":{"type":"string","maxLength":100,"minLength":1,"description":"Kind of document, e.g. `rental_agreement`, `lease_agreement`, `handover_report`."},"title":{"type":"string","maxLength":200,"minLength":1,"description":"Document title."},"sentAt":{"$ref":"#/$defs/Timestamp","description":"When the document was sent for signature."},"expiredAt":{"$ref":"#/$defs/Timestamp","description":"When the signing deadline passed."},"customer":{"description":"The customer (`{id, name}` only); null when the signer is not a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the document is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the document is not linked to a car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the document is not linked to a car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate164(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -14516,7 +16089,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema320.properties, key0))){
+if(!(func1.call(schema319.properties, key0))){
 validate164.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -14530,9 +16103,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate164.errors = [{instancePath:instancePath+"/documentId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate164.errors = [{instancePath:instancePath+"/documentId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -14552,9 +16131,15 @@ let data1 = data.documentType;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 100){
+validate164.errors = [{instancePath:instancePath+"/documentType",schemaPath:"#/properties/documentType/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate164.errors = [{instancePath:instancePath+"/documentType",schemaPath:"#/properties/documentType/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -14573,9 +16158,15 @@ let data2 = data.title;
 const _errs7 = errors;
 if(errors === _errs7){
 if(typeof data2 === "string"){
+if(func2(data2) > 200){
+validate164.errors = [{instancePath:instancePath+"/title",schemaPath:"#/properties/title/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+return false;
+}
+else {
 if(func2(data2) < 1){
 validate164.errors = [{instancePath:instancePath+"/title",schemaPath:"#/properties/title/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -14596,9 +16187,15 @@ const _errs10 = errors;
 if(errors === _errs10){
 if(errors === _errs10){
 if(typeof data3 === "string"){
+if(func2(data3) > 24){
+validate164.errors = [{instancePath:instancePath+"/sentAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data3))){
 validate164.errors = [{instancePath:instancePath+"/sentAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -14620,9 +16217,15 @@ const _errs13 = errors;
 if(errors === _errs13){
 if(errors === _errs13){
 if(typeof data4 === "string"){
+if(func2(data4) > 24){
+validate164.errors = [{instancePath:instancePath+"/expiredAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data4))){
 validate164.errors = [{instancePath:instancePath+"/expiredAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -14908,9 +16511,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate163.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate163.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -14949,9 +16558,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate163.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate163.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -14994,9 +16609,9 @@ return errors === 0;
 validate163.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.FineCreatedEvent = validate170;
-const schema324 = {"type":"object","description":"Delivery payload of `fine.created`.","additionalProperties":false,"required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"fine.created","description":"Event name, always `fine.created`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","minLength":1,"description":"Names the occurrence this event reports, as `fine.created:<fineId>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/FineCreatedData","description":"Event data; see `FineCreatedData`."}}};
-const schema327 = {"type":"object","description":"Data of `fine.created`.","additionalProperties":false,"required":["fineId","kind","type","date","amount","authority","violation","number","status","customer","booking","vehicle","fleet"],"properties":{"fineId":{"$ref":"#/$defs/Uuid","description":"Fine id."},"kind":{"type":"string","enum":["fine","toll"],"description":"`fine` a traffic fine; `toll` a road toll (such as Salik)."},"type":{"type":"string","minLength":1,"description":"Category of the fine or toll as recorded, e.g. `speeding`, `parking`, `salik`."},"date":{"$ref":"#/$defs/LocalDate","description":"Date the offence or toll crossing happened (local calendar date)."},"amount":{"$ref":"#/$defs/Fils","description":"Amount in fils."},"authority":{"type":"string","minLength":1,"description":"Issuing authority, e.g. `Dubai Police`, `RTA`."},"violation":{"type":["string","null"],"minLength":1,"description":"Violation text as given by the authority; null when none was recorded."},"number":{"type":"string","minLength":1,"description":"The authority's reference number for the fine or toll."},"status":{"type":"string","minLength":1,"description":"Status of the fine as recorded by the platform, e.g. `unpaid`, `paid`, `disputed`."},"customer":{"description":"The customer (`{id, name}` only); null when no customer has been identified.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the fine is not matched to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}}};
-const schema329 = {"type":"string","format":"date","description":"A plain date, YYYY-MM-DD, on the workspace's local calendar.","example":"2026-11-22"};
+const schema323 = {"type":"object","description":"Delivery payload of `fine.created`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"fine.created","description":"Event name, always `fine.created`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `fine.created:<fineId>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/FineCreatedData","description":"Event data; see `FineCreatedData`."}},"additionalProperties":false};
+const schema326 = {"type":"object","description":"Data of `fine.created`.","required":["fineId","kind","type","date","amount","authority","violation","number","status","customer","booking","vehicle","fleet"],"properties":{"fineId":{"$ref":"#/$defs/Uuid","description":"Fine id."},"kind":{"type":"string","maxLength":64,"enum":["fine","toll"],"description":"`fine` a traffic fine; `toll` a road toll (such as Salik)."},"type":{"type":"string","maxLength":100,"minLength":1,"description":"Category of the fine or toll as recorded, e.g. `speeding`, `parking`, `salik`."},"date":{"$ref":"#/$defs/LocalDate","description":"Date the offence or toll crossing happened (local calendar date)."},"amount":{"$ref":"#/$defs/Fils","description":"Amount in fils."},"authority":{"type":"string","maxLength":200,"minLength":1,"description":"Issuing authority, e.g. `Dubai Police`, `RTA`."},"violation":{"type":["string","null"],"maxLength":500,"minLength":1,"description":"Violation text as given by the authority; null when none was recorded."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"The authority's reference number for the fine or toll."},"status":{"type":"string","maxLength":64,"minLength":1,"description":"Status of the fine as recorded by the platform, e.g. `unpaid`, `paid`, `disputed`."},"customer":{"description":"The customer (`{id, name}` only); null when no customer has been identified.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the fine is not matched to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
+const schema328 = {"type":"string","format":"date","maxLength":10,"description":"A plain date, YYYY-MM-DD, on the workspace's local calendar.","example":"2026-11-22"};
 
 function validate171(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -15018,7 +16633,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema327.properties, key0))){
+if(!(func1.call(schema326.properties, key0))){
 validate171.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -15032,9 +16647,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate171.errors = [{instancePath:instancePath+"/fineId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate171.errors = [{instancePath:instancePath+"/fineId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -15052,13 +16673,21 @@ if(valid0){
 if(data.kind !== undefined){
 let data1 = data.kind;
 const _errs5 = errors;
-if(typeof data1 !== "string"){
+if(!((data1 === "fine") || (data1 === "toll"))){
+validate171.errors = [{instancePath:instancePath+"/kind",schemaPath:"#/properties/kind/enum",keyword:"enum",params:{allowedValues: schema326.properties.kind.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+if(errors === _errs5){
+if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate171.errors = [{instancePath:instancePath+"/kind",schemaPath:"#/properties/kind/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
 validate171.errors = [{instancePath:instancePath+"/kind",schemaPath:"#/properties/kind/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
-if(!((data1 === "fine") || (data1 === "toll"))){
-validate171.errors = [{instancePath:instancePath+"/kind",schemaPath:"#/properties/kind/enum",keyword:"enum",params:{allowedValues: schema327.properties.kind.enum},message:"must be equal to one of the allowed values"}];
-return false;
 }
 var valid0 = _errs5 === errors;
 }
@@ -15071,9 +16700,15 @@ let data2 = data.type;
 const _errs7 = errors;
 if(errors === _errs7){
 if(typeof data2 === "string"){
+if(func2(data2) > 100){
+validate171.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
+return false;
+}
+else {
 if(func2(data2) < 1){
 validate171.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -15094,9 +16729,15 @@ const _errs10 = errors;
 if(errors === _errs10){
 if(errors === _errs10){
 if(typeof data3 === "string"){
+if(func2(data3) > 10){
+validate171.errors = [{instancePath:instancePath+"/date",schemaPath:"#/$defs/LocalDate/maxLength",keyword:"maxLength",params:{limit: 10},message:"must NOT have more than 10 characters"}];
+return false;
+}
+else {
 if(!(formats22.validate(data3))){
 validate171.errors = [{instancePath:instancePath+"/date",schemaPath:"#/$defs/LocalDate/format",keyword:"format",params:{format: "date"},message:"must match format \""+"date"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -15121,6 +16762,11 @@ return false;
 }
 if(errors === _errs13){
 if((typeof data4 == "number") && (isFinite(data4))){
+if(data4 > 9007199254740991 || isNaN(data4)){
+validate171.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data4 < 0 || isNaN(data4)){
 validate171.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -15129,6 +16775,7 @@ else {
 if(!(formats104.validate(data4))){
 validate171.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -15144,9 +16791,15 @@ let data5 = data.authority;
 const _errs15 = errors;
 if(errors === _errs15){
 if(typeof data5 === "string"){
+if(func2(data5) > 200){
+validate171.errors = [{instancePath:instancePath+"/authority",schemaPath:"#/properties/authority/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+return false;
+}
+else {
 if(func2(data5) < 1){
 validate171.errors = [{instancePath:instancePath+"/authority",schemaPath:"#/properties/authority/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -15164,14 +16817,20 @@ if(data.violation !== undefined){
 let data6 = data.violation;
 const _errs17 = errors;
 if((typeof data6 !== "string") && (data6 !== null)){
-validate171.errors = [{instancePath:instancePath+"/violation",schemaPath:"#/properties/violation/type",keyword:"type",params:{type: schema327.properties.violation.type},message:"must be string,null"}];
+validate171.errors = [{instancePath:instancePath+"/violation",schemaPath:"#/properties/violation/type",keyword:"type",params:{type: schema326.properties.violation.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs17){
 if(typeof data6 === "string"){
+if(func2(data6) > 500){
+validate171.errors = [{instancePath:instancePath+"/violation",schemaPath:"#/properties/violation/maxLength",keyword:"maxLength",params:{limit: 500},message:"must NOT have more than 500 characters"}];
+return false;
+}
+else {
 if(func2(data6) < 1){
 validate171.errors = [{instancePath:instancePath+"/violation",schemaPath:"#/properties/violation/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 }
@@ -15186,9 +16845,15 @@ let data7 = data.number;
 const _errs19 = errors;
 if(errors === _errs19){
 if(typeof data7 === "string"){
+if(func2(data7) > 64){
+validate171.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data7) < 1){
 validate171.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -15207,9 +16872,15 @@ let data8 = data.status;
 const _errs21 = errors;
 if(errors === _errs21){
 if(typeof data8 === "string"){
+if(func2(data8) > 64){
+validate171.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data8) < 1){
 validate171.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -15414,9 +17085,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate170.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate170.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -15455,9 +17132,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate170.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate170.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -15477,9 +17160,15 @@ let data3 = data.dedupeKey;
 const _errs10 = errors;
 if(errors === _errs10){
 if(typeof data3 === "string"){
+if(func2(data3) > 255){
+validate170.errors = [{instancePath:instancePath+"/dedupeKey",schemaPath:"#/properties/dedupeKey/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"}];
+return false;
+}
+else {
 if(func2(data3) < 1){
 validate170.errors = [{instancePath:instancePath+"/dedupeKey",schemaPath:"#/properties/dedupeKey/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -15522,8 +17211,8 @@ return errors === 0;
 validate170.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InboxAssignedEvent = validate177;
-const schema331 = {"type":"object","description":"Delivery payload of `inbox.assigned`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"inbox.assigned","description":"Event name, always `inbox.assigned`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InboxAssignedData","description":"Event data; see `InboxAssignedData`."}}};
-const schema334 = {"type":"object","description":"Data of `inbox.assigned`.","additionalProperties":false,"required":["conversationId","channel","assignee","customer","booking","vehicle","fleet"],"properties":{"conversationId":{"$ref":"#/$defs/Uuid","description":"Conversation id."},"channel":{"type":"string","minLength":1,"description":"Channel of the conversation, e.g. `whatsapp`, `email`, `sms`, `webchat`."},"assignee":{"$ref":"#/$defs/StaffRef","description":"Staff member the conversation is now assigned to."},"customer":{"description":"The customer (`{id, name}` only); null when the conversation is not matched to a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the conversation is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the conversation is not linked to a car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the conversation is not linked to a car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}}};
+const schema330 = {"type":"object","description":"Delivery payload of `inbox.assigned`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"inbox.assigned","description":"Event name, always `inbox.assigned`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InboxAssignedData","description":"Event data; see `InboxAssignedData`."}},"additionalProperties":false};
+const schema333 = {"type":"object","description":"Data of `inbox.assigned`.","required":["conversationId","channel","assignee","customer","booking","vehicle","fleet"],"properties":{"conversationId":{"$ref":"#/$defs/Uuid","description":"Conversation id."},"channel":{"type":"string","maxLength":100,"minLength":1,"description":"Channel of the conversation, e.g. `whatsapp`, `email`, `sms`, `webchat`."},"assignee":{"$ref":"#/$defs/StaffRef","description":"Staff member the conversation is now assigned to."},"customer":{"description":"The customer (`{id, name}` only); null when the conversation is not matched to a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the conversation is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the conversation is not linked to a car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the conversation is not linked to a car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate178(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -15559,9 +17248,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate178.errors = [{instancePath:instancePath+"/conversationId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate178.errors = [{instancePath:instancePath+"/conversationId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -15581,9 +17276,15 @@ let data1 = data.channel;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 100){
+validate178.errors = [{instancePath:instancePath+"/channel",schemaPath:"#/properties/channel/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate178.errors = [{instancePath:instancePath+"/channel",schemaPath:"#/properties/channel/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -15878,9 +17579,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate177.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate177.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -15919,9 +17626,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate177.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate177.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -15964,8 +17677,8 @@ return errors === 0;
 validate177.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InboxMessageReceivedEvent = validate185;
-const schema336 = {"type":"object","description":"Delivery payload of `inbox.message_received`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"inbox.message_received","description":"Event name, always `inbox.message_received`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InboxMessageReceivedData","description":"Event data; see `InboxMessageReceivedData`."}}};
-const schema339 = {"type":"object","description":"Data of `inbox.message_received`.","additionalProperties":false,"required":["conversationId","messageId","channel","receivedAt","customer","assignee","booking","vehicle","fleet"],"properties":{"conversationId":{"$ref":"#/$defs/Uuid","description":"Conversation id."},"messageId":{"$ref":"#/$defs/Uuid","description":"Message id."},"channel":{"type":"string","minLength":1,"description":"Channel the message came in on, e.g. `whatsapp`, `email`, `sms`, `webchat`."},"receivedAt":{"$ref":"#/$defs/Timestamp","description":"When the message was received."},"customer":{"description":"The customer (`{id, name}` only); null when the sender is not matched to a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"assignee":{"description":"Staff member the conversation is assigned to; null while unassigned.","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the conversation is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the conversation is not linked to a car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the conversation is not linked to a car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}}};
+const schema335 = {"type":"object","description":"Delivery payload of `inbox.message_received`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"inbox.message_received","description":"Event name, always `inbox.message_received`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InboxMessageReceivedData","description":"Event data; see `InboxMessageReceivedData`."}},"additionalProperties":false};
+const schema338 = {"type":"object","description":"Data of `inbox.message_received`.","required":["conversationId","messageId","channel","receivedAt","customer","assignee","booking","vehicle","fleet"],"properties":{"conversationId":{"$ref":"#/$defs/Uuid","description":"Conversation id."},"messageId":{"$ref":"#/$defs/Uuid","description":"Message id."},"channel":{"type":"string","maxLength":100,"minLength":1,"description":"Channel the message came in on, e.g. `whatsapp`, `email`, `sms`, `webchat`."},"receivedAt":{"$ref":"#/$defs/Timestamp","description":"When the message was received."},"customer":{"description":"The customer (`{id, name}` only); null when the sender is not matched to a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"assignee":{"description":"Staff member the conversation is assigned to; null while unassigned.","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the conversation is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the conversation is not linked to a car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the conversation is not linked to a car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate186(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -15987,7 +17700,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema339.properties, key0))){
+if(!(func1.call(schema338.properties, key0))){
 validate186.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -16001,9 +17714,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate186.errors = [{instancePath:instancePath+"/conversationId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate186.errors = [{instancePath:instancePath+"/conversationId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -16025,9 +17744,15 @@ const _errs6 = errors;
 if(errors === _errs6){
 if(errors === _errs6){
 if(typeof data1 === "string"){
+if(func2(data1) > 36){
+validate186.errors = [{instancePath:instancePath+"/messageId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data1))){
 validate186.errors = [{instancePath:instancePath+"/messageId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -16047,9 +17772,15 @@ let data2 = data.channel;
 const _errs8 = errors;
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 100){
+validate186.errors = [{instancePath:instancePath+"/channel",schemaPath:"#/properties/channel/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
+return false;
+}
+else {
 if(func2(data2) < 1){
 validate186.errors = [{instancePath:instancePath+"/channel",schemaPath:"#/properties/channel/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -16070,9 +17801,15 @@ const _errs11 = errors;
 if(errors === _errs11){
 if(errors === _errs11){
 if(typeof data3 === "string"){
+if(func2(data3) > 24){
+validate186.errors = [{instancePath:instancePath+"/receivedAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data3))){
 validate186.errors = [{instancePath:instancePath+"/receivedAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -16412,9 +18149,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate185.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate185.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -16453,9 +18196,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate185.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate185.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -16498,9 +18247,9 @@ return errors === 0;
 validate185.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InstallmentDueSoonEvent = validate193;
-const schema343 = {"type":"object","description":"Delivery payload of `installment.due_soon`.","additionalProperties":false,"required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"installment.due_soon","description":"Event name, always `installment.due_soon`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","minLength":1,"description":"Names the occurrence this event reports, as `installment.due_soon:<installmentId>:<dueDate>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InstallmentDueSoonData","description":"Event data; see `InstallmentDueSoonData`."}}};
-const schema346 = {"type":"object","description":"Data of `installment.due_soon`.","additionalProperties":false,"required":["installmentId","bookingId","bookingNumber","number","of","dueDate","amount","invoice","customer","vehicle","fleet","daysToDue"],"properties":{"installmentId":{"$ref":"#/$defs/Uuid","description":"Installment id."},"bookingId":{"$ref":"#/$defs/Uuid","description":"Id of the monthly, lease or rent-to-own booking the installment belongs to."},"bookingNumber":{"type":"string","minLength":1,"description":"Number of that booking, e.g. `BK-2026-0099`."},"number":{"type":"integer","description":"Position of this installment in the schedule, 1-based.","minimum":1},"of":{"type":"integer","description":"Number of installments in the schedule.","minimum":1},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"amount":{"$ref":"#/$defs/Fils","description":"Installment amount in fils, VAT included."},"invoice":{"description":"Invoice raised for the installment (`{id, number}`); null when none has been raised yet.","anyOf":[{"$ref":"#/$defs/InvoiceRef"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"daysToDue":{"type":"integer","description":"Whole local days from today to `dueDate` (0 = due today).","minimum":0,"maximum":60}}};
-const schema351 = {"type":"object","description":"An invoice as embedded in event data: its id and its number.","additionalProperties":false,"required":["id","number"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Invoice id."},"number":{"type":"string","minLength":1,"description":"Invoice number, e.g. `INV-2026-0318`."}}};
+const schema342 = {"type":"object","description":"Delivery payload of `installment.due_soon`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"installment.due_soon","description":"Event name, always `installment.due_soon`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `installment.due_soon:<installmentId>:<dueDate>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InstallmentDueSoonData","description":"Event data; see `InstallmentDueSoonData`."}},"additionalProperties":false};
+const schema345 = {"type":"object","description":"Data of `installment.due_soon`.","required":["installmentId","bookingId","bookingNumber","number","of","dueDate","amount","invoice","customer","vehicle","fleet","daysToDue"],"properties":{"installmentId":{"$ref":"#/$defs/Uuid","description":"Installment id."},"bookingId":{"$ref":"#/$defs/Uuid","description":"Id of the monthly, lease or rent-to-own booking the installment belongs to."},"bookingNumber":{"type":"string","maxLength":64,"minLength":1,"description":"Number of that booking, e.g. `BK-2026-0099`."},"number":{"type":"integer","format":"int32","maximum":2147483647,"description":"Position of this installment in the schedule, 1-based.","minimum":1},"of":{"type":"integer","format":"int32","maximum":1200,"description":"Number of installments in the schedule.","minimum":1},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"amount":{"$ref":"#/$defs/Fils","description":"Installment amount in fils, VAT included."},"invoice":{"description":"Invoice raised for the installment (`{id, number}`); null when none has been raised yet.","anyOf":[{"$ref":"#/$defs/InvoiceRef"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"daysToDue":{"type":"integer","format":"int32","description":"Whole local days from today to `dueDate` (0 = due today).","minimum":0,"maximum":60}},"additionalProperties":false};
+const schema350 = {"type":"object","description":"An invoice as embedded in event data: its id and its number.","required":["id","number"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Invoice id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Invoice number, e.g. `INV-2026-0318`."}},"additionalProperties":false};
 
 function validate195(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -16536,9 +18285,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate195.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate195.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -16558,9 +18313,15 @@ let data1 = data.number;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate195.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate195.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -16608,7 +18369,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema346.properties, key0))){
+if(!(func1.call(schema345.properties, key0))){
 validate194.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -16622,9 +18383,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate194.errors = [{instancePath:instancePath+"/installmentId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate194.errors = [{instancePath:instancePath+"/installmentId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -16646,9 +18413,15 @@ const _errs6 = errors;
 if(errors === _errs6){
 if(errors === _errs6){
 if(typeof data1 === "string"){
+if(func2(data1) > 36){
+validate194.errors = [{instancePath:instancePath+"/bookingId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data1))){
 validate194.errors = [{instancePath:instancePath+"/bookingId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -16668,9 +18441,15 @@ let data2 = data.bookingNumber;
 const _errs8 = errors;
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate194.errors = [{instancePath:instancePath+"/bookingNumber",schemaPath:"#/properties/bookingNumber/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data2) < 1){
 validate194.errors = [{instancePath:instancePath+"/bookingNumber",schemaPath:"#/properties/bookingNumber/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -16693,9 +18472,21 @@ return false;
 }
 if(errors === _errs10){
 if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 > 2147483647 || isNaN(data3)){
+validate194.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+return false;
+}
+else {
 if(data3 < 1 || isNaN(data3)){
 validate194.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
+}
+else {
+if(!(formats128.validate(data3))){
+validate194.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -16714,9 +18505,21 @@ return false;
 }
 if(errors === _errs12){
 if((typeof data4 == "number") && (isFinite(data4))){
+if(data4 > 1200 || isNaN(data4)){
+validate194.errors = [{instancePath:instancePath+"/of",schemaPath:"#/properties/of/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1200},message:"must be <= 1200"}];
+return false;
+}
+else {
 if(data4 < 1 || isNaN(data4)){
 validate194.errors = [{instancePath:instancePath+"/of",schemaPath:"#/properties/of/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
+}
+else {
+if(!(formats128.validate(data4))){
+validate194.errors = [{instancePath:instancePath+"/of",schemaPath:"#/properties/of/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -16733,9 +18536,15 @@ const _errs15 = errors;
 if(errors === _errs15){
 if(errors === _errs15){
 if(typeof data5 === "string"){
+if(func2(data5) > 10){
+validate194.errors = [{instancePath:instancePath+"/dueDate",schemaPath:"#/$defs/LocalDate/maxLength",keyword:"maxLength",params:{limit: 10},message:"must NOT have more than 10 characters"}];
+return false;
+}
+else {
 if(!(formats22.validate(data5))){
 validate194.errors = [{instancePath:instancePath+"/dueDate",schemaPath:"#/$defs/LocalDate/format",keyword:"format",params:{format: "date"},message:"must match format \""+"date"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -16760,6 +18569,11 @@ return false;
 }
 if(errors === _errs18){
 if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 > 9007199254740991 || isNaN(data6)){
+validate194.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data6 < 0 || isNaN(data6)){
 validate194.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -16768,6 +18582,7 @@ else {
 if(!(formats104.validate(data6))){
 validate194.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -16886,6 +18701,12 @@ if(data11 < 0 || isNaN(data11)){
 validate194.errors = [{instancePath:instancePath+"/daysToDue",schemaPath:"#/properties/daysToDue/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
 }
+else {
+if(!(formats128.validate(data11))){
+validate194.errors = [{instancePath:instancePath+"/daysToDue",schemaPath:"#/properties/daysToDue/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -16953,9 +18774,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate193.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate193.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -16994,9 +18821,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate193.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate193.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -17016,9 +18849,15 @@ let data3 = data.dedupeKey;
 const _errs10 = errors;
 if(errors === _errs10){
 if(typeof data3 === "string"){
+if(func2(data3) > 255){
+validate193.errors = [{instancePath:instancePath+"/dedupeKey",schemaPath:"#/properties/dedupeKey/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"}];
+return false;
+}
+else {
 if(func2(data3) < 1){
 validate193.errors = [{instancePath:instancePath+"/dedupeKey",schemaPath:"#/properties/dedupeKey/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -17061,8 +18900,8 @@ return errors === 0;
 validate193.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InstallmentOverdueEvent = validate201;
-const schema353 = {"type":"object","description":"Delivery payload of `installment.overdue`.","additionalProperties":false,"required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"installment.overdue","description":"Event name, always `installment.overdue`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","minLength":1,"description":"Names the occurrence this event reports, as `installment.overdue:<installmentId>:<milestone>` (milestone 1, 7 or 30); the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InstallmentOverdueData","description":"Event data; see `InstallmentOverdueData`."}}};
-const schema356 = {"type":"object","description":"Data of `installment.overdue`: the `installment.due_soon` fields plus `daysOverdue`.","additionalProperties":false,"required":["installmentId","bookingId","bookingNumber","number","of","dueDate","amount","invoice","customer","vehicle","fleet","daysToDue","daysOverdue"],"properties":{"installmentId":{"$ref":"#/$defs/Uuid","description":"Installment id."},"bookingId":{"$ref":"#/$defs/Uuid","description":"Id of the monthly, lease or rent-to-own booking the installment belongs to."},"bookingNumber":{"type":"string","minLength":1,"description":"Number of that booking, e.g. `BK-2026-0099`."},"number":{"type":"integer","description":"Position of this installment in the schedule, 1-based.","minimum":1},"of":{"type":"integer","description":"Number of installments in the schedule.","minimum":1},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"amount":{"$ref":"#/$defs/Fils","description":"Installment amount in fils, VAT included."},"invoice":{"description":"Invoice raised for the installment (`{id, number}`); null when none has been raised yet.","anyOf":[{"$ref":"#/$defs/InvoiceRef"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"daysToDue":{"type":"integer","description":"Whole local days from today to `dueDate`: negative for an overdue installment, always equal to `-daysOverdue`.","maximum":-1},"daysOverdue":{"type":"integer","description":"Whole local days since `dueDate` (1, 7 or 30, or the true count when a milestone was sent late).","minimum":1}}};
+const schema352 = {"type":"object","description":"Delivery payload of `installment.overdue`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"installment.overdue","description":"Event name, always `installment.overdue`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `installment.overdue:<installmentId>:<milestone>` (milestone 1, 7 or 30); the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InstallmentOverdueData","description":"Event data; see `InstallmentOverdueData`."}},"additionalProperties":false};
+const schema355 = {"type":"object","description":"Data of `installment.overdue`: the `installment.due_soon` fields plus `daysOverdue`.","required":["installmentId","bookingId","bookingNumber","number","of","dueDate","amount","invoice","customer","vehicle","fleet","daysToDue","daysOverdue"],"properties":{"installmentId":{"$ref":"#/$defs/Uuid","description":"Installment id."},"bookingId":{"$ref":"#/$defs/Uuid","description":"Id of the monthly, lease or rent-to-own booking the installment belongs to."},"bookingNumber":{"type":"string","maxLength":64,"minLength":1,"description":"Number of that booking, e.g. `BK-2026-0099`."},"number":{"type":"integer","format":"int32","maximum":2147483647,"description":"Position of this installment in the schedule, 1-based.","minimum":1},"of":{"type":"integer","format":"int32","maximum":1200,"description":"Number of installments in the schedule.","minimum":1},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"amount":{"$ref":"#/$defs/Fils","description":"Installment amount in fils, VAT included."},"invoice":{"description":"Invoice raised for the installment (`{id, number}`); null when none has been raised yet.","anyOf":[{"$ref":"#/$defs/InvoiceRef"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"daysToDue":{"type":"integer","format":"int32","minimum":-36500,"description":"Whole local days from today to `dueDate`: negative for an overdue installment, always equal to `-daysOverdue`.","maximum":-1},"daysOverdue":{"type":"integer","format":"int32","maximum":36500,"description":"Whole local days since `dueDate` (1, 7 or 30, or the true count when a milestone was sent late).","minimum":1}},"additionalProperties":false};
 
 function validate202(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -17084,7 +18923,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema356.properties, key0))){
+if(!(func1.call(schema355.properties, key0))){
 validate202.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -17098,9 +18937,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate202.errors = [{instancePath:instancePath+"/installmentId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate202.errors = [{instancePath:instancePath+"/installmentId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -17122,9 +18967,15 @@ const _errs6 = errors;
 if(errors === _errs6){
 if(errors === _errs6){
 if(typeof data1 === "string"){
+if(func2(data1) > 36){
+validate202.errors = [{instancePath:instancePath+"/bookingId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data1))){
 validate202.errors = [{instancePath:instancePath+"/bookingId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -17144,9 +18995,15 @@ let data2 = data.bookingNumber;
 const _errs8 = errors;
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate202.errors = [{instancePath:instancePath+"/bookingNumber",schemaPath:"#/properties/bookingNumber/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data2) < 1){
 validate202.errors = [{instancePath:instancePath+"/bookingNumber",schemaPath:"#/properties/bookingNumber/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -17169,9 +19026,21 @@ return false;
 }
 if(errors === _errs10){
 if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 > 2147483647 || isNaN(data3)){
+validate202.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+return false;
+}
+else {
 if(data3 < 1 || isNaN(data3)){
 validate202.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
+}
+else {
+if(!(formats128.validate(data3))){
+validate202.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -17190,9 +19059,21 @@ return false;
 }
 if(errors === _errs12){
 if((typeof data4 == "number") && (isFinite(data4))){
+if(data4 > 1200 || isNaN(data4)){
+validate202.errors = [{instancePath:instancePath+"/of",schemaPath:"#/properties/of/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1200},message:"must be <= 1200"}];
+return false;
+}
+else {
 if(data4 < 1 || isNaN(data4)){
 validate202.errors = [{instancePath:instancePath+"/of",schemaPath:"#/properties/of/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
+}
+else {
+if(!(formats128.validate(data4))){
+validate202.errors = [{instancePath:instancePath+"/of",schemaPath:"#/properties/of/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -17209,9 +19090,15 @@ const _errs15 = errors;
 if(errors === _errs15){
 if(errors === _errs15){
 if(typeof data5 === "string"){
+if(func2(data5) > 10){
+validate202.errors = [{instancePath:instancePath+"/dueDate",schemaPath:"#/$defs/LocalDate/maxLength",keyword:"maxLength",params:{limit: 10},message:"must NOT have more than 10 characters"}];
+return false;
+}
+else {
 if(!(formats22.validate(data5))){
 validate202.errors = [{instancePath:instancePath+"/dueDate",schemaPath:"#/$defs/LocalDate/format",keyword:"format",params:{format: "date"},message:"must match format \""+"date"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -17236,6 +19123,11 @@ return false;
 }
 if(errors === _errs18){
 if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 > 9007199254740991 || isNaN(data6)){
+validate202.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data6 < 0 || isNaN(data6)){
 validate202.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -17244,6 +19136,7 @@ else {
 if(!(formats104.validate(data6))){
 validate202.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -17357,6 +19250,18 @@ if(data11 > -1 || isNaN(data11)){
 validate202.errors = [{instancePath:instancePath+"/daysToDue",schemaPath:"#/properties/daysToDue/maximum",keyword:"maximum",params:{comparison: "<=", limit: -1},message:"must be <= -1"}];
 return false;
 }
+else {
+if(data11 < -36500 || isNaN(data11)){
+validate202.errors = [{instancePath:instancePath+"/daysToDue",schemaPath:"#/properties/daysToDue/minimum",keyword:"minimum",params:{comparison: ">=", limit: -36500},message:"must be >= -36500"}];
+return false;
+}
+else {
+if(!(formats128.validate(data11))){
+validate202.errors = [{instancePath:instancePath+"/daysToDue",schemaPath:"#/properties/daysToDue/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
+}
 }
 }
 var valid0 = _errs28 === errors;
@@ -17374,9 +19279,21 @@ return false;
 }
 if(errors === _errs30){
 if((typeof data12 == "number") && (isFinite(data12))){
+if(data12 > 36500 || isNaN(data12)){
+validate202.errors = [{instancePath:instancePath+"/daysOverdue",schemaPath:"#/properties/daysOverdue/maximum",keyword:"maximum",params:{comparison: "<=", limit: 36500},message:"must be <= 36500"}];
+return false;
+}
+else {
 if(data12 < 1 || isNaN(data12)){
 validate202.errors = [{instancePath:instancePath+"/daysOverdue",schemaPath:"#/properties/daysOverdue/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
+}
+else {
+if(!(formats128.validate(data12))){
+validate202.errors = [{instancePath:instancePath+"/daysOverdue",schemaPath:"#/properties/daysOverdue/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -17445,9 +19362,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate201.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate201.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -17486,9 +19409,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate201.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate201.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -17508,9 +19437,15 @@ let data3 = data.dedupeKey;
 const _errs10 = errors;
 if(errors === _errs10){
 if(typeof data3 === "string"){
+if(func2(data3) > 255){
+validate201.errors = [{instancePath:instancePath+"/dedupeKey",schemaPath:"#/properties/dedupeKey/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"}];
+return false;
+}
+else {
 if(func2(data3) < 1){
 validate201.errors = [{instancePath:instancePath+"/dedupeKey",schemaPath:"#/properties/dedupeKey/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -17553,8 +19488,8 @@ return errors === 0;
 validate201.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.IntegrationFailedEvent = validate208;
-const schema361 = {"type":"object","description":"Delivery payload of `integration.failed`.","additionalProperties":false,"required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"integration.failed","description":"Event name, always `integration.failed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","minLength":1,"description":"Names the occurrence this event reports, as `integration.failed:<integrationId>:<local date>` for the sweep's daily events; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/IntegrationFailedData","description":"Event data; see `IntegrationFailedData`."}}};
-const schema364 = {"type":"object","description":"Data of `integration.failed`.","additionalProperties":false,"required":["integration","detail","hint","failingSince"],"properties":{"integration":{"type":"string","minLength":1,"description":"Name of the integration, e.g. `esign`, `accounting`, `payment_gateway`, `whatsapp`."},"detail":{"type":"string","minLength":1,"description":"The provider's own error wording, verbatim."},"hint":{"type":"string","minLength":1,"description":"What to do to fix it."},"failingSince":{"$ref":"#/$defs/Timestamp","description":"When the integration started failing."}}};
+const schema360 = {"type":"object","description":"Delivery payload of `integration.failed`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"integration.failed","description":"Event name, always `integration.failed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `integration.failed:<integrationId>:<local date>` for the sweep's daily events; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/IntegrationFailedData","description":"Event data; see `IntegrationFailedData`."}},"additionalProperties":false};
+const schema363 = {"type":"object","description":"Data of `integration.failed`.","required":["integration","detail","hint","failingSince"],"properties":{"integration":{"type":"string","maxLength":100,"minLength":1,"description":"Name of the integration, e.g. `esign`, `accounting`, `payment_gateway`, `whatsapp`."},"detail":{"type":"string","maxLength":2000,"minLength":1,"description":"The provider's own error wording, verbatim."},"hint":{"type":"string","maxLength":2000,"minLength":1,"description":"What to do to fix it."},"failingSince":{"$ref":"#/$defs/Timestamp","description":"When the integration started failing."}},"additionalProperties":false};
 
 function validate209(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -17588,9 +19523,15 @@ let data0 = data.integration;
 const _errs2 = errors;
 if(errors === _errs2){
 if(typeof data0 === "string"){
+if(func2(data0) > 100){
+validate209.errors = [{instancePath:instancePath+"/integration",schemaPath:"#/properties/integration/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
+return false;
+}
+else {
 if(func2(data0) < 1){
 validate209.errors = [{instancePath:instancePath+"/integration",schemaPath:"#/properties/integration/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -17609,9 +19550,15 @@ let data1 = data.detail;
 const _errs4 = errors;
 if(errors === _errs4){
 if(typeof data1 === "string"){
+if(func2(data1) > 2000){
+validate209.errors = [{instancePath:instancePath+"/detail",schemaPath:"#/properties/detail/maxLength",keyword:"maxLength",params:{limit: 2000},message:"must NOT have more than 2000 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate209.errors = [{instancePath:instancePath+"/detail",schemaPath:"#/properties/detail/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -17630,9 +19577,15 @@ let data2 = data.hint;
 const _errs6 = errors;
 if(errors === _errs6){
 if(typeof data2 === "string"){
+if(func2(data2) > 2000){
+validate209.errors = [{instancePath:instancePath+"/hint",schemaPath:"#/properties/hint/maxLength",keyword:"maxLength",params:{limit: 2000},message:"must NOT have more than 2000 characters"}];
+return false;
+}
+else {
 if(func2(data2) < 1){
 validate209.errors = [{instancePath:instancePath+"/hint",schemaPath:"#/properties/hint/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -17653,9 +19606,15 @@ const _errs9 = errors;
 if(errors === _errs9){
 if(errors === _errs9){
 if(typeof data3 === "string"){
+if(func2(data3) > 24){
+validate209.errors = [{instancePath:instancePath+"/failingSince",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data3))){
 validate209.errors = [{instancePath:instancePath+"/failingSince",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -17720,9 +19679,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate208.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate208.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -17761,9 +19726,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate208.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate208.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -17783,9 +19754,15 @@ let data3 = data.dedupeKey;
 const _errs10 = errors;
 if(errors === _errs10){
 if(typeof data3 === "string"){
+if(func2(data3) > 255){
+validate208.errors = [{instancePath:instancePath+"/dedupeKey",schemaPath:"#/properties/dedupeKey/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"}];
+return false;
+}
+else {
 if(func2(data3) < 1){
 validate208.errors = [{instancePath:instancePath+"/dedupeKey",schemaPath:"#/properties/dedupeKey/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -17828,9 +19805,9 @@ return errors === 0;
 validate208.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InvestorPayoutGeneratedEvent = validate211;
-const schema366 = {"type":"object","description":"Delivery payload of `investor.payout_generated`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"investor.payout_generated","description":"Event name, always `investor.payout_generated`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InvestorPayoutGeneratedData","description":"Event data; see `InvestorPayoutGeneratedData`."}}};
-const schema369 = {"type":"object","description":"Data of `investor.payout_generated`: the `investor.payout_ready` fields plus `reference` and `generatedAt`.","additionalProperties":false,"required":["payoutId","investor","fleets","periodStart","periodEnd","collected","expenses","fee","net","reference","generatedAt"],"properties":{"payoutId":{"$ref":"#/$defs/Uuid","description":"Payout id."},"investor":{"$ref":"#/$defs/InvestorRef","description":"The investor (fleet owner) being paid."},"fleets":{"type":"array","minItems":1,"items":{"$ref":"#/$defs/FleetRef"},"description":"The investor's fleets the payout covers."},"periodStart":{"$ref":"#/$defs/LocalDate","description":"First day of the period covered (local calendar date)."},"periodEnd":{"$ref":"#/$defs/LocalDate","description":"Last day of the period covered, inclusive."},"collected":{"$ref":"#/$defs/Fils","description":"Net collected (captured charges minus refunds) on bookings of the covered cars in the period, in fils."},"expenses":{"$ref":"#/$defs/Fils","description":"Expenses of the covered cars in the period, in fils."},"fee":{"$ref":"#/$defs/Fils","description":"The operator's management fee for the period, in fils."},"net":{"type":"integer","format":"int64","description":"Amount payable to the investor in fils: `collected - expenses - fee`. Negative when costs exceeded income (the investor owes the difference)."},"reference":{"type":"string","minLength":1,"description":"Payout statement reference, e.g. `PO-2026-10-004`."},"generatedAt":{"$ref":"#/$defs/Timestamp","description":"When the payout was generated."}}};
-const schema371 = {"type":"object","description":"An investor, that is the owner of one or more fleets (an `owners` record), as embedded in event data: id and name only.","additionalProperties":false,"required":["id","name"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Owner id."},"name":{"type":"string","minLength":1,"description":"Owner name."}}};
+const schema365 = {"type":"object","description":"Delivery payload of `investor.payout_generated`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"investor.payout_generated","description":"Event name, always `investor.payout_generated`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InvestorPayoutGeneratedData","description":"Event data; see `InvestorPayoutGeneratedData`."}},"additionalProperties":false};
+const schema368 = {"type":"object","description":"Data of `investor.payout_generated`: the `investor.payout_ready` fields plus `reference` and `generatedAt`.","required":["payoutId","investor","fleets","periodStart","periodEnd","collected","expenses","fee","net","reference","generatedAt"],"properties":{"payoutId":{"$ref":"#/$defs/Uuid","description":"Payout id."},"investor":{"$ref":"#/$defs/InvestorRef","description":"The investor (fleet owner) being paid."},"fleets":{"type":"array","maxItems":10000,"minItems":1,"items":{"$ref":"#/$defs/FleetRef"},"description":"The investor's fleets the payout covers."},"periodStart":{"$ref":"#/$defs/LocalDate","description":"First day of the period covered (local calendar date)."},"periodEnd":{"$ref":"#/$defs/LocalDate","description":"Last day of the period covered, inclusive."},"collected":{"$ref":"#/$defs/Fils","description":"Net collected (captured charges minus refunds) on bookings of the covered cars in the period, in fils."},"expenses":{"$ref":"#/$defs/Fils","description":"Expenses of the covered cars in the period, in fils."},"fee":{"$ref":"#/$defs/Fils","description":"The operator's management fee for the period, in fils."},"net":{"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991,"format":"int64","description":"Amount payable to the investor in fils: `collected - expenses - fee`. Negative when costs exceeded income (the investor owes the difference)."},"reference":{"type":"string","maxLength":100,"minLength":1,"description":"Payout statement reference, e.g. `PO-2026-10-004`."},"generatedAt":{"$ref":"#/$defs/Timestamp","description":"When the payout was generated."}},"additionalProperties":false};
+const schema370 = {"type":"object","description":"An investor, that is the owner of one or more fleets (an `owners` record), as embedded in event data: id and name only.","required":["id","name"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Owner id."},"name":{"type":"string","maxLength":200,"minLength":1,"description":"Owner name."}},"additionalProperties":false};
 
 function validate213(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -17866,9 +19843,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate213.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate213.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -17888,9 +19871,15 @@ let data1 = data.name;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 200){
+validate213.errors = [{instancePath:instancePath+"/name",schemaPath:"#/properties/name/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate213.errors = [{instancePath:instancePath+"/name",schemaPath:"#/properties/name/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -17938,7 +19927,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema369.properties, key0))){
+if(!(func1.call(schema368.properties, key0))){
 validate212.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -17952,9 +19941,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate212.errors = [{instancePath:instancePath+"/payoutId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate212.errors = [{instancePath:instancePath+"/payoutId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -17986,6 +19981,11 @@ let data2 = data.fleets;
 const _errs6 = errors;
 if(errors === _errs6){
 if(Array.isArray(data2)){
+if(data2.length > 10000){
+validate212.errors = [{instancePath:instancePath+"/fleets",schemaPath:"#/properties/fleets/maxItems",keyword:"maxItems",params:{limit: 10000},message:"must NOT have more than 10000 items"}];
+return false;
+}
+else {
 if(data2.length < 1){
 validate212.errors = [{instancePath:instancePath+"/fleets",schemaPath:"#/properties/fleets/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"}];
 return false;
@@ -18002,6 +20002,7 @@ errors = vErrors.length;
 var valid2 = _errs8 === errors;
 if(!valid2){
 break;
+}
 }
 }
 }
@@ -18024,9 +20025,15 @@ const _errs10 = errors;
 if(errors === _errs10){
 if(errors === _errs10){
 if(typeof data4 === "string"){
+if(func2(data4) > 10){
+validate212.errors = [{instancePath:instancePath+"/periodStart",schemaPath:"#/$defs/LocalDate/maxLength",keyword:"maxLength",params:{limit: 10},message:"must NOT have more than 10 characters"}];
+return false;
+}
+else {
 if(!(formats22.validate(data4))){
 validate212.errors = [{instancePath:instancePath+"/periodStart",schemaPath:"#/$defs/LocalDate/format",keyword:"format",params:{format: "date"},message:"must match format \""+"date"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -18048,9 +20055,15 @@ const _errs13 = errors;
 if(errors === _errs13){
 if(errors === _errs13){
 if(typeof data5 === "string"){
+if(func2(data5) > 10){
+validate212.errors = [{instancePath:instancePath+"/periodEnd",schemaPath:"#/$defs/LocalDate/maxLength",keyword:"maxLength",params:{limit: 10},message:"must NOT have more than 10 characters"}];
+return false;
+}
+else {
 if(!(formats22.validate(data5))){
 validate212.errors = [{instancePath:instancePath+"/periodEnd",schemaPath:"#/$defs/LocalDate/format",keyword:"format",params:{format: "date"},message:"must match format \""+"date"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -18075,6 +20088,11 @@ return false;
 }
 if(errors === _errs16){
 if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 > 9007199254740991 || isNaN(data6)){
+validate212.errors = [{instancePath:instancePath+"/collected",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data6 < 0 || isNaN(data6)){
 validate212.errors = [{instancePath:instancePath+"/collected",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -18083,6 +20101,7 @@ else {
 if(!(formats104.validate(data6))){
 validate212.errors = [{instancePath:instancePath+"/collected",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -18103,6 +20122,11 @@ return false;
 }
 if(errors === _errs19){
 if((typeof data7 == "number") && (isFinite(data7))){
+if(data7 > 9007199254740991 || isNaN(data7)){
+validate212.errors = [{instancePath:instancePath+"/expenses",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data7 < 0 || isNaN(data7)){
 validate212.errors = [{instancePath:instancePath+"/expenses",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -18111,6 +20135,7 @@ else {
 if(!(formats104.validate(data7))){
 validate212.errors = [{instancePath:instancePath+"/expenses",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -18131,6 +20156,11 @@ return false;
 }
 if(errors === _errs22){
 if((typeof data8 == "number") && (isFinite(data8))){
+if(data8 > 9007199254740991 || isNaN(data8)){
+validate212.errors = [{instancePath:instancePath+"/fee",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data8 < 0 || isNaN(data8)){
 validate212.errors = [{instancePath:instancePath+"/fee",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -18139,6 +20169,7 @@ else {
 if(!(formats104.validate(data8))){
 validate212.errors = [{instancePath:instancePath+"/fee",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -18158,9 +20189,21 @@ return false;
 }
 if(errors === _errs24){
 if((typeof data9 == "number") && (isFinite(data9))){
+if(data9 > 9007199254740991 || isNaN(data9)){
+validate212.errors = [{instancePath:instancePath+"/net",schemaPath:"#/properties/net/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
+if(data9 < -9007199254740991 || isNaN(data9)){
+validate212.errors = [{instancePath:instancePath+"/net",schemaPath:"#/properties/net/minimum",keyword:"minimum",params:{comparison: ">=", limit: -9007199254740991},message:"must be >= -9007199254740991"}];
+return false;
+}
+else {
 if(!(formats104.validate(data9))){
 validate212.errors = [{instancePath:instancePath+"/net",schemaPath:"#/properties/net/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
+}
 }
 }
 }
@@ -18175,9 +20218,15 @@ let data10 = data.reference;
 const _errs26 = errors;
 if(errors === _errs26){
 if(typeof data10 === "string"){
+if(func2(data10) > 100){
+validate212.errors = [{instancePath:instancePath+"/reference",schemaPath:"#/properties/reference/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
+return false;
+}
+else {
 if(func2(data10) < 1){
 validate212.errors = [{instancePath:instancePath+"/reference",schemaPath:"#/properties/reference/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -18198,9 +20247,15 @@ const _errs29 = errors;
 if(errors === _errs29){
 if(errors === _errs29){
 if(typeof data11 === "string"){
+if(func2(data11) > 24){
+validate212.errors = [{instancePath:instancePath+"/generatedAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data11))){
 validate212.errors = [{instancePath:instancePath+"/generatedAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -18272,9 +20327,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate211.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate211.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -18313,9 +20374,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate211.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate211.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -18358,8 +20425,8 @@ return errors === 0;
 validate211.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InvestorPayoutReadyEvent = validate217;
-const schema379 = {"type":"object","description":"Delivery payload of `investor.payout_ready`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"investor.payout_ready","description":"Event name, always `investor.payout_ready`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InvestorPayoutReadyData","description":"Event data; see `InvestorPayoutReadyData`."}}};
-const schema382 = {"type":"object","description":"Data of `investor.payout_ready`.","additionalProperties":false,"required":["payoutId","investor","fleets","periodStart","periodEnd","collected","expenses","fee","net"],"properties":{"payoutId":{"$ref":"#/$defs/Uuid","description":"Payout id."},"investor":{"$ref":"#/$defs/InvestorRef","description":"The investor (fleet owner) being paid."},"fleets":{"type":"array","minItems":1,"items":{"$ref":"#/$defs/FleetRef"},"description":"The investor's fleets the payout covers."},"periodStart":{"$ref":"#/$defs/LocalDate","description":"First day of the period covered (local calendar date)."},"periodEnd":{"$ref":"#/$defs/LocalDate","description":"Last day of the period covered, inclusive."},"collected":{"$ref":"#/$defs/Fils","description":"Net collected (captured charges minus refunds) on bookings of the covered cars in the period, in fils."},"expenses":{"$ref":"#/$defs/Fils","description":"Expenses of the covered cars in the period, in fils."},"fee":{"$ref":"#/$defs/Fils","description":"The operator's management fee for the period, in fils."},"net":{"type":"integer","format":"int64","description":"Amount payable to the investor in fils: `collected - expenses - fee`. Negative when costs exceeded income (the investor owes the difference)."}}};
+const schema378 = {"type":"object","description":"Delivery payload of `investor.payout_ready`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"investor.payout_ready","description":"Event name, always `investor.payout_ready`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InvestorPayoutReadyData","description":"Event data; see `InvestorPayoutReadyData`."}},"additionalProperties":false};
+const schema381 = {"type":"object","description":"Data of `investor.payout_ready`.","required":["payoutId","investor","fleets","periodStart","periodEnd","collected","expenses","fee","net"],"properties":{"payoutId":{"$ref":"#/$defs/Uuid","description":"Payout id."},"investor":{"$ref":"#/$defs/InvestorRef","description":"The investor (fleet owner) being paid."},"fleets":{"type":"array","maxItems":10000,"minItems":1,"items":{"$ref":"#/$defs/FleetRef"},"description":"The investor's fleets the payout covers."},"periodStart":{"$ref":"#/$defs/LocalDate","description":"First day of the period covered (local calendar date)."},"periodEnd":{"$ref":"#/$defs/LocalDate","description":"Last day of the period covered, inclusive."},"collected":{"$ref":"#/$defs/Fils","description":"Net collected (captured charges minus refunds) on bookings of the covered cars in the period, in fils."},"expenses":{"$ref":"#/$defs/Fils","description":"Expenses of the covered cars in the period, in fils."},"fee":{"$ref":"#/$defs/Fils","description":"The operator's management fee for the period, in fils."},"net":{"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991,"format":"int64","description":"Amount payable to the investor in fils: `collected - expenses - fee`. Negative when costs exceeded income (the investor owes the difference)."}},"additionalProperties":false};
 
 function validate218(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -18381,7 +20448,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema382.properties, key0))){
+if(!(func1.call(schema381.properties, key0))){
 validate218.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -18395,9 +20462,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate218.errors = [{instancePath:instancePath+"/payoutId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate218.errors = [{instancePath:instancePath+"/payoutId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -18429,6 +20502,11 @@ let data2 = data.fleets;
 const _errs6 = errors;
 if(errors === _errs6){
 if(Array.isArray(data2)){
+if(data2.length > 10000){
+validate218.errors = [{instancePath:instancePath+"/fleets",schemaPath:"#/properties/fleets/maxItems",keyword:"maxItems",params:{limit: 10000},message:"must NOT have more than 10000 items"}];
+return false;
+}
+else {
 if(data2.length < 1){
 validate218.errors = [{instancePath:instancePath+"/fleets",schemaPath:"#/properties/fleets/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"}];
 return false;
@@ -18445,6 +20523,7 @@ errors = vErrors.length;
 var valid2 = _errs8 === errors;
 if(!valid2){
 break;
+}
 }
 }
 }
@@ -18467,9 +20546,15 @@ const _errs10 = errors;
 if(errors === _errs10){
 if(errors === _errs10){
 if(typeof data4 === "string"){
+if(func2(data4) > 10){
+validate218.errors = [{instancePath:instancePath+"/periodStart",schemaPath:"#/$defs/LocalDate/maxLength",keyword:"maxLength",params:{limit: 10},message:"must NOT have more than 10 characters"}];
+return false;
+}
+else {
 if(!(formats22.validate(data4))){
 validate218.errors = [{instancePath:instancePath+"/periodStart",schemaPath:"#/$defs/LocalDate/format",keyword:"format",params:{format: "date"},message:"must match format \""+"date"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -18491,9 +20576,15 @@ const _errs13 = errors;
 if(errors === _errs13){
 if(errors === _errs13){
 if(typeof data5 === "string"){
+if(func2(data5) > 10){
+validate218.errors = [{instancePath:instancePath+"/periodEnd",schemaPath:"#/$defs/LocalDate/maxLength",keyword:"maxLength",params:{limit: 10},message:"must NOT have more than 10 characters"}];
+return false;
+}
+else {
 if(!(formats22.validate(data5))){
 validate218.errors = [{instancePath:instancePath+"/periodEnd",schemaPath:"#/$defs/LocalDate/format",keyword:"format",params:{format: "date"},message:"must match format \""+"date"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -18518,6 +20609,11 @@ return false;
 }
 if(errors === _errs16){
 if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 > 9007199254740991 || isNaN(data6)){
+validate218.errors = [{instancePath:instancePath+"/collected",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data6 < 0 || isNaN(data6)){
 validate218.errors = [{instancePath:instancePath+"/collected",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -18526,6 +20622,7 @@ else {
 if(!(formats104.validate(data6))){
 validate218.errors = [{instancePath:instancePath+"/collected",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -18546,6 +20643,11 @@ return false;
 }
 if(errors === _errs19){
 if((typeof data7 == "number") && (isFinite(data7))){
+if(data7 > 9007199254740991 || isNaN(data7)){
+validate218.errors = [{instancePath:instancePath+"/expenses",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data7 < 0 || isNaN(data7)){
 validate218.errors = [{instancePath:instancePath+"/expenses",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -18554,6 +20656,7 @@ else {
 if(!(formats104.validate(data7))){
 validate218.errors = [{instancePath:instancePath+"/expenses",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -18574,6 +20677,11 @@ return false;
 }
 if(errors === _errs22){
 if((typeof data8 == "number") && (isFinite(data8))){
+if(data8 > 9007199254740991 || isNaN(data8)){
+validate218.errors = [{instancePath:instancePath+"/fee",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data8 < 0 || isNaN(data8)){
 validate218.errors = [{instancePath:instancePath+"/fee",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -18582,6 +20690,7 @@ else {
 if(!(formats104.validate(data8))){
 validate218.errors = [{instancePath:instancePath+"/fee",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -18601,9 +20710,21 @@ return false;
 }
 if(errors === _errs24){
 if((typeof data9 == "number") && (isFinite(data9))){
+if(data9 > 9007199254740991 || isNaN(data9)){
+validate218.errors = [{instancePath:instancePath+"/net",schemaPath:"#/properties/net/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
+if(data9 < -9007199254740991 || isNaN(data9)){
+validate218.errors = [{instancePath:instancePath+"/net",schemaPath:"#/properties/net/minimum",keyword:"minimum",params:{comparison: ">=", limit: -9007199254740991},message:"must be >= -9007199254740991"}];
+return false;
+}
+else {
 if(!(formats104.validate(data9))){
 validate218.errors = [{instancePath:instancePath+"/net",schemaPath:"#/properties/net/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
+}
 }
 }
 }
@@ -18668,9 +20789,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate217.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate217.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -18709,9 +20836,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate217.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate217.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -18754,8 +20887,8 @@ return errors === 0;
 validate217.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InvestorReportDueEvent = validate222;
-const schema389 = {"type":"object","description":"Delivery payload of `investor.report_due`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"investor.report_due","description":"Event name, always `investor.report_due`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InvestorReportDueData","description":"Event data; see `InvestorReportDueData`."}}};
-const schema392 = {"type":"object","description":"Data of `investor.report_due`.","additionalProperties":false,"required":["investor","fleets","periodStart","periodEnd","dueDate"],"properties":{"investor":{"$ref":"#/$defs/InvestorRef","description":"The investor (fleet owner) the report is for."},"fleets":{"type":"array","minItems":1,"items":{"$ref":"#/$defs/FleetRef"},"description":"The investor's fleets the report covers."},"periodStart":{"$ref":"#/$defs/LocalDate","description":"First day of the period covered (local calendar date)."},"periodEnd":{"$ref":"#/$defs/LocalDate","description":"Last day of the period covered, inclusive."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Date the report is due (local calendar date)."}}};
+const schema388 = {"type":"object","description":"Delivery payload of `investor.report_due`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"investor.report_due","description":"Event name, always `investor.report_due`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InvestorReportDueData","description":"Event data; see `InvestorReportDueData`."}},"additionalProperties":false};
+const schema391 = {"type":"object","description":"Data of `investor.report_due`.","required":["investor","fleets","periodStart","periodEnd","dueDate"],"properties":{"investor":{"$ref":"#/$defs/InvestorRef","description":"The investor (fleet owner) the report is for."},"fleets":{"type":"array","maxItems":10000,"minItems":1,"items":{"$ref":"#/$defs/FleetRef"},"description":"The investor's fleets the report covers."},"periodStart":{"$ref":"#/$defs/LocalDate","description":"First day of the period covered (local calendar date)."},"periodEnd":{"$ref":"#/$defs/LocalDate","description":"Last day of the period covered, inclusive."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Date the report is due (local calendar date)."}},"additionalProperties":false};
 
 function validate223(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -18801,6 +20934,11 @@ let data1 = data.fleets;
 const _errs3 = errors;
 if(errors === _errs3){
 if(Array.isArray(data1)){
+if(data1.length > 10000){
+validate223.errors = [{instancePath:instancePath+"/fleets",schemaPath:"#/properties/fleets/maxItems",keyword:"maxItems",params:{limit: 10000},message:"must NOT have more than 10000 items"}];
+return false;
+}
+else {
 if(data1.length < 1){
 validate223.errors = [{instancePath:instancePath+"/fleets",schemaPath:"#/properties/fleets/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"}];
 return false;
@@ -18817,6 +20955,7 @@ errors = vErrors.length;
 var valid1 = _errs5 === errors;
 if(!valid1){
 break;
+}
 }
 }
 }
@@ -18839,9 +20978,15 @@ const _errs7 = errors;
 if(errors === _errs7){
 if(errors === _errs7){
 if(typeof data3 === "string"){
+if(func2(data3) > 10){
+validate223.errors = [{instancePath:instancePath+"/periodStart",schemaPath:"#/$defs/LocalDate/maxLength",keyword:"maxLength",params:{limit: 10},message:"must NOT have more than 10 characters"}];
+return false;
+}
+else {
 if(!(formats22.validate(data3))){
 validate223.errors = [{instancePath:instancePath+"/periodStart",schemaPath:"#/$defs/LocalDate/format",keyword:"format",params:{format: "date"},message:"must match format \""+"date"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -18863,9 +21008,15 @@ const _errs10 = errors;
 if(errors === _errs10){
 if(errors === _errs10){
 if(typeof data4 === "string"){
+if(func2(data4) > 10){
+validate223.errors = [{instancePath:instancePath+"/periodEnd",schemaPath:"#/$defs/LocalDate/maxLength",keyword:"maxLength",params:{limit: 10},message:"must NOT have more than 10 characters"}];
+return false;
+}
+else {
 if(!(formats22.validate(data4))){
 validate223.errors = [{instancePath:instancePath+"/periodEnd",schemaPath:"#/$defs/LocalDate/format",keyword:"format",params:{format: "date"},message:"must match format \""+"date"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -18887,9 +21038,15 @@ const _errs13 = errors;
 if(errors === _errs13){
 if(errors === _errs13){
 if(typeof data5 === "string"){
+if(func2(data5) > 10){
+validate223.errors = [{instancePath:instancePath+"/dueDate",schemaPath:"#/$defs/LocalDate/maxLength",keyword:"maxLength",params:{limit: 10},message:"must NOT have more than 10 characters"}];
+return false;
+}
+else {
 if(!(formats22.validate(data5))){
 validate223.errors = [{instancePath:instancePath+"/dueDate",schemaPath:"#/$defs/LocalDate/format",keyword:"format",params:{format: "date"},message:"must match format \""+"date"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -18955,9 +21112,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate222.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate222.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -18996,9 +21159,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate222.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate222.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -19041,9 +21210,9 @@ return errors === 0;
 validate222.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InvoiceDueSoonEvent = validate227;
-const schema396 = {"type":"object","description":"Delivery payload of `invoice.due_soon`.","additionalProperties":false,"required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"invoice.due_soon","description":"Event name, always `invoice.due_soon`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","minLength":1,"description":"Names the occurrence this event reports, as `invoice.due_soon:<invoiceId>:<dueDate>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InvoiceDueSoonData","description":"Event data; see `InvoiceDueSoonData`."}}};
-const schema399 = {"type":"object","description":"Data of `invoice.due_soon`: the `invoice.issued` fields plus `daysToDue`.","additionalProperties":false,"required":["invoiceId","number","purpose","issueDate","dueDate","total","balance","customer","booking","vehicle","fleet","daysToDue"],"properties":{"invoiceId":{"$ref":"#/$defs/Uuid","description":"Invoice id."},"number":{"type":"string","minLength":1,"description":"Invoice number, e.g. `INV-2026-0318`."},"purpose":{"$ref":"#/$defs/InvoicePurpose","description":"What the invoice is for."},"issueDate":{"$ref":"#/$defs/LocalDate","description":"Issue date (workspace-local calendar date)."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"total":{"$ref":"#/$defs/Fils","description":"Invoice total in fils, VAT included."},"balance":{"$ref":"#/$defs/Fils","description":"Amount still owed in fils: total minus net collected (captured charges minus refunds) allocated to the invoice, never below 0."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"booking":{"description":"The booking (`{id, number}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"daysToDue":{"type":"integer","description":"Whole local days from today to `dueDate` (0 = due today).","minimum":0,"maximum":60}}};
-const schema401 = {"type":"string","description":"What an invoice is for.","enum":["rental","extension","installment","damage","fine","salik","other"]};
+const schema395 = {"type":"object","description":"Delivery payload of `invoice.due_soon`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"invoice.due_soon","description":"Event name, always `invoice.due_soon`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `invoice.due_soon:<invoiceId>:<dueDate>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InvoiceDueSoonData","description":"Event data; see `InvoiceDueSoonData`."}},"additionalProperties":false};
+const schema398 = {"type":"object","description":"Data of `invoice.due_soon`: the `invoice.issued` fields plus `daysToDue`.","required":["invoiceId","number","purpose","issueDate","dueDate","total","balance","customer","booking","vehicle","fleet","daysToDue"],"properties":{"invoiceId":{"$ref":"#/$defs/Uuid","description":"Invoice id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Invoice number, e.g. `INV-2026-0318`."},"purpose":{"$ref":"#/$defs/InvoicePurpose","description":"What the invoice is for."},"issueDate":{"$ref":"#/$defs/LocalDate","description":"Issue date (workspace-local calendar date)."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"total":{"$ref":"#/$defs/Fils","description":"Invoice total in fils, VAT included."},"balance":{"$ref":"#/$defs/Fils","description":"Amount still owed in fils: total minus net collected (captured charges minus refunds) allocated to the invoice, never below 0."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"booking":{"description":"The booking (`{id, number}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"daysToDue":{"type":"integer","format":"int32","description":"Whole local days from today to `dueDate` (0 = due today).","minimum":0,"maximum":60}},"additionalProperties":false};
+const schema400 = {"type":"string","maxLength":64,"description":"What an invoice is for.","enum":["rental","extension","installment","damage","fine","salik","other"]};
 
 function validate228(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -19065,7 +21234,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema399.properties, key0))){
+if(!(func1.call(schema398.properties, key0))){
 validate228.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -19079,9 +21248,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate228.errors = [{instancePath:instancePath+"/invoiceId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate228.errors = [{instancePath:instancePath+"/invoiceId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -19101,9 +21276,15 @@ let data1 = data.number;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate228.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate228.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -19120,13 +21301,22 @@ if(valid0){
 if(data.purpose !== undefined){
 let data2 = data.purpose;
 const _errs7 = errors;
-if(typeof data2 !== "string"){
+const _errs8 = errors;
+if(!(((((((data2 === "rental") || (data2 === "extension")) || (data2 === "installment")) || (data2 === "damage")) || (data2 === "fine")) || (data2 === "salik")) || (data2 === "other"))){
+validate228.errors = [{instancePath:instancePath+"/purpose",schemaPath:"#/$defs/InvoicePurpose/enum",keyword:"enum",params:{allowedValues: schema400.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+if(errors === _errs8){
+if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate228.errors = [{instancePath:instancePath+"/purpose",schemaPath:"#/$defs/InvoicePurpose/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
 validate228.errors = [{instancePath:instancePath+"/purpose",schemaPath:"#/$defs/InvoicePurpose/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
-if(!(((((((data2 === "rental") || (data2 === "extension")) || (data2 === "installment")) || (data2 === "damage")) || (data2 === "fine")) || (data2 === "salik")) || (data2 === "other"))){
-validate228.errors = [{instancePath:instancePath+"/purpose",schemaPath:"#/$defs/InvoicePurpose/enum",keyword:"enum",params:{allowedValues: schema401.enum},message:"must be equal to one of the allowed values"}];
-return false;
 }
 var valid0 = _errs7 === errors;
 }
@@ -19141,9 +21331,15 @@ const _errs11 = errors;
 if(errors === _errs11){
 if(errors === _errs11){
 if(typeof data3 === "string"){
+if(func2(data3) > 10){
+validate228.errors = [{instancePath:instancePath+"/issueDate",schemaPath:"#/$defs/LocalDate/maxLength",keyword:"maxLength",params:{limit: 10},message:"must NOT have more than 10 characters"}];
+return false;
+}
+else {
 if(!(formats22.validate(data3))){
 validate228.errors = [{instancePath:instancePath+"/issueDate",schemaPath:"#/$defs/LocalDate/format",keyword:"format",params:{format: "date"},message:"must match format \""+"date"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -19165,9 +21361,15 @@ const _errs14 = errors;
 if(errors === _errs14){
 if(errors === _errs14){
 if(typeof data4 === "string"){
+if(func2(data4) > 10){
+validate228.errors = [{instancePath:instancePath+"/dueDate",schemaPath:"#/$defs/LocalDate/maxLength",keyword:"maxLength",params:{limit: 10},message:"must NOT have more than 10 characters"}];
+return false;
+}
+else {
 if(!(formats22.validate(data4))){
 validate228.errors = [{instancePath:instancePath+"/dueDate",schemaPath:"#/$defs/LocalDate/format",keyword:"format",params:{format: "date"},message:"must match format \""+"date"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -19192,6 +21394,11 @@ return false;
 }
 if(errors === _errs17){
 if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 > 9007199254740991 || isNaN(data5)){
+validate228.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data5 < 0 || isNaN(data5)){
 validate228.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -19200,6 +21407,7 @@ else {
 if(!(formats104.validate(data5))){
 validate228.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -19220,6 +21428,11 @@ return false;
 }
 if(errors === _errs20){
 if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 > 9007199254740991 || isNaN(data6)){
+validate228.errors = [{instancePath:instancePath+"/balance",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data6 < 0 || isNaN(data6)){
 validate228.errors = [{instancePath:instancePath+"/balance",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -19228,6 +21441,7 @@ else {
 if(!(formats104.validate(data6))){
 validate228.errors = [{instancePath:instancePath+"/balance",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -19430,6 +21644,12 @@ if(data11 < 0 || isNaN(data11)){
 validate228.errors = [{instancePath:instancePath+"/daysToDue",schemaPath:"#/properties/daysToDue/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
 }
+else {
+if(!(formats128.validate(data11))){
+validate228.errors = [{instancePath:instancePath+"/daysToDue",schemaPath:"#/properties/daysToDue/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -19497,9 +21717,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate227.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate227.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -19538,9 +21764,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate227.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate227.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -19560,9 +21792,15 @@ let data3 = data.dedupeKey;
 const _errs10 = errors;
 if(errors === _errs10){
 if(typeof data3 === "string"){
+if(func2(data3) > 255){
+validate227.errors = [{instancePath:instancePath+"/dedupeKey",schemaPath:"#/properties/dedupeKey/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"}];
+return false;
+}
+else {
 if(func2(data3) < 1){
 validate227.errors = [{instancePath:instancePath+"/dedupeKey",schemaPath:"#/properties/dedupeKey/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -19605,8 +21843,8 @@ return errors === 0;
 validate227.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InvoiceIssuedEvent = validate234;
-const schema406 = {"type":"object","description":"Delivery payload of `invoice.issued`.","additionalProperties":false,"required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"invoice.issued","description":"Event name, always `invoice.issued`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","minLength":1,"description":"Names the occurrence this event reports, as `invoice.issued:<invoiceId>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InvoiceIssuedData","description":"Event data; see `InvoiceIssuedData`."}}};
-const schema409 = {"type":"object","description":"Data of `invoice.issued`.","additionalProperties":false,"required":["invoiceId","number","purpose","issueDate","dueDate","total","balance","customer","booking","vehicle","fleet"],"properties":{"invoiceId":{"$ref":"#/$defs/Uuid","description":"Invoice id."},"number":{"type":"string","minLength":1,"description":"Invoice number, e.g. `INV-2026-0318`."},"purpose":{"$ref":"#/$defs/InvoicePurpose","description":"What the invoice is for."},"issueDate":{"$ref":"#/$defs/LocalDate","description":"Issue date (workspace-local calendar date)."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"total":{"$ref":"#/$defs/Fils","description":"Invoice total in fils, VAT included."},"balance":{"$ref":"#/$defs/Fils","description":"Amount still owed in fils: total minus net collected (captured charges minus refunds) allocated to the invoice, never below 0."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"booking":{"description":"The booking (`{id, number}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}}};
+const schema405 = {"type":"object","description":"Delivery payload of `invoice.issued`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"invoice.issued","description":"Event name, always `invoice.issued`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `invoice.issued:<invoiceId>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InvoiceIssuedData","description":"Event data; see `InvoiceIssuedData`."}},"additionalProperties":false};
+const schema408 = {"type":"object","description":"Data of `invoice.issued`.","required":["invoiceId","number","purpose","issueDate","dueDate","total","balance","customer","booking","vehicle","fleet"],"properties":{"invoiceId":{"$ref":"#/$defs/Uuid","description":"Invoice id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Invoice number, e.g. `INV-2026-0318`."},"purpose":{"$ref":"#/$defs/InvoicePurpose","description":"What the invoice is for."},"issueDate":{"$ref":"#/$defs/LocalDate","description":"Issue date (workspace-local calendar date)."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"total":{"$ref":"#/$defs/Fils","description":"Invoice total in fils, VAT included."},"balance":{"$ref":"#/$defs/Fils","description":"Amount still owed in fils: total minus net collected (captured charges minus refunds) allocated to the invoice, never below 0."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"booking":{"description":"The booking (`{id, number}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate235(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -19628,7 +21866,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema409.properties, key0))){
+if(!(func1.call(schema408.properties, key0))){
 validate235.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -19642,9 +21880,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate235.errors = [{instancePath:instancePath+"/invoiceId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate235.errors = [{instancePath:instancePath+"/invoiceId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -19664,9 +21908,15 @@ let data1 = data.number;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate235.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate235.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -19683,13 +21933,22 @@ if(valid0){
 if(data.purpose !== undefined){
 let data2 = data.purpose;
 const _errs7 = errors;
-if(typeof data2 !== "string"){
+const _errs8 = errors;
+if(!(((((((data2 === "rental") || (data2 === "extension")) || (data2 === "installment")) || (data2 === "damage")) || (data2 === "fine")) || (data2 === "salik")) || (data2 === "other"))){
+validate235.errors = [{instancePath:instancePath+"/purpose",schemaPath:"#/$defs/InvoicePurpose/enum",keyword:"enum",params:{allowedValues: schema400.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+if(errors === _errs8){
+if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate235.errors = [{instancePath:instancePath+"/purpose",schemaPath:"#/$defs/InvoicePurpose/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
 validate235.errors = [{instancePath:instancePath+"/purpose",schemaPath:"#/$defs/InvoicePurpose/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
-if(!(((((((data2 === "rental") || (data2 === "extension")) || (data2 === "installment")) || (data2 === "damage")) || (data2 === "fine")) || (data2 === "salik")) || (data2 === "other"))){
-validate235.errors = [{instancePath:instancePath+"/purpose",schemaPath:"#/$defs/InvoicePurpose/enum",keyword:"enum",params:{allowedValues: schema401.enum},message:"must be equal to one of the allowed values"}];
-return false;
 }
 var valid0 = _errs7 === errors;
 }
@@ -19704,9 +21963,15 @@ const _errs11 = errors;
 if(errors === _errs11){
 if(errors === _errs11){
 if(typeof data3 === "string"){
+if(func2(data3) > 10){
+validate235.errors = [{instancePath:instancePath+"/issueDate",schemaPath:"#/$defs/LocalDate/maxLength",keyword:"maxLength",params:{limit: 10},message:"must NOT have more than 10 characters"}];
+return false;
+}
+else {
 if(!(formats22.validate(data3))){
 validate235.errors = [{instancePath:instancePath+"/issueDate",schemaPath:"#/$defs/LocalDate/format",keyword:"format",params:{format: "date"},message:"must match format \""+"date"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -19728,9 +21993,15 @@ const _errs14 = errors;
 if(errors === _errs14){
 if(errors === _errs14){
 if(typeof data4 === "string"){
+if(func2(data4) > 10){
+validate235.errors = [{instancePath:instancePath+"/dueDate",schemaPath:"#/$defs/LocalDate/maxLength",keyword:"maxLength",params:{limit: 10},message:"must NOT have more than 10 characters"}];
+return false;
+}
+else {
 if(!(formats22.validate(data4))){
 validate235.errors = [{instancePath:instancePath+"/dueDate",schemaPath:"#/$defs/LocalDate/format",keyword:"format",params:{format: "date"},message:"must match format \""+"date"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -19755,6 +22026,11 @@ return false;
 }
 if(errors === _errs17){
 if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 > 9007199254740991 || isNaN(data5)){
+validate235.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data5 < 0 || isNaN(data5)){
 validate235.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -19763,6 +22039,7 @@ else {
 if(!(formats104.validate(data5))){
 validate235.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -19783,6 +22060,11 @@ return false;
 }
 if(errors === _errs20){
 if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 > 9007199254740991 || isNaN(data6)){
+validate235.errors = [{instancePath:instancePath+"/balance",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data6 < 0 || isNaN(data6)){
 validate235.errors = [{instancePath:instancePath+"/balance",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -19791,6 +22073,7 @@ else {
 if(!(formats104.validate(data6))){
 validate235.errors = [{instancePath:instancePath+"/balance",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -20032,9 +22315,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate234.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate234.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -20073,9 +22362,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate234.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate234.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -20095,9 +22390,15 @@ let data3 = data.dedupeKey;
 const _errs10 = errors;
 if(errors === _errs10){
 if(typeof data3 === "string"){
+if(func2(data3) > 255){
+validate234.errors = [{instancePath:instancePath+"/dedupeKey",schemaPath:"#/properties/dedupeKey/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"}];
+return false;
+}
+else {
 if(func2(data3) < 1){
 validate234.errors = [{instancePath:instancePath+"/dedupeKey",schemaPath:"#/properties/dedupeKey/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -20140,8 +22441,8 @@ return errors === 0;
 validate234.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InvoiceOverdueEvent = validate241;
-const schema416 = {"type":"object","description":"Delivery payload of `invoice.overdue`.","additionalProperties":false,"required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"invoice.overdue","description":"Event name, always `invoice.overdue`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","minLength":1,"description":"Names the occurrence this event reports, as `invoice.overdue:<invoiceId>:<milestone>` (milestone 1, 7 or 30); the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InvoiceOverdueData","description":"Event data; see `InvoiceOverdueData`."}}};
-const schema419 = {"type":"object","description":"Data of `invoice.overdue`: the `invoice.issued` fields plus `daysOverdue`.","additionalProperties":false,"required":["invoiceId","number","purpose","issueDate","dueDate","total","balance","customer","booking","vehicle","fleet","daysOverdue"],"properties":{"invoiceId":{"$ref":"#/$defs/Uuid","description":"Invoice id."},"number":{"type":"string","minLength":1,"description":"Invoice number, e.g. `INV-2026-0318`."},"purpose":{"$ref":"#/$defs/InvoicePurpose","description":"What the invoice is for."},"issueDate":{"$ref":"#/$defs/LocalDate","description":"Issue date (workspace-local calendar date)."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"total":{"$ref":"#/$defs/Fils","description":"Invoice total in fils, VAT included."},"balance":{"$ref":"#/$defs/Fils","description":"Amount still owed in fils: total minus net collected (captured charges minus refunds) allocated to the invoice, never below 0."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"booking":{"description":"The booking (`{id, number}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"daysOverdue":{"type":"integer","description":"Whole local days since `dueDate` (1, 7 or 30, or the true count when a milestone was sent late).","minimum":1}}};
+const schema415 = {"type":"object","description":"Delivery payload of `invoice.overdue`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"invoice.overdue","description":"Event name, always `invoice.overdue`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `invoice.overdue:<invoiceId>:<milestone>` (milestone 1, 7 or 30); the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InvoiceOverdueData","description":"Event data; see `InvoiceOverdueData`."}},"additionalProperties":false};
+const schema418 = {"type":"object","description":"Data of `invoice.overdue`: the `invoice.issued` fields plus `daysOverdue`.","required":["invoiceId","number","purpose","issueDate","dueDate","total","balance","customer","booking","vehicle","fleet","daysOverdue"],"properties":{"invoiceId":{"$ref":"#/$defs/Uuid","description":"Invoice id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Invoice number, e.g. `INV-2026-0318`."},"purpose":{"$ref":"#/$defs/InvoicePurpose","description":"What the invoice is for."},"issueDate":{"$ref":"#/$defs/LocalDate","description":"Issue date (workspace-local calendar date)."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"total":{"$ref":"#/$defs/Fils","description":"Invoice total in fils, VAT included."},"balance":{"$ref":"#/$defs/Fils","description":"Amount still owed in fils: total minus net collected (captured charges minus refunds) allocated to the invoice, never below 0."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"booking":{"description":"The booking (`{id, number}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"daysOverdue":{"type":"integer","format":"int32","maximum":36500,"description":"Whole local days since `dueDate` (1, 7 or 30, or the true count when a milestone was sent late).","minimum":1}},"additionalProperties":false};
 
 function validate242(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -20163,7 +22464,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema419.properties, key0))){
+if(!(func1.call(schema418.properties, key0))){
 validate242.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -20177,9 +22478,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate242.errors = [{instancePath:instancePath+"/invoiceId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate242.errors = [{instancePath:instancePath+"/invoiceId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -20199,9 +22506,15 @@ let data1 = data.number;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate242.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate242.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -20218,13 +22531,22 @@ if(valid0){
 if(data.purpose !== undefined){
 let data2 = data.purpose;
 const _errs7 = errors;
-if(typeof data2 !== "string"){
+const _errs8 = errors;
+if(!(((((((data2 === "rental") || (data2 === "extension")) || (data2 === "installment")) || (data2 === "damage")) || (data2 === "fine")) || (data2 === "salik")) || (data2 === "other"))){
+validate242.errors = [{instancePath:instancePath+"/purpose",schemaPath:"#/$defs/InvoicePurpose/enum",keyword:"enum",params:{allowedValues: schema400.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+if(errors === _errs8){
+if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate242.errors = [{instancePath:instancePath+"/purpose",schemaPath:"#/$defs/InvoicePurpose/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
 validate242.errors = [{instancePath:instancePath+"/purpose",schemaPath:"#/$defs/InvoicePurpose/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
-if(!(((((((data2 === "rental") || (data2 === "extension")) || (data2 === "installment")) || (data2 === "damage")) || (data2 === "fine")) || (data2 === "salik")) || (data2 === "other"))){
-validate242.errors = [{instancePath:instancePath+"/purpose",schemaPath:"#/$defs/InvoicePurpose/enum",keyword:"enum",params:{allowedValues: schema401.enum},message:"must be equal to one of the allowed values"}];
-return false;
 }
 var valid0 = _errs7 === errors;
 }
@@ -20239,9 +22561,15 @@ const _errs11 = errors;
 if(errors === _errs11){
 if(errors === _errs11){
 if(typeof data3 === "string"){
+if(func2(data3) > 10){
+validate242.errors = [{instancePath:instancePath+"/issueDate",schemaPath:"#/$defs/LocalDate/maxLength",keyword:"maxLength",params:{limit: 10},message:"must NOT have more than 10 characters"}];
+return false;
+}
+else {
 if(!(formats22.validate(data3))){
 validate242.errors = [{instancePath:instancePath+"/issueDate",schemaPath:"#/$defs/LocalDate/format",keyword:"format",params:{format: "date"},message:"must match format \""+"date"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -20263,9 +22591,15 @@ const _errs14 = errors;
 if(errors === _errs14){
 if(errors === _errs14){
 if(typeof data4 === "string"){
+if(func2(data4) > 10){
+validate242.errors = [{instancePath:instancePath+"/dueDate",schemaPath:"#/$defs/LocalDate/maxLength",keyword:"maxLength",params:{limit: 10},message:"must NOT have more than 10 characters"}];
+return false;
+}
+else {
 if(!(formats22.validate(data4))){
 validate242.errors = [{instancePath:instancePath+"/dueDate",schemaPath:"#/$defs/LocalDate/format",keyword:"format",params:{format: "date"},message:"must match format \""+"date"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -20290,6 +22624,11 @@ return false;
 }
 if(errors === _errs17){
 if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 > 9007199254740991 || isNaN(data5)){
+validate242.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data5 < 0 || isNaN(data5)){
 validate242.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -20298,6 +22637,7 @@ else {
 if(!(formats104.validate(data5))){
 validate242.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -20318,6 +22658,11 @@ return false;
 }
 if(errors === _errs20){
 if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 > 9007199254740991 || isNaN(data6)){
+validate242.errors = [{instancePath:instancePath+"/balance",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data6 < 0 || isNaN(data6)){
 validate242.errors = [{instancePath:instancePath+"/balance",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -20326,6 +22671,7 @@ else {
 if(!(formats104.validate(data6))){
 validate242.errors = [{instancePath:instancePath+"/balance",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -20519,9 +22865,21 @@ return false;
 }
 if(errors === _errs38){
 if((typeof data11 == "number") && (isFinite(data11))){
+if(data11 > 36500 || isNaN(data11)){
+validate242.errors = [{instancePath:instancePath+"/daysOverdue",schemaPath:"#/properties/daysOverdue/maximum",keyword:"maximum",params:{comparison: "<=", limit: 36500},message:"must be <= 36500"}];
+return false;
+}
+else {
 if(data11 < 1 || isNaN(data11)){
 validate242.errors = [{instancePath:instancePath+"/daysOverdue",schemaPath:"#/properties/daysOverdue/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
+}
+else {
+if(!(formats128.validate(data11))){
+validate242.errors = [{instancePath:instancePath+"/daysOverdue",schemaPath:"#/properties/daysOverdue/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -20589,9 +22947,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate241.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate241.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -20630,9 +22994,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate241.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate241.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -20652,9 +23022,15 @@ let data3 = data.dedupeKey;
 const _errs10 = errors;
 if(errors === _errs10){
 if(typeof data3 === "string"){
+if(func2(data3) > 255){
+validate241.errors = [{instancePath:instancePath+"/dedupeKey",schemaPath:"#/properties/dedupeKey/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"}];
+return false;
+}
+else {
 if(func2(data3) < 1){
 validate241.errors = [{instancePath:instancePath+"/dedupeKey",schemaPath:"#/properties/dedupeKey/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -20697,8 +23073,8 @@ return errors === 0;
 validate241.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.LeadCreatedEvent = validate248;
-const schema426 = {"type":"object","description":"Delivery payload of `lead.created`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"lead.created","description":"Event name, always `lead.created`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/LeadCreatedData","description":"Event data; see `LeadCreatedData`."}}};
-const schema429 = {"type":"object","description":"Data of `lead.created`.","additionalProperties":false,"required":["leadId","name","source","type","vehicle","fleet","owner"],"properties":{"leadId":{"$ref":"#/$defs/Uuid","description":"Lead id."},"name":{"type":"string","minLength":1,"description":"Name of the prospect (person or company)."},"source":{"type":["string","null"],"minLength":1,"description":"Channel the lead came from, e.g. `website`, `whatsapp`, `walk_in`, `referral`; null when unknown."},"type":{"description":"Type of booking the prospect is interested in; null when not stated.","anyOf":[{"$ref":"#/$defs/BookingType"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the lead is not about a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the lead is not about a specific car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"owner":{"description":"Staff member who owns the lead; null while unassigned.","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]}}};
+const schema425 = {"type":"object","description":"Delivery payload of `lead.created`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"lead.created","description":"Event name, always `lead.created`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/LeadCreatedData","description":"Event data; see `LeadCreatedData`."}},"additionalProperties":false};
+const schema428 = {"type":"object","description":"Data of `lead.created`.","required":["leadId","name","source","type","vehicle","fleet","owner"],"properties":{"leadId":{"$ref":"#/$defs/Uuid","description":"Lead id."},"name":{"type":"string","maxLength":200,"minLength":1,"description":"Name of the prospect (person or company)."},"source":{"type":["string","null"],"maxLength":100,"minLength":1,"description":"Channel the lead came from, e.g. `website`, `whatsapp`, `walk_in`, `referral`; null when unknown."},"type":{"description":"Type of booking the prospect is interested in; null when not stated.","anyOf":[{"$ref":"#/$defs/BookingType"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the lead is not about a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the lead is not about a specific car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"owner":{"description":"Staff member who owns the lead; null while unassigned.","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate249(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -20734,9 +23110,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate249.errors = [{instancePath:instancePath+"/leadId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate249.errors = [{instancePath:instancePath+"/leadId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -20756,9 +23138,15 @@ let data1 = data.name;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 200){
+validate249.errors = [{instancePath:instancePath+"/name",schemaPath:"#/properties/name/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate249.errors = [{instancePath:instancePath+"/name",schemaPath:"#/properties/name/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -20776,14 +23164,20 @@ if(data.source !== undefined){
 let data2 = data.source;
 const _errs7 = errors;
 if((typeof data2 !== "string") && (data2 !== null)){
-validate249.errors = [{instancePath:instancePath+"/source",schemaPath:"#/properties/source/type",keyword:"type",params:{type: schema429.properties.source.type},message:"must be string,null"}];
+validate249.errors = [{instancePath:instancePath+"/source",schemaPath:"#/properties/source/type",keyword:"type",params:{type: schema428.properties.source.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs7){
 if(typeof data2 === "string"){
+if(func2(data2) > 100){
+validate249.errors = [{instancePath:instancePath+"/source",schemaPath:"#/properties/source/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
+return false;
+}
+else {
 if(func2(data2) < 1){
 validate249.errors = [{instancePath:instancePath+"/source",schemaPath:"#/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 }
@@ -20799,8 +23193,9 @@ const _errs9 = errors;
 const _errs10 = errors;
 let valid2 = false;
 const _errs11 = errors;
-if(typeof data3 !== "string"){
-const err0 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const _errs12 = errors;
+if(!((((data3 === "daily") || (data3 === "monthly")) || (data3 === "lease")) || (data3 === "rent_to_own"))){
+const err0 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -20809,8 +23204,10 @@ vErrors.push(err0);
 }
 errors++;
 }
-if(!((((data3 === "daily") || (data3 === "monthly")) || (data3 === "lease")) || (data3 === "rent_to_own"))){
-const err1 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema236.enum},message:"must be equal to one of the allowed values"};
+if(errors === _errs12){
+if(typeof data3 === "string"){
+if(func2(data3) > 64){
+const err1 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -20819,11 +23216,9 @@ vErrors.push(err1);
 }
 errors++;
 }
-var _valid0 = _errs11 === errors;
-valid2 = valid2 || _valid0;
-const _errs14 = errors;
-if(data3 !== null){
-const err2 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+}
+else {
+const err2 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -20832,15 +23227,29 @@ vErrors.push(err2);
 }
 errors++;
 }
-var _valid0 = _errs14 === errors;
+}
+var _valid0 = _errs11 === errors;
 valid2 = valid2 || _valid0;
-if(!valid2){
-const err3 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const _errs14 = errors;
+if(data3 !== null){
+const err3 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
 vErrors = [err3];
 }
 else {
 vErrors.push(err3);
+}
+errors++;
+}
+var _valid0 = _errs14 === errors;
+valid2 = valid2 || _valid0;
+if(!valid2){
+const err4 = {instancePath:instancePath+"/type",schemaPath:"#/properties/type/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
 }
 errors++;
 validate249.errors = vErrors;
@@ -20877,24 +23286,24 @@ var _valid1 = _errs18 === errors;
 valid4 = valid4 || _valid1;
 const _errs19 = errors;
 if(data4 !== null){
-const err4 = {instancePath:instancePath+"/vehicle",schemaPath:"#/properties/vehicle/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err5 = {instancePath:instancePath+"/vehicle",schemaPath:"#/properties/vehicle/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err4];
+vErrors = [err5];
 }
 else {
-vErrors.push(err4);
+vErrors.push(err5);
 }
 errors++;
 }
 var _valid1 = _errs19 === errors;
 valid4 = valid4 || _valid1;
 if(!valid4){
-const err5 = {instancePath:instancePath+"/vehicle",schemaPath:"#/properties/vehicle/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err6 = {instancePath:instancePath+"/vehicle",schemaPath:"#/properties/vehicle/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err5];
+vErrors = [err6];
 }
 else {
-vErrors.push(err5);
+vErrors.push(err6);
 }
 errors++;
 validate249.errors = vErrors;
@@ -20931,24 +23340,24 @@ var _valid2 = _errs23 === errors;
 valid5 = valid5 || _valid2;
 const _errs24 = errors;
 if(data5 !== null){
-const err6 = {instancePath:instancePath+"/fleet",schemaPath:"#/properties/fleet/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err7 = {instancePath:instancePath+"/fleet",schemaPath:"#/properties/fleet/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err6];
+vErrors = [err7];
 }
 else {
-vErrors.push(err6);
+vErrors.push(err7);
 }
 errors++;
 }
 var _valid2 = _errs24 === errors;
 valid5 = valid5 || _valid2;
 if(!valid5){
-const err7 = {instancePath:instancePath+"/fleet",schemaPath:"#/properties/fleet/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err8 = {instancePath:instancePath+"/fleet",schemaPath:"#/properties/fleet/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err7];
+vErrors = [err8];
 }
 else {
-vErrors.push(err7);
+vErrors.push(err8);
 }
 errors++;
 validate249.errors = vErrors;
@@ -20985,24 +23394,24 @@ var _valid3 = _errs28 === errors;
 valid6 = valid6 || _valid3;
 const _errs29 = errors;
 if(data6 !== null){
-const err8 = {instancePath:instancePath+"/owner",schemaPath:"#/properties/owner/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err9 = {instancePath:instancePath+"/owner",schemaPath:"#/properties/owner/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err8];
+vErrors = [err9];
 }
 else {
-vErrors.push(err8);
+vErrors.push(err9);
 }
 errors++;
 }
 var _valid3 = _errs29 === errors;
 valid6 = valid6 || _valid3;
 if(!valid6){
-const err9 = {instancePath:instancePath+"/owner",schemaPath:"#/properties/owner/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err10 = {instancePath:instancePath+"/owner",schemaPath:"#/properties/owner/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err9];
+vErrors = [err10];
 }
 else {
-vErrors.push(err9);
+vErrors.push(err10);
 }
 errors++;
 validate249.errors = vErrors;
@@ -21078,9 +23487,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate248.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate248.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -21119,9 +23534,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate248.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate248.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -21164,8 +23585,8 @@ return errors === 0;
 validate248.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PaymentCanceledEvent = validate254;
-const schema432 = {"type":"object","description":"Delivery payload of `payment.canceled`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"payment.canceled","description":"Event name, always `payment.canceled`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/PaymentEventData","description":"Event data; see `PaymentEventData`."}}};
-const schema435 = {"type":"object","description":"Data of the `payment.*` events: one payment record. `kind` and `status` are as stored; the event name says what happened.","additionalProperties":false,"required":["paymentId","kind","status","amount","at","booking","invoice","customer","vehicle","fleet"],"properties":{"paymentId":{"$ref":"#/$defs/Uuid","description":"Payment id."},"kind":{"type":"string","enum":["charge","refund","deposit","deposit_release"],"description":"`charge` money in; `refund` money out against a charge; `deposit` a security deposit taken and held; `deposit_release` a held deposit returned."},"status":{"type":"string","enum":["captured","canceled"],"description":"`captured` when the payment took effect (refunds, deposits and deposit releases included); `canceled` on `payment.canceled`."},"amount":{"$ref":"#/$defs/Fils","description":"Amount in fils, always positive; `kind` gives the direction."},"at":{"$ref":"#/$defs/Timestamp","description":"When the payment was made (or, for `payment.canceled`, when the payment being canceled was made)."},"booking":{"description":"The booking (`{id, number}`); null when the payment is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"invoice":{"description":"Invoice the payment is allocated to (`{id, number}`); null when it is not allocated to an invoice (deposits, for example).","anyOf":[{"$ref":"#/$defs/InvoiceRef"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the payment is not linked to a booking.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the payment is not linked to a booking.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}}};
+const schema431 = {"type":"object","description":"Delivery payload of `payment.canceled`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"payment.canceled","description":"Event name, always `payment.canceled`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/PaymentEventData","description":"Event data; see `PaymentEventData`."}},"additionalProperties":false};
+const schema434 = {"type":"object","description":"Data of the `payment.*` events: one payment record. `kind` and `status` are as stored; the event name says what happened.","required":["paymentId","kind","status","amount","at","booking","invoice","customer","vehicle","fleet"],"properties":{"paymentId":{"$ref":"#/$defs/Uuid","description":"Payment id."},"kind":{"type":"string","maxLength":64,"enum":["charge","refund","deposit","deposit_release"],"description":"`charge` money in; `refund` money out against a charge; `deposit` a security deposit taken and held; `deposit_release` a held deposit returned."},"status":{"type":"string","maxLength":64,"enum":["captured","canceled"],"description":"`captured` when the payment took effect (refunds, deposits and deposit releases included); `canceled` on `payment.canceled`."},"amount":{"$ref":"#/$defs/Fils","description":"Amount in fils, always positive; `kind` gives the direction."},"at":{"$ref":"#/$defs/Timestamp","description":"When the payment was made (or, for `payment.canceled`, when the payment being canceled was made)."},"booking":{"description":"The booking (`{id, number}`); null when the payment is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"invoice":{"description":"Invoice the payment is allocated to (`{id, number}`); null when it is not allocated to an invoice (deposits, for example).","anyOf":[{"$ref":"#/$defs/InvoiceRef"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the payment is not linked to a booking.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the payment is not linked to a booking.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate255(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -21187,7 +23608,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema435.properties, key0))){
+if(!(func1.call(schema434.properties, key0))){
 validate255.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -21201,9 +23622,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate255.errors = [{instancePath:instancePath+"/paymentId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate255.errors = [{instancePath:instancePath+"/paymentId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -21221,13 +23648,21 @@ if(valid0){
 if(data.kind !== undefined){
 let data1 = data.kind;
 const _errs5 = errors;
-if(typeof data1 !== "string"){
+if(!((((data1 === "charge") || (data1 === "refund")) || (data1 === "deposit")) || (data1 === "deposit_release"))){
+validate255.errors = [{instancePath:instancePath+"/kind",schemaPath:"#/properties/kind/enum",keyword:"enum",params:{allowedValues: schema434.properties.kind.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+if(errors === _errs5){
+if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate255.errors = [{instancePath:instancePath+"/kind",schemaPath:"#/properties/kind/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
 validate255.errors = [{instancePath:instancePath+"/kind",schemaPath:"#/properties/kind/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
-if(!((((data1 === "charge") || (data1 === "refund")) || (data1 === "deposit")) || (data1 === "deposit_release"))){
-validate255.errors = [{instancePath:instancePath+"/kind",schemaPath:"#/properties/kind/enum",keyword:"enum",params:{allowedValues: schema435.properties.kind.enum},message:"must be equal to one of the allowed values"}];
-return false;
 }
 var valid0 = _errs5 === errors;
 }
@@ -21238,13 +23673,21 @@ if(valid0){
 if(data.status !== undefined){
 let data2 = data.status;
 const _errs7 = errors;
-if(typeof data2 !== "string"){
+if(!((data2 === "captured") || (data2 === "canceled"))){
+validate255.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema434.properties.status.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+if(errors === _errs7){
+if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate255.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
 validate255.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
-if(!((data2 === "captured") || (data2 === "canceled"))){
-validate255.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema435.properties.status.enum},message:"must be equal to one of the allowed values"}];
-return false;
 }
 var valid0 = _errs7 === errors;
 }
@@ -21262,6 +23705,11 @@ return false;
 }
 if(errors === _errs10){
 if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 > 9007199254740991 || isNaN(data3)){
+validate255.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data3 < 0 || isNaN(data3)){
 validate255.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -21270,6 +23718,7 @@ else {
 if(!(formats104.validate(data3))){
 validate255.errors = [{instancePath:instancePath+"/amount",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -21287,9 +23736,15 @@ const _errs13 = errors;
 if(errors === _errs13){
 if(errors === _errs13){
 if(typeof data4 === "string"){
+if(func2(data4) > 24){
+validate255.errors = [{instancePath:instancePath+"/at",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data4))){
 validate255.errors = [{instancePath:instancePath+"/at",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -21588,9 +24043,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate254.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate254.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -21629,9 +24090,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate254.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate254.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -21674,7 +24141,7 @@ return errors === 0;
 validate254.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PaymentCapturedEvent = validate262;
-const schema439 = {"type":"object","description":"Delivery payload of `payment.captured`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"payment.captured","description":"Event name, always `payment.captured`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/PaymentEventData","description":"Event data; see `PaymentEventData`."}}};
+const schema438 = {"type":"object","description":"Delivery payload of `payment.captured`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"payment.captured","description":"Event name, always `payment.captured`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/PaymentEventData","description":"Event data; see `PaymentEventData`."}},"additionalProperties":false};
 
 function validate262(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -21710,9 +24177,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate262.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate262.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -21751,9 +24224,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate262.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate262.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -21796,7 +24275,7 @@ return errors === 0;
 validate262.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PaymentDepositHeldEvent = validate264;
-const schema442 = {"type":"object","description":"Delivery payload of `payment.deposit_held`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"payment.deposit_held","description":"Event name, always `payment.deposit_held`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/PaymentEventData","description":"Event data; see `PaymentEventData`."}}};
+const schema441 = {"type":"object","description":"Delivery payload of `payment.deposit_held`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"payment.deposit_held","description":"Event name, always `payment.deposit_held`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/PaymentEventData","description":"Event data; see `PaymentEventData`."}},"additionalProperties":false};
 
 function validate264(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -21832,9 +24311,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate264.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate264.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -21873,9 +24358,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate264.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate264.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -21918,7 +24409,7 @@ return errors === 0;
 validate264.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PaymentRefundedEvent = validate266;
-const schema445 = {"type":"object","description":"Delivery payload of `payment.refunded`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"payment.refunded","description":"Event name, always `payment.refunded`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/PaymentEventData","description":"Event data; see `PaymentEventData`."}}};
+const schema444 = {"type":"object","description":"Delivery payload of `payment.refunded`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"payment.refunded","description":"Event name, always `payment.refunded`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/PaymentEventData","description":"Event data; see `PaymentEventData`."}},"additionalProperties":false};
 
 function validate266(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -21954,9 +24445,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate266.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate266.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -21995,9 +24492,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate266.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate266.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -22040,8 +24543,8 @@ return errors === 0;
 validate266.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.QuoteAcceptedEvent = validate268;
-const schema448 = {"type":"object","description":"Delivery payload of `quote.accepted`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.accepted","description":"Event name, always `quote.accepted`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteAcceptedData","description":"Event data; see `QuoteAcceptedData`."}}};
-const schema451 = {"type":"object","description":"Data of `quote.accepted`.","additionalProperties":false,"required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet","acceptedAt","booking"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"acceptedAt":{"$ref":"#/$defs/Timestamp","description":"When the quote was accepted."},"booking":{"description":"The booking (`{id, number}`); null until a booking has been created from the quote.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]}}};
+const schema447 = {"type":"object","description":"Delivery payload of `quote.accepted`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.accepted","description":"Event name, always `quote.accepted`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteAcceptedData","description":"Event data; see `QuoteAcceptedData`."}},"additionalProperties":false};
+const schema450 = {"type":"object","description":"Data of `quote.accepted`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet","acceptedAt","booking"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"acceptedAt":{"$ref":"#/$defs/Timestamp","description":"When the quote was accepted."},"booking":{"description":"The booking (`{id, number}`); null until a booking has been created from the quote.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate269(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -22063,7 +24566,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema451.properties, key0))){
+if(!(func1.call(schema450.properties, key0))){
 validate269.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -22077,9 +24580,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate269.errors = [{instancePath:instancePath+"/quoteId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate269.errors = [{instancePath:instancePath+"/quoteId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -22099,9 +24608,15 @@ let data1 = data.number;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate269.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate269.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -22118,13 +24633,22 @@ if(valid0){
 if(data.type !== undefined){
 let data2 = data.type;
 const _errs7 = errors;
-if(typeof data2 !== "string"){
+const _errs8 = errors;
+if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
+validate269.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+if(errors === _errs8){
+if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate269.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
 validate269.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
-if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate269.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema236.enum},message:"must be equal to one of the allowed values"}];
-return false;
 }
 var valid0 = _errs7 === errors;
 }
@@ -22139,9 +24663,15 @@ const _errs11 = errors;
 if(errors === _errs11){
 if(errors === _errs11){
 if(typeof data3 === "string"){
+if(func2(data3) > 24){
+validate269.errors = [{instancePath:instancePath+"/pickupAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data3))){
 validate269.errors = [{instancePath:instancePath+"/pickupAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -22163,9 +24693,15 @@ const _errs14 = errors;
 if(errors === _errs14){
 if(errors === _errs14){
 if(typeof data4 === "string"){
+if(func2(data4) > 24){
+validate269.errors = [{instancePath:instancePath+"/dropoffAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data4))){
 validate269.errors = [{instancePath:instancePath+"/dropoffAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -22190,6 +24726,11 @@ return false;
 }
 if(errors === _errs17){
 if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 > 9007199254740991 || isNaN(data5)){
+validate269.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data5 < 0 || isNaN(data5)){
 validate269.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -22198,6 +24739,7 @@ else {
 if(!(formats104.validate(data5))){
 validate269.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -22215,9 +24757,15 @@ const _errs20 = errors;
 if(errors === _errs20){
 if(errors === _errs20){
 if(typeof data6 === "string"){
+if(func2(data6) > 24){
+validate269.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data6))){
 validate269.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -22359,9 +24907,15 @@ const _errs34 = errors;
 if(errors === _errs34){
 if(errors === _errs34){
 if(typeof data10 === "string"){
+if(func2(data10) > 24){
+validate269.errors = [{instancePath:instancePath+"/acceptedAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data10))){
 validate269.errors = [{instancePath:instancePath+"/acceptedAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -22488,9 +25042,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate268.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate268.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -22529,9 +25089,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate268.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate268.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -22574,8 +25140,8 @@ return errors === 0;
 validate268.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.QuoteDeclinedEvent = validate275;
-const schema459 = {"type":"object","description":"Delivery payload of `quote.declined`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.declined","description":"Event name, always `quote.declined`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteDeclinedData","description":"Event data; see `QuoteDeclinedData`."}}};
-const schema462 = {"type":"object","description":"Data of `quote.declined`.","additionalProperties":false,"required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet","declinedAt","reason"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"declinedAt":{"$ref":"#/$defs/Timestamp","description":"When the quote was declined."},"reason":{"type":["string","null"],"minLength":1,"description":"Reason given by the customer; null when none was given."}}};
+const schema458 = {"type":"object","description":"Delivery payload of `quote.declined`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.declined","description":"Event name, always `quote.declined`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteDeclinedData","description":"Event data; see `QuoteDeclinedData`."}},"additionalProperties":false};
+const schema461 = {"type":"object","description":"Data of `quote.declined`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet","declinedAt","reason"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"declinedAt":{"$ref":"#/$defs/Timestamp","description":"When the quote was declined."},"reason":{"type":["string","null"],"maxLength":200,"minLength":1,"description":"Reason given by the customer; null when none was given."}},"additionalProperties":false};
 
 function validate276(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -22597,7 +25163,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema462.properties, key0))){
+if(!(func1.call(schema461.properties, key0))){
 validate276.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -22611,9 +25177,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate276.errors = [{instancePath:instancePath+"/quoteId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate276.errors = [{instancePath:instancePath+"/quoteId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -22633,9 +25205,15 @@ let data1 = data.number;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate276.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate276.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -22652,13 +25230,22 @@ if(valid0){
 if(data.type !== undefined){
 let data2 = data.type;
 const _errs7 = errors;
-if(typeof data2 !== "string"){
+const _errs8 = errors;
+if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
+validate276.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+if(errors === _errs8){
+if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate276.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
 validate276.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
-if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate276.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema236.enum},message:"must be equal to one of the allowed values"}];
-return false;
 }
 var valid0 = _errs7 === errors;
 }
@@ -22673,9 +25260,15 @@ const _errs11 = errors;
 if(errors === _errs11){
 if(errors === _errs11){
 if(typeof data3 === "string"){
+if(func2(data3) > 24){
+validate276.errors = [{instancePath:instancePath+"/pickupAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data3))){
 validate276.errors = [{instancePath:instancePath+"/pickupAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -22697,9 +25290,15 @@ const _errs14 = errors;
 if(errors === _errs14){
 if(errors === _errs14){
 if(typeof data4 === "string"){
+if(func2(data4) > 24){
+validate276.errors = [{instancePath:instancePath+"/dropoffAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data4))){
 validate276.errors = [{instancePath:instancePath+"/dropoffAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -22724,6 +25323,11 @@ return false;
 }
 if(errors === _errs17){
 if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 > 9007199254740991 || isNaN(data5)){
+validate276.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data5 < 0 || isNaN(data5)){
 validate276.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -22732,6 +25336,7 @@ else {
 if(!(formats104.validate(data5))){
 validate276.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -22749,9 +25354,15 @@ const _errs20 = errors;
 if(errors === _errs20){
 if(errors === _errs20){
 if(typeof data6 === "string"){
+if(func2(data6) > 24){
+validate276.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data6))){
 validate276.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -22893,9 +25504,15 @@ const _errs34 = errors;
 if(errors === _errs34){
 if(errors === _errs34){
 if(typeof data10 === "string"){
+if(func2(data10) > 24){
+validate276.errors = [{instancePath:instancePath+"/declinedAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data10))){
 validate276.errors = [{instancePath:instancePath+"/declinedAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -22914,14 +25531,20 @@ if(data.reason !== undefined){
 let data11 = data.reason;
 const _errs36 = errors;
 if((typeof data11 !== "string") && (data11 !== null)){
-validate276.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: schema462.properties.reason.type},message:"must be string,null"}];
+validate276.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: schema461.properties.reason.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs36){
 if(typeof data11 === "string"){
+if(func2(data11) > 200){
+validate276.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+return false;
+}
+else {
 if(func2(data11) < 1){
 validate276.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 }
@@ -22989,9 +25612,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate275.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate275.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -23030,9 +25659,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate275.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate275.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -23075,8 +25710,8 @@ return errors === 0;
 validate275.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.QuoteExpiredEvent = validate281;
-const schema470 = {"type":"object","description":"Delivery payload of `quote.expired`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.expired","description":"Event name, always `quote.expired`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteExpiredData","description":"Event data; see `QuoteExpiredData`."}}};
-const schema473 = {"type":"object","description":"Data of `quote.expired`.","additionalProperties":false,"required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}}};
+const schema469 = {"type":"object","description":"Delivery payload of `quote.expired`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.expired","description":"Event name, always `quote.expired`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteExpiredData","description":"Event data; see `QuoteExpiredData`."}},"additionalProperties":false};
+const schema472 = {"type":"object","description":"Data of `quote.expired`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate282(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -23098,7 +25733,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema473.properties, key0))){
+if(!(func1.call(schema472.properties, key0))){
 validate282.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -23112,9 +25747,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate282.errors = [{instancePath:instancePath+"/quoteId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate282.errors = [{instancePath:instancePath+"/quoteId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -23134,9 +25775,15 @@ let data1 = data.number;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate282.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate282.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -23153,13 +25800,22 @@ if(valid0){
 if(data.type !== undefined){
 let data2 = data.type;
 const _errs7 = errors;
-if(typeof data2 !== "string"){
+const _errs8 = errors;
+if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
+validate282.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+if(errors === _errs8){
+if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate282.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
 validate282.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
-if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate282.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema236.enum},message:"must be equal to one of the allowed values"}];
-return false;
 }
 var valid0 = _errs7 === errors;
 }
@@ -23174,9 +25830,15 @@ const _errs11 = errors;
 if(errors === _errs11){
 if(errors === _errs11){
 if(typeof data3 === "string"){
+if(func2(data3) > 24){
+validate282.errors = [{instancePath:instancePath+"/pickupAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data3))){
 validate282.errors = [{instancePath:instancePath+"/pickupAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -23198,9 +25860,15 @@ const _errs14 = errors;
 if(errors === _errs14){
 if(errors === _errs14){
 if(typeof data4 === "string"){
+if(func2(data4) > 24){
+validate282.errors = [{instancePath:instancePath+"/dropoffAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data4))){
 validate282.errors = [{instancePath:instancePath+"/dropoffAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -23225,6 +25893,11 @@ return false;
 }
 if(errors === _errs17){
 if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 > 9007199254740991 || isNaN(data5)){
+validate282.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data5 < 0 || isNaN(data5)){
 validate282.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -23233,6 +25906,7 @@ else {
 if(!(formats104.validate(data5))){
 validate282.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -23250,9 +25924,15 @@ const _errs20 = errors;
 if(errors === _errs20){
 if(errors === _errs20){
 if(typeof data6 === "string"){
+if(func2(data6) > 24){
+validate282.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data6))){
 validate282.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -23443,9 +26123,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate281.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate281.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -23484,9 +26170,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate281.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate281.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -23529,8 +26221,8 @@ return errors === 0;
 validate281.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.QuoteSentEvent = validate287;
-const schema480 = {"type":"object","description":"Delivery payload of `quote.sent`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.sent","description":"Event name, always `quote.sent`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteSentData","description":"Event data; see `QuoteSentData`."}}};
-const schema483 = {"type":"object","description":"Data of `quote.sent`.","additionalProperties":false,"required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet","sentAt"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"sentAt":{"$ref":"#/$defs/Timestamp","description":"When the quote was sent."}}};
+const schema479 = {"type":"object","description":"Delivery payload of `quote.sent`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.sent","description":"Event name, always `quote.sent`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteSentData","description":"Event data; see `QuoteSentData`."}},"additionalProperties":false};
+const schema482 = {"type":"object","description":"Data of `quote.sent`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet","sentAt"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"sentAt":{"$ref":"#/$defs/Timestamp","description":"When the quote was sent."}},"additionalProperties":false};
 
 function validate288(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -23552,7 +26244,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema483.properties, key0))){
+if(!(func1.call(schema482.properties, key0))){
 validate288.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -23566,9 +26258,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate288.errors = [{instancePath:instancePath+"/quoteId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate288.errors = [{instancePath:instancePath+"/quoteId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -23588,9 +26286,15 @@ let data1 = data.number;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate288.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate288.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -23607,13 +26311,22 @@ if(valid0){
 if(data.type !== undefined){
 let data2 = data.type;
 const _errs7 = errors;
-if(typeof data2 !== "string"){
+const _errs8 = errors;
+if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
+validate288.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+if(errors === _errs8){
+if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate288.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
 validate288.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
-if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate288.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema236.enum},message:"must be equal to one of the allowed values"}];
-return false;
 }
 var valid0 = _errs7 === errors;
 }
@@ -23628,9 +26341,15 @@ const _errs11 = errors;
 if(errors === _errs11){
 if(errors === _errs11){
 if(typeof data3 === "string"){
+if(func2(data3) > 24){
+validate288.errors = [{instancePath:instancePath+"/pickupAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data3))){
 validate288.errors = [{instancePath:instancePath+"/pickupAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -23652,9 +26371,15 @@ const _errs14 = errors;
 if(errors === _errs14){
 if(errors === _errs14){
 if(typeof data4 === "string"){
+if(func2(data4) > 24){
+validate288.errors = [{instancePath:instancePath+"/dropoffAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data4))){
 validate288.errors = [{instancePath:instancePath+"/dropoffAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -23679,6 +26404,11 @@ return false;
 }
 if(errors === _errs17){
 if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 > 9007199254740991 || isNaN(data5)){
+validate288.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data5 < 0 || isNaN(data5)){
 validate288.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -23687,6 +26417,7 @@ else {
 if(!(formats104.validate(data5))){
 validate288.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -23704,9 +26435,15 @@ const _errs20 = errors;
 if(errors === _errs20){
 if(errors === _errs20){
 if(typeof data6 === "string"){
+if(func2(data6) > 24){
+validate288.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data6))){
 validate288.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -23848,9 +26585,15 @@ const _errs34 = errors;
 if(errors === _errs34){
 if(errors === _errs34){
 if(typeof data10 === "string"){
+if(func2(data10) > 24){
+validate288.errors = [{instancePath:instancePath+"/sentAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data10))){
 validate288.errors = [{instancePath:instancePath+"/sentAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -23922,9 +26665,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate287.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate287.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -23963,9 +26712,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate287.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate287.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -24008,8 +26763,8 @@ return errors === 0;
 validate287.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.QuoteViewedEvent = validate293;
-const schema491 = {"type":"object","description":"Delivery payload of `quote.viewed`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.viewed","description":"Event name, always `quote.viewed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteViewedData","description":"Event data; see `QuoteViewedData`."}}};
-const schema494 = {"type":"object","description":"Data of `quote.viewed`.","additionalProperties":false,"required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet","viewedAt"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"viewedAt":{"$ref":"#/$defs/Timestamp","description":"When the customer opened the quote."}}};
+const schema490 = {"type":"object","description":"Delivery payload of `quote.viewed`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.viewed","description":"Event name, always `quote.viewed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteViewedData","description":"Event data; see `QuoteViewedData`."}},"additionalProperties":false};
+const schema493 = {"type":"object","description":"Data of `quote.viewed`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet","viewedAt"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"viewedAt":{"$ref":"#/$defs/Timestamp","description":"When the customer opened the quote."}},"additionalProperties":false};
 
 function validate294(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -24031,7 +26786,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema494.properties, key0))){
+if(!(func1.call(schema493.properties, key0))){
 validate294.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -24045,9 +26800,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate294.errors = [{instancePath:instancePath+"/quoteId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate294.errors = [{instancePath:instancePath+"/quoteId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -24067,9 +26828,15 @@ let data1 = data.number;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate294.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate294.errors = [{instancePath:instancePath+"/number",schemaPath:"#/properties/number/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -24086,13 +26853,22 @@ if(valid0){
 if(data.type !== undefined){
 let data2 = data.type;
 const _errs7 = errors;
-if(typeof data2 !== "string"){
+const _errs8 = errors;
+if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
+validate294.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+if(errors === _errs8){
+if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate294.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
 validate294.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
-if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate294.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema236.enum},message:"must be equal to one of the allowed values"}];
-return false;
 }
 var valid0 = _errs7 === errors;
 }
@@ -24107,9 +26883,15 @@ const _errs11 = errors;
 if(errors === _errs11){
 if(errors === _errs11){
 if(typeof data3 === "string"){
+if(func2(data3) > 24){
+validate294.errors = [{instancePath:instancePath+"/pickupAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data3))){
 validate294.errors = [{instancePath:instancePath+"/pickupAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -24131,9 +26913,15 @@ const _errs14 = errors;
 if(errors === _errs14){
 if(errors === _errs14){
 if(typeof data4 === "string"){
+if(func2(data4) > 24){
+validate294.errors = [{instancePath:instancePath+"/dropoffAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data4))){
 validate294.errors = [{instancePath:instancePath+"/dropoffAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -24158,6 +26946,11 @@ return false;
 }
 if(errors === _errs17){
 if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 > 9007199254740991 || isNaN(data5)){
+validate294.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data5 < 0 || isNaN(data5)){
 validate294.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -24166,6 +26959,7 @@ else {
 if(!(formats104.validate(data5))){
 validate294.errors = [{instancePath:instancePath+"/total",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -24183,9 +26977,15 @@ const _errs20 = errors;
 if(errors === _errs20){
 if(errors === _errs20){
 if(typeof data6 === "string"){
+if(func2(data6) > 24){
+validate294.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data6))){
 validate294.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -24327,9 +27127,15 @@ const _errs34 = errors;
 if(errors === _errs34){
 if(errors === _errs34){
 if(typeof data10 === "string"){
+if(func2(data10) > 24){
+validate294.errors = [{instancePath:instancePath+"/viewedAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data10))){
 validate294.errors = [{instancePath:instancePath+"/viewedAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -24401,9 +27207,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate293.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate293.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -24442,9 +27254,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate293.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate293.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -24487,8 +27305,8 @@ return errors === 0;
 validate293.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.TaskAssignedEvent = validate299;
-const schema502 = {"type":"object","description":"Delivery payload of `task.assigned`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"task.assigned","description":"Event name, always `task.assigned`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/TaskEventData","description":"Event data; see `TaskEventData`."}}};
-const schema505 = {"type":"object","description":"Data of the `task.*` events: one staff task with what it is about.","additionalProperties":false,"required":["taskId","title","dueAt","assignee","booking","customer","vehicle","fleet"],"properties":{"taskId":{"$ref":"#/$defs/Uuid","description":"Task id."},"title":{"type":"string","minLength":1,"description":"Task title."},"dueAt":{"description":"When the task is due; null for a task without a due time (never null on `task.due_soon` and `task.overdue`).","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"assignee":{"description":"Staff member the task is assigned to; null while unassigned (never null on `task.assigned`).","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the task is not about a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"customer":{"description":"The customer (`{id, name}` only); null when the task is not about a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the task is not about a car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the task is not about a car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}}};
+const schema501 = {"type":"object","description":"Delivery payload of `task.assigned`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"task.assigned","description":"Event name, always `task.assigned`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/TaskEventData","description":"Event data; see `TaskEventData`."}},"additionalProperties":false};
+const schema504 = {"type":"object","description":"Data of the `task.*` events: one staff task with what it is about.","required":["taskId","title","dueAt","assignee","booking","customer","vehicle","fleet"],"properties":{"taskId":{"$ref":"#/$defs/Uuid","description":"Task id."},"title":{"type":"string","maxLength":200,"minLength":1,"description":"Task title."},"dueAt":{"description":"When the task is due; null for a task without a due time (never null on `task.due_soon` and `task.overdue`).","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"assignee":{"description":"Staff member the task is assigned to; null while unassigned (never null on `task.assigned`).","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the task is not about a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"customer":{"description":"The customer (`{id, name}` only); null when the task is not about a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the task is not about a car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the task is not about a car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate300(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -24524,9 +27342,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate300.errors = [{instancePath:instancePath+"/taskId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate300.errors = [{instancePath:instancePath+"/taskId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -24546,9 +27370,15 @@ let data1 = data.title;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 200){
+validate300.errors = [{instancePath:instancePath+"/title",schemaPath:"#/properties/title/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate300.errors = [{instancePath:instancePath+"/title",schemaPath:"#/properties/title/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -24572,8 +27402,8 @@ const _errs10 = errors;
 if(errors === _errs10){
 if(errors === _errs10){
 if(typeof data2 === "string"){
-if(!(formats14.validate(data2))){
-const err0 = {instancePath:instancePath+"/dueAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(func2(data2) > 24){
+const err0 = {instancePath:instancePath+"/dueAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -24582,9 +27412,9 @@ vErrors.push(err0);
 }
 errors++;
 }
-}
 else {
-const err1 = {instancePath:instancePath+"/dueAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(!(formats14.validate(data2))){
+const err1 = {instancePath:instancePath+"/dueAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -24595,11 +27425,8 @@ errors++;
 }
 }
 }
-var _valid0 = _errs9 === errors;
-valid2 = valid2 || _valid0;
-const _errs12 = errors;
-if(data2 !== null){
-const err2 = {instancePath:instancePath+"/dueAt",schemaPath:"#/properties/dueAt/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+else {
+const err2 = {instancePath:instancePath+"/dueAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -24608,15 +27435,30 @@ vErrors.push(err2);
 }
 errors++;
 }
-var _valid0 = _errs12 === errors;
+}
+}
+var _valid0 = _errs9 === errors;
 valid2 = valid2 || _valid0;
-if(!valid2){
-const err3 = {instancePath:instancePath+"/dueAt",schemaPath:"#/properties/dueAt/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const _errs12 = errors;
+if(data2 !== null){
+const err3 = {instancePath:instancePath+"/dueAt",schemaPath:"#/properties/dueAt/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
 vErrors = [err3];
 }
 else {
 vErrors.push(err3);
+}
+errors++;
+}
+var _valid0 = _errs12 === errors;
+valid2 = valid2 || _valid0;
+if(!valid2){
+const err4 = {instancePath:instancePath+"/dueAt",schemaPath:"#/properties/dueAt/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
 }
 errors++;
 validate300.errors = vErrors;
@@ -24653,24 +27495,24 @@ var _valid1 = _errs16 === errors;
 valid4 = valid4 || _valid1;
 const _errs17 = errors;
 if(data3 !== null){
-const err4 = {instancePath:instancePath+"/assignee",schemaPath:"#/properties/assignee/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err5 = {instancePath:instancePath+"/assignee",schemaPath:"#/properties/assignee/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err4];
+vErrors = [err5];
 }
 else {
-vErrors.push(err4);
+vErrors.push(err5);
 }
 errors++;
 }
 var _valid1 = _errs17 === errors;
 valid4 = valid4 || _valid1;
 if(!valid4){
-const err5 = {instancePath:instancePath+"/assignee",schemaPath:"#/properties/assignee/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err6 = {instancePath:instancePath+"/assignee",schemaPath:"#/properties/assignee/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err5];
+vErrors = [err6];
 }
 else {
-vErrors.push(err5);
+vErrors.push(err6);
 }
 errors++;
 validate300.errors = vErrors;
@@ -24707,24 +27549,24 @@ var _valid2 = _errs21 === errors;
 valid5 = valid5 || _valid2;
 const _errs22 = errors;
 if(data4 !== null){
-const err6 = {instancePath:instancePath+"/booking",schemaPath:"#/properties/booking/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err7 = {instancePath:instancePath+"/booking",schemaPath:"#/properties/booking/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err6];
+vErrors = [err7];
 }
 else {
-vErrors.push(err6);
+vErrors.push(err7);
 }
 errors++;
 }
 var _valid2 = _errs22 === errors;
 valid5 = valid5 || _valid2;
 if(!valid5){
-const err7 = {instancePath:instancePath+"/booking",schemaPath:"#/properties/booking/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err8 = {instancePath:instancePath+"/booking",schemaPath:"#/properties/booking/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err7];
+vErrors = [err8];
 }
 else {
-vErrors.push(err7);
+vErrors.push(err8);
 }
 errors++;
 validate300.errors = vErrors;
@@ -24761,24 +27603,24 @@ var _valid3 = _errs26 === errors;
 valid6 = valid6 || _valid3;
 const _errs27 = errors;
 if(data5 !== null){
-const err8 = {instancePath:instancePath+"/customer",schemaPath:"#/properties/customer/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err9 = {instancePath:instancePath+"/customer",schemaPath:"#/properties/customer/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err8];
+vErrors = [err9];
 }
 else {
-vErrors.push(err8);
+vErrors.push(err9);
 }
 errors++;
 }
 var _valid3 = _errs27 === errors;
 valid6 = valid6 || _valid3;
 if(!valid6){
-const err9 = {instancePath:instancePath+"/customer",schemaPath:"#/properties/customer/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err10 = {instancePath:instancePath+"/customer",schemaPath:"#/properties/customer/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err9];
+vErrors = [err10];
 }
 else {
-vErrors.push(err9);
+vErrors.push(err10);
 }
 errors++;
 validate300.errors = vErrors;
@@ -24815,24 +27657,24 @@ var _valid4 = _errs31 === errors;
 valid7 = valid7 || _valid4;
 const _errs32 = errors;
 if(data6 !== null){
-const err10 = {instancePath:instancePath+"/vehicle",schemaPath:"#/properties/vehicle/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err11 = {instancePath:instancePath+"/vehicle",schemaPath:"#/properties/vehicle/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err10];
+vErrors = [err11];
 }
 else {
-vErrors.push(err10);
+vErrors.push(err11);
 }
 errors++;
 }
 var _valid4 = _errs32 === errors;
 valid7 = valid7 || _valid4;
 if(!valid7){
-const err11 = {instancePath:instancePath+"/vehicle",schemaPath:"#/properties/vehicle/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err12 = {instancePath:instancePath+"/vehicle",schemaPath:"#/properties/vehicle/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err11];
+vErrors = [err12];
 }
 else {
-vErrors.push(err11);
+vErrors.push(err12);
 }
 errors++;
 validate300.errors = vErrors;
@@ -24869,24 +27711,24 @@ var _valid5 = _errs36 === errors;
 valid8 = valid8 || _valid5;
 const _errs37 = errors;
 if(data7 !== null){
-const err12 = {instancePath:instancePath+"/fleet",schemaPath:"#/properties/fleet/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err13 = {instancePath:instancePath+"/fleet",schemaPath:"#/properties/fleet/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
-vErrors = [err12];
+vErrors = [err13];
 }
 else {
-vErrors.push(err12);
+vErrors.push(err13);
 }
 errors++;
 }
 var _valid5 = _errs37 === errors;
 valid8 = valid8 || _valid5;
 if(!valid8){
-const err13 = {instancePath:instancePath+"/fleet",schemaPath:"#/properties/fleet/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const err14 = {instancePath:instancePath+"/fleet",schemaPath:"#/properties/fleet/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
 if(vErrors === null){
-vErrors = [err13];
+vErrors = [err14];
 }
 else {
-vErrors.push(err13);
+vErrors.push(err14);
 }
 errors++;
 validate300.errors = vErrors;
@@ -24963,9 +27805,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate299.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate299.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -25004,9 +27852,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate299.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate299.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -25049,7 +27903,7 @@ return errors === 0;
 validate299.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.TaskDueSoonEvent = validate307;
-const schema508 = {"type":"object","description":"Delivery payload of `task.due_soon`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"task.due_soon","description":"Event name, always `task.due_soon`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/TaskEventData","description":"Event data; see `TaskEventData`."}}};
+const schema507 = {"type":"object","description":"Delivery payload of `task.due_soon`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"task.due_soon","description":"Event name, always `task.due_soon`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/TaskEventData","description":"Event data; see `TaskEventData`."}},"additionalProperties":false};
 
 function validate307(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -25085,9 +27939,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate307.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate307.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -25126,9 +27986,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate307.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate307.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -25171,7 +28037,7 @@ return errors === 0;
 validate307.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.TaskOverdueEvent = validate309;
-const schema511 = {"type":"object","description":"Delivery payload of `task.overdue`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"task.overdue","description":"Event name, always `task.overdue`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/TaskEventData","description":"Event data; see `TaskEventData`."}}};
+const schema510 = {"type":"object","description":"Delivery payload of `task.overdue`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"task.overdue","description":"Event name, always `task.overdue`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/TaskEventData","description":"Event data; see `TaskEventData`."}},"additionalProperties":false};
 
 function validate309(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -25207,9 +28073,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate309.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate309.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -25248,9 +28120,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate309.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate309.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -25293,8 +28171,8 @@ return errors === 0;
 validate309.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.VehicleDocumentExpiringEvent = validate311;
-const schema514 = {"type":"object","description":"Delivery payload of `vehicle.document_expiring`.","additionalProperties":false,"required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"vehicle.document_expiring","description":"Event name, always `vehicle.document_expiring`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","minLength":1,"description":"Names the occurrence this event reports, as `vehicle.document_expiring:<documentId>:<milestone>` (milestone 30, 7 or 0); the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/VehicleDocumentExpiringData","description":"Event data; see `VehicleDocumentExpiringData`."}}};
-const schema517 = {"type":"object","description":"Data of `vehicle.document_expiring`.","additionalProperties":false,"required":["vehicleId","plate","make","model","docType","detail","expiresAt","daysLeft","fleet"],"properties":{"vehicleId":{"$ref":"#/$defs/Uuid","description":"Vehicle id."},"plate":{"type":"string","minLength":1,"description":"Plate, e.g. `Dubai A 12345`."},"make":{"type":"string","minLength":1,"description":"Vehicle make."},"model":{"type":"string","minLength":1,"description":"Vehicle model."},"docType":{"type":"string","enum":["registration","insurance","permit"],"description":"Which document lapses."},"detail":{"type":["string","null"],"minLength":1,"description":"Free-text detail of the document, e.g. insurer and policy; null when none was recorded."},"expiresAt":{"$ref":"#/$defs/LocalDate","description":"Last day the document is valid (local calendar date)."},"daysLeft":{"type":"integer","description":"Whole local days from today to `expiresAt`: 30, 7 or 0, or the true count when a milestone was sent late after an outage (negative, at least -7, when the document has already lapsed).","minimum":-7,"maximum":30},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}}};
+const schema513 = {"type":"object","description":"Delivery payload of `vehicle.document_expiring`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"vehicle.document_expiring","description":"Event name, always `vehicle.document_expiring`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `vehicle.document_expiring:<documentId>:<milestone>` (milestone 30, 7 or 0); the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/VehicleDocumentExpiringData","description":"Event data; see `VehicleDocumentExpiringData`."}},"additionalProperties":false};
+const schema516 = {"type":"object","description":"Data of `vehicle.document_expiring`.","required":["vehicleId","plate","make","model","docType","detail","expiresAt","daysLeft","fleet"],"properties":{"vehicleId":{"$ref":"#/$defs/Uuid","description":"Vehicle id."},"plate":{"type":"string","maxLength":32,"minLength":1,"description":"Plate, e.g. `Dubai A 12345`."},"make":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle make."},"model":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle model."},"docType":{"type":"string","maxLength":64,"enum":["registration","insurance","permit"],"description":"Which document lapses."},"detail":{"type":["string","null"],"maxLength":2000,"minLength":1,"description":"Free-text detail of the document, e.g. insurer and policy; null when none was recorded."},"expiresAt":{"$ref":"#/$defs/LocalDate","description":"Last day the document is valid (local calendar date)."},"daysLeft":{"type":"integer","format":"int32","description":"Whole local days from today to `expiresAt`: 30, 7 or 0, or the true count when a milestone was sent late after an outage (negative, at least -7, when the document has already lapsed).","minimum":-7,"maximum":30},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
 
 function validate312(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -25316,7 +28194,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema517.properties, key0))){
+if(!(func1.call(schema516.properties, key0))){
 validate312.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -25330,9 +28208,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate312.errors = [{instancePath:instancePath+"/vehicleId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate312.errors = [{instancePath:instancePath+"/vehicleId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -25352,9 +28236,15 @@ let data1 = data.plate;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 32){
+validate312.errors = [{instancePath:instancePath+"/plate",schemaPath:"#/properties/plate/maxLength",keyword:"maxLength",params:{limit: 32},message:"must NOT have more than 32 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate312.errors = [{instancePath:instancePath+"/plate",schemaPath:"#/properties/plate/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -25373,9 +28263,15 @@ let data2 = data.make;
 const _errs7 = errors;
 if(errors === _errs7){
 if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate312.errors = [{instancePath:instancePath+"/make",schemaPath:"#/properties/make/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data2) < 1){
 validate312.errors = [{instancePath:instancePath+"/make",schemaPath:"#/properties/make/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -25394,9 +28290,15 @@ let data3 = data.model;
 const _errs9 = errors;
 if(errors === _errs9){
 if(typeof data3 === "string"){
+if(func2(data3) > 64){
+validate312.errors = [{instancePath:instancePath+"/model",schemaPath:"#/properties/model/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data3) < 1){
 validate312.errors = [{instancePath:instancePath+"/model",schemaPath:"#/properties/model/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -25413,13 +28315,21 @@ if(valid0){
 if(data.docType !== undefined){
 let data4 = data.docType;
 const _errs11 = errors;
-if(typeof data4 !== "string"){
+if(!(((data4 === "registration") || (data4 === "insurance")) || (data4 === "permit"))){
+validate312.errors = [{instancePath:instancePath+"/docType",schemaPath:"#/properties/docType/enum",keyword:"enum",params:{allowedValues: schema516.properties.docType.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+if(errors === _errs11){
+if(typeof data4 === "string"){
+if(func2(data4) > 64){
+validate312.errors = [{instancePath:instancePath+"/docType",schemaPath:"#/properties/docType/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
 validate312.errors = [{instancePath:instancePath+"/docType",schemaPath:"#/properties/docType/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
-if(!(((data4 === "registration") || (data4 === "insurance")) || (data4 === "permit"))){
-validate312.errors = [{instancePath:instancePath+"/docType",schemaPath:"#/properties/docType/enum",keyword:"enum",params:{allowedValues: schema517.properties.docType.enum},message:"must be equal to one of the allowed values"}];
-return false;
 }
 var valid0 = _errs11 === errors;
 }
@@ -25431,14 +28341,20 @@ if(data.detail !== undefined){
 let data5 = data.detail;
 const _errs13 = errors;
 if((typeof data5 !== "string") && (data5 !== null)){
-validate312.errors = [{instancePath:instancePath+"/detail",schemaPath:"#/properties/detail/type",keyword:"type",params:{type: schema517.properties.detail.type},message:"must be string,null"}];
+validate312.errors = [{instancePath:instancePath+"/detail",schemaPath:"#/properties/detail/type",keyword:"type",params:{type: schema516.properties.detail.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs13){
 if(typeof data5 === "string"){
+if(func2(data5) > 2000){
+validate312.errors = [{instancePath:instancePath+"/detail",schemaPath:"#/properties/detail/maxLength",keyword:"maxLength",params:{limit: 2000},message:"must NOT have more than 2000 characters"}];
+return false;
+}
+else {
 if(func2(data5) < 1){
 validate312.errors = [{instancePath:instancePath+"/detail",schemaPath:"#/properties/detail/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 }
@@ -25455,9 +28371,15 @@ const _errs16 = errors;
 if(errors === _errs16){
 if(errors === _errs16){
 if(typeof data6 === "string"){
+if(func2(data6) > 10){
+validate312.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/LocalDate/maxLength",keyword:"maxLength",params:{limit: 10},message:"must NOT have more than 10 characters"}];
+return false;
+}
+else {
 if(!(formats22.validate(data6))){
 validate312.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/LocalDate/format",keyword:"format",params:{format: "date"},message:"must match format \""+"date"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -25489,6 +28411,12 @@ else {
 if(data7 < -7 || isNaN(data7)){
 validate312.errors = [{instancePath:instancePath+"/daysLeft",schemaPath:"#/properties/daysLeft/minimum",keyword:"minimum",params:{comparison: ">=", limit: -7},message:"must be >= -7"}];
 return false;
+}
+else {
+if(!(formats128.validate(data7))){
+validate312.errors = [{instancePath:instancePath+"/daysLeft",schemaPath:"#/properties/daysLeft/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
 }
 }
 }
@@ -25566,9 +28494,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate311.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate311.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -25607,9 +28541,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate311.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate311.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -25629,9 +28569,15 @@ let data3 = data.dedupeKey;
 const _errs10 = errors;
 if(errors === _errs10){
 if(typeof data3 === "string"){
+if(func2(data3) > 255){
+validate311.errors = [{instancePath:instancePath+"/dedupeKey",schemaPath:"#/properties/dedupeKey/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"}];
+return false;
+}
+else {
 if(func2(data3) < 1){
 validate311.errors = [{instancePath:instancePath+"/dedupeKey",schemaPath:"#/properties/dedupeKey/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -25674,8 +28620,8 @@ return errors === 0;
 validate311.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.VehicleIdleEvent = validate315;
-const schema520 = {"type":"object","description":"Delivery payload of `vehicle.idle`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"vehicle.idle","description":"Event name, always `vehicle.idle`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/VehicleIdleData","description":"Event data; see `VehicleIdleData`."}}};
-const schema523 = {"type":"object","description":"Data of `vehicle.idle`.","additionalProperties":false,"required":["vehicle","make","model","dailyRate","fleet","idleSince","idleDays"],"properties":{"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"make":{"type":"string","minLength":1,"description":"Vehicle make."},"model":{"type":"string","minLength":1,"description":"Vehicle model."},"dailyRate":{"$ref":"#/$defs/Fils","description":"Daily rate in fils."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"idleSince":{"$ref":"#/$defs/Timestamp","description":"When the vehicle last became free (end of its last booking or maintenance)."},"idleDays":{"type":"integer","description":"Whole local days the vehicle has been idle.","minimum":1}}};
+const schema519 = {"type":"object","description":"Delivery payload of `vehicle.idle`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"vehicle.idle","description":"Event name, always `vehicle.idle`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/VehicleIdleData","description":"Event data; see `VehicleIdleData`."}},"additionalProperties":false};
+const schema522 = {"type":"object","description":"Data of `vehicle.idle`.","required":["vehicle","make","model","dailyRate","fleet","idleSince","idleDays"],"properties":{"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"make":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle make."},"model":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle model."},"dailyRate":{"$ref":"#/$defs/Fils","description":"Daily rate in fils."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"idleSince":{"$ref":"#/$defs/Timestamp","description":"When the vehicle last became free (end of its last booking or maintenance)."},"idleDays":{"type":"integer","format":"int32","maximum":36500,"description":"Whole local days the vehicle has been idle.","minimum":1}},"additionalProperties":false};
 
 function validate316(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -25721,9 +28667,15 @@ let data1 = data.make;
 const _errs3 = errors;
 if(errors === _errs3){
 if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate316.errors = [{instancePath:instancePath+"/make",schemaPath:"#/properties/make/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate316.errors = [{instancePath:instancePath+"/make",schemaPath:"#/properties/make/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -25742,9 +28694,15 @@ let data2 = data.model;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate316.errors = [{instancePath:instancePath+"/model",schemaPath:"#/properties/model/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data2) < 1){
 validate316.errors = [{instancePath:instancePath+"/model",schemaPath:"#/properties/model/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -25768,6 +28726,11 @@ return false;
 }
 if(errors === _errs8){
 if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 > 9007199254740991 || isNaN(data3)){
+validate316.errors = [{instancePath:instancePath+"/dailyRate",schemaPath:"#/$defs/Fils/maximum",keyword:"maximum",params:{comparison: "<=", limit: 9007199254740991},message:"must be <= 9007199254740991"}];
+return false;
+}
+else {
 if(data3 < 0 || isNaN(data3)){
 validate316.errors = [{instancePath:instancePath+"/dailyRate",schemaPath:"#/$defs/Fils/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
@@ -25776,6 +28739,7 @@ else {
 if(!(formats104.validate(data3))){
 validate316.errors = [{instancePath:instancePath+"/dailyRate",schemaPath:"#/$defs/Fils/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
+}
 }
 }
 }
@@ -25805,9 +28769,15 @@ const _errs12 = errors;
 if(errors === _errs12){
 if(errors === _errs12){
 if(typeof data5 === "string"){
+if(func2(data5) > 24){
+validate316.errors = [{instancePath:instancePath+"/idleSince",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data5))){
 validate316.errors = [{instancePath:instancePath+"/idleSince",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -25831,9 +28801,21 @@ return false;
 }
 if(errors === _errs14){
 if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 > 36500 || isNaN(data6)){
+validate316.errors = [{instancePath:instancePath+"/idleDays",schemaPath:"#/properties/idleDays/maximum",keyword:"maximum",params:{comparison: "<=", limit: 36500},message:"must be <= 36500"}];
+return false;
+}
+else {
 if(data6 < 1 || isNaN(data6)){
 validate316.errors = [{instancePath:instancePath+"/idleDays",schemaPath:"#/properties/idleDays/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
+}
+else {
+if(!(formats128.validate(data6))){
+validate316.errors = [{instancePath:instancePath+"/idleDays",schemaPath:"#/properties/idleDays/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -25896,9 +28878,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate315.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate315.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -25937,9 +28925,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate315.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate315.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -25982,8 +28976,8 @@ return errors === 0;
 validate315.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.VehicleMaintenanceDueEvent = validate320;
-const schema526 = {"type":"object","description":"Delivery payload of `vehicle.maintenance_due`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"vehicle.maintenance_due","description":"Event name, always `vehicle.maintenance_due`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/VehicleMaintenanceDueData","description":"Event data; see `VehicleMaintenanceDueData`."}}};
-const schema529 = {"type":"object","description":"Data of `vehicle.maintenance_due`.","additionalProperties":false,"required":["vehicle","make","model","fleet","dueDate","maintenanceId","reason"],"properties":{"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"make":{"type":"string","minLength":1,"description":"Vehicle make."},"model":{"type":"string","minLength":1,"description":"Vehicle model."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Date the maintenance is due (local calendar date)."},"maintenanceId":{"description":"Scheduled maintenance block, if one exists; null otherwise.","anyOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"reason":{"type":["string","null"],"minLength":1,"description":"What is due, e.g. `15,000 km service`; null when not stated."}}};
+const schema525 = {"type":"object","description":"Delivery payload of `vehicle.maintenance_due`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"vehicle.maintenance_due","description":"Event name, always `vehicle.maintenance_due`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/VehicleMaintenanceDueData","description":"Event data; see `VehicleMaintenanceDueData`."}},"additionalProperties":false};
+const schema528 = {"type":"object","description":"Data of `vehicle.maintenance_due`.","required":["vehicle","make","model","fleet","dueDate","maintenanceId","reason"],"properties":{"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"make":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle make."},"model":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle model."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Date the maintenance is due (local calendar date)."},"maintenanceId":{"description":"Scheduled maintenance block, if one exists; null otherwise.","anyOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"reason":{"type":["string","null"],"maxLength":200,"minLength":1,"description":"What is due, e.g. `15,000 km service`; null when not stated."}},"additionalProperties":false};
 
 function validate321(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -26029,9 +29023,15 @@ let data1 = data.make;
 const _errs3 = errors;
 if(errors === _errs3){
 if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate321.errors = [{instancePath:instancePath+"/make",schemaPath:"#/properties/make/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate321.errors = [{instancePath:instancePath+"/make",schemaPath:"#/properties/make/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -26050,9 +29050,15 @@ let data2 = data.model;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate321.errors = [{instancePath:instancePath+"/model",schemaPath:"#/properties/model/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
 if(func2(data2) < 1){
 validate321.errors = [{instancePath:instancePath+"/model",schemaPath:"#/properties/model/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -26085,9 +29091,15 @@ const _errs9 = errors;
 if(errors === _errs9){
 if(errors === _errs9){
 if(typeof data4 === "string"){
+if(func2(data4) > 10){
+validate321.errors = [{instancePath:instancePath+"/dueDate",schemaPath:"#/$defs/LocalDate/maxLength",keyword:"maxLength",params:{limit: 10},message:"must NOT have more than 10 characters"}];
+return false;
+}
+else {
 if(!(formats22.validate(data4))){
 validate321.errors = [{instancePath:instancePath+"/dueDate",schemaPath:"#/$defs/LocalDate/format",keyword:"format",params:{format: "date"},message:"must match format \""+"date"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -26112,8 +29124,8 @@ const _errs14 = errors;
 if(errors === _errs14){
 if(errors === _errs14){
 if(typeof data5 === "string"){
-if(!(formats0.test(data5))){
-const err0 = {instancePath:instancePath+"/maintenanceId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""};
+if(func2(data5) > 36){
+const err0 = {instancePath:instancePath+"/maintenanceId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -26122,9 +29134,9 @@ vErrors.push(err0);
 }
 errors++;
 }
-}
 else {
-const err1 = {instancePath:instancePath+"/maintenanceId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(!(formats0.test(data5))){
+const err1 = {instancePath:instancePath+"/maintenanceId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -26135,11 +29147,8 @@ errors++;
 }
 }
 }
-var _valid0 = _errs13 === errors;
-valid2 = valid2 || _valid0;
-const _errs16 = errors;
-if(data5 !== null){
-const err2 = {instancePath:instancePath+"/maintenanceId",schemaPath:"#/properties/maintenanceId/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+else {
+const err2 = {instancePath:instancePath+"/maintenanceId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -26148,15 +29157,30 @@ vErrors.push(err2);
 }
 errors++;
 }
-var _valid0 = _errs16 === errors;
+}
+}
+var _valid0 = _errs13 === errors;
 valid2 = valid2 || _valid0;
-if(!valid2){
-const err3 = {instancePath:instancePath+"/maintenanceId",schemaPath:"#/properties/maintenanceId/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+const _errs16 = errors;
+if(data5 !== null){
+const err3 = {instancePath:instancePath+"/maintenanceId",schemaPath:"#/properties/maintenanceId/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
 vErrors = [err3];
 }
 else {
 vErrors.push(err3);
+}
+errors++;
+}
+var _valid0 = _errs16 === errors;
+valid2 = valid2 || _valid0;
+if(!valid2){
+const err4 = {instancePath:instancePath+"/maintenanceId",schemaPath:"#/properties/maintenanceId/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
 }
 errors++;
 validate321.errors = vErrors;
@@ -26183,14 +29207,20 @@ if(data.reason !== undefined){
 let data6 = data.reason;
 const _errs18 = errors;
 if((typeof data6 !== "string") && (data6 !== null)){
-validate321.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: schema529.properties.reason.type},message:"must be string,null"}];
+validate321.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: schema528.properties.reason.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs18){
 if(typeof data6 === "string"){
+if(func2(data6) > 200){
+validate321.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+return false;
+}
+else {
 if(func2(data6) < 1){
 validate321.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 }
@@ -26253,9 +29283,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate320.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate320.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -26294,9 +29330,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate320.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate320.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -26339,8 +29381,8 @@ return errors === 0;
 validate320.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.WebhookTestEvent = validate325;
-const schema532 = {"type":"object","description":"Delivery payload of `webhook.test`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"webhook.test","description":"Event name, always `webhook.test`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/WebhookTestData","description":"Event data; see `WebhookTestData`."}}};
-const schema535 = {"type":"object","description":"Data of `webhook.test`.","additionalProperties":false,"required":["endpointId","message"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid","description":"Id of the webhook endpoint being tested."},"message":{"type":"string","minLength":1,"description":"Human-readable text, e.g. `This is a test delivery from Fleet Rental Service.`"}}};
+const schema531 = {"type":"object","description":"Delivery payload of `webhook.test`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"webhook.test","description":"Event name, always `webhook.test`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/WebhookTestData","description":"Event data; see `WebhookTestData`."}},"additionalProperties":false};
+const schema534 = {"type":"object","description":"Data of `webhook.test`.","required":["endpointId","message"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid","description":"Id of the webhook endpoint being tested."},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"Human-readable text, e.g. `This is a test delivery from Fleet Rental Service.`"}},"additionalProperties":false};
 
 function validate326(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -26376,9 +29418,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate326.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate326.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -26398,9 +29446,15 @@ let data1 = data.message;
 const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
+if(func2(data1) > 2000){
+validate326.errors = [{instancePath:instancePath+"/message",schemaPath:"#/properties/message/maxLength",keyword:"maxLength",params:{limit: 2000},message:"must NOT have more than 2000 characters"}];
+return false;
+}
+else {
 if(func2(data1) < 1){
 validate326.errors = [{instancePath:instancePath+"/message",schemaPath:"#/properties/message/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
+}
 }
 }
 else {
@@ -26462,9 +29516,15 @@ const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate325.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
 if(!(formats0.test(data0))){
 validate325.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
+}
 }
 }
 else {
@@ -26503,9 +29563,15 @@ const _errs8 = errors;
 if(errors === _errs8){
 if(errors === _errs8){
 if(typeof data2 === "string"){
+if(func2(data2) > 24){
+validate325.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"}];
+return false;
+}
+else {
 if(!(formats14.validate(data2))){
 validate325.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
+}
 }
 }
 else {

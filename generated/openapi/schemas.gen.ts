@@ -3,6 +3,7 @@
 export const UuidSchema = {
     type: 'string',
     format: 'uuid',
+    maxLength: 36,
     description: 'A resource id.',
     example: '7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d'
 } as const;
@@ -10,6 +11,7 @@ export const UuidSchema = {
 export const TimestampSchema = {
     type: 'string',
     format: 'date-time',
+    maxLength: 24,
     description: 'ISO 8601 timestamp in UTC with milliseconds.',
     example: '2026-11-22T08:30:00.000Z'
 } as const;
@@ -17,6 +19,7 @@ export const TimestampSchema = {
 export const LocalDateSchema = {
     type: 'string',
     format: 'date',
+    maxLength: 10,
     description: 'A plain date, YYYY-MM-DD, on the workspace\'s local calendar.',
     example: '2026-11-22'
 } as const;
@@ -25,13 +28,16 @@ export const FilsSchema = {
     type: 'integer',
     format: 'int64',
     minimum: 0,
-    description: 'A money amount in fils (AED x 100).',
+    maximum: 9007199254740991,
+    description: 'A money amount in fils (AED x 100). Every amount is an exact JSON integer (at most 2^53 - 1).',
     example: 125050
 } as const;
 
 export const SignedFilsSchema = {
     type: 'integer',
     format: 'int64',
+    minimum: -9007199254740991,
+    maximum: 9007199254740991,
     description: 'A money amount in fils (AED x 100) that can be negative (a net figure, or refunds exceeding charges).',
     example: -4500
 } as const;
@@ -40,13 +46,13 @@ export const CountSchema = {
     type: 'integer',
     format: 'int64',
     minimum: 0,
+    maximum: 9007199254740991,
     description: 'A count.'
 } as const;
 
 export const FleetRefSchema = {
     type: 'object',
     description: 'A fleet (the cars of one owner), as listed by `GET /v1/fleets`.',
-    additionalProperties: false,
     required: [
         'id',
         'code',
@@ -58,12 +64,14 @@ export const FleetRefSchema = {
         },
         code: {
             type: 'string',
+            maxLength: 64,
             description: 'Short code, unique in the workspace.',
             minLength: 1,
             example: 'DXB'
         },
         name: {
             type: 'string',
+            maxLength: 200,
             description: 'The fleet\'s name.',
             example: 'Marina Motors Dubai'
         }
@@ -73,7 +81,6 @@ export const FleetRefSchema = {
 export const VehicleRefSchema = {
     type: 'object',
     description: 'A vehicle, as embedded in other objects.',
-    additionalProperties: false,
     required: [
         'id',
         'plate'
@@ -84,6 +91,7 @@ export const VehicleRefSchema = {
         },
         plate: {
             type: 'string',
+            maxLength: 32,
             description: 'Number plate.',
             example: 'Dubai A 12345'
         }
@@ -93,7 +101,6 @@ export const VehicleRefSchema = {
 export const CustomerRefSchema = {
     type: 'object',
     description: 'A customer. Only the id and the name ever appear; never a phone, e-mail or identity document.',
-    additionalProperties: false,
     required: [
         'id',
         'name'
@@ -104,6 +111,7 @@ export const CustomerRefSchema = {
         },
         name: {
             type: 'string',
+            maxLength: 200,
             description: 'The customer\'s name.',
             example: 'Fatima Al Mansoori'
         }
@@ -112,8 +120,9 @@ export const CustomerRefSchema = {
 
 export const BookingTypeSchema = {
     type: 'string',
+    maxLength: 64,
     description: '`daily` rental, `monthly` rental, `lease`, or `rent_to_own`.',
-    enum: [
+    'x-extensible-enum': [
         'daily',
         'monthly',
         'lease',
@@ -123,8 +132,9 @@ export const BookingTypeSchema = {
 
 export const InvoicePurposeSchema = {
     type: 'string',
+    maxLength: 64,
     description: 'What an invoice is for.',
-    enum: [
+    'x-extensible-enum': [
         'rental',
         'extension',
         'installment',
@@ -135,19 +145,11 @@ export const InvoicePurposeSchema = {
     ]
 } as const;
 
-export const WorkspaceStatusSchema = {
-    type: 'string',
-    description: '`active`, or `frozen` (every API request then answers 403 `workspace_frozen`).',
-    enum: [
-        'active',
-        'frozen'
-    ]
-} as const;
-
 export const EventNameSchema = {
     type: 'string',
+    maxLength: 64,
     description: 'A webhook event an endpoint can subscribe to. `webhook.test` is not in this list: a test delivery is sent to the endpoint it names whatever its subscriptions.',
-    enum: [
+    'x-extensible-enum': [
         'booking.confirmed',
         'booking.completed',
         'booking.delivery_due',
@@ -189,10 +191,9 @@ export const EventNameSchema = {
     ]
 } as const;
 
-export const ErrorSchema = {
+export const ErrorResponseSchema = {
     type: 'object',
     description: 'The body of every error response.',
-    additionalProperties: false,
     required: [
         'error'
     ],
@@ -200,7 +201,6 @@ export const ErrorSchema = {
         error: {
             type: 'object',
             description: 'What went wrong.',
-            additionalProperties: false,
             required: [
                 'code',
                 'message',
@@ -209,8 +209,9 @@ export const ErrorSchema = {
             properties: {
                 code: {
                     type: 'string',
+                    maxLength: 64,
                     description: 'Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `workspace_frozen` (403).\n- `not_found` (404): no such resource, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `idempotency_key_reused` (409).\n- `rate_limited` (429): a limit of the operation was reached; see `Retry-After`.\n- `headers_too_large` (431): the request\'s headers are over the server\'s limit.\n- `internal_error` (500).\n- `not_ready` (503): from `/readyz` only; `reason` names the failed check.\n',
-                    enum: [
+                    'x-extensible-enum': [
                         'invalid_request',
                         'unauthorized',
                         'workspace_frozen',
@@ -225,16 +226,19 @@ export const ErrorSchema = {
                 },
                 message: {
                     type: 'string',
+                    maxLength: 2000,
                     minLength: 1,
                     description: 'A human-readable sentence; wording may change, so don\'t match on it.'
                 },
                 reason: {
                     type: 'string',
+                    maxLength: 200,
                     minLength: 1,
                     description: 'On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending parameter or header. On 503, the failed check. Absent otherwise.'
                 },
                 requestId: {
                     type: 'string',
+                    maxLength: 128,
                     minLength: 1,
                     description: 'Equals the `x-request-id` response header.'
                 }
@@ -246,7 +250,6 @@ export const ErrorSchema = {
 export const MeSchema = {
     type: 'object',
     description: 'The key\'s workspace and role.',
-    additionalProperties: false,
     required: [
         'workspace',
         'role'
@@ -255,7 +258,6 @@ export const MeSchema = {
         workspace: {
             type: 'object',
             description: 'The workspace the key belongs to.',
-            additionalProperties: false,
             required: [
                 'slug',
                 'status'
@@ -263,11 +265,17 @@ export const MeSchema = {
             properties: {
                 slug: {
                     type: 'string',
+                    maxLength: 63,
                     description: 'The workspace\'s short name.',
                     example: 'desert-drive'
                 },
                 status: {
-                    $ref: '#/components/schemas/WorkspaceStatus'
+                    type: 'string',
+                    maxLength: 64,
+                    description: '`active`: a key of a frozen workspace gets 403 `workspace_frozen` instead, so this operation never returns `frozen`. Other values may be added (see Versioning).',
+                    'x-extensible-enum': [
+                        'active'
+                    ]
                 }
             }
         },
@@ -276,6 +284,7 @@ export const MeSchema = {
                 'string',
                 'null'
             ],
+            maxLength: 64,
             description: 'The role given to the key when it was created, or null.'
         }
     }
@@ -284,13 +293,13 @@ export const MeSchema = {
 export const FleetListSchema = {
     type: 'object',
     description: 'The workspace\'s fleets, ordered by code.',
-    additionalProperties: false,
     required: [
         'rows'
     ],
     properties: {
         rows: {
             type: 'array',
+            maxItems: 10000,
             description: 'Fleets ordered by code.',
             items: {
                 $ref: '#/components/schemas/FleetRef'
@@ -302,7 +311,6 @@ export const FleetListSchema = {
 export const VehicleStatusCountsSchema = {
     type: 'object',
     description: 'Vehicles by reported status; all four keys are always present.',
-    additionalProperties: false,
     required: [
         'available',
         'rented',
@@ -328,7 +336,6 @@ export const VehicleStatusCountsSchema = {
 export const FleetSummarySchema = {
     type: 'object',
     description: 'Vehicles by reported status and current utilisation.',
-    additionalProperties: false,
     required: [
         'total',
         'byStatus',
@@ -365,7 +372,6 @@ export const FleetSummarySchema = {
 export const VehicleRowSchema = {
     type: 'object',
     description: 'A vehicle in search results.',
-    additionalProperties: false,
     required: [
         'id',
         'make',
@@ -380,21 +386,25 @@ export const VehicleRowSchema = {
         },
         make: {
             type: 'string',
+            maxLength: 64,
             description: 'Manufacturer.',
             example: 'Nissan'
         },
         model: {
             type: 'string',
+            maxLength: 64,
             description: 'Model.',
             example: 'Patrol'
         },
         plate: {
             type: 'string',
+            maxLength: 32,
             description: 'Number plate.',
             example: 'Dubai A 12345'
         },
         category: {
             type: 'string',
+            maxLength: 64,
             description: 'The workspace\'s category for the vehicle, such as economy, sedan, suv, luxury or van.',
             example: 'suv'
         },
@@ -411,7 +421,6 @@ export const VehicleRowSchema = {
 export const VehicleSearchResultSchema = {
     type: 'object',
     description: 'Vehicles ordered by make, model and plate.',
-    additionalProperties: false,
     required: [
         'rows'
     ],
@@ -430,7 +439,6 @@ export const VehicleSearchResultSchema = {
 export const OperationsItemSchema = {
     type: 'object',
     description: 'One vehicle going out or coming back today.',
-    additionalProperties: false,
     required: [
         'bookingId',
         'customer',
@@ -464,7 +472,6 @@ export const OperationsItemSchema = {
 export const OperationsTodaySchema = {
     type: 'object',
     description: 'Today\'s handovers and returns on the workspace\'s local calendar, each ordered by time.',
-    additionalProperties: false,
     required: [
         'handovers',
         'returns'
@@ -472,6 +479,7 @@ export const OperationsTodaySchema = {
     properties: {
         handovers: {
             type: 'array',
+            maxItems: 10000,
             description: 'Pickups today (bookings confirmed, active or completed).',
             items: {
                 $ref: '#/components/schemas/OperationsItem'
@@ -479,6 +487,7 @@ export const OperationsTodaySchema = {
         },
         returns: {
             type: 'array',
+            maxItems: 10000,
             description: 'Drop-offs today (bookings active or completed).',
             items: {
                 $ref: '#/components/schemas/OperationsItem'
@@ -490,7 +499,6 @@ export const OperationsTodaySchema = {
 export const BookingStatusCountsSchema = {
     type: 'object',
     description: 'Bookings by status; all five keys are always present.',
-    additionalProperties: false,
     required: [
         'pending',
         'confirmed',
@@ -520,7 +528,6 @@ export const BookingStatusCountsSchema = {
 export const BookingSummarySchema = {
     type: 'object',
     description: 'Bookings by status, upcoming, due back and overdue, and revenue collected.',
-    additionalProperties: false,
     required: [
         'byStatus',
         'total',
@@ -558,7 +565,6 @@ export const BookingSummarySchema = {
 export const AgingBucketSchema = {
     type: 'object',
     description: 'Open invoice balances in one ageing bucket.',
-    additionalProperties: false,
     required: [
         'bucket',
         'amount'
@@ -583,7 +589,6 @@ export const AgingBucketSchema = {
 export const MonthlyFiguresSchema = {
     type: 'object',
     description: 'One local calendar month of the six-month trend.',
-    additionalProperties: false,
     required: [
         'month',
         'collected',
@@ -593,6 +598,7 @@ export const MonthlyFiguresSchema = {
     properties: {
         month: {
             type: 'string',
+            maxLength: 7,
             description: 'The month, YYYY-MM.',
             pattern: '^[0-9]{4}-(0[1-9]|1[0-2])$',
             example: '2026-11'
@@ -612,7 +618,6 @@ export const MonthlyFiguresSchema = {
 export const TopVehicleSchema = {
     type: 'object',
     description: 'A top-earning vehicle.',
-    additionalProperties: false,
     required: [
         'vehicle',
         'fleet',
@@ -638,7 +643,6 @@ export const TopVehicleSchema = {
 export const FinanceOverviewSchema = {
     type: 'object',
     description: 'Collections, receivables, deposits, expenses and trends, in fils.',
-    additionalProperties: false,
     required: [
         'collectedAllTime',
         'collectedThisMonth',
@@ -705,7 +709,6 @@ export const FinanceOverviewSchema = {
 export const ReceivablesRowSchema = {
     type: 'object',
     description: 'What one customer owes. Names and figures only.',
-    additionalProperties: false,
     required: [
         'customerId',
         'name',
@@ -724,6 +727,7 @@ export const ReceivablesRowSchema = {
         },
         name: {
             type: 'string',
+            maxLength: 200,
             description: 'The customer\'s name.',
             example: 'Fatima Al Mansoori'
         },
@@ -757,7 +761,6 @@ export const ReceivablesRowSchema = {
 export const ReceivablesTotalsSchema = {
     type: 'object',
     description: 'The same figures over the whole book, whatever `search` and `limit` say.',
-    additionalProperties: false,
     required: [
         'billed',
         'collected',
@@ -803,7 +806,6 @@ export const ReceivablesTotalsSchema = {
 export const ReceivablesSchema = {
     type: 'object',
     description: 'Receivables by customer, with totals for the whole book.',
-    additionalProperties: false,
     required: [
         'rows',
         'totals'
@@ -826,7 +828,6 @@ export const ReceivablesSchema = {
 export const WebhookEndpointSchema = {
     type: 'object',
     description: 'A registered webhook endpoint. The signing secret is never returned.',
-    additionalProperties: false,
     required: [
         'id',
         'name',
@@ -843,17 +844,20 @@ export const WebhookEndpointSchema = {
         },
         name: {
             type: 'string',
+            maxLength: 200,
             description: 'The endpoint\'s name.',
             example: 'Accounting sync'
         },
         url: {
             type: 'string',
+            maxLength: 2048,
             format: 'uri',
             description: 'Where deliveries are POSTed.',
             example: 'https://hooks.example.ae/fleet'
         },
         events: {
             type: 'array',
+            maxItems: 200,
             description: 'Subscribed events; an empty list means every event.',
             uniqueItems: true,
             items: {
@@ -888,6 +892,8 @@ export const WebhookEndpointSchema = {
         },
         consecutiveFailures: {
             type: 'integer',
+            format: 'int32',
+            maximum: 2147483647,
             minimum: 0,
             description: 'Failed attempts in a row across the endpoint\'s deliveries; a success resets it to 0.'
         }
@@ -897,13 +903,13 @@ export const WebhookEndpointSchema = {
 export const WebhookEndpointListSchema = {
     type: 'object',
     description: 'The workspace\'s webhook endpoints, oldest first.',
-    additionalProperties: false,
     required: [
         'rows'
     ],
     properties: {
         rows: {
             type: 'array',
+            maxItems: 10000,
             description: 'Endpoints, oldest first.',
             items: {
                 $ref: '#/components/schemas/WebhookEndpoint'
@@ -915,7 +921,6 @@ export const WebhookEndpointListSchema = {
 export const TestDeliveryReceiptSchema = {
     type: 'object',
     description: 'The queued test delivery.',
-    additionalProperties: false,
     required: [
         'deliveryId'
     ],
@@ -928,8 +933,9 @@ export const TestDeliveryReceiptSchema = {
 
 export const DeliveryStatusSchema = {
     type: 'string',
+    maxLength: 64,
     description: '`queued` (waiting for its first attempt), `retrying` (an attempt failed; another is scheduled), `accepted` (the endpoint answered 2xx), `failed` (the last retry failed, or it was held longer than 7 days), `held` (the endpoint is switched off; sent when it is switched back on).',
-    enum: [
+    'x-extensible-enum': [
         'queued',
         'retrying',
         'accepted',
@@ -953,8 +959,9 @@ export const DeliveryEventNameSchema = {
 
 export const AttemptErrorKindSchema = {
     type: 'string',
+    maxLength: 64,
     description: 'How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset, DNS or TLS failure), `blocked_destination` (the URL\'s host is, or resolved to, a private, loopback, link-local or reserved address, which is never connected to; `error` names the address and its class). New kinds may be added.',
-    enum: [
+    'x-extensible-enum': [
         'timeout',
         'connection',
         'redirect',
@@ -966,7 +973,6 @@ export const AttemptErrorKindSchema = {
 export const DeliveryRowSchema = {
     type: 'object',
     description: 'One delivery of one event to one endpoint, as the delivery log lists it.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -990,6 +996,8 @@ export const DeliveryRowSchema = {
         },
         attempts: {
             type: 'integer',
+            format: 'int32',
+            maximum: 2147483647,
             minimum: 0,
             description: 'Attempts made so far.'
         },
@@ -1023,6 +1031,7 @@ export const DeliveryRowSchema = {
             anyOf: [
                 {
                     type: 'integer',
+                    format: 'int32',
                     minimum: 100,
                     maximum: 599
                 },
@@ -1048,7 +1057,6 @@ export const DeliveryRowSchema = {
 export const DeliveryListSchema = {
     type: 'object',
     description: 'A page of an endpoint\'s deliveries, newest first.',
-    additionalProperties: false,
     required: [
         'rows',
         'nextCursor'
@@ -1056,6 +1064,7 @@ export const DeliveryListSchema = {
     properties: {
         rows: {
             type: 'array',
+            maxItems: 100,
             description: 'Deliveries, newest first.',
             items: {
                 $ref: '#/components/schemas/DeliveryRow'
@@ -1066,6 +1075,7 @@ export const DeliveryListSchema = {
             anyOf: [
                 {
                     type: 'string',
+                    maxLength: 512,
                     minLength: 1
                 },
                 {
@@ -1079,7 +1089,6 @@ export const DeliveryListSchema = {
 export const DeliveryAttemptSchema = {
     type: 'object',
     description: 'One HTTP attempt of a delivery.',
-    additionalProperties: false,
     required: [
         'number',
         'startedAt',
@@ -1092,6 +1101,8 @@ export const DeliveryAttemptSchema = {
     properties: {
         number: {
             type: 'integer',
+            format: 'int32',
+            maximum: 2147483647,
             minimum: 1,
             description: '1 for the first attempt, then 2, 3 and so on (a resend continues the count).'
         },
@@ -1100,6 +1111,8 @@ export const DeliveryAttemptSchema = {
         },
         durationMs: {
             type: 'integer',
+            format: 'int32',
+            maximum: 3600000,
             minimum: 0,
             description: 'How long the whole exchange took, in milliseconds.'
         },
@@ -1108,6 +1121,7 @@ export const DeliveryAttemptSchema = {
             anyOf: [
                 {
                     type: 'integer',
+                    format: 'int32',
                     minimum: 100,
                     maximum: 599
                 },
@@ -1131,7 +1145,8 @@ export const DeliveryAttemptSchema = {
             description: 'A human-readable reason of the failure (such as `HTTP 503` or `ECONNREFUSED`); null on success.',
             anyOf: [
                 {
-                    type: 'string'
+                    type: 'string',
+                    maxLength: 2000
                 },
                 {
                     type: 'null'
@@ -1142,7 +1157,8 @@ export const DeliveryAttemptSchema = {
             description: 'The start of the response body (at most 4 KiB, as text); null when there was no answer.',
             anyOf: [
                 {
-                    type: 'string'
+                    type: 'string',
+                    maxLength: 4096
                 },
                 {
                     type: 'null'
@@ -1173,6 +1189,7 @@ export const DeliveryPayloadSchema = {
         },
         dedupeKey: {
             type: 'string',
+            maxLength: 255,
             description: 'Names the occurrence, on calendar events and `integration.failed`.'
         },
         data: {
@@ -1185,7 +1202,6 @@ export const DeliveryPayloadSchema = {
 export const DeliveryDetailSchema = {
     type: 'object',
     description: 'One delivery: the fields of its delivery-log row (its attempt count as `attemptCount`), the payload, and every attempt, oldest first.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -1211,6 +1227,8 @@ export const DeliveryDetailSchema = {
         },
         attemptCount: {
             type: 'integer',
+            format: 'int32',
+            maximum: 2147483647,
             minimum: 0,
             description: 'Attempts made so far (the log row\'s `attempts`).'
         },
@@ -1244,6 +1262,7 @@ export const DeliveryDetailSchema = {
             anyOf: [
                 {
                     type: 'integer',
+                    format: 'int32',
                     minimum: 100,
                     maximum: 599
                 },
@@ -1268,6 +1287,7 @@ export const DeliveryDetailSchema = {
         },
         attempts: {
             type: 'array',
+            maxItems: 1000,
             description: 'Every attempt, oldest first.',
             items: {
                 $ref: '#/components/schemas/DeliveryAttempt'
@@ -1279,7 +1299,6 @@ export const DeliveryDetailSchema = {
 export const HealthSchema = {
     type: 'object',
     description: 'The process is up.',
-    additionalProperties: false,
     required: [
         'status'
     ],
@@ -1295,7 +1314,6 @@ export const HealthSchema = {
 export const ReadinessSchema = {
     type: 'object',
     description: 'The service is ready to serve.',
-    additionalProperties: false,
     required: [
         'status'
     ],
@@ -1311,7 +1329,6 @@ export const ReadinessSchema = {
 export const BookingRefSchema = {
     type: 'object',
     description: 'A booking as embedded in event data: its id and its human-readable number.',
-    additionalProperties: false,
     required: [
         'id',
         'number'
@@ -1323,6 +1340,7 @@ export const BookingRefSchema = {
         },
         number: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'Booking number as shown to staff and customers, e.g. `BK-2026-0142`.'
         }
@@ -1332,7 +1350,6 @@ export const BookingRefSchema = {
 export const InvoiceRefSchema = {
     type: 'object',
     description: 'An invoice as embedded in event data: its id and its number.',
-    additionalProperties: false,
     required: [
         'id',
         'number'
@@ -1344,6 +1361,7 @@ export const InvoiceRefSchema = {
         },
         number: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'Invoice number, e.g. `INV-2026-0318`.'
         }
@@ -1353,7 +1371,6 @@ export const InvoiceRefSchema = {
 export const StaffRefSchema = {
     type: 'object',
     description: 'A member of the workspace staff (a user of the rental platform) as embedded in event data: id and display name only, never contact details.',
-    additionalProperties: false,
     required: [
         'id',
         'name'
@@ -1365,6 +1382,7 @@ export const StaffRefSchema = {
         },
         name: {
             type: 'string',
+            maxLength: 200,
             minLength: 1,
             description: 'Display name.'
         }
@@ -1374,7 +1392,6 @@ export const StaffRefSchema = {
 export const InvestorRefSchema = {
     type: 'object',
     description: 'An investor, that is the owner of one or more fleets (an `owners` record), as embedded in event data: id and name only.',
-    additionalProperties: false,
     required: [
         'id',
         'name'
@@ -1386,6 +1403,7 @@ export const InvestorRefSchema = {
         },
         name: {
             type: 'string',
+            maxLength: 200,
             minLength: 1,
             description: 'Owner name.'
         }
@@ -1395,7 +1413,6 @@ export const InvestorRefSchema = {
 export const PaymentEventDataSchema = {
     type: 'object',
     description: 'Data of the `payment.*` events: one payment record. `kind` and `status` are as stored; the event name says what happened.',
-    additionalProperties: false,
     required: [
         'paymentId',
         'kind',
@@ -1415,7 +1432,8 @@ export const PaymentEventDataSchema = {
         },
         kind: {
             type: 'string',
-            enum: [
+            maxLength: 64,
+            'x-extensible-enum': [
                 'charge',
                 'refund',
                 'deposit',
@@ -1425,7 +1443,8 @@ export const PaymentEventDataSchema = {
         },
         status: {
             type: 'string',
-            enum: [
+            maxLength: 64,
+            'x-extensible-enum': [
                 'captured',
                 'canceled'
             ],
@@ -1493,7 +1512,6 @@ export const PaymentEventDataSchema = {
 export const TaskEventDataSchema = {
     type: 'object',
     description: 'Data of the `task.*` events: one staff task with what it is about.',
-    additionalProperties: false,
     required: [
         'taskId',
         'title',
@@ -1511,6 +1529,7 @@ export const TaskEventDataSchema = {
         },
         title: {
             type: 'string',
+            maxLength: 200,
             minLength: 1,
             description: 'Task title.'
         },
@@ -1586,7 +1605,6 @@ export const TaskEventDataSchema = {
 export const BookingConfirmedDataSchema = {
     type: 'object',
     description: 'Data of `booking.confirmed`.',
-    additionalProperties: false,
     required: [
         'bookingId',
         'customerId',
@@ -1621,7 +1639,6 @@ export const BookingConfirmedDataSchema = {
 export const BookingConfirmedEventSchema = {
     type: 'object',
     description: 'Delivery payload of `booking.confirmed`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -1652,7 +1669,6 @@ export const BookingConfirmedEventSchema = {
 export const BookingCompletedDataSchema = {
     type: 'object',
     description: 'Data of `booking.completed`.',
-    additionalProperties: false,
     required: [
         'bookingId',
         'number',
@@ -1673,6 +1689,7 @@ export const BookingCompletedDataSchema = {
         },
         number: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'Booking number.'
         },
@@ -1725,7 +1742,6 @@ export const BookingCompletedDataSchema = {
 export const BookingCompletedEventSchema = {
     type: 'object',
     description: 'Delivery payload of `booking.completed`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -1756,7 +1772,6 @@ export const BookingCompletedEventSchema = {
 export const BookingDeliveryDueDataSchema = {
     type: 'object',
     description: 'Data of `booking.delivery_due`.',
-    additionalProperties: false,
     required: [
         'bookingId',
         'number',
@@ -1776,6 +1791,7 @@ export const BookingDeliveryDueDataSchema = {
         },
         number: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'Booking number.'
         },
@@ -1817,7 +1833,6 @@ export const BookingDeliveryDueDataSchema = {
 export const BookingDeliveryDueEventSchema = {
     type: 'object',
     description: 'Delivery payload of `booking.delivery_due`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -1848,7 +1863,6 @@ export const BookingDeliveryDueEventSchema = {
 export const BookingReturnDueDataSchema = {
     type: 'object',
     description: 'Data of `booking.return_due`.',
-    additionalProperties: false,
     required: [
         'bookingId',
         'number',
@@ -1868,6 +1882,7 @@ export const BookingReturnDueDataSchema = {
         },
         number: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'Booking number.'
         },
@@ -1909,7 +1924,6 @@ export const BookingReturnDueDataSchema = {
 export const BookingReturnDueEventSchema = {
     type: 'object',
     description: 'Delivery payload of `booking.return_due`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -1940,7 +1954,6 @@ export const BookingReturnDueEventSchema = {
 export const BookingExtendedDataSchema = {
     type: 'object',
     description: 'Data of `booking.extended`: the `booking.ending_soon` fields plus `addedDays` and `extensionAmount`.',
-    additionalProperties: false,
     required: [
         'bookingId',
         'number',
@@ -1964,6 +1977,7 @@ export const BookingExtendedDataSchema = {
         },
         number: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'Booking number, e.g. `BK-2026-0142`.'
         },
@@ -1985,6 +1999,8 @@ export const BookingExtendedDataSchema = {
         },
         extensionsCount: {
             type: 'integer',
+            format: 'int32',
+            maximum: 2147483647,
             description: 'How many times the booking has been extended.',
             minimum: 0
         },
@@ -2013,11 +2029,15 @@ export const BookingExtendedDataSchema = {
         },
         daysLeft: {
             type: 'integer',
+            format: 'int32',
+            maximum: 36500,
             description: 'Whole local days from today to the new `dropoffAt`; 0 when it is today (or, exceptionally, already past).',
             minimum: 0
         },
         addedDays: {
             type: 'integer',
+            format: 'int32',
+            maximum: 36500,
             description: 'Days added by this extension.',
             minimum: 1
         },
@@ -2031,7 +2051,6 @@ export const BookingExtendedDataSchema = {
 export const BookingExtendedEventSchema = {
     type: 'object',
     description: 'Delivery payload of `booking.extended`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -2055,6 +2074,7 @@ export const BookingExtendedEventSchema = {
         },
         dedupeKey: {
             type: 'string',
+            maxLength: 255,
             minLength: 1,
             description: 'Names the occurrence this event reports, as `booking.extended:<extensionId>`; the same occurrence always has the same key and is sent once. Treat it as opaque.'
         },
@@ -2068,7 +2088,6 @@ export const BookingExtendedEventSchema = {
 export const BookingEndingSoonDataSchema = {
     type: 'object',
     description: 'Data of `booking.ending_soon`.',
-    additionalProperties: false,
     required: [
         'bookingId',
         'number',
@@ -2090,6 +2109,7 @@ export const BookingEndingSoonDataSchema = {
         },
         number: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'Booking number, e.g. `BK-2026-0142`.'
         },
@@ -2111,6 +2131,8 @@ export const BookingEndingSoonDataSchema = {
         },
         extensionsCount: {
             type: 'integer',
+            format: 'int32',
+            maximum: 2147483647,
             description: 'How many times the booking has been extended.',
             minimum: 0
         },
@@ -2139,6 +2161,7 @@ export const BookingEndingSoonDataSchema = {
         },
         daysLeft: {
             type: 'integer',
+            format: 'int32',
             description: 'Whole local days from today to `dropoffAt` (0 = ends today).',
             minimum: 0,
             maximum: 60
@@ -2149,7 +2172,6 @@ export const BookingEndingSoonDataSchema = {
 export const BookingEndingSoonEventSchema = {
     type: 'object',
     description: 'Delivery payload of `booking.ending_soon`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -2173,6 +2195,7 @@ export const BookingEndingSoonEventSchema = {
         },
         dedupeKey: {
             type: 'string',
+            maxLength: 255,
             minLength: 1,
             description: 'Names the occurrence this event reports, as `booking.ending_soon:<bookingId>:<dropoffAt>`; the same occurrence always has the same key and is sent once. Treat it as opaque.'
         },
@@ -2186,7 +2209,6 @@ export const BookingEndingSoonEventSchema = {
 export const PaymentCapturedEventSchema = {
     type: 'object',
     description: 'Delivery payload of `payment.captured`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -2217,7 +2239,6 @@ export const PaymentCapturedEventSchema = {
 export const PaymentRefundedEventSchema = {
     type: 'object',
     description: 'Delivery payload of `payment.refunded`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -2248,7 +2269,6 @@ export const PaymentRefundedEventSchema = {
 export const PaymentDepositHeldEventSchema = {
     type: 'object',
     description: 'Delivery payload of `payment.deposit_held`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -2279,7 +2299,6 @@ export const PaymentDepositHeldEventSchema = {
 export const PaymentCanceledEventSchema = {
     type: 'object',
     description: 'Delivery payload of `payment.canceled`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -2310,7 +2329,6 @@ export const PaymentCanceledEventSchema = {
 export const InvoiceIssuedDataSchema = {
     type: 'object',
     description: 'Data of `invoice.issued`.',
-    additionalProperties: false,
     required: [
         'invoiceId',
         'number',
@@ -2331,6 +2349,7 @@ export const InvoiceIssuedDataSchema = {
         },
         number: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'Invoice number, e.g. `INV-2026-0318`.'
         },
@@ -2397,7 +2416,6 @@ export const InvoiceIssuedDataSchema = {
 export const InvoiceIssuedEventSchema = {
     type: 'object',
     description: 'Delivery payload of `invoice.issued`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -2421,6 +2439,7 @@ export const InvoiceIssuedEventSchema = {
         },
         dedupeKey: {
             type: 'string',
+            maxLength: 255,
             minLength: 1,
             description: 'Names the occurrence this event reports, as `invoice.issued:<invoiceId>`; the same occurrence always has the same key and is sent once. Treat it as opaque.'
         },
@@ -2434,7 +2453,6 @@ export const InvoiceIssuedEventSchema = {
 export const InvoiceDueSoonDataSchema = {
     type: 'object',
     description: 'Data of `invoice.due_soon`: the `invoice.issued` fields plus `daysToDue`.',
-    additionalProperties: false,
     required: [
         'invoiceId',
         'number',
@@ -2456,6 +2474,7 @@ export const InvoiceDueSoonDataSchema = {
         },
         number: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'Invoice number, e.g. `INV-2026-0318`.'
         },
@@ -2518,6 +2537,7 @@ export const InvoiceDueSoonDataSchema = {
         },
         daysToDue: {
             type: 'integer',
+            format: 'int32',
             description: 'Whole local days from today to `dueDate` (0 = due today).',
             minimum: 0,
             maximum: 60
@@ -2528,7 +2548,6 @@ export const InvoiceDueSoonDataSchema = {
 export const InvoiceDueSoonEventSchema = {
     type: 'object',
     description: 'Delivery payload of `invoice.due_soon`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -2552,6 +2571,7 @@ export const InvoiceDueSoonEventSchema = {
         },
         dedupeKey: {
             type: 'string',
+            maxLength: 255,
             minLength: 1,
             description: 'Names the occurrence this event reports, as `invoice.due_soon:<invoiceId>:<dueDate>`; the same occurrence always has the same key and is sent once. Treat it as opaque.'
         },
@@ -2565,7 +2585,6 @@ export const InvoiceDueSoonEventSchema = {
 export const InvoiceOverdueDataSchema = {
     type: 'object',
     description: 'Data of `invoice.overdue`: the `invoice.issued` fields plus `daysOverdue`.',
-    additionalProperties: false,
     required: [
         'invoiceId',
         'number',
@@ -2587,6 +2606,7 @@ export const InvoiceOverdueDataSchema = {
         },
         number: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'Invoice number, e.g. `INV-2026-0318`.'
         },
@@ -2649,6 +2669,8 @@ export const InvoiceOverdueDataSchema = {
         },
         daysOverdue: {
             type: 'integer',
+            format: 'int32',
+            maximum: 36500,
             description: 'Whole local days since `dueDate` (1, 7 or 30, or the true count when a milestone was sent late).',
             minimum: 1
         }
@@ -2658,7 +2680,6 @@ export const InvoiceOverdueDataSchema = {
 export const InvoiceOverdueEventSchema = {
     type: 'object',
     description: 'Delivery payload of `invoice.overdue`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -2682,6 +2703,7 @@ export const InvoiceOverdueEventSchema = {
         },
         dedupeKey: {
             type: 'string',
+            maxLength: 255,
             minLength: 1,
             description: 'Names the occurrence this event reports, as `invoice.overdue:<invoiceId>:<milestone>` (milestone 1, 7 or 30); the same occurrence always has the same key and is sent once. Treat it as opaque.'
         },
@@ -2695,7 +2717,6 @@ export const InvoiceOverdueEventSchema = {
 export const InstallmentDueSoonDataSchema = {
     type: 'object',
     description: 'Data of `installment.due_soon`.',
-    additionalProperties: false,
     required: [
         'installmentId',
         'bookingId',
@@ -2721,16 +2742,21 @@ export const InstallmentDueSoonDataSchema = {
         },
         bookingNumber: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'Number of that booking, e.g. `BK-2026-0099`.'
         },
         number: {
             type: 'integer',
+            format: 'int32',
+            maximum: 2147483647,
             description: 'Position of this installment in the schedule, 1-based.',
             minimum: 1
         },
         of: {
             type: 'integer',
+            format: 'int32',
+            maximum: 1200,
             description: 'Number of installments in the schedule.',
             minimum: 1
         },
@@ -2767,6 +2793,7 @@ export const InstallmentDueSoonDataSchema = {
         },
         daysToDue: {
             type: 'integer',
+            format: 'int32',
             description: 'Whole local days from today to `dueDate` (0 = due today).',
             minimum: 0,
             maximum: 60
@@ -2777,7 +2804,6 @@ export const InstallmentDueSoonDataSchema = {
 export const InstallmentDueSoonEventSchema = {
     type: 'object',
     description: 'Delivery payload of `installment.due_soon`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -2801,6 +2827,7 @@ export const InstallmentDueSoonEventSchema = {
         },
         dedupeKey: {
             type: 'string',
+            maxLength: 255,
             minLength: 1,
             description: 'Names the occurrence this event reports, as `installment.due_soon:<installmentId>:<dueDate>`; the same occurrence always has the same key and is sent once. Treat it as opaque.'
         },
@@ -2814,7 +2841,6 @@ export const InstallmentDueSoonEventSchema = {
 export const InstallmentOverdueDataSchema = {
     type: 'object',
     description: 'Data of `installment.overdue`: the `installment.due_soon` fields plus `daysOverdue`.',
-    additionalProperties: false,
     required: [
         'installmentId',
         'bookingId',
@@ -2841,16 +2867,21 @@ export const InstallmentOverdueDataSchema = {
         },
         bookingNumber: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'Number of that booking, e.g. `BK-2026-0099`.'
         },
         number: {
             type: 'integer',
+            format: 'int32',
+            maximum: 2147483647,
             description: 'Position of this installment in the schedule, 1-based.',
             minimum: 1
         },
         of: {
             type: 'integer',
+            format: 'int32',
+            maximum: 1200,
             description: 'Number of installments in the schedule.',
             minimum: 1
         },
@@ -2887,11 +2918,15 @@ export const InstallmentOverdueDataSchema = {
         },
         daysToDue: {
             type: 'integer',
+            format: 'int32',
+            minimum: -36500,
             description: 'Whole local days from today to `dueDate`: negative for an overdue installment, always equal to `-daysOverdue`.',
             maximum: -1
         },
         daysOverdue: {
             type: 'integer',
+            format: 'int32',
+            maximum: 36500,
             description: 'Whole local days since `dueDate` (1, 7 or 30, or the true count when a milestone was sent late).',
             minimum: 1
         }
@@ -2901,7 +2936,6 @@ export const InstallmentOverdueDataSchema = {
 export const InstallmentOverdueEventSchema = {
     type: 'object',
     description: 'Delivery payload of `installment.overdue`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -2925,6 +2959,7 @@ export const InstallmentOverdueEventSchema = {
         },
         dedupeKey: {
             type: 'string',
+            maxLength: 255,
             minLength: 1,
             description: 'Names the occurrence this event reports, as `installment.overdue:<installmentId>:<milestone>` (milestone 1, 7 or 30); the same occurrence always has the same key and is sent once. Treat it as opaque.'
         },
@@ -2938,7 +2973,6 @@ export const InstallmentOverdueEventSchema = {
 export const FineCreatedDataSchema = {
     type: 'object',
     description: 'Data of `fine.created`.',
-    additionalProperties: false,
     required: [
         'fineId',
         'kind',
@@ -2961,7 +2995,8 @@ export const FineCreatedDataSchema = {
         },
         kind: {
             type: 'string',
-            enum: [
+            maxLength: 64,
+            'x-extensible-enum': [
                 'fine',
                 'toll'
             ],
@@ -2969,6 +3004,7 @@ export const FineCreatedDataSchema = {
         },
         type: {
             type: 'string',
+            maxLength: 100,
             minLength: 1,
             description: 'Category of the fine or toll as recorded, e.g. `speeding`, `parking`, `salik`.'
         },
@@ -2982,6 +3018,7 @@ export const FineCreatedDataSchema = {
         },
         authority: {
             type: 'string',
+            maxLength: 200,
             minLength: 1,
             description: 'Issuing authority, e.g. `Dubai Police`, `RTA`.'
         },
@@ -2990,16 +3027,19 @@ export const FineCreatedDataSchema = {
                 'string',
                 'null'
             ],
+            maxLength: 500,
             minLength: 1,
             description: 'Violation text as given by the authority; null when none was recorded.'
         },
         number: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'The authority\'s reference number for the fine or toll.'
         },
         status: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'Status of the fine as recorded by the platform, e.g. `unpaid`, `paid`, `disputed`.'
         },
@@ -3039,7 +3079,6 @@ export const FineCreatedDataSchema = {
 export const FineCreatedEventSchema = {
     type: 'object',
     description: 'Delivery payload of `fine.created`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -3063,6 +3102,7 @@ export const FineCreatedEventSchema = {
         },
         dedupeKey: {
             type: 'string',
+            maxLength: 255,
             minLength: 1,
             description: 'Names the occurrence this event reports, as `fine.created:<fineId>`; the same occurrence always has the same key and is sent once. Treat it as opaque.'
         },
@@ -3076,7 +3116,6 @@ export const FineCreatedEventSchema = {
 export const QuoteSentDataSchema = {
     type: 'object',
     description: 'Data of `quote.sent`.',
-    additionalProperties: false,
     required: [
         'quoteId',
         'number',
@@ -3097,6 +3136,7 @@ export const QuoteSentDataSchema = {
         },
         number: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'Quote number, e.g. `QT-2026-0077`.'
         },
@@ -3156,7 +3196,6 @@ export const QuoteSentDataSchema = {
 export const QuoteSentEventSchema = {
     type: 'object',
     description: 'Delivery payload of `quote.sent`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -3187,7 +3226,6 @@ export const QuoteSentEventSchema = {
 export const QuoteViewedDataSchema = {
     type: 'object',
     description: 'Data of `quote.viewed`.',
-    additionalProperties: false,
     required: [
         'quoteId',
         'number',
@@ -3208,6 +3246,7 @@ export const QuoteViewedDataSchema = {
         },
         number: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'Quote number, e.g. `QT-2026-0077`.'
         },
@@ -3267,7 +3306,6 @@ export const QuoteViewedDataSchema = {
 export const QuoteViewedEventSchema = {
     type: 'object',
     description: 'Delivery payload of `quote.viewed`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -3298,7 +3336,6 @@ export const QuoteViewedEventSchema = {
 export const QuoteAcceptedDataSchema = {
     type: 'object',
     description: 'Data of `quote.accepted`.',
-    additionalProperties: false,
     required: [
         'quoteId',
         'number',
@@ -3320,6 +3357,7 @@ export const QuoteAcceptedDataSchema = {
         },
         number: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'Quote number, e.g. `QT-2026-0077`.'
         },
@@ -3390,7 +3428,6 @@ export const QuoteAcceptedDataSchema = {
 export const QuoteAcceptedEventSchema = {
     type: 'object',
     description: 'Delivery payload of `quote.accepted`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -3421,7 +3458,6 @@ export const QuoteAcceptedEventSchema = {
 export const QuoteDeclinedDataSchema = {
     type: 'object',
     description: 'Data of `quote.declined`.',
-    additionalProperties: false,
     required: [
         'quoteId',
         'number',
@@ -3443,6 +3479,7 @@ export const QuoteDeclinedDataSchema = {
         },
         number: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'Quote number, e.g. `QT-2026-0077`.'
         },
@@ -3501,6 +3538,7 @@ export const QuoteDeclinedDataSchema = {
                 'string',
                 'null'
             ],
+            maxLength: 200,
             minLength: 1,
             description: 'Reason given by the customer; null when none was given.'
         }
@@ -3510,7 +3548,6 @@ export const QuoteDeclinedDataSchema = {
 export const QuoteDeclinedEventSchema = {
     type: 'object',
     description: 'Delivery payload of `quote.declined`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -3541,7 +3578,6 @@ export const QuoteDeclinedEventSchema = {
 export const QuoteExpiredDataSchema = {
     type: 'object',
     description: 'Data of `quote.expired`.',
-    additionalProperties: false,
     required: [
         'quoteId',
         'number',
@@ -3561,6 +3597,7 @@ export const QuoteExpiredDataSchema = {
         },
         number: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'Quote number, e.g. `QT-2026-0077`.'
         },
@@ -3616,7 +3653,6 @@ export const QuoteExpiredDataSchema = {
 export const QuoteExpiredEventSchema = {
     type: 'object',
     description: 'Delivery payload of `quote.expired`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -3647,7 +3683,6 @@ export const QuoteExpiredEventSchema = {
 export const LeadCreatedDataSchema = {
     type: 'object',
     description: 'Data of `lead.created`.',
-    additionalProperties: false,
     required: [
         'leadId',
         'name',
@@ -3664,6 +3699,7 @@ export const LeadCreatedDataSchema = {
         },
         name: {
             type: 'string',
+            maxLength: 200,
             minLength: 1,
             description: 'Name of the prospect (person or company).'
         },
@@ -3672,6 +3708,7 @@ export const LeadCreatedDataSchema = {
                 'string',
                 'null'
             ],
+            maxLength: 100,
             minLength: 1,
             description: 'Channel the lead came from, e.g. `website`, `whatsapp`, `walk_in`, `referral`; null when unknown.'
         },
@@ -3725,7 +3762,6 @@ export const LeadCreatedDataSchema = {
 export const LeadCreatedEventSchema = {
     type: 'object',
     description: 'Delivery payload of `lead.created`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -3756,7 +3792,6 @@ export const LeadCreatedEventSchema = {
 export const DealCreatedDataSchema = {
     type: 'object',
     description: 'Data of `deal.created`.',
-    additionalProperties: false,
     required: [
         'dealId',
         'title',
@@ -3776,11 +3811,13 @@ export const DealCreatedDataSchema = {
         },
         title: {
             type: 'string',
+            maxLength: 200,
             minLength: 1,
             description: 'Deal title.'
         },
         stage: {
             type: 'string',
+            maxLength: 100,
             minLength: 1,
             description: 'Current pipeline stage, as named in the workspace\'s pipeline, e.g. `qualified`, `proposal`, `won`, `lost`.'
         },
@@ -3860,7 +3897,6 @@ export const DealCreatedDataSchema = {
 export const DealCreatedEventSchema = {
     type: 'object',
     description: 'Delivery payload of `deal.created`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -3891,7 +3927,6 @@ export const DealCreatedEventSchema = {
 export const DealStageChangedDataSchema = {
     type: 'object',
     description: 'Data of `deal.stage_changed`: the `deal.created` fields plus `previousStage` and `changedAt`.',
-    additionalProperties: false,
     required: [
         'dealId',
         'title',
@@ -3913,11 +3948,13 @@ export const DealStageChangedDataSchema = {
         },
         title: {
             type: 'string',
+            maxLength: 200,
             minLength: 1,
             description: 'Deal title.'
         },
         stage: {
             type: 'string',
+            maxLength: 100,
             minLength: 1,
             description: 'Current pipeline stage, as named in the workspace\'s pipeline, e.g. `qualified`, `proposal`, `won`, `lost`.'
         },
@@ -3993,6 +4030,7 @@ export const DealStageChangedDataSchema = {
         },
         previousStage: {
             type: 'string',
+            maxLength: 100,
             minLength: 1,
             description: 'Stage the deal was in before the move.'
         },
@@ -4006,7 +4044,6 @@ export const DealStageChangedDataSchema = {
 export const DealStageChangedEventSchema = {
     type: 'object',
     description: 'Delivery payload of `deal.stage_changed`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -4037,7 +4074,6 @@ export const DealStageChangedEventSchema = {
 export const VehicleMaintenanceDueDataSchema = {
     type: 'object',
     description: 'Data of `vehicle.maintenance_due`.',
-    additionalProperties: false,
     required: [
         'vehicle',
         'make',
@@ -4054,11 +4090,13 @@ export const VehicleMaintenanceDueDataSchema = {
         },
         make: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'Vehicle make.'
         },
         model: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'Vehicle model.'
         },
@@ -4086,6 +4124,7 @@ export const VehicleMaintenanceDueDataSchema = {
                 'string',
                 'null'
             ],
+            maxLength: 200,
             minLength: 1,
             description: 'What is due, e.g. `15,000 km service`; null when not stated.'
         }
@@ -4095,7 +4134,6 @@ export const VehicleMaintenanceDueDataSchema = {
 export const VehicleMaintenanceDueEventSchema = {
     type: 'object',
     description: 'Delivery payload of `vehicle.maintenance_due`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -4126,7 +4164,6 @@ export const VehicleMaintenanceDueEventSchema = {
 export const VehicleDocumentExpiringDataSchema = {
     type: 'object',
     description: 'Data of `vehicle.document_expiring`.',
-    additionalProperties: false,
     required: [
         'vehicleId',
         'plate',
@@ -4145,22 +4182,26 @@ export const VehicleDocumentExpiringDataSchema = {
         },
         plate: {
             type: 'string',
+            maxLength: 32,
             minLength: 1,
             description: 'Plate, e.g. `Dubai A 12345`.'
         },
         make: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'Vehicle make.'
         },
         model: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'Vehicle model.'
         },
         docType: {
             type: 'string',
-            enum: [
+            maxLength: 64,
+            'x-extensible-enum': [
                 'registration',
                 'insurance',
                 'permit'
@@ -4172,6 +4213,7 @@ export const VehicleDocumentExpiringDataSchema = {
                 'string',
                 'null'
             ],
+            maxLength: 2000,
             minLength: 1,
             description: 'Free-text detail of the document, e.g. insurer and policy; null when none was recorded.'
         },
@@ -4181,6 +4223,7 @@ export const VehicleDocumentExpiringDataSchema = {
         },
         daysLeft: {
             type: 'integer',
+            format: 'int32',
             description: 'Whole local days from today to `expiresAt`: 30, 7 or 0, or the true count when a milestone was sent late after an outage (negative, at least -7, when the document has already lapsed).',
             minimum: -7,
             maximum: 30
@@ -4195,7 +4238,6 @@ export const VehicleDocumentExpiringDataSchema = {
 export const VehicleDocumentExpiringEventSchema = {
     type: 'object',
     description: 'Delivery payload of `vehicle.document_expiring`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -4219,6 +4261,7 @@ export const VehicleDocumentExpiringEventSchema = {
         },
         dedupeKey: {
             type: 'string',
+            maxLength: 255,
             minLength: 1,
             description: 'Names the occurrence this event reports, as `vehicle.document_expiring:<documentId>:<milestone>` (milestone 30, 7 or 0); the same occurrence always has the same key and is sent once. Treat it as opaque.'
         },
@@ -4232,7 +4275,6 @@ export const VehicleDocumentExpiringEventSchema = {
 export const VehicleIdleDataSchema = {
     type: 'object',
     description: 'Data of `vehicle.idle`.',
-    additionalProperties: false,
     required: [
         'vehicle',
         'make',
@@ -4249,11 +4291,13 @@ export const VehicleIdleDataSchema = {
         },
         make: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'Vehicle make.'
         },
         model: {
             type: 'string',
+            maxLength: 64,
             minLength: 1,
             description: 'Vehicle model.'
         },
@@ -4271,6 +4315,8 @@ export const VehicleIdleDataSchema = {
         },
         idleDays: {
             type: 'integer',
+            format: 'int32',
+            maximum: 36500,
             description: 'Whole local days the vehicle has been idle.',
             minimum: 1
         }
@@ -4280,7 +4326,6 @@ export const VehicleIdleDataSchema = {
 export const VehicleIdleEventSchema = {
     type: 'object',
     description: 'Delivery payload of `vehicle.idle`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -4311,7 +4356,6 @@ export const VehicleIdleEventSchema = {
 export const DeliveryAssignedDataSchema = {
     type: 'object',
     description: 'Data of `delivery.assigned`.',
-    additionalProperties: false,
     required: [
         'vehicleDeliveryId',
         'direction',
@@ -4329,7 +4373,8 @@ export const DeliveryAssignedDataSchema = {
         },
         direction: {
             type: 'string',
-            enum: [
+            maxLength: 64,
+            'x-extensible-enum': [
                 'delivery',
                 'collection'
             ],
@@ -4365,7 +4410,6 @@ export const DeliveryAssignedDataSchema = {
 export const DeliveryAssignedEventSchema = {
     type: 'object',
     description: 'Delivery payload of `delivery.assigned`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -4396,7 +4440,6 @@ export const DeliveryAssignedEventSchema = {
 export const TaskAssignedEventSchema = {
     type: 'object',
     description: 'Delivery payload of `task.assigned`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -4427,7 +4470,6 @@ export const TaskAssignedEventSchema = {
 export const TaskDueSoonEventSchema = {
     type: 'object',
     description: 'Delivery payload of `task.due_soon`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -4458,7 +4500,6 @@ export const TaskDueSoonEventSchema = {
 export const TaskOverdueEventSchema = {
     type: 'object',
     description: 'Delivery payload of `task.overdue`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -4489,7 +4530,6 @@ export const TaskOverdueEventSchema = {
 export const InboxMessageReceivedDataSchema = {
     type: 'object',
     description: 'Data of `inbox.message_received`.',
-    additionalProperties: false,
     required: [
         'conversationId',
         'messageId',
@@ -4512,6 +4552,7 @@ export const InboxMessageReceivedDataSchema = {
         },
         channel: {
             type: 'string',
+            maxLength: 100,
             minLength: 1,
             description: 'Channel the message came in on, e.g. `whatsapp`, `email`, `sms`, `webchat`.'
         },
@@ -4580,7 +4621,6 @@ export const InboxMessageReceivedDataSchema = {
 export const InboxMessageReceivedEventSchema = {
     type: 'object',
     description: 'Delivery payload of `inbox.message_received`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -4611,7 +4651,6 @@ export const InboxMessageReceivedEventSchema = {
 export const InboxAssignedDataSchema = {
     type: 'object',
     description: 'Data of `inbox.assigned`.',
-    additionalProperties: false,
     required: [
         'conversationId',
         'channel',
@@ -4628,6 +4667,7 @@ export const InboxAssignedDataSchema = {
         },
         channel: {
             type: 'string',
+            maxLength: 100,
             minLength: 1,
             description: 'Channel of the conversation, e.g. `whatsapp`, `email`, `sms`, `webchat`.'
         },
@@ -4685,7 +4725,6 @@ export const InboxAssignedDataSchema = {
 export const InboxAssignedEventSchema = {
     type: 'object',
     description: 'Delivery payload of `inbox.assigned`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -4716,7 +4755,6 @@ export const InboxAssignedEventSchema = {
 export const InvestorPayoutReadyDataSchema = {
     type: 'object',
     description: 'Data of `investor.payout_ready`.',
-    additionalProperties: false,
     required: [
         'payoutId',
         'investor',
@@ -4739,6 +4777,7 @@ export const InvestorPayoutReadyDataSchema = {
         },
         fleets: {
             type: 'array',
+            maxItems: 10000,
             minItems: 1,
             items: {
                 $ref: '#/components/schemas/FleetRef'
@@ -4767,6 +4806,8 @@ export const InvestorPayoutReadyDataSchema = {
         },
         net: {
             type: 'integer',
+            minimum: -9007199254740991,
+            maximum: 9007199254740991,
             format: 'int64',
             description: 'Amount payable to the investor in fils: `collected - expenses - fee`. Negative when costs exceeded income (the investor owes the difference).'
         }
@@ -4776,7 +4817,6 @@ export const InvestorPayoutReadyDataSchema = {
 export const InvestorPayoutReadyEventSchema = {
     type: 'object',
     description: 'Delivery payload of `investor.payout_ready`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -4807,7 +4847,6 @@ export const InvestorPayoutReadyEventSchema = {
 export const InvestorPayoutGeneratedDataSchema = {
     type: 'object',
     description: 'Data of `investor.payout_generated`: the `investor.payout_ready` fields plus `reference` and `generatedAt`.',
-    additionalProperties: false,
     required: [
         'payoutId',
         'investor',
@@ -4832,6 +4871,7 @@ export const InvestorPayoutGeneratedDataSchema = {
         },
         fleets: {
             type: 'array',
+            maxItems: 10000,
             minItems: 1,
             items: {
                 $ref: '#/components/schemas/FleetRef'
@@ -4860,11 +4900,14 @@ export const InvestorPayoutGeneratedDataSchema = {
         },
         net: {
             type: 'integer',
+            minimum: -9007199254740991,
+            maximum: 9007199254740991,
             format: 'int64',
             description: 'Amount payable to the investor in fils: `collected - expenses - fee`. Negative when costs exceeded income (the investor owes the difference).'
         },
         reference: {
             type: 'string',
+            maxLength: 100,
             minLength: 1,
             description: 'Payout statement reference, e.g. `PO-2026-10-004`.'
         },
@@ -4878,7 +4921,6 @@ export const InvestorPayoutGeneratedDataSchema = {
 export const InvestorPayoutGeneratedEventSchema = {
     type: 'object',
     description: 'Delivery payload of `investor.payout_generated`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -4909,7 +4951,6 @@ export const InvestorPayoutGeneratedEventSchema = {
 export const InvestorReportDueDataSchema = {
     type: 'object',
     description: 'Data of `investor.report_due`.',
-    additionalProperties: false,
     required: [
         'investor',
         'fleets',
@@ -4924,6 +4965,7 @@ export const InvestorReportDueDataSchema = {
         },
         fleets: {
             type: 'array',
+            maxItems: 10000,
             minItems: 1,
             items: {
                 $ref: '#/components/schemas/FleetRef'
@@ -4948,7 +4990,6 @@ export const InvestorReportDueDataSchema = {
 export const InvestorReportDueEventSchema = {
     type: 'object',
     description: 'Delivery payload of `investor.report_due`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -4979,7 +5020,6 @@ export const InvestorReportDueEventSchema = {
 export const DocumentEsignTimeoutDataSchema = {
     type: 'object',
     description: 'Data of `document.esign_timeout`.',
-    additionalProperties: false,
     required: [
         'documentId',
         'documentType',
@@ -4998,11 +5038,13 @@ export const DocumentEsignTimeoutDataSchema = {
         },
         documentType: {
             type: 'string',
+            maxLength: 100,
             minLength: 1,
             description: 'Kind of document, e.g. `rental_agreement`, `lease_agreement`, `handover_report`.'
         },
         title: {
             type: 'string',
+            maxLength: 200,
             minLength: 1,
             description: 'Document title.'
         },
@@ -5064,7 +5106,6 @@ export const DocumentEsignTimeoutDataSchema = {
 export const DocumentEsignTimeoutEventSchema = {
     type: 'object',
     description: 'Delivery payload of `document.esign_timeout`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -5095,7 +5136,6 @@ export const DocumentEsignTimeoutEventSchema = {
 export const IntegrationFailedDataSchema = {
     type: 'object',
     description: 'Data of `integration.failed`.',
-    additionalProperties: false,
     required: [
         'integration',
         'detail',
@@ -5105,16 +5145,19 @@ export const IntegrationFailedDataSchema = {
     properties: {
         integration: {
             type: 'string',
+            maxLength: 100,
             minLength: 1,
             description: 'Name of the integration, e.g. `esign`, `accounting`, `payment_gateway`, `whatsapp`.'
         },
         detail: {
             type: 'string',
+            maxLength: 2000,
             minLength: 1,
             description: 'The provider\'s own error wording, verbatim.'
         },
         hint: {
             type: 'string',
+            maxLength: 2000,
             minLength: 1,
             description: 'What to do to fix it.'
         },
@@ -5128,7 +5171,6 @@ export const IntegrationFailedDataSchema = {
 export const IntegrationFailedEventSchema = {
     type: 'object',
     description: 'Delivery payload of `integration.failed`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',
@@ -5152,6 +5194,7 @@ export const IntegrationFailedEventSchema = {
         },
         dedupeKey: {
             type: 'string',
+            maxLength: 255,
             minLength: 1,
             description: 'Names the occurrence this event reports, as `integration.failed:<integrationId>:<local date>` for the sweep\'s daily events; the same occurrence always has the same key and is sent once. Treat it as opaque.'
         },
@@ -5165,7 +5208,6 @@ export const IntegrationFailedEventSchema = {
 export const WebhookTestDataSchema = {
     type: 'object',
     description: 'Data of `webhook.test`.',
-    additionalProperties: false,
     required: [
         'endpointId',
         'message'
@@ -5177,6 +5219,7 @@ export const WebhookTestDataSchema = {
         },
         message: {
             type: 'string',
+            maxLength: 2000,
             minLength: 1,
             description: 'Human-readable text, e.g. `This is a test delivery from Fleet Rental Service.`'
         }
@@ -5186,7 +5229,6 @@ export const WebhookTestDataSchema = {
 export const WebhookTestEventSchema = {
     type: 'object',
     description: 'Delivery payload of `webhook.test`.',
-    additionalProperties: false,
     required: [
         'id',
         'event',

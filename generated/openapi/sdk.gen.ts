@@ -183,6 +183,10 @@ export const listWebhookEndpoints = <ThrowOnError extends boolean = false>(optio
  * first `deliveryId` and queues nothing new; the same key used for a different endpoint of the workspace
  * returns 409 `idempotency_key_reused`. After 24 hours a key may be used again.
  *
+ * Limits: at most 5 test deliveries pending (queued or retrying) per endpoint, and at most 60 test deliveries
+ * queued per workspace in any minute. Beyond either, the answer is 429 `rate_limited` with `Retry-After` and
+ * nothing is queued; a repeat of an earlier key answers 202 with the first `deliveryId` and does not count.
+ *
  */
 export const sendTestDelivery = <ThrowOnError extends boolean = false>(options: Options<SendTestDeliveryData, ThrowOnError>) => (options.client ?? client).post<SendTestDeliveryResponses, SendTestDeliveryErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
@@ -202,8 +206,9 @@ export const sendTestDelivery = <ThrowOnError extends boolean = false>(options: 
  * page (they are newer) never shift, repeat or hide rows of later pages. A cursor is opaque; keep the same
  * `status` and `event` filters while paging.
  *
- * An endpoint of another workspace is not found, exactly like an unknown one. Nothing here changes a
- * delivery: resending is an operator's task (`fleet-admin deliveries resend`, `fleet-admin endpoint recover`).
+ * Finished deliveries and attempts stay in the log for the retention (30 days by default; see Retention in
+ * the introduction); pending ones stay until they finish. An endpoint of another workspace is not found,
+ * exactly like an unknown one. Nothing here changes a delivery: resending is an operator's task (`fleet-admin deliveries resend`, `fleet-admin endpoint recover`).
  *
  */
 export const listWebhookDeliveries = <ThrowOnError extends boolean = false>(options: Options<ListWebhookDeliveriesData, ThrowOnError>) => (options.client ?? client).get<ListWebhookDeliveriesResponses, ListWebhookDeliveriesErrors, ThrowOnError>({

@@ -10,7 +10,7 @@ import type { ErrorObject } from 'ajv';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import YAML from 'yaml';
-import { loadOpenApiDocument } from '../contract/document.js';
+import { loadOpenApiDocument, strictOpenApiDocument } from '../contract/document.js';
 import { ApiError, errorBody, internalError, invalidRequest } from './errors.js';
 import { authenticate, type Caller } from './auth.js';
 import { operationHandlers, type OperationContext } from './operations.js';
@@ -68,8 +68,11 @@ function enumerated(schema: Record<string, unknown>): string[] {
 const LOCATION_NAMES: Record<string, string> = { query: 'Query parameter', header: 'Header', path: 'Path parameter' };
 const LOCATION_IN: Record<string, string> = { query: 'query', header: 'header', path: 'path' };
 
+/** A name the caller sent, as an error repeats it: cut to 100 characters, within the documented bounds of `reason`. */
+const echoed = (name: string) => (name.length > 100 ? `${name.slice(0, 100)}…` : name);
+
 const unknownQuery = (name: string) =>
-  invalidRequest(name, `Query parameter "${name}" is not known to this operation; see /openapi.json for its parameters.`);
+  invalidRequest(echoed(name), `Query parameter "${echoed(name)}" is not known to this operation; see /openapi.json for its parameters.`);
 
 /** The first request-validation error, as the documented 400 naming the parameter. */
 function validationError(parameters: Parameter[], errors: ErrorObject[]): ApiError {
@@ -78,7 +81,7 @@ function validationError(parameters: Parameter[], errors: ErrorObject[]): ApiErr
   const name = err.keyword === 'required' ? String(err.params.missingProperty) : decodeURIComponent(instanceName ?? '');
   if (err.keyword === 'additionalProperties' && location === 'query') return unknownQuery(String(err.params.additionalProperty));
   const parameter = parameters.find((p) => p.in === LOCATION_IN[location] && p.name.toLowerCase() === name.toLowerCase());
-  if (!parameter) return invalidRequest(name || 'request', `The request is invalid: ${err.message ?? 'unknown problem'}.`);
+  if (!parameter) return invalidRequest(echoed(name) || 'request', `The request is invalid: ${err.message ?? 'unknown problem'}.`);
   const label = `${LOCATION_NAMES[location]} "${parameter.name}"`;
   if (err.keyword === 'required') return invalidRequest(parameter.name, `${label} is required; send ${describeSchema(parameter.schema)}.`);
   return invalidRequest(parameter.name, `${label} must be ${describeSchema(parameter.schema)}.`);
@@ -131,9 +134,11 @@ function unknownQueryParameter(parameters: Parameter[], query: Record<string, un
 }
 
 export async function createApp({ db, logger, clock = () => new Date(), metrics }: AppOptions): Promise<Koa> {
+  // Served as published (open to additions); requests are checked against the strict variant, so a parameter
+  // takes only the values the document lists today.
   const document = loadOpenApiDocument();
   // The router and validators need only the HTTP operations; the webhooks section is for receivers.
-  const { webhooks: _webhooks, ...httpDocument } = document;
+  const { webhooks: _webhooks, ...httpDocument } = strictOpenApiDocument();
   const backend = new ContractBackend({
     definition: structuredClone(httpDocument) as unknown as Document,
     strict: true,

@@ -1,14 +1,15 @@
 import type { Knex } from 'knex';
 import { ApiError } from './errors.js';
 import { hashApiKey } from '../secrets.js';
-import type { Me, WorkspaceStatus } from '../../generated/openapi/types.gen.js';
+import type { Me } from '../../generated/strict/types.gen.js';
 
 export type AuthFailure = 'missing' | 'unknown' | 'revoked' | 'expired';
 
 export interface Caller {
   keyId: string;
   role: string | null;
-  workspace: { id: string; slug: string; status: WorkspaceStatus; timezone: string };
+  /** `status` is always `active`: a frozen workspace's key is refused (403) before a Caller is made. */
+  workspace: { id: string; slug: string; status: Me['workspace']['status']; timezone: string };
 }
 
 const MESSAGES: Record<AuthFailure, string> = {

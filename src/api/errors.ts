@@ -1,4 +1,4 @@
-import type { Error as ErrorBody } from '../../generated/openapi/types.gen.js';
+import type { ErrorResponse as ErrorBody } from '../../generated/strict/types.gen.js';
 
 export type ErrorCode = ErrorBody['error']['code'];
 

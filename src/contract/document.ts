@@ -26,11 +26,50 @@ export type OpenApiOperation = {
 };
 
 let cachedDocument: OpenApiDocument | undefined;
+let cachedStrict: OpenApiDocument | undefined;
 
-/** The hand-written OpenAPI document, parsed (once per process). */
+/**
+ * The hand-written OpenAPI document, parsed (once per process): the published one, open to additions. Its objects
+ * leave `additionalProperties` unset, and a value set that may grow (error codes, event names, statuses) is written
+ * as `x-extensible-enum` (the values known today) on a plain string: clients and receivers must accept what they do
+ * not know.
+ */
 export function loadOpenApiDocument(): OpenApiDocument {
   cachedDocument ??= YAML.parse(fs.readFileSync(path.join(ROOT_DIR, 'openapi', 'openapi.yaml'), 'utf8'));
   return cachedDocument!;
+}
+
+/**
+ * The strict variant of the document, for this project's own tests and checks: every object schema is closed
+ * (`additionalProperties: false` where the document leaves it unset) and every `x-extensible-enum` becomes an exact
+ * `enum`, so the service can never send a field or a value the document does not declare.
+ */
+export function strictOpenApiDocument(): OpenApiDocument {
+  cachedStrict ??= strictVariant(loadOpenApiDocument()) as OpenApiDocument;
+  return cachedStrict;
+}
+
+function strictVariant(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(strictVariant);
+  if (!node || typeof node !== 'object') return node;
+  // Examples are data, not schemas.
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(node)) {
+    // `properties` maps names to schemas: its keys are not keywords, and a property may be named like one.
+    if (key === 'properties' && value && typeof value === 'object') {
+      out.properties = Object.fromEntries(Object.entries(value).map(([name, schema]) => [name, strictVariant(schema)]));
+    } else if (key === 'example' || key === 'examples') {
+      out[key] = value;
+    } else if (key === 'x-extensible-enum') {
+      out.enum = value;
+    } else {
+      out[key] = strictVariant(value);
+    }
+  }
+  // Only objects that declare their properties are closed: a free-form object stays free-form.
+  const declaresProperties = out.properties !== null && typeof out.properties === 'object';
+  if (declaresProperties && !('additionalProperties' in out) && !('patternProperties' in out)) out.additionalProperties = false;
+  return out;
 }
 
 export function loadImportSchema(): Record<string, unknown> {
@@ -86,13 +125,15 @@ function toJsonSchemaRefs(value: unknown): unknown {
 
 /**
  * An Ajv 2020-12 instance holding the document's component schemas (as `<OPENAPI_SCHEMA_ID>#/$defs/<Name>`) and
- * the import document schema. Formats are checked; `example` (an OpenAPI keyword) is allowed.
+ * the import document schema: the strict variant's (the default: what this project checks itself against), or the
+ * published document's (what a client or receiver that validates meets). Formats are checked; `example` (an OpenAPI
+ * keyword) and `x-extensible-enum` are allowed.
  */
-export function createSchemaAjv(options: Options = {}): Ajv2020 {
+export function createSchemaAjv(options: Options = {}, variant: 'strict' | 'published' = 'strict'): Ajv2020 {
   const ajv = new Ajv2020({ strict: true, allErrors: false, ...options });
   addFormats.default(ajv);
-  ajv.addVocabulary(['example']);
-  const document = loadOpenApiDocument();
+  ajv.addVocabulary(['example', 'x-extensible-enum']);
+  const document = variant === 'strict' ? strictOpenApiDocument() : loadOpenApiDocument();
   ajv.addSchema({ $id: OPENAPI_SCHEMA_ID, $defs: toJsonSchemaRefs(document.components.schemas) as object });
   ajv.addSchema(loadImportSchema());
   return ajv;

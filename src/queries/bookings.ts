@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { BookingStatusCounts, BookingSummary } from '../../generated/openapi/types.gen.js';
+import type { BookingStatusCounts, BookingSummary } from '../../generated/strict/types.gen.js';
 import { baseBindings, DAY_END, DAY_START, NOW, rows, type WorkspaceRef } from './common.js';
 
 export type { BookingSummary };

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { DeliveryAttempt, DeliveryDetail, DeliveryList, DeliveryRow } from '../../generated/openapi/types.gen.js';
+import type { DeliveryAttempt, DeliveryDetail, DeliveryList, DeliveryRow } from '../../generated/strict/types.gen.js';
 
 export type { DeliveryAttempt, DeliveryDetail, DeliveryList, DeliveryRow };
 

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { FinanceOverview } from '../../generated/openapi/types.gen.js';
+import type { FinanceOverview } from '../../generated/strict/types.gen.js';
 import { baseBindings, MONTH_START_LOCAL, rows, TODAY, type WorkspaceRef } from './common.js';
 
 export type { FinanceOverview };

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { FleetList, FleetRef } from '../../generated/openapi/types.gen.js';
+import type { FleetList, FleetRef } from '../../generated/strict/types.gen.js';
 import { rows, type WorkspaceRef } from './common.js';
 
 export type { FleetList };

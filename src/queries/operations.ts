@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { OperationsItem, OperationsToday } from '../../generated/openapi/types.gen.js';
+import type { OperationsItem, OperationsToday } from '../../generated/strict/types.gen.js';
 import { baseBindings, DAY_END, DAY_START, rows, type WorkspaceRef } from './common.js';
 
 export type { OperationsItem, OperationsToday };

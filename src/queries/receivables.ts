@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { Receivables, ReceivablesTotals } from '../../generated/openapi/types.gen.js';
+import type { Receivables, ReceivablesTotals } from '../../generated/strict/types.gen.js';
 import { baseBindings, containsPattern, rows, type WorkspaceRef } from './common.js';
 import { AGING_COLUMNS } from './finance.js';
 

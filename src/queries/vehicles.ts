@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { VehicleRow, VehicleSearchResult } from '../../generated/openapi/types.gen.js';
+import type { VehicleRow, VehicleSearchResult } from '../../generated/strict/types.gen.js';
 import { rows, type WorkspaceRef } from './common.js';
 
 export type { VehicleRow, VehicleSearchResult };

@@ -128,7 +128,7 @@ describe('HTTP details and input that must never get a 5xx', () => {
       expect(res.status).to.equal(status);
       expect(res.headers['content-type']).to.match(/^application\/json/);
       const body = JSON.parse(res.body);
-      expect(validators.Error(body), JSON.stringify(validators.Error.errors)).to.equal(true);
+      expect(validators.ErrorResponse(body), JSON.stringify(validators.ErrorResponse.errors)).to.equal(true);
       expect(body.error.code).to.equal(code);
       expect(body.error.requestId).to.equal(res.headers['x-request-id']);
     };
@@ -157,7 +157,7 @@ describe('HTTP details and input that must never get a 5xx', () => {
       const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
       const body = await ready.json();
       expect(ready.status).to.equal(503);
-      expect(validators.Error(body)).to.equal(true);
+      expect(validators.ErrorResponse(body)).to.equal(true);
       expect(body.error).to.include({ code: 'not_ready', reason: 'database' });
       expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).to.equal(200);
     } finally {

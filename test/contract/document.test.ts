@@ -1,7 +1,8 @@
 import crypto from 'node:crypto';
 import { expect } from 'chai';
 import YAML from 'yaml';
-import { createSchemaAjv, loadOpenApiDocument, schemaRef, webhookPayloadSchemas } from '../../src/contract/document.js';
+import type { Ajv2020 } from 'ajv/dist/2020.js';
+import { createSchemaAjv, loadOpenApiDocument, schemaRef, strictOpenApiDocument, webhookPayloadSchemas } from '../../src/contract/document.js';
 
 // The description's event list, copied here on purpose: the document must match it, not the other way round.
 const DESCRIPTION_EVENTS = [
@@ -23,6 +24,8 @@ const CALENDAR_EVENTS = [
 ];
 
 const document = loadOpenApiDocument();
+const strict = strictOpenApiDocument();
+const randomUuid = crypto.randomUUID();
 const ajv = createSchemaAjv({ allErrors: true });
 type Json = Record<string, unknown>;
 
@@ -124,7 +127,7 @@ describe('the OpenAPI document', () => {
   it('lists exactly the description\'s 38 events plus webhook.test', () => {
     expect(DESCRIPTION_EVENTS).to.have.length(38);
     expect(Object.keys(document.webhooks).sort()).to.deep.equal([...DESCRIPTION_EVENTS, 'webhook.test'].sort());
-    const subscribable = (document.components.schemas.EventName as { enum: string[] }).enum;
+    const subscribable = (document.components.schemas.EventName as { 'x-extensible-enum': string[] })['x-extensible-enum'];
     expect([...subscribable].sort()).to.deep.equal([...DESCRIPTION_EVENTS].sort());
   });
 
@@ -134,10 +137,34 @@ describe('the OpenAPI document', () => {
       const schema = schemas[name];
       const properties = schema.properties as Record<string, Json>;
       expect(properties.event.const, event).to.equal(event);
-      expect(schema.additionalProperties, event).to.equal(false);
+      // Open as published, closed in the strict variant the tests validate against.
+      expect(schema.additionalProperties, event).to.equal(undefined);
+      expect((strict.components.schemas[name] as Json).additionalProperties, event).to.equal(false);
       const withKey = CALENDAR_EVENTS.includes(event) || event === 'integration.failed';
       expect(schema.required, event).to.include.members(['id', 'event', 'createdAt', 'data']);
       expect((schema.required as string[]).includes('dedupeKey'), event).to.equal(withKey);
+    }
+  });
+
+  it('is open to additions as published, and exact in its strict variant', () => {
+    const published = createSchemaAjv({ allErrors: true }, 'published');
+    const check = (instance: Ajv2020, name: string, value: unknown) => instance.getSchema(schemaRef(name))!(value);
+    const example = (event: string) =>
+      structuredClone((document.webhooks[event].post.requestBody!.content['application/json'] as unknown as { example: Json }).example);
+
+    // A payload with a field added later (at the top and in data), and an endpoint subscribed to an event added later.
+    const payload = example('booking.confirmed');
+    const added = { ...payload, source: 'mobile', data: { ...(payload.data as Json), channel: 'walk-in' } };
+    const endpoints = { rows: [{ id: randomUuid, name: 'Ops', url: 'https://hooks.example.ae/f', events: ['booking.no_show'], isActive: true,
+      disabledAt: null, lastSuccessAt: null, consecutiveFailures: 0 }] };
+    const teapot = { error: { code: 'teapot', message: 'A code added later.', requestId: 'req_1' } };
+    for (const [name, value] of [['BookingConfirmedEvent', payload], ['WebhookEndpointList', { ...endpoints, rows: [{ ...endpoints.rows[0], events: ['booking.confirmed'] }] }]] as const) {
+      expect(check(published, name, value), `${name} as it is today, published`).to.equal(true);
+      expect(check(ajv, name, value), `${name} as it is today, strict`).to.equal(true);
+    }
+    for (const [name, value] of [['BookingConfirmedEvent', added], ['WebhookEndpointList', endpoints], ['ErrorResponse', teapot]] as const) {
+      expect(check(published, name, value), `${name} with an addition, published`).to.equal(true);
+      expect(check(ajv, name, value), `${name} with an addition, strict`).to.equal(false);
     }
   });
 

@@ -39,7 +39,7 @@ export interface ApiResponse<T = any> {
 export function expectDocumented(method: string, path: string, response: ApiResponse): void {
   const pathname = new URL(path, 'http://x').pathname;
   const match = operations.find((o) => o.method === method && o.regex.test(pathname));
-  const schema = match ? declaredSchema(match.operation, response.status) : 'Error';
+  const schema = match ? declaredSchema(match.operation, response.status) : 'ErrorResponse';
   if (!match) expect(response.status, `${method} ${pathname} is not an operation`).to.be.oneOf([404, 405]);
   expect(response.headers.get('content-type')).to.match(/^application\/json/);
   const requestId = response.headers.get('x-request-id');
