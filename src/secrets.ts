@@ -75,6 +75,11 @@ export interface KeyringOptions {
   env?: NodeJS.ProcessEnv;
   /** Folder of the key file (default FRS_DATA_DIR, else .data/). */
   dataDir?: string;
+  /**
+   * Create the key file when there is none (default true). Only a process about to seal may: one that only opens
+   * secrets (a worker) and finds no key must say so, not make a new key that opens nothing.
+   */
+  createIfMissing?: boolean;
 }
 
 function masterKeyId(key: Buffer): string {
@@ -98,7 +103,7 @@ export function masterKeyFile(dataDir: string = DATA_DIR): string {
   return path.join(dataDir, KEY_FILE_NAME);
 }
 
-function readKeyFile(file: string): MasterKey[] {
+function readKeyFile(file: string, createIfMissing: boolean): MasterKey[] {
   for (;;) {
     try {
       const lines = fs.readFileSync(file, 'utf8').split('\n').filter((line) => line.trim() !== '');
@@ -106,6 +111,12 @@ function readKeyFile(file: string): MasterKey[] {
       return lines.map((line, i) => parseMasterKey(line, `line ${i + 1} of the master key file ${file}`));
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+    if (!createIfMissing) {
+      throw new MasterKeyError(
+        `there is no master key: no ${SECRET_KEY_ENV} and no key file ${file}; give this process the key the secrets were sealed with ` +
+          `(${SECRET_KEY_ENV}, or that file, or FRS_DATA_DIR pointing at its folder)`,
+      );
     }
     fs.mkdirSync(path.dirname(file), { recursive: true });
     try {
@@ -136,7 +147,7 @@ export function loadKeyring(options: KeyringOptions = {}): Keyring {
     source = { kind: 'env' };
   } else {
     const file = masterKeyFile(options.dataDir ?? env.FRS_DATA_DIR);
-    keys = readKeyFile(file);
+    keys = readKeyFile(file, options.createIfMissing ?? true);
     source = { kind: 'file', path: file };
   }
   return { current: keys[0], byId: new Map(keys.map((k) => [k.id, k])), source };
@@ -149,9 +160,10 @@ let processKeyring: Keyring | undefined;
  * `fresh` (before sealing), so a rotation by another process is picked up.
  */
 function keyring(options: { wantedId?: string; fresh?: boolean } = {}): Keyring {
-  processKeyring ??= loadKeyring();
+  // Only sealing (`fresh`) may create the key file.
+  processKeyring ??= loadKeyring({ createIfMissing: options.fresh === true });
   const stale = options.fresh || (options.wantedId !== undefined && !processKeyring.byId.has(options.wantedId));
-  if (stale && processKeyring.source.kind === 'file') processKeyring = loadKeyring();
+  if (stale && processKeyring.source.kind === 'file') processKeyring = loadKeyring({ createIfMissing: options.fresh === true });
   return processKeyring;
 }
 

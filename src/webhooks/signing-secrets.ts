@@ -17,6 +17,22 @@ function sealingContext(endpointId: string): string {
   return `webhook_endpoints.secret:${endpointId}`;
 }
 
+/**
+ * Runs `work` in a transaction holding the sealing lock: shared for a writer that seals a secret (the master key is
+ * read after the lock is taken), exclusive for the master-key rotation's re-seal. So a secret sealed under the old
+ * key is either committed before the re-seal starts (and re-sealed by it) or sealed under the new key: none is
+ * left under a key the rotation then removes from the key file.
+ */
+export function withSealingLock<T>(db: Knex, mode: 'shared' | 'exclusive', work: (trx: Knex.Transaction) => Promise<T>): Promise<T> {
+  return db.transaction(async (trx) => {
+    await trx.raw(mode === 'shared' ? 'SELECT pg_advisory_xact_lock_shared(?::bigint)' : 'SELECT pg_advisory_xact_lock(?::bigint)', [SEALING_LOCK]);
+    return work(trx);
+  });
+}
+
+/** The advisory lock key of sealing (an arbitrary constant of this service's). */
+const SEALING_LOCK = '7262193140017346561';
+
 /** The columns holding an endpoint's current signing secret, sealed. */
 export function sealedSecretColumns(endpointId: string, secret: string): { secret_key_id: string; secret_sealed: Buffer } {
   const { keyId, sealed } = sealSecret(secret, sealingContext(endpointId));
@@ -57,7 +73,7 @@ export async function rotateSigningSecret(db: Knex, id: string, options: { overl
   }
   const now = options.now ?? new Date();
   const secret = newSigningSecret();
-  return db.transaction(async (trx) => {
+  return withSealingLock(db, 'shared', async (trx) => {
     const row = await trx('webhook_endpoints').where({ id }).forNoKeyUpdate().first('secret_key_id', 'secret_sealed');
     if (!row) throw new InputError(`no webhook endpoint with id ${id}`);
     // Refuses (MasterKeyError) when this process lacks the master key the endpoint's secrets are sealed with, so a
@@ -82,7 +98,7 @@ export async function rotateSigningSecret(db: Knex, id: string, options: { overl
  */
 export async function resealSigningSecrets(db: Knex): Promise<{ keyId: string; source: 'env' | 'file'; resealed: number }> {
   const { keyId, source, result } = await rotateMasterKey((currentKeyId) =>
-    db.transaction(async (trx) => {
+    withSealingLock(db, 'exclusive', async (trx) => {
       const rows = await trx('webhook_endpoints')
         .where('secret_key_id', '<>', currentKeyId)
         .orWhere('previous_secret_key_id', '<>', currentKeyId)
