@@ -3,7 +3,10 @@ import { openSigningSecret, sealedSecretColumns } from '../src/webhooks/signing-
 
 // Signing secrets are stored sealed (AES-256-GCM under the master key, see src/secrets.ts) instead of in plain
 // text, each with the id of the master key that sealed it; a rotation's previous secret is kept the same way
-// until previous_secret_expires_at. The secrets already stored are sealed here, in the migration's transaction.
+// until previous_secret_expires_at. The secrets already stored are sealed here, in the migration's transaction,
+// and the table is then rewritten: an UPDATE leaves the old row versions (plain secrets included) in the table's
+// files, and DROP COLUMN only hides the column; CLUSTER copies the live rows into new files and drops the old ones.
+// (Backups and WAL taken before the upgrade still hold the old secrets: the README says to rotate them.)
 export async function up(knex: Knex): Promise<void> {
   await knex.raw(`
     ALTER TABLE webhook_endpoints
@@ -22,6 +25,7 @@ export async function up(knex: Knex): Promise<void> {
       ADD CONSTRAINT webhook_endpoints_previous_secret CHECK (
         (previous_secret_key_id IS NULL) = (previous_secret_sealed IS NULL)
         AND (previous_secret_sealed IS NULL) = (previous_secret_expires_at IS NULL))`);
+  await knex.raw('CLUSTER webhook_endpoints USING webhook_endpoints_pkey');
 }
 
 export async function down(knex: Knex): Promise<void> {

@@ -150,6 +150,12 @@ describe('the master key', () => {
   };
   after(() => dirs.forEach((dir) => fs.rmSync(dir, { recursive: true, force: true })));
 
+  it('a process that only opens secrets does not create a key file: it says which key it lacks', () => {
+    const dataDir = tempDir();
+    expect(() => loadKeyring({ env: {}, dataDir, createIfMissing: false })).to.throw(MasterKeyError, /^there is no master key: no FRS_SECRET_KEY and no key file /);
+    expect(fs.existsSync(masterKeyFile(dataDir))).to.equal(false);
+  });
+
   it('without FRS_SECRET_KEY is a key file created once under the data folder, readable by its owner only', () => {
     const dataDir = tempDir();
     const first = loadKeyring({ env: {}, dataDir });
@@ -234,6 +240,14 @@ describe('fleet-admin secrets rotate-master-key and the migration that sealed st
     const row = await own('webhook_endpoints').where({ id: endpoint.id }).first();
     expect(row).not.to.have.property('secret');
     expect(row.secret_sealed.includes(Buffer.from(secret))).to.equal(false);
+    // Not in the table's files either (old row versions), where a superuser can look.
+    const [{ rolsuper }] = (await own.raw('SELECT rolsuper FROM pg_roles WHERE rolname = current_user')).rows;
+    if (rolsuper) {
+      await own.raw('CHECKPOINT');
+      const [{ bytes }] = (await own.raw(`SELECT pg_read_binary_file(pg_relation_filepath('webhook_endpoints')) AS bytes`)).rows;
+      expect((bytes as Buffer).length).to.be.above(0);
+      expect((bytes as Buffer).includes(Buffer.from(secret)), 'the plain secret in the table file').to.equal(false);
+    }
     expect(keyFileLines()).to.have.length(1);
     await deliversSignedWith({}, 'legacy', secret);
   });
