@@ -84,6 +84,21 @@ describe('database roles: least privilege for the API and the worker', () => {
     expect(replayed).to.deep.equal({ outcome: 'replayed', deliveryId: queued.deliveryId });
   });
 
+  it('the API can queue only webhook.test: not another event, nor a test delivery whose body says otherwise', async () => {
+    const event = (name: string) => ({ workspace_id: f.ws.id, event: name, data: {}, source: 'publish', created_at: new Date() });
+    expect(await permissionDenied(api('events').insert(event('payment.captured')))).to.match(/may queue only webhook\.test events/);
+    // A test event is allowed (the test operation inserts one), and a delivery of it whose body is another event is not.
+    const [{ id: eventId }] = await api('events').insert(event('webhook.test')).returning('id');
+    const id = crypto.randomUUID();
+    const forged = JSON.stringify({ id, event: 'payment.captured', createdAt: new Date().toISOString(), data: {} });
+    const delivery = { id, workspace_id: f.ws.id, event_id: eventId, endpoint_id: endpointId, event: 'webhook.test', body: forged, status: 'queued', next_attempt_at: new Date() };
+    expect(await permissionDenied(api('deliveries').insert(delivery))).to.match(/may queue only webhook\.test deliveries/);
+    expect(await permissionDenied(api('deliveries').insert({ ...delivery, event: 'payment.captured' }))).to.match(/may queue only webhook\.test deliveries/);
+    // The worker (who may update deliveries) is not restricted.
+    const [{ id: workerEvent }] = await worker('events').insert(event('payment.captured')).returning('id');
+    expect(workerEvent).to.be.a('string');
+  });
+
   it('the worker reads signing secrets and writes delivery state, but cannot change domain records or the schema', async () => {
     expect(await worker('webhook_endpoints').where({ id: endpointId }).first('secret_key_id')).to.have.property('secret_key_id');
     expect(await worker('webhook_endpoints').where({ id: endpointId }).update({ consecutive_failures: 0 })).to.equal(1);
