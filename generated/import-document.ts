@@ -4,7 +4,6 @@
  * Record id (UUID). Importing the same id again updates that record.
  */
 export type Uuid = string;
-export type Text = string;
 /**
  * Id of a record in this document or already in the workspace.
  */
@@ -17,6 +16,7 @@ export type Fils = number;
  * ISO 8601 date-time with an offset, e.g. 2026-11-22T08:30:00.000Z.
  */
 export type Timestamp = string;
+export type Text = string;
 /**
  * Plain date YYYY-MM-DD on the workspace's local calendar.
  */
@@ -46,7 +46,7 @@ export interface FleetImportDocument {
  */
 export interface Owner {
   id: Uuid;
-  name: Text;
+  name: string;
 }
 /**
  * A fleet: the cars of one owner.
@@ -57,7 +57,7 @@ export interface Fleet {
    * Short code, unique in the workspace.
    */
   code: string;
-  name: Text;
+  name: string;
   ownerId: Ref;
 }
 /**
@@ -66,8 +66,8 @@ export interface Fleet {
 export interface Vehicle {
   id: Uuid;
   fleetId: Ref;
-  make: Text;
-  model: Text;
+  make: string;
+  model: string;
   /**
    * Number plate, e.g. 'Dubai A 12345'; unique in the workspace ignoring spaces and case.
    */
@@ -90,7 +90,7 @@ export interface Maintenance {
   vehicleId: Ref;
   startsAt: Timestamp;
   endsAt: Timestamp;
-  reason?: Text | null;
+  reason?: string | null;
 }
 /**
  * A registration, insurance or permit with its expiry date.
@@ -107,7 +107,7 @@ export interface VehicleDocument {
  */
 export interface Customer {
   id: Uuid;
-  name: Text;
+  name: string;
   phone?: string | null;
   email?: string | null;
   idDocument?: string | null;
@@ -213,7 +213,7 @@ export interface Fine {
   type: string;
   date: LocalDate;
   amount: Fils;
-  authority: Text;
+  authority: string;
   violation?: Text | null;
   number: string;
   /**

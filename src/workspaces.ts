@@ -85,6 +85,7 @@ export async function updateWorkspace(
   if (Object.keys(patch).length === 0) return findWorkspace(db, slug);
   return db.transaction(async (trx) => {
     const before = await trx('workspaces').where({ slug }).forUpdate().first('status');
+    if (!before) throw new InputError(`no workspace with slug "${slug}"`); // deleted since the check above
     const [row] = await trx('workspaces').where({ slug }).update(patch).returning(columns);
     if (before.status === 'frozen' && row.status === 'active') await resumeFrozenDeliveries(trx, row.id, now);
     return row;
@@ -103,6 +104,8 @@ export async function createApiKey(
   db: Knex,
   input: { workspaceSlug: string; role?: string | null; expiresAt?: string | null },
 ): Promise<CreatedApiKey> {
+  // A role is returned by GET /v1/me, whose document bounds it to 64 characters.
+  if (input.role != null && (input.role.length < 1 || input.role.length > 64)) throw new InputError('--role must be 1 to 64 characters');
   const workspace = await findWorkspace(db, input.workspaceSlug);
   let expiresAt: Date | null = null;
   if (input.expiresAt != null) {

@@ -156,6 +156,8 @@ describe('fleet-admin CLI', () => {
       fails(['workspace', 'create', '--slug', `${s}-x`, '--colour', 'red', '--json'], "unknown option '--colour'"),
       fails(['key', 'revoke', '--id', 'not-a-uuid', '--json'], '--id must be a UUID, got "not-a-uuid"'),
       fails(['key', 'create', '--workspace', s, '--expires-at', 'tomorrow', '--json'], '--expires-at must be an ISO 8601 date-time, got "tomorrow"'),
+      fails(['key', 'create', '--workspace', s, '--role', 'r'.repeat(65), '--json'], '--role must be 1 to 64 characters'),
+      fails(['endpoint', 'create', '--workspace', s, '--url', `https://hooks.example.ae/${'p'.repeat(2030)}`, '--json'], '--url must be at most 2048 characters'),
     ]);
     expect(await db('workspaces').where('slug', 'like', `${s}-%`).count({ n: '*' })).to.deep.equal([{ n: 0 }]);
     expect(await db('workspaces').where({ slug: s }).first('status', 'reminders_ahead')).to.deep.equal({ status: 'active', reminders_ahead: 3 });

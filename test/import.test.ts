@@ -143,6 +143,8 @@ describe('importDocument', () => {
       ['an unknown key', (d) => { d.drivers = []; }, 'at /drivers: is not a known field'],
       ['a bad date', (d) => { d.expenses[0].date = '2026-02-30'; }, 'at /expenses/0/date: must match format "date"'],
       ['a duplicate id', (d) => { d.vehicles[1].id = d.vehicles[0].id; }, 'at /vehicles/1/id: duplicate id (also at /vehicles/0/id)'],
+      // The API returns the make as the document bounds it (64 characters): the import may not store a longer one.
+      ['a make longer than the API returns', (d) => { d.vehicles[0].make = 'M'.repeat(65); }, 'at /vehicles/0/make: must NOT have more than 64 characters'],
     ];
     for (const [what, spoil, message] of cases) {
       it(what, async () => {

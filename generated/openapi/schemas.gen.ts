@@ -1027,13 +1027,13 @@ export const DeliveryRowSchema = {
             ]
         },
         lastStatusCode: {
-            description: 'The HTTP status of the last attempt; null before the first or when there was no answer.',
+            description: 'The HTTP status of the last attempt, as the endpoint sent it (any three-digit code); null before the first or when there was no answer.',
             anyOf: [
                 {
                     type: 'integer',
                     format: 'int32',
                     minimum: 100,
-                    maximum: 599
+                    maximum: 999
                 },
                 {
                     type: 'null'
@@ -1117,13 +1117,13 @@ export const DeliveryAttemptSchema = {
             description: 'How long the whole exchange took, in milliseconds.'
         },
         statusCode: {
-            description: 'The HTTP status the endpoint answered; null when there was no answer.',
+            description: 'The HTTP status the endpoint answered (any three-digit code); null when there was no answer.',
             anyOf: [
                 {
                     type: 'integer',
                     format: 'int32',
                     minimum: 100,
-                    maximum: 599
+                    maximum: 999
                 },
                 {
                     type: 'null'
@@ -1258,13 +1258,13 @@ export const DeliveryDetailSchema = {
             ]
         },
         lastStatusCode: {
-            description: 'The HTTP status of the last attempt; null before the first or when there was no answer.',
+            description: 'The HTTP status of the last attempt, as the endpoint sent it (any three-digit code); null before the first or when there was no answer.',
             anyOf: [
                 {
                     type: 'integer',
                     format: 'int32',
                     minimum: 100,
-                    maximum: 599
+                    maximum: 999
                 },
                 {
                     type: 'null'

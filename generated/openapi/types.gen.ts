@@ -476,7 +476,7 @@ export type DeliveryRow = {
      */
     nextAttemptAt: Timestamp | null;
     /**
-     * The HTTP status of the last attempt; null before the first or when there was no answer.
+     * The HTTP status of the last attempt, as the endpoint sent it (any three-digit code); null before the first or when there was no answer.
      */
     lastStatusCode: number | null;
     /**
@@ -513,7 +513,7 @@ export type DeliveryAttempt = {
      */
     durationMs: number;
     /**
-     * The HTTP status the endpoint answered; null when there was no answer.
+     * The HTTP status the endpoint answered (any three-digit code); null when there was no answer.
      */
     statusCode: number | null;
     /**
@@ -570,7 +570,7 @@ export type DeliveryDetail = {
      */
     nextAttemptAt: Timestamp | null;
     /**
-     * The HTTP status of the last attempt; null before the first or when there was no answer.
+     * The HTTP status of the last attempt, as the endpoint sent it (any three-digit code); null before the first or when there was no answer.
      */
     lastStatusCode: number | null;
     /**

@@ -79,13 +79,22 @@ export function destinationPolicyFromEnv(env: NodeJS.ProcessEnv = process.env): 
   return { allowPrivate: allowPrivate === '1', allowedCidrs: cidrs };
 }
 
-/** Why a destination is refused; `message` is one line and names the switch. */
+/**
+ * Why a destination is refused; `message` is one line, names the address a name resolved to, and names the switch:
+ * for the operator (registration, logs). `recorded` is the same without that address, for the attempt record,
+ * which read-only API keys see: it names the class only, so the log cannot be used to read internal DNS answers.
+ */
 export class BlockedDestinationError extends Error {
   readonly code = 'ERR_BLOCKED_DESTINATION';
+  readonly recorded: string;
   constructor(readonly host: string, readonly address: string | null, readonly kind: string) {
     const a = /^[aeiouI]/.test(kind) ? 'an' : 'a';
-    const what = address && address !== host ? `${host} resolves to ${address}, ${a} ${kind} address` : address ? `${address} is ${a} ${kind} address` : `${host} is ${a} ${kind} name`;
-    super(`${what}; webhooks are not sent to private destinations (set ${ALLOW_PRIVATE_ENV}=1 or list the range in ${ALLOWED_CIDRS_ENV} to allow one)`);
+    const resolved = address !== null && address !== host;
+    const what = (shown: boolean) =>
+      resolved ? `${host} resolves to ${shown ? `${address}, ` : ''}${a} ${kind} address` : address ? `${address} is ${a} ${kind} address` : `${host} is ${a} ${kind} name`;
+    const why = `; webhooks are not sent to private destinations (set ${ALLOW_PRIVATE_ENV}=1 or list the range in ${ALLOWED_CIDRS_ENV} to allow one)`;
+    super(`${what(true)}${why}`);
+    this.recorded = `${what(false)}${why}`;
   }
 }
 

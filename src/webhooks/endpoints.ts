@@ -5,7 +5,7 @@ import { findWorkspace, InputError, isUuid } from '../workspaces.js';
 import { subscribableEvents, TEST_EVENT } from './catalogue.js';
 import { destinationPolicyFromEnv, refuseDestination, type DestinationPolicy } from './destination-policy.js';
 import { holdPendingDeliveries, releaseHeldDeliveries } from './dispatcher.js';
-import { sealedSecretColumns } from './signing-secrets.js';
+import { sealedSecretColumns, withSealingLock } from './signing-secrets.js';
 
 /** A webhook endpoint as the API and the CLI show it: never with its signing secret. */
 export interface EndpointRecord {
@@ -89,6 +89,8 @@ export async function createEndpoint(
   input: { workspaceSlug: string; url: string; name?: string; events?: string[] },
   policy: DestinationPolicy = destinationPolicyFromEnv(),
 ): Promise<CreatedEndpoint> {
+  // The document bounds an endpoint's url to 2,048 characters (GET /v1/webhooks returns it).
+  if (input.url.length > 2048) throw new InputError('--url must be at most 2048 characters');
   const url = parseUrl(input.url);
   const refused = await refuseDestination(url, policy);
   if (refused) throw new InputError(`--url refused: ${refused}`);
@@ -99,9 +101,10 @@ export async function createEndpoint(
   // The id is made here: the sealed secret is bound to it.
   const id = crypto.randomUUID();
   const secret = newSigningSecret();
-  const [row] = await db('webhook_endpoints')
-    .insert({ id, workspace_id: workspace.id, name, url: input.url, events, ...sealedSecretColumns(id, secret) })
-    .returning(['id', 'name', 'url', 'events', 'is_active']);
+  const [row] = await withSealingLock(db, 'shared', (trx) =>
+    trx('webhook_endpoints')
+      .insert({ id, workspace_id: workspace.id, name, url: input.url, events, ...sealedSecretColumns(id, secret) })
+      .returning(['id', 'name', 'url', 'events', 'is_active']));
   return { id: row.id, name: row.name, url: row.url, events: row.events, isActive: row.is_active, secret };
 }
 

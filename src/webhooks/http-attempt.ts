@@ -131,7 +131,7 @@ export async function attemptDelivery(req: AttemptRequest, options: AttemptOptio
   } catch (err) {
     const blocked = err instanceof BlockedDestinationError ? err : (err as { cause?: unknown })?.cause;
     if (blocked instanceof BlockedDestinationError) {
-      return finish({ ok: false, statusCode: null, errorKind: 'blocked_destination', error: blocked.message, responseBody: null });
+      return finish({ ok: false, statusCode: null, errorKind: 'blocked_destination', error: blocked.recorded, responseBody: null });
     }
     const code = (err as { code?: string }).code;
     const timedOut = err instanceof AttemptTimeout || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT';
