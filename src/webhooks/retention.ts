@@ -74,7 +74,15 @@ export async function runRetention(db: Knex, options: RetentionOptions): Promise
   const idempotencyKeys = await deleteInBatches(db, 'test_idempotency_keys', ['workspace_id', 'key'], `t.created_at < ?${keyScope}`, [keyCutoff, ...keyBind], batchSize);
 
   const [attemptScope, attemptBind] = inScope('(SELECT w.workspace_id FROM webhook_endpoints w WHERE w.id = t.endpoint_id)');
-  const attempts = await deleteInBatches(db, 'delivery_attempts', ['id'], `t.started_at < ?${attemptScope}`, [cutoff, ...attemptBind], batchSize);
+  // Only a finished delivery's attempts: a delivery still retrying keeps its whole history, however old.
+  const attempts = await deleteInBatches(
+    db,
+    'delivery_attempts',
+    ['id'],
+    `t.started_at < ? AND EXISTS (SELECT 1 FROM deliveries d WHERE d.id = t.delivery_id AND d.status IN ('accepted', 'failed'))${attemptScope}`,
+    [cutoff, ...attemptBind],
+    batchSize,
+  );
 
   const [deliveryScope, deliveryBind] = inScope('t.workspace_id');
   const deliveries = await deleteInBatches(

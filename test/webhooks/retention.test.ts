@@ -97,13 +97,14 @@ describe('webhooks: retention', () => {
     });
     const sorted = (ids: string[]) => [...ids].sort();
 
-    // T0 + 30 d - 1 h: the cutoff is T0 - 1 h. The key is older than 24 h; two attempts, the lonely event and the
-    // processed outbox row are older than the cutoff. Nothing finished before it.
-    expect(await sweep(at(30 * DAY - HOUR))).to.deep.equal({ idempotencyKeys: 1, attempts: 2, deliveries: 0, events: 1, outbox: 1 });
+    // T0 + 30 d - 1 h: the cutoff is T0 - 1 h. The key is older than 24 h; the lonely event, the processed outbox row
+    // and the failed delivery's first attempt are older than the cutoff. The retrying delivery's attempt is as old,
+    // but its delivery is still pending: it keeps its history. Nothing finished before the cutoff.
+    expect(await sweep(at(30 * DAY - HOUR))).to.deep.equal({ idempotencyKeys: 1, attempts: 1, deliveries: 0, events: 1, outbox: 1 });
     expect(await remaining()).to.deep.equal({
       deliveries: sorted([accepted.deliveryId, failed.deliveryId, retrying.deliveryId, held.deliveryId, test.deliveryId]),
       events: sorted([accepted.eventId, failed.eventId, retrying.eventId, held.eventId, keyed.id, testEvent]),
-      attempts: sorted([`${accepted.deliveryId}#1`, `${failed.deliveryId}#2`]),
+      attempts: sorted([`${accepted.deliveryId}#1`, `${failed.deliveryId}#2`, `${retrying.deliveryId}#1`]),
       keys: [],
       outbox: [Number(unprocessed.id)],
     });
@@ -119,12 +120,13 @@ describe('webhooks: retention', () => {
     expect((await sweep(at(89 * DAY - HOUR))).events).to.equal(0);
     expect(await sweep(at(89 * DAY + HOUR))).to.deep.equal({ idempotencyKeys: 0, attempts: 0, deliveries: 0, events: 1, outbox: 0 });
 
-    // Years later: the pending deliveries (retrying, held), their events and the unprocessed outbox row remain.
+    // Years later: the pending deliveries (retrying, held), the retrying one's attempt, their events and the
+    // unprocessed outbox row remain.
     expect(await sweep(at(3000 * DAY))).to.deep.equal({ idempotencyKeys: 0, attempts: 0, deliveries: 0, events: 0, outbox: 0 });
     expect(await remaining()).to.deep.equal({
       deliveries: sorted([retrying.deliveryId, held.deliveryId]),
       events: sorted([retrying.eventId, held.eventId]),
-      attempts: [],
+      attempts: [`${retrying.deliveryId}#1`],
       keys: [],
       outbox: [Number(unprocessed.id)],
     });
