@@ -38,8 +38,9 @@ export async function resendDelivery(db: Knex, id: string, now = new Date()): Pr
     await lockActiveEndpoint(trx, found.endpoint_id);
     const [row] = await trx('deliveries').where({ id, status: 'failed' }).update(requeue(now)).returning(['id', 'attempts']);
     if (!row) {
-      const { status } = await trx('deliveries').where({ id }).first('status');
-      throw new InputError(`delivery ${id} is ${status}; only a failed delivery can be resent`);
+      const current = await trx('deliveries').where({ id }).first('status');
+      // Gone: the retention removed it meanwhile.
+      throw new InputError(current ? `delivery ${id} is ${current.status}; only a failed delivery can be resent` : `no delivery with id ${id}`);
     }
     await notifyDispatchers(trx);
     return { id: row.id, status: 'queued', attempts: row.attempts };

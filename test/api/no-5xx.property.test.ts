@@ -13,7 +13,6 @@ import { dropTestWorkspaces, webhookWorkspace } from '../webhooks/support.js';
 // type, x-request-id). Bounded in runs and time so it stays a few seconds of the normal `npm test`.
 
 const RUNS = 400;
-const TIME_LIMIT_MS = 20_000;
 
 const document = loadOpenApiDocument();
 const operations = Object.entries(document.paths).flatMap(([template, item]) =>
@@ -51,7 +50,10 @@ describe('property: no input gets a 5xx, every answer is documented', () => {
     await dropTestWorkspaces((await testDatabase()).db);
   });
 
-  it(`holds for ${RUNS} generated requests over every operation`, async () => {
+  // Every one of the runs is made (no time limit that could end it early on a slow machine and pass unseen).
+  it(`holds for ${RUNS} generated requests over every operation`, async function () {
+    this.timeout(180_000);
+    let made = 0;
     const request = fc.record({
       operation: fc.constantFrom(...operations),
       method: fc.option(fc.constantFrom('GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'), { freq: 3 }),
@@ -85,6 +87,7 @@ describe('property: no input gets a 5xx, every answer is documented', () => {
         if (r.contentType !== null) headers['content-type'] = r.contentType;
         const withBody = r.body !== null && !['GET', 'HEAD'].includes(method);
         const res = await fetch(api.url + url, { method, headers, body: withBody ? r.body! : undefined, redirect: 'manual' });
+        made += 1;
         const text = await res.text();
         const label = `${method} ${url} ${JSON.stringify(headers).slice(0, 200)}`;
         expect(res.status, label).to.be.below(500);
@@ -93,7 +96,8 @@ describe('property: no input gets a 5xx, every answer is documented', () => {
         const response: ApiResponse = { status: res.status, headers: res.headers, text, body: JSON.parse(text) };
         expectDocumented(method, url, response);
       }),
-      { numRuns: RUNS, interruptAfterTimeLimit: TIME_LIMIT_MS, markInterruptAsFailure: false },
+      { numRuns: RUNS },
     );
+    expect(made, 'requests made').to.be.at.least(RUNS);
   });
 });

@@ -7,6 +7,7 @@ import { createApp, listen, pathPattern } from '../../src/api/app.js';
 import { loadOpenApiDocument, type OpenApiOperation } from '../../src/contract/document.js';
 import { testDatabase } from './database.js';
 import { validators } from '../../src/contract/validators.js';
+import { expectValidPayload } from './calendar-fixtures.js';
 
 // Every response a test receives is checked with the committed validators generated from the document, against
 // the schema the document declares for that operation and status.
@@ -49,6 +50,8 @@ export function expectDocumented(method: string, path: string, response: ApiResp
   const valid = validate(response.body);
   expect(valid, `${method} ${path} ${response.status} does not match ${schema}: ${JSON.stringify(validate.errors)}`).to.equal(true);
   if (response.status >= 400) expect(response.body.error.requestId).to.equal(requestId);
+  // A delivery's payload is declared free-form there; it is the event's own payload, checked as strictly.
+  if (schema === 'DeliveryDetail') expectValidPayload(response.body.payload);
 }
 
 export interface TestApi {

@@ -104,10 +104,11 @@ export async function buildDelivery(
   },
 ): Promise<BuiltDelivery> {
   const event = d.event ?? 'booking.confirmed';
-  const data = { bookingId: randomUUID() };
+  // A payload as the document declares it for the event (its example), so the delivery log shows a valid one.
+  const { data, dedupeKey } = examplePayload(event);
   const [{ id: eventId }] = await db('events').insert({ workspace_id: ws.id, event, data, source: 'publish', created_at: d.createdAt }).returning('id');
   const id = d.id ?? randomUUID();
-  const body = JSON.stringify({ id, event, createdAt: new Date(d.createdAt).toISOString(), data });
+  const body = JSON.stringify({ id, event, createdAt: new Date(d.createdAt).toISOString(), ...(dedupeKey ? { dedupeKey } : {}), data });
   const pending = d.status === 'queued' || d.status === 'retrying';
   await db('deliveries').insert({
     id,
