@@ -13,6 +13,7 @@ import { ConfigError, DATA_DIR, readConfig } from './config.js';
 import { createLogger } from './logger.js';
 import { EMBEDDED_PORT, openDatabase, type Database } from './db/database.js';
 import { createApp, listen } from './api/app.js';
+import { KeyCache } from './api/key-cache.js';
 import { ServiceMetrics, startMetricsListener } from './observability/metrics.js';
 import { startWorker, workerSettingsFromEnv, type Worker } from './webhooks/worker.js';
 
@@ -51,6 +52,7 @@ async function main(): Promise<void> {
   let worker: Worker | undefined;
   let server: Server | undefined;
   let metricsServer: Server | undefined;
+  let keyCache: KeyCache | undefined;
   const stop = async (signal: string) => {
     if (stopping) return; // Ctrl-C reaches both npm and us, and npm passes it on: one shutdown is enough
     stopping = true;
@@ -63,6 +65,7 @@ async function main(): Promise<void> {
     }
     metricsServer?.close();
     await worker?.stop();
+    await keyCache?.close();
     await database?.close();
     logger.info('stopped');
     process.exit(0);
@@ -102,7 +105,9 @@ async function main(): Promise<void> {
   worker = config.role === 'api' ? undefined : await step('starting the webhook worker', () => startWorker(workerDb, logger, metrics, workerSettings));
   const lines = [''];
   if (config.role !== 'worker') {
-    const app = await step('loading the API (document and validators)', () => createApp({ db: apiDb, logger, metrics }));
+    // Key lookups are kept in memory and dropped on every key or workspace change, announced through the database.
+    keyCache = await KeyCache.start(() => database!.connectAs('api'), logger);
+    const app = await step('loading the API (document and validators)', () => createApp({ db: apiDb, logger, metrics, keyCache }));
     server = await step(`starting the API on ${config.host}:${config.port}`, () =>
       listen(app, config.port, config.host).catch(inUse('PORT (and HOST)', config.port, config.host)));
     const address = server.address();

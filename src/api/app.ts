@@ -13,6 +13,7 @@ import YAML from 'yaml';
 import { loadOpenApiDocument, strictOpenApiDocument } from '../contract/document.js';
 import { ApiError, errorBody, internalError, invalidRequest } from './errors.js';
 import { authenticate, type Caller } from './auth.js';
+import type { KeyCache } from './key-cache.js';
 import { operationHandlers, type OperationContext } from './operations.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
 import { registerDocs } from './docs.js';
@@ -24,6 +25,8 @@ export interface AppOptions {
   clock?: () => Date;
   /** Where request durations are counted; none in most tests. */
   metrics?: ServiceMetrics;
+  /** Key lookups kept in memory, dropped on every key or workspace change (src/api/key-cache.ts); none: every request reads the key. */
+  keyCache?: KeyCache;
 }
 
 /**
@@ -133,7 +136,7 @@ function unknownQueryParameter(parameters: Parameter[], query: Record<string, un
   return Object.keys(query).find((name) => !known.has(name));
 }
 
-export async function createApp({ db, logger, clock = () => new Date(), metrics }: AppOptions): Promise<Koa> {
+export async function createApp({ db, logger, clock = () => new Date(), metrics, keyCache }: AppOptions): Promise<Koa> {
   // Served as published (open to additions); requests are checked against the strict variant, so a parameter
   // takes only the values the document lists today.
   const document = loadOpenApiDocument();
@@ -177,7 +180,7 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics 
     },
     securityHandlers: {
       bearerAuth: async (_c: BackendContext, ctx: Koa.Context) => {
-        ctx.state.caller = await authenticate(db, ctx.get('authorization') || undefined, clock());
+        ctx.state.caller = await authenticate(db, ctx.get('authorization') || undefined, clock(), keyCache);
         return true;
       },
     },

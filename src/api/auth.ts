@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import { ApiError } from './errors.js';
 import { hashApiKey } from '../secrets.js';
 import type { Me } from '../../generated/strict/types.gen.js';
+import type { KeyCache, KeyRecord } from './key-cache.js';
 
 export type AuthFailure = 'missing' | 'unknown' | 'revoked' | 'expired';
 
@@ -34,23 +35,34 @@ export function bearerToken(header: string | undefined): string | undefined {
 
 /**
  * Resolves the caller from the Authorization header, or throws the documented 401/403. A revoked key is
- * reported as revoked even when it has also expired. Marks the key as used at most once a minute.
+ * reported as revoked even when it has also expired. Marks the key as used at most once a minute. With a key
+ * cache (src/api/key-cache.ts) a known key is checked from memory; revocation, expiry and freezing are checked
+ * on every request all the same.
  */
-export async function authenticate(db: Knex, authorization: string | undefined, now: Date): Promise<Caller> {
+export async function authenticate(db: Knex, authorization: string | undefined, now: Date, cache?: KeyCache): Promise<Caller> {
   const token = bearerToken(authorization);
   if (!token) throw unauthorized('missing');
-  const row = await db('api_keys as k')
-    .join('workspaces as w', 'w.id', 'k.workspace_id')
-    .where('k.key_hash', hashApiKey(token))
-    .first(
-      'k.id as keyId', 'k.role', 'k.revoked_at as revokedAt', 'k.expires_at as expiresAt', 'k.last_used_at as lastUsedAt',
-      'w.id as workspaceId', 'w.slug', 'w.status', 'w.timezone',
-    );
-  if (!row) throw unauthorized('unknown');
+  const keyHash = hashApiKey(token);
+  const cacheKey = cache && keyHash.toString('base64');
+  let row = cacheKey ? cache.get(cacheKey) : undefined;
+  if (!row) {
+    const generation = cache?.generation ?? 0;
+    row = await db('api_keys as k')
+      .join('workspaces as w', 'w.id', 'k.workspace_id')
+      .where('k.key_hash', keyHash)
+      .first(
+        'k.id as keyId', 'k.role', 'k.revoked_at as revokedAt', 'k.expires_at as expiresAt', 'k.last_used_at as lastUsedAt',
+        'w.id as workspaceId', 'w.slug', 'w.status', 'w.timezone',
+      ) as KeyRecord | undefined;
+    if (!row) throw unauthorized('unknown');
+    if (cacheKey) cache.set(cacheKey, row, generation);
+  }
   if (row.revokedAt) throw unauthorized('revoked');
   if (row.expiresAt && row.expiresAt <= now) throw unauthorized('expired');
   if (row.status === 'frozen') throw new ApiError(403, 'workspace_frozen', 'This workspace is frozen.');
   if (!row.lastUsedAt || now.getTime() - row.lastUsedAt.getTime() > 60_000) {
+    // Noted first (the cached record too), so concurrent requests do not all write it.
+    row.lastUsedAt = now;
     // Best effort, off the request path: a failed bookkeeping write must not fail the request.
     db('api_keys').where({ id: row.keyId }).update({ last_used_at: now }).catch(() => undefined);
   }

@@ -21,6 +21,8 @@ export interface Database {
   url: string;
   /** Connections of the API or the worker: each runs as that service role (SET ROLE, see src/db/roles.ts). */
   forRole(role: ServiceRole): Knex;
+  /** A connection of its own, outside the pools, as `role` (for LISTEN); the caller ends it. */
+  connectAs(role: ServiceRole): Promise<pg.Client>;
   /** This open migrated an empty database: every migration was applied now (a first start). */
   createdSchema: boolean;
   close(): Promise<void>;
@@ -127,6 +129,18 @@ export async function openDatabase(options: OpenOptions = {}): Promise<Database>
         let knex = roles.get(role);
         if (!knex) roles.set(role, (knex = createKnex(url, options.poolMax, setRoleStatement(database, role))));
         return knex;
+      },
+      async connectAs(role) {
+        const client = new pg.Client({ connectionString: url, keepAlive: true });
+        await client.connect();
+        const setRole = setRoleStatement(database, role);
+        try {
+          if (setRole) await client.query(setRole);
+        } catch (err) {
+          await client.end().catch(() => undefined);
+          throw err;
+        }
+        return client;
       },
       close: async () => {
         await Promise.all([db, ...roles.values()].map((k) => k.destroy()));

@@ -4,6 +4,7 @@ import { Writable } from 'node:stream';
 import { expect } from 'chai';
 import pino from 'pino';
 import { createApp, listen, pathPattern } from '../../src/api/app.js';
+import { KeyCache } from '../../src/api/key-cache.js';
 import { loadOpenApiDocument, type OpenApiOperation } from '../../src/contract/document.js';
 import { testDatabase } from './database.js';
 import { validators } from '../../src/contract/validators.js';
@@ -60,13 +61,16 @@ export interface TestApi {
   logs: Array<Record<string, unknown>>;
   request(method: string, path: string, options?: { key?: string; headers?: Record<string, string>; body?: string }): Promise<ApiResponse>;
   get(path: string, key?: string, headers?: Record<string, string>): Promise<ApiResponse>;
+  /** The app's key cache, when started with one. */
+  keyCache?: KeyCache;
   close(): Promise<void>;
 }
 
 /** The real app on an ephemeral port, on the test database as the API's role, with the given clock. */
-export async function startApi(options: { now?: Date | (() => Date) } = {}): Promise<TestApi> {
+export async function startApi(options: { now?: Date | (() => Date); keyCache?: boolean } = {}): Promise<TestApi> {
   // The API's own connections: its database role (src/db/roles.ts), as in production.
-  const db = (await testDatabase()).forRole('api');
+  const database = await testDatabase();
+  const db = database.forRole('api');
   const logs: Array<Record<string, unknown>> = [];
   const sink = new Writable({
     write(chunk, _enc, done) {
@@ -76,7 +80,9 @@ export async function startApi(options: { now?: Date | (() => Date) } = {}): Pro
   });
   const now = options.now;
   const clock = now === undefined ? undefined : typeof now === 'function' ? now : () => now;
-  const app = await createApp({ db, logger: pino({ level: 'debug' }, sink), clock });
+  const logger = pino({ level: 'debug' }, sink);
+  const keyCache = options.keyCache ? await KeyCache.start(() => database.connectAs('api'), logger) : undefined;
+  const app = await createApp({ db, logger, clock, keyCache });
   const server: Server = await listen(app, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const request: TestApi['request'] = async (method, path, { key, headers = {}, body } = {}) => {
@@ -96,6 +102,10 @@ export async function startApi(options: { now?: Date | (() => Date) } = {}): Pro
     logs,
     request,
     get: (path, key, headers) => request('GET', path, { key, headers }),
-    close: () => new Promise((resolve) => server.close(() => resolve())),
+    keyCache,
+    close: async () => {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await keyCache?.close();
+    },
   };
 }
