@@ -21,8 +21,10 @@ export interface LargeSeedOptions {
   invoices?: number;
   payments?: number;
   customers?: number;
-  /** Show a progress bar on stderr. */
+  /** Show progress on stderr (or `progressStream`): a bar on a terminal, else a line every `progressIntervalMs` (5 s). */
   progress?: boolean;
+  progressStream?: NodeJS.WriteStream;
+  progressIntervalMs?: number;
   /** The clock the data is laid out around (default: now). */
   now?: Date;
 }
@@ -45,11 +47,42 @@ interface Progress {
   stop(): void;
 }
 
-function progressBar(enabled: boolean, total: number): Progress {
+/**
+ * Progress on `stream`: a bar redrawn in place on a terminal; elsewhere (a log file, CI, a pipe) one line every
+ * `intervalMs`, and a last one at the end if any was written, so a long run is seen to move.
+ */
+function progressBar(enabled: boolean, total: number, stream: NodeJS.WriteStream = process.stderr, intervalMs = 5000): Progress {
   if (!enabled) return { step: () => undefined, stop: () => undefined };
+  if (!stream.isTTY) {
+    const started = Date.now();
+    let done = 0;
+    let entity = 'starting';
+    let wrote = false;
+    let last = started;
+    const line = () => {
+      const seconds = Math.round((Date.now() - started) / 1000);
+      stream.write(`seed large: ${Math.floor((done / total) * 100)}% | ${entity} | ${done.toLocaleString('en-US')}/${total.toLocaleString('en-US')} row steps | ${Math.floor(seconds / 60)}m ${String(seconds % 60).padStart(2, '0')}s\n`);
+      wrote = true;
+      last = Date.now();
+    };
+    // Steps can be far apart (one statement may run for a minute): a timer writes the line, not the steps.
+    const timer = setInterval(line, intervalMs);
+    timer.unref();
+    return {
+      step: (name, rows) => {
+        entity = name;
+        done += rows;
+        if (Date.now() - last >= intervalMs) line();
+      },
+      stop: () => {
+        clearInterval(timer);
+        if (wrote) line();
+      },
+    };
+  }
   const bar = new cliProgress.SingleBar(
     {
-      stream: process.stderr,
+      stream,
       format: 'seed large [{bar}] {percentage}% | {entity} | {value}/{total} row steps | {duration_formatted}',
       hideCursor: true,
       clearOnComplete: false,
@@ -99,7 +132,7 @@ export async function seedLarge(
   // Cars for confirmed bookings: numbers 5, 15, 25, ... (never in service, never retired, never out now).
   const S = V >= 5 ? Math.floor((V - 5) / 10) + 1 : 0;
 
-  const progress = progressBar(options.progress === true, V + C + 2 * B + 2 * I + 2 * P + E + M + 2 * V + F);
+  const progress = progressBar(options.progress === true, V + C + 2 * B + 2 * I + 2 * P + E + M + 2 * V + F, options.progressStream, options.progressIntervalMs);
   try {
     await db.transaction(async (trx) => {
       const run = async (sql: string, bindings: readonly Knex.RawBinding[] = []) => trx.raw(sql, bindings);

@@ -402,4 +402,15 @@ describe('seeds: large generated workspace (small sizes)', () => {
     }
     expect(String(caught)).to.match(/already holds/);
   });
+
+  it('shows progress as lines, not a redrawn bar, where stderr is not a terminal', async () => {
+    const lines: string[] = [];
+    const stream = { isTTY: false, write: (text: string) => lines.push(...text.split('\n').filter(Boolean)) } as unknown as NodeJS.WriteStream;
+    await seedLarge(db, unique('large-progress'), { vehicles: 10, bookings: 20, invoices: 20, payments: 30, customers: 10, now, progress: true, progressStream: stream, progressIntervalMs: 0 });
+    expect(lines.length).to.be.above(1);
+    for (const line of lines) expect(line).to.match(/^seed large: \d{1,3}% \| [a-z ()]+ \| [\d,]+\/[\d,]+ row steps \| \d+m \d\ds$/);
+    // 10 + 10 + 2*20 + 2*20 + 2*30 + 60 + 10 + 2*10 + 0 row steps, every one of them done at the end
+    expect(lines.at(-1)).to.match(/^seed large: 100% \| fines \| 250\/250 row steps/);
+    expect(lines.join('\n')).not.to.include('\r');
+  });
 });
