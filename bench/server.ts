@@ -1,8 +1,12 @@
-// A server process for the benchmark: the real app on the given database, or the plain-Koa baseline that answers
-// a fixed JSON body with no database (the ceiling of Koa on this machine). Prints "listening <port>" when ready.
+// A server process for the benchmark: the real app on the given database, or one of two baselines with no database:
+// `baseline`, plain Koa answering a fixed JSON body (the ceiling of Koa on this machine), and `framework`, Koa with
+// openapi-backend configured as the app configures it (same document, routing, request validation, security
+// handler) answering GET /v1/me with a fixed body (how much of /v1/me is the framework and how much is ours).
+// Prints "listening <port>" when ready.
 import Koa from 'koa';
 import pino from 'pino';
-import { createApp } from '../src/api/app.js';
+import { contractBackend, createApp, memoiseOperations } from '../src/api/app.js';
+import { KeyCache } from '../src/api/key-cache.js';
 import { openDatabase } from '../src/db/database.js';
 
 const [mode, databaseUrl] = process.argv.slice(2);
@@ -14,10 +18,32 @@ if (mode === 'baseline') {
     ctx.type = 'application/json';
     ctx.body = body;
   });
+} else if (mode === 'framework') {
+  app = new Koa();
+  const me = { workspace: { slug: 'large', status: 'active' }, role: 'bench' };
+  const backend = contractBackend({
+    handlers: {
+      getMe: async () => ({ status: 200, body: me }),
+      notFound: () => ({ status: 404, body: { error: 'not found' } }),
+      validationFail: () => ({ status: 400, body: { error: 'invalid' } }),
+      unauthorizedHandler: () => ({ status: 401, body: { error: 'unauthorized' } }),
+    },
+    securityHandlers: { bearerAuth: async () => true },
+  });
+  await backend.init();
+  memoiseOperations(backend);
+  app.use(async (ctx) => {
+    const result = await backend.handleRequest({ method: ctx.method, path: ctx.path, query: ctx.querystring, headers: ctx.headers as Record<string, string> }, ctx);
+    ctx.status = result.status;
+    ctx.body = result.body;
+  });
 } else {
   const database = await openDatabase({ url: databaseUrl, poolMax: 20, schema: 'as-is' });
   // As in production: the API's connections run as its database role.
-  app = await createApp({ db: database.forRole('api'), logger: pino({ level: 'warn' }) });
+  const logger = pino({ level: 'warn' });
+  // As in production (src/main.ts): key lookups cached, dropped on every announced key or workspace change.
+  const keyCache = await KeyCache.start(() => database.connectAs('api'), logger);
+  app = await createApp({ db: database.forRole('api'), logger, keyCache });
 }
 const server = app.listen(0, '127.0.0.1', () => {
   const address = server.address();
