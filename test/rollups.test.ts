@@ -23,6 +23,8 @@ async function recomputed(db: Knex, ws: string) {
                          FROM bookings WHERE workspace_id = :ws GROUP BY 1 ORDER BY 1`),
     statuses: await one(`SELECT status, count(*) AS count FROM bookings WHERE workspace_id = :ws GROUP BY 1 ORDER BY 1`),
     openBalances: await one(`SELECT due_date, sum(balance) AS balance, count(*) AS invoices FROM invoices WHERE workspace_id = :ws AND balance > 0 GROUP BY 1 ORDER BY 1`),
+    days: await one(`SELECT (at AT TIME ZONE 'UTC')::date AS day, sum(net) AS collected FROM payments WHERE workspace_id = :ws GROUP BY 1 HAVING sum(net) <> 0 ORDER BY 1`),
+    expenseMonths: await one(`SELECT to_char(date, 'YYYY-MM') AS month, sum(amount) AS amount FROM expenses WHERE workspace_id = :ws GROUP BY 1 ORDER BY 1`),
     totals: (await one(`SELECT
         (SELECT coalesce(sum(net), 0) FROM payments WHERE workspace_id = :ws) AS collected,
         (SELECT coalesce(sum(net), 0) FROM payments WHERE workspace_id = :ws AND booking_id IS NOT NULL) AS booking_collected,
@@ -47,6 +49,8 @@ async function kept(db: Knex, ws: string) {
     vehicles: await one(`SELECT vehicle_id, revenue, bookings FROM vehicle_revenue WHERE workspace_id = :ws AND (revenue <> 0 OR bookings <> 0) ORDER BY 1`),
     statuses: await one(`SELECT status, count FROM booking_status_counts WHERE workspace_id = :ws AND count <> 0 ORDER BY 1`),
     openBalances: await one(`SELECT due_date, balance, invoices FROM open_balances WHERE workspace_id = :ws AND invoices > 0 ORDER BY 1`),
+    days: await one(`SELECT day, collected FROM payment_days WHERE workspace_id = :ws AND collected <> 0 ORDER BY 1`),
+    expenseMonths: await one(`SELECT to_char(month, 'YYYY-MM') AS month, amount FROM expense_months WHERE workspace_id = :ws AND amount <> 0 ORDER BY 1`),
     totals: (await one(`SELECT collected, booking_collected, deposits, expenses, billed, invoice_collected, outstanding, open_invoices, customers
                         FROM workspace_totals WHERE workspace_id = :ws`))[0],
   };

@@ -19,14 +19,14 @@ export const AGING_COLUMNS = `
 
 /**
  * The finance overview. All-time money comes from workspace_totals, AR and ageing from open_balances, this month
- * and the six-month trend from the payment slots and expenses of those months, and the top vehicles from
- * vehicle_revenue.
+ * and the six-month trend from payment_days (whole UTC days) and payment_slots (the part-days at each end of a
+ * local month) and from expense_months, and the top vehicles from vehicle_revenue: a few hundred rows at most,
+ * whatever the size of the book.
  */
 export async function financeOverview(db: Knex, workspace: WorkspaceRef, now: Date): Promise<FinanceOverview> {
   const bindings = baseBindings(workspace, now);
   const [totals] = await rows<{
     collected: number;
-    collected_month: number;
     deposits: number;
     expenses: number;
     outstanding: number;
@@ -39,16 +39,25 @@ export async function financeOverview(db: Knex, workspace: WorkspaceRef, now: Da
   }>(
     db,
     `
-    SELECT s.collected, s.collected_month, s.deposits, e.expenses, a.outstanding, a.current, a.d1_30, a.d31_60, a.d60p,
+    SELECT s.collected, s.deposits, e.expenses, a.outstanding, a.current, a.d1_30, a.d31_60, a.d60p,
       (SELECT json_agg(json_build_object('month', m.month, 'collected', m.collected, 'expenses', m.expenses) ORDER BY m.month)
        FROM (
-         SELECT to_char(g.m, 'YYYY-MM') AS month,
-           (SELECT coalesce(sum(ps.collected), 0) FROM payment_slots ps
-             WHERE ps.workspace_id = :ws AND ps.slot >= g.m AT TIME ZONE :tz
-               AND ps.slot < (g.m + interval '1 month') AT TIME ZONE :tz) AS collected,
-           (SELECT coalesce(sum(x.amount), 0) FROM expenses x
-             WHERE x.workspace_id = :ws AND x.date >= g.m::date AND x.date < (g.m + interval '1 month')::date) AS expenses
-         FROM generate_series(${MONTH_START_LOCAL} - interval '5 months', ${MONTH_START_LOCAL}, interval '1 month') AS g(m)
+         SELECT to_char(b.m, 'YYYY-MM') AS month,
+           (SELECT coalesce(sum(d.collected), 0) FROM payment_days d
+             WHERE d.workspace_id = :ws AND d.day >= (b.inner_start AT TIME ZONE 'UTC')::date AND d.day < (b.inner_end AT TIME ZONE 'UTC')::date)
+           + (SELECT coalesce(sum(ps.collected), 0) FROM payment_slots ps
+               WHERE ps.workspace_id = :ws AND ps.slot >= b.start AND ps.slot < b.inner_start)
+           + (SELECT coalesce(sum(ps.collected), 0) FROM payment_slots ps
+               WHERE ps.workspace_id = :ws AND ps.slot >= b.inner_end AND ps.slot < b.next) AS collected,
+           (SELECT coalesce(sum(x.amount), 0) FROM expense_months x WHERE x.workspace_id = :ws AND x.month = b.m::date) AS expenses
+         FROM (
+           -- the local month [start, next) as instants, and the whole UTC days inside it [inner_start, inner_end)
+           SELECT m, start, next,
+             date_trunc('day', start, 'UTC') + CASE WHEN date_trunc('day', start, 'UTC') < start THEN interval '1 day' ELSE interval '0' END AS inner_start,
+             date_trunc('day', next, 'UTC') AS inner_end
+           FROM (SELECT g.m, g.m AT TIME ZONE :tz AS start, (g.m + interval '1 month') AT TIME ZONE :tz AS next
+                 FROM generate_series(${MONTH_START_LOCAL} - interval '5 months', ${MONTH_START_LOCAL}, interval '1 month') AS g(m)) l
+         ) b
        ) m) AS monthly,
       (SELECT coalesce(json_agg(json_build_object('vehicle_id', t.vehicle_id, 'plate', t.plate, 'fleet_id', t.fleet_id,
                 'code', t.code, 'name', t.name, 'revenue', t.revenue, 'bookings', t.bookings) ORDER BY t.revenue DESC, t.plate), '[]')
@@ -62,10 +71,7 @@ export async function financeOverview(db: Knex, workspace: WorkspaceRef, now: Da
          LIMIT 5
        ) t) AS top
     FROM (
-      SELECT coalesce(max(t.collected), 0) AS collected, coalesce(max(t.deposits), 0) AS deposits,
-             (SELECT coalesce(sum(ps.collected), 0) FROM payment_slots ps
-               WHERE ps.workspace_id = :ws AND ps.slot >= ${MONTH_START_LOCAL} AT TIME ZONE :tz
-                 AND ps.slot < (${MONTH_START_LOCAL} + interval '1 month') AT TIME ZONE :tz) AS collected_month
+      SELECT coalesce(max(t.collected), 0) AS collected, coalesce(max(t.deposits), 0) AS deposits
       FROM (SELECT 1) one LEFT JOIN workspace_totals t ON t.workspace_id = :ws
     ) s,
     (SELECT coalesce(max(expenses), 0) AS expenses FROM workspace_totals WHERE workspace_id = :ws) e,
@@ -75,7 +81,8 @@ export async function financeOverview(db: Knex, workspace: WorkspaceRef, now: Da
   );
   return {
     collectedAllTime: totals.collected,
-    collectedThisMonth: totals.collected_month,
+    // the last month of the trend is this month
+    collectedThisMonth: Number(totals.monthly[totals.monthly.length - 1].collected),
     arOutstanding: totals.outstanding,
     arOverdue: totals.d1_30 + totals.d31_60 + totals.d60p,
     depositsHeld: totals.deposits,

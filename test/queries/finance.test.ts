@@ -187,6 +187,39 @@ describe('queries: finance overview', () => {
     expect(dubai.monthly.map((m) => m.month)).to.deep.equal(['2026-07', '2026-08', '2026-09', '2026-10', '2026-11', '2026-12']);
   });
 
+  it('splits months at local midnight in a zone 5:45 ahead (Asia/Kathmandu): whole UTC days and the part-days at each end', async () => {
+    const { db } = await testDatabase();
+    const g = await fixture(db, { timezone: 'Asia/Kathmandu' });
+    // now 2026-11-15T06:15Z is 12:00 on 15 Nov in Kathmandu; 1 Nov 00:00 local is 2026-10-31T18:15Z, 1 Dec 00:00
+    // local is 2026-11-30T18:15Z. November holds [2026-10-31T18:15Z, 2026-11-30T18:15Z): the part-day
+    // 31 Oct 18:15-24:00Z, the whole UTC days 1-29 Nov, and the part-day 30 Nov 00:00-18:15Z.
+    const kNow = new Date('2026-11-15T06:15:00.000Z');
+    await g.payment({ amount: 1, at: '2026-10-31T18:00:00Z' }); //      23:45 on 31 Oct local: October
+    await g.payment({ amount: 2, at: '2026-10-31T18:15:00Z' }); //      00:00 on 1 Nov local: November (first part-day)
+    await g.payment({ amount: 4, at: '2026-10-31T23:59:59Z' }); //      November (first part-day)
+    await g.payment({ amount: 8, at: '2026-11-01T00:00:00Z' }); //      November (first whole UTC day)
+    await g.payment({ amount: 16, at: '2026-11-29T23:59:59Z' }); //     November (last whole UTC day)
+    await g.payment({ amount: 32, at: '2026-11-30T00:00:00Z' }); //     November (last part-day)
+    await g.payment({ amount: 64, at: '2026-11-30T18:14:59Z' }); //     23:59:59 on 30 Nov local: November
+    await g.payment({ amount: 128, at: '2026-11-30T18:15:00Z' }); //    00:00 on 1 Dec local: December, not in the trend
+    await g.payment({ amount: 256, at: '2026-05-31T18:14:00Z' }); //    23:59 on 31 May local: before the trend
+    await g.payment({ amount: 512, at: '2026-05-31T18:15:00Z' }); //    00:00 on 1 Jun local: first month of the trend
+    await g.expense({ amount: 1000, date: '2026-11-01' });
+    await g.expense({ amount: 2000, date: '2026-11-30' });
+    await g.expense({ amount: 4000, date: '2026-10-31' });
+    const o = await financeOverview(db, g.ws, kNow);
+    expect(o.collectedThisMonth).to.equal(2 + 4 + 8 + 16 + 32 + 64);
+    expect(o.collectedAllTime).to.equal(1023);
+    expect(o.monthly).to.deep.equal([
+      month('2026-06', 512, 0),
+      month('2026-07', 0, 0),
+      month('2026-08', 0, 0),
+      month('2026-09', 0, 0),
+      month('2026-10', 1, 4000),
+      month('2026-11', 126, 3000),
+    ]);
+  });
+
   it('ranks at most 5 top vehicles by revenue, then plate, counting bookings that are not canceled', async () => {
     const { db } = await testDatabase();
     const g = await fixture(db);

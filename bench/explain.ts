@@ -1,0 +1,52 @@
+// Where a GET operation's time goes in the database: runs each operation of `npm run bench` once through its
+// handler, captures the SQL it sends, and prints EXPLAIN (ANALYZE, BUFFERS) of every statement, on the `large` and
+// `small` workspaces of the bench database (DATABASE_URL, or the cluster under .data/large-pg on FRS_BENCH_PG_PORT).
+// Usage: tsx bench/explain.ts [substring of the operation path] [slug]
+import path from 'node:path';
+import pino from 'pino';
+import { DATA_DIR } from '../src/config.js';
+import { openDatabase } from '../src/db/database.js';
+import { operationHandlers } from '../src/api/operations.js';
+
+const [only = '', slugArg] = process.argv.slice(2);
+const OPERATIONS: Array<[string, string, Record<string, unknown>]> = [
+  ['/v1/fleets', 'listFleets', {}],
+  ['/v1/fleet/summary', 'getFleetSummary', {}],
+  ['/v1/vehicles?limit=20', 'searchVehicles', { limit: 20 }],
+  ['/v1/vehicles?q=toyota&from=...', 'searchVehicles', { q: 'toyota', from: '2026-12-01T06:00:00Z', to: '2026-12-04T06:00:00Z', limit: 50 }],
+  ['/v1/operations/today', 'getOperationsToday', {}],
+  ['/v1/bookings/summary', 'getBookingSummary', {}],
+  ['/v1/finance/overview', 'getFinanceOverview', {}],
+  ['/v1/receivables?limit=50', 'getReceivables', { limit: 50 }],
+  ['/v1/receivables?search=al&limit=200', 'getReceivables', { search: 'al', limit: 200 }],
+  ['/v1/receivables?search=zzq', 'getReceivables', { search: 'zzq', limit: 50 }],
+  ['/v1/webhooks', 'listWebhookEndpoints', {}],
+];
+
+const database = await openDatabase(
+  process.env.DATABASE_URL
+    ? { schema: 'as-is' }
+    : { embeddedDir: path.join(DATA_DIR, 'large-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54479), schema: 'as-is' },
+);
+const { db } = database;
+const captured: Array<{ sql: string; bindings: unknown[] }> = [];
+// The statements as sent (placeholders $1, $2, ... and their values), replayed on one connection under EXPLAIN.
+db.on('query', (q: { sql: string; bindings?: unknown[] }) => captured.push({ sql: q.sql, bindings: q.bindings ?? [] }));
+const connection = await db.client.acquireConnection();
+const now = new Date();
+for (const slug of slugArg ? [slugArg] : ['large', 'small']) {
+  const ws = await db('workspaces').where({ slug }).first('id', 'slug', 'status', 'timezone');
+  for (const [label, operationId, query] of OPERATIONS.filter(([l]) => l.includes(only))) {
+    captured.length = 0;
+    await operationHandlers[operationId]({
+      db, now, query, params: {}, headers: {}, logger: pino({ level: 'silent' }),
+      caller: { keyId: '', role: null, workspace: { id: ws.id, slug: ws.slug, status: ws.status, timezone: ws.timezone } },
+    });
+    for (const { sql, bindings } of [...captured]) {
+      const plan = await connection.query(`EXPLAIN (ANALYZE, BUFFERS) ${sql}`, bindings);
+      console.log(`\n===== ${slug} ${label}\n${plan.rows.map((r: Record<string, string>) => r['QUERY PLAN']).join('\n')}`);
+    }
+  }
+}
+await db.client.releaseConnection(connection);
+await database.close();
