@@ -6,28 +6,29 @@ export type { FleetSummary };
 
 /**
  * Vehicles by reported status. A vehicle is in_service / inactive by its stored state; an active one is rented
- * while it has a booking in status active, else available. The rented set comes from the workspace's active
- * bookings (bookings_open_status), never from a scan of all bookings.
+ * while it has a booking in status active, else available. The counts by stored state come from
+ * vehicle_state_counts; the rented ones from the workspace's active bookings (bookings_open_status), never from a
+ * scan of all vehicles or bookings.
  */
 export async function fleetSummary(db: Knex, workspace: WorkspaceRef, _now: Date): Promise<FleetSummary> {
   const [r] = await rows<{ total: number; available: number; rented: number; in_service: number; inactive: number; utilization: number }>(
     db,
     `
-    WITH counts AS (
-      SELECT count(*) AS total,
-             count(*) FILTER (WHERE v.state = 'active' AND r.vehicle_id IS NULL) AS available,
-             count(*) FILTER (WHERE v.state = 'active' AND r.vehicle_id IS NOT NULL) AS rented,
-             count(*) FILTER (WHERE v.state = 'in_service') AS in_service,
-             count(*) FILTER (WHERE v.state = 'inactive') AS inactive
-      FROM vehicles v
-      LEFT JOIN (
-        SELECT DISTINCT b.vehicle_id FROM bookings b WHERE b.workspace_id = :ws AND b.status = 'active'
-      ) r ON r.vehicle_id = v.id
-      WHERE v.workspace_id = :ws
+    WITH states AS (
+      SELECT coalesce(sum(count), 0) AS total,
+             coalesce(sum(count) FILTER (WHERE state = 'active'), 0) AS active,
+             coalesce(sum(count) FILTER (WHERE state = 'in_service'), 0) AS in_service,
+             coalesce(sum(count) FILTER (WHERE state = 'inactive'), 0) AS inactive
+      FROM vehicle_state_counts WHERE workspace_id = :ws
+    ),
+    rented AS (
+      SELECT count(DISTINCT b.vehicle_id) AS rented
+      FROM bookings b JOIN vehicles v ON v.id = b.vehicle_id AND v.workspace_id = b.workspace_id
+      WHERE b.workspace_id = :ws AND b.status = 'active' AND v.state = 'active'
     )
-    SELECT total, available, rented, in_service, inactive,
+    SELECT total, active - rented AS available, rented, in_service, inactive,
            coalesce(round(rented::numeric / nullif(total - in_service - inactive, 0), 4), 0) AS utilization
-    FROM counts
+    FROM states, rented
     `,
     { ws: workspace.id },
   );
