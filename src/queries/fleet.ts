@@ -22,9 +22,10 @@ export async function fleetSummary(db: Knex, workspace: WorkspaceRef, _now: Date
       FROM vehicle_state_counts WHERE workspace_id = :ws
     ),
     rented AS (
-      SELECT count(DISTINCT b.vehicle_id) AS rented
-      FROM bookings b JOIN vehicles v ON v.id = b.vehicle_id AND v.workspace_id = b.workspace_id
-      WHERE b.workspace_id = :ws AND b.status = 'active' AND v.state = 'active'
+      -- each car out now looked up by its key (a correlated subquery: the planner would rather hash every vehicle)
+      SELECT count(*) AS rented
+      FROM (SELECT DISTINCT b.vehicle_id FROM bookings b WHERE b.workspace_id = :ws AND b.status = 'active') b
+      WHERE (SELECT v.state FROM vehicles v WHERE v.id = b.vehicle_id AND v.workspace_id = :ws) = 'active'
     )
     SELECT total, active - rented AS available, rented, in_service, inactive,
            coalesce(round(rented::numeric / nullif(total - in_service - inactive, 0), 4), 0) AS utilization
