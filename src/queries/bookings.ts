@@ -28,6 +28,7 @@ export async function bookingSummary(db: Knex, workspace: WorkspaceRef, now: Dat
     ) a
     `,
     baseBindings(workspace, now),
+    { prepared: true },
   );
   const byStatus = Object.fromEntries(STATUSES.map((s) => [s, Number(r.by_status?.[s] ?? 0)])) as BookingStatusCounts;
   return {

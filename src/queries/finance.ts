@@ -78,6 +78,7 @@ export async function financeOverview(db: Knex, workspace: WorkspaceRef, now: Da
     (SELECT ${AGING_COLUMNS} FROM open_balances i WHERE i.workspace_id = :ws) a
     `,
     bindings,
+    { prepared: true },
   );
   return {
     collectedAllTime: totals.collected,

@@ -32,6 +32,7 @@ export async function fleetSummary(db: Knex, workspace: WorkspaceRef, _now: Date
     FROM states, rented
     `,
     { ws: workspace.id },
+    { prepared: true },
   );
   return {
     total: r.total,

@@ -33,6 +33,7 @@ export async function operationsToday(db: Knex, workspace: WorkspaceRef, now: Da
     `SELECT (${items('pickup_at', `'confirmed', 'active', 'completed'`)}) AS handovers,
             (${items('dropoff_at', `'active', 'completed'`)}) AS returns`,
     baseBindings(workspace, now),
+    { prepared: true },
   );
   return { handovers: r.handovers.map(withIso), returns: r.returns.map(withIso) };
 }
