@@ -3,6 +3,7 @@
 // `small` workspaces of the bench database (DATABASE_URL, or the cluster under .data/large-pg on FRS_BENCH_PG_PORT).
 // Usage: tsx bench/explain.ts [substring of the operation path] [slug]
 import path from 'node:path';
+import pg from 'pg';
 import pino from 'pino';
 import { DATA_DIR } from '../src/config.js';
 import { openDatabase } from '../src/db/database.js';
@@ -33,6 +34,13 @@ const captured: Array<{ sql: string; bindings: unknown[] }> = [];
 // The statements as sent (placeholders $1, $2, ... and their values), replayed on one connection under EXPLAIN.
 db.on('query', (q: { sql: string; bindings?: unknown[] }) => captured.push({ sql: q.sql, bindings: q.bindings ?? [] }));
 const connection = await db.client.acquireConnection();
+// Prepared statements (rows(..., { prepared: true })) go to a pooled connection directly, not through knex's events.
+const clientQuery = pg.Client.prototype.query;
+pg.Client.prototype.query = function (this: pg.Client, config: unknown, ...rest: unknown[]) {
+  const named = config as { name?: string; text?: string; values?: unknown[] };
+  if (named && typeof named === 'object' && named.name && named.text) captured.push({ sql: named.text, bindings: named.values ?? [] });
+  return (clientQuery as (...args: unknown[]) => unknown).call(this, config, ...rest);
+} as typeof clientQuery;
 const now = new Date();
 for (const slug of slugArg ? [slugArg] : ['large', 'small']) {
   const ws = await db('workspaces').where({ slug }).first('id', 'slug', 'status', 'timezone');

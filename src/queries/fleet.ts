@@ -22,10 +22,11 @@ export async function fleetSummary(db: Knex, workspace: WorkspaceRef, _now: Date
       FROM vehicle_state_counts WHERE workspace_id = :ws
     ),
     rented AS (
-      -- each car out now looked up by its key (a correlated subquery: the planner would rather hash every vehicle)
+      -- each car out now looked up by its key (a correlated subquery: the planner would rather hash every vehicle);
+      -- both reads are index-only (bookings_active_vehicle, vehicles_active)
       SELECT count(*) AS rented
       FROM (SELECT DISTINCT b.vehicle_id FROM bookings b WHERE b.workspace_id = :ws AND b.status = 'active') b
-      WHERE (SELECT v.state FROM vehicles v WHERE v.id = b.vehicle_id AND v.workspace_id = :ws) = 'active'
+      WHERE (SELECT true FROM vehicles v WHERE v.workspace_id = :ws AND v.id = b.vehicle_id AND v.state = 'active') IS TRUE
     )
     SELECT total, active - rented AS available, rented, in_service, inactive,
            coalesce(round(rented::numeric / nullif(total - in_service - inactive, 0), 4), 0) AS utilization
