@@ -1,7 +1,7 @@
 // Key lookups kept in memory, so that an authenticated request does not wait for the database. A cached key is
 // never trusted longer than the database would agree with it:
 // - every change that can stop a key working (revoked, expiry moved, deleted, its workspace frozen or renamed) is
-//   announced by a trigger on AUTH_CHANGES_CHANNEL when it commits (migration 20261123001000), from whatever process
+//   announced by a trigger on AUTH_CHANGES_CHANNEL when it commits (migration 20261123001050), from whatever process
 //   made it, and every API process listening drops its whole cache on the announcement;
 // - the cache serves only while its LISTEN connection is up: when that connection is lost the cache is dropped and
 //   every lookup goes to the database until a new connection listens again (announcements missed in between
