@@ -37,6 +37,13 @@ export function databaseUrlFromEnv(env: NodeJS.ProcessEnv = process.env): string
   return value;
 }
 
+/** A switch that loosens or changes behaviour: `1` on, `0` or unset off; anything else is refused, naming it. */
+export function envSwitch(name: string, env: NodeJS.ProcessEnv = process.env): boolean | undefined {
+  const value = env[name] ?? '';
+  if (!['', '0', '1'].includes(value)) throw new ConfigError(`${name} must be 1 or 0, got "${value}"`);
+  return value === '' ? undefined : value === '1';
+}
+
 export interface ServiceConfig {
   databaseUrl: string | undefined;
   port: number;

@@ -9,7 +9,7 @@
 // database (if this process started it) is stopped, and the process exits 0.
 import type { Server } from 'node:http';
 import path from 'node:path';
-import { ConfigError, DATA_DIR, readConfig } from './config.js';
+import { ConfigError, DATA_DIR, envSwitch, readConfig } from './config.js';
 import { createLogger } from './logger.js';
 import { EMBEDDED_PORT, openDatabase, type Database } from './db/database.js';
 import { createApp, listen } from './api/app.js';
@@ -34,10 +34,9 @@ async function step<T>(label: string, run: () => Promise<T>, done: (result: T) =
  * therefore stays deleted.
  */
 async function demoWanted(database: Database, embedded: boolean): Promise<boolean> {
-  const setting = process.env.FRS_SEED_DEMO ?? '';
-  if (!['', '0', '1'].includes(setting)) throw new ConfigError(`FRS_SEED_DEMO must be 1 or 0, got "${setting}"`);
-  if (setting === '1') return !(await database.db('workspaces').where({ slug: DEMO_SLUG }).first('id'));
-  return setting === '' && embedded && database.createdSchema;
+  const setting = envSwitch('FRS_SEED_DEMO');
+  if (setting === true) return !(await database.db('workspaces').where({ slug: DEMO_SLUG }).first('id'));
+  return setting === undefined && embedded && database.createdSchema;
 }
 
 let database: Database | undefined;

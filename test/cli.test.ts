@@ -6,6 +6,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import { dropDatabase, testDatabase } from './support/database.js';
+import { freePort } from './support/ports.js';
 import { fleetAdminOn, LAUNCHER, type CliRun } from './support/cli.js';
 import { createKnex } from '../src/db/database.js';
 import { hashApiKey } from '../src/secrets.js';
@@ -105,12 +106,7 @@ describe('fleet-admin CLI', () => {
       stderr: 'fleet-admin: DATABASE_URL is not a PostgreSQL URL: expected postgres://USER:PASSWORD@HOST:PORT/DATABASE (unset it to use the embedded database)\n',
     });
     // A port nothing listens on (one the system just handed out and took back); the password never appears.
-    const port = await new Promise<number>((resolve) => {
-      const server = http.createServer().listen(0, '127.0.0.1', () => {
-        const { port } = server.address() as AddressInfo;
-        server.close(() => resolve(port));
-      });
-    });
+    const port = await freePort();
     const refused = await fleetAdminOn(`postgres://fleet:s3cret-pw@127.0.0.1:${port}/fleet`, ['migrate', '--json']);
     expect(refused).to.deep.equal({
       code: 1,

@@ -1,10 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
+import { freePort, isFree } from './support/ports.js';
 import pg from 'pg';
 import { dropDatabase, testDatabase } from './support/database.js';
 import { fleetAdminOn } from './support/cli.js';
@@ -15,23 +15,6 @@ import { passwordFile, startEmbeddedPostgres } from '../src/db/embedded.js';
 // postmaster.pid, with exit status 0 and no warning. Also which database it migrates (only the embedded one), when
 // it loads the demo workspace, and that the embedded cluster it creates is not an open superuser.
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-
-/** A port the system just handed out and took back: free now, and not another test's fixed port. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    }).on('error', reject);
-  });
-}
-
-/** True when nothing listens on the port. */
-function isFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = net.createServer().listen(port, '127.0.0.1', () => server.close(() => resolve(true))).on('error', () => resolve(false));
-  });
-}
 
 interface Started {
   child: ChildProcess;

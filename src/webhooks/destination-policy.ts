@@ -1,7 +1,7 @@
 import dns from 'node:dns';
 import net from 'node:net';
 import { Agent, buildConnector } from 'undici';
-import { ConfigError } from '../config.js';
+import { ConfigError, envSwitch } from '../config.js';
 
 // Which addresses a webhook may reach. One policy, used twice: when an endpoint is registered (its URL's host,
 // resolved) and inside the HTTP connector at connect time, on the very address the socket is opened to (resolve,
@@ -73,10 +73,9 @@ function checkCidr(cidr: string): string {
 
 /** The policy the environment sets; strict unless switched. */
 export function destinationPolicyFromEnv(env: NodeJS.ProcessEnv = process.env): DestinationPolicy {
-  const allowPrivate = env[ALLOW_PRIVATE_ENV] ?? '';
-  if (!['', '0', '1'].includes(allowPrivate)) throw new ConfigError(`${ALLOW_PRIVATE_ENV} must be 1 or 0, got "${allowPrivate}"`);
+  const allowPrivate = envSwitch(ALLOW_PRIVATE_ENV, env) === true;
   const cidrs = (env[ALLOWED_CIDRS_ENV] ?? '').split(',').map((c) => c.trim()).filter(Boolean).map(checkCidr);
-  return { allowPrivate: allowPrivate === '1', allowedCidrs: cidrs };
+  return { allowPrivate, allowedCidrs: cidrs };
 }
 
 /**
