@@ -34,11 +34,12 @@ const captured: Array<{ sql: string; bindings: unknown[] }> = [];
 // The statements as sent (placeholders $1, $2, ... and their values), replayed on one connection under EXPLAIN.
 db.on('query', (q: { sql: string; bindings?: unknown[] }) => captured.push({ sql: q.sql, bindings: q.bindings ?? [] }));
 const connection = await db.client.acquireConnection();
-// Prepared statements (rows(..., { prepared: true })) go to a pooled connection directly, not through knex's events.
+// The query modules' statements (rows() in src/queries/common.ts) go to a pooled connection directly, not through
+// knex's events: captured as { text, values } query configs (prepared ones carry a name too).
 const clientQuery = pg.Client.prototype.query;
 pg.Client.prototype.query = function (this: pg.Client, config: unknown, ...rest: unknown[]) {
-  const named = config as { name?: string; text?: string; values?: unknown[] };
-  if (named && typeof named === 'object' && named.name && named.text) captured.push({ sql: named.text, bindings: named.values ?? [] });
+  const statement = config as { text?: string; values?: unknown[] };
+  if (statement && typeof statement === 'object' && statement.text) captured.push({ sql: statement.text, bindings: statement.values ?? [] });
   return (clientQuery as (...args: unknown[]) => unknown).call(this, config, ...rest);
 } as typeof clientQuery;
 const now = new Date();

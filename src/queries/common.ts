@@ -28,21 +28,60 @@ export const DAY_END = `(SELECT (${TODAY} + 1)::timestamp AT TIME ZONE :tz)`;
 /** The first day of the current local month, as a local timestamp (timestamp without time zone). */
 export const MONTH_START_LOCAL = `date_trunc('month', ${NOW} AT TIME ZONE :tz)`;
 
-type PgConnection = { query(config: { name: string; text: string; values: unknown[] }): Promise<{ rows: unknown[] }> };
+type PgConnection = { query(config: { name?: string; text: string; values: unknown[] }): Promise<{ rows: unknown[] }> };
+
+/** A statement with named bindings turned into PostgreSQL's positional form, worked out once per statement text. */
+interface Compiled {
+  /** The text with `$1`, `$2`, ... in place of `:name` (one parameter per occurrence, as knex numbers them). */
+  text: string;
+  /** The binding name of each parameter, in order. */
+  names: string[];
+  /** The prepared statement's name: a digest of the text, so equal texts share one plan per connection. */
+  name: string;
+}
+
+const compiled = new Map<string, Compiled>();
 
 /**
- * Runs a raw statement with named bindings and returns its rows. `prepared`: as a named prepared statement, so
- * each pooled connection parses and plans it once and PostgreSQL may then keep a generic plan (planning cost the
- * summaries as much as running them). Only for statements whose best plan does not depend on the values bound
- * (a workspace, the clock, its time zone); a search pattern or a page size keeps a plan made for its values.
+ * `:name` placeholders (not `::type` casts, not `T00:00` inside a literal), replaced as knex.raw replaces named
+ * bindings: only names that have a value; a backslash before the colon keeps a literal `:name`.
+ */
+const NAMED_BINDING = /(\\?)(?<![:\w]):(\w+)(?![:\w])/g;
+
+function compile(sql: string, bindings: Record<string, unknown>): Compiled {
+  let statement = compiled.get(sql);
+  if (!statement) {
+    const names: string[] = [];
+    const text = sql.replace(NAMED_BINDING, (match: string, escape: string, name: string) => {
+      if (escape) return match.slice(1);
+      if (!Object.hasOwn(bindings, name)) return match;
+      names.push(name);
+      return `$${names.length}`;
+    });
+    statement = { text, names, name: `frs_${crypto.createHash('sha256').update(text).digest('base64url').slice(0, 32)}` };
+    compiled.set(sql, statement);
+  }
+  return statement;
+}
+
+/**
+ * Runs a raw statement with named bindings and returns its rows. The statement's positional form is worked out on
+ * its first use and kept (the texts are the query modules' own, a few dozen in all), so a request costs neither a
+ * parse of the text nor a digest of it. `prepared`: as a named prepared statement, so each pooled connection parses
+ * and plans it once and PostgreSQL may then keep a generic plan (planning cost the summaries as much as running
+ * them). Only for statements whose best plan does not depend on the values bound (a workspace, the clock, its time
+ * zone); a search pattern or a page size keeps a plan made for its values (an unnamed statement, planned each time).
  */
 export async function rows<T>(db: Knex, sql: string, bindings: Record<string, unknown>, options: { prepared?: boolean } = {}): Promise<T[]> {
-  if (!options.prepared) return (await db.raw(sql, bindings as Knex.ValueDict)).rows as T[];
-  const native = db.raw(sql, bindings as Knex.ValueDict).toSQL().toNative();
-  const name = `frs_${crypto.createHash('sha256').update(native.sql).digest('base64url').slice(0, 32)}`;
+  const statement = compile(sql, bindings);
+  const values = statement.names.map((name) => {
+    if (!Object.hasOwn(bindings, name)) throw new Error(`rows(): no value for :${name}`);
+    return bindings[name];
+  });
   const connection = (await db.client.acquireConnection()) as PgConnection;
   try {
-    return (await connection.query({ name, text: native.sql, values: native.bindings as unknown[] })).rows as T[];
+    const query = options.prepared ? { name: statement.name, text: statement.text, values } : { text: statement.text, values };
+    return (await connection.query(query)).rows as T[];
   } finally {
     await db.client.releaseConnection(connection);
   }
