@@ -25,7 +25,11 @@ async function recomputed(db: Knex, ws: string) {
     openBalances: await one(`SELECT due_date, sum(balance) AS balance, count(*) AS invoices FROM invoices WHERE workspace_id = :ws AND balance > 0 GROUP BY 1 ORDER BY 1`),
     days: await one(`SELECT (at AT TIME ZONE 'UTC')::date AS day, sum(net) AS collected FROM payments WHERE workspace_id = :ws GROUP BY 1 HAVING sum(net) <> 0 ORDER BY 1`),
     expenseMonths: await one(`SELECT to_char(date, 'YYYY-MM') AS month, sum(amount) AS amount FROM expenses WHERE workspace_id = :ws GROUP BY 1 ORDER BY 1`),
-    vehicleStates: await one(`SELECT state, count(*) AS count FROM vehicles WHERE workspace_id = :ws GROUP BY 1 ORDER BY 1`),
+    vehicleStates: await one(`SELECT state, count(*) AS count,
+                                     count(*) FILTER (WHERE EXISTS (SELECT 1 FROM bookings b WHERE b.vehicle_id = v.id AND b.status = 'active')) AS rented
+                              FROM vehicles v WHERE workspace_id = :ws GROUP BY 1 ORDER BY 1`),
+    activeBookings: await one(`SELECT v.id, (SELECT count(*) FROM bookings b WHERE b.vehicle_id = v.id AND b.status = 'active') AS active_bookings
+                               FROM vehicles v WHERE v.workspace_id = :ws ORDER BY 1`),
     totals: (await one(`SELECT
         (SELECT coalesce(sum(net), 0) FROM payments WHERE workspace_id = :ws) AS collected,
         (SELECT coalesce(sum(net), 0) FROM payments WHERE workspace_id = :ws AND booking_id IS NOT NULL) AS booking_collected,
@@ -52,7 +56,8 @@ async function kept(db: Knex, ws: string) {
     openBalances: await one(`SELECT due_date, balance, invoices FROM open_balances WHERE workspace_id = :ws AND invoices > 0 ORDER BY 1`),
     days: await one(`SELECT day, collected FROM payment_days WHERE workspace_id = :ws AND collected <> 0 ORDER BY 1`),
     expenseMonths: await one(`SELECT to_char(month, 'YYYY-MM') AS month, amount FROM expense_months WHERE workspace_id = :ws AND amount <> 0 ORDER BY 1`),
-    vehicleStates: await one(`SELECT state, count FROM vehicle_state_counts WHERE workspace_id = :ws AND count <> 0 ORDER BY 1`),
+    vehicleStates: await one(`SELECT state, count, rented FROM vehicle_state_counts WHERE workspace_id = :ws AND count <> 0 ORDER BY 1`),
+    activeBookings: await one(`SELECT id, active_bookings FROM vehicles WHERE workspace_id = :ws ORDER BY 1`),
     totals: (await one(`SELECT collected, booking_collected, deposits, expenses, billed, invoice_collected, outstanding, open_invoices, customers
                         FROM workspace_totals WHERE workspace_id = :ws`))[0],
   };
@@ -76,6 +81,12 @@ describe('running totals kept by triggers', () => {
     await db.raw(`UPDATE bookings SET status = 'canceled' WHERE id IN (SELECT id FROM bookings WHERE workspace_id = :ws AND status = 'pending' ORDER BY id LIMIT 2)`, { ws });
     await db.raw(`DELETE FROM expenses WHERE id IN (SELECT id FROM expenses WHERE workspace_id = :ws ORDER BY id LIMIT 5)`, { ws });
     await db.raw(`UPDATE vehicles SET state = 'inactive' WHERE id IN (SELECT id FROM vehicles WHERE workspace_id = :ws AND state = 'active' ORDER BY id LIMIT 2)`, { ws });
+    // cars out now: one comes back, one goes out, one booking moves car, one rented car goes to the workshop
+    await db.raw(`UPDATE bookings SET status = 'completed' WHERE id IN (SELECT id FROM bookings WHERE workspace_id = :ws AND status = 'active' ORDER BY id LIMIT 1)`, { ws });
+    await db.raw(`UPDATE bookings SET status = 'active' WHERE id IN (SELECT id FROM bookings WHERE workspace_id = :ws AND status = 'confirmed' ORDER BY id LIMIT 1)`, { ws });
+    await db.raw(`UPDATE bookings SET vehicle_id = (SELECT id FROM vehicles WHERE workspace_id = :ws AND state = 'active' ORDER BY id DESC LIMIT 1)
+                  WHERE id IN (SELECT id FROM bookings WHERE workspace_id = :ws AND status = 'active' ORDER BY id DESC LIMIT 1)`, { ws });
+    await db.raw(`UPDATE vehicles SET state = 'in_service' WHERE id IN (SELECT vehicle_id FROM bookings WHERE workspace_id = :ws AND status = 'active' ORDER BY id LIMIT 1)`, { ws });
 
     const after = await kept(db, ws);
     expect(after).to.deep.equal(await recomputed(db, ws));

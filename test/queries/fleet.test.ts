@@ -75,6 +75,51 @@ describe('queries: fleet summary', () => {
     expect((await fleetSummary(db, f.ws, now)).utilization).to.equal(0.6667);
   });
 
+  it('follows bookings going out, coming back, moving car and being deleted, and cars changing state (running totals)', async () => {
+    const { db } = await testDatabase();
+    const f = await fixture(db);
+    const [v1, v2, v3] = [await f.vehicle(), await f.vehicle(), await f.vehicle()];
+    const summary = async () => {
+      const s = await fleetSummary(db, f.ws, now);
+      return [s.available, s.rented, s.inService, s.utilization];
+    };
+    const b1 = await f.booking({ vehicleId: v1, status: 'confirmed', pickupAt: day(22), dropoffAt: day(25) });
+    // 3 active cars, none out: [available, rented, inService, utilization]
+    expect(await summary()).to.deep.equal([3, 0, 0, 0]);
+    await db('bookings').where({ id: b1 }).update({ status: 'active' });
+    expect(await summary()).to.deep.equal([2, 1, 0, 0.3333]);
+    // a second active booking on v1 (bad data) leaves one car out; one on v2 makes two
+    const b2 = await f.booking({ vehicleId: v1, status: 'active', pickupAt: day(20), dropoffAt: day(23) });
+    const b3 = await f.booking({ vehicleId: v2, status: 'active', pickupAt: day(20), dropoffAt: day(23) });
+    expect(await summary()).to.deep.equal([1, 2, 0, 0.6667]);
+    // v1 back from b1, still out on b2
+    await db('bookings').where({ id: b1 }).update({ status: 'completed' });
+    expect(await summary()).to.deep.equal([1, 2, 0, 0.6667]);
+    // b2 moved from v1 to v3 (one statement: -1 on v1, +1 on v3)
+    await db('bookings').where({ id: b2 }).update({ vehicle_id: v3 });
+    expect(await summary()).to.deep.equal([1, 2, 0, 0.6667]);
+    expect(await db('vehicles').whereIn('id', [v1, v2, v3]).pluck('active_bookings')).to.have.members([0, 1, 1]);
+    // v2 goes to the workshop while out: in_service, no longer rented; back to active: rented again
+    await db('vehicles').where({ id: v2 }).update({ state: 'in_service' });
+    expect(await summary()).to.deep.equal([1, 1, 1, 0.5]);
+    await db('vehicles').where({ id: v2 }).update({ state: 'active' });
+    expect(await summary()).to.deep.equal([1, 2, 0, 0.6667]);
+    // deleted, and both returned in one statement
+    await db('bookings').where({ id: b3 }).delete();
+    expect(await summary()).to.deep.equal([2, 1, 0, 0.3333]);
+    await f.booking({ vehicleId: v1, status: 'active', pickupAt: day(21), dropoffAt: day(23) });
+    await db('bookings').where({ workspace_id: f.ws.id, status: 'active' }).update({ status: 'completed' });
+    expect(await summary()).to.deep.equal([3, 0, 0, 0]);
+    // the kept totals equal a fresh count
+    const fresh = await db.raw(
+      `SELECT count(*) FILTER (WHERE v.state = 'active' AND EXISTS (SELECT 1 FROM bookings b WHERE b.vehicle_id = v.id AND b.status = 'active')) AS rented,
+              count(*) FILTER (WHERE v.active_bookings <> (SELECT count(*) FROM bookings b WHERE b.vehicle_id = v.id AND b.status = 'active')) AS wrong
+       FROM vehicles v WHERE v.workspace_id = ?`,
+      [f.ws.id],
+    );
+    expect(fresh.rows[0]).to.deep.equal({ rented: 0, wrong: 0 });
+  });
+
   it("ignores another workspace's vehicles and bookings", async () => {
     const { db } = await testDatabase();
     const a = await fixture(db);
