@@ -7,26 +7,27 @@ export type { BookingSummary };
 const STATUSES = ['pending', 'confirmed', 'active', 'completed', 'canceled'] as const;
 
 /**
- * Booking counts by status (booking_status_counts), upcoming confirmed pickups, today's due returns and overdue
- * active bookings (bookings_open_status: open bookings only), and the net collected on booking-linked payments
- * (workspace_totals.booking_collected).
+ * Booking counts by status and the net collected on booking-linked payments are running totals
+ * (booking_status_counts, workspace_totals.booking_collected). The counts that move with the clock read index ranges
+ * of the exceptions only, never the book ahead:
+ *   upcoming    the confirmed count less the confirmed bookings whose pickup time has come (bookings_open_status,
+ *               up to now: pickups not yet handed over), so the confirmed bookings ahead are never read;
+ *   dueReturns  active bookings due back on today's local date (bookings_active_dropoff, today's range);
+ *   overdue     active bookings due back before now (bookings_active_dropoff, up to now).
  */
+const BOOKING_SUMMARY_SQL = `
+  SELECT
+    (SELECT json_object_agg(status, count) FROM booking_status_counts WHERE workspace_id = :ws) AS by_status,
+    (SELECT count(*) FROM bookings WHERE workspace_id = :ws AND status = 'confirmed' AND pickup_at <= ${NOW}) AS pickup_passed,
+    (SELECT count(*) FROM bookings
+      WHERE workspace_id = :ws AND status = 'active' AND dropoff_at >= ${DAY_START} AND dropoff_at < ${DAY_END}) AS due_returns,
+    (SELECT count(*) FROM bookings WHERE workspace_id = :ws AND status = 'active' AND dropoff_at < ${NOW}) AS overdue,
+    (SELECT coalesce(max(booking_collected), 0) FROM workspace_totals WHERE workspace_id = :ws) AS revenue`;
+
 export async function bookingSummary(db: Knex, workspace: WorkspaceRef, now: Date): Promise<BookingSummary> {
-  const [r] = await rows<{ by_status: Record<string, number> | null; upcoming: number; due_returns: number; overdue: number; revenue: number }>(
+  const [r] = await rows<{ by_status: Record<string, number> | null; pickup_passed: number; due_returns: number; overdue: number; revenue: number }>(
     db,
-    `
-    SELECT
-      (SELECT json_object_agg(status, count) FROM booking_status_counts WHERE workspace_id = :ws) AS by_status,
-      (SELECT count(*) FROM bookings
-        WHERE workspace_id = :ws AND status = 'confirmed' AND pickup_at > ${NOW}) AS upcoming,
-      a.due_returns, a.overdue,
-      (SELECT coalesce(max(booking_collected), 0) FROM workspace_totals WHERE workspace_id = :ws) AS revenue
-    FROM (
-      SELECT count(*) FILTER (WHERE dropoff_at >= ${DAY_START} AND dropoff_at < ${DAY_END}) AS due_returns,
-             count(*) FILTER (WHERE dropoff_at < ${NOW}) AS overdue
-      FROM bookings WHERE workspace_id = :ws AND status = 'active'
-    ) a
-    `,
+    BOOKING_SUMMARY_SQL,
     baseBindings(workspace, now),
     { prepared: true },
   );
@@ -35,7 +36,7 @@ export async function bookingSummary(db: Knex, workspace: WorkspaceRef, now: Dat
     byStatus,
     total: STATUSES.reduce((sum, s) => sum + byStatus[s], 0),
     active: byStatus.active,
-    upcoming: r.upcoming,
+    upcoming: byStatus.confirmed - r.pickup_passed,
     dueReturns: r.due_returns,
     overdue: r.overdue,
     revenueCollected: r.revenue,

@@ -71,6 +71,22 @@ describe('queries: booking summary', () => {
     expect(s.total).to.equal(1);
   });
 
+  it('counts upcoming as the confirmed bookings whose pickup is still ahead of the clock', async () => {
+    const { db } = await testDatabase();
+    // c1 is picked up at 2026-11-25T10:00Z: upcoming a millisecond before, not at the instant itself
+    expect((await bookingSummary(db, f.ws, new Date('2026-11-25T09:59:59.999Z'))).upcoming).to.equal(1);
+    expect((await bookingSummary(db, f.ws, new Date('2026-11-25T10:00:00.000Z'))).upcoming).to.equal(0);
+    // at 06:59:59Z on the 22nd all three confirmed bookings are ahead (07:00Z and 08:00Z that day, and c1)
+    expect((await bookingSummary(db, f.ws, new Date('2026-11-22T06:59:59.000Z'))).upcoming).to.equal(3);
+    // a new confirmed booking ahead counts at once; handed over (active) it no longer does
+    const g = await fixture(db);
+    const id = await g.booking({ status: 'confirmed', pickupAt: '2026-11-23T10:00:00Z', dropoffAt: '2026-11-24T10:00:00Z' });
+    await g.booking({ status: 'confirmed', pickupAt: '2026-11-21T10:00:00Z', dropoffAt: '2026-11-24T10:00:00Z' }); // pickup passed
+    expect((await bookingSummary(db, g.ws, now)).upcoming).to.equal(1);
+    await db('bookings').where({ id }).update({ status: 'active' });
+    expect(await bookingSummary(db, g.ws, now)).to.include({ upcoming: 0, active: 1, dueReturns: 0, overdue: 0 });
+  });
+
   it('gives all five statuses as zeros for an empty workspace', async () => {
     const { db } = await testDatabase();
     const empty = await fixture(db);
