@@ -24,6 +24,8 @@ async function recomputed(db: Knex, ws: string) {
     statuses: await one(`SELECT status, count(*) AS count FROM bookings WHERE workspace_id = :ws GROUP BY 1 ORDER BY 1`),
     openBalances: await one(`SELECT due_date, sum(balance) AS balance, count(*) AS invoices FROM invoices WHERE workspace_id = :ws AND balance > 0 GROUP BY 1 ORDER BY 1`),
     days: await one(`SELECT (at AT TIME ZONE 'UTC')::date AS day, sum(net) AS collected FROM payments WHERE workspace_id = :ws GROUP BY 1 HAVING sum(net) <> 0 ORDER BY 1`),
+    months: await one(`SELECT to_char(p.at AT TIME ZONE w.timezone, 'YYYY-MM') AS month, sum(p.net) AS collected
+                       FROM payments p JOIN workspaces w ON w.id = p.workspace_id WHERE p.workspace_id = :ws GROUP BY 1 HAVING sum(p.net) <> 0 ORDER BY 1`),
     expenseMonths: await one(`SELECT to_char(date, 'YYYY-MM') AS month, sum(amount) AS amount FROM expenses WHERE workspace_id = :ws GROUP BY 1 ORDER BY 1`),
     vehicleStates: await one(`SELECT state, count(*) AS count,
                                      count(*) FILTER (WHERE EXISTS (SELECT 1 FROM bookings b WHERE b.vehicle_id = v.id AND b.status = 'active')) AS rented
@@ -55,6 +57,7 @@ async function kept(db: Knex, ws: string) {
     statuses: await one(`SELECT status, count FROM booking_status_counts WHERE workspace_id = :ws AND count <> 0 ORDER BY 1`),
     openBalances: await one(`SELECT due_date, balance, invoices FROM open_balances WHERE workspace_id = :ws AND invoices > 0 ORDER BY 1`),
     days: await one(`SELECT day, collected FROM payment_days WHERE workspace_id = :ws AND collected <> 0 ORDER BY 1`),
+    months: await one(`SELECT to_char(month, 'YYYY-MM') AS month, collected FROM payment_months WHERE workspace_id = :ws AND collected <> 0 ORDER BY 1`),
     expenseMonths: await one(`SELECT to_char(month, 'YYYY-MM') AS month, amount FROM expense_months WHERE workspace_id = :ws AND amount <> 0 ORDER BY 1`),
     vehicleStates: await one(`SELECT state, count, rented FROM vehicle_state_counts WHERE workspace_id = :ws AND count <> 0 ORDER BY 1`),
     activeBookings: await one(`SELECT id, active_bookings FROM vehicles WHERE workspace_id = :ws ORDER BY 1`),
@@ -77,6 +80,8 @@ describe('running totals kept by triggers', () => {
     await db.raw(`UPDATE invoices SET due_date = due_date - 40 WHERE id IN (SELECT id FROM invoices WHERE workspace_id = :ws AND balance > 0 ORDER BY id DESC LIMIT 5)`, { ws });
     await db.raw(`UPDATE payments SET status = 'canceled' WHERE id IN (SELECT id FROM payments WHERE workspace_id = :ws AND kind = 'charge' ORDER BY id LIMIT 4)`, { ws });
     await db.raw(`UPDATE payments SET at = at - interval '45 days', invoice_id = NULL WHERE id IN (SELECT id FROM payments WHERE workspace_id = :ws AND invoice_id IS NOT NULL ORDER BY id DESC LIMIT 4)`, { ws });
+    // another calendar (the months are rebuilt), then more changes to payments on it
+    await db.raw(`UPDATE workspaces SET timezone = 'America/New_York' WHERE id = :ws`, { ws });
     await db.raw(`DELETE FROM payments WHERE id IN (SELECT id FROM payments WHERE workspace_id = :ws AND kind IN ('refund', 'deposit_release') ORDER BY id LIMIT 3)`, { ws });
     await db.raw(`UPDATE bookings SET status = 'canceled' WHERE id IN (SELECT id FROM bookings WHERE workspace_id = :ws AND status = 'pending' ORDER BY id LIMIT 2)`, { ws });
     await db.raw(`DELETE FROM expenses WHERE id IN (SELECT id FROM expenses WHERE workspace_id = :ws ORDER BY id LIMIT 5)`, { ws });

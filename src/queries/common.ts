@@ -25,8 +25,6 @@ export const TODAY = `(SELECT (${NOW} AT TIME ZONE :tz)::date)`;
 /** Local midnight starting today, and the next one, as timestamptz: today is [DAY_START, DAY_END). */
 export const DAY_START = `(SELECT (${TODAY})::timestamp AT TIME ZONE :tz)`;
 export const DAY_END = `(SELECT (${TODAY} + 1)::timestamp AT TIME ZONE :tz)`;
-/** The first day of the current local month, as a local timestamp (timestamp without time zone). */
-export const MONTH_START_LOCAL = `date_trunc('month', ${NOW} AT TIME ZONE :tz)`;
 
 type PgConnection = { query(config: { name?: string; text: string; values: unknown[] }): Promise<{ rows: unknown[] }> };
 
@@ -43,10 +41,11 @@ interface Compiled {
 const compiled = new Map<string, Compiled>();
 
 /**
- * `:name` placeholders (not `::type` casts, not `T00:00` inside a literal), replaced as knex.raw replaces named
- * bindings: only names that have a value; a backslash before the colon keeps a literal `:name`.
+ * `:name` placeholders, also cast as `:name::type` (not `::type` casts themselves, not `T00:00` inside a literal),
+ * replaced as knex.raw replaces named bindings: only names that have a value; a backslash before the colon keeps a
+ * literal `:name`.
  */
-const NAMED_BINDING = /(\\?)(?<![:\w]):(\w+)(?![:\w])/g;
+const NAMED_BINDING = /(\\?)(?<![:\w]):(\w+)(?!\w)(?!:(?!:))/g;
 
 function compile(sql: string, bindings: Record<string, unknown>): Compiled {
   let statement = compiled.get(sql);

@@ -180,14 +180,32 @@ describe('queries: finance overview', () => {
       { bucket: '61+', amount: 0 },
     ]);
     expect(o.arOverdue).to.equal(200);
-    // the same instant in Dubai is 07:00 on 1 Dec: December, holding 02:00Z (06:00 local) and 05:30Z (09:30
-    // local): 1000 + 2000 = 3000
+    // the workspace moves to Dubai: its months are rebuilt on the new calendar. The same instant there is 07:00 on
+    // 1 Dec: December, holding 02:00Z (06:00 local) and 05:30Z (09:30 local): 1000 + 2000 = 3000
+    await db('workspaces').where({ id: g.ws.id }).update({ timezone: 'Asia/Dubai' });
     const dubai = await financeOverview(db, { id: g.ws.id, timezone: 'Asia/Dubai' }, nyNow);
     expect(dubai.collectedThisMonth).to.equal(3000);
-    expect(dubai.monthly.map((m) => m.month)).to.deep.equal(['2026-07', '2026-08', '2026-09', '2026-10', '2026-11', '2026-12']);
+    // 1 Nov 03:30Z and 04:00Z are 07:30 and 08:00 on 1 Nov in Dubai: November 4000 + 8000 = 12000; June is no longer
+    // in the trend
+    expect(dubai.monthly).to.deep.equal([
+      month('2026-07', 0, 0),
+      month('2026-08', 0, 0),
+      month('2026-09', 0, 0),
+      month('2026-10', 0, 0),
+      month('2026-11', 12000, 300),
+      month('2026-12', 3000, 700),
+    ]);
+    // a payment recorded after the move: 30 Nov 21:00Z is 01:00 on 1 Dec in Dubai, 16:00 on 30 Nov in New York
+    await g.payment({ amount: 64000, at: '2026-11-30T21:00:00Z' });
+    expect((await financeOverview(db, { id: g.ws.id, timezone: 'Asia/Dubai' }, nyNow)).collectedThisMonth).to.equal(67000);
+    // and back to New York: November 1000 + 8000 + 64000 = 73000, October 4000, June 32000 again
+    await db('workspaces').where({ id: g.ws.id }).update({ timezone: 'America/New_York' });
+    const back = await financeOverview(db, g.ws, nyNow);
+    expect(back.monthly.map((m) => m.collected)).to.deep.equal([32000, 0, 0, 0, 4000, 73000]);
+    expect(back.collectedAllTime).to.equal(127000);
   });
 
-  it('splits months at local midnight in a zone 5:45 ahead (Asia/Kathmandu): whole UTC days and the part-days at each end', async () => {
+  it('splits months at local midnight in a zone 5:45 ahead (Asia/Kathmandu)', async () => {
     const { db } = await testDatabase();
     const g = await fixture(db, { timezone: 'Asia/Kathmandu' });
     // now 2026-11-15T06:15Z is 12:00 on 15 Nov in Kathmandu; 1 Nov 00:00 local is 2026-10-31T18:15Z, 1 Dec 00:00
