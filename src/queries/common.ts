@@ -42,8 +42,8 @@ const compiled = new Map<string, Compiled>();
 
 /**
  * `:name` placeholders, also cast as `:name::type` (not `::type` casts themselves, not `T00:00` inside a literal),
- * replaced as knex.raw replaces named bindings: only names that have a value; a backslash before the colon keeps a
- * literal `:name`.
+ * replaced as knex.raw replaces named bindings: only names that have a value, even inside a quoted literal; a
+ * backslash before the colon keeps a literal `:name`.
  */
 const NAMED_BINDING = /(\\?)(?<![:\w]):(\w+)(?!\w)(?!:(?!:))/g;
 
