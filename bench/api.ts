@@ -20,7 +20,7 @@
 // Data: DATABASE_URL, or the embedded cluster under .data/large-pg (port FRS_BENCH_PG_PORT, default 54479); the two
 // workspaces are generated on first use with seedLarge (several minutes). Options: BENCH_SECONDS per measurement
 // (default 5), BENCH_CONNECTIONS (default 10), BENCH_ROUNDS (default 3), BENCH_ONLY (only the operations whose path
-// contains it).
+// contains one of its comma-separated parts; /v1/me always).
 import os from 'node:os';
 import path from 'node:path';
 import { once } from 'node:events';
@@ -55,7 +55,7 @@ const OPERATIONS = [
   '/v1/receivables?search=al&limit=200',
   '/v1/receivables?search=zzq',
   '/v1/webhooks',
-].filter((o) => o === '/v1/me' || o.includes(process.env.BENCH_ONLY ?? ''));
+].filter((o) => o === '/v1/me' || (process.env.BENCH_ONLY ?? '').split(',').some((part) => o.includes(part)));
 
 interface Sample { reqPerSec: number; mean: number; p50: number; p99: number; bad: number }
 interface Row { name: string; url: string; key?: string; samples: Sample[] }
