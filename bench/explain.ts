@@ -30,7 +30,7 @@ const database = await openDatabase(
     : { embeddedDir: path.join(DATA_DIR, 'large-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54479), schema: 'as-is' },
 );
 const { db } = database;
-const captured: Array<{ sql: string; bindings: unknown[] }> = [];
+const captured: Array<{ sql: string; bindings: unknown[]; prepared?: boolean }> = [];
 // The statements as sent (placeholders $1, $2, ... and their values), replayed on one connection under EXPLAIN.
 db.on('query', (q: { sql: string; bindings?: unknown[] }) => captured.push({ sql: q.sql, bindings: q.bindings ?? [] }));
 const connection = await db.client.acquireConnection();
@@ -38,8 +38,10 @@ const connection = await db.client.acquireConnection();
 // knex's events: captured as { text, values } query configs (prepared ones carry a name too).
 const clientQuery = pg.Client.prototype.query;
 pg.Client.prototype.query = function (this: pg.Client, config: unknown, ...rest: unknown[]) {
-  const statement = config as { text?: string; values?: unknown[] };
-  if (statement && typeof statement === 'object' && statement.text) captured.push({ sql: statement.text, bindings: statement.values ?? [] });
+  const statement = config as { name?: string; text?: string; values?: unknown[] };
+  if (statement && typeof statement === 'object' && statement.text) {
+    captured.push({ sql: statement.text, bindings: statement.values ?? [], prepared: statement.name !== undefined });
+  }
   return (clientQuery as (...args: unknown[]) => unknown).call(this, config, ...rest);
 } as typeof clientQuery;
 const now = new Date();
@@ -51,9 +53,23 @@ for (const slug of slugArg ? [slugArg] : ['large', 'small']) {
       db, now, query, params: {}, headers: {}, logger: pino({ level: 'silent' }),
       caller: { keyId: '', role: null, workspace: { id: ws.id, slug: ws.slug, status: ws.status, timezone: ws.timezone } },
     });
-    for (const { sql, bindings } of [...captured]) {
-      const plan = await connection.query(`EXPLAIN (ANALYZE, BUFFERS) ${sql}`, bindings);
-      console.log(`\n===== ${slug} ${label}\n${plan.rows.map((r: Record<string, string>) => r['QUERY PLAN']).join('\n')}`);
+    for (const { sql, bindings, prepared } of [...captured]) {
+      let plan;
+      if (prepared) {
+        // As the service runs it: a prepared statement, explained after six executions, when PostgreSQL has chosen
+        // between a generic plan (planned once) and planning every execution afresh; "Planning Time" tells which.
+        // EXECUTE takes its arguments as literals (a bind parameter is not seen there)
+        const literal = (v: unknown) => (v === null || v === undefined ? 'NULL' : (connection as pg.Client).escapeLiteral(String(v)));
+        const args = bindings.length ? `(${bindings.map(literal).join(', ')})` : '';
+        await connection.query(`PREPARE frs_explain AS ${sql}`);
+        for (let i = 0; i < 6; i++) await connection.query(`EXECUTE frs_explain${args}`);
+        plan = await connection.query(`EXPLAIN (ANALYZE, BUFFERS) EXECUTE frs_explain${args}`);
+        await connection.query(`DEALLOCATE frs_explain`);
+      } else {
+        plan = await connection.query(`EXPLAIN (ANALYZE, BUFFERS) ${sql}`, bindings);
+      }
+      const kind = prepared ? ' (prepared, 7th execution)' : '';
+      console.log(`\n===== ${slug} ${label}${kind}\n${plan.rows.map((r: Record<string, string>) => r['QUERY PLAN']).join('\n')}`);
     }
   }
 }
