@@ -39,6 +39,8 @@ interface Compiled {
 }
 
 const compiled = new Map<string, Compiled>();
+/** Far above the query modules' few dozen texts: a text built from values (a mistake) cannot grow the map forever. */
+const MAX_COMPILED = 1000;
 
 /**
  * `:name` placeholders, also cast as `:name::type` (not `::type` casts themselves, not `T00:00` inside a literal),
@@ -58,6 +60,7 @@ function compile(sql: string, bindings: Record<string, unknown>): Compiled {
       return `$${names.length}`;
     });
     statement = { text, names, name: `frs_${crypto.createHash('sha256').update(text).digest('base64url').slice(0, 32)}` };
+    if (compiled.size >= MAX_COMPILED) compiled.clear();
     compiled.set(sql, statement);
   }
   return statement;
