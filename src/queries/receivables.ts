@@ -12,37 +12,53 @@ export interface ReceivablesParams {
 }
 
 /**
+ * A search term pg_trgm can look up: it takes trigrams from runs of at least three letters or digits. A shorter
+ * term matches many names, so its customers are found by walking the ledger in order instead.
+ */
+const TRIGRAM_SEARCHABLE = /[\p{L}\p{N}]{3}/u;
+
+/**
  * One row per customer with at least one issued invoice (customer_ledger.invoices > 0), ordered by outstanding
  * (highest first), then name, then id. Customers who owe something are read in outstanding order from the
- * ledger index; the rest (outstanding 0) in name order from the customers index; each branch stops at `limit`.
- * The ageing columns are worked out for the returned customers only, from their open invoices. `totals` cover
- * the whole book whatever `search` and `limit` say.
+ * ledger index; the rest (outstanding 0) in name order from the customers index, only as many as the first
+ * branch left of `limit`. The ageing columns are worked out for the returned customers only, from their open
+ * invoices (an index-only scan). `totals` cover the whole book whatever `search` and `limit` say.
  */
 export async function receivables(db: Knex, workspace: WorkspaceRef, params: ReceivablesParams, now: Date): Promise<Receivables> {
   const bindings: Record<string, unknown> = { ...baseBindings(workspace, now), limit: params.limit };
-  // With a search, a case-insensitive substring of the name (ILIKE, wildcards escaped): the planner walks the
-  // ledger in outstanding order for a common term, or takes the few matches from the trigram index for a rare one.
+  // A search is a case-insensitive substring of the name. A term the trigram index can serve is matched with
+  // ILIKE (wildcards escaped) in a statement planned for its value: the planner takes the few matches of a rare
+  // term from the index, or walks the ledger in order for a common one. A shorter term cannot use the index, so
+  // it is matched with strpos on lower-cased text (the same test: ILIKE compares lower-cased text too) in a
+  // prepared statement whose plan, the ordered walk, is the right one for every such term.
   let nameFilter = '';
-  if (params.search) {
+  let prepared = true;
+  if (params.search && TRIGRAM_SEARCHABLE.test(params.search)) {
     bindings.pattern = containsPattern(params.search);
     nameFilter = `AND c.name ILIKE :pattern ESCAPE '\\'`;
+    prepared = false;
+  } else if (params.search) {
+    bindings.search = params.search;
+    nameFilter = 'AND strpos(lower(c.name), lower(:search)) > 0';
   }
   const picked = `
-    picked AS (
-      (SELECT 0 AS grp, l.customer_id, c.name, l.billed, l.collected, l.outstanding, l.open_invoices
-       FROM customer_ledger l
-       JOIN customers c ON c.id = l.customer_id AND c.workspace_id = l.workspace_id
-       WHERE l.workspace_id = :ws AND l.invoices > 0 AND l.outstanding > 0 ${nameFilter}
-       ORDER BY l.outstanding DESC, c.name, c.id
-       LIMIT :limit)
-      UNION ALL
-      (SELECT 1 AS grp, c.id, c.name, l.billed, l.collected, l.outstanding, l.open_invoices
-       FROM customers c
-       JOIN customer_ledger l ON l.customer_id = c.id AND l.workspace_id = c.workspace_id
-       WHERE c.workspace_id = :ws AND l.invoices > 0 AND l.outstanding <= 0 ${nameFilter}
-       ORDER BY c.name, c.id
-       LIMIT :limit)
-    ),`;
+    owing AS (
+      SELECT l.customer_id, c.name, l.billed, l.collected, l.outstanding, l.open_invoices
+      FROM customer_ledger l
+      JOIN customers c ON c.id = l.customer_id AND c.workspace_id = l.workspace_id
+      WHERE l.workspace_id = :ws AND l.invoices > 0 AND l.outstanding > 0 ${nameFilter}
+      ORDER BY l.outstanding DESC, c.name, c.id
+      LIMIT :limit
+    ),
+    settled AS (
+      SELECT c.id AS customer_id, c.name, l.billed, l.collected, l.outstanding, l.open_invoices
+      FROM customers c
+      JOIN customer_ledger l ON l.customer_id = c.id AND l.workspace_id = c.workspace_id
+      WHERE c.workspace_id = :ws AND l.invoices > 0 AND l.outstanding <= 0 ${nameFilter}
+      ORDER BY c.name, c.id
+      LIMIT :limit - (SELECT count(*) FROM owing)
+    ),
+    picked AS (SELECT 0 AS grp, * FROM owing UNION ALL SELECT 1 AS grp, * FROM settled),`;
   const [r] = await rows<ReceivablesTotals & {
     rows: {
       customer_id: string;
@@ -63,10 +79,12 @@ export async function receivables(db: Knex, workspace: WorkspaceRef, params: Rec
     page AS (
       SELECT p.grp, p.customer_id, p.name, p.billed, p.collected, p.outstanding, p.open_invoices,
              a.current, a.d1_30, a.d31_60, a.d60p
-      FROM (SELECT * FROM picked ORDER BY grp, outstanding DESC, name, customer_id LIMIT :limit) p
+      FROM picked p
       CROSS JOIN LATERAL (
+        -- an invoice's workspace is its customer's (the foreign key is on both), so the customer alone
+        -- selects its open invoices, read from invoices_customer_open without visiting the table
         SELECT ${AGING_COLUMNS}
-        FROM invoices i WHERE i.customer_id = p.customer_id AND i.workspace_id = :ws AND i.balance > 0
+        FROM invoices i WHERE i.customer_id = p.customer_id AND i.balance > 0
       ) a
     )
     SELECT l.billed, l.collected, l.outstanding, a.current, a.d1_30, a.d31_60, a.d60p,
@@ -81,6 +99,7 @@ export async function receivables(db: Knex, workspace: WorkspaceRef, params: Rec
     (SELECT ${AGING_COLUMNS} FROM open_balances i WHERE i.workspace_id = :ws) a
     `,
     bindings,
+    { prepared },
   );
   const totals = r;
   return {
