@@ -34,7 +34,7 @@ const DOMAIN_TABLES = [
   'payments', 'installments', 'expenses', 'fines', 'integrations',
   // running totals kept by triggers
   'payment_slots', 'customer_ledger', 'vehicle_revenue', 'booking_status_counts', 'workspace_totals', 'open_balances',
-  'payment_days', 'expense_months', 'vehicle_state_counts', 'payment_months',
+  'payment_days', 'expense_months', 'vehicle_state_counts', 'payment_months', 'vehicle_models',
 ];
 const CUSTOMER_COLUMNS = '(id, workspace_id, name)';
 const ENDPOINT_COLUMNS_WITHOUT_SECRETS = '(id, workspace_id, name, url, events, is_active, disabled_at, last_success_at, consecutive_failures, created_at)';

@@ -93,3 +93,11 @@ export async function rows<T>(db: Knex, sql: string, bindings: Record<string, un
 export function containsPattern(s: string): string {
   return `%${s.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 }
+
+/**
+ * Whether a substring search for `s` can use a trigram index (pg_trgm): it takes trigrams from runs of at least
+ * three letters or digits. A shorter term matches so much that reading in order and filtering is the better plan.
+ */
+export function trigramSearchable(s: string): boolean {
+  return /[\p{L}\p{N}]{3}/u.test(s);
+}

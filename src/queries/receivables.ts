@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { Receivables, ReceivablesTotals } from '../../generated/strict/types.gen.js';
-import { baseBindings, containsPattern, rows, type WorkspaceRef } from './common.js';
+import { baseBindings, containsPattern, rows, trigramSearchable, type WorkspaceRef } from './common.js';
 import { AGING_COLUMNS } from './finance.js';
 
 export type { Receivables };
@@ -10,12 +10,6 @@ export interface ReceivablesParams {
   search?: string;
   limit: number;
 }
-
-/**
- * A search term pg_trgm can look up: it takes trigrams from runs of at least three letters or digits. A shorter
- * term matches many names, so its customers are found by walking the ledger in order instead.
- */
-const TRIGRAM_SEARCHABLE = /[\p{L}\p{N}]{3}/u;
 
 /**
  * One row per customer with at least one issued invoice (customer_ledger.invoices > 0), ordered by outstanding
@@ -33,7 +27,7 @@ export async function receivables(db: Knex, workspace: WorkspaceRef, params: Rec
   // prepared statement whose plan, the ordered walk, is the right one for every such term.
   let nameFilter = '';
   let prepared = true;
-  if (params.search && TRIGRAM_SEARCHABLE.test(params.search)) {
+  if (params.search && trigramSearchable(params.search)) {
     bindings.pattern = containsPattern(params.search);
     nameFilter = `AND c.name ILIKE :pattern ESCAPE '\\'`;
     prepared = false;

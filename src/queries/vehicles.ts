@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { VehicleRow, VehicleSearchResult } from '../../generated/strict/types.gen.js';
-import { rows, type WorkspaceRef } from './common.js';
+import { containsPattern, rows, trigramSearchable, type WorkspaceRef } from './common.js';
 
 export type { VehicleRow, VehicleSearchResult };
 
@@ -21,14 +21,53 @@ export interface VehicleSearchParams {
  */
 export async function searchVehicles(db: Knex, workspace: WorkspaceRef, params: VehicleSearchParams, now: Date): Promise<VehicleSearchResult> {
   const bindings: Record<string, unknown> = { ws: workspace.id, limit: params.limit };
-  let filter = '';
+  const columns = 'v.id, v.make, v.model, v.plate, v.category, v.daily_rate, v.state';
+  // The page of vehicles, picked first (LIMIT inside), in make, model, plate order.
+  let page = `SELECT ${columns} FROM vehicles v WHERE v.workspace_id = :ws ORDER BY v.make, v.model, v.plate LIMIT :limit`;
+  // Without a term the plan never changes: prepared once per connection. With one, the statement is planned for
+  // its values: a plan made for no value in particular walked all 10,000 plates of the large data set for a term
+  // the trigram index answers at once.
+  let prepared = true;
   const q = params.q?.trim();
   if (q) {
-    // strpos is a literal substring test: no wildcard escaping needed, and cheaper than ILIKE
+    // A match is a case-insensitive substring of the make, the model or the plate (spaces in the plate ignored).
+    // Make and model: the matching rows of vehicle_models (a few per workspace), each model's vehicles read in
+    // plate order from vehicles_order and cut at the page size, so only the models that reach the page are
+    // read. Plate: from the trigram index for a term it can serve (LIKE, wildcards escaped; plate_key is already
+    // lower-cased), else in order, filtered (strpos). Both are substring tests of lower-cased text, and the union
+    // is cut to the page in the same order.
+    prepared = false;
     bindings.q = q;
-    bindings.plateKey = q.replace(/ /g, '');
-    filter = `AND (strpos(v.plate_key, lower(:plateKey)) > 0
-                   OR strpos(lower(v.make), lower(:q)) > 0 OR strpos(lower(v.model), lower(:q)) > 0)`;
+    const plateKey = q.replace(/ /g, '');
+    let plateMatch: string;
+    if (trigramSearchable(plateKey)) {
+      bindings.platePattern = containsPattern(plateKey);
+      plateMatch = `v.plate_key LIKE lower(:platePattern) ESCAPE '\\'`;
+    } else {
+      bindings.plateKey = plateKey;
+      plateMatch = 'strpos(v.plate_key, lower(:plateKey)) > 0';
+    }
+    page = `
+      SELECT * FROM (
+        (SELECT ${columns}
+         FROM vehicle_models g
+         CROSS JOIN LATERAL (
+           SELECT ${columns} FROM vehicles v
+           WHERE v.workspace_id = :ws AND v.make = g.make AND v.model = g.model
+           ORDER BY v.plate LIMIT :limit
+         ) v
+         WHERE g.workspace_id = :ws AND g.vehicles > 0
+           AND (strpos(lower(g.make), lower(:q)) > 0 OR strpos(lower(g.model), lower(:q)) > 0)
+         ORDER BY g.make, g.model, v.plate
+         LIMIT :limit)
+        UNION
+        (SELECT ${columns} FROM vehicles v
+         WHERE v.workspace_id = :ws AND ${plateMatch}
+         ORDER BY v.make, v.model, v.plate
+         LIMIT :limit)
+      ) m
+      ORDER BY make, model, plate
+      LIMIT :limit`;
   }
   const window = params.from !== undefined && params.to !== undefined;
   if (window) {
@@ -36,39 +75,35 @@ export async function searchVehicles(db: Knex, workspace: WorkspaceRef, params: 
     bindings.to = params.to!.toISOString();
     bindings.now = now.toISOString();
   }
-  // The page of vehicles is picked first (LIMIT inside); availability is then probed per returned vehicle
-  // through the GiST indexes (LATERAL ... LIMIT 1), never across all bookings of the window.
+  // Availability is then probed per returned vehicle (LATERAL ... LIMIT 1, index-only on bookings_vehicle_open
+  // and maintenance_vehicle_starts), never across all bookings of the window. Ranges are half-open: a booking or a
+  // block overlaps [from, to) when it starts before `to` and ends after `from`; an active booking ends at the
+  // later of its dropoff and now. The vehicle alone selects its bookings and blocks: their foreign keys carry
+  // the workspace with the vehicle.
   const list = await rows<{ id: string; make: string; model: string; plate: string; category: string; daily_rate: number; available?: boolean }>(
     db,
     `
     SELECT l.id, l.make, l.model, l.plate, l.category, l.daily_rate
       ${window ? `, (l.state = 'active' AND bk.hit IS NULL AND mt.hit IS NULL) AS available` : ''}
-    FROM (
-      SELECT v.id, v.make, v.model, v.plate, v.category, v.daily_rate, v.state
-      FROM vehicles v
-      WHERE v.workspace_id = :ws ${filter}
-      ORDER BY v.make, v.model, v.plate
-      LIMIT :limit
-    ) l
+    FROM (${page}) l
     ${
       window
-        ? `CROSS JOIN (SELECT tstzrange(CAST(:from AS timestamptz), CAST(:to AS timestamptz), '[)') AS win, CAST(:now AS timestamptz) AS now) w
+        ? `CROSS JOIN (SELECT CAST(:from AS timestamptz) AS win_start, CAST(:to AS timestamptz) AS win_end, CAST(:now AS timestamptz) AS now) w
     LEFT JOIN LATERAL (
-      -- a confirmed or active booking overlapping the window; an active one that is late back runs until now
       SELECT 1 AS hit FROM bookings b
-      WHERE b.vehicle_id = l.id AND b.workspace_id = :ws AND b.status IN ('confirmed', 'active')
-        AND (tstzrange(b.pickup_at, b.dropoff_at, '[)') && w.win
-             OR (b.status = 'active' AND b.dropoff_at < w.now AND tstzrange(b.pickup_at, w.now, '[)') && w.win))
+      WHERE b.vehicle_id = l.id AND b.status IN ('confirmed', 'active') AND b.pickup_at < w.win_end
+        AND (b.dropoff_at > w.win_start OR (b.status = 'active' AND w.now > w.win_start))
       LIMIT 1
     ) bk ON true
     LEFT JOIN LATERAL (
-      SELECT 1 AS hit FROM maintenance m WHERE m.vehicle_id = l.id AND m.workspace_id = :ws AND m.period && w.win LIMIT 1
+      SELECT 1 AS hit FROM maintenance m WHERE m.vehicle_id = l.id AND m.starts_at < w.win_end AND m.ends_at > w.win_start LIMIT 1
     ) mt ON true`
         : ''
     }
     ORDER BY l.make, l.model, l.plate
     `,
     bindings,
+    { prepared },
   );
   return {
     rows: list.map((v) => {

@@ -79,6 +79,41 @@ describe('queries: vehicle search', () => {
     expect(plates(await searchVehicles(db, g.ws, { q: 'd\\m', limit: 20 }, now))).to.deep.equal(['T 4']);
     expect(plates(await searchVehicles(db, g.ws, { q: 'model%s', limit: 20 }, now))).to.deep.equal([]);
   });
+  it('merges make, model and plate matches in make, model, plate order, each vehicle once, cut at limit', async () => {
+    const { db } = await testDatabase();
+    const h = await fixture(db);
+    await h.vehicle({ make: 'Alfa', model: 'Giulia', plate: 'TOYO 1' }); // the plate matches, not the make
+    await h.vehicle({ make: 'Toyota', model: 'Camry', plate: 'C 2' });
+    await h.vehicle({ make: 'Toyota', model: 'Camry', plate: 'C 1' });
+    await h.vehicle({ make: 'Toyota', model: 'Camry', plate: 'TOYO 3' }); // make and plate both match: listed once
+    const yaris = await h.vehicle({ make: 'Toyota', model: 'Yaris', plate: 'Y 1' });
+    await h.vehicle({ make: 'Toyota', model: 'Avalon', plate: 'A 9' });
+    await h.vehicle({ make: 'Zeta', model: 'Toyotaish', plate: 'Z 1' }); // the model matches
+    await h.vehicle({ make: 'Kia', model: 'Rio', plate: 'K 1' });
+    const all = ['TOYO 1', 'A 9', 'C 1', 'C 2', 'TOYO 3', 'Y 1', 'Z 1'];
+    expect(plates(await searchVehicles(db, h.ws, { q: 'toyo', limit: 20 }, now))).to.deep.equal(all);
+    for (const limit of [1, 3, 5, 6]) {
+      expect(plates(await searchVehicles(db, h.ws, { q: 'toyo', limit }, now)), `limit ${limit}`).to.deep.equal(all.slice(0, limit));
+    }
+    // a short term (no trigram) and a plate-only one
+    expect(plates(await searchVehicles(db, h.ws, { q: 'c', limit: 20 }, now))).to.deep.equal(['C 1', 'C 2', 'TOYO 3']);
+    expect(plates(await searchVehicles(db, h.ws, { q: 'oyo 3', limit: 20 }, now))).to.deep.equal(['TOYO 3']);
+    // a car that changes model is found under its new model only (vehicle_models follows it)
+    await db('vehicles').where({ id: yaris }).update({ model: 'Corolla' });
+    expect(plates(await searchVehicles(db, h.ws, { q: 'coroll', limit: 20 }, now))).to.deep.equal(['Y 1']);
+    expect(plates(await searchVehicles(db, h.ws, { q: 'yaris', limit: 20 }, now))).to.deep.equal([]);
+  });
+
+  it('treats % and _ in a plate term literally, with or without the trigram index', async () => {
+    const { db } = await testDatabase();
+    const h = await fixture(db);
+    await h.vehicle({ make: 'Kia', model: 'Rio', plate: 'AB_CD%123' });
+    await h.vehicle({ make: 'Kia', model: 'Rio', plate: 'ABXCDX123' });
+    // '123' can use the trigram index, 'd%1' cannot; both only match the literal characters
+    expect(plates(await searchVehicles(db, h.ws, { q: 'd%123', limit: 20 }, now))).to.deep.equal(['AB_CD%123']);
+    expect(plates(await searchVehicles(db, h.ws, { q: 'b_c', limit: 20 }, now))).to.deep.equal(['AB_CD%123']);
+    expect(plates(await searchVehicles(db, h.ws, { q: 'd%1', limit: 20 }, now))).to.deep.equal(['AB_CD%123']);
+  });
 });
 
 describe('queries: vehicle availability for a window', () => {
@@ -153,6 +188,9 @@ describe('queries: vehicle availability for a window', () => {
     // a window holding now
     result = await availability({ from: t('2026-11-22T07:00:00Z'), to: t('2026-11-22T09:00:00Z') }, 'LATE');
     expect(result).to.deep.equal({ LATE: false });
+    // a window that ends at its pickup: free (half-open)
+    result = await availability({ from: t('2026-11-18T10:00:00Z'), to: t('2026-11-19T10:00:00Z') }, 'LATE');
+    expect(result).to.deep.equal({ LATE: true });
     // the same window for the car that was returned: free
     result = await availability({ from: t('2026-11-21T12:00:00Z'), to: t('2026-11-21T18:00:00Z') }, 'RETURNED');
     expect(result).to.deep.equal({ RETURNED: true });
