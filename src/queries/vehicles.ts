@@ -24,30 +24,36 @@ export async function searchVehicles(db: Knex, workspace: WorkspaceRef, params: 
   const columns = 'v.id, v.make, v.model, v.plate, v.category, v.daily_rate, v.state';
   // The page of vehicles, picked first (LIMIT inside), in make, model, plate order.
   let page = `SELECT ${columns} FROM vehicles v WHERE v.workspace_id = :ws ORDER BY v.make, v.model, v.plate LIMIT :limit`;
-  // Without a term the plan never changes: prepared once per connection. With one, the statement is planned for
-  // its values: a plan made for no value in particular walked all 10,000 plates of the large data set for a term
-  // the trigram index answers at once.
-  let prepared = true;
+  // Prepared once per connection: the plan below suits every term, so PostgreSQL keeps a generic one instead of
+  // planning the statement on every request.
   const q = params.q?.trim();
   if (q) {
     // A match is a case-insensitive substring of the make, the model or the plate (spaces in the plate ignored).
     // Make and model: the matching rows of vehicle_models (a few per workspace), each model's vehicles read in
     // plate order from vehicles_order and cut at the page size, so only the models that reach the page are
-    // read. Plate: from the trigram index for a term it can serve (LIKE, wildcards escaped; plate_key is already
-    // lower-cased), else in order, filtered (strpos). Both are substring tests of lower-cased text, and the union
-    // is cut to the page in the same order.
-    prepared = false;
+    // read. Plate: for a term the trigram index can serve, its matches are taken from the index (LIKE, wildcards
+    // escaped; plate_key is already lower-cased) and sorted; MATERIALIZED keeps a generic plan from walking
+    // every plate in order instead, as it did for `toyota` on the large data set. A shorter term is tested in
+    // order (strpos) and stops at the page size. All are substring tests of lower-cased text, and the union is
+    // cut to the page in the same order.
     bindings.q = q;
     const plateKey = q.replace(/ /g, '');
-    let plateMatch: string;
+    let plates: string;
+    let plateMatches: string;
     if (trigramSearchable(plateKey)) {
       bindings.platePattern = containsPattern(plateKey);
-      plateMatch = `v.plate_key LIKE lower(:platePattern) ESCAPE '\\'`;
+      plates = `WITH plates AS MATERIALIZED (
+        SELECT ${columns} FROM vehicles v WHERE v.workspace_id = :ws AND v.plate_key LIKE lower(:platePattern) ESCAPE '\\'
+      )`;
+      plateMatches = 'SELECT * FROM plates v ORDER BY v.make, v.model, v.plate LIMIT :limit';
     } else {
       bindings.plateKey = plateKey;
-      plateMatch = 'strpos(v.plate_key, lower(:plateKey)) > 0';
+      plates = '';
+      plateMatches = `SELECT ${columns} FROM vehicles v WHERE v.workspace_id = :ws AND strpos(v.plate_key, lower(:plateKey)) > 0
+         ORDER BY v.make, v.model, v.plate LIMIT :limit`;
     }
     page = `
+      ${plates}
       SELECT * FROM (
         (SELECT ${columns}
          FROM vehicle_models g
@@ -61,10 +67,7 @@ export async function searchVehicles(db: Knex, workspace: WorkspaceRef, params: 
          ORDER BY g.make, g.model, v.plate
          LIMIT :limit)
         UNION
-        (SELECT ${columns} FROM vehicles v
-         WHERE v.workspace_id = :ws AND ${plateMatch}
-         ORDER BY v.make, v.model, v.plate
-         LIMIT :limit)
+        (${plateMatches})
       ) m
       ORDER BY make, model, plate
       LIMIT :limit`;
@@ -103,7 +106,7 @@ export async function searchVehicles(db: Knex, workspace: WorkspaceRef, params: 
     ORDER BY l.make, l.model, l.plate
     `,
     bindings,
-    { prepared },
+    { prepared: true },
   );
   return {
     rows: list.map((v) => {
