@@ -591,7 +591,7 @@ export async function seedLarge(
   }
 
   // Fresh statistics (and a visibility map, after the trigger updates) for the planner; outside the transaction.
-  for (const table of [...TABLES, 'customer_ledger', 'vehicle_revenue', 'booking_status_counts', 'payment_slots', 'payment_days', 'expense_months', 'vehicle_state_counts']) {
+  for (const table of [...TABLES, 'customer_ledger', 'vehicle_revenue', 'booking_status_counts', 'payment_slots', 'payment_days', 'expense_months', 'vehicle_state_counts', 'vehicle_models']) {
     await db.raw(`VACUUM (ANALYZE) ${table}`);
   }
 

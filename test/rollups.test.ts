@@ -33,6 +33,8 @@ async function recomputed(db: Knex, ws: string) {
     activeBookings: await one(`SELECT v.id, (SELECT count(*) FROM bookings b WHERE b.vehicle_id = v.id AND b.status = 'active') AS active_bookings
                                FROM vehicles v WHERE v.workspace_id = :ws ORDER BY 1`),
     vehicleModels: await one(`SELECT make, model, count(*) AS vehicles FROM vehicles WHERE workspace_id = :ws GROUP BY 1, 2 ORDER BY 1, 2`),
+    ledgerNames: await one(`SELECT c.id AS customer_id, c.name FROM customers c WHERE c.workspace_id = :ws
+                              AND EXISTS (SELECT 1 FROM invoices i WHERE i.customer_id = c.id) ORDER BY 1`),
     totals: (await one(`SELECT
         (SELECT coalesce(sum(net), 0) FROM payments WHERE workspace_id = :ws) AS collected,
         (SELECT coalesce(sum(net), 0) FROM payments WHERE workspace_id = :ws AND booking_id IS NOT NULL) AS booking_collected,
@@ -63,6 +65,7 @@ async function kept(db: Knex, ws: string) {
     vehicleStates: await one(`SELECT state, count, rented FROM vehicle_state_counts WHERE workspace_id = :ws AND count <> 0 ORDER BY 1`),
     activeBookings: await one(`SELECT id, active_bookings FROM vehicles WHERE workspace_id = :ws ORDER BY 1`),
     vehicleModels: await one(`SELECT make, model, vehicles FROM vehicle_models WHERE workspace_id = :ws AND vehicles <> 0 ORDER BY 1, 2`),
+    ledgerNames: await one(`SELECT customer_id, name FROM customer_ledger WHERE workspace_id = :ws ORDER BY 1`),
     totals: (await one(`SELECT collected, booking_collected, deposits, expenses, billed, invoice_collected, outstanding, open_invoices, customers
                         FROM workspace_totals WHERE workspace_id = :ws`))[0],
   };
@@ -94,6 +97,7 @@ describe('running totals kept by triggers', () => {
     await db.raw(`UPDATE bookings SET vehicle_id = (SELECT id FROM vehicles WHERE workspace_id = :ws AND state = 'active' ORDER BY id DESC LIMIT 1)
                   WHERE id IN (SELECT id FROM bookings WHERE workspace_id = :ws AND status = 'active' ORDER BY id DESC LIMIT 1)`, { ws });
     await db.raw(`UPDATE vehicles SET state = 'in_service' WHERE id IN (SELECT vehicle_id FROM bookings WHERE workspace_id = :ws AND status = 'active' ORDER BY id LIMIT 1)`, { ws });
+    await db.raw(`UPDATE customers SET name = name || ' Renamed' WHERE id IN (SELECT customer_id FROM customer_ledger WHERE workspace_id = :ws ORDER BY customer_id LIMIT 3)`, { ws });
     await db.raw(`UPDATE vehicles SET model = 'Renamed' WHERE id IN (SELECT id FROM vehicles WHERE workspace_id = :ws ORDER BY id LIMIT 3)`, { ws });
     await db.raw(`INSERT INTO vehicles (id, workspace_id, fleet_id, make, model, plate, category, daily_rate, state)
                   SELECT gen_random_uuid(), workspace_id, fleet_id, 'Newmake', model, plate || ' N', category, daily_rate, state

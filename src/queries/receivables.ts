@@ -13,46 +13,40 @@ export interface ReceivablesParams {
 
 /**
  * One row per customer with at least one issued invoice (customer_ledger.invoices > 0), ordered by outstanding
- * (highest first), then name, then id. Customers who owe something are read in outstanding order from the
- * ledger index; the rest (outstanding 0) in name order from the customers index, only as many as the first
- * branch left of `limit`. The ageing columns are worked out for the returned customers only, from their open
- * invoices (an index-only scan). `totals` cover the whole book whatever `search` and `limit` say.
+ * (highest first), then name, then id, read in that order from customer_ledger_order (which also holds the row's
+ * figures and the name) and stopping at `limit`. The ageing columns are worked out for the returned customers
+ * only, from their open invoices (an index-only scan). `totals` cover the whole book whatever `search` and
+ * `limit` say.
  */
 export async function receivables(db: Knex, workspace: WorkspaceRef, params: ReceivablesParams, now: Date): Promise<Receivables> {
-  const bindings: Record<string, unknown> = { ...baseBindings(workspace, now), limit: params.limit };
+  const bindings: Record<string, unknown> = baseBindings(workspace, now);
+  // The page size is written into the statement (an integer, 1 to 200 by the document): a generic plan for a
+  // LIMIT parameter is costed for a tenth of the ledger, so PostgreSQL would plan every execution afresh.
+  const limit = Math.trunc(params.limit);
+  if (!(limit >= 1)) throw new RangeError(`receivables: limit must be a positive integer, got ${params.limit}`);
   // A search is a case-insensitive substring of the name. A term the trigram index can serve is matched with
-  // ILIKE (wildcards escaped) in a statement planned for its value: the planner takes the few matches of a rare
-  // term from the index, or walks the ledger in order for a common one. A shorter term cannot use the index, so
-  // it is matched with strpos on lower-cased text (the same test: ILIKE compares lower-cased text too) in a
-  // prepared statement whose plan, the ordered walk, is the right one for every such term.
+  // ILIKE (wildcards escaped) on customers, in a statement planned for its value: the planner takes the few
+  // matches of a rare term from customers_name_trgm, or walks the ledger in order for a common one. A shorter
+  // term cannot use the index: it is tested with strpos on the lower-cased name while walking the ledger in
+  // order (the same test: ILIKE compares lower-cased text too), in a statement prepared once per connection.
   let nameFilter = '';
   let prepared = true;
   if (params.search && trigramSearchable(params.search)) {
     bindings.pattern = containsPattern(params.search);
-    nameFilter = `AND c.name ILIKE :pattern ESCAPE '\\'`;
+    nameFilter = `AND l.customer_id IN (SELECT c.id FROM customers c WHERE c.workspace_id = :ws AND c.name ILIKE :pattern ESCAPE '\\')`;
     prepared = false;
   } else if (params.search) {
     bindings.search = params.search;
-    nameFilter = 'AND strpos(lower(c.name), lower(:search)) > 0';
+    nameFilter = 'AND strpos(lower(l.name), lower(:search)) > 0';
   }
   const picked = `
-    owing AS (
-      SELECT l.customer_id, c.name, l.billed, l.collected, l.outstanding, l.open_invoices
+    picked AS (
+      SELECT l.customer_id, l.name, l.billed, l.collected, l.outstanding, l.open_invoices
       FROM customer_ledger l
-      JOIN customers c ON c.id = l.customer_id AND c.workspace_id = l.workspace_id
-      WHERE l.workspace_id = :ws AND l.invoices > 0 AND l.outstanding > 0 ${nameFilter}
-      ORDER BY l.outstanding DESC, c.name, c.id
-      LIMIT :limit
-    ),
-    settled AS (
-      SELECT c.id AS customer_id, c.name, l.billed, l.collected, l.outstanding, l.open_invoices
-      FROM customers c
-      JOIN customer_ledger l ON l.customer_id = c.id AND l.workspace_id = c.workspace_id
-      WHERE c.workspace_id = :ws AND l.invoices > 0 AND l.outstanding <= 0 ${nameFilter}
-      ORDER BY c.name, c.id
-      LIMIT :limit - (SELECT count(*) FROM owing)
-    ),
-    picked AS (SELECT 0 AS grp, * FROM owing UNION ALL SELECT 1 AS grp, * FROM settled),`;
+      WHERE l.workspace_id = :ws AND l.invoices > 0 ${nameFilter}
+      ORDER BY l.outstanding DESC, l.name, l.customer_id
+      LIMIT ${limit}
+    ),`;
   const [r] = await rows<ReceivablesTotals & {
     rows: {
       customer_id: string;
@@ -71,7 +65,7 @@ export async function receivables(db: Knex, workspace: WorkspaceRef, params: Rec
     `
     WITH ${picked}
     page AS (
-      SELECT p.grp, p.customer_id, p.name, p.billed, p.collected, p.outstanding, p.open_invoices,
+      SELECT p.customer_id, p.name, p.billed, p.collected, p.outstanding, p.open_invoices,
              a.current, a.d1_30, a.d31_60, a.d60p
       FROM picked p
       CROSS JOIN LATERAL (
@@ -83,7 +77,7 @@ export async function receivables(db: Knex, workspace: WorkspaceRef, params: Rec
     )
     SELECT l.billed, l.collected, l.outstanding, a.current, a.d1_30, a.d31_60, a.d60p,
            l.open_invoices AS "openInvoices", l.customers,
-           (SELECT coalesce(json_agg(page ORDER BY grp, outstanding DESC, name, customer_id), '[]') FROM page) AS rows
+           (SELECT coalesce(json_agg(page ORDER BY outstanding DESC, name, customer_id), '[]') FROM page) AS rows
     FROM (
       SELECT coalesce(max(t.billed), 0) AS billed, coalesce(max(t.invoice_collected), 0) AS collected,
              coalesce(max(t.outstanding), 0) AS outstanding, coalesce(max(t.open_invoices), 0) AS open_invoices,

@@ -143,6 +143,22 @@ describe('queries: receivables', () => {
     expect(later.rows[0]).to.include({ current: 0, d1_30: 11, d31_60: 1100, d60p: 110000 });
   });
 
+  it('follows a renamed customer: its new name orders it among ties and is what a search finds', async () => {
+    const { db } = await testDatabase();
+    const g = await fixture(db, { timezone: 'Asia/Dubai' });
+    const bo = await g.customer({ name: 'Bo Smith' });
+    const cy = await g.customer({ name: 'Cy Smith' });
+    for (const id of [bo, cy]) await g.invoice({ customerId: id, total: 1000, dueDate: '2026-11-30' });
+    const names = async (search?: string) => (await receivables(db, g.ws, { search, limit: 50 }, now)).rows.map((r) => r.name);
+    expect(await names()).to.deep.equal(['Bo Smith', 'Cy Smith']);
+    await db('customers').where({ id: bo }).update({ name: 'Dee Smith' });
+    expect(await names()).to.deep.equal(['Cy Smith', 'Dee Smith']);
+    // a term the trigram index serves, and a shorter one
+    expect(await names('DEE')).to.deep.equal(['Dee Smith']);
+    expect(await names('ee')).to.deep.equal(['Dee Smith']);
+    expect(await names('bo')).to.deep.equal([]);
+  });
+
   it('is empty for a workspace without invoices', async () => {
     const { db } = await testDatabase();
     const g = await fixture(db);
