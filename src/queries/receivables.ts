@@ -15,7 +15,7 @@ export interface ReceivablesParams {
  * One row per customer with at least one issued invoice (customer_ledger.invoices > 0), ordered by outstanding
  * (highest first), then name, then id, read in that order from customer_ledger_order (which also holds the row's
  * figures and the name) and stopping at `limit`. The ageing columns are worked out for the returned customers
- * only, from their open invoices (an index-only scan). `totals` cover the whole book whatever `search` and
+ * only, from their recent open invoices (an index-only scan). `totals` cover the whole book whatever `search` and
  * `limit` say.
  */
 export async function receivables(db: Knex, workspace: WorkspaceRef, params: ReceivablesParams, now: Date): Promise<Receivables> {
@@ -66,13 +66,14 @@ export async function receivables(db: Knex, workspace: WorkspaceRef, params: Rec
     WITH ${picked}
     page AS (
       SELECT p.customer_id, p.name, p.billed, p.collected, p.outstanding, p.open_invoices,
-             a.current, a.d1_30, a.d31_60, a.d60p
+             a.current, a.d1_30, a.d31_60, p.outstanding - a.current - a.d1_30 - a.d31_60 AS d60p
       FROM picked p
       CROSS JOIN LATERAL (
-        -- an invoice's workspace is its customer's (the foreign key is on both), so the customer alone
-        -- selects its open invoices, read from invoices_customer_open without visiting the table
+        -- the customer's open invoices due in the last 60 days and after, from invoices_customer_due alone (an
+        -- invoice's workspace is its customer's: the foreign key is on both); 61+ is the rest of the customer's
+        -- outstanding, which customer_ledger keeps equal to the sum of its open balances
         SELECT ${AGING_COLUMNS}
-        FROM invoices i WHERE i.customer_id = p.customer_id AND i.balance > 0
+        FROM invoices i WHERE i.customer_id = p.customer_id AND i.balance > 0 AND i.due_date >= ${TODAY} - 60
       ) a
     )
     SELECT l.billed, l.collected, l.outstanding, a.current, a.d1_30, a.d31_60,
