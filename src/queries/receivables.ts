@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { Receivables, ReceivablesTotals } from '../../generated/strict/types.gen.js';
 import { baseBindings, containsPattern, rows, TODAY, trigramSearchable, type WorkspaceRef } from './common.js';
-import { AGING_COLUMNS } from './finance.js';
+import { AGING_COLUMNS, WORKSPACE_AGING } from './finance.js';
 
 export type { Receivables };
 
@@ -76,8 +76,7 @@ export async function receivables(db: Knex, workspace: WorkspaceRef, params: Rec
         FROM invoices i WHERE i.customer_id = p.customer_id AND i.balance > 0 AND i.due_date >= ${TODAY} - 60
       ) a
     )
-    SELECT l.billed, l.collected, l.outstanding, a.current, a.d1_30, a.d31_60,
-           l.outstanding - a.current - a.d1_30 - a.d31_60 AS d60p,
+    SELECT l.billed, l.collected, l.outstanding, a.current, a.d1_30, a.d31_60, a.d60p,
            l.open_invoices AS "openInvoices", l.customers,
            (SELECT coalesce(json_agg(page ORDER BY outstanding DESC, name, customer_id), '[]') FROM page) AS rows
     FROM (
@@ -86,10 +85,7 @@ export async function receivables(db: Knex, workspace: WorkspaceRef, params: Rec
              coalesce(max(t.customers), 0) AS customers
       FROM workspace_totals t WHERE t.workspace_id = :ws
     ) l,
-    -- The book's ageing from the due dates of the last 60 days and after (91 rows on the large data set instead
-    -- of 1,127): 61+ is the rest of the outstanding total, which workspace_totals keeps equal to the sum of
-    -- open_balances (both kept by triggers from the same invoices).
-    (SELECT ${AGING_COLUMNS} FROM open_balances i WHERE i.workspace_id = :ws AND i.due_date >= ${TODAY} - 60) a
+    (${WORKSPACE_AGING}) a
     `,
     bindings,
     { prepared },
