@@ -12,6 +12,7 @@ import { attemptDelivery, DEFAULT_ATTEMPT_TIMEOUT_MS, type AttemptOutcome, type 
 import { nextAttemptAt, SWITCH_OFF_AFTER_FAILURES } from './retry-schedule.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
 import { deliveryLog } from '../queries/deliveries.js';
+import { rows } from '../queries/common.js';
 import { openSigningSecrets } from './signing-secrets.js';
 
 // The delivery sweep. A dispatcher claims due deliveries (FOR NO KEY UPDATE SKIP LOCKED, then a lease, so several
@@ -81,10 +82,85 @@ type DeliveryStatus = 'accepted' | 'retrying' | 'failed';
 const PENDING = `status IN ('queued', 'retrying')`;
 /** Database failures in a row after which unrecorded outcomes are given up (and a one-off sweep fails). */
 const MAX_CONSECUTIVE_FAILURES = 5;
+/**
+ * How far ahead a dispatcher claims: it holds (in flight, or leased and ready) up to this many times its limits, overall,
+ * per endpoint and per workspace, and sends within the limits themselves.
+ */
+const CLAIM_AHEAD = 2;
 /** Pause before claiming again when another dispatcher was locking some of the due rows. */
 const CONTENTION_RETRY_MS = 5;
 
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * The flush of a batch of finished attempts, as one statement. Order of locks: the endpoints first, in id order
+ * (`locked`: every other part reads them only through it, so a row is updated only after it was locked there), so
+ * two dispatchers flushing the same endpoints cannot deadlock; NO KEY UPDATE, which does not conflict with the KEY
+ * SHARE locks that inserting deliveries (fan-out) takes on their endpoints. `locked` returns each endpoint's newest
+ * version (READ COMMITTED re-reads a row updated since the statement's snapshot), so the streaks add to the latest
+ * count. The parts of one statement cannot see each other's changes, so the batch's own deliveries of an endpoint
+ * switched off here are held by `recorded` itself and `held` takes the others.
+ */
+const RECORD_ATTEMPTS = `
+  WITH attempt AS (
+    SELECT * FROM unnest(:deliveryIds::uuid[], :endpointIds::uuid[], :numbers::int[], :startedAt::timestamptz[], :durations::int[], :statusCodes::int[],
+                         :errorKinds::text[], :errors::text[], :responseBodies::text[], :statuses::text[], :nextAttempts::timestamptz[])
+      AS v(delivery_id, endpoint_id, number, started_at, duration_ms, status_code, error_kind, error, response_body, status, next_attempt_at)
+  ), streak AS (
+    SELECT * FROM unnest(:streakEndpoints::uuid[], :successes::int[], :leading::int[], :trailing::int[], :longest::int[], :lastSuccessAt::timestamptz[])
+      AS v(id, successes, leading_failures, trailing_failures, longest_failures, last_success_at)
+  ), locked AS MATERIALIZED (
+    SELECT e.id, e.is_active, e.consecutive_failures FROM webhook_endpoints e
+    WHERE e.id IN (SELECT id FROM streak)
+    ORDER BY e.id
+    FOR NO KEY UPDATE
+  ), streak_change AS MATERIALIZED (
+    -- consecutive_failures counts failed attempts in a row; a run reaching the threshold switches the endpoint off
+    SELECT s.*, (l.is_active AND ((s.leading_failures > 0 AND l.consecutive_failures + s.leading_failures >= :switchOffAfter) OR s.longest_failures >= :switchOffAfter)) AS switch_off
+    FROM streak s JOIN locked l ON l.id = s.id
+  ), endpoint AS (
+    UPDATE webhook_endpoints w SET
+      consecutive_failures = CASE WHEN s.successes > 0 THEN s.trailing_failures ELSE w.consecutive_failures + s.leading_failures END,
+      last_success_at = CASE WHEN s.successes > 0 THEN greatest(w.last_success_at, s.last_success_at) ELSE w.last_success_at END,
+      is_active = w.is_active AND NOT s.switch_off,
+      disabled_at = CASE WHEN s.switch_off THEN now() ELSE w.disabled_at END
+    FROM streak_change s
+    WHERE w.id = s.id
+    RETURNING w.id, s.switch_off
+  ), attempt_row AS (
+    -- (joined to deliveries: a delivery deleted meanwhile, with its endpoint or workspace, gets no attempt row)
+    INSERT INTO delivery_attempts (delivery_id, endpoint_id, number, started_at, duration_ms, status_code, error_kind, error, response_body)
+    SELECT v.delivery_id, v.endpoint_id, v.number, v.started_at, v.duration_ms, v.status_code, v.error_kind, v.error, v.response_body
+    FROM attempt v JOIN deliveries d ON d.id = v.delivery_id
+    ON CONFLICT (delivery_id, number) DO NOTHING
+    RETURNING 1
+  ), recorded AS (
+    -- A delivery that was held while its attempt was in flight, or whose endpoint this batch switches off, is held
+    -- (test deliveries are sent to a switched-off endpoint too).
+    UPDATE deliveries d SET
+      status = CASE WHEN v.status = 'retrying' AND (d.status = 'held' OR (s.switch_off AND d.event <> :testEvent)) THEN 'held' ELSE v.status END,
+      next_attempt_at = CASE WHEN v.status = 'retrying' AND (d.status = 'held' OR (s.switch_off AND d.event <> :testEvent)) THEN NULL ELSE v.next_attempt_at END,
+      attempts = greatest(d.attempts, v.number),
+      last_status_code = v.status_code,
+      last_error = v.error,
+      finished_at = CASE WHEN v.status IN ('accepted', 'failed') THEN now() END,
+      lease_owner = NULL,
+      lease_until = NULL
+    FROM attempt v JOIN streak_change s ON s.id = v.endpoint_id
+    WHERE d.id = v.delivery_id AND d.lease_owner = :owner
+    RETURNING d.id, d.created_at
+  ), held AS (
+    -- the pending deliveries of the endpoints switched off here (what holdPendingDeliveries does)
+    UPDATE deliveries d SET status = 'held', next_attempt_at = NULL
+    FROM streak_change s
+    WHERE s.switch_off AND d.endpoint_id = s.id AND d.${PENDING} AND d.event <> :testEvent
+      AND d.id NOT IN (SELECT id FROM recorded)
+    RETURNING 1
+  )
+  SELECT (SELECT coalesce(json_agg(json_build_object('id', id, 'createdAt', created_at)), '[]') FROM recorded) AS recorded,
+         (SELECT coalesce(json_agg(id ORDER BY id), '[]') FROM endpoint WHERE switch_off) AS switched,
+         (SELECT count(*) FROM attempt_row) AS attempt_rows,
+         (SELECT count(*) FROM held) AS held`;
 
 /**
  * Moves the pending deliveries of switched-off endpoints to `held` (test deliveries stay queued: they are sent
@@ -153,8 +229,28 @@ export class Dispatcher {
   readonly owner = `${os.hostname()}:${process.pid}:${crypto.randomUUID().slice(0, 8)}`;
 
   private inFlight = 0;
+  /** Attempts in flight, per endpoint and workspace: what the concurrency limits bound. */
   private readonly shares = new InFlightShares();
+  /**
+   * Leased claims waiting for a slot, in the claim's fair order, each with the time (performance.now()) after which
+   * its lease no longer covers a whole attempt. Claiming ahead keeps the slots full while the next claim is on its
+   * way to the database.
+   */
+  private ready: Array<{ claim: Claim; launchBy: number }> = [];
+  /** In flight or ready: what the claim counts, within CLAIM_AHEAD times the limits. */
+  private readonly held = new InFlightShares();
+  /**
+   * Failed attempts not yet recorded, per endpoint. Such an endpoint gets nothing more from the ready claims until
+   * they are recorded, so a streak reaching the switch-off is recorded before anything else is sent to it.
+   */
+  private readonly unrecordedFailures = new Map<string, number>();
   private finished: Finished[] = [];
+  /** The flush in progress, if any. */
+  private flushing: Promise<void> | undefined;
+  /** Database failures in a row (claims and flushes). */
+  private failures = 0;
+  /** Set when a one-off sweep gives up (the last error). */
+  private givenUp: unknown;
   private claimWanted = true;
   private woken = false;
   private wakeUp: (() => void) | undefined;
@@ -246,54 +342,163 @@ export class Dispatcher {
   }
 
   /**
-   * Flush finished attempts, claim into free slots, repeat. With a fixed `now` (runOnce) it returns once
-   * nothing more is due and everything claimed is recorded; otherwise when stop() was called and the attempts
-   * in flight are recorded.
+   * Claim into free slots, record finished attempts, repeat. Recording runs beside the claim (one flush at a time, on
+   * its own connection), so the slots refill without waiting for the last batch to be written. With a fixed `now`
+   * (runOnce) it returns once nothing more is due and everything claimed is recorded; otherwise when stop() was
+   * called and the attempts in flight are recorded.
    */
   private async loop(now: Date | undefined, counts: SweepCounts): Promise<void> {
-    let failures = 0;
+    this.failures = 0;
+    this.givenUp = undefined;
     for (;;) {
-      let unrecorded: Finished[] = [];
+      this.startFlush(counts, now);
+      if (this.givenUp !== undefined && now !== undefined) {
+        // A one-off sweep fails after repeated database failures; what is unrecorded is left to its leases.
+        this.dropReady();
+        while (this.inFlight > 0 || this.flushing) await this.sleep();
+        this.finished = [];
+        this.unrecordedFailures.clear();
+        throw this.givenUp;
+      }
+      if (this.stopping && this.ready.length > 0) await this.releaseReady();
       let claimAgain = false;
-      try {
-        if (this.finished.length > 0) {
-          unrecorded = this.finished;
-          this.finished = [];
-          await this.flush(unrecorded, counts);
-          unrecorded = [];
-        }
-        const free = this.concurrency - this.inFlight;
-        if (!this.stopping && this.claimWanted && free > 0) {
-          this.claimWanted = false;
+      const free = CLAIM_AHEAD * this.concurrency - this.inFlight - this.ready.length;
+      if (!this.stopping && this.claimWanted && free > 0) {
+        this.claimWanted = false;
+        try {
+          // (taken before the lease is: its lease lasts at least leaseMs from here)
+          const claimedAt = performance.now();
           const { claims, contended } = await this.claim(free, now ?? this.clock());
-          for (const claim of claims) this.launch(claim, now);
+          this.failures = 0;
+          for (const claim of claims) {
+            this.held.add(claim);
+            this.ready.push({ claim, launchBy: claimedAt + this.leaseMs - this.attemptTimeoutMs });
+          }
+          this.launchReady(now);
           if (claims.length === free || contended) this.claimWanted = true;
           // Rows another dispatcher was claiming at that moment are leased (or free again) a moment later.
           if (contended && claims.length < free) await delay(CONTENTION_RETRY_MS);
           claimAgain = claims.length > 0 || contended;
+        } catch (err) {
+          this.databaseFailed(err);
+          if (this.givenUp === undefined || now === undefined) {
+            await delay(this.pollIntervalMs);
+            this.claimWanted = true;
+          }
+          continue;
         }
-        failures = 0;
-      } catch (err) {
-        // The database is unreachable or refused a statement. Outcomes not yet recorded are kept and recorded on a
-        // later try; after repeated failures they are given up: their leases run out and those deliveries are
-        // attempted again (delivery is at least once). A one-off sweep (runOnce) then fails.
-        const giveUp = ++failures >= MAX_CONSECUTIVE_FAILURES;
-        if (!giveUp) this.finished = unrecorded.concat(this.finished);
-        this.logger.error({ err }, giveUp ? 'delivery sweep failed' : 'delivery sweep failed; retrying');
-        if (giveUp && now !== undefined) {
-          while (this.inFlight > 0) await this.sleep();
-          this.finished = [];
-          throw err;
-        }
-        if (giveUp) failures = 0;
-        await delay(this.pollIntervalMs);
-        this.claimWanted = true;
-        continue;
       }
       if (claimAgain) continue;
-      const idle = this.inFlight === 0 && this.finished.length === 0;
+      const idle = this.inFlight === 0 && this.ready.length === 0 && this.finished.length === 0 && !this.flushing;
       if (idle && (this.stopping || (now !== undefined && !this.claimWanted))) return;
       await this.sleep();
+    }
+  }
+
+  /** Records the finished attempts in the background, unless a flush is already running (it starts the next one). */
+  private startFlush(counts: SweepCounts, now: Date | undefined): void {
+    if (this.flushing || this.finished.length === 0) return;
+    const batch = this.finished;
+    this.finished = [];
+    this.flushing = (async () => {
+      try {
+        const switchedOff = await this.flush(batch, counts);
+        this.failures = 0;
+        this.forgetFailures(batch);
+        // What was claimed ahead for an endpoint switched off now is held in the database: it is not sent (test
+        // deliveries are, to a switched-off endpoint too), and its lease is given back.
+        const dropped = this.ready.filter(({ claim }) => switchedOff.has(claim.endpointId) && claim.event !== TEST_EVENT);
+        if (dropped.length > 0) {
+          this.ready = this.ready.filter((r) => !dropped.includes(r));
+          for (const { claim } of dropped) this.held.remove(claim);
+          await this.releaseLeases(dropped.map(({ claim }) => claim.deliveryId));
+        }
+        this.launchReady(now);
+      } catch (err) {
+        // Outcomes not yet recorded are kept and recorded on a later try; once given up, their leases run out and
+        // those deliveries are attempted again (delivery is at least once).
+        if (this.databaseFailed(err)) {
+          this.forgetFailures(batch);
+          this.launchReady(now);
+        } else {
+          this.finished = batch.concat(this.finished);
+        }
+        await delay(this.pollIntervalMs);
+      }
+    })().finally(() => {
+      this.flushing = undefined;
+      this.wake(false);
+    });
+  }
+
+  private forgetFailures(batch: Finished[]): void {
+    for (const { claim, outcome } of batch) {
+      if (outcome.ok) continue;
+      const n = (this.unrecordedFailures.get(claim.endpointId) ?? 1) - 1;
+      if (n > 0) this.unrecordedFailures.set(claim.endpointId, n);
+      else this.unrecordedFailures.delete(claim.endpointId);
+    }
+  }
+
+  /**
+   * Counts a failed statement (the database is unreachable or refused it). Returns whether this one gives up: after
+   * MAX_CONSECUTIVE_FAILURES in a row, a one-off sweep fails (givenUp) and a running one starts counting again.
+   */
+  private databaseFailed(err: unknown): boolean {
+    const giveUp = ++this.failures >= MAX_CONSECUTIVE_FAILURES;
+    this.logger.error({ err }, giveUp ? 'delivery sweep failed' : 'delivery sweep failed; retrying');
+    if (giveUp) {
+      this.failures = 0;
+      this.givenUp = err;
+    }
+    return giveUp;
+  }
+
+  /**
+   * Starts the ready claims that fit: within `concurrency` in flight, and within the per-endpoint and per-workspace
+   * limits, in the claim's order. A claim whose lease no longer covers a whole attempt is dropped unattempted: its
+   * lease runs out and it is claimed again.
+   */
+  private launchReady(now: Date | undefined): void {
+    if (this.stopping) return;
+    const clock = performance.now();
+    for (let i = 0; i < this.ready.length && this.inFlight < this.concurrency; ) {
+      const { claim, launchBy } = this.ready[i];
+      if (clock > launchBy) {
+        this.ready.splice(i, 1);
+        this.held.remove(claim);
+      } else if (
+        this.shares.endpoint(claim.endpointId) < this.perEndpointConcurrency &&
+        this.shares.workspace(claim.workspaceId) < this.perWorkspaceConcurrency &&
+        !this.unrecordedFailures.has(claim.endpointId)
+      ) {
+        this.ready.splice(i, 1);
+        this.launch(claim, now);
+      } else {
+        i++;
+      }
+    }
+  }
+
+  /** Forgets the ready claims (their leases run out, and they are claimed again). */
+  private dropReady(): void {
+    for (const { claim } of this.ready) this.held.remove(claim);
+    this.ready = [];
+  }
+
+  /** On stop: gives the ready claims' leases back, so that another dispatcher may take them at once. */
+  private async releaseReady(): Promise<void> {
+    const ids = this.ready.map(({ claim }) => claim.deliveryId);
+    this.dropReady();
+    await this.releaseLeases(ids);
+  }
+
+  private async releaseLeases(ids: string[]): Promise<void> {
+    if (ids.length === 0) return;
+    try {
+      await this.db('deliveries').whereIn('id', ids).where({ lease_owner: this.owner }).update({ lease_owner: null, lease_until: null });
+    } catch (err) {
+      this.logger.warn({ err: { message: (err as Error).message } }, 'could not give back the leases of unsent claims; they run out');
     }
   }
 
@@ -302,8 +507,12 @@ export class Dispatcher {
     this.shares.add(claim);
     void attemptDelivery(claim, { timeoutMs: this.attemptTimeoutMs, policy: this.destinationPolicy }).then((outcome) => {
       this.finished.push({ claim, outcome, sweepAt: now ?? this.clock() });
+      if (!outcome.ok) this.unrecordedFailures.set(claim.endpointId, (this.unrecordedFailures.get(claim.endpointId) ?? 0) + 1);
       this.inFlight--;
       this.shares.remove(claim);
+      this.held.remove(claim);
+      // The freed slot is refilled from what is ready now, without waiting for the database.
+      this.launchReady(now);
       this.wake(true);
     });
   }
@@ -314,23 +523,24 @@ export class Dispatcher {
    */
   private async claim(limit: number, now: Date): Promise<{ claims: Claim[]; contended: boolean }> {
     const fair = fairCandidates({
-      shares: this.shares,
+      shares: this.held,
       now,
-      perEndpoint: this.perEndpointConcurrency,
-      perWorkspace: this.perWorkspaceConcurrency,
+      perEndpoint: CLAIM_AHEAD * this.perEndpointConcurrency,
+      perWorkspace: CLAIM_AHEAD * this.perWorkspaceConcurrency,
       workspaceIds: this.workspaceIds,
       limit,
       pending: PENDING,
       testEvent: TEST_EVENT,
     });
-    const { rows } = await this.db.raw(
+    const [result] = await rows<{ claims: SealedClaim[]; contended: boolean }>(
+      this.db,
       `WITH ${fair.sql}, locked AS (
          SELECT d.id FROM deliveries d
-         WHERE d.id IN (SELECT id FROM candidates) AND d.${PENDING} AND d.next_attempt_at <= ?
+         WHERE d.id IN (SELECT id FROM candidates) AND d.${PENDING} AND d.next_attempt_at <= :now
            AND (d.lease_until IS NULL OR d.lease_until < now())
          FOR NO KEY UPDATE OF d SKIP LOCKED
        ), claimed AS (
-         UPDATE deliveries d SET lease_owner = ?, lease_until = now() + ? * interval '1 millisecond'
+         UPDATE deliveries d SET lease_owner = :owner, lease_until = now() + :leaseMs * interval '1 millisecond'
          FROM locked l, webhook_endpoints w
          WHERE d.id = l.id AND w.id = d.endpoint_id
          RETURNING d.id AS "deliveryId", d.endpoint_id AS "endpointId", d.workspace_id AS "workspaceId", d.event, d.body, w.url, d.attempts + 1 AS attempt,
@@ -339,120 +549,83 @@ export class Dispatcher {
            CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret_key_id END AS "previousSecretKeyId",
            CASE WHEN w.previous_secret_expires_at > now() THEN encode(w.previous_secret_sealed, 'base64') END AS "previousSecretSealed"
        )
-       SELECT coalesce((SELECT json_agg(claimed) FROM claimed), '[]') AS claims,
+       -- in the fair order: the claims are sent in it
+       SELECT coalesce((SELECT json_agg(c ORDER BY f.claim_order) FROM claimed c JOIN candidates f ON f.id = c."deliveryId"), '[]') AS claims,
               (SELECT count(*) FROM candidates) > (SELECT count(*) FROM claimed) AS contended`,
-      [...fair.bindings, now.toISOString(), this.owner, this.leaseMs],
+      { ...fair.bindings, owner: this.owner, leaseMs: this.leaseMs },
     );
-    const { claims, contended } = rows[0] as { claims: SealedClaim[]; contended: boolean };
-    return { claims: claims.flatMap((claim) => this.openSecrets(claim)), contended };
+    // An endpoint's secrets are opened once per claim (its deliveries carry the same sealed values), and kept
+    // nowhere else: a rotation or a master-key change is seen by the next claim.
+    const opened = new Map<string, string[] | null>();
+    return { claims: result.claims.flatMap((claim) => this.openSecrets(claim, opened)), contended: result.contended };
   }
 
   /**
    * The claim with its signing secrets opened. One whose secrets this process cannot open (its master key is
    * missing) is not attempted: its lease runs out and it is tried again, once the key is configured.
    */
-  private openSecrets({ secretKeyId, secretSealed, previousSecretKeyId, previousSecretSealed, ...claim }: SealedClaim): Claim[] {
+  private openSecrets({ secretKeyId, secretSealed, previousSecretKeyId, previousSecretSealed, ...claim }: SealedClaim, opened: Map<string, string[] | null>): Claim[] {
+    const known = opened.get(claim.endpointId);
+    if (known !== undefined) return known ? [{ ...claim, secrets: known }] : [];
     try {
       const current = { keyId: secretKeyId, sealed: Buffer.from(secretSealed, 'base64') };
       const previous = previousSecretKeyId && previousSecretSealed ? { keyId: previousSecretKeyId, sealed: Buffer.from(previousSecretSealed, 'base64') } : null;
-      return [{ ...claim, secrets: openSigningSecrets(claim.endpointId, current, previous) }];
+      const secrets = openSigningSecrets(claim.endpointId, current, previous);
+      opened.set(claim.endpointId, secrets);
+      return [{ ...claim, secrets }];
     } catch (err) {
+      opened.set(claim.endpointId, null);
       this.logger.error({ endpointId: claim.endpointId, deliveryId: claim.deliveryId, err: { message: (err as Error).message } }, 'cannot open the endpoint\'s signing secret; the delivery waits');
       return [];
     }
   }
 
-  /** Records a batch of finished attempts: attempt rows, deliveries, endpoint streaks, switch-offs. */
-  private async flush(batch: Finished[], counts: SweepCounts): Promise<void> {
+  /**
+   * Records a batch of finished attempts in one statement (one round trip; a statement is a transaction of its own):
+   * the attempt rows, the deliveries, the endpoints' failure streaks and switch-offs, and the pending deliveries of
+   * endpoints switched off, held. The endpoints are locked first, in id order (see RECORD_ATTEMPTS).
+   */
+  private async flush(batch: Finished[], counts: SweepCounts): Promise<Set<string>> {
     const deliveries = batch.map(({ claim, outcome, sweepAt }) => {
       const next = outcome.ok ? null : nextAttemptAt(claim.attempt, sweepAt);
       const status: DeliveryStatus = outcome.ok ? 'accepted' : next ? 'retrying' : 'failed';
       return { id: claim.deliveryId, status, next: next?.toISOString() ?? null };
     });
     const perEndpoint = summariseStreaks(batch);
-    const switchedOff = await this.db.transaction(async (trx) => {
-      // NO KEY UPDATE: it does not conflict with the KEY SHARE locks that inserting deliveries (fan-out) takes on
-      // their endpoints, in whatever order those come.
-      await trx.raw('SELECT 1 FROM webhook_endpoints WHERE id = ANY(?::uuid[]) ORDER BY id FOR NO KEY UPDATE', [perEndpoint.map((s) => s.endpointId)]);
-      await trx.raw(
-        // (joined to deliveries: a delivery deleted meanwhile, with its endpoint or workspace, gets no attempt row)
-        `INSERT INTO delivery_attempts (delivery_id, endpoint_id, number, started_at, duration_ms, status_code, error_kind, error, response_body)
-         SELECT v.* FROM unnest(?::uuid[], ?::uuid[], ?::int[], ?::timestamptz[], ?::int[], ?::int[], ?::text[], ?::text[], ?::text[])
-           AS v(delivery_id, endpoint_id, number, started_at, duration_ms, status_code, error_kind, error, response_body)
-         JOIN deliveries d ON d.id = v.delivery_id
-         ON CONFLICT (delivery_id, number) DO NOTHING`,
-        [
-          column(batch.map((f) => f.claim.deliveryId)),
-          column(batch.map((f) => f.claim.endpointId)),
-          column(batch.map((f) => f.claim.attempt)),
-          column(batch.map((f) => f.outcome.startedAt.toISOString())),
-          column(batch.map((f) => f.outcome.durationMs)),
-          column(batch.map((f) => f.outcome.statusCode)),
-          column(batch.map((f) => f.outcome.errorKind)),
-          column(batch.map((f) => f.outcome.error)),
-          column(batch.map((f) => f.outcome.responseBody)),
-        ],
-      );
-      // A delivery that was held while its attempt was in flight (its endpoint was switched off) stays held.
-      const updated = await trx.raw(
-        `UPDATE deliveries d SET
-           status = CASE WHEN d.status = 'held' AND v.status = 'retrying' THEN 'held' ELSE v.status END,
-           next_attempt_at = CASE WHEN d.status = 'held' AND v.status = 'retrying' THEN NULL ELSE v.next_attempt_at END,
-           attempts = greatest(d.attempts, v.number),
-           last_status_code = v.status_code,
-           last_error = v.error,
-           finished_at = CASE WHEN v.status IN ('accepted', 'failed') THEN now() END,
-           lease_owner = NULL,
-           lease_until = NULL
-         FROM unnest(?::uuid[], ?::text[], ?::timestamptz[], ?::int[], ?::int[], ?::text[]) AS v(id, status, next_attempt_at, number, status_code, error)
-         WHERE d.id = v.id AND d.lease_owner = ?
-         RETURNING d.id, d.created_at AS "createdAt"`,
-        [
-          column(deliveries.map((d) => d.id)),
-          column(deliveries.map((d) => d.status)),
-          column(deliveries.map((d) => d.next)),
-          column(batch.map((f) => f.claim.attempt)),
-          column(batch.map((f) => f.outcome.statusCode)),
-          column(batch.map((f) => f.outcome.error)),
-          this.owner,
-        ],
-      );
-      // consecutive_failures counts failed attempts in a row; a run reaching the threshold switches the endpoint off.
-      const { rows } = await trx.raw(
-        `UPDATE webhook_endpoints w SET
-           consecutive_failures = CASE WHEN s.successes > 0 THEN s.trailing_failures ELSE w.consecutive_failures + s.leading_failures END,
-           last_success_at = CASE WHEN s.successes > 0 THEN greatest(w.last_success_at, s.last_success_at) ELSE w.last_success_at END,
-           is_active = w.is_active AND NOT s.switch_off,
-           disabled_at = CASE WHEN s.switch_off THEN now() ELSE w.disabled_at END
-         FROM (
-           SELECT v.*, (e.is_active AND ((v.leading_failures > 0 AND e.consecutive_failures + v.leading_failures >= ?) OR v.longest_failures >= ?)) AS switch_off
-           FROM unnest(?::uuid[], ?::int[], ?::int[], ?::int[], ?::int[], ?::timestamptz[]) AS v(id, successes, leading_failures, trailing_failures, longest_failures, last_success_at)
-           JOIN webhook_endpoints e ON e.id = v.id
-         ) s
-         WHERE w.id = s.id
-         RETURNING w.id, s.switch_off AS "switchOff"`,
-        [
-          SWITCH_OFF_AFTER_FAILURES,
-          SWITCH_OFF_AFTER_FAILURES,
-          column(perEndpoint.map((s) => s.endpointId)),
-          column(perEndpoint.map((s) => s.successes)),
-          column(perEndpoint.map((s) => s.leading)),
-          column(perEndpoint.map((s) => s.trailing)),
-          column(perEndpoint.map((s) => s.longestAfterSuccess)),
-          column(perEndpoint.map((s) => s.lastSuccessAt)),
-        ],
-      );
-      const switched = (rows as Array<{ id: string; switchOff: boolean }>).filter((r) => r.switchOff).map((r) => r.id);
-      await holdPendingDeliveries(trx, switched);
-      return { switched, createdAt: new Map((updated.rows as Array<{ id: string; createdAt: Date }>).map((r) => [r.id, r.createdAt])) };
-    });
-    this.report(batch, deliveries, switchedOff.createdAt);
-    for (const id of switchedOff.switched) {
+    const [result] = await rows<{ recorded: Array<{ id: string; createdAt: string }>; switched: string[] }>(
+      this.db,
+      RECORD_ATTEMPTS,
+      {
+        deliveryIds: column(deliveries.map((d) => d.id)),
+        endpointIds: column(batch.map((f) => f.claim.endpointId)),
+        numbers: column(batch.map((f) => f.claim.attempt)),
+        startedAt: column(batch.map((f) => f.outcome.startedAt.toISOString())),
+        durations: column(batch.map((f) => f.outcome.durationMs)),
+        statusCodes: column(batch.map((f) => f.outcome.statusCode)),
+        errorKinds: column(batch.map((f) => f.outcome.errorKind)),
+        errors: column(batch.map((f) => f.outcome.error)),
+        responseBodies: column(batch.map((f) => f.outcome.responseBody)),
+        statuses: column(deliveries.map((d) => d.status)),
+        nextAttempts: column(deliveries.map((d) => d.next)),
+        streakEndpoints: column(perEndpoint.map((s) => s.endpointId)),
+        successes: column(perEndpoint.map((s) => s.successes)),
+        leading: column(perEndpoint.map((s) => s.leading)),
+        trailing: column(perEndpoint.map((s) => s.trailing)),
+        longest: column(perEndpoint.map((s) => s.longestAfterSuccess)),
+        lastSuccessAt: column(perEndpoint.map((s) => s.lastSuccessAt)),
+        switchOffAfter: SWITCH_OFF_AFTER_FAILURES,
+        owner: this.owner,
+        testEvent: TEST_EVENT,
+      },
+    );
+    this.report(batch, deliveries, new Map(result.recorded.map((r) => [r.id, new Date(r.createdAt)])));
+    for (const id of result.switched) {
       this.logger.info({ endpointId: id, failures: SWITCH_OFF_AFTER_FAILURES }, 'webhook endpoint switched off after failed attempts in a row');
     }
-    this.metrics?.endpointSwitchOffs.inc(switchedOff.switched.length);
+    this.metrics?.endpointSwitchOffs.inc(result.switched.length);
     for (const { status } of deliveries) counts[status]++;
     counts.attempted += batch.length;
+    return new Set(result.switched);
   }
 
   /**

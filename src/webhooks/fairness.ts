@@ -27,7 +27,7 @@ export function workspaceConcurrencyFromEnv(concurrency: number, env: NodeJS.Pro
   return n;
 }
 
-/** Attempts in flight in this process, per endpoint and per workspace. */
+/** Deliveries held by this process (attempts in flight, or leased and waiting for a slot), per endpoint and per workspace. */
 export class InFlightShares {
   private readonly byEndpoint = new Map<string, number>();
   private readonly byWorkspace = new Map<string, number>();
@@ -40,6 +40,16 @@ export class InFlightShares {
   remove(slot: { endpointId: string; workspaceId: string }): void {
     bump(this.byEndpoint, slot.endpointId, -1);
     bump(this.byWorkspace, slot.workspaceId, -1);
+  }
+
+  /** How many one endpoint holds. */
+  endpoint(endpointId: string): number {
+    return this.byEndpoint.get(endpointId) ?? 0;
+  }
+
+  /** How many one workspace holds. */
+  workspace(workspaceId: string): number {
+    return this.byWorkspace.get(workspaceId) ?? 0;
   }
 
   /** The counts as two pairs of columns, for unnest() in the claim. */
@@ -77,16 +87,17 @@ export interface FairClaim {
 }
 
 /**
- * The CTEs that pick the fair candidates of a claim, ending in `candidates(id, next_attempt_at)`: at most `limit`
+ * The CTEs that pick the fair candidates of a claim, ending in `candidates(id, next_attempt_at, claim_order)` (named
+ * bindings): at most `limit`
  * due deliveries, in claim order. Workspaces that are frozen are left out: their deliveries wait, and are sent
  * when the workspace is active again.
  */
-export function fairCandidates(c: FairClaim): { sql: string; bindings: Knex.Value[] } {
+export function fairCandidates(c: FairClaim): { sql: string; bindings: Record<string, Knex.Value> } {
   const busy = c.shares.columns();
   const sql = `busy_endpoints AS (
-      SELECT * FROM unnest(?::uuid[], ?::int[]) AS b(endpoint_id, n)
+      SELECT * FROM unnest(:busyEndpointIds::uuid[], :busyEndpointCounts::int[]) AS b(endpoint_id, n)
     ), busy_workspaces AS (
-      SELECT * FROM unnest(?::uuid[], ?::int[]) AS b(workspace_id, n)
+      SELECT * FROM unnest(:busyWorkspaceIds::uuid[], :busyWorkspaceCounts::int[]) AS b(workspace_id, n)
     ), due AS (
       SELECT c.id, c.next_attempt_at, c.endpoint_rank, w.workspace_id, coalesce(bw.n, 0) AS workspace_busy
       FROM webhook_endpoints w
@@ -96,38 +107,35 @@ export function fairCandidates(c: FairClaim): { sql: string; bindings: Knex.Valu
       CROSS JOIN LATERAL (
         SELECT d.id, d.next_attempt_at, row_number() OVER (ORDER BY d.next_attempt_at) AS endpoint_rank
         FROM deliveries d
-        WHERE d.endpoint_id = w.id AND d.${c.pending} AND d.next_attempt_at <= ?
+        WHERE d.endpoint_id = w.id AND d.${c.pending} AND d.next_attempt_at <= :now
           AND (d.lease_until IS NULL OR d.lease_until < now())
           AND (w.is_active OR d.event = '${c.testEvent}')
         ORDER BY d.next_attempt_at
-        LIMIT greatest(least(?::int - coalesce(b.n, 0), ?::int - coalesce(bw.n, 0)), 0)
+        LIMIT greatest(least(:perEndpoint::int - coalesce(b.n, 0), :perWorkspace::int - coalesce(bw.n, 0)), 0)
       ) c
-      WHERE ?::uuid[] IS NULL OR w.workspace_id = ANY(?::uuid[])
+      WHERE :workspaceIds::uuid[] IS NULL OR w.workspace_id = ANY(:workspaceIds::uuid[])
     ), ranked AS (
       SELECT id, next_attempt_at, workspace_busy,
              row_number() OVER (PARTITION BY workspace_id ORDER BY endpoint_rank, next_attempt_at) AS workspace_rank
       FROM due
     ), candidates AS (
-      SELECT id, next_attempt_at FROM ranked
-      WHERE workspace_rank <= ?::int - workspace_busy
-      ORDER BY workspace_busy + workspace_rank, next_attempt_at
-      LIMIT ?
+      SELECT id, next_attempt_at, row_number() OVER (ORDER BY workspace_busy + workspace_rank, next_attempt_at) AS claim_order FROM ranked
+      WHERE workspace_rank <= :perWorkspace::int - workspace_busy
+      ORDER BY claim_order
+      LIMIT :limit
     )`;
-  const workspaces = c.workspaceIds && column(c.workspaceIds);
   return {
     sql,
-    bindings: [
-      column(busy.endpointIds),
-      column(busy.endpointCounts),
-      column(busy.workspaceIds),
-      column(busy.workspaceCounts),
-      c.now.toISOString(),
-      c.perEndpoint,
-      c.perWorkspace,
-      workspaces,
-      workspaces,
-      c.perWorkspace,
-      c.limit,
-    ],
+    bindings: {
+      busyEndpointIds: column(busy.endpointIds),
+      busyEndpointCounts: column(busy.endpointCounts),
+      busyWorkspaceIds: column(busy.workspaceIds),
+      busyWorkspaceCounts: column(busy.workspaceCounts),
+      now: c.now.toISOString(),
+      perEndpoint: c.perEndpoint,
+      perWorkspace: c.perWorkspace,
+      workspaceIds: c.workspaceIds && column(c.workspaceIds),
+      limit: c.limit,
+    },
   };
 }

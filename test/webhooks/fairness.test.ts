@@ -7,7 +7,7 @@ import { queueTestDelivery } from '../../src/webhooks/test-delivery.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 import { defaultWorkspaceConcurrency, workspaceConcurrencyFromEnv } from '../../src/webhooks/fairness.js';
 import { updateWorkspace } from '../../src/workspaces.js';
-import { bookingConfirmedData, dropTestWorkspaces, eventually, quietLogger, webhookWorkspace, type TestWorkspace } from './support.js';
+import { bookingConfirmedData, dropTestWorkspaces, eventually, quietLogger, sleep, webhookWorkspace, type TestWorkspace } from './support.js';
 
 const DAY = 24 * 60 * 60 * 1000;
 
@@ -84,8 +84,8 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
   it('claims round-robin across workspaces rather than oldest first', async () => {
     const first = await webhookWorkspace(db);
     const second = await webhookWorkspace(db);
-    await endpointOn(first, { dead: true });
-    await endpointOn(second, { dead: true });
+    const firstEndpoint = await endpointOn(first, { dead: true });
+    const secondEndpoint = await endpointOn(second, { dead: true });
     await publish(first, 6);
     await publish(second, 6);
     // 4 slots, 4 per workspace allowed: oldest-first would give all 4 to the first workspace.
@@ -93,9 +93,14 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
     await dispatcher.start();
     try {
       await receiver.waitForRequests(4, 2500);
+      await sleep(200);
+      // In flight: 2 and 2.
+      expect(receiver.requests.filter((r) => r.path === firstEndpoint.path)).to.have.length(2);
+      expect(receiver.requests.filter((r) => r.path === secondEndpoint.path)).to.have.length(2);
+      // Leased: those, and as many claimed ahead (twice the slots), round-robin too: 4 and 4, not 6 and 2.
       const leased = await db('deliveries').whereIn('workspace_id', [first.id, second.id]).whereNotNull('lease_owner').select('workspace_id');
-      expect(leased.filter((r) => r.workspace_id === first.id)).to.have.length(2);
-      expect(leased.filter((r) => r.workspace_id === second.id)).to.have.length(2);
+      expect(leased.filter((r) => r.workspace_id === first.id)).to.have.length(4);
+      expect(leased.filter((r) => r.workspace_id === second.id)).to.have.length(4);
     } finally {
       await dispatcher.stop();
     }
