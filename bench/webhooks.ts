@@ -15,6 +15,7 @@
 //
 // Database: DATABASE_URL, or the embedded cluster under .data/bench-pg (port BENCH_PG_PORT, default 54359). Targets (issue 12):
 // at least 0.25x the bare POST loop and 10,000 deliveries/s, lag p99 under 50 ms; each printed with whether it is met.
+import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -77,6 +78,35 @@ async function queueBacklog(db: Knex, workspaceId: string, events: number, data:
   return deliveries;
 }
 
+/**
+ * CPU time used so far by the embedded cluster (its postmaster, its live backends, and the backends it has reaped), in
+ * ms, from /proc; null with DATABASE_URL or off Linux. With the dispatcher's own CPU time it shows the cost of a delivery
+ * independently of how busy the (shared) machine is.
+ */
+function databaseCpuMs(): number | null {
+  if (process.env.DATABASE_URL || process.platform !== 'linux') return null;
+  try {
+    const postmaster = Number(fs.readFileSync(path.join(DATA_DIR, 'bench-pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    let ticks = 0;
+    for (const entry of fs.readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      let stat: string;
+      try {
+        stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      } catch {
+        continue;
+      }
+      // Fields after "(comm)": state, ppid, ..., utime (11), stime (12), cutime (13), cstime (14), in clock ticks.
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+      if (Number(entry) === postmaster) ticks += fields[11] + fields[12] + fields[13] + fields[14];
+      else if (fields[1] === postmaster) ticks += fields[11] + fields[12];
+    }
+    return ticks * 10; // USER_HZ is 100 on Linux
+  } catch {
+    return null;
+  }
+}
+
 async function waitForAccepted(dispatcher: Dispatcher, count: number): Promise<void> {
   while (dispatcher.totals.accepted < count) {
     if (dispatcher.totals.attempted > dispatcher.totals.accepted) throw new Error(`${dispatcher.totals.attempted - dispatcher.totals.accepted} attempts failed`);
@@ -86,6 +116,8 @@ async function waitForAccepted(dispatcher: Dispatcher, count: number): Promise<v
 
 interface Figures {
   rates: number[];
+  /** CPU per delivery in the throughput runs, in µs: the bench process (the dispatcher) and the database. */
+  cpu: Array<{ dispatcher: number; database: number | null }>;
   baselines: number[];
   bodyBytes: number;
   lag: { rate: number; deliveries: number; p50: number; p99: number };
@@ -111,19 +143,31 @@ async function measure(db: Knex, receiverUrl: string, options: Omit<DispatcherOp
 
   const baselines: number[] = [];
   const rates: number[] = [];
+  const cpu: Figures['cpu'] = [];
   for (let run = 1; run <= RUNS; run++) {
     baselines.push(await baseline(receiverUrl, DELIVERIES, sampleBody));
     const queued = await queueBacklog(db, workspace.id, Math.ceil(DELIVERIES / ENDPOINTS), data);
     const dispatcher = new Dispatcher({ db, logger, ...options });
     const started = performance.now();
+    const cpuBefore = process.cpuUsage();
+    const databaseBefore = databaseCpuMs();
     await dispatcher.start();
     await waitForAccepted(dispatcher, queued);
     const seconds = (performance.now() - started) / 1000;
+    const dispatcherCpu = process.cpuUsage(cpuBefore);
+    const databaseAfter = databaseCpuMs();
+    cpu.push({
+      dispatcher: (dispatcherCpu.user + dispatcherCpu.system) / queued,
+      database: databaseBefore === null || databaseAfter === null ? null : ((databaseAfter - databaseBefore) * 1000) / queued,
+    });
     await dispatcher.stop();
     const recorded = Number((await db('delivery_attempts').join('deliveries', 'deliveries.id', 'delivery_attempts.delivery_id').where('deliveries.workspace_id', workspace.id).count({ n: '*' }).first())!.n);
     if (recorded !== queued) throw new Error(`${recorded} attempts recorded for ${queued} deliveries`);
     rates.push(queued / seconds);
-    process.stderr.write(`run ${run}: ${queued} deliveries in ${seconds.toFixed(2)} s = ${Math.round(queued / seconds)}/s; baseline ${Math.round(baselines.at(-1)!)}/s\n`);
+    const { dispatcher: dispatcherUs, database: databaseUs } = cpu.at(-1)!;
+    process.stderr.write(
+      `run ${run}: ${queued} deliveries in ${seconds.toFixed(2)} s = ${Math.round(queued / seconds)}/s; baseline ${Math.round(baselines.at(-1)!)}/s; CPU per delivery: dispatcher ${Math.round(dispatcherUs)} µs, database ${databaseUs === null ? 'n/a' : `${Math.round(databaseUs)} µs`}\n`,
+    );
     await clear();
   }
 
@@ -135,7 +179,7 @@ async function measure(db: Knex, receiverUrl: string, options: Omit<DispatcherOp
   await dispatcher.stop();
   const lag = await acceptedLag(db, workspace.id);
   await db('workspaces').where({ id: workspace.id }).delete();
-  return { rates, baselines, bodyBytes: Buffer.byteLength(sampleBody), lag: { rate: sent / SECONDS, ...lag } };
+  return { rates, cpu, baselines, bodyBytes: Buffer.byteLength(sampleBody), lag: { rate: sent / SECONDS, ...lag } };
 }
 
 function exampleData(): unknown {
@@ -246,6 +290,10 @@ async function main(): Promise<void> {
   console.log(`throughput, queued -> accepted (every attempt recorded): median ${Math.round(median(rates))}/s  [${rates.map((r) => Math.round(r)).join(', ')}]`);
   console.log(`baseline, bare undici POST loop:                       median ${Math.round(median(baselines))}/s  [${baselines.map((r) => Math.round(r)).join(', ')}]`);
   console.log(`ratio to baseline: ${((median(rates) / median(baselines)) * 100).toFixed(0)}%`);
+  const databaseCpu = figures.cpu.map((c) => c.database).filter((c): c is number => c !== null);
+  console.log(
+    `CPU per delivery (throughput runs, median): dispatcher process ${Math.round(median(figures.cpu.map((c) => c.dispatcher)))} µs, database ${databaseCpu.length > 0 ? `${Math.round(median(databaseCpu))} µs` : 'not measured (DATABASE_URL)'}`,
+  );
   console.log(`lag at ${Math.round(lag.rate)} deliveries/s for ${SECONDS} s (${lag.deliveries} deliveries): p50 ${lag.p50.toFixed(1)} ms, p99 ${lag.p99.toFixed(1)} ms`);
   console.log(`\nFairness: another workspace at ${FAIR_RATE} deliveries/s for ${FAIR_SECONDS} s, dispatcher defaults (64 slots, 8 per endpoint, 16 per workspace), lag queued -> accepted:`);
   for (const n of neighbours) console.log(`  ${n.case.padEnd(56)} ${String(n.deliveries).padStart(4)} deliveries  p50 ${n.p50.toFixed(1).padStart(8)} ms  p99 ${n.p99.toFixed(1).padStart(8)} ms`);
