@@ -82,8 +82,10 @@ export async function attemptDelivery(req: AttemptRequest, options: AttemptOptio
   });
 
   const exchange = async (): Promise<{ statusCode: number; location: string | undefined; body: Buffer }> => {
-    // One timestamp for both schemes: the description's four headers, then the Standard Webhooks three.
+    // One timestamp for both schemes: the description's four headers, then the Standard Webhooks three. The body's
+    // bytes are made once, for both signatures and the request.
     const timestamp = Math.floor(Date.now() / 1000);
+    const body = Buffer.from(req.body, 'utf8');
     const response = await request(req.url, {
       method: 'POST',
       headers: {
@@ -91,10 +93,10 @@ export async function attemptDelivery(req: AttemptRequest, options: AttemptOptio
         'user-agent': USER_AGENT,
         'service-event': req.event,
         'service-delivery': req.deliveryId,
-        'service-signature': signatureHeader(req.secrets, req.body, timestamp),
-        ...standardWebhooksHeaders(req.secrets, req.deliveryId, req.body, timestamp),
+        'service-signature': signatureHeader(req.secrets, body, timestamp),
+        ...standardWebhooksHeaders(req.secrets, req.deliveryId, body, timestamp),
       },
-      body: req.body,
+      body,
       signal: abort.signal,
       dispatcher: via,
       headersTimeout: timeoutMs,
@@ -143,7 +145,8 @@ export async function attemptDelivery(req: AttemptRequest, options: AttemptOptio
       responseBody: null,
     });
   } finally {
+    // (No abort here: only the time-out leaves an exchange unfinished, and it aborts it. An abort costs a DOMException
+    // with its stack, a few percent of the dispatcher's CPU when done for every attempt.)
     clearTimeout(timer);
-    abort.abort();
   }
 }
