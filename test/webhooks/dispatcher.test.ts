@@ -138,6 +138,8 @@ describe('webhooks: the dispatcher', () => {
     const rows = await deliveriesOf(endpoint.id);
     expect(rows).to.have.length(21);
     expect(rows.every((r) => r.status === 'held' && r.next_attempt_at === null)).to.equal(true);
+    // The 21st had been claimed ahead (a dispatcher leases up to twice its slots): not sent, its lease given back.
+    expect(rows.every((r) => r.lease_owner === null && r.lease_until === null)).to.equal(true);
 
     // Held: nothing is sent, however late it gets; new events are recorded held.
     expect((await ws.dispatcher().runOnce(new Date(now.getTime() + 3 * DAY))).attempted).to.equal(0);
@@ -289,6 +291,26 @@ describe('webhooks: the dispatcher', () => {
     } finally {
       await unreachable.destroy();
     }
+  });
+
+  it('claims ahead within twice its slots, sends within its slots, and gives back what it claimed ahead when it stops', async () => {
+    const endpoint = await receiverEndpoint();
+    answer = () => ({ status: 204, delayMs: 400 });
+    await publish(4);
+    const dispatcher = ws.dispatcher({ concurrency: 1 });
+    await dispatcher.start();
+    await receiver.waitForRequests(1, 3000);
+    const leased = await db('deliveries').where({ endpoint_id: endpoint.id }).whereNotNull('lease_owner');
+    expect(leased, 'one in flight, one claimed ahead').to.have.length(2);
+    await dispatcher.stop();
+    expect(receiver.requests).to.have.length(1);
+    expect(receiver.maxInFlight).to.equal(1);
+    const rows = await deliveriesOf(endpoint.id);
+    expect(rows.map((r) => r.status).sort()).to.deep.equal(['accepted', 'queued', 'queued', 'queued']);
+    expect(rows.filter((r) => r.lease_owner !== null || r.lease_until !== null)).to.have.length(0);
+    // Given back, not left to run out: another dispatcher sends them at once.
+    answer = () => ({ status: 204 });
+    expect(await ws.dispatcher().runOnce()).to.deep.equal({ attempted: 3, accepted: 3, retrying: 0, failed: 0 });
   });
 
   it('stops gracefully: the attempts in flight finish and are recorded, nothing new is claimed', async () => {
