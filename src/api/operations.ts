@@ -10,7 +10,7 @@ import { searchVehicles } from '../queries/vehicles.js';
 import { operationsToday } from '../queries/operations.js';
 import { bookingSummary } from '../queries/bookings.js';
 import { financeOverview } from '../queries/finance.js';
-import { receivables } from '../queries/receivables.js';
+import { receivablesJson } from '../queries/receivables.js';
 import { listEndpoints } from '../webhooks/endpoints.js';
 import { MAX_PENDING_TESTS_PER_ENDPOINT, MAX_TEST_CALLS_PER_MINUTE, queueTestDelivery } from '../webhooks/test-delivery.js';
 import { BadCursorError, deliveryDetail, deliveryDetailJson, deliveryLog, type DeliveryLogParams } from '../queries/deliveries.js';
@@ -62,7 +62,7 @@ export const operationHandlers: Record<string, Handler> = {
   getBookingSummary: async ({ db, caller, now }) => ok(await bookingSummary(db, caller.workspace, now)),
   getFinanceOverview: async ({ db, caller, now }) => ok(await financeOverview(db, caller.workspace, now)),
   getReceivables: async ({ db, caller, now, query }) =>
-    ok(await receivables(db, caller.workspace, { search: query.search as string | undefined, limit: query.limit as number }, now)),
+    ok(await receivablesJson(db, caller.workspace, { search: query.search as string | undefined, limit: query.limit as number }, now)),
   listWebhookEndpoints: async ({ db, caller }) => ok({ rows: await listEndpoints(db, caller.workspace.id) }),
   sendTestDelivery: async ({ db, caller, now, params, headers }) => {
     const idempotencyKey = headers['idempotency-key'] as string;

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { Receivables, ReceivablesTotals } from '../../generated/strict/types.gen.js';
+import type { Receivables } from '../../generated/strict/types.gen.js';
 import { baseBindings, containsPattern, rows, TODAY, trigramSearchable, type WorkspaceRef } from './common.js';
 import { AGING_COLUMNS, WORKSPACE_AGING } from './finance.js';
 
@@ -19,6 +19,11 @@ export interface ReceivablesParams {
  * `limit` say.
  */
 export async function receivables(db: Knex, workspace: WorkspaceRef, params: ReceivablesParams, now: Date): Promise<Receivables> {
+  return JSON.parse(await receivablesJson(db, workspace, params, now)) as Receivables;
+}
+
+/** The same answer as receivables(), as the JSON text of the document's Receivables: what the API sends. */
+export async function receivablesJson(db: Knex, workspace: WorkspaceRef, params: ReceivablesParams, now: Date): Promise<string> {
   const bindings: Record<string, unknown> = baseBindings(workspace, now);
   // The page size is written into the statement (an integer, 1 to 200 by the document): a generic plan for a
   // LIMIT parameter is costed for a tenth of the ledger, so PostgreSQL would plan every execution afresh.
@@ -47,20 +52,10 @@ export async function receivables(db: Knex, workspace: WorkspaceRef, params: Rec
       ORDER BY l.outstanding DESC, l.name, l.customer_id
       LIMIT ${limit}
     ),`;
-  const [r] = await rows<ReceivablesTotals & {
-    rows: {
-      customer_id: string;
-      name: string;
-      billed: number;
-      collected: number;
-      outstanding: number;
-      current: number;
-      d1_30: number;
-      d31_60: number;
-      d60p: number;
-      open_invoices: number;
-    }[];
-  }>(
+  // The answer is built as JSON by PostgreSQL and handed over as text: the API sends it as it is, so Node neither
+  // parses up to 200 rows nor serialises them again (measured: about a third of the Node CPU of search=al&limit=200).
+  // The keys and their order are the document's Receivables.
+  const [r] = await rows<{ body: string }>(
     db,
     `
     WITH ${picked}
@@ -76,9 +71,15 @@ export async function receivables(db: Knex, workspace: WorkspaceRef, params: Rec
         FROM invoices i WHERE i.customer_id = p.customer_id AND i.balance > 0 AND i.due_date >= ${TODAY} - 60
       ) a
     )
-    SELECT l.billed, l.collected, l.outstanding, a.current, a.d1_30, a.d31_60, a.d60p,
-           l.open_invoices AS "openInvoices", l.customers,
-           (SELECT coalesce(json_agg(page ORDER BY outstanding DESC, name, customer_id), '[]') FROM page) AS rows
+    SELECT json_build_object(
+             'rows', (SELECT coalesce(json_agg(json_build_object(
+                        'customerId', customer_id, 'name', name, 'billed', billed, 'collected', collected,
+                        'outstanding', outstanding, 'current', current, 'd1_30', d1_30, 'd31_60', d31_60, 'd60p', d60p,
+                        'openInvoices', open_invoices) ORDER BY outstanding DESC, name, customer_id), '[]') FROM page),
+             'totals', json_build_object(
+                        'billed', l.billed, 'collected', l.collected, 'outstanding', l.outstanding, 'current', a.current,
+                        'd1_30', a.d1_30, 'd31_60', a.d31_60, 'd60p', a.d60p, 'openInvoices', l.open_invoices,
+                        'customers', l.customers))::text AS body
     FROM (
       SELECT coalesce(max(t.billed), 0) AS billed, coalesce(max(t.invoice_collected), 0) AS collected,
              coalesce(max(t.outstanding), 0) AS outstanding, coalesce(max(t.open_invoices), 0) AS open_invoices,
@@ -90,30 +91,5 @@ export async function receivables(db: Knex, workspace: WorkspaceRef, params: Rec
     bindings,
     { prepared },
   );
-  const totals = r;
-  return {
-    rows: r.rows.map((r) => ({
-      customerId: r.customer_id,
-      name: r.name,
-      billed: r.billed,
-      collected: r.collected,
-      outstanding: r.outstanding,
-      current: r.current,
-      d1_30: r.d1_30,
-      d31_60: r.d31_60,
-      d60p: r.d60p,
-      openInvoices: r.open_invoices,
-    })),
-    totals: {
-      billed: totals.billed,
-      collected: totals.collected,
-      outstanding: totals.outstanding,
-      current: totals.current,
-      d1_30: totals.d1_30,
-      d31_60: totals.d31_60,
-      d60p: totals.d60p,
-      openInvoices: totals.openInvoices,
-      customers: totals.customers,
-    },
-  };
+  return r.body;
 }
