@@ -7,7 +7,7 @@ import { ApiError, invalidRequest } from './errors.js';
 import { fleetSummary } from '../queries/fleet.js';
 import { listFleets } from '../queries/fleets.js';
 import { searchVehicles } from '../queries/vehicles.js';
-import { operationsToday } from '../queries/operations.js';
+import { operationsTodayJson } from '../queries/operations.js';
 import { bookingSummary } from '../queries/bookings.js';
 import { financeOverview } from '../queries/finance.js';
 import { receivablesJson } from '../queries/receivables.js';
@@ -58,7 +58,7 @@ export const operationHandlers: Record<string, Handler> = {
     const window = readWindow(query);
     return ok(await searchVehicles(db, caller.workspace, { q: query.q as string | undefined, limit: query.limit as number, ...window }, now));
   },
-  getOperationsToday: async ({ db, caller, now }) => ok(await operationsToday(db, caller.workspace, now)),
+  getOperationsToday: async ({ db, caller, now }) => ok(await operationsTodayJson(db, caller.workspace, now)),
   getBookingSummary: async ({ db, caller, now }) => ok(await bookingSummary(db, caller.workspace, now)),
   getFinanceOverview: async ({ db, caller, now }) => ok(await financeOverview(db, caller.workspace, now)),
   getReceivables: async ({ db, caller, now, query }) =>

@@ -104,6 +104,16 @@ describe("queries: today's operations", () => {
     expect(result.returns.map((r) => r.time)).to.deep.equal(['2026-11-22T10:00:00.000Z', '2026-11-22T20:00:00.000Z']);
   });
 
+  it('writes a time as toISOString does: UTC, milliseconds cut from microseconds, Z', async () => {
+    const { db } = await testDatabase();
+    const h = await fixture(db, { timezone: 'Asia/Dubai' });
+    await h.booking({ status: 'confirmed', pickupAt: '2026-11-22T06:07:08.123999+01:00', dropoffAt: '2026-11-25T10:00:00Z' });
+    await h.booking({ status: 'active', pickupAt: '2026-11-18T06:00:00Z', dropoffAt: '2026-11-22T10:00:00.5Z' });
+    const result = await operationsToday(db, h.ws, now);
+    expect(result.handovers.map((i) => i.time)).to.deep.equal(['2026-11-22T05:07:08.123Z']);
+    expect(result.returns.map((i) => i.time)).to.deep.equal(['2026-11-22T10:00:00.500Z']);
+  });
+
   it('is empty on a quiet day', async () => {
     const { db } = await testDatabase();
     expect(await operationsToday(db, f.ws, new Date('2026-12-25T08:00:00.000Z'))).to.deep.equal({ handovers: [], returns: [] });
