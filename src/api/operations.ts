@@ -6,7 +6,7 @@ import { describeCaller } from './auth.js';
 import { ApiError, invalidRequest } from './errors.js';
 import { fleetSummary } from '../queries/fleet.js';
 import { listFleets } from '../queries/fleets.js';
-import { searchVehicles } from '../queries/vehicles.js';
+import { searchVehiclesJson } from '../queries/vehicles.js';
 import { operationsTodayJson } from '../queries/operations.js';
 import { bookingSummary } from '../queries/bookings.js';
 import { financeOverview } from '../queries/finance.js';
@@ -56,7 +56,7 @@ export const operationHandlers: Record<string, Handler> = {
   getFleetSummary: async ({ db, caller, now }) => ok(await fleetSummary(db, caller.workspace, now)),
   searchVehicles: async ({ db, caller, now, query }) => {
     const window = readWindow(query);
-    return ok(await searchVehicles(db, caller.workspace, { q: query.q as string | undefined, limit: query.limit as number, ...window }, now));
+    return ok(await searchVehiclesJson(db, caller.workspace, { q: query.q as string | undefined, limit: query.limit as number, ...window }, now));
   },
   getOperationsToday: async ({ db, caller, now }) => ok(await operationsTodayJson(db, caller.workspace, now)),
   getBookingSummary: async ({ db, caller, now }) => ok(await bookingSummary(db, caller.workspace, now)),

@@ -20,6 +20,11 @@ export interface VehicleSearchParams {
  * clash with a pickup at 11:00.
  */
 export async function searchVehicles(db: Knex, workspace: WorkspaceRef, params: VehicleSearchParams, now: Date): Promise<VehicleSearchResult> {
+  return JSON.parse(await searchVehiclesJson(db, workspace, params, now)) as VehicleSearchResult;
+}
+
+/** The same answer as searchVehicles(), as the JSON text of the document's VehicleSearchResult: what the API sends. */
+export async function searchVehiclesJson(db: Knex, workspace: WorkspaceRef, params: VehicleSearchParams, now: Date): Promise<string> {
   const bindings: Record<string, unknown> = { ws: workspace.id, limit: params.limit };
   const columns = 'v.id, v.make, v.model, v.plate, v.category, v.daily_rate, v.state';
   // The page of vehicles, picked first (LIMIT inside), in make, model, plate order.
@@ -83,11 +88,15 @@ export async function searchVehicles(db: Knex, workspace: WorkspaceRef, params: 
   // block overlaps [from, to) when it starts before `to` and ends after `from`; an active booking ends at the
   // later of its dropoff and now. The vehicle alone selects its bookings and blocks: their foreign keys carry
   // the workspace with the vehicle.
-  const list = await rows<{ id: string; make: string; model: string; plate: string; category: string; daily_rate: number; available?: boolean }>(
+  // The page is built as JSON by PostgreSQL and handed over as text, which the API sends as it is: Node neither
+  // parses the rows nor serialises them again. Keys and their order are the document's VehicleRow.
+  const [result] = await rows<{ body: string }>(
     db,
     `
-    SELECT l.id, l.make, l.model, l.plate, l.category, l.daily_rate
-      ${window ? `, (l.state = 'active' AND bk.hit IS NULL AND mt.hit IS NULL) AS available` : ''}
+    SELECT json_build_object('rows', coalesce(json_agg(json_build_object(
+             'id', l.id, 'make', l.make, 'model', l.model, 'plate', l.plate, 'category', l.category, 'dailyRate', l.daily_rate
+             ${window ? `, 'available', (l.state = 'active' AND bk.hit IS NULL AND mt.hit IS NULL)` : ''}
+           ) ORDER BY l.make, l.model, l.plate), '[]'))::text AS body
     FROM (${page}) l
     ${
       window
@@ -103,16 +112,9 @@ export async function searchVehicles(db: Knex, workspace: WorkspaceRef, params: 
     ) mt ON true`
         : ''
     }
-    ORDER BY l.make, l.model, l.plate
     `,
     bindings,
     { prepared: true },
   );
-  return {
-    rows: list.map((v) => {
-      const row: VehicleRow = { id: v.id, make: v.make, model: v.model, plate: v.plate, category: v.category, dailyRate: v.daily_rate };
-      if (window) row.available = v.available === true;
-      return row;
-    }),
-  };
+  return result.body;
 }
