@@ -87,6 +87,13 @@ const MAX_CONSECUTIVE_FAILURES = 5;
  * per endpoint and per workspace, and sends within the limits themselves.
  */
 const CLAIM_AHEAD = 2;
+/**
+ * How long a claim may wait ready before it is sent or given back. The claim checks the endpoint (switched off?), its
+ * workspace (frozen?) and the secrets; a claim given back is claimed again with those checked afresh, so a switch-off,
+ * a freeze or a rotation reaches what was claimed ahead within this time. It also keeps almost the whole lease for
+ * the attempt and its record.
+ */
+const READY_FOR_MS = 500;
 /** Pause before claiming again when another dispatcher was locking some of the due rows. */
 const CONTENTION_RETRY_MS = 5;
 
@@ -247,8 +254,12 @@ export class Dispatcher {
   private finished: Finished[] = [];
   /** The flush in progress, if any. */
   private flushing: Promise<void> | undefined;
-  /** Database failures in a row (claims and flushes). */
-  private failures = 0;
+  /** Database failures in a row, of claims and of flushes apart (a claim that works says nothing of the records). */
+  private readonly failures = { claim: 0, flush: 0 };
+  /** Endpoints this process's flushes switched off while a claim was on its way: what it returns for them is not sent. */
+  private readonly switchedOffDuringClaim = new Set<string>();
+  /** Leased deliveries this dispatcher will not send (expired ready claims): given back before the next claim. */
+  private unsent: string[] = [];
   /** Set when a one-off sweep gives up (the last error). */
   private givenUp: unknown;
   private claimWanted = true;
@@ -348,19 +359,22 @@ export class Dispatcher {
    * called and the attempts in flight are recorded.
    */
   private async loop(now: Date | undefined, counts: SweepCounts): Promise<void> {
-    this.failures = 0;
+    this.failures.claim = 0;
+    this.failures.flush = 0;
     this.givenUp = undefined;
     for (;;) {
       this.startFlush(counts, now);
       if (this.givenUp !== undefined && now !== undefined) {
         // A one-off sweep fails after repeated database failures; what is unrecorded is left to its leases.
         this.dropReady();
+        this.unsent = [];
         while (this.inFlight > 0 || this.flushing) await this.sleep();
         this.finished = [];
         this.unrecordedFailures.clear();
         throw this.givenUp;
       }
       if (this.stopping && this.ready.length > 0) await this.releaseReady();
+      if (this.unsent.length > 0) await this.releaseLeases(this.unsent.splice(0));
       let claimAgain = false;
       const free = CLAIM_AHEAD * this.concurrency - this.inFlight - this.ready.length;
       if (!this.stopping && this.claimWanted && free > 0) {
@@ -368,11 +382,16 @@ export class Dispatcher {
         try {
           // (taken before the lease is: its lease lasts at least leaseMs from here)
           const claimedAt = performance.now();
+          this.switchedOffDuringClaim.clear();
           const { claims, contended } = await this.claim(free, now ?? this.clock());
-          this.failures = 0;
+          this.failures.claim = 0;
+          const launchBy = claimedAt + Math.min(READY_FOR_MS, this.leaseMs - this.attemptTimeoutMs);
+          const switchedOff = claims.filter((c) => this.switchedOffDuringClaim.has(c.endpointId) && c.event !== TEST_EVENT);
+          this.unsent.push(...switchedOff.map((c) => c.deliveryId));
           for (const claim of claims) {
+            if (switchedOff.includes(claim)) continue;
             this.held.add(claim);
-            this.ready.push({ claim, launchBy: claimedAt + this.leaseMs - this.attemptTimeoutMs });
+            this.ready.push({ claim, launchBy });
           }
           this.launchReady(now);
           if (claims.length === free || contended) this.claimWanted = true;
@@ -380,7 +399,7 @@ export class Dispatcher {
           if (contended && claims.length < free) await delay(CONTENTION_RETRY_MS);
           claimAgain = claims.length > 0 || contended;
         } catch (err) {
-          this.databaseFailed(err);
+          this.databaseFailed(err, 'claim');
           if (this.givenUp === undefined || now === undefined) {
             await delay(this.pollIntervalMs);
             this.claimWanted = true;
@@ -389,7 +408,7 @@ export class Dispatcher {
         }
       }
       if (claimAgain) continue;
-      const idle = this.inFlight === 0 && this.ready.length === 0 && this.finished.length === 0 && !this.flushing;
+      const idle = this.inFlight === 0 && this.ready.length === 0 && this.finished.length === 0 && this.unsent.length === 0 && !this.flushing;
       if (idle && (this.stopping || (now !== undefined && !this.claimWanted))) return;
       await this.sleep();
     }
@@ -403,7 +422,8 @@ export class Dispatcher {
     this.flushing = (async () => {
       try {
         const switchedOff = await this.flush(batch, counts);
-        this.failures = 0;
+        this.failures.flush = 0;
+        for (const id of switchedOff) this.switchedOffDuringClaim.add(id);
         this.forgetFailures(batch);
         // What was claimed ahead for an endpoint switched off now is held in the database: it is not sent (test
         // deliveries are, to a switched-off endpoint too), and its lease is given back.
@@ -417,7 +437,7 @@ export class Dispatcher {
       } catch (err) {
         // Outcomes not yet recorded are kept and recorded on a later try; once given up, their leases run out and
         // those deliveries are attempted again (delivery is at least once).
-        if (this.databaseFailed(err)) {
+        if (this.databaseFailed(err, 'flush')) {
           this.forgetFailures(batch);
           this.launchReady(now);
         } else {
@@ -442,13 +462,14 @@ export class Dispatcher {
 
   /**
    * Counts a failed statement (the database is unreachable or refused it). Returns whether this one gives up: after
-   * MAX_CONSECUTIVE_FAILURES in a row, a one-off sweep fails (givenUp) and a running one starts counting again.
+   * MAX_CONSECUTIVE_FAILURES in a row of the same kind, a one-off sweep fails (givenUp) and a running one starts
+   * counting again (a flush gives up its batch).
    */
-  private databaseFailed(err: unknown): boolean {
-    const giveUp = ++this.failures >= MAX_CONSECUTIVE_FAILURES;
+  private databaseFailed(err: unknown, kind: 'claim' | 'flush'): boolean {
+    const giveUp = ++this.failures[kind] >= MAX_CONSECUTIVE_FAILURES;
     this.logger.error({ err }, giveUp ? 'delivery sweep failed' : 'delivery sweep failed; retrying');
     if (giveUp) {
-      this.failures = 0;
+      this.failures[kind] = 0;
       this.givenUp = err;
     }
     return giveUp;
@@ -467,6 +488,8 @@ export class Dispatcher {
       if (clock > launchBy) {
         this.ready.splice(i, 1);
         this.held.remove(claim);
+        this.unsent.push(claim.deliveryId);
+        this.claimWanted = true;
       } else if (
         this.shares.endpoint(claim.endpointId) < this.perEndpointConcurrency &&
         this.shares.workspace(claim.workspaceId) < this.perWorkspaceConcurrency &&

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
 import { startReceiver, type Receiver, type Reply } from '../support/receiver.js';
-import { InputError } from '../../src/workspaces.js';
+import { InputError, updateWorkspace } from '../../src/workspaces.js';
 import { setEndpointActive } from '../../src/webhooks/endpoints.js';
 import { publishEvent } from '../../src/webhooks/publish.js';
 import { queueTestDelivery } from '../../src/webhooks/test-delivery.js';
@@ -312,6 +312,35 @@ describe('webhooks: the dispatcher', () => {
     answer = () => ({ status: 204 });
     expect(await ws.dispatcher().runOnce()).to.deep.equal({ attempted: 3, accepted: 3, retrying: 0, failed: 0 });
   });
+
+  for (const change of ['a switch-off', 'a freeze'] as const) {
+    it(`does not send what it claimed ahead after ${change} by another writer: the claim is given back and not taken again`, async () => {
+      const endpoint = await receiverEndpoint();
+      // The first attempt outlasts the time a claim may wait ready (0.5 s), so the second waits past it.
+      answer = () => ({ status: 204, delayMs: 900 });
+      await publish(2);
+      const dispatcher = ws.dispatcher({ concurrency: 1 });
+      await dispatcher.start();
+      try {
+        await receiver.waitForRequests(1, 3000);
+        const leased = await db('deliveries').where({ endpoint_id: endpoint.id }).whereNotNull('lease_owner');
+        expect(leased, 'one in flight, one claimed ahead').to.have.length(2);
+        if (change === 'a switch-off') await setEndpointActive(db, endpoint.id, false);
+        else await updateWorkspace(db, ws.slug, { status: 'frozen' });
+        const [first, second] = await deliveriesOf(endpoint.id);
+        await eventually(async () => (await db('deliveries').where({ id: first.id }).first()).status === 'accepted', 5000, 'the first recorded');
+        const given = await eventually(async () => {
+          const row = await db('deliveries').where({ id: second.id }).first();
+          return row.lease_owner === null ? row : undefined;
+        }, 5000, 'the claim held ahead given back');
+        expect(given.status).to.equal(change === 'a switch-off' ? 'held' : 'queued');
+      } finally {
+        await dispatcher.stop();
+      }
+      expect(receiver.requests.map((r) => r.deliveryId)).to.have.length(1);
+      expect(await db('delivery_attempts').whereIn('delivery_id', db('deliveries').select('id').where({ endpoint_id: endpoint.id })).count({ n: '*' })).to.deep.equal([{ n: 1 }]);
+    });
+  }
 
   it('stops gracefully: the attempts in flight finish and are recorded, nothing new is claimed', async () => {
     const endpoint = await receiverEndpoint();
