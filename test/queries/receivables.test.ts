@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { testDatabase } from '../support/database.js';
 import { fixture, type Fixture } from '../support/fixtures.js';
@@ -157,6 +158,39 @@ describe('queries: receivables', () => {
     expect(await names('DEE')).to.deep.equal(['Dee Smith']);
     expect(await names('ee')).to.deep.equal(['Dee Smith']);
     expect(await names('bo')).to.deep.equal([]);
+  });
+
+  it("shows the new name of a rename that was not yet committed when the customer's first invoice came", async () => {
+    const { db } = await testDatabase();
+    const g = await fixture(db, { timezone: 'Asia/Dubai' });
+    const id = await g.customer({ name: 'Old Name' });
+    const renaming = await db.transaction();
+    const invoicing = await db.transaction();
+    try {
+      await renaming('customers').where({ id }).update({ name: 'New Name' });
+      const { pid } = (await invoicing.raw('SELECT pg_backend_pid() AS pid')).rows[0];
+      // (a promise, so the insert runs once)
+      const invoiced = Promise.resolve(invoicing('invoices').insert({
+        id: randomUUID(), workspace_id: g.ws.id, number: 'INV-RACE', customer_id: id, purpose: 'rental',
+        issue_date: '2026-11-20', due_date: '2026-11-30', total: 1000, status: 'issued',
+      }));
+      invoiced.catch(() => {}); // awaited below
+      // The first invoice waits for the rename (without the lock it would not, and would keep the old name).
+      let waited = false;
+      for (let i = 0; i < 100 && !waited; i++) {
+        waited = (await db.raw(`SELECT wait_event_type = 'Lock' AS waiting FROM pg_stat_activity WHERE pid = ?`, [pid])).rows[0]?.waiting === true;
+        if (!waited) await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      await renaming.commit();
+      await invoiced;
+      await invoicing.commit();
+      expect(waited, 'the invoice waited for the rename').to.equal(true);
+    } finally {
+      if (!renaming.isCompleted()) await renaming.rollback();
+      if (!invoicing.isCompleted()) await invoicing.rollback();
+    }
+    expect((await db('customer_ledger').where({ customer_id: id }).first('name')).name).to.equal('New Name');
+    expect((await receivables(db, g.ws, { limit: 50 }, now)).rows.map((r) => r.name)).to.deep.equal(['New Name']);
   });
 
   it('is empty for a workspace without invoices', async () => {
