@@ -8,23 +8,21 @@
 // charges linked to their booking and invoice, refunds, declined (canceled) charges, deposits and releases.
 //
 // Rows are planned first in temporary tables (so later entities can reference earlier ones by sequence number),
-// then copied into the real tables chunk by chunk; the rollup triggers run once per chunk. Pseudo-random choices
-// hash the row's sequence number, so the data set is the same for the same sizes and `now`; ids come from
-// gen_random_uuid().
-import cliProgress from 'cli-progress';
+// then copied into the real tables chunk by chunk, invoices and bookings with their final paid, collected and
+// balance due; the rollup triggers leave the workspace alone and its running totals are computed once at the end
+// (src/db/bulk-load.ts). Pseudo-random choices hash the row's sequence number, so the data set is the same for the
+// same sizes and `now`; ids come from gen_random_uuid().
 import type { Knex } from 'knex';
+import { progressReporter, type ProgressOptions } from '../src/cli/progress.js';
+import { deferRollups, finishDeferredRollups } from '../src/db/bulk-load.js';
 import { createWorkspace, findWorkspace, InputError, type WorkspaceRecord } from '../src/workspaces.js';
 
-export interface LargeSeedOptions {
+export interface LargeSeedOptions extends ProgressOptions {
   vehicles?: number;
   bookings?: number;
   invoices?: number;
   payments?: number;
   customers?: number;
-  /** Show progress on stderr (or `progressStream`): a bar on a terminal, else a line every `progressIntervalMs` (5 s). */
-  progress?: boolean;
-  progressStream?: NodeJS.WriteStream;
-  progressIntervalMs?: number;
   /** The clock the data is laid out around (default: now). */
   now?: Date;
 }
@@ -40,60 +38,6 @@ function count(name: string, value: number | undefined, fallback: number, min: n
   const n = value ?? fallback;
   if (!Number.isInteger(n) || n < min) throw new InputError(`--${name} must be a whole number of at least ${min}, got ${value}`);
   return n;
-}
-
-interface Progress {
-  step(entity: string, rows: number): void;
-  stop(): void;
-}
-
-/**
- * Progress on `stream`: a bar redrawn in place on a terminal; elsewhere (a log file, CI, a pipe) one line every
- * `intervalMs`, and a last one at the end if any was written, so a long run is seen to move.
- */
-function progressBar(enabled: boolean, total: number, stream: NodeJS.WriteStream = process.stderr, intervalMs = 5000): Progress {
-  if (!enabled) return { step: () => undefined, stop: () => undefined };
-  if (!stream.isTTY) {
-    const started = Date.now();
-    let done = 0;
-    let entity = 'starting';
-    let wrote = false;
-    let last = started;
-    const line = () => {
-      const seconds = Math.round((Date.now() - started) / 1000);
-      stream.write(`seed large: ${Math.floor((done / total) * 100)}% | ${entity} | ${done.toLocaleString('en-US')}/${total.toLocaleString('en-US')} row steps | ${Math.floor(seconds / 60)}m ${String(seconds % 60).padStart(2, '0')}s\n`);
-      wrote = true;
-      last = Date.now();
-    };
-    // Steps can be far apart (one statement may run for a minute): a timer writes the line, not the steps.
-    const timer = setInterval(line, intervalMs);
-    timer.unref();
-    return {
-      step: (name, rows) => {
-        entity = name;
-        done += rows;
-        if (Date.now() - last >= intervalMs) line();
-      },
-      stop: () => {
-        clearInterval(timer);
-        if (wrote) line();
-      },
-    };
-  }
-  const bar = new cliProgress.SingleBar(
-    {
-      stream,
-      format: 'seed large [{bar}] {percentage}% | {entity} | {value}/{total} row steps | {duration_formatted}',
-      hideCursor: true,
-      clearOnComplete: false,
-    },
-    cliProgress.Presets.shades_classic,
-  );
-  bar.start(total, 0, { entity: 'starting' });
-  return {
-    step: (entity, rows) => bar.increment(rows, { entity }),
-    stop: () => bar.stop(),
-  };
 }
 
 /** Fills `workspaceSlug` (created when missing; it must hold no fleet data yet) and returns the rows per table. */
@@ -132,7 +76,7 @@ export async function seedLarge(
   // Cars for confirmed bookings: numbers 5, 15, 25, ... (never in service, never retired, never out now).
   const S = V >= 5 ? Math.floor((V - 5) / 10) + 1 : 0;
 
-  const progress = progressBar(options.progress === true, V + C + 2 * B + 2 * I + 2 * P + E + M + 2 * V + F, options.progressStream, options.progressIntervalMs);
+  const progress = progressReporter('seed large', 'row steps', V + C + 2 * B + 2 * I + 2 * P + E + M + 2 * V + F, options);
   try {
     await db.transaction(async (trx) => {
       const run = async (sql: string, bindings: readonly Knex.RawBinding[] = []) => trx.raw(sql, bindings);
@@ -141,6 +85,9 @@ export async function seedLarge(
       await trx.transaction(async (sp) => sp.raw(`SET LOCAL temp_buffers = '256MB'`)).catch(() => undefined);
       await run(`SET LOCAL work_mem = '128MB'`);
       await run(`SET LOCAL synchronous_commit = off`);
+      // The running totals are computed once at the end, not by the triggers chunk by chunk (the rows are written
+      // with their final paid, collected and balance due, which the triggers would add to a second time).
+      if (!(await deferRollups(trx, workspace.id))) throw new InputError(`workspace "${workspaceSlug}" already holds data; seed a new or empty workspace`);
 
       await run(`CREATE OR REPLACE FUNCTION pg_temp.rnd(n bigint, salt bigint) RETURNS float8 LANGUAGE sql IMMUTABLE PARALLEL SAFE
                  AS $$ SELECT (hashint8extended(n, salt) & 2147483647)::float8 / 2147483648.0 $$`);
@@ -350,31 +297,9 @@ export async function seedLarge(
         for (let a = seg.from; a <= seg.to; a += CHUNK) {
           const b = Math.min(seg.to, a + CHUNK - 1);
           await run(planBookings(seg.sql(a, b)));
-          await run(`INSERT INTO bookings (id, workspace_id, number, customer_id, vehicle_id, type, status, pickup_at, dropoff_at,
-                                           original_dropoff_at, amount, monthly_amount, confirmed_at, returned_at, created_at, updated_at)
-                     SELECT id, p.ws, 'LB-' || lpad(n::text, 7, '0'), customer_id, vehicle_id, type, status, pickup_at, dropoff_at,
-                            original_dropoff_at, amount, monthly_amount, confirmed_at, returned_at,
-                            least(p.now, coalesce(confirmed_at, pickup_at - interval '1 day')), least(p.now, coalesce(returned_at, confirmed_at, pickup_at))
-                     FROM seed_b, seed_params p WHERE n BETWEEN ${a} AND ${b} ORDER BY n`);
-          progress.step(seg.label, 2 * (b - a + 1));
+          progress.step(seg.label, b - a + 1);
         }
       }
-      await run(`INSERT INTO extensions (id, workspace_id, booking_id, added_days, amount, previous_dropoff_at, new_dropoff_at, created_at)
-                 SELECT gen_random_uuid(), p.ws, id, d.days, (round(d.days * rate * 1.05 / 100) * 100)::bigint, original_dropoff_at, dropoff_at,
-                        greatest(pickup_at + interval '1 hour', original_dropoff_at - interval '6 hours')
-                 FROM seed_b CROSS JOIN seed_params p
-                 CROSS JOIN LATERAL (SELECT greatest(1, round(extract(epoch FROM dropoff_at - original_dropoff_at) / 86400))::int AS days) d
-                 WHERE original_dropoff_at < dropoff_at`);
-      await run(`INSERT INTO installments (id, workspace_id, booking_id, number, "of", due_date, amount, paid_at)
-                 SELECT gen_random_uuid(), p.ws, b.id, m.k, t.months, (b.pickup_at AT TIME ZONE p.tz)::date + (m.k - 1) * interval '1 month',
-                        b.monthly_amount,
-                        CASE WHEN (b.pickup_at + (m.k - 1) * interval '1 month') < p.now - interval '2 days' AND (b.n + m.k) % 9 <> 0
-                             THEN b.pickup_at + (m.k - 1) * interval '1 month' + interval '2 hours' END
-                 FROM seed_b b CROSS JOIN seed_params p
-                 CROSS JOIN LATERAL (SELECT greatest(1, round(extract(epoch FROM b.dropoff_at - b.pickup_at) / (30.4 * 86400)))::int AS months) t
-                 CROSS JOIN LATERAL generate_series(1, t.months) m(k)
-                 WHERE b.type <> 'daily' AND (b.status IN ('active', 'confirmed') OR (b.status = 'completed' AND b.dropoff_at > p.now - interval '180 days'))`);
-
       // ---- invoices: spread over the bookings that can be billed (completed, out now, confirmed)
       await run(`CREATE TEMP TABLE seed_bk ON COMMIT DROP AS
                  SELECT (row_number() OVER (ORDER BY n))::int AS k, n FROM seed_b WHERE status IN ('completed', 'active', 'confirmed')`);
@@ -448,14 +373,6 @@ export async function seedLarge(
                                               AND ${dueRange.replace(/due_date/g, 'o.due_date').replace(/p\.today/g, 'q.today')})
                               ORDER BY due_date DESC, n LIMIT 1)`);
       }
-      for (let a = 1; a <= invoiceCount; a += CHUNK) {
-        const b = Math.min(invoiceCount, a + CHUNK - 1);
-        await run(`INSERT INTO invoices (id, workspace_id, number, customer_id, booking_id, purpose, issue_date, due_date, total, status)
-                   SELECT id, p.ws, 'LI-' || lpad(n::text, 7, '0'), customer_id, booking_id, purpose, issue_date, due_date, total, status
-                   FROM seed_i, seed_params p WHERE n BETWEEN ${a} AND ${b} ORDER BY n`);
-        progress.step('invoices', b - a + 1);
-      }
-
       // ---- payments: what the invoices' plans call for, then deposits and releases up to the requested count
       await run(`
         CREATE TEMP TABLE seed_p (
@@ -503,6 +420,61 @@ export async function seedLarge(
         ) x ORDER BY at`);
       const payments = await rowCount('seed_p');
       progress.step('payments (planning)', P - Math.min(P, money));
+      // What the planned payments make of each invoice's paid and each booking's collected and balance due: the rows
+      // are written with their final figures, so the running totals rebuilt at the end rewrite none of them.
+      await run(`
+        CREATE TEMP TABLE seed_invoice_paid ON COMMIT DROP AS
+        SELECT invoice_id AS id, sum(CASE WHEN status = 'canceled' THEN 0 WHEN kind = 'charge' THEN amount WHEN kind = 'refund' THEN -amount ELSE 0 END) AS paid
+        FROM seed_p WHERE invoice_id IS NOT NULL GROUP BY 1`);
+      await run(`ALTER TABLE seed_invoice_paid ADD PRIMARY KEY (id)`);
+      await run(`
+        CREATE TEMP TABLE seed_booking_money ON COMMIT DROP AS
+        SELECT id, sum(collected) AS collected, sum(balance_due) AS balance_due FROM (
+          SELECT booking_id AS id, CASE WHEN status = 'canceled' THEN 0 WHEN kind = 'charge' THEN amount WHEN kind = 'refund' THEN -amount ELSE 0 END AS collected,
+                 0 AS balance_due
+          FROM seed_p WHERE booking_id IS NOT NULL
+          UNION ALL
+          SELECT i.booking_id, 0, CASE WHEN i.status = 'issued' THEN greatest(i.total - coalesce(m.paid, 0), 0) ELSE 0 END
+          FROM seed_i i LEFT JOIN seed_invoice_paid m USING (id) WHERE i.booking_id IS NOT NULL
+        ) x GROUP BY id`);
+      await run(`ALTER TABLE seed_booking_money ADD PRIMARY KEY (id)`);
+      for (let a = 1; a <= B; a += CHUNK) {
+        const b = Math.min(B, a + CHUNK - 1);
+        await run(`INSERT INTO bookings (id, workspace_id, number, customer_id, vehicle_id, type, status, pickup_at, dropoff_at,
+                                         original_dropoff_at, amount, monthly_amount, confirmed_at, returned_at, created_at, updated_at,
+                                         collected, balance_due)
+                   SELECT id, p.ws, 'LB-' || lpad(n::text, 7, '0'), customer_id, vehicle_id, type, status, pickup_at, dropoff_at,
+                          original_dropoff_at, amount, monthly_amount, confirmed_at, returned_at,
+                          least(p.now, coalesce(confirmed_at, pickup_at - interval '1 day')), least(p.now, coalesce(returned_at, confirmed_at, pickup_at)),
+                          coalesce(m.collected, 0), coalesce(m.balance_due, 0)
+                   FROM seed_b LEFT JOIN seed_booking_money m USING (id), seed_params p WHERE n BETWEEN ${a} AND ${b} ORDER BY n`);
+        progress.step('bookings', b - a + 1);
+      }
+      await run(`INSERT INTO extensions (id, workspace_id, booking_id, added_days, amount, previous_dropoff_at, new_dropoff_at, created_at)
+                 SELECT gen_random_uuid(), p.ws, id, d.days, (round(d.days * rate * 1.05 / 100) * 100)::bigint, original_dropoff_at, dropoff_at,
+                        greatest(pickup_at + interval '1 hour', original_dropoff_at - interval '6 hours')
+                 FROM seed_b CROSS JOIN seed_params p
+                 CROSS JOIN LATERAL (SELECT greatest(1, round(extract(epoch FROM dropoff_at - original_dropoff_at) / 86400))::int AS days) d
+                 WHERE original_dropoff_at < dropoff_at`);
+      await run(`INSERT INTO installments (id, workspace_id, booking_id, number, "of", due_date, amount, paid_at)
+                 SELECT gen_random_uuid(), p.ws, b.id, m.k, t.months, (b.pickup_at AT TIME ZONE p.tz)::date + (m.k - 1) * interval '1 month',
+                        b.monthly_amount,
+                        CASE WHEN (b.pickup_at + (m.k - 1) * interval '1 month') < p.now - interval '2 days' AND (b.n + m.k) % 9 <> 0
+                             THEN b.pickup_at + (m.k - 1) * interval '1 month' + interval '2 hours' END
+                 FROM seed_b b CROSS JOIN seed_params p
+                 CROSS JOIN LATERAL (SELECT greatest(1, round(extract(epoch FROM b.dropoff_at - b.pickup_at) / (30.4 * 86400)))::int AS months) t
+                 CROSS JOIN LATERAL generate_series(1, t.months) m(k)
+                 WHERE b.type <> 'daily' AND (b.status IN ('active', 'confirmed') OR (b.status = 'completed' AND b.dropoff_at > p.now - interval '180 days'))`);
+
+      for (let a = 1; a <= invoiceCount; a += CHUNK) {
+        const b = Math.min(invoiceCount, a + CHUNK - 1);
+        await run(`INSERT INTO invoices (id, workspace_id, number, customer_id, booking_id, purpose, issue_date, due_date, total, status, paid)
+                   SELECT id, p.ws, 'LI-' || lpad(n::text, 7, '0'), customer_id, booking_id, purpose, issue_date, due_date, total, status,
+                          coalesce(m.paid, 0)
+                   FROM seed_i LEFT JOIN seed_invoice_paid m USING (id), seed_params p WHERE n BETWEEN ${a} AND ${b} ORDER BY n`);
+        progress.step('invoices', b - a + 1);
+      }
+
       for (let a = 1; a <= payments; a += CHUNK) {
         const b = Math.min(payments, a + CHUNK - 1);
         await run(`INSERT INTO payments (id, workspace_id, kind, status, amount, customer_id, booking_id, invoice_id, at)
@@ -585,13 +557,15 @@ export async function seedLarge(
                  UNION ALL
                  SELECT gen_random_uuid(), p.ws, 'accounting', 'failing', 'HTTP 401 Unauthorized: token expired',
                         'Reconnect the accounting integration under Settings > Integrations.', p.now - interval '30 hours' FROM seed_params p`);
+      progress.step('running totals', 0);
+      await finishDeferredRollups(trx, workspace.id);
     });
   } finally {
     progress.stop();
   }
 
   // Fresh statistics (and a visibility map, after the trigger updates) for the planner; outside the transaction.
-  for (const table of [...TABLES, 'customer_ledger', 'vehicle_revenue', 'booking_status_counts', 'payment_slots', 'payment_days', 'expense_months', 'vehicle_state_counts', 'vehicle_models']) {
+  for (const table of [...TABLES, 'customer_ledger', 'vehicle_revenue', 'booking_status_counts', 'payment_slots', 'payment_days', 'expense_months', 'vehicle_state_counts', 'vehicle_models', 'payment_months']) {
     await db.raw(`VACUUM (ANALYZE) ${table}`);
   }
 

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { testDatabase } from './support/database.js';
+import { expectRollupsExact } from './support/rollups.js';
 import { expectRejection } from './support/assertions.js';
 import { createWorkspace, InputError } from '../src/workspaces.js';
 import { ImportError, importDocument, readImportFile } from '../src/import/importDocument.js';
@@ -130,6 +131,49 @@ describe('importDocument', () => {
     doc.payments[1].status = 'canceled';
     await importDocument(db, ws.slug, doc);
     expect(await invoice()).to.deep.equal({ paid: 6000, balance: 4000 });
+  });
+
+  it('a first import (totals computed once at the end) and a re-import (totals kept by the triggers) both leave every total exact', async () => {
+    const { db } = await testDatabase();
+    const ws = await freshWorkspace(db);
+    const doc = sampleDocument();
+    const stages = (lines: string[]) => new Set(lines.map((line) => line.split(' | ')[1]));
+    const lines: string[] = [];
+    const stream = { isTTY: false, write: (text: string) => lines.push(...text.split('\n').filter(Boolean)) } as unknown as NodeJS.WriteStream;
+    await importDocument(db, ws.slug, doc, { progress: true, progressStream: stream, progressIntervalMs: 0 });
+    // into the empty workspace: the bulk path, whose last stage is computing the totals
+    expect(stages(lines).has('running totals')).to.equal(true);
+    const first = await expectRollupsExact(db, ws.id);
+    // 6000 charge - 1000 refund (the canceled charge counts nowhere) against the 10000 invoice; a 50000 deposit
+    expect(first.totals).to.deep.include({ collected: 5000, deposits: 50000, billed: 10000, outstanding: 5000, expenses: 4000, open_invoices: 1 });
+    expect(first.bookings).to.deep.equal([{ id: doc.bookings[0].id, collected: 5000, balance_due: 5000 }]);
+
+    doc.payments[0].amount = 10000;
+    doc.invoices[0].dueDate = '2026-12-04';
+    doc.vehicles[1].state = 'active';
+    lines.length = 0;
+    await importDocument(db, ws.slug, doc, { progress: true, progressStream: stream, progressIntervalMs: 0 });
+    // the workspace holds records now: the triggers keep the totals
+    expect(stages(lines).has('running totals')).to.equal(false);
+    const again = await expectRollupsExact(db, ws.id);
+    // 10000 charge - 1000 refund: the invoice is paid 9000 of 10000
+    expect(again.totals).to.deep.include({ collected: 9000, outstanding: 1000, open_invoices: 1 });
+    // two active cars, one of them out on the active booking
+    expect(again.vehicleStates).to.deep.equal([{ state: 'active', count: 2, rented: 1 }]);
+  });
+
+  it('shows progress as lines, not a redrawn bar, where stderr is not a terminal', async () => {
+    const { db } = await testDatabase();
+    const ws = await freshWorkspace(db);
+    const lines: string[] = [];
+    const stream = { isTTY: false, write: (text: string) => lines.push(...text.split('\n').filter(Boolean)) } as unknown as NodeJS.WriteStream;
+    await importDocument(db, ws.slug, sampleDocument(), { progress: true, progressStream: stream, progressIntervalMs: 0 });
+    expect(lines.length).to.be.above(1);
+    for (const line of lines) expect(line).to.match(/^import: \d{1,3}% \| [a-zA-Z ]+ \| [\d,]+\/[\d,]+ records \| \d+m \d\ds$/);
+    // 1 + 1 + 2 + 1 + 1 + 1 + 1 + 1 + 1 + 4 + 1 + 1 + 1 + 1 records
+    expect(lines[0]).to.match(/^import: 0% \| starting \| 0\/18 records/);
+    expect(lines.at(-1)).to.match(/^import: 100% \| running totals \| 18\/18 records/);
+    expect(lines.join('\n')).not.to.include('\r');
   });
 
   describe('refuses an invalid document, naming the first bad path, and writes nothing', () => {

@@ -1,75 +1,10 @@
+import crypto from 'node:crypto';
 import { expect } from 'chai';
-import type { Knex } from 'knex';
 import { testDatabase } from './support/database.js';
 import { seedDemo } from '../seeds/demo.js';
-
-// The running totals the triggers keep must equal the same figures recomputed from the base tables, after
-// inserts, updates that move rows between groups, and deletes.
-async function recomputed(db: Knex, ws: string) {
-  const one = async (sql: string) => (await db.raw(sql, { ws })).rows;
-  return {
-    invoicesPaid: await one(`SELECT i.id, coalesce(sum(p.net), 0) AS paid FROM invoices i LEFT JOIN payments p ON p.invoice_id = i.id WHERE i.workspace_id = :ws GROUP BY i.id ORDER BY i.id`),
-    bookings: await one(`SELECT b.id, coalesce((SELECT sum(net) FROM payments p WHERE p.booking_id = b.id), 0) AS collected,
-                                coalesce((SELECT sum(balance) FROM invoices i WHERE i.booking_id = b.id), 0) AS balance_due
-                         FROM bookings b WHERE b.workspace_id = :ws ORDER BY b.id`),
-    slots: await one(`SELECT date_bin('15 minutes', at, timestamptz '2000-01-01T00:00:00Z') AS slot, sum(net) AS collected,
-                             coalesce(sum(net) FILTER (WHERE booking_id IS NOT NULL), 0) AS booking_collected, sum(deposit_net) AS deposits
-                      FROM payments WHERE workspace_id = :ws GROUP BY 1 HAVING sum(net) <> 0 OR sum(deposit_net) <> 0
-                        OR coalesce(sum(net) FILTER (WHERE booking_id IS NOT NULL), 0) <> 0 ORDER BY 1`),
-    ledger: await one(`SELECT customer_id, sum(total) FILTER (WHERE status = 'issued') AS billed, sum(paid) FILTER (WHERE status = 'issued') AS collected,
-                              sum(balance) AS outstanding, count(*) FILTER (WHERE balance > 0) AS open_invoices, count(*) FILTER (WHERE status = 'issued') AS invoices
-                       FROM invoices WHERE workspace_id = :ws GROUP BY 1 HAVING count(*) FILTER (WHERE status = 'issued') > 0 ORDER BY 1`),
-    vehicles: await one(`SELECT vehicle_id, sum(collected) AS revenue, count(*) FILTER (WHERE status <> 'canceled') AS bookings
-                         FROM bookings WHERE workspace_id = :ws GROUP BY 1 ORDER BY 1`),
-    statuses: await one(`SELECT status, count(*) AS count FROM bookings WHERE workspace_id = :ws GROUP BY 1 ORDER BY 1`),
-    openBalances: await one(`SELECT due_date, sum(balance) AS balance, count(*) AS invoices FROM invoices WHERE workspace_id = :ws AND balance > 0 GROUP BY 1 ORDER BY 1`),
-    days: await one(`SELECT (at AT TIME ZONE 'UTC')::date AS day, sum(net) AS collected FROM payments WHERE workspace_id = :ws GROUP BY 1 HAVING sum(net) <> 0 ORDER BY 1`),
-    months: await one(`SELECT to_char(p.at AT TIME ZONE w.timezone, 'YYYY-MM') AS month, sum(p.net) AS collected
-                       FROM payments p JOIN workspaces w ON w.id = p.workspace_id WHERE p.workspace_id = :ws GROUP BY 1 HAVING sum(p.net) <> 0 ORDER BY 1`),
-    expenseMonths: await one(`SELECT to_char(date, 'YYYY-MM') AS month, sum(amount) AS amount FROM expenses WHERE workspace_id = :ws GROUP BY 1 ORDER BY 1`),
-    vehicleStates: await one(`SELECT state, count(*) AS count,
-                                     count(*) FILTER (WHERE EXISTS (SELECT 1 FROM bookings b WHERE b.vehicle_id = v.id AND b.status = 'active')) AS rented
-                              FROM vehicles v WHERE workspace_id = :ws GROUP BY 1 ORDER BY 1`),
-    activeBookings: await one(`SELECT v.id, (SELECT count(*) FROM bookings b WHERE b.vehicle_id = v.id AND b.status = 'active') AS active_bookings
-                               FROM vehicles v WHERE v.workspace_id = :ws ORDER BY 1`),
-    vehicleModels: await one(`SELECT make, model, count(*) AS vehicles FROM vehicles WHERE workspace_id = :ws GROUP BY 1, 2 ORDER BY 1, 2`),
-    ledgerNames: await one(`SELECT c.id AS customer_id, c.name FROM customers c WHERE c.workspace_id = :ws
-                              AND EXISTS (SELECT 1 FROM invoices i WHERE i.customer_id = c.id) ORDER BY 1`),
-    totals: (await one(`SELECT
-        (SELECT coalesce(sum(net), 0) FROM payments WHERE workspace_id = :ws) AS collected,
-        (SELECT coalesce(sum(net), 0) FROM payments WHERE workspace_id = :ws AND booking_id IS NOT NULL) AS booking_collected,
-        (SELECT coalesce(sum(deposit_net), 0) FROM payments WHERE workspace_id = :ws) AS deposits,
-        (SELECT coalesce(sum(amount), 0) FROM expenses WHERE workspace_id = :ws) AS expenses,
-        (SELECT coalesce(sum(total), 0) FROM invoices WHERE workspace_id = :ws AND status = 'issued') AS billed,
-        (SELECT coalesce(sum(paid), 0) FROM invoices WHERE workspace_id = :ws AND status = 'issued') AS invoice_collected,
-        (SELECT coalesce(sum(balance), 0) FROM invoices WHERE workspace_id = :ws) AS outstanding,
-        (SELECT count(*) FROM invoices WHERE workspace_id = :ws AND balance > 0) AS open_invoices,
-        (SELECT count(DISTINCT customer_id) FROM invoices WHERE workspace_id = :ws AND status = 'issued') AS customers`))[0],
-  };
-}
-
-async function kept(db: Knex, ws: string) {
-  const one = async (sql: string) => (await db.raw(sql, { ws })).rows;
-  return {
-    invoicesPaid: await one(`SELECT id, paid FROM invoices WHERE workspace_id = :ws ORDER BY id`),
-    bookings: await one(`SELECT id, collected, balance_due FROM bookings WHERE workspace_id = :ws ORDER BY id`),
-    slots: await one(`SELECT slot, collected, booking_collected, deposits FROM payment_slots WHERE workspace_id = :ws
-                        AND (collected <> 0 OR booking_collected <> 0 OR deposits <> 0) ORDER BY slot`),
-    ledger: await one(`SELECT customer_id, billed, collected, outstanding, open_invoices, invoices FROM customer_ledger WHERE workspace_id = :ws AND invoices > 0 ORDER BY 1`),
-    vehicles: await one(`SELECT vehicle_id, revenue, bookings FROM vehicle_revenue WHERE workspace_id = :ws AND (revenue <> 0 OR bookings <> 0) ORDER BY 1`),
-    statuses: await one(`SELECT status, count FROM booking_status_counts WHERE workspace_id = :ws AND count <> 0 ORDER BY 1`),
-    openBalances: await one(`SELECT due_date, balance, invoices FROM open_balances WHERE workspace_id = :ws AND invoices > 0 ORDER BY 1`),
-    days: await one(`SELECT day, collected FROM payment_days WHERE workspace_id = :ws AND collected <> 0 ORDER BY 1`),
-    months: await one(`SELECT to_char(month, 'YYYY-MM') AS month, collected FROM payment_months WHERE workspace_id = :ws AND collected <> 0 ORDER BY 1`),
-    expenseMonths: await one(`SELECT to_char(month, 'YYYY-MM') AS month, amount FROM expense_months WHERE workspace_id = :ws AND amount <> 0 ORDER BY 1`),
-    vehicleStates: await one(`SELECT state, count, rented FROM vehicle_state_counts WHERE workspace_id = :ws AND count <> 0 ORDER BY 1`),
-    activeBookings: await one(`SELECT id, active_bookings FROM vehicles WHERE workspace_id = :ws ORDER BY 1`),
-    vehicleModels: await one(`SELECT make, model, vehicles FROM vehicle_models WHERE workspace_id = :ws AND vehicles <> 0 ORDER BY 1, 2`),
-    ledgerNames: await one(`SELECT customer_id, name FROM customer_ledger WHERE workspace_id = :ws ORDER BY 1`),
-    totals: (await one(`SELECT collected, booking_collected, deposits, expenses, billed, invoice_collected, outstanding, open_invoices, customers
-                        FROM workspace_totals WHERE workspace_id = :ws`))[0],
-  };
-}
+import { expectRollupsExact, kept, recomputed } from './support/rollups.js';
+import { deferRollups, finishDeferredRollups } from '../src/db/bulk-load.js';
+import { createWorkspace } from '../src/workspaces.js';
 
 describe('running totals kept by triggers', () => {
   it('equal the figures recomputed from the base tables after inserts, updates and deletes', async () => {
@@ -107,5 +42,56 @@ describe('running totals kept by triggers', () => {
     const after = await kept(db, ws);
     expect(after).to.deep.equal(await recomputed(db, ws));
     expect(after.totals).not.to.deep.equal(before.totals);
+  });
+});
+
+describe('running totals of a bulk load (src/db/bulk-load.ts)', () => {
+  const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${Math.floor(Math.random() * 1e6).toString(36)}`;
+  const expense = (ws: string, amount: number, date: string) => ({ id: crypto.randomUUID(), workspace_id: ws, category: 'insurance', amount, date });
+
+  it('rollups_rebuild knows every rollup: the trigger functions calling rollup_changes are exactly these', async () => {
+    const { db } = await testDatabase();
+    // A new rollup must be added to rollups_rebuild (migration 20261123002110) and to this list.
+    const { rows } = await db.raw(`SELECT DISTINCT p.proname FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
+                                   WHERE NOT t.tgisinternal AND p.prosrc LIKE '%rollup_changes(%' ORDER BY 1`);
+    expect(rows.map((r: { proname: string }) => r.proname)).to.deep.equal([
+      'bookings_rollup', 'bookings_vehicles_out', 'customer_ledger_totals', 'expenses_months', 'expenses_totals', 'invoices_open_balances',
+      'invoices_rollup', 'payment_slots_days', 'payment_slots_months', 'payments_rollup', 'payments_totals', 'vehicles_models',
+      'vehicles_state_counts',
+    ]);
+  });
+
+  it('leaves only the loaded workspace to the end, keeps other writers waiting, and is exact at commit', async () => {
+    const { db } = await testDatabase();
+    const other = await createWorkspace(db, { slug: unique('bulk-other') });
+    const loaded = await createWorkspace(db, { slug: unique('bulk-loaded') });
+    await db('expenses').insert(expense(other.id, 1000, '2026-10-05'));
+    await db.transaction(async (trx) => {
+      expect(await deferRollups(trx, loaded.id)).to.equal(true);
+      await trx('expenses').insert([expense(loaded.id, 70000, '2026-10-05'), expense(loaded.id, 30000, '2026-11-01')]);
+      // not counted yet: the triggers leave the loaded workspace alone
+      expect((await kept(trx, loaded.id)).expenseMonths).to.deep.equal([]);
+      // but keep counting every other workspace, in the same transaction
+      await trx('expenses').insert(expense(other.id, 500, '2026-10-20'));
+      expect((await kept(trx, other.id)).expenseMonths).to.deep.equal([{ month: '2026-10', amount: 1500 }]);
+
+      // another writer into the loaded workspace waits for the load to commit (it would otherwise go uncounted)
+      const blocked = await db.transaction(async (w) => {
+        await w.raw(`SET LOCAL lock_timeout = '200ms'`);
+        return w('expenses').insert(expense(loaded.id, 1, '2026-10-05')).then(() => 'inserted', (err: { code?: string }) => err.code);
+      });
+      expect(blocked).to.equal('55P03');
+
+      await finishDeferredRollups(trx, loaded.id);
+      const rollups = await expectRollupsExact(trx, loaded.id);
+      expect(rollups.expenseMonths).to.deep.equal([{ month: '2026-10', amount: 70000 }, { month: '2026-11', amount: 30000 }]);
+      expect(rollups.totals.expenses).to.equal(100000);
+      // the triggers count the loaded workspace again after the rebuild
+      await trx('expenses').insert(expense(loaded.id, 5, '2026-11-02'));
+    });
+    expect((await expectRollupsExact(db, loaded.id)).totals.expenses).to.equal(100005);
+    expect((await expectRollupsExact(db, other.id)).totals.expenses).to.equal(1500);
+    // a workspace holding records is not bulk-loaded: the triggers keep its totals
+    await db.transaction(async (trx) => expect(await deferRollups(trx, loaded.id)).to.equal(false));
   });
 });

@@ -194,7 +194,8 @@ export function buildProgram(): Command {
     .action(async (o: JsonOption & { workspace: string; file: string }) => {
       // Read before opening the database: a bad file needs no database.
       const doc = readImportFile(o.file);
-      const result = await withDatabase((db) => importDocument(db, o.workspace, doc));
+      // Progress goes to stderr: a bar on a terminal, else a line every 5 s (none for a run shorter than that).
+      const result = await withDatabase((db) => importDocument(db, o.workspace, doc, { progress: true }));
       print(o, result, (r) => `imported ${describeCounts(r.imported)}`);
     });
 

@@ -1,6 +1,8 @@
 import fs from 'node:fs';
 import type { Knex } from 'knex';
 import type { ErrorObject, ValidateFunction } from 'ajv';
+import { progressReporter, type ProgressOptions } from '../cli/progress.js';
+import { deferRollups, finishDeferredRollups } from '../db/bulk-load.js';
 import { findWorkspace, InputError } from '../workspaces.js';
 import type { Booking, FleetImportDocument, Installment, Integration, Maintenance, Payment } from '../../generated/import-document.js';
 import { validators } from '../contract/validators.js';
@@ -135,23 +137,44 @@ function validateDocument(doc: unknown): FleetImportDocument {
   return doc;
 }
 
-export async function importDocument(db: Knex, workspaceSlug: string, doc: unknown): Promise<{ imported: Record<string, number> }> {
+/**
+ * Loads `doc` into the workspace in one transaction. Into a workspace that holds no records yet (a first import),
+ * the running totals are computed once at the end instead of by the triggers chunk by chunk (src/db/bulk-load.ts).
+ */
+export async function importDocument(
+  db: Knex,
+  workspaceSlug: string,
+  doc: unknown,
+  options: ProgressOptions = {},
+): Promise<{ imported: Record<string, number> }> {
   const document = validateDocument(doc);
   const workspace = await findWorkspace(db, workspaceSlug);
   const { fieldsByKey } = compiledSchema();
   const imported: Record<string, number> = {};
-  await db.transaction(async (trx) => {
-    for (const entity of ENTITIES) {
-      const records = document[entity.key] as ImportRecord[] | undefined;
-      if (!records) continue;
-      const fields = fieldsByKey.get(entity.key)!;
-      for (let offset = 0; offset < records.length; offset += CHUNK_SIZE) {
-        const chunk = records.slice(offset, offset + CHUNK_SIZE);
-        await upsertChunk(trx, { entity, fields, workspaceId: workspace.id, workspaceSlug, records: chunk, offset });
+  const total = ENTITIES.reduce((sum, entity) => sum + (document[entity.key]?.length ?? 0), 0);
+  const progress = progressReporter('import', 'records', total, options);
+  try {
+    await db.transaction(async (trx) => {
+      const deferred = await deferRollups(trx, workspace.id);
+      for (const entity of ENTITIES) {
+        const records = document[entity.key] as ImportRecord[] | undefined;
+        if (!records) continue;
+        const fields = fieldsByKey.get(entity.key)!;
+        for (let offset = 0; offset < records.length; offset += CHUNK_SIZE) {
+          const chunk = records.slice(offset, offset + CHUNK_SIZE);
+          await upsertChunk(trx, { entity, fields, workspaceId: workspace.id, workspaceSlug, records: chunk, offset });
+          progress.step(entity.key, chunk.length);
+        }
+        imported[entity.key] = records.length;
       }
-      imported[entity.key] = records.length;
-    }
-  });
+      if (deferred) {
+        progress.step('running totals', 0);
+        await finishDeferredRollups(trx, workspace.id);
+      }
+    });
+  } finally {
+    progress.stop();
+  }
   return { imported };
 }
 
