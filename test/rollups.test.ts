@@ -91,7 +91,14 @@ describe('running totals of a bulk load (src/db/bulk-load.ts)', () => {
     });
     expect((await expectRollupsExact(db, loaded.id)).totals.expenses).to.equal(100005);
     expect((await expectRollupsExact(db, other.id)).totals.expenses).to.equal(1500);
-    // a workspace holding records is not bulk-loaded: the triggers keep its totals
-    await db.transaction(async (trx) => expect(await deferRollups(trx, loaded.id)).to.equal(false));
+    // a workspace holding records is not bulk-loaded: the triggers keep its totals, and other writers do not wait
+    await db.transaction(async (trx) => {
+      expect(await deferRollups(trx, loaded.id)).to.equal(false);
+      await db.transaction(async (w) => {
+        await w.raw(`SET LOCAL lock_timeout = '200ms'`);
+        await w('expenses').insert(expense(loaded.id, 7, '2026-11-03'));
+      });
+    });
+    expect((await expectRollupsExact(db, loaded.id)).totals.expenses).to.equal(100012);
   });
 });

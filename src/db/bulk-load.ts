@@ -11,17 +11,24 @@ const ROLLUP_SOURCES = ['vehicles', 'customers', 'bookings', 'invoices', 'paymen
 /**
  * Makes the rollup triggers of `trx` leave `workspaceId`'s rows alone, when the workspace holds no rows yet, and
  * returns whether it did; the caller then ends the load with finishDeferredRollups. Otherwise (false) the
- * triggers keep the totals as usual. Either way the totals are exact at commit.
+ * triggers keep the totals as usual, and nothing is locked. Either way the totals are exact at commit.
  *
- * The workspace row is locked FOR UPDATE for the rest of the transaction: every insert into the workspace (its
+ * A deferred workspace's row is locked FOR UPDATE for the rest of the transaction: every insert into the workspace (its
  * foreign key check takes a key-share lock on that row) waits until the load commits. With no rows of the
  * workspace to update or delete beforehand, no other writer can change what the rebuild counts.
  */
 export async function deferRollups(trx: Knex.Transaction, workspaceId: string): Promise<boolean> {
+  // In a savepoint: rolled back, it releases the lock again when the workspace is not bulk-loaded after all.
+  await trx.raw('SAVEPOINT defer_rollups');
   await trx.raw('SELECT 1 FROM workspaces WHERE id = ? FOR UPDATE', [workspaceId]);
   const holdsRows = ROLLUP_SOURCES.map((table) => `EXISTS (SELECT 1 FROM ${table} WHERE workspace_id = :ws)`).join(' OR ');
   const { rows } = await trx.raw(`SELECT ${holdsRows} AS held`, { ws: workspaceId });
-  if (rows[0].held) return false;
+  if (rows[0].held) {
+    await trx.raw('ROLLBACK TO SAVEPOINT defer_rollups');
+    await trx.raw('RELEASE SAVEPOINT defer_rollups');
+    return false;
+  }
+  await trx.raw('RELEASE SAVEPOINT defer_rollups');
   // Transaction-local: gone at commit or rollback, and never seen by another connection.
   await trx.raw(`SELECT set_config('frs.bulk_load_workspace', ?, true)`, [workspaceId]);
   return true;
