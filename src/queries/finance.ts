@@ -7,29 +7,26 @@ export type { FinanceOverview };
 /**
  * Open balances by days past due on the local calendar, over rows `i` with `balance` and `due_date`: the
  * open_balances rollup (one row per due date) for whole-workspace figures, a customer's open invoices for a
- * receivables row. Void invoices have no balance. Shared with receivables.
- * Columns: outstanding, current (not yet due), d1_30, d31_60, d60p (61 days and more).
+ * receivables row. Void invoices have no balance. Only the buckets of the last 60 days and ahead are summed; 61+
+ * (d60p) is the rest of the outstanding, which the running totals keep, so the due dates further back, as many as
+ * the book is old, are never read (filter the rows on RECENT_DUE_DATES). Shared with receivables.
+ * Columns: current (not yet due), d1_30, d31_60.
  */
-export const AGING_COLUMNS = `
-  coalesce(sum(i.balance), 0) AS outstanding,
+export const RECENT_AGING_COLUMNS = `
   coalesce(sum(i.balance) FILTER (WHERE i.due_date >= ${TODAY}), 0) AS current,
   coalesce(sum(i.balance) FILTER (WHERE i.due_date < ${TODAY} AND i.due_date >= ${TODAY} - 30), 0) AS d1_30,
-  coalesce(sum(i.balance) FILTER (WHERE i.due_date < ${TODAY} - 30 AND i.due_date >= ${TODAY} - 60), 0) AS d31_60,
-  coalesce(sum(i.balance) FILTER (WHERE i.due_date < ${TODAY} - 60), 0) AS d60p`;
+  coalesce(sum(i.balance) FILTER (WHERE i.due_date < ${TODAY} - 30), 0) AS d31_60`;
+/** The rows RECENT_AGING_COLUMNS sums: due in the last 60 days or later. */
+export const RECENT_DUE_DATES = `i.due_date >= ${TODAY} - 60`;
 
 /**
- * Whole-workspace ageing from the running totals: workspace_totals.outstanding less the open balances due from 60
- * days ago on (open_balances, a range of its key: the due dates of the last 60 days and the ones ahead) is the 61+
- * bucket, so the due dates further back, as many as the book is old, are never read.
- * Columns: outstanding, current, d1_30, d31_60, d60p, as AGING_COLUMNS.
+ * Whole-workspace ageing: workspace_totals.outstanding, the recent buckets from open_balances (a range of its key)
+ * and 61+ as the rest. Columns: outstanding, current, d1_30, d31_60, d60p.
  */
 export const WORKSPACE_AGING = `
   SELECT t.outstanding, r.current, r.d1_30, r.d31_60, t.outstanding - r.current - r.d1_30 - r.d31_60 AS d60p
   FROM (SELECT coalesce(max(outstanding), 0) AS outstanding FROM workspace_totals WHERE workspace_id = :ws) t,
-  (SELECT coalesce(sum(i.balance) FILTER (WHERE i.due_date >= ${TODAY}), 0) AS current,
-          coalesce(sum(i.balance) FILTER (WHERE i.due_date < ${TODAY} AND i.due_date >= ${TODAY} - 30), 0) AS d1_30,
-          coalesce(sum(i.balance) FILTER (WHERE i.due_date < ${TODAY} - 30), 0) AS d31_60
-   FROM open_balances i WHERE i.workspace_id = :ws AND i.due_date >= ${TODAY} - 60) r`;
+  (SELECT ${RECENT_AGING_COLUMNS} FROM open_balances i WHERE i.workspace_id = :ws AND ${RECENT_DUE_DATES}) r`;
 
 /**
  * The finance overview. All-time money comes from workspace_totals, AR and ageing from WORKSPACE_AGING, this month

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { Receivables } from '../../generated/strict/types.gen.js';
-import { baseBindings, containsPattern, rows, TODAY, trigramSearchable, type WorkspaceRef } from './common.js';
-import { AGING_COLUMNS, WORKSPACE_AGING } from './finance.js';
+import { baseBindings, containsPattern, rows, trigramSearchable, type WorkspaceRef } from './common.js';
+import { RECENT_AGING_COLUMNS, RECENT_DUE_DATES, WORKSPACE_AGING } from './finance.js';
 
 export type { Receivables };
 
@@ -67,8 +67,8 @@ export async function receivablesJson(db: Knex, workspace: WorkspaceRef, params:
         -- the customer's open invoices due in the last 60 days and after, from invoices_customer_due alone (an
         -- invoice's workspace is its customer's: the foreign key is on both); 61+ is the rest of the customer's
         -- outstanding, which customer_ledger keeps equal to the sum of its open balances
-        SELECT ${AGING_COLUMNS}
-        FROM invoices i WHERE i.customer_id = p.customer_id AND i.balance > 0 AND i.due_date >= ${TODAY} - 60
+        SELECT ${RECENT_AGING_COLUMNS}
+        FROM invoices i WHERE i.customer_id = p.customer_id AND i.balance > 0 AND ${RECENT_DUE_DATES}
       ) a
     )
     SELECT json_build_object(
