@@ -43,6 +43,24 @@ describe('running totals kept by triggers', () => {
     expect(after).to.deep.equal(await recomputed(db, ws));
     expect(after.totals).not.to.deep.equal(before.totals);
   });
+
+  it('writes a make and model only when its count changes: a car going out rewrites the car, not its model', async () => {
+    const { db } = await testDatabase();
+    await seedDemo(db, 'rollups-models', new Date('2026-11-22T08:00:00.000Z'));
+    const ws = (await db('workspaces').where({ slug: 'rollups-models' }).first('id')).id;
+    const booking = await db('bookings').where({ workspace_id: ws, status: 'confirmed' }).orderBy('id').first('id', 'vehicle_id');
+    const car = await db('vehicles').where({ id: booking.vehicle_id }).first('make', 'model');
+    // xmin: the transaction that last wrote the row
+    const version = async () =>
+      (await db.raw(`SELECT xmin::text AS v FROM vehicle_models WHERE workspace_id = :ws AND make = :make AND model = :model`, { ws, ...car })).rows[0].v;
+    const carVersion = async () => (await db.raw(`SELECT xmin::text AS v, active_bookings FROM vehicles WHERE id = ?`, [booking.vehicle_id])).rows[0];
+    const [model, vehicle] = [await version(), await carVersion()];
+    await db('bookings').where({ id: booking.id }).update({ status: 'active' });
+    expect((await carVersion()).active_bookings).to.equal(vehicle.active_bookings + 1);
+    expect((await carVersion()).v).not.to.equal(vehicle.v);
+    expect(await version()).to.equal(model);
+    expect(await kept(db, ws)).to.deep.equal(await recomputed(db, ws));
+  });
 });
 
 describe('running totals of a bulk load (src/db/bulk-load.ts)', () => {
