@@ -258,7 +258,7 @@ export class Dispatcher {
   private readonly failures = { claim: 0, flush: 0 };
   /** Endpoints this process's flushes switched off while a claim was on its way: what it returns for them is not sent. */
   private readonly switchedOffDuringClaim = new Set<string>();
-  /** Leased deliveries this dispatcher will not send (expired ready claims): given back before the next claim. */
+  /** Leased deliveries this dispatcher will not send (expired, or for an endpoint switched off here): given back before the next claim. */
   private unsent: string[] = [];
   /** Set when a one-off sweep gives up (the last error). */
   private givenUp: unknown;
@@ -386,13 +386,11 @@ export class Dispatcher {
           const { claims, contended } = await this.claim(free, now ?? this.clock());
           this.failures.claim = 0;
           const launchBy = claimedAt + Math.min(READY_FOR_MS, this.leaseMs - this.attemptTimeoutMs);
-          const switchedOff = claims.filter((c) => this.switchedOffDuringClaim.has(c.endpointId) && c.event !== TEST_EVENT);
-          this.unsent.push(...switchedOff.map((c) => c.deliveryId));
           for (const claim of claims) {
-            if (switchedOff.includes(claim)) continue;
             this.held.add(claim);
             this.ready.push({ claim, launchBy });
           }
+          this.giveBackSwitchedOff(this.switchedOffDuringClaim);
           this.launchReady(now);
           if (claims.length === free || contended) this.claimWanted = true;
           // Rows another dispatcher was claiming at that moment are leased (or free again) a moment later.
@@ -425,14 +423,7 @@ export class Dispatcher {
         this.failures.flush = 0;
         for (const id of switchedOff) this.switchedOffDuringClaim.add(id);
         this.forgetFailures(batch);
-        // What was claimed ahead for an endpoint switched off now is held in the database: it is not sent (test
-        // deliveries are, to a switched-off endpoint too), and its lease is given back.
-        const dropped = this.ready.filter(({ claim }) => switchedOff.has(claim.endpointId) && claim.event !== TEST_EVENT);
-        if (dropped.length > 0) {
-          this.ready = this.ready.filter((r) => !dropped.includes(r));
-          for (const { claim } of dropped) this.held.remove(claim);
-          await this.releaseLeases(dropped.map(({ claim }) => claim.deliveryId));
-        }
+        this.giveBackSwitchedOff(switchedOff);
         this.launchReady(now);
       } catch (err) {
         // Outcomes not yet recorded are kept and recorded on a later try; once given up, their leases run out and
@@ -501,6 +492,20 @@ export class Dispatcher {
         i++;
       }
     }
+  }
+
+  /**
+   * What is ready for an endpoint switched off here is held in the database: it is not sent (test deliveries are, to
+   * a switched-off endpoint too), and its lease is given back before the next claim.
+   */
+  private giveBackSwitchedOff(endpoints: ReadonlySet<string>): void {
+    if (endpoints.size === 0) return;
+    this.ready = this.ready.filter(({ claim }) => {
+      if (!endpoints.has(claim.endpointId) || claim.event === TEST_EVENT) return true;
+      this.held.remove(claim);
+      this.unsent.push(claim.deliveryId);
+      return false;
+    });
   }
 
   /** Forgets the ready claims (their leases run out, and they are claimed again). */
