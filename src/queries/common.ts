@@ -89,6 +89,15 @@ export async function rows<T>(db: Knex, sql: string, bindings: Record<string, un
   }
 }
 
+/**
+ * Runs a statement whose one row has one column, `body`: an answer PostgreSQL built as JSON and selected as text,
+ * which the API sends as it is (Node neither parses the rows nor serialises them again).
+ */
+export async function jsonText(db: Knex, sql: string, bindings: Record<string, unknown>, options: { prepared?: boolean } = {}): Promise<string> {
+  const [r] = await rows<{ body: string }>(db, sql, bindings, options);
+  return r.body;
+}
+
 /** `%s%` with LIKE's wildcards and escape character in `s` escaped: a substring pattern for ILIKE ... ESCAPE '\'. */
 export function containsPattern(s: string): string {
   return `%${s.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;

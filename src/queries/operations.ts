@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { OperationsItem, OperationsToday } from '../../generated/strict/types.gen.js';
-import { baseBindings, DAY_END, DAY_START, rows, type WorkspaceRef } from './common.js';
+import { baseBindings, DAY_END, DAY_START, jsonText, type WorkspaceRef } from './common.js';
 
 export type { OperationsItem, OperationsToday };
 
@@ -32,12 +32,11 @@ export async function operationsTodayJson(db: Knex, workspace: WorkspaceRef, now
     FROM bookings b
     WHERE b.workspace_id = :ws AND b.status IN (${statuses})
       AND b.${column} >= ${DAY_START} AND b.${column} < ${DAY_END}`;
-  const [r] = await rows<{ body: string }>(
+  return jsonText(
     db,
     `SELECT json_build_object('handovers', (${items('pickup_at', `'confirmed', 'active', 'completed'`)}),
                               'returns', (${items('dropoff_at', `'active', 'completed'`)}))::text AS body`,
     baseBindings(workspace, now),
     { prepared: true },
   );
-  return r.body;
 }

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { Receivables } from '../../generated/strict/types.gen.js';
-import { baseBindings, containsPattern, rows, trigramSearchable, type WorkspaceRef } from './common.js';
+import { baseBindings, containsPattern, jsonText, trigramSearchable, type WorkspaceRef } from './common.js';
 import { RECENT_AGING_COLUMNS, RECENT_DUE_DATES, WORKSPACE_AGING } from './finance.js';
 
 export type { Receivables };
@@ -55,7 +55,7 @@ export async function receivablesJson(db: Knex, workspace: WorkspaceRef, params:
   // The answer is built as JSON by PostgreSQL and handed over as text: the API sends it as it is, so Node neither
   // parses up to 200 rows nor serialises them again (measured: about a third of the Node CPU of search=al&limit=200).
   // The keys and their order are the document's Receivables.
-  const [r] = await rows<{ body: string }>(
+  return jsonText(
     db,
     `
     WITH ${picked}
@@ -91,5 +91,4 @@ export async function receivablesJson(db: Knex, workspace: WorkspaceRef, params:
     bindings,
     { prepared },
   );
-  return r.body;
 }

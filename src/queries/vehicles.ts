@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { VehicleRow, VehicleSearchResult } from '../../generated/strict/types.gen.js';
-import { containsPattern, rows, trigramSearchable, type WorkspaceRef } from './common.js';
+import { containsPattern, jsonText, trigramSearchable, type WorkspaceRef } from './common.js';
 
 export type { VehicleRow, VehicleSearchResult };
 
@@ -90,7 +90,7 @@ export async function searchVehiclesJson(db: Knex, workspace: WorkspaceRef, para
   // the workspace with the vehicle.
   // The page is built as JSON by PostgreSQL and handed over as text, which the API sends as it is: Node neither
   // parses the rows nor serialises them again. Keys and their order are the document's VehicleRow.
-  const [result] = await rows<{ body: string }>(
+  return jsonText(
     db,
     `
     SELECT json_build_object('rows', coalesce(json_agg(json_build_object(
@@ -116,5 +116,4 @@ export async function searchVehiclesJson(db: Knex, workspace: WorkspaceRef, para
     bindings,
     { prepared: true },
   );
-  return result.body;
 }
