@@ -156,6 +156,23 @@ describe('webhooks: one delivery attempt', () => {
       }
     });
 
+    it('takes the first 4 KiB of a body that never ends and gives the rest up, without waiting for its end', async () => {
+      const server = http.createServer((_req, res) => {
+        res.writeHead(200);
+        res.write('a'.repeat(8192));
+        // never ends: an attempt that waited for the end would time out
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      const { port } = server.address() as AddressInfo;
+      try {
+        const outcome = await attemptDelivery({ ...request(), url: `http://127.0.0.1:${port}/hook` }, { timeoutMs: 5000 });
+        expect(outcome).to.include({ ok: true, statusCode: 200, errorKind: null, error: null, responseBody: 'a'.repeat(4096) });
+      } finally {
+        server.closeAllConnections();
+        await new Promise((resolve) => server.close(resolve));
+      }
+    });
+
     it('times out a body that trickles in past the time-out (the whole exchange counts)', async () => {
       const server = http.createServer((_req, res) => {
         res.writeHead(200);
