@@ -66,6 +66,8 @@ function compile(sql: string, bindings: Record<string, unknown>): Compiled {
   return statement;
 }
 
+const INDEX_PLANS = `BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off`;
+
 /**
  * Runs a raw statement with named bindings and returns its rows. The statement's positional form is worked out on
  * its first use and kept (the texts are the query modules' own, a few dozen in all), so a request costs neither a
@@ -73,17 +75,31 @@ function compile(sql: string, bindings: Record<string, unknown>): Compiled {
  * and plans it once and PostgreSQL may then keep a generic plan (planning cost the summaries as much as running
  * them). Only for statements whose best plan does not depend on the values bound (a workspace, the clock, its time
  * zone); a search pattern or a page size keeps a plan made for its values (an unnamed statement, planned each time).
+ * `indexPlans`: planned with index scans only (for a queue's claim, whose best plan is always by index).
  */
-export async function rows<T>(db: Knex, sql: string, bindings: Record<string, unknown>, options: { prepared?: boolean } = {}): Promise<T[]> {
+export async function rows<T>(db: Knex, sql: string, bindings: Record<string, unknown>, options: { prepared?: boolean; indexPlans?: boolean } = {}): Promise<T[]> {
   const statement = compile(sql, bindings);
   const values = statement.names.map((name) => {
     if (!Object.hasOwn(bindings, name)) throw new Error(`rows(): no value for :${name}`);
     return bindings[name];
   });
+  if (options.indexPlans && (db as Knex.Transaction).isTransaction) throw new Error('rows(): indexPlans runs its statement in a transaction of its own');
   const connection = (await db.client.acquireConnection()) as PgConnection;
   try {
     const query = options.prepared ? { name: statement.name, text: statement.text, values } : { text: statement.text, values };
-    return (await connection.query(query)).rows as T[];
+    if (!options.indexPlans) return (await connection.query(query)).rows as T[];
+    // Planned with sequential and bitmap scans switched off (SET LOCAL, in the statement's own transaction), so the
+    // plan a connection keeps for a prepared statement reads by index whatever the table's size or statistics were
+    // when it was made (a plan made while a queue was empty would otherwise scan the whole table once it is full).
+    await connection.query({ text: INDEX_PLANS, values: [] });
+    try {
+      const result = (await connection.query(query)).rows as T[];
+      await connection.query({ text: 'COMMIT', values: [] });
+      return result;
+    } catch (err) {
+      await connection.query({ text: 'ROLLBACK', values: [] }).catch(() => undefined);
+      throw err;
+    }
   } finally {
     await db.client.releaseConnection(connection);
   }

@@ -581,6 +581,7 @@ export class Dispatcher {
        SELECT coalesce((SELECT json_agg(c ORDER BY f.claim_order) FROM claimed c JOIN candidates f ON f.id = c."deliveryId"), '[]') AS claims,
               (SELECT count(*) FROM candidates) > (SELECT count(*) FROM claimed) AS contended`,
       { ...fair.bindings, owner: this.owner, leaseMs: this.leaseMs },
+      { prepared: true, indexPlans: true },
     );
     // An endpoint's secrets are opened once per claim (its deliveries carry the same sealed values), and kept
     // nowhere else: a rotation or a master-key change is seen by the next claim.
@@ -645,6 +646,7 @@ export class Dispatcher {
         owner: this.owner,
         testEvent: TEST_EVENT,
       },
+      { prepared: true, indexPlans: true },
     );
     this.report(batch, deliveries, new Map(result.recorded.map((r) => [r.id, new Date(r.createdAt)])));
     for (const id of result.switched) {

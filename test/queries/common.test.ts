@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { testDatabase } from '../support/database.js';
+import { createKnex } from '../../src/db/database.js';
 import { rows } from '../../src/queries/common.js';
 
 describe('queries: rows() and its named bindings', () => {
@@ -25,5 +26,38 @@ describe('queries: rows() and its named bindings', () => {
       error = err as Error;
     }
     expect(error?.message).to.equal('rows(): no value for :only');
+  });
+
+  it('indexPlans: plans the statement with sequential and bitmap scans off, in its own transaction, and leaves the connection as it was', async () => {
+    const { url } = await testDatabase();
+    // one connection, so every statement below runs on the same session
+    const single = createKnex(url, 1);
+    try {
+      const settings = `SELECT current_setting('enable_seqscan') AS seq, current_setting('enable_bitmapscan') AS bitmap, now() = statement_timestamp() AS own_transaction`;
+      expect(await rows(single, settings, {}, { prepared: true, indexPlans: true })).to.deep.equal([{ seq: 'off', bitmap: 'off', own_transaction: false }]);
+      // SET LOCAL ended with the transaction: the next statement on the connection plans as usual, outside it
+      expect(await rows(single, settings, {})).to.deep.equal([{ seq: 'on', bitmap: 'on', own_transaction: true }]);
+      // a failing statement rolls its transaction back: the connection is usable at once
+      let error: Error | undefined;
+      try {
+        await rows(single, `SELECT 1 / :zero::int AS never`, { zero: 0 }, { indexPlans: true });
+      } catch (err) {
+        error = err as Error;
+      }
+      expect(error?.message).to.equal('division by zero');
+      expect(await rows(single, settings, {})).to.deep.equal([{ seq: 'on', bitmap: 'on', own_transaction: true }]);
+      // it is never nested in a caller's transaction (its COMMIT would end the caller's)
+      let refused: Error | undefined;
+      await single.transaction(async (trx) => {
+        try {
+          await rows(trx, settings, {}, { indexPlans: true });
+        } catch (err) {
+          refused = err as Error;
+        }
+      });
+      expect(refused?.message).to.equal('rows(): indexPlans runs its statement in a transaction of its own');
+    } finally {
+      await single.destroy();
+    }
   });
 });
