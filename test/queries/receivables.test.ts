@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { testDatabase } from '../support/database.js';
 import { fixture, type Fixture } from '../support/fixtures.js';
-import { receivables } from '../../src/queries/receivables.js';
+import { receivables, receivablesJson } from '../../src/queries/receivables.js';
 
 // Dubai (UTC+4): today is 2026-11-22.
 const now = new Date('2026-11-22T08:00:00.000Z');
@@ -191,6 +191,18 @@ describe('queries: receivables', () => {
     }
     expect((await db('customer_ledger').where({ customer_id: id }).first('name')).name).to.equal('New Name');
     expect((await receivables(db, g.ws, { limit: 50 }, now)).rows.map((r) => r.name)).to.deep.equal(['New Name']);
+  });
+
+  it('sends compact JSON in the document\'s key order, names escaped', async () => {
+    const { db } = await testDatabase();
+    const g = await fixture(db, { timezone: 'Asia/Dubai' });
+    const odd = 'Zoë "Q" O\'Brien \\ tab\there\nline\u0001 🚗';
+    const id = await g.customer({ name: odd });
+    await g.invoice({ customerId: id, total: 1234, dueDate: '2026-11-01' });
+    const text = await receivablesJson(db, g.ws, { search: 'brien', limit: 10 }, now);
+    const figures = { billed: 1234, collected: 0, outstanding: 1234, current: 0, d1_30: 1234, d31_60: 0, d60p: 0, openInvoices: 1 };
+    expect(JSON.parse(text)).to.deep.equal({ rows: [{ customerId: id, name: odd, ...figures }], totals: { ...figures, customers: 1 } });
+    expect(text).to.equal(JSON.stringify(JSON.parse(text)));
   });
 
   it('is empty for a workspace without invoices', async () => {
