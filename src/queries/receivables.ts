@@ -12,6 +12,15 @@ export interface ReceivablesParams {
 }
 
 /**
+ * A search term of three letters or digits or more that matches at most this many of the workspace's customers
+ * (whether they owe anything or not) is answered from the trigram index on names: its matches are looked up and
+ * sorted. A term matching more is tested while walking the ledger in order, which reaches a page of matches sooner
+ * than looking them all up. Measured on the large bench set (50,000 customers, limit 50): 968 matches cost about
+ * 3.6 ms looked up against 2.7 ms walked, and finding out that a term is common costs a look-up of this many.
+ */
+export const RARE_TERM_MATCHES = 500;
+
+/**
  * SQL that builds a JSON object's text with one format(): cheaper than json_build_object, which works out each
  * value's type and writes `"key" : value` (measured: about half of the database's time building the receivables
  * rows). `fields` maps each key (written as is: a plain identifier) to an SQL expression and what it holds:
@@ -74,11 +83,28 @@ const NAME_HAS_TERM = 'strpos(lower(l.name), (SELECT lower(:search))) > 0';
 const PICKED = `picked AS (${walk('')}),`;
 const PICKED_SHORT_TERM = `picked AS (${walk(`AND ${NAME_HAS_TERM}`)}),`;
 /**
- * With a term the trigram index can serve: matched with ILIKE (wildcards escaped) on customers, in a statement
- * planned for its value: the planner takes the few matches of a rare term from customers_name_trgm, or walks the
- * ledger in order for a common one.
+ * With a term the trigram index can serve: up to RARE_TERM_MATCHES + 1 customers whose name matches (ILIKE, the
+ * wildcards escaped) from customers_name_trgm; if that is all of them, the page is those in the ledger, sorted;
+ * otherwise the ledger walked in order. Either way the same rows: which way is a matter of cost only. The pattern
+ * is a scalar subquery, so the statement has one plan whatever the term (planning it for each term took 1.5 ms,
+ * five times its execution for a rare term).
  */
-const PICKED_TRIGRAM_TERM = `picked AS (${walk(`AND l.customer_id IN (SELECT c.id FROM customers c WHERE c.workspace_id = :ws AND c.name ILIKE :pattern ESCAPE '\\')`)}),`;
+const PICKED_TRIGRAM_TERM = `
+    matched AS MATERIALIZED (
+      SELECT c.id FROM customers c
+      WHERE c.workspace_id = :ws AND c.name ILIKE (SELECT CAST(:pattern AS text)) ESCAPE '\\'
+      LIMIT ${RARE_TERM_MATCHES + 1}
+    ),
+    rare AS (SELECT count(*) <= ${RARE_TERM_MATCHES} AS term FROM matched),
+    picked AS (
+      (SELECT l.customer_id, l.name, l.billed, l.collected, l.outstanding, l.open_invoices
+       FROM matched m JOIN customer_ledger l ON l.customer_id = m.id
+       WHERE (SELECT term FROM rare) AND l.invoices > 0
+       ORDER BY l.outstanding DESC, l.name, l.customer_id
+       LIMIT (SELECT CAST(:limit AS integer)))
+      UNION ALL
+      (${walk(`AND NOT (SELECT term FROM rare) AND ${NAME_HAS_TERM}`)})
+    ),`;
 
 /** The statement for a page chosen by `picked`: its rows' ageing, the totals, and the answer's JSON text. */
 const receivablesSql = (picked: string) => `
@@ -123,24 +149,22 @@ export async function receivables(db: Knex, workspace: WorkspaceRef, params: Rec
 
 /**
  * The same answer as receivables(), as the JSON text of the document's Receivables: what the API sends. Built by
- * PostgreSQL (keys in the document's order), so Node neither parses up to 200 rows nor serialises them again. The
- * statements without a search and with a short term are prepared once per connection with one plan.
+ * PostgreSQL (keys in the document's order), so Node neither parses up to 200 rows nor serialises them again. Each
+ * of its three statements (no search, a short term, a longer term) is prepared once per connection with one plan.
  */
 export async function receivablesJson(db: Knex, workspace: WorkspaceRef, params: ReceivablesParams, now: Date): Promise<string> {
   const limit = Math.trunc(params.limit);
   if (!(limit >= 1)) throw new RangeError(`receivables: limit must be a positive integer, got ${params.limit}`);
   const bindings: Record<string, unknown> = { ...baseBindings(workspace, now), limit };
   let sql = ALL_SQL;
-  let prepared = true;
   if (params.search) {
     bindings.search = params.search;
     if (trigramSearchable(params.search)) {
       bindings.pattern = containsPattern(params.search);
       sql = TRIGRAM_TERM_SQL;
-      prepared = false;
     } else {
       sql = SHORT_TERM_SQL;
     }
   }
-  return jsonText(db, sql, bindings, { prepared });
+  return jsonText(db, sql, bindings, { prepared: true });
 }
