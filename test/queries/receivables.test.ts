@@ -116,6 +116,10 @@ describe('queries: receivables', () => {
     expect((await search('%')).rows).to.deep.equal([rows.ev]);
     expect((await search('_')).rows).to.deep.equal([rows.ev]);
     expect((await search('0%_O')).rows).to.deep.equal([rows.ev]);
+    // the same, in a term long enough for the trigram index
+    expect((await search('100%_OFF')).rows).to.deep.equal([rows.ev]);
+    expect((await search('100_')).rows).to.deep.equal([]);
+    expect((await search('100%o')).rows).to.deep.equal([]);
     expect((await search('void')).rows).to.deep.equal([]);
     expect((await search('nobody')).totals).to.deep.equal(totals);
   });
