@@ -22,8 +22,8 @@ export const RARE_TERM_MATCHES = 500;
 
 /**
  * SQL that builds a JSON object's text with one format(): cheaper than json_build_object, which works out each
- * value's type and writes `"key" : value` (measured: about half of the database's time building the receivables
- * rows). `fields` maps each key (written as is: a plain identifier) to an SQL expression and what it holds:
+ * value's type and writes `"key" : value` (measured on receivables, limit=50, with one concat() around the rows:
+ * 0.52 -> 0.42 ms of database CPU per request). `fields` maps each key (written as is: a plain identifier) to an SQL expression and what it holds:
  * `number` (an integer type or numeric, never NULL), `uuid` (never NULL, quoted as is), `text` (escaped by
  * to_json(); NULL is JSON null).
  */
@@ -65,8 +65,8 @@ const TOTALS_JSON = jsonObjectSql({
 /**
  * The ledger rows in the page's order up to the page size: read from customer_ledger_order (which holds the order,
  * the figures and the name), `filter` tested on the way. The page size is a scalar subquery, so the planner costs
- * every execution alike (for a tenth of the ledger): one generic plan per statement text, the same one a known
- * page size of 1 to 200 gets.
+ * every execution alike (for a tenth of the ledger): one generic plan per statement text, of the same shape as
+ * the plan for a known page size of 1 to 200 (a page size bound as a parameter would be planned on every request).
  */
 const walk = (filter: string) => `
       SELECT l.customer_id, l.name, l.billed, l.collected, l.outstanding, l.open_invoices
