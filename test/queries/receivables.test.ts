@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
+import { ReceivablesRowSchema, ReceivablesTotalsSchema } from '../../generated/openapi/schemas.gen.js';
 import { testDatabase } from '../support/database.js';
 import { fixture, type Fixture } from '../support/fixtures.js';
 import { RARE_TERM_MATCHES, receivables, receivablesJson } from '../../src/queries/receivables.js';
@@ -244,6 +245,9 @@ describe('queries: receivables', () => {
     const figures = { billed: 1234, collected: 0, outstanding: 1234, current: 0, d1_30: 1234, d31_60: 0, d60p: 0, openInvoices: 1 };
     expect(JSON.parse(text)).to.deep.equal({ rows: [{ customerId: id, name: odd, ...figures }], totals: { ...figures, customers: 1 } });
     expect(text).to.equal(JSON.stringify(JSON.parse(text)));
+    const answer = JSON.parse(text) as { rows: object[]; totals: object };
+    expect(Object.keys(answer.rows[0])).to.deep.equal(ReceivablesRowSchema.required);
+    expect(Object.keys(answer.totals)).to.deep.equal(ReceivablesTotalsSchema.required);
   });
 
   it('is empty for a workspace without invoices', async () => {
