@@ -64,14 +64,16 @@ const TOTALS_JSON = jsonObjectSql({
 
 /**
  * The ledger rows in the page's order up to the page size: read from customer_ledger_order (which holds the order,
- * the figures and the name), `filter` tested on the way. The page size is a scalar subquery, so the planner costs
- * every execution alike (for a tenth of the ledger): one generic plan per statement text, of the same shape as
- * the plan for a known page size of 1 to 200 (a page size bound as a parameter would be planned on every request).
+ * the figures and the name), `filter` tested on the way. The page size and the workspace are scalar subqueries, so
+ * the planner costs every execution alike (a tenth of an average workspace's ledger): one generic plan per
+ * statement text, of the same shape as the plan for a known page size of 1 to 200. A page size bound as a
+ * parameter would be planned on every request; so would a small workspace's page (0.5 ms), its plan made for its
+ * own values looking cheaper than the generic one.
  */
 const walk = (filter: string) => `
       SELECT l.customer_id, l.name, l.billed, l.collected, l.outstanding, l.open_invoices
       FROM customer_ledger l
-      WHERE l.workspace_id = :ws AND l.invoices > 0 ${filter}
+      WHERE l.workspace_id = (SELECT CAST(:ws AS uuid)) AND l.invoices > 0 ${filter}
       ORDER BY l.outstanding DESC, l.name, l.customer_id
       LIMIT (SELECT CAST(:limit AS integer))`;
 
@@ -87,14 +89,15 @@ const PICKED_SHORT_TERM = `picked AS (${walk(`AND ${NAME_HAS_TERM}`)}),`;
  * wildcards escaped) from customers_name_trgm; if that is all of them, the page is those in the ledger, sorted;
  * otherwise the ledger walked in order. Either way the same rows: which way is a matter of cost only. The pattern
  * is a scalar subquery, so the statement has one plan whatever the term (planning it for each term took 1.5 ms,
- * five times its execution for a rare term). The workspace is tested with IS TRUE, which no index serves: a plan
- * made for any workspace is costed for an average one, and with many small workspaces it would also read the
- * workspace's whole entry in a B-tree on customers (all 50,000 customers of a large one) to narrow the matches.
+ * five times its execution for a rare term). The workspace is a scalar subquery too (see walk()), tested with IS
+ * TRUE, which no index serves: the plan is costed for an average workspace, and with many small workspaces it
+ * would also read the workspace's whole entry in a B-tree on customers (all 50,000 customers of a large one) to
+ * narrow the matches.
  */
 const PICKED_TRIGRAM_TERM = `
     matched AS MATERIALIZED (
       SELECT c.id FROM customers c
-      WHERE (c.workspace_id = :ws) IS TRUE AND c.name ILIKE (SELECT CAST(:pattern AS text)) ESCAPE '\\'
+      WHERE (c.workspace_id = (SELECT CAST(:ws AS uuid))) IS TRUE AND c.name ILIKE (SELECT CAST(:pattern AS text)) ESCAPE '\\'
       LIMIT ${RARE_TERM_MATCHES + 1}
     ),
     rare AS (SELECT count(*) <= ${RARE_TERM_MATCHES} AS term FROM matched),
