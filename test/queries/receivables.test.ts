@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
+import { ReceivablesRowSchema, ReceivablesTotalsSchema } from '../../generated/openapi/schemas.gen.js';
 import { testDatabase } from '../support/database.js';
 import { fixture, type Fixture } from '../support/fixtures.js';
-import { receivables } from '../../src/queries/receivables.js';
+import { RARE_TERM_MATCHES, receivables, receivablesJson } from '../../src/queries/receivables.js';
 
 // Dubai (UTC+4): today is 2026-11-22.
 const now = new Date('2026-11-22T08:00:00.000Z');
@@ -116,6 +117,10 @@ describe('queries: receivables', () => {
     expect((await search('%')).rows).to.deep.equal([rows.ev]);
     expect((await search('_')).rows).to.deep.equal([rows.ev]);
     expect((await search('0%_O')).rows).to.deep.equal([rows.ev]);
+    // the same, in a term long enough for the trigram index
+    expect((await search('100%_OFF')).rows).to.deep.equal([rows.ev]);
+    expect((await search('100_')).rows).to.deep.equal([]);
+    expect((await search('100%o')).rows).to.deep.equal([]);
     expect((await search('void')).rows).to.deep.equal([]);
     expect((await search('nobody')).totals).to.deep.equal(totals);
   });
@@ -191,6 +196,58 @@ describe('queries: receivables', () => {
     }
     expect((await db('customer_ledger').where({ customer_id: id }).first('name')).name).to.equal('New Name');
     expect((await receivables(db, g.ws, { limit: 50 }, now)).rows.map((r) => r.name)).to.deep.equal(['New Name']);
+  });
+
+  it('answers a term matching more customers than a rare one by walking the ledger, with the same rows', async () => {
+    const { db } = await testDatabase();
+    const g = await fixture(db, { timezone: 'Asia/Dubai' });
+    // RARE_TERM_MATCHES customers "Common 000" to "Common 499" (if it is 500), customer i owing 1000 + i due
+    // 2026-11-30 (current), and one more customer whose name also holds "comm", with no invoice: "common" matches
+    // exactly RARE_TERM_MATCHES customers (looked up), "comm" one more (the ledger walked in order)
+    const ids = Array.from({ length: RARE_TERM_MATCHES }, () => randomUUID());
+    const name = (i: number) => `Common ${String(i).padStart(3, '0')}`;
+    await db('customers').insert(ids.map((id, i) => ({ id, workspace_id: g.ws.id, name: name(i) })));
+    await db('customers').insert({ id: randomUUID(), workspace_id: g.ws.id, name: 'Commun Nobody' });
+    await db('invoices').insert(ids.map((id, i) => ({
+      id: randomUUID(), workspace_id: g.ws.id, number: `INV-${i}`, customer_id: id, purpose: 'rental',
+      issue_date: '2026-11-20', due_date: '2026-11-30', total: 1000 + i, status: 'issued',
+    })));
+    const debtor = (i: number) => ({
+      customerId: ids[i], name: name(i), billed: 1000 + i, collected: 0, outstanding: 1000 + i, current: 1000 + i, d1_30: 0, d31_60: 0, d60p: 0, openInvoices: 1,
+    });
+    const last = RARE_TERM_MATCHES - 1;
+    // totals: the sum of 1000 + i over i < n is 1000n + n(n-1)/2
+    const owed = 1000 * RARE_TERM_MATCHES + (RARE_TERM_MATCHES * last) / 2;
+    const totals = { billed: owed, collected: 0, outstanding: owed, current: owed, d1_30: 0, d31_60: 0, d60p: 0, openInvoices: RARE_TERM_MATCHES, customers: RARE_TERM_MATCHES };
+    const top3 = [debtor(last), debtor(last - 1), debtor(last - 2)];
+    expect(await receivables(db, g.ws, { search: 'common', limit: 3 }, now)).to.deep.equal({ rows: top3, totals });
+    expect(await receivables(db, g.ws, { search: 'COMM', limit: 3 }, now)).to.deep.equal({ rows: top3, totals });
+    // the whole page of the walk, in order, down to the smallest debtor
+    const all = await receivables(db, g.ws, { search: 'comm', limit: 200 }, now);
+    expect(all.rows.map((r) => r.outstanding)).to.deep.equal(Array.from({ length: 200 }, (_, k) => 1000 + last - k));
+    // a term matching a few of them ("Common 490" to "Common 499" when there are 500): one too short for the trigram
+    // index, and one it serves (a rare term)
+    expect((await receivables(db, g.ws, { search: 'on 49', limit: 50 }, now)).rows.map((r) => r.name)).to.deep.equal(
+      Array.from({ length: 10 }, (_, k) => name(last - k)),
+    );
+    expect((await receivables(db, g.ws, { search: 'mon 49', limit: 50 }, now)).rows.map((r) => r.name)).to.deep.equal(
+      Array.from({ length: 10 }, (_, k) => name(last - k)),
+    );
+  });
+
+  it('sends compact JSON in the document\'s key order, names escaped', async () => {
+    const { db } = await testDatabase();
+    const g = await fixture(db, { timezone: 'Asia/Dubai' });
+    const odd = 'Zoë "Q" O\'Brien \\ tab\there\nline\u0001 🚗';
+    const id = await g.customer({ name: odd });
+    await g.invoice({ customerId: id, total: 1234, dueDate: '2026-11-01' });
+    const text = await receivablesJson(db, g.ws, { search: 'brien', limit: 10 }, now);
+    const figures = { billed: 1234, collected: 0, outstanding: 1234, current: 0, d1_30: 1234, d31_60: 0, d60p: 0, openInvoices: 1 };
+    expect(JSON.parse(text)).to.deep.equal({ rows: [{ customerId: id, name: odd, ...figures }], totals: { ...figures, customers: 1 } });
+    expect(text).to.equal(JSON.stringify(JSON.parse(text)));
+    const answer = JSON.parse(text) as { rows: object[]; totals: object };
+    expect(Object.keys(answer.rows[0])).to.deep.equal(ReceivablesRowSchema.required);
+    expect(Object.keys(answer.totals)).to.deep.equal(ReceivablesTotalsSchema.required);
   });
 
   it('is empty for a workspace without invoices', async () => {
