@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { VehicleRow, VehicleSearchResult } from '../../generated/strict/types.gen.js';
-import { containsPattern, jsonText, trigramSearchable, type WorkspaceRef } from './common.js';
+import { containsPattern, jsonArrayText, jsonObjectText, jsonText, jsonValue, trigramSearchable, type WorkspaceRef } from './common.js';
 
 export type { VehicleRow, VehicleSearchResult };
 
@@ -88,15 +88,22 @@ export async function searchVehiclesJson(db: Knex, workspace: WorkspaceRef, para
   // block overlaps [from, to) when it starts before `to` and ends after `from`; an active booking ends at the
   // later of its dropoff and now. The vehicle alone selects its bookings and blocks: their foreign keys carry
   // the workspace with the vehicle.
-  // The page is built as JSON by PostgreSQL and handed over as text, which the API sends as it is: Node neither
-  // parses the rows nor serialises them again. Keys and their order are the document's VehicleRow.
+  // The page is built as JSON text by PostgreSQL (concatenation: see jsonObjectText) and handed over as text, which
+  // the API sends as it is: Node neither parses the rows nor serialises them again. Keys and their order are the
+  // document's VehicleRow.
+  const row = jsonObjectText([
+    ['id', jsonValue.plainString('l.id')],
+    ['make', jsonValue.string('l.make')],
+    ['model', jsonValue.string('l.model')],
+    ['plate', jsonValue.string('l.plate')],
+    ['category', jsonValue.string('l.category')],
+    ['dailyRate', jsonValue.number('l.daily_rate')],
+    ...(window ? [['available', jsonValue.boolean(`l.state = 'active' AND bk.hit IS NULL AND mt.hit IS NULL`)] as [string, string]] : []),
+  ]);
   return jsonText(
     db,
     `
-    SELECT json_build_object('rows', coalesce(json_agg(json_build_object(
-             'id', l.id, 'make', l.make, 'model', l.model, 'plate', l.plate, 'category', l.category, 'dailyRate', l.daily_rate
-             ${window ? `, 'available', (l.state = 'active' AND bk.hit IS NULL AND mt.hit IS NULL)` : ''}
-           ) ORDER BY l.make, l.model, l.plate), '[]'))::text AS body
+    SELECT ${jsonObjectText([['rows', jsonArrayText(row, 'l.make, l.model, l.plate')]])} AS body
     FROM (${page}) l
     ${
       window
