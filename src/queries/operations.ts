@@ -16,12 +16,11 @@ export async function operationsToday(db: Knex, workspace: WorkspaceRef, now: Da
   return JSON.parse(await operationsTodayJson(db, workspace, now)) as OperationsToday;
 }
 
-/** The same answer as operationsToday(), as the JSON text of the document's OperationsToday: what the API sends. */
-export async function operationsTodayJson(db: Knex, workspace: WorkspaceRef, now: Date): Promise<string> {
-  // Built as JSON text in SQL and handed over as is: a busy day has hundreds of items, and the API sends the text,
-  // so Node neither parses them nor serialises them again. Written by concatenation (jsonObjectText), about half the
-  // database CPU of json_build_object/json_agg here. Customer and vehicle are looked up per returned booking.
-  const items = (column: string, statuses: string) => `
+// Built as JSON text in SQL and handed over as is: a busy day has hundreds of items, and the API sends the text, so
+// Node neither parses them nor serialises them again. Written by concatenation (jsonObjectText), about half the
+// database CPU of json_build_object/json_agg here. Customer and vehicle are looked up per returned booking. The text
+// is the same for every request, so it is built once.
+const items = (column: string, statuses: string) => `
     SELECT ${jsonArrayText(
       jsonObjectText([
         ['bookingId', jsonValue.plainString('b.id')],
@@ -42,13 +41,12 @@ export async function operationsTodayJson(db: Knex, workspace: WorkspaceRef, now
     FROM bookings b
     WHERE b.workspace_id = :ws AND b.status IN (${statuses})
       AND b.${column} >= ${DAY_START} AND b.${column} < ${DAY_END}`;
-  return jsonText(
-    db,
-    `SELECT ${jsonObjectText([
-      ['handovers', `(${items('pickup_at', `'confirmed', 'active', 'completed'`)})`],
-      ['returns', `(${items('dropoff_at', `'active', 'completed'`)})`],
-    ])} AS body`,
-    baseBindings(workspace, now),
-    { prepared: true },
-  );
+const OPERATIONS_TODAY = `SELECT ${jsonObjectText([
+  ['handovers', `(${items('pickup_at', `'confirmed', 'active', 'completed'`)})`],
+  ['returns', `(${items('dropoff_at', `'active', 'completed'`)})`],
+])} AS body`;
+
+/** The same answer as operationsToday(), as the JSON text of the document's OperationsToday: what the API sends. */
+export async function operationsTodayJson(db: Knex, workspace: WorkspaceRef, now: Date): Promise<string> {
+  return jsonText(db, OPERATIONS_TODAY, baseBindings(workspace, now), { prepared: true });
 }
