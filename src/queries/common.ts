@@ -121,8 +121,11 @@ export function trigramSearchable(s: string): boolean {
 export const jsonValue = {
   /** Text that may need escaping (names, plates): quoted and escaped by to_json, as JSON.stringify escapes it. */
   string: (expr: string) => `to_json(${expr}::text)::text`,
-  /** A value whose text is never escaped (a uuid, a time written as ISO 8601), quoted as it is. */
-  plainString: (expr: string) => `'"' || ${expr} || '"'`,
+  /**
+   * A value whose text is never escaped (a uuid, a time written as ISO 8601), quoted as it is. Cast to text first:
+   * text || uuid is a SQL function (textanycat) the planner inlines by parsing it, each time it plans.
+   */
+  plainString: (expr: string) => `'"' || (${expr})::text || '"'`,
   /** A bigint or integer (its text is a JSON number); a boolean (its text is true or false). */
   number: (expr: string) => `(${expr})::text`,
   boolean: (expr: string) => `(${expr})::text`,
