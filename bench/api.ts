@@ -16,11 +16,15 @@
 // Honesty: a warm-up before each measurement is not counted; BENCH_ROUNDS rounds (default 3) go over every row in
 // turn (so a noisy moment hits every row alike) and the median of the rounds is reported; non-2xx answers and
 // errors are counted and fail the run; cores and Node are printed.
+// Where the time goes: each row also prints the CPU per request of the server process and of the PostgreSQL cluster
+// (all its processes), read from /proc (Linux, a local cluster) around the measurement; on 2 shared cores these
+// rise with contention, so they are for comparing rows of one run, as the ratios are.
 //
 // Data: DATABASE_URL, or the embedded cluster under .data/large-pg (port FRS_BENCH_PG_PORT, default 54479); the two
 // workspaces are generated on first use with seedLarge (several minutes). Options: BENCH_SECONDS per measurement
 // (default 5), BENCH_CONNECTIONS (default 10), BENCH_ROUNDS (default 3), BENCH_ONLY (only the operations whose path
 // contains one of its comma-separated parts; /v1/me always).
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { once } from 'node:events';
@@ -57,15 +61,42 @@ const OPERATIONS = [
   '/v1/webhooks',
 ].filter((o) => o === '/v1/me' || (process.env.BENCH_ONLY ?? '').split(',').some((part) => o.includes(part)));
 
-interface Sample { reqPerSec: number; mean: number; p50: number; p99: number; bad: number }
-interface Row { name: string; url: string; key?: string; samples: Sample[] }
+interface Sample { reqPerSec: number; mean: number; p50: number; p99: number; bad: number; serverCpu: number; dbCpu: number }
+interface Row { name: string; url: string; key?: string; samples: Sample[]; serverPid: number }
+
+/** CPU time (user + system) a process has used so far, in microseconds; NaN when /proc cannot tell. */
+function cpuMicros(pid: number): number {
+  try {
+    // Fields 14 and 15 of the line (utime, stime), in clock ticks of 10 ms, counted after "pid (comm) ".
+    const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10_000;
+  } catch {
+    return NaN;
+  }
+}
+
+/** The PostgreSQL cluster's CPU so far: its postmaster and every process it started (backends, workers). */
+function databaseCpuMicros(postmasterPid: number): number {
+  try {
+    const children = fs.readFileSync(`/proc/${postmasterPid}/task/${postmasterPid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+    return children.reduce((sum, pid) => sum + (cpuMicros(Number(pid)) || 0), cpuMicros(postmasterPid));
+  } catch {
+    return NaN;
+  }
+}
 
 async function measure(row: Row): Promise<void> {
   const headers = row.key ? { authorization: `Bearer ${row.key}` } : {};
   // Warm-up (connections, plans, caches), not counted.
   await autocannon({ url: row.url, connections: 2, amount: 50, headers });
+  const [server, database] = [cpuMicros(row.serverPid), databaseCpuMicros(postmasterPid)];
   const r = await autocannon({ url: row.url, connections: CONNECTIONS, duration: SECONDS, headers });
-  row.samples.push({ reqPerSec: r.requests.average, mean: r.latency.mean, p50: r.latency.p50, p99: r.latency.p99, bad: r.non2xx + r.errors + r.timeouts });
+  const requests = Math.max(r.requests.total, 1);
+  row.samples.push({
+    reqPerSec: r.requests.average, mean: r.latency.mean, p50: r.latency.p50, p99: r.latency.p99, bad: r.non2xx + r.errors + r.timeouts,
+    serverCpu: (cpuMicros(row.serverPid) - server) / requests,
+    dbCpu: (databaseCpuMicros(postmasterPid) - database) / requests,
+  });
 }
 
 const median = (values: number[]) => {
@@ -78,6 +109,8 @@ const summary = (row: Row) => ({
   mean: median(row.samples.map((s) => s.mean)),
   p50: median(row.samples.map((s) => s.p50)),
   p99: median(row.samples.map((s) => s.p99)),
+  serverCpu: median(row.samples.map((s) => s.serverCpu)),
+  dbCpu: median(row.samples.map((s) => s.dbCpu)),
   bad: row.samples.reduce((n, s) => n + s.bad, 0),
 });
 
@@ -109,13 +142,24 @@ const keys = {
   small: (await createApiKey(db, { workspaceSlug: 'small', role: 'bench' })).key,
 };
 
+// The cluster's postmaster, for its CPU per request (NaN, printed as n/a, when it is not a local cluster we may read).
+const postmasterPid = await (async () => {
+  try {
+    const { rows } = await db.raw(`SELECT current_setting('data_directory') AS dir`);
+    return Number(fs.readFileSync(path.join(rows[0].dir as string, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  } catch {
+    return NaN;
+  }
+})();
 const koa = await startBenchProcess('server.ts', ['baseline']);
 const framework = await startBenchProcess('server.ts', ['framework']);
 const service = await startBenchProcess('server.ts', ['service', database.url]);
-const koaRow: Row = { name: 'plain Koa (fixed JSON, no database)', url: `${koa.url}/`, samples: [] };
-const frameworkRow: Row = { name: 'Koa + openapi-backend, GET /v1/me (fixed JSON, no database)', url: `${framework.url}/v1/me`, key: keys.large, samples: [] };
+const koaRow: Row = { name: 'plain Koa (fixed JSON, no database)', url: `${koa.url}/`, samples: [], serverPid: koa.child.pid! };
+const frameworkRow: Row = {
+  name: 'Koa + openapi-backend, GET /v1/me (fixed JSON, no database)', url: `${framework.url}/v1/me`, key: keys.large, samples: [], serverPid: framework.child.pid!,
+};
 const opRows = (slug: 'large' | 'small') =>
-  OPERATIONS.map((op): Row => ({ name: op, url: service.url + op, key: keys[slug], samples: [] }));
+  OPERATIONS.map((op): Row => ({ name: op, url: service.url + op, key: keys[slug], samples: [], serverPid: service.child.pid! }));
 const large = opRows('large');
 const small = opRows('small');
 const rows = [koaRow, frameworkRow, ...large, ...small];
@@ -134,14 +178,20 @@ const yes = (ok: boolean) => (ok ? 'met' : 'NOT MET');
 const describeCounts = (c: Record<string, number>) => Object.entries(c).map(([k, v]) => `${fmt(v)} ${k}`).join(', ');
 console.log(`\nMachine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown'}), Node ${process.version}, load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
 console.log(`Data: "large": ${describeCounts(counts.large)}\n      "small": ${describeCounts(counts.small)}`);
-console.log(`autocannon: ${CONNECTIONS} connections, ${SECONDS} s per measurement after a warm-up, median of ${ROUNDS} rounds\n`);
+console.log(`autocannon: ${CONNECTIONS} connections, ${SECONDS} s per measurement after a warm-up, median of ${ROUNDS} rounds`);
+console.log('server µs, db µs: CPU per request of the server process and of the PostgreSQL cluster, from /proc\n');
 
 const table = (title: string, list: Row[]) => {
   console.log(title);
-  console.log(['  ', 'row'.padEnd(84), 'req/s'.padStart(9), 'mean ms'.padStart(9), 'p50 ms'.padStart(8), 'p99 ms'.padStart(8), 'non-2xx'.padStart(9)].join(''));
+  const cpu = (us: number) => (Number.isFinite(us) ? fmt(us) : 'n/a').padStart(10);
+  console.log(
+    ['  ', 'row'.padEnd(84), 'req/s'.padStart(9), 'mean ms'.padStart(9), 'p50 ms'.padStart(8), 'p99 ms'.padStart(8), 'non-2xx'.padStart(9), 'server µs'.padStart(10), 'db µs'.padStart(10)].join(''),
+  );
   for (const row of list) {
     const s = summary(row);
-    console.log(['  ', row.name.padEnd(84), fmt(s.reqPerSec).padStart(9), fmt(s.mean, 2).padStart(9), fmt(s.p50).padStart(8), fmt(s.p99).padStart(8), fmt(s.bad).padStart(9)].join(''));
+    console.log(
+      ['  ', row.name.padEnd(84), fmt(s.reqPerSec).padStart(9), fmt(s.mean, 2).padStart(9), fmt(s.p50).padStart(8), fmt(s.p99).padStart(8), fmt(s.bad).padStart(9), cpu(s.serverCpu), cpu(s.dbCpu)].join(''),
+    );
   }
   console.log('');
 };

@@ -2,6 +2,10 @@
 // handler, captures the SQL it sends, and prints EXPLAIN (ANALYZE, BUFFERS) of every statement, on the `large` and
 // `small` workspaces of the bench database (DATABASE_URL, or the cluster under .data/large-pg on FRS_BENCH_PG_PORT).
 // Usage: tsx bench/explain.ts [substring of the operation path] [slug]
+// EXPLAIN_CPU=<n>: also runs each statement n times as the service sends it (extended protocol, prepared when the
+// service prepares it) and prints the PostgreSQL backend's CPU per execution, read from /proc: EXPLAIN ANALYZE's
+// own timing inflates per-row work, and this figure includes binding, building and sending the answer.
+import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import pino from 'pino';
@@ -44,6 +48,16 @@ pg.Client.prototype.query = function (this: pg.Client, config: unknown, ...rest:
   }
   return (clientQuery as (...args: unknown[]) => unknown).call(this, config, ...rest);
 } as typeof clientQuery;
+const CPU_RUNS = Number(process.env.EXPLAIN_CPU ?? 0);
+/** CPU time (user + system) the process `pid` has used, in microseconds, from /proc (Linux). */
+function cpuMicros(pid: number): number {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  // utime and stime are fields 14 and 15 of the line, 12 and 13 after "pid (comm) ", in clock ticks (100 per second).
+  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / 100;
+}
+let cpuStatements = 0;
+const backendPid = CPU_RUNS ? Number((await connection.query('SELECT pg_backend_pid() AS pid')).rows[0].pid) : 0;
+
 const now = new Date();
 for (const slug of slugArg ? [slugArg] : ['large', 'small']) {
   const ws = await db('workspaces').where({ slug }).first('id', 'slug', 'status', 'timezone');
@@ -70,6 +84,16 @@ for (const slug of slugArg ? [slugArg] : ['large', 'small']) {
       }
       const kind = prepared ? ' (prepared, 7th execution)' : '';
       console.log(`\n===== ${slug} ${label}${kind}\n${plan.rows.map((r: Record<string, string>) => r['QUERY PLAN']).join('\n')}`);
+      if (CPU_RUNS) {
+        // A name of its own per statement: the client remembers which names this connection has prepared.
+        const statement = { ...(prepared && { name: `frs_explain_cpu_${++cpuStatements}` }), text: sql, values: bindings };
+        for (let i = 0; i < 20; i++) await connection.query(statement);
+        const [cpu, wall] = [cpuMicros(backendPid), process.hrtime.bigint()];
+        for (let i = 0; i < CPU_RUNS; i++) await connection.query(statement);
+        const perRun = (cpuMicros(backendPid) - cpu) / CPU_RUNS;
+        const wallPerRun = Number(process.hrtime.bigint() - wall) / 1e3 / CPU_RUNS;
+        console.log(`PostgreSQL CPU per execution: ${perRun.toFixed(0)} µs (${CPU_RUNS} runs; ${wallPerRun.toFixed(0)} µs round trip)`);
+      }
     }
   }
 }

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { OperationsItem, OperationsToday } from '../../generated/strict/types.gen.js';
-import { baseBindings, DAY_END, DAY_START, jsonText, type WorkspaceRef } from './common.js';
+import { baseBindings, DAY_END, DAY_START, jsonArrayText, jsonObjectText, jsonText, jsonValue, type WorkspaceRef } from './common.js';
 
 export type { OperationsItem, OperationsToday };
 
@@ -16,27 +16,37 @@ export async function operationsToday(db: Knex, workspace: WorkspaceRef, now: Da
   return JSON.parse(await operationsTodayJson(db, workspace, now)) as OperationsToday;
 }
 
-/** The same answer as operationsToday(), as the JSON text of the document's OperationsToday: what the API sends. */
-export async function operationsTodayJson(db: Knex, workspace: WorkspaceRef, now: Date): Promise<string> {
-  // Built as JSON in SQL and handed over as text: a busy day has hundreds of items, and the API sends the text as it
-  // is, so Node neither parses them nor serialises them again. Customer and vehicle are looked up per returned booking.
-  const items = (column: string, statuses: string) => `
-    SELECT coalesce(json_agg(json_build_object(
-             'bookingId', b.id,
-             'customer', (SELECT json_build_object('id', c.id, 'name', c.name) FROM customers c WHERE c.id = b.customer_id AND c.workspace_id = :ws),
-             'vehicle', (SELECT json_build_object('id', v.id, 'plate', v.plate) FROM vehicles v WHERE v.id = b.vehicle_id AND v.workspace_id = :ws),
-             'time', ${isoTime(`b.${column}`)},
-             'amount', b.amount,
-             'balanceDue', b.balance_due
-           ) ORDER BY b.${column}, b.id), '[]')
+// Built as JSON text in SQL and handed over as is: a busy day has hundreds of items, and the API sends the text, so
+// Node neither parses them nor serialises them again. Written by concatenation (jsonObjectText), about half the
+// database CPU of json_build_object/json_agg here. Customer and vehicle are looked up per returned booking. The text
+// is the same for every request, so it is built once.
+const items = (column: string, statuses: string) => `
+    SELECT ${jsonArrayText(
+      jsonObjectText([
+        ['bookingId', jsonValue.plainString('b.id')],
+        ['customer', jsonObjectText([
+          ['id', jsonValue.plainString('b.customer_id')],
+          ['name', `(SELECT ${jsonValue.string('c.name')} FROM customers c WHERE c.id = b.customer_id AND c.workspace_id = :ws)`],
+        ])],
+        ['vehicle', jsonObjectText([
+          ['id', jsonValue.plainString('b.vehicle_id')],
+          ['plate', `(SELECT ${jsonValue.string('v.plate')} FROM vehicles v WHERE v.id = b.vehicle_id AND v.workspace_id = :ws)`],
+        ])],
+        ['time', jsonValue.plainString(isoTime(`b.${column}`))],
+        ['amount', jsonValue.number('b.amount')],
+        ['balanceDue', jsonValue.number('b.balance_due')],
+      ]),
+      `b.${column}, b.id`,
+    )}
     FROM bookings b
     WHERE b.workspace_id = :ws AND b.status IN (${statuses})
       AND b.${column} >= ${DAY_START} AND b.${column} < ${DAY_END}`;
-  return jsonText(
-    db,
-    `SELECT json_build_object('handovers', (${items('pickup_at', `'confirmed', 'active', 'completed'`)}),
-                              'returns', (${items('dropoff_at', `'active', 'completed'`)}))::text AS body`,
-    baseBindings(workspace, now),
-    { prepared: true },
-  );
+const OPERATIONS_TODAY = `SELECT ${jsonObjectText([
+  ['handovers', `(${items('pickup_at', `'confirmed', 'active', 'completed'`)})`],
+  ['returns', `(${items('dropoff_at', `'active', 'completed'`)})`],
+])} AS body`;
+
+/** The same answer as operationsToday(), as the JSON text of the document's OperationsToday: what the API sends. */
+export async function operationsTodayJson(db: Knex, workspace: WorkspaceRef, now: Date): Promise<string> {
+  return jsonText(db, OPERATIONS_TODAY, baseBindings(workspace, now), { prepared: true });
 }

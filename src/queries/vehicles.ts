@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { VehicleRow, VehicleSearchResult } from '../../generated/strict/types.gen.js';
-import { containsPattern, jsonText, trigramSearchable, type WorkspaceRef } from './common.js';
+import { containsPattern, jsonArrayText, jsonObjectText, jsonText, jsonValue, trigramSearchable, type WorkspaceRef } from './common.js';
 
 export type { VehicleRow, VehicleSearchResult };
 
@@ -26,13 +26,47 @@ export async function searchVehicles(db: Knex, workspace: WorkspaceRef, params: 
 /** The same answer as searchVehicles(), as the JSON text of the document's VehicleSearchResult: what the API sends. */
 export async function searchVehiclesJson(db: Knex, workspace: WorkspaceRef, params: VehicleSearchParams, now: Date): Promise<string> {
   const bindings: Record<string, unknown> = { ws: workspace.id, limit: params.limit };
+  const q = params.q?.trim();
+  let term: Term = 'none';
+  if (q) {
+    bindings.q = q;
+    const plateKey = q.replace(/ /g, '');
+    if (trigramSearchable(plateKey)) {
+      term = 'trigram';
+      bindings.platePattern = containsPattern(plateKey);
+    } else {
+      term = 'short';
+      bindings.plateKey = plateKey;
+    }
+  }
+  const window = params.from !== undefined && params.to !== undefined;
+  if (window) {
+    bindings.from = params.from!.toISOString();
+    bindings.to = params.to!.toISOString();
+    bindings.now = now.toISOString();
+  }
+  return jsonText(db, vehicleStatement(term, window), bindings, { prepared: true });
+}
+
+/** No term; a term whose plate matches the trigram index serves; a shorter one. */
+type Term = 'none' | 'trigram' | 'short';
+/** The statement texts by term and window, each built once: six in all. */
+const statements = new Map<string, string>();
+
+function vehicleStatement(term: Term, window: boolean): string {
+  const key = `${term} ${window}`;
+  let sql = statements.get(key);
+  if (sql === undefined) statements.set(key, (sql = buildVehicleStatement(term, window)));
+  return sql;
+}
+
+function buildVehicleStatement(term: Term, window: boolean): string {
   const columns = 'v.id, v.make, v.model, v.plate, v.category, v.daily_rate, v.state';
   // The page of vehicles, picked first (LIMIT inside), in make, model, plate order.
   let page = `SELECT ${columns} FROM vehicles v WHERE v.workspace_id = :ws ORDER BY v.make, v.model, v.plate LIMIT :limit`;
   // Prepared once per connection: the plan below suits every term, so PostgreSQL keeps a generic one instead of
   // planning the statement on every request.
-  const q = params.q?.trim();
-  if (q) {
+  if (term !== 'none') {
     // A match is a case-insensitive substring of the make, the model or the plate (spaces in the plate ignored).
     // Make and model: the matching rows of vehicle_models (a few per workspace), each model's vehicles read in
     // plate order from vehicles_order and cut at the page size, so only the models that reach the page are
@@ -41,18 +75,14 @@ export async function searchVehiclesJson(db: Knex, workspace: WorkspaceRef, para
     // every plate in order instead, as it did for `toyota` on the large data set. A shorter term is tested in
     // order (strpos) and stops at the page size. All are substring tests of lower-cased text, and the union is
     // cut to the page in the same order.
-    bindings.q = q;
-    const plateKey = q.replace(/ /g, '');
     let plates: string;
     let plateMatches: string;
-    if (trigramSearchable(plateKey)) {
-      bindings.platePattern = containsPattern(plateKey);
+    if (term === 'trigram') {
       plates = `WITH plates AS MATERIALIZED (
         SELECT ${columns} FROM vehicles v WHERE v.workspace_id = :ws AND v.plate_key LIKE lower(:platePattern) ESCAPE '\\'
       )`;
       plateMatches = 'SELECT * FROM plates v ORDER BY v.make, v.model, v.plate LIMIT :limit';
     } else {
-      bindings.plateKey = plateKey;
       plates = '';
       plateMatches = `SELECT ${columns} FROM vehicles v WHERE v.workspace_id = :ws AND strpos(v.plate_key, lower(:plateKey)) > 0
          ORDER BY v.make, v.model, v.plate LIMIT :limit`;
@@ -77,26 +107,25 @@ export async function searchVehiclesJson(db: Knex, workspace: WorkspaceRef, para
       ORDER BY make, model, plate
       LIMIT :limit`;
   }
-  const window = params.from !== undefined && params.to !== undefined;
-  if (window) {
-    bindings.from = params.from!.toISOString();
-    bindings.to = params.to!.toISOString();
-    bindings.now = now.toISOString();
-  }
   // Availability is then probed per returned vehicle (LATERAL ... LIMIT 1, index-only on bookings_vehicle_open
   // and maintenance_vehicle_starts), never across all bookings of the window. Ranges are half-open: a booking or a
   // block overlaps [from, to) when it starts before `to` and ends after `from`; an active booking ends at the
   // later of its dropoff and now. The vehicle alone selects its bookings and blocks: their foreign keys carry
   // the workspace with the vehicle.
-  // The page is built as JSON by PostgreSQL and handed over as text, which the API sends as it is: Node neither
-  // parses the rows nor serialises them again. Keys and their order are the document's VehicleRow.
-  return jsonText(
-    db,
-    `
-    SELECT json_build_object('rows', coalesce(json_agg(json_build_object(
-             'id', l.id, 'make', l.make, 'model', l.model, 'plate', l.plate, 'category', l.category, 'dailyRate', l.daily_rate
-             ${window ? `, 'available', (l.state = 'active' AND bk.hit IS NULL AND mt.hit IS NULL)` : ''}
-           ) ORDER BY l.make, l.model, l.plate), '[]'))::text AS body
+  // The page is built as JSON text by PostgreSQL (concatenation: see jsonObjectText) and handed over as text, which
+  // the API sends as it is: Node neither parses the rows nor serialises them again. Keys and their order are the
+  // document's VehicleRow.
+  const row = jsonObjectText([
+    ['id', jsonValue.plainString('l.id')],
+    ['make', jsonValue.string('l.make')],
+    ['model', jsonValue.string('l.model')],
+    ['plate', jsonValue.string('l.plate')],
+    ['category', jsonValue.string('l.category')],
+    ['dailyRate', jsonValue.number('l.daily_rate')],
+    ...(window ? [['available', jsonValue.boolean(`l.state = 'active' AND bk.hit IS NULL AND mt.hit IS NULL`)] as [string, string]] : []),
+  ]);
+  return `
+    SELECT ${jsonObjectText([['rows', jsonArrayText(row, 'l.make, l.model, l.plate')]])} AS body
     FROM (${page}) l
     ${
       window
@@ -112,8 +141,5 @@ export async function searchVehiclesJson(db: Knex, workspace: WorkspaceRef, para
     ) mt ON true`
         : ''
     }
-    `,
-    bindings,
-    { prepared: true },
-  );
+    `;
 }

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { testDatabase } from '../support/database.js';
 import { createKnex } from '../../src/db/database.js';
-import { rows } from '../../src/queries/common.js';
+import { jsonArrayText, jsonObjectText, jsonValue, rows } from '../../src/queries/common.js';
 
 describe('queries: rows() and its named bindings', () => {
   it('binds :name (also as :name::type), leaves casts, times in literals and an escaped \\:name alone, prepared or not', async () => {
@@ -59,5 +59,48 @@ describe('queries: rows() and its named bindings', () => {
     } finally {
       await single.destroy();
     }
+  });
+});
+
+describe('queries: JSON text written by concatenation', () => {
+  // Every character class to_json escapes (quote, backslash, control characters, with their short forms), and
+  // text it leaves as is (non-ASCII, a character outside the BMP, a slash): the bytes must be JSON.stringify's.
+  const tricky = ['Zoë "Z" O\'Brien \\ /', 'tab\there\nline\r\u0008\u000c\u0001\u001f end', '車 🚗', ''];
+
+  it('writes objects and arrays byte for byte as JSON.stringify does, NULL as null, items in the order asked', async () => {
+    const { db } = await testDatabase();
+    const item = jsonObjectText([
+      ['id', jsonValue.plainString('t.id')],
+      ['name', jsonValue.string('t.name')],
+      ['amount', jsonValue.number('t.amount')],
+      ['ok', jsonValue.boolean('t.amount > 10')],
+      ['nested', jsonObjectText([['note', jsonValue.string('t.note')]])],
+    ]);
+    const sql = `SELECT ${jsonObjectText([['rows', jsonArrayText(item, 't.n')]])} AS body
+      FROM (SELECT n, ('00000000-0000-4000-8000-00000000000' || n)::uuid AS id, name, n * 7 AS amount,
+                   CASE WHEN n = 2 THEN NULL ELSE name END AS note
+            FROM unnest(:names::text[]) WITH ORDINALITY AS u(name, n)) t`;
+    const [{ body }] = await rows<{ body: string }>(db, sql, { names: [...tricky].reverse() });
+    const expected = {
+      rows: [...tricky].reverse().map((name, i) => ({
+        id: `00000000-0000-4000-8000-00000000000${i + 1}`,
+        name,
+        amount: (i + 1) * 7,
+        ok: (i + 1) * 7 > 10,
+        nested: { note: i + 1 === 2 ? null : name },
+      })),
+    };
+    expect(body).to.equal(JSON.stringify(expected));
+  });
+
+  it('writes an empty list as [] and refuses a key that would need quoting', async () => {
+    const { db } = await testDatabase();
+    const [{ body }] = await rows<{ body: string }>(
+      db,
+      `SELECT ${jsonObjectText([['rows', jsonArrayText(jsonObjectText([['n', jsonValue.number('n')]]), 'n')]])} AS body FROM generate_series(1, 0) n`,
+      {},
+    );
+    expect(body).to.equal('{"rows":[]}');
+    expect(() => jsonObjectText([["it's", jsonValue.number('1')]])).to.throw('jsonObjectText(): key it\'s is not a plain name');
   });
 });

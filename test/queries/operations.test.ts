@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { testDatabase } from '../support/database.js';
 import { fixture, type Fixture } from '../support/fixtures.js';
-import { operationsToday } from '../../src/queries/operations.js';
+import { operationsToday, operationsTodayJson } from '../../src/queries/operations.js';
 
 // Dubai is UTC+4: now is 12:00 local on 2026-11-22, and today is [2026-11-21T20:00Z, 2026-11-22T20:00Z).
 const now = new Date('2026-11-22T08:00:00.000Z');
@@ -119,5 +119,18 @@ describe("queries: today's operations", () => {
     expect(await operationsToday(db, f.ws, new Date('2026-12-25T08:00:00.000Z'))).to.deep.equal({ handovers: [], returns: [] });
     const empty = await fixture(db);
     expect(await operationsToday(db, empty.ws, now)).to.deep.equal({ handovers: [], returns: [] });
+  });
+
+  it('sends names and plates escaped, byte for byte as JSON.stringify writes the answer', async () => {
+    const { db } = await testDatabase();
+    const h = await fixture(db, { timezone: 'Asia/Dubai' });
+    const name = 'Zoë "Z" O\'Brien \\ 車\n\t\u0001';
+    const plate = 'DXB "Q" \\ 7';
+    const customer = await h.customer({ name });
+    const vehicle = await h.vehicle({ plate });
+    const booking = await h.booking({ customerId: customer, vehicleId: vehicle, status: 'active', pickupAt: '2026-11-22T06:00:00Z', dropoffAt: '2026-11-25T10:00:00Z', amount: 12345 });
+    const text = await operationsTodayJson(db, h.ws, now);
+    const item = { bookingId: booking, customer: { id: customer, name }, vehicle: { id: vehicle, plate }, time: '2026-11-22T06:00:00.000Z', amount: 12345, balanceDue: 0 };
+    expect(text).to.equal(JSON.stringify({ handovers: [item], returns: [] }));
   });
 });

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { testDatabase } from '../support/database.js';
 import { fixture, type Fixture } from '../support/fixtures.js';
-import { searchVehicles } from '../../src/queries/vehicles.js';
+import { searchVehicles, searchVehiclesJson } from '../../src/queries/vehicles.js';
 
 const now = new Date('2026-11-22T08:00:00.000Z');
 const t = (iso: string) => new Date(iso);
@@ -39,6 +39,19 @@ describe('queries: vehicle search', () => {
       dailyRate: 18000,
     });
     for (const row of result.rows) expect(row).not.to.have.property('available');
+  });
+
+  it('sends make, model, plate and category escaped, byte for byte as JSON.stringify writes the page', async () => {
+    const { db } = await testDatabase();
+    const g = await fixture(db);
+    const car = { make: 'Citroën "2CV"', model: 'Méhari \\ 車', plate: 'DXB "Q" 7', category: 'tab\there', dailyRate: 4200 };
+    const id = await g.vehicle(car);
+    const expected = { rows: [{ id, ...car }] };
+    expect(await searchVehiclesJson(db, g.ws, { limit: 5 }, now)).to.equal(JSON.stringify(expected));
+    const window = { from: t('2026-12-01T06:00:00Z'), to: t('2026-12-02T06:00:00Z') };
+    expect(await searchVehiclesJson(db, g.ws, { q: 'HARI', limit: 5, ...window }, now)).to.equal(
+      JSON.stringify({ rows: [{ id, ...car, available: true }] }),
+    );
   });
 
   it('caps the rows at limit, keeping the order', async () => {
