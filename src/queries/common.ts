@@ -26,7 +26,7 @@ export const TODAY = `(SELECT (${NOW} AT TIME ZONE :tz)::date)`;
 export const DAY_START = `(SELECT (${TODAY})::timestamp AT TIME ZONE :tz)`;
 export const DAY_END = `(SELECT (${TODAY} + 1)::timestamp AT TIME ZONE :tz)`;
 
-type PgConnection = { query(config: { name?: string; text: string; values: unknown[] }): Promise<{ rows: unknown[] }> };
+type PgConnection = { query(config: { name?: string; text: string; values: unknown[] } | string): Promise<{ rows: unknown[] }> };
 
 /** A statement with named bindings turned into PostgreSQL's positional form, worked out once per statement text. */
 interface Compiled {
@@ -75,7 +75,9 @@ const INDEX_PLANS = `BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL enable_bit
  * and plans it once and PostgreSQL may then keep a generic plan (planning cost the summaries as much as running
  * them). Only for statements whose best plan does not depend on the values bound (a workspace, the clock, its time
  * zone); a search pattern or a page size keeps a plan made for its values (an unnamed statement, planned each time).
- * `indexPlans`: planned with index scans only (for a queue's claim, whose best plan is always by index).
+ * `indexPlans`: planned with sequential and bitmap scans off, in a transaction of its own (BEGIN, SET LOCAL, the
+ * statement, COMMIT: three round trips): for a queue's claim and record, which read a few rows by key or in index
+ * order, and whose kept plan must not depend on how full the queue was when it was made.
  */
 export async function rows<T>(db: Knex, sql: string, bindings: Record<string, unknown>, options: { prepared?: boolean; indexPlans?: boolean } = {}): Promise<T[]> {
   const statement = compile(sql, bindings);
@@ -91,13 +93,17 @@ export async function rows<T>(db: Knex, sql: string, bindings: Record<string, un
     // Planned with sequential and bitmap scans switched off (SET LOCAL, in the statement's own transaction), so the
     // plan a connection keeps for a prepared statement reads by index whatever the table's size or statistics were
     // when it was made (a plan made while a queue was empty would otherwise scan the whole table once it is full).
-    await connection.query({ text: INDEX_PLANS, values: [] });
+    // (By hand, not knex's transaction(): a named prepared statement needs the connection itself.)
     try {
+      await connection.query(INDEX_PLANS);
       const result = (await connection.query(query)).rows as T[];
-      await connection.query({ text: 'COMMIT', values: [] });
+      await connection.query('COMMIT');
       return result;
     } catch (err) {
-      await connection.query({ text: 'ROLLBACK', values: [] }).catch(() => undefined);
+      // A connection that cannot end its transaction is not given back to the pool as it is: knex discards it.
+      await connection.query('ROLLBACK').catch((rollbackError: unknown) => {
+        (connection as { __knex__disposed?: unknown }).__knex__disposed = rollbackError;
+      });
       throw err;
     }
   } finally {

@@ -610,7 +610,7 @@ export class Dispatcher {
   }
 
   /**
-   * Records a batch of finished attempts in one statement (one round trip; a statement is a transaction of its own):
+   * Records a batch of finished attempts in one statement, in a transaction of its own (rows() indexPlans):
    * the attempt rows, the deliveries, the endpoints' failure streaks and switch-offs, and the pending deliveries of
    * endpoints switched off, held. The endpoints are locked first, in id order (see RECORD_ATTEMPTS).
    */

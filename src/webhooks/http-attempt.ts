@@ -84,7 +84,7 @@ function target(url: string): { origin: string; path: string } {
 function locationOf(rawHeaders: Array<Buffer | string> | null): string | undefined {
   if (!rawHeaders) return undefined;
   for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
-    if (rawHeaders[i].toString().toLowerCase() === 'location') return rawHeaders[i + 1].toString();
+    if (rawHeaders[i].toString().toLowerCase() === 'location') return rawHeaders[i + 1].toString('latin1');
   }
   return undefined;
 }
@@ -144,10 +144,11 @@ export function attemptDelivery(req: AttemptRequest, options: AttemptOptions = {
 
     // One timestamp for both schemes: the description's four headers, then the Standard Webhooks three. The body's
     // bytes are made once, for both signatures and the request.
-    const timestamp = Math.floor(Date.now() / 1000);
-    const body = Buffer.from(req.body, 'utf8');
-    const { origin, path } = target(req.url);
     try {
+      // (inside the try: a URL that does not parse is a failed attempt, never a rejected promise)
+      const timestamp = Math.floor(Date.now() / 1000);
+      const body = Buffer.from(req.body, 'utf8');
+      const { origin, path } = target(req.url);
       via.dispatch(
         {
           origin,
@@ -166,6 +167,7 @@ export function attemptDelivery(req: AttemptRequest, options: AttemptOptions = {
           bodyTimeout: timeoutMs,
         },
         {
+          // undici's first handler API (onConnect, onHeaders, ...): nock's undici interceptor calls only these.
           onConnect(abortRequest: (reason?: Error) => void) {
             abort = abortRequest;
             // (the time-out came first: give the connection up at once)
@@ -183,17 +185,19 @@ export function attemptDelivery(req: AttemptRequest, options: AttemptOptions = {
             if (size >= RESPONSE_BODY_LIMIT && !settled) {
               // Enough of the body: the rest (and its connection) is given up instead of read.
               answered();
-              abort?.(new Error('response body kept up to its limit'));
+              // Given up after this parser callback returns: a body that ends in this very chunk completes normally
+              // (and keeps its connection); the abort then does nothing.
+              queueMicrotask(() => abort?.(new Error('response body kept up to its limit')));
             }
             return true;
           },
           onComplete() {
-            answered();
+            if (!settled) answered();
           },
           onError(err: Error) {
             failed(err);
           },
-        } as unknown as HttpDispatcher.DispatchHandler,
+        },
       );
     } catch (err) {
       failed(err);

@@ -156,6 +156,12 @@ describe('webhooks: one delivery attempt', () => {
       }
     });
 
+    it('records a URL that does not parse as a failed attempt (never a rejected promise)', async () => {
+      const outcome = await attemptDelivery({ ...request(), url: 'http://[not-an-address/hook' }, { timeoutMs: 2000 });
+      expect(outcome).to.include({ ok: false, statusCode: null, errorKind: 'connection', responseBody: null });
+      expect(outcome.error).to.include('Invalid URL');
+    });
+
     it('takes the first 4 KiB of a body that never ends and gives the rest up, without waiting for its end', async () => {
       const server = http.createServer((_req, res) => {
         res.writeHead(200);
