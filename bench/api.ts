@@ -24,7 +24,6 @@
 // workspaces are generated on first use with seedLarge (several minutes). Options: BENCH_SECONDS per measurement
 // (default 5), BENCH_CONNECTIONS (default 10), BENCH_ROUNDS (default 3), BENCH_ONLY (only the operations whose path
 // contains one of its comma-separated parts; /v1/me always).
-import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { once } from 'node:events';
@@ -35,6 +34,7 @@ import { openDatabase } from '../src/db/database.js';
 import { createApiKey } from '../src/workspaces.js';
 import { seedLarge, type LargeSeedOptions } from '../seeds/large.js';
 import { startBenchProcess } from './child.js';
+import { clusterCpuMicros, postmasterPid, processCpuMicros } from './proc-cpu.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
@@ -64,38 +64,17 @@ const OPERATIONS = [
 interface Sample { reqPerSec: number; mean: number; p50: number; p99: number; bad: number; serverCpu: number; dbCpu: number }
 interface Row { name: string; url: string; key?: string; samples: Sample[]; serverPid: number }
 
-/** CPU time (user + system) a process has used so far, in microseconds; NaN when /proc cannot tell. */
-function cpuMicros(pid: number): number {
-  try {
-    // Fields 14 and 15 of the line (utime, stime), in clock ticks of 10 ms, counted after "pid (comm) ".
-    const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * 10_000;
-  } catch {
-    return NaN;
-  }
-}
-
-/** The PostgreSQL cluster's CPU so far: its postmaster and every process it started (backends, workers). */
-function databaseCpuMicros(postmasterPid: number): number {
-  try {
-    const children = fs.readFileSync(`/proc/${postmasterPid}/task/${postmasterPid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
-    return children.reduce((sum, pid) => sum + (cpuMicros(Number(pid)) || 0), cpuMicros(postmasterPid));
-  } catch {
-    return NaN;
-  }
-}
-
 async function measure(row: Row): Promise<void> {
   const headers = row.key ? { authorization: `Bearer ${row.key}` } : {};
   // Warm-up (connections, plans, caches), not counted.
   await autocannon({ url: row.url, connections: 2, amount: 50, headers });
-  const [server, database] = [cpuMicros(row.serverPid), databaseCpuMicros(postmasterPid)];
+  const [server, database] = [processCpuMicros(row.serverPid), clusterCpuMicros(postmaster)];
   const r = await autocannon({ url: row.url, connections: CONNECTIONS, duration: SECONDS, headers });
   const requests = Math.max(r.requests.total, 1);
   row.samples.push({
     reqPerSec: r.requests.average, mean: r.latency.mean, p50: r.latency.p50, p99: r.latency.p99, bad: r.non2xx + r.errors + r.timeouts,
-    serverCpu: (cpuMicros(row.serverPid) - server) / requests,
-    dbCpu: (databaseCpuMicros(postmasterPid) - database) / requests,
+    serverCpu: (processCpuMicros(row.serverPid) - server) / requests,
+    dbCpu: (clusterCpuMicros(postmaster) - database) / requests,
   });
 }
 
@@ -143,14 +122,7 @@ const keys = {
 };
 
 // The cluster's postmaster, for its CPU per request (NaN, printed as n/a, when it is not a local cluster we may read).
-const postmasterPid = await (async () => {
-  try {
-    const { rows } = await db.raw(`SELECT current_setting('data_directory') AS dir`);
-    return Number(fs.readFileSync(path.join(rows[0].dir as string, 'postmaster.pid'), 'utf8').split('\n')[0]);
-  } catch {
-    return NaN;
-  }
-})();
+const postmaster = await postmasterPid(db);
 const koa = await startBenchProcess('server.ts', ['baseline']);
 const framework = await startBenchProcess('server.ts', ['framework']);
 const service = await startBenchProcess('server.ts', ['service', database.url]);

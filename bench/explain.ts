@@ -5,13 +5,13 @@
 // EXPLAIN_CPU=<n>: also runs each statement n times as the service sends it (extended protocol, prepared when the
 // service prepares it) and prints the PostgreSQL backend's CPU per execution, read from /proc: EXPLAIN ANALYZE's
 // own timing inflates per-row work, and this figure includes binding, building and sending the answer.
-import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import pino from 'pino';
 import { DATA_DIR } from '../src/config.js';
 import { openDatabase } from '../src/db/database.js';
 import { operationHandlers } from '../src/api/operations.js';
+import { processCpuMicros } from './proc-cpu.js';
 
 const [only = '', slugArg] = process.argv.slice(2);
 const OPERATIONS: Array<[string, string, Record<string, unknown>]> = [
@@ -49,12 +49,6 @@ pg.Client.prototype.query = function (this: pg.Client, config: unknown, ...rest:
   return (clientQuery as (...args: unknown[]) => unknown).call(this, config, ...rest);
 } as typeof clientQuery;
 const CPU_RUNS = Number(process.env.EXPLAIN_CPU ?? 0);
-/** CPU time (user + system) the process `pid` has used, in microseconds, from /proc (Linux). */
-function cpuMicros(pid: number): number {
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  // utime and stime are fields 14 and 15 of the line, 12 and 13 after "pid (comm) ", in clock ticks (100 per second).
-  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / 100;
-}
 let cpuStatements = 0;
 const backendPid = CPU_RUNS ? Number((await connection.query('SELECT pg_backend_pid() AS pid')).rows[0].pid) : 0;
 
@@ -88,9 +82,9 @@ for (const slug of slugArg ? [slugArg] : ['large', 'small']) {
         // A name of its own per statement: the client remembers which names this connection has prepared.
         const statement = { ...(prepared && { name: `frs_explain_cpu_${++cpuStatements}` }), text: sql, values: bindings };
         for (let i = 0; i < 20; i++) await connection.query(statement);
-        const [cpu, wall] = [cpuMicros(backendPid), process.hrtime.bigint()];
+        const [cpu, wall] = [processCpuMicros(backendPid), process.hrtime.bigint()];
         for (let i = 0; i < CPU_RUNS; i++) await connection.query(statement);
-        const perRun = (cpuMicros(backendPid) - cpu) / CPU_RUNS;
+        const perRun = (processCpuMicros(backendPid) - cpu) / CPU_RUNS;
         const wallPerRun = Number(process.hrtime.bigint() - wall) / 1e3 / CPU_RUNS;
         console.log(`PostgreSQL CPU per execution: ${perRun.toFixed(0)} µs (${CPU_RUNS} runs; ${wallPerRun.toFixed(0)} µs round trip)`);
       }

@@ -15,7 +15,6 @@
 //
 // Database: DATABASE_URL, or the embedded cluster under .data/bench-pg (port BENCH_PG_PORT, default 54359). Targets (issue 12):
 // at least 0.25x the bare POST loop and 10,000 deliveries/s, lag p99 under 50 ms; each printed with whether it is met.
-import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -26,6 +25,7 @@ import pino from 'pino';
 import type { Knex } from 'knex';
 import { DATA_DIR } from '../src/config.js';
 import { startBenchProcess } from './child.js';
+import { clusterCpuMicros, postmasterPid } from './proc-cpu.js';
 import { openDatabase } from '../src/db/database.js';
 import { createWorkspace } from '../src/workspaces.js';
 import { createEndpoint } from '../src/webhooks/endpoints.js';
@@ -78,35 +78,6 @@ async function queueBacklog(db: Knex, workspaceId: string, events: number, data:
   return deliveries;
 }
 
-/**
- * CPU time used so far by the embedded cluster (its postmaster, its live backends, and the backends it has reaped), in
- * ms, from /proc; null with DATABASE_URL or off Linux. With the dispatcher's own CPU time it shows the cost of a delivery
- * independently of how busy the (shared) machine is.
- */
-function databaseCpuMs(): number | null {
-  if (process.env.DATABASE_URL || process.platform !== 'linux') return null;
-  try {
-    const postmaster = Number(fs.readFileSync(path.join(DATA_DIR, 'bench-pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
-    let ticks = 0;
-    for (const entry of fs.readdirSync('/proc')) {
-      if (!/^\d+$/.test(entry)) continue;
-      let stat: string;
-      try {
-        stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
-      } catch {
-        continue;
-      }
-      // Fields after "(comm)": state, ppid, ..., utime (11), stime (12), cutime (13), cstime (14), in clock ticks.
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
-      if (Number(entry) === postmaster) ticks += fields[11] + fields[12] + fields[13] + fields[14];
-      else if (fields[1] === postmaster) ticks += fields[11] + fields[12];
-    }
-    return ticks * 10; // USER_HZ is 100 on Linux
-  } catch {
-    return null;
-  }
-}
-
 async function waitForAccepted(dispatcher: Dispatcher, count: number): Promise<void> {
   while (dispatcher.totals.accepted < count) {
     if (dispatcher.totals.attempted > dispatcher.totals.accepted) throw new Error(`${dispatcher.totals.attempted - dispatcher.totals.accepted} attempts failed`);
@@ -125,6 +96,8 @@ interface Figures {
 
 async function measure(db: Knex, receiverUrl: string, options: Omit<DispatcherOptions, 'db' | 'logger'>): Promise<Figures> {
   const logger = pino({ level: 'warn' });
+  // the database's CPU per delivery, when the cluster runs here (NaN otherwise: not measured)
+  const postmaster = await postmasterPid(db);
   // A fresh bench workspace with ENDPOINTS endpoints on the receiver, subscribed to everything.
   await db('workspaces').where({ slug: SLUG }).delete();
   const workspace = await createWorkspace(db, { slug: SLUG });
@@ -150,15 +123,15 @@ async function measure(db: Knex, receiverUrl: string, options: Omit<DispatcherOp
     const dispatcher = new Dispatcher({ db, logger, ...options });
     const started = performance.now();
     const cpuBefore = process.cpuUsage();
-    const databaseBefore = databaseCpuMs();
+    const databaseBefore = clusterCpuMicros(postmaster);
     await dispatcher.start();
     await waitForAccepted(dispatcher, queued);
     const seconds = (performance.now() - started) / 1000;
     const dispatcherCpu = process.cpuUsage(cpuBefore);
-    const databaseAfter = databaseCpuMs();
+    const databaseAfter = clusterCpuMicros(postmaster);
     cpu.push({
       dispatcher: (dispatcherCpu.user + dispatcherCpu.system) / queued,
-      database: databaseBefore === null || databaseAfter === null ? null : ((databaseAfter - databaseBefore) * 1000) / queued,
+      database: Number.isNaN(databaseAfter - databaseBefore) ? null : (databaseAfter - databaseBefore) / queued,
     });
     await dispatcher.stop();
     const recorded = Number((await db('delivery_attempts').join('deliveries', 'deliveries.id', 'delivery_attempts.delivery_id').where('deliveries.workspace_id', workspace.id).count({ n: '*' }).first())!.n);
@@ -292,7 +265,7 @@ async function main(): Promise<void> {
   console.log(`ratio to baseline: ${((median(rates) / median(baselines)) * 100).toFixed(0)}%`);
   const databaseCpu = figures.cpu.map((c) => c.database).filter((c): c is number => c !== null);
   console.log(
-    `CPU per delivery (throughput runs, median): dispatcher process ${Math.round(median(figures.cpu.map((c) => c.dispatcher)))} µs, database ${databaseCpu.length > 0 ? `${Math.round(median(databaseCpu))} µs` : 'not measured (DATABASE_URL)'}`,
+    `CPU per delivery (throughput runs, median): dispatcher process ${Math.round(median(figures.cpu.map((c) => c.dispatcher)))} µs, database ${databaseCpu.length > 0 ? `${Math.round(median(databaseCpu))} µs` : 'not measured (the cluster does not run on this machine)'}`,
   );
   console.log(`lag at ${Math.round(lag.rate)} deliveries/s for ${SECONDS} s (${lag.deliveries} deliveries): p50 ${lag.p50.toFixed(1)} ms, p99 ${lag.p99.toFixed(1)} ms`);
   console.log(`\nFairness: another workspace at ${FAIR_RATE} deliveries/s for ${FAIR_SECONDS} s, dispatcher defaults (64 slots, 8 per endpoint, 16 per workspace), lag queued -> accepted:`);
