@@ -20,34 +20,32 @@ export interface ReceivablesParams {
  */
 export const RARE_TERM_MATCHES = 500;
 
-/** A JSON object's text from columns (see jsonObjectText): `number` never NULL, `uuid` quoted as is, `text` escaped. */
-const objectText = (fields: Record<string, [expression: string, kind: 'number' | 'uuid' | 'text']>): string =>
-  jsonObjectText(Object.entries(fields).map(([key, [expression, kind]]) => [key, kind === 'uuid' ? jsonValue.plainString(expression) : kind === 'text' ? jsonValue.string(expression) : jsonValue.number(expression)]));
+const { number, plainString, string } = jsonValue;
 
-const ROW_JSON = objectText({
-  customerId: ['customer_id', 'uuid'],
-  name: ['name', 'text'],
-  billed: ['billed', 'number'],
-  collected: ['collected', 'number'],
-  outstanding: ['outstanding', 'number'],
-  current: ['current', 'number'],
-  d1_30: ['d1_30', 'number'],
-  d31_60: ['d31_60', 'number'],
-  d60p: ['d60p', 'number'],
-  openInvoices: ['open_invoices', 'number'],
-});
+const ROW_JSON = jsonObjectText([
+  ['customerId', plainString('customer_id')],
+  ['name', string('name')],
+  ['billed', number('billed')],
+  ['collected', number('collected')],
+  ['outstanding', number('outstanding')],
+  ['current', number('current')],
+  ['d1_30', number('d1_30')],
+  ['d31_60', number('d31_60')],
+  ['d60p', number('d60p')],
+  ['openInvoices', number('open_invoices')],
+]);
 
-const TOTALS_JSON = objectText({
-  billed: ['l.billed', 'number'],
-  collected: ['l.collected', 'number'],
-  outstanding: ['l.outstanding', 'number'],
-  current: ['a.current', 'number'],
-  d1_30: ['a.d1_30', 'number'],
-  d31_60: ['a.d31_60', 'number'],
-  d60p: ['a.d60p', 'number'],
-  openInvoices: ['l.open_invoices', 'number'],
-  customers: ['l.customers', 'number'],
-});
+const TOTALS_JSON = jsonObjectText([
+  ['billed', number('l.billed')],
+  ['collected', number('l.collected')],
+  ['outstanding', number('l.outstanding')],
+  ['current', number('a.current')],
+  ['d1_30', number('a.d1_30')],
+  ['d31_60', number('a.d31_60')],
+  ['d60p', number('a.d60p')],
+  ['openInvoices', number('l.open_invoices')],
+  ['customers', number('l.customers')],
+]);
 
 /**
  * The ledger rows in the page's order up to the page size: read from customer_ledger_order (which holds the order,
