@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { Receivables } from '../../generated/strict/types.gen.js';
-import { baseBindings, containsPattern, jsonObjectText, jsonText, jsonValue, trigramSearchable, type WorkspaceRef } from './common.js';
-import { RECENT_AGING_COLUMNS, RECENT_DUE_DATES, WORKSPACE_AGING } from './finance.js';
+import { baseBindings, containsPattern, jsonObjectText, jsonText, jsonValue, TODAY, trigramSearchable, type WorkspaceRef } from './common.js';
+import { WORKSPACE_AGING } from './finance.js';
 
 export type { Receivables };
 
@@ -47,16 +47,19 @@ const TOTALS_JSON = jsonObjectText([
   ['customers', number('l.customers')],
 ]);
 
+/** What a page reads of a ledger row `l`. */
+const LEDGER_COLUMNS = 'l.customer_id, l.name, l.billed, l.collected, l.outstanding, l.open_invoices, l.open_due_dates, l.owed_from';
+
 /**
- * The ledger rows in the page's order up to the page size: read from customer_ledger_order (which holds the order,
- * the figures and the name), `filter` tested on the way. The page size and the workspace are scalar subqueries, so
+ * The ledger rows in the page's order up to the page size: read in the order of customer_ledger_order (which holds
+ * the figures and the name too; the open balances by due date are read from the row), `filter` tested on the way. The page size and the workspace are scalar subqueries, so
  * the planner costs every execution alike (a tenth of an average workspace's ledger): one generic plan per
  * statement text, of the same shape as the plan for a known page size of 1 to 200. A page size bound as a
  * parameter would be planned on every request; so would a small workspace's page (0.5 ms), its plan made for its
  * own values looking cheaper than the generic one.
  */
 const walk = (filter: string) => `
-      SELECT l.customer_id, l.name, l.billed, l.collected, l.outstanding, l.open_invoices
+      SELECT ${LEDGER_COLUMNS}
       FROM customer_ledger l
       WHERE l.workspace_id = (SELECT CAST(:ws AS uuid)) AND l.invoices > 0 ${filter}
       ORDER BY l.outstanding DESC, l.name, l.customer_id
@@ -87,7 +90,7 @@ const PICKED_TRIGRAM_TERM = `
     ),
     rare AS (SELECT count(*) <= ${RARE_TERM_MATCHES} AS term FROM matched),
     picked AS (
-      (SELECT l.customer_id, l.name, l.billed, l.collected, l.outstanding, l.open_invoices
+      (SELECT ${LEDGER_COLUMNS}
        FROM matched m JOIN customer_ledger l ON l.customer_id = m.id
        WHERE (SELECT term FROM rare) AND l.invoices > 0
        ORDER BY l.outstanding DESC, l.name, l.customer_id
@@ -96,20 +99,25 @@ const PICKED_TRIGRAM_TERM = `
       (${walk(`AND NOT (SELECT term FROM rare) AND ${NAME_HAS_TERM}`)})
     ),`;
 
+/**
+ * The open balance of a picked row `p` due on or after `day`, from the ledger's open_due_dates (sorted) and owed_from
+ * (migration 20261123003200): width_bucket, a binary search, counts the due dates before `day`; the element after
+ * them is what is owed from `day` on. Each ageing bucket is the difference of two of these, on any day, so a row is
+ * aged without reading its invoices; 61+ is the rest of the row's outstanding (the sum of its open balances).
+ */
+const owedFrom = (day: string) => `p.owed_from[width_bucket(${day} - 1, p.open_due_dates) + 1]`;
+const OWED_FROM_TODAY = owedFrom(TODAY);
+const OWED_FROM_30_DAYS_AGO = owedFrom(`${TODAY} - 30`);
+const OWED_FROM_60_DAYS_AGO = owedFrom(`${TODAY} - 60`);
+
 /** The statement for a page chosen by `picked`: its rows' ageing, the totals, and the answer's JSON text. */
 const receivablesSql = (picked: string) => `
     WITH ${picked}
     page AS (
-      SELECT p.customer_id, p.name, p.billed, p.collected, p.outstanding, p.open_invoices,
-             a.current, a.d1_30, a.d31_60, p.outstanding - a.current - a.d1_30 - a.d31_60 AS d60p
+      SELECT p.customer_id, p.name, p.billed, p.collected, p.outstanding, p.open_invoices, ${OWED_FROM_TODAY} AS current,
+             ${OWED_FROM_30_DAYS_AGO} - ${OWED_FROM_TODAY} AS d1_30, ${OWED_FROM_60_DAYS_AGO} - ${OWED_FROM_30_DAYS_AGO} AS d31_60,
+             p.outstanding - ${OWED_FROM_60_DAYS_AGO} AS d60p
       FROM picked p
-      CROSS JOIN LATERAL (
-        -- the customer's open invoices due in the last 60 days and after, from invoices_customer_due alone (an
-        -- invoice's workspace is its customer's: the foreign key is on both); 61+ is the rest of the customer's
-        -- outstanding, which customer_ledger keeps equal to the sum of its open balances
-        SELECT ${RECENT_AGING_COLUMNS}
-        FROM invoices i WHERE i.customer_id = p.customer_id AND i.balance > 0 AND ${RECENT_DUE_DATES}
-      ) a
     )
     -- one concat() around the rows: each || would copy the whole text again
     SELECT concat('{"rows":[', (SELECT string_agg(${ROW_JSON}, ',' ORDER BY outstanding DESC, name, customer_id) FROM page),
@@ -130,7 +138,7 @@ const TRIGRAM_TERM_SQL = receivablesSql(PICKED_TRIGRAM_TERM);
  * One row per customer with at least one issued invoice (customer_ledger.invoices > 0), ordered by outstanding
  * (highest first), then name, then id, read in that order from customer_ledger_order (which also holds the row's
  * figures and the name) and stopping at `limit`. The ageing columns are worked out for the returned customers
- * only, from their recent open invoices (an index-only scan). `totals` cover the whole book whatever `search` and
+ * only, from their ledger rows' open balances by due date (owedFrom()). `totals` cover the whole book whatever `search` and
  * `limit` say.
  */
 export async function receivables(db: Knex, workspace: WorkspaceRef, params: ReceivablesParams, now: Date): Promise<Receivables> {
