@@ -6,10 +6,10 @@ export type { FinanceOverview };
 
 /**
  * Open balances by days past due on the local calendar, over rows `i` with `balance` and `due_date`: the
- * open_balances rollup (one row per due date) for whole-workspace figures, a customer's open invoices for a
- * receivables row. Void invoices have no balance. Only the buckets of the last 60 days and ahead are summed; 61+
- * (d60p) is the rest of the outstanding, which the running totals keep, so the due dates further back, as many as
- * the book is old, are never read (filter the rows on RECENT_DUE_DATES). Shared with receivables.
+ * open_balances rollup (one row per due date) for whole-workspace figures (a receivables row is aged from its ledger
+ * row instead: src/queries/receivables.ts). Void invoices have no balance. Only the buckets of the last 60 days and
+ * ahead are summed; 61+ (d60p) is the rest of the outstanding, which the running totals keep, so the due dates
+ * further back, as many as the book is old, are never read (filter the rows on RECENT_DUE_DATES).
  * Columns: current (not yet due), d1_30, d31_60.
  */
 export const RECENT_AGING_COLUMNS = `
