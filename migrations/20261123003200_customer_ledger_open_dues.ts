@@ -17,6 +17,8 @@ import type { Knex } from 'knex';
 // here) and its UPDATE, a statement of its own, reads in a snapshot taken after those locks were granted.
 // Same-event triggers fire in name order: these are named after invoices_rollup_<event> so that they follow it and
 // find the ledger row of a customer's first invoice. The bulk-load rule holds (rollup_changes(), rollups_rebuild()).
+// Cost, large bench set: about 0.8 ms per statement changing invoices (the other invoice triggers take about 3 ms);
+// the page: 50 rows 380 -> 260-280 µs of PostgreSQL CPU, 200 rows of a search 1,280 -> 960 µs; backfill 2.4 s.
 //
 // rollups_rebuild() is wrapped, not rewritten (the previous function is kept under another name and called first),
 // so this composes with any other migration's version of it.
