@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { Receivables } from '../../generated/strict/types.gen.js';
-import { baseBindings, containsPattern, jsonObjectText, jsonText, jsonValue, TODAY, trigramSearchable, type WorkspaceRef } from './common.js';
-import { WORKSPACE_AGING } from './finance.js';
+import { baseBindings, containsPattern, jsonObjectText, jsonText, jsonValue, trigramSearchable, type WorkspaceRef } from './common.js';
+import { AGING_EDGES, agingColumns, WORKSPACE_AGING } from './finance.js';
 
 export type { Receivables };
 
@@ -100,23 +100,19 @@ const PICKED_TRIGRAM_TERM = `
     ),`;
 
 /**
- * The open balance of a picked row `p` due on or after `day`, from the ledger's open_due_dates (sorted) and owed_from
- * (migration 20261123003200): width_bucket, a binary search, counts the due dates before `day`; the element after
- * them is what is owed from `day` on. Each ageing bucket is the difference of two of these, on any day, so a row is
- * aged without reading its invoices; 61+ is the rest of the row's outstanding (the sum of its open balances).
+ * The open balance of a picked ledger row `p` due on or after `day`, from its open_due_dates (sorted) and
+ * owed_from (migration 20261123003200): width_bucket, a binary search, counts the due dates before `day`; the element
+ * after them is what is owed from `day` on. So a row is aged on any day without reading its invoices
+ * (agingColumns(): 61+ is the rest of the row's outstanding, the sum of its open balances).
  */
 const owedFrom = (day: string) => `p.owed_from[width_bucket(${day} - 1, p.open_due_dates) + 1]`;
-const OWED_FROM_TODAY = owedFrom(TODAY);
-const OWED_FROM_30_DAYS_AGO = owedFrom(`${TODAY} - 30`);
-const OWED_FROM_60_DAYS_AGO = owedFrom(`${TODAY} - 60`);
 
 /** The statement for a page chosen by `picked`: its rows' ageing, the totals, and the answer's JSON text. */
 const receivablesSql = (picked: string) => `
     WITH ${picked}
     page AS (
-      SELECT p.customer_id, p.name, p.billed, p.collected, p.outstanding, p.open_invoices, ${OWED_FROM_TODAY} AS current,
-             ${OWED_FROM_30_DAYS_AGO} - ${OWED_FROM_TODAY} AS d1_30, ${OWED_FROM_60_DAYS_AGO} - ${OWED_FROM_30_DAYS_AGO} AS d31_60,
-             p.outstanding - ${OWED_FROM_60_DAYS_AGO} AS d60p
+      SELECT p.customer_id, p.name, p.billed, p.collected, p.outstanding, p.open_invoices,
+             ${agingColumns(AGING_EDGES.map(owedFrom), 'p.outstanding')}
       FROM picked p
     )
     -- one concat() around the rows: each || would copy the whole text again
@@ -138,8 +134,8 @@ const TRIGRAM_TERM_SQL = receivablesSql(PICKED_TRIGRAM_TERM);
  * One row per customer with at least one issued invoice (customer_ledger.invoices > 0), ordered by outstanding
  * (highest first), then name, then id, read in that order from customer_ledger_order (which also holds the row's
  * figures and the name) and stopping at `limit`. The ageing columns are worked out for the returned customers
- * only, from their ledger rows' open balances by due date (owedFrom()). `totals` cover the whole book whatever `search` and
- * `limit` say.
+ * only, from their ledger rows' open balances by due date (owedFrom()). `totals` cover the whole book whatever
+ * `search` and `limit` say.
  */
 export async function receivables(db: Knex, workspace: WorkspaceRef, params: ReceivablesParams, now: Date): Promise<Receivables> {
   return JSON.parse(await receivablesJson(db, workspace, params, now)) as Receivables;
