@@ -4,7 +4,7 @@ import { ReceivablesRowSchema, ReceivablesTotalsSchema } from '../../generated/o
 import { testDatabase } from '../support/database.js';
 import { fixture, type Fixture } from '../support/fixtures.js';
 import { expectRollupsExact } from '../support/rollups.js';
-import { RARE_TERM_MATCHES, receivables, receivablesJson } from '../../src/queries/receivables.js';
+import { RARE_TERM_MATCHES, receivables, receivablesJson, receivablesStatement } from '../../src/queries/receivables.js';
 
 // Dubai (UTC+4): today is 2026-11-22.
 const now = new Date('2026-11-22T08:00:00.000Z');
@@ -224,6 +224,38 @@ describe('queries: receivables', () => {
       row(id, 'Busy', { billed: 21100, outstanding: 21100, current: 1000, d1_30: 20000, d60p: 100, openInvoices: 3 }),
     ]);
     await expectRollupsExact(db, g.ws.id);
+  });
+
+  it('walks the ledger for a search term index-only, reading the picked rows\' open balances by primary key', async () => {
+    const { db } = await testDatabase();
+    const g = await fixture(db, { timezone: 'Asia/Dubai' });
+    // 30 customers the term skips, owing 1000 + k each, and 2 it picks: Ozzy A owes 500 (current), Ozzy B 400 (d60p)
+    for (let k = 1; k <= 30; k++) {
+      await g.invoice({ customerId: await g.customer({ name: `Cust ${k}` }), total: 1000 + k, dueDate: '2026-11-30' });
+    }
+    const ozzyA = await g.customer({ name: 'Ozzy A' });
+    const ozzyB = await g.customer({ name: 'Ozzy B' });
+    await g.invoice({ customerId: ozzyA, total: 500, dueDate: '2026-11-22' });
+    await g.invoice({ customerId: ozzyB, total: 400, dueDate: '2026-09-22' });
+    const params = { search: 'zz', limit: 50 };
+    expect((await receivables(db, g.ws, params, now)).rows).to.deep.equal([
+      row(ozzyA, 'Ozzy A', { billed: 500, outstanding: 500, current: 500, openInvoices: 1 }),
+      row(ozzyB, 'Ozzy B', { billed: 400, outstanding: 400, d60p: 400, openInvoices: 1 }),
+    ]);
+
+    const { sql, bindings } = receivablesStatement(g.ws, params, now);
+    const [{ 'QUERY PLAN': [{ Plan: plan }] }] = (await db.raw(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`, bindings)).rows;
+    type Node = { 'Node Type': string; 'Relation Name'?: string; 'Index Name'?: string; 'Actual Rows': number;
+      'Actual Loops': number; 'Rows Removed by Filter'?: number; Plans?: Node[] };
+    const ledgerScans: Node[] = [];
+    const visit = (node: Node) => {
+      if (node['Relation Name'] === 'customer_ledger') ledgerScans.push(node);
+      node.Plans?.forEach(visit);
+    };
+    visit(plan);
+    // the walk reads all 32 rows from the index alone; only the 2 picked are read from the table
+    expect(ledgerScans.map((n) => [n['Node Type'], n['Index Name'], n['Actual Rows'] * n['Actual Loops'], n['Rows Removed by Filter'] ?? 0]))
+      .to.deep.equal([['Index Only Scan', 'customer_ledger_order', 2, 30], ['Index Scan', 'customer_ledger_pkey', 2, 0]]);
   });
 
   it('follows a renamed customer: its new name orders it among ties and is what a search finds', async () => {
