@@ -258,6 +258,38 @@ describe('queries: receivables', () => {
       .to.deep.equal([['Index Only Scan', 'customer_ledger_order', 2, 30], ['Index Scan', 'customer_ledger_pkey', 2, 0]]);
   });
 
+  it('writes the workspace\'s totals once for an invoice\'s total changed, and not at all for a due date moved', async () => {
+    const { db } = await testDatabase();
+    const g = await fixture(db, { timezone: 'Asia/Dubai' });
+    const id = await g.customer({ name: 'Renter' });
+    const invoice = await g.invoice({ customerId: id, total: 1000, dueDate: '2026-11-30' });
+    await g.invoice({ customerId: id, total: 2000, dueDate: '2026-10-30' });
+    // row versions written by this transaction alone (it touches only this workspace's rows)
+    const trx = await db.transaction();
+    const updates = async () => Object.fromEntries((await trx.raw(`SELECT relname, n_tup_upd FROM pg_stat_xact_user_tables
+      WHERE relname IN ('customer_ledger', 'workspace_totals')`)).rows.map((r: { relname: string; n_tup_upd: string }) => [r.relname, Number(r.n_tup_upd)]));
+    try {
+      const before = await updates();
+      await trx('invoices').where({ id: invoice }).update({ total: 1300 });
+      const changed = await updates();
+      await trx('invoices').where({ id: invoice }).update({ due_date: '2026-11-10' });
+      const moved = await updates();
+      await trx.commit();
+      // each: the rollup's upsert and the arrays' refresh write the ledger row; only a change of its figures (the
+      // total) moves the workspace's totals
+      expect([changed.customer_ledger - before.customer_ledger, changed.workspace_totals - before.workspace_totals]).to.deep.equal([2, 1]);
+      expect([moved.customer_ledger - changed.customer_ledger, moved.workspace_totals - changed.workspace_totals]).to.deep.equal([2, 0]);
+    } finally {
+      if (!trx.isCompleted()) await trx.rollback();
+    }
+    // 1300 due 10 Nov (12 days past due, 1-30) and 2000 due 30 Oct (23 days, 1-30)
+    expect((await receivables(db, g.ws, { limit: 50 }, now))).to.deep.equal({
+      rows: [row(id, 'Renter', { billed: 3300, outstanding: 3300, d1_30: 3300, openInvoices: 2 })],
+      totals: { billed: 3300, collected: 0, outstanding: 3300, current: 0, d1_30: 3300, d31_60: 0, d60p: 0, openInvoices: 2, customers: 1 },
+    });
+    await expectRollupsExact(db, g.ws.id);
+  });
+
   it('follows a renamed customer: its new name orders it among ties and is what a search finds', async () => {
     const { db } = await testDatabase();
     const g = await fixture(db, { timezone: 'Asia/Dubai' });
