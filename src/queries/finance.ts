@@ -5,28 +5,36 @@ import { baseBindings, NOW, rows, TODAY, type WorkspaceRef } from './common.js';
 export type { FinanceOverview };
 
 /**
- * Open balances by days past due on the local calendar, over rows `i` with `balance` and `due_date`: the
- * open_balances rollup (one row per due date) for whole-workspace figures, a customer's open invoices for a
- * receivables row. Void invoices have no balance. Only the buckets of the last 60 days and ahead are summed; 61+
- * (d60p) is the rest of the outstanding, which the running totals keep, so the due dates further back, as many as
- * the book is old, are never read (filter the rows on RECENT_DUE_DATES). Shared with receivables.
- * Columns: current (not yet due), d1_30, d31_60.
+ * Where the ageing buckets start, latest first: a balance due today or later is current, one due from 30 days back
+ * up to yesterday is 1-30, one due from 60 days back is 31-60, anything older 61+ (on the workspace's calendar).
+ * The one definition of the edges: the whole-workspace ageing (WORKSPACE_AGING) and a receivables row
+ * (src/queries/receivables.ts) both give agingColumns() what is owed from each of these days on.
  */
-export const RECENT_AGING_COLUMNS = `
-  coalesce(sum(i.balance) FILTER (WHERE i.due_date >= ${TODAY}), 0) AS current,
-  coalesce(sum(i.balance) FILTER (WHERE i.due_date < ${TODAY} AND i.due_date >= ${TODAY} - 30), 0) AS d1_30,
-  coalesce(sum(i.balance) FILTER (WHERE i.due_date < ${TODAY} - 30), 0) AS d31_60`;
-/** The rows RECENT_AGING_COLUMNS sums: due in the last 60 days or later. */
-export const RECENT_DUE_DATES = `i.due_date >= ${TODAY} - 60`;
+export const AGING_EDGES = [TODAY, `${TODAY} - 30`, `${TODAY} - 60`] as const;
 
 /**
- * Whole-workspace ageing: workspace_totals.outstanding, the recent buckets from open_balances (a range of its key)
- * and 61+ as the rest. Columns: outstanding, current, d1_30, d31_60, d60p.
+ * The ageing columns current, d1_30, d31_60 and d60p from `owedFrom`, the open balance due on or after each of
+ * AGING_EDGES (SQL expressions, in that order), and `outstanding`, all that is open: each bucket is the difference
+ * of two of them, 61+ the rest of the outstanding, so the due dates further back than 60 days, as many as the book
+ * is old, are never read.
  */
+export function agingColumns(owedFrom: readonly string[], outstanding: string): string {
+  const [fromToday, from30DaysAgo, from60DaysAgo] = owedFrom;
+  return `${fromToday} AS current, ${from30DaysAgo} - ${fromToday} AS d1_30, ${from60DaysAgo} - ${from30DaysAgo} AS d31_60,
+    ${outstanding} - ${from60DaysAgo} AS d60p`;
+}
+
+/**
+ * Whole-workspace ageing: workspace_totals.outstanding, and what is owed from each edge on summed from the
+ * open_balances rollup (one row per due date; void invoices have no balance) over a range of its key.
+ * Columns: outstanding, current, d1_30, d31_60, d60p.
+ */
+const OWED_FROM_EDGES = ['from_today', 'from_30_days_ago', 'from_60_days_ago'];
 export const WORKSPACE_AGING = `
-  SELECT t.outstanding, r.current, r.d1_30, r.d31_60, t.outstanding - r.current - r.d1_30 - r.d31_60 AS d60p
+  SELECT t.outstanding, ${agingColumns(OWED_FROM_EDGES.map((column) => `r.${column}`), 't.outstanding')}
   FROM (SELECT coalesce(max(outstanding), 0) AS outstanding FROM workspace_totals WHERE workspace_id = :ws) t,
-  (SELECT ${RECENT_AGING_COLUMNS} FROM open_balances i WHERE i.workspace_id = :ws AND ${RECENT_DUE_DATES}) r`;
+  (SELECT ${AGING_EDGES.map((day, k) => `coalesce(sum(i.balance) FILTER (WHERE i.due_date >= ${day}), 0) AS ${OWED_FROM_EDGES[k]}`).join(', ')}
+   FROM open_balances i WHERE i.workspace_id = :ws AND i.due_date >= ${AGING_EDGES[2]}) r`;
 
 /**
  * The finance overview. All-time money comes from workspace_totals, AR and ageing from WORKSPACE_AGING, this month

@@ -3,7 +3,8 @@ import { expect } from 'chai';
 import { ReceivablesRowSchema, ReceivablesTotalsSchema } from '../../generated/openapi/schemas.gen.js';
 import { testDatabase } from '../support/database.js';
 import { fixture, type Fixture } from '../support/fixtures.js';
-import { RARE_TERM_MATCHES, receivables, receivablesJson } from '../../src/queries/receivables.js';
+import { expectRollupsExact } from '../support/rollups.js';
+import { RARE_TERM_MATCHES, receivables, receivablesJson, receivablesStatement } from '../../src/queries/receivables.js';
 
 // Dubai (UTC+4): today is 2026-11-22.
 const now = new Date('2026-11-22T08:00:00.000Z');
@@ -147,6 +148,149 @@ describe('queries: receivables', () => {
     // 31, 32 -> 31-60 (100 + 1000); 61, 62 -> 61+ (10000 + 100000)
     const later = await receivables(db, g.ws, { limit: 50 }, new Date('2026-11-22T21:00:00.000Z'));
     expect(later.rows[0]).to.include({ current: 0, d1_30: 11, d31_60: 1100, d60p: 110000 });
+  });
+
+  it('keeps each row\'s ageing exact as its invoices are paid, voided, moved, deleted and added, on any day', async () => {
+    const { db } = await testDatabase();
+    const g = await fixture(db, { timezone: 'Asia/Dubai' });
+    const mover = await g.customer({ name: 'Mover' });
+    const taker = await g.customer({ name: 'Taker' });
+    const owed: Record<string, string> = {};
+    // days past due on 2026-11-22: a, b 0 (current, one due date for two invoices); c 30 (1-30); d 31 (31-60); e 61 (61+)
+    for (const [key, total, dueDate] of [['a', 1000, '2026-11-22'], ['b', 2000, '2026-11-22'], ['c', 4000, '2026-10-23'],
+      ['d', 8000, '2026-10-22'], ['e', 16000, '2026-09-22']] as const) {
+      owed[key] = await g.invoice({ customerId: mover, total, dueDate });
+    }
+    const page = async (at = now) => (await receivables(db, g.ws, { limit: 50 }, at)).rows;
+    expect(await page()).to.deep.equal([
+      row(mover, 'Mover', { billed: 31000, outstanding: 31000, current: 3000, d1_30: 4000, d31_60: 8000, d60p: 16000, openInvoices: 5 }),
+    ]);
+
+    await g.payment({ invoiceId: owed.b, amount: 500, at: '2026-11-20T10:00:00Z' }); // b: 1500 open
+    await db('invoices').where({ id: owed.c }).update({ due_date: '2026-09-23' }); // c: 60 days, 31-60
+    await db('invoices').where({ id: owed.d }).update({ status: 'void' }); // d: nothing open, not billed
+    await db('invoices').where({ id: owed.e }).update({ customer_id: taker }); // e: Taker's
+    await db('invoices').where({ id: owed.a }).delete();
+    owed.f = await g.invoice({ customerId: mover, total: 32000, dueDate: '2026-11-21' }); // f: 1 day, 1-30
+    // Mover: billed b + c + f = 2000 + 4000 + 32000 = 38000, collected 500, open 1500 + 4000 + 32000 = 37500
+    const moverRow = { billed: 38000, collected: 500, outstanding: 37500, openInvoices: 3 };
+    expect(await page()).to.deep.equal([
+      row(mover, 'Mover', { ...moverRow, current: 1500, d1_30: 32000, d31_60: 4000 }),
+      row(taker, 'Taker', { billed: 16000, outstanding: 16000, d60p: 16000, openInvoices: 1 }),
+    ]);
+    // 31 days later (2026-12-23 in Dubai): b 31 and f 32 days past due (31-60), c 91 (61+)
+    expect((await page(new Date('2026-12-23T08:00:00.000Z')))[0]).to.deep.equal(
+      row(mover, 'Mover', { ...moverRow, d31_60: 33500, d60p: 4000 }),
+    );
+    // a day before the first page's clock (2026-11-21): b current, f due today (current), c 59 days (31-60)
+    expect((await page(new Date('2026-11-21T08:00:00.000Z')))[0]).to.deep.equal(
+      row(mover, 'Mover', { ...moverRow, current: 33500, d31_60: 4000 }),
+    );
+    await expectRollupsExact(db, g.ws.id);
+  });
+
+  it('ages a customer exactly when two transactions change its invoices at once', async () => {
+    const { db } = await testDatabase();
+    const g = await fixture(db, { timezone: 'Asia/Dubai' });
+    const id = await g.customer({ name: 'Busy' });
+    await g.invoice({ customerId: id, total: 100, dueDate: '2026-09-01' });
+    const invoice = (total: number, due_date: string) => ({
+      id: randomUUID(), workspace_id: g.ws.id, number: `INV-${total}`, customer_id: id, purpose: 'rental',
+      issue_date: '2026-11-20', due_date, total, status: 'issued',
+    });
+    const first = await db.transaction();
+    const second = await db.transaction();
+    try {
+      await first('invoices').insert(invoice(1000, '2026-11-30'));
+      const { pid } = (await second.raw('SELECT pg_backend_pid() AS pid')).rows[0];
+      // (a promise, so the insert runs once)
+      const inserted = Promise.resolve(second('invoices').insert(invoice(20000, '2026-11-10')));
+      inserted.catch(() => {}); // awaited below
+      // The second waits for the first's ledger row; its recomputation must then see the first's invoice.
+      let waited = false;
+      for (let i = 0; i < 100 && !waited; i++) {
+        waited = (await db.raw(`SELECT wait_event_type = 'Lock' AS waiting FROM pg_stat_activity WHERE pid = ?`, [pid])).rows[0]?.waiting === true;
+        if (!waited) await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      await first.commit();
+      await inserted;
+      await second.commit();
+      expect(waited, 'the second transaction waited for the first').to.equal(true);
+    } finally {
+      if (!first.isCompleted()) await first.rollback();
+      if (!second.isCompleted()) await second.rollback();
+    }
+    expect((await receivables(db, g.ws, { limit: 50 }, now)).rows).to.deep.equal([
+      row(id, 'Busy', { billed: 21100, outstanding: 21100, current: 1000, d1_30: 20000, d60p: 100, openInvoices: 3 }),
+    ]);
+    await expectRollupsExact(db, g.ws.id);
+  });
+
+  it('walks the ledger for a search term index-only, reading the picked rows\' open balances by primary key', async () => {
+    const { db } = await testDatabase();
+    const g = await fixture(db, { timezone: 'Asia/Dubai' });
+    // 30 customers the term skips, owing 1000 + k each, and 2 it picks: Ozzy A owes 500 (current), Ozzy B 400 (d60p)
+    for (let k = 1; k <= 30; k++) {
+      await g.invoice({ customerId: await g.customer({ name: `Cust ${k}` }), total: 1000 + k, dueDate: '2026-11-30' });
+    }
+    const ozzyA = await g.customer({ name: 'Ozzy A' });
+    const ozzyB = await g.customer({ name: 'Ozzy B' });
+    await g.invoice({ customerId: ozzyA, total: 500, dueDate: '2026-11-22' });
+    await g.invoice({ customerId: ozzyB, total: 400, dueDate: '2026-09-22' });
+    const params = { search: 'zz', limit: 50 };
+    expect((await receivables(db, g.ws, params, now)).rows).to.deep.equal([
+      row(ozzyA, 'Ozzy A', { billed: 500, outstanding: 500, current: 500, openInvoices: 1 }),
+      row(ozzyB, 'Ozzy B', { billed: 400, outstanding: 400, d60p: 400, openInvoices: 1 }),
+    ]);
+
+    const { sql, bindings } = receivablesStatement(g.ws, params, now);
+    const [{ 'QUERY PLAN': [{ Plan: plan }] }] = (await db.raw(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`, bindings)).rows;
+    type Node = { 'Node Type': string; 'Relation Name'?: string; 'Index Name'?: string; 'Actual Rows': number;
+      'Actual Loops': number; 'Rows Removed by Filter'?: number; Plans?: Node[] };
+    const ledgerScans: Node[] = [];
+    const visit = (node: Node) => {
+      if (node['Relation Name'] === 'customer_ledger') ledgerScans.push(node);
+      node.Plans?.forEach(visit);
+    };
+    visit(plan);
+    // the walk reads all 32 rows from the index alone; then one look-up per picked row (by primary key, or with the
+    // test database's statistics of a small table maybe a scan of it)
+    const [walked, lookedUp, ...more] = ledgerScans;
+    expect([walked['Node Type'], walked['Index Name'], walked['Actual Rows'], walked['Rows Removed by Filter']])
+      .to.deep.equal(['Index Only Scan', 'customer_ledger_order', 2, 30]);
+    expect([lookedUp['Actual Loops'], lookedUp['Actual Rows'] * lookedUp['Actual Loops'], more.length]).to.deep.equal([2, 2, 0]);
+  });
+
+  it('writes the workspace\'s totals once for an invoice\'s total changed, and not at all for a due date moved', async () => {
+    const { db } = await testDatabase();
+    const g = await fixture(db, { timezone: 'Asia/Dubai' });
+    const id = await g.customer({ name: 'Renter' });
+    const invoice = await g.invoice({ customerId: id, total: 1000, dueDate: '2026-11-30' });
+    await g.invoice({ customerId: id, total: 2000, dueDate: '2026-10-30' });
+    // row versions written by this transaction alone (it touches only this workspace's rows)
+    const trx = await db.transaction();
+    const updates = async () => Object.fromEntries((await trx.raw(`SELECT relname, n_tup_upd FROM pg_stat_xact_user_tables
+      WHERE relname IN ('customer_ledger', 'workspace_totals')`)).rows.map((r: { relname: string; n_tup_upd: string }) => [r.relname, Number(r.n_tup_upd)]));
+    try {
+      const before = await updates();
+      await trx('invoices').where({ id: invoice }).update({ total: 1300 });
+      const changed = await updates();
+      await trx('invoices').where({ id: invoice }).update({ due_date: '2026-11-10' });
+      const moved = await updates();
+      await trx.commit();
+      // each: the rollup's upsert and the arrays' refresh write the ledger row; only a change of its figures (the
+      // total) moves the workspace's totals
+      expect([changed.customer_ledger - before.customer_ledger, changed.workspace_totals - before.workspace_totals]).to.deep.equal([2, 1]);
+      expect([moved.customer_ledger - changed.customer_ledger, moved.workspace_totals - changed.workspace_totals]).to.deep.equal([2, 0]);
+    } finally {
+      if (!trx.isCompleted()) await trx.rollback();
+    }
+    // 1300 due 10 Nov (12 days past due, 1-30) and 2000 due 30 Oct (23 days, 1-30)
+    expect((await receivables(db, g.ws, { limit: 50 }, now))).to.deep.equal({
+      rows: [row(id, 'Renter', { billed: 3300, outstanding: 3300, d1_30: 3300, openInvoices: 2 })],
+      totals: { billed: 3300, collected: 0, outstanding: 3300, current: 0, d1_30: 3300, d31_60: 0, d60p: 0, openInvoices: 2, customers: 1 },
+    });
+    await expectRollupsExact(db, g.ws.id);
   });
 
   it('follows a renamed customer: its new name orders it among ties and is what a search finds', async () => {

@@ -33,6 +33,15 @@ export async function recomputed(db: Knex, ws: string) {
     vehicleModels: await one(`SELECT make, model, count(*) AS vehicles FROM vehicles WHERE workspace_id = :ws GROUP BY 1, 2 ORDER BY 1, 2`),
     ledgerNames: await one(`SELECT c.id AS customer_id, c.name FROM customers c WHERE c.workspace_id = :ws
                               AND EXISTS (SELECT 1 FROM invoices i WHERE i.customer_id = c.id) ORDER BY 1`),
+    // each open due date of the customer, earliest first, and the open balance due on or after it, then 0
+    ledgerOpenDues: await one(`SELECT c.id AS customer_id,
+                                 coalesce((SELECT array_agg(d ORDER BY d) FROM (SELECT DISTINCT i.due_date AS d FROM invoices i
+                                           WHERE i.customer_id = c.id AND i.balance > 0) s), '{}')::text AS open_due_dates,
+                                 (coalesce((SELECT array_agg((SELECT sum(j.balance) FROM invoices j WHERE j.customer_id = c.id AND j.balance > 0
+                                                              AND j.due_date >= s.d)::bigint ORDER BY s.d)
+                                            FROM (SELECT DISTINCT i.due_date AS d FROM invoices i WHERE i.customer_id = c.id AND i.balance > 0) s), '{}')
+                                  || 0::bigint)::text AS owed_from
+                               FROM customers c WHERE c.workspace_id = :ws AND EXISTS (SELECT 1 FROM invoices i WHERE i.customer_id = c.id) ORDER BY 1`),
     totals: (await one(`SELECT
         (SELECT coalesce(sum(net), 0) FROM payments WHERE workspace_id = :ws) AS collected,
         (SELECT coalesce(sum(net), 0) FROM payments WHERE workspace_id = :ws AND booking_id IS NOT NULL) AS booking_collected,
@@ -64,6 +73,7 @@ export async function kept(db: Knex, ws: string) {
     activeBookings: await one(`SELECT id, active_bookings FROM vehicles WHERE workspace_id = :ws ORDER BY 1`),
     vehicleModels: await one(`SELECT make, model, vehicles FROM vehicle_models WHERE workspace_id = :ws AND vehicles <> 0 ORDER BY 1, 2`),
     ledgerNames: await one(`SELECT customer_id, name FROM customer_ledger WHERE workspace_id = :ws ORDER BY 1`),
+    ledgerOpenDues: await one(`SELECT customer_id, open_due_dates::text, owed_from::text FROM customer_ledger WHERE workspace_id = :ws ORDER BY 1`),
     totals: (await one(`SELECT collected, booking_collected, deposits, expenses, billed, invoice_collected, outstanding, open_invoices, customers
                         FROM workspace_totals WHERE workspace_id = :ws`))[0],
   };
