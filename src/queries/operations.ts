@@ -17,7 +17,10 @@ export async function operationsToday(db: Knex, workspace: WorkspaceRef, now: Da
 // Node neither parses them nor serialises them again. Written by concatenation (jsonObjectText), about half the
 // database CPU of json_build_object/json_agg here. The customer and the car come from the booking row itself, as the
 // JSON objects its triggers keep, and the time as its stored ISO text (migration 20261123003100): no look-up, no
-// escaping and no formatting per item. The text is the same for every request, so it is built once.
+// escaping and no formatting per item. The text is the same for every request, so it is built once. The workspace is
+// a scalar subquery, as the day's bounds are, so every execution is costed alike and PostgreSQL keeps one generic
+// plan: a small workspace's plan made for its own id looked cheaper than the generic one, so it was planned afresh
+// on every request (0.3 ms of planning for a 0.05 ms execution).
 const items = (time: 'pickup' | 'dropoff', statuses: string) => `
     SELECT ${jsonArrayText(
       jsonObjectText([
@@ -31,7 +34,7 @@ const items = (time: 'pickup' | 'dropoff', statuses: string) => `
       `b.${time}_at, b.id`,
     )}
     FROM bookings b
-    WHERE b.workspace_id = :ws AND b.status IN (${statuses})
+    WHERE b.workspace_id = (SELECT CAST(:ws AS uuid)) AND b.status IN (${statuses})
       AND b.${time}_at >= ${DAY_START} AND b.${time}_at < ${DAY_END}`;
 const OPERATIONS_TODAY = `SELECT ${jsonObjectText([
   ['handovers', `(${items('pickup', `'confirmed', 'active', 'completed'`)})`],
