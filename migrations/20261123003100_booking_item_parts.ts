@@ -17,8 +17,11 @@ import type { Knex } from 'knex';
 // rename does not wait for; the bookings trigger first locks them FOR SHARE, which waits for a rename not yet
 // committed and then reads its name (each statement of the function sees what committed before it), and a rename
 // that comes later waits for the booking's transaction and then finds the booking.
+// The day's range is read from bookings_pickup and bookings_dropoff, which now hold the booking's id after the time:
+// the items come in their order (time, then id) with no sort.
 // Backfilled here, with customers and vehicles locked against renames until the triggers are in place; the stored
-// columns are added last, so their rewrite of the table also drops the row versions the backfill left behind.
+// columns are added last, so their rewrite of the table also drops the row versions the backfill left behind (the two
+// indexes are dropped before it and built after it, once).
 
 /** rollups_rebuild(ws) of 20261123002110, whose bookings statement now also sets the copies (restored by down()). */
 const rollupsRebuild = (copies: boolean) => `
@@ -142,8 +145,11 @@ export async function up(knex: Knex): Promise<void> {
     UPDATE bookings b SET customer_json = customer_ref_json(c.id, c.name), vehicle_json = vehicle_ref_json(v.id, v.plate)
     FROM customers c, vehicles v WHERE c.id = b.customer_id AND v.id = b.vehicle_id;
     ALTER TABLE bookings ENABLE TRIGGER USER;
+    DROP INDEX bookings_pickup, bookings_dropoff;
     ALTER TABLE bookings ADD COLUMN pickup_iso text GENERATED ALWAYS AS (iso_utc_text(pickup_at)) STORED,
                          ADD COLUMN dropoff_iso text GENERATED ALWAYS AS (iso_utc_text(dropoff_at)) STORED;
+    CREATE INDEX bookings_pickup ON bookings (workspace_id, pickup_at, id);
+    CREATE INDEX bookings_dropoff ON bookings (workspace_id, dropoff_at, id);
 
     CREATE FUNCTION bookings_copy_refs() RETURNS trigger LANGUAGE plpgsql AS $fn$
     DECLARE
@@ -212,5 +218,8 @@ export async function down(knex: Knex): Promise<void> {
     DROP TRIGGER bookings_copy_refs_insert ON bookings; DROP TRIGGER bookings_copy_refs_update ON bookings;
     DROP FUNCTION bookings_copy_refs();
     ALTER TABLE bookings DROP COLUMN customer_json, DROP COLUMN vehicle_json, DROP COLUMN pickup_iso, DROP COLUMN dropoff_iso;
+    DROP INDEX bookings_pickup, bookings_dropoff;
+    CREATE INDEX bookings_pickup ON bookings (workspace_id, pickup_at);
+    CREATE INDEX bookings_dropoff ON bookings (workspace_id, dropoff_at);
     DROP FUNCTION customer_ref_json(uuid, text), vehicle_ref_json(uuid, text), iso_utc_text(timestamptz);`);
 }
