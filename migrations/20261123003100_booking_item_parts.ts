@@ -154,17 +154,26 @@ export async function up(knex: Knex): Promise<void> {
     CREATE FUNCTION bookings_copy_refs() RETURNS trigger LANGUAGE plpgsql AS $fn$
     DECLARE
       ids uuid[];
+      new_customers uuid[];
+      new_vehicles uuid[];
     BEGIN
       -- A statement trigger fires for statements that changed no row too (the other triggers' updates often are).
       IF NOT EXISTS (SELECT 1 FROM new_rows) THEN RETURN NULL; END IF;
-      -- the rows inserted, or updated to another customer or car or with a copy itself written
-      EXECUTE format('SELECT array_agg(c.id) FROM (%s) c', rollup_changes('INSERT') || CASE WHEN TG_OP = 'UPDATE' THEN
-        ' AND NOT EXISTS (SELECT 1 FROM old_rows o WHERE o.id = n.id AND o.customer_id = n.customer_id AND o.vehicle_id = n.vehicle_id
-                            AND o.customer_json IS NOT DISTINCT FROM n.customer_json AND o.vehicle_json IS NOT DISTINCT FROM n.vehicle_json)'
-        ELSE '' END) INTO ids;
+      -- The rows inserted, or updated to another customer or car (or with a copy itself written), and the customers and
+      -- cars new to them: only those are locked. (A booking moved to another car while its customer is renamed does
+      -- not wait for the rename, which may itself be waiting for the booking: the rename then writes the name.)
+      EXECUTE format($q$
+        SELECT array_agg(c.id), array_agg(DISTINCT c.customer_id) FILTER (WHERE c.new_customer),
+               array_agg(DISTINCT c.vehicle_id) FILTER (WHERE c.new_vehicle)
+        FROM (SELECT n.id, n.customer_id, n.vehicle_id, %s AS new_customer, %s AS new_vehicle FROM (%s) n %s) c
+        WHERE c.new_customer OR c.new_vehicle$q$,
+        CASE TG_OP WHEN 'INSERT' THEN 'true' ELSE 'o.id IS NULL OR o.customer_id <> n.customer_id OR o.customer_json IS DISTINCT FROM n.customer_json' END,
+        CASE TG_OP WHEN 'INSERT' THEN 'true' ELSE 'o.id IS NULL OR o.vehicle_id <> n.vehicle_id OR o.vehicle_json IS DISTINCT FROM n.vehicle_json' END,
+        rollup_changes('INSERT'),
+        CASE TG_OP WHEN 'INSERT' THEN '' ELSE 'LEFT JOIN old_rows o ON o.id = n.id' END) INTO ids, new_customers, new_vehicles;
       IF ids IS NULL THEN RETURN NULL; END IF;
-      PERFORM 1 FROM customers x WHERE x.id IN (SELECT customer_id FROM bookings WHERE id = ANY (ids)) ORDER BY x.id FOR SHARE OF x;
-      PERFORM 1 FROM vehicles x WHERE x.id IN (SELECT vehicle_id FROM bookings WHERE id = ANY (ids)) ORDER BY x.id FOR SHARE OF x;
+      PERFORM 1 FROM customers x WHERE x.id = ANY (new_customers) ORDER BY x.id FOR SHARE OF x;
+      PERFORM 1 FROM vehicles x WHERE x.id = ANY (new_vehicles) ORDER BY x.id FOR SHARE OF x;
       -- only the rows whose copies differ are written: the write fires this trigger again, which then finds none
       SELECT array_agg(b.id) INTO ids FROM bookings b JOIN customers x ON x.id = b.customer_id JOIN vehicles v ON v.id = b.vehicle_id
       WHERE b.id = ANY (ids) AND (b.customer_json IS DISTINCT FROM customer_ref_json(x.id, x.name)

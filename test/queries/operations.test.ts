@@ -227,4 +227,38 @@ describe("queries: today's operations", () => {
     expect((await operationsToday(db, h.ws, now)).handovers.map((i) => [i.vehicle.id, i.vehicle.plate])).to.deep.equal([[car2, 'DXB 77']]);
     await expectCopiesExact(db, h.ws.id);
   });
+
+  it("moves a booking to another car while its customer's rename waits for the booking, with no deadlock", async () => {
+    const { db } = await testDatabase();
+    const h = await fixture(db, { timezone: 'Asia/Dubai' });
+    const customer = await h.customer({ name: 'Xavier' });
+    const [car1, car2] = [await h.vehicle({ plate: 'DXB 8' }), await h.vehicle({ plate: 'DXB 9' })];
+    const booking = await h.booking({ customerId: customer, vehicleId: car1, status: 'confirmed', pickupAt: '2026-11-22T06:00:00Z', dropoffAt: '2026-11-25T10:00:00Z' });
+    const moving = await db.transaction();
+    const renaming = await db.transaction();
+    try {
+      await moving('bookings').where({ id: booking }).update({ amount: 500 });
+      // the rename's trigger waits for the booking, which the first transaction holds
+      const { pid } = (await renaming.raw('SELECT pg_backend_pid() AS pid')).rows[0];
+      const renamed = Promise.resolve(renaming('customers').where({ id: customer }).update({ name: 'Xena' }));
+      renamed.catch(() => {}); // awaited below
+      let waiting = false;
+      for (let i = 0; i < 100 && !waiting; i++) {
+        waiting = (await db.raw(`SELECT wait_event_type = 'Lock' AS waiting FROM pg_stat_activity WHERE pid = ?`, [pid])).rows[0]?.waiting === true;
+        if (!waiting) await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(waiting, 'the rename waits for the booking').to.equal(true);
+      // moving the car locks the new car only, not the customer being renamed (that would be a deadlock)
+      await moving('bookings').where({ id: booking }).update({ vehicle_id: car2 });
+      await moving.commit();
+      await renamed;
+      await renaming.commit();
+    } finally {
+      if (!moving.isCompleted()) await moving.rollback();
+      if (!renaming.isCompleted()) await renaming.rollback();
+    }
+    const [item] = (await operationsToday(db, h.ws, now)).handovers;
+    expect([item.customer.name, item.vehicle.plate, item.amount]).to.deep.equal(['Xena', 'DXB 9', 500]);
+    await expectCopiesExact(db, h.ws.id);
+  });
 });
