@@ -159,6 +159,14 @@ export async function up(knex: Knex): Promise<void> {
     BEGIN
       -- A statement trigger fires for statements that changed no row too (the other triggers' updates often are).
       IF NOT EXISTS (SELECT 1 FROM new_rows) THEN RETURN NULL; END IF;
+      -- Most updates (a balance, a status) change no customer, car or copy: found by a set difference, whose plan is
+      -- linear whatever the row counts it was cached for, before anything is planned for the statement.
+      IF TG_OP = 'UPDATE' THEN
+        IF NOT EXISTS (SELECT id, customer_id, vehicle_id, customer_json, vehicle_json FROM new_rows
+                       EXCEPT SELECT id, customer_id, vehicle_id, customer_json, vehicle_json FROM old_rows) THEN
+          RETURN NULL;
+        END IF;
+      END IF;
       -- The rows inserted, or updated to another customer or car (or with a copy itself written), and the customers and
       -- cars new to them: only those are locked. (A booking moved to another car while its customer is renamed does
       -- not wait for the rename, which may itself be waiting for the booking: the rename then writes the name.)
