@@ -9,8 +9,9 @@
 //
 // Rows are planned first in temporary tables (so later entities can reference earlier ones by sequence number),
 // then copied into the real tables chunk by chunk, invoices and bookings with their final paid, collected and
-// balance due (bookings also with their copies of the customer's name and the car's plate); the rollup triggers
-// leave the workspace alone and its running totals are computed once at the end (src/db/bulk-load.ts).
+// balance due (bookings also with the copies of their customer and car, customer_json and vehicle_json); the
+// rollup triggers leave the workspace alone and its running totals are computed once at the end
+// (src/db/bulk-load.ts).
 // Pseudo-random choices hash the row's sequence number, so the data set is the same for the same sizes and `now`;
 // ids come from gen_random_uuid().
 import type { Knex } from 'knex';

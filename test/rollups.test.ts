@@ -87,9 +87,9 @@ describe('running totals of a bulk load (src/db/bulk-load.ts)', () => {
     const { rows } = await db.raw(`SELECT DISTINCT p.proname FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
                                    WHERE NOT t.tgisinternal AND p.prosrc LIKE '%rollup_changes(%' ORDER BY 1`);
     expect(rows.map((r: { proname: string }) => r.proname)).to.deep.equal([
-      'bookings_copy_refs', 'bookings_rollup', 'bookings_vehicles_out', 'customer_ledger_totals', 'expenses_months', 'expenses_totals', 'invoices_open_balances',
-      'invoices_rollup', 'payment_slots_days', 'payment_slots_months', 'payments_rollup', 'payments_totals', 'vehicles_models',
-      'vehicles_state_counts',
+      'bookings_copy_refs', 'bookings_rollup', 'bookings_vehicles_out', 'customer_ledger_totals', 'expenses_months', 'expenses_totals',
+      'invoices_open_balances', 'invoices_rollup', 'payment_slots_days', 'payment_slots_months', 'payments_rollup', 'payments_totals',
+      'vehicles_models', 'vehicles_state_counts',
     ]);
   });
 
