@@ -6,17 +6,16 @@ import type { Knex } from 'knex';
 //   bookings.vehicle_json   {"id":…,"plate":…} of the booking's car (vehicle_ref_json)
 //   bookings.pickup_iso, dropoff_iso  the times as Date.prototype.toISOString() writes them (iso_utc_text), stored
 //                           generated columns: to_char cost about 0.6 µs an item per request
-// The names and plates are escaped by to_json, as JSON.stringify escapes them. The two objects are kept by
-// statement-level triggers, each writing only its own column (so a rename and a new plate at the same time do not
-// overwrite each other's copy):
-//   - on bookings, for rows inserted, or updated to another customer or car (or with a copy itself written): taken
-//     afresh from customers and vehicles. The rows of a workspace being bulk-loaded are left to rollups_rebuild
-//     (rollup_changes), as every running total is.
-//   - on customers and vehicles, a new name or plate is written to their bookings.
+// The names and plates are escaped by to_json, as JSON.stringify escapes them. The two objects are kept by triggers:
+//   - on bookings, a row trigger run before the row is written, for rows inserted, or updated to another customer or
+//     car (or with a copy itself written): taken afresh from customers and vehicles into the row itself, so the
+//     booking is written once and bookings' statement triggers run once. The rows of a workspace being bulk-loaded
+//     are left to rollups_rebuild, as every running total is.
+//   - on customers and vehicles, statement triggers writing a new name or plate to their bookings, each only its own
+//     column (so a rename and a new plate at the same time do not overwrite each other's copy).
 // The lock rule of 20261123002330: a booking's foreign keys take only FOR KEY SHARE on its customer and car, which a
-// rename does not wait for; the bookings trigger first locks them FOR SHARE, which waits for a rename not yet
-// committed and then reads its name (each statement of the function sees what committed before it), and a rename
-// that comes later waits for the booking's transaction and then finds the booking.
+// rename does not wait for; the bookings trigger reads them FOR SHARE, which waits for a rename not yet committed and
+// then reads its name, and a rename that comes later waits for the booking's transaction and then finds the booking.
 // The day's range is read from bookings_pickup and bookings_dropoff, which now hold the booking's id after the time:
 // the items come in their order (time, then id) with no sort.
 // Backfilled here, with customers and vehicles locked against renames until the triggers are in place; the stored
@@ -152,49 +151,30 @@ export async function up(knex: Knex): Promise<void> {
     CREATE INDEX bookings_dropoff ON bookings (workspace_id, dropoff_at, id);
 
     CREATE FUNCTION bookings_copy_refs() RETURNS trigger LANGUAGE plpgsql AS $fn$
-    DECLARE
-      ids uuid[];
-      new_customers uuid[];
-      new_vehicles uuid[];
     BEGIN
-      -- A statement trigger fires for statements that changed no row too (the other triggers' updates often are).
-      IF NOT EXISTS (SELECT 1 FROM new_rows) THEN RETURN NULL; END IF;
-      -- Most updates (a balance, a status) change no customer, car or copy: found by a set difference, whose plan is
-      -- linear whatever the row counts it was cached for, before anything is planned for the statement.
-      IF TG_OP = 'UPDATE' THEN
-        IF NOT EXISTS (SELECT id, customer_id, vehicle_id, customer_json, vehicle_json FROM new_rows
-                       EXCEPT SELECT id, customer_id, vehicle_id, customer_json, vehicle_json FROM old_rows) THEN
-          RETURN NULL;
-        END IF;
+      -- Only a customer or car new to the row (or a copy written by hand) is locked and read: a booking moved to
+      -- another car while its customer is renamed does not wait for the rename, which may itself be waiting for the
+      -- booking (the rename then writes the name). FOR SHARE waits for a rename not yet committed and returns the
+      -- row as it committed.
+      IF TG_OP = 'INSERT' THEN
+        SELECT customer_ref_json(x.id, x.name) INTO NEW.customer_json FROM customers x WHERE x.id = NEW.customer_id FOR SHARE;
+        SELECT vehicle_ref_json(v.id, v.plate) INTO NEW.vehicle_json FROM vehicles v WHERE v.id = NEW.vehicle_id FOR SHARE;
+        RETURN NEW;
       END IF;
-      -- The rows inserted, or updated to another customer or car (or with a copy itself written), and the customers and
-      -- cars new to them: only those are locked. (A booking moved to another car while its customer is renamed does
-      -- not wait for the rename, which may itself be waiting for the booking: the rename then writes the name.)
-      EXECUTE format($q$
-        SELECT array_agg(c.id), array_agg(DISTINCT c.customer_id) FILTER (WHERE c.new_customer),
-               array_agg(DISTINCT c.vehicle_id) FILTER (WHERE c.new_vehicle)
-        FROM (SELECT n.id, n.customer_id, n.vehicle_id, %s AS new_customer, %s AS new_vehicle FROM (%s) n %s) c
-        WHERE c.new_customer OR c.new_vehicle$q$,
-        CASE TG_OP WHEN 'INSERT' THEN 'true' ELSE 'o.id IS NULL OR o.customer_id <> n.customer_id OR o.customer_json IS DISTINCT FROM n.customer_json' END,
-        CASE TG_OP WHEN 'INSERT' THEN 'true' ELSE 'o.id IS NULL OR o.vehicle_id <> n.vehicle_id OR o.vehicle_json IS DISTINCT FROM n.vehicle_json' END,
-        rollup_changes('INSERT'),
-        CASE TG_OP WHEN 'INSERT' THEN '' ELSE 'LEFT JOIN old_rows o ON o.id = n.id' END) INTO ids, new_customers, new_vehicles;
-      IF ids IS NULL THEN RETURN NULL; END IF;
-      PERFORM 1 FROM customers x WHERE x.id = ANY (new_customers) ORDER BY x.id FOR SHARE OF x;
-      PERFORM 1 FROM vehicles x WHERE x.id = ANY (new_vehicles) ORDER BY x.id FOR SHARE OF x;
-      -- only the rows whose copies differ are written: the write fires this trigger again, which then finds none
-      SELECT array_agg(b.id) INTO ids FROM bookings b JOIN customers x ON x.id = b.customer_id JOIN vehicles v ON v.id = b.vehicle_id
-      WHERE b.id = ANY (ids) AND (b.customer_json IS DISTINCT FROM customer_ref_json(x.id, x.name)
-                                  OR b.vehicle_json IS DISTINCT FROM vehicle_ref_json(v.id, v.plate));
-      IF ids IS NULL THEN RETURN NULL; END IF;
-      UPDATE bookings b SET customer_json = customer_ref_json(x.id, x.name), vehicle_json = vehicle_ref_json(v.id, v.plate)
-      FROM customers x, vehicles v WHERE b.id = ANY (ids) AND x.id = b.customer_id AND v.id = b.vehicle_id;
-      RETURN NULL;
+      IF NEW.customer_id IS DISTINCT FROM OLD.customer_id OR NEW.customer_json IS DISTINCT FROM OLD.customer_json THEN
+        SELECT customer_ref_json(x.id, x.name) INTO NEW.customer_json FROM customers x WHERE x.id = NEW.customer_id FOR SHARE;
+      END IF;
+      IF NEW.vehicle_id IS DISTINCT FROM OLD.vehicle_id OR NEW.vehicle_json IS DISTINCT FROM OLD.vehicle_json THEN
+        SELECT vehicle_ref_json(v.id, v.plate) INTO NEW.vehicle_json FROM vehicles v WHERE v.id = NEW.vehicle_id FOR SHARE;
+      END IF;
+      RETURN NEW;
     END $fn$;
-    CREATE TRIGGER bookings_copy_refs_insert AFTER INSERT ON bookings REFERENCING NEW TABLE AS new_rows
-      FOR EACH STATEMENT EXECUTE FUNCTION bookings_copy_refs();
-    CREATE TRIGGER bookings_copy_refs_update AFTER UPDATE ON bookings REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-      FOR EACH STATEMENT EXECUTE FUNCTION bookings_copy_refs();
+    -- A row trigger setting the row before it is written: no second write of the booking, so none of bookings' other
+    -- triggers run again. It fires only for inserts and for updates naming a customer, a car or a copy. The rows of a
+    -- workspace being bulk-loaded (src/db/bulk-load.ts) are left to rollups_rebuild, as every running total is.
+    CREATE TRIGGER bookings_copy_refs BEFORE INSERT OR UPDATE OF customer_id, vehicle_id, customer_json, vehicle_json ON bookings
+      FOR EACH ROW WHEN (NEW.workspace_id IS DISTINCT FROM nullif(current_setting('frs.bulk_load_workspace', true), '')::uuid)
+      EXECUTE FUNCTION bookings_copy_refs();
 
     CREATE FUNCTION customers_booking_refs() RETURNS trigger LANGUAGE plpgsql AS $fn$
     DECLARE
@@ -232,7 +212,7 @@ export async function down(knex: Knex): Promise<void> {
     ${rollupsRebuild(false)}
     DROP TRIGGER vehicles_booking_refs ON vehicles; DROP FUNCTION vehicles_booking_refs();
     DROP TRIGGER customers_booking_refs ON customers; DROP FUNCTION customers_booking_refs();
-    DROP TRIGGER bookings_copy_refs_insert ON bookings; DROP TRIGGER bookings_copy_refs_update ON bookings;
+    DROP TRIGGER bookings_copy_refs ON bookings;
     DROP FUNCTION bookings_copy_refs();
     ALTER TABLE bookings DROP COLUMN customer_json, DROP COLUMN vehicle_json, DROP COLUMN pickup_iso, DROP COLUMN dropoff_iso;
     DROP INDEX bookings_pickup, bookings_dropoff;
