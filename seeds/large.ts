@@ -9,9 +9,11 @@
 //
 // Rows are planned first in temporary tables (so later entities can reference earlier ones by sequence number),
 // then copied into the real tables chunk by chunk, invoices and bookings with their final paid, collected and
-// balance due; the rollup triggers leave the workspace alone and its running totals are computed once at the end
-// (src/db/bulk-load.ts). Pseudo-random choices hash the row's sequence number, so the data set is the same for the
-// same sizes and `now`; ids come from gen_random_uuid().
+// balance due (bookings also with the copies of their customer and car, customer_json and vehicle_json); the
+// rollup triggers leave the workspace alone and its running totals are computed once at the end
+// (src/db/bulk-load.ts).
+// Pseudo-random choices hash the row's sequence number, so the data set is the same for the same sizes and `now`;
+// ids come from gen_random_uuid().
 import type { Knex } from 'knex';
 import { progressReporter, type ProgressOptions } from '../src/cli/progress.js';
 import { deferRollups, finishDeferredRollups } from '../src/db/bulk-load.js';
@@ -442,12 +444,14 @@ export async function seedLarge(
         const b = Math.min(B, a + CHUNK - 1);
         await run(`INSERT INTO bookings (id, workspace_id, number, customer_id, vehicle_id, type, status, pickup_at, dropoff_at,
                                          original_dropoff_at, amount, monthly_amount, confirmed_at, returned_at, created_at, updated_at,
-                                         collected, balance_due)
-                   SELECT id, p.ws, 'LB-' || lpad(n::text, 7, '0'), customer_id, vehicle_id, type, status, pickup_at, dropoff_at,
+                                         collected, balance_due, customer_json, vehicle_json)
+                   SELECT seed_b.id, p.ws, 'LB-' || lpad(n::text, 7, '0'), customer_id, vehicle_id, type, status, pickup_at, dropoff_at,
                           original_dropoff_at, amount, monthly_amount, confirmed_at, returned_at,
                           least(p.now, coalesce(confirmed_at, pickup_at - interval '1 day')), least(p.now, coalesce(returned_at, confirmed_at, pickup_at)),
-                          coalesce(m.collected, 0), coalesce(m.balance_due, 0)
-                   FROM seed_b LEFT JOIN seed_booking_money m USING (id), seed_params p WHERE n BETWEEN ${a} AND ${b} ORDER BY n`);
+                          coalesce(m.collected, 0), coalesce(m.balance_due, 0), customer_ref_json(c.id, c.name), vehicle_ref_json(v.id, v.plate)
+                   FROM seed_b LEFT JOIN seed_booking_money m USING (id)
+                   JOIN customers c ON c.id = seed_b.customer_id JOIN vehicles v ON v.id = seed_b.vehicle_id, seed_params p
+                   WHERE n BETWEEN ${a} AND ${b} ORDER BY n`);
         progress.step('bookings', b - a + 1);
       }
       await run(`INSERT INTO extensions (id, workspace_id, booking_id, added_days, amount, previous_dropoff_at, new_dropoff_at, created_at)

@@ -34,6 +34,16 @@ describe('running totals kept by triggers', () => {
     await db.raw(`UPDATE vehicles SET state = 'in_service' WHERE id IN (SELECT vehicle_id FROM bookings WHERE workspace_id = :ws AND status = 'active' ORDER BY id LIMIT 1)`, { ws });
     await db.raw(`UPDATE customers SET name = name || ' Renamed' WHERE id IN (SELECT customer_id FROM customer_ledger WHERE workspace_id = :ws ORDER BY customer_id LIMIT 3)`, { ws });
     await db.raw(`UPDATE vehicles SET model = 'Renamed' WHERE id IN (SELECT id FROM vehicles WHERE workspace_id = :ws ORDER BY id LIMIT 3)`, { ws });
+    // new plates for cars with bookings; a new booking of a renamed customer; a booking moving to another customer
+    await db.raw(`UPDATE vehicles SET plate = plate || ' "Q"' WHERE id IN (SELECT vehicle_id FROM bookings WHERE workspace_id = :ws ORDER BY id LIMIT 2)`, { ws });
+    await db.raw(`INSERT INTO bookings (id, workspace_id, number, customer_id, vehicle_id, type, status, pickup_at, dropoff_at, amount)
+                  SELECT gen_random_uuid(), workspace_id, number || '-R', (SELECT customer_id FROM customer_ledger WHERE workspace_id = :ws ORDER BY customer_id LIMIT 1),
+                         vehicle_id, type, 'canceled', pickup_at, dropoff_at, amount
+                  FROM bookings WHERE workspace_id = :ws ORDER BY id LIMIT 2`, { ws });
+    await db.raw(`UPDATE bookings SET customer_id = (SELECT customer_id FROM customer_ledger WHERE workspace_id = :ws ORDER BY customer_id DESC LIMIT 1)
+                  WHERE id IN (SELECT id FROM bookings WHERE workspace_id = :ws ORDER BY id DESC LIMIT 1)`, { ws });
+    // a copy written by hand is taken afresh
+    await db.raw(`UPDATE bookings SET customer_json = '{"id":null}' WHERE id IN (SELECT id FROM bookings WHERE workspace_id = :ws ORDER BY id LIMIT 1)`, { ws });
     await db.raw(`INSERT INTO vehicles (id, workspace_id, fleet_id, make, model, plate, category, daily_rate, state)
                   SELECT gen_random_uuid(), workspace_id, fleet_id, 'Newmake', model, plate || ' N', category, daily_rate, state
                   FROM vehicles WHERE workspace_id = :ws ORDER BY id LIMIT 2`, { ws });
@@ -42,6 +52,10 @@ describe('running totals kept by triggers', () => {
     const after = await kept(db, ws);
     expect(after).to.deep.equal(await recomputed(db, ws));
     expect(after.totals).not.to.deep.equal(before.totals);
+    // the copies followed the renames, the new plates (escaped as JSON) and the bookings' new customers
+    const copied = after.bookingRefs as Array<{ customer_json: string; vehicle_json: string }>;
+    expect(copied.filter((b) => b.customer_json.endsWith(' Renamed"}')).length).to.be.greaterThan(2);
+    expect(copied.filter((b) => b.vehicle_json.endsWith(' \\"Q\\""}')).length).to.be.greaterThan(1);
   });
 
   it('writes a make and model only when its count changes: a car going out rewrites the car, not its model', async () => {
@@ -67,15 +81,18 @@ describe('running totals of a bulk load (src/db/bulk-load.ts)', () => {
   const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${Math.floor(Math.random() * 1e6).toString(36)}`;
   const expense = (ws: string, amount: number, date: string) => ({ id: crypto.randomUUID(), workspace_id: ws, category: 'insurance', amount, date });
 
-  it('rollups_rebuild knows every rollup: the trigger functions calling rollup_changes are exactly these', async () => {
+  it('rollups_rebuild knows every rollup: the triggers leaving a bulk-loaded workspace alone are exactly these', async () => {
     const { db } = await testDatabase();
-    // A new rollup must be added to rollups_rebuild (migration 20261123002110) and to this list.
+    // A new rollup must be added to rollups_rebuild (migration 20261123002110, restated by later ones) and to this list.
+    // A statement trigger leaves the workspace alone through rollup_changes, a row trigger through its WHEN condition.
     const { rows } = await db.raw(`SELECT DISTINCT p.proname FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
-                                   WHERE NOT t.tgisinternal AND p.prosrc LIKE '%rollup_changes(%' ORDER BY 1`);
+                                   WHERE NOT t.tgisinternal AND (p.prosrc LIKE '%rollup_changes(%'
+                                                                 OR pg_get_triggerdef(t.oid) LIKE '%frs.bulk_load_workspace%')
+                                   ORDER BY 1`);
     expect(rows.map((r: { proname: string }) => r.proname)).to.deep.equal([
-      'bookings_rollup', 'bookings_vehicles_out', 'customer_ledger_totals', 'expenses_months', 'expenses_totals', 'invoices_open_balances',
-      'invoices_open_dues', 'invoices_rollup', 'payment_slots_days', 'payment_slots_months', 'payments_rollup', 'payments_totals', 'vehicles_models',
-      'vehicles_state_counts',
+      'bookings_copy_refs', 'bookings_rollup', 'bookings_vehicles_out', 'customer_ledger_totals', 'expenses_months', 'expenses_totals',
+      'invoices_open_balances', 'invoices_open_dues', 'invoices_rollup', 'payment_slots_days', 'payment_slots_months', 'payments_rollup',
+      'payments_totals', 'vehicles_models', 'vehicles_state_counts',
     ]);
   });
 

@@ -4,9 +4,6 @@ import { baseBindings, DAY_END, DAY_START, jsonArrayText, jsonObjectText, jsonTe
 
 export type { OperationsItem, OperationsToday };
 
-/** A timestamptz as Date.prototype.toISOString() writes it: UTC, milliseconds, `Z`. */
-const isoTime = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
-
 /**
  * Today's handovers (confirmed/active/completed bookings picked up today) and returns (active/completed bookings
  * due back today), today being the workspace's local date. Reads the pickup/dropoff indexes for today's range
@@ -18,32 +15,30 @@ export async function operationsToday(db: Knex, workspace: WorkspaceRef, now: Da
 
 // Built as JSON text in SQL and handed over as is: a busy day has hundreds of items, and the API sends the text, so
 // Node neither parses them nor serialises them again. Written by concatenation (jsonObjectText), about half the
-// database CPU of json_build_object/json_agg here. Customer and vehicle are looked up per returned booking. The text
-// is the same for every request, so it is built once.
-const items = (column: string, statuses: string) => `
+// database CPU of json_build_object/json_agg here. The customer and the car come from the booking row itself, as the
+// JSON objects its triggers keep, and the time as its stored ISO text (migration 20261123003100): no look-up, no
+// escaping and no formatting per item. The text is the same for every request, so it is built once. The workspace is
+// a scalar subquery, as the day's bounds are, so every execution is costed alike and PostgreSQL keeps one generic
+// plan: a small workspace's plan made for its own id looked cheaper than the generic one, so it was planned afresh
+// on every request (0.3 ms of planning for a 0.05 ms execution).
+const items = (time: 'pickup' | 'dropoff', statuses: string) => `
     SELECT ${jsonArrayText(
       jsonObjectText([
         ['bookingId', jsonValue.plainString('b.id')],
-        ['customer', jsonObjectText([
-          ['id', jsonValue.plainString('b.customer_id')],
-          ['name', `(SELECT ${jsonValue.string('c.name')} FROM customers c WHERE c.id = b.customer_id AND c.workspace_id = :ws)`],
-        ])],
-        ['vehicle', jsonObjectText([
-          ['id', jsonValue.plainString('b.vehicle_id')],
-          ['plate', `(SELECT ${jsonValue.string('v.plate')} FROM vehicles v WHERE v.id = b.vehicle_id AND v.workspace_id = :ws)`],
-        ])],
-        ['time', jsonValue.plainString(isoTime(`b.${column}`))],
+        ['customer', jsonValue.json('b.customer_json')],
+        ['vehicle', jsonValue.json('b.vehicle_json')],
+        ['time', jsonValue.plainString(`b.${time}_iso`)],
         ['amount', jsonValue.number('b.amount')],
         ['balanceDue', jsonValue.number('b.balance_due')],
       ]),
-      `b.${column}, b.id`,
+      `b.${time}_at, b.id`,
     )}
     FROM bookings b
-    WHERE b.workspace_id = :ws AND b.status IN (${statuses})
-      AND b.${column} >= ${DAY_START} AND b.${column} < ${DAY_END}`;
+    WHERE b.workspace_id = (SELECT CAST(:ws AS uuid)) AND b.status IN (${statuses})
+      AND b.${time}_at >= ${DAY_START} AND b.${time}_at < ${DAY_END}`;
 const OPERATIONS_TODAY = `SELECT ${jsonObjectText([
-  ['handovers', `(${items('pickup_at', `'confirmed', 'active', 'completed'`)})`],
-  ['returns', `(${items('dropoff_at', `'active', 'completed'`)})`],
+  ['handovers', `(${items('pickup', `'confirmed', 'active', 'completed'`)})`],
+  ['returns', `(${items('dropoff', `'active', 'completed'`)})`],
 ])} AS body`;
 
 /** The same answer as operationsToday(), as the JSON text of the document's OperationsToday: what the API sends. */

@@ -1,7 +1,15 @@
+import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
+import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
+import { kept, recomputed } from '../support/rollups.js';
 import { fixture, type Fixture } from '../support/fixtures.js';
 import { operationsToday, operationsTodayJson } from '../../src/queries/operations.js';
+
+/** Each booking's copies of its customer and car equal a fresh computation (test/support/rollups.ts). */
+async function expectCopiesExact(db: Knex, ws: string): Promise<void> {
+  expect((await kept(db, ws)).bookingRefs).to.deep.equal((await recomputed(db, ws)).bookingRefs);
+}
 
 // Dubai is UTC+4: now is 12:00 local on 2026-11-22, and today is [2026-11-21T20:00Z, 2026-11-22T20:00Z).
 const now = new Date('2026-11-22T08:00:00.000Z');
@@ -132,5 +140,125 @@ describe("queries: today's operations", () => {
     const text = await operationsTodayJson(db, h.ws, now);
     const item = { bookingId: booking, customer: { id: customer, name }, vehicle: { id: vehicle, plate }, time: '2026-11-22T06:00:00.000Z', amount: 12345, balanceDue: 0 };
     expect(text).to.equal(JSON.stringify({ handovers: [item], returns: [] }));
+  });
+
+  it("follows a customer's new name, a car's new plate and a booking moved to another customer and car", async () => {
+    const { db } = await testDatabase();
+    const h = await fixture(db, { timezone: 'Asia/Dubai' });
+    const [ann, bob] = [await h.customer({ name: 'Ann' }), await h.customer({ name: 'Bob' })];
+    const [car1, car2] = [await h.vehicle({ plate: 'DXB 1' }), await h.vehicle({ plate: 'DXB 2' })];
+    const out = await h.booking({ customerId: ann, vehicleId: car1, status: 'active', pickupAt: '2026-11-22T06:00:00Z', dropoffAt: '2026-11-25T10:00:00Z', amount: 100 });
+    const back = await h.booking({ customerId: ann, vehicleId: car1, status: 'completed', pickupAt: '2026-11-18T06:00:00Z', dropoffAt: '2026-11-22T09:00:00Z', amount: 200 });
+    const labels = async () => {
+      const r = await operationsToday(db, h.ws, now);
+      return [...r.handovers, ...r.returns].map((i) => [i.bookingId, i.customer.id, i.customer.name, i.vehicle.id, i.vehicle.plate]);
+    };
+    expect(await labels()).to.deep.equal([[out, ann, 'Ann', car1, 'DXB 1'], [back, ann, 'Ann', car1, 'DXB 1']]);
+    await db('customers').where({ id: ann }).update({ name: 'Ann "the" Renamed' });
+    await db('vehicles').where({ id: car1 }).update({ plate: 'DXB \\ 11' });
+    expect(await labels()).to.deep.equal([[out, ann, 'Ann "the" Renamed', car1, 'DXB \\ 11'], [back, ann, 'Ann "the" Renamed', car1, 'DXB \\ 11']]);
+    await db('bookings').where({ id: back }).update({ customer_id: bob, vehicle_id: car2 });
+    expect(await labels()).to.deep.equal([[out, ann, 'Ann "the" Renamed', car1, 'DXB \\ 11'], [back, bob, 'Bob', car2, 'DXB 2']]);
+    // the time follows the booking's new pickup time (a stored generated column)
+    await db('bookings').where({ id: out }).update({ pickup_at: '2026-11-22T07:30:00.25+01:00' });
+    expect((await operationsToday(db, h.ws, now)).handovers.map((i) => [i.bookingId, i.time])).to.deep.equal([[out, '2026-11-22T06:30:00.250Z']]);
+    // a name or plate unchanged by an update rewrites no booking
+    const version = async () => (await db.raw(`SELECT xmin::text AS v FROM bookings WHERE id = ?`, [out])).rows[0].v;
+    const before = await version();
+    await db('customers').where({ id: ann }).update({ phone: '+971 50 000 0000' });
+    await db('vehicles').where({ id: car1 }).update({ state: 'active', model: 'Other' });
+    expect(await version()).to.equal(before);
+    await expectCopiesExact(db, h.ws.id);
+  });
+
+  // The lock rule of migration 20261123002330: a booking's foreign keys do not wait for a rename, so without the
+  // trigger's lock a booking written beside a rename not yet committed would keep the old name for good.
+  async function whileRenaming(db: Knex, rename: (trx: Knex.Transaction) => Promise<unknown>, write: (trx: Knex.Transaction) => Promise<unknown>) {
+    const renaming = await db.transaction();
+    const writing = await db.transaction();
+    try {
+      await rename(renaming);
+      const { pid } = (await writing.raw('SELECT pg_backend_pid() AS pid')).rows[0];
+      const written = Promise.resolve(write(writing));
+      written.catch(() => {}); // awaited below
+      let waited = false;
+      for (let i = 0; i < 100 && !waited; i++) {
+        waited = (await db.raw(`SELECT wait_event_type = 'Lock' AS waiting FROM pg_stat_activity WHERE pid = ?`, [pid])).rows[0]?.waiting === true;
+        if (!waited) await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      await renaming.commit();
+      await written;
+      await writing.commit();
+      expect(waited, 'the booking waited for the rename').to.equal(true);
+    } finally {
+      if (!renaming.isCompleted()) await renaming.rollback();
+      if (!writing.isCompleted()) await writing.rollback();
+    }
+  }
+
+  it('shows the new name of a rename that was not yet committed when the booking came', async () => {
+    const { db } = await testDatabase();
+    const h = await fixture(db, { timezone: 'Asia/Dubai' });
+    const [customer, car] = [await h.customer({ name: 'Old Name' }), await h.vehicle({ plate: 'DXB 5' })];
+    const id = randomUUID();
+    await whileRenaming(
+      db,
+      (trx) => trx('customers').where({ id: customer }).update({ name: 'New Name' }),
+      (trx) => trx('bookings').insert({
+        id, workspace_id: h.ws.id, number: 'B-RACE', customer_id: customer, vehicle_id: car, type: 'daily', status: 'confirmed',
+        pickup_at: '2026-11-22T06:00:00Z', dropoff_at: '2026-11-25T10:00:00Z', amount: 100,
+      }),
+    );
+    expect((await operationsToday(db, h.ws, now)).handovers.map((i) => [i.bookingId, i.customer.name])).to.deep.equal([[id, 'New Name']]);
+    await expectCopiesExact(db, h.ws.id);
+  });
+
+  // (A new plate also changes the car's unique plate_key, so the booking's foreign key check waits for it as well.)
+  it('shows the new plate of a car that was not yet committed when a booking moved to it', async () => {
+    const { db } = await testDatabase();
+    const h = await fixture(db, { timezone: 'Asia/Dubai' });
+    const [car1, car2] = [await h.vehicle({ plate: 'DXB 6' }), await h.vehicle({ plate: 'DXB 7' })];
+    const booking = await h.booking({ vehicleId: car1, status: 'confirmed', pickupAt: '2026-11-22T06:00:00Z', dropoffAt: '2026-11-25T10:00:00Z' });
+    await whileRenaming(
+      db,
+      (trx) => trx('vehicles').where({ id: car2 }).update({ plate: 'DXB 77' }),
+      (trx) => trx('bookings').where({ id: booking }).update({ vehicle_id: car2 }),
+    );
+    expect((await operationsToday(db, h.ws, now)).handovers.map((i) => [i.vehicle.id, i.vehicle.plate])).to.deep.equal([[car2, 'DXB 77']]);
+    await expectCopiesExact(db, h.ws.id);
+  });
+
+  it("moves a booking to another car while its customer's rename waits for the booking, with no deadlock", async () => {
+    const { db } = await testDatabase();
+    const h = await fixture(db, { timezone: 'Asia/Dubai' });
+    const customer = await h.customer({ name: 'Xavier' });
+    const [car1, car2] = [await h.vehicle({ plate: 'DXB 8' }), await h.vehicle({ plate: 'DXB 9' })];
+    const booking = await h.booking({ customerId: customer, vehicleId: car1, status: 'confirmed', pickupAt: '2026-11-22T06:00:00Z', dropoffAt: '2026-11-25T10:00:00Z' });
+    const moving = await db.transaction();
+    const renaming = await db.transaction();
+    try {
+      await moving('bookings').where({ id: booking }).update({ amount: 500 });
+      // the rename's trigger waits for the booking, which the first transaction holds
+      const { pid } = (await renaming.raw('SELECT pg_backend_pid() AS pid')).rows[0];
+      const renamed = Promise.resolve(renaming('customers').where({ id: customer }).update({ name: 'Xena' }));
+      renamed.catch(() => {}); // awaited below
+      let waiting = false;
+      for (let i = 0; i < 100 && !waiting; i++) {
+        waiting = (await db.raw(`SELECT wait_event_type = 'Lock' AS waiting FROM pg_stat_activity WHERE pid = ?`, [pid])).rows[0]?.waiting === true;
+        if (!waiting) await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(waiting, 'the rename waits for the booking').to.equal(true);
+      // moving the car locks the new car only, not the customer being renamed (that would be a deadlock)
+      await moving('bookings').where({ id: booking }).update({ vehicle_id: car2 });
+      await moving.commit();
+      await renamed;
+      await renaming.commit();
+    } finally {
+      if (!moving.isCompleted()) await moving.rollback();
+      if (!renaming.isCompleted()) await renaming.rollback();
+    }
+    const [item] = (await operationsToday(db, h.ws, now)).handovers;
+    expect([item.customer.name, item.vehicle.plate, item.amount]).to.deep.equal(['Xena', 'DXB 9', 500]);
+    await expectCopiesExact(db, h.ws.id);
   });
 });

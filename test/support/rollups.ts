@@ -42,6 +42,10 @@ export async function recomputed(db: Knex, ws: string) {
                                             FROM (SELECT DISTINCT i.due_date AS d FROM invoices i WHERE i.customer_id = c.id AND i.balance > 0) s), '{}')
                                   || 0::bigint)::text AS owed_from
                                FROM customers c WHERE c.workspace_id = :ws AND EXISTS (SELECT 1 FROM invoices i WHERE i.customer_id = c.id) ORDER BY 1`),
+    bookingRefs: await one(`SELECT b.id, '{"id":"' || c.id || '","name":' || to_json(c.name)::text || '}' AS customer_json,
+                                   '{"id":"' || v.id || '","plate":' || to_json(v.plate)::text || '}' AS vehicle_json
+                             FROM bookings b JOIN customers c ON c.id = b.customer_id JOIN vehicles v ON v.id = b.vehicle_id
+                             WHERE b.workspace_id = :ws ORDER BY 1`),
     totals: (await one(`SELECT
         (SELECT coalesce(sum(net), 0) FROM payments WHERE workspace_id = :ws) AS collected,
         (SELECT coalesce(sum(net), 0) FROM payments WHERE workspace_id = :ws AND booking_id IS NOT NULL) AS booking_collected,
@@ -74,6 +78,7 @@ export async function kept(db: Knex, ws: string) {
     vehicleModels: await one(`SELECT make, model, vehicles FROM vehicle_models WHERE workspace_id = :ws AND vehicles <> 0 ORDER BY 1, 2`),
     ledgerNames: await one(`SELECT customer_id, name FROM customer_ledger WHERE workspace_id = :ws ORDER BY 1`),
     ledgerOpenDues: await one(`SELECT customer_id, open_due_dates::text, owed_from::text FROM customer_ledger WHERE workspace_id = :ws ORDER BY 1`),
+    bookingRefs: await one(`SELECT id, customer_json, vehicle_json FROM bookings WHERE workspace_id = :ws ORDER BY 1`),
     totals: (await one(`SELECT collected, booking_collected, deposits, expenses, billed, invoice_collected, outstanding, open_invoices, customers
                         FROM workspace_totals WHERE workspace_id = :ws`))[0],
   };
