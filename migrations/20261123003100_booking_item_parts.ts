@@ -137,7 +137,8 @@ export async function up(knex: Knex): Promise<void> {
       RETURN '{"id":"' || id::text || '","name":' || to_json(name)::text || '}';
     CREATE FUNCTION vehicle_ref_json(id uuid, plate text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
       RETURN '{"id":"' || id::text || '","plate":' || to_json(plate)::text || '}';
-    -- (the format has no locale- or zone-dependent field, so the text depends on the instant alone)
+    -- Date.prototype.toISOString()'s text, the one place the database writes it (the webhook payloads use it too);
+    -- the format has no locale- or zone-dependent field, so the text depends on the instant alone
     CREATE FUNCTION iso_utc_text(t timestamptz) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
       RETURN to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
 

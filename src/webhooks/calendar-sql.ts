@@ -28,8 +28,8 @@ export const MILESTONE_GRACE_DAYS = 7;
 
 // ---- value formats on the wire
 
-/** ISO 8601 UTC with milliseconds, as text (null stays null). */
-const iso = (e: string) => `to_char((${e}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+/** ISO 8601 UTC with milliseconds, as text (null stays null): iso_utc_text, the database's one writer of it. */
+const iso = (e: string) => `iso_utc_text(${e})`;
 /** A plain date as YYYY-MM-DD. */
 const ymd = (e: string) => `to_char(${e}, 'YYYY-MM-DD')`;
 /** The workspace-local calendar date of a timestamptz. */

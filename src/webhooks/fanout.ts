@@ -15,7 +15,8 @@ const BODY_SQL = `(CASE WHEN e.event = ANY(?::text[])
     ELSE json_build_object('id', p.id, 'event', e.event, 'createdAt', p.created_at, 'data', e.data)
   END)::text`;
 
-const CREATED_AT_SQL = `to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+/** The event's time as Date.prototype.toISOString() writes it (iso_utc_text: migration 20261123003100). */
+const CREATED_AT_SQL = 'iso_utc_text(e.created_at)';
 
 /** Wakes the dispatchers; inside a transaction the notification is delivered on commit. */
 export async function notifyDispatchers(db: Knex): Promise<void> {
