@@ -48,9 +48,11 @@ describe('the reference page (/docs) in a browser', function () {
     page.on('pageerror', (error) => consoleErrors.push(error.message));
 
     await page.goto(`${api.url}/docs`, { waitUntil: 'networkidle' });
-    const sidebar = await page.locator('aside, nav').first().innerText();
     const document = loadOpenApiDocument();
     const operations = Object.values(document.paths).flatMap((item) => Object.values(item as Record<string, { summary?: string }>));
+    // The navigation that lists the operations (the page also has a search bar in a nav of its own, and renders the
+    // list after load): the locator waits for it.
+    const sidebar = await page.locator('aside, nav').filter({ hasText: operations[0].summary! }).first().innerText();
     expect(operations.length).to.be.at.least(10);
     for (const { summary } of operations) expect(sidebar, `operation "${summary}"`).to.include(summary);
     const webhooks = Object.entries(document.webhooks);
