@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
-import { testDatabase } from '../support/database.js';
+import { testDatabase, waitsForLock } from '../support/database.js';
 import { kept, recomputed } from '../support/rollups.js';
 import { fixture, type Fixture } from '../support/fixtures.js';
 import { operationsToday, operationsTodayJson } from '../../src/queries/operations.js';
@@ -181,11 +181,7 @@ describe("queries: today's operations", () => {
       const { pid } = (await writing.raw('SELECT pg_backend_pid() AS pid')).rows[0];
       const written = Promise.resolve(write(writing));
       written.catch(() => {}); // awaited below
-      let waited = false;
-      for (let i = 0; i < 100 && !waited; i++) {
-        waited = (await db.raw(`SELECT wait_event_type = 'Lock' AS waiting FROM pg_stat_activity WHERE pid = ?`, [pid])).rows[0]?.waiting === true;
-        if (!waited) await new Promise((resolve) => setTimeout(resolve, 20));
-      }
+      const waited = await waitsForLock(db, pid);
       await renaming.commit();
       await written;
       await writing.commit();
@@ -242,11 +238,7 @@ describe("queries: today's operations", () => {
       const { pid } = (await renaming.raw('SELECT pg_backend_pid() AS pid')).rows[0];
       const renamed = Promise.resolve(renaming('customers').where({ id: customer }).update({ name: 'Xena' }));
       renamed.catch(() => {}); // awaited below
-      let waiting = false;
-      for (let i = 0; i < 100 && !waiting; i++) {
-        waiting = (await db.raw(`SELECT wait_event_type = 'Lock' AS waiting FROM pg_stat_activity WHERE pid = ?`, [pid])).rows[0]?.waiting === true;
-        if (!waiting) await new Promise((resolve) => setTimeout(resolve, 20));
-      }
+      const waiting = await waitsForLock(db, pid);
       expect(waiting, 'the rename waits for the booking').to.equal(true);
       // moving the car locks the new car only, not the customer being renamed (that would be a deadlock)
       await moving('bookings').where({ id: booking }).update({ vehicle_id: car2 });

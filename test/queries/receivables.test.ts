@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { ReceivablesRowSchema, ReceivablesTotalsSchema } from '../../generated/openapi/schemas.gen.js';
-import { testDatabase } from '../support/database.js';
+import { testDatabase, waitsForLock } from '../support/database.js';
 import { fixture, type Fixture } from '../support/fixtures.js';
 import { expectRollupsExact } from '../support/rollups.js';
 import { RARE_TERM_MATCHES, receivables, receivablesJson, receivablesStatement } from '../../src/queries/receivables.js';
@@ -207,11 +207,7 @@ describe('queries: receivables', () => {
       const inserted = Promise.resolve(second('invoices').insert(invoice(20000, '2026-11-10')));
       inserted.catch(() => {}); // awaited below
       // The second waits for the first's ledger row; its recomputation must then see the first's invoice.
-      let waited = false;
-      for (let i = 0; i < 100 && !waited; i++) {
-        waited = (await db.raw(`SELECT wait_event_type = 'Lock' AS waiting FROM pg_stat_activity WHERE pid = ?`, [pid])).rows[0]?.waiting === true;
-        if (!waited) await new Promise((resolve) => setTimeout(resolve, 20));
-      }
+      const waited = await waitsForLock(db, pid);
       await first.commit();
       await inserted;
       await second.commit();
@@ -325,11 +321,7 @@ describe('queries: receivables', () => {
       }));
       invoiced.catch(() => {}); // awaited below
       // The first invoice waits for the rename (without the lock it would not, and would keep the old name).
-      let waited = false;
-      for (let i = 0; i < 100 && !waited; i++) {
-        waited = (await db.raw(`SELECT wait_event_type = 'Lock' AS waiting FROM pg_stat_activity WHERE pid = ?`, [pid])).rows[0]?.waiting === true;
-        if (!waited) await new Promise((resolve) => setTimeout(resolve, 20));
-      }
+      const waited = await waitsForLock(db, pid);
       await renaming.commit();
       await invoiced;
       await invoicing.commit();

@@ -88,3 +88,15 @@ export async function closeTestDatabase(): Promise<void> {
   if (shared) await (await shared).close();
   shared = undefined;
 }
+
+/**
+ * Whether the backend `pid` comes to wait on a lock within about 2 s (polled every 20 ms through `db`): how a test
+ * shows that one real transaction waits for another.
+ */
+export async function waitsForLock(db: { raw(sql: string, bindings: unknown[]): Promise<{ rows: Array<{ waiting?: boolean }> }> }, pid: number): Promise<boolean> {
+  for (let i = 0; i < 100; i++) {
+    if ((await db.raw(`SELECT wait_event_type = 'Lock' AS waiting FROM pg_stat_activity WHERE pid = ?`, [pid])).rows[0]?.waiting === true) return true;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return false;
+}
