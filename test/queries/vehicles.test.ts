@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { testDatabase } from '../support/database.js';
+import { preparedPlanCosts, testDatabase } from '../support/database.js';
 import { fixture, type Fixture } from '../support/fixtures.js';
 import { searchVehicles, searchVehiclesJson } from '../../src/queries/vehicles.js';
 
@@ -63,28 +63,12 @@ describe('queries: vehicle search', () => {
     await db.raw(`INSERT INTO vehicles (id, workspace_id, fleet_id, make, model, plate, category, daily_rate, state)
       SELECT gen_random_uuid(), ?, ?, 'Make', 'Model', 'P ' || k, 'sedan', 15000, 'active' FROM generate_series(1, 400) k`, [g.ws.id, fleet]);
     await db.raw('ANALYZE vehicles');
-    // one connection (a transaction's): the search prepares its statement there, and we plan that statement both ways
-    const trx = await db.transaction();
-    try {
-      // the statement the search ran: the one whose executions (planned either way) went up
-      const executions = async () => new Map<string, number>((await trx.raw('SELECT name, custom_plans + generic_plans AS n FROM pg_prepared_statements'))
-        .rows.map((r: { name: string; n: string }) => [r.name, Number(r.n)]));
-      const before = await executions();
+    const { generic, custom } = await preparedPlanCosts(db, async (trx) => {
       expect(plates(await searchVehicles(trx, g.ws, { limit: 5 }, now))).to.deep.equal(['P 1', 'P 10', 'P 100', 'P 101', 'P 102']);
-      const names = [...(await executions())].filter(([name, n]) => n > (before.get(name) ?? 0)).map(([name]) => name);
-      const cost = async (mode: string) => {
-        await trx.raw(`SET LOCAL plan_cache_mode = ${mode}`);
-        const [{ 'QUERY PLAN': [{ Plan: plan }] }] = (await trx.raw(`EXPLAIN (FORMAT JSON) EXECUTE "${names[0]}"('${g.ws.id}', 5)`)).rows;
-        return plan['Total Cost'];
-      };
-      expect(names).to.have.length(1);
-      // PostgreSQL keeps the generic plan once it costs no more than the plans made for the values (after five of
-      // those); a page size or workspace it could see would make the generic plan (a tenth of the rows estimated for
-      // an average workspace) look dearer than a page of 5, and every request would be planned again
-      expect(await cost('force_generic_plan')).to.equal(await cost('force_custom_plan'));
-    } finally {
-      await trx.rollback();
-    }
+    }, `'${g.ws.id}', 5`);
+    // a page size or workspace the planner could see would make the generic plan (a tenth of the rows estimated for
+    // an average workspace) look dearer than a page of 5, and every request would be planned again
+    expect(generic).to.equal(custom);
   });
 
   it('caps the rows at limit, keeping the order', async () => {

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import type { Knex } from 'knex';
 import { openDatabase, type Database } from '../../src/db/database.js';
 import { startEmbeddedPostgres } from '../../src/db/embedded.js';
 import { DATA_DIR } from '../../src/config.js';
@@ -99,4 +100,32 @@ export async function waitsForLock(db: { raw(sql: string, bindings: unknown[]): 
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   return false;
+}
+
+/**
+ * Runs `run` on one connection (a transaction's, rolled back) and plans the one prepared statement it executed there
+ * both ways PostgreSQL can, for the parameter values `values` (SQL literals, as EXECUTE takes them): the total cost of
+ * the generic plan and of a plan made for those values. PostgreSQL keeps the generic plan, and stops planning the
+ * statement on every execution, once that costs no more than the plans made for values (after five of those).
+ * Fails when `run` executed no prepared statement, or more than one.
+ */
+export async function preparedPlanCosts(db: Knex, run: (trx: Knex.Transaction) => Promise<unknown>, values: string): Promise<{ generic: number; custom: number }> {
+  const trx = await db.transaction();
+  try {
+    // the statement `run` executed: the one whose executions (planned either way) went up
+    const executions = async () => new Map<string, number>((await trx.raw('SELECT name, custom_plans + generic_plans AS n FROM pg_prepared_statements'))
+      .rows.map((r: { name: string; n: string }) => [r.name, Number(r.n)]));
+    const before = await executions();
+    await run(trx);
+    const names = [...(await executions())].filter(([name, n]) => n > (before.get(name) ?? 0)).map(([name]) => name);
+    if (names.length !== 1) throw new Error(`preparedPlanCosts(): expected one prepared statement to run, got ${names.length}`);
+    const cost = async (mode: string) => {
+      await trx.raw(`SET LOCAL plan_cache_mode = ${mode}`);
+      const [{ 'QUERY PLAN': [{ Plan: plan }] }] = (await trx.raw(`EXPLAIN (FORMAT JSON) EXECUTE "${names[0]}"(${values})`)).rows;
+      return plan['Total Cost'] as number;
+    };
+    return { generic: await cost('force_generic_plan'), custom: await cost('force_custom_plan') };
+  } finally {
+    await trx.rollback();
+  }
 }
