@@ -22,6 +22,15 @@ export const NOW = `CAST(:now AS timestamptz)`;
  * statement (an InitPlan) instead of converting time zones again for every row it filters.
  */
 export const TODAY = `(SELECT (${NOW} AT TIME ZONE :tz)::date)`;
+/**
+ * The workspace (`:ws`) and the page size (`:limit`) as scalar subqueries, for prepared statements (rows(), prepared):
+ * the planner sees neither value, so a plan made for the values costs what the generic plan does, and PostgreSQL keeps
+ * the generic one after five executions. Bound directly, the generic plan is costed for an average workspace and a
+ * tenth of its rows, looks dearer than a plan for one page, and the statement is planned on every request (for the
+ * vehicle listing, about half its database time).
+ */
+export const WORKSPACE = '(SELECT CAST(:ws AS uuid))';
+export const PAGE_SIZE = '(SELECT CAST(:limit AS integer))';
 /** Local midnight starting today, and the next one, as timestamptz: today is [DAY_START, DAY_END). */
 export const DAY_START = `(SELECT (${TODAY})::timestamp AT TIME ZONE :tz)`;
 export const DAY_END = `(SELECT (${TODAY} + 1)::timestamp AT TIME ZONE :tz)`;
@@ -74,7 +83,8 @@ const INDEX_PLANS = `BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL enable_bit
  * parse of the text nor a digest of it. `prepared`: as a named prepared statement, so each pooled connection parses
  * and plans it once and PostgreSQL may then keep a generic plan (planning cost the summaries as much as running
  * them). Only for statements whose best plan does not depend on the values bound (a workspace, the clock, its time
- * zone); a search pattern or a page size keeps a plan made for its values (an unnamed statement, planned each time).
+ * zone; a workspace or page size whose estimate would change the plan is written as WORKSPACE and PAGE_SIZE); a
+ * statement whose best plan depends on a value it sees keeps a plan made for its values (unnamed, planned each time).
  * `indexPlans`: planned with sequential and bitmap scans off, in a transaction of its own (BEGIN, SET LOCAL, the
  * statement, COMMIT: three round trips): for a queue's claim and record, which read a few rows by key or in index
  * order, and whose kept plan must not depend on how full the queue was when it was made.

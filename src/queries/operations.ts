@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { OperationsItem, OperationsToday } from '../../generated/strict/types.gen.js';
-import { baseBindings, DAY_END, DAY_START, jsonArrayText, jsonObjectText, jsonText, jsonValue, type WorkspaceRef } from './common.js';
+import { baseBindings, DAY_END, DAY_START, jsonArrayText, jsonObjectText, jsonText, jsonValue, WORKSPACE, type WorkspaceRef } from './common.js';
 
 export type { OperationsItem, OperationsToday };
 
@@ -34,7 +34,7 @@ const items = (time: 'pickup' | 'dropoff', statuses: string) => `
       `b.${time}_at, b.id`,
     )}
     FROM bookings b
-    WHERE b.workspace_id = (SELECT CAST(:ws AS uuid)) AND b.status IN (${statuses})
+    WHERE b.workspace_id = ${WORKSPACE} AND b.status IN (${statuses})
       AND b.${time}_at >= ${DAY_START} AND b.${time}_at < ${DAY_END}`;
 const OPERATIONS_TODAY = `SELECT ${jsonObjectText([
   ['handovers', `(${items('pickup', `'confirmed', 'active', 'completed'`)})`],

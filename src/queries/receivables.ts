@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { Receivables } from '../../generated/strict/types.gen.js';
-import { baseBindings, containsPattern, jsonObjectText, jsonText, jsonValue, trigramSearchable, type WorkspaceRef } from './common.js';
+import { baseBindings, containsPattern, jsonObjectText, jsonText, jsonValue, PAGE_SIZE, trigramSearchable, WORKSPACE, type WorkspaceRef } from './common.js';
 import { AGING_EDGES, agingColumns, WORKSPACE_AGING } from './finance.js';
 
 export type { Receivables };
@@ -73,9 +73,9 @@ const withOpenDues = (picked: string) => `
 const walk = (filter: string, columns = LEDGER_COLUMNS) => `
       SELECT ${columns}
       FROM customer_ledger l
-      WHERE l.workspace_id = (SELECT CAST(:ws AS uuid)) AND l.invoices > 0 ${filter}
+      WHERE l.workspace_id = ${WORKSPACE} AND l.invoices > 0 ${filter}
       ORDER BY l.outstanding DESC, l.name, l.customer_id
-      LIMIT (SELECT CAST(:limit AS integer))`;
+      LIMIT ${PAGE_SIZE}`;
 
 // A substring of the name, case-insensitive: strpos on the lower-cased name is what ILIKE '%term%' tests (it
 // lower-cases both sides too); the term is lower-cased once (a scalar subquery), not for every row walked.
@@ -98,7 +98,7 @@ const PICKED_SHORT_TERM = `picked AS (${withOpenDues(walk(`AND ${NAME_HAS_TERM}`
 const PICKED_TRIGRAM_TERM = `
     matched AS MATERIALIZED (
       SELECT c.id FROM customers c
-      WHERE (c.workspace_id = (SELECT CAST(:ws AS uuid))) IS TRUE AND c.name ILIKE (SELECT CAST(:pattern AS text)) ESCAPE '\\'
+      WHERE (c.workspace_id = ${WORKSPACE}) IS TRUE AND c.name ILIKE (SELECT CAST(:pattern AS text)) ESCAPE '\\'
       LIMIT ${RARE_TERM_MATCHES + 1}
     ),
     rare AS (SELECT count(*) <= ${RARE_TERM_MATCHES} AS term FROM matched),
@@ -107,7 +107,7 @@ const PICKED_TRIGRAM_TERM = `
        FROM matched m JOIN customer_ledger l ON l.customer_id = m.id
        WHERE (SELECT term FROM rare) AND l.invoices > 0
        ORDER BY l.outstanding DESC, l.name, l.customer_id
-       LIMIT (SELECT CAST(:limit AS integer)))
+       LIMIT ${PAGE_SIZE})
       UNION ALL
       (${withOpenDues(walk(`AND NOT (SELECT term FROM rare) AND ${NAME_HAS_TERM}`))})
     ),`;

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { VehicleRow, VehicleSearchResult } from '../../generated/strict/types.gen.js';
-import { containsPattern, jsonArrayText, jsonObjectText, jsonText, jsonValue, trigramSearchable, type WorkspaceRef } from './common.js';
+import { containsPattern, jsonArrayText, jsonObjectText, jsonText, jsonValue, PAGE_SIZE, trigramSearchable, WORKSPACE, type WorkspaceRef } from './common.js';
 
 export type { VehicleRow, VehicleSearchResult };
 
@@ -65,12 +65,9 @@ const modelMatches = (alias: string) => `(strpos(lower(${alias}.make), lower(:q)
 
 function buildVehicleStatement(term: Term, window: boolean): string {
   const columns = 'v.id, v.make, v.model, v.plate, v.category, v.daily_rate, v.state';
-  // The page of vehicles, picked first (LIMIT inside), in make, model, plate order. The workspace and the page size
-  // are scalar subqueries, so a plan made for their values costs the same as the generic one and PostgreSQL keeps
-  // the generic one after five executions; with them bound directly the generic plan looked dearer (a tenth of all
-  // vehicles for the page) and the statement was planned on every request, about half its database time.
-  let page = `SELECT ${columns} FROM vehicles v WHERE v.workspace_id = (SELECT CAST(:ws AS uuid))
-    ORDER BY v.make, v.model, v.plate LIMIT (SELECT CAST(:limit AS integer))`;
+  // The page of vehicles, picked first (LIMIT inside), in make, model, plate order, on one kept plan (WORKSPACE).
+  let page = `SELECT ${columns} FROM vehicles v WHERE v.workspace_id = ${WORKSPACE}
+    ORDER BY v.make, v.model, v.plate LIMIT ${PAGE_SIZE}`;
   // Prepared once per connection: the plan below suits every term, so PostgreSQL keeps a generic one instead of
   // planning the statement on every request.
   if (term !== 'none') {
