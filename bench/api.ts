@@ -61,7 +61,7 @@ const OPERATIONS = [
   '/v1/webhooks',
 ].filter((o) => o === '/v1/me' || (process.env.BENCH_ONLY ?? '').split(',').some((part) => o.includes(part)));
 
-interface Sample { reqPerSec: number; mean: number; p50: number; p99: number; bad: number; serverCpu: number; dbCpu: number }
+interface Sample { reqPerSec: number; mean: number; p50: number; p99: number; bad: number; serverCpu: number; dbCpu: number; kB: number }
 interface Row { name: string; url: string; key?: string; samples: Sample[]; serverPid: number }
 
 async function measure(row: Row): Promise<void> {
@@ -72,10 +72,15 @@ async function measure(row: Row): Promise<void> {
   // Latencies kept as measured: autocannon's histogram truncates them to whole milliseconds (4.9 ms counts as 4),
   // which at /v1/me's few milliseconds moves a p99 ratio by up to a quarter. Like the histogram, 2xx answers only.
   const latencies: number[] = [];
+  // The answer's size (status line, headers and body): what grows with a list's length, and what the server sends.
+  let bytes = 0;
   const r = await new Promise<autocannon.Result>((resolve, reject) => {
     const run = autocannon({ url: row.url, connections: CONNECTIONS, duration: SECONDS, headers }, (err, result) => (err ? reject(err) : resolve(result)));
-    run.on('response', (_client, statusCode, _bytes, ms) => {
-      if (statusCode >= 200 && statusCode < 300) latencies.push(ms);
+    run.on('response', (_client, statusCode, responseBytes, ms) => {
+      if (statusCode >= 200 && statusCode < 300) {
+        latencies.push(ms);
+        bytes += responseBytes;
+      }
     });
   });
   const requests = Math.max(r.requests.total, 1);
@@ -87,6 +92,7 @@ async function measure(row: Row): Promise<void> {
     bad: r.non2xx + r.errors + r.timeouts,
     serverCpu: (processCpuMicros(row.serverPid) - server) / requests,
     dbCpu: (clusterCpuMicros(postmaster) - database) / requests,
+    kB: bytes / latencies.length / 1000,
   });
 }
 
@@ -102,6 +108,7 @@ const summary = (row: Row) => ({
   p99: median(row.samples.map((s) => s.p99)),
   serverCpu: median(row.samples.map((s) => s.serverCpu)),
   dbCpu: median(row.samples.map((s) => s.dbCpu)),
+  kB: median(row.samples.map((s) => s.kB)),
   bad: row.samples.reduce((n, s) => n + s.bad, 0),
 });
 
@@ -163,18 +170,19 @@ const describeCounts = (c: Record<string, number>) => Object.entries(c).map(([k,
 console.log(`\nMachine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown'}), Node ${process.version}, load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
 console.log(`Data: "large": ${describeCounts(counts.large)}\n      "small": ${describeCounts(counts.small)}`);
 console.log(`autocannon: ${CONNECTIONS} connections, ${SECONDS} s per measurement after a warm-up, median of ${ROUNDS} rounds`);
-console.log('server µs, db µs: CPU per request of the server process and of the PostgreSQL cluster, from /proc\n');
+console.log('server µs, db µs: CPU per request of the server process and of the PostgreSQL cluster, from /proc');
+console.log('kB: size of an answer (status line, headers and body)\n');
 
 const table = (title: string, list: Row[]) => {
   console.log(title);
   const cpu = (us: number) => (Number.isFinite(us) ? fmt(us) : 'n/a').padStart(10);
   console.log(
-    ['  ', 'row'.padEnd(84), 'req/s'.padStart(9), 'mean ms'.padStart(9), 'p50 ms'.padStart(8), 'p99 ms'.padStart(8), 'non-2xx'.padStart(9), 'server µs'.padStart(10), 'db µs'.padStart(10)].join(''),
+    ['  ', 'row'.padEnd(84), 'req/s'.padStart(9), 'mean ms'.padStart(9), 'p50 ms'.padStart(8), 'p99 ms'.padStart(8), 'non-2xx'.padStart(9), 'server µs'.padStart(10), 'db µs'.padStart(10), 'kB'.padStart(8)].join(''),
   );
   for (const row of list) {
     const s = summary(row);
     console.log(
-      ['  ', row.name.padEnd(84), fmt(s.reqPerSec).padStart(9), fmt(s.mean, 2).padStart(9), fmt(s.p50, 2).padStart(8), fmt(s.p99, 2).padStart(8), fmt(s.bad).padStart(9), cpu(s.serverCpu), cpu(s.dbCpu)].join(''),
+      ['  ', row.name.padEnd(84), fmt(s.reqPerSec).padStart(9), fmt(s.mean, 2).padStart(9), fmt(s.p50, 2).padStart(8), fmt(s.p99, 2).padStart(8), fmt(s.bad).padStart(9), cpu(s.serverCpu), cpu(s.dbCpu), fmt(s.kB, 1).padStart(8)].join(''),
     );
   }
   console.log('');
@@ -207,10 +215,12 @@ for (const row of large.slice(1)) {
 console.log('');
 
 console.log('Target 3: large ÷ small mean latency <= 1.5 for every operation but the searches (their growth printed)');
+console.log(`  ${'operation'.padEnd(84)}${'mean ÷'.padStart(9)}${'kB ÷'.padStart(8)}`);
 for (const [i, row] of large.entries()) {
-  const ratio = summary(row).mean / summary(small[i]).mean;
-  const search = SEARCHES.some((s) => row.name.startsWith(s));
-  console.log(`  ${row.name.padEnd(84)}${ratio.toFixed(2).padStart(9)}  ${search ? 'search: allowed to grow' : check(`3: ${row.name}`, ratio <= 1.5)}`);
+  const [l, s] = [summary(row), summary(small[i])];
+  const ratio = l.mean / s.mean;
+  const search = SEARCHES.some((p) => row.name.startsWith(p));
+  console.log(`  ${row.name.padEnd(84)}${ratio.toFixed(2).padStart(9)}${(l.kB / s.kB).toFixed(2).padStart(8)}  ${search ? 'search: allowed to grow' : check(`3: ${row.name}`, ratio <= 1.5)}`);
 }
 const bad = rows.filter((r) => summary(r).bad > 0);
 for (const row of bad) failures.push(`non-2xx or errors: ${row.name} (${summary(row).bad})`);
