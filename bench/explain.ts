@@ -28,6 +28,13 @@ const OPERATIONS: Array<[string, string, Record<string, unknown>]> = [
   ['/v1/webhooks', 'listWebhookEndpoints', {}],
 ];
 
+// Output piped into a reader that stops early (`| head`): the rest is dropped and the script runs on to its end, where it
+// stops the cluster it started. Left to itself it would die of EPIPE with the cluster still running.
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code !== 'EPIPE') throw err;
+  process.stdout.write = (() => true) as typeof process.stdout.write;
+});
+
 const database = await openDatabase(
   process.env.DATABASE_URL
     ? { schema: 'as-is' }
