@@ -107,6 +107,8 @@ export type ErrorResponse = {
          * - `rate_limited` (429): a limit of the operation was reached; see `Retry-After`.
          * - `headers_too_large` (431): the request's headers are over the server's limit.
          * - `internal_error` (500).
+         * - `unavailable` (503): the service cannot reach a dependency (its database) just now; retry after
+         * `Retry-After` seconds. Nothing was changed.
          * - `not_ready` (503): from `/readyz` only; `reason` names the failed check.
          *
          */
@@ -3187,6 +3189,10 @@ export type GetMeErrors = {
      * An unexpected error. Nothing about it is shown but the request id; retrying may help.
      */
     500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     */
+    503: ErrorResponse;
 };
 
 export type GetMeError = GetMeErrors[keyof GetMeErrors];
@@ -3224,6 +3230,10 @@ export type ListFleetsErrors = {
      * An unexpected error. Nothing about it is shown but the request id; retrying may help.
      */
     500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     */
+    503: ErrorResponse;
 };
 
 export type ListFleetsError = ListFleetsErrors[keyof ListFleetsErrors];
@@ -3261,6 +3271,10 @@ export type GetFleetSummaryErrors = {
      * An unexpected error. Nothing about it is shown but the request id; retrying may help.
      */
     500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     */
+    503: ErrorResponse;
 };
 
 export type GetFleetSummaryError = GetFleetSummaryErrors[keyof GetFleetSummaryErrors];
@@ -3315,6 +3329,10 @@ export type SearchVehiclesErrors = {
      * An unexpected error. Nothing about it is shown but the request id; retrying may help.
      */
     500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     */
+    503: ErrorResponse;
 };
 
 export type SearchVehiclesError = SearchVehiclesErrors[keyof SearchVehiclesErrors];
@@ -3352,6 +3370,10 @@ export type GetOperationsTodayErrors = {
      * An unexpected error. Nothing about it is shown but the request id; retrying may help.
      */
     500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     */
+    503: ErrorResponse;
 };
 
 export type GetOperationsTodayError = GetOperationsTodayErrors[keyof GetOperationsTodayErrors];
@@ -3389,6 +3411,10 @@ export type GetBookingSummaryErrors = {
      * An unexpected error. Nothing about it is shown but the request id; retrying may help.
      */
     500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     */
+    503: ErrorResponse;
 };
 
 export type GetBookingSummaryError = GetBookingSummaryErrors[keyof GetBookingSummaryErrors];
@@ -3426,6 +3452,10 @@ export type GetFinanceOverviewErrors = {
      * An unexpected error. Nothing about it is shown but the request id; retrying may help.
      */
     500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     */
+    503: ErrorResponse;
 };
 
 export type GetFinanceOverviewError = GetFinanceOverviewErrors[keyof GetFinanceOverviewErrors];
@@ -3472,6 +3502,10 @@ export type GetReceivablesErrors = {
      * An unexpected error. Nothing about it is shown but the request id; retrying may help.
      */
     500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     */
+    503: ErrorResponse;
 };
 
 export type GetReceivablesError = GetReceivablesErrors[keyof GetReceivablesErrors];
@@ -3509,6 +3543,10 @@ export type ListWebhookEndpointsErrors = {
      * An unexpected error. Nothing about it is shown but the request id; retrying may help.
      */
     500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     */
+    503: ErrorResponse;
 };
 
 export type ListWebhookEndpointsError = ListWebhookEndpointsErrors[keyof ListWebhookEndpointsErrors];
@@ -3569,6 +3607,10 @@ export type SendTestDeliveryErrors = {
      * An unexpected error. Nothing about it is shown but the request id; retrying may help.
      */
     500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     */
+    503: ErrorResponse;
 };
 
 export type SendTestDeliveryError = SendTestDeliveryErrors[keyof SendTestDeliveryErrors];
@@ -3632,6 +3674,10 @@ export type ListWebhookDeliveriesErrors = {
      * An unexpected error. Nothing about it is shown but the request id; retrying may help.
      */
     500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     */
+    503: ErrorResponse;
 };
 
 export type ListWebhookDeliveriesError = ListWebhookDeliveriesErrors[keyof ListWebhookDeliveriesErrors];
@@ -3682,6 +3728,10 @@ export type GetWebhookDeliveryErrors = {
      * An unexpected error. Nothing about it is shown but the request id; retrying may help.
      */
     500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     */
+    503: ErrorResponse;
 };
 
 export type GetWebhookDeliveryError = GetWebhookDeliveryErrors[keyof GetWebhookDeliveryErrors];

@@ -12,7 +12,8 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import YAML from 'yaml';
 import { loadOpenApiDocument, strictOpenApiDocument } from '../contract/document.js';
-import { ApiError, errorBody, internalError, invalidRequest } from './errors.js';
+import { ApiError, errorBody, internalError, invalidRequest, unavailable } from './errors.js';
+import { isDatabaseUnavailable } from '../db/outage.js';
 import { authenticate, type Caller } from './auth.js';
 import type { KeyCache } from './key-cache.js';
 import { operationHandlers, type OperationContext } from './operations.js';
@@ -218,7 +219,7 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
       },
       unauthorizedHandler: (c: BackendContext, ctx: Koa.Context) => {
         ctx.state.operationId = c.operation.operationId;
-        // The documented 401/403, or an unexpected failure of the lookup itself (logged, answered as a 500).
+        // The documented 401/403, or a failure of the lookup itself (an outage answers 503; anything else is logged, a 500).
         throw (c.security?.bearerAuth as { error?: unknown } | undefined)?.error ?? internalError();
       },
       validationFail: (c: BackendContext, ctx: Koa.Context) => {
@@ -287,6 +288,9 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
       } else if (caught && typeof caught === 'object' && 'status' in caught && (caught as { status: number }).status < 500) {
         // Body parser and Koa client errors (malformed JSON, payload too large): the documented 400 body.
         err = invalidRequest('body', 'The request body is not valid JSON.');
+      } else if (isDatabaseUnavailable(caught)) {
+        // An outage, not a defect: the client waits and tries again (the request's log line says 503).
+        err = unavailable();
       } else {
         ctx.state.logger.error({ err: caught }, 'unhandled error');
         err = internalError();

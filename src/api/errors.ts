@@ -1,4 +1,5 @@
 import type { ErrorResponse as ErrorBody } from '../../generated/strict/types.gen.js';
+import { UNAVAILABLE_RETRY_AFTER_S } from '../db/outage.js';
 
 export type ErrorCode = ErrorBody['error']['code'];
 
@@ -30,3 +31,9 @@ export function errorBody(err: ApiError, requestId: string): ErrorBody {
 
 export const internalError = () =>
   new ApiError(500, 'internal_error', 'Something went wrong on our side. Quote the request id if it persists.');
+
+/** The database cannot serve now (src/db/outage.ts): the documented 503, with how long to wait. */
+export const unavailable = () =>
+  new ApiError(503, 'unavailable', `The service cannot reach its database just now. Try again in ${UNAVAILABLE_RETRY_AFTER_S} seconds.`, undefined, {
+    'Retry-After': String(UNAVAILABLE_RETRY_AFTER_S),
+  });

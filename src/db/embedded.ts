@@ -95,9 +95,12 @@ function postgresUserIds(): { uid: number; gid: number } {
   return { uid: id('-u'), gid: id('-g') };
 }
 
-/** Stops the cluster running in `dir`, if one is (whoever started it): for a run that was cut short. */
-export async function stopEmbeddedPostgres(dir: string): Promise<void> {
-  if (fs.existsSync(path.join(dir, 'postmaster.pid'))) await pgCtl(['stop', '-D', dir, '-m', 'fast'], os.userInfo().uid === 0);
+/**
+ * Stops the cluster running in `dir`, if one is (whoever started it): for a run that was cut short. `immediate`
+ * stops it as a crash would (no checkpoint; the next start recovers from the WAL): how the outage test fails it.
+ */
+export async function stopEmbeddedPostgres(dir: string, mode: 'fast' | 'immediate' = 'fast'): Promise<void> {
+  if (fs.existsSync(path.join(dir, 'postmaster.pid'))) await pgCtl(['stop', '-D', dir, '-m', mode], os.userInfo().uid === 0);
 }
 
 /** The last lines of the server's log, for a start-up error. */

@@ -13,6 +13,7 @@ import { nextAttemptAt, SWITCH_OFF_AFTER_FAILURES } from './retry-schedule.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
 import { deliveryLog } from '../queries/deliveries.js';
 import { rows } from '../queries/common.js';
+import { backoffMs, OutageLog } from '../db/outage.js';
 import { openSigningSecrets } from './signing-secrets.js';
 
 // The delivery sweep. A dispatcher claims due deliveries (FOR NO KEY UPDATE SKIP LOCKED, then a lease, so several
@@ -94,6 +95,10 @@ const CLAIM_AHEAD = 2;
  * the attempt and its record.
  */
 const READY_FOR_MS = 500;
+/** The longest wait between tries while the database is unavailable (the wait doubles from the poll interval). */
+const MAX_BACKOFF_MS = 5000;
+/** The longest wait between tries to LISTEN again. */
+const MAX_LISTEN_BACKOFF_MS = 30_000;
 /** Pause before claiming again when another dispatcher was locking some of the due rows. */
 const CONTENTION_RETRY_MS = 5;
 
@@ -256,6 +261,12 @@ export class Dispatcher {
   private flushing: Promise<void> | undefined;
   /** Database failures in a row, of claims and of flushes apart (a claim that works says nothing of the records). */
   private readonly failures = { claim: 0, flush: 0 };
+  /** Database failures in a row, of any statement: how long the next wait is. */
+  private failuresInRow = 0;
+  /** An outage is logged once when it starts and once when it ends (src/db/outage.ts). */
+  private readonly outage: OutageLog;
+  private readonly listenOutage: OutageLog;
+  private listenFailures = 0;
   /** Endpoints this process's flushes switched off while a claim was on its way: what it returns for them is not sent. */
   private readonly switchedOffDuringClaim = new Set<string>();
   /** Leased deliveries this dispatcher will not send (expired, or for an endpoint switched off here): given back before the next claim. */
@@ -276,6 +287,8 @@ export class Dispatcher {
   constructor(options: DispatcherOptions) {
     this.db = options.db;
     this.logger = options.logger.child({ component: 'dispatcher' });
+    this.outage = new OutageLog(this.logger, 'delivery sweep');
+    this.listenOutage = new OutageLog(this.logger, 'delivery notifications (LISTEN)');
     this.concurrency = options.concurrency ?? 64;
     this.perEndpointConcurrency = options.perEndpointConcurrency ?? 8;
     this.perWorkspaceConcurrency = options.perWorkspaceConcurrency ?? defaultWorkspaceConcurrency(this.concurrency);
@@ -385,6 +398,7 @@ export class Dispatcher {
           this.switchedOffDuringClaim.clear();
           const { claims, contended } = await this.claim(free, now ?? this.clock());
           this.failures.claim = 0;
+          this.databaseAnswered();
           const launchBy = claimedAt + Math.min(READY_FOR_MS, this.leaseMs - this.attemptTimeoutMs);
           for (const claim of claims) {
             this.held.add(claim);
@@ -397,9 +411,9 @@ export class Dispatcher {
           if (contended && claims.length < free) await delay(CONTENTION_RETRY_MS);
           claimAgain = claims.length > 0 || contended;
         } catch (err) {
-          this.databaseFailed(err, 'claim');
+          const { wait } = this.databaseFailed(err, 'claim');
           if (this.givenUp === undefined || now === undefined) {
-            await delay(this.pollIntervalMs);
+            await delay(wait);
             this.claimWanted = true;
           }
           continue;
@@ -421,6 +435,7 @@ export class Dispatcher {
       try {
         const switchedOff = await this.flush(batch, counts);
         this.failures.flush = 0;
+        this.databaseAnswered();
         for (const id of switchedOff) this.switchedOffDuringClaim.add(id);
         this.forgetFailures(batch);
         this.giveBackSwitchedOff(switchedOff);
@@ -428,13 +443,16 @@ export class Dispatcher {
       } catch (err) {
         // Outcomes not yet recorded are kept and recorded on a later try; once given up, their leases run out and
         // those deliveries are attempted again (delivery is at least once).
-        if (this.databaseFailed(err, 'flush')) {
+        // A running sweep keeps them until the database answers again (at most what was in flight: nothing new is
+        // claimed meanwhile), so an outage costs no repeated delivery; a one-off sweep gives them up.
+        const { wait, giveUp } = this.databaseFailed(err, 'flush');
+        if (giveUp && now !== undefined) {
           this.forgetFailures(batch);
           this.launchReady(now);
         } else {
           this.finished = batch.concat(this.finished);
         }
-        await delay(this.pollIntervalMs);
+        await delay(wait);
       }
     })().finally(() => {
       this.flushing = undefined;
@@ -452,18 +470,25 @@ export class Dispatcher {
   }
 
   /**
-   * Counts a failed statement (the database is unreachable or refused it). Returns whether this one gives up: after
+   * Counts a failed statement (the database is unreachable or refused it): how long to wait before the next try
+   * (doubling from the poll interval up to MAX_BACKOFF_MS), and whether this one gives up: after
    * MAX_CONSECUTIVE_FAILURES in a row of the same kind, a one-off sweep fails (givenUp) and a running one starts
-   * counting again (a flush gives up its batch).
+   * counting again (a flush gives up its batch). An outage is logged when it starts and when it ends, not on every try.
    */
-  private databaseFailed(err: unknown, kind: 'claim' | 'flush'): boolean {
+  private databaseFailed(err: unknown, kind: 'claim' | 'flush'): { wait: number; giveUp: boolean } {
+    const wait = backoffMs(++this.failuresInRow, this.pollIntervalMs, MAX_BACKOFF_MS);
+    this.outage.failed(err, wait);
     const giveUp = ++this.failures[kind] >= MAX_CONSECUTIVE_FAILURES;
-    this.logger.error({ err }, giveUp ? 'delivery sweep failed' : 'delivery sweep failed; retrying');
     if (giveUp) {
       this.failures[kind] = 0;
       this.givenUp = err;
     }
-    return giveUp;
+    return { wait, giveUp };
+  }
+
+  private databaseAnswered(): void {
+    this.failuresInRow = 0;
+    this.outage.succeeded();
   }
 
   /**
@@ -685,29 +710,44 @@ export class Dispatcher {
     });
   }
 
+  /**
+   * Listens for the delivery channel's notifications. Without them polling alone still sends everything, only up to
+   * a poll interval later; a lost or refused connection is tried again with backoff for as long as the loop runs.
+   */
   private async listen(): Promise<void> {
     const connection = (this.db.client as { config: { connection: string | pg.ClientConfig } }).config.connection;
     const client = new pg.Client(connection);
     client.on('notification', () => this.wake(true));
-    client.on('error', (err) => {
-      this.logger.warn({ err: { message: err.message } }, 'delivery notifications lost; polling until reconnected');
-      void client.end().catch(() => undefined);
-      if (this.listener === client) {
-        this.listener = undefined;
-        setTimeout(() => {
-          if (!this.stopping && this.busy) void this.listen().catch(() => undefined);
-        }, this.pollIntervalMs).unref();
-      }
-    });
+    client.on('error', (err) => this.listenerLost(client, err));
+    client.on('end', () => this.listenerLost(client, new Error('Connection terminated')));
     try {
       await client.connect();
       await client.query(`LISTEN ${DELIVERY_CHANNEL}`);
       this.listener = client;
+      this.listenFailures = 0;
+      this.listenOutage.succeeded();
+      // what was notified while no one listened
+      this.wake(true);
     } catch (err) {
-      // Polling alone still sends everything, only up to a poll interval later.
-      this.logger.warn({ err: { message: (err as Error).message } }, 'cannot LISTEN for deliveries; polling only');
       await client.end().catch(() => undefined);
+      this.listenAgain(err);
     }
+  }
+
+  private listenerLost(client: pg.Client, err: Error): void {
+    if (this.listener !== client) return; // already handled, or never in service (or ended by stop())
+    this.listener = undefined;
+    void client.end().catch(() => undefined);
+    this.listenAgain(err);
+  }
+
+  private listenAgain(err: unknown): void {
+    if (this.stopping || !this.busy) return;
+    const wait = backoffMs(++this.listenFailures, this.pollIntervalMs, MAX_LISTEN_BACKOFF_MS);
+    this.listenOutage.failed(err, wait);
+    setTimeout(() => {
+      if (!this.stopping && this.busy && !this.listener) void this.listen();
+    }, wait).unref();
   }
 }
 

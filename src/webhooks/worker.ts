@@ -6,6 +6,7 @@ import type { ServiceMetrics } from '../observability/metrics.js';
 import { retentionDaysFromEnv, runRetention } from './retention.js';
 import { workspaceConcurrencyFromEnv } from './fairness.js';
 import { destinationPolicyFromEnv, type DestinationPolicy } from './destination-policy.js';
+import { OutageLog } from '../db/outage.js';
 
 export const CALENDAR_INTERVAL_MS = 60_000;
 /** Attempts in flight at once in the worker. */
@@ -18,22 +19,28 @@ export interface Worker {
   stop(): Promise<void>;
 }
 
-/** One calendar sweep as the worker runs it: timed, counted in the metrics, logged; failures logged, not thrown. */
+/**
+ * One calendar sweep as the worker runs it: timed, counted in the metrics, logged; failures logged, not thrown (a
+ * database outage once when it starts and once when it ends, with `outage`). A sweep missed in an outage is made up
+ * by the next: after downtime the latest milestone reached is sent.
+ */
 export async function observedCalendarSweep(
   db: Knex,
   logger: Logger,
   metrics: ServiceMetrics | undefined,
   now: Date,
   options: CalendarSweepOptions = {},
+  outage = new OutageLog(logger.child({ component: 'calendar' }), 'calendar sweep'),
 ): Promise<void> {
   const started = Date.now();
   try {
     const { events } = await runCalendarSweep(db, now, options);
+    outage.succeeded();
     metrics?.calendarSweepDuration.observe((Date.now() - started) / 1000);
     metrics?.calendarEvents.inc(events);
     logger.info({ component: 'calendar', events, ms: Date.now() - started }, 'calendar sweep');
   } catch (err) {
-    logger.error({ component: 'calendar', err }, 'calendar sweep failed');
+    outage.failed(err);
   }
 }
 
@@ -68,20 +75,23 @@ export async function startWorker(db: Knex, logger: Logger, metrics?: ServiceMet
   });
   await dispatcher.start();
   let running: Promise<void> = Promise.resolve();
+  const calendarOutage = new OutageLog(logger.child({ component: 'calendar' }), 'calendar sweep');
   const sweep = () => {
-    running = running.then(() => observedCalendarSweep(db, logger, metrics, new Date()));
+    running = running.then(() => observedCalendarSweep(db, logger, metrics, new Date(), {}, calendarOutage));
   };
   sweep();
   const timer = setInterval(sweep, CALENDAR_INTERVAL_MS);
   let retaining: Promise<void> = Promise.resolve();
+  const retentionOutage = new OutageLog(logger.child({ component: 'retention' }), 'retention');
   const retain = () => {
     retaining = retaining.then(async () => {
       const started = Date.now();
       try {
         const deleted = await runRetention(db, { now: new Date(), retentionDays });
+        retentionOutage.succeeded();
         logger.info({ component: 'retention', retentionDays, deleted, ms: Date.now() - started }, 'retention');
       } catch (err) {
-        logger.error({ component: 'retention', err }, 'retention failed');
+        retentionOutage.failed(err);
       }
     });
   };

@@ -4,7 +4,8 @@ import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import pino from 'pino';
-import { expectDocumented, startApi, type TestApi } from '../support/api.js';
+import type { Knex } from 'knex';
+import { expectDocumented, startApi, type ApiResponse, type TestApi } from '../support/api.js';
 import { createApp } from '../../src/api/app.js';
 import { createKnex } from '../../src/db/database.js';
 import { createApiKey, createWorkspace } from '../../src/workspaces.js';
@@ -138,9 +139,8 @@ describe('the documents and unexpected failures', () => {
     }
   });
 
-  it('answers an unexpected failure with the documented 500 body: no stack trace, no detail, logged', async () => {
-    // A database nobody listens on: every authentication lookup fails.
-    const db = createKnex('postgres://postgres:postgres@127.0.0.1:1/none');
+  /** The app on `db`, its log lines, and one GET of /v1/me with a well-formed key: the answer and how long it took. */
+  async function meOn(db: Knex): Promise<{ response: ApiResponse; ms: number; text: string; logs: string }> {
     const lines: string[] = [];
     const logger = pino({ level: 'info' }, new Writable({ write(chunk, _e, done) { lines.push(chunk.toString()); done(); } }));
     const app = await createApp({ db, logger });
@@ -148,17 +148,48 @@ describe('the documents and unexpected failures', () => {
     await once(server, 'listening');
     try {
       const { port } = server.address() as AddressInfo;
+      const started = performance.now();
       const res = await fetch(`http://127.0.0.1:${port}/v1/me`, { headers: { authorization: 'Bearer frs_0123456789abcdef0123456789abcdef' } });
       const text = await res.text();
       const response = { status: res.status, headers: res.headers, text, body: JSON.parse(text) };
       expectDocumented('GET', '/v1/me', response);
-      expect(response.status).to.equal(500);
-      expect(response.body.error.code).to.equal('internal_error');
-      expect(text).not.to.match(/ECONNREFUSED|127\.0\.0\.1|at .*\.(ts|js):\d+/);
-      expect(lines.join('')).to.include('unhandled error');
-      expect(lines.join('')).not.to.include('frs_0123456789abcdef0123456789abcdef');
+      return { response, ms: performance.now() - started, text, logs: lines.join('') };
     } finally {
       server.close();
+    }
+  }
+
+  it('answers an unexpected failure with the documented 500 body: no stack trace, no detail, logged', async () => {
+    // A database that answers but lacks the tables (the search path points at a schema that does not exist): a
+    // defect, not an outage.
+    const { url } = await testDatabase();
+    const db = createKnex(url, 1, 'SET search_path TO no_such_schema');
+    try {
+      const { response, text, logs } = await meOn(db);
+      expect(response.status).to.equal(500);
+      expect(response.body.error.code).to.equal('internal_error');
+      expect(response.headers.get('retry-after')).to.equal(null);
+      expect(text).not.to.match(/api_keys|no_such_schema|at .*\.(ts|js):\d+/);
+      expect(logs).to.include('unhandled error');
+      expect(logs).not.to.include('frs_0123456789abcdef0123456789abcdef');
+    } finally {
+      await db.destroy();
+    }
+  });
+
+  it('answers while the database cannot be reached with 503 unavailable and Retry-After, at once, not logged as a defect', async () => {
+    // A database nobody listens on: every authentication lookup fails to connect.
+    const db = createKnex('postgres://postgres:postgres@127.0.0.1:1/none');
+    try {
+      const { response, ms, text, logs } = await meOn(db);
+      expect(response.status).to.equal(503);
+      expect(response.body.error.code).to.equal('unavailable');
+      expect(response.headers.get('retry-after')).to.equal('5');
+      expect(ms).to.be.below(5000);
+      expect(text).not.to.match(/ECONNREFUSED|127\.0\.0\.1|at .*\.(ts|js):\d+/);
+      expect(logs).not.to.include('unhandled error');
+      expect(logs).to.include('"status":503');
+    } finally {
       await db.destroy();
     }
   });
