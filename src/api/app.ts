@@ -345,10 +345,14 @@ export function answerClientErrors(server: Server): void {
     const error = tooLarge
       ? new ApiError(431, 'headers_too_large', 'The request headers are too large.')
       : invalidRequest('request', 'The request is not valid HTTP/1.1 (for example a URL with unencoded bytes outside ASCII).');
-    const body = JSON.stringify(errorBody(error, requestId));
+    // An answer to HEAD never has a body (RFC 9110 §9.3.2): a client reads none, and would take the bytes for the
+    // next answer. The body goes only where the refused bytes plainly start with another method (a later chunk of a
+    // request, such as the rest of an overlong header, does not say which method it was: no body then either).
+    const method = /^([A-Z]+)(?:[ \r\n]|$)/.exec((err as { rawPacket?: Buffer }).rawPacket?.toString('latin1', 0, 16) ?? '')?.[1];
+    const body = method !== undefined && method !== 'HEAD' ? JSON.stringify(errorBody(error, requestId)) : '';
     socket.end(
       `HTTP/1.1 ${error.status} ${tooLarge ? 'Request Header Fields Too Large' : 'Bad Request'}\r\n` +
-        `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `${body ? 'Content-Type: application/json; charset=utf-8\r\n' : ''}Content-Length: ${Buffer.byteLength(body)}\r\n` +
         `x-request-id: ${requestId}\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n${body}`,
     );
   });
