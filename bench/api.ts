@@ -131,7 +131,7 @@ async function ensureDataset(db: Knex, slug: string, options: LargeSeedOptions):
 const database = await openDatabase(
   process.env.DATABASE_URL
     ? { schema: 'migrate' }
-    : { embeddedDir: path.join(DATA_DIR, 'large-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54479), schema: 'migrate' },
+    : { embeddedDir: path.join(DATA_DIR, 'large-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54479), embeddedDurable: false, schema: 'migrate' },
 );
 const { db } = database;
 const counts = { large: await ensureDataset(db, 'large', DATASETS.large), small: await ensureDataset(db, 'small', DATASETS.small) };

@@ -38,7 +38,7 @@ process.stdout.on('error', (err: NodeJS.ErrnoException) => {
 const database = await openDatabase(
   process.env.DATABASE_URL
     ? { schema: 'as-is' }
-    : { embeddedDir: path.join(DATA_DIR, 'large-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54479), schema: 'as-is' },
+    : { embeddedDir: path.join(DATA_DIR, 'large-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54479), embeddedDurable: false, schema: 'as-is' },
 );
 const { db } = database;
 const captured: Array<{ sql: string; bindings: unknown[]; prepared?: boolean }> = [];

@@ -229,7 +229,7 @@ async function neighbourLag(db: Knex, receiverUrl: string, label: string, noisy:
 }
 
 async function main(): Promise<void> {
-  const database = await openDatabase(process.env.DATABASE_URL ? { schema: 'migrate' } : { embeddedDir: path.join(DATA_DIR, 'bench-pg'), embeddedPort: env('BENCH_PG_PORT', 54359), poolMax: 10, schema: 'migrate' });
+  const database = await openDatabase(process.env.DATABASE_URL ? { schema: 'migrate' } : { embeddedDir: path.join(DATA_DIR, 'bench-pg'), embeddedPort: env('BENCH_PG_PORT', 54359), embeddedDurable: false, poolMax: 10, schema: 'migrate' });
   // Throughput and lag: one workspace, so it may use every slot.
   const options: Omit<DispatcherOptions, 'db' | 'logger'> = {
     concurrency: CONCURRENCY,

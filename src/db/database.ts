@@ -71,6 +71,8 @@ export interface OpenOptions {
   embeddedDir?: string;
   embeddedPort?: number;
   embeddedDatabase?: string;
+  /** fsync on in the embedded cluster (the default); off only for throwaway ones (see EmbeddedOptions). */
+  embeddedDurable?: boolean;
   /**
    * `migrate`: apply pending migrations (only `fleet-admin migrate`, and `npm start` on the embedded default);
    * `check` (the default): refuse a database with pending migrations; `as-is`: neither.
@@ -105,6 +107,7 @@ export async function openDatabase(options: OpenOptions = {}): Promise<Database>
       options.embeddedDir ?? path.join(DATA_DIR, 'postgres'),
       options.embeddedPort ?? EMBEDDED_PORT,
       options.embeddedDatabase,
+      { durable: options.embeddedDurable },
     );
     url = embedded.url;
     stopEmbedded = embedded.stop;

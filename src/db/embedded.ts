@@ -72,7 +72,7 @@ function superuserClient(port: number, password: string, database = 'postgres', 
 }
 /** The server's own log, inside its data directory. */
 const SERVER_LOG = 'server.log';
-const SERVER_FLAGS = ['listen_addresses=127.0.0.1', 'fsync=off', 'max_connections=200', 'shared_buffers=256MB'];
+const SERVER_FLAGS = ['listen_addresses=127.0.0.1', 'max_connections=200', 'shared_buffers=256MB'];
 
 /**
  * Runs pg_ctl (as the postgres user when we are root) and waits for it. pg_ctl starts the server in a session of its
@@ -156,12 +156,21 @@ async function ensureDatabase(port: number, password: string, name: string): Pro
   }
 }
 
+export interface EmbeddedOptions {
+  /**
+   * Whether the cluster survives a power cut or an OS crash (fsync on, the default: what `npm start` keeps holds real
+   * data, sealed signing secrets included). `false` (fsync off) only for throwaway clusters that are made again
+   * from nothing, the tests' and the benches': a commit is then safe from a crash of PostgreSQL, not of the machine.
+   */
+  durable?: boolean;
+}
+
 /**
  * Starts (or reuses) the zero-setup PostgreSQL cluster under `dir`. Whichever process comes first starts it;
  * the others find it listening on `port` and connect. Postgres refuses to run as root, so as root the cluster
  * runs as the `postgres` system user.
  */
-export async function startEmbeddedPostgres(dir: string, port: number, database = DATABASE): Promise<EmbeddedDatabase> {
+export async function startEmbeddedPostgres(dir: string, port: number, database = DATABASE, { durable = true }: EmbeddedOptions = {}): Promise<EmbeddedDatabase> {
   const password = clusterPassword(dir);
   const url = `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`;
   const running = await runningDataDirectory(port, password, dir);
@@ -190,7 +199,7 @@ export async function startEmbeddedPostgres(dir: string, port: number, database 
           password,
           persistent: true,
           createPostgresUser: isRoot,
-          initdbFlags: ['--encoding=UTF8', '--no-sync'],
+          initdbFlags: ['--encoding=UTF8', ...(durable ? [] : ['--no-sync'])],
           onLog: (m) => { logs.push(m); if (logs.length > 50) logs.shift(); },
           onError: (m) => { logs.push(String(m)); },
         }).initialise();
@@ -198,7 +207,8 @@ export async function startEmbeddedPostgres(dir: string, port: number, database 
         process.umask(umask);
       }
     }
-    await pgCtl(['start', '-D', dir, '-l', path.join(dir, SERVER_LOG), '-o', [`-p ${port}`, ...SERVER_FLAGS.map((f) => `-c ${f}`)].join(' ')], isRoot);
+    const flags = [...SERVER_FLAGS, `fsync=${durable ? 'on' : 'off'}`];
+    await pgCtl(['start', '-D', dir, '-l', path.join(dir, SERVER_LOG), '-o', [`-p ${port}`, ...flags.map((f) => `-c ${f}`)].join(' ')], isRoot);
   } catch (err) {
     const hint = isRoot ? ` (as root the cluster runs as the postgres user, who must be able to reach ${dir}; FRS_DATA_DIR moves .data)` : '';
     throw new Error(`embedded PostgreSQL failed to start in ${dir}${hint}: ${(err as Error)?.message ?? 'exited'}\n${logs.join('')}${serverLogTail(dir)}`);
