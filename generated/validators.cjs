@@ -5243,7 +5243,7 @@ const schema130 = {"type":"object","description":"One delivery: the fields of it
 const schema131 = {"type":"string","format":"uuid","maxLength":36,"description":"A resource id.","example":"7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"};
 const schema134 = {"type":"string","maxLength":64,"description":"`queued` (waiting for its first attempt), `retrying` (an attempt failed; another is scheduled), `accepted` (the endpoint answered 2xx), `failed` (the last retry failed, or it was held longer than 7 days), `held` (the endpoint is switched off; sent when it is switched back on).","enum":["queued","retrying","accepted","failed","held"]};
 const schema135 = {"type":"string","format":"date-time","maxLength":24,"description":"ISO 8601 timestamp in UTC with milliseconds.","example":"2026-11-22T08:30:00.000Z"};
-const schema138 = {"type":"string","maxLength":64,"description":"How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset, DNS or TLS failure), `blocked_destination` (the URL's host is, or resolved to, a private, loopback, link-local or reserved address, which is never connected to; `error` names the address and its class). New kinds may be added.","enum":["timeout","connection","redirect","status","blocked_destination"]};
+const schema138 = {"type":"string","maxLength":64,"description":"How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset or TLS failure), `dns` (the URL's host name did not resolve: no such name, no address, a name server failure, or no answer within the lookup's 3 seconds; nothing was sent), `blocked_destination` (the URL's host is, or resolved to, a private, loopback, link-local or reserved address, which is never connected to; `error` names the address and its class). New kinds may be added.","enum":["timeout","connection","dns","redirect","status","blocked_destination"]};
 const formats128 = require("ajv-formats/dist/formats").fullFormats.int32;
 const schema132 = {"description":"An event name of the `webhooks` section, `webhook.test` included.","anyOf":[{"$ref":"#/$defs/EventName"},{"type":"string","const":"webhook.test"}]};
 const schema133 = {"type":"string","maxLength":64,"description":"A webhook event an endpoint can subscribe to. `webhook.test` is not in this list: a test delivery is sent to the endpoint it names whatever its subscriptions.","enum":["booking.confirmed","booking.completed","booking.delivery_due","booking.return_due","booking.extended","booking.ending_soon","payment.captured","payment.refunded","payment.deposit_held","payment.canceled","invoice.issued","invoice.due_soon","invoice.overdue","installment.due_soon","installment.overdue","fine.created","quote.sent","quote.viewed","quote.accepted","quote.declined","quote.expired","lead.created","deal.created","deal.stage_changed","vehicle.maintenance_due","vehicle.document_expiring","vehicle.idle","delivery.assigned","task.assigned","task.due_soon","task.overdue","inbox.message_received","inbox.assigned","investor.payout_ready","investor.payout_generated","investor.report_due","document.esign_timeout","integration.failed"]};
@@ -5730,7 +5730,7 @@ const _errs16 = errors;
 let valid3 = false;
 const _errs17 = errors;
 const _errs18 = errors;
-if(!(((((data4 === "timeout") || (data4 === "connection")) || (data4 === "redirect")) || (data4 === "status")) || (data4 === "blocked_destination"))){
+if(!((((((data4 === "timeout") || (data4 === "connection")) || (data4 === "dns")) || (data4 === "redirect")) || (data4 === "status")) || (data4 === "blocked_destination"))){
 const err6 = {instancePath:instancePath+"/errorKind",schemaPath:"#/$defs/AttemptErrorKind/enum",keyword:"enum",params:{allowedValues: schema138.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err6];
@@ -6416,7 +6416,7 @@ const _errs35 = errors;
 let valid9 = false;
 const _errs36 = errors;
 const _errs37 = errors;
-if(!(((((data8 === "timeout") || (data8 === "connection")) || (data8 === "redirect")) || (data8 === "status")) || (data8 === "blocked_destination"))){
+if(!((((((data8 === "timeout") || (data8 === "connection")) || (data8 === "dns")) || (data8 === "redirect")) || (data8 === "status")) || (data8 === "blocked_destination"))){
 const err16 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/$defs/AttemptErrorKind/enum",keyword:"enum",params:{allowedValues: schema138.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err16];
@@ -7009,7 +7009,7 @@ const _errs35 = errors;
 let valid9 = false;
 const _errs36 = errors;
 const _errs37 = errors;
-if(!(((((data8 === "timeout") || (data8 === "connection")) || (data8 === "redirect")) || (data8 === "status")) || (data8 === "blocked_destination"))){
+if(!((((((data8 === "timeout") || (data8 === "connection")) || (data8 === "dns")) || (data8 === "redirect")) || (data8 === "status")) || (data8 === "blocked_destination"))){
 const err16 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/$defs/AttemptErrorKind/enum",keyword:"enum",params:{allowedValues: schema138.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err16];

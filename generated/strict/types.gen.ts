@@ -453,9 +453,9 @@ export type DeliveryStatus = 'queued' | 'retrying' | 'accepted' | 'failed' | 'he
 export type DeliveryEventName = EventName | 'webhook.test';
 
 /**
- * How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset, DNS or TLS failure), `blocked_destination` (the URL's host is, or resolved to, a private, loopback, link-local or reserved address, which is never connected to; `error` names the address and its class). New kinds may be added.
+ * How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset or TLS failure), `dns` (the URL's host name did not resolve: no such name, no address, a name server failure, or no answer within the lookup's 3 seconds; nothing was sent), `blocked_destination` (the URL's host is, or resolved to, a private, loopback, link-local or reserved address, which is never connected to; `error` names the address and its class). New kinds may be added.
  */
-export type AttemptErrorKind = 'timeout' | 'connection' | 'redirect' | 'status' | 'blocked_destination';
+export type AttemptErrorKind = 'timeout' | 'connection' | 'dns' | 'redirect' | 'status' | 'blocked_destination';
 
 /**
  * One delivery of one event to one endpoint, as the delivery log lists it.

@@ -1,7 +1,7 @@
-import dns from 'node:dns';
 import net from 'node:net';
 import { Agent, buildConnector } from 'undici';
 import { ConfigError, envSwitch } from '../config.js';
+import { LOCALHOST_NAME, NameResolutionError, sharedNameResolver, type NameResolverOptions } from './name-resolution.js';
 
 // Which addresses a webhook may reach. One policy, used twice: when an endpoint is registered (its URL's host,
 // resolved) and inside the HTTP connector at connect time, on the very address the socket is opened to (resolve,
@@ -12,6 +12,8 @@ import { ConfigError, envSwitch } from '../config.js';
 export const ALLOW_PRIVATE_ENV = 'FRS_ALLOW_PRIVATE_WEBHOOK_URLS';
 /** Comma-separated CIDR ranges that are allowed although they are private (e.g. 10.1.0.0/16). */
 export const ALLOWED_CIDRS_ENV = 'FRS_WEBHOOK_ALLOWED_CIDRS';
+/** Comma-separated DNS servers that webhook destination names are asked of, instead of the system's. */
+export const DNS_SERVERS_ENV = 'FRS_WEBHOOK_DNS_SERVERS';
 
 /** The address classes that are refused by default, with the ranges each covers (IPv4-mapped forms included). */
 export const BLOCKED_RANGES: ReadonlyArray<{ kind: string; cidrs: string[] }> = [
@@ -31,14 +33,16 @@ export const BLOCKED_RANGES: ReadonlyArray<{ kind: string; cidrs: string[] }> = 
 ];
 
 /** Names refused whatever they resolve to: loopback names (RFC 6761) and cloud metadata services. */
-const BLOCKED_NAMES = [/^localhost$/, /\.localhost$/, /^metadata\.google\.internal$/, /^metadata$/];
+const BLOCKED_NAMES = [LOCALHOST_NAME, /^metadata\.google\.internal$/, /^metadata$/];
 
 export interface DestinationPolicy {
   /** Every destination is allowed (FRS_ALLOW_PRIVATE_WEBHOOK_URLS=1). */
   allowPrivate: boolean;
   /** Private ranges allowed all the same (FRS_WEBHOOK_ALLOWED_CIDRS). */
   allowedCidrs: string[];
-  /** How names are resolved. Default: the system resolver (dns.lookup); tests pass their own. */
+  /** Where names are resolved: the DNS servers (FRS_WEBHOOK_DNS_SERVERS; default the system's) and the deadline (name-resolution.ts). */
+  dns?: Pick<NameResolverOptions, 'servers' | 'deadlineMs'>;
+  /** How names are resolved, instead of the hosts file and DNS: tests pass their own. */
   lookup?: (hostname: string) => Promise<Array<{ address: string; family: number }>>;
 }
 
@@ -75,7 +79,14 @@ function checkCidr(cidr: string): string {
 export function destinationPolicyFromEnv(env: NodeJS.ProcessEnv = process.env): DestinationPolicy {
   const allowPrivate = envSwitch(ALLOW_PRIVATE_ENV, env) === true;
   const cidrs = (env[ALLOWED_CIDRS_ENV] ?? '').split(',').map((c) => c.trim()).filter(Boolean).map(checkCidr);
-  return { allowPrivate, allowedCidrs: cidrs };
+  const servers = (env[DNS_SERVERS_ENV] ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  if (servers.length === 0) return { allowPrivate, allowedCidrs: cidrs };
+  try {
+    sharedNameResolver({ servers });
+  } catch {
+    throw new ConfigError(`${DNS_SERVERS_ENV} must be a comma-separated list of IP addresses, each with an optional port (192.0.2.53, 127.0.0.1:5353, [2001:db8::53]:53), got "${env[DNS_SERVERS_ENV]}"`);
+  }
+  return { allowPrivate, allowedCidrs: cidrs, dns: { servers } };
 }
 
 /**
@@ -117,7 +128,8 @@ function bareHost(hostname: string): string {
 
 /**
  * Resolves `hostname` (an IP literal stands for itself) and returns the address to connect to, or throws
- * BlockedDestinationError when the name, or any address it resolves to, is refused.
+ * BlockedDestinationError when the name, or any address it resolves to, is refused, and NameResolutionError when
+ * it does not resolve (within the deadline).
  */
 export async function resolveDestination(hostname: string, policy: DestinationPolicy): Promise<{ address: string; family: 4 | 6 }> {
   const host = bareHost(hostname);
@@ -128,8 +140,8 @@ export async function resolveDestination(hostname: string, policy: DestinationPo
     return { address: host, family: ip as 4 | 6 };
   }
   if (!policy.allowPrivate && BLOCKED_NAMES.some((name) => name.test(host))) throw new BlockedDestinationError(host, null, 'loopback or metadata');
-  const addresses = policy.lookup ? await policy.lookup(host) : await dns.promises.lookup(host, { all: true, verbatim: true });
-  if (addresses.length === 0) throw Object.assign(new Error(`${host} did not resolve`), { code: 'ENOTFOUND' });
+  const addresses: Array<{ address: string; family: number }> = policy.lookup ? await policy.lookup(host) : await sharedNameResolver(policy.dns).resolve(host);
+  if (addresses.length === 0) throw new NameResolutionError(host, 'ENOTFOUND', `${host} did not resolve`);
   for (const { address } of addresses) {
     const kind = blockedKind(address, policy);
     if (kind) throw new BlockedDestinationError(host, address, kind);

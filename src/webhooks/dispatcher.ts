@@ -45,7 +45,7 @@ export interface DispatcherOptions {
   workspaceIds?: string[];
   /** Where attempts, lag and switch-offs are counted. */
   metrics?: ServiceMetrics;
-  /** Which destinations may be reached. Default: the environment's (FRS_ALLOW_PRIVATE_WEBHOOK_URLS, FRS_WEBHOOK_ALLOWED_CIDRS). */
+  /** Which destinations may be reached, and how names are resolved. Default: the environment's (FRS_ALLOW_PRIVATE_WEBHOOK_URLS, FRS_WEBHOOK_ALLOWED_CIDRS, FRS_WEBHOOK_DNS_SERVERS). */
   destinationPolicy?: DestinationPolicy;
 }
 

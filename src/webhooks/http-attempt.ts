@@ -1,5 +1,6 @@
 import type { Dispatcher as HttpDispatcher } from 'undici';
 import { BlockedDestinationError, destinationPolicyFromEnv, guardedAgent, type DestinationPolicy } from './destination-policy.js';
+import { NameResolutionError } from './name-resolution.js';
 import { signatureHeader, standardWebhooksHeaders } from './signing.js';
 
 // One HTTP attempt of one delivery: sign with the real clock, POST the fixed body bytes, never follow a redirect,
@@ -12,7 +13,7 @@ export const RESPONSE_BODY_LIMIT = 4096;
 const ERROR_TEXT_LIMIT = 500;
 const USER_AGENT = 'FleetRentalService-Webhooks/1.0';
 
-export type AttemptErrorKind = 'timeout' | 'connection' | 'redirect' | 'status' | 'blocked_destination';
+export type AttemptErrorKind = 'timeout' | 'connection' | 'dns' | 'redirect' | 'status' | 'blocked_destination';
 
 export interface AttemptRequest {
   url: string;
@@ -132,6 +133,10 @@ export function attemptDelivery(req: AttemptRequest, options: AttemptOptions = {
       const blocked = err instanceof BlockedDestinationError ? err : (err as { cause?: unknown })?.cause;
       if (blocked instanceof BlockedDestinationError) {
         return finish({ ok: false, statusCode: null, errorKind: 'blocked_destination', error: blocked.recorded, responseBody: null });
+      }
+      // A name that did not resolve (within the lookup's deadline): its own kind, so a DNS outage reads as one.
+      if (err instanceof NameResolutionError || (err as { cause?: unknown })?.cause instanceof NameResolutionError) {
+        return finish({ ok: false, statusCode: null, errorKind: 'dns', error: describeError(err), responseBody: null });
       }
       const code = (err as { code?: string }).code;
       const timedOut = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT';

@@ -6,7 +6,11 @@ import { publishEvent } from '../../src/webhooks/publish.js';
 import { queueTestDelivery } from '../../src/webhooks/test-delivery.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 import { defaultWorkspaceConcurrency, workspaceConcurrencyFromEnv } from '../../src/webhooks/fairness.js';
-import { updateWorkspace } from '../../src/workspaces.js';
+import { createApiKey, updateWorkspace } from '../../src/workspaces.js';
+import type { DestinationPolicy } from '../../src/webhooks/destination-policy.js';
+import { DEFAULT_DNS_DEADLINE_MS } from '../../src/webhooks/name-resolution.js';
+import { startDnsServer } from '../support/dns-server.js';
+import { startApi } from '../support/api.js';
 import { bookingConfirmedData, dropTestWorkspaces, eventually, quietLogger, sleep, webhookWorkspace, type TestWorkspace } from './support.js';
 
 const DAY = 24 * 60 * 60 * 1000;
@@ -78,6 +82,66 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
       expect(Number(pendingNoisy!.n)).to.equal(80);
     } finally {
       await dispatcher.stop();
+    }
+  });
+
+  it("a workspace whose endpoint's name never resolves, with 8 attempts in flight, does not delay another's delivery by 1 s", async () => {
+    // A name server of the test's own: healthy.test is 127.0.0.1 (the receiver), stuck.test never gets an answer.
+    const names = await startDnsServer({ records: { 'healthy.test': { addresses: ['127.0.0.1'], ttl: 60 } }, silent: ['stuck.test'] });
+    const stuckWs = await webhookWorkspace(db);
+    const healthyWs = await webhookWorkspace(db);
+    const port = new URL(receiver.url).port;
+    const stuck = await stuckWs.endpoint({ url: `http://stuck.test:${port}/hooks/stuck` });
+    const healthy = await healthyWs.endpoint({ url: `http://healthy.test:${port}/hooks/healthy` });
+    // Private destinations allowed (the receiver is on 127.0.0.1); names asked of the test's server, default deadline.
+    const policy: DestinationPolicy = { allowPrivate: true, allowedCidrs: [], dns: { servers: [names.address] } };
+    // The default limits and attempt time-out (8 per endpoint, 16 per workspace, 10 s).
+    const dispatcher = new Dispatcher({ db, logger: quietLogger(), workspaceIds: [stuckWs.id, healthyWs.id], destinationPolicy: policy });
+    await publish(stuckWs, 8);
+    await dispatcher.start();
+    try {
+      // All 8 in flight, waiting on the name: the lookup reached the server, and nothing has finished.
+      await eventually(async () => names.queriesOf('stuck.test').length > 0, 2000, 'the lookup of stuck.test');
+      await sleep(100);
+      expect(await db('deliveries').where({ endpoint_id: stuck.id }).whereNotNull('lease_owner').count({ n: '*' }).first()).to.deep.equal({ n: 8 });
+      expect(dispatcher.totals.attempted).to.equal(0);
+
+      const queuedAt = Date.now();
+      await publish(healthyWs, 1);
+      await receiver.waitForRequests(1, 5000);
+      const delayMs = receiver.requests[0].receivedAt - queuedAt;
+      console.log(`      (healthy workspace's delivery received ${delayMs} ms after it was queued)`);
+      expect(receiver.requests[0].path).to.equal('/hooks/healthy');
+      expect(delayMs).to.be.below(1000);
+
+      // The stuck attempts end at the lookup's deadline (not the attempt's 10 s), as dns, in one flight of queries.
+      await eventually(async () => dispatcher.totals.attempted === 9, 2 * DEFAULT_DNS_DEADLINE_MS, 'the stuck attempts');
+      const attempts = await db('delivery_attempts').where({ endpoint_id: stuck.id }).orderBy('id');
+      const durations = attempts.map((a) => a.duration_ms);
+      console.log(`      (stuck attempts took ${Math.min(...durations)} to ${Math.max(...durations)} ms)`);
+      expect(attempts).to.have.length(8);
+      for (const a of attempts) {
+        expect(a).to.include({ number: 1, status_code: null, error_kind: 'dns', error: `ETIMEOUT: stuck.test did not resolve within ${DEFAULT_DNS_DEADLINE_MS} ms`, response_body: null });
+        expect(a.duration_ms).to.be.within(DEFAULT_DNS_DEADLINE_MS - 10, DEFAULT_DNS_DEADLINE_MS + 500);
+      }
+      expect(names.queriesOf('stuck.test').length).to.be.within(2, 4);
+      expect(await db('deliveries').where({ endpoint_id: healthy.id }).first('status')).to.deep.equal({ status: 'accepted' });
+      expect(receiver.requests).to.have.length(1);
+    } finally {
+      await dispatcher.stop();
+      await names.close();
+    }
+    // The delivery log shows the kind as the document describes it (every response is validated against it).
+    const api = await startApi();
+    try {
+      const { key } = await createApiKey(db, { workspaceSlug: stuckWs.slug });
+      const [row] = await db('deliveries').where({ endpoint_id: stuck.id }).limit(1);
+      const detail = await api.get(`/v1/webhooks/${stuck.id}/deliveries/${row.id}`, key);
+      expect(detail.status).to.equal(200);
+      expect(detail.body).to.include({ status: 'retrying', lastErrorKind: 'dns', lastStatusCode: null });
+      expect(detail.body.attempts[0]).to.include({ number: 1, errorKind: 'dns', statusCode: null, error: `ETIMEOUT: stuck.test did not resolve within ${DEFAULT_DNS_DEADLINE_MS} ms` });
+    } finally {
+      await api.close();
     }
   });
 
