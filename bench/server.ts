@@ -41,9 +41,11 @@ if (mode === 'baseline') {
   const database = await openDatabase({ url: databaseUrl, poolMax: 20, schema: 'as-is' });
   // As in production: the API's connections run as its database role.
   const logger = pino({ level: 'warn' });
-  // As in production (src/main.ts): key lookups cached, dropped on every announced key or workspace change.
-  const keyCache = await KeyCache.start(() => database.connectAs('api'), logger);
-  app = await createApp({ db: database.forRole('api'), logger, keyCache });
+  // As in production (src/main.ts): key lookups cached, dropped on every announced key or workspace change, heartbeats
+  // through the API's pool.
+  const apiDb = database.forRole('api');
+  const keyCache = await KeyCache.start(() => database.connectAs('api'), apiDb, logger);
+  app = await createApp({ db: apiDb, logger, keyCache });
 }
 const server = app.listen(0, '127.0.0.1', () => {
   const address = server.address();

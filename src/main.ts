@@ -104,8 +104,9 @@ async function main(): Promise<void> {
   worker = config.role === 'api' ? undefined : await step('starting the webhook worker', () => startWorker(workerDb, logger, metrics, workerSettings));
   const lines = [''];
   if (config.role !== 'worker') {
-    // Key lookups are kept in memory and dropped on every key or workspace change, announced through the database.
-    keyCache = await KeyCache.start(() => database!.connectAs('api'), logger);
+    // Key lookups are kept in memory and dropped on every key or workspace change, announced through the database;
+    // heartbeats through the API's pool prove that announcements still arrive.
+    keyCache = await KeyCache.start(() => database!.connectAs('api'), apiDb, logger);
     const app = await step('loading the API (document and validators)', () => createApp({ db: apiDb, logger, metrics, keyCache }));
     server = await step(`starting the API on ${config.host}:${config.port}`, () =>
       listen(app, config.port, config.host).catch(inUse('PORT (and HOST)', config.port, config.host)));

@@ -49,6 +49,7 @@ const GRANTS: Record<ServiceRole, string[]> = {
     // authentication, and marking a key as used
     `GRANT SELECT (id, workspace_id, key_hash, role, expires_at, revoked_at, last_used_at) ON api_keys TO %s`,
     `GRANT UPDATE (last_used_at) ON api_keys TO %s`,
+    // (the key cache's LISTEN and its heartbeat's NOTIFY, src/api/key-cache.ts, need no grant, even read-only)
     // the endpoint list: never the signing secrets
     `GRANT SELECT ${ENDPOINT_COLUMNS_WITHOUT_SECRETS} ON webhook_endpoints TO %s`,
     // the delivery log (deliveries and their attempts); the test operation queues a webhook.test event, its

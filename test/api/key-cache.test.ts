@@ -1,10 +1,13 @@
 import { expect } from 'chai';
 import type { Knex } from 'knex';
+import pg from 'pg';
 import { testDatabase } from '../support/database.js';
 import { startApi, type TestApi } from '../support/api.js';
 import { fleetAdminOn } from '../support/cli.js';
-import { createApiKey, createWorkspace, updateWorkspace } from '../../src/workspaces.js';
+import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+import { createApiKey, createWorkspace, revokeApiKey, updateWorkspace } from '../../src/workspaces.js';
 import { AUTH_CHANGES_CHANNEL, type KeyRecord } from '../../src/api/key-cache.js';
+import { currentDatabaseName, setRoleStatement } from '../../src/db/roles.js';
 
 // The API with its key cache (src/api/key-cache.ts): a key is checked from memory, yet a revoked key, an expired
 // one and a frozen workspace are refused as promptly as without it.
@@ -27,6 +30,23 @@ async function revokeUnannounced(db: Knex, keyId: string): Promise<void> {
     await trx('api_keys').where({ id: keyId }).update({ revoked_at: trx.fn.now() });
   });
 }
+
+/** Connections as the API's role (as Database.connectAs makes them) that go through `proxy`. */
+function connectVia(url: string, db: Knex, proxy: TcpProxy): () => Promise<pg.Client> {
+  return async () => {
+    const via = new URL(url);
+    via.hostname = '127.0.0.1';
+    via.port = String(proxy.port);
+    const client = new pg.Client({ connectionString: via.href, keepAlive: true });
+    await client.connect();
+    const setRole = setRoleStatement(await currentDatabaseName(db), 'api');
+    if (setRole) await client.query(setRole).catch(async (err) => { await client.end(); throw err; });
+    return client;
+  };
+}
+
+/** The key cache's own log lines, as [level, message] (pino's levels: 20 debug, 30 info, 40 warn). */
+const cacheLines = (api: TestApi) => api.logs.filter((line) => String(line.msg).startsWith('key cache')).map((line) => [line.level, line.msg] as [number, string]);
 
 describe('key cache', () => {
   let api: TestApi;
@@ -135,5 +155,74 @@ describe('key cache', () => {
     await db.raw(`NOTIFY ${AUTH_CHANGES_CHANNEL}`);
     await within(1000, async () => api.keyCache!.generation !== generation);
     expect(api.keyCache!.generation).to.equal(generation + 1);
+  });
+  describe('with its listening connection through a proxy of the test\'s own', () => {
+    let proxy: TcpProxy;
+    let proxied: TestApi;
+
+    beforeEach(async () => {
+      proxy = await startTcpProxy(Number(new URL(url).port));
+      proxied = await startApi({ now: () => now, keyCache: { connect: connectVia(url, db, proxy) } });
+    });
+    afterEach(async () => {
+      proxy.thaw();
+      proxy.restore();
+      await proxied.close();
+      await proxy.close();
+    });
+
+    it('stops serving within 5 s of its listener going silent although no connection closed, and serves again once it hears again', async () => {
+      const cache = proxied.keyCache!;
+      expect(cache.serving).to.equal(true);
+      const revoked = await createApiKey(db, { workspaceSlug: 'kc-main' });
+      expect((await proxied.get('/v1/me', revoked.key)).status).to.equal(200);
+      const losses = cache.losses;
+      const frozenAt = performance.now();
+      proxy.freeze();
+      await revokeApiKey(db, revoked.id);
+      // The announcement waits in the frozen connection: for now the key is still answered from memory.
+      expect((await proxied.get('/v1/me', revoked.key)).status).to.equal(200);
+      await within(6000, async () => (await proxied.get('/v1/me', revoked.key)).status === 401);
+      const refusedAfterMs = performance.now() - frozenAt;
+      expect(refusedAfterMs, 'from freeze to the revoked key refused').to.be.at.most(5000);
+      expect(cache.serving).to.equal(false);
+      expect((await proxied.get('/v1/me', revoked.key)).body.error).to.include({ code: 'unauthorized', reason: 'revoked' });
+      // Nothing closed: the same connection is up, only silent.
+      expect(cache.listening).to.equal(true);
+      expect(cache.losses).to.equal(losses);
+      // Not serving, it keeps nothing: a revocation nobody announces is seen at once.
+      const unkept = await createApiKey(db, { workspaceSlug: 'kc-main' });
+      expect((await proxied.get('/v1/me', unkept.key)).status).to.equal(200);
+      await revokeUnannounced(db, unkept.id);
+      expect((await proxied.get('/v1/me', unkept.key)).status).to.equal(401);
+
+      proxy.thaw();
+      await within(5000, async () => cache.serving);
+      expect(cache.losses).to.equal(losses);
+      // Serving again, on the same connection and from empty: a key is kept (an unannounced revocation goes unseen).
+      const kept = await createApiKey(db, { workspaceSlug: 'kc-main' });
+      expect((await proxied.get('/v1/me', kept.key)).status).to.equal(200);
+      await revokeUnannounced(db, kept.id);
+      expect((await proxied.get('/v1/me', kept.key)).status).to.equal(200);
+      expect((await proxied.get('/v1/me', revoked.key)).status).to.equal(401);
+      expect(cacheLines(proxied)).to.deep.equal([
+        [40, 'key cache: a heartbeat did not come back within 2500 ms; cache dropped, keys are looked up in the database until heartbeats come back'],
+        [30, 'key cache: listening again; the cache serves again, starting empty'],
+      ]);
+    });
+
+    it('warns once per outage while it cannot listen, and says once that it listens again', async () => {
+      const cache = proxied.keyCache!;
+      proxy.cut();
+      const cannotListen = () => cacheLines(proxied).filter(([, msg]) => msg.startsWith('key cache: cannot listen')).length;
+      await within(5000, async () => cannotListen() >= 2);
+      proxy.restore();
+      await within(10_000, async () => cache.serving);
+      const lines = cacheLines(proxied);
+      expect(lines[0]).to.deep.equal([40, 'key cache: lost the connection that listens for key changes; cache dropped']);
+      expect(lines.slice(1, -1)).to.deep.equal(Array(lines.length - 2).fill([20, 'key cache: cannot listen for key changes; keys are looked up in the database']));
+      expect(lines.length).to.be.at.least(4);
+      expect(lines.at(-1)).to.deep.equal([30, 'key cache: listening again; the cache serves again, starting empty']);
+    });
   });
 });

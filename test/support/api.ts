@@ -3,6 +3,7 @@ import type { Server } from 'node:http';
 import { Writable } from 'node:stream';
 import { expect } from 'chai';
 import pino from 'pino';
+import type pg from 'pg';
 import { createApp, listen, pathPattern } from '../../src/api/app.js';
 import { KeyCache } from '../../src/api/key-cache.js';
 import { loadOpenApiDocument, type OpenApiOperation } from '../../src/contract/document.js';
@@ -66,8 +67,11 @@ export interface TestApi {
   close(): Promise<void>;
 }
 
-/** The real app on an ephemeral port, on the test database as the API's role, with the given clock. */
-export async function startApi(options: { now?: Date | (() => Date); keyCache?: boolean } = {}): Promise<TestApi> {
+/**
+ * The real app on an ephemeral port, on the test database as the API's role, with the given clock; with a key cache
+ * when asked, listening as the API's role (or through `connect`, when given).
+ */
+export async function startApi(options: { now?: Date | (() => Date); keyCache?: boolean | { connect: () => Promise<pg.Client> } } = {}): Promise<TestApi> {
   // The API's own connections: its database role (src/db/roles.ts), as in production.
   const database = await testDatabase();
   const db = database.forRole('api');
@@ -81,7 +85,8 @@ export async function startApi(options: { now?: Date | (() => Date); keyCache?: 
   const now = options.now;
   const clock = now === undefined ? undefined : typeof now === 'function' ? now : () => now;
   const logger = pino({ level: 'debug' }, sink);
-  const keyCache = options.keyCache ? await KeyCache.start(() => database.connectAs('api'), logger) : undefined;
+  const connect = typeof options.keyCache === 'object' ? options.keyCache.connect : () => database.connectAs('api');
+  const keyCache = options.keyCache ? await KeyCache.start(connect, db, logger) : undefined;
   const app = await createApp({ db, logger, clock, keyCache });
   const server: Server = await listen(app, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

@@ -1,0 +1,65 @@
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
+
+/** A TCP proxy of the test's own on 127.0.0.1, for connections that misbehave without closing (or that close). */
+export interface TcpProxy {
+  port: number;
+  /** Stops forwarding bytes either way, on every connection (and on new ones), keeping every socket open. */
+  freeze(): void;
+  /** Forwards again, starting with what was held back. */
+  thaw(): void;
+  /** Closes every connection and refuses new ones (accepted, then closed at once) until `restore()`. */
+  cut(): void;
+  restore(): void;
+  close(): Promise<void>;
+}
+
+/** A proxy to `port` on 127.0.0.1. Bytes are written as they are read (no backpressure: the tests' traffic is small). */
+export async function startTcpProxy(port: number): Promise<TcpProxy> {
+  const sockets = new Set<net.Socket>();
+  let frozen = false;
+  let refusing = false;
+  const track = (socket: net.Socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => undefined); // a cut connection's other end reports ECONNRESET
+    if (frozen) socket.pause();
+  };
+  const server = net.createServer((client) => {
+    if (refusing) {
+      client.destroy();
+      return;
+    }
+    // Written before the upstream connection is open, bytes wait in its buffer.
+    const upstream = net.connect(port, '127.0.0.1');
+    track(client);
+    track(upstream);
+    client.on('data', (chunk) => upstream.write(chunk));
+    upstream.on('data', (chunk) => client.write(chunk));
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    freeze() {
+      frozen = true;
+      for (const socket of sockets) socket.pause();
+    },
+    thaw() {
+      frozen = false;
+      for (const socket of sockets) socket.resume();
+    },
+    cut() {
+      refusing = true;
+      for (const socket of sockets) socket.destroy();
+    },
+    restore() {
+      refusing = false;
+    },
+    async close() {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
