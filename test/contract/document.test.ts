@@ -102,12 +102,28 @@ describe('the OpenAPI document', () => {
     ]);
   });
 
+  it('lists the outage answer, 503 unavailable with Retry-After, on every operation that needs the database', () => {
+    // Every operation behind an API key reads the database (the key itself is looked up there); /healthz never does,
+    // and /readyz answers its own 503 not_ready.
+    const needing = Object.entries(document.paths).flatMap(([p, item]) =>
+      Object.entries(item).filter(([, op]) => (op as { security?: unknown[] }).security?.length !== 0).map(([method, op]) => [`${method.toUpperCase()} ${p}`, op] as const),
+    );
+    expect(needing.map(([name]) => name)).to.have.length(12);
+    for (const [name, op] of needing) {
+      const unavailable = resolve((op as { responses: Json }).responses['503'] as Json);
+      expect(unavailable, name).to.deep.equal(resolve({ $ref: '#/components/responses/ServiceUnavailable' }));
+    }
+    const response = resolve({ $ref: '#/components/responses/ServiceUnavailable' }) as { headers: Json };
+    expect(resolve(response.headers['Retry-After'] as Json)).to.include({ required: true });
+    expect(((document.components.schemas.ErrorResponse as Json).properties as { error: { properties: { code: Json } } }).error.properties.code['x-extensible-enum']).to.include('unavailable');
+  });
+
   it('has a valid example for every response, parameter, header, payload and schema example', () => {
     const pairs = examplePairs();
     // Every media type of every response and payload has an example: 15 success examples (vehicles has two),
-    // 9 shared error examples, 39 payloads; plus parameters, headers and schemas.
+    // 10 shared error examples, 39 payloads; plus parameters, headers and schemas.
     const mediaTypes = pairs.filter((p) => p.where.includes('/content/application~1json') || p.where.includes('/content/application/json'));
-    expect(mediaTypes.length).to.equal(15 + 9 + 39);
+    expect(mediaTypes.length).to.equal(15 + 10 + 39);
     const failures = pairs.flatMap(({ where, schema, example }) => {
       const validate = validatorFor(schema);
       return validate(example) ? [] : [`${where}: ${ajv.errorsText(validate.errors)}`];
