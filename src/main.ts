@@ -16,6 +16,7 @@ import { createApp, listen } from './api/app.js';
 import { KeyCache } from './api/key-cache.js';
 import { ServiceMetrics, startMetricsListener } from './observability/metrics.js';
 import { startWorker, workerSettingsFromEnv, type Worker } from './webhooks/worker.js';
+import { checkMasterKey } from './webhooks/signing-secrets.js';
 
 const DEMO_SLUG = 'demo';
 
@@ -83,6 +84,9 @@ async function main(): Promise<void> {
   database = await step(`opening ${where} and ${embedded ? 'applying migrations' : 'checking its schema'}`, () =>
     openDatabase({ url: config.databaseUrl, schema: embedded ? 'migrate' : 'check' }));
   const { db } = database;
+  // The worker opens signing secrets: it needs the master key the database records. The API never opens one: it
+  // refuses only a key that is not that one (a process given the wrong key is misconfigured either way).
+  await checkMasterKey(db, config.role === 'api' ? 'if-given' : 'needed');
 
   let demoKey: string | undefined;
   if (await demoWanted(database, embedded)) {

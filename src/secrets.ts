@@ -37,14 +37,21 @@ export function hashApiKey(key: string): Buffer {
 // ---------------------------------------------------------------------------------------------------------------
 // Secrets at rest: AES-256-GCM under a master key. This is the only code that touches master keys.
 //
-// The master key is FRS_SECRET_KEY (base64 of 32 random bytes) when set, else the key file under the data folder
-// (`secret.key`, mode 0600), created on first use so that the embedded default needs no set-up. The key file
-// holds one base64 key per line, the current one first; older lines exist only while a master-key rotation is in
-// progress. During a rotation with FRS_SECRET_KEY, FRS_SECRET_KEY_PREVIOUS (comma-separated) lists the old keys.
-// Every sealed value records the id of the key that sealed it (a hash of the key, never the key).
+// The master key is FRS_SECRET_KEY (base64 of 32 random bytes) when set, else the key file: FRS_SECRET_KEY_FILE, by
+// default `secret.key` in the data folder. It holds one base64 key per line, the current one first; older lines
+// exist only while a master-key rotation is in progress. During a rotation with FRS_SECRET_KEY,
+// FRS_SECRET_KEY_PREVIOUS (comma-separated) lists the old keys. Every sealed value records the id of the key that
+// sealed it (a hash of the key, never the key).
+//
+// A master key is never made by accident: only the embedded default (no DATABASE_URL) creates its key file, on the
+// first seal, so that it needs no set-up. With DATABASE_URL a process without a key refuses to seal: a key made by
+// a one-off process (a release container running `fleet-admin migrate`) would leave with it, and every secret
+// sealed under it would be lost. There the key is given, or made on purpose by `fleet-admin secrets
+// create-master-key`. A key file other users can read is refused.
 
 export const SECRET_KEY_ENV = 'FRS_SECRET_KEY';
 export const PREVIOUS_SECRET_KEYS_ENV = 'FRS_SECRET_KEY_PREVIOUS';
+export const SECRET_KEY_FILE_ENV = 'FRS_SECRET_KEY_FILE';
 const KEY_FILE_NAME = 'secret.key';
 const SEALED_VERSION = 1;
 const IV_BYTES = 12;
@@ -71,13 +78,24 @@ interface Keyring {
   source: { kind: 'env' } | { kind: 'file'; path: string };
 }
 
+/** The ids of a process's master keys and the setting they came from, for checks against the database's record. */
+export interface MasterKeyIds {
+  /** The key this process seals with. */
+  currentId: string;
+  /** Every key it opens with: the current one, and the old ones during a master-key rotation. */
+  ids: ReadonlySet<string>;
+  /** The setting that gave them, as an error names it: `FRS_SECRET_KEY` or `the key file <path> (FRS_SECRET_KEY_FILE)`. */
+  setting: string;
+}
+
 export interface KeyringOptions {
   env?: NodeJS.ProcessEnv;
-  /** Folder of the key file (default FRS_DATA_DIR, else .data/). */
+  /** Folder of the key file when FRS_SECRET_KEY_FILE is unset (default FRS_DATA_DIR, else .data/). */
   dataDir?: string;
   /**
-   * Create the key file when there is none (default true). Only a process about to seal may: one that only opens
-   * secrets (a worker) and finds no key must say so, not make a new key that opens nothing.
+   * Create the key file when there is none. Only a process about to seal may, and only on the embedded default (the
+   * default: true without DATABASE_URL, false with it): one that only opens secrets (a worker) and finds no key must
+   * say so, not make a new key that opens nothing.
    */
   createIfMissing?: boolean;
 }
@@ -98,15 +116,46 @@ function newMasterKeyText(): string {
   return crypto.randomBytes(32).toString('base64');
 }
 
-/** The key file's path: `secret.key` in the data folder. */
+/** The key file's default path: `secret.key` in the data folder. */
 export function masterKeyFile(dataDir: string = DATA_DIR): string {
   return path.join(dataDir, KEY_FILE_NAME);
+}
+
+/** The key file this process reads: FRS_SECRET_KEY_FILE, else `secret.key` in the data folder. */
+function keyFilePath(env: NodeJS.ProcessEnv, dataDir?: string): string {
+  return env[SECRET_KEY_FILE_ENV] || masterKeyFile(dataDir ?? env.FRS_DATA_DIR);
+}
+
+/** The key file's contents, refused when its group or other users may read or change it. */
+function readPrivateFile(file: string): string {
+  const fd = fs.openSync(file, 'r');
+  try {
+    const mode = fs.fstatSync(fd).mode & 0o777;
+    if ((mode & 0o077) !== 0) {
+      throw new MasterKeyError(`the master key file ${file} is open to other users (mode ${mode.toString(8).padStart(4, '0')}): run chmod 600 ${file}`);
+    }
+    return fs.readFileSync(fd, 'utf8');
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** Writes a new key file holding one new key, readable by its owner only; false when the file exists already. */
+function writeNewKeyFile(file: string): boolean {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  try {
+    fs.writeFileSync(file, `${newMasterKeyText()}\n`, { mode: 0o600, flag: 'wx' });
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    return false;
+  }
 }
 
 function readKeyFile(file: string, createIfMissing: boolean): MasterKey[] {
   for (;;) {
     try {
-      const lines = fs.readFileSync(file, 'utf8').split('\n').filter((line) => line.trim() !== '');
+      const lines = readPrivateFile(file).split('\n').filter((line) => line.trim() !== '');
       if (lines.length === 0) throw new MasterKeyError(`the master key file ${file} is empty`);
       return lines.map((line, i) => parseMasterKey(line, `line ${i + 1} of the master key file ${file}`));
     } catch (err) {
@@ -114,17 +163,12 @@ function readKeyFile(file: string, createIfMissing: boolean): MasterKey[] {
     }
     if (!createIfMissing) {
       throw new MasterKeyError(
-        `there is no master key: no ${SECRET_KEY_ENV} and no key file ${file}; give this process the key the secrets were sealed with ` +
-          `(${SECRET_KEY_ENV}, or that file, or FRS_DATA_DIR pointing at its folder)`,
+        `there is no master key: no ${SECRET_KEY_ENV} and no key file ${file}; set ${SECRET_KEY_ENV}, or ${SECRET_KEY_FILE_ENV} to the key file ` +
+          `(for a database that holds no signing secret yet, "fleet-admin secrets create-master-key" makes one)`,
       );
     }
-    fs.mkdirSync(path.dirname(file), { recursive: true });
-    try {
-      fs.writeFileSync(file, `${newMasterKeyText()}\n`, { mode: 0o600, flag: 'wx' });
-    } catch (err) {
-      // Another process created it first: use theirs.
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-    }
+    // Another process may create it first: then theirs is read.
+    writeNewKeyFile(file);
   }
 }
 
@@ -146,8 +190,8 @@ export function loadKeyring(options: KeyringOptions = {}): Keyring {
     }
     source = { kind: 'env' };
   } else {
-    const file = masterKeyFile(options.dataDir ?? env.FRS_DATA_DIR);
-    keys = readKeyFile(file, options.createIfMissing ?? true);
+    const file = keyFilePath(env, options.dataDir);
+    keys = readKeyFile(file, options.createIfMissing ?? !env.DATABASE_URL);
     source = { kind: 'file', path: file };
   }
   return { current: keys[0], byId: new Map(keys.map((k) => [k.id, k])), source };
@@ -157,24 +201,79 @@ let processKeyring: Keyring | undefined;
 
 /**
  * This process's keyring, loaded on first use. The key file is read again when a key id is missing or when
- * `fresh` (before sealing), so a rotation by another process is picked up.
+ * `fresh` (before sealing), so a rotation by another process is picked up. Only sealing (`create`) may create the
+ * key file, and only on the embedded default.
  */
-function keyring(options: { wantedId?: string; fresh?: boolean } = {}): Keyring {
-  // Only sealing (`fresh`) may create the key file.
-  processKeyring ??= loadKeyring({ createIfMissing: options.fresh === true });
+function keyring(options: { wantedId?: string; fresh?: boolean; create?: boolean } = {}): Keyring {
+  const createIfMissing = options.create === true && !process.env.DATABASE_URL;
+  processKeyring ??= loadKeyring({ createIfMissing });
   const stale = options.fresh || (options.wantedId !== undefined && !processKeyring.byId.has(options.wantedId));
-  if (stale && processKeyring.source.kind === 'file') processKeyring = loadKeyring({ createIfMissing: options.fresh === true });
+  if (stale && processKeyring.source.kind === 'file') processKeyring = loadKeyring({ createIfMissing });
   return processKeyring;
 }
 
-/** Encrypts `plain` under the current master key. `context` (e.g. the owning row's id) is authenticated too. */
+function keyIds(ring: Keyring): MasterKeyIds {
+  const previous = ring.source.kind === 'env' && ring.byId.size > 1 ? ` with ${PREVIOUS_SECRET_KEYS_ENV}` : '';
+  return {
+    currentId: ring.current.id,
+    ids: new Set(ring.byId.keys()),
+    setting: ring.source.kind === 'env' ? `${SECRET_KEY_ENV}${previous}` : `the key file ${ring.source.path} (${SECRET_KEY_FILE_ENV})`,
+  };
+}
+
+/**
+ * The master keys this process was given (FRS_SECRET_KEY, or an existing key file), read afresh; undefined when it
+ * has none. Creates nothing; throws MasterKeyError for a malformed key or a key file other users can read.
+ */
+export function givenMasterKeys(): MasterKeyIds | undefined {
+  if (!process.env[SECRET_KEY_ENV] && !fs.existsSync(keyFilePath(process.env))) return undefined;
+  return keyIds(keyring({ fresh: true }));
+}
+
+/** A sealer bound to one master key: every value it seals is under that key. */
+export interface SealingKey extends MasterKeyIds {
+  seal(plain: string, context: string): SealedSecret;
+}
+
+/**
+ * The key sealing uses now, read afresh (another process may have rotated the key file). With `create` (only when
+ * nothing is sealed yet) the embedded default creates its key file when there is none.
+ */
+export function sealingKey(options: { create: boolean }): SealingKey {
+  const ring = keyring({ fresh: true, create: options.create });
+  const { current } = ring;
+  return {
+    ...keyIds(ring),
+    seal(plain, context) {
+      const iv = crypto.randomBytes(IV_BYTES);
+      const cipher = crypto.createCipheriv('aes-256-gcm', current.key, iv);
+      cipher.setAAD(Buffer.from(context, 'utf8'));
+      const ciphertext = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()]);
+      return { keyId: current.id, sealed: Buffer.concat([Buffer.from([SEALED_VERSION]), iv, cipher.getAuthTag(), ciphertext]) };
+    },
+  };
+}
+
+/**
+ * `fleet-admin secrets create-master-key`: writes a new key file (FRS_SECRET_KEY_FILE, else `secret.key` in the data
+ * folder) readable by its owner only; refused when the file exists or FRS_SECRET_KEY is set (it would not be read).
+ */
+export function createMasterKeyFile(env: NodeJS.ProcessEnv = process.env): { keyId: string; file: string } {
+  if (env[SECRET_KEY_ENV]) throw new MasterKeyError(`${SECRET_KEY_ENV} is set and is the master key: a key file would not be read (unset ${SECRET_KEY_ENV} to use one)`);
+  const file = keyFilePath(env);
+  if (!writeNewKeyFile(file)) {
+    throw new MasterKeyError(`the master key file ${file} exists already: a new key would open none of the secrets sealed under it (to replace it: fleet-admin secrets rotate-master-key)`);
+  }
+  return { keyId: loadKeyring({ env, createIfMissing: false }).current.id, file };
+}
+
+/**
+ * Encrypts `plain` under the current master key. `context` (e.g. the owning row's id) is authenticated too. Outside
+ * a sealing transaction (src/webhooks/signing-secrets.ts) only for what records no key: the migration that sealed
+ * the secrets once stored in plain text, and tests' fixtures.
+ */
 export function sealSecret(plain: string, context: string): SealedSecret {
-  const { current } = keyring({ fresh: true });
-  const iv = crypto.randomBytes(IV_BYTES);
-  const cipher = crypto.createCipheriv('aes-256-gcm', current.key, iv);
-  cipher.setAAD(Buffer.from(context, 'utf8'));
-  const ciphertext = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()]);
-  return { keyId: current.id, sealed: Buffer.concat([Buffer.from([SEALED_VERSION]), iv, cipher.getAuthTag(), ciphertext]) };
+  return sealingKey({ create: true }).seal(plain, context);
 }
 
 /** Decrypts a value sealed by sealSecret with the same `context`; throws MasterKeyError when it cannot. */
@@ -183,7 +282,7 @@ export function openSecret(secret: SealedSecret, context: string): string {
   if (!masterKey) {
     throw new MasterKeyError(
       `a secret is sealed with master key ${secret.keyId}, which this process does not have: set ${SECRET_KEY_ENV} ` +
-        `(and ${PREVIOUS_SECRET_KEYS_ENV} during a master-key rotation) or use the key file it was sealed with`,
+        `(and ${PREVIOUS_SECRET_KEYS_ENV} during a master-key rotation), or ${SECRET_KEY_FILE_ENV} to the key file holding it`,
     );
   }
   const { sealed } = secret;
@@ -198,11 +297,6 @@ export function openSecret(secret: SealedSecret, context: string): string {
   }
 }
 
-/** The id of the key sealSecret uses now. */
-export function currentMasterKeyId(): string {
-  return keyring({ fresh: true }).current.id;
-}
-
 /**
  * Master-key rotation, around re-sealing every stored secret in one transaction (`reseal`, which gets the new
  * key's id). With the key file: a new key is written first, the old ones kept below it until `reseal` has
@@ -210,12 +304,12 @@ export function currentMasterKeyId(): string {
  * set the new key there and the old one in FRS_SECRET_KEY_PREVIOUS; this re-seals under FRS_SECRET_KEY.
  */
 export async function rotateMasterKey<T>(reseal: (currentKeyId: string) => Promise<T>): Promise<{ keyId: string; source: 'env' | 'file'; result: T }> {
-  let ring = keyring({ fresh: true });
+  let ring = keyring({ fresh: true, create: true });
   if (ring.source.kind === 'file') {
     const file = ring.source.path;
     const previous = fs.readFileSync(file, 'utf8').split('\n').filter((line) => line.trim() !== '');
     writeKeyFile(file, [newMasterKeyText(), ...previous]);
-    ring = processKeyring = loadKeyring();
+    ring = processKeyring = loadKeyring({ createIfMissing: false });
     const result = await reseal(ring.current.id);
     writeKeyFile(file, [ring.current.key.toString('base64')]);
     return { keyId: ring.current.id, source: 'file', result };

@@ -68,6 +68,71 @@ describe('fleet-admin CLI', () => {
     }
   });
 
+  it('with DATABASE_URL makes no master key unless told to: endpoint create without one refuses; secrets create-master-key makes the key file', async () => {
+    const { db, url } = await testDatabase();
+    const name = `fleet_cli_master_key_${process.pid}`;
+    await db.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]);
+    await db.raw('CREATE DATABASE ??', [name]);
+    const ownUrl = url.replace(/\/[^/?]+(\?|$)/, `/${name}$1`);
+    const own = createKnex(ownUrl, 1);
+    const dataDir = fs.mkdtempSync(path.join(dir, 'data-'));
+    const noKey = { FRS_SECRET_KEY: '', FRS_SECRET_KEY_PREVIOUS: '', FRS_DATA_DIR: dataDir };
+    const run = (env: NodeJS.ProcessEnv, ...args: string[]) => fleetAdminOn(ownUrl, [...args, '--json'], env);
+    const ok = async (env: NodeJS.ProcessEnv, ...args: string[]) => {
+      const result = await run(env, ...args);
+      expect(result.stderr, args.join(' ')).to.equal('');
+      return JSON.parse(result.stdout);
+    };
+    const refusal = async (env: NodeJS.ProcessEnv, ...args: string[]) => {
+      const result = await run(env, ...args);
+      expect(result.code, args.join(' ')).to.equal(1);
+      expect(result.stdout).to.equal('');
+      return result.stderr;
+    };
+    const KEY_SETTINGS = 'FRS_SECRET_KEY, or FRS_SECRET_KEY_FILE for a key file; during a master-key rotation the old key goes in FRS_SECRET_KEY_PREVIOUS';
+    try {
+      // Nothing sealed yet: migrate and a workspace need no key.
+      await ok(noKey, 'migrate');
+      await ok(noKey, 'workspace', 'create', '--slug', 'keys');
+      const create = ['endpoint', 'create', '--workspace', 'keys', '--url', 'https://example.com/hook'];
+      expect(await refusal(noKey, ...create)).to.equal(
+        `fleet-admin: there is no master key: no FRS_SECRET_KEY and no key file ${path.join(dataDir, 'secret.key')}; set FRS_SECRET_KEY, or FRS_SECRET_KEY_FILE to the key file ` +
+          `(for a database that holds no signing secret yet, "fleet-admin secrets create-master-key" makes one)\n`,
+      );
+      expect(fs.readdirSync(dataDir), 'no key file').to.deep.equal([]);
+      expect((await own.raw('SELECT (SELECT count(*)::int FROM webhook_endpoints) AS endpoints, (SELECT key_id FROM master_key_record) AS recorded')).rows[0])
+        .to.deep.equal({ endpoints: 0, recorded: null });
+
+      // Told to: the key file FRS_SECRET_KEY_FILE names, made by the command, readable by its owner only.
+      const file = path.join(dataDir, 'keys', 'fleet.key');
+      const withFile = { ...noKey, FRS_SECRET_KEY_FILE: file };
+      const made = await ok(withFile, 'secrets', 'create-master-key');
+      const keyId = `mk_${crypto.createHash('sha256').update('frs-master-key-id\0').update(Buffer.from(fs.readFileSync(file, 'utf8').trim(), 'base64')).digest('hex').slice(0, 16)}`;
+      expect(made).to.deep.equal({ keyId, file });
+      expect(fs.statSync(file).mode & 0o777).to.equal(0o600);
+      expect(await refusal(withFile, 'secrets', 'create-master-key')).to.equal(
+        `fleet-admin: the master key file ${file} exists already: a new key would open none of the secrets sealed under it (to replace it: fleet-admin secrets rotate-master-key)\n`,
+      );
+      const endpoint = await ok(withFile, ...create);
+      expect(await own('webhook_endpoints').where({ id: endpoint.id }).first('secret_key_id')).to.deep.equal({ secret_key_id: keyId });
+      expect(await own('master_key_record').first('key_id'), 'the first seal records its key').to.deep.equal({ key_id: keyId });
+
+      // Now the database holds a secret: a sealing command without the key refuses at start, still making none.
+      expect(await refusal(noKey, ...create)).to.equal(
+        `fleet-admin: the database holds signing secrets sealed with master key ${keyId} and this process has no master key: give it the key they were sealed with (${KEY_SETTINGS})\n`,
+      );
+      expect(fs.readdirSync(dataDir)).to.deep.equal(['keys']);
+      expect((await own.raw('SELECT count(*)::int AS n FROM webhook_endpoints')).rows[0].n).to.equal(1);
+
+      // A key file its group or other users can read is refused, by every command.
+      fs.chmodSync(file, 0o644);
+      expect(await refusal(withFile, 'workspace', 'list')).to.equal(`fleet-admin: the master key file ${file} is open to other users (mode 0644): run chmod 600 ${file}\n`);
+    } finally {
+      await own.destroy();
+      await dropDatabase(url, name);
+    }
+  });
+
   it('refuses to work on a database whose schema is behind, naming fleet-admin migrate', async () => {
     const { db, url } = await testDatabase();
     const name = `fleet_cli_behind_${process.pid}`;

@@ -5,13 +5,15 @@ import type { Knex } from 'knex';
 import { openDatabase, type OpenOptions } from '../db/database.js';
 import { migrateLatest, SchemaBehindError } from '../db/migrate.js';
 import { DatabaseRolesError } from '../db/roles.js';
-import { MasterKeyError } from '../secrets.js';
+import { MasterKeyError, SECRET_KEY_FILE_ENV } from '../secrets.js';
 import {
   createApiKey, createWorkspace, findWorkspace, InputError, listApiKeys, listWorkspaces, revokeApiKey, updateWorkspace, type WorkspaceRecord,
 } from '../workspaces.js';
 import { createEndpoint, listEndpoints, setEndpointActive, type EndpointRecord } from '../webhooks/endpoints.js';
 import { recoverEndpoint, resendDelivery, showDelivery } from '../webhooks/recovery.js';
-import { DEFAULT_OVERLAP_HOURS, MAX_OVERLAP_HOURS, resealSigningSecrets, rotateSigningSecret } from '../webhooks/signing-secrets.js';
+import {
+  checkMasterKey, createMasterKey, DEFAULT_OVERLAP_HOURS, MAX_OVERLAP_HOURS, resealSigningSecrets, rotateSigningSecret,
+} from '../webhooks/signing-secrets.js';
 import { importDocument, readImportFile } from '../import/importDocument.js';
 import { publishEvent } from '../webhooks/publish.js';
 import { runCalendarSweep } from '../webhooks/calendar.js';
@@ -24,10 +26,15 @@ interface JsonOption {
   json?: boolean;
 }
 
-/** Runs `work` on the service's database (DATABASE_URL, else the embedded cluster) and always closes it. */
-async function withDatabase<T>(work: (db: Knex) => Promise<T>, options: OpenOptions = {}): Promise<T> {
+/**
+ * Runs `work` on the service's database (DATABASE_URL, else the embedded cluster) and always closes it. First the
+ * master key is checked against the database's record (src/webhooks/signing-secrets.ts): a command that seals or
+ * opens signing secrets, or may (`migrate`), needs the key they are sealed with; any other refuses only another key.
+ */
+async function withDatabase<T>(work: (db: Knex) => Promise<T>, options: OpenOptions & { masterKey?: 'needed' } = {}): Promise<T> {
   const database = await openDatabase(options);
   try {
+    await checkMasterKey(database.db, options.masterKey ?? 'if-given');
     return await work(database.db);
   } finally {
     await database.close();
@@ -82,7 +89,7 @@ export function buildProgram(): Command {
     .configureOutput({ outputError: (message, write) => write(`fleet-admin: ${oneLine(message.replace(/^error: /, ''))}\n`) });
 
   command(program, 'migrate', 'apply pending database migrations').action(async (o: JsonOption) => {
-    const applied = await withDatabase(migrateLatest, { schema: 'as-is' });
+    const applied = await withDatabase(migrateLatest, { schema: 'as-is', masterKey: 'needed' });
     print(o, { applied }, (r) => (r.applied.length ? `applied ${r.applied.join(', ')}` : 'database schema is up to date'));
   });
 
@@ -142,7 +149,7 @@ export function buildProgram(): Command {
     .option('--name <name>', "display name (default: the URL's host)")
     .option('--events <names>', 'comma-separated event names (default: every event)', commaList)
     .action(async (o: JsonOption & { workspace: string; url: string; name?: string; events?: string[] }) => {
-      const created = await withDatabase((db) => createEndpoint(db, { workspaceSlug: o.workspace, url: o.url, name: o.name, events: o.events }));
+      const created = await withDatabase((db) => createEndpoint(db, { workspaceSlug: o.workspace, url: o.url, name: o.name, events: o.events }), { masterKey: 'needed' });
       print(o, created, (e) => `endpoint ${e.id} "${e.name}" -> ${e.url} (events: ${e.events.join(', ') || 'all'}); signing secret, shown only this once:\n${e.secret}`);
     });
   for (const [name, active] of [['enable', true], ['disable', false]] as const) {
@@ -173,16 +180,22 @@ export function buildProgram(): Command {
     .requiredOption('--id <id>', 'the endpoint id')
     .option('--overlap-hours <hours>', `hours during which deliveries carry signatures with both secrets, 0 to ${MAX_OVERLAP_HOURS} (default ${DEFAULT_OVERLAP_HOURS}; 0 ends the old secret at once)`, wholeNumber)
     .action(async (o: JsonOption & { id: string; overlapHours?: number }) => {
-      const rotated = await withDatabase((db) => rotateSigningSecret(db, o.id, { overlapHours: o.overlapHours }));
+      const rotated = await withDatabase((db) => rotateSigningSecret(db, o.id, { overlapHours: o.overlapHours }), { masterKey: 'needed' });
       print(o, rotated, (r) =>
         `endpoint ${r.id}: new signing secret, shown only this once:\n${r.secret}\n` +
         (r.previousSecretExpiresAt ? `the old secret also signs every delivery until ${r.previousSecretExpiresAt}` : 'the old secret no longer signs anything'));
     });
 
   const secrets = program.command('secrets').description('the master key that seals stored signing secrets');
+  command(secrets, 'create-master-key', `write a new master key to the key file (${SECRET_KEY_FILE_ENV}, default secret.key in the data folder), for a database holding no signing secret yet`)
+    .action(async (o: JsonOption) => {
+      // Also before `migrate`: the key a migration seals the plain secrets of an old version with.
+      const created = await withDatabase(createMasterKey, { schema: 'as-is' });
+      print(o, created, (r) => `master key ${r.keyId} written to ${r.file} (mode 0600); keep a copy in a secret store: without it no signing secret opens`);
+    });
   command(secrets, 'rotate-master-key', 're-seal every stored signing secret under a new master key, in one transaction')
     .action(async (o: JsonOption) => {
-      const result = await withDatabase(resealSigningSecrets);
+      const result = await withDatabase(resealSigningSecrets, { masterKey: 'needed' });
       print(o, result, (r) =>
         `${r.resealed} endpoint(s) re-sealed under master key ${r.keyId}` +
         (r.source === 'file' ? ' (a new key, now the only one in the key file)' : ' (FRS_SECRET_KEY; FRS_SECRET_KEY_PREVIOUS is no longer needed)'));
@@ -228,7 +241,7 @@ export function buildProgram(): Command {
         const dispatcher = new Dispatcher({ db, logger: createLogger('warn', pino.destination(2)), clock: () => now, workspaceIds });
         const deliveries = o.deliveries || both ? await dispatcher.runOnce(now) : { attempted: 0, accepted: 0, retrying: 0, failed: 0 };
         return { calendar: { events: calendar.events }, deliveries };
-      });
+      }, { masterKey: o.deliveries || both ? 'needed' : undefined });
       print(o, result, (r) =>
         `calendar: ${r.calendar.events} event(s); deliveries: ${r.deliveries.attempted} attempted, ${r.deliveries.accepted} accepted, ${r.deliveries.retrying} retrying, ${r.deliveries.failed} failed`);
     });

@@ -42,8 +42,8 @@ const ENDPOINT_COLUMNS_WITHOUT_SECRETS = '(id, workspace_id, name, url, events, 
 /** GRANT statements per role; `%s` is the role. */
 const GRANTS: Record<ServiceRole, string[]> = {
   api: [
-    // a process checks at start that the schema is up to date
-    `GRANT SELECT ON knex_migrations, knex_migrations_lock TO %s`,
+    // a process checks at start that the schema is up to date, and that its master key is the recorded one
+    `GRANT SELECT ON knex_migrations, knex_migrations_lock, master_key_record TO %s`,
     `GRANT SELECT ON ${DOMAIN_TABLES.join(', ')} TO %s`,
     `GRANT SELECT ${CUSTOMER_COLUMNS} ON customers TO %s`,
     // authentication, and marking a key as used
@@ -60,7 +60,7 @@ const GRANTS: Record<ServiceRole, string[]> = {
     `GRANT UPDATE (endpoint_id, delivery_id, created_at) ON test_idempotency_keys TO %s`,
   ],
   worker: [
-    `GRANT SELECT ON knex_migrations, knex_migrations_lock TO %s`,
+    `GRANT SELECT ON knex_migrations, knex_migrations_lock, master_key_record TO %s`,
     `GRANT SELECT ON ${DOMAIN_TABLES.join(', ')} TO %s`,
     `GRANT SELECT ${CUSTOMER_COLUMNS} ON customers TO %s`,
     // signing (the sealed secrets) and the endpoints' delivery state

@@ -6,7 +6,7 @@ import { findWorkspace, InputError, isUuid } from '../workspaces.js';
 import { subscribableEvents, TEST_EVENT } from './catalogue.js';
 import { destinationPolicyFromEnv, refuseDestination, type DestinationPolicy } from './destination-policy.js';
 import { holdPendingDeliveries, releaseHeldDeliveries } from './dispatcher.js';
-import { sealedSecretColumns, withSealingLock } from './signing-secrets.js';
+import { withSealingLock } from './signing-secrets.js';
 
 /** A webhook endpoint as the API and the CLI show it: never with its signing secret. */
 export interface EndpointRecord {
@@ -102,9 +102,9 @@ export async function createEndpoint(
   // The id is made here: the sealed secret is bound to it.
   const id = crypto.randomUUID();
   const secret = newSigningSecret();
-  const [row] = await withSealingLock(db, 'shared', (trx) =>
+  const [row] = await withSealingLock(db, 'shared', (trx, sealer) =>
     trx('webhook_endpoints')
-      .insert({ id, workspace_id: workspace.id, name, url: input.url, events, ...sealedSecretColumns(id, secret) })
+      .insert({ id, workspace_id: workspace.id, name, url: input.url, events, ...sealer.columns(id, secret) })
       .returning(['id', 'name', 'url', 'events', 'is_active']));
   return { id: row.id, name: row.name, url: row.url, events: row.events, isActive: row.is_active, secret };
 }

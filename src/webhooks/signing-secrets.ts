@@ -1,5 +1,8 @@
 import type { Knex } from 'knex';
-import { currentMasterKeyId, newSigningSecret, openSecret, rotateMasterKey, sealSecret, type SealedSecret } from '../secrets.js';
+import {
+  createMasterKeyFile, givenMasterKeys, MasterKeyError, newSigningSecret, openSecret, PREVIOUS_SECRET_KEYS_ENV, rotateMasterKey, SECRET_KEY_ENV,
+  SECRET_KEY_FILE_ENV, sealingKey, sealSecret, type MasterKeyIds, type SealedSecret,
+} from '../secrets.js';
 import { InputError, isUuid } from '../workspaces.js';
 
 // Endpoints' signing secrets at rest: sealed (AES-256-GCM under the master key, see src/secrets.ts) in
@@ -17,26 +20,137 @@ function sealingContext(endpointId: string): string {
   return `webhook_endpoints.secret:${endpointId}`;
 }
 
+/** Seals signing secrets under one master key, inside a sealing transaction (withSealingLock). */
+export interface Sealer {
+  /** The master key every secret of this transaction is sealed with. */
+  keyId: string;
+  /** The columns holding an endpoint's signing secret, sealed. */
+  columns(endpointId: string, secret: string): { secret_key_id: string; secret_sealed: Buffer };
+}
+
 /**
  * Runs `work` in a transaction holding the sealing lock: shared for a writer that seals a secret (the master key is
  * read after the lock is taken), exclusive for the master-key rotation's re-seal. So a secret sealed under the old
  * key is either committed before the re-seal starts (and re-sealed by it) or sealed under the new key: none is
- * left under a key the rotation then removes from the key file.
+ * left under a key the rotation then removes from the key file. `work` seals with the Sealer it is given, and the
+ * database's record of the master key is updated in the same transaction (recordSealingKey).
  */
-export function withSealingLock<T>(db: Knex, mode: 'shared' | 'exclusive', work: (trx: Knex.Transaction) => Promise<T>): Promise<T> {
+export function withSealingLock<T>(db: Knex, mode: 'shared' | 'exclusive', work: (trx: Knex.Transaction, sealer: Sealer) => Promise<T>): Promise<T> {
   return db.transaction(async (trx) => {
     await trx.raw(mode === 'shared' ? 'SELECT pg_advisory_xact_lock_shared(?::bigint)' : 'SELECT pg_advisory_xact_lock(?::bigint)', [SEALING_LOCK]);
-    return work(trx);
+    return recordSealingKey(trx, work);
   });
 }
 
 /** The advisory lock key of sealing (an arbitrary constant of this service's). */
 const SEALING_LOCK = '7262193140017346561';
 
-/** The columns holding an endpoint's current signing secret, sealed. */
+/**
+ * The columns holding an endpoint's current signing secret, sealed, outside a sealing transaction: only for the
+ * migration that sealed the secrets stored in plain text (the record of the key came after it) and tests' fixtures.
+ */
 export function sealedSecretColumns(endpointId: string, secret: string): { secret_key_id: string; secret_sealed: Buffer } {
   const { keyId, sealed } = sealSecret(secret, sealingContext(endpointId));
   return { secret_key_id: keyId, secret_sealed: sealed };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The record of the master key (master_key_record, one row): the id of the key the stored signing secrets are
+// sealed with, NULL until the first one is sealed. Every seal checks it and moves it to the key it seals with, in
+// the transaction of the rows it seals; every process checks its key against it at start (checkMasterKey). So a
+// process given no key, or another key, refuses at once, naming the setting, instead of sealing secrets no worker
+// can open or leaving deliveries waiting for a key that never comes.
+
+const RECORD_TABLE = 'master_key_record';
+
+/**
+ * The signing secrets the database holds: undefined when none; else the key the record names (`keyId`), or on a
+ * database from before the record (only `fleet-admin migrate` opens one) no id, and `plain` when they are still in
+ * plain text (a migration seals them under the key `migrate` is given).
+ */
+async function storedSecrets(db: Knex): Promise<{ keyId?: string; plain?: true } | undefined> {
+  const { rows: [tables] } = await db.raw(`SELECT to_regclass(?) IS NOT NULL AS recorded, to_regclass('webhook_endpoints') IS NOT NULL AS endpoints`, [RECORD_TABLE]);
+  if (tables.recorded) {
+    const keyId: string | null | undefined = (await db(RECORD_TABLE).first('key_id'))?.key_id;
+    return keyId ? { keyId } : undefined;
+  }
+  if (!tables.endpoints || !(await db('webhook_endpoints').first(db.raw('1 AS stored')))) return undefined;
+  return (await db.schema.hasColumn('webhook_endpoints', 'secret_key_id')) ? {} : { plain: true };
+}
+
+/** How to give a process its key, for the refusals below. */
+const KEY_SETTINGS = `${SECRET_KEY_ENV}, or ${SECRET_KEY_FILE_ENV} for a key file; during a master-key rotation the old key goes in ${PREVIOUS_SECRET_KEYS_ENV}`;
+
+/** Refuses keys that do not open what the database holds: one line naming the setting. */
+function mismatch(keys: MasterKeyIds, recorded: string): MasterKeyError {
+  const held = keys.ids.size > 1 ? `hold master keys ${[...keys.ids].join(', ')}` : `holds master key ${keys.currentId}`;
+  return new MasterKeyError(`${keys.setting} ${held}, but the database's signing secrets are sealed with ${recorded}: give this process that key (${KEY_SETTINGS})`);
+}
+
+function missing(stored: { keyId?: string; plain?: true }): MasterKeyError {
+  const which = stored.plain ? ' in plain text, which a migration seals,' : stored.keyId ? ` sealed with master key ${stored.keyId}` : '';
+  const key = stored.plain ? 'one (for a key file: fleet-admin secrets create-master-key)' : 'the key they were sealed with';
+  return new MasterKeyError(`the database holds signing secrets${which} and this process has no master key: give it ${key} (${KEY_SETTINGS})`);
+}
+
+/**
+ * The check every process makes at start, before it does anything: when the database holds signing secrets, a
+ * process that opens or seals them (`needed`: the worker, `fleet-admin migrate` and the sealing commands) must have
+ * their key, and any process given a key (`if-given`: the API, which never opens a secret, and the other commands)
+ * must have theirs. Nothing sealed yet: any key, or none. A malformed key, or a key file others can read, is refused.
+ */
+export async function checkMasterKey(db: Knex, use: 'needed' | 'if-given'): Promise<void> {
+  const keys = givenMasterKeys();
+  const stored = await storedSecrets(db);
+  if (!stored) return;
+  if (!keys) {
+    if (use === 'needed') throw missing(stored);
+    return;
+  }
+  if (stored.keyId && !keys.ids.has(stored.keyId)) throw mismatch(keys, stored.keyId);
+}
+
+/**
+ * Runs `work` with a Sealer bound to this process's current master key, after checking that the record's key is
+ * one of this process's (the current one, or an old one during a master-key rotation); afterwards the record names
+ * the current key, unless nothing was sealed and nothing recorded. The record's row stays locked until the
+ * transaction ends, so sealers holding different keys cannot both record theirs. Only when nothing is recorded may
+ * the embedded default create its key file (src/secrets.ts).
+ */
+async function recordSealingKey<T>(trx: Knex.Transaction, work: (trx: Knex.Transaction, sealer: Sealer) => Promise<T>): Promise<T> {
+  const recorded: string | null | undefined = (await trx(RECORD_TABLE).forUpdate().first('key_id'))?.key_id;
+  if (recorded && !givenMasterKeys()) throw missing({ keyId: recorded });
+  const key = sealingKey({ create: !recorded });
+  if (recorded && !key.ids.has(recorded)) throw mismatch(key, recorded);
+  let sealed = false;
+  const result = await work(trx, {
+    keyId: key.currentId,
+    columns(endpointId, secret) {
+      sealed = true;
+      const { keyId, sealed: value } = key.seal(secret, sealingContext(endpointId));
+      return { secret_key_id: keyId, secret_sealed: value };
+    },
+  });
+  // A rotation that found nothing to re-seal still moves the record: the old key is about to be dropped.
+  if ((sealed || recorded) && recorded !== key.currentId) {
+    await trx(RECORD_TABLE).insert({ singleton: true, key_id: key.currentId }).onConflict('singleton').merge();
+  }
+  return result;
+}
+
+/**
+ * `fleet-admin secrets create-master-key`: a new key file, for a database that holds no sealed signing secret (one
+ * that does needs the key they were sealed with, not a new one).
+ */
+export async function createMasterKey(db: Knex): Promise<{ keyId: string; file: string }> {
+  const stored = await storedSecrets(db);
+  if (stored && !stored.plain) {
+    throw new MasterKeyError(
+      `the database holds signing secrets${stored.keyId ? ` sealed with master key ${stored.keyId}` : ''}: a new key would open none of them; ` +
+        `give this process the key they were sealed with (${KEY_SETTINGS})`,
+    );
+  }
+  return createMasterKeyFile();
 }
 
 /** Opens one sealed signing secret of an endpoint. */
@@ -73,17 +187,17 @@ export async function rotateSigningSecret(db: Knex, id: string, options: { overl
   }
   const now = options.now ?? new Date();
   const secret = newSigningSecret();
-  return withSealingLock(db, 'shared', async (trx) => {
+  return withSealingLock(db, 'shared', async (trx, sealer) => {
     const row = await trx('webhook_endpoints').where({ id }).forNoKeyUpdate().first('secret_key_id', 'secret_sealed');
     if (!row) throw new InputError(`no webhook endpoint with id ${id}`);
     // Refuses (MasterKeyError) when this process lacks the master key the endpoint's secrets are sealed with, so a
     // new secret is never sealed under a key the workers do not share.
-    if (row.secret_key_id !== currentMasterKeyId()) openSigningSecret(id, { keyId: row.secret_key_id, sealed: row.secret_sealed });
+    if (row.secret_key_id !== sealer.keyId) openSigningSecret(id, { keyId: row.secret_key_id, sealed: row.secret_sealed });
     const expiresAt = overlapHours > 0 ? new Date(now.getTime() + overlapHours * 3_600_000) : null;
     await trx('webhook_endpoints')
       .where({ id })
       .update({
-        ...sealedSecretColumns(id, secret),
+        ...sealer.columns(id, secret),
         previous_secret_key_id: expiresAt ? row.secret_key_id : null,
         previous_secret_sealed: expiresAt ? row.secret_sealed : null,
         previous_secret_expires_at: expiresAt,
@@ -97,22 +211,22 @@ export async function rotateSigningSecret(db: Knex, id: string, options: { overl
  * one transaction; previous secrets whose overlap has ended are dropped instead.
  */
 export async function resealSigningSecrets(db: Knex): Promise<{ keyId: string; source: 'env' | 'file'; resealed: number }> {
-  const { keyId, source, result } = await rotateMasterKey((currentKeyId) =>
-    withSealingLock(db, 'exclusive', async (trx) => {
+  const { keyId, source, result } = await rotateMasterKey(() =>
+    withSealingLock(db, 'exclusive', async (trx, sealer) => {
       const rows = await trx('webhook_endpoints')
-        .where('secret_key_id', '<>', currentKeyId)
-        .orWhere('previous_secret_key_id', '<>', currentKeyId)
+        .where('secret_key_id', '<>', sealer.keyId)
+        .orWhere('previous_secret_key_id', '<>', sealer.keyId)
         .orderBy('id')
         .forNoKeyUpdate()
         .select('id', 'secret_key_id', 'secret_sealed', 'previous_secret_key_id', 'previous_secret_sealed', 'previous_secret_expires_at');
       for (const row of rows) {
         const current = openSigningSecret(row.id, { keyId: row.secret_key_id, sealed: row.secret_sealed });
         const previousLive = row.previous_secret_sealed && row.previous_secret_expires_at > new Date();
-        const previous = previousLive ? sealedSecretColumns(row.id, openSigningSecret(row.id, { keyId: row.previous_secret_key_id, sealed: row.previous_secret_sealed })) : null;
+        const previous = previousLive ? sealer.columns(row.id, openSigningSecret(row.id, { keyId: row.previous_secret_key_id, sealed: row.previous_secret_sealed })) : null;
         await trx('webhook_endpoints')
           .where({ id: row.id })
           .update({
-            ...sealedSecretColumns(row.id, current),
+            ...sealer.columns(row.id, current),
             previous_secret_key_id: previous?.secret_key_id ?? null,
             previous_secret_sealed: previous?.secret_sealed ?? null,
             previous_secret_expires_at: previous ? row.previous_secret_expires_at : null,

@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -10,13 +11,41 @@ import { expectRejection } from '../support/assertions.js';
 import { startReceiver, verifyIndependently, type Receiver } from '../support/receiver.js';
 import { createKnex } from '../../src/db/database.js';
 import { migrationSource } from '../../src/db/migrate.js';
+import { ROOT_DIR } from '../../src/config.js';
 import { loadKeyring, masterKeyFile, MasterKeyError, newSigningSecret } from '../../src/secrets.js';
 import { InputError } from '../../src/workspaces.js';
 import { publishEvent } from '../../src/webhooks/publish.js';
-import { openSigningSecret, rotateSigningSecret } from '../../src/webhooks/signing-secrets.js';
+import { openSigningSecret, rotateSigningSecret, sealedSecretColumns } from '../../src/webhooks/signing-secrets.js';
 import { bookingConfirmedData, dropTestWorkspaces, webhookWorkspace, type TestWorkspace } from './support.js';
 
 const HOUR = 3_600_000;
+
+/** Applies migrations one by one until `name` is the next one pending. */
+async function migrateUpTo(knex: Knex, name: string): Promise<void> {
+  const source = migrationSource();
+  for (;;) {
+    const [, pending] = await knex.migrate.list({ migrationSource: source });
+    expect(pending, `${name} is still pending`).not.to.be.empty;
+    if (source.getMigrationName(pending[0]) === name) return;
+    await knex.migrate.up({ migrationSource: source });
+  }
+}
+
+/** The pending migrations' names. */
+async function pendingNames(knex: Knex): Promise<string[]> {
+  const source = migrationSource();
+  const [, pending] = await knex.migrate.list({ migrationSource: source });
+  return pending.map((file: unknown) => source.getMigrationName(file as string));
+}
+
+/** The master key id of a base64 key, as the service works it out. */
+const keyIdOf = (key: string) => loadKeyring({ env: { FRS_SECRET_KEY: key } }).current.id;
+
+/** The key the database records as the one that sealed its signing secrets (null: none sealed yet). */
+const recordedKeyId = async (knex: Knex): Promise<string | null> => (await knex('master_key_record').first('key_id')).key_id;
+
+/** What the settings name when a process has the key the database needs: the tail of every refusal. */
+const KEY_SETTINGS = 'FRS_SECRET_KEY, or FRS_SECRET_KEY_FILE for a key file; during a master-key rotation the old key goes in FRS_SECRET_KEY_PREVIOUS';
 
 const hmac = (secret: string, t: string, body: Buffer) => crypto.createHmac('sha256', secret).update(`${t}.`).update(body).digest('hex');
 
@@ -167,6 +196,29 @@ describe('the master key', () => {
     expect(first.source).to.deep.equal({ kind: 'file', path: file });
   });
 
+  it('with DATABASE_URL no key file is created, even by a process about to seal: only the embedded default makes its own', () => {
+    const dataDir = tempDir();
+    const env = { DATABASE_URL: 'postgres://fleet@db.example/fleet' };
+    expect(() => loadKeyring({ env, dataDir })).to.throw(MasterKeyError, `there is no master key: no FRS_SECRET_KEY and no key file ${masterKeyFile(dataDir)}; set FRS_SECRET_KEY, or FRS_SECRET_KEY_FILE to the key file`);
+    expect(fs.readdirSync(dataDir)).to.deep.equal([]);
+  });
+
+  it('reads the key file FRS_SECRET_KEY_FILE names, and refuses one its group or other users can read, naming chmod 600', () => {
+    const file = path.join(tempDir(), 'fleet.key');
+    const key = crypto.randomBytes(32).toString('base64');
+    fs.writeFileSync(file, `${key}\n`, { mode: 0o600 });
+    const env = { FRS_SECRET_KEY_FILE: file, DATABASE_URL: 'postgres://fleet@db.example/fleet' };
+    expect(loadKeyring({ env })).to.deep.include({ source: { kind: 'file', path: file } });
+    expect(loadKeyring({ env }).current.id).to.equal(keyIdOf(key));
+    for (const mode of [0o644, 0o640, 0o604]) {
+      fs.chmodSync(file, mode);
+      expect(() => loadKeyring({ env }), mode.toString(8)).to.throw(MasterKeyError, `the master key file ${file} is open to other users (mode 0${mode.toString(8)}): run chmod 600 ${file}`);
+    }
+    // Its owner only: read-only is as good as 0600.
+    fs.chmodSync(file, 0o400);
+    expect(loadKeyring({ env }).current.id).to.equal(keyIdOf(key));
+  });
+
   it('FRS_SECRET_KEY wins over the key file, and a malformed one is refused naming the variable', () => {
     const dataDir = tempDir();
     const key = crypto.randomBytes(32).toString('base64');
@@ -186,6 +238,11 @@ describe('fleet-admin secrets rotate-master-key and the migration that sealed st
   let receiver: Receiver;
   const name = `fleet_secrets_${process.pid}`;
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'frs-secrets-cli-'));
+  const otherDirs: string[] = [];
+  const tempDataDir = () => {
+    otherDirs.push(fs.mkdtempSync(path.join(os.tmpdir(), 'frs-secrets-cli-')));
+    return otherDirs.at(-1)!;
+  };
 
   before(async () => {
     ({ db: admin, url } = await testDatabase());
@@ -199,7 +256,7 @@ describe('fleet-admin secrets rotate-master-key and the migration that sealed st
     await receiver.close();
     await own.destroy();
     await dropDatabase((await testDatabase()).url, name);
-    fs.rmSync(dataDir, { recursive: true, force: true });
+    for (const dir of [dataDir, ...otherDirs]) fs.rmSync(dir, { recursive: true, force: true });
   });
 
   /** The real CLI on this database, with the master key in `env` (none: the key file under the temp data folder). */
@@ -221,22 +278,37 @@ describe('fleet-admin secrets rotate-master-key and the migration that sealed st
     expect(verifyIndependently(request.rawBody, request.signature, secret, Date.now() / 1000)).to.deep.equal({ ok: true });
   };
 
-  it('the migration seals the secrets stored in plain text before it', async () => {
+  it('the migration seals the secrets stored in plain text before it, under a key given on purpose (none is made by migrate)', async () => {
     const mine = '20261123000900_sealed_signing_secrets';
-    const source = migrationSource();
-    for (;;) {
-      const [, pending] = await own.migrate.list({ migrationSource: source });
-      expect(pending, 'the migration is still pending').not.to.be.empty;
-      if (source.getMigrationName(pending[0]) === mine) break;
-      await own.migrate.up({ migrationSource: source });
-    }
+    await migrateUpTo(own, mine);
     const secret = newSigningSecret();
     const [workspace] = await own('workspaces').insert({ slug: 'legacy' }).returning('id');
     const [endpoint] = await own('webhook_endpoints')
       .insert({ workspace_id: workspace.id, name: 'old', url: `${receiver.url}/old`, secret })
       .returning('id');
+    // Without a key migrate refuses, makes none, and changes nothing.
+    const pending = await pendingNames(own);
+    const refused = await fleetAdminOn(url, ['migrate', '--json'], { FRS_DATA_DIR: dataDir, FRS_SECRET_KEY: '', FRS_SECRET_KEY_PREVIOUS: '' });
+    expect(refused).to.deep.equal({
+      code: 1,
+      stdout: '',
+      stderr: `fleet-admin: the database holds signing secrets in plain text, which a migration seals, and this process has no master key: give it one (for a key file: fleet-admin secrets create-master-key) (${KEY_SETTINGS})\n`,
+    });
+    expect(fs.readdirSync(dataDir)).to.deep.equal([]);
+    expect(await pendingNames(own)).to.deep.equal(pending);
+    expect(await own('webhook_endpoints').where({ id: endpoint.id }).first('secret')).to.deep.equal({ secret });
+
+    // The key made on purpose, in the key file: then migrate seals under it and records it.
+    const created = await cli({}, 'secrets', 'create-master-key');
+    expect(created).to.deep.equal({ keyId: keyIdOf(fs.readFileSync(masterKeyFile(dataDir), 'utf8').trim()), file: masterKeyFile(dataDir) });
+    expect(fs.statSync(masterKeyFile(dataDir)).mode & 0o777).to.equal(0o600);
     const applied = await cli({}, 'migrate');
     expect(applied.applied[0]).to.equal(mine);
+    expect(await recordedKeyId(own)).to.equal(created.keyId);
+    // A second key file would open none of the secrets now sealed: refused.
+    const again = await fleetAdminOn(url, ['secrets', 'create-master-key', '--json'], { FRS_DATA_DIR: tempDataDir(), FRS_SECRET_KEY: '' });
+    expect(again.stderr).to.equal(`fleet-admin: the database holds signing secrets sealed with master key ${created.keyId}: a new key would open none of them; give this process the key they were sealed with (${KEY_SETTINGS})\n`);
+    expect(again.code).to.equal(1);
     const row = await own('webhook_endpoints').where({ id: endpoint.id }).first();
     expect(row).not.to.have.property('secret');
     expect(row.secret_sealed.includes(Buffer.from(secret))).to.equal(false);
@@ -257,6 +329,7 @@ describe('fleet-admin secrets rotate-master-key and the migration that sealed st
     const created = await cli({}, 'endpoint', 'create', '--workspace', 'rotation', '--url', `${receiver.url}/rotation`);
     const [oldKey] = keyFileLines();
     const oldId = await storedKeyId(created.id);
+    expect(await recordedKeyId(own)).to.equal(oldId);
 
     const rotated = await cli({}, 'secrets', 'rotate-master-key');
     expect(rotated).to.deep.equal({ keyId: rotated.keyId, source: 'file', resealed: 2 });
@@ -266,6 +339,7 @@ describe('fleet-admin secrets rotate-master-key and the migration that sealed st
     expect(lines[0]).not.to.equal(oldKey);
     expect(fs.statSync(masterKeyFile(dataDir)).mode & 0o777).to.equal(0o600);
     expect(await storedKeyId(created.id)).to.equal(rotated.keyId);
+    expect(await recordedKeyId(own), 'the record follows the rotation').to.equal(rotated.keyId);
     await deliversSignedWith({}, 'rotation', created.secret);
 
     // Moving to FRS_SECRET_KEY: the new key there, the key file's key as the previous one.
@@ -274,6 +348,7 @@ describe('fleet-admin secrets rotate-master-key and the migration that sealed st
     const moved = await cli(moving, 'secrets', 'rotate-master-key');
     expect(moved).to.deep.equal({ keyId: loadKeyring({ env: { FRS_SECRET_KEY: envKey } }).current.id, source: 'env', resealed: 2 });
     expect(await storedKeyId(created.id)).to.equal(moved.keyId);
+    expect(await recordedKeyId(own), 'the record follows the rotation').to.equal(moved.keyId);
     // Nothing left to re-seal; the old key is no longer needed.
     expect(await cli({ FRS_SECRET_KEY: envKey }, 'secrets', 'rotate-master-key')).to.deep.equal({ ...moved, resealed: 0 });
     await deliversSignedWith({ FRS_SECRET_KEY: envKey }, 'rotation', created.secret);
@@ -285,5 +360,125 @@ describe('fleet-admin secrets rotate-master-key and the migration that sealed st
     expect(rotatedSecret.secret).to.match(/^whsec_[0-9A-Za-z]{40}$/).and.not.equal(created.secret);
     await deliversSignedWith({ FRS_SECRET_KEY: envKey }, 'rotation', rotatedSecret.secret);
     expect(verifyIndependently(receiver.requests[0].rawBody, receiver.requests[0].signature, created.secret, Date.now() / 1000)).to.deep.equal({ ok: false, reason: 'signature_mismatch' });
+  });
+});
+
+describe('the database records the master key: a release container without it, and processes given another (a database of their own)', () => {
+  let url: string;
+  let own: Knex;
+  const name = `fleet_master_key_${process.pid}`;
+  const mine = '20261125000200_master_key_record';
+  const testKey = process.env.FRS_SECRET_KEY!;
+  const otherKey = crypto.randomBytes(32).toString('base64');
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'frs-release-'));
+  let endpointId: string;
+
+  before(async () => {
+    const admin = await testDatabase();
+    await admin.db.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]);
+    await admin.db.raw('CREATE DATABASE ??', [name]);
+    url = admin.url.replace(/\/[^/?]+(\?|$)/, `/${name}$1`);
+    own = createKnex(url, 2);
+    // The database as the previous release left it: signing secrets sealed under the service's key, no record yet.
+    await migrateUpTo(own, mine);
+    const [workspace] = await own('workspaces').insert({ slug: 'release' }).returning('id');
+    endpointId = crypto.randomUUID();
+    await own('webhook_endpoints').insert({ id: endpointId, workspace_id: workspace.id, name: 'r', url: 'https://example.com/hook', ...sealedSecretColumns(endpointId, newSigningSecret()) });
+  });
+  after(async () => {
+    await own.destroy();
+    await dropDatabase((await testDatabase()).url, name);
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  /** The environment of a process given no master key: no variable, and a data folder without a key file. */
+  const noKey = { FRS_SECRET_KEY: '', FRS_SECRET_KEY_PREVIOUS: '', FRS_DATA_DIR: dataDir };
+
+  it('fleet-admin migrate without the key refuses in one line, makes no key file and changes nothing; with it, records the key', async () => {
+    const before = { pending: await pendingNames(own), endpoints: await own('webhook_endpoints').select(), applied: await own('knex_migrations').select('name') };
+    expect(before.pending[0]).to.equal(mine);
+    const refused = await fleetAdminOn(url, ['migrate', '--json'], noKey);
+    expect(refused).to.deep.equal({
+      code: 1,
+      stdout: '',
+      stderr: `fleet-admin: the database holds signing secrets and this process has no master key: give it the key they were sealed with (${KEY_SETTINGS})\n`,
+    });
+    expect(fs.readdirSync(dataDir), 'no key file').to.deep.equal([]);
+    expect({ pending: await pendingNames(own), endpoints: await own('webhook_endpoints').select(), applied: await own('knex_migrations').select('name') }).to.deep.equal(before);
+    expect((await own.raw(`SELECT to_regclass('master_key_record') AS t`)).rows[0].t).to.equal(null);
+
+    // Given the key, it migrates, and the migration records the key the stored secrets are sealed with.
+    const migrated = await fleetAdminOn(url, ['migrate', '--json'], { FRS_SECRET_KEY: testKey, FRS_SECRET_KEY_PREVIOUS: '' });
+    expect(migrated.stderr).to.equal('');
+    expect(JSON.parse(migrated.stdout).applied).to.deep.equal(before.pending);
+    expect(await recordedKeyId(own)).to.equal(keyIdOf(testKey));
+
+    // On the migrated database too: nothing to apply, still refused without the key.
+    const again = await fleetAdminOn(url, ['migrate', '--json'], noKey);
+    expect(again.stderr).to.equal(`fleet-admin: the database holds signing secrets sealed with master key ${keyIdOf(testKey)} and this process has no master key: give it the key they were sealed with (${KEY_SETTINGS})\n`);
+    expect(again.code).to.equal(1);
+    expect(fs.readdirSync(dataDir)).to.deep.equal([]);
+  });
+
+  it('the CLI, a worker or the API given another key refuses at start naming the setting; the API given none starts', async () => {
+    expect(await recordedKeyId(own), 'recorded by the test before').to.equal(keyIdOf(testKey));
+    const recorded = keyIdOf(testKey);
+    const other = keyIdOf(otherKey);
+    const sealedWith = `but the database's signing secrets are sealed with ${recorded}: give this process that key (${KEY_SETTINGS})`;
+    const cliRefusal = async (env: NodeJS.ProcessEnv, ...args: string[]) => {
+      const run = await fleetAdminOn(url, [...args, '--json'], { FRS_SECRET_KEY_PREVIOUS: '', FRS_DATA_DIR: dataDir, ...env });
+      expect(run.code, `${args.join(' ')}: exit code`).to.equal(1);
+      expect(run.stdout).to.equal('');
+      return run.stderr;
+    };
+    // Every command, whether or not it touches a secret.
+    for (const args of [['workspace', 'list'], ['endpoint', 'rotate-secret', '--id', endpointId], ['sweep', '--deliveries']]) {
+      expect(await cliRefusal({ FRS_SECRET_KEY: otherKey }, ...args)).to.equal(`fleet-admin: FRS_SECRET_KEY holds master key ${other}, ${sealedWith}\n`);
+    }
+    // A key file: named by its path and the setting.
+    const file = path.join(dataDir, 'other.key');
+    fs.writeFileSync(file, `${otherKey}\n`, { mode: 0o600 });
+    expect(await cliRefusal({ FRS_SECRET_KEY: '', FRS_SECRET_KEY_FILE: file }, 'workspace', 'list'))
+      .to.equal(`fleet-admin: the key file ${file} (FRS_SECRET_KEY_FILE) holds master key ${other}, ${sealedWith}\n`);
+    fs.rmSync(file);
+    // During a master-key rotation the recorded key may be the previous one, not any other.
+    const newKey = crypto.randomBytes(32).toString('base64');
+    expect(await cliRefusal({ FRS_SECRET_KEY: newKey, FRS_SECRET_KEY_PREVIOUS: otherKey }, 'workspace', 'list'))
+      .to.equal(`fleet-admin: FRS_SECRET_KEY with FRS_SECRET_KEY_PREVIOUS hold master keys ${keyIdOf(newKey)}, ${other}, ${sealedWith}\n`);
+    const rotating = await fleetAdminOn(url, ['workspace', 'list', '--json'], { FRS_SECRET_KEY: newKey, FRS_SECRET_KEY_PREVIOUS: testKey });
+    expect(rotating.stderr).to.equal('');
+    expect(rotating.code).to.equal(0);
+
+    // The service: `npm start`'s entry on this database, as a worker or the API alone.
+    const service = (env: NodeJS.ProcessEnv) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT_DIR, 'src', 'main.ts')], {
+        cwd: ROOT_DIR,
+        env: { ...process.env, DATABASE_URL: url, PORT: '0', HOST: '127.0.0.1', FRS_METRICS_PORT: '0', LOG_LEVEL: 'warn', FRS_SECRET_KEY_PREVIOUS: '', FRS_DATA_DIR: dataDir, ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      const output = { stdout: '', stderr: '' };
+      child.stdout.on('data', (chunk) => { output.stdout += chunk; });
+      child.stderr.on('data', (chunk) => { output.stderr += chunk; });
+      const exit = new Promise<number | null>((resolve) => child.on('exit', resolve));
+      return { child, output, exit };
+    };
+    const refusedAtStart = async (env: NodeJS.ProcessEnv) => {
+      const run = service(env);
+      expect(await run.exit).to.equal(1);
+      return run.output.stderr.split('\n').filter((line) => line.startsWith('fleet-rental: failed'));
+    };
+    expect(await refusedAtStart({ FRS_ROLE: 'worker', FRS_SECRET_KEY: otherKey })).to.deep.equal([`fleet-rental: failed to start: FRS_SECRET_KEY holds master key ${other}, ${sealedWith}`]);
+    expect(await refusedAtStart({ FRS_ROLE: 'worker', FRS_SECRET_KEY: '' })).to.deep.equal([
+      `fleet-rental: failed to start: the database holds signing secrets sealed with master key ${recorded} and this process has no master key: give it the key they were sealed with (${KEY_SETTINGS})`,
+    ]);
+    expect(await refusedAtStart({ FRS_ROLE: 'api', FRS_SECRET_KEY: otherKey })).to.deep.equal([`fleet-rental: failed to start: FRS_SECRET_KEY holds master key ${other}, ${sealedWith}`]);
+    // The API never opens a secret: without a key it starts.
+    const api = service({ FRS_ROLE: 'api', FRS_SECRET_KEY: '' });
+    const deadline = Date.now() + 30_000;
+    while (!/Ready .* after launch/.test(api.output.stdout) && api.child.exitCode === null && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+    api.child.kill('SIGTERM');
+    expect(await api.exit, api.output.stderr).to.equal(0);
+    expect(api.output.stdout).to.match(/Ready .* after launch/);
+    expect(fs.readdirSync(dataDir), 'no key file').to.deep.equal([]);
   });
 });
