@@ -9,7 +9,12 @@ import { startEmbeddedPostgres, stopEmbeddedPostgres, type EmbeddedDatabase } fr
 import { createApiKey, createWorkspace } from '../src/workspaces.js';
 import { createEndpoint } from '../src/webhooks/endpoints.js';
 import { publishEvent } from '../src/webhooks/publish.js';
+import type { AddressInfo } from 'node:net';
+import pino from 'pino';
+import { createApp, listen } from '../src/api/app.js';
 import { expectDocumented, type ApiResponse } from './support/api.js';
+import { testDatabase } from './support/database.js';
+import { startTcpProxy } from './support/tcp-proxy.js';
 import { freePort } from './support/ports.js';
 import { startReceiver, type Receiver } from './support/receiver.js';
 import { bookingConfirmedData, sleep } from './webhooks/support.js';
@@ -184,5 +189,52 @@ describe('a database outage under load', function () {
 
     service.kill('SIGTERM');
     expect(await exited).to.equal(0);
+  });
+});
+
+describe('a database that goes silent without closing (a lost host, a network split)', function () {
+  this.timeout(60_000);
+
+  it('answers 503 with Retry-After within 5 s, gives up the stuck connections, and answers 200 again once it speaks', async () => {
+    const { db, url } = await testDatabase();
+    const slug = `silent-${process.pid}-${Date.now().toString(36)}`;
+    await createWorkspace(db, { slug });
+    const { key } = await createApiKey(db, { workspaceSlug: slug });
+    // The API's own pool (its role, its time limits) reaches the database through a proxy that can stop forwarding.
+    const target = new URL(url);
+    const proxy = await startTcpProxy(Number(target.port));
+    target.port = String(proxy.port);
+    const database = await openDatabase({ url: target.toString(), schema: 'as-is', poolMax: 3 });
+    const app = await createApp({ db: database.forRole('api'), logger: pino({ level: 'silent' }) });
+    const server = await listen(app, 0, '127.0.0.1');
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const call = async (pathname: string) => {
+      const started = Date.now();
+      const res = await fetch(base + pathname, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(20_000) });
+      const text = await res.text();
+      const response: ApiResponse = { status: res.status, headers: res.headers, text, body: JSON.parse(text) };
+      expectDocumented('GET', pathname, response);
+      return { status: res.status, ms: Date.now() - started, retryAfter: res.headers.get('retry-after'), code: response.body.error?.code };
+    };
+    try {
+      // pooled connections that will be stuck when the database goes silent
+      expect((await Promise.all(OPERATIONS.map(call))).map((c) => c.status)).to.deep.equal([200, 200, 200]);
+      proxy.freeze();
+      const silent = await Promise.all([...OPERATIONS, ...OPERATIONS].map(call));
+      for (const answer of silent) expect(answer).to.include({ status: 503, retryAfter: '5', code: 'unavailable' });
+      const slowest = Math.max(...silent.map((c) => c.ms));
+      expect(slowest).to.be.below(5000);
+      proxy.thaw();
+      const thawedAt = Date.now();
+      let answer = await call('/v1/me');
+      while (answer.status !== 200 && Date.now() - thawedAt < 10_000) answer = await call('/v1/me');
+      expect(answer.status).to.equal(200);
+      expect((await Promise.all(OPERATIONS.map(call))).map((c) => c.status)).to.deep.equal([200, 200, 200]);
+      console.log(`      silent database: ${silent.length} calls answered 503 within ${slowest} ms; 200 again ${Date.now() - thawedAt} ms after it spoke`);
+    } finally {
+      server.close();
+      await database.close();
+      await proxy.close();
+    }
   });
 });

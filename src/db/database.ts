@@ -30,32 +30,83 @@ export interface Database {
 
 export const EMBEDDED_PORT = Number(process.env.FRS_EMBEDDED_PORT ?? 54329);
 
-/**
- * How long a new connection may take to open, and how long a query of the API or the worker may wait for a pooled
- * connection: short, so that a request during an outage fails in seconds, as a 503, instead of waiting out a 30 s
- * pool time-out; together they stay under the 5 s the document promises. Operator commands (migrations, seeds,
- * imports) keep the patient 30 s.
- */
+/** How long a new connection may take to open. */
 export const CONNECT_TIMEOUT_MS = 3000;
-export const SERVICE_ACQUIRE_TIMEOUT_MS = 4000;
-const OPERATOR_ACQUIRE_TIMEOUT_MS = 30_000;
 
-export function createKnex(url: string, poolMax = 10, onConnect?: string, acquireTimeoutMs = OPERATOR_ACQUIRE_TIMEOUT_MS): Knex {
-  type Connection = { query(sql: string, done: (err: Error | null) => void): void };
+/** How long a query may wait for a pooled connection, and how long for its answer (none: as long as it takes). */
+export interface PoolTimeouts {
+  acquireMs: number;
+  queryMs?: number;
+}
+
+/** Operator commands (migrations, seeds, imports): patient, and a bulk statement may take minutes. */
+const OPERATOR_TIMEOUTS: PoolTimeouts = { acquireMs: 30_000 };
+
+/**
+ * The API's and the worker's: short, so that during an outage a request fails in seconds, as a 503, instead of
+ * waiting out a 30 s pool time-out, and a database that went silent without closing (a lost host, a network split,
+ * a paused server) cannot hold a request or a sweep for the two hours TCP takes to notice. The API's stay under the
+ * 5 s the document promises (a connection within 3 s, or a pooled one within 4 s, and an answer within 4 s); the
+ * worker's statements (a calendar sweep or a retention batch on a large workspace) get a minute.
+ */
+export const SERVICE_TIMEOUTS: Record<ServiceRole, PoolTimeouts> = {
+  api: { acquireMs: 4000, queryMs: 4000 },
+  worker: { acquireMs: 4000, queryMs: 60_000 },
+};
+
+type PgConnection = pg.Client & { __knex__disposed?: unknown; connection: { stream: { destroy(): void } } };
+
+/**
+ * pg's query_timeout fails the query but leaves its connection waiting for the answer, and the next query on it
+ * would queue behind that one: a connection whose query timed out is given up (knex drops a disposed connection
+ * instead of pooling it again; the server ends the statement and its transaction when the socket closes).
+ */
+function discardOnQueryTimeout(connection: PgConnection): void {
+  const query = connection.query.bind(connection) as (...args: unknown[]) => unknown;
+  const timedOut = (err: unknown) => {
+    if ((err as Error | undefined)?.message !== 'Query read timeout') return;
+    connection.__knex__disposed = err;
+    connection.connection.stream.destroy();
+  };
+  connection.query = ((...args: unknown[]) => {
+    const done = args[args.length - 1];
+    if (typeof done === 'function') {
+      args[args.length - 1] = (err: unknown, result: unknown) => {
+        if (err) timedOut(err);
+        (done as (err: unknown, result: unknown) => void)(err, result);
+      };
+      return query(...args);
+    }
+    const result = query(...args) as Promise<unknown> | undefined;
+    result?.catch?.(timedOut); // (a branch of its own: the caller still gets the rejection)
+    return result;
+  }) as typeof connection.query;
+}
+
+export function createKnex(url: string, poolMax = 10, onConnect?: string, timeouts: PoolTimeouts = OPERATOR_TIMEOUTS): Knex {
   return knexFactory({
     client: 'pg',
-    // keepAlive: a connection whose server vanished without a word (a host lost, a cable cut) is found dead
-    connection: { connectionString: url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true },
+    connection: {
+      connectionString: url,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      // (pg's query_timeout also bounds an answer that never comes; keepalive finds a vanished peer of an idle one)
+      ...(timeouts.queryMs !== undefined && { query_timeout: timeouts.queryMs }),
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
+    },
     pool: {
       min: 0,
       max: poolMax,
       // Every new connection first runs `onConnect` (SET ROLE); a connection that cannot is not used.
-      ...(onConnect && {
-        afterCreate: (connection: Connection, done: (err: Error | null, connection: Connection) => void) =>
-          connection.query(onConnect, (err) => done(err, connection)),
+      ...((onConnect || timeouts.queryMs !== undefined) && {
+        afterCreate: (connection: PgConnection, done: (err: Error | null, connection: PgConnection) => void) => {
+          if (timeouts.queryMs !== undefined) discardOnQueryTimeout(connection);
+          if (!onConnect) return done(null, connection);
+          connection.query(onConnect, (err: Error | null) => done(err, connection));
+        },
       }),
     },
-    acquireConnectionTimeout: acquireTimeoutMs,
+    acquireConnectionTimeout: timeouts.acquireMs,
     // Errors name the failing SQL but never its bound values: they may be keys' hashes or signing secrets.
     compileSqlOnError: false,
     // Knex prints connection errors with their stack on stdout by itself; every one of them also rejects the query
@@ -141,7 +192,7 @@ export async function openDatabase(options: OpenOptions = {}): Promise<Database>
       createdSchema,
       forRole(role) {
         let knex = roles.get(role);
-        if (!knex) roles.set(role, (knex = createKnex(url, options.poolMax, setRoleStatement(database, role), SERVICE_ACQUIRE_TIMEOUT_MS)));
+        if (!knex) roles.set(role, (knex = createKnex(url, options.poolMax, setRoleStatement(database, role), SERVICE_TIMEOUTS[role])));
         return knex;
       },
       async connectAs(role) {

@@ -21,6 +21,7 @@ const UNAVAILABLE_MESSAGES = [
   'Connection terminated',
   'Client has encountered a connection error and is not queryable',
   'timeout expired', // pg's connectionTimeoutMillis
+  'Query read timeout', // pg's query_timeout: the server went silent
   'Knex: Timeout acquiring a connection',
 ];
 
