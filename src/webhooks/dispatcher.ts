@@ -13,7 +13,7 @@ import { nextAttemptAt, SWITCH_OFF_AFTER_FAILURES } from './retry-schedule.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
 import { deliveryLog } from '../queries/deliveries.js';
 import { rows } from '../queries/common.js';
-import { backoffMs, OutageLog } from '../db/outage.js';
+import { backoffMs, isDatabaseUnavailable, OutageLog } from '../db/outage.js';
 import { openSigningSecrets } from './signing-secrets.js';
 
 // The delivery sweep. A dispatcher claims due deliveries (FOR NO KEY UPDATE SKIP LOCKED, then a lease, so several
@@ -261,6 +261,8 @@ export class Dispatcher {
   private flushing: Promise<void> | undefined;
   /** Database failures in a row, of claims and of flushes apart (a claim that works says nothing of the records). */
   private readonly failures = { claim: 0, flush: 0 };
+  /** A flush failed and its outcomes wait to be recorded: nothing is claimed until they are. */
+  private waitingToRecord = false;
   /** Database failures in a row, of any statement: how long the next wait is. */
   private failuresInRow = 0;
   /** An outage is logged once when it starts and once when it ends (src/db/outage.ts). */
@@ -390,7 +392,8 @@ export class Dispatcher {
       if (this.unsent.length > 0) await this.releaseLeases(this.unsent.splice(0));
       let claimAgain = false;
       const free = CLAIM_AHEAD * this.concurrency - this.inFlight - this.ready.length;
-      if (!this.stopping && this.claimWanted && free > 0) {
+      // (while outcomes wait to be recorded the flush goes first: a claim could take their deliveries again)
+      if (!this.stopping && this.claimWanted && free > 0 && !this.waitingToRecord) {
         this.claimWanted = false;
         try {
           // (taken before the lease is: its lease lasts at least leaseMs from here)
@@ -435,6 +438,7 @@ export class Dispatcher {
       try {
         const switchedOff = await this.flush(batch, counts);
         this.failures.flush = 0;
+        this.waitingToRecord = false;
         this.databaseAnswered();
         for (const id of switchedOff) this.switchedOffDuringClaim.add(id);
         this.forgetFailures(batch);
@@ -442,17 +446,21 @@ export class Dispatcher {
         this.launchReady(now);
       } catch (err) {
         // Outcomes not yet recorded are kept and recorded on a later try; once given up, their leases run out and
-        // those deliveries are attempted again (delivery is at least once).
-        // A running sweep keeps them until the database answers again (at most what was in flight: nothing new is
-        // claimed meanwhile), so an outage costs no repeated delivery; a one-off sweep gives them up.
+        // those deliveries are attempted again (delivery is at least once). A running sweep keeps them through a
+        // database outage, claiming nothing meanwhile (waitingToRecord), so that a short outage sends nothing twice;
+        // it gives them up after repeated failures of another kind (a statement that cannot succeed), or when
+        // stopping (stop() must not wait for the database). A one-off sweep gives them up after repeated failures.
         const { wait, giveUp } = this.databaseFailed(err, 'flush');
-        if (giveUp && now !== undefined) {
+        const keep = !this.stopping && (now === undefined && isDatabaseUnavailable(err) ? true : !giveUp);
+        if (keep) {
+          this.finished = batch.concat(this.finished);
+          this.waitingToRecord = true;
+        } else {
+          this.waitingToRecord = false;
           this.forgetFailures(batch);
           this.launchReady(now);
-        } else {
-          this.finished = batch.concat(this.finished);
         }
-        await delay(wait);
+        if (!this.stopping) await delay(wait);
       }
     })().finally(() => {
       this.flushing = undefined;

@@ -1,6 +1,8 @@
 import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
+import { startTcpProxy } from '../support/tcp-proxy.js';
+import { openDatabase } from '../../src/db/database.js';
 import { startReceiver, type Receiver, type Reply } from '../support/receiver.js';
 import { InputError, updateWorkspace } from '../../src/workspaces.js';
 import { setEndpointActive } from '../../src/webhooks/endpoints.js';
@@ -278,6 +280,62 @@ describe('webhooks: the dispatcher', () => {
       expect(receiver.requests[3].receivedAt - quiet).to.be.below(1500);
     } finally {
       await dispatcher.stop();
+    }
+  });
+
+  it('through a database outage longer than its lease, records what it sent before claiming again, and sends it once', async () => {
+    // The worker's connections go through a proxy that can refuse them; the attempt ends while the database is away.
+    const { url } = await testDatabase();
+    const target = new URL(url);
+    const proxy = await startTcpProxy(Number(target.port));
+    target.port = String(proxy.port);
+    const database = await openDatabase({ url: target.toString(), schema: 'as-is', poolMax: 2 });
+    const endpoint = await receiverEndpoint();
+    answer = () => ({ status: 204, delayMs: 400 });
+    await publish(1);
+    const dispatcher = new Dispatcher({ db: database.forRole('worker'), logger: quietLogger(), workspaceIds: [ws.id], leaseMs: 1500, attemptTimeoutMs: 1000, pollIntervalMs: 100 });
+    try {
+      await dispatcher.start();
+      await receiver.waitForRequests(1, 5000);
+      proxy.cut(); // the attempt's answer comes while nothing reaches the database
+      await sleep(3000); // the lease (1.5 s) ran out meanwhile
+      proxy.restore();
+      const row = await eventually(async () => (await deliveriesOf(endpoint.id)).find((d) => d.status === 'accepted'), 10_000, 'the delivery recorded');
+      await sleep(1000);
+      expect(receiver.requests.map((r) => r.deliveryId)).to.deep.equal([row.id]);
+      expect(row).to.include({ attempts: 1, lease_owner: null });
+    } finally {
+      await dispatcher.stop();
+      await database.close();
+      await proxy.close();
+    }
+  });
+
+  it('stops within seconds during a database outage, leaving what it could not record to its leases', async () => {
+    const { url } = await testDatabase();
+    const target = new URL(url);
+    const proxy = await startTcpProxy(Number(target.port));
+    target.port = String(proxy.port);
+    const database = await openDatabase({ url: target.toString(), schema: 'as-is', poolMax: 2 });
+    const endpoint = await receiverEndpoint();
+    answer = () => ({ status: 204, delayMs: 300 });
+    await publish(1);
+    const dispatcher = new Dispatcher({ db: database.forRole('worker'), logger: quietLogger(), workspaceIds: [ws.id], pollIntervalMs: 100 });
+    try {
+      await dispatcher.start();
+      await receiver.waitForRequests(1, 5000);
+      proxy.cut();
+      await sleep(1000); // the answer came, and its record failed
+      const stopping = Date.now();
+      await dispatcher.stop();
+      expect(Date.now() - stopping).to.be.below(3000);
+      proxy.restore();
+      const [row] = await deliveriesOf(endpoint.id);
+      expect(row.status).to.equal('queued'); // not recorded: its lease runs out and it is attempted again
+      expect(row.lease_owner).to.equal(dispatcher.owner);
+    } finally {
+      await database.close();
+      await proxy.close();
     }
   });
 
