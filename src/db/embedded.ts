@@ -97,7 +97,25 @@ function postgresUserIds(): { uid: number; gid: number } {
 
 /** Stops the cluster running in `dir`, if one is (whoever started it): for a run that was cut short. */
 export async function stopEmbeddedPostgres(dir: string): Promise<void> {
-  if (fs.existsSync(path.join(dir, 'postmaster.pid'))) await pgCtl(['stop', '-D', dir, '-m', 'fast'], os.userInfo().uid === 0);
+  const pidFile = path.join(dir, 'postmaster.pid');
+  if (!fs.existsSync(pidFile)) return;
+  try {
+    await pgCtl(['stop', '-D', dir, '-m', 'fast'], os.userInfo().uid === 0);
+  } catch (err) {
+    // The pid file of a server that is gone (killed, or its machine stopped) is no server to stop; the next start replaces it.
+    const pid = Number(fs.readFileSync(pidFile, 'utf8').split('\n')[0]);
+    if (isRunning(pid)) throw err;
+  }
+}
+
+/** Whether the process `pid` (of this machine) still runs. */
+export function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /** The last lines of the server's log, for a start-up error. */
