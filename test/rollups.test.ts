@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import { expect } from 'chai';
-import { testDatabase } from './support/database.js';
+import type { Knex } from 'knex';
+import { testDatabase, waitsForLock } from './support/database.js';
 import { seedDemo } from '../seeds/demo.js';
 import { expectRollupsExact, kept, recomputed } from './support/rollups.js';
 import { deferRollups, finishDeferredRollups } from '../src/db/bulk-load.js';
@@ -96,44 +97,73 @@ describe('running totals of a bulk load (src/db/bulk-load.ts)', () => {
     ]);
   });
 
+  /**
+   * Starts `write` in a transaction of its own, beside a transaction still open, and tells whether it came to wait on a
+   * lock (seen in pg_stat_activity, as waitsForLock does) or finished first; `end` awaits it and commits. Not through a
+   * server time-out such as lock_timeout: under test:dates' moved clock PostgreSQL's own timers do not fire while a backend
+   * waits (see scripts/test-dates.ts), and the test would hang instead of failing.
+   */
+  async function writer(db: Knex, write: (w: Knex.Transaction) => Promise<unknown>) {
+    const w = await db.transaction();
+    const { pid } = (await w.raw('SELECT pg_backend_pid() AS pid')).rows[0];
+    const written = Promise.resolve(write(w));
+    written.catch(() => {}); // awaited by end()
+    const waits = await Promise.race([written.then(() => false, () => false), waitsForLock(db, pid)]);
+    const end = async () => {
+      try {
+        await written;
+        await w.commit();
+      } finally {
+        if (!w.isCompleted()) await w.rollback();
+      }
+    };
+    return { waits, end };
+  }
+
   it('leaves only the loaded workspace to the end, keeps other writers waiting, and is exact at commit', async () => {
     const { db } = await testDatabase();
     const other = await createWorkspace(db, { slug: unique('bulk-other') });
     const loaded = await createWorkspace(db, { slug: unique('bulk-loaded') });
     await db('expenses').insert(expense(other.id, 1000, '2026-10-05'));
-    await db.transaction(async (trx) => {
-      expect(await deferRollups(trx, loaded.id)).to.equal(true);
-      await trx('expenses').insert([expense(loaded.id, 70000, '2026-10-05'), expense(loaded.id, 30000, '2026-11-01')]);
-      // not counted yet: the triggers leave the loaded workspace alone
-      expect((await kept(trx, loaded.id)).expenseMonths).to.deep.equal([]);
-      // but keep counting every other workspace, in the same transaction
-      await trx('expenses').insert(expense(other.id, 500, '2026-10-20'));
-      expect((await kept(trx, other.id)).expenseMonths).to.deep.equal([{ month: '2026-10', amount: 1500 }]);
+    let waiting: Awaited<ReturnType<typeof writer>> | undefined;
+    try {
+      await db.transaction(async (trx) => {
+        expect(await deferRollups(trx, loaded.id)).to.equal(true);
+        await trx('expenses').insert([expense(loaded.id, 70000, '2026-10-05'), expense(loaded.id, 30000, '2026-11-01')]);
+        // not counted yet: the triggers leave the loaded workspace alone
+        expect((await kept(trx, loaded.id)).expenseMonths).to.deep.equal([]);
+        // but keep counting every other workspace, in the same transaction
+        await trx('expenses').insert(expense(other.id, 500, '2026-10-20'));
+        expect((await kept(trx, other.id)).expenseMonths).to.deep.equal([{ month: '2026-10', amount: 1500 }]);
 
-      // another writer into the loaded workspace waits for the load to commit (it would otherwise go uncounted)
-      const blocked = await db.transaction(async (w) => {
-        await w.raw(`SET LOCAL lock_timeout = '200ms'`);
-        return w('expenses').insert(expense(loaded.id, 1, '2026-10-05')).then(() => 'inserted', (err: { code?: string }) => err.code);
+        // another writer into the loaded workspace waits for the load to commit (it would otherwise go uncounted)
+        waiting = await writer(db, (w) => w('expenses').insert(expense(loaded.id, 1, '2026-10-05')));
+        expect(waiting.waits, 'the other writer waits for the load').to.equal(true);
+
+        await finishDeferredRollups(trx, loaded.id);
+        const rollups = await expectRollupsExact(trx, loaded.id);
+        expect(rollups.expenseMonths).to.deep.equal([{ month: '2026-10', amount: 70000 }, { month: '2026-11', amount: 30000 }]);
+        expect(rollups.totals.expenses).to.equal(100000);
+        // the triggers count the loaded workspace again after the rebuild
+        await trx('expenses').insert(expense(loaded.id, 5, '2026-11-02'));
       });
-      expect(blocked).to.equal('55P03');
-
-      await finishDeferredRollups(trx, loaded.id);
-      const rollups = await expectRollupsExact(trx, loaded.id);
-      expect(rollups.expenseMonths).to.deep.equal([{ month: '2026-10', amount: 70000 }, { month: '2026-11', amount: 30000 }]);
-      expect(rollups.totals.expenses).to.equal(100000);
-      // the triggers count the loaded workspace again after the rebuild
-      await trx('expenses').insert(expense(loaded.id, 5, '2026-11-02'));
-    });
-    expect((await expectRollupsExact(db, loaded.id)).totals.expenses).to.equal(100005);
+    } finally {
+      await waiting?.end();
+    }
+    // the writer that waited went on after the commit, and was counted
+    expect((await expectRollupsExact(db, loaded.id)).totals.expenses).to.equal(100006);
     expect((await expectRollupsExact(db, other.id)).totals.expenses).to.equal(1500);
     // a workspace holding records is not bulk-loaded: the triggers keep its totals, and other writers do not wait
-    await db.transaction(async (trx) => {
-      expect(await deferRollups(trx, loaded.id)).to.equal(false);
-      await db.transaction(async (w) => {
-        await w.raw(`SET LOCAL lock_timeout = '200ms'`);
-        await w('expenses').insert(expense(loaded.id, 7, '2026-11-03'));
+    let beside: Awaited<ReturnType<typeof writer>> | undefined;
+    try {
+      await db.transaction(async (trx) => {
+        expect(await deferRollups(trx, loaded.id)).to.equal(false);
+        beside = await writer(db, (w) => w('expenses').insert(expense(loaded.id, 7, '2026-11-03')));
+        expect(beside.waits, 'the other writer does not wait').to.equal(false);
       });
-    });
-    expect((await expectRollupsExact(db, loaded.id)).totals.expenses).to.equal(100012);
+    } finally {
+      await beside?.end();
+    }
+    expect((await expectRollupsExact(db, loaded.id)).totals.expenses).to.equal(100013);
   });
 });

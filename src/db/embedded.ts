@@ -100,7 +100,25 @@ function postgresUserIds(): { uid: number; gid: number } {
  * stops it as a crash would (no checkpoint; the next start recovers from the WAL): how the outage test fails it.
  */
 export async function stopEmbeddedPostgres(dir: string, mode: 'fast' | 'immediate' = 'fast'): Promise<void> {
-  if (fs.existsSync(path.join(dir, 'postmaster.pid'))) await pgCtl(['stop', '-D', dir, '-m', mode], os.userInfo().uid === 0);
+  const pidFile = path.join(dir, 'postmaster.pid');
+  if (!fs.existsSync(pidFile)) return;
+  try {
+    await pgCtl(['stop', '-D', dir, '-m', mode], os.userInfo().uid === 0);
+  } catch (err) {
+    // The pid file of a server that is gone (killed, or its machine stopped) is no server to stop; the next start replaces it.
+    const pid = Number(fs.readFileSync(pidFile, 'utf8').split('\n')[0]);
+    if (isRunning(pid)) throw err;
+  }
+}
+
+/** Whether the process `pid` (of this machine) still runs. */
+export function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /** The last lines of the server's log, for a start-up error. */

@@ -4,7 +4,7 @@ import path from 'node:path';
 import pg from 'pg';
 import type { Knex } from 'knex';
 import { openDatabase, type Database } from '../../src/db/database.js';
-import { startEmbeddedPostgres } from '../../src/db/embedded.js';
+import { isRunning, startEmbeddedPostgres, stopEmbeddedPostgres } from '../../src/db/embedded.js';
 import { DATA_DIR } from '../../src/config.js';
 import { SERVICE_ROLES, serviceRoleName } from '../../src/db/roles.js';
 
@@ -45,38 +45,88 @@ function testClusterDir(): string {
 }
 
 /** The test cluster on TEST_PORT, or on one of the next ports when another cluster (another checkout's) holds it. */
-async function startTestCluster() {
+async function startTestCluster(dir: string) {
   for (let port = TEST_PORT; ; port++) {
     try {
       // fsync off: the tests' cluster holds nothing worth keeping, and every run makes its database anew
-      return await startEmbeddedPostgres(testClusterDir(), port, 'postgres', { durable: false });
+      return await startEmbeddedPostgres(dir, port, 'postgres', { durable: false });
     } catch (err) {
       if (port >= TEST_PORT + 9 || !String((err as Error).message).includes('is taken by another PostgreSQL')) throw err;
     }
   }
 }
 
+/**
+ * Drops the databases of runs that are over: their process is gone and nothing is connected to them (a run killed,
+ * or cut short by mocha's time-out in its last hook), or they are a day old. Returns the other runs' databases left.
+ */
+async function dropFinishedRuns(adminUrl: string): Promise<string[]> {
+  const runs = await adminQuery<{ datname: string; connected: boolean }>(
+    adminUrl,
+    `SELECT datname, EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datid = d.oid) AS connected
+     FROM pg_database d WHERE datname ~ '^${PREFIX}[0-9]+_[0-9]+$'`,
+  );
+  const left: string[] = [];
+  for (const { datname, connected } of runs) {
+    const [pid, createdAt] = datname.slice(PREFIX.length).split('_').map(Number);
+    if ((!connected && !isRunning(pid)) || createdAt < Date.now() - 86_400_000) await dropDatabase(adminUrl, datname);
+    else left.push(datname);
+  }
+  return left;
+}
+
+/** How far the server's clock is from this process's, in seconds. */
+async function clockSkewSeconds(adminUrl: string): Promise<number> {
+  const before = Date.now();
+  const [{ ms }] = await adminQuery<{ ms: number }>(adminUrl, 'SELECT extract(epoch FROM clock_timestamp()) * 1000 AS ms');
+  return (ms - (before + Date.now()) / 2) / 1000;
+}
+
+/**
+ * The test cluster, running under this run's clock. A cluster left running by a run under another clock (faketime, see
+ * scripts/test-dates.ts: the server reads the clock it was started with) would answer now() from that clock; when no
+ * run uses it any more it is started again, under this one.
+ */
+async function testCluster() {
+  const dir = testClusterDir();
+  const cluster = await startTestCluster(dir);
+  const skew = await clockSkewSeconds(cluster.url);
+  if (Math.abs(skew) < 60) return { ...cluster, dir };
+  const users = await dropFinishedRuns(cluster.url);
+  if (users.length > 0) {
+    throw new Error(`the test cluster in ${dir} runs with a clock ${Math.round(skew)} s away from this run's, and runs are using it (${users.join(', ')}): `
+      + 'wait for them, or give this run a cluster of its own with FRS_DATA_DIR');
+  }
+  await stopEmbeddedPostgres(dir);
+  return { ...(await startTestCluster(dir)), dir };
+}
+
+/** Ends `closing` if it has not ended within `ms` (what is left open is this process's, and goes with it). */
+async function within(ms: number, closing: Promise<void>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([closing, new Promise<void>((resolve) => { timer = setTimeout(resolve, ms); })]).finally(() => clearTimeout(timer));
+}
+
 async function open(): Promise<Database> {
   if (process.env.DATABASE_URL) return openDatabase({ url: process.env.DATABASE_URL, schema: 'migrate' });
-  const cluster = await startTestCluster();
+  const cluster = await testCluster();
   const name = `${PREFIX}${process.pid}_${Date.now()}`;
-  // Databases left behind by killed runs are dropped once they are a day old.
-  const stale = await adminQuery<{ datname: string }>(
-    cluster.url,
-    `SELECT datname FROM pg_database WHERE datname ~ '^${PREFIX}[0-9]+_[0-9]+$' AND split_part(datname, '_', 4)::bigint < $1`,
-    [Date.now() - 86_400_000],
-  );
-  for (const { datname } of stale) await dropDatabase(cluster.url, datname);
+  await dropFinishedRuns(cluster.url);
   await adminQuery(cluster.url, `CREATE DATABASE "${name}"`);
   const test = await openDatabase({ url: cluster.url.replace(/\/postgres$/, `/${name}`), schema: 'migrate' });
   return {
     ...test,
+    // Run from the root afterAll, also after a test that mocha's time-out cut short while it still held connections
+    // (a transaction waiting on a lock, say): the pools would wait for those for ever. Dropping the database first ends
+    // their sessions (WITH (FORCE)), so they are given back; and whatever happens, the cluster is stopped when this is
+    // the last run on it, so that no run leaves it behind.
     close: async () => {
-      await test.close();
-      await dropDatabase(cluster.url, name);
-      // Stop the cluster (if this run started it) only when no other run is still using it.
-      const others = await adminQuery(cluster.url, `SELECT 1 FROM pg_database WHERE datname LIKE '${PREFIX}%'`);
-      if (others.length === 0) await cluster.stop();
+      try {
+        await dropDatabase(cluster.url, name);
+        await within(10_000, test.close());
+      } finally {
+        if ((await dropFinishedRuns(cluster.url).catch(() => ['(unknown)'])).length === 0) await stopEmbeddedPostgres(cluster.dir);
+      }
     },
   };
 }

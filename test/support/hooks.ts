@@ -8,6 +8,17 @@ process.env.FRS_ALLOW_PRIVATE_WEBHOOK_URLS = '1';
 // checkout's .data/ (child processes, such as the CLI's, inherit it). A developer's own FRS_SECRET_KEY wins.
 process.env.FRS_SECRET_KEY ??= 'bWFzdGVyIGtleSBvZiB0aGUgdGVzdCBydW5zIG9ubHk=';
 
+// Ctrl-C (mocha's parent process passes on SIGINT, then SIGTERM) would end the run before the root afterAll: close as
+// it would, so that an interrupted run leaves no cluster behind, then end as the signal would have.
+const interrupted = (signal: NodeJS.Signals) => {
+  for (const s of ['SIGINT', 'SIGTERM'] as const) process.removeAllListeners(s).on(s, () => undefined);
+  void closeTestDatabase().catch(() => undefined).finally(() => {
+    process.removeAllListeners(signal);
+    process.kill(process.pid, signal);
+  });
+};
+process.once('SIGINT', interrupted).once('SIGTERM', interrupted);
+
 export const mochaHooks = {
   async afterAll() {
     await closeTestDatabase();

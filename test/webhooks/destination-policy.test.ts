@@ -22,22 +22,25 @@ import { bookingConfirmedData, delivery, dropTestWorkspaces, endpointRow, webhoo
 // The whole run allows private destinations (test/support/hooks.ts); these tests pass the strict policy, the
 // default of a process without the switch, explicitly.
 
-// A self-signed certificate for receiver.test, made for this test only (openssl req -x509, P-256, 100 years).
+// A self-signed certificate for receiver.test, made for this test only, valid from 1990 to 2090 so that every clock a run
+// may be moved to (npm run test:dates) finds it in date and it is refused for being self-signed only:
+// faketime '1990-01-01 00:00:00' openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 36525 \
+//   -subj /CN=receiver.test -addext subjectAltName=DNS:receiver.test -keyout key.pem -out cert.pem
 const TEST_ONLY_KEY = `-----BEGIN PRIVATE KEY-----
-MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg2IiqaEU4bmHjYV3v
-3X1nD9ZS8BMsU56wOL/poK6CrZGhRANCAASVlY1WD3B351BErYMg0qDfEKRX3BMp
-9MepVtlO3pRxKsbPiHus7LtiKEr7iic5+BYpq4SjZg7XUuC/0OTIMbbL
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgngGMbyEE1PEpOYuc
+sx1kjGyM3WIbMmkk/5oPNMmfO4mhRANCAAR4vPClak4rKz0OZ6fPgz+a5SYEzyJp
+dncV2Ej0X4dquWp62oM2KSfbKl50A2MLYFh72V9NZLA9hLer+Zvtil0H
 -----END PRIVATE KEY-----`;
 const TEST_ONLY_CERT = `-----BEGIN CERTIFICATE-----
-MIIBoTCCAUegAwIBAgIUGJwv3u3OtIE560sahuXCFm5HFeswCgYIKoZIzj0EAwIw
-GDEWMBQGA1UEAwwNcmVjZWl2ZXIudGVzdDAgFw0yNjExMjMwNDM2NDFaGA8yMTI2
-MTAzMDA0MzY0MVowGDEWMBQGA1UEAwwNcmVjZWl2ZXIudGVzdDBZMBMGByqGSM49
-AgEGCCqGSM49AwEHA0IABJWVjVYPcHfnUEStgyDSoN8QpFfcEyn0x6lW2U7elHEq
-xs+Ie6zsu2IoSvuKJzn4FimrhKNmDtdS4L/Q5MgxtsujbTBrMB0GA1UdDgQWBBRn
-WHwgTgDsjW93M46mq1jMebGBLzAfBgNVHSMEGDAWgBRnWHwgTgDsjW93M46mq1jM
-ebGBLzAPBgNVHRMBAf8EBTADAQH/MBgGA1UdEQQRMA+CDXJlY2VpdmVyLnRlc3Qw
-CgYIKoZIzj0EAwIDSAAwRQIgHQR4F965qCvdi2UD9a24mvA8BoiWeY+6+NGRf9T1
-VvsCIQCHXVFFsF+BXj9gaHwaznDJrS707KCC6DZnzjiYNrs2ng==
+MIIBoTCCAUegAwIBAgIUWsF9JGJhlXxhk4AMWCKqW6pe6OwwCgYIKoZIzj0EAwIw
+GDEWMBQGA1UEAwwNcmVjZWl2ZXIudGVzdDAgFw05MDAxMDEwMDAwMDBaGA8yMDkw
+MDEwMTAwMDAwMFowGDEWMBQGA1UEAwwNcmVjZWl2ZXIudGVzdDBZMBMGByqGSM49
+AgEGCCqGSM49AwEHA0IABHi88KVqTisrPQ5np8+DP5rlJgTPIml2dxXYSPRfh2q5
+anragzYpJ9sqXnQDYwtgWHvZX01ksD2Et6v5m+2KXQejbTBrMB0GA1UdDgQWBBTs
+MfvhqZ+vl6bUv/oSEtvgz/ulsDAfBgNVHSMEGDAWgBTsMfvhqZ+vl6bUv/oSEtvg
+z/ulsDAPBgNVHRMBAf8EBTADAQH/MBgGA1UdEQQRMA+CDXJlY2VpdmVyLnRlc3Qw
+CgYIKoZIzj0EAwIDSAAwRQIhAKR35IukZUmJusRp6qe9CWKjE0p5Kipjbw7J4m1y
+TeRjAiBT3MCCEDArV3/i6tb2nv4z7r4tg7+seiQiI+lgExDNZQ==
 -----END CERTIFICATE-----`;
 
 const SECRET = 'whsec_abcdefghijklmnopqrstuvwxyzABCDEF0123456789';
