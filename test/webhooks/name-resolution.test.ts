@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { startDnsServer, type TestDnsServer } from '../support/dns-server.js';
-import { CACHE_LIMIT, NameResolutionError, NameResolver, type NameResolverOptions } from '../../src/webhooks/name-resolution.js';
+import { CACHE_LIMIT, NameResolutionError, NameResolver, RESOLUTION_DELAY_MS, type NameResolverOptions } from '../../src/webhooks/name-resolution.js';
 import { destinationPolicyFromEnv, resolveDestination, STRICT_POLICY, type DestinationPolicy } from '../../src/webhooks/destination-policy.js';
 import { attemptDelivery } from '../../src/webhooks/http-attempt.js';
 
@@ -24,8 +24,10 @@ describe('webhooks: name resolution', () => {
         'v6only.test': { addresses: ['2001:db8::2'], ttl: 60 },
         'mixed.test': { addresses: ['93.184.215.14', 'fd00::7'], ttl: 60 },
         'zero-ttl.test': { addresses: ['192.0.2.9'], ttl: 0 },
+        'no-aaaa.test': { addresses: ['192.0.2.10', '2001:db8::10'], ttl: 0 },
       },
       silent: ['stuck.test'],
+      silentAaaa: ['no-aaaa.test'],
     });
     hostsFile = path.join(await fs.mkdtemp(path.join(os.tmpdir(), 'frs-hosts-')), 'hosts');
     await fs.writeFile(hostsFile, '# a hosts file of the test\n10.9.8.7   listed.test  Alias.Test # the receiver\n::1 listed.test\n\nnot-an-address ignored.test\n');
@@ -58,6 +60,18 @@ describe('webhooks: name resolution', () => {
     expect(err).to.include({ code: 'ETIMEOUT', host: 'stuck.test', message: 'stuck.test did not resolve within 600 ms' });
     expect(tookMs).to.be.within(590, 1000);
     expect(server.queriesOf('stuck.test').length).to.be.at.least(2); // A and AAAA were asked
+  });
+
+  it(`answers once one family has: the other gets ${RESOLUTION_DELAY_MS} ms more, not the rest of the deadline`, async () => {
+    // no-aaaa.test answers A and never AAAA, with TTL 0 (nothing kept): every lookup asks again, and each takes the
+    // short delay, not the default 3 s deadline.
+    const names = resolver();
+    for (const lookup of [1, 2]) {
+      const started = performance.now();
+      expect(await names.resolve('no-aaaa.test'), `lookup ${lookup}`).to.deep.equal([{ address: '192.0.2.10', family: 4 }]);
+      expect(performance.now() - started, `lookup ${lookup}`).to.be.within(RESOLUTION_DELAY_MS - 5, 1000);
+    }
+    expect(server.queriesOf('no-aaaa.test').map((q) => q.type).sort()).to.deep.equal(['A', 'A', 'AAAA', 'AAAA']);
   });
 
   it('keeps an answer for its TTL: a second lookup sends no query; after the TTL it asks again', async () => {
