@@ -9,6 +9,8 @@ import { attemptDelivery } from '../../src/webhooks/http-attempt.js';
 
 // Webhook destination names are resolved by a resolver of the service's own (c-ares, not the thread pool) under a
 // hard deadline, one query per name at a time, cached briefly: checked against a DNS server of the test's own.
+// Time bounds: a lower bound at the deadline, an upper bound with seconds of slack for a busy machine that still
+// tells the deadline from what would happen without it (the 3 s default, c-ares's own retries, the attempt's 10 s).
 
 describe('webhooks: name resolution', () => {
   let server: TestDnsServer;
@@ -58,7 +60,7 @@ describe('webhooks: name resolution', () => {
     const tookMs = performance.now() - started;
     expect(err).to.be.an.instanceOf(NameResolutionError);
     expect(err).to.include({ code: 'ETIMEOUT', host: 'stuck.test', message: 'stuck.test did not resolve within 600 ms' });
-    expect(tookMs).to.be.within(590, 1000);
+    expect(tookMs).to.be.within(590, 2500);
     expect(server.queriesOf('stuck.test').length).to.be.at.least(2); // A and AAAA were asked
   });
 
@@ -127,7 +129,7 @@ describe('webhooks: name resolution', () => {
     // eight flights would ask at least 16 times), and all eight fail together at the deadline.
     const started = performance.now();
     const errors = await Promise.all(Array.from({ length: 8 }, () => failure(names.resolve('stuck.test'))));
-    expect(performance.now() - started).to.be.within(390, 800);
+    expect(performance.now() - started).to.be.within(390, 2300);
     expect(new Set(errors).size).to.equal(1);
     expect(server.queriesOf('stuck.test').length).to.be.within(2, 4);
   });
@@ -173,7 +175,7 @@ describe('webhooks: name resolution', () => {
       // Names of this test alone, so that the process-wide cache of the server list holds no answer for them yet.
       const stuck = await attemptDelivery({ ...request, url: 'http://stuck.test:9/hook' }, { policy: policy({ dns: { servers: [server.address], deadlineMs: 700 } }) });
       expect(stuck).to.include({ ok: false, statusCode: null, errorKind: 'dns', error: 'ETIMEOUT: stuck.test did not resolve within 700 ms', responseBody: null });
-      expect(stuck.durationMs).to.be.within(690, 1100);
+      expect(stuck.durationMs).to.be.within(690, 2600);
       const missing = await attemptDelivery({ ...request, url: 'https://nowhere.test/hook' }, { policy: policy() });
       expect(missing).to.include({ ok: false, errorKind: 'dns', error: 'ENOTFOUND: nowhere.test does not exist (no such name in DNS)' });
     });
