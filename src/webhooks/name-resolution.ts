@@ -6,7 +6,8 @@ import net from 'node:net';
 // dns.lookup runs getaddrinfo on libuv's 4-thread pool (shared with file I/O, crypto and the database driver's own
 // lookups) with no deadline of its own: a few names that answer in 9 s held every thread. Here names are asked of
 // DNS through c-ares (dns.Resolver: sockets on the event loop, no pool thread), A and AAAA at once, under a hard
-// deadline of our own that cancels the queries; answers are cached briefly and one name has one query in flight.
+// deadline of our own that cancels the queries (once one family has answered, the other has only a short delay more);
+// answers are cached briefly and one name has one query in flight.
 //
 // How many lookups can wait: every lookup at delivery time belongs to an attempt in flight, so the dispatcher's
 // limits (8 attempts per endpoint, a quarter of the worker's 64 per workspace) bound them per endpoint and per
@@ -19,6 +20,8 @@ import net from 'node:net';
 
 /** The hard deadline of one lookup: well inside an attempt's 10 s, so a name that never answers leaves the rest. */
 export const DEFAULT_DNS_DEADLINE_MS = 3000;
+/** How long the other family may still answer once one has (RFC 8305 §3's resolution delay); then it is cancelled. */
+export const RESOLUTION_DELAY_MS = 50;
 /** Positive answers are kept for their TTL, at most this long. */
 export const POSITIVE_TTL_CAP_MS = 30_000;
 /** A failed lookup (no such name, no answer in time, a server failure) is remembered this long. */
@@ -134,16 +137,31 @@ export class NameResolver {
     return this.query(host);
   }
 
-  /** A and AAAA from DNS, within the deadline: c-ares retries within it, and at the deadline the queries are cancelled. */
+  /**
+   * A and AAAA from DNS, within the deadline: c-ares retries within it, and at the deadline the queries are cancelled.
+   * Once one family has answered with addresses the other has RESOLUTION_DELAY_MS more, not the rest of the deadline,
+   * so that a name whose AAAA (or A) queries go unanswered costs each uncached lookup the delay, not 3 s.
+   */
   private async query(host: string): Promise<Answer> {
     const resolver = new dns.promises.Resolver({ timeout: Math.max(1, Math.floor(this.deadlineMs / 3)), tries: 2 });
     if (this.servers) resolver.setServers(this.servers);
-    const both = Promise.allSettled([resolver.resolve4(host, { ttl: true }), resolver.resolve6(host, { ttl: true })]);
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<'deadline'>((resolve) => (timer = setTimeout(() => resolve('deadline'), this.deadlineMs)));
-    if ((await Promise.race([both, deadline])) === 'deadline') resolver.cancel();
-    clearTimeout(timer);
-    // (after a cancel the unanswered family settles at once, as ECANCELLED; an answered one is kept)
+    const families = [resolver.resolve4(host, { ttl: true }), resolver.resolve6(host, { ttl: true })];
+    const both = Promise.allSettled(families);
+    // Done at the deadline, when both families have settled, or RESOLUTION_DELAY_MS after the first answer with addresses.
+    let deadline: NodeJS.Timeout | undefined;
+    let delay: NodeJS.Timeout | undefined;
+    await new Promise<void>((done) => {
+      deadline = setTimeout(done, this.deadlineMs);
+      const answered = (records: unknown[]) => {
+        if (records.length > 0) delay ??= setTimeout(done, RESOLUTION_DELAY_MS);
+      };
+      for (const family of families) family.then(answered, () => {});
+      void both.then(() => done());
+    });
+    clearTimeout(deadline);
+    clearTimeout(delay);
+    resolver.cancel();
+    // (after a cancel an unanswered family settles at once, as ECANCELLED; an answered one is kept)
     const [v4, v6] = await both;
     const records = [...(v4.status === 'fulfilled' ? v4.value : []), ...(v6.status === 'fulfilled' ? v6.value : [])];
     if (records.length > 0) {

@@ -3,7 +3,8 @@ import net from 'node:net';
 
 // A DNS server of the tests' own on 127.0.0.1 (UDP, a free port), answering from a fixed zone with hand-written
 // response bytes (RFC 1035 §4.1): the names of `records` get their A and AAAA records, the names of `silent` never
-// get an answer, any other name is NXDOMAIN. It counts every query it receives.
+// get an answer, those of `silentAaaa` (names of `records`) get their A records and no answer to AAAA, any other name
+// is NXDOMAIN. It counts every query it receives.
 
 export interface DnsQuery {
   name: string;
@@ -30,7 +31,7 @@ function addressBytes(address: string): Buffer {
   return Buffer.from(all.flatMap((g) => [parseInt(g, 16) >> 8, parseInt(g, 16) & 0xff]));
 }
 
-export async function startDnsServer(zone: { records: Record<string, { addresses: string[]; ttl: number }>; silent: string[] }): Promise<TestDnsServer> {
+export async function startDnsServer(zone: { records: Record<string, { addresses: string[]; ttl: number }>; silent: string[]; silentAaaa?: string[] }): Promise<TestDnsServer> {
   const queries: DnsQuery[] = [];
   const socket = dgram.createSocket('udp4');
   socket.on('message', (query, from) => {
@@ -45,7 +46,7 @@ export async function startDnsServer(zone: { records: Record<string, { addresses
     const type = query.readUInt16BE(at + 1);
     const name = labels.join('.').toLowerCase();
     queries.push({ name, type: TYPES[type] ?? type });
-    if (zone.silent.includes(name)) return;
+    if (zone.silent.includes(name) || (type === 28 && zone.silentAaaa?.includes(name))) return;
     const record = zone.records[name];
     const answers = (record?.addresses ?? []).filter((a) => (type === 1 ? net.isIPv4(a) : type === 28 && net.isIPv6(a)));
     const header = Buffer.alloc(12);

@@ -115,14 +115,15 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
       expect(delayMs).to.be.below(1000);
 
       // The stuck attempts end at the lookup's deadline (not the attempt's 10 s), as dns, in one flight of queries.
-      await eventually(async () => dispatcher.totals.attempted === 9, 2 * DEFAULT_DNS_DEADLINE_MS, 'the stuck attempts');
+      // (The upper bounds leave seconds of slack for a busy machine and still fall short of the attempt's 10 s.)
+      await eventually(async () => dispatcher.totals.attempted === 9, 10_000, 'the stuck attempts');
       const attempts = await db('delivery_attempts').where({ endpoint_id: stuck.id }).orderBy('id');
       const durations = attempts.map((a) => a.duration_ms);
       console.log(`      (stuck attempts took ${Math.min(...durations)} to ${Math.max(...durations)} ms)`);
       expect(attempts).to.have.length(8);
       for (const a of attempts) {
         expect(a).to.include({ number: 1, status_code: null, error_kind: 'dns', error: `ETIMEOUT: stuck.test did not resolve within ${DEFAULT_DNS_DEADLINE_MS} ms`, response_body: null });
-        expect(a.duration_ms).to.be.within(DEFAULT_DNS_DEADLINE_MS - 10, DEFAULT_DNS_DEADLINE_MS + 500);
+        expect(a.duration_ms).to.be.within(DEFAULT_DNS_DEADLINE_MS - 10, DEFAULT_DNS_DEADLINE_MS + 4000);
       }
       expect(names.queriesOf('stuck.test').length).to.be.within(2, 4);
       expect(await db('deliveries').where({ endpoint_id: healthy.id }).first('status')).to.deep.equal({ status: 'accepted' });
