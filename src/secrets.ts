@@ -80,7 +80,7 @@ interface Keyring {
 
 /** The ids of a process's master keys and the setting they came from, for checks against the database's record. */
 export interface MasterKeyIds {
-  /** The key this process seals with. */
+  /** The newest key: the one a master-key rotation re-seals under, and a first seal uses. */
   currentId: string;
   /** Every key it opens with: the current one, and the old ones during a master-key rotation. */
   ids: ReadonlySet<string>;
@@ -230,26 +230,29 @@ export function givenMasterKeys(): MasterKeyIds | undefined {
   return keyIds(keyring({ fresh: true }));
 }
 
-/** A sealer bound to one master key: every value it seals is under that key. */
-export interface SealingKey extends MasterKeyIds {
-  seal(plain: string, context: string): SealedSecret;
+/** A sealer holding this process's master keys, as read at one instant. */
+export interface SealingKeys extends MasterKeyIds {
+  /** Seals under the key `keyId` names (one of `ids`), by default the current one. */
+  seal(plain: string, context: string, keyId?: string): SealedSecret;
 }
 
 /**
- * The key sealing uses now, read afresh (another process may have rotated the key file). With `create` (only when
- * nothing is sealed yet) the embedded default creates its key file when there is none.
+ * The keys sealing may use now, read afresh (another process may have rotated the key file). With `create` (only
+ * when nothing is sealed yet) the embedded default creates its key file when there is none.
  */
-export function sealingKey(options: { create: boolean }): SealingKey {
+export function sealingKeys(options: { create: boolean }): SealingKeys {
   const ring = keyring({ fresh: true, create: options.create });
-  const { current } = ring;
+  const ids = keyIds(ring);
   return {
-    ...keyIds(ring),
-    seal(plain, context) {
+    ...ids,
+    seal(plain, context, keyId = ring.current.id) {
+      const masterKey = ring.byId.get(keyId);
+      if (!masterKey) throw new MasterKeyError(`cannot seal with master key ${keyId}: ${ids.setting} does not hold it`);
       const iv = crypto.randomBytes(IV_BYTES);
-      const cipher = crypto.createCipheriv('aes-256-gcm', current.key, iv);
+      const cipher = crypto.createCipheriv('aes-256-gcm', masterKey.key, iv);
       cipher.setAAD(Buffer.from(context, 'utf8'));
       const ciphertext = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()]);
-      return { keyId: current.id, sealed: Buffer.concat([Buffer.from([SEALED_VERSION]), iv, cipher.getAuthTag(), ciphertext]) };
+      return { keyId, sealed: Buffer.concat([Buffer.from([SEALED_VERSION]), iv, cipher.getAuthTag(), ciphertext]) };
     },
   };
 }
@@ -273,7 +276,7 @@ export function createMasterKeyFile(env: NodeJS.ProcessEnv = process.env): { key
  * the secrets once stored in plain text, and tests' fixtures.
  */
 export function sealSecret(plain: string, context: string): SealedSecret {
-  return sealingKey({ create: true }).seal(plain, context);
+  return sealingKeys({ create: true }).seal(plain, context);
 }
 
 /** Decrypts a value sealed by sealSecret with the same `context`; throws MasterKeyError when it cannot. */

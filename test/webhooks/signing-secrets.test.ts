@@ -267,6 +267,8 @@ describe('fleet-admin secrets rotate-master-key and the migration that sealed st
     return JSON.parse(run.stdout);
   };
   const storedKeyId = async (id: string) => (await own('webhook_endpoints').where({ id }).first('secret_key_id')).secret_key_id;
+  /** The key the second test moves to FRS_SECRET_KEY, the one the third rotates away from. */
+  const envKey = crypto.randomBytes(32).toString('base64');
   const keyFileLines = () => fs.readFileSync(masterKeyFile(dataDir), 'utf8').trim().split('\n');
   /** Sends one event through `fleet-admin sweep` and checks its signature with `secret`. */
   const deliversSignedWith = async (env: Record<string, string>, slug: string, secret: string) => {
@@ -343,7 +345,6 @@ describe('fleet-admin secrets rotate-master-key and the migration that sealed st
     await deliversSignedWith({}, 'rotation', created.secret);
 
     // Moving to FRS_SECRET_KEY: the new key there, the key file's key as the previous one.
-    const envKey = crypto.randomBytes(32).toString('base64');
     const moving = { FRS_SECRET_KEY: envKey, FRS_SECRET_KEY_PREVIOUS: lines[0] };
     const moved = await cli(moving, 'secrets', 'rotate-master-key');
     expect(moved).to.deep.equal({ keyId: loadKeyring({ env: { FRS_SECRET_KEY: envKey } }).current.id, source: 'env', resealed: 2 });
@@ -360,6 +361,35 @@ describe('fleet-admin secrets rotate-master-key and the migration that sealed st
     expect(rotatedSecret.secret).to.match(/^whsec_[0-9A-Za-z]{40}$/).and.not.equal(created.secret);
     await deliversSignedWith({ FRS_SECRET_KEY: envKey }, 'rotation', rotatedSecret.secret);
     expect(verifyIndependently(receiver.requests[0].rawBody, receiver.requests[0].signature, created.secret, Date.now() / 1000)).to.deep.equal({ ok: false, reason: 'signature_mismatch' });
+  });
+
+  it('an FRS_SECRET_KEY rotation under way (new key, old in FRS_SECRET_KEY_PREVIOUS): endpoint create and rotate-secret seal under the recorded key; only rotate-master-key moves the secrets and the record', async () => {
+    const oldId = keyIdOf(envKey);
+    const newKey = crypto.randomBytes(32).toString('base64');
+    const newId = keyIdOf(newKey);
+    expect(await recordedKeyId(own), 'left by the test before').to.equal(oldId);
+    const rotating = { FRS_SECRET_KEY: newKey, FRS_SECRET_KEY_PREVIOUS: envKey };
+    await cli(rotating, 'workspace', 'create', '--slug', 'env-rotation');
+    const created = await cli(rotating, 'endpoint', 'create', '--workspace', 'env-rotation', '--url', `${receiver.url}/env-rotation`);
+    expect(await storedKeyId(created.id), 'sealed under the recorded key').to.equal(oldId);
+    const rotatedSecret = await cli(rotating, 'endpoint', 'rotate-secret', '--id', created.id, '--overlap-hours', '0');
+    expect(await storedKeyId(created.id), 'sealed under the recorded key').to.equal(oldId);
+    expect(await recordedKeyId(own), 'the record stays').to.equal(oldId);
+    // So a worker restarted with only the new key too early refuses at start, rather than starting and opening nothing.
+    const early = await fleetAdminOn(url, ['sweep', '--deliveries', '--json'], { FRS_DATA_DIR: dataDir, FRS_SECRET_KEY: newKey, FRS_SECRET_KEY_PREVIOUS: '' });
+    expect(early).to.deep.equal({
+      code: 1,
+      stdout: '',
+      stderr: `fleet-admin: FRS_SECRET_KEY holds master key ${newId}, but the database's signing secrets are sealed with ${oldId}: give this process that key (${KEY_SETTINGS})\n`,
+    });
+    await deliversSignedWith(rotating, 'env-rotation', rotatedSecret.secret);
+
+    // The re-seal moves every secret (the legacy, rotation and env-rotation endpoints) and the record.
+    expect(await cli(rotating, 'secrets', 'rotate-master-key')).to.deep.equal({ keyId: newId, source: 'env', resealed: 3 });
+    expect(await storedKeyId(created.id)).to.equal(newId);
+    expect(await recordedKeyId(own), 'the record follows the rotation').to.equal(newId);
+    expect((await own('webhook_endpoints').distinct('secret_key_id')).map((row) => row.secret_key_id)).to.deep.equal([newId]);
+    await deliversSignedWith({ FRS_SECRET_KEY: newKey }, 'env-rotation', rotatedSecret.secret);
   });
 });
 
