@@ -305,17 +305,31 @@ export function openSecret(secret: SealedSecret, context: string): string {
  * key's id). With the key file: a new key is written first, the old ones kept below it until `reseal` has
  * committed, so a crash at any point leaves every secret readable. With FRS_SECRET_KEY: the operator has already
  * set the new key there and the old one in FRS_SECRET_KEY_PREVIOUS; this re-seals under FRS_SECRET_KEY.
+ *
+ * With DATABASE_URL the key file may be this host's own copy (a one-off container's, one host's of several): the
+ * new key would reach no other process, and every secret re-sealed under it would open only here. So the key file
+ * is rotated there only when the operator says every process reads this very file (`keyFileIsShared`).
  */
-export async function rotateMasterKey<T>(reseal: (currentKeyId: string) => Promise<T>): Promise<{ keyId: string; source: 'env' | 'file'; result: T }> {
+export async function rotateMasterKey<T>(
+  reseal: (currentKeyId: string) => Promise<T>,
+  options: { keyFileIsShared?: boolean } = {},
+): Promise<{ keyId: string; source: 'env'; result: T } | { keyId: string; source: 'file'; file: string; result: T }> {
   let ring = keyring({ fresh: true, create: true });
   if (ring.source.kind === 'file') {
     const file = ring.source.path;
+    if (process.env.DATABASE_URL && !options.keyFileIsShared) {
+      throw new MasterKeyError(
+        `the master key is in the key file ${file} (${SECRET_KEY_FILE_ENV}) and DATABASE_URL is set: a new key would be written to this host's file only, ` +
+          `and processes reading another copy could open none of the secrets re-sealed under it; if every process reads this same file, run again with ` +
+          `--key-file-is-shared, else rotate with the new key in ${SECRET_KEY_ENV} and the old one in ${PREVIOUS_SECRET_KEYS_ENV} on every process`,
+      );
+    }
     const previous = fs.readFileSync(file, 'utf8').split('\n').filter((line) => line.trim() !== '');
     writeKeyFile(file, [newMasterKeyText(), ...previous]);
     ring = processKeyring = loadKeyring({ createIfMissing: false });
     const result = await reseal(ring.current.id);
     writeKeyFile(file, [ring.current.key.toString('base64')]);
-    return { keyId: ring.current.id, source: 'file', result };
+    return { keyId: ring.current.id, source: 'file', file, result };
   }
   return { keyId: ring.current.id, source: 'env', result: await reseal(ring.current.id) };
 }

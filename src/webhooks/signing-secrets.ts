@@ -211,10 +211,14 @@ export async function rotateSigningSecret(db: Knex, id: string, options: { overl
 
 /**
  * `fleet-admin secrets rotate-master-key`: re-seals every endpoint's signing secrets under the new master key in
- * one transaction; previous secrets whose overlap has ended are dropped instead.
+ * one transaction; previous secrets whose overlap has ended are dropped instead. With DATABASE_URL a key file is
+ * rotated only when `keyFileIsShared` (src/secrets.ts).
  */
-export async function resealSigningSecrets(db: Knex): Promise<{ keyId: string; source: 'env' | 'file'; resealed: number }> {
-  const { keyId, source, result } = await rotateMasterKey(() =>
+export async function resealSigningSecrets(
+  db: Knex,
+  options: { keyFileIsShared?: boolean } = {},
+): Promise<{ keyId: string; source: 'env' | 'file'; file?: string; resealed: number }> {
+  const { result, ...rotated } = await rotateMasterKey(() =>
     withSealingLock(db, 'exclusive', async (trx, sealer) => {
       const rows = await trx('webhook_endpoints')
         .where('secret_key_id', '<>', sealer.keyId)
@@ -237,6 +241,7 @@ export async function resealSigningSecrets(db: Knex): Promise<{ keyId: string; s
       }
       return rows.length;
     }),
+    options,
   );
-  return { keyId, source, resealed: result };
+  return { ...rotated, resealed: result };
 }

@@ -333,16 +333,42 @@ describe('fleet-admin secrets rotate-master-key and the migration that sealed st
     const oldId = await storedKeyId(created.id);
     expect(await recordedKeyId(own)).to.equal(oldId);
 
-    const rotated = await cli({}, 'secrets', 'rotate-master-key');
-    expect(rotated).to.deep.equal({ keyId: rotated.keyId, source: 'file', resealed: 2 });
+    // With DATABASE_URL a key file may be this host's alone: the new key would reach no other. Refused unless the
+    // operator says every process reads this file, changing nothing.
+    const before = { file: fs.readFileSync(masterKeyFile(dataDir), 'utf8'), endpoints: await own('webhook_endpoints').orderBy('id').select(), recorded: await recordedKeyId(own) };
+    const refused = await fleetAdminOn(url, ['secrets', 'rotate-master-key', '--json'], { FRS_DATA_DIR: dataDir, FRS_SECRET_KEY: '', FRS_SECRET_KEY_PREVIOUS: '' });
+    expect(refused).to.deep.equal({
+      code: 1,
+      stdout: '',
+      stderr:
+        `fleet-admin: the master key is in the key file ${masterKeyFile(dataDir)} (FRS_SECRET_KEY_FILE) and DATABASE_URL is set: a new key would be written to this ` +
+        `host's file only, and processes reading another copy could open none of the secrets re-sealed under it; if every process reads this same file, ` +
+        `run again with --key-file-is-shared, else rotate with the new key in FRS_SECRET_KEY and the old one in FRS_SECRET_KEY_PREVIOUS on every process\n`,
+    });
+    expect({ file: fs.readFileSync(masterKeyFile(dataDir), 'utf8'), endpoints: await own('webhook_endpoints').orderBy('id').select(), recorded: await recordedKeyId(own) }).to.deep.equal(before);
+    expect(fs.readdirSync(dataDir), 'no temporary file left').to.deep.equal(['secret.key']);
+
+    const rotated = await cli({}, 'secrets', 'rotate-master-key', '--key-file-is-shared');
+    expect(rotated).to.deep.equal({ keyId: rotated.keyId, source: 'file', file: masterKeyFile(dataDir), resealed: 2 });
     expect(rotated.keyId).to.match(/^mk_[0-9a-f]{16}$/).and.not.equal(oldId);
     const lines = keyFileLines();
+    expect(keyIdOf(lines[0])).to.equal(rotated.keyId);
     expect(lines).to.have.length(1);
     expect(lines[0]).not.to.equal(oldKey);
     expect(fs.statSync(masterKeyFile(dataDir)).mode & 0o777).to.equal(0o600);
     expect(await storedKeyId(created.id)).to.equal(rotated.keyId);
     expect(await recordedKeyId(own), 'the record follows the rotation').to.equal(rotated.keyId);
     await deliversSignedWith({}, 'rotation', created.secret);
+    // Without --json it says where the new key is, and that every host needs it.
+    const again = await fleetAdminOn(url, ['secrets', 'rotate-master-key', '--key-file-is-shared'], { FRS_DATA_DIR: dataDir, FRS_SECRET_KEY: '', FRS_SECRET_KEY_PREVIOUS: '' });
+    expect(again.stderr).to.equal('');
+    const [againKey] = keyFileLines();
+    expect(again.stdout).to.equal(
+      `2 endpoint(s) re-sealed under master key ${keyIdOf(againKey)} (a new key, now the only one in the key file ${masterKeyFile(dataDir)}: ` +
+        `every host that runs the service or fleet-admin must read this file as it is now; a copy taken before opens none of the signing secrets)\n`,
+    );
+    lines.splice(0, 1, againKey);
+    expect(await recordedKeyId(own)).to.equal(keyIdOf(againKey));
 
     // Moving to FRS_SECRET_KEY: the new key there, the key file's key as the previous one.
     const moving = { FRS_SECRET_KEY: envKey, FRS_SECRET_KEY_PREVIOUS: lines[0] };
