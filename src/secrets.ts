@@ -172,10 +172,14 @@ function readKeyFile(file: string, createIfMissing: boolean): MasterKey[] {
   }
 }
 
-/** Writes the key file through a temporary file and a rename, so a reader never sees half of it. */
-function writeKeyFile(file: string, keys: string[]): void {
-  const temporary = `${file}.${process.pid}.tmp`;
-  fs.writeFileSync(temporary, `${keys.join('\n')}\n`, { mode: 0o600 });
+/**
+ * Writes the key file through a temporary file and a rename, so a reader never sees half of it. The temporary file
+ * has a name no one can guess and is created afresh (never through a file or link someone left there), its owner's
+ * alone from the start.
+ */
+export function writeKeyFile(file: string, keys: string[]): void {
+  const temporary = `${file}.${crypto.randomBytes(12).toString('hex')}.tmp`;
+  fs.writeFileSync(temporary, `${keys.join('\n')}\n`, { mode: 0o600, flag: 'wx' });
   fs.renameSync(temporary, file);
 }
 

@@ -12,7 +12,7 @@ import { startReceiver, verifyIndependently, type Receiver } from '../support/re
 import { createKnex } from '../../src/db/database.js';
 import { migrationSource } from '../../src/db/migrate.js';
 import { ROOT_DIR } from '../../src/config.js';
-import { loadKeyring, masterKeyFile, MasterKeyError, newSigningSecret } from '../../src/secrets.js';
+import { loadKeyring, masterKeyFile, MasterKeyError, newSigningSecret, writeKeyFile } from '../../src/secrets.js';
 import { InputError } from '../../src/workspaces.js';
 import { publishEvent } from '../../src/webhooks/publish.js';
 import { openSigningSecret, rotateSigningSecret, sealedSecretColumns } from '../../src/webhooks/signing-secrets.js';
@@ -217,6 +217,23 @@ describe('the master key', () => {
     // Its owner only: read-only is as good as 0600.
     fs.chmodSync(file, 0o400);
     expect(loadKeyring({ env }).current.id).to.equal(keyIdOf(key));
+  });
+
+  it('rewrites the key file through a temporary file of its own: a link planted at a name it could have picked is not followed', () => {
+    const dir = tempDir();
+    const file = path.join(dir, 'secret.key');
+    const planted = path.join(dir, 'planted');
+    fs.writeFileSync(planted, '', { mode: 0o644 });
+    // The name the temporary file once had (the key file's, with this process's id): predictable to other users.
+    const link = `${file}.${process.pid}.tmp`;
+    fs.symlinkSync(planted, link);
+    const keys = [crypto.randomBytes(32).toString('base64'), crypto.randomBytes(32).toString('base64')];
+    writeKeyFile(file, keys);
+    expect(fs.readFileSync(planted, 'utf8'), 'nothing written through the link').to.equal('');
+    expect(fs.lstatSync(file).isFile(), 'the key file is a file of its own, not the link').to.equal(true);
+    expect(fs.readFileSync(file, 'utf8')).to.equal(`${keys[0]}\n${keys[1]}\n`);
+    expect(fs.statSync(file).mode & 0o777).to.equal(0o600);
+    expect(fs.readdirSync(dir).sort(), 'no temporary file left').to.deep.equal([path.basename(planted), path.basename(file), path.basename(link)].sort());
   });
 
   it('FRS_SECRET_KEY wins over the key file, and a malformed one is refused naming the variable', () => {
