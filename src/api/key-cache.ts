@@ -3,14 +3,14 @@
 // - every change that can stop a key working (revoked, expiry moved, deleted, its workspace frozen or renamed) is
 //   announced by a trigger on AUTH_CHANGES_CHANNEL when it commits (migration 20261123001050), from whatever process
 //   made it, and every API process listening drops its whole cache on the announcement;
-// - the cache serves only while its LISTEN connection is up and proves that it still receives: every
-//   HEARTBEAT_INTERVAL_MS the process sends a heartbeat (a NOTIFY on the same channel, with a payload of its own)
-//   through its ordinary pool, and the cache stops serving, dropped, as soon as one has not come back within
-//   HEARTBEAT_DEADLINE_MS. Notifications reach a listener in commit order, so a heartbeat that came back vouches for
-//   every announcement committed before it was sent; a silent listener (a half-open TCP connection, a pooler that
-//   accepts LISTEN and never delivers) is trusted for HEARTBEAT_INTERVAL_MS + HEARTBEAT_DEADLINE_MS at most. A new
-//   connection serves only once its first heartbeat came back, and the cache starts empty whenever it serves again
-//   (announcements missed in between cannot matter, since nothing was kept);
+// - the cache serves only while its LISTEN connection is up and proves that it still receives: every heartbeat
+//   interval (HEARTBEAT_INTERVAL_MS by default) the process sends a heartbeat (a NOTIFY on the same channel, with a
+//   payload of its own) through its ordinary pool, and the cache stops serving, dropped, as soon as one has not come
+//   back within the heartbeat deadline (HEARTBEAT_DEADLINE_MS). Notifications reach a listener in commit order, so a
+//   heartbeat that came back vouches for every announcement committed before it was sent; a silent listener (a
+//   half-open TCP connection, a pooler that accepts LISTEN and never delivers) is trusted for the interval plus the
+//   deadline at most. A new connection serves only once its first heartbeat came back, and the cache starts empty
+//   whenever it serves again (announcements missed in between cannot matter, since nothing was kept);
 // - a lookup that raced an announcement (read before it, finished after it) is not kept (the generation check);
 // - expiry is checked on every request against the cached expiry instant, so a key stops at that instant;
 // - an entry is looked up again after MAX_AGE_MS at the latest, a bound for a change made without its announcement
@@ -33,6 +33,11 @@ const REOPEN_MAX_MS = 30_000;
 // bound how long a silent listener is trusted: 4.5 s, against the 30 s of MAX_AGE_MS.
 const HEARTBEAT_INTERVAL_MS = 2_000;
 const HEARTBEAT_DEADLINE_MS = 2_500;
+/** How often heartbeats are sent, and how soon each must come back (the defaults above unless a test says otherwise). */
+export interface HeartbeatTimings {
+  heartbeatIntervalMs?: number;
+  heartbeatDeadlineMs?: number;
+}
 /** Heartbeats still out that are remembered, the oldest forgotten first: past the deadline, one overdue is enough. */
 const MAX_PENDING_HEARTBEATS = 64;
 
@@ -75,12 +80,16 @@ export class KeyCache {
   /** Times the notification connection was lost (for tests and logs). */
   losses = 0;
 
+  private readonly deadlineMs: number;
+
   private constructor(
     private readonly connect: () => Promise<pg.Client>,
     private readonly db: Knex,
     private readonly logger: Logger,
+    timings: HeartbeatTimings,
   ) {
-    this.beatTimer = setInterval(() => this.beat(), HEARTBEAT_INTERVAL_MS);
+    this.deadlineMs = timings.heartbeatDeadlineMs ?? HEARTBEAT_DEADLINE_MS;
+    this.beatTimer = setInterval(() => this.beat(), timings.heartbeatIntervalMs ?? HEARTBEAT_INTERVAL_MS);
     this.beatTimer.unref();
   }
 
@@ -90,8 +99,8 @@ export class KeyCache {
    * its first heartbeat came back; if it cannot listen, every lookup goes to the database and it keeps trying in the
    * background.
    */
-  static async start(connect: () => Promise<pg.Client>, db: Knex, logger: Logger): Promise<KeyCache> {
-    const cache = new KeyCache(connect, db, logger);
+  static async start(connect: () => Promise<pg.Client>, db: Knex, logger: Logger, timings: HeartbeatTimings = {}): Promise<KeyCache> {
+    const cache = new KeyCache(connect, db, logger, timings);
     await cache.open();
     return cache;
   }
@@ -147,13 +156,13 @@ export class KeyCache {
    */
   private current(): boolean {
     const oldest = this.pending.values().next().value;
-    const overdue = oldest !== undefined && performance.now() - oldest > HEARTBEAT_DEADLINE_MS;
+    const overdue = oldest !== undefined && performance.now() - oldest > this.deadlineMs;
     const serves = this.client !== undefined && !overdue;
     if (serves !== this.served) {
       this.served = serves;
       this.drop();
       if (serves) this.outageEnds();
-      else if (this.client) this.outageBegins({ deadlineMs: HEARTBEAT_DEADLINE_MS }, `key cache: a heartbeat did not come back within ${HEARTBEAT_DEADLINE_MS} ms; cache dropped, keys are looked up in the database until heartbeats come back`);
+      else if (this.client) this.outageBegins({ deadlineMs: this.deadlineMs }, `key cache: a heartbeat did not come back within ${this.deadlineMs} ms; cache dropped, keys are looked up in the database until heartbeats come back`);
     }
     return serves;
   }
@@ -201,7 +210,7 @@ export class KeyCache {
       // never serves. Heartbeats sent to an earlier connection will not come back on this one.
       this.pending.clear();
       const proven = new Promise<boolean>((resolve) => {
-        const timer = setTimeout(() => resolve(false), HEARTBEAT_DEADLINE_MS);
+        const timer = setTimeout(() => resolve(false), this.deadlineMs);
         this.opening = { listener, seq: this.beats + 1, done: (ok) => { clearTimeout(timer); resolve(ok); } };
       });
       this.beat();
@@ -211,7 +220,7 @@ export class KeyCache {
         await listener.end();
         return;
       }
-      if (!ok) throw new Error(`LISTEN succeeded but a heartbeat sent through the pool did not come back on it within ${HEARTBEAT_DEADLINE_MS} ms (a transaction pooler in between?)`);
+      if (!ok) throw new Error(`LISTEN succeeded but a heartbeat sent through the pool did not come back on it within ${this.deadlineMs} ms (a transaction pooler in between?)`);
       this.client = listener;
       this.reopenDelay = REOPEN_FIRST_MS;
       this.current();
