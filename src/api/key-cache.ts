@@ -64,11 +64,15 @@ export class KeyCache {
   private reopenDelay = REOPEN_FIRST_MS;
   private reopenTimer: NodeJS.Timeout | undefined;
   private readonly beatTimer: NodeJS.Timeout;
-  /** This process's heartbeats: HEARTBEAT_PREFIX, a nonce of its own, then a sequence number. */
+  /**
+   * This process's heartbeats: HEARTBEAT_PREFIX, a nonce of its own, a sequence number and a random token of that
+   * heartbeat's. Any role may NOTIFY on the channel, and one that LISTENs sees the payloads: only a heartbeat
+   * whose sequence number and token are those sent counts, so no one can answer for one not yet sent.
+   */
   private readonly heartbeatPrefix = `${HEARTBEAT_PREFIX}${crypto.randomUUID()} `;
   private beats = 0;
-  /** Heartbeats sent and not yet back, by sequence number: when each was sent (performance.now()). */
-  private readonly pending = new Map<number, number>();
+  /** Heartbeats sent and not yet back, by sequence number: when each was sent (performance.now()) and its token. */
+  private readonly pending = new Map<number, { sentAt: number; token: string }>();
   /** One heartbeat in flight at a time: a pool that cannot answer gets no queue of them (the one out goes overdue). */
   private sending = false;
   /** Whether the cache served when last looked at; a change either way drops it. */
@@ -156,7 +160,7 @@ export class KeyCache {
    */
   private current(): boolean {
     const oldest = this.pending.values().next().value;
-    const overdue = oldest !== undefined && performance.now() - oldest > this.deadlineMs;
+    const overdue = oldest !== undefined && performance.now() - oldest.sentAt > this.deadlineMs;
     const serves = this.client !== undefined && !overdue;
     if (serves !== this.served) {
       this.served = serves;
@@ -172,10 +176,11 @@ export class KeyCache {
     this.current();
     if ((!this.client && !this.opening) || this.sending || this.closed) return;
     const seq = ++this.beats;
-    this.pending.set(seq, performance.now());
+    const token = crypto.randomBytes(16).toString('hex');
+    this.pending.set(seq, { sentAt: performance.now(), token });
     if (this.pending.size > MAX_PENDING_HEARTBEATS) this.pending.delete(this.pending.keys().next().value!);
     this.sending = true;
-    this.db.raw('SELECT pg_notify(?, ?)', [AUTH_CHANGES_CHANNEL, `${this.heartbeatPrefix}${seq}`])
+    this.db.raw('SELECT pg_notify(?, ?)', [AUTH_CHANGES_CHANNEL, `${this.heartbeatPrefix}${seq} ${token}`])
       .catch(() => undefined) // it will not come back, which is what counts
       .finally(() => { this.sending = false; });
   }
@@ -187,8 +192,11 @@ export class KeyCache {
     }
     if (!payload.startsWith(this.heartbeatPrefix)) return; // another process's heartbeat
     if (listener !== this.client && listener !== this.opening?.listener) return;
+    const [seqText, token] = payload.slice(this.heartbeatPrefix.length).split(' ');
+    const seq = Number(seqText);
+    const awaited = Number.isSafeInteger(seq) && seq <= this.beats ? this.pending.get(seq) : undefined;
+    if (awaited === undefined || awaited.token !== token) return; // not a heartbeat this process sent and still awaits
     // Sent one at a time, heartbeats commit in order: this one coming back vouches for every earlier one.
-    const seq = Number(payload.slice(this.heartbeatPrefix.length));
     for (const sent of this.pending.keys()) {
       if (sent > seq) break;
       this.pending.delete(sent);
