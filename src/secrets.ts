@@ -80,7 +80,7 @@ interface Keyring {
 
 /** The ids of a process's master keys and the setting they came from, for checks against the database's record. */
 export interface MasterKeyIds {
-  /** The key this process seals with. */
+  /** The newest key: the one a master-key rotation re-seals under, and a first seal uses. */
   currentId: string;
   /** Every key it opens with: the current one, and the old ones during a master-key rotation. */
   ids: ReadonlySet<string>;
@@ -172,10 +172,14 @@ function readKeyFile(file: string, createIfMissing: boolean): MasterKey[] {
   }
 }
 
-/** Writes the key file through a temporary file and a rename, so a reader never sees half of it. */
-function writeKeyFile(file: string, keys: string[]): void {
-  const temporary = `${file}.${process.pid}.tmp`;
-  fs.writeFileSync(temporary, `${keys.join('\n')}\n`, { mode: 0o600 });
+/**
+ * Writes the key file through a temporary file and a rename, so a reader never sees half of it. The temporary file
+ * has a name no one can guess and is created afresh (never through a file or link someone left there), its owner's
+ * alone from the start.
+ */
+export function writeKeyFile(file: string, keys: string[]): void {
+  const temporary = `${file}.${crypto.randomBytes(12).toString('hex')}.tmp`;
+  fs.writeFileSync(temporary, `${keys.join('\n')}\n`, { mode: 0o600, flag: 'wx' });
   fs.renameSync(temporary, file);
 }
 
@@ -230,26 +234,29 @@ export function givenMasterKeys(): MasterKeyIds | undefined {
   return keyIds(keyring({ fresh: true }));
 }
 
-/** A sealer bound to one master key: every value it seals is under that key. */
-export interface SealingKey extends MasterKeyIds {
-  seal(plain: string, context: string): SealedSecret;
+/** A sealer holding this process's master keys, as read at one instant. */
+export interface SealingKeys extends MasterKeyIds {
+  /** Seals under the key `keyId` names (one of `ids`), by default the current one. */
+  seal(plain: string, context: string, keyId?: string): SealedSecret;
 }
 
 /**
- * The key sealing uses now, read afresh (another process may have rotated the key file). With `create` (only when
- * nothing is sealed yet) the embedded default creates its key file when there is none.
+ * The keys sealing may use now, read afresh (another process may have rotated the key file). With `create` (only
+ * when nothing is sealed yet) the embedded default creates its key file when there is none.
  */
-export function sealingKey(options: { create: boolean }): SealingKey {
+export function sealingKeys(options: { create: boolean }): SealingKeys {
   const ring = keyring({ fresh: true, create: options.create });
-  const { current } = ring;
+  const ids = keyIds(ring);
   return {
-    ...keyIds(ring),
-    seal(plain, context) {
+    ...ids,
+    seal(plain, context, keyId = ring.current.id) {
+      const masterKey = ring.byId.get(keyId);
+      if (!masterKey) throw new MasterKeyError(`cannot seal with master key ${keyId}: ${ids.setting} does not hold it`);
       const iv = crypto.randomBytes(IV_BYTES);
-      const cipher = crypto.createCipheriv('aes-256-gcm', current.key, iv);
+      const cipher = crypto.createCipheriv('aes-256-gcm', masterKey.key, iv);
       cipher.setAAD(Buffer.from(context, 'utf8'));
       const ciphertext = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()]);
-      return { keyId: current.id, sealed: Buffer.concat([Buffer.from([SEALED_VERSION]), iv, cipher.getAuthTag(), ciphertext]) };
+      return { keyId, sealed: Buffer.concat([Buffer.from([SEALED_VERSION]), iv, cipher.getAuthTag(), ciphertext]) };
     },
   };
 }
@@ -273,7 +280,7 @@ export function createMasterKeyFile(env: NodeJS.ProcessEnv = process.env): { key
  * the secrets once stored in plain text, and tests' fixtures.
  */
 export function sealSecret(plain: string, context: string): SealedSecret {
-  return sealingKey({ create: true }).seal(plain, context);
+  return sealingKeys({ create: true }).seal(plain, context);
 }
 
 /** Decrypts a value sealed by sealSecret with the same `context`; throws MasterKeyError when it cannot. */
@@ -302,17 +309,31 @@ export function openSecret(secret: SealedSecret, context: string): string {
  * key's id). With the key file: a new key is written first, the old ones kept below it until `reseal` has
  * committed, so a crash at any point leaves every secret readable. With FRS_SECRET_KEY: the operator has already
  * set the new key there and the old one in FRS_SECRET_KEY_PREVIOUS; this re-seals under FRS_SECRET_KEY.
+ *
+ * With DATABASE_URL the key file may be this host's own copy (a one-off container's, one host's of several): the
+ * new key would reach no other process, and every secret re-sealed under it would open only here. So the key file
+ * is rotated there only when the operator says every process reads this very file (`keyFileIsShared`).
  */
-export async function rotateMasterKey<T>(reseal: (currentKeyId: string) => Promise<T>): Promise<{ keyId: string; source: 'env' | 'file'; result: T }> {
+export async function rotateMasterKey<T>(
+  reseal: (currentKeyId: string) => Promise<T>,
+  options: { keyFileIsShared?: boolean } = {},
+): Promise<{ keyId: string; source: 'env'; result: T } | { keyId: string; source: 'file'; file: string; result: T }> {
   let ring = keyring({ fresh: true, create: true });
   if (ring.source.kind === 'file') {
     const file = ring.source.path;
+    if (process.env.DATABASE_URL && !options.keyFileIsShared) {
+      throw new MasterKeyError(
+        `the master key is in the key file ${file} (${SECRET_KEY_FILE_ENV}) and DATABASE_URL is set: a new key would be written to this host's file only, ` +
+          `and processes reading another copy could open none of the secrets re-sealed under it; if every process reads this same file, run again with ` +
+          `--key-file-is-shared, else rotate with the new key in ${SECRET_KEY_ENV} and the old one in ${PREVIOUS_SECRET_KEYS_ENV} on every process`,
+      );
+    }
     const previous = fs.readFileSync(file, 'utf8').split('\n').filter((line) => line.trim() !== '');
     writeKeyFile(file, [newMasterKeyText(), ...previous]);
     ring = processKeyring = loadKeyring({ createIfMissing: false });
     const result = await reseal(ring.current.id);
     writeKeyFile(file, [ring.current.key.toString('base64')]);
-    return { keyId: ring.current.id, source: 'file', result };
+    return { keyId: ring.current.id, source: 'file', file, result };
   }
   return { keyId: ring.current.id, source: 'env', result: await reseal(ring.current.id) };
 }

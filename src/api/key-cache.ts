@@ -3,14 +3,14 @@
 // - every change that can stop a key working (revoked, expiry moved, deleted, its workspace frozen or renamed) is
 //   announced by a trigger on AUTH_CHANGES_CHANNEL when it commits (migration 20261123001050), from whatever process
 //   made it, and every API process listening drops its whole cache on the announcement;
-// - the cache serves only while its LISTEN connection is up and proves that it still receives: every
-//   HEARTBEAT_INTERVAL_MS the process sends a heartbeat (a NOTIFY on the same channel, with a payload of its own)
-//   through its ordinary pool, and the cache stops serving, dropped, as soon as one has not come back within
-//   HEARTBEAT_DEADLINE_MS. Notifications reach a listener in commit order, so a heartbeat that came back vouches for
-//   every announcement committed before it was sent; a silent listener (a half-open TCP connection, a pooler that
-//   accepts LISTEN and never delivers) is trusted for HEARTBEAT_INTERVAL_MS + HEARTBEAT_DEADLINE_MS at most. A new
-//   connection serves only once its first heartbeat came back, and the cache starts empty whenever it serves again
-//   (announcements missed in between cannot matter, since nothing was kept);
+// - the cache serves only while its LISTEN connection is up and proves that it still receives: every heartbeat
+//   interval (HEARTBEAT_INTERVAL_MS by default) the process sends a heartbeat (a NOTIFY on the same channel, with a
+//   payload of its own) through its ordinary pool, and the cache stops serving, dropped, as soon as one has not come
+//   back within the heartbeat deadline (HEARTBEAT_DEADLINE_MS). Notifications reach a listener in commit order, so a
+//   heartbeat that came back vouches for every announcement committed before it was sent; a silent listener (a
+//   half-open TCP connection, a pooler that accepts LISTEN and never delivers) is trusted for the interval plus the
+//   deadline at most. A new connection serves only once its first heartbeat came back, and the cache starts empty
+//   whenever it serves again (announcements missed in between cannot matter, since nothing was kept);
 // - a lookup that raced an announcement (read before it, finished after it) is not kept (the generation check);
 // - expiry is checked on every request against the cached expiry instant, so a key stops at that instant;
 // - an entry is looked up again after MAX_AGE_MS at the latest, a bound for a change made without its announcement
@@ -33,6 +33,11 @@ const REOPEN_MAX_MS = 30_000;
 // bound how long a silent listener is trusted: 4.5 s, against the 30 s of MAX_AGE_MS.
 const HEARTBEAT_INTERVAL_MS = 2_000;
 const HEARTBEAT_DEADLINE_MS = 2_500;
+/** How often heartbeats are sent, and how soon each must come back (the defaults above unless a test says otherwise). */
+export interface HeartbeatTimings {
+  heartbeatIntervalMs?: number;
+  heartbeatDeadlineMs?: number;
+}
 /** Heartbeats still out that are remembered, the oldest forgotten first: past the deadline, one overdue is enough. */
 const MAX_PENDING_HEARTBEATS = 64;
 
@@ -59,11 +64,15 @@ export class KeyCache {
   private reopenDelay = REOPEN_FIRST_MS;
   private reopenTimer: NodeJS.Timeout | undefined;
   private readonly beatTimer: NodeJS.Timeout;
-  /** This process's heartbeats: HEARTBEAT_PREFIX, a nonce of its own, then a sequence number. */
+  /**
+   * This process's heartbeats: HEARTBEAT_PREFIX, a nonce of its own, a sequence number and a random token of that
+   * heartbeat's. Any role may NOTIFY on the channel, and one that LISTENs sees the payloads: only a heartbeat
+   * whose sequence number and token are those sent counts, so no one can answer for one not yet sent.
+   */
   private readonly heartbeatPrefix = `${HEARTBEAT_PREFIX}${crypto.randomUUID()} `;
   private beats = 0;
-  /** Heartbeats sent and not yet back, by sequence number: when each was sent (performance.now()). */
-  private readonly pending = new Map<number, number>();
+  /** Heartbeats sent and not yet back, by sequence number: when each was sent (performance.now()) and its token. */
+  private readonly pending = new Map<number, { sentAt: number; token: string }>();
   /** One heartbeat in flight at a time: a pool that cannot answer gets no queue of them (the one out goes overdue). */
   private sending = false;
   /** Whether the cache served when last looked at; a change either way drops it. */
@@ -75,12 +84,16 @@ export class KeyCache {
   /** Times the notification connection was lost (for tests and logs). */
   losses = 0;
 
+  private readonly deadlineMs: number;
+
   private constructor(
     private readonly connect: () => Promise<pg.Client>,
     private readonly db: Knex,
     private readonly logger: Logger,
+    timings: HeartbeatTimings,
   ) {
-    this.beatTimer = setInterval(() => this.beat(), HEARTBEAT_INTERVAL_MS);
+    this.deadlineMs = timings.heartbeatDeadlineMs ?? HEARTBEAT_DEADLINE_MS;
+    this.beatTimer = setInterval(() => this.beat(), timings.heartbeatIntervalMs ?? HEARTBEAT_INTERVAL_MS);
     this.beatTimer.unref();
   }
 
@@ -90,8 +103,8 @@ export class KeyCache {
    * its first heartbeat came back; if it cannot listen, every lookup goes to the database and it keeps trying in the
    * background.
    */
-  static async start(connect: () => Promise<pg.Client>, db: Knex, logger: Logger): Promise<KeyCache> {
-    const cache = new KeyCache(connect, db, logger);
+  static async start(connect: () => Promise<pg.Client>, db: Knex, logger: Logger, timings: HeartbeatTimings = {}): Promise<KeyCache> {
+    const cache = new KeyCache(connect, db, logger, timings);
     await cache.open();
     return cache;
   }
@@ -147,13 +160,13 @@ export class KeyCache {
    */
   private current(): boolean {
     const oldest = this.pending.values().next().value;
-    const overdue = oldest !== undefined && performance.now() - oldest > HEARTBEAT_DEADLINE_MS;
+    const overdue = oldest !== undefined && performance.now() - oldest.sentAt > this.deadlineMs;
     const serves = this.client !== undefined && !overdue;
     if (serves !== this.served) {
       this.served = serves;
       this.drop();
       if (serves) this.outageEnds();
-      else if (this.client) this.outageBegins({ deadlineMs: HEARTBEAT_DEADLINE_MS }, `key cache: a heartbeat did not come back within ${HEARTBEAT_DEADLINE_MS} ms; cache dropped, keys are looked up in the database until heartbeats come back`);
+      else if (this.client) this.outageBegins({ deadlineMs: this.deadlineMs }, `key cache: a heartbeat did not come back within ${this.deadlineMs} ms; cache dropped, keys are looked up in the database until heartbeats come back`);
     }
     return serves;
   }
@@ -163,10 +176,11 @@ export class KeyCache {
     this.current();
     if ((!this.client && !this.opening) || this.sending || this.closed) return;
     const seq = ++this.beats;
-    this.pending.set(seq, performance.now());
+    const token = crypto.randomBytes(16).toString('hex');
+    this.pending.set(seq, { sentAt: performance.now(), token });
     if (this.pending.size > MAX_PENDING_HEARTBEATS) this.pending.delete(this.pending.keys().next().value!);
     this.sending = true;
-    this.db.raw('SELECT pg_notify(?, ?)', [AUTH_CHANGES_CHANNEL, `${this.heartbeatPrefix}${seq}`])
+    this.db.raw('SELECT pg_notify(?, ?)', [AUTH_CHANGES_CHANNEL, `${this.heartbeatPrefix}${seq} ${token}`])
       .catch(() => undefined) // it will not come back, which is what counts
       .finally(() => { this.sending = false; });
   }
@@ -178,8 +192,11 @@ export class KeyCache {
     }
     if (!payload.startsWith(this.heartbeatPrefix)) return; // another process's heartbeat
     if (listener !== this.client && listener !== this.opening?.listener) return;
+    const [seqText, token] = payload.slice(this.heartbeatPrefix.length).split(' ');
+    const seq = Number(seqText);
+    const awaited = Number.isSafeInteger(seq) && seq <= this.beats ? this.pending.get(seq) : undefined;
+    if (awaited === undefined || awaited.token !== token) return; // not a heartbeat this process sent and still awaits
     // Sent one at a time, heartbeats commit in order: this one coming back vouches for every earlier one.
-    const seq = Number(payload.slice(this.heartbeatPrefix.length));
     for (const sent of this.pending.keys()) {
       if (sent > seq) break;
       this.pending.delete(sent);
@@ -201,7 +218,7 @@ export class KeyCache {
       // never serves. Heartbeats sent to an earlier connection will not come back on this one.
       this.pending.clear();
       const proven = new Promise<boolean>((resolve) => {
-        const timer = setTimeout(() => resolve(false), HEARTBEAT_DEADLINE_MS);
+        const timer = setTimeout(() => resolve(false), this.deadlineMs);
         this.opening = { listener, seq: this.beats + 1, done: (ok) => { clearTimeout(timer); resolve(ok); } };
       });
       this.beat();
@@ -211,7 +228,7 @@ export class KeyCache {
         await listener.end();
         return;
       }
-      if (!ok) throw new Error(`LISTEN succeeded but a heartbeat sent through the pool did not come back on it within ${HEARTBEAT_DEADLINE_MS} ms (a transaction pooler in between?)`);
+      if (!ok) throw new Error(`LISTEN succeeded but a heartbeat sent through the pool did not come back on it within ${this.deadlineMs} ms (a transaction pooler in between?)`);
       this.client = listener;
       this.reopenDelay = REOPEN_FIRST_MS;
       this.current();

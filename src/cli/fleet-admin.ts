@@ -194,11 +194,14 @@ export function buildProgram(): Command {
       print(o, created, (r) => `master key ${r.keyId} written to ${r.file} (mode 0600); keep a copy in a secret store: without it no signing secret opens`);
     });
   command(secrets, 'rotate-master-key', 're-seal every stored signing secret under a new master key, in one transaction')
-    .action(async (o: JsonOption) => {
-      const result = await withDatabase(resealSigningSecrets, { masterKey: 'needed' });
+    .option('--key-file-is-shared', `with DATABASE_URL and a key file: every process reads this same file (a shared volume or secret mount), so the new key written there reaches them all`)
+    .action(async (o: JsonOption & { keyFileIsShared?: boolean }) => {
+      const result = await withDatabase((db) => resealSigningSecrets(db, { keyFileIsShared: o.keyFileIsShared }), { masterKey: 'needed' });
       print(o, result, (r) =>
         `${r.resealed} endpoint(s) re-sealed under master key ${r.keyId}` +
-        (r.source === 'file' ? ' (a new key, now the only one in the key file)' : ' (FRS_SECRET_KEY; FRS_SECRET_KEY_PREVIOUS is no longer needed)'));
+        (r.file
+          ? ` (a new key, now the only one in the key file ${r.file}: every host that runs the service or fleet-admin must read this file as it is now; a copy taken before opens none of the signing secrets)`
+          : ' (FRS_SECRET_KEY; FRS_SECRET_KEY_PREVIOUS is no longer needed)'));
     });
 
   command(program, 'import', 'load an import document (JSON) into a workspace')

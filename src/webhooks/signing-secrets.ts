@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import {
   createMasterKeyFile, givenMasterKeys, MasterKeyError, newSigningSecret, openSecret, PREVIOUS_SECRET_KEYS_ENV, rotateMasterKey, SECRET_KEY_ENV,
-  SECRET_KEY_FILE_ENV, sealingKey, sealSecret, type MasterKeyIds, type SealedSecret,
+  SECRET_KEY_FILE_ENV, sealingKeys, sealSecret, type MasterKeyIds, type SealedSecret,
 } from '../secrets.js';
 import { InputError, isUuid } from '../workspaces.js';
 
@@ -38,7 +38,7 @@ export interface Sealer {
 export function withSealingLock<T>(db: Knex, mode: 'shared' | 'exclusive', work: (trx: Knex.Transaction, sealer: Sealer) => Promise<T>): Promise<T> {
   return db.transaction(async (trx) => {
     await trx.raw(mode === 'shared' ? 'SELECT pg_advisory_xact_lock_shared(?::bigint)' : 'SELECT pg_advisory_xact_lock(?::bigint)', [SEALING_LOCK]);
-    return recordSealingKey(trx, work);
+    return recordSealingKey(trx, mode, work);
   });
 }
 
@@ -56,10 +56,11 @@ export function sealedSecretColumns(endpointId: string, secret: string): { secre
 
 // ---------------------------------------------------------------------------------------------------------------
 // The record of the master key (master_key_record, one row): the id of the key the stored signing secrets are
-// sealed with, NULL until the first one is sealed. Every seal checks it and moves it to the key it seals with, in
-// the transaction of the rows it seals; every process checks its key against it at start (checkMasterKey). So a
-// process given no key, or another key, refuses at once, naming the setting, instead of sealing secrets no worker
-// can open or leaving deliveries waiting for a key that never comes.
+// sealed with, NULL until the first one is sealed. Every seal checks it in the transaction of the rows it seals and
+// seals under that key; only the master-key rotation's re-seal moves it, with every secret. Every process checks its
+// key against it at start (checkMasterKey). So a process given no key, or another key, refuses at once, naming the
+// setting, instead of sealing secrets no worker can open or leaving deliveries waiting for a key that never comes;
+// and a process given only the new key of a rotation under way is refused until the re-seal has moved everything.
 
 const RECORD_TABLE = 'master_key_record';
 
@@ -111,29 +112,31 @@ export async function checkMasterKey(db: Knex, use: 'needed' | 'if-given'): Prom
 }
 
 /**
- * Runs `work` with a Sealer bound to this process's current master key, after checking that the record's key is
- * one of this process's (the current one, or an old one during a master-key rotation); afterwards the record names
- * the current key, unless nothing was sealed and nothing recorded. The record's row stays locked until the
- * transaction ends, so sealers holding different keys cannot both record theirs. Only when nothing is recorded may
- * the embedded default create its key file (src/secrets.ts).
+ * Runs `work` with a Sealer, after checking that the record's key is one of this process's (the current one, or an
+ * old one during a master-key rotation). A writer (`shared`) seals under the recorded key, so that the secrets stay
+ * under one key until the re-seal: during a rotation the new key may not yet be on every worker. Only the re-seal
+ * (`exclusive`) and the first seal of all use the current key and record it (the re-seal even when it found nothing
+ * to re-seal: the old key is about to be dropped). The record's row stays locked until the transaction ends, so
+ * sealers holding different keys cannot both record theirs. Only when nothing is recorded may the embedded default
+ * create its key file (src/secrets.ts).
  */
-async function recordSealingKey<T>(trx: Knex.Transaction, work: (trx: Knex.Transaction, sealer: Sealer) => Promise<T>): Promise<T> {
+async function recordSealingKey<T>(trx: Knex.Transaction, mode: 'shared' | 'exclusive', work: (trx: Knex.Transaction, sealer: Sealer) => Promise<T>): Promise<T> {
   const recorded: string | null | undefined = (await trx(RECORD_TABLE).forUpdate().first('key_id'))?.key_id;
   if (recorded && !givenMasterKeys()) throw missing({ keyId: recorded });
-  const key = sealingKey({ create: !recorded });
-  if (recorded && !key.ids.has(recorded)) throw mismatch(key, recorded);
+  const keys = sealingKeys({ create: !recorded });
+  if (recorded && !keys.ids.has(recorded)) throw mismatch(keys, recorded);
+  const sealWith = mode === 'shared' && recorded ? recorded : keys.currentId;
   let sealed = false;
   const result = await work(trx, {
-    keyId: key.currentId,
+    keyId: sealWith,
     columns(endpointId, secret) {
       sealed = true;
-      const { keyId, sealed: value } = key.seal(secret, sealingContext(endpointId));
+      const { keyId, sealed: value } = keys.seal(secret, sealingContext(endpointId), sealWith);
       return { secret_key_id: keyId, secret_sealed: value };
     },
   });
-  // A rotation that found nothing to re-seal still moves the record: the old key is about to be dropped.
-  if ((sealed || recorded) && recorded !== key.currentId) {
-    await trx(RECORD_TABLE).insert({ singleton: true, key_id: key.currentId }).onConflict('singleton').merge();
+  if ((sealed || recorded) && recorded !== sealWith) {
+    await trx(RECORD_TABLE).insert({ singleton: true, key_id: sealWith }).onConflict('singleton').merge();
   }
   return result;
 }
@@ -208,10 +211,14 @@ export async function rotateSigningSecret(db: Knex, id: string, options: { overl
 
 /**
  * `fleet-admin secrets rotate-master-key`: re-seals every endpoint's signing secrets under the new master key in
- * one transaction; previous secrets whose overlap has ended are dropped instead.
+ * one transaction; previous secrets whose overlap has ended are dropped instead. With DATABASE_URL a key file is
+ * rotated only when `keyFileIsShared` (src/secrets.ts).
  */
-export async function resealSigningSecrets(db: Knex): Promise<{ keyId: string; source: 'env' | 'file'; resealed: number }> {
-  const { keyId, source, result } = await rotateMasterKey(() =>
+export async function resealSigningSecrets(
+  db: Knex,
+  options: { keyFileIsShared?: boolean } = {},
+): Promise<{ keyId: string; source: 'env' | 'file'; file?: string; resealed: number }> {
+  const { result, ...rotated } = await rotateMasterKey(() =>
     withSealingLock(db, 'exclusive', async (trx, sealer) => {
       const rows = await trx('webhook_endpoints')
         .where('secret_key_id', '<>', sealer.keyId)
@@ -234,6 +241,7 @@ export async function resealSigningSecrets(db: Knex): Promise<{ keyId: string; s
       }
       return rows.length;
     }),
+    options,
   );
-  return { keyId, source, resealed: result };
+  return { ...rotated, resealed: result };
 }

@@ -1,12 +1,14 @@
 import { expect } from 'chai';
 import type { Knex } from 'knex';
 import pg from 'pg';
+import pino from 'pino';
 import { testDatabase } from '../support/database.js';
 import { startApi, type TestApi } from '../support/api.js';
 import { fleetAdminOn } from '../support/cli.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 import { createApiKey, createWorkspace, revokeApiKey, updateWorkspace } from '../../src/workspaces.js';
-import { AUTH_CHANGES_CHANNEL, type KeyRecord } from '../../src/api/key-cache.js';
+import { AUTH_CHANGES_CHANNEL, KeyCache, type KeyRecord } from '../../src/api/key-cache.js';
+import { createKnex } from '../../src/db/database.js';
 import { currentDatabaseName, setRoleStatement } from '../../src/db/roles.js';
 
 // The API with its key cache (src/api/key-cache.ts): a key is checked from memory, yet a revoked key, an expired
@@ -156,13 +158,65 @@ describe('key cache', () => {
     await within(1000, async () => api.keyCache!.generation !== generation);
     expect(api.keyCache!.generation).to.equal(generation + 1);
   });
+  it('counts only the heartbeats it sent: forged NOTIFYs (a huge sequence, a non-numeric one, the next one with a token seen) do not keep it serving', async () => {
+    const database = await testDatabase();
+    // Heartbeats go through a pool of one connection, through a proxy the test freezes: then none comes back, while
+    // the listener (a direct connection) still hears every forgery.
+    const proxy = await startTcpProxy(Number(new URL(url).port));
+    const via = new URL(url);
+    via.hostname = '127.0.0.1';
+    via.port = String(proxy.port);
+    const heartbeatDb = createKnex(via.href, 1);
+    const watcher = new pg.Client({ connectionString: url });
+    const heartbeatIntervalMs = 200;
+    const heartbeatDeadlineMs = 300;
+    let cache: KeyCache | undefined;
+    try {
+      const { rows: [{ pid }] } = await heartbeatDb.raw('SELECT pg_backend_pid() AS pid');
+      // What any role that LISTENs on the channel sees of this cache's heartbeats.
+      const seen: string[] = [];
+      watcher.on('notification', (message) => { if (message.processId === pid) seen.push(message.payload ?? ''); });
+      await watcher.connect();
+      await watcher.query(`LISTEN ${AUTH_CHANGES_CHANNEL}`);
+      cache = await KeyCache.start(() => database.connectAs('api'), heartbeatDb, pino({ level: 'silent' }), { heartbeatIntervalMs, heartbeatDeadlineMs });
+      expect(cache.serving).to.equal(true);
+      await within(2000, async () => seen.length >= 2);
+      const [word, nonce, seq, token] = seen.at(-1)!.split(' ');
+      expect([word, nonce]).to.deep.equal(seen[0].split(' ').slice(0, 2));
+      const next = Number(seq) + 1;
+      // Any role may NOTIFY on the channel.
+      const forgeries = [`heartbeat ${nonce} 999999`, `heartbeat ${nonce} x`, `heartbeat ${nonce} ${next} ${token}`, `heartbeat ${nonce} ${next}`];
+      proxy.freeze();
+      const frozenAt = performance.now();
+      await within(3000, async () => {
+        for (const payload of forgeries) await db.raw('SELECT pg_notify(?, ?)', [AUTH_CHANGES_CHANNEL, payload]);
+        return !cache!.serving;
+      });
+      // The heartbeat out when the proxy froze went overdue: trusted for the interval plus the deadline at most.
+      expect(performance.now() - frozenAt, 'from freeze to not serving').to.be.at.most(heartbeatIntervalMs + heartbeatDeadlineMs + 1500);
+      expect(cache.listening, 'the listener is still up').to.equal(true);
+      // Heartbeats arriving again put it back in service.
+      proxy.thaw();
+      await within(3000, async () => cache!.serving);
+    } finally {
+      proxy.thaw();
+      await cache?.close();
+      await heartbeatDb.destroy();
+      await watcher.end();
+      await proxy.close();
+    }
+  });
+
   describe('with its listening connection through a proxy of the test\'s own', () => {
     let proxy: TcpProxy;
     let proxied: TestApi;
+    // Heartbeats faster than the defaults (2000/2500 ms), so that the bounds below leave clear slack on a busy machine.
+    const heartbeatIntervalMs = 500;
+    const heartbeatDeadlineMs = 700;
 
     beforeEach(async () => {
       proxy = await startTcpProxy(Number(new URL(url).port));
-      proxied = await startApi({ now: () => now, keyCache: { connect: connectVia(url, db, proxy) } });
+      proxied = await startApi({ now: () => now, keyCache: { connect: connectVia(url, db, proxy), heartbeatIntervalMs, heartbeatDeadlineMs } });
     });
     afterEach(async () => {
       proxy.thaw();
@@ -171,7 +225,7 @@ describe('key cache', () => {
       await proxy.close();
     });
 
-    it('stops serving within 5 s of its listener going silent although no connection closed, and serves again once it hears again', async () => {
+    it('stops serving within 3 s of its listener going silent although no connection closed, and serves again once it hears again', async () => {
       const cache = proxied.keyCache!;
       expect(cache.serving).to.equal(true);
       const revoked = await createApiKey(db, { workspaceSlug: 'kc-main' });
@@ -184,7 +238,9 @@ describe('key cache', () => {
       expect((await proxied.get('/v1/me', revoked.key)).status).to.equal(200);
       await within(6000, async () => (await proxied.get('/v1/me', revoked.key)).status === 401);
       const refusedAfterMs = performance.now() - frozenAt;
-      expect(refusedAfterMs, 'from freeze to the revoked key refused').to.be.at.most(5000);
+      // Trusted for the interval plus the deadline at most (1.2 s), then the next request goes to the database: 3 s
+      // leaves 1.8 s for requests and timers on a busy machine.
+      expect(refusedAfterMs, 'from freeze to the revoked key refused').to.be.at.most(heartbeatIntervalMs + heartbeatDeadlineMs + 1800);
       expect(cache.serving).to.equal(false);
       expect((await proxied.get('/v1/me', revoked.key)).body.error).to.include({ code: 'unauthorized', reason: 'revoked' });
       // Nothing closed: the same connection is up, only silent.
@@ -206,7 +262,7 @@ describe('key cache', () => {
       expect((await proxied.get('/v1/me', kept.key)).status).to.equal(200);
       expect((await proxied.get('/v1/me', revoked.key)).status).to.equal(401);
       expect(cacheLines(proxied)).to.deep.equal([
-        [40, 'key cache: a heartbeat did not come back within 2500 ms; cache dropped, keys are looked up in the database until heartbeats come back'],
+        [40, `key cache: a heartbeat did not come back within ${heartbeatDeadlineMs} ms; cache dropped, keys are looked up in the database until heartbeats come back`],
         [30, 'key cache: listening again; the cache serves again, starting empty'],
       ]);
     });

@@ -5,7 +5,7 @@ import { expect } from 'chai';
 import pino from 'pino';
 import type pg from 'pg';
 import { createApp, listen, pathPattern } from '../../src/api/app.js';
-import { KeyCache } from '../../src/api/key-cache.js';
+import { KeyCache, type HeartbeatTimings } from '../../src/api/key-cache.js';
 import { loadOpenApiDocument, type OpenApiOperation } from '../../src/contract/document.js';
 import { testDatabase } from './database.js';
 import { validators } from '../../src/contract/validators.js';
@@ -69,9 +69,11 @@ export interface TestApi {
 
 /**
  * The real app on an ephemeral port, on the test database as the API's role, with the given clock; with a key cache
- * when asked, listening as the API's role (or through `connect`, when given).
+ * when asked, listening as the API's role (or through `connect`, when given), with the given heartbeat timings.
  */
-export async function startApi(options: { now?: Date | (() => Date); keyCache?: boolean | { connect: () => Promise<pg.Client> } } = {}): Promise<TestApi> {
+export async function startApi(
+  options: { now?: Date | (() => Date); keyCache?: boolean | ({ connect?: () => Promise<pg.Client> } & HeartbeatTimings) } = {},
+): Promise<TestApi> {
   // The API's own connections: its database role (src/db/roles.ts), as in production.
   const database = await testDatabase();
   const db = database.forRole('api');
@@ -85,8 +87,8 @@ export async function startApi(options: { now?: Date | (() => Date); keyCache?: 
   const now = options.now;
   const clock = now === undefined ? undefined : typeof now === 'function' ? now : () => now;
   const logger = pino({ level: 'debug' }, sink);
-  const connect = typeof options.keyCache === 'object' ? options.keyCache.connect : () => database.connectAs('api');
-  const keyCache = options.keyCache ? await KeyCache.start(connect, db, logger) : undefined;
+  const { connect = () => database.connectAs('api'), ...timings } = typeof options.keyCache === 'object' ? options.keyCache : {};
+  const keyCache = options.keyCache ? await KeyCache.start(connect, db, logger, timings) : undefined;
   const app = await createApp({ db, logger, clock, keyCache });
   const server: Server = await listen(app, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

@@ -12,7 +12,7 @@ import { startReceiver, verifyIndependently, type Receiver } from '../support/re
 import { createKnex } from '../../src/db/database.js';
 import { migrationSource } from '../../src/db/migrate.js';
 import { ROOT_DIR } from '../../src/config.js';
-import { loadKeyring, masterKeyFile, MasterKeyError, newSigningSecret } from '../../src/secrets.js';
+import { loadKeyring, masterKeyFile, MasterKeyError, newSigningSecret, writeKeyFile } from '../../src/secrets.js';
 import { InputError } from '../../src/workspaces.js';
 import { publishEvent } from '../../src/webhooks/publish.js';
 import { openSigningSecret, rotateSigningSecret, sealedSecretColumns } from '../../src/webhooks/signing-secrets.js';
@@ -219,6 +219,23 @@ describe('the master key', () => {
     expect(loadKeyring({ env }).current.id).to.equal(keyIdOf(key));
   });
 
+  it('rewrites the key file through a temporary file of its own: a link planted at a name it could have picked is not followed', () => {
+    const dir = tempDir();
+    const file = path.join(dir, 'secret.key');
+    const planted = path.join(dir, 'planted');
+    fs.writeFileSync(planted, '', { mode: 0o644 });
+    // The name the temporary file once had (the key file's, with this process's id): predictable to other users.
+    const link = `${file}.${process.pid}.tmp`;
+    fs.symlinkSync(planted, link);
+    const keys = [crypto.randomBytes(32).toString('base64'), crypto.randomBytes(32).toString('base64')];
+    writeKeyFile(file, keys);
+    expect(fs.readFileSync(planted, 'utf8'), 'nothing written through the link').to.equal('');
+    expect(fs.lstatSync(file).isFile(), 'the key file is a file of its own, not the link').to.equal(true);
+    expect(fs.readFileSync(file, 'utf8')).to.equal(`${keys[0]}\n${keys[1]}\n`);
+    expect(fs.statSync(file).mode & 0o777).to.equal(0o600);
+    expect(fs.readdirSync(dir).sort(), 'no temporary file left').to.deep.equal([path.basename(planted), path.basename(file), path.basename(link)].sort());
+  });
+
   it('FRS_SECRET_KEY wins over the key file, and a malformed one is refused naming the variable', () => {
     const dataDir = tempDir();
     const key = crypto.randomBytes(32).toString('base64');
@@ -267,6 +284,8 @@ describe('fleet-admin secrets rotate-master-key and the migration that sealed st
     return JSON.parse(run.stdout);
   };
   const storedKeyId = async (id: string) => (await own('webhook_endpoints').where({ id }).first('secret_key_id')).secret_key_id;
+  /** The key the second test moves to FRS_SECRET_KEY, the one the third rotates away from. */
+  const envKey = crypto.randomBytes(32).toString('base64');
   const keyFileLines = () => fs.readFileSync(masterKeyFile(dataDir), 'utf8').trim().split('\n');
   /** Sends one event through `fleet-admin sweep` and checks its signature with `secret`. */
   const deliversSignedWith = async (env: Record<string, string>, slug: string, secret: string) => {
@@ -331,19 +350,44 @@ describe('fleet-admin secrets rotate-master-key and the migration that sealed st
     const oldId = await storedKeyId(created.id);
     expect(await recordedKeyId(own)).to.equal(oldId);
 
-    const rotated = await cli({}, 'secrets', 'rotate-master-key');
-    expect(rotated).to.deep.equal({ keyId: rotated.keyId, source: 'file', resealed: 2 });
+    // With DATABASE_URL a key file may be this host's alone: the new key would reach no other. Refused unless the
+    // operator says every process reads this file, changing nothing.
+    const before = { file: fs.readFileSync(masterKeyFile(dataDir), 'utf8'), endpoints: await own('webhook_endpoints').orderBy('id').select(), recorded: await recordedKeyId(own) };
+    const refused = await fleetAdminOn(url, ['secrets', 'rotate-master-key', '--json'], { FRS_DATA_DIR: dataDir, FRS_SECRET_KEY: '', FRS_SECRET_KEY_PREVIOUS: '' });
+    expect(refused).to.deep.equal({
+      code: 1,
+      stdout: '',
+      stderr:
+        `fleet-admin: the master key is in the key file ${masterKeyFile(dataDir)} (FRS_SECRET_KEY_FILE) and DATABASE_URL is set: a new key would be written to this ` +
+        `host's file only, and processes reading another copy could open none of the secrets re-sealed under it; if every process reads this same file, ` +
+        `run again with --key-file-is-shared, else rotate with the new key in FRS_SECRET_KEY and the old one in FRS_SECRET_KEY_PREVIOUS on every process\n`,
+    });
+    expect({ file: fs.readFileSync(masterKeyFile(dataDir), 'utf8'), endpoints: await own('webhook_endpoints').orderBy('id').select(), recorded: await recordedKeyId(own) }).to.deep.equal(before);
+    expect(fs.readdirSync(dataDir), 'no temporary file left').to.deep.equal(['secret.key']);
+
+    const rotated = await cli({}, 'secrets', 'rotate-master-key', '--key-file-is-shared');
+    expect(rotated).to.deep.equal({ keyId: rotated.keyId, source: 'file', file: masterKeyFile(dataDir), resealed: 2 });
     expect(rotated.keyId).to.match(/^mk_[0-9a-f]{16}$/).and.not.equal(oldId);
     const lines = keyFileLines();
+    expect(keyIdOf(lines[0])).to.equal(rotated.keyId);
     expect(lines).to.have.length(1);
     expect(lines[0]).not.to.equal(oldKey);
     expect(fs.statSync(masterKeyFile(dataDir)).mode & 0o777).to.equal(0o600);
     expect(await storedKeyId(created.id)).to.equal(rotated.keyId);
     expect(await recordedKeyId(own), 'the record follows the rotation').to.equal(rotated.keyId);
     await deliversSignedWith({}, 'rotation', created.secret);
+    // Without --json it says where the new key is, and that every host needs it.
+    const again = await fleetAdminOn(url, ['secrets', 'rotate-master-key', '--key-file-is-shared'], { FRS_DATA_DIR: dataDir, FRS_SECRET_KEY: '', FRS_SECRET_KEY_PREVIOUS: '' });
+    expect(again.stderr).to.equal('');
+    const [againKey] = keyFileLines();
+    expect(again.stdout).to.equal(
+      `2 endpoint(s) re-sealed under master key ${keyIdOf(againKey)} (a new key, now the only one in the key file ${masterKeyFile(dataDir)}: ` +
+        `every host that runs the service or fleet-admin must read this file as it is now; a copy taken before opens none of the signing secrets)\n`,
+    );
+    lines.splice(0, 1, againKey);
+    expect(await recordedKeyId(own)).to.equal(keyIdOf(againKey));
 
     // Moving to FRS_SECRET_KEY: the new key there, the key file's key as the previous one.
-    const envKey = crypto.randomBytes(32).toString('base64');
     const moving = { FRS_SECRET_KEY: envKey, FRS_SECRET_KEY_PREVIOUS: lines[0] };
     const moved = await cli(moving, 'secrets', 'rotate-master-key');
     expect(moved).to.deep.equal({ keyId: loadKeyring({ env: { FRS_SECRET_KEY: envKey } }).current.id, source: 'env', resealed: 2 });
@@ -360,6 +404,35 @@ describe('fleet-admin secrets rotate-master-key and the migration that sealed st
     expect(rotatedSecret.secret).to.match(/^whsec_[0-9A-Za-z]{40}$/).and.not.equal(created.secret);
     await deliversSignedWith({ FRS_SECRET_KEY: envKey }, 'rotation', rotatedSecret.secret);
     expect(verifyIndependently(receiver.requests[0].rawBody, receiver.requests[0].signature, created.secret, Date.now() / 1000)).to.deep.equal({ ok: false, reason: 'signature_mismatch' });
+  });
+
+  it('an FRS_SECRET_KEY rotation under way (new key, old in FRS_SECRET_KEY_PREVIOUS): endpoint create and rotate-secret seal under the recorded key; only rotate-master-key moves the secrets and the record', async () => {
+    const oldId = keyIdOf(envKey);
+    const newKey = crypto.randomBytes(32).toString('base64');
+    const newId = keyIdOf(newKey);
+    expect(await recordedKeyId(own), 'left by the test before').to.equal(oldId);
+    const rotating = { FRS_SECRET_KEY: newKey, FRS_SECRET_KEY_PREVIOUS: envKey };
+    await cli(rotating, 'workspace', 'create', '--slug', 'env-rotation');
+    const created = await cli(rotating, 'endpoint', 'create', '--workspace', 'env-rotation', '--url', `${receiver.url}/env-rotation`);
+    expect(await storedKeyId(created.id), 'sealed under the recorded key').to.equal(oldId);
+    const rotatedSecret = await cli(rotating, 'endpoint', 'rotate-secret', '--id', created.id, '--overlap-hours', '0');
+    expect(await storedKeyId(created.id), 'sealed under the recorded key').to.equal(oldId);
+    expect(await recordedKeyId(own), 'the record stays').to.equal(oldId);
+    // So a worker restarted with only the new key too early refuses at start, rather than starting and opening nothing.
+    const early = await fleetAdminOn(url, ['sweep', '--deliveries', '--json'], { FRS_DATA_DIR: dataDir, FRS_SECRET_KEY: newKey, FRS_SECRET_KEY_PREVIOUS: '' });
+    expect(early).to.deep.equal({
+      code: 1,
+      stdout: '',
+      stderr: `fleet-admin: FRS_SECRET_KEY holds master key ${newId}, but the database's signing secrets are sealed with ${oldId}: give this process that key (${KEY_SETTINGS})\n`,
+    });
+    await deliversSignedWith(rotating, 'env-rotation', rotatedSecret.secret);
+
+    // The re-seal moves every secret (the legacy, rotation and env-rotation endpoints) and the record.
+    expect(await cli(rotating, 'secrets', 'rotate-master-key')).to.deep.equal({ keyId: newId, source: 'env', resealed: 3 });
+    expect(await storedKeyId(created.id)).to.equal(newId);
+    expect(await recordedKeyId(own), 'the record follows the rotation').to.equal(newId);
+    expect((await own('webhook_endpoints').distinct('secret_key_id')).map((row) => row.secret_key_id)).to.deep.equal([newId]);
+    await deliversSignedWith({ FRS_SECRET_KEY: newKey }, 'env-rotation', rotatedSecret.secret);
   });
 });
 
