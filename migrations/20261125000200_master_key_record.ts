@@ -1,8 +1,9 @@
 import type { Knex } from 'knex';
 
 // Which master key sealed the stored signing secrets (src/webhooks/signing-secrets.ts): one row, key_id NULL until
-// the first secret is sealed. Every seal keeps it current in its own transaction, and every process checks its key
-// against it at start, so a process given no key or another key refuses instead of sealing secrets nobody can open.
+// the first secret is sealed. The first seal sets it and a master-key rotation moves it, each in its own transaction,
+// and every process checks its key against it at start, so a process given no key or another key refuses instead of
+// sealing secrets nobody can open.
 // The API and the worker read it (src/db/roles.ts); only the owner writes it.
 //
 // Recorded here from the secrets already stored: the key most of them are sealed with (all of them, unless a process
