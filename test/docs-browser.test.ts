@@ -90,12 +90,12 @@ describe('the reference page (/docs) in a browser', function () {
 
     // The policy holds: a script injected into the page (as a cross-site scripting flaw would) does not run, and the
     // browser reports the refusal.
-    const ran = await page.evaluate(() => {
+    const ran = await page.evaluate(`(() => {
       const script = document.createElement('script');
       script.textContent = 'window.injectedScriptRan = true';
       document.body.append(script);
-      return (window as unknown as { injectedScriptRan?: boolean }).injectedScriptRan === true;
-    });
+      return window.injectedScriptRan === true;
+    })()`);
     expect(ran, 'an injected inline script ran').to.equal(false);
     await page.waitForTimeout(100);
     expect(consoleErrors.join('\n')).to.match(/Content Security Policy/);
