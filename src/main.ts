@@ -14,6 +14,8 @@ import { createLogger } from './logger.js';
 import { EMBEDDED_PORT, openDatabase, type Database } from './db/database.js';
 import { createApp, listen } from './api/app.js';
 import { KeyCache } from './api/key-cache.js';
+import { httpLimitsFromEnv, logDroppedConnections } from './api/http-limits.js';
+import { shedLagFromEnv } from './api/load-shedding.js';
 import { ServiceMetrics, startMetricsListener } from './observability/metrics.js';
 import { startWorker, workerSettingsFromEnv, type Worker } from './webhooks/worker.js';
 import { checkMasterKey } from './webhooks/signing-secrets.js';
@@ -47,6 +49,8 @@ async function main(): Promise<void> {
   const config = readConfig();
   // Checked before anything starts, so a bad webhook setting fails at once, on one line.
   const workerSettings = config.role === 'api' ? undefined : workerSettingsFromEnv();
+  const httpLimits = httpLimitsFromEnv();
+  const shedEventLoopLagMs = shedLagFromEnv();
   const logger = createLogger(config.logLevel);
 
   let worker: Worker | undefined;
@@ -111,9 +115,10 @@ async function main(): Promise<void> {
     // Key lookups are kept in memory and dropped on every key or workspace change, announced through the database;
     // heartbeats through the API's pool prove that announcements still arrive.
     keyCache = await KeyCache.start(() => database!.connectAs('api'), apiDb, logger);
-    const app = await step('loading the API (document and validators)', () => createApp({ db: apiDb, logger, metrics, keyCache }));
+    const app = await step('loading the API (document and validators)', () => createApp({ db: apiDb, logger, metrics, keyCache, shedEventLoopLagMs }));
     server = await step(`starting the API on ${config.host}:${config.port}`, () =>
-      listen(app, config.port, config.host).catch(inUse('PORT (and HOST)', config.port, config.host)));
+      listen(app, config.port, config.host, httpLimits).catch(inUse('PORT (and HOST)', config.port, config.host)));
+    logDroppedConnections(server, logger, httpLimits.maxConnections);
     const address = server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
     const base = `http://${config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host}:${port}`;

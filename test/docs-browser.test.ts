@@ -47,7 +47,10 @@ describe('the reference page (/docs) in a browser', function () {
     page.on('console', (message) => { if (message.type() === 'error') consoleErrors.push(message.text()); });
     page.on('pageerror', (error) => consoleErrors.push(error.message));
 
-    await page.goto(`${api.url}/docs`, { waitUntil: 'networkidle' });
+    const loaded = await page.goto(`${api.url}/docs`, { waitUntil: 'networkidle' });
+    // The page runs under its Content-Security-Policy (src/api/docs.ts): only this server's own scripts, no framing.
+    expect(loaded!.headers()['content-security-policy']).to.include("script-src 'self';").and.include("frame-ancestors 'none'");
+    expect(loaded!.headers()['x-frame-options']).to.equal('DENY');
     const document = loadOpenApiDocument();
     const operations = Object.values(document.paths).flatMap((item) => Object.values(item as Record<string, { summary?: string }>));
     // The navigation that lists the operations (the page also has a search bar in a nav of its own, and renders the
@@ -84,5 +87,17 @@ describe('the reference page (/docs) in a browser', function () {
     console.log(`      requests: ${[...new Set(requested.map((url) => url.replace(api.url, '')))].join(', ')}`);
     expect(origins, 'every request stays on the server').to.deep.equal([api.url]);
     expect(consoleErrors, 'console errors').to.deep.equal([]);
+
+    // The policy holds: a script injected into the page (as a cross-site scripting flaw would) does not run, and the
+    // browser reports the refusal.
+    const ran = await page.evaluate(`(() => {
+      const script = document.createElement('script');
+      script.textContent = 'window.injectedScriptRan = true';
+      document.body.append(script);
+      return window.injectedScriptRan === true;
+    })()`);
+    expect(ran, 'an injected inline script ran').to.equal(false);
+    await page.waitForTimeout(100);
+    expect(consoleErrors.join('\n')).to.match(/Content Security Policy/);
   });
 });

@@ -243,6 +243,6 @@ export const getHealth = <ThrowOnError extends boolean = false>(options?: Option
 /**
  * Readiness
  *
- * Answers 200 when the database answers (within 2 seconds) and its schema has every migration this version of the service needs; otherwise 503 `not_ready`, with `error.reason` saying which check failed (`database` or `schema`). No API key is needed.
+ * Answers 200 when the database answers (within 2 seconds) and its schema has every migration this version of the service needs; otherwise 503 `not_ready`, with `error.reason` saying which check failed (`database` or `schema`). No API key is needed. The answer is at most 1 second old: probes within a second of each other share one check, so probing often costs the database nothing more.
  */
 export const getReadiness = <ThrowOnError extends boolean = false>(options?: Options<GetReadinessData, ThrowOnError>) => (options?.client ?? client).get<GetReadinessResponses, GetReadinessErrors, ThrowOnError>({ url: '/readyz', ...options });

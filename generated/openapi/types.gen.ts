@@ -109,6 +109,8 @@ export type ErrorResponse = {
          * - `internal_error` (500).
          * - `unavailable` (503): the service cannot reach a dependency (its database) just now; retry after
          * `Retry-After` seconds. Nothing was changed.
+         * - `overloaded` (503): the service is too busy to take another request just now; retry after
+         * `Retry-After` seconds. Nothing was changed.
          * - `not_ready` (503): from `/readyz` only; `reason` names the failed check.
          *
          */
@@ -3190,7 +3192,7 @@ export type GetMeErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
      */
     503: ErrorResponse;
 };
@@ -3231,7 +3233,7 @@ export type ListFleetsErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
      */
     503: ErrorResponse;
 };
@@ -3272,7 +3274,7 @@ export type GetFleetSummaryErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
      */
     503: ErrorResponse;
 };
@@ -3330,7 +3332,7 @@ export type SearchVehiclesErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
      */
     503: ErrorResponse;
 };
@@ -3371,7 +3373,7 @@ export type GetOperationsTodayErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
      */
     503: ErrorResponse;
 };
@@ -3412,7 +3414,7 @@ export type GetBookingSummaryErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
      */
     503: ErrorResponse;
 };
@@ -3453,7 +3455,7 @@ export type GetFinanceOverviewErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
      */
     503: ErrorResponse;
 };
@@ -3503,7 +3505,7 @@ export type GetReceivablesErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
      */
     503: ErrorResponse;
 };
@@ -3544,7 +3546,7 @@ export type ListWebhookEndpointsErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
      */
     503: ErrorResponse;
 };
@@ -3608,7 +3610,7 @@ export type SendTestDeliveryErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
      */
     503: ErrorResponse;
 };
@@ -3675,7 +3677,7 @@ export type ListWebhookDeliveriesErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
      */
     503: ErrorResponse;
 };
@@ -3729,7 +3731,7 @@ export type GetWebhookDeliveryErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
      */
     503: ErrorResponse;
 };

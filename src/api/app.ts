@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
+import http, { type Server } from 'node:http';
 import { createRequire } from 'node:module';
-import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
 import Koa from 'koa';
 import Router from '@koa/router';
@@ -19,6 +19,8 @@ import type { KeyCache } from './key-cache.js';
 import { operationHandlers, type OperationContext } from './operations.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
 import { registerDocs } from './docs.js';
+import { loadShedding } from './load-shedding.js';
+import { applyHttpLimits, DEFAULT_HTTP_LIMITS, type HttpLimits } from './http-limits.js';
 
 export interface AppOptions {
   db: Knex;
@@ -29,6 +31,12 @@ export interface AppOptions {
   metrics?: ServiceMetrics;
   /** Key lookups kept in memory, dropped on every key or workspace change (src/api/key-cache.ts); none: every request reads the key. */
   keyCache?: KeyCache;
+  /**
+   * Event-loop lag past which new requests are shed with 503 overloaded (src/api/load-shedding.ts). Off (0) unless
+   * given: main passes FRS_SHED_EVENT_LOOP_LAG_MS (default 200 ms); a test shares its event loop with the app, and
+   * its own work would be taken for overload.
+   */
+  shedEventLoopLagMs?: number;
 }
 
 /**
@@ -201,7 +209,7 @@ export function memoiseOperations(backend: OpenAPIBackend): ReturnType<OpenAPIBa
   return operations;
 }
 
-export async function createApp({ db, logger, clock = () => new Date(), metrics, keyCache }: AppOptions): Promise<Koa> {
+export async function createApp({ db, logger, clock = () => new Date(), metrics, keyCache, shedEventLoopLagMs = 0 }: AppOptions): Promise<Koa> {
   // Served as published (open to additions); requests are checked against the strict variant, so a parameter
   // takes only the values the document lists today.
   const document = loadOpenApiDocument();
@@ -305,6 +313,7 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
       metrics?.httpRequestDuration.observe({ operation, status: String(ctx.status) }, ms / 1000);
     }
   });
+  app.use(loadShedding(shedEventLoopLagMs));
   app.use(router.routes());
   // No request body is read: no operation of the document takes one (the test operation ignores its body). So a
   // body that is malformed, compressed or huge cannot fail a request, and a request no operation accepts (401,
@@ -332,15 +341,23 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
 
 /**
  * Requests Node's HTTP parser refuses before the app sees them (headers over the limit, bytes a URL may not
- * contain, broken framing) get the documented error body and an x-request-id too, not Node's bare 400/431.
+ * contain, broken framing) get the documented error body and an x-request-id too, not Node's bare 400/431; a request
+ * not whole within the HTTP limits' time-outs (src/api/http-limits.ts) gets 408. The connection is closed after it.
  */
 export function answerClientErrors(server: Server): void {
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
-    if (err.code === 'ECONNRESET' || !socket.writable) {
+    // As Node does: nothing is written into an answer already under way (its bytes would corrupt it).
+    const answering = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true;
+    if (err.code === 'ECONNRESET' || !socket.writable || answering) {
       socket.destroy();
       return;
     }
     const requestId = newRequestId();
+    if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+      // Nothing says which method the request had (it never arrived whole), so, as for HEAD below, no body.
+      socket.end(`HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nx-request-id: ${requestId}\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n`);
+      return;
+    }
     const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
     const error = tooLarge
       ? new ApiError(431, 'headers_too_large', 'The request headers are too large.')
@@ -358,10 +375,15 @@ export function answerClientErrors(server: Server): void {
   });
 }
 
-/** Listens with the app on host:port, answering client errors with the documented body. */
-export async function listen(app: Koa, port: number, host: string): Promise<Server> {
+/**
+ * Listens with the app on host:port, within the HTTP limits (src/api/http-limits.ts), answering client errors with
+ * the documented body.
+ */
+export async function listen(app: Koa, port: number, host: string, limits: HttpLimits = DEFAULT_HTTP_LIMITS): Promise<Server> {
+  const server = http.createServer(app.callback());
+  applyHttpLimits(server, limits);
+  answerClientErrors(server);
   return new Promise<Server>((resolve, reject) => {
-    const s = app.listen(port, host, () => resolve(s)).on('error', reject);
-    answerClientErrors(s);
+    server.listen(port, host, () => resolve(server)).on('error', reject);
   });
 }

@@ -31,26 +31,62 @@ const CONFIGURATION = {
   metaData: { title: 'Fleet Rental Service API' },
 };
 
+/** Hands Scalar its configuration; a file of its own, since the page allows no inline script. */
+const CONFIGURATION_SCRIPT = `const configuration = ${JSON.stringify(CONFIGURATION)};
+configuration.servers = [{ url: window.location.origin, description: 'This server' }];
+document.getElementById('api-reference').dataset.configuration = JSON.stringify(configuration);
+`;
+
+const STYLE = `body{margin:0}:root{--scalar-font:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;--scalar-font-code:ui-monospace,"SFMono-Regular",Menlo,monospace}\n`;
+
 const PAGE = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Fleet Rental Service API</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="icon" href="/favicon.svg" type="image/svg+xml">
-<style>body{margin:0}:root{--scalar-font:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;--scalar-font-code:ui-monospace,"SFMono-Regular",Menlo,monospace}</style>
+<link rel="stylesheet" href="/docs/page.css">
 </head><body>
 <script id="api-reference"></script>
-<script>
-  const configuration = ${JSON.stringify(CONFIGURATION)};
-  configuration.servers = [{ url: window.location.origin, description: 'This server' }];
-  document.getElementById('api-reference').dataset.configuration = JSON.stringify(configuration);
-</script>
+<script src="/docs/configuration.js"></script>
 <script src="/docs/scalar.js"></script>
 </body></html>`;
+
+/**
+ * The page asks for an API key, so nothing but this server's own files may run in it or read from it: no inline
+ * script (an injected one would not run), no other origin for scripts, requests, images or forms, and no framing
+ * (against clickjacking; X-Frame-Options for browsers that predate frame-ancestors).
+ */
+const PAGE_HEADERS = {
+  'Content-Security-Policy': [
+    "default-src 'self'",
+    "script-src 'self'",
+    // Scalar styles its components with inline <style> elements and style attributes it writes at run time; a style
+    // cannot run code, so 'unsafe-inline' here (never for scripts) costs at most a changed look.
+    "style-src 'self' 'unsafe-inline'",
+    "img-src 'self' data:",
+    "connect-src 'self'",
+    "object-src 'none'",
+    "frame-ancestors 'none'",
+    "base-uri 'none'",
+    "form-action 'none'",
+  ].join('; '),
+  'X-Frame-Options': 'DENY',
+  'Referrer-Policy': 'no-referrer',
+};
 
 /** Registers /docs, its script, the favicon, and / as a redirect to /docs. None of them needs a key. */
 export function registerDocs(router: Router): void {
   router.get('/docs', (ctx) => {
     ctx.type = 'text/html';
+    ctx.set(PAGE_HEADERS);
     ctx.body = PAGE;
+  });
+  router.get('/docs/configuration.js', (ctx) => {
+    ctx.type = 'application/javascript';
+    ctx.body = CONFIGURATION_SCRIPT;
+  });
+  router.get('/docs/page.css', (ctx) => {
+    ctx.type = 'text/css';
+    ctx.body = STYLE;
   });
   router.get('/docs/scalar.js', (ctx) => {
     ctx.type = 'application/javascript';

@@ -139,6 +139,37 @@ describe('the documents and unexpected failures', () => {
     }
   });
 
+  it('locks the reference page down: a strict Content-Security-Policy, no inline script, no framing', async () => {
+    const api = await startApi();
+    try {
+      const docs = await fetch(`${api.url}/docs`);
+      const policy = Object.fromEntries(docs.headers.get('content-security-policy')!.split('; ').map((d) => [d.split(' ')[0], d.split(' ').slice(1).join(' ')]));
+      expect(policy).to.deep.equal({
+        'default-src': "'self'",
+        'script-src': "'self'",
+        'style-src': "'self' 'unsafe-inline'",
+        'img-src': "'self' data:",
+        'connect-src': "'self'",
+        'object-src': "'none'",
+        'frame-ancestors': "'none'",
+        'base-uri': "'none'",
+        'form-action': "'none'",
+      });
+      expect(docs.headers.get('x-frame-options')).to.equal('DENY');
+      // every script of the page is a file of this server's; the configuration is one of them
+      const page = await docs.text();
+      expect(page.match(/<script[^>]*>/g)).to.deep.equal(['<script id="api-reference">', '<script src="/docs/configuration.js">', '<script src="/docs/scalar.js">']);
+      expect(page).not.to.match(/<script[^>]*>[^<]+<\/script>/);
+      expect(page).not.to.match(/<style/);
+      const configuration = await fetch(`${api.url}/docs/configuration.js`);
+      expect(configuration.headers.get('content-type')).to.match(/^application\/javascript/);
+      expect(await configuration.text()).to.include('"url":"/openapi.json"');
+      expect((await fetch(`${api.url}/docs/page.css`)).headers.get('content-type')).to.match(/^text\/css/);
+    } finally {
+      await api.close();
+    }
+  });
+
   /** The app on `db`, its log lines, and one GET of /v1/me with a well-formed key: the answer and how long it took. */
   async function meOn(db: Knex): Promise<{ response: ApiResponse; ms: number; text: string; logs: string }> {
     const lines: string[] = [];

@@ -102,7 +102,7 @@ describe('the OpenAPI document', () => {
     ]);
   });
 
-  it('lists the outage answer, 503 unavailable with Retry-After, on every operation that needs the database', () => {
+  it('lists the outage and overload answer, 503 unavailable or overloaded with Retry-After, on every operation that needs the database', () => {
     // Every operation behind an API key reads the database (the key itself is looked up there); /healthz never does,
     // and /readyz answers its own 503 not_ready.
     const needing = Object.entries(document.paths).flatMap(([p, item]) =>
@@ -115,15 +115,17 @@ describe('the OpenAPI document', () => {
     }
     const response = resolve({ $ref: '#/components/responses/ServiceUnavailable' }) as { headers: Json };
     expect(resolve(response.headers['Retry-After'] as Json)).to.include({ required: true });
-    expect(((document.components.schemas.ErrorResponse as Json).properties as { error: { properties: { code: Json } } }).error.properties.code['x-extensible-enum']).to.include('unavailable');
+    expect(((document.components.schemas.ErrorResponse as Json).properties as { error: { properties: { code: Json } } }).error.properties.code['x-extensible-enum']).to.include.members(['unavailable', 'overloaded']);
+    const examples = ((response as unknown as { content: Json }).content['application/json'] as { examples: Record<string, { value: { error: { code: string } } }> }).examples;
+    expect(Object.values(examples).map((e) => e.value.error.code)).to.deep.equal(['unavailable', 'overloaded']);
   });
 
   it('has a valid example for every response, parameter, header, payload and schema example', () => {
     const pairs = examplePairs();
     // Every media type of every response and payload has an example: 15 success examples (vehicles has two),
-    // 10 shared error examples, 39 payloads; plus parameters, headers and schemas.
+    // 11 shared error examples (503 has two: unavailable and overloaded), 39 payloads; plus parameters, headers and schemas.
     const mediaTypes = pairs.filter((p) => p.where.includes('/content/application~1json') || p.where.includes('/content/application/json'));
-    expect(mediaTypes.length).to.equal(15 + 10 + 39);
+    expect(mediaTypes.length).to.equal(15 + 11 + 39);
     const failures = pairs.flatMap(({ where, schema, example }) => {
       const validate = validatorFor(schema);
       return validate(example) ? [] : [`${where}: ${ajv.errorsText(validate.errors)}`];

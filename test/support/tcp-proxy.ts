@@ -14,8 +14,12 @@ export interface TcpProxy {
   close(): Promise<void>;
 }
 
-/** A proxy to `port` on 127.0.0.1. Bytes are written as they are read (no backpressure: the tests' traffic is small). */
-export async function startTcpProxy(port: number): Promise<TcpProxy> {
+/**
+ * A proxy to `port` on 127.0.0.1. Bytes are written as they are read (no backpressure: the tests' traffic is small).
+ * `onClientBytes` sees every chunk a client sends, with a number for its connection.
+ */
+export async function startTcpProxy(port: number, options: { onClientBytes?: (connection: number, chunk: Buffer) => void } = {}): Promise<TcpProxy> {
+  let connections = 0;
   const sockets = new Set<net.Socket>();
   let frozen = false;
   let refusing = false;
@@ -32,9 +36,13 @@ export async function startTcpProxy(port: number): Promise<TcpProxy> {
     }
     // Written before the upstream connection is open, bytes wait in its buffer.
     const upstream = net.connect(port, '127.0.0.1');
+    const connection = ++connections;
     track(client);
     track(upstream);
-    client.on('data', (chunk) => upstream.write(chunk));
+    client.on('data', (chunk) => {
+      options.onClientBytes?.(connection, chunk);
+      upstream.write(chunk);
+    });
     upstream.on('data', (chunk) => client.write(chunk));
     client.on('close', () => upstream.destroy());
     upstream.on('close', () => client.destroy());

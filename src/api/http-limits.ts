@@ -1,0 +1,76 @@
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import { ConfigError } from '../config.js';
+
+// What one client can hold of the API's HTTP server: how long it may take to send a request, how many connections
+// the server keeps open, and a connection whose request carries a body nobody reads is closed after the answer
+// instead of being kept alive while the rest of the body drains. Node's defaults (60 s for headers, 300 s for a
+// request, checked every 30 s, no connection cap) let slow or endless senders hold sockets for minutes.
+
+export const MAX_CONNECTIONS_ENV = 'FRS_MAX_CONNECTIONS';
+
+export interface HttpLimits {
+  /** The request's headers must be whole within this time of its first byte (Node: 60 s). */
+  headersTimeoutMs: number;
+  /** The whole request (headers and any body) must arrive within this time (Node: 300 s). */
+  requestTimeoutMs: number;
+  /** An idle keep-alive connection is closed after this (Node's default; below the headers time-out). */
+  keepAliveTimeoutMs: number;
+  /** How often the server looks for requests past those time-outs (Node: every 30 s, which would add up to 30 s). */
+  checkIntervalMs: number;
+  /** Open connections beyond this are closed by Node as soon as they are accepted (0: no cap). */
+  maxConnections: number;
+}
+
+export const DEFAULT_HTTP_LIMITS: HttpLimits = {
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 15_000,
+  keepAliveTimeoutMs: 5_000,
+  checkIntervalMs: 1_000,
+  maxConnections: 1024,
+};
+
+/** The connection cap from FRS_MAX_CONNECTIONS (0 lifts it); the other limits are fixed. */
+export function httpLimitsFromEnv(env: NodeJS.ProcessEnv = process.env): HttpLimits {
+  const raw = env[MAX_CONNECTIONS_ENV] ?? '';
+  if (raw !== '' && (!/^\d+$/.test(raw) || Number(raw) > 1_000_000)) {
+    throw new ConfigError(`${MAX_CONNECTIONS_ENV} must be a whole number from 0 (no cap) to 1000000, got "${raw}"`);
+  }
+  return { ...DEFAULT_HTTP_LIMITS, ...(raw !== '' && { maxConnections: Number(raw) }) };
+}
+
+/**
+ * No operation reads a request body. Node would read and discard one after the answer to keep the connection alive,
+ * for as long as the sender keeps sending: the answer to a request that announces a body says `Connection: close`
+ * instead, and Node closes the connection once it is sent.
+ */
+function closeWhenBodyUnread(req: IncomingMessage, res: ServerResponse): void {
+  const length = req.headers['content-length'];
+  if (req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0')) res.setHeader('Connection', 'close');
+}
+
+/** Sets the limits on a server before it listens (the time-out checks start when it does). */
+export function applyHttpLimits(server: Server, limits: HttpLimits): void {
+  server.headersTimeout = limits.headersTimeoutMs;
+  server.requestTimeout = limits.requestTimeoutMs;
+  server.keepAliveTimeout = limits.keepAliveTimeoutMs;
+  (server as Server & { connectionsCheckingInterval: number }).connectionsCheckingInterval = limits.checkIntervalMs;
+  if (limits.maxConnections > 0) server.maxConnections = limits.maxConnections;
+  server.prependListener('request', closeWhenBodyUnread);
+}
+
+/**
+ * A connection over the cap is closed unanswered, so the client cannot be told why: the operator is, at warn, at most
+ * once a minute with how many were closed since the last line.
+ */
+export function logDroppedConnections(server: Server, logger: Logger, maxConnections: number): void {
+  let dropped = 0;
+  let lastLine = 0;
+  server.on('drop', () => {
+    dropped++;
+    if (Date.now() - lastLine < 60_000) return;
+    logger.warn({ dropped, maxConnections }, `connections closed unanswered: ${MAX_CONNECTIONS_ENV} (${maxConnections}) were open`);
+    lastLine = Date.now();
+    dropped = 0;
+  });
+}
