@@ -107,8 +107,9 @@ export type ErrorResponse = {
          * - `rate_limited` (429): a limit of the operation was reached; see `Retry-After`.
          * - `headers_too_large` (431): the request's headers are over the server's limit.
          * - `internal_error` (500).
-         * - `unavailable` (503): the service cannot reach a dependency (its database) just now; retry after
-         * `Retry-After` seconds. Nothing was changed.
+         * - `unavailable` (503): the service cannot reach a dependency (its database) just now, or a statement
+         * of the request ran past the time limit (see Limits); retry after `Retry-After` seconds. Nothing was
+         * changed.
          * - `not_ready` (503): from `/readyz` only; `reason` names the failed check.
          *
          */
@@ -3190,7 +3191,7 @@ export type GetMeErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds), or a statement of this request ran past the time limit (see Limits). Nothing was changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
      */
     503: ErrorResponse;
 };
@@ -3231,7 +3232,7 @@ export type ListFleetsErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds), or a statement of this request ran past the time limit (see Limits). Nothing was changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
      */
     503: ErrorResponse;
 };
@@ -3272,7 +3273,7 @@ export type GetFleetSummaryErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds), or a statement of this request ran past the time limit (see Limits). Nothing was changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
      */
     503: ErrorResponse;
 };
@@ -3330,7 +3331,7 @@ export type SearchVehiclesErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds), or a statement of this request ran past the time limit (see Limits). Nothing was changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
      */
     503: ErrorResponse;
 };
@@ -3371,7 +3372,7 @@ export type GetOperationsTodayErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds), or a statement of this request ran past the time limit (see Limits). Nothing was changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
      */
     503: ErrorResponse;
 };
@@ -3412,7 +3413,7 @@ export type GetBookingSummaryErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds), or a statement of this request ran past the time limit (see Limits). Nothing was changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
      */
     503: ErrorResponse;
 };
@@ -3453,7 +3454,7 @@ export type GetFinanceOverviewErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds), or a statement of this request ran past the time limit (see Limits). Nothing was changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
      */
     503: ErrorResponse;
 };
@@ -3503,7 +3504,7 @@ export type GetReceivablesErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds), or a statement of this request ran past the time limit (see Limits). Nothing was changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
      */
     503: ErrorResponse;
 };
@@ -3544,7 +3545,7 @@ export type ListWebhookEndpointsErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds), or a statement of this request ran past the time limit (see Limits). Nothing was changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
      */
     503: ErrorResponse;
 };
@@ -3608,7 +3609,7 @@ export type SendTestDeliveryErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds), or a statement of this request ran past the time limit (see Limits). Nothing was changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
      */
     503: ErrorResponse;
 };
@@ -3675,7 +3676,7 @@ export type ListWebhookDeliveriesErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds), or a statement of this request ran past the time limit (see Limits). Nothing was changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
      */
     503: ErrorResponse;
 };
@@ -3729,7 +3730,7 @@ export type GetWebhookDeliveryErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
+     * The service cannot reach its database just now (an outage, a restart, or no connection free within a few seconds), or a statement of this request ran past the time limit (see Limits). Nothing was changed; send the same request again after `Retry-After` seconds. This is not a defect of the request, and the answer comes within 5 seconds rather than waiting out the outage.
      */
     503: ErrorResponse;
 };
