@@ -11,7 +11,7 @@ import type { Server } from 'node:http';
 import path from 'node:path';
 import { ConfigError, DATA_DIR, envSwitch, readConfig } from './config.js';
 import { createLogger } from './logger.js';
-import { EMBEDDED_PORT, openDatabase, type Database } from './db/database.js';
+import { apiStatementTimeoutMs, EMBEDDED_PORT, openDatabase, type Database } from './db/database.js';
 import { createApp, listen } from './api/app.js';
 import { KeyCache } from './api/key-cache.js';
 import { httpLimitsFromEnv, logDroppedConnections } from './api/http-limits.js';
@@ -47,10 +47,11 @@ let stopping = false;
 
 async function main(): Promise<void> {
   const config = readConfig();
-  // Checked before anything starts, so a bad webhook setting fails at once, on one line.
+  // Checked before anything starts, so a bad webhook or API setting fails at once, on one line.
   const workerSettings = config.role === 'api' ? undefined : workerSettingsFromEnv();
   const httpLimits = httpLimitsFromEnv();
   const shedEventLoopLagMs = shedLagFromEnv();
+  apiStatementTimeoutMs();
   const logger = createLogger(config.logLevel);
 
   let worker: Worker | undefined;

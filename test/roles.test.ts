@@ -3,7 +3,8 @@ import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { dropDatabase, testDatabase } from './support/database.js';
 import { expectRejection } from './support/assertions.js';
-import { createKnex } from '../src/db/database.js';
+import { API_STATEMENT_TIMEOUT_MS, apiStatementTimeoutMs, connectionSetup, createKnex } from '../src/db/database.js';
+import { isStatementCanceled } from '../src/db/outage.js';
 import { migrateLatest } from '../src/db/migrate.js';
 import { fixture } from './support/fixtures.js';
 import { currentDatabaseName, DatabaseRolesError, dbRolesEnabled, serviceRoleName } from '../src/db/roles.js';
@@ -54,6 +55,40 @@ describe('database roles: least privilege for the API and the worker', () => {
     const name = await currentDatabaseName(db);
     expect((await api.raw('SELECT current_user AS u')).rows[0].u).to.equal(serviceRoleName(name, 'api'));
     expect((await worker.raw('SELECT current_user AS u')).rows[0].u).to.equal(serviceRoleName(name, 'worker'));
+  });
+
+  it("the API's statements have a time limit, set on its connections after SET ROLE; the worker's have none", async () => {
+    const database = await testDatabase();
+    const setting = async (run: Promise<{ rows: Array<{ statement_timeout: string }> }>) => (await run).rows[0].statement_timeout;
+    expect(await setting(api.raw('SHOW statement_timeout'))).to.equal('3s');
+    expect(await setting(worker.raw('SHOW statement_timeout'))).to.equal('0');
+    const listening = await database.connectAs('api');
+    try {
+      expect(await setting(listening.query('SHOW statement_timeout'))).to.equal('3s');
+    } finally {
+      await listening.end();
+    }
+    // a statement that would take 10 s is cut short when the limit is reached, and the connection serves on
+    const started = Date.now();
+    const err = await api.raw('SELECT pg_sleep(10)').then(() => undefined, (caught: unknown) => caught);
+    const ms = Date.now() - started;
+    expect((err as { code?: string } | undefined)?.code).to.equal('57014');
+    expect(isStatementCanceled(err)).to.equal(true);
+    expect(ms).to.be.within(API_STATEMENT_TIMEOUT_MS, API_STATEMENT_TIMEOUT_MS + 1000);
+    expect((await api.raw('SELECT 1 AS one')).rows[0].one).to.equal(1);
+  });
+
+  it("the API's time limit holds with FRS_DB_ROLES=off too, and FRS_API_STATEMENT_TIMEOUT_MS sets it within bounds", () => {
+    expect(connectionSetup('fleet', 'api', {})).to.equal(`SET ROLE "fleet_api"; SET statement_timeout = '3000ms'`);
+    expect(connectionSetup('fleet', 'worker', {})).to.equal('SET ROLE "fleet_worker"');
+    expect(connectionSetup('fleet', 'api', { FRS_DB_ROLES: 'off' })).to.equal(`SET statement_timeout = '3000ms'`);
+    expect(connectionSetup('fleet', 'worker', { FRS_DB_ROLES: 'off' })).to.equal(undefined);
+    expect(connectionSetup('fleet', 'api', { FRS_API_STATEMENT_TIMEOUT_MS: '1500' })).to.equal(`SET ROLE "fleet_api"; SET statement_timeout = '1500ms'`);
+    expect(apiStatementTimeoutMs({ FRS_API_STATEMENT_TIMEOUT_MS: '' })).to.equal(3000);
+    for (const bad of ['0', '99', '60001', '3s', '-1', '1e3']) {
+      expect(() => apiStatementTimeoutMs({ FRS_API_STATEMENT_TIMEOUT_MS: bad }), bad).to.throw(
+        ConfigError, `FRS_API_STATEMENT_TIMEOUT_MS must be a whole number of milliseconds from 100 to 60000, got "${bad}"`);
+    }
   });
 
   it('the API cannot UPDATE bookings, SELECT a signing secret or CREATE TABLE', async () => {

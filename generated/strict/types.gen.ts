@@ -107,8 +107,9 @@ export type ErrorResponse = {
          * - `rate_limited` (429): a limit of the operation was reached; see `Retry-After`.
          * - `headers_too_large` (431): the request's headers are over the server's limit.
          * - `internal_error` (500).
-         * - `unavailable` (503): the service cannot reach a dependency (its database) just now; retry after
-         * `Retry-After` seconds. Nothing was changed.
+         * - `unavailable` (503): the service cannot reach a dependency (its database) just now, or a statement
+         * of the request ran past the time limit (see Limits); retry after `Retry-After` seconds. Nothing was
+         * changed.
          * - `overloaded` (503): the service is too busy to take another request just now; retry after
          * `Retry-After` seconds. Nothing was changed.
          * - `not_ready` (503): from `/readyz` only; `reason` names the failed check.
@@ -3192,7 +3193,7 @@ export type GetMeErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage) or a statement of this request ran past its time limit (see Limits), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
      */
     503: ErrorResponse;
 };
@@ -3233,7 +3234,7 @@ export type ListFleetsErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage) or a statement of this request ran past its time limit (see Limits), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
      */
     503: ErrorResponse;
 };
@@ -3274,7 +3275,7 @@ export type GetFleetSummaryErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage) or a statement of this request ran past its time limit (see Limits), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
      */
     503: ErrorResponse;
 };
@@ -3332,7 +3333,7 @@ export type SearchVehiclesErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage) or a statement of this request ran past its time limit (see Limits), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
      */
     503: ErrorResponse;
 };
@@ -3373,7 +3374,7 @@ export type GetOperationsTodayErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage) or a statement of this request ran past its time limit (see Limits), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
      */
     503: ErrorResponse;
 };
@@ -3414,7 +3415,7 @@ export type GetBookingSummaryErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage) or a statement of this request ran past its time limit (see Limits), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
      */
     503: ErrorResponse;
 };
@@ -3455,7 +3456,7 @@ export type GetFinanceOverviewErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage) or a statement of this request ran past its time limit (see Limits), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
      */
     503: ErrorResponse;
 };
@@ -3505,7 +3506,7 @@ export type GetReceivablesErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage) or a statement of this request ran past its time limit (see Limits), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
      */
     503: ErrorResponse;
 };
@@ -3546,7 +3547,7 @@ export type ListWebhookEndpointsErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage) or a statement of this request ran past its time limit (see Limits), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
      */
     503: ErrorResponse;
 };
@@ -3610,7 +3611,7 @@ export type SendTestDeliveryErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage) or a statement of this request ran past its time limit (see Limits), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
      */
     503: ErrorResponse;
 };
@@ -3677,7 +3678,7 @@ export type ListWebhookDeliveriesErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage) or a statement of this request ran past its time limit (see Limits), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
      */
     503: ErrorResponse;
 };
@@ -3731,7 +3732,7 @@ export type GetWebhookDeliveryErrors = {
      */
     500: ErrorResponse;
     /**
-     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage) or a statement of this request ran past its time limit (see Limits), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
      */
     503: ErrorResponse;
 };

@@ -12,8 +12,8 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import YAML from 'yaml';
 import { loadOpenApiDocument, strictOpenApiDocument } from '../contract/document.js';
-import { ApiError, errorBody, internalError, invalidRequest, unavailable } from './errors.js';
-import { isDatabaseUnavailable } from '../db/outage.js';
+import { ApiError, errorBody, internalError, invalidRequest, statementTimedOut, unavailable } from './errors.js';
+import { isDatabaseUnavailable, isStatementCanceled } from '../db/outage.js';
 import { authenticate, type Caller } from './auth.js';
 import type { KeyCache } from './key-cache.js';
 import { operationHandlers, type OperationContext } from './operations.js';
@@ -299,6 +299,11 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
       } else if (isDatabaseUnavailable(caught)) {
         // An outage, not a defect: the client waits and tries again (the request's log line says 503).
         err = unavailable();
+      } else if (isStatementCanceled(caught)) {
+        // Cut short by the statement time limit (src/db/database.ts): the database is there but busy, or the request
+        // too heavy for now; the client waits and tries again, as in an outage. Logged, so that an operator sees it.
+        ctx.state.logger.warn({ err: { code: '57014', message: (caught as Error).message } }, 'statement cut short by its time limit');
+        err = statementTimedOut();
       } else {
         ctx.state.logger.error({ err: caught }, 'unhandled error');
         err = internalError();

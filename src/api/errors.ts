@@ -32,8 +32,12 @@ export function errorBody(err: ApiError, requestId: string): ErrorBody {
 export const internalError = () =>
   new ApiError(500, 'internal_error', 'Something went wrong on our side. Quote the request id if it persists.');
 
+const RETRY_LATER = { 'Retry-After': String(UNAVAILABLE_RETRY_AFTER_S) };
+
 /** The database cannot serve now (src/db/outage.ts): the documented 503, with how long to wait. */
 export const unavailable = () =>
-  new ApiError(503, 'unavailable', `The service cannot reach its database just now. Try again in ${UNAVAILABLE_RETRY_AFTER_S} seconds.`, undefined, {
-    'Retry-After': String(UNAVAILABLE_RETRY_AFTER_S),
-  });
+  new ApiError(503, 'unavailable', `The service cannot reach its database just now. Try again in ${UNAVAILABLE_RETRY_AFTER_S} seconds.`, undefined, RETRY_LATER);
+
+/** A statement of the request ran past the API's time limit (src/db/outage.ts): the same documented 503. */
+export const statementTimedOut = () =>
+  new ApiError(503, 'unavailable', `The database did not answer this request within the time the service allows. Try again in ${UNAVAILABLE_RETRY_AFTER_S} seconds.`, undefined, RETRY_LATER);

@@ -19,9 +19,9 @@ export interface Database {
   /** Connections as the connecting user: the schema owner, for migrations and operator commands. */
   db: Knex;
   url: string;
-  /** Connections of the API or the worker: each runs as that service role (SET ROLE, see src/db/roles.ts). */
+  /** Connections of the API or the worker: each runs as that service role, the API's with a time limit (connectionSetup()). */
   forRole(role: ServiceRole): Knex;
-  /** A connection of its own, outside the pools, as `role` (for LISTEN); the caller ends it. */
+  /** A connection of its own, outside the pools, as `role` and set up as its pool's are (for LISTEN); the caller ends it. */
   connectAs(role: ServiceRole): Promise<pg.Client>;
   /** This open migrated an empty database: every migration was applied now (a first start). */
   createdSchema: boolean;
@@ -32,6 +32,42 @@ export const EMBEDDED_PORT = Number(process.env.FRS_EMBEDDED_PORT ?? 54329);
 
 /** How long a new connection may take to open. */
 export const CONNECT_TIMEOUT_MS = 3000;
+
+/**
+ * How long one statement of the API may run (its connections' statement_timeout): a statement the database has not
+ * finished by then is cut short (SQLSTATE 57014) and its request answered 503 `unavailable` with Retry-After, rather
+ * than holding one of the pool's connections for as long as it takes (ten such requests at once took the pool from
+ * every workspace). 3 s: the scale of the outage promise (a request gets 4 s to have a connection, and hears of an
+ * outage within 5 s), and over 200 times the slowest search measured beside a workspace of 50,000 customers and
+ * 10,000 cars (12 ms: a plate term matching a third of that workspace's cars).
+ * `FRS_API_STATEMENT_TIMEOUT_MS` sets another. The worker's statements have no limit: they are the service's own,
+ * bounded by their batches rather than by what a caller asks, and a calendar sweep or a retention batch cut short
+ * would be retried into the same limit, never finishing, where one slow run only delays the next.
+ */
+export const API_STATEMENT_TIMEOUT_MS = 3000;
+export const API_STATEMENT_TIMEOUT_ENV = 'FRS_API_STATEMENT_TIMEOUT_MS';
+
+export function apiStatementTimeoutMs(env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env[API_STATEMENT_TIMEOUT_ENV];
+  if (raw === undefined || raw === '') return API_STATEMENT_TIMEOUT_MS;
+  const ms = Number(raw);
+  if (!/^\d+$/.test(raw) || ms < 100 || ms > 60_000) {
+    throw new ConfigError(`${API_STATEMENT_TIMEOUT_ENV} must be a whole number of milliseconds from 100 to 60000, got "${raw}"`);
+  }
+  return ms;
+}
+
+/**
+ * What each new connection of `role`'s processes runs before anything else: SET ROLE into its database role, and for
+ * the API the time limit of its statements, set on the session after SET ROLE (ALTER ROLE ... SET applies at login
+ * only, never to a role entered with SET ROLE). Undefined when there is nothing to run (the worker with
+ * FRS_DB_ROLES=off); the API's limit holds with FRS_DB_ROLES=off too.
+ */
+export function connectionSetup(database: string, role: ServiceRole, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const statements = [setRoleStatement(database, role, env), role === 'api' ? `SET statement_timeout = '${apiStatementTimeoutMs(env)}ms'` : undefined];
+  const setup = statements.filter((statement) => statement !== undefined);
+  return setup.length > 0 ? setup.join('; ') : undefined;
+}
 
 /** How long a query may wait for a pooled connection, and how long for its answer (none: as long as it takes). */
 export interface PoolTimeouts {
@@ -53,6 +89,12 @@ export const SERVICE_TIMEOUTS: Record<ServiceRole, PoolTimeouts> = {
   api: { acquireMs: 4000, queryMs: 4000 },
   worker: { acquireMs: 4000, queryMs: 60_000 },
 };
+
+/** A role's pool limits; the API's answer limit stays a second above its statement limit (FRS_API_STATEMENT_TIMEOUT_MS). */
+function serviceTimeouts(role: ServiceRole): PoolTimeouts {
+  const timeouts = SERVICE_TIMEOUTS[role];
+  return role === 'api' ? { ...timeouts, queryMs: Math.max(timeouts.queryMs ?? 0, apiStatementTimeoutMs() + 1000) } : timeouts;
+}
 
 type PgConnection = pg.Client & { __knex__disposed?: unknown; connection: { stream: { destroy(): void } } };
 
@@ -97,7 +139,7 @@ export function createKnex(url: string, poolMax = 10, onConnect?: string, timeou
     pool: {
       min: 0,
       max: poolMax,
-      // Every new connection first runs `onConnect` (SET ROLE); a connection that cannot is not used.
+      // Every new connection first runs `onConnect` (connectionSetup()); a connection that cannot is not used.
       ...((onConnect || timeouts.queryMs !== undefined) && {
         afterCreate: (connection: PgConnection, done: (err: Error | null, connection: PgConnection) => void) => {
           if (timeouts.queryMs !== undefined) discardOnQueryTimeout(connection);
@@ -192,15 +234,15 @@ export async function openDatabase(options: OpenOptions = {}): Promise<Database>
       createdSchema,
       forRole(role) {
         let knex = roles.get(role);
-        if (!knex) roles.set(role, (knex = createKnex(url, options.poolMax, setRoleStatement(database, role), SERVICE_TIMEOUTS[role])));
+        if (!knex) roles.set(role, (knex = createKnex(url, options.poolMax, connectionSetup(database, role), serviceTimeouts(role))));
         return knex;
       },
       async connectAs(role) {
         const client = new pg.Client({ connectionString: url, keepAlive: true, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
         await client.connect();
-        const setRole = setRoleStatement(database, role);
+        const setup = connectionSetup(database, role);
         try {
-          if (setRole) await client.query(setRole);
+          if (setup) await client.query(setup);
         } catch (err) {
           await client.end().catch(() => undefined);
           throw err;

@@ -1,8 +1,9 @@
 import type { Logger } from 'pino';
 
 // A database outage as the rest of the code sees it: one test of whether an error means "the database cannot be
-// reached or cannot serve now" (the edge answers 503 with Retry-After, the worker retries with backoff), and one
-// log of an outage that says so once when it starts and once when it ends, however many calls fail in between.
+// reached or cannot serve now" (the edge answers 503 with Retry-After, the worker retries with backoff), one of
+// whether a statement was cut short by its time limit (the edge answers 503 too), and one log of an outage that says
+// so once when it starts and once when it ends, however many calls fail in between.
 
 /** SQLSTATEs of a server that is going away, starting, or out of connections: try again later, not a bug. */
 const UNAVAILABLE_STATES = new Set([
@@ -36,6 +37,16 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   const nested = (err as { errors?: unknown[]; cause?: unknown });
   if (Array.isArray(nested.errors) && nested.errors.some(isDatabaseUnavailable)) return true;
   return nested.cause !== undefined && nested.cause !== err && isDatabaseUnavailable(nested.cause);
+}
+
+/**
+ * Whether `err` is a statement cut short: SQLSTATE 57014 query_canceled, which the API's statement time limit raises
+ * (src/db/database.ts, API_STATEMENT_TIMEOUT_MS), as does an operator's pg_cancel_backend(). Not an outage, and not
+ * a defect either: the database is there but would not answer this statement in time, so the API answers 503 with
+ * Retry-After. (The worker's statements have no time limit: there it can only be an operator's cancel.)
+ */
+export function isStatementCanceled(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === '57014';
 }
 
 /** Whole seconds an API client is asked to wait during an outage (RFC 9110 Retry-After). */

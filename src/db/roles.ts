@@ -152,6 +152,6 @@ export async function applyRolePrivileges(db: Knex): Promise<void> {
 }
 
 /** `SET ROLE` for a new pooled connection of `role`'s processes, or undefined with FRS_DB_ROLES=off. */
-export function setRoleStatement(database: string, role: ServiceRole): string | undefined {
-  return dbRolesEnabled() ? `SET ROLE ${quoteIdent(serviceRoleName(database, role))}` : undefined;
+export function setRoleStatement(database: string, role: ServiceRole, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  return dbRolesEnabled(env) ? `SET ROLE ${quoteIdent(serviceRoleName(database, role))}` : undefined;
 }

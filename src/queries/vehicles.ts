@@ -25,6 +25,12 @@ export async function searchVehicles(db: Knex, workspace: WorkspaceRef, params: 
 
 /** The same answer as searchVehicles(), as the JSON text of the document's VehicleSearchResult: what the API sends. */
 export async function searchVehiclesJson(db: Knex, workspace: WorkspaceRef, params: VehicleSearchParams, now: Date): Promise<string> {
+  const { sql, bindings } = vehicleSearchStatement(workspace, params, now);
+  return jsonText(db, sql, bindings, { prepared: true });
+}
+
+/** Which of the six statements answers `params`, and its named bindings (the tests read its plan). */
+export function vehicleSearchStatement(workspace: WorkspaceRef, params: VehicleSearchParams, now: Date): { sql: string; bindings: Record<string, unknown> } {
   const bindings: Record<string, unknown> = { ws: workspace.id, limit: params.limit };
   const q = params.q?.trim();
   let term: Term = 'none';
@@ -45,7 +51,7 @@ export async function searchVehiclesJson(db: Knex, workspace: WorkspaceRef, para
     bindings.to = params.to!.toISOString();
     bindings.now = now.toISOString();
   }
-  return jsonText(db, vehicleStatement(term, window), bindings, { prepared: true });
+  return { sql: vehicleStatement(term, window), bindings };
 }
 
 /** No term; a term whose plate matches the trigram index serves; a shorter one. */
@@ -75,8 +81,9 @@ function buildVehicleStatement(term: Term, window: boolean): string {
     // Make and model: the matching rows of vehicle_models (a few per workspace), each model's vehicles read in
     // plate order from vehicles_order and cut at the page size, so only the models that reach the page are
     // read. Plate: for a term the trigram index can serve, its matches are taken from the index (LIKE, wildcards
-    // escaped; plate_key is already lower-cased) and sorted; MATERIALIZED keeps a generic plan from walking
-    // every plate in order instead, as it did for `toyota` on the large data set. A shorter term is tested in
+    // escaped; plate_key is already lower-cased) and sorted (vehicles_workspace_plate_trgm: GIN on the workspace and
+    // the plate's trigrams, so the scan returns this workspace's plates, never another tenant's); MATERIALIZED keeps
+    // a generic plan from walking every plate in order instead, as it did for `toyota` on the large data set. A shorter term is tested in
     // order (strpos) and stops at the page size. All are substring tests of lower-cased text. The plate side leaves
     // out vehicles whose make or model matches, so the two sides never share a vehicle and are appended without
     // the sort that removing duplicates takes (about an eighth of the statement): such a vehicle is on the first

@@ -7,7 +7,7 @@ import pino from 'pino';
 import type { Knex } from 'knex';
 import { expectDocumented, startApi, type ApiResponse, type TestApi } from '../support/api.js';
 import { createApp } from '../../src/api/app.js';
-import { createKnex } from '../../src/db/database.js';
+import { API_STATEMENT_TIMEOUT_MS, createKnex } from '../../src/db/database.js';
 import { createApiKey, createWorkspace } from '../../src/workspaces.js';
 
 describe('errors and parameter validation', () => {
@@ -102,6 +102,34 @@ describe('errors and parameter validation', () => {
   it('checks the key before the parameters', async () => {
     const res = await api.get('/v1/vehicles?limit=0');
     expect(res.status).to.equal(401);
+  });
+
+  it('answers a request whose statement runs past the time limit with 503 unavailable and Retry-After, not logged as a defect', async () => {
+    // The owner holds a lock that the fleet summary's statement waits for, for longer than the API's limit.
+    const { db } = await testDatabase();
+    const locker = await db.transaction();
+    try {
+      await locker.raw('LOCK TABLE vehicle_state_counts IN ACCESS EXCLUSIVE MODE');
+      const started = Date.now();
+      const giveUpMs = API_STATEMENT_TIMEOUT_MS + 2000;
+      const response = await Promise.race([
+        api.get('/v1/fleet/summary', key),
+        new Promise<undefined>((resolve) => setTimeout(resolve, giveUpMs)),
+      ]);
+      const ms = Date.now() - started;
+      expect(response, `no answer within ${giveUpMs} ms`).not.to.equal(undefined);
+      expect(response!.status).to.equal(503);
+      expect(response!.body.error.code).to.equal('unavailable');
+      expect(response!.headers.get('retry-after')).to.equal('5');
+      expect(ms).to.be.within(API_STATEMENT_TIMEOUT_MS, API_STATEMENT_TIMEOUT_MS + 1000);
+      const logs = JSON.stringify(api.logs.filter((line: Record<string, unknown>) => line.requestId === response!.body.error.requestId));
+      expect(logs).to.include('statement cut short by its time limit').and.include('"status":503');
+      expect(logs).not.to.include('unhandled error');
+    } finally {
+      await locker.rollback();
+    }
+    // and the next request, with nothing in its way, is answered
+    expect((await api.get('/v1/fleet/summary', key)).status).to.equal(200);
   });
 
   it('keeps a valid incoming x-request-id and makes one otherwise', async () => {

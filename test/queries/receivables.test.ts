@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { ReceivablesRowSchema, ReceivablesTotalsSchema } from '../../generated/openapi/schemas.gen.js';
-import { testDatabase, waitsForLock } from '../support/database.js';
+import { preparedPlans, scansOf, testDatabase, waitsForLock } from '../support/database.js';
 import { fixture, type Fixture } from '../support/fixtures.js';
 import { expectRollupsExact } from '../support/rollups.js';
 import { RARE_TERM_MATCHES, receivables, receivablesJson, receivablesStatement } from '../../src/queries/receivables.js';
@@ -373,6 +373,39 @@ describe('queries: receivables', () => {
     expect((await receivables(db, g.ws, { search: 'mon 49', limit: 50 }, now)).rows.map((r) => r.name)).to.deep.equal(
       Array.from({ length: 10 }, (_, k) => name(last - k)),
     );
+  });
+
+  it("looks a term up in its own workspace's index entries only, however many of another workspace's customers match", async () => {
+    const { db } = await testDatabase();
+    // the small workspace: 3 customers, 2 of them matching "moh"; Mohammed Ali owes 3000 due 30 Nov (current), Noor
+    // Mohsin 2000 due 10 Nov (12 days: 1-30), Ahmed Khan 1000 (no match)
+    const small = await fixture(db, { timezone: 'Asia/Dubai' });
+    const ali = await small.customer({ name: 'Mohammed Ali' });
+    const noor = await small.customer({ name: 'Noor Mohsin' });
+    await small.invoice({ customerId: ali, total: 3000, dueDate: '2026-11-30' });
+    await small.invoice({ customerId: noor, total: 2000, dueDate: '2026-11-10' });
+    await small.invoice({ customerId: await small.customer({ name: 'Ahmed Khan' }), total: 1000, dueDate: '2026-11-30' });
+    // a larger one beside it: 5,000 customers, every one matching, each with an invoice
+    const large = await fixture(db, { timezone: 'Asia/Dubai' });
+    await db.raw(`INSERT INTO customers (id, workspace_id, name) SELECT gen_random_uuid(), ?, 'Mohammed ' || k FROM generate_series(1, 5000) k`, [large.ws.id]);
+    await db.raw(`INSERT INTO invoices (id, workspace_id, number, customer_id, purpose, issue_date, due_date, total, status)
+      SELECT gen_random_uuid(), c.workspace_id, 'INV-' || c.name, c.id, 'rental', '2026-11-01', '2026-11-30', 5000, 'issued' FROM customers c WHERE c.workspace_id = ?`, [large.ws.id]);
+    // statistics and the trigram index's own as VACUUM leaves them (the plan a table in use gets)
+    await db.raw('VACUUM (ANALYZE) customers, customer_ledger');
+    const params = { search: 'moh', limit: 50 };
+    expect((await receivables(db, small.ws, params, now)).rows).to.deep.equal([
+      row(ali, 'Mohammed Ali', { billed: 3000, outstanding: 3000, current: 3000, openInvoices: 1 }),
+      row(noor, 'Noor Mohsin', { billed: 2000, outstanding: 2000, d1_30: 2000, openInvoices: 1 }),
+    ]);
+    // Whichever plan the API's connection runs the statement with, no scan of customers reads a row or an index
+    // entry of the other workspace: a scan of the trigram index returns the small workspace's 2 matches, any other
+    // scan reads at most its 3 customers. On an index of names alone, the other workspace's 5,000 matches were read
+    // and removed by a filter.
+    for (const [which, plan] of Object.entries(await preparedPlans(db, receivablesStatement(small.ws, params, now)))) {
+      const scans = await scansOf(db, plan, 'customers');
+      expect(scans, which).not.to.be.empty;
+      expect(scans.filter((s) => s.read > (s.trigram ? 2 : 3)), which).to.deep.equal([]);
+    }
   });
 
   it('sends compact JSON in the document\'s key order, names escaped', async () => {

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
-import { preparedPlanCosts, testDatabase } from '../support/database.js';
+import { preparedPlanCosts, preparedPlans, scansOf, testDatabase } from '../support/database.js';
 import { fixture, type Fixture } from '../support/fixtures.js';
-import { searchVehicles, searchVehiclesJson } from '../../src/queries/vehicles.js';
+import { searchVehicles, searchVehiclesJson, vehicleSearchStatement } from '../../src/queries/vehicles.js';
 
 const now = new Date('2026-11-22T08:00:00.000Z');
 const t = (iso: string) => new Date(iso);
@@ -132,6 +132,31 @@ describe('queries: vehicle search', () => {
     await db('vehicles').where({ id: yaris }).update({ model: 'Corolla' });
     expect(plates(await searchVehicles(db, h.ws, { q: 'coroll', limit: 20 }, now))).to.deep.equal(['Y 1']);
     expect(plates(await searchVehicles(db, h.ws, { q: 'yaris', limit: 20 }, now))).to.deep.equal([]);
+  });
+
+  it("looks a plate term up in its own workspace's index entries only, however many of another workspace's plates match", async () => {
+    const { db } = await testDatabase();
+    // The searching workspace: 3 cars, 2 of them with "dxb" in the plate; a larger one: 3,000 cars, 100 of them with
+    // "dxb"; statistics and the trigram index's own as VACUUM leaves them (the plan a table in use gets)
+    const small = await fixture(db);
+    await small.vehicle({ make: 'Toyota', model: 'Camry', plate: 'DXB A 1' });
+    await small.vehicle({ make: 'Nissan', model: 'Sunny', plate: 'DXB B 2' });
+    await small.vehicle({ make: 'Kia', model: 'Rio', plate: 'AUH C 3' });
+    const large = await fixture(db);
+    await db.raw(`INSERT INTO vehicles (id, workspace_id, fleet_id, make, model, plate, category, daily_rate, state)
+      SELECT gen_random_uuid(), ?, ?, 'Kia', 'Rio', CASE WHEN k <= 100 THEN 'DXB X ' ELSE 'SHJ Y ' END || k, 'sedan', 15000, 'active'
+      FROM generate_series(1, 3000) k`, [large.ws.id, await large.fleet()]);
+    await db.raw('VACUUM (ANALYZE) vehicles, vehicle_models');
+    const params = { q: 'dxb', limit: 50 };
+    expect(plates(await searchVehicles(db, small.ws, params, now))).to.deep.equal(['DXB B 2', 'DXB A 1']);
+    // Whichever plan the API's connection runs the statement with, no scan of vehicles reads a row or an index entry
+    // of the other workspace: a scan of the trigram index returns the searching workspace's 2 matches, any other scan
+    // reads at most its 3 cars. On an index of plates alone, the trigram index returned the other's 100 matches.
+    for (const [which, plan] of Object.entries(await preparedPlans(db, vehicleSearchStatement(small.ws, params, now)))) {
+      const scans = await scansOf(db, plan, 'vehicles');
+      expect(scans, which).not.to.be.empty;
+      expect(scans.filter((s) => s.read > (s.trigram ? 2 : 3)), which).to.deep.equal([]);
+    }
   });
 
   it('treats % and _ in a plate term literally, with or without the trigram index', async () => {

@@ -180,3 +180,60 @@ export async function preparedPlanCosts(db: Knex, run: (trx: Knex.Transaction) =
     await trx.rollback();
   }
 }
+
+/** A node of EXPLAIN (ANALYZE, FORMAT JSON): the fields the plan tests read. */
+export interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'Index Name'?: string;
+  'Actual Rows': number;
+  'Actual Loops': number;
+  'Rows Removed by Filter'?: number;
+  'Rows Removed by Index Recheck'?: number;
+  Plans?: PlanNode[];
+}
+
+type PgConnection = { query(text: string): Promise<{ rows: Array<Record<string, any>> }> };
+
+/**
+ * EXPLAIN (ANALYZE, FORMAT JSON) of a query module's statement (`sql` with named `bindings`) run as the API runs it, as
+ * a prepared statement, with each of the plans PostgreSQL may run it with: one made for the values bound (its first
+ * five executions, and any after them that costs less) and the generic one it keeps once that costs no more.
+ */
+export async function preparedPlans(db: Knex, statement: { sql: string; bindings: Record<string, unknown> }): Promise<{ custom: PlanNode; generic: PlanNode }> {
+  const { sql, bindings } = db.raw(statement.sql, statement.bindings as Knex.ValueDict).toSQL().toNative();
+  const values = bindings.map((value) => `'${String(value).replaceAll("'", "''")}'`).join(', ');
+  const connection = (await db.client.acquireConnection()) as PgConnection;
+  try {
+    await connection.query(`PREPARE frs_explained AS ${sql}`);
+    const explain = async (mode: string) => {
+      await connection.query(`SET plan_cache_mode = ${mode}`);
+      return (await connection.query(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE frs_explained(${values})`)).rows[0]['QUERY PLAN'][0].Plan as PlanNode;
+    };
+    return { custom: await explain('force_custom_plan'), generic: await explain('force_generic_plan') };
+  } finally {
+    await connection.query('DEALLOCATE frs_explained; RESET plan_cache_mode').catch(() => undefined);
+    await db.client.releaseConnection(connection);
+  }
+}
+
+/**
+ * Every scan of `table` in `plan`, of the table itself or of one of its indexes, with how many rows it read over all
+ * its loops (those it returned, and those it read and then removed, by its filter or by the recheck of a lossy index's
+ * matches), and whether it is a scan of a trigram index.
+ */
+export async function scansOf(db: Knex, plan: PlanNode, table: string): Promise<Array<{ scan: string; read: number; trigram: boolean }>> {
+  const { rows } = await db.raw(`SELECT indexname, indexdef LIKE '%gin_trgm_ops%' AS trigram FROM pg_indexes WHERE tablename = ?`, [table]);
+  const trigram = new Map<string, boolean>(rows.map((r: { indexname: string; trigram: boolean }) => [r.indexname, r.trigram]));
+  const scans: Array<{ scan: string; read: number; trigram: boolean }> = [];
+  const visit = (node: PlanNode) => {
+    const index = node['Index Name'];
+    if (node['Relation Name'] === table || (index !== undefined && trigram.has(index))) {
+      const perLoop = node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0) + (node['Rows Removed by Index Recheck'] ?? 0);
+      scans.push({ scan: `${node['Node Type']} ${index ?? table}`, read: perLoop * node['Actual Loops'], trigram: trigram.get(index ?? '') === true });
+    }
+    node.Plans?.forEach(visit);
+  };
+  visit(plan);
+  return scans;
+}
