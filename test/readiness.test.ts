@@ -6,7 +6,7 @@ import pino from 'pino';
 import { testDatabase } from './support/database.js';
 import { startTcpProxy, type TcpProxy } from './support/tcp-proxy.js';
 import { createApp, listen } from '../src/api/app.js';
-import { createKnex, SERVICE_ACQUIRE_TIMEOUT_MS } from '../src/db/database.js';
+import { createKnex, SERVICE_TIMEOUTS } from '../src/db/database.js';
 import { ReadinessProbe } from '../src/observability/health.js';
 import { ServiceMetrics, startMetricsListener } from '../src/observability/metrics.js';
 
@@ -65,7 +65,7 @@ describe('/readyz under a flood of probes', function () {
     url.port = String(proxy.port);
     proxiedUrl = url.toString();
     // The API's pool as in production (its time-outs), but connecting as the owner: no SET ROLE to count.
-    db = createKnex(proxiedUrl, 10, undefined, SERVICE_ACQUIRE_TIMEOUT_MS);
+    db = createKnex(proxiedUrl, 10, undefined, SERVICE_TIMEOUTS.api);
     // Knex asks a new handle's first connection for the server's version, once: not a probe's cost.
     await db.raw('SELECT 1');
     counter.statements.length = 0;
