@@ -4,7 +4,7 @@ import { Writable } from 'node:stream';
 import { expect } from 'chai';
 import pino from 'pino';
 import type pg from 'pg';
-import { createApp, listen, pathPattern } from '../../src/api/app.js';
+import { createApp, listen, pathPattern, type AppOptions } from '../../src/api/app.js';
 import { KeyCache } from '../../src/api/key-cache.js';
 import { loadOpenApiDocument, type OpenApiOperation } from '../../src/contract/document.js';
 import { testDatabase } from './database.js';
@@ -71,7 +71,9 @@ export interface TestApi {
  * The real app on an ephemeral port, on the test database as the API's role, with the given clock; with a key cache
  * when asked, listening as the API's role (or through `connect`, when given).
  */
-export async function startApi(options: { now?: Date | (() => Date); keyCache?: boolean | { connect: () => Promise<pg.Client> } } = {}): Promise<TestApi> {
+export async function startApi(
+  options: { now?: Date | (() => Date); keyCache?: boolean | { connect: () => Promise<pg.Client> }; limits?: AppOptions['limits'] } = {},
+): Promise<TestApi> {
   // The API's own connections: its database role (src/db/roles.ts), as in production.
   const database = await testDatabase();
   const db = database.forRole('api');
@@ -87,7 +89,7 @@ export async function startApi(options: { now?: Date | (() => Date); keyCache?: 
   const logger = pino({ level: 'debug' }, sink);
   const connect = typeof options.keyCache === 'object' ? options.keyCache.connect : () => database.connectAs('api');
   const keyCache = options.keyCache ? await KeyCache.start(connect, db, logger) : undefined;
-  const app = await createApp({ db, logger, clock, keyCache });
+  const app = await createApp({ db, logger, clock, keyCache, limits: options.limits });
   const server: Server = await listen(app, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const request: TestApi['request'] = async (method, path, { key, headers = {}, body } = {}) => {
