@@ -2,11 +2,13 @@
 // `baseline`, plain Koa answering a fixed JSON body (the ceiling of Koa on this machine), and `framework`, Koa with
 // openapi-backend configured as the app configures it (same document, routing, request validation, security
 // handler) answering GET /v1/me with a fixed body (how much of /v1/me is the framework and how much is ours).
-// Prints "listening <port>" when ready.
+// `service` runs with the rate limits off, `service-limited` with them as configured. Prints "listening <port>" when
+// ready.
 import Koa from 'koa';
 import pino from 'pino';
 import { contractBackend, createApp, memoiseOperations } from '../src/api/app.js';
 import { KeyCache } from '../src/api/key-cache.js';
+import { shedLagFromEnv } from '../src/api/load-shedding.js';
 import { openDatabase } from '../src/db/database.js';
 
 const [mode, databaseUrl] = process.argv.slice(2);
@@ -45,7 +47,13 @@ if (mode === 'baseline') {
   // through the API's pool.
   const apiDb = database.forRole('api');
   const keyCache = await KeyCache.start(() => database.connectAs('api'), apiDb, logger);
-  app = await createApp({ db: apiDb, logger, keyCache });
+  // `service`: the per-workspace and per-address limits off, so that a bench measures the operation, not the limiter
+  // (FRS_API_RATE_LIMIT=0, FRS_API_CONCURRENCY=0, FRS_API_AUTH_FAILURE_LIMIT=0); `service-limited`: as configured
+  // (the defaults), for the noisy-neighbour bench.
+  const limits = mode === 'service-limited' ? undefined : { workspace: { ratePerSecond: 0, concurrency: 0 }, authFailures: { perMinute: 0, trustedProxies: [] } };
+  // (service-limited also sheds load past FRS_SHED_EVENT_LOOP_LAG_MS, as src/main.ts does)
+  const shedEventLoopLagMs = mode === 'service-limited' ? shedLagFromEnv() : 0;
+  app = await createApp({ db: apiDb, logger, keyCache, limits, shedEventLoopLagMs });
 }
 const server = app.listen(0, '127.0.0.1', () => {
   const address = server.address();

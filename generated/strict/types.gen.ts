@@ -104,7 +104,8 @@ export type ErrorResponse = {
          * - `not_found` (404): no such resource, or no such route.
          * - `method_not_allowed` (405): the path exists but not with this method.
          * - `idempotency_key_reused` (409).
-         * - `rate_limited` (429): a limit of the operation was reached; see `Retry-After`.
+         * - `rate_limited` (429): a limit was reached (the workspace's rate or requests in flight, the client
+         * address's failed authentications, or a limit of the test operation); see `reason` and `Retry-After`.
          * - `headers_too_large` (431): the request's headers are over the server's limit.
          * - `internal_error` (500).
          * - `unavailable` (503): the service cannot reach a dependency (its database) just now, or a statement
@@ -121,7 +122,7 @@ export type ErrorResponse = {
          */
         message: string;
         /**
-         * On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending parameter or header. On 503, the failed check. Absent otherwise.
+         * On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending parameter or header. On 429 from the service-wide limits, which one: `rate`, `concurrency` or `auth_failures`. On 503, the failed check. Absent otherwise.
          */
         reason?: string;
         /**
@@ -3189,6 +3190,10 @@ export type GetMeErrors = {
      */
     403: ErrorResponse;
     /**
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a key already seen to work is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     */
+    429: ErrorResponse;
+    /**
      * An unexpected error. Nothing about it is shown but the request id; retrying may help.
      */
     500: ErrorResponse;
@@ -3230,6 +3235,10 @@ export type ListFleetsErrors = {
      */
     403: ErrorResponse;
     /**
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a key already seen to work is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     */
+    429: ErrorResponse;
+    /**
      * An unexpected error. Nothing about it is shown but the request id; retrying may help.
      */
     500: ErrorResponse;
@@ -3270,6 +3279,10 @@ export type GetFleetSummaryErrors = {
      * The workspace is frozen.
      */
     403: ErrorResponse;
+    /**
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a key already seen to work is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     */
+    429: ErrorResponse;
     /**
      * An unexpected error. Nothing about it is shown but the request id; retrying may help.
      */
@@ -3329,6 +3342,10 @@ export type SearchVehiclesErrors = {
      */
     403: ErrorResponse;
     /**
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a key already seen to work is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     */
+    429: ErrorResponse;
+    /**
      * An unexpected error. Nothing about it is shown but the request id; retrying may help.
      */
     500: ErrorResponse;
@@ -3369,6 +3386,10 @@ export type GetOperationsTodayErrors = {
      * The workspace is frozen.
      */
     403: ErrorResponse;
+    /**
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a key already seen to work is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     */
+    429: ErrorResponse;
     /**
      * An unexpected error. Nothing about it is shown but the request id; retrying may help.
      */
@@ -3411,6 +3432,10 @@ export type GetBookingSummaryErrors = {
      */
     403: ErrorResponse;
     /**
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a key already seen to work is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     */
+    429: ErrorResponse;
+    /**
      * An unexpected error. Nothing about it is shown but the request id; retrying may help.
      */
     500: ErrorResponse;
@@ -3451,6 +3476,10 @@ export type GetFinanceOverviewErrors = {
      * The workspace is frozen.
      */
     403: ErrorResponse;
+    /**
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a key already seen to work is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     */
+    429: ErrorResponse;
     /**
      * An unexpected error. Nothing about it is shown but the request id; retrying may help.
      */
@@ -3502,6 +3531,10 @@ export type GetReceivablesErrors = {
      */
     403: ErrorResponse;
     /**
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a key already seen to work is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     */
+    429: ErrorResponse;
+    /**
      * An unexpected error. Nothing about it is shown but the request id; retrying may help.
      */
     500: ErrorResponse;
@@ -3542,6 +3575,10 @@ export type ListWebhookEndpointsErrors = {
      * The workspace is frozen.
      */
     403: ErrorResponse;
+    /**
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a key already seen to work is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     */
+    429: ErrorResponse;
     /**
      * An unexpected error. Nothing about it is shown but the request id; retrying may help.
      */
@@ -3674,6 +3711,10 @@ export type ListWebhookDeliveriesErrors = {
      */
     404: ErrorResponse;
     /**
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a key already seen to work is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     */
+    429: ErrorResponse;
+    /**
      * An unexpected error. Nothing about it is shown but the request id; retrying may help.
      */
     500: ErrorResponse;
@@ -3727,6 +3768,10 @@ export type GetWebhookDeliveryErrors = {
      * No webhook endpoint (or delivery of that endpoint) with this id in the key's workspace; one of another workspace is not found either.
      */
     404: ErrorResponse;
+    /**
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a key already seen to work is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     */
+    429: ErrorResponse;
     /**
      * An unexpected error. Nothing about it is shown but the request id; retrying may help.
      */

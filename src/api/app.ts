@@ -14,7 +14,9 @@ import YAML from 'yaml';
 import { loadOpenApiDocument, strictOpenApiDocument } from '../contract/document.js';
 import { ApiError, errorBody, internalError, invalidRequest, statementTimedOut, unavailable } from './errors.js';
 import { isDatabaseUnavailable, isStatementCanceled } from '../db/outage.js';
-import { authenticate, type Caller } from './auth.js';
+import { authenticate, type AuthGuard, type Caller } from './auth.js';
+import { AuthFailureLimits, authFailureSettingsFromEnv, type AuthFailureSettings } from './auth-failures.js';
+import { rateLimitHeaders, WorkspaceLimits, workspaceLimitsFromEnv, type Admission, type WorkspaceLimitSettings } from './rate-limits.js';
 import type { KeyCache } from './key-cache.js';
 import { operationHandlers, type OperationContext } from './operations.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
@@ -37,6 +39,8 @@ export interface AppOptions {
    * its own work would be taken for overload.
    */
   shedEventLoopLagMs?: number;
+  /** The per-workspace limits and the per-address limit of failed authentications; default: the environment's. */
+  limits?: { workspace: WorkspaceLimitSettings; authFailures: AuthFailureSettings };
 }
 
 /**
@@ -209,7 +213,20 @@ export function memoiseOperations(backend: OpenAPIBackend): ReturnType<OpenAPIBa
   return operations;
 }
 
-export async function createApp({ db, logger, clock = () => new Date(), metrics, keyCache, shedEventLoopLagMs = 0 }: AppOptions): Promise<Koa> {
+export async function createApp({ db, logger, clock = () => new Date(), metrics, keyCache, shedEventLoopLagMs = 0, limits }: AppOptions): Promise<Koa> {
+  const workspaceLimits = new WorkspaceLimits(limits?.workspace ?? workspaceLimitsFromEnv());
+  const authFailures = new AuthFailureLimits(limits?.authFailures ?? authFailureSettingsFromEnv());
+  const guardOf = (ctx: Koa.Context): AuthGuard =>
+    (ctx.state.guard ??= { limits: authFailures, address: authFailures.clientAddress(ctx.req.socket.remoteAddress, ctx.get('x-forwarded-for') || undefined) });
+  /** Where the caller stands: its workspace's rate limit once known, else its address's failure limit. */
+  const standingOf = async (ctx: Koa.Context) => {
+    const admission = ctx.state.admission as Admission | undefined;
+    const caller = ctx.state.caller as Caller | undefined;
+    if (admission) return admission.standing;
+    if (caller) return workspaceLimits.standing(caller.workspace.id);
+    const guard = guardOf(ctx);
+    return guard.standing ?? authFailures.standing(guard.address);
+  };
   // Served as published (open to additions); requests are checked against the strict variant, so a parameter
   // takes only the values the document lists today.
   const document = loadOpenApiDocument();
@@ -240,7 +257,10 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
     },
     securityHandlers: {
       bearerAuth: async (_c: BackendContext, ctx: Koa.Context) => {
-        ctx.state.caller = await authenticate(db, ctx.get('authorization') || undefined, clock(), keyCache);
+        const caller = await authenticate(db, ctx.get('authorization') || undefined, clock(), keyCache, guardOf(ctx));
+        ctx.state.caller = caller;
+        // The workspace's share, taken before the operation reads anything: a refusal costs a look-up in memory.
+        ctx.state.admission = await workspaceLimits.admit(caller.workspace.id);
         return true;
       },
     },
@@ -308,10 +328,17 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
         ctx.state.logger.error({ err: caught }, 'unhandled error');
         err = internalError();
       }
+      if (err.holdMs > 0) await new Promise((resolve) => setTimeout(resolve, err.holdMs));
       ctx.status = err.status;
       for (const [name, value] of Object.entries(err.headers)) ctx.set(name, value);
       ctx.body = errorBody(err, requestId);
     } finally {
+      (ctx.state.admission as Admission | undefined)?.release();
+      // Every answer says where the caller stands (a 429 already carries the standing that refused it).
+      if (!ctx.response.get('RateLimit')) {
+        const standing = await standingOf(ctx).catch(() => undefined);
+        if (standing) ctx.set(rateLimitHeaders(standing));
+      }
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       const operation = (ctx.state.operationId as string | undefined) ?? 'none';
       ctx.state.logger.info({ method: ctx.method, path: ctx.path, operation, status: ctx.status, ms }, 'request');

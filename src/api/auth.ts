@@ -3,6 +3,8 @@ import { ApiError } from './errors.js';
 import { hashApiKey } from '../secrets.js';
 import type { Me } from '../../generated/strict/types.gen.js';
 import type { KeyCache, KeyRecord } from './key-cache.js';
+import type { AuthFailureLimits } from './auth-failures.js';
+import type { Standing } from './rate-limits.js';
 
 export type AuthFailure = 'missing' | 'unknown' | 'revoked' | 'expired';
 
@@ -33,19 +35,38 @@ export function bearerToken(header: string | undefined): string | undefined {
   return match?.[1];
 }
 
+/** The client's address and its failure limit: how authentication slows outsiders (src/api/auth-failures.ts). */
+export interface AuthGuard {
+  limits: AuthFailureLimits;
+  address: string;
+  /** Where the address's standing is left for the answer's RateLimit header fields. */
+  standing?: Standing;
+}
+
 /**
  * Resolves the caller from the Authorization header, or throws the documented 401/403. A revoked key is
  * reported as revoked even when it has also expired. Marks the key as used at most once a minute. With a key
- * cache (src/api/key-cache.ts) a known key is checked from memory; revocation, expiry and freezing are checked
- * on every request all the same.
+ * cache (src/api/key-cache.ts) a known key is checked from memory, and a key the database did not know a moment
+ * ago is refused from memory too; revocation, expiry and freezing are checked on every request all the same. With a
+ * guard, a key that is not known good is refused with 429 before any database round trip once its address has
+ * failed too often, and every 401 counts against the address.
  */
-export async function authenticate(db: Knex, authorization: string | undefined, now: Date, cache?: KeyCache): Promise<Caller> {
+export async function authenticate(db: Knex, authorization: string | undefined, now: Date, cache?: KeyCache, guard?: AuthGuard): Promise<Caller> {
+  const failed = async (reason: AuthFailure): Promise<never> => {
+    if (guard) guard.standing = await guard.limits.failed(guard.address);
+    throw unauthorized(reason);
+  };
   const token = bearerToken(authorization);
-  if (!token) throw unauthorized('missing');
+  if (!token) {
+    if (guard) guard.standing = await guard.limits.check(guard.address, undefined);
+    return failed('missing');
+  }
   const keyHash = hashApiKey(token);
-  const cacheKey = cache && keyHash.toString('base64');
-  let row = cacheKey ? cache.get(cacheKey) : undefined;
+  const hashText = keyHash.toString('base64');
+  let row = cache?.get(hashText);
   if (!row) {
+    if (guard) guard.standing = await guard.limits.check(guard.address, hashText);
+    if (cache?.isUnknown(hashText)) return failed('unknown');
     const generation = cache?.generation ?? 0;
     row = await db('api_keys as k')
       .join('workspaces as w', 'w.id', 'k.workspace_id')
@@ -54,11 +75,18 @@ export async function authenticate(db: Knex, authorization: string | undefined, 
         'k.id as keyId', 'k.role', 'k.revoked_at as revokedAt', 'k.expires_at as expiresAt', 'k.last_used_at as lastUsedAt',
         'w.id as workspaceId', 'w.slug', 'w.status', 'w.timezone',
       ) as KeyRecord | undefined;
-    if (!row) throw unauthorized('unknown');
-    if (cacheKey) cache.set(cacheKey, row, generation);
+    if (!row) {
+      cache?.setUnknown(hashText, generation);
+      guard?.limits.forget(hashText);
+      return failed('unknown');
+    }
+    cache?.set(hashText, row, generation);
   }
-  if (row.revokedAt) throw unauthorized('revoked');
-  if (row.expiresAt && row.expiresAt <= now) throw unauthorized('expired');
+  if (row.revokedAt || (row.expiresAt && row.expiresAt <= now)) {
+    guard?.limits.forget(hashText);
+    return failed(row.revokedAt ? 'revoked' : 'expired');
+  }
+  guard?.limits.authenticated(hashText);
   if (row.status === 'frozen') throw new ApiError(403, 'workspace_frozen', 'This workspace is frozen.');
   if (!row.lastUsedAt || now.getTime() - row.lastUsedAt.getTime() > 60_000) {
     // Noted first (the cached record too), so concurrent requests do not all write it.

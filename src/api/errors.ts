@@ -5,6 +5,9 @@ export type ErrorCode = ErrorBody['error']['code'];
 
 /** An error the API answers with the documented error body. Anything else thrown becomes a 500. */
 export class ApiError extends Error {
+  /** How long the answer is held before it is sent (a refusal of the rate limits: see src/api/rate-limits.ts). */
+  holdMs = 0;
+
   constructor(
     readonly status: number,
     readonly code: ErrorCode,

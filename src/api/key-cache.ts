@@ -26,6 +26,13 @@ const HEARTBEAT_PREFIX = 'heartbeat ';
 
 const MAX_AGE_MS = 30_000;
 const MAX_ENTRIES = 10_000;
+/**
+ * Key hashes the database did not know, remembered briefly so that a repeated made-up key costs no round trip. Kept
+ * apart from the known keys (a flood of made-up ones cannot push real ones out) and dropped with them: a new key is
+ * announced like any other change, so one made in any process works at once.
+ */
+const UNKNOWN_MAX_AGE_MS = 10_000;
+const MAX_UNKNOWN = 10_000;
 const REOPEN_FIRST_MS = 500;
 const REOPEN_MAX_MS = 30_000;
 // A heartbeat is one tiny NOTIFY per process every 2 s, and comes back within milliseconds when all is well; 2.5 s
@@ -56,6 +63,7 @@ export interface KeyRecord {
 
 export class KeyCache {
   private readonly entries = new Map<string, { record: KeyRecord; storedAt: number }>();
+  private readonly unknown = new Map<string, number>();
   /** The LISTEN connection in service (its first heartbeat came back). */
   private client: pg.Client | undefined;
   /** A new LISTEN connection waiting for its first heartbeat, and what to call when it comes back (or the wait ends). */
@@ -130,6 +138,23 @@ export class KeyCache {
     return entry.record;
   }
 
+  /** Whether the database said, a moment ago and with nothing announced since, that it knows no such key. */
+  isUnknown(keyHash: string): boolean {
+    if (!this.current()) return false;
+    const storedAt = this.unknown.get(keyHash);
+    if (storedAt === undefined) return false;
+    if (performance.now() - storedAt <= UNKNOWN_MAX_AGE_MS) return true;
+    this.unknown.delete(keyHash);
+    return false;
+  }
+
+  /** Remembers a key hash the database does not know, unless the cache was dropped since `generation` was read. */
+  setUnknown(keyHash: string, generation: number): void {
+    if (!this.current() || generation !== this.generation) return;
+    if (this.unknown.size >= MAX_UNKNOWN) this.unknown.delete(this.unknown.keys().next().value!);
+    this.unknown.set(keyHash, performance.now());
+  }
+
   /** Keeps a record read from the database, unless the cache was dropped since `generation` was read. */
   set(keyHash: string, record: KeyRecord, generation: number): void {
     if (!this.current() || generation !== this.generation) return;
@@ -150,6 +175,7 @@ export class KeyCache {
 
   private drop(): void {
     this.entries.clear();
+    this.unknown.clear();
     this.generation++;
   }
 

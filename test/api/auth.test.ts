@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { workspaceLimitsFromEnv } from '../../src/api/rate-limits.js';
 import { testDatabase } from '../support/database.js';
 import { startApi, type TestApi } from '../support/api.js';
 import { createApiKey, createWorkspace, revokeApiKey, updateWorkspace } from '../../src/workspaces.js';
@@ -26,7 +27,9 @@ describe('authentication', () => {
     keys.revokedAndExpired = revokedAndExpired.key;
     keys.frozen = (await createApiKey(db, { workspaceSlug: 'auth-frozen' })).key;
     await updateWorkspace(db, 'auth-frozen', { status: 'frozen' });
-    api = await startApi({ now: NOW });
+    // Each case fails authentication on every operation, far past the 30 failures a minute one address may make:
+    // the failure limit is off here, and test/api/rate-limits.test.ts shows it.
+    api = await startApi({ now: NOW, limits: { workspace: workspaceLimitsFromEnv({}), authFailures: { perMinute: 0, trustedProxies: [] } } });
   });
   after(() => api.close());
 

@@ -26,6 +26,17 @@ async function within(ms: number, probe: () => Promise<boolean>): Promise<number
 }
 
 /** Revokes a key without the change being announced (triggers off), as if the announcement were lost. */
+/**
+ * A new key, once `cache` has heard it announced (a new key drops every cache, so that a key made after its hash was
+ * tried works at once): a test that then shows the key kept is not undone by that announcement arriving late.
+ */
+async function createAnnouncedKey(cache: KeyCache, db: Knex, input: Parameters<typeof createApiKey>[1]) {
+  const generation = cache.generation;
+  const created = await createApiKey(db, input);
+  await within(2000, async () => cache.generation !== generation);
+  return created;
+}
+
 async function revokeUnannounced(db: Knex, keyId: string): Promise<void> {
   await db.transaction(async (trx) => {
     await trx.raw(`SET LOCAL session_replication_role = replica`);
@@ -72,7 +83,7 @@ describe('key cache', () => {
 
   it('answers a known key from memory: a revocation nobody announced goes unseen', async () => {
     // The opposite of every guarantee below, shown once so that they mean something: the cache is in use.
-    const { id, key } = await createApiKey(db, { workspaceSlug: 'kc-main', role: 'memory' });
+    const { id, key } = await createAnnouncedKey(api.keyCache!, db, { workspaceSlug: 'kc-main', role: 'memory' });
     expect((await me(key)).body).to.deep.equal({ workspace: { slug: 'kc-main', status: 'active' }, role: 'memory' });
     await revokeUnannounced(db, id);
     expect((await me(key)).status).to.equal(200);
@@ -112,7 +123,7 @@ describe('key cache', () => {
 
   it('drops the cache when the notification connection is lost, and serves again once it listens anew', async () => {
     const cache = api.keyCache!;
-    const first = await createApiKey(db, { workspaceSlug: 'kc-main' });
+    const first = await createAnnouncedKey(cache, db, { workspaceSlug: 'kc-main' });
     expect((await me(first.key)).status).to.equal(200);
     const losses = cache.losses;
     const { rows } = await db.raw(
@@ -126,7 +137,7 @@ describe('key cache', () => {
     expect((await me(first.key)).body.error).to.include({ code: 'unauthorized', reason: 'revoked' });
     // Listening again (a new connection), the cache serves again: an unannounced revocation goes unseen.
     await within(5000, async () => cache.listening);
-    const second = await createApiKey(db, { workspaceSlug: 'kc-main' });
+    const second = await createAnnouncedKey(cache, db, { workspaceSlug: 'kc-main' });
     expect((await me(second.key)).status).to.equal(200);
     await revokeUnannounced(db, second.id);
     expect((await me(second.key)).status).to.equal(200);
@@ -256,7 +267,7 @@ describe('key cache', () => {
       await within(5000, async () => cache.serving);
       expect(cache.losses).to.equal(losses);
       // Serving again, on the same connection and from empty: a key is kept (an unannounced revocation goes unseen).
-      const kept = await createApiKey(db, { workspaceSlug: 'kc-main' });
+      const kept = await createAnnouncedKey(cache, db, { workspaceSlug: 'kc-main' });
       expect((await proxied.get('/v1/me', kept.key)).status).to.equal(200);
       await revokeUnannounced(db, kept.id);
       expect((await proxied.get('/v1/me', kept.key)).status).to.equal(200);

@@ -120,12 +120,28 @@ describe('the OpenAPI document', () => {
     expect(Object.values(examples).map((e) => e.value.error.code)).to.deep.equal(['unavailable', 'overloaded']);
   });
 
+  it('lists the rate limits on every operation: 429 with Retry-After, and where the caller stands on every answer', () => {
+    for (const [p, item] of Object.entries(document.paths)) {
+      for (const [method, op] of Object.entries(item)) {
+        const responses = (op as { responses: Record<string, Json> }).responses;
+        const name = `${method.toUpperCase()} ${p}`;
+        for (const [status, response] of Object.entries(responses).filter(([status]) => /^[24]/.test(status))) {
+          const headers = resolve(response).headers as Json;
+          expect(Object.keys(headers), `${name} ${status}`).to.include.members(['RateLimit', 'RateLimit-Policy']);
+        }
+        if (!p.startsWith('/v1/')) continue;
+        const limited = resolve(responses['429']) as { headers: Json };
+        expect(Object.keys(limited.headers), name).to.include.members(['Retry-After', 'RateLimit', 'RateLimit-Policy']);
+      }
+    }
+  });
+
   it('has a valid example for every response, parameter, header, payload and schema example', () => {
     const pairs = examplePairs();
     // Every media type of every response and payload has an example: 15 success examples (vehicles has two),
-    // 11 shared error examples (503 has two: unavailable and overloaded), 39 payloads; plus parameters, headers and schemas.
+    // 12 shared error examples (503 has two: unavailable and overloaded), 39 payloads; plus parameters, headers and schemas.
     const mediaTypes = pairs.filter((p) => p.where.includes('/content/application~1json') || p.where.includes('/content/application/json'));
-    expect(mediaTypes.length).to.equal(15 + 11 + 39);
+    expect(mediaTypes.length).to.equal(15 + 12 + 39);
     const failures = pairs.flatMap(({ where, schema, example }) => {
       const validate = validatorFor(schema);
       return validate(example) ? [] : [`${where}: ${ajv.errorsText(validate.errors)}`];

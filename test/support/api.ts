@@ -4,7 +4,7 @@ import { Writable } from 'node:stream';
 import { expect } from 'chai';
 import pino from 'pino';
 import type pg from 'pg';
-import { createApp, listen, pathPattern } from '../../src/api/app.js';
+import { createApp, listen, pathPattern, type AppOptions } from '../../src/api/app.js';
 import { KeyCache, type HeartbeatTimings } from '../../src/api/key-cache.js';
 import { loadOpenApiDocument, type OpenApiOperation } from '../../src/contract/document.js';
 import { testDatabase } from './database.js';
@@ -72,7 +72,11 @@ export interface TestApi {
  * when asked, listening as the API's role (or through `connect`, when given), with the given heartbeat timings.
  */
 export async function startApi(
-  options: { now?: Date | (() => Date); keyCache?: boolean | ({ connect?: () => Promise<pg.Client> } & HeartbeatTimings) } = {},
+  options: {
+    now?: Date | (() => Date);
+    keyCache?: boolean | ({ connect?: () => Promise<pg.Client> } & HeartbeatTimings);
+    limits?: AppOptions['limits'];
+  } = {},
 ): Promise<TestApi> {
   // The API's own connections: its database role (src/db/roles.ts), as in production.
   const database = await testDatabase();
@@ -89,7 +93,7 @@ export async function startApi(
   const logger = pino({ level: 'debug' }, sink);
   const { connect = () => database.connectAs('api'), ...timings } = typeof options.keyCache === 'object' ? options.keyCache : {};
   const keyCache = options.keyCache ? await KeyCache.start(connect, db, logger, timings) : undefined;
-  const app = await createApp({ db, logger, clock, keyCache });
+  const app = await createApp({ db, logger, clock, keyCache, limits: options.limits });
   const server: Server = await listen(app, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const request: TestApi['request'] = async (method, path, { key, headers = {}, body } = {}) => {

@@ -1,0 +1,124 @@
+import net from 'node:net';
+import { RateLimiterMemory } from 'rate-limiter-flexible';
+import { ConfigError } from '../config.js';
+import { limitSetting, rateLimited, standingOf, type Standing } from './rate-limits.js';
+
+// Outsiders are slowed before they cost anything. Each client address may fail authentication (a 401: no key, an
+// unknown, revoked or expired one) a number of times a minute; past that, its requests get 429 `rate_limited`
+// (reason `auth_failures`) before any database round trip, unless they carry a key this process has seen
+// authenticate (a valid key is never refused for its neighbours' failures: clients behind one NAT share an address).
+// An IPv6 client is counted by its /64, which one host usually holds whole.
+//
+// The client address is the connection's peer. Behind a proxy every client would share the proxy's address, so a
+// proxy's X-Forwarded-For is trusted only from the ranges in FRS_TRUSTED_PROXY_CIDRS (none by default): then the
+// client is the rightmost address of that header that is not itself a trusted proxy.
+
+export const AUTH_FAILURE_LIMIT_ENV = 'FRS_API_AUTH_FAILURE_LIMIT';
+export const TRUSTED_PROXIES_ENV = 'FRS_TRUSTED_PROXY_CIDRS';
+/** Failed authentications a minute per client address. */
+export const DEFAULT_AUTH_FAILURE_LIMIT = 30;
+const WINDOW_S = 60;
+/** Keys seen to authenticate, remembered (by hash) so that their holders pass a blocked address; the oldest go first. */
+const KNOWN_VALID_LIMIT = 10_000;
+
+export interface AuthFailureSettings {
+  /** Failed authentications a minute per address; 0: no limit. */
+  perMinute: number;
+  /** Proxies whose X-Forwarded-For names the client (CIDR ranges). */
+  trustedProxies: string[];
+}
+
+function family(address: string): 'ipv4' | 'ipv6' {
+  return net.isIPv4(address) ? 'ipv4' : 'ipv6';
+}
+
+export function authFailureSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): AuthFailureSettings {
+  const trustedProxies = (env[TRUSTED_PROXIES_ENV] ?? '').split(',').map((c) => c.trim()).filter(Boolean);
+  for (const cidr of trustedProxies) {
+    const match = /^([^/]+)\/(\d{1,3})$/.exec(cidr);
+    const ip = match && net.isIP(match[1]);
+    if (!match || !ip || Number(match[2]) > (ip === 4 ? 32 : 128)) {
+      throw new ConfigError(`${TRUSTED_PROXIES_ENV} must be a comma-separated list of CIDR ranges such as 10.0.0.0/8, got "${cidr}"`);
+    }
+  }
+  return { perMinute: limitSetting(AUTH_FAILURE_LIMIT_ENV, DEFAULT_AUTH_FAILURE_LIMIT, env), trustedProxies };
+}
+
+export class AuthFailureLimits {
+  private readonly failures: RateLimiterMemory | undefined;
+  private readonly proxies = new net.BlockList();
+  private readonly trustsProxies: boolean;
+  private readonly knownValid = new Set<string>();
+
+  constructor(private readonly settings: AuthFailureSettings) {
+    if (settings.perMinute > 0) this.failures = new RateLimiterMemory({ points: settings.perMinute, duration: WINDOW_S });
+    for (const cidr of settings.trustedProxies) {
+      const [address, bits] = cidr.split('/');
+      this.proxies.addSubnet(address, Number(bits), family(address));
+    }
+    this.trustsProxies = settings.trustedProxies.length > 0;
+  }
+
+  /** The client's address as counted: the peer, or what a trusted proxy says; an IPv6 address by its /64. */
+  clientAddress(peer: string | undefined, forwardedFor: string | undefined): string {
+    let client = (peer ?? '').replace(/^::ffff:(?=\d+\.)/, '');
+    if (this.trustsProxies && forwardedFor && this.isProxy(client)) {
+      const hops = forwardedFor.split(',').map((h) => h.trim().replace(/^::ffff:(?=\d+\.)/, ''));
+      for (let i = hops.length - 1; i >= 0 && this.isProxy(client); i--) {
+        if (!net.isIP(hops[i])) break; // a malformed hop: count the last proxy itself
+        client = hops[i];
+      }
+    }
+    return net.isIPv6(client) ? prefix64(client) : client;
+  }
+
+  private isProxy(address: string): boolean {
+    return net.isIP(address) !== 0 && this.proxies.check(address, family(address));
+  }
+
+  /** The address's standing with the failure limit (what it has left this minute). */
+  async standing(address: string): Promise<Standing | undefined> {
+    if (!this.failures) return undefined;
+    return standingOf('auth-failures', this.settings.perMinute, WINDOW_S, await this.failures.get(address));
+  }
+
+  /**
+   * Throws the 429 when `address` has used up its failures and `keyHash` is not a key seen to authenticate; otherwise
+   * returns its standing. Costs a look-up in memory, never the database.
+   */
+  async check(address: string, keyHash: string | undefined): Promise<Standing | undefined> {
+    const standing = await this.standing(address);
+    if (standing && standing.remaining === 0 && !(keyHash !== undefined && this.knownValid.has(keyHash))) {
+      throw rateLimited('auth_failures', `Too many requests from this address failed authentication; try again in ${standing.resetS} seconds.`, standing.resetS, standing);
+    }
+    return standing;
+  }
+
+  /** Counts a failed authentication of `address`; returns its standing after it. */
+  async failed(address: string): Promise<Standing | undefined> {
+    if (!this.failures) return undefined;
+    return standingOf('auth-failures', this.settings.perMinute, WINDOW_S, await this.failures.penalty(address));
+  }
+
+  /** Notes a key that authenticated: its holder is not refused for its address's failures. */
+  authenticated(keyHash: string): void {
+    if (this.knownValid.has(keyHash)) return;
+    if (this.knownValid.size >= KNOWN_VALID_LIMIT) this.knownValid.delete(this.knownValid.values().next().value!);
+    this.knownValid.add(keyHash);
+  }
+
+  /** Forgets a key that stopped authenticating (revoked, expired, unknown now). */
+  forget(keyHash: string): void {
+    this.knownValid.delete(keyHash);
+  }
+}
+
+/** An IPv6 address's /64 (the first four groups, written in full): what one host or one customer's line usually holds. */
+function prefix64(address: string): string {
+  const bare = address.replace(/%.*$/, '');
+  const [head, tail = ''] = bare.split('::');
+  const left = head ? head.split(':') : [];
+  const right = tail ? tail.split(':') : [];
+  const groups = bare.includes('::') ? [...left, ...Array<string>(Math.max(0, 8 - left.length - right.length)).fill('0'), ...right] : left;
+  return `${groups.slice(0, 4).map((g) => parseInt(g, 16).toString(16)).join(':')}::/64`;
+}

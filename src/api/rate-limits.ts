@@ -1,0 +1,137 @@
+import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
+import { ConfigError } from '../config.js';
+import { ApiError } from './errors.js';
+
+// A fair share of the read API. Each workspace, across all its keys, gets a request rate (a quota of requests per
+// one-second window) and a number of requests in flight; beyond either the answer is 429 `rate_limited` at once,
+// before the operation touches the database. Every /v1 answer tells the caller where it stands, in the IETF
+// RateLimit header fields (draft-ietf-httpapi-ratelimit-headers-10): `RateLimit-Policy: "workspace";q=100;w=1` and
+// `RateLimit: "workspace";r=42;t=1`.
+//
+// The counts are per API process, in memory: a shared store would add a database write to every request. With N API
+// processes behind a balancer a workspace may reach N times the setting; set FRS_API_RATE_LIMIT to the rate wanted
+// for the whole service divided by N (the README says so).
+
+export const RATE_LIMIT_ENV = 'FRS_API_RATE_LIMIT';
+export const CONCURRENCY_ENV = 'FRS_API_CONCURRENCY';
+/**
+ * Requests a second per workspace. A dashboard polling every summary every few seconds makes a few a second, a BI
+ * export paging through receivables one at a time some tens: far below.
+ */
+export const DEFAULT_RATE_LIMIT = 100;
+/** Requests in flight per workspace: a dashboard loading its six summaries at once has six. */
+export const DEFAULT_CONCURRENCY = 8;
+const WINDOW_S = 1;
+
+/** Where a caller stands with one policy, as the RateLimit header fields say it. */
+export interface Standing {
+  policy: string;
+  /** The quota of the window, and the window in seconds. */
+  quota: number;
+  windowS: number;
+  /** What is left of the quota, and whole seconds until the window starts again. */
+  remaining: number;
+  resetS: number;
+}
+
+/** The two RateLimit header fields of a standing. */
+export function rateLimitHeaders(s: Standing): Record<'RateLimit-Policy' | 'RateLimit', string> {
+  return { 'RateLimit-Policy': `"${s.policy}";q=${s.quota};w=${s.windowS}`, RateLimit: `"${s.policy}";r=${s.remaining};t=${s.resetS}` };
+}
+
+/** A standing from what the limiter says of a key (null: nothing used in the current window). */
+export function standingOf(policy: string, quota: number, windowS: number, res: RateLimiterRes | null): Standing {
+  if (!res || res.msBeforeNext < 0) return { policy, quota, windowS, remaining: quota, resetS: 0 };
+  return { policy, quota, windowS, remaining: Math.max(0, quota - res.consumedPoints), resetS: Math.ceil(res.msBeforeNext / 1000) };
+}
+
+/**
+ * A refusal is held this long at most before it is sent (the wait its Retry-After asks for, up to this): a client
+ * that ignores Retry-After and asks again at once cannot make the service answer thousands of refusals a second
+ * (each costs little, but on two cores ten thousand a second, and the flood's own client, took the CPU the others
+ * needed). A held refusal costs a socket and a timer, and nothing is kept for it.
+ */
+export const MAX_REFUSAL_HOLD_MS = 1000;
+
+/**
+ * The 429 of a limit, with Retry-After (whole seconds, at least 1) and the standing's header fields, held until
+ * `holdMs` (the moment trying again can succeed), at most MAX_REFUSAL_HOLD_MS.
+ */
+export function rateLimited(reason: 'rate' | 'concurrency' | 'auth_failures', message: string, retryAfterS: number, standing: Standing | undefined, holdMs = 1000 * Math.max(1, retryAfterS)): ApiError {
+  const refusal = new ApiError(429, 'rate_limited', message, reason, { 'Retry-After': String(Math.max(1, retryAfterS)), ...(standing && rateLimitHeaders(standing)) });
+  refusal.holdMs = Math.min(MAX_REFUSAL_HOLD_MS, Math.max(0, holdMs));
+  return refusal;
+}
+
+/** A non-negative integer setting; `0` switches its limit off. */
+export function limitSetting(name: string, fallback: number, env: NodeJS.ProcessEnv): number {
+  const text = env[name];
+  if (text === undefined || text === '') return fallback;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 0 || value > 1_000_000) throw new ConfigError(`${name} must be an integer from 0 (off) to 1000000, got "${text}"`);
+  return value;
+}
+
+export interface WorkspaceLimitSettings {
+  /** Requests a second per workspace; 0: no rate limit. */
+  ratePerSecond: number;
+  /** Requests in flight per workspace; 0: no concurrency limit. */
+  concurrency: number;
+}
+
+export function workspaceLimitsFromEnv(env: NodeJS.ProcessEnv = process.env): WorkspaceLimitSettings {
+  return { ratePerSecond: limitSetting(RATE_LIMIT_ENV, DEFAULT_RATE_LIMIT, env), concurrency: limitSetting(CONCURRENCY_ENV, DEFAULT_CONCURRENCY, env) };
+}
+
+export interface Admission {
+  /** Ends the request's share of the concurrency limit (call once, when the answer is made). */
+  release(): void;
+  /** The workspace's standing with the rate limit, for the answer's header fields; none when it is off. */
+  standing: Standing | undefined;
+}
+
+export class WorkspaceLimits {
+  private readonly rate: RateLimiterMemory | undefined;
+  private readonly inFlight = new Map<string, number>();
+
+  constructor(private readonly settings: WorkspaceLimitSettings) {
+    if (settings.ratePerSecond > 0) this.rate = new RateLimiterMemory({ points: settings.ratePerSecond, duration: WINDOW_S });
+  }
+
+  /** The workspace's standing without using any of it (an answer refused before admission still says it). */
+  async standing(workspaceId: string): Promise<Standing | undefined> {
+    if (!this.rate) return undefined;
+    return standingOf('workspace', this.settings.ratePerSecond, WINDOW_S, await this.rate.get(workspaceId));
+  }
+
+  /** Admits one request of the workspace, or throws the 429 (which takes no share of the concurrency limit). */
+  async admit(workspaceId: string): Promise<Admission> {
+    const { concurrency, ratePerSecond } = this.settings;
+    const inFlight = this.inFlight.get(workspaceId) ?? 0;
+    if (concurrency > 0 && inFlight >= concurrency) {
+      throw rateLimited('concurrency', `This workspace has ${concurrency} requests in flight, its limit; send the next when one has been answered.`, 1, await this.standing(workspaceId));
+    }
+    let standing: Standing | undefined;
+    if (this.rate) {
+      try {
+        standing = standingOf('workspace', ratePerSecond, WINDOW_S, await this.rate.consume(workspaceId));
+      } catch (refused) {
+        if (!(refused instanceof RateLimiterRes)) throw refused;
+        standing = standingOf('workspace', ratePerSecond, WINDOW_S, refused);
+        throw rateLimited('rate', `This workspace made ${ratePerSecond} requests in the last second, its limit; try again in a second.`, standing.resetS, standing, refused.msBeforeNext);
+      }
+    }
+    this.inFlight.set(workspaceId, inFlight + 1);
+    let released = false;
+    return {
+      standing,
+      release: () => {
+        if (released) return;
+        released = true;
+        const left = (this.inFlight.get(workspaceId) ?? 1) - 1;
+        if (left > 0) this.inFlight.set(workspaceId, left);
+        else this.inFlight.delete(workspaceId);
+      },
+    };
+  }
+}

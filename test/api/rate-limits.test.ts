@@ -1,0 +1,160 @@
+import { expect } from 'chai';
+import type { Knex } from 'knex';
+import { testDatabase } from '../support/database.js';
+import { startApi, type ApiResponse, type TestApi } from '../support/api.js';
+import { createApiKey, createWorkspace } from '../../src/workspaces.js';
+import { hashApiKey, newApiKey } from '../../src/secrets.js';
+import { AuthFailureLimits } from '../../src/api/auth-failures.js';
+import { sleep } from '../webhooks/support.js';
+
+// A fair share of the read API (src/api/rate-limits.ts, src/api/auth-failures.ts): each workspace's requests a second
+// and in flight, across all its keys; failed authentications per client address, refused before the database; where
+// the caller stands on every answer. Each test runs its own app with small limits and workspaces of its own.
+
+const NO_AUTH_LIMIT = { perMinute: 0, trustedProxies: [] };
+
+describe('rate limits', () => {
+  let db: Knex;
+  let api: TestApi | undefined;
+  let seq = 0;
+
+  before(async () => {
+    ({ db } = await testDatabase());
+  });
+  afterEach(async () => {
+    await api?.close();
+    api = undefined;
+  });
+
+  /** A workspace of this test's own with `keys` API keys. */
+  const workspace = async (keys = 1) => {
+    const slug = `rl-${process.pid}-${Date.now().toString(36)}-${++seq}`;
+    await createWorkspace(db, { slug });
+    const made: string[] = [];
+    for (let i = 0; i < keys; i++) made.push((await createApiKey(db, { workspaceSlug: slug })).key);
+    return made;
+  };
+  const standing = (res: ApiResponse) => [res.headers.get('ratelimit-policy'), res.headers.get('ratelimit')];
+
+  it('counts a workspace across all its keys: beyond its rate a 429 with Retry-After, another workspace untouched', async () => {
+    api = await startApi({ limits: { workspace: { ratePerSecond: 5, concurrency: 0 }, authFailures: NO_AUTH_LIMIT } });
+    const [first, second] = await workspace(2);
+    const [other] = await workspace(1);
+    // One window of one second: five requests, alternating keys, then the sixth is refused. (Sequential requests
+    // take milliseconds; the window starts with the first.)
+    const answers: ApiResponse[] = [];
+    for (let i = 0; i < 6; i++) answers.push(await api.get('/v1/me', i % 2 === 0 ? first : second));
+    expect(answers.map((a) => a.status)).to.deep.equal([200, 200, 200, 200, 200, 429]);
+    expect(answers.slice(0, 5).map((a) => standing(a)[1])).to.deep.equal([4, 3, 2, 1, 0].map((r) => `"workspace";r=${r};t=1`));
+    expect(standing(answers[0])[0]).to.equal('"workspace";q=5;w=1');
+    const refused = answers[5];
+    expect(refused.body.error).to.include({ code: 'rate_limited', reason: 'rate' });
+    expect(refused.headers.get('retry-after')).to.equal('1');
+    expect(standing(refused)).to.deep.equal(['"workspace";q=5;w=1', '"workspace";r=0;t=1']);
+    // Another workspace has its own share.
+    const elsewhere = await api.get('/v1/me', other);
+    expect([elsewhere.status, standing(elsewhere)[1]]).to.deep.equal([200, '"workspace";r=4;t=1']);
+    // The next window serves again.
+    await sleep(1100);
+    expect((await api.get('/v1/me', second)).status).to.equal(200);
+  });
+
+  it('refuses a request beyond the workspace\'s requests in flight at once, without waiting for them', async () => {
+    api = await startApi({ limits: { workspace: { ratePerSecond: 0, concurrency: 2 }, authFailures: NO_AUTH_LIMIT } });
+    const [key] = await workspace(1);
+    // Two requests held in flight: receivables wait for a lock the test holds on the ledger.
+    const trx = await db.transaction();
+    try {
+      await trx.raw('LOCK TABLE customer_ledger IN ACCESS EXCLUSIVE MODE');
+      const held = [api.get('/v1/receivables', key), api.get('/v1/receivables', key)];
+      await sleep(300);
+      // (refused while the two are still held: the refusal itself is held a second, what its Retry-After asks)
+      const started = Date.now();
+      const refused = await api.get('/v1/me', key);
+      expect(Date.now() - started).to.be.within(900, 2500);
+      expect(refused.status).to.equal(429);
+      expect(refused.body.error).to.include({ code: 'rate_limited', reason: 'concurrency' });
+      expect(refused.headers.get('retry-after')).to.equal('1');
+      await trx.commit();
+      expect((await Promise.all(held)).map((r) => r.status)).to.deep.equal([200, 200]);
+    } finally {
+      if (!trx.isCompleted()) await trx.rollback();
+    }
+    // Their shares were given back.
+    expect((await api.get('/v1/me', key)).status).to.equal(200);
+  });
+
+  it('slows an address that fails authentication before the database, but never refuses a key seen to work', async () => {
+    api = await startApi({ limits: { workspace: { ratePerSecond: 0, concurrency: 0 }, authFailures: { perMinute: 3, trustedProxies: [] } } });
+    const [seen, unseen] = await workspace(2);
+    expect((await api.get('/v1/me', seen)).status).to.equal(200);
+    // Every statement the app sends goes through the API role's pool: count them.
+    const apiDb = (await testDatabase()).forRole('api');
+    let statements = 0;
+    const counted = () => statements++;
+    apiDb.on('query', counted);
+    // Three failures of three kinds use the address's three.
+    const failures = [await api.get('/v1/me'), await api.get('/v1/me', newApiKey()), await api.get('/v1/fleets', newApiKey())];
+    expect(failures.map((f) => [f.status, f.body.error.reason, standing(f)[1]])).to.deep.equal([
+      [401, 'missing', '"auth-failures";r=2;t=60'],
+      [401, 'unknown', '"auth-failures";r=1;t=60'],
+      [401, 'unknown', '"auth-failures";r=0;t=60'],
+    ]);
+    expect(standing(failures[0])[0]).to.equal('"auth-failures";q=3;w=60');
+    // Now a made-up key is refused before it is looked up: no transaction reaches the database for it.
+    const before = statements;
+    const refused = await Promise.all(Array.from({ length: 20 }, () => api!.get('/v1/me', newApiKey())));
+    expect(statements - before).to.equal(0);
+    apiDb.off('query', counted);
+    expect(before).to.be.above(0); // (the count does see the app's statements: the failures above were looked up)
+    for (const r of refused) {
+      expect(r.status).to.equal(429);
+      expect(r.body.error).to.include({ code: 'rate_limited', reason: 'auth_failures' });
+      expect(Number(r.headers.get('retry-after'))).to.be.within(1, 60);
+    }
+    // The key that worked before still works from that address; one never seen is refused with the rest.
+    expect((await api.get('/v1/me', seen)).status).to.equal(200);
+    expect((await api.get('/v1/me', unseen)).body.error).to.include({ reason: 'auth_failures' });
+  });
+
+  it('remembers an unknown key briefly, and forgets it the moment a key with that value is made', async () => {
+    api = await startApi({ keyCache: true, limits: { workspace: { ratePerSecond: 0, concurrency: 0 }, authFailures: NO_AUTH_LIMIT } });
+    const cache = api.keyCache!;
+    const key = newApiKey();
+    expect((await api.get('/v1/me', key)).body.error.reason).to.equal('unknown');
+    expect(cache.isUnknown(hashApiKey(key).toString('base64'))).to.equal(true);
+    // Made now (as `fleet-admin key create` writes it, from any process): the new key is announced.
+    const { id: workspaceId } = await createWorkspace(db, { slug: `rl-new-${process.pid}-${++seq}` });
+    const generation = cache.generation;
+    await db('api_keys').insert({ workspace_id: workspaceId, key_hash: hashApiKey(key) });
+    for (const deadline = Date.now() + 2000; cache.generation === generation && Date.now() < deadline; ) await sleep(10);
+    expect(cache.isUnknown(hashApiKey(key).toString('base64'))).to.equal(false);
+    expect((await api.get('/v1/me', key)).status).to.equal(200);
+  });
+
+  it('says where the caller stands on every answer: its workspace once the key is known, else its address', async () => {
+    api = await startApi({ limits: { workspace: { ratePerSecond: 50, concurrency: 8 }, authFailures: { perMinute: 30, trustedProxies: [] } } });
+    const [key] = await workspace(1);
+    const known = [await api.get('/v1/fleet/summary', key), await api.get('/v1/vehicles?limit=abc', key), await api.get(`/v1/webhooks/${'0'.repeat(8)}-0000-4000-8000-${'0'.repeat(12)}/deliveries`, key)];
+    expect(known.map((r) => r.status)).to.deep.equal([200, 400, 404]);
+    for (const r of known) expect(standing(r)[0]).to.equal('"workspace";q=50;w=1');
+    const unknown = [await api.get('/v1/nothing'), await api.get('/v1/me'), await api.get('/healthz')];
+    expect(unknown.map((r) => r.status)).to.deep.equal([404, 401, 200]);
+    for (const r of unknown) expect(standing(r)[0]).to.equal('"auth-failures";q=30;w=60');
+  });
+});
+
+describe('the client address the failure limit counts', () => {
+  it('is the peer, unless a trusted proxy names the client; an IPv6 client by its /64', () => {
+    const plain = new AuthFailureLimits({ perMinute: 30, trustedProxies: [] });
+    expect(plain.clientAddress('203.0.113.9', '198.51.100.7')).to.equal('203.0.113.9');
+    expect(plain.clientAddress('::ffff:203.0.113.9', undefined)).to.equal('203.0.113.9');
+    expect(plain.clientAddress('2001:db8:1:2:3:4:5:6', undefined)).to.equal('2001:db8:1:2::/64');
+    expect(plain.clientAddress('2001:db8::1', undefined)).to.equal('2001:db8:0:0::/64');
+    const proxied = new AuthFailureLimits({ perMinute: 30, trustedProxies: ['10.0.0.0/8'] });
+    // the rightmost address that is not a trusted proxy; what a client wrote further left is not believed
+    expect(proxied.clientAddress('10.1.2.3', '192.0.2.1, 198.51.100.7, 10.9.9.9')).to.equal('198.51.100.7');
+    expect(proxied.clientAddress('203.0.113.9', '198.51.100.7')).to.equal('203.0.113.9');
+    expect(proxied.clientAddress('10.1.2.3', 'nonsense')).to.equal('10.1.2.3');
+  });
+});
