@@ -1,5 +1,7 @@
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
+import { openDatabase, type Database } from '../../src/db/database.js';
+import { testDatabase } from './database.js';
 
 /** A TCP proxy of the test's own on 127.0.0.1, for connections that misbehave without closing (or that close). */
 export interface TcpProxy {
@@ -68,6 +70,25 @@ export async function startTcpProxy(port: number, options: { onClientBytes?: (co
     async close() {
       for (const socket of sockets) socket.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/**
+ * The test database opened again through a proxy of its own (its URL's port replaced by the proxy's), so that a
+ * test can make the database fall silent (`freeze`) or refuse connections (`cut`) for this handle alone.
+ */
+export async function proxiedTestDatabase(poolMax = 2): Promise<{ database: Database; proxy: TcpProxy; close(): Promise<void> }> {
+  const target = new URL((await testDatabase()).url);
+  const proxy = await startTcpProxy(Number(target.port));
+  target.port = String(proxy.port);
+  const database = await openDatabase({ url: target.toString(), schema: 'as-is', poolMax });
+  return {
+    database,
+    proxy,
+    close: async () => {
+      await database.close();
+      await proxy.close();
     },
   };
 }

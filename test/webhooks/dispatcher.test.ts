@@ -1,8 +1,7 @@
 import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
-import { startTcpProxy } from '../support/tcp-proxy.js';
-import { openDatabase } from '../../src/db/database.js';
+import { proxiedTestDatabase } from '../support/tcp-proxy.js';
 import { startReceiver, type Receiver, type Reply } from '../support/receiver.js';
 import { InputError, updateWorkspace } from '../../src/workspaces.js';
 import { setEndpointActive } from '../../src/webhooks/endpoints.js';
@@ -285,11 +284,7 @@ describe('webhooks: the dispatcher', () => {
 
   it('through a database outage longer than its lease, records what it sent before claiming again, and sends it once', async () => {
     // The worker's connections go through a proxy that can refuse them; the attempt ends while the database is away.
-    const { url } = await testDatabase();
-    const target = new URL(url);
-    const proxy = await startTcpProxy(Number(target.port));
-    target.port = String(proxy.port);
-    const database = await openDatabase({ url: target.toString(), schema: 'as-is', poolMax: 2 });
+    const { database, proxy, close } = await proxiedTestDatabase();
     const endpoint = await receiverEndpoint();
     answer = () => ({ status: 204, delayMs: 400 });
     await publish(1);
@@ -306,17 +301,12 @@ describe('webhooks: the dispatcher', () => {
       expect(row).to.include({ attempts: 1, lease_owner: null });
     } finally {
       await dispatcher.stop();
-      await database.close();
-      await proxy.close();
+      await close();
     }
   });
 
   it('stops within seconds during a database outage, leaving what it could not record to its leases', async () => {
-    const { url } = await testDatabase();
-    const target = new URL(url);
-    const proxy = await startTcpProxy(Number(target.port));
-    target.port = String(proxy.port);
-    const database = await openDatabase({ url: target.toString(), schema: 'as-is', poolMax: 2 });
+    const { database, proxy, close } = await proxiedTestDatabase();
     const endpoint = await receiverEndpoint();
     answer = () => ({ status: 204, delayMs: 300 });
     await publish(1);
@@ -334,8 +324,7 @@ describe('webhooks: the dispatcher', () => {
       expect(row.status).to.equal('queued'); // not recorded: its lease runs out and it is attempted again
       expect(row.lease_owner).to.equal(dispatcher.owner);
     } finally {
-      await database.close();
-      await proxy.close();
+      await close();
     }
   });
 
