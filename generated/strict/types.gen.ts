@@ -3190,7 +3190,7 @@ export type GetMeErrors = {
      */
     403: ErrorResponse;
     /**
-     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a key already seen to work is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a valid key is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
      */
     429: ErrorResponse;
     /**
@@ -3235,7 +3235,7 @@ export type ListFleetsErrors = {
      */
     403: ErrorResponse;
     /**
-     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a key already seen to work is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a valid key is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
      */
     429: ErrorResponse;
     /**
@@ -3280,7 +3280,7 @@ export type GetFleetSummaryErrors = {
      */
     403: ErrorResponse;
     /**
-     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a key already seen to work is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a valid key is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
      */
     429: ErrorResponse;
     /**
@@ -3342,7 +3342,7 @@ export type SearchVehiclesErrors = {
      */
     403: ErrorResponse;
     /**
-     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a key already seen to work is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a valid key is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
      */
     429: ErrorResponse;
     /**
@@ -3387,7 +3387,7 @@ export type GetOperationsTodayErrors = {
      */
     403: ErrorResponse;
     /**
-     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a key already seen to work is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a valid key is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
      */
     429: ErrorResponse;
     /**
@@ -3432,7 +3432,7 @@ export type GetBookingSummaryErrors = {
      */
     403: ErrorResponse;
     /**
-     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a key already seen to work is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a valid key is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
      */
     429: ErrorResponse;
     /**
@@ -3477,7 +3477,7 @@ export type GetFinanceOverviewErrors = {
      */
     403: ErrorResponse;
     /**
-     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a key already seen to work is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a valid key is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
      */
     429: ErrorResponse;
     /**
@@ -3531,7 +3531,7 @@ export type GetReceivablesErrors = {
      */
     403: ErrorResponse;
     /**
-     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a key already seen to work is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a valid key is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
      */
     429: ErrorResponse;
     /**
@@ -3576,7 +3576,7 @@ export type ListWebhookEndpointsErrors = {
      */
     403: ErrorResponse;
     /**
-     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a key already seen to work is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a valid key is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
      */
     429: ErrorResponse;
     /**
@@ -3711,7 +3711,7 @@ export type ListWebhookDeliveriesErrors = {
      */
     404: ErrorResponse;
     /**
-     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a key already seen to work is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a valid key is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
      */
     429: ErrorResponse;
     /**
@@ -3769,7 +3769,7 @@ export type GetWebhookDeliveryErrors = {
      */
     404: ErrorResponse;
     /**
-     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a key already seen to work is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a valid key is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
      */
     429: ErrorResponse;
     /**

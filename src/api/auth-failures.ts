@@ -5,8 +5,10 @@ import { limitSetting, rateLimited, standingOf, type Standing } from './rate-lim
 
 // Outsiders are slowed before they cost anything. Each client address may fail authentication (a 401: no key, an
 // unknown, revoked or expired one) a number of times a minute; past that, its requests get 429 `rate_limited`
-// (reason `auth_failures`) before any database round trip, unless they carry a key this process has seen
-// authenticate (a valid key is never refused for its neighbours' failures: clients behind one NAT share an address).
+// (reason `auth_failures`) before any database round trip, unless they carry a valid key: one the key cache knows
+// can authenticate, or one this process saw work (a valid key is never refused for its neighbours' failures: clients
+// behind one NAT share an address). An attempt counts as a failure from the moment it costs a look-up until it
+// succeeds, so that requests in flight together cannot all pass before one is counted.
 // An IPv6 client is counted by its /64, which one host usually holds whole.
 //
 // The client address is the connection's peer. Behind a proxy every client would share the proxy's address, so a
@@ -83,26 +85,34 @@ export class AuthFailureLimits {
   }
 
   /**
-   * Throws the 429 when `address` has used up its failures and `keyHash` is not a key seen to authenticate; otherwise
-   * returns its standing. Costs a look-up in memory, never the database.
+   * An attempt to authenticate from `address` that is about to cost a database look-up: throws the 429 when the
+   * address has used up its failures and the key is not known good (`known`: a key the database has, from the key
+   * cache, or one this process saw work); otherwise counts it as a failure at once, so that requests in flight
+   * together cannot all pass before any is counted, and returns the standing and what gives the count back when the
+   * key authenticates. Costs a look-up in memory, never the database.
    */
-  async check(address: string, keyHash: string | undefined): Promise<Standing | undefined> {
-    const standing = await this.standing(address);
-    if (standing && standing.remaining === 0 && !(keyHash !== undefined && this.knownValid.has(keyHash))) {
-      throw rateLimited('auth_failures', `Too many requests from this address failed authentication; try again in ${standing.resetS} seconds.`, standing.resetS, standing);
+  async attempt(address: string, keyHash: string | undefined, known = false): Promise<{ standing: Standing | undefined; succeeded(): void }> {
+    if (!this.failures) return { standing: undefined, succeeded: () => undefined };
+    const before = standingOf('auth-failures', this.settings.perMinute, WINDOW_S, await this.failures.get(address));
+    if (before.remaining === 0 && !known && !(keyHash !== undefined && this.knownValid.has(keyHash))) {
+      throw rateLimited('auth_failures', `Too many requests from this address failed authentication; try again in ${before.resetS} seconds.`, before.resetS, before);
     }
-    return standing;
+    const failures = this.failures;
+    const standing = standingOf('auth-failures', this.settings.perMinute, WINDOW_S, await failures.penalty(address));
+    let refunded = false;
+    return {
+      standing,
+      succeeded: () => {
+        if (refunded) return;
+        refunded = true;
+        void failures.reward(address);
+      },
+    };
   }
 
-  /** Counts a failed authentication of `address`; returns its standing after it. */
-  async failed(address: string): Promise<Standing | undefined> {
-    if (!this.failures) return undefined;
-    return standingOf('auth-failures', this.settings.perMinute, WINDOW_S, await this.failures.penalty(address));
-  }
-
-  /** Notes a key that authenticated: its holder is not refused for its address's failures. */
+  /** Notes a key that authenticated (the latest last): its holder is not refused for its address's failures. */
   authenticated(keyHash: string): void {
-    if (this.knownValid.has(keyHash)) return;
+    this.knownValid.delete(keyHash);
     if (this.knownValid.size >= KNOWN_VALID_LIMIT) this.knownValid.delete(this.knownValid.values().next().value!);
     this.knownValid.add(keyHash);
   }

@@ -52,42 +52,47 @@ export interface AuthGuard {
  * failed too often, and every 401 counts against the address.
  */
 export async function authenticate(db: Knex, authorization: string | undefined, now: Date, cache?: KeyCache, guard?: AuthGuard): Promise<Caller> {
-  const failed = async (reason: AuthFailure): Promise<never> => {
-    if (guard) guard.standing = await guard.limits.failed(guard.address);
+  const token = bearerToken(authorization);
+  const keyHash = token === undefined ? undefined : hashApiKey(token);
+  const hashText = keyHash?.toString('base64');
+  let row = hashText === undefined ? undefined : cache?.get(hashText);
+  // What is not answered from memory is an attempt of the client's address: counted as a failure until it succeeds.
+  let attempt: { succeeded(): void } | undefined;
+  if (!row && guard) {
+    ({ standing: guard.standing, ...attempt } = await guard.limits.attempt(guard.address, hashText, hashText !== undefined && cache?.isKnownKey(hashText)));
+  }
+  const refused = (reason: AuthFailure): never => {
+    if (hashText !== undefined) guard?.limits.forget(hashText);
     throw unauthorized(reason);
   };
-  const token = bearerToken(authorization);
-  if (!token) {
-    if (guard) guard.standing = await guard.limits.check(guard.address, undefined);
-    return failed('missing');
-  }
-  const keyHash = hashApiKey(token);
-  const hashText = keyHash.toString('base64');
-  let row = cache?.get(hashText);
+  if (!keyHash || !hashText) return refused('missing');
   if (!row) {
-    if (guard) guard.standing = await guard.limits.check(guard.address, hashText);
-    if (cache?.isUnknown(hashText)) return failed('unknown');
+    if (cache?.isUnknown(hashText)) return refused('unknown');
     const generation = cache?.generation ?? 0;
-    row = await db('api_keys as k')
-      .join('workspaces as w', 'w.id', 'k.workspace_id')
-      .where('k.key_hash', keyHash)
-      .first(
-        'k.id as keyId', 'k.role', 'k.revoked_at as revokedAt', 'k.expires_at as expiresAt', 'k.last_used_at as lastUsedAt',
-        'w.id as workspaceId', 'w.slug', 'w.status', 'w.timezone',
-      ) as KeyRecord | undefined;
+    try {
+      row = await db('api_keys as k')
+        .join('workspaces as w', 'w.id', 'k.workspace_id')
+        .where('k.key_hash', keyHash)
+        .first(
+          'k.id as keyId', 'k.role', 'k.revoked_at as revokedAt', 'k.expires_at as expiresAt', 'k.last_used_at as lastUsedAt',
+          'w.id as workspaceId', 'w.slug', 'w.status', 'w.timezone',
+        ) as KeyRecord | undefined;
+    } catch (err) {
+      attempt?.succeeded(); // an outage is not the client's failure
+      throw err;
+    }
     if (!row) {
       cache?.setUnknown(hashText, generation);
-      guard?.limits.forget(hashText);
-      return failed('unknown');
+      return refused('unknown');
     }
     cache?.set(hashText, row, generation);
   }
-  if (row.revokedAt || (row.expiresAt && row.expiresAt <= now)) {
-    guard?.limits.forget(hashText);
-    return failed(row.revokedAt ? 'revoked' : 'expired');
-  }
-  guard?.limits.authenticated(hashText);
+  if (row.revokedAt) return refused('revoked');
+  if (row.expiresAt && row.expiresAt <= now) return refused('expired');
+  // (a frozen workspace's key stays counted against its address: its holder is refused, and must not be unlimited)
   if (row.status === 'frozen') throw new ApiError(403, 'workspace_frozen', 'This workspace is frozen.');
+  attempt?.succeeded();
+  guard?.limits.authenticated(hashText);
   if (!row.lastUsedAt || now.getTime() - row.lastUsedAt.getTime() > 60_000) {
     // Noted first (the cached record too), so concurrent requests do not all write it.
     row.lastUsedAt = now;

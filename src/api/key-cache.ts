@@ -33,6 +33,13 @@ const MAX_ENTRIES = 10_000;
  */
 const UNKNOWN_MAX_AGE_MS = 10_000;
 const MAX_UNKNOWN = 10_000;
+/**
+ * The hashes of every key that can authenticate (not revoked, not expired when read), read again after every
+ * announcement: an address blocked for failed authentications still lets such a key through to be looked up
+ * (src/api/auth-failures.ts), so a valid key is never refused for its neighbours' failures, even the first time this
+ * process sees it. Not kept past this many keys (then only keys this process saw work pass).
+ */
+const MAX_KNOWN_KEYS = 200_000;
 const REOPEN_FIRST_MS = 500;
 const REOPEN_MAX_MS = 30_000;
 // A heartbeat is one tiny NOTIFY per process every 2 s, and comes back within milliseconds when all is well; 2.5 s
@@ -64,6 +71,10 @@ export interface KeyRecord {
 export class KeyCache {
   private readonly entries = new Map<string, { record: KeyRecord; storedAt: number }>();
   private readonly unknown = new Map<string, number>();
+  /** Every key that can authenticate, as last read (see MAX_KNOWN_KEYS); a read in progress, and whether another is wanted. */
+  private knownKeys: Set<string> | undefined;
+  private readingKnownKeys = false;
+  private knownKeysStale = false;
   /** The LISTEN connection in service (its first heartbeat came back). */
   private client: pg.Client | undefined;
   /** A new LISTEN connection waiting for its first heartbeat, and what to call when it comes back (or the wait ends). */
@@ -138,6 +149,35 @@ export class KeyCache {
     return entry.record;
   }
 
+  /**
+   * Whether `keyHash` is a key the database had, able to authenticate, when last read: read again after every
+   * announcement, and trusted only while the cache serves. (A key revoked a moment ago may still pass: it is then only
+   * looked up, and refused.)
+   */
+  isKnownKey(keyHash: string): boolean {
+    return this.current() && this.knownKeys?.has(keyHash) === true;
+  }
+
+  /** Reads every key that can authenticate, one read at a time; an announcement during a read asks for another. */
+  private readKnownKeys(): void {
+    if (this.closed) return;
+    if (this.readingKnownKeys) {
+      this.knownKeysStale = true;
+      return;
+    }
+    this.readingKnownKeys = true;
+    this.knownKeysStale = false;
+    this.db('api_keys').whereNull('revoked_at').where((q) => q.whereNull('expires_at').orWhere('expires_at', '>', this.db.fn.now()))
+      .limit(MAX_KNOWN_KEYS + 1).pluck('key_hash')
+      .then((hashes: Buffer[]) => {
+        this.knownKeys = hashes.length > MAX_KNOWN_KEYS ? undefined : new Set(hashes.map((h) => h.toString('base64')));
+      }, () => undefined) // (an outage: what was read last stays, and the next announcement or service reads again)
+      .finally(() => {
+        this.readingKnownKeys = false;
+        if (this.knownKeysStale) this.readKnownKeys();
+      });
+  }
+
   /** Whether the database said, a moment ago and with nothing announced since, that it knows no such key. */
   isUnknown(keyHash: string): boolean {
     if (!this.current()) return false;
@@ -177,6 +217,7 @@ export class KeyCache {
     this.entries.clear();
     this.unknown.clear();
     this.generation++;
+    this.readKnownKeys();
   }
 
   /**

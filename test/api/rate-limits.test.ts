@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
 import { startApi, type ApiResponse, type TestApi } from '../support/api.js';
-import { createApiKey, createWorkspace } from '../../src/workspaces.js';
+import { createApiKey, createWorkspace, revokeApiKey } from '../../src/workspaces.js';
 import { hashApiKey, newApiKey } from '../../src/secrets.js';
 import { AuthFailureLimits } from '../../src/api/auth-failures.js';
 import { sleep } from '../webhooks/support.js';
@@ -67,7 +67,10 @@ describe('rate limits', () => {
     try {
       await trx.raw('LOCK TABLE customer_ledger IN ACCESS EXCLUSIVE MODE');
       const held = [api.get('/v1/receivables', key), api.get('/v1/receivables', key)];
-      await sleep(300);
+      // both admitted and waiting for the lock in the database
+      const waiting = async () => Number((await db.raw(`SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)).rows[0].n);
+      for (const deadline = Date.now() + 5000; (await waiting()) < 2 && Date.now() < deadline; ) await sleep(20);
+      expect(await waiting()).to.equal(2);
       // (refused while the two are still held: the refusal itself is held a second, what its Retry-After asks)
       const started = Date.now();
       const refused = await api.get('/v1/me', key);
@@ -84,14 +87,21 @@ describe('rate limits', () => {
     expect((await api.get('/v1/me', key)).status).to.equal(200);
   });
 
-  it('slows an address that fails authentication before the database, but never refuses a key seen to work', async () => {
-    api = await startApi({ limits: { workspace: { ratePerSecond: 0, concurrency: 0 }, authFailures: { perMinute: 3, trustedProxies: [] } } });
+  it('slows an address that fails authentication before the database, but never refuses a valid key', async () => {
     const [seen, unseen] = await workspace(2);
+    const revokedSlug = `rl-revoked-${process.pid}-${++seq}`;
+    await createWorkspace(db, { slug: revokedSlug });
+    const { id: revokedId, key: revoked } = await createApiKey(db, { workspaceSlug: revokedSlug });
+    await revokeApiKey(db, revokedId);
+    api = await startApi({ keyCache: true, limits: { workspace: { ratePerSecond: 0, concurrency: 0 }, authFailures: { perMinute: 3, trustedProxies: [] } } });
     expect((await api.get('/v1/me', seen)).status).to.equal(200);
-    // Every statement the app sends goes through the API role's pool: count them.
+    // Every statement the app sends goes through the API role's pool: count the key look-ups among them (the key
+    // cache's heartbeats and reads go there too).
     const apiDb = (await testDatabase()).forRole('api');
     let statements = 0;
-    const counted = () => statements++;
+    const counted = (query: { sql: string }) => {
+      if (/from "api_keys" as "k"/.test(query.sql)) statements++;
+    };
     apiDb.on('query', counted);
     // Three failures of three kinds use the address's three.
     const failures = [await api.get('/v1/me'), await api.get('/v1/me', newApiKey()), await api.get('/v1/fleets', newApiKey())];
@@ -112,9 +122,12 @@ describe('rate limits', () => {
       expect(r.body.error).to.include({ code: 'rate_limited', reason: 'auth_failures' });
       expect(Number(r.headers.get('retry-after'))).to.be.within(1, 60);
     }
-    // The key that worked before still works from that address; one never seen is refused with the rest.
+    // A valid key still works from that address: one that worked before, and one this process never saw (the key
+    // cache knows every key that can authenticate). A revoked key is refused with the made-up ones.
     expect((await api.get('/v1/me', seen)).status).to.equal(200);
-    expect((await api.get('/v1/me', unseen)).body.error).to.include({ reason: 'auth_failures' });
+    expect((await api.get('/v1/me', unseen)).status).to.equal(200);
+    expect(api.keyCache!.isKnownKey(hashApiKey(unseen).toString('base64'))).to.equal(true);
+    expect((await api.get('/v1/me', revoked)).body.error).to.include({ reason: 'auth_failures' });
   });
 
   it('remembers an unknown key briefly, and forgets it the moment a key with that value is made', async () => {
