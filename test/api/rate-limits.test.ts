@@ -79,7 +79,10 @@ describe('rate limits', () => {
       expect(refused.body.error).to.include({ code: 'rate_limited', reason: 'concurrency' });
       expect(refused.headers.get('retry-after')).to.equal('1');
       await trx.commit();
-      expect((await Promise.all(held)).map((r) => r.status)).to.deep.equal([200, 200]);
+      // (admitted, both: 200 once the lock is gone; under a clock moved by faketime PostgreSQL's statement time limit
+      // may cut their wait short as 503, see scripts/test-dates.ts; never a 429)
+      const answered = (await Promise.all(held)).map((r) => r.status);
+      expect(answered).to.deep.equal(process.env.FAKETIME ? answered.map((status) => (status === 503 ? 503 : 200)) : [200, 200]);
     } finally {
       if (!trx.isCompleted()) await trx.rollback();
     }
