@@ -119,7 +119,7 @@ async function main(): Promise<void> {
     const app = await step('loading the API (document and validators)', () => createApp({ db: apiDb, logger, metrics, keyCache, shedEventLoopLagMs }));
     server = await step(`starting the API on ${config.host}:${config.port}`, () =>
       listen(app, config.port, config.host, httpLimits).catch(inUse('PORT (and HOST)', config.port, config.host)));
-    logDroppedConnections(server, logger, httpLimits.maxConnections);
+    logDroppedConnections(server, logger, httpLimits.maxConnections, httpLimits.maxConnectionsPerAddress);
     const address = server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
     const base = `http://${config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host}:${port}`;

@@ -1,4 +1,5 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { ConfigError } from '../config.js';
 
@@ -8,6 +9,7 @@ import { ConfigError } from '../config.js';
 // request, checked every 30 s, no connection cap) let slow or endless senders hold sockets for minutes.
 
 export const MAX_CONNECTIONS_ENV = 'FRS_MAX_CONNECTIONS';
+export const MAX_CONNECTIONS_PER_ADDRESS_ENV = 'FRS_MAX_CONNECTIONS_PER_ADDRESS';
 
 export interface HttpLimits {
   /** The request's headers must be whole within this time of its first byte (Node: 60 s). */
@@ -20,6 +22,12 @@ export interface HttpLimits {
   checkIntervalMs: number;
   /** Open connections beyond this are closed by Node as soon as they are accepted (0: no cap). */
   maxConnections: number;
+  /**
+   * Open connections one client address may hold (0: no cap), so that one client cannot fill the cap above and keep
+   * everyone else out (a refusal held for a second costs it nothing). Behind a proxy every client shares the proxy's
+   * address: lift it there (0), and let the proxy limit its clients.
+   */
+  maxConnectionsPerAddress: number;
 }
 
 export const DEFAULT_HTTP_LIMITS: HttpLimits = {
@@ -28,15 +36,42 @@ export const DEFAULT_HTTP_LIMITS: HttpLimits = {
   keepAliveTimeoutMs: 5_000,
   checkIntervalMs: 1_000,
   maxConnections: 1024,
+  maxConnectionsPerAddress: 64,
 };
 
-/** The connection cap from FRS_MAX_CONNECTIONS (0 lifts it); the other limits are fixed. */
+/** The connection caps from FRS_MAX_CONNECTIONS and FRS_MAX_CONNECTIONS_PER_ADDRESS (0 lifts one); the other limits are fixed. */
 export function httpLimitsFromEnv(env: NodeJS.ProcessEnv = process.env): HttpLimits {
-  const raw = env[MAX_CONNECTIONS_ENV] ?? '';
-  if (raw !== '' && (!/^\d+$/.test(raw) || Number(raw) > 1_000_000)) {
-    throw new ConfigError(`${MAX_CONNECTIONS_ENV} must be a whole number from 0 (no cap) to 1000000, got "${raw}"`);
-  }
-  return { ...DEFAULT_HTTP_LIMITS, ...(raw !== '' && { maxConnections: Number(raw) }) };
+  const cap = (name: string, fallback: number): number => {
+    const raw = env[name] ?? '';
+    if (raw === '') return fallback;
+    if (!/^\d+$/.test(raw) || Number(raw) > 1_000_000) throw new ConfigError(`${name} must be a whole number from 0 (no cap) to 1000000, got "${raw}"`);
+    return Number(raw);
+  };
+  return {
+    ...DEFAULT_HTTP_LIMITS,
+    maxConnections: cap(MAX_CONNECTIONS_ENV, DEFAULT_HTTP_LIMITS.maxConnections),
+    maxConnectionsPerAddress: cap(MAX_CONNECTIONS_PER_ADDRESS_ENV, DEFAULT_HTTP_LIMITS.maxConnectionsPerAddress),
+  };
+}
+
+/** Closes, unanswered, a connection of an address that already holds `cap` open ones. */
+function capConnectionsPerAddress(server: Server, cap: number): void {
+  const open = new Map<string, number>();
+  server.on('connection', (socket: Socket) => {
+    const address = socket.remoteAddress ?? '';
+    const held = open.get(address) ?? 0;
+    if (held >= cap) {
+      socket.destroy();
+      server.emit('dropPerAddress', address);
+      return;
+    }
+    open.set(address, held + 1);
+    socket.once('close', () => {
+      const left = (open.get(address) ?? 1) - 1;
+      if (left > 0) open.set(address, left);
+      else open.delete(address);
+    });
+  });
 }
 
 /**
@@ -56,6 +91,7 @@ export function applyHttpLimits(server: Server, limits: HttpLimits): void {
   server.keepAliveTimeout = limits.keepAliveTimeoutMs;
   (server as Server & { connectionsCheckingInterval: number }).connectionsCheckingInterval = limits.checkIntervalMs;
   if (limits.maxConnections > 0) server.maxConnections = limits.maxConnections;
+  if (limits.maxConnectionsPerAddress > 0) capConnectionsPerAddress(server, limits.maxConnectionsPerAddress);
   server.prependListener('request', closeWhenBodyUnread);
 }
 
@@ -63,7 +99,7 @@ export function applyHttpLimits(server: Server, limits: HttpLimits): void {
  * A connection over the cap is closed unanswered, so the client cannot be told why: the operator is, at warn, at most
  * once a minute with how many were closed since the last line.
  */
-export function logDroppedConnections(server: Server, logger: Logger, maxConnections: number): void {
+export function logDroppedConnections(server: Server, logger: Logger, maxConnections: number, maxConnectionsPerAddress = DEFAULT_HTTP_LIMITS.maxConnectionsPerAddress): void {
   let dropped = 0;
   let lastLine = 0;
   server.on('drop', () => {
@@ -72,5 +108,15 @@ export function logDroppedConnections(server: Server, logger: Logger, maxConnect
     logger.warn({ dropped, maxConnections }, `connections closed unanswered: ${MAX_CONNECTIONS_ENV} (${maxConnections}) were open`);
     lastLine = Date.now();
     dropped = 0;
+  });
+  let droppedPerAddress = 0;
+  let lastPerAddressLine = 0;
+  server.on('dropPerAddress', (address: string) => {
+    droppedPerAddress++;
+    if (Date.now() - lastPerAddressLine < 60_000) return;
+    // (the address is the client's: an operator's to see, as in any access log; never a key or a secret)
+    logger.warn({ dropped: droppedPerAddress, address, maxConnectionsPerAddress }, `connections closed unanswered: one address held ${MAX_CONNECTIONS_PER_ADDRESS_ENV} (${maxConnectionsPerAddress})`);
+    lastPerAddressLine = Date.now();
+    droppedPerAddress = 0;
   });
 }

@@ -17,8 +17,8 @@ import { ConfigError } from '../../src/config.js';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A connected socket that collects what it receives; `closed` resolves when the server closes it. */
-async function connect(port: number) {
-  const socket = net.connect(port, '127.0.0.1');
+async function connect(port: number, from?: string) {
+  const socket = net.connect({ port, host: '127.0.0.1', localAddress: from });
   const received: Buffer[] = [];
   socket.on('data', (chunk) => received.push(chunk));
   socket.on('error', () => undefined);
@@ -57,7 +57,7 @@ describe('HTTP limits: what one client can hold of the server', () => {
   });
 
   it('listens with 10 s for headers, 15 s for a request, 5 s keep-alive, checked every second, and 1024 connections by default', async () => {
-    expect(DEFAULT_HTTP_LIMITS).to.deep.equal({ headersTimeoutMs: 10_000, requestTimeoutMs: 15_000, keepAliveTimeoutMs: 5_000, checkIntervalMs: 1_000, maxConnections: 1024 });
+    expect(DEFAULT_HTTP_LIMITS).to.deep.equal({ headersTimeoutMs: 10_000, requestTimeoutMs: 15_000, keepAliveTimeoutMs: 5_000, checkIntervalMs: 1_000, maxConnections: 1024, maxConnectionsPerAddress: 64 });
     const database = await testDatabase();
     const defaults = await listen(await createApp({ db: database.forRole('api'), logger: pino({ level: 'silent' }) }), 0, '127.0.0.1');
     try {
@@ -143,6 +143,44 @@ describe('HTTP limits: what one client can hold of the server', () => {
     again.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
     await closedWithin(again.closed, 2000);
     expect(parseAnswer(again.text()).status).to.equal(200);
+  });
+});
+
+describe('HTTP limits: connections per client address', () => {
+  it('closes, unanswered, a connection of an address that holds its share; other addresses are served', async () => {
+    const database = await testDatabase();
+    const limits: HttpLimits = { ...DEFAULT_HTTP_LIMITS, maxConnectionsPerAddress: 2 };
+    const server = await listen(await createApp({ db: database.forRole('api'), logger: pino({ level: 'silent' }) }), 0, '127.0.0.1', limits);
+    const warnings: Array<Record<string, unknown>> = [];
+    logDroppedConnections(server, pino({ level: 'warn' }, { write: (line: string) => warnings.push(JSON.parse(line)) }), limits.maxConnections, 2);
+    const { port } = server.address() as AddressInfo;
+    const held = [await connect(port, '127.0.0.2'), await connect(port, '127.0.0.2')];
+    try {
+      await sleep(100);
+      const third = await connect(port, '127.0.0.2');
+      expect(await closedWithin(third.closed, 1000), 'the third connection of 127.0.0.2 is closed').to.be.a('number');
+      expect(third.text()).to.equal('');
+      expect(warnings).to.have.length(1);
+      expect(warnings[0]).to.include({ address: '127.0.0.2', maxConnectionsPerAddress: 2 });
+      // another address is served meanwhile, and so are the two held
+      const other = await connect(port, '127.0.0.3');
+      other.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+      await closedWithin(other.closed, 2000);
+      expect(parseAnswer(other.text()).status).to.equal(200);
+      for (const { socket } of held) socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+      await sleep(200);
+      for (const { text } of held) expect(parseAnswer(text()).status).to.equal(200);
+    } finally {
+      for (const { socket } of held) socket.destroy();
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+
+  it('is set by FRS_MAX_CONNECTIONS_PER_ADDRESS (64 by default, 0 lifts it)', () => {
+    expect(httpLimitsFromEnv({}).maxConnectionsPerAddress).to.equal(64);
+    expect(httpLimitsFromEnv({ FRS_MAX_CONNECTIONS_PER_ADDRESS: '0' }).maxConnectionsPerAddress).to.equal(0);
+    expect(() => httpLimitsFromEnv({ FRS_MAX_CONNECTIONS_PER_ADDRESS: '-1' })).to.throw(ConfigError, /FRS_MAX_CONNECTIONS_PER_ADDRESS must be a whole number/);
   });
 });
 
