@@ -6,6 +6,7 @@ import pino from 'pino';
 import { testDatabase } from './support/database.js';
 import { startTcpProxy, type TcpProxy } from './support/tcp-proxy.js';
 import { createApp, listen } from '../src/api/app.js';
+import { DEFAULT_HTTP_LIMITS } from '../src/api/http-limits.js';
 import { createKnex, SERVICE_TIMEOUTS } from '../src/db/database.js';
 import { ReadinessProbe } from '../src/observability/health.js';
 import { ServiceMetrics, startMetricsListener } from '../src/observability/metrics.js';
@@ -70,7 +71,8 @@ describe('/readyz under a flood of probes', function () {
     await db.raw('SELECT 1');
     counter.statements.length = 0;
     const logger = pino({ level: 'silent' });
-    server = await listen(await createApp({ db, logger }), 0, '127.0.0.1');
+    // (the flood stands for many clients' probes: from this one address it would meet the per-address connection cap)
+    server = await listen(await createApp({ db, logger }), 0, '127.0.0.1', { ...DEFAULT_HTTP_LIMITS, maxConnectionsPerAddress: 0 });
     apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     metricsServer = await startMetricsListener({ metrics: new ServiceMetrics({ defaultMetrics: false }), db, logger, port: 0, host: '127.0.0.1' });
     metricsUrl = `http://127.0.0.1:${(metricsServer.address() as AddressInfo).port}`;
