@@ -216,6 +216,7 @@ export function memoiseOperations(backend: OpenAPIBackend): ReturnType<OpenAPIBa
 export async function createApp({ db, logger, clock = () => new Date(), metrics, keyCache, shedEventLoopLagMs = 0, limits }: AppOptions): Promise<Koa> {
   const workspaceLimits = new WorkspaceLimits(limits?.workspace ?? workspaceLimitsFromEnv());
   const authFailures = new AuthFailureLimits(limits?.authFailures ?? authFailureSettingsFromEnv());
+  /** The request's guard: made only when asked for (a key answered from memory never asks). */
   const guardOf = (ctx: Koa.Context): AuthGuard =>
     (ctx.state.guard ??= { limits: authFailures, address: authFailures.clientAddress(ctx.req.socket.remoteAddress, ctx.get('x-forwarded-for') || undefined) });
   /** Where the caller stands: its workspace's rate limit once known, else its address's failure limit. */
@@ -257,7 +258,7 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
     },
     securityHandlers: {
       bearerAuth: async (_c: BackendContext, ctx: Koa.Context) => {
-        const caller = await authenticate(db, ctx.get('authorization') || undefined, clock(), keyCache, guardOf(ctx));
+        const caller = await authenticate(db, ctx.get('authorization') || undefined, clock(), keyCache, () => guardOf(ctx));
         ctx.state.caller = caller;
         // The workspace's share, taken before the operation reads anything: a refusal costs a look-up in memory.
         ctx.state.admission = await workspaceLimits.admit(caller.workspace.id);
@@ -333,10 +334,12 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
       for (const [name, value] of Object.entries(err.headers)) ctx.set(name, value);
       ctx.body = errorBody(err, requestId);
     } finally {
-      (ctx.state.admission as Admission | undefined)?.release();
+      const admission = ctx.state.admission as Admission | undefined;
+      admission?.release();
       // Every answer says where the caller stands (a 429 already carries the standing that refused it).
       if (!ctx.response.get('RateLimit')) {
-        const standing = await standingOf(ctx).catch(() => undefined);
+        // (admitted: its standing is at hand, with no await on the way out of every answered request)
+        const standing = admission ? admission.standing : await standingOf(ctx).catch(() => undefined);
         if (standing) ctx.set(rateLimitHeaders(standing));
       }
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
@@ -345,7 +348,7 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
       metrics?.httpRequestDuration.observe({ operation, status: String(ctx.status) }, ms / 1000);
     }
   });
-  app.use(loadShedding(shedEventLoopLagMs));
+  if (shedEventLoopLagMs > 0) app.use(loadShedding(shedEventLoopLagMs));
   app.use(router.routes());
   // No request body is read: no operation of the document takes one (the test operation ignores its body). So a
   // body that is malformed, compressed or huge cannot fail a request, and a request no operation accepts (401,

@@ -51,14 +51,16 @@ export interface AuthGuard {
  * guard, a key that is not known good is refused with 429 before any database round trip once its address has
  * failed too often, and every 401 counts against the address.
  */
-export async function authenticate(db: Knex, authorization: string | undefined, now: Date, cache?: KeyCache, guard?: AuthGuard): Promise<Caller> {
+export async function authenticate(db: Knex, authorization: string | undefined, now: Date, cache?: KeyCache, guardOf?: () => AuthGuard): Promise<Caller> {
   const token = bearerToken(authorization);
   const keyHash = token === undefined ? undefined : hashApiKey(token);
   const hashText = keyHash?.toString('base64');
-  let row = hashText === undefined ? undefined : cache?.get(hashText);
+  const cached = hashText === undefined ? undefined : cache?.get(hashText);
   // What is not answered from memory is an attempt of the client's address: counted as a failure until it succeeds.
+  // (The guard is asked for only then: a key answered from memory costs nothing more.)
+  const guard = cached ? undefined : guardOf?.();
   let attempt: { succeeded(): void } | undefined;
-  if (!row && guard) {
+  if (guard) {
     ({ standing: guard.standing, ...attempt } = await guard.limits.attempt(guard.address, hashText, hashText !== undefined && cache?.isKnownKey(hashText)));
   }
   const refused = (reason: AuthFailure): never => {
@@ -66,6 +68,7 @@ export async function authenticate(db: Knex, authorization: string | undefined, 
     throw unauthorized(reason);
   };
   if (!keyHash || !hashText) return refused('missing');
+  let row = cached;
   if (!row) {
     if (cache?.isUnknown(hashText)) return refused('unknown');
     const generation = cache?.generation ?? 0;
