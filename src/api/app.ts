@@ -258,7 +258,7 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
     },
     securityHandlers: {
       bearerAuth: async (_c: BackendContext, ctx: Koa.Context) => {
-        const caller = await authenticate(db, ctx.get('authorization') || undefined, clock(), keyCache, () => guardOf(ctx));
+        const caller = await authenticate(db, ctx.get('authorization') || undefined, clock(), keyCache, { limits: authFailures, guard: () => guardOf(ctx) });
         ctx.state.caller = caller;
         // The workspace's share, taken before the operation reads anything: a refusal costs a look-up in memory.
         ctx.state.admission = await workspaceLimits.admit(caller.workspace.id);

@@ -51,14 +51,20 @@ export interface AuthGuard {
  * guard, a key that is not known good is refused with 429 before any database round trip once its address has
  * failed too often, and every 401 counts against the address.
  */
-export async function authenticate(db: Knex, authorization: string | undefined, now: Date, cache?: KeyCache, guardOf?: () => AuthGuard): Promise<Caller> {
+export async function authenticate(
+  db: Knex,
+  authorization: string | undefined,
+  now: Date,
+  cache?: KeyCache,
+  guarding?: { limits: AuthFailureLimits; guard(): AuthGuard },
+): Promise<Caller> {
   const token = bearerToken(authorization);
   const keyHash = token === undefined ? undefined : hashApiKey(token);
   const hashText = keyHash?.toString('base64');
   const cached = hashText === undefined ? undefined : cache?.get(hashText);
   // What is not answered from memory is an attempt of the client's address: counted as a failure until it succeeds.
   // (The guard is asked for only then: a key answered from memory costs nothing more.)
-  const guard = cached ? undefined : guardOf?.();
+  const guard = cached ? undefined : guarding?.guard();
   let attempt: { succeeded(): void } | undefined;
   if (guard) {
     ({ standing: guard.standing, ...attempt } = await guard.limits.attempt(guard.address, hashText, hashText !== undefined && cache?.isKnownKey(hashText)));
@@ -95,7 +101,7 @@ export async function authenticate(db: Knex, authorization: string | undefined, 
   // (a frozen workspace's key stays counted against its address: its holder is refused, and must not be unlimited)
   if (row.status === 'frozen') throw new ApiError(403, 'workspace_frozen', 'This workspace is frozen.');
   attempt?.succeeded();
-  guard?.limits.authenticated(hashText);
+  guarding?.limits.authenticated(hashText);
   if (!row.lastUsedAt || now.getTime() - row.lastUsedAt.getTime() > 60_000) {
     // Noted first (the cached record too), so concurrent requests do not all write it.
     row.lastUsedAt = now;
