@@ -37,6 +37,25 @@ export function databaseUrlFromEnv(env: NodeJS.ProcessEnv = process.env): string
   return value;
 }
 
+/**
+ * A whole-number setting within bounds, `fallback` when unset or empty; anything else is refused in one line naming
+ * the variable, its unit and its range (`0 (off)` where 0 switches the thing off).
+ */
+export function wholeNumberSetting(
+  name: string,
+  fallback: number,
+  { min, max, unit, zero }: { min: number; max: number; unit?: string; zero?: string },
+  env: NodeJS.ProcessEnv = process.env,
+): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!/^\d+$/.test(raw) || value < min || value > max) {
+    throw new ConfigError(`${name} must be a whole number${unit ? ` of ${unit}` : ''} from ${min}${min === 0 && zero ? ` (${zero})` : ''} to ${max}, got "${raw}"`);
+  }
+  return value;
+}
+
 /** A switch that loosens or changes behaviour: `1` on, `0` or unset off; anything else is refused, naming it. */
 export function envSwitch(name: string, env: NodeJS.ProcessEnv = process.env): boolean | undefined {
   const value = env[name] ?? '';

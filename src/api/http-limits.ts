@@ -1,7 +1,7 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { ConfigError } from '../config.js';
+import { wholeNumberSetting } from '../config.js';
 
 // What one client can hold of the API's HTTP server: how long it may take to send a request, how many connections
 // the server keeps open, and a connection whose request carries a body nobody reads is closed after the answer
@@ -41,12 +41,7 @@ export const DEFAULT_HTTP_LIMITS: HttpLimits = {
 
 /** The connection caps from FRS_MAX_CONNECTIONS and FRS_MAX_CONNECTIONS_PER_ADDRESS (0 lifts one); the other limits are fixed. */
 export function httpLimitsFromEnv(env: NodeJS.ProcessEnv = process.env): HttpLimits {
-  const cap = (name: string, fallback: number): number => {
-    const raw = env[name] ?? '';
-    if (raw === '') return fallback;
-    if (!/^\d+$/.test(raw) || Number(raw) > 1_000_000) throw new ConfigError(`${name} must be a whole number from 0 (no cap) to 1000000, got "${raw}"`);
-    return Number(raw);
-  };
+  const cap = (name: string, fallback: number): number => wholeNumberSetting(name, fallback, { min: 0, max: 1_000_000, zero: 'no cap' }, env);
   return {
     ...DEFAULT_HTTP_LIMITS,
     maxConnections: cap(MAX_CONNECTIONS_ENV, DEFAULT_HTTP_LIMITS.maxConnections),

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type Koa from 'koa';
-import { ConfigError } from '../config.js';
+import { wholeNumberSetting } from '../config.js';
 import { ApiError } from './errors.js';
 
 // The load shedder, the first step of the edge after the request id: while the process's event loop lags, a new
@@ -18,10 +18,7 @@ const NEVER_SHED = new Set(['/healthz', '/readyz']);
 
 /** The shedding threshold from FRS_SHED_EVENT_LOOP_LAG_MS (milliseconds; 0 turns shedding off). */
 export function shedLagFromEnv(env: NodeJS.ProcessEnv = process.env): number {
-  const raw = env[SHED_LAG_ENV] ?? '';
-  if (raw === '') return DEFAULT_SHED_LAG_MS;
-  if (!/^\d+$/.test(raw) || Number(raw) > 60_000) throw new ConfigError(`${SHED_LAG_ENV} must be a whole number of milliseconds from 0 (off) to 60000, got "${raw}"`);
-  return Number(raw);
+  return wholeNumberSetting(SHED_LAG_ENV, DEFAULT_SHED_LAG_MS, { min: 0, max: 60_000, unit: 'milliseconds', zero: 'off' }, env);
 }
 
 /**

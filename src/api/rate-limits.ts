@@ -1,5 +1,5 @@
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
-import { ConfigError } from '../config.js';
+import { wholeNumberSetting } from '../config.js';
 import { ApiError } from './errors.js';
 
 // A fair share of the read API. Each workspace, across all its keys, gets a request rate (a quota of requests per
@@ -63,14 +63,9 @@ export function rateLimited(reason: 'rate' | 'concurrency' | 'auth_failures', me
   return refusal;
 }
 
-/** A non-negative integer setting; `0` switches its limit off. */
-export function limitSetting(name: string, fallback: number, env: NodeJS.ProcessEnv): number {
-  const text = env[name];
-  if (text === undefined || text === '') return fallback;
-  const value = Number(text);
-  if (!Number.isInteger(value) || value < 0 || value > 1_000_000) throw new ConfigError(`${name} must be an integer from 0 (off) to 1000000, got "${text}"`);
-  return value;
-}
+/** A limit's setting: a whole number, `0` switching it off. */
+export const limitSetting = (name: string, fallback: number, env: NodeJS.ProcessEnv): number =>
+  wholeNumberSetting(name, fallback, { min: 0, max: 1_000_000, zero: 'off' }, env);
 
 export interface WorkspaceLimitSettings {
   /** Requests a second per workspace; 0: no rate limit. */

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
-import { ConfigError, DATA_DIR, databaseUrlFromEnv } from '../config.js';
+import { ConfigError, DATA_DIR, databaseUrlFromEnv, wholeNumberSetting } from '../config.js';
 import { startEmbeddedPostgres } from './embedded.js';
 import { migrateLatest, migrationSource, pendingMigrations, SchemaBehindError } from './migrate.js';
 import { currentDatabaseName, setRoleStatement, type ServiceRole } from './roles.js';
@@ -48,13 +48,7 @@ export const API_STATEMENT_TIMEOUT_MS = 3000;
 export const API_STATEMENT_TIMEOUT_ENV = 'FRS_API_STATEMENT_TIMEOUT_MS';
 
 export function apiStatementTimeoutMs(env: NodeJS.ProcessEnv = process.env): number {
-  const raw = env[API_STATEMENT_TIMEOUT_ENV];
-  if (raw === undefined || raw === '') return API_STATEMENT_TIMEOUT_MS;
-  const ms = Number(raw);
-  if (!/^\d+$/.test(raw) || ms < 100 || ms > 60_000) {
-    throw new ConfigError(`${API_STATEMENT_TIMEOUT_ENV} must be a whole number of milliseconds from 100 to 60000, got "${raw}"`);
-  }
-  return ms;
+  return wholeNumberSetting(API_STATEMENT_TIMEOUT_ENV, API_STATEMENT_TIMEOUT_MS, { min: 100, max: 60_000, unit: 'milliseconds' }, env);
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { ConfigError } from '../config.js';
+import { wholeNumberSetting } from '../config.js';
 import { IDEMPOTENCY_WINDOW_MS } from './test-delivery.js';
 
 // Retention: the delivery records are kept for a while, then deleted, so that nothing grows for ever. Each kind
@@ -19,11 +19,7 @@ export const DEFAULT_BATCH_SIZE = 1000;
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 export function retentionDaysFromEnv(env: NodeJS.ProcessEnv = process.env): number {
-  const raw = env[RETENTION_ENV];
-  if (raw === undefined || raw === '') return DEFAULT_RETENTION_DAYS;
-  const days = Number(raw);
-  if (!/^\d+$/.test(raw) || days < 1 || days > 3650) throw new ConfigError(`${RETENTION_ENV} must be a whole number of days from 1 to 3650, got "${raw}"`);
-  return days;
+  return wholeNumberSetting(RETENTION_ENV, DEFAULT_RETENTION_DAYS, { min: 1, max: 3650, unit: 'days' }, env);
 }
 
 export interface RetentionOptions {
