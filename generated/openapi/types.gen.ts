@@ -3069,6 +3069,11 @@ export type WebhookTestEvent = {
 };
 
 /**
+ * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+ */
+export type IfNoneMatch = string;
+
+/**
  * Event name; equal to `event` in the body.
  */
 export type ServiceEventHeader = string;
@@ -3171,6 +3176,12 @@ export type DeliveryCursor = string;
 
 export type GetMeData = {
     body?: never;
+    headers?: {
+        /**
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         */
+        'If-None-Match'?: string;
+    };
     path?: never;
     query?: never;
     url: '/v1/me';
@@ -3216,6 +3227,12 @@ export type GetMeResponse = GetMeResponses[keyof GetMeResponses];
 
 export type ListFleetsData = {
     body?: never;
+    headers?: {
+        /**
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         */
+        'If-None-Match'?: string;
+    };
     path?: never;
     query?: never;
     url: '/v1/fleets';
@@ -3261,6 +3278,12 @@ export type ListFleetsResponse = ListFleetsResponses[keyof ListFleetsResponses];
 
 export type GetFleetSummaryData = {
     body?: never;
+    headers?: {
+        /**
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         */
+        'If-None-Match'?: string;
+    };
     path?: never;
     query?: never;
     url: '/v1/fleet/summary';
@@ -3306,6 +3329,12 @@ export type GetFleetSummaryResponse = GetFleetSummaryResponses[keyof GetFleetSum
 
 export type SearchVehiclesData = {
     body?: never;
+    headers?: {
+        /**
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         */
+        'If-None-Match'?: string;
+    };
     path?: never;
     query?: {
         /**
@@ -3368,6 +3397,12 @@ export type SearchVehiclesResponse = SearchVehiclesResponses[keyof SearchVehicle
 
 export type GetOperationsTodayData = {
     body?: never;
+    headers?: {
+        /**
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         */
+        'If-None-Match'?: string;
+    };
     path?: never;
     query?: never;
     url: '/v1/operations/today';
@@ -3413,6 +3448,12 @@ export type GetOperationsTodayResponse = GetOperationsTodayResponses[keyof GetOp
 
 export type GetBookingSummaryData = {
     body?: never;
+    headers?: {
+        /**
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         */
+        'If-None-Match'?: string;
+    };
     path?: never;
     query?: never;
     url: '/v1/bookings/summary';
@@ -3458,6 +3499,12 @@ export type GetBookingSummaryResponse = GetBookingSummaryResponses[keyof GetBook
 
 export type GetFinanceOverviewData = {
     body?: never;
+    headers?: {
+        /**
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         */
+        'If-None-Match'?: string;
+    };
     path?: never;
     query?: never;
     url: '/v1/finance/overview';
@@ -3503,6 +3550,12 @@ export type GetFinanceOverviewResponse = GetFinanceOverviewResponses[keyof GetFi
 
 export type GetReceivablesData = {
     body?: never;
+    headers?: {
+        /**
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         */
+        'If-None-Match'?: string;
+    };
     path?: never;
     query?: {
         /**
@@ -3557,6 +3610,12 @@ export type GetReceivablesResponse = GetReceivablesResponses[keyof GetReceivable
 
 export type ListWebhookEndpointsData = {
     body?: never;
+    headers?: {
+        /**
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         */
+        'If-None-Match'?: string;
+    };
     path?: never;
     query?: never;
     url: '/v1/webhooks';
@@ -3666,6 +3725,12 @@ export type SendTestDeliveryResponse = SendTestDeliveryResponses[keyof SendTestD
 
 export type ListWebhookDeliveriesData = {
     body?: never;
+    headers?: {
+        /**
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         */
+        'If-None-Match'?: string;
+    };
     path: {
         /**
          * The webhook endpoint's id, as listed by `GET /v1/webhooks`.
@@ -3737,6 +3802,12 @@ export type ListWebhookDeliveriesResponse = ListWebhookDeliveriesResponses[keyof
 
 export type GetWebhookDeliveryData = {
     body?: never;
+    headers?: {
+        /**
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         */
+        'If-None-Match'?: string;
+    };
     path: {
         /**
          * The webhook endpoint's id, as listed by `GET /v1/webhooks`.

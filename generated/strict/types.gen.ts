@@ -3069,6 +3069,11 @@ export type WebhookTestEvent = {
 };
 
 /**
+ * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+ */
+export type IfNoneMatch = string;
+
+/**
  * Event name; equal to `event` in the body.
  */
 export type ServiceEventHeader = 'booking.confirmed' | 'booking.completed' | 'booking.delivery_due' | 'booking.return_due' | 'booking.extended' | 'booking.ending_soon' | 'payment.captured' | 'payment.refunded' | 'payment.deposit_held' | 'payment.canceled' | 'invoice.issued' | 'invoice.due_soon' | 'invoice.overdue' | 'installment.due_soon' | 'installment.overdue' | 'fine.created' | 'quote.sent' | 'quote.viewed' | 'quote.accepted' | 'quote.declined' | 'quote.expired' | 'lead.created' | 'deal.created' | 'deal.stage_changed' | 'vehicle.maintenance_due' | 'vehicle.document_expiring' | 'vehicle.idle' | 'delivery.assigned' | 'task.assigned' | 'task.due_soon' | 'task.overdue' | 'inbox.message_received' | 'inbox.assigned' | 'investor.payout_ready' | 'investor.payout_generated' | 'investor.report_due' | 'document.esign_timeout' | 'integration.failed' | 'webhook.test';
@@ -3171,6 +3176,12 @@ export type DeliveryCursor = string;
 
 export type GetMeData = {
     body?: never;
+    headers?: {
+        /**
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         */
+        'If-None-Match'?: string;
+    };
     path?: never;
     query?: never;
     url: '/v1/me';
@@ -3216,6 +3227,12 @@ export type GetMeResponse = GetMeResponses[keyof GetMeResponses];
 
 export type ListFleetsData = {
     body?: never;
+    headers?: {
+        /**
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         */
+        'If-None-Match'?: string;
+    };
     path?: never;
     query?: never;
     url: '/v1/fleets';
@@ -3261,6 +3278,12 @@ export type ListFleetsResponse = ListFleetsResponses[keyof ListFleetsResponses];
 
 export type GetFleetSummaryData = {
     body?: never;
+    headers?: {
+        /**
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         */
+        'If-None-Match'?: string;
+    };
     path?: never;
     query?: never;
     url: '/v1/fleet/summary';
@@ -3306,6 +3329,12 @@ export type GetFleetSummaryResponse = GetFleetSummaryResponses[keyof GetFleetSum
 
 export type SearchVehiclesData = {
     body?: never;
+    headers?: {
+        /**
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         */
+        'If-None-Match'?: string;
+    };
     path?: never;
     query?: {
         /**
@@ -3368,6 +3397,12 @@ export type SearchVehiclesResponse = SearchVehiclesResponses[keyof SearchVehicle
 
 export type GetOperationsTodayData = {
     body?: never;
+    headers?: {
+        /**
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         */
+        'If-None-Match'?: string;
+    };
     path?: never;
     query?: never;
     url: '/v1/operations/today';
@@ -3413,6 +3448,12 @@ export type GetOperationsTodayResponse = GetOperationsTodayResponses[keyof GetOp
 
 export type GetBookingSummaryData = {
     body?: never;
+    headers?: {
+        /**
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         */
+        'If-None-Match'?: string;
+    };
     path?: never;
     query?: never;
     url: '/v1/bookings/summary';
@@ -3458,6 +3499,12 @@ export type GetBookingSummaryResponse = GetBookingSummaryResponses[keyof GetBook
 
 export type GetFinanceOverviewData = {
     body?: never;
+    headers?: {
+        /**
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         */
+        'If-None-Match'?: string;
+    };
     path?: never;
     query?: never;
     url: '/v1/finance/overview';
@@ -3503,6 +3550,12 @@ export type GetFinanceOverviewResponse = GetFinanceOverviewResponses[keyof GetFi
 
 export type GetReceivablesData = {
     body?: never;
+    headers?: {
+        /**
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         */
+        'If-None-Match'?: string;
+    };
     path?: never;
     query?: {
         /**
@@ -3557,6 +3610,12 @@ export type GetReceivablesResponse = GetReceivablesResponses[keyof GetReceivable
 
 export type ListWebhookEndpointsData = {
     body?: never;
+    headers?: {
+        /**
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         */
+        'If-None-Match'?: string;
+    };
     path?: never;
     query?: never;
     url: '/v1/webhooks';
@@ -3666,6 +3725,12 @@ export type SendTestDeliveryResponse = SendTestDeliveryResponses[keyof SendTestD
 
 export type ListWebhookDeliveriesData = {
     body?: never;
+    headers?: {
+        /**
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         */
+        'If-None-Match'?: string;
+    };
     path: {
         /**
          * The webhook endpoint's id, as listed by `GET /v1/webhooks`.
@@ -3737,6 +3802,12 @@ export type ListWebhookDeliveriesResponse = ListWebhookDeliveriesResponses[keyof
 
 export type GetWebhookDeliveryData = {
     body?: never;
+    headers?: {
+        /**
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         */
+        'If-None-Match'?: string;
+    };
     path: {
         /**
          * The webhook endpoint's id, as listed by `GET /v1/webhooks`.

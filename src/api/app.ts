@@ -23,6 +23,7 @@ import type { ServiceMetrics } from '../observability/metrics.js';
 import { registerDocs } from './docs.js';
 import { loadShedding } from './load-shedding.js';
 import { applyHttpLimits, DEFAULT_HTTP_LIMITS, type HttpLimits } from './http-limits.js';
+import { entityTag, noneMatchHolds, REVALIDATED_CACHE_CONTROL } from './revalidation.js';
 
 export interface AppOptions {
   db: Knex;
@@ -280,7 +281,20 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
         headers: ctx.headers,
         logger: ctx.state.logger as Logger,
       };
-      return handler(context);
+      // Conditional GETs (src/api/revalidation.ts): the tag is decided before the answer is built, from the data's
+      // version, and a current tag in If-None-Match is answered 304 without building it (nor counting it against the
+      // workspace's rate). The tag and its Cache-Control go on the answer only once it is made: an error has neither.
+      const tag = await entityTag(operationId, context);
+      if (tag === undefined) return handler(context);
+      const answered = () => ctx.set({ ETag: tag, 'Cache-Control': REVALIDATED_CACHE_CONTROL });
+      if (noneMatchHolds(ctx.get('if-none-match') || undefined, tag)) {
+        await (ctx.state.admission as Admission).refund();
+        answered();
+        return { status: 304, body: undefined };
+      }
+      const result = await handler(context);
+      answered();
+      return result;
     });
   }
   await backend.init();

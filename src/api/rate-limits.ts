@@ -42,7 +42,7 @@ export function rateLimitHeaders(s: Standing): Record<'RateLimit-Policy' | 'Rate
 /** A standing from what the limiter says of a key (null: nothing used in the current window). */
 export function standingOf(policy: string, quota: number, windowS: number, res: RateLimiterRes | null): Standing {
   if (!res || res.msBeforeNext < 0) return { policy, quota, windowS, remaining: quota, resetS: 0 };
-  return { policy, quota, windowS, remaining: Math.max(0, quota - res.consumedPoints), resetS: Math.ceil(res.msBeforeNext / 1000) };
+  return { policy, quota, windowS, remaining: Math.min(quota, Math.max(0, quota - res.consumedPoints)), resetS: Math.ceil(res.msBeforeNext / 1000) };
 }
 
 /**
@@ -83,6 +83,11 @@ export interface Admission {
   release(): void;
   /** The workspace's standing with the rate limit, for the answer's header fields; none when it is off. */
   standing: Standing | undefined;
+  /**
+   * Gives the request's share of the rate back (its standing updated): a conditional GET answered 304, which costs
+   * the service a look-up, is not counted against the workspace's quota, as GitHub does not count it.
+   */
+  refund(): Promise<void>;
 }
 
 export class WorkspaceLimits {
@@ -118,8 +123,13 @@ export class WorkspaceLimits {
     }
     this.inFlight.set(workspaceId, inFlight + 1);
     let released = false;
-    return {
+    const rate = this.rate;
+    const admission: Admission = {
       standing,
+      async refund() {
+        if (!rate || !admission.standing) return;
+        admission.standing = standingOf('workspace', ratePerSecond, WINDOW_S, await rate.reward(workspaceId, 1));
+      },
       release: () => {
         if (released) return;
         released = true;
@@ -128,5 +138,6 @@ export class WorkspaceLimits {
         else this.inFlight.delete(workspaceId);
       },
     };
+    return admission;
   }
 }

@@ -46,6 +46,8 @@ const GRANTS: Record<ServiceRole, string[]> = {
     `GRANT SELECT ON knex_migrations, knex_migrations_lock, master_key_record TO %s`,
     `GRANT SELECT ON ${DOMAIN_TABLES.join(', ')} TO %s`,
     `GRANT SELECT ${CUSTOMER_COLUMNS} ON customers TO %s`,
+    // the data versions an answer's ETag is decided by (src/api/revalidation.ts); the triggers keeping them need no grant
+    `GRANT SELECT ON workspace_data_versions TO %s`,
     // authentication, and marking a key as used
     `GRANT SELECT (id, workspace_id, key_hash, role, expires_at, revoked_at, last_used_at) ON api_keys TO %s`,
     `GRANT UPDATE (last_used_at) ON api_keys TO %s`,

@@ -24,6 +24,18 @@ const BOOKING_SUMMARY_SQL = `
     (SELECT count(*) FROM bookings WHERE workspace_id = :ws AND status = 'active' AND dropoff_at < ${NOW}) AS overdue,
     (SELECT coalesce(max(booking_collected), 0) FROM workspace_totals WHERE workspace_id = :ws) AS revenue`;
 
+/**
+ * When the summary's clock-bound counts next change, as SQL text: the first pickup still ahead of now among confirmed
+ * bookings (`upcoming` loses it once its time has come: pickup_at <= now above) and the first drop-off not yet past
+ * among active ones (`overdue` gains it once now is beyond it: dropoff_at < now). Until the clock reaches either, the
+ * summary is what it was for the same records and day; so an answer's tag that includes them changes exactly when
+ * the clock would change the answer (src/api/revalidation.ts). Two index look-ups (bookings_open_status,
+ * bookings_active_dropoff), the first row of each.
+ */
+export const BOOKING_SUMMARY_NEXT_CHANGE = `concat_ws(',',
+    (SELECT min(pickup_at) FROM bookings WHERE workspace_id = :ws AND status = 'confirmed' AND pickup_at > ${NOW}),
+    (SELECT min(dropoff_at) FROM bookings WHERE workspace_id = :ws AND status = 'active' AND dropoff_at >= ${NOW}))`;
+
 export async function bookingSummary(db: Knex, workspace: WorkspaceRef, now: Date): Promise<BookingSummary> {
   const [r] = await rows<{ by_status: Record<string, number> | null; pickup_passed: number; due_returns: number; overdue: number; revenue: number }>(
     db,

@@ -29,6 +29,15 @@ export async function searchVehiclesJson(db: Knex, workspace: WorkspaceRef, para
   return jsonText(db, sql, bindings, { prepared: true });
 }
 
+/**
+ * The one way the clock enters a search's answer: with a window, whether now is past its start (an active booking
+ * late back runs until now, so it overlaps the window once now is past `from`: `w.now > w.win_start` below). An
+ * answer's tag that includes it changes exactly when the clock would change the answer (src/api/revalidation.ts).
+ */
+export function availabilityClock(params: Pick<VehicleSearchParams, 'from'>, now: Date): string {
+  return params.from === undefined ? '' : String(now.getTime() > params.from.getTime());
+}
+
 /** Which of the six statements answers `params`, and its named bindings (the tests read its plan). */
 export function vehicleSearchStatement(workspace: WorkspaceRef, params: VehicleSearchParams, now: Date): { sql: string; bindings: Record<string, unknown> } {
   const bindings: Record<string, unknown> = { ws: workspace.id, limit: params.limit };

@@ -100,11 +100,14 @@ describe('HTTP details and input that must never get a 5xx', () => {
     expect((await api.get('/v1/me?colour=red')).status).to.equal(401);
   });
 
-  it('marks every answer no-store and nosniff: data, errors, probes', async () => {
-    for (const res of [await api.get('/v1/me', key), await api.get('/v1/me'), await api.get('/v1/nothing', key), await api.get('/healthz')]) {
+  it('marks every answer nosniff, and no-store unless it has an ETag (then private, no-cache): data, errors, probes', async () => {
+    for (const res of [await api.get('/v1/me'), await api.get('/v1/nothing', key), await api.get('/healthz')]) {
       expect(res.headers.get('cache-control')).to.equal('no-store');
       expect(res.headers.get('x-content-type-options')).to.equal('nosniff');
     }
+    const tagged = await api.get('/v1/me', key);
+    expect(tagged.headers.get('cache-control')).to.equal('private, no-cache');
+    expect(tagged.headers.get('x-content-type-options')).to.equal('nosniff');
   });
 
   it('answers a malformed percent-escape in a path parameter with 400 naming it, after the key is checked', async () => {

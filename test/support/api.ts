@@ -42,11 +42,29 @@ export interface ApiResponse<T = any> {
 export function expectDocumented(method: string, path: string, response: ApiResponse): void {
   const pathname = new URL(path, 'http://x').pathname;
   const match = operations.find((o) => o.method === method && o.regex.test(pathname));
+  if (response.status === 304) {
+    // Not modified (to GET or HEAD): documented, no body, the tag it confirms, as the 200 would carry it.
+    const get = operations.find((o) => o.method === 'GET' && o.regex.test(pathname));
+    expect(method === 'GET' || method === 'HEAD', `${method} ${path} answered 304`).to.equal(true);
+    expect(get?.operation.responses['304'], `${method} ${path} does not document 304`).to.exist;
+    expect(response.text).to.equal('');
+    expect(response.headers.get('etag')).to.match(/^W\/"[A-Za-z0-9_-]+"$/);
+    expect(response.headers.get('cache-control')).to.equal('private, no-cache');
+    expect(response.headers.get('x-request-id'), 'x-request-id').to.be.a('string').and.not.empty;
+    return;
+  }
   const schema = match ? declaredSchema(match.operation, response.status) : 'ErrorResponse';
   if (!match) expect(response.status, `${method} ${pathname} is not an operation`).to.be.oneOf([404, 405]);
   expect(response.headers.get('content-type')).to.match(/^application\/json/);
   const requestId = response.headers.get('x-request-id');
   expect(requestId, 'x-request-id').to.be.a('string').and.not.empty;
+  // An answer whose documented headers include ETag carries one (every /v1 GET's 200).
+  if (match && (match.operation.responses[String(response.status)] as { headers?: Record<string, unknown> }).headers?.ETag) {
+    expect(response.headers.get('etag'), `${method} ${path}: ETag`).to.match(/^W\/"[A-Za-z0-9_-]+"$/);
+    expect(response.headers.get('cache-control')).to.equal('private, no-cache');
+  } else {
+    expect(response.headers.get('etag'), `${method} ${path} ${response.status}: no ETag`).to.equal(null);
+  }
   const validate = validators[schema];
   expect(validate, `no generated validator for ${schema}`).to.be.a('function');
   const valid = validate(response.body);

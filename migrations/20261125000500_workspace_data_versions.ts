@@ -1,0 +1,90 @@
+import type { Knex } from 'knex';
+
+// A data version per workspace and area, kept by the database, so that an API answer's ETag is decided from one cheap
+// read instead of rebuilding the answer (src/api/revalidation.ts). Two areas, so that the dispatcher's steady writes
+// never change the tags of the summaries: `records` (the domain tables and their running totals) and `webhooks`
+// (endpoints, events, deliveries and their attempts).
+//
+// A statement-level trigger on every table an answer reads adds 1 to the version of each workspace whose rows the
+// statement changed, whoever the writer (the service, an import, the platform writing its tables directly): the
+// function is SECURITY DEFINER, so a writer needs no grant on the version table. A version is the sum of 8 counters
+// (slots), and a writer counts in the slot of its backend (pg_backend_pid() % 8): concurrent writers of one workspace
+// then rarely wait for each other's commit, as they would on one row. The sum grows by one with every committed
+// change, so two states a reader can see never share a version (a maximum would not do: a change that commits after
+// a later-numbered one would leave it unchanged).
+//
+// Writes a trigger makes (a running total kept by a trigger, a payment updating its invoice) are covered by the
+// statement that fired it, on a table with a trigger of its own here: so the function does nothing below trigger depth
+// 1, and a statement costs one counter update per workspace, however many totals it moves. TRUNCATE counts a change
+// for every workspace. The list of tables is written here as it is (a migration imports nothing from src/).
+const RECORDS = [
+  'owners', 'fleets', 'vehicles', 'maintenance', 'vehicle_documents', 'customers', 'bookings', 'extensions', 'invoices',
+  'payments', 'installments', 'expenses', 'fines', 'integrations',
+  // running totals kept by triggers (written directly only by a rebuild or a repair)
+  'payment_slots', 'customer_ledger', 'vehicle_revenue', 'booking_status_counts', 'workspace_totals', 'open_balances',
+  'payment_days', 'expense_months', 'vehicle_state_counts', 'payment_months', 'vehicle_models',
+];
+const WEBHOOKS = ['webhook_endpoints', 'events', 'deliveries'];
+
+/** The triggers of one table: `source` selects the workspace ids of the changed rows `c`. */
+function triggers(table: string, area: string, source = 'c.workspace_id'): string {
+  const name = `${table}_data_version`;
+  return `
+    CREATE TRIGGER ${name}_insert AFTER INSERT ON ${table} REFERENCING NEW TABLE AS new_rows
+      FOR EACH STATEMENT EXECUTE FUNCTION workspace_data_version_bump('${area}', '${source}');
+    CREATE TRIGGER ${name}_update AFTER UPDATE ON ${table} REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+      FOR EACH STATEMENT EXECUTE FUNCTION workspace_data_version_bump('${area}', '${source}');
+    CREATE TRIGGER ${name}_delete AFTER DELETE ON ${table} REFERENCING OLD TABLE AS old_rows
+      FOR EACH STATEMENT EXECUTE FUNCTION workspace_data_version_bump('${area}', '${source}');
+    CREATE TRIGGER ${name}_truncate AFTER TRUNCATE ON ${table}
+      FOR EACH STATEMENT EXECUTE FUNCTION workspace_data_version_bump('${area}', '${source}');`;
+}
+
+const dropTriggers = (table: string) =>
+  ['insert', 'update', 'delete', 'truncate'].map((op) => `DROP TRIGGER IF EXISTS ${table}_data_version_${op} ON ${table};`).join('\n');
+
+export async function up(knex: Knex): Promise<void> {
+  await knex.raw(`
+    CREATE TABLE workspace_data_versions (
+      workspace_id uuid NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+      area text NOT NULL CHECK (area IN ('records', 'webhooks')),
+      slot smallint NOT NULL CHECK (slot BETWEEN 0 AND 7),
+      changes bigint NOT NULL,
+      PRIMARY KEY (workspace_id, area, slot)
+    );
+
+    CREATE FUNCTION workspace_data_version_bump() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $fn$
+    DECLARE
+      changed text := CASE TG_OP
+        WHEN 'INSERT' THEN 'SELECT * FROM new_rows'
+        WHEN 'DELETE' THEN 'SELECT * FROM old_rows'
+        ELSE 'SELECT * FROM new_rows UNION ALL SELECT * FROM old_rows' END;
+      workspaces text;
+    BEGIN
+      -- covered by the statement whose trigger made this write
+      IF pg_trigger_depth() > 1 THEN RETURN NULL; END IF;
+      workspaces := CASE WHEN TG_OP = 'TRUNCATE' THEN 'SELECT id FROM workspaces'
+        ELSE format('SELECT %s FROM (%s) c', TG_ARGV[1], changed) END;
+      -- in workspace order, so that two statements counting in the same slots never wait for each other in a circle
+      EXECUTE format($q$
+        INSERT INTO workspace_data_versions AS v (workspace_id, area, slot, changes)
+        SELECT w.id, %L, pg_backend_pid() %% 8, 1 FROM workspaces w WHERE w.id IN (%s) ORDER BY w.id
+        ON CONFLICT (workspace_id, area, slot) DO UPDATE SET changes = v.changes + 1
+      $q$, TG_ARGV[0], workspaces);
+      RETURN NULL;
+    END $fn$;
+    REVOKE ALL ON FUNCTION workspace_data_version_bump() FROM PUBLIC;`);
+  for (const table of RECORDS) await knex.raw(triggers(table, 'records'));
+  for (const table of WEBHOOKS) await knex.raw(triggers(table, 'webhooks'));
+  // an attempt's workspace is its delivery's; a workspace's own settings (its time zone) change every answer of it
+  await knex.raw(triggers('delivery_attempts', 'webhooks', '(SELECT d.workspace_id FROM deliveries d WHERE d.id = c.delivery_id)'));
+  await knex.raw(`
+    CREATE TRIGGER workspaces_data_version_update AFTER UPDATE ON workspaces REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+      FOR EACH STATEMENT EXECUTE FUNCTION workspace_data_version_bump('records', 'c.id');`);
+}
+
+export async function down(knex: Knex): Promise<void> {
+  await knex.raw('DROP TRIGGER IF EXISTS workspaces_data_version_update ON workspaces;');
+  for (const table of [...RECORDS, ...WEBHOOKS, 'delivery_attempts']) await knex.raw(dropTriggers(table));
+  await knex.raw('DROP FUNCTION workspace_data_version_bump(); DROP TABLE workspace_data_versions;');
+}
