@@ -5,12 +5,14 @@
 // EXPLAIN_CPU=<n>: also runs each statement n times as the service sends it (extended protocol, prepared when the
 // service prepares it) and prints the PostgreSQL backend's CPU per execution, read from /proc: EXPLAIN ANALYZE's
 // own timing inflates per-row work, and this figure includes binding, building and sending the answer.
+import crypto from 'node:crypto';
 import path from 'node:path';
 import pg from 'pg';
 import pino from 'pino';
 import { DATA_DIR } from '../src/config.js';
 import { openDatabase } from '../src/db/database.js';
 import { operationHandlers } from '../src/api/operations.js';
+import { Cursors } from '../src/api/cursors.js';
 import { processCpuMicros } from './proc-cpu.js';
 
 const [only = '', slugArg] = process.argv.slice(2);
@@ -60,12 +62,14 @@ let cpuStatements = 0;
 const backendPid = CPU_RUNS ? Number((await connection.query('SELECT pg_backend_pid() AS pid')).rows[0].pid) : 0;
 
 const now = new Date();
+// First pages only: a key of this run's own signs their nextCursor, and no cursor is ever checked.
+const cursors = new Cursors([crypto.randomBytes(32)]);
 for (const slug of slugArg ? [slugArg] : ['large', 'small']) {
   const ws = await db('workspaces').where({ slug }).first('id', 'slug', 'status', 'timezone');
   for (const [label, operationId, query] of OPERATIONS.filter(([l]) => l.includes(only))) {
     captured.length = 0;
     await operationHandlers[operationId]({
-      db, now, query, params: {}, headers: {}, logger: pino({ level: 'silent' }),
+      db, now, query, params: {}, headers: {}, logger: pino({ level: 'silent' }), cursors,
       caller: { keyId: '', role: null, workspace: { id: ws.id, slug: ws.slug, status: ws.status, timezone: ws.timezone } },
     });
     for (const { sql, bindings, prepared } of [...captured]) {

@@ -9612,7 +9612,8 @@ return errors === 0;
 validate91.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.Receivables = validate92;
-const schema197 = {"type":"object","description":"Receivables by customer, with totals for the whole book.","required":["rows","totals"],"properties":{"rows":{"type":"array","description":"Customers ordered by outstanding, highest first, then by name; at most `limit`.","maxItems":200,"items":{"$ref":"#/$defs/ReceivablesRow"}},"totals":{"$ref":"#/$defs/ReceivablesTotals"}},"additionalProperties":false};
+const schema197 = {"type":"object","description":"A page of receivables by customer, with totals for the whole book.","required":["rows","totals","nextCursor"],"properties":{"rows":{"type":"array","description":"Customers ordered by outstanding, highest first, then by name, then by id; at most `limit`.","maxItems":200,"items":{"$ref":"#/$defs/ReceivablesRow"}},"totals":{"$ref":"#/$defs/ReceivablesTotals"},"nextCursor":{"description":"Pass as `cursor` (with the same `search`) for the next page; null on the last page. See Paging.","anyOf":[{"$ref":"#/$defs/Cursor"},{"type":"null"}],"example":"ATQ1MDAwMABGYXRpbWEgQWwgTWFuc29vcmkAOWU4ZDdjNmItNWE0Zi00ZTNkLThjMmItMWEwZjllOGQ3YzZie39xHiN0MVsm0K1oDBJ6cg"}},"additionalProperties":false};
+const schema218 = {"type":"string","description":"A position in a list, signed (see Paging in the introduction): opaque, base64url. Up to 2048 characters.","minLength":1,"maxLength":2048,"pattern":"^[A-Za-z0-9_-]+$"};
 const schema198 = {"type":"object","description":"What one customer owes. Names and figures only.","required":["customerId","name","billed","collected","outstanding","current","d1_30","d31_60","d60p","openInvoices"],"properties":{"customerId":{"$ref":"#/$defs/Uuid"},"name":{"type":"string","maxLength":200,"description":"The customer's name.","example":"Fatima Al Mansoori"},"billed":{"$ref":"#/$defs/Fils"},"collected":{"$ref":"#/$defs/SignedFils"},"outstanding":{"$ref":"#/$defs/Fils"},"current":{"$ref":"#/$defs/Fils"},"d1_30":{"$ref":"#/$defs/Fils"},"d31_60":{"$ref":"#/$defs/Fils"},"d60p":{"$ref":"#/$defs/Fils"},"openInvoices":{"$ref":"#/$defs/Count"}},"additionalProperties":false};
 
 function validate93(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
@@ -10355,14 +10356,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.rows === undefined) && (missing0 = "rows")) || ((data.totals === undefined) && (missing0 = "totals"))){
+if((((data.rows === undefined) && (missing0 = "rows")) || ((data.totals === undefined) && (missing0 = "totals"))) || ((data.nextCursor === undefined) && (missing0 = "nextCursor"))){
 validate92.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "rows") || (key0 === "totals"))){
+if(!(((key0 === "rows") || (key0 === "totals")) || (key0 === "nextCursor"))){
 validate92.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -10416,6 +10417,106 @@ var valid0 = _errs5 === errors;
 else {
 var valid0 = true;
 }
+if(valid0){
+if(data.nextCursor !== undefined){
+let data3 = data.nextCursor;
+const _errs6 = errors;
+const _errs7 = errors;
+let valid2 = false;
+const _errs8 = errors;
+const _errs9 = errors;
+if(errors === _errs9){
+if(typeof data3 === "string"){
+if(func2(data3) > 2048){
+const err0 = {instancePath:instancePath+"/nextCursor",schemaPath:"#/$defs/Cursor/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+else {
+if(func2(data3) < 1){
+const err1 = {instancePath:instancePath+"/nextCursor",schemaPath:"#/$defs/Cursor/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+else {
+if(!pattern4.test(data3)){
+const err2 = {instancePath:instancePath+"/nextCursor",schemaPath:"#/$defs/Cursor/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9_-]+$"},message:"must match pattern \""+"^[A-Za-z0-9_-]+$"+"\""};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err3 = {instancePath:instancePath+"/nextCursor",schemaPath:"#/$defs/Cursor/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+var _valid0 = _errs8 === errors;
+valid2 = valid2 || _valid0;
+const _errs11 = errors;
+if(data3 !== null){
+const err4 = {instancePath:instancePath+"/nextCursor",schemaPath:"#/properties/nextCursor/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+var _valid0 = _errs11 === errors;
+valid2 = valid2 || _valid0;
+if(!valid2){
+const err5 = {instancePath:instancePath+"/nextCursor",schemaPath:"#/properties/nextCursor/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+validate92.errors = vErrors;
+return false;
+}
+else {
+errors = _errs7;
+if(vErrors !== null){
+if(_errs7){
+vErrors.length = _errs7;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs6 === errors;
+}
+else {
+var valid0 = true;
+}
+}
 }
 }
 }
@@ -10431,7 +10532,7 @@ return errors === 0;
 validate92.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.TestDeliveryReceipt = validate97;
-const schema218 = {"type":"object","description":"The queued test delivery.","required":["deliveryId"],"properties":{"deliveryId":{"$ref":"#/$defs/Uuid"}},"additionalProperties":false};
+const schema219 = {"type":"object","description":"The queued test delivery.","required":["deliveryId"],"properties":{"deliveryId":{"$ref":"#/$defs/Uuid"}},"additionalProperties":false};
 
 function validate97(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -10498,8 +10599,8 @@ return errors === 0;
 validate97.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.VehicleSearchResult = validate98;
-const schema220 = {"type":"object","description":"Vehicles ordered by make, model and plate.","required":["rows"],"properties":{"rows":{"type":"array","description":"At most `limit` vehicles.","maxItems":50,"items":{"$ref":"#/$defs/VehicleRow"}}},"additionalProperties":false};
-const schema221 = {"type":"object","description":"A vehicle in search results.","required":["id","make","model","plate","category","dailyRate"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"make":{"type":"string","maxLength":64,"description":"Manufacturer.","example":"Nissan"},"model":{"type":"string","maxLength":64,"description":"Model.","example":"Patrol"},"plate":{"type":"string","maxLength":32,"description":"Number plate.","example":"Dubai A 12345"},"category":{"type":"string","maxLength":64,"description":"The workspace's category for the vehicle, such as economy, sedan, suv, luxury or van.","example":"suv"},"dailyRate":{"$ref":"#/$defs/Fils"},"available":{"type":"boolean","description":"Present only when a window (`from` and `to`) was given; whether the vehicle is free for all of it."}},"additionalProperties":false};
+const schema221 = {"type":"object","description":"A page of vehicles ordered by make, model and plate.","required":["rows","nextCursor"],"properties":{"rows":{"type":"array","description":"At most `limit` vehicles.","maxItems":50,"items":{"$ref":"#/$defs/VehicleRow"}},"nextCursor":{"description":"Pass as `cursor` (with the same `q`, `from` and `to`) for the next page; null on the last page. See Paging.","anyOf":[{"$ref":"#/$defs/Cursor"},{"type":"null"}],"example":"AVRveW90YQBDYW1yeQBTaGFyamFoIDMgNDU2Nzh9QM7xVzvhbus3X7Jzorgw"}},"additionalProperties":false};
+const schema222 = {"type":"object","description":"A vehicle in search results.","required":["id","make","model","plate","category","dailyRate"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"make":{"type":"string","maxLength":64,"description":"Manufacturer.","example":"Nissan"},"model":{"type":"string","maxLength":64,"description":"Model.","example":"Patrol"},"plate":{"type":"string","maxLength":32,"description":"Number plate.","example":"Dubai A 12345"},"category":{"type":"string","maxLength":64,"description":"The workspace's category for the vehicle, such as economy, sedan, suv, luxury or van.","example":"suv"},"dailyRate":{"$ref":"#/$defs/Fils"},"available":{"type":"boolean","description":"Present only when a window (`from` and `to`) was given; whether the vehicle is free for all of it."}},"additionalProperties":false};
 
 function validate99(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -10720,14 +10821,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if((data.rows === undefined) && (missing0 = "rows")){
+if(((data.rows === undefined) && (missing0 = "rows")) || ((data.nextCursor === undefined) && (missing0 = "nextCursor"))){
 validate98.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(key0 === "rows")){
+if(!((key0 === "rows") || (key0 === "nextCursor"))){
 validate98.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -10764,6 +10865,110 @@ validate98.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties
 return false;
 }
 }
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.nextCursor !== undefined){
+let data2 = data.nextCursor;
+const _errs5 = errors;
+const _errs6 = errors;
+let valid2 = false;
+const _errs7 = errors;
+const _errs8 = errors;
+if(errors === _errs8){
+if(typeof data2 === "string"){
+if(func2(data2) > 2048){
+const err0 = {instancePath:instancePath+"/nextCursor",schemaPath:"#/$defs/Cursor/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+else {
+if(func2(data2) < 1){
+const err1 = {instancePath:instancePath+"/nextCursor",schemaPath:"#/$defs/Cursor/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+else {
+if(!pattern4.test(data2)){
+const err2 = {instancePath:instancePath+"/nextCursor",schemaPath:"#/$defs/Cursor/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9_-]+$"},message:"must match pattern \""+"^[A-Za-z0-9_-]+$"+"\""};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err3 = {instancePath:instancePath+"/nextCursor",schemaPath:"#/$defs/Cursor/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+var _valid0 = _errs7 === errors;
+valid2 = valid2 || _valid0;
+const _errs10 = errors;
+if(data2 !== null){
+const err4 = {instancePath:instancePath+"/nextCursor",schemaPath:"#/properties/nextCursor/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+var _valid0 = _errs10 === errors;
+valid2 = valid2 || _valid0;
+if(!valid2){
+const err5 = {instancePath:instancePath+"/nextCursor",schemaPath:"#/properties/nextCursor/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+validate98.errors = vErrors;
+return false;
+}
+else {
+errors = _errs6;
+if(vErrors !== null){
+if(_errs6){
+vErrors.length = _errs6;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
 }
 }
 }
@@ -10779,8 +10984,8 @@ return errors === 0;
 validate98.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.WebhookEndpointList = validate101;
-const schema224 = {"type":"object","description":"The workspace's webhook endpoints, oldest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":10000,"description":"Endpoints, oldest first.","items":{"$ref":"#/$defs/WebhookEndpoint"}}},"additionalProperties":false};
-const schema225 = {"type":"object","description":"A registered webhook endpoint. The signing secret is never returned.","required":["id","name","url","events","isActive","disabledAt","lastSuccessAt","consecutiveFailures"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"type":"string","maxLength":200,"description":"The endpoint's name.","example":"Accounting sync"},"url":{"type":"string","maxLength":2048,"format":"uri","description":"Where deliveries are POSTed.","example":"https://hooks.example.ae/fleet"},"events":{"type":"array","maxItems":200,"description":"Subscribed events; an empty list means every event.","uniqueItems":true,"items":{"$ref":"#/$defs/EventName"}},"isActive":{"type":"boolean","description":"False once the endpoint is switched off (after 20 failed attempts in a row, or by an operator)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","maximum":2147483647,"minimum":0,"description":"Failed attempts in a row across the endpoint's deliveries; a success resets it to 0."}},"additionalProperties":false};
+const schema226 = {"type":"object","description":"The workspace's webhook endpoints, oldest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":10000,"description":"Endpoints, oldest first.","items":{"$ref":"#/$defs/WebhookEndpoint"}}},"additionalProperties":false};
+const schema227 = {"type":"object","description":"A registered webhook endpoint. The signing secret is never returned.","required":["id","name","url","events","isActive","disabledAt","lastSuccessAt","consecutiveFailures"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"type":"string","maxLength":200,"description":"The endpoint's name.","example":"Accounting sync"},"url":{"type":"string","maxLength":2048,"format":"uri","description":"Where deliveries are POSTed.","example":"https://hooks.example.ae/fleet"},"events":{"type":"array","maxItems":200,"description":"Subscribed events; an empty list means every event.","uniqueItems":true,"items":{"$ref":"#/$defs/EventName"}},"isActive":{"type":"boolean","description":"False once the endpoint is switched off (after 20 failed attempts in a row, or by an operator)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","maximum":2147483647,"minimum":0,"description":"Failed attempts in a row across the endpoint's deliveries; a success resets it to 0."}},"additionalProperties":false};
 const formats262 = require("ajv-formats/dist/formats").fullFormats.uri;
 const func0 = require("ajv/dist/runtime/equal").default;
 
@@ -11272,9 +11477,9 @@ return errors === 0;
 validate101.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.BookingCompletedEvent = validate104;
-const schema230 = {"type":"object","description":"Delivery payload of `booking.completed`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.completed","description":"Event name, always `booking.completed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/BookingCompletedData","description":"Event data; see `BookingCompletedData`."}},"additionalProperties":false};
-const schema233 = {"type":"object","description":"Data of `booking.completed`.","required":["bookingId","number","type","pickupAt","dropoffAt","returnedAt","amount","balanceDue","customer","vehicle","fleet"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Booked end (drop-off) time, after any extensions."},"returnedAt":{"description":"When the vehicle actually came back; null when the return time was not recorded.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"amount":{"$ref":"#/$defs/Fils","description":"Booking total in fils."},"balanceDue":{"$ref":"#/$defs/Fils","description":"Sum of the balances of the booking's open invoices, in fils; 0 when nothing is owed."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
-const schema235 = {"type":"string","maxLength":64,"description":"`daily` rental, `monthly` rental, `lease`, or `rent_to_own`.","enum":["daily","monthly","lease","rent_to_own"]};
+const schema232 = {"type":"object","description":"Delivery payload of `booking.completed`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.completed","description":"Event name, always `booking.completed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/BookingCompletedData","description":"Event data; see `BookingCompletedData`."}},"additionalProperties":false};
+const schema235 = {"type":"object","description":"Data of `booking.completed`.","required":["bookingId","number","type","pickupAt","dropoffAt","returnedAt","amount","balanceDue","customer","vehicle","fleet"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Booked end (drop-off) time, after any extensions."},"returnedAt":{"description":"When the vehicle actually came back; null when the return time was not recorded.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"amount":{"$ref":"#/$defs/Fils","description":"Booking total in fils."},"balanceDue":{"$ref":"#/$defs/Fils","description":"Sum of the balances of the booking's open invoices, in fils; 0 when nothing is owed."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
+const schema237 = {"type":"string","maxLength":64,"description":"`daily` rental, `monthly` rental, `lease`, or `rent_to_own`.","enum":["daily","monthly","lease","rent_to_own"]};
 
 function validate105(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -11296,7 +11501,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema233.properties, key0))){
+if(!(func1.call(schema235.properties, key0))){
 validate105.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -11365,7 +11570,7 @@ let data2 = data.type;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate105.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"}];
+validate105.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema237.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -11794,8 +11999,8 @@ return errors === 0;
 validate104.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.BookingConfirmedEvent = validate110;
-const schema241 = {"type":"object","description":"Delivery payload of `booking.confirmed`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.confirmed","description":"Event name, always `booking.confirmed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/BookingConfirmedData","description":"Event data; see `BookingConfirmedData`."}},"additionalProperties":false};
-const schema244 = {"type":"object","description":"Data of `booking.confirmed`.","required":["bookingId","customerId","vehicleId","fleet","vehicle"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"customerId":{"$ref":"#/$defs/Uuid","description":"Id of the booking's customer."},"vehicleId":{"$ref":"#/$defs/Uuid","description":"Id of the booked vehicle (equal to `vehicle.id`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."}},"additionalProperties":false};
+const schema243 = {"type":"object","description":"Delivery payload of `booking.confirmed`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.confirmed","description":"Event name, always `booking.confirmed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/BookingConfirmedData","description":"Event data; see `BookingConfirmedData`."}},"additionalProperties":false};
+const schema246 = {"type":"object","description":"Data of `booking.confirmed`.","required":["bookingId","customerId","vehicleId","fleet","vehicle"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"customerId":{"$ref":"#/$defs/Uuid","description":"Id of the booking's customer."},"vehicleId":{"$ref":"#/$defs/Uuid","description":"Id of the booked vehicle (equal to `vehicle.id`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."}},"additionalProperties":false};
 
 function validate111(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -12087,8 +12292,8 @@ return errors === 0;
 validate110.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.BookingDeliveryDueEvent = validate115;
-const schema248 = {"type":"object","description":"Delivery payload of `booking.delivery_due`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.delivery_due","description":"Event name, always `booking.delivery_due`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/BookingDeliveryDueData","description":"Event data; see `BookingDeliveryDueData`."}},"additionalProperties":false};
-const schema251 = {"type":"object","description":"Data of `booking.delivery_due`.","required":["bookingId","number","type","pickupAt","dropoffAt","amount","balanceDue","customer","vehicle","fleet"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time: when the vehicle is due to be handed over."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Booked end (drop-off) time."},"amount":{"$ref":"#/$defs/Fils","description":"Booking total in fils."},"balanceDue":{"$ref":"#/$defs/Fils","description":"Sum of the balances of the booking's open invoices, in fils; what to collect at the handover."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
+const schema250 = {"type":"object","description":"Delivery payload of `booking.delivery_due`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.delivery_due","description":"Event name, always `booking.delivery_due`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/BookingDeliveryDueData","description":"Event data; see `BookingDeliveryDueData`."}},"additionalProperties":false};
+const schema253 = {"type":"object","description":"Data of `booking.delivery_due`.","required":["bookingId","number","type","pickupAt","dropoffAt","amount","balanceDue","customer","vehicle","fleet"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time: when the vehicle is due to be handed over."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Booked end (drop-off) time."},"amount":{"$ref":"#/$defs/Fils","description":"Booking total in fils."},"balanceDue":{"$ref":"#/$defs/Fils","description":"Sum of the balances of the booking's open invoices, in fils; what to collect at the handover."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
 
 function validate116(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -12110,7 +12315,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema251.properties, key0))){
+if(!(func1.call(schema253.properties, key0))){
 validate116.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -12179,7 +12384,7 @@ let data2 = data.type;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate116.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"}];
+validate116.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema237.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -12518,8 +12723,8 @@ return errors === 0;
 validate115.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.BookingEndingSoonEvent = validate121;
-const schema258 = {"type":"object","description":"Delivery payload of `booking.ending_soon`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.ending_soon","description":"Event name, always `booking.ending_soon`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `booking.ending_soon:<bookingId>:<dropoffAt>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/BookingEndingSoonData","description":"Event data; see `BookingEndingSoonData`."}},"additionalProperties":false};
-const schema261 = {"type":"object","description":"Data of `booking.ending_soon`.","required":["bookingId","number","type","pickupAt","dropoffAt","originalDropoffAt","extensionsCount","monthlyAmount","customer","vehicle","fleet","daysLeft"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number, e.g. `BK-2026-0142`."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Current end (drop-off) time, after any extensions."},"originalDropoffAt":{"$ref":"#/$defs/Timestamp","description":"Drop-off time as first booked, before any extension; equal to `dropoffAt` when the booking was never extended."},"extensionsCount":{"type":"integer","format":"int32","maximum":2147483647,"description":"How many times the booking has been extended.","minimum":0},"monthlyAmount":{"description":"Monthly amount in fils for monthly, lease and rent-to-own bookings; null when the booking has none (daily bookings).","anyOf":[{"$ref":"#/$defs/Fils"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"daysLeft":{"type":"integer","format":"int32","description":"Whole local days from today to `dropoffAt` (0 = ends today).","minimum":0,"maximum":60}},"additionalProperties":false};
+const schema260 = {"type":"object","description":"Delivery payload of `booking.ending_soon`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.ending_soon","description":"Event name, always `booking.ending_soon`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `booking.ending_soon:<bookingId>:<dropoffAt>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/BookingEndingSoonData","description":"Event data; see `BookingEndingSoonData`."}},"additionalProperties":false};
+const schema263 = {"type":"object","description":"Data of `booking.ending_soon`.","required":["bookingId","number","type","pickupAt","dropoffAt","originalDropoffAt","extensionsCount","monthlyAmount","customer","vehicle","fleet","daysLeft"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number, e.g. `BK-2026-0142`."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Current end (drop-off) time, after any extensions."},"originalDropoffAt":{"$ref":"#/$defs/Timestamp","description":"Drop-off time as first booked, before any extension; equal to `dropoffAt` when the booking was never extended."},"extensionsCount":{"type":"integer","format":"int32","maximum":2147483647,"description":"How many times the booking has been extended.","minimum":0},"monthlyAmount":{"description":"Monthly amount in fils for monthly, lease and rent-to-own bookings; null when the booking has none (daily bookings).","anyOf":[{"$ref":"#/$defs/Fils"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"daysLeft":{"type":"integer","format":"int32","description":"Whole local days from today to `dropoffAt` (0 = ends today).","minimum":0,"maximum":60}},"additionalProperties":false};
 
 function validate122(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -12541,7 +12746,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema261.properties, key0))){
+if(!(func1.call(schema263.properties, key0))){
 validate122.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -12610,7 +12815,7 @@ let data2 = data.type;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate122.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"}];
+validate122.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema237.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -13106,8 +13311,8 @@ return errors === 0;
 validate121.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.BookingExtendedEvent = validate127;
-const schema268 = {"type":"object","description":"Delivery payload of `booking.extended`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.extended","description":"Event name, always `booking.extended`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `booking.extended:<extensionId>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/BookingExtendedData","description":"Event data; see `BookingExtendedData`."}},"additionalProperties":false};
-const schema271 = {"type":"object","description":"Data of `booking.extended`: the `booking.ending_soon` fields plus `addedDays` and `extensionAmount`.","required":["bookingId","number","type","pickupAt","dropoffAt","originalDropoffAt","extensionsCount","monthlyAmount","customer","vehicle","fleet","daysLeft","addedDays","extensionAmount"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number, e.g. `BK-2026-0142`."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Current end (drop-off) time, after any extensions."},"originalDropoffAt":{"$ref":"#/$defs/Timestamp","description":"Drop-off time as first booked, before any extension; equal to `dropoffAt` when the booking was never extended."},"extensionsCount":{"type":"integer","format":"int32","maximum":2147483647,"description":"How many times the booking has been extended.","minimum":0},"monthlyAmount":{"description":"Monthly amount in fils for monthly, lease and rent-to-own bookings; null when the booking has none (daily bookings).","anyOf":[{"$ref":"#/$defs/Fils"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"daysLeft":{"type":"integer","format":"int32","maximum":36500,"description":"Whole local days from today to the new `dropoffAt`; 0 when it is today (or, exceptionally, already past).","minimum":0},"addedDays":{"type":"integer","format":"int32","maximum":36500,"description":"Days added by this extension.","minimum":1},"extensionAmount":{"$ref":"#/$defs/Fils","description":"Amount charged for this extension, in fils."}},"additionalProperties":false};
+const schema270 = {"type":"object","description":"Delivery payload of `booking.extended`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.extended","description":"Event name, always `booking.extended`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `booking.extended:<extensionId>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/BookingExtendedData","description":"Event data; see `BookingExtendedData`."}},"additionalProperties":false};
+const schema273 = {"type":"object","description":"Data of `booking.extended`: the `booking.ending_soon` fields plus `addedDays` and `extensionAmount`.","required":["bookingId","number","type","pickupAt","dropoffAt","originalDropoffAt","extensionsCount","monthlyAmount","customer","vehicle","fleet","daysLeft","addedDays","extensionAmount"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number, e.g. `BK-2026-0142`."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Current end (drop-off) time, after any extensions."},"originalDropoffAt":{"$ref":"#/$defs/Timestamp","description":"Drop-off time as first booked, before any extension; equal to `dropoffAt` when the booking was never extended."},"extensionsCount":{"type":"integer","format":"int32","maximum":2147483647,"description":"How many times the booking has been extended.","minimum":0},"monthlyAmount":{"description":"Monthly amount in fils for monthly, lease and rent-to-own bookings; null when the booking has none (daily bookings).","anyOf":[{"$ref":"#/$defs/Fils"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"daysLeft":{"type":"integer","format":"int32","maximum":36500,"description":"Whole local days from today to the new `dropoffAt`; 0 when it is today (or, exceptionally, already past).","minimum":0},"addedDays":{"type":"integer","format":"int32","maximum":36500,"description":"Days added by this extension.","minimum":1},"extensionAmount":{"$ref":"#/$defs/Fils","description":"Amount charged for this extension, in fils."}},"additionalProperties":false};
 
 function validate128(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -13129,7 +13334,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema271.properties, key0))){
+if(!(func1.call(schema273.properties, key0))){
 validate128.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -13198,7 +13403,7 @@ let data2 = data.type;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate128.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"}];
+validate128.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema237.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -13763,8 +13968,8 @@ return errors === 0;
 validate127.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.BookingReturnDueEvent = validate133;
-const schema279 = {"type":"object","description":"Delivery payload of `booking.return_due`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.return_due","description":"Event name, always `booking.return_due`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/BookingReturnDueData","description":"Event data; see `BookingReturnDueData`."}},"additionalProperties":false};
-const schema282 = {"type":"object","description":"Data of `booking.return_due`.","required":["bookingId","number","type","pickupAt","dropoffAt","amount","balanceDue","customer","vehicle","fleet"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Drop-off time: when the vehicle is due back."},"amount":{"$ref":"#/$defs/Fils","description":"Booking total in fils."},"balanceDue":{"$ref":"#/$defs/Fils","description":"Sum of the balances of the booking's open invoices, in fils; what to collect at the handover."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
+const schema281 = {"type":"object","description":"Delivery payload of `booking.return_due`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.return_due","description":"Event name, always `booking.return_due`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/BookingReturnDueData","description":"Event data; see `BookingReturnDueData`."}},"additionalProperties":false};
+const schema284 = {"type":"object","description":"Data of `booking.return_due`.","required":["bookingId","number","type","pickupAt","dropoffAt","amount","balanceDue","customer","vehicle","fleet"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Drop-off time: when the vehicle is due back."},"amount":{"$ref":"#/$defs/Fils","description":"Booking total in fils."},"balanceDue":{"$ref":"#/$defs/Fils","description":"Sum of the balances of the booking's open invoices, in fils; what to collect at the handover."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
 
 function validate134(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -13786,7 +13991,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema282.properties, key0))){
+if(!(func1.call(schema284.properties, key0))){
 validate134.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -13855,7 +14060,7 @@ let data2 = data.type;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate134.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"}];
+validate134.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema237.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -14194,9 +14399,9 @@ return errors === 0;
 validate133.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.DealCreatedEvent = validate139;
-const schema289 = {"type":"object","description":"Delivery payload of `deal.created`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"deal.created","description":"Event name, always `deal.created`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/DealCreatedData","description":"Event data; see `DealCreatedData`."}},"additionalProperties":false};
-const schema292 = {"type":"object","description":"Data of `deal.created`.","required":["dealId","title","stage","value","type","leadId","customer","vehicle","fleet","owner"],"properties":{"dealId":{"$ref":"#/$defs/Uuid","description":"Deal id."},"title":{"type":"string","maxLength":200,"minLength":1,"description":"Deal title."},"stage":{"type":"string","maxLength":100,"minLength":1,"description":"Current pipeline stage, as named in the workspace's pipeline, e.g. `qualified`, `proposal`, `won`, `lost`."},"value":{"$ref":"#/$defs/Fils","description":"Expected deal value in fils."},"type":{"description":"Type of booking the deal is for; null when not set.","anyOf":[{"$ref":"#/$defs/BookingType"},{"type":"null"}]},"leadId":{"description":"Lead the deal came from; null when it was not created from a lead.","anyOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"customer":{"description":"The customer (`{id, name}` only); null while the deal is with a prospect who is not yet a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the deal is not about a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the deal is not about a specific car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"owner":{"description":"Staff member who owns the deal; null while unassigned.","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]}},"additionalProperties":false};
-const schema297 = {"type":"object","description":"A member of the workspace staff (a user of the rental platform) as embedded in event data: id and display name only, never contact details.","required":["id","name"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Staff member id."},"name":{"type":"string","maxLength":200,"minLength":1,"description":"Display name."}},"additionalProperties":false};
+const schema291 = {"type":"object","description":"Delivery payload of `deal.created`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"deal.created","description":"Event name, always `deal.created`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/DealCreatedData","description":"Event data; see `DealCreatedData`."}},"additionalProperties":false};
+const schema294 = {"type":"object","description":"Data of `deal.created`.","required":["dealId","title","stage","value","type","leadId","customer","vehicle","fleet","owner"],"properties":{"dealId":{"$ref":"#/$defs/Uuid","description":"Deal id."},"title":{"type":"string","maxLength":200,"minLength":1,"description":"Deal title."},"stage":{"type":"string","maxLength":100,"minLength":1,"description":"Current pipeline stage, as named in the workspace's pipeline, e.g. `qualified`, `proposal`, `won`, `lost`."},"value":{"$ref":"#/$defs/Fils","description":"Expected deal value in fils."},"type":{"description":"Type of booking the deal is for; null when not set.","anyOf":[{"$ref":"#/$defs/BookingType"},{"type":"null"}]},"leadId":{"description":"Lead the deal came from; null when it was not created from a lead.","anyOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"customer":{"description":"The customer (`{id, name}` only); null while the deal is with a prospect who is not yet a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the deal is not about a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the deal is not about a specific car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"owner":{"description":"Staff member who owns the deal; null while unassigned.","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]}},"additionalProperties":false};
+const schema299 = {"type":"object","description":"A member of the workspace staff (a user of the rental platform) as embedded in event data: id and display name only, never contact details.","required":["id","name"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Staff member id."},"name":{"type":"string","maxLength":200,"minLength":1,"description":"Display name."}},"additionalProperties":false};
 
 function validate144(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -14316,7 +14521,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema292.properties, key0))){
+if(!(func1.call(schema294.properties, key0))){
 validate140.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -14449,7 +14654,7 @@ let valid3 = false;
 const _errs14 = errors;
 const _errs15 = errors;
 if(!((((data4 === "daily") || (data4 === "monthly")) || (data4 === "lease")) || (data4 === "rent_to_own"))){
-const err0 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"};
+const err0 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema237.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -14985,8 +15190,8 @@ return errors === 0;
 validate139.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.DealStageChangedEvent = validate147;
-const schema299 = {"type":"object","description":"Delivery payload of `deal.stage_changed`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"deal.stage_changed","description":"Event name, always `deal.stage_changed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/DealStageChangedData","description":"Event data; see `DealStageChangedData`."}},"additionalProperties":false};
-const schema302 = {"type":"object","description":"Data of `deal.stage_changed`: the `deal.created` fields plus `previousStage` and `changedAt`.","required":["dealId","title","stage","value","type","leadId","customer","vehicle","fleet","owner","previousStage","changedAt"],"properties":{"dealId":{"$ref":"#/$defs/Uuid","description":"Deal id."},"title":{"type":"string","maxLength":200,"minLength":1,"description":"Deal title."},"stage":{"type":"string","maxLength":100,"minLength":1,"description":"Current pipeline stage, as named in the workspace's pipeline, e.g. `qualified`, `proposal`, `won`, `lost`."},"value":{"$ref":"#/$defs/Fils","description":"Expected deal value in fils."},"type":{"description":"Type of booking the deal is for; null when not set.","anyOf":[{"$ref":"#/$defs/BookingType"},{"type":"null"}]},"leadId":{"description":"Lead the deal came from; null when it was not created from a lead.","anyOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"customer":{"description":"The customer (`{id, name}` only); null while the deal is with a prospect who is not yet a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the deal is not about a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the deal is not about a specific car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"owner":{"description":"Staff member who owns the deal; null while unassigned.","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]},"previousStage":{"type":"string","maxLength":100,"minLength":1,"description":"Stage the deal was in before the move."},"changedAt":{"$ref":"#/$defs/Timestamp","description":"When the stage changed."}},"additionalProperties":false};
+const schema301 = {"type":"object","description":"Delivery payload of `deal.stage_changed`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"deal.stage_changed","description":"Event name, always `deal.stage_changed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/DealStageChangedData","description":"Event data; see `DealStageChangedData`."}},"additionalProperties":false};
+const schema304 = {"type":"object","description":"Data of `deal.stage_changed`: the `deal.created` fields plus `previousStage` and `changedAt`.","required":["dealId","title","stage","value","type","leadId","customer","vehicle","fleet","owner","previousStage","changedAt"],"properties":{"dealId":{"$ref":"#/$defs/Uuid","description":"Deal id."},"title":{"type":"string","maxLength":200,"minLength":1,"description":"Deal title."},"stage":{"type":"string","maxLength":100,"minLength":1,"description":"Current pipeline stage, as named in the workspace's pipeline, e.g. `qualified`, `proposal`, `won`, `lost`."},"value":{"$ref":"#/$defs/Fils","description":"Expected deal value in fils."},"type":{"description":"Type of booking the deal is for; null when not set.","anyOf":[{"$ref":"#/$defs/BookingType"},{"type":"null"}]},"leadId":{"description":"Lead the deal came from; null when it was not created from a lead.","anyOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"customer":{"description":"The customer (`{id, name}` only); null while the deal is with a prospect who is not yet a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the deal is not about a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the deal is not about a specific car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"owner":{"description":"Staff member who owns the deal; null while unassigned.","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]},"previousStage":{"type":"string","maxLength":100,"minLength":1,"description":"Stage the deal was in before the move."},"changedAt":{"$ref":"#/$defs/Timestamp","description":"When the stage changed."}},"additionalProperties":false};
 
 function validate148(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -15008,7 +15213,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema302.properties, key0))){
+if(!(func1.call(schema304.properties, key0))){
 validate148.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -15141,7 +15346,7 @@ let valid3 = false;
 const _errs14 = errors;
 const _errs15 = errors;
 if(!((((data4 === "daily") || (data4 === "monthly")) || (data4 === "lease")) || (data4 === "rent_to_own"))){
-const err0 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"};
+const err0 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema237.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -15736,9 +15941,9 @@ return errors === 0;
 validate147.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.DeliveryAssignedEvent = validate154;
-const schema308 = {"type":"object","description":"Delivery payload of `delivery.assigned`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"delivery.assigned","description":"Event name, always `delivery.assigned`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/DeliveryAssignedData","description":"Event data; see `DeliveryAssignedData`."}},"additionalProperties":false};
-const schema311 = {"type":"object","description":"Data of `delivery.assigned`.","required":["vehicleDeliveryId","direction","scheduledAt","assignee","booking","customer","vehicle","fleet"],"properties":{"vehicleDeliveryId":{"$ref":"#/$defs/Uuid","description":"Id of the vehicle delivery or collection job (not a webhook delivery id)."},"direction":{"type":"string","maxLength":64,"enum":["delivery","collection"],"description":"`delivery` take the vehicle to the customer; `collection` bring it back."},"scheduledAt":{"$ref":"#/$defs/Timestamp","description":"When the delivery or collection is scheduled."},"assignee":{"$ref":"#/$defs/StaffRef","description":"Staff member assigned to the job."},"booking":{"$ref":"#/$defs/BookingRef","description":"The booking (`{id, number}`)."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
-const schema314 = {"type":"object","description":"A booking as embedded in event data: its id and its human-readable number.","required":["id","number"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number as shown to staff and customers, e.g. `BK-2026-0142`."}},"additionalProperties":false};
+const schema310 = {"type":"object","description":"Delivery payload of `delivery.assigned`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"delivery.assigned","description":"Event name, always `delivery.assigned`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/DeliveryAssignedData","description":"Event data; see `DeliveryAssignedData`."}},"additionalProperties":false};
+const schema313 = {"type":"object","description":"Data of `delivery.assigned`.","required":["vehicleDeliveryId","direction","scheduledAt","assignee","booking","customer","vehicle","fleet"],"properties":{"vehicleDeliveryId":{"$ref":"#/$defs/Uuid","description":"Id of the vehicle delivery or collection job (not a webhook delivery id)."},"direction":{"type":"string","maxLength":64,"enum":["delivery","collection"],"description":"`delivery` take the vehicle to the customer; `collection` bring it back."},"scheduledAt":{"$ref":"#/$defs/Timestamp","description":"When the delivery or collection is scheduled."},"assignee":{"$ref":"#/$defs/StaffRef","description":"Staff member assigned to the job."},"booking":{"$ref":"#/$defs/BookingRef","description":"The booking (`{id, number}`)."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
+const schema316 = {"type":"object","description":"A booking as embedded in event data: its id and its human-readable number.","required":["id","number"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number as shown to staff and customers, e.g. `BK-2026-0142`."}},"additionalProperties":false};
 
 function validate157(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -15899,7 +16104,7 @@ if(data.direction !== undefined){
 let data1 = data.direction;
 const _errs5 = errors;
 if(!((data1 === "delivery") || (data1 === "collection"))){
-validate155.errors = [{instancePath:instancePath+"/direction",schemaPath:"#/properties/direction/enum",keyword:"enum",params:{allowedValues: schema311.properties.direction.enum},message:"must be equal to one of the allowed values"}];
+validate155.errors = [{instancePath:instancePath+"/direction",schemaPath:"#/properties/direction/enum",keyword:"enum",params:{allowedValues: schema313.properties.direction.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs5){
@@ -16162,8 +16367,8 @@ return errors === 0;
 validate154.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.DocumentEsignTimeoutEvent = validate163;
-const schema316 = {"type":"object","description":"Delivery payload of `document.esign_timeout`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"document.esign_timeout","description":"Event name, always `document.esign_timeout`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/DocumentEsignTimeoutData","description":"Event data; see `DocumentEsignTimeoutData`."}},"additionalProperties":false};
-const schema319 = {"type":"object","description":"Data of `document.esign_timeout`.","required":["documentId","documentType","title","sentAt","expiredAt","customer","booking","vehicle","fleet"],"properties":{"documentId":{"$ref":"#/$defs/Uuid","description":"Document id."},"documentType":{"type":"string","maxLength":100,"minLength":1,"description":"Kind of document, e.g. `rental_agreement`, `lease_agreement`, `handover_report`."},"title":{"type":"string","maxLength":200,"minLength":1,"description":"Document title."},"sentAt":{"$ref":"#/$defs/Timestamp","description":"When the document was sent for signature."},"expiredAt":{"$ref":"#/$defs/Timestamp","description":"When the signing deadline passed."},"customer":{"description":"The customer (`{id, name}` only); null when the signer is not a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the document is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the document is not linked to a car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the document is not linked to a car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
+const schema318 = {"type":"object","description":"Delivery payload of `document.esign_timeout`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"document.esign_timeout","description":"Event name, always `document.esign_timeout`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/DocumentEsignTimeoutData","description":"Event data; see `DocumentEsignTimeoutData`."}},"additionalProperties":false};
+const schema321 = {"type":"object","description":"Data of `document.esign_timeout`.","required":["documentId","documentType","title","sentAt","expiredAt","customer","booking","vehicle","fleet"],"properties":{"documentId":{"$ref":"#/$defs/Uuid","description":"Document id."},"documentType":{"type":"string","maxLength":100,"minLength":1,"description":"Kind of document, e.g. `rental_agreement`, `lease_agreement`, `handover_report`."},"title":{"type":"string","maxLength":200,"minLength":1,"description":"Document title."},"sentAt":{"$ref":"#/$defs/Timestamp","description":"When the document was sent for signature."},"expiredAt":{"$ref":"#/$defs/Timestamp","description":"When the signing deadline passed."},"customer":{"description":"The customer (`{id, name}` only); null when the signer is not a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the document is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the document is not linked to a car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the document is not linked to a car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate164(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -16185,7 +16390,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema319.properties, key0))){
+if(!(func1.call(schema321.properties, key0))){
 validate164.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -16705,9 +16910,9 @@ return errors === 0;
 validate163.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.FineCreatedEvent = validate170;
-const schema323 = {"type":"object","description":"Delivery payload of `fine.created`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"fine.created","description":"Event name, always `fine.created`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `fine.created:<fineId>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/FineCreatedData","description":"Event data; see `FineCreatedData`."}},"additionalProperties":false};
-const schema326 = {"type":"object","description":"Data of `fine.created`.","required":["fineId","kind","type","date","amount","authority","violation","number","status","customer","booking","vehicle","fleet"],"properties":{"fineId":{"$ref":"#/$defs/Uuid","description":"Fine id."},"kind":{"type":"string","maxLength":64,"enum":["fine","toll"],"description":"`fine` a traffic fine; `toll` a road toll (such as Salik)."},"type":{"type":"string","maxLength":100,"minLength":1,"description":"Category of the fine or toll as recorded, e.g. `speeding`, `parking`, `salik`."},"date":{"$ref":"#/$defs/LocalDate","description":"Date the offence or toll crossing happened (local calendar date)."},"amount":{"$ref":"#/$defs/Fils","description":"Amount in fils."},"authority":{"type":"string","maxLength":200,"minLength":1,"description":"Issuing authority, e.g. `Dubai Police`, `RTA`."},"violation":{"type":["string","null"],"maxLength":500,"minLength":1,"description":"Violation text as given by the authority; null when none was recorded."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"The authority's reference number for the fine or toll."},"status":{"type":"string","maxLength":64,"minLength":1,"description":"Status of the fine as recorded by the platform, e.g. `unpaid`, `paid`, `disputed`."},"customer":{"description":"The customer (`{id, name}` only); null when no customer has been identified.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the fine is not matched to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
-const schema328 = {"type":"string","format":"date","maxLength":10,"description":"A plain date, YYYY-MM-DD, on the workspace's local calendar.","example":"2026-11-22"};
+const schema325 = {"type":"object","description":"Delivery payload of `fine.created`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"fine.created","description":"Event name, always `fine.created`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `fine.created:<fineId>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/FineCreatedData","description":"Event data; see `FineCreatedData`."}},"additionalProperties":false};
+const schema328 = {"type":"object","description":"Data of `fine.created`.","required":["fineId","kind","type","date","amount","authority","violation","number","status","customer","booking","vehicle","fleet"],"properties":{"fineId":{"$ref":"#/$defs/Uuid","description":"Fine id."},"kind":{"type":"string","maxLength":64,"enum":["fine","toll"],"description":"`fine` a traffic fine; `toll` a road toll (such as Salik)."},"type":{"type":"string","maxLength":100,"minLength":1,"description":"Category of the fine or toll as recorded, e.g. `speeding`, `parking`, `salik`."},"date":{"$ref":"#/$defs/LocalDate","description":"Date the offence or toll crossing happened (local calendar date)."},"amount":{"$ref":"#/$defs/Fils","description":"Amount in fils."},"authority":{"type":"string","maxLength":200,"minLength":1,"description":"Issuing authority, e.g. `Dubai Police`, `RTA`."},"violation":{"type":["string","null"],"maxLength":500,"minLength":1,"description":"Violation text as given by the authority; null when none was recorded."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"The authority's reference number for the fine or toll."},"status":{"type":"string","maxLength":64,"minLength":1,"description":"Status of the fine as recorded by the platform, e.g. `unpaid`, `paid`, `disputed`."},"customer":{"description":"The customer (`{id, name}` only); null when no customer has been identified.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the fine is not matched to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
+const schema330 = {"type":"string","format":"date","maxLength":10,"description":"A plain date, YYYY-MM-DD, on the workspace's local calendar.","example":"2026-11-22"};
 
 function validate171(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -16729,7 +16934,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema326.properties, key0))){
+if(!(func1.call(schema328.properties, key0))){
 validate171.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -16770,7 +16975,7 @@ if(data.kind !== undefined){
 let data1 = data.kind;
 const _errs5 = errors;
 if(!((data1 === "fine") || (data1 === "toll"))){
-validate171.errors = [{instancePath:instancePath+"/kind",schemaPath:"#/properties/kind/enum",keyword:"enum",params:{allowedValues: schema326.properties.kind.enum},message:"must be equal to one of the allowed values"}];
+validate171.errors = [{instancePath:instancePath+"/kind",schemaPath:"#/properties/kind/enum",keyword:"enum",params:{allowedValues: schema328.properties.kind.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs5){
@@ -16913,7 +17118,7 @@ if(data.violation !== undefined){
 let data6 = data.violation;
 const _errs17 = errors;
 if((typeof data6 !== "string") && (data6 !== null)){
-validate171.errors = [{instancePath:instancePath+"/violation",schemaPath:"#/properties/violation/type",keyword:"type",params:{type: schema326.properties.violation.type},message:"must be string,null"}];
+validate171.errors = [{instancePath:instancePath+"/violation",schemaPath:"#/properties/violation/type",keyword:"type",params:{type: schema328.properties.violation.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs17){
@@ -17307,8 +17512,8 @@ return errors === 0;
 validate170.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InboxAssignedEvent = validate177;
-const schema330 = {"type":"object","description":"Delivery payload of `inbox.assigned`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"inbox.assigned","description":"Event name, always `inbox.assigned`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InboxAssignedData","description":"Event data; see `InboxAssignedData`."}},"additionalProperties":false};
-const schema333 = {"type":"object","description":"Data of `inbox.assigned`.","required":["conversationId","channel","assignee","customer","booking","vehicle","fleet"],"properties":{"conversationId":{"$ref":"#/$defs/Uuid","description":"Conversation id."},"channel":{"type":"string","maxLength":100,"minLength":1,"description":"Channel of the conversation, e.g. `whatsapp`, `email`, `sms`, `webchat`."},"assignee":{"$ref":"#/$defs/StaffRef","description":"Staff member the conversation is now assigned to."},"customer":{"description":"The customer (`{id, name}` only); null when the conversation is not matched to a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the conversation is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the conversation is not linked to a car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the conversation is not linked to a car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
+const schema332 = {"type":"object","description":"Delivery payload of `inbox.assigned`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"inbox.assigned","description":"Event name, always `inbox.assigned`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InboxAssignedData","description":"Event data; see `InboxAssignedData`."}},"additionalProperties":false};
+const schema335 = {"type":"object","description":"Data of `inbox.assigned`.","required":["conversationId","channel","assignee","customer","booking","vehicle","fleet"],"properties":{"conversationId":{"$ref":"#/$defs/Uuid","description":"Conversation id."},"channel":{"type":"string","maxLength":100,"minLength":1,"description":"Channel of the conversation, e.g. `whatsapp`, `email`, `sms`, `webchat`."},"assignee":{"$ref":"#/$defs/StaffRef","description":"Staff member the conversation is now assigned to."},"customer":{"description":"The customer (`{id, name}` only); null when the conversation is not matched to a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the conversation is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the conversation is not linked to a car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the conversation is not linked to a car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate178(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -17773,8 +17978,8 @@ return errors === 0;
 validate177.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InboxMessageReceivedEvent = validate185;
-const schema335 = {"type":"object","description":"Delivery payload of `inbox.message_received`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"inbox.message_received","description":"Event name, always `inbox.message_received`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InboxMessageReceivedData","description":"Event data; see `InboxMessageReceivedData`."}},"additionalProperties":false};
-const schema338 = {"type":"object","description":"Data of `inbox.message_received`.","required":["conversationId","messageId","channel","receivedAt","customer","assignee","booking","vehicle","fleet"],"properties":{"conversationId":{"$ref":"#/$defs/Uuid","description":"Conversation id."},"messageId":{"$ref":"#/$defs/Uuid","description":"Message id."},"channel":{"type":"string","maxLength":100,"minLength":1,"description":"Channel the message came in on, e.g. `whatsapp`, `email`, `sms`, `webchat`."},"receivedAt":{"$ref":"#/$defs/Timestamp","description":"When the message was received."},"customer":{"description":"The customer (`{id, name}` only); null when the sender is not matched to a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"assignee":{"description":"Staff member the conversation is assigned to; null while unassigned.","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the conversation is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the conversation is not linked to a car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the conversation is not linked to a car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
+const schema337 = {"type":"object","description":"Delivery payload of `inbox.message_received`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"inbox.message_received","description":"Event name, always `inbox.message_received`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InboxMessageReceivedData","description":"Event data; see `InboxMessageReceivedData`."}},"additionalProperties":false};
+const schema340 = {"type":"object","description":"Data of `inbox.message_received`.","required":["conversationId","messageId","channel","receivedAt","customer","assignee","booking","vehicle","fleet"],"properties":{"conversationId":{"$ref":"#/$defs/Uuid","description":"Conversation id."},"messageId":{"$ref":"#/$defs/Uuid","description":"Message id."},"channel":{"type":"string","maxLength":100,"minLength":1,"description":"Channel the message came in on, e.g. `whatsapp`, `email`, `sms`, `webchat`."},"receivedAt":{"$ref":"#/$defs/Timestamp","description":"When the message was received."},"customer":{"description":"The customer (`{id, name}` only); null when the sender is not matched to a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"assignee":{"description":"Staff member the conversation is assigned to; null while unassigned.","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the conversation is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the conversation is not linked to a car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the conversation is not linked to a car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate186(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -17796,7 +18001,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema338.properties, key0))){
+if(!(func1.call(schema340.properties, key0))){
 validate186.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -18343,9 +18548,9 @@ return errors === 0;
 validate185.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InstallmentDueSoonEvent = validate193;
-const schema342 = {"type":"object","description":"Delivery payload of `installment.due_soon`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"installment.due_soon","description":"Event name, always `installment.due_soon`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `installment.due_soon:<installmentId>:<dueDate>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InstallmentDueSoonData","description":"Event data; see `InstallmentDueSoonData`."}},"additionalProperties":false};
-const schema345 = {"type":"object","description":"Data of `installment.due_soon`.","required":["installmentId","bookingId","bookingNumber","number","of","dueDate","amount","invoice","customer","vehicle","fleet","daysToDue"],"properties":{"installmentId":{"$ref":"#/$defs/Uuid","description":"Installment id."},"bookingId":{"$ref":"#/$defs/Uuid","description":"Id of the monthly, lease or rent-to-own booking the installment belongs to."},"bookingNumber":{"type":"string","maxLength":64,"minLength":1,"description":"Number of that booking, e.g. `BK-2026-0099`."},"number":{"type":"integer","format":"int32","maximum":2147483647,"description":"Position of this installment in the schedule, 1-based.","minimum":1},"of":{"type":"integer","format":"int32","maximum":1200,"description":"Number of installments in the schedule.","minimum":1},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"amount":{"$ref":"#/$defs/Fils","description":"Installment amount in fils, VAT included."},"invoice":{"description":"Invoice raised for the installment (`{id, number}`); null when none has been raised yet.","anyOf":[{"$ref":"#/$defs/InvoiceRef"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"daysToDue":{"type":"integer","format":"int32","description":"Whole local days from today to `dueDate` (0 = due today).","minimum":0,"maximum":60}},"additionalProperties":false};
-const schema350 = {"type":"object","description":"An invoice as embedded in event data: its id and its number.","required":["id","number"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Invoice id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Invoice number, e.g. `INV-2026-0318`."}},"additionalProperties":false};
+const schema344 = {"type":"object","description":"Delivery payload of `installment.due_soon`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"installment.due_soon","description":"Event name, always `installment.due_soon`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `installment.due_soon:<installmentId>:<dueDate>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InstallmentDueSoonData","description":"Event data; see `InstallmentDueSoonData`."}},"additionalProperties":false};
+const schema347 = {"type":"object","description":"Data of `installment.due_soon`.","required":["installmentId","bookingId","bookingNumber","number","of","dueDate","amount","invoice","customer","vehicle","fleet","daysToDue"],"properties":{"installmentId":{"$ref":"#/$defs/Uuid","description":"Installment id."},"bookingId":{"$ref":"#/$defs/Uuid","description":"Id of the monthly, lease or rent-to-own booking the installment belongs to."},"bookingNumber":{"type":"string","maxLength":64,"minLength":1,"description":"Number of that booking, e.g. `BK-2026-0099`."},"number":{"type":"integer","format":"int32","maximum":2147483647,"description":"Position of this installment in the schedule, 1-based.","minimum":1},"of":{"type":"integer","format":"int32","maximum":1200,"description":"Number of installments in the schedule.","minimum":1},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"amount":{"$ref":"#/$defs/Fils","description":"Installment amount in fils, VAT included."},"invoice":{"description":"Invoice raised for the installment (`{id, number}`); null when none has been raised yet.","anyOf":[{"$ref":"#/$defs/InvoiceRef"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"daysToDue":{"type":"integer","format":"int32","description":"Whole local days from today to `dueDate` (0 = due today).","minimum":0,"maximum":60}},"additionalProperties":false};
+const schema352 = {"type":"object","description":"An invoice as embedded in event data: its id and its number.","required":["id","number"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Invoice id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Invoice number, e.g. `INV-2026-0318`."}},"additionalProperties":false};
 
 function validate195(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -18465,7 +18670,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema345.properties, key0))){
+if(!(func1.call(schema347.properties, key0))){
 validate194.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -18996,8 +19201,8 @@ return errors === 0;
 validate193.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InstallmentOverdueEvent = validate201;
-const schema352 = {"type":"object","description":"Delivery payload of `installment.overdue`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"installment.overdue","description":"Event name, always `installment.overdue`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `installment.overdue:<installmentId>:<milestone>` (milestone 1, 7 or 30); the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InstallmentOverdueData","description":"Event data; see `InstallmentOverdueData`."}},"additionalProperties":false};
-const schema355 = {"type":"object","description":"Data of `installment.overdue`: the `installment.due_soon` fields plus `daysOverdue`.","required":["installmentId","bookingId","bookingNumber","number","of","dueDate","amount","invoice","customer","vehicle","fleet","daysToDue","daysOverdue"],"properties":{"installmentId":{"$ref":"#/$defs/Uuid","description":"Installment id."},"bookingId":{"$ref":"#/$defs/Uuid","description":"Id of the monthly, lease or rent-to-own booking the installment belongs to."},"bookingNumber":{"type":"string","maxLength":64,"minLength":1,"description":"Number of that booking, e.g. `BK-2026-0099`."},"number":{"type":"integer","format":"int32","maximum":2147483647,"description":"Position of this installment in the schedule, 1-based.","minimum":1},"of":{"type":"integer","format":"int32","maximum":1200,"description":"Number of installments in the schedule.","minimum":1},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"amount":{"$ref":"#/$defs/Fils","description":"Installment amount in fils, VAT included."},"invoice":{"description":"Invoice raised for the installment (`{id, number}`); null when none has been raised yet.","anyOf":[{"$ref":"#/$defs/InvoiceRef"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"daysToDue":{"type":"integer","format":"int32","minimum":-36500,"description":"Whole local days from today to `dueDate`: negative for an overdue installment, always equal to `-daysOverdue`.","maximum":-1},"daysOverdue":{"type":"integer","format":"int32","maximum":36500,"description":"Whole local days since `dueDate` (1, 7 or 30, or the true count when a milestone was sent late).","minimum":1}},"additionalProperties":false};
+const schema354 = {"type":"object","description":"Delivery payload of `installment.overdue`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"installment.overdue","description":"Event name, always `installment.overdue`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `installment.overdue:<installmentId>:<milestone>` (milestone 1, 7 or 30); the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InstallmentOverdueData","description":"Event data; see `InstallmentOverdueData`."}},"additionalProperties":false};
+const schema357 = {"type":"object","description":"Data of `installment.overdue`: the `installment.due_soon` fields plus `daysOverdue`.","required":["installmentId","bookingId","bookingNumber","number","of","dueDate","amount","invoice","customer","vehicle","fleet","daysToDue","daysOverdue"],"properties":{"installmentId":{"$ref":"#/$defs/Uuid","description":"Installment id."},"bookingId":{"$ref":"#/$defs/Uuid","description":"Id of the monthly, lease or rent-to-own booking the installment belongs to."},"bookingNumber":{"type":"string","maxLength":64,"minLength":1,"description":"Number of that booking, e.g. `BK-2026-0099`."},"number":{"type":"integer","format":"int32","maximum":2147483647,"description":"Position of this installment in the schedule, 1-based.","minimum":1},"of":{"type":"integer","format":"int32","maximum":1200,"description":"Number of installments in the schedule.","minimum":1},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"amount":{"$ref":"#/$defs/Fils","description":"Installment amount in fils, VAT included."},"invoice":{"description":"Invoice raised for the installment (`{id, number}`); null when none has been raised yet.","anyOf":[{"$ref":"#/$defs/InvoiceRef"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"daysToDue":{"type":"integer","format":"int32","minimum":-36500,"description":"Whole local days from today to `dueDate`: negative for an overdue installment, always equal to `-daysOverdue`.","maximum":-1},"daysOverdue":{"type":"integer","format":"int32","maximum":36500,"description":"Whole local days since `dueDate` (1, 7 or 30, or the true count when a milestone was sent late).","minimum":1}},"additionalProperties":false};
 
 function validate202(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -19019,7 +19224,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema355.properties, key0))){
+if(!(func1.call(schema357.properties, key0))){
 validate202.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -19584,8 +19789,8 @@ return errors === 0;
 validate201.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.IntegrationFailedEvent = validate208;
-const schema360 = {"type":"object","description":"Delivery payload of `integration.failed`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"integration.failed","description":"Event name, always `integration.failed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `integration.failed:<integrationId>:<local date>` for the sweep's daily events; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/IntegrationFailedData","description":"Event data; see `IntegrationFailedData`."}},"additionalProperties":false};
-const schema363 = {"type":"object","description":"Data of `integration.failed`.","required":["integration","detail","hint","failingSince"],"properties":{"integration":{"type":"string","maxLength":100,"minLength":1,"description":"Name of the integration, e.g. `esign`, `accounting`, `payment_gateway`, `whatsapp`."},"detail":{"type":"string","maxLength":2000,"minLength":1,"description":"The provider's own error wording, verbatim."},"hint":{"type":"string","maxLength":2000,"minLength":1,"description":"What to do to fix it."},"failingSince":{"$ref":"#/$defs/Timestamp","description":"When the integration started failing."}},"additionalProperties":false};
+const schema362 = {"type":"object","description":"Delivery payload of `integration.failed`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"integration.failed","description":"Event name, always `integration.failed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `integration.failed:<integrationId>:<local date>` for the sweep's daily events; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/IntegrationFailedData","description":"Event data; see `IntegrationFailedData`."}},"additionalProperties":false};
+const schema365 = {"type":"object","description":"Data of `integration.failed`.","required":["integration","detail","hint","failingSince"],"properties":{"integration":{"type":"string","maxLength":100,"minLength":1,"description":"Name of the integration, e.g. `esign`, `accounting`, `payment_gateway`, `whatsapp`."},"detail":{"type":"string","maxLength":2000,"minLength":1,"description":"The provider's own error wording, verbatim."},"hint":{"type":"string","maxLength":2000,"minLength":1,"description":"What to do to fix it."},"failingSince":{"$ref":"#/$defs/Timestamp","description":"When the integration started failing."}},"additionalProperties":false};
 
 function validate209(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -19901,9 +20106,9 @@ return errors === 0;
 validate208.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InvestorPayoutGeneratedEvent = validate211;
-const schema365 = {"type":"object","description":"Delivery payload of `investor.payout_generated`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"investor.payout_generated","description":"Event name, always `investor.payout_generated`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InvestorPayoutGeneratedData","description":"Event data; see `InvestorPayoutGeneratedData`."}},"additionalProperties":false};
-const schema368 = {"type":"object","description":"Data of `investor.payout_generated`: the `investor.payout_ready` fields plus `reference` and `generatedAt`.","required":["payoutId","investor","fleets","periodStart","periodEnd","collected","expenses","fee","net","reference","generatedAt"],"properties":{"payoutId":{"$ref":"#/$defs/Uuid","description":"Payout id."},"investor":{"$ref":"#/$defs/InvestorRef","description":"The investor (fleet owner) being paid."},"fleets":{"type":"array","maxItems":10000,"minItems":1,"items":{"$ref":"#/$defs/FleetRef"},"description":"The investor's fleets the payout covers."},"periodStart":{"$ref":"#/$defs/LocalDate","description":"First day of the period covered (local calendar date)."},"periodEnd":{"$ref":"#/$defs/LocalDate","description":"Last day of the period covered, inclusive."},"collected":{"$ref":"#/$defs/Fils","description":"Net collected (captured charges minus refunds) on bookings of the covered cars in the period, in fils."},"expenses":{"$ref":"#/$defs/Fils","description":"Expenses of the covered cars in the period, in fils."},"fee":{"$ref":"#/$defs/Fils","description":"The operator's management fee for the period, in fils."},"net":{"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991,"format":"int64","description":"Amount payable to the investor in fils: `collected - expenses - fee`. Negative when costs exceeded income (the investor owes the difference)."},"reference":{"type":"string","maxLength":100,"minLength":1,"description":"Payout statement reference, e.g. `PO-2026-10-004`."},"generatedAt":{"$ref":"#/$defs/Timestamp","description":"When the payout was generated."}},"additionalProperties":false};
-const schema370 = {"type":"object","description":"An investor, that is the owner of one or more fleets (an `owners` record), as embedded in event data: id and name only.","required":["id","name"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Owner id."},"name":{"type":"string","maxLength":200,"minLength":1,"description":"Owner name."}},"additionalProperties":false};
+const schema367 = {"type":"object","description":"Delivery payload of `investor.payout_generated`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"investor.payout_generated","description":"Event name, always `investor.payout_generated`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InvestorPayoutGeneratedData","description":"Event data; see `InvestorPayoutGeneratedData`."}},"additionalProperties":false};
+const schema370 = {"type":"object","description":"Data of `investor.payout_generated`: the `investor.payout_ready` fields plus `reference` and `generatedAt`.","required":["payoutId","investor","fleets","periodStart","periodEnd","collected","expenses","fee","net","reference","generatedAt"],"properties":{"payoutId":{"$ref":"#/$defs/Uuid","description":"Payout id."},"investor":{"$ref":"#/$defs/InvestorRef","description":"The investor (fleet owner) being paid."},"fleets":{"type":"array","maxItems":10000,"minItems":1,"items":{"$ref":"#/$defs/FleetRef"},"description":"The investor's fleets the payout covers."},"periodStart":{"$ref":"#/$defs/LocalDate","description":"First day of the period covered (local calendar date)."},"periodEnd":{"$ref":"#/$defs/LocalDate","description":"Last day of the period covered, inclusive."},"collected":{"$ref":"#/$defs/Fils","description":"Net collected (captured charges minus refunds) on bookings of the covered cars in the period, in fils."},"expenses":{"$ref":"#/$defs/Fils","description":"Expenses of the covered cars in the period, in fils."},"fee":{"$ref":"#/$defs/Fils","description":"The operator's management fee for the period, in fils."},"net":{"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991,"format":"int64","description":"Amount payable to the investor in fils: `collected - expenses - fee`. Negative when costs exceeded income (the investor owes the difference)."},"reference":{"type":"string","maxLength":100,"minLength":1,"description":"Payout statement reference, e.g. `PO-2026-10-004`."},"generatedAt":{"$ref":"#/$defs/Timestamp","description":"When the payout was generated."}},"additionalProperties":false};
+const schema372 = {"type":"object","description":"An investor, that is the owner of one or more fleets (an `owners` record), as embedded in event data: id and name only.","required":["id","name"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Owner id."},"name":{"type":"string","maxLength":200,"minLength":1,"description":"Owner name."}},"additionalProperties":false};
 
 function validate213(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -20023,7 +20228,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema368.properties, key0))){
+if(!(func1.call(schema370.properties, key0))){
 validate212.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -20521,8 +20726,8 @@ return errors === 0;
 validate211.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InvestorPayoutReadyEvent = validate217;
-const schema378 = {"type":"object","description":"Delivery payload of `investor.payout_ready`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"investor.payout_ready","description":"Event name, always `investor.payout_ready`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InvestorPayoutReadyData","description":"Event data; see `InvestorPayoutReadyData`."}},"additionalProperties":false};
-const schema381 = {"type":"object","description":"Data of `investor.payout_ready`.","required":["payoutId","investor","fleets","periodStart","periodEnd","collected","expenses","fee","net"],"properties":{"payoutId":{"$ref":"#/$defs/Uuid","description":"Payout id."},"investor":{"$ref":"#/$defs/InvestorRef","description":"The investor (fleet owner) being paid."},"fleets":{"type":"array","maxItems":10000,"minItems":1,"items":{"$ref":"#/$defs/FleetRef"},"description":"The investor's fleets the payout covers."},"periodStart":{"$ref":"#/$defs/LocalDate","description":"First day of the period covered (local calendar date)."},"periodEnd":{"$ref":"#/$defs/LocalDate","description":"Last day of the period covered, inclusive."},"collected":{"$ref":"#/$defs/Fils","description":"Net collected (captured charges minus refunds) on bookings of the covered cars in the period, in fils."},"expenses":{"$ref":"#/$defs/Fils","description":"Expenses of the covered cars in the period, in fils."},"fee":{"$ref":"#/$defs/Fils","description":"The operator's management fee for the period, in fils."},"net":{"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991,"format":"int64","description":"Amount payable to the investor in fils: `collected - expenses - fee`. Negative when costs exceeded income (the investor owes the difference)."}},"additionalProperties":false};
+const schema380 = {"type":"object","description":"Delivery payload of `investor.payout_ready`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"investor.payout_ready","description":"Event name, always `investor.payout_ready`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InvestorPayoutReadyData","description":"Event data; see `InvestorPayoutReadyData`."}},"additionalProperties":false};
+const schema383 = {"type":"object","description":"Data of `investor.payout_ready`.","required":["payoutId","investor","fleets","periodStart","periodEnd","collected","expenses","fee","net"],"properties":{"payoutId":{"$ref":"#/$defs/Uuid","description":"Payout id."},"investor":{"$ref":"#/$defs/InvestorRef","description":"The investor (fleet owner) being paid."},"fleets":{"type":"array","maxItems":10000,"minItems":1,"items":{"$ref":"#/$defs/FleetRef"},"description":"The investor's fleets the payout covers."},"periodStart":{"$ref":"#/$defs/LocalDate","description":"First day of the period covered (local calendar date)."},"periodEnd":{"$ref":"#/$defs/LocalDate","description":"Last day of the period covered, inclusive."},"collected":{"$ref":"#/$defs/Fils","description":"Net collected (captured charges minus refunds) on bookings of the covered cars in the period, in fils."},"expenses":{"$ref":"#/$defs/Fils","description":"Expenses of the covered cars in the period, in fils."},"fee":{"$ref":"#/$defs/Fils","description":"The operator's management fee for the period, in fils."},"net":{"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991,"format":"int64","description":"Amount payable to the investor in fils: `collected - expenses - fee`. Negative when costs exceeded income (the investor owes the difference)."}},"additionalProperties":false};
 
 function validate218(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -20544,7 +20749,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema381.properties, key0))){
+if(!(func1.call(schema383.properties, key0))){
 validate218.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -20983,8 +21188,8 @@ return errors === 0;
 validate217.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InvestorReportDueEvent = validate222;
-const schema388 = {"type":"object","description":"Delivery payload of `investor.report_due`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"investor.report_due","description":"Event name, always `investor.report_due`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InvestorReportDueData","description":"Event data; see `InvestorReportDueData`."}},"additionalProperties":false};
-const schema391 = {"type":"object","description":"Data of `investor.report_due`.","required":["investor","fleets","periodStart","periodEnd","dueDate"],"properties":{"investor":{"$ref":"#/$defs/InvestorRef","description":"The investor (fleet owner) the report is for."},"fleets":{"type":"array","maxItems":10000,"minItems":1,"items":{"$ref":"#/$defs/FleetRef"},"description":"The investor's fleets the report covers."},"periodStart":{"$ref":"#/$defs/LocalDate","description":"First day of the period covered (local calendar date)."},"periodEnd":{"$ref":"#/$defs/LocalDate","description":"Last day of the period covered, inclusive."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Date the report is due (local calendar date)."}},"additionalProperties":false};
+const schema390 = {"type":"object","description":"Delivery payload of `investor.report_due`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"investor.report_due","description":"Event name, always `investor.report_due`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InvestorReportDueData","description":"Event data; see `InvestorReportDueData`."}},"additionalProperties":false};
+const schema393 = {"type":"object","description":"Data of `investor.report_due`.","required":["investor","fleets","periodStart","periodEnd","dueDate"],"properties":{"investor":{"$ref":"#/$defs/InvestorRef","description":"The investor (fleet owner) the report is for."},"fleets":{"type":"array","maxItems":10000,"minItems":1,"items":{"$ref":"#/$defs/FleetRef"},"description":"The investor's fleets the report covers."},"periodStart":{"$ref":"#/$defs/LocalDate","description":"First day of the period covered (local calendar date)."},"periodEnd":{"$ref":"#/$defs/LocalDate","description":"Last day of the period covered, inclusive."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Date the report is due (local calendar date)."}},"additionalProperties":false};
 
 function validate223(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -21306,9 +21511,9 @@ return errors === 0;
 validate222.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InvoiceDueSoonEvent = validate227;
-const schema395 = {"type":"object","description":"Delivery payload of `invoice.due_soon`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"invoice.due_soon","description":"Event name, always `invoice.due_soon`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `invoice.due_soon:<invoiceId>:<dueDate>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InvoiceDueSoonData","description":"Event data; see `InvoiceDueSoonData`."}},"additionalProperties":false};
-const schema398 = {"type":"object","description":"Data of `invoice.due_soon`: the `invoice.issued` fields plus `daysToDue`.","required":["invoiceId","number","purpose","issueDate","dueDate","total","balance","customer","booking","vehicle","fleet","daysToDue"],"properties":{"invoiceId":{"$ref":"#/$defs/Uuid","description":"Invoice id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Invoice number, e.g. `INV-2026-0318`."},"purpose":{"$ref":"#/$defs/InvoicePurpose","description":"What the invoice is for."},"issueDate":{"$ref":"#/$defs/LocalDate","description":"Issue date (workspace-local calendar date)."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"total":{"$ref":"#/$defs/Fils","description":"Invoice total in fils, VAT included."},"balance":{"$ref":"#/$defs/Fils","description":"Amount still owed in fils: total minus net collected (captured charges minus refunds) allocated to the invoice, never below 0."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"booking":{"description":"The booking (`{id, number}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"daysToDue":{"type":"integer","format":"int32","description":"Whole local days from today to `dueDate` (0 = due today).","minimum":0,"maximum":60}},"additionalProperties":false};
-const schema400 = {"type":"string","maxLength":64,"description":"What an invoice is for.","enum":["rental","extension","installment","damage","fine","salik","other"]};
+const schema397 = {"type":"object","description":"Delivery payload of `invoice.due_soon`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"invoice.due_soon","description":"Event name, always `invoice.due_soon`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `invoice.due_soon:<invoiceId>:<dueDate>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InvoiceDueSoonData","description":"Event data; see `InvoiceDueSoonData`."}},"additionalProperties":false};
+const schema400 = {"type":"object","description":"Data of `invoice.due_soon`: the `invoice.issued` fields plus `daysToDue`.","required":["invoiceId","number","purpose","issueDate","dueDate","total","balance","customer","booking","vehicle","fleet","daysToDue"],"properties":{"invoiceId":{"$ref":"#/$defs/Uuid","description":"Invoice id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Invoice number, e.g. `INV-2026-0318`."},"purpose":{"$ref":"#/$defs/InvoicePurpose","description":"What the invoice is for."},"issueDate":{"$ref":"#/$defs/LocalDate","description":"Issue date (workspace-local calendar date)."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"total":{"$ref":"#/$defs/Fils","description":"Invoice total in fils, VAT included."},"balance":{"$ref":"#/$defs/Fils","description":"Amount still owed in fils: total minus net collected (captured charges minus refunds) allocated to the invoice, never below 0."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"booking":{"description":"The booking (`{id, number}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"daysToDue":{"type":"integer","format":"int32","description":"Whole local days from today to `dueDate` (0 = due today).","minimum":0,"maximum":60}},"additionalProperties":false};
+const schema402 = {"type":"string","maxLength":64,"description":"What an invoice is for.","enum":["rental","extension","installment","damage","fine","salik","other"]};
 
 function validate228(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -21330,7 +21535,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema398.properties, key0))){
+if(!(func1.call(schema400.properties, key0))){
 validate228.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -21399,7 +21604,7 @@ let data2 = data.purpose;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!(((((((data2 === "rental") || (data2 === "extension")) || (data2 === "installment")) || (data2 === "damage")) || (data2 === "fine")) || (data2 === "salik")) || (data2 === "other"))){
-validate228.errors = [{instancePath:instancePath+"/purpose",schemaPath:"#/$defs/InvoicePurpose/enum",keyword:"enum",params:{allowedValues: schema400.enum},message:"must be equal to one of the allowed values"}];
+validate228.errors = [{instancePath:instancePath+"/purpose",schemaPath:"#/$defs/InvoicePurpose/enum",keyword:"enum",params:{allowedValues: schema402.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -21939,8 +22144,8 @@ return errors === 0;
 validate227.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InvoiceIssuedEvent = validate234;
-const schema405 = {"type":"object","description":"Delivery payload of `invoice.issued`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"invoice.issued","description":"Event name, always `invoice.issued`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `invoice.issued:<invoiceId>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InvoiceIssuedData","description":"Event data; see `InvoiceIssuedData`."}},"additionalProperties":false};
-const schema408 = {"type":"object","description":"Data of `invoice.issued`.","required":["invoiceId","number","purpose","issueDate","dueDate","total","balance","customer","booking","vehicle","fleet"],"properties":{"invoiceId":{"$ref":"#/$defs/Uuid","description":"Invoice id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Invoice number, e.g. `INV-2026-0318`."},"purpose":{"$ref":"#/$defs/InvoicePurpose","description":"What the invoice is for."},"issueDate":{"$ref":"#/$defs/LocalDate","description":"Issue date (workspace-local calendar date)."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"total":{"$ref":"#/$defs/Fils","description":"Invoice total in fils, VAT included."},"balance":{"$ref":"#/$defs/Fils","description":"Amount still owed in fils: total minus net collected (captured charges minus refunds) allocated to the invoice, never below 0."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"booking":{"description":"The booking (`{id, number}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
+const schema407 = {"type":"object","description":"Delivery payload of `invoice.issued`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"invoice.issued","description":"Event name, always `invoice.issued`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `invoice.issued:<invoiceId>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InvoiceIssuedData","description":"Event data; see `InvoiceIssuedData`."}},"additionalProperties":false};
+const schema410 = {"type":"object","description":"Data of `invoice.issued`.","required":["invoiceId","number","purpose","issueDate","dueDate","total","balance","customer","booking","vehicle","fleet"],"properties":{"invoiceId":{"$ref":"#/$defs/Uuid","description":"Invoice id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Invoice number, e.g. `INV-2026-0318`."},"purpose":{"$ref":"#/$defs/InvoicePurpose","description":"What the invoice is for."},"issueDate":{"$ref":"#/$defs/LocalDate","description":"Issue date (workspace-local calendar date)."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"total":{"$ref":"#/$defs/Fils","description":"Invoice total in fils, VAT included."},"balance":{"$ref":"#/$defs/Fils","description":"Amount still owed in fils: total minus net collected (captured charges minus refunds) allocated to the invoice, never below 0."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"booking":{"description":"The booking (`{id, number}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate235(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -21962,7 +22167,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema408.properties, key0))){
+if(!(func1.call(schema410.properties, key0))){
 validate235.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -22031,7 +22236,7 @@ let data2 = data.purpose;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!(((((((data2 === "rental") || (data2 === "extension")) || (data2 === "installment")) || (data2 === "damage")) || (data2 === "fine")) || (data2 === "salik")) || (data2 === "other"))){
-validate235.errors = [{instancePath:instancePath+"/purpose",schemaPath:"#/$defs/InvoicePurpose/enum",keyword:"enum",params:{allowedValues: schema400.enum},message:"must be equal to one of the allowed values"}];
+validate235.errors = [{instancePath:instancePath+"/purpose",schemaPath:"#/$defs/InvoicePurpose/enum",keyword:"enum",params:{allowedValues: schema402.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -22537,8 +22742,8 @@ return errors === 0;
 validate234.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InvoiceOverdueEvent = validate241;
-const schema415 = {"type":"object","description":"Delivery payload of `invoice.overdue`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"invoice.overdue","description":"Event name, always `invoice.overdue`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `invoice.overdue:<invoiceId>:<milestone>` (milestone 1, 7 or 30); the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InvoiceOverdueData","description":"Event data; see `InvoiceOverdueData`."}},"additionalProperties":false};
-const schema418 = {"type":"object","description":"Data of `invoice.overdue`: the `invoice.issued` fields plus `daysOverdue`.","required":["invoiceId","number","purpose","issueDate","dueDate","total","balance","customer","booking","vehicle","fleet","daysOverdue"],"properties":{"invoiceId":{"$ref":"#/$defs/Uuid","description":"Invoice id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Invoice number, e.g. `INV-2026-0318`."},"purpose":{"$ref":"#/$defs/InvoicePurpose","description":"What the invoice is for."},"issueDate":{"$ref":"#/$defs/LocalDate","description":"Issue date (workspace-local calendar date)."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"total":{"$ref":"#/$defs/Fils","description":"Invoice total in fils, VAT included."},"balance":{"$ref":"#/$defs/Fils","description":"Amount still owed in fils: total minus net collected (captured charges minus refunds) allocated to the invoice, never below 0."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"booking":{"description":"The booking (`{id, number}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"daysOverdue":{"type":"integer","format":"int32","maximum":36500,"description":"Whole local days since `dueDate` (1, 7 or 30, or the true count when a milestone was sent late).","minimum":1}},"additionalProperties":false};
+const schema417 = {"type":"object","description":"Delivery payload of `invoice.overdue`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"invoice.overdue","description":"Event name, always `invoice.overdue`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `invoice.overdue:<invoiceId>:<milestone>` (milestone 1, 7 or 30); the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InvoiceOverdueData","description":"Event data; see `InvoiceOverdueData`."}},"additionalProperties":false};
+const schema420 = {"type":"object","description":"Data of `invoice.overdue`: the `invoice.issued` fields plus `daysOverdue`.","required":["invoiceId","number","purpose","issueDate","dueDate","total","balance","customer","booking","vehicle","fleet","daysOverdue"],"properties":{"invoiceId":{"$ref":"#/$defs/Uuid","description":"Invoice id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Invoice number, e.g. `INV-2026-0318`."},"purpose":{"$ref":"#/$defs/InvoicePurpose","description":"What the invoice is for."},"issueDate":{"$ref":"#/$defs/LocalDate","description":"Issue date (workspace-local calendar date)."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"total":{"$ref":"#/$defs/Fils","description":"Invoice total in fils, VAT included."},"balance":{"$ref":"#/$defs/Fils","description":"Amount still owed in fils: total minus net collected (captured charges minus refunds) allocated to the invoice, never below 0."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"booking":{"description":"The booking (`{id, number}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"daysOverdue":{"type":"integer","format":"int32","maximum":36500,"description":"Whole local days since `dueDate` (1, 7 or 30, or the true count when a milestone was sent late).","minimum":1}},"additionalProperties":false};
 
 function validate242(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -22560,7 +22765,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema418.properties, key0))){
+if(!(func1.call(schema420.properties, key0))){
 validate242.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -22629,7 +22834,7 @@ let data2 = data.purpose;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!(((((((data2 === "rental") || (data2 === "extension")) || (data2 === "installment")) || (data2 === "damage")) || (data2 === "fine")) || (data2 === "salik")) || (data2 === "other"))){
-validate242.errors = [{instancePath:instancePath+"/purpose",schemaPath:"#/$defs/InvoicePurpose/enum",keyword:"enum",params:{allowedValues: schema400.enum},message:"must be equal to one of the allowed values"}];
+validate242.errors = [{instancePath:instancePath+"/purpose",schemaPath:"#/$defs/InvoicePurpose/enum",keyword:"enum",params:{allowedValues: schema402.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -23169,8 +23374,8 @@ return errors === 0;
 validate241.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.LeadCreatedEvent = validate248;
-const schema425 = {"type":"object","description":"Delivery payload of `lead.created`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"lead.created","description":"Event name, always `lead.created`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/LeadCreatedData","description":"Event data; see `LeadCreatedData`."}},"additionalProperties":false};
-const schema428 = {"type":"object","description":"Data of `lead.created`.","required":["leadId","name","source","type","vehicle","fleet","owner"],"properties":{"leadId":{"$ref":"#/$defs/Uuid","description":"Lead id."},"name":{"type":"string","maxLength":200,"minLength":1,"description":"Name of the prospect (person or company)."},"source":{"type":["string","null"],"maxLength":100,"minLength":1,"description":"Channel the lead came from, e.g. `website`, `whatsapp`, `walk_in`, `referral`; null when unknown."},"type":{"description":"Type of booking the prospect is interested in; null when not stated.","anyOf":[{"$ref":"#/$defs/BookingType"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the lead is not about a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the lead is not about a specific car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"owner":{"description":"Staff member who owns the lead; null while unassigned.","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]}},"additionalProperties":false};
+const schema427 = {"type":"object","description":"Delivery payload of `lead.created`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"lead.created","description":"Event name, always `lead.created`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/LeadCreatedData","description":"Event data; see `LeadCreatedData`."}},"additionalProperties":false};
+const schema430 = {"type":"object","description":"Data of `lead.created`.","required":["leadId","name","source","type","vehicle","fleet","owner"],"properties":{"leadId":{"$ref":"#/$defs/Uuid","description":"Lead id."},"name":{"type":"string","maxLength":200,"minLength":1,"description":"Name of the prospect (person or company)."},"source":{"type":["string","null"],"maxLength":100,"minLength":1,"description":"Channel the lead came from, e.g. `website`, `whatsapp`, `walk_in`, `referral`; null when unknown."},"type":{"description":"Type of booking the prospect is interested in; null when not stated.","anyOf":[{"$ref":"#/$defs/BookingType"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the lead is not about a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the lead is not about a specific car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"owner":{"description":"Staff member who owns the lead; null while unassigned.","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate249(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -23260,7 +23465,7 @@ if(data.source !== undefined){
 let data2 = data.source;
 const _errs7 = errors;
 if((typeof data2 !== "string") && (data2 !== null)){
-validate249.errors = [{instancePath:instancePath+"/source",schemaPath:"#/properties/source/type",keyword:"type",params:{type: schema428.properties.source.type},message:"must be string,null"}];
+validate249.errors = [{instancePath:instancePath+"/source",schemaPath:"#/properties/source/type",keyword:"type",params:{type: schema430.properties.source.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs7){
@@ -23291,7 +23496,7 @@ let valid2 = false;
 const _errs11 = errors;
 const _errs12 = errors;
 if(!((((data3 === "daily") || (data3 === "monthly")) || (data3 === "lease")) || (data3 === "rent_to_own"))){
-const err0 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"};
+const err0 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema237.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -23681,8 +23886,8 @@ return errors === 0;
 validate248.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PaymentCanceledEvent = validate254;
-const schema431 = {"type":"object","description":"Delivery payload of `payment.canceled`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"payment.canceled","description":"Event name, always `payment.canceled`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/PaymentEventData","description":"Event data; see `PaymentEventData`."}},"additionalProperties":false};
-const schema434 = {"type":"object","description":"Data of the `payment.*` events: one payment record. `kind` and `status` are as stored; the event name says what happened.","required":["paymentId","kind","status","amount","at","booking","invoice","customer","vehicle","fleet"],"properties":{"paymentId":{"$ref":"#/$defs/Uuid","description":"Payment id."},"kind":{"type":"string","maxLength":64,"enum":["charge","refund","deposit","deposit_release"],"description":"`charge` money in; `refund` money out against a charge; `deposit` a security deposit taken and held; `deposit_release` a held deposit returned."},"status":{"type":"string","maxLength":64,"enum":["captured","canceled"],"description":"`captured` when the payment took effect (refunds, deposits and deposit releases included); `canceled` on `payment.canceled`."},"amount":{"$ref":"#/$defs/Fils","description":"Amount in fils, always positive; `kind` gives the direction."},"at":{"$ref":"#/$defs/Timestamp","description":"When the payment was made (or, for `payment.canceled`, when the payment being canceled was made)."},"booking":{"description":"The booking (`{id, number}`); null when the payment is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"invoice":{"description":"Invoice the payment is allocated to (`{id, number}`); null when it is not allocated to an invoice (deposits, for example).","anyOf":[{"$ref":"#/$defs/InvoiceRef"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the payment is not linked to a booking.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the payment is not linked to a booking.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
+const schema433 = {"type":"object","description":"Delivery payload of `payment.canceled`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"payment.canceled","description":"Event name, always `payment.canceled`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/PaymentEventData","description":"Event data; see `PaymentEventData`."}},"additionalProperties":false};
+const schema436 = {"type":"object","description":"Data of the `payment.*` events: one payment record. `kind` and `status` are as stored; the event name says what happened.","required":["paymentId","kind","status","amount","at","booking","invoice","customer","vehicle","fleet"],"properties":{"paymentId":{"$ref":"#/$defs/Uuid","description":"Payment id."},"kind":{"type":"string","maxLength":64,"enum":["charge","refund","deposit","deposit_release"],"description":"`charge` money in; `refund` money out against a charge; `deposit` a security deposit taken and held; `deposit_release` a held deposit returned."},"status":{"type":"string","maxLength":64,"enum":["captured","canceled"],"description":"`captured` when the payment took effect (refunds, deposits and deposit releases included); `canceled` on `payment.canceled`."},"amount":{"$ref":"#/$defs/Fils","description":"Amount in fils, always positive; `kind` gives the direction."},"at":{"$ref":"#/$defs/Timestamp","description":"When the payment was made (or, for `payment.canceled`, when the payment being canceled was made)."},"booking":{"description":"The booking (`{id, number}`); null when the payment is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"invoice":{"description":"Invoice the payment is allocated to (`{id, number}`); null when it is not allocated to an invoice (deposits, for example).","anyOf":[{"$ref":"#/$defs/InvoiceRef"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the payment is not linked to a booking.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the payment is not linked to a booking.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate255(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -23704,7 +23909,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema434.properties, key0))){
+if(!(func1.call(schema436.properties, key0))){
 validate255.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -23745,7 +23950,7 @@ if(data.kind !== undefined){
 let data1 = data.kind;
 const _errs5 = errors;
 if(!((((data1 === "charge") || (data1 === "refund")) || (data1 === "deposit")) || (data1 === "deposit_release"))){
-validate255.errors = [{instancePath:instancePath+"/kind",schemaPath:"#/properties/kind/enum",keyword:"enum",params:{allowedValues: schema434.properties.kind.enum},message:"must be equal to one of the allowed values"}];
+validate255.errors = [{instancePath:instancePath+"/kind",schemaPath:"#/properties/kind/enum",keyword:"enum",params:{allowedValues: schema436.properties.kind.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs5){
@@ -23770,7 +23975,7 @@ if(data.status !== undefined){
 let data2 = data.status;
 const _errs7 = errors;
 if(!((data2 === "captured") || (data2 === "canceled"))){
-validate255.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema434.properties.status.enum},message:"must be equal to one of the allowed values"}];
+validate255.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema436.properties.status.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs7){
@@ -24237,7 +24442,7 @@ return errors === 0;
 validate254.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PaymentCapturedEvent = validate262;
-const schema438 = {"type":"object","description":"Delivery payload of `payment.captured`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"payment.captured","description":"Event name, always `payment.captured`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/PaymentEventData","description":"Event data; see `PaymentEventData`."}},"additionalProperties":false};
+const schema440 = {"type":"object","description":"Delivery payload of `payment.captured`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"payment.captured","description":"Event name, always `payment.captured`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/PaymentEventData","description":"Event data; see `PaymentEventData`."}},"additionalProperties":false};
 
 function validate262(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -24371,7 +24576,7 @@ return errors === 0;
 validate262.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PaymentDepositHeldEvent = validate264;
-const schema441 = {"type":"object","description":"Delivery payload of `payment.deposit_held`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"payment.deposit_held","description":"Event name, always `payment.deposit_held`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/PaymentEventData","description":"Event data; see `PaymentEventData`."}},"additionalProperties":false};
+const schema443 = {"type":"object","description":"Delivery payload of `payment.deposit_held`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"payment.deposit_held","description":"Event name, always `payment.deposit_held`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/PaymentEventData","description":"Event data; see `PaymentEventData`."}},"additionalProperties":false};
 
 function validate264(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -24505,7 +24710,7 @@ return errors === 0;
 validate264.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PaymentRefundedEvent = validate266;
-const schema444 = {"type":"object","description":"Delivery payload of `payment.refunded`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"payment.refunded","description":"Event name, always `payment.refunded`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/PaymentEventData","description":"Event data; see `PaymentEventData`."}},"additionalProperties":false};
+const schema446 = {"type":"object","description":"Delivery payload of `payment.refunded`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"payment.refunded","description":"Event name, always `payment.refunded`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/PaymentEventData","description":"Event data; see `PaymentEventData`."}},"additionalProperties":false};
 
 function validate266(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -24639,8 +24844,8 @@ return errors === 0;
 validate266.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.QuoteAcceptedEvent = validate268;
-const schema447 = {"type":"object","description":"Delivery payload of `quote.accepted`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.accepted","description":"Event name, always `quote.accepted`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteAcceptedData","description":"Event data; see `QuoteAcceptedData`."}},"additionalProperties":false};
-const schema450 = {"type":"object","description":"Data of `quote.accepted`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet","acceptedAt","booking"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"acceptedAt":{"$ref":"#/$defs/Timestamp","description":"When the quote was accepted."},"booking":{"description":"The booking (`{id, number}`); null until a booking has been created from the quote.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]}},"additionalProperties":false};
+const schema449 = {"type":"object","description":"Delivery payload of `quote.accepted`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.accepted","description":"Event name, always `quote.accepted`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteAcceptedData","description":"Event data; see `QuoteAcceptedData`."}},"additionalProperties":false};
+const schema452 = {"type":"object","description":"Data of `quote.accepted`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet","acceptedAt","booking"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"acceptedAt":{"$ref":"#/$defs/Timestamp","description":"When the quote was accepted."},"booking":{"description":"The booking (`{id, number}`); null until a booking has been created from the quote.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate269(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -24662,7 +24867,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema450.properties, key0))){
+if(!(func1.call(schema452.properties, key0))){
 validate269.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -24731,7 +24936,7 @@ let data2 = data.type;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate269.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"}];
+validate269.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema237.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -25236,8 +25441,8 @@ return errors === 0;
 validate268.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.QuoteDeclinedEvent = validate275;
-const schema458 = {"type":"object","description":"Delivery payload of `quote.declined`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.declined","description":"Event name, always `quote.declined`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteDeclinedData","description":"Event data; see `QuoteDeclinedData`."}},"additionalProperties":false};
-const schema461 = {"type":"object","description":"Data of `quote.declined`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet","declinedAt","reason"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"declinedAt":{"$ref":"#/$defs/Timestamp","description":"When the quote was declined."},"reason":{"type":["string","null"],"maxLength":200,"minLength":1,"description":"Reason given by the customer; null when none was given."}},"additionalProperties":false};
+const schema460 = {"type":"object","description":"Delivery payload of `quote.declined`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.declined","description":"Event name, always `quote.declined`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteDeclinedData","description":"Event data; see `QuoteDeclinedData`."}},"additionalProperties":false};
+const schema463 = {"type":"object","description":"Data of `quote.declined`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet","declinedAt","reason"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"declinedAt":{"$ref":"#/$defs/Timestamp","description":"When the quote was declined."},"reason":{"type":["string","null"],"maxLength":200,"minLength":1,"description":"Reason given by the customer; null when none was given."}},"additionalProperties":false};
 
 function validate276(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -25259,7 +25464,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema461.properties, key0))){
+if(!(func1.call(schema463.properties, key0))){
 validate276.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -25328,7 +25533,7 @@ let data2 = data.type;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate276.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"}];
+validate276.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema237.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -25627,7 +25832,7 @@ if(data.reason !== undefined){
 let data11 = data.reason;
 const _errs36 = errors;
 if((typeof data11 !== "string") && (data11 !== null)){
-validate276.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: schema461.properties.reason.type},message:"must be string,null"}];
+validate276.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: schema463.properties.reason.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs36){
@@ -25806,8 +26011,8 @@ return errors === 0;
 validate275.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.QuoteExpiredEvent = validate281;
-const schema469 = {"type":"object","description":"Delivery payload of `quote.expired`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.expired","description":"Event name, always `quote.expired`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteExpiredData","description":"Event data; see `QuoteExpiredData`."}},"additionalProperties":false};
-const schema472 = {"type":"object","description":"Data of `quote.expired`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
+const schema471 = {"type":"object","description":"Delivery payload of `quote.expired`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.expired","description":"Event name, always `quote.expired`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteExpiredData","description":"Event data; see `QuoteExpiredData`."}},"additionalProperties":false};
+const schema474 = {"type":"object","description":"Data of `quote.expired`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate282(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -25829,7 +26034,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema472.properties, key0))){
+if(!(func1.call(schema474.properties, key0))){
 validate282.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -25898,7 +26103,7 @@ let data2 = data.type;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate282.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"}];
+validate282.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema237.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -26317,8 +26522,8 @@ return errors === 0;
 validate281.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.QuoteSentEvent = validate287;
-const schema479 = {"type":"object","description":"Delivery payload of `quote.sent`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.sent","description":"Event name, always `quote.sent`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteSentData","description":"Event data; see `QuoteSentData`."}},"additionalProperties":false};
-const schema482 = {"type":"object","description":"Data of `quote.sent`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet","sentAt"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"sentAt":{"$ref":"#/$defs/Timestamp","description":"When the quote was sent."}},"additionalProperties":false};
+const schema481 = {"type":"object","description":"Delivery payload of `quote.sent`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.sent","description":"Event name, always `quote.sent`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteSentData","description":"Event data; see `QuoteSentData`."}},"additionalProperties":false};
+const schema484 = {"type":"object","description":"Data of `quote.sent`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet","sentAt"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"sentAt":{"$ref":"#/$defs/Timestamp","description":"When the quote was sent."}},"additionalProperties":false};
 
 function validate288(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -26340,7 +26545,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema482.properties, key0))){
+if(!(func1.call(schema484.properties, key0))){
 validate288.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -26409,7 +26614,7 @@ let data2 = data.type;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate288.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"}];
+validate288.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema237.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -26859,8 +27064,8 @@ return errors === 0;
 validate287.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.QuoteViewedEvent = validate293;
-const schema490 = {"type":"object","description":"Delivery payload of `quote.viewed`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.viewed","description":"Event name, always `quote.viewed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteViewedData","description":"Event data; see `QuoteViewedData`."}},"additionalProperties":false};
-const schema493 = {"type":"object","description":"Data of `quote.viewed`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet","viewedAt"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"viewedAt":{"$ref":"#/$defs/Timestamp","description":"When the customer opened the quote."}},"additionalProperties":false};
+const schema492 = {"type":"object","description":"Delivery payload of `quote.viewed`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.viewed","description":"Event name, always `quote.viewed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteViewedData","description":"Event data; see `QuoteViewedData`."}},"additionalProperties":false};
+const schema495 = {"type":"object","description":"Data of `quote.viewed`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet","viewedAt"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"viewedAt":{"$ref":"#/$defs/Timestamp","description":"When the customer opened the quote."}},"additionalProperties":false};
 
 function validate294(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -26882,7 +27087,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema493.properties, key0))){
+if(!(func1.call(schema495.properties, key0))){
 validate294.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -26951,7 +27156,7 @@ let data2 = data.type;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate294.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema235.enum},message:"must be equal to one of the allowed values"}];
+validate294.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema237.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -27401,8 +27606,8 @@ return errors === 0;
 validate293.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.TaskAssignedEvent = validate299;
-const schema501 = {"type":"object","description":"Delivery payload of `task.assigned`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"task.assigned","description":"Event name, always `task.assigned`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/TaskEventData","description":"Event data; see `TaskEventData`."}},"additionalProperties":false};
-const schema504 = {"type":"object","description":"Data of the `task.*` events: one staff task with what it is about.","required":["taskId","title","dueAt","assignee","booking","customer","vehicle","fleet"],"properties":{"taskId":{"$ref":"#/$defs/Uuid","description":"Task id."},"title":{"type":"string","maxLength":200,"minLength":1,"description":"Task title."},"dueAt":{"description":"When the task is due; null for a task without a due time (never null on `task.due_soon` and `task.overdue`).","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"assignee":{"description":"Staff member the task is assigned to; null while unassigned (never null on `task.assigned`).","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the task is not about a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"customer":{"description":"The customer (`{id, name}` only); null when the task is not about a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the task is not about a car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the task is not about a car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
+const schema503 = {"type":"object","description":"Delivery payload of `task.assigned`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"task.assigned","description":"Event name, always `task.assigned`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/TaskEventData","description":"Event data; see `TaskEventData`."}},"additionalProperties":false};
+const schema506 = {"type":"object","description":"Data of the `task.*` events: one staff task with what it is about.","required":["taskId","title","dueAt","assignee","booking","customer","vehicle","fleet"],"properties":{"taskId":{"$ref":"#/$defs/Uuid","description":"Task id."},"title":{"type":"string","maxLength":200,"minLength":1,"description":"Task title."},"dueAt":{"description":"When the task is due; null for a task without a due time (never null on `task.due_soon` and `task.overdue`).","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"assignee":{"description":"Staff member the task is assigned to; null while unassigned (never null on `task.assigned`).","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the task is not about a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"customer":{"description":"The customer (`{id, name}` only); null when the task is not about a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the task is not about a car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the task is not about a car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate300(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -27999,7 +28204,7 @@ return errors === 0;
 validate299.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.TaskDueSoonEvent = validate307;
-const schema507 = {"type":"object","description":"Delivery payload of `task.due_soon`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"task.due_soon","description":"Event name, always `task.due_soon`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/TaskEventData","description":"Event data; see `TaskEventData`."}},"additionalProperties":false};
+const schema509 = {"type":"object","description":"Delivery payload of `task.due_soon`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"task.due_soon","description":"Event name, always `task.due_soon`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/TaskEventData","description":"Event data; see `TaskEventData`."}},"additionalProperties":false};
 
 function validate307(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -28133,7 +28338,7 @@ return errors === 0;
 validate307.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.TaskOverdueEvent = validate309;
-const schema510 = {"type":"object","description":"Delivery payload of `task.overdue`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"task.overdue","description":"Event name, always `task.overdue`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/TaskEventData","description":"Event data; see `TaskEventData`."}},"additionalProperties":false};
+const schema512 = {"type":"object","description":"Delivery payload of `task.overdue`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"task.overdue","description":"Event name, always `task.overdue`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/TaskEventData","description":"Event data; see `TaskEventData`."}},"additionalProperties":false};
 
 function validate309(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -28267,8 +28472,8 @@ return errors === 0;
 validate309.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.VehicleDocumentExpiringEvent = validate311;
-const schema513 = {"type":"object","description":"Delivery payload of `vehicle.document_expiring`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"vehicle.document_expiring","description":"Event name, always `vehicle.document_expiring`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `vehicle.document_expiring:<documentId>:<milestone>` (milestone 30, 7 or 0); the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/VehicleDocumentExpiringData","description":"Event data; see `VehicleDocumentExpiringData`."}},"additionalProperties":false};
-const schema516 = {"type":"object","description":"Data of `vehicle.document_expiring`.","required":["vehicleId","plate","make","model","docType","detail","expiresAt","daysLeft","fleet"],"properties":{"vehicleId":{"$ref":"#/$defs/Uuid","description":"Vehicle id."},"plate":{"type":"string","maxLength":32,"minLength":1,"description":"Plate, e.g. `Dubai A 12345`."},"make":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle make."},"model":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle model."},"docType":{"type":"string","maxLength":64,"enum":["registration","insurance","permit"],"description":"Which document lapses."},"detail":{"type":["string","null"],"maxLength":2000,"minLength":1,"description":"Free-text detail of the document, e.g. insurer and policy; null when none was recorded."},"expiresAt":{"$ref":"#/$defs/LocalDate","description":"Last day the document is valid (local calendar date)."},"daysLeft":{"type":"integer","format":"int32","description":"Whole local days from today to `expiresAt`: 30, 7 or 0, or the true count when a milestone was sent late after an outage (negative, at least -7, when the document has already lapsed).","minimum":-7,"maximum":30},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
+const schema515 = {"type":"object","description":"Delivery payload of `vehicle.document_expiring`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"vehicle.document_expiring","description":"Event name, always `vehicle.document_expiring`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `vehicle.document_expiring:<documentId>:<milestone>` (milestone 30, 7 or 0); the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/VehicleDocumentExpiringData","description":"Event data; see `VehicleDocumentExpiringData`."}},"additionalProperties":false};
+const schema518 = {"type":"object","description":"Data of `vehicle.document_expiring`.","required":["vehicleId","plate","make","model","docType","detail","expiresAt","daysLeft","fleet"],"properties":{"vehicleId":{"$ref":"#/$defs/Uuid","description":"Vehicle id."},"plate":{"type":"string","maxLength":32,"minLength":1,"description":"Plate, e.g. `Dubai A 12345`."},"make":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle make."},"model":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle model."},"docType":{"type":"string","maxLength":64,"enum":["registration","insurance","permit"],"description":"Which document lapses."},"detail":{"type":["string","null"],"maxLength":2000,"minLength":1,"description":"Free-text detail of the document, e.g. insurer and policy; null when none was recorded."},"expiresAt":{"$ref":"#/$defs/LocalDate","description":"Last day the document is valid (local calendar date)."},"daysLeft":{"type":"integer","format":"int32","description":"Whole local days from today to `expiresAt`: 30, 7 or 0, or the true count when a milestone was sent late after an outage (negative, at least -7, when the document has already lapsed).","minimum":-7,"maximum":30},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
 
 function validate312(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -28290,7 +28495,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema516.properties, key0))){
+if(!(func1.call(schema518.properties, key0))){
 validate312.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -28412,7 +28617,7 @@ if(data.docType !== undefined){
 let data4 = data.docType;
 const _errs11 = errors;
 if(!(((data4 === "registration") || (data4 === "insurance")) || (data4 === "permit"))){
-validate312.errors = [{instancePath:instancePath+"/docType",schemaPath:"#/properties/docType/enum",keyword:"enum",params:{allowedValues: schema516.properties.docType.enum},message:"must be equal to one of the allowed values"}];
+validate312.errors = [{instancePath:instancePath+"/docType",schemaPath:"#/properties/docType/enum",keyword:"enum",params:{allowedValues: schema518.properties.docType.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs11){
@@ -28437,7 +28642,7 @@ if(data.detail !== undefined){
 let data5 = data.detail;
 const _errs13 = errors;
 if((typeof data5 !== "string") && (data5 !== null)){
-validate312.errors = [{instancePath:instancePath+"/detail",schemaPath:"#/properties/detail/type",keyword:"type",params:{type: schema516.properties.detail.type},message:"must be string,null"}];
+validate312.errors = [{instancePath:instancePath+"/detail",schemaPath:"#/properties/detail/type",keyword:"type",params:{type: schema518.properties.detail.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs13){
@@ -28716,8 +28921,8 @@ return errors === 0;
 validate311.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.VehicleIdleEvent = validate315;
-const schema519 = {"type":"object","description":"Delivery payload of `vehicle.idle`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"vehicle.idle","description":"Event name, always `vehicle.idle`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/VehicleIdleData","description":"Event data; see `VehicleIdleData`."}},"additionalProperties":false};
-const schema522 = {"type":"object","description":"Data of `vehicle.idle`.","required":["vehicle","make","model","dailyRate","fleet","idleSince","idleDays"],"properties":{"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"make":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle make."},"model":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle model."},"dailyRate":{"$ref":"#/$defs/Fils","description":"Daily rate in fils."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"idleSince":{"$ref":"#/$defs/Timestamp","description":"When the vehicle last became free (end of its last booking or maintenance)."},"idleDays":{"type":"integer","format":"int32","maximum":36500,"description":"Whole local days the vehicle has been idle.","minimum":1}},"additionalProperties":false};
+const schema521 = {"type":"object","description":"Delivery payload of `vehicle.idle`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"vehicle.idle","description":"Event name, always `vehicle.idle`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/VehicleIdleData","description":"Event data; see `VehicleIdleData`."}},"additionalProperties":false};
+const schema524 = {"type":"object","description":"Data of `vehicle.idle`.","required":["vehicle","make","model","dailyRate","fleet","idleSince","idleDays"],"properties":{"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"make":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle make."},"model":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle model."},"dailyRate":{"$ref":"#/$defs/Fils","description":"Daily rate in fils."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"idleSince":{"$ref":"#/$defs/Timestamp","description":"When the vehicle last became free (end of its last booking or maintenance)."},"idleDays":{"type":"integer","format":"int32","maximum":36500,"description":"Whole local days the vehicle has been idle.","minimum":1}},"additionalProperties":false};
 
 function validate316(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -29072,8 +29277,8 @@ return errors === 0;
 validate315.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.VehicleMaintenanceDueEvent = validate320;
-const schema525 = {"type":"object","description":"Delivery payload of `vehicle.maintenance_due`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"vehicle.maintenance_due","description":"Event name, always `vehicle.maintenance_due`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/VehicleMaintenanceDueData","description":"Event data; see `VehicleMaintenanceDueData`."}},"additionalProperties":false};
-const schema528 = {"type":"object","description":"Data of `vehicle.maintenance_due`.","required":["vehicle","make","model","fleet","dueDate","maintenanceId","reason"],"properties":{"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"make":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle make."},"model":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle model."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Date the maintenance is due (local calendar date)."},"maintenanceId":{"description":"Scheduled maintenance block, if one exists; null otherwise.","anyOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"reason":{"type":["string","null"],"maxLength":200,"minLength":1,"description":"What is due, e.g. `15,000 km service`; null when not stated."}},"additionalProperties":false};
+const schema527 = {"type":"object","description":"Delivery payload of `vehicle.maintenance_due`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"vehicle.maintenance_due","description":"Event name, always `vehicle.maintenance_due`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/VehicleMaintenanceDueData","description":"Event data; see `VehicleMaintenanceDueData`."}},"additionalProperties":false};
+const schema530 = {"type":"object","description":"Data of `vehicle.maintenance_due`.","required":["vehicle","make","model","fleet","dueDate","maintenanceId","reason"],"properties":{"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"make":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle make."},"model":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle model."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Date the maintenance is due (local calendar date)."},"maintenanceId":{"description":"Scheduled maintenance block, if one exists; null otherwise.","anyOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"reason":{"type":["string","null"],"maxLength":200,"minLength":1,"description":"What is due, e.g. `15,000 km service`; null when not stated."}},"additionalProperties":false};
 
 function validate321(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -29303,7 +29508,7 @@ if(data.reason !== undefined){
 let data6 = data.reason;
 const _errs18 = errors;
 if((typeof data6 !== "string") && (data6 !== null)){
-validate321.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: schema528.properties.reason.type},message:"must be string,null"}];
+validate321.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: schema530.properties.reason.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs18){
@@ -29477,8 +29682,8 @@ return errors === 0;
 validate320.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.WebhookTestEvent = validate325;
-const schema531 = {"type":"object","description":"Delivery payload of `webhook.test`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"webhook.test","description":"Event name, always `webhook.test`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/WebhookTestData","description":"Event data; see `WebhookTestData`."}},"additionalProperties":false};
-const schema534 = {"type":"object","description":"Data of `webhook.test`.","required":["endpointId","message"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid","description":"Id of the webhook endpoint being tested."},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"Human-readable text, e.g. `This is a test delivery from Fleet Rental Service.`"}},"additionalProperties":false};
+const schema533 = {"type":"object","description":"Delivery payload of `webhook.test`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"webhook.test","description":"Event name, always `webhook.test`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/WebhookTestData","description":"Event data; see `WebhookTestData`."}},"additionalProperties":false};
+const schema536 = {"type":"object","description":"Data of `webhook.test`.","required":["endpointId","message"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid","description":"Id of the webhook endpoint being tested."},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"Human-readable text, e.g. `This is a test delivery from Fleet Rental Service.`"}},"additionalProperties":false};
 
 function validate326(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;

@@ -234,6 +234,20 @@ export function givenMasterKeys(): MasterKeyIds | undefined {
   return keyIds(keyring({ fresh: true }));
 }
 
+/**
+ * Keys for a purpose other than sealing (`label`, such as signing the API's list cursors), derived from the master
+ * keys with HKDF-SHA256 (RFC 5869) and the label as its info: the same in every process given the same master key
+ * and across restarts, never the master key itself, and neither it nor another purpose's key can be worked out from
+ * one. The current key's first (to sign with), then those of a master-key rotation under way (what was signed before
+ * it still verifies). As for a first seal, only the embedded default creates its key file when there is none.
+ * `options`: the keys of another environment than this process's (tests).
+ */
+export function derivedKeys(label: string, options?: KeyringOptions): Buffer[] {
+  const ring = options ? loadKeyring(options) : keyring({ fresh: true, create: true });
+  const keys = [ring.current, ...[...ring.byId.values()].filter((k) => k.id !== ring.current.id)];
+  return keys.map((k) => Buffer.from(crypto.hkdfSync('sha256', k.key, Buffer.alloc(0), `frs-${label}`, 32)));
+}
+
 /** A sealer holding this process's master keys, as read at one instant. */
 export interface SealingKeys extends MasterKeyIds {
   /** Seals under the key `keyId` names (one of `ids`), by default the current one. */

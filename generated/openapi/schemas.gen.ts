@@ -422,9 +422,10 @@ export const VehicleRowSchema = {
 
 export const VehicleSearchResultSchema = {
     type: 'object',
-    description: 'Vehicles ordered by make, model and plate.',
+    description: 'A page of vehicles ordered by make, model and plate.',
     required: [
-        'rows'
+        'rows',
+        'nextCursor'
     ],
     properties: {
         rows: {
@@ -434,8 +435,28 @@ export const VehicleSearchResultSchema = {
             items: {
                 $ref: '#/components/schemas/VehicleRow'
             }
+        },
+        nextCursor: {
+            description: 'Pass as `cursor` (with the same `q`, `from` and `to`) for the next page; null on the last page. See Paging.',
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/Cursor'
+                },
+                {
+                    type: 'null'
+                }
+            ],
+            example: 'AVRveW90YQBDYW1yeQBTaGFyamFoIDMgNDU2Nzh9QM7xVzvhbus3X7Jzorgw'
         }
     }
+} as const;
+
+export const CursorSchema = {
+    type: 'string',
+    description: 'A position in a list, signed (see Paging in the introduction): opaque, base64url. Up to 2048 characters.',
+    minLength: 1,
+    maxLength: 2048,
+    pattern: '^[A-Za-z0-9_-]+$'
 } as const;
 
 export const OperationsItemSchema = {
@@ -807,15 +828,16 @@ export const ReceivablesTotalsSchema = {
 
 export const ReceivablesSchema = {
     type: 'object',
-    description: 'Receivables by customer, with totals for the whole book.',
+    description: 'A page of receivables by customer, with totals for the whole book.',
     required: [
         'rows',
-        'totals'
+        'totals',
+        'nextCursor'
     ],
     properties: {
         rows: {
             type: 'array',
-            description: 'Customers ordered by outstanding, highest first, then by name; at most `limit`.',
+            description: 'Customers ordered by outstanding, highest first, then by name, then by id; at most `limit`.',
             maxItems: 200,
             items: {
                 $ref: '#/components/schemas/ReceivablesRow'
@@ -823,6 +845,18 @@ export const ReceivablesSchema = {
         },
         totals: {
             $ref: '#/components/schemas/ReceivablesTotals'
+        },
+        nextCursor: {
+            description: 'Pass as `cursor` (with the same `search`) for the next page; null on the last page. See Paging.',
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/Cursor'
+                },
+                {
+                    type: 'null'
+                }
+            ],
+            example: 'ATQ1MDAwMABGYXRpbWEgQWwgTWFuc29vcmkAOWU4ZDdjNmItNWE0Zi00ZTNkLThjMmItMWEwZjllOGQ3YzZie39xHiN0MVsm0K1oDBJ6cg'
         }
     }
 } as const;

@@ -71,6 +71,9 @@ export const getFleetSummary = <ThrowOnError extends boolean = false>(options?: 
  * and no booking in status `confirmed` or `active` and no maintenance block overlaps the window. For an
  * `active` booking the end is the later of its drop-off time and now: a car that is late back is still out.
  * - Without a window, rows have no `available` field.
+ * - Paging (see Paging in the introduction): the order is make, model, plate (plates are unique in a
+ * workspace). A cursor is bound to `q` (as searched: without leading or trailing spaces) and to the
+ * window's instants (`from` and `to`, whatever offset they were written with).
  *
  */
 export const searchVehicles = <ThrowOnError extends boolean = false>(options?: Options<SearchVehiclesData, ThrowOnError>) => (options?.client ?? client).get<SearchVehiclesResponses, SearchVehiclesErrors, ThrowOnError>({
@@ -153,6 +156,10 @@ export const getFinanceOverview = <ThrowOnError extends boolean = false>(options
  * say, and `totals.customers` counts every customer with an issued invoice. Rows hold names and figures
  * only: no phone numbers, e-mail addresses or identity documents.
  *
+ * Paging (see Paging in the introduction): the order is `outstanding`, highest first, then name, then
+ * `customerId`; a cursor is bound to `search`. `totals` covers the whole book on every page. A customer whose
+ * `outstanding` changes while you page (a payment, a new invoice) moves in the order: dedupe by `customerId`.
+ *
  */
 export const getReceivables = <ThrowOnError extends boolean = false>(options?: Options<GetReceivablesData, ThrowOnError>) => (options?.client ?? client).get<GetReceivablesResponses, GetReceivablesErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
@@ -203,8 +210,8 @@ export const sendTestDelivery = <ThrowOnError extends boolean = false>(options: 
  *
  * Paging: pass the `nextCursor` of one page as `cursor` to get the next, older page; `nextCursor` is null on
  * the last page. Pages are keyed by the delivery's creation time and id, so deliveries that arrive while you
- * page (they are newer) never shift, repeat or hide rows of later pages. A cursor is opaque; keep the same
- * `status` and `event` filters while paging.
+ * page (they are newer) never shift, repeat or hide rows of later pages. A cursor is bound to this endpoint
+ * and to the `status` and `event` filters (see Paging in the introduction).
  *
  * Finished deliveries and attempts stay in the log for the retention (30 days by default; see Retention in
  * the introduction); pending ones stay until they finish. An endpoint of another workspace is not found,

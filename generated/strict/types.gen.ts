@@ -219,14 +219,23 @@ export type VehicleRow = {
 };
 
 /**
- * Vehicles ordered by make, model and plate.
+ * A page of vehicles ordered by make, model and plate.
  */
 export type VehicleSearchResult = {
     /**
      * At most `limit` vehicles.
      */
     rows: Array<VehicleRow>;
+    /**
+     * Pass as `cursor` (with the same `q`, `from` and `to`) for the next page; null on the last page. See Paging.
+     */
+    nextCursor: Cursor | null;
 };
+
+/**
+ * A position in a list, signed (see Paging in the introduction): opaque, base64url. Up to 2048 characters.
+ */
+export type Cursor = string;
 
 /**
  * One vehicle going out or coming back today.
@@ -384,14 +393,18 @@ export type ReceivablesTotals = {
 };
 
 /**
- * Receivables by customer, with totals for the whole book.
+ * A page of receivables by customer, with totals for the whole book.
  */
 export type Receivables = {
     /**
-     * Customers ordered by outstanding, highest first, then by name; at most `limit`.
+     * Customers ordered by outstanding, highest first, then by name, then by id; at most `limit`.
      */
     rows: Array<ReceivablesRow>;
     totals: ReceivablesTotals;
+    /**
+     * Pass as `cursor` (with the same `search`) for the next page; null on the last page. See Paging.
+     */
+    nextCursor: Cursor | null;
 };
 
 /**
@@ -3140,6 +3153,16 @@ export type ReceivablesSearch = string;
 export type ReceivablesLimit = number;
 
 /**
+ * The `nextCursor` of the previous page, sent with the same `q`, `from` and `to`; omit it for the first page. Opaque and signed: see Paging in the introduction.
+ */
+export type VehicleCursor = Cursor;
+
+/**
+ * The `nextCursor` of the previous page, sent with the same `search`; omit it for the first page. Opaque and signed: see Paging in the introduction.
+ */
+export type ReceivablesCursor = Cursor;
+
+/**
  * The webhook endpoint's id, as listed by `GET /v1/webhooks`.
  */
 export type WebhookEndpointId = Uuid;
@@ -3170,7 +3193,7 @@ export type DeliveryEventFilter = DeliveryEventName;
 export type DeliveryLimit = number;
 
 /**
- * The `nextCursor` of the previous page; omit it for the newest page.
+ * The `nextCursor` of the previous page, sent with the same `status` and `event`; omit it for the newest page. Opaque and signed: see Paging in the introduction.
  */
 export type DeliveryCursor = string;
 
@@ -3353,6 +3376,10 @@ export type SearchVehiclesData = {
          * The most rows to return.
          */
         limit?: number;
+        /**
+         * The `nextCursor` of the previous page, sent with the same `q`, `from` and `to`; omit it for the first page. Opaque and signed: see Paging in the introduction.
+         */
+        cursor?: Cursor;
     };
     url: '/v1/vehicles';
 };
@@ -3566,6 +3593,10 @@ export type GetReceivablesData = {
          * The most rows to return. `totals` is not affected.
          */
         limit?: number;
+        /**
+         * The `nextCursor` of the previous page, sent with the same `search`; omit it for the first page. Opaque and signed: see Paging in the introduction.
+         */
+        cursor?: Cursor;
     };
     url: '/v1/receivables';
 };
@@ -3751,7 +3782,7 @@ export type ListWebhookDeliveriesData = {
          */
         limit?: number;
         /**
-         * The `nextCursor` of the previous page; omit it for the newest page.
+         * The `nextCursor` of the previous page, sent with the same `status` and `event`; omit it for the newest page. Opaque and signed: see Paging in the introduction.
          */
         cursor?: string;
     };

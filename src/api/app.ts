@@ -24,6 +24,7 @@ import { registerDocs } from './docs.js';
 import { loadShedding } from './load-shedding.js';
 import { applyHttpLimits, DEFAULT_HTTP_LIMITS, type HttpLimits } from './http-limits.js';
 import { entityTag, noneMatchHolds, REVALIDATED_CACHE_CONTROL } from './revalidation.js';
+import { Cursors } from './cursors.js';
 
 export interface AppOptions {
   db: Knex;
@@ -42,6 +43,11 @@ export interface AppOptions {
   shedEventLoopLagMs?: number;
   /** The per-workspace limits and the per-address limit of failed authentications; default: the environment's. */
   limits?: { workspace: WorkspaceLimitSettings; authFailures: AuthFailureSettings };
+  /**
+   * Signs and checks the lists' cursors; default: with the key derived from this process's master key, the same in
+   * every API process and across restarts (src/api/cursors.ts). Without a master key the app does not start.
+   */
+  cursors?: Cursors;
 }
 
 /**
@@ -214,7 +220,7 @@ export function memoiseOperations(backend: OpenAPIBackend): ReturnType<OpenAPIBa
   return operations;
 }
 
-export async function createApp({ db, logger, clock = () => new Date(), metrics, keyCache, shedEventLoopLagMs = 0, limits }: AppOptions): Promise<Koa> {
+export async function createApp({ db, logger, clock = () => new Date(), metrics, keyCache, shedEventLoopLagMs = 0, limits, cursors = Cursors.fromMasterKey() }: AppOptions): Promise<Koa> {
   const workspaceLimits = new WorkspaceLimits(limits?.workspace ?? workspaceLimitsFromEnv());
   const authFailures = new AuthFailureLimits(limits?.authFailures ?? authFailureSettingsFromEnv());
   /** The request's guard: made only when asked for (a key answered from memory never asks). */
@@ -280,6 +286,7 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
         params: c.request.params as Record<string, string>,
         headers: ctx.headers,
         logger: ctx.state.logger as Logger,
+        cursors,
       };
       // Conditional GETs (src/api/revalidation.ts): the tag is decided before the answer is built, from the data's
       // version, and a current tag in If-None-Match is answered 304 without building it (nor counting it against the

@@ -6,14 +6,15 @@ import { describeCaller } from './auth.js';
 import { ApiError, invalidRequest } from './errors.js';
 import { fleetSummary } from '../queries/fleet.js';
 import { listFleets } from '../queries/fleets.js';
-import { searchVehiclesJson } from '../queries/vehicles.js';
+import { searchVehiclesJson, type VehiclePosition } from '../queries/vehicles.js';
 import { operationsTodayJson } from '../queries/operations.js';
 import { bookingSummary } from '../queries/bookings.js';
 import { financeOverview } from '../queries/finance.js';
-import { receivablesJson } from '../queries/receivables.js';
+import { receivablesJson, type ReceivablesPosition } from '../queries/receivables.js';
 import { listEndpoints } from '../webhooks/endpoints.js';
 import { MAX_PENDING_TESTS_PER_ENDPOINT, MAX_TEST_CALLS_PER_MINUTE, queueTestDelivery } from '../webhooks/test-delivery.js';
-import { BadCursorError, deliveryDetail, deliveryDetailJson, deliveryLog, type DeliveryLogParams } from '../queries/deliveries.js';
+import { deliveryDetail, deliveryDetailJson, deliveryLog, type DeliveryLogParams, type DeliveryPosition } from '../queries/deliveries.js';
+import type { CursorBinding, Cursors } from './cursors.js';
 import { readiness } from '../observability/health.js';
 
 /** What an operation handler gets: the caller (already authenticated) and the validated, coerced parameters. */
@@ -25,6 +26,8 @@ export interface OperationContext {
   params: Record<string, string>;
   headers: IncomingHttpHeaders;
   logger: Logger;
+  /** Signs and checks the lists' cursors (src/api/cursors.ts). */
+  cursors: Cursors;
 }
 
 export interface OperationResult {
@@ -54,15 +57,24 @@ export const operationHandlers: Record<string, Handler> = {
   getMe: async ({ caller }) => ok(describeCaller(caller)),
   listFleets: async ({ db, caller, now }) => ok(await listFleets(db, caller.workspace, now)),
   getFleetSummary: async ({ db, caller, now }) => ok(await fleetSummary(db, caller.workspace, now)),
-  searchVehicles: async ({ db, caller, now, query }) => {
+  searchVehicles: async ({ db, caller, now, query, cursors }) => {
     const window = readWindow(query);
-    return ok(await searchVehiclesJson(db, caller.workspace, { q: query.q as string | undefined, limit: query.limit as number, ...window }, now));
+    const q = (query.q as string | undefined)?.trim() || undefined;
+    // Bound: the term as it is searched for and the window's instants (they decide `available`), not `limit`.
+    const binding: CursorBinding = { workspaceId: caller.workspace.id, parameters: [q ?? null, window.from?.toISOString() ?? null, window.to?.toISOString() ?? null] };
+    const after = query.cursor === undefined ? undefined : (cursors.decode('vehicles', binding, query.cursor as string) as VehiclePosition);
+    const page = await searchVehiclesJson(db, caller.workspace, { q, limit: query.limit as number, ...window, after }, now);
+    return ok(cursors.pageJson('vehicles', binding, page));
   },
   getOperationsToday: async ({ db, caller, now }) => ok(await operationsTodayJson(db, caller.workspace, now)),
   getBookingSummary: async ({ db, caller, now }) => ok(await bookingSummary(db, caller.workspace, now)),
   getFinanceOverview: async ({ db, caller, now }) => ok(await financeOverview(db, caller.workspace, now)),
-  getReceivables: async ({ db, caller, now, query }) =>
-    ok(await receivablesJson(db, caller.workspace, { search: query.search as string | undefined, limit: query.limit as number }, now)),
+  getReceivables: async ({ db, caller, now, query, cursors }) => {
+    const search = query.search as string | undefined;
+    const binding: CursorBinding = { workspaceId: caller.workspace.id, parameters: [search ?? null] };
+    const after = query.cursor === undefined ? undefined : (cursors.decode('receivables', binding, query.cursor as string) as ReceivablesPosition);
+    return ok(cursors.pageJson('receivables', binding, await receivablesJson(db, caller.workspace, { search, limit: query.limit as number, after }, now)));
+  },
   listWebhookEndpoints: async ({ db, caller }) => ok({ rows: await listEndpoints(db, caller.workspace.id) }),
   sendTestDelivery: async ({ db, caller, now, params, headers }) => {
     const idempotencyKey = headers['idempotency-key'] as string;
@@ -80,17 +92,15 @@ export const operationHandlers: Record<string, Handler> = {
     }
     return { status: 202, body: { deliveryId: result.deliveryId } };
   },
-  listWebhookDeliveries: async ({ db, caller, params, query }) => {
-    let page;
-    try {
-      page = await deliveryLog(db, { endpointId: params.id, workspaceId: caller.workspace.id }, query as unknown as DeliveryLogParams);
-    } catch (err) {
-      if (err instanceof BadCursorError) throw invalidRequest('cursor', 'Query parameter "cursor" must be a nextCursor returned by this list.');
-      throw err;
-    }
+  listWebhookDeliveries: async ({ db, caller, params, query, cursors }) => {
+    const { status, event, limit } = query as unknown as Omit<DeliveryLogParams, 'after'>;
+    // Bound: the endpoint (a cursor of another endpoint's log is refused) and the filters.
+    const binding: CursorBinding = { workspaceId: caller.workspace.id, parameters: [params.id, status ?? null, event ?? null] };
+    const after = query.cursor === undefined ? undefined : (cursors.decode('deliveries', binding, query.cursor as string) as DeliveryPosition);
+    const page = await deliveryLog(db, { endpointId: params.id, workspaceId: caller.workspace.id }, { status, event, limit, after });
     if (!page) throw endpointNotFound();
     // lastError is the operator CLI's; the API row is as documented.
-    return ok({ rows: page.rows.map(({ lastError: _lastError, ...row }) => row), nextCursor: page.nextCursor });
+    return ok({ rows: page.rows.map(({ lastError: _lastError, ...row }) => row), nextCursor: page.next && cursors.encode('deliveries', binding, page.next) });
   },
   getWebhookDelivery: async ({ db, caller, params }) => {
     const detail = await deliveryDetail(db, { endpointId: params.id, workspaceId: caller.workspace.id }, params.deliveryId);

@@ -31,6 +31,13 @@ export const TODAY = `(SELECT (${NOW} AT TIME ZONE :tz)::date)`;
  */
 export const WORKSPACE = '(SELECT CAST(:ws AS uuid))';
 export const PAGE_SIZE = '(SELECT CAST(:limit AS integer))';
+/**
+ * One row more than the page (PAGE_SIZE + 1), for the lists that page by position: a row after the page says that
+ * there is a next one, so the last page says so without a further request (see pageOf()).
+ */
+export const FETCH_SIZE = '(SELECT CAST(:limit AS integer) + 1)';
+/** A value of a position bound as a scalar subquery, for the reason WORKSPACE is: one generic plan for every position. */
+export const positionValue = (name: string, type: string) => `(SELECT CAST(:${name} AS ${type}))`;
 /** Local midnight starting today, and the next one, as timestamptz: today is [DAY_START, DAY_END). */
 export const DAY_START = `(SELECT (${TODAY})::timestamp AT TIME ZONE :tz)`;
 export const DAY_END = `(SELECT (${TODAY} + 1)::timestamp AT TIME ZONE :tz)`;
@@ -130,6 +137,38 @@ export async function jsonText(db: Knex, sql: string, bindings: Record<string, u
   return r.body;
 }
 
+/**
+ * A page of a list that pages by position (keyset paging): its answer as JSON text (jsonText()), and `next`, the
+ * position of its last row as the text of each key of the list's order, when a row follows it (null on the last
+ * page). The next page is the rows after `next` in the list's order, whatever was inserted or deleted meanwhile.
+ */
+export interface JsonPage {
+  json: string;
+  next: string[] | null;
+}
+
+/** Runs a statement whose one row has `body` (as for jsonText()) and `next` (a text[] or null, see pageOf()). */
+export async function jsonPage(db: Knex, sql: string, bindings: Record<string, unknown>, options: { prepared?: boolean } = {}): Promise<JsonPage> {
+  const [r] = await rows<{ body: string; next: string[] | null }>(db, sql, bindings, options);
+  return { json: r.body, next: r.next };
+}
+
+/**
+ * For a statement that reads up to FETCH_SIZE rows in the list's order: `number`, each row's place (1, 2, ...), and
+ * over those numbered rows (alias `alias`) the aggregates `inPage` (a FILTER clause: the rows up to the page size)
+ * and `next` (the keys of the page's last row as text[] when a row follows it, else null).
+ */
+export function pageOf(alias: string, orderBy: string, keys: string[]): { number: string; inPage: string; next: string } {
+  const n = `${alias}.page_row`;
+  // The page size as PAGE_SIZE here too: a plan made for a known size would fold it and cost a hair less than the
+  // generic one, and the statement would be planned on every request.
+  return {
+    number: `row_number() OVER (ORDER BY ${orderBy}) AS page_row`,
+    inPage: `FILTER (WHERE ${n} <= ${PAGE_SIZE})`,
+    next: `CASE WHEN max(${n}) > ${PAGE_SIZE} THEN max(ARRAY[${keys.map((k) => `(${k})::text`).join(', ')}]) FILTER (WHERE ${n} = ${PAGE_SIZE}) END`,
+  };
+}
+
 /** `%s%` with LIKE's wildcards and escape character in `s` escaped: a substring pattern for ILIKE ... ESCAPE '\'. */
 export function containsPattern(s: string): string {
   return `%${s.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
@@ -174,7 +213,10 @@ export function jsonObjectText(fields: Array<[key: string, value: string]>): str
   return `(${parts.length ? parts.join(' || ') : `'{'`} || '}')`;
 }
 
-/** `[item,...]` over the rows of the query this aggregate is in, in `orderBy` order; `[]` when there are none. */
-export function jsonArrayText(item: string, orderBy: string): string {
-  return `('[' || coalesce(string_agg(${item}, ',' ORDER BY ${orderBy}), '') || ']')`;
+/**
+ * `[item,...]` over the rows of the query this aggregate is in, in `orderBy` order (those `filter` keeps: a FILTER
+ * clause); `[]` when there are none.
+ */
+export function jsonArrayText(item: string, orderBy: string, filter = ''): string {
+  return `('[' || coalesce(string_agg(${item}, ',' ORDER BY ${orderBy}) ${filter}, '') || ']')`;
 }

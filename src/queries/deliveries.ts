@@ -17,25 +17,16 @@ export interface DeliveryLogParams {
   status?: DeliveryRow['status'];
   event?: string;
   limit: number;
-  cursor?: string;
+  /** The page after this delivery's place in the log (a page's `next`); none: the newest page. */
+  after?: DeliveryPosition;
 }
-
-/** A cursor the log did not hand out (or that no longer decodes): the caller's error, named `cursor`. */
-export class BadCursorError extends Error {}
 
 /**
- * Cursor = base64url("<created_at in epoch microseconds>_<id>"): keyset paging on (created_at, id) descending,
- * exact to the microsecond Postgres stores, so rows arriving meanwhile (newer) never shift later pages.
+ * A delivery's place in the log: its creation time in epoch microseconds (as text) and its id. Keyset paging on
+ * (created_at, id) descending, exact to the microsecond Postgres stores, so rows arriving meanwhile (newer) never
+ * shift later pages. (The API signs it into a cursor: src/api/cursors.ts.)
  */
-export function encodeCursor(createdAtMicros: number, id: string): string {
-  return Buffer.from(`${createdAtMicros}_${id}`, 'utf8').toString('base64url');
-}
-
-export function decodeCursor(cursor: string): { micros: number; id: string } {
-  const match = /^(\d{1,17})_([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
-  if (!match || !Number.isSafeInteger(Number(match[1]))) throw new BadCursorError('not a cursor of this list');
-  return { micros: Number(match[1]), id: match[2] };
-}
+export type DeliveryPosition = [createdMicros: string, id: string];
 
 interface LogRow {
   id: string;
@@ -43,7 +34,8 @@ interface LogRow {
   status: DeliveryRow['status'];
   attempts: number;
   created_at: Date;
-  created_micros: number;
+  /** A bigint: text, as node-postgres reads it. */
+  created_micros: string;
   last_attempt_at: Date | null;
   next_attempt_at: Date | null;
   last_status_code: number | null;
@@ -87,8 +79,8 @@ export async function deliveryLog(
   db: Knex,
   scope: DeliveryScope,
   params: DeliveryLogParams,
-): Promise<{ rows: Array<DeliveryRow & { lastError: string | null }>; nextCursor: DeliveryList['nextCursor'] } | null> {
-  const after = params.cursor === undefined ? null : decodeCursor(params.cursor);
+): Promise<{ rows: Array<DeliveryRow & { lastError: string | null }>; next: DeliveryPosition | null } | null> {
+  const { after } = params;
   if (!(await endpointExists(db, scope))) return null;
   const { rows } = await db.raw(
     `SELECT ${LOG_COLUMNS} FROM deliveries d ${LAST_ATTEMPT}
@@ -102,8 +94,8 @@ export async function deliveryLog(
       endpoint: scope.endpointId,
       status: params.status ?? null,
       event: params.event ?? null,
-      micros: after?.micros ?? null,
-      afterId: after?.id ?? null,
+      micros: after?.[0] ?? null,
+      afterId: after?.[1] ?? null,
       take: params.limit + 1,
     },
   );
@@ -111,7 +103,7 @@ export async function deliveryLog(
   const last = page.at(-1);
   return {
     rows: page.map((r) => ({ ...toRow(r), lastError: r.last_error })),
-    nextCursor: rows.length > params.limit && last ? encodeCursor(last.created_micros, last.id) : null,
+    next: rows.length > params.limit && last ? [String(last.created_micros), last.id] : null,
   };
 }
 

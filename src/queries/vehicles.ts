@@ -1,6 +1,8 @@
 import type { Knex } from 'knex';
 import type { VehicleRow, VehicleSearchResult } from '../../generated/strict/types.gen.js';
-import { containsPattern, jsonArrayText, jsonObjectText, jsonText, jsonValue, PAGE_SIZE, trigramSearchable, WORKSPACE, type WorkspaceRef } from './common.js';
+import {
+  containsPattern, FETCH_SIZE, jsonArrayText, jsonObjectText, jsonPage, jsonValue, pageOf, positionValue, trigramSearchable, WORKSPACE, type JsonPage, type WorkspaceRef,
+} from './common.js';
 
 export type { VehicleRow, VehicleSearchResult };
 
@@ -11,7 +13,18 @@ export interface VehicleSearchParams {
   from?: Date;
   to?: Date;
   limit: number;
+  /** The page after this vehicle's place in the order (a page's `next`); none: the first page. */
+  after?: VehiclePosition;
 }
+
+/** A vehicle's place in the list's order: its make, model and plate (unique in a workspace: see plate_key). */
+export type VehiclePosition = [make: string, model: string, plate: string];
+
+/** A row's place in the order, as `after` takes it. */
+export const vehiclePosition = (row: Pick<VehicleRow, 'make' | 'model' | 'plate'>): VehiclePosition => [row.make, row.model, row.plate];
+
+/** A page as the query module answers it: the rows, and the position the next page starts after (null: the last). */
+export type VehiclePage = Omit<VehicleSearchResult, 'nextCursor'> & { next: VehiclePosition | null };
 
 /**
  * Vehicles ordered by make, model, plate. With a window, `available` is worked out for the returned rows only:
@@ -19,14 +32,18 @@ export interface VehicleSearchParams {
  * until now), and no maintenance block overlapping it. Ranges are half-open, so a return at 11:00 does not
  * clash with a pickup at 11:00.
  */
-export async function searchVehicles(db: Knex, workspace: WorkspaceRef, params: VehicleSearchParams, now: Date): Promise<VehicleSearchResult> {
-  return JSON.parse(await searchVehiclesJson(db, workspace, params, now)) as VehicleSearchResult;
+export async function searchVehicles(db: Knex, workspace: WorkspaceRef, params: VehicleSearchParams, now: Date): Promise<VehiclePage> {
+  const page = await searchVehiclesJson(db, workspace, params, now);
+  return { ...(JSON.parse(page.json) as Omit<VehicleSearchResult, 'nextCursor'>), next: page.next as VehiclePosition | null };
 }
 
-/** The same answer as searchVehicles(), as the JSON text of the document's VehicleSearchResult: what the API sends. */
-export async function searchVehiclesJson(db: Knex, workspace: WorkspaceRef, params: VehicleSearchParams, now: Date): Promise<string> {
+/**
+ * The same page as searchVehicles(), its rows as the JSON text of the document's VehicleSearchResult without
+ * `nextCursor` (the API appends it, signed, from `next`): what the API sends.
+ */
+export async function searchVehiclesJson(db: Knex, workspace: WorkspaceRef, params: VehicleSearchParams, now: Date): Promise<JsonPage> {
   const { sql, bindings } = vehicleSearchStatement(workspace, params, now);
-  return jsonText(db, sql, bindings, { prepared: true });
+  return jsonPage(db, sql, bindings, { prepared: true });
 }
 
 /**
@@ -38,9 +55,10 @@ export function availabilityClock(params: Pick<VehicleSearchParams, 'from'>, now
   return params.from === undefined ? '' : String(now.getTime() > params.from.getTime());
 }
 
-/** Which of the six statements answers `params`, and its named bindings (the tests read its plan). */
+/** Which of the twelve statements answers `params`, and its named bindings (the tests read its plan). */
 export function vehicleSearchStatement(workspace: WorkspaceRef, params: VehicleSearchParams, now: Date): { sql: string; bindings: Record<string, unknown> } {
   const bindings: Record<string, unknown> = { ws: workspace.id, limit: params.limit };
+  if (params.after) [bindings.afterMake, bindings.afterModel, bindings.afterPlate] = params.after;
   const q = params.q?.trim();
   let term: Term = 'none';
   if (q) {
@@ -60,29 +78,41 @@ export function vehicleSearchStatement(workspace: WorkspaceRef, params: VehicleS
     bindings.to = params.to!.toISOString();
     bindings.now = now.toISOString();
   }
-  return { sql: vehicleStatement(term, window), bindings };
+  return { sql: vehicleStatement(term, window, params.after !== undefined), bindings };
 }
 
 /** No term; a term whose plate matches the trigram index serves; a shorter one. */
 type Term = 'none' | 'trigram' | 'short';
-/** The statement texts by term and window, each built once: six in all. */
+/** The statement texts by term, window and page (the first, or one after a position), each built once: twelve in all. */
 const statements = new Map<string, string>();
 
-function vehicleStatement(term: Term, window: boolean): string {
-  const key = `${term} ${window}`;
+function vehicleStatement(term: Term, window: boolean, after: boolean): string {
+  const key = `${term} ${window} ${after}`;
   let sql = statements.get(key);
-  if (sql === undefined) statements.set(key, (sql = buildVehicleStatement(term, window)));
+  if (sql === undefined) statements.set(key, (sql = buildVehicleStatement(term, window, after)));
   return sql;
 }
+
+/**
+ * Keyset paging: a later page is the rows after the position in (make, model, plate) order, a row comparison that
+ * vehicles_order (workspace_id, make, model, plate) serves as the start of its walk, so a deep page reads what the
+ * first does. Plates are unique in a workspace (plate_key, the plate lower-cased without spaces, is: so equal plates
+ * are impossible), so the three keys order every vehicle and no id is needed to break ties. The position's values are
+ * scalar subqueries (see WORKSPACE): one generic plan for every position.
+ */
+const AFTER_POSITION = `(${positionValue('afterMake', 'text')}, ${positionValue('afterModel', 'text')}, ${positionValue('afterPlate', 'text')})`;
+const afterPosition = (alias: string) => `(${alias}.make, ${alias}.model, ${alias}.plate) > ${AFTER_POSITION}`;
 
 /** Whether the term is a case-insensitive substring of the make or the model of `alias`'s row. */
 const modelMatches = (alias: string) => `(strpos(lower(${alias}.make), lower(:q)) > 0 OR strpos(lower(${alias}.model), lower(:q)) > 0)`;
 
-function buildVehicleStatement(term: Term, window: boolean): string {
+function buildVehicleStatement(term: Term, window: boolean, after: boolean): string {
   const columns = 'v.id, v.make, v.model, v.plate, v.category, v.daily_rate, v.state';
-  // The page of vehicles, picked first (LIMIT inside), in make, model, plate order, on one kept plan (WORKSPACE).
-  let page = `SELECT ${columns} FROM vehicles v WHERE v.workspace_id = ${WORKSPACE}
-    ORDER BY v.make, v.model, v.plate LIMIT ${PAGE_SIZE}`;
+  const andAfter = (alias: string) => (after ? `AND ${afterPosition(alias)}` : '');
+  // The page of vehicles and one more (whether a next page exists), picked first (LIMIT inside), in make, model, plate
+  // order, on one kept plan (WORKSPACE).
+  let page = `SELECT ${columns} FROM vehicles v WHERE v.workspace_id = ${WORKSPACE} ${andAfter('v')}
+    ORDER BY v.make, v.model, v.plate LIMIT ${FETCH_SIZE}`;
   // Prepared once per connection: the plan below suits every term, so PostgreSQL keeps a generic one instead of
   // planning the statement on every request.
   if (term !== 'none') {
@@ -97,20 +127,21 @@ function buildVehicleStatement(term: Term, window: boolean): string {
     // out vehicles whose make or model matches, so the two sides never share a vehicle and are appended without
     // the sort that removing duplicates takes (about an eighth of the statement): such a vehicle is on the first
     // side, or behind a full page of it and so not on the page at all. The whole is cut to the page in the same
-    // order.
+    // order. A later page: each side keeps the rows after the position (the models from the position's own on, each
+    // model's vehicles walked from the position on), so it reads what the first page does.
     let plates: string;
     let plateMatches: string;
     if (term === 'trigram') {
       plates = `WITH plates AS MATERIALIZED (
         SELECT ${columns} FROM vehicles v WHERE v.workspace_id = :ws AND v.plate_key LIKE lower(:platePattern) ESCAPE '\\'
-          AND NOT ${modelMatches('v')}
+          AND NOT ${modelMatches('v')} ${andAfter('v')}
       )`;
-      plateMatches = 'SELECT * FROM plates v ORDER BY v.make, v.model, v.plate LIMIT :limit';
+      plateMatches = 'SELECT * FROM plates v ORDER BY v.make, v.model, v.plate LIMIT :limit + 1';
     } else {
       plates = '';
       plateMatches = `SELECT ${columns} FROM vehicles v WHERE v.workspace_id = :ws AND strpos(v.plate_key, lower(:plateKey)) > 0
-           AND NOT ${modelMatches('v')}
-         ORDER BY v.make, v.model, v.plate LIMIT :limit`;
+           AND NOT ${modelMatches('v')} ${andAfter('v')}
+         ORDER BY v.make, v.model, v.plate LIMIT :limit + 1`;
     }
     page = `
       ${plates}
@@ -119,18 +150,18 @@ function buildVehicleStatement(term: Term, window: boolean): string {
          FROM vehicle_models g
          CROSS JOIN LATERAL (
            SELECT ${columns} FROM vehicles v
-           WHERE v.workspace_id = :ws AND v.make = g.make AND v.model = g.model
-           ORDER BY v.plate LIMIT :limit
+           WHERE v.workspace_id = :ws AND v.make = g.make AND v.model = g.model ${andAfter('v')}
+           ORDER BY v.plate LIMIT :limit + 1
          ) v
          WHERE g.workspace_id = :ws AND g.vehicles > 0
-           AND ${modelMatches('g')}
+           AND ${modelMatches('g')} ${after ? `AND (g.make, g.model) >= (${positionValue('afterMake', 'text')}, ${positionValue('afterModel', 'text')})` : ''}
          ORDER BY g.make, g.model, v.plate
-         LIMIT :limit)
+         LIMIT :limit + 1)
         UNION ALL
         (${plateMatches})
       ) m
       ORDER BY make, model, plate
-      LIMIT :limit`;
+      LIMIT :limit + 1`;
   }
   // Availability is then probed per returned vehicle (LATERAL ... LIMIT 1, index-only on bookings_vehicle_open
   // and maintenance_vehicle_starts), never across all bookings of the window. Ranges are half-open: a booking or a
@@ -149,9 +180,12 @@ function buildVehicleStatement(term: Term, window: boolean): string {
     ['dailyRate', jsonValue.number('l.daily_rate')],
     ...(window ? [['available', jsonValue.boolean(`l.state = 'active' AND bk.hit IS NULL AND mt.hit IS NULL`)] as [string, string]] : []),
   ]);
+  // The rows are numbered in the order: the page is rows 1 to limit, and its last one's keys are `next` when a row
+  // follows it.
+  const order = pageOf('l', 'make, model, plate', ['l.make', 'l.model', 'l.plate']);
   return `
-    SELECT ${jsonObjectText([['rows', jsonArrayText(row, 'l.make, l.model, l.plate')]])} AS body
-    FROM (${page}) l
+    SELECT ${jsonObjectText([['rows', jsonArrayText(row, 'l.make, l.model, l.plate', order.inPage)]])} AS body, ${order.next} AS next
+    FROM (SELECT p.*, ${order.number} FROM (${page}) p) l
     ${
       window
         ? `CROSS JOIN (SELECT CAST(:from AS timestamptz) AS win_start, CAST(:to AS timestamptz) AS win_end, CAST(:now AS timestamptz) AS now) w

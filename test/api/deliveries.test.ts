@@ -4,7 +4,6 @@ import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
 import { startApi, type TestApi } from '../support/api.js';
 import { createApiKey } from '../../src/workspaces.js';
-import { decodeCursor, encodeCursor } from '../../src/queries/deliveries.js';
 import { buildAttempt as attempt, buildDelivery as delivery, dropTestWorkspaces, webhookWorkspace, type TestEndpoint, type TestWorkspace } from '../webhooks/support.js';
 
 // The delivery log of the read API, over hand-built deliveries and attempts with fixed times.
@@ -104,9 +103,39 @@ describe('API: the delivery log (GET /v1/webhooks/{id}/deliveries[/{deliveryId}]
     expect(all.body.nextCursor).to.equal(null);
   });
 
-  it('the cursor carries the creation time to the microsecond and the id', () => {
-    const id = '0b6e2d7a-1c3f-4e5a-9b8c-7d6e5f4a3b2c';
-    expect(decodeCursor(encodeCursor(1795335000123456, id))).to.deep.equal({ micros: 1795335000123456, id });
+  it('pages to the microsecond: deliveries 1 µs apart are neither skipped nor repeated', async () => {
+    const a = await delivery(db, ws, endpoint, { status: 'accepted', createdAt: '2026-11-21T08:00:00.000Z', attempts: 1 });
+    const b = await delivery(db, ws, endpoint, { status: 'accepted', createdAt: '2026-11-21T08:00:00.000Z', attempts: 1 });
+    await db('deliveries').where({ id: b.id }).update({ created_at: db.raw(`created_at + interval '1 microsecond'`) });
+    const first = await list('?limit=1');
+    expect(first.body.rows.map((r: { id: string }) => r.id)).to.deep.equal([b.id]);
+    const second = await list(`?limit=1&cursor=${first.body.nextCursor}`);
+    expect(second.body).to.deep.include({ nextCursor: null });
+    expect(second.body.rows.map((r: { id: string }) => r.id)).to.deep.equal([a.id]);
+  });
+
+  it("refuses a cursor of another endpoint, other filters, another list or altered, and takes it with another limit", async () => {
+    for (const createdAt of ['2026-11-21T08:00:00.000Z', '2026-11-21T09:00:00.000Z', '2026-11-21T10:00:00.000Z']) {
+      await delivery(db, ws, endpoint, { status: 'accepted', createdAt, attempts: 1 });
+    }
+    const sibling = await ws.endpoint({ url: 'https://sibling.example/hook' });
+    await delivery(db, ws, sibling, { status: 'accepted', createdAt: '2026-11-21T07:00:00.000Z', attempts: 1 });
+    const cursor = (await list('?limit=1')).body.nextCursor as string;
+    const altered = `${cursor.slice(0, 10)}${cursor[10] === 'A' ? 'B' : 'A'}${cursor.slice(11)}`;
+    const refused = [
+      await list(`?limit=1&cursor=${cursor}`, sibling.id),
+      await list(`?limit=1&status=accepted&cursor=${cursor}`),
+      await list(`?limit=1&event=booking.confirmed&cursor=${cursor}`),
+      await list(`?limit=1&cursor=${altered}`),
+      await api.get(`/v1/vehicles?cursor=${cursor}`, key),
+    ];
+    for (const res of refused) {
+      expect(res.status).to.equal(400);
+      expect(res.body.error).to.include({ code: 'invalid_request', reason: 'cursor' });
+      expect(res.body.error.message).to.match(/^Query parameter "cursor" .*Start again without "cursor"\.$/);
+    }
+    // the same cursor, another page size: the two older deliveries
+    expect((await list(`?limit=2&cursor=${cursor}`)).body.rows.map((r: { createdAt: string }) => r.createdAt)).to.deep.equal(['2026-11-21T09:00:00.000Z', '2026-11-21T08:00:00.000Z']);
   });
 
   it('shows one delivery with the exact payload and every attempt, oldest first', async () => {

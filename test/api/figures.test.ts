@@ -144,9 +144,12 @@ describe('the figures of every GET operation, through HTTP', () => {
         const bob = { customerId: ws().ids.bob, name: 'Bob Fernandes', billed: 390000 * m, collected: 90000 * m, outstanding: 300000 * m, current: 0, d1_30: 270000 * m, d31_60: 0, d60p: 30000 * m, openInvoices: 2 };
         const alice = { customerId: ws().ids.alice, name: 'Alice Mansoori', billed: 50000 * m, collected: 20000 * m, outstanding: 30000 * m, current: 25000 * m, d1_30: 0, d31_60: 5000 * m, d60p: 0, openInvoices: 2 };
         const totals = { billed: 440000 * m, collected: 110000 * m, outstanding: 330000 * m, current: 25000 * m, d1_30: 270000 * m, d31_60: 5000 * m, d60p: 30000 * m, openInvoices: 4, customers: 2 };
-        expect((await api.get('/v1/receivables', ws().key)).body).to.deep.equal({ rows: [bob, alice], totals });
-        expect((await api.get('/v1/receivables?search=ALI', ws().key)).body).to.deep.equal({ rows: [alice], totals });
-        expect((await api.get('/v1/receivables?limit=1', ws().key)).body).to.deep.equal({ rows: [bob], totals });
+        expect((await api.get('/v1/receivables', ws().key)).body).to.deep.equal({ rows: [bob, alice], totals, nextCursor: null });
+        expect((await api.get('/v1/receivables?search=ALI', ws().key)).body).to.deep.equal({ rows: [alice], totals, nextCursor: null });
+        // a page of one, then the next: the same totals on each, and no cursor after the last
+        const first = (await api.get('/v1/receivables?limit=1', ws().key)).body;
+        expect({ ...first, nextCursor: typeof first.nextCursor }).to.deep.equal({ rows: [bob], totals, nextCursor: 'string' });
+        expect((await api.get(`/v1/receivables?limit=1&cursor=${first.nextCursor}`, ws().key)).body).to.deep.equal({ rows: [alice], totals, nextCursor: null });
       });
 
       it("today's operations", async () => {
@@ -163,7 +166,12 @@ describe('the figures of every GET operation, through HTTP', () => {
         expect(all.body.rows.map((r: { plate: string }) => r.plate)).to.deep.equal(['Dubai D 444', 'Dubai E 555', 'Dubai C 333', 'Dubai B 222', 'Dubai A 111']);
         expect(all.body.rows[4]).to.deep.equal({ id: ws().ids.camry, make: 'Toyota', model: 'Camry', plate: 'Dubai A 111', category: 'sedan', dailyRate: 15000 * m });
         expect((await api.get('/v1/vehicles?q=dubaia1', ws().key)).body.rows.map((r: { id: string }) => r.id)).to.deep.equal([ws().ids.camry]);
-        expect((await api.get('/v1/vehicles?limit=2', ws().key)).body.rows).to.have.length(2);
+        expect(all.body.nextCursor).to.equal(null);
+        const two = await api.get('/v1/vehicles?limit=2', ws().key);
+        expect(two.body.rows.map((r: { plate: string }) => r.plate)).to.deep.equal(['Dubai D 444', 'Dubai E 555']);
+        const rest = await api.get(`/v1/vehicles?limit=3&cursor=${two.body.nextCursor}`, ws().key);
+        expect(rest.body.rows.map((r: { plate: string }) => r.plate)).to.deep.equal(['Dubai C 333', 'Dubai B 222', 'Dubai A 111']);
+        expect(rest.body.nextCursor).to.equal(null);
         // 07:00Z to 09:00Z: Camry out on B1, Patrol late on B2 (out until now at least), Picanto in service,
         // Focus inactive; Civic free (B3 starts at 10:00Z).
         const window = await api.get('/v1/vehicles?from=2026-11-22T07:00:00Z&to=2026-11-22T09:00:00Z', ws().key);

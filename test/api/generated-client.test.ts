@@ -76,6 +76,7 @@ describe('the generated TypeScript client (generated/openapi), against the serve
     documented('GET', '/v1/vehicles', vehicles);
     expect(vehicles.data).to.deep.equal({
       rows: [{ id: ids.camry, make: 'Toyota', model: 'Camry', plate: 'Dubai A 111', category: 'sedan', dailyRate: 15000, available: false }],
+      nextCursor: null,
     });
 
     const today = await getOperationsToday({ client });
@@ -116,6 +117,7 @@ describe('the generated TypeScript client (generated/openapi), against the serve
     const expectedReceivables: Receivables = {
       rows: [{ customerId: ids.alice, name: 'Alice Mansoori', ...aliceRow, openInvoices: 1 }],
       totals: { ...aliceRow, openInvoices: 1, customers: 1 },
+      nextCursor: null,
     };
     expect(receivables.data).to.deep.equal(expectedReceivables);
 

@@ -4,7 +4,7 @@ import { ReceivablesRowSchema, ReceivablesTotalsSchema } from '../../generated/o
 import { preparedPlans, scansOf, testDatabase, waitsForLock } from '../support/database.js';
 import { fixture, type Fixture } from '../support/fixtures.js';
 import { expectRollupsExact } from '../support/rollups.js';
-import { RARE_TERM_MATCHES, receivables, receivablesJson, receivablesStatement } from '../../src/queries/receivables.js';
+import { RARE_TERM_MATCHES, receivables, receivablesJson, receivablesPosition, receivablesStatement } from '../../src/queries/receivables.js';
 
 // Dubai (UTC+4): today is 2026-11-22.
 const now = new Date('2026-11-22T08:00:00.000Z');
@@ -94,16 +94,19 @@ describe('queries: receivables', () => {
     expect(await receivables(db, f.ws, { limit: 50 }, now)).to.deep.equal({
       rows: [rows.ba, rows.ak, rows.dl1, rows.dl2, rows.ev, rows.az, rows.cd],
       totals,
+      next: null,
     });
   });
 
   it('caps the rows at limit without changing the totals', async () => {
     const { db } = await testDatabase();
-    expect(await receivables(db, f.ws, { limit: 3 }, now)).to.deep.equal({ rows: [rows.ba, rows.ak, rows.dl1], totals });
+    // a next page after the last row's keys (outstanding as text, name, id)
+    expect(await receivables(db, f.ws, { limit: 3 }, now)).to.deep.equal({ rows: [rows.ba, rows.ak, rows.dl1], totals, next: receivablesPosition(rows.dl1) });
     // the limit reaching into the customers who owe nothing
     expect(await receivables(db, f.ws, { limit: 6 }, now)).to.deep.equal({
       rows: [rows.ba, rows.ak, rows.dl1, rows.dl2, rows.ev, rows.az],
       totals,
+      next: [String(rows.az.outstanding), rows.az.name, rows.az.customerId],
     });
     expect((await receivables(db, f.ws, { limit: 1 }, now)).rows).to.deep.equal([rows.ba]);
   });
@@ -111,7 +114,7 @@ describe('queries: receivables', () => {
   it('filters by a case-insensitive substring of the name, wildcards taken literally, totals unchanged', async () => {
     const { db } = await testDatabase();
     const search = async (s: string, limit = 50) => receivables(db, f.ws, { search: s, limit }, now);
-    expect(await search('AHMED')).to.deep.equal({ rows: [rows.ba, rows.ak], totals });
+    expect(await search('AHMED')).to.deep.equal({ rows: [rows.ba, rows.ak], totals, next: null });
     expect((await search('dana', 1)).rows).to.deep.equal([rows.dl1]);
     expect((await search('diaz')).rows).to.deep.equal([rows.cd]);
     expect((await search('a')).rows).to.deep.equal([rows.ba, rows.ak, rows.dl1, rows.dl2, rows.az, rows.cd]);
@@ -143,7 +146,7 @@ describe('queries: receivables', () => {
     }
     const expected = { billed: 111111, collected: 0, outstanding: 111111, current: 1, d1_30: 110, d31_60: 11000, d60p: 100000, openInvoices: 6 };
     const result = await receivables(db, g.ws, { limit: 50 }, now);
-    expect(result).to.deep.equal({ rows: [{ customerId: who, name: 'Boundary', ...expected }], totals: { ...expected, customers: 1 } });
+    expect(result).to.deep.equal({ rows: [{ customerId: who, name: 'Boundary', ...expected }], totals: { ...expected, customers: 1 }, next: null });
     // at 2026-11-22T21:00Z it is already the 23rd in Dubai: everything is one day older, 1, 2 -> 1-30 (1 + 10);
     // 31, 32 -> 31-60 (100 + 1000); 61, 62 -> 61+ (10000 + 100000)
     const later = await receivables(db, g.ws, { limit: 50 }, new Date('2026-11-22T21:00:00.000Z'));
@@ -289,6 +292,7 @@ describe('queries: receivables', () => {
     expect((await receivables(db, g.ws, { limit: 50 }, now))).to.deep.equal({
       rows: [row(id, 'Renter', { billed: 3300, outstanding: 3300, d1_30: 3300, openInvoices: 2 })],
       totals: { billed: 3300, collected: 0, outstanding: 3300, current: 0, d1_30: 3300, d31_60: 0, d60p: 0, openInvoices: 2, customers: 1 },
+      next: null,
     });
     await expectRollupsExact(db, g.ws.id);
   });
@@ -360,8 +364,8 @@ describe('queries: receivables', () => {
     const owed = 1000 * RARE_TERM_MATCHES + (RARE_TERM_MATCHES * last) / 2;
     const totals = { billed: owed, collected: 0, outstanding: owed, current: owed, d1_30: 0, d31_60: 0, d60p: 0, openInvoices: RARE_TERM_MATCHES, customers: RARE_TERM_MATCHES };
     const top3 = [debtor(last), debtor(last - 1), debtor(last - 2)];
-    expect(await receivables(db, g.ws, { search: 'common', limit: 3 }, now)).to.deep.equal({ rows: top3, totals });
-    expect(await receivables(db, g.ws, { search: 'COMM', limit: 3 }, now)).to.deep.equal({ rows: top3, totals });
+    expect(await receivables(db, g.ws, { search: 'common', limit: 3 }, now)).to.deep.equal({ rows: top3, totals, next: receivablesPosition(top3[2]) });
+    expect(await receivables(db, g.ws, { search: 'COMM', limit: 3 }, now)).to.deep.equal({ rows: top3, totals, next: receivablesPosition(top3[2]) });
     // the whole page of the walk, in order, down to the smallest debtor
     const all = await receivables(db, g.ws, { search: 'comm', limit: 200 }, now);
     expect(all.rows.map((r) => r.outstanding)).to.deep.equal(Array.from({ length: 200 }, (_, k) => 1000 + last - k));
@@ -414,7 +418,8 @@ describe('queries: receivables', () => {
     const odd = 'Zoë "Q" O\'Brien \\ tab\there\nline\u0001 🚗';
     const id = await g.customer({ name: odd });
     await g.invoice({ customerId: id, total: 1234, dueDate: '2026-11-01' });
-    const text = await receivablesJson(db, g.ws, { search: 'brien', limit: 10 }, now);
+    const { json: text, next } = await receivablesJson(db, g.ws, { search: 'brien', limit: 10 }, now);
+    expect(next).to.equal(null);
     const figures = { billed: 1234, collected: 0, outstanding: 1234, current: 0, d1_30: 1234, d31_60: 0, d60p: 0, openInvoices: 1 };
     expect(JSON.parse(text)).to.deep.equal({ rows: [{ customerId: id, name: odd, ...figures }], totals: { ...figures, customers: 1 } });
     expect(text).to.equal(JSON.stringify(JSON.parse(text)));
@@ -430,6 +435,7 @@ describe('queries: receivables', () => {
     expect(await receivables(db, g.ws, { limit: 50 }, now)).to.deep.equal({
       rows: [],
       totals: { billed: 0, collected: 0, outstanding: 0, current: 0, d1_30: 0, d31_60: 0, d60p: 0, openInvoices: 0, customers: 0 },
+      next: null,
     });
   });
 });

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
-import { preparedPlanCosts, preparedPlans, scansOf, testDatabase } from '../support/database.js';
+import { executeArguments, preparedPlanCosts, preparedPlans, scansOf, testDatabase } from '../support/database.js';
 import { fixture, type Fixture } from '../support/fixtures.js';
-import { searchVehicles, searchVehiclesJson, vehicleSearchStatement } from '../../src/queries/vehicles.js';
+import { searchVehicles, searchVehiclesJson, vehicleSearchStatement, type VehiclePosition } from '../../src/queries/vehicles.js';
 
 const now = new Date('2026-11-22T08:00:00.000Z');
 const t = (iso: string) => new Date(iso);
@@ -47,11 +47,12 @@ describe('queries: vehicle search', () => {
     const car = { make: 'Citroën "2CV"', model: 'Méhari \\ 車', plate: 'DXB "Q" 7', category: 'tab\there', dailyRate: 4200 };
     const id = await g.vehicle(car);
     const expected = { rows: [{ id, ...car }] };
-    expect(await searchVehiclesJson(db, g.ws, { limit: 5 }, now)).to.equal(JSON.stringify(expected));
+    expect(await searchVehiclesJson(db, g.ws, { limit: 5 }, now)).to.deep.equal({ json: JSON.stringify(expected), next: null });
     const window = { from: t('2026-12-01T06:00:00Z'), to: t('2026-12-02T06:00:00Z') };
-    expect(await searchVehiclesJson(db, g.ws, { q: 'HARI', limit: 5, ...window }, now)).to.equal(
-      JSON.stringify({ rows: [{ id, ...car, available: true }] }),
-    );
+    expect(await searchVehiclesJson(db, g.ws, { q: 'HARI', limit: 5, ...window }, now)).to.deep.equal({
+      json: JSON.stringify({ rows: [{ id, ...car, available: true }] }),
+      next: null,
+    });
   });
 
   it('lists without a term on one plan whatever the workspace and page size, so PostgreSQL keeps it instead of planning each request', async () => {
@@ -65,10 +66,44 @@ describe('queries: vehicle search', () => {
     await db.raw('ANALYZE vehicles');
     const { generic, custom } = await preparedPlanCosts(db, async (trx) => {
       expect(plates(await searchVehicles(trx, g.ws, { limit: 5 }, now))).to.deep.equal(['P 1', 'P 10', 'P 100', 'P 101', 'P 102']);
-    }, `'${g.ws.id}', 5`);
+    }, executeArguments(db, vehicleSearchStatement(g.ws, { limit: 5 }, now)));
     // a page size or workspace the planner could see would make the generic plan (a tenth of the rows estimated for
     // an average workspace) look dearer than a page of 5, and every request would be planned again
     expect(generic).to.equal(custom);
+  });
+
+  it('lists a later page on one plan too, whatever the position, from the position on', async () => {
+    const { db } = await testDatabase();
+    const g = await fixture(db);
+    const fleet = await g.fleet();
+    await db.raw(`INSERT INTO vehicles (id, workspace_id, fleet_id, make, model, plate, category, daily_rate, state)
+      SELECT gen_random_uuid(), ?, ?, 'Make', 'Model', 'P ' || k, 'sedan', 15000, 'active' FROM generate_series(1, 400) k`, [g.ws.id, fleet]);
+    await db.raw('ANALYZE vehicles');
+    const params = { limit: 3, after: ['Make', 'Model', 'P 200'] as VehiclePosition };
+    expect(await searchVehicles(db, g.ws, params, now)).to.deep.include({ next: ['Make', 'Model', 'P 203'] });
+    // on one connection, pages after other positions: past the first five executions PostgreSQL runs its generic plan
+    // (the plans made for values cost a hair less, by the casts of the position that they fold, but not enough to
+    // pay for planning each request)
+    const trx = await db.transaction();
+    try {
+      const plans = async () => new Map<string, { generic: number; custom: number }>((await trx.raw('SELECT name, generic_plans, custom_plans FROM pg_prepared_statements'))
+        .rows.map((r: { name: string; generic_plans: string; custom_plans: string }) => [r.name, { generic: Number(r.generic_plans), custom: Number(r.custom_plans) }]));
+      const before = await plans();
+      for (let k = 0; k < 10; k++) await searchVehicles(trx, g.ws, { limit: 3, after: ['Make', 'Model', `P ${100 + 20 * k}`] }, now);
+      const ran = [...(await plans())].map(([name, n]) => ({ generic: n.generic - (before.get(name)?.generic ?? 0), custom: n.custom - (before.get(name)?.custom ?? 0) }));
+      const [executed, ...others] = ran.filter((n) => n.generic + n.custom > 0);
+      expect(others).to.deep.equal([]);
+      // (the connection may have run it once before: then four plans for values, not five)
+      expect(executed.generic + executed.custom).to.equal(10);
+      expect(executed.generic).to.be.at.least(5);
+    } finally {
+      await trx.rollback();
+    }
+    expect(plates(await searchVehicles(db, g.ws, params, now))).to.deep.equal(['P 201', 'P 202', 'P 203']);
+    // the position of a vehicle that is gone: the page starts after where it was
+    expect(plates(await searchVehicles(db, g.ws, { limit: 2, after: ['Make', 'Model', 'P 2000'] }, now))).to.deep.equal(['P 201', 'P 202']);
+    // after the last one: an empty last page
+    expect(await searchVehicles(db, g.ws, { limit: 2, after: ['Make', 'Model', 'P 99'] }, now)).to.deep.equal({ rows: [], next: null });
   });
 
   it('caps the rows at limit, keeping the order', async () => {

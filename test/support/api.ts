@@ -94,6 +94,7 @@ export async function startApi(
     now?: Date | (() => Date);
     keyCache?: boolean | ({ connect?: () => Promise<pg.Client> } & HeartbeatTimings);
     limits?: AppOptions['limits'];
+    cursors?: AppOptions['cursors'];
   } = {},
 ): Promise<TestApi> {
   // The API's own connections: its database role (src/db/roles.ts), as in production.
@@ -111,7 +112,7 @@ export async function startApi(
   const logger = pino({ level: 'debug' }, sink);
   const { connect = () => database.connectAs('api'), ...timings } = typeof options.keyCache === 'object' ? options.keyCache : {};
   const keyCache = options.keyCache ? await KeyCache.start(connect, db, logger, timings) : undefined;
-  const app = await createApp({ db, logger, clock, keyCache, limits: options.limits });
+  const app = await createApp({ db, logger, clock, keyCache, limits: options.limits, cursors: options.cursors });
   const server: Server = await listen(app, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const request: TestApi['request'] = async (method, path, { key, headers = {}, body } = {}) => {

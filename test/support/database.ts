@@ -153,6 +153,12 @@ export async function waitsForLock(db: { raw(sql: string, bindings: unknown[]): 
   return false;
 }
 
+/** A query module's statement's values (named `bindings`), in its positional order, as SQL literals for EXECUTE. */
+export function executeArguments(db: Knex, statement: { sql: string; bindings: Record<string, unknown> }): string {
+  const { bindings } = db.raw(statement.sql, statement.bindings as Knex.ValueDict).toSQL().toNative();
+  return bindings.map((value) => `'${String(value).replaceAll("'", "''")}'`).join(', ');
+}
+
 /**
  * Runs `run` on one connection (a transaction's, rolled back) and plans the one prepared statement it executed there
  * both ways PostgreSQL can, for the parameter values `values` (SQL literals, as EXECUTE takes them): the total cost of
@@ -201,8 +207,8 @@ type PgConnection = { query(text: string): Promise<{ rows: Array<Record<string, 
  * five executions, and any after them that costs less) and the generic one it keeps once that costs no more.
  */
 export async function preparedPlans(db: Knex, statement: { sql: string; bindings: Record<string, unknown> }): Promise<{ custom: PlanNode; generic: PlanNode }> {
-  const { sql, bindings } = db.raw(statement.sql, statement.bindings as Knex.ValueDict).toSQL().toNative();
-  const values = bindings.map((value) => `'${String(value).replaceAll("'", "''")}'`).join(', ');
+  const { sql } = db.raw(statement.sql, statement.bindings as Knex.ValueDict).toSQL().toNative();
+  const values = executeArguments(db, statement);
   const connection = (await db.client.acquireConnection()) as PgConnection;
   try {
     await connection.query(`PREPARE frs_explained AS ${sql}`);
