@@ -24,6 +24,7 @@ import { registerDocs } from './docs.js';
 import { loadShedding } from './load-shedding.js';
 import { applyHttpLimits, DEFAULT_HTTP_LIMITS, type HttpLimits } from './http-limits.js';
 import { entityTag, noneMatchHolds, REVALIDATED_CACHE_CONTROL } from './revalidation.js';
+import { AnswerCache, answerCacheBytesFromEnv } from './answer-cache.js';
 import { Cursors } from './cursors.js';
 
 export interface AppOptions {
@@ -43,6 +44,8 @@ export interface AppOptions {
   shedEventLoopLagMs?: number;
   /** The per-workspace limits and the per-address limit of failed authentications; default: the environment's. */
   limits?: { workspace: WorkspaceLimitSettings; authFailures: AuthFailureSettings };
+  /** Bytes of answers kept by their ETag (src/api/answer-cache.ts); 0: none. Default: FRS_ANSWER_CACHE_MB's. */
+  answerCacheBytes?: number;
   /**
    * Signs and checks the lists' cursors; default: with the key derived from this process's master key, the same in
    * every API process and across restarts (src/api/cursors.ts). Without a master key the app does not start.
@@ -220,7 +223,8 @@ export function memoiseOperations(backend: OpenAPIBackend): ReturnType<OpenAPIBa
   return operations;
 }
 
-export async function createApp({ db, logger, clock = () => new Date(), metrics, keyCache, shedEventLoopLagMs = 0, limits, cursors = Cursors.fromMasterKey() }: AppOptions): Promise<Koa> {
+export async function createApp({ db, logger, clock = () => new Date(), metrics, keyCache, shedEventLoopLagMs = 0, limits, cursors = Cursors.fromMasterKey(), answerCacheBytes = answerCacheBytesFromEnv() }: AppOptions): Promise<Koa> {
+  const answers = answerCacheBytes > 0 ? new AnswerCache(answerCacheBytes) : undefined;
   const workspaceLimits = new WorkspaceLimits(limits?.workspace ?? workspaceLimitsFromEnv());
   const authFailures = new AuthFailureLimits(limits?.authFailures ?? authFailureSettingsFromEnv());
   /** The request's guard: made only when asked for (a key answered from memory never asks). */
@@ -299,9 +303,16 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
         answered();
         return { status: 304, body: undefined };
       }
-      const result = await handler(context);
+      // The answer of this tag, if this process made it (src/api/answer-cache.ts): it is the answer while the tag is.
+      let body = answers?.get(tag);
+      if (body === undefined) {
+        const result = await handler(context);
+        if (result.status !== 200) return result;
+        body = typeof result.body === 'string' ? result.body : JSON.stringify(result.body);
+        answers?.set(tag, body);
+      }
       answered();
-      return result;
+      return { status: 200, body };
     });
   }
   await backend.init();

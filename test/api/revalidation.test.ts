@@ -8,6 +8,7 @@ import { importDocument } from '../../src/import/importDocument.js';
 import { createEndpoint } from '../../src/webhooks/endpoints.js';
 import { loadOpenApiDocument } from '../../src/contract/document.js';
 import { ANSWER_INPUTS } from '../../src/api/revalidation.js';
+import { AnswerCache } from '../../src/api/answer-cache.js';
 import { currentDatabaseName, serviceRoleName } from '../../src/db/roles.js';
 
 // Conditional GETs: every /v1 GET answer's ETag, 304 for a current tag without building the answer, and a tag that
@@ -132,7 +133,8 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
       }
       const head = await api.request('HEAD', path, { key, headers: { 'if-none-match': tag } });
       expect(head.status, `HEAD ${name}`).to.equal(304);
-      for (const other of ['W/"somethingelse"', '"', 'garbage', `${tag.slice(0, -2)}x"`]) {
+      const lastChanged = `${tag.slice(0, -2)}${tag.at(-2) === 'A' ? 'B' : 'A'}"`;
+      for (const other of ['W/"somethingelse"', '"', 'garbage', lastChanged]) {
         const res = await api.get(path, key, { 'if-none-match': other });
         expect(res.status, `${name} ${other}`).to.equal(200);
         expect(res.text).to.equal(full.text);
@@ -155,12 +157,45 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
         const res = await api.get(path, key, { 'if-none-match': current[name] });
         expect(res.status, name).to.equal(304);
       }
-      // The lock does bite: building an answer waits for it until its statement's time limit (3 s), then 503.
-      const built = await api.get('/v1/fleets', key);
+      // The lock does bite: building an answer (one not made before) waits for it until its statement's time limit, then 503.
+      const built = await api.get('/v1/receivables?limit=7', key);
       expect(built.status).to.equal(503);
     } finally {
       await trx.rollback();
     }
+  });
+
+  it('serves a repeat of an answer it made from memory (any key of the workspace), building only what it has not', async () => {
+    const before = new Map<string, string>();
+    for (const path of Object.values(gets())) before.set(path, (await api.get(path, key)).text);
+    const otherKey = (await createApiKey(db, { workspaceSlug: slug })).key;
+    const locked = ['vehicles', 'fleets', 'owners', 'customers', 'invoices', 'payments', 'expenses', 'maintenance', 'customer_ledger', 'workspace_totals',
+      'booking_status_counts', 'vehicle_state_counts', 'payment_months', 'payment_days', 'open_balances', 'vehicle_revenue', 'vehicle_models',
+      'expense_months', 'webhook_endpoints', 'deliveries', 'delivery_attempts', 'events'];
+    const trx = await db.transaction();
+    try {
+      await trx.raw(`LOCK TABLE ${locked.join(', ')} IN ACCESS EXCLUSIVE MODE`);
+      for (const [path, text] of before) {
+        const res = await api.get(path, otherKey);
+        expect(res.status, path).to.equal(200);
+        expect(res.text, path).to.equal(text);
+      }
+      // an answer not made before is built, and waits for the lock (until its statement's time limit)
+      expect((await api.get('/v1/receivables?limit=3', key)).status).to.equal(503);
+    } finally {
+      await trx.rollback();
+    }
+  });
+
+  it('keeps answers within its bytes, the least recently used going first, none larger than an eighth of it', () => {
+    const cache = new AnswerCache(800); // 400 characters: eight answers of 50
+    for (const k of 'abcdefgh') cache.set(k, k.repeat(50));
+    cache.set('z', 'z'.repeat(51)); // 102 bytes: more than an eighth (100), not kept
+    expect(cache.get('z')).to.equal(undefined);
+    expect(cache.get('a')).to.equal('a'.repeat(50)); // now the most recently used
+    cache.set('i', 'i'.repeat(50)); // one must go: the least recently used, b
+    expect(cache.get('b')).to.equal(undefined);
+    expect([...'acdefghi'].map((k) => cache.get(k)?.length)).to.deep.equal([50, 50, 50, 50, 50, 50, 50, 50]);
   });
 
   it('changes the tags of the answers that read a table when any of its rows changes, by any writer; only those', async () => {
