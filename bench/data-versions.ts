@@ -92,7 +92,7 @@ const WRITES_BY_TABLE: Array<{ table: string; insert: () => [string, unknown[]];
 const TRIGGERS = (await db.raw(`SELECT tgrelid::regclass::text AS tbl, tgname FROM pg_trigger WHERE tgname LIKE '%\\_data\\_version\\_%' AND NOT tgisinternal`)).rows as Array<{ tbl: string; tgname: string }>;
 /** Switches the version triggers off or on for everyone (ALTER TABLE ... DISABLE TRIGGER: the schema owner's right). */
 async function versionTriggers(on: boolean): Promise<void> {
-  await db.raw(TRIGGERS.map((t) => `ALTER TABLE ${t.tbl} ${on ? 'ENABLE' : 'DISABLE'} TRIGGER ${t.tgname};`).join('\n'));
+  await db.raw(TRIGGERS.map((t) => `ALTER TABLE ${t.tbl} ${on ? 'ENABLE ALWAYS' : 'DISABLE'} TRIGGER ${t.tgname};`).join('\n'));
 }
 /** The counters in 8 slots (as migrated) or all in slot 0 (one row per workspace and area). */
 async function slots(count: 8 | 1): Promise<void> {

@@ -16,7 +16,8 @@ import type { Knex } from 'knex';
 // Writes a trigger makes (a running total kept by a trigger, a payment updating its invoice) are covered by the
 // statement that fired it, on a table with a trigger of its own here: so the function does nothing below trigger depth
 // 1, and a statement costs one counter update per workspace, however many totals it moves. TRUNCATE counts a change
-// for every workspace. The list of tables is written here as it is (a migration imports nothing from src/).
+// for every workspace. The triggers fire ALWAYS, also for a writer that runs with session_replication_role = replica
+// (logical replication's apply, a bulk copy that switches triggers off): such a change is a change all the same. The list of tables is written here as it is (a migration imports nothing from src/).
 const RECORDS = [
   'owners', 'fleets', 'vehicles', 'maintenance', 'vehicle_documents', 'customers', 'bookings', 'extensions', 'invoices',
   'payments', 'installments', 'expenses', 'fines', 'integrations',
@@ -37,7 +38,8 @@ function triggers(table: string, area: string, source = 'workspace_id'): string 
     CREATE TRIGGER ${name}_delete AFTER DELETE ON ${table} REFERENCING OLD TABLE AS old_rows
       FOR EACH STATEMENT EXECUTE FUNCTION workspace_data_version_bump('${area}', '${source}');
     CREATE TRIGGER ${name}_truncate AFTER TRUNCATE ON ${table}
-      FOR EACH STATEMENT EXECUTE FUNCTION workspace_data_version_bump('${area}', '${source}');`;
+      FOR EACH STATEMENT EXECUTE FUNCTION workspace_data_version_bump('${area}', '${source}');
+    ${['insert', 'update', 'delete', 'truncate'].map((op) => `ALTER TABLE ${table} ENABLE ALWAYS TRIGGER ${name}_${op};`).join('\n    ')}`;
 }
 
 const dropTriggers = (table: string) =>
@@ -93,7 +95,8 @@ export async function up(knex: Knex): Promise<void> {
   await knex.raw(triggers('delivery_attempts', 'webhooks', 'delivery'));
   await knex.raw(`
     CREATE TRIGGER workspaces_data_version_update AFTER UPDATE ON workspaces REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-      FOR EACH STATEMENT EXECUTE FUNCTION workspace_data_version_bump('records', 'id');`);
+      FOR EACH STATEMENT EXECUTE FUNCTION workspace_data_version_bump('records', 'id');
+    ALTER TABLE workspaces ENABLE ALWAYS TRIGGER workspaces_data_version_update;`);
 }
 
 export async function down(knex: Knex): Promise<void> {
