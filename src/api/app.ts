@@ -23,6 +23,7 @@ import type { ServiceMetrics } from '../observability/metrics.js';
 import { registerDocs } from './docs.js';
 import { loadShedding } from './load-shedding.js';
 import { applyHttpLimits, DEFAULT_HTTP_LIMITS, type HttpLimits } from './http-limits.js';
+import { compression } from './compression.js';
 
 export interface AppOptions {
   db: Knex;
@@ -349,6 +350,9 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
     }
   });
   if (shedEventLoopLagMs > 0) app.use(loadShedding(shedEventLoopLagMs));
+  // Compression wraps the routes and the operation (authentication and the rate limiter run inside openapi-backend's
+  // handling): it acts on the answer only, so a refusal by any step before the operation costs it nothing.
+  app.use(compression());
   app.use(router.routes());
   // No request body is read: no operation of the document takes one (the test operation ignores its body). So a
   // body that is malformed, compressed or huge cannot fail a request, and a request no operation accepts (401,
