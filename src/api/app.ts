@@ -92,8 +92,22 @@ const echoed = (name: string) => (name.length > 100 ? `${name.slice(0, 100)}…`
 const unknownQuery = (name: string) =>
   invalidRequest(echoed(name), `Query parameter "${echoed(name)}" is not known to this operation; see /openapi.json for its parameters.`);
 
-/** The first request-validation error, as the documented 400 naming the parameter. */
-function validationError(parameters: Parameter[], errors: ErrorObject[]): ApiError {
+/** A date-time whose offset's `+` was sent unencoded: URL decoding made it a space (`…T06:00:00 04:00`). */
+const PLUS_AS_SPACE = /^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)? \d\d:?\d\d$/;
+
+/**
+ * The first request-validation error, as the documented 400 naming the parameter. A single-valued query parameter
+ * given more than once arrives as a list and fails whatever check comes first: it is named as repeated, before that.
+ */
+function validationError(parameters: Parameter[], errors: ErrorObject[], query: Record<string, unknown>): ApiError {
+  const repeated = parameters.find((p) => p.in === 'query' && p.schema.type !== 'array' && Array.isArray(query[p.name]));
+  if (repeated) {
+    const times = (query[repeated.name] as unknown[]).length;
+    return invalidRequest(
+      repeated.name,
+      `Query parameter "${repeated.name}" was given ${times === 2 ? 'twice' : `${times} times`}; send it once, as ${describeSchema(repeated.schema)}.`,
+    );
+  }
   const err = errors[0];
   const [, location = '', instanceName] = err.instancePath.split('/');
   const name = err.keyword === 'required' ? String(err.params.missingProperty) : decodeURIComponent(instanceName ?? '');
@@ -102,6 +116,12 @@ function validationError(parameters: Parameter[], errors: ErrorObject[]): ApiErr
   if (!parameter) return invalidRequest(echoed(name) || 'request', `The request is invalid: ${err.message ?? 'unknown problem'}.`);
   const label = `${LOCATION_NAMES[location]} "${parameter.name}"`;
   if (err.keyword === 'required') return invalidRequest(parameter.name, `${label} is required; send ${describeSchema(parameter.schema)}.`);
+  if (parameter.schema.format === 'date-time' && location === 'query' && PLUS_AS_SPACE.test(String(query[parameter.name]))) {
+    return invalidRequest(
+      parameter.name,
+      `${label} must be ${describeSchema(parameter.schema)}; its "+" arrived as a space, as an unencoded "+" in a URL does: encode "+" as %2B (…T06:00:00%2B04:00).`,
+    );
+  }
   return invalidRequest(parameter.name, `${label} must be ${describeSchema(parameter.schema)}.`);
 }
 
@@ -251,7 +271,7 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
       },
       validationFail: (c: BackendContext, ctx: Koa.Context) => {
         ctx.state.operationId = c.operation.operationId;
-        throw validationError((c.operation.parameters ?? []) as Parameter[], c.validation.errors as ErrorObject[]);
+        throw validationError((c.operation.parameters ?? []) as Parameter[], c.validation.errors as ErrorObject[], c.request.query as Record<string, unknown>);
       },
       notImplemented: () => {
         throw internalError();
