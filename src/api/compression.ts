@@ -8,20 +8,30 @@ import type Koa from 'koa';
 import compress from 'koa-compress';
 
 /**
- * The levels, measured with bench/compression-levels.ts on the bench's workspace `large` (2 shared cores), CPU of one
- * answer as a koa-compress stream (set-up included) and its compressed size:
+ * The levels, measured with bench/compression-levels.ts on the bench's workspace `large` (2 shared cores): the CPU of
+ * one answer as koa-compress compresses it (a stream per answer, 10 at a time as from 10 connections) and its size:
  *
- *   answer                        size     br 1          br 2          br 4 (default)   gzip 1        gzip 3        gzip 6 (default)
- *   operations/today              29.5 kB  231 µs 10.8   201 µs 9.5    303 µs 9.4       336 µs 10.4   307 µs 10.1   368 µs 9.7
- *   receivables search, 200 rows  41.8 kB  252 µs 11.4   289 µs 11.0   457 µs 10.7      299 µs 12.4   355 µs 11.7   643 µs 10.7
- *   vehicles, 20 rows              2.9 kB   81 µs  0.8   113 µs 0.7    113 µs 0.7       129 µs  0.8    89 µs  0.8    92 µs  0.7
+ *   answer                        size     br 1          br 2 (window)  br 4 (default)  gzip 1        gzip 3        gzip 6 (default)
+ *   operations/today              29.5 kB  196 µs 10.8   218 µs 9.5     312 µs 9.4      300 µs 10.4   255 µs 10.1   367 µs 9.7
+ *   receivables search, 200 rows  41.8 kB  131 µs 11.4   273 µs 11.0    400 µs 10.7     274 µs 12.4   329 µs 11.7   576 µs 10.7
+ *   vehicles, 20 rows              2.9 kB   36 µs  0.8    42 µs 0.7      95 µs 0.7       48 µs  0.8    43 µs  0.8    47 µs  0.7
  *
- * Brotli 2 is within 3% of the default 4's size at two thirds of its CPU (quality 5 and up cost twice as much again
- * for 1-3%); gzip 3 costs what gzip 1 does and is 3-6% smaller, gzip 6 costs up to twice as much for 5-8%. The API
- * is bound by CPU, not by its network, so the cheaper levels win.
+ * Brotli 2 is within 3% of the default 4's size at two thirds of its CPU, and 4-14% smaller than brotli 1 (which is
+ * larger than gzip 3 on today's operations); quality 5 and up cost twice as much again for 1-3%. Its window is fitted
+ * to the answer: with the default 4 MB window, brotli 2 allocates hash tables that cost 1.3 ms an answer under
+ * concurrency, six times the compression itself (a window at least the answer's size loses nothing). gzip 3 costs what
+ * gzip 1 does and is 3-6% smaller; gzip 6 costs up to twice as much for 5-8%. The API is bound by its CPU, so the
+ * cheap levels win. In npm run bench a br answer of today's operations (30 kB -> 10 kB) still costs the service about
+ * three times the CPU of the uncompressed one: a client that does not need it should not ask.
  */
 export const BROTLI_QUALITY = 2;
 export const GZIP_LEVEL = 3;
+
+/** The smallest brotli window (in bits) that holds an answer of `size` bytes; the default (4 MB) for a stream of unknown size. */
+function brotliWindowBits(size: number | undefined): number {
+  if (!Number.isFinite(size)) return zlib.constants.BROTLI_DEFAULT_WINDOW;
+  return Math.max(zlib.constants.BROTLI_MIN_WINDOW_BITS, Math.min(zlib.constants.BROTLI_MAX_WINDOW_BITS, Math.ceil(Math.log2(size as number))));
+}
 
 /** Answers smaller than this are sent as they are: a compressed frame would save a few bytes for the CPU it costs. */
 export const COMPRESSION_THRESHOLD_BYTES = 1024;
@@ -29,7 +39,9 @@ export const COMPRESSION_THRESHOLD_BYTES = 1024;
 export function compression(): Koa.Middleware {
   const negotiated = compress({
     threshold: COMPRESSION_THRESHOLD_BYTES,
-    br: { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: BROTLI_QUALITY } },
+    br: (_type, size) => ({
+      params: { [zlib.constants.BROTLI_PARAM_QUALITY]: BROTLI_QUALITY, [zlib.constants.BROTLI_PARAM_LGWIN]: brotliWindowBits(size) },
+    }),
     gzip: { level: GZIP_LEVEL },
     // `Accept-Encoding: *` admits either: the preferred one, as on a tie (koa-compress would pick gzip).
     wildcardAcceptEncoding: 'br',
