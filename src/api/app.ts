@@ -144,6 +144,9 @@ function newRequestId(): string {
   return `req_${randomPool.subarray(randomOffset - 12, randomOffset).toString('base64url')}`;
 }
 
+/** Error codes of a stream cut short because the client closed its connection. */
+const CLIENT_GONE = new Set(['ERR_STREAM_PREMATURE_CLOSE', 'ECONNRESET', 'EPIPE']);
+
 /** Headers on every response: API answers are per caller and per moment, and are never to be sniffed as HTML. */
 const RESPONSE_HEADERS = { 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' };
 
@@ -321,6 +324,14 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
 
   const app = new Koa();
   app.proxy = false;
+  // What goes wrong after the chain, while Koa streams a body out (a compressed answer, the reference page's script),
+  // reaches Koa's error event; without a listener Koa prints it to stderr. A client that hung up mid-answer is no
+  // defect (debug); anything else is logged as one.
+  app.on('error', (err: NodeJS.ErrnoException, ctx?: Koa.Context) => {
+    const log = (ctx?.state.logger as Logger | undefined) ?? logger;
+    if (CLIENT_GONE.has(err.code ?? '')) log.debug({ err: { code: err.code } }, 'client closed the connection during the answer');
+    else log.error({ err }, 'error while sending the answer');
+  });
   app.use(async (ctx, next) => {
     const started = process.hrtime.bigint();
     const incoming = ctx.get('x-request-id');

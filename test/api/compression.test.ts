@@ -1,4 +1,5 @@
 import http from 'node:http';
+import { once } from 'node:events';
 import zlib from 'node:zlib';
 import { expect } from 'chai';
 import { testDatabase } from '../support/database.js';
@@ -150,6 +151,22 @@ describe('answers compressed on request', () => {
     expect(unauthenticated.status).to.equal(401);
     expect(unauthenticated.headers['content-encoding']).to.equal(undefined);
     expect(JSON.parse(unauthenticated.bytes.toString('utf8')).error.code).to.equal('unauthorized');
+  });
+
+  it('logs a client that hangs up in the middle of a compressed answer at debug, not as an error', async () => {
+    // The reference page's script (3.5 MB) is streamed through brotli for a while: the client goes after its first bytes.
+    const req = http.request(`${api.url}/docs/scalar.js`, { headers: { 'accept-encoding': 'br' } });
+    req.end();
+    const [res] = (await once(req, 'response')) as [http.IncomingMessage];
+    expect(res.headers['content-encoding']).to.equal('br');
+    await once(res, 'data');
+    req.destroy();
+    const deadline = Date.now() + 5000;
+    while (!api.logs.some((l) => l.msg === 'client closed the connection during the answer') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    const line = api.logs.find((l) => l.msg === 'client closed the connection during the answer');
+    expect(line, 'the debug line').to.include({ level: 20 });
+    expect(line!.requestId).to.be.a('string');
+    expect(api.logs.filter((l) => (l.level as number) >= 50)).to.deep.equal([]);
   });
 
   it('compresses the OpenAPI document and the reference page script', async () => {
