@@ -1,9 +1,12 @@
 // A server process for the benchmark: the real app on the given database, or one of two baselines with no database:
 // `baseline`, plain Koa answering a fixed JSON body (the ceiling of Koa on this machine), and `framework`, Koa with
 // openapi-backend configured as the app configures it (same document, routing, request validation, security
-// handler) answering GET /v1/me with a fixed body (how much of /v1/me is the framework and how much is ours).
+// handler) answering GET /v1/me with a fixed body (how much of /v1/me is the framework and how much is ours);
+// `fixed <file>`, plain Koa answering GET /<i> with the i-th of the JSON strings in the file, as they are (the ceiling
+// for an answer of that size and character mix).
 // `service` runs with the rate limits off, `service-limited` with them as configured. Prints "listening <port>" when
 // ready.
+import fs from 'node:fs';
 import Koa from 'koa';
 import pino from 'pino';
 import { contractBackend, createApp, memoiseOperations } from '../src/api/app.js';
@@ -11,7 +14,8 @@ import { KeyCache } from '../src/api/key-cache.js';
 import { shedLagFromEnv } from '../src/api/load-shedding.js';
 import { openDatabase } from '../src/db/database.js';
 
-const [mode, databaseUrl] = process.argv.slice(2);
+// The second argument: the database URL (service modes) or the file of bodies (fixed).
+const [mode, argument] = process.argv.slice(2);
 let app: Koa;
 if (mode === 'baseline') {
   app = new Koa();
@@ -19,6 +23,13 @@ if (mode === 'baseline') {
   app.use((ctx) => {
     ctx.type = 'application/json';
     ctx.body = body;
+  });
+} else if (mode === 'fixed') {
+  app = new Koa();
+  const bodies = JSON.parse(fs.readFileSync(argument, 'utf8')) as string[];
+  app.use((ctx) => {
+    ctx.type = 'application/json';
+    ctx.body = bodies[Number(ctx.path.slice(1))];
   });
 } else if (mode === 'framework') {
   app = new Koa();
@@ -40,7 +51,7 @@ if (mode === 'baseline') {
     ctx.body = result.body;
   });
 } else {
-  const database = await openDatabase({ url: databaseUrl, poolMax: 20, schema: 'as-is' });
+  const database = await openDatabase({ url: argument, poolMax: 20, schema: 'as-is' });
   // As in production: the API's connections run as its database role.
   const logger = pino({ level: 'warn' });
   // As in production (src/main.ts): key lookups cached, dropped on every announced key or workspace change, heartbeats
@@ -53,7 +64,9 @@ if (mode === 'baseline') {
   const limits = mode === 'service-limited' ? undefined : { workspace: { ratePerSecond: 0, concurrency: 0 }, authFailures: { perMinute: 0, trustedProxies: [] } };
   // (service-limited also sheds load past FRS_SHED_EVENT_LOOP_LAG_MS, as src/main.ts does)
   const shedEventLoopLagMs = mode === 'service-limited' ? shedLagFromEnv() : 0;
-  app = await createApp({ db: apiDb, logger, keyCache, limits, shedEventLoopLagMs });
+  // `service` keeps no answers (a bench repeats one request, and is to measure building it); service-limited as configured.
+  const answerCacheBytes = mode === 'service-limited' ? undefined : 0;
+  app = await createApp({ db: apiDb, logger, keyCache, limits, shedEventLoopLagMs, answerCacheBytes });
 }
 const server = app.listen(0, '127.0.0.1', () => {
   const address = server.address();

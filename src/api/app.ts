@@ -26,6 +26,7 @@ import { applyHttpLimits, DEFAULT_HTTP_LIMITS, type HttpLimits } from './http-li
 import { entityTag, noneMatchHolds, REVALIDATED_CACHE_CONTROL } from './revalidation.js';
 import { AnswerCache, answerCacheBytesFromEnv } from './answer-cache.js';
 import { Cursors } from './cursors.js';
+import { compression } from './compression.js';
 
 export interface AppOptions {
   db: Knex;
@@ -101,8 +102,22 @@ const echoed = (name: string) => (name.length > 100 ? `${name.slice(0, 100)}…`
 const unknownQuery = (name: string) =>
   invalidRequest(echoed(name), `Query parameter "${echoed(name)}" is not known to this operation; see /openapi.json for its parameters.`);
 
-/** The first request-validation error, as the documented 400 naming the parameter. */
-function validationError(parameters: Parameter[], errors: ErrorObject[]): ApiError {
+/** A date-time whose offset's `+` was sent unencoded: URL decoding made it a space (`…T06:00:00 04:00`). */
+const PLUS_AS_SPACE = /^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)? \d\d:?\d\d$/;
+
+/**
+ * The first request-validation error, as the documented 400 naming the parameter. A single-valued query parameter
+ * given more than once arrives as a list and fails whatever check comes first: it is named as repeated, before that.
+ */
+function validationError(parameters: Parameter[], errors: ErrorObject[], query: Record<string, unknown>): ApiError {
+  const repeated = parameters.find((p) => p.in === 'query' && p.schema.type !== 'array' && Array.isArray(query[p.name]));
+  if (repeated) {
+    const times = (query[repeated.name] as unknown[]).length;
+    return invalidRequest(
+      repeated.name,
+      `Query parameter "${repeated.name}" was given ${times === 2 ? 'twice' : `${times} times`}; send it once, as ${describeSchema(repeated.schema)}.`,
+    );
+  }
   const err = errors[0];
   const [, location = '', instanceName] = err.instancePath.split('/');
   const name = err.keyword === 'required' ? String(err.params.missingProperty) : decodeURIComponent(instanceName ?? '');
@@ -111,6 +126,12 @@ function validationError(parameters: Parameter[], errors: ErrorObject[]): ApiErr
   if (!parameter) return invalidRequest(echoed(name) || 'request', `The request is invalid: ${err.message ?? 'unknown problem'}.`);
   const label = `${LOCATION_NAMES[location]} "${parameter.name}"`;
   if (err.keyword === 'required') return invalidRequest(parameter.name, `${label} is required; send ${describeSchema(parameter.schema)}.`);
+  if (parameter.schema.format === 'date-time' && location === 'query' && PLUS_AS_SPACE.test(String(query[parameter.name]))) {
+    return invalidRequest(
+      parameter.name,
+      `${label} must be ${describeSchema(parameter.schema)}; its "+" arrived as a space, as an unencoded "+" in a URL does: encode "+" as %2B (…T06:00:00%2B04:00).`,
+    );
+  }
   return invalidRequest(parameter.name, `${label} must be ${describeSchema(parameter.schema)}.`);
 }
 
@@ -132,6 +153,9 @@ function newRequestId(): string {
   randomOffset += 12;
   return `req_${randomPool.subarray(randomOffset - 12, randomOffset).toString('base64url')}`;
 }
+
+/** Error codes of a stream cut short because the client closed its connection. */
+const CLIENT_GONE = new Set(['ERR_STREAM_PREMATURE_CLOSE', 'ECONNRESET', 'EPIPE']);
 
 /** Headers on every response: API answers are per caller and per moment, and are never to be sniffed as HTML. */
 const RESPONSE_HEADERS = { 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' };
@@ -261,7 +285,7 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
       },
       validationFail: (c: BackendContext, ctx: Koa.Context) => {
         ctx.state.operationId = c.operation.operationId;
-        throw validationError((c.operation.parameters ?? []) as Parameter[], c.validation.errors as ErrorObject[]);
+        throw validationError((c.operation.parameters ?? []) as Parameter[], c.validation.errors as ErrorObject[], c.request.query as Record<string, unknown>);
       },
       notImplemented: () => {
         throw internalError();
@@ -332,6 +356,14 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
 
   const app = new Koa();
   app.proxy = false;
+  // What goes wrong after the chain, while Koa streams a body out (a compressed answer, the reference page's script),
+  // reaches Koa's error event; without a listener Koa prints it to stderr. A client that hung up mid-answer is no
+  // defect (debug); anything else is logged as one.
+  app.on('error', (err: NodeJS.ErrnoException, ctx?: Koa.Context) => {
+    const log = (ctx?.state.logger as Logger | undefined) ?? logger;
+    if (CLIENT_GONE.has(err.code ?? '')) log.debug({ err: { code: err.code } }, 'client closed the connection during the answer');
+    else log.error({ err }, 'error while sending the answer');
+  });
   app.use(async (ctx, next) => {
     const started = process.hrtime.bigint();
     const incoming = ctx.get('x-request-id');
@@ -381,6 +413,9 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
     }
   });
   if (shedEventLoopLagMs > 0) app.use(loadShedding(shedEventLoopLagMs));
+  // Compression wraps the routes and the operation (authentication and the rate limiter run inside openapi-backend's
+  // handling): it acts on the answer only, so a refusal by any step before the operation costs it nothing.
+  app.use(compression());
   app.use(router.routes());
   // No request body is read: no operation of the document takes one (the test operation ignores its body). So a
   // body that is malformed, compressed or huge cannot fail a request, and a request no operation accepts (401,

@@ -84,6 +84,42 @@ describe('errors and parameter validation', () => {
     });
   }
 
+  it('says a single-valued query parameter was given twice, naming it, whatever its value', async () => {
+    const cases: Array<[string, string, string]> = [
+      ['/v1/vehicles?limit=5&limit=6', 'limit', 'Query parameter "limit" was given twice; send it once, as an integer from 1 to 50.'],
+      ['/v1/vehicles?q=a&q=b', 'q', 'Query parameter "q" was given twice; send it once, as a string of 1 to 100 characters, with no NUL character.'],
+      ['/v1/receivables?search=al&limit=500&search=b&search=c', 'search', 'Query parameter "search" was given 3 times; send it once, as a string of 1 to 100 characters, with no NUL character.'],
+      ['/v1/receivables?limit=10&limit=10', 'limit', 'Query parameter "limit" was given twice; send it once, as an integer from 1 to 200.'],
+    ];
+    for (const [path, parameter, message] of cases) {
+      const res = await api.get(path, key);
+      expect(res.status, path).to.equal(400);
+      expect(res.body.error, path).to.include({ code: 'invalid_request', reason: parameter, message });
+    }
+  });
+
+  it('says a date-time whose "+" arrived as a space is to be sent with %2B, naming the parameter', async () => {
+    const told = (name: string) =>
+      `Query parameter "${name}" must be an ISO 8601 date-time with an offset, such as 2026-11-22T08:30:00.000Z; its "+" arrived as a space, ` +
+      'as an unencoded "+" in a URL does: encode "+" as %2B (…T06:00:00%2B04:00).';
+    const cases: Array<[string, string]> = [
+      ['/v1/vehicles?from=2026-12-01T06:00:00+04:00&to=2026-12-04T06:00:00Z', 'from'],
+      ['/v1/vehicles?from=2026-12-01T06:00:00Z&to=2026-12-04T06:00:00.500+0400', 'to'],
+      ['/v1/vehicles?from=2026-12-01T06:00%2004:00&to=2026-12-04T06:00:00Z', 'from'],
+    ];
+    for (const [path, parameter] of cases) {
+      const res = await api.get(path, key);
+      expect(res.status, path).to.equal(400);
+      expect(res.body.error, path).to.include({ code: 'invalid_request', reason: parameter, message: told(parameter) });
+    }
+    // the same times encoded as the message says are accepted
+    const encoded = await api.get('/v1/vehicles?from=2026-12-01T06:00:00%2B04:00&to=2026-12-04T06:00:00%2B04:00', key);
+    expect(encoded.status).to.equal(200);
+    // any other bad date-time keeps the plain message
+    const other = await api.get('/v1/vehicles?from=2026-12-01 06:00:00&to=2026-12-04T06:00:00Z', key);
+    expect(other.body.error.message).to.equal('Query parameter "from" must be an ISO 8601 date-time with an offset, such as 2026-11-22T08:30:00.000Z.');
+  });
+
   it('the test operation needs a UUID id and an Idempotency-Key of 1 to 255 characters', async () => {
     const valid = '/v1/webhooks/8d6f2c1e-4a3b-4c5d-8e9f-0a1b2c3d4e5f/test';
     const cases: Array<[string, Record<string, string>, string]> = [
