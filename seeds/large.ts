@@ -17,7 +17,8 @@
 import type { Knex } from 'knex';
 import { progressReporter, type ProgressOptions } from '../src/cli/progress.js';
 import { deferRollups, finishDeferredRollups } from '../src/db/bulk-load.js';
-import { createWorkspace, findWorkspace, InputError, type WorkspaceRecord } from '../src/workspaces.js';
+import { createWorkspace, findWorkspace, type WorkspaceRecord } from '../src/workspaces.js';
+import { InputError } from '../src/input.js';
 
 export interface LargeSeedOptions extends ProgressOptions {
   vehicles?: number;

@@ -3,7 +3,7 @@ import {
   createMasterKeyFile, givenMasterKeys, MasterKeyError, newSigningSecret, openSecret, PREVIOUS_SECRET_KEYS_ENV, rotateMasterKey, SECRET_KEY_ENV,
   SECRET_KEY_FILE_ENV, sealingKeys, sealSecret, type MasterKeyIds, type SealedSecret,
 } from '../secrets.js';
-import { InputError, isUuid } from '../workspaces.js';
+import { InputError, isUuid } from '../input.js';
 
 // Endpoints' signing secrets at rest: sealed (AES-256-GCM under the master key, see src/secrets.ts) in
 // webhook_endpoints.secret_sealed with the sealing key's id in secret_key_id. During a rotation's overlap the
