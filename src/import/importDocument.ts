@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import type { Knex } from 'knex';
 import type { ErrorObject, ValidateFunction } from 'ajv';
-import { progressReporter, type ProgressOptions } from '../cli/progress.js';
+import { progressReporter, type ProgressOptions } from '../progress.js';
 import { deferRollups, finishDeferredRollups } from '../db/bulk-load.js';
 import { findWorkspace } from '../workspaces.js';
 import { InputError } from '../input.js';
