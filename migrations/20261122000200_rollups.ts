@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { createRollupTriggers, dropRollupTriggers } from '../src/db/statement-triggers.js';
+import { createRollupTriggers, dropRollupTriggers } from './support/rollup-triggers.js';
 
 const ROLLUP_TABLES = ['payments', 'invoices', 'bookings'];
 

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
-import { openSigningSecret, sealedSecretColumns } from '../src/webhooks/signing-secrets.js';
+import { openSigningSecret, sealedSecretColumns } from './support/sealed-signing-secrets.js';
 
-// Signing secrets are stored sealed (AES-256-GCM under the master key, see src/secrets.ts) instead of in plain
+// Signing secrets are stored sealed (AES-256-GCM under the master key, see support/sealed-signing-secrets.ts) instead of in plain
 // text, each with the id of the master key that sealed it; a rotation's previous secret is kept the same way
 // until previous_secret_expires_at. The secrets already stored are sealed here, in the migration's transaction,
 // and the table is then rewritten: an UPDATE leaves the old row versions (plain secrets included) in the table's

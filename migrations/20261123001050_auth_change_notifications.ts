@@ -1,14 +1,14 @@
 import type { Knex } from 'knex';
-import { AUTH_CHANGES_CHANNEL } from '../src/api/key-cache.js';
 
 // Every change that can make a key stop working (revoked, expiry moved, key deleted, workspace frozen, renamed or
 // deleted) is announced on a NOTIFY channel when its transaction commits, so every running API drops its cache
-// of key lookups at once (src/api/key-cache.ts). Marking a key as used (last_used_at) announces nothing.
+// of key lookups at once (src/api/key-cache.ts). Marking a key as used (last_used_at) announces nothing. The channel's
+// name is written here as it is, not imported: what this migration does must not change with the code.
 export async function up(knex: Knex): Promise<void> {
   await knex.raw(`
     CREATE FUNCTION notify_auth_change() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
-      PERFORM pg_notify('${AUTH_CHANGES_CHANNEL}', TG_TABLE_NAME);
+      PERFORM pg_notify('frs_auth_changes', TG_TABLE_NAME);
       RETURN NULL;
     END $$;
 

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { createRollupTriggers, dropRollupTriggers } from '../src/db/statement-triggers.js';
+import { createRollupTriggers, dropRollupTriggers } from './support/rollup-triggers.js';
 
 // Two more running totals, kept like the others (statement-level triggers applying signed transition-table
 // deltas), so the finance overview's six-month trend reads a few hundred rows whatever the size of the book:

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { createRollupTriggers, dropRollupTriggers } from '../src/db/statement-triggers.js';
+import { createRollupTriggers, dropRollupTriggers } from './support/rollup-triggers.js';
 
 // Vehicles per workspace and stored state, kept like the other running totals (statement-level triggers applying
 // signed transition-table deltas), so the fleet summary no longer counts every vehicle of the workspace: only the

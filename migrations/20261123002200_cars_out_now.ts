@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { createRollupTriggers, dropRollupTriggers } from '../src/db/statement-triggers.js';
+import { createRollupTriggers, dropRollupTriggers } from './support/rollup-triggers.js';
 
 // The cars out now as running totals, so the fleet summary reads four rows whatever the size of the fleet:
 //   vehicles.active_bookings     the vehicle's bookings in status active, kept by a statement trigger on bookings

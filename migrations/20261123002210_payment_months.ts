@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { createRollupTriggers, dropRollupTriggers } from '../src/db/statement-triggers.js';
+import { createRollupTriggers, dropRollupTriggers } from './support/rollup-triggers.js';
 
 // Net collected per workspace and month of the workspace's own calendar, so the finance overview's six-month trend
 // (and this month) reads six rows instead of summing UTC days and the 15-minute slots of each month's part-days.

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { createRollupTriggers, dropRollupTriggers } from '../src/db/statement-triggers.js';
+import { createRollupTriggers, dropRollupTriggers } from './support/rollup-triggers.js';
 
 // The vehicle search (`q`) in make, model, plate order without reading the vehicles that do not match.
 //   vehicle_models       vehicles per workspace, make and model, kept like the other running totals (statement-level

@@ -22,7 +22,8 @@ import type {
 } from '../generated/import-document.js';
 import { importDocument } from '../src/import/importDocument.js';
 import { addDays, addMonths, daysBetween, localDate, localTime, startOfMonth, zonedInstant } from '../src/time.js';
-import { createApiKey, createWorkspace, findWorkspace, InputError, type WorkspaceRecord } from '../src/workspaces.js';
+import { createApiKey, createWorkspace, findWorkspace, type WorkspaceRecord } from '../src/workspaces.js';
+import { InputError } from '../src/input.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;

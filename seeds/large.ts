@@ -15,9 +15,10 @@
 // Pseudo-random choices hash the row's sequence number, so the data set is the same for the same sizes and `now`;
 // ids come from gen_random_uuid().
 import type { Knex } from 'knex';
-import { progressReporter, type ProgressOptions } from '../src/cli/progress.js';
+import { progressReporter, type ProgressOptions } from '../src/progress.js';
 import { deferRollups, finishDeferredRollups } from '../src/db/bulk-load.js';
-import { createWorkspace, findWorkspace, InputError, type WorkspaceRecord } from '../src/workspaces.js';
+import { createWorkspace, findWorkspace, type WorkspaceRecord } from '../src/workspaces.js';
+import { InputError } from '../src/input.js';
 
 export interface LargeSeedOptions extends ProgressOptions {
   vehicles?: number;

@@ -290,8 +290,8 @@ export function createMasterKeyFile(env: NodeJS.ProcessEnv = process.env): { key
 
 /**
  * Encrypts `plain` under the current master key. `context` (e.g. the owning row's id) is authenticated too. Outside
- * a sealing transaction (src/webhooks/signing-secrets.ts) only for what records no key: the migration that sealed
- * the secrets once stored in plain text, and tests' fixtures.
+ * a sealing transaction (src/webhooks/signing-secrets.ts) only for what records no key: tests' fixtures (the
+ * migration that sealed the secrets once stored in plain text has its own frozen copy under migrations/support/).
  */
 export function sealSecret(plain: string, context: string): SealedSecret {
   return sealingKeys({ create: true }).seal(plain, context);

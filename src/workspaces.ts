@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
+import { InputError, isUuid, isValidTimeZone } from './input.js';
 import { hashApiKey, newApiKey } from './secrets.js';
-import { resumeFrozenDeliveries } from './webhooks/dispatcher.js';
+import { resumeFrozenDeliveries } from './webhooks/endpoint-lifecycle.js';
 
 export type WorkspaceStatus = 'active' | 'frozen';
 
@@ -10,18 +11,6 @@ export interface WorkspaceRecord {
   status: WorkspaceStatus;
   timezone: string;
   remindersAhead: number;
-}
-
-/** Thrown for operator input that names something missing or invalid; the CLI prints its message on one line. */
-export class InputError extends Error {}
-
-export function isValidTimeZone(tz: string): boolean {
-  try {
-    new Intl.DateTimeFormat('en-US', { timeZone: tz });
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 function checkSettings(settings: { timezone?: string; remindersAhead?: number }): void {
@@ -119,12 +108,6 @@ export async function createApiKey(
     .insert({ workspace_id: workspace.id, key_hash: hashApiKey(key), role: input.role ?? null, expires_at: expiresAt })
     .returning(['id', 'role', 'expires_at']);
   return { id: row.id, key, role: row.role, expiresAt: row.expires_at ? row.expires_at.toISOString() : null };
-}
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-export function isUuid(value: string): boolean {
-  return UUID.test(value);
 }
 
 export async function revokeApiKey(db: Knex, id: string): Promise<{ id: string; revokedAt: string }> {

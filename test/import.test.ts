@@ -7,7 +7,8 @@ import type { Knex } from 'knex';
 import { testDatabase } from './support/database.js';
 import { expectRollupsExact } from './support/rollups.js';
 import { expectRejection } from './support/assertions.js';
-import { createWorkspace, InputError } from '../src/workspaces.js';
+import { createWorkspace } from '../src/workspaces.js';
+import { InputError } from '../src/input.js';
 import { ImportError, importDocument, readImportFile } from '../src/import/importDocument.js';
 import type { FleetImportDocument } from '../generated/import-document.js';
 

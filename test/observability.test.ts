@@ -10,7 +10,7 @@ import { createLogger } from '../src/logger.js';
 import { ServiceMetrics, startMetricsListener } from '../src/observability/metrics.js';
 import { publishEvent } from '../src/webhooks/publish.js';
 import { createApiKey } from '../src/workspaces.js';
-import { SWITCH_OFF_AFTER_FAILURES } from '../src/webhooks/retry-schedule.js';
+import { SWITCH_OFF_AFTER_FAILURES } from '../src/webhooks/endpoint-lifecycle.js';
 import { Dispatcher } from '../src/webhooks/dispatcher.js';
 import { observedCalendarSweep } from '../src/webhooks/worker.js';
 import { bookingConfirmedData, dropTestWorkspaces, webhookWorkspace, type TestWorkspace } from './webhooks/support.js';

@@ -20,6 +20,7 @@ import type { Knex } from 'knex';
 import type pg from 'pg';
 import type { Logger } from 'pino';
 
+/** The channel the auth-change triggers notify: migration 20261123001050 writes this name as it is, so a new name needs a migration. */
 export const AUTH_CHANGES_CHANNEL = 'frs_auth_changes';
 /** Heartbeats start with this, so that no API process drops its cache on another's heartbeat. */
 const HEARTBEAT_PREFIX = 'heartbeat ';

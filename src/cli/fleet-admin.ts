@@ -6,8 +6,9 @@ import { openDatabase, type OpenOptions } from '../db/database.js';
 import { migrateLatest, SchemaBehindError } from '../db/migrate.js';
 import { DatabaseRolesError } from '../db/roles.js';
 import { MasterKeyError, SECRET_KEY_FILE_ENV } from '../secrets.js';
+import { InputError } from '../input.js';
 import {
-  createApiKey, createWorkspace, findWorkspace, InputError, listApiKeys, listWorkspaces, revokeApiKey, updateWorkspace, type WorkspaceRecord,
+  createApiKey, createWorkspace, findWorkspace, listApiKeys, listWorkspaces, revokeApiKey, updateWorkspace, type WorkspaceRecord,
 } from '../workspaces.js';
 import { createEndpoint, listEndpoints, setEndpointActive, type EndpointRecord } from '../webhooks/endpoints.js';
 import { recoverEndpoint, resendDelivery, showDelivery } from '../webhooks/recovery.js';

@@ -7,7 +7,8 @@ import { applyRolePrivileges } from './roles.js';
 
 /**
  * Knex migration source reading migrations/ next to the running code (TypeScript under tsx, JavaScript from
- * dist/ after a build), loaded with import() so both module kinds work.
+ * dist/ after a build), loaded with import() so both module kinds work. A migration is a file of the folder itself
+ * named `<14 digits>_<name>`; the helpers migrations share live in migrations/support/, which it never lists.
  */
 class DirectoryMigrationSource implements Knex.MigrationSource<string> {
   constructor(private readonly dir: string) {}

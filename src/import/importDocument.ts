@@ -1,9 +1,10 @@
 import fs from 'node:fs';
 import type { Knex } from 'knex';
 import type { ErrorObject, ValidateFunction } from 'ajv';
-import { progressReporter, type ProgressOptions } from '../cli/progress.js';
+import { progressReporter, type ProgressOptions } from '../progress.js';
 import { deferRollups, finishDeferredRollups } from '../db/bulk-load.js';
-import { findWorkspace, InputError } from '../workspaces.js';
+import { findWorkspace } from '../workspaces.js';
+import { InputError } from '../input.js';
 import type { Booking, FleetImportDocument, Installment, Integration, Maintenance, Payment } from '../../generated/import-document.js';
 import { validators } from '../contract/validators.js';
 import { loadImportSchema } from '../contract/document.js';

@@ -3,13 +3,14 @@ import os from 'node:os';
 import type { Knex } from 'knex';
 import pg from 'pg';
 import type { Logger } from 'pino';
-import { InputError, isUuid } from '../workspaces.js';
+import { InputError, isUuid } from '../input.js';
 import { TEST_EVENT } from './catalogue.js';
-import { DELIVERY_CHANNEL, notifyDispatchers } from './fanout.js';
+import { DELIVERY_CHANNEL } from './fanout.js';
 import { destinationPolicyFromEnv, type DestinationPolicy } from './destination-policy.js';
 import { column, defaultWorkspaceConcurrency, fairCandidates, InFlightShares } from './fairness.js';
 import { attemptDelivery, DEFAULT_ATTEMPT_TIMEOUT_MS, type AttemptOutcome, type AttemptRequest } from './http-attempt.js';
-import { nextAttemptAt, SWITCH_OFF_AFTER_FAILURES } from './retry-schedule.js';
+import { nextAttemptAt } from './retry-schedule.js';
+import { PENDING, SWITCH_OFF_AFTER_FAILURES } from './endpoint-lifecycle.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
 import { deliveryLog } from '../queries/deliveries.js';
 import { rows } from '../queries/common.js';
@@ -80,7 +81,6 @@ interface Finished {
 
 type DeliveryStatus = 'accepted' | 'retrying' | 'failed';
 
-const PENDING = `status IN ('queued', 'retrying')`;
 /** Database failures in a row after which unrecorded outcomes are given up (and a one-off sweep fails). */
 const MAX_CONSECUTIVE_FAILURES = 5;
 /**
@@ -162,7 +162,7 @@ const RECORD_ATTEMPTS = `
     WHERE d.id = v.delivery_id AND d.lease_owner = :owner
     RETURNING d.id, d.created_at
   ), held AS (
-    -- the pending deliveries of the endpoints switched off here (what holdPendingDeliveries does)
+    -- the pending deliveries of the endpoints switched off here (what holdPendingDeliveries in endpoint-lifecycle.ts does)
     UPDATE deliveries d SET status = 'held', next_attempt_at = NULL
     FROM streak_change s
     WHERE s.switch_off AND d.endpoint_id = s.id AND d.${PENDING} AND d.event <> :testEvent
@@ -173,19 +173,6 @@ const RECORD_ATTEMPTS = `
          (SELECT coalesce(json_agg(id ORDER BY id), '[]') FROM endpoint WHERE switch_off) AS switched,
          (SELECT count(*) FROM attempt_row) AS attempt_rows,
          (SELECT count(*) FROM held) AS held`;
-
-/**
- * Moves the pending deliveries of switched-off endpoints to `held` (test deliveries stay queued: they are sent
- * to a switched-off endpoint too). Call it in the transaction that switches the endpoints off.
- */
-export async function holdPendingDeliveries(db: Knex, endpointIds: string[]): Promise<number> {
-  if (endpointIds.length === 0) return 0;
-  return db('deliveries')
-    .whereIn('endpoint_id', endpointIds)
-    .whereRaw(PENDING)
-    .whereNot('event', TEST_EVENT)
-    .update({ status: 'held', next_attempt_at: null });
-}
 
 /** Failure-streak summary of one endpoint's attempts in a flushed batch, in the order they finished. */
 export interface Streak {
@@ -757,47 +744,6 @@ export class Dispatcher {
       if (!this.stopping && this.busy && !this.listener) void this.listen();
     }, wait).unref();
   }
-}
-
-/** What waited longer than this while its endpoint was switched off or its workspace frozen is marked failed instead of sent. */
-const HELD_FOR_TOO_LONG = `created_at < ?::timestamptz - interval '7 days'`;
-
-/**
- * When an operator switches an endpoint back on: what was held is queued now, except deliveries created more
- * than 7 days before `now`, which are marked failed instead.
- */
-export async function releaseHeldDeliveries(db: Knex, endpointId: string, now: Date): Promise<{ queued: number; failed: number }> {
-  return db.transaction(async (trx) => {
-    await trx.raw('SELECT 1 FROM webhook_endpoints WHERE id = ? FOR NO KEY UPDATE', [endpointId]);
-    const { rows } = await trx.raw(
-      `UPDATE deliveries SET
-         status = CASE WHEN ${HELD_FOR_TOO_LONG} THEN 'failed' ELSE 'queued' END,
-         next_attempt_at = CASE WHEN ${HELD_FOR_TOO_LONG} THEN NULL ELSE ?::timestamptz END,
-         finished_at = CASE WHEN ${HELD_FOR_TOO_LONG} THEN now() END,
-         last_error = CASE WHEN ${HELD_FOR_TOO_LONG} THEN 'held longer than 7 days while the endpoint was switched off' ELSE last_error END
-       WHERE endpoint_id = ? AND status = 'held'
-       RETURNING status`,
-      [now, now, now, now, now, endpointId],
-    );
-    const queued = rows.filter((r: { status: string }) => r.status === 'queued').length;
-    if (queued > 0) await notifyDispatchers(trx);
-    return { queued, failed: rows.length - queued };
-  });
-}
-
-/**
- * When a frozen workspace is set active again: its pending deliveries (which waited, unattempted, while it was
- * frozen) are sent, except those created more than 7 days before `now`, which are marked failed instead. Call it
- * in the transaction that sets the workspace active.
- */
-export async function resumeFrozenDeliveries(db: Knex, workspaceId: string, now: Date): Promise<{ failed: number }> {
-  const failed = await db('deliveries')
-    .where({ workspace_id: workspaceId })
-    .whereRaw(PENDING)
-    .whereRaw(HELD_FOR_TOO_LONG, [now])
-    .update({ status: 'failed', next_attempt_at: null, finished_at: db.fn.now(), lease_owner: null, lease_until: null, last_error: 'waited longer than 7 days while the workspace was frozen' });
-  await notifyDispatchers(db);
-  return { failed };
 }
 
 export interface DeliveryRow {

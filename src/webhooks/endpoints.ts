@@ -2,10 +2,11 @@ import crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import { rows, WORKSPACE } from '../queries/common.js';
 import { newSigningSecret } from '../secrets.js';
-import { findWorkspace, InputError, isUuid } from '../workspaces.js';
+import { findWorkspace } from '../workspaces.js';
+import { InputError, isUuid } from '../input.js';
 import { subscribableEvents, TEST_EVENT } from './catalogue.js';
 import { destinationPolicyFromEnv, refuseDestination, type DestinationPolicy } from './destination-policy.js';
-import { holdPendingDeliveries, releaseHeldDeliveries } from './dispatcher.js';
+import { switchEndpoint } from './endpoint-lifecycle.js';
 import { withSealingLock } from './signing-secrets.js';
 
 /** A webhook endpoint as the API and the CLI show it: never with its signing secret. */
@@ -110,20 +111,14 @@ export async function createEndpoint(
 }
 
 /**
- * Switches an endpoint on or off. Switching on clears the failure streak, so the next failure does not switch
- * it straight off again, and sends what was held while it was off (what was held longer than 7 days is marked
- * failed); switching off keeps the time it was first switched off and holds its pending deliveries.
+ * Switches an endpoint on or off: switching on sends what it held (what was held longer than 7 days is marked failed),
+ * switching off holds its pending deliveries (switchEndpoint in endpoint-lifecycle.ts).
  */
 export async function setEndpointActive(db: Knex, id: string, active: boolean, now = new Date()): Promise<EndpointRecord> {
   if (!isUuid(id)) throw new InputError(`--id must be a UUID, got "${id}"`);
   return db.transaction(async (trx) => {
-    const changes = active
-      ? { is_active: true, disabled_at: null, consecutive_failures: 0 }
-      : { is_active: false, disabled_at: trx.raw('coalesce(disabled_at, now())') };
-    const [row] = await trx('webhook_endpoints').where({ id }).update(changes).returning(RECORD_COLUMNS);
+    const row = await switchEndpoint<EndpointRow>(trx, id, active, now, RECORD_COLUMNS);
     if (!row) throw new InputError(`no webhook endpoint with id ${id}`);
-    if (active) await releaseHeldDeliveries(trx, id, now);
-    else await holdPendingDeliveries(trx, [id]);
     return toRecord(row);
   });
 }

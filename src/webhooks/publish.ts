@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { InputError } from '../workspaces.js';
+import { InputError } from '../input.js';
 import { eventDefinition, payloadProblem, TEST_EVENT } from './catalogue.js';
 import { fanOutEvents } from './fanout.js';
 

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { InputError, isUuid } from '../workspaces.js';
+import { InputError, isUuid } from '../input.js';
 import { deliveryDetail, type DeliveryDetail } from '../queries/deliveries.js';
 import { notifyDispatchers } from './fanout.js';
 

@@ -7,9 +7,6 @@ export const RETRY_DELAYS_MS: readonly number[] = [MINUTE, 5 * MINUTE, 15 * MINU
 /** The first attempt plus eight retries. */
 export const MAX_ATTEMPTS = RETRY_DELAYS_MS.length + 1;
 
-/** Failed attempts in a row after which an endpoint is switched off. */
-export const SWITCH_OFF_AFTER_FAILURES = 20;
-
 /** When to retry after attempt number `attempt` (1-based) failed at `failedAt`; null when that was the last one. */
 export function nextAttemptAt(attempt: number, failedAt: Date): Date | null {
   const delay = RETRY_DELAYS_MS[attempt - 1];

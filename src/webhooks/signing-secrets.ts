@@ -3,7 +3,7 @@ import {
   createMasterKeyFile, givenMasterKeys, MasterKeyError, newSigningSecret, openSecret, PREVIOUS_SECRET_KEYS_ENV, rotateMasterKey, SECRET_KEY_ENV,
   SECRET_KEY_FILE_ENV, sealingKeys, sealSecret, type MasterKeyIds, type SealedSecret,
 } from '../secrets.js';
-import { InputError, isUuid } from '../workspaces.js';
+import { InputError, isUuid } from '../input.js';
 
 // Endpoints' signing secrets at rest: sealed (AES-256-GCM under the master key, see src/secrets.ts) in
 // webhook_endpoints.secret_sealed with the sealing key's id in secret_key_id. During a rotation's overlap the
@@ -46,8 +46,8 @@ export function withSealingLock<T>(db: Knex, mode: 'shared' | 'exclusive', work:
 const SEALING_LOCK = '7262193140017346561';
 
 /**
- * The columns holding an endpoint's current signing secret, sealed, outside a sealing transaction: only for the
- * migration that sealed the secrets stored in plain text (the record of the key came after it) and tests' fixtures.
+ * The columns holding an endpoint's current signing secret, sealed, outside a sealing transaction: only for tests'
+ * fixtures (the migration that sealed the secrets stored in plain text has its own frozen copy under migrations/support/).
  */
 export function sealedSecretColumns(endpointId: string, secret: string): { secret_key_id: string; secret_sealed: Buffer } {
   const { keyId, sealed } = sealSecret(secret, sealingContext(endpointId));

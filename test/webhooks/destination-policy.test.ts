@@ -9,7 +9,8 @@ import { startReceiver, type Receiver } from '../support/receiver.js';
 import { attemptDelivery, type AttemptRequest } from '../../src/webhooks/http-attempt.js';
 import { createEndpoint } from '../../src/webhooks/endpoints.js';
 import { publishEvent } from '../../src/webhooks/publish.js';
-import { createApiKey, InputError } from '../../src/workspaces.js';
+import { createApiKey } from '../../src/workspaces.js';
+import { InputError } from '../../src/input.js';
 import { startApi } from '../support/api.js';
 import {
   blockedKind,

@@ -5,7 +5,7 @@ import { loadOpenApiDocument } from '../../src/contract/document.js';
 import { eventDefinition, eventNames, eventsWithDedupeKey, subscribableEvents, TEST_EVENT } from '../../src/webhooks/catalogue.js';
 import { fanOutEvents } from '../../src/webhooks/fanout.js';
 import { InvalidEventError, publishEvent } from '../../src/webhooks/publish.js';
-import { InputError } from '../../src/workspaces.js';
+import { InputError } from '../../src/input.js';
 import { bookingConfirmedData, dropTestWorkspaces, examplePayload, webhookWorkspace, type TestWorkspace } from './support.js';
 import { validators } from '../../src/contract/validators.js';
 

@@ -13,10 +13,11 @@ import { createKnex } from '../../src/db/database.js';
 import { migrationSource } from '../../src/db/migrate.js';
 import { ROOT_DIR } from '../../src/config.js';
 import { loadKeyring, masterKeyFile, MasterKeyError, newSigningSecret, writeKeyFile } from '../../src/secrets.js';
-import { InputError } from '../../src/workspaces.js';
+import { InputError } from '../../src/input.js';
 import { publishEvent } from '../../src/webhooks/publish.js';
 import { openSigningSecret, rotateSigningSecret, sealedSecretColumns } from '../../src/webhooks/signing-secrets.js';
 import { bookingConfirmedData, dropTestWorkspaces, webhookWorkspace, type TestWorkspace } from './support.js';
+import * as frozenSealing from '../../migrations/support/sealed-signing-secrets.js';
 
 const HOUR = 3_600_000;
 
@@ -245,6 +246,33 @@ describe('the master key', () => {
       expect(() => loadKeyring({ env: { FRS_SECRET_KEY: bad }, dataDir })).to.throw(MasterKeyError, 'FRS_SECRET_KEY must be the base64 of 32 random bytes');
     }
     expect(() => loadKeyring({ env: { FRS_SECRET_KEY: key, FRS_SECRET_KEY_PREVIOUS: 'x' }, dataDir })).to.throw(MasterKeyError, 'FRS_SECRET_KEY_PREVIOUS must be');
+  });
+
+  it("the sealing migration's frozen copy (migrations/support) seals what the service opens and opens what it seals, under the same key and key file", () => {
+    const id = crypto.randomUUID();
+    const secret = newSigningSecret();
+    // Under FRS_SECRET_KEY (the test runs'): the same key id and format, each side opening the other's, on this row only.
+    const frozen = frozenSealing.sealedSecretColumns(id, secret);
+    expect(frozen.secret_key_id).to.equal(keyIdOf(process.env.FRS_SECRET_KEY!));
+    expect([frozen.secret_sealed[0], frozen.secret_sealed.length]).to.deep.equal([1, 1 + 12 + 16 + secret.length]);
+    expect(openSigningSecret(id, { keyId: frozen.secret_key_id, sealed: frozen.secret_sealed })).to.equal(secret);
+    const live = sealedSecretColumns(id, secret);
+    expect(frozenSealing.openSigningSecret(id, { keyId: live.secret_key_id, sealed: live.secret_sealed })).to.equal(secret);
+    expect(() => frozenSealing.openSigningSecret(crypto.randomUUID(), { keyId: live.secret_key_id, sealed: live.secret_sealed })).to.throw('failed authentication');
+    // Without it: the key file under the data folder, made on the embedded default, the same one the service reads.
+    const dataDir = tempDir();
+    const saved = { ...process.env };
+    try {
+      for (const name of ['FRS_SECRET_KEY', 'FRS_SECRET_KEY_PREVIOUS', 'FRS_SECRET_KEY_FILE', 'DATABASE_URL']) delete process.env[name];
+      process.env.FRS_DATA_DIR = dataDir;
+      const sealed = frozenSealing.sealedSecretColumns(id, secret);
+      expect(fs.statSync(masterKeyFile(dataDir)).mode & 0o777).to.equal(0o600);
+      expect(sealed.secret_key_id).to.equal(loadKeyring({ env: {}, dataDir, createIfMissing: false }).current.id);
+      expect(frozenSealing.openSigningSecret(id, { keyId: sealed.secret_key_id, sealed: sealed.secret_sealed })).to.equal(secret);
+    } finally {
+      for (const name of Object.keys(process.env)) if (!(name in saved)) delete process.env[name];
+      Object.assign(process.env, saved);
+    }
   });
 });
 

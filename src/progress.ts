@@ -1,5 +1,7 @@
 import cliProgress from 'cli-progress';
 
+// Progress of long operations (the import, the large seed), below the CLI that asks for it and the modules that report it.
+
 /** How a long command (seed large, import) shows it is moving. */
 export interface ProgressOptions {
   /** Show progress on stderr (or `progressStream`): a bar on a terminal, else a line every `progressIntervalMs` (5 s). */

@@ -1,3 +1,7 @@
+// Shared by migrations only, and frozen: applied migrations have created and dropped triggers with this very text, so
+// it is never changed in a way that changes what they did (a new kind of trigger is a new helper). Migrations import
+// nothing from src/: what they mean must not change when the product's code does.
+
 // The three statement-level triggers (insert, update, delete) through which a rollup function sees the rows a
 // statement changed as transition tables `new_rows` / `old_rows` (see rollup_changes() in the rollups migration).
 

@@ -1,0 +1,90 @@
+import type { Knex } from 'knex';
+import { TEST_EVENT } from './catalogue.js';
+import { notifyDispatchers } from './fanout.js';
+
+// The endpoint-and-delivery lifecycle: what becomes of an endpoint's deliveries when the endpoint is switched off
+// (by an operator, or by the dispatcher after SWITCH_OFF_AFTER_FAILURES failed attempts in a row) or on again, and
+// when its workspace is frozen and set active again. The dispatcher, the endpoint commands (endpoints.ts) and the
+// workspace commands (src/workspaces.ts) all take these rules from here, so none of them imports another for them.
+//
+// A pending delivery (queued or retrying) of a switched-off endpoint is held (test deliveries excepted: they are sent
+// to a switched-off endpoint too); a frozen workspace's deliveries stay pending and are not claimed (fairness.ts).
+// When the wait ends, what waited longer than 7 days is marked failed instead of sent.
+
+/** A delivery that is still to be attempted, as a condition on `deliveries`. */
+export const PENDING = `status IN ('queued', 'retrying')`;
+
+/** Failed attempts in a row after which an endpoint is switched off. */
+export const SWITCH_OFF_AFTER_FAILURES = 20;
+
+/** What waited longer than this while its endpoint was switched off or its workspace frozen is marked failed instead of sent. */
+const HELD_FOR_TOO_LONG = `created_at < ?::timestamptz - interval '7 days'`;
+
+/**
+ * Switches an endpoint on or off, in the caller's transaction, and returns its row (`returning`), undefined when there
+ * is none. Switching on clears the failure streak, so the next failure does not switch it straight off again, and
+ * sends what was held while it was off (releaseHeldDeliveries); switching off keeps the time it was first switched
+ * off and holds its pending deliveries (holdPendingDeliveries).
+ */
+export async function switchEndpoint<Row>(trx: Knex.Transaction, id: string, active: boolean, now: Date, returning: readonly string[]): Promise<Row | undefined> {
+  const changes = active
+    ? { is_active: true, disabled_at: null, consecutive_failures: 0 }
+    : { is_active: false, disabled_at: trx.raw('coalesce(disabled_at, now())') };
+  const [row] = await trx('webhook_endpoints').where({ id }).update(changes).returning([...returning]);
+  if (!row) return undefined;
+  if (active) await releaseHeldDeliveries(trx, id, now);
+  else await holdPendingDeliveries(trx, [id]);
+  return row;
+}
+
+/**
+ * Moves the pending deliveries of switched-off endpoints to `held` (test deliveries stay queued: they are sent
+ * to a switched-off endpoint too). Call it in the transaction that switches the endpoints off. (The dispatcher's
+ * flush does the same in its own statement for the endpoints it switches off: see RECORD_ATTEMPTS.)
+ */
+export async function holdPendingDeliveries(db: Knex, endpointIds: string[]): Promise<number> {
+  if (endpointIds.length === 0) return 0;
+  return db('deliveries')
+    .whereIn('endpoint_id', endpointIds)
+    .whereRaw(PENDING)
+    .whereNot('event', TEST_EVENT)
+    .update({ status: 'held', next_attempt_at: null });
+}
+
+/**
+ * When an operator switches an endpoint back on: what was held is queued now, except deliveries created more
+ * than 7 days before `now`, which are marked failed instead.
+ */
+export async function releaseHeldDeliveries(db: Knex, endpointId: string, now: Date): Promise<{ queued: number; failed: number }> {
+  return db.transaction(async (trx) => {
+    await trx.raw('SELECT 1 FROM webhook_endpoints WHERE id = ? FOR NO KEY UPDATE', [endpointId]);
+    const { rows } = await trx.raw(
+      `UPDATE deliveries SET
+         status = CASE WHEN ${HELD_FOR_TOO_LONG} THEN 'failed' ELSE 'queued' END,
+         next_attempt_at = CASE WHEN ${HELD_FOR_TOO_LONG} THEN NULL ELSE ?::timestamptz END,
+         finished_at = CASE WHEN ${HELD_FOR_TOO_LONG} THEN now() END,
+         last_error = CASE WHEN ${HELD_FOR_TOO_LONG} THEN 'held longer than 7 days while the endpoint was switched off' ELSE last_error END
+       WHERE endpoint_id = ? AND status = 'held'
+       RETURNING status`,
+      [now, now, now, now, now, endpointId],
+    );
+    const queued = rows.filter((r: { status: string }) => r.status === 'queued').length;
+    if (queued > 0) await notifyDispatchers(trx);
+    return { queued, failed: rows.length - queued };
+  });
+}
+
+/**
+ * When a frozen workspace is set active again: its pending deliveries (which waited, unattempted, while it was
+ * frozen) are sent, except those created more than 7 days before `now`, which are marked failed instead. Call it
+ * in the transaction that sets the workspace active.
+ */
+export async function resumeFrozenDeliveries(db: Knex, workspaceId: string, now: Date): Promise<{ failed: number }> {
+  const failed = await db('deliveries')
+    .where({ workspace_id: workspaceId })
+    .whereRaw(PENDING)
+    .whereRaw(HELD_FOR_TOO_LONG, [now])
+    .update({ status: 'failed', next_attempt_at: null, finished_at: db.fn.now(), lease_owner: null, lease_until: null, last_error: 'waited longer than 7 days while the workspace was frozen' });
+  await notifyDispatchers(db);
+  return { failed };
+}
