@@ -225,6 +225,28 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
     }
   });
 
+  it('lets writers of one workspace count without waiting for each other\'s commit, every committed change counted once', async () => {
+    const { id: workspaceId } = await db('workspaces').where({ slug }).first('id');
+    const version = async () => Number((await db('workspace_data_versions').where({ workspace_id: workspaceId, area: 'records' }).sum({ n: 'changes' }))[0].n);
+    const before = await version();
+    // 8 at once: a counter each (with fewer counters, or a counter per backend, two would share one and one would wait)
+    const open = await Promise.all(Array.from({ length: 8 }, () => db.transaction()));
+    try {
+      for (const [i, trx] of open.entries()) {
+        // each would wait on a counter another open transaction holds, and give up after 1 s
+        await trx.raw("SET LOCAL lock_timeout = '1s'");
+        await trx('maintenance').insert({ id: id(), workspace_id: workspaceId, vehicle_id: ids.civic, starts_at: `2027-0${i + 1}-01T06:00:00Z`, ends_at: `2027-0${i + 1}-02T06:00:00Z` });
+      }
+      expect(await version(), 'nothing counted before a commit').to.equal(before);
+      for (const trx of open) await trx.commit();
+    } catch (err) {
+      for (const trx of open) if (!trx.isCompleted()) await trx.rollback();
+      throw err;
+    }
+    expect(await version()).to.equal(before + 8);
+    await db('maintenance').where({ workspace_id: workspaceId }).where('starts_at', '>=', '2027-01-01').delete();
+  });
+
   it('changes the tags for a writer whose triggers are off (session_replication_role = replica, as logical replication applies)', async function () {
     const before = await tags();
     const trx = await db.transaction();
