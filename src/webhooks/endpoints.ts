@@ -3,6 +3,7 @@ import type { Knex } from 'knex';
 import { rows, WORKSPACE } from '../queries/common.js';
 import { newSigningSecret } from '../secrets.js';
 import { findWorkspace, InputError, isUuid } from '../workspaces.js';
+import { recordAudit, type AuditContext } from '../audit.js';
 import { subscribableEvents, TEST_EVENT } from './catalogue.js';
 import { destinationPolicyFromEnv, refuseDestination, type DestinationPolicy } from './destination-policy.js';
 import { holdPendingDeliveries, releaseHeldDeliveries } from './dispatcher.js';
@@ -89,6 +90,7 @@ export async function createEndpoint(
   db: Knex,
   input: { workspaceSlug: string; url: string; name?: string; events?: string[] },
   policy: DestinationPolicy = destinationPolicyFromEnv(),
+  audit?: AuditContext,
 ): Promise<CreatedEndpoint> {
   // The document bounds an endpoint's url to 2,048 characters (GET /v1/webhooks returns it).
   if (input.url.length > 2048) throw new InputError('--url must be at most 2048 characters');
@@ -102,10 +104,13 @@ export async function createEndpoint(
   // The id is made here: the sealed secret is bound to it.
   const id = crypto.randomUUID();
   const secret = newSigningSecret();
-  const [row] = await withSealingLock(db, 'shared', (trx, sealer) =>
-    trx('webhook_endpoints')
+  const [row] = await withSealingLock(db, 'shared', async (trx, sealer) => {
+    const inserted = await trx('webhook_endpoints')
       .insert({ id, workspace_id: workspace.id, name, url: input.url, events, ...sealer.columns(id, secret) })
-      .returning(['id', 'name', 'url', 'events', 'is_active']));
+      .returning(['id', 'name', 'url', 'events', 'is_active']);
+    if (audit) await recordAudit(trx, audit, { action: 'endpoint.create', workspaceId: workspace.id, target: { type: 'endpoint', id }, changes: { name, url: input.url, events } });
+    return inserted;
+  });
   return { id: row.id, name: row.name, url: row.url, events: row.events, isActive: row.is_active, secret };
 }
 
@@ -114,17 +119,19 @@ export async function createEndpoint(
  * it straight off again, and sends what was held while it was off (what was held longer than 7 days is marked
  * failed); switching off keeps the time it was first switched off and holds its pending deliveries.
  */
-export async function setEndpointActive(db: Knex, id: string, active: boolean, now = new Date()): Promise<EndpointRecord> {
+export async function setEndpointActive(db: Knex, id: string, active: boolean, now = new Date(), audit?: AuditContext): Promise<EndpointRecord> {
   if (!isUuid(id)) throw new InputError(`--id must be a UUID, got "${id}"`);
   return db.transaction(async (trx) => {
     const changes = active
       ? { is_active: true, disabled_at: null, consecutive_failures: 0 }
       : { is_active: false, disabled_at: trx.raw('coalesce(disabled_at, now())') };
-    const [row] = await trx('webhook_endpoints').where({ id }).update(changes).returning(RECORD_COLUMNS);
+    const [row] = await trx('webhook_endpoints').where({ id }).update(changes).returning([...RECORD_COLUMNS, 'workspace_id']);
     if (!row) throw new InputError(`no webhook endpoint with id ${id}`);
     if (active) await releaseHeldDeliveries(trx, id, now);
     else await holdPendingDeliveries(trx, [id]);
-    return toRecord(row);
+    const record = toRecord(row);
+    if (audit) await recordAudit(trx, audit, { action: active ? 'endpoint.enable' : 'endpoint.disable', workspaceId: row.workspace_id, target: { type: 'endpoint', id }, changes: { isActive: active } });
+    return record;
   });
 }
 
