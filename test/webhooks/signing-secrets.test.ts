@@ -526,7 +526,7 @@ describe('the database records the master key: a release container without it, a
     const service = (env: NodeJS.ProcessEnv) => {
       const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT_DIR, 'src', 'main.ts')], {
         cwd: ROOT_DIR,
-        env: { ...process.env, DATABASE_URL: url, PORT: '0', HOST: '127.0.0.1', FRS_METRICS_PORT: '0', LOG_LEVEL: 'warn', FRS_SECRET_KEY_PREVIOUS: '', FRS_DATA_DIR: dataDir, ...env },
+        env: { ...process.env, DATABASE_URL: url, PORT: '0', HOST: '127.0.0.1', FRS_METRICS_PORT: '0', FRS_ADMIN_PORT: '0', LOG_LEVEL: 'warn', FRS_SECRET_KEY_PREVIOUS: '', FRS_DATA_DIR: dataDir, ...env },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       const output = { stdout: '', stderr: '' };
