@@ -73,11 +73,18 @@ export interface ServiceConfig {
   /** The Prometheus metrics listener; port 0 switches it off. */
   metricsPort: number;
   metricsHost: string;
+  /** The admin API's listener (src/admin/): FRS_ADMIN_PORT (default 3001; 0 off) on FRS_ADMIN_HOST (default 127.0.0.1). */
+  adminPort: number;
+  adminHost: string;
 }
 
 export function readConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig {
   const port = Number(env.PORT ?? 3000);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new ConfigError(`PORT must be an integer from 0 to 65535, got "${env.PORT}"`);
+  const adminPort = Number(env.FRS_ADMIN_PORT ?? 3001);
+  if (!/^\d+$/.test(env.FRS_ADMIN_PORT ?? '3001') || adminPort > 65535) {
+    throw new ConfigError(`FRS_ADMIN_PORT must be an integer from 0 (off) to 65535, got "${env.FRS_ADMIN_PORT}"`);
+  }
   const metricsPort = Number(env.FRS_METRICS_PORT ?? 9464);
   if (!Number.isInteger(metricsPort) || metricsPort < 0 || metricsPort > 65535) {
     throw new ConfigError(`FRS_METRICS_PORT must be an integer from 0 (off) to 65535, got "${env.FRS_METRICS_PORT}"`);
@@ -92,5 +99,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig 
     logLevel: env.LOG_LEVEL ?? 'info',
     metricsPort,
     metricsHost: env.FRS_METRICS_HOST || '127.0.0.1',
+    adminPort,
+    adminHost: env.FRS_ADMIN_HOST || '127.0.0.1',
   };
 }

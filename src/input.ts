@@ -4,6 +4,26 @@
 /** Thrown for operator input that names something missing or invalid; the CLI prints its message on one line. */
 export class InputError extends Error {}
 
+// What a core function refuses, by kind, so that each client says it its own way: the CLI prints the message on one
+// line (they are all InputErrors), the admin API answers 400, 404 or 409 with the field in `reason`.
+
+/** Input that gives a field a value the core refuses; `field` as the admin API names it (camelCase). */
+export class InvalidFieldError extends InputError {
+  constructor(message: string, readonly field: string) {
+    super(message);
+  }
+}
+
+/** Input that names a record that does not exist (or not within the caller's reach). */
+export class NotFoundError extends InputError {}
+
+/** A change that would clash with a record there already (a workspace slug taken); `field` names what clashes. */
+export class ConflictError extends InputError {
+  constructor(message: string, readonly field: string) {
+    super(message);
+  }
+}
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export function isUuid(value: string): boolean {

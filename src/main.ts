@@ -13,6 +13,7 @@ import { ConfigError, DATA_DIR, envSwitch, readConfig } from './config.js';
 import { createLogger } from './logger.js';
 import { apiStatementTimeoutMs, EMBEDDED_PORT, openDatabase, type Database } from './db/database.js';
 import { createApp, listen } from './api/app.js';
+import { createAdminApp } from './admin/app.js';
 import { KeyCache } from './api/key-cache.js';
 import { httpLimitsFromEnv, logDroppedConnections } from './api/http-limits.js';
 import { shedLagFromEnv } from './api/load-shedding.js';
@@ -56,6 +57,7 @@ async function main(): Promise<void> {
 
   let worker: Worker | undefined;
   let server: Server | undefined;
+  let adminServer: Server | undefined;
   let metricsServer: Server | undefined;
   let keyCache: KeyCache | undefined;
   const stop = async (signal: string) => {
@@ -63,11 +65,12 @@ async function main(): Promise<void> {
     stopping = true;
     logger.info({ signal }, 'shutting down');
     // Stop accepting connections and let requests and delivery attempts in flight finish.
-    if (server) {
-      const closing = new Promise<void>((resolve) => server!.close(() => resolve()));
-      server.closeIdleConnections();
+    await Promise.all([server, adminServer].map(async (listening) => {
+      if (!listening) return;
+      const closing = new Promise<void>((resolve) => listening.close(() => resolve()));
+      listening.closeIdleConnections();
       await closing;
-    }
+    }));
     metricsServer?.close();
     await worker?.stop();
     await keyCache?.close();
@@ -127,6 +130,17 @@ async function main(): Promise<void> {
       `Fleet Rental Service is listening on ${base}`,
       `API reference: ${base}/docs   (OpenAPI document: ${base}/openapi.json)`,
     );
+    // The admin API: its own listener, credential and database role (src/admin/app.ts).
+    if (config.adminPort !== 0) {
+      const adminApp = await createAdminApp({ db: database.forRole('admin'), logger, metrics, shedEventLoopLagMs });
+      adminServer = await step(`starting the admin API on ${config.adminHost}:${config.adminPort}`, () =>
+        listen(adminApp, config.adminPort, config.adminHost, httpLimits).catch(inUse('FRS_ADMIN_PORT (or 0 to switch it off)', config.adminPort, config.adminHost)));
+      const adminAddress = adminServer.address();
+      const adminBase = `http://${config.adminHost}:${typeof adminAddress === 'object' && adminAddress ? adminAddress.port : config.adminPort}`;
+      lines.push(`Admin API: ${adminBase}/admin/v1   (reference: ${adminBase}/docs; make a token with: npx fleet-admin admin-token create --name NAME)`);
+    } else {
+      lines.push('Admin API: off (FRS_ADMIN_PORT=0)');
+    }
   }
   if (config.metricsPort !== 0) {
     metricsServer = await step(`starting the metrics listener on ${config.metricsHost}:${config.metricsPort}`, () =>

@@ -19,10 +19,21 @@ export function randomBase62(length: number): string {
 
 export const API_KEY_PREFIX = 'frs_';
 export const SIGNING_SECRET_PREFIX = 'whsec_';
+export const ADMIN_TOKEN_PREFIX = 'fra_';
 
 /** A new API key: `frs_` + 40 base62 characters (~238 bits). Shown once; only its SHA-256 hash is stored. */
 export function newApiKey(): string {
   return API_KEY_PREFIX + randomBase62(40);
+}
+
+/** A new admin token: `fra_` + 40 base62 characters, made and hashed as API keys are (hashApiKey). Shown once. */
+export function newAdminToken(): string {
+  return ADMIN_TOKEN_PREFIX + randomBase62(40);
+}
+
+/** Whether a text holds something that looks like a key, a token or a signing secret: what no log or record may carry. */
+export function looksLikeSecret(text: string): boolean {
+  return /(?:frs|fra|whsec)_[0-9A-Za-z]{20,}/.test(text);
 }
 
 /** A new webhook signing secret: `whsec_` + 40 base62 characters. */

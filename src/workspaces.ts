@@ -1,7 +1,12 @@
 import type { Knex } from 'knex';
-import { InputError, isUuid, isValidTimeZone } from './input.js';
+import { ConflictError, InvalidFieldError, isUuid, isValidTimeZone, NotFoundError } from './input.js';
 import { hashApiKey, newApiKey } from './secrets.js';
 import { resumeFrozenDeliveries } from './webhooks/endpoint-lifecycle.js';
+import { recordAudit, type AuditContext } from './audit.js';
+
+// Workspaces and their API keys. Every function that changes something takes an AuditContext (src/audit.ts): the CLI
+// and the admin API pass theirs, and the entry is written in the change's transaction. Without one (fixtures, seeds,
+// benches: neither client) nothing is recorded.
 
 export type WorkspaceStatus = 'active' | 'frozen';
 
@@ -15,11 +20,11 @@ export interface WorkspaceRecord {
 
 function checkSettings(settings: { timezone?: string; remindersAhead?: number }): void {
   if (settings.timezone !== undefined && !isValidTimeZone(settings.timezone)) {
-    throw new InputError(`unknown time zone "${settings.timezone}" (use an IANA name such as Asia/Dubai)`);
+    throw new InvalidFieldError(`unknown time zone "${settings.timezone}" (use an IANA name such as Asia/Dubai)`, 'timezone');
   }
   const n = settings.remindersAhead;
   if (n !== undefined && !(Number.isInteger(n) && n >= 1 && n <= 60)) {
-    throw new InputError(`reminders ahead must be a whole number of days from 1 to 60, got ${n}`);
+    throw new InvalidFieldError(`reminders ahead must be a whole number of days from 1 to 60, got ${n}`, 'remindersAhead');
   }
 }
 
@@ -28,27 +33,45 @@ const columns = ['id', 'slug', 'status', 'timezone', 'reminders_ahead as reminde
 export async function createWorkspace(
   db: Knex,
   input: { slug: string; timezone?: string; remindersAhead?: number; status?: WorkspaceStatus },
+  audit?: AuditContext,
 ): Promise<WorkspaceRecord> {
   if (!/^[a-z0-9][a-z0-9-]{0,62}$/.test(input.slug)) {
-    throw new InputError(`invalid slug "${input.slug}": use 1 to 63 lower-case letters, digits and hyphens`);
+    throw new InvalidFieldError(`invalid slug "${input.slug}": use 1 to 63 lower-case letters, digits and hyphens`, 'slug');
   }
   checkSettings(input);
-  const existing = await db('workspaces').where({ slug: input.slug }).first('id');
-  if (existing) throw new InputError(`workspace "${input.slug}" already exists`);
-  const [row] = await db('workspaces')
-    .insert({
-      slug: input.slug,
-      timezone: input.timezone ?? 'Asia/Dubai',
-      reminders_ahead: input.remindersAhead ?? 3,
-      status: input.status ?? 'active',
-    })
-    .returning(columns);
-  return row;
+  return db.transaction(async (trx) => {
+    // (a slug taken meanwhile by another transaction fails the insert on the unique index: the same 409)
+    const existing = await trx('workspaces').where({ slug: input.slug }).first('id');
+    if (existing) throw slugTaken(input.slug);
+    const [row] = await trx('workspaces')
+      .insert({
+        slug: input.slug,
+        timezone: input.timezone ?? 'Asia/Dubai',
+        reminders_ahead: input.remindersAhead ?? 3,
+        status: input.status ?? 'active',
+      })
+      .returning(columns)
+      .catch((err) => {
+        throw (err as { code?: string }).code === '23505' ? slugTaken(input.slug) : err;
+      });
+    if (audit) {
+      const { slug, status, timezone, remindersAhead } = row as WorkspaceRecord;
+      await recordAudit(trx, audit, { action: 'workspace.create', workspaceId: row.id, target: { type: 'workspace', id: row.id }, changes: { slug, status, timezone, remindersAhead } });
+    }
+    return row;
+  });
 }
 
-export async function findWorkspace(db: Knex, slug: string): Promise<WorkspaceRecord> {
-  const row = await db('workspaces').where({ slug }).first(columns);
-  if (!row) throw new InputError(`no workspace with slug "${slug}"`);
+const slugTaken = (slug: string) => new ConflictError(`workspace "${slug}" already exists`, 'slug');
+
+/** A workspace named by its slug (a string, as the CLI names it) or by its id (as the admin API does). */
+export type WorkspaceName = string | { id: string };
+
+export async function findWorkspace(db: Knex, name: WorkspaceName): Promise<WorkspaceRecord> {
+  const byId = typeof name !== 'string';
+  if (byId && !isUuid(name.id)) throw new NotFoundError(`no workspace with id "${name.id}"`);
+  const row = await db('workspaces').where(byId ? { id: name.id } : { slug: name }).first(columns);
+  if (!row) throw new NotFoundError(byId ? `no workspace with id ${name.id}` : `no workspace with slug "${name}"`);
   return row;
 }
 
@@ -58,25 +81,33 @@ export async function findWorkspace(db: Knex, slug: string): Promise<WorkspaceRe
  */
 export async function updateWorkspace(
   db: Knex,
-  slug: string,
+  name: WorkspaceName,
   changes: { status?: WorkspaceStatus; timezone?: string; remindersAhead?: number },
   now = new Date(),
+  audit?: AuditContext,
 ): Promise<WorkspaceRecord> {
   if (changes.status !== undefined && changes.status !== 'active' && changes.status !== 'frozen') {
-    throw new InputError(`status must be active or frozen, got "${changes.status}"`);
+    throw new InvalidFieldError(`status must be active or frozen, got "${changes.status}"`, 'status');
   }
   checkSettings(changes);
-  await findWorkspace(db, slug);
+  const { id } = await findWorkspace(db, name);
   const patch: Record<string, unknown> = {};
   if (changes.status !== undefined) patch.status = changes.status;
   if (changes.timezone !== undefined) patch.timezone = changes.timezone;
   if (changes.remindersAhead !== undefined) patch.reminders_ahead = changes.remindersAhead;
-  if (Object.keys(patch).length === 0) return findWorkspace(db, slug);
+  if (Object.keys(patch).length === 0) return findWorkspace(db, { id });
   return db.transaction(async (trx) => {
-    const before = await trx('workspaces').where({ slug }).forUpdate().first('status');
-    if (!before) throw new InputError(`no workspace with slug "${slug}"`); // deleted since the check above
-    const [row] = await trx('workspaces').where({ slug }).update(patch).returning(columns);
+    const before = await trx('workspaces').where({ id }).forUpdate().first(columns);
+    if (!before) throw new NotFoundError(`no workspace with id ${id}`); // deleted since the check above
+    const [row] = await trx('workspaces').where({ id }).update(patch).returning(columns);
     if (before.status === 'frozen' && row.status === 'active') await resumeFrozenDeliveries(trx, row.id, now);
+    if (audit) {
+      // What changed, from what to what (a setting sent with its current value is no change)
+      const changed = Object.fromEntries((['status', 'timezone', 'remindersAhead'] as const)
+        .filter((field) => changes[field] !== undefined && before[field] !== row[field])
+        .map((field) => [field, { from: before[field], to: row[field] }]));
+      await recordAudit(trx, audit, { action: 'workspace.update', workspaceId: id, target: { type: 'workspace', id }, changes: changed });
+    }
     return row;
   });
 }
@@ -91,39 +122,59 @@ export interface CreatedApiKey {
 
 export async function createApiKey(
   db: Knex,
-  input: { workspaceSlug: string; role?: string | null; expiresAt?: string | null },
+  input: { workspaceSlug: string; role?: string | null; expiresAt?: string | null } | { workspaceId: string; role?: string | null; expiresAt?: string | null },
+  audit?: AuditContext,
 ): Promise<CreatedApiKey> {
   // A role is returned by GET /v1/me, whose document bounds it to 64 characters.
-  if (input.role != null && (input.role.length < 1 || input.role.length > 64)) throw new InputError('--role must be 1 to 64 characters');
-  const workspace = await findWorkspace(db, input.workspaceSlug);
+  if (input.role != null && (input.role.length < 1 || input.role.length > 64)) throw new InvalidFieldError('--role must be 1 to 64 characters', 'role');
+  const workspace = await findWorkspace(db, 'workspaceId' in input ? { id: input.workspaceId } : input.workspaceSlug);
   let expiresAt: Date | null = null;
   if (input.expiresAt != null) {
     expiresAt = new Date(input.expiresAt);
     if (Number.isNaN(expiresAt.getTime()) || !/^\d{4}-\d{2}-\d{2}T/.test(input.expiresAt)) {
-      throw new InputError(`--expires-at must be an ISO 8601 date-time, got "${input.expiresAt}"`);
+      throw new InvalidFieldError(`--expires-at must be an ISO 8601 date-time, got "${input.expiresAt}"`, 'expiresAt');
     }
   }
   const key = newApiKey();
-  const [row] = await db('api_keys')
-    .insert({ workspace_id: workspace.id, key_hash: hashApiKey(key), role: input.role ?? null, expires_at: expiresAt })
-    .returning(['id', 'role', 'expires_at']);
-  return { id: row.id, key, role: row.role, expiresAt: row.expires_at ? row.expires_at.toISOString() : null };
+  return db.transaction(async (trx) => {
+    const [row] = await trx('api_keys')
+      .insert({ workspace_id: workspace.id, key_hash: hashApiKey(key), role: input.role ?? null, expires_at: expiresAt })
+      .returning(['id', 'role', 'expires_at']);
+    const created = { id: row.id, key, role: row.role, expiresAt: row.expires_at ? row.expires_at.toISOString() : null };
+    if (audit) {
+      await recordAudit(trx, audit, {
+        action: 'api_key.create', workspaceId: workspace.id, target: { type: 'api_key', id: row.id }, changes: { role: created.role, expiresAt: created.expiresAt },
+      });
+    }
+    return created;
+  });
 }
 
-export async function revokeApiKey(db: Knex, id: string): Promise<{ id: string; revokedAt: string }> {
-  if (!isUuid(id)) throw new InputError(`--id must be a UUID, got "${id}"`);
-  // Revoking twice keeps the first revocation time.
-  const [row] = await db('api_keys')
-    .where({ id })
-    .update({ revoked_at: db.raw('coalesce(revoked_at, now())') })
-    .returning(['id', 'revoked_at']);
-  if (!row) throw new InputError(`no API key with id ${id}`);
-  return { id: row.id, revokedAt: row.revoked_at.toISOString() };
+/** Revokes a key (of `workspaceId` only, when given: another workspace's key is not found). */
+export async function revokeApiKey(db: Knex, id: string, options: { workspaceId?: string } = {}, audit?: AuditContext): Promise<{ id: string; revokedAt: string }> {
+  if (!isUuid(id)) throw new InvalidFieldError(`--id must be a UUID, got "${id}"`, 'id');
+  return db.transaction(async (trx) => {
+    const before = await trx('api_keys').where({ id, ...(options.workspaceId ? { workspace_id: options.workspaceId } : {}) }).forUpdate().first('workspace_id', 'revoked_at');
+    if (!before) throw new NotFoundError(`no API key with id ${id}`);
+    // Revoking twice keeps the first revocation time (and records nothing the second time: nothing changed).
+    const [row] = await trx('api_keys')
+      .where({ id })
+      .update({ revoked_at: trx.raw('coalesce(revoked_at, now())') })
+      .returning(['id', 'revoked_at']);
+    const revokedAt = row.revoked_at.toISOString();
+    if (audit && before.revoked_at === null) {
+      await recordAudit(trx, audit, { action: 'api_key.revoke', workspaceId: before.workspace_id, target: { type: 'api_key', id }, changes: { revokedAt } });
+    }
+    return { id: row.id, revokedAt };
+  });
 }
 
-/** Every workspace, by slug. */
-export async function listWorkspaces(db: Knex): Promise<{ rows: WorkspaceRecord[] }> {
-  return { rows: await db('workspaces').orderBy('slug').select(columns) };
+/** Every workspace, by slug; only the one with `slug`, or only `id`, when given. */
+export async function listWorkspaces(db: Knex, filter: { slug?: string; id?: string } = {}): Promise<{ rows: WorkspaceRecord[] }> {
+  const query = db('workspaces').orderBy('slug').select(columns);
+  if (filter.slug !== undefined) query.where({ slug: filter.slug });
+  if (filter.id !== undefined) query.where({ id: filter.id });
+  return { rows: await query };
 }
 
 /** An API key as an operator may see it: never the key (only its hash is stored) and never the hash. */
@@ -137,8 +188,8 @@ export interface ApiKeyRecord {
 }
 
 /** The workspace's API keys, oldest first. */
-export async function listApiKeys(db: Knex, workspaceSlug: string): Promise<{ rows: ApiKeyRecord[] }> {
-  const workspace = await findWorkspace(db, workspaceSlug);
+export async function listApiKeys(db: Knex, workspaceName: WorkspaceName): Promise<{ rows: ApiKeyRecord[] }> {
+  const workspace = await findWorkspace(db, workspaceName);
   const rows = await db('api_keys')
     .where({ workspace_id: workspace.id })
     .orderBy([{ column: 'created_at' }, { column: 'id' }])

@@ -43,7 +43,7 @@ async function npmStart(env: NodeJS.ProcessEnv, readyLine: RegExp | null): Promi
 
 /** Starts the service, lets it get ready (or fail), stops it with SIGTERM, and returns its exit status and output. */
 async function startAndStop(env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const run = await npmStart({ PORT: '0', HOST: '127.0.0.1', FRS_ROLE: 'api', FRS_METRICS_PORT: '0', LOG_LEVEL: 'warn', ...env }, null);
+  const run = await npmStart({ PORT: '0', HOST: '127.0.0.1', FRS_ROLE: 'api', FRS_METRICS_PORT: '0', FRS_ADMIN_PORT: '0', LOG_LEVEL: 'warn', ...env }, null);
   const deadline = Date.now() + 45_000;
   while (!/Ready .* after launch/.test(run.stdout()) && run.child.exitCode === null && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -61,14 +61,18 @@ describe('npm start', function () {
 
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     it(`stops the service and its embedded database on ${signal} to npm's PID, exit status 0`, async () => {
-      const [port, pgPort, metricsPort] = [await freePort(), await freePort(), await freePort()];
+      const [port, pgPort, metricsPort, adminPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
       const run = await npmStart(
-        { PORT: String(port), HOST: '127.0.0.1', FRS_EMBEDDED_PORT: String(pgPort), FRS_METRICS_PORT: String(metricsPort), FRS_DATA_DIR: dataDir },
+        { PORT: String(port), HOST: '127.0.0.1', FRS_EMBEDDED_PORT: String(pgPort), FRS_METRICS_PORT: String(metricsPort), FRS_ADMIN_PORT: String(adminPort), FRS_DATA_DIR: dataDir },
         /Ready .* after launch/,
       );
       // It answers, and said what it did while starting.
       const answer = await fetch(`http://127.0.0.1:${port}/openapi.json`);
       expect(answer.status).to.equal(200);
+      // and so does the admin API, on its own listener (127.0.0.1 by default), with its own document
+      const adminDocument = await fetch(`http://127.0.0.1:${adminPort}/openapi.json`);
+      expect((await adminDocument.json()).info.title).to.equal('Fleet Rental Service admin API');
+      expect(run.stdout()).to.include(`Admin API: http://127.0.0.1:${adminPort}/admin/v1`);
       expect(run.stderr()).to.match(/opening the embedded PostgreSQL .* and applying migrations: done/);
       expect(run.stderr()).to.match(/loading the API .*: done/);
 
@@ -79,6 +83,7 @@ describe('npm start', function () {
       expect(await isFree(port), 'the API port is free').to.equal(true);
       expect(await isFree(pgPort), "the embedded database's port is free").to.equal(true);
       expect(await isFree(metricsPort), 'the metrics port is free').to.equal(true);
+      expect(await isFree(adminPort), 'the admin port is free').to.equal(true);
       expect(fs.existsSync(path.join(dataDir, 'postgres', 'postmaster.pid')), 'no postmaster.pid').to.equal(false);
       const logs = run.stdout().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line));
       expect(logs.filter((l) => l.level >= 40), 'no warning or error').to.deep.equal([]);
@@ -87,7 +92,7 @@ describe('npm start', function () {
   }
 
   it('refuses a DATABASE_URL that is not a URL in one line, exit status 1', async () => {
-    const run = await npmStart({ DATABASE_URL: 'localhost/fleet', PORT: String(await freePort()), FRS_METRICS_PORT: '0' }, null);
+    const run = await npmStart({ DATABASE_URL: 'localhost/fleet', PORT: String(await freePort()), FRS_METRICS_PORT: '0', FRS_ADMIN_PORT: '0' }, null);
     expect(await run.exit).to.equal(1);
     expect(run.stderr().split('\n').filter((line) => line.startsWith('fleet-rental'))).to.deep.equal([
       'fleet-rental: failed to start: DATABASE_URL is not a PostgreSQL URL: expected postgres://USER:PASSWORD@HOST:PORT/DATABASE (unset it to use the embedded database)',

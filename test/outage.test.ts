@@ -80,7 +80,7 @@ describe('a database outage under load', function () {
       // (the per-workspace limits off: six clients calling as fast as they can are far past 100 requests a second, and
       // this test is about what an outage does, not about their 429s)
       env: {
-        ...process.env, DATABASE_URL: cluster.url, PORT: String(port), HOST: '127.0.0.1', FRS_METRICS_PORT: '0', LOG_LEVEL: 'info', FRS_SEED_DEMO: '0',
+        ...process.env, DATABASE_URL: cluster.url, PORT: String(port), HOST: '127.0.0.1', FRS_METRICS_PORT: '0', FRS_ADMIN_PORT: '0', LOG_LEVEL: 'info', FRS_SEED_DEMO: '0',
         FRS_API_RATE_LIMIT: '0', FRS_API_CONCURRENCY: '0',
       },
       stdio: ['ignore', 'pipe', 'pipe'],

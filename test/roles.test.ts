@@ -30,6 +30,7 @@ describe('database roles: least privilege for the API and the worker', () => {
   let db: Knex;
   let api: Knex;
   let worker: Knex;
+  let admin: Knex;
   let f: Awaited<ReturnType<typeof fixture>>;
   let bookingId: string;
   let endpointId: string;
@@ -39,6 +40,7 @@ describe('database roles: least privilege for the API and the worker', () => {
     ({ db } = database);
     api = database.forRole('api');
     worker = database.forRole('worker');
+    admin = database.forRole('admin');
     f = await fixture(db);
     bookingId = await f.booking({ status: 'confirmed', pickupAt: '2026-12-01T06:00:00Z', dropoffAt: '2026-12-03T06:00:00Z' });
     endpointId = (await createEndpoint(db, { workspaceSlug: f.slug, url: 'https://receiver.example/hooks' })).id;
@@ -55,6 +57,7 @@ describe('database roles: least privilege for the API and the worker', () => {
     const name = await currentDatabaseName(db);
     expect((await api.raw('SELECT current_user AS u')).rows[0].u).to.equal(serviceRoleName(name, 'api'));
     expect((await worker.raw('SELECT current_user AS u')).rows[0].u).to.equal(serviceRoleName(name, 'worker'));
+    expect((await admin.raw('SELECT current_user AS u')).rows[0].u).to.equal(serviceRoleName(name, 'admin'));
   });
 
   it("the API's statements have a time limit, set on its connections after SET ROLE; the worker's have none", async () => {
@@ -62,6 +65,7 @@ describe('database roles: least privilege for the API and the worker', () => {
     const setting = async (run: Promise<{ rows: Array<{ statement_timeout: string }> }>) => (await run).rows[0].statement_timeout;
     expect(await setting(api.raw('SHOW statement_timeout'))).to.equal('3s');
     expect(await setting(worker.raw('SHOW statement_timeout'))).to.equal('0');
+    expect(await setting(admin.raw('SHOW statement_timeout'))).to.equal('3s');
     const listening = await database.connectAs('api');
     try {
       expect(await setting(listening.query('SHOW statement_timeout'))).to.equal('3s');
@@ -147,6 +151,40 @@ describe('database roles: least privilege for the API and the worker', () => {
     await permissionDenied(worker.raw('DELETE FROM payments WHERE workspace_id = ?', [f.ws.id]));
     await permissionDenied(worker.raw('INSERT INTO outbox (workspace_id, event, data) VALUES (?, ?, ?)', [f.ws.id, 'lead.created', '{}']));
   });
+
+  it('the admin API changes workspace settings, keys and endpoints and adds to the audit trail, but no domain record, and no role changes the trail', async () => {
+    const { createWorkspace, updateWorkspace, revokeApiKey } = await import('../src/workspaces.js');
+    const { setEndpointActive } = await import('../src/webhooks/endpoints.js');
+    const audit = { actor: { type: 'cli' as const, name: 'roles-test' } };
+    // what it does, as its own role
+    const ws = await createWorkspace(admin, { slug: `roles-admin-${process.pid}-${Date.now().toString(36)}` }, audit);
+    expect((await updateWorkspace(admin, { id: ws.id }, { status: 'frozen', remindersAhead: 7 }, new Date(), audit)).remindersAhead).to.equal(7);
+    const key = await createApiKey(admin, { workspaceId: ws.id }, audit);
+    expect((await revokeApiKey(admin, key.id, { workspaceId: ws.id }, audit)).id).to.equal(key.id);
+    expect((await setEndpointActive(admin, endpointId, false, new Date(), audit)).isActive).to.equal(false);
+    expect(await admin('audit_entries').where({ workspace_id: ws.id }).pluck('action')).to.have.members(['workspace.create', 'workspace.update', 'api_key.create', 'api_key.revoke']);
+    // never a domain record, a key's hash or a signing secret
+    expect(await permissionDenied(admin.raw(`UPDATE bookings SET status = 'canceled' WHERE id = ?`, [bookingId]))).to.match(/permission denied for table bookings/);
+    await permissionDenied(admin.raw('SELECT * FROM bookings'));
+    await permissionDenied(admin.raw('SELECT name FROM customers'));
+    await permissionDenied(admin.raw('SELECT * FROM payments'));
+    await permissionDenied(admin.raw('SELECT key_hash FROM api_keys'));
+    await permissionDenied(admin.raw('DELETE FROM api_keys WHERE id = ?', [key.id]));
+    await permissionDenied(admin.raw('DELETE FROM workspaces WHERE id = ?', [ws.id]));
+    await permissionDenied(admin.raw('UPDATE workspaces SET slug = slug WHERE id = ?', [ws.id]));
+    await permissionDenied(admin.raw(`INSERT INTO admin_tokens (name, token_hash) VALUES ('x', sha256('x'))`));
+    await permissionDenied(admin.raw(`CREATE TABLE admin_was_here_${process.pid} (id int)`));
+    // the audit trail is only ever added to: by no service role changed or deleted
+    for (const role of [api, worker, admin]) {
+      await permissionDenied(role.raw(`UPDATE audit_entries SET actor_name = 'someone else' WHERE workspace_id = ?`, [ws.id]));
+      await permissionDenied(role.raw('DELETE FROM audit_entries WHERE workspace_id = ?', [ws.id]));
+      await permissionDenied(role.raw('TRUNCATE audit_entries'));
+    }
+    await permissionDenied(api.raw(`INSERT INTO audit_entries (actor_type, actor_name, action, target_type, target_id) VALUES ('cli', 'x', 'x', 'x', 'x')`));
+    await permissionDenied(worker.raw('SELECT * FROM admin_tokens'));
+    await permissionDenied(api.raw('SELECT * FROM admin_tokens'));
+    expect(await db('audit_entries').where({ workspace_id: ws.id }).count<{ count: number }[]>('* as count')).to.deep.equal([{ count: 4 }]);
+  });
 });
 
 describe('database roles on a PostgreSQL where the owner is not a superuser (the README recipe)', () => {
@@ -202,16 +240,16 @@ describe('database roles on a PostgreSQL where the owner is not a superuser (the
 
   it('an owner that may not create roles is told the statements an administrator runs, and migrates once they ran', async () => {
     const owner = connect(databases.without, owners.without);
-    const [apiRole, workerRole] = [serviceRoleName(databases.without, 'api'), serviceRoleName(databases.without, 'worker')];
+    const [apiRole, workerRole, adminRole] = [serviceRoleName(databases.without, 'api'), serviceRoleName(databases.without, 'worker'), serviceRoleName(databases.without, 'admin')];
     const refused = await expectRejection(migrateLatest(owner), DatabaseRolesError);
     expect(refused.message).to.equal(
-      `cannot set up the database roles "${apiRole}" and "${workerRole}" (${owners.without} may not create roles). Have an administrator run: ` +
-        `CREATE ROLE "${apiRole}" NOLOGIN; CREATE ROLE "${workerRole}" NOLOGIN; GRANT "${apiRole}", "${workerRole}" TO "${owners.without}"; ` +
-        'then run "fleet-admin migrate" again. Or set FRS_DB_ROLES=off to run the API and the worker with the owner\'s rights',
+      `cannot set up the database roles "${apiRole}", "${workerRole}" and "${adminRole}" (${owners.without} may not create roles). Have an administrator run: ` +
+        `CREATE ROLE "${apiRole}" NOLOGIN; CREATE ROLE "${workerRole}" NOLOGIN; CREATE ROLE "${adminRole}" NOLOGIN; GRANT "${apiRole}", "${workerRole}", "${adminRole}" TO "${owners.without}"; ` +
+        'then run "fleet-admin migrate" again. Or set FRS_DB_ROLES=off to run the API, the admin API and the worker with the owner\'s rights',
     );
     const admin = createKnex(adminUrl, 1);
     try {
-      await admin.raw(`CREATE ROLE "${apiRole}" NOLOGIN; CREATE ROLE "${workerRole}" NOLOGIN; GRANT "${apiRole}", "${workerRole}" TO "${owners.without}"`);
+      await admin.raw(`CREATE ROLE "${apiRole}" NOLOGIN; CREATE ROLE "${workerRole}" NOLOGIN; CREATE ROLE "${adminRole}" NOLOGIN; GRANT "${apiRole}", "${workerRole}", "${adminRole}" TO "${owners.without}"`);
     } finally {
       await admin.destroy();
     }

@@ -11,7 +11,7 @@ import type { ErrorObject } from 'ajv';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import YAML from 'yaml';
-import { loadOpenApiDocument, strictOpenApiDocument } from '../contract/document.js';
+import { loadOpenApiDocument, strictOpenApiDocument, type OpenApiDocument } from '../contract/document.js';
 import { ApiError, errorBody, internalError, invalidRequest, statementTimedOut, unavailable } from './errors.js';
 import { isDatabaseUnavailable, isStatementCanceled } from '../db/outage.js';
 import { authenticate, type AuthGuard, type Caller } from './auth.js';
@@ -64,7 +64,7 @@ class ContractBackend extends OpenAPIBackend {
   }
 }
 
-type Parameter = { name: string; in: string; schema: Record<string, unknown> };
+export type Parameter = { name: string; in: string; schema: Record<string, unknown> };
 
 /** "an integer from 1 to 50", "an ISO 8601 date-time", ... from a parameter schema, for error messages. */
 function describeSchema(schema: Record<string, unknown>): string {
@@ -99,17 +99,17 @@ const LOCATION_IN: Record<string, string> = { query: 'query', header: 'header', 
 /** A name the caller sent, as an error repeats it: cut to 100 characters, within the documented bounds of `reason`. */
 const echoed = (name: string) => (name.length > 100 ? `${name.slice(0, 100)}…` : name);
 
-const unknownQuery = (name: string) =>
+export const unknownQuery = (name: string) =>
   invalidRequest(echoed(name), `Query parameter "${echoed(name)}" is not known to this operation; see /openapi.json for its parameters.`);
 
 /** A date-time whose offset's `+` was sent unencoded: URL decoding made it a space (`…T06:00:00 04:00`). */
 const PLUS_AS_SPACE = /^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)? \d\d:?\d\d$/;
 
 /**
- * The first request-validation error, as the documented 400 naming the parameter. A single-valued query parameter
+ * The first request-validation error, as the documented 400 naming the parameter (or the body's field). A single-valued query parameter
  * given more than once arrives as a list and fails whatever check comes first: it is named as repeated, before that.
  */
-function validationError(parameters: Parameter[], errors: ErrorObject[], query: Record<string, unknown>): ApiError {
+export function validationError(parameters: Parameter[], errors: ErrorObject[], query: Record<string, unknown> = {}): ApiError {
   const repeated = parameters.find((p) => p.in === 'query' && p.schema.type !== 'array' && Array.isArray(query[p.name]));
   if (repeated) {
     const times = (query[repeated.name] as unknown[]).length;
@@ -120,6 +120,7 @@ function validationError(parameters: Parameter[], errors: ErrorObject[], query: 
   }
   const err = errors[0];
   const [, location = '', instanceName] = err.instancePath.split('/');
+  if (location === 'requestBody' || (err.keyword === 'required' && err.params.missingProperty === 'requestBody')) return bodyValidationError(err);
   const name = err.keyword === 'required' ? String(err.params.missingProperty) : decodeURIComponent(instanceName ?? '');
   if (err.keyword === 'additionalProperties' && location === 'query') return unknownQuery(String(err.params.additionalProperty));
   const parameter = parameters.find((p) => p.in === LOCATION_IN[location] && p.name.toLowerCase() === name.toLowerCase());
@@ -135,6 +136,20 @@ function validationError(parameters: Parameter[], errors: ErrorObject[], query: 
   return invalidRequest(parameter.name, `${label} must be ${describeSchema(parameter.schema)}.`);
 }
 
+/** A body field's validation error (the admin API's bodies): the field, named as in the document, or `body`. */
+function bodyValidationError(err: ErrorObject): ApiError {
+  if (err.keyword === 'required' && err.params.missingProperty === 'requestBody') return invalidRequest('body', 'The request needs a JSON body; see /openapi.json for its fields.');
+  const path = err.instancePath.split('/').slice(2).map(decodeURIComponent);
+  if (err.keyword === 'required') path.push(String(err.params.missingProperty));
+  if (err.keyword === 'additionalProperties') {
+    const name = echoed(String(err.params.additionalProperty));
+    return invalidRequest(name, `Field "${name}" is not known to this operation; see /openapi.json for its fields.`);
+  }
+  const field = echoed(path.join('.')) || 'body';
+  if (err.keyword === 'required') return invalidRequest(field, `Field "${field}" is required.`);
+  return invalidRequest(field, field === 'body' ? `The request body ${err.message ?? 'is invalid'}.` : `Field "${field}" ${err.message ?? 'is invalid'}.`);
+}
+
 /** A path template of the document (`/v1/webhooks/{id}/test`) as a regular expression over request paths. */
 export function pathPattern(template: string): RegExp {
   return new RegExp(`^${template.replace(/\{[^}]+\}/g, '[^/]+')}/?$`);
@@ -145,7 +160,7 @@ export function pathPattern(template: string): RegExp {
 let randomPool = Buffer.alloc(0);
 let randomOffset = 0;
 
-function newRequestId(): string {
+export function newRequestId(): string {
   if (randomOffset + 12 > randomPool.length) {
     randomPool = crypto.randomBytes(4096);
     randomOffset = 0;
@@ -161,7 +176,7 @@ const CLIENT_GONE = new Set(['ERR_STREAM_PREMATURE_CLOSE', 'ECONNRESET', 'EPIPE'
 const RESPONSE_HEADERS = { 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' };
 
 /** The methods a path answers: its operations', HEAD with GET, and OPTIONS. */
-function allowedMethods(operations: Array<{ path: string; method: string }>, path: string): string[] {
+export function allowedMethods(operations: Array<{ path: string; method: string }>, path: string): string[] {
   const methods = operations.filter((op) => pathPattern(op.path).test(path)).map((op) => op.method.toUpperCase());
   if (methods.length === 0) return [];
   if (methods.includes('GET')) methods.push('HEAD');
@@ -173,7 +188,7 @@ function allowedMethods(operations: Array<{ path: string; method: string }>, pat
  * as literal text: routing and validation then see a parameter that is simply invalid (a 400 naming it, after
  * authentication) instead of failing to decode it.
  */
-function decodablePath(path: string): string {
+export function decodablePath(path: string): string {
   if (!path.includes('%')) return path;
   return path
     .split('/')
@@ -189,7 +204,7 @@ function decodablePath(path: string): string {
 }
 
 /** Query parameters the operation does not declare: the first one is refused by name. */
-function unknownQueryParameter(parameters: Parameter[], query: Record<string, unknown>): string | undefined {
+export function unknownQueryParameter(parameters: Parameter[], query: Record<string, unknown>): string | undefined {
   const known = new Set(parameters.filter((p) => p.in === 'query').map((p) => p.name));
   return Object.keys(query).find((name) => !known.has(name));
 }
@@ -216,13 +231,13 @@ function compilePathTemplatesOnce(): void {
 }
 
 /**
- * openapi-backend over the strict variant of the document: the HTTP operations only (the webhooks section is for
- * receivers), requests validated with Ajv 2020-12, formats and defaults on. Shared with the bench's framework
- * baseline, so that row measures exactly this configuration.
+ * openapi-backend over the strict variant of a document (the public one unless given): the HTTP operations only (the
+ * webhooks section is for receivers), requests validated with Ajv 2020-12, formats and defaults on. Shared with the
+ * bench's framework baseline, so that row measures exactly this configuration, and with the admin API (src/admin/).
  */
-export function contractBackend(options: { handlers: Record<string, unknown>; securityHandlers: Record<string, unknown> }): ContractBackend {
+export function contractBackend(options: { handlers: Record<string, unknown>; securityHandlers: Record<string, unknown>; document?: OpenApiDocument }): ContractBackend {
   compilePathTemplatesOnce();
-  const { webhooks: _webhooks, ...httpDocument } = strictOpenApiDocument();
+  const { webhooks: _webhooks, ...httpDocument } = options.document ?? strictOpenApiDocument();
   return new ContractBackend({
     definition: structuredClone(httpDocument) as unknown as Document,
     strict: true,
@@ -364,7 +379,58 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
     if (CLIENT_GONE.has(err.code ?? '')) log.debug({ err: { code: err.code } }, 'client closed the connection during the answer');
     else log.error({ err }, 'error while sending the answer');
   });
-  app.use(async (ctx, next) => {
+  app.use(requestEdge({
+    logger,
+    metrics,
+    finish: async (ctx) => {
+      const admission = ctx.state.admission as Admission | undefined;
+      admission?.release();
+      // Every answer says where the caller stands (a 429 already carries the standing that refused it).
+      if (!ctx.response.get('RateLimit')) {
+        // (admitted: its standing is at hand, with no await on the way out of every answered request)
+        const standing = admission ? admission.standing : await standingOf(ctx).catch(() => undefined);
+        if (standing) ctx.set(rateLimitHeaders(standing));
+      }
+    },
+  }));
+  if (shedEventLoopLagMs > 0) app.use(loadShedding(shedEventLoopLagMs));
+  // Compression wraps the routes and the operation (authentication and the rate limiter run inside openapi-backend's
+  // handling): it acts on the answer only, so a refusal by any step before the operation costs it nothing.
+  app.use(compression());
+  app.use(router.routes());
+  // No request body is read: no operation of the document takes one (the test operation ignores its body). So a
+  // body that is malformed, compressed or huge cannot fail a request, and a request no operation accepts (401,
+  // 404, 405) never has its body read. An operation that gains a request body gets a parser of its own.
+  app.use(async (ctx) => {
+    if (ctx.method === 'OPTIONS') {
+      const allowed = allowedMethods(operations, ctx.path);
+      if (allowed.length === 0) throw new ApiError(404, 'not_found', 'No such route. See /openapi.json for the operations.');
+      ctx.set('Allow', allowed.join(', '));
+      ctx.status = 204;
+      return;
+    }
+    const result = await backend.handleRequest(
+      // HEAD answers like GET; Koa then sends the headers without the body.
+      { method: ctx.method === 'HEAD' ? 'GET' : ctx.method, path: decodablePath(ctx.path), query: ctx.querystring, headers: ctx.headers as Record<string, string> },
+      ctx,
+    );
+    ctx.status = result.status;
+    ctx.body = result.body;
+    // A handler that serialised its answer itself (to keep stored JSON bytes as they are) still answers JSON.
+    if (typeof result.body === 'string') ctx.type = 'application/json';
+  });
+  return app;
+}
+
+/**
+ * The edge every request of both listeners passes first (the public API's and the admin API's): its request id
+ * (the client's, if well-formed, else a new one), the headers every answer carries, a request-scoped logger, the
+ * documented error body for whatever was thrown (an outage or a statement cut short is 503 with Retry-After, a client
+ * error of Koa 400, anything else a logged 500), then `finish` (the listener's own bookkeeping) and the request's
+ * log line and duration.
+ */
+export function requestEdge({ logger, metrics, finish }: { logger: Logger; metrics?: ServiceMetrics; finish?: (ctx: Koa.Context) => Promise<void> }): Koa.Middleware {
+  return async (ctx, next) => {
     const started = process.hrtime.bigint();
     const incoming = ctx.get('x-request-id');
     const requestId = /^[\w.:-]{1,128}$/.test(incoming) ? incoming : newRequestId();
@@ -398,47 +464,13 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
       for (const [name, value] of Object.entries(err.headers)) ctx.set(name, value);
       ctx.body = errorBody(err, requestId);
     } finally {
-      const admission = ctx.state.admission as Admission | undefined;
-      admission?.release();
-      // Every answer says where the caller stands (a 429 already carries the standing that refused it).
-      if (!ctx.response.get('RateLimit')) {
-        // (admitted: its standing is at hand, with no await on the way out of every answered request)
-        const standing = admission ? admission.standing : await standingOf(ctx).catch(() => undefined);
-        if (standing) ctx.set(rateLimitHeaders(standing));
-      }
+      await finish?.(ctx);
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       const operation = (ctx.state.operationId as string | undefined) ?? 'none';
       ctx.state.logger.info({ method: ctx.method, path: ctx.path, operation, status: ctx.status, ms }, 'request');
       metrics?.httpRequestDuration.observe({ operation, status: String(ctx.status) }, ms / 1000);
     }
-  });
-  if (shedEventLoopLagMs > 0) app.use(loadShedding(shedEventLoopLagMs));
-  // Compression wraps the routes and the operation (authentication and the rate limiter run inside openapi-backend's
-  // handling): it acts on the answer only, so a refusal by any step before the operation costs it nothing.
-  app.use(compression());
-  app.use(router.routes());
-  // No request body is read: no operation of the document takes one (the test operation ignores its body). So a
-  // body that is malformed, compressed or huge cannot fail a request, and a request no operation accepts (401,
-  // 404, 405) never has its body read. An operation that gains a request body gets a parser of its own.
-  app.use(async (ctx) => {
-    if (ctx.method === 'OPTIONS') {
-      const allowed = allowedMethods(operations, ctx.path);
-      if (allowed.length === 0) throw new ApiError(404, 'not_found', 'No such route. See /openapi.json for the operations.');
-      ctx.set('Allow', allowed.join(', '));
-      ctx.status = 204;
-      return;
-    }
-    const result = await backend.handleRequest(
-      // HEAD answers like GET; Koa then sends the headers without the body.
-      { method: ctx.method === 'HEAD' ? 'GET' : ctx.method, path: decodablePath(ctx.path), query: ctx.querystring, headers: ctx.headers as Record<string, string> },
-      ctx,
-    );
-    ctx.status = result.status;
-    ctx.body = result.body;
-    // A handler that serialised its answer itself (to keep stored JSON bytes as they are) still answers JSON.
-    if (typeof result.body === 'string') ctx.type = 'application/json';
-  });
-  return app;
+  };
 }
 
 /**

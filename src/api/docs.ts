@@ -17,7 +17,16 @@ const FAVICON = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><re
  * Scalar's configuration. Requests from "try it" go to the origin the page was loaded from (whatever the document's
  * `servers` say), directly: no proxy. The system font stack stands in for Scalar's web fonts.
  */
-const CONFIGURATION = {
+/** What differs between the two listeners' reference pages (the public API's, the admin API's). */
+export interface DocsOptions {
+  title: string;
+  /** The document's security scheme the page asks a credential for. */
+  securityScheme: string;
+}
+
+const PUBLIC_DOCS: DocsOptions = { title: 'Fleet Rental Service API', securityScheme: 'bearerAuth' };
+
+const configuration = ({ title, securityScheme }: DocsOptions) => ({
   url: '/openapi.json',
   withDefaultFonts: false,
   // No features that call Scalar's hosted services: its AI agent, its proxy, its telemetry, its share/deploy toolbar.
@@ -27,20 +36,20 @@ const CONFIGURATION = {
   hideDownloadButton: false,
   defaultOpenAllTags: true,
   defaultHttpClient: { targetKey: 'shell', clientKey: 'curl' },
-  authentication: { preferredSecurityScheme: 'bearerAuth' },
-  metaData: { title: 'Fleet Rental Service API' },
-};
+  authentication: { preferredSecurityScheme: securityScheme },
+  metaData: { title },
+});
 
 /** Hands Scalar its configuration; a file of its own, since the page allows no inline script. */
-const CONFIGURATION_SCRIPT = `const configuration = ${JSON.stringify(CONFIGURATION)};
+const configurationScript = (options: DocsOptions) => `const configuration = ${JSON.stringify(configuration(options))};
 configuration.servers = [{ url: window.location.origin, description: 'This server' }];
 document.getElementById('api-reference').dataset.configuration = JSON.stringify(configuration);
 `;
 
 const STYLE = `body{margin:0}:root{--scalar-font:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;--scalar-font-code:ui-monospace,"SFMono-Regular",Menlo,monospace}\n`;
 
-const PAGE = `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Fleet Rental Service API</title>
+const page = ({ title }: DocsOptions) => `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>${title}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="icon" href="/favicon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="/docs/page.css">
@@ -74,15 +83,17 @@ const PAGE_HEADERS = {
 };
 
 /** Registers /docs, its script, the favicon, and / as a redirect to /docs. None of them needs a key. */
-export function registerDocs(router: Router): void {
+export function registerDocs(router: Router, options: DocsOptions = PUBLIC_DOCS): void {
+  const html = page(options);
+  const script = configurationScript(options);
   router.get('/docs', (ctx) => {
     ctx.type = 'text/html';
     ctx.set(PAGE_HEADERS);
-    ctx.body = PAGE;
+    ctx.body = html;
   });
   router.get('/docs/configuration.js', (ctx) => {
     ctx.type = 'application/javascript';
-    ctx.body = CONFIGURATION_SCRIPT;
+    ctx.body = script;
   });
   router.get('/docs/page.css', (ctx) => {
     ctx.type = 'text/css';

@@ -1,7 +1,10 @@
-import type { ErrorResponse as ErrorBody } from '../../generated/strict/types.gen.js';
+import type { ErrorResponse as PublicErrorBody } from '../../generated/strict/types.gen.js';
+import type { ErrorResponse as AdminErrorBody } from '../../generated/admin-strict/types.gen.js';
 import { UNAVAILABLE_RETRY_AFTER_S } from '../db/outage.js';
 
-export type ErrorCode = ErrorBody['error']['code'];
+/** The codes of both documents' error body (the same body: the admin API's has a few codes of its own). */
+export type ErrorCode = PublicErrorBody['error']['code'] | AdminErrorBody['error']['code'];
+type ErrorBody = { error: { code: ErrorCode; message: string; reason?: string; requestId: string } };
 
 /** An error the API answers with the documented error body. Anything else thrown becomes a 500. */
 export class ApiError extends Error {

@@ -15,6 +15,8 @@ import { recoverEndpoint, resendDelivery, showDelivery } from '../webhooks/recov
 import {
   checkMasterKey, createMasterKey, DEFAULT_OVERLAP_HOURS, MAX_OVERLAP_HOURS, resealSigningSecrets, rotateSigningSecret,
 } from '../webhooks/signing-secrets.js';
+import { cliAudit } from '../audit.js';
+import { createAdminToken, listAdminTokens, revokeAdminToken } from '../admin-tokens.js';
 import { importDocument, readImportFile } from '../import/importDocument.js';
 import { publishEvent } from '../webhooks/publish.js';
 import { runCalendarSweep } from '../webhooks/calendar.js';
@@ -100,7 +102,7 @@ export function buildProgram(): Command {
     .option('--timezone <tz>', 'IANA time zone (default Asia/Dubai)')
     .option('--reminders-ahead <days>', 'days ahead for due-soon reminders, 1 to 60 (default 3)', wholeNumber)
     .action(async (o: JsonOption & { slug: string; timezone?: string; remindersAhead?: number }) => {
-      const created = await withDatabase((db) => createWorkspace(db, { slug: o.slug, timezone: o.timezone, remindersAhead: o.remindersAhead }));
+      const created = await withDatabase((db) => createWorkspace(db, { slug: o.slug, timezone: o.timezone, remindersAhead: o.remindersAhead }, cliAudit()));
       print(o, workspaceSummary(created), describeWorkspace);
     });
   command(workspace, 'set', 'change a workspace')
@@ -109,7 +111,7 @@ export function buildProgram(): Command {
     .option('--timezone <tz>', 'IANA time zone')
     .option('--reminders-ahead <days>', 'days ahead for due-soon reminders, 1 to 60', wholeNumber)
     .action(async (o: JsonOption & { slug: string; status?: 'active' | 'frozen'; timezone?: string; remindersAhead?: number }) => {
-      const updated = await withDatabase((db) => updateWorkspace(db, o.slug, { status: o.status, timezone: o.timezone, remindersAhead: o.remindersAhead }));
+      const updated = await withDatabase((db) => updateWorkspace(db, o.slug, { status: o.status, timezone: o.timezone, remindersAhead: o.remindersAhead }, new Date(), cliAudit()));
       print(o, workspaceSummary(updated), describeWorkspace);
     });
 
@@ -125,13 +127,13 @@ export function buildProgram(): Command {
     .option('--role <role>', 'free-form role recorded with the key')
     .option('--expires-at <iso>', 'ISO 8601 date-time after which the key is refused')
     .action(async (o: JsonOption & { workspace: string; role?: string; expiresAt?: string }) => {
-      const created = await withDatabase((db) => createApiKey(db, { workspaceSlug: o.workspace, role: o.role, expiresAt: o.expiresAt }));
+      const created = await withDatabase((db) => createApiKey(db, { workspaceSlug: o.workspace, role: o.role, expiresAt: o.expiresAt }, cliAudit()));
       print(o, created, (k) => `API key ${k.id} (role ${k.role ?? 'none'}, expires ${k.expiresAt ?? 'never'}), shown only this once:\n${k.key}`);
     });
   command(key, 'revoke', 'revoke an API key')
     .requiredOption('--id <id>', 'the key id')
     .action(async (o: JsonOption & { id: string }) => {
-      const revoked = await withDatabase((db) => revokeApiKey(db, o.id));
+      const revoked = await withDatabase((db) => revokeApiKey(db, o.id, {}, cliAudit()));
       print(o, revoked, (r) => `API key ${r.id} revoked at ${r.revokedAt}`);
     });
 
@@ -150,14 +152,14 @@ export function buildProgram(): Command {
     .option('--name <name>', "display name (default: the URL's host)")
     .option('--events <names>', 'comma-separated event names (default: every event)', commaList)
     .action(async (o: JsonOption & { workspace: string; url: string; name?: string; events?: string[] }) => {
-      const created = await withDatabase((db) => createEndpoint(db, { workspaceSlug: o.workspace, url: o.url, name: o.name, events: o.events }), { masterKey: 'needed' });
+      const created = await withDatabase((db) => createEndpoint(db, { workspaceSlug: o.workspace, url: o.url, name: o.name, events: o.events }, undefined, cliAudit()), { masterKey: 'needed' });
       print(o, created, (e) => `endpoint ${e.id} "${e.name}" -> ${e.url} (events: ${e.events.join(', ') || 'all'}); signing secret, shown only this once:\n${e.secret}`);
     });
   for (const [name, active] of [['enable', true], ['disable', false]] as const) {
     command(endpoint, name, `switch a webhook endpoint ${active ? 'on' : 'off'}`)
       .requiredOption('--id <id>', 'the endpoint id')
       .action(async (o: JsonOption & { id: string }) => {
-        const record = await withDatabase((db) => setEndpointActive(db, o.id, active));
+        const record = await withDatabase((db) => setEndpointActive(db, o.id, active, new Date(), cliAudit()));
         print(o, record, describeEndpoint);
       });
   }
@@ -181,10 +183,33 @@ export function buildProgram(): Command {
     .requiredOption('--id <id>', 'the endpoint id')
     .option('--overlap-hours <hours>', `hours during which deliveries carry signatures with both secrets, 0 to ${MAX_OVERLAP_HOURS} (default ${DEFAULT_OVERLAP_HOURS}; 0 ends the old secret at once)`, wholeNumber)
     .action(async (o: JsonOption & { id: string; overlapHours?: number }) => {
-      const rotated = await withDatabase((db) => rotateSigningSecret(db, o.id, { overlapHours: o.overlapHours }), { masterKey: 'needed' });
+      const rotated = await withDatabase((db) => rotateSigningSecret(db, o.id, { overlapHours: o.overlapHours }, cliAudit()), { masterKey: 'needed' });
       print(o, rotated, (r) =>
         `endpoint ${r.id}: new signing secret, shown only this once:\n${r.secret}\n` +
         (r.previousSecretExpiresAt ? `the old secret also signs every delivery until ${r.previousSecretExpiresAt}` : 'the old secret no longer signs anything'));
+    });
+
+  const adminToken = program.command('admin-token').description('create, list and revoke admin API tokens');
+  command(adminToken, 'create', 'create an admin API token (shown only this once)')
+    .requiredOption('--name <name>', 'who or what holds it (recorded in the audit trail as the actor)')
+    .option('--workspace <slug>', 'confine the token to this workspace (default: every workspace)')
+    .option('--expires-at <iso>', 'ISO 8601 date-time after which the token is refused')
+    .action(async (o: JsonOption & { name: string; workspace?: string; expiresAt?: string }) => {
+      const created = await withDatabase((db) => createAdminToken(db, { name: o.name, workspaceSlug: o.workspace, expiresAt: o.expiresAt }, cliAudit()));
+      print(o, created, (t) =>
+        `admin token ${t.id} "${t.name}" (${t.workspace ? `workspace ${t.workspace} only` : 'every workspace'}, expires ${t.expiresAt ?? 'never'}), shown only this once:\n${t.token}`);
+    });
+  command(adminToken, 'list', 'list the admin API tokens (never the tokens themselves: only their hashes are stored)')
+    .action(async (o: JsonOption) => {
+      const result = await withDatabase(listAdminTokens);
+      print(o, result, (r) =>
+        r.rows.map((t) => `${t.id} "${t.name}" workspace=${t.workspace ?? '*'} created=${t.createdAt} expires=${t.expiresAt ?? 'never'} revoked=${t.revokedAt ?? '-'} last-used=${t.lastUsedAt ?? '-'}`).join('\n') || 'no admin tokens');
+    });
+  command(adminToken, 'revoke', 'revoke an admin API token (refused from its next request on)')
+    .requiredOption('--id <id>', 'the token id')
+    .action(async (o: JsonOption & { id: string }) => {
+      const revoked = await withDatabase((db) => revokeAdminToken(db, o.id, cliAudit()));
+      print(o, revoked, (r) => `admin token ${r.id} revoked at ${r.revokedAt}`);
     });
 
   const secrets = program.command('secrets').description('the master key that seals stored signing secrets');

@@ -8,12 +8,21 @@ import { ROOT_DIR } from '../config.js';
 // The contract documents in openapi/ and the one way this codebase turns them into JSON Schema validators.
 
 export const OPENAPI_SCHEMA_ID = 'https://fleet-rental.example/schemas/openapi.json';
+export const ADMIN_SCHEMA_ID = 'https://fleet-rental.example/schemas/admin.json';
+
+/**
+ * The two HTTP contracts: `openapi` (openapi/openapi.yaml, the public read-only API and the webhooks) and `admin`
+ * (openapi/admin.yaml, the admin API on its own listener). Both are loaded, made strict and compiled the same way.
+ */
+export type ContractName = 'openapi' | 'admin';
+const SCHEMA_IDS: Record<ContractName, string> = { openapi: OPENAPI_SCHEMA_ID, admin: ADMIN_SCHEMA_ID };
 export const IMPORT_SCHEMA_ID = 'https://fleet-rental.example/schemas/import.schema.json';
 
 export type OpenApiDocument = {
   openapi: string;
   info: { version: string; description: string };
   paths: Record<string, Record<string, OpenApiOperation>>;
+  /** The public document's webhook payloads (absent from the admin document: only read from the public one). */
   webhooks: Record<string, { post: OpenApiOperation }>;
   components: { schemas: Record<string, unknown>; [key: string]: unknown };
   [key: string]: unknown;
@@ -25,8 +34,8 @@ export type OpenApiOperation = {
   [key: string]: unknown;
 };
 
-let cachedDocument: OpenApiDocument | undefined;
-let cachedStrict: OpenApiDocument | undefined;
+const cachedDocuments = new Map<ContractName, OpenApiDocument>();
+const cachedStrict = new Map<ContractName, OpenApiDocument>();
 
 /**
  * The hand-written OpenAPI document, parsed (once per process): the published one, open to additions. Its objects
@@ -34,9 +43,10 @@ let cachedStrict: OpenApiDocument | undefined;
  * as `x-extensible-enum` (the values known today) on a plain string: clients and receivers must accept what they do
  * not know.
  */
-export function loadOpenApiDocument(): OpenApiDocument {
-  cachedDocument ??= YAML.parse(fs.readFileSync(path.join(ROOT_DIR, 'openapi', 'openapi.yaml'), 'utf8'));
-  return cachedDocument!;
+export function loadOpenApiDocument(name: ContractName = 'openapi'): OpenApiDocument {
+  let document = cachedDocuments.get(name);
+  if (!document) cachedDocuments.set(name, (document = YAML.parse(fs.readFileSync(path.join(ROOT_DIR, 'openapi', `${name}.yaml`), 'utf8')) as OpenApiDocument));
+  return document;
 }
 
 /**
@@ -44,9 +54,10 @@ export function loadOpenApiDocument(): OpenApiDocument {
  * (`additionalProperties: false` where the document leaves it unset) and every `x-extensible-enum` becomes an exact
  * `enum`, so the service can never send a field or a value the document does not declare.
  */
-export function strictOpenApiDocument(): OpenApiDocument {
-  cachedStrict ??= strictVariant(loadOpenApiDocument()) as OpenApiDocument;
-  return cachedStrict;
+export function strictOpenApiDocument(name: ContractName = 'openapi'): OpenApiDocument {
+  let document = cachedStrict.get(name);
+  if (!document) cachedStrict.set(name, (document = strictVariant(loadOpenApiDocument(name)) as OpenApiDocument));
+  return document;
 }
 
 function strictVariant(node: unknown): unknown {
@@ -84,6 +95,8 @@ export function responseSchemaNames(document: OpenApiDocument): string[] {
   const sharedResponses = (document.components.responses ?? {}) as Record<string, OpenApiOperation['responses'][string]>;
   for (const item of Object.values(document.paths)) {
     for (const operation of Object.values(item)) {
+      // (a path item's other keys, such as its shared `parameters`, are not operations)
+      if (!operation || typeof operation !== 'object' || !('responses' in operation)) continue;
       for (const response of Object.values(operation.responses)) {
         const resolved = response.$ref ? sharedResponses[response.$ref.split('/').pop()!] : response;
         const name = schemaName(resolved?.content?.['application/json']?.schema.$ref);
@@ -97,7 +110,7 @@ export function responseSchemaNames(document: OpenApiDocument): string[] {
 /** Event name -> the component schema of its delivery payload, from the document's `webhooks` section. */
 export function webhookPayloadSchemas(document: OpenApiDocument): Map<string, string> {
   const map = new Map<string, string>();
-  for (const [event, item] of Object.entries(document.webhooks)) {
+  for (const [event, item] of Object.entries(document.webhooks ?? {})) {
     const name = schemaName(item.post.requestBody?.content['application/json']?.schema.$ref);
     if (!name) throw new Error(`webhook ${event} has no payload schema`);
     map.set(event, name);
@@ -124,21 +137,21 @@ function toJsonSchemaRefs(value: unknown): unknown {
 }
 
 /**
- * An Ajv 2020-12 instance holding the document's component schemas (as `<OPENAPI_SCHEMA_ID>#/$defs/<Name>`) and
- * the import document schema: the strict variant's (the default: what this project checks itself against), or the
- * published document's (what a client or receiver that validates meets). Formats are checked; `example` (an OpenAPI
- * keyword) and `x-extensible-enum` are allowed.
+ * An Ajv 2020-12 instance holding a document's component schemas (as `<OPENAPI_SCHEMA_ID>#/$defs/<Name>`, or the
+ * admin document's under ADMIN_SCHEMA_ID) and the import document schema: the strict variant's (the default: what
+ * this project checks itself against), or the published document's (what a client or receiver that validates meets).
+ * Formats are checked; `example` (an OpenAPI keyword) and `x-extensible-enum` are allowed.
  */
-export function createSchemaAjv(options: Options = {}, variant: 'strict' | 'published' = 'strict'): Ajv2020 {
+export function createSchemaAjv(options: Options = {}, variant: 'strict' | 'published' = 'strict', name: ContractName = 'openapi'): Ajv2020 {
   const ajv = new Ajv2020({ strict: true, allErrors: false, ...options });
   addFormats.default(ajv);
   ajv.addVocabulary(['example', 'x-extensible-enum']);
-  const document = variant === 'strict' ? strictOpenApiDocument() : loadOpenApiDocument();
-  ajv.addSchema({ $id: OPENAPI_SCHEMA_ID, $defs: toJsonSchemaRefs(document.components.schemas) as object });
+  const document = variant === 'strict' ? strictOpenApiDocument(name) : loadOpenApiDocument(name);
+  ajv.addSchema({ $id: SCHEMA_IDS[name], $defs: toJsonSchemaRefs(document.components.schemas) as object });
   ajv.addSchema(loadImportSchema());
   return ajv;
 }
 
-export function schemaRef(name: string): string {
-  return `${OPENAPI_SCHEMA_ID}#/$defs/${name}`;
+export function schemaRef(schema: string, name: ContractName = 'openapi'): string {
+  return `${SCHEMA_IDS[name]}#/$defs/${schema}`;
 }

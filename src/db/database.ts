@@ -53,12 +53,12 @@ export function apiStatementTimeoutMs(env: NodeJS.ProcessEnv = process.env): num
 
 /**
  * What each new connection of `role`'s processes runs before anything else: SET ROLE into its database role, and for
- * the API the time limit of its statements, set on the session after SET ROLE (ALTER ROLE ... SET applies at login
+ * the API and the admin API the time limit of its statements, set on the session after SET ROLE (ALTER ROLE ... SET applies at login
  * only, never to a role entered with SET ROLE). Undefined when there is nothing to run (the worker with
  * FRS_DB_ROLES=off); the API's limit holds with FRS_DB_ROLES=off too.
  */
 export function connectionSetup(database: string, role: ServiceRole, env: NodeJS.ProcessEnv = process.env): string | undefined {
-  const statements = [setRoleStatement(database, role, env), role === 'api' ? `SET statement_timeout = '${apiStatementTimeoutMs(env)}ms'` : undefined];
+  const statements = [setRoleStatement(database, role, env), role !== 'worker' ? `SET statement_timeout = '${apiStatementTimeoutMs(env)}ms'` : undefined];
   const setup = statements.filter((statement) => statement !== undefined);
   return setup.length > 0 ? setup.join('; ') : undefined;
 }
@@ -81,13 +81,15 @@ const OPERATOR_TIMEOUTS: PoolTimeouts = { acquireMs: 30_000 };
  */
 export const SERVICE_TIMEOUTS: Record<ServiceRole, PoolTimeouts> = {
   api: { acquireMs: 4000, queryMs: 4000 },
+  // the admin API answers requests as the API does, under the same promise and statement limit
+  admin: { acquireMs: 4000, queryMs: 4000 },
   worker: { acquireMs: 4000, queryMs: 60_000 },
 };
 
 /** A role's pool limits; the API's answer limit stays a second above its statement limit (FRS_API_STATEMENT_TIMEOUT_MS). */
 function serviceTimeouts(role: ServiceRole): PoolTimeouts {
   const timeouts = SERVICE_TIMEOUTS[role];
-  return role === 'api' ? { ...timeouts, queryMs: Math.max(timeouts.queryMs ?? 0, apiStatementTimeoutMs() + 1000) } : timeouts;
+  return role !== 'worker' ? { ...timeouts, queryMs: Math.max(timeouts.queryMs ?? 0, apiStatementTimeoutMs() + 1000) } : timeouts;
 }
 
 type PgConnection = pg.Client & { __knex__disposed?: unknown; connection: { stream: { destroy(): void } } };

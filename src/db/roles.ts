@@ -3,14 +3,14 @@ import type { Knex } from 'knex';
 import { ConfigError } from '../config.js';
 
 // Least privilege in the database. The schema owner (the user that runs `fleet-admin migrate`) owns every table;
-// the API and the webhook worker each run as a NOLOGIN role of their own, entered with SET ROLE on every new
-// pooled connection, holding only the grants below. The roles are per database (`<database>_api`,
-// `<database>_worker`), so two services sharing a cluster never share a role. `fleet-admin migrate` creates them
+// the API, the admin API and the webhook worker each run as a NOLOGIN role of their own, entered with SET ROLE on every
+// new pooled connection, holding only the grants below. The roles are per database (`<database>_api`,
+// `<database>_admin`, `<database>_worker`), so two services sharing a cluster never share a role. `fleet-admin migrate` creates them
 // (when the owner may create roles) and re-applies the grants after every migration, so this list is the one
 // place that says who may do what.
 
-export type ServiceRole = 'api' | 'worker';
-export const SERVICE_ROLES: readonly ServiceRole[] = ['api', 'worker'];
+export type ServiceRole = 'api' | 'worker' | 'admin';
+export const SERVICE_ROLES: readonly ServiceRole[] = ['api', 'worker', 'admin'];
 
 /** `FRS_DB_ROLES=off` runs every process as the connecting user (for a database where roles cannot be had). */
 export const DB_ROLES_SWITCH = 'FRS_DB_ROLES';
@@ -82,6 +82,26 @@ const GRANTS: Record<ServiceRole, string[]> = {
     `GRANT SELECT, UPDATE (created_at) ON test_idempotency_keys TO %s`,
     `GRANT USAGE ON SEQUENCE delivery_attempts_id_seq TO %s`,
   ],
+  // The admin API (src/admin/): the workspaces' settings, their keys and endpoints, the delivery records, its own
+  // tokens and the audit trail; never a domain record (bookings, customers, money...), never a key's hash or a token's
+  // to read back beyond authentication, and the audit trail only added to (no UPDATE or DELETE: no role may).
+  admin: [
+    `GRANT SELECT ON knex_migrations, knex_migrations_lock, master_key_record TO %s`,
+    `GRANT SELECT (id, slug, status, timezone, reminders_ahead) ON workspaces TO %s`,
+    `GRANT INSERT (slug, status, timezone, reminders_ahead), UPDATE (status, timezone, reminders_ahead) ON workspaces TO %s`,
+    `GRANT SELECT (id, workspace_id, role, created_at, expires_at, revoked_at, last_used_at) ON api_keys TO %s`,
+    `GRANT INSERT (workspace_id, key_hash, role, expires_at), UPDATE (revoked_at) ON api_keys TO %s`,
+    // registration, switching and secret rotation (sealed under the master key on the way in)
+    `GRANT SELECT, INSERT, UPDATE ON webhook_endpoints TO %s`,
+    // publishing and example events; held deliveries released or failed when a workspace is set active again, retries
+    `GRANT SELECT, INSERT ON events TO %s`,
+    `GRANT SELECT, INSERT, UPDATE ON deliveries TO %s`,
+    `GRANT SELECT ON delivery_attempts TO %s`,
+    // authentication by admin token, and marking one as used (tokens are made and revoked by the CLI only)
+    `GRANT SELECT (id, name, workspace_id, token_hash, created_at, expires_at, revoked_at, last_used_at), UPDATE (last_used_at) ON admin_tokens TO %s`,
+    `GRANT SELECT, INSERT, UPDATE, DELETE ON admin_idempotency_keys TO %s`,
+    `GRANT SELECT, INSERT ON audit_entries TO %s`,
+  ],
 };
 
 function quoteIdent(name: string): string {
@@ -97,11 +117,11 @@ export class DatabaseRolesError extends Error {}
 
 /** Why roles could not be set up, with what an administrator runs instead and the switch that does without. */
 function rolesRefused(database: string, user: string, detail: string): Error {
-  const [api, worker] = SERVICE_ROLES.map((role) => quoteIdent(serviceRoleName(database, role)));
+  const roles = SERVICE_ROLES.map((role) => quoteIdent(serviceRoleName(database, role)));
   return new DatabaseRolesError(
-    `cannot set up the database roles ${api} and ${worker} (${detail}). Have an administrator run: ` +
-      `CREATE ROLE ${api} NOLOGIN; CREATE ROLE ${worker} NOLOGIN; GRANT ${api}, ${worker} TO ${quoteIdent(user)}; ` +
-      `then run "fleet-admin migrate" again. Or set ${DB_ROLES_SWITCH}=off to run the API and the worker with the owner's rights`,
+    `cannot set up the database roles ${roles.slice(0, -1).join(', ')} and ${roles.at(-1)} (${detail}). Have an administrator run: ` +
+      `${roles.map((role) => `CREATE ROLE ${role} NOLOGIN; `).join('')}GRANT ${roles.join(', ')} TO ${quoteIdent(user)}; ` +
+      `then run "fleet-admin migrate" again. Or set ${DB_ROLES_SWITCH}=off to run the API, the admin API and the worker with the owner's rights`,
   );
 }
 

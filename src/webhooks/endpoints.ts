@@ -4,6 +4,7 @@ import { rows, WORKSPACE } from '../queries/common.js';
 import { newSigningSecret } from '../secrets.js';
 import { findWorkspace } from '../workspaces.js';
 import { InputError, isUuid } from '../input.js';
+import { recordAudit, type AuditContext } from '../audit.js';
 import { subscribableEvents, TEST_EVENT } from './catalogue.js';
 import { destinationPolicyFromEnv, refuseDestination, type DestinationPolicy } from './destination-policy.js';
 import { switchEndpoint } from './endpoint-lifecycle.js';
@@ -90,6 +91,7 @@ export async function createEndpoint(
   db: Knex,
   input: { workspaceSlug: string; url: string; name?: string; events?: string[] },
   policy: DestinationPolicy = destinationPolicyFromEnv(),
+  audit?: AuditContext,
 ): Promise<CreatedEndpoint> {
   // The document bounds an endpoint's url to 2,048 characters (GET /v1/webhooks returns it).
   if (input.url.length > 2048) throw new InputError('--url must be at most 2048 characters');
@@ -103,10 +105,13 @@ export async function createEndpoint(
   // The id is made here: the sealed secret is bound to it.
   const id = crypto.randomUUID();
   const secret = newSigningSecret();
-  const [row] = await withSealingLock(db, 'shared', (trx, sealer) =>
-    trx('webhook_endpoints')
+  const [row] = await withSealingLock(db, 'shared', async (trx, sealer) => {
+    const inserted = await trx('webhook_endpoints')
       .insert({ id, workspace_id: workspace.id, name, url: input.url, events, ...sealer.columns(id, secret) })
-      .returning(['id', 'name', 'url', 'events', 'is_active']));
+      .returning(['id', 'name', 'url', 'events', 'is_active']);
+    if (audit) await recordAudit(trx, audit, { action: 'endpoint.create', workspaceId: workspace.id, target: { type: 'endpoint', id }, changes: { name, url: input.url, events } });
+    return inserted;
+  });
   return { id: row.id, name: row.name, url: row.url, events: row.events, isActive: row.is_active, secret };
 }
 
@@ -114,12 +119,14 @@ export async function createEndpoint(
  * Switches an endpoint on or off: switching on sends what it held (what was held longer than 7 days is marked failed),
  * switching off holds its pending deliveries (switchEndpoint in endpoint-lifecycle.ts).
  */
-export async function setEndpointActive(db: Knex, id: string, active: boolean, now = new Date()): Promise<EndpointRecord> {
+export async function setEndpointActive(db: Knex, id: string, active: boolean, now = new Date(), audit?: AuditContext): Promise<EndpointRecord> {
   if (!isUuid(id)) throw new InputError(`--id must be a UUID, got "${id}"`);
   return db.transaction(async (trx) => {
-    const row = await switchEndpoint<EndpointRow>(trx, id, active, now, RECORD_COLUMNS);
+    const row = await switchEndpoint<EndpointRow & { workspace_id: string }>(trx, id, active, now, [...RECORD_COLUMNS, 'workspace_id']);
     if (!row) throw new InputError(`no webhook endpoint with id ${id}`);
-    return toRecord(row);
+    const record = toRecord(row);
+    if (audit) await recordAudit(trx, audit, { action: active ? 'endpoint.enable' : 'endpoint.disable', workspaceId: row.workspace_id, target: { type: 'endpoint', id }, changes: { isActive: active } });
+    return record;
   });
 }
 

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { recordAudit, type AuditContext } from '../audit.js';
 import {
   createMasterKeyFile, givenMasterKeys, MasterKeyError, newSigningSecret, openSecret, PREVIOUS_SECRET_KEYS_ENV, rotateMasterKey, SECRET_KEY_ENV,
   SECRET_KEY_FILE_ENV, sealingKeys, sealSecret, type MasterKeyIds, type SealedSecret,
@@ -182,7 +183,7 @@ export interface RotatedSecret {
  * delivery carries signatures with both, the new one first. A secret that was itself still in an overlap is
  * dropped: at most two secrets sign at a time.
  */
-export async function rotateSigningSecret(db: Knex, id: string, options: { overlapHours?: number; now?: Date } = {}): Promise<RotatedSecret> {
+export async function rotateSigningSecret(db: Knex, id: string, options: { overlapHours?: number; now?: Date } = {}, audit?: AuditContext): Promise<RotatedSecret> {
   if (!isUuid(id)) throw new InputError(`--id must be a UUID, got "${id}"`);
   const overlapHours = options.overlapHours ?? DEFAULT_OVERLAP_HOURS;
   if (!Number.isInteger(overlapHours) || overlapHours < 0 || overlapHours > MAX_OVERLAP_HOURS) {
@@ -191,7 +192,7 @@ export async function rotateSigningSecret(db: Knex, id: string, options: { overl
   const now = options.now ?? new Date();
   const secret = newSigningSecret();
   return withSealingLock(db, 'shared', async (trx, sealer) => {
-    const row = await trx('webhook_endpoints').where({ id }).forNoKeyUpdate().first('secret_key_id', 'secret_sealed');
+    const row = await trx('webhook_endpoints').where({ id }).forNoKeyUpdate().first('workspace_id', 'secret_key_id', 'secret_sealed');
     if (!row) throw new InputError(`no webhook endpoint with id ${id}`);
     // Refuses (MasterKeyError) when this process lacks the master key the endpoint's secrets are sealed with, so a
     // new secret is never sealed under a key the workers do not share.
@@ -205,7 +206,10 @@ export async function rotateSigningSecret(db: Knex, id: string, options: { overl
         previous_secret_sealed: expiresAt ? row.secret_sealed : null,
         previous_secret_expires_at: expiresAt,
       });
-    return { id, secret, previousSecretExpiresAt: expiresAt?.toISOString() ?? null };
+    const previousSecretExpiresAt = expiresAt?.toISOString() ?? null;
+    // (that the secret changed, never the secret)
+    if (audit) await recordAudit(trx, audit, { action: 'endpoint.rotate_secret', workspaceId: row.workspace_id, target: { type: 'endpoint', id }, changes: { overlapHours, previousSecretExpiresAt } });
+    return { id, secret, previousSecretExpiresAt };
   });
 }
 

@@ -1,0 +1,182 @@
+// The admin API (openapi/admin.yaml): the second client of the core, beside the operator CLI. It has its own
+// listener (FRS_ADMIN_PORT, 127.0.0.1 by default, never the public one), its own credential (admin tokens, `fra_`,
+// src/admin/auth.ts) and its own database role (`admin`, src/db/roles.ts), so that nothing of it is reachable with a
+// public key or through the public listener, and the public API stays read-only. It shares the public API's edge
+// (request ids, the error body, 503 for outages, the HTTP limits, the failure limit on authentication, the reference
+// page) through the helpers of src/api/app.ts; its operations only call core functions (src/admin/operations.ts).
+import type { Knex } from 'knex';
+import Koa from 'koa';
+import Router from '@koa/router';
+import type { Logger } from 'pino';
+import type { Context as BackendContext } from 'openapi-backend';
+import type { ErrorObject } from 'ajv';
+import { loadOpenApiDocument, strictOpenApiDocument } from '../contract/document.js';
+import {
+  allowedMethods, contractBackend, decodablePath, memoiseOperations, requestEdge, unknownQuery, unknownQueryParameter, validationError, type Parameter,
+} from '../api/app.js';
+import { ApiError, internalError, invalidRequest } from '../api/errors.js';
+import { AuthFailureLimits, authFailureSettingsFromEnv, type AuthFailureSettings } from '../api/auth-failures.js';
+import type { AuthGuard } from '../api/auth.js';
+import { rateLimitHeaders } from '../api/rate-limits.js';
+import { Cursors } from '../api/cursors.js';
+import { registerDocs } from '../api/docs.js';
+import { loadShedding } from '../api/load-shedding.js';
+import type { ServiceMetrics } from '../observability/metrics.js';
+import { ConflictError, InputError, InvalidFieldError, NotFoundError } from '../input.js';
+import type { AdminTokenHolder } from '../admin-tokens.js';
+import { authenticateAdmin } from './auth.js';
+import { adminOperations } from './operations.js';
+
+export interface AdminAppOptions {
+  /** Connections as the admin API's database role. */
+  db: Knex;
+  logger: Logger;
+  clock?: () => Date;
+  metrics?: ServiceMetrics;
+  shedEventLoopLagMs?: number;
+  authFailures?: AuthFailureSettings;
+  cursors?: Cursors;
+}
+
+/** The largest request body read (a workspace or a key is a few hundred bytes). */
+export const ADMIN_BODY_LIMIT = 64 * 1024;
+
+const noRoute = () => new ApiError(404, 'not_found', 'No such route. See /openapi.json for the operations.');
+
+/** A core function's refusal as the documented error: 404, 409 or 400 naming the field. */
+function coreError(err: InputError): ApiError {
+  if (err instanceof NotFoundError) return new ApiError(404, 'not_found', err.message);
+  if (err instanceof ConflictError) return new ApiError(409, 'conflict', err.message, err.field);
+  if (err instanceof InvalidFieldError) return invalidRequest(err.field, err.message);
+  return invalidRequest('body', err.message);
+}
+
+/** The JSON body of a request that has one (at most ADMIN_BODY_LIMIT bytes), else undefined. */
+async function readJsonBody(ctx: Koa.Context): Promise<unknown> {
+  const declared = Number(ctx.get('content-length') || 0);
+  if (declared === 0 && !ctx.get('transfer-encoding')) return undefined;
+  const tooLarge = () => new ApiError(413, 'payload_too_large', `The request body is over ${ADMIN_BODY_LIMIT} bytes.`);
+  if (declared > ADMIN_BODY_LIMIT) throw tooLarge();
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > ADMIN_BODY_LIMIT) throw tooLarge();
+    chunks.push(chunk);
+  }
+  const text = Buffer.concat(chunks).toString('utf8');
+  if (text.trim() === '') return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw invalidRequest('body', 'The request body is not valid JSON.');
+  }
+}
+
+export async function createAdminApp({ db, logger, clock = () => new Date(), metrics, shedEventLoopLagMs = 0, authFailures: failureSettings, cursors = Cursors.fromMasterKey() }: AdminAppOptions): Promise<Koa> {
+  const authFailures = new AuthFailureLimits(failureSettings ?? authFailureSettingsFromEnv());
+  const guardOf = (ctx: Koa.Context): AuthGuard =>
+    (ctx.state.guard ??= { limits: authFailures, address: authFailures.clientAddress(ctx.req.socket.remoteAddress, ctx.get('x-forwarded-for') || undefined) });
+  const document = loadOpenApiDocument('admin');
+  const backend = contractBackend({
+    document: strictOpenApiDocument('admin'),
+    handlers: {
+      notFound: () => {
+        throw noRoute();
+      },
+      methodNotAllowed: (c: BackendContext, ctx: Koa.Context) => {
+        throw new ApiError(405, 'method_not_allowed', `This path does not accept ${c.request.method.toUpperCase()}.`, undefined, {
+          Allow: allowedMethods(operations, ctx.path).join(', '),
+        });
+      },
+      unauthorizedHandler: (c: BackendContext, ctx: Koa.Context) => {
+        ctx.state.operationId = c.operation.operationId;
+        throw (c.security?.adminToken as { error?: unknown } | undefined)?.error ?? internalError();
+      },
+      validationFail: (c: BackendContext, ctx: Koa.Context) => {
+        ctx.state.operationId = c.operation.operationId;
+        throw validationError((c.operation.parameters ?? []) as Parameter[], c.validation.errors as ErrorObject[]);
+      },
+      notImplemented: () => {
+        throw internalError();
+      },
+    },
+    securityHandlers: {
+      adminToken: async (_c: BackendContext, ctx: Koa.Context) => {
+        ctx.state.caller = await authenticateAdmin(db, ctx.get('authorization') || undefined, clock(), guardOf(ctx));
+        return true;
+      },
+    },
+  });
+  for (const [operationId, handler] of Object.entries(adminOperations)) {
+    backend.register(operationId, async (c: BackendContext, ctx: Koa.Context) => {
+      ctx.state.operationId = operationId;
+      const unknown = unknownQueryParameter((c.operation.parameters ?? []) as Parameter[], c.request.query as Record<string, unknown>);
+      if (unknown !== undefined) throw unknownQuery(unknown);
+      const caller = ctx.state.caller as AdminTokenHolder;
+      try {
+        return await handler({
+          db,
+          caller,
+          audit: { actor: { type: 'admin_token', id: caller.id, name: caller.name }, requestId: ctx.response.get('x-request-id') },
+          now: clock(),
+          params: c.request.params as Record<string, string>,
+          query: c.request.query as Record<string, unknown>,
+          body: c.request.requestBody,
+          idempotencyKey: ctx.get('idempotency-key') || undefined,
+          path: ctx.path,
+          cursors,
+        });
+      } catch (err) {
+        throw err instanceof InputError ? coreError(err) : err;
+      }
+    });
+  }
+  await backend.init();
+  const operations = memoiseOperations(backend);
+  const router = new Router();
+  const openApiJson = JSON.stringify(document);
+  router.get('/openapi.json', (ctx) => {
+    ctx.type = 'application/json';
+    ctx.body = openApiJson;
+  });
+  registerDocs(router, { title: 'Fleet Rental Service admin API', securityScheme: 'adminToken' });
+
+  const app = new Koa();
+  app.proxy = false;
+  app.use(requestEdge({
+    logger,
+    metrics,
+    // An answer to a request that asked the failure limit says where its address stands.
+    finish: async (ctx) => {
+      const standing = (ctx.state.guard as AuthGuard | undefined)?.standing;
+      if (standing && !ctx.response.get('RateLimit')) ctx.set(rateLimitHeaders(standing));
+    },
+  }));
+  if (shedEventLoopLagMs > 0) app.use(loadShedding(shedEventLoopLagMs));
+  app.use(router.routes());
+  app.use(async (ctx) => {
+    if (ctx.method === 'OPTIONS') {
+      const allowed = allowedMethods(operations, ctx.path);
+      if (allowed.length === 0) throw noRoute();
+      ctx.set('Allow', allowed.join(', '));
+      ctx.status = 204;
+      return;
+    }
+    // The body is read only for a route of the document that takes one: anything else is answered without it.
+    const takesBody = ctx.method === 'POST' || ctx.method === 'PATCH';
+    const result = await backend.handleRequest(
+      {
+        method: ctx.method === 'HEAD' ? 'GET' : ctx.method,
+        path: decodablePath(ctx.path),
+        query: ctx.querystring,
+        headers: ctx.headers as Record<string, string>,
+        body: takesBody ? await readJsonBody(ctx) : undefined,
+      },
+      ctx,
+    );
+    ctx.status = result.status;
+    ctx.body = result.body;
+  });
+  return app;
+}

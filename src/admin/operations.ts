@@ -1,0 +1,95 @@
+import type { Knex } from 'knex';
+import type { AuditContext } from '../audit.js';
+import { listAuditEntries } from '../audit.js';
+import type { Cursors } from '../api/cursors.js';
+import { ApiError } from '../api/errors.js';
+import type { AdminTokenHolder } from '../admin-tokens.js';
+import { createApiKey, createWorkspace, findWorkspace, listApiKeys, listWorkspaces, revokeApiKey, updateWorkspace } from '../workspaces.js';
+import { NotFoundError } from '../input.js';
+import { idempotent, type Answer } from './idempotency.js';
+import type { ApiKeyCreate, WorkspaceCreate, WorkspaceUpdate } from '../../generated/admin-strict/types.gen.js';
+
+// The admin API's operations, by operationId: each parses what the document already validated, keeps the token to
+// its reach, calls the core function (src/workspaces.ts, src/audit.ts) with the token as the actor, and answers.
+// No rule of the product lives here: the CLI calls the same functions.
+
+export interface AdminOperationContext {
+  db: Knex;
+  caller: AdminTokenHolder;
+  /** The token as the actor of every change, with the request's id. */
+  audit: AuditContext;
+  now: Date;
+  params: Record<string, string>;
+  query: Record<string, unknown>;
+  body: unknown;
+  idempotencyKey: string | undefined;
+  path: string;
+  cursors: Cursors;
+}
+
+type Handler = (c: AdminOperationContext) => Promise<Answer>;
+
+/** The workspace of the path, within the token's reach: another workspace is not found, as if it did not exist. */
+async function reachable(c: AdminOperationContext) {
+  const id = c.params.workspaceId;
+  if (c.caller.workspaceId !== null && c.caller.workspaceId !== id) throw new NotFoundError(`No workspace with id ${id}.`);
+  return findWorkspace(c.db, { id });
+}
+
+const workspaceBody = ({ id, slug, status, timezone, remindersAhead }: Awaited<ReturnType<typeof findWorkspace>>) => ({ id, slug, status, timezone, remindersAhead });
+
+export const adminOperations: Record<string, Handler> = {
+  async listWorkspaces(c) {
+    const slug = c.query.slug as string | undefined;
+    const { rows } = await listWorkspaces(c.db, { slug, ...(c.caller.workspaceId !== null ? { id: c.caller.workspaceId } : {}) });
+    return { status: 200, body: { rows: rows.map(workspaceBody) } };
+  },
+
+  async createWorkspace(c) {
+    if (c.caller.workspaceId !== null) {
+      throw new ApiError(403, 'forbidden', 'This admin token acts on one workspace only and cannot create workspaces.');
+    }
+    const input = c.body as WorkspaceCreate;
+    return (await idempotent(c.db, { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'createWorkspace', path: c.path, body: input }, async (trx) =>
+      ({ status: 201, body: workspaceBody(await createWorkspace(trx, input, c.audit)) })));
+  },
+
+  async getWorkspace(c) {
+    return { status: 200, body: workspaceBody(await reachable(c)) };
+  },
+
+  async updateWorkspace(c) {
+    const { id } = await reachable(c);
+    const changes = c.body as WorkspaceUpdate;
+    return { status: 200, body: workspaceBody(await updateWorkspace(c.db, { id }, changes, c.now, c.audit)) };
+  },
+
+  async listApiKeys(c) {
+    const { id } = await reachable(c);
+    return { status: 200, body: await listApiKeys(c.db, { id }) };
+  },
+
+  async createApiKey(c) {
+    const { id } = await reachable(c);
+    const input = c.body as ApiKeyCreate;
+    return (await idempotent(c.db, { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'createApiKey', path: c.path, body: input }, async (trx) =>
+      ({ status: 201, body: await createApiKey(trx, { workspaceId: id, role: input.role, expiresAt: input.expiresAt }, c.audit) })));
+  },
+
+  async revokeApiKey(c) {
+    const { id } = await reachable(c);
+    return { status: 200, body: await revokeApiKey(c.db, c.params.keyId, { workspaceId: id }, c.audit) };
+  },
+
+  async listAuditEntries(c) {
+    const asked = c.query.workspace as string | undefined;
+    if (asked !== undefined && c.caller.workspaceId !== null && asked !== c.caller.workspaceId) throw new NotFoundError(`No workspace with id ${asked}.`);
+    const workspaceId = asked ?? c.caller.workspaceId ?? undefined;
+    const since = c.query.since as string | undefined;
+    const binding = { workspaceId: workspaceId ?? '*', parameters: [since ?? null] };
+    const cursor = c.query.cursor as string | undefined;
+    const after = cursor === undefined ? undefined : (c.cursors.decode('audit', binding, cursor) as [string, string]);
+    const page = await listAuditEntries(c.db, { workspaceId, since: since === undefined ? undefined : new Date(since), after, limit: c.query.limit as number });
+    return { status: 200, body: { rows: page.rows, nextCursor: page.next === null ? null : c.cursors.encode('audit', binding, page.next) } };
+  },
+};

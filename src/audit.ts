@@ -1,0 +1,108 @@
+import os from 'node:os';
+import type { Knex } from 'knex';
+import { looksLikeSecret } from './secrets.js';
+
+// The audit trail: who changed what, through the admin API or the CLI. One entry per change, written by the core
+// function that makes the change, in the same transaction (an entry exists exactly when its change committed). The
+// clients only say who acts (an AuditContext); the core functions say what changed, so the CLI and the admin API
+// cannot record a change differently. `changes` holds the fields set, never a key, token or secret: recordAudit
+// refuses one that looks like it. Entries are never changed or deleted by the service (src/db/roles.ts).
+
+/** Who made a change: an admin token (its id and name), or the CLI (the OS user that ran it). */
+export type Actor = { type: 'admin_token'; id: string; name: string } | { type: 'cli'; name: string };
+
+/** What a client passes to a core function that changes something: who acts, and the request it came with. */
+export interface AuditContext {
+  actor: Actor;
+  requestId?: string;
+}
+
+/** The CLI's actor: the OS user running it. */
+export function cliAudit(): AuditContext {
+  let name: string;
+  try {
+    name = os.userInfo().username;
+  } catch {
+    name = process.env.USER ?? 'unknown'; // (a uid without a passwd entry, as in some containers)
+  }
+  return { actor: { type: 'cli', name } };
+}
+
+export interface AuditChange {
+  /** `<concept>.<verb>`, such as `workspace.create`, `api_key.revoke`. */
+  action: string;
+  workspaceId: string | null;
+  target: { type: string; id: string };
+  /** The fields set, as the API names them (camelCase); never a secret. */
+  changes?: Record<string, unknown>;
+}
+
+export interface AuditEntry {
+  id: string;
+  at: string;
+  actor: { type: Actor['type']; id: string | null; name: string };
+  action: string;
+  workspaceId: string | null;
+  target: { type: string; id: string };
+  changes: Record<string, unknown>;
+  requestId: string | null;
+}
+
+/** Writes the entry of one change; call it inside the change's transaction. */
+export async function recordAudit(trx: Knex, audit: AuditContext, change: AuditChange): Promise<void> {
+  const changes = JSON.stringify(change.changes ?? {});
+  // A defect, never input: a core function that put a secret here must not write it anywhere.
+  if (looksLikeSecret(changes)) throw new Error(`recordAudit: the changes of ${change.action} hold a secret`);
+  const { actor } = audit;
+  await trx('audit_entries').insert({
+    actor_type: actor.type,
+    actor_id: actor.type === 'admin_token' ? actor.id : null,
+    actor_name: actor.name,
+    action: change.action,
+    workspace_id: change.workspaceId,
+    target_type: change.target.type,
+    target_id: change.target.id,
+    changes,
+    request_id: audit.requestId ?? null,
+  });
+}
+
+/** A position in the trail's order (newest first): `at` in epoch microseconds, and the id. */
+export type AuditPosition = readonly [string, string];
+
+/**
+ * Entries newest first (by `at`, then id), at most `limit`, from after `after` when given; only `workspaceId`'s when
+ * given, only those at or after `since`. `next` is the position to go on from, null on the last page.
+ */
+export async function listAuditEntries(
+  db: Knex,
+  options: { workspaceId?: string; since?: Date; after?: AuditPosition; limit: number },
+): Promise<{ rows: AuditEntry[]; next: AuditPosition | null }> {
+  const query = db('audit_entries')
+    .select(
+      'id', 'at', 'actor_type', 'actor_id', 'actor_name', 'action', 'workspace_id', 'target_type', 'target_id', 'changes', 'request_id',
+      db.raw(`(extract(epoch FROM at) * 1000000)::bigint::text AS at_us`),
+    )
+    .orderBy([{ column: 'at', order: 'desc' }, { column: 'id', order: 'desc' }])
+    .limit(options.limit + 1);
+  if (options.workspaceId !== undefined) query.where({ workspace_id: options.workspaceId });
+  if (options.since !== undefined) query.where('at', '>=', options.since);
+  // (exact: microseconds added to the epoch as an interval, no floating point)
+  if (options.after) query.whereRaw(`(at, id) < (timestamptz 'epoch' + ?::bigint * interval '1 microsecond', ?::uuid)`, [options.after[0], options.after[1]]);
+  const rows = await query;
+  const page = rows.slice(0, options.limit);
+  const last = page.at(-1);
+  return {
+    rows: page.map((r) => ({
+      id: r.id,
+      at: r.at.toISOString(),
+      actor: { type: r.actor_type, id: r.actor_id, name: r.actor_name },
+      action: r.action,
+      workspaceId: r.workspace_id,
+      target: { type: r.target_type, id: r.target_id },
+      changes: r.changes,
+      requestId: r.request_id,
+    })),
+    next: rows.length > options.limit && last ? [last.at_us, last.id] : null,
+  };
+}

@@ -1,0 +1,76 @@
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { Writable } from 'node:stream';
+import { expect } from 'chai';
+import pino from 'pino';
+import { listen, pathPattern } from '../../src/api/app.js';
+import { createAdminApp, type AdminAppOptions } from '../../src/admin/app.js';
+import { loadOpenApiDocument, type OpenApiOperation } from '../../src/contract/document.js';
+import { adminValidators } from '../../src/contract/validators.js';
+import { testDatabase } from '../support/database.js';
+
+// The admin API on an ephemeral port, as its own database role, its log lines captured; and the check every answer of
+// the admin tests goes through: declared status and schema of openapi/admin.yaml (the generated strict validators).
+const document = loadOpenApiDocument('admin');
+const operations = Object.entries(document.paths).flatMap(([template, item]) =>
+  Object.entries(item).filter(([, operation]) => (operation as OpenApiOperation).responses).map(([method, operation]) => ({
+    method: method.toUpperCase(), regex: pathPattern(template), operation: operation as OpenApiOperation,
+  })));
+
+/** Checks an answer against the admin document: a declared status, its schema, JSON, x-request-id. */
+export function expectAdminDocumented(method: string, path: string, response: { status: number; headers: Headers; body: unknown }): void {
+  const pathname = new URL(path, 'http://x').pathname;
+  const match = operations.find((o) => o.method === method && o.regex.test(pathname));
+  let schema = 'ErrorResponse';
+  if (match) {
+    const declared = match.operation.responses[String(response.status)];
+    expect(declared, `${match.operation.operationId} does not document ${response.status}`).to.exist;
+    const resolved = declared.$ref ? (document.components.responses as Record<string, typeof declared>)[declared.$ref.split('/').pop()!] : declared;
+    schema = resolved.content!['application/json'].schema.$ref!.split('/').pop()!;
+  } else {
+    expect(response.status, `${method} ${pathname} is not an operation`).to.be.oneOf([404, 405]);
+  }
+  expect(response.headers.get('content-type')).to.match(/^application\/json/);
+  const requestId = response.headers.get('x-request-id');
+  expect(requestId).to.be.a('string').and.not.empty;
+  const validate = adminValidators[schema];
+  expect(validate(response.body), `${method} ${path} ${response.status} does not match ${schema}: ${JSON.stringify(validate.errors)}`).to.equal(true);
+  if (response.status >= 400) expect((response.body as { error: { requestId: string } }).error.requestId).to.equal(requestId);
+}
+
+export interface TestAdminApi {
+  url: string;
+  logs: Array<Record<string, unknown>>;
+  request(method: string, path: string, options?: { token?: string; body?: unknown; headers?: Record<string, string> }): Promise<{ status: number; headers: Headers; body: any }>;
+  close(): Promise<void>;
+}
+
+export async function startAdminApi(options: Partial<Pick<AdminAppOptions, 'clock' | 'authFailures'>> = {}): Promise<TestAdminApi> {
+  const database = await testDatabase();
+  const logs: Array<Record<string, unknown>> = [];
+  const sink = new Writable({
+    write(chunk, _enc, done) {
+      for (const line of chunk.toString().split('\n').filter(Boolean)) logs.push(JSON.parse(line));
+      done();
+    },
+  });
+  const app = await createAdminApp({ db: database.forRole('admin'), logger: pino({ level: 'debug' }, sink), ...options });
+  const server: Server = await listen(app, 0, '127.0.0.1');
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url,
+    logs,
+    async request(method, path, { token, body, headers = {} } = {}) {
+      const res = await fetch(url + path, {
+        method,
+        headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
+        body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+      });
+      const text = await res.text();
+      const response = { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
+      expectAdminDocumented(method, path, response);
+      return response;
+    },
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
