@@ -186,6 +186,7 @@ try {
       await slots(variant === 'one row' ? 'one row' : 'migrated');
       for (const [name, write] of Object.entries(concurrentWrite)) (concurrent[name] ??= { off: [], on: [], 'one row': [] })[variant].push(await concurrentWrites(writers, write));
     }
+    await slots('migrated');
   }
 } finally {
   await versionTriggers(true);
