@@ -47,6 +47,11 @@ const dropTriggers = (table: string) =>
   ['insert', 'update', 'delete', 'truncate'].map((op) => `DROP TRIGGER IF EXISTS ${table}_data_version_${op} ON ${table};`).join('\n');
 
 export async function up(knex: Knex): Promise<void> {
+  // The functions run as their owner (SECURITY DEFINER): every table they name is qualified with this schema and their
+  // search_path ends with pg_temp, so a writer's temporary table can never stand in for one (a temporary table named
+  // workspaces, say, would otherwise be found first, and run the writer's code with the owner's rights).
+  const { rows: [{ schema }] } = await knex.raw('SELECT current_schema() AS schema');
+  const S = `"${String(schema).replaceAll('"', '""')}"`;
   await knex.raw(`
     CREATE TABLE workspace_data_versions (
       workspace_id uuid NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
@@ -56,7 +61,7 @@ export async function up(knex: Knex): Promise<void> {
       PRIMARY KEY (workspace_id, area, slot)
     );
 
-    CREATE FUNCTION workspace_data_version_bump() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $fn$
+    CREATE FUNCTION workspace_data_version_bump() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, ${S}, pg_temp AS $fn$
     DECLARE
       changed uuid[];
       ws uuid;
@@ -66,12 +71,12 @@ export async function up(knex: Knex): Promise<void> {
       -- Static statements, one per case (PL/pgSQL plans each once per table and keeps the plan; a dynamic statement
       -- was planned on every write, and cost a one-row insert three times what this does).
       IF TG_OP = 'TRUNCATE' THEN
-        SELECT array_agg(id) INTO changed FROM workspaces;
+        SELECT array_agg(id) INTO changed FROM ${S}.workspaces;
       ELSIF TG_ARGV[1] = 'delivery' THEN
         IF TG_OP = 'DELETE' THEN
-          SELECT array_agg(DISTINCT d.workspace_id) INTO changed FROM old_rows c JOIN deliveries d ON d.id = c.delivery_id;
+          SELECT array_agg(DISTINCT d.workspace_id) INTO changed FROM old_rows c JOIN ${S}.deliveries d ON d.id = c.delivery_id;
         ELSE
-          SELECT array_agg(DISTINCT d.workspace_id) INTO changed FROM new_rows c JOIN deliveries d ON d.id = c.delivery_id;
+          SELECT array_agg(DISTINCT d.workspace_id) INTO changed FROM new_rows c JOIN ${S}.deliveries d ON d.id = c.delivery_id;
         END IF;
       ELSIF TG_ARGV[1] = 'id' THEN
         SELECT array_agg(DISTINCT c.id) INTO changed FROM new_rows c;
@@ -88,13 +93,13 @@ export async function up(knex: Knex): Promise<void> {
       -- this backend's own slot first (a transaction counting again takes the one it already holds); only when open
       -- transactions hold all 8 does it wait, for its own. Every workspace has its 8 counters per area from its start
       -- (workspace_data_versions_made below), so that a free one is always there to take.
-      FOR ws IN SELECT w.id FROM workspaces w WHERE w.id = ANY (changed) ORDER BY w.id LOOP
-        UPDATE workspace_data_versions v SET changes = v.changes + 1
+      FOR ws IN SELECT w.id FROM ${S}.workspaces w WHERE w.id = ANY (changed) ORDER BY w.id LOOP
+        UPDATE ${S}.workspace_data_versions v SET changes = v.changes + 1
         WHERE v.workspace_id = ws AND v.area = TG_ARGV[0] AND v.slot = (
-          SELECT s.slot FROM workspace_data_versions s WHERE s.workspace_id = ws AND s.area = TG_ARGV[0]
+          SELECT s.slot FROM ${S}.workspace_data_versions s WHERE s.workspace_id = ws AND s.area = TG_ARGV[0]
           ORDER BY (s.slot + 8 - pg_backend_pid() % 8) % 8 LIMIT 1 FOR UPDATE SKIP LOCKED);
         CONTINUE WHEN FOUND;
-        INSERT INTO workspace_data_versions AS v (workspace_id, area, slot, changes) VALUES (ws, TG_ARGV[0], pg_backend_pid() % 8, 1)
+        INSERT INTO ${S}.workspace_data_versions AS v (workspace_id, area, slot, changes) VALUES (ws, TG_ARGV[0], pg_backend_pid() % 8, 1)
         ON CONFLICT (workspace_id, area, slot) DO UPDATE SET changes = v.changes + 1;
       END LOOP;
       RETURN NULL;
@@ -102,9 +107,9 @@ export async function up(knex: Knex): Promise<void> {
     REVOKE ALL ON FUNCTION workspace_data_version_bump() FROM PUBLIC;`);
   // Every workspace's 8 counters per area, from its start.
   await knex.raw(`
-    CREATE FUNCTION workspace_data_versions_made() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $fn$
+    CREATE FUNCTION workspace_data_versions_made() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, ${S}, pg_temp AS $fn$
     BEGIN
-      INSERT INTO workspace_data_versions (workspace_id, area, slot, changes)
+      INSERT INTO ${S}.workspace_data_versions (workspace_id, area, slot, changes)
       SELECT w.id, a.area, n, 0 FROM new_rows w, (VALUES ('records'), ('webhooks')) a (area), generate_series(0, 7) n
       ON CONFLICT DO NOTHING;
       RETURN NULL;

@@ -6,6 +6,7 @@ import { startApi, type ApiResponse, type TestApi } from '../support/api.js';
 import { createApiKey, createWorkspace, updateWorkspace } from '../../src/workspaces.js';
 import { importDocument } from '../../src/import/importDocument.js';
 import { createEndpoint } from '../../src/webhooks/endpoints.js';
+import { queueTestDelivery } from '../../src/webhooks/test-delivery.js';
 import { loadOpenApiDocument } from '../../src/contract/document.js';
 import { ANSWER_INPUTS } from '../../src/api/revalidation.js';
 import { AnswerCache } from '../../src/api/answer-cache.js';
@@ -245,6 +246,28 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
     }
     expect(await version()).to.equal(before + 8);
     await db('maintenance').where({ workspace_id: workspaceId }).where('starts_at', '>=', '2027-01-01').delete();
+  });
+
+  it('counts a change made by a writer with temporary tables named like the ones the counting reads (they are never used)', async () => {
+    // The counting runs with its owner's rights: were a temporary table found before the real one, a writer could put
+    // its own code in its place. The API's role may create temporary tables, and queues test deliveries.
+    const { id: workspaceId } = await db('workspaces').where({ slug }).first('id');
+    const version = async () => Number((await db('workspace_data_versions').where({ workspace_id: workspaceId, area: 'webhooks' }).sum({ n: 'changes' }))[0].n);
+    const before = await version();
+    const apiDb = (await testDatabase()).forRole('api');
+    const trx = await apiDb.transaction();
+    try {
+      await trx.raw('CREATE TEMP TABLE workspaces (id uuid) ON COMMIT DROP');
+      await trx.raw('CREATE TEMP TABLE workspace_data_versions (workspace_id uuid, area text, slot smallint, changes bigint) ON COMMIT DROP');
+      const queued = await queueTestDelivery(trx, { workspaceId, endpointId, idempotencyKey: id(), now: T0 });
+      expect(queued.outcome).to.equal('queued');
+      expect((await trx.raw('SELECT count(*)::int AS n FROM pg_temp.workspace_data_versions')).rows[0].n, 'the temporary table untouched').to.equal(0);
+      await trx.commit();
+    } catch (err) {
+      await trx.rollback();
+      throw err;
+    }
+    expect(await version()).to.equal(before + 2); // the event and its delivery: two statements
   });
 
   it('changes the tags for a writer whose triggers are off (session_replication_role = replica, as logical replication applies)', async function () {
