@@ -23,7 +23,7 @@ import type { ServiceMetrics } from '../observability/metrics.js';
 import { registerDocs } from './docs.js';
 import { loadShedding } from './load-shedding.js';
 import { applyHttpLimits, DEFAULT_HTTP_LIMITS, type HttpLimits } from './http-limits.js';
-import { entityTag, noneMatchHolds, REVALIDATED_CACHE_CONTROL } from './revalidation.js';
+import { entityTag, noneMatchAny, noneMatchHolds, REVALIDATED_CACHE_CONTROL } from './revalidation.js';
 import { AnswerCache, answerCacheBytesFromEnv } from './answer-cache.js';
 import { Cursors } from './cursors.js';
 import { compression } from './compression.js';
@@ -337,8 +337,9 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
       const tag = await entityTag(operationId, context);
       if (tag === undefined) return handler(context);
       const answered = () => ctx.set({ ETag: tag, 'Cache-Control': REVALIDATED_CACHE_CONTROL });
-      if (noneMatchHolds(ctx.get('if-none-match') || undefined, tag)) {
-        await (ctx.state.admission as Admission).refund();
+      const ifNoneMatch = ctx.get('if-none-match') || undefined;
+      if (noneMatchHolds(ifNoneMatch, tag)) {
+        await (ctx.state.admission as Admission).revalidated();
         answered();
         return { status: 304, body: undefined };
       }
@@ -351,7 +352,8 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
         answers?.set(tag, body);
       }
       answered();
-      return { status: 200, body };
+      // `*` holds for any answer there is: known once it is made (an unknown id is a 404, a bad cursor a 400), and counted.
+      return noneMatchAny(ifNoneMatch) ? { status: 304, body: undefined } : { status: 200, body };
     });
   }
   await backend.init();

@@ -22,6 +22,8 @@ export const DEFAULT_RATE_LIMIT = 100;
 /** Requests in flight per workspace: a dashboard loading its six summaries at once has six. */
 export const DEFAULT_CONCURRENCY = 8;
 const WINDOW_S = 1;
+/** 304s a second a workspace may have uncounted, as a multiple of its request rate. */
+export const REVALIDATIONS_PER_REQUEST = 10;
 
 /** Where a caller stands with one policy, as the RateLimit header fields say it. */
 export interface Standing {
@@ -84,18 +86,24 @@ export interface Admission {
   /** The workspace's standing with the rate limit, for the answer's header fields; none when it is off. */
   standing: Standing | undefined;
   /**
-   * Gives the request's share of the rate back (its standing updated): a conditional GET answered 304, which costs
-   * the service a look-up, is not counted against the workspace's quota, as GitHub does not count it.
+   * Gives the request's share of the rate back (its standing updated) for a conditional GET answered 304, which cost
+   * the service one look-up: as GitHub does, a 304 is not counted against the workspace's quota, up to
+   * REVALIDATIONS_PER_REQUEST times the quota a second; beyond that a 304 counts like any request (it is not free: a
+   * client revalidating in a loop still meets the limit).
    */
-  refund(): Promise<void>;
+  revalidated(): Promise<void>;
 }
 
 export class WorkspaceLimits {
   private readonly rate: RateLimiterMemory | undefined;
+  private readonly revalidations: RateLimiterMemory | undefined;
   private readonly inFlight = new Map<string, number>();
 
   constructor(private readonly settings: WorkspaceLimitSettings) {
-    if (settings.ratePerSecond > 0) this.rate = new RateLimiterMemory({ points: settings.ratePerSecond, duration: WINDOW_S });
+    if (settings.ratePerSecond > 0) {
+      this.rate = new RateLimiterMemory({ points: settings.ratePerSecond, duration: WINDOW_S });
+      this.revalidations = new RateLimiterMemory({ points: settings.ratePerSecond * REVALIDATIONS_PER_REQUEST, duration: WINDOW_S });
+    }
   }
 
   /** The workspace's standing without using any of it (an answer refused before admission still says it). */
@@ -123,11 +131,17 @@ export class WorkspaceLimits {
     }
     this.inFlight.set(workspaceId, inFlight + 1);
     let released = false;
-    const rate = this.rate;
+    const { rate, revalidations } = this;
     const admission: Admission = {
       standing,
-      async refund() {
-        if (!rate || !admission.standing) return;
+      async revalidated() {
+        if (!rate || !revalidations || !admission.standing) return;
+        try {
+          await revalidations.consume(workspaceId);
+        } catch (refused) {
+          if (refused instanceof RateLimiterRes) return; // beyond the uncounted share: this 304 counts
+          throw refused;
+        }
         admission.standing = standingOf('workspace', ratePerSecond, WINDOW_S, await rate.reward(workspaceId, 1));
       },
       release: () => {

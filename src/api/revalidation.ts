@@ -88,13 +88,15 @@ export async function entityTag(operationId: string, { db, caller, now, query, p
   return `W/"${digest}"`;
 }
 
+/** Whether If-None-Match is `*`: any current answer (RFC 9110 §13.1.2), which only the built answer can tell exists. */
+export const noneMatchAny = (header: string | undefined): boolean => header?.trim() === '*';
+
 /**
- * Whether If-None-Match names the tag (weak comparison, RFC 9110 §13.1.2: `W/` ignored on either side), or is `*`
- * (any current answer). A malformed field matches nothing: the answer is sent whole.
+ * Whether If-None-Match names the tag (weak comparison, RFC 9110 §13.1.2: `W/` ignored on either side). A malformed
+ * field matches nothing: the answer is sent whole. (`*` is noneMatchAny's.)
  */
 export function noneMatchHolds(header: string | undefined, tag: string): boolean {
   if (header === undefined) return false;
-  if (header.trim() === '*') return true;
   const opaque = tag.replace(/^W\//, '');
   for (const candidate of header.match(/(?:W\/)?"[^"]*"/g) ?? []) {
     if (candidate.replace(/^W\//, '') === opaque) return true;

@@ -10,6 +10,8 @@ import { queueTestDelivery } from '../../src/webhooks/test-delivery.js';
 import { loadOpenApiDocument } from '../../src/contract/document.js';
 import { ANSWER_INPUTS } from '../../src/api/revalidation.js';
 import { AnswerCache } from '../../src/api/answer-cache.js';
+import { WorkspaceLimits } from '../../src/api/rate-limits.js';
+import { ApiError } from '../../src/api/errors.js';
 import { currentDatabaseName, serviceRoleName } from '../../src/db/roles.js';
 
 // Conditional GETs: every /v1 GET answer's ETag, 304 for a current tag without building the answer, and a tag that
@@ -396,6 +398,30 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
     const me = [await api.get('/v1/me', key), await api.get('/v1/me', reporting)];
     expect(me[0].body.role).to.not.equal(me[1].body.role);
     expect(me[0].headers.get('etag')).to.not.equal(me[1].headers.get('etag'));
+  });
+
+  it('answers If-None-Match: * with 304 only for an answer there is: an unknown id stays 404, a bad cursor 400', async () => {
+    const unknown = await api.get(`/v1/webhooks/${id()}/deliveries`, key, { 'if-none-match': '*' });
+    expect(unknown.status).to.equal(404);
+    const badCursor = await api.get('/v1/vehicles?cursor=garbage', key, { 'if-none-match': '*' });
+    expect(badCursor.status).to.equal(400);
+    expect((await api.get('/v1/fleets', key, { 'if-none-match': '*' })).status).to.equal(304);
+  });
+
+  it('leaves 304s uncounted up to ten times the rate a second; beyond that they count like any request', async () => {
+    const limits = new WorkspaceLimits({ ratePerSecond: 2, concurrency: 0 });
+    const ws = id();
+    expect((await limits.admit(ws)).standing!.remaining).to.equal(1); // a full answer
+    for (let i = 1; i <= 20; i++) {
+      const conditional = await limits.admit(ws);
+      await conditional.revalidated();
+      expect(conditional.standing!.remaining, `304 number ${i}`).to.equal(1);
+    }
+    const twentyFirst = await limits.admit(ws);
+    await twentyFirst.revalidated();
+    expect(twentyFirst.standing!.remaining, 'the 21st 304 counts').to.equal(0);
+    const refused = await limits.admit(ws).catch((err: unknown) => err);
+    expect(refused).to.be.instanceOf(ApiError).and.to.include({ status: 429 });
   });
 
   it('does not count a 304 against the workspace\'s request rate', async () => {

@@ -68,8 +68,11 @@ describe('queries: vehicle search', () => {
       expect(plates(await searchVehicles(trx, g.ws, { limit: 5 }, now))).to.deep.equal(['P 1', 'P 10', 'P 100', 'P 101', 'P 102']);
     }, executeArguments(db, vehicleSearchStatement(g.ws, { limit: 5 }, now)));
     // a page size or workspace the planner could see would make the generic plan (a tenth of the rows estimated for
-    // an average workspace) look dearer than a page of 5, and every request would be planned again
-    expect(generic).to.equal(custom);
+    // an average workspace) look dearer than a page of 5, and every request would be planned again. PostgreSQL keeps the
+    // generic plan while it costs less than a custom plan with its planning (plancache.c adds 1000 cpu_operator_cost per
+    // relation to the custom plan's cost): equal up to a rounding of the statistics other tests' rows leave behind
+    // (8.5 against 8.49 once), far inside that.
+    expect(generic).to.be.closeTo(custom, custom * 0.01);
   });
 
   it('lists a later page on one plan too, whatever the position, from the position on', async () => {
