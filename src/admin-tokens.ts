@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { hashApiKey, newAdminToken } from './secrets.js';
+import { hashApiKey, looksLikeSecret, newAdminToken, SECRET_SHAPED } from './secrets.js';
 import { recordAudit, type AuditContext } from './audit.js';
 import { findWorkspace } from './workspaces.js';
 import { InvalidFieldError, isUuid, NotFoundError } from './input.js';
@@ -38,6 +38,7 @@ export async function createAdminToken(
 ): Promise<CreatedAdminToken> {
   const name = input.name.trim();
   if (name.length < 1 || name.length > 100) throw new InvalidFieldError('--name must be 1 to 100 characters', 'name');
+  if (looksLikeSecret(name)) throw new InvalidFieldError(SECRET_SHAPED('--name'), 'name');
   let expiresAt: Date | null = null;
   if (input.expiresAt !== undefined) {
     expiresAt = new Date(input.expiresAt);

@@ -33,7 +33,18 @@ export function newAdminToken(): string {
 
 /** Whether a text holds something that looks like a key, a token or a signing secret: what no log or record may carry. */
 export function looksLikeSecret(text: string): boolean {
-  return /(?:frs|fra|whsec)_[0-9A-Za-z]{20,}/.test(text);
+  return SECRET_SHAPE.test(text);
+}
+
+const SECRET_SHAPE = /(?:frs|fra|whsec)_[0-9A-Za-z]{20,}/;
+
+/** The refusal of a name or role shaped like a key, token or secret (`option`: the CLI's flag). */
+export const SECRET_SHAPED = (option: string) =>
+  `${option} must not look like a key, token or signing secret (frs_, fra_ or whsec_ and 20 or more letters and digits): it is shown where a secret never is`;
+
+/** `text` with everything shaped like a key, token or signing secret replaced by `[redacted]`. */
+export function redactSecrets(text: string): string {
+  return text.replace(new RegExp(SECRET_SHAPE.source, 'g'), '[redacted]');
 }
 
 /** A new webhook signing secret: `whsec_` + 40 base62 characters. */

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { ConflictError, InvalidFieldError, isUuid, isValidTimeZone, NotFoundError } from './input.js';
-import { hashApiKey, newApiKey } from './secrets.js';
+import { hashApiKey, looksLikeSecret, newApiKey, SECRET_SHAPED } from './secrets.js';
 import { resumeFrozenDeliveries } from './webhooks/endpoint-lifecycle.js';
 import { recordAudit, type AuditContext } from './audit.js';
 
@@ -127,6 +127,8 @@ export async function createApiKey(
 ): Promise<CreatedApiKey> {
   // A role is returned by GET /v1/me, whose document bounds it to 64 characters.
   if (input.role != null && (input.role.length < 1 || input.role.length > 64)) throw new InvalidFieldError('--role must be 1 to 64 characters', 'role');
+  // GET /v1/me shows it, lists and the audit trail name it: text a secret scanner would take for a key is refused.
+  if (input.role != null && looksLikeSecret(input.role)) throw new InvalidFieldError(SECRET_SHAPED('--role'), 'role');
   const workspace = await findWorkspace(db, 'workspaceId' in input ? { id: input.workspaceId } : input.workspaceSlug);
   let expiresAt: Date | null = null;
   if (input.expiresAt != null) {

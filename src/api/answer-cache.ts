@@ -12,6 +12,11 @@ export const ANSWER_CACHE_ENV = 'FRS_ANSWER_CACHE_MB';
 export const DEFAULT_ANSWER_CACHE_MB = 64;
 /** An answer larger than this share of the cache is not kept (one answer must not push out all the others). */
 const LARGEST_SHARE = 8;
+/**
+ * What an entry costs beside its text: its tag (27 characters), the Map's entry and the string headers, near enough;
+ * counted so that many small answers (an empty search is about 50 bytes) cannot hold several times the budget.
+ */
+export const ENTRY_BYTES = 256;
 
 export function answerCacheBytesFromEnv(env: NodeJS.ProcessEnv = process.env): number {
   return wholeNumberSetting(ANSWER_CACHE_ENV, DEFAULT_ANSWER_CACHE_MB, { min: 0, max: 65_536, zero: 'off' }, env) * 1024 * 1024;
@@ -35,14 +40,14 @@ export class AnswerCache {
 
   set(tag: string, body: string): void {
     // Two bytes a UTF-16 code unit: what the string holds in memory, near enough.
-    const size = body.length * 2;
+    const size = body.length * 2 + ENTRY_BYTES;
     if (size > this.maxBytes / LARGEST_SHARE || this.answers.has(tag)) return;
     this.answers.set(tag, body);
     this.bytes += size;
     for (const [oldest, kept] of this.answers) {
       if (this.bytes <= this.maxBytes) break;
       this.answers.delete(oldest);
-      this.bytes -= kept.length * 2;
+      this.bytes -= kept.length * 2 + ENTRY_BYTES;
     }
   }
 }

@@ -9,7 +9,7 @@ import { createEndpoint } from '../../src/webhooks/endpoints.js';
 import { queueTestDelivery } from '../../src/webhooks/test-delivery.js';
 import { loadOpenApiDocument } from '../../src/contract/document.js';
 import { ANSWER_INPUTS } from '../../src/api/revalidation.js';
-import { AnswerCache } from '../../src/api/answer-cache.js';
+import { AnswerCache, ENTRY_BYTES } from '../../src/api/answer-cache.js';
 import { WorkspaceLimits } from '../../src/api/rate-limits.js';
 import { ApiError } from '../../src/api/errors.js';
 import { currentDatabaseName, serviceRoleName } from '../../src/db/roles.js';
@@ -191,9 +191,9 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
   });
 
   it('keeps answers within its bytes, the least recently used going first, none larger than an eighth of it', () => {
-    const cache = new AnswerCache(800); // 400 characters: eight answers of 50
+    const cache = new AnswerCache(8 * (100 + ENTRY_BYTES)); // eight answers of 50 characters
     for (const k of 'abcdefgh') cache.set(k, k.repeat(50));
-    cache.set('z', 'z'.repeat(51)); // 102 bytes: more than an eighth (100), not kept
+    cache.set('z', 'z'.repeat(51)); // 2 bytes more than an eighth: not kept
     expect(cache.get('z')).to.equal(undefined);
     expect(cache.get('a')).to.equal('a'.repeat(50)); // now the most recently used
     cache.set('i', 'i'.repeat(50)); // one must go: the least recently used, b
