@@ -80,6 +80,9 @@ const GRANTS: Record<ServiceRole, string[]> = {
     `GRANT SELECT, UPDATE (started_at) ON delivery_attempts TO %s`,
     `GRANT UPDATE (created_at) ON events TO %s`,
     `GRANT SELECT, UPDATE (created_at) ON test_idempotency_keys TO %s`,
+    // retention forgets the admin API's idempotency keys after 24 hours too (a token's workspace scopes a sweep)
+    `GRANT SELECT, DELETE, UPDATE (created_at) ON admin_idempotency_keys TO %s`,
+    `GRANT SELECT (id, workspace_id) ON admin_tokens TO %s`,
     `GRANT USAGE ON SEQUENCE delivery_attempts_id_seq TO %s`,
   ],
   // The admin API (src/admin/): the workspaces' settings, their keys and endpoints, the delivery records, its own

@@ -67,7 +67,12 @@ export async function runRetention(db: Knex, options: RetentionOptions): Promise
   const inScope = (col: string): [string, Knex.Value[]] => (scoped ? [` AND ${col} = ANY(?::uuid[])`, [scoped as unknown as Knex.Value]] : ['', []]);
 
   const [keyScope, keyBind] = inScope('t.workspace_id');
-  const idempotencyKeys = await deleteInBatches(db, 'test_idempotency_keys', ['workspace_id', 'key'], `t.created_at < ?${keyScope}`, [keyCutoff, ...keyBind], batchSize);
+  const testKeys = await deleteInBatches(db, 'test_idempotency_keys', ['workspace_id', 'key'], `t.created_at < ?${keyScope}`, [keyCutoff, ...keyBind], batchSize);
+  // The admin API's keys, with the sealed first answers they replay (src/admin/idempotency.ts): gone after the same 24
+  // hours whether or not their token ever sends another key (a revoked or quiet token's included).
+  const [tokenScope, tokenBind] = inScope('(SELECT a.workspace_id FROM admin_tokens a WHERE a.id = t.token_id)');
+  const adminKeys = await deleteInBatches(db, 'admin_idempotency_keys', ['token_id', 'key'], `t.created_at < ?${tokenScope}`, [keyCutoff, ...tokenBind], batchSize);
+  const idempotencyKeys = testKeys + adminKeys;
 
   const [attemptScope, attemptBind] = inScope('(SELECT w.workspace_id FROM webhook_endpoints w WHERE w.id = t.endpoint_id)');
   // Only a finished delivery's attempts: a delivery still retrying keeps its whole history, however old.

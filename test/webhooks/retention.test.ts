@@ -4,6 +4,7 @@ import { testDatabase } from '../support/database.js';
 import { publishEvent } from '../../src/webhooks/publish.js';
 import { queueTestDelivery } from '../../src/webhooks/test-delivery.js';
 import { DEDUPE_KEY_KEEP_DAYS, retentionDaysFromEnv, runRetention } from '../../src/webhooks/retention.js';
+import { createAdminToken } from '../../src/admin-tokens.js';
 import { bookingConfirmedData, dropTestWorkspaces, examplePayload, webhookWorkspace, type TestWorkspace } from './support.js';
 
 const SECOND = 1000;
@@ -133,5 +134,16 @@ describe('webhooks: retention', () => {
     expect(await db('deliveries').where({ id: retrying.deliveryId }).first()).to.include({ status: 'retrying', attempts: 1 });
     // The other workspace's record was out of scope.
     expect(await db('deliveries').where({ endpoint_id: foreign.id }).pluck('id')).to.deep.equal([theirs.deliveryId]);
+  });
+
+  it('forgets the admin API\'s idempotency keys (and the sealed answers they replay) after 24 hours, whether or not their token comes back', async () => {
+    const ws = await webhookWorkspace(db);
+    const token = await createAdminToken(db, { name: 'retention test', workspaceSlug: ws.slug }, { actor: { type: 'cli', name: 'test' } });
+    const row = (key: string, createdAt: Date) => ({ token_id: token.id, key, request_hash: Buffer.alloc(32), status: 201, created_at: createdAt });
+    await db('admin_idempotency_keys').insert([row('old', at(-25 * HOUR)), row('recent', at(-23 * HOUR))]);
+    const workerDb = (await testDatabase()).forRole('worker');
+    expect((await runRetention(workerDb, { now: at(0), retentionDays: 30, batchSize: 1, workspaceIds: [ws.id] })).idempotencyKeys).to.equal(1);
+    expect(await db('admin_idempotency_keys').where({ token_id: token.id }).pluck('key')).to.deep.equal(['recent']);
+    await db('admin_tokens').where({ id: token.id }).delete();
   });
 });
