@@ -3082,7 +3082,7 @@ export type WebhookTestEvent = {
 };
 
 /**
- * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+ * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate, up to ten times that rate a second (see Revalidation). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
  */
 export type IfNoneMatch = string;
 
@@ -3201,7 +3201,7 @@ export type GetMeData = {
     body?: never;
     headers?: {
         /**
-         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate, up to ten times that rate a second (see Revalidation). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
          */
         'If-None-Match'?: string;
     };
@@ -3252,7 +3252,7 @@ export type ListFleetsData = {
     body?: never;
     headers?: {
         /**
-         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate, up to ten times that rate a second (see Revalidation). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
          */
         'If-None-Match'?: string;
     };
@@ -3303,7 +3303,7 @@ export type GetFleetSummaryData = {
     body?: never;
     headers?: {
         /**
-         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate, up to ten times that rate a second (see Revalidation). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
          */
         'If-None-Match'?: string;
     };
@@ -3354,7 +3354,7 @@ export type SearchVehiclesData = {
     body?: never;
     headers?: {
         /**
-         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate, up to ten times that rate a second (see Revalidation). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
          */
         'If-None-Match'?: string;
     };
@@ -3426,7 +3426,7 @@ export type GetOperationsTodayData = {
     body?: never;
     headers?: {
         /**
-         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate, up to ten times that rate a second (see Revalidation). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
          */
         'If-None-Match'?: string;
     };
@@ -3477,7 +3477,7 @@ export type GetBookingSummaryData = {
     body?: never;
     headers?: {
         /**
-         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate, up to ten times that rate a second (see Revalidation). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
          */
         'If-None-Match'?: string;
     };
@@ -3528,7 +3528,7 @@ export type GetFinanceOverviewData = {
     body?: never;
     headers?: {
         /**
-         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate, up to ten times that rate a second (see Revalidation). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
          */
         'If-None-Match'?: string;
     };
@@ -3579,7 +3579,7 @@ export type GetReceivablesData = {
     body?: never;
     headers?: {
         /**
-         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate, up to ten times that rate a second (see Revalidation). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
          */
         'If-None-Match'?: string;
     };
@@ -3643,7 +3643,7 @@ export type ListWebhookEndpointsData = {
     body?: never;
     headers?: {
         /**
-         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate, up to ten times that rate a second (see Revalidation). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
          */
         'If-None-Match'?: string;
     };
@@ -3758,7 +3758,7 @@ export type ListWebhookDeliveriesData = {
     body?: never;
     headers?: {
         /**
-         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate, up to ten times that rate a second (see Revalidation). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
          */
         'If-None-Match'?: string;
     };
@@ -3835,7 +3835,7 @@ export type GetWebhookDeliveryData = {
     body?: never;
     headers?: {
         /**
-         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate (see Limits). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
+         * The `ETag` of an answer you hold (several, comma-separated, or `*`). While one is current the answer is 304 with no body, which is not counted against the workspace's request rate, up to ten times that rate a second (see Revalidation). Compared weakly: `W/` on either side is ignored. A value that names no current tag gets the whole answer.
          */
         'If-None-Match'?: string;
     };
