@@ -19,6 +19,14 @@ import { currentDatabaseName, serviceRoleName } from '../../src/db/roles.js';
 // it decides a count). One workspace loaded through the import, in Asia/Dubai (UTC+4); the clock starts at
 // 2026-11-22T08:00:00Z, 12:00 on 22 November in Dubai, and moves only within that local day unless a test says.
 const T0 = new Date('2026-11-22T08:00:00.000Z');
+/**
+ * The tables the answers read, locked (ACCESS EXCLUSIVE blocks even reading) to show what is answered without reading
+ * them. Left readable: the versions, authentication's tables, and the bookings (the booking summary's clock looks up
+ * its next pickup and drop-off).
+ */
+const ANSWERS_READ = ['vehicles', 'fleets', 'owners', 'customers', 'invoices', 'payments', 'expenses', 'maintenance', 'customer_ledger', 'workspace_totals',
+  'booking_status_counts', 'vehicle_state_counts', 'payment_months', 'payment_days', 'open_balances', 'vehicle_revenue', 'vehicle_models',
+  'expense_months', 'webhook_endpoints', 'deliveries', 'delivery_attempts', 'events'];
 const id = () => randomUUID();
 
 describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
@@ -60,6 +68,10 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
     }
     return out;
   }
+
+  /** The workspace's data version of an area, as the database keeps it: the sum of its counters. */
+  const dataVersion = async (workspaceId: string, area: 'records' | 'webhooks') =>
+    Number((await db('workspace_data_versions').where({ workspace_id: workspaceId, area }).sum({ n: 'changes' }))[0].n);
 
   /** The names whose tag differs between two readings. */
   const changed = (before: Record<string, string>, after: Record<string, string>) => Object.keys(before).filter((n) => before[n] !== after[n]).sort();
@@ -148,14 +160,9 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
 
   it('decides a 304 without building the answer: with every table the answers read locked, only the version is read', async () => {
     const current = await tags();
-    // ACCESS EXCLUSIVE blocks even reading. Left readable: the versions, authentication's tables, and the bookings
-    // (the booking summary's clock looks up its next pickup and drop-off).
-    const locked = ['vehicles', 'fleets', 'owners', 'customers', 'invoices', 'payments', 'expenses', 'maintenance', 'customer_ledger', 'workspace_totals',
-      'booking_status_counts', 'vehicle_state_counts', 'payment_months', 'payment_days', 'open_balances', 'vehicle_revenue', 'vehicle_models',
-      'expense_months', 'webhook_endpoints', 'deliveries', 'delivery_attempts', 'events'];
     const trx = await db.transaction();
     try {
-      await trx.raw(`LOCK TABLE ${locked.join(', ')} IN ACCESS EXCLUSIVE MODE`);
+      await trx.raw(`LOCK TABLE ${ANSWERS_READ.join(', ')} IN ACCESS EXCLUSIVE MODE`);
       for (const [name, path] of Object.entries(gets())) {
         const res = await api.get(path, key, { 'if-none-match': current[name] });
         expect(res.status, name).to.equal(304);
@@ -172,12 +179,9 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
     const before = new Map<string, string>();
     for (const path of Object.values(gets())) before.set(path, (await api.get(path, key)).text);
     const otherKey = (await createApiKey(db, { workspaceSlug: slug })).key;
-    const locked = ['vehicles', 'fleets', 'owners', 'customers', 'invoices', 'payments', 'expenses', 'maintenance', 'customer_ledger', 'workspace_totals',
-      'booking_status_counts', 'vehicle_state_counts', 'payment_months', 'payment_days', 'open_balances', 'vehicle_revenue', 'vehicle_models',
-      'expense_months', 'webhook_endpoints', 'deliveries', 'delivery_attempts', 'events'];
     const trx = await db.transaction();
     try {
-      await trx.raw(`LOCK TABLE ${locked.join(', ')} IN ACCESS EXCLUSIVE MODE`);
+      await trx.raw(`LOCK TABLE ${ANSWERS_READ.join(', ')} IN ACCESS EXCLUSIVE MODE`);
       for (const [path, text] of before) {
         const res = await api.get(path, otherKey);
         expect(res.status, path).to.equal(200);
@@ -230,7 +234,7 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
 
   it('lets writers of one workspace count without waiting for each other\'s commit, every committed change counted once', async () => {
     const { id: workspaceId } = await db('workspaces').where({ slug }).first('id');
-    const version = async () => Number((await db('workspace_data_versions').where({ workspace_id: workspaceId, area: 'records' }).sum({ n: 'changes' }))[0].n);
+    const version = () => dataVersion(workspaceId, 'records');
     const before = await version();
     // 8 at once: a counter each (with fewer counters, or a counter per backend, two would share one and one would wait)
     const open = await Promise.all(Array.from({ length: 8 }, () => db.transaction()));
@@ -254,7 +258,7 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
     // The counting runs with its owner's rights: were a temporary table found before the real one, a writer could put
     // its own code in its place. The API's role may create temporary tables, and queues test deliveries.
     const { id: workspaceId } = await db('workspaces').where({ slug }).first('id');
-    const version = async () => Number((await db('workspace_data_versions').where({ workspace_id: workspaceId, area: 'webhooks' }).sum({ n: 'changes' }))[0].n);
+    const version = () => dataVersion(workspaceId, 'webhooks');
     const before = await version();
     const apiDb = (await testDatabase()).forRole('api');
     const trx = await apiDb.transaction();
