@@ -249,7 +249,7 @@ describe('fleet-admin CLI', () => {
     const s = slug('hook');
     await json('workspace', 'create', '--slug', s);
     const created = await json('endpoint', 'create', '--workspace', s, '--url', 'https://hooks.example.com/fleet', '--events', 'booking.confirmed, payment.captured');
-    expect(created).to.have.all.keys('id', 'name', 'url', 'events', 'isActive', 'secret');
+    expect(created).to.have.all.keys('id', 'name', 'url', 'events', 'isActive', 'disabledAt', 'lastSuccessAt', 'consecutiveFailures', 'secret');
     expect(created).to.deep.include({ name: 'hooks.example.com', url: 'https://hooks.example.com/fleet', events: ['booking.confirmed', 'payment.captured'], isActive: true });
     expect(created.secret).to.match(/^whsec_[0-9A-Za-z]{32,}$/);
     const stored = await db('webhook_endpoints').where({ id: created.id }).first('secret_key_id', 'secret_sealed');

@@ -187,6 +187,136 @@ export type RevokedApiKey = {
 };
 
 /**
+ * A webhook endpoint, as the public `GET /v1/webhooks` lists it; never its signing secret.
+ */
+export type Endpoint = {
+    id: Uuid;
+    name: EndpointName;
+    url: EndpointUrl;
+    events: EndpointEvents;
+    /**
+     * False once the endpoint is switched off (after 20 failed attempts in a row, or by `disableEndpoint`).
+     */
+    isActive: boolean;
+    /**
+     * When the endpoint was switched off; null while it is on.
+     */
+    disabledAt: Timestamp | null;
+    /**
+     * When the endpoint last accepted a delivery; null if it never has.
+     */
+    lastSuccessAt: Timestamp | null;
+    /**
+     * Failed attempts in a row across the endpoint's deliveries; a success resets it to 0.
+     */
+    consecutiveFailures: number;
+};
+
+/**
+ * A workspace's webhook endpoints, oldest first.
+ */
+export type EndpointList = {
+    /**
+     * The endpoints.
+     */
+    rows: Array<Endpoint>;
+};
+
+/**
+ * The endpoint's display name (default, at creation, the URL's host).
+ */
+export type EndpointName = string;
+
+/**
+ * Where deliveries are POSTed: an absolute `http` or `https` URL, without a user name or password, to a destination the policy allows (no private, loopback or reserved address unless the operator allows it).
+ */
+export type EndpointUrl = string;
+
+/**
+ * Subscribed events (names of the public document's `webhooks`, `webhook.test` excepted); an empty list means every event.
+ */
+export type EndpointEvents = Array<string>;
+
+/**
+ * True: take the URL even though another endpoint of the workspace already has it. Left out or false: that is 409 `reason` `url`.
+ */
+export type AllowDuplicateUrl = boolean;
+
+/**
+ * A new webhook endpoint.
+ */
+export type EndpointCreate = {
+    url: EndpointUrl;
+    name?: EndpointName;
+    events?: EndpointEvents;
+    allowDuplicateUrl?: AllowDuplicateUrl;
+};
+
+/**
+ * The fields to change; those left out stay as they are.
+ */
+export type EndpointUpdate = {
+    url?: EndpointUrl;
+    name?: EndpointName;
+    events?: EndpointEvents;
+    allowDuplicateUrl?: AllowDuplicateUrl;
+};
+
+/**
+ * A signing secret, `whsec_` and base62 characters, shown this once; the service keeps it sealed.
+ */
+export type SigningSecret = string;
+
+/**
+ * A new webhook endpoint, with its signing secret, shown this once.
+ */
+export type CreatedEndpoint = {
+    id: Uuid;
+    name: EndpointName;
+    url: EndpointUrl;
+    events: EndpointEvents;
+    /**
+     * Whether the endpoint is on (a new one is).
+     */
+    isActive: boolean;
+    /**
+     * When the endpoint was switched off; null while it is on.
+     */
+    disabledAt: Timestamp | null;
+    /**
+     * When the endpoint last accepted a delivery; null if it never has.
+     */
+    lastSuccessAt: Timestamp | null;
+    /**
+     * Failed attempts in a row across the endpoint's deliveries.
+     */
+    consecutiveFailures: number;
+    secret: SigningSecret;
+};
+
+/**
+ * How long the previous secret keeps signing.
+ */
+export type SecretRotation = {
+    /**
+     * Hours during which deliveries carry signatures with both secrets; 0 ends the old secret at once.
+     */
+    overlapHours?: number;
+};
+
+/**
+ * The endpoint's new signing secret, shown this once.
+ */
+export type RotatedSecret = {
+    id: Uuid;
+    secret: SigningSecret;
+    /**
+     * Until when deliveries also carry a signature with the previous secret; null when it ended at once.
+     */
+    previousSecretExpiresAt: Timestamp | null;
+};
+
+/**
  * One change, who made it and what it changed.
  */
 export type AuditEntry = {
@@ -212,7 +342,7 @@ export type AuditEntry = {
     /**
      * What was done, `<concept>.<verb>`.
      */
-    action: 'workspace.create' | 'workspace.update' | 'api_key.create' | 'api_key.revoke' | 'endpoint.create' | 'endpoint.enable' | 'endpoint.disable' | 'endpoint.rotate_secret' | 'admin_token.create' | 'admin_token.revoke';
+    action: 'workspace.create' | 'workspace.update' | 'api_key.create' | 'api_key.revoke' | 'endpoint.create' | 'endpoint.update' | 'endpoint.delete' | 'endpoint.enable' | 'endpoint.disable' | 'endpoint.rotate_secret' | 'admin_token.create' | 'admin_token.revoke';
     /**
      * The workspace it concerns, or null (an admin token for every workspace).
      */
@@ -265,6 +395,11 @@ export type WorkspaceId = Uuid;
  * The API key's id.
  */
 export type KeyId = Uuid;
+
+/**
+ * The webhook endpoint's id.
+ */
+export type EndpointId = Uuid;
 
 /**
  * A client-chosen key, 1 to 255 characters, that makes retrying the request safe: the same key with the same request within 24 hours answers the first answer again and creates nothing; with another request, 409. Remembered per admin token.
@@ -344,7 +479,7 @@ export type CreateWorkspaceErrors = {
      */
     403: ErrorResponse;
     /**
-     * `conflict`: the change clashes with a record there already (`reason` `slug`: the slug is taken); or `idempotency_key_reused`: the `Idempotency-Key` was used within 24 hours for another request. Nothing was changed.
+     * `conflict`: the change clashes with a record there already (`reason` `slug`: the slug is taken; `reason` `url`: the workspace already has an endpoint with this URL); or `idempotency_key_reused`: the `Idempotency-Key` was used within 24 hours for another request. Nothing was changed.
      */
     409: ErrorResponse;
     /**
@@ -394,7 +529,7 @@ export type GetWorkspaceErrors = {
      */
     401: ErrorResponse;
     /**
-     * No such workspace or API key within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
      */
     404: ErrorResponse;
     /**
@@ -444,7 +579,7 @@ export type UpdateWorkspaceErrors = {
      */
     401: ErrorResponse;
     /**
-     * No such workspace or API key within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
      */
     404: ErrorResponse;
     /**
@@ -494,7 +629,7 @@ export type ListApiKeysErrors = {
      */
     401: ErrorResponse;
     /**
-     * No such workspace or API key within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
      */
     404: ErrorResponse;
     /**
@@ -550,11 +685,11 @@ export type CreateApiKeyErrors = {
      */
     401: ErrorResponse;
     /**
-     * No such workspace or API key within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
      */
     404: ErrorResponse;
     /**
-     * `conflict`: the change clashes with a record there already (`reason` `slug`: the slug is taken); or `idempotency_key_reused`: the `Idempotency-Key` was used within 24 hours for another request. Nothing was changed.
+     * `conflict`: the change clashes with a record there already (`reason` `slug`: the slug is taken; `reason` `url`: the workspace already has an endpoint with this URL); or `idempotency_key_reused`: the `Idempotency-Key` was used within 24 hours for another request. Nothing was changed.
      */
     409: ErrorResponse;
     /**
@@ -608,7 +743,7 @@ export type RevokeApiKeyErrors = {
      */
     401: ErrorResponse;
     /**
-     * No such workspace or API key within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
      */
     404: ErrorResponse;
     /**
@@ -635,6 +770,454 @@ export type RevokeApiKeyResponses = {
 };
 
 export type RevokeApiKeyResponse = RevokeApiKeyResponses[keyof RevokeApiKeyResponses];
+
+export type ListEndpointsData = {
+    body?: never;
+    path: {
+        /**
+         * The workspace's id.
+         */
+        workspaceId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints';
+};
+
+export type ListEndpointsErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type ListEndpointsError = ListEndpointsErrors[keyof ListEndpointsErrors];
+
+export type ListEndpointsResponses = {
+    /**
+     * The endpoints, oldest first.
+     */
+    200: EndpointList;
+};
+
+export type ListEndpointsResponse = ListEndpointsResponses[keyof ListEndpointsResponses];
+
+export type CreateEndpointData = {
+    body: EndpointCreate;
+    headers?: {
+        /**
+         * A client-chosen key, 1 to 255 characters, that makes retrying the request safe: the same key with the same request within 24 hours answers the first answer again and creates nothing; with another request, 409. Remembered per admin token.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        /**
+         * The workspace's id.
+         */
+        workspaceId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints';
+};
+
+export type CreateEndpointErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * `conflict`: the change clashes with a record there already (`reason` `slug`: the slug is taken; `reason` `url`: the workspace already has an endpoint with this URL); or `idempotency_key_reused`: the `Idempotency-Key` was used within 24 hours for another request. Nothing was changed.
+     */
+    409: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type CreateEndpointError = CreateEndpointErrors[keyof CreateEndpointErrors];
+
+export type CreateEndpointResponses = {
+    /**
+     * The new endpoint, with its signing secret shown this once.
+     */
+    201: CreatedEndpoint;
+};
+
+export type CreateEndpointResponse = CreateEndpointResponses[keyof CreateEndpointResponses];
+
+export type DeleteEndpointData = {
+    body?: never;
+    path: {
+        /**
+         * The workspace's id.
+         */
+        workspaceId: Uuid;
+        /**
+         * The webhook endpoint's id.
+         */
+        endpointId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}';
+};
+
+export type DeleteEndpointErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type DeleteEndpointError = DeleteEndpointErrors[keyof DeleteEndpointErrors];
+
+export type DeleteEndpointResponses = {
+    /**
+     * The endpoint is deleted; none of its deliveries will be sent.
+     */
+    204: void;
+};
+
+export type DeleteEndpointResponse = DeleteEndpointResponses[keyof DeleteEndpointResponses];
+
+export type GetEndpointData = {
+    body?: never;
+    path: {
+        /**
+         * The workspace's id.
+         */
+        workspaceId: Uuid;
+        /**
+         * The webhook endpoint's id.
+         */
+        endpointId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}';
+};
+
+export type GetEndpointErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type GetEndpointError = GetEndpointErrors[keyof GetEndpointErrors];
+
+export type GetEndpointResponses = {
+    /**
+     * The endpoint.
+     */
+    200: Endpoint;
+};
+
+export type GetEndpointResponse = GetEndpointResponses[keyof GetEndpointResponses];
+
+export type UpdateEndpointData = {
+    body: EndpointUpdate;
+    path: {
+        /**
+         * The workspace's id.
+         */
+        workspaceId: Uuid;
+        /**
+         * The webhook endpoint's id.
+         */
+        endpointId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}';
+};
+
+export type UpdateEndpointErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * `conflict`: the change clashes with a record there already (`reason` `slug`: the slug is taken; `reason` `url`: the workspace already has an endpoint with this URL); or `idempotency_key_reused`: the `Idempotency-Key` was used within 24 hours for another request. Nothing was changed.
+     */
+    409: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type UpdateEndpointError = UpdateEndpointErrors[keyof UpdateEndpointErrors];
+
+export type UpdateEndpointResponses = {
+    /**
+     * The endpoint as it is now.
+     */
+    200: Endpoint;
+};
+
+export type UpdateEndpointResponse = UpdateEndpointResponses[keyof UpdateEndpointResponses];
+
+export type EnableEndpointData = {
+    body?: never;
+    path: {
+        /**
+         * The workspace's id.
+         */
+        workspaceId: Uuid;
+        /**
+         * The webhook endpoint's id.
+         */
+        endpointId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}/enable';
+};
+
+export type EnableEndpointErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type EnableEndpointError = EnableEndpointErrors[keyof EnableEndpointErrors];
+
+export type EnableEndpointResponses = {
+    /**
+     * The endpoint as it is now.
+     */
+    200: Endpoint;
+};
+
+export type EnableEndpointResponse = EnableEndpointResponses[keyof EnableEndpointResponses];
+
+export type DisableEndpointData = {
+    body?: never;
+    path: {
+        /**
+         * The workspace's id.
+         */
+        workspaceId: Uuid;
+        /**
+         * The webhook endpoint's id.
+         */
+        endpointId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}/disable';
+};
+
+export type DisableEndpointErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type DisableEndpointError = DisableEndpointErrors[keyof DisableEndpointErrors];
+
+export type DisableEndpointResponses = {
+    /**
+     * The endpoint as it is now.
+     */
+    200: Endpoint;
+};
+
+export type DisableEndpointResponse = DisableEndpointResponses[keyof DisableEndpointResponses];
+
+export type RotateEndpointSecretData = {
+    body?: SecretRotation;
+    headers?: {
+        /**
+         * A client-chosen key, 1 to 255 characters, that makes retrying the request safe: the same key with the same request within 24 hours answers the first answer again and creates nothing; with another request, 409. Remembered per admin token.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        /**
+         * The workspace's id.
+         */
+        workspaceId: Uuid;
+        /**
+         * The webhook endpoint's id.
+         */
+        endpointId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}/rotate-secret';
+};
+
+export type RotateEndpointSecretErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * `conflict`: the change clashes with a record there already (`reason` `slug`: the slug is taken; `reason` `url`: the workspace already has an endpoint with this URL); or `idempotency_key_reused`: the `Idempotency-Key` was used within 24 hours for another request. Nothing was changed.
+     */
+    409: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type RotateEndpointSecretError = RotateEndpointSecretErrors[keyof RotateEndpointSecretErrors];
+
+export type RotateEndpointSecretResponses = {
+    /**
+     * The new signing secret, shown this once.
+     */
+    200: RotatedSecret;
+};
+
+export type RotateEndpointSecretResponse = RotateEndpointSecretResponses[keyof RotateEndpointSecretResponses];
 
 export type ListAuditEntriesData = {
     body?: never;
@@ -670,7 +1253,7 @@ export type ListAuditEntriesErrors = {
      */
     401: ErrorResponse;
     /**
-     * No such workspace or API key within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
      */
     404: ErrorResponse;
     /**

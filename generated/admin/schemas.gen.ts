@@ -354,6 +354,287 @@ export const RevokedApiKeySchema = {
     }
 } as const;
 
+export const EndpointSchema = {
+    type: 'object',
+    description: 'A webhook endpoint, as the public `GET /v1/webhooks` lists it; never its signing secret.',
+    required: [
+        'id',
+        'name',
+        'url',
+        'events',
+        'isActive',
+        'disabledAt',
+        'lastSuccessAt',
+        'consecutiveFailures'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        name: {
+            $ref: '#/components/schemas/EndpointName'
+        },
+        url: {
+            $ref: '#/components/schemas/EndpointUrl'
+        },
+        events: {
+            $ref: '#/components/schemas/EndpointEvents'
+        },
+        isActive: {
+            type: 'boolean',
+            description: 'False once the endpoint is switched off (after 20 failed attempts in a row, or by `disableEndpoint`).'
+        },
+        disabledAt: {
+            description: 'When the endpoint was switched off; null while it is on.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        lastSuccessAt: {
+            description: 'When the endpoint last accepted a delivery; null if it never has.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        consecutiveFailures: {
+            type: 'integer',
+            format: 'int32',
+            minimum: 0,
+            maximum: 2147483647,
+            description: 'Failed attempts in a row across the endpoint\'s deliveries; a success resets it to 0.'
+        }
+    }
+} as const;
+
+export const EndpointListSchema = {
+    type: 'object',
+    description: 'A workspace\'s webhook endpoints, oldest first.',
+    required: [
+        'rows'
+    ],
+    properties: {
+        rows: {
+            type: 'array',
+            maxItems: 10000,
+            description: 'The endpoints.',
+            items: {
+                $ref: '#/components/schemas/Endpoint'
+            }
+        }
+    }
+} as const;
+
+export const EndpointNameSchema = {
+    type: 'string',
+    minLength: 1,
+    maxLength: 200,
+    description: 'The endpoint\'s display name (default, at creation, the URL\'s host).',
+    example: 'Accounting sync'
+} as const;
+
+export const EndpointUrlSchema = {
+    type: 'string',
+    minLength: 1,
+    maxLength: 2048,
+    description: 'Where deliveries are POSTed: an absolute `http` or `https` URL, without a user name or password, to a destination the policy allows (no private, loopback or reserved address unless the operator allows it).',
+    example: 'https://hooks.example.ae/fleet'
+} as const;
+
+export const EndpointEventsSchema = {
+    type: 'array',
+    maxItems: 200,
+    uniqueItems: true,
+    description: 'Subscribed events (names of the public document\'s `webhooks`, `webhook.test` excepted); an empty list means every event.',
+    items: {
+        type: 'string',
+        minLength: 1,
+        maxLength: 64,
+        pattern: '^[a-z][a-z0-9_.]*$'
+    },
+    example: [
+        'booking.confirmed',
+        'payment.captured'
+    ]
+} as const;
+
+export const AllowDuplicateUrlSchema = {
+    type: 'boolean',
+    description: 'True: take the URL even though another endpoint of the workspace already has it. Left out or false: that is 409 `reason` `url`.'
+} as const;
+
+export const EndpointCreateSchema = {
+    type: 'object',
+    description: 'A new webhook endpoint.',
+    additionalProperties: false,
+    required: [
+        'url'
+    ],
+    properties: {
+        url: {
+            $ref: '#/components/schemas/EndpointUrl'
+        },
+        name: {
+            $ref: '#/components/schemas/EndpointName'
+        },
+        events: {
+            $ref: '#/components/schemas/EndpointEvents'
+        },
+        allowDuplicateUrl: {
+            $ref: '#/components/schemas/AllowDuplicateUrl'
+        }
+    }
+} as const;
+
+export const EndpointUpdateSchema = {
+    type: 'object',
+    description: 'The fields to change; those left out stay as they are.',
+    additionalProperties: false,
+    minProperties: 1,
+    properties: {
+        url: {
+            $ref: '#/components/schemas/EndpointUrl'
+        },
+        name: {
+            $ref: '#/components/schemas/EndpointName'
+        },
+        events: {
+            $ref: '#/components/schemas/EndpointEvents'
+        },
+        allowDuplicateUrl: {
+            $ref: '#/components/schemas/AllowDuplicateUrl'
+        }
+    }
+} as const;
+
+export const SigningSecretSchema = {
+    type: 'string',
+    minLength: 38,
+    maxLength: 100,
+    pattern: '^whsec_[0-9A-Za-z]{32,}$',
+    description: 'A signing secret, `whsec_` and base62 characters, shown this once; the service keeps it sealed.'
+} as const;
+
+export const CreatedEndpointSchema = {
+    type: 'object',
+    description: 'A new webhook endpoint, with its signing secret, shown this once.',
+    required: [
+        'id',
+        'name',
+        'url',
+        'events',
+        'isActive',
+        'disabledAt',
+        'lastSuccessAt',
+        'consecutiveFailures',
+        'secret'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        name: {
+            $ref: '#/components/schemas/EndpointName'
+        },
+        url: {
+            $ref: '#/components/schemas/EndpointUrl'
+        },
+        events: {
+            $ref: '#/components/schemas/EndpointEvents'
+        },
+        isActive: {
+            type: 'boolean',
+            description: 'Whether the endpoint is on (a new one is).'
+        },
+        disabledAt: {
+            description: 'When the endpoint was switched off; null while it is on.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        lastSuccessAt: {
+            description: 'When the endpoint last accepted a delivery; null if it never has.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        consecutiveFailures: {
+            type: 'integer',
+            format: 'int32',
+            minimum: 0,
+            maximum: 2147483647,
+            description: 'Failed attempts in a row across the endpoint\'s deliveries.'
+        },
+        secret: {
+            $ref: '#/components/schemas/SigningSecret'
+        }
+    }
+} as const;
+
+export const SecretRotationSchema = {
+    type: 'object',
+    description: 'How long the previous secret keeps signing.',
+    additionalProperties: false,
+    properties: {
+        overlapHours: {
+            type: 'integer',
+            format: 'int32',
+            minimum: 0,
+            maximum: 720,
+            default: 24,
+            description: 'Hours during which deliveries carry signatures with both secrets; 0 ends the old secret at once.'
+        }
+    }
+} as const;
+
+export const RotatedSecretSchema = {
+    type: 'object',
+    description: 'The endpoint\'s new signing secret, shown this once.',
+    required: [
+        'id',
+        'secret',
+        'previousSecretExpiresAt'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        secret: {
+            $ref: '#/components/schemas/SigningSecret'
+        },
+        previousSecretExpiresAt: {
+            description: 'Until when deliveries also carry a signature with the previous secret; null when it ended at once.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        }
+    }
+} as const;
+
 export const AuditEntrySchema = {
     type: 'object',
     description: 'One change, who made it and what it changed.',
@@ -421,6 +702,8 @@ export const AuditEntrySchema = {
                 'api_key.create',
                 'api_key.revoke',
                 'endpoint.create',
+                'endpoint.update',
+                'endpoint.delete',
                 'endpoint.enable',
                 'endpoint.disable',
                 'endpoint.rotate_secret',

@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, Options as Options2, TDataShape } from './client/index.js';
-import type { CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateWorkspaceData, CreateWorkspaceErrors, CreateWorkspaceResponses, GetWorkspaceData, GetWorkspaceErrors, GetWorkspaceResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListAuditEntriesData, ListAuditEntriesErrors, ListAuditEntriesResponses, ListWorkspacesData, ListWorkspacesErrors, ListWorkspacesResponses, RevokeApiKeyData, RevokeApiKeyErrors, RevokeApiKeyResponses, UpdateWorkspaceData, UpdateWorkspaceErrors, UpdateWorkspaceResponses } from './types.gen.js';
+import type { CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateEndpointData, CreateEndpointErrors, CreateEndpointResponses, CreateWorkspaceData, CreateWorkspaceErrors, CreateWorkspaceResponses, DeleteEndpointData, DeleteEndpointErrors, DeleteEndpointResponses, DisableEndpointData, DisableEndpointErrors, DisableEndpointResponses, EnableEndpointData, EnableEndpointErrors, EnableEndpointResponses, GetEndpointData, GetEndpointErrors, GetEndpointResponses, GetWorkspaceData, GetWorkspaceErrors, GetWorkspaceResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListAuditEntriesData, ListAuditEntriesErrors, ListAuditEntriesResponses, ListEndpointsData, ListEndpointsErrors, ListEndpointsResponses, ListWorkspacesData, ListWorkspacesErrors, ListWorkspacesResponses, RevokeApiKeyData, RevokeApiKeyErrors, RevokeApiKeyResponses, RotateEndpointSecretData, RotateEndpointSecretErrors, RotateEndpointSecretResponses, UpdateEndpointData, UpdateEndpointErrors, UpdateEndpointResponses, UpdateWorkspaceData, UpdateWorkspaceErrors, UpdateWorkspaceResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -105,6 +105,106 @@ export const revokeApiKey = <ThrowOnError extends boolean = false>(options: Opti
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/workspaces/{workspaceId}/api-keys/{keyId}/revoke',
     ...options
+});
+
+/**
+ * List a workspace's webhook endpoints
+ *
+ * Every endpoint of the workspace, oldest first, as the public `GET /v1/webhooks` lists it: with `disabledAt` when it is switched off, never its signing secret. Deleted endpoints are not listed.
+ */
+export const listEndpoints = <ThrowOnError extends boolean = false>(options: Options<ListEndpointsData, ThrowOnError>) => (options.client ?? client).get<ListEndpointsResponses, ListEndpointsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints',
+    ...options
+});
+
+/**
+ * Register a webhook endpoint
+ *
+ * Registers an endpoint and returns it with its signing secret, this once (the service keeps it sealed under its master key). `events` empty or left out subscribes to every event; an event not in the public document's `webhooks` is 400 naming it. A URL the destination policy refuses (a private, loopback or reserved address) is 400 `reason` `url`, naming the switch that would allow it (`FRS_ALLOW_PRIVATE_WEBHOOK_URLS`, `FRS_WEBHOOK_ALLOWED_CIDRS`). A URL another endpoint of the workspace already has is 409 `conflict` `reason` `url`, unless `allowDuplicateUrl` is true. With `Idempotency-Key`, a repeat answers the same endpoint and the same secret. Audited as `endpoint.create` (never the secret).
+ */
+export const createEndpoint = <ThrowOnError extends boolean = false>(options: Options<CreateEndpointData, ThrowOnError>) => (options.client ?? client).post<CreateEndpointResponses, CreateEndpointErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Delete a webhook endpoint
+ *
+ * Deletes the endpoint: it is no longer listed (here or on the public `GET /v1/webhooks`), nothing is fanned out or sent to it again, and its pending deliveries (queued, retrying, held) are marked `failed` with `lastErrorKind` `endpoint_deleted`. None of them is sent after this answer: an attempt already under way is waited for (at most the 10 seconds of one attempt) before it. Its delivery log stays readable on the public API until retention removes it. Deleting it again is 404. Audited as `endpoint.delete`.
+ */
+export const deleteEndpoint = <ThrowOnError extends boolean = false>(options: Options<DeleteEndpointData, ThrowOnError>) => (options.client ?? client).delete<DeleteEndpointResponses, DeleteEndpointErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}',
+    ...options
+});
+
+/**
+ * Get a webhook endpoint
+ *
+ * One endpoint, as `listEndpoints` shows it. A deleted endpoint is 404.
+ */
+export const getEndpoint = <ThrowOnError extends boolean = false>(options: Options<GetEndpointData, ThrowOnError>) => (options.client ?? client).get<GetEndpointResponses, GetEndpointErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}',
+    ...options
+});
+
+/**
+ * Change a webhook endpoint
+ *
+ * Sets the fields given (`url`, `name`, `events`) and leaves the others as they are. A new `url` meets the checks of `createEndpoint`: the destination policy (400 `reason` `url` naming `FRS_ALLOW_PRIVATE_WEBHOOK_URLS` / `FRS_WEBHOOK_ALLOWED_CIDRS`) and the duplicate-URL rule (409 unless `allowDuplicateUrl`). Deliveries already queued are sent to the new URL; the signing secret is unchanged. Audited as `endpoint.update`, with each changed field's old and new value.
+ */
+export const updateEndpoint = <ThrowOnError extends boolean = false>(options: Options<UpdateEndpointData, ThrowOnError>) => (options.client ?? client).patch<UpdateEndpointResponses, UpdateEndpointErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Switch a webhook endpoint on
+ *
+ * Switches the endpoint on and clears its failure streak; what it held while it was off is sent now (what was held longer than 7 days is marked failed instead). Switching on an endpoint that is on changes nothing. Audited as `endpoint.enable`.
+ */
+export const enableEndpoint = <ThrowOnError extends boolean = false>(options: Options<EnableEndpointData, ThrowOnError>) => (options.client ?? client).post<EnableEndpointResponses, EnableEndpointErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}/enable',
+    ...options
+});
+
+/**
+ * Switch a webhook endpoint off
+ *
+ * Switches the endpoint off: its pending deliveries are held (test deliveries are still sent) until it is switched on again; `disabledAt` keeps when it was first switched off. Audited as `endpoint.disable`.
+ */
+export const disableEndpoint = <ThrowOnError extends boolean = false>(options: Options<DisableEndpointData, ThrowOnError>) => (options.client ?? client).post<DisableEndpointResponses, DisableEndpointErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}/disable',
+    ...options
+});
+
+/**
+ * Rotate a webhook endpoint's signing secret
+ *
+ * Gives the endpoint a new signing secret and returns it, this once. For `overlapHours` (default 24, at most 720; 0 ends the old secret at once) every delivery carries two signatures, the new secret's first, so receivers can switch over without missing one. With `Idempotency-Key`, a repeat answers the same secret and rotates nothing more. Audited as `endpoint.rotate_secret` (the overlap, never a secret).
+ */
+export const rotateEndpointSecret = <ThrowOnError extends boolean = false>(options: Options<RotateEndpointSecretData, ThrowOnError>) => (options.client ?? client).post<RotateEndpointSecretResponses, RotateEndpointSecretErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}/rotate-secret',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
 });
 
 /**

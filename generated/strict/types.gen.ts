@@ -460,7 +460,7 @@ export type TestDeliveryReceipt = {
 };
 
 /**
- * `queued` (waiting for its first attempt), `retrying` (an attempt failed; another is scheduled), `accepted` (the endpoint answered 2xx), `failed` (the last retry failed, or it was held longer than 7 days), `held` (the endpoint is switched off; sent when it is switched back on).
+ * `queued` (waiting for its first attempt), `retrying` (an attempt failed; another is scheduled), `accepted` (the endpoint answered 2xx), `failed` (the last retry failed, it was held longer than 7 days, or its endpoint was deleted before it was sent: `lastErrorKind` `endpoint_deleted`), `held` (the endpoint is switched off; sent when it is switched back on).
  */
 export type DeliveryStatus = 'queued' | 'retrying' | 'accepted' | 'failed' | 'held';
 
@@ -470,9 +470,9 @@ export type DeliveryStatus = 'queued' | 'retrying' | 'accepted' | 'failed' | 'he
 export type DeliveryEventName = EventName | 'webhook.test';
 
 /**
- * How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset or TLS failure), `dns` (the URL's host name did not resolve: no such name, no address, a name server failure, or no answer within the lookup's 3 seconds; nothing was sent), `blocked_destination` (the URL's host is, or resolved to, a private, loopback, link-local or reserved address, which is never connected to; `error` names the address and its class). New kinds may be added.
+ * How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset or TLS failure), `dns` (the URL's host name did not resolve: no such name, no address, a name server failure, or no answer within the lookup's 3 seconds; nothing was sent), `blocked_destination` (the URL's host is, or resolved to, a private, loopback, link-local or reserved address, which is never connected to; `error` names the address and its class). A delivery's `lastErrorKind` may also be `endpoint_deleted`: the endpoint was deleted before the delivery was sent, and it was marked failed without an attempt. New kinds may be added.
  */
-export type AttemptErrorKind = 'timeout' | 'connection' | 'dns' | 'redirect' | 'status' | 'blocked_destination';
+export type AttemptErrorKind = 'timeout' | 'connection' | 'dns' | 'redirect' | 'status' | 'blocked_destination' | 'endpoint_deleted';
 
 /**
  * One delivery of one event to one endpoint, as the delivery log lists it.

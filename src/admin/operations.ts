@@ -8,6 +8,9 @@ import { createApiKey, createWorkspace, findWorkspace, listApiKeys, listWorkspac
 import { NotFoundError } from '../input.js';
 import { idempotent, type Answer } from './idempotency.js';
 import type { ApiKeyCreate, WorkspaceCreate, WorkspaceUpdate } from '../../generated/admin-strict/types.gen.js';
+import { createEndpoint, deleteEndpoint, getEndpoint, listEndpoints, setEndpointActive, updateEndpoint } from '../webhooks/endpoints.js';
+import { rotateSigningSecret } from '../webhooks/signing-secrets.js';
+import type { EndpointCreate, EndpointUpdate, SecretRotation } from '../../generated/admin-strict/types.gen.js';
 
 // The admin API's operations, by operationId: each parses what the document already validated, keeps the token to
 // its reach, calls the core function (src/workspaces.ts, src/audit.ts) with the token as the actor, and answers.
@@ -79,6 +82,53 @@ export const adminOperations: Record<string, Handler> = {
   async revokeApiKey(c) {
     const { id } = await reachable(c);
     return { status: 200, body: await revokeApiKey(c.db, c.params.keyId, { workspaceId: id }, c.audit) };
+  },
+
+  // Webhook endpoints (src/webhooks/endpoints.ts and signing-secrets.ts), each within the path's workspace: an endpoint
+  // of another workspace is not found, as if it did not exist.
+  async listEndpoints(c) {
+    const { id } = await reachable(c);
+    return { status: 200, body: { rows: await listEndpoints(c.db, id) } };
+  },
+
+  async createEndpoint(c) {
+    const { id } = await reachable(c);
+    const input = c.body as EndpointCreate;
+    return (await idempotent(c.db, { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'createEndpoint', path: c.path, body: input }, async (trx) =>
+      ({ status: 201, body: await createEndpoint(trx, { workspaceId: id, ...input }, undefined, c.audit) })));
+  },
+
+  async getEndpoint(c) {
+    const { id } = await reachable(c);
+    return { status: 200, body: await getEndpoint(c.db, c.params.endpointId, { workspaceId: id }) };
+  },
+
+  async updateEndpoint(c) {
+    const { id } = await reachable(c);
+    return { status: 200, body: await updateEndpoint(c.db, c.params.endpointId, c.body as EndpointUpdate, { workspaceId: id }, undefined, c.audit) };
+  },
+
+  async deleteEndpoint(c) {
+    const { id } = await reachable(c);
+    await deleteEndpoint(c.db, c.params.endpointId, { workspaceId: id }, c.audit);
+    return { status: 204, body: undefined };
+  },
+
+  async enableEndpoint(c) {
+    const { id } = await reachable(c);
+    return { status: 200, body: await setEndpointActive(c.db, c.params.endpointId, true, c.now, c.audit, { workspaceId: id }) };
+  },
+
+  async disableEndpoint(c) {
+    const { id } = await reachable(c);
+    return { status: 200, body: await setEndpointActive(c.db, c.params.endpointId, false, c.now, c.audit, { workspaceId: id }) };
+  },
+
+  async rotateEndpointSecret(c) {
+    const { id } = await reachable(c);
+    const input = (c.body ?? {}) as SecretRotation;
+    return (await idempotent(c.db, { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'rotateEndpointSecret', path: c.path, body: input }, async (trx) =>
+      ({ status: 200, body: await rotateSigningSecret(trx, c.params.endpointId, { overlapHours: input.overlapHours, now: c.now, workspaceId: id }, c.audit) })));
   },
 
   async listAuditEntries(c) {

@@ -10,7 +10,7 @@ import { InputError } from '../input.js';
 import {
   createApiKey, createWorkspace, findWorkspace, listApiKeys, listWorkspaces, revokeApiKey, updateWorkspace, type WorkspaceRecord,
 } from '../workspaces.js';
-import { createEndpoint, listEndpoints, setEndpointActive, type EndpointRecord } from '../webhooks/endpoints.js';
+import { createEndpoint, deleteEndpoint, listEndpoints, setEndpointActive, updateEndpoint, type EndpointRecord } from '../webhooks/endpoints.js';
 import { recoverEndpoint, resendDelivery, showDelivery } from '../webhooks/recovery.js';
 import {
   checkMasterKey, createMasterKey, DEFAULT_OVERLAP_HOURS, MAX_OVERLAP_HOURS, resealSigningSecrets, rotateSigningSecret,
@@ -151,8 +151,10 @@ export function buildProgram(): Command {
     .requiredOption('--url <url>', 'http or https URL deliveries are POSTed to')
     .option('--name <name>', "display name (default: the URL's host)")
     .option('--events <names>', 'comma-separated event names (default: every event)', commaList)
-    .action(async (o: JsonOption & { workspace: string; url: string; name?: string; events?: string[] }) => {
-      const created = await withDatabase((db) => createEndpoint(db, { workspaceSlug: o.workspace, url: o.url, name: o.name, events: o.events }, undefined, cliAudit()), { masterKey: 'needed' });
+    .option('--allow-duplicate-url', 'register it even though another endpoint of the workspace has this URL')
+    .action(async (o: JsonOption & { workspace: string; url: string; name?: string; events?: string[]; allowDuplicateUrl?: boolean }) => {
+      const input = { workspaceSlug: o.workspace, url: o.url, name: o.name, events: o.events, allowDuplicateUrl: o.allowDuplicateUrl };
+      const created = await withDatabase((db) => createEndpoint(db, input, undefined, cliAudit()), { masterKey: 'needed' });
       print(o, created, (e) => `endpoint ${e.id} "${e.name}" -> ${e.url} (events: ${e.events.join(', ') || 'all'}); signing secret, shown only this once:\n${e.secret}`);
     });
   for (const [name, active] of [['enable', true], ['disable', false]] as const) {
@@ -163,6 +165,24 @@ export function buildProgram(): Command {
         print(o, record, describeEndpoint);
       });
   }
+
+  command(endpoint, 'update', "change a webhook endpoint's URL, name or events (those given; the others stay)")
+    .requiredOption('--id <id>', 'the endpoint id')
+    .option('--url <url>', 'http or https URL deliveries are POSTed to (queued deliveries go there too)')
+    .option('--name <name>', 'display name')
+    .option('--events <names>', 'comma-separated event names; "" for every event', commaList)
+    .option('--allow-duplicate-url', 'take the URL even though another endpoint of the workspace has it')
+    .action(async (o: JsonOption & { id: string; url?: string; name?: string; events?: string[]; allowDuplicateUrl?: boolean }) => {
+      const changes = { url: o.url, name: o.name, events: o.events, allowDuplicateUrl: o.allowDuplicateUrl };
+      const record = await withDatabase((db) => updateEndpoint(db, o.id, changes, {}, undefined, cliAudit()));
+      print(o, record, (e) => `${describeEndpoint(e)} (events: ${e.events.join(', ') || 'all'})`);
+    });
+  command(endpoint, 'delete', 'delete a webhook endpoint: its pending deliveries are marked failed and none is sent any more')
+    .requiredOption('--id <id>', 'the endpoint id')
+    .action(async (o: JsonOption & { id: string }) => {
+      const deleted = await withDatabase((db) => deleteEndpoint(db, o.id, {}, cliAudit()));
+      print(o, deleted, (r) => `endpoint ${r.id} deleted; its pending deliveries are marked failed (endpoint_deleted)`);
+    });
 
   command(endpoint, 'list', "list a workspace's webhook endpoints (never their signing secrets)")
     .requiredOption('--workspace <slug>', 'the workspace')

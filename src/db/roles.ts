@@ -37,7 +37,7 @@ const DOMAIN_TABLES = [
   'payment_days', 'expense_months', 'vehicle_state_counts', 'payment_months', 'vehicle_models',
 ];
 const CUSTOMER_COLUMNS = '(id, workspace_id, name)';
-const ENDPOINT_COLUMNS_WITHOUT_SECRETS = '(id, workspace_id, name, url, events, is_active, disabled_at, last_success_at, consecutive_failures, created_at)';
+const ENDPOINT_COLUMNS_WITHOUT_SECRETS = '(id, workspace_id, name, url, events, is_active, disabled_at, last_success_at, consecutive_failures, created_at, deleted_at)';
 
 /** GRANT statements per role; `%s` is the role. */
 const GRANTS: Record<ServiceRole, string[]> = {
@@ -89,7 +89,10 @@ const GRANTS: Record<ServiceRole, string[]> = {
   // tokens and the audit trail; never a domain record (bookings, customers, money...), never a key's hash or a token's
   // to read back beyond authentication, and the audit trail only added to (no UPDATE or DELETE: no role may).
   admin: [
-    `GRANT SELECT ON knex_migrations, knex_migrations_lock, master_key_record TO %s`,
+    `GRANT SELECT ON knex_migrations, knex_migrations_lock TO %s`,
+    // sealing an endpoint's new signing secret checks, locks and (for the first one of all) records the master key
+    // (withSealingLock in src/webhooks/signing-secrets.ts)
+    `GRANT SELECT, INSERT, UPDATE ON master_key_record TO %s`,
     `GRANT SELECT (id, slug, status, timezone, reminders_ahead) ON workspaces TO %s`,
     `GRANT INSERT (slug, status, timezone, reminders_ahead), UPDATE (status, timezone, reminders_ahead) ON workspaces TO %s`,
     `GRANT SELECT (id, workspace_id, role, created_at, expires_at, revoked_at, last_used_at) ON api_keys TO %s`,

@@ -76,7 +76,7 @@ export class ServiceMetrics {
       help: 'Webhook endpoints currently switched off',
       registers,
       async collect() {
-        const { rows } = await db.raw(`SELECT count(*)::int AS n FROM webhook_endpoints WHERE NOT is_active`);
+        const { rows } = await db.raw(`SELECT count(*)::int AS n FROM webhook_endpoints WHERE NOT is_active AND deleted_at IS NULL`);
         this.set(rows[0].n);
       },
     });

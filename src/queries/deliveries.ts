@@ -45,10 +45,13 @@ interface LogRow {
 
 const iso = (d: Date | null) => d?.toISOString() ?? null;
 
-/** The row and the last attempt's start and error kind (a lateral look-up by the (delivery_id, number) key). */
+/**
+ * The row and the last attempt's start and error kind (a lateral look-up by the (delivery_id, number) key); a delivery
+ * ended without an attempt of its own (its endpoint deleted) has its own kind.
+ */
 const LOG_COLUMNS = `d.id, d.event, d.status, d.attempts, d.created_at,
   (extract(epoch FROM d.created_at) * 1000000)::bigint AS created_micros,
-  a.started_at AS last_attempt_at, d.next_attempt_at, d.last_status_code, a.error_kind AS last_error_kind, d.last_error`;
+  a.started_at AS last_attempt_at, d.next_attempt_at, d.last_status_code, coalesce(d.error_kind, a.error_kind) AS last_error_kind, d.last_error`;
 const LAST_ATTEMPT = `LEFT JOIN LATERAL (
     SELECT started_at, error_kind FROM delivery_attempts WHERE delivery_id = d.id ORDER BY number DESC LIMIT 1
   ) a ON true`;

@@ -9,10 +9,15 @@ import { notifyDispatchers } from './fanout.js';
 //
 // A pending delivery (queued or retrying) of a switched-off endpoint is held (test deliveries excepted: they are sent
 // to a switched-off endpoint too); a frozen workspace's deliveries stay pending and are not claimed (fairness.ts).
-// When the wait ends, what waited longer than 7 days is marked failed instead of sent.
+// When the wait ends, what waited longer than 7 days is marked failed instead of sent. A deleted endpoint is kept
+// (deleted_at: its delivery log stays readable until retention removes it) but hidden from every list, claim and
+// fan-out, and its pending deliveries are marked failed (deleteEndpointAndDeliveries).
 
 /** A delivery that is still to be attempted, as a condition on `deliveries`. */
 export const PENDING = `status IN ('queued', 'retrying')`;
+
+/** An endpoint that is not deleted, as a condition on `webhook_endpoints` (give the alias, if any). */
+export const liveEndpoint = (alias?: string) => `${alias ? `${alias}.` : ''}deleted_at IS NULL`;
 
 /** Failed attempts in a row after which an endpoint is switched off. */
 export const SWITCH_OFF_AFTER_FAILURES = 20;
@@ -30,7 +35,7 @@ export async function switchEndpoint<Row>(trx: Knex.Transaction, id: string, act
   const changes = active
     ? { is_active: true, disabled_at: null, consecutive_failures: 0 }
     : { is_active: false, disabled_at: trx.raw('coalesce(disabled_at, now())') };
-  const [row] = await trx('webhook_endpoints').where({ id }).update(changes).returning([...returning]);
+  const [row] = await trx('webhook_endpoints').where({ id }).whereRaw(liveEndpoint()).update(changes).returning([...returning]);
   if (!row) return undefined;
   if (active) await releaseHeldDeliveries(trx, id, now);
   else await holdPendingDeliveries(trx, [id]);
@@ -87,4 +92,59 @@ export async function resumeFrozenDeliveries(db: Knex, workspaceId: string, now:
     .update({ status: 'failed', next_attempt_at: null, finished_at: db.fn.now(), lease_owner: null, lease_until: null, last_error: 'waited longer than 7 days while the workspace was frozen' });
   await notifyDispatchers(db);
   return { failed };
+}
+
+/** The error kind of a delivery its endpoint's deletion ended (deliveries.error_kind; the document's AttemptErrorKind). */
+export const ENDPOINT_DELETED = 'endpoint_deleted';
+
+/** How often a deletion looks again whether the deliveries a dispatcher holds are done with. */
+const LEASE_POLL_MS = 25;
+
+/**
+ * Marks the endpoint's pending deliveries (queued, retrying or held, test deliveries too) failed with the kind
+ * ENDPOINT_DELETED; only those no dispatcher holds unless `leased` (every lease having ended, see below).
+ */
+async function failDeliveriesOfDeleted(db: Knex, endpointId: string, leased: boolean): Promise<number> {
+  const query = db('deliveries').where({ endpoint_id: endpointId }).whereRaw(`(${PENDING} OR status = 'held')`);
+  if (!leased) query.whereRaw('(lease_until IS NULL OR lease_until < now())');
+  return query.update({
+    status: 'failed', error_kind: ENDPOINT_DELETED, last_error: 'the endpoint was deleted before this delivery was sent', next_attempt_at: null,
+    finished_at: db.fn.now(), lease_owner: null, lease_until: null,
+  });
+}
+
+/**
+ * Deletes an endpoint (`where` names it, and may confine it to a workspace) and returns its row (`returning`),
+ * undefined when there is no such live endpoint; `inTransaction` runs in the deleting transaction (the audit entry).
+ * When this returns, none of its deliveries will be sent any more, by any dispatcher, even one that claimed it before:
+ * 1. In one transaction the endpoint is marked deleted, which no claim (fairness.ts) or fan-out (fanout.ts) takes
+ *    from then on (the update waits for fan-outs holding the row, and those after it see it deleted), and its pending
+ *    deliveries no dispatcher holds are marked failed.
+ * 2. The deliveries a dispatcher holds (claimed before, sent now or about to be) are waited for: until it records
+ *    them or gives them back, or their lease runs out (a dispatcher never starts an attempt on an expired lease). So
+ *    an attempt under way is finished before this returns, never after; this is as long as one attempt (10 s at
+ *    most), or as long as a lease (60 s) when a dispatcher died holding one.
+ * 3. What is still pending then (a retry scheduled by that attempt, a claim given back) is marked failed too.
+ */
+export async function deleteEndpointAndDeliveries<Row>(
+  db: Knex,
+  where: { id: string; workspace_id?: string },
+  returning: readonly string[],
+  inTransaction: (trx: Knex.Transaction, row: Row) => Promise<void>,
+): Promise<Row | undefined> {
+  const row = await db.transaction(async (trx) => {
+    const [deleted] = await trx('webhook_endpoints').where(where).whereRaw(liveEndpoint()).update({ deleted_at: trx.fn.now() }).returning([...returning]);
+    if (!deleted) return undefined;
+    await failDeliveriesOfDeleted(trx, where.id, false);
+    await inTransaction(trx, deleted as Row);
+    return deleted as Row;
+  });
+  if (row === undefined) return undefined;
+  for (;;) {
+    const held = await db('deliveries').where({ endpoint_id: where.id }).whereRaw(PENDING).whereRaw('lease_until >= now()').first(db.raw('1 AS held'));
+    if (!held) break;
+    await new Promise((resolve) => setTimeout(resolve, LEASE_POLL_MS));
+  }
+  await failDeliveriesOfDeleted(db, where.id, true);
+  return row;
 }

@@ -3,11 +3,11 @@ import type { Knex } from 'knex';
 import { rows, WORKSPACE } from '../queries/common.js';
 import { newSigningSecret } from '../secrets.js';
 import { findWorkspace } from '../workspaces.js';
-import { InputError, isUuid } from '../input.js';
+import { ConflictError, InvalidFieldError, isUuid, NotFoundError } from '../input.js';
 import { recordAudit, type AuditContext } from '../audit.js';
 import { subscribableEvents, TEST_EVENT } from './catalogue.js';
 import { destinationPolicyFromEnv, refuseDestination, type DestinationPolicy } from './destination-policy.js';
-import { switchEndpoint } from './endpoint-lifecycle.js';
+import { deleteEndpointAndDeliveries, liveEndpoint, switchEndpoint } from './endpoint-lifecycle.js';
 import { withSealingLock } from './signing-secrets.js';
 
 /** A webhook endpoint as the API and the CLI show it: never with its signing secret. */
@@ -23,13 +23,8 @@ export interface EndpointRecord {
   consecutiveFailures: number;
 }
 
-/** What creating an endpoint returns: the only time the signing secret is shown. */
-export interface CreatedEndpoint {
-  id: string;
-  name: string;
-  url: string;
-  events: string[];
-  isActive: boolean;
+/** What creating an endpoint returns: the record, and the only time the signing secret is shown. */
+export interface CreatedEndpoint extends EndpointRecord {
   secret: string;
 }
 
@@ -59,18 +54,45 @@ function toRecord(row: EndpointRow): EndpointRecord {
   };
 }
 
-function parseUrl(url: string): URL {
+/** Which endpoints a caller reaches: every workspace's (the CLI), or one workspace's (a scoped admin token, a path). */
+export interface EndpointScope {
+  workspaceId?: string;
+}
+
+function checkId(id: string): void {
+  if (!isUuid(id)) throw new InvalidFieldError(`--id must be a UUID, got "${id}"`, 'id');
+}
+
+const notFound = (id: string) => new NotFoundError(`no webhook endpoint with id ${id}`);
+
+/** The live endpoint's row (and its workspace); with 'lock', locked against other changes until the transaction ends. */
+async function findEndpoint(db: Knex, id: string, scope: EndpointScope, lock?: 'lock'): Promise<EndpointRow & { workspace_id: string }> {
+  const row = await db('webhook_endpoints').where({ id, ...(scope.workspaceId ? { workspace_id: scope.workspaceId } : {}) }).whereRaw(liveEndpoint())
+    .modify((q) => (lock ? q.forNoKeyUpdate() : q)).first([...RECORD_COLUMNS, 'workspace_id']);
+  if (!row) throw notFound(id);
+  return row;
+}
+
+/**
+ * The destination a URL names, if it may be one: an absolute http(s) URL of at most 2,048 characters (the document's
+ * bound), written as the database requires, and allowed by the destination policy (else 400 naming `url` and the
+ * switch that would allow it).
+ */
+async function checkDestination(url: string, policy: DestinationPolicy): Promise<URL> {
+  if (url.length > 2048) throw new InvalidFieldError('--url must be at most 2048 characters', 'url');
   let parsed: URL;
   try {
     parsed = new URL(url);
   } catch {
-    throw new InputError(`--url must be an absolute http or https URL, got "${url}"`);
+    throw new InvalidFieldError(`--url must be an absolute http or https URL, got "${url}"`, 'url');
   }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-    throw new InputError(`--url must use http or https, got "${url}"`);
+    throw new InvalidFieldError(`--url must use http or https, got "${url}"`, 'url');
   }
   // Stored as given, so it must read as the database requires: a lower-case scheme, no surrounding spaces.
-  if (!/^https?:\/\/\S+$/.test(url)) throw new InputError(`--url must start with http:// or https:// and contain no spaces, got "${url}"`);
+  if (!/^https?:\/\/\S+$/.test(url)) throw new InvalidFieldError(`--url must start with http:// or https:// and contain no spaces, got "${url}"`, 'url');
+  const refused = await refuseDestination(parsed, policy);
+  if (refused) throw new InvalidFieldError(`--url refused: ${refused}`, 'url');
   return parsed;
 }
 
@@ -78,52 +100,135 @@ function checkEvents(events: string[]): string[] {
   const known = new Set(subscribableEvents());
   for (const event of events) {
     if (event === TEST_EVENT) {
-      throw new InputError(
+      throw new InvalidFieldError(
         `${TEST_EVENT} cannot be subscribed to: it is sent only by the test operation (POST /v1/webhooks/{id}/test), to the endpoint it names, whatever that endpoint's events`,
+        'events',
       );
     }
-    if (!known.has(event)) throw new InputError(`unknown event "${event}" (see the webhooks section of openapi/openapi.yaml)`);
+  }
+  const unknown = [...new Set(events.filter((event) => !known.has(event)))];
+  if (unknown.length > 0) {
+    throw new InvalidFieldError(`unknown event${unknown.length > 1 ? 's' : ''} ${unknown.map((e) => `"${e}"`).join(', ')} (see the webhooks section of openapi/openapi.yaml)`, 'events');
   }
   return [...new Set(events)];
 }
 
+function checkName(name: string): string {
+  if (name.length < 1 || name.length > 200) throw new InvalidFieldError('--name must be 1 to 200 characters', 'name');
+  return name;
+}
+
+/**
+ * Refuses a URL another live endpoint of the workspace already has (compared as parsed, so `https://Hooks.example`
+ * and `https://hooks.example/` are the same), unless `allowed`. A transaction-scoped advisory lock per workspace
+ * serialises the check with the write, so two concurrent requests cannot both register the URL.
+ */
+async function refuseDuplicateUrl(trx: Knex.Transaction, workspaceId: string, url: URL, options: { allowed?: boolean; except?: string }): Promise<void> {
+  if (options.allowed) return;
+  await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`webhook_endpoints.url:${workspaceId}`]);
+  const others = await trx('webhook_endpoints').where({ workspace_id: workspaceId }).whereRaw(liveEndpoint())
+    .modify((q) => (options.except ? q.whereNot({ id: options.except }) : q)).select('id', 'url');
+  const same = others.find((other: { url: string }) => URL.canParse(other.url) && new URL(other.url).href === url.href);
+  if (same) {
+    throw new ConflictError(`the workspace already has an endpoint with this URL (${same.id}); send allowDuplicateUrl (--allow-duplicate-url) to register it again`, 'url');
+  }
+}
+
 export async function createEndpoint(
   db: Knex,
-  input: { workspaceSlug: string; url: string; name?: string; events?: string[] },
+  input: ({ workspaceSlug: string } | { workspaceId: string }) & { url: string; name?: string; events?: string[]; allowDuplicateUrl?: boolean },
   policy: DestinationPolicy = destinationPolicyFromEnv(),
   audit?: AuditContext,
 ): Promise<CreatedEndpoint> {
-  // The document bounds an endpoint's url to 2,048 characters (GET /v1/webhooks returns it).
-  if (input.url.length > 2048) throw new InputError('--url must be at most 2048 characters');
-  const url = parseUrl(input.url);
-  const refused = await refuseDestination(url, policy);
-  if (refused) throw new InputError(`--url refused: ${refused}`);
+  const url = await checkDestination(input.url, policy);
   const events = checkEvents(input.events ?? []);
-  const name = input.name ?? url.host;
-  if (name.length < 1 || name.length > 200) throw new InputError('--name must be 1 to 200 characters');
-  const workspace = await findWorkspace(db, input.workspaceSlug);
+  const name = checkName(input.name ?? url.host);
+  const workspace = await findWorkspace(db, 'workspaceId' in input ? { id: input.workspaceId } : input.workspaceSlug);
   // The id is made here: the sealed secret is bound to it.
   const id = crypto.randomUUID();
   const secret = newSigningSecret();
-  const [row] = await withSealingLock(db, 'shared', async (trx, sealer) => {
-    const inserted = await trx('webhook_endpoints')
+  const row = await withSealingLock(db, 'shared', async (trx, sealer) => {
+    await refuseDuplicateUrl(trx, workspace.id, url, { allowed: input.allowDuplicateUrl });
+    const [inserted] = await trx('webhook_endpoints')
       .insert({ id, workspace_id: workspace.id, name, url: input.url, events, ...sealer.columns(id, secret) })
-      .returning(['id', 'name', 'url', 'events', 'is_active']);
+      .returning(RECORD_COLUMNS);
     if (audit) await recordAudit(trx, audit, { action: 'endpoint.create', workspaceId: workspace.id, target: { type: 'endpoint', id }, changes: { name, url: input.url, events } });
-    return inserted;
+    return inserted as EndpointRow;
   });
-  return { id: row.id, name: row.name, url: row.url, events: row.events, isActive: row.is_active, secret };
+  return { ...toRecord(row), secret };
+}
+
+/** One live endpoint (within `scope`). */
+export async function getEndpoint(db: Knex, id: string, scope: EndpointScope = {}): Promise<EndpointRecord> {
+  checkId(id);
+  return toRecord(await findEndpoint(db, id, scope));
+}
+
+/**
+ * Changes an endpoint's url, name or events (those given; the others stay). A new URL meets the same checks as at
+ * creation (the destination policy, the duplicate-URL rule). Audited as `endpoint.update` with {from, to} per field
+ * that changed (a field sent with its current value is no change).
+ */
+export async function updateEndpoint(
+  db: Knex,
+  id: string,
+  changes: { url?: string; name?: string; events?: string[]; allowDuplicateUrl?: boolean },
+  scope: EndpointScope = {},
+  policy: DestinationPolicy = destinationPolicyFromEnv(),
+  audit?: AuditContext,
+): Promise<EndpointRecord> {
+  checkId(id);
+  const url = changes.url === undefined ? undefined : await checkDestination(changes.url, policy);
+  const events = changes.events === undefined ? undefined : checkEvents(changes.events);
+  if (changes.name !== undefined) checkName(changes.name);
+  return db.transaction(async (trx) => {
+    const before = await findEndpoint(trx, id, scope, 'lock');
+    if (url && changes.url !== before.url) await refuseDuplicateUrl(trx, before.workspace_id, url, { allowed: changes.allowDuplicateUrl, except: id });
+    const patch: Partial<Pick<EndpointRow, 'url' | 'name' | 'events'>> = {};
+    if (changes.url !== undefined && changes.url !== before.url) patch.url = changes.url;
+    if (changes.name !== undefined && changes.name !== before.name) patch.name = changes.name;
+    if (events !== undefined && !sameEvents(events, before.events)) patch.events = events;
+    if (Object.keys(patch).length === 0) return toRecord(before);
+    const [row] = await trx('webhook_endpoints').where({ id }).update(patch).returning(RECORD_COLUMNS);
+    if (audit) {
+      const changed = Object.fromEntries(Object.entries(patch).map(([field, to]) => [field, { from: before[field as keyof typeof patch], to }]));
+      await recordAudit(trx, audit, { action: 'endpoint.update', workspaceId: before.workspace_id, target: { type: 'endpoint', id }, changes: changed });
+    }
+    return toRecord(row);
+  });
+}
+
+const sameEvents = (a: string[], b: string[]) => a.length === b.length && a.every((event) => b.includes(event));
+
+/**
+ * Deletes an endpoint: it is hidden from every list and never sent to again; its pending deliveries are marked
+ * failed (kind `endpoint_deleted`), and none is sent after this returns (deleteEndpointAndDeliveries). Its delivery
+ * log stays readable until retention removes it. Audited as `endpoint.delete`.
+ */
+export async function deleteEndpoint(db: Knex, id: string, scope: EndpointScope = {}, audit?: AuditContext): Promise<{ id: string }> {
+  checkId(id);
+  const deleted = await deleteEndpointAndDeliveries<{ id: string; workspace_id: string; name: string; url: string }>(
+    db,
+    { id, ...(scope.workspaceId ? { workspace_id: scope.workspaceId } : {}) },
+    ['id', 'workspace_id', 'name', 'url'],
+    async (trx, row) => {
+      if (audit) await recordAudit(trx, audit, { action: 'endpoint.delete', workspaceId: row.workspace_id, target: { type: 'endpoint', id }, changes: { name: row.name, url: row.url } });
+    },
+  );
+  if (!deleted) throw notFound(id);
+  return { id };
 }
 
 /**
  * Switches an endpoint on or off: switching on sends what it held (what was held longer than 7 days is marked failed),
  * switching off holds its pending deliveries (switchEndpoint in endpoint-lifecycle.ts).
  */
-export async function setEndpointActive(db: Knex, id: string, active: boolean, now = new Date(), audit?: AuditContext): Promise<EndpointRecord> {
-  if (!isUuid(id)) throw new InputError(`--id must be a UUID, got "${id}"`);
+export async function setEndpointActive(db: Knex, id: string, active: boolean, now = new Date(), audit?: AuditContext, scope: EndpointScope = {}): Promise<EndpointRecord> {
+  checkId(id);
   return db.transaction(async (trx) => {
+    await findEndpoint(trx, id, scope, 'lock');
     const row = await switchEndpoint<EndpointRow & { workspace_id: string }>(trx, id, active, now, [...RECORD_COLUMNS, 'workspace_id']);
-    if (!row) throw new InputError(`no webhook endpoint with id ${id}`);
+    if (!row) throw notFound(id);
     const record = toRecord(row);
     if (audit) await recordAudit(trx, audit, { action: active ? 'endpoint.enable' : 'endpoint.disable', workspaceId: row.workspace_id, target: { type: 'endpoint', id }, changes: { isActive: active } });
     return record;
@@ -135,7 +240,7 @@ export async function setEndpointActive(db: Knex, id: string, active: boolean, n
  * was planned on every request: 0.2 to 0.4 ms, against 0.07 ms to run it, on the large bench set).
  */
 const LIST_ENDPOINTS = `SELECT ${RECORD_COLUMNS.join(', ')} FROM webhook_endpoints
-  WHERE workspace_id = ${WORKSPACE} ORDER BY created_at, id`;
+  WHERE workspace_id = ${WORKSPACE} AND ${liveEndpoint()} ORDER BY created_at, id`;
 
 export async function listEndpoints(db: Knex, workspaceId: string): Promise<EndpointRecord[]> {
   return (await rows<EndpointRow>(db, LIST_ENDPOINTS, { ws: workspaceId }, { prepared: true })).map(toRecord);

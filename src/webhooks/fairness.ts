@@ -110,7 +110,8 @@ export function fairCandidates(c: FairClaim): { sql: string; bindings: Record<st
         ORDER BY d.next_attempt_at
         LIMIT greatest(least(:perEndpoint::int - coalesce(b.n, 0), :perWorkspace::int - coalesce(bw.n, 0)), 0)
       ) c
-      WHERE :workspaceIds::uuid[] IS NULL OR w.workspace_id = ANY(:workspaceIds::uuid[])
+      -- (a deleted endpoint's deliveries are never sent: see deleteEndpointAndDeliveries in endpoint-lifecycle.ts)
+      WHERE w.deleted_at IS NULL AND (:workspaceIds::uuid[] IS NULL OR w.workspace_id = ANY(:workspaceIds::uuid[]))
     ), ranked AS (
       SELECT id, next_attempt_at, workspace_busy,
              row_number() OVER (PARTITION BY workspace_id ORDER BY endpoint_rank, next_attempt_at) AS workspace_rank

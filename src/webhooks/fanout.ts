@@ -63,7 +63,7 @@ export async function createDeliveries(
        SELECT gen_random_uuid() AS id, e.id AS event_id, w.id AS endpoint_id, ${CREATED_AT_SQL} AS created_at,
               ${toEndpoint ? 'true' : 'w.is_active'} AS send
        FROM events e
-       JOIN webhook_endpoints w ON w.workspace_id = e.workspace_id AND ${match}
+       JOIN webhook_endpoints w ON w.workspace_id = e.workspace_id AND w.deleted_at IS NULL AND ${match}
        WHERE e.id = ANY(?::uuid[])
        ${toEndpoint ? '' : LOCK_SUBSCRIBERS}
      ), inserted AS (

@@ -20,7 +20,7 @@ export async function showDelivery(db: Knex, id: string): Promise<DeliveryDetail
 
 /** An endpoint that can take deliveries again: it exists and is switched on. */
 async function lockActiveEndpoint(trx: Knex.Transaction, endpointId: string): Promise<void> {
-  const endpoint = await trx('webhook_endpoints').where({ id: endpointId }).forNoKeyUpdate().first('is_active');
+  const endpoint = await trx('webhook_endpoints').where({ id: endpointId }).whereNull('deleted_at').forNoKeyUpdate().first('is_active');
   if (!endpoint) throw new InputError(`no webhook endpoint with id ${endpointId}`);
   if (!endpoint.is_active) {
     throw new InputError(`webhook endpoint ${endpointId} is switched off; switch it on first with "fleet-admin endpoint enable --id ${endpointId}" (that also sends what it held)`);

@@ -4,7 +4,7 @@ import {
   createMasterKeyFile, givenMasterKeys, MasterKeyError, newSigningSecret, openSecret, PREVIOUS_SECRET_KEYS_ENV, rotateMasterKey, SECRET_KEY_ENV,
   SECRET_KEY_FILE_ENV, sealingKeys, sealSecret, type MasterKeyIds, type SealedSecret,
 } from '../secrets.js';
-import { InputError, isUuid } from '../input.js';
+import { InvalidFieldError, isUuid, NotFoundError } from '../input.js';
 
 // Endpoints' signing secrets at rest: sealed (AES-256-GCM under the master key, see src/secrets.ts) in
 // webhook_endpoints.secret_sealed with the sealing key's id in secret_key_id. During a rotation's overlap the
@@ -183,17 +183,23 @@ export interface RotatedSecret {
  * delivery carries signatures with both, the new one first. A secret that was itself still in an overlap is
  * dropped: at most two secrets sign at a time.
  */
-export async function rotateSigningSecret(db: Knex, id: string, options: { overlapHours?: number; now?: Date } = {}, audit?: AuditContext): Promise<RotatedSecret> {
-  if (!isUuid(id)) throw new InputError(`--id must be a UUID, got "${id}"`);
+export async function rotateSigningSecret(
+  db: Knex,
+  id: string,
+  options: { overlapHours?: number; now?: Date; workspaceId?: string } = {},
+  audit?: AuditContext,
+): Promise<RotatedSecret> {
+  if (!isUuid(id)) throw new InvalidFieldError(`--id must be a UUID, got "${id}"`, 'id');
   const overlapHours = options.overlapHours ?? DEFAULT_OVERLAP_HOURS;
   if (!Number.isInteger(overlapHours) || overlapHours < 0 || overlapHours > MAX_OVERLAP_HOURS) {
-    throw new InputError(`--overlap-hours must be a whole number of hours from 0 to ${MAX_OVERLAP_HOURS}, got ${overlapHours}`);
+    throw new InvalidFieldError(`--overlap-hours must be a whole number of hours from 0 to ${MAX_OVERLAP_HOURS}, got ${overlapHours}`, 'overlapHours');
   }
   const now = options.now ?? new Date();
   const secret = newSigningSecret();
   return withSealingLock(db, 'shared', async (trx, sealer) => {
-    const row = await trx('webhook_endpoints').where({ id }).forNoKeyUpdate().first('workspace_id', 'secret_key_id', 'secret_sealed');
-    if (!row) throw new InputError(`no webhook endpoint with id ${id}`);
+    const row = await trx('webhook_endpoints').where({ id, ...(options.workspaceId ? { workspace_id: options.workspaceId } : {}) }).whereNull('deleted_at')
+      .forNoKeyUpdate().first('workspace_id', 'secret_key_id', 'secret_sealed');
+    if (!row) throw new NotFoundError(`no webhook endpoint with id ${id}`);
     // Refuses (MasterKeyError) when this process lacks the master key the endpoint's secrets are sealed with, so a
     // new secret is never sealed under a key the workers do not share.
     if (row.secret_key_id !== sealer.keyId) openSigningSecret(id, { keyId: row.secret_key_id, sealed: row.secret_sealed });

@@ -39,7 +39,7 @@ export async function queueTestDelivery(
   const { workspaceId, endpointId, idempotencyKey: key, now } = input;
   return db.transaction(async (trx) => {
     await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`test-delivery:${workspaceId}`]);
-    const endpoint = await trx('webhook_endpoints').where({ id: endpointId, workspace_id: workspaceId }).first('id');
+    const endpoint = await trx('webhook_endpoints').where({ id: endpointId, workspace_id: workspaceId }).whereNull('deleted_at').first('id');
     if (!endpoint) return { outcome: 'not_found' };
     const previous = await trx('test_idempotency_keys')
       .where({ workspace_id: workspaceId, key })
