@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import { rows, WORKSPACE } from '../queries/common.js';
-import { newSigningSecret } from '../secrets.js';
+import { looksLikeSecret, newSigningSecret, SECRET_SHAPED } from '../secrets.js';
 import { findWorkspace } from '../workspaces.js';
 import { ConflictError, InvalidFieldError, isUuid, NotFoundError } from '../input.js';
 import { recordAudit, type AuditContext } from '../audit.js';
@@ -115,6 +115,8 @@ function checkEvents(events: string[]): string[] {
 
 function checkName(name: string): string {
   if (name.length < 1 || name.length > 200) throw new InvalidFieldError('--name must be 1 to 200 characters', 'name');
+  // GET /v1/webhooks and the audit trail show it: text a secret scanner would take for a signing secret is refused.
+  if (looksLikeSecret(name)) throw new InvalidFieldError(SECRET_SHAPED('--name'), 'name');
   return name;
 }
 

@@ -5,6 +5,7 @@ import { createApiKey, createWorkspace } from '../../src/workspaces.js';
 import { createAdminToken } from '../../src/admin-tokens.js';
 import { recordAudit, type AuditContext } from '../../src/audit.js';
 import { InvalidFieldError } from '../../src/input.js';
+import { createEndpoint } from '../../src/webhooks/endpoints.js';
 
 // Text a client chooses that is shaped like a key, token or signing secret: refused where it would be shown (a key's
 // role, a token's name) with the field named, and never written to the audit trail as it is.
@@ -12,7 +13,7 @@ const SHAPED = `frs_${'a'.repeat(24)}`;
 const actor: AuditContext = { actor: { type: 'cli', name: 'test' } };
 
 describe('input shaped like a secret', () => {
-  it('refuses a key role and an admin token name shaped like a secret, naming the field, creating nothing', async () => {
+  it('refuses a key role, an admin token name and an endpoint name shaped like a secret, naming the field, creating nothing', async () => {
     const { db } = await testDatabase();
     const slug = `shaped-${randomUUID().slice(0, 8)}`;
     const ws = await createWorkspace(db, { slug });
@@ -26,6 +27,9 @@ describe('input shaped like a secret', () => {
       expect(token).to.be.instanceOf(InvalidFieldError).and.to.include({ field: 'name' });
       expect(await db('api_keys').where({ workspace_id: ws.id }).count({ n: '*' })).to.deep.equal([{ n: 0 }]);
       expect(await db('admin_tokens').where({ name: SHAPED }).count({ n: '*' })).to.deep.equal([{ n: 0 }]);
+      const endpoint = await createEndpoint(db, { workspaceSlug: slug, url: 'https://hooks.example.ae/x', name: `whsec_${'C'.repeat(32)}` }).catch((err: unknown) => err);
+      expect(endpoint).to.be.instanceOf(InvalidFieldError).and.to.include({ field: 'name' });
+      expect(await db('webhook_endpoints').where({ workspace_id: ws.id }).count({ n: '*' })).to.deep.equal([{ n: 0 }]);
       // a role that merely starts like one is a role
       expect((await createApiKey(db, { workspaceSlug: slug, role: 'frs_team' }, actor)).role).to.equal('frs_team');
     } finally {
