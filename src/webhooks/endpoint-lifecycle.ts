@@ -14,6 +14,10 @@ import { notifyDispatchers } from './fanout.js';
 /** A delivery that is still to be attempted, as a condition on `deliveries`. */
 export const PENDING = `status IN ('queued', 'retrying')`;
 
+/** What a refusal because the endpoint is switched off tells either client to do (the CLI command, the admin operation). */
+export const SWITCH_ON_FIRST = (endpointId: string) =>
+  `switch it on first with "fleet-admin endpoint enable --id ${endpointId}" or the admin API's enableEndpoint (that also sends what it held)`;
+
 /** Failed attempts in a row after which an endpoint is switched off. */
 export const SWITCH_OFF_AFTER_FAILURES = 20;
 
