@@ -52,9 +52,10 @@ export async function retryDelivery(
     const found = await query.first('endpoint_id', 'workspace_id', 'status');
     if (!found) throw new NotFoundError(`no delivery with id ${id}`);
     if (found.status === 'held') throw new ConflictError(`delivery ${id} is held: its webhook endpoint ${found.endpoint_id} is switched off; ${SWITCH_ON_FIRST(found.endpoint_id)}`, 'status');
-    await lockActiveEndpoint(trx, found.endpoint_id);
-    // The status read is checked again by the update itself: the dispatcher may have recorded an attempt meanwhile.
+    // A pending delivery of a switched-off endpoint is a test delivery (any other is held): it is sent all the same.
     const pending = found.status === 'queued' || found.status === 'retrying';
+    if (!pending) await lockActiveEndpoint(trx, found.endpoint_id);
+    // The status read is checked again by the update itself: the dispatcher may have recorded an attempt meanwhile.
     const [row] = await trx('deliveries')
       .where({ id })
       .whereIn('status', pending ? ['queued', 'retrying'] : ['failed', 'accepted'])

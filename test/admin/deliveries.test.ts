@@ -315,6 +315,31 @@ describe('the admin API: deliveries and events', () => {
     expect(await db('deliveries').where({ workspace_id: ws.id }).count<{ count: number }[]>('* as count')).to.deep.equal([{ count: 1 }]);
   });
 
+  it('example events count under the 60 test calls a minute per workspace: the 61st is 429 with Retry-After until the oldest leaves the minute', async () => {
+    const started = Date.parse('2026-11-22T12:00:00.000Z');
+    let now = new Date(started);
+    const clocked = await startAdminApi({ clock: () => now });
+    try {
+      const targets = [];
+      for (let i = 0; i < 13; i++) targets.push(await ws.endpoint({ url: `https://hooks${i}.example.ae/examples` }));
+      const send = (endpointId: string) => clocked.request('POST', `${base()}/example-events`, { token: token.token, body: { endpointId, event: 'payment.captured' } });
+      for (let i = 0; i < 60; i++) {
+        now = new Date(started + i * 500); // 60 calls from 0 s to 29.5 s, 5 per endpoint
+        expect((await send(targets[Math.floor(i / 5)].id)).status, `call ${i}`).to.equal(202);
+      }
+      // At 29.5 s: the oldest call (0 s) leaves the minute at 60 s, 30.5 s from now.
+      const refused = await send(targets[12].id);
+      expect([refused.status, refused.headers.get('retry-after'), refused.body.error.code, refused.body.error.message]).to.deep.equal([
+        429, '31', 'rate_limited', 'At most 60 test deliveries a minute per workspace; try again later.',
+      ]);
+      now = new Date(started + 60_000);
+      expect((await send(targets[12].id)).status).to.equal(202);
+      expect(await db('deliveries').where({ workspace_id: ws.id }).count<{ count: number }[]>('* as count')).to.deep.equal([{ count: 61 }]);
+    } finally {
+      await clocked.close();
+    }
+  });
+
   it('the audit trail lists the deliveries\' changes through listAuditEntries', async () => {
     const endpoint = await ws.endpoint({ url: 'https://hooks.example.ae/audit' });
     const failed = await buildDelivery(db, ws, endpoint, { status: 'failed', createdAt: '2026-11-21T08:00:00.000Z', attempts: 9 });
