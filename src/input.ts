@@ -24,6 +24,13 @@ export class ConflictError extends InputError {
   }
 }
 
+/** A limit was reached (the test deliveries'); nothing was done. `retryAfterSeconds`: when trying again can succeed. */
+export class LimitError extends InputError {
+  constructor(message: string, readonly retryAfterSeconds: number) {
+    super(message);
+  }
+}
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export function isUuid(value: string): boolean {

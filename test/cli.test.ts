@@ -407,8 +407,9 @@ describe('fleet-admin CLI', () => {
       expect(received[0].headers['service-delivery']).to.equal(body.id);
 
       const listed = await run('deliveries', 'list', '--endpoint', endpoint.id);
-      expect(listed).to.deep.equal({
-        rows: [{ id: body.id, event: 'booking.confirmed', status: 'accepted', attempts: 1, nextAttemptAt: null, lastStatusCode: 204, lastErrorKind: null, lastError: null }],
+      expect(listed.rows).to.have.length(1);
+      expect(listed.rows[0]).to.deep.include({
+        id: body.id, endpointId: endpoint.id, event: 'booking.confirmed', status: 'accepted', attempts: 1, createdAt: body.createdAt, nextAttemptAt: null, lastStatusCode: 204, lastErrorKind: null, lastError: null,
       });
       await fails(['deliveries', 'list', '--endpoint', 'nope'], '--endpoint must be a UUID, got "nope"');
     } finally {
@@ -463,7 +464,7 @@ describe('fleet-admin CLI', () => {
       { number: 2, startedAt: '2026-11-21T08:01:00.100Z', durationMs: 4, statusCode: null, errorKind: 'connection', error: 'ECONNREFUSED: connect ECONNREFUSED 10.0.0.7:443', responseBody: null },
     ]);
     const text = await fleetAdmin('deliveries', 'show', '--id', failed.id);
-    expect(text.stdout).to.include('#2 2026-11-21T08:01:00.100Z 4 ms status=- connection: ECONNREFUSED');
+    expect(text.stdout).to.include('  #2 2026-11-21T08:01:00.100Z 4 ms: failed, ECONNREFUSED: connect ECONNREFUSED 10.0.0.7:443 (connection)\n    answer: (none)');
 
     expect(await json('deliveries', 'resend', '--id', failed.id)).to.deep.equal({ id: failed.id, status: 'queued', attempts: 2 });
     expect((await db('deliveries').where({ id: failed.id }).first()).status).to.equal('queued');

@@ -708,7 +708,11 @@ export const AuditEntrySchema = {
                 'endpoint.disable',
                 'endpoint.rotate_secret',
                 'admin_token.create',
-                'admin_token.revoke'
+                'admin_token.revoke',
+                'delivery.retry',
+                'endpoint.recover',
+                'event.publish',
+                'event.send_example'
             ]
         },
         workspaceId: {
@@ -738,7 +742,9 @@ export const AuditEntrySchema = {
                         'workspace',
                         'api_key',
                         'endpoint',
-                        'admin_token'
+                        'admin_token',
+                        'delivery',
+                        'event'
                     ]
                 },
                 id: {
@@ -794,6 +800,621 @@ export const AuditEntryListSchema = {
                     type: 'null'
                 }
             ]
+        }
+    }
+} as const;
+
+export const EventNameSchema = {
+    type: 'string',
+    minLength: 3,
+    maxLength: 64,
+    pattern: '^[a-z][a-z_]*\\.[a-z_]+$',
+    description: 'An event name of the public document\'s `webhooks` section, such as `booking.confirmed`.',
+    example: 'booking.confirmed'
+} as const;
+
+export const DeliveryStatusSchema = {
+    type: 'string',
+    maxLength: 64,
+    description: '`queued` (waiting for its first attempt), `retrying` (an attempt failed; another is scheduled), `accepted` (the endpoint answered 2xx), `failed` (the last retry failed, or it was held longer than 7 days), `held` (the endpoint is switched off; sent when it is switched back on).',
+    'x-extensible-enum': [
+        'queued',
+        'retrying',
+        'accepted',
+        'failed',
+        'held'
+    ]
+} as const;
+
+export const AttemptErrorKindSchema = {
+    type: 'string',
+    maxLength: 64,
+    description: 'How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx), `timeout`, `connection`, `dns`, `blocked_destination` (see the public document\'s `AttemptErrorKind`). New kinds may be added.',
+    'x-extensible-enum': [
+        'timeout',
+        'connection',
+        'dns',
+        'redirect',
+        'status',
+        'blocked_destination'
+    ]
+} as const;
+
+export const StatusCodeSchema = {
+    description: 'An HTTP status as the endpoint sent it (any three-digit code), or null when there was no answer.',
+    oneOf: [
+        {
+            type: 'integer',
+            format: 'int32',
+            minimum: 100,
+            maximum: 999
+        },
+        {
+            type: 'null'
+        }
+    ]
+} as const;
+
+export const AdminDeliveryRowSchema = {
+    type: 'object',
+    description: 'One delivery of one event to one endpoint.',
+    required: [
+        'id',
+        'endpointId',
+        'event',
+        'status',
+        'attempts',
+        'createdAt',
+        'lastAttemptAt',
+        'nextAttemptAt',
+        'lastStatusCode',
+        'lastErrorKind',
+        'lastError'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        endpointId: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        event: {
+            $ref: '#/components/schemas/EventName'
+        },
+        status: {
+            $ref: '#/components/schemas/DeliveryStatus'
+        },
+        attempts: {
+            type: 'integer',
+            format: 'int32',
+            minimum: 0,
+            maximum: 2147483647,
+            description: 'Attempts made so far.'
+        },
+        createdAt: {
+            $ref: '#/components/schemas/Timestamp'
+        },
+        lastAttemptAt: {
+            description: 'When the last attempt started; null before the first.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        nextAttemptAt: {
+            description: 'When the next attempt is due; null unless `queued` or `retrying`.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        lastStatusCode: {
+            $ref: '#/components/schemas/StatusCode'
+        },
+        lastErrorKind: {
+            description: 'How the last attempt failed; null before the first attempt or when it succeeded.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/AttemptErrorKind'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        lastError: {
+            description: 'The last attempt\'s error as recorded (such as `HTTP 500`), or why a held delivery was given up; null otherwise.',
+            oneOf: [
+                {
+                    type: 'string',
+                    maxLength: 2000
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        }
+    }
+} as const;
+
+export const AdminDeliveryListSchema = {
+    type: 'object',
+    description: 'A page of a workspace\'s deliveries, newest first.',
+    required: [
+        'rows',
+        'nextCursor'
+    ],
+    properties: {
+        rows: {
+            type: 'array',
+            maxItems: 200,
+            description: 'The deliveries.',
+            items: {
+                $ref: '#/components/schemas/AdminDeliveryRow'
+            }
+        },
+        nextCursor: {
+            description: 'The next page\'s cursor, or null on the last page.',
+            oneOf: [
+                {
+                    type: 'string',
+                    minLength: 1,
+                    maxLength: 200,
+                    pattern: '^[A-Za-z0-9_-]+$'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        }
+    }
+} as const;
+
+export const AdminDeliveryAttemptSchema = {
+    type: 'object',
+    description: 'One HTTP attempt of a delivery, with the start of the receiver\'s answer.',
+    required: [
+        'number',
+        'startedAt',
+        'durationMs',
+        'statusCode',
+        'errorKind',
+        'error',
+        'responseBody'
+    ],
+    properties: {
+        number: {
+            type: 'integer',
+            format: 'int32',
+            minimum: 1,
+            maximum: 2147483647,
+            description: '1 for the first attempt, then 2, 3... (an attempt after a retry of a finished delivery continues the count).'
+        },
+        startedAt: {
+            $ref: '#/components/schemas/Timestamp'
+        },
+        durationMs: {
+            type: 'integer',
+            format: 'int32',
+            minimum: 0,
+            maximum: 3600000,
+            description: 'How long the whole exchange took, in milliseconds.'
+        },
+        statusCode: {
+            $ref: '#/components/schemas/StatusCode'
+        },
+        errorKind: {
+            description: 'How the attempt failed; null when it succeeded.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/AttemptErrorKind'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        error: {
+            description: 'Why it failed (such as `HTTP 503` or `ECONNREFUSED`); null on success.',
+            oneOf: [
+                {
+                    type: 'string',
+                    maxLength: 2000
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        responseBody: {
+            description: 'The start of the answer\'s body (at most 4 KiB, as text); null when there was no answer.',
+            oneOf: [
+                {
+                    type: 'string',
+                    maxLength: 4096
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        }
+    }
+} as const;
+
+export const AdminDeliveryPayloadSchema = {
+    type: 'object',
+    description: 'The delivery payload as it is POSTed (see the event\'s schema under the public document\'s `webhooks`).',
+    required: [
+        'id',
+        'event',
+        'createdAt',
+        'data'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        event: {
+            $ref: '#/components/schemas/EventName'
+        },
+        createdAt: {
+            $ref: '#/components/schemas/Timestamp'
+        },
+        dedupeKey: {
+            type: 'string',
+            maxLength: 255,
+            description: 'Names the occurrence, on the events that carry one.'
+        },
+        data: {
+            type: 'object',
+            description: 'The event\'s data.'
+        }
+    }
+} as const;
+
+export const AdminDeliveryDetailSchema = {
+    type: 'object',
+    description: 'One delivery, its payload as sent and every attempt, oldest first.',
+    required: [
+        'id',
+        'endpointId',
+        'event',
+        'status',
+        'attemptCount',
+        'createdAt',
+        'lastAttemptAt',
+        'nextAttemptAt',
+        'lastStatusCode',
+        'lastErrorKind',
+        'payload',
+        'attempts'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        endpointId: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        event: {
+            $ref: '#/components/schemas/EventName'
+        },
+        status: {
+            $ref: '#/components/schemas/DeliveryStatus'
+        },
+        attemptCount: {
+            type: 'integer',
+            format: 'int32',
+            minimum: 0,
+            maximum: 2147483647,
+            description: 'Attempts made so far.'
+        },
+        createdAt: {
+            $ref: '#/components/schemas/Timestamp'
+        },
+        lastAttemptAt: {
+            description: 'When the last attempt started; null before the first.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        nextAttemptAt: {
+            description: 'When the next attempt is due; null unless `queued` or `retrying`.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        lastStatusCode: {
+            $ref: '#/components/schemas/StatusCode'
+        },
+        lastErrorKind: {
+            description: 'How the last attempt failed; null before the first attempt or when it succeeded.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/AttemptErrorKind'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        payload: {
+            $ref: '#/components/schemas/AdminDeliveryPayload'
+        },
+        attempts: {
+            type: 'array',
+            maxItems: 1000,
+            description: 'Every attempt, oldest first.',
+            items: {
+                $ref: '#/components/schemas/AdminDeliveryAttempt'
+            }
+        }
+    }
+} as const;
+
+export const RetriedDeliverySchema = {
+    type: 'object',
+    description: 'A delivery due now.',
+    required: [
+        'id',
+        'endpointId',
+        'previousStatus',
+        'status',
+        'attempts',
+        'nextAttemptAt'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        endpointId: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        previousStatus: {
+            type: 'string',
+            maxLength: 64,
+            description: 'What it was: `queued` or `retrying` (now due at once), `failed` or `accepted` (queued again).',
+            'x-extensible-enum': [
+                'queued',
+                'retrying',
+                'failed',
+                'accepted'
+            ]
+        },
+        status: {
+            type: 'string',
+            maxLength: 64,
+            description: 'What it is now, `queued` or (still) `retrying`.',
+            'x-extensible-enum': [
+                'queued',
+                'retrying'
+            ]
+        },
+        attempts: {
+            type: 'integer',
+            format: 'int32',
+            minimum: 0,
+            maximum: 2147483647,
+            description: 'Attempts made so far; the next one is this plus one.'
+        },
+        nextAttemptAt: {
+            $ref: '#/components/schemas/Timestamp'
+        }
+    }
+} as const;
+
+export const RecoverRequestSchema = {
+    type: 'object',
+    description: 'The window of creation times whose failed deliveries are sent again.',
+    additionalProperties: false,
+    required: [
+        'since'
+    ],
+    properties: {
+        since: {
+            $ref: '#/components/schemas/Timestamp'
+        },
+        until: {
+            $ref: '#/components/schemas/Timestamp'
+        }
+    }
+} as const;
+
+export const RecoveredDeliveriesSchema = {
+    type: 'object',
+    description: 'What a recovery queued again.',
+    required: [
+        'endpointId',
+        'since',
+        'until',
+        'queued'
+    ],
+    properties: {
+        endpointId: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        since: {
+            $ref: '#/components/schemas/Timestamp'
+        },
+        until: {
+            description: 'The end of the window (exclusive), or null for now.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        queued: {
+            type: 'integer',
+            format: 'int32',
+            minimum: 0,
+            maximum: 2147483647,
+            description: 'How many failed deliveries were queued again.'
+        }
+    }
+} as const;
+
+export const EventTypeSchema = {
+    type: 'object',
+    description: 'An event endpoints can receive, as the public document declares it.',
+    required: [
+        'event',
+        'group',
+        'summary',
+        'description',
+        'exampleData'
+    ],
+    properties: {
+        event: {
+            $ref: '#/components/schemas/EventName'
+        },
+        group: {
+            type: 'string',
+            maxLength: 100,
+            description: 'Its group, the webhook\'s tag in the public document.'
+        },
+        summary: {
+            type: 'string',
+            maxLength: 200,
+            description: 'One line on when it fires.'
+        },
+        description: {
+            type: 'string',
+            maxLength: 10000,
+            description: 'The public document\'s description (Markdown).'
+        },
+        exampleData: {
+            type: 'object',
+            description: 'The document\'s example `data`, what `sendExampleEvent` sends.'
+        }
+    }
+} as const;
+
+export const EventTypeListSchema = {
+    type: 'object',
+    description: 'Every event type, in the public document\'s order.',
+    required: [
+        'rows'
+    ],
+    properties: {
+        rows: {
+            type: 'array',
+            maxItems: 1000,
+            description: 'The event types.',
+            items: {
+                $ref: '#/components/schemas/EventType'
+            }
+        }
+    }
+} as const;
+
+export const PublishEventRequestSchema = {
+    type: 'object',
+    description: 'An event to publish.',
+    additionalProperties: false,
+    required: [
+        'event',
+        'data'
+    ],
+    properties: {
+        event: {
+            $ref: '#/components/schemas/EventName'
+        },
+        data: {
+            type: 'object',
+            description: 'The event\'s data, as its payload schema in the public document declares it.'
+        },
+        dedupeKey: {
+            type: 'string',
+            minLength: 1,
+            maxLength: 255,
+            description: 'Names the occurrence (required on the events whose payload carries one); a key recorded already queues nothing.'
+        }
+    }
+} as const;
+
+export const PublishedEventSchema = {
+    type: 'object',
+    description: 'A published event.',
+    required: [
+        'eventId',
+        'deliveries',
+        'duplicate'
+    ],
+    properties: {
+        eventId: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        deliveries: {
+            type: 'integer',
+            format: 'int32',
+            minimum: 0,
+            maximum: 2147483647,
+            description: 'Deliveries created (queued, or held for switched-off endpoints).'
+        },
+        duplicate: {
+            type: 'boolean',
+            description: 'True when the dedupeKey was recorded already; the first event\'s id, nothing queued.'
+        }
+    }
+} as const;
+
+export const ExampleEventRequestSchema = {
+    type: 'object',
+    description: 'Which event\'s example to send, and to which endpoint.',
+    additionalProperties: false,
+    required: [
+        'endpointId',
+        'event'
+    ],
+    properties: {
+        endpointId: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        event: {
+            $ref: '#/components/schemas/EventName'
+        }
+    }
+} as const;
+
+export const SentExampleEventSchema = {
+    type: 'object',
+    description: 'The example\'s delivery.',
+    required: [
+        'deliveryId',
+        'endpointId',
+        'event'
+    ],
+    properties: {
+        deliveryId: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        endpointId: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        event: {
+            $ref: '#/components/schemas/EventName'
         }
     }
 } as const;

@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, Options as Options2, TDataShape } from './client/index.js';
-import type { CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateEndpointData, CreateEndpointErrors, CreateEndpointResponses, CreateWorkspaceData, CreateWorkspaceErrors, CreateWorkspaceResponses, DeleteEndpointData, DeleteEndpointErrors, DeleteEndpointResponses, DisableEndpointData, DisableEndpointErrors, DisableEndpointResponses, EnableEndpointData, EnableEndpointErrors, EnableEndpointResponses, GetEndpointData, GetEndpointErrors, GetEndpointResponses, GetWorkspaceData, GetWorkspaceErrors, GetWorkspaceResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListAuditEntriesData, ListAuditEntriesErrors, ListAuditEntriesResponses, ListEndpointsData, ListEndpointsErrors, ListEndpointsResponses, ListWorkspacesData, ListWorkspacesErrors, ListWorkspacesResponses, RevokeApiKeyData, RevokeApiKeyErrors, RevokeApiKeyResponses, RotateEndpointSecretData, RotateEndpointSecretErrors, RotateEndpointSecretResponses, UpdateEndpointData, UpdateEndpointErrors, UpdateEndpointResponses, UpdateWorkspaceData, UpdateWorkspaceErrors, UpdateWorkspaceResponses } from './types.gen.js';
+import type { CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateEndpointData, CreateEndpointErrors, CreateEndpointResponses, CreateWorkspaceData, CreateWorkspaceErrors, CreateWorkspaceResponses, DeleteEndpointData, DeleteEndpointErrors, DeleteEndpointResponses, DisableEndpointData, DisableEndpointErrors, DisableEndpointResponses, EnableEndpointData, EnableEndpointErrors, EnableEndpointResponses, GetDeliveryData, GetDeliveryErrors, GetDeliveryResponses, GetEndpointData, GetEndpointErrors, GetEndpointResponses, GetWorkspaceData, GetWorkspaceErrors, GetWorkspaceResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListAuditEntriesData, ListAuditEntriesErrors, ListAuditEntriesResponses, ListDeliveriesData, ListDeliveriesErrors, ListDeliveriesResponses, ListEndpointsData, ListEndpointsErrors, ListEndpointsResponses, ListEventTypesData, ListEventTypesErrors, ListEventTypesResponses, ListWorkspacesData, ListWorkspacesErrors, ListWorkspacesResponses, PublishEventData, PublishEventErrors, PublishEventResponses, RecoverEndpointData, RecoverEndpointErrors, RecoverEndpointResponses, RetryDeliveryData, RetryDeliveryErrors, RetryDeliveryResponses, RevokeApiKeyData, RevokeApiKeyErrors, RevokeApiKeyResponses, RotateEndpointSecretData, RotateEndpointSecretErrors, RotateEndpointSecretResponses, SendExampleEventData, SendExampleEventErrors, SendExampleEventResponses, UpdateEndpointData, UpdateEndpointErrors, UpdateEndpointResponses, UpdateWorkspaceData, UpdateWorkspaceErrors, UpdateWorkspaceResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -216,4 +216,93 @@ export const listAuditEntries = <ThrowOnError extends boolean = false>(options?:
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/admin/v1/audit-entries',
     ...options
+});
+
+/**
+ * List a workspace's deliveries
+ *
+ * The workspace's webhook deliveries, to every endpoint or one, newest first (by creation, then id), a page at a time (see Paging): each with its endpoint, its state, its attempts so far and the last error as recorded. The filters combine; a cursor is bound to them.
+ */
+export const listDeliveries = <ThrowOnError extends boolean = false>(options: Options<ListDeliveriesData, ThrowOnError>) => (options.client ?? client).get<ListDeliveriesResponses, ListDeliveriesErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/deliveries',
+    ...options
+});
+
+/**
+ * Get a delivery
+ *
+ * One delivery: its state, the payload exactly as it is sent (the same bytes on every attempt), and every attempt, oldest first, with the start of the receiver's answer.
+ */
+export const getDelivery = <ThrowOnError extends boolean = false>(options: Options<GetDeliveryData, ThrowOnError>) => (options.client ?? client).get<GetDeliveryResponses, GetDeliveryErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/deliveries/{deliveryId}',
+    ...options
+});
+
+/**
+ * Attempt a delivery now
+ *
+ * `queued` or `retrying`: its next attempt is due now, so a dispatcher takes it at once (after a receiver is fixed there is no waiting for the retry schedule; a test delivery that is sent stops counting towards the 5 pending per endpoint). `failed` or `accepted`: it is queued again and sent with the same id and the same bytes, its attempt count continuing. `held` (its endpoint is switched off): 409 `conflict`, `reason` `status`; switch the endpoint on with `enableEndpoint`, which sends what it held. A finished delivery of a switched-off endpoint is 409 too (`reason` `endpointId`). Audited as `delivery.retry`.
+ */
+export const retryDelivery = <ThrowOnError extends boolean = false>(options: Options<RetryDeliveryData, ThrowOnError>) => (options.client ?? client).post<RetryDeliveryResponses, RetryDeliveryErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/deliveries/{deliveryId}/retry',
+    ...options
+});
+
+/**
+ * Send again what an endpoint failed in a window
+ *
+ * Queues again, due now, every `failed` delivery of the endpoint created in [`since`, `until`) (`until` defaults to now), each with its id and bytes, its attempt count continuing: after a receiver's outage, once it is fixed. Returns how many. A switched-off endpoint is 409 `conflict` (`reason` `endpointId`): switch it on with `enableEndpoint` first. Audited as `endpoint.recover`.
+ */
+export const recoverEndpoint = <ThrowOnError extends boolean = false>(options: Options<RecoverEndpointData, ThrowOnError>) => (options.client ?? client).post<RecoverEndpointResponses, RecoverEndpointErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}/recover',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * List the event types
+ *
+ * Every event of the public document's `webhooks` section (`webhook.test` included), in its order: its group (the webhook's tag there), summary, description and the example `data` that `sendExampleEvent` sends.
+ */
+export const listEventTypes = <ThrowOnError extends boolean = false>(options: Options<ListEventTypesData, ThrowOnError>) => (options.client ?? client).get<ListEventTypesResponses, ListEventTypesErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/event-types',
+    ...options
+});
+
+/**
+ * Publish an event
+ *
+ * Records an event and queues a delivery of it to every endpoint of the workspace subscribed to it (held for a switched-off one), as `fleet-admin publish` does, with the same validation: `data` (and `dedupeKey`, on the events that carry one) must match the event's payload schema in the public document, or 400 names the field (`event`, `data`, `dedupeKey`) and the message the exact path. `webhook.test` is not published. A `dedupeKey` the workspace already recorded queues nothing and answers the first event with `duplicate` true. Audited as `event.publish`.
+ */
+export const publishEvent = <ThrowOnError extends boolean = false>(options: Options<PublishEventData, ThrowOnError>) => (options.client ?? client).post<PublishEventResponses, PublishEventErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/events',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Send an example event to one endpoint
+ *
+ * Sends the public document's example of `event` to that endpoint only (whatever its event list), signed like any delivery: to show a receiver what the event looks like. It is a test delivery, under the limits of the public test operation: at most 5 test deliveries pending per endpoint and 60 test calls a minute per workspace, else 429 `rate_limited` with `Retry-After`. A switched-off endpoint is 409 `conflict` (`reason` `endpointId`; `webhook.test` excepted, which is sent to a switched-off endpoint too). Audited as `event.send_example`.
+ */
+export const sendExampleEvent = <ThrowOnError extends boolean = false>(options: Options<SendExampleEventData, ThrowOnError>) => (options.client ?? client).post<SendExampleEventResponses, SendExampleEventErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/example-events',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
 });

@@ -387,6 +387,281 @@ export type AuditEntryList = {
 };
 
 /**
+ * An event name of the public document's `webhooks` section, such as `booking.confirmed`.
+ */
+export type EventName = string;
+
+/**
+ * `queued` (waiting for its first attempt), `retrying` (an attempt failed; another is scheduled), `accepted` (the endpoint answered 2xx), `failed` (the last retry failed, or it was held longer than 7 days), `held` (the endpoint is switched off; sent when it is switched back on).
+ */
+export type DeliveryStatus = string;
+
+/**
+ * How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx), `timeout`, `connection`, `dns`, `blocked_destination` (see the public document's `AttemptErrorKind`). New kinds may be added.
+ */
+export type AttemptErrorKind = string;
+
+/**
+ * An HTTP status as the endpoint sent it (any three-digit code), or null when there was no answer.
+ */
+export type StatusCode = number | null;
+
+/**
+ * One delivery of one event to one endpoint.
+ */
+export type AdminDeliveryRow = {
+    id: Uuid;
+    endpointId: Uuid;
+    event: EventName;
+    status: DeliveryStatus;
+    /**
+     * Attempts made so far.
+     */
+    attempts: number;
+    createdAt: Timestamp;
+    /**
+     * When the last attempt started; null before the first.
+     */
+    lastAttemptAt: Timestamp | null;
+    /**
+     * When the next attempt is due; null unless `queued` or `retrying`.
+     */
+    nextAttemptAt: Timestamp | null;
+    lastStatusCode: StatusCode;
+    /**
+     * How the last attempt failed; null before the first attempt or when it succeeded.
+     */
+    lastErrorKind: AttemptErrorKind | null;
+    /**
+     * The last attempt's error as recorded (such as `HTTP 500`), or why a held delivery was given up; null otherwise.
+     */
+    lastError: string | null;
+};
+
+/**
+ * A page of a workspace's deliveries, newest first.
+ */
+export type AdminDeliveryList = {
+    /**
+     * The deliveries.
+     */
+    rows: Array<AdminDeliveryRow>;
+    /**
+     * The next page's cursor, or null on the last page.
+     */
+    nextCursor: string | null;
+};
+
+/**
+ * One HTTP attempt of a delivery, with the start of the receiver's answer.
+ */
+export type AdminDeliveryAttempt = {
+    /**
+     * 1 for the first attempt, then 2, 3... (an attempt after a retry of a finished delivery continues the count).
+     */
+    number: number;
+    startedAt: Timestamp;
+    /**
+     * How long the whole exchange took, in milliseconds.
+     */
+    durationMs: number;
+    statusCode: StatusCode;
+    /**
+     * How the attempt failed; null when it succeeded.
+     */
+    errorKind: AttemptErrorKind | null;
+    /**
+     * Why it failed (such as `HTTP 503` or `ECONNREFUSED`); null on success.
+     */
+    error: string | null;
+    /**
+     * The start of the answer's body (at most 4 KiB, as text); null when there was no answer.
+     */
+    responseBody: string | null;
+};
+
+/**
+ * The delivery payload as it is POSTed (see the event's schema under the public document's `webhooks`).
+ */
+export type AdminDeliveryPayload = {
+    id: Uuid;
+    event: EventName;
+    createdAt: Timestamp;
+    /**
+     * Names the occurrence, on the events that carry one.
+     */
+    dedupeKey?: string;
+    /**
+     * The event's data.
+     */
+    data: {
+        [key: string]: unknown;
+    };
+};
+
+/**
+ * One delivery, its payload as sent and every attempt, oldest first.
+ */
+export type AdminDeliveryDetail = {
+    id: Uuid;
+    endpointId: Uuid;
+    event: EventName;
+    status: DeliveryStatus;
+    /**
+     * Attempts made so far.
+     */
+    attemptCount: number;
+    createdAt: Timestamp;
+    /**
+     * When the last attempt started; null before the first.
+     */
+    lastAttemptAt: Timestamp | null;
+    /**
+     * When the next attempt is due; null unless `queued` or `retrying`.
+     */
+    nextAttemptAt: Timestamp | null;
+    lastStatusCode: StatusCode;
+    /**
+     * How the last attempt failed; null before the first attempt or when it succeeded.
+     */
+    lastErrorKind: AttemptErrorKind | null;
+    payload: AdminDeliveryPayload;
+    /**
+     * Every attempt, oldest first.
+     */
+    attempts: Array<AdminDeliveryAttempt>;
+};
+
+/**
+ * A delivery due now.
+ */
+export type RetriedDelivery = {
+    id: Uuid;
+    endpointId: Uuid;
+    /**
+     * What it was: `queued` or `retrying` (now due at once), `failed` or `accepted` (queued again).
+     */
+    previousStatus: string;
+    /**
+     * What it is now, `queued` or (still) `retrying`.
+     */
+    status: string;
+    /**
+     * Attempts made so far; the next one is this plus one.
+     */
+    attempts: number;
+    nextAttemptAt: Timestamp;
+};
+
+/**
+ * The window of creation times whose failed deliveries are sent again.
+ */
+export type RecoverRequest = {
+    since: Timestamp;
+    until?: Timestamp;
+};
+
+/**
+ * What a recovery queued again.
+ */
+export type RecoveredDeliveries = {
+    endpointId: Uuid;
+    since: Timestamp;
+    /**
+     * The end of the window (exclusive), or null for now.
+     */
+    until: Timestamp | null;
+    /**
+     * How many failed deliveries were queued again.
+     */
+    queued: number;
+};
+
+/**
+ * An event endpoints can receive, as the public document declares it.
+ */
+export type EventType = {
+    event: EventName;
+    /**
+     * Its group, the webhook's tag in the public document.
+     */
+    group: string;
+    /**
+     * One line on when it fires.
+     */
+    summary: string;
+    /**
+     * The public document's description (Markdown).
+     */
+    description: string;
+    /**
+     * The document's example `data`, what `sendExampleEvent` sends.
+     */
+    exampleData: {
+        [key: string]: unknown;
+    };
+};
+
+/**
+ * Every event type, in the public document's order.
+ */
+export type EventTypeList = {
+    /**
+     * The event types.
+     */
+    rows: Array<EventType>;
+};
+
+/**
+ * An event to publish.
+ */
+export type PublishEventRequest = {
+    event: EventName;
+    /**
+     * The event's data, as its payload schema in the public document declares it.
+     */
+    data: {
+        [key: string]: unknown;
+    };
+    /**
+     * Names the occurrence (required on the events whose payload carries one); a key recorded already queues nothing.
+     */
+    dedupeKey?: string;
+};
+
+/**
+ * A published event.
+ */
+export type PublishedEvent = {
+    eventId: Uuid;
+    /**
+     * Deliveries created (queued, or held for switched-off endpoints).
+     */
+    deliveries: number;
+    /**
+     * True when the dedupeKey was recorded already; the first event's id, nothing queued.
+     */
+    duplicate: boolean;
+};
+
+/**
+ * Which event's example to send, and to which endpoint.
+ */
+export type ExampleEventRequest = {
+    endpointId: Uuid;
+    event: EventName;
+};
+
+/**
+ * The example's delivery.
+ */
+export type SentExampleEvent = {
+    deliveryId: Uuid;
+    endpointId: Uuid;
+    event: EventName;
+};
+
+/**
  * The workspace's id.
  */
 export type WorkspaceId = Uuid;
@@ -400,6 +675,11 @@ export type KeyId = Uuid;
  * The webhook endpoint's id.
  */
 export type EndpointId = Uuid;
+
+/**
+ * The webhook delivery's id (the `service-delivery` header of its requests).
+ */
+export type DeliveryId = Uuid;
 
 /**
  * A client-chosen key, 1 to 255 characters, that makes retrying the request safe: the same key with the same request within 24 hours answers the first answer again and creates nothing; with another request, 409. Remembered per admin token.
@@ -1280,3 +1560,422 @@ export type ListAuditEntriesResponses = {
 };
 
 export type ListAuditEntriesResponse = ListAuditEntriesResponses[keyof ListAuditEntriesResponses];
+
+export type ListDeliveriesData = {
+    body?: never;
+    path: {
+        /**
+         * The workspace's id.
+         */
+        workspaceId: Uuid;
+    };
+    query?: {
+        /**
+         * Only the deliveries to this endpoint.
+         */
+        endpointId?: Uuid;
+        /**
+         * Only the deliveries in this state.
+         */
+        status?: 'queued' | 'retrying' | 'accepted' | 'failed' | 'held';
+        /**
+         * Only the deliveries of this event.
+         */
+        event?: EventName;
+        /**
+         * Only the deliveries created at or after this instant.
+         */
+        since?: string;
+        /**
+         * Only the deliveries created before this instant (later than `since`).
+         */
+        until?: string;
+        /**
+         * The most deliveries to return.
+         */
+        limit?: number;
+        /**
+         * The `nextCursor` of the previous page, with the same filters; omit it for the newest page.
+         */
+        cursor?: string;
+    };
+    url: '/admin/v1/workspaces/{workspaceId}/deliveries';
+};
+
+export type ListDeliveriesErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type ListDeliveriesError = ListDeliveriesErrors[keyof ListDeliveriesErrors];
+
+export type ListDeliveriesResponses = {
+    /**
+     * A page of deliveries.
+     */
+    200: AdminDeliveryList;
+};
+
+export type ListDeliveriesResponse = ListDeliveriesResponses[keyof ListDeliveriesResponses];
+
+export type GetDeliveryData = {
+    body?: never;
+    path: {
+        /**
+         * The workspace's id.
+         */
+        workspaceId: Uuid;
+        /**
+         * The webhook delivery's id (the `service-delivery` header of its requests).
+         */
+        deliveryId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/deliveries/{deliveryId}';
+};
+
+export type GetDeliveryErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type GetDeliveryError = GetDeliveryErrors[keyof GetDeliveryErrors];
+
+export type GetDeliveryResponses = {
+    /**
+     * The delivery.
+     */
+    200: AdminDeliveryDetail;
+};
+
+export type GetDeliveryResponse = GetDeliveryResponses[keyof GetDeliveryResponses];
+
+export type RetryDeliveryData = {
+    body?: never;
+    path: {
+        /**
+         * The workspace's id.
+         */
+        workspaceId: Uuid;
+        /**
+         * The webhook delivery's id (the `service-delivery` header of its requests).
+         */
+        deliveryId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/deliveries/{deliveryId}/retry';
+};
+
+export type RetryDeliveryErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * `conflict`: the delivery is held, or the endpoint is switched off (`reason` `status` or `endpointId`): switch the endpoint on with `enableEndpoint` first, which also sends what it held; or `idempotency_key_reused`. Nothing was changed.
+     */
+    409: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type RetryDeliveryError = RetryDeliveryErrors[keyof RetryDeliveryErrors];
+
+export type RetryDeliveryResponses = {
+    /**
+     * The delivery is due now.
+     */
+    200: RetriedDelivery;
+};
+
+export type RetryDeliveryResponse = RetryDeliveryResponses[keyof RetryDeliveryResponses];
+
+export type RecoverEndpointData = {
+    body: RecoverRequest;
+    path: {
+        /**
+         * The workspace's id.
+         */
+        workspaceId: Uuid;
+        /**
+         * The webhook endpoint's id.
+         */
+        endpointId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}/recover';
+};
+
+export type RecoverEndpointErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * `conflict`: the delivery is held, or the endpoint is switched off (`reason` `status` or `endpointId`): switch the endpoint on with `enableEndpoint` first, which also sends what it held; or `idempotency_key_reused`. Nothing was changed.
+     */
+    409: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type RecoverEndpointError = RecoverEndpointErrors[keyof RecoverEndpointErrors];
+
+export type RecoverEndpointResponses = {
+    /**
+     * What was queued again.
+     */
+    200: RecoveredDeliveries;
+};
+
+export type RecoverEndpointResponse = RecoverEndpointResponses[keyof RecoverEndpointResponses];
+
+export type ListEventTypesData = {
+    body?: never;
+    path: {
+        /**
+         * The workspace's id.
+         */
+        workspaceId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/event-types';
+};
+
+export type ListEventTypesErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type ListEventTypesError = ListEventTypesErrors[keyof ListEventTypesErrors];
+
+export type ListEventTypesResponses = {
+    /**
+     * The event types.
+     */
+    200: EventTypeList;
+};
+
+export type ListEventTypesResponse = ListEventTypesResponses[keyof ListEventTypesResponses];
+
+export type PublishEventData = {
+    body: PublishEventRequest;
+    headers?: {
+        /**
+         * A client-chosen key, 1 to 255 characters, that makes retrying the request safe: the same key with the same request within 24 hours answers the first answer again and creates nothing; with another request, 409. Remembered per admin token.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        /**
+         * The workspace's id.
+         */
+        workspaceId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/events';
+};
+
+export type PublishEventErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * `conflict`: the change clashes with a record there already (`reason` `slug`: the slug is taken; `reason` `url`: the workspace already has an endpoint with this URL); or `idempotency_key_reused`: the `Idempotency-Key` was used within 24 hours for another request. Nothing was changed.
+     */
+    409: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type PublishEventError = PublishEventErrors[keyof PublishEventErrors];
+
+export type PublishEventResponses = {
+    /**
+     * The event is recorded and its deliveries queued.
+     */
+    201: PublishedEvent;
+};
+
+export type PublishEventResponse = PublishEventResponses[keyof PublishEventResponses];
+
+export type SendExampleEventData = {
+    body: ExampleEventRequest;
+    headers?: {
+        /**
+         * A client-chosen key, 1 to 255 characters, that makes retrying the request safe: the same key with the same request within 24 hours answers the first answer again and creates nothing; with another request, 409. Remembered per admin token.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        /**
+         * The workspace's id.
+         */
+        workspaceId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/example-events';
+};
+
+export type SendExampleEventErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * `conflict`: the delivery is held, or the endpoint is switched off (`reason` `status` or `endpointId`): switch the endpoint on with `enableEndpoint` first, which also sends what it held; or `idempotency_key_reused`. Nothing was changed.
+     */
+    409: ErrorResponse;
+    /**
+     * `rate_limited`: a limit of test deliveries was reached (5 pending per endpoint, 60 test calls a minute per workspace), or this client address failed authentication too often (`reason` `auth_failures`). Nothing was queued; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type SendExampleEventError = SendExampleEventErrors[keyof SendExampleEventErrors];
+
+export type SendExampleEventResponses = {
+    /**
+     * The example's delivery is queued.
+     */
+    202: SentExampleEvent;
+};
+
+export type SendExampleEventResponse = SendExampleEventResponses[keyof SendExampleEventResponses];

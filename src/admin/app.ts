@@ -22,7 +22,7 @@ import { Cursors } from '../api/cursors.js';
 import { registerDocs } from '../api/docs.js';
 import { loadShedding } from '../api/load-shedding.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
-import { ConflictError, InputError, InvalidFieldError, NotFoundError } from '../input.js';
+import { ConflictError, InputError, InvalidFieldError, LimitError, NotFoundError } from '../input.js';
 import type { AdminTokenHolder } from '../admin-tokens.js';
 import { authenticateAdmin } from './auth.js';
 import { adminOperations } from './operations.js';
@@ -43,11 +43,12 @@ export const ADMIN_BODY_LIMIT = 64 * 1024;
 
 const noRoute = () => new ApiError(404, 'not_found', 'No such route. See /openapi.json for the operations.');
 
-/** A core function's refusal as the documented error: 404, 409 or 400 naming the field. */
+/** A core function's refusal as the documented error: 404, 409, 400 naming the field, or 429 with Retry-After. */
 function coreError(err: InputError): ApiError {
   if (err instanceof NotFoundError) return new ApiError(404, 'not_found', err.message);
   if (err instanceof ConflictError) return new ApiError(409, 'conflict', err.message, err.field);
   if (err instanceof InvalidFieldError) return invalidRequest(err.field, err.message);
+  if (err instanceof LimitError) return new ApiError(429, 'rate_limited', err.message, undefined, { 'Retry-After': String(err.retryAfterSeconds) });
   return invalidRequest('body', err.message);
 }
 

@@ -11,6 +11,13 @@ import type { ApiKeyCreate, WorkspaceCreate, WorkspaceUpdate } from '../../gener
 import { createEndpoint, deleteEndpoint, getEndpoint, listEndpoints, setEndpointActive, updateEndpoint } from '../webhooks/endpoints.js';
 import { rotateSigningSecret } from '../webhooks/signing-secrets.js';
 import type { EndpointCreate, EndpointUpdate, SecretRotation } from '../../generated/admin-strict/types.gen.js';
+import type { ExampleEventRequest, PublishEventRequest, RecoverRequest } from '../../generated/admin-strict/types.gen.js';
+import type { CursorBinding } from '../api/cursors.js';
+import type { DeliveryPosition, WorkspaceDeliveryFilters } from '../queries/deliveries.js';
+import { listWorkspaceDeliveries, showDelivery } from '../webhooks/deliveries.js';
+import { recoverEndpoint, retryDelivery } from '../webhooks/recovery.js';
+import { listEventTypes, sendExampleEvent } from '../webhooks/events.js';
+import { publishEvent } from '../webhooks/publish.js';
 
 // The admin API's operations, by operationId: each parses what the document already validated, keeps the token to
 // its reach, calls the core function (src/workspaces.ts, src/audit.ts) with the token as the actor, and answers.
@@ -141,5 +148,56 @@ export const adminOperations: Record<string, Handler> = {
     const after = cursor === undefined ? undefined : (c.cursors.decode('audit', binding, cursor) as [string, string]);
     const page = await listAuditEntries(c.db, { workspaceId, since: since === undefined ? undefined : new Date(since), after, limit: c.query.limit as number });
     return { status: 200, body: { rows: page.rows, nextCursor: page.next === null ? null : c.cursors.encode('audit', binding, page.next) } };
+  },
+
+  // --- Deliveries and events (src/webhooks/deliveries.ts, recovery.ts, events.ts, publish.ts)
+
+  async listDeliveries(c) {
+    const { id } = await reachable(c);
+    const q = c.query as { endpointId?: string; status?: WorkspaceDeliveryFilters['status']; event?: string; since?: string; until?: string; limit: number; cursor?: string };
+    // Bound: the workspace and every filter (a cursor of other filters is refused); not the page size.
+    const binding: CursorBinding = { workspaceId: id, parameters: [q.endpointId ?? null, q.status ?? null, q.event ?? null, q.since ?? null, q.until ?? null] };
+    const after = q.cursor === undefined ? undefined : (c.cursors.decode('workspaceDeliveries', binding, q.cursor) as DeliveryPosition);
+    const filters = { endpointId: q.endpointId, status: q.status, event: q.event, since: q.since === undefined ? undefined : new Date(q.since), until: q.until === undefined ? undefined : new Date(q.until) };
+    const page = await listWorkspaceDeliveries(c.db, id, filters, { limit: q.limit, after });
+    return { status: 200, body: { rows: page.rows, nextCursor: page.next === null ? null : c.cursors.encode('workspaceDeliveries', binding, page.next) } };
+  },
+
+  async getDelivery(c) {
+    const { id } = await reachable(c);
+    return { status: 200, body: await showDelivery(c.db, c.params.deliveryId, { workspaceId: id }) };
+  },
+
+  async retryDelivery(c) {
+    const { id } = await reachable(c);
+    return { status: 200, body: await retryDelivery(c.db, c.params.deliveryId, { workspaceId: id, now: c.now, audit: c.audit }) };
+  },
+
+  async recoverEndpoint(c) {
+    const { id } = await reachable(c);
+    const { since, until } = c.body as RecoverRequest;
+    const input = { endpointId: c.params.endpointId, workspaceId: id, since: new Date(since), until: until === undefined ? undefined : new Date(until), now: c.now };
+    return { status: 200, body: await recoverEndpoint(c.db, input, c.audit) };
+  },
+
+  async listEventTypes(c) {
+    await reachable(c);
+    return { status: 200, body: listEventTypes() };
+  },
+
+  async publishEvent(c) {
+    const { id } = await reachable(c);
+    const input = c.body as PublishEventRequest;
+    return (await idempotent(c.db, { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'publishEvent', path: c.path, body: input }, async (trx) => ({
+      status: 201,
+      body: await publishEvent(trx, { workspaceId: id, event: input.event, data: input.data, dedupeKey: input.dedupeKey, source: 'publish' }, c.audit),
+    })));
+  },
+
+  async sendExampleEvent(c) {
+    const { id } = await reachable(c);
+    const input = c.body as ExampleEventRequest;
+    return (await idempotent(c.db, { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'sendExampleEvent', path: c.path, body: input }, async (trx) =>
+      ({ status: 202, body: await sendExampleEvent(trx, { workspaceId: id, endpointId: input.endpointId, event: input.event, now: c.now }, c.audit) })));
   },
 };

@@ -12,7 +12,7 @@ import { bookingSummary } from '../queries/bookings.js';
 import { financeOverview } from '../queries/finance.js';
 import { receivablesJson, type ReceivablesPosition } from '../queries/receivables.js';
 import { listEndpoints } from '../webhooks/endpoints.js';
-import { MAX_PENDING_TESTS_PER_ENDPOINT, MAX_TEST_CALLS_PER_MINUTE, queueTestDelivery } from '../webhooks/test-delivery.js';
+import { queueTestDelivery, testLimitMessage } from '../webhooks/test-delivery.js';
 import { deliveryDetail, deliveryDetailJson, deliveryLog, type DeliveryLogParams, type DeliveryPosition } from '../queries/deliveries.js';
 import type { CursorBinding, Cursors } from './cursors.js';
 import { readiness } from '../observability/health.js';
@@ -84,11 +84,7 @@ export const operationHandlers: Record<string, Handler> = {
       throw new ApiError(409, 'idempotency_key_reused', 'This Idempotency-Key was already used for another webhook endpoint.', 'Idempotency-Key');
     }
     if (result.outcome === 'rate_limited') {
-      const message =
-        result.limit === 'pending_per_endpoint'
-          ? `This endpoint already has ${MAX_PENDING_TESTS_PER_ENDPOINT} test deliveries pending; try again when one has finished.`
-          : `At most ${MAX_TEST_CALLS_PER_MINUTE} test deliveries a minute per workspace; try again later.`;
-      throw new ApiError(429, 'rate_limited', message, undefined, { 'Retry-After': String(result.retryAfterSeconds) });
+      throw new ApiError(429, 'rate_limited', testLimitMessage(result.limit), undefined, { 'Retry-After': String(result.retryAfterSeconds) });
     }
     return { status: 202, body: { deliveryId: result.deliveryId } };
   },

@@ -11,17 +11,18 @@ import {
   createApiKey, createWorkspace, findWorkspace, listApiKeys, listWorkspaces, revokeApiKey, updateWorkspace, type WorkspaceRecord,
 } from '../workspaces.js';
 import { createEndpoint, deleteEndpoint, listEndpoints, setEndpointActive, updateEndpoint, type EndpointRecord } from '../webhooks/endpoints.js';
-import { recoverEndpoint, resendDelivery, showDelivery } from '../webhooks/recovery.js';
+import { recoverEndpoint, resendDelivery, retryDelivery } from '../webhooks/recovery.js';
+import { listDeliveries, showDelivery, type OperatorDeliveryDetail } from '../webhooks/deliveries.js';
+import { listEventTypes, sendExampleEvent } from '../webhooks/events.js';
 import {
   checkMasterKey, createMasterKey, DEFAULT_OVERLAP_HOURS, MAX_OVERLAP_HOURS, resealSigningSecrets, rotateSigningSecret,
 } from '../webhooks/signing-secrets.js';
-import { cliAudit } from '../audit.js';
+import { cliAudit, listAuditEntries } from '../audit.js';
 import { createAdminToken, listAdminTokens, revokeAdminToken } from '../admin-tokens.js';
 import { importDocument, readImportFile } from '../import/importDocument.js';
 import { publishEvent } from '../webhooks/publish.js';
 import { runCalendarSweep } from '../webhooks/calendar.js';
-import { Dispatcher, listDeliveries } from '../webhooks/dispatcher.js';
-import pino from 'pino';
+import { Dispatcher } from '../webhooks/dispatcher.js';
 import { createLogger } from '../logger.js';
 import { ConfigError, SERVICE_VERSION } from '../config.js';
 
@@ -80,6 +81,46 @@ const workspaceSummary = ({ id, slug, status }: WorkspaceRecord) => ({ id, slug,
 const describeWorkspace = (w: { id: string; slug: string; status: string }) => `workspace ${w.slug} (${w.id}) is ${w.status}`;
 const describeEndpoint = (e: EndpointRecord) =>
   `endpoint ${e.id} "${e.name}" -> ${e.url} is ${e.isActive ? 'enabled' : `disabled since ${e.disabledAt}`}`;
+/** An endpoint as `endpoint list` shows it, one line: its state, its events, its failures in a row and last success. */
+const describeEndpointRow = (e: EndpointRecord) =>
+  `${describeEndpoint(e)}; events: ${e.events.join(', ') || 'all'}; failures in a row: ${e.consecutiveFailures}; last success: ${e.lastSuccessAt ?? 'never'}`;
+/** Text indented by `prefix` on every line. */
+const indent = (text: string, prefix: string) => text.split('\n').map((line) => prefix + line).join('\n');
+/** One delivery for a person: its state, the payload as sent, and each attempt with the start of the receiver's answer. */
+const describeDelivery = (d: OperatorDeliveryDetail) =>
+  [
+    `delivery ${d.id} ${d.event} to endpoint ${d.endpointId}: ${d.status}, ${d.attemptCount} attempt(s), created ${d.createdAt}, next attempt ${d.nextAttemptAt ?? '-'}`,
+    'payload:',
+    indent(JSON.stringify(d.payload, null, 2), '  '),
+    d.attempts.length ? 'attempts:' : 'attempts: none yet',
+    ...d.attempts.map((a) => {
+      // (a `status` error is "HTTP 500": the kind is said only when it adds something)
+      const outcome = a.errorKind === null ? `accepted, HTTP ${a.statusCode}` : `failed, ${a.error ?? a.errorKind}${a.errorKind === 'status' ? '' : ` (${a.errorKind})`}`;
+      const answer = a.responseBody === null || a.responseBody === '' ? '    answer: (none)' : `    answer: ${indent(a.responseBody, '      ').trimStart()}`;
+      return `  #${a.number} ${a.startedAt} ${a.durationMs} ms: ${outcome}\n${answer}`;
+    }),
+  ].join('\n');
+
+/**
+ * Log records as a person reads them on stderr, one line each: `fleet-admin: warning: <message> (field=value, ...)`,
+ * not pino's JSON (what a command's work logs, such as the failed attempts of `sweep`).
+ */
+export function readableLog(write: (line: string) => void = (line) => process.stderr.write(line)): { write(record: string): void } {
+  const LEVELS: Record<number, string> = { 10: 'trace', 20: 'debug', 30: 'info', 40: 'warning', 50: 'error', 60: 'fatal' };
+  const HIDDEN = new Set(['level', 'time', 'pid', 'hostname', 'service', 'component', 'msg']);
+  return {
+    write(record) {
+      for (const text of record.split('\n').filter(Boolean)) {
+        const fields = JSON.parse(text) as Record<string, unknown>;
+        const details = Object.entries(fields)
+          .filter(([name, value]) => !HIDDEN.has(name) && value !== null && value !== undefined)
+          .map(([name, value]) => `${name}=${typeof value === 'object' ? JSON.stringify(value) : String(value)}`);
+        write(`fleet-admin: ${LEVELS[fields.level as number] ?? 'log'}: ${String(fields.msg ?? '')}${details.length ? ` (${details.join(', ')})` : ''}\n`);
+      }
+    },
+  };
+}
+
 const describeCounts = (counts: Record<string, number>) =>
   Object.entries(counts).map(([key, count]) => `${key}: ${count}`).join(', ') || 'nothing';
 
@@ -188,14 +229,14 @@ export function buildProgram(): Command {
     .requiredOption('--workspace <slug>', 'the workspace')
     .action(async (o: JsonOption & { workspace: string }) => {
       const rows = await withDatabase(async (db) => listEndpoints(db, (await findWorkspace(db, o.workspace)).id));
-      print(o, { rows }, (r) => r.rows.map(describeEndpoint).join('\n') || 'no endpoints');
+      print(o, { rows }, (r) => r.rows.map(describeEndpointRow).join('\n') || 'no endpoints');
     });
   command(endpoint, 'recover', 'queue again every failed delivery of an endpoint created in a time window (after an outage)')
     .requiredOption('--id <id>', 'the endpoint id')
     .requiredOption('--since <iso>', 'start of the window (ISO 8601, inclusive), by when deliveries were created', isoInstant)
     .option('--until <iso>', 'end of the window (ISO 8601, exclusive; default: now)', isoInstant)
     .action(async (o: JsonOption & { id: string; since: Date; until?: Date }) => {
-      const result = await withDatabase((db) => recoverEndpoint(db, { endpointId: o.id, since: o.since, until: o.until }));
+      const result = await withDatabase((db) => recoverEndpoint(db, { endpointId: o.id, since: o.since, until: o.until }, cliAudit()));
       print(o, result, (r) => `${r.queued} failed deliver${r.queued === 1 ? 'y' : 'ies'} of endpoint ${r.endpointId} queued again`);
     });
 
@@ -269,7 +310,7 @@ export function buildProgram(): Command {
     .action(async (o: JsonOption & { workspace: string; event: string; data: unknown; dedupeKey?: string }) => {
       const result = await withDatabase(async (db) => {
         const workspace = await findWorkspace(db, o.workspace);
-        return publishEvent(db, { workspaceId: workspace.id, event: o.event, data: o.data, dedupeKey: o.dedupeKey, source: 'publish' });
+        return publishEvent(db, { workspaceId: workspace.id, event: o.event, data: o.data, dedupeKey: o.dedupeKey, source: 'publish' }, cliAudit());
       });
       print(o, { eventId: result.eventId, deliveries: result.deliveries }, (r) =>
         result.duplicate ? `event ${r.eventId} was already published under this dedupe key; nothing queued` : `event ${r.eventId} queued for ${r.deliveries} endpoint(s)`);
@@ -286,8 +327,8 @@ export function buildProgram(): Command {
       const result = await withDatabase(async (db) => {
         const workspaceIds = o.workspace ? [(await findWorkspace(db, o.workspace)).id] : undefined;
         const calendar = o.calendar || both ? await runCalendarSweep(db, now, { workspaceIds }) : { events: 0 };
-        // Failed attempts are logged (warn) on stderr: stdout holds only the result.
-        const dispatcher = new Dispatcher({ db, logger: createLogger('warn', pino.destination(2)), clock: () => now, workspaceIds });
+        // Failed attempts are logged (warn) on stderr, a readable line each: stdout holds only the result.
+        const dispatcher = new Dispatcher({ db, logger: createLogger('warn', readableLog()), clock: () => now, workspaceIds });
         const deliveries = o.deliveries || both ? await dispatcher.runOnce(now) : { attempted: 0, accepted: 0, retrying: 0, failed: 0 };
         return { calendar: { events: calendar.events }, deliveries };
       }, { masterKey: o.deliveries || both ? 'needed' : undefined });
@@ -307,17 +348,51 @@ export function buildProgram(): Command {
     .requiredOption('--id <id>', 'the delivery id')
     .action(async (o: JsonOption & { id: string }) => {
       const result = await withDatabase((db) => showDelivery(db, o.id));
-      print(o, result, (d) =>
-        [
-          `delivery ${d.id} ${d.event} ${d.status}, ${d.attemptCount} attempt(s), created ${d.createdAt}, next ${d.nextAttemptAt ?? '-'}`,
-          ...d.attempts.map((a) => `  #${a.number} ${a.startedAt} ${a.durationMs} ms status=${a.statusCode ?? '-'} ${a.errorKind ? `${a.errorKind}: ${a.error}` : 'accepted'}`),
-        ].join('\n'));
+      print(o, result, describeDelivery);
+    });
+  command(deliveries, 'retry', 'attempt a delivery now: queued or retrying, at once; failed or accepted, sent again (same id and body; its attempt count continues)')
+    .requiredOption('--id <id>', 'the delivery id')
+    .action(async (o: JsonOption & { id: string }) => {
+      const result = await withDatabase((db) => retryDelivery(db, o.id, { audit: cliAudit() }));
+      print(o, result, (r) =>
+        r.previousStatus === 'failed' || r.previousStatus === 'accepted'
+          ? `delivery ${r.id} was ${r.previousStatus}; queued again after ${r.attempts} attempt(s), to be attempted now`
+          : `delivery ${r.id} (${r.previousStatus}, ${r.attempts} attempt(s) so far) will be attempted now`);
     });
   command(deliveries, 'resend', 'queue a failed delivery again (same id and body; its attempt count continues)')
     .requiredOption('--id <id>', 'the delivery id')
     .action(async (o: JsonOption & { id: string }) => {
       const result = await withDatabase((db) => resendDelivery(db, o.id));
       print(o, result, (r) => `delivery ${r.id} queued again after ${r.attempts} attempt(s)`);
+    });
+
+  const events = program.command('events').description('the events endpoints receive, and examples of them');
+  command(events, 'list', 'every event of the public document, with its group, summary and example data')
+    .action(async (o: JsonOption) => {
+      const result = listEventTypes();
+      print(o, result, (r) => r.rows.map((e) => `${e.event.padEnd(28)} ${e.group.padEnd(20)} ${e.summary}`).join('\n'));
+    });
+  command(events, 'send-example', "send the document's example of an event to one endpoint (signed like any delivery; counted as a test delivery)")
+    .requiredOption('--endpoint <id>', 'the endpoint id')
+    .requiredOption('--event <name>', 'the event (see events list)')
+    .action(async (o: JsonOption & { endpoint: string; event: string }) => {
+      const result = await withDatabase((db) => sendExampleEvent(db, { endpointId: o.endpoint, event: o.event }, cliAudit()));
+      print(o, result, (r) => `example ${r.event} queued for endpoint ${r.endpointId} as delivery ${r.deliveryId}`);
+    });
+
+  const audit = program.command('audit').description('who changed what, through the admin API or this CLI');
+  command(audit, 'list', 'audit entries, newest first')
+    .option('--workspace <slug>', 'only this workspace')
+    .option('--since <iso>', 'only entries made at or after this instant (ISO 8601)', isoInstant)
+    .option('--limit <n>', 'at most this many entries (default 50)', wholeNumber)
+    .action(async (o: JsonOption & { workspace?: string; since?: Date; limit?: number }) => {
+      const result = await withDatabase(async (db) => {
+        const workspaceId = o.workspace === undefined ? undefined : (await findWorkspace(db, o.workspace)).id;
+        const { rows } = await listAuditEntries(db, { workspaceId, since: o.since, limit: o.limit ?? 50 });
+        return { rows };
+      });
+      print(o, result, (r) =>
+        r.rows.map((e) => `${e.at} ${e.actor.type === 'cli' ? `cli (${e.actor.name})` : `token "${e.actor.name}"`} ${e.action} ${e.target.type} ${e.target.id} ${JSON.stringify(e.changes)}`).join('\n') || 'no audit entries');
     });
 
   // The seed modules are loaded only when asked for: they are not needed by any other command.

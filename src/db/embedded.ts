@@ -4,6 +4,7 @@ import path from 'node:path';
 import os from 'node:os';
 import { execFile, execFileSync } from 'node:child_process';
 import pg from 'pg';
+import { ConfigError } from '../config.js';
 
 export interface EmbeddedDatabase {
   url: string;
@@ -121,6 +122,24 @@ export function isRunning(pid: number): boolean {
   }
 }
 
+/**
+ * The port the cluster in `dir` listens on when a live server runs it (its postmaster.pid: the pid on line 1, the
+ * port on line 4), else undefined. Another process's server found here on another port than the one tried (a server
+ * started with FRS_EMBEDDED_PORT, a CLI without it) cannot be started again in `dir`: pg_ctl's own error would blame
+ * the lock file, or the permissions.
+ */
+function runningPort(dir: string): number | undefined {
+  let lines: string[];
+  try {
+    lines = fs.readFileSync(path.join(dir, 'postmaster.pid'), 'utf8').split('\n');
+  } catch {
+    return undefined;
+  }
+  const pid = Number(lines[0]);
+  const port = Number(lines[3]);
+  return Number.isInteger(pid) && pid > 0 && Number.isInteger(port) && port > 0 && isRunning(pid) ? port : undefined;
+}
+
 /** The last lines of the server's log, for a start-up error. */
 function serverLogTail(dir: string): string {
   try {
@@ -198,6 +217,13 @@ export async function startEmbeddedPostgres(dir: string, port: number, database 
     }
     await ensureDatabase(port, password, database);
     return { url, stop: async () => undefined };
+  }
+  const elsewhere = runningPort(dir);
+  if (elsewhere !== undefined && elsewhere !== port) {
+    throw new ConfigError(
+      `the embedded PostgreSQL in ${dir} is running on port ${elsewhere}, not on port ${port} where it was tried: ` +
+        `set FRS_EMBEDDED_PORT=${elsewhere} (the port the server was started with), or stop the server first`,
+    );
   }
   const isRoot = os.userInfo().uid === 0;
   fs.mkdirSync(path.dirname(dir), { recursive: true });

@@ -103,6 +103,9 @@ const GRANTS: Record<ServiceRole, string[]> = {
     `GRANT SELECT, INSERT ON events TO %s`,
     `GRANT SELECT, INSERT, UPDATE ON deliveries TO %s`,
     `GRANT SELECT ON delivery_attempts TO %s`,
+    // example events count under the test-delivery limits, as the public test operation's do
+    `GRANT SELECT, INSERT ON test_idempotency_keys TO %s`,
+    `GRANT UPDATE (endpoint_id, delivery_id, created_at) ON test_idempotency_keys TO %s`,
     // authentication by admin token, and marking one as used (tokens are made and revoked by the CLI only)
     `GRANT SELECT (id, name, workspace_id, token_hash, created_at, expires_at, revoked_at, last_used_at), UPDATE (last_used_at) ON admin_tokens TO %s`,
     `GRANT SELECT, INSERT, UPDATE, DELETE ON admin_idempotency_keys TO %s`,

@@ -110,6 +110,59 @@ export async function deliveryLog(
   };
 }
 
+/** The filters of a workspace's delivery log (the admin API's listDeliveries); each left out matches every delivery. */
+export interface WorkspaceDeliveryFilters {
+  endpointId?: string;
+  status?: DeliveryRow['status'];
+  event?: string;
+  /** Created at or after. */
+  since?: Date;
+  /** Created before. */
+  until?: Date;
+}
+
+/**
+ * A page of the workspace's deliveries, newest first, with the endpoint of each: the same order, positions and
+ * columns as an endpoint's log (deliveryLog), over every endpoint of the workspace.
+ */
+export async function workspaceDeliveryLog(
+  db: Knex,
+  workspaceId: string,
+  filters: WorkspaceDeliveryFilters,
+  page: { limit: number; after?: DeliveryPosition },
+): Promise<{ rows: Array<DeliveryRow & { endpointId: string; lastError: string | null }>; next: DeliveryPosition | null }> {
+  const { after } = page;
+  const { rows } = await db.raw(
+    `SELECT ${LOG_COLUMNS}, d.endpoint_id FROM deliveries d ${LAST_ATTEMPT}
+     WHERE d.workspace_id = :ws
+       AND (:endpoint::uuid IS NULL OR d.endpoint_id = :endpoint::uuid)
+       AND (:status::text IS NULL OR d.status = :status)
+       AND (:event::text IS NULL OR d.event = :event)
+       AND (:since::timestamptz IS NULL OR d.created_at >= :since::timestamptz)
+       AND (:until::timestamptz IS NULL OR d.created_at < :until::timestamptz)
+       AND (:micros::bigint IS NULL OR (d.created_at, d.id) < (timestamptz 'epoch' + :micros::bigint * interval '1 microsecond', :afterId::uuid))
+     ORDER BY d.created_at DESC, d.id DESC
+     LIMIT :take`,
+    {
+      ws: workspaceId,
+      endpoint: filters.endpointId ?? null,
+      status: filters.status ?? null,
+      event: filters.event ?? null,
+      since: filters.since ?? null,
+      until: filters.until ?? null,
+      micros: after?.[0] ?? null,
+      afterId: after?.[1] ?? null,
+      take: page.limit + 1,
+    },
+  );
+  const found = (rows as Array<LogRow & { endpoint_id: string }>).slice(0, page.limit);
+  const last = found.at(-1);
+  return {
+    rows: found.map((r) => ({ ...toRow(r), endpointId: r.endpoint_id, lastError: r.last_error })),
+    next: rows.length > page.limit && last ? [String(last.created_micros), last.id] : null,
+  };
+}
+
 /**
  * The detail as JSON text with `payload` spliced in as the stored body bytes, so the answer carries the payload
  * exactly as it is POSTed (not re-serialised: key order and spacing as sent).

@@ -3,7 +3,6 @@ import os from 'node:os';
 import type { Knex } from 'knex';
 import pg from 'pg';
 import type { Logger } from 'pino';
-import { InputError, isUuid } from '../input.js';
 import { TEST_EVENT } from './catalogue.js';
 import { DELIVERY_CHANNEL } from './fanout.js';
 import { destinationPolicyFromEnv, type DestinationPolicy } from './destination-policy.js';
@@ -12,7 +11,6 @@ import { attemptDelivery, DEFAULT_ATTEMPT_TIMEOUT_MS, type AttemptOutcome, type 
 import { nextAttemptAt } from './retry-schedule.js';
 import { PENDING, SWITCH_OFF_AFTER_FAILURES } from './endpoint-lifecycle.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
-import { deliveryLog } from '../queries/deliveries.js';
 import { rows } from '../queries/common.js';
 import { backoffMs, isDatabaseUnavailable, OutageLog } from '../db/outage.js';
 import { openSigningSecrets } from './signing-secrets.js';
@@ -744,35 +742,4 @@ export class Dispatcher {
       if (!this.stopping && this.busy && !this.listener) void this.listen();
     }, wait).unref();
   }
-}
-
-export interface DeliveryRow {
-  id: string;
-  event: string;
-  status: string;
-  attempts: number;
-  nextAttemptAt: string | null;
-  lastStatusCode: number | null;
-  lastErrorKind: string | null;
-  /** The last attempt's error as recorded (never the secret), or why a held delivery was given up. */
-  lastError: string | null;
-}
-
-/** An endpoint's deliveries, newest first (at most `limit`, default 100), for `fleet-admin deliveries list`. */
-export async function listDeliveries(db: Knex, endpointId: string, options: { limit?: number } = {}): Promise<{ rows: DeliveryRow[] }> {
-  if (!isUuid(endpointId)) throw new InputError(`--endpoint must be a UUID, got "${endpointId}"`);
-  const page = await deliveryLog(db, { endpointId }, { limit: options.limit ?? 100 });
-  if (!page) throw new InputError(`no webhook endpoint with id ${endpointId}`);
-  return {
-    rows: page.rows.map((r) => ({
-      id: r.id,
-      event: r.event,
-      status: r.status,
-      attempts: r.attempts,
-      nextAttemptAt: r.nextAttemptAt,
-      lastStatusCode: r.lastStatusCode,
-      lastErrorKind: r.lastErrorKind,
-      lastError: r.lastError,
-    })),
-  };
 }

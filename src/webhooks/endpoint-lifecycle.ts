@@ -19,6 +19,10 @@ export const PENDING = `status IN ('queued', 'retrying')`;
 /** An endpoint that is not deleted, as a condition on `webhook_endpoints` (give the alias, if any). */
 export const liveEndpoint = (alias?: string) => `${alias ? `${alias}.` : ''}deleted_at IS NULL`;
 
+/** What a refusal because the endpoint is switched off tells either client to do (the CLI command, the admin operation). */
+export const SWITCH_ON_FIRST = (endpointId: string) =>
+  `switch it on first with "fleet-admin endpoint enable --id ${endpointId}" or the admin API's enableEndpoint (that also sends what it held)`;
+
 /** Failed attempts in a row after which an endpoint is switched off. */
 export const SWITCH_OFF_AFTER_FAILURES = 20;
 

@@ -1,10 +1,14 @@
 import type { Knex } from 'knex';
-import { InputError } from '../input.js';
-import { eventDefinition, payloadProblem, TEST_EVENT } from './catalogue.js';
+import { InvalidFieldError } from '../input.js';
+import { recordAudit, type AuditContext } from '../audit.js';
+import { describeValidationError, eventDefinition, payloadField, TEST_EVENT } from './catalogue.js';
 import { fanOutEvents } from './fanout.js';
 
-/** A published event that does not match its schema in the document (or names no publishable event). */
-export class InvalidEventError extends InputError {}
+/**
+ * A published event that does not match its schema in the document (or names no publishable event); `field` is the
+ * request field at fault (`event`, `data`, `dedupeKey`), the message names the exact path.
+ */
+export class InvalidEventError extends InvalidFieldError {}
 
 export type EventSource = 'publish' | 'outbox' | 'calendar' | 'derived';
 
@@ -34,9 +38,9 @@ const PLACEHOLDER_ID = '00000000-0000-4000-8000-000000000000';
  * naming the first bad path, e.g. `invalid booking.confirmed event at /data/bookingId: must match format "uuid"`.
  */
 export function checkEvent(event: string, data: unknown, dedupeKey: string | null | undefined): void {
-  if (event === TEST_EVENT) throw new InvalidEventError(`${TEST_EVENT} is sent only by the test operation and cannot be published`);
+  if (event === TEST_EVENT) throw new InvalidEventError(`${TEST_EVENT} is sent only by the test operation and cannot be published`, 'event');
   const definition = eventDefinition(event);
-  if (!definition) throw new InvalidEventError(`unknown event "${event}"`);
+  if (!definition) throw new InvalidEventError(`unknown event "${event}"`, 'event');
   const envelope = {
     id: PLACEHOLDER_ID,
     event,
@@ -44,15 +48,16 @@ export function checkEvent(event: string, data: unknown, dedupeKey: string | nul
     ...(definition.hasDedupeKey && dedupeKey != null ? { dedupeKey } : {}),
     data,
   };
-  const problem = payloadProblem(envelope);
-  if (problem) throw new InvalidEventError(`invalid ${event} event ${problem}`);
+  if (!definition.validate(envelope)) {
+    throw new InvalidEventError(`invalid ${event} event ${describeValidationError(definition.validate.errors)}`, payloadField(definition.validate.errors));
+  }
 }
 
 /**
  * Validates, records and fans out one event in one transaction. An invalid event is refused (InvalidEventError)
  * and nothing is recorded; a repeated dedupeKey returns the existing event with `duplicate: true`.
  */
-export async function publishEvent(db: Knex, input: PublishInput): Promise<PublishResult> {
+export async function publishEvent(db: Knex, input: PublishInput, audit?: AuditContext): Promise<PublishResult> {
   checkEvent(input.event, input.data, input.dedupeKey);
   const dedupeKey = input.dedupeKey ?? null;
   return db.transaction(async (trx) => {
@@ -65,6 +70,9 @@ export async function publishEvent(db: Knex, input: PublishInput): Promise<Publi
       const existing = await trx('events').where({ workspace_id: input.workspaceId, dedupe_key: dedupeKey }).first('id');
       return { eventId: existing.id, deliveries: 0, duplicate: true };
     }
-    return { eventId: inserted.id, deliveries: await fanOutEvents(trx, [inserted.id]), duplicate: false };
+    const deliveries = await fanOutEvents(trx, [inserted.id]);
+    // (the data is the event's record, not the change: it stays in `events`)
+    if (audit) await recordAudit(trx, audit, { action: 'event.publish', workspaceId: input.workspaceId, target: { type: 'event', id: inserted.id }, changes: { event: input.event, dedupeKey, deliveries } });
+    return { eventId: inserted.id, deliveries, duplicate: false };
   });
 }

@@ -1,5 +1,9 @@
+import crypto from 'node:crypto';
 import type { Knex } from 'knex';
-import { TEST_EVENT } from './catalogue.js';
+import { recordAudit, type AuditContext } from '../audit.js';
+import { ConflictError } from '../input.js';
+import { SWITCH_ON_FIRST } from './endpoint-lifecycle.js';
+import { eventDefinition, TEST_EVENT } from './catalogue.js';
 import { createDeliveries } from './fanout.js';
 
 /** The fixed text of `data.message` in a webhook.test payload. */
@@ -23,24 +27,43 @@ export type TestDeliveryResult =
   /** A limit was reached; nothing queued. `retryAfterSeconds`: when trying again can succeed. */
   | { outcome: 'rate_limited'; limit: 'pending_per_endpoint' | 'calls_per_minute'; retryAfterSeconds: number };
 
+/** What a refusal by a limit says, to either client. */
+export function testLimitMessage(limit: 'pending_per_endpoint' | 'calls_per_minute'): string {
+  return limit === 'pending_per_endpoint'
+    ? `This endpoint already has ${MAX_PENDING_TESTS_PER_ENDPOINT} test deliveries pending; try again when one has finished.`
+    : `At most ${MAX_TEST_CALLS_PER_MINUTE} test deliveries a minute per workspace; try again later.`;
+}
+
 const secondsUntil = (at: Date, now: Date) => Math.max(1, Math.ceil((at.getTime() - now.getTime()) / 1000));
 
+/** An example event sent on purpose (the admin API's sendExampleEvent, `fleet-admin events send-example`). */
+export interface ExampleEvent {
+  event: string;
+  /** Who asked for it, audited as `event.send_example`. */
+  audit?: AuditContext;
+}
+
 /**
- * Queues a webhook.test delivery to one endpoint of the workspace, whether it is switched on or off and whatever
- * its event list says, within the limits: at most 5 test deliveries pending per endpoint and 60 queued test calls
- * a minute per workspace (a replay of a key neither counts nor is refused). A workspace's requests are serialised
- * by a transaction-scoped advisory lock, so concurrent requests with one key queue one delivery and concurrent
- * requests cannot pass a limit together.
+ * Queues a test delivery to one endpoint of the workspace, within the limits: at most 5 test deliveries pending per
+ * endpoint and 60 queued test calls a minute per workspace (a replay of a key neither counts nor is refused). Without
+ * `example` it is a webhook.test, sent whether the endpoint is switched on or off and whatever its event list says;
+ * with one, the document's example payload of that event (an event of source `test`, counted under the same limits),
+ * to that endpoint only, which must be switched on (what a switched-off endpoint would hold is no test: a
+ * ConflictError naming the switch). A workspace's requests are serialised by a transaction-scoped advisory lock, so concurrent
+ * requests with one key queue one delivery and concurrent requests cannot pass a limit together.
  */
 export async function queueTestDelivery(
   db: Knex,
-  input: { workspaceId: string; endpointId: string; idempotencyKey: string; now: Date },
+  input: { workspaceId: string; endpointId: string; idempotencyKey: string; now: Date; example?: ExampleEvent },
 ): Promise<TestDeliveryResult> {
-  const { workspaceId, endpointId, idempotencyKey: key, now } = input;
+  const { workspaceId, endpointId, idempotencyKey: key, now, example } = input;
   return db.transaction(async (trx) => {
     await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`test-delivery:${workspaceId}`]);
-    const endpoint = await trx('webhook_endpoints').where({ id: endpointId, workspace_id: workspaceId }).whereNull('deleted_at').first('id');
+    const endpoint = await trx('webhook_endpoints').where({ id: endpointId, workspace_id: workspaceId }).whereNull('deleted_at').first('id', 'is_active');
     if (!endpoint) return { outcome: 'not_found' };
+    if (example && example.event !== TEST_EVENT && !endpoint.is_active) {
+      throw new ConflictError(`webhook endpoint ${endpointId} is switched off; ${SWITCH_ON_FIRST(endpointId)}`, 'endpointId');
+    }
     const previous = await trx('test_idempotency_keys')
       .where({ workspace_id: workspaceId, key })
       .where('created_at', '>', new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS))
@@ -48,10 +71,12 @@ export async function queueTestDelivery(
     if (previous) {
       return previous.endpoint_id === endpointId ? { outcome: 'replayed', deliveryId: previous.delivery_id } : { outcome: 'key_reused' };
     }
-    const pending = await trx('deliveries')
-      .where({ endpoint_id: endpointId, event: TEST_EVENT })
-      .whereIn('status', ['queued', 'retrying'])
-      .select(trx.raw('count(*)::int AS n'), trx.raw('min(next_attempt_at) AS next'))
+    // Test deliveries: of webhook.test and of example events alike (their events' source is `test`).
+    const pending = await trx('deliveries as d')
+      .join('events as e', 'e.id', 'd.event_id')
+      .where({ 'd.endpoint_id': endpointId, 'e.source': 'test' })
+      .whereIn('d.status', ['queued', 'retrying'])
+      .select(trx.raw('count(*)::int AS n'), trx.raw('min(d.next_attempt_at) AS next'))
       .first();
     if (pending.n >= MAX_PENDING_TESTS_PER_ENDPOINT) {
       return { outcome: 'rate_limited', limit: 'pending_per_endpoint', retryAfterSeconds: secondsUntil(pending.next, now) };
@@ -65,10 +90,11 @@ export async function queueTestDelivery(
     if (recent.n >= MAX_TEST_CALLS_PER_MINUTE) {
       return { outcome: 'rate_limited', limit: 'calls_per_minute', retryAfterSeconds: secondsUntil(new Date(recent.oldest.getTime() + RATE_WINDOW_MS), now) };
     }
-    const [event] = await trx('events')
-      .insert({ workspace_id: workspaceId, event: TEST_EVENT, data: JSON.stringify({ endpointId, message: TEST_MESSAGE }), source: 'test' })
-      .returning('id');
+    const [event] = await trx('events').insert({ workspace_id: workspaceId, ...testEvent(endpointId, example?.event ?? TEST_EVENT), source: 'test' }).returning('id');
     const [delivery] = await createDeliveries(trx, [event.id], { kind: 'endpoint', endpointId });
+    if (example?.audit) {
+      await recordAudit(trx, example.audit, { action: 'event.send_example', workspaceId, target: { type: 'delivery', id: delivery.id }, changes: { event: example.event, endpointId } });
+    }
     // An expired key is taken over by this request.
     await trx('test_idempotency_keys')
       .insert({ workspace_id: workspaceId, key, endpoint_id: endpointId, delivery_id: delivery.id, created_at: now })
@@ -76,4 +102,16 @@ export async function queueTestDelivery(
       .merge(['endpoint_id', 'delivery_id', 'created_at']);
     return { outcome: 'queued', deliveryId: delivery.id };
   });
+}
+
+/**
+ * The events row of a test delivery: webhook.test's fixed data, or the document's example of the event. An example
+ * that carries a dedupeKey gets one of its own (`example:<uuid>`): a second example is another occurrence, and keys
+ * are unique in a workspace.
+ */
+function testEvent(endpointId: string, event: string): { event: string; data: string; dedupe_key: string | null } {
+  if (event === TEST_EVENT) return { event, data: JSON.stringify({ endpointId, message: TEST_MESSAGE }), dedupe_key: null };
+  const definition = eventDefinition(event);
+  if (!definition) throw new Error(`queueTestDelivery: unknown event ${event}`);
+  return { event, data: JSON.stringify(definition.example.data), dedupe_key: definition.hasDedupeKey ? `example:${crypto.randomUUID()}` : null };
 }

@@ -4,7 +4,8 @@ import { testDatabase } from '../support/database.js';
 import { expectRejection } from '../support/assertions.js';
 import { startReceiver, type Receiver } from '../support/receiver.js';
 import { InputError } from '../../src/input.js';
-import { recoverEndpoint, resendDelivery, showDelivery } from '../../src/webhooks/recovery.js';
+import { recoverEndpoint, resendDelivery } from '../../src/webhooks/recovery.js';
+import { showDelivery } from '../../src/webhooks/deliveries.js';
 import { MAX_ATTEMPTS } from '../../src/webhooks/retry-schedule.js';
 import { buildAttempt, buildDelivery, delivery, dropTestWorkspaces, webhookWorkspace, type TestWorkspace } from './support.js';
 

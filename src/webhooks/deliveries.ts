@@ -1,0 +1,44 @@
+import type { Knex } from 'knex';
+import { InputError, InvalidFieldError, isUuid, NotFoundError } from '../input.js';
+import { deliveryDetail, deliveryLog, workspaceDeliveryLog, type DeliveryDetail, type DeliveryPosition, type DeliveryRow, type WorkspaceDeliveryFilters } from '../queries/deliveries.js';
+
+// The delivery records as operators read them: a workspace's deliveries (the admin API), an endpoint's (the CLI), one
+// delivery with its payload as sent and every attempt. The changes (retry, recover) are in recovery.ts. Both clients
+// call these; the admin API passes the token's workspace, so another workspace's delivery is not found.
+
+/** A delivery of the operator's lists: the public row, the endpoint it goes to and the last error as recorded. */
+export type OperatorDeliveryRow = DeliveryRow & { endpointId: string; lastError: string | null };
+
+/** A page of the workspace's deliveries, newest first; `next` the position to go on from, null on the last page. */
+export async function listWorkspaceDeliveries(
+  db: Knex,
+  workspaceId: string,
+  filters: WorkspaceDeliveryFilters,
+  page: { limit: number; after?: DeliveryPosition },
+): Promise<{ rows: OperatorDeliveryRow[]; next: DeliveryPosition | null }> {
+  if (filters.since && filters.until && !(filters.since < filters.until)) throw new InvalidFieldError('until must be later than since', 'until');
+  return workspaceDeliveryLog(db, workspaceId, filters, page);
+}
+
+/** An endpoint's deliveries, newest first (at most `limit`, default 100), for `fleet-admin deliveries list`. */
+export async function listDeliveries(db: Knex, endpointId: string, options: { limit?: number } = {}): Promise<{ rows: OperatorDeliveryRow[] }> {
+  if (!isUuid(endpointId)) throw new InputError(`--endpoint must be a UUID, got "${endpointId}"`);
+  const page = await deliveryLog(db, { endpointId }, { limit: options.limit ?? 100 });
+  if (!page) throw new NotFoundError(`no webhook endpoint with id ${endpointId}`);
+  return { rows: page.rows.map((r) => ({ ...r, endpointId })) };
+}
+
+/** One delivery with its endpoint, its payload as sent and its attempts (with their answers' excerpts), oldest first. */
+export type OperatorDeliveryDetail = DeliveryDetail & { endpointId: string };
+
+/** One delivery (of `workspaceId` when given: another workspace's is not found). */
+export async function showDelivery(db: Knex, id: string, scope: { workspaceId?: string } = {}): Promise<OperatorDeliveryDetail> {
+  if (!isUuid(id)) throw new InputError(`--id must be a UUID, got "${id}"`);
+  const query = db('deliveries').where({ id });
+  if (scope.workspaceId !== undefined) query.where({ workspace_id: scope.workspaceId });
+  const row = await query.first('endpoint_id');
+  const detail = row && (await deliveryDetail(db, { endpointId: row.endpoint_id, workspaceId: scope.workspaceId }, id));
+  if (!detail) throw new NotFoundError(`no delivery with id ${id}`);
+  const { body: _body, ...shown } = detail;
+  return { ...shown, endpointId: row.endpoint_id };
+}

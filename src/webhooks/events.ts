@@ -1,0 +1,49 @@
+import crypto from 'node:crypto';
+import type { Knex } from 'knex';
+import { InvalidFieldError, isUuid, LimitError, NotFoundError } from '../input.js';
+import type { AuditContext } from '../audit.js';
+import { eventDefinition, eventDefinitions } from './catalogue.js';
+import { queueTestDelivery, testLimitMessage } from './test-delivery.js';
+
+// The events a workspace's endpoints can receive, as operators see them (the admin API and the CLI alike): the
+// catalogue of the public document's `webhooks`, and an example of one sent on purpose to one endpoint. Publishing is
+// publish.ts.
+
+export interface EventType {
+  event: string;
+  /** The webhook's tag in the public document (`Booking events`...). */
+  group: string;
+  summary: string;
+  description: string;
+  /** The document's example `data`: what sendExampleEvent sends. */
+  exampleData: Record<string, unknown>;
+}
+
+/** Every event of the public document's `webhooks` (webhook.test included), in the document's order. */
+export function listEventTypes(): { rows: EventType[] } {
+  return { rows: eventDefinitions().map((d) => ({ event: d.event, group: d.group, summary: d.summary, description: d.description, exampleData: d.example.data })) };
+}
+
+/**
+ * Sends the document's example of `event` to one endpoint of the workspace (queueTestDelivery): signed like any
+ * delivery, counted under the test-delivery limits (LimitError with the seconds to wait), audited as
+ * `event.send_example`.
+ */
+export async function sendExampleEvent(
+  db: Knex,
+  input: { workspaceId?: string; endpointId: string; event: string; now?: Date },
+  audit?: AuditContext,
+): Promise<{ deliveryId: string; endpointId: string; event: string }> {
+  const { endpointId, event, now = new Date() } = input;
+  if (!isUuid(endpointId)) throw new InvalidFieldError(`--endpoint must be a UUID, got "${endpointId}"`, 'endpointId');
+  if (!eventDefinition(event)) throw new InvalidFieldError(`unknown event "${event}" (see the webhooks section of openapi/openapi.yaml, or fleet-admin events list)`, 'event');
+  // The CLI names the endpoint only: its workspace is the endpoint's.
+  const workspaceId = input.workspaceId ?? (await db('webhook_endpoints').where({ id: endpointId }).first('workspace_id'))?.workspace_id;
+  if (workspaceId === undefined) throw new NotFoundError(`no webhook endpoint with id ${endpointId}`);
+  // Every call is its own (a key nobody else holds): it counts towards the calls a minute, and replays nothing.
+  const result = await queueTestDelivery(db, { workspaceId, endpointId, idempotencyKey: `example:${crypto.randomUUID()}`, now, example: { event, audit } });
+  if (result.outcome === 'not_found') throw new NotFoundError(`no webhook endpoint with id ${endpointId}`);
+  if (result.outcome === 'rate_limited') throw new LimitError(testLimitMessage(result.limit), result.retryAfterSeconds);
+  if (result.outcome !== 'queued') throw new Error(`sendExampleEvent: unexpected ${result.outcome}`);
+  return { deliveryId: result.deliveryId, endpointId, event };
+}
