@@ -47,6 +47,7 @@ export type ErrorResponse = {
          * - `conflict` (409): the change clashes with a record there already; `reason` names the field.
          * - `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.
          * - `payload_too_large` (413): the request body is over 64 KiB.
+         * - `unsupported_media_type` (415): the body is not `application/json`, or is compressed.
          * - `rate_limited` (429): too many failed authentications from this address.
          * - `headers_too_large` (431).
          * - `internal_error` (500).
@@ -763,6 +764,14 @@ export type CreateWorkspaceErrors = {
      */
     409: ErrorResponse;
     /**
+     * The request body is over 64 KiB (`payload_too_large`); it was not read whole. Nothing was changed.
+     */
+    413: ErrorResponse;
+    /**
+     * The request body is not sent as `Content-Type: application/json`, or is sent with a `Content-Encoding` (`unsupported_media_type`). Nothing was changed.
+     */
+    415: ErrorResponse;
+    /**
      * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
      */
     429: ErrorResponse;
@@ -862,6 +871,14 @@ export type UpdateWorkspaceErrors = {
      * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
      */
     404: ErrorResponse;
+    /**
+     * The request body is over 64 KiB (`payload_too_large`); it was not read whole. Nothing was changed.
+     */
+    413: ErrorResponse;
+    /**
+     * The request body is not sent as `Content-Type: application/json`, or is sent with a `Content-Encoding` (`unsupported_media_type`). Nothing was changed.
+     */
+    415: ErrorResponse;
     /**
      * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
      */
@@ -972,6 +989,14 @@ export type CreateApiKeyErrors = {
      * `conflict`: the change clashes with a record there already (`reason` `slug`: the slug is taken; `reason` `url`: the workspace already has an endpoint with this URL); or `idempotency_key_reused`: the `Idempotency-Key` was used within 24 hours for another request. Nothing was changed.
      */
     409: ErrorResponse;
+    /**
+     * The request body is over 64 KiB (`payload_too_large`); it was not read whole. Nothing was changed.
+     */
+    413: ErrorResponse;
+    /**
+     * The request body is not sent as `Content-Type: application/json`, or is sent with a `Content-Encoding` (`unsupported_media_type`). Nothing was changed.
+     */
+    415: ErrorResponse;
     /**
      * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
      */
@@ -1136,6 +1161,14 @@ export type CreateEndpointErrors = {
      * `conflict`: the change clashes with a record there already (`reason` `slug`: the slug is taken; `reason` `url`: the workspace already has an endpoint with this URL); or `idempotency_key_reused`: the `Idempotency-Key` was used within 24 hours for another request. Nothing was changed.
      */
     409: ErrorResponse;
+    /**
+     * The request body is over 64 KiB (`payload_too_large`); it was not read whole. Nothing was changed.
+     */
+    413: ErrorResponse;
+    /**
+     * The request body is not sent as `Content-Type: application/json`, or is sent with a `Content-Encoding` (`unsupported_media_type`). Nothing was changed.
+     */
+    415: ErrorResponse;
     /**
      * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
      */
@@ -1302,6 +1335,14 @@ export type UpdateEndpointErrors = {
      * `conflict`: the change clashes with a record there already (`reason` `slug`: the slug is taken; `reason` `url`: the workspace already has an endpoint with this URL); or `idempotency_key_reused`: the `Idempotency-Key` was used within 24 hours for another request. Nothing was changed.
      */
     409: ErrorResponse;
+    /**
+     * The request body is over 64 KiB (`payload_too_large`); it was not read whole. Nothing was changed.
+     */
+    413: ErrorResponse;
+    /**
+     * The request body is not sent as `Content-Type: application/json`, or is sent with a `Content-Encoding` (`unsupported_media_type`). Nothing was changed.
+     */
+    415: ErrorResponse;
     /**
      * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
      */
@@ -1474,6 +1515,14 @@ export type RotateEndpointSecretErrors = {
      * `conflict`: the change clashes with a record there already (`reason` `slug`: the slug is taken; `reason` `url`: the workspace already has an endpoint with this URL); or `idempotency_key_reused`: the `Idempotency-Key` was used within 24 hours for another request. Nothing was changed.
      */
     409: ErrorResponse;
+    /**
+     * The request body is over 64 KiB (`payload_too_large`); it was not read whole. Nothing was changed.
+     */
+    413: ErrorResponse;
+    /**
+     * The request body is not sent as `Content-Type: application/json`, or is sent with a `Content-Encoding` (`unsupported_media_type`). Nothing was changed.
+     */
+    415: ErrorResponse;
     /**
      * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
      */
@@ -1786,6 +1835,14 @@ export type RecoverEndpointErrors = {
      */
     409: ErrorResponse;
     /**
+     * The request body is over 64 KiB (`payload_too_large`); it was not read whole. Nothing was changed.
+     */
+    413: ErrorResponse;
+    /**
+     * The request body is not sent as `Content-Type: application/json`, or is sent with a `Content-Encoding` (`unsupported_media_type`). Nothing was changed.
+     */
+    415: ErrorResponse;
+    /**
      * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
      */
     429: ErrorResponse;
@@ -1896,6 +1953,14 @@ export type PublishEventErrors = {
      */
     409: ErrorResponse;
     /**
+     * The request body is over 64 KiB (`payload_too_large`); it was not read whole. Nothing was changed.
+     */
+    413: ErrorResponse;
+    /**
+     * The request body is not sent as `Content-Type: application/json`, or is sent with a `Content-Encoding` (`unsupported_media_type`). Nothing was changed.
+     */
+    415: ErrorResponse;
+    /**
      * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
      */
     429: ErrorResponse;
@@ -1955,6 +2020,14 @@ export type SendExampleEventErrors = {
      * `conflict`: the delivery is held, or the endpoint is switched off (`reason` `status` or `endpointId`): switch the endpoint on with `enableEndpoint` first, which also sends what it held; or `idempotency_key_reused`. Nothing was changed.
      */
     409: ErrorResponse;
+    /**
+     * The request body is over 64 KiB (`payload_too_large`); it was not read whole. Nothing was changed.
+     */
+    413: ErrorResponse;
+    /**
+     * The request body is not sent as `Content-Type: application/json`, or is sent with a `Content-Encoding` (`unsupported_media_type`). Nothing was changed.
+     */
+    415: ErrorResponse;
     /**
      * `rate_limited`: a limit of test deliveries was reached (5 pending per endpoint, 60 test calls a minute per workspace), or this client address failed authentication too often (`reason` `auth_failures`). Nothing was queued; `Retry-After` says when trying again can succeed.
      */

@@ -52,10 +52,17 @@ function coreError(err: InputError): ApiError {
   return invalidRequest('body', err.message);
 }
 
-/** The JSON body of a request that has one (at most ADMIN_BODY_LIMIT bytes), else undefined. */
+/**
+ * The JSON body of a request that has one (at most ADMIN_BODY_LIMIT bytes), else undefined. A body must say it is
+ * JSON and come uncompressed (415 otherwise): what is read is what the document describes, nothing to inflate.
+ */
 async function readJsonBody(ctx: Koa.Context): Promise<unknown> {
   const declared = Number(ctx.get('content-length') || 0);
   if (declared === 0 && !ctx.get('transfer-encoding')) return undefined;
+  const encoding = ctx.get('content-encoding').trim().toLowerCase();
+  if ((encoding !== '' && encoding !== 'identity') || !ctx.is('application/json', '+json')) {
+    throw new ApiError(415, 'unsupported_media_type', 'Send the request body as Content-Type application/json, not compressed.');
+  }
   const tooLarge = () => new ApiError(413, 'payload_too_large', `The request body is over ${ADMIN_BODY_LIMIT} bytes.`);
   if (declared > ADMIN_BODY_LIMIT) throw tooLarge();
   const chunks: Buffer[] = [];
@@ -104,7 +111,8 @@ export async function createAdminApp({ db, logger, clock = () => new Date(), met
     },
     securityHandlers: {
       adminToken: async (_c: BackendContext, ctx: Koa.Context) => {
-        ctx.state.caller = await authenticateAdmin(db, ctx.get('authorization') || undefined, clock(), guardOf(ctx));
+        // (a request with a body was authenticated before its body was read: see below)
+        ctx.state.caller ??= await authenticateAdmin(db, ctx.get('authorization') || undefined, clock(), guardOf(ctx));
         return true;
       },
     },
@@ -164,18 +172,17 @@ export async function createAdminApp({ db, logger, clock = () => new Date(), met
       ctx.status = 204;
       return;
     }
-    // The body is read only for a route of the document that takes one: anything else is answered without it.
-    const takesBody = ctx.method === 'POST' || ctx.method === 'PATCH';
-    const result = await backend.handleRequest(
-      {
-        method: ctx.method === 'HEAD' ? 'GET' : ctx.method,
-        path: decodablePath(ctx.path),
-        query: ctx.querystring,
-        headers: ctx.headers as Record<string, string>,
-        body: takesBody ? await readJsonBody(ctx) : undefined,
-      },
-      ctx,
-    );
+    const request = { method: ctx.method === 'HEAD' ? 'GET' : ctx.method, path: decodablePath(ctx.path), query: ctx.querystring, headers: ctx.headers as Record<string, string> };
+    // A body is read only for an operation of the document that takes one, and only once the caller's token holds: a
+    // request to no route is a 404 and one without a good token a 401 (counted against its address), whatever it sent.
+    let body: unknown;
+    const operation = ctx.method === 'POST' || ctx.method === 'PATCH' ? backend.router.matchOperation(request) : undefined;
+    if (operation) {
+      ctx.state.operationId = operation.operationId;
+      ctx.state.caller = await authenticateAdmin(db, ctx.get('authorization') || undefined, clock(), guardOf(ctx));
+      body = await readJsonBody(ctx);
+    }
+    const result = await backend.handleRequest({ ...request, body }, ctx);
     ctx.status = result.status;
     ctx.body = result.body;
   });
