@@ -713,7 +713,9 @@ export const AuditEntrySchema = {
                 'delivery.retry',
                 'endpoint.recover',
                 'event.publish',
-                'event.send_example'
+                'event.send_example',
+                'workspace.import',
+                'master_key.rotate'
             ]
         },
         workspaceId: {
@@ -745,7 +747,8 @@ export const AuditEntrySchema = {
                         'endpoint',
                         'admin_token',
                         'delivery',
-                        'event'
+                        'event',
+                        'master_key'
                     ]
                 },
                 id: {

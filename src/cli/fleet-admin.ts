@@ -283,7 +283,7 @@ export function buildProgram(): Command {
   command(secrets, 'rotate-master-key', 're-seal every stored signing secret under a new master key, in one transaction')
     .option('--key-file-is-shared', `with DATABASE_URL and a key file: every process reads this same file (a shared volume or secret mount), so the new key written there reaches them all`)
     .action(async (o: JsonOption & { keyFileIsShared?: boolean }) => {
-      const result = await withDatabase((db) => resealSigningSecrets(db, { keyFileIsShared: o.keyFileIsShared }), { masterKey: 'needed' });
+      const result = await withDatabase((db) => resealSigningSecrets(db, { keyFileIsShared: o.keyFileIsShared, audit: cliAudit() }), { masterKey: 'needed' });
       print(o, result, (r) =>
         `${r.resealed} endpoint(s) re-sealed under master key ${r.keyId}` +
         (r.file
@@ -298,7 +298,7 @@ export function buildProgram(): Command {
       // Read before opening the database: a bad file needs no database.
       const doc = readImportFile(o.file);
       // Progress goes to stderr: a bar on a terminal, else a line every 5 s (none for a run shorter than that).
-      const result = await withDatabase((db) => importDocument(db, o.workspace, doc, { progress: true }));
+      const result = await withDatabase((db) => importDocument(db, o.workspace, doc, { progress: true, audit: cliAudit() }));
       print(o, result, (r) => `imported ${describeCounts(r.imported)}`);
     });
 

@@ -4,6 +4,7 @@ import type { ErrorObject, ValidateFunction } from 'ajv';
 import { progressReporter, type ProgressOptions } from '../progress.js';
 import { deferRollups, finishDeferredRollups } from '../db/bulk-load.js';
 import { findWorkspace } from '../workspaces.js';
+import { recordAudit, type AuditContext } from '../audit.js';
 import { InputError } from '../input.js';
 import type { Booking, FleetImportDocument, Installment, Integration, Maintenance, Payment } from '../../generated/import-document.js';
 import { validators } from '../contract/validators.js';
@@ -146,7 +147,7 @@ export async function importDocument(
   db: Knex,
   workspaceSlug: string,
   doc: unknown,
-  options: ProgressOptions = {},
+  options: ProgressOptions & { audit?: AuditContext } = {},
 ): Promise<{ imported: Record<string, number> }> {
   const document = validateDocument(doc);
   const workspace = await findWorkspace(db, workspaceSlug);
@@ -172,6 +173,8 @@ export async function importDocument(
         progress.step('running totals', 0);
         await finishDeferredRollups(trx, workspace.id);
       }
+      // what was loaded, by entity (counts only: the records are the workspace's own data, not the trail's)
+      if (options.audit) await recordAudit(trx, options.audit, { action: 'workspace.import', workspaceId: workspace.id, target: { type: 'workspace', id: workspace.id }, changes: { imported } });
     });
   } finally {
     progress.stop();

@@ -226,7 +226,7 @@ export async function rotateSigningSecret(
  */
 export async function resealSigningSecrets(
   db: Knex,
-  options: { keyFileIsShared?: boolean } = {},
+  options: { keyFileIsShared?: boolean; audit?: AuditContext } = {},
 ): Promise<{ keyId: string; source: 'env' | 'file'; file?: string; resealed: number }> {
   const { result, ...rotated } = await rotateMasterKey(() =>
     withSealingLock(db, 'exclusive', async (trx, sealer) => {
@@ -249,6 +249,8 @@ export async function resealSigningSecrets(
             previous_secret_expires_at: previous ? row.previous_secret_expires_at : null,
           });
       }
+      // the new key's id (a digest, never the key) and how many endpoints it now seals
+      if (options.audit) await recordAudit(trx, options.audit, { action: 'master_key.rotate', workspaceId: null, target: { type: 'master_key', id: sealer.keyId }, changes: { resealed: rows.length } });
       return rows.length;
     }),
     options,

@@ -1,4 +1,7 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import { expect } from 'chai';
 import { testDatabase } from '../support/database.js';
 import { fleetAdminOn, type CliRun } from '../support/cli.js';
@@ -93,12 +96,17 @@ describe('fleet-admin admin-token, and the audit trail of the CLI', () => {
     await json('endpoint', 'disable', '--id', endpoint.id);
     await json('endpoint', 'enable', '--id', endpoint.id);
     const rotated = await json('endpoint', 'rotate-secret', '--id', endpoint.id, '--overlap-hours', '0');
+    const importFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'frs-audit-')), 'import.json');
+    fs.writeFileSync(importFile, JSON.stringify({ owners: [{ id: crypto.randomUUID(), name: 'Audited Owner' }], customers: [{ id: crypto.randomUUID(), name: 'A' }, { id: crypto.randomUUID(), name: 'B' }] }));
+    await json('import', '--workspace', slug, '--file', importFile);
 
     const cli = { actor_type: 'cli', actor_id: null, actor_name: OS_USER, workspace_id: ws.id, request_id: null };
     expect(await entriesOf(ws.id)).to.deep.equal([
       { ...cli, action: 'workspace.create', target_type: 'workspace', changes: { slug, status: 'active', timezone: 'Asia/Riyadh', remindersAhead: 5 } },
       // reminders ahead was sent with its current value: no change
       { ...cli, action: 'workspace.update', target_type: 'workspace', changes: { status: { from: 'active', to: 'frozen' } } },
+      // what an import loaded, by entity: counts, never the records
+      { ...cli, action: 'workspace.import', target_type: 'workspace', changes: { imported: { owners: 1, customers: 2 } } },
     ]);
     expect(await entriesOf(key.id)).to.deep.equal([
       { ...cli, action: 'api_key.create', target_type: 'api_key', changes: { role: 'bi', expiresAt: null } },

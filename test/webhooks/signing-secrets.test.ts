@@ -403,6 +403,10 @@ describe('fleet-admin secrets rotate-master-key and the migration that sealed st
     expect(fs.statSync(masterKeyFile(dataDir)).mode & 0o777).to.equal(0o600);
     expect(await storedKeyId(created.id)).to.equal(rotated.keyId);
     expect(await recordedKeyId(own), 'the record follows the rotation').to.equal(rotated.keyId);
+    // audited: the new key's id (never the key) and how many it re-sealed, as the CLI's OS user
+    expect(await own('audit_entries').where({ action: 'master_key.rotate', target_id: rotated.keyId }).select('actor_type', 'target_type', 'workspace_id', 'changes'))
+      .to.deep.equal([{ actor_type: 'cli', target_type: 'master_key', workspace_id: null, changes: { resealed: 2 } }]);
+    expect(JSON.stringify(await own('audit_entries').select())).not.to.include(keyFileLines()[0]);
     await deliversSignedWith({}, 'rotation', created.secret);
     // Without --json it says where the new key is, and that every host needs it.
     const again = await fleetAdminOn(url, ['secrets', 'rotate-master-key', '--key-file-is-shared'], { FRS_DATA_DIR: dataDir, FRS_SECRET_KEY: '', FRS_SECRET_KEY_PREVIOUS: '' });
