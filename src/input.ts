@@ -45,3 +45,13 @@ export function isValidTimeZone(tz: string): boolean {
     return false;
   }
 }
+
+/**
+ * A date-time the request's schema let through, as a Date: the format admits a leap second (`…T23:59:60Z`), which no
+ * Date holds, so such a value is refused naming its field instead of reaching the database as an invalid time.
+ */
+export function instant(value: string, field: string): Date {
+  const at = new Date(value);
+  if (Number.isNaN(at.getTime())) throw new InvalidFieldError(`${field} must be an ISO 8601 date-time this service can hold (a leap second, :60, is not one)`, field);
+  return at;
+}

@@ -74,11 +74,31 @@ async function readJsonBody(ctx: Koa.Context): Promise<unknown> {
   }
   const text = Buffer.concat(chunks).toString('utf8');
   if (text.trim() === '') return undefined;
+  let body: unknown;
   try {
-    return JSON.parse(text);
+    body = JSON.parse(text);
   } catch {
     throw invalidRequest('body', 'The request body is not valid JSON.');
   }
+  if (nestingDepth(body) > MAX_BODY_DEPTH) throw invalidRequest('body', `The request body is nested more than ${MAX_BODY_DEPTH} levels deep.`);
+  return body;
+}
+
+/** No body of the document nests nearly this deep; a deeper one is refused before anything walks it recursively. */
+const MAX_BODY_DEPTH = 64;
+
+/** How deeply arrays and objects nest in a parsed JSON value, worked out without recursion. */
+function nestingDepth(value: unknown): number {
+  let deepest = 0;
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  while (stack.length > 0) {
+    const [item, depth] = stack.pop()!;
+    if (item === null || typeof item !== 'object') continue;
+    deepest = Math.max(deepest, depth + 1);
+    if (deepest > MAX_BODY_DEPTH) return deepest;
+    for (const child of Object.values(item)) stack.push([child, depth + 1]);
+  }
+  return deepest;
 }
 
 export async function createAdminApp({ db, logger, clock = () => new Date(), metrics, shedEventLoopLagMs = 0, authFailures: failureSettings, cursors = Cursors.fromMasterKey() }: AdminAppOptions): Promise<Koa> {

@@ -5,7 +5,7 @@ import type { Cursors } from '../api/cursors.js';
 import { ApiError } from '../api/errors.js';
 import type { AdminTokenHolder } from '../admin-tokens.js';
 import { createApiKey, createWorkspace, findWorkspace, listApiKeys, listWorkspaces, revokeApiKey, updateWorkspace } from '../workspaces.js';
-import { NotFoundError } from '../input.js';
+import { NotFoundError, instant } from '../input.js';
 import { idempotent, type Answer } from './idempotency.js';
 import type { ApiKeyCreate, WorkspaceCreate, WorkspaceUpdate } from '../../generated/admin-strict/types.gen.js';
 import { createEndpoint, deleteEndpoint, getEndpoint, listEndpoints, setEndpointActive, updateEndpoint } from '../webhooks/endpoints.js';
@@ -146,7 +146,7 @@ export const adminOperations: Record<string, Handler> = {
     const binding = { workspaceId: workspaceId ?? '*', parameters: [since ?? null] };
     const cursor = c.query.cursor as string | undefined;
     const after = cursor === undefined ? undefined : (c.cursors.decode('audit', binding, cursor) as [string, string]);
-    const page = await listAuditEntries(c.db, { workspaceId, since: since === undefined ? undefined : new Date(since), after, limit: c.query.limit as number });
+    const page = await listAuditEntries(c.db, { workspaceId, since: since === undefined ? undefined : instant(since, 'since'), after, limit: c.query.limit as number });
     return { status: 200, body: { rows: page.rows, nextCursor: page.next === null ? null : c.cursors.encode('audit', binding, page.next) } };
   },
 
@@ -158,7 +158,7 @@ export const adminOperations: Record<string, Handler> = {
     // Bound: the workspace and every filter (a cursor of other filters is refused); not the page size.
     const binding: CursorBinding = { workspaceId: id, parameters: [q.endpointId ?? null, q.status ?? null, q.event ?? null, q.since ?? null, q.until ?? null] };
     const after = q.cursor === undefined ? undefined : (c.cursors.decode('workspaceDeliveries', binding, q.cursor) as DeliveryPosition);
-    const filters = { endpointId: q.endpointId, status: q.status, event: q.event, since: q.since === undefined ? undefined : new Date(q.since), until: q.until === undefined ? undefined : new Date(q.until) };
+    const filters = { endpointId: q.endpointId, status: q.status, event: q.event, since: q.since === undefined ? undefined : instant(q.since, 'since'), until: q.until === undefined ? undefined : instant(q.until, 'until') };
     const page = await listWorkspaceDeliveries(c.db, id, filters, { limit: q.limit, after });
     return { status: 200, body: { rows: page.rows, nextCursor: page.next === null ? null : c.cursors.encode('workspaceDeliveries', binding, page.next) } };
   },
@@ -176,7 +176,7 @@ export const adminOperations: Record<string, Handler> = {
   async recoverEndpoint(c) {
     const { id } = await reachable(c);
     const { since, until } = c.body as RecoverRequest;
-    const input = { endpointId: c.params.endpointId, workspaceId: id, since: new Date(since), until: until === undefined ? undefined : new Date(until), now: c.now };
+    const input = { endpointId: c.params.endpointId, workspaceId: id, since: instant(since, 'since'), until: until === undefined ? undefined : instant(until, 'until'), now: c.now };
     return { status: 200, body: await recoverEndpoint(c.db, input, c.audit) };
   },
 

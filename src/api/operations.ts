@@ -46,6 +46,10 @@ function readWindow(query: Record<string, unknown>): { from?: Date; to?: Date } 
   if (from === undefined) throw invalidRequest('from', 'Query parameter "from" is required when "to" is given: send both or neither.');
   if (to === undefined) throw invalidRequest('to', 'Query parameter "to" is required when "from" is given: send both or neither.');
   const window = { from: new Date(from), to: new Date(to) };
+  // (the date-time format admits a leap second, :60, which no Date holds)
+  for (const [name, at] of Object.entries(window)) {
+    if (Number.isNaN(at.getTime())) throw invalidRequest(name, `Query parameter "${name}" must be an ISO 8601 date-time this service can hold (a leap second, :60, is not one).`);
+  }
   if (!(window.from < window.to)) throw invalidRequest('to', 'Query parameter "to" must be later than "from".');
   return window;
 }

@@ -7,6 +7,7 @@ import { migrateLatest, SchemaBehindError } from '../db/migrate.js';
 import { DatabaseRolesError } from '../db/roles.js';
 import { MasterKeyError, SECRET_KEY_FILE_ENV } from '../secrets.js';
 import { InputError } from '../input.js';
+import { printable } from './printable.js';
 import {
   createApiKey, createWorkspace, findWorkspace, listApiKeys, listWorkspaces, revokeApiKey, updateWorkspace, type WorkspaceRecord,
 } from '../workspaces.js';
@@ -46,8 +47,9 @@ async function withDatabase<T>(work: (db: Knex) => Promise<T>, options: OpenOpti
 }
 
 function print<T extends object>(options: JsonOption, result: T, text: (result: T) => string): void {
-  process.stdout.write(`${options.json ? JSON.stringify(result) : text(result)}\n`);
+  process.stdout.write(`${options.json ? JSON.stringify(result) : printable(text(result))}\n`);
 }
+
 
 function wholeNumber(value: string): number {
   if (!/^-?\d+$/.test(value)) throw new InvalidArgumentError('It must be a whole number.');

@@ -130,6 +130,15 @@ async function failDeliveriesOfDeleted(db: Knex, endpointId: string, leased: boo
  *    most), or as long as a lease (60 s) when a dispatcher died holding one.
  * 3. What is still pending then (a retry scheduled by that attempt, a claim given back) is marked failed too.
  */
+/**
+ * The workspace's lock on queuing test deliveries (test-delivery.ts: its limits are counted under it), for the rest of
+ * the transaction. Deleting an endpoint takes it too: a test or example queued at the same moment is then either
+ * committed before the delete (which fails it with the rest) or finds the endpoint gone, never left pending.
+ */
+export async function lockTestDeliveries(trx: Knex.Transaction, workspaceId: string): Promise<void> {
+  await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`test-delivery:${workspaceId}`]);
+}
+
 export async function deleteEndpointAndDeliveries<Row>(
   db: Knex,
   where: { id: string; workspace_id?: string },
@@ -137,6 +146,9 @@ export async function deleteEndpointAndDeliveries<Row>(
   inTransaction: (trx: Knex.Transaction, row: Row) => Promise<void>,
 ): Promise<Row | undefined> {
   const row = await db.transaction(async (trx) => {
+    const endpoint = await trx('webhook_endpoints').where(where).whereRaw(liveEndpoint()).first('workspace_id');
+    if (!endpoint) return undefined;
+    await lockTestDeliveries(trx, endpoint.workspace_id);
     const [deleted] = await trx('webhook_endpoints').where(where).whereRaw(liveEndpoint()).update({ deleted_at: trx.fn.now() }).returning([...returning]);
     if (!deleted) return undefined;
     await failDeliveriesOfDeleted(trx, where.id, false);

@@ -80,6 +80,8 @@ async function findEndpoint(db: Knex, id: string, scope: EndpointScope, lock?: '
  */
 async function checkDestination(url: string, policy: DestinationPolicy): Promise<URL> {
   if (url.length > 2048) throw new InvalidFieldError('--url must be at most 2048 characters', 'url');
+  // every API key of the workspace reads it (GET /v1/webhooks): a credential belongs in the signature, not the URL
+  if (looksLikeSecret(url)) throw new InvalidFieldError(SECRET_SHAPED('--url'), 'url');
   let parsed: URL;
   try {
     parsed = new URL(url);
@@ -117,6 +119,7 @@ function checkName(name: string): string {
   if (name.length < 1 || name.length > 200) throw new InvalidFieldError('--name must be 1 to 200 characters', 'name');
   // GET /v1/webhooks and the audit trail show it: text a secret scanner would take for a signing secret is refused.
   if (looksLikeSecret(name)) throw new InvalidFieldError(SECRET_SHAPED('--name'), 'name');
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(name)) throw new InvalidFieldError('--name must hold no control characters', 'name');
   return name;
 }
 

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import { recordAudit, type AuditContext } from '../audit.js';
 import { ConflictError } from '../input.js';
-import { SWITCH_ON_FIRST } from './endpoint-lifecycle.js';
+import { lockTestDeliveries, SWITCH_ON_FIRST } from './endpoint-lifecycle.js';
 import { eventDefinition, TEST_EVENT } from './catalogue.js';
 import { createDeliveries } from './fanout.js';
 
@@ -58,7 +58,7 @@ export async function queueTestDelivery(
 ): Promise<TestDeliveryResult> {
   const { workspaceId, endpointId, idempotencyKey: key, now, example } = input;
   return db.transaction(async (trx) => {
-    await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`test-delivery:${workspaceId}`]);
+    await lockTestDeliveries(trx, workspaceId);
     const endpoint = await trx('webhook_endpoints').where({ id: endpointId, workspace_id: workspaceId }).whereNull('deleted_at').first('id', 'is_active');
     if (!endpoint) return { outcome: 'not_found' };
     if (example && example.event !== TEST_EVENT && !endpoint.is_active) {
@@ -92,6 +92,7 @@ export async function queueTestDelivery(
     }
     const [event] = await trx('events').insert({ workspace_id: workspaceId, ...testEvent(endpointId, example?.event ?? TEST_EVENT), source: 'test' }).returning('id');
     const [delivery] = await createDeliveries(trx, [event.id], { kind: 'endpoint', endpointId });
+    if (!delivery) throw new Error(`queueTestDelivery: no delivery made for endpoint ${endpointId}, which this transaction holds`);
     if (example?.audit) {
       await recordAudit(trx, example.audit, { action: 'event.send_example', workspaceId, target: { type: 'delivery', id: delivery.id }, changes: { event: example.event, endpointId } });
     }
