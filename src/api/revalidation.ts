@@ -2,8 +2,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Knex } from 'knex';
-import type { Caller } from './auth.js';
+import type { OperationContext } from './operations.js';
 import { answerVersion, type AnswerInputs } from '../queries/data-versions.js';
 import { BOOKING_SUMMARY_NEXT_CHANGE } from '../queries/bookings.js';
 import { availabilityClock } from '../queries/vehicles.js';
@@ -64,13 +63,8 @@ function canonical(value: unknown): string {
   return `{${entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
 }
 
-export interface TaggedRequest {
-  db: Knex;
-  caller: Caller;
-  now: Date;
-  query: Record<string, unknown>;
-  params: Record<string, string>;
-}
+/** What of an operation's context its tag is made of. */
+export type TaggedRequest = Pick<OperationContext, 'db' | 'caller' | 'now' | 'query' | 'params'>;
 
 /** The answer's current ETag, or undefined for an operation that has none (not a GET of /v1). */
 export async function entityTag(operationId: string, { db, caller, now, query, params }: TaggedRequest): Promise<string | undefined> {
