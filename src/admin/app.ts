@@ -12,7 +12,7 @@ import type { Context as BackendContext } from 'openapi-backend';
 import type { ErrorObject } from 'ajv';
 import { loadOpenApiDocument, strictOpenApiDocument } from '../contract/document.js';
 import {
-  allowedMethods, contractBackend, decodablePath, memoiseOperations, requestEdge, unknownQuery, unknownQueryParameter, validationError, type Parameter,
+  allowedMethods, contractBackend, decodablePath, memoiseOperations, requestEdge, requestGuard, unknownQuery, unknownQueryParameter, validationError, type Parameter,
 } from '../api/app.js';
 import { ApiError, internalError, invalidRequest } from '../api/errors.js';
 import { AuthFailureLimits, authFailureSettingsFromEnv, type AuthFailureSettings } from '../api/auth-failures.js';
@@ -103,8 +103,7 @@ function nestingDepth(value: unknown): number {
 
 export async function createAdminApp({ db, logger, clock = () => new Date(), metrics, shedEventLoopLagMs = 0, authFailures: failureSettings, cursors = Cursors.fromMasterKey() }: AdminAppOptions): Promise<Koa> {
   const authFailures = new AuthFailureLimits(failureSettings ?? authFailureSettingsFromEnv());
-  const guardOf = (ctx: Koa.Context): AuthGuard =>
-    (ctx.state.guard ??= { limits: authFailures, address: authFailures.clientAddress(ctx.req.socket.remoteAddress, ctx.get('x-forwarded-for') || undefined) });
+  const guardOf = (ctx: Koa.Context): AuthGuard => requestGuard(authFailures, ctx);
   const document = loadOpenApiDocument('admin');
   const backend = contractBackend({
     document: strictOpenApiDocument('admin'),

@@ -262,13 +262,17 @@ export function memoiseOperations(backend: OpenAPIBackend): ReturnType<OpenAPIBa
   return operations;
 }
 
+/** A request's client address and its failure limit, worked out once per request (both listeners' authentication). */
+export function requestGuard(limits: AuthFailureLimits, ctx: Koa.Context): AuthGuard {
+  return (ctx.state.guard ??= { limits, address: limits.clientAddress(ctx.req.socket.remoteAddress, ctx.get('x-forwarded-for') || undefined) });
+}
+
 export async function createApp({ db, logger, clock = () => new Date(), metrics, keyCache, shedEventLoopLagMs = 0, limits, cursors = Cursors.fromMasterKey(), answerCacheBytes = answerCacheBytesFromEnv() }: AppOptions): Promise<Koa> {
   const answers = answerCacheBytes > 0 ? new AnswerCache(answerCacheBytes) : undefined;
   const workspaceLimits = new WorkspaceLimits(limits?.workspace ?? workspaceLimitsFromEnv());
   const authFailures = new AuthFailureLimits(limits?.authFailures ?? authFailureSettingsFromEnv());
   /** The request's guard: made only when asked for (a key answered from memory never asks). */
-  const guardOf = (ctx: Koa.Context): AuthGuard =>
-    (ctx.state.guard ??= { limits: authFailures, address: authFailures.clientAddress(ctx.req.socket.remoteAddress, ctx.get('x-forwarded-for') || undefined) });
+  const guardOf = (ctx: Koa.Context): AuthGuard => requestGuard(authFailures, ctx);
   /** Where the caller stands: its workspace's rate limit once known, else its address's failure limit. */
   const standingOf = async (ctx: Koa.Context) => {
     const admission = ctx.state.admission as Admission | undefined;
