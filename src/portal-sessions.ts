@@ -60,6 +60,11 @@ export function portalAudit(session: Pick<PortalSessionHolder, 'id' | 'createdBy
   return { actor: { type: 'portal_session', id: session.id, name: `settings screen (link by ${session.createdBy})` }, requestId };
 }
 
+/** The address a link opens: the screen on the public listener, the one-time key in the fragment (never sent to a server). */
+export function portalLinkUrl(publicUrl: string, key: string): string {
+  return `${publicUrl}/portal/#key=${key}`;
+}
+
 /** A link to the settings screen of one workspace: its one-time key, valid until expiresAt or its first use. */
 export async function createPortalLink(
   db: Knex,

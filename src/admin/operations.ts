@@ -18,7 +18,7 @@ import { listWorkspaceDeliveries, showDelivery } from '../webhooks/deliveries.js
 import { recoverEndpoint, retryDelivery } from '../webhooks/recovery.js';
 import { listEventTypes, sendExampleEvent } from '../webhooks/events.js';
 import { publishEvent } from '../webhooks/publish.js';
-import { createPortalLink, endPortalSessions, listPortalSessions } from '../portal-sessions.js';
+import { createPortalLink, endPortalSessions, listPortalSessions, portalLinkUrl } from '../portal-sessions.js';
 import { endpointAttemptStats } from '../webhooks/deliveries.js';
 import type { PortalSessionCreate } from '../../generated/admin-strict/types.gen.js';
 
@@ -222,7 +222,7 @@ export const adminOperations: Record<string, Handler> = {
     if (c.portalUrl === undefined) throw new Error('createPortalSession: no portalUrl given to the admin API');
     const input = (c.body ?? {}) as PortalSessionCreate;
     const link = await createPortalLink(c.db, { workspaceId: id, expiresInMinutes: input.expiresInMinutes, readOnly: input.readOnly, now: c.now }, c.audit);
-    return { status: 201, body: { id: link.id, url: `${c.portalUrl}/portal/#key=${link.key}`, readOnly: link.readOnly, expiresAt: link.expiresAt } };
+    return { status: 201, body: { id: link.id, url: portalLinkUrl(c.portalUrl, link.key), readOnly: link.readOnly, expiresAt: link.expiresAt } };
   },
 
   async listPortalSessions(c) {

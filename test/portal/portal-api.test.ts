@@ -7,6 +7,7 @@ import { PORTAL_IDLE_MINUTES } from '../../src/portal-sessions.js';
 import { portalSettingsFromEnv } from '../../src/portal/settings.js';
 import { ConfigError } from '../../src/config.js';
 import { PORTAL_API, startScreen, type TestScreen } from './support.js';
+import { fleetAdminOn } from '../support/cli.js';
 
 // The settings screen's session and API over HTTP (the pages themselves: portal-browser.test.ts). A link is a one-time
 // key; the session is an HttpOnly cookie confined to its workspace; writes need the CSRF token; every change is audited
@@ -271,6 +272,31 @@ describe('the settings screen: sessions and API', function () {
     expect(total(week.body.buckets)).to.equal(7);
     const bad = await screen.request('GET', api(w.id, `/endpoints/${endpoint.id}/attempt-stats?period=1y`), { cookie });
     expect([bad.status, bad.body.error.reason]).to.deep.equal([400, 'period']);
+  });
+
+  it('fleet-admin portal link makes a link on FRS_PUBLIC_URL that opens once; portal end ends the sessions, both audited as the CLI', async () => {
+    const database = await testDatabase();
+    const w = await ws();
+    const run = await fleetAdminOn(database.url, ['portal', 'link', '--workspace', w.slug, '--minutes', '15', '--read-only', '--json'], { FRS_PUBLIC_URL: 'https://rental.example' });
+    expect([run.code, run.stderr]).to.deep.equal([0, '']);
+    const link = JSON.parse(run.stdout);
+    expect(Object.keys(link)).to.deep.equal(['id', 'url', 'readOnly', 'expiresAt']);
+    expect(link.url).to.match(/^https:\/\/rental\.example\/portal\/#key=frpl_[0-9A-Za-z]{40}$/);
+    expect(link.readOnly).to.equal(true);
+    // (the CLI's clock is the real one: the test's screen is moved to it)
+    now = Date.parse(link.expiresAt) - 14 * MINUTE;
+    const { cookie, session } = await screen.open(link.url.split('#key=')[1]);
+    expect(session).to.include({ id: link.id, readOnly: true });
+    const ended = await fleetAdminOn(database.url, ['portal', 'end', '--workspace', w.slug]);
+    expect([ended.code, ended.stdout]).to.deep.equal([0, '1 settings-screen session(s) ended\n']);
+    expect((await screen.request('GET', `${PORTAL_API}/session`, { cookie })).body.error.reason).to.equal('ended');
+    const actions = await database.db('audit_entries').where({ workspace_id: w.id }).orderBy('at').select('actor_type', 'action');
+    expect(actions).to.deep.equal([
+      { actor_type: 'cli', action: 'portal_session.create' }, { actor_type: 'portal_session', action: 'portal_session.start' }, { actor_type: 'cli', action: 'portal_session.end' },
+    ]);
+    const bad = await fleetAdminOn(database.url, ['portal', 'link', '--workspace', w.slug, '--minutes', '2']);
+    expect(bad.code).to.equal(1);
+    expect(bad.stderr).to.include('expiresInMinutes must be a whole number from 5 to 1440');
   });
 
   it('is no route on the admin listener, and refuses a body that is not the documented one', async () => {
