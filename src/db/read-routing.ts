@@ -129,6 +129,8 @@ export class ReadRouting {
       return { name, db: database.forReplica(url, 'api'), probe: database.forReplica(url, 'api', { timeouts: probeTimeouts, poolMax: 1 }), freshAsOf: -Infinity, up: false, probing: false };
     });
     const routing = new ReadRouting(primary, database.forReplica(database.url, 'api', { timeouts: probeTimeouts, poolMax: 1 }), replicas, maxLagMs, logger, metrics);
+    // (a first sample of the primary before the first probes, so that a replica caught up is usable at once)
+    await routing.samplePrimary();
     await routing.tick();
     routing.timer = setInterval(() => void routing.tick(), PROBE_INTERVAL_MS);
     routing.timer.unref();
