@@ -86,10 +86,52 @@ export interface ReplicationPair {
 }
 
 /** Stops a cluster left in `dir` by an earlier run cut short, and deletes it. */
-async function removeCluster(dir: string): Promise<void> {
+export async function removeCluster(dir: string): Promise<void> {
   await stopEmbeddedPostgres(dir, 'immediate').catch(() => undefined);
   fs.rmSync(dir, { recursive: true, force: true });
   fs.rmSync(passwordFile(dir), { force: true });
+}
+
+/**
+ * Makes `standbyDir` a hot standby of the running cluster in `primaryDir` (superuser `adminUrl`, port `primaryPort`):
+ * a replication slot `slot`, a base backup, standby.signal and primary_conninfo. Not started.
+ */
+export async function makeStandby(options: { primaryDir: string; primaryPort: number; adminUrl: string; standbyDir: string; slot: string }): Promise<void> {
+  const { primaryDir, primaryPort, adminUrl, standbyDir, slot } = options;
+  const backup = new pg.Client({ connectionString: adminUrl });
+  await backup.connect();
+  try {
+    await backup.query(`SELECT pg_create_physical_replication_slot($1, true)`, [slot]);
+    await backup.query(`SELECT pg_backup_start('frs standby', true)`);
+    copyDataDirectory(primaryDir, standbyDir);
+    const { rows: [stopped] } = await backup.query<{ labelfile: string; spcmapfile: string | null }>('SELECT labelfile, spcmapfile FROM pg_backup_stop(true)');
+    fs.writeFileSync(path.join(standbyDir, 'backup_label'), stopped.labelfile);
+    if (stopped.spcmapfile) fs.writeFileSync(path.join(standbyDir, 'tablespace_map'), stopped.spcmapfile);
+  } finally {
+    await backup.end();
+  }
+  const password = fs.readFileSync(passwordFile(primaryDir), 'utf8').trim();
+  fs.writeFileSync(path.join(standbyDir, 'standby.signal'), '');
+  fs.appendFileSync(
+    path.join(standbyDir, 'postgresql.auto.conf'),
+    `primary_conninfo = 'host=127.0.0.1 port=${primaryPort} user=postgres password=${password} application_name=${slot}'\n` +
+      `primary_slot_name = '${slot}'\n`,
+  );
+  // the standby's superuser is the primary's (replicated), and so is its password
+  fs.writeFileSync(passwordFile(standbyDir), `${password}\n`, { mode: 0o600 });
+  ownByPostgres(standbyDir);
+  fs.chmodSync(standbyDir, 0o700);
+}
+
+/** Waits until the standby (`standbyAdminUrl`) has replayed everything the primary (`adminUrl`) wrote so far. */
+export async function standbyCaughtUp(adminUrl: string, standbyAdminUrl: string, timeoutMs = 10_000): Promise<void> {
+  const [{ lsn }] = await query<{ lsn: string }>(adminUrl, 'SELECT pg_current_wal_lsn()::text AS lsn');
+  for (const until = Date.now() + timeoutMs; ;) {
+    const [{ done }] = await query<{ done: boolean }>(standbyAdminUrl, `SELECT pg_last_wal_replay_lsn() >= '${lsn}'::pg_lsn AS done`);
+    if (done) return;
+    if (Date.now() > until) throw new Error(`the standby did not replay ${lsn} within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }
 
 export async function startReplicationPair(database: string, ports = REPLICA_PORTS): Promise<ReplicationPair> {
@@ -108,29 +150,7 @@ export async function startReplicationPair(database: string, ports = REPLICA_POR
     // lets the superuser replicate from 127.0.0.1 with a password)
     const primary = await startEmbeddedPostgres(primaryDir, ports.primary, database, { durable: false });
     const adminUrl = primary.url.replace(/\/[^/]+$/, '/postgres');
-    const backup = new pg.Client({ connectionString: adminUrl });
-    await backup.connect();
-    try {
-      await backup.query(`SELECT pg_create_physical_replication_slot('${SLOT}', true)`);
-      await backup.query(`SELECT pg_backup_start('frs test standby', true)`);
-      copyDataDirectory(primaryDir, standbyDir);
-      const { rows: [stopped] } = await backup.query<{ labelfile: string; spcmapfile: string | null }>('SELECT labelfile, spcmapfile FROM pg_backup_stop(true)');
-      fs.writeFileSync(path.join(standbyDir, 'backup_label'), stopped.labelfile);
-      if (stopped.spcmapfile) fs.writeFileSync(path.join(standbyDir, 'tablespace_map'), stopped.spcmapfile);
-    } finally {
-      await backup.end();
-    }
-    const password = fs.readFileSync(passwordFile(primaryDir), 'utf8').trim();
-    fs.writeFileSync(path.join(standbyDir, 'standby.signal'), '');
-    fs.appendFileSync(
-      path.join(standbyDir, 'postgresql.auto.conf'),
-      `primary_conninfo = 'host=127.0.0.1 port=${ports.primary} user=postgres password=${password} application_name=frs_test_standby'\n` +
-        `primary_slot_name = '${SLOT}'\n`,
-    );
-    // the standby's superuser is the primary's (replicated), and so is its password
-    fs.writeFileSync(passwordFile(standbyDir), `${password}\n`, { mode: 0o600 });
-    ownByPostgres(standbyDir);
-    fs.chmodSync(standbyDir, 0o700);
+    await makeStandby({ primaryDir, primaryPort: ports.primary, adminUrl, standbyDir, slot: SLOT });
     const startStandby = async () => {
       await startEmbeddedPostgres(standbyDir, ports.standby, database, { durable: false });
     };
@@ -143,15 +163,7 @@ export async function startReplicationPair(database: string, ports = REPLICA_POR
       onStandby: (sql) => query(standbyUrl, sql),
       crashStandby: () => stopEmbeddedPostgres(standbyDir, 'immediate'),
       startStandby,
-      async caughtUp(timeoutMs = 10_000) {
-        const [{ lsn }] = await query<{ lsn: string }>(adminUrl, 'SELECT pg_current_wal_lsn()::text AS lsn');
-        for (const until = Date.now() + timeoutMs; ;) {
-          const [{ done }] = await query<{ done: boolean }>(standbyAdminUrl, `SELECT pg_last_wal_replay_lsn() >= '${lsn}'::pg_lsn AS done`);
-          if (done) return;
-          if (Date.now() > until) throw new Error(`the standby did not replay ${lsn} within ${timeoutMs} ms`);
-          await new Promise((resolve) => setTimeout(resolve, 20));
-        }
-      },
+      caughtUp: (timeoutMs) => standbyCaughtUp(adminUrl, standbyAdminUrl, timeoutMs),
       stop: stopAll,
     };
     await pair.caughtUp();
