@@ -49,7 +49,7 @@ import { once } from 'node:events';
 import autocannon from 'autocannon';
 import type { Knex } from 'knex';
 import { DATA_DIR } from '../src/config.js';
-import { openDatabase } from '../src/db/database.js';
+import { createKnex, openDatabase } from '../src/db/database.js';
 import { ReadRouting, readUrlsFromEnv } from '../src/db/read-routing.js';
 import pino from 'pino';
 import { createApiKey } from '../src/workspaces.js';
@@ -204,8 +204,10 @@ let routingCost: { replicas: string[]; chooseMicros: number; readMicros: number;
 let replicaPostmaster = NaN;
 if (routedService) {
   const reads = (await ReadRouting.start({ database, primary: database.forRole('api'), urls: readUrls, logger: pino({ level: 'warn' }) }))!;
-  const replicaDb = database.forReplica(readUrls[0], 'api', { poolMax: 1 });
+  // (as the connecting user: the API's role may not read data_directory)
+  const replicaDb = createKnex(readUrls[0], 1);
   replicaPostmaster = await postmasterPid(replicaDb);
+  await replicaDb.destroy();
   // the choice alone, then a request's whole wrapper (choice, a promise, the count) beside calling the same work directly
   const timed = async (n: number, run: () => unknown) => {
     const started = process.hrtime.bigint();

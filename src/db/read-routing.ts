@@ -16,9 +16,10 @@ import type { ServiceMetrics } from '../observability/metrics.js';
 // sample was asked for: its data is as of the newest such sample, and is at most `now - that instant` old. So an idle
 // primary shows no lag (its position does not move, and each new sample is already replayed), and a replica whose
 // replay stopped ages with the clock even when its probe still answers. A replica whose probe fails, or that is not
-// in recovery (promoted, or a primary by mistake), is skipped until a probe succeeds again; a probe has a short
-// connect and answer limit (PROBE_TIMEOUT_MS), so no read waits on a replica that went silent for longer than that,
-// and a read that meets a replica going away is run again on the primary.
+// in recovery (promoted, or a primary by mistake), is skipped until a probe succeeds again. A probe has a short
+// connect and answer limit (PROBE_TIMEOUT_MS), so the reads of requests that come after a replica went silent skip it
+// within a tick and that limit; a read that meets a replica going away (or, when it went silent, the API's own answer
+// limit) is run again on the primary.
 
 export const READ_URLS_ENV = 'DATABASE_READ_URL';
 export const READ_MAX_LAG_ENV = 'FRS_READ_MAX_LAG_MS';
@@ -29,7 +30,7 @@ export const READ_MAX_LAG_ENV = 'FRS_READ_MAX_LAG_MS';
 export const READ_MAX_LAG_MS = 5000;
 const PROBE_INTERVAL_MS = 250;
 const PROBE_TIMEOUT_MS = 1000;
-/** Primary samples kept: a replica further behind than the oldest is past any bound (60 s). */
+/** Primary samples kept: 60 s of them, the largest bound (a replica further behind keeps the freshness it last had). */
 const MAX_SAMPLES = 240;
 
 /** DATABASE_READ_URL's replicas (one postgres:// URL or several, comma-separated); none when unset. */
@@ -47,7 +48,7 @@ export function readUrlsFromEnv(env: NodeJS.ProcessEnv = process.env): string[] 
 }
 
 export function readMaxLagMsFromEnv(env: NodeJS.ProcessEnv = process.env): number {
-  return wholeNumberSetting(READ_MAX_LAG_ENV, READ_MAX_LAG_MS, { min: 100, max: 3_600_000, unit: 'milliseconds' }, env);
+  return wholeNumberSetting(READ_MAX_LAG_ENV, READ_MAX_LAG_MS, { min: 100, max: MAX_SAMPLES * PROBE_INTERVAL_MS, unit: 'milliseconds' }, env);
 }
 
 /** A replica's name in metrics and logs: host:port, never its user or password. */
