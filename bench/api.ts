@@ -15,6 +15,10 @@
 //                    --compressed ask for first; the service answers br at quality 2, src/api/compression.ts)
 //   fixed body       plain Koa sending, as a fixed string, the answer that list operation gave on `large` (captured
 //                    once before the rounds): the ceiling for an answer of that size and character mix on this machine
+//   replica          with DATABASE_READ_URL: every GET operation on `large` again, served by a second app process whose
+//                    reads go to the replica (src/db/read-routing.ts), printed beside the same rows on the primary
+//                    alone (db µs: the replica's cluster); and the routing's own cost per request, measured in-process
+//                    (`npx tsx bench/standby.ts start` makes a standby of the bench's cluster and prints the URLs)
 // Targets (issue 23):
 //   A. every fixed-size summary (fleets, fleet summary, bookings summary, finance overview, webhooks) on `large`
 //      >= 0.25x /v1/me's req/s, and its p99 <= 4x /v1/me's p99
@@ -45,7 +49,9 @@ import { once } from 'node:events';
 import autocannon from 'autocannon';
 import type { Knex } from 'knex';
 import { DATA_DIR } from '../src/config.js';
-import { openDatabase } from '../src/db/database.js';
+import { createKnex, openDatabase } from '../src/db/database.js';
+import { ReadRouting, readUrlsFromEnv } from '../src/db/read-routing.js';
+import pino from 'pino';
 import { createApiKey } from '../src/workspaces.js';
 import { seedLarge, type LargeSeedOptions } from '../seeds/large.js';
 import { startBenchProcess } from './child.js';
@@ -88,6 +94,8 @@ interface Row {
   status?: number;
   samples: Sample[];
   serverPid: number;
+  /** The cluster whose CPU the row counts (default: the bench's database's). */
+  postmaster?: number;
 }
 
 /** The ETag the row's answer carries now. */
@@ -106,7 +114,8 @@ async function measure(row: Row): Promise<void> {
   const headers = { ...(row.key ? { authorization: `Bearer ${row.key}` } : {}), ...row.headers };
   // Warm-up (connections, plans, caches), not counted.
   await autocannon({ url: row.url, connections: 2, amount: 50, headers });
-  const [server, database] = [processCpuMicros(row.serverPid), clusterCpuMicros(postmaster)];
+  const cluster = row.postmaster ?? postmaster;
+  const [server, database] = [processCpuMicros(row.serverPid), clusterCpuMicros(cluster)];
   // Latencies kept as measured: autocannon's histogram truncates them to whole milliseconds (4.9 ms counts as 4),
   // which at /v1/me's few milliseconds moves a p99 ratio by up to a quarter. Like the histogram, 2xx answers only
   // (or the row's own status: 304 for a revalidation).
@@ -133,7 +142,7 @@ async function measure(row: Row): Promise<void> {
     reqPerSec: r.requests.average, mean: latencies.reduce((a, b) => a + b, 0) / latencies.length, p50: percentile(50), p99: percentile(99),
     bad: unexpected + r.errors + r.timeouts,
     serverCpu: (processCpuMicros(row.serverPid) - server) / requests,
-    dbCpu: (clusterCpuMicros(postmaster) - database) / requests,
+    dbCpu: (clusterCpuMicros(cluster) - database) / requests,
     kB: bytes / latencies.length / 1000,
   });
 }
@@ -188,6 +197,34 @@ const koa = await startBenchProcess('server.ts', ['baseline']);
 const framework = await startBenchProcess('server.ts', ['framework']);
 const service = await startBenchProcess('server.ts', ['service', database.url]);
 const lists = OPERATIONS.filter((op) => LISTS.includes(op));
+// With DATABASE_READ_URL: a second service whose reads go to the replica(s), and what choosing a pool costs a request.
+const readUrls = readUrlsFromEnv();
+const routedService = readUrls.length > 0 ? await startBenchProcess('server.ts', ['service', database.url, readUrls.join(',')]) : undefined;
+let routingCost: { replicas: string[]; chooseMicros: number; readMicros: number; directMicros: number } | undefined;
+let replicaPostmaster = NaN;
+if (routedService) {
+  const reads = (await ReadRouting.start({ database, primary: database.forRole('api'), urls: readUrls, logger: pino({ level: 'warn' }) }))!;
+  // (as the connecting user: the API's role may not read data_directory)
+  const replicaDb = createKnex(readUrls[0], 1);
+  replicaPostmaster = await postmasterPid(replicaDb);
+  await replicaDb.destroy();
+  // the choice alone, then a request's whole wrapper (choice, a promise, the count) beside calling the same work directly
+  const timed = async (n: number, run: () => unknown) => {
+    const started = process.hrtime.bigint();
+    for (let i = 0; i < n; i++) await run();
+    return Number(process.hrtime.bigint() - started) / 1000 / n;
+  };
+  const work = async (pool: { name: string }) => pool.name;
+  const chooseMicros = await timed(1_000_000, () => reads.choose());
+  const readMicros = await timed(200_000, () => reads.read(work));
+  const directMicros = await timed(200_000, () => work({ name: 'primary' }));
+  routingCost = { replicas: reads.replicaNames, chooseMicros, readMicros, directMicros };
+  // the routed service answers from a replica now (Data-Max-Staleness-Ms > 0), or the comparison would be of nothing
+  const res = await fetch(`${routedService.url}/v1/fleets`, { headers: { authorization: `Bearer ${keys.large}` } });
+  await res.arrayBuffer();
+  if (!(Number(res.headers.get('data-max-staleness-ms')) > 0)) throw new Error(`the replica does not answer reads (Data-Max-Staleness-Ms: ${res.headers.get('data-max-staleness-ms')})`);
+  await reads.close();
+}
 
 /** A list's answer as the service gives it now (uncompressed), and its items: the entries of its top-level arrays. */
 async function answer(op: string, slug: 'large' | 'small'): Promise<{ body: string; items: number }> {
@@ -219,12 +256,15 @@ const small = opRows('small');
 const revalidated = OPERATIONS.map((op): Row => ({ name: op, set: 'large, 304', url: service.url + op, key: keys.large, status: 304, samples: [], serverPid: service.child.pid! }));
 const compressed = lists.map((op): Row => ({ name: op, set: 'large, br', url: service.url + op, key: keys.large, headers: COMPRESSED, samples: [], serverPid: service.child.pid! }));
 const fixedRows = lists.map((op, i): Row => ({ name: op, set: 'fixed body', url: `${fixed.url}/${i}`, samples: [], serverPid: fixed.child.pid! }));
-const rows = [koaRow, frameworkRow, ...large, ...small, ...revalidated, ...compressed, ...fixedRows];
+const onReplica = routedService
+  ? OPERATIONS.map((op): Row => ({ name: op, set: 'large, replica', url: routedService.url + op, key: keys.large, samples: [], serverPid: routedService.child.pid!, postmaster: replicaPostmaster }))
+  : [];
+const rows = [koaRow, frameworkRow, ...large, ...small, ...revalidated, ...compressed, ...fixedRows, ...onReplica];
 for (let round = 1; round <= ROUNDS; round++) {
   process.stderr.write(`round ${round} of ${ROUNDS}...\n`);
   for (const row of rows) await measure(row);
 }
-for (const s of [koa, framework, service, fixed]) {
+for (const s of [koa, framework, service, fixed, ...(routedService ? [routedService] : [])]) {
   s.child.kill('SIGTERM');
   await once(s.child, 'exit');
 }
@@ -260,6 +300,20 @@ table('Workspace "small" (1%)', small);
 table('Workspace "large", revalidated: If-None-Match with the current tag (304, no body)', revalidated);
 table(`Lists on "large", compressed (${Object.entries(COMPRESSED).map(([k, v]) => `${k}: ${v}`).join('')})`, compressed);
 table('Plain Koa sending each list\'s answer on "large" as a fixed body (no database)', fixedRows);
+
+if (routingCost) {
+  console.log(`Reads on the replica (${routingCost.replicas.join(', ')}) beside the same rows on the primary alone ("large"; db µs: the cluster that answered)`);
+  console.log(`  ${'operation'.padEnd(60)}${'req/s P'.padStart(9)}${'req/s R'.padStart(9)}${'R ÷ P'.padStart(7)}${'p99 P'.padStart(8)}${'p99 R'.padStart(8)}${'srv µs P'.padStart(10)}${'srv µs R'.padStart(10)}${'db µs P'.padStart(9)}${'db µs R'.padStart(9)}`);
+  const cpu = (us: number) => (Number.isFinite(us) ? fmt(us) : 'n/a');
+  for (const [i, op] of OPERATIONS.entries()) {
+    const [p, r] = [summary(large[i]), summary(onReplica[i])];
+    console.log(
+      `  ${op.padEnd(60)}${fmt(p.reqPerSec).padStart(9)}${fmt(r.reqPerSec).padStart(9)}${(r.reqPerSec / p.reqPerSec).toFixed(2).padStart(7)}${fmt(p.p99, 2).padStart(8)}${fmt(r.p99, 2).padStart(8)}` +
+        `${cpu(p.serverCpu).padStart(10)}${cpu(r.serverCpu).padStart(10)}${cpu(p.dbCpu).padStart(9)}${cpu(r.dbCpu).padStart(9)}`,
+    );
+  }
+  console.log(`Routing cost per request, in-process: choosing the pool ${routingCost.chooseMicros.toFixed(3)} µs; the whole wrapper (choice, count, a promise) ${routingCost.readMicros.toFixed(3)} µs against ${routingCost.directMicros.toFixed(3)} µs calling the same work directly (+${(routingCost.readMicros - routingCost.directMicros).toFixed(3)} µs)\n`);
+}
 
 const failures: string[] = [];
 const check = (label: string, ok: boolean) => {

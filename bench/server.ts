@@ -4,8 +4,8 @@
 // handler) answering GET /v1/me with a fixed body (how much of /v1/me is the framework and how much is ours);
 // `fixed <file>`, plain Koa answering GET /<i> with the i-th of the JSON strings in the file, as they are (the ceiling
 // for an answer of that size and character mix).
-// `service` runs with the rate limits off, `service-limited` with them as configured. Prints "listening <port>" when
-// ready.
+// `service` runs with the rate limits off, `service-limited` with them as configured; a third argument, read replicas'
+// URLs (as DATABASE_READ_URL takes them), routes the reads as src/main.ts does. Prints "listening <port>" when ready.
 import fs from 'node:fs';
 import Koa from 'koa';
 import pino from 'pino';
@@ -13,9 +13,10 @@ import { contractBackend, createApp, memoiseOperations } from '../src/api/app.js
 import { KeyCache } from '../src/api/key-cache.js';
 import { shedLagFromEnv } from '../src/api/load-shedding.js';
 import { openDatabase } from '../src/db/database.js';
+import { ReadRouting, readUrlsFromEnv } from '../src/db/read-routing.js';
 
 // The second argument: the database URL (service modes) or the file of bodies (fixed).
-const [mode, argument] = process.argv.slice(2);
+const [mode, argument, readUrls] = process.argv.slice(2);
 let app: Koa;
 if (mode === 'baseline') {
   app = new Koa();
@@ -66,7 +67,8 @@ if (mode === 'baseline') {
   const shedEventLoopLagMs = mode === 'service-limited' ? shedLagFromEnv() : 0;
   // `service` keeps no answers (a bench repeats one request, and is to measure building it); service-limited as configured.
   const answerCacheBytes = mode === 'service-limited' ? undefined : 0;
-  app = await createApp({ db: apiDb, logger, keyCache, limits, shedEventLoopLagMs, answerCacheBytes });
+  const reads = await ReadRouting.start({ database, primary: apiDb, urls: readUrlsFromEnv({ DATABASE_READ_URL: readUrls }), logger });
+  app = await createApp({ db: apiDb, logger, keyCache, limits, shedEventLoopLagMs, answerCacheBytes, reads });
 }
 const server = app.listen(0, '127.0.0.1', () => {
   const address = server.address();

@@ -25,16 +25,20 @@ export class ConfigError extends Error {}
 export function databaseUrlFromEnv(env: NodeJS.ProcessEnv = process.env): string | undefined {
   const value = env.DATABASE_URL;
   if (!value) return undefined;
-  let url: URL | undefined;
-  try {
-    url = new URL(value);
-  } catch {
-    url = undefined;
-  }
-  if (!url || !['postgres:', 'postgresql:'].includes(url.protocol) || !url.hostname) {
+  if (!isPostgresUrl(value)) {
     throw new ConfigError('DATABASE_URL is not a PostgreSQL URL: expected postgres://USER:PASSWORD@HOST:PORT/DATABASE (unset it to use the embedded database)');
   }
   return value;
+}
+
+/** Whether `value` is a postgres:// (or postgresql://) URL naming a host. */
+export function isPostgresUrl(value: string): boolean {
+  try {
+    const url = new URL(value);
+    return ['postgres:', 'postgresql:'].includes(url.protocol) && url.hostname !== '';
+  } catch {
+    return false;
+  }
 }
 
 /**

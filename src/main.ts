@@ -22,6 +22,7 @@ import { startWorker, workerSettingsFromEnv, type Worker } from './webhooks/work
 import { checkMasterKey } from './webhooks/signing-secrets.js';
 import { portalSettingsFromEnv } from './portal/settings.js';
 import { createPortal } from './portal/app.js';
+import { ReadRouting, readMaxLagMsFromEnv, readUrlsFromEnv } from './db/read-routing.js';
 
 const DEMO_SLUG = 'demo';
 
@@ -56,6 +57,8 @@ async function main(): Promise<void> {
   const shedEventLoopLagMs = shedLagFromEnv();
   apiStatementTimeoutMs();
   const portalSettings = portalSettingsFromEnv();
+  const readUrls = config.role === 'worker' ? [] : readUrlsFromEnv();
+  const readMaxLagMs = readMaxLagMsFromEnv();
   const logger = createLogger(config.logLevel);
 
   let worker: Worker | undefined;
@@ -63,6 +66,7 @@ async function main(): Promise<void> {
   let adminServer: Server | undefined;
   let metricsServer: Server | undefined;
   let keyCache: KeyCache | undefined;
+  let reads: ReadRouting | undefined;
   const stop = async (signal: string) => {
     if (stopping) return; // Ctrl-C reaches both npm and us, and npm passes it on: one shutdown is enough
     stopping = true;
@@ -77,6 +81,7 @@ async function main(): Promise<void> {
     metricsServer?.close();
     await worker?.stop();
     await keyCache?.close();
+    await reads?.close();
     await database?.close();
     logger.info('stopped');
     process.exit(0);
@@ -122,7 +127,14 @@ async function main(): Promise<void> {
     // Key lookups are kept in memory and dropped on every key or workspace change, announced through the database;
     // heartbeats through the API's pool prove that announcements still arrive.
     keyCache = await KeyCache.start(() => database!.connectAs('api'), apiDb, logger);
-    const app = await step('loading the API (document and validators)', () => createApp({ db: apiDb, logger, metrics, keyCache, shedEventLoopLagMs, portal: (edge) => createPortal({ ...edge, db: database!.forRole('admin'), settings: portalSettings }) }));
+    // Reads of the API on replicas within the lag bound, when DATABASE_READ_URL names them (src/db/read-routing.ts).
+    if (readUrls.length > 0) {
+      reads = await step(`probing ${readUrls.length} read replica(s)`, () => ReadRouting.start({ database: database!, primary: apiDb, urls: readUrls, maxLagMs: readMaxLagMs, logger, metrics }));
+    }
+    const app = await step('loading the API (document and validators)', () => createApp({
+      db: apiDb, logger, metrics, keyCache, shedEventLoopLagMs, reads,
+      portal: (edge) => createPortal({ ...edge, db: database!.forRole('admin'), settings: portalSettings }),
+    }));
     server = await step(`starting the API on ${config.host}:${config.port}`, () =>
       listen(app, config.port, config.host, httpLimits).catch(inUse('PORT (and HOST)', config.port, config.host)));
     logDroppedConnections(server, logger, httpLimits.maxConnections, httpLimits.maxConnectionsPerAddress);
@@ -153,7 +165,8 @@ async function main(): Promise<void> {
   lines.push(
     `Metrics: ${metricsServer ? `http://${config.metricsHost}:${config.metricsPort}/metrics` : 'off (FRS_METRICS_PORT=0)'}`,
     `Webhook worker: ${worker ? 'running (deliveries continuously, calendar every minute)' : 'off (FRS_ROLE=api)'}`,
-    `Database: ${config.databaseUrl ? 'DATABASE_URL' : `embedded PostgreSQL under ${path.join(DATA_DIR, 'postgres')}`}`,
+    `Database: ${config.databaseUrl ? 'DATABASE_URL' : `embedded PostgreSQL under ${path.join(DATA_DIR, 'postgres')}`}` +
+      (reads ? `; reads on ${reads.replicaNames.join(', ')} within ${readMaxLagMs} ms, else the primary` : ''),
     `Ready ${process.uptime().toFixed(1)} s after launch. Stop with Ctrl-C (or SIGTERM to this process or to npm).`,
   );
   if (demoKey) {

@@ -18,12 +18,13 @@ import { authenticate, type AuthGuard, type Caller } from './auth.js';
 import { AuthFailureLimits, authFailureSettingsFromEnv, type AuthFailureSettings } from './auth-failures.js';
 import { rateLimitHeaders, WorkspaceLimits, workspaceLimitsFromEnv, type Admission, type WorkspaceLimitSettings } from './rate-limits.js';
 import type { KeyCache } from './key-cache.js';
-import { operationHandlers, type OperationContext } from './operations.js';
+import { operationHandlers, type OperationContext, type OperationResult } from './operations.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
 import { registerDocs } from './docs.js';
 import { loadShedding } from './load-shedding.js';
 import { applyHttpLimits, DEFAULT_HTTP_LIMITS, type HttpLimits } from './http-limits.js';
-import { entityTag, noneMatchAny, noneMatchHolds, REVALIDATED_CACHE_CONTROL } from './revalidation.js';
+import { ANSWER_INPUTS, entityTag, noneMatchAny, noneMatchHolds, REVALIDATED_CACHE_CONTROL } from './revalidation.js';
+import type { ReadPool, ReadRouting } from '../db/read-routing.js';
 import { AnswerCache, answerCacheBytesFromEnv } from './answer-cache.js';
 import { Cursors } from './cursors.js';
 import { compression } from './compression.js';
@@ -57,7 +58,18 @@ export interface AppOptions {
    * given what it shares with this listener; without it, /portal is no route.
    */
   portal?: (edge: ListenerEdge) => Promise<Koa.Middleware>;
+  /**
+   * Read replicas (src/db/read-routing.ts): the reads of an operation that only reads go to the pool it chooses, once
+   * per request. None: every query on `db`.
+   */
+  reads?: ReadRouting;
 }
+
+/**
+ * On every answer: at most how many milliseconds old the data of the answer is (the replica's bound when one answered;
+ * 0 when the primary did, or nothing was read).
+ */
+export const DATA_STALENESS_HEADER = 'Data-Max-Staleness-Ms';
 
 /**
  * openapi-backend checks documents against the OpenAPI 3.0 meta-schema and rejects 3.1; the document is guarded
@@ -272,6 +284,9 @@ export function requestGuard(limits: AuthFailureLimits, ctx: Koa.Context): AuthG
   return (ctx.state.guard ??= { limits, address: limits.clientAddress(ctx.req.socket.remoteAddress, ctx.get('x-forwarded-for') || undefined) });
 }
 
+/** Whether a path is the settings screen's (src/portal/app.ts). */
+const underPortal = (path: string) => path === '/portal' || path.startsWith('/portal/');
+
 /** What the public listener lends the settings screen it serves: its clock and cursors, the failure limit, the workspace's share. */
 export interface ListenerEdge {
   clock: () => Date;
@@ -282,7 +297,7 @@ export interface ListenerEdge {
   admit: (ctx: Koa.Context, workspaceId: string) => Promise<void>;
 }
 
-export async function createApp({ db, logger, clock = () => new Date(), metrics, keyCache, shedEventLoopLagMs = 0, limits, cursors = Cursors.fromMasterKey(), answerCacheBytes = answerCacheBytesFromEnv(), portal }: AppOptions): Promise<Koa> {
+export async function createApp({ db, logger, clock = () => new Date(), metrics, keyCache, shedEventLoopLagMs = 0, limits, cursors = Cursors.fromMasterKey(), answerCacheBytes = answerCacheBytesFromEnv(), portal, reads }: AppOptions): Promise<Koa> {
   const answers = answerCacheBytes > 0 ? new AnswerCache(answerCacheBytes) : undefined;
   const workspaceLimits = new WorkspaceLimits(limits?.workspace ?? workspaceLimitsFromEnv());
   const authFailures = new AuthFailureLimits(limits?.authFailures ?? authFailureSettingsFromEnv());
@@ -336,12 +351,12 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
     },
   });
   for (const [operationId, handler] of Object.entries(operationHandlers)) {
-    backend.register(operationId, async (c: BackendContext, ctx: Koa.Context) => {
+    const respond = async (c: BackendContext, ctx: Koa.Context, readDb: Knex): Promise<OperationResult> => {
       ctx.state.operationId = operationId;
       const unknown = unknownQueryParameter((c.operation.parameters ?? []) as Parameter[], c.request.query as Record<string, unknown>);
       if (unknown !== undefined) throw unknownQuery(unknown);
       const context: OperationContext = {
-        db,
+        db: readDb,
         caller: ctx.state.caller as Caller,
         now: clock(),
         query: c.request.query as Record<string, unknown>,
@@ -373,6 +388,17 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
       answered();
       // `*` holds for any answer there is: known once it is made (an unknown id is a 404, a bad cursor a 400), and counted.
       return noneMatchAny(ifNoneMatch) ? { status: 304, body: undefined } : { status: 200, body };
+    };
+    // An operation whose answer is built from a data version only reads (the GETs of the workspace's data): with
+    // replicas, the pool for its reads is chosen once, so that its version and its answer come from one server. The
+    // rest (the test operation, readiness), and authentication before any of them, run on the primary.
+    const routed = reads !== undefined && ANSWER_INPUTS[operationId]?.inputs !== undefined;
+    backend.register(operationId, (c: BackendContext, ctx: Koa.Context) => {
+      if (!routed) return respond(c, ctx, db);
+      return reads.read((pool) => {
+        ctx.state.readPool = pool;
+        return respond(c, ctx, pool.db);
+      });
     });
   }
   await backend.init();
@@ -406,6 +432,8 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
     finish: async (ctx) => {
       const admission = ctx.state.admission as Admission | undefined;
       admission?.release();
+      // (the settings screen's answers are the admin document's, which reads no replica)
+      if (!underPortal(ctx.path)) ctx.set(DATA_STALENESS_HEADER, String((ctx.state.readPool as ReadPool | undefined)?.maxStalenessMs ?? 0));
       // Every answer says where the caller stands (a 429 already carries the standing that refused it).
       if (!ctx.response.get('RateLimit')) {
         // (admitted: its standing is at hand, with no await on the way out of every answered request)
@@ -423,7 +451,7 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
         ctx.state.admission = await workspaceLimits.admit(workspaceId);
       },
     });
-    app.use((ctx, next) => (ctx.path === '/portal' || ctx.path.startsWith('/portal/') ? screen(ctx, next) : next()));
+    app.use((ctx, next) => (underPortal(ctx.path) ? screen(ctx, next) : next()));
   }
   // Compression wraps the routes and the operation (authentication and the rate limiter run inside openapi-backend's
   // handling): it acts on the answer only, so a refusal by any step before the operation costs it nothing.
@@ -520,7 +548,7 @@ export function answerClientErrors(server: Server): void {
     const requestId = newRequestId();
     if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
       // Nothing says which method the request had (it never arrived whole), so, as for HEAD below, no body.
-      socket.end(`HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nx-request-id: ${requestId}\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n`);
+      socket.end(`HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nx-request-id: ${requestId}\r\n${DATA_STALENESS_HEADER}: 0\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n`);
       return;
     }
     const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
@@ -535,7 +563,7 @@ export function answerClientErrors(server: Server): void {
     socket.end(
       `HTTP/1.1 ${error.status} ${tooLarge ? 'Request Header Fields Too Large' : 'Bad Request'}\r\n` +
         `${body ? 'Content-Type: application/json; charset=utf-8\r\n' : ''}Content-Length: ${Buffer.byteLength(body)}\r\n` +
-        `x-request-id: ${requestId}\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n${body}`,
+        `x-request-id: ${requestId}\r\n${DATA_STALENESS_HEADER}: 0\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n${body}`,
     );
   });
 }

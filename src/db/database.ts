@@ -23,6 +23,12 @@ export interface Database {
   forRole(role: ServiceRole): Knex;
   /** A connection of its own, outside the pools, as `role` and set up as its pool's are (for LISTEN); the caller ends it. */
   connectAs(role: ServiceRole): Promise<pg.Client>;
+  /**
+   * A pool on a read replica of this database (its URL), as `role`, set up as the primary's pools of that role are: the
+   * roles came over with replication, so the same SET ROLE works there. Other timeouts (a lag probe's) when given.
+   * Closed with the database.
+   */
+  forReplica(url: string, role: ServiceRole, options?: { timeouts?: PoolTimeouts; poolMax?: number }): Knex;
   /** This open migrated an empty database: every migration was applied now (a first start). */
   createdSchema: boolean;
   close(): Promise<void>;
@@ -67,6 +73,8 @@ export function connectionSetup(database: string, role: ServiceRole, env: NodeJS
 export interface PoolTimeouts {
   acquireMs: number;
   queryMs?: number;
+  /** How long a new connection may take to open; CONNECT_TIMEOUT_MS unless given. */
+  connectMs?: number;
 }
 
 /** Operator commands (migrations, seeds, imports): patient, and a bulk statement may take minutes. */
@@ -126,7 +134,7 @@ export function createKnex(url: string, poolMax = 10, onConnect?: string, timeou
     client: 'pg',
     connection: {
       connectionString: url,
-      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      connectionTimeoutMillis: timeouts.connectMs ?? CONNECT_TIMEOUT_MS,
       // (pg's query_timeout also bounds an answer that never comes; keepalive finds a vanished peer of an idle one)
       ...(timeouts.queryMs !== undefined && { query_timeout: timeouts.queryMs }),
       keepAlive: true,
@@ -210,6 +218,7 @@ export async function openDatabase(options: OpenOptions = {}): Promise<Database>
     throw unreachable(url, err as { code?: string; message?: string });
   }
   const roles = new Map<ServiceRole, Knex>();
+  const replicas: Knex[] = [];
   try {
     const schema = options.schema ?? 'check';
     let createdSchema = false;
@@ -233,6 +242,11 @@ export async function openDatabase(options: OpenOptions = {}): Promise<Database>
         if (!knex) roles.set(role, (knex = createKnex(url, options.poolMax, connectionSetup(database, role), serviceTimeouts(role))));
         return knex;
       },
+      forReplica(replicaUrl, role, { timeouts = serviceTimeouts(role), poolMax = options.poolMax } = {}) {
+        const knex = createKnex(replicaUrl, poolMax, connectionSetup(database, role), timeouts);
+        replicas.push(knex);
+        return knex;
+      },
       async connectAs(role) {
         const client = new pg.Client({ connectionString: url, keepAlive: true, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
         await client.connect();
@@ -246,7 +260,7 @@ export async function openDatabase(options: OpenOptions = {}): Promise<Database>
         return client;
       },
       close: async () => {
-        await Promise.all([db, ...roles.values()].map((k) => k.destroy()));
+        await Promise.all([db, ...roles.values(), ...replicas].map((k) => k.destroy()));
         await stopEmbedded();
       },
     };

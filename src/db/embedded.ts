@@ -91,7 +91,8 @@ async function pgCtl(args: string[], asPostgresUser: boolean): Promise<void> {
   });
 }
 
-function postgresUserIds(): { uid: number; gid: number } {
+/** The ids of the `postgres` user, who runs the clusters when we are root. */
+export function postgresUserIds(): { uid: number; gid: number } {
   const id = (flag: string) => Number(execFileSync('id', [flag, USER], { encoding: 'utf8' }).trim());
   return { uid: id('-u'), gid: id('-g') };
 }

@@ -50,6 +50,26 @@ export class ServiceMetrics {
     registers: [this.registry],
   });
 
+  // Read replicas (src/db/read-routing.ts): a replica is named by host:port, never with its user or password.
+  readonly reads = new Counter({
+    name: 'frs_db_reads_total',
+    help: 'API requests whose reads a pool answered, by pool ("primary", or a read replica\'s host:port)',
+    labelNames: ['pool'],
+    registers: [this.registry],
+  });
+  readonly replicaLag = new Gauge({
+    name: 'frs_db_replica_lag_seconds',
+    help: 'Replay lag of each read replica behind the primary, as this process last measured it (0: caught up)',
+    labelNames: ['replica'],
+    registers: [this.registry],
+  });
+  readonly replicaUp = new Gauge({
+    name: 'frs_db_replica_up',
+    help: 'Whether each read replica answers reads now: 1 reachable and within FRS_READ_MAX_LAG_MS, 0 skipped',
+    labelNames: ['replica'],
+    registers: [this.registry],
+  });
+
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
   }

@@ -8,6 +8,7 @@ import { createApp, listen, pathPattern, type AppOptions } from '../../src/api/a
 import { KeyCache, type HeartbeatTimings } from '../../src/api/key-cache.js';
 import { loadOpenApiDocument, type OpenApiOperation } from '../../src/contract/document.js';
 import { testDatabase } from './database.js';
+import type { Database } from '../../src/db/database.js';
 import { validators } from '../../src/contract/validators.js';
 import { expectValidPayload } from './calendar-fixtures.js';
 
@@ -38,7 +39,12 @@ export interface ApiResponse<T = any> {
   text: string;
 }
 
-/** Checks a response against the document: declared status, schema, content type, x-request-id. */
+/** Every answer says at most how old its data is (components/headers/DataMaxStaleness): whole milliseconds. */
+function expectStalenessBound(response: ApiResponse): void {
+  expect(response.headers.get('data-max-staleness-ms'), 'Data-Max-Staleness-Ms').to.match(/^(0|[1-9]\d{0,6})$/);
+}
+
+/** Checks a response against the document: declared status, schema, content type, x-request-id, Data-Max-Staleness-Ms. */
 export function expectDocumented(method: string, path: string, response: ApiResponse): void {
   const pathname = new URL(path, 'http://x').pathname;
   const match = operations.find((o) => o.method === method && o.regex.test(pathname));
@@ -51,6 +57,7 @@ export function expectDocumented(method: string, path: string, response: ApiResp
     expect(response.headers.get('etag')).to.match(/^W\/"[A-Za-z0-9_-]+"$/);
     expect(response.headers.get('cache-control')).to.equal('private, no-cache');
     expect(response.headers.get('x-request-id'), 'x-request-id').to.be.a('string').and.not.empty;
+    expectStalenessBound(response);
     return;
   }
   const schema = match ? declaredSchema(match.operation, response.status) : 'ErrorResponse';
@@ -65,6 +72,7 @@ export function expectDocumented(method: string, path: string, response: ApiResp
   } else {
     expect(response.headers.get('etag'), `${method} ${path} ${response.status}: no ETag`).to.equal(null);
   }
+  expectStalenessBound(response);
   const validate = validators[schema];
   expect(validate, `no generated validator for ${schema}`).to.be.a('function');
   const valid = validate(response.body);
@@ -95,10 +103,13 @@ export async function startApi(
     keyCache?: boolean | ({ connect?: () => Promise<pg.Client> } & HeartbeatTimings);
     limits?: AppOptions['limits'];
     cursors?: AppOptions['cursors'];
+    /** Another database than the tests' (a primary with a replica), and its read routing. */
+    database?: Database;
+    reads?: AppOptions['reads'];
   } = {},
 ): Promise<TestApi> {
   // The API's own connections: its database role (src/db/roles.ts), as in production.
-  const database = await testDatabase();
+  const database = options.database ?? (await testDatabase());
   const db = database.forRole('api');
   const logs: Array<Record<string, unknown>> = [];
   const sink = new Writable({
@@ -112,7 +123,7 @@ export async function startApi(
   const logger = pino({ level: 'debug' }, sink);
   const { connect = () => database.connectAs('api'), ...timings } = typeof options.keyCache === 'object' ? options.keyCache : {};
   const keyCache = options.keyCache ? await KeyCache.start(connect, db, logger, timings) : undefined;
-  const app = await createApp({ db, logger, clock, keyCache, limits: options.limits, cursors: options.cursors });
+  const app = await createApp({ db, logger, clock, keyCache, limits: options.limits, cursors: options.cursors, reads: options.reads });
   const server: Server = await listen(app, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const request: TestApi['request'] = async (method, path, { key, headers = {}, body } = {}) => {

@@ -32,14 +32,15 @@ export async function dropDatabase(adminUrl: string, name: string): Promise<void
 }
 
 /**
- * .data/test-postgres, unless the tests run as root in a checkout the `postgres` user (who runs the cluster for
- * root) cannot reach, such as one under a private home directory: then a folder under the system's temp dir.
+ * .data/<name> (test-postgres: the test cluster), unless the tests run as root in a checkout the `postgres` user (who
+ * runs the cluster for root) cannot reach, such as one under a private home directory: then a folder under the
+ * system's temp dir.
  */
-function testClusterDir(): string {
-  const dir = path.join(DATA_DIR, 'test-postgres');
+export function testClusterDir(name = 'test-postgres'): string {
+  const dir = path.join(DATA_DIR, name);
   if (os.userInfo().uid !== 0) return dir;
   for (let parent = path.dirname(dir); parent !== path.dirname(parent); parent = path.dirname(parent)) {
-    if (fs.existsSync(parent) && (fs.statSync(parent).mode & 0o001) === 0) return path.join(os.tmpdir(), 'fleet-rental-test-postgres');
+    if (fs.existsSync(parent) && (fs.statSync(parent).mode & 0o001) === 0) return path.join(os.tmpdir(), `fleet-rental-${name}`);
   }
   return dir;
 }
