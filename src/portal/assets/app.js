@@ -108,14 +108,18 @@ function busy() {
   return Boolean(active.closest('form, [data-live]'));
 }
 
-async function tick() {
-  if (refresh && document.visibilityState === 'visible' && !busy()) {
-    try {
-      await refresh();
-    } catch {
-      // the next tick tries again; a 401 has ended the session already
-    }
+async function refreshNow() {
+  if (!refresh || document.visibilityState !== 'visible' || busy()) return;
+  try {
+    await refresh();
+  } catch {
+    // the next tick tries again; a 401 has ended the session already
   }
+}
+
+/** Every 5 s while the page is visible (a hidden page asks nothing), and at once when it is shown again. */
+async function tick() {
+  await refreshNow();
   setTimeout(tick, REFRESH_MS);
 }
 
@@ -174,6 +178,7 @@ async function boot() {
   showSession(result.session);
   interceptLinks();
   await render(false);
+  document.addEventListener('visibilitychange', refreshNow);
   setTimeout(tick, REFRESH_MS);
 }
 

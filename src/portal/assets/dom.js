@@ -213,7 +213,7 @@ export function shownOnce(label, value, extra) {
       }
     },
   }, 'Copy');
-  return h('section', { class: 'once', 'aria-label': label },
+  return h('div', { class: 'once' },
     field(label, input),
     h('div', { class: 'actions' }, copy),
     done,
