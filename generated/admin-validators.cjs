@@ -2840,14 +2840,328 @@ return errors === 0;
 }
 validate29.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.AuditEntryList = validate32;
-const schema68 = {"type":"object","description":"A page of the audit trail, newest first.","required":["rows","nextCursor"],"properties":{"rows":{"type":"array","maxItems":200,"description":"The entries.","items":{"$ref":"#/$defs/AuditEntry"}},"nextCursor":{"description":"The next page's cursor, or null on the last page.","oneOf":[{"type":"string","minLength":1,"maxLength":200,"pattern":"^[A-Za-z0-9_-]+$"},{"type":"null"}]}},"additionalProperties":false};
-const schema69 = {"type":"object","description":"One change, who made it and what it changed.","required":["id","at","actor","action","workspaceId","target","changes","requestId"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"at":{"$ref":"#/$defs/Timestamp"},"actor":{"type":"object","description":"Who made the change.","required":["type","id","name"],"properties":{"type":{"type":"string","maxLength":32,"description":"`admin_token` (this API; `id` and `name` are the token's) or `cli` (`fleet-admin`; `name` is the OS user, `id` null).","enum":["admin_token","cli"]},"id":{"description":"The admin token's id, or null for the CLI.","oneOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"name":{"type":"string","minLength":1,"maxLength":256,"description":"The admin token's name, or the OS user that ran the CLI."}},"additionalProperties":false},"action":{"type":"string","maxLength":64,"description":"What was done, `<concept>.<verb>`.","enum":["workspace.create","workspace.update","api_key.create","api_key.revoke","endpoint.create","endpoint.update","endpoint.delete","endpoint.enable","endpoint.disable","endpoint.rotate_secret","admin_token.create","admin_token.revoke","delivery.retry","endpoint.recover","event.publish","event.send_example","workspace.import","master_key.rotate"]},"workspaceId":{"description":"The workspace it concerns, or null (an admin token for every workspace).","oneOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"target":{"type":"object","description":"The record changed.","required":["type","id"],"properties":{"type":{"type":"string","maxLength":32,"description":"Its kind.","enum":["workspace","api_key","endpoint","admin_token","delivery","event","master_key"]},"id":{"type":"string","minLength":1,"maxLength":64,"description":"Its id."}},"additionalProperties":false},"changes":{"type":"object","description":"The fields set, by their API names (an update's as `{from, to}`); never a key, token or secret.","additionalProperties":true},"requestId":{"type":["string","null"],"maxLength":128,"description":"The admin API request that made it (its `x-request-id`), or null for the CLI."}},"additionalProperties":false};
+exports.AttemptStats = validate32;
+const schema68 = {"type":"object","description":"An endpoint's attempts by outcome, per time bucket.","required":["endpointId","period","bucketSeconds","buckets"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid"},"period":{"type":"string","enum":["24h","7d"],"description":"The span counted."},"bucketSeconds":{"type":"integer","format":"int32","minimum":1,"maximum":86400,"description":"Each bucket's length (3600 for 24h, 21600 for 7d)."},"buckets":{"type":"array","maxItems":28,"description":"Oldest first; the last holds the current time.","items":{"type":"object","required":["start","succeeded","failedStatus","failedNoAnswer"],"properties":{"start":{"$ref":"#/$defs/Timestamp"},"succeeded":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Attempts answered 2xx."},"failedStatus":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Attempts the receiver answered with another status."},"failedNoAnswer":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Attempts with no answer (time-out, connection, name resolution, refused destination)."}},"additionalProperties":false}}},"additionalProperties":false};
 
-function validate33(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate32(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate33.evaluated;
+const evaluated0 = validate32.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((((data.endpointId === undefined) && (missing0 = "endpointId")) || ((data.period === undefined) && (missing0 = "period"))) || ((data.bucketSeconds === undefined) && (missing0 = "bucketSeconds"))) || ((data.buckets === undefined) && (missing0 = "buckets"))){
+validate32.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((((key0 === "endpointId") || (key0 === "period")) || (key0 === "bucketSeconds")) || (key0 === "buckets"))){
+validate32.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.endpointId !== undefined){
+let data0 = data.endpointId;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate32.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
+if(!(formats0.test(data0))){
+validate32.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+return false;
+}
+}
+}
+else {
+validate32.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.period !== undefined){
+let data1 = data.period;
+const _errs5 = errors;
+if(typeof data1 !== "string"){
+validate32.errors = [{instancePath:instancePath+"/period",schemaPath:"#/properties/period/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+if(!((data1 === "24h") || (data1 === "7d"))){
+validate32.errors = [{instancePath:instancePath+"/period",schemaPath:"#/properties/period/enum",keyword:"enum",params:{allowedValues: schema68.properties.period.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.bucketSeconds !== undefined){
+let data2 = data.bucketSeconds;
+const _errs7 = errors;
+if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
+validate32.errors = [{instancePath:instancePath+"/bucketSeconds",schemaPath:"#/properties/bucketSeconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+return false;
+}
+if(errors === _errs7){
+if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 > 86400 || isNaN(data2)){
+validate32.errors = [{instancePath:instancePath+"/bucketSeconds",schemaPath:"#/properties/bucketSeconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"}];
+return false;
+}
+else {
+if(data2 < 1 || isNaN(data2)){
+validate32.errors = [{instancePath:instancePath+"/bucketSeconds",schemaPath:"#/properties/bucketSeconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
+return false;
+}
+else {
+if(!(formats4.validate(data2))){
+validate32.errors = [{instancePath:instancePath+"/bucketSeconds",schemaPath:"#/properties/bucketSeconds/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
+}
+}
+}
+var valid0 = _errs7 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.buckets !== undefined){
+let data3 = data.buckets;
+const _errs9 = errors;
+if(errors === _errs9){
+if(Array.isArray(data3)){
+if(data3.length > 28){
+validate32.errors = [{instancePath:instancePath+"/buckets",schemaPath:"#/properties/buckets/maxItems",keyword:"maxItems",params:{limit: 28},message:"must NOT have more than 28 items"}];
+return false;
+}
+else {
+var valid2 = true;
+const len0 = data3.length;
+for(let i0=0; i0<len0; i0++){
+let data4 = data3[i0];
+const _errs11 = errors;
+if(errors === _errs11){
+if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
+let missing1;
+if(((((data4.start === undefined) && (missing1 = "start")) || ((data4.succeeded === undefined) && (missing1 = "succeeded"))) || ((data4.failedStatus === undefined) && (missing1 = "failedStatus"))) || ((data4.failedNoAnswer === undefined) && (missing1 = "failedNoAnswer"))){
+validate32.errors = [{instancePath:instancePath+"/buckets/" + i0,schemaPath:"#/properties/buckets/items/required",keyword:"required",params:{missingProperty: missing1},message:"must have required property '"+missing1+"'"}];
+return false;
+}
+else {
+const _errs13 = errors;
+for(const key1 in data4){
+if(!((((key1 === "start") || (key1 === "succeeded")) || (key1 === "failedStatus")) || (key1 === "failedNoAnswer"))){
+validate32.errors = [{instancePath:instancePath+"/buckets/" + i0,schemaPath:"#/properties/buckets/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs13 === errors){
+if(data4.start !== undefined){
+let data5 = data4.start;
+const _errs14 = errors;
+const _errs15 = errors;
+if(errors === _errs15){
+if(errors === _errs15){
+if(typeof data5 === "string"){
+if(func2(data5) > 30){
+validate32.errors = [{instancePath:instancePath+"/buckets/" + i0+"/start",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+return false;
+}
+else {
+if(!(formats6.validate(data5))){
+validate32.errors = [{instancePath:instancePath+"/buckets/" + i0+"/start",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+return false;
+}
+}
+}
+else {
+validate32.errors = [{instancePath:instancePath+"/buckets/" + i0+"/start",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid3 = _errs14 === errors;
+}
+else {
+var valid3 = true;
+}
+if(valid3){
+if(data4.succeeded !== undefined){
+let data6 = data4.succeeded;
+const _errs17 = errors;
+if(!(((typeof data6 == "number") && (!(data6 % 1) && !isNaN(data6))) && (isFinite(data6)))){
+validate32.errors = [{instancePath:instancePath+"/buckets/" + i0+"/succeeded",schemaPath:"#/properties/buckets/items/properties/succeeded/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+return false;
+}
+if(errors === _errs17){
+if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 > 2147483647 || isNaN(data6)){
+validate32.errors = [{instancePath:instancePath+"/buckets/" + i0+"/succeeded",schemaPath:"#/properties/buckets/items/properties/succeeded/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+return false;
+}
+else {
+if(data6 < 0 || isNaN(data6)){
+validate32.errors = [{instancePath:instancePath+"/buckets/" + i0+"/succeeded",schemaPath:"#/properties/buckets/items/properties/succeeded/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
+return false;
+}
+else {
+if(!(formats4.validate(data6))){
+validate32.errors = [{instancePath:instancePath+"/buckets/" + i0+"/succeeded",schemaPath:"#/properties/buckets/items/properties/succeeded/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
+}
+}
+}
+var valid3 = _errs17 === errors;
+}
+else {
+var valid3 = true;
+}
+if(valid3){
+if(data4.failedStatus !== undefined){
+let data7 = data4.failedStatus;
+const _errs19 = errors;
+if(!(((typeof data7 == "number") && (!(data7 % 1) && !isNaN(data7))) && (isFinite(data7)))){
+validate32.errors = [{instancePath:instancePath+"/buckets/" + i0+"/failedStatus",schemaPath:"#/properties/buckets/items/properties/failedStatus/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+return false;
+}
+if(errors === _errs19){
+if((typeof data7 == "number") && (isFinite(data7))){
+if(data7 > 2147483647 || isNaN(data7)){
+validate32.errors = [{instancePath:instancePath+"/buckets/" + i0+"/failedStatus",schemaPath:"#/properties/buckets/items/properties/failedStatus/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+return false;
+}
+else {
+if(data7 < 0 || isNaN(data7)){
+validate32.errors = [{instancePath:instancePath+"/buckets/" + i0+"/failedStatus",schemaPath:"#/properties/buckets/items/properties/failedStatus/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
+return false;
+}
+else {
+if(!(formats4.validate(data7))){
+validate32.errors = [{instancePath:instancePath+"/buckets/" + i0+"/failedStatus",schemaPath:"#/properties/buckets/items/properties/failedStatus/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
+}
+}
+}
+var valid3 = _errs19 === errors;
+}
+else {
+var valid3 = true;
+}
+if(valid3){
+if(data4.failedNoAnswer !== undefined){
+let data8 = data4.failedNoAnswer;
+const _errs21 = errors;
+if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
+validate32.errors = [{instancePath:instancePath+"/buckets/" + i0+"/failedNoAnswer",schemaPath:"#/properties/buckets/items/properties/failedNoAnswer/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+return false;
+}
+if(errors === _errs21){
+if((typeof data8 == "number") && (isFinite(data8))){
+if(data8 > 2147483647 || isNaN(data8)){
+validate32.errors = [{instancePath:instancePath+"/buckets/" + i0+"/failedNoAnswer",schemaPath:"#/properties/buckets/items/properties/failedNoAnswer/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+return false;
+}
+else {
+if(data8 < 0 || isNaN(data8)){
+validate32.errors = [{instancePath:instancePath+"/buckets/" + i0+"/failedNoAnswer",schemaPath:"#/properties/buckets/items/properties/failedNoAnswer/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
+return false;
+}
+else {
+if(!(formats4.validate(data8))){
+validate32.errors = [{instancePath:instancePath+"/buckets/" + i0+"/failedNoAnswer",schemaPath:"#/properties/buckets/items/properties/failedNoAnswer/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
+}
+}
+}
+var valid3 = _errs21 === errors;
+}
+else {
+var valid3 = true;
+}
+}
+}
+}
+}
+}
+}
+else {
+validate32.errors = [{instancePath:instancePath+"/buckets/" + i0,schemaPath:"#/properties/buckets/items/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+var valid2 = _errs11 === errors;
+if(!valid2){
+break;
+}
+}
+}
+}
+else {
+validate32.errors = [{instancePath:instancePath+"/buckets",schemaPath:"#/properties/buckets/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+}
+var valid0 = _errs9 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+else {
+validate32.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate32.errors = vErrors;
+return errors === 0;
+}
+validate32.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.AuditEntryList = validate33;
+const schema71 = {"type":"object","description":"A page of the audit trail, newest first.","required":["rows","nextCursor"],"properties":{"rows":{"type":"array","maxItems":200,"description":"The entries.","items":{"$ref":"#/$defs/AuditEntry"}},"nextCursor":{"description":"The next page's cursor, or null on the last page.","oneOf":[{"type":"string","minLength":1,"maxLength":200,"pattern":"^[A-Za-z0-9_-]+$"},{"type":"null"}]}},"additionalProperties":false};
+const schema72 = {"type":"object","description":"One change, who made it and what it changed.","required":["id","at","actor","action","workspaceId","target","changes","requestId"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"at":{"$ref":"#/$defs/Timestamp"},"actor":{"type":"object","description":"Who made the change.","required":["type","id","name"],"properties":{"type":{"type":"string","maxLength":32,"description":"`admin_token` (this API; `id` and `name` are the token's), `portal_session` (the settings screen; `id` is the session's, `name` says whose link it was) or `cli` (`fleet-admin`; `name` is the OS user, `id` null).","enum":["admin_token","portal_session","cli"]},"id":{"description":"The admin token's or session's id, or null for the CLI.","oneOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"name":{"type":"string","minLength":1,"maxLength":256,"description":"The admin token's name, or the OS user that ran the CLI."}},"additionalProperties":false},"action":{"type":"string","maxLength":64,"description":"What was done, `<concept>.<verb>`.","enum":["workspace.create","workspace.update","api_key.create","api_key.revoke","endpoint.create","endpoint.update","endpoint.delete","endpoint.enable","endpoint.disable","endpoint.rotate_secret","admin_token.create","admin_token.revoke","delivery.retry","endpoint.recover","event.publish","event.send_example","workspace.import","master_key.rotate"]},"workspaceId":{"description":"The workspace it concerns, or null (an admin token for every workspace).","oneOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"target":{"type":"object","description":"The record changed.","required":["type","id"],"properties":{"type":{"type":"string","maxLength":32,"description":"Its kind.","enum":["workspace","api_key","endpoint","admin_token","delivery","event","master_key"]},"id":{"type":"string","minLength":1,"maxLength":64,"description":"Its id."}},"additionalProperties":false},"changes":{"type":"object","description":"The fields set, by their API names (an update's as `{from, to}`); never a key, token or secret.","additionalProperties":true},"requestId":{"type":["string","null"],"maxLength":128,"description":"The admin API request that made it (its `x-request-id`), or null for the CLI."}},"additionalProperties":false};
+
+function validate34(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate34.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2858,14 +3172,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if(((((((((data.id === undefined) && (missing0 = "id")) || ((data.at === undefined) && (missing0 = "at"))) || ((data.actor === undefined) && (missing0 = "actor"))) || ((data.action === undefined) && (missing0 = "action"))) || ((data.workspaceId === undefined) && (missing0 = "workspaceId"))) || ((data.target === undefined) && (missing0 = "target"))) || ((data.changes === undefined) && (missing0 = "changes"))) || ((data.requestId === undefined) && (missing0 = "requestId"))){
-validate33.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate34.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!((((((((key0 === "id") || (key0 === "at")) || (key0 === "actor")) || (key0 === "action")) || (key0 === "workspaceId")) || (key0 === "target")) || (key0 === "changes")) || (key0 === "requestId"))){
-validate33.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate34.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -2879,18 +3193,18 @@ if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate33.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate34.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate33.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate34.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate33.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate34.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -2909,18 +3223,18 @@ if(errors === _errs6){
 if(errors === _errs6){
 if(typeof data1 === "string"){
 if(func2(data1) > 30){
-validate33.errors = [{instancePath:instancePath+"/at",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+validate34.errors = [{instancePath:instancePath+"/at",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
 return false;
 }
 else {
 if(!(formats6.validate(data1))){
-validate33.errors = [{instancePath:instancePath+"/at",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+validate34.errors = [{instancePath:instancePath+"/at",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
 }
 }
 }
 else {
-validate33.errors = [{instancePath:instancePath+"/at",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate34.errors = [{instancePath:instancePath+"/at",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -2938,14 +3252,14 @@ if(errors === _errs8){
 if(data2 && typeof data2 == "object" && !Array.isArray(data2)){
 let missing1;
 if((((data2.type === undefined) && (missing1 = "type")) || ((data2.id === undefined) && (missing1 = "id"))) || ((data2.name === undefined) && (missing1 = "name"))){
-validate33.errors = [{instancePath:instancePath+"/actor",schemaPath:"#/properties/actor/required",keyword:"required",params:{missingProperty: missing1},message:"must have required property '"+missing1+"'"}];
+validate34.errors = [{instancePath:instancePath+"/actor",schemaPath:"#/properties/actor/required",keyword:"required",params:{missingProperty: missing1},message:"must have required property '"+missing1+"'"}];
 return false;
 }
 else {
 const _errs10 = errors;
 for(const key1 in data2){
 if(!(((key1 === "type") || (key1 === "id")) || (key1 === "name"))){
-validate33.errors = [{instancePath:instancePath+"/actor",schemaPath:"#/properties/actor/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"}];
+validate34.errors = [{instancePath:instancePath+"/actor",schemaPath:"#/properties/actor/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -2954,19 +3268,19 @@ if(_errs10 === errors){
 if(data2.type !== undefined){
 let data3 = data2.type;
 const _errs11 = errors;
-if(!((data3 === "admin_token") || (data3 === "cli"))){
-validate33.errors = [{instancePath:instancePath+"/actor/type",schemaPath:"#/properties/actor/properties/type/enum",keyword:"enum",params:{allowedValues: schema69.properties.actor.properties.type.enum},message:"must be equal to one of the allowed values"}];
+if(!(((data3 === "admin_token") || (data3 === "portal_session")) || (data3 === "cli"))){
+validate34.errors = [{instancePath:instancePath+"/actor/type",schemaPath:"#/properties/actor/properties/type/enum",keyword:"enum",params:{allowedValues: schema72.properties.actor.properties.type.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs11){
 if(typeof data3 === "string"){
 if(func2(data3) > 32){
-validate33.errors = [{instancePath:instancePath+"/actor/type",schemaPath:"#/properties/actor/properties/type/maxLength",keyword:"maxLength",params:{limit: 32},message:"must NOT have more than 32 characters"}];
+validate34.errors = [{instancePath:instancePath+"/actor/type",schemaPath:"#/properties/actor/properties/type/maxLength",keyword:"maxLength",params:{limit: 32},message:"must NOT have more than 32 characters"}];
 return false;
 }
 }
 else {
-validate33.errors = [{instancePath:instancePath+"/actor/type",schemaPath:"#/properties/actor/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate34.errors = [{instancePath:instancePath+"/actor/type",schemaPath:"#/properties/actor/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -3058,7 +3372,7 @@ else {
 vErrors.push(err4);
 }
 errors++;
-validate33.errors = vErrors;
+validate34.errors = vErrors;
 return false;
 }
 else {
@@ -3084,18 +3398,18 @@ const _errs20 = errors;
 if(errors === _errs20){
 if(typeof data5 === "string"){
 if(func2(data5) > 256){
-validate33.errors = [{instancePath:instancePath+"/actor/name",schemaPath:"#/properties/actor/properties/name/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
+validate34.errors = [{instancePath:instancePath+"/actor/name",schemaPath:"#/properties/actor/properties/name/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"}];
 return false;
 }
 else {
 if(func2(data5) < 1){
-validate33.errors = [{instancePath:instancePath+"/actor/name",schemaPath:"#/properties/actor/properties/name/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate34.errors = [{instancePath:instancePath+"/actor/name",schemaPath:"#/properties/actor/properties/name/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 }
 }
 else {
-validate33.errors = [{instancePath:instancePath+"/actor/name",schemaPath:"#/properties/actor/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate34.errors = [{instancePath:instancePath+"/actor/name",schemaPath:"#/properties/actor/properties/name/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -3110,7 +3424,7 @@ var valid3 = true;
 }
 }
 else {
-validate33.errors = [{instancePath:instancePath+"/actor",schemaPath:"#/properties/actor/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate34.errors = [{instancePath:instancePath+"/actor",schemaPath:"#/properties/actor/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
@@ -3124,18 +3438,18 @@ if(data.action !== undefined){
 let data6 = data.action;
 const _errs22 = errors;
 if(!((((((((((((((((((data6 === "workspace.create") || (data6 === "workspace.update")) || (data6 === "api_key.create")) || (data6 === "api_key.revoke")) || (data6 === "endpoint.create")) || (data6 === "endpoint.update")) || (data6 === "endpoint.delete")) || (data6 === "endpoint.enable")) || (data6 === "endpoint.disable")) || (data6 === "endpoint.rotate_secret")) || (data6 === "admin_token.create")) || (data6 === "admin_token.revoke")) || (data6 === "delivery.retry")) || (data6 === "endpoint.recover")) || (data6 === "event.publish")) || (data6 === "event.send_example")) || (data6 === "workspace.import")) || (data6 === "master_key.rotate"))){
-validate33.errors = [{instancePath:instancePath+"/action",schemaPath:"#/properties/action/enum",keyword:"enum",params:{allowedValues: schema69.properties.action.enum},message:"must be equal to one of the allowed values"}];
+validate34.errors = [{instancePath:instancePath+"/action",schemaPath:"#/properties/action/enum",keyword:"enum",params:{allowedValues: schema72.properties.action.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs22){
 if(typeof data6 === "string"){
 if(func2(data6) > 64){
-validate33.errors = [{instancePath:instancePath+"/action",schemaPath:"#/properties/action/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+validate34.errors = [{instancePath:instancePath+"/action",schemaPath:"#/properties/action/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
 return false;
 }
 }
 else {
-validate33.errors = [{instancePath:instancePath+"/action",schemaPath:"#/properties/action/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate34.errors = [{instancePath:instancePath+"/action",schemaPath:"#/properties/action/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -3227,7 +3541,7 @@ else {
 vErrors.push(err9);
 }
 errors++;
-validate33.errors = vErrors;
+validate34.errors = vErrors;
 return false;
 }
 else {
@@ -3254,14 +3568,14 @@ if(errors === _errs31){
 if(data8 && typeof data8 == "object" && !Array.isArray(data8)){
 let missing2;
 if(((data8.type === undefined) && (missing2 = "type")) || ((data8.id === undefined) && (missing2 = "id"))){
-validate33.errors = [{instancePath:instancePath+"/target",schemaPath:"#/properties/target/required",keyword:"required",params:{missingProperty: missing2},message:"must have required property '"+missing2+"'"}];
+validate34.errors = [{instancePath:instancePath+"/target",schemaPath:"#/properties/target/required",keyword:"required",params:{missingProperty: missing2},message:"must have required property '"+missing2+"'"}];
 return false;
 }
 else {
 const _errs33 = errors;
 for(const key2 in data8){
 if(!((key2 === "type") || (key2 === "id"))){
-validate33.errors = [{instancePath:instancePath+"/target",schemaPath:"#/properties/target/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"}];
+validate34.errors = [{instancePath:instancePath+"/target",schemaPath:"#/properties/target/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key2},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -3271,18 +3585,18 @@ if(data8.type !== undefined){
 let data9 = data8.type;
 const _errs34 = errors;
 if(!(((((((data9 === "workspace") || (data9 === "api_key")) || (data9 === "endpoint")) || (data9 === "admin_token")) || (data9 === "delivery")) || (data9 === "event")) || (data9 === "master_key"))){
-validate33.errors = [{instancePath:instancePath+"/target/type",schemaPath:"#/properties/target/properties/type/enum",keyword:"enum",params:{allowedValues: schema69.properties.target.properties.type.enum},message:"must be equal to one of the allowed values"}];
+validate34.errors = [{instancePath:instancePath+"/target/type",schemaPath:"#/properties/target/properties/type/enum",keyword:"enum",params:{allowedValues: schema72.properties.target.properties.type.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs34){
 if(typeof data9 === "string"){
 if(func2(data9) > 32){
-validate33.errors = [{instancePath:instancePath+"/target/type",schemaPath:"#/properties/target/properties/type/maxLength",keyword:"maxLength",params:{limit: 32},message:"must NOT have more than 32 characters"}];
+validate34.errors = [{instancePath:instancePath+"/target/type",schemaPath:"#/properties/target/properties/type/maxLength",keyword:"maxLength",params:{limit: 32},message:"must NOT have more than 32 characters"}];
 return false;
 }
 }
 else {
-validate33.errors = [{instancePath:instancePath+"/target/type",schemaPath:"#/properties/target/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate34.errors = [{instancePath:instancePath+"/target/type",schemaPath:"#/properties/target/properties/type/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -3298,18 +3612,18 @@ const _errs36 = errors;
 if(errors === _errs36){
 if(typeof data10 === "string"){
 if(func2(data10) > 64){
-validate33.errors = [{instancePath:instancePath+"/target/id",schemaPath:"#/properties/target/properties/id/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+validate34.errors = [{instancePath:instancePath+"/target/id",schemaPath:"#/properties/target/properties/id/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
 return false;
 }
 else {
 if(func2(data10) < 1){
-validate33.errors = [{instancePath:instancePath+"/target/id",schemaPath:"#/properties/target/properties/id/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate34.errors = [{instancePath:instancePath+"/target/id",schemaPath:"#/properties/target/properties/id/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 }
 }
 else {
-validate33.errors = [{instancePath:instancePath+"/target/id",schemaPath:"#/properties/target/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate34.errors = [{instancePath:instancePath+"/target/id",schemaPath:"#/properties/target/properties/id/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -3323,7 +3637,7 @@ var valid8 = true;
 }
 }
 else {
-validate33.errors = [{instancePath:instancePath+"/target",schemaPath:"#/properties/target/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate34.errors = [{instancePath:instancePath+"/target",schemaPath:"#/properties/target/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
@@ -3340,7 +3654,7 @@ if(errors === _errs38){
 if(data11 && typeof data11 == "object" && !Array.isArray(data11)){
 }
 else {
-validate33.errors = [{instancePath:instancePath+"/changes",schemaPath:"#/properties/changes/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate34.errors = [{instancePath:instancePath+"/changes",schemaPath:"#/properties/changes/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
@@ -3354,13 +3668,13 @@ if(data.requestId !== undefined){
 let data12 = data.requestId;
 const _errs41 = errors;
 if((typeof data12 !== "string") && (data12 !== null)){
-validate33.errors = [{instancePath:instancePath+"/requestId",schemaPath:"#/properties/requestId/type",keyword:"type",params:{type: schema69.properties.requestId.type},message:"must be string,null"}];
+validate34.errors = [{instancePath:instancePath+"/requestId",schemaPath:"#/properties/requestId/type",keyword:"type",params:{type: schema72.properties.requestId.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs41){
 if(typeof data12 === "string"){
 if(func2(data12) > 128){
-validate33.errors = [{instancePath:instancePath+"/requestId",schemaPath:"#/properties/requestId/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"}];
+validate34.errors = [{instancePath:instancePath+"/requestId",schemaPath:"#/properties/requestId/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"}];
 return false;
 }
 }
@@ -3381,20 +3695,20 @@ var valid0 = true;
 }
 }
 else {
-validate33.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate34.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate33.errors = vErrors;
+validate34.errors = vErrors;
 return errors === 0;
 }
-validate33.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate34.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 
-function validate32(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate33(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate32.evaluated;
+const evaluated0 = validate33.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3405,14 +3719,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if(((data.rows === undefined) && (missing0 = "rows")) || ((data.nextCursor === undefined) && (missing0 = "nextCursor"))){
-validate32.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate33.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!((key0 === "rows") || (key0 === "nextCursor"))){
-validate32.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate33.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -3424,7 +3738,7 @@ const _errs2 = errors;
 if(errors === _errs2){
 if(Array.isArray(data0)){
 if(data0.length > 200){
-validate32.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxItems",keyword:"maxItems",params:{limit: 200},message:"must NOT have more than 200 items"}];
+validate33.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxItems",keyword:"maxItems",params:{limit: 200},message:"must NOT have more than 200 items"}];
 return false;
 }
 else {
@@ -3432,8 +3746,8 @@ var valid1 = true;
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
 const _errs4 = errors;
-if(!(validate33(data0[i0], {instancePath:instancePath+"/rows/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate33.errors : vErrors.concat(validate33.errors);
+if(!(validate34(data0[i0], {instancePath:instancePath+"/rows/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate34.errors : vErrors.concat(validate34.errors);
 errors = vErrors.length;
 }
 var valid1 = _errs4 === errors;
@@ -3444,7 +3758,7 @@ break;
 }
 }
 else {
-validate32.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+validate33.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/type",keyword:"type",params:{type: "array"},message:"must be array"}];
 return false;
 }
 }
@@ -3545,7 +3859,7 @@ else {
 vErrors.push(err5);
 }
 errors++;
-validate32.errors = vErrors;
+validate33.errors = vErrors;
 return false;
 }
 else {
@@ -3569,23 +3883,23 @@ var valid0 = true;
 }
 }
 else {
-validate32.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate33.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate32.errors = vErrors;
+validate33.errors = vErrors;
 return errors === 0;
 }
-validate32.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate33.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.CreatedApiKey = validate35;
-const schema74 = {"type":"object","description":"A new API key, with the key itself, shown this once.","required":["id","key","role","expiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"key":{"type":"string","minLength":36,"maxLength":100,"pattern":"^frs_[0-9A-Za-z]{32,}$","description":"The key, `frs_` and base62 characters; the service keeps only its hash."},"role":{"type":["string","null"],"maxLength":64,"description":"Its role, or null."},"expiresAt":{"description":"When it stops working, or null for never.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
+exports.CreatedApiKey = validate36;
+const schema77 = {"type":"object","description":"A new API key, with the key itself, shown this once.","required":["id","key","role","expiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"key":{"type":"string","minLength":36,"maxLength":100,"pattern":"^frs_[0-9A-Za-z]{32,}$","description":"The key, `frs_` and base62 characters; the service keeps only its hash."},"role":{"type":["string","null"],"maxLength":64,"description":"Its role, or null."},"expiresAt":{"description":"When it stops working, or null for never.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
 const pattern9 = new RegExp("^frs_[0-9A-Za-z]{32,}$", "u");
 
-function validate35(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate36(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate35.evaluated;
+const evaluated0 = validate36.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3596,14 +3910,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if(((((data.id === undefined) && (missing0 = "id")) || ((data.key === undefined) && (missing0 = "key"))) || ((data.role === undefined) && (missing0 = "role"))) || ((data.expiresAt === undefined) && (missing0 = "expiresAt"))){
-validate35.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate36.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!((((key0 === "id") || (key0 === "key")) || (key0 === "role")) || (key0 === "expiresAt"))){
-validate35.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate36.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -3617,18 +3931,18 @@ if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate35.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate36.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate35.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate36.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate35.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate36.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -3645,24 +3959,24 @@ const _errs5 = errors;
 if(errors === _errs5){
 if(typeof data1 === "string"){
 if(func2(data1) > 100){
-validate35.errors = [{instancePath:instancePath+"/key",schemaPath:"#/properties/key/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
+validate36.errors = [{instancePath:instancePath+"/key",schemaPath:"#/properties/key/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
 return false;
 }
 else {
 if(func2(data1) < 36){
-validate35.errors = [{instancePath:instancePath+"/key",schemaPath:"#/properties/key/minLength",keyword:"minLength",params:{limit: 36},message:"must NOT have fewer than 36 characters"}];
+validate36.errors = [{instancePath:instancePath+"/key",schemaPath:"#/properties/key/minLength",keyword:"minLength",params:{limit: 36},message:"must NOT have fewer than 36 characters"}];
 return false;
 }
 else {
 if(!pattern9.test(data1)){
-validate35.errors = [{instancePath:instancePath+"/key",schemaPath:"#/properties/key/pattern",keyword:"pattern",params:{pattern: "^frs_[0-9A-Za-z]{32,}$"},message:"must match pattern \""+"^frs_[0-9A-Za-z]{32,}$"+"\""}];
+validate36.errors = [{instancePath:instancePath+"/key",schemaPath:"#/properties/key/pattern",keyword:"pattern",params:{pattern: "^frs_[0-9A-Za-z]{32,}$"},message:"must match pattern \""+"^frs_[0-9A-Za-z]{32,}$"+"\""}];
 return false;
 }
 }
 }
 }
 else {
-validate35.errors = [{instancePath:instancePath+"/key",schemaPath:"#/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate36.errors = [{instancePath:instancePath+"/key",schemaPath:"#/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -3676,13 +3990,13 @@ if(data.role !== undefined){
 let data2 = data.role;
 const _errs7 = errors;
 if((typeof data2 !== "string") && (data2 !== null)){
-validate35.errors = [{instancePath:instancePath+"/role",schemaPath:"#/properties/role/type",keyword:"type",params:{type: schema74.properties.role.type},message:"must be string,null"}];
+validate36.errors = [{instancePath:instancePath+"/role",schemaPath:"#/properties/role/type",keyword:"type",params:{type: schema77.properties.role.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs7){
 if(typeof data2 === "string"){
 if(func2(data2) > 64){
-validate35.errors = [{instancePath:instancePath+"/role",schemaPath:"#/properties/role/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+validate36.errors = [{instancePath:instancePath+"/role",schemaPath:"#/properties/role/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
 return false;
 }
 }
@@ -3775,7 +4089,7 @@ else {
 vErrors.push(err4);
 }
 errors++;
-validate35.errors = vErrors;
+validate36.errors = vErrors;
 return false;
 }
 else {
@@ -3801,509 +4115,6 @@ var valid0 = true;
 }
 }
 else {
-validate35.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
-return false;
-}
-}
-validate35.errors = vErrors;
-return errors === 0;
-}
-validate35.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
-
-exports.CreatedEndpoint = validate36;
-const schema77 = {"type":"object","description":"A new webhook endpoint, with its signing secret, shown this once.","required":["id","name","url","events","isActive","disabledAt","lastSuccessAt","consecutiveFailures","secret"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"$ref":"#/$defs/EndpointName"},"url":{"$ref":"#/$defs/EndpointUrl"},"events":{"$ref":"#/$defs/EndpointEvents"},"isActive":{"type":"boolean","description":"Whether the endpoint is on (a new one is)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Failed attempts in a row across the endpoint's deliveries."},"secret":{"$ref":"#/$defs/SigningSecret"}},"additionalProperties":false};
-const schema79 = {"type":"string","minLength":1,"maxLength":200,"description":"The endpoint's display name (default, at creation, the URL's host).","example":"Accounting sync"};
-const schema80 = {"type":"string","minLength":1,"maxLength":2048,"description":"Where deliveries are POSTed: an absolute `http` or `https` URL, without a user name or password, to a destination the policy allows (no private, loopback or reserved address unless the operator allows it).","example":"https://hooks.example.ae/fleet"};
-const schema81 = {"type":"array","maxItems":200,"uniqueItems":true,"description":"Subscribed events (names of the public document's `webhooks`, `webhook.test` excepted); an empty list means every event.","items":{"type":"string","minLength":1,"maxLength":64,"pattern":"^[a-z][a-z0-9_.]*$"},"example":["booking.confirmed","payment.captured"]};
-const schema84 = {"type":"string","minLength":38,"maxLength":100,"pattern":"^whsec_[0-9A-Za-z]{32,}$","description":"A signing secret, `whsec_` and base62 characters, shown this once; the service keeps it sealed."};
-const pattern10 = new RegExp("^[a-z][a-z0-9_.]*$", "u");
-const pattern11 = new RegExp("^whsec_[0-9A-Za-z]{32,}$", "u");
-
-function validate36(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate36.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if((((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))) || ((data.secret === undefined) && (missing0 = "secret"))){
-validate36.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
-return false;
-}
-else {
-const _errs1 = errors;
-for(const key0 in data){
-if(!(func1.call(schema77.properties, key0))){
-validate36.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
-return false;
-break;
-}
-}
-if(_errs1 === errors){
-if(data.id !== undefined){
-let data0 = data.id;
-const _errs2 = errors;
-const _errs3 = errors;
-if(errors === _errs3){
-if(errors === _errs3){
-if(typeof data0 === "string"){
-if(func2(data0) > 36){
-validate36.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
-return false;
-}
-else {
-if(!(formats0.test(data0))){
-validate36.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
-return false;
-}
-}
-}
-else {
-validate36.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-}
-var valid0 = _errs2 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.name !== undefined){
-let data1 = data.name;
-const _errs5 = errors;
-const _errs6 = errors;
-if(errors === _errs6){
-if(typeof data1 === "string"){
-if(func2(data1) > 200){
-validate36.errors = [{instancePath:instancePath+"/name",schemaPath:"#/$defs/EndpointName/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
-return false;
-}
-else {
-if(func2(data1) < 1){
-validate36.errors = [{instancePath:instancePath+"/name",schemaPath:"#/$defs/EndpointName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
-return false;
-}
-}
-}
-else {
-validate36.errors = [{instancePath:instancePath+"/name",schemaPath:"#/$defs/EndpointName/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid0 = _errs5 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.url !== undefined){
-let data2 = data.url;
-const _errs8 = errors;
-const _errs9 = errors;
-if(errors === _errs9){
-if(typeof data2 === "string"){
-if(func2(data2) > 2048){
-validate36.errors = [{instancePath:instancePath+"/url",schemaPath:"#/$defs/EndpointUrl/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"}];
-return false;
-}
-else {
-if(func2(data2) < 1){
-validate36.errors = [{instancePath:instancePath+"/url",schemaPath:"#/$defs/EndpointUrl/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
-return false;
-}
-}
-}
-else {
-validate36.errors = [{instancePath:instancePath+"/url",schemaPath:"#/$defs/EndpointUrl/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid0 = _errs8 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.events !== undefined){
-let data3 = data.events;
-const _errs11 = errors;
-const _errs12 = errors;
-if(errors === _errs12){
-if(Array.isArray(data3)){
-if(data3.length > 200){
-validate36.errors = [{instancePath:instancePath+"/events",schemaPath:"#/$defs/EndpointEvents/maxItems",keyword:"maxItems",params:{limit: 200},message:"must NOT have more than 200 items"}];
-return false;
-}
-else {
-var valid5 = true;
-const len0 = data3.length;
-for(let i0=0; i0<len0; i0++){
-let data4 = data3[i0];
-const _errs14 = errors;
-if(errors === _errs14){
-if(typeof data4 === "string"){
-if(func2(data4) > 64){
-validate36.errors = [{instancePath:instancePath+"/events/" + i0,schemaPath:"#/$defs/EndpointEvents/items/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
-return false;
-}
-else {
-if(func2(data4) < 1){
-validate36.errors = [{instancePath:instancePath+"/events/" + i0,schemaPath:"#/$defs/EndpointEvents/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
-return false;
-}
-else {
-if(!pattern10.test(data4)){
-validate36.errors = [{instancePath:instancePath+"/events/" + i0,schemaPath:"#/$defs/EndpointEvents/items/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z0-9_.]*$"},message:"must match pattern \""+"^[a-z][a-z0-9_.]*$"+"\""}];
-return false;
-}
-}
-}
-}
-else {
-validate36.errors = [{instancePath:instancePath+"/events/" + i0,schemaPath:"#/$defs/EndpointEvents/items/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid5 = _errs14 === errors;
-if(!valid5){
-break;
-}
-}
-if(valid5){
-let i1 = data3.length;
-let j0;
-if(i1 > 1){
-const indices0 = {};
-for(;i1--;){
-let item0 = data3[i1];
-if(typeof item0 !== "string"){
-continue;
-}
-if(typeof indices0[item0] == "number"){
-j0 = indices0[item0];
-validate36.errors = [{instancePath:instancePath+"/events",schemaPath:"#/$defs/EndpointEvents/uniqueItems",keyword:"uniqueItems",params:{i: i1, j: j0},message:"must NOT have duplicate items (items ## "+j0+" and "+i1+" are identical)"}];
-return false;
-break;
-}
-indices0[item0] = i1;
-}
-}
-}
-}
-}
-else {
-validate36.errors = [{instancePath:instancePath+"/events",schemaPath:"#/$defs/EndpointEvents/type",keyword:"type",params:{type: "array"},message:"must be array"}];
-return false;
-}
-}
-var valid0 = _errs11 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.isActive !== undefined){
-const _errs16 = errors;
-if(typeof data.isActive !== "boolean"){
-validate36.errors = [{instancePath:instancePath+"/isActive",schemaPath:"#/properties/isActive/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
-return false;
-}
-var valid0 = _errs16 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.disabledAt !== undefined){
-let data6 = data.disabledAt;
-const _errs18 = errors;
-const _errs19 = errors;
-let valid7 = false;
-let passing0 = null;
-const _errs20 = errors;
-const _errs21 = errors;
-if(errors === _errs21){
-if(errors === _errs21){
-if(typeof data6 === "string"){
-if(func2(data6) > 30){
-const err0 = {instancePath:instancePath+"/disabledAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-else {
-if(!(formats6.validate(data6))){
-const err1 = {instancePath:instancePath+"/disabledAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-}
-}
-else {
-const err2 = {instancePath:instancePath+"/disabledAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-}
-}
-var _valid0 = _errs20 === errors;
-if(_valid0){
-valid7 = true;
-passing0 = 0;
-}
-const _errs23 = errors;
-if(data6 !== null){
-const err3 = {instancePath:instancePath+"/disabledAt",schemaPath:"#/properties/disabledAt/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-var _valid0 = _errs23 === errors;
-if(_valid0 && valid7){
-valid7 = false;
-passing0 = [passing0, 1];
-}
-else {
-if(_valid0){
-valid7 = true;
-passing0 = 1;
-}
-}
-if(!valid7){
-const err4 = {instancePath:instancePath+"/disabledAt",schemaPath:"#/properties/disabledAt/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-validate36.errors = vErrors;
-return false;
-}
-else {
-errors = _errs19;
-if(vErrors !== null){
-if(_errs19){
-vErrors.length = _errs19;
-}
-else {
-vErrors = null;
-}
-}
-}
-var valid0 = _errs18 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.lastSuccessAt !== undefined){
-let data7 = data.lastSuccessAt;
-const _errs25 = errors;
-const _errs26 = errors;
-let valid9 = false;
-let passing1 = null;
-const _errs27 = errors;
-const _errs28 = errors;
-if(errors === _errs28){
-if(errors === _errs28){
-if(typeof data7 === "string"){
-if(func2(data7) > 30){
-const err5 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
-if(vErrors === null){
-vErrors = [err5];
-}
-else {
-vErrors.push(err5);
-}
-errors++;
-}
-else {
-if(!(formats6.validate(data7))){
-const err6 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
-if(vErrors === null){
-vErrors = [err6];
-}
-else {
-vErrors.push(err6);
-}
-errors++;
-}
-}
-}
-else {
-const err7 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err7];
-}
-else {
-vErrors.push(err7);
-}
-errors++;
-}
-}
-}
-var _valid1 = _errs27 === errors;
-if(_valid1){
-valid9 = true;
-passing1 = 0;
-}
-const _errs30 = errors;
-if(data7 !== null){
-const err8 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/properties/lastSuccessAt/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
-if(vErrors === null){
-vErrors = [err8];
-}
-else {
-vErrors.push(err8);
-}
-errors++;
-}
-var _valid1 = _errs30 === errors;
-if(_valid1 && valid9){
-valid9 = false;
-passing1 = [passing1, 1];
-}
-else {
-if(_valid1){
-valid9 = true;
-passing1 = 1;
-}
-}
-if(!valid9){
-const err9 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/properties/lastSuccessAt/oneOf",keyword:"oneOf",params:{passingSchemas: passing1},message:"must match exactly one schema in oneOf"};
-if(vErrors === null){
-vErrors = [err9];
-}
-else {
-vErrors.push(err9);
-}
-errors++;
-validate36.errors = vErrors;
-return false;
-}
-else {
-errors = _errs26;
-if(vErrors !== null){
-if(_errs26){
-vErrors.length = _errs26;
-}
-else {
-vErrors = null;
-}
-}
-}
-var valid0 = _errs25 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.consecutiveFailures !== undefined){
-let data8 = data.consecutiveFailures;
-const _errs32 = errors;
-if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
-validate36.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
-return false;
-}
-if(errors === _errs32){
-if((typeof data8 == "number") && (isFinite(data8))){
-if(data8 > 2147483647 || isNaN(data8)){
-validate36.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
-return false;
-}
-else {
-if(data8 < 0 || isNaN(data8)){
-validate36.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
-return false;
-}
-else {
-if(!(formats4.validate(data8))){
-validate36.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
-return false;
-}
-}
-}
-}
-}
-var valid0 = _errs32 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.secret !== undefined){
-let data9 = data.secret;
-const _errs34 = errors;
-const _errs35 = errors;
-if(errors === _errs35){
-if(typeof data9 === "string"){
-if(func2(data9) > 100){
-validate36.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
-return false;
-}
-else {
-if(func2(data9) < 38){
-validate36.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/minLength",keyword:"minLength",params:{limit: 38},message:"must NOT have fewer than 38 characters"}];
-return false;
-}
-else {
-if(!pattern11.test(data9)){
-validate36.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/pattern",keyword:"pattern",params:{pattern: "^whsec_[0-9A-Za-z]{32,}$"},message:"must match pattern \""+"^whsec_[0-9A-Za-z]{32,}$"+"\""}];
-return false;
-}
-}
-}
-}
-else {
-validate36.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid0 = _errs34 === errors;
-}
-else {
-var valid0 = true;
-}
-}
-}
-}
-}
-}
-}
-}
-}
-}
-}
-}
-else {
 validate36.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
@@ -4313,8 +4124,14 @@ return errors === 0;
 }
 validate36.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.Endpoint = validate37;
-const schema85 = {"type":"object","description":"A webhook endpoint, as the public `GET /v1/webhooks` lists it; never its signing secret.","required":["id","name","url","events","isActive","disabledAt","lastSuccessAt","consecutiveFailures"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"$ref":"#/$defs/EndpointName"},"url":{"$ref":"#/$defs/EndpointUrl"},"events":{"$ref":"#/$defs/EndpointEvents"},"isActive":{"type":"boolean","description":"False once the endpoint is switched off (after 20 failed attempts in a row, or by `disableEndpoint`)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Failed attempts in a row across the endpoint's deliveries; a success resets it to 0."}},"additionalProperties":false};
+exports.CreatedEndpoint = validate37;
+const schema80 = {"type":"object","description":"A new webhook endpoint, with its signing secret, shown this once.","required":["id","name","url","events","isActive","disabledAt","lastSuccessAt","consecutiveFailures","secret"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"$ref":"#/$defs/EndpointName"},"url":{"$ref":"#/$defs/EndpointUrl"},"events":{"$ref":"#/$defs/EndpointEvents"},"isActive":{"type":"boolean","description":"Whether the endpoint is on (a new one is)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Failed attempts in a row across the endpoint's deliveries."},"secret":{"$ref":"#/$defs/SigningSecret"}},"additionalProperties":false};
+const schema82 = {"type":"string","minLength":1,"maxLength":200,"description":"The endpoint's display name (default, at creation, the URL's host).","example":"Accounting sync"};
+const schema83 = {"type":"string","minLength":1,"maxLength":2048,"description":"Where deliveries are POSTed: an absolute `http` or `https` URL, without a user name or password, to a destination the policy allows (no private, loopback or reserved address unless the operator allows it).","example":"https://hooks.example.ae/fleet"};
+const schema84 = {"type":"array","maxItems":200,"uniqueItems":true,"description":"Subscribed events (names of the public document's `webhooks`, `webhook.test` excepted); an empty list means every event.","items":{"type":"string","minLength":1,"maxLength":64,"pattern":"^[a-z][a-z0-9_.]*$"},"example":["booking.confirmed","payment.captured"]};
+const schema87 = {"type":"string","minLength":38,"maxLength":100,"pattern":"^whsec_[0-9A-Za-z]{32,}$","description":"A signing secret, `whsec_` and base62 characters, shown this once; the service keeps it sealed."};
+const pattern10 = new RegExp("^[a-z][a-z0-9_.]*$", "u");
+const pattern11 = new RegExp("^whsec_[0-9A-Za-z]{32,}$", "u");
 
 function validate37(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -4329,14 +4146,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))){
+if((((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))) || ((data.secret === undefined) && (missing0 = "secret"))){
 validate37.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((((((((key0 === "id") || (key0 === "name")) || (key0 === "url")) || (key0 === "events")) || (key0 === "isActive")) || (key0 === "disabledAt")) || (key0 === "lastSuccessAt")) || (key0 === "consecutiveFailures"))){
+if(!(func1.call(schema80.properties, key0))){
 validate37.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -4755,6 +4572,41 @@ var valid0 = _errs32 === errors;
 else {
 var valid0 = true;
 }
+if(valid0){
+if(data.secret !== undefined){
+let data9 = data.secret;
+const _errs34 = errors;
+const _errs35 = errors;
+if(errors === _errs35){
+if(typeof data9 === "string"){
+if(func2(data9) > 100){
+validate37.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
+return false;
+}
+else {
+if(func2(data9) < 38){
+validate37.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/minLength",keyword:"minLength",params:{limit: 38},message:"must NOT have fewer than 38 characters"}];
+return false;
+}
+else {
+if(!pattern11.test(data9)){
+validate37.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/pattern",keyword:"pattern",params:{pattern: "^whsec_[0-9A-Za-z]{32,}$"},message:"must match pattern \""+"^whsec_[0-9A-Za-z]{32,}$"+"\""}];
+return false;
+}
+}
+}
+}
+else {
+validate37.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs34 === errors;
+}
+else {
+var valid0 = true;
+}
+}
 }
 }
 }
@@ -4775,8 +4627,9 @@ return errors === 0;
 }
 validate37.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.EndpointList = validate38;
-const schema92 = {"type":"object","description":"A workspace's webhook endpoints, oldest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":10000,"description":"The endpoints.","items":{"$ref":"#/$defs/Endpoint"}}},"additionalProperties":false};
+exports.CreatedPortalSession = validate38;
+const schema88 = {"type":"object","description":"A new link to the settings screen; its key is shown here only.","required":["id","url","readOnly","expiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"url":{"type":"string","format":"uri","maxLength":2000,"description":"The screen's address on the public listener (`FRS_PUBLIC_URL`), with the one-time key in its fragment: `<FRS_PUBLIC_URL>/portal/#key=frpl_...`. Open it once, in a browser or an iframe."},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"expiresAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
+const formats84 = require("ajv-formats/dist/formats").fullFormats.uri;
 
 function validate38(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -4791,48 +4644,120 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if((data.rows === undefined) && (missing0 = "rows")){
+if(((((data.id === undefined) && (missing0 = "id")) || ((data.url === undefined) && (missing0 = "url"))) || ((data.readOnly === undefined) && (missing0 = "readOnly"))) || ((data.expiresAt === undefined) && (missing0 = "expiresAt"))){
 validate38.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(key0 === "rows")){
+if(!((((key0 === "id") || (key0 === "url")) || (key0 === "readOnly")) || (key0 === "expiresAt"))){
 validate38.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
 }
 if(_errs1 === errors){
-if(data.rows !== undefined){
-let data0 = data.rows;
+if(data.id !== undefined){
+let data0 = data.id;
 const _errs2 = errors;
-if(errors === _errs2){
-if(Array.isArray(data0)){
-if(data0.length > 10000){
-validate38.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxItems",keyword:"maxItems",params:{limit: 10000},message:"must NOT have more than 10000 items"}];
+const _errs3 = errors;
+if(errors === _errs3){
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate38.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
-var valid1 = true;
-const len0 = data0.length;
-for(let i0=0; i0<len0; i0++){
-const _errs4 = errors;
-if(!(validate37(data0[i0], {instancePath:instancePath+"/rows/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate37.errors : vErrors.concat(validate37.errors);
-errors = vErrors.length;
-}
-var valid1 = _errs4 === errors;
-if(!valid1){
-break;
-}
+if(!(formats0.test(data0))){
+validate38.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+return false;
 }
 }
 }
 else {
-validate38.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+validate38.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
+}
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.url !== undefined){
+let data1 = data.url;
+const _errs5 = errors;
+if(errors === _errs5){
+if(errors === _errs5){
+if(typeof data1 === "string"){
+if(func2(data1) > 2000){
+validate38.errors = [{instancePath:instancePath+"/url",schemaPath:"#/properties/url/maxLength",keyword:"maxLength",params:{limit: 2000},message:"must NOT have more than 2000 characters"}];
+return false;
+}
+else {
+if(!(formats84(data1))){
+validate38.errors = [{instancePath:instancePath+"/url",schemaPath:"#/properties/url/format",keyword:"format",params:{format: "uri"},message:"must match format \""+"uri"+"\""}];
+return false;
+}
+}
+}
+else {
+validate38.errors = [{instancePath:instancePath+"/url",schemaPath:"#/properties/url/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.readOnly !== undefined){
+const _errs7 = errors;
+if(typeof data.readOnly !== "boolean"){
+validate38.errors = [{instancePath:instancePath+"/readOnly",schemaPath:"#/properties/readOnly/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
+return false;
+}
+var valid0 = _errs7 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.expiresAt !== undefined){
+let data3 = data.expiresAt;
+const _errs9 = errors;
+const _errs10 = errors;
+if(errors === _errs10){
+if(errors === _errs10){
+if(typeof data3 === "string"){
+if(func2(data3) > 30){
+validate38.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+return false;
+}
+else {
+if(!(formats6.validate(data3))){
+validate38.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+return false;
+}
+}
+}
+else {
+validate38.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs9 === errors;
+}
+else {
+var valid0 = true;
+}
 }
 }
 }
@@ -4849,8 +4774,79 @@ return errors === 0;
 }
 validate38.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.ErrorResponse = validate40;
-const schema93 = {"type":"object","description":"The body of every error response (the public API's error body).","required":["error"],"properties":{"error":{"type":"object","description":"What went wrong.","required":["code","message","requestId"],"properties":{"code":{"type":"string","maxLength":64,"description":"Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token's reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `payload_too_large` (413): the request body is over 64 KiB.\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n","enum":["invalid_request","unauthorized","forbidden","not_found","method_not_allowed","conflict","idempotency_key_reused","payload_too_large","unsupported_media_type","rate_limited","headers_too_large","internal_error","unavailable","overloaded"]},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"A human-readable sentence; wording may change, so don't match on it."},"reason":{"type":"string","maxLength":200,"minLength":1,"description":"On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending field, parameter or header. On 429, `auth_failures`. Absent otherwise."},"requestId":{"type":"string","maxLength":128,"minLength":1,"description":"Equals the `x-request-id` response header."}},"additionalProperties":false}},"additionalProperties":false};
+exports.EndedPortalSessions = validate39;
+const schema91 = {"type":"object","description":"How many sessions (and unopened links) were ended.","required":["ended"],"properties":{"ended":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"The number ended now."}},"additionalProperties":false};
+
+function validate39(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate39.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((data.ended === undefined) && (missing0 = "ended")){
+validate39.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(key0 === "ended")){
+validate39.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.ended !== undefined){
+let data0 = data.ended;
+const _errs2 = errors;
+if(!(((typeof data0 == "number") && (!(data0 % 1) && !isNaN(data0))) && (isFinite(data0)))){
+validate39.errors = [{instancePath:instancePath+"/ended",schemaPath:"#/properties/ended/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+return false;
+}
+if(errors === _errs2){
+if((typeof data0 == "number") && (isFinite(data0))){
+if(data0 > 2147483647 || isNaN(data0)){
+validate39.errors = [{instancePath:instancePath+"/ended",schemaPath:"#/properties/ended/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+return false;
+}
+else {
+if(data0 < 0 || isNaN(data0)){
+validate39.errors = [{instancePath:instancePath+"/ended",schemaPath:"#/properties/ended/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
+return false;
+}
+else {
+if(!(formats4.validate(data0))){
+validate39.errors = [{instancePath:instancePath+"/ended",schemaPath:"#/properties/ended/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
+}
+}
+}
+}
+}
+}
+}
+else {
+validate39.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate39.errors = vErrors;
+return errors === 0;
+}
+validate39.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.Endpoint = validate40;
+const schema92 = {"type":"object","description":"A webhook endpoint, as the public `GET /v1/webhooks` lists it; never its signing secret.","required":["id","name","url","events","isActive","disabledAt","lastSuccessAt","consecutiveFailures"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"$ref":"#/$defs/EndpointName"},"url":{"$ref":"#/$defs/EndpointUrl"},"events":{"$ref":"#/$defs/EndpointEvents"},"isActive":{"type":"boolean","description":"False once the endpoint is switched off (after 20 failed attempts in a row, or by `disableEndpoint`)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Failed attempts in a row across the endpoint's deliveries; a success resets it to 0."}},"additionalProperties":false};
 
 function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -4865,154 +4861,436 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if((data.error === undefined) && (missing0 = "error")){
+if(((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))){
 validate40.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(key0 === "error")){
+if(!((((((((key0 === "id") || (key0 === "name")) || (key0 === "url")) || (key0 === "events")) || (key0 === "isActive")) || (key0 === "disabledAt")) || (key0 === "lastSuccessAt")) || (key0 === "consecutiveFailures"))){
 validate40.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
 }
 if(_errs1 === errors){
-if(data.error !== undefined){
-let data0 = data.error;
+if(data.id !== undefined){
+let data0 = data.id;
 const _errs2 = errors;
-if(errors === _errs2){
-if(data0 && typeof data0 == "object" && !Array.isArray(data0)){
-let missing1;
-if((((data0.code === undefined) && (missing1 = "code")) || ((data0.message === undefined) && (missing1 = "message"))) || ((data0.requestId === undefined) && (missing1 = "requestId"))){
-validate40.errors = [{instancePath:instancePath+"/error",schemaPath:"#/properties/error/required",keyword:"required",params:{missingProperty: missing1},message:"must have required property '"+missing1+"'"}];
+const _errs3 = errors;
+if(errors === _errs3){
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate40.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
-const _errs4 = errors;
-for(const key1 in data0){
-if(!((((key1 === "code") || (key1 === "message")) || (key1 === "reason")) || (key1 === "requestId"))){
-validate40.errors = [{instancePath:instancePath+"/error",schemaPath:"#/properties/error/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"}];
+if(!(formats0.test(data0))){
+validate40.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
-break;
 }
 }
-if(_errs4 === errors){
-if(data0.code !== undefined){
-let data1 = data0.code;
+}
+else {
+validate40.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.name !== undefined){
+let data1 = data.name;
 const _errs5 = errors;
-if(!((((((((((((((data1 === "invalid_request") || (data1 === "unauthorized")) || (data1 === "forbidden")) || (data1 === "not_found")) || (data1 === "method_not_allowed")) || (data1 === "conflict")) || (data1 === "idempotency_key_reused")) || (data1 === "payload_too_large")) || (data1 === "unsupported_media_type")) || (data1 === "rate_limited")) || (data1 === "headers_too_large")) || (data1 === "internal_error")) || (data1 === "unavailable")) || (data1 === "overloaded"))){
-validate40.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/properties/error/properties/code/enum",keyword:"enum",params:{allowedValues: schema93.properties.error.properties.code.enum},message:"must be equal to one of the allowed values"}];
-return false;
-}
-if(errors === _errs5){
+const _errs6 = errors;
+if(errors === _errs6){
 if(typeof data1 === "string"){
-if(func2(data1) > 64){
-validate40.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/properties/error/properties/code/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+if(func2(data1) > 200){
+validate40.errors = [{instancePath:instancePath+"/name",schemaPath:"#/$defs/EndpointName/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+return false;
+}
+else {
+if(func2(data1) < 1){
+validate40.errors = [{instancePath:instancePath+"/name",schemaPath:"#/$defs/EndpointName/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 }
+}
 else {
-validate40.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/properties/error/properties/code/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate40.errors = [{instancePath:instancePath+"/name",schemaPath:"#/$defs/EndpointName/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
-var valid1 = _errs5 === errors;
+var valid0 = _errs5 === errors;
 }
 else {
-var valid1 = true;
+var valid0 = true;
 }
-if(valid1){
-if(data0.message !== undefined){
-let data2 = data0.message;
-const _errs7 = errors;
-if(errors === _errs7){
+if(valid0){
+if(data.url !== undefined){
+let data2 = data.url;
+const _errs8 = errors;
+const _errs9 = errors;
+if(errors === _errs9){
 if(typeof data2 === "string"){
-if(func2(data2) > 2000){
-validate40.errors = [{instancePath:instancePath+"/error/message",schemaPath:"#/properties/error/properties/message/maxLength",keyword:"maxLength",params:{limit: 2000},message:"must NOT have more than 2000 characters"}];
+if(func2(data2) > 2048){
+validate40.errors = [{instancePath:instancePath+"/url",schemaPath:"#/$defs/EndpointUrl/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"}];
 return false;
 }
 else {
 if(func2(data2) < 1){
-validate40.errors = [{instancePath:instancePath+"/error/message",schemaPath:"#/properties/error/properties/message/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate40.errors = [{instancePath:instancePath+"/url",schemaPath:"#/$defs/EndpointUrl/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 }
 }
 else {
-validate40.errors = [{instancePath:instancePath+"/error/message",schemaPath:"#/properties/error/properties/message/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate40.errors = [{instancePath:instancePath+"/url",schemaPath:"#/$defs/EndpointUrl/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
-var valid1 = _errs7 === errors;
+var valid0 = _errs8 === errors;
 }
 else {
-var valid1 = true;
+var valid0 = true;
 }
-if(valid1){
-if(data0.reason !== undefined){
-let data3 = data0.reason;
-const _errs9 = errors;
-if(errors === _errs9){
-if(typeof data3 === "string"){
-if(func2(data3) > 200){
-validate40.errors = [{instancePath:instancePath+"/error/reason",schemaPath:"#/properties/error/properties/reason/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
-return false;
-}
-else {
-if(func2(data3) < 1){
-validate40.errors = [{instancePath:instancePath+"/error/reason",schemaPath:"#/properties/error/properties/reason/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
-return false;
-}
-}
-}
-else {
-validate40.errors = [{instancePath:instancePath+"/error/reason",schemaPath:"#/properties/error/properties/reason/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid1 = _errs9 === errors;
-}
-else {
-var valid1 = true;
-}
-if(valid1){
-if(data0.requestId !== undefined){
-let data4 = data0.requestId;
+if(valid0){
+if(data.events !== undefined){
+let data3 = data.events;
 const _errs11 = errors;
-if(errors === _errs11){
+const _errs12 = errors;
+if(errors === _errs12){
+if(Array.isArray(data3)){
+if(data3.length > 200){
+validate40.errors = [{instancePath:instancePath+"/events",schemaPath:"#/$defs/EndpointEvents/maxItems",keyword:"maxItems",params:{limit: 200},message:"must NOT have more than 200 items"}];
+return false;
+}
+else {
+var valid5 = true;
+const len0 = data3.length;
+for(let i0=0; i0<len0; i0++){
+let data4 = data3[i0];
+const _errs14 = errors;
+if(errors === _errs14){
 if(typeof data4 === "string"){
-if(func2(data4) > 128){
-validate40.errors = [{instancePath:instancePath+"/error/requestId",schemaPath:"#/properties/error/properties/requestId/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"}];
+if(func2(data4) > 64){
+validate40.errors = [{instancePath:instancePath+"/events/" + i0,schemaPath:"#/$defs/EndpointEvents/items/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
 return false;
 }
 else {
 if(func2(data4) < 1){
-validate40.errors = [{instancePath:instancePath+"/error/requestId",schemaPath:"#/properties/error/properties/requestId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate40.errors = [{instancePath:instancePath+"/events/" + i0,schemaPath:"#/$defs/EndpointEvents/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
-}
-}
 else {
-validate40.errors = [{instancePath:instancePath+"/error/requestId",schemaPath:"#/properties/error/properties/requestId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+if(!pattern10.test(data4)){
+validate40.errors = [{instancePath:instancePath+"/events/" + i0,schemaPath:"#/$defs/EndpointEvents/items/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z0-9_.]*$"},message:"must match pattern \""+"^[a-z][a-z0-9_.]*$"+"\""}];
 return false;
-}
-}
-var valid1 = _errs11 === errors;
-}
-else {
-var valid1 = true;
-}
-}
-}
 }
 }
 }
 }
 else {
-validate40.errors = [{instancePath:instancePath+"/error",schemaPath:"#/properties/error/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate40.errors = [{instancePath:instancePath+"/events/" + i0,schemaPath:"#/$defs/EndpointEvents/items/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
+}
+}
+var valid5 = _errs14 === errors;
+if(!valid5){
+break;
+}
+}
+if(valid5){
+let i1 = data3.length;
+let j0;
+if(i1 > 1){
+const indices0 = {};
+for(;i1--;){
+let item0 = data3[i1];
+if(typeof item0 !== "string"){
+continue;
+}
+if(typeof indices0[item0] == "number"){
+j0 = indices0[item0];
+validate40.errors = [{instancePath:instancePath+"/events",schemaPath:"#/$defs/EndpointEvents/uniqueItems",keyword:"uniqueItems",params:{i: i1, j: j0},message:"must NOT have duplicate items (items ## "+j0+" and "+i1+" are identical)"}];
+return false;
+break;
+}
+indices0[item0] = i1;
+}
+}
+}
+}
+}
+else {
+validate40.errors = [{instancePath:instancePath+"/events",schemaPath:"#/$defs/EndpointEvents/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+}
+var valid0 = _errs11 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.isActive !== undefined){
+const _errs16 = errors;
+if(typeof data.isActive !== "boolean"){
+validate40.errors = [{instancePath:instancePath+"/isActive",schemaPath:"#/properties/isActive/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
+return false;
+}
+var valid0 = _errs16 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.disabledAt !== undefined){
+let data6 = data.disabledAt;
+const _errs18 = errors;
+const _errs19 = errors;
+let valid7 = false;
+let passing0 = null;
+const _errs20 = errors;
+const _errs21 = errors;
+if(errors === _errs21){
+if(errors === _errs21){
+if(typeof data6 === "string"){
+if(func2(data6) > 30){
+const err0 = {instancePath:instancePath+"/disabledAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+else {
+if(!(formats6.validate(data6))){
+const err1 = {instancePath:instancePath+"/disabledAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+}
+else {
+const err2 = {instancePath:instancePath+"/disabledAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+}
+var _valid0 = _errs20 === errors;
+if(_valid0){
+valid7 = true;
+passing0 = 0;
+}
+const _errs23 = errors;
+if(data6 !== null){
+const err3 = {instancePath:instancePath+"/disabledAt",schemaPath:"#/properties/disabledAt/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+var _valid0 = _errs23 === errors;
+if(_valid0 && valid7){
+valid7 = false;
+passing0 = [passing0, 1];
+}
+else {
+if(_valid0){
+valid7 = true;
+passing0 = 1;
+}
+}
+if(!valid7){
+const err4 = {instancePath:instancePath+"/disabledAt",schemaPath:"#/properties/disabledAt/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+validate40.errors = vErrors;
+return false;
+}
+else {
+errors = _errs19;
+if(vErrors !== null){
+if(_errs19){
+vErrors.length = _errs19;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs18 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.lastSuccessAt !== undefined){
+let data7 = data.lastSuccessAt;
+const _errs25 = errors;
+const _errs26 = errors;
+let valid9 = false;
+let passing1 = null;
+const _errs27 = errors;
+const _errs28 = errors;
+if(errors === _errs28){
+if(errors === _errs28){
+if(typeof data7 === "string"){
+if(func2(data7) > 30){
+const err5 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+else {
+if(!(formats6.validate(data7))){
+const err6 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+}
+var _valid1 = _errs27 === errors;
+if(_valid1){
+valid9 = true;
+passing1 = 0;
+}
+const _errs30 = errors;
+if(data7 !== null){
+const err8 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/properties/lastSuccessAt/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+var _valid1 = _errs30 === errors;
+if(_valid1 && valid9){
+valid9 = false;
+passing1 = [passing1, 1];
+}
+else {
+if(_valid1){
+valid9 = true;
+passing1 = 1;
+}
+}
+if(!valid9){
+const err9 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/properties/lastSuccessAt/oneOf",keyword:"oneOf",params:{passingSchemas: passing1},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+validate40.errors = vErrors;
+return false;
+}
+else {
+errors = _errs26;
+if(vErrors !== null){
+if(_errs26){
+vErrors.length = _errs26;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs25 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.consecutiveFailures !== undefined){
+let data8 = data.consecutiveFailures;
+const _errs32 = errors;
+if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
+validate40.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+return false;
+}
+if(errors === _errs32){
+if((typeof data8 == "number") && (isFinite(data8))){
+if(data8 > 2147483647 || isNaN(data8)){
+validate40.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+return false;
+}
+else {
+if(data8 < 0 || isNaN(data8)){
+validate40.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
+return false;
+}
+else {
+if(!(formats4.validate(data8))){
+validate40.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
+}
+}
+}
+var valid0 = _errs32 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
 }
 }
 }
@@ -5029,163 +5307,8 @@ return errors === 0;
 }
 validate40.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.EventTypeList = validate41;
-const schema94 = {"type":"object","description":"Every event type, in the public document's order.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":1000,"description":"The event types.","items":{"$ref":"#/$defs/EventType"}}},"additionalProperties":false};
-const schema95 = {"type":"object","description":"An event endpoints can receive, as the public document declares it.","required":["event","group","summary","description","exampleData"],"properties":{"event":{"$ref":"#/$defs/EventName"},"group":{"type":"string","maxLength":100,"description":"Its group, the webhook's tag in the public document."},"summary":{"type":"string","maxLength":200,"description":"One line on when it fires."},"description":{"type":"string","maxLength":10000,"description":"The public document's description (Markdown)."},"exampleData":{"type":"object","description":"The document's example `data`, what `sendExampleEvent` sends."}},"additionalProperties":false};
-
-function validate42(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate42.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if((((((data.event === undefined) && (missing0 = "event")) || ((data.group === undefined) && (missing0 = "group"))) || ((data.summary === undefined) && (missing0 = "summary"))) || ((data.description === undefined) && (missing0 = "description"))) || ((data.exampleData === undefined) && (missing0 = "exampleData"))){
-validate42.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
-return false;
-}
-else {
-const _errs1 = errors;
-for(const key0 in data){
-if(!(((((key0 === "event") || (key0 === "group")) || (key0 === "summary")) || (key0 === "description")) || (key0 === "exampleData"))){
-validate42.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
-return false;
-break;
-}
-}
-if(_errs1 === errors){
-if(data.event !== undefined){
-let data0 = data.event;
-const _errs2 = errors;
-const _errs3 = errors;
-if(errors === _errs3){
-if(typeof data0 === "string"){
-if(func2(data0) > 64){
-validate42.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
-return false;
-}
-else {
-if(func2(data0) < 3){
-validate42.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/minLength",keyword:"minLength",params:{limit: 3},message:"must NOT have fewer than 3 characters"}];
-return false;
-}
-else {
-if(!pattern4.test(data0)){
-validate42.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z_]*\\.[a-z_]+$"},message:"must match pattern \""+"^[a-z][a-z_]*\\.[a-z_]+$"+"\""}];
-return false;
-}
-}
-}
-}
-else {
-validate42.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid0 = _errs2 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.group !== undefined){
-let data1 = data.group;
-const _errs5 = errors;
-if(errors === _errs5){
-if(typeof data1 === "string"){
-if(func2(data1) > 100){
-validate42.errors = [{instancePath:instancePath+"/group",schemaPath:"#/properties/group/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
-return false;
-}
-}
-else {
-validate42.errors = [{instancePath:instancePath+"/group",schemaPath:"#/properties/group/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid0 = _errs5 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.summary !== undefined){
-let data2 = data.summary;
-const _errs7 = errors;
-if(errors === _errs7){
-if(typeof data2 === "string"){
-if(func2(data2) > 200){
-validate42.errors = [{instancePath:instancePath+"/summary",schemaPath:"#/properties/summary/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
-return false;
-}
-}
-else {
-validate42.errors = [{instancePath:instancePath+"/summary",schemaPath:"#/properties/summary/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid0 = _errs7 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.description !== undefined){
-let data3 = data.description;
-const _errs9 = errors;
-if(errors === _errs9){
-if(typeof data3 === "string"){
-if(func2(data3) > 10000){
-validate42.errors = [{instancePath:instancePath+"/description",schemaPath:"#/properties/description/maxLength",keyword:"maxLength",params:{limit: 10000},message:"must NOT have more than 10000 characters"}];
-return false;
-}
-}
-else {
-validate42.errors = [{instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid0 = _errs9 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.exampleData !== undefined){
-let data4 = data.exampleData;
-const _errs11 = errors;
-if(!(data4 && typeof data4 == "object" && !Array.isArray(data4))){
-validate42.errors = [{instancePath:instancePath+"/exampleData",schemaPath:"#/properties/exampleData/type",keyword:"type",params:{type: "object"},message:"must be object"}];
-return false;
-}
-var valid0 = _errs11 === errors;
-}
-else {
-var valid0 = true;
-}
-}
-}
-}
-}
-}
-}
-}
-else {
-validate42.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
-return false;
-}
-}
-validate42.errors = vErrors;
-return errors === 0;
-}
-validate42.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
-
+exports.EndpointList = validate41;
+const schema99 = {"type":"object","description":"A workspace's webhook endpoints, oldest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":10000,"description":"The endpoints.","items":{"$ref":"#/$defs/Endpoint"}}},"additionalProperties":false};
 
 function validate41(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5219,8 +5342,8 @@ let data0 = data.rows;
 const _errs2 = errors;
 if(errors === _errs2){
 if(Array.isArray(data0)){
-if(data0.length > 1000){
-validate41.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"}];
+if(data0.length > 10000){
+validate41.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxItems",keyword:"maxItems",params:{limit: 10000},message:"must NOT have more than 10000 items"}];
 return false;
 }
 else {
@@ -5228,8 +5351,8 @@ var valid1 = true;
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
 const _errs4 = errors;
-if(!(validate42(data0[i0], {instancePath:instancePath+"/rows/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate42.errors : vErrors.concat(validate42.errors);
+if(!(validate40(data0[i0], {instancePath:instancePath+"/rows/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate40.errors : vErrors.concat(validate40.errors);
 errors = vErrors.length;
 }
 var valid1 = _errs4 === errors;
@@ -5258,8 +5381,343 @@ return errors === 0;
 }
 validate41.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.PublishedEvent = validate44;
-const schema97 = {"type":"object","description":"A published event.","required":["eventId","deliveries","duplicate"],"properties":{"eventId":{"$ref":"#/$defs/Uuid"},"deliveries":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Deliveries created (queued, or held for switched-off endpoints)."},"duplicate":{"type":"boolean","description":"True when the dedupeKey was recorded already; the first event's id, nothing queued."}},"additionalProperties":false};
+exports.ErrorResponse = validate43;
+const schema100 = {"type":"object","description":"The body of every error response (the public API's error body).","required":["error"],"properties":{"error":{"type":"object","description":"What went wrong.","required":["code","message","requestId"],"properties":{"code":{"type":"string","maxLength":64,"description":"Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token's reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `payload_too_large` (413): the request body is over 64 KiB.\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n","enum":["invalid_request","unauthorized","forbidden","not_found","method_not_allowed","conflict","idempotency_key_reused","payload_too_large","unsupported_media_type","rate_limited","headers_too_large","internal_error","unavailable","overloaded"]},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"A human-readable sentence; wording may change, so don't match on it."},"reason":{"type":"string","maxLength":200,"minLength":1,"description":"On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending field, parameter or header. On 429, `auth_failures`. Absent otherwise."},"requestId":{"type":"string","maxLength":128,"minLength":1,"description":"Equals the `x-request-id` response header."}},"additionalProperties":false}},"additionalProperties":false};
+
+function validate43(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate43.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((data.error === undefined) && (missing0 = "error")){
+validate43.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(key0 === "error")){
+validate43.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.error !== undefined){
+let data0 = data.error;
+const _errs2 = errors;
+if(errors === _errs2){
+if(data0 && typeof data0 == "object" && !Array.isArray(data0)){
+let missing1;
+if((((data0.code === undefined) && (missing1 = "code")) || ((data0.message === undefined) && (missing1 = "message"))) || ((data0.requestId === undefined) && (missing1 = "requestId"))){
+validate43.errors = [{instancePath:instancePath+"/error",schemaPath:"#/properties/error/required",keyword:"required",params:{missingProperty: missing1},message:"must have required property '"+missing1+"'"}];
+return false;
+}
+else {
+const _errs4 = errors;
+for(const key1 in data0){
+if(!((((key1 === "code") || (key1 === "message")) || (key1 === "reason")) || (key1 === "requestId"))){
+validate43.errors = [{instancePath:instancePath+"/error",schemaPath:"#/properties/error/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs4 === errors){
+if(data0.code !== undefined){
+let data1 = data0.code;
+const _errs5 = errors;
+if(!((((((((((((((data1 === "invalid_request") || (data1 === "unauthorized")) || (data1 === "forbidden")) || (data1 === "not_found")) || (data1 === "method_not_allowed")) || (data1 === "conflict")) || (data1 === "idempotency_key_reused")) || (data1 === "payload_too_large")) || (data1 === "unsupported_media_type")) || (data1 === "rate_limited")) || (data1 === "headers_too_large")) || (data1 === "internal_error")) || (data1 === "unavailable")) || (data1 === "overloaded"))){
+validate43.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/properties/error/properties/code/enum",keyword:"enum",params:{allowedValues: schema100.properties.error.properties.code.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+if(errors === _errs5){
+if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate43.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/properties/error/properties/code/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
+validate43.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/properties/error/properties/code/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid1 = _errs5 === errors;
+}
+else {
+var valid1 = true;
+}
+if(valid1){
+if(data0.message !== undefined){
+let data2 = data0.message;
+const _errs7 = errors;
+if(errors === _errs7){
+if(typeof data2 === "string"){
+if(func2(data2) > 2000){
+validate43.errors = [{instancePath:instancePath+"/error/message",schemaPath:"#/properties/error/properties/message/maxLength",keyword:"maxLength",params:{limit: 2000},message:"must NOT have more than 2000 characters"}];
+return false;
+}
+else {
+if(func2(data2) < 1){
+validate43.errors = [{instancePath:instancePath+"/error/message",schemaPath:"#/properties/error/properties/message/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate43.errors = [{instancePath:instancePath+"/error/message",schemaPath:"#/properties/error/properties/message/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid1 = _errs7 === errors;
+}
+else {
+var valid1 = true;
+}
+if(valid1){
+if(data0.reason !== undefined){
+let data3 = data0.reason;
+const _errs9 = errors;
+if(errors === _errs9){
+if(typeof data3 === "string"){
+if(func2(data3) > 200){
+validate43.errors = [{instancePath:instancePath+"/error/reason",schemaPath:"#/properties/error/properties/reason/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+return false;
+}
+else {
+if(func2(data3) < 1){
+validate43.errors = [{instancePath:instancePath+"/error/reason",schemaPath:"#/properties/error/properties/reason/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate43.errors = [{instancePath:instancePath+"/error/reason",schemaPath:"#/properties/error/properties/reason/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid1 = _errs9 === errors;
+}
+else {
+var valid1 = true;
+}
+if(valid1){
+if(data0.requestId !== undefined){
+let data4 = data0.requestId;
+const _errs11 = errors;
+if(errors === _errs11){
+if(typeof data4 === "string"){
+if(func2(data4) > 128){
+validate43.errors = [{instancePath:instancePath+"/error/requestId",schemaPath:"#/properties/error/properties/requestId/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"}];
+return false;
+}
+else {
+if(func2(data4) < 1){
+validate43.errors = [{instancePath:instancePath+"/error/requestId",schemaPath:"#/properties/error/properties/requestId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate43.errors = [{instancePath:instancePath+"/error/requestId",schemaPath:"#/properties/error/properties/requestId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid1 = _errs11 === errors;
+}
+else {
+var valid1 = true;
+}
+}
+}
+}
+}
+}
+}
+else {
+validate43.errors = [{instancePath:instancePath+"/error",schemaPath:"#/properties/error/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+}
+}
+}
+}
+else {
+validate43.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate43.errors = vErrors;
+return errors === 0;
+}
+validate43.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.EventTypeList = validate44;
+const schema101 = {"type":"object","description":"Every event type, in the public document's order.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":1000,"description":"The event types.","items":{"$ref":"#/$defs/EventType"}}},"additionalProperties":false};
+const schema102 = {"type":"object","description":"An event endpoints can receive, as the public document declares it.","required":["event","group","summary","description","exampleData"],"properties":{"event":{"$ref":"#/$defs/EventName"},"group":{"type":"string","maxLength":100,"description":"Its group, the webhook's tag in the public document."},"summary":{"type":"string","maxLength":200,"description":"One line on when it fires."},"description":{"type":"string","maxLength":10000,"description":"The public document's description (Markdown)."},"exampleData":{"type":"object","description":"The document's example `data`, what `sendExampleEvent` sends."}},"additionalProperties":false};
+
+function validate45(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate45.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((((data.event === undefined) && (missing0 = "event")) || ((data.group === undefined) && (missing0 = "group"))) || ((data.summary === undefined) && (missing0 = "summary"))) || ((data.description === undefined) && (missing0 = "description"))) || ((data.exampleData === undefined) && (missing0 = "exampleData"))){
+validate45.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(((((key0 === "event") || (key0 === "group")) || (key0 === "summary")) || (key0 === "description")) || (key0 === "exampleData"))){
+validate45.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.event !== undefined){
+let data0 = data.event;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 64){
+validate45.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
+if(func2(data0) < 3){
+validate45.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/minLength",keyword:"minLength",params:{limit: 3},message:"must NOT have fewer than 3 characters"}];
+return false;
+}
+else {
+if(!pattern4.test(data0)){
+validate45.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z_]*\\.[a-z_]+$"},message:"must match pattern \""+"^[a-z][a-z_]*\\.[a-z_]+$"+"\""}];
+return false;
+}
+}
+}
+}
+else {
+validate45.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.group !== undefined){
+let data1 = data.group;
+const _errs5 = errors;
+if(errors === _errs5){
+if(typeof data1 === "string"){
+if(func2(data1) > 100){
+validate45.errors = [{instancePath:instancePath+"/group",schemaPath:"#/properties/group/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
+return false;
+}
+}
+else {
+validate45.errors = [{instancePath:instancePath+"/group",schemaPath:"#/properties/group/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.summary !== undefined){
+let data2 = data.summary;
+const _errs7 = errors;
+if(errors === _errs7){
+if(typeof data2 === "string"){
+if(func2(data2) > 200){
+validate45.errors = [{instancePath:instancePath+"/summary",schemaPath:"#/properties/summary/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+return false;
+}
+}
+else {
+validate45.errors = [{instancePath:instancePath+"/summary",schemaPath:"#/properties/summary/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs7 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.description !== undefined){
+let data3 = data.description;
+const _errs9 = errors;
+if(errors === _errs9){
+if(typeof data3 === "string"){
+if(func2(data3) > 10000){
+validate45.errors = [{instancePath:instancePath+"/description",schemaPath:"#/properties/description/maxLength",keyword:"maxLength",params:{limit: 10000},message:"must NOT have more than 10000 characters"}];
+return false;
+}
+}
+else {
+validate45.errors = [{instancePath:instancePath+"/description",schemaPath:"#/properties/description/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs9 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.exampleData !== undefined){
+let data4 = data.exampleData;
+const _errs11 = errors;
+if(!(data4 && typeof data4 == "object" && !Array.isArray(data4))){
+validate45.errors = [{instancePath:instancePath+"/exampleData",schemaPath:"#/properties/exampleData/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+var valid0 = _errs11 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+}
+else {
+validate45.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate45.errors = vErrors;
+return errors === 0;
+}
+validate45.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
 
 function validate44(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5274,93 +5732,48 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if((((data.eventId === undefined) && (missing0 = "eventId")) || ((data.deliveries === undefined) && (missing0 = "deliveries"))) || ((data.duplicate === undefined) && (missing0 = "duplicate"))){
+if((data.rows === undefined) && (missing0 = "rows")){
 validate44.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(((key0 === "eventId") || (key0 === "deliveries")) || (key0 === "duplicate"))){
+if(!(key0 === "rows")){
 validate44.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
 }
 if(_errs1 === errors){
-if(data.eventId !== undefined){
-let data0 = data.eventId;
+if(data.rows !== undefined){
+let data0 = data.rows;
 const _errs2 = errors;
-const _errs3 = errors;
-if(errors === _errs3){
-if(errors === _errs3){
-if(typeof data0 === "string"){
-if(func2(data0) > 36){
-validate44.errors = [{instancePath:instancePath+"/eventId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+if(errors === _errs2){
+if(Array.isArray(data0)){
+if(data0.length > 1000){
+validate44.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"}];
 return false;
 }
 else {
-if(!(formats0.test(data0))){
-validate44.errors = [{instancePath:instancePath+"/eventId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
-return false;
+var valid1 = true;
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+const _errs4 = errors;
+if(!(validate45(data0[i0], {instancePath:instancePath+"/rows/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate45.errors : vErrors.concat(validate45.errors);
+errors = vErrors.length;
+}
+var valid1 = _errs4 === errors;
+if(!valid1){
+break;
+}
 }
 }
 }
 else {
-validate44.errors = [{instancePath:instancePath+"/eventId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate44.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/type",keyword:"type",params:{type: "array"},message:"must be array"}];
 return false;
-}
-}
-}
-var valid0 = _errs2 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.deliveries !== undefined){
-let data1 = data.deliveries;
-const _errs5 = errors;
-if(!(((typeof data1 == "number") && (!(data1 % 1) && !isNaN(data1))) && (isFinite(data1)))){
-validate44.errors = [{instancePath:instancePath+"/deliveries",schemaPath:"#/properties/deliveries/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
-return false;
-}
-if(errors === _errs5){
-if((typeof data1 == "number") && (isFinite(data1))){
-if(data1 > 2147483647 || isNaN(data1)){
-validate44.errors = [{instancePath:instancePath+"/deliveries",schemaPath:"#/properties/deliveries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
-return false;
-}
-else {
-if(data1 < 0 || isNaN(data1)){
-validate44.errors = [{instancePath:instancePath+"/deliveries",schemaPath:"#/properties/deliveries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
-return false;
-}
-else {
-if(!(formats4.validate(data1))){
-validate44.errors = [{instancePath:instancePath+"/deliveries",schemaPath:"#/properties/deliveries/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
-return false;
-}
-}
-}
-}
-}
-var valid0 = _errs5 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.duplicate !== undefined){
-const _errs7 = errors;
-if(typeof data.duplicate !== "boolean"){
-validate44.errors = [{instancePath:instancePath+"/duplicate",schemaPath:"#/properties/duplicate/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
-return false;
-}
-var valid0 = _errs7 === errors;
-}
-else {
-var valid0 = true;
 }
 }
 }
@@ -5377,13 +5790,1132 @@ return errors === 0;
 }
 validate44.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.RecoveredDeliveries = validate45;
-const schema99 = {"type":"object","description":"What a recovery queued again.","required":["endpointId","since","until","queued"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid"},"since":{"$ref":"#/$defs/Timestamp"},"until":{"description":"The end of the window (exclusive), or null for now.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"queued":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"How many failed deliveries were queued again."}},"additionalProperties":false};
+exports.PortalSession = validate47;
+const schema104 = {"type":"object","description":"The screen's session, as the screen reads it.","required":["id","workspace","readOnly","csrfToken","expiresAt","idleExpiresAt","idleTimeoutMinutes"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"workspace":{"$ref":"#/$defs/Workspace"},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"csrfToken":{"type":"string","maxLength":100,"description":"What every write of this session sends as `X-CSRF-Token`; bound to the session."},"expiresAt":{"$ref":"#/$defs/Timestamp"},"idleExpiresAt":{"$ref":"#/$defs/Timestamp"},"idleTimeoutMinutes":{"type":"integer","format":"int32","minimum":1,"maximum":1440,"description":"Minutes without a request after which the session ends."}},"additionalProperties":false};
+const schema106 = {"type":"object","description":"A workspace and its settings.","required":["id","slug","status","timezone","remindersAhead"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"slug":{"$ref":"#/$defs/Slug"},"status":{"type":"string","maxLength":64,"description":"`active`, or `frozen`: every key refused (403) and no webhook sent.","enum":["active","frozen"]},"timezone":{"$ref":"#/$defs/TimeZone"},"remindersAhead":{"$ref":"#/$defs/RemindersAhead"}},"additionalProperties":false};
+const schema108 = {"type":"string","minLength":1,"maxLength":63,"pattern":"^[a-z0-9][a-z0-9-]{0,62}$","description":"A workspace's short name, lower-case letters, digits and hyphens.","example":"desert-drive"};
+const schema109 = {"type":"string","minLength":1,"maxLength":64,"pattern":"^[A-Za-z0-9_+/-]+$","description":"An IANA time zone name; \"today\" and \"this month\" are on this calendar.","example":"Asia/Dubai"};
+const schema110 = {"type":"integer","format":"int32","minimum":1,"maximum":60,"description":"How many days ahead the due-soon reminders are sent.","example":3};
+const pattern14 = new RegExp("^[a-z0-9][a-z0-9-]{0,62}$", "u");
+const pattern15 = new RegExp("^[A-Za-z0-9_+/-]+$", "u");
 
-function validate45(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate48(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate45.evaluated;
+const evaluated0 = validate48.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((((data.id === undefined) && (missing0 = "id")) || ((data.slug === undefined) && (missing0 = "slug"))) || ((data.status === undefined) && (missing0 = "status"))) || ((data.timezone === undefined) && (missing0 = "timezone"))) || ((data.remindersAhead === undefined) && (missing0 = "remindersAhead"))){
+validate48.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(((((key0 === "id") || (key0 === "slug")) || (key0 === "status")) || (key0 === "timezone")) || (key0 === "remindersAhead"))){
+validate48.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.id !== undefined){
+let data0 = data.id;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate48.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
+if(!(formats0.test(data0))){
+validate48.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+return false;
+}
+}
+}
+else {
+validate48.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.slug !== undefined){
+let data1 = data.slug;
+const _errs5 = errors;
+const _errs6 = errors;
+if(errors === _errs6){
+if(typeof data1 === "string"){
+if(func2(data1) > 63){
+validate48.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"}];
+return false;
+}
+else {
+if(func2(data1) < 1){
+validate48.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+else {
+if(!pattern14.test(data1)){
+validate48.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9-]{0,62}$"+"\""}];
+return false;
+}
+}
+}
+}
+else {
+validate48.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.status !== undefined){
+let data2 = data.status;
+const _errs8 = errors;
+if(!((data2 === "active") || (data2 === "frozen"))){
+validate48.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema106.properties.status.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+if(errors === _errs8){
+if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate48.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
+validate48.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs8 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.timezone !== undefined){
+let data3 = data.timezone;
+const _errs10 = errors;
+const _errs11 = errors;
+if(errors === _errs11){
+if(typeof data3 === "string"){
+if(func2(data3) > 64){
+validate48.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
+if(func2(data3) < 1){
+validate48.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+else {
+if(!pattern15.test(data3)){
+validate48.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9_+/-]+$"},message:"must match pattern \""+"^[A-Za-z0-9_+/-]+$"+"\""}];
+return false;
+}
+}
+}
+}
+else {
+validate48.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs10 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.remindersAhead !== undefined){
+let data4 = data.remindersAhead;
+const _errs13 = errors;
+const _errs14 = errors;
+if(!(((typeof data4 == "number") && (!(data4 % 1) && !isNaN(data4))) && (isFinite(data4)))){
+validate48.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+return false;
+}
+if(errors === _errs14){
+if((typeof data4 == "number") && (isFinite(data4))){
+if(data4 > 60 || isNaN(data4)){
+validate48.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"}];
+return false;
+}
+else {
+if(data4 < 1 || isNaN(data4)){
+validate48.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
+return false;
+}
+else {
+if(!(formats4.validate(data4))){
+validate48.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
+}
+}
+}
+var valid0 = _errs13 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+}
+else {
+validate48.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate48.errors = vErrors;
+return errors === 0;
+}
+validate48.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+
+function validate47(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate47.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((((((data.id === undefined) && (missing0 = "id")) || ((data.workspace === undefined) && (missing0 = "workspace"))) || ((data.readOnly === undefined) && (missing0 = "readOnly"))) || ((data.csrfToken === undefined) && (missing0 = "csrfToken"))) || ((data.expiresAt === undefined) && (missing0 = "expiresAt"))) || ((data.idleExpiresAt === undefined) && (missing0 = "idleExpiresAt"))) || ((data.idleTimeoutMinutes === undefined) && (missing0 = "idleTimeoutMinutes"))){
+validate47.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(((((((key0 === "id") || (key0 === "workspace")) || (key0 === "readOnly")) || (key0 === "csrfToken")) || (key0 === "expiresAt")) || (key0 === "idleExpiresAt")) || (key0 === "idleTimeoutMinutes"))){
+validate47.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.id !== undefined){
+let data0 = data.id;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate47.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
+if(!(formats0.test(data0))){
+validate47.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+return false;
+}
+}
+}
+else {
+validate47.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.workspace !== undefined){
+const _errs5 = errors;
+if(!(validate48(data.workspace, {instancePath:instancePath+"/workspace",parentData:data,parentDataProperty:"workspace",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate48.errors : vErrors.concat(validate48.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.readOnly !== undefined){
+const _errs6 = errors;
+if(typeof data.readOnly !== "boolean"){
+validate47.errors = [{instancePath:instancePath+"/readOnly",schemaPath:"#/properties/readOnly/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
+return false;
+}
+var valid0 = _errs6 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.csrfToken !== undefined){
+let data3 = data.csrfToken;
+const _errs8 = errors;
+if(errors === _errs8){
+if(typeof data3 === "string"){
+if(func2(data3) > 100){
+validate47.errors = [{instancePath:instancePath+"/csrfToken",schemaPath:"#/properties/csrfToken/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
+return false;
+}
+}
+else {
+validate47.errors = [{instancePath:instancePath+"/csrfToken",schemaPath:"#/properties/csrfToken/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs8 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.expiresAt !== undefined){
+let data4 = data.expiresAt;
+const _errs10 = errors;
+const _errs11 = errors;
+if(errors === _errs11){
+if(errors === _errs11){
+if(typeof data4 === "string"){
+if(func2(data4) > 30){
+validate47.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+return false;
+}
+else {
+if(!(formats6.validate(data4))){
+validate47.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+return false;
+}
+}
+}
+else {
+validate47.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs10 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.idleExpiresAt !== undefined){
+let data5 = data.idleExpiresAt;
+const _errs13 = errors;
+const _errs14 = errors;
+if(errors === _errs14){
+if(errors === _errs14){
+if(typeof data5 === "string"){
+if(func2(data5) > 30){
+validate47.errors = [{instancePath:instancePath+"/idleExpiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+return false;
+}
+else {
+if(!(formats6.validate(data5))){
+validate47.errors = [{instancePath:instancePath+"/idleExpiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+return false;
+}
+}
+}
+else {
+validate47.errors = [{instancePath:instancePath+"/idleExpiresAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs13 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.idleTimeoutMinutes !== undefined){
+let data6 = data.idleTimeoutMinutes;
+const _errs16 = errors;
+if(!(((typeof data6 == "number") && (!(data6 % 1) && !isNaN(data6))) && (isFinite(data6)))){
+validate47.errors = [{instancePath:instancePath+"/idleTimeoutMinutes",schemaPath:"#/properties/idleTimeoutMinutes/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+return false;
+}
+if(errors === _errs16){
+if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 > 1440 || isNaN(data6)){
+validate47.errors = [{instancePath:instancePath+"/idleTimeoutMinutes",schemaPath:"#/properties/idleTimeoutMinutes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1440},message:"must be <= 1440"}];
+return false;
+}
+else {
+if(data6 < 1 || isNaN(data6)){
+validate47.errors = [{instancePath:instancePath+"/idleTimeoutMinutes",schemaPath:"#/properties/idleTimeoutMinutes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
+return false;
+}
+else {
+if(!(formats4.validate(data6))){
+validate47.errors = [{instancePath:instancePath+"/idleTimeoutMinutes",schemaPath:"#/properties/idleTimeoutMinutes/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
+}
+}
+}
+var valid0 = _errs16 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+else {
+validate47.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate47.errors = vErrors;
+return errors === 0;
+}
+validate47.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.PortalSessionList = validate50;
+const schema113 = {"type":"object","description":"The workspace's live sessions, newest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"items":{"$ref":"#/$defs/PortalSessionRecord"}}},"additionalProperties":false};
+const schema114 = {"type":"object","description":"A settings-screen session or a link not opened yet; never its key or token.","required":["id","readOnly","state","createdBy","createdAt","expiresAt","startedAt","lastSeenAt","endedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"state":{"type":"string","maxLength":16,"description":"`unused` (the link was not opened yet), `active`, `ended` or `expired`.","enum":["unused","active","ended","expired"]},"createdBy":{"type":"string","maxLength":200,"description":"The name of the admin token (or CLI user) that made the link."},"createdAt":{"$ref":"#/$defs/Timestamp"},"expiresAt":{"$ref":"#/$defs/Timestamp"},"startedAt":{"description":"When the link was opened, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSeenAt":{"description":"The session's last request (to within 15 seconds), or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"endedAt":{"description":"When it was ended, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
+
+function validate51(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate51.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((((((((data.id === undefined) && (missing0 = "id")) || ((data.readOnly === undefined) && (missing0 = "readOnly"))) || ((data.state === undefined) && (missing0 = "state"))) || ((data.createdBy === undefined) && (missing0 = "createdBy"))) || ((data.createdAt === undefined) && (missing0 = "createdAt"))) || ((data.expiresAt === undefined) && (missing0 = "expiresAt"))) || ((data.startedAt === undefined) && (missing0 = "startedAt"))) || ((data.lastSeenAt === undefined) && (missing0 = "lastSeenAt"))) || ((data.endedAt === undefined) && (missing0 = "endedAt"))){
+validate51.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(func1.call(schema114.properties, key0))){
+validate51.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.id !== undefined){
+let data0 = data.id;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate51.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
+if(!(formats0.test(data0))){
+validate51.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+return false;
+}
+}
+}
+else {
+validate51.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.readOnly !== undefined){
+const _errs5 = errors;
+if(typeof data.readOnly !== "boolean"){
+validate51.errors = [{instancePath:instancePath+"/readOnly",schemaPath:"#/properties/readOnly/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
+return false;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.state !== undefined){
+let data2 = data.state;
+const _errs7 = errors;
+if(!((((data2 === "unused") || (data2 === "active")) || (data2 === "ended")) || (data2 === "expired"))){
+validate51.errors = [{instancePath:instancePath+"/state",schemaPath:"#/properties/state/enum",keyword:"enum",params:{allowedValues: schema114.properties.state.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+if(errors === _errs7){
+if(typeof data2 === "string"){
+if(func2(data2) > 16){
+validate51.errors = [{instancePath:instancePath+"/state",schemaPath:"#/properties/state/maxLength",keyword:"maxLength",params:{limit: 16},message:"must NOT have more than 16 characters"}];
+return false;
+}
+}
+else {
+validate51.errors = [{instancePath:instancePath+"/state",schemaPath:"#/properties/state/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs7 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.createdBy !== undefined){
+let data3 = data.createdBy;
+const _errs9 = errors;
+if(errors === _errs9){
+if(typeof data3 === "string"){
+if(func2(data3) > 200){
+validate51.errors = [{instancePath:instancePath+"/createdBy",schemaPath:"#/properties/createdBy/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+return false;
+}
+}
+else {
+validate51.errors = [{instancePath:instancePath+"/createdBy",schemaPath:"#/properties/createdBy/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs9 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.createdAt !== undefined){
+let data4 = data.createdAt;
+const _errs11 = errors;
+const _errs12 = errors;
+if(errors === _errs12){
+if(errors === _errs12){
+if(typeof data4 === "string"){
+if(func2(data4) > 30){
+validate51.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+return false;
+}
+else {
+if(!(formats6.validate(data4))){
+validate51.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+return false;
+}
+}
+}
+else {
+validate51.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs11 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.expiresAt !== undefined){
+let data5 = data.expiresAt;
+const _errs14 = errors;
+const _errs15 = errors;
+if(errors === _errs15){
+if(errors === _errs15){
+if(typeof data5 === "string"){
+if(func2(data5) > 30){
+validate51.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+return false;
+}
+else {
+if(!(formats6.validate(data5))){
+validate51.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+return false;
+}
+}
+}
+else {
+validate51.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs14 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.startedAt !== undefined){
+let data6 = data.startedAt;
+const _errs17 = errors;
+const _errs18 = errors;
+let valid4 = false;
+let passing0 = null;
+const _errs19 = errors;
+const _errs20 = errors;
+if(errors === _errs20){
+if(errors === _errs20){
+if(typeof data6 === "string"){
+if(func2(data6) > 30){
+const err0 = {instancePath:instancePath+"/startedAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+else {
+if(!(formats6.validate(data6))){
+const err1 = {instancePath:instancePath+"/startedAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+}
+else {
+const err2 = {instancePath:instancePath+"/startedAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+}
+var _valid0 = _errs19 === errors;
+if(_valid0){
+valid4 = true;
+passing0 = 0;
+}
+const _errs22 = errors;
+if(data6 !== null){
+const err3 = {instancePath:instancePath+"/startedAt",schemaPath:"#/properties/startedAt/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+var _valid0 = _errs22 === errors;
+if(_valid0 && valid4){
+valid4 = false;
+passing0 = [passing0, 1];
+}
+else {
+if(_valid0){
+valid4 = true;
+passing0 = 1;
+}
+}
+if(!valid4){
+const err4 = {instancePath:instancePath+"/startedAt",schemaPath:"#/properties/startedAt/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+validate51.errors = vErrors;
+return false;
+}
+else {
+errors = _errs18;
+if(vErrors !== null){
+if(_errs18){
+vErrors.length = _errs18;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs17 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.lastSeenAt !== undefined){
+let data7 = data.lastSeenAt;
+const _errs24 = errors;
+const _errs25 = errors;
+let valid6 = false;
+let passing1 = null;
+const _errs26 = errors;
+const _errs27 = errors;
+if(errors === _errs27){
+if(errors === _errs27){
+if(typeof data7 === "string"){
+if(func2(data7) > 30){
+const err5 = {instancePath:instancePath+"/lastSeenAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+else {
+if(!(formats6.validate(data7))){
+const err6 = {instancePath:instancePath+"/lastSeenAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+}
+else {
+const err7 = {instancePath:instancePath+"/lastSeenAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+}
+var _valid1 = _errs26 === errors;
+if(_valid1){
+valid6 = true;
+passing1 = 0;
+}
+const _errs29 = errors;
+if(data7 !== null){
+const err8 = {instancePath:instancePath+"/lastSeenAt",schemaPath:"#/properties/lastSeenAt/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+var _valid1 = _errs29 === errors;
+if(_valid1 && valid6){
+valid6 = false;
+passing1 = [passing1, 1];
+}
+else {
+if(_valid1){
+valid6 = true;
+passing1 = 1;
+}
+}
+if(!valid6){
+const err9 = {instancePath:instancePath+"/lastSeenAt",schemaPath:"#/properties/lastSeenAt/oneOf",keyword:"oneOf",params:{passingSchemas: passing1},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+validate51.errors = vErrors;
+return false;
+}
+else {
+errors = _errs25;
+if(vErrors !== null){
+if(_errs25){
+vErrors.length = _errs25;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs24 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.endedAt !== undefined){
+let data8 = data.endedAt;
+const _errs31 = errors;
+const _errs32 = errors;
+let valid8 = false;
+let passing2 = null;
+const _errs33 = errors;
+const _errs34 = errors;
+if(errors === _errs34){
+if(errors === _errs34){
+if(typeof data8 === "string"){
+if(func2(data8) > 30){
+const err10 = {instancePath:instancePath+"/endedAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+else {
+if(!(formats6.validate(data8))){
+const err11 = {instancePath:instancePath+"/endedAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+}
+else {
+const err12 = {instancePath:instancePath+"/endedAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+}
+}
+var _valid2 = _errs33 === errors;
+if(_valid2){
+valid8 = true;
+passing2 = 0;
+}
+const _errs36 = errors;
+if(data8 !== null){
+const err13 = {instancePath:instancePath+"/endedAt",schemaPath:"#/properties/endedAt/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+var _valid2 = _errs36 === errors;
+if(_valid2 && valid8){
+valid8 = false;
+passing2 = [passing2, 1];
+}
+else {
+if(_valid2){
+valid8 = true;
+passing2 = 1;
+}
+}
+if(!valid8){
+const err14 = {instancePath:instancePath+"/endedAt",schemaPath:"#/properties/endedAt/oneOf",keyword:"oneOf",params:{passingSchemas: passing2},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+validate51.errors = vErrors;
+return false;
+}
+else {
+errors = _errs32;
+if(vErrors !== null){
+if(_errs32){
+vErrors.length = _errs32;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs31 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+else {
+validate51.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate51.errors = vErrors;
+return errors === 0;
+}
+validate51.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+
+function validate50(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate50.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((data.rows === undefined) && (missing0 = "rows")){
+validate50.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(key0 === "rows")){
+validate50.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.rows !== undefined){
+let data0 = data.rows;
+const _errs2 = errors;
+if(errors === _errs2){
+if(Array.isArray(data0)){
+if(data0.length > 100000){
+validate50.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxItems",keyword:"maxItems",params:{limit: 100000},message:"must NOT have more than 100000 items"}];
+return false;
+}
+else {
+var valid1 = true;
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+const _errs4 = errors;
+if(!(validate51(data0[i0], {instancePath:instancePath+"/rows/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate51.errors : vErrors.concat(validate51.errors);
+errors = vErrors.length;
+}
+var valid1 = _errs4 === errors;
+if(!valid1){
+break;
+}
+}
+}
+}
+else {
+validate50.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+}
+}
+}
+}
+}
+else {
+validate50.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate50.errors = vErrors;
+return errors === 0;
+}
+validate50.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.PublishedEvent = validate53;
+const schema121 = {"type":"object","description":"A published event.","required":["eventId","deliveries","duplicate"],"properties":{"eventId":{"$ref":"#/$defs/Uuid"},"deliveries":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Deliveries created (queued, or held for switched-off endpoints)."},"duplicate":{"type":"boolean","description":"True when the dedupeKey was recorded already; the first event's id, nothing queued."}},"additionalProperties":false};
+
+function validate53(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate53.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((data.eventId === undefined) && (missing0 = "eventId")) || ((data.deliveries === undefined) && (missing0 = "deliveries"))) || ((data.duplicate === undefined) && (missing0 = "duplicate"))){
+validate53.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(((key0 === "eventId") || (key0 === "deliveries")) || (key0 === "duplicate"))){
+validate53.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.eventId !== undefined){
+let data0 = data.eventId;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate53.errors = [{instancePath:instancePath+"/eventId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
+if(!(formats0.test(data0))){
+validate53.errors = [{instancePath:instancePath+"/eventId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+return false;
+}
+}
+}
+else {
+validate53.errors = [{instancePath:instancePath+"/eventId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.deliveries !== undefined){
+let data1 = data.deliveries;
+const _errs5 = errors;
+if(!(((typeof data1 == "number") && (!(data1 % 1) && !isNaN(data1))) && (isFinite(data1)))){
+validate53.errors = [{instancePath:instancePath+"/deliveries",schemaPath:"#/properties/deliveries/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+return false;
+}
+if(errors === _errs5){
+if((typeof data1 == "number") && (isFinite(data1))){
+if(data1 > 2147483647 || isNaN(data1)){
+validate53.errors = [{instancePath:instancePath+"/deliveries",schemaPath:"#/properties/deliveries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+return false;
+}
+else {
+if(data1 < 0 || isNaN(data1)){
+validate53.errors = [{instancePath:instancePath+"/deliveries",schemaPath:"#/properties/deliveries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
+return false;
+}
+else {
+if(!(formats4.validate(data1))){
+validate53.errors = [{instancePath:instancePath+"/deliveries",schemaPath:"#/properties/deliveries/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
+}
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.duplicate !== undefined){
+const _errs7 = errors;
+if(typeof data.duplicate !== "boolean"){
+validate53.errors = [{instancePath:instancePath+"/duplicate",schemaPath:"#/properties/duplicate/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
+return false;
+}
+var valid0 = _errs7 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+else {
+validate53.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate53.errors = vErrors;
+return errors === 0;
+}
+validate53.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.RecoveredDeliveries = validate54;
+const schema123 = {"type":"object","description":"What a recovery queued again.","required":["endpointId","since","until","queued"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid"},"since":{"$ref":"#/$defs/Timestamp"},"until":{"description":"The end of the window (exclusive), or null for now.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"queued":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"How many failed deliveries were queued again."}},"additionalProperties":false};
+
+function validate54(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate54.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5394,14 +6926,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if(((((data.endpointId === undefined) && (missing0 = "endpointId")) || ((data.since === undefined) && (missing0 = "since"))) || ((data.until === undefined) && (missing0 = "until"))) || ((data.queued === undefined) && (missing0 = "queued"))){
-validate45.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate54.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!((((key0 === "endpointId") || (key0 === "since")) || (key0 === "until")) || (key0 === "queued"))){
-validate45.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate54.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -5415,18 +6947,18 @@ if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate45.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate54.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate45.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate54.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate45.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate54.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -5445,18 +6977,18 @@ if(errors === _errs6){
 if(errors === _errs6){
 if(typeof data1 === "string"){
 if(func2(data1) > 30){
-validate45.errors = [{instancePath:instancePath+"/since",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+validate54.errors = [{instancePath:instancePath+"/since",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
 return false;
 }
 else {
 if(!(formats6.validate(data1))){
-validate45.errors = [{instancePath:instancePath+"/since",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+validate54.errors = [{instancePath:instancePath+"/since",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
 }
 }
 }
 else {
-validate45.errors = [{instancePath:instancePath+"/since",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate54.errors = [{instancePath:instancePath+"/since",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -5549,7 +7081,7 @@ else {
 vErrors.push(err4);
 }
 errors++;
-validate45.errors = vErrors;
+validate54.errors = vErrors;
 return false;
 }
 else {
@@ -5573,23 +7105,23 @@ if(data.queued !== undefined){
 let data3 = data.queued;
 const _errs15 = errors;
 if(!(((typeof data3 == "number") && (!(data3 % 1) && !isNaN(data3))) && (isFinite(data3)))){
-validate45.errors = [{instancePath:instancePath+"/queued",schemaPath:"#/properties/queued/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+validate54.errors = [{instancePath:instancePath+"/queued",schemaPath:"#/properties/queued/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
 return false;
 }
 if(errors === _errs15){
 if((typeof data3 == "number") && (isFinite(data3))){
 if(data3 > 2147483647 || isNaN(data3)){
-validate45.errors = [{instancePath:instancePath+"/queued",schemaPath:"#/properties/queued/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+validate54.errors = [{instancePath:instancePath+"/queued",schemaPath:"#/properties/queued/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
 return false;
 }
 else {
 if(data3 < 0 || isNaN(data3)){
-validate45.errors = [{instancePath:instancePath+"/queued",schemaPath:"#/properties/queued/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
+validate54.errors = [{instancePath:instancePath+"/queued",schemaPath:"#/properties/queued/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
 }
 else {
 if(!(formats4.validate(data3))){
-validate45.errors = [{instancePath:instancePath+"/queued",schemaPath:"#/properties/queued/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+validate54.errors = [{instancePath:instancePath+"/queued",schemaPath:"#/properties/queued/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
 return false;
 }
 }
@@ -5608,22 +7140,22 @@ var valid0 = true;
 }
 }
 else {
-validate45.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate54.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate45.errors = vErrors;
+validate54.errors = vErrors;
 return errors === 0;
 }
-validate45.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate54.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.RetriedDelivery = validate46;
-const schema103 = {"type":"object","description":"A delivery due now.","required":["id","endpointId","previousStatus","status","attempts","nextAttemptAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"previousStatus":{"type":"string","maxLength":64,"description":"What it was: `queued` or `retrying` (now due at once), `failed` or `accepted` (queued again).","enum":["queued","retrying","failed","accepted"]},"status":{"type":"string","maxLength":64,"description":"What it is now, `queued` or (still) `retrying`.","enum":["queued","retrying"]},"attempts":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Attempts made so far; the next one is this plus one."},"nextAttemptAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
+exports.RetriedDelivery = validate55;
+const schema127 = {"type":"object","description":"A delivery due now.","required":["id","endpointId","previousStatus","status","attempts","nextAttemptAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"previousStatus":{"type":"string","maxLength":64,"description":"What it was: `queued` or `retrying` (now due at once), `failed` or `accepted` (queued again).","enum":["queued","retrying","failed","accepted"]},"status":{"type":"string","maxLength":64,"description":"What it is now, `queued` or (still) `retrying`.","enum":["queued","retrying"]},"attempts":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Attempts made so far; the next one is this plus one."},"nextAttemptAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
 
-function validate46(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate55(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate46.evaluated;
+const evaluated0 = validate55.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5634,14 +7166,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if(((((((data.id === undefined) && (missing0 = "id")) || ((data.endpointId === undefined) && (missing0 = "endpointId"))) || ((data.previousStatus === undefined) && (missing0 = "previousStatus"))) || ((data.status === undefined) && (missing0 = "status"))) || ((data.attempts === undefined) && (missing0 = "attempts"))) || ((data.nextAttemptAt === undefined) && (missing0 = "nextAttemptAt"))){
-validate46.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate55.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!((((((key0 === "id") || (key0 === "endpointId")) || (key0 === "previousStatus")) || (key0 === "status")) || (key0 === "attempts")) || (key0 === "nextAttemptAt"))){
-validate46.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate55.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -5655,18 +7187,18 @@ if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate46.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate55.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate46.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate55.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate46.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate55.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -5685,18 +7217,18 @@ if(errors === _errs6){
 if(errors === _errs6){
 if(typeof data1 === "string"){
 if(func2(data1) > 36){
-validate46.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate55.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data1))){
-validate46.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate55.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate46.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate55.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -5711,18 +7243,18 @@ if(data.previousStatus !== undefined){
 let data2 = data.previousStatus;
 const _errs8 = errors;
 if(!((((data2 === "queued") || (data2 === "retrying")) || (data2 === "failed")) || (data2 === "accepted"))){
-validate46.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/enum",keyword:"enum",params:{allowedValues: schema103.properties.previousStatus.enum},message:"must be equal to one of the allowed values"}];
+validate55.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/enum",keyword:"enum",params:{allowedValues: schema127.properties.previousStatus.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
 if(typeof data2 === "string"){
 if(func2(data2) > 64){
-validate46.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+validate55.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
 return false;
 }
 }
 else {
-validate46.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate55.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -5736,18 +7268,18 @@ if(data.status !== undefined){
 let data3 = data.status;
 const _errs10 = errors;
 if(!((data3 === "queued") || (data3 === "retrying"))){
-validate46.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema103.properties.status.enum},message:"must be equal to one of the allowed values"}];
+validate55.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema127.properties.status.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs10){
 if(typeof data3 === "string"){
 if(func2(data3) > 64){
-validate46.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+validate55.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
 return false;
 }
 }
 else {
-validate46.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate55.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -5761,23 +7293,23 @@ if(data.attempts !== undefined){
 let data4 = data.attempts;
 const _errs12 = errors;
 if(!(((typeof data4 == "number") && (!(data4 % 1) && !isNaN(data4))) && (isFinite(data4)))){
-validate46.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+validate55.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
 return false;
 }
 if(errors === _errs12){
 if((typeof data4 == "number") && (isFinite(data4))){
 if(data4 > 2147483647 || isNaN(data4)){
-validate46.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+validate55.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
 return false;
 }
 else {
 if(data4 < 0 || isNaN(data4)){
-validate46.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
+validate55.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
 }
 else {
 if(!(formats4.validate(data4))){
-validate46.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+validate55.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
 return false;
 }
 }
@@ -5798,18 +7330,18 @@ if(errors === _errs15){
 if(errors === _errs15){
 if(typeof data5 === "string"){
 if(func2(data5) > 30){
-validate46.errors = [{instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+validate55.errors = [{instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
 return false;
 }
 else {
 if(!(formats6.validate(data5))){
-validate46.errors = [{instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+validate55.errors = [{instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
 }
 }
 }
 else {
-validate46.errors = [{instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate55.errors = [{instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -5828,22 +7360,22 @@ var valid0 = true;
 }
 }
 else {
-validate46.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate55.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate46.errors = vErrors;
+validate55.errors = vErrors;
 return errors === 0;
 }
-validate46.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate55.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.RevokedApiKey = validate47;
-const schema107 = {"type":"object","description":"A revoked key.","required":["id","revokedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"revokedAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
+exports.RevokedApiKey = validate56;
+const schema131 = {"type":"object","description":"A revoked key.","required":["id","revokedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"revokedAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
 
-function validate47(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate56(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate47.evaluated;
+const evaluated0 = validate56.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5854,14 +7386,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if(((data.id === undefined) && (missing0 = "id")) || ((data.revokedAt === undefined) && (missing0 = "revokedAt"))){
-validate47.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate56.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!((key0 === "id") || (key0 === "revokedAt"))){
-validate47.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate56.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -5875,18 +7407,18 @@ if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate47.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate56.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate47.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate56.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate47.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate56.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -5905,18 +7437,18 @@ if(errors === _errs6){
 if(errors === _errs6){
 if(typeof data1 === "string"){
 if(func2(data1) > 30){
-validate47.errors = [{instancePath:instancePath+"/revokedAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+validate56.errors = [{instancePath:instancePath+"/revokedAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
 return false;
 }
 else {
 if(!(formats6.validate(data1))){
-validate47.errors = [{instancePath:instancePath+"/revokedAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+validate56.errors = [{instancePath:instancePath+"/revokedAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
 }
 }
 }
 else {
-validate47.errors = [{instancePath:instancePath+"/revokedAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate56.errors = [{instancePath:instancePath+"/revokedAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -5931,22 +7463,22 @@ var valid0 = true;
 }
 }
 else {
-validate47.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate56.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate47.errors = vErrors;
+validate56.errors = vErrors;
 return errors === 0;
 }
-validate47.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate56.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.RotatedSecret = validate48;
-const schema110 = {"type":"object","description":"The endpoint's new signing secret, shown this once.","required":["id","secret","previousSecretExpiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"secret":{"$ref":"#/$defs/SigningSecret"},"previousSecretExpiresAt":{"description":"Until when deliveries also carry a signature with the previous secret; null when it ended at once.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
+exports.RotatedSecret = validate57;
+const schema134 = {"type":"object","description":"The endpoint's new signing secret, shown this once.","required":["id","secret","previousSecretExpiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"secret":{"$ref":"#/$defs/SigningSecret"},"previousSecretExpiresAt":{"description":"Until when deliveries also carry a signature with the previous secret; null when it ended at once.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
 
-function validate48(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate57(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate48.evaluated;
+const evaluated0 = validate57.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -5957,14 +7489,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((data.id === undefined) && (missing0 = "id")) || ((data.secret === undefined) && (missing0 = "secret"))) || ((data.previousSecretExpiresAt === undefined) && (missing0 = "previousSecretExpiresAt"))){
-validate48.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate57.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!(((key0 === "id") || (key0 === "secret")) || (key0 === "previousSecretExpiresAt"))){
-validate48.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate57.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -5978,18 +7510,18 @@ if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate48.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate57.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate48.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate57.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate48.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate57.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -6007,24 +7539,24 @@ const _errs6 = errors;
 if(errors === _errs6){
 if(typeof data1 === "string"){
 if(func2(data1) > 100){
-validate48.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
+validate57.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
 return false;
 }
 else {
 if(func2(data1) < 38){
-validate48.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/minLength",keyword:"minLength",params:{limit: 38},message:"must NOT have fewer than 38 characters"}];
+validate57.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/minLength",keyword:"minLength",params:{limit: 38},message:"must NOT have fewer than 38 characters"}];
 return false;
 }
 else {
 if(!pattern11.test(data1)){
-validate48.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/pattern",keyword:"pattern",params:{pattern: "^whsec_[0-9A-Za-z]{32,}$"},message:"must match pattern \""+"^whsec_[0-9A-Za-z]{32,}$"+"\""}];
+validate57.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/pattern",keyword:"pattern",params:{pattern: "^whsec_[0-9A-Za-z]{32,}$"},message:"must match pattern \""+"^whsec_[0-9A-Za-z]{32,}$"+"\""}];
 return false;
 }
 }
 }
 }
 else {
-validate48.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate57.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -6116,7 +7648,7 @@ else {
 vErrors.push(err4);
 }
 errors++;
-validate48.errors = vErrors;
+validate57.errors = vErrors;
 return false;
 }
 else {
@@ -6141,22 +7673,22 @@ var valid0 = true;
 }
 }
 else {
-validate48.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate57.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate48.errors = vErrors;
+validate57.errors = vErrors;
 return errors === 0;
 }
-validate48.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate57.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.SentExampleEvent = validate49;
-const schema114 = {"type":"object","description":"The example's delivery.","required":["deliveryId","endpointId","event"],"properties":{"deliveryId":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"event":{"$ref":"#/$defs/EventName"}},"additionalProperties":false};
+exports.SentExampleEvent = validate58;
+const schema138 = {"type":"object","description":"The example's delivery.","required":["deliveryId","endpointId","event"],"properties":{"deliveryId":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"event":{"$ref":"#/$defs/EventName"}},"additionalProperties":false};
 
-function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate49.evaluated;
+const evaluated0 = validate58.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6167,14 +7699,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((data.deliveryId === undefined) && (missing0 = "deliveryId")) || ((data.endpointId === undefined) && (missing0 = "endpointId"))) || ((data.event === undefined) && (missing0 = "event"))){
-validate49.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate58.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!(((key0 === "deliveryId") || (key0 === "endpointId")) || (key0 === "event"))){
-validate49.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate58.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -6188,18 +7720,18 @@ if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate49.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate58.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate49.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate58.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate49.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate58.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -6218,18 +7750,18 @@ if(errors === _errs6){
 if(errors === _errs6){
 if(typeof data1 === "string"){
 if(func2(data1) > 36){
-validate49.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate58.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data1))){
-validate49.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate58.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate49.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate58.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -6247,24 +7779,24 @@ const _errs9 = errors;
 if(errors === _errs9){
 if(typeof data2 === "string"){
 if(func2(data2) > 64){
-validate49.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+validate58.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
 return false;
 }
 else {
 if(func2(data2) < 3){
-validate49.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/minLength",keyword:"minLength",params:{limit: 3},message:"must NOT have fewer than 3 characters"}];
+validate58.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/minLength",keyword:"minLength",params:{limit: 3},message:"must NOT have fewer than 3 characters"}];
 return false;
 }
 else {
 if(!pattern4.test(data2)){
-validate49.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z_]*\\.[a-z_]+$"},message:"must match pattern \""+"^[a-z][a-z_]*\\.[a-z_]+$"+"\""}];
+validate58.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z_]*\\.[a-z_]+$"},message:"must match pattern \""+"^[a-z][a-z_]*\\.[a-z_]+$"+"\""}];
 return false;
 }
 }
 }
 }
 else {
-validate49.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate58.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -6279,27 +7811,21 @@ var valid0 = true;
 }
 }
 else {
-validate49.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate58.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate49.errors = vErrors;
+validate58.errors = vErrors;
 return errors === 0;
 }
-validate49.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate58.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.Workspace = validate50;
-const schema118 = {"type":"object","description":"A workspace and its settings.","required":["id","slug","status","timezone","remindersAhead"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"slug":{"$ref":"#/$defs/Slug"},"status":{"type":"string","maxLength":64,"description":"`active`, or `frozen`: every key refused (403) and no webhook sent.","enum":["active","frozen"]},"timezone":{"$ref":"#/$defs/TimeZone"},"remindersAhead":{"$ref":"#/$defs/RemindersAhead"}},"additionalProperties":false};
-const schema120 = {"type":"string","minLength":1,"maxLength":63,"pattern":"^[a-z0-9][a-z0-9-]{0,62}$","description":"A workspace's short name, lower-case letters, digits and hyphens.","example":"desert-drive"};
-const schema121 = {"type":"string","minLength":1,"maxLength":64,"pattern":"^[A-Za-z0-9_+/-]+$","description":"An IANA time zone name; \"today\" and \"this month\" are on this calendar.","example":"Asia/Dubai"};
-const schema122 = {"type":"integer","format":"int32","minimum":1,"maximum":60,"description":"How many days ahead the due-soon reminders are sent.","example":3};
-const pattern16 = new RegExp("^[a-z0-9][a-z0-9-]{0,62}$", "u");
-const pattern17 = new RegExp("^[A-Za-z0-9_+/-]+$", "u");
+exports.Workspace = validate59;
 
-function validate50(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate59(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate50.evaluated;
+const evaluated0 = validate59.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6310,14 +7836,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.id === undefined) && (missing0 = "id")) || ((data.slug === undefined) && (missing0 = "slug"))) || ((data.status === undefined) && (missing0 = "status"))) || ((data.timezone === undefined) && (missing0 = "timezone"))) || ((data.remindersAhead === undefined) && (missing0 = "remindersAhead"))){
-validate50.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate59.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!(((((key0 === "id") || (key0 === "slug")) || (key0 === "status")) || (key0 === "timezone")) || (key0 === "remindersAhead"))){
-validate50.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate59.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -6331,18 +7857,18 @@ if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate50.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate59.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate50.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate59.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate50.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate59.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -6360,24 +7886,24 @@ const _errs6 = errors;
 if(errors === _errs6){
 if(typeof data1 === "string"){
 if(func2(data1) > 63){
-validate50.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"}];
+validate59.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"}];
 return false;
 }
 else {
 if(func2(data1) < 1){
-validate50.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate59.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 else {
-if(!pattern16.test(data1)){
-validate50.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9-]{0,62}$"+"\""}];
+if(!pattern14.test(data1)){
+validate59.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9-]{0,62}$"+"\""}];
 return false;
 }
 }
 }
 }
 else {
-validate50.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate59.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -6391,18 +7917,18 @@ if(data.status !== undefined){
 let data2 = data.status;
 const _errs8 = errors;
 if(!((data2 === "active") || (data2 === "frozen"))){
-validate50.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema118.properties.status.enum},message:"must be equal to one of the allowed values"}];
+validate59.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema106.properties.status.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
 if(typeof data2 === "string"){
 if(func2(data2) > 64){
-validate50.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+validate59.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
 return false;
 }
 }
 else {
-validate50.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate59.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -6419,24 +7945,24 @@ const _errs11 = errors;
 if(errors === _errs11){
 if(typeof data3 === "string"){
 if(func2(data3) > 64){
-validate50.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+validate59.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
 return false;
 }
 else {
 if(func2(data3) < 1){
-validate50.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate59.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 else {
-if(!pattern17.test(data3)){
-validate50.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9_+/-]+$"},message:"must match pattern \""+"^[A-Za-z0-9_+/-]+$"+"\""}];
+if(!pattern15.test(data3)){
+validate59.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9_+/-]+$"},message:"must match pattern \""+"^[A-Za-z0-9_+/-]+$"+"\""}];
 return false;
 }
 }
 }
 }
 else {
-validate50.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate59.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -6451,23 +7977,23 @@ let data4 = data.remindersAhead;
 const _errs13 = errors;
 const _errs14 = errors;
 if(!(((typeof data4 == "number") && (!(data4 % 1) && !isNaN(data4))) && (isFinite(data4)))){
-validate50.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+validate59.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
 return false;
 }
 if(errors === _errs14){
 if((typeof data4 == "number") && (isFinite(data4))){
 if(data4 > 60 || isNaN(data4)){
-validate50.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"}];
+validate59.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"}];
 return false;
 }
 else {
 if(data4 < 1 || isNaN(data4)){
-validate50.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
+validate59.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
 }
 else {
 if(!(formats4.validate(data4))){
-validate50.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+validate59.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
 return false;
 }
 }
@@ -6487,22 +8013,22 @@ var valid0 = true;
 }
 }
 else {
-validate50.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate59.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate50.errors = vErrors;
+validate59.errors = vErrors;
 return errors === 0;
 }
-validate50.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate59.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.WorkspaceList = validate51;
-const schema123 = {"type":"object","description":"Workspaces, ordered by slug.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"description":"The workspaces.","items":{"$ref":"#/$defs/Workspace"}}},"additionalProperties":false};
+exports.WorkspaceList = validate60;
+const schema147 = {"type":"object","description":"Workspaces, ordered by slug.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"description":"The workspaces.","items":{"$ref":"#/$defs/Workspace"}}},"additionalProperties":false};
 
-function validate51(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate51.evaluated;
+const evaluated0 = validate60.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6513,14 +8039,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((data.rows === undefined) && (missing0 = "rows")){
-validate51.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate60.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!(key0 === "rows")){
-validate51.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate60.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -6532,7 +8058,7 @@ const _errs2 = errors;
 if(errors === _errs2){
 if(Array.isArray(data0)){
 if(data0.length > 100000){
-validate51.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxItems",keyword:"maxItems",params:{limit: 100000},message:"must NOT have more than 100000 items"}];
+validate60.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxItems",keyword:"maxItems",params:{limit: 100000},message:"must NOT have more than 100000 items"}];
 return false;
 }
 else {
@@ -6540,8 +8066,8 @@ var valid1 = true;
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
 const _errs4 = errors;
-if(!(validate50(data0[i0], {instancePath:instancePath+"/rows/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate50.errors : vErrors.concat(validate50.errors);
+if(!(validate48(data0[i0], {instancePath:instancePath+"/rows/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate48.errors : vErrors.concat(validate48.errors);
 errors = vErrors.length;
 }
 var valid1 = _errs4 === errors;
@@ -6552,7 +8078,7 @@ break;
 }
 }
 else {
-validate51.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+validate60.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/type",keyword:"type",params:{type: "array"},message:"must be array"}];
 return false;
 }
 }
@@ -6561,11 +8087,11 @@ return false;
 }
 }
 else {
-validate51.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate60.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate51.errors = vErrors;
+validate60.errors = vErrors;
 return errors === 0;
 }
-validate51.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate60.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};

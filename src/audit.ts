@@ -8,8 +8,11 @@ import { redactSecrets } from './secrets.js';
 // cannot record a change differently. `changes` holds the fields set, never a key, token or secret: recordAudit
 // refuses one that looks like it. Entries are never changed or deleted by the service (src/db/roles.ts).
 
-/** Who made a change: an admin token (its id and name), or the CLI (the OS user that ran it). */
-export type Actor = { type: 'admin_token'; id: string; name: string } | { type: 'cli'; name: string };
+/**
+ * Who made a change: an admin token (its id and name), a settings-screen session (its id, and whose link it was), or the
+ * CLI (the OS user that ran it).
+ */
+export type Actor = { type: 'admin_token' | 'portal_session'; id: string; name: string } | { type: 'cli'; name: string };
 
 /** What a client passes to a core function that changes something: who acts, and the request it came with. */
 export interface AuditContext {
@@ -56,7 +59,7 @@ export async function recordAudit(trx: Knex, audit: AuditContext, change: AuditC
   const { actor } = audit;
   await trx('audit_entries').insert({
     actor_type: actor.type,
-    actor_id: actor.type === 'admin_token' ? actor.id : null,
+    actor_id: actor.type === 'cli' ? null : actor.id,
     actor_name: actor.name,
     action: change.action,
     workspace_id: change.workspaceId,

@@ -1,7 +1,7 @@
 import pino from 'pino';
 
 /**
- * The service's logger. Authorization headers, API keys and signing secrets never reach a log line: request logs
+ * The service's logger. Authorization and Cookie headers, API keys, CSRF tokens and signing secrets never reach a log line: request logs
  * carry no headers, and these paths are redacted wherever they appear anyway.
  */
 export function createLogger(level = process.env.LOG_LEVEL ?? 'info', destination?: pino.DestinationStream): pino.Logger {
@@ -11,7 +11,7 @@ export function createLogger(level = process.env.LOG_LEVEL ?? 'info', destinatio
     // ISO 8601 (UTC, milliseconds) rather than epoch milliseconds: readable by people and by log tools alike.
     timestamp: pino.stdTimeFunctions.isoTime,
     redact: {
-      paths: ['authorization', 'headers.authorization', 'req.headers.authorization', '*.authorization', 'key', 'secret', 'secrets', '*.key', '*.secret', '*.secrets'],
+      paths: ['authorization', 'headers.authorization', 'req.headers.authorization', '*.authorization', 'cookie', 'headers.cookie', '*.cookie', 'csrfToken', '*.csrfToken', 'key', 'secret', 'secrets', '*.key', '*.secret', '*.secrets'],
       censor: '[redacted]',
     },
   }, destination ?? pino.destination(1));

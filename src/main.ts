@@ -20,6 +20,8 @@ import { shedLagFromEnv } from './api/load-shedding.js';
 import { ServiceMetrics, startMetricsListener } from './observability/metrics.js';
 import { startWorker, workerSettingsFromEnv, type Worker } from './webhooks/worker.js';
 import { checkMasterKey } from './webhooks/signing-secrets.js';
+import { portalSettingsFromEnv } from './portal/settings.js';
+import { createPortal } from './portal/app.js';
 
 const DEMO_SLUG = 'demo';
 
@@ -53,6 +55,7 @@ async function main(): Promise<void> {
   const httpLimits = httpLimitsFromEnv();
   const shedEventLoopLagMs = shedLagFromEnv();
   apiStatementTimeoutMs();
+  const portalSettings = portalSettingsFromEnv();
   const logger = createLogger(config.logLevel);
 
   let worker: Worker | undefined;
@@ -119,7 +122,7 @@ async function main(): Promise<void> {
     // Key lookups are kept in memory and dropped on every key or workspace change, announced through the database;
     // heartbeats through the API's pool prove that announcements still arrive.
     keyCache = await KeyCache.start(() => database!.connectAs('api'), apiDb, logger);
-    const app = await step('loading the API (document and validators)', () => createApp({ db: apiDb, logger, metrics, keyCache, shedEventLoopLagMs }));
+    const app = await step('loading the API (document and validators)', () => createApp({ db: apiDb, logger, metrics, keyCache, shedEventLoopLagMs, portal: (edge) => createPortal({ ...edge, db: database!.forRole('admin'), settings: portalSettings }) }));
     server = await step(`starting the API on ${config.host}:${config.port}`, () =>
       listen(app, config.port, config.host, httpLimits).catch(inUse('PORT (and HOST)', config.port, config.host)));
     logDroppedConnections(server, logger, httpLimits.maxConnections, httpLimits.maxConnectionsPerAddress);
@@ -132,7 +135,7 @@ async function main(): Promise<void> {
     );
     // The admin API: its own listener, credential and database role (src/admin/app.ts).
     if (config.adminPort !== 0) {
-      const adminApp = await createAdminApp({ db: database.forRole('admin'), logger, metrics, shedEventLoopLagMs });
+      const adminApp = await createAdminApp({ db: database.forRole('admin'), logger, metrics, shedEventLoopLagMs, portalUrl: portalSettings.publicUrl });
       adminServer = await step(`starting the admin API on ${config.adminHost}:${config.adminPort}`, () =>
         listen(adminApp, config.adminPort, config.adminHost, httpLimits).catch(inUse('FRS_ADMIN_PORT (or 0 to switch it off)', config.adminPort, config.adminHost)));
       const adminAddress = adminServer.address();

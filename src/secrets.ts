@@ -20,6 +20,9 @@ export function randomBase62(length: number): string {
 export const API_KEY_PREFIX = 'frs_';
 export const SIGNING_SECRET_PREFIX = 'whsec_';
 export const ADMIN_TOKEN_PREFIX = 'fra_';
+/** The settings screen's one-time link key, and the session token its opening sets as a cookie (src/portal-sessions.ts). */
+export const PORTAL_LINK_PREFIX = 'frpl_';
+export const PORTAL_SESSION_PREFIX = 'frps_';
 
 /** A new API key: `frs_` + 40 base62 characters (~238 bits). Shown once; only its SHA-256 hash is stored. */
 export function newApiKey(): string {
@@ -31,16 +34,21 @@ export function newAdminToken(): string {
   return ADMIN_TOKEN_PREFIX + randomBase62(40);
 }
 
+/** A new settings-screen link key or session token: its prefix + 40 base62 characters, hashed as API keys are. Shown once. */
+export function newPortalCredential(prefix: typeof PORTAL_LINK_PREFIX | typeof PORTAL_SESSION_PREFIX): string {
+  return prefix + randomBase62(40);
+}
+
 /** Whether a text holds something that looks like a key, a token or a signing secret: what no log or record may carry. */
 export function looksLikeSecret(text: string): boolean {
   return SECRET_SHAPE.test(text);
 }
 
-const SECRET_SHAPE = /(?:frs|fra|whsec)_[0-9A-Za-z]{20,}/;
+const SECRET_SHAPE = /(?:frs|fra|frpl|frps|whsec)_[0-9A-Za-z]{20,}/;
 
 /** The refusal of a name or role shaped like a key, token or secret (`option`: the CLI's flag). */
 export const SECRET_SHAPED = (option: string) =>
-  `${option} must not look like a key, token or signing secret (frs_, fra_ or whsec_ and 20 or more letters and digits): it is shown where a secret never is`;
+  `${option} must not look like a key, token or signing secret (frs_, fra_, frpl_, frps_ or whsec_ and 20 or more letters and digits): it is shown where a secret never is`;
 
 /** `text` with everything shaped like a key, token or signing secret replaced by `[redacted]`. */
 export function redactSecrets(text: string): string {

@@ -668,14 +668,15 @@ export const AuditEntrySchema = {
                 type: {
                     type: 'string',
                     maxLength: 32,
-                    description: '`admin_token` (this API; `id` and `name` are the token\'s) or `cli` (`fleet-admin`; `name` is the OS user, `id` null).',
+                    description: '`admin_token` (this API; `id` and `name` are the token\'s), `portal_session` (the settings screen; `id` is the session\'s, `name` says whose link it was) or `cli` (`fleet-admin`; `name` is the OS user, `id` null).',
                     'x-extensible-enum': [
                         'admin_token',
+                        'portal_session',
                         'cli'
                     ]
                 },
                 id: {
-                    description: 'The admin token\'s id, or null for the CLI.',
+                    description: 'The admin token\'s or session\'s id, or null for the CLI.',
                     oneOf: [
                         {
                             $ref: '#/components/schemas/Uuid'
@@ -1419,6 +1420,302 @@ export const SentExampleEventSchema = {
         },
         event: {
             $ref: '#/components/schemas/EventName'
+        }
+    }
+} as const;
+
+export const PortalSessionCreateSchema = {
+    type: 'object',
+    description: 'The link\'s options; an empty body or none takes the defaults.',
+    additionalProperties: false,
+    properties: {
+        expiresInMinutes: {
+            type: 'integer',
+            format: 'int32',
+            minimum: 5,
+            maximum: 1440,
+            default: 60,
+            description: 'Minutes until the link, and the session it starts, end at the latest (5 to 1440; 60 when left out).'
+        },
+        readOnly: {
+            type: 'boolean',
+            default: false,
+            description: 'A read-only session shows everything and changes nothing (every write is 403 `forbidden`, `reason` `read_only`).'
+        }
+    }
+} as const;
+
+export const CreatedPortalSessionSchema = {
+    type: 'object',
+    description: 'A new link to the settings screen; its key is shown here only.',
+    required: [
+        'id',
+        'url',
+        'readOnly',
+        'expiresAt'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        url: {
+            type: 'string',
+            format: 'uri',
+            maxLength: 2000,
+            description: 'The screen\'s address on the public listener (`FRS_PUBLIC_URL`), with the one-time key in its fragment: `<FRS_PUBLIC_URL>/portal/#key=frpl_...`. Open it once, in a browser or an iframe.'
+        },
+        readOnly: {
+            type: 'boolean',
+            description: 'Whether the session changes nothing.'
+        },
+        expiresAt: {
+            $ref: '#/components/schemas/Timestamp'
+        }
+    }
+} as const;
+
+export const PortalSessionRecordSchema = {
+    type: 'object',
+    description: 'A settings-screen session or a link not opened yet; never its key or token.',
+    required: [
+        'id',
+        'readOnly',
+        'state',
+        'createdBy',
+        'createdAt',
+        'expiresAt',
+        'startedAt',
+        'lastSeenAt',
+        'endedAt'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        readOnly: {
+            type: 'boolean',
+            description: 'Whether the session changes nothing.'
+        },
+        state: {
+            type: 'string',
+            maxLength: 16,
+            description: '`unused` (the link was not opened yet), `active`, `ended` or `expired`.',
+            'x-extensible-enum': [
+                'unused',
+                'active',
+                'ended',
+                'expired'
+            ]
+        },
+        createdBy: {
+            type: 'string',
+            maxLength: 200,
+            description: 'The name of the admin token (or CLI user) that made the link.'
+        },
+        createdAt: {
+            $ref: '#/components/schemas/Timestamp'
+        },
+        expiresAt: {
+            $ref: '#/components/schemas/Timestamp'
+        },
+        startedAt: {
+            description: 'When the link was opened, or null.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        lastSeenAt: {
+            description: 'The session\'s last request (to within 15 seconds), or null.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        endedAt: {
+            description: 'When it was ended, or null.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        }
+    }
+} as const;
+
+export const PortalSessionListSchema = {
+    type: 'object',
+    description: 'The workspace\'s live sessions, newest first.',
+    required: [
+        'rows'
+    ],
+    properties: {
+        rows: {
+            type: 'array',
+            maxItems: 100000,
+            items: {
+                $ref: '#/components/schemas/PortalSessionRecord'
+            }
+        }
+    }
+} as const;
+
+export const EndedPortalSessionsSchema = {
+    type: 'object',
+    description: 'How many sessions (and unopened links) were ended.',
+    required: [
+        'ended'
+    ],
+    properties: {
+        ended: {
+            type: 'integer',
+            format: 'int32',
+            minimum: 0,
+            maximum: 2147483647,
+            description: 'The number ended now.'
+        }
+    }
+} as const;
+
+export const PortalSignInSchema = {
+    type: 'object',
+    description: 'The key of the link\'s fragment.',
+    additionalProperties: false,
+    required: [
+        'key'
+    ],
+    properties: {
+        key: {
+            type: 'string',
+            minLength: 1,
+            maxLength: 200,
+            description: 'The link\'s one-time key, `frpl_` and 40 base62 characters.'
+        }
+    }
+} as const;
+
+export const PortalSessionSchema = {
+    type: 'object',
+    description: 'The screen\'s session, as the screen reads it.',
+    required: [
+        'id',
+        'workspace',
+        'readOnly',
+        'csrfToken',
+        'expiresAt',
+        'idleExpiresAt',
+        'idleTimeoutMinutes'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        workspace: {
+            $ref: '#/components/schemas/Workspace'
+        },
+        readOnly: {
+            type: 'boolean',
+            description: 'Whether the session changes nothing.'
+        },
+        csrfToken: {
+            type: 'string',
+            maxLength: 100,
+            description: 'What every write of this session sends as `X-CSRF-Token`; bound to the session.'
+        },
+        expiresAt: {
+            $ref: '#/components/schemas/Timestamp'
+        },
+        idleExpiresAt: {
+            $ref: '#/components/schemas/Timestamp'
+        },
+        idleTimeoutMinutes: {
+            type: 'integer',
+            format: 'int32',
+            minimum: 1,
+            maximum: 1440,
+            description: 'Minutes without a request after which the session ends.'
+        }
+    }
+} as const;
+
+export const AttemptStatsSchema = {
+    type: 'object',
+    description: 'An endpoint\'s attempts by outcome, per time bucket.',
+    required: [
+        'endpointId',
+        'period',
+        'bucketSeconds',
+        'buckets'
+    ],
+    properties: {
+        endpointId: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        period: {
+            type: 'string',
+            enum: [
+                '24h',
+                '7d'
+            ],
+            description: 'The span counted.'
+        },
+        bucketSeconds: {
+            type: 'integer',
+            format: 'int32',
+            minimum: 1,
+            maximum: 86400,
+            description: 'Each bucket\'s length (3600 for 24h, 21600 for 7d).'
+        },
+        buckets: {
+            type: 'array',
+            maxItems: 28,
+            description: 'Oldest first; the last holds the current time.',
+            items: {
+                type: 'object',
+                required: [
+                    'start',
+                    'succeeded',
+                    'failedStatus',
+                    'failedNoAnswer'
+                ],
+                properties: {
+                    start: {
+                        $ref: '#/components/schemas/Timestamp'
+                    },
+                    succeeded: {
+                        type: 'integer',
+                        format: 'int32',
+                        minimum: 0,
+                        maximum: 2147483647,
+                        description: 'Attempts answered 2xx.'
+                    },
+                    failedStatus: {
+                        type: 'integer',
+                        format: 'int32',
+                        minimum: 0,
+                        maximum: 2147483647,
+                        description: 'Attempts the receiver answered with another status.'
+                    },
+                    failedNoAnswer: {
+                        type: 'integer',
+                        format: 'int32',
+                        minimum: 0,
+                        maximum: 2147483647,
+                        description: 'Attempts with no answer (time-out, connection, name resolution, refused destination).'
+                    }
+                }
+            }
         }
     }
 } as const;

@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, Options as Options2, TDataShape } from './client/index.js';
-import type { CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateEndpointData, CreateEndpointErrors, CreateEndpointResponses, CreateWorkspaceData, CreateWorkspaceErrors, CreateWorkspaceResponses, DeleteEndpointData, DeleteEndpointErrors, DeleteEndpointResponses, DisableEndpointData, DisableEndpointErrors, DisableEndpointResponses, EnableEndpointData, EnableEndpointErrors, EnableEndpointResponses, GetDeliveryData, GetDeliveryErrors, GetDeliveryResponses, GetEndpointData, GetEndpointErrors, GetEndpointResponses, GetWorkspaceData, GetWorkspaceErrors, GetWorkspaceResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListAuditEntriesData, ListAuditEntriesErrors, ListAuditEntriesResponses, ListDeliveriesData, ListDeliveriesErrors, ListDeliveriesResponses, ListEndpointsData, ListEndpointsErrors, ListEndpointsResponses, ListEventTypesData, ListEventTypesErrors, ListEventTypesResponses, ListWorkspacesData, ListWorkspacesErrors, ListWorkspacesResponses, PublishEventData, PublishEventErrors, PublishEventResponses, RecoverEndpointData, RecoverEndpointErrors, RecoverEndpointResponses, RetryDeliveryData, RetryDeliveryErrors, RetryDeliveryResponses, RevokeApiKeyData, RevokeApiKeyErrors, RevokeApiKeyResponses, RotateEndpointSecretData, RotateEndpointSecretErrors, RotateEndpointSecretResponses, SendExampleEventData, SendExampleEventErrors, SendExampleEventResponses, UpdateEndpointData, UpdateEndpointErrors, UpdateEndpointResponses, UpdateWorkspaceData, UpdateWorkspaceErrors, UpdateWorkspaceResponses } from './types.gen.js';
+import type { CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateEndpointData, CreateEndpointErrors, CreateEndpointResponses, CreatePortalSessionData, CreatePortalSessionErrors, CreatePortalSessionResponses, CreateWorkspaceData, CreateWorkspaceErrors, CreateWorkspaceResponses, DeleteEndpointData, DeleteEndpointErrors, DeleteEndpointResponses, DisableEndpointData, DisableEndpointErrors, DisableEndpointResponses, EnableEndpointData, EnableEndpointErrors, EnableEndpointResponses, EndPortalSessionData, EndPortalSessionErrors, EndPortalSessionResponses, EndPortalSessionsData, EndPortalSessionsErrors, EndPortalSessionsResponses, GetDeliveryData, GetDeliveryErrors, GetDeliveryResponses, GetEndpointAttemptStatsData, GetEndpointAttemptStatsErrors, GetEndpointAttemptStatsResponses, GetEndpointData, GetEndpointErrors, GetEndpointResponses, GetPortalSessionData, GetPortalSessionErrors, GetPortalSessionResponses, GetWorkspaceData, GetWorkspaceErrors, GetWorkspaceResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListAuditEntriesData, ListAuditEntriesErrors, ListAuditEntriesResponses, ListDeliveriesData, ListDeliveriesErrors, ListDeliveriesResponses, ListEndpointsData, ListEndpointsErrors, ListEndpointsResponses, ListEventTypesData, ListEventTypesErrors, ListEventTypesResponses, ListPortalSessionsData, ListPortalSessionsErrors, ListPortalSessionsResponses, ListWorkspacesData, ListWorkspacesErrors, ListWorkspacesResponses, PublishEventData, PublishEventErrors, PublishEventResponses, RecoverEndpointData, RecoverEndpointErrors, RecoverEndpointResponses, RetryDeliveryData, RetryDeliveryErrors, RetryDeliveryResponses, RevokeApiKeyData, RevokeApiKeyErrors, RevokeApiKeyResponses, RotateEndpointSecretData, RotateEndpointSecretErrors, RotateEndpointSecretResponses, SendExampleEventData, SendExampleEventErrors, SendExampleEventResponses, SignOutPortalSessionData, SignOutPortalSessionErrors, SignOutPortalSessionResponses, StartPortalSessionData, StartPortalSessionErrors, StartPortalSessionResponses, UpdateEndpointData, UpdateEndpointErrors, UpdateEndpointResponses, UpdateWorkspaceData, UpdateWorkspaceErrors, UpdateWorkspaceResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -50,7 +50,11 @@ export const createWorkspace = <ThrowOnError extends boolean = false>(options: O
  * One workspace and its settings.
  */
 export const getWorkspace = <ThrowOnError extends boolean = false>(options: Options<GetWorkspaceData, ThrowOnError>) => (options.client ?? client).get<GetWorkspaceResponses, GetWorkspaceErrors, ThrowOnError>({
-    security: [{ scheme: 'bearer', type: 'http' }],
+    security: [{ scheme: 'bearer', type: 'http' }, {
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
     url: '/admin/v1/workspaces/{workspaceId}',
     ...options
 });
@@ -61,7 +65,11 @@ export const getWorkspace = <ThrowOnError extends boolean = false>(options: Opti
  * Sets the fields given and leaves the others as they are. `frozen` refuses every key of the workspace (403 on the public API) and holds its webhook deliveries; setting it `active` again sends what waited (what waited longer than 7 days is marked failed). Audited as `workspace.update`, with each field's old and new value.
  */
 export const updateWorkspace = <ThrowOnError extends boolean = false>(options: Options<UpdateWorkspaceData, ThrowOnError>) => (options.client ?? client).patch<UpdateWorkspaceResponses, UpdateWorkspaceErrors, ThrowOnError>({
-    security: [{ scheme: 'bearer', type: 'http' }],
+    security: [{ scheme: 'bearer', type: 'http' }, {
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
     url: '/admin/v1/workspaces/{workspaceId}',
     ...options,
     headers: {
@@ -76,7 +84,11 @@ export const updateWorkspace = <ThrowOnError extends boolean = false>(options: O
  * Every key of the workspace, oldest first, revoked and expired ones included; never the key itself.
  */
 export const listApiKeys = <ThrowOnError extends boolean = false>(options: Options<ListApiKeysData, ThrowOnError>) => (options.client ?? client).get<ListApiKeysResponses, ListApiKeysErrors, ThrowOnError>({
-    security: [{ scheme: 'bearer', type: 'http' }],
+    security: [{ scheme: 'bearer', type: 'http' }, {
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
     url: '/admin/v1/workspaces/{workspaceId}/api-keys',
     ...options
 });
@@ -87,7 +99,11 @@ export const listApiKeys = <ThrowOnError extends boolean = false>(options: Optio
  * Makes a read-only key for the public API and returns it this once (the service keeps only its SHA-256 hash). Audited as `api_key.create` (its role and expiry, never the key).
  */
 export const createApiKey = <ThrowOnError extends boolean = false>(options: Options<CreateApiKeyData, ThrowOnError>) => (options.client ?? client).post<CreateApiKeyResponses, CreateApiKeyErrors, ThrowOnError>({
-    security: [{ scheme: 'bearer', type: 'http' }],
+    security: [{ scheme: 'bearer', type: 'http' }, {
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
     url: '/admin/v1/workspaces/{workspaceId}/api-keys',
     ...options,
     headers: {
@@ -102,7 +118,11 @@ export const createApiKey = <ThrowOnError extends boolean = false>(options: Opti
  * Revokes the key: every API process refuses it within a second (401 `revoked`). Revoking a revoked key answers its first revocation time and changes nothing. Audited as `api_key.revoke` (the first time).
  */
 export const revokeApiKey = <ThrowOnError extends boolean = false>(options: Options<RevokeApiKeyData, ThrowOnError>) => (options.client ?? client).post<RevokeApiKeyResponses, RevokeApiKeyErrors, ThrowOnError>({
-    security: [{ scheme: 'bearer', type: 'http' }],
+    security: [{ scheme: 'bearer', type: 'http' }, {
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
     url: '/admin/v1/workspaces/{workspaceId}/api-keys/{keyId}/revoke',
     ...options
 });
@@ -113,7 +133,11 @@ export const revokeApiKey = <ThrowOnError extends boolean = false>(options: Opti
  * Every endpoint of the workspace, oldest first, as the public `GET /v1/webhooks` lists it: with `disabledAt` when it is switched off, never its signing secret. Deleted endpoints are not listed.
  */
 export const listEndpoints = <ThrowOnError extends boolean = false>(options: Options<ListEndpointsData, ThrowOnError>) => (options.client ?? client).get<ListEndpointsResponses, ListEndpointsErrors, ThrowOnError>({
-    security: [{ scheme: 'bearer', type: 'http' }],
+    security: [{ scheme: 'bearer', type: 'http' }, {
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
     url: '/admin/v1/workspaces/{workspaceId}/endpoints',
     ...options
 });
@@ -124,7 +148,11 @@ export const listEndpoints = <ThrowOnError extends boolean = false>(options: Opt
  * Registers an endpoint and returns it with its signing secret, this once (the service keeps it sealed under its master key). `events` empty or left out subscribes to every event; an event not in the public document's `webhooks` is 400 naming it. A URL the destination policy refuses (a private, loopback or reserved address) is 400 `reason` `url`, naming the switch that would allow it (`FRS_ALLOW_PRIVATE_WEBHOOK_URLS`, `FRS_WEBHOOK_ALLOWED_CIDRS`). A URL another endpoint of the workspace already has is 409 `conflict` `reason` `url`, unless `allowDuplicateUrl` is true. With `Idempotency-Key`, a repeat answers the same endpoint and the same secret. Audited as `endpoint.create` (never the secret).
  */
 export const createEndpoint = <ThrowOnError extends boolean = false>(options: Options<CreateEndpointData, ThrowOnError>) => (options.client ?? client).post<CreateEndpointResponses, CreateEndpointErrors, ThrowOnError>({
-    security: [{ scheme: 'bearer', type: 'http' }],
+    security: [{ scheme: 'bearer', type: 'http' }, {
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
     url: '/admin/v1/workspaces/{workspaceId}/endpoints',
     ...options,
     headers: {
@@ -139,7 +167,11 @@ export const createEndpoint = <ThrowOnError extends boolean = false>(options: Op
  * Deletes the endpoint: it is no longer listed (here or on the public `GET /v1/webhooks`), nothing is fanned out or sent to it again, and its pending deliveries (queued, retrying, held) are marked `failed` with `lastErrorKind` `endpoint_deleted`. None of them is sent after this answer: an attempt already under way is waited for (at most the 10 seconds of one attempt) before it. Its delivery log stays readable on the public API until retention removes it. Deleting it again is 404. Audited as `endpoint.delete`.
  */
 export const deleteEndpoint = <ThrowOnError extends boolean = false>(options: Options<DeleteEndpointData, ThrowOnError>) => (options.client ?? client).delete<DeleteEndpointResponses, DeleteEndpointErrors, ThrowOnError>({
-    security: [{ scheme: 'bearer', type: 'http' }],
+    security: [{ scheme: 'bearer', type: 'http' }, {
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
     url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}',
     ...options
 });
@@ -150,7 +182,11 @@ export const deleteEndpoint = <ThrowOnError extends boolean = false>(options: Op
  * One endpoint, as `listEndpoints` shows it. A deleted endpoint is 404.
  */
 export const getEndpoint = <ThrowOnError extends boolean = false>(options: Options<GetEndpointData, ThrowOnError>) => (options.client ?? client).get<GetEndpointResponses, GetEndpointErrors, ThrowOnError>({
-    security: [{ scheme: 'bearer', type: 'http' }],
+    security: [{ scheme: 'bearer', type: 'http' }, {
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
     url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}',
     ...options
 });
@@ -161,7 +197,11 @@ export const getEndpoint = <ThrowOnError extends boolean = false>(options: Optio
  * Sets the fields given (`url`, `name`, `events`) and leaves the others as they are. A new `url` meets the checks of `createEndpoint`: the destination policy (400 `reason` `url` naming `FRS_ALLOW_PRIVATE_WEBHOOK_URLS` / `FRS_WEBHOOK_ALLOWED_CIDRS`) and the duplicate-URL rule (409 unless `allowDuplicateUrl`). Deliveries already queued are sent to the new URL; the signing secret is unchanged. Audited as `endpoint.update`, with each changed field's old and new value.
  */
 export const updateEndpoint = <ThrowOnError extends boolean = false>(options: Options<UpdateEndpointData, ThrowOnError>) => (options.client ?? client).patch<UpdateEndpointResponses, UpdateEndpointErrors, ThrowOnError>({
-    security: [{ scheme: 'bearer', type: 'http' }],
+    security: [{ scheme: 'bearer', type: 'http' }, {
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
     url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}',
     ...options,
     headers: {
@@ -176,7 +216,11 @@ export const updateEndpoint = <ThrowOnError extends boolean = false>(options: Op
  * Switches the endpoint on and clears its failure streak; what it held while it was off is sent now (what was held longer than 7 days is marked failed instead). Switching on an endpoint that is on changes nothing. Audited as `endpoint.enable`.
  */
 export const enableEndpoint = <ThrowOnError extends boolean = false>(options: Options<EnableEndpointData, ThrowOnError>) => (options.client ?? client).post<EnableEndpointResponses, EnableEndpointErrors, ThrowOnError>({
-    security: [{ scheme: 'bearer', type: 'http' }],
+    security: [{ scheme: 'bearer', type: 'http' }, {
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
     url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}/enable',
     ...options
 });
@@ -187,7 +231,11 @@ export const enableEndpoint = <ThrowOnError extends boolean = false>(options: Op
  * Switches the endpoint off: its pending deliveries are held (test deliveries are still sent) until it is switched on again; `disabledAt` keeps when it was first switched off. Audited as `endpoint.disable`.
  */
 export const disableEndpoint = <ThrowOnError extends boolean = false>(options: Options<DisableEndpointData, ThrowOnError>) => (options.client ?? client).post<DisableEndpointResponses, DisableEndpointErrors, ThrowOnError>({
-    security: [{ scheme: 'bearer', type: 'http' }],
+    security: [{ scheme: 'bearer', type: 'http' }, {
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
     url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}/disable',
     ...options
 });
@@ -198,7 +246,11 @@ export const disableEndpoint = <ThrowOnError extends boolean = false>(options: O
  * Gives the endpoint a new signing secret and returns it, this once. For `overlapHours` (default 24, at most 720; 0 ends the old secret at once) every delivery carries two signatures, the new secret's first, so receivers can switch over without missing one. With `Idempotency-Key`, a repeat answers the same secret and rotates nothing more. Audited as `endpoint.rotate_secret` (the overlap, never a secret).
  */
 export const rotateEndpointSecret = <ThrowOnError extends boolean = false>(options: Options<RotateEndpointSecretData, ThrowOnError>) => (options.client ?? client).post<RotateEndpointSecretResponses, RotateEndpointSecretErrors, ThrowOnError>({
-    security: [{ scheme: 'bearer', type: 'http' }],
+    security: [{ scheme: 'bearer', type: 'http' }, {
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
     url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}/rotate-secret',
     ...options,
     headers: {
@@ -224,7 +276,11 @@ export const listAuditEntries = <ThrowOnError extends boolean = false>(options?:
  * The workspace's webhook deliveries, to every endpoint or one, newest first (by creation, then id), a page at a time (see Paging): each with its endpoint, its state, its attempts so far and the last error as recorded. The filters combine; a cursor is bound to them.
  */
 export const listDeliveries = <ThrowOnError extends boolean = false>(options: Options<ListDeliveriesData, ThrowOnError>) => (options.client ?? client).get<ListDeliveriesResponses, ListDeliveriesErrors, ThrowOnError>({
-    security: [{ scheme: 'bearer', type: 'http' }],
+    security: [{ scheme: 'bearer', type: 'http' }, {
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
     url: '/admin/v1/workspaces/{workspaceId}/deliveries',
     ...options
 });
@@ -235,7 +291,11 @@ export const listDeliveries = <ThrowOnError extends boolean = false>(options: Op
  * One delivery: its state, the payload exactly as it is sent (the same bytes on every attempt), and every attempt, oldest first, with the start of the receiver's answer.
  */
 export const getDelivery = <ThrowOnError extends boolean = false>(options: Options<GetDeliveryData, ThrowOnError>) => (options.client ?? client).get<GetDeliveryResponses, GetDeliveryErrors, ThrowOnError>({
-    security: [{ scheme: 'bearer', type: 'http' }],
+    security: [{ scheme: 'bearer', type: 'http' }, {
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
     url: '/admin/v1/workspaces/{workspaceId}/deliveries/{deliveryId}',
     ...options
 });
@@ -246,7 +306,11 @@ export const getDelivery = <ThrowOnError extends boolean = false>(options: Optio
  * `queued` or `retrying`: its next attempt is due now, so a dispatcher takes it at once (after a receiver is fixed there is no waiting for the retry schedule; a test delivery that is sent stops counting towards the 5 pending per endpoint). `failed` or `accepted`: it is queued again and sent with the same id and the same bytes, its attempt count continuing. `held` (its endpoint is switched off): 409 `conflict`, `reason` `status`; switch the endpoint on with `enableEndpoint`, which sends what it held. A finished delivery of a switched-off endpoint is 409 too (`reason` `endpointId`). Audited as `delivery.retry`.
  */
 export const retryDelivery = <ThrowOnError extends boolean = false>(options: Options<RetryDeliveryData, ThrowOnError>) => (options.client ?? client).post<RetryDeliveryResponses, RetryDeliveryErrors, ThrowOnError>({
-    security: [{ scheme: 'bearer', type: 'http' }],
+    security: [{ scheme: 'bearer', type: 'http' }, {
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
     url: '/admin/v1/workspaces/{workspaceId}/deliveries/{deliveryId}/retry',
     ...options
 });
@@ -257,7 +321,11 @@ export const retryDelivery = <ThrowOnError extends boolean = false>(options: Opt
  * Queues again, due now, every `failed` delivery of the endpoint created in [`since`, `until`) (`until` defaults to now), each with its id and bytes, its attempt count continuing: after a receiver's outage, once it is fixed. Returns how many. A switched-off endpoint is 409 `conflict` (`reason` `endpointId`): switch it on with `enableEndpoint` first. Audited as `endpoint.recover`.
  */
 export const recoverEndpoint = <ThrowOnError extends boolean = false>(options: Options<RecoverEndpointData, ThrowOnError>) => (options.client ?? client).post<RecoverEndpointResponses, RecoverEndpointErrors, ThrowOnError>({
-    security: [{ scheme: 'bearer', type: 'http' }],
+    security: [{ scheme: 'bearer', type: 'http' }, {
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
     url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}/recover',
     ...options,
     headers: {
@@ -272,7 +340,11 @@ export const recoverEndpoint = <ThrowOnError extends boolean = false>(options: O
  * Every event of the public document's `webhooks` section (`webhook.test` included), in its order: its group (the webhook's tag there), summary, description and the example `data` that `sendExampleEvent` sends.
  */
 export const listEventTypes = <ThrowOnError extends boolean = false>(options: Options<ListEventTypesData, ThrowOnError>) => (options.client ?? client).get<ListEventTypesResponses, ListEventTypesErrors, ThrowOnError>({
-    security: [{ scheme: 'bearer', type: 'http' }],
+    security: [{ scheme: 'bearer', type: 'http' }, {
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
     url: '/admin/v1/workspaces/{workspaceId}/event-types',
     ...options
 });
@@ -298,8 +370,119 @@ export const publishEvent = <ThrowOnError extends boolean = false>(options: Opti
  * Sends the public document's example of `event` to that endpoint only (whatever its event list), signed like any delivery: to show a receiver what the event looks like. It is a test delivery, under the limits of the public test operation: at most 5 test deliveries pending per endpoint and 60 test calls a minute per workspace, else 429 `rate_limited` with `Retry-After`. A switched-off endpoint is 409 `conflict` (`reason` `endpointId`; `webhook.test` excepted, which is sent to a switched-off endpoint too). Audited as `event.send_example`.
  */
 export const sendExampleEvent = <ThrowOnError extends boolean = false>(options: Options<SendExampleEventData, ThrowOnError>) => (options.client ?? client).post<SendExampleEventResponses, SendExampleEventErrors, ThrowOnError>({
-    security: [{ scheme: 'bearer', type: 'http' }],
+    security: [{ scheme: 'bearer', type: 'http' }, {
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
     url: '/admin/v1/workspaces/{workspaceId}/example-events',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * List the workspace's live settings-screen sessions
+ *
+ * The links not opened yet and the sessions still running (not ended, not expired), newest first; never a key or a token.
+ */
+export const listPortalSessions = <ThrowOnError extends boolean = false>(options: Options<ListPortalSessionsData, ThrowOnError>) => (options.client ?? client).get<ListPortalSessionsResponses, ListPortalSessionsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/portal-sessions',
+    ...options
+});
+
+/**
+ * Make a link to the workspace's settings screen
+ *
+ * Makes a one-time link to the settings screen of this workspace, for the rental platform to show its customer's staff (open it, or load it in an iframe: see "Settings screen" above). The `url` holds a one-time key (`frpl_...`, in the URL's fragment, so it never reaches a server log or a `Referer`): opening it starts a session and spends the key; a second opening, or one after `expiresAt`, is refused. The session ends at `expiresAt` at the latest, after 30 minutes without a request, or when ended (`endPortalSession`, `endPortalSessions`, or the screen's "Sign out"). Make a new link each time the screen is shown. The key is shown in this answer only (the service stores its SHA-256 hash). Audited as `portal_session.create`.
+ */
+export const createPortalSession = <ThrowOnError extends boolean = false>(options: Options<CreatePortalSessionData, ThrowOnError>) => (options.client ?? client).post<CreatePortalSessionResponses, CreatePortalSessionErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/portal-sessions',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * End a settings-screen session
+ *
+ * Ends the session (or spends the link, if it was not opened yet): its next request is 401. Ending an ended session keeps its first end. Audited as `portal_session.end`.
+ */
+export const endPortalSession = <ThrowOnError extends boolean = false>(options: Options<EndPortalSessionData, ThrowOnError>) => (options.client ?? client).delete<EndPortalSessionResponses, EndPortalSessionErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/portal-sessions/{sessionId}',
+    ...options
+});
+
+/**
+ * End every settings-screen session of the workspace
+ *
+ * Ends every live session of the workspace and spends every link not opened yet (for example when a member of the customer's staff leaves). Answers how many were ended. Audited as `portal_session.end`, one entry each.
+ */
+export const endPortalSessions = <ThrowOnError extends boolean = false>(options: Options<EndPortalSessionsData, ThrowOnError>) => (options.client ?? client).post<EndPortalSessionsResponses, EndPortalSessionsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/portal-sessions/end',
+    ...options
+});
+
+/**
+ * Count an endpoint's attempts by outcome over time
+ *
+ * The endpoint's delivery attempts over the last 24 hours (24 buckets of an hour) or 7 days (28 buckets of 6 hours), by outcome: `succeeded` (a 2xx answer), `failedStatus` (the receiver answered another status) and `failedNoAnswer` (no answer: time-out, connection, name resolution, or a destination the policy refuses). Buckets are aligned to whole hours (UTC), oldest first; the last one holds the current time. What the settings screen draws as its chart. Attempts older than the delivery retention are gone from the counts.
+ */
+export const getEndpointAttemptStats = <ThrowOnError extends boolean = false>(options: Options<GetEndpointAttemptStatsData, ThrowOnError>) => (options.client ?? client).get<GetEndpointAttemptStatsResponses, GetEndpointAttemptStatsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }, {
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}/attempt-stats',
+    ...options
+});
+
+/**
+ * Sign out of the screen (the screen's own call)
+ *
+ * Ends the session of the `frs_portal` cookie and clears the cookie. Needs `X-CSRF-Token`. Audited as `portal_session.end`.
+ */
+export const signOutPortalSession = <ThrowOnError extends boolean = false>(options?: Options<SignOutPortalSessionData, ThrowOnError>) => (options?.client ?? client).delete<SignOutPortalSessionResponses, SignOutPortalSessionErrors, ThrowOnError>({
+    security: [{
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
+    url: '/portal/api/session',
+    ...options
+});
+
+/**
+ * The screen's current session (the screen's own call)
+ *
+ * The session of the `frs_portal` cookie, with its CSRF token: what the screen reads on a reload. 401 `unauthorized` when there is none or it has ended (`reason` `ended`) or expired (`expired`).
+ */
+export const getPortalSession = <ThrowOnError extends boolean = false>(options?: Options<GetPortalSessionData, ThrowOnError>) => (options?.client ?? client).get<GetPortalSessionResponses, GetPortalSessionErrors, ThrowOnError>({
+    security: [{
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
+    url: '/portal/api/session',
+    ...options
+});
+
+/**
+ * Open a settings-screen link (the screen's own call)
+ *
+ * Served on the public listener, not the admin listener (404 there). The screen sends the key of its link's fragment here once: the key is spent, a session starts, and its token is set as the HttpOnly cookie `frs_portal` (never readable by a script); the answer carries the session's CSRF token, which every write of the session must send as `X-CSRF-Token`. A key that was used, expired, ended or never made is 401 `unauthorized`, `reason` `link`, all alike. Failed keys count against the client address as failed authentications do. Audited as `portal_session.start`, with the session as actor.
+ */
+export const startPortalSession = <ThrowOnError extends boolean = false>(options: Options<StartPortalSessionData, ThrowOnError>) => (options.client ?? client).post<StartPortalSessionResponses, StartPortalSessionErrors, ThrowOnError>({
+    url: '/portal/api/session',
     ...options,
     headers: {
         'Content-Type': 'application/json',

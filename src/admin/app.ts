@@ -23,9 +23,9 @@ import { registerDocs } from '../api/docs.js';
 import { loadShedding } from '../api/load-shedding.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
 import { ConflictError, InputError, InvalidFieldError, LimitError, NotFoundError } from '../input.js';
-import type { AdminTokenHolder } from '../admin-tokens.js';
+import type { AuditContext } from '../audit.js';
 import { authenticateAdmin } from './auth.js';
-import { adminOperations } from './operations.js';
+import { adminOperations, type AdminCaller } from './operations.js';
 
 export interface AdminAppOptions {
   /** Connections as the admin API's database role. */
@@ -36,12 +36,14 @@ export interface AdminAppOptions {
   shedEventLoopLagMs?: number;
   authFailures?: AuthFailureSettings;
   cursors?: Cursors;
+  /** The public listener's base URL, where the settings screen's links point (FRS_PUBLIC_URL). */
+  portalUrl?: string;
 }
 
 /** The largest request body read (a workspace or a key is a few hundred bytes). */
 export const ADMIN_BODY_LIMIT = 64 * 1024;
 
-const noRoute = () => new ApiError(404, 'not_found', 'No such route. See /openapi.json for the operations.');
+export const noRoute = () => new ApiError(404, 'not_found', 'No such route. See /openapi.json for the operations.');
 
 /** A core function's refusal as the documented error: 404, 409, 400 naming the field, or 429 with Retry-After. */
 function coreError(err: InputError): ApiError {
@@ -56,7 +58,7 @@ function coreError(err: InputError): ApiError {
  * The JSON body of a request that has one (at most ADMIN_BODY_LIMIT bytes), else undefined. A body must say it is
  * JSON and come uncompressed (415 otherwise): what is read is what the document describes, nothing to inflate.
  */
-async function readJsonBody(ctx: Koa.Context): Promise<unknown> {
+export async function readJsonBody(ctx: Koa.Context): Promise<unknown> {
   const declared = Number(ctx.get('content-length') || 0);
   if (declared === 0 && !ctx.get('transfer-encoding')) return undefined;
   const encoding = ctx.get('content-encoding').trim().toLowerCase();
@@ -101,10 +103,44 @@ function nestingDepth(value: unknown): number {
   return deepest;
 }
 
-export async function createAdminApp({ db, logger, clock = () => new Date(), metrics, shedEventLoopLagMs = 0, authFailures: failureSettings, cursors = Cursors.fromMasterKey() }: AdminAppOptions): Promise<Koa> {
-  const authFailures = new AuthFailureLimits(failureSettings ?? authFailureSettingsFromEnv());
-  const guardOf = (ctx: Koa.Context): AuthGuard => requestGuard(authFailures, ctx);
-  const document = loadOpenApiDocument('admin');
+/** Who makes a request of the admin operations, as the client that serves them found out. */
+export interface AdminRequester {
+  caller: AdminCaller;
+  audit: AuditContext;
+  /** The request's Idempotency-Key, where this client honours one. */
+  idempotencyKey?: string;
+}
+
+export interface AdminDispatcherOptions {
+  db: Knex;
+  clock: () => Date;
+  cursors: Cursors;
+  /**
+   * The security scheme of the document this client authenticates by: an operation whose security does not list it is
+   * no route here (404), before anything else.
+   */
+  scheme: 'adminToken' | 'portalSession';
+  /** Authenticates the request (throwing the documented 401, 403 or 429), before its body is read. */
+  authenticate: (ctx: Koa.Context, operationId: string) => Promise<AdminRequester>;
+  /** What stands before the document's paths on this listener ('' on the admin listener, '/portal/api' for the screen). */
+  prefix?: string;
+  /** The public listener's base URL, where the settings screen's links point. */
+  portalUrl?: string;
+}
+
+/** The admin operations as one client serves them: its scheme, its authentication, its path prefix. */
+export interface AdminDispatcher {
+  /** Answers a request whose path is under the prefix. */
+  handle: (ctx: Koa.Context) => Promise<void>;
+}
+
+/**
+ * The admin document's operations served to one client (the admin listener, or the settings screen): routing,
+ * validation by the document, the body read only after the route matched and the caller was authenticated, and the
+ * core's refusals as documented errors. The operations themselves are src/admin/operations.ts.
+ */
+export async function adminDispatcher({ db, clock, cursors, scheme, authenticate, prefix = '', portalUrl }: AdminDispatcherOptions): Promise<AdminDispatcher> {
+  const otherScheme = scheme === 'adminToken' ? 'portalSession' : 'adminToken';
   const backend = contractBackend({
     document: strictOpenApiDocument('admin'),
     handlers: {
@@ -113,12 +149,12 @@ export async function createAdminApp({ db, logger, clock = () => new Date(), met
       },
       methodNotAllowed: (c: BackendContext, ctx: Koa.Context) => {
         throw new ApiError(405, 'method_not_allowed', `This path does not accept ${c.request.method.toUpperCase()}.`, undefined, {
-          Allow: allowedMethods(operations, ctx.path).join(', '),
+          Allow: allowedMethods(reachableOperations(), c.request.path).join(', '),
         });
       },
       unauthorizedHandler: (c: BackendContext, ctx: Koa.Context) => {
         ctx.state.operationId = c.operation.operationId;
-        throw (c.security?.adminToken as { error?: unknown } | undefined)?.error ?? internalError();
+        throw (c.security?.[scheme] as { error?: unknown } | undefined)?.error ?? internalError();
       },
       validationFail: (c: BackendContext, ctx: Koa.Context) => {
         ctx.state.operationId = c.operation.operationId;
@@ -129,11 +165,12 @@ export async function createAdminApp({ db, logger, clock = () => new Date(), met
       },
     },
     securityHandlers: {
-      adminToken: async (_c: BackendContext, ctx: Koa.Context) => {
-        // (a request with a body was authenticated before its body was read: see below)
-        ctx.state.caller ??= await authenticateAdmin(db, ctx.get('authorization') || undefined, clock(), guardOf(ctx));
+      // (a request with a body was authenticated before its body was read: see below)
+      [scheme]: async (c: BackendContext, ctx: Koa.Context) => {
+        ctx.state.requester ??= await authenticate(ctx, c.operation.operationId!);
         return true;
       },
+      [otherScheme]: () => false,
     },
   });
   for (const [operationId, handler] of Object.entries(adminOperations)) {
@@ -141,19 +178,20 @@ export async function createAdminApp({ db, logger, clock = () => new Date(), met
       ctx.state.operationId = operationId;
       const unknown = unknownQueryParameter((c.operation.parameters ?? []) as Parameter[], c.request.query as Record<string, unknown>);
       if (unknown !== undefined) throw unknownQuery(unknown);
-      const caller = ctx.state.caller as AdminTokenHolder;
+      const { caller, audit, idempotencyKey } = ctx.state.requester as AdminRequester;
       try {
         return await handler({
           db,
           caller,
-          audit: { actor: { type: 'admin_token', id: caller.id, name: caller.name }, requestId: ctx.response.get('x-request-id') },
+          audit,
           now: clock(),
           params: c.request.params as Record<string, string>,
           query: c.request.query as Record<string, unknown>,
           body: c.request.requestBody,
-          idempotencyKey: ctx.get('idempotency-key') || undefined,
-          path: ctx.path,
+          idempotencyKey,
+          path: c.request.path,
           cursors,
+          portalUrl,
         });
       } catch (err) {
         throw err instanceof InputError ? coreError(err) : err;
@@ -162,6 +200,59 @@ export async function createAdminApp({ db, logger, clock = () => new Date(), met
   }
   await backend.init();
   const operations = memoiseOperations(backend);
+  /** Whether this client may call an operation: its security lists this client's scheme. */
+  const inReach = (operationId: string | undefined) => {
+    const operation = operationId === undefined ? undefined : backend.getOperation(operationId);
+    return (operation?.security ?? []).some((requirement) => scheme in requirement);
+  };
+  const reachableOperations = () => operations.filter((op) => inReach(op.operationId));
+  return {
+    async handle(ctx) {
+      const path = decodablePath(ctx.path.slice(prefix.length));
+      if (ctx.method === 'OPTIONS') {
+        const allowed = allowedMethods(reachableOperations(), path);
+        if (allowed.length === 0) throw noRoute();
+        ctx.set('Allow', allowed.join(', '));
+        ctx.status = 204;
+        return;
+      }
+      const request = { method: ctx.method === 'HEAD' ? 'GET' : ctx.method, path, query: ctx.querystring, headers: ctx.headers as Record<string, string> };
+      // An operation of another client is no route here. A body is read only for an operation that takes one, and only
+      // once the caller holds: a request to no route is a 404 and an unauthenticated one a 401 (counted against its
+      // address), whatever it sent.
+      const operation = backend.router.matchOperation(request);
+      if (operation && !inReach(operation.operationId)) throw noRoute();
+      let body: unknown;
+      if (operation && (ctx.method === 'POST' || ctx.method === 'PATCH')) {
+        ctx.state.operationId = operation.operationId;
+        ctx.state.requester = await authenticate(ctx, operation.operationId!);
+        body = await readJsonBody(ctx);
+      }
+      const result = await backend.handleRequest({ ...request, body }, ctx);
+      ctx.status = result.status;
+      ctx.body = result.body;
+    },
+  };
+}
+
+export async function createAdminApp({ db, logger, clock = () => new Date(), metrics, shedEventLoopLagMs = 0, authFailures: failureSettings, cursors = Cursors.fromMasterKey(), portalUrl }: AdminAppOptions): Promise<Koa> {
+  const authFailures = new AuthFailureLimits(failureSettings ?? authFailureSettingsFromEnv());
+  const document = loadOpenApiDocument('admin');
+  const dispatcher = await adminDispatcher({
+    db,
+    clock,
+    cursors,
+    scheme: 'adminToken',
+    portalUrl,
+    authenticate: async (ctx) => {
+      const holder = await authenticateAdmin(db, ctx.get('authorization') || undefined, clock(), requestGuard(authFailures, ctx));
+      return {
+        caller: holder,
+        audit: { actor: { type: 'admin_token', id: holder.id, name: holder.name }, requestId: ctx.response.get('x-request-id') },
+        idempotencyKey: ctx.get('idempotency-key') || undefined,
+      };
+    },
+  });
   const router = new Router();
   const openApiJson = JSON.stringify(document);
   router.get('/openapi.json', (ctx) => {
@@ -183,27 +274,6 @@ export async function createAdminApp({ db, logger, clock = () => new Date(), met
   }));
   if (shedEventLoopLagMs > 0) app.use(loadShedding(shedEventLoopLagMs));
   app.use(router.routes());
-  app.use(async (ctx) => {
-    if (ctx.method === 'OPTIONS') {
-      const allowed = allowedMethods(operations, ctx.path);
-      if (allowed.length === 0) throw noRoute();
-      ctx.set('Allow', allowed.join(', '));
-      ctx.status = 204;
-      return;
-    }
-    const request = { method: ctx.method === 'HEAD' ? 'GET' : ctx.method, path: decodablePath(ctx.path), query: ctx.querystring, headers: ctx.headers as Record<string, string> };
-    // A body is read only for an operation of the document that takes one, and only once the caller's token holds: a
-    // request to no route is a 404 and one without a good token a 401 (counted against its address), whatever it sent.
-    let body: unknown;
-    const operation = ctx.method === 'POST' || ctx.method === 'PATCH' ? backend.router.matchOperation(request) : undefined;
-    if (operation) {
-      ctx.state.operationId = operation.operationId;
-      ctx.state.caller = await authenticateAdmin(db, ctx.get('authorization') || undefined, clock(), guardOf(ctx));
-      body = await readJsonBody(ctx);
-    }
-    const result = await backend.handleRequest({ ...request, body }, ctx);
-    ctx.status = result.status;
-    ctx.body = result.body;
-  });
+  app.use(dispatcher.handle);
   return app;
 }

@@ -25,26 +25,36 @@ function unauthorized(reason: Failure): ApiError {
   return new ApiError(401, 'unauthorized', MESSAGES[reason], reason, { 'WWW-Authenticate': header });
 }
 
+/**
+ * Looks a credential up under the client address's failure limit (429 when the address failed too often, before the
+ * database is asked): `hashText` is the credential's hash, undefined when none was sent ('missing'). A failure the
+ * lookup reports (a string) counts against the address; a holder is remembered as good, so its next requests cost
+ * nothing there; an outage is not the client's failure.
+ */
+export async function guardedLookup<R>(guard: AuthGuard, hashText: string | undefined, lookup: () => Promise<R>): Promise<R | 'missing'> {
+  const attempt = await guard.limits.attempt(guard.address, hashText);
+  guard.standing = attempt.standing;
+  if (hashText === undefined) return 'missing';
+  let held: R;
+  try {
+    held = await lookup();
+  } catch (err) {
+    attempt.succeeded();
+    throw err;
+  }
+  if (typeof held === 'string') {
+    guard.limits.forget(hashText);
+    return held;
+  }
+  attempt.succeeded();
+  guard.limits.authenticated(hashText);
+  return held;
+}
+
 /** The token's holder, or the documented 401 (429 when the address failed too often). A public API key is `unknown`. */
 export async function authenticateAdmin(db: Knex, authorization: string | undefined, now: Date, guard: AuthGuard): Promise<AdminTokenHolder> {
   const token = bearerToken(authorization);
-  const hashText = token === undefined ? undefined : hashApiKey(token).toString('base64');
-  const attempt = await guard.limits.attempt(guard.address, hashText);
-  guard.standing = attempt.standing;
-  const refused = (reason: Failure): never => {
-    if (hashText !== undefined) guard.limits.forget(hashText);
-    throw unauthorized(reason);
-  };
-  if (token === undefined || hashText === undefined) return refused('missing');
-  let holder: Awaited<ReturnType<typeof adminTokenHolder>>;
-  try {
-    holder = await adminTokenHolder(db, token, now);
-  } catch (err) {
-    attempt.succeeded(); // an outage is not the client's failure
-    throw err;
-  }
-  if (typeof holder === 'string') return refused(holder);
-  attempt.succeeded();
-  guard.limits.authenticated(hashText);
-  return holder;
+  const held = await guardedLookup(guard, token === undefined ? undefined : hashApiKey(token).toString('base64'), () => adminTokenHolder(db, token!, now));
+  if (typeof held === 'string') throw unauthorized(held);
+  return held;
 }

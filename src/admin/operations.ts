@@ -18,14 +18,23 @@ import { listWorkspaceDeliveries, showDelivery } from '../webhooks/deliveries.js
 import { recoverEndpoint, retryDelivery } from '../webhooks/recovery.js';
 import { listEventTypes, sendExampleEvent } from '../webhooks/events.js';
 import { publishEvent } from '../webhooks/publish.js';
+import { createPortalLink, endPortalSessions, listPortalSessions, portalLinkUrl } from '../portal-sessions.js';
+import { endpointAttemptStats } from '../webhooks/deliveries.js';
+import type { PortalSessionCreate } from '../../generated/admin-strict/types.gen.js';
 
 // The admin API's operations, by operationId: each parses what the document already validated, keeps the token to
 // its reach, calls the core function (src/workspaces.ts, src/audit.ts) with the token as the actor, and answers.
 // No rule of the product lives here: the CLI calls the same functions.
 
+/**
+ * Who calls: an admin token, or a settings-screen session (`screen`), which acts as a token confined to its workspace
+ * does and changes only the workspace's settings, not its status.
+ */
+export type AdminCaller = AdminTokenHolder & { screen?: true };
+
 export interface AdminOperationContext {
   db: Knex;
-  caller: AdminTokenHolder;
+  caller: AdminCaller;
   /** The token as the actor of every change, with the request's id. */
   audit: AuditContext;
   now: Date;
@@ -35,6 +44,8 @@ export interface AdminOperationContext {
   idempotencyKey: string | undefined;
   path: string;
   cursors: Cursors;
+  /** The public listener's base URL, where the settings screen's links point (FRS_PUBLIC_URL). */
+  portalUrl?: string;
 }
 
 type Handler = (c: AdminOperationContext) => Promise<Answer>;
@@ -71,6 +82,9 @@ export const adminOperations: Record<string, Handler> = {
   async updateWorkspace(c) {
     const { id } = await reachable(c);
     const changes = c.body as WorkspaceUpdate;
+    if (c.caller.screen && changes.status !== undefined) {
+      throw new ApiError(403, 'forbidden', "The settings screen changes the workspace's time zone and reminders; its status is the platform's to change.", 'status');
+    }
     return { status: 200, body: workspaceBody(await updateWorkspace(c.db, { id }, changes, c.now, c.audit)) };
   },
 
@@ -199,5 +213,38 @@ export const adminOperations: Record<string, Handler> = {
     const input = c.body as ExampleEventRequest;
     return (await idempotent(c.db, { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'sendExampleEvent', path: c.path, body: input }, async (trx) =>
       ({ status: 202, body: await sendExampleEvent(trx, { workspaceId: id, endpointId: input.endpointId, event: input.event, now: c.now }, c.audit) })));
+  },
+
+  // --- The settings screen (src/portal-sessions.ts; src/portal/ serves the screen)
+
+  async createPortalSession(c) {
+    const { id } = await reachable(c);
+    if (c.portalUrl === undefined) throw new Error('createPortalSession: no portalUrl given to the admin API');
+    const input = (c.body ?? {}) as PortalSessionCreate;
+    const link = await createPortalLink(c.db, { workspaceId: id, expiresInMinutes: input.expiresInMinutes, readOnly: input.readOnly, now: c.now }, c.audit);
+    return { status: 201, body: { id: link.id, url: portalLinkUrl(c.portalUrl, link.key), readOnly: link.readOnly, expiresAt: link.expiresAt } };
+  },
+
+  async listPortalSessions(c) {
+    const { id } = await reachable(c);
+    return { status: 200, body: await listPortalSessions(c.db, id, c.now) };
+  },
+
+  async endPortalSession(c) {
+    const { id } = await reachable(c);
+    await endPortalSessions(c.db, { workspaceId: id, id: c.params.sessionId }, c.now, c.audit);
+    return { status: 204, body: undefined };
+  },
+
+  async endPortalSessions(c) {
+    const { id } = await reachable(c);
+    const { ended } = await endPortalSessions(c.db, { workspaceId: id }, c.now, c.audit);
+    return { status: 200, body: { ended: ended.length } };
+  },
+
+  async getEndpointAttemptStats(c) {
+    const { id } = await reachable(c);
+    const period = (c.query.period as '24h' | '7d' | undefined) ?? '24h';
+    return { status: 200, body: await endpointAttemptStats(c.db, c.params.endpointId, { workspaceId: id, period, now: c.now }) };
   },
 };

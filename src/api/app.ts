@@ -52,6 +52,11 @@ export interface AppOptions {
    * every API process and across restarts (src/api/cursors.ts). Without a master key the app does not start.
    */
   cursors?: Cursors;
+  /**
+   * The settings screen under /portal/ (src/portal/app.ts, made by main, which gives it the admin API's connections),
+   * given what it shares with this listener; without it, /portal is no route.
+   */
+  portal?: (edge: ListenerEdge) => Promise<Koa.Middleware>;
 }
 
 /**
@@ -267,7 +272,17 @@ export function requestGuard(limits: AuthFailureLimits, ctx: Koa.Context): AuthG
   return (ctx.state.guard ??= { limits, address: limits.clientAddress(ctx.req.socket.remoteAddress, ctx.get('x-forwarded-for') || undefined) });
 }
 
-export async function createApp({ db, logger, clock = () => new Date(), metrics, keyCache, shedEventLoopLagMs = 0, limits, cursors = Cursors.fromMasterKey(), answerCacheBytes = answerCacheBytesFromEnv() }: AppOptions): Promise<Koa> {
+/** What the public listener lends the settings screen it serves: its clock and cursors, the failure limit, the workspace's share. */
+export interface ListenerEdge {
+  clock: () => Date;
+  cursors: Cursors;
+  /** The client address's failure limit, as for API keys. */
+  guard: (ctx: Koa.Context) => AuthGuard;
+  /** Takes the workspace's share of the API (its rate and concurrency limits) for the request. */
+  admit: (ctx: Koa.Context, workspaceId: string) => Promise<void>;
+}
+
+export async function createApp({ db, logger, clock = () => new Date(), metrics, keyCache, shedEventLoopLagMs = 0, limits, cursors = Cursors.fromMasterKey(), answerCacheBytes = answerCacheBytesFromEnv(), portal }: AppOptions): Promise<Koa> {
   const answers = answerCacheBytes > 0 ? new AnswerCache(answerCacheBytes) : undefined;
   const workspaceLimits = new WorkspaceLimits(limits?.workspace ?? workspaceLimitsFromEnv());
   const authFailures = new AuthFailureLimits(limits?.authFailures ?? authFailureSettingsFromEnv());
@@ -400,6 +415,16 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
     },
   }));
   if (shedEventLoopLagMs > 0) app.use(loadShedding(shedEventLoopLagMs));
+  if (portal) {
+    // Before compression: the screen's answers carry keys and secrets once (no BREACH surface), as the admin API's do.
+    const screen = await portal({
+      clock, cursors, guard: guardOf,
+      admit: async (ctx, workspaceId) => {
+        ctx.state.admission = await workspaceLimits.admit(workspaceId);
+      },
+    });
+    app.use((ctx, next) => (ctx.path === '/portal' || ctx.path.startsWith('/portal/') ? screen(ctx, next) : next()));
+  }
   // Compression wraps the routes and the operation (authentication and the rate limiter run inside openapi-backend's
   // handling): it acts on the answer only, so a refusal by any step before the operation costs it nothing.
   app.use(compression());

@@ -19,6 +19,8 @@ import {
   checkMasterKey, createMasterKey, DEFAULT_OVERLAP_HOURS, MAX_OVERLAP_HOURS, resealSigningSecrets, rotateSigningSecret,
 } from '../webhooks/signing-secrets.js';
 import { cliAudit, listAuditEntries } from '../audit.js';
+import { createPortalLink, endPortalSessions, PORTAL_SESSION_MINUTES, portalLinkUrl } from '../portal-sessions.js';
+import { portalSettingsFromEnv } from '../portal/settings.js';
 import { createAdminToken, listAdminTokens, revokeAdminToken } from '../admin-tokens.js';
 import { importDocument, readImportFile } from '../import/importDocument.js';
 import { publishEvent } from '../webhooks/publish.js';
@@ -273,6 +275,27 @@ export function buildProgram(): Command {
     .action(async (o: JsonOption & { id: string }) => {
       const revoked = await withDatabase((db) => revokeAdminToken(db, o.id, cliAudit()));
       print(o, revoked, (r) => `admin token ${r.id} revoked at ${r.revokedAt}`);
+    });
+
+  const portal = program.command('portal').description("links to a workspace's settings screen, and ending its sessions");
+  command(portal, 'link', "make a one-time link to a workspace's settings screen on FRS_PUBLIC_URL (shown only this once; open it once)")
+    .requiredOption('--workspace <slug>', 'the workspace')
+    .option('--minutes <n>', `minutes until the link, and the session it starts, end (${PORTAL_SESSION_MINUTES.min} to ${PORTAL_SESSION_MINUTES.max}; default ${PORTAL_SESSION_MINUTES.default})`, wholeNumber)
+    .option('--read-only', 'a session that shows everything and changes nothing')
+    .action(async (o: JsonOption & { workspace: string; minutes?: number; readOnly?: boolean }) => {
+      const { publicUrl } = portalSettingsFromEnv();
+      const link = await withDatabase(async (db) => {
+        const { id } = await findWorkspace(db, o.workspace);
+        return createPortalLink(db, { workspaceId: id, expiresInMinutes: o.minutes, readOnly: o.readOnly === true, now: new Date() }, cliAudit());
+      });
+      const shown = { id: link.id, url: portalLinkUrl(publicUrl, link.key), readOnly: link.readOnly, expiresAt: link.expiresAt };
+      print(o, shown, (l) => `settings-screen link ${l.id}${l.readOnly ? ' (read-only)' : ''}, until ${l.expiresAt}, shown only this once; open it once:\n${l.url}`);
+    });
+  command(portal, 'end', "end every settings-screen session of a workspace now (and spend its unopened links)")
+    .requiredOption('--workspace <slug>', 'the workspace')
+    .action(async (o: JsonOption & { workspace: string }) => {
+      const { ended } = await withDatabase(async (db) => endPortalSessions(db, { workspaceId: (await findWorkspace(db, o.workspace)).id }, new Date(), cliAudit()));
+      print(o, { ended: ended.length }, (r) => `${r.ended} settings-screen session(s) ended`);
     });
 
   const secrets = program.command('secrets').description('the master key that seals stored signing secrets');

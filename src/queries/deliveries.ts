@@ -204,3 +204,25 @@ export async function deliveryDetail(db: Knex, scope: DeliveryScope, deliveryId:
     })),
   };
 }
+
+/** An endpoint's attempts per bucket of `bucketSeconds` (aligned to the epoch) in [from, to), by outcome; empty buckets left out. */
+export async function endpointAttemptCounts(
+  db: Knex,
+  endpointId: string,
+  range: { from: Date; to: Date; bucketSeconds: number },
+): Promise<Array<{ start: Date; succeeded: number; failedStatus: number; failedNoAnswer: number }>> {
+  // An attempt with an error kind and a status code was answered (a non-2xx or a redirect); one without a code had
+  // no answer (time-out, connection, name resolution, a refused destination).
+  const { rows } = await db.raw(
+    `SELECT date_bin(make_interval(secs => :bucket), started_at, timestamptz 'epoch') AS start,
+            count(*) FILTER (WHERE error_kind IS NULL)::int AS succeeded,
+            count(*) FILTER (WHERE error_kind IS NOT NULL AND status_code IS NOT NULL)::int AS failed_status,
+            count(*) FILTER (WHERE error_kind IS NOT NULL AND status_code IS NULL)::int AS failed_no_answer
+       FROM delivery_attempts
+      WHERE endpoint_id = :endpoint AND started_at >= :from AND started_at < :to
+      GROUP BY 1`,
+    { bucket: range.bucketSeconds, endpoint: endpointId, from: range.from, to: range.to },
+  );
+  return rows.map((r: { start: Date; succeeded: number; failed_status: number; failed_no_answer: number }) =>
+    ({ start: r.start, succeeded: r.succeeded, failedStatus: r.failed_status, failedNoAnswer: r.failed_no_answer }));
+}

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { InputError, InvalidFieldError, isUuid, NotFoundError } from '../input.js';
-import { deliveryDetail, deliveryLog, workspaceDeliveryLog, type DeliveryDetail, type DeliveryPosition, type DeliveryRow, type WorkspaceDeliveryFilters } from '../queries/deliveries.js';
+import { deliveryDetail, deliveryLog, endpointAttemptCounts, workspaceDeliveryLog, type DeliveryDetail, type DeliveryPosition, type DeliveryRow, type WorkspaceDeliveryFilters } from '../queries/deliveries.js';
 
 // The delivery records as operators read them: a workspace's deliveries (the admin API), an endpoint's (the CLI), one
 // delivery with its payload as sent and every attempt. The changes (retry, recover) are in recovery.ts. Both clients
@@ -41,4 +41,40 @@ export async function showDelivery(db: Knex, id: string, scope: { workspaceId?: 
   if (!detail) throw new NotFoundError(`no delivery with id ${id}`);
   const { body: _body, ...shown } = detail;
   return { ...shown, endpointId: row.endpoint_id };
+}
+
+/** The spans the attempt chart covers: 24 hourly buckets, or 28 of six hours. */
+const ATTEMPT_PERIODS = { '24h': { buckets: 24, bucketSeconds: 3600 }, '7d': { buckets: 28, bucketSeconds: 6 * 3600 } } as const;
+
+export interface AttemptStats {
+  endpointId: string;
+  period: keyof typeof ATTEMPT_PERIODS;
+  bucketSeconds: number;
+  buckets: Array<{ start: string; succeeded: number; failedStatus: number; failedNoAnswer: number }>;
+}
+
+/**
+ * An endpoint's attempts by outcome per bucket over the period, oldest first, every bucket present (zeros included);
+ * buckets are aligned to whole hours (UTC) and the last one holds `now`. Another workspace's endpoint, or a deleted
+ * one, is not found.
+ */
+export async function endpointAttemptStats(
+  db: Knex,
+  endpointId: string,
+  options: { workspaceId: string; period: keyof typeof ATTEMPT_PERIODS; now: Date },
+): Promise<AttemptStats> {
+  const endpoint = await db('webhook_endpoints').where({ id: endpointId, workspace_id: options.workspaceId }).whereNull('deleted_at').first('id');
+  if (!endpoint) throw new NotFoundError(`No webhook endpoint with id ${endpointId}.`);
+  const { buckets: count, bucketSeconds } = ATTEMPT_PERIODS[options.period];
+  const bucketMs = bucketSeconds * 1000;
+  const lastStart = Math.floor(options.now.getTime() / bucketMs) * bucketMs;
+  const from = lastStart - (count - 1) * bucketMs;
+  const counted = new Map((await endpointAttemptCounts(db, endpointId, { from: new Date(from), to: new Date(lastStart + bucketMs), bucketSeconds }))
+    .map((b) => [b.start.getTime(), b]));
+  const buckets = Array.from({ length: count }, (_, i) => {
+    const start = from + i * bucketMs;
+    const { succeeded = 0, failedStatus = 0, failedNoAnswer = 0 } = counted.get(start) ?? {};
+    return { start: new Date(start).toISOString(), succeeded, failedStatus, failedNoAnswer };
+  });
+  return { endpointId, period: options.period, bucketSeconds, buckets };
 }

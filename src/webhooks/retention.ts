@@ -39,6 +39,8 @@ export interface RetentionCounts {
   deliveries: number;
   events: number;
   outbox: number;
+  /** Settings-screen sessions and links that ended (expired) before the cutoff. */
+  portalSessions: number;
 }
 
 /** Deletes, batch by batch, the rows of `table` (primary key `key`) that `where` selects (alias t), until none is left. */
@@ -107,5 +109,9 @@ export async function runRetention(db: Knex, options: RetentionOptions): Promise
 
   const outbox = await deleteInBatches(db, 'outbox', ['id'], `t.processed_at < ?${deliveryScope}`, [cutoff, ...deliveryBind], batchSize);
 
-  return { idempotencyKeys, attempts, deliveries, events, outbox };
+  // Settings-screen sessions: a session is over by its expiry at the latest; its record goes with the delivery records'
+  // age (what it changed stays in the audit trail).
+  const portalSessions = await deleteInBatches(db, 'portal_sessions', ['id'], `t.expires_at < ?${deliveryScope}`, [cutoff, ...deliveryBind], batchSize);
+
+  return { idempotencyKeys, attempts, deliveries, events, outbox, portalSessions };
 }

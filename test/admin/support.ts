@@ -14,13 +14,25 @@ import { testDatabase } from '../support/database.js';
 const document = loadOpenApiDocument('admin');
 const operations = Object.entries(document.paths).flatMap(([template, item]) =>
   Object.entries(item).filter(([, operation]) => (operation as OpenApiOperation).responses).map(([method, operation]) => ({
-    method: method.toUpperCase(), regex: pathPattern(template), operation: operation as OpenApiOperation,
+    method: method.toUpperCase(), template, regex: pathPattern(template), operation: operation as OpenApiOperation,
   })));
 
-/** Checks an answer against the admin document: a declared status, its schema, JSON, x-request-id. */
-export function expectAdminDocumented(method: string, path: string, response: { status: number; headers: Headers; body: unknown }): void {
+/**
+ * Whether a client may call an operation: its security lists the client's scheme (the settings screen's own session
+ * calls, under /portal/, are the screen's). Any other operation is no route for that client.
+ */
+function inReach(template: string, operation: OpenApiOperation, scheme: 'adminToken' | 'portalSession'): boolean {
+  const security = (operation.security ?? document.security ?? []) as Array<Record<string, unknown>>;
+  return security.some((requirement) => scheme in requirement) || (scheme === 'portalSession' && template.startsWith('/portal/'));
+}
+
+/**
+ * Checks an answer against the admin document: a declared status, its schema, JSON, x-request-id. `scheme`: the
+ * client asked (the admin listener's token, or the settings screen's session).
+ */
+export function expectAdminDocumented(method: string, path: string, response: { status: number; headers: Headers; body: unknown }, scheme: 'adminToken' | 'portalSession' = 'adminToken'): void {
   const pathname = new URL(path, 'http://x').pathname;
-  const match = operations.find((o) => o.method === method && o.regex.test(pathname));
+  const match = operations.find((o) => o.method === method && o.regex.test(pathname) && inReach(o.template, o.operation, scheme));
   let schema = 'ErrorResponse';
   if (match) {
     const declared = match.operation.responses[String(response.status)];
@@ -52,6 +64,11 @@ export interface TestAdminApi {
 }
 
 export async function startAdminApi(options: Partial<Pick<AdminAppOptions, 'clock' | 'authFailures'>> = {}): Promise<TestAdminApi> {
+  return startAdminApiAt({ portalUrl: 'http://localhost:3000', ...options });
+}
+
+/** The admin API with the settings screen's links pointing at `portalUrl`. */
+export async function startAdminApiAt(options: Partial<Pick<AdminAppOptions, 'clock' | 'authFailures' | 'portalUrl'>> = {}): Promise<TestAdminApi> {
   const database = await testDatabase();
   const logs: Array<Record<string, unknown>> = [];
   const sink = new Writable({

@@ -1,0 +1,185 @@
+import type { Knex } from 'knex';
+import { recordAudit, type AuditContext } from './audit.js';
+import { InvalidFieldError, NotFoundError } from './input.js';
+import { hashApiKey, newPortalCredential, PORTAL_LINK_PREFIX, PORTAL_SESSION_PREFIX } from './secrets.js';
+
+// The settings screen's sessions (src/portal/ serves the screen). The rental platform's backend asks the admin API for
+// a link to one workspace; the link carries a one-time key (`frpl_`), which the screen exchanges, once, for a session
+// token (`frps_`) kept in an HttpOnly cookie. Both are stored as SHA-256 hashes only. A session acts on its workspace
+// only, as a workspace-confined admin token does, and ends at the first of: its absolute end (`expiresAt`, chosen when
+// the link was made), IDLE_MINUTES without a request, or being ended (by the admin API, or by signing out).
+
+/** How long a link and the session it starts may last, in minutes: the default, and the bounds a caller may choose. */
+export const PORTAL_SESSION_MINUTES = { default: 60, min: 5, max: 24 * 60 } as const;
+/** A session with no request for this long has ended. */
+export const PORTAL_IDLE_MINUTES = 30;
+/** last_seen_at is written at most this often per session: the idle limit needs no finer clock than this. */
+const SEEN_EVERY_MS = 15_000;
+
+export interface CreatedPortalLink {
+  id: string;
+  /** The one-time key for the link: shown once, never stored. */
+  key: string;
+  readOnly: boolean;
+  expiresAt: string;
+}
+
+/** A session as the admin API lists it: never its key or token. */
+export interface PortalSessionRecord {
+  id: string;
+  readOnly: boolean;
+  /** `unused`: the link was not opened yet; `active`; `ended` (by the admin API or signing out); `expired` (absolute or idle). */
+  state: 'unused' | 'active' | 'ended' | 'expired';
+  createdBy: string;
+  createdAt: string;
+  expiresAt: string;
+  startedAt: string | null;
+  lastSeenAt: string | null;
+  endedAt: string | null;
+}
+
+/** A session as authentication finds it. */
+export interface PortalSessionHolder {
+  id: string;
+  workspaceId: string;
+  readOnly: boolean;
+  /** Who made the link (the admin token's name), for the audit trail's actor. */
+  createdBy: string;
+  expiresAt: Date;
+  /** When it ends if no request comes before (never after expiresAt). */
+  idleExpiresAt: Date;
+}
+
+export type PortalSessionFailure = 'unknown' | 'ended' | 'expired';
+
+const iso = (d: Date | null) => d?.toISOString() ?? null;
+const idleEnd = (lastSeen: Date, expiresAt: Date) => new Date(Math.min(lastSeen.getTime() + PORTAL_IDLE_MINUTES * 60_000, expiresAt.getTime()));
+
+/** The actor of what a session changes: the session, named after who made its link. */
+export function portalAudit(session: Pick<PortalSessionHolder, 'id' | 'createdBy'>, requestId?: string): AuditContext {
+  return { actor: { type: 'portal_session', id: session.id, name: `settings screen (link by ${session.createdBy})` }, requestId };
+}
+
+/** The address a link opens: the screen on the public listener, the one-time key in the fragment (never sent to a server). */
+export function portalLinkUrl(publicUrl: string, key: string): string {
+  return `${publicUrl}/portal/#key=${key}`;
+}
+
+/** A link to the settings screen of one workspace: its one-time key, valid until expiresAt or its first use. */
+export async function createPortalLink(
+  db: Knex,
+  input: { workspaceId: string; expiresInMinutes?: number; readOnly?: boolean; now: Date },
+  audit: AuditContext,
+): Promise<CreatedPortalLink> {
+  const minutes = input.expiresInMinutes ?? PORTAL_SESSION_MINUTES.default;
+  if (!Number.isInteger(minutes) || minutes < PORTAL_SESSION_MINUTES.min || minutes > PORTAL_SESSION_MINUTES.max) {
+    throw new InvalidFieldError(`expiresInMinutes must be a whole number from ${PORTAL_SESSION_MINUTES.min} to ${PORTAL_SESSION_MINUTES.max}`, 'expiresInMinutes');
+  }
+  const readOnly = input.readOnly ?? false;
+  const key = newPortalCredential(PORTAL_LINK_PREFIX);
+  const expiresAt = new Date(input.now.getTime() + minutes * 60_000);
+  return db.transaction(async (trx) => {
+    const [row] = await trx('portal_sessions')
+      .insert({ workspace_id: input.workspaceId, read_only: readOnly, link_hash: hashApiKey(key), created_by: audit.actor.name.slice(0, 200), created_at: input.now, expires_at: expiresAt })
+      .returning(['id']);
+    await recordAudit(trx, audit, {
+      action: 'portal_session.create', workspaceId: input.workspaceId, target: { type: 'portal_session', id: row.id },
+      changes: { readOnly, expiresAt: expiresAt.toISOString() },
+    });
+    return { id: row.id as string, key, readOnly, expiresAt: expiresAt.toISOString() };
+  });
+}
+
+/**
+ * Opens a link: its key is spent (a second use finds nothing) and a session starts, whose token is returned once.
+ * 'unknown' for a key that is not a live link's (never made, used already, expired or ended): one answer for all, so
+ * a guess learns nothing.
+ */
+export async function startPortalSession(db: Knex, key: string, now: Date, requestId?: string): Promise<{ token: string; session: PortalSessionHolder } | 'unknown'> {
+  if (!key.startsWith(PORTAL_LINK_PREFIX)) return 'unknown';
+  const token = newPortalCredential(PORTAL_SESSION_PREFIX);
+  return db.transaction(async (trx) => {
+    const [row] = await trx('portal_sessions')
+      .where({ link_hash: hashApiKey(key) })
+      .whereNull('ended_at')
+      .where('expires_at', '>', now)
+      .update({ link_hash: null, session_hash: hashApiKey(token), started_at: now, last_seen_at: now })
+      .returning(['id', 'workspace_id', 'read_only', 'created_by', 'expires_at']);
+    if (!row) return 'unknown';
+    const session = holder(row, now);
+    await recordAudit(trx, portalAudit(session, requestId), { action: 'portal_session.start', workspaceId: session.workspaceId, target: { type: 'portal_session', id: session.id } });
+    return { token, session };
+  });
+}
+
+function holder(row: { id: string; workspace_id: string; read_only: boolean; created_by: string; expires_at: Date }, lastSeen: Date): PortalSessionHolder {
+  return {
+    id: row.id, workspaceId: row.workspace_id, readOnly: row.read_only, createdBy: row.created_by,
+    expiresAt: row.expires_at, idleExpiresAt: idleEnd(lastSeen, row.expires_at),
+  };
+}
+
+/** The session a token belongs to, if it is live; its use now counts as activity (for the idle limit). */
+export async function portalSessionHolder(db: Knex, token: string, now: Date): Promise<PortalSessionHolder | PortalSessionFailure> {
+  if (!token.startsWith(PORTAL_SESSION_PREFIX)) return 'unknown';
+  const row = await db('portal_sessions')
+    .where({ session_hash: hashApiKey(token) })
+    .first('id', 'workspace_id', 'read_only', 'created_by', 'expires_at', 'last_seen_at', 'ended_at');
+  if (!row) return 'unknown';
+  if (row.ended_at) return 'ended';
+  if (row.expires_at <= now || idleEnd(row.last_seen_at, row.expires_at) <= now) return 'expired';
+  if (now.getTime() - row.last_seen_at.getTime() >= SEEN_EVERY_MS) {
+    await db('portal_sessions').where({ id: row.id }).where('last_seen_at', '<', now).update({ last_seen_at: now });
+    return holder(row, now);
+  }
+  return holder(row, row.last_seen_at);
+}
+
+const RECORD_COLUMNS = ['id', 'read_only', 'created_by', 'created_at', 'expires_at', 'started_at', 'last_seen_at', 'ended_at'];
+
+function record(r: Record<string, any>, now: Date): PortalSessionRecord {
+  const expired = r.expires_at <= now || (r.last_seen_at !== null && idleEnd(r.last_seen_at, r.expires_at) <= now);
+  return {
+    id: r.id, readOnly: r.read_only,
+    state: r.ended_at ? 'ended' : expired ? 'expired' : r.started_at ? 'active' : 'unused',
+    createdBy: r.created_by, createdAt: r.created_at.toISOString(), expiresAt: r.expires_at.toISOString(),
+    startedAt: iso(r.started_at), lastSeenAt: iso(r.last_seen_at), endedAt: iso(r.ended_at),
+  };
+}
+
+/** The workspace's sessions that may still be used (links not opened yet, and active sessions), newest first. */
+export async function listPortalSessions(db: Knex, workspaceId: string, now: Date): Promise<{ rows: PortalSessionRecord[] }> {
+  const rows = await db('portal_sessions')
+    .where({ workspace_id: workspaceId })
+    .whereNull('ended_at')
+    .where('expires_at', '>', now)
+    .orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }])
+    .select(RECORD_COLUMNS);
+  return { rows: rows.map((r) => record(r, now)).filter((r) => r.state !== 'expired') };
+}
+
+/**
+ * Ends sessions of the workspace now, and links not yet opened: `id`'s only, or every live one. A session ended
+ * already keeps its first end. Returns what was ended.
+ */
+export async function endPortalSessions(
+  db: Knex,
+  target: { workspaceId: string; id?: string },
+  now: Date,
+  audit: AuditContext,
+): Promise<{ ended: PortalSessionRecord[] }> {
+  return db.transaction(async (trx) => {
+    if (target.id !== undefined) {
+      const found = await trx('portal_sessions').where({ id: target.id, workspace_id: target.workspaceId }).first('id');
+      if (!found) throw new NotFoundError(`No settings-screen session with id ${target.id}.`);
+    }
+    const query = trx('portal_sessions').where({ workspace_id: target.workspaceId }).whereNull('ended_at');
+    if (target.id !== undefined) query.where({ id: target.id });
+    else query.where('expires_at', '>', now);
+    const rows = await query.update({ ended_at: now, link_hash: null }).returning(RECORD_COLUMNS);
+    for (const row of rows) {
+      await recordAudit(trx, audit, { action: 'portal_session.end', workspaceId: target.workspaceId, target: { type: 'portal_session', id: row.id } });
+    }
+    return { ended: rows.map((r: Record<string, any>) => record(r, now)) };
+  });
+}

@@ -1,0 +1,36 @@
+import { ConfigError } from '../config.js';
+
+// Where the settings screen is reached and who may embed it, from the environment. Both are checked at start: a bad
+// value stops the service with one line naming the variable.
+
+export interface PortalSettings {
+  /** The public listener's base URL as the staff's browsers reach it (scheme, host, port; no path): the links' base. */
+  publicUrl: string;
+  /** Origins allowed to show the screen in a frame (CSP frame-ancestors); none by default. */
+  frameAncestors: string[];
+}
+
+/** An origin a frame-ancestors list may name: scheme and host (a leading `*.` allowed), an optional port; or 'self'. */
+const FRAME_ANCESTOR = /^(?:'self'|https?:\/\/(?:\*\.)?[a-z0-9-]+(?:\.[a-z0-9-]+)*(?::\d{1,5})?)$/i;
+
+export function portalSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): PortalSettings {
+  const given = env.FRS_PUBLIC_URL?.trim() || `http://localhost:${env.PORT || 3000}`;
+  let url: URL;
+  try {
+    url = new URL(given);
+  } catch {
+    throw new ConfigError(`FRS_PUBLIC_URL must be the public listener's base URL, such as https://api.example.com, got "${given}"`);
+  }
+  if (!['http:', 'https:'].includes(url.protocol) || url.pathname !== '/' || url.search || url.hash || url.username || url.password) {
+    throw new ConfigError(`FRS_PUBLIC_URL must be an http(s) origin with no path, query or credentials, such as https://api.example.com, got "${given}"`);
+  }
+  const frameAncestors = (env.FRS_PORTAL_FRAME_ANCESTORS ?? '').split(/[\s,]+/).filter(Boolean);
+  for (const origin of frameAncestors) {
+    if (!FRAME_ANCESTOR.test(origin)) {
+      throw new ConfigError(
+        `FRS_PORTAL_FRAME_ANCESTORS lists the origins that may embed the settings screen, such as https://app.example.com (space- or comma-separated), got "${origin}"`,
+      );
+    }
+  }
+  return { publicUrl: url.origin, frameAncestors };
+}

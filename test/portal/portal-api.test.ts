@@ -1,0 +1,345 @@
+import crypto from 'node:crypto';
+import { expect } from 'chai';
+import { testDatabase } from '../support/database.js';
+import { createWorkspace } from '../../src/workspaces.js';
+import { createEndpoint } from '../../src/webhooks/endpoints.js';
+import { PORTAL_IDLE_MINUTES } from '../../src/portal-sessions.js';
+import { portalSettingsFromEnv } from '../../src/portal/settings.js';
+import { ConfigError } from '../../src/config.js';
+import { PORTAL_API, startScreen, type TestScreen } from './support.js';
+import { fleetAdminOn } from '../support/cli.js';
+
+// The settings screen's session and API over HTTP (the pages themselves: portal-browser.test.ts). A link is a one-time
+// key; the session is an HttpOnly cookie confined to its workspace; writes need the CSRF token; every change is audited
+// with the session as actor; sessions end by expiry, idleness, the admin API or signing out.
+
+const T0 = Date.parse('2026-03-10T09:00:00.000Z');
+const MINUTE = 60_000;
+const sha256 = (text: string) => crypto.createHash('sha256').update(text).digest();
+
+describe('the settings screen: sessions and API', function () {
+  this.timeout(30_000);
+  let screen: TestScreen;
+  let now = T0;
+  const ws = async () => createWorkspace((await testDatabase()).db, { slug: `portal-${crypto.randomUUID().slice(0, 12)}` });
+  const api = (workspaceId: string, rest = '') => `${PORTAL_API}/admin/v1/workspaces/${workspaceId}${rest}`;
+
+  before(async () => {
+    screen = await startScreen({ clock: () => new Date(now) });
+  });
+  after(async () => screen?.close());
+  beforeEach(() => {
+    now = T0;
+  });
+
+  it('makes a one-time link whose key is stored only as its hash, and opens it once into an HttpOnly Lax cookie', async () => {
+    const { db } = await testDatabase();
+    const w = await ws();
+    const made = await screen.admin.request('POST', `/admin/v1/workspaces/${w.id}/portal-sessions`, { token: screen.adminToken, body: { expiresInMinutes: 90 } });
+    expect(made.status).to.equal(201);
+    expect(made.body).to.include({ readOnly: false, expiresAt: new Date(T0 + 90 * MINUTE).toISOString() });
+    expect(made.body.url).to.match(new RegExp(`^${screen.url}/portal/#key=frpl_[0-9A-Za-z]{40}$`));
+    const key = new URL(made.body.url).hash.slice('#key='.length);
+    const row = await db('portal_sessions').where({ id: made.body.id }).first();
+    expect(row.link_hash.equals(sha256(key))).to.equal(true);
+    expect(JSON.stringify(row)).not.to.include(key.slice(5));
+
+    now = T0 + 2 * MINUTE;
+    const opened = await screen.request('POST', `${PORTAL_API}/session`, { body: { key } });
+    expect(opened.status).to.equal(201);
+    expect(opened.body).to.deep.include({
+      id: made.body.id, readOnly: false, expiresAt: new Date(T0 + 90 * MINUTE).toISOString(),
+      idleExpiresAt: new Date(T0 + 2 * MINUTE + PORTAL_IDLE_MINUTES * MINUTE).toISOString(), idleTimeoutMinutes: 30,
+    });
+    expect(opened.body.workspace).to.deep.equal({ id: w.id, slug: w.slug, status: 'active', timezone: w.timezone, remindersAhead: w.remindersAhead });
+    // 88 minutes left of the session's 90: the cookie ends with it.
+    const setCookie = opened.headers.get('set-cookie')!;
+    expect(setCookie).to.match(/^frs_portal=frps_[0-9A-Za-z]{40}; Path=\/portal\/; Max-Age=5280; HttpOnly; SameSite=Lax$/);
+    const token = setCookie.slice('frs_portal='.length).split(';')[0];
+    const started = await db('portal_sessions').where({ id: made.body.id }).first();
+    expect(started.link_hash).to.equal(null);
+    expect(started.session_hash.equals(sha256(token))).to.equal(true);
+    // The page's answer: the strict policy, no framing by default.
+    expect(opened.headers.get('content-security-policy')).to.equal(
+      "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+    );
+    expect(opened.headers.get('x-frame-options')).to.equal('DENY');
+
+    // A second opening, or a made-up key, is the same 401 and starts nothing.
+    for (const again of [key, `frpl_${'A'.repeat(40)}`, 'not-a-key']) {
+      const refused = await screen.request('POST', `${PORTAL_API}/session`, { body: { key: again } });
+      expect(refused.status).to.equal(401);
+      expect(refused.body.error).to.include({ code: 'unauthorized', reason: 'link' });
+      expect(refused.headers.get('set-cookie')).to.equal(null);
+    }
+    const audit = await db('audit_entries').where({ workspace_id: w.id }).orderBy('at').select('actor_type', 'actor_id', 'action', 'target_id');
+    expect(audit).to.deep.equal([
+      { actor_type: 'admin_token', actor_id: audit[0].actor_id, action: 'portal_session.create', target_id: made.body.id },
+      { actor_type: 'portal_session', actor_id: made.body.id, action: 'portal_session.start', target_id: made.body.id },
+    ]);
+    // No key, token or CSRF token in any log line.
+    const logged = JSON.stringify(screen.logs) + JSON.stringify(screen.admin.logs);
+    for (const secret of [key, token, opened.body.csrfToken]) expect(logged).not.to.include(secret);
+  });
+
+  it('refuses a link opened after its expiry', async () => {
+    const w = await ws();
+    const { key } = await screen.link(w.id, { expiresInMinutes: 5 });
+    now = T0 + 5 * MINUTE;
+    const refused = await screen.request('POST', `${PORTAL_API}/session`, { body: { key } });
+    expect([refused.status, refused.body.error.reason]).to.deep.equal([401, 'link']);
+  });
+
+  it('answers within its workspace only: another workspace, or another workspace\'s endpoint, is 404', async () => {
+    const { db } = await testDatabase();
+    const [mine, theirs] = [await ws(), await ws()];
+    const ownEndpoint = await createEndpoint(db, { workspaceSlug: mine.slug, url: 'https://mine.example/hook' });
+    const foreign = await createEndpoint(db, { workspaceSlug: theirs.slug, url: 'https://theirs.example/hook' });
+    const { cookie } = await screen.open((await screen.link(mine.id)).key);
+
+    const listed = await screen.request('GET', api(mine.id, '/endpoints'), { cookie });
+    expect(listed.status).to.equal(200);
+    expect(listed.body.rows.map((r: { id: string }) => r.id)).to.deep.equal([ownEndpoint.id]);
+    for (const path of [api(theirs.id, '/endpoints'), api(theirs.id), api(mine.id, `/endpoints/${foreign.id}`), api(theirs.id, `/endpoints/${foreign.id}`), api(mine.id, `/endpoints/${foreign.id}/attempt-stats`)]) {
+      const res = await screen.request('GET', path, { cookie });
+      expect(res.status, path).to.equal(404);
+      expect(res.body.error.code).to.equal('not_found');
+    }
+    // Operations the screen has no part in are no route for it, even with a good session: listing or making
+    // workspaces, publishing events, reading the audit trail, making more links.
+    const csrf = (await screen.request('GET', `${PORTAL_API}/session`, { cookie })).body.csrfToken;
+    for (const [method, path, body] of [
+      ['GET', `${PORTAL_API}/admin/v1/workspaces`, undefined],
+      ['POST', `${PORTAL_API}/admin/v1/workspaces`, { slug: 'nope-nope' }],
+      ['GET', `${PORTAL_API}/admin/v1/audit-entries`, undefined],
+      ['POST', api(mine.id, '/events'), { event: 'booking.confirmed', data: {} }],
+      ['POST', api(mine.id, '/portal-sessions'), {}],
+      ['GET', api(mine.id, '/portal-sessions'), undefined],
+    ] as const) {
+      const res = await screen.request(method, path, { cookie, csrf, body });
+      expect(res.status, `${method} ${path}`).to.equal(404);
+    }
+    // And without a session, nothing at all.
+    const anonymous = await screen.request('GET', api(mine.id, '/endpoints'));
+    expect([anonymous.status, anonymous.body.error.reason]).to.deep.equal([401, 'missing']);
+  });
+
+  it('needs the session\'s CSRF token for every write, changes nothing without it, and audits the change with the session as actor', async () => {
+    const { db } = await testDatabase();
+    const w = await ws();
+    const { cookie, session } = await screen.open((await screen.link(w.id)).key);
+    const other = await screen.open((await screen.link(w.id)).key);
+    for (const csrf of [undefined, 'x', other.session.csrfToken]) {
+      const refused = await screen.request('POST', api(w.id, '/api-keys'), { cookie, csrf, body: { role: 'reporting' } });
+      expect(refused.status).to.equal(403);
+      expect(refused.body.error).to.include({ code: 'forbidden', reason: 'csrf' });
+    }
+    expect(await db('api_keys').where({ workspace_id: w.id }).count('* as n')).to.deep.equal([{ n: 0 }]);
+    const made = await screen.request('POST', api(w.id, '/api-keys'), { cookie, csrf: session.csrfToken, body: { role: 'reporting' } });
+    expect(made.status).to.equal(201);
+    expect(made.body.key).to.match(/^frs_/);
+    const entry = await db('audit_entries').where({ workspace_id: w.id, action: 'api_key.create' }).first();
+    expect(entry).to.include({ actor_type: 'portal_session', actor_id: session.id, actor_name: 'settings screen (link by platform backend)' });
+    // The settings the screen changes: time zone and reminders; the status is the platform's.
+    const status = await screen.request('PATCH', api(w.id), { cookie, csrf: session.csrfToken, body: { status: 'frozen' } });
+    expect([status.status, status.body.error.reason]).to.deep.equal([403, 'status']);
+    const settings = await screen.request('PATCH', api(w.id), { cookie, csrf: session.csrfToken, body: { timezone: 'Europe/Lisbon', remindersAhead: 7 } });
+    expect(settings.status, JSON.stringify(screen.logs.filter((l) => l.level === 50))).to.equal(200);
+    expect(settings.body).to.include({ status: 'active', timezone: 'Europe/Lisbon', remindersAhead: 7 });
+    // Idempotency-Key is not the screen's: a repeat makes a second key, as documented.
+    const repeated = await screen.request('POST', api(w.id, '/api-keys'), { cookie, csrf: session.csrfToken, body: {}, headers: { 'idempotency-key': 'k1' } });
+    const again = await screen.request('POST', api(w.id, '/api-keys'), { cookie, csrf: session.csrfToken, body: {}, headers: { 'idempotency-key': 'k1' } });
+    expect(repeated.body.id).not.to.equal(again.body.id);
+  });
+
+  it('a read-only session shows everything and changes nothing', async () => {
+    const { db } = await testDatabase();
+    const w = await ws();
+    const endpoint = await createEndpoint(db, { workspaceSlug: w.slug, url: 'https://ro.example/hook' });
+    const { cookie, session } = await screen.open((await screen.link(w.id, { readOnly: true })).key);
+    expect(session.readOnly).to.equal(true);
+    expect((await screen.request('GET', api(w.id, `/endpoints/${endpoint.id}`), { cookie })).status).to.equal(200);
+    expect((await screen.request('GET', api(w.id, '/deliveries'), { cookie })).status).to.equal(200);
+    for (const [method, path, body] of [
+      ['POST', api(w.id, '/api-keys'), {}],
+      ['POST', api(w.id, `/endpoints/${endpoint.id}/disable`), undefined],
+      ['DELETE', api(w.id, `/endpoints/${endpoint.id}`), undefined],
+      ['PATCH', api(w.id), { remindersAhead: 9 }],
+    ] as const) {
+      const res = await screen.request(method, path, { cookie, csrf: session.csrfToken, body });
+      expect([res.status, res.body.error.reason], `${method} ${path}`).to.deep.equal([403, 'read_only']);
+    }
+    expect(await db('webhook_endpoints').where({ id: endpoint.id }).first('is_active', 'deleted_at')).to.deep.equal({ is_active: true, deleted_at: null });
+  });
+
+  it('ends a session at its absolute end, after 30 idle minutes, when the admin API ends it, and on signing out', async () => {
+    const w = await ws();
+    const get = (cookie: string) => screen.request('GET', `${PORTAL_API}/session`, { cookie });
+    // Absolute: 10 minutes, used every minute.
+    const short = await screen.open((await screen.link(w.id, { expiresInMinutes: 10 })).key);
+    for (let minute = 1; minute < 10; minute++) {
+      now = T0 + minute * MINUTE;
+      expect((await get(short.cookie)).status, `minute ${minute}`).to.equal(200);
+    }
+    now = T0 + 10 * MINUTE;
+    expect((await get(short.cookie)).body.error.reason).to.equal('expired');
+
+    // Idle: a request at 29 minutes keeps it; 30 minutes after that one, it has ended.
+    now = T0;
+    const idle = await screen.open((await screen.link(w.id, { expiresInMinutes: 240 })).key);
+    now = T0 + 29 * MINUTE;
+    expect((await get(idle.cookie)).body.idleExpiresAt).to.equal(new Date(T0 + 59 * MINUTE).toISOString());
+    now = T0 + 59 * MINUTE - 1;
+    expect((await get(idle.cookie)).status).to.equal(200);
+    const quiet = await screen.open((await screen.link(w.id, { expiresInMinutes: 240 })).key);
+    now = T0 + 59 * MINUTE - 1 + PORTAL_IDLE_MINUTES * MINUTE;
+    expect((await get(quiet.cookie)).body.error.reason).to.equal('expired');
+
+    // Ended by the admin API: one, then all; the list shows what is live.
+    now = T0;
+    const a = await screen.link(w.id);
+    now += 1000;
+    const b = await screen.link(w.id);
+    now += 1000;
+    const c = await screen.link(w.id);
+    const opened = [await screen.open(a.key), await screen.open(b.key)];
+    const listed = await screen.admin.request('GET', `/admin/v1/workspaces/${w.id}/portal-sessions`, { token: screen.adminToken });
+    expect(listed.body.rows.filter((r: { id: string }) => [a.id, b.id, c.id].includes(r.id)).map((r: { id: string; state: string }) => [r.id, r.state]))
+      .to.deep.equal([[c.id, 'unused'], [b.id, 'active'], [a.id, 'active']]);
+    expect((await screen.admin.request('DELETE', `/admin/v1/workspaces/${w.id}/portal-sessions/${a.id}`, { token: screen.adminToken })).status).to.equal(204);
+    expect((await get(opened[0].cookie)).body.error.reason).to.equal('ended');
+    expect((await get(opened[1].cookie)).status).to.equal(200);
+    const ended = await screen.admin.request('POST', `/admin/v1/workspaces/${w.id}/portal-sessions/end`, { token: screen.adminToken });
+    // b, c, and the idle-limited session still within its 240 minutes at T0 (its last request was later than T0)
+    expect(ended.body.ended).to.be.at.least(2);
+    expect((await get(opened[1].cookie)).body.error.reason).to.equal('ended');
+    expect((await screen.request('POST', `${PORTAL_API}/session`, { body: { key: c.key } })).status).to.equal(401);
+    // Another workspace's session id is not found.
+    const elsewhere = await ws();
+    expect((await screen.admin.request('DELETE', `/admin/v1/workspaces/${elsewhere.id}/portal-sessions/${b.id}`, { token: screen.adminToken })).status).to.equal(404);
+
+    // Signing out: needs the CSRF token, clears the cookie, ends the session.
+    const mine = await screen.open((await screen.link(w.id)).key);
+    expect((await screen.request('DELETE', `${PORTAL_API}/session`, { cookie: mine.cookie })).status).to.equal(403);
+    const out = await screen.request('DELETE', `${PORTAL_API}/session`, { cookie: mine.cookie, csrf: mine.session.csrfToken });
+    expect(out.status).to.equal(204);
+    expect(out.headers.get('set-cookie')).to.equal('frs_portal=; Path=/portal/; Max-Age=0; HttpOnly; SameSite=Lax');
+    expect((await get(mine.cookie)).body.error.reason).to.equal('ended');
+  });
+
+  it('counts an endpoint\'s attempts by outcome per hour over 24 hours and per 6 hours over 7 days', async () => {
+    const { db } = await testDatabase();
+    const w = await ws();
+    const endpoint = await createEndpoint(db, { workspaceSlug: w.slug, url: 'https://stats.example/hook' });
+    const [{ id: eventId }] = await db('events').insert({ workspace_id: w.id, event: 'webhook.test', data: {}, source: 'test' }).returning('id');
+    const [{ id: deliveryId }] = await db('deliveries').insert({ id: crypto.randomUUID(), workspace_id: w.id, event_id: eventId, endpoint_id: endpoint.id, event: 'webhook.test', body: '{}', status: 'accepted', attempts: 7 }).returning('id');
+    // now = 2026-03-10T09:00Z + 30 min. Hour buckets: 24 from 2026-03-09T10:00Z to 2026-03-10T09:00Z (holds now).
+    now = T0 + 30 * MINUTE;
+    const attempts: Array<[string, number | null, string | null]> = [
+      ['2026-03-10T09:10:00Z', 200, null], // last hour: succeeded
+      ['2026-03-10T09:20:00Z', 500, 'status'], // last hour: failed with a status
+      ['2026-03-10T08:59:59Z', null, 'timeout'], // the hour before: no answer
+      ['2026-03-10T08:00:00Z', 204, null], // the hour before (its first instant)
+      ['2026-03-09T10:00:00Z', null, 'dns'], // the first hour of the 24
+      ['2026-03-09T09:59:59Z', 301, 'redirect'], // before the 24 hours; within the 7 days (6-hour bucket 06:00)
+      ['2026-03-03T12:00:00Z', 200, null], // the first 6-hour bucket of the 7 days (28 back from 06:00Z today)
+      ['2026-03-03T11:59:59Z', 200, null], // before the 7 days
+    ];
+    let number = 0;
+    for (const [at, statusCode, errorKind] of attempts) {
+      await db('delivery_attempts').insert({ delivery_id: deliveryId, endpoint_id: endpoint.id, number: ++number, started_at: at, duration_ms: 5, status_code: statusCode, error_kind: errorKind });
+    }
+    const { cookie } = await screen.open((await screen.link(w.id)).key);
+    const day = await screen.request('GET', api(w.id, `/endpoints/${endpoint.id}/attempt-stats`), { cookie });
+    expect(day.status).to.equal(200);
+    expect(day.body).to.include({ endpointId: endpoint.id, period: '24h', bucketSeconds: 3600 });
+    expect(day.body.buckets).to.have.length(24);
+    expect(day.body.buckets[0]).to.deep.equal({ start: '2026-03-09T10:00:00.000Z', succeeded: 0, failedStatus: 0, failedNoAnswer: 1 });
+    expect(day.body.buckets[22]).to.deep.equal({ start: '2026-03-10T08:00:00.000Z', succeeded: 1, failedStatus: 0, failedNoAnswer: 1 });
+    expect(day.body.buckets[23]).to.deep.equal({ start: '2026-03-10T09:00:00.000Z', succeeded: 1, failedStatus: 1, failedNoAnswer: 0 });
+    const total = (buckets: Array<Record<string, number>>) => buckets.reduce((n, b) => n + b.succeeded + b.failedStatus + b.failedNoAnswer, 0);
+    expect(total(day.body.buckets)).to.equal(5);
+
+    const week = await screen.admin.request('GET', `/admin/v1/workspaces/${w.id}/endpoints/${endpoint.id}/attempt-stats?period=7d`, { token: screen.adminToken });
+    expect(week.body).to.include({ period: '7d', bucketSeconds: 21600 });
+    expect(week.body.buckets).to.have.length(28);
+    expect(week.body.buckets[0]).to.deep.equal({ start: '2026-03-03T12:00:00.000Z', succeeded: 1, failedStatus: 0, failedNoAnswer: 0 });
+    expect(week.body.buckets[27]).to.deep.equal({ start: '2026-03-10T06:00:00.000Z', succeeded: 2, failedStatus: 1, failedNoAnswer: 1 });
+    expect(week.body.buckets[26]).to.deep.equal({ start: '2026-03-10T00:00:00.000Z', succeeded: 0, failedStatus: 0, failedNoAnswer: 0 });
+    expect(week.body.buckets[25]).to.deep.equal({ start: '2026-03-09T18:00:00.000Z', succeeded: 0, failedStatus: 0, failedNoAnswer: 0 });
+    expect(week.body.buckets[24]).to.deep.equal({ start: '2026-03-09T12:00:00.000Z', succeeded: 0, failedStatus: 0, failedNoAnswer: 0 });
+    expect(week.body.buckets[23]).to.deep.equal({ start: '2026-03-09T06:00:00.000Z', succeeded: 0, failedStatus: 1, failedNoAnswer: 1 });
+    expect(total(week.body.buckets)).to.equal(7);
+    const bad = await screen.request('GET', api(w.id, `/endpoints/${endpoint.id}/attempt-stats?period=1y`), { cookie });
+    expect([bad.status, bad.body.error.reason]).to.deep.equal([400, 'period']);
+  });
+
+  it('fleet-admin portal link makes a link on FRS_PUBLIC_URL that opens once; portal end ends the sessions, both audited as the CLI', async () => {
+    const database = await testDatabase();
+    const w = await ws();
+    const run = await fleetAdminOn(database.url, ['portal', 'link', '--workspace', w.slug, '--minutes', '15', '--read-only', '--json'], { FRS_PUBLIC_URL: 'https://rental.example' });
+    expect([run.code, run.stderr]).to.deep.equal([0, '']);
+    const link = JSON.parse(run.stdout);
+    expect(Object.keys(link)).to.deep.equal(['id', 'url', 'readOnly', 'expiresAt']);
+    expect(link.url).to.match(/^https:\/\/rental\.example\/portal\/#key=frpl_[0-9A-Za-z]{40}$/);
+    expect(link.readOnly).to.equal(true);
+    // (the CLI's clock is the real one: the test's screen is moved to it)
+    now = Date.parse(link.expiresAt) - 14 * MINUTE;
+    const { cookie, session } = await screen.open(link.url.split('#key=')[1]);
+    expect(session).to.include({ id: link.id, readOnly: true });
+    const ended = await fleetAdminOn(database.url, ['portal', 'end', '--workspace', w.slug]);
+    expect([ended.code, ended.stdout]).to.deep.equal([0, '1 settings-screen session(s) ended\n']);
+    expect((await screen.request('GET', `${PORTAL_API}/session`, { cookie })).body.error.reason).to.equal('ended');
+    const actions = await database.db('audit_entries').where({ workspace_id: w.id }).orderBy('at').select('actor_type', 'action');
+    expect(actions).to.deep.equal([
+      { actor_type: 'cli', action: 'portal_session.create' }, { actor_type: 'portal_session', action: 'portal_session.start' }, { actor_type: 'cli', action: 'portal_session.end' },
+    ]);
+    const bad = await fleetAdminOn(database.url, ['portal', 'link', '--workspace', w.slug, '--minutes', '2']);
+    expect(bad.code).to.equal(1);
+    expect(bad.stderr).to.include('expiresInMinutes must be a whole number from 5 to 1440');
+  });
+
+  it('is no route on the admin listener, and refuses a body that is not the documented one', async () => {
+    const onAdmin = await screen.admin.request('POST', `${PORTAL_API}/session`, { body: { key: 'frpl_x' } });
+    expect(onAdmin.status).to.equal(404);
+    for (const body of ['[]', '{"key":"a","more":1}', '{"key":5}', 'nope']) {
+      const res = await screen.request('POST', `${PORTAL_API}/session`, { body });
+      expect(res.status, body).to.equal(400);
+    }
+    const text = await screen.request('POST', `${PORTAL_API}/session`, { body: 'key=x', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    expect(text.status).to.equal(415);
+  });
+});
+
+describe('the settings screen embedded in the platform\'s pages (FRS_PORTAL_FRAME_ANCESTORS)', function () {
+  this.timeout(30_000);
+
+  it('lets the listed origins frame it and sets a Partitioned SameSite=None Secure cookie', async () => {
+    const screen = await startScreen({ frameAncestors: ['https://app.rental.example', 'http://localhost:5173'] });
+    try {
+      const w = await createWorkspace((await testDatabase()).db, { slug: `portal-${crypto.randomUUID().slice(0, 12)}` });
+      const opened = await screen.request('POST', `${PORTAL_API}/session`, { body: { key: (await screen.link(w.id)).key } });
+      expect(opened.headers.get('set-cookie')).to.match(/^frs_portal=frps_\w+; Path=\/portal\/; Max-Age=\d+; HttpOnly; SameSite=None; Secure; Partitioned$/);
+      expect(opened.headers.get('content-security-policy')).to.include('frame-ancestors https://app.rental.example http://localhost:5173');
+      expect(opened.headers.get('x-frame-options')).to.equal(null);
+    } finally {
+      await screen.close();
+    }
+  });
+
+  it('reads its settings from the environment, refusing a bad one with the variable named', () => {
+    expect(portalSettingsFromEnv({})).to.deep.equal({ publicUrl: 'http://localhost:3000', frameAncestors: [] });
+    expect(portalSettingsFromEnv({ PORT: '8080', FRS_PORTAL_FRAME_ANCESTORS: 'https://a.example, https://*.b.example:8443' }))
+      .to.deep.equal({ publicUrl: 'http://localhost:8080', frameAncestors: ['https://a.example', 'https://*.b.example:8443'] });
+    expect(portalSettingsFromEnv({ FRS_PUBLIC_URL: 'https://api.example.com/' }).publicUrl).to.equal('https://api.example.com');
+    for (const [env, variable] of [
+      [{ FRS_PUBLIC_URL: 'https://api.example.com/base' }, 'FRS_PUBLIC_URL'],
+      [{ FRS_PUBLIC_URL: 'ftp://x' }, 'FRS_PUBLIC_URL'],
+      [{ FRS_PORTAL_FRAME_ANCESTORS: '*' }, 'FRS_PORTAL_FRAME_ANCESTORS'],
+      [{ FRS_PORTAL_FRAME_ANCESTORS: "https://a.example 'unsafe-inline'" }, 'FRS_PORTAL_FRAME_ANCESTORS'],
+      [{ FRS_PORTAL_FRAME_ANCESTORS: 'https://a.example; script-src *' }, 'FRS_PORTAL_FRAME_ANCESTORS'],
+    ] as const) {
+      expect(() => portalSettingsFromEnv(env), JSON.stringify(env)).to.throw(ConfigError, variable);
+    }
+  });
+});
