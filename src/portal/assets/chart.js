@@ -71,7 +71,7 @@ function draw(stats, periodLabel) {
     }
   });
   const picture = svg('svg', { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: 'img', 'aria-labelledby': `${titleId} ${descId}`, class: 'chart-svg' },
-    svg('title', { id: titleId }, `Attempts by outcome, ${periodLabel.toLowerCase()}`),
+    svg('title', { id: titleId }, `Attempts by outcome, ${periodLabel.toLowerCase()}.`),
     svg('desc', { id: descId }, summary),
     svg('line', { class: 'axis', x1: PAD.left, y1: PAD.top + plotH, x2: WIDTH - PAD.right, y2: PAD.top + plotH }),
     svg('line', { class: 'axis', x1: PAD.left, y1: PAD.top, x2: PAD.left, y2: PAD.top + plotH }),
@@ -81,11 +81,12 @@ function draw(stats, periodLabel) {
     svg('text', { class: 'tick', x: WIDTH - PAD.right, y: HEIGHT - 6, 'text-anchor': 'end' }, 'now'),
     bars);
 
-  const figures = h('table', { class: 'visually-hidden' },
+  // (a table ignores a width of 1px: the wrapper is what is hidden)
+  const figures = h('div', { class: 'visually-hidden' }, h('table', {},
     h('caption', {}, `Attempts by outcome, ${periodLabel.toLowerCase()}, per ${stats.bucketSeconds / 3600} hours`),
     h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'From'), OUTCOMES.map(([, label]) => h('th', { scope: 'col' }, label)))),
-    h('tbody', {}, buckets.map((b) => h('tr', {}, h('th', { scope: 'row' }, formatTime(b.start)), OUTCOMES.map(([key]) => h('td', {}, String(b[key])))))));
-  return [picture, h('p', { class: 'chart-summary' }, summary), figures];
+    h('tbody', {}, buckets.map((b) => h('tr', {}, h('th', { scope: 'row' }, formatTime(b.start)), OUTCOMES.map(([key]) => h('td', {}, String(b[key]))))))));
+  return [picture, h('p', { class: 'chart-summary', 'aria-hidden': 'true' }, summary), figures];
 }
 
 function shortTime(iso) {
