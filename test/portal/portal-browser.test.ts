@@ -323,12 +323,17 @@ describe('the settings screen (/portal) in a browser', function () {
     await page.getByRole('button', { name: 'Save settings' }).click();
     await page.getByText('Enter a whole number of days from 1 to 60.').waitFor();
     await page.getByLabel('Reminders ahead (days)').fill('9');
+    await page.getByLabel('Time zone').selectOption('Europe/London');
     const saved = await answerTo('PATCH', adminPath(''), () => page.getByRole('button', { name: 'Save settings' }).click());
     expect(saved.status()).to.equal(200);
-    expect(saved.request().postDataJSON()).to.deep.equal({ remindersAhead: 9 });
+    expect(saved.request().postDataJSON()).to.deep.equal({ remindersAhead: 9, timezone: 'Europe/London' });
     await page.getByText('Settings saved.').waitFor();
-    expect((await db('workspaces').where({ id: workspace.id }).first()).reminders_ahead).to.equal(9);
+    expect(await db('workspaces').where({ id: workspace.id }).first()).to.include({ reminders_ahead: 9, timezone: 'Europe/London' });
     await shot(page, 'settings');
+    // Times are shown in the workspace's zone, named: London's in November is GMT.
+    await nav('Endpoints').click();
+    const lastSuccess = page.getByRole('row').filter({ has: page.getByRole('link', { name: 'Accounting sync' }) }).locator('time').last();
+    expect(await lastSuccess.textContent()).to.match(/^\d{1,2} [A-Z][a-z]{2} \d{4}, \d\d:\d\d:\d\d GMT$/);
   });
 
   it('shows the event catalogue grouped, each event with its fields and example, and how to verify a signature', async () => {
@@ -405,6 +410,30 @@ describe('the settings screen (/portal) in a browser', function () {
     await viewer.getByRole('heading', { level: 1, name: 'API keys' }).waitFor();
     expect(await viewer.getByRole('button', { name: /Create key|Revoke/ }).count()).to.equal(0);
     await other.close();
+  });
+
+  it('edits an endpoint, and deletes one after confirming', async () => {
+    const spare = await createEndpoint(db, { workspaceId: workspace.id, url: receiver.endpointUrl(), name: 'Spare' });
+    await page.goto(`${screen.url}/portal/endpoints/${spare.id}`);
+    await page.getByRole('heading', { level: 1, name: 'Spare' }).waitFor();
+    await page.getByLabel('Name', { exact: true }).fill('Spare <i>receiver</i>');
+    await page.getByRole('group', { name: 'Booking events' }).getByRole('checkbox', { name: /^booking\.completed/ }).check();
+    const edited = await answerTo('PATCH', adminPath(`/endpoints/${spare.id}`), () => page.getByRole('button', { name: 'Save changes' }).click());
+    expect(edited.status()).to.equal(200);
+    expect(edited.request().postDataJSON()).to.deep.equal({ name: 'Spare <i>receiver</i>', events: ['booking.completed'] });
+    await page.getByText('Changes saved.').waitFor();
+    await page.getByRole('definition').filter({ hasText: /^booking\.completed$/ }).waitFor();
+
+    await page.getByRole('button', { name: 'Delete endpoint' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Delete "Spare <i>receiver</i>"?' });
+    await dialog.getByRole('button', { name: 'Cancel' }).click();
+    expect((await db('webhook_endpoints').where({ id: spare.id }).first()).deleted_at).to.equal(null);
+    await page.getByRole('button', { name: 'Delete endpoint' }).click();
+    const deleted = await answerTo('DELETE', adminPath(`/endpoints/${spare.id}`), () => dialog.getByRole('button', { name: 'Delete' }).click());
+    expect(deleted.status()).to.equal(204);
+    await page.getByRole('heading', { level: 1, name: 'Webhook endpoints' }).waitFor();
+    expect(await page.getByRole('link', { name: 'Spare <i>receiver</i>' }).count()).to.equal(0);
+    expect((await db('webhook_endpoints').where({ id: spare.id }).first()).deleted_at).to.be.an.instanceOf(Date);
   });
 
   it('is usable 360 px wide: no page scrolls sideways', async () => {

@@ -151,7 +151,7 @@ export async function endpointPage(ctx) {
   const sections = [];
   if (!ctx.readOnly) {
     sections.push(exampleForm(id, types, act), editForm(endpoint, types, (updated) => { endpoint = updated; show(); }),
-      rotateForm(id), recoverForm(id), deleteSection(endpoint, ctx));
+      rotateForm(id), recoverForm(id), deleteSection(() => endpoint, ctx));
   }
   show();
   await chart.refresh();
@@ -265,12 +265,14 @@ function recoverForm(id) {
   return form;
 }
 
-function deleteSection(endpoint, ctx) {
+/** @param {() => object} current the endpoint as it is now (its name may have been edited) */
+function deleteSection(current, ctx) {
   const problem = statusLine();
   return h('section', { class: 'card danger-zone', 'aria-label': 'Delete the endpoint' },
     h('h2', {}, 'Delete the endpoint'),
     h('p', {}, 'Nothing is sent to it again, and its pending deliveries are marked failed.'),
     h('button', { type: 'button', class: 'danger', onclick: async () => {
+      const endpoint = current();
       const sure = await confirmDialog({ title: `Delete "${endpoint.name}"?`, body: 'Nothing is sent to it again. This cannot be undone.', confirm: 'Delete', danger: true });
       if (!sure) return;
       try {

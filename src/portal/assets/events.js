@@ -12,7 +12,7 @@ function fields(value, prefix = '') {
   });
 }
 
-const slug = (event) => `event-${event.replace(/[^a-z0-9]+/g, '-')}`;
+const slug = (name) => `event-${name.toLowerCase().replace(/[^a-z0-9]+/g, '-')}`;
 
 // Short receivers for the three headers, each checking the timestamp (5 minutes either way), every `v1,` signature
 // of the header (two during a secret rotation's overlap) and comparing in constant time.
