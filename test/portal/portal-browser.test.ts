@@ -9,6 +9,7 @@ import { ROOT_DIR } from '../../src/config.js';
 import { createEndpoint } from '../../src/webhooks/endpoints.js';
 import { publishEvent } from '../../src/webhooks/publish.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
+import { RETRY_DELAYS_MS } from '../../src/webhooks/retry-schedule.js';
 import { testDatabase } from '../support/database.js';
 import { fixture } from '../support/fixtures.js';
 import { startReceiver, verifyIndependently, type Receiver, type Reply } from '../support/receiver.js';
@@ -314,6 +315,34 @@ describe('the settings screen (/portal) in a browser', function () {
     expect((await dispatcher.runOnce()).accepted).to.equal(1);
     await attempts.getByRole('row').nth(3).waitFor({ timeout: 12_000 });
     expect(await attempts.getByRole('row').nth(3).getByRole('cell').nth(3).textContent()).to.equal('204');
+  });
+
+  it('recovers an endpoint\'s failed deliveries since a time given in the workspace\'s zone', async () => {
+    // One delivery that fails its whole retry schedule (the sweep's clock walks it; no real waiting).
+    answer = () => ({ status: 500, body: 'down for maintenance' });
+    const { eventId } = await publishEvent(db, { workspaceId: workspace.id, event: 'booking.confirmed', data: bookingConfirmedData(), source: 'publish' });
+    const { id } = await db('deliveries').where({ event_id: eventId }).first('id');
+    let sweep = new Date();
+    await dispatcher.runOnce(sweep);
+    for (const delay of RETRY_DELAYS_MS) {
+      sweep = new Date(sweep.getTime() + delay);
+      await dispatcher.runOnce(sweep);
+    }
+    expect(await db('deliveries').where({ id }).first()).to.include({ status: 'failed', attempts: 9 });
+
+    // "Since" an hour ago, typed as the wall time in Dubai (UTC+4, no daylight saving): sent as that instant in UTC.
+    const since = new Date(Math.floor((Date.now() - 3600_000) / 60_000) * 60_000);
+    const dubai = new Date(since.getTime() + 4 * 3600_000).toISOString().slice(0, 16);
+    await page.goto(`${screen.url}/portal/endpoints/${endpointId}`);
+    await page.getByRole('heading', { level: 1, name: 'Accounting sync' }).waitFor();
+    await page.getByLabel('Since').fill(dubai);
+    answer = () => ({ status: 204 });
+    const recovered = await answerTo('POST', adminPath(`/endpoints/${endpointId}/recover`), () => page.getByRole('button', { name: 'Recover failed deliveries' }).click());
+    expect(recovered.status()).to.equal(200);
+    expect(recovered.request().postDataJSON()).to.deep.equal({ since: since.toISOString() });
+    await page.getByText('1 failed delivery is queued again.').waitFor();
+    expect(await db('deliveries').where({ id }).first()).to.include({ status: 'queued' });
+    expect((await dispatcher.runOnce()).accepted).to.equal(1);
   });
 
   it('saves the reminders ahead on the settings page, and names a value out of range next to the field', async () => {
