@@ -40,7 +40,7 @@ describe('the settings screen (/portal) in a browser', function () {
   let receiver: Receiver;
   let answer: () => Reply = () => ({ status: 204 });
   let workspace: { id: string; slug: string };
-  let link: { url: string; key: string };
+  let link: { id: string; url: string; key: string };
   let dispatcher: Dispatcher;
   let endpointId: string;
   let endpointUrl: string;
@@ -521,6 +521,31 @@ describe('the settings screen (/portal) in a browser', function () {
       await embeddable.close();
       await host.close();
     }
+  });
+
+  it('signs out (the page then stays signed out), and says so in words when the platform ends a session', async () => {
+    const other = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const second = watch(await other.newPage());
+    await second.goto((await screen.link(workspace.id)).url);
+    await second.getByRole('heading', { level: 1, name: 'Webhook endpoints' }).waitFor();
+    const out = second.waitForResponse((r) => new URL(r.url()).pathname === '/portal/api/session' && r.request().method() === 'DELETE');
+    await second.getByRole('button', { name: 'Sign out' }).click();
+    expect((await out).status()).to.equal(204);
+    await second.getByRole('heading', { level: 1, name: 'Signed out' }).waitFor();
+    provoked.add(`401 ${screen.url}/portal/api/session`);
+    await second.reload();
+    await second.getByRole('heading', { level: 1, name: 'You are signed out' }).waitFor();
+    await other.close();
+
+    // The platform ends the first session (the admin API); the open page learns it at its next refresh.
+    await page.goto(`${screen.url}/portal/endpoints`);
+    await page.getByRole('heading', { level: 1, name: 'Webhook endpoints' }).waitFor();
+    const ended = await screen.admin.request('DELETE', `/admin/v1/workspaces/${workspace.id}/portal-sessions/${link.id}`, { token: screen.adminToken });
+    expect(ended.status).to.equal(204);
+    provoked.add(`401 ${screen.url}${adminPath('/endpoints')}`);
+    await page.getByRole('heading', { level: 1, name: 'Your session has ended' }).waitFor({ timeout: 12_000 });
+    await page.getByText('Your session has ended. Open the API settings again from your rental platform to start a new one.').waitFor();
+    expect(await page.getByRole('navigation', { name: 'Settings' }).isVisible()).to.equal(false);
   });
 
   it('made no request off the service\'s origin, logged no console error but those provoked, and every answer was documented', async () => {
