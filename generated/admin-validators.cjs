@@ -4628,7 +4628,7 @@ return errors === 0;
 validate37.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.CreatedPortalSession = validate38;
-const schema88 = {"type":"object","description":"A new link to the settings screen; its key is shown here only.","required":["id","url","readOnly","expiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"url":{"type":"string","format":"uri","maxLength":2000,"description":"The screen's address on the public listener (`FRS_PUBLIC_URL`), with the one-time key in its fragment: `<FRS_PUBLIC_URL>/portal/#key=frpl_...`. Open it once, in a browser or an iframe."},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"expiresAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
+const schema88 = {"type":"object","description":"A new link to the settings screen; its key is shown here only.","required":["id","url","readOnly","linkExpiresAt","expiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"url":{"type":"string","format":"uri","maxLength":2000,"description":"The screen's address on the public listener (`FRS_PUBLIC_URL`), with the one-time key in its fragment: `<FRS_PUBLIC_URL>/portal/#key=frpl_...`. Open it once, in a browser or an iframe."},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"linkExpiresAt":{"description":"When the link stops opening if it was not opened before (10 minutes after it was made, or `expiresAt` if sooner).","allOf":[{"$ref":"#/$defs/Timestamp"}]},"expiresAt":{"description":"When the session the link starts ends at the latest.","allOf":[{"$ref":"#/$defs/Timestamp"}]}},"additionalProperties":false};
 const formats84 = require("ajv-formats/dist/formats").fullFormats.uri;
 
 function validate38(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
@@ -4644,14 +4644,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((((data.id === undefined) && (missing0 = "id")) || ((data.url === undefined) && (missing0 = "url"))) || ((data.readOnly === undefined) && (missing0 = "readOnly"))) || ((data.expiresAt === undefined) && (missing0 = "expiresAt"))){
+if((((((data.id === undefined) && (missing0 = "id")) || ((data.url === undefined) && (missing0 = "url"))) || ((data.readOnly === undefined) && (missing0 = "readOnly"))) || ((data.linkExpiresAt === undefined) && (missing0 = "linkExpiresAt"))) || ((data.expiresAt === undefined) && (missing0 = "expiresAt"))){
 validate38.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((((key0 === "id") || (key0 === "url")) || (key0 === "readOnly")) || (key0 === "expiresAt"))){
+if(!(((((key0 === "id") || (key0 === "url")) || (key0 === "readOnly")) || (key0 === "linkExpiresAt")) || (key0 === "expiresAt"))){
 validate38.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -4729,19 +4729,49 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.expiresAt !== undefined){
-let data3 = data.expiresAt;
+if(data.linkExpiresAt !== undefined){
+let data3 = data.linkExpiresAt;
 const _errs9 = errors;
-const _errs10 = errors;
-if(errors === _errs10){
-if(errors === _errs10){
+const _errs11 = errors;
+if(errors === _errs11){
+if(errors === _errs11){
 if(typeof data3 === "string"){
 if(func2(data3) > 30){
-validate38.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+validate38.errors = [{instancePath:instancePath+"/linkExpiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
 return false;
 }
 else {
 if(!(formats6.validate(data3))){
+validate38.errors = [{instancePath:instancePath+"/linkExpiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+return false;
+}
+}
+}
+else {
+validate38.errors = [{instancePath:instancePath+"/linkExpiresAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs9 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.expiresAt !== undefined){
+let data4 = data.expiresAt;
+const _errs13 = errors;
+const _errs15 = errors;
+if(errors === _errs15){
+if(errors === _errs15){
+if(typeof data4 === "string"){
+if(func2(data4) > 30){
+validate38.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+return false;
+}
+else {
+if(!(formats6.validate(data4))){
 validate38.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
 }
@@ -4753,10 +4783,11 @@ return false;
 }
 }
 }
-var valid0 = _errs9 === errors;
+var valid0 = _errs13 === errors;
 }
 else {
 var valid0 = true;
+}
 }
 }
 }
@@ -4775,7 +4806,7 @@ return errors === 0;
 validate38.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.EndedPortalSessions = validate39;
-const schema91 = {"type":"object","description":"How many sessions (and unopened links) were ended.","required":["ended"],"properties":{"ended":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"The number ended now."}},"additionalProperties":false};
+const schema92 = {"type":"object","description":"How many sessions (and unopened links) were ended.","required":["ended"],"properties":{"ended":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"The number ended now."}},"additionalProperties":false};
 
 function validate39(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -4846,7 +4877,7 @@ return errors === 0;
 validate39.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.Endpoint = validate40;
-const schema92 = {"type":"object","description":"A webhook endpoint, as the public `GET /v1/webhooks` lists it; never its signing secret.","required":["id","name","url","events","isActive","disabledAt","lastSuccessAt","consecutiveFailures"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"$ref":"#/$defs/EndpointName"},"url":{"$ref":"#/$defs/EndpointUrl"},"events":{"$ref":"#/$defs/EndpointEvents"},"isActive":{"type":"boolean","description":"False once the endpoint is switched off (after 20 failed attempts in a row, or by `disableEndpoint`)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Failed attempts in a row across the endpoint's deliveries; a success resets it to 0."}},"additionalProperties":false};
+const schema93 = {"type":"object","description":"A webhook endpoint, as the public `GET /v1/webhooks` lists it; never its signing secret.","required":["id","name","url","events","isActive","disabledAt","lastSuccessAt","consecutiveFailures"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"$ref":"#/$defs/EndpointName"},"url":{"$ref":"#/$defs/EndpointUrl"},"events":{"$ref":"#/$defs/EndpointEvents"},"isActive":{"type":"boolean","description":"False once the endpoint is switched off (after 20 failed attempts in a row, or by `disableEndpoint`)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Failed attempts in a row across the endpoint's deliveries; a success resets it to 0."}},"additionalProperties":false};
 
 function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5308,7 +5339,7 @@ return errors === 0;
 validate40.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.EndpointList = validate41;
-const schema99 = {"type":"object","description":"A workspace's webhook endpoints, oldest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":10000,"description":"The endpoints.","items":{"$ref":"#/$defs/Endpoint"}}},"additionalProperties":false};
+const schema100 = {"type":"object","description":"A workspace's webhook endpoints, oldest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":10000,"description":"The endpoints.","items":{"$ref":"#/$defs/Endpoint"}}},"additionalProperties":false};
 
 function validate41(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5382,7 +5413,7 @@ return errors === 0;
 validate41.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.ErrorResponse = validate43;
-const schema100 = {"type":"object","description":"The body of every error response (the public API's error body).","required":["error"],"properties":{"error":{"type":"object","description":"What went wrong.","required":["code","message","requestId"],"properties":{"code":{"type":"string","maxLength":64,"description":"Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token's reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `payload_too_large` (413): the request body is over 64 KiB.\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n","enum":["invalid_request","unauthorized","forbidden","not_found","method_not_allowed","conflict","idempotency_key_reused","payload_too_large","unsupported_media_type","rate_limited","headers_too_large","internal_error","unavailable","overloaded"]},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"A human-readable sentence; wording may change, so don't match on it."},"reason":{"type":"string","maxLength":200,"minLength":1,"description":"On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending field, parameter or header. On 429, `auth_failures`. Absent otherwise."},"requestId":{"type":"string","maxLength":128,"minLength":1,"description":"Equals the `x-request-id` response header."}},"additionalProperties":false}},"additionalProperties":false};
+const schema101 = {"type":"object","description":"The body of every error response (the public API's error body).","required":["error"],"properties":{"error":{"type":"object","description":"What went wrong.","required":["code","message","requestId"],"properties":{"code":{"type":"string","maxLength":64,"description":"Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token's reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `payload_too_large` (413): the request body is over 64 KiB.\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n","enum":["invalid_request","unauthorized","forbidden","not_found","method_not_allowed","conflict","idempotency_key_reused","payload_too_large","unsupported_media_type","rate_limited","headers_too_large","internal_error","unavailable","overloaded"]},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"A human-readable sentence; wording may change, so don't match on it."},"reason":{"type":"string","maxLength":200,"minLength":1,"description":"On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending field, parameter or header. On 429, `auth_failures`. Absent otherwise."},"requestId":{"type":"string","maxLength":128,"minLength":1,"description":"Equals the `x-request-id` response header."}},"additionalProperties":false}},"additionalProperties":false};
 
 function validate43(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5435,7 +5466,7 @@ if(data0.code !== undefined){
 let data1 = data0.code;
 const _errs5 = errors;
 if(!((((((((((((((data1 === "invalid_request") || (data1 === "unauthorized")) || (data1 === "forbidden")) || (data1 === "not_found")) || (data1 === "method_not_allowed")) || (data1 === "conflict")) || (data1 === "idempotency_key_reused")) || (data1 === "payload_too_large")) || (data1 === "unsupported_media_type")) || (data1 === "rate_limited")) || (data1 === "headers_too_large")) || (data1 === "internal_error")) || (data1 === "unavailable")) || (data1 === "overloaded"))){
-validate43.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/properties/error/properties/code/enum",keyword:"enum",params:{allowedValues: schema100.properties.error.properties.code.enum},message:"must be equal to one of the allowed values"}];
+validate43.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/properties/error/properties/code/enum",keyword:"enum",params:{allowedValues: schema101.properties.error.properties.code.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs5){
@@ -5562,8 +5593,8 @@ return errors === 0;
 validate43.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.EventTypeList = validate44;
-const schema101 = {"type":"object","description":"Every event type, in the public document's order.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":1000,"description":"The event types.","items":{"$ref":"#/$defs/EventType"}}},"additionalProperties":false};
-const schema102 = {"type":"object","description":"An event endpoints can receive, as the public document declares it.","required":["event","group","summary","description","exampleData"],"properties":{"event":{"$ref":"#/$defs/EventName"},"group":{"type":"string","maxLength":100,"description":"Its group, the webhook's tag in the public document."},"summary":{"type":"string","maxLength":200,"description":"One line on when it fires."},"description":{"type":"string","maxLength":10000,"description":"The public document's description (Markdown)."},"exampleData":{"type":"object","description":"The document's example `data`, what `sendExampleEvent` sends."}},"additionalProperties":false};
+const schema102 = {"type":"object","description":"Every event type, in the public document's order.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":1000,"description":"The event types.","items":{"$ref":"#/$defs/EventType"}}},"additionalProperties":false};
+const schema103 = {"type":"object","description":"An event endpoints can receive, as the public document declares it.","required":["event","group","summary","description","exampleData"],"properties":{"event":{"$ref":"#/$defs/EventName"},"group":{"type":"string","maxLength":100,"description":"Its group, the webhook's tag in the public document."},"summary":{"type":"string","maxLength":200,"description":"One line on when it fires."},"description":{"type":"string","maxLength":10000,"description":"The public document's description (Markdown)."},"exampleData":{"type":"object","description":"The document's example `data`, what `sendExampleEvent` sends."}},"additionalProperties":false};
 
 function validate45(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5791,11 +5822,11 @@ return errors === 0;
 validate44.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PortalSession = validate47;
-const schema104 = {"type":"object","description":"The screen's session, as the screen reads it.","required":["id","workspace","readOnly","csrfToken","expiresAt","idleExpiresAt","idleTimeoutMinutes"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"workspace":{"$ref":"#/$defs/Workspace"},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"csrfToken":{"type":"string","maxLength":100,"description":"What every write of this session sends as `X-CSRF-Token`; bound to the session."},"expiresAt":{"$ref":"#/$defs/Timestamp"},"idleExpiresAt":{"$ref":"#/$defs/Timestamp"},"idleTimeoutMinutes":{"type":"integer","format":"int32","minimum":1,"maximum":1440,"description":"Minutes without a request after which the session ends."}},"additionalProperties":false};
-const schema106 = {"type":"object","description":"A workspace and its settings.","required":["id","slug","status","timezone","remindersAhead"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"slug":{"$ref":"#/$defs/Slug"},"status":{"type":"string","maxLength":64,"description":"`active`, or `frozen`: every key refused (403) and no webhook sent.","enum":["active","frozen"]},"timezone":{"$ref":"#/$defs/TimeZone"},"remindersAhead":{"$ref":"#/$defs/RemindersAhead"}},"additionalProperties":false};
-const schema108 = {"type":"string","minLength":1,"maxLength":63,"pattern":"^[a-z0-9][a-z0-9-]{0,62}$","description":"A workspace's short name, lower-case letters, digits and hyphens.","example":"desert-drive"};
-const schema109 = {"type":"string","minLength":1,"maxLength":64,"pattern":"^[A-Za-z0-9_+/-]+$","description":"An IANA time zone name; \"today\" and \"this month\" are on this calendar.","example":"Asia/Dubai"};
-const schema110 = {"type":"integer","format":"int32","minimum":1,"maximum":60,"description":"How many days ahead the due-soon reminders are sent.","example":3};
+const schema105 = {"type":"object","description":"The screen's session, as the screen reads it.","required":["id","workspace","readOnly","csrfToken","expiresAt","idleExpiresAt","idleTimeoutMinutes"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"workspace":{"$ref":"#/$defs/Workspace"},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"csrfToken":{"type":"string","maxLength":100,"description":"What every write of this session sends as `X-CSRF-Token`; bound to the session."},"expiresAt":{"$ref":"#/$defs/Timestamp"},"idleExpiresAt":{"$ref":"#/$defs/Timestamp"},"idleTimeoutMinutes":{"type":"integer","format":"int32","minimum":1,"maximum":1440,"description":"Minutes without a request after which the session ends."}},"additionalProperties":false};
+const schema107 = {"type":"object","description":"A workspace and its settings.","required":["id","slug","status","timezone","remindersAhead"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"slug":{"$ref":"#/$defs/Slug"},"status":{"type":"string","maxLength":64,"description":"`active`, or `frozen`: every key refused (403) and no webhook sent.","enum":["active","frozen"]},"timezone":{"$ref":"#/$defs/TimeZone"},"remindersAhead":{"$ref":"#/$defs/RemindersAhead"}},"additionalProperties":false};
+const schema109 = {"type":"string","minLength":1,"maxLength":63,"pattern":"^[a-z0-9][a-z0-9-]{0,62}$","description":"A workspace's short name, lower-case letters, digits and hyphens.","example":"desert-drive"};
+const schema110 = {"type":"string","minLength":1,"maxLength":64,"pattern":"^[A-Za-z0-9_+/-]+$","description":"An IANA time zone name; \"today\" and \"this month\" are on this calendar.","example":"Asia/Dubai"};
+const schema111 = {"type":"integer","format":"int32","minimum":1,"maximum":60,"description":"How many days ahead the due-soon reminders are sent.","example":3};
 const pattern14 = new RegExp("^[a-z0-9][a-z0-9-]{0,62}$", "u");
 const pattern15 = new RegExp("^[A-Za-z0-9_+/-]+$", "u");
 
@@ -5894,7 +5925,7 @@ if(data.status !== undefined){
 let data2 = data.status;
 const _errs8 = errors;
 if(!((data2 === "active") || (data2 === "frozen"))){
-validate48.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema106.properties.status.enum},message:"must be equal to one of the allowed values"}];
+validate48.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema107.properties.status.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -6214,8 +6245,8 @@ return errors === 0;
 validate47.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PortalSessionList = validate50;
-const schema113 = {"type":"object","description":"The workspace's live sessions, newest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"items":{"$ref":"#/$defs/PortalSessionRecord"}}},"additionalProperties":false};
-const schema114 = {"type":"object","description":"A settings-screen session or a link not opened yet; never its key or token.","required":["id","readOnly","state","createdBy","createdAt","expiresAt","startedAt","lastSeenAt","endedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"state":{"type":"string","maxLength":16,"description":"`unused` (the link was not opened yet), `active`, `ended` or `expired`.","enum":["unused","active","ended","expired"]},"createdBy":{"type":"string","maxLength":200,"description":"The name of the admin token (or CLI user) that made the link."},"createdAt":{"$ref":"#/$defs/Timestamp"},"expiresAt":{"$ref":"#/$defs/Timestamp"},"startedAt":{"description":"When the link was opened, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSeenAt":{"description":"The session's last request (to within 15 seconds), or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"endedAt":{"description":"When it was ended, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
+const schema114 = {"type":"object","description":"The workspace's live sessions, newest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"items":{"$ref":"#/$defs/PortalSessionRecord"}}},"additionalProperties":false};
+const schema115 = {"type":"object","description":"A settings-screen session or a link not opened yet; never its key or token.","required":["id","readOnly","state","createdBy","createdAt","expiresAt","startedAt","lastSeenAt","endedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"state":{"type":"string","maxLength":16,"description":"`unused` (the link was not opened yet), `active`, `ended` or `expired`.","enum":["unused","active","ended","expired"]},"createdBy":{"type":"string","maxLength":200,"description":"The name of the admin token (or CLI user) that made the link."},"createdAt":{"$ref":"#/$defs/Timestamp"},"expiresAt":{"$ref":"#/$defs/Timestamp"},"startedAt":{"description":"When the link was opened, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSeenAt":{"description":"The session's last request (to within 15 seconds), or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"endedAt":{"description":"When it was ended, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate51(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -6237,7 +6268,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema114.properties, key0))){
+if(!(func1.call(schema115.properties, key0))){
 validate51.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -6290,7 +6321,7 @@ if(data.state !== undefined){
 let data2 = data.state;
 const _errs7 = errors;
 if(!((((data2 === "unused") || (data2 === "active")) || (data2 === "ended")) || (data2 === "expired"))){
-validate51.errors = [{instancePath:instancePath+"/state",schemaPath:"#/properties/state/enum",keyword:"enum",params:{allowedValues: schema114.properties.state.enum},message:"must be equal to one of the allowed values"}];
+validate51.errors = [{instancePath:instancePath+"/state",schemaPath:"#/properties/state/enum",keyword:"enum",params:{allowedValues: schema115.properties.state.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs7){
@@ -6791,7 +6822,7 @@ return errors === 0;
 validate50.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PublishedEvent = validate53;
-const schema121 = {"type":"object","description":"A published event.","required":["eventId","deliveries","duplicate"],"properties":{"eventId":{"$ref":"#/$defs/Uuid"},"deliveries":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Deliveries created (queued, or held for switched-off endpoints)."},"duplicate":{"type":"boolean","description":"True when the dedupeKey was recorded already; the first event's id, nothing queued."}},"additionalProperties":false};
+const schema122 = {"type":"object","description":"A published event.","required":["eventId","deliveries","duplicate"],"properties":{"eventId":{"$ref":"#/$defs/Uuid"},"deliveries":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Deliveries created (queued, or held for switched-off endpoints)."},"duplicate":{"type":"boolean","description":"True when the dedupeKey was recorded already; the first event's id, nothing queued."}},"additionalProperties":false};
 
 function validate53(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -6910,7 +6941,7 @@ return errors === 0;
 validate53.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.RecoveredDeliveries = validate54;
-const schema123 = {"type":"object","description":"What a recovery queued again.","required":["endpointId","since","until","queued"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid"},"since":{"$ref":"#/$defs/Timestamp"},"until":{"description":"The end of the window (exclusive), or null for now.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"queued":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"How many failed deliveries were queued again."}},"additionalProperties":false};
+const schema124 = {"type":"object","description":"What a recovery queued again.","required":["endpointId","since","until","queued"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid"},"since":{"$ref":"#/$defs/Timestamp"},"until":{"description":"The end of the window (exclusive), or null for now.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"queued":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"How many failed deliveries were queued again."}},"additionalProperties":false};
 
 function validate54(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -7150,7 +7181,7 @@ return errors === 0;
 validate54.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.RetriedDelivery = validate55;
-const schema127 = {"type":"object","description":"A delivery due now.","required":["id","endpointId","previousStatus","status","attempts","nextAttemptAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"previousStatus":{"type":"string","maxLength":64,"description":"What it was: `queued` or `retrying` (now due at once), `failed` or `accepted` (queued again).","enum":["queued","retrying","failed","accepted"]},"status":{"type":"string","maxLength":64,"description":"What it is now, `queued` or (still) `retrying`.","enum":["queued","retrying"]},"attempts":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Attempts made so far; the next one is this plus one."},"nextAttemptAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
+const schema128 = {"type":"object","description":"A delivery due now.","required":["id","endpointId","previousStatus","status","attempts","nextAttemptAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"previousStatus":{"type":"string","maxLength":64,"description":"What it was: `queued` or `retrying` (now due at once), `failed` or `accepted` (queued again).","enum":["queued","retrying","failed","accepted"]},"status":{"type":"string","maxLength":64,"description":"What it is now, `queued` or (still) `retrying`.","enum":["queued","retrying"]},"attempts":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Attempts made so far; the next one is this plus one."},"nextAttemptAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
 
 function validate55(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -7243,7 +7274,7 @@ if(data.previousStatus !== undefined){
 let data2 = data.previousStatus;
 const _errs8 = errors;
 if(!((((data2 === "queued") || (data2 === "retrying")) || (data2 === "failed")) || (data2 === "accepted"))){
-validate55.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/enum",keyword:"enum",params:{allowedValues: schema127.properties.previousStatus.enum},message:"must be equal to one of the allowed values"}];
+validate55.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/enum",keyword:"enum",params:{allowedValues: schema128.properties.previousStatus.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -7268,7 +7299,7 @@ if(data.status !== undefined){
 let data3 = data.status;
 const _errs10 = errors;
 if(!((data3 === "queued") || (data3 === "retrying"))){
-validate55.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema127.properties.status.enum},message:"must be equal to one of the allowed values"}];
+validate55.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema128.properties.status.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs10){
@@ -7370,7 +7401,7 @@ return errors === 0;
 validate55.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.RevokedApiKey = validate56;
-const schema131 = {"type":"object","description":"A revoked key.","required":["id","revokedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"revokedAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
+const schema132 = {"type":"object","description":"A revoked key.","required":["id","revokedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"revokedAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
 
 function validate56(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -7473,7 +7504,7 @@ return errors === 0;
 validate56.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.RotatedSecret = validate57;
-const schema134 = {"type":"object","description":"The endpoint's new signing secret, shown this once.","required":["id","secret","previousSecretExpiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"secret":{"$ref":"#/$defs/SigningSecret"},"previousSecretExpiresAt":{"description":"Until when deliveries also carry a signature with the previous secret; null when it ended at once.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
+const schema135 = {"type":"object","description":"The endpoint's new signing secret, shown this once.","required":["id","secret","previousSecretExpiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"secret":{"$ref":"#/$defs/SigningSecret"},"previousSecretExpiresAt":{"description":"Until when deliveries also carry a signature with the previous secret; null when it ended at once.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate57(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -7683,7 +7714,7 @@ return errors === 0;
 validate57.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.SentExampleEvent = validate58;
-const schema138 = {"type":"object","description":"The example's delivery.","required":["deliveryId","endpointId","event"],"properties":{"deliveryId":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"event":{"$ref":"#/$defs/EventName"}},"additionalProperties":false};
+const schema139 = {"type":"object","description":"The example's delivery.","required":["deliveryId","endpointId","event"],"properties":{"deliveryId":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"event":{"$ref":"#/$defs/EventName"}},"additionalProperties":false};
 
 function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -7917,7 +7948,7 @@ if(data.status !== undefined){
 let data2 = data.status;
 const _errs8 = errors;
 if(!((data2 === "active") || (data2 === "frozen"))){
-validate59.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema106.properties.status.enum},message:"must be equal to one of the allowed values"}];
+validate59.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema107.properties.status.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -8023,7 +8054,7 @@ return errors === 0;
 validate59.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.WorkspaceList = validate60;
-const schema147 = {"type":"object","description":"Workspaces, ordered by slug.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"description":"The workspaces.","items":{"$ref":"#/$defs/Workspace"}}},"additionalProperties":false};
+const schema148 = {"type":"object","description":"Workspaces, ordered by slug.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"description":"The workspaces.","items":{"$ref":"#/$defs/Workspace"}}},"additionalProperties":false};
 
 function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;

@@ -11,6 +11,11 @@ import { hashApiKey, newPortalCredential, PORTAL_LINK_PREFIX, PORTAL_SESSION_PRE
 
 /** How long a link and the session it starts may last, in minutes: the default, and the bounds a caller may choose. */
 export const PORTAL_SESSION_MINUTES = { default: 60, min: 5, max: 24 * 60 } as const;
+/**
+ * A link must be opened within this long of its making (or before its session's end, if sooner): the platform makes
+ * one as it shows the screen, so a link that leaks later (a log, a chat, a browser's history) opens nothing.
+ */
+export const PORTAL_LINK_OPEN_MINUTES = 10;
 /** A session with no request for this long has ended. */
 export const PORTAL_IDLE_MINUTES = 30;
 /** last_seen_at is written at most this often per session: the idle limit needs no finer clock than this. */
@@ -21,6 +26,9 @@ export interface CreatedPortalLink {
   /** The one-time key for the link: shown once, never stored. */
   key: string;
   readOnly: boolean;
+  /** When the link stops opening, if it was not opened before. */
+  linkExpiresAt: string;
+  /** When the session it starts ends at the latest. */
   expiresAt: string;
 }
 
@@ -53,6 +61,7 @@ export interface PortalSessionHolder {
 export type PortalSessionFailure = 'unknown' | 'ended' | 'expired';
 
 const iso = (d: Date | null) => d?.toISOString() ?? null;
+const linkEnd = (createdAt: Date, expiresAt: Date) => new Date(Math.min(createdAt.getTime() + PORTAL_LINK_OPEN_MINUTES * 60_000, expiresAt.getTime()));
 const idleEnd = (lastSeen: Date, expiresAt: Date) => new Date(Math.min(lastSeen.getTime() + PORTAL_IDLE_MINUTES * 60_000, expiresAt.getTime()));
 
 /** The actor of what a session changes: the session, named after who made its link. */
@@ -86,7 +95,7 @@ export async function createPortalLink(
       action: 'portal_session.create', workspaceId: input.workspaceId, target: { type: 'portal_session', id: row.id },
       changes: { readOnly, expiresAt: expiresAt.toISOString() },
     });
-    return { id: row.id as string, key, readOnly, expiresAt: expiresAt.toISOString() };
+    return { id: row.id as string, key, readOnly, linkExpiresAt: linkEnd(input.now, expiresAt).toISOString(), expiresAt: expiresAt.toISOString() };
   });
 }
 
@@ -103,6 +112,7 @@ export async function startPortalSession(db: Knex, key: string, now: Date, reque
       .where({ link_hash: hashApiKey(key) })
       .whereNull('ended_at')
       .where('expires_at', '>', now)
+      .where('created_at', '>', new Date(now.getTime() - PORTAL_LINK_OPEN_MINUTES * 60_000))
       .update({ link_hash: null, session_hash: hashApiKey(token), started_at: now, last_seen_at: now })
       .returning(['id', 'workspace_id', 'read_only', 'created_by', 'expires_at']);
     if (!row) return 'unknown';
@@ -138,7 +148,9 @@ export async function portalSessionHolder(db: Knex, token: string, now: Date): P
 const RECORD_COLUMNS = ['id', 'read_only', 'created_by', 'created_at', 'expires_at', 'started_at', 'last_seen_at', 'ended_at'];
 
 function record(r: Record<string, any>, now: Date): PortalSessionRecord {
-  const expired = r.expires_at <= now || (r.last_seen_at !== null && idleEnd(r.last_seen_at, r.expires_at) <= now);
+  const expired = r.started_at === null
+    ? linkEnd(r.created_at, r.expires_at) <= now
+    : r.expires_at <= now || idleEnd(r.last_seen_at, r.expires_at) <= now;
   return {
     id: r.id, readOnly: r.read_only,
     state: r.ended_at ? 'ended' : expired ? 'expired' : r.started_at ? 'active' : 'unused',

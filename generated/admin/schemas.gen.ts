@@ -1435,7 +1435,7 @@ export const PortalSessionCreateSchema = {
             minimum: 5,
             maximum: 1440,
             default: 60,
-            description: 'Minutes until the link, and the session it starts, end at the latest (5 to 1440; 60 when left out).'
+            description: 'Minutes until the session the link starts ends at the latest (5 to 1440; 60 when left out). The link itself must be opened within 10 minutes.'
         },
         readOnly: {
             type: 'boolean',
@@ -1452,6 +1452,7 @@ export const CreatedPortalSessionSchema = {
         'id',
         'url',
         'readOnly',
+        'linkExpiresAt',
         'expiresAt'
     ],
     properties: {
@@ -1468,8 +1469,21 @@ export const CreatedPortalSessionSchema = {
             type: 'boolean',
             description: 'Whether the session changes nothing.'
         },
+        linkExpiresAt: {
+            description: 'When the link stops opening if it was not opened before (10 minutes after it was made, or `expiresAt` if sooner).',
+            allOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                }
+            ]
+        },
         expiresAt: {
-            $ref: '#/components/schemas/Timestamp'
+            description: 'When the session the link starts ends at the latest.',
+            allOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                }
+            ]
         }
     }
 } as const;

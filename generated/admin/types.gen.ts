@@ -667,7 +667,7 @@ export type SentExampleEvent = {
  */
 export type PortalSessionCreate = {
     /**
-     * Minutes until the link, and the session it starts, end at the latest (5 to 1440; 60 when left out).
+     * Minutes until the session the link starts ends at the latest (5 to 1440; 60 when left out). The link itself must be opened within 10 minutes.
      */
     expiresInMinutes?: number;
     /**
@@ -689,6 +689,13 @@ export type CreatedPortalSession = {
      * Whether the session changes nothing.
      */
     readOnly: boolean;
+    /**
+     * When the link stops opening if it was not opened before (10 minutes after it was made, or `expiresAt` if sooner).
+     */
+    linkExpiresAt: Timestamp;
+    /**
+     * When the session the link starts ends at the latest.
+     */
     expiresAt: Timestamp;
 };
 
@@ -906,7 +913,7 @@ export type CreateWorkspaceErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1018,7 +1025,7 @@ export type UpdateWorkspaceErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1136,7 +1143,7 @@ export type CreateApiKeyErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1206,7 +1213,7 @@ export type RevokeApiKeyErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1316,7 +1323,7 @@ export type CreateEndpointErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1386,7 +1393,7 @@ export type DeleteEndpointErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1498,7 +1505,7 @@ export type UpdateEndpointErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1568,7 +1575,7 @@ export type EnableEndpointErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1626,7 +1633,7 @@ export type DisableEndpointErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1690,7 +1697,7 @@ export type RotateEndpointSecretErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1955,7 +1962,7 @@ export type RetryDeliveryErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -2017,7 +2024,7 @@ export type RecoverEndpointErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -2207,7 +2214,7 @@ export type SendExampleEventErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -2535,7 +2542,7 @@ export type SignOutPortalSessionErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**

@@ -147,10 +147,11 @@ export async function adminDispatcher({ db, clock, cursors, scheme, authenticate
       notFound: () => {
         throw noRoute();
       },
-      methodNotAllowed: (c: BackendContext, ctx: Koa.Context) => {
-        throw new ApiError(405, 'method_not_allowed', `This path does not accept ${c.request.method.toUpperCase()}.`, undefined, {
-          Allow: allowedMethods(reachableOperations(), c.request.path).join(', '),
-        });
+      methodNotAllowed: (c: BackendContext) => {
+        // (a path whose operations are all another client's is no route here)
+        const allowed = allowedMethods(reachableOperations(), c.request.path);
+        if (allowed.length === 0) throw noRoute();
+        throw new ApiError(405, 'method_not_allowed', `This path does not accept ${c.request.method.toUpperCase()}.`, undefined, { Allow: allowed.join(', ') });
       },
       unauthorizedHandler: (c: BackendContext, ctx: Koa.Context) => {
         ctx.state.operationId = c.operation.operationId;
@@ -200,9 +201,9 @@ export async function adminDispatcher({ db, clock, cursors, scheme, authenticate
   }
   await backend.init();
   const operations = memoiseOperations(backend);
-  /** Whether this client may call an operation: its security lists this client's scheme. */
+  /** Whether this client may call an operation: one of the admin operations, whose security lists this client's scheme. */
   const inReach = (operationId: string | undefined) => {
-    const operation = operationId === undefined ? undefined : backend.getOperation(operationId);
+    const operation = operationId === undefined || !(operationId in adminOperations) ? undefined : backend.getOperation(operationId);
     return (operation?.security ?? []).some((requirement) => scheme in requirement);
   };
   const reachableOperations = () => operations.filter((op) => inReach(op.operationId));

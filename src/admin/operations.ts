@@ -222,7 +222,7 @@ export const adminOperations: Record<string, Handler> = {
     if (c.portalUrl === undefined) throw new Error('createPortalSession: no portalUrl given to the admin API');
     const input = (c.body ?? {}) as PortalSessionCreate;
     const link = await createPortalLink(c.db, { workspaceId: id, expiresInMinutes: input.expiresInMinutes, readOnly: input.readOnly, now: c.now }, c.audit);
-    return { status: 201, body: { id: link.id, url: portalLinkUrl(c.portalUrl, link.key), readOnly: link.readOnly, expiresAt: link.expiresAt } };
+    return { status: 201, body: { id: link.id, url: portalLinkUrl(c.portalUrl, link.key), readOnly: link.readOnly, linkExpiresAt: link.linkExpiresAt, expiresAt: link.expiresAt } };
   },
 
   async listPortalSessions(c) {

@@ -288,8 +288,8 @@ export function buildProgram(): Command {
         const { id } = await findWorkspace(db, o.workspace);
         return createPortalLink(db, { workspaceId: id, expiresInMinutes: o.minutes, readOnly: o.readOnly === true, now: new Date() }, cliAudit());
       });
-      const shown = { id: link.id, url: portalLinkUrl(publicUrl, link.key), readOnly: link.readOnly, expiresAt: link.expiresAt };
-      print(o, shown, (l) => `settings-screen link ${l.id}${l.readOnly ? ' (read-only)' : ''}, until ${l.expiresAt}, shown only this once; open it once:\n${l.url}`);
+      const shown = { id: link.id, url: portalLinkUrl(publicUrl, link.key), readOnly: link.readOnly, linkExpiresAt: link.linkExpiresAt, expiresAt: link.expiresAt };
+      print(o, shown, (l) => `settings-screen link ${l.id}${l.readOnly ? ' (read-only)' : ''}, shown only this once; open it once before ${l.linkExpiresAt} (its session lasts until ${l.expiresAt} at the latest):\n${l.url}`);
     });
   command(portal, 'end', "end every settings-screen session of a workspace now (and spend its unopened links)")
     .requiredOption('--workspace <slug>', 'the workspace')

@@ -83,7 +83,7 @@ const GRANTS: Record<ServiceRole, string[]> = {
     // retention forgets the admin API's idempotency keys after 24 hours too (a token's workspace scopes a sweep)
     `GRANT SELECT, DELETE, UPDATE (created_at) ON admin_idempotency_keys TO %s`,
     `GRANT SELECT (id, workspace_id) ON admin_tokens TO %s`,
-    `GRANT SELECT (id, workspace_id, expires_at), UPDATE (expires_at), DELETE ON portal_sessions TO %s`,
+    `GRANT SELECT (id, workspace_id, created_at, expires_at), UPDATE (created_at), DELETE ON portal_sessions TO %s`,
     `GRANT USAGE ON SEQUENCE delivery_attempts_id_seq TO %s`,
   ],
   // The admin API (src/admin/): the workspaces' settings, their keys and endpoints, the delivery records, its own
@@ -112,7 +112,8 @@ const GRANTS: Record<ServiceRole, string[]> = {
     `GRANT SELECT, INSERT, UPDATE, DELETE ON admin_idempotency_keys TO %s`,
     `GRANT SELECT, INSERT ON audit_entries TO %s`,
     // the settings screen's links and sessions (src/portal-sessions.ts): made, opened, seen, ended; never deleted here
-    `GRANT SELECT, INSERT, UPDATE ON portal_sessions TO %s`,
+    `GRANT SELECT, INSERT (workspace_id, read_only, link_hash, created_by, created_at, expires_at) ON portal_sessions TO %s`,
+    `GRANT UPDATE (link_hash, session_hash, started_at, last_seen_at, ended_at) ON portal_sessions TO %s`,
   ],
 };
 

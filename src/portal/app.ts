@@ -102,19 +102,28 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
       const actual = Buffer.from(given);
       return actual.length === expected.length && crypto.timingSafeEqual(actual, expected);
     });
-  const embeddable = settings.frameAncestors.length > 0;
+  // Embedded by another site (not only framed by itself): the cookie must then be a third party's.
+  const embeddable = settings.frameAncestors.some((origin) => origin !== "'self'");
   const secure = embeddable || settings.publicUrl.startsWith('https:');
   const cookie = (value: string, maxAgeSeconds: number) =>
     `${PORTAL_COOKIE}=${value}; Path=/portal/; Max-Age=${maxAgeSeconds}; HttpOnly; ${embeddable ? 'SameSite=None; Secure; Partitioned' : `SameSite=Lax${secure ? '; Secure' : ''}`}`;
   const csp = portalContentSecurityPolicy(settings.frameAncestors);
 
-  /** The session of the request's cookie (the documented 401 otherwise), counted against the address as keys are. */
+  /**
+   * The session of the request's cookie, or the documented 401. A cookie that is no session's counts against the
+   * address, as a wrong API key does; no cookie at all does not (any site can make a browser send a request without
+   * it, and it costs no look-up), nor does a session that has ended or expired (it was real).
+   */
   const authenticateSession = async (ctx: Koa.Context): Promise<PortalSessionHolder> => {
     const token = sessionToken(ctx.get('cookie') || undefined);
-    const held = await guardedLookup(options.guard(ctx), token === undefined ? undefined : hashApiKey(token).toString('base64'), () => portalSessionHolder(db, token!, clock()));
-    if (held === 'missing') throw unauthorized('missing', 'No settings-screen session: open a new link from your platform.');
-    if (typeof held === 'string') throw unauthorized(held, held === 'unknown' ? 'This session is not known: open a new link.' : `This session has ${held}: open a new link.`);
-    return held;
+    if (token === undefined) throw unauthorized('missing', 'No settings-screen session: open a new link from your platform.');
+    const held = await guardedLookup(options.guard(ctx), hashApiKey(token).toString('base64'), async () => {
+      const found = await portalSessionHolder(db, token, clock());
+      return found === 'unknown' ? found : { found };
+    });
+    if (typeof held === 'string') throw unauthorized('unknown', 'This session is not known: open a new link.');
+    if (typeof held.found === 'string') throw unauthorized(held.found, `This session has ${held.found}: open a new link.`);
+    return held.found;
   };
 
   /** A write of the session: its CSRF token must come with it, and a read-only session writes nothing. */
@@ -123,6 +132,14 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
     const given = ctx.get('x-csrf-token');
     if (!given || !csrfHolds(session.id, given)) throw new ApiError(403, 'forbidden', "A change needs the session's CSRF token in X-CSRF-Token.", 'csrf');
     if (session.readOnly) throw new ApiError(403, 'forbidden', 'This session is read-only: it shows everything and changes nothing.', 'read_only');
+  };
+
+  /** A frozen workspace (the platform suspended it) shows everything and changes nothing until it is active again. */
+  const refuseFrozen = async (ctx: Koa.Context, session: PortalSessionHolder) => {
+    if (ctx.method === 'GET' || ctx.method === 'HEAD') return;
+    if ((await findWorkspace(db, { id: session.workspaceId })).status === 'frozen') {
+      throw new ApiError(403, 'forbidden', 'This workspace is frozen by the platform: the screen shows everything and changes nothing until it is active again.', 'frozen');
+    }
   };
 
   const dispatcher: AdminDispatcher = await adminDispatcher({
@@ -134,6 +151,7 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
     authenticate: async (ctx) => {
       const session = await authenticateSession(ctx);
       allowWrite(ctx, session);
+      await refuseFrozen(ctx, session);
       await options.admit(ctx, session.workspaceId);
       return {
         caller: { id: session.id, name: 'settings screen', workspaceId: session.workspaceId, screen: true },
@@ -167,6 +185,8 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
       if (typeof key !== 'string' || key.length < 1 || key.length > 200) throw invalidRequest('key', 'key must be the link\'s key, 1 to 200 characters.');
       const started = await guardedLookup(options.guard(ctx), hashApiKey(key).toString('base64'), () => startPortalSession(db, key, clock(), ctx.response.get('x-request-id')));
       if (typeof started === 'string') throw unauthorized('link', 'This link has already been used or has expired. Ask for a new one.');
+      // Its cookie is good from the first request on, whatever the address's failures meanwhile.
+      options.guard(ctx).limits.authenticated(hashApiKey(started.token).toString('base64'));
       ctx.set('Set-Cookie', cookie(started.token, Math.max(1, Math.floor((started.session.expiresAt.getTime() - clock().getTime()) / 1000))));
       ctx.status = 201;
       ctx.body = await sessionBody(started.session);

@@ -32,5 +32,12 @@ export function portalSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): Por
       );
     }
   }
+  // Embedded by another site, the session cookie must be `Secure`, which a browser keeps only from https (or localhost).
+  const loopback = ['localhost', '127.0.0.1', '[::1]'].includes(url.hostname);
+  if (frameAncestors.some((origin) => origin !== "'self'") && url.protocol === 'http:' && !loopback) {
+    throw new ConfigError(
+      `FRS_PORTAL_FRAME_ANCESTORS lets other sites embed the settings screen, whose cookie must then be Secure: set FRS_PUBLIC_URL to the https address browsers reach (got "${given}")`,
+    );
+  }
   return { publicUrl: url.origin, frameAncestors };
 }

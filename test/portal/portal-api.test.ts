@@ -37,7 +37,7 @@ describe('the settings screen: sessions and API', function () {
     const w = await ws();
     const made = await screen.admin.request('POST', `/admin/v1/workspaces/${w.id}/portal-sessions`, { token: screen.adminToken, body: { expiresInMinutes: 90 } });
     expect(made.status).to.equal(201);
-    expect(made.body).to.include({ readOnly: false, expiresAt: new Date(T0 + 90 * MINUTE).toISOString() });
+    expect(made.body).to.include({ readOnly: false, linkExpiresAt: new Date(T0 + 10 * MINUTE).toISOString(), expiresAt: new Date(T0 + 90 * MINUTE).toISOString() });
     expect(made.body.url).to.match(new RegExp(`^${screen.url}/portal/#key=frpl_[0-9A-Za-z]{40}$`));
     const key = new URL(made.body.url).hash.slice('#key='.length);
     const row = await db('portal_sessions').where({ id: made.body.id }).first();
@@ -82,12 +82,44 @@ describe('the settings screen: sessions and API', function () {
     for (const secret of [key, token, opened.body.csrfToken]) expect(logged).not.to.include(secret);
   });
 
-  it('refuses a link opened after its expiry', async () => {
+  it('refuses a link opened after its expiry: 10 minutes after it was made, or its session\'s end if sooner', async () => {
     const w = await ws();
-    const { key } = await screen.link(w.id, { expiresInMinutes: 5 });
+    const short = await screen.link(w.id, { expiresInMinutes: 5 });
+    const long = await screen.link(w.id, { expiresInMinutes: 60 });
+    const onTime = await screen.link(w.id, { expiresInMinutes: 60 });
     now = T0 + 5 * MINUTE;
-    const refused = await screen.request('POST', `${PORTAL_API}/session`, { body: { key } });
+    const refused = await screen.request('POST', `${PORTAL_API}/session`, { body: { key: short.key } });
     expect([refused.status, refused.body.error.reason]).to.deep.equal([401, 'link']);
+    now = T0 + 10 * MINUTE - 1;
+    expect((await screen.open(onTime.key)).session.expiresAt).to.equal(new Date(T0 + 60 * MINUTE).toISOString());
+    now = T0 + 10 * MINUTE;
+    expect((await screen.request('POST', `${PORTAL_API}/session`, { body: { key: long.key } })).status).to.equal(401);
+    const listed = await screen.admin.request('GET', `/admin/v1/workspaces/${w.id}/portal-sessions`, { token: screen.adminToken });
+    expect(listed.body.rows.map((r: { id: string }) => r.id)).to.deep.equal([onTime.id]);
+  });
+
+  it('a frozen workspace\'s session shows everything and changes nothing', async () => {
+    const { db } = await testDatabase();
+    const w = await ws();
+    const { cookie, session } = await screen.open((await screen.link(w.id)).key);
+    await db('workspaces').where({ id: w.id }).update({ status: 'frozen' });
+    expect((await screen.request('GET', api(w.id, '/api-keys'), { cookie })).status).to.equal(200);
+    const refused = await screen.request('POST', api(w.id, '/api-keys'), { cookie, csrf: session.csrfToken, body: {} });
+    expect([refused.status, refused.body.error.reason]).to.deep.equal([403, 'frozen']);
+    expect(await db('api_keys').where({ workspace_id: w.id }).select('id')).to.deep.equal([]);
+  });
+
+  it('as the admin role, may not change what a session is (its workspace, read-only flag or end) nor read it back as the worker', async () => {
+    const database = await testDatabase();
+    const w = await ws();
+    const link = await screen.link(w.id, { readOnly: true });
+    for (const change of [{ read_only: false }, { workspace_id: (await ws()).id }, { expires_at: new Date(T0 + 9e9) }]) {
+      const error = await database.forRole('admin')('portal_sessions').where({ id: link.id }).update(change).catch((err: Error) => err);
+      expect(String(error), JSON.stringify(change)).to.match(/permission denied/);
+    }
+    const error = await database.forRole('worker')('portal_sessions').where({ id: link.id }).update({ expires_at: new Date(T0 + 9e9) }).catch((err: Error) => err);
+    expect(String(error)).to.match(/permission denied/);
+    expect(String(await database.forRole('worker')('portal_sessions').select('link_hash').catch((err: Error) => err))).to.match(/permission denied/);
   });
 
   it('answers within its workspace only: another workspace, or another workspace\'s endpoint, is 404', async () => {
@@ -280,7 +312,7 @@ describe('the settings screen: sessions and API', function () {
     const run = await fleetAdminOn(database.url, ['portal', 'link', '--workspace', w.slug, '--minutes', '15', '--read-only', '--json'], { FRS_PUBLIC_URL: 'https://rental.example' });
     expect([run.code, run.stderr]).to.deep.equal([0, '']);
     const link = JSON.parse(run.stdout);
-    expect(Object.keys(link)).to.deep.equal(['id', 'url', 'readOnly', 'expiresAt']);
+    expect(Object.keys(link)).to.deep.equal(['id', 'url', 'readOnly', 'linkExpiresAt', 'expiresAt']);
     expect(link.url).to.match(/^https:\/\/rental\.example\/portal\/#key=frpl_[0-9A-Za-z]{40}$/);
     expect(link.readOnly).to.equal(true);
     // (the CLI's clock is the real one: the test's screen is moved to it)
@@ -308,6 +340,36 @@ describe('the settings screen: sessions and API', function () {
     }
     const text = await screen.request('POST', `${PORTAL_API}/session`, { body: 'key=x', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
     expect(text.status).to.equal(415);
+    // The screen's own session calls are not admin operations it may reach by another path; nor is a path whose
+    // operations are all the admin listener's, whatever the method.
+    const w = await ws();
+    const { cookie, session } = await screen.open((await screen.link(w.id)).key);
+    expect((await screen.request('GET', `${PORTAL_API}/portal/api/session`, { cookie })).status).to.equal(404);
+    expect((await screen.request('DELETE', `${PORTAL_API}/portal/api/session`, { cookie, csrf: session.csrfToken })).status).to.equal(404);
+    expect((await screen.request('PUT', `${PORTAL_API}/admin/v1/workspaces`, { cookie, csrf: session.csrfToken, body: {} })).status).to.equal(404);
+    expect((await screen.admin.request('PUT', `${PORTAL_API}/session`, { token: screen.adminToken, body: {} })).status).to.equal(404);
+  });
+});
+
+describe('the settings screen and the failure limit of client addresses', function () {
+  this.timeout(30_000);
+
+  it('counts a cookie that is no session\'s against the address, but not a request without one (any site can make a browser send that)', async () => {
+    const screen = await startScreen({ authFailures: { perMinute: 3, trustedProxies: [] } });
+    try {
+      const w = await createWorkspace((await testDatabase()).db, { slug: `portal-${crypto.randomUUID().slice(0, 12)}` });
+      for (let i = 0; i < 10; i++) expect((await screen.request('GET', `${PORTAL_API}/session`)).body.error.reason).to.equal('missing');
+      // The link still opens: nothing was counted.
+      const { cookie } = await screen.open((await screen.link(w.id)).key);
+      const forged = `frs_portal=frps_${'x'.repeat(40)}`;
+      const answers = [];
+      for (let i = 0; i < 4; i++) answers.push((await screen.request('GET', `${PORTAL_API}/session`, { cookie: forged })).status);
+      expect(answers).to.deep.equal([401, 401, 401, 429]);
+      // A good session is still answered (known good to this process), and a missing cookie is still a plain 401.
+      expect((await screen.request('GET', `${PORTAL_API}/session`, { cookie })).status).to.equal(200);
+    } finally {
+      await screen.close();
+    }
   });
 });
 
@@ -332,12 +394,15 @@ describe('the settings screen embedded in the platform\'s pages (FRS_PORTAL_FRAM
     expect(portalSettingsFromEnv({ PORT: '8080', FRS_PORTAL_FRAME_ANCESTORS: 'https://a.example, https://*.b.example:8443' }))
       .to.deep.equal({ publicUrl: 'http://localhost:8080', frameAncestors: ['https://a.example', 'https://*.b.example:8443'] });
     expect(portalSettingsFromEnv({ FRS_PUBLIC_URL: 'https://api.example.com/' }).publicUrl).to.equal('https://api.example.com');
+    expect(portalSettingsFromEnv({ FRS_PUBLIC_URL: 'http://127.0.0.1:3000', FRS_PORTAL_FRAME_ANCESTORS: 'http://localhost:5173' }).frameAncestors).to.deep.equal(['http://localhost:5173']);
     for (const [env, variable] of [
       [{ FRS_PUBLIC_URL: 'https://api.example.com/base' }, 'FRS_PUBLIC_URL'],
       [{ FRS_PUBLIC_URL: 'ftp://x' }, 'FRS_PUBLIC_URL'],
       [{ FRS_PORTAL_FRAME_ANCESTORS: '*' }, 'FRS_PORTAL_FRAME_ANCESTORS'],
       [{ FRS_PORTAL_FRAME_ANCESTORS: "https://a.example 'unsafe-inline'" }, 'FRS_PORTAL_FRAME_ANCESTORS'],
       [{ FRS_PORTAL_FRAME_ANCESTORS: 'https://a.example; script-src *' }, 'FRS_PORTAL_FRAME_ANCESTORS'],
+      // embedded elsewhere, the cookie must be Secure: an http address other than this machine's is refused
+      [{ FRS_PORTAL_FRAME_ANCESTORS: 'https://a.example', FRS_PUBLIC_URL: 'http://api.example.com' }, 'FRS_PUBLIC_URL'],
     ] as const) {
       expect(() => portalSettingsFromEnv(env), JSON.stringify(env)).to.throw(ConfigError, variable);
     }
