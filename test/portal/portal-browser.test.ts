@@ -441,6 +441,22 @@ describe('the settings screen (/portal) in a browser', function () {
     await other.close();
   });
 
+  it('offers no change for a frozen workspace (its sessions write nothing), and says it is frozen', async () => {
+    const frozen = await fixture(db);
+    await createEndpoint(db, { workspaceId: frozen.ws.id, url: receiver.endpointUrl(), name: 'Frozen sync' });
+    await db('workspaces').where({ id: frozen.ws.id }).update({ status: 'frozen' });
+    const other = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const viewer = watch(await other.newPage());
+    await viewer.goto((await screen.link(frozen.ws.id)).url);
+    await viewer.getByRole('heading', { level: 1, name: 'Webhook endpoints' }).waitFor();
+    await viewer.getByText(/^Frozen: /).waitFor();
+    expect(await viewer.getByRole('link', { name: 'Add endpoint' }).count()).to.equal(0);
+    await viewer.getByRole('link', { name: 'Frozen sync' }).click();
+    await viewer.getByRole('heading', { level: 1, name: 'Frozen sync' }).waitFor();
+    expect(await viewer.getByRole('button').allTextContents()).to.deep.equal(['Sign out', 'Last 24 hours', 'Last 7 days']);
+    await other.close();
+  });
+
   it('edits an endpoint, and deletes one after confirming', async () => {
     const spare = await createEndpoint(db, { workspaceId: workspace.id, url: receiver.endpointUrl(), name: 'Spare' });
     await page.goto(`${screen.url}/portal/endpoints/${spare.id}`);

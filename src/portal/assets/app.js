@@ -16,7 +16,7 @@ const REFRESH_MS = 5000;
  * @property {HTMLElement} main where the page renders
  * @property {Record<string, string>} params path parameters
  * @property {URLSearchParams} search the query string
- * @property {boolean} readOnly a read-only session: no write is offered
+ * @property {boolean} readOnly a read-only session, or a frozen workspace (whose sessions write nothing): no write is offered
  * @property {(path: string, options?: {replace?: boolean}) => void} navigate
  * @property {(refresh: () => Promise<void>) => void} live registers what the 5-second refresh calls
  * @property {(title: string) => HTMLElement} heading the page's <h1> (focused after navigation) and document title
@@ -79,7 +79,7 @@ async function render(focus) {
     main: h('div'),
     params: route ? { ...path.match(route[0]).groups } : {},
     search: new URLSearchParams(location.search),
-    readOnly: session.readOnly,
+    readOnly: session.readOnly || session.workspace.status === 'frozen',
     navigate,
     live: (fn) => { if (turn === rendering) refresh = fn; },
     heading: (title) => {
@@ -153,6 +153,7 @@ function showSession(session) {
   replace(document.getElementById('who'),
     h('span', {}, `Workspace ${session.workspace.slug}`),
     session.readOnly ? h('span', { class: 'badge' }, 'Read only') : null,
+    session.workspace.status === 'frozen' ? h('span', { class: 'badge' }, 'Frozen: its keys are refused, its webhooks held, nothing can be changed') : null,
     signOut);
 }
 
