@@ -345,6 +345,32 @@ describe('the settings screen (/portal) in a browser', function () {
     expect((await dispatcher.runOnce()).accepted).to.equal(1);
   });
 
+  it('pages through the delivery log by its cursor, and filters it', async () => {
+    // 22 deliveries so far (a test, 20 that failed then went through, 1 recovered); 30 more queued: 52, two pages.
+    for (let i = 0; i < 30; i++) await publishEvent(db, { workspaceId: workspace.id, event: 'booking.confirmed', data: bookingConfirmedData(), source: 'publish' });
+    await nav('Deliveries').click();
+    const log = page.getByRole('table', { name: 'Deliveries, newest first' });
+    await log.waitFor();
+    expect(await log.getByRole('row').count()).to.equal(51);
+    const next = await answerTo('GET', adminPath('/deliveries'), () => page.getByRole('button', { name: 'Next page' }).click());
+    expect(new URL(next.url()).searchParams.get('cursor')).to.match(/^[A-Za-z0-9_-]+$/);
+    await page.getByRole('button', { name: 'Previous page' }).waitFor();
+    expect(await log.getByRole('row').count()).to.equal(3);
+    expect(await page.getByRole('button', { name: 'Next page' }).count()).to.equal(0);
+    await page.getByRole('button', { name: 'Previous page' }).click();
+    await page.getByRole('button', { name: 'Next page' }).waitFor();
+    expect(await log.getByRole('row').count()).to.equal(51);
+
+    // Filters: the test delivery alone, by its event; the address keeps the filters.
+    await page.getByLabel('Event').selectOption('webhook.test');
+    await page.getByLabel('Status').selectOption('accepted');
+    const filtered = await answerTo('GET', adminPath('/deliveries'), () => page.getByRole('button', { name: 'Apply filters' }).click());
+    expect(Object.fromEntries(new URL(filtered.url()).searchParams)).to.deep.equal({ status: 'accepted', event: 'webhook.test', limit: '50' });
+    expect(new URL(page.url()).search).to.equal('?status=accepted&event=webhook.test');
+    await page.getByRole('table', { name: 'Deliveries, newest first' }).getByRole('row').nth(1).waitFor();
+    expect(await page.getByRole('table', { name: 'Deliveries, newest first' }).getByRole('row').count()).to.equal(2);
+  });
+
   it('saves the reminders ahead on the settings page, and names a value out of range next to the field', async () => {
     await nav('Settings').click();
     await page.getByRole('heading', { level: 1, name: 'Settings' }).waitFor();
