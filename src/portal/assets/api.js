@@ -1,0 +1,125 @@
+// The settings screen's calls: the portal session (/portal/api/session) and the admin API's operations for this
+// session's workspace (/portal/api + the admin path). The session cookie is HttpOnly and goes by itself
+// (same-origin credentials); the CSRF token lives in this module only and goes with every write.
+
+/** @typedef {{ id: string, slug: string, status: string, timezone: string, remindersAhead: number }} Workspace */
+/** @typedef {{ id: string, workspace: Workspace, readOnly: boolean, csrfToken: string, expiresAt: string, idleExpiresAt: string, idleTimeoutMinutes: number }} Session */
+
+/** An error answer of the API: its status and the body's `code`, `message`, `reason`. */
+export class ApiError extends Error {
+  constructor(status, body) {
+    const error = body?.error ?? {};
+    super(error.message || `The service answered ${status}.`);
+    this.status = status;
+    this.code = error.code;
+    this.reason = error.reason;
+    this.requestId = error.requestId;
+  }
+}
+
+/** @type {Session|null} */
+let session = null;
+let csrfToken = null;
+const endedListeners = [];
+
+/** Calls `listener` once the session has ended (a 401 from any call). */
+export function onSessionEnded(listener) {
+  endedListeners.push(listener);
+}
+
+export const currentSession = () => session;
+
+async function call(method, path, body) {
+  const headers = { accept: 'application/json' };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (method !== 'GET' && csrfToken) headers['x-csrf-token'] = csrfToken;
+  const response = await fetch(path, {
+    method, headers, credentials: 'same-origin', cache: 'no-store', body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  let json;
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    json = undefined;
+  }
+  if (!response.ok) throw new ApiError(response.status, json);
+  return json;
+}
+
+/**
+ * Starts a session with the one-time key of the link (201), or finds the current one (200). Null when there is
+ * none (401): `used` tells a refused key from no session at all.
+ * @param {string|undefined} key
+ * @returns {Promise<{session: Session|null, refused: boolean}>}
+ */
+export async function startSession(key) {
+  try {
+    session = key ? await call('POST', '/portal/api/session', { key }) : await call('GET', '/portal/api/session');
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 401) return { session: null, refused: Boolean(key) };
+    throw err;
+  }
+  csrfToken = session.csrfToken;
+  return { session, refused: false };
+}
+
+/** Ends the session (204); the cookie is cleared by the answer. */
+export async function endSession() {
+  await call('DELETE', '/portal/api/session');
+  session = null;
+  csrfToken = null;
+}
+
+/**
+ * An admin operation on this session's workspace: `admin('GET', '/endpoints')` →
+ * GET /portal/api/admin/v1/workspaces/{id}/endpoints. A 401 ends the session on the page.
+ * @param {'GET'|'POST'|'PATCH'|'DELETE'} method
+ * @param {string} path after the workspace ('' for the workspace itself)
+ * @param {unknown} [body]
+ */
+export async function admin(method, path, body) {
+  try {
+    return await call(method, `/portal/api/admin/v1/workspaces/${encodeURIComponent(session.workspace.id)}${path}`, body);
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 401) {
+      session = null;
+      csrfToken = null;
+      for (const listener of endedListeners) listener();
+    }
+    throw err;
+  }
+}
+
+/** Updates the session's copy of the workspace (after the settings are saved). */
+export function setWorkspace(workspace) {
+  session.workspace = { ...session.workspace, ...workspace };
+}
+
+/** A query string from the defined, non-empty values. */
+export function query(params) {
+  const search = new URLSearchParams();
+  for (const [name, value] of Object.entries(params)) if (value !== undefined && value !== null && value !== '') search.set(name, String(value));
+  const text = search.toString();
+  return text ? `?${text}` : '';
+}
+
+/** @typedef {{ event: string, group: string, summary: string, description: string, exampleData: object }} EventType */
+/** @type {Promise<EventType[]>|null} */
+let catalogue = null;
+
+/** The event catalogue (listEventTypes), fetched once per page load: it changes only with a new release. */
+export function eventTypes() {
+  catalogue ??= admin('GET', '/event-types').then((list) => list.rows, (err) => {
+    catalogue = null;
+    throw err;
+  });
+  return catalogue;
+}
+
+/** The catalogue's events grouped as it groups them, in its order: [[group, [EventType...]]...]. */
+export function grouped(types) {
+  const groups = new Map();
+  for (const type of types) groups.set(type.group, [...(groups.get(type.group) ?? []), type]);
+  return [...groups];
+}

@@ -1,0 +1,286 @@
+// Webhook endpoints: the list (status, failures in a row, last success), adding one (its secret shown once), and one
+// endpoint's page: its chart, test and example deliveries, switching back on, editing, rotating the secret,
+// recovering failed deliveries and deletion.
+import { admin, eventTypes, grouped } from './api.js';
+import { attemptsChart } from './chart.js';
+import {
+  clearErrors, confirmDialog, details, field, h, replace, shownOnce, showError, statusLine, table, time, timeZone, uid, zonedToIso,
+} from './dom.js';
+
+const path = (id, rest = '') => `/endpoints/${encodeURIComponent(id)}${rest}`;
+
+/** "Active", or "Switched off <time>" (Endpoint.isActive, Endpoint.disabledAt). */
+export function endpointStatus(endpoint) {
+  if (endpoint.isActive) return h('span', { class: 'state ok' }, 'Active');
+  return h('span', { class: 'state off' }, 'Switched off ', time(endpoint.disabledAt, ''));
+}
+
+/** The events to subscribe to, grouped as the catalogue groups them (webhook.test is sent on request, never subscribed). */
+function eventsField(types, selected = []) {
+  const id = uid('events');
+  const error = h('p', { class: 'field-error', id: `${id}-error`, hidden: true });
+  const hint = h('p', { class: 'hint', id: `${id}-hint` }, 'Choose none to receive every event, including those added later.');
+  const groups = grouped(types.filter((t) => t.event !== 'webhook.test')).map(([group, events]) => h('fieldset', { class: 'group' },
+    h('legend', {}, group),
+    events.map((type) => {
+      const box = h('input', { type: 'checkbox', name: 'events', value: type.event, id: uid('event'), checked: selected.includes(type.event) });
+      return h('div', { class: 'check' }, box, h('label', { for: box.id }, h('code', {}, type.event), h('span', { class: 'muted' }, ` ${type.summary}`)));
+    })));
+  return h('div', { class: 'field', 'data-field': 'events' },
+    h('fieldset', { id, 'aria-describedby': `${hint.id} ${error.id}` }, h('legend', {}, 'Events'), hint, h('div', { class: 'groups' }, groups), error));
+}
+
+const chosenEvents = (form) => [...form.querySelectorAll('input[name="events"]:checked')].map((box) => box.value);
+
+/** @param {import('./app.js').PageContext} ctx */
+export async function endpointsPage(ctx) {
+  const list = h('div', { 'data-live': '' });
+  const load = async () => {
+    const { rows } = await admin('GET', '/endpoints');
+    replace(list, table('Webhook endpoints of this workspace, oldest first', ['Name', 'URL', 'Status', 'Failures in a row', 'Last success'],
+      rows.map((endpoint) => [
+        h('a', { href: `/portal/endpoints/${encodeURIComponent(endpoint.id)}` }, endpoint.name),
+        h('span', { class: 'url' }, endpoint.url),
+        endpointStatus(endpoint),
+        String(endpoint.consecutiveFailures),
+        time(endpoint.lastSuccessAt, 'never'),
+      ]), 'This workspace has no webhook endpoints yet.'));
+  };
+  await load();
+  ctx.live(load);
+  replace(ctx.main, ctx.heading('Webhook endpoints'),
+    h('p', {}, 'Where this workspace\'s events are sent. An endpoint that fails 20 times in a row is switched off until it is switched back on.'),
+    ctx.readOnly ? null : h('p', {}, h('a', { href: '/portal/endpoints/new', class: 'button primary' }, 'Add endpoint')),
+    list);
+}
+
+/** @param {import('./app.js').PageContext} ctx */
+export async function newEndpointPage(ctx) {
+  if (ctx.readOnly) {
+    replace(ctx.main, ctx.heading('Add an endpoint'), h('p', {}, 'This session is read only: endpoints cannot be added.'));
+    return;
+  }
+  const types = await eventTypes();
+  const url = h('input', { type: 'url', name: 'url', required: true, maxlength: '2048', autocomplete: 'off', placeholder: 'https://' });
+  const name = h('input', { type: 'text', name: 'name', maxlength: '200', autocomplete: 'off' });
+  const shown = h('div');
+  const form = h('form', { class: 'card', novalidate: true },
+    field('URL', url, 'Where deliveries are POSTed: an https address your receiver answers on.'),
+    field('Name (optional)', name, 'Shown in this screen; the URL\'s host when left empty.'),
+    eventsField(types),
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Add endpoint')));
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    clearErrors(form);
+    const body = { url: url.value.trim(), events: chosenEvents(form) };
+    if (name.value.trim()) body.name = name.value.trim();
+    try {
+      const created = await admin('POST', '/endpoints', body);
+      form.hidden = true;
+      replace(shown, h('p', { role: 'status' }, `Endpoint "${created.name}" added.`),
+        shownOnce('Signing secret', created.secret, h('p', {}, 'Your receiver verifies every delivery with it. ',
+          h('a', { href: `/portal/endpoints/${encodeURIComponent(created.id)}` }, 'Open the endpoint'))));
+      shown.querySelector('input').focus();
+    } catch (err) {
+      showError(form, err);
+    }
+  });
+  replace(ctx.main, ctx.heading('Add an endpoint'), shown, form);
+}
+
+/** @param {import('./app.js').PageContext} ctx */
+export async function endpointPage(ctx) {
+  const id = ctx.params.id;
+  let endpoint;
+  try {
+    endpoint = await admin('GET', path(id));
+  } catch (err) {
+    if (err.status !== 404 && err.status !== 400) throw err;
+    replace(ctx.main, ctx.heading('Endpoint not found'),
+      h('p', { role: 'alert' }, 'This endpoint was not found in this workspace: it may have been deleted, or the address is wrong.'),
+      h('p', {}, h('a', { href: '/portal/endpoints' }, 'Back to the endpoints')));
+    return;
+  }
+  const types = await eventTypes();
+  const announce = statusLine();
+  const summary = h('div', { 'data-live': '' });
+  const actions = h('div', { class: 'actions' });
+  const chart = attemptsChart(id);
+
+  const show = () => {
+    replace(summary, details([
+      ['URL', h('span', { class: 'url' }, endpoint.url)],
+      ['Status', endpointStatus(endpoint)],
+      ['Failures in a row', String(endpoint.consecutiveFailures)],
+      ['Last success', time(endpoint.lastSuccessAt, 'never')],
+      ['Events', endpoint.events.length ? endpoint.events.join(', ') : 'every event'],
+    ]));
+    if (!ctx.readOnly) replace(actions, endpoint.isActive ? switchOff : switchOn, sendTest);
+  };
+  const reload = async () => {
+    endpoint = await admin('GET', path(id));
+    show();
+    await chart.refresh();
+  };
+  /** Runs a write; its outcome in words in the status line, then the page's figures again. */
+  const act = async (work) => {
+    try {
+      announce.textContent = await work();
+    } catch (err) {
+      announce.textContent = err.message;
+    }
+    await reload().catch(() => {});
+  };
+
+  const switchOn = h('button', { type: 'button', class: 'primary', onclick: () => act(async () => {
+    await admin('POST', path(id, '/enable'));
+    return 'The endpoint is switched back on; what it held is being sent.';
+  }) }, 'Switch back on');
+  const switchOff = h('button', { type: 'button', onclick: async () => {
+    if (!await confirmDialog({ title: 'Switch this endpoint off?', body: 'Its deliveries are held until it is switched back on.', confirm: 'Switch off' })) return;
+    await act(async () => {
+      await admin('POST', path(id, '/disable'));
+      return 'The endpoint is switched off; its deliveries are held.';
+    });
+  } }, 'Switch off');
+  const sendTest = h('button', { type: 'button', onclick: () => act(async () => {
+    const sent = await admin('POST', '/example-events', { endpointId: id, event: 'webhook.test' });
+    return `A test delivery is queued (delivery ${sent.deliveryId}).`;
+  }) }, 'Send test delivery');
+
+  const sections = [];
+  if (!ctx.readOnly) {
+    sections.push(exampleForm(id, types, act), editForm(endpoint, types, (updated) => { endpoint = updated; show(); }),
+      rotateForm(id), recoverForm(id), deleteSection(() => endpoint, ctx));
+  }
+  show();
+  await chart.refresh();
+  ctx.live(reload);
+  replace(ctx.main, ctx.heading(endpoint.name), announce, summary, actions,
+    h('p', {}, h('a', { href: `/portal/deliveries?endpointId=${encodeURIComponent(id)}` }, 'Deliveries to this endpoint')),
+    chart.element, sections);
+}
+
+function exampleForm(id, types, act) {
+  const event = h('select', { name: 'event' }, types.filter((t) => t.event !== 'webhook.test').map((t) => h('option', { value: t.event }, t.event)));
+  const form = h('form', { class: 'card' },
+    h('h2', {}, 'Send an example event'),
+    h('p', {}, 'Sends the catalogue\'s example of an event to this endpoint only, signed like any delivery.'),
+    field('Event', event),
+    h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Send example')));
+  form.addEventListener('submit', (submitted) => {
+    submitted.preventDefault();
+    act(async () => {
+      const sent = await admin('POST', '/example-events', { endpointId: id, event: event.value });
+      return `An example of ${sent.event} is queued (delivery ${sent.deliveryId}).`;
+    });
+  });
+  return form;
+}
+
+function editForm(endpoint, types, updated) {
+  const url = h('input', { type: 'url', name: 'url', required: true, maxlength: '2048', value: endpoint.url, autocomplete: 'off' });
+  const name = h('input', { type: 'text', name: 'name', required: true, maxlength: '200', value: endpoint.name, autocomplete: 'off' });
+  const done = statusLine();
+  const form = h('form', { class: 'card', novalidate: true },
+    h('h2', {}, 'Edit the endpoint'),
+    field('URL', url), field('Name', name), eventsField(types, endpoint.events),
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Save changes')), done);
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    clearErrors(form);
+    done.textContent = '';
+    const body = {};
+    if (url.value.trim() !== endpoint.url) body.url = url.value.trim();
+    if (name.value.trim() !== endpoint.name) body.name = name.value.trim();
+    const events = chosenEvents(form);
+    if (events.length !== endpoint.events.length || events.some((e) => !endpoint.events.includes(e))) body.events = events;
+    if (Object.keys(body).length === 0) {
+      done.textContent = 'Nothing to save: nothing was changed.';
+      return;
+    }
+    try {
+      endpoint = await admin('PATCH', `/endpoints/${encodeURIComponent(endpoint.id)}`, body);
+      updated(endpoint);
+      done.textContent = 'Changes saved.';
+    } catch (err) {
+      showError(form, err);
+    }
+  });
+  return form;
+}
+
+function rotateForm(id) {
+  const overlap = h('input', { type: 'number', name: 'overlapHours', min: '0', max: '720', step: '1', value: '24', inputmode: 'numeric' });
+  const shown = h('div');
+  const form = h('form', { class: 'card', novalidate: true },
+    h('h2', {}, 'Rotate the signing secret'),
+    h('p', {}, 'The endpoint gets a new secret. During the overlap every delivery carries two signatures, the new secret\'s and the old one\'s, so the receiver can switch over without missing one.'),
+    field('Overlap (hours)', overlap, 'From 0 to 720 hours; 0 ends the old secret at once.'),
+    h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Rotate secret')), shown);
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    clearErrors(form);
+    const hours = Number(overlap.value);
+    if (overlap.value === '' || !Number.isInteger(hours) || hours < 0 || hours > 720) {
+      showError(form, { reason: 'overlapHours', message: 'Enter a whole number of hours from 0 to 720.' });
+      return;
+    }
+    if (!await confirmDialog({ title: 'Rotate the signing secret?', body: `The old secret keeps signing for ${hours} hours.`, confirm: 'Rotate' })) return;
+    try {
+      const rotated = await admin('POST', path(id, '/rotate-secret'), { overlapHours: hours });
+      replace(shown, shownOnce('New signing secret', rotated.secret, h('p', {},
+        rotated.previousSecretExpiresAt ? ['The previous secret also signs until ', time(rotated.previousSecretExpiresAt), '.'] : 'The previous secret no longer signs.')));
+      shown.querySelector('input').focus();
+    } catch (err) {
+      showError(form, err);
+    }
+  });
+  return form;
+}
+
+function recoverForm(id) {
+  const since = h('input', { type: 'datetime-local', name: 'since', required: true });
+  const done = statusLine();
+  const form = h('form', { class: 'card', novalidate: true },
+    h('h2', {}, 'Recover failed deliveries'),
+    h('p', {}, 'After the receiver is fixed: sends again every failed delivery to this endpoint created since a time.'),
+    field('Since', since, `In ${timeZone()} time.`),
+    h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Recover failed deliveries')), done);
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    clearErrors(form);
+    done.textContent = '';
+    if (!since.value) {
+      showError(form, { reason: 'since', message: 'Choose the time from which failed deliveries are sent again.' });
+      return;
+    }
+    try {
+      const recovered = await admin('POST', path(id, '/recover'), { since: zonedToIso(since.value) });
+      done.textContent = recovered.queued === 1 ? '1 failed delivery is queued again.' : `${recovered.queued} failed deliveries are queued again.`;
+    } catch (err) {
+      showError(form, err);
+    }
+  });
+  return form;
+}
+
+/** @param {() => object} current the endpoint as it is now (its name may have been edited) */
+function deleteSection(current, ctx) {
+  const problem = statusLine();
+  return h('section', { class: 'card danger-zone', 'aria-label': 'Delete the endpoint' },
+    h('h2', {}, 'Delete the endpoint'),
+    h('p', {}, 'Nothing is sent to it again, and its pending deliveries are marked failed.'),
+    h('button', { type: 'button', class: 'danger', onclick: async () => {
+      const endpoint = current();
+      const sure = await confirmDialog({ title: `Delete "${endpoint.name}"?`, body: 'Nothing is sent to it again. This cannot be undone.', confirm: 'Delete', danger: true });
+      if (!sure) return;
+      try {
+        await admin('DELETE', path(endpoint.id));
+        ctx.navigate('/portal/endpoints');
+      } catch (err) {
+        problem.textContent = err.message;
+      }
+    } }, 'Delete endpoint'),
+    problem);
+}
