@@ -527,8 +527,10 @@ describe('the settings screen (/portal) in a browser', function () {
   it('works in a frame on a site FRS_PORTAL_FRAME_ANCESTORS lists (a partitioned cookie), and is refused by a site it does not', async () => {
     const host = await hostPage();
     const embeddable = await startScreen({ frameAncestors: [host.origin] });
-    // A context of its own: closing it closes its connections, so the screens' servers can close at once.
-    const framing = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    // A browser of its own that blocks third-party cookies as Chrome's phase-out does: the embedded screen must hold its
+    // session with the partitioned cookie alone. Closing it closes its connections, so the screens' servers can close.
+    const blocking = await chromium.launch({ executablePath: CHROMIUM, args: [...FLAGS, '--test-third-party-cookie-phaseout'] });
+    const framing = await blocking.newContext({ viewport: { width: 1280, height: 900 } });
     try {
       const framedRequests: string[] = [];
       const embedded = watch(await framing.newPage(), framedRequests);
@@ -542,6 +544,15 @@ describe('the settings screen (/portal) in a browser', function () {
       // The session holds in the frame: the next page's calls carry the partitioned cookie.
       await frame.getByRole('link', { name: 'API keys' }).click();
       await frame.getByRole('heading', { level: 1, name: 'API keys' }).waitFor();
+      // Third-party cookies are blocked in this browser: in the frame, a cookie without Partitioned is dropped, one
+      // with it kept (so the session above held by its partition alone).
+      const inFrame = embedded.frames().find((f) => f.url().startsWith(`${embeddable.url}/portal/`))!;
+      const kept = await inFrame.evaluate(() => {
+        document.cookie = 'unpartitioned=1; Path=/portal/; SameSite=None; Secure';
+        document.cookie = 'partitioned=1; Path=/portal/; SameSite=None; Secure; Partitioned';
+        return document.cookie;
+      });
+      expect(kept).to.include('partitioned=1').and.not.include('unpartitioned=1');
       await shot(embedded, 'embedded', false);
       await embedded.close();
 
@@ -560,6 +571,7 @@ describe('the settings screen (/portal) in a browser', function () {
       expect([...new Set(framedRequests.map((url) => new URL(url).origin))]).to.have.members([host.origin, embeddable.url, screen.url]);
     } finally {
       await framing.close();
+      await blocking.close();
       await embeddable.close();
       await host.close();
     }
