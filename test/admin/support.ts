@@ -1,13 +1,12 @@
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
-import { Writable } from 'node:stream';
 import { expect } from 'chai';
-import pino from 'pino';
 import { listen, pathPattern } from '../../src/api/app.js';
 import { createAdminApp, type AdminAppOptions } from '../../src/admin/app.js';
 import { loadOpenApiDocument, type OpenApiOperation } from '../../src/contract/document.js';
 import { adminValidators } from '../../src/contract/validators.js';
 import { testDatabase } from '../support/database.js';
+import { capturedLogger } from '../support/logs.js';
 
 // The admin API on an ephemeral port, as its own database role, its log lines captured; and the check every answer of
 // the admin tests goes through: declared status and schema of openapi/admin.yaml (the generated strict validators).
@@ -70,14 +69,8 @@ export async function startAdminApi(options: Partial<Pick<AdminAppOptions, 'cloc
 /** The admin API with the settings screen's links pointing at `portalUrl`. */
 export async function startAdminApiAt(options: Partial<Pick<AdminAppOptions, 'clock' | 'authFailures' | 'portalUrl'>> = {}): Promise<TestAdminApi> {
   const database = await testDatabase();
-  const logs: Array<Record<string, unknown>> = [];
-  const sink = new Writable({
-    write(chunk, _enc, done) {
-      for (const line of chunk.toString().split('\n').filter(Boolean)) logs.push(JSON.parse(line));
-      done();
-    },
-  });
-  const app = await createAdminApp({ db: database.forRole('admin'), logger: pino({ level: 'debug' }, sink), ...options });
+  const { logger, logs } = capturedLogger();
+  const app = await createAdminApp({ db: database.forRole('admin'), logger, ...options });
   const server: Server = await listen(app, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {

@@ -1,7 +1,5 @@
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { createApp, listen } from '../../src/api/app.js';
 import { createPortal } from '../../src/portal/app.js';
 import type { AuthFailureSettings } from '../../src/api/auth-failures.js';
@@ -10,6 +8,7 @@ import { createAdminToken } from '../../src/admin-tokens.js';
 import { cliAudit } from '../../src/audit.js';
 import { testDatabase } from '../support/database.js';
 import { expectAdminDocumented, startAdminApiAt, type TestAdminApi } from '../admin/support.js';
+import { capturedLogger } from '../support/logs.js';
 
 // The settings screen as its tests meet it: the public listener with the screen (as the API's and the admin API's
 // database roles, as main runs it), the admin API whose links point at it, and a request helper that checks every
@@ -48,14 +47,7 @@ export interface TestScreen {
 
 export async function startScreen(options: { clock?: () => Date; frameAncestors?: string[]; authFailures?: AuthFailureSettings } = {}): Promise<TestScreen> {
   const database = await testDatabase();
-  const logs: Array<Record<string, unknown>> = [];
-  const sink = new Writable({
-    write(chunk, _enc, done) {
-      for (const line of chunk.toString().split('\n').filter(Boolean)) logs.push(JSON.parse(line));
-      done();
-    },
-  });
-  const logger = pino({ level: 'debug' }, sink);
+  const { logger, logs } = capturedLogger();
   const limits = options.authFailures ? { workspace: workspaceLimitsFromEnv(), authFailures: options.authFailures } : undefined;
   const app = await createApp({
     db: database.forRole('api'), logger, clock: options.clock, limits,

@@ -1,8 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
-import { Writable } from 'node:stream';
 import { expect } from 'chai';
-import pino from 'pino';
 import type pg from 'pg';
 import { createApp, listen, pathPattern, type AppOptions } from '../../src/api/app.js';
 import { KeyCache, type HeartbeatTimings } from '../../src/api/key-cache.js';
@@ -11,6 +9,7 @@ import { testDatabase } from './database.js';
 import type { Database } from '../../src/db/database.js';
 import { validators } from '../../src/contract/validators.js';
 import { expectValidPayload } from './calendar-fixtures.js';
+import { capturedLogger } from './logs.js';
 
 // Every response a test receives is checked with the committed validators generated from the document, against
 // the schema the document declares for that operation and status.
@@ -111,16 +110,9 @@ export async function startApi(
   // The API's own connections: its database role (src/db/roles.ts), as in production.
   const database = options.database ?? (await testDatabase());
   const db = database.forRole('api');
-  const logs: Array<Record<string, unknown>> = [];
-  const sink = new Writable({
-    write(chunk, _enc, done) {
-      for (const line of chunk.toString().split('\n').filter(Boolean)) logs.push(JSON.parse(line));
-      done();
-    },
-  });
+  const { logger, logs } = capturedLogger();
   const now = options.now;
   const clock = now === undefined ? undefined : typeof now === 'function' ? now : () => now;
-  const logger = pino({ level: 'debug' }, sink);
   const { connect = () => database.connectAs('api'), ...timings } = typeof options.keyCache === 'object' ? options.keyCache : {};
   const keyCache = options.keyCache ? await KeyCache.start(connect, db, logger, timings) : undefined;
   const app = await createApp({ db, logger, clock, keyCache, limits: options.limits, cursors: options.cursors, reads: options.reads });
