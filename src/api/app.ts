@@ -433,7 +433,7 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
       const admission = ctx.state.admission as Admission | undefined;
       admission?.release();
       // (the settings screen's answers are the admin document's, which reads no replica)
-      if (!underPortal(ctx.path)) ctx.set(DATA_STALENESS_HEADER, String((ctx.state.readPool as ReadPool | undefined)?.maxStalenessMs ?? 0));
+      if (!underPortal(ctx.path)) ctx.set(DATA_STALENESS_HEADER, String((ctx.state.readPool as ReadPool | undefined)?.maxStalenessMs() ?? 0));
       // Every answer says where the caller stands (a 429 already carries the standing that refused it).
       if (!ctx.response.get('RateLimit')) {
         // (admitted: its standing is at hand, with no await on the way out of every answered request)

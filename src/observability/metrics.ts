@@ -59,7 +59,7 @@ export class ServiceMetrics {
   });
   readonly replicaLag = new Gauge({
     name: 'frs_db_replica_lag_seconds',
-    help: 'Replay lag of each read replica behind the primary, as this process last measured it (0: caught up)',
+    help: 'Replay lag of each read replica behind the primary, as this process last measured it (0: caught up; absent while it is down or refused)',
     labelNames: ['replica'],
     registers: [this.registry],
   });

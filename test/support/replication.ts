@@ -2,8 +2,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { passwordFile, postgresUserIds, startEmbeddedPostgres, stopEmbeddedPostgres } from '../../src/db/embedded.js';
+import { isRunning, passwordFile, postgresUserIds, startEmbeddedPostgres, stopEmbeddedPostgres } from '../../src/db/embedded.js';
 import { testClusterDir } from './database.js';
+import { isFree } from './ports.js';
 
 // A primary and a hot standby streaming from it, on loopback, made with nothing but the embedded PostgreSQL's own
 // binaries (initdb, pg_ctl, postgres: no pg_basebackup): the base backup is PostgreSQL's low-level API, pg_backup_start(),
@@ -11,11 +12,21 @@ import { testClusterDir } from './database.js';
 // A physical replication slot made before the backup keeps the WAL the standby needs from the backup's start on.
 
 export const TEST_PORT = Number(process.env.FRS_TEST_PG_PORT ?? 54339);
-/** The primary's and the standby's ports: FRS_TEST_REPLICA_PG_PORT and the next one (default: the test cluster's + 1). */
-export const REPLICA_PORTS = (() => {
-  const first = Number(process.env.FRS_TEST_REPLICA_PG_PORT ?? TEST_PORT + 1);
-  return { primary: first, standby: first + 1 };
-})();
+
+/**
+ * The primary's and the standby's ports: FRS_TEST_REPLICA_PG_PORT and the next one, else the first two free ones of
+ * the test cluster's range (TEST_PORT+1 to TEST_PORT+9; the test cluster itself may have moved into it).
+ */
+export async function replicaPorts(): Promise<{ primary: number; standby: number }> {
+  if (process.env.FRS_TEST_REPLICA_PG_PORT) {
+    const first = Number(process.env.FRS_TEST_REPLICA_PG_PORT);
+    return { primary: first, standby: first + 1 };
+  }
+  const free: number[] = [];
+  for (let port = TEST_PORT + 1; port <= TEST_PORT + 9 && free.length < 2; port++) if (await isFree(port)) free.push(port);
+  if (free.length < 2) throw new Error(`no two free ports from ${TEST_PORT + 1} to ${TEST_PORT + 9} for the replication pair (FRS_TEST_REPLICA_PG_PORT sets them)`);
+  return { primary: free[0], standby: free[1] };
+}
 
 const SLOT = 'frs_test_standby';
 
@@ -134,16 +145,32 @@ export async function standbyCaughtUp(adminUrl: string, standbyAdminUrl: string,
   }
 }
 
-export async function startReplicationPair(database: string, ports = REPLICA_PORTS): Promise<ReplicationPair> {
-  const primaryDir = testClusterDir('replica-test-primary');
-  const standbyDir = testClusterDir('replica-test-standby');
+const PAIR_DIR = /(?:^|-)replica-test-(?:primary|standby)-([0-9]+)$/;
+
+/** Removes the pairs of runs whose process is gone (killed before their `after` hook). */
+async function removeFinishedPairs(): Promise<void> {
+  const parent = path.dirname(testClusterDir('replica-test-primary-0'));
+  for (const name of fs.existsSync(parent) ? fs.readdirSync(parent) : []) {
+    const run = PAIR_DIR.exec(name);
+    if (run && !isRunning(Number(run[1]))) await removeCluster(path.join(parent, name));
+  }
+}
+
+/** A primary and a hot standby in directories of this run's own (with its pid: two runs never touch each other's). */
+export async function startReplicationPair(database: string, ports?: { primary: number; standby: number }): Promise<ReplicationPair> {
+  await removeFinishedPairs();
+  ports ??= await replicaPorts();
+  const primaryDir = testClusterDir(`replica-test-primary-${process.pid}`);
+  const standbyDir = testClusterDir(`replica-test-standby-${process.pid}`);
   await removeCluster(standbyDir);
   await removeCluster(primaryDir);
   const stopAll = async () => {
-    await stopEmbeddedPostgres(standbyDir, 'immediate').catch(() => undefined);
-    await stopEmbeddedPostgres(primaryDir, 'fast').catch(() => undefined);
-    await removeCluster(standbyDir);
-    await removeCluster(primaryDir);
+    try {
+      await stopEmbeddedPostgres(standbyDir, 'immediate').catch(() => undefined);
+      await stopEmbeddedPostgres(primaryDir, 'fast').catch(() => undefined);
+    } finally {
+      await removeCluster(standbyDir).finally(() => removeCluster(primaryDir));
+    }
   };
   try {
     // (the defaults already stream: wal_level=replica, max_wal_senders=10, hot_standby=on, and initdb's pg_hba.conf
@@ -152,7 +179,7 @@ export async function startReplicationPair(database: string, ports = REPLICA_POR
     const adminUrl = primary.url.replace(/\/[^/]+$/, '/postgres');
     await makeStandby({ primaryDir, primaryPort: ports.primary, adminUrl, standbyDir, slot: SLOT });
     const startStandby = async () => {
-      await startEmbeddedPostgres(standbyDir, ports.standby, database, { durable: false });
+      await startEmbeddedPostgres(standbyDir, ports!.standby, database, { durable: false });
     };
     await startStandby();
     const standbyUrl = primary.url.replace(`:${ports.primary}/`, `:${ports.standby}/`);
