@@ -52,6 +52,8 @@ describe('the settings screen (/portal) in a browser', function () {
   const provoked = new Set<string>();
   const checks: Array<Promise<void>> = [];
   const shots: string[] = [];
+  /** Answers the test makes up itself (page.route) to show how the page words them: "METHOD URL", not checked against the document. */
+  const fabricated = new Set<string>();
 
   /** Watches a page: its requests, console errors, and every answer of /portal/api checked against the admin document. */
   function watch(p: Page, requests = requested): Page {
@@ -59,7 +61,7 @@ describe('the settings screen (/portal) in a browser', function () {
     p.on('console', (message) => { if (message.type() === 'error') consoleErrors.push({ text: message.text(), url: message.location().url }); });
     p.on('pageerror', (error) => consoleErrors.push({ text: error.message, url: '' }));
     p.on('response', (response) => {
-      if (new URL(response.url()).pathname.startsWith('/portal/api/')) checks.push(checkDocumented(response));
+      if (new URL(response.url()).pathname.startsWith('/portal/api/') && !fabricated.has(`${response.request().method()} ${response.url()}`)) checks.push(checkDocumented(response));
     });
     return p;
   }
@@ -81,6 +83,14 @@ describe('the settings screen (/portal) in a browser', function () {
     return waited;
   }
   const adminPath = (rest: string) => `/portal/api/admin/v1/workspaces/${workspace.id}${rest}`;
+  /** An error answer made up by the test for `method url` (an admin-document error body, with its status and headers). */
+  function fabricate(method: string, url: string, status: number, message: string, headers: Record<string, string> = {}) {
+    fabricated.add(`${method} ${url}`);
+    provoked.add(`${status} ${url}`);
+    return { status, headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ error: { code: 'unavailable', message } }) };
+  }
+  /** Waits until the focused element's text is `text` (after a redraw removed the control that had focus). */
+  const focusIs = (p: Page, text: string) => p.waitForFunction((expected) => document.activeElement?.textContent === expected, text, { timeout: 5_000 });
   const endpointRow = () => db('webhook_endpoints').where({ id: endpointId }).first();
   const nav = (name: string) => page.getByRole('navigation', { name: 'Settings' }).getByRole('link', { name });
 
@@ -157,6 +167,8 @@ describe('the settings screen (/portal) in a browser', function () {
     const revoked = await answerTo('POST', /\/api-keys\/[^/]+\/revoke$/, () => dialog.getByRole('button', { name: 'Revoke key' }).press('Enter'));
     expect(revoked.status()).to.equal(200);
     await page.getByText('The key is revoked.').waitFor();
+    // The dialog gave focus back to the Revoke button, which the redraw removed: the outcome's status line has it.
+    await focusIs(page, 'The key is revoked.');
     expect((await fetch(`${screen.url}/v1/me`, { headers: { authorization: `Bearer ${key}` } })).status).to.equal(401);
     await shot(page, 'keys');
   });
@@ -204,6 +216,7 @@ describe('the settings screen (/portal) in a browser', function () {
     expect(sent.request().postDataJSON()).to.deep.equal({ endpointId, event: 'webhook.test' });
     const { deliveryId } = await sent.json();
     await page.getByText(`A test delivery is queued (delivery ${deliveryId}).`).waitFor();
+    await focusIs(page, `A test delivery is queued (delivery ${deliveryId}).`);
 
     await nav('Deliveries').click();
     await page.getByRole('heading', { level: 1, name: 'Deliveries' }).waitFor();
@@ -271,6 +284,7 @@ describe('the settings screen (/portal) in a browser', function () {
     const enabled = await answerTo('POST', adminPath(`/endpoints/${endpointId}/enable`), () => page.getByRole('button', { name: 'Switch back on' }).click());
     expect(enabled.status()).to.equal(200);
     await page.getByText('The endpoint is switched back on; what it held is being sent.').waitFor();
+    await focusIs(page, 'The endpoint is switched back on; what it held is being sent.');
     await page.getByRole('definition').filter({ hasText: /^Active$/ }).waitFor();
     expect(await endpointRow()).to.include({ is_active: true, disabled_at: null, consecutive_failures: 0 });
   });
@@ -337,7 +351,11 @@ describe('the settings screen (/portal) in a browser', function () {
     await page.getByRole('heading', { level: 1, name: 'Accounting sync' }).waitFor();
     await page.getByLabel('Since').fill(dubai);
     answer = () => ({ status: 204 });
-    const recovered = await answerTo('POST', adminPath(`/endpoints/${endpointId}/recover`), () => page.getByRole('button', { name: 'Recover failed deliveries' }).click());
+    // Like every bulk change, it asks first.
+    await page.getByRole('button', { name: 'Recover failed deliveries' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Recover failed deliveries?' });
+    await dialog.getByText(/^Every failed delivery to this endpoint created since \d{1,2} [A-Z][a-z]{2} \d{4}, \d\d:\d\d:00 \S+ is sent again\.$/).waitFor();
+    const recovered = await answerTo('POST', adminPath(`/endpoints/${endpointId}/recover`), () => dialog.getByRole('button', { name: 'Recover' }).click());
     expect(recovered.status()).to.equal(200);
     expect(recovered.request().postDataJSON()).to.deep.equal({ since: since.toISOString() });
     await page.getByText('1 failed delivery is queued again.').waitFor();
@@ -357,8 +375,11 @@ describe('the settings screen (/portal) in a browser', function () {
     await page.getByRole('button', { name: 'Previous page' }).waitFor();
     expect(await log.getByRole('row').count()).to.equal(3);
     expect(await page.getByRole('button', { name: 'Next page' }).count()).to.equal(0);
+    // The button pressed is gone with the page it was on: focus goes to the new page's table, by its caption.
+    await focusIs(page, 'Deliveries, newest first');
     await page.getByRole('button', { name: 'Previous page' }).click();
     await page.getByRole('button', { name: 'Next page' }).waitFor();
+    await focusIs(page, 'Deliveries, newest first');
     expect(await log.getByRole('row').count()).to.equal(51);
 
     // Filters: the test delivery alone, by its event; the address keeps the filters.
@@ -369,6 +390,42 @@ describe('the settings screen (/portal) in a browser', function () {
     expect(new URL(page.url()).search).to.equal('?status=accepted&event=webhook.test');
     await page.getByRole('table', { name: 'Deliveries, newest first' }).getByRole('row').nth(1).waitFor();
     expect(await page.getByRole('table', { name: 'Deliveries, newest first' }).getByRole('row').count()).to.equal(2);
+  });
+
+  it('ignores a time in the address that is no time, and says so in the filter form', async () => {
+    const list = answerTo('GET', adminPath('/deliveries'), () => page.goto(`${screen.url}/portal/deliveries?since=foo&status=accepted`));
+    expect(Object.fromEntries(new URL((await list).url()).searchParams)).to.deep.equal({ status: 'accepted', limit: '50' });
+    await page.getByRole('heading', { level: 1, name: 'Deliveries' }).waitFor();
+    await page.getByText('The address\'s time "foo" is not a time: it is ignored.').waitFor();
+    expect(await page.getByLabel('Created since').inputValue()).to.equal('');
+    expect(await page.getByLabel('Status').inputValue()).to.equal('accepted');
+  });
+
+  it('says in words when a refresh fails, backs off as Retry-After asks, and a refused filter does not take the focus', async () => {
+    await page.goto(`${screen.url}/portal/deliveries`);
+    await page.getByRole('heading', { level: 1, name: 'Deliveries' }).waitFor();
+    const list = `${screen.url}${adminPath('/deliveries')}?limit=50`;
+    const isList = (url: URL) => url.href === list;
+    const asked: number[] = [];
+    await page.route(isList, (route) => {
+      asked.push(Date.now());
+      return route.fulfill(fabricate('GET', list, 503, 'The service is busy.', { 'retry-after': '8' }));
+    });
+    const note = page.getByRole('status').filter({ hasText: 'Couldn\'t refresh this page: The service is busy. Trying again in 8 s.' });
+    await note.waitFor({ timeout: 12_000 });
+    // Retry-After: 8 s, not the next 5-second tick.
+    await page.waitForTimeout(6_000);
+    expect(asked, 'asked again before Retry-After').to.have.length(1);
+    await page.unroute(isList);
+    await note.waitFor({ state: 'hidden', timeout: 12_000 });
+    expect(await page.getByRole('table', { name: 'Deliveries, newest first' }).getByRole('row').count()).to.be.greaterThan(1);
+
+    // A 400 of a background refresh is shown next to its field, but focus stays where the person left it.
+    await page.route(isList, (route) => route.fulfill({ ...fabricate('GET', list, 400, 'since must be a date-time.'), body: JSON.stringify({ error: { code: 'invalid_request', message: 'since must be a date-time.', reason: 'since' } }) }));
+    await nav('Deliveries').focus();
+    await page.getByText('since must be a date-time.').waitFor({ timeout: 12_000 });
+    expect(await page.evaluate(() => document.activeElement?.textContent)).to.equal('Deliveries');
+    await page.unroute(isList);
   });
 
   it('saves the reminders ahead on the settings page, and names a value out of range next to the field', async () => {
@@ -414,6 +471,47 @@ describe('the settings screen (/portal) in a browser', function () {
     await second.getByText('This link has already been used or has expired. Ask for a new one.').waitFor();
     expect(await second.getByRole('navigation', { name: 'Settings' }).isVisible()).to.equal(false);
     await other.close();
+
+    // The same link again where its session's cookie is still held (a frame made again with the same src): the key
+    // is refused, and the page goes on with the session it has.
+    const again = answerTo('GET', '/portal/api/session', () => page.goto(link.url));
+    expect((await again).status()).to.equal(200);
+    await page.getByRole('heading', { level: 1, name: 'Webhook endpoints' }).waitFor();
+    expect(page.url()).to.equal(`${screen.url}/portal/endpoints`);
+  });
+
+  it('words why a link could not be opened (malformed, too many attempts, unavailable), and tries the same link again', async () => {
+    const other = await browser.newContext();
+    const opener = watch(await other.newPage());
+    const fresh = await screen.link(workspace.id);
+    const sessionUrl = `${screen.url}/portal/api/session`;
+    const refuse = async (status: number, message: string, headers: Record<string, string> = {}) => {
+      await opener.unroute(sessionUrl);
+      await opener.route(sessionUrl, (route) => route.fulfill(fabricate('POST', sessionUrl, status, message, headers)));
+      await opener.goto('about:blank'); // the link again is a new document, not a change of its fragment
+      await opener.goto(fresh.url);
+    };
+    await refuse(400, 'key must be the link\'s key.');
+    await opener.getByRole('heading', { level: 1, name: 'This link is malformed' }).waitFor();
+    await opener.getByText('This link is incomplete or was changed. Open the API settings again from your rental platform.').waitFor();
+    expect(await opener.getByRole('button', { name: 'Try again' }).count()).to.equal(0);
+    await refuse(503, 'The service is busy.');
+    await opener.getByRole('heading', { level: 1, name: 'Service unavailable' }).waitFor();
+    await opener.getByText('The service is unavailable for now: try again in a moment.').waitFor();
+    await refuse(429, 'Too many failed attempts.', { 'retry-after': '30' });
+    await opener.getByRole('heading', { level: 1, name: 'Too many attempts' }).waitFor();
+    await opener.getByText('There were too many attempts from this address: try again in 30 s.').waitFor();
+    expect(opener.url(), 'the key left the address').to.equal(`${screen.url}/portal/`);
+    // The key was not used up: trying again with it (kept by the page, not the address) opens the session.
+    await opener.unroute(sessionUrl);
+    const opened = await (async () => {
+      const waited = opener.waitForResponse((r) => r.url() === sessionUrl && r.request().method() === 'POST');
+      await opener.getByRole('button', { name: 'Try again' }).click();
+      return waited;
+    })();
+    expect(opened.status()).to.equal(201);
+    await opener.getByRole('heading', { level: 1, name: 'Webhook endpoints' }).waitFor();
+    await other.close();
   });
 
   it('shows another workspace\'s endpoint as not found (the API answers 404)', async () => {
@@ -425,6 +523,15 @@ describe('the settings screen (/portal) in a browser', function () {
     await page.getByRole('heading', { level: 1, name: 'Endpoint not found' }).waitFor();
     await page.getByText(/not found in this workspace/).waitFor();
     expect(await page.content()).not.to.include('hooks.example.com/other');
+  });
+
+  it('shows an endpoint deleted meanwhile as not found at the next refresh', async () => {
+    const gone = await createEndpoint(db, { workspaceId: workspace.id, url: receiver.endpointUrl(), name: 'Gone soon' });
+    await page.goto(`${screen.url}/portal/endpoints/${gone.id}`);
+    await page.getByRole('heading', { level: 1, name: 'Gone soon' }).waitFor();
+    await db('webhook_endpoints').where({ id: gone.id }).update({ deleted_at: db.fn.now() });
+    provoked.add(`404 ${screen.url}${adminPath(`/endpoints/${gone.id}`)}`);
+    await page.getByRole('heading', { level: 1, name: 'Endpoint not found' }).waitFor({ timeout: 12_000 });
   });
 
   it('refuses a write without the CSRF token (403 csrf) and changes nothing', async () => {
@@ -582,10 +689,42 @@ describe('the settings screen (/portal) in a browser', function () {
     const second = watch(await other.newPage());
     await second.goto((await screen.link(workspace.id)).url);
     await second.getByRole('heading', { level: 1, name: 'Webhook endpoints' }).waitFor();
+    await second.getByRole('navigation', { name: 'Settings' }).getByRole('link', { name: 'API keys' }).click();
+    await second.getByRole('heading', { level: 1, name: 'API keys' }).waitFor();
+
+    // Signing out fails (503): the page says so and keeps its session and its button.
+    const sessionUrl = `${screen.url}/portal/api/session`;
+    await second.route(sessionUrl, (route) => (route.request().method() === 'DELETE' ? route.fulfill(fabricate('DELETE', sessionUrl, 503, 'The service is busy.')) : route.continue()));
+    await second.getByRole('button', { name: 'Sign out' }).click();
+    await second.getByRole('alert').filter({ hasText: 'Not signed out: The service is busy. Try again.' }).waitFor();
+    expect(await second.getByRole('heading', { level: 1, name: 'Signed out' }).count()).to.equal(0);
+    expect(await second.getByRole('heading', { level: 1, name: 'API keys' }).isVisible()).to.equal(true);
+    await second.unroute(sessionUrl);
+
+    // A page still loading when the person signs out does not draw over "Signed out": its answer comes after.
+    const endpointsUrl = `${screen.url}${adminPath('/endpoints')}`;
+    let release = () => {};
+    const released = new Promise<void>((resolve) => { release = resolve; });
+    const loading = new Promise<void>((resolve) => {
+      void second.route(endpointsUrl, async (route) => {
+        const response = await route.fetch();
+        resolve();
+        await released;
+        await route.fulfill({ response });
+      });
+    });
+    await second.getByRole('navigation', { name: 'Settings' }).getByRole('link', { name: 'Endpoints' }).click();
+    await loading;
     const out = second.waitForResponse((r) => new URL(r.url()).pathname === '/portal/api/session' && r.request().method() === 'DELETE');
     await second.getByRole('button', { name: 'Sign out' }).click();
     expect((await out).status()).to.equal(204);
     await second.getByRole('heading', { level: 1, name: 'Signed out' }).waitFor();
+    const late = second.waitForResponse(endpointsUrl);
+    release();
+    await (await late).finished();
+    await second.waitForTimeout(300);
+    expect(await second.getByRole('heading', { level: 1, name: 'Signed out' }).isVisible()).to.equal(true);
+    expect(await second.getByRole('heading', { level: 1, name: 'Webhook endpoints' }).count()).to.equal(0);
     provoked.add(`401 ${screen.url}/portal/api/session`);
     await second.reload();
     await second.getByRole('heading', { level: 1, name: 'You are signed out' }).waitFor();
@@ -600,6 +739,36 @@ describe('the settings screen (/portal) in a browser', function () {
     await page.getByRole('heading', { level: 1, name: 'Your session has ended' }).waitFor({ timeout: 12_000 });
     await page.getByText('Your session has ended. Open the API settings again from your rental platform to start a new one.').waitFor();
     expect(await page.getByRole('navigation', { name: 'Settings' }).isVisible()).to.equal(false);
+  });
+
+  it('stops refreshing once the person has been away for the idle limit less a margin, says so, and resumes on a key', async () => {
+    const other = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const away = watch(await other.newPage());
+    // The page's clock is the test's: 28 minutes pass in a moment (the server's session is not idle meanwhile).
+    await away.clock.install();
+    await away.goto((await screen.link(workspace.id)).url);
+    await away.getByRole('heading', { level: 1, name: 'Webhook endpoints' }).waitFor();
+    const endpointsUrl = `${screen.url}${adminPath('/endpoints')}`;
+    const refreshes: string[] = [];
+    away.on('request', (request) => { if (request.url() === endpointsUrl) refreshes.push(request.url()); });
+    // 27 minutes without input (the idle limit is 30, less a margin of 2): the page still refreshes.
+    const refreshed = away.waitForRequest(endpointsUrl);
+    await away.clock.fastForward('27:00');
+    await refreshed;
+    // 29 minutes: it stops, and says why and when the session ends.
+    await away.clock.fastForward('02:00');
+    const note = away.getByRole('status').filter({ hasText: /^This page stopped refreshing because it has not been used for 29 minutes\. Your session ends at .+ unless you use the page: press a key or click anywhere to resume refreshing\.$/ });
+    await note.waitFor();
+    const before = refreshes.length;
+    for (let i = 0; i < 3; i++) await away.clock.fastForward('00:06');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(refreshes.length, 'refreshed while the person was away').to.equal(before);
+    // A key: refreshing resumes at once.
+    const resumed = away.waitForResponse(endpointsUrl);
+    await away.keyboard.press('Shift');
+    await (await resumed).finished();
+    await note.waitFor({ state: 'hidden' });
+    await other.close();
   });
 
   it('made no request off the service\'s origin, logged no console error but those provoked, and every answer was documented', async () => {

@@ -7,13 +7,16 @@
 
 /** An error answer of the API: its status and the body's `code`, `message`, `reason`. */
 export class ApiError extends Error {
-  constructor(status, body) {
+  constructor(status, body, headers) {
     const error = body?.error ?? {};
     super(error.message || `The service answered ${status}.`);
     this.status = status;
     this.code = error.code;
     this.reason = error.reason;
     this.requestId = error.requestId;
+    /** Seconds the answer's Retry-After asks to wait (429, 503), or undefined. */
+    const retryAfter = Number.parseInt(headers?.get('retry-after') ?? '', 10);
+    this.retryAfter = Number.isFinite(retryAfter) && retryAfter >= 0 ? retryAfter : undefined;
   }
 }
 
@@ -29,6 +32,10 @@ export function onSessionEnded(listener) {
 
 export const currentSession = () => session;
 
+let answeredAt = 0;
+/** When the server last answered a call (any status): the session's idle limit runs from about then. */
+export const lastAnswered = () => answeredAt;
+
 async function call(method, path, body) {
   const headers = { accept: 'application/json' };
   if (body !== undefined) headers['content-type'] = 'application/json';
@@ -36,6 +43,7 @@ async function call(method, path, body) {
   const response = await fetch(path, {
     method, headers, credentials: 'same-origin', cache: 'no-store', body: body === undefined ? undefined : JSON.stringify(body),
   });
+  answeredAt = Date.now();
   const text = await response.text();
   let json;
   try {
@@ -43,30 +51,51 @@ async function call(method, path, body) {
   } catch {
     json = undefined;
   }
-  if (!response.ok) throw new ApiError(response.status, json);
+  if (!response.ok) throw new ApiError(response.status, json, response.headers);
   return json;
 }
 
+const unauthorized = (err) => err instanceof ApiError && err.status === 401;
+
 /**
- * Starts a session with the one-time key of the link (201), or finds the current one (200). Null when there is
- * none (401): `used` tells a refused key from no session at all.
+ * Starts a session with the one-time key of the link (201), or finds the current one (200). A refused key falls back
+ * to the session the cookie already holds (a frame re-created with the same link while its session lives). Null when
+ * there is none (401): `refused` tells a refused key from no session at all.
  * @param {string|undefined} key
  * @returns {Promise<{session: Session|null, refused: boolean}>}
  */
 export async function startSession(key) {
-  try {
-    session = key ? await call('POST', '/portal/api/session', { key }) : await call('GET', '/portal/api/session');
-  } catch (err) {
-    if (err instanceof ApiError && err.status === 401) return { session: null, refused: Boolean(key) };
-    throw err;
+  let refused = false;
+  if (key) {
+    try {
+      session = await call('POST', '/portal/api/session', { key });
+    } catch (err) {
+      if (!unauthorized(err)) throw err;
+      refused = true;
+    }
+  }
+  if (!session) {
+    try {
+      session = await call('GET', '/portal/api/session');
+    } catch (err) {
+      if (unauthorized(err)) return { session: null, refused };
+      throw err;
+    }
   }
   csrfToken = session.csrfToken;
   return { session, refused: false };
 }
 
-/** Ends the session (204); the cookie is cleared by the answer. */
+/**
+ * Ends the session: the server confirmed (204) or it had ended already (401). Any other answer throws and the page
+ * keeps its session (the server may still hold it).
+ */
 export async function endSession() {
-  await call('DELETE', '/portal/api/session');
+  try {
+    await call('DELETE', '/portal/api/session');
+  } catch (err) {
+    if (!unauthorized(err)) throw err;
+  }
   session = null;
   csrfToken = null;
 }
@@ -82,7 +111,8 @@ export async function admin(method, path, body) {
   try {
     return await call(method, `/portal/api/admin/v1/workspaces/${encodeURIComponent(session.workspace.id)}${path}`, body);
   } catch (err) {
-    if (err instanceof ApiError && err.status === 401) {
+    // A 401 after signing out (an answer still on its way) is no news: the page says it is signed out already.
+    if (unauthorized(err) && session) {
       session = null;
       csrfToken = null;
       for (const listener of endedListeners) listener();

@@ -1,7 +1,9 @@
 // Deliveries: the workspace's log (filters, paging by nextCursor), and one delivery with its payload as sent and
 // every attempt, with "Retry now".
 import { admin, eventTypes, query } from './api.js';
-import { clearErrors, details, field, formatTime, h, isoToZoned, jsonBlock, replace, showError, statusLine, table, time, timeZone, zonedToIso } from './dom.js';
+import {
+  clearErrors, details, field, focusOn, formatTime, h, isInstant, isoToZoned, jsonBlock, newest, replace, showError, statusLine, table, time, timeZone, zonedToIso,
+} from './dom.js';
 
 const STATUSES = ['queued', 'retrying', 'accepted', 'failed', 'held'];
 const FILTERS = ['endpointId', 'status', 'event', 'since', 'until'];
@@ -20,6 +22,9 @@ const statusBadge = (status) => h('span', { class: `state ${status}` }, status);
 /** @param {import('./app.js').PageContext} ctx */
 export async function deliveriesPage(ctx) {
   const filters = Object.fromEntries(FILTERS.map((name) => [name, ctx.search.get(name) ?? '']));
+  // A time in the address that is no time (an edited link) is left out of the request, and the form says so.
+  const unreadable = ['since', 'until'].filter((name) => filters[name] && !isInstant(filters[name]));
+  for (const name of unreadable) filters[name] = '';
   const [{ rows: endpoints }, types] = await Promise.all([admin('GET', '/endpoints'), eventTypes()]);
   const names = new Map(endpoints.map((e) => [e.id, e.name]));
 
@@ -37,6 +42,9 @@ export async function deliveriesPage(ctx) {
     h('div', { class: 'actions' },
       h('button', { type: 'submit', class: 'primary' }, 'Apply filters'),
       h('a', { href: '/portal/deliveries', class: 'button' }, 'Clear filters')));
+  for (const name of unreadable) {
+    showError(form, { reason: name, message: `The address's time "${ctx.search.get(name)}" is not a time: it is ignored.` }, { focus: false });
+  }
   form.addEventListener('submit', (submitted) => {
     submitted.preventDefault();
     clearErrors(form);
@@ -49,17 +57,19 @@ export async function deliveriesPage(ctx) {
   let cursor;
   const list = h('div', { 'data-live': '' });
   const paging = h('div', { class: 'actions paging' });
-  const load = async () => {
+  const load = newest(async (isNewest, { background = false } = {}) => {
     let page;
     try {
-      page = await admin('GET', `/deliveries${query({ ...filters, since: filters.since, until: filters.until, cursor, limit: 50 })}`);
+      page = await admin('GET', `/deliveries${query({ ...filters, cursor, limit: 50 })}`);
     } catch (err) {
       if (err.status !== 400) throw err;
+      if (!isNewest()) return;
       replace(list);
       replace(paging);
-      showError(form, err);
+      showError(form, err, { focus: !background });
       return;
     }
+    if (!isNewest()) return;
     replace(list, table('Deliveries, newest first', ['Created', 'Event', 'Endpoint', 'Status', 'Attempts', 'Last result'],
       page.rows.map((row) => [
         time(row.createdAt),
@@ -70,8 +80,14 @@ export async function deliveriesPage(ctx) {
         lastResult(row),
       ]), 'No delivery matches these filters.'));
     replace(paging,
-      cursors.length ? h('button', { type: 'button', onclick: () => { cursor = cursors.pop(); load(); } }, 'Previous page') : null,
-      page.nextCursor ? h('button', { type: 'button', onclick: () => { cursors.push(cursor); cursor = page.nextCursor; load(); } }, 'Next page') : null);
+      cursors.length ? h('button', { type: 'button', onclick: () => turnPage(cursors.pop()) }, 'Previous page') : null,
+      page.nextCursor ? h('button', { type: 'button', onclick: () => { cursors.push(cursor); turnPage(page.nextCursor); } }, 'Next page') : null);
+  });
+  /** The paging buttons are redrawn with the page: focus goes to the new page's table (its caption names it). */
+  const turnPage = async (to) => {
+    cursor = to;
+    await load();
+    focusOn(list.querySelector('caption'));
   };
   await load();
   ctx.live(load);
@@ -123,10 +139,12 @@ export async function deliveryPage(ctx) {
           a.responseBody === null ? h('span', { class: 'muted' }, 'no answer') : a.responseBody === '' ? h('span', { class: 'muted' }, '(empty)') : h('pre', { class: 'excerpt' }, a.responseBody),
         ]), 'Not attempted yet.'));
   };
-  const reload = async () => {
-    delivery = await admin('GET', `/deliveries/${encodeURIComponent(id)}`);
+  const reload = newest(async (isNewest) => {
+    const fresh = await admin('GET', `/deliveries/${encodeURIComponent(id)}`);
+    if (!isNewest()) return;
+    delivery = fresh;
     show();
-  };
+  });
   const retry = h('button', { type: 'button', class: 'primary', onclick: async () => {
     try {
       const retried = await admin('POST', `/deliveries/${encodeURIComponent(id)}/retry`);
@@ -135,6 +153,7 @@ export async function deliveryPage(ctx) {
       announce.textContent = err.message;
     }
     await reload().catch(() => {});
+    focusOn(announce);
   } }, 'Retry now');
   show();
   ctx.live(reload);

@@ -105,9 +105,12 @@ export function zonedToIso(local) {
   return new Date(guess).toISOString();
 }
 
-/** An ISO instant as a `datetime-local` value in the workspace's zone. */
+/** Whether a text (from the address, say) is an instant a Date can hold. */
+export const isInstant = (text) => Boolean(text) && !Number.isNaN(new Date(text).getTime());
+
+/** An ISO instant as a `datetime-local` value in the workspace's zone; '' for none or for text that is no time. */
 export function isoToZoned(iso) {
-  if (!iso) return '';
+  if (!isInstant(iso)) return '';
   return new Date(wallClock(new Date(iso), zone)).toISOString().slice(0, 16);
 }
 
@@ -137,19 +140,21 @@ export function clearErrors(form) {
 }
 
 /**
- * Shows an API error in words: next to the field its `reason` names when the form has it, else at the top of the
- * form. A 401 is the session ending, shown by the app itself.
+ * Shows an API error in words: next to the field its `reason` names when the form has it (focused, unless
+ * `focus` is false: a background refresh must not take the person's focus), else at the top of the form. A 401 is
+ * the session ending, shown by the app itself.
  * @param {HTMLFormElement} form
  * @param {Error & {reason?: string}} err
+ * @param {{focus?: boolean}} [options]
  */
-export function showError(form, err) {
+export function showError(form, err, { focus = true } = {}) {
   const slot = err.reason ? form.querySelector(`[data-field="${CSS.escape(err.reason)}"]`) : null;
   if (slot) {
     const message = slot.querySelector('.field-error');
     message.textContent = err.message;
     message.hidden = false;
     slot.querySelector('input, select, textarea, fieldset')?.setAttribute('aria-invalid', 'true');
-    slot.querySelector('input, select, textarea')?.focus();
+    if (focus) slot.querySelector('input, select, textarea')?.focus();
     return;
   }
   let top = form.querySelector(':scope > .form-error');
@@ -159,6 +164,29 @@ export function showError(form, err) {
   }
   top.textContent = err.message;
   top.hidden = false;
+}
+
+/**
+ * Moves focus to `el` after a redraw removed the focused control (else focus falls to <body> and a keyboard or
+ * screen reader user loses their place): a status line, a table's caption or a heading, made focusable by script only.
+ */
+export function focusOn(el) {
+  if (!el) return;
+  if (!el.hasAttribute('tabindex')) el.setAttribute('tabindex', '-1');
+  el.focus();
+}
+
+/**
+ * Keeps only the newest of overlapping loads: `newest(async (isNewest, ...args) => { const x = await ...; if
+ * (!isNewest()) return; draw(x); })`. A late answer (a background refresh started before the person paged on) then
+ * never redraws an older state over a newer one.
+ */
+export function newest(load) {
+  let turn = 0;
+  return (...args) => {
+    const mine = ++turn;
+    return load(() => mine === turn, ...args);
+  };
 }
 
 /** A status line that screen readers announce (role=status). */

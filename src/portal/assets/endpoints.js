@@ -4,7 +4,7 @@
 import { admin, eventTypes, grouped } from './api.js';
 import { attemptsChart } from './chart.js';
 import {
-  clearErrors, confirmDialog, details, field, h, replace, shownOnce, showError, statusLine, table, time, timeZone, uid, zonedToIso,
+  clearErrors, confirmDialog, details, field, focusOn, formatTime, h, newest, replace, shownOnce, showError, statusLine, table, time, timeZone, uid, zonedToIso,
 } from './dom.js';
 
 const path = (id, rest = '') => `/endpoints/${encodeURIComponent(id)}${rest}`;
@@ -35,8 +35,9 @@ const chosenEvents = (form) => [...form.querySelectorAll('input[name="events"]:c
 /** @param {import('./app.js').PageContext} ctx */
 export async function endpointsPage(ctx) {
   const list = h('div', { 'data-live': '' });
-  const load = async () => {
+  const load = newest(async (isNewest) => {
     const { rows } = await admin('GET', '/endpoints');
+    if (!isNewest()) return;
     replace(list, table('Webhook endpoints of this workspace, oldest first', ['Name', 'URL', 'Status', 'Failures in a row', 'Last success'],
       rows.map((endpoint) => [
         h('a', { href: `/portal/endpoints/${encodeURIComponent(endpoint.id)}` }, endpoint.name),
@@ -45,7 +46,7 @@ export async function endpointsPage(ctx) {
         String(endpoint.consecutiveFailures),
         time(endpoint.lastSuccessAt, 'never'),
       ]), 'This workspace has no webhook endpoints yet.'));
-  };
+  });
   await load();
   ctx.live(load);
   replace(ctx.main, ctx.heading('Webhook endpoints'),
@@ -117,12 +118,17 @@ export async function endpointPage(ctx) {
     ]));
     if (!ctx.readOnly) replace(actions, endpoint.isActive ? switchOff : switchOn, sendTest);
   };
-  const reload = async () => {
-    endpoint = await admin('GET', path(id));
+  const reload = newest(async (isNewest) => {
+    const fresh = await admin('GET', path(id));
+    if (!isNewest()) return;
+    endpoint = fresh;
     show();
     await chart.refresh();
-  };
-  /** Runs a write; its outcome in words in the status line, then the page's figures again. */
+  });
+  /**
+   * Runs a write; its outcome in words in the status line, then the page's figures again. The redraw replaces the
+   * buttons (focus would fall to <body>): the status line takes focus.
+   */
   const act = async (work) => {
     try {
       announce.textContent = await work();
@@ -130,6 +136,7 @@ export async function endpointPage(ctx) {
       announce.textContent = err.message;
     }
     await reload().catch(() => {});
+    focusOn(announce);
   };
 
   const switchOn = h('button', { type: 'button', class: 'primary', onclick: () => act(async () => {
@@ -255,6 +262,12 @@ function recoverForm(id) {
       showError(form, { reason: 'since', message: 'Choose the time from which failed deliveries are sent again.' });
       return;
     }
+    const sure = await confirmDialog({
+      title: 'Recover failed deliveries?',
+      body: `Every failed delivery to this endpoint created since ${formatTime(zonedToIso(since.value))} is sent again.`,
+      confirm: 'Recover',
+    });
+    if (!sure) return;
     try {
       const recovered = await admin('POST', path(id, '/recover'), { since: zonedToIso(since.value) });
       done.textContent = recovered.queued === 1 ? '1 failed delivery is queued again.' : `${recovered.queued} failed deliveries are queued again.`;

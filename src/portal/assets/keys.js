@@ -1,14 +1,15 @@
 // API keys: the list (role, created, last used, expiry, revoked), a new key shown once, revocation confirmed.
 import { admin } from './api.js';
-import { clearErrors, confirmDialog, field, formatTime, h, replace, shownOnce, showError, statusLine, table, time, timeZone, zonedToIso } from './dom.js';
+import { clearErrors, confirmDialog, field, focusOn, formatTime, h, newest, replace, shownOnce, showError, statusLine, table, time, timeZone, zonedToIso } from './dom.js';
 
 /** @param {import('./app.js').PageContext} ctx */
 export async function keysPage(ctx) {
   const list = h('div', { 'data-live': '' });
   const announce = statusLine();
 
-  const load = async () => {
+  const load = newest(async (isNewest) => {
     const { rows } = await admin('GET', '/api-keys');
+    if (!isNewest()) return;
     replace(list, table('API keys of this workspace, oldest first', ['Role', 'Created', 'Last used', 'Expires', 'Revoked', ...(ctx.readOnly ? [] : ['Actions'])],
       rows.map((key) => [
         key.role ?? h('span', { class: 'muted' }, '(no role)'),
@@ -34,11 +35,13 @@ export async function keysPage(ctx) {
             } catch (err) {
               announce.textContent = err.message;
             }
-            await load();
+            await load().catch(() => {});
+            // The dialog gave focus back to this button, which the reload removed: the outcome's line takes it.
+            focusOn(announce);
           },
         }, 'Revoke')]),
       ]), 'This workspace has no API keys yet.'));
-  };
+  });
   await load();
 
   const shown = h('div');
