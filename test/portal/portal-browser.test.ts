@@ -44,7 +44,7 @@ describe('the settings screen (/portal) in a browser', function () {
   let dispatcher: Dispatcher;
   let endpointId: string;
   let endpointUrl: string;
-  const started = Date.now();
+  let started = 0;
   /** Every request the pages made, every console error, and the answers still being checked against the document. */
   const requested: string[] = [];
   const consoleErrors: Array<{ text: string; url: string }> = [];
@@ -95,6 +95,7 @@ describe('the settings screen (/portal) in a browser', function () {
   const nav = (name: string) => page.getByRole('navigation', { name: 'Settings' }).getByRole('link', { name });
 
   before(async function () {
+    started = Date.now();
     if (!fs.existsSync(CHROMIUM)) {
       // CI installs chromium and must run this test; elsewhere it says what is missing and how to get it.
       if (process.env.CI) throw new Error(`${CHROMIUM} is missing: .ci/run installs it with apt-get install chromium`);
