@@ -240,6 +240,9 @@ describe('key cache', () => {
       const cache = proxied.keyCache!;
       expect(cache.serving).to.equal(true);
       const revoked = await createApiKey(db, { workspaceSlug: 'kc-main' });
+      // Making a key is announced too (the cache drops what it kept): wait until a heartbeat sent after it came back, which
+      // vouches that the announcement arrived (commit order), so that it cannot drop the key kept below after the freeze.
+      await new Promise((resolve) => setTimeout(resolve, 2 * heartbeatIntervalMs + 200));
       expect((await proxied.get('/v1/me', revoked.key)).status).to.equal(200);
       const losses = cache.losses;
       const frozenAt = performance.now();
