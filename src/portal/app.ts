@@ -104,9 +104,8 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
     });
   // Embedded by another site (not only framed by itself): the cookie must then be a third party's.
   const embeddable = settings.frameAncestors.some((origin) => origin !== "'self'");
-  const secure = embeddable || settings.publicUrl.startsWith('https:');
   const cookie = (value: string, maxAgeSeconds: number) =>
-    `${PORTAL_COOKIE}=${value}; Path=/portal/; Max-Age=${maxAgeSeconds}; HttpOnly; ${embeddable ? 'SameSite=None; Secure; Partitioned' : `SameSite=Lax${secure ? '; Secure' : ''}`}`;
+    `${PORTAL_COOKIE}=${value}; Path=/portal/; Max-Age=${maxAgeSeconds}; HttpOnly; ${embeddable ? 'SameSite=None; Secure; Partitioned' : `SameSite=Lax${settings.publicUrl.startsWith('https:') ? '; Secure' : ''}`}`;
   const csp = portalContentSecurityPolicy(settings.frameAncestors);
 
   /**
@@ -126,17 +125,20 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
     return held.found;
   };
 
-  /** A write of the session: its CSRF token must come with it, and a read-only session writes nothing. */
-  const allowWrite = (ctx: Koa.Context, session: PortalSessionHolder) => {
-    if (ctx.method === 'GET' || ctx.method === 'HEAD') return;
+  /** A change must come with the session's CSRF token (signing out included). */
+  const requireCsrf = (ctx: Koa.Context, session: PortalSessionHolder) => {
     const given = ctx.get('x-csrf-token');
     if (!given || !csrfHolds(session.id, given)) throw new ApiError(403, 'forbidden', "A change needs the session's CSRF token in X-CSRF-Token.", 'csrf');
-    if (session.readOnly) throw new ApiError(403, 'forbidden', 'This session is read-only: it shows everything and changes nothing.', 'read_only');
   };
 
-  /** A frozen workspace (the platform suspended it) shows everything and changes nothing until it is active again. */
-  const refuseFrozen = async (ctx: Koa.Context, session: PortalSessionHolder) => {
+  /**
+   * A write of the session: its CSRF token must come with it, and a read-only session, or any session of a workspace
+   * the platform froze, writes nothing (it shows everything until the workspace is active again).
+   */
+  const allowWrite = async (ctx: Koa.Context, session: PortalSessionHolder) => {
     if (ctx.method === 'GET' || ctx.method === 'HEAD') return;
+    requireCsrf(ctx, session);
+    if (session.readOnly) throw new ApiError(403, 'forbidden', 'This session is read-only: it shows everything and changes nothing.', 'read_only');
     if ((await findWorkspace(db, { id: session.workspaceId })).status === 'frozen') {
       throw new ApiError(403, 'forbidden', 'This workspace is frozen by the platform: the screen shows everything and changes nothing until it is active again.', 'frozen');
     }
@@ -150,8 +152,7 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
     prefix: API_PREFIX,
     authenticate: async (ctx) => {
       const session = await authenticateSession(ctx);
-      allowWrite(ctx, session);
-      await refuseFrozen(ctx, session);
+      await allowWrite(ctx, session);
       await options.admit(ctx, session.workspaceId);
       return {
         caller: { id: session.id, name: 'settings screen', workspaceId: session.workspaceId, screen: true },
@@ -200,8 +201,7 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
     if (ctx.method === 'DELETE') {
       ctx.state.operationId = 'signOutPortalSession';
       const held = await authenticateSession(ctx);
-      const given = ctx.get('x-csrf-token');
-      if (!given || !csrfHolds(held.id, given)) throw new ApiError(403, 'forbidden', "Signing out needs the session's CSRF token in X-CSRF-Token.", 'csrf');
+      requireCsrf(ctx, held);
       await endPortalSessions(db, { workspaceId: held.workspaceId, id: held.id }, clock(), portalAudit(held, ctx.response.get('x-request-id')));
       ctx.set('Set-Cookie', cookie('', 0));
       ctx.status = 204;
