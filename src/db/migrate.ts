@@ -3,7 +3,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Knex } from 'knex';
 import { ROOT_DIR } from '../config.js';
-import { applyRolePrivileges } from './roles.js';
+import { applyRolePrivileges, securePublicSchema } from './roles.js';
 
 /**
  * Knex migration source reading migrations/ next to the running code (TypeScript under tsx, JavaScript from
@@ -36,8 +36,12 @@ export function migrationSource(): Knex.MigrationSource<string> {
   return new DirectoryMigrationSource(migrationsDir());
 }
 
-/** Applies the pending migrations, then the service roles' grants (src/db/roles.ts); returns what it applied. */
+/**
+ * Applies the pending migrations, then the service roles' grants (src/db/roles.ts); returns what it applied. First the
+ * schema public is made the owner's alone, or it refuses: the migrations run as the owner.
+ */
 export async function migrateLatest(db: Knex): Promise<string[]> {
+  await securePublicSchema(db);
   const [, applied] = (await db.migrate.latest({ migrationSource: migrationSource() })) as [number, string[]];
   await applyRolePrivileges(db);
   return applied;

@@ -177,13 +177,47 @@ export async function applyRolePrivileges(db: Knex): Promise<void> {
       await trx.raw(`REVOKE ALL ON ALL TABLES IN SCHEMA public FROM ${ident}`);
       await trx.raw(`REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM ${ident}`);
       await trx.raw(`GRANT USAGE ON SCHEMA public TO ${ident}`);
+      // (a no-op unless this user granted it; checked below)
+      await trx.raw(`REVOKE CREATE ON SCHEMA public FROM ${ident}`);
       for (const grant of GRANTS[role]) await trx.raw(grant.replaceAll('%s', ident));
     }
-    // Only the owner changes the schema. PostgreSQL 15 and later already keep PUBLIC from creating objects in
-    // public; on older versions the schema's owner takes that right away here.
-    const { rows: [schema] } = await trx.raw(`SELECT pg_has_role(current_user, nspowner, 'USAGE') AS owns FROM pg_namespace WHERE nspname = 'public'`);
-    if (schema.owns) await trx.raw('REVOKE CREATE ON SCHEMA public FROM PUBLIC');
+    // Only the owner changes the schema: no service role may create in public (securePublicSchema below for PUBLIC).
+    const writers: string[] = [];
+    for (const role of SERVICE_ROLES) {
+      const name = serviceRoleName(database, role);
+      if ((await trx.raw(`SELECT has_schema_privilege(?, 'public', 'CREATE') AS can`, [name])).rows[0].can) writers.push(quoteIdent(name));
+    }
+    if (writers.length > 0) throw await publicSchemaWritable(trx, `the roles ${writers.join(', ')} may create objects in it`, `REVOKE CREATE ON SCHEMA public FROM ${writers.join(', ')};`);
   });
+}
+
+/** The schema public lets others create in it; the message names the statement its owner runs. */
+async function publicSchemaWritable(db: Knex, detail: string, statement: string): Promise<DatabaseRolesError> {
+  const { rows: [{ owner }] } = await db.raw(`SELECT pg_get_userbyid(nspowner) AS owner FROM pg_namespace WHERE nspname = 'public'`);
+  return new DatabaseRolesError(
+    `the schema public is not the owner's alone (${detail}): a function planted there could run with the rights of the code ` +
+      `that finds it. Have an administrator (the schema's owner, ${quoteIdent(owner)}, or a superuser) run: ${statement} then run "fleet-admin migrate" again`,
+  );
+}
+
+/**
+ * Takes CREATE on the schema public away from PUBLIC, or refuses naming the statement an administrator runs. Run by the
+ * migrator before the migrations, whatever FRS_DB_ROLES says. PostgreSQL 15 and later grant PUBLIC no CREATE there; 14
+ * does, to every role of the cluster (the service roles and whoever else logs in): any of them could then plant, say,
+ * public.array_agg(uuid), which an exact type match makes the function that an unqualified array_agg of a uuid calls
+ * (whatever the search_path order) in any session that searches public, the owner's (migrations, the CLI) included.
+ * Only the schema's owner (or a superuser) may revoke it; on 14 that is the cluster's bootstrap superuser unless an
+ * administrator made the database owner the schema's owner.
+ */
+export async function securePublicSchema(db: Knex): Promise<void> {
+  const publicMayCreate = async () => (await db.raw(
+    `SELECT EXISTS (SELECT 1 FROM pg_namespace n, aclexplode(coalesce(n.nspacl, acldefault('n', n.nspowner))) a
+     WHERE n.nspname = 'public' AND a.grantee = 0 AND a.privilege_type = 'CREATE') AS can`,
+  )).rows[0].can as boolean;
+  if (!(await publicMayCreate())) return;
+  const { rows: [schema] } = await db.raw(`SELECT pg_has_role(current_user, nspowner, 'USAGE') OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) AS owns FROM pg_namespace WHERE nspname = 'public'`);
+  if (schema.owns) await db.raw('REVOKE CREATE ON SCHEMA public FROM PUBLIC');
+  if (await publicMayCreate()) throw await publicSchemaWritable(db, 'every role may create objects in it', 'REVOKE CREATE ON SCHEMA public FROM PUBLIC;');
 }
 
 /** `SET ROLE` for a new pooled connection of `role`'s processes, or undefined with FRS_DB_ROLES=off. */
