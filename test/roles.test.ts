@@ -228,19 +228,58 @@ describe('database roles on a PostgreSQL where the owner is not a superuser (the
     }
   });
 
+  /** Runs `sql` in `database` as the cluster's superuser (an administrator). */
+  const asAdministrator = async (database: string, sql: string) => {
+    const url = new URL(adminUrl);
+    url.pathname = `/${database}`;
+    const knex = createKnex(url.toString(), 1);
+    try {
+      return (await knex.raw(sql)).rows;
+    } finally {
+      await knex.destroy();
+    }
+  };
+  /** migrate's refusal while others may create in public; `statement`: what the administrator runs. */
+  const publicLocked = (who: string, statement: string) =>
+    `the schema public is not the owner's alone (${who} may create objects in it): a function planted there could run with the rights of the code that finds it. ` +
+    `Have an administrator (the schema's owner, "postgres", or a superuser) run: ${statement} then run "fleet-admin migrate" again`;
+
+  /**
+   * On PostgreSQL 14 the schema public is the bootstrap superuser's and every role may create in it: migrate refuses,
+   * changing nothing, and names the statement an administrator runs (the schema given to the owner, as 15 and later
+   * do); once run, migrate takes CREATE away from PUBLIC itself. (15 and later: nothing to do.)
+   */
+  async function publicLockedByAdministrator(database: string, ownerName: string, owner: Knex): Promise<void> {
+    const [{ can }] = await asAdministrator(database, `SELECT has_schema_privilege('public', 'public', 'CREATE') AS can`);
+    if (!can) return;
+    const refused = await expectRejection(migrateLatest(owner), DatabaseRolesError);
+    expect(refused.message).to.equal(publicLocked('every role', `ALTER SCHEMA public OWNER TO "${ownerName}";`));
+    expect((await owner.raw(`SELECT to_regclass('knex_migrations') AS t`)).rows[0].t).to.equal(null);
+    await asAdministrator(database, `ALTER SCHEMA public OWNER TO "${ownerName}"`);
+  }
+
   it('an owner with CREATEROLE migrates, creates both roles for itself, and the API role it set up is kept in bounds', async () => {
     const owner = connect(databases.withCreateRole, owners.withCreateRole);
+    await publicLockedByAdministrator(databases.withCreateRole, owners.withCreateRole, owner);
     expect((await migrateLatest(owner)).length).to.be.greaterThan(0);
     const api = connect(databases.withCreateRole, owners.withCreateRole, `SET ROLE "${serviceRoleName(databases.withCreateRole, 'api')}"`);
     expect((await api.raw('SELECT count(*)::int AS n FROM bookings')).rows[0].n).to.equal(0);
     await permissionDenied(api.raw(`UPDATE bookings SET status = 'canceled'`));
     await permissionDenied(api.raw('SELECT secret_sealed FROM webhook_endpoints'));
     await permissionDenied(api.raw('CREATE TABLE api_was_here (id int)'));
+    // public opened again by an administrator, to every role and to the API's: migrate closes it (the owner owns public)
+    const apiRole = `"${serviceRoleName(databases.withCreateRole, 'api')}"`;
+    await asAdministrator(databases.withCreateRole, `GRANT CREATE ON SCHEMA public TO PUBLIC, ${apiRole}`);
+    expect(await migrateLatest(owner)).to.deep.equal([]);
+    const [{ anyone, apiCan }] = await asAdministrator(databases.withCreateRole,
+      `SELECT has_schema_privilege('public', 'public', 'CREATE') AS anyone, has_schema_privilege('${serviceRoleName(databases.withCreateRole, 'api')}', 'public', 'CREATE') AS "apiCan"`);
+    expect({ anyone, apiCan }).to.deep.equal({ anyone: false, apiCan: false });
   });
 
   it('an owner that may not create roles is told the statements an administrator runs, and migrates once they ran', async () => {
     const owner = connect(databases.without, owners.without);
     const [apiRole, workerRole, adminRole] = [serviceRoleName(databases.without, 'api'), serviceRoleName(databases.without, 'worker'), serviceRoleName(databases.without, 'admin')];
+    await publicLockedByAdministrator(databases.without, owners.without, owner);
     const refused = await expectRejection(migrateLatest(owner), DatabaseRolesError);
     expect(refused.message).to.equal(
       `cannot set up the database roles "${apiRole}", "${workerRole}" and "${adminRole}" (${owners.without} may not create roles). Have an administrator run: ` +

@@ -191,12 +191,19 @@ export async function applyRolePrivileges(db: Knex): Promise<void> {
   });
 }
 
-/** The schema public lets others create in it; the message names the statement its owner runs. */
-async function publicSchemaWritable(db: Knex, detail: string, statement: string): Promise<DatabaseRolesError> {
-  const { rows: [{ owner }] } = await db.raw(`SELECT pg_get_userbyid(nspowner) AS owner FROM pg_namespace WHERE nspname = 'public'`);
+/**
+ * The schema public lets others create in it; the message names the statement an administrator runs: giving the schema
+ * to the migrating user when another owns it (as PostgreSQL 15 and later give it to the database's owner; migrate then
+ * takes the rights away itself), else the REVOKE.
+ */
+async function publicSchemaWritable(db: Knex, detail: string, revoke: string): Promise<DatabaseRolesError> {
+  const { rows: [schema] } = await db.raw(
+    `SELECT current_user AS me, pg_get_userbyid(nspowner) AS owner, pg_has_role(current_user, nspowner, 'USAGE') AS owns FROM pg_namespace WHERE nspname = 'public'`,
+  );
+  const statement = schema.owns ? revoke : `ALTER SCHEMA public OWNER TO ${quoteIdent(schema.me)};`;
   return new DatabaseRolesError(
     `the schema public is not the owner's alone (${detail}): a function planted there could run with the rights of the code ` +
-      `that finds it. Have an administrator (the schema's owner, ${quoteIdent(owner)}, or a superuser) run: ${statement} then run "fleet-admin migrate" again`,
+      `that finds it. Have an administrator (the schema's owner, ${quoteIdent(schema.owner)}, or a superuser) run: ${statement} then run "fleet-admin migrate" again`,
   );
 }
 
@@ -207,7 +214,7 @@ async function publicSchemaWritable(db: Knex, detail: string, statement: string)
  * public.array_agg(uuid), which an exact type match makes the function that an unqualified array_agg of a uuid calls
  * (whatever the search_path order) in any session that searches public, the owner's (migrations, the CLI) included.
  * Only the schema's owner (or a superuser) may revoke it; on 14 that is the cluster's bootstrap superuser unless an
- * administrator made the database owner the schema's owner.
+ * administrator gave the schema to the database's owner.
  */
 export async function securePublicSchema(db: Knex): Promise<void> {
   const publicMayCreate = async () => (await db.raw(
@@ -215,7 +222,7 @@ export async function securePublicSchema(db: Knex): Promise<void> {
      WHERE n.nspname = 'public' AND a.grantee = 0 AND a.privilege_type = 'CREATE') AS can`,
   )).rows[0].can as boolean;
   if (!(await publicMayCreate())) return;
-  const { rows: [schema] } = await db.raw(`SELECT pg_has_role(current_user, nspowner, 'USAGE') OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) AS owns FROM pg_namespace WHERE nspname = 'public'`);
+  const { rows: [schema] } = await db.raw(`SELECT pg_has_role(current_user, nspowner, 'USAGE') AS owns FROM pg_namespace WHERE nspname = 'public'`);
   if (schema.owns) await db.raw('REVOKE CREATE ON SCHEMA public FROM PUBLIC');
   if (await publicMayCreate()) throw await publicSchemaWritable(db, 'every role may create objects in it', 'REVOKE CREATE ON SCHEMA public FROM PUBLIC;');
 }
