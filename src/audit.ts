@@ -1,6 +1,6 @@
 import os from 'node:os';
 import type { Knex } from 'knex';
-import { redactSecrets } from './secrets.js';
+import { redactSecrets, redactUrlCredentials } from './secrets.js';
 
 // The audit trail: who changed what, through the admin API or the CLI. One entry per change, written by the core
 // function that makes the change, in the same transaction (an entry exists exactly when its change committed). The
@@ -14,10 +14,14 @@ import { redactSecrets } from './secrets.js';
  */
 export type Actor = { type: 'admin_token' | 'portal_session'; id: string; name: string } | { type: 'cli'; name: string };
 
-/** What a client passes to a core function that changes something: who acts, and the request it came with. */
+/**
+ * What a client passes to a core function that changes something: who acts, and the request it came with (the
+ * server's own id of it, and the X-Request-Id the client sent, as given).
+ */
 export interface AuditContext {
   actor: Actor;
   requestId?: string;
+  clientRequestId?: string;
 }
 
 /** The CLI's actor: the OS user running it. */
@@ -55,8 +59,12 @@ export interface AuditEntry {
 export async function recordAudit(trx: Knex, audit: AuditContext, change: AuditChange): Promise<void> {
   // Never a secret: what is shaped like one is redacted (a core function's defect, or text a caller chose that looks like
   // one; the core refuses such names and roles, but the trail must not depend on every caller doing so, nor fail).
-  const changes = redactSecrets(JSON.stringify(change.changes ?? {}));
+  // A URL's credentials too (user:password@, a token in its query or fragment): an endpoint's URL is the tenant's text.
+  const changes = redactUrlCredentials(redactSecrets(JSON.stringify(change.changes ?? {})));
   const { actor } = audit;
+  // The entry's id, time and request id are the database's to set (migrations/20261128000210_audit_trail_server_set.ts):
+  // the request id through a setting of this transaction only, which the trigger reads.
+  await trx.raw(`SELECT set_config('frs.request_id', ?, true)`, [audit.requestId ?? '']);
   await trx('audit_entries').insert({
     actor_type: actor.type,
     actor_id: actor.type === 'cli' ? null : actor.id,
@@ -66,7 +74,7 @@ export async function recordAudit(trx: Knex, audit: AuditContext, change: AuditC
     target_type: change.target.type,
     target_id: change.target.id,
     changes,
-    request_id: audit.requestId ?? null,
+    client_request_id: audit.clientRequestId === undefined ? null : redactUrlCredentials(redactSecrets(audit.clientRequestId)).slice(0, 200),
   });
 }
 

@@ -65,8 +65,8 @@ const linkEnd = (createdAt: Date, expiresAt: Date) => new Date(Math.min(createdA
 const idleEnd = (lastSeen: Date, expiresAt: Date) => new Date(Math.min(lastSeen.getTime() + PORTAL_IDLE_MINUTES * 60_000, expiresAt.getTime()));
 
 /** The actor of what a session changes: the session, named after who made its link. */
-export function portalAudit(session: Pick<PortalSessionHolder, 'id' | 'createdBy'>, requestId?: string): AuditContext {
-  return { actor: { type: 'portal_session', id: session.id, name: `settings screen (link by ${session.createdBy})` }, requestId };
+export function portalAudit(session: Pick<PortalSessionHolder, 'id' | 'createdBy'>, requestId?: string, clientRequestId?: string): AuditContext {
+  return { actor: { type: 'portal_session', id: session.id, name: `settings screen (link by ${session.createdBy})` }, requestId, clientRequestId };
 }
 
 /** The address a link opens: the screen on the public listener, the one-time key in the fragment (never sent to a server). */

@@ -55,6 +55,41 @@ export function redactSecrets(text: string): string {
   return text.replace(new RegExp(SECRET_SHAPE.source, 'g'), '[redacted]');
 }
 
+/**
+ * `text` with the credentials of every URL in it replaced by `[redacted]`: the user and password (`user:pw@`), and each
+ * query or fragment parameter whose name says key, token, secret, password, signature, auth or session, or whose value
+ * is shaped like a secret or is 20 or more letters, digits and -_.~+/= (an opaque credential). For what may hold a URL
+ * a person chose (an endpoint's), in an audit entry.
+ */
+export function redactUrlCredentials(text: string): string {
+  return text.replace(/[a-z][a-z0-9+.-]*:\/\/[^\s"'<>\\]+/gi, (found) => {
+    let url: URL;
+    try {
+      url = new URL(found);
+    } catch {
+      return found;
+    }
+    if (url.username) url.username = '[redacted]';
+    if (url.password) url.password = '[redacted]';
+    const redactParams = (params: string) => {
+      const parsed = new URLSearchParams(params);
+      let changed = false;
+      for (const [name, value] of [...parsed]) {
+        if (CREDENTIAL_NAME.test(name) || looksLikeSecret(value) || OPAQUE_VALUE.test(value)) {
+          parsed.set(name, '[redacted]');
+          changed = true;
+        }
+      }
+      return changed ? parsed.toString() : params;
+    };
+    if (url.search) url.search = redactParams(url.search.slice(1));
+    if (url.hash) url.hash = url.hash.includes('=') ? redactParams(url.hash.slice(1)) : (OPAQUE_VALUE.test(url.hash.slice(1)) ? '[redacted]' : url.hash.slice(1));
+    return url.toString();
+  });
+}
+const CREDENTIAL_NAME = /key|token|secret|passw|pwd|sig|auth|session|credential/i;
+const OPAQUE_VALUE = /^[\w.~+/=-]{20,}$/;
+
 /** A new webhook signing secret: `whsec_` + 40 base62 characters. */
 export function newSigningSecret(): string {
   return SIGNING_SECRET_PREFIX + randomBase62(40);

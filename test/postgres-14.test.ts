@@ -18,7 +18,7 @@ import { isFree } from './support/ports.js';
 // in a mocha process of their own with DATABASE_URL pointing at it (test/support/database.ts then uses that database).
 
 const TEST_PORT = Number(process.env.FRS_TEST_PG_PORT ?? 54339);
-const ROLE_TESTS = ['test/roles.test.ts', 'test/db/definers.test.ts'];
+const ROLE_TESTS = ['test/roles.test.ts', 'test/db/definers.test.ts', 'test/audit-trail.test.ts'];
 const DIR_PATTERN = /(?:^|-)pg14-test-([0-9]+)$/;
 
 function run(file: string, args: string[], asPostgres: boolean, env: NodeJS.ProcessEnv = process.env): Promise<{ code: number; output: string }> {

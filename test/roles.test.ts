@@ -155,7 +155,10 @@ describe('database roles: least privilege for the API and the worker', () => {
   it('the admin API changes workspace settings, keys and endpoints and adds to the audit trail, but no domain record, and no role changes the trail', async () => {
     const { createWorkspace, updateWorkspace, revokeApiKey } = await import('../src/workspaces.js');
     const { setEndpointActive } = await import('../src/webhooks/endpoints.js');
-    const audit = { actor: { type: 'cli' as const, name: 'roles-test' } };
+    const { createAdminToken } = await import('../src/admin-tokens.js');
+    // (an admin token as the actor: the trail takes a `cli` actor from the owner's sessions only)
+    const token = await createAdminToken(db, { name: `roles test ${process.pid}` }, { actor: { type: 'cli', name: 'roles-test' } });
+    const audit = { actor: { type: 'admin_token' as const, id: token.id, name: token.name } };
     // what it does, as its own role
     const ws = await createWorkspace(admin, { slug: `roles-admin-${process.pid}-${Date.now().toString(36)}` }, audit);
     expect((await updateWorkspace(admin, { id: ws.id }, { status: 'frozen', remindersAhead: 7 }, new Date(), audit)).remindersAhead).to.equal(7);

@@ -249,7 +249,7 @@ export async function createAdminApp({ db, logger, clock = () => new Date(), met
       const holder = await authenticateAdmin(db, ctx.get('authorization') || undefined, clock(), requestGuard(authFailures, ctx));
       return {
         caller: holder,
-        audit: { actor: { type: 'admin_token', id: holder.id, name: holder.name }, requestId: ctx.response.get('x-request-id') },
+        audit: { actor: { type: 'admin_token', id: holder.id, name: holder.name }, requestId: ctx.response.get('x-request-id'), clientRequestId: ctx.state.clientRequestId },
         idempotencyKey: ctx.get('idempotency-key') || undefined,
       };
     },

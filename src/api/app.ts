@@ -491,11 +491,14 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
 export function requestEdge({ logger, metrics, finish }: { logger: Logger; metrics?: ServiceMetrics; finish?: (ctx: Koa.Context) => Promise<void> }): Koa.Middleware {
   return async (ctx, next) => {
     const started = process.hrtime.bigint();
-    const incoming = ctx.get('x-request-id');
-    const requestId = /^[\w.:-]{1,128}$/.test(incoming) ? incoming : newRequestId();
+    // The request's id is the server's own, always (the audit trail and the log name it); the one a client sent is kept
+    // beside it, as given (ctx.state.clientRequestId: logged, and in an audit entry), never in its place.
+    const requestId = newRequestId();
+    const clientRequestId = ctx.get('x-request-id').slice(0, 200) || undefined;
+    ctx.state.clientRequestId = clientRequestId;
     ctx.set('x-request-id', requestId);
     ctx.set(RESPONSE_HEADERS);
-    ctx.state.logger = logger.child({ requestId });
+    ctx.state.logger = logger.child(clientRequestId === undefined ? { requestId } : { requestId, clientRequestId });
     try {
       await next();
       if (ctx.status === 404 && ctx.body === undefined) throw new ApiError(404, 'not_found', 'No such route. See /openapi.json for the operations.');

@@ -156,7 +156,7 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
       await options.admit(ctx, session.workspaceId);
       return {
         caller: { id: session.id, name: 'settings screen', workspaceId: session.workspaceId, screen: true },
-        audit: portalAudit(session, ctx.response.get('x-request-id')),
+        audit: portalAudit(session, ctx.response.get('x-request-id'), ctx.state.clientRequestId),
       };
     },
   });
@@ -202,7 +202,7 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
       ctx.state.operationId = 'signOutPortalSession';
       const held = await authenticateSession(ctx);
       requireCsrf(ctx, held);
-      await endPortalSessions(db, { workspaceId: held.workspaceId, id: held.id }, clock(), portalAudit(held, ctx.response.get('x-request-id')));
+      await endPortalSessions(db, { workspaceId: held.workspaceId, id: held.id }, clock(), portalAudit(held, ctx.response.get('x-request-id'), ctx.state.clientRequestId));
       ctx.set('Set-Cookie', cookie('', 0));
       ctx.status = 204;
       return;

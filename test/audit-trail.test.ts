@@ -1,0 +1,104 @@
+import crypto from 'node:crypto';
+import { expect } from 'chai';
+import type { Knex } from 'knex';
+import { testDatabase } from './support/database.js';
+import { recordAudit } from '../src/audit.js';
+import { createAdminToken } from '../src/admin-tokens.js';
+import { createWorkspace } from '../src/workspaces.js';
+import { createEndpoint } from '../src/webhooks/endpoints.js';
+import { redactUrlCredentials } from '../src/secrets.js';
+
+// The audit trail is the server's (migrations/20261128000210_audit_trail_server_set.ts): no role of the service
+// chooses an entry's id, time or request id, nor invents its actor; credentials in a URL never reach an entry. Run on
+// the embedded PostgreSQL and on 14 (test/postgres-14.test.ts).
+
+/** The error code of a statement that must fail (42501: refused by a privilege or by the trail's trigger). */
+async function refused(statement: Promise<unknown>): Promise<string> {
+  try {
+    await statement;
+  } catch (err) {
+    expect((err as { code?: string }).code, (err as Error).message).to.equal('42501');
+    return (err as Error).message;
+  }
+  throw new Error('the statement succeeded');
+}
+
+describe('the audit trail is the server\'s', () => {
+  let db: Knex;
+  let roles: Record<'api' | 'worker' | 'admin', Knex>;
+  let token: { id: string; name: string };
+  let workspaceId: string;
+  const CHOSEN_AT = '2020-01-01T00:00:00Z';
+  const entry = (extra: Record<string, unknown> = {}) => ({
+    actor_type: 'admin_token', actor_id: token.id, actor_name: token.name, action: 'workspace.update',
+    workspace_id: workspaceId, target_type: 'workspace', target_id: workspaceId, ...extra,
+  });
+
+  before(async () => {
+    const database = await testDatabase();
+    db = database.db;
+    roles = { api: database.forRole('api'), worker: database.forRole('worker'), admin: database.forRole('admin') };
+    const cli = { actor: { type: 'cli' as const, name: 'audit-trail-test' } };
+    token = await createAdminToken(db, { name: `audit trail ${process.pid}` }, cli);
+    workspaceId = (await createWorkspace(db, { slug: `audit-trail-${crypto.randomBytes(5).toString('hex')}` }, cli)).id;
+  });
+
+  it('no service role may name an entry\'s id, time or request id in an INSERT', async () => {
+    for (const [name, role] of Object.entries(roles)) {
+      for (const chosen of [{ at: CHOSEN_AT }, { request_id: 'req_chosen' }, { id: crypto.randomUUID() }]) {
+        expect(await refused(role('audit_entries').insert(entry(chosen))), `${name} ${Object.keys(chosen)[0]}`).to.match(/permission denied/);
+      }
+    }
+    expect(await db('audit_entries').where({ workspace_id: workspaceId, action: 'workspace.update' }).count<{ count: number }[]>('* as count')).to.deep.equal([{ count: 0 }]);
+  });
+
+  it('the admin role cannot invent an actor nor claim the CLI; a known token\'s name is the database\'s', async () => {
+    const { admin } = roles;
+    expect(await refused(admin('audit_entries').insert(entry({ actor_id: crypto.randomUUID() })))).to.match(/must name an actor the database knows/);
+    expect(await refused(admin('audit_entries').insert(entry({ actor_type: 'portal_session', actor_id: crypto.randomUUID() })))).to.match(/must name an actor the database knows/);
+    expect(await refused(admin('audit_entries').insert(entry({ actor_type: 'cli', actor_id: null, actor_name: 'root' })))).to.match(/must name an actor the database knows/);
+    const before = new Date();
+    const [row] = await admin('audit_entries').insert(entry({ actor_name: 'someone else', action: 'audit.test' })).returning(['at', 'actor_name', 'request_id']);
+    expect(row.actor_name).to.equal(token.name);
+    expect(row.request_id).to.equal(null);
+    expect(row.at.getTime()).to.be.at.least(before.getTime() - 1000);
+  });
+
+  it('even the owner\'s chosen id, time and request id are overwritten', async () => {
+    const id = crypto.randomUUID();
+    const [row] = await db('audit_entries').insert({ ...entry({ action: 'audit.test.owner' }), id, at: CHOSEN_AT, request_id: 'req_chosen' }).returning(['id', 'at', 'request_id']);
+    expect(row.id).not.to.equal(id);
+    expect(row.at.toISOString()).not.to.equal(new Date(CHOSEN_AT).toISOString());
+    expect(row.request_id).to.equal(null);
+  });
+
+  it('recordAudit: the request id the server gives, the client\'s beside it as given, redacted', async () => {
+    const target = crypto.randomUUID();
+    await roles.admin.transaction((trx) => recordAudit(trx, {
+      actor: { type: 'admin_token', id: token.id, name: token.name }, requestId: 'req_server0000000001', clientRequestId: 'trace https://u:p@x.example/?token=abc',
+    }, { action: 'audit.test.request', workspaceId, target: { type: 'test', id: target } }));
+    const row = await db('audit_entries').where({ target_id: target }).first('request_id', 'client_request_id', 'actor_name');
+    expect(row).to.deep.equal({ request_id: 'req_server0000000001', client_request_id: 'trace https://%5Bredacted%5D:%5Bredacted%5D@x.example/?token=%5Bredacted%5D', actor_name: token.name });
+    // the setting was the transaction's only: an entry of a later transaction on any connection has none
+    const later = crypto.randomUUID();
+    await roles.admin('audit_entries').insert(entry({ action: 'audit.test.request', target_id: later }));
+    expect((await db('audit_entries').where({ target_id: later }).first('request_id')).request_id).to.equal(null);
+  });
+
+  // (a user name or password in an endpoint's URL is refused before anything is written; recordAudit redacts it all
+  // the same, as the request id test above shows)
+  it('credentials in an endpoint URL never reach its audit entry', async () => {
+    const url = 'https://receiver.example/in?api_key=k1&x=1&sig=abcdef#access_token=t0k3n&state=ok';
+    const { id } = await createEndpoint(db, { workspaceId, url }, undefined, { actor: { type: 'admin_token', id: token.id, name: token.name } });
+    const { changes } = await db('audit_entries').where({ target_id: id, action: 'endpoint.create' }).first('changes');
+    expect(changes.url).to.equal('https://receiver.example/in?api_key=%5Bredacted%5D&x=1&sig=%5Bredacted%5D#access_token=%5Bredacted%5D&state=ok');
+    expect(JSON.stringify(changes)).not.to.match(/k1|abcdef|t0k3n/);
+  });
+
+  it('redactUrlCredentials: opaque values and secret-shaped ones, wherever in the text; plain URLs as they were', () => {
+    expect(redactUrlCredentials('see https://receiver.example/in?id=42#top and more')).to.equal('see https://receiver.example/in?id=42#top and more');
+    expect(redactUrlCredentials('x https://r.example/?q=AbCdEfGhIjKlMnOpQrStUvWx y')).to.equal('x https://r.example/?q=%5Bredacted%5D y');
+    expect(redactUrlCredentials('https://r.example/#AbCdEfGhIjKlMnOpQrStUvWx')).to.equal('https://r.example/#[redacted]');
+    expect(redactUrlCredentials('no url here: user:pw@host')).to.equal('no url here: user:pw@host');
+  });
+});
