@@ -3156,7 +3156,7 @@ validate32.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.AuditEntryList = validate33;
 const schema71 = {"type":"object","description":"A page of the audit trail, newest first.","required":["rows","nextCursor"],"properties":{"rows":{"type":"array","maxItems":200,"description":"The entries.","items":{"$ref":"#/$defs/AuditEntry"}},"nextCursor":{"description":"The next page's cursor, or null on the last page.","oneOf":[{"type":"string","minLength":1,"maxLength":200,"pattern":"^[A-Za-z0-9_-]+$"},{"type":"null"}]}},"additionalProperties":false};
-const schema72 = {"type":"object","description":"One change, who made it and what it changed.","required":["id","at","actor","action","workspaceId","target","changes","requestId"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"at":{"$ref":"#/$defs/Timestamp"},"actor":{"type":"object","description":"Who made the change.","required":["type","id","name"],"properties":{"type":{"type":"string","maxLength":32,"description":"`admin_token` (this API; `id` and `name` are the token's), `portal_session` (the settings screen; `id` is the session's, `name` says whose link it was) or `cli` (`fleet-admin`; `name` is the OS user, `id` null).","enum":["admin_token","portal_session","cli"]},"id":{"description":"The admin token's or session's id, or null for the CLI.","oneOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"name":{"type":"string","minLength":1,"maxLength":256,"description":"The admin token's name, or the OS user that ran the CLI."}},"additionalProperties":false},"action":{"type":"string","maxLength":64,"description":"What was done, `<concept>.<verb>`.","enum":["workspace.create","workspace.update","api_key.create","api_key.revoke","endpoint.create","endpoint.update","endpoint.delete","endpoint.enable","endpoint.disable","endpoint.rotate_secret","admin_token.create","admin_token.revoke","delivery.retry","endpoint.recover","event.publish","event.send_example","workspace.import","master_key.rotate"]},"workspaceId":{"description":"The workspace it concerns, or null (an admin token for every workspace).","oneOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"target":{"type":"object","description":"The record changed.","required":["type","id"],"properties":{"type":{"type":"string","maxLength":32,"description":"Its kind.","enum":["workspace","api_key","endpoint","admin_token","delivery","event","master_key"]},"id":{"type":"string","minLength":1,"maxLength":64,"description":"Its id."}},"additionalProperties":false},"changes":{"type":"object","description":"The fields set, by their API names (an update's as `{from, to}`); never a key, token or secret.","additionalProperties":true},"requestId":{"type":["string","null"],"maxLength":128,"description":"The admin API request that made it (its `x-request-id`), or null for the CLI."}},"additionalProperties":false};
+const schema72 = {"type":"object","description":"One change, who made it and what it changed.","required":["id","at","actor","action","workspaceId","target","changes","requestId","clientRequestId"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"at":{"$ref":"#/$defs/Timestamp"},"actor":{"type":"object","description":"Who made the change.","required":["type","id","name"],"properties":{"type":{"type":"string","maxLength":32,"description":"`admin_token` (this API; `id` and `name` are the token's), `portal_session` (the settings screen; `id` is the session's, `name` says whose link it was) or `cli` (`fleet-admin`; `name` is the OS user, `id` null).","enum":["admin_token","portal_session","cli"]},"id":{"description":"The admin token's or session's id, or null for the CLI.","oneOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"name":{"type":"string","minLength":1,"maxLength":256,"description":"The admin token's name, or the OS user that ran the CLI."}},"additionalProperties":false},"action":{"type":"string","maxLength":64,"description":"What was done, `<concept>.<verb>`.","enum":["workspace.create","workspace.update","api_key.create","api_key.revoke","endpoint.create","endpoint.update","endpoint.delete","endpoint.enable","endpoint.disable","endpoint.rotate_secret","admin_token.create","admin_token.revoke","delivery.retry","endpoint.recover","event.publish","event.send_example","workspace.import","master_key.rotate"]},"workspaceId":{"description":"The workspace it concerns, or null (an admin token for every workspace).","oneOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"target":{"type":"object","description":"The record changed.","required":["type","id"],"properties":{"type":{"type":"string","maxLength":32,"description":"Its kind.","enum":["workspace","api_key","endpoint","admin_token","delivery","event","master_key"]},"id":{"type":"string","minLength":1,"maxLength":64,"description":"Its id."}},"additionalProperties":false},"changes":{"type":"object","description":"The fields set, by their API names (an update's as `{from, to}`); never a key, token or secret.","additionalProperties":true},"requestId":{"type":["string","null"],"maxLength":128,"description":"The admin API request that made it (the `x-request-id` the server answered it with, always of the server's making), or null for the CLI."},"clientRequestId":{"type":["string","null"],"maxLength":200,"description":"The `x-request-id` the client sent with that request, as given (up to 200 characters, credentials redacted), or null when it sent none."}},"additionalProperties":false};
 
 function validate34(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -3171,14 +3171,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((((((((data.id === undefined) && (missing0 = "id")) || ((data.at === undefined) && (missing0 = "at"))) || ((data.actor === undefined) && (missing0 = "actor"))) || ((data.action === undefined) && (missing0 = "action"))) || ((data.workspaceId === undefined) && (missing0 = "workspaceId"))) || ((data.target === undefined) && (missing0 = "target"))) || ((data.changes === undefined) && (missing0 = "changes"))) || ((data.requestId === undefined) && (missing0 = "requestId"))){
+if((((((((((data.id === undefined) && (missing0 = "id")) || ((data.at === undefined) && (missing0 = "at"))) || ((data.actor === undefined) && (missing0 = "actor"))) || ((data.action === undefined) && (missing0 = "action"))) || ((data.workspaceId === undefined) && (missing0 = "workspaceId"))) || ((data.target === undefined) && (missing0 = "target"))) || ((data.changes === undefined) && (missing0 = "changes"))) || ((data.requestId === undefined) && (missing0 = "requestId"))) || ((data.clientRequestId === undefined) && (missing0 = "clientRequestId"))){
 validate34.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((((((((key0 === "id") || (key0 === "at")) || (key0 === "actor")) || (key0 === "action")) || (key0 === "workspaceId")) || (key0 === "target")) || (key0 === "changes")) || (key0 === "requestId"))){
+if(!(func1.call(schema72.properties, key0))){
 validate34.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -3683,6 +3683,28 @@ var valid0 = _errs41 === errors;
 }
 else {
 var valid0 = true;
+}
+if(valid0){
+if(data.clientRequestId !== undefined){
+let data13 = data.clientRequestId;
+const _errs43 = errors;
+if((typeof data13 !== "string") && (data13 !== null)){
+validate34.errors = [{instancePath:instancePath+"/clientRequestId",schemaPath:"#/properties/clientRequestId/type",keyword:"type",params:{type: schema72.properties.clientRequestId.type},message:"must be string,null"}];
+return false;
+}
+if(errors === _errs43){
+if(typeof data13 === "string"){
+if(func2(data13) > 200){
+validate34.errors = [{instancePath:instancePath+"/clientRequestId",schemaPath:"#/properties/clientRequestId/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+return false;
+}
+}
+}
+var valid0 = _errs43 === errors;
+}
+else {
+var valid0 = true;
+}
 }
 }
 }

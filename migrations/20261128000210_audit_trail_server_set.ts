@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 // The audit trail is the server's: an entry's id, time and request id are set here, whoever inserts it, and the actor
 // it names must be one the database knows. A BEFORE INSERT trigger overwrites `id` (a new uuid) and `at` (the
 // statement's clock) and takes `request_id` from the transaction-local setting frs.request_id, which the server sets
-// (src/audit.ts); the service roles may not even name those columns in an INSERT (src/db/roles.ts grants the others
+// (src/audit.ts), of the server's shape (src/api/app.ts newRequestId); the service roles may not even name those columns in an INSERT (src/db/roles.ts grants the others
 // only). An admin token or settings-screen session actor must exist, and its name is the database's (the token's name;
 // the session's "settings screen (link by <maker>)"); a `cli` actor only from the owner's own sessions (the CLI's),
 // never from a service role. `client_request_id` keeps the X-Request-Id a client sent, as given (redacted).
@@ -25,6 +25,9 @@ export async function up(knex: Knex): Promise<void> {
       NEW.id := gen_random_uuid();
       NEW.at := clock_timestamp();
       NEW.request_id := nullif(current_setting('frs.request_id', true), '');
+      IF NEW.request_id !~ '^req_[A-Za-z0-9_-]{16}$' THEN
+        RAISE EXCEPTION 'an audit entry''s request id is one the server made (req_ and 16 characters)' USING ERRCODE = '42501';
+      END IF;
       IF NEW.actor_type = 'admin_token' THEN
         SELECT t.name INTO known FROM ${S}.admin_tokens t WHERE t.id = NEW.actor_id;
       ELSIF NEW.actor_type = 'portal_session' THEN

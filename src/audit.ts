@@ -53,6 +53,7 @@ export interface AuditEntry {
   target: { type: string; id: string };
   changes: Record<string, unknown>;
   requestId: string | null;
+  clientRequestId: string | null;
 }
 
 /** Writes the entry of one change; call it inside the change's transaction. */
@@ -91,7 +92,7 @@ export async function listAuditEntries(
 ): Promise<{ rows: AuditEntry[]; next: AuditPosition | null }> {
   const query = db('audit_entries')
     .select(
-      'id', 'at', 'actor_type', 'actor_id', 'actor_name', 'action', 'workspace_id', 'target_type', 'target_id', 'changes', 'request_id',
+      'id', 'at', 'actor_type', 'actor_id', 'actor_name', 'action', 'workspace_id', 'target_type', 'target_id', 'changes', 'request_id', 'client_request_id',
       db.raw(`(extract(epoch FROM at) * 1000000)::bigint::text AS at_us`),
     )
     .orderBy([{ column: 'at', order: 'desc' }, { column: 'id', order: 'desc' }])
@@ -113,6 +114,7 @@ export async function listAuditEntries(
       target: { type: r.target_type, id: r.target_id },
       changes: r.changes,
       requestId: r.request_id,
+      clientRequestId: r.client_request_id,
     })),
     next: rows.length > options.limit && last ? [last.at_us, last.id] : null,
   };

@@ -7,6 +7,7 @@ import { createAdminToken } from '../src/admin-tokens.js';
 import { createWorkspace } from '../src/workspaces.js';
 import { createEndpoint } from '../src/webhooks/endpoints.js';
 import { redactUrlCredentials } from '../src/secrets.js';
+import { startAdminApi } from './admin/support.js';
 
 // The audit trail is the server's (migrations/20261128000210_audit_trail_server_set.ts): no role of the service
 // chooses an entry's id, time or request id, nor invents its actor; credentials in a URL never reach an entry. Run on
@@ -26,7 +27,7 @@ async function refused(statement: Promise<unknown>): Promise<string> {
 describe('the audit trail is the server\'s', () => {
   let db: Knex;
   let roles: Record<'api' | 'worker' | 'admin', Knex>;
-  let token: { id: string; name: string };
+  let token: { id: string; name: string; token: string };
   let workspaceId: string;
   const CHOSEN_AT = '2020-01-01T00:00:00Z';
   const entry = (extra: Record<string, unknown> = {}) => ({
@@ -75,10 +76,10 @@ describe('the audit trail is the server\'s', () => {
   it('recordAudit: the request id the server gives, the client\'s beside it as given, redacted', async () => {
     const target = crypto.randomUUID();
     await roles.admin.transaction((trx) => recordAudit(trx, {
-      actor: { type: 'admin_token', id: token.id, name: token.name }, requestId: 'req_server0000000001', clientRequestId: 'trace https://u:p@x.example/?token=abc',
+      actor: { type: 'admin_token', id: token.id, name: token.name }, requestId: 'req_server000000000a', clientRequestId: 'trace https://u:p@x.example/?token=abc',
     }, { action: 'audit.test.request', workspaceId, target: { type: 'test', id: target } }));
     const row = await db('audit_entries').where({ target_id: target }).first('request_id', 'client_request_id', 'actor_name');
-    expect(row).to.deep.equal({ request_id: 'req_server0000000001', client_request_id: 'trace https://%5Bredacted%5D:%5Bredacted%5D@x.example/?token=%5Bredacted%5D', actor_name: token.name });
+    expect(row).to.deep.equal({ request_id: 'req_server000000000a', client_request_id: 'trace https://%5Bredacted%5D:%5Bredacted%5D@x.example/?token=%5Bredacted%5D', actor_name: token.name });
     // the setting was the transaction's only: an entry of a later transaction on any connection has none
     const later = crypto.randomUUID();
     await roles.admin('audit_entries').insert(entry({ action: 'audit.test.request', target_id: later }));
@@ -87,6 +88,34 @@ describe('the audit trail is the server\'s', () => {
 
   // (a user name or password in an endpoint's URL is refused before anything is written; recordAudit redacts it all
   // the same, as the request id test above shows)
+  it('a request id not of the server\'s shape is refused, set as the server sets it or not', async () => {
+    const audit = (requestId: string) => ({ actor: { type: 'admin_token' as const, id: token.id, name: token.name }, requestId });
+    const change = { action: 'audit.test.shape', workspaceId, target: { type: 'test', id: crypto.randomUUID() } };
+    for (const requestId of ['trace-123', 'req_short', 'req_0123456789abcdef0']) {
+      expect(await refused(roles.admin.transaction((trx) => recordAudit(trx, audit(requestId), change))), requestId).to.match(/request id is one the server made/);
+    }
+    expect(await db('audit_entries').where({ action: 'audit.test.shape' }).count<{ count: number }[]>('* as count')).to.deep.equal([{ count: 0 }]);
+  });
+
+  it('through the admin API: the request id the server answered with, the one the client sent beside it', async () => {
+    const admin = await startAdminApi();
+    try {
+      const slug = `audit-trail-api-${crypto.randomBytes(5).toString('hex')}`;
+      const created = await admin.request('POST', '/admin/v1/workspaces', { token: token.token, body: { slug }, headers: { 'x-request-id': 'trace-123 from the platform' } });
+      expect(created.status).to.equal(201);
+      const requestId = created.headers.get('x-request-id');
+      expect(requestId).to.match(/^req_[\w-]{16}$/);
+      const listed = await admin.request('GET', `/admin/v1/audit-entries?workspace=${created.body.id}`, { token: token.token });
+      expect(listed.body.rows.map((e: Record<string, unknown>) => ({ action: e.action, actor: e.actor, requestId: e.requestId, clientRequestId: e.clientRequestId }))).to.deep.equal([
+        { action: 'workspace.create', actor: { type: 'admin_token', id: token.id, name: token.name }, requestId, clientRequestId: 'trace-123 from the platform' },
+      ]);
+      // the log line of the request names both
+      expect(admin.logs.find((l) => l.requestId === requestId && l.msg === 'request')).to.include({ clientRequestId: 'trace-123 from the platform' });
+    } finally {
+      await admin.close();
+    }
+  });
+
   it('credentials in an endpoint URL never reach its audit entry', async () => {
     const url = 'https://receiver.example/in?api_key=k1&x=1&sig=abcdef#access_token=t0k3n&state=ok';
     const { id } = await createEndpoint(db, { workspaceId, url }, undefined, { actor: { type: 'admin_token', id: token.id, name: token.name } });

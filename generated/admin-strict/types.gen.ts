@@ -368,9 +368,13 @@ export type AuditEntry = {
         [key: string]: unknown;
     };
     /**
-     * The admin API request that made it (its `x-request-id`), or null for the CLI.
+     * The admin API request that made it (the `x-request-id` the server answered it with, always of the server's making), or null for the CLI.
      */
     requestId: string | null;
+    /**
+     * The `x-request-id` the client sent with that request, as given (up to 200 characters, credentials redacted), or null when it sent none.
+     */
+    clientRequestId: string | null;
 };
 
 /**

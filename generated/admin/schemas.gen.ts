@@ -647,7 +647,8 @@ export const AuditEntrySchema = {
         'workspaceId',
         'target',
         'changes',
-        'requestId'
+        'requestId',
+        'clientRequestId'
     ],
     properties: {
         id: {
@@ -771,7 +772,15 @@ export const AuditEntrySchema = {
                 'null'
             ],
             maxLength: 128,
-            description: 'The admin API request that made it (its `x-request-id`), or null for the CLI.'
+            description: 'The admin API request that made it (the `x-request-id` the server answered it with, always of the server\'s making), or null for the CLI.'
+        },
+        clientRequestId: {
+            type: [
+                'string',
+                'null'
+            ],
+            maxLength: 200,
+            description: 'The `x-request-id` the client sent with that request, as given (up to 200 characters, credentials redacted), or null when it sent none.'
         }
     }
 } as const;
