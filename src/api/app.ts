@@ -483,7 +483,7 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
 
 /**
  * The edge every request of both listeners passes first (the public API's and the admin API's): its request id
- * (the client's, if well-formed, else a new one), the headers every answer carries, a request-scoped logger, the
+ * (always the server's own; the client's X-Request-Id kept beside it), the headers every answer carries, a request-scoped logger, the
  * documented error body for whatever was thrown (an outage or a statement cut short is 503 with Retry-After, a client
  * error of Koa 400, anything else a logged 500), then `finish` (the listener's own bookkeeping) and the request's
  * log line and duration.
