@@ -7,6 +7,7 @@ import { retentionDaysFromEnv, runRetention } from './retention.js';
 import { workspaceConcurrencyFromEnv } from './fairness.js';
 import { destinationPolicyFromEnv, type DestinationPolicy } from './destination-policy.js';
 import { OutageLog } from '../db/outage.js';
+import { ChangeListener } from './change-listener.js';
 
 export const CALENDAR_INTERVAL_MS = 60_000;
 /** Attempts in flight at once in the worker. */
@@ -60,8 +61,8 @@ export function workerSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): Wor
 }
 
 /**
- * The background half of the service: the delivery sweep (continuous), the calendar sweep (every minute) and
- * retention (at start, then every 10 minutes).
+ * The background half of the service: the delivery sweep (continuous), the calendar sweep (every minute), the
+ * derived events of each commit that records changes (at once, change-listener.ts) and retention (at start, then every 10 minutes).
  */
 export async function startWorker(db: Knex, logger: Logger, metrics?: ServiceMetrics, settings: WorkerSettings = workerSettingsFromEnv()): Promise<Worker> {
   const { retentionDays } = settings;
@@ -74,6 +75,9 @@ export async function startWorker(db: Knex, logger: Logger, metrics?: ServiceMet
     destinationPolicy: settings.destinationPolicy,
   });
   await dispatcher.start();
+  // derived events as soon as a commit records the changes they come from
+  const changes = new ChangeListener(db, logger, (events) => metrics?.calendarEvents.inc(events));
+  await changes.start();
   let running: Promise<void> = Promise.resolve();
   const calendarOutage = new OutageLog(logger.child({ component: 'calendar' }), 'calendar sweep');
   const sweep = () => {
@@ -103,6 +107,7 @@ export async function startWorker(db: Knex, logger: Logger, metrics?: ServiceMet
       clearInterval(retentionTimer);
       await retaining;
       await running;
+      await changes.stop();
       await dispatcher.stop();
     },
   };
