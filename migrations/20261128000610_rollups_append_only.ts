@@ -291,6 +291,9 @@ export async function up(knex: Knex): Promise<void> {
     BEGIN
       -- one fold at a time (two would wait on each other's rows, and could deadlock); another process's turn is skipped
       IF NOT pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtext('frs.rollups_compact')) THEN RETURN 0; END IF;
+      -- the rollup triggers a fold fires (payment_slots -> payment_days, payment_months) name this schema's tables
+      -- unqualified: for them, this schema, ahead of pg_temp (restored when the function returns, by its SET clause)
+      PERFORM pg_catalog.set_config('search_path', 'pg_catalog, ${S.replaceAll("'", "''")}, pg_temp', true);
       ${folds}
       RETURN folded_rows;
     END $fn$;
