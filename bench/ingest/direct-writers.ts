@@ -46,6 +46,8 @@ export interface DirectWritersResult {
   p99Ratio: number;
   /** Deadlocks and serialization failures of the triggered run, as a share of its transactions. */
   failedShare: number;
+  /** Mean active writer backends by state (CPU or wait event, and the locks waited on), the triggered run. */
+  waits: Record<string, string>;
   /** Commit to derived event queued, the triggered run, with the worker running. */
   queued: { events: number; missing: number; p50Ms: number; p99Ms: number; maxMs: number };
 }
@@ -73,7 +75,7 @@ interface Fixture {
 }
 
 /** A workspace with a fleet, 40 cars, 40 customers, 200 past bookings and 100 invoices, its calendar started. */
-async function makeFixture(db: Knex): Promise<Fixture> {
+export async function makeFixture(db: Knex): Promise<Fixture> {
   const ws = (await createWorkspace(db, { slug: `direct-${Date.now().toString(36)}` })).id;
   const owner = randomUUID();
   const fleet = randomUUID();
@@ -122,7 +124,7 @@ async function writer(
   f: Fixture,
   seed: number,
   until: number,
-  result: { latencies: number[]; codes: Map<string, number>; committed: Map<string, number> },
+  result: { latencies: number[]; codes: Map<string, number>; committed: Map<string, number>; byKind: Map<string, number[]> },
 ): Promise<void> {
   const client = new pg.Client({ connectionString: url, options: `-c search_path=${schema}` });
   await client.connect();
@@ -186,7 +188,10 @@ async function writer(
         await client.query('BEGIN');
         await client.query(text, values);
         await client.query('COMMIT');
-        result.latencies.push(performance.now() - started);
+        const ms = performance.now() - started;
+        result.latencies.push(ms);
+        if (!result.byKind.has(kind)) result.byKind.set(kind, []);
+        result.byKind.get(kind)!.push(ms);
         if (event) result.committed.set(event, Date.now());
         after?.();
       } catch (err) {
@@ -202,10 +207,44 @@ async function writer(
   }
 }
 
+/**
+ * Where the writers' time goes: every 50 ms, what each active writer's backend is doing (CPU, or the wait event), and
+ * the locks waited on (a tuple lock names its table; a transactionid lock is a wait for another writer's row).
+ */
+async function sampleWaits(url: string, until: number): Promise<Record<string, string>> {
+  const client = new pg.Client(url);
+  await client.connect();
+  const counts = new Map<string, number>();
+  let samples = 0;
+  try {
+    while (performance.now() < until) {
+      const { rows } = await client.query(`
+        SELECT coalesce(a.wait_event_type || ':' || a.wait_event, 'CPU') AS what,
+               (SELECT string_agg(DISTINCT l.locktype || coalesce(' ' || l.relation::regclass::text, ''), ',')
+                FROM pg_locks l WHERE l.pid = a.pid AND NOT l.granted) AS lock
+        FROM pg_stat_activity a
+        WHERE a.state = 'active' AND a.backend_type = 'client backend' AND a.pid <> pg_backend_pid() AND a.query NOT LIKE '%rollups_%'`);
+      samples++;
+      for (const r of rows) {
+        const key = r.lock ? `${r.what} (${r.lock})` : r.what;
+        counts.set(key, (counts.get(key) ?? 0) + 1);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  } finally {
+    await client.end();
+  }
+  // mean active backends in each state
+  return Object.fromEntries([...counts].sort((a, b) => b[1] - a[1]).slice(0, 8).map(([k, n]) => [k, (n / Math.max(1, samples)).toFixed(2)]));
+}
+
 async function runVariant(url: string, schema: string, f: Fixture, seconds: number, writers: number) {
-  const result = { latencies: [] as number[], codes: new Map<string, number>(), committed: new Map<string, number>() };
+  const result = { latencies: [] as number[], codes: new Map<string, number>(), committed: new Map<string, number>(), byKind: new Map<string, number[]>() };
   const until = performance.now() + seconds * 1000;
-  await Promise.all(Array.from({ length: writers }, (_, k) => writer(url, schema, f, 1000 + k, until, result)));
+  const [waits] = await Promise.all([
+    sampleWaits(url, until),
+    ...Array.from({ length: writers }, (_, k) => writer(url, schema, f, 1000 + k, until, result)),
+  ]);
   const deadlocks = result.codes.get('40P01') ?? 0;
   const serializationFailures = result.codes.get('40001') ?? 0;
   const otherErrors = [...result.codes.values()].reduce((a, b) => a + b, 0) - deadlocks - serializationFailures;
@@ -218,8 +257,16 @@ async function runVariant(url: string, schema: string, f: Fixture, seconds: numb
     serializationFailures,
     otherErrors,
   };
-  if (otherErrors > 0) variant.otherErrors = otherErrors;
-  return { variant, committed: result.committed, codes: result.codes };
+  const byKind = Object.fromEntries([...result.byKind].map(([kind, xs]) => [kind, `mean ${round(xs.reduce((a, b) => a + b, 0) / xs.length, 1)} ms, p99 ${round(percentile(xs, 99), 1)} ms`]));
+  return { variant, committed: result.committed, codes: result.codes, waits, byKind };
+}
+
+async function topStatements(db: Knex): Promise<string> {
+  const { rows } = await db.raw(`
+    SELECT round(total_exec_time::numeric, 0) AS ms, calls, round((total_exec_time / calls)::numeric, 3) AS mean_ms,
+           regexp_replace(left(query, 110), '\\s+', ' ', 'g') AS query
+    FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat%' ORDER BY total_exec_time DESC LIMIT 12`);
+  return rows.map((r: { ms: string; calls: string; mean_ms: string; query: string }) => `      ${r.ms} ms, ${r.calls} calls, ${r.mean_ms} ms each: ${r.query}`).join('\n');
 }
 
 /** Waits (up to `waitMs`) for the derived events of the commits and returns commit-to-queued figures. */
@@ -253,13 +300,19 @@ export async function directWriters(db: Knex, url: string, options: DirectWriter
   log(`direct writers: ${writers} writers, one-row transactions, ${seconds} s per variant, workspace ${f.ws}`);
   const bare = await runVariant(url, BARE, f, seconds, writers);
   log(`  without triggers: ${JSON.stringify(bare.variant)}`);
+  log(`    writers' backends by state (mean active): ${JSON.stringify(bare.waits)}`);
   const { rows: [{ schema }] } = await db.raw('SELECT current_schema() AS schema');
+  // Where the database's time goes, when the cluster loads pg_stat_statements (shared_preload_libraries, track = all)
+  const statements = await db.raw('CREATE EXTENSION IF NOT EXISTS pg_stat_statements').then(() => db.raw('SELECT pg_stat_statements_reset()')).then(() => true, () => false);
   const worker = await startWorker(db, pino({ level: 'silent' }));
   let triggered;
   let queued;
   try {
     triggered = await runVariant(url, schema, f, seconds, writers);
     log(`  with triggers:    ${JSON.stringify(triggered.variant)}`);
+    log(`    writers' backends by state (mean active): ${JSON.stringify(triggered.waits)}`);
+    log(`    by kind: ${JSON.stringify(triggered.byKind)}`);
+    if (statements) log(`    PostgreSQL time by statement (pg_stat_statements, nested statements included, top 12):\n${await topStatements(db)}`);
     // the minute sweep may be up to a minute away before the change
     queued = await queuedLatency(db, f.ws, triggered.committed, 70_000);
   } finally {
@@ -272,6 +325,7 @@ export async function directWriters(db: Knex, url: string, options: DirectWriter
     p99Ratio: round(triggered.variant.p99Ms / Math.max(bare.variant.p99Ms, 0.001), 2),
     failedShare: round((100 * (triggered.variant.deadlocks + triggered.variant.serializationFailures))
       / Math.max(1, triggered.variant.commits + triggered.variant.deadlocks + triggered.variant.serializationFailures), 3),
+    waits: triggered.waits,
     queued,
   };
   log(`  commits/s ratio ${result.commitsRatio}x (target >= 0.5x), p99 ratio ${result.p99Ratio}x (target <= 5x), `
