@@ -50,6 +50,20 @@ export class ServiceMetrics {
     registers: [this.registry],
   });
 
+  // The fold of the append-only running totals (migration 20261128000610): the figures are exact with or without it;
+  // the rows awaiting it are what a summary sums beyond one row per key.
+  readonly rollupPendingRows = new Gauge({
+    name: 'frs_rollup_pending_rows',
+    help: 'Rows of the append-only running totals awaiting the worker\'s fold, after its last fold (figures are exact either way)',
+    registers: [this.registry],
+  });
+  readonly rollupFoldDuration = new Histogram({
+    name: 'frs_rollup_fold_duration_seconds',
+    help: 'Duration of the worker\'s folds of the append-only running totals',
+    buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [this.registry],
+  });
+
   // Read replicas (src/db/read-routing.ts): a replica is named by host:port, never with its user or password.
   readonly reads = new Counter({
     name: 'frs_db_reads_total',

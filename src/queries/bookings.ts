@@ -8,7 +8,7 @@ const STATUSES = ['pending', 'confirmed', 'active', 'completed', 'canceled'] as 
 
 /**
  * Booking counts by status and the net collected on booking-linked payments are running totals
- * (booking_status_counts, workspace_totals.booking_collected). The counts that move with the clock read index ranges
+ * (booking_status_counts, workspace_totals.booking_collected: append-only, each the sum of its rows). The counts that move with the clock read index ranges
  * of the exceptions only, never the book ahead:
  *   upcoming    the confirmed count less the confirmed bookings whose pickup time has come (bookings_open_status,
  *               up to now: pickups not yet handed over), so the confirmed bookings ahead are never read;
@@ -17,12 +17,12 @@ const STATUSES = ['pending', 'confirmed', 'active', 'completed', 'canceled'] as 
  */
 const BOOKING_SUMMARY_SQL = `
   SELECT
-    (SELECT json_object_agg(status, count) FROM booking_status_counts WHERE workspace_id = :ws) AS by_status,
+    (SELECT json_object_agg(status, n) FROM (SELECT status, sum(count) AS n FROM booking_status_counts WHERE workspace_id = :ws GROUP BY status) s) AS by_status,
     (SELECT count(*) FROM bookings WHERE workspace_id = :ws AND status = 'confirmed' AND pickup_at <= ${NOW}) AS pickup_passed,
     (SELECT count(*) FROM bookings
       WHERE workspace_id = :ws AND status = 'active' AND dropoff_at >= ${DAY_START} AND dropoff_at < ${DAY_END}) AS due_returns,
     (SELECT count(*) FROM bookings WHERE workspace_id = :ws AND status = 'active' AND dropoff_at < ${NOW}) AS overdue,
-    (SELECT coalesce(max(booking_collected), 0) FROM workspace_totals WHERE workspace_id = :ws) AS revenue`;
+    (SELECT coalesce(sum(booking_collected), 0) FROM workspace_totals WHERE workspace_id = :ws) AS revenue`;
 
 /**
  * When the summary's clock-bound counts next change, as SQL text: the first pickup still ahead of now among confirmed

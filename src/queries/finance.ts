@@ -32,7 +32,7 @@ export function agingColumns(owedFrom: readonly string[], outstanding: string): 
 const OWED_FROM_EDGES = ['from_today', 'from_30_days_ago', 'from_60_days_ago'];
 export const WORKSPACE_AGING = `
   SELECT t.outstanding, ${agingColumns(OWED_FROM_EDGES.map((column) => `r.${column}`), 't.outstanding')}
-  FROM (SELECT coalesce(max(outstanding), 0) AS outstanding FROM workspace_totals WHERE workspace_id = :ws) t,
+  FROM (SELECT coalesce(sum(outstanding), 0) AS outstanding FROM workspace_totals WHERE workspace_id = :ws) t,
   (SELECT ${AGING_EDGES.map((day, k) => `coalesce(sum(i.balance) FILTER (WHERE i.due_date >= ${day}), 0) AS ${OWED_FROM_EDGES[k]}`).join(', ')}
    FROM open_balances i WHERE i.workspace_id = :ws AND i.due_date >= ${AGING_EDGES[2]}) r`;
 
@@ -50,8 +50,9 @@ const FINANCE_OVERVIEW_SQL = `
      -- generic plan, which then looks so costly that PostgreSQL plans every execution afresh)
      FROM (SELECT (date_trunc('month', ${NOW} AT TIME ZONE w.timezone) - k * interval '1 month')::date AS m
            FROM workspaces w, generate_series(0, 5) AS k WHERE w.id = :ws) g
-     LEFT JOIN payment_months p ON p.workspace_id = :ws AND p.month = g.m
-     LEFT JOIN expense_months x ON x.workspace_id = :ws AND x.month = g.m) AS monthly,
+     -- (append-only totals, migration 20261128000610: a month is the sum of its rows)
+     LEFT JOIN LATERAL (SELECT sum(p.collected) AS collected FROM payment_months p WHERE p.workspace_id = :ws AND p.month = g.m) p ON true
+     LEFT JOIN LATERAL (SELECT sum(x.amount) AS amount FROM expense_months x WHERE x.workspace_id = :ws AND x.month = g.m) x ON true) AS monthly,
     (SELECT coalesce(json_agg(json_build_object('vehicle_id', t.vehicle_id, 'plate', t.plate, 'fleet_id', t.fleet_id,
               'code', t.code, 'name', t.name, 'revenue', t.revenue, 'bookings', t.bookings) ORDER BY t.revenue DESC, t.plate), '[]')
      FROM (
@@ -64,8 +65,8 @@ const FINANCE_OVERVIEW_SQL = `
        LIMIT 5
      ) t) AS top
   FROM (
-    SELECT coalesce(max(t.collected), 0) AS collected, coalesce(max(t.deposits), 0) AS deposits,
-           coalesce(max(t.expenses), 0) AS expenses
+    SELECT coalesce(sum(t.collected), 0) AS collected, coalesce(sum(t.deposits), 0) AS deposits,
+           coalesce(sum(t.expenses), 0) AS expenses
     FROM workspace_totals t WHERE t.workspace_id = :ws
   ) t,
   (${WORKSPACE_AGING}) a`;

@@ -180,9 +180,9 @@ const receivablesSql = (picked: string) => `
       FROM page p
     ) r,
     (
-      SELECT coalesce(max(t.billed), 0) AS billed, coalesce(max(t.invoice_collected), 0) AS collected,
-             coalesce(max(t.outstanding), 0) AS outstanding, coalesce(max(t.open_invoices), 0) AS open_invoices,
-             coalesce(max(t.customers), 0) AS customers
+      SELECT coalesce(sum(t.billed), 0) AS billed, coalesce(sum(t.invoice_collected), 0) AS collected,
+             coalesce(sum(t.outstanding), 0) AS outstanding, coalesce(sum(t.open_invoices), 0) AS open_invoices,
+             coalesce(sum(t.customers), 0) AS customers
       FROM workspace_totals t WHERE t.workspace_id = :ws
     ) l,
     (${WORKSPACE_AGING}) a`;

@@ -58,6 +58,15 @@ export async function runCalendarSweep(db: Knex, now: Date, options: CalendarSwe
   return { events };
 }
 
+/**
+ * Only the derived events of the workspaces (booking.confirmed, payment.captured, ...): what the worker runs as soon as
+ * a commit announces recorded changes (change-listener.ts; null: every workspace), instead of waiting for the minute's sweep. Safe beside any
+ * other sweep: changes are claimed with SKIP LOCKED and events inserted by dedupe key. Returns the events recorded.
+ */
+export async function runDerivedSweep(db: Knex, now: Date, workspaceIds: string[] | null): Promise<number> {
+  return sweepDerived(db, { now: now.toISOString(), workspaces: workspaceIds ? `{${workspaceIds.join(',')}}` : null });
+}
+
 /** Derived events from the recorded changes of the swept workspaces, a batch per transaction until none are left. */
 async function sweepDerived(db: Knex, scope: SweepScope): Promise<number> {
   let recorded = 0;

@@ -7,8 +7,11 @@ import { retentionDaysFromEnv, runRetention } from './retention.js';
 import { workspaceConcurrencyFromEnv } from './fairness.js';
 import { destinationPolicyFromEnv, type DestinationPolicy } from './destination-policy.js';
 import { OutageLog } from '../db/outage.js';
+import { ChangeListener } from './change-listener.js';
 
 export const CALENDAR_INTERVAL_MS = 60_000;
+/** How often the append-only running totals are folded (migration 20261128000610). */
+export const ROLLUP_FOLD_INTERVAL_MS = 1000;
 /** Attempts in flight at once in the worker. */
 const WORKER_CONCURRENCY = 64;
 /** How often old delivery records are deleted (see retention.ts). */
@@ -60,8 +63,9 @@ export function workerSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): Wor
 }
 
 /**
- * The background half of the service: the delivery sweep (continuous), the calendar sweep (every minute) and
- * retention (at start, then every 10 minutes).
+ * The background half of the service: the delivery sweep (continuous), the calendar sweep (every minute), the
+ * derived events of each commit that records changes (at once, change-listener.ts), the fold of the append-only
+ * running totals (every second) and retention (at start, then every 10 minutes).
  */
 export async function startWorker(db: Knex, logger: Logger, metrics?: ServiceMetrics, settings: WorkerSettings = workerSettingsFromEnv()): Promise<Worker> {
   const { retentionDays } = settings;
@@ -74,6 +78,9 @@ export async function startWorker(db: Knex, logger: Logger, metrics?: ServiceMet
     destinationPolicy: settings.destinationPolicy,
   });
   await dispatcher.start();
+  // derived events as soon as a commit records the changes they come from
+  const changes = new ChangeListener(db, logger, (events) => metrics?.calendarEvents.inc(events));
+  await changes.start();
   let running: Promise<void> = Promise.resolve();
   const calendarOutage = new OutageLog(logger.child({ component: 'calendar' }), 'calendar sweep');
   const sweep = () => {
@@ -81,6 +88,25 @@ export async function startWorker(db: Knex, logger: Logger, metrics?: ServiceMet
   };
   sweep();
   const timer = setInterval(sweep, CALENDAR_INTERVAL_MS);
+  // The fold of the append-only running totals: off the writers' path, one process at a time (the function skips
+  // while another holds its lock). The figures are exact without it; it keeps what a summary sums to a few rows.
+  let folding: Promise<void> = Promise.resolve();
+  const foldOutage = new OutageLog(logger.child({ component: 'rollups' }), 'rollup fold');
+  const fold = () => {
+    folding = folding.then(async () => {
+      const started = Date.now();
+      try {
+        await db.raw('SELECT rollups_compact()');
+        const { rows } = await db.raw('SELECT rollups_pending() AS pending');
+        metrics?.rollupPendingRows.set(Number(rows[0].pending));
+        metrics?.rollupFoldDuration.observe((Date.now() - started) / 1000);
+        foldOutage.succeeded();
+      } catch (err) {
+        foldOutage.failed(err);
+      }
+    });
+  };
+  const foldTimer = setInterval(fold, ROLLUP_FOLD_INTERVAL_MS);
   let retaining: Promise<void> = Promise.resolve();
   const retentionOutage = new OutageLog(logger.child({ component: 'retention' }), 'retention');
   const retain = () => {
@@ -101,8 +127,11 @@ export async function startWorker(db: Knex, logger: Logger, metrics?: ServiceMet
     async stop() {
       clearInterval(timer);
       clearInterval(retentionTimer);
+      clearInterval(foldTimer);
+      await folding;
       await retaining;
       await running;
+      await changes.stop();
       await dispatcher.stop();
     },
   };

@@ -64,23 +64,29 @@ export async function kept(db: Knex, ws: string) {
   return {
     invoicesPaid: await one(`SELECT id, paid FROM invoices WHERE workspace_id = :ws ORDER BY id`),
     bookings: await one(`SELECT id, collected, balance_due FROM bookings WHERE workspace_id = :ws ORDER BY id`),
-    slots: await one(`SELECT slot, collected, booking_collected, deposits FROM payment_slots WHERE workspace_id = :ws
-                        AND (collected <> 0 OR booking_collected <> 0 OR deposits <> 0) ORDER BY slot`),
+    // (the append-only totals, migration 20261128000610: a key's figure is the sum of its rows)
+    slots: await one(`SELECT slot, sum(collected) AS collected, sum(booking_collected) AS booking_collected, sum(deposits) AS deposits
+                      FROM payment_slots WHERE workspace_id = :ws GROUP BY slot
+                      HAVING sum(collected) <> 0 OR sum(booking_collected) <> 0 OR sum(deposits) <> 0 ORDER BY slot`),
     ledger: await one(`SELECT customer_id, billed, collected, outstanding, open_invoices, invoices FROM customer_ledger WHERE workspace_id = :ws AND invoices > 0 ORDER BY 1`),
     vehicles: await one(`SELECT vehicle_id, revenue, bookings FROM vehicle_revenue WHERE workspace_id = :ws AND (revenue <> 0 OR bookings <> 0) ORDER BY 1`),
-    statuses: await one(`SELECT status, count FROM booking_status_counts WHERE workspace_id = :ws AND count <> 0 ORDER BY 1`),
-    openBalances: await one(`SELECT due_date, balance, invoices FROM open_balances WHERE workspace_id = :ws AND invoices > 0 ORDER BY 1`),
-    days: await one(`SELECT day, collected FROM payment_days WHERE workspace_id = :ws AND collected <> 0 ORDER BY 1`),
-    months: await one(`SELECT to_char(month, 'YYYY-MM') AS month, collected FROM payment_months WHERE workspace_id = :ws AND collected <> 0 ORDER BY 1`),
-    expenseMonths: await one(`SELECT to_char(month, 'YYYY-MM') AS month, amount FROM expense_months WHERE workspace_id = :ws AND amount <> 0 ORDER BY 1`),
-    vehicleStates: await one(`SELECT state, count, rented FROM vehicle_state_counts WHERE workspace_id = :ws AND count <> 0 ORDER BY 1`),
+    statuses: await one(`SELECT status, sum(count) AS count FROM booking_status_counts WHERE workspace_id = :ws GROUP BY 1 HAVING sum(count) <> 0 ORDER BY 1`),
+    openBalances: await one(`SELECT due_date, sum(balance) AS balance, sum(invoices) AS invoices FROM open_balances WHERE workspace_id = :ws
+                             GROUP BY 1 HAVING sum(invoices) > 0 ORDER BY 1`),
+    days: await one(`SELECT day, sum(collected) AS collected FROM payment_days WHERE workspace_id = :ws GROUP BY 1 HAVING sum(collected) <> 0 ORDER BY 1`),
+    months: await one(`SELECT to_char(month, 'YYYY-MM') AS month, sum(collected) AS collected FROM payment_months WHERE workspace_id = :ws
+                       GROUP BY 1 HAVING sum(collected) <> 0 ORDER BY 1`),
+    expenseMonths: await one(`SELECT to_char(month, 'YYYY-MM') AS month, sum(amount) AS amount FROM expense_months WHERE workspace_id = :ws
+                              GROUP BY 1 HAVING sum(amount) <> 0 ORDER BY 1`),
+    vehicleStates: await one(`SELECT state, sum(count) AS count, sum(rented) AS rented FROM vehicle_state_counts WHERE workspace_id = :ws
+                              GROUP BY 1 HAVING sum(count) <> 0 ORDER BY 1`),
     activeBookings: await one(`SELECT id, active_bookings FROM vehicles WHERE workspace_id = :ws ORDER BY 1`),
     vehicleModels: await one(`SELECT make, model, vehicles FROM vehicle_models WHERE workspace_id = :ws AND vehicles <> 0 ORDER BY 1, 2`),
     ledgerNames: await one(`SELECT customer_id, name FROM customer_ledger WHERE workspace_id = :ws ORDER BY 1`),
     ledgerOpenDues: await one(`SELECT customer_id, open_due_dates::text, owed_from::text FROM customer_ledger WHERE workspace_id = :ws ORDER BY 1`),
     bookingRefs: await one(`SELECT id, customer_json, vehicle_json FROM bookings WHERE workspace_id = :ws ORDER BY 1`),
-    totals: (await one(`SELECT collected, booking_collected, deposits, expenses, billed, invoice_collected, outstanding, open_invoices, customers
-                        FROM workspace_totals WHERE workspace_id = :ws`))[0],
+    totals: (await one(`SELECT ${['collected', 'booking_collected', 'deposits', 'expenses', 'billed', 'invoice_collected', 'outstanding', 'open_invoices', 'customers']
+      .map((c) => `coalesce(sum(${c}), 0) AS ${c}`).join(', ')} FROM workspace_totals WHERE workspace_id = :ws`))[0],
   };
 }
 
