@@ -92,13 +92,18 @@ export class AuthFailureLimits {
    * key authenticates. Costs a look-up in memory, never the database.
    */
   async attempt(address: string, keyHash: string | undefined, known = false): Promise<{ standing: Standing | undefined; succeeded(): void }> {
-    if (!this.failures) return { standing: undefined, succeeded: () => undefined };
-    const before = standingOf('auth-failures', this.settings.perMinute, WINDOW_S, await this.failures.get(address));
-    if (before.remaining === 0 && !known && !(keyHash !== undefined && this.knownValid.has(keyHash))) {
+    const failures = this.failures;
+    if (!failures) return { standing: undefined, succeeded: () => undefined };
+    // The failure is counted before the first await (the store adds it in one step and answers with the count it
+    // made): attempts that arrive together, pipelined on one socket, each see the ones before them. Reading the count
+    // first and adding to it after an await let all of them read the same count and pass.
+    const counted = await failures.penalty(address);
+    if (counted.consumedPoints > this.settings.perMinute && !known && !(keyHash !== undefined && this.knownValid.has(keyHash))) {
+      await failures.reward(address); // a refusal costs nothing and is not counted
+      const before = standingOf('auth-failures', this.settings.perMinute, WINDOW_S, counted);
       throw rateLimited('auth_failures', `Too many requests from this address failed authentication; try again in ${before.resetS} seconds.`, before.resetS, before);
     }
-    const failures = this.failures;
-    const standing = standingOf('auth-failures', this.settings.perMinute, WINDOW_S, await failures.penalty(address));
+    const standing = standingOf('auth-failures', this.settings.perMinute, WINDOW_S, counted);
     let refunded = false;
     return {
       standing,
