@@ -82,7 +82,13 @@ export type Workspace = {
     status: string;
     timezone: TimeZone;
     remindersAhead: RemindersAhead;
+    webhookAllowedCidrs?: WebhookAllowedCidrs;
 };
+
+/**
+ * Private ranges (CIDR) this workspace's webhook endpoints may reach, at registration and when each delivery connects; no other workspace's endpoints may. Empty by default: no private, loopback, link-local or reserved destination is reached. The operator's setting, describing their network: shown to an all-workspaces admin token only (a token confined to one workspace and the settings screen never see it), and changed by one only. `FRS_WEBHOOK_ALLOWED_CIDRS` (README) opens its ranges to every workspace at once.
+ */
+export type WebhookAllowedCidrs = Array<string>;
 
 /**
  * Workspaces, ordered by slug.
@@ -113,6 +119,7 @@ export type WorkspaceUpdate = {
     status?: 'active' | 'frozen';
     timezone?: TimeZone;
     remindersAhead?: RemindersAhead;
+    webhookAllowedCidrs?: WebhookAllowedCidrs;
 };
 
 /**
@@ -913,7 +920,7 @@ export type CreateWorkspaceErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1025,7 +1032,7 @@ export type UpdateWorkspaceErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1143,7 +1150,7 @@ export type CreateApiKeyErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1213,7 +1220,7 @@ export type RevokeApiKeyErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1323,7 +1330,7 @@ export type CreateEndpointErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1393,7 +1400,7 @@ export type DeleteEndpointErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1505,7 +1512,7 @@ export type UpdateEndpointErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1575,7 +1582,7 @@ export type EnableEndpointErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1633,7 +1640,7 @@ export type DisableEndpointErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1697,7 +1704,7 @@ export type RotateEndpointSecretErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1962,7 +1969,7 @@ export type RetryDeliveryErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -2024,7 +2031,7 @@ export type RecoverEndpointErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -2214,7 +2221,7 @@ export type SendExampleEventErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -2542,7 +2549,7 @@ export type SignOutPortalSessionErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
