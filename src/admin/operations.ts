@@ -169,7 +169,13 @@ export const adminOperations: Record<string, Handler> = {
     const cursor = c.query.cursor as string | undefined;
     const after = cursor === undefined ? undefined : (c.cursors.decode('audit', binding, cursor) as [string, string]);
     const page = await listAuditEntries(c.db, { workspaceId, since: since === undefined ? undefined : instant(since, 'since'), after, limit: c.query.limit as number });
-    return { status: 200, body: { rows: page.rows, nextCursor: page.next === null ? null : c.cursors.encode('audit', binding, page.next) } };
+    // (the workspace's opened private ranges are the operator's to see, in the trail as in the workspace: workspaceBody)
+    const rows = c.caller.workspaceId === null ? page.rows : page.rows.map((row) => {
+      if (row.action !== 'workspace.update' || !row.changes || !('webhookAllowedCidrs' in row.changes)) return row;
+      const { webhookAllowedCidrs: _hidden, ...changes } = row.changes as Record<string, unknown>;
+      return { ...row, changes };
+    });
+    return { status: 200, body: { rows, nextCursor: page.next === null ? null : c.cursors.encode('audit', binding, page.next) } };
   },
 
   // --- Deliveries and events (src/webhooks/deliveries.ts, recovery.ts, events.ts, publish.ts)
