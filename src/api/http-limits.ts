@@ -25,8 +25,8 @@ export interface HttpLimits {
   maxConnections: number;
   /**
    * Open connections one client address (an IPv6 client: its /64) may hold (0: no cap), so that one client cannot
-   * fill the cap above and keep everyone else out (a refusal held for a second costs it nothing). Behind a proxy every client shares the proxy's
-   * address: lift it there (0), and let the proxy limit its clients.
+   * fill the cap above and keep everyone else out (a refusal held for a second costs it nothing). Behind a proxy
+   * every client shares the proxy's address: lift it there (0), and let the proxy limit its clients.
    */
   maxConnectionsPerAddress: number;
 }
