@@ -7,9 +7,13 @@ export class InputError extends Error {}
 // What a core function refuses, by kind, so that each client says it its own way: the CLI prints the message on one
 // line (they are all InputErrors), the admin API answers 400, 404 or 409 with the field in `reason`.
 
-/** Input that gives a field a value the core refuses; `field` as the admin API names it (camelCase). */
+/**
+ * Input that gives a field a value the core refuses; `field` as the admin API names it (camelCase). `operatorDetail`,
+ * when given, is the refusal as only the operator may read it (the network, the settings): the admin API and the
+ * settings screen answer the message and log the detail; the CLI, the operator's own, prints the detail.
+ */
 export class InvalidFieldError extends InputError {
-  constructor(message: string, readonly field: string) {
+  constructor(message: string, readonly field: string, readonly operatorDetail?: string) {
     super(message);
   }
 }

@@ -3,6 +3,7 @@ import { ConflictError, InvalidFieldError, isUuid, isValidTimeZone, NotFoundErro
 import { hashApiKey, looksLikeSecret, newApiKey, SECRET_SHAPED } from './secrets.js';
 import { resumeFrozenDeliveries } from './webhooks/endpoint-lifecycle.js';
 import { recordAudit, type AuditContext } from './audit.js';
+import { isCidr } from './webhooks/destination-policy.js';
 
 // Workspaces and their API keys. Every function that changes something takes an AuditContext (src/audit.ts): the CLI
 // and the admin API pass theirs, and the entry is written in the change's transaction. Without one (fixtures, seeds,
@@ -16,9 +17,23 @@ export interface WorkspaceRecord {
   status: WorkspaceStatus;
   timezone: string;
   remindersAhead: number;
+  /**
+   * Private ranges this workspace's webhook endpoints may reach (CIDR), beside FRS_WEBHOOK_ALLOWED_CIDRS, which opens
+   * its ranges to every workspace. The operator's: only the CLI and an all-workspaces admin token see or change it.
+   */
+  webhookAllowedCidrs: string[];
 }
 
-function checkSettings(settings: { timezone?: string; remindersAhead?: number }): void {
+/** At most this many ranges per workspace. */
+export const MAX_WEBHOOK_CIDRS = 32;
+
+function checkSettings(settings: { timezone?: string; remindersAhead?: number; webhookAllowedCidrs?: string[] }): void {
+  const cidrs = settings.webhookAllowedCidrs;
+  if (cidrs !== undefined) {
+    if (!Array.isArray(cidrs) || cidrs.length > MAX_WEBHOOK_CIDRS) throw new InvalidFieldError(`webhookAllowedCidrs must be a list of at most ${MAX_WEBHOOK_CIDRS} CIDR ranges`, 'webhookAllowedCidrs');
+    const bad = cidrs.find((cidr) => typeof cidr !== 'string' || !isCidr(cidr));
+    if (bad !== undefined) throw new InvalidFieldError(`webhookAllowedCidrs must hold CIDR ranges such as 10.1.0.0/16 or fd12:3456::/32, got "${String(bad).slice(0, 60)}"`, 'webhookAllowedCidrs');
+  }
   if (settings.timezone !== undefined && !isValidTimeZone(settings.timezone)) {
     throw new InvalidFieldError(`unknown time zone "${settings.timezone}" (use an IANA name such as Asia/Dubai)`, 'timezone');
   }
@@ -28,7 +43,7 @@ function checkSettings(settings: { timezone?: string; remindersAhead?: number })
   }
 }
 
-const columns = ['id', 'slug', 'status', 'timezone', 'reminders_ahead as remindersAhead'];
+const columns = ['id', 'slug', 'status', 'timezone', 'reminders_ahead as remindersAhead', 'webhook_allowed_cidrs as webhookAllowedCidrs'];
 
 export async function createWorkspace(
   db: Knex,
@@ -77,12 +92,13 @@ export async function findWorkspace(db: Knex, name: WorkspaceName): Promise<Work
 
 /**
  * Changes a workspace's settings. Setting a frozen workspace active again sends the deliveries that waited while
- * it was frozen (those older than 7 days at `now` are marked failed instead).
+ * it was frozen (those older than 7 days at `now` are marked failed instead). `webhookAllowedCidrs` replaces the
+ * workspace's opened ranges (duplicates dropped); its clients let only the operator send it.
  */
 export async function updateWorkspace(
   db: Knex,
   name: WorkspaceName,
-  changes: { status?: WorkspaceStatus; timezone?: string; remindersAhead?: number },
+  changes: { status?: WorkspaceStatus; timezone?: string; remindersAhead?: number; webhookAllowedCidrs?: string[] },
   now = new Date(),
   audit?: AuditContext,
 ): Promise<WorkspaceRecord> {
@@ -95,6 +111,7 @@ export async function updateWorkspace(
   if (changes.status !== undefined) patch.status = changes.status;
   if (changes.timezone !== undefined) patch.timezone = changes.timezone;
   if (changes.remindersAhead !== undefined) patch.reminders_ahead = changes.remindersAhead;
+  if (changes.webhookAllowedCidrs !== undefined) patch.webhook_allowed_cidrs = [...new Set(changes.webhookAllowedCidrs)];
   if (Object.keys(patch).length === 0) return findWorkspace(db, { id });
   return db.transaction(async (trx) => {
     const before = await trx('workspaces').where({ id }).forUpdate().first(columns);
@@ -103,8 +120,9 @@ export async function updateWorkspace(
     if (before.status === 'frozen' && row.status === 'active') await resumeFrozenDeliveries(trx, row.id, now);
     if (audit) {
       // What changed, from what to what (a setting sent with its current value is no change)
-      const changed = Object.fromEntries((['status', 'timezone', 'remindersAhead'] as const)
-        .filter((field) => changes[field] !== undefined && before[field] !== row[field])
+      const same = (a: unknown, b: unknown) => (Array.isArray(a) && Array.isArray(b) ? a.join(',') === b.join(',') : a === b);
+      const changed = Object.fromEntries((['status', 'timezone', 'remindersAhead', 'webhookAllowedCidrs'] as const)
+        .filter((field) => changes[field] !== undefined && !same(before[field], row[field]))
         .map((field) => [field, { from: before[field], to: row[field] }]));
       await recordAudit(trx, audit, { action: 'workspace.update', workspaceId: id, target: { type: 'workspace', id }, changes: changed });
     }

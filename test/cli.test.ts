@@ -213,6 +213,7 @@ describe('fleet-admin CLI', () => {
       fails(['workspace', 'set', '--slug', s, '--reminders-ahead', '0', '--json'], 'reminders ahead must be a whole number of days from 1 to 60, got 0'),
       fails(['workspace', 'set', '--slug', s, '--reminders-ahead', 'soon', '--json'], /^fleet-admin: option '--reminders-ahead <days>' argument 'soon' is invalid/),
       fails(['workspace', 'set', '--slug', s, '--status', 'paused', '--json'], /^fleet-admin: option '--status <status>' argument 'paused' is invalid/),
+      fails(['workspace', 'set', '--slug', s, '--webhook-allowed-cidrs', '10.1.0.0/16,10.2.0.0/33', '--json'], 'webhookAllowedCidrs must hold CIDR ranges such as 10.1.0.0/16 or fd12:3456::/32, got "10.2.0.0/33"'),
       fails(['workspace', 'create', '--json'], "required option '--slug <slug>' not specified"),
       fails(['workspace', 'create', '--slug', `${s}-x`, '--colour', 'red', '--json'], "unknown option '--colour'"),
       fails(['key', 'revoke', '--id', 'not-a-uuid', '--json'], '--id must be a UUID, got "not-a-uuid"'),
@@ -289,7 +290,7 @@ describe('fleet-admin CLI', () => {
       expect(run.stdout).to.equal('');
       expect(run.stderr).to.equal(`fleet-admin: --url refused: ${message}\n`);
     };
-    const advice = 'webhooks are not sent to private destinations (set FRS_ALLOW_PRIVATE_WEBHOOK_URLS=1 or list the range in FRS_WEBHOOK_ALLOWED_CIDRS to allow one)';
+    const advice = "webhooks are not sent to private destinations (set FRS_ALLOW_PRIVATE_WEBHOOK_URLS=1, list the range in FRS_WEBHOOK_ALLOWED_CIDRS for every workspace, or in the workspace's webhookAllowedCidrs for its endpoints only)";
     await refused('http://127.0.0.1:9000/in', `127.0.0.1 is a loopback address; ${advice}`);
     await refused('http://169.254.169.254/latest/meta-data', `169.254.169.254 is a link-local address; ${advice}`);
     await refused('https://ops:s3cret@hooks.example.com/fleet', 'the URL must not carry a user name or password (they would be shown to every API key and are never sent)');
@@ -426,7 +427,7 @@ describe('fleet-admin CLI', () => {
     const [workspaces, keys, endpoints] = await Promise.all([
       json('workspace', 'list'), json('key', 'list', '--workspace', ws.slug), json('endpoint', 'list', '--workspace', ws.slug),
     ]);
-    expect(workspaces.rows.find((w: { slug: string }) => w.slug === ws.slug)).to.deep.equal({ id: ws.id, slug: ws.slug, status: 'active', timezone: 'Asia/Dubai', remindersAhead: 3 });
+    expect(workspaces.rows.find((w: { slug: string }) => w.slug === ws.slug)).to.deep.equal({ id: ws.id, slug: ws.slug, status: 'active', timezone: 'Asia/Dubai', remindersAhead: 3, webhookAllowedCidrs: [] });
     expect(keys.rows).to.have.length(1);
     expect(keys.rows[0]).to.deep.include({ id: key.id, role: 'reporting', expiresAt: '2030-01-01T00:00:00.000Z', revokedAt: null, lastUsedAt: null });
     expect(Object.keys(keys.rows[0]).sort()).to.deep.equal(['createdAt', 'expiresAt', 'id', 'lastUsedAt', 'revokedAt', 'role']);

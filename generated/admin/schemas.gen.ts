@@ -134,8 +134,25 @@ export const WorkspaceSchema = {
         },
         remindersAhead: {
             $ref: '#/components/schemas/RemindersAhead'
+        },
+        webhookAllowedCidrs: {
+            $ref: '#/components/schemas/WebhookAllowedCidrs'
         }
     }
+} as const;
+
+export const WebhookAllowedCidrsSchema = {
+    type: 'array',
+    maxItems: 32,
+    description: 'Private ranges (CIDR) this workspace\'s webhook endpoints may reach, at registration and when each delivery connects; no other workspace\'s endpoints may. Empty by default: no private, loopback, link-local or reserved destination is reached. The operator\'s setting, describing their network: shown to an all-workspaces admin token only (a token confined to one workspace and the settings screen never see it, in the workspace nor in the audit trail\'s `workspace.update` entries), and changed by one only. `FRS_WEBHOOK_ALLOWED_CIDRS` (README) opens its ranges to every workspace at once.',
+    items: {
+        type: 'string',
+        maxLength: 49,
+        description: 'An IPv4 or IPv6 CIDR range, such as `10.1.0.0/16` or `fd12:3456::/32`.'
+    },
+    example: [
+        '10.1.0.0/16'
+    ]
 } as const;
 
 export const WorkspaceListSchema = {
@@ -195,6 +212,9 @@ export const WorkspaceUpdateSchema = {
         },
         remindersAhead: {
             $ref: '#/components/schemas/RemindersAhead'
+        },
+        webhookAllowedCidrs: {
+            $ref: '#/components/schemas/WebhookAllowedCidrs'
         }
     }
 } as const;

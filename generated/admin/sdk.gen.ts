@@ -62,7 +62,7 @@ export const getWorkspace = <ThrowOnError extends boolean = false>(options: Opti
 /**
  * Change a workspace's settings
  *
- * Sets the fields given and leaves the others as they are. `frozen` refuses every key of the workspace (403 on the public API) and holds its webhook deliveries; setting it `active` again sends what waited (what waited longer than 7 days is marked failed). Audited as `workspace.update`, with each field's old and new value.
+ * Sets the fields given and leaves the others as they are. `frozen` refuses every key of the workspace (403 on the public API) and holds its webhook deliveries; setting it `active` again sends what waited (what waited longer than 7 days is marked failed). `webhookAllowedCidrs` opens private ranges to this workspace's webhook endpoints only; only an all-workspaces admin token (or `fleet-admin workspace update --webhook-allowed-cidrs`) may send it: a token confined to one workspace, and the settings screen, get 403 (`reason` `webhookAllowedCidrs`). Audited as `workspace.update`, with each field's old and new value.
  */
 export const updateWorkspace = <ThrowOnError extends boolean = false>(options: Options<UpdateWorkspaceData, ThrowOnError>) => (options.client ?? client).patch<UpdateWorkspaceResponses, UpdateWorkspaceErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }, {
@@ -145,7 +145,7 @@ export const listEndpoints = <ThrowOnError extends boolean = false>(options: Opt
 /**
  * Register a webhook endpoint
  *
- * Registers an endpoint and returns it with its signing secret, this once (the service keeps it sealed under its master key). `events` empty or left out subscribes to every event; an event not in the public document's `webhooks` is 400 naming it. A URL the destination policy refuses (a private, loopback or reserved address) is 400 `reason` `url`, naming the switch that would allow it (`FRS_ALLOW_PRIVATE_WEBHOOK_URLS`, `FRS_WEBHOOK_ALLOWED_CIDRS`). A URL another endpoint of the workspace already has is 409 `conflict` `reason` `url`, unless `allowDuplicateUrl` is true. With `Idempotency-Key`, a repeat answers the same endpoint and the same secret. Audited as `endpoint.create` (never the secret).
+ * Registers an endpoint and returns it with its signing secret, this once (the service keeps it sealed under its master key). `events` empty or left out subscribes to every event; an event not in the public document's `webhooks` is 400 naming it. A URL the destination policy refuses (a private, loopback, link-local or reserved address, unless the operator opened its range for this workspace: `webhookAllowedCidrs`) is 400 `reason` `url`, naming the class of the destination only: never the address a name resolved to, nor the operator's settings (those go to the server's log, beside the request id). A URL another endpoint of the workspace already has is 409 `conflict` `reason` `url`, unless `allowDuplicateUrl` is true. With `Idempotency-Key`, a repeat answers the same endpoint and the same secret. Audited as `endpoint.create` (never the secret).
  */
 export const createEndpoint = <ThrowOnError extends boolean = false>(options: Options<CreateEndpointData, ThrowOnError>) => (options.client ?? client).post<CreateEndpointResponses, CreateEndpointErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }, {
@@ -194,7 +194,7 @@ export const getEndpoint = <ThrowOnError extends boolean = false>(options: Optio
 /**
  * Change a webhook endpoint
  *
- * Sets the fields given (`url`, `name`, `events`) and leaves the others as they are. A new `url` meets the checks of `createEndpoint`: the destination policy (400 `reason` `url` naming `FRS_ALLOW_PRIVATE_WEBHOOK_URLS` / `FRS_WEBHOOK_ALLOWED_CIDRS`) and the duplicate-URL rule (409 unless `allowDuplicateUrl`). Deliveries already queued are sent to the new URL; the signing secret is unchanged. Audited as `endpoint.update`, with each changed field's old and new value.
+ * Sets the fields given (`url`, `name`, `events`) and leaves the others as they are. An endpoint that is not the workspace's is 404 before anything else is checked. A new `url` meets the checks of `createEndpoint`: the destination policy of the endpoint's workspace (400 `reason` `url` naming the destination's class only) and the duplicate-URL rule (409 unless `allowDuplicateUrl`). Deliveries already queued are sent to the new URL; the signing secret is unchanged. Audited as `endpoint.update`, with each changed field's old and new value.
  */
 export const updateEndpoint = <ThrowOnError extends boolean = false>(options: Options<UpdateEndpointData, ThrowOnError>) => (options.client ?? client).patch<UpdateEndpointResponses, UpdateEndpointErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }, {

@@ -82,7 +82,13 @@ export type Workspace = {
     status: string;
     timezone: TimeZone;
     remindersAhead: RemindersAhead;
+    webhookAllowedCidrs?: WebhookAllowedCidrs;
 };
+
+/**
+ * Private ranges (CIDR) this workspace's webhook endpoints may reach, at registration and when each delivery connects; no other workspace's endpoints may. Empty by default: no private, loopback, link-local or reserved destination is reached. The operator's setting, describing their network: shown to an all-workspaces admin token only (a token confined to one workspace and the settings screen never see it, in the workspace nor in the audit trail's `workspace.update` entries), and changed by one only. `FRS_WEBHOOK_ALLOWED_CIDRS` (README) opens its ranges to every workspace at once.
+ */
+export type WebhookAllowedCidrs = Array<string>;
 
 /**
  * Workspaces, ordered by slug.
@@ -113,6 +119,7 @@ export type WorkspaceUpdate = {
     status?: 'active' | 'frozen';
     timezone?: TimeZone;
     remindersAhead?: RemindersAhead;
+    webhookAllowedCidrs?: WebhookAllowedCidrs;
 };
 
 /**
@@ -917,7 +924,7 @@ export type CreateWorkspaceErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1029,7 +1036,7 @@ export type UpdateWorkspaceErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1147,7 +1154,7 @@ export type CreateApiKeyErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1217,7 +1224,7 @@ export type RevokeApiKeyErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1327,7 +1334,7 @@ export type CreateEndpointErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1397,7 +1404,7 @@ export type DeleteEndpointErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1509,7 +1516,7 @@ export type UpdateEndpointErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1579,7 +1586,7 @@ export type EnableEndpointErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1637,7 +1644,7 @@ export type DisableEndpointErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1701,7 +1708,7 @@ export type RotateEndpointSecretErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1966,7 +1973,7 @@ export type RetryDeliveryErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -2028,7 +2035,7 @@ export type RecoverEndpointErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -2218,7 +2225,7 @@ export type SendExampleEventErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -2546,7 +2553,7 @@ export type SignOutPortalSessionErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
      */
     403: ErrorResponse;
     /**

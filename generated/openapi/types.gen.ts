@@ -470,7 +470,7 @@ export type DeliveryStatus = string;
 export type DeliveryEventName = EventName | 'webhook.test';
 
 /**
- * How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset or TLS failure), `dns` (the URL's host name did not resolve: no such name, no address, a name server failure, or no answer within the lookup's 3 seconds; nothing was sent), `blocked_destination` (the URL's host is, or resolved to, a private, loopback, link-local or reserved address, which is never connected to; `error` names the address and its class). A delivery's `lastErrorKind` may also be `endpoint_deleted`: the endpoint was deleted before the delivery was sent, and it was marked failed without an attempt. New kinds may be added.
+ * How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset or TLS failure), `dns` (the URL's host name did not resolve: no such name, no address, a name server failure, or no answer within the lookup's 3 seconds; nothing was sent), `blocked_destination` (the URL's host is, or resolved to, a private, loopback, link-local or reserved address, which is never connected to; `error` names its class, and the address only when the URL itself is one, never the address a name resolved to). A delivery's `lastErrorKind` may also be `endpoint_deleted`: the endpoint was deleted before the delivery was sent, and it was marked failed without an attempt. New kinds may be added.
  */
 export type AttemptErrorKind = string;
 

@@ -195,6 +195,8 @@ export async function adminDispatcher({ db, clock, cursors, scheme, authenticate
           portalUrl,
         });
       } catch (err) {
+        // What only the operator may read of a refusal goes to the log, beside the request's id; the caller gets the message.
+        if (err instanceof InvalidFieldError && err.operatorDetail !== undefined) (ctx.state.logger as Logger | undefined)?.info({ field: err.field, detail: err.operatorDetail }, 'input refused');
         throw err instanceof InputError ? coreError(err) : err;
       }
     });

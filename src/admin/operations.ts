@@ -57,13 +57,18 @@ async function reachable(c: AdminOperationContext) {
   return findWorkspace(c.db, { id });
 }
 
-const workspaceBody = ({ id, slug, status, timezone, remindersAhead }: Awaited<ReturnType<typeof findWorkspace>>) => ({ id, slug, status, timezone, remindersAhead });
+/**
+ * A workspace as the caller may see it. Its opened private ranges are the operator's setting (they describe the
+ * network): shown to an all-workspaces token only, never to a workspace's own token or its settings screen.
+ */
+const workspaceBody = (caller: AdminCaller) => ({ id, slug, status, timezone, remindersAhead, webhookAllowedCidrs }: Awaited<ReturnType<typeof findWorkspace>>) =>
+  ({ id, slug, status, timezone, remindersAhead, ...(caller.workspaceId === null && { webhookAllowedCidrs }) });
 
 export const adminOperations: Record<string, Handler> = {
   async listWorkspaces(c) {
     const slug = c.query.slug as string | undefined;
     const { rows } = await listWorkspaces(c.db, { slug, ...(c.caller.workspaceId !== null ? { id: c.caller.workspaceId } : {}) });
-    return { status: 200, body: { rows: rows.map(workspaceBody) } };
+    return { status: 200, body: { rows: rows.map(workspaceBody(c.caller)) } };
   },
 
   async createWorkspace(c) {
@@ -72,20 +77,23 @@ export const adminOperations: Record<string, Handler> = {
     }
     const input = c.body as WorkspaceCreate;
     return (await idempotent(c.db, { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'createWorkspace', path: c.path, body: input }, async (trx) =>
-      ({ status: 201, body: workspaceBody(await createWorkspace(trx, input, c.audit)) })));
+      ({ status: 201, body: workspaceBody(c.caller)(await createWorkspace(trx, input, c.audit)) })));
   },
 
   async getWorkspace(c) {
-    return { status: 200, body: workspaceBody(await reachable(c)) };
+    return { status: 200, body: workspaceBody(c.caller)(await reachable(c)) };
   },
 
   async updateWorkspace(c) {
     const { id } = await reachable(c);
     const changes = c.body as WorkspaceUpdate;
+    if (c.caller.workspaceId !== null && changes.webhookAllowedCidrs !== undefined) {
+      throw new ApiError(403, 'forbidden', "Which private ranges a workspace's webhooks may reach is the operator's to set: an all-workspaces admin token or fleet-admin.", 'webhookAllowedCidrs');
+    }
     if (c.caller.screen && changes.status !== undefined) {
       throw new ApiError(403, 'forbidden', "The settings screen changes the workspace's time zone and reminders; its status is the platform's to change.", 'status');
     }
-    return { status: 200, body: workspaceBody(await updateWorkspace(c.db, { id }, changes, c.now, c.audit)) };
+    return { status: 200, body: workspaceBody(c.caller)(await updateWorkspace(c.db, { id }, changes, c.now, c.audit)) };
   },
 
   async listApiKeys(c) {
@@ -161,7 +169,13 @@ export const adminOperations: Record<string, Handler> = {
     const cursor = c.query.cursor as string | undefined;
     const after = cursor === undefined ? undefined : (c.cursors.decode('audit', binding, cursor) as [string, string]);
     const page = await listAuditEntries(c.db, { workspaceId, since: since === undefined ? undefined : instant(since, 'since'), after, limit: c.query.limit as number });
-    return { status: 200, body: { rows: page.rows, nextCursor: page.next === null ? null : c.cursors.encode('audit', binding, page.next) } };
+    // (the workspace's opened private ranges are the operator's to see, in the trail as in the workspace: workspaceBody)
+    const rows = c.caller.workspaceId === null ? page.rows : page.rows.map((row) => {
+      if (row.action !== 'workspace.update' || !row.changes || !('webhookAllowedCidrs' in row.changes)) return row;
+      const { webhookAllowedCidrs: _hidden, ...changes } = row.changes as Record<string, unknown>;
+      return { ...row, changes };
+    });
+    return { status: 200, body: { rows, nextCursor: page.next === null ? null : c.cursors.encode('audit', binding, page.next) } };
   },
 
   // --- Deliveries and events (src/webhooks/deliveries.ts, recovery.ts, events.ts, publish.ts)

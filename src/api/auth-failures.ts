@@ -63,15 +63,15 @@ export class AuthFailureLimits {
 
   /** The client's address as counted: the peer, or what a trusted proxy says; an IPv6 address by its /64. */
   clientAddress(peer: string | undefined, forwardedFor: string | undefined): string {
-    let client = (peer ?? '').replace(/^::ffff:(?=\d+\.)/, '');
+    let client = unmapped(peer ?? '');
     if (this.trustsProxies && forwardedFor && this.isProxy(client)) {
-      const hops = forwardedFor.split(',').map((h) => h.trim().replace(/^::ffff:(?=\d+\.)/, ''));
+      const hops = forwardedFor.split(',').map((h) => unmapped(h.trim()));
       for (let i = hops.length - 1; i >= 0 && this.isProxy(client); i--) {
         if (!net.isIP(hops[i])) break; // a malformed hop: count the last proxy itself
         client = hops[i];
       }
     }
-    return net.isIPv6(client) ? prefix64(client) : client;
+    return addressKey(client);
   }
 
   private isProxy(address: string): boolean {
@@ -92,13 +92,18 @@ export class AuthFailureLimits {
    * key authenticates. Costs a look-up in memory, never the database.
    */
   async attempt(address: string, keyHash: string | undefined, known = false): Promise<{ standing: Standing | undefined; succeeded(): void }> {
-    if (!this.failures) return { standing: undefined, succeeded: () => undefined };
-    const before = standingOf('auth-failures', this.settings.perMinute, WINDOW_S, await this.failures.get(address));
-    if (before.remaining === 0 && !known && !(keyHash !== undefined && this.knownValid.has(keyHash))) {
+    const failures = this.failures;
+    if (!failures) return { standing: undefined, succeeded: () => undefined };
+    // The failure is counted before the first await (the store adds it in one step and answers with the count it
+    // made): attempts that arrive together, pipelined on one socket, each see the ones before them. Reading the count
+    // first and adding to it after an await let all of them read the same count and pass.
+    const counted = await failures.penalty(address);
+    if (counted.consumedPoints > this.settings.perMinute && !known && !(keyHash !== undefined && this.knownValid.has(keyHash))) {
+      await failures.reward(address); // a refusal costs nothing and is not counted
+      const before = standingOf('auth-failures', this.settings.perMinute, WINDOW_S, counted);
       throw rateLimited('auth_failures', `Too many requests from this address failed authentication; try again in ${before.resetS} seconds.`, before.resetS, before);
     }
-    const failures = this.failures;
-    const standing = standingOf('auth-failures', this.settings.perMinute, WINDOW_S, await failures.penalty(address));
+    const standing = standingOf('auth-failures', this.settings.perMinute, WINDOW_S, counted);
     let refunded = false;
     return {
       standing,
@@ -121,6 +126,18 @@ export class AuthFailureLimits {
   forget(keyHash: string): void {
     this.knownValid.delete(keyHash);
   }
+}
+
+/** An IPv4-mapped IPv6 address (::ffff:192.0.2.1, what a dual-stack socket reports) as the IPv4 address it is. */
+const unmapped = (address: string): string => address.replace(/^::ffff:(?=\d+\.)/i, '');
+
+/**
+ * What one client address counts as, for every per-address limit (failed authentications here, connections in
+ * http-limits.ts): an IPv4 address itself (its IPv4-mapped form too), an IPv6 address by its /64.
+ */
+export function addressKey(address: string): string {
+  const bare = unmapped(address);
+  return net.isIPv6(bare) ? prefix64(bare) : bare;
 }
 
 /** An IPv6 address's /64 (the first four groups, written in full): what one host or one customer's line usually holds. */

@@ -2,6 +2,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { wholeNumberSetting } from '../config.js';
+import { addressKey } from './auth-failures.js';
 
 // What one client can hold of the API's HTTP server: how long it may take to send a request, how many connections
 // the server keeps open, and a connection whose request carries a body nobody reads is closed after the answer
@@ -23,9 +24,9 @@ export interface HttpLimits {
   /** Open connections beyond this are closed by Node as soon as they are accepted (0: no cap). */
   maxConnections: number;
   /**
-   * Open connections one client address may hold (0: no cap), so that one client cannot fill the cap above and keep
-   * everyone else out (a refusal held for a second costs it nothing). Behind a proxy every client shares the proxy's
-   * address: lift it there (0), and let the proxy limit its clients.
+   * Open connections one client address (an IPv6 client: its /64) may hold (0: no cap), so that one client cannot
+   * fill the cap above and keep everyone else out (a refusal held for a second costs it nothing). Behind a proxy
+   * every client shares the proxy's address: lift it there (0), and let the proxy limit its clients.
    */
   maxConnectionsPerAddress: number;
 }
@@ -49,11 +50,15 @@ export function httpLimitsFromEnv(env: NodeJS.ProcessEnv = process.env): HttpLim
   };
 }
 
-/** Closes, unanswered, a connection of an address that already holds `cap` open ones. */
+/**
+ * Closes, unanswered, a connection of an address that already holds `cap` open ones. Addresses are counted as the
+ * rate limits count them (addressKey): an IPv6 client by its /64, which one host usually holds whole and can pick any
+ * address of.
+ */
 function capConnectionsPerAddress(server: Server, cap: number): void {
   const open = new Map<string, number>();
   server.on('connection', (socket: Socket) => {
-    const address = socket.remoteAddress ?? '';
+    const address = addressKey(socket.remoteAddress ?? '');
     const held = open.get(address) ?? 0;
     if (held >= cap) {
       socket.destroy();

@@ -119,18 +119,28 @@ export class WorkspaceLimits {
     if (concurrency > 0 && inFlight >= concurrency) {
       throw rateLimited('concurrency', `This workspace has ${concurrency} requests in flight, its limit; send the next when one has been answered.`, 1, await this.standing(workspaceId));
     }
+    // The slot is taken before the first await: requests that arrive together (pipelined on one socket, or on many)
+    // each see the ones before them, instead of all reading the same count and all passing.
+    this.inFlight.set(workspaceId, inFlight + 1);
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      const left = (this.inFlight.get(workspaceId) ?? 1) - 1;
+      if (left > 0) this.inFlight.set(workspaceId, left);
+      else this.inFlight.delete(workspaceId);
+    };
     let standing: Standing | undefined;
     if (this.rate) {
       try {
         standing = standingOf('workspace', ratePerSecond, WINDOW_S, await this.rate.consume(workspaceId));
       } catch (refused) {
+        release(); // a refused request holds no share
         if (!(refused instanceof RateLimiterRes)) throw refused;
         standing = standingOf('workspace', ratePerSecond, WINDOW_S, refused);
         throw rateLimited('rate', `This workspace made ${ratePerSecond} requests in the last second, its limit; try again in a second.`, standing.resetS, standing, refused.msBeforeNext);
       }
     }
-    this.inFlight.set(workspaceId, inFlight + 1);
-    let released = false;
     const { rate, revalidations } = this;
     const admission: Admission = {
       standing,
@@ -144,13 +154,7 @@ export class WorkspaceLimits {
         }
         admission.standing = standingOf('workspace', ratePerSecond, WINDOW_S, await rate.reward(workspaceId, 1));
       },
-      release: () => {
-        if (released) return;
-        released = true;
-        const left = (this.inFlight.get(workspaceId) ?? 1) - 1;
-        if (left > 0) this.inFlight.set(workspaceId, left);
-        else this.inFlight.delete(workspaceId);
-      },
+      release,
     };
     return admission;
   }

@@ -6,7 +6,7 @@ import { openDatabase, type OpenOptions } from '../db/database.js';
 import { migrateLatest, SchemaBehindError } from '../db/migrate.js';
 import { DatabaseRolesError } from '../db/roles.js';
 import { MasterKeyError, SECRET_KEY_FILE_ENV } from '../secrets.js';
-import { InputError } from '../input.js';
+import { InputError, InvalidFieldError } from '../input.js';
 import { printable } from './printable.js';
 import {
   createApiKey, createWorkspace, findWorkspace, listApiKeys, listWorkspaces, revokeApiKey, updateWorkspace, type WorkspaceRecord,
@@ -155,15 +155,17 @@ export function buildProgram(): Command {
     .addOption(new Option('--status <status>', 'frozen workspaces get 403 on every API call').choices(['active', 'frozen']))
     .option('--timezone <tz>', 'IANA time zone')
     .option('--reminders-ahead <days>', 'days ahead for due-soon reminders, 1 to 60', wholeNumber)
-    .action(async (o: JsonOption & { slug: string; status?: 'active' | 'frozen'; timezone?: string; remindersAhead?: number }) => {
-      const updated = await withDatabase((db) => updateWorkspace(db, o.slug, { status: o.status, timezone: o.timezone, remindersAhead: o.remindersAhead }, new Date(), cliAudit()));
+    .option('--webhook-allowed-cidrs <cidrs>', 'comma-separated private ranges (CIDR) this workspace\'s webhooks may reach, and no other\'s; "" closes them')
+    .action(async (o: JsonOption & { slug: string; status?: 'active' | 'frozen'; timezone?: string; remindersAhead?: number; webhookAllowedCidrs?: string }) => {
+      const webhookAllowedCidrs = o.webhookAllowedCidrs?.split(',').map((c) => c.trim()).filter(Boolean);
+      const updated = await withDatabase((db) => updateWorkspace(db, o.slug, { status: o.status, timezone: o.timezone, remindersAhead: o.remindersAhead, webhookAllowedCidrs }, new Date(), cliAudit()));
       print(o, workspaceSummary(updated), describeWorkspace);
     });
 
   command(workspace, 'list', 'list the workspaces')
     .action(async (o: JsonOption) => {
       const result = await withDatabase(listWorkspaces);
-      print(o, result, (r) => r.rows.map((w) => `${w.slug} ${w.id} ${w.status} ${w.timezone} reminders-ahead=${w.remindersAhead}`).join('\n') || 'no workspaces');
+      print(o, result, (r) => r.rows.map((w) => `${w.slug} ${w.id} ${w.status} ${w.timezone} reminders-ahead=${w.remindersAhead}${w.webhookAllowedCidrs.length ? ` webhook-allowed-cidrs=${w.webhookAllowedCidrs.join(',')}` : ''}`).join('\n') || 'no workspaces');
     });
 
   const key = program.command('key').description('create, list and revoke API keys');
@@ -459,7 +461,8 @@ export async function main(argv: string[]): Promise<number> {
   } catch (err) {
     // Commander has already printed its own errors (and help) through outputError.
     if (err instanceof CommanderError) return err.exitCode;
-    const message = err instanceof Error ? err.message : String(err);
+    // (the operator's own client: a refusal's detail for the operator, such as the address a name resolved to)
+    const message = err instanceof InvalidFieldError && err.operatorDetail !== undefined ? err.operatorDetail : err instanceof Error ? err.message : String(err);
     // The first line only: an unexpected error's message may carry logs (e.g. a database that failed to start).
     const expected = [InputError, ConfigError, SchemaBehindError, DatabaseRolesError, MasterKeyError].some((type) => err instanceof type);
     process.stderr.write(expected ? `fleet-admin: ${oneLine(message)}\n` : `fleet-admin: internal error: ${message.split('\n')[0]}\n`);

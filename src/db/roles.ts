@@ -96,8 +96,8 @@ const GRANTS: Record<ServiceRole, string[]> = {
     // sealing an endpoint's new signing secret checks, locks and (for the first one of all) records the master key
     // (withSealingLock in src/webhooks/signing-secrets.ts)
     `GRANT SELECT, INSERT, UPDATE ON master_key_record TO %s`,
-    `GRANT SELECT (id, slug, status, timezone, reminders_ahead) ON workspaces TO %s`,
-    `GRANT INSERT (slug, status, timezone, reminders_ahead), UPDATE (status, timezone, reminders_ahead) ON workspaces TO %s`,
+    `GRANT SELECT (id, slug, status, timezone, reminders_ahead, webhook_allowed_cidrs) ON workspaces TO %s`,
+    `GRANT INSERT (slug, status, timezone, reminders_ahead), UPDATE (status, timezone, reminders_ahead, webhook_allowed_cidrs) ON workspaces TO %s`,
     `GRANT SELECT (id, workspace_id, role, created_at, expires_at, revoked_at, last_used_at) ON api_keys TO %s`,
     `GRANT INSERT (workspace_id, key_hash, role, expires_at), UPDATE (revoked_at) ON api_keys TO %s`,
     // registration, switching and secret rotation (sealed under the master key on the way in)

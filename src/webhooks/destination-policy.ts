@@ -66,12 +66,15 @@ function blockList(cidrs: string[]): net.BlockList {
 // loopback), and an IPv6 rule covering ::ffff:0:0/96 matches every IPv4 address: that one applies to IPv6 only.
 const BLOCKED = BLOCKED_RANGES.map(({ kind, cidrs }) => ({ kind, list: blockList(cidrs), ipv6Only: cidrs.includes('::ffff:0:0/96') }));
 
-function checkCidr(cidr: string): string {
+/** Whether text is a CIDR range (an IPv4 or IPv6 address, a slash, a prefix length within its family's). */
+export function isCidr(cidr: string): boolean {
   const match = /^([^/]+)\/(\d{1,3})$/.exec(cidr);
   const ip = match && net.isIP(match[1]);
-  if (!match || !ip || Number(match[2]) > (ip === 4 ? 32 : 128)) {
-    throw new ConfigError(`${ALLOWED_CIDRS_ENV} must be a comma-separated list of CIDR ranges such as 10.1.0.0/16, got "${cidr}"`);
-  }
+  return Boolean(match && ip && Number(match[2]) <= (ip === 4 ? 32 : 128));
+}
+
+function checkCidr(cidr: string): string {
+  if (!isCidr(cidr)) throw new ConfigError(`${ALLOWED_CIDRS_ENV} must be a comma-separated list of CIDR ranges such as 10.1.0.0/16, got "${cidr}"`);
   return cidr;
 }
 
@@ -89,10 +92,14 @@ export function destinationPolicyFromEnv(env: NodeJS.ProcessEnv = process.env): 
   return { allowPrivate, allowedCidrs: cidrs, dns: { servers } };
 }
 
+/** The workspace setting that opens private ranges for one workspace's endpoints (src/workspaces.ts). */
+export const WORKSPACE_CIDRS_SETTING = 'webhookAllowedCidrs';
+
 /**
- * Why a destination is refused; `message` is one line, names the address a name resolved to, and names the switch:
- * for the operator (registration, logs). `recorded` is the same without that address, for the attempt record,
- * which read-only API keys see: it names the class only, so the log cannot be used to read internal DNS answers.
+ * Why a destination is refused, in two forms. `message` is for the operator (the server log, the CLI): it names the
+ * address a name resolved to and the settings that would allow it. `recorded` is what a workspace's staff and the
+ * APIs see (the attempt record, the registration's 400): the class of the destination only, never the address a
+ * name resolved to (an internal DNS and hosts-file oracle) nor an operator's setting.
  */
 export class BlockedDestinationError extends Error {
   readonly code = 'ERR_BLOCKED_DESTINATION';
@@ -102,13 +109,28 @@ export class BlockedDestinationError extends Error {
     const resolved = address !== null && address !== host;
     const what = (shown: boolean) =>
       resolved ? `${host} resolves to ${shown ? `${address}, ` : ''}${a} ${kind} address` : address ? `${address} is ${a} ${kind} address` : `${host} is ${a} ${kind} name`;
-    const why = `; webhooks are not sent to private destinations (set ${ALLOW_PRIVATE_ENV}=1 or list the range in ${ALLOWED_CIDRS_ENV} to allow one)`;
-    super(`${what(true)}${why}`);
-    this.recorded = `${what(false)}${why}`;
+    super(`${what(true)}; webhooks are not sent to private destinations (set ${ALLOW_PRIVATE_ENV}=1, list the range in ${ALLOWED_CIDRS_ENV} for every workspace, or in the workspace's ${WORKSPACE_CIDRS_SETTING} for its endpoints only)`);
+    this.recorded = `${what(false)}; webhooks are not sent to private destinations unless the service's operator opens the range for this workspace`;
   }
 }
 
 const allowLists = new WeakMap<DestinationPolicy, net.BlockList>();
+const workspacePolicies = new WeakMap<DestinationPolicy, Map<string, DestinationPolicy>>();
+
+/**
+ * The policy for one workspace's endpoints: the process's (FRS_WEBHOOK_ALLOWED_CIDRS applies to every workspace) with
+ * the ranges the workspace's own setting opens added. One object per base and set of ranges, so that its allow list
+ * and its HTTP agent (guardedAgent) are made once and shared by the workspace's deliveries.
+ */
+export function workspacePolicy(base: DestinationPolicy, cidrs: readonly string[] | null | undefined): DestinationPolicy {
+  if (!cidrs || cidrs.length === 0 || base.allowPrivate) return base;
+  let byRanges = workspacePolicies.get(base);
+  if (!byRanges) workspacePolicies.set(base, (byRanges = new Map()));
+  const key = cidrs.join(',');
+  let policy = byRanges.get(key);
+  if (!policy) byRanges.set(key, (policy = { ...base, allowedCidrs: [...base.allowedCidrs, ...cidrs] }));
+  return policy;
+}
 
 /** The class of a refused IP address, or null when the policy lets it through. */
 export function blockedKind(address: string, policy: DestinationPolicy = STRICT_POLICY): string | null {
@@ -151,16 +173,20 @@ export async function resolveDestination(hostname: string, policy: DestinationPo
 
 /**
  * Checks an endpoint URL at registration: no user name or password, and a host that is not refused. A name that
- * does not resolve now is accepted (it is checked again on every connection). Returns the reason, or null.
+ * does not resolve now is accepted (it is checked again on every connection). Returns the reason, or null: `shown`
+ * for whoever registers it (the class of a refused destination only), `full` for the operator (BlockedDestinationError).
  */
-export async function refuseDestination(url: URL, policy: DestinationPolicy): Promise<string | null> {
-  if (url.username || url.password) return 'the URL must not carry a user name or password (they would be shown to every API key and are never sent)';
+export async function refuseDestination(url: URL, policy: DestinationPolicy): Promise<{ shown: string; full: string } | null> {
+  if (url.username || url.password) {
+    const reason = 'the URL must not carry a user name or password (they would be shown to every API key and are never sent)';
+    return { shown: reason, full: reason };
+  }
   if (policy.allowPrivate) return null;
   try {
     await resolveDestination(url.hostname, policy);
     return null;
   } catch (err) {
-    if (err instanceof BlockedDestinationError) return err.message;
+    if (err instanceof BlockedDestinationError) return { shown: err.recorded, full: err.message };
     return null;
   }
 }

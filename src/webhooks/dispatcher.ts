@@ -5,7 +5,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { TEST_EVENT } from './catalogue.js';
 import { DELIVERY_CHANNEL } from './fanout.js';
-import { destinationPolicyFromEnv, type DestinationPolicy } from './destination-policy.js';
+import { destinationPolicyFromEnv, workspacePolicy, type DestinationPolicy } from './destination-policy.js';
 import { column, defaultWorkspaceConcurrency, fairCandidates, InFlightShares } from './fairness.js';
 import { attemptDelivery, DEFAULT_ATTEMPT_TIMEOUT_MS, type AttemptOutcome, type AttemptRequest } from './http-attempt.js';
 import { nextAttemptAt } from './retry-schedule.js';
@@ -58,6 +58,8 @@ export interface SweepCounts {
 interface Claim extends AttemptRequest {
   endpointId: string;
   workspaceId: string;
+  /** The private ranges the workspace's own setting opens to its endpoints (workspacePolicy). */
+  allowedCidrs: string[];
   /** This attempt's number, 1-based. */
   attempt: number;
 }
@@ -551,7 +553,7 @@ export class Dispatcher {
   private launch(claim: Claim, now: Date | undefined): void {
     this.inFlight++;
     this.shares.add(claim);
-    void attemptDelivery(claim, { timeoutMs: this.attemptTimeoutMs, policy: this.destinationPolicy }).then((outcome) => {
+    void attemptDelivery(claim, { timeoutMs: this.attemptTimeoutMs, policy: workspacePolicy(this.destinationPolicy, claim.allowedCidrs) }).then((outcome) => {
       this.finished.push({ claim, outcome, sweepAt: now ?? this.clock() });
       if (!outcome.ok) this.unrecordedFailures.set(claim.endpointId, (this.unrecordedFailures.get(claim.endpointId) ?? 0) + 1);
       this.inFlight--;
@@ -593,7 +595,9 @@ export class Dispatcher {
            w.secret_key_id AS "secretKeyId", encode(w.secret_sealed, 'base64') AS "secretSealed",
            -- the previous secret signs too while a rotation's overlap lasts
            CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret_key_id END AS "previousSecretKeyId",
-           CASE WHEN w.previous_secret_expires_at > now() THEN encode(w.previous_secret_sealed, 'base64') END AS "previousSecretSealed"
+           CASE WHEN w.previous_secret_expires_at > now() THEN encode(w.previous_secret_sealed, 'base64') END AS "previousSecretSealed",
+           -- the destinations the workspace's own setting opens, checked at connect time
+           (SELECT ws.webhook_allowed_cidrs FROM workspaces ws WHERE ws.id = d.workspace_id) AS "allowedCidrs"
        )
        -- in the fair order: the claims are sent in it
        SELECT coalesce((SELECT json_agg(c ORDER BY f.claim_order) FROM claimed c JOIN candidates f ON f.id = c."deliveryId"), '[]') AS claims,
@@ -692,6 +696,8 @@ export class Dispatcher {
         durationMs: outcome.durationMs,
         status: deliveries[i].status,
         nextAttemptAt: deliveries[i].next,
+        // (the operator's detail of a refusal, which the record names by its class only)
+        ...(outcome.detail !== undefined && { detail: outcome.detail }),
       };
       if (outcome.ok) this.logger.debug(fields, 'webhook delivery accepted');
       else this.logger.warn(fields, deliveries[i].status === 'failed' ? 'webhook delivery attempt failed; no retries left' : 'webhook delivery attempt failed');

@@ -6,7 +6,7 @@ import { findWorkspace } from '../workspaces.js';
 import { ConflictError, InvalidFieldError, isUuid, NotFoundError } from '../input.js';
 import { recordAudit, type AuditContext } from '../audit.js';
 import { subscribableEvents, TEST_EVENT } from './catalogue.js';
-import { destinationPolicyFromEnv, refuseDestination, type DestinationPolicy } from './destination-policy.js';
+import { destinationPolicyFromEnv, refuseDestination, workspacePolicy, type DestinationPolicy } from './destination-policy.js';
 import { deleteEndpointAndDeliveries, liveEndpoint, switchEndpoint } from './endpoint-lifecycle.js';
 import { withSealingLock } from './signing-secrets.js';
 
@@ -76,7 +76,8 @@ async function findEndpoint(db: Knex, id: string, scope: EndpointScope, lock?: '
 /**
  * The destination a URL names, if it may be one: an absolute http(s) URL of at most 2,048 characters (the document's
  * bound), written as the database requires, and allowed by the destination policy (else 400 naming `url` and the
- * switch that would allow it).
+ * class of the destination; the address it resolved to and the settings that would allow it are the operator's
+ * detail, logged and shown by the CLI only). `policy` is the workspace's (workspacePolicy).
  */
 async function checkDestination(url: string, policy: DestinationPolicy): Promise<URL> {
   if (url.length > 2048) throw new InvalidFieldError('--url must be at most 2048 characters', 'url');
@@ -94,7 +95,7 @@ async function checkDestination(url: string, policy: DestinationPolicy): Promise
   // Stored as given, so it must read as the database requires: a lower-case scheme, no surrounding spaces.
   if (!/^https?:\/\/\S+$/.test(url)) throw new InvalidFieldError(`--url must start with http:// or https:// and contain no spaces, got "${url}"`, 'url');
   const refused = await refuseDestination(parsed, policy);
-  if (refused) throw new InvalidFieldError(`--url refused: ${refused}`, 'url');
+  if (refused) throw new InvalidFieldError(`--url refused: ${refused.shown}`, 'url', `--url refused: ${refused.full}`);
   return parsed;
 }
 
@@ -145,10 +146,11 @@ export async function createEndpoint(
   policy: DestinationPolicy = destinationPolicyFromEnv(),
   audit?: AuditContext,
 ): Promise<CreatedEndpoint> {
-  const url = await checkDestination(input.url, policy);
+  // The workspace first: its own ranges are part of the policy its URL is checked by.
+  const workspace = await findWorkspace(db, 'workspaceId' in input ? { id: input.workspaceId } : input.workspaceSlug);
+  const url = await checkDestination(input.url, workspacePolicy(policy, workspace.webhookAllowedCidrs));
   const events = checkEvents(input.events ?? []);
   const name = checkName(input.name ?? url.host);
-  const workspace = await findWorkspace(db, 'workspaceId' in input ? { id: input.workspaceId } : input.workspaceSlug);
   // The id is made here: the sealed secret is bound to it.
   const id = crypto.randomUUID();
   const secret = newSigningSecret();
@@ -183,7 +185,10 @@ export async function updateEndpoint(
   audit?: AuditContext,
 ): Promise<EndpointRecord> {
   checkId(id);
-  const url = changes.url === undefined ? undefined : await checkDestination(changes.url, policy);
+  // The endpoint first (another workspace's, or none, is not found whatever the URL), then the URL by its workspace's
+  // policy, outside the transaction: a name's look-up must not hold the row's lock.
+  const found = await findEndpoint(db, id, scope);
+  const url = changes.url === undefined ? undefined : await checkDestination(changes.url, workspacePolicy(policy, (await findWorkspace(db, { id: found.workspace_id })).webhookAllowedCidrs));
   const events = changes.events === undefined ? undefined : checkEvents(changes.events);
   if (changes.name !== undefined) checkName(changes.name);
   return db.transaction(async (trx) => {

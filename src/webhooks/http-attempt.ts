@@ -36,6 +36,11 @@ export interface AttemptOutcome {
   error: string | null;
   /** The first 4 KiB of the response body (valid UTF-8, NUL characters dropped), when there was an answer. */
   responseBody: string | null;
+  /**
+   * What only the operator may read of the failure (for the log, never recorded): a refused destination's address
+   * and the settings that would allow it, where `error` names its class only.
+   */
+  detail?: string;
 }
 
 /** The first `limit` bytes of a body as text, cut at a character boundary, without NUL (Postgres text refuses it). */
@@ -132,7 +137,7 @@ export function attemptDelivery(req: AttemptRequest, options: AttemptOptions = {
       if (settled) return;
       const blocked = err instanceof BlockedDestinationError ? err : (err as { cause?: unknown })?.cause;
       if (blocked instanceof BlockedDestinationError) {
-        return finish({ ok: false, statusCode: null, errorKind: 'blocked_destination', error: blocked.recorded, responseBody: null });
+        return finish({ ok: false, statusCode: null, errorKind: 'blocked_destination', error: blocked.recorded, responseBody: null, detail: blocked.message });
       }
       // A name that did not resolve (within the lookup's deadline): its own kind, so a DNS outage reads as one.
       if (err instanceof NameResolutionError || (err as { cause?: unknown })?.cause instanceof NameResolutionError) {

@@ -51,7 +51,7 @@ describe('the admin API', () => {
     const created = documented('POST', '/admin/v1/workspaces', await createWorkspaceOp({ client, body: { slug, timezone: 'Asia/Riyadh', remindersAhead: 5 } }));
     expect(created.response.status).to.equal(201);
     const ws = created.data!;
-    expect(ws).to.deep.equal({ id: ws.id, slug, status: 'active', timezone: 'Asia/Riyadh', remindersAhead: 5 });
+    expect(ws).to.deep.equal({ id: ws.id, slug, status: 'active', timezone: 'Asia/Riyadh', remindersAhead: 5, webhookAllowedCidrs: [] }); // (an all-workspaces token sees the opened ranges)
     const workspaceId = ws.id;
 
     const listed = documented('GET', '/admin/v1/workspaces', await listWorkspaces({ client, query: { slug } }));

@@ -163,7 +163,7 @@ describe('the admin API: webhook endpoints', () => {
     secrets.push(first.body.secret, twin.body.secret, second.body.secret);
   });
 
-  it('the destination policy refuses a private URL on create and update: 400 naming url and the switches, nothing changed', async () => {
+  it('the destination policy refuses a private URL on create and update: 400 naming url and the class (never a setting), nothing changed', async () => {
     const ws = await createWorkspace(db, { slug: unique('policy') });
     const as = { token: token.token };
     const made = await admin.request('POST', base(ws.id), { ...as, body: { url: 'https://hooks.example.ae/ok', name: 'Kept' } });
@@ -175,7 +175,7 @@ describe('the admin API: webhook endpoints', () => {
         const refused = await admin.request(method, path, { ...as, body: { url: 'http://10.0.0.5/hook' } });
         expect([refused.status, refused.body.error.code, refused.body.error.reason], method).to.deep.equal([400, 'invalid_request', 'url']);
         expect(refused.body.error.message).to.equal(
-          '--url refused: 10.0.0.5 is a private address; webhooks are not sent to private destinations (set FRS_ALLOW_PRIVATE_WEBHOOK_URLS=1 or list the range in FRS_WEBHOOK_ALLOWED_CIDRS to allow one)',
+          "--url refused: 10.0.0.5 is a private address; webhooks are not sent to private destinations unless the service's operator opens the range for this workspace",
         );
       }
     } finally {

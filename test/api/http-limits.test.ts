@@ -9,6 +9,7 @@ import { createApp, listen } from '../../src/api/app.js';
 import { DEFAULT_HTTP_LIMITS, httpLimitsFromEnv, logDroppedConnections, type HttpLimits } from '../../src/api/http-limits.js';
 import { DEFAULT_SHED_LAG_MS, shedLagFromEnv } from '../../src/api/load-shedding.js';
 import { validators } from '../../src/contract/validators.js';
+import { addressKey } from '../../src/api/auth-failures.js';
 import { ConfigError } from '../../src/config.js';
 
 // What one client can hold of the HTTP server (src/api/http-limits.ts) and the load shedder (src/api/load-shedding.ts),
@@ -175,6 +176,48 @@ describe('HTTP limits: connections per client address', () => {
       server.closeAllConnections();
       server.close();
     }
+  });
+
+  it('counts an IPv6 client by its /64, as the rate limits do: a host picking fresh addresses of its /64 meets the cap', async () => {
+    // This machine cannot hold two addresses of one IPv6 /64 to connect from (loopback is ::1/128), so the connections
+    // are real ones over 127.0.0.1 and the server's view of each peer is set, before the cap's listener sees it, to
+    // the IPv6 address the test names: the cap's own code counts them.
+    const database = await testDatabase();
+    const limits: HttpLimits = { ...DEFAULT_HTTP_LIMITS, maxConnectionsPerAddress: 2 };
+    const server = await listen(await createApp({ db: database.forRole('api'), logger: pino({ level: 'silent' }) }), 0, '127.0.0.1', limits);
+    const warnings: Array<Record<string, unknown>> = [];
+    logDroppedConnections(server, pino({ level: 'warn' }, { write: (line: string) => warnings.push(JSON.parse(line)) }), limits.maxConnections, 2);
+    const peers: string[] = [];
+    server.prependListener('connection', (socket: net.Socket) => Object.defineProperty(socket, 'remoteAddress', { value: peers.shift() }));
+    const { port } = server.address() as AddressInfo;
+    const from = async (peer: string) => {
+      peers.push(peer);
+      const connection = await connect(port);
+      await sleep(50);
+      return connection;
+    };
+    // two addresses of 2001:db8:1:2::/64 (one written short, one in full)
+    const held = [await from('2001:db8:1:2::a'), await from('2001:0db8:0001:0002:ffff:0:0:b')];
+    try {
+      const third = await from('2001:db8:1:2:4:5:6:7');
+      expect(await closedWithin(third.closed, 1000), 'a third address of the same /64 is closed').to.be.a('number');
+      expect(third.text()).to.equal('');
+      expect(warnings.map((w) => w.address)).to.deep.equal(['2001:db8:1:2::/64']);
+      // the next /64 is another client, served
+      const other = await from('2001:db8:1:3::a');
+      other.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+      await closedWithin(other.closed, 2000);
+      expect(parseAnswer(other.text()).status).to.equal(200);
+      for (const { socket } of held) socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+      await sleep(200);
+      for (const { text } of held) expect(parseAnswer(text()).status).to.equal(200);
+    } finally {
+      for (const { socket } of held) socket.destroy();
+      server.closeAllConnections();
+      server.close();
+    }
+    // The key both limits use: an IPv4 address (and its IPv4-mapped form) as itself, IPv6 by its /64.
+    expect(['192.0.2.7', '::ffff:192.0.2.7', '2001:db8::1', '2001:db8:0:0:ffff::2', '2001:db8:0:1::1'].map(addressKey)).to.deep.equal(['192.0.2.7', '192.0.2.7', '2001:db8:0:0::/64', '2001:db8:0:0::/64', '2001:db8:0:1::/64']);
   });
 
   it('is set by FRS_MAX_CONNECTIONS_PER_ADDRESS (64 by default, 0 lifts it)', () => {

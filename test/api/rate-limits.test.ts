@@ -1,7 +1,8 @@
+import net from 'node:net';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
-import { startApi, type ApiResponse, type TestApi } from '../support/api.js';
+import { expectDocumented, startApi, type ApiResponse, type TestApi } from '../support/api.js';
 import { createApiKey, createWorkspace, revokeApiKey } from '../../src/workspaces.js';
 import { hashApiKey, newApiKey } from '../../src/secrets.js';
 import { AuthFailureLimits } from '../../src/api/auth-failures.js';
@@ -12,6 +13,51 @@ import { sleep } from '../webhooks/support.js';
 // the caller stands on every answer. Each test runs its own app with small limits and workspaces of its own.
 
 const NO_AUTH_LIMIT = { perMinute: 0, trustedProxies: [] };
+
+/**
+ * Sends the GETs pipelined, in ONE write on one socket (HTTP/1.1 lets a client send requests without waiting for
+ * answers; Node hands them all to the app at once), and returns the answers in order, each checked against the
+ * document. `sent` resolves once the write has gone out.
+ */
+function pipelined(url: string, requests: Array<{ path: string; key?: string }>): { sent: Promise<void>; answers: Promise<ApiResponse[]> } {
+  const { hostname, port } = new URL(url);
+  const socket = net.connect({ host: hostname, port: Number(port) });
+  const raw = requests.map(({ path, key }) => `GET ${path} HTTP/1.1\r\nHost: ${hostname}\r\n${key ? `Authorization: Bearer ${key}\r\n` : ''}\r\n`).join('');
+  const sent = new Promise<void>((resolve, reject) => {
+    socket.once('error', reject);
+    socket.once('connect', () => socket.write(raw, () => resolve()));
+  });
+  const answers = new Promise<ApiResponse[]>((resolve, reject) => {
+    let buffer = Buffer.alloc(0);
+    const parsed: ApiResponse[] = [];
+    socket.on('error', reject);
+    socket.on('close', () => reject(new Error(`the socket closed after ${parsed.length} of ${requests.length} answers`)));
+    socket.on('data', (chunk) => {
+      buffer = Buffer.concat([buffer, chunk]);
+      for (;;) {
+        const end = buffer.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        const [statusLine, ...lines] = buffer.subarray(0, end).toString('latin1').split('\r\n');
+        const headers = new Headers(lines.map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()] as [string, string]));
+        const length = Number(headers.get('content-length'));
+        expect(headers.get('content-length'), statusLine).to.match(/^\d+$/);
+        if (buffer.length < end + 4 + length) return;
+        const text = buffer.subarray(end + 4, end + 4 + length).toString('utf8');
+        buffer = buffer.subarray(end + 4 + length);
+        const response: ApiResponse = { status: Number(statusLine.split(' ')[1]), headers, text, body: text ? JSON.parse(text) : undefined };
+        expectDocumented('GET', requests[parsed.length].path, response);
+        parsed.push(response);
+        if (parsed.length === requests.length) {
+          socket.removeAllListeners('close');
+          socket.destroy();
+          resolve(parsed);
+          return;
+        }
+      }
+    });
+  });
+  return { sent, answers };
+}
 
 describe('rate limits', () => {
   let db: Knex;
@@ -88,6 +134,57 @@ describe('rate limits', () => {
     }
     // Their shares were given back.
     expect((await api.get('/v1/me', key)).status).to.equal(200);
+  });
+
+  it('holds the concurrency limit under pipelining: 50 requests in one write on one socket, a warm key, 4 admitted', async () => {
+    // The rate limit on (its await sat between reading the count in flight and writing it back) and the key warm in the
+    // key cache (authentication answered from memory), as a tenant would find it.
+    api = await startApi({ keyCache: true, limits: { workspace: { ratePerSecond: 1000, concurrency: 4 }, authFailures: NO_AUTH_LIMIT } });
+    const [key] = await workspace(1);
+    expect((await api.get('/v1/me', key)).status).to.equal(200);
+    // Admitted requests are held in the database: receivables wait for a lock the test holds on the ledger, so the
+    // server's count of statements waiting on it is the count of requests admitted and in flight.
+    const waiting = async () => Number((await db.raw(`SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)).rows[0].n);
+    const trx = await db.transaction();
+    let answers: ApiResponse[];
+    try {
+      await trx.raw('LOCK TABLE customer_ledger IN ACCESS EXCLUSIVE MODE');
+      const sent = pipelined(api.url, Array.from({ length: 50 }, () => ({ path: '/v1/receivables', key })));
+      await sent.sent;
+      for (const deadline = Date.now() + 5000; (await waiting()) < 4 && Date.now() < deadline; ) await sleep(20);
+      // (the rest had their refusal decided by now; a moment more in case any was admitted late)
+      await sleep(500);
+      expect(await waiting()).to.equal(4);
+      await trx.commit();
+      answers = await sent.answers;
+    } finally {
+      if (!trx.isCompleted()) await trx.rollback();
+    }
+    const statuses = answers.map((a) => (a.status === 429 ? `429 ${a.body.error.reason}` : String(a.status)));
+    // The first four in order are admitted; every other is refused for concurrency (none for the rate: 51 of 1000).
+    expect(statuses).to.deep.equal([...Array<string>(4).fill(process.env.FAKETIME ? statuses[0] : '200'), ...Array<string>(46).fill('429 concurrency')]);
+    // Their shares were given back.
+    expect((await api.get('/v1/me', key)).status).to.equal(200);
+  });
+
+  it('holds the failed-authentication budget under pipelining: 50 bad keys in one write, 3 looked up, 47 refused', async () => {
+    api = await startApi({ limits: { workspace: { ratePerSecond: 0, concurrency: 0 }, authFailures: { perMinute: 3, trustedProxies: [] } } });
+    // Count, from the server's side, the key look-ups that reached the database.
+    const apiDb = (await testDatabase()).forRole('api');
+    let lookups = 0;
+    const counted = (query: { sql: string }) => {
+      if (/from "api_keys" as "k"/.test(query.sql)) lookups++;
+    };
+    apiDb.on('query', counted);
+    let answers: ApiResponse[];
+    try {
+      answers = await pipelined(api.url, Array.from({ length: 50 }, () => ({ path: '/v1/me', key: newApiKey() }))).answers;
+    } finally {
+      apiDb.off('query', counted);
+    }
+    expect(answers.map((a) => `${a.status} ${a.body.error.reason}`)).to.deep.equal([...Array<string>(3).fill('401 unknown'), ...Array<string>(47).fill('429 auth_failures')]);
+    expect(lookups).to.equal(3);
+    expect(answers.map((a) => a.headers.get('ratelimit')).slice(0, 3)).to.deep.equal([2, 1, 0].map((r) => `"auth-failures";r=${r};t=60`));
   });
 
   it('slows an address that fails authentication before the database, but never refuses a valid key', async () => {

@@ -46,6 +46,10 @@ TeRjAiBT3MCCEDArV3/i6tb2nv4z7r4tg7+seiQiI+lgExDNZQ==
 
 const SECRET = 'whsec_abcdefghijklmnopqrstuvwxyzABCDEF0123456789';
 const SWITCH = 'FRS_ALLOW_PRIVATE_WEBHOOK_URLS=1';
+/** Why, as a workspace's staff and the APIs are told it: no setting of the operator's. */
+const TENANT_WHY = "webhooks are not sent to private destinations unless the service's operator opens the range for this workspace";
+/** Why, as the operator is told it (the log, the CLI): the settings that would allow it. */
+const OPERATOR_WHY = `webhooks are not sent to private destinations (set ${SWITCH}, list the range in FRS_WEBHOOK_ALLOWED_CIDRS for every workspace, or in the workspace's webhookAllowedCidrs for its endpoints only)`;
 
 /** Names of our own: what a DNS server could answer, including one that changes its answer (rebinding). */
 function lookupOf(answers: Record<string, string[]>): DestinationPolicy['lookup'] {
@@ -74,7 +78,7 @@ describe('webhooks: destination policy', () => {
   };
 
   describe('address classes', () => {
-    const refused: Array<[string, string]> = [
+    const refused: Array<[string, string, string?]> = [
       ['0.0.0.0', 'unspecified'],
       ['0.255.255.255', 'unspecified'],
       ['10.0.0.1', 'private'],
@@ -163,7 +167,7 @@ describe('webhooks: destination policy', () => {
     const rebinding = lookupOf({ 'rebind.test': ['127.0.0.1'], 'mixed.test': ['93.184.215.14', '10.0.0.7'] });
     const strict: DestinationPolicy = { ...STRICT_POLICY, lookup: rebinding };
     // Every form from the security review, each of which reached the receiver on 127.0.0.1 before.
-    const forms: Array<[string, string]> = [
+    const forms: Array<[string, string, string?]> = [
       ['127.0.0.1', '127.0.0.1 is a loopback address'],
       ['localhost', 'localhost is a loopback or metadata name'],
       ['[::1]', '::1 is a loopback address'],
@@ -173,16 +177,16 @@ describe('webhooks: destination policy', () => {
       ['127.1', '127.0.0.1 is a loopback address'],
       ['0.0.0.0', '0.0.0.0 is an unspecified address'],
       // The attempt record (which read-only keys can read) names the class, not the address a name resolved to.
-      ['rebind.test', 'rebind.test resolves to a loopback address'],
-      ['mixed.test', 'mixed.test resolves to a private address'],
+      ['rebind.test', 'rebind.test resolves to a loopback address', 'rebind.test resolves to 127.0.0.1, a loopback address'],
+      ['mixed.test', 'mixed.test resolves to a private address', 'mixed.test resolves to 10.0.0.7, a private address'],
     ];
-    for (const [host, reason] of forms) {
+    for (const [host, reason, operatorReason = reason] of forms) {
       it(`never connects to http://${host}:<port> and records blocked_destination`, async () => {
         const outcome = await attempt(`http://${host}:${port}/hook`, strict);
         expect(outcome).to.include({ ok: false, statusCode: null, errorKind: 'blocked_destination', responseBody: null });
-        expect(outcome.error).to.equal(
-          `${reason}; webhooks are not sent to private destinations (set ${SWITCH} or list the range in FRS_WEBHOOK_ALLOWED_CIDRS to allow one)`,
-        );
+        // (the record, which a workspace's staff read, names no setting of the operator's either)
+        expect(outcome.error).to.equal(`${reason}; ${TENANT_WHY}`);
+        expect(outcome.detail).to.equal(`${operatorReason}; ${OPERATOR_WHY}`);
         expect(receiver.requests).to.deep.equal([]);
       });
     }
@@ -245,7 +249,7 @@ describe('webhooks: destination policy', () => {
     const register = (url: string, policy = strict) => createEndpoint(db, { workspaceSlug: slug, url }, policy);
     const endpointsOf = async () => (await db('webhook_endpoints').join('workspaces', 'workspaces.id', 'webhook_endpoints.workspace_id').where('workspaces.slug', slug).select('url')).map((r) => r.url);
 
-    const refused: Array<[string, string]> = [
+    const refused: Array<[string, string, string?]> = [
       ['http://127.0.0.1/hook', '127.0.0.1 is a loopback address'],
       ['http://localhost:8080/hook', 'localhost is a loopback or metadata name'],
       ['http://[::1]/hook', '::1 is a loopback address'],
@@ -259,13 +263,15 @@ describe('webhooks: destination policy', () => {
       ['https://192.168.1.20/hook', '192.168.1.20 is a private address'],
       ['http://[fd00::1]/hook', 'fd00::1 is a private address'],
       ['http://metadata.google.internal/computeMetadata/v1/', 'metadata.google.internal is a loopback or metadata name'],
-      ['https://rebind.test/hook', 'rebind.test resolves to 127.0.0.1, a loopback address'],
+      // what a workspace's staff are told names the class, never the address the name resolved to
+      ['https://rebind.test/hook', 'rebind.test resolves to a loopback address', 'rebind.test resolves to 127.0.0.1, a loopback address'],
     ];
-    for (const [url, reason] of refused) {
+    for (const [url, reason, operatorReason = reason] of refused) {
       it(`refuses ${url} with a one-line reason, storing nothing`, async () => {
         const error = await register(url).then(() => null, (err) => err);
         expect(error).to.be.an.instanceOf(InputError);
-        expect(error.message).to.equal(`--url refused: ${reason}; webhooks are not sent to private destinations (set ${SWITCH} or list the range in FRS_WEBHOOK_ALLOWED_CIDRS to allow one)`);
+        expect(error.message).to.equal(`--url refused: ${reason}; ${TENANT_WHY}`);
+        expect(error.operatorDetail).to.equal(`--url refused: ${operatorReason}; ${OPERATOR_WHY}`);
         expect(error.message).not.to.include('\n');
         expect(await endpointsOf()).to.deep.equal([]);
       });
