@@ -69,24 +69,29 @@ export function redactUrlCredentials(text: string): string {
     } catch {
       return found;
     }
-    if (url.username) url.username = '[redacted]';
-    if (url.password) url.password = '[redacted]';
+    let changed = false;
+    const redact = () => {
+      changed = true;
+      return REDACTED;
+    };
+    if (url.username) url.username = redact();
+    if (url.password) url.password = redact();
     const redactParams = (params: string) => {
       const parsed = new URLSearchParams(params);
-      let changed = false;
       for (const [name, value] of [...parsed]) {
-        if (CREDENTIAL_NAME.test(name) || looksLikeSecret(value) || OPAQUE_VALUE.test(value)) {
-          parsed.set(name, '[redacted]');
-          changed = true;
-        }
+        if (CREDENTIAL_NAME.test(name) || looksLikeSecret(value) || OPAQUE_VALUE.test(value)) parsed.set(name, redact());
       }
-      return changed ? parsed.toString() : params;
+      return parsed.toString();
     };
     if (url.search) url.search = redactParams(url.search.slice(1));
-    if (url.hash) url.hash = url.hash.includes('=') ? redactParams(url.hash.slice(1)) : (OPAQUE_VALUE.test(url.hash.slice(1)) ? '[redacted]' : url.hash.slice(1));
-    return url.toString();
+    const fragment = url.hash.slice(1);
+    if (fragment.includes('=')) url.hash = redactParams(fragment);
+    else if (OPAQUE_VALUE.test(fragment) || looksLikeSecret(fragment)) url.hash = redact();
+    // a URL with nothing to redact stays exactly as written (URL would normalise it)
+    return changed ? url.toString().replaceAll(encodeURIComponent(REDACTED), REDACTED) : found;
   });
 }
+const REDACTED = '[redacted]';
 const CREDENTIAL_NAME = /key|token|secret|passw|pwd|sig|auth|session|credential/i;
 const OPAQUE_VALUE = /^[\w.~+/=-]{20,}$/;
 
