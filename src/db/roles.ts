@@ -112,7 +112,7 @@ const GRANTS: Record<ServiceRole, string[]> = {
     `GRANT SELECT, INSERT, UPDATE, DELETE ON admin_idempotency_keys TO %s`,
     `GRANT SELECT, INSERT ON audit_entries TO %s`,
     // the settings screen's links and sessions (src/portal-sessions.ts): made, opened, seen, ended; never deleted here
-    `GRANT SELECT, INSERT (workspace_id, read_only, link_hash, created_by, created_at, expires_at) ON portal_sessions TO %s`,
+    `GRANT SELECT, INSERT (workspace_id, read_only, link_hash, created_by, admin_token_id, created_at, expires_at) ON portal_sessions TO %s`,
     `GRANT UPDATE (link_hash, session_hash, started_at, last_seen_at, ended_at) ON portal_sessions TO %s`,
   ],
 };
