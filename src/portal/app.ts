@@ -4,15 +4,18 @@
 // `portalSession` scheme, at /portal/api + their path, through the same dispatcher as the admin listener
 // (src/admin/app.ts), with a session in place of an admin token. What a session is lives in src/portal-sessions.ts.
 //
+// The cookie lasts the browser session (no Max-Age): the server ends the session anyway, and a closed browser keeps
+// nothing. Over https it is `__Host-frs_portal` (Secure, Path=/, no Domain), which no other host of the site, nor a
+// plain-http answer, can set or overwrite. A browser holds one session: a link of another workspace than the live
+// session's is opened only once the person confirms (login CSRF). Link openings and session cookies have a failure
+// budget of their own (FRS_PORTAL_AUTH_FAILURE_LIMIT), apart from the API keys', which any web page can spend by making
+// a browser send key-less requests.
+//
 // Why a cookie: the session token is HttpOnly, so no script (the page's, or one injected despite the CSP) can read it
-// and send it elsewhere. It lasts as long as the browser session (no Max-Age): the server ends it anyway, and a closed
-// browser keeps nothing. Over https it is `__Host-frs_portal` (Secure, Path=/, no Domain), which no other host nor a
-// plain-http answer can set or overwrite. In an iframe on the rental platform's site the screen is a third party, and
-// browsers that block third-party cookies (Chrome's phase-out, Safari) still keep a Partitioned one (CHIPS), keyed to
-// the embedding site; so with FRS_PORTAL_FRAME_ANCESTORS set, the cookie is `SameSite=None; Secure; Partitioned`, and
-// `SameSite=Lax` otherwise. Link openings and session cookies have a failure budget of their own
-// (FRS_PORTAL_AUTH_FAILURE_LIMIT), apart from the public API's, which any web page can spend by making a browser send
-// key-less requests. CSRF: every write must send X-CSRF-Token, an HMAC of the session id under a key derived from the master
+// and send it elsewhere. In an iframe on the rental platform's site the screen is a third party, and browsers that
+// block third-party cookies (Chrome's phase-out, Safari) still keep a Partitioned one (CHIPS), keyed to the embedding
+// site; so with FRS_PORTAL_FRAME_ANCESTORS set, the cookie is `SameSite=None; Secure; Partitioned`, and `SameSite=Lax`
+// otherwise. CSRF: every write must send X-CSRF-Token, an HMAC of the session id under a key derived from the master
 // key, which the page gets from its own same-origin calls; another site can neither read it nor send the header
 // without a CORS preflight this service never grants.
 import crypto from 'node:crypto';
