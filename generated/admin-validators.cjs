@@ -6314,9 +6314,10 @@ return errors === 0;
 }
 validate47.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.PortalSessionList = validate50;
-const schema115 = {"type":"object","description":"The workspace's live sessions, newest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"items":{"$ref":"#/$defs/PortalSessionRecord"}}},"additionalProperties":false};
-const schema116 = {"type":"object","description":"A settings-screen session or a link not opened yet; never its key or token.","required":["id","readOnly","state","createdBy","createdAt","expiresAt","startedAt","lastSeenAt","endedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"state":{"type":"string","maxLength":16,"description":"`unused` (the link was not opened yet), `active`, `ended` or `expired`.","enum":["unused","active","ended","expired"]},"createdBy":{"type":"string","maxLength":200,"description":"The name of the admin token (or CLI user) that made the link."},"createdAt":{"$ref":"#/$defs/Timestamp"},"expiresAt":{"$ref":"#/$defs/Timestamp"},"startedAt":{"description":"When the link was opened, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSeenAt":{"description":"The session's last request (to within 15 seconds), or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"endedAt":{"description":"When it was ended, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
+exports.PortalSessionConflict = validate50;
+const schema115 = {"type":"object","description":"The error body of a link of another workspace than the browser's session (`error.reason` `replace`), and the two workspaces, for the screen to ask the person which to keep.","required":["error","openWorkspace","linkWorkspace"],"properties":{"error":{"$ref":"#/$defs/ErrorResponse/properties/error"},"openWorkspace":{"$ref":"#/$defs/PortalWorkspaceName"},"linkWorkspace":{"$ref":"#/$defs/PortalWorkspaceName"}},"additionalProperties":false};
+const schema116 = {"type":"object","description":"What went wrong.","required":["code","message","requestId"],"properties":{"code":{"type":"string","maxLength":64,"description":"Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token's reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `payload_too_large` (413): the request body is over 64 KiB.\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n","enum":["invalid_request","unauthorized","forbidden","not_found","method_not_allowed","conflict","idempotency_key_reused","payload_too_large","unsupported_media_type","rate_limited","headers_too_large","internal_error","unavailable","overloaded"]},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"A human-readable sentence; wording may change, so don't match on it."},"reason":{"type":"string","maxLength":200,"minLength":1,"description":"On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending field, parameter or header. On 429, `auth_failures`. Absent otherwise."},"requestId":{"type":"string","maxLength":128,"minLength":1,"description":"Equals the `x-request-id` response header."}},"additionalProperties":false};
+const schema117 = {"type":"object","description":"A workspace, as the screen names it.","required":["id","slug"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"slug":{"$ref":"#/$defs/Slug"}},"additionalProperties":false};
 
 function validate51(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -6331,14 +6332,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if((((((((((data.id === undefined) && (missing0 = "id")) || ((data.readOnly === undefined) && (missing0 = "readOnly"))) || ((data.state === undefined) && (missing0 = "state"))) || ((data.createdBy === undefined) && (missing0 = "createdBy"))) || ((data.createdAt === undefined) && (missing0 = "createdAt"))) || ((data.expiresAt === undefined) && (missing0 = "expiresAt"))) || ((data.startedAt === undefined) && (missing0 = "startedAt"))) || ((data.lastSeenAt === undefined) && (missing0 = "lastSeenAt"))) || ((data.endedAt === undefined) && (missing0 = "endedAt"))){
+if(((data.id === undefined) && (missing0 = "id")) || ((data.slug === undefined) && (missing0 = "slug"))){
 validate51.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema116.properties, key0))){
+if(!((key0 === "id") || (key0 === "slug"))){
 validate51.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -6375,10 +6376,327 @@ else {
 var valid0 = true;
 }
 if(valid0){
+if(data.slug !== undefined){
+let data1 = data.slug;
+const _errs5 = errors;
+const _errs6 = errors;
+if(errors === _errs6){
+if(typeof data1 === "string"){
+if(func2(data1) > 63){
+validate51.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"}];
+return false;
+}
+else {
+if(func2(data1) < 1){
+validate51.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+else {
+if(!pattern14.test(data1)){
+validate51.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9-]{0,62}$"+"\""}];
+return false;
+}
+}
+}
+}
+else {
+validate51.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+else {
+validate51.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate51.errors = vErrors;
+return errors === 0;
+}
+validate51.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+
+function validate50(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate50.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((data.error === undefined) && (missing0 = "error")) || ((data.openWorkspace === undefined) && (missing0 = "openWorkspace"))) || ((data.linkWorkspace === undefined) && (missing0 = "linkWorkspace"))){
+validate50.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(((key0 === "error") || (key0 === "openWorkspace")) || (key0 === "linkWorkspace"))){
+validate50.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.error !== undefined){
+let data0 = data.error;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(data0 && typeof data0 == "object" && !Array.isArray(data0)){
+let missing1;
+if((((data0.code === undefined) && (missing1 = "code")) || ((data0.message === undefined) && (missing1 = "message"))) || ((data0.requestId === undefined) && (missing1 = "requestId"))){
+validate50.errors = [{instancePath:instancePath+"/error",schemaPath:"#/$defs/ErrorResponse/properties/error/required",keyword:"required",params:{missingProperty: missing1},message:"must have required property '"+missing1+"'"}];
+return false;
+}
+else {
+const _errs5 = errors;
+for(const key1 in data0){
+if(!((((key1 === "code") || (key1 === "message")) || (key1 === "reason")) || (key1 === "requestId"))){
+validate50.errors = [{instancePath:instancePath+"/error",schemaPath:"#/$defs/ErrorResponse/properties/error/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs5 === errors){
+if(data0.code !== undefined){
+let data1 = data0.code;
+const _errs6 = errors;
+if(!((((((((((((((data1 === "invalid_request") || (data1 === "unauthorized")) || (data1 === "forbidden")) || (data1 === "not_found")) || (data1 === "method_not_allowed")) || (data1 === "conflict")) || (data1 === "idempotency_key_reused")) || (data1 === "payload_too_large")) || (data1 === "unsupported_media_type")) || (data1 === "rate_limited")) || (data1 === "headers_too_large")) || (data1 === "internal_error")) || (data1 === "unavailable")) || (data1 === "overloaded"))){
+validate50.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/code/enum",keyword:"enum",params:{allowedValues: schema116.properties.code.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+if(errors === _errs6){
+if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate50.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/code/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
+validate50.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/code/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid2 = _errs6 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data0.message !== undefined){
+let data2 = data0.message;
+const _errs8 = errors;
+if(errors === _errs8){
+if(typeof data2 === "string"){
+if(func2(data2) > 2000){
+validate50.errors = [{instancePath:instancePath+"/error/message",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/message/maxLength",keyword:"maxLength",params:{limit: 2000},message:"must NOT have more than 2000 characters"}];
+return false;
+}
+else {
+if(func2(data2) < 1){
+validate50.errors = [{instancePath:instancePath+"/error/message",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/message/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate50.errors = [{instancePath:instancePath+"/error/message",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/message/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid2 = _errs8 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data0.reason !== undefined){
+let data3 = data0.reason;
+const _errs10 = errors;
+if(errors === _errs10){
+if(typeof data3 === "string"){
+if(func2(data3) > 200){
+validate50.errors = [{instancePath:instancePath+"/error/reason",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/reason/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+return false;
+}
+else {
+if(func2(data3) < 1){
+validate50.errors = [{instancePath:instancePath+"/error/reason",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/reason/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate50.errors = [{instancePath:instancePath+"/error/reason",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/reason/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid2 = _errs10 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data0.requestId !== undefined){
+let data4 = data0.requestId;
+const _errs12 = errors;
+if(errors === _errs12){
+if(typeof data4 === "string"){
+if(func2(data4) > 128){
+validate50.errors = [{instancePath:instancePath+"/error/requestId",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/requestId/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"}];
+return false;
+}
+else {
+if(func2(data4) < 1){
+validate50.errors = [{instancePath:instancePath+"/error/requestId",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/requestId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate50.errors = [{instancePath:instancePath+"/error/requestId",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/requestId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid2 = _errs12 === errors;
+}
+else {
+var valid2 = true;
+}
+}
+}
+}
+}
+}
+}
+else {
+validate50.errors = [{instancePath:instancePath+"/error",schemaPath:"#/$defs/ErrorResponse/properties/error/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.openWorkspace !== undefined){
+const _errs14 = errors;
+if(!(validate51(data.openWorkspace, {instancePath:instancePath+"/openWorkspace",parentData:data,parentDataProperty:"openWorkspace",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate51.errors : vErrors.concat(validate51.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs14 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.linkWorkspace !== undefined){
+const _errs15 = errors;
+if(!(validate51(data.linkWorkspace, {instancePath:instancePath+"/linkWorkspace",parentData:data,parentDataProperty:"linkWorkspace",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate51.errors : vErrors.concat(validate51.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs15 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+else {
+validate50.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate50.errors = vErrors;
+return errors === 0;
+}
+validate50.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.PortalSessionList = validate54;
+const schema120 = {"type":"object","description":"The workspace's live sessions, newest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"items":{"$ref":"#/$defs/PortalSessionRecord"}}},"additionalProperties":false};
+const schema121 = {"type":"object","description":"A settings-screen session or a link not opened yet; never its key or token.","required":["id","readOnly","state","createdBy","createdAt","expiresAt","startedAt","lastSeenAt","endedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"state":{"type":"string","maxLength":16,"description":"`unused` (the link was not opened yet), `active`, `ended` or `expired`.","enum":["unused","active","ended","expired"]},"createdBy":{"type":"string","maxLength":200,"description":"The name of the admin token (or CLI user) that made the link."},"createdAt":{"$ref":"#/$defs/Timestamp"},"expiresAt":{"$ref":"#/$defs/Timestamp"},"startedAt":{"description":"When the link was opened, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSeenAt":{"description":"The session's last request (to within 15 seconds), or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"endedAt":{"description":"When it was ended, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
+
+function validate55(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate55.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((((((((data.id === undefined) && (missing0 = "id")) || ((data.readOnly === undefined) && (missing0 = "readOnly"))) || ((data.state === undefined) && (missing0 = "state"))) || ((data.createdBy === undefined) && (missing0 = "createdBy"))) || ((data.createdAt === undefined) && (missing0 = "createdAt"))) || ((data.expiresAt === undefined) && (missing0 = "expiresAt"))) || ((data.startedAt === undefined) && (missing0 = "startedAt"))) || ((data.lastSeenAt === undefined) && (missing0 = "lastSeenAt"))) || ((data.endedAt === undefined) && (missing0 = "endedAt"))){
+validate55.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(func1.call(schema121.properties, key0))){
+validate55.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.id !== undefined){
+let data0 = data.id;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate55.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
+if(!(formats0.test(data0))){
+validate55.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+return false;
+}
+}
+}
+else {
+validate55.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
 if(data.readOnly !== undefined){
 const _errs5 = errors;
 if(typeof data.readOnly !== "boolean"){
-validate51.errors = [{instancePath:instancePath+"/readOnly",schemaPath:"#/properties/readOnly/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
+validate55.errors = [{instancePath:instancePath+"/readOnly",schemaPath:"#/properties/readOnly/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
 return false;
 }
 var valid0 = _errs5 === errors;
@@ -6391,18 +6709,18 @@ if(data.state !== undefined){
 let data2 = data.state;
 const _errs7 = errors;
 if(!((((data2 === "unused") || (data2 === "active")) || (data2 === "ended")) || (data2 === "expired"))){
-validate51.errors = [{instancePath:instancePath+"/state",schemaPath:"#/properties/state/enum",keyword:"enum",params:{allowedValues: schema116.properties.state.enum},message:"must be equal to one of the allowed values"}];
+validate55.errors = [{instancePath:instancePath+"/state",schemaPath:"#/properties/state/enum",keyword:"enum",params:{allowedValues: schema121.properties.state.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs7){
 if(typeof data2 === "string"){
 if(func2(data2) > 16){
-validate51.errors = [{instancePath:instancePath+"/state",schemaPath:"#/properties/state/maxLength",keyword:"maxLength",params:{limit: 16},message:"must NOT have more than 16 characters"}];
+validate55.errors = [{instancePath:instancePath+"/state",schemaPath:"#/properties/state/maxLength",keyword:"maxLength",params:{limit: 16},message:"must NOT have more than 16 characters"}];
 return false;
 }
 }
 else {
-validate51.errors = [{instancePath:instancePath+"/state",schemaPath:"#/properties/state/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate55.errors = [{instancePath:instancePath+"/state",schemaPath:"#/properties/state/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -6418,12 +6736,12 @@ const _errs9 = errors;
 if(errors === _errs9){
 if(typeof data3 === "string"){
 if(func2(data3) > 200){
-validate51.errors = [{instancePath:instancePath+"/createdBy",schemaPath:"#/properties/createdBy/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+validate55.errors = [{instancePath:instancePath+"/createdBy",schemaPath:"#/properties/createdBy/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
 return false;
 }
 }
 else {
-validate51.errors = [{instancePath:instancePath+"/createdBy",schemaPath:"#/properties/createdBy/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate55.errors = [{instancePath:instancePath+"/createdBy",schemaPath:"#/properties/createdBy/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -6441,18 +6759,18 @@ if(errors === _errs12){
 if(errors === _errs12){
 if(typeof data4 === "string"){
 if(func2(data4) > 30){
-validate51.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+validate55.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
 return false;
 }
 else {
 if(!(formats6.validate(data4))){
-validate51.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+validate55.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
 }
 }
 }
 else {
-validate51.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate55.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -6471,18 +6789,18 @@ if(errors === _errs15){
 if(errors === _errs15){
 if(typeof data5 === "string"){
 if(func2(data5) > 30){
-validate51.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+validate55.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
 return false;
 }
 else {
 if(!(formats6.validate(data5))){
-validate51.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+validate55.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
 }
 }
 }
 else {
-validate51.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate55.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -6575,7 +6893,7 @@ else {
 vErrors.push(err4);
 }
 errors++;
-validate51.errors = vErrors;
+validate55.errors = vErrors;
 return false;
 }
 else {
@@ -6677,7 +6995,7 @@ else {
 vErrors.push(err9);
 }
 errors++;
-validate51.errors = vErrors;
+validate55.errors = vErrors;
 return false;
 }
 else {
@@ -6779,7 +7097,7 @@ else {
 vErrors.push(err14);
 }
 errors++;
-validate51.errors = vErrors;
+validate55.errors = vErrors;
 return false;
 }
 else {
@@ -6810,20 +7128,20 @@ var valid0 = true;
 }
 }
 else {
-validate51.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate55.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate51.errors = vErrors;
+validate55.errors = vErrors;
 return errors === 0;
 }
-validate51.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate55.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 
-function validate50(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate54(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate50.evaluated;
+const evaluated0 = validate54.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6834,14 +7152,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((data.rows === undefined) && (missing0 = "rows")){
-validate50.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate54.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!(key0 === "rows")){
-validate50.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate54.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -6853,7 +7171,7 @@ const _errs2 = errors;
 if(errors === _errs2){
 if(Array.isArray(data0)){
 if(data0.length > 100000){
-validate50.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxItems",keyword:"maxItems",params:{limit: 100000},message:"must NOT have more than 100000 items"}];
+validate54.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxItems",keyword:"maxItems",params:{limit: 100000},message:"must NOT have more than 100000 items"}];
 return false;
 }
 else {
@@ -6861,8 +7179,8 @@ var valid1 = true;
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
 const _errs4 = errors;
-if(!(validate51(data0[i0], {instancePath:instancePath+"/rows/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate51.errors : vErrors.concat(validate51.errors);
+if(!(validate55(data0[i0], {instancePath:instancePath+"/rows/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate55.errors : vErrors.concat(validate55.errors);
 errors = vErrors.length;
 }
 var valid1 = _errs4 === errors;
@@ -6873,7 +7191,7 @@ break;
 }
 }
 else {
-validate50.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+validate54.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/type",keyword:"type",params:{type: "array"},message:"must be array"}];
 return false;
 }
 }
@@ -6882,22 +7200,22 @@ return false;
 }
 }
 else {
-validate50.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate54.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate50.errors = vErrors;
+validate54.errors = vErrors;
 return errors === 0;
 }
-validate50.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate54.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.PublishedEvent = validate53;
-const schema123 = {"type":"object","description":"A published event.","required":["eventId","deliveries","duplicate"],"properties":{"eventId":{"$ref":"#/$defs/Uuid"},"deliveries":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Deliveries created (queued, or held for switched-off endpoints)."},"duplicate":{"type":"boolean","description":"True when the dedupeKey was recorded already; the first event's id, nothing queued."}},"additionalProperties":false};
+exports.PublishedEvent = validate57;
+const schema128 = {"type":"object","description":"A published event.","required":["eventId","deliveries","duplicate"],"properties":{"eventId":{"$ref":"#/$defs/Uuid"},"deliveries":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Deliveries created (queued, or held for switched-off endpoints)."},"duplicate":{"type":"boolean","description":"True when the dedupeKey was recorded already; the first event's id, nothing queued."}},"additionalProperties":false};
 
-function validate53(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate57(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate53.evaluated;
+const evaluated0 = validate57.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -6908,14 +7226,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((data.eventId === undefined) && (missing0 = "eventId")) || ((data.deliveries === undefined) && (missing0 = "deliveries"))) || ((data.duplicate === undefined) && (missing0 = "duplicate"))){
-validate53.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate57.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!(((key0 === "eventId") || (key0 === "deliveries")) || (key0 === "duplicate"))){
-validate53.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate57.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -6929,18 +7247,18 @@ if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate53.errors = [{instancePath:instancePath+"/eventId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate57.errors = [{instancePath:instancePath+"/eventId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate53.errors = [{instancePath:instancePath+"/eventId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate57.errors = [{instancePath:instancePath+"/eventId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate53.errors = [{instancePath:instancePath+"/eventId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate57.errors = [{instancePath:instancePath+"/eventId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -6955,23 +7273,23 @@ if(data.deliveries !== undefined){
 let data1 = data.deliveries;
 const _errs5 = errors;
 if(!(((typeof data1 == "number") && (!(data1 % 1) && !isNaN(data1))) && (isFinite(data1)))){
-validate53.errors = [{instancePath:instancePath+"/deliveries",schemaPath:"#/properties/deliveries/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+validate57.errors = [{instancePath:instancePath+"/deliveries",schemaPath:"#/properties/deliveries/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
 return false;
 }
 if(errors === _errs5){
 if((typeof data1 == "number") && (isFinite(data1))){
 if(data1 > 2147483647 || isNaN(data1)){
-validate53.errors = [{instancePath:instancePath+"/deliveries",schemaPath:"#/properties/deliveries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+validate57.errors = [{instancePath:instancePath+"/deliveries",schemaPath:"#/properties/deliveries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
 return false;
 }
 else {
 if(data1 < 0 || isNaN(data1)){
-validate53.errors = [{instancePath:instancePath+"/deliveries",schemaPath:"#/properties/deliveries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
+validate57.errors = [{instancePath:instancePath+"/deliveries",schemaPath:"#/properties/deliveries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
 }
 else {
 if(!(formats4.validate(data1))){
-validate53.errors = [{instancePath:instancePath+"/deliveries",schemaPath:"#/properties/deliveries/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+validate57.errors = [{instancePath:instancePath+"/deliveries",schemaPath:"#/properties/deliveries/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
 return false;
 }
 }
@@ -6987,7 +7305,7 @@ if(valid0){
 if(data.duplicate !== undefined){
 const _errs7 = errors;
 if(typeof data.duplicate !== "boolean"){
-validate53.errors = [{instancePath:instancePath+"/duplicate",schemaPath:"#/properties/duplicate/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
+validate57.errors = [{instancePath:instancePath+"/duplicate",schemaPath:"#/properties/duplicate/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -7001,22 +7319,22 @@ var valid0 = true;
 }
 }
 else {
-validate53.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate57.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate53.errors = vErrors;
+validate57.errors = vErrors;
 return errors === 0;
 }
-validate53.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate57.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.RecoveredDeliveries = validate54;
-const schema125 = {"type":"object","description":"What a recovery queued again.","required":["endpointId","since","until","queued"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid"},"since":{"$ref":"#/$defs/Timestamp"},"until":{"description":"The end of the window (exclusive), or null for now.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"queued":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"How many failed deliveries were queued again."}},"additionalProperties":false};
+exports.RecoveredDeliveries = validate58;
+const schema130 = {"type":"object","description":"What a recovery queued again.","required":["endpointId","since","until","queued"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid"},"since":{"$ref":"#/$defs/Timestamp"},"until":{"description":"The end of the window (exclusive), or null for now.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"queued":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"How many failed deliveries were queued again."}},"additionalProperties":false};
 
-function validate54(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate54.evaluated;
+const evaluated0 = validate58.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7027,14 +7345,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if(((((data.endpointId === undefined) && (missing0 = "endpointId")) || ((data.since === undefined) && (missing0 = "since"))) || ((data.until === undefined) && (missing0 = "until"))) || ((data.queued === undefined) && (missing0 = "queued"))){
-validate54.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate58.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!((((key0 === "endpointId") || (key0 === "since")) || (key0 === "until")) || (key0 === "queued"))){
-validate54.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate58.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -7048,18 +7366,18 @@ if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate54.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate58.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate54.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate58.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate54.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate58.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -7078,18 +7396,18 @@ if(errors === _errs6){
 if(errors === _errs6){
 if(typeof data1 === "string"){
 if(func2(data1) > 30){
-validate54.errors = [{instancePath:instancePath+"/since",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+validate58.errors = [{instancePath:instancePath+"/since",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
 return false;
 }
 else {
 if(!(formats6.validate(data1))){
-validate54.errors = [{instancePath:instancePath+"/since",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+validate58.errors = [{instancePath:instancePath+"/since",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
 }
 }
 }
 else {
-validate54.errors = [{instancePath:instancePath+"/since",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate58.errors = [{instancePath:instancePath+"/since",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -7182,7 +7500,7 @@ else {
 vErrors.push(err4);
 }
 errors++;
-validate54.errors = vErrors;
+validate58.errors = vErrors;
 return false;
 }
 else {
@@ -7206,23 +7524,23 @@ if(data.queued !== undefined){
 let data3 = data.queued;
 const _errs15 = errors;
 if(!(((typeof data3 == "number") && (!(data3 % 1) && !isNaN(data3))) && (isFinite(data3)))){
-validate54.errors = [{instancePath:instancePath+"/queued",schemaPath:"#/properties/queued/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+validate58.errors = [{instancePath:instancePath+"/queued",schemaPath:"#/properties/queued/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
 return false;
 }
 if(errors === _errs15){
 if((typeof data3 == "number") && (isFinite(data3))){
 if(data3 > 2147483647 || isNaN(data3)){
-validate54.errors = [{instancePath:instancePath+"/queued",schemaPath:"#/properties/queued/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+validate58.errors = [{instancePath:instancePath+"/queued",schemaPath:"#/properties/queued/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
 return false;
 }
 else {
 if(data3 < 0 || isNaN(data3)){
-validate54.errors = [{instancePath:instancePath+"/queued",schemaPath:"#/properties/queued/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
+validate58.errors = [{instancePath:instancePath+"/queued",schemaPath:"#/properties/queued/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
 }
 else {
 if(!(formats4.validate(data3))){
-validate54.errors = [{instancePath:instancePath+"/queued",schemaPath:"#/properties/queued/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+validate58.errors = [{instancePath:instancePath+"/queued",schemaPath:"#/properties/queued/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
 return false;
 }
 }
@@ -7241,22 +7559,22 @@ var valid0 = true;
 }
 }
 else {
-validate54.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate58.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate54.errors = vErrors;
+validate58.errors = vErrors;
 return errors === 0;
 }
-validate54.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate58.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.RetriedDelivery = validate55;
-const schema129 = {"type":"object","description":"A delivery due now.","required":["id","endpointId","previousStatus","status","attempts","nextAttemptAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"previousStatus":{"type":"string","maxLength":64,"description":"What it was: `queued` or `retrying` (now due at once), `failed` or `accepted` (queued again).","enum":["queued","retrying","failed","accepted"]},"status":{"type":"string","maxLength":64,"description":"What it is now, `queued` or (still) `retrying`.","enum":["queued","retrying"]},"attempts":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Attempts made so far; the next one is this plus one."},"nextAttemptAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
+exports.RetriedDelivery = validate59;
+const schema134 = {"type":"object","description":"A delivery due now.","required":["id","endpointId","previousStatus","status","attempts","nextAttemptAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"previousStatus":{"type":"string","maxLength":64,"description":"What it was: `queued` or `retrying` (now due at once), `failed` or `accepted` (queued again).","enum":["queued","retrying","failed","accepted"]},"status":{"type":"string","maxLength":64,"description":"What it is now, `queued` or (still) `retrying`.","enum":["queued","retrying"]},"attempts":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Attempts made so far; the next one is this plus one."},"nextAttemptAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
 
-function validate55(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate59(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate55.evaluated;
+const evaluated0 = validate59.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7267,14 +7585,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if(((((((data.id === undefined) && (missing0 = "id")) || ((data.endpointId === undefined) && (missing0 = "endpointId"))) || ((data.previousStatus === undefined) && (missing0 = "previousStatus"))) || ((data.status === undefined) && (missing0 = "status"))) || ((data.attempts === undefined) && (missing0 = "attempts"))) || ((data.nextAttemptAt === undefined) && (missing0 = "nextAttemptAt"))){
-validate55.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate59.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!((((((key0 === "id") || (key0 === "endpointId")) || (key0 === "previousStatus")) || (key0 === "status")) || (key0 === "attempts")) || (key0 === "nextAttemptAt"))){
-validate55.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate59.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -7288,18 +7606,18 @@ if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate55.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate59.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate55.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate59.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate55.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate59.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -7318,18 +7636,18 @@ if(errors === _errs6){
 if(errors === _errs6){
 if(typeof data1 === "string"){
 if(func2(data1) > 36){
-validate55.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate59.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data1))){
-validate55.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate59.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate55.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate59.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -7344,18 +7662,18 @@ if(data.previousStatus !== undefined){
 let data2 = data.previousStatus;
 const _errs8 = errors;
 if(!((((data2 === "queued") || (data2 === "retrying")) || (data2 === "failed")) || (data2 === "accepted"))){
-validate55.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/enum",keyword:"enum",params:{allowedValues: schema129.properties.previousStatus.enum},message:"must be equal to one of the allowed values"}];
+validate59.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/enum",keyword:"enum",params:{allowedValues: schema134.properties.previousStatus.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
 if(typeof data2 === "string"){
 if(func2(data2) > 64){
-validate55.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+validate59.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
 return false;
 }
 }
 else {
-validate55.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate59.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -7369,18 +7687,18 @@ if(data.status !== undefined){
 let data3 = data.status;
 const _errs10 = errors;
 if(!((data3 === "queued") || (data3 === "retrying"))){
-validate55.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema129.properties.status.enum},message:"must be equal to one of the allowed values"}];
+validate59.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema134.properties.status.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs10){
 if(typeof data3 === "string"){
 if(func2(data3) > 64){
-validate55.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+validate59.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
 return false;
 }
 }
 else {
-validate55.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate59.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -7394,23 +7712,23 @@ if(data.attempts !== undefined){
 let data4 = data.attempts;
 const _errs12 = errors;
 if(!(((typeof data4 == "number") && (!(data4 % 1) && !isNaN(data4))) && (isFinite(data4)))){
-validate55.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+validate59.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
 return false;
 }
 if(errors === _errs12){
 if((typeof data4 == "number") && (isFinite(data4))){
 if(data4 > 2147483647 || isNaN(data4)){
-validate55.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+validate59.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
 return false;
 }
 else {
 if(data4 < 0 || isNaN(data4)){
-validate55.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
+validate59.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
 }
 else {
 if(!(formats4.validate(data4))){
-validate55.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+validate59.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
 return false;
 }
 }
@@ -7431,18 +7749,18 @@ if(errors === _errs15){
 if(errors === _errs15){
 if(typeof data5 === "string"){
 if(func2(data5) > 30){
-validate55.errors = [{instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+validate59.errors = [{instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
 return false;
 }
 else {
 if(!(formats6.validate(data5))){
-validate55.errors = [{instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+validate59.errors = [{instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
 }
 }
 }
 else {
-validate55.errors = [{instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate59.errors = [{instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -7461,22 +7779,22 @@ var valid0 = true;
 }
 }
 else {
-validate55.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate59.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate55.errors = vErrors;
+validate59.errors = vErrors;
 return errors === 0;
 }
-validate55.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate59.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.RevokedApiKey = validate56;
-const schema133 = {"type":"object","description":"A revoked key.","required":["id","revokedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"revokedAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
+exports.RevokedApiKey = validate60;
+const schema138 = {"type":"object","description":"A revoked key.","required":["id","revokedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"revokedAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
 
-function validate56(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate56.evaluated;
+const evaluated0 = validate60.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7487,14 +7805,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if(((data.id === undefined) && (missing0 = "id")) || ((data.revokedAt === undefined) && (missing0 = "revokedAt"))){
-validate56.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate60.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!((key0 === "id") || (key0 === "revokedAt"))){
-validate56.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate60.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -7508,18 +7826,18 @@ if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate56.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate60.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate56.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate60.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate56.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate60.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -7538,18 +7856,18 @@ if(errors === _errs6){
 if(errors === _errs6){
 if(typeof data1 === "string"){
 if(func2(data1) > 30){
-validate56.errors = [{instancePath:instancePath+"/revokedAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+validate60.errors = [{instancePath:instancePath+"/revokedAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
 return false;
 }
 else {
 if(!(formats6.validate(data1))){
-validate56.errors = [{instancePath:instancePath+"/revokedAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+validate60.errors = [{instancePath:instancePath+"/revokedAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
 }
 }
 }
 else {
-validate56.errors = [{instancePath:instancePath+"/revokedAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate60.errors = [{instancePath:instancePath+"/revokedAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -7564,22 +7882,22 @@ var valid0 = true;
 }
 }
 else {
-validate56.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate60.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate56.errors = vErrors;
+validate60.errors = vErrors;
 return errors === 0;
 }
-validate56.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate60.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.RotatedSecret = validate57;
-const schema136 = {"type":"object","description":"The endpoint's new signing secret, shown this once.","required":["id","secret","previousSecretExpiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"secret":{"$ref":"#/$defs/SigningSecret"},"previousSecretExpiresAt":{"description":"Until when deliveries also carry a signature with the previous secret; null when it ended at once.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
+exports.RotatedSecret = validate61;
+const schema141 = {"type":"object","description":"The endpoint's new signing secret, shown this once.","required":["id","secret","previousSecretExpiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"secret":{"$ref":"#/$defs/SigningSecret"},"previousSecretExpiresAt":{"description":"Until when deliveries also carry a signature with the previous secret; null when it ended at once.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
 
-function validate57(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate61(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate57.evaluated;
+const evaluated0 = validate61.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7590,14 +7908,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((data.id === undefined) && (missing0 = "id")) || ((data.secret === undefined) && (missing0 = "secret"))) || ((data.previousSecretExpiresAt === undefined) && (missing0 = "previousSecretExpiresAt"))){
-validate57.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate61.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!(((key0 === "id") || (key0 === "secret")) || (key0 === "previousSecretExpiresAt"))){
-validate57.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate61.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -7611,18 +7929,18 @@ if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate57.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate61.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate57.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate61.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate57.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate61.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -7640,24 +7958,24 @@ const _errs6 = errors;
 if(errors === _errs6){
 if(typeof data1 === "string"){
 if(func2(data1) > 100){
-validate57.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
+validate61.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
 return false;
 }
 else {
 if(func2(data1) < 38){
-validate57.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/minLength",keyword:"minLength",params:{limit: 38},message:"must NOT have fewer than 38 characters"}];
+validate61.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/minLength",keyword:"minLength",params:{limit: 38},message:"must NOT have fewer than 38 characters"}];
 return false;
 }
 else {
 if(!pattern11.test(data1)){
-validate57.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/pattern",keyword:"pattern",params:{pattern: "^whsec_[0-9A-Za-z]{32,}$"},message:"must match pattern \""+"^whsec_[0-9A-Za-z]{32,}$"+"\""}];
+validate61.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/pattern",keyword:"pattern",params:{pattern: "^whsec_[0-9A-Za-z]{32,}$"},message:"must match pattern \""+"^whsec_[0-9A-Za-z]{32,}$"+"\""}];
 return false;
 }
 }
 }
 }
 else {
-validate57.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate61.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -7749,7 +8067,7 @@ else {
 vErrors.push(err4);
 }
 errors++;
-validate57.errors = vErrors;
+validate61.errors = vErrors;
 return false;
 }
 else {
@@ -7774,22 +8092,22 @@ var valid0 = true;
 }
 }
 else {
-validate57.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate61.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate57.errors = vErrors;
+validate61.errors = vErrors;
 return errors === 0;
 }
-validate57.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate61.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.SentExampleEvent = validate58;
-const schema140 = {"type":"object","description":"The example's delivery.","required":["deliveryId","endpointId","event"],"properties":{"deliveryId":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"event":{"$ref":"#/$defs/EventName"}},"additionalProperties":false};
+exports.SentExampleEvent = validate62;
+const schema145 = {"type":"object","description":"The example's delivery.","required":["deliveryId","endpointId","event"],"properties":{"deliveryId":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"event":{"$ref":"#/$defs/EventName"}},"additionalProperties":false};
 
-function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate62(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate58.evaluated;
+const evaluated0 = validate62.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7800,14 +8118,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((data.deliveryId === undefined) && (missing0 = "deliveryId")) || ((data.endpointId === undefined) && (missing0 = "endpointId"))) || ((data.event === undefined) && (missing0 = "event"))){
-validate58.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate62.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!(((key0 === "deliveryId") || (key0 === "endpointId")) || (key0 === "event"))){
-validate58.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate62.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -7821,18 +8139,18 @@ if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate58.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate62.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate58.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate62.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate58.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate62.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -7851,18 +8169,18 @@ if(errors === _errs6){
 if(errors === _errs6){
 if(typeof data1 === "string"){
 if(func2(data1) > 36){
-validate58.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate62.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data1))){
-validate58.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate62.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate58.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate62.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -7880,24 +8198,24 @@ const _errs9 = errors;
 if(errors === _errs9){
 if(typeof data2 === "string"){
 if(func2(data2) > 64){
-validate58.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+validate62.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
 return false;
 }
 else {
 if(func2(data2) < 3){
-validate58.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/minLength",keyword:"minLength",params:{limit: 3},message:"must NOT have fewer than 3 characters"}];
+validate62.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/minLength",keyword:"minLength",params:{limit: 3},message:"must NOT have fewer than 3 characters"}];
 return false;
 }
 else {
 if(!pattern4.test(data2)){
-validate58.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z_]*\\.[a-z_]+$"},message:"must match pattern \""+"^[a-z][a-z_]*\\.[a-z_]+$"+"\""}];
+validate62.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z_]*\\.[a-z_]+$"},message:"must match pattern \""+"^[a-z][a-z_]*\\.[a-z_]+$"+"\""}];
 return false;
 }
 }
 }
 }
 else {
-validate58.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate62.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -7912,21 +8230,21 @@ var valid0 = true;
 }
 }
 else {
-validate58.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate62.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate58.errors = vErrors;
+validate62.errors = vErrors;
 return errors === 0;
 }
-validate58.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate62.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.Workspace = validate59;
+exports.Workspace = validate63;
 
-function validate59(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate63(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate59.evaluated;
+const evaluated0 = validate63.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7937,14 +8255,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.id === undefined) && (missing0 = "id")) || ((data.slug === undefined) && (missing0 = "slug"))) || ((data.status === undefined) && (missing0 = "status"))) || ((data.timezone === undefined) && (missing0 = "timezone"))) || ((data.remindersAhead === undefined) && (missing0 = "remindersAhead"))){
-validate59.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate63.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!((((((key0 === "id") || (key0 === "slug")) || (key0 === "status")) || (key0 === "timezone")) || (key0 === "remindersAhead")) || (key0 === "webhookAllowedCidrs"))){
-validate59.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate63.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -7958,18 +8276,18 @@ if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate59.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate63.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate59.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate63.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate59.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate63.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -7987,24 +8305,24 @@ const _errs6 = errors;
 if(errors === _errs6){
 if(typeof data1 === "string"){
 if(func2(data1) > 63){
-validate59.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"}];
+validate63.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"}];
 return false;
 }
 else {
 if(func2(data1) < 1){
-validate59.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate63.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 else {
 if(!pattern14.test(data1)){
-validate59.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9-]{0,62}$"+"\""}];
+validate63.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9-]{0,62}$"+"\""}];
 return false;
 }
 }
 }
 }
 else {
-validate59.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate63.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -8018,18 +8336,18 @@ if(data.status !== undefined){
 let data2 = data.status;
 const _errs8 = errors;
 if(!((data2 === "active") || (data2 === "frozen"))){
-validate59.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema107.properties.status.enum},message:"must be equal to one of the allowed values"}];
+validate63.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema107.properties.status.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
 if(typeof data2 === "string"){
 if(func2(data2) > 64){
-validate59.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+validate63.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
 return false;
 }
 }
 else {
-validate59.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate63.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -8046,24 +8364,24 @@ const _errs11 = errors;
 if(errors === _errs11){
 if(typeof data3 === "string"){
 if(func2(data3) > 64){
-validate59.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+validate63.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
 return false;
 }
 else {
 if(func2(data3) < 1){
-validate59.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate63.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 else {
 if(!pattern15.test(data3)){
-validate59.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9_+/-]+$"},message:"must match pattern \""+"^[A-Za-z0-9_+/-]+$"+"\""}];
+validate63.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9_+/-]+$"},message:"must match pattern \""+"^[A-Za-z0-9_+/-]+$"+"\""}];
 return false;
 }
 }
 }
 }
 else {
-validate59.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate63.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -8078,23 +8396,23 @@ let data4 = data.remindersAhead;
 const _errs13 = errors;
 const _errs14 = errors;
 if(!(((typeof data4 == "number") && (!(data4 % 1) && !isNaN(data4))) && (isFinite(data4)))){
-validate59.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+validate63.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
 return false;
 }
 if(errors === _errs14){
 if((typeof data4 == "number") && (isFinite(data4))){
 if(data4 > 60 || isNaN(data4)){
-validate59.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"}];
+validate63.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"}];
 return false;
 }
 else {
 if(data4 < 1 || isNaN(data4)){
-validate59.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
+validate63.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
 }
 else {
 if(!(formats4.validate(data4))){
-validate59.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+validate63.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
 return false;
 }
 }
@@ -8114,7 +8432,7 @@ const _errs17 = errors;
 if(errors === _errs17){
 if(Array.isArray(data5)){
 if(data5.length > 32){
-validate59.errors = [{instancePath:instancePath+"/webhookAllowedCidrs",schemaPath:"#/$defs/WebhookAllowedCidrs/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"}];
+validate63.errors = [{instancePath:instancePath+"/webhookAllowedCidrs",schemaPath:"#/$defs/WebhookAllowedCidrs/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"}];
 return false;
 }
 else {
@@ -8126,12 +8444,12 @@ const _errs19 = errors;
 if(errors === _errs19){
 if(typeof data6 === "string"){
 if(func2(data6) > 49){
-validate59.errors = [{instancePath:instancePath+"/webhookAllowedCidrs/" + i0,schemaPath:"#/$defs/WebhookAllowedCidrs/items/maxLength",keyword:"maxLength",params:{limit: 49},message:"must NOT have more than 49 characters"}];
+validate63.errors = [{instancePath:instancePath+"/webhookAllowedCidrs/" + i0,schemaPath:"#/$defs/WebhookAllowedCidrs/items/maxLength",keyword:"maxLength",params:{limit: 49},message:"must NOT have more than 49 characters"}];
 return false;
 }
 }
 else {
-validate59.errors = [{instancePath:instancePath+"/webhookAllowedCidrs/" + i0,schemaPath:"#/$defs/WebhookAllowedCidrs/items/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate63.errors = [{instancePath:instancePath+"/webhookAllowedCidrs/" + i0,schemaPath:"#/$defs/WebhookAllowedCidrs/items/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -8143,7 +8461,7 @@ break;
 }
 }
 else {
-validate59.errors = [{instancePath:instancePath+"/webhookAllowedCidrs",schemaPath:"#/$defs/WebhookAllowedCidrs/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+validate63.errors = [{instancePath:instancePath+"/webhookAllowedCidrs",schemaPath:"#/$defs/WebhookAllowedCidrs/type",keyword:"type",params:{type: "array"},message:"must be array"}];
 return false;
 }
 }
@@ -8161,22 +8479,22 @@ var valid0 = true;
 }
 }
 else {
-validate59.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate63.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate59.errors = vErrors;
+validate63.errors = vErrors;
 return errors === 0;
 }
-validate59.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate63.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.WorkspaceList = validate60;
-const schema150 = {"type":"object","description":"Workspaces, ordered by slug.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"description":"The workspaces.","items":{"$ref":"#/$defs/Workspace"}}},"additionalProperties":false};
+exports.WorkspaceList = validate64;
+const schema155 = {"type":"object","description":"Workspaces, ordered by slug.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"description":"The workspaces.","items":{"$ref":"#/$defs/Workspace"}}},"additionalProperties":false};
 
-function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate64(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate60.evaluated;
+const evaluated0 = validate64.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8187,14 +8505,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((data.rows === undefined) && (missing0 = "rows")){
-validate60.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate64.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!(key0 === "rows")){
-validate60.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate64.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -8206,7 +8524,7 @@ const _errs2 = errors;
 if(errors === _errs2){
 if(Array.isArray(data0)){
 if(data0.length > 100000){
-validate60.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxItems",keyword:"maxItems",params:{limit: 100000},message:"must NOT have more than 100000 items"}];
+validate64.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxItems",keyword:"maxItems",params:{limit: 100000},message:"must NOT have more than 100000 items"}];
 return false;
 }
 else {
@@ -8226,7 +8544,7 @@ break;
 }
 }
 else {
-validate60.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+validate64.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/type",keyword:"type",params:{type: "array"},message:"must be array"}];
 return false;
 }
 }
@@ -8235,11 +8553,11 @@ return false;
 }
 }
 else {
-validate60.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate64.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate60.errors = vErrors;
+validate64.errors = vErrors;
 return errors === 0;
 }
-validate60.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate64.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};

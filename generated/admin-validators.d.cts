@@ -14,6 +14,7 @@ export declare const EndpointList: ValidateFunction;
 export declare const ErrorResponse: ValidateFunction;
 export declare const EventTypeList: ValidateFunction;
 export declare const PortalSession: ValidateFunction;
+export declare const PortalSessionConflict: ValidateFunction;
 export declare const PortalSessionList: ValidateFunction;
 export declare const PublishedEvent: ValidateFunction;
 export declare const RecoveredDeliveries: ValidateFunction;

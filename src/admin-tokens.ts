@@ -3,6 +3,7 @@ import { hashApiKey, looksLikeSecret, newAdminToken, SECRET_SHAPED } from './sec
 import { recordAudit, type AuditContext } from './audit.js';
 import { findWorkspace } from './workspaces.js';
 import { InvalidFieldError, isUuid, NotFoundError } from './input.js';
+import { endPortalSessionsOfToken } from './portal-sessions.js';
 
 // Admin tokens: the admin API's credential (src/admin/). `fra_` + 40 base62 characters, made like an API key and
 // stored the same way, as its SHA-256 hash: the token is shown once, by `fleet-admin admin-token create`, and never
@@ -75,7 +76,10 @@ export async function listAdminTokens(db: Knex): Promise<{ rows: AdminTokenRecor
   };
 }
 
-/** Revokes a token: its next request is refused (the admin API reads the token on every request). Twice keeps the first time. */
+/**
+ * Revokes a token: its next request is refused (the admin API reads the token on every request), and the settings-screen
+ * links and sessions it made end with it. Twice keeps the first time.
+ */
 export async function revokeAdminToken(db: Knex, id: string, audit: AuditContext): Promise<{ id: string; revokedAt: string }> {
   if (!isUuid(id)) throw new InvalidFieldError(`--id must be a UUID, got "${id}"`, 'id');
   return db.transaction(async (trx) => {
@@ -86,6 +90,7 @@ export async function revokeAdminToken(db: Knex, id: string, audit: AuditContext
     if (before.revoked_at === null) {
       await recordAudit(trx, audit, { action: 'admin_token.revoke', workspaceId: before.workspace_id, target: { type: 'admin_token', id }, changes: { revokedAt } });
     }
+    await endPortalSessionsOfToken(trx, id, row.revoked_at, audit);
     return { id, revokedAt };
   });
 }

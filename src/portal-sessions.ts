@@ -7,7 +7,8 @@ import { hashApiKey, newPortalCredential, PORTAL_LINK_PREFIX, PORTAL_SESSION_PRE
 // a link to one workspace; the link carries a one-time key (`frpl_`), which the screen exchanges, once, for a session
 // token (`frps_`) kept in an HttpOnly cookie. Both are stored as SHA-256 hashes only. A session acts on its workspace
 // only, as a workspace-confined admin token does, and ends at the first of: its absolute end (`expiresAt`, chosen when
-// the link was made), IDLE_MINUTES without a request, or being ended (by the admin API, or by signing out).
+// the link was made), IDLE_MINUTES without a request, or being ended (by the admin API, by signing out, by opening
+// another link in the same browser, or by revoking the admin token that made its link).
 
 /** How long a link and the session it starts may last, in minutes: the default, and the bounds a caller may choose. */
 export const PORTAL_SESSION_MINUTES = { default: 60, min: 5, max: 24 * 60 } as const;
@@ -60,6 +61,11 @@ export interface PortalSessionHolder {
 
 export type PortalSessionFailure = 'unknown' | 'ended' | 'expired';
 
+/** A link of another workspace than the session the browser holds: not opened, its key not spent, until confirmed. */
+export interface PortalSessionConflict {
+  conflict: { openWorkspaceId: string; linkWorkspaceId: string };
+}
+
 const iso = (d: Date | null) => d?.toISOString() ?? null;
 const linkEnd = (createdAt: Date, expiresAt: Date) => new Date(Math.min(createdAt.getTime() + PORTAL_LINK_OPEN_MINUTES * 60_000, expiresAt.getTime()));
 const idleEnd = (lastSeen: Date, expiresAt: Date) => new Date(Math.min(lastSeen.getTime() + PORTAL_IDLE_MINUTES * 60_000, expiresAt.getTime()));
@@ -77,7 +83,7 @@ export function portalLinkUrl(publicUrl: string, key: string): string {
 /** A link to the settings screen of one workspace: its one-time key, valid until expiresAt or its first use. */
 export async function createPortalLink(
   db: Knex,
-  input: { workspaceId: string; expiresInMinutes?: number; readOnly?: boolean; now: Date },
+  input: { workspaceId: string; expiresInMinutes?: number; readOnly?: boolean; now: Date; adminTokenId?: string },
   audit: AuditContext,
 ): Promise<CreatedPortalLink> {
   const minutes = input.expiresInMinutes ?? PORTAL_SESSION_MINUTES.default;
@@ -89,7 +95,10 @@ export async function createPortalLink(
   const expiresAt = new Date(input.now.getTime() + minutes * 60_000);
   return db.transaction(async (trx) => {
     const [row] = await trx('portal_sessions')
-      .insert({ workspace_id: input.workspaceId, read_only: readOnly, link_hash: hashApiKey(key), created_by: audit.actor.name.slice(0, 200), created_at: input.now, expires_at: expiresAt })
+      .insert({
+        workspace_id: input.workspaceId, read_only: readOnly, link_hash: hashApiKey(key), created_by: audit.actor.name.slice(0, 200),
+        admin_token_id: input.adminTokenId ?? null, created_at: input.now, expires_at: expiresAt,
+      })
       .returning(['id']);
     await recordAudit(trx, audit, {
       action: 'portal_session.create', workspaceId: input.workspaceId, target: { type: 'portal_session', id: row.id },
@@ -100,24 +109,46 @@ export async function createPortalLink(
 }
 
 /**
+ * Whether the admin token that made a link was revoked. Its revocation ends its links and sessions (src/admin-tokens.ts);
+ * this also refuses one made by a request that raced the revocation.
+ */
+const TOKEN_REVOKED = 'EXISTS (SELECT 1 FROM admin_tokens t WHERE t.id = portal_sessions.admin_token_id AND t.revoked_at IS NOT NULL)';
+
+/**
  * Opens a link: its key is spent (a second use finds nothing) and a session starts, whose token is returned once.
  * 'unknown' for a key that is not a live link's (never made, used already, expired or ended): one answer for all, so
- * a guess learns nothing.
+ * a guess learns nothing. `open` is the live session the browser holds already: it ends as the new one starts (its
+ * cookie is replaced); when it is another workspace's, the link is not opened unless `replace` says the person
+ * confirmed (another site may have sent the browser to a link of its own: login CSRF), and its key stays unspent.
  */
-export async function startPortalSession(db: Knex, key: string, now: Date, requestId?: string): Promise<{ token: string; session: PortalSessionHolder } | 'unknown'> {
+export async function startPortalSession(
+  db: Knex,
+  key: string,
+  now: Date,
+  options: { requestId?: string; open?: PortalSessionHolder; replace?: boolean } = {},
+): Promise<{ token: string; session: PortalSessionHolder } | PortalSessionConflict | 'unknown'> {
   if (!key.startsWith(PORTAL_LINK_PREFIX)) return 'unknown';
   const token = newPortalCredential(PORTAL_SESSION_PREFIX);
+  const { open } = options;
   return db.transaction(async (trx) => {
-    const [row] = await trx('portal_sessions')
+    const live = () => trx('portal_sessions')
       .where({ link_hash: hashApiKey(key) })
       .whereNull('ended_at')
       .where('expires_at', '>', now)
       .where('created_at', '>', new Date(now.getTime() - PORTAL_LINK_OPEN_MINUTES * 60_000))
+      .whereRaw(`NOT ${TOKEN_REVOKED}`);
+    if (open && !options.replace) {
+      const link = await live().first('workspace_id');
+      if (!link) return 'unknown';
+      if (link.workspace_id !== open.workspaceId) return { conflict: { openWorkspaceId: open.workspaceId, linkWorkspaceId: link.workspace_id as string } };
+    }
+    const [row] = await live()
       .update({ link_hash: null, session_hash: hashApiKey(token), started_at: now, last_seen_at: now })
       .returning(['id', 'workspace_id', 'read_only', 'created_by', 'expires_at']);
     if (!row) return 'unknown';
     const session = holder(row, now);
-    await recordAudit(trx, portalAudit(session, requestId), { action: 'portal_session.start', workspaceId: session.workspaceId, target: { type: 'portal_session', id: session.id } });
+    await recordAudit(trx, portalAudit(session, options.requestId), { action: 'portal_session.start', workspaceId: session.workspaceId, target: { type: 'portal_session', id: session.id } });
+    if (open) await endWhere(trx, trx('portal_sessions').where({ id: open.id }), now, portalAudit(open, options.requestId));
     return { token, session };
   });
 }
@@ -134,9 +165,9 @@ export async function portalSessionHolder(db: Knex, token: string, now: Date): P
   if (!token.startsWith(PORTAL_SESSION_PREFIX)) return 'unknown';
   const row = await db('portal_sessions')
     .where({ session_hash: hashApiKey(token) })
-    .first('id', 'workspace_id', 'read_only', 'created_by', 'expires_at', 'last_seen_at', 'ended_at');
+    .first('id', 'workspace_id', 'read_only', 'created_by', 'expires_at', 'last_seen_at', 'ended_at', db.raw(`${TOKEN_REVOKED} AS token_revoked`));
   if (!row) return 'unknown';
-  if (row.ended_at) return 'ended';
+  if (row.ended_at || row.token_revoked) return 'ended';
   if (row.expires_at <= now || idleEnd(row.last_seen_at, row.expires_at) <= now) return 'expired';
   if (now.getTime() - row.last_seen_at.getTime() >= SEEN_EVERY_MS) {
     await db('portal_sessions').where({ id: row.id }).where('last_seen_at', '<', now).update({ last_seen_at: now });
@@ -185,13 +216,23 @@ export async function endPortalSessions(
       const found = await trx('portal_sessions').where({ id: target.id, workspace_id: target.workspaceId }).first('id');
       if (!found) throw new NotFoundError(`No settings-screen session with id ${target.id}.`);
     }
-    const query = trx('portal_sessions').where({ workspace_id: target.workspaceId }).whereNull('ended_at');
+    const query = trx('portal_sessions').where({ workspace_id: target.workspaceId });
     if (target.id !== undefined) query.where({ id: target.id });
     else query.where('expires_at', '>', now);
-    const rows = await query.update({ ended_at: now, link_hash: null }).returning(RECORD_COLUMNS);
-    for (const row of rows) {
-      await recordAudit(trx, audit, { action: 'portal_session.end', workspaceId: target.workspaceId, target: { type: 'portal_session', id: row.id } });
-    }
-    return { ended: rows.map((r: Record<string, any>) => record(r, now)) };
+    return { ended: await endWhere(trx, query, now, audit) };
   });
+}
+
+/** Ends the links and sessions an admin token made that are still live: its revocation's part (src/admin-tokens.ts). */
+export async function endPortalSessionsOfToken(trx: Knex.Transaction, adminTokenId: string, now: Date, audit: AuditContext): Promise<PortalSessionRecord[]> {
+  return endWhere(trx, trx('portal_sessions').where({ admin_token_id: adminTokenId }).where('expires_at', '>', now), now, audit);
+}
+
+/** Ends the sessions `query` selects that have not ended yet (a session ended already keeps its first end), each audited. */
+async function endWhere(trx: Knex.Transaction, query: Knex.QueryBuilder, now: Date, audit: AuditContext): Promise<PortalSessionRecord[]> {
+  const rows = await query.whereNull('ended_at').update({ ended_at: now, link_hash: null }).returning([...RECORD_COLUMNS, 'workspace_id']);
+  for (const row of rows) {
+    await recordAudit(trx, audit, { action: 'portal_session.end', workspaceId: row.workspace_id, target: { type: 'portal_session', id: row.id } });
+  }
+  return rows.map((r: Record<string, any>) => record(r, now));
 }

@@ -91,6 +91,19 @@ export async function findWorkspace(db: Knex, name: WorkspaceName): Promise<Work
 }
 
 /**
+ * What only the platform may change in a workspace (an admin token for every workspace, or the CLI): a caller confined
+ * to the workspace (a token made for it, or its settings screen) may change the rest only. Its status is how the
+ * platform holds a tenant back (a frozen workspace's keys are refused, its webhooks held): the tenant must not lift it.
+ * Which private ranges its webhooks may reach is the operator's network: the tenant must not open it.
+ */
+export const PLATFORM_ONLY_SETTINGS = ['status', 'webhookAllowedCidrs'] as const;
+
+/** The first of `changes` that only the platform may make, if any. */
+export function platformOnlySetting(changes: object): (typeof PLATFORM_ONLY_SETTINGS)[number] | undefined {
+  return PLATFORM_ONLY_SETTINGS.find((field) => (changes as Record<string, unknown>)[field] !== undefined);
+}
+
+/**
  * Changes a workspace's settings. Setting a frozen workspace active again sends the deliveries that waited while
  * it was frozen (those older than 7 days at `now` are marked failed instead). `webhookAllowedCidrs` replaces the
  * workspace's opened ranges (duplicates dropped); its clients let only the operator send it.

@@ -768,6 +768,61 @@ export type PortalSignIn = {
      * The link's one-time key, `frpl_` and 40 base62 characters.
      */
     key: string;
+    /**
+     * The person confirmed replacing the browser's session of another workspace with this link's (else such a link is 409 and not opened).
+     */
+    replace?: boolean;
+};
+
+/**
+ * The error body of a link of another workspace than the browser's session (`error.reason` `replace`), and the two workspaces, for the screen to ask the person which to keep.
+ */
+export type PortalSessionConflict = {
+    /**
+     * What went wrong.
+     */
+    error: {
+        /**
+         * Machine-readable error code; new codes may be added within v1.
+         * - `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.
+         * - `unauthorized` (401): see `reason`.
+         * - `forbidden` (403): the token is confined to one workspace.
+         * - `not_found` (404): no such resource within the token's reach, or no such route.
+         * - `method_not_allowed` (405): the path exists but not with this method.
+         * - `conflict` (409): the change clashes with a record there already; `reason` names the field.
+         * - `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.
+         * - `payload_too_large` (413): the request body is over 64 KiB.
+         * - `unsupported_media_type` (415): the body is not `application/json`, or is compressed.
+         * - `rate_limited` (429): too many failed authentications from this address.
+         * - `headers_too_large` (431).
+         * - `internal_error` (500).
+         * - `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.
+         *
+         */
+        code: 'invalid_request' | 'unauthorized' | 'forbidden' | 'not_found' | 'method_not_allowed' | 'conflict' | 'idempotency_key_reused' | 'payload_too_large' | 'unsupported_media_type' | 'rate_limited' | 'headers_too_large' | 'internal_error' | 'unavailable' | 'overloaded';
+        /**
+         * A human-readable sentence; wording may change, so don't match on it.
+         */
+        message: string;
+        /**
+         * On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending field, parameter or header. On 429, `auth_failures`. Absent otherwise.
+         */
+        reason?: string;
+        /**
+         * Equals the `x-request-id` response header.
+         */
+        requestId: string;
+    };
+    openWorkspace: PortalWorkspaceName;
+    linkWorkspace: PortalWorkspaceName;
+};
+
+/**
+ * A workspace, as the screen names it.
+ */
+export type PortalWorkspaceName = {
+    id: Uuid;
+    slug: Slug;
 };
 
 /**
@@ -924,7 +979,7 @@ export type CreateWorkspaceErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1036,7 +1091,7 @@ export type UpdateWorkspaceErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1154,7 +1209,7 @@ export type CreateApiKeyErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1224,7 +1279,7 @@ export type RevokeApiKeyErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1334,7 +1389,7 @@ export type CreateEndpointErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1404,7 +1459,7 @@ export type DeleteEndpointErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1516,7 +1571,7 @@ export type UpdateEndpointErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1586,7 +1641,7 @@ export type EnableEndpointErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1644,7 +1699,7 @@ export type DisableEndpointErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1708,7 +1763,7 @@ export type RotateEndpointSecretErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -1973,7 +2028,7 @@ export type RetryDeliveryErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -2035,7 +2090,7 @@ export type RecoverEndpointErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -2225,7 +2280,7 @@ export type SendExampleEventErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -2553,7 +2608,7 @@ export type SignOutPortalSessionErrors = {
      */
     401: ErrorResponse;
     /**
-     * The token is confined to one workspace, and the operation is not about an existing workspace; or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it); or a setting only an all-workspaces token changes (`reason` names it).
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
      */
     403: ErrorResponse;
     /**
@@ -2634,6 +2689,10 @@ export type StartPortalSessionErrors = {
      * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
      */
     401: ErrorResponse;
+    /**
+     * `conflict`, `reason` `replace`: the browser holds a live session of another workspace than the link's. Nothing was changed and the key was not spent; send it again with `"replace": true` once the person has confirmed.
+     */
+    409: PortalSessionConflict;
     /**
      * The request body is over 64 KiB (`payload_too_large`); it was not read whole. Nothing was changed.
      */

@@ -1644,6 +1644,49 @@ export const PortalSignInSchema = {
             minLength: 1,
             maxLength: 200,
             description: 'The link\'s one-time key, `frpl_` and 40 base62 characters.'
+        },
+        replace: {
+            type: 'boolean',
+            default: false,
+            description: 'The person confirmed replacing the browser\'s session of another workspace with this link\'s (else such a link is 409 and not opened).'
+        }
+    }
+} as const;
+
+export const PortalSessionConflictSchema = {
+    type: 'object',
+    description: 'The error body of a link of another workspace than the browser\'s session (`error.reason` `replace`), and the two workspaces, for the screen to ask the person which to keep.',
+    required: [
+        'error',
+        'openWorkspace',
+        'linkWorkspace'
+    ],
+    properties: {
+        error: {
+            $ref: '#/components/schemas/ErrorResponse/properties/error'
+        },
+        openWorkspace: {
+            $ref: '#/components/schemas/PortalWorkspaceName'
+        },
+        linkWorkspace: {
+            $ref: '#/components/schemas/PortalWorkspaceName'
+        }
+    }
+} as const;
+
+export const PortalWorkspaceNameSchema = {
+    type: 'object',
+    description: 'A workspace, as the screen names it.',
+    required: [
+        'id',
+        'slug'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        slug: {
+            $ref: '#/components/schemas/Slug'
         }
     }
 } as const;

@@ -62,7 +62,7 @@ export const getWorkspace = <ThrowOnError extends boolean = false>(options: Opti
 /**
  * Change a workspace's settings
  *
- * Sets the fields given and leaves the others as they are. `frozen` refuses every key of the workspace (403 on the public API) and holds its webhook deliveries; setting it `active` again sends what waited (what waited longer than 7 days is marked failed). `webhookAllowedCidrs` opens private ranges to this workspace's webhook endpoints only; only an all-workspaces admin token (or `fleet-admin workspace update --webhook-allowed-cidrs`) may send it: a token confined to one workspace, and the settings screen, get 403 (`reason` `webhookAllowedCidrs`). Audited as `workspace.update`, with each field's old and new value.
+ * Sets the fields given and leaves the others as they are. `frozen` refuses every key of the workspace (403 on the public API) and holds its webhook deliveries; setting it `active` again sends what waited (what waited longer than 7 days is marked failed). `webhookAllowedCidrs` opens private ranges to this workspace's webhook endpoints only. Only the platform changes `status` and `webhookAllowedCidrs` (an all-workspaces admin token, or `fleet-admin workspace update`): a token confined to one workspace, and the workspace's settings screen, get 403 `forbidden` with `reason` naming the field, and nothing changes, so a tenant can neither lift its own freeze nor open the operator's network. Audited as `workspace.update`, with each field's old and new value.
  */
 export const updateWorkspace = <ThrowOnError extends boolean = false>(options: Options<UpdateWorkspaceData, ThrowOnError>) => (options.client ?? client).patch<UpdateWorkspaceResponses, UpdateWorkspaceErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }, {
@@ -397,7 +397,7 @@ export const listPortalSessions = <ThrowOnError extends boolean = false>(options
 /**
  * Make a link to the workspace's settings screen
  *
- * Makes a one-time link to the settings screen of this workspace, for the rental platform to show its customer's staff (open it, or load it in an iframe: see "Settings screen" above). The `url` holds a one-time key (`frpl_...`, in the URL's fragment, so it never reaches a server log or a `Referer`): opening it starts a session and spends the key; a second opening, or one after `linkExpiresAt` (10 minutes after it was made, or `expiresAt` if sooner), is refused. The session ends at `expiresAt` at the latest, after 30 minutes without a request, or when ended (`endPortalSession`, `endPortalSessions`, or the screen's "Sign out"). Make a new link each time the screen is shown. The key is shown in this answer only (the service stores its SHA-256 hash). Audited as `portal_session.create`.
+ * Makes a one-time link to the settings screen of this workspace, for the rental platform to show its customer's staff (open it, or load it in an iframe: see "Settings screen" above). The `url` holds a one-time key (`frpl_...`, in the URL's fragment, so it never reaches a server log or a `Referer`): opening it starts a session and spends the key; a second opening, or one after `linkExpiresAt` (10 minutes after it was made, or `expiresAt` if sooner), is refused. The session ends at `expiresAt` at the latest, after 30 minutes without a request, or when ended (`endPortalSession`, `endPortalSessions`, the screen's "Sign out", opening another link in the same browser, or revoking the admin token that made the link). Make a new link each time the screen is shown. The key is shown in this answer only (the service stores its SHA-256 hash). Audited as `portal_session.create`.
  */
 export const createPortalSession = <ThrowOnError extends boolean = false>(options: Options<CreatePortalSessionData, ThrowOnError>) => (options.client ?? client).post<CreatePortalSessionResponses, CreatePortalSessionErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
@@ -449,7 +449,7 @@ export const getEndpointAttemptStats = <ThrowOnError extends boolean = false>(op
 /**
  * Sign out of the screen (the screen's own call)
  *
- * Ends the session of the `frs_portal` cookie and clears the cookie. Needs `X-CSRF-Token`. Audited as `portal_session.end`.
+ * Ends the session of the screen's cookie and clears the cookie. Needs `X-CSRF-Token`. Audited as `portal_session.end`.
  */
 export const signOutPortalSession = <ThrowOnError extends boolean = false>(options?: Options<SignOutPortalSessionData, ThrowOnError>) => (options?.client ?? client).delete<SignOutPortalSessionResponses, SignOutPortalSessionErrors, ThrowOnError>({
     security: [{
@@ -464,7 +464,7 @@ export const signOutPortalSession = <ThrowOnError extends boolean = false>(optio
 /**
  * The screen's current session (the screen's own call)
  *
- * The session of the `frs_portal` cookie, with its CSRF token: what the screen reads on a reload. 401 `unauthorized` when there is none or it has ended (`reason` `ended`) or expired (`expired`).
+ * The session of the screen's cookie, with its CSRF token: what the screen reads on a reload. 401 `unauthorized` when there is none or it has ended (`reason` `ended`: ended by the admin API, by signing out, by another link opened in its place, or by revoking the admin token that made its link) or expired (`expired`).
  */
 export const getPortalSession = <ThrowOnError extends boolean = false>(options?: Options<GetPortalSessionData, ThrowOnError>) => (options?.client ?? client).get<GetPortalSessionResponses, GetPortalSessionErrors, ThrowOnError>({
     security: [{
@@ -479,7 +479,7 @@ export const getPortalSession = <ThrowOnError extends boolean = false>(options?:
 /**
  * Open a settings-screen link (the screen's own call)
  *
- * Served on the public listener, not the admin listener (404 there). The screen sends the key of its link's fragment here once: the key is spent, a session starts, and its token is set as the HttpOnly cookie `frs_portal` (never readable by a script); the answer carries the session's CSRF token, which every write of the session must send as `X-CSRF-Token`. A key that was used, expired, ended or never made is 401 `unauthorized`, `reason` `link`, all alike. Failed keys count against the client address as failed authentications do. Audited as `portal_session.start`, with the session as actor.
+ * Served on the public listener, not the admin listener (404 there). The screen sends the key of its link's fragment here once: the key is spent, a session starts, and its token is set as the HttpOnly session cookie (`frs_portal`, or `__Host-frs_portal` over https; never readable by a script); the answer carries the session's CSRF token, which every write of the session must send as `X-CSRF-Token`. A key that was used, expired, ended or never made is 401 `unauthorized`, `reason` `link`, all alike. Failed keys count against the client address in the screen's own budget (`FRS_PORTAL_AUTH_FAILURE_LIMIT`, apart from the API keys'). A live session the browser holds already is ended and replaced; when it is another workspace's, the link is not opened unless the body says `"replace": true`: 409 `conflict`, `reason` `replace`, naming both workspaces, and the key is not spent (another site may have sent the browser to a link of its own; the screen asks the person first). Audited as `portal_session.start`, with the session as actor (and the replaced session's end as `portal_session.end`).
  */
 export const startPortalSession = <ThrowOnError extends boolean = false>(options: Options<StartPortalSessionData, ThrowOnError>) => (options.client ?? client).post<StartPortalSessionResponses, StartPortalSessionErrors, ThrowOnError>({
     url: '/portal/api/session',

@@ -4,7 +4,7 @@ import { listAuditEntries } from '../audit.js';
 import type { Cursors } from '../api/cursors.js';
 import { ApiError } from '../api/errors.js';
 import type { AdminTokenHolder } from '../admin-tokens.js';
-import { createApiKey, createWorkspace, findWorkspace, listApiKeys, listWorkspaces, revokeApiKey, updateWorkspace } from '../workspaces.js';
+import { createApiKey, createWorkspace, findWorkspace, listApiKeys, listWorkspaces, platformOnlySetting, revokeApiKey, updateWorkspace } from '../workspaces.js';
 import { NotFoundError, instant } from '../input.js';
 import { idempotent, type Answer } from './idempotency.js';
 import type { ApiKeyCreate, WorkspaceCreate, WorkspaceUpdate } from '../../generated/admin-strict/types.gen.js';
@@ -28,7 +28,7 @@ import type { PortalSessionCreate } from '../../generated/admin-strict/types.gen
 
 /**
  * Who calls: an admin token, or a settings-screen session (`screen`), which acts as a token confined to its workspace
- * does and changes only the workspace's settings, not its status.
+ * does (neither changes what only the platform may: src/workspaces.ts's PLATFORM_ONLY_SETTINGS).
  */
 export type AdminCaller = AdminTokenHolder & { screen?: true };
 
@@ -87,11 +87,11 @@ export const adminOperations: Record<string, Handler> = {
   async updateWorkspace(c) {
     const { id } = await reachable(c);
     const changes = c.body as WorkspaceUpdate;
-    if (c.caller.workspaceId !== null && changes.webhookAllowedCidrs !== undefined) {
-      throw new ApiError(403, 'forbidden', "Which private ranges a workspace's webhooks may reach is the operator's to set: an all-workspaces admin token or fleet-admin.", 'webhookAllowedCidrs');
-    }
-    if (c.caller.screen && changes.status !== undefined) {
-      throw new ApiError(403, 'forbidden', "The settings screen changes the workspace's time zone and reminders; its status is the platform's to change.", 'status');
+    const platformOnly = c.caller.workspaceId === null ? undefined : platformOnlySetting(changes);
+    if (platformOnly !== undefined) {
+      throw new ApiError(403, 'forbidden', c.caller.screen
+        ? `The settings screen changes the workspace's time zone and reminders; its ${platformOnly} is the platform's to change.`
+        : `This admin token acts on one workspace only and cannot change its ${platformOnly}: that takes a token for every workspace, or the CLI.`, platformOnly);
     }
     return { status: 200, body: workspaceBody(c.caller)(await updateWorkspace(c.db, { id }, changes, c.now, c.audit)) };
   },
@@ -235,7 +235,8 @@ export const adminOperations: Record<string, Handler> = {
     const { id } = await reachable(c);
     if (c.portalUrl === undefined) throw new Error('createPortalSession: no portalUrl given to the admin API');
     const input = (c.body ?? {}) as PortalSessionCreate;
-    const link = await createPortalLink(c.db, { workspaceId: id, expiresInMinutes: input.expiresInMinutes, readOnly: input.readOnly, now: c.now }, c.audit);
+    // (the token is kept with the link: revoking it ends the link and its session)
+    const link = await createPortalLink(c.db, { workspaceId: id, expiresInMinutes: input.expiresInMinutes, readOnly: input.readOnly, now: c.now, adminTokenId: c.caller.screen ? undefined : c.caller.id }, c.audit);
     return { status: 201, body: { id: link.id, url: portalLinkUrl(c.portalUrl, link.key), readOnly: link.readOnly, linkExpiresAt: link.linkExpiresAt, expiresAt: link.expiresAt } };
   },
 

@@ -115,7 +115,7 @@ const GRANTS: Record<ServiceRole, string[]> = {
     // an entry's id, time and request id are the database's (migrations/20261128000210_audit_trail_server_set.ts)
     `GRANT SELECT, INSERT (actor_type, actor_id, actor_name, action, workspace_id, target_type, target_id, changes, client_request_id) ON audit_entries TO %s`,
     // the settings screen's links and sessions (src/portal-sessions.ts): made, opened, seen, ended; never deleted here
-    `GRANT SELECT, INSERT (workspace_id, read_only, link_hash, created_by, created_at, expires_at) ON portal_sessions TO %s`,
+    `GRANT SELECT, INSERT (workspace_id, read_only, link_hash, created_by, admin_token_id, created_at, expires_at) ON portal_sessions TO %s`,
     `GRANT UPDATE (link_hash, session_hash, started_at, last_seen_at, ended_at) ON portal_sessions TO %s`,
   ],
 };

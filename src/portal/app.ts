@@ -4,6 +4,13 @@
 // `portalSession` scheme, at /portal/api + their path, through the same dispatcher as the admin listener
 // (src/admin/app.ts), with a session in place of an admin token. What a session is lives in src/portal-sessions.ts.
 //
+// The cookie lasts the browser session (no Max-Age): the server ends the session anyway, and a closed browser keeps
+// nothing. Over https it is `__Host-frs_portal` (Secure, Path=/, no Domain), which no other host of the site, nor a
+// plain-http answer, can set or overwrite. A browser holds one session: a link of another workspace than the live
+// session's is opened only once the person confirms (login CSRF). Link openings and session cookies have a failure
+// budget of their own (FRS_PORTAL_AUTH_FAILURE_LIMIT), apart from the API keys', which any web page can spend by making
+// a browser send key-less requests.
+//
 // Why a cookie: the session token is HttpOnly, so no script (the page's, or one injected despite the CSP) can read it
 // and send it elsewhere. In an iframe on the rental platform's site the screen is a third party, and browsers that
 // block third-party cookies (Chrome's phase-out, Safari) still keep a Partitioned one (CHIPS), keyed to the embedding
@@ -17,8 +24,9 @@ import type { Knex } from 'knex';
 import type Koa from 'koa';
 import { adminDispatcher, noRoute, readJsonBody, type AdminDispatcher } from '../admin/app.js';
 import { guardedLookup } from '../admin/auth.js';
-import { ApiError, invalidRequest } from '../api/errors.js';
+import { ApiError, errorBody, invalidRequest } from '../api/errors.js';
 import type { AuthGuard } from '../api/auth.js';
+import { AuthFailureLimits } from '../api/auth-failures.js';
 import type { Cursors } from '../api/cursors.js';
 import { derivedKeys, hashApiKey, type KeyringOptions } from '../secrets.js';
 import { findWorkspace } from '../workspaces.js';
@@ -28,6 +36,8 @@ import {
 import type { PortalSettings } from './settings.js';
 
 export const PORTAL_COOKIE = 'frs_portal';
+/** The cookie's name over https: the browser keeps it only if Secure, on Path=/ and with no Domain. */
+export const PORTAL_HOST_COOKIE = `__Host-${PORTAL_COOKIE}`;
 const API_PREFIX = '/portal/api';
 const ASSETS_PREFIX = '/portal/assets/';
 const CSRF_KEY_LABEL = 'portal-csrf-v1';
@@ -66,7 +76,7 @@ export interface PortalOptions {
   settings: PortalSettings;
   clock: () => Date;
   cursors: Cursors;
-  /** The client address's failure limit, as for API keys. */
+  /** The client address (as the listener works it out), and the API keys' failure limit, which the screen does not use. */
   guard: (ctx: Koa.Context) => AuthGuard;
   /** Takes the workspace's share of the API (its rate and concurrency limits) for a request of its session. */
   admit: (ctx: Koa.Context, workspaceId: string) => Promise<void>;
@@ -76,10 +86,10 @@ export interface PortalOptions {
 
 const unauthorized = (reason: string, message: string) => new ApiError(401, 'unauthorized', message, reason);
 
-/** The session cookie's value in a Cookie header, if there is exactly one. */
-function sessionToken(cookieHeader: string | undefined): string | undefined {
-  const values = (cookieHeader ?? '').split(';').map((part) => part.trim()).filter((part) => part.startsWith(`${PORTAL_COOKIE}=`));
-  return values.length === 1 ? values[0].slice(PORTAL_COOKIE.length + 1) : undefined;
+/** The value of the cookie `name` in a Cookie header, if there is exactly one. */
+function sessionToken(cookieHeader: string | undefined, name: string): string | undefined {
+  const values = (cookieHeader ?? '').split(';').map((part) => part.trim()).filter((part) => part.startsWith(`${name}=`));
+  return values.length === 1 ? values[0].slice(name.length + 1) : undefined;
 }
 
 /** The Content-Security-Policy of every /portal answer: this origin only, nothing inline, framed only where allowed. */
@@ -104,25 +114,48 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
     });
   // Embedded by another site (not only framed by itself): the cookie must then be a third party's.
   const embeddable = settings.frameAncestors.some((origin) => origin !== "'self'");
-  const cookie = (value: string, maxAgeSeconds: number) =>
-    `${PORTAL_COOKIE}=${value}; Path=/portal/; Max-Age=${maxAgeSeconds}; HttpOnly; ${embeddable ? 'SameSite=None; Secure; Partitioned' : `SameSite=Lax${settings.publicUrl.startsWith('https:') ? '; Secure' : ''}`}`;
+  const https = settings.publicUrl.startsWith('https:');
+  const cookieName = https ? PORTAL_HOST_COOKIE : PORTAL_COOKIE;
+  const attributes = `Path=${https ? '/' : '/portal/'}; HttpOnly; ${embeddable ? 'SameSite=None; Secure; Partitioned' : `SameSite=Lax${https ? '; Secure' : ''}`}`;
+  /** The session's cookie for as long as the browser session (the server decides when the session ends), or its removal. */
+  const cookie = (token: string | undefined) => (token === undefined ? `${cookieName}=; ${attributes.replace('HttpOnly', 'Max-Age=0; HttpOnly')}` : `${cookieName}=${token}; ${attributes}`);
+  /** The screen's own failure budget per client address: links and session cookies, never the API's keys. */
+  const screenLimits = new AuthFailureLimits({ perMinute: settings.authFailuresPerMinute, trustedProxies: [] });
+  /** The request's guard: its address as the listener works it out, the screen's budget (reported in its RateLimit fields). */
+  const guardOf = (ctx: Koa.Context): AuthGuard => {
+    const current = ctx.state.guard as AuthGuard | undefined;
+    if (current?.limits === screenLimits) return current;
+    return (ctx.state.guard = { limits: screenLimits, address: options.guard(ctx).address });
+  };
   const csp = portalContentSecurityPolicy(settings.frameAncestors);
 
   /**
-   * The session of the request's cookie, or the documented 401. A cookie that is no session's counts against the
-   * address, as a wrong API key does; no cookie at all does not (any site can make a browser send a request without
-   * it, and it costs no look-up), nor does a session that has ended or expired (it was real).
+   * The session of the request's cookie (undefined without one), or the documented 401. A cookie that is no session's
+   * counts against the address, as a wrong API key does; no cookie at all does not (any site can make a browser send
+   * a request without it, and it costs no look-up), nor does a session that has ended or expired (it was real; and
+   * another site can make the browser that holds it send it), which is no longer known good either: refused at once
+   * when the address has failed too often.
    */
-  const authenticateSession = async (ctx: Koa.Context): Promise<PortalSessionHolder> => {
-    const token = sessionToken(ctx.get('cookie') || undefined);
-    if (token === undefined) throw unauthorized('missing', 'No settings-screen session: open a new link from your platform.');
-    const held = await guardedLookup(options.guard(ctx), hashApiKey(token).toString('base64'), async () => {
+  const sessionOf = async (ctx: Koa.Context): Promise<PortalSessionHolder | undefined> => {
+    const token = sessionToken(ctx.get('cookie') || undefined, cookieName);
+    if (token === undefined) return undefined;
+    const guard = guardOf(ctx);
+    const hashText = hashApiKey(token).toString('base64');
+    const held = await guardedLookup(guard, hashText, async () => {
       const found = await portalSessionHolder(db, token, clock());
       return found === 'unknown' ? found : { found };
     });
     if (typeof held === 'string') throw unauthorized('unknown', 'This session is not known: open a new link.');
-    if (typeof held.found === 'string') throw unauthorized(held.found, `This session has ${held.found}: open a new link.`);
+    if (typeof held.found === 'string') {
+      guard.limits.forget(hashText);
+      throw unauthorized(held.found, `This session has ${held.found}: open a new link.`);
+    }
     return held.found;
+  };
+  const authenticateSession = async (ctx: Koa.Context): Promise<PortalSessionHolder> => {
+    const session = await sessionOf(ctx);
+    if (!session) throw unauthorized('missing', 'No settings-screen session: open a new link from your platform.');
+    return session;
   };
 
   /** A change must come with the session's CSRF token (signing out included). */
@@ -179,16 +212,34 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
     if (ctx.method === 'POST') {
       ctx.state.operationId = 'startPortalSession';
       const body = await readJsonBody(ctx);
-      const key = (body as { key?: unknown } | undefined)?.key;
-      if (body === null || typeof body !== 'object' || Array.isArray(body) || Object.keys(body).some((k) => k !== 'key')) {
-        throw invalidRequest('body', 'Send {"key": "<the key of the link>"}.');
+      const { key, replace } = (body ?? {}) as { key?: unknown; replace?: unknown };
+      if (body === null || typeof body !== 'object' || Array.isArray(body) || Object.keys(body).some((k) => k !== 'key' && k !== 'replace')) {
+        throw invalidRequest('body', 'Send {"key": "<the key of the link>"}, and "replace": true to replace the session of another workspace.');
       }
       if (typeof key !== 'string' || key.length < 1 || key.length > 200) throw invalidRequest('key', 'key must be the link\'s key, 1 to 200 characters.');
-      const started = await guardedLookup(options.guard(ctx), hashApiKey(key).toString('base64'), () => startPortalSession(db, key, clock(), ctx.response.get('x-request-id')));
+      if (replace !== undefined && typeof replace !== 'boolean') throw invalidRequest('replace', 'replace must be true or false.');
+      // The session the browser holds already, if it is live: replaced by the link's (asked first if another workspace's).
+      const open = await sessionOf(ctx).catch((err) => {
+        if (err instanceof ApiError && err.status === 401) return undefined;
+        throw err;
+      });
+      const requestId = ctx.response.get('x-request-id');
+      const started = await guardedLookup(guardOf(ctx), hashApiKey(key).toString('base64'), () => startPortalSession(db, key, clock(), { requestId, open, replace }));
       if (typeof started === 'string') throw unauthorized('link', 'This link has already been used or has expired. Ask for a new one.');
+      if ('conflict' in started) {
+        const [openWorkspace, linkWorkspace] = await Promise.all([started.conflict.openWorkspaceId, started.conflict.linkWorkspaceId].map(async (id) => {
+          const { slug } = await findWorkspace(db, { id });
+          return { id, slug };
+        }));
+        const refusal = new ApiError(409, 'conflict',
+          `This browser has the settings of workspace "${openWorkspace.slug}" open, and the link is for workspace "${linkWorkspace.slug}": send "replace": true, once the person has confirmed, to open it in place of the other. The link was not used.`, 'replace');
+        ctx.status = 409;
+        ctx.body = { ...errorBody(refusal, requestId), openWorkspace, linkWorkspace };
+        return;
+      }
       // Its cookie is good from the first request on, whatever the address's failures meanwhile.
-      options.guard(ctx).limits.authenticated(hashApiKey(started.token).toString('base64'));
-      ctx.set('Set-Cookie', cookie(started.token, Math.max(1, Math.floor((started.session.expiresAt.getTime() - clock().getTime()) / 1000))));
+      guardOf(ctx).limits.authenticated(hashApiKey(started.token).toString('base64'));
+      ctx.set('Set-Cookie', cookie(started.token));
       ctx.status = 201;
       ctx.body = await sessionBody(started.session);
       return;
@@ -203,7 +254,7 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
       const held = await authenticateSession(ctx);
       requireCsrf(ctx, held);
       await endPortalSessions(db, { workspaceId: held.workspaceId, id: held.id }, clock(), portalAudit(held, ctx.response.get('x-request-id'), ctx.state.clientRequestId));
-      ctx.set('Set-Cookie', cookie('', 0));
+      ctx.set('Set-Cookie', cookie(undefined));
       ctx.status = 204;
       return;
     }

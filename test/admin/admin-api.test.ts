@@ -192,6 +192,25 @@ describe('the admin API', () => {
     expect(await db('audit_entries').where({ workspace_id: theirs.id }).count<{ count: number }[]>('* as count')).to.deep.equal([{ count: 0 }]);
   });
 
+  it('a token confined to a workspace cannot change its status (403 reason status, nothing changed): the platform froze it', async () => {
+    const mine = await createWorkspace(db, { slug: unique('frozen') });
+    const scoped = await createAdminToken(db, { name: 'tenant backend', workspaceSlug: mine.slug }, OPERATOR);
+    secrets.push(scoped.token);
+    const path = `/admin/v1/workspaces/${mine.id}`;
+    expect((await admin.request('PATCH', path, { token: token.token, body: { status: 'frozen' } })).status).to.equal(200);
+    for (const body of [{ status: 'active' }, { status: 'frozen', timezone: 'Europe/Berlin' }]) {
+      const refused = await admin.request('PATCH', path, { token: scoped.token, body });
+      expect(refused.status, JSON.stringify(body)).to.equal(403);
+      expect(refused.body.error).to.deep.include({ code: 'forbidden', reason: 'status' });
+    }
+    expect(await db('workspaces').where({ id: mine.id }).first('status', 'timezone')).to.deep.equal({ status: 'frozen', timezone: mine.timezone });
+    expect(await db('audit_entries').where({ workspace_id: mine.id, action: 'workspace.update' }).count<{ count: number }[]>('* as count')).to.deep.equal([{ count: 1 }]);
+    // Its other settings are its own to change; the platform's token lifts the freeze.
+    const zone = await admin.request('PATCH', path, { token: scoped.token, body: { timezone: 'Europe/Berlin' } });
+    expect([zone.status, zone.body.status, zone.body.timezone]).to.deep.equal([200, 'frozen', 'Europe/Berlin']);
+    expect((await admin.request('PATCH', path, { token: token.token, body: { status: 'active' } })).body.status).to.equal('active');
+  });
+
   it('Idempotency-Key: the same request again answers the first answer (the same key, no second record); another request is 409', async () => {
     const ws = await createWorkspace(db, { slug: unique('idem') });
     const path = `/admin/v1/workspaces/${ws.id}/api-keys`;

@@ -8,6 +8,8 @@ import { portalSettingsFromEnv } from '../../src/portal/settings.js';
 import { ConfigError } from '../../src/config.js';
 import { PORTAL_API, startScreen, type TestScreen } from './support.js';
 import { fleetAdminOn } from '../support/cli.js';
+import { createAdminToken, revokeAdminToken } from '../../src/admin-tokens.js';
+import { cliAudit } from '../../src/audit.js';
 
 // The settings screen's session and API over HTTP (the pages themselves: portal-browser.test.ts). A link is a one-time
 // key; the session is an HttpOnly cookie confined to its workspace; writes need the CSRF token; every change is audited
@@ -32,7 +34,7 @@ describe('the settings screen: sessions and API', function () {
     now = T0;
   });
 
-  it('makes a one-time link whose key is stored only as its hash, and opens it once into an HttpOnly Lax cookie', async () => {
+  it('makes a one-time link whose key is stored only as its hash, and opens it once into an HttpOnly Lax browser-session cookie', async () => {
     const { db } = await testDatabase();
     const w = await ws();
     const made = await screen.admin.request('POST', `/admin/v1/workspaces/${w.id}/portal-sessions`, { token: screen.adminToken, body: { expiresInMinutes: 90 } });
@@ -52,9 +54,9 @@ describe('the settings screen: sessions and API', function () {
       idleExpiresAt: new Date(T0 + 2 * MINUTE + PORTAL_IDLE_MINUTES * MINUTE).toISOString(), idleTimeoutMinutes: 30,
     });
     expect(opened.body.workspace).to.deep.equal({ id: w.id, slug: w.slug, status: 'active', timezone: w.timezone, remindersAhead: w.remindersAhead });
-    // 88 minutes left of the session's 90: the cookie ends with it.
+    // For the browser session only (no Max-Age or Expires): the server ends the session, a closed browser keeps nothing.
     const setCookie = opened.headers.get('set-cookie')!;
-    expect(setCookie).to.match(/^frs_portal=frps_[0-9A-Za-z]{40}; Path=\/portal\/; Max-Age=5280; HttpOnly; SameSite=Lax$/);
+    expect(setCookie).to.match(/^frs_portal=frps_[0-9A-Za-z]{40}; Path=\/portal\/; HttpOnly; SameSite=Lax$/);
     const token = setCookie.slice('frs_portal='.length).split(';')[0];
     const started = await db('portal_sessions').where({ id: made.body.id }).first();
     expect(started.link_hash).to.equal(null);
@@ -259,6 +261,93 @@ describe('the settings screen: sessions and API', function () {
     expect((await get(mine.cookie)).body.error.reason).to.equal('ended');
   });
 
+  it('asks before replacing a session of another workspace: 409 naming both, the key unspent, until "replace": true', async () => {
+    const { db } = await testDatabase();
+    const [mine, theirs] = [await ws(), await ws()];
+    const open = await screen.open((await screen.link(mine.id)).key);
+    const theirLink = await screen.link(theirs.id);
+    const post = (body: unknown, cookie?: string) => screen.request('POST', `${PORTAL_API}/session`, { body, cookie });
+
+    // Another site may have sent this browser to a link of its own (login CSRF): not opened, nothing changed.
+    const asked = await post({ key: theirLink.key }, open.cookie);
+    expect(asked.status).to.equal(409);
+    expect(asked.body.error).to.include({ code: 'conflict', reason: 'replace' });
+    expect(asked.body.error.message).to.include(`workspace "${mine.slug}" open`).and.include(`for workspace "${theirs.slug}"`);
+    expect(asked.body.openWorkspace).to.deep.equal({ id: mine.id, slug: mine.slug });
+    expect(asked.body.linkWorkspace).to.deep.equal({ id: theirs.id, slug: theirs.slug });
+    expect(asked.headers.get('set-cookie')).to.equal(null);
+    expect(await db('portal_sessions').where({ id: theirLink.id }).first('started_at', 'ended_at')).to.deep.equal({ started_at: null, ended_at: null });
+    expect((await screen.request('GET', `${PORTAL_API}/session`, { cookie: open.cookie })).body.workspace.id).to.equal(mine.id);
+    expect((await post({ key: theirLink.key, replace: 'yes' }, open.cookie)).body.error).to.include({ code: 'invalid_request', reason: 'replace' });
+
+    // Confirmed: the link opens, and the session it replaces ends.
+    now = T0 + MINUTE;
+    const replaced = await post({ key: theirLink.key, replace: true }, open.cookie);
+    expect(replaced.status).to.equal(201);
+    expect(replaced.body.workspace.id).to.equal(theirs.id);
+    expect((await screen.request('GET', `${PORTAL_API}/session`, { cookie: open.cookie })).body.error.reason).to.equal('ended');
+    const audit = await db('audit_entries').where({ target_id: open.session.id, action: 'portal_session.end' }).select('actor_type', 'actor_id', 'at');
+    expect(audit).to.deep.equal([{ actor_type: 'portal_session', actor_id: open.session.id, at: audit[0].at }]);
+    const theirCookie = replaced.headers.get('set-cookie')!.split(';')[0];
+
+    // The same workspace: no question, the new session replaces the old one.
+    const again = await post({ key: (await screen.link(theirs.id)).key }, theirCookie);
+    expect([again.status, again.body.workspace.id]).to.deep.equal([201, theirs.id]);
+    expect((await screen.request('GET', `${PORTAL_API}/session`, { cookie: theirCookie })).body.error.reason).to.equal('ended');
+    // A cookie whose session ended is no session to keep: another workspace's link just opens.
+    expect((await post({ key: (await screen.link(mine.id)).key }, theirCookie)).status).to.equal(201);
+  });
+
+  it('over https, names the cookie __Host-frs_portal (Secure, Path=/, no Domain) and reads no other', async () => {
+    const secure = await startScreen({ publicUrl: 'https://rental-api.example' });
+    try {
+      const w = await ws();
+      const opened = await secure.request('POST', `${PORTAL_API}/session`, { body: { key: (await secure.link(w.id)).key } });
+      const setCookie = opened.headers.get('set-cookie')!;
+      expect(setCookie).to.match(/^__Host-frs_portal=frps_[0-9A-Za-z]{40}; Path=\/; HttpOnly; SameSite=Lax; Secure$/);
+      const token = setCookie.split(';')[0].slice('__Host-frs_portal='.length);
+      expect((await secure.request('GET', `${PORTAL_API}/session`, { cookie: `__Host-frs_portal=${token}` })).status).to.equal(200);
+      // The unprefixed name (which another host of the site could set) is not read.
+      expect((await secure.request('GET', `${PORTAL_API}/session`, { cookie: `frs_portal=${token}` })).body.error.reason).to.equal('missing');
+      const out = await secure.request('DELETE', `${PORTAL_API}/session`, { cookie: `__Host-frs_portal=${token}`, csrf: opened.body.csrfToken });
+      expect(out.headers.get('set-cookie')).to.equal('__Host-frs_portal=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax; Secure');
+    } finally {
+      await secure.close();
+    }
+  });
+
+  it('ends the links and sessions an admin token made when it is revoked, and only those', async () => {
+    const database = await testDatabase();
+    now = Date.now(); // (the revocation's time is the database's)
+    const w = await ws();
+    const other = await createAdminToken(database.db, { name: `platform ${crypto.randomUUID().slice(0, 8)}` }, cliAudit());
+    const made = await screen.open((await screen.link(w.id, { token: other.token })).key);
+    const unopened = await screen.link(w.id, { token: other.token });
+    const kept = await screen.open((await screen.link(w.id)).key);
+    const get = (cookie: string) => screen.request('GET', `${PORTAL_API}/session`, { cookie });
+    expect((await get(made.cookie)).status).to.equal(200);
+    expect((await database.db('portal_sessions').where({ id: made.session.id }).first('admin_token_id')).admin_token_id).to.equal(other.id);
+
+    await revokeAdminToken(database.db, other.id, cliAudit());
+    expect((await get(made.cookie)).body.error.reason).to.equal('ended');
+    expect((await screen.request('POST', `${PORTAL_API}/session`, { body: { key: unopened.key } })).body.error.reason).to.equal('link');
+    expect((await get(kept.cookie)).status).to.equal(200);
+    const ended = await database.db('portal_sessions').whereIn('id', [made.session.id, unopened.id]).whereNotNull('ended_at').pluck('id');
+    expect(ended).to.have.members([made.session.id, unopened.id]);
+    expect(await database.db('audit_entries').where({ action: 'portal_session.end', actor_type: 'cli' }).whereIn('target_id', [made.session.id, unopened.id]).pluck('target_id'))
+      .to.have.members([made.session.id, unopened.id]);
+
+    // A link made by a request that raced the revocation (its row not ended) opens nothing, and its session is refused.
+    const racing = await createAdminToken(database.db, { name: `racing ${crypto.randomUUID().slice(0, 8)}` }, cliAudit());
+    const raced = await screen.open((await screen.link(w.id, { token: racing.token })).key);
+    const racedLink = await screen.link(w.id, { token: racing.token });
+    await database.db('admin_tokens').where({ id: racing.id }).update({ revoked_at: new Date() });
+    const refused = await get(raced.cookie);
+    expect([refused.status, refused.body.error?.reason]).to.deep.equal([401, 'ended']);
+    const unopenable = await screen.request('POST', `${PORTAL_API}/session`, { body: { key: racedLink.key } });
+    expect([unopenable.status, unopenable.body.error?.reason]).to.deep.equal([401, 'link']);
+  });
+
   it('counts an endpoint\'s attempts by outcome per hour over 24 hours and per 6 hours over 7 days', async () => {
     const { db } = await testDatabase();
     const w = await ws();
@@ -353,20 +442,76 @@ describe('the settings screen: sessions and API', function () {
 
 describe('the settings screen and the failure limit of client addresses', function () {
   this.timeout(30_000);
+  const newWorkspace = async () => createWorkspace((await testDatabase()).db, { slug: `portal-${crypto.randomUUID().slice(0, 12)}` });
+  const forged = `frs_portal=frps_${'x'.repeat(40)}`;
 
   it('counts a cookie that is no session\'s against the address, but not a request without one (any site can make a browser send that)', async () => {
-    const screen = await startScreen({ authFailures: { perMinute: 3, trustedProxies: [] } });
+    const screen = await startScreen({ screenAuthFailures: 3 });
     try {
-      const w = await createWorkspace((await testDatabase()).db, { slug: `portal-${crypto.randomUUID().slice(0, 12)}` });
+      const w = await newWorkspace();
       for (let i = 0; i < 10; i++) expect((await screen.request('GET', `${PORTAL_API}/session`)).body.error.reason).to.equal('missing');
       // The link still opens: nothing was counted.
       const { cookie } = await screen.open((await screen.link(w.id)).key);
-      const forged = `frs_portal=frps_${'x'.repeat(40)}`;
       const answers = [];
       for (let i = 0; i < 4; i++) answers.push((await screen.request('GET', `${PORTAL_API}/session`, { cookie: forged })).status);
       expect(answers).to.deep.equal([401, 401, 401, 429]);
       // A good session is still answered (known good to this process), and a missing cookie is still a plain 401.
       expect((await screen.request('GET', `${PORTAL_API}/session`, { cookie })).status).to.equal(200);
+    } finally {
+      await screen.close();
+    }
+  });
+
+  it('gives link openings a budget of their own: key-less API requests (which any web page can make a browser send) do not spend it', async () => {
+    const screen = await startScreen({ authFailures: { perMinute: 3, trustedProxies: [] }, screenAuthFailures: 2 });
+    try {
+      const w = await newWorkspace();
+      // The API's budget of this address is spent by requests without a key...
+      const api = [];
+      for (let i = 0; i < 4; i++) api.push((await screen.request('GET', '/v1/vehicles')).status);
+      expect(api).to.deep.equal([401, 401, 401, 429]);
+      // ...and the link still opens.
+      expect((await screen.request('POST', `${PORTAL_API}/session`, { body: { key: (await screen.link(w.id)).key } })).status).to.equal(201);
+      // The screen's own budget: 2 guessed keys, then even a good link waits (429, its key not spent), as the policy says.
+      const good = await screen.link(w.id);
+      const answers = [];
+      for (const key of [`frpl_${'A'.repeat(40)}`, `frpl_${'B'.repeat(40)}`, good.key]) answers.push(await screen.request('POST', `${PORTAL_API}/session`, { body: { key } }));
+      expect(answers.map((a) => a.status)).to.deep.equal([401, 401, 429]);
+      expect(answers[2].body.error.reason).to.equal('auth_failures');
+      expect(answers[2].headers.get('ratelimit-policy')).to.equal('"auth-failures";q=2;w=60');
+      expect((await (await testDatabase()).db('portal_sessions').where({ id: good.id }).first('started_at')).started_at).to.equal(null);
+    } finally {
+      await screen.close();
+    }
+  });
+
+  it('refuses an ended or expired session at once: not counted against the address, and no longer known good once it has failed too often', async () => {
+    let now = Date.now();
+    const screen = await startScreen({ screenAuthFailures: 3, clock: () => new Date(now) });
+    try {
+      const w = await newWorkspace();
+      const get = (cookie: string) => screen.request('GET', `${PORTAL_API}/session`, { cookie });
+      const ended = await screen.open((await screen.link(w.id)).key);
+      const expired = await screen.open((await screen.link(w.id, { expiresInMinutes: 5 })).key);
+      const live = await screen.open((await screen.link(w.id)).key);
+      // Each was good once (known good to this process).
+      for (const s of [ended, expired, live]) expect((await get(s.cookie)).status).to.equal(200);
+      expect((await screen.admin.request('DELETE', `/admin/v1/workspaces/${w.id}/portal-sessions/${ended.session.id}`, { token: screen.adminToken })).status).to.equal(204);
+      now += 5 * MINUTE;
+      // Refused, and not counted: the browser that holds it may be made to send it by any site.
+      for (let i = 0; i < 5; i++) {
+        expect((await get(ended.cookie)).body.error.reason).to.equal('ended');
+        expect((await get(expired.cookie)).body.error.reason).to.equal('expired');
+      }
+      const answers = [];
+      for (let i = 0; i < 4; i++) answers.push((await get(forged)).status);
+      expect(answers).to.deep.equal([401, 401, 401, 429]);
+      // The address has failed too often: the ended and expired sessions are refused before any look-up; the live one is not.
+      for (const s of [ended, expired]) {
+        const refused = await get(s.cookie);
+        expect([refused.status, refused.body.error.reason]).to.deep.equal([429, 'auth_failures']);
+      }
+      expect((await get(live.cookie)).status).to.equal(200);
     } finally {
       await screen.close();
     }
@@ -381,7 +526,7 @@ describe('the settings screen embedded in the platform\'s pages (FRS_PORTAL_FRAM
     try {
       const w = await createWorkspace((await testDatabase()).db, { slug: `portal-${crypto.randomUUID().slice(0, 12)}` });
       const opened = await screen.request('POST', `${PORTAL_API}/session`, { body: { key: (await screen.link(w.id)).key } });
-      expect(opened.headers.get('set-cookie')).to.match(/^frs_portal=frps_\w+; Path=\/portal\/; Max-Age=\d+; HttpOnly; SameSite=None; Secure; Partitioned$/);
+      expect(opened.headers.get('set-cookie')).to.match(/^frs_portal=frps_\w+; Path=\/portal\/; HttpOnly; SameSite=None; Secure; Partitioned$/);
       expect(opened.headers.get('content-security-policy')).to.include('frame-ancestors https://app.rental.example http://localhost:5173');
       expect(opened.headers.get('x-frame-options')).to.equal(null);
     } finally {
@@ -390,19 +535,28 @@ describe('the settings screen embedded in the platform\'s pages (FRS_PORTAL_FRAM
   });
 
   it('reads its settings from the environment, refusing a bad one with the variable named', () => {
-    expect(portalSettingsFromEnv({})).to.deep.equal({ publicUrl: 'http://localhost:3000', frameAncestors: [] });
-    expect(portalSettingsFromEnv({ PORT: '8080', FRS_PORTAL_FRAME_ANCESTORS: 'https://a.example, https://*.b.example:8443' }))
-      .to.deep.equal({ publicUrl: 'http://localhost:8080', frameAncestors: ['https://a.example', 'https://*.b.example:8443'] });
+    expect(portalSettingsFromEnv({})).to.deep.equal({ publicUrl: 'http://localhost:3000', frameAncestors: [], authFailuresPerMinute: 30 });
+    expect(portalSettingsFromEnv({ PORT: '8080', FRS_PORTAL_FRAME_ANCESTORS: 'https://a.example, https://*.b.example:8443', FRS_PORTAL_AUTH_FAILURE_LIMIT: '0' }))
+      .to.deep.equal({ publicUrl: 'http://localhost:8080', frameAncestors: ['https://a.example', 'https://*.b.example:8443'], authFailuresPerMinute: 0 });
+    // Plain http beyond this machine only when an operator says so.
+    expect(portalSettingsFromEnv({ FRS_PUBLIC_URL: 'http://[::1]:3000' }).publicUrl).to.equal('http://[::1]:3000');
+    expect(portalSettingsFromEnv({ FRS_PUBLIC_URL: 'http://api.internal:3000', FRS_ALLOW_HTTP_PUBLIC_URL: '1' }).publicUrl).to.equal('http://api.internal:3000');
+    expect(() => portalSettingsFromEnv({ FRS_PUBLIC_URL: 'http://api.internal:3000' })).to.throw(ConfigError,
+      'FRS_PUBLIC_URL must be https for an address other than this machine\'s (the settings screen\'s cookie and links would cross the network in clear), got "http://api.internal:3000"; set FRS_ALLOW_HTTP_PUBLIC_URL=1 to allow it anyway');
     expect(portalSettingsFromEnv({ FRS_PUBLIC_URL: 'https://api.example.com/' }).publicUrl).to.equal('https://api.example.com');
     expect(portalSettingsFromEnv({ FRS_PUBLIC_URL: 'http://127.0.0.1:3000', FRS_PORTAL_FRAME_ANCESTORS: 'http://localhost:5173' }).frameAncestors).to.deep.equal(['http://localhost:5173']);
     for (const [env, variable] of [
       [{ FRS_PUBLIC_URL: 'https://api.example.com/base' }, 'FRS_PUBLIC_URL'],
       [{ FRS_PUBLIC_URL: 'ftp://x' }, 'FRS_PUBLIC_URL'],
+      [{ FRS_PUBLIC_URL: 'http://10.0.0.5' }, 'FRS_ALLOW_HTTP_PUBLIC_URL'],
+      [{ FRS_PUBLIC_URL: 'http://10.0.0.5', FRS_ALLOW_HTTP_PUBLIC_URL: 'yes' }, 'FRS_ALLOW_HTTP_PUBLIC_URL'],
+      [{ FRS_PORTAL_AUTH_FAILURE_LIMIT: '-1' }, 'FRS_PORTAL_AUTH_FAILURE_LIMIT'],
       [{ FRS_PORTAL_FRAME_ANCESTORS: '*' }, 'FRS_PORTAL_FRAME_ANCESTORS'],
       [{ FRS_PORTAL_FRAME_ANCESTORS: "https://a.example 'unsafe-inline'" }, 'FRS_PORTAL_FRAME_ANCESTORS'],
       [{ FRS_PORTAL_FRAME_ANCESTORS: 'https://a.example; script-src *' }, 'FRS_PORTAL_FRAME_ANCESTORS'],
       // embedded elsewhere, the cookie must be Secure: an http address other than this machine's is refused
       [{ FRS_PORTAL_FRAME_ANCESTORS: 'https://a.example', FRS_PUBLIC_URL: 'http://api.example.com' }, 'FRS_PUBLIC_URL'],
+      [{ FRS_PORTAL_FRAME_ANCESTORS: 'https://a.example', FRS_PUBLIC_URL: 'http://api.example.com', FRS_ALLOW_HTTP_PUBLIC_URL: '1' }, 'FRS_PORTAL_FRAME_ANCESTORS'],
     ] as const) {
       expect(() => portalSettingsFromEnv(env), JSON.stringify(env)).to.throw(ConfigError, variable);
     }

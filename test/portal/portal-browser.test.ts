@@ -591,6 +591,48 @@ describe('the settings screen (/portal) in a browser', function () {
     await other.close();
   });
 
+  it('asks before replacing the session of another workspace with a link\'s (another site may have sent the browser there), and keeps the link until asked', async () => {
+    const elsewhere = await fixture(db);
+    const other = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const viewer = watch(await other.newPage());
+    try {
+      await viewer.goto((await screen.link(workspace.id)).url);
+      await viewer.getByRole('heading', { level: 1, name: 'Webhook endpoints' }).waitFor();
+      // A link of another workspace, in the same browser: not opened, the person is asked.
+      const theirs = await screen.link(elsewhere.ws.id);
+      provoked.add(`409 ${screen.url}/portal/api/session`);
+      const asked = viewer.waitForResponse((r) => new URL(r.url()).pathname === '/portal/api/session' && r.request().method() === 'POST');
+      await viewer.goto(theirs.url);
+      expect((await asked).status()).to.equal(409);
+      await viewer.getByRole('heading', { level: 1, name: 'Switch workspace?' }).waitFor();
+      await viewer.getByText(`This browser has the API settings of workspace ${workspace.slug} open. The link you followed is for workspace ${elsewhere.slug}.`, { exact: false }).waitFor();
+      expect(viewer.url()).to.equal(`${screen.url}/portal/`);
+      expect(await viewer.getByRole('navigation', { name: 'Settings' }).isVisible()).to.equal(false);
+      await shot(viewer, 'switch-workspace', false);
+      // Staying keeps the open session; the link is not used up.
+      await viewer.getByRole('button', { name: `Stay in ${workspace.slug}` }).click();
+      await viewer.getByRole('heading', { level: 1, name: 'Webhook endpoints' }).waitFor();
+      await viewer.getByText(`Workspace ${workspace.slug}`, { exact: true }).waitFor();
+      expect((await db('portal_sessions').where({ id: theirs.id }).first('started_at')).started_at).to.equal(null);
+      // The same link again, and this time the person opens it: the other workspace's session replaces the first.
+      await viewer.goto(theirs.url);
+      await viewer.getByRole('heading', { level: 1, name: 'Switch workspace?' }).waitFor();
+      const opened = viewer.waitForResponse((r) => new URL(r.url()).pathname === '/portal/api/session' && r.request().method() === 'POST');
+      await viewer.getByRole('button', { name: `Open ${elsewhere.slug}` }).click();
+      expect((await opened).status()).to.equal(201);
+      expect((await opened).request().postDataJSON()).to.deep.equal({ key: theirs.key, replace: true });
+      await viewer.getByRole('heading', { level: 1, name: 'Webhook endpoints' }).waitFor();
+      await viewer.getByText(`Workspace ${elsewhere.slug}`, { exact: true }).waitFor();
+      // A link of the same workspace just opens.
+      const again = viewer.waitForResponse((r) => new URL(r.url()).pathname === '/portal/api/session' && r.request().method() === 'POST');
+      await viewer.goto((await screen.link(elsewhere.ws.id)).url);
+      expect((await again).status()).to.equal(201);
+      await viewer.getByText(`Workspace ${elsewhere.slug}`, { exact: true }).waitFor();
+    } finally {
+      await other.close();
+    }
+  });
+
   it('edits an endpoint, and deletes one after confirming', async () => {
     const spare = await createEndpoint(db, { workspaceId: workspace.id, url: receiver.endpointUrl(), name: 'Spare' });
     await page.goto(`${screen.url}/portal/endpoints/${spare.id}`);

@@ -2,6 +2,7 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { createApp, listen } from '../../src/api/app.js';
 import { createPortal } from '../../src/portal/app.js';
+import { DEFAULT_PORTAL_AUTH_FAILURE_LIMIT } from '../../src/portal/settings.js';
 import type { AuthFailureSettings } from '../../src/api/auth-failures.js';
 import { workspaceLimitsFromEnv } from '../../src/api/rate-limits.js';
 import { createAdminToken } from '../../src/admin-tokens.js';
@@ -38,20 +39,32 @@ export interface TestScreen {
   logs: Array<Record<string, unknown>>;
   /** A request to the public listener; a JSON answer under /portal/api is checked against the admin document. */
   request(method: string, path: string, options?: { cookie?: string; csrf?: string; body?: unknown; headers?: Record<string, string> }): Promise<ScreenResponse>;
-  /** A new link of `workspaceId` made through the admin API; its key. */
-  link(workspaceId: string, options?: { expiresInMinutes?: number; readOnly?: boolean }): Promise<{ id: string; url: string; key: string }>;
+  /** A new link of `workspaceId` made through the admin API (with `token`, by default adminToken); its key. */
+  link(workspaceId: string, options?: { expiresInMinutes?: number; readOnly?: boolean; token?: string }): Promise<{ id: string; url: string; key: string }>;
   /** Opens a link as the screen does: the session's cookie (name=value) and its body. */
   open(key: string): Promise<{ cookie: string; session: any; setCookie: string }>;
   close(): Promise<void>;
 }
 
-export async function startScreen(options: { clock?: () => Date; frameAncestors?: string[]; authFailures?: AuthFailureSettings } = {}): Promise<TestScreen> {
+export async function startScreen(options: {
+  clock?: () => Date;
+  frameAncestors?: string[];
+  /** The public API's failure limit. */
+  authFailures?: AuthFailureSettings;
+  /** The screen's own (FRS_PORTAL_AUTH_FAILURE_LIMIT). */
+  screenAuthFailures?: number;
+  /** The address the links point at (FRS_PUBLIC_URL): its scheme decides the cookie; requests still go to the listener. */
+  publicUrl?: string;
+} = {}): Promise<TestScreen> {
   const database = await testDatabase();
   const { logger, logs } = capturedLogger();
   const limits = options.authFailures ? { workspace: workspaceLimitsFromEnv(), authFailures: options.authFailures } : undefined;
   const app = await createApp({
     db: database.forRole('api'), logger, clock: options.clock, limits,
-    portal: (edge) => createPortal({ ...edge, db: database.forRole('admin'), settings: { publicUrl: 'http://127.0.0.1', frameAncestors: options.frameAncestors ?? [] } }),
+    portal: (edge) => createPortal({
+      ...edge, db: database.forRole('admin'),
+      settings: { publicUrl: options.publicUrl ?? 'http://127.0.0.1', frameAncestors: options.frameAncestors ?? [], authFailuresPerMinute: options.screenAuthFailures ?? DEFAULT_PORTAL_AUTH_FAILURE_LIMIT },
+    }),
   });
   const server: Server = await listen(app, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -80,8 +93,8 @@ export async function startScreen(options: { clock?: () => Date; frameAncestors?
     adminToken,
     logs,
     request,
-    async link(workspaceId, linkOptions = {}) {
-      const res = await admin.request('POST', `/admin/v1/workspaces/${workspaceId}/portal-sessions`, { token: adminToken, body: linkOptions });
+    async link(workspaceId, { token = adminToken, ...linkOptions } = {}) {
+      const res = await admin.request('POST', `/admin/v1/workspaces/${workspaceId}/portal-sessions`, { token, body: linkOptions });
       if (res.status !== 201) throw new Error(`createPortalSession answered ${res.status}: ${JSON.stringify(res.body)}`);
       return { id: res.body.id, url: res.body.url, key: new URL(res.body.url).hash.replace(/^#key=/, '') };
     },

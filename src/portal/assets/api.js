@@ -14,6 +14,8 @@ export class ApiError extends Error {
     this.code = error.code;
     this.reason = error.reason;
     this.requestId = error.requestId;
+    /** The whole body (a 409 of the session call names the two workspaces beside `error`). */
+    this.body = body;
     /** Seconds the answer's Retry-After asks to wait (429, 503), or undefined. */
     const retryAfter = Number.parseInt(headers?.get('retry-after') ?? '', 10);
     this.retryAfter = Number.isFinite(retryAfter) && retryAfter >= 0 ? retryAfter : undefined;
@@ -60,16 +62,21 @@ const unauthorized = (err) => err instanceof ApiError && err.status === 401;
 /**
  * Starts a session with the one-time key of the link (201), or finds the current one (200). A refused key falls back
  * to the session the cookie already holds (a frame re-created with the same link while its session lives). Null when
- * there is none (401): `refused` tells a refused key from no session at all.
+ * there is none (401): `refused` tells a refused key from no session at all. When the browser holds a session of
+ * another workspace, the link is not opened unless `replace` (the person confirmed): `conflict` names both workspaces.
  * @param {string|undefined} key
- * @returns {Promise<{session: Session|null, refused: boolean}>}
+ * @param {{replace?: boolean}} [options]
+ * @returns {Promise<{session: Session|null, refused: boolean, conflict?: {openWorkspace: {slug: string}, linkWorkspace: {slug: string}}}>}
  */
-export async function startSession(key) {
+export async function startSession(key, { replace = false } = {}) {
   let refused = false;
   if (key) {
     try {
-      session = await call('POST', '/portal/api/session', { key });
+      session = await call('POST', '/portal/api/session', replace ? { key, replace: true } : { key });
     } catch (err) {
+      if (err instanceof ApiError && err.status === 409 && err.body?.linkWorkspace) {
+        return { session: null, refused: false, conflict: { openWorkspace: err.body.openWorkspace, linkWorkspace: err.body.linkWorkspace } };
+      }
       if (!unauthorized(err)) throw err;
       refused = true;
     }

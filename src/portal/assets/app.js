@@ -264,16 +264,33 @@ function notStarted(err) {
 }
 
 /**
+ * The browser holds a session of another workspace than the link's: another site may have sent it here with a link of
+ * its own (to have the person work in the wrong workspace), so the page asks before replacing the session. The link's
+ * key is not used up until the person chooses to open it.
+ */
+function askToReplace(key, { openWorkspace, linkWorkspace }) {
+  showMessage('Switch workspace?',
+    `This browser has the API settings of workspace ${openWorkspace.slug} open. The link you followed is for workspace ${linkWorkspace.slug}. Opening it signs you out of ${openWorkspace.slug} here. If you did not mean to switch, stay.`,
+    h('p', { class: 'actions' },
+      h('button', { type: 'button', onclick: () => start(key, { replace: true }) }, `Open ${linkWorkspace.slug}`),
+      h('button', { type: 'button', onclick: () => start(undefined) }, `Stay in ${openWorkspace.slug}`)));
+}
+
+/**
  * Starts the session (with the link's key, kept only here once it left the address bar) and the screen. When the
  * service refuses for now (429, 503, no answer), "Try again" uses the same key: it was not used up.
  */
-async function start(key) {
+async function start(key, options = {}) {
   let result;
   try {
-    result = await startSession(key);
+    result = await startSession(key, options);
   } catch (err) {
     const why = notStarted(err);
-    showMessage(why.title, why.text, why.retry ? h('p', {}, h('button', { type: 'button', onclick: () => start(key) }, 'Try again')) : null);
+    showMessage(why.title, why.text, why.retry ? h('p', {}, h('button', { type: 'button', onclick: () => start(key, options) }, 'Try again')) : null);
+    return;
+  }
+  if (result.conflict) {
+    askToReplace(key, result.conflict);
     return;
   }
   if (!result.session) {
