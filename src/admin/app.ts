@@ -236,7 +236,7 @@ export async function adminDispatcher({ db, clock, cursors, scheme, authenticate
   };
 }
 
-export async function createAdminApp({ db, logger, clock = () => new Date(), metrics, shedEventLoopLagMs = 0, authFailures: failureSettings, cursors = Cursors.fromMasterKey(), portalUrl }: AdminAppOptions): Promise<Koa> {
+export async function createAdminApp({ db, logger, clock = () => new Date(), metrics, shedEventLoopLagMs = 0, authFailures: failureSettings, cursors = Cursors.fromApiSecret(), portalUrl }: AdminAppOptions): Promise<Koa> {
   const authFailures = new AuthFailureLimits(failureSettings ?? authFailureSettingsFromEnv());
   const document = loadOpenApiDocument('admin');
   const dispatcher = await adminDispatcher({

@@ -8,8 +8,8 @@
 // and send it elsewhere. In an iframe on the rental platform's site the screen is a third party, and browsers that
 // block third-party cookies (Chrome's phase-out, Safari) still keep a Partitioned one (CHIPS), keyed to the embedding
 // site; so with FRS_PORTAL_FRAME_ANCESTORS set, the cookie is `SameSite=None; Secure; Partitioned`, and `SameSite=Lax`
-// otherwise. CSRF: every write must send X-CSRF-Token, an HMAC of the session id under a key derived from the master
-// key, which the page gets from its own same-origin calls; another site can neither read it nor send the header
+// otherwise. CSRF: every write must send X-CSRF-Token, an HMAC of the session id under a key derived from the API
+// process's own secret (it opens nothing), which the page gets from its own same-origin calls; another site can neither read it nor send the header
 // without a CORS preflight this service never grants.
 import crypto from 'node:crypto';
 import fs from 'node:fs';

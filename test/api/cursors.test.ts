@@ -24,7 +24,7 @@ function refusal(cursors: Cursors, cursor: string, list: 'vehicles' | 'receivabl
 }
 
 describe('list cursors (src/api/cursors.ts)', () => {
-  const cursors = Cursors.fromMasterKey({ env: { FRS_SECRET_KEY: MASTER } });
+  const cursors = Cursors.fromApiSecret({ env: { FRS_SECRET_KEY: MASTER } });
   const cursor = cursors.encode('vehicles', binding, position);
 
   it('gives back the position it was made with, for the same list, workspace and parameters', () => {
@@ -74,11 +74,11 @@ describe('list cursors (src/api/cursors.ts)', () => {
 
   it('signs with a key derived from the master key: the same in every process and after a restart, another for another master key', () => {
     // another process given the same master key (FRS_SECRET_KEY or a key file holding it) takes the cursor
-    expect(Cursors.fromMasterKey({ env: { FRS_SECRET_KEY: MASTER } }).decode('vehicles', binding, cursor)).to.deep.equal(position);
-    expect(refusal(Cursors.fromMasterKey({ env: { FRS_SECRET_KEY: OTHER_MASTER } }), cursor)).to.be.instanceOf(ApiError);
+    expect(Cursors.fromApiSecret({ env: { FRS_SECRET_KEY: MASTER } }).decode('vehicles', binding, cursor)).to.deep.equal(position);
+    expect(refusal(Cursors.fromApiSecret({ env: { FRS_SECRET_KEY: OTHER_MASTER } }), cursor)).to.be.instanceOf(ApiError);
     // during a master-key rotation (the old key in FRS_SECRET_KEY_PREVIOUS) cursors signed before it still verify;
     // new ones are signed with the new key
-    const rotating = Cursors.fromMasterKey({ env: { FRS_SECRET_KEY: OTHER_MASTER, FRS_SECRET_KEY_PREVIOUS: MASTER } });
+    const rotating = Cursors.fromApiSecret({ env: { FRS_SECRET_KEY: OTHER_MASTER, FRS_SECRET_KEY_PREVIOUS: MASTER } });
     expect(rotating.decode('vehicles', binding, cursor)).to.deep.equal(position);
     expect(refusal(cursors, rotating.encode('vehicles', binding, position))).to.be.instanceOf(ApiError);
     // HKDF-SHA256 with a label of its own: neither the master key nor the key of another label
@@ -90,7 +90,7 @@ describe('list cursors (src/api/cursors.ts)', () => {
   });
 
   it('refuses to start without a master key where none is made by itself, naming the settings', () => {
-    expect(() => Cursors.fromMasterKey({ env: { DATABASE_URL: 'postgres://db.example/fleet', FRS_SECRET_KEY_FILE: '/nonexistent/fleet.key' }, createIfMissing: false })).to.throw(
+    expect(() => Cursors.fromApiSecret({ env: { DATABASE_URL: 'postgres://db.example/fleet', FRS_SECRET_KEY_FILE: '/nonexistent/fleet.key' }, createIfMissing: false })).to.throw(
       /^the API signs its list cursors with a key derived from the master key, and there is no master key: no FRS_SECRET_KEY and no key file \/nonexistent\/fleet\.key; set FRS_SECRET_KEY/,
     );
   });
