@@ -24,7 +24,7 @@ import { shedLagFromEnv } from './api/load-shedding.js';
 import { ServiceMetrics, startMetricsListener } from './observability/metrics.js';
 import { startWorker, workerSettingsFromEnv, type Worker } from './webhooks/worker.js';
 import { checkMasterKey, recordPublicKey } from './webhooks/signing-secrets.js';
-import { forgoMasterKeys, refuseMasterKeyVariables, takeMasterKeyVariables } from './secrets.js';
+import { settleProcessKeys } from './secrets.js';
 import { portalSettingsFromEnv } from './portal/settings.js';
 import { createPortal } from './portal/app.js';
 import { ReadRouting, readMaxLagMsFromEnv, readUrlsFromEnv } from './db/read-routing.js';
@@ -78,9 +78,7 @@ async function startWorkerProcess(masterKey: Record<string, string>): Promise<Ch
 async function main(): Promise<void> {
   const config = readConfig();
   // Before anything else: a process serving the API never holds the master key (src/secrets.ts).
-  const masterKey = config.role === 'all' ? takeMasterKeyVariables() : {};
-  if (config.role === 'api') refuseMasterKeyVariables();
-  if (config.role !== 'worker') forgoMasterKeys(`it serves the API (FRS_ROLE=${config.role}); only the webhook worker holds the master key`);
+  const masterKey = settleProcessKeys(config.role);
   // Checked before anything starts, so a bad webhook or API setting fails at once, on one line.
   const workerSettings = config.role === 'api' ? undefined : workerSettingsFromEnv();
   const httpLimits = httpLimitsFromEnv();

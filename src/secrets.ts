@@ -339,6 +339,19 @@ export function takeMasterKeyVariables(): Record<string, string> {
   return taken;
 }
 
+/**
+ * The keys a process of `role` holds, settled before it does anything else (src/main.ts): the API process (FRS_ROLE
+ * api, or all, which runs its worker as a process of its own) forgoes the master key; FRS_ROLE=api refuses one
+ * given in its environment; FRS_ROLE=all takes the key's variables out of its environment and returns them, for its
+ * worker's process.
+ */
+export function settleProcessKeys(role: 'all' | 'api' | 'worker'): Record<string, string> {
+  const taken = role === 'all' ? takeMasterKeyVariables() : {};
+  if (role === 'api') refuseMasterKeyVariables();
+  if (role !== 'worker') forgoMasterKeys(`it serves the API (FRS_ROLE=${role}); only the webhook worker holds the master key`);
+  return taken;
+}
+
 /** FRS_ROLE=api: refuses a master key given in the environment, naming the variable (the API process holds none). */
 export function refuseMasterKeyVariables(): void {
   const given = MASTER_KEY_VARIABLES.filter((name) => process.env[name]);

@@ -35,7 +35,7 @@ function canonical(value: unknown): string {
 }
 
 /** The HKDF label of the stored answers' key (see derivedKeys()). */
-const ANSWER_KEY_LABEL = 'admin-idempotency-answers-v1';
+export const ANSWER_KEY_LABEL = 'admin-idempotency-answers-v1';
 const ANSWER_VERSION = 1;
 
 let answerKeys: { id: string; keys: Buffer[] } | undefined;

@@ -30,7 +30,7 @@ import type { PortalSettings } from './settings.js';
 export const PORTAL_COOKIE = 'frs_portal';
 const API_PREFIX = '/portal/api';
 const ASSETS_PREFIX = '/portal/assets/';
-const CSRF_KEY_LABEL = 'portal-csrf-v1';
+export const CSRF_KEY_LABEL = 'portal-csrf-v1';
 const ASSETS_DIR = new URL('./assets/', import.meta.url);
 
 const CONTENT_TYPES: Record<string, string> = {

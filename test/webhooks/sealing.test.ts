@@ -12,9 +12,14 @@ import { createKnex } from '../../src/db/database.js';
 import { ROOT_DIR } from '../../src/config.js';
 import { createAdminToken } from '../../src/admin-tokens.js';
 import { createWorkspace } from '../../src/workspaces.js';
+import { createEndpoint } from '../../src/webhooks/endpoints.js';
+import { openSigningSecret, rotateSigningSecret } from '../../src/webhooks/signing-secrets.js';
 import { expectAdminDocumented } from '../admin/support.js';
+import { dropTestWorkspaces } from './support.js';
 
-// Issue 31, point 7: keys rotate whole. A master-key rotation leaves the admin API's stored answers (kept for an
+// Issue 31, point 1: only the worker can open a signing secret. The process serving the public listener (the API, the
+// admin API, the settings screen) holds no key that opens one and no database role that reads one.
+// Point 7: keys rotate whole. A master-key rotation leaves the admin API's stored answers (kept for an
 // Idempotency-Key) answering as before: a replay after `secrets rotate-master-key` is the first answer, not a 500.
 
 const OPERATOR = { actor: { type: 'cli' as const, name: os.userInfo().username } };
@@ -38,6 +43,80 @@ async function startService(url: string, env: NodeJS.ProcessEnv): Promise<{ chil
   });
   return { child, output, stop: async () => { child.kill('SIGTERM'); await exit; } };
 }
+
+/** The error of a statement refused for want of a privilege (anything else fails the test). */
+async function permissionDenied(query: Promise<unknown>): Promise<string> {
+  try {
+    await query;
+  } catch (err) {
+    expect((err as { code?: string }).code, (err as Error).message).to.equal('42501');
+    return (err as Error).message;
+  }
+  throw new Error('the statement was not refused');
+}
+
+describe('only the worker can open a signing secret: the API process, as its roles and with its keys, opens none', () => {
+  after(async () => dropTestWorkspaces((await testDatabase()).db));
+
+  it("the API's and the admin API's roles cannot read a sealed secret; the admin role seals one and rotates it, and only the master key opens them", async () => {
+    const database = await testDatabase();
+    const owner = database.db;
+    const api = database.forRole('api');
+    const admin = database.forRole('admin');
+    const workspace = await createWorkspace(owner, { slug: `sealing-${process.pid}-${Date.now().toString(36)}` });
+    // Made and rotated as the admin API does, in its role (sealed to the recorded public key)
+    const made = await createEndpoint(admin, { workspaceId: workspace.id, url: 'https://hooks.example.ae/sealed' });
+    const rotated = await rotateSigningSecret(admin, made.id, { overlapHours: 2, workspaceId: workspace.id });
+    for (const role of [api, admin]) {
+      for (const column of ['secret_sealed', 'previous_secret_sealed']) {
+        expect(await permissionDenied(role.raw(`SELECT ${column} FROM webhook_endpoints WHERE id = ?`, [made.id]))).to.match(/ - permission denied for table webhook_endpoints$/);
+      }
+      await permissionDenied(role.raw('SELECT * FROM webhook_endpoints WHERE id = ?', [made.id]));
+      // nor through a copy of one into a column it may read
+      await permissionDenied(role.raw('UPDATE webhook_endpoints SET name = encode(secret_sealed, \'base64\') WHERE id = ?', [made.id]));
+      await permissionDenied(role.raw('UPDATE webhook_endpoints SET previous_secret_sealed = secret_sealed WHERE id = ?', [made.id]));
+    }
+    // What the admin role reads of an endpoint: which key seals it, never the sealed value
+    expect(await admin('webhook_endpoints').where({ id: made.id }).first('secret_key_id', 'previous_secret_key_id')).to.deep.equal({
+      secret_key_id: (await owner('master_key_record').first('key_id')).key_id,
+      previous_secret_key_id: (await owner('master_key_record').first('key_id')).key_id,
+    });
+    // The worker's role reads them, and the master key opens them: the new secret, the first one as the previous
+    const row = await database.forRole('worker')('webhook_endpoints').where({ id: made.id }).first('secret_key_id', 'secret_sealed', 'previous_secret_key_id', 'previous_secret_sealed');
+    expect(openSigningSecret(made.id, { keyId: row.secret_key_id, sealed: row.secret_sealed })).to.equal(rotated.secret);
+    expect(openSigningSecret(made.id, { keyId: row.previous_secret_key_id, sealed: row.previous_secret_sealed })).to.equal(made.secret);
+    expect([row.secret_sealed[0], row.previous_secret_sealed[0]], 'sealed boxes').to.deep.equal([2, 2]);
+  });
+
+  it('with the keys it holds (given FRS_SECRET_KEY as npm start may be), the API process opens no sealed secret: no master key, and its derived keys open nothing', async () => {
+    const { db: owner } = await testDatabase();
+    const workspace = await createWorkspace(owner, { slug: `sealing-keys-${process.pid}-${Date.now().toString(36)}` });
+    const made = await createEndpoint(owner, { workspaceId: workspace.id, url: 'https://hooks.example.ae/keys' });
+    const row = await owner('webhook_endpoints').where({ id: made.id }).first('secret_key_id', 'secret_sealed');
+    // this process, holding the master key, opens it
+    expect(openSigningSecret(made.id, { keyId: row.secret_key_id, sealed: row.secret_sealed })).to.equal(made.secret);
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT_DIR, 'test', 'support', 'api-process-keys.ts'), made.id, row.secret_key_id, row.secret_sealed.toString('base64')], {
+      cwd: ROOT_DIR,
+      env: { ...process.env, FRS_SECRET_KEY: process.env.FRS_SECRET_KEY, FRS_SECRET_KEY_PREVIOUS: crypto.randomBytes(32).toString('base64') },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (chunk) => { stdout += chunk; });
+    child.stderr!.on('data', (chunk) => { stderr += chunk; });
+    expect(await new Promise((resolve) => child.on('close', resolve)), stderr).to.equal(0);
+    const seen = JSON.parse(stdout);
+    expect(seen.masterKeyVariables, 'taken out of its environment').to.deep.equal([]);
+    expect(seen.apiSecret).to.match(/^as_[0-9a-f]{16}$/);
+    expect(seen.tries.service).to.equal(
+      'refused: this process holds no master key: it serves the API (FRS_ROLE=all); only the webhook worker holds the master key',
+    );
+    const others = Object.entries(seen.tries).filter(([name]) => name !== 'service');
+    expect(others).to.have.length(6);
+    for (const [name, outcome] of others) expect(outcome, name).to.match(/^refused: /);
+    expect(stdout).not.to.include(made.secret);
+  });
+});
 
 describe('keys rotate whole: the admin API replays a stored answer after a master-key rotation (a database of its own)', () => {
   let url: string;
