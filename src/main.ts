@@ -60,19 +60,19 @@ const isWorkerProcess = typeof process.send === 'function';
 
 /**
  * FRS_ROLE=all: starts the worker as a process of its own, with the master key's variables (taken out of this
- * process's environment) and no listener of its own; resolves once it reports its worker running. The key file, if
- * that is where the key is, is read by it alone.
+ * process's environment) and no listener of its own; `running` resolves once it reports its worker running. The key
+ * file, if that is where the key is, is read by it alone.
  */
-async function startWorkerProcess(masterKey: Record<string, string>): Promise<ChildProcess> {
+function startWorkerProcess(masterKey: Record<string, string>): { child: ChildProcess; running: Promise<void> } {
   const child = spawn(process.execPath, [...process.execArgv, process.argv[1]], {
     env: { ...process.env, ...masterKey, FRS_ROLE: 'worker', FRS_METRICS_PORT: '0' },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
-  await new Promise<void>((resolve, reject) => {
+  const running = new Promise<void>((resolve, reject) => {
     child.once('message', () => resolve());
     child.once('exit', (code) => reject(new ConfigError(`the webhook worker's process exited (status ${code}) before it was running; its reason is on the line above`)));
   });
-  return child;
+  return { child, running };
 }
 
 async function main(): Promise<void> {
@@ -140,8 +140,14 @@ async function main(): Promise<void> {
     await checkMasterKey(db, 'needed');
     await recordPublicKey(db, { createOnEmbedded: true });
   }
+  // FRS_ROLE=all: the worker's process starts now and gets ready while this one loads the API (awaited before "Ready").
+  let workerRunning: Promise<void> | undefined;
   if (config.role === 'all') {
-    workerProcess = await step('starting the webhook worker in a process of its own (the only one holding the master key)', () => startWorkerProcess(masterKey));
+    process.stderr.write('fleet-rental: starting the webhook worker in a process of its own (the only one holding the master key)…\n');
+    const started = startWorkerProcess(masterKey);
+    workerProcess = started.child;
+    workerRunning = started.running;
+    workerRunning.catch(() => undefined);
     workerProcess.once('exit', (code) => {
       if (stopping) return;
       process.stderr.write(`fleet-rental: the webhook worker's process exited (status ${code}): stopping\n`);
@@ -214,6 +220,7 @@ async function main(): Promise<void> {
       startMetricsListener({ metrics, db: apiDb, logger, port: config.metricsPort, host: config.metricsHost })
         .catch(inUse('FRS_METRICS_PORT (or 0 to switch it off)', config.metricsPort, config.metricsHost)));
   }
+  if (workerRunning) await step('waiting for the webhook worker\'s process', () => workerRunning!);
   lines.push(
     `Metrics: ${metricsServer ? `http://${config.metricsHost}:${config.metricsPort}/metrics` : 'off (FRS_METRICS_PORT=0)'}`,
     `Webhook worker: ${worker || workerProcess ? `running${workerProcess ? ` in process ${workerProcess.pid}` : ''} (deliveries continuously, calendar every minute)` : 'off (FRS_ROLE=api)'}`,

@@ -15,7 +15,10 @@ import { createWorkspace } from '../../src/workspaces.js';
 import { createEndpoint } from '../../src/webhooks/endpoints.js';
 import { openSigningSecret, rotateSigningSecret } from '../../src/webhooks/signing-secrets.js';
 import { expectAdminDocumented } from '../admin/support.js';
-import { dropTestWorkspaces } from './support.js';
+import { bookingConfirmedData, dropTestWorkspaces, eventually } from './support.js';
+import { startReceiver, verifyIndependently } from '../support/receiver.js';
+import { publishEvent } from '../../src/webhooks/publish.js';
+import * as frozenSealing from '../../migrations/support/sealed-signing-secrets.js';
 
 // Issue 31, point 1: only the worker can open a signing secret. The process serving the public listener (the API, the
 // admin API, the settings screen) holds no key that opens one and no database role that reads one.
@@ -180,5 +183,89 @@ describe('keys rotate whole: the admin API replays a stored answer after a maste
       await service.stop();
     }
     expect(service.output.stdout + service.output.stderr).not.to.include('whsec_');
+  });
+});
+
+describe('the move to sealed boxes: `secrets rotate-master-key` re-seals the secrets of before while a worker signs deliveries (a database of its own)', () => {
+  let url: string;
+  let own: Knex;
+  const name = `fleet_sealing_move_${process.pid}`;
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'frs-sealing-move-'));
+
+  before(async () => {
+    const admin = await testDatabase();
+    await admin.db.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]);
+    await admin.db.raw('CREATE DATABASE ??', [name]);
+    url = admin.url.replace(/\/[^/?]+(\?|$)/, `/${name}$1`);
+    own = createKnex(url, 2);
+  });
+  after(async () => {
+    await own.destroy();
+    await dropDatabase((await testDatabase()).url, name);
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('every delivery, before, during and after the re-seal, carries a signature with the endpoint\'s secret; afterwards every secret is a sealed box under the new key', async function () {
+    this.timeout(180_000);
+    // The master key in a key file every process here reads; the worker alone holds it.
+    const keys = { FRS_DATA_DIR: dataDir, FRS_SECRET_KEY: '', FRS_SECRET_KEY_PREVIOUS: '', FRS_SECRET_KEY_FILE: '' };
+    const cli = async (...args: string[]) => {
+      const run = await fleetAdminOn(url, [...args, '--json'], keys);
+      expect(run.stderr, args.join(' ')).to.equal('');
+      return JSON.parse(run.stdout);
+    };
+    await cli('secrets', 'create-master-key');
+    await cli('migrate');
+    const receiver = await startReceiver(() => ({ status: 204 }));
+    const workspace = await createWorkspace(own, { slug: 'move' });
+    // A secret as the previous release sealed it (version 1: AES-256-GCM under the master key itself), with the key file
+    // as this process's master key while it seals.
+    const secret = `whsec_${crypto.randomBytes(20).toString('hex')}`;
+    const endpointId = crypto.randomUUID();
+    const saved = { ...process.env };
+    let legacy;
+    try {
+      Object.assign(process.env, { FRS_DATA_DIR: dataDir, FRS_SECRET_KEY: '' });
+      legacy = frozenSealing.sealedSecretColumns(endpointId, secret);
+    } finally {
+      Object.assign(process.env, saved);
+    }
+    expect(legacy.secret_sealed[0]).to.equal(1);
+    await own('webhook_endpoints').insert({ id: endpointId, workspace_id: workspace.id, name: 'before', url: receiver.endpointUrl(secret), ...legacy });
+    const worker = await startService(url, { ...keys, FRS_ROLE: 'worker', FRS_ALLOW_PRIVATE_WEBHOOK_URLS: '1' });
+    try {
+      const publish = () => publishEvent(own, { workspaceId: workspace.id, event: 'booking.confirmed', data: bookingConfirmedData(), source: 'publish' });
+      await publish();
+      await receiver.waitForRequests(1, 30_000);
+      // Events keep coming while the re-seal runs, and after it.
+      let publishing = true;
+      const publisher = (async () => {
+        let count = 0;
+        while (publishing) {
+          await publish();
+          count++;
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+        return count;
+      })();
+      const rotated = await cli('secrets', 'rotate-master-key', '--key-file-is-shared');
+      expect(rotated.resealed).to.equal(1);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      publishing = false;
+      const published = 1 + (await publisher);
+      await publish();
+      await receiver.waitForRequests(published + 1, 60_000);
+      expect(receiver.requests).to.have.length(published + 1);
+      for (const request of receiver.requests) {
+        expect(verifyIndependently(request.rawBody, request.signature, secret, Date.now() / 1000)).to.deep.equal({ ok: true });
+      }
+      await eventually(async () => Number((await own('deliveries').whereNot({ status: 'delivered' }).count<{ count: string }[]>('* as count'))[0].count) === 0, 10_000, 'every delivery delivered');
+      const row = await own('webhook_endpoints').where({ id: endpointId }).first('secret_key_id', 'secret_sealed');
+      expect([row.secret_key_id, row.secret_sealed[0]]).to.deep.equal([rotated.keyId, 2]);
+      expect(await own('master_key_record').first('key_id')).to.deep.equal({ key_id: rotated.keyId });
+    } finally {
+      await worker.stop();
+      await receiver.close();
+    }
   });
 });
