@@ -131,6 +131,9 @@ export interface SealedSecret {
 /** A sealed value's key is not among this process's master keys (or the key file/variable is unusable). */
 export class MasterKeyError extends Error {}
 
+/** Nothing to seal to yet: the database records no sealing public key and this process holds no master key. */
+export class NoSealingKeyError extends MasterKeyError {}
+
 interface MasterKey {
   id: string;
   key: Buffer;

@@ -14,7 +14,8 @@ import { loadOpenApiDocument, strictOpenApiDocument } from '../contract/document
 import {
   allowedMethods, contractBackend, decodablePath, memoiseOperations, requestEdge, requestGuard, unknownQuery, unknownQueryParameter, validationError, type Parameter,
 } from '../api/app.js';
-import { ApiError, internalError, invalidRequest } from '../api/errors.js';
+import { ApiError, internalError, invalidRequest, sealingUnavailable } from '../api/errors.js';
+import { NoSealingKeyError } from '../secrets.js';
 import { AuthFailureLimits, authFailureSettingsFromEnv, type AuthFailureSettings } from '../api/auth-failures.js';
 import type { AuthGuard } from '../api/auth.js';
 import { rateLimitHeaders } from '../api/rate-limits.js';
@@ -195,6 +196,10 @@ export async function adminDispatcher({ db, clock, cursors, scheme, authenticate
           portalUrl,
         });
       } catch (err) {
+        if (err instanceof NoSealingKeyError) {
+          (ctx.state.logger as Logger | undefined)?.warn({ err: { message: err.message } }, 'cannot seal a signing secret');
+          throw sealingUnavailable();
+        }
         throw err instanceof InputError ? coreError(err) : err;
       }
     });

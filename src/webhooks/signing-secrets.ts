@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { recordAudit, type AuditContext } from '../audit.js';
 import {
-  createMasterKeyFile, givenMasterKeys, MasterKeyError, newSigningSecret, openSecret, PREVIOUS_SECRET_KEYS_ENV, rotateMasterKey, SECRET_KEY_ENV,
+  createMasterKeyFile, givenMasterKeys, MasterKeyError, newSigningSecret, NoSealingKeyError, openSecret, PREVIOUS_SECRET_KEYS_ENV, rotateMasterKey, SECRET_KEY_ENV,
   SECRET_KEY_FILE_ENV, sealingKeys, sealingPublicKey, sealSecret, sealToRecordedKey, type MasterKeyIds, type SealedSecret,
 } from '../secrets.js';
 import { InvalidFieldError, isUuid, NotFoundError } from '../input.js';
@@ -136,7 +136,7 @@ async function recordSealingKey<T>(trx: Knex.Transaction, mode: 'shared' | 'excl
       return sealToRecord(trx, record.key_id, record.public_key, work);
     }
     if (!keys) {
-      throw new MasterKeyError(
+      throw new NoSealingKeyError(
         `the database records no sealing public key yet, and this process holds no master key (it serves the API): start the webhook worker, which records the public key of its master key (${KEY_SETTINGS})`,
       );
     }
