@@ -259,7 +259,7 @@ describe('the move to sealed boxes: `secrets rotate-master-key` re-seals the sec
       for (const request of receiver.requests) {
         expect(verifyIndependently(request.rawBody, request.signature, secret, Date.now() / 1000)).to.deep.equal({ ok: true });
       }
-      await eventually(async () => Number((await own('deliveries').whereNot({ status: 'delivered' }).count<{ count: string }[]>('* as count'))[0].count) === 0, 10_000, 'every delivery delivered');
+      await eventually(async () => Number((await own('deliveries').whereNot({ status: 'accepted' }).count<{ count: string }[]>('* as count'))[0].count) === 0, 10_000, 'every delivery accepted');
       const row = await own('webhook_endpoints').where({ id: endpointId }).first('secret_key_id', 'secret_sealed');
       expect([row.secret_key_id, row.secret_sealed[0]]).to.deep.equal([rotated.keyId, 2]);
       expect(await own('master_key_record').first('key_id')).to.deep.equal({ key_id: rotated.keyId });
