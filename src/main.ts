@@ -23,7 +23,7 @@ import { httpLimitsFromEnv, logDroppedConnections } from './api/http-limits.js';
 import { shedLagFromEnv } from './api/load-shedding.js';
 import { ServiceMetrics, startMetricsListener } from './observability/metrics.js';
 import { startWorker, workerSettingsFromEnv, type Worker } from './webhooks/worker.js';
-import { checkMasterKey, recordPublicKey } from './webhooks/signing-secrets.js';
+import { checkApiSecret, checkMasterKey, recordPublicKey } from './webhooks/signing-secrets.js';
 import { settleProcessKeys } from './secrets.js';
 import { portalSettingsFromEnv } from './portal/settings.js';
 import { createPortal } from './portal/app.js';
@@ -139,6 +139,9 @@ async function main(): Promise<void> {
   if (config.role === 'worker') {
     await checkMasterKey(db, 'needed');
     await recordPublicKey(db, { createOnEmbedded: true });
+  } else {
+    // Every API process holds the same API secret (cursors, CSRF tokens, stored answers): a stale one is refused.
+    await checkApiSecret(db);
   }
   // FRS_ROLE=all: the worker's process starts now and gets ready while this one loads the API (awaited before "Ready").
   let workerRunning: Promise<void> | undefined;

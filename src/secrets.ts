@@ -383,6 +383,13 @@ export function apiSecretId(options?: KeyringOptions): string {
   return loadKeyring(options ?? {}, API_SECRET).current.id;
 }
 
+/** The ids of this process's API secrets (the current one first) and the setting they came from, as a refusal names it. */
+export function apiSecretIds(): { currentId: string; ids: string[]; setting: string } {
+  const ring = loadKeyring({}, API_SECRET);
+  const setting = ring.source.kind === 'env' ? `${API_SECRET_ENV}${ring.byId.size > 1 ? ` with ${PREVIOUS_API_SECRETS_ENV}` : ''}` : `the key file ${ring.source.path} (${API_SECRET_FILE_ENV})`;
+  return { currentId: ring.current.id, ids: [...ring.byId.keys()], setting };
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Sealed boxes: bytes sealed to an X25519 public key, as libsodium's sealed box does it, with Node's own crypto. Each
 // seal makes an ephemeral key pair; the shared secret of its private half and the recipient's public key, through

@@ -46,6 +46,8 @@ const GRANTS: Record<ServiceRole, string[]> = {
   api: [
     // a process checks at start that the schema is up to date, and that its master key is the recorded one
     `GRANT SELECT ON knex_migrations, knex_migrations_lock, master_key_record TO %s`,
+    // and records the API secret every API process holds (checkApiSecret in src/webhooks/signing-secrets.ts)
+    `GRANT INSERT, UPDATE (api_secret_id) ON master_key_record TO %s`,
     `GRANT SELECT ON ${DOMAIN_TABLES.join(', ')} TO %s`,
     `GRANT SELECT ${CUSTOMER_COLUMNS} ON customers TO %s`,
     // the data versions an answer's ETag is decided by (src/api/revalidation.ts); the triggers keeping them need no grant

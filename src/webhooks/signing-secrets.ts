@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { recordAudit, type AuditContext } from '../audit.js';
 import {
-  createMasterKeyFile, givenMasterKeys, MasterKeyError, newSigningSecret, NoSealingKeyError, openSecret, PREVIOUS_SECRET_KEYS_ENV, rotateMasterKey, SECRET_KEY_ENV,
+  apiSecretIds, createMasterKeyFile, givenMasterKeys, MasterKeyError, newSigningSecret, NoSealingKeyError, openSecret, PREVIOUS_SECRET_KEYS_ENV, rotateMasterKey, SECRET_KEY_ENV,
   SECRET_KEY_FILE_ENV, sealingKeys, sealingPublicKey, sealSecret, sealToRecordedKey, type MasterKeyIds, type SealedSecret,
 } from '../secrets.js';
 import { InvalidFieldError, isUuid, NotFoundError } from '../input.js';
@@ -202,6 +202,34 @@ export async function recordPublicKey(db: Knex, options: { createOnEmbedded?: bo
       return;
     }
     await trx(RECORD_TABLE).insert({ singleton: true, key_id: keyId, public_key: publicKey }).onConflict('singleton').merge();
+  });
+}
+
+/**
+ * An API process's start (as the owner's connection): every API process must hold the API secret the database
+ * records (master_key_record.api_secret_id), so that cursors, CSRF tokens and stored answers made by one hold at
+ * every other. None recorded: this one's is. A process whose previous secrets (FRS_API_SECRET_PREVIOUS) hold the
+ * recorded one moves the record to its current one: the change of the secret has begun, and a process still given
+ * only the old one (stale) then refuses to start, in one line naming the setting. A restart is what makes a running
+ * process take a new secret.
+ */
+export async function checkApiSecret(db: Knex): Promise<void> {
+  let held: ReturnType<typeof apiSecretIds>;
+  try {
+    held = apiSecretIds();
+  } catch (err) {
+    if (err instanceof MasterKeyError) throw new MasterKeyError(`the API signs its list cursors with a key derived from its API secret, and ${err.message}`);
+    throw err;
+  }
+  await db.transaction(async (trx) => {
+    const recorded: string | null | undefined = (await trx(RECORD_TABLE).forUpdate().first('api_secret_id'))?.api_secret_id;
+    if (recorded && !held.ids.includes(recorded)) {
+      throw new MasterKeyError(
+        `${held.setting} holds API secret ${held.ids.join(', ')}, but the database records ${recorded}, the one every API process holds: give this process that secret ` +
+          `(during a change of it, the new one in FRS_API_SECRET and the old one in FRS_API_SECRET_PREVIOUS)`,
+      );
+    }
+    if (recorded !== held.currentId) await trx(RECORD_TABLE).insert({ singleton: true, api_secret_id: held.currentId }).onConflict('singleton').merge(['api_secret_id']);
   });
 }
 

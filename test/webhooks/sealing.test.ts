@@ -142,7 +142,7 @@ describe('keys rotate whole: the admin API replays a stored answer after a maste
   });
 
   it('POST with an Idempotency-Key, rotate the master key (key file shared by every process), the same POST again: the first answer', async function () {
-    this.timeout(120_000);
+    this.timeout(300_000);
     // The master key in a key file under the data folder, which every process here reads.
     const keys = { FRS_DATA_DIR: dataDir, FRS_SECRET_KEY: '', FRS_SECRET_KEY_PREVIOUS: '', FRS_API_SECRET: apiSecret };
     const cli = async (...args: string[]) => {
@@ -183,6 +183,36 @@ describe('keys rotate whole: the admin API replays a stored answer after a maste
       await service.stop();
     }
     expect(service.output.stdout + service.output.stderr).not.to.include('whsec_');
+  });
+
+  it('an API process given a stale API secret refuses at start, naming the setting; one given the new secret with the old as previous moves the record', async function () {
+    this.timeout(180_000);
+    const keys = { FRS_DATA_DIR: dataDir, FRS_SECRET_KEY: '', FRS_SECRET_KEY_PREVIOUS: '', FRS_API_SECRET_PREVIOUS: '' };
+    const idOf = (secret: string) => `as_${crypto.createHash('sha256').update('frs-api-secret-id\0').update(Buffer.from(secret, 'base64')).digest('hex').slice(0, 16)}`;
+    const refusedAtStart = async (env: NodeJS.ProcessEnv) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT_DIR, 'src', 'main.ts')], {
+        cwd: ROOT_DIR,
+        env: { ...process.env, DATABASE_URL: url, HOST: '127.0.0.1', PORT: '0', FRS_ADMIN_PORT: '0', FRS_METRICS_PORT: '0', LOG_LEVEL: 'warn', FRS_ROLE: 'api', ...keys, ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr!.on('data', (chunk) => { stderr += chunk; });
+      expect(await new Promise((resolve) => child.on('exit', resolve))).to.equal(1);
+      return stderr.split('\n').filter((line) => line.startsWith('fleet-rental: failed'));
+    };
+    // recorded by the previous test's API process
+    expect(await own('master_key_record').first('api_secret_id')).to.deep.equal({ api_secret_id: idOf(apiSecret) });
+    const other = crypto.randomBytes(32).toString('base64');
+    const refusal = (secret: string, ids: string, recorded: string) =>
+      `fleet-rental: failed to start: ${secret} holds API secret ${ids}, but the database records ${recorded}, the one every API process holds: give this process that secret ` +
+      '(during a change of it, the new one in FRS_API_SECRET and the old one in FRS_API_SECRET_PREVIOUS)';
+    expect(await refusedAtStart({ FRS_API_SECRET: other })).to.deep.equal([refusal('FRS_API_SECRET', idOf(other), idOf(apiSecret))]);
+    // The change of the secret: a process given the new one, the old one as previous, starts and moves the record...
+    const service = await startService(url, { ...keys, FRS_ROLE: 'api', PORT: String(await freePort()), FRS_ADMIN_PORT: '0', FRS_API_SECRET: other, FRS_API_SECRET_PREVIOUS: apiSecret });
+    await service.stop();
+    expect(await own('master_key_record').first('api_secret_id')).to.deep.equal({ api_secret_id: idOf(other) });
+    // ...and a process still given only the old one is stale: refused.
+    expect(await refusedAtStart({ FRS_API_SECRET: apiSecret })).to.deep.equal([refusal('FRS_API_SECRET', idOf(apiSecret), idOf(other))]);
   });
 });
 
