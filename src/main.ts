@@ -3,10 +3,14 @@
 // workspace on the embedded default's first start or with FRS_SEED_DEMO=1 (printing its API key that once), then
 // serves the API and runs the webhook worker (delivery sweep and calendar sweep), each as its own database role.
 // FRS_ROLE=api runs the API alone, FRS_ROLE=worker the worker alone; several of either can run against one database.
+// Only the worker holds the master key, which opens the signing secrets: a process serving the API never reads it.
+// So FRS_ROLE=all runs the worker as a process of its own (this entry again, with FRS_ROLE=worker), the only one
+// given the master key; this process serves the API, having taken the key's variables out of its environment.
 //
 // Each start-up step prints a line on stderr as it begins and as it ends, so a person can see it is not hung. SIGTERM
 // or SIGINT (Ctrl-C, or either sent to `npm start`) stops it: requests and attempts in flight finish, then the embedded
 // database (if this process started it) is stopped, and the process exits 0.
+import { spawn, type ChildProcess } from 'node:child_process';
 import type { Server } from 'node:http';
 import path from 'node:path';
 import { ConfigError, DATA_DIR, envSwitch, readConfig } from './config.js';
@@ -19,7 +23,8 @@ import { httpLimitsFromEnv, logDroppedConnections } from './api/http-limits.js';
 import { shedLagFromEnv } from './api/load-shedding.js';
 import { ServiceMetrics, startMetricsListener } from './observability/metrics.js';
 import { startWorker, workerSettingsFromEnv, type Worker } from './webhooks/worker.js';
-import { checkMasterKey } from './webhooks/signing-secrets.js';
+import { checkApiSecret, checkMasterKey, recordPublicKey } from './webhooks/signing-secrets.js';
+import { settleProcessKeys } from './secrets.js';
 import { portalSettingsFromEnv } from './portal/settings.js';
 import { createPortal } from './portal/app.js';
 import { ReadRouting, readMaxLagMsFromEnv, readUrlsFromEnv } from './db/read-routing.js';
@@ -48,9 +53,32 @@ async function demoWanted(database: Database, embedded: boolean): Promise<boolea
 
 let database: Database | undefined;
 let stopping = false;
+/** FRS_ROLE=all: the worker's process, which alone holds the master key. */
+let workerProcess: ChildProcess | undefined;
+/** Started by FRS_ROLE=all (the IPC channel to it is open): it reports ready, and stops when that process goes. */
+const isWorkerProcess = typeof process.send === 'function';
+
+/**
+ * FRS_ROLE=all: starts the worker as a process of its own, with the master key's variables (taken out of this
+ * process's environment) and no listener of its own; `running` resolves once it reports its worker running. The key
+ * file, if that is where the key is, is read by it alone.
+ */
+function startWorkerProcess(masterKey: Record<string, string>): { child: ChildProcess; running: Promise<void> } {
+  const child = spawn(process.execPath, [...process.execArgv, process.argv[1]], {
+    env: { ...process.env, ...masterKey, FRS_ROLE: 'worker', FRS_METRICS_PORT: '0' },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const running = new Promise<void>((resolve, reject) => {
+    child.once('message', () => resolve());
+    child.once('exit', (code) => reject(new ConfigError(`the webhook worker's process exited (status ${code}) before it was running; its reason is on the line above`)));
+  });
+  return { child, running };
+}
 
 async function main(): Promise<void> {
   const config = readConfig();
+  // Before anything else: a process serving the API never holds the master key (src/secrets.ts).
+  const masterKey = settleProcessKeys(config.role);
   // Checked before anything starts, so a bad webhook or API setting fails at once, on one line.
   const workerSettings = config.role === 'api' ? undefined : workerSettingsFromEnv();
   const httpLimits = httpLimitsFromEnv();
@@ -80,11 +108,16 @@ async function main(): Promise<void> {
     }));
     metricsServer?.close();
     await worker?.stop();
+    if (workerProcess && workerProcess.exitCode === null && workerProcess.signalCode === null) {
+      const exited = new Promise<void>((resolve) => workerProcess!.once('exit', () => resolve()));
+      workerProcess.kill('SIGTERM');
+      await exited;
+    }
     await keyCache?.close();
     await reads?.close();
     await database?.close();
     logger.info('stopped');
-    process.exit(0);
+    process.exit(process.exitCode ?? 0);
   };
   // Registered first, so a signal during start-up also stops what has been started so far.
   process.on('SIGTERM', () => void stop('SIGTERM'));
@@ -100,12 +133,34 @@ async function main(): Promise<void> {
   database = await step(`opening ${where} and ${embedded ? 'applying migrations' : 'checking its schema'}`, () =>
     openDatabase({ url: config.databaseUrl, schema: embedded ? 'migrate' : 'check' }));
   const { db } = database;
-  // The worker opens signing secrets: it needs the master key the database records. The API never opens one: it
-  // refuses only a key that is not that one (a process given the wrong key is misconfigured either way).
-  await checkMasterKey(db, config.role === 'api' ? 'if-given' : 'needed');
+  // The worker opens signing secrets: it needs the master key the database records, and records that key's public key
+  // for the API process to seal to (on the embedded default it makes the key on its first start). The API process
+  // holds no master key (forgone above).
+  if (config.role === 'worker') {
+    await checkMasterKey(db, 'needed');
+    await recordPublicKey(db, { createOnEmbedded: true });
+  } else {
+    // Every API process holds the same API secret (cursors, CSRF tokens, stored answers): a stale one is refused.
+    await checkApiSecret(db);
+  }
+  // FRS_ROLE=all: the worker's process starts now and gets ready while this one loads the API (awaited before "Ready").
+  let workerRunning: Promise<void> | undefined;
+  if (config.role === 'all') {
+    process.stderr.write('fleet-rental: starting the webhook worker in a process of its own (the only one holding the master key)…\n');
+    const started = startWorkerProcess(masterKey);
+    workerProcess = started.child;
+    workerRunning = started.running;
+    workerRunning.catch(() => undefined);
+    workerProcess.once('exit', (code) => {
+      if (stopping) return;
+      process.stderr.write(`fleet-rental: the webhook worker's process exited (status ${code}): stopping\n`);
+      process.exitCode = 1;
+      void stop('worker exited');
+    });
+  }
 
   let demoKey: string | undefined;
-  if (await demoWanted(database, embedded)) {
+  if (!isWorkerProcess && await demoWanted(database, embedded)) {
     const { seedDemo } = await import('../seeds/demo.js');
     demoKey = await step(`loading the demo workspace "${DEMO_SLUG}"`, async () => (await seedDemo(db, DEMO_SLUG)).key);
   }
@@ -121,7 +176,13 @@ async function main(): Promise<void> {
   };
   // The worker's first calendar sweep runs in the background: the API answers while it works.
   const workerDb = database.forRole('worker');
-  worker = config.role === 'api' ? undefined : await step('starting the webhook worker', () => startWorker(workerDb, logger, metrics, workerSettings));
+  worker = config.role !== 'worker' ? undefined : await step('starting the webhook worker', () => startWorker(workerDb, logger, metrics, workerSettings));
+  if (isWorkerProcess) {
+    // FRS_ROLE=all's worker: running; and it stops when the process that started it goes, however it went.
+    process.send!('running');
+    process.on('disconnect', () => void stop('disconnect'));
+    return;
+  }
   const lines = [''];
   if (config.role !== 'worker') {
     // Key lookups are kept in memory and dropped on every key or workspace change, announced through the database;
@@ -162,9 +223,10 @@ async function main(): Promise<void> {
       startMetricsListener({ metrics, db: apiDb, logger, port: config.metricsPort, host: config.metricsHost })
         .catch(inUse('FRS_METRICS_PORT (or 0 to switch it off)', config.metricsPort, config.metricsHost)));
   }
+  if (workerRunning) await step('waiting for the webhook worker\'s process', () => workerRunning!);
   lines.push(
     `Metrics: ${metricsServer ? `http://${config.metricsHost}:${config.metricsPort}/metrics` : 'off (FRS_METRICS_PORT=0)'}`,
-    `Webhook worker: ${worker ? 'running (deliveries continuously, calendar every minute)' : 'off (FRS_ROLE=api)'}`,
+    `Webhook worker: ${worker || workerProcess ? `running${workerProcess ? ` in process ${workerProcess.pid}` : ''} (deliveries continuously, calendar every minute)` : 'off (FRS_ROLE=api)'}`,
     `Database: ${config.databaseUrl ? 'DATABASE_URL' : `embedded PostgreSQL under ${path.join(DATA_DIR, 'postgres')}`}` +
       (reads ? `; reads on ${reads.replicaNames.join(', ')} within ${readMaxLagMs} ms, else the primary` : ''),
     `Ready ${process.uptime().toFixed(1)} s after launch. Stop with Ctrl-C (or SIGTERM to this process or to npm).`,

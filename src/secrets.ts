@@ -105,29 +105,64 @@ export function hashApiKey(key: string): Buffer {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Secrets at rest: AES-256-GCM under a master key. This is the only code that touches master keys.
+// Secrets at rest: sealed to a public key (X25519, see sealToPublicKey below): any process may seal, only the holder
+// of the master key opens. This is the only code that touches master keys.
 //
 // The master key is FRS_SECRET_KEY (base64 of 32 random bytes) when set, else the key file: FRS_SECRET_KEY_FILE, by
 // default `secret.key` in the data folder. It holds one base64 key per line, the current one first; older lines
 // exist only while a master-key rotation is in progress. During a rotation with FRS_SECRET_KEY,
 // FRS_SECRET_KEY_PREVIOUS (comma-separated) lists the old keys. Every sealed value records the id of the key that
-// sealed it (a hash of the key, never the key).
+// sealed it (a hash of the key, never the key). A master key's sealing key pair is derived from it (HKDF): the
+// private half never leaves the process holding the master key (the worker, and the CLI's sealing commands); the
+// public half is recorded in the database (master_key_record.public_key), where a process that only seals (the API
+// process: admin API and settings screen) reads it. Such a process holds no master key at all (forgoMasterKeys).
 //
 // A master key is never made by accident: only the embedded default (no DATABASE_URL) creates its key file, on the
-// first seal, so that it needs no set-up. With DATABASE_URL a process without a key refuses to seal: a key made by
-// a one-off process (a release container running `fleet-admin migrate`) would leave with it, and every secret
+// worker's first start, so that it needs no set-up. With DATABASE_URL a process without a key refuses to seal: a key
+// made by a one-off process (a release container running `fleet-admin migrate`) would leave with it, and every secret
 // sealed under it would be lost. There the key is given, or made on purpose by `fleet-admin secrets
 // create-master-key`. A key file other users can read is refused.
+//
+// The API process's own secret (FRS_API_SECRET, else its key file, `api-secret.key` in the data folder) is loaded the
+// same way and is a key of another kind: the keys of the API's list cursors, of the settings screen's CSRF tokens and
+// of the admin API's stored answers are derived from it (derivedKeys), and nothing is ever sealed to it; it opens no
+// signing secret.
 
 export const SECRET_KEY_ENV = 'FRS_SECRET_KEY';
 export const PREVIOUS_SECRET_KEYS_ENV = 'FRS_SECRET_KEY_PREVIOUS';
 export const SECRET_KEY_FILE_ENV = 'FRS_SECRET_KEY_FILE';
-const KEY_FILE_NAME = 'secret.key';
+export const API_SECRET_ENV = 'FRS_API_SECRET';
+export const PREVIOUS_API_SECRETS_ENV = 'FRS_API_SECRET_PREVIOUS';
+export const API_SECRET_FILE_ENV = 'FRS_API_SECRET_FILE';
 const SEALED_VERSION = 1;
+/** A sealed box (sealToPublicKey): version (1 byte) | ephemeral public key (32) | GCM tag (16) | ciphertext. */
+const BOX_VERSION = 2;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 
-/** A secret sealed under a master key: `sealed` is version (1 byte) | IV (12) | GCM tag (16) | ciphertext. */
+/** What a key loader loads: the master key (sealing) or the API process's secret (cursors, CSRF, stored answers). */
+interface KeyKind {
+  /** As messages name it: "master key", "API secret". */
+  name: string;
+  env: string;
+  previousEnv: string;
+  fileEnv: string;
+  fileName: string;
+  idPrefix: string;
+  /** How to make a key file on purpose, for the refusal of a missing key. */
+  makeHint: string;
+}
+
+const MASTER: KeyKind = {
+  name: 'master key', env: SECRET_KEY_ENV, previousEnv: PREVIOUS_SECRET_KEYS_ENV, fileEnv: SECRET_KEY_FILE_ENV, fileName: 'secret.key', idPrefix: 'mk',
+  makeHint: ' (for a database that holds no signing secret yet, "fleet-admin secrets create-master-key" makes one)',
+};
+const API_SECRET: KeyKind = {
+  name: 'API secret', env: API_SECRET_ENV, previousEnv: PREVIOUS_API_SECRETS_ENV, fileEnv: API_SECRET_FILE_ENV, fileName: 'api-secret.key', idPrefix: 'as',
+  makeHint: ' (make one with: openssl rand -base64 32; every API process needs the same)',
+};
+
+/** A secret sealed under a master key: `sealed` is a sealed box (version 2), or version 1 (IV, GCM tag, ciphertext) from before. */
 export interface SealedSecret {
   keyId: string;
   sealed: Buffer;
@@ -135,6 +170,9 @@ export interface SealedSecret {
 
 /** A sealed value's key is not among this process's master keys (or the key file/variable is unusable). */
 export class MasterKeyError extends Error {}
+
+/** Nothing to seal to yet: the database records no sealing public key and this process holds no master key. */
+export class NoSealingKeyError extends MasterKeyError {}
 
 interface MasterKey {
   id: string;
@@ -170,16 +208,17 @@ export interface KeyringOptions {
   createIfMissing?: boolean;
 }
 
-function masterKeyId(key: Buffer): string {
-  return `mk_${crypto.createHash('sha256').update('frs-master-key-id\0').update(key).digest('hex').slice(0, 16)}`;
+function masterKeyId(key: Buffer, kind: KeyKind = MASTER): string {
+  const label = kind === MASTER ? 'frs-master-key-id\0' : 'frs-api-secret-id\0';
+  return `${kind.idPrefix}_${crypto.createHash('sha256').update(label).update(key).digest('hex').slice(0, 16)}`;
 }
 
-function parseMasterKey(text: string, where: string): MasterKey {
+function parseMasterKey(text: string, where: string, kind: KeyKind = MASTER): MasterKey {
   const key = Buffer.from(text.trim(), 'base64');
   if (key.length !== 32 || !/^[A-Za-z0-9+/]{43}=$/.test(text.trim())) {
     throw new MasterKeyError(`${where} must be the base64 of 32 random bytes (make one with: openssl rand -base64 32)`);
   }
-  return { id: masterKeyId(key), key };
+  return { id: masterKeyId(key, kind), key };
 }
 
 function newMasterKeyText(): string {
@@ -188,21 +227,21 @@ function newMasterKeyText(): string {
 
 /** The key file's default path: `secret.key` in the data folder. */
 export function masterKeyFile(dataDir: string = DATA_DIR): string {
-  return path.join(dataDir, KEY_FILE_NAME);
+  return path.join(dataDir, MASTER.fileName);
 }
 
-/** The key file this process reads: FRS_SECRET_KEY_FILE, else `secret.key` in the data folder. */
-function keyFilePath(env: NodeJS.ProcessEnv, dataDir?: string): string {
-  return env[SECRET_KEY_FILE_ENV] || masterKeyFile(dataDir ?? env.FRS_DATA_DIR);
+/** The key file this process reads: FRS_SECRET_KEY_FILE, else `secret.key` in the data folder (FRS_API_SECRET_FILE, `api-secret.key` for the API secret). */
+function keyFilePath(env: NodeJS.ProcessEnv, dataDir?: string, kind: KeyKind = MASTER): string {
+  return env[kind.fileEnv] || path.join(dataDir ?? env.FRS_DATA_DIR ?? DATA_DIR, kind.fileName);
 }
 
 /** The key file's contents, refused when its group or other users may read or change it. */
-function readPrivateFile(file: string): string {
+function readPrivateFile(file: string, kind: KeyKind = MASTER): string {
   const fd = fs.openSync(file, 'r');
   try {
     const mode = fs.fstatSync(fd).mode & 0o777;
     if ((mode & 0o077) !== 0) {
-      throw new MasterKeyError(`the master key file ${file} is open to other users (mode ${mode.toString(8).padStart(4, '0')}): run chmod 600 ${file}`);
+      throw new MasterKeyError(`the ${kind.name} file ${file} is open to other users (mode ${mode.toString(8).padStart(4, '0')}): run chmod 600 ${file}`);
     }
     return fs.readFileSync(fd, 'utf8');
   } finally {
@@ -222,19 +261,18 @@ function writeNewKeyFile(file: string): boolean {
   }
 }
 
-function readKeyFile(file: string, createIfMissing: boolean): MasterKey[] {
+function readKeyFile(file: string, createIfMissing: boolean, kind: KeyKind = MASTER): MasterKey[] {
   for (;;) {
     try {
-      const lines = readPrivateFile(file).split('\n').filter((line) => line.trim() !== '');
-      if (lines.length === 0) throw new MasterKeyError(`the master key file ${file} is empty`);
-      return lines.map((line, i) => parseMasterKey(line, `line ${i + 1} of the master key file ${file}`));
+      const lines = readPrivateFile(file, kind).split('\n').filter((line) => line.trim() !== '');
+      if (lines.length === 0) throw new MasterKeyError(`the ${kind.name} file ${file} is empty`);
+      return lines.map((line, i) => parseMasterKey(line, `line ${i + 1} of the ${kind.name} file ${file}`, kind));
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
     }
     if (!createIfMissing) {
       throw new MasterKeyError(
-        `there is no master key: no ${SECRET_KEY_ENV} and no key file ${file}; set ${SECRET_KEY_ENV}, or ${SECRET_KEY_FILE_ENV} to the key file ` +
-          `(for a database that holds no signing secret yet, "fleet-admin secrets create-master-key" makes one)`,
+        `there is no ${kind.name}: no ${kind.env} and no key file ${file}; set ${kind.env}, or ${kind.fileEnv} to the key file${kind.makeHint}`,
       );
     }
     // Another process may create it first: then theirs is read.
@@ -253,25 +291,42 @@ export function writeKeyFile(file: string, keys: string[]): void {
   fs.renameSync(temporary, file);
 }
 
-export function loadKeyring(options: KeyringOptions = {}): Keyring {
+export function loadKeyring(options: KeyringOptions = {}, kind: KeyKind = MASTER): Keyring {
   const env = options.env ?? process.env;
   let keys: MasterKey[];
   let source: Keyring['source'];
-  if (env[SECRET_KEY_ENV]) {
-    keys = [parseMasterKey(env[SECRET_KEY_ENV]!, SECRET_KEY_ENV)];
-    for (const text of (env[PREVIOUS_SECRET_KEYS_ENV] ?? '').split(',').filter((t) => t.trim() !== '')) {
-      keys.push(parseMasterKey(text, PREVIOUS_SECRET_KEYS_ENV));
+  if (env[kind.env]) {
+    keys = [parseMasterKey(env[kind.env]!, kind.env, kind)];
+    for (const text of (env[kind.previousEnv] ?? '').split(',').filter((t) => t.trim() !== '')) {
+      keys.push(parseMasterKey(text, kind.previousEnv, kind));
     }
     source = { kind: 'env' };
   } else {
-    const file = keyFilePath(env, options.dataDir);
-    keys = readKeyFile(file, options.createIfMissing ?? !env.DATABASE_URL);
+    const file = keyFilePath(env, options.dataDir, kind);
+    keys = readKeyFile(file, options.createIfMissing ?? !env.DATABASE_URL, kind);
     source = { kind: 'file', path: file };
   }
   return { current: keys[0], byId: new Map(keys.map((k) => [k.id, k])), source };
 }
 
 let processKeyring: Keyring | undefined;
+/** Why this process holds no master key, once forgoMasterKeys() was called: it then never reads one. */
+let forgone: string | undefined;
+
+/**
+ * This process serves the API (the public listener, the admin API, the settings screen): it never reads a master
+ * key, from the variable or the key file, whatever it is given; every use of one is refused (it seals to the
+ * recorded public key instead). Called by src/main.ts before anything else.
+ */
+export function forgoMasterKeys(why: string): void {
+  forgone = why;
+  processKeyring = undefined;
+}
+
+/** Whether this process may hold master keys (forgoMasterKeys was not called). */
+export function mayHoldMasterKeys(): boolean {
+  return forgone === undefined;
+}
 
 /**
  * This process's keyring, loaded on first use. The key file is read again when a key id is missing or when
@@ -279,6 +334,7 @@ let processKeyring: Keyring | undefined;
  * key file, and only on the embedded default.
  */
 function keyring(options: { wantedId?: string; fresh?: boolean; create?: boolean } = {}): Keyring {
+  if (forgone !== undefined) throw new MasterKeyError(`this process holds no master key: ${forgone}`);
   const createIfMissing = options.create === true && !process.env.DATABASE_URL;
   processKeyring ??= loadKeyring({ createIfMissing });
   const stale = options.fresh || (options.wantedId !== undefined && !processKeyring.byId.has(options.wantedId));
@@ -297,31 +353,165 @@ function keyIds(ring: Keyring): MasterKeyIds {
 
 /**
  * The master keys this process was given (FRS_SECRET_KEY, or an existing key file), read afresh; undefined when it
- * has none. Creates nothing; throws MasterKeyError for a malformed key or a key file other users can read.
+ * has none. Creates nothing, unless `createOnEmbedded` (a worker's start) and this is the embedded default (no
+ * DATABASE_URL): then the key file is made when there is none. Throws MasterKeyError for a malformed key or a key
+ * file other users can read.
  */
-export function givenMasterKeys(): MasterKeyIds | undefined {
+export function givenMasterKeys(options: { createOnEmbedded?: boolean } = {}): MasterKeyIds | undefined {
+  if (forgone !== undefined) return undefined;
+  if (options.createOnEmbedded && !process.env.DATABASE_URL) return keyIds(keyring({ fresh: true, create: true }));
   if (!process.env[SECRET_KEY_ENV] && !fs.existsSync(keyFilePath(process.env))) return undefined;
   return keyIds(keyring({ fresh: true }));
 }
 
+/** The variables that give a master key: only the worker holds them (FRS_ROLE=all hands them to its worker process). */
+const MASTER_KEY_VARIABLES = [SECRET_KEY_ENV, PREVIOUS_SECRET_KEYS_ENV];
+
 /**
- * Keys for a purpose other than sealing (`label`, such as signing the API's list cursors), derived from the master
- * keys with HKDF-SHA256 (RFC 5869) and the label as its info: the same in every process given the same master key
- * and across restarts, never the master key itself, and neither it nor another purpose's key can be worked out from
- * one. The current key's first (to sign with), then those of a master-key rotation under way (what was signed before
- * it still verifies). As for a first seal, only the embedded default creates its key file when there is none.
- * `options`: the keys of another environment than this process's (tests).
+ * For `npm start` with FRS_ROLE=all, before anything else: removes the master key's variables from this process's
+ * environment and returns them, for the worker process it starts, which alone holds them. (The process's initial
+ * environment block, /proc/<pid>/environ, still shows what it was started with: hence the README's advice to give
+ * the key as a key file, or to run FRS_ROLE=api and FRS_ROLE=worker as processes of their own.)
+ */
+export function takeMasterKeyVariables(): Record<string, string> {
+  const taken: Record<string, string> = {};
+  for (const name of MASTER_KEY_VARIABLES) {
+    if (process.env[name] !== undefined) taken[name] = process.env[name]!;
+    delete process.env[name];
+  }
+  return taken;
+}
+
+/**
+ * The keys a process of `role` holds, settled before it does anything else (src/main.ts): the API process (FRS_ROLE
+ * api, or all, which runs its worker as a process of its own) forgoes the master key; FRS_ROLE=api refuses one
+ * given in its environment; FRS_ROLE=all takes the key's variables out of its environment and returns them, for its
+ * worker's process.
+ */
+export function settleProcessKeys(role: 'all' | 'api' | 'worker'): Record<string, string> {
+  const taken = role === 'all' ? takeMasterKeyVariables() : {};
+  if (role === 'api') refuseMasterKeyVariables();
+  if (role !== 'worker') forgoMasterKeys(`it serves the API (FRS_ROLE=${role}); only the webhook worker holds the master key`);
+  return taken;
+}
+
+/** FRS_ROLE=api: refuses a master key given in the environment, naming the variable (the API process holds none). */
+export function refuseMasterKeyVariables(): void {
+  const given = MASTER_KEY_VARIABLES.filter((name) => process.env[name]);
+  if (given.length > 0) {
+    throw new MasterKeyError(`${given.join(' and ')} ${given.length > 1 ? 'are' : 'is'} set, but this process serves the API (FRS_ROLE=api), which holds no master key: unset ${given.length > 1 ? 'them' : 'it'} here and give ${given.length > 1 ? 'them' : 'it'} to the worker (FRS_ROLE=worker) only`);
+  }
+}
+
+/**
+ * Keys for a purpose other than sealing (`label`, such as signing the API's list cursors), derived from the API
+ * process's own secret (FRS_API_SECRET, else its key file) with HKDF-SHA256 (RFC 5869) and the label as its info:
+ * the same in every process given the same secret and across restarts, never the secret itself, and neither it nor
+ * another purpose's key can be worked out from one. Nothing is sealed to them: they open no signing secret. The
+ * current secret's first (to sign with), then those of FRS_API_SECRET_PREVIOUS (what was signed before a change of
+ * the secret still verifies). Only the embedded default creates the key file when there is none. `options`: the
+ * keys of another environment than this process's (tests).
  */
 export function derivedKeys(label: string, options?: KeyringOptions): Buffer[] {
-  const ring = options ? loadKeyring(options) : keyring({ fresh: true, create: true });
+  const ring = loadKeyring(options ?? {}, API_SECRET);
   const keys = [ring.current, ...[...ring.byId.values()].filter((k) => k.id !== ring.current.id)];
   return keys.map((k) => Buffer.from(crypto.hkdfSync('sha256', k.key, Buffer.alloc(0), `frs-${label}`, 32)));
+}
+
+/** The id of this process's API secret (a hash, never the secret), as loaded by derivedKeys. */
+export function apiSecretId(options?: KeyringOptions): string {
+  return loadKeyring(options ?? {}, API_SECRET).current.id;
+}
+
+/** The ids of this process's API secrets (the current one first) and the setting they came from, as a refusal names it. */
+export function apiSecretIds(): { currentId: string; ids: string[]; setting: string } {
+  const ring = loadKeyring({}, API_SECRET);
+  const setting = ring.source.kind === 'env' ? `${API_SECRET_ENV}${ring.byId.size > 1 ? ` with ${PREVIOUS_API_SECRETS_ENV}` : ''}` : `the key file ${ring.source.path} (${API_SECRET_FILE_ENV})`;
+  return { currentId: ring.current.id, ids: [...ring.byId.keys()], setting };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Sealed boxes: bytes sealed to an X25519 public key, as libsodium's sealed box does it, with Node's own crypto. Each
+// seal makes an ephemeral key pair; the shared secret of its private half and the recipient's public key, through
+// HKDF-SHA256 (salted with both public keys), gives an AES-256-GCM key and IV used this once; `context` (what the
+// value is sealed for, such as the owning row's id) is authenticated with it. Anyone with the public key seals; only
+// the private key opens. Generic: bytes in, bytes out, for any secret a later part seals the same way.
+
+const X25519_PKCS8_PREFIX = Buffer.from('302e020100300506032b656e04220420', 'hex');
+const X25519_SPKI_PREFIX = Buffer.from('302a300506032b656e032100', 'hex');
+const BOX_INFO = 'frs-sealed-box-v1';
+
+/** A value that does not open: altered, sealed to another key, or for another context. */
+export class SealedBoxError extends Error {}
+
+/** An X25519 private key from its 32 raw bytes. */
+export function x25519PrivateKey(raw: Buffer): crypto.KeyObject {
+  return crypto.createPrivateKey({ key: Buffer.concat([X25519_PKCS8_PREFIX, raw]), format: 'der', type: 'pkcs8' });
+}
+
+/** The 32 raw bytes of an X25519 key's public half. */
+export function x25519PublicBytes(key: crypto.KeyObject): Buffer {
+  return (crypto.createPublicKey(key).export({ format: 'der', type: 'spki' }) as Buffer).subarray(X25519_SPKI_PREFIX.length);
+}
+
+function boxKey(shared: Buffer, ephemeralPublic: Buffer, recipientPublic: Buffer): { key: Buffer; iv: Buffer } {
+  const okm = Buffer.from(crypto.hkdfSync('sha256', shared, Buffer.concat([ephemeralPublic, recipientPublic]), BOX_INFO, 32 + IV_BYTES));
+  return { key: okm.subarray(0, 32), iv: okm.subarray(32) };
+}
+
+/** Seals `plain` to `recipientPublic` (32 raw bytes), bound to `context`: version 2 | ephemeral public key | tag | ciphertext. */
+export function sealToPublicKey(recipientPublic: Buffer, plain: Buffer, context: string): Buffer {
+  if (recipientPublic.length !== 32) throw new SealedBoxError('a sealing public key is 32 bytes');
+  const recipient = crypto.createPublicKey({ key: Buffer.concat([X25519_SPKI_PREFIX, recipientPublic]), format: 'der', type: 'spki' });
+  const ephemeral = crypto.generateKeyPairSync('x25519');
+  const ephemeralPublic = x25519PublicBytes(ephemeral.privateKey);
+  const { key, iv } = boxKey(crypto.diffieHellman({ privateKey: ephemeral.privateKey, publicKey: recipient }), ephemeralPublic, recipientPublic);
+  const cipher = crypto.createCipheriv('aes-256-gcm', key, iv);
+  cipher.setAAD(Buffer.from(context, 'utf8'));
+  const ciphertext = Buffer.concat([cipher.update(plain), cipher.final()]);
+  return Buffer.concat([Buffer.from([BOX_VERSION]), ephemeralPublic, cipher.getAuthTag(), ciphertext]);
+}
+
+/** Opens a sealed box with the recipient's private key and the `context` it was sealed for; throws SealedBoxError when it cannot. */
+export function openSealedBox(recipientPrivate: crypto.KeyObject, sealed: Buffer, context: string): Buffer {
+  if (sealed[0] !== BOX_VERSION || sealed.length < 1 + 32 + TAG_BYTES) throw new SealedBoxError('not a sealed box');
+  const ephemeralPublic = sealed.subarray(1, 33);
+  try {
+    const ephemeral = crypto.createPublicKey({ key: Buffer.concat([X25519_SPKI_PREFIX, ephemeralPublic]), format: 'der', type: 'spki' });
+    const { key, iv } = boxKey(crypto.diffieHellman({ privateKey: recipientPrivate, publicKey: ephemeral }), ephemeralPublic, x25519PublicBytes(recipientPrivate));
+    const decipher = crypto.createDecipheriv('aes-256-gcm', key, iv);
+    decipher.setAAD(Buffer.from(context, 'utf8'));
+    decipher.setAuthTag(sealed.subarray(33, 33 + TAG_BYTES));
+    return Buffer.concat([decipher.update(sealed.subarray(33 + TAG_BYTES)), decipher.final()]);
+  } catch {
+    throw new SealedBoxError('a sealed box failed authentication (altered, sealed to another key, or moved to another row)');
+  }
+}
+
+/** A master key's sealing key pair: derived from it (HKDF), so the master key is all a worker needs to hold. */
+function sealingPair(masterKey: MasterKey): { privateKey: crypto.KeyObject; publicKey: Buffer } {
+  const privateKey = x25519PrivateKey(Buffer.from(crypto.hkdfSync('sha256', masterKey.key, Buffer.alloc(0), 'frs-sealing-x25519-v1', 32)));
+  return { privateKey, publicKey: x25519PublicBytes(privateKey) };
+}
+
+/** The sealing public key of one of this process's master keys (the database records it for processes that hold none). */
+export function sealingPublicKey(keyId: string): Buffer {
+  const masterKey = keyring({ wantedId: keyId }).byId.get(keyId);
+  if (!masterKey) throw new MasterKeyError(`cannot work out the public key of master key ${keyId}: this process does not hold it`);
+  return sealingPair(masterKey).publicKey;
+}
+
+/** Seals `plain` to a recorded public key (`keyId`: the master key it belongs to), for a process that holds no master key. */
+export function sealToRecordedKey(keyId: string, publicKey: Buffer, plain: string, context: string): SealedSecret {
+  return { keyId, sealed: sealToPublicKey(publicKey, Buffer.from(plain, 'utf8'), context) };
 }
 
 /** A sealer holding this process's master keys, as read at one instant. */
 export interface SealingKeys extends MasterKeyIds {
   /** Seals under the key `keyId` names (one of `ids`), by default the current one. */
   seal(plain: string, context: string, keyId?: string): SealedSecret;
+  /** The sealing public key of `keyId` (default the current key). */
+  publicKey(keyId?: string): Buffer;
 }
 
 /**
@@ -336,11 +526,12 @@ export function sealingKeys(options: { create: boolean }): SealingKeys {
     seal(plain, context, keyId = ring.current.id) {
       const masterKey = ring.byId.get(keyId);
       if (!masterKey) throw new MasterKeyError(`cannot seal with master key ${keyId}: ${ids.setting} does not hold it`);
-      const iv = crypto.randomBytes(IV_BYTES);
-      const cipher = crypto.createCipheriv('aes-256-gcm', masterKey.key, iv);
-      cipher.setAAD(Buffer.from(context, 'utf8'));
-      const ciphertext = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()]);
-      return { keyId, sealed: Buffer.concat([Buffer.from([SEALED_VERSION]), iv, cipher.getAuthTag(), ciphertext]) };
+      return sealToRecordedKey(keyId, sealingPair(masterKey).publicKey, plain, context);
+    },
+    publicKey(keyId = ring.current.id) {
+      const masterKey = ring.byId.get(keyId);
+      if (!masterKey) throw new MasterKeyError(`cannot seal with master key ${keyId}: ${ids.setting} does not hold it`);
+      return sealingPair(masterKey).publicKey;
     },
   };
 }
@@ -359,7 +550,7 @@ export function createMasterKeyFile(env: NodeJS.ProcessEnv = process.env): { key
 }
 
 /**
- * Encrypts `plain` under the current master key. `context` (e.g. the owning row's id) is authenticated too. Outside
+ * Seals `plain` to the current master key's public key. `context` (e.g. the owning row's id) is authenticated too. Outside
  * a sealing transaction (src/webhooks/signing-secrets.ts) only for what records no key: tests' fixtures (the
  * migration that sealed the secrets once stored in plain text has its own frozen copy under migrations/support/).
  */
@@ -377,6 +568,14 @@ export function openSecret(secret: SealedSecret, context: string): string {
     );
   }
   const { sealed } = secret;
+  if (sealed[0] === BOX_VERSION) {
+    try {
+      return openSealedBox(sealingPair(masterKey).privateKey, sealed, context).toString('utf8');
+    } catch {
+      throw new MasterKeyError(`a sealed secret failed authentication under master key ${secret.keyId} (altered, or moved to another row)`);
+    }
+  }
+  // Version 1, from before sealed boxes: AES-256-GCM under the master key itself, until a master-key rotation re-seals it.
   if (sealed[0] !== SEALED_VERSION || sealed.length < 1 + IV_BYTES + TAG_BYTES) throw new MasterKeyError(`a sealed secret has an unknown format`);
   const decipher = crypto.createDecipheriv('aes-256-gcm', masterKey.key, sealed.subarray(1, 1 + IV_BYTES));
   decipher.setAAD(Buffer.from(context, 'utf8'));

@@ -14,7 +14,8 @@ import { loadOpenApiDocument, strictOpenApiDocument } from '../contract/document
 import {
   allowedMethods, contractBackend, decodablePath, memoiseOperations, requestEdge, requestGuard, unknownQuery, unknownQueryParameter, validationError, type Parameter,
 } from '../api/app.js';
-import { ApiError, internalError, invalidRequest } from '../api/errors.js';
+import { ApiError, internalError, invalidRequest, sealingUnavailable } from '../api/errors.js';
+import { NoSealingKeyError } from '../secrets.js';
 import { AuthFailureLimits, authFailureSettingsFromEnv, type AuthFailureSettings } from '../api/auth-failures.js';
 import type { AuthGuard } from '../api/auth.js';
 import { rateLimitHeaders } from '../api/rate-limits.js';
@@ -197,6 +198,10 @@ export async function adminDispatcher({ db, clock, cursors, scheme, authenticate
       } catch (err) {
         // What only the operator may read of a refusal goes to the log, beside the request's id; the caller gets the message.
         if (err instanceof InvalidFieldError && err.operatorDetail !== undefined) (ctx.state.logger as Logger | undefined)?.info({ field: err.field, detail: err.operatorDetail }, 'input refused');
+        if (err instanceof NoSealingKeyError) {
+          (ctx.state.logger as Logger | undefined)?.warn({ err: { message: err.message } }, 'cannot seal a signing secret');
+          throw sealingUnavailable();
+        }
         throw err instanceof InputError ? coreError(err) : err;
       }
     });
@@ -238,7 +243,7 @@ export async function adminDispatcher({ db, clock, cursors, scheme, authenticate
   };
 }
 
-export async function createAdminApp({ db, logger, clock = () => new Date(), metrics, shedEventLoopLagMs = 0, authFailures: failureSettings, cursors = Cursors.fromMasterKey(), portalUrl }: AdminAppOptions): Promise<Koa> {
+export async function createAdminApp({ db, logger, clock = () => new Date(), metrics, shedEventLoopLagMs = 0, authFailures: failureSettings, cursors = Cursors.fromApiSecret(), portalUrl }: AdminAppOptions): Promise<Koa> {
   const authFailures = new AuthFailureLimits(failureSettings ?? authFailureSettingsFromEnv());
   const document = loadOpenApiDocument('admin');
   const dispatcher = await adminDispatcher({

@@ -6,7 +6,8 @@ import { invalidRequest, type ApiError } from './errors.js';
 // A cursor is a position in a list's order, signed. It lives in the API layer, not beside the queries: the query
 // modules (which the CLI calls too, with no caller and no HTTP) take and return plain positions, the keys of the
 // order; what makes a position a cursor (which caller and which query it belongs to, the signature, the 400 naming
-// `cursor`) is the API's. The signing key comes from the master key (src/secrets.ts, the only code that holds it).
+// `cursor`) is the API's. The signing key is derived from the API process's own secret (src/secrets.ts): it opens
+// nothing, and the API process holds no master key.
 //
 // Format: base64url( version (1 byte) | the position's fields, UTF-8, joined by NUL | HMAC-SHA256, first 16 bytes ).
 // The HMAC covers the version and the fields, and a binding that the cursor does not carry: the list's name, the
@@ -18,7 +19,7 @@ import { invalidRequest, type ApiError } from './errors.js';
 const VERSION = 1;
 /** 128 bits of the HMAC: far beyond guessing, and a cursor stays short enough for a URL. */
 const MAC_BYTES = 16;
-/** The HKDF label of the cursor key (see derivedKeys()): a key of its own, never the master key. */
+/** The HKDF label of the cursor key (see derivedKeys()): a key of its own, derived from the API secret. */
 export const CURSOR_KEY_LABEL = 'api-list-cursors-v1';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -56,21 +57,21 @@ const refused = (message: string): ApiError =>
       'with the same query parameters (all but limit). Start again without "cursor".',
   );
 
-/** Signs and checks list cursors with keys derived from the master key (the current one signs; any of them checks). */
+/** Signs and checks list cursors with keys derived from the API secret (the current one signs; any of them checks). */
 export class Cursors {
   constructor(private readonly keys: Buffer[]) {
     if (keys.length === 0) throw new Error('Cursors: no key');
   }
 
   /**
-   * The keys every API process derives alike from the master key it is given (FRS_SECRET_KEY or the key file);
+   * The keys every API process derives alike from the API secret it is given (FRS_API_SECRET or its key file);
    * `options`: another environment's (tests).
    */
-  static fromMasterKey(options?: KeyringOptions): Cursors {
+  static fromApiSecret(options?: KeyringOptions): Cursors {
     try {
       return new Cursors(derivedKeys(CURSOR_KEY_LABEL, options));
     } catch (err) {
-      if (err instanceof MasterKeyError) throw new MasterKeyError(`the API signs its list cursors with a key derived from the master key, and ${err.message}`);
+      if (err instanceof MasterKeyError) throw new MasterKeyError(`the API signs its list cursors with a key derived from its API secret, and ${err.message}`);
       throw err;
     }
   }

@@ -44,6 +44,13 @@ const RETRY_LATER = { 'Retry-After': String(UNAVAILABLE_RETRY_AFTER_S) };
 export const unavailable = () =>
   new ApiError(503, 'unavailable', `The service cannot reach its database just now. Try again in ${UNAVAILABLE_RETRY_AFTER_S} seconds.`, undefined, RETRY_LATER);
 
+/**
+ * A new signing secret cannot be sealed yet: no worker has recorded its master key's public key (the operator's
+ * reason goes to the server log, never to the caller, who may be a workspace's staff). The documented 503.
+ */
+export const sealingUnavailable = () =>
+  new ApiError(503, 'unavailable', `The service cannot seal a new signing secret until its webhook worker has started. Try again in ${UNAVAILABLE_RETRY_AFTER_S} seconds.`, undefined, RETRY_LATER);
+
 /** A statement of the request ran past the API's time limit (src/db/outage.ts): the same documented 503. */
 export const statementTimedOut = () =>
   new ApiError(503, 'unavailable', `The database did not answer this request within the time the service allows. Try again in ${UNAVAILABLE_RETRY_AFTER_S} seconds.`, undefined, RETRY_LATER);

@@ -16,7 +16,7 @@ import { recoverEndpoint, resendDelivery, retryDelivery } from '../webhooks/reco
 import { listDeliveries, showDelivery, type OperatorDeliveryDetail } from '../webhooks/deliveries.js';
 import { listEventTypes, sendExampleEvent } from '../webhooks/events.js';
 import {
-  checkMasterKey, createMasterKey, DEFAULT_OVERLAP_HOURS, MAX_OVERLAP_HOURS, resealSigningSecrets, rotateSigningSecret,
+  checkMasterKey, createMasterKey, DEFAULT_OVERLAP_HOURS, recordPublicKey, MAX_OVERLAP_HOURS, resealSigningSecrets, rotateSigningSecret,
 } from '../webhooks/signing-secrets.js';
 import { cliAudit, listAuditEntries } from '../audit.js';
 import { createPortalLink, endPortalSessions, PORTAL_SESSION_MINUTES, portalLinkUrl } from '../portal-sessions.js';
@@ -137,7 +137,12 @@ export function buildProgram(): Command {
     .configureOutput({ outputError: (message, write) => write(`fleet-admin: ${oneLine(message.replace(/^error: /, ''))}\n`) });
 
   command(program, 'migrate', 'apply pending database migrations').action(async (o: JsonOption) => {
-    const applied = await withDatabase(migrateLatest, { schema: 'as-is', masterKey: 'needed' });
+    // Given the master key, it also records the key's sealing public key, which the API process seals new secrets to.
+    const applied = await withDatabase(async (db) => {
+      const done = await migrateLatest(db);
+      await recordPublicKey(db);
+      return done;
+    }, { schema: 'as-is', masterKey: 'needed' });
     print(o, { applied }, (r) => (r.applied.length ? `applied ${r.applied.join(', ')}` : 'database schema is up to date'));
   });
 

@@ -38,12 +38,16 @@ const DOMAIN_TABLES = [
 ];
 const CUSTOMER_COLUMNS = '(id, workspace_id, name)';
 const ENDPOINT_COLUMNS_WITHOUT_SECRETS = '(id, workspace_id, name, url, events, is_active, disabled_at, last_success_at, consecutive_failures, created_at, deleted_at)';
+/** Which master key seals an endpoint's secrets, and until when the previous one signs: not secret. */
+const ENDPOINT_SEALING_IDS = 'secret_key_id, previous_secret_key_id, previous_secret_expires_at';
 
 /** GRANT statements per role; `%s` is the role. */
 const GRANTS: Record<ServiceRole, string[]> = {
   api: [
     // a process checks at start that the schema is up to date, and that its master key is the recorded one
     `GRANT SELECT ON knex_migrations, knex_migrations_lock, master_key_record TO %s`,
+    // and records the API secret every API process holds (checkApiSecret in src/webhooks/signing-secrets.ts)
+    `GRANT INSERT, UPDATE (api_secret_id) ON master_key_record TO %s`,
     `GRANT SELECT ON ${DOMAIN_TABLES.join(', ')} TO %s`,
     `GRANT SELECT ${CUSTOMER_COLUMNS} ON customers TO %s`,
     // the data versions an answer's ETag is decided by (src/api/revalidation.ts); the triggers keeping them need no grant
@@ -80,6 +84,9 @@ const GRANTS: Record<ServiceRole, string[]> = {
     // retention deletes old delivery records in batches (FOR UPDATE SKIP LOCKED, hence an UPDATE on one column)
     `GRANT DELETE ON deliveries, delivery_attempts, events, test_idempotency_keys, outbox TO %s`,
     `GRANT SELECT, UPDATE (started_at) ON delivery_attempts TO %s`,
+    // at its start the worker records its master key's sealing public key, which the API process seals to
+    // (recordPublicKey in src/webhooks/signing-secrets.ts)
+    `GRANT INSERT, UPDATE (key_id, public_key) ON master_key_record TO %s`,
     `GRANT UPDATE (created_at) ON events TO %s`,
     `GRANT SELECT, UPDATE (created_at) ON test_idempotency_keys TO %s`,
     // retention forgets the admin API's idempotency keys after 24 hours too (a token's workspace scopes a sweep)
@@ -93,15 +100,19 @@ const GRANTS: Record<ServiceRole, string[]> = {
   // to read back beyond authentication, and the audit trail only added to (no UPDATE or DELETE: no role may).
   admin: [
     `GRANT SELECT ON knex_migrations, knex_migrations_lock TO %s`,
-    // sealing an endpoint's new signing secret checks, locks and (for the first one of all) records the master key
-    // (withSealingLock in src/webhooks/signing-secrets.ts)
-    `GRANT SELECT, INSERT, UPDATE ON master_key_record TO %s`,
+    // sealing an endpoint's new signing secret reads the recorded public key it seals to (withSealingLock in
+    // src/webhooks/signing-secrets.ts); the admin API holds no master key and records none
+    `GRANT SELECT ON master_key_record TO %s`,
     `GRANT SELECT (id, slug, status, timezone, reminders_ahead, webhook_allowed_cidrs) ON workspaces TO %s`,
     `GRANT INSERT (slug, status, timezone, reminders_ahead), UPDATE (status, timezone, reminders_ahead, webhook_allowed_cidrs) ON workspaces TO %s`,
     `GRANT SELECT (id, workspace_id, role, created_at, expires_at, revoked_at, last_used_at) ON api_keys TO %s`,
     `GRANT INSERT (workspace_id, key_hash, role, expires_at), UPDATE (revoked_at) ON api_keys TO %s`,
-    // registration, switching and secret rotation (sealed under the master key on the way in)
-    `GRANT SELECT, INSERT, UPDATE ON webhook_endpoints TO %s`,
+    // registration, switching and secret rotation: sealed secrets are written (sealed to the recorded public key on
+    // the way in), never read; a rotation moves the current one to previous through rotate_endpoint_secret()
+    `GRANT SELECT ${ENDPOINT_COLUMNS_WITHOUT_SECRETS.slice(0, -1)}, ${ENDPOINT_SEALING_IDS}) ON webhook_endpoints TO %s`,
+    `GRANT INSERT ON webhook_endpoints TO %s`,
+    `GRANT UPDATE ${ENDPOINT_COLUMNS_WITHOUT_SECRETS} ON webhook_endpoints TO %s`,
+    `GRANT EXECUTE ON FUNCTION rotate_endpoint_secret(uuid, uuid, text, bytea, timestamptz) TO %s`,
     // publishing and example events; held deliveries released or failed when a workspace is set active again, retries
     `GRANT SELECT, INSERT ON events TO %s`,
     `GRANT SELECT, INSERT, UPDATE ON deliveries TO %s`,

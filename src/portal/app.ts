@@ -15,8 +15,8 @@
 // and send it elsewhere. In an iframe on the rental platform's site the screen is a third party, and browsers that
 // block third-party cookies (Chrome's phase-out, Safari) still keep a Partitioned one (CHIPS), keyed to the embedding
 // site; so with FRS_PORTAL_FRAME_ANCESTORS set, the cookie is `SameSite=None; Secure; Partitioned`, and `SameSite=Lax`
-// otherwise. CSRF: every write must send X-CSRF-Token, an HMAC of the session id under a key derived from the master
-// key, which the page gets from its own same-origin calls; another site can neither read it nor send the header
+// otherwise. CSRF: every write must send X-CSRF-Token, an HMAC of the session id under a key derived from the API
+// process's own secret (it opens nothing), which the page gets from its own same-origin calls; another site can neither read it nor send the header
 // without a CORS preflight this service never grants.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -40,7 +40,7 @@ export const PORTAL_COOKIE = 'frs_portal';
 export const PORTAL_HOST_COOKIE = `__Host-${PORTAL_COOKIE}`;
 const API_PREFIX = '/portal/api';
 const ASSETS_PREFIX = '/portal/assets/';
-const CSRF_KEY_LABEL = 'portal-csrf-v1';
+export const CSRF_KEY_LABEL = 'portal-csrf-v1';
 const ASSETS_DIR = new URL('./assets/', import.meta.url);
 
 const CONTENT_TYPES: Record<string, string> = {

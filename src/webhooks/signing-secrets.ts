@@ -1,13 +1,15 @@
 import type { Knex } from 'knex';
 import { recordAudit, type AuditContext } from '../audit.js';
 import {
-  createMasterKeyFile, givenMasterKeys, MasterKeyError, newSigningSecret, openSecret, PREVIOUS_SECRET_KEYS_ENV, rotateMasterKey, SECRET_KEY_ENV,
-  SECRET_KEY_FILE_ENV, sealingKeys, sealSecret, type MasterKeyIds, type SealedSecret,
+  apiSecretIds, createMasterKeyFile, givenMasterKeys, MasterKeyError, newSigningSecret, NoSealingKeyError, openSecret, PREVIOUS_SECRET_KEYS_ENV, rotateMasterKey, SECRET_KEY_ENV,
+  SECRET_KEY_FILE_ENV, sealingKeys, sealingPublicKey, sealSecret, sealToRecordedKey, type MasterKeyIds, type SealedSecret,
 } from '../secrets.js';
 import { InvalidFieldError, isUuid, NotFoundError } from '../input.js';
 
-// Endpoints' signing secrets at rest: sealed (AES-256-GCM under the master key, see src/secrets.ts) in
-// webhook_endpoints.secret_sealed with the sealing key's id in secret_key_id. During a rotation's overlap the
+// Endpoints' signing secrets at rest: sealed to the master key's public key (a sealed box, see src/secrets.ts) in
+// webhook_endpoints.secret_sealed with the master key's id in secret_key_id. A process holding no master key (the
+// API process: admin API, settings screen) seals to the public key the database records; only the worker (and the
+// CLI's sealing commands) open them. The admin role may write them, not read them (src/db/roles.ts). During a rotation's overlap the
 // previous secret is kept sealed the same way, with the time it stops being used; deliveries are then signed
 // with both, the new one first.
 
@@ -57,7 +59,8 @@ export function sealedSecretColumns(endpointId: string, secret: string): { secre
 
 // ---------------------------------------------------------------------------------------------------------------
 // The record of the master key (master_key_record, one row): the id of the key the stored signing secrets are
-// sealed with, NULL until the first one is sealed. Every seal checks it in the transaction of the rows it seals and
+// sealed with, NULL until the first one is sealed, and that key's sealing public key, which processes holding no
+// master key seal to (recorded by the first process holding the key that seals or starts a worker). Every seal checks it in the transaction of the rows it seals and
 // seals under that key; only the master-key rotation's re-seal moves it, with every secret. Every process checks its
 // key against it at start (checkMasterKey). So a process given no key, or another key, refuses at once, naming the
 // setting, instead of sealing secrets no worker can open or leaving deliveries waiting for a key that never comes;
@@ -122,7 +125,24 @@ export async function checkMasterKey(db: Knex, use: 'needed' | 'if-given'): Prom
  * create its key file (src/secrets.ts).
  */
 async function recordSealingKey<T>(trx: Knex.Transaction, mode: 'shared' | 'exclusive', work: (trx: Knex.Transaction, sealer: Sealer) => Promise<T>): Promise<T> {
-  const recorded: string | null | undefined = (await trx(RECORD_TABLE).forUpdate().first('key_id'))?.key_id;
+  if (mode === 'shared') {
+    // The usual case: the record is complete, and every writer seals to its public key (a process holding the keys
+    // checks the record against them first). Only a record still lacking its public key is written below.
+    const record: { key_id: string | null; public_key: Buffer | null } | undefined = await trx(RECORD_TABLE).first('key_id', 'public_key');
+    const keys = givenMasterKeys();
+    if (record?.key_id && record.public_key) {
+      if (keys && !keys.ids.has(record.key_id)) throw mismatch(keys, record.key_id);
+      if (keys && !record.public_key.equals(sealingPublicKey(record.key_id))) throw tampered(record.key_id);
+      return sealToRecord(trx, record.key_id, record.public_key, work);
+    }
+    if (!keys) {
+      throw new NoSealingKeyError(
+        `the database records no sealing public key yet, and this process holds no master key (it serves the API): start the webhook worker, which records the public key of its master key (${KEY_SETTINGS})`,
+      );
+    }
+  }
+  const record: { key_id: string | null; public_key: Buffer | null } | undefined = await trx(RECORD_TABLE).forUpdate().first('key_id', 'public_key');
+  const recorded = record?.key_id;
   if (recorded && !givenMasterKeys()) throw missing({ keyId: recorded });
   const keys = sealingKeys({ create: !recorded });
   if (recorded && !keys.ids.has(recorded)) throw mismatch(keys, recorded);
@@ -136,10 +156,81 @@ async function recordSealingKey<T>(trx: Knex.Transaction, mode: 'shared' | 'excl
       return { secret_key_id: keyId, secret_sealed: value };
     },
   });
-  if ((sealed || recorded) && recorded !== sealWith) {
-    await trx(RECORD_TABLE).insert({ singleton: true, key_id: sealWith }).onConflict('singleton').merge();
+  if ((sealed || recorded) && (recorded !== sealWith || !record?.public_key)) {
+    await trx(RECORD_TABLE).insert({ singleton: true, key_id: sealWith, public_key: keys.publicKey(sealWith) }).onConflict('singleton').merge();
   }
   return result;
+}
+
+/** The recorded public key is not the one of the recorded master key: the record was changed by hand (or by an attacker). */
+function tampered(keyId: string): MasterKeyError {
+  return new MasterKeyError(`the database records a sealing public key that is not master key ${keyId}'s: nothing is sealed to it; set master_key_record.public_key back (a worker holding ${keyId} records it when it is NULL)`);
+}
+
+/**
+ * Sealing to the public key the database records, under the recorded key's id: all a process holding no master key
+ * (the API process) can do; it can seal, never open. The shared sealing lock keeps a re-seal from moving the record
+ * meanwhile.
+ */
+function sealToRecord<T>(trx: Knex.Transaction, keyId: string, publicKey: Buffer, work: (trx: Knex.Transaction, sealer: Sealer) => Promise<T>): Promise<T> {
+  return work(trx, {
+    keyId,
+    columns(endpointId, secret) {
+      const { sealed } = sealToRecordedKey(keyId, publicKey, secret, sealingContext(endpointId));
+      return { secret_key_id: keyId, secret_sealed: sealed };
+    },
+  });
+}
+
+/**
+ * The worker's start (as the owner's connection; on the embedded default it makes the key file when there is none):
+ * records the public key of the master key that seals the stored secrets when the record lacks it (nothing sealed yet: of this process's current key; a database from before
+ * sealed boxes: of the recorded key), so that the API process can seal; refuses a recorded public key that is not its
+ * key's. Run after checkMasterKey.
+ */
+export async function recordPublicKey(db: Knex, options: { createOnEmbedded?: boolean } = {}): Promise<void> {
+  const keys = givenMasterKeys(options);
+  if (!keys) return;
+  await db.transaction(async (trx) => {
+    await trx.raw('SELECT pg_advisory_xact_lock_shared(?::bigint)', [SEALING_LOCK]);
+    const record: { key_id: string | null; public_key: Buffer | null } | undefined = await trx(RECORD_TABLE).forUpdate().first('key_id', 'public_key');
+    const keyId = record?.key_id ?? keys.currentId;
+    if (!keys.ids.has(keyId)) throw mismatch(keys, keyId);
+    const publicKey = sealingPublicKey(keyId);
+    if (record?.public_key) {
+      if (!record.public_key.equals(publicKey)) throw tampered(keyId);
+      return;
+    }
+    await trx(RECORD_TABLE).insert({ singleton: true, key_id: keyId, public_key: publicKey }).onConflict('singleton').merge();
+  });
+}
+
+/**
+ * An API process's start (as the owner's connection): every API process must hold the API secret the database
+ * records (master_key_record.api_secret_id), so that cursors, CSRF tokens and stored answers made by one hold at
+ * every other. None recorded: this one's is. A process whose previous secrets (FRS_API_SECRET_PREVIOUS) hold the
+ * recorded one moves the record to its current one: the change of the secret has begun, and a process still given
+ * only the old one (stale) then refuses to start, in one line naming the setting. A restart is what makes a running
+ * process take a new secret.
+ */
+export async function checkApiSecret(db: Knex): Promise<void> {
+  let held: ReturnType<typeof apiSecretIds>;
+  try {
+    held = apiSecretIds();
+  } catch (err) {
+    if (err instanceof MasterKeyError) throw new MasterKeyError(`the API signs its list cursors with a key derived from its API secret, and ${err.message}`);
+    throw err;
+  }
+  await db.transaction(async (trx) => {
+    const recorded: string | null | undefined = (await trx(RECORD_TABLE).forUpdate().first('api_secret_id'))?.api_secret_id;
+    if (recorded && !held.ids.includes(recorded)) {
+      throw new MasterKeyError(
+        `${held.setting} holds API secret ${held.ids.join(', ')}, but the database records ${recorded}, the one every API process holds: give this process that secret ` +
+          `(during a change of it, the new one in FRS_API_SECRET and the old one in FRS_API_SECRET_PREVIOUS)`,
+      );
+    }
+    if (recorded !== held.currentId) await trx(RECORD_TABLE).insert({ singleton: true, api_secret_id: held.currentId }).onConflict('singleton').merge(['api_secret_id']);
+  });
 }
 
 /**
@@ -197,21 +288,12 @@ export async function rotateSigningSecret(
   const now = options.now ?? new Date();
   const secret = newSigningSecret();
   return withSealingLock(db, 'shared', async (trx, sealer) => {
-    const row = await trx('webhook_endpoints').where({ id, ...(options.workspaceId ? { workspace_id: options.workspaceId } : {}) }).whereNull('deleted_at')
-      .forNoKeyUpdate().first('workspace_id', 'secret_key_id', 'secret_sealed');
-    if (!row) throw new NotFoundError(`no webhook endpoint with id ${id}`);
-    // Refuses (MasterKeyError) when this process lacks the master key the endpoint's secrets are sealed with, so a
-    // new secret is never sealed under a key the workers do not share.
-    if (row.secret_key_id !== sealer.keyId) openSigningSecret(id, { keyId: row.secret_key_id, sealed: row.secret_sealed });
     const expiresAt = overlapHours > 0 ? new Date(now.getTime() + overlapHours * 3_600_000) : null;
-    await trx('webhook_endpoints')
-      .where({ id })
-      .update({
-        ...sealer.columns(id, secret),
-        previous_secret_key_id: expiresAt ? row.secret_key_id : null,
-        previous_secret_sealed: expiresAt ? row.secret_sealed : null,
-        previous_secret_expires_at: expiresAt,
-      });
+    const { secret_key_id: keyId, secret_sealed: sealed } = sealer.columns(id, secret);
+    // The current secret becomes the previous one inside the database (a definer function, migration
+    // 20261128000100): the admin role may write sealed secrets but never read one, not even to move it.
+    const { rows: [row] } = await trx.raw('SELECT rotate_endpoint_secret(?::uuid, ?::uuid, ?, ?, ?::timestamptz) AS workspace_id', [id, options.workspaceId ?? null, keyId, sealed, expiresAt]);
+    if (!row.workspace_id) throw new NotFoundError(`no webhook endpoint with id ${id}`);
     const previousSecretExpiresAt = expiresAt?.toISOString() ?? null;
     // (that the secret changed, never the secret)
     if (audit) await recordAudit(trx, audit, { action: 'endpoint.rotate_secret', workspaceId: row.workspace_id, target: { type: 'endpoint', id }, changes: { overlapHours, previousSecretExpiresAt } });
@@ -230,9 +312,11 @@ export async function resealSigningSecrets(
 ): Promise<{ keyId: string; source: 'env' | 'file'; file?: string; resealed: number }> {
   const { result, ...rotated } = await rotateMasterKey(() =>
     withSealingLock(db, 'exclusive', async (trx, sealer) => {
+      // every secret not in a sealed box to the new key: another key's, or a version-1 value (from before sealed boxes)
       const rows = await trx('webhook_endpoints')
         .where('secret_key_id', '<>', sealer.keyId)
         .orWhere('previous_secret_key_id', '<>', sealer.keyId)
+        .orWhereRaw('get_byte(secret_sealed, 0) <> 2 OR get_byte(previous_secret_sealed, 0) <> 2')
         .orderBy('id')
         .forNoKeyUpdate()
         .select('id', 'secret_key_id', 'secret_sealed', 'previous_secret_key_id', 'previous_secret_sealed', 'previous_secret_expires_at');

@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import os from 'node:os';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
@@ -224,8 +225,9 @@ describe('the admin API', () => {
     secrets.push(first.body.key);
     expect(await db('api_keys').where({ workspace_id: ws.id }).count<{ count: number }[]>('* as count')).to.deep.equal([{ count: 1 }]);
     expect(await db('audit_entries').where({ workspace_id: ws.id, action: 'api_key.create' }).count<{ count: number }[]>('* as count')).to.deep.equal([{ count: 1 }]);
-    // kept sealed: neither the key nor any part of the answer in plain text
-    const kept = await db('admin_idempotency_keys').where({ token_id: token.id, key: headers['Idempotency-Key'] }).first();
+    // kept sealed: neither the key nor any part of the answer in plain text, and the Idempotency-Key only as its SHA-256
+    expect(await db('admin_idempotency_keys').where({ token_id: token.id, key: headers['Idempotency-Key'] }).first()).to.equal(undefined);
+    const kept = await db('admin_idempotency_keys').where({ token_id: token.id, key: crypto.createHash('sha256').update(headers['Idempotency-Key']).digest('hex') }).first();
     expect(kept.status).to.equal(201);
     expect(kept.response_sealed.toString('latin1')).not.to.include(first.body.key.slice(4)).and.not.to.include(first.body.id);
 

@@ -24,7 +24,7 @@ function refusal(cursors: Cursors, cursor: string, list: 'vehicles' | 'receivabl
 }
 
 describe('list cursors (src/api/cursors.ts)', () => {
-  const cursors = Cursors.fromMasterKey({ env: { FRS_SECRET_KEY: MASTER } });
+  const cursors = Cursors.fromApiSecret({ env: { FRS_API_SECRET: MASTER } });
   const cursor = cursors.encode('vehicles', binding, position);
 
   it('gives back the position it was made with, for the same list, workspace and parameters', () => {
@@ -72,26 +72,26 @@ describe('list cursors (src/api/cursors.ts)', () => {
     }
   });
 
-  it('signs with a key derived from the master key: the same in every process and after a restart, another for another master key', () => {
-    // another process given the same master key (FRS_SECRET_KEY or a key file holding it) takes the cursor
-    expect(Cursors.fromMasterKey({ env: { FRS_SECRET_KEY: MASTER } }).decode('vehicles', binding, cursor)).to.deep.equal(position);
-    expect(refusal(Cursors.fromMasterKey({ env: { FRS_SECRET_KEY: OTHER_MASTER } }), cursor)).to.be.instanceOf(ApiError);
-    // during a master-key rotation (the old key in FRS_SECRET_KEY_PREVIOUS) cursors signed before it still verify;
+  it('signs with a key derived from the API secret: the same in every process and after a restart, another for another API secret', () => {
+    // another process given the same API secret (FRS_API_SECRET or a key file holding it) takes the cursor
+    expect(Cursors.fromApiSecret({ env: { FRS_API_SECRET: MASTER } }).decode('vehicles', binding, cursor)).to.deep.equal(position);
+    expect(refusal(Cursors.fromApiSecret({ env: { FRS_API_SECRET: OTHER_MASTER } }), cursor)).to.be.instanceOf(ApiError);
+    // during a change of the API secret (the old one in FRS_API_SECRET_PREVIOUS) cursors signed before it still verify;
     // new ones are signed with the new key
-    const rotating = Cursors.fromMasterKey({ env: { FRS_SECRET_KEY: OTHER_MASTER, FRS_SECRET_KEY_PREVIOUS: MASTER } });
+    const rotating = Cursors.fromApiSecret({ env: { FRS_API_SECRET: OTHER_MASTER, FRS_API_SECRET_PREVIOUS: MASTER } });
     expect(rotating.decode('vehicles', binding, cursor)).to.deep.equal(position);
     expect(refusal(cursors, rotating.encode('vehicles', binding, position))).to.be.instanceOf(ApiError);
-    // HKDF-SHA256 with a label of its own: neither the master key nor the key of another label
-    const [key] = derivedKeys(CURSOR_KEY_LABEL, { env: { FRS_SECRET_KEY: MASTER } });
+    // HKDF-SHA256 with a label of its own: neither the API secret nor the key of another label
+    const [key] = derivedKeys(CURSOR_KEY_LABEL, { env: { FRS_API_SECRET: MASTER } });
     const expected = Buffer.from(crypto.hkdfSync('sha256', Buffer.from(MASTER, 'base64'), Buffer.alloc(0), `frs-${CURSOR_KEY_LABEL}`, 32));
     expect(key.equals(expected)).to.equal(true);
     expect(key.equals(Buffer.from(MASTER, 'base64'))).to.equal(false);
-    expect(derivedKeys('another-purpose', { env: { FRS_SECRET_KEY: MASTER } })[0].equals(key)).to.equal(false);
+    expect(derivedKeys('another-purpose', { env: { FRS_API_SECRET: MASTER } })[0].equals(key)).to.equal(false);
   });
 
-  it('refuses to start without a master key where none is made by itself, naming the settings', () => {
-    expect(() => Cursors.fromMasterKey({ env: { DATABASE_URL: 'postgres://db.example/fleet', FRS_SECRET_KEY_FILE: '/nonexistent/fleet.key' }, createIfMissing: false })).to.throw(
-      /^the API signs its list cursors with a key derived from the master key, and there is no master key: no FRS_SECRET_KEY and no key file \/nonexistent\/fleet\.key; set FRS_SECRET_KEY/,
+  it('refuses to start without an API secret where none is made by itself, naming the settings', () => {
+    expect(() => Cursors.fromApiSecret({ env: { DATABASE_URL: 'postgres://db.example/fleet', FRS_API_SECRET_FILE: '/nonexistent/fleet.key' }, createIfMissing: false })).to.throw(
+      /^the API signs its list cursors with a key derived from its API secret, and there is no API secret: no FRS_API_SECRET and no key file \/nonexistent\/fleet\.key; set FRS_API_SECRET, or FRS_API_SECRET_FILE/,
     );
   });
 

@@ -318,7 +318,7 @@ describe('API: paging GET /v1/vehicles and GET /v1/receivables by cursor', () =>
 
     it('takes a cursor from another API process with the same master key, not from one with another', async () => {
       const sibling = await startApi({ now: NOW, limits: UNLIMITED });
-      const foreign = await startApi({ now: NOW, limits: UNLIMITED, cursors: Cursors.fromMasterKey({ env: { FRS_SECRET_KEY: crypto.randomBytes(32).toString('base64') } }) });
+      const foreign = await startApi({ now: NOW, limits: UNLIMITED, cursors: Cursors.fromApiSecret({ env: { FRS_API_SECRET: crypto.randomBytes(32).toString('base64') } }) });
       try {
         const first = await api.get('/v1/receivables?limit=4', key);
         const whole = await receivables(db, f.ws, { limit: 8 }, NOW);

@@ -7,6 +7,7 @@ import { openDatabase, type Database } from '../../src/db/database.js';
 import { isRunning, startEmbeddedPostgres, stopEmbeddedPostgres } from '../../src/db/embedded.js';
 import { DATA_DIR } from '../../src/config.js';
 import { SERVICE_ROLES, serviceRoleName } from '../../src/db/roles.js';
+import { recordPublicKey } from '../../src/webhooks/signing-secrets.js';
 
 // One database for the whole run. With DATABASE_URL the tests use that database as it is (every test makes its
 // own workspaces, so they coexist with other data); otherwise a database of this run's own on the embedded test
@@ -109,12 +110,14 @@ async function within(ms: number, closing: Promise<void>): Promise<void> {
 }
 
 async function open(): Promise<Database> {
-  if (process.env.DATABASE_URL) return openDatabase({ url: process.env.DATABASE_URL, schema: 'migrate' });
+  // As a worker's start does, the public key of the tests' master key is recorded: processes holding no master key
+  // (the API's, the admin API's) seal to it.
+  if (process.env.DATABASE_URL) return recorded(await openDatabase({ url: process.env.DATABASE_URL, schema: 'migrate' }));
   const cluster = await testCluster();
   const name = `${PREFIX}${process.pid}_${Date.now()}`;
   await dropFinishedRuns(cluster.url);
   await adminQuery(cluster.url, `CREATE DATABASE "${name}"`);
-  const test = await openDatabase({ url: cluster.url.replace(/\/postgres$/, `/${name}`), schema: 'migrate' });
+  const test = await recorded(await openDatabase({ url: cluster.url.replace(/\/postgres$/, `/${name}`), schema: 'migrate' }));
   return {
     ...test,
     // Run from the root afterAll, also after a test that mocha's time-out cut short while it still held connections
@@ -130,6 +133,11 @@ async function open(): Promise<Database> {
       }
     },
   };
+}
+
+async function recorded(database: Database): Promise<Database> {
+  await recordPublicKey(database.db);
+  return database;
 }
 
 export function testDatabase(): Promise<Database> {

@@ -153,7 +153,7 @@ describe('webhooks: signing secrets at rest and their rotation', () => {
     expect(v1).to.deep.equal([hmac(rotated.secret, t, request.rawBody)]);
   });
 
-  it('refuses a bad id, an unknown endpoint, an overlap outside 0 to 720 hours and a missing master key, changing nothing', async () => {
+  it('refuses a bad id, an unknown endpoint and an overlap outside 0 to 720 hours, changing nothing', async () => {
     const endpoint = await ws.endpoint({ url: receiver.endpointUrl() });
     const before = await db('webhook_endpoints').where({ id: endpoint.id }).first();
     expect((await expectRejection(rotateSigningSecret(db, 'nope'), InputError)).message).to.equal('--id must be a UUID, got "nope"');
@@ -164,10 +164,9 @@ describe('webhooks: signing secrets at rest and their rotation', () => {
         .to.equal(`--overlap-hours must be a whole number of hours from 0 to 720, got ${hours}`);
     }
     expect(await db('webhook_endpoints').where({ id: endpoint.id }).first()).to.deep.equal(before);
-    // A secret sealed under a master key this process lacks: no new secret is sealed beside it.
-    await db('webhook_endpoints').where({ id: endpoint.id }).update({ secret_key_id: 'mk_0000000000000000' });
-    expect((await expectRejection(rotateSigningSecret(db, endpoint.id), MasterKeyError)).message).to.match(/^a secret is sealed with master key mk_0000000000000000, which this process does not have: set FRS_SECRET_KEY/);
-    expect(await db('webhook_endpoints').where({ id: endpoint.id }).first()).to.deep.equal({ ...before, secret_key_id: 'mk_0000000000000000' });
+    // (A rotation no longer opens the endpoint's current secret: it seals the new one to the recorded public key, and
+    // the database moves the current one to previous. A process given another key than the recorded one is refused
+    // at start and at every seal: see "the database records the master key" below.)
   });
 });
 
@@ -248,7 +247,7 @@ describe('the master key', () => {
     expect(() => loadKeyring({ env: { FRS_SECRET_KEY: key, FRS_SECRET_KEY_PREVIOUS: 'x' }, dataDir })).to.throw(MasterKeyError, 'FRS_SECRET_KEY_PREVIOUS must be');
   });
 
-  it("the sealing migration's frozen copy (migrations/support) seals what the service opens and opens what it seals, under the same key and key file", () => {
+  it("the sealing migration's frozen copy (migrations/support) seals what the service opens, under the same key and key file (the service now seals sealed boxes, which it alone opens)", () => {
     const id = crypto.randomUUID();
     const secret = newSigningSecret();
     // Under FRS_SECRET_KEY (the test runs'): the same key id and format, each side opening the other's, on this row only.
@@ -256,9 +255,10 @@ describe('the master key', () => {
     expect(frozen.secret_key_id).to.equal(keyIdOf(process.env.FRS_SECRET_KEY!));
     expect([frozen.secret_sealed[0], frozen.secret_sealed.length]).to.deep.equal([1, 1 + 12 + 16 + secret.length]);
     expect(openSigningSecret(id, { keyId: frozen.secret_key_id, sealed: frozen.secret_sealed })).to.equal(secret);
+    expect(() => openSigningSecret(crypto.randomUUID(), { keyId: frozen.secret_key_id, sealed: frozen.secret_sealed })).to.throw('failed authentication');
     const live = sealedSecretColumns(id, secret);
-    expect(frozenSealing.openSigningSecret(id, { keyId: live.secret_key_id, sealed: live.secret_sealed })).to.equal(secret);
-    expect(() => frozenSealing.openSigningSecret(crypto.randomUUID(), { keyId: live.secret_key_id, sealed: live.secret_sealed })).to.throw('failed authentication');
+    expect([live.secret_key_id, live.secret_sealed[0], live.secret_sealed.length]).to.deep.equal([frozen.secret_key_id, 2, 1 + 32 + 16 + secret.length]);
+    expect(openSigningSecret(id, { keyId: live.secret_key_id, sealed: live.secret_sealed })).to.equal(secret);
     // Without it: the key file under the data folder, made on the embedded default, the same one the service reads.
     const dataDir = tempDir();
     const saved = { ...process.env };
@@ -576,11 +576,16 @@ describe('the database records the master key: a release container without it, a
     expect(await refusedAtStart({ FRS_ROLE: 'worker', FRS_SECRET_KEY: '' })).to.deep.equal([
       `fleet-rental: failed to start: the database holds signing secrets sealed with master key ${recorded} and this process has no master key: give it the key they were sealed with (${KEY_SETTINGS})`,
     ]);
-    expect(await refusedAtStart({ FRS_ROLE: 'api', FRS_SECRET_KEY: otherKey })).to.deep.equal([`fleet-rental: failed to start: FRS_SECRET_KEY holds master key ${other}, ${sealedWith}`]);
-    // The API opens no secret, but signs its list cursors with a key derived from the master key (src/api/cursors.ts),
-    // the same in every process: without a key it refuses at start, naming the settings, and makes no key file.
-    const [noKey] = await refusedAtStart({ FRS_ROLE: 'api', FRS_SECRET_KEY: '' });
-    expect(noKey).to.match(/^fleet-rental: failed to start: the API signs its list cursors with a key derived from the master key, and there is no master key: .*set FRS_SECRET_KEY, or FRS_SECRET_KEY_FILE/);
+    // The API process holds no master key at all: given one, whichever, it refuses at start, naming the variable.
+    for (const key of [otherKey, testKey]) {
+      expect(await refusedAtStart({ FRS_ROLE: 'api', FRS_SECRET_KEY: key })).to.deep.equal([
+        'fleet-rental: failed to start: FRS_SECRET_KEY is set, but this process serves the API (FRS_ROLE=api), which holds no master key: unset it here and give it to the worker (FRS_ROLE=worker) only',
+      ]);
+    }
+    // It signs its list cursors with a key derived from an API secret of its own (src/api/cursors.ts), the same in
+    // every process: without one it refuses at start, naming the settings, and makes no key file.
+    const [noKey] = await refusedAtStart({ FRS_ROLE: 'api', FRS_SECRET_KEY: '', FRS_API_SECRET: '' });
+    expect(noKey).to.match(/^fleet-rental: failed to start: the API signs its list cursors with a key derived from its API secret, and there is no API secret: no FRS_API_SECRET and no key file .*api-secret.key; set FRS_API_SECRET, or FRS_API_SECRET_FILE to the key file \(make one with: openssl rand -base64 32; every API process needs the same\)$/);
     expect(fs.readdirSync(dataDir), 'no key file').to.deep.equal([]);
   });
 });
