@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { recordAudit, type AuditContext } from '../audit.js';
 import {
-  apiSecretIds, createMasterKeyFile, givenMasterKeys, MasterKeyError, newSigningSecret, NoSealingKeyError, openSecret, PREVIOUS_SECRET_KEYS_ENV, rotateMasterKey, SECRET_KEY_ENV,
+  apiSecretIds, createMasterKeyFile, givenMasterKeys, mayHoldMasterKeys, MasterKeyError, newSigningSecret, NoSealingKeyError, openSecret, PREVIOUS_SECRET_KEYS_ENV, rotateMasterKey, SECRET_KEY_ENV,
   SECRET_KEY_FILE_ENV, sealingKeys, sealingPublicKey, sealSecret, sealToRecordedKey, type MasterKeyIds, type SealedSecret,
 } from '../secrets.js';
 import { InvalidFieldError, isUuid, NotFoundError } from '../input.js';
@@ -135,7 +135,8 @@ async function recordSealingKey<T>(trx: Knex.Transaction, mode: 'shared' | 'excl
       if (keys && !record.public_key.equals(sealingPublicKey(record.key_id))) throw tampered(record.key_id);
       return sealToRecord(trx, record.key_id, record.public_key, work);
     }
-    if (!keys) {
+    // (a process that may hold a master key but was given none, such as the CLI, is told so below)
+    if (!keys && !mayHoldMasterKeys()) {
       throw new NoSealingKeyError(
         `the database records no sealing public key yet, and this process holds no master key (it serves the API): start the webhook worker, which records the public key of its master key (${KEY_SETTINGS})`,
       );
