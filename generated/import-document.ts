@@ -5,6 +5,10 @@
  */
 export type Uuid = string;
 /**
+ * The version the rental platform gives this state of the record (its outbox sequence, a change time in microseconds...), optional. A record written with a version keeps it; a later write of the same record whose version is not greater is skipped (a version equal to the stored one is the same change again, counted unchanged; a lower one is counted stale), and so is a write of a record deleted at a version not lower. Without a version, the record is written as given (last write wins).
+ */
+export type Version = number;
+/**
  * Id of a record in this document or already in the workspace.
  */
 export type Ref = string;
@@ -47,6 +51,7 @@ export interface FleetImportDocument {
 export interface Owner {
   id: Uuid;
   name: string;
+  version?: Version;
 }
 /**
  * A fleet: the cars of one owner.
@@ -59,6 +64,7 @@ export interface Fleet {
   code: string;
   name: string;
   ownerId: Ref;
+  version?: Version;
 }
 /**
  * A vehicle.
@@ -81,6 +87,7 @@ export interface Vehicle {
    * Stored state: active, in_service (maintenance or repair) or inactive (sold, retired).
    */
   state: 'active' | 'in_service' | 'inactive';
+  version?: Version;
 }
 /**
  * A maintenance block: the vehicle cannot be booked during [startsAt, endsAt).
@@ -91,6 +98,7 @@ export interface Maintenance {
   startsAt: Timestamp;
   endsAt: Timestamp;
   reason?: string | null;
+  version?: Version;
 }
 /**
  * A registration, insurance or permit with its expiry date.
@@ -101,6 +109,7 @@ export interface VehicleDocument {
   docType: 'registration' | 'insurance' | 'permit';
   detail?: Text | null;
   expiresAt: LocalDate;
+  version?: Version;
 }
 /**
  * A customer. Phone, e-mail and identity document are stored but never appear in the API or in webhook payloads.
@@ -111,6 +120,7 @@ export interface Customer {
   phone?: string | null;
   email?: string | null;
   idDocument?: string | null;
+  version?: Version;
 }
 /**
  * A booking of one vehicle by one customer.
@@ -132,6 +142,7 @@ export interface Booking {
   monthlyAmount?: Fils | null;
   confirmedAt?: Timestamp | null;
   returnedAt?: Timestamp | null;
+  version?: Version;
 }
 /**
  * An extension that moved a booking's drop-off.
@@ -144,6 +155,7 @@ export interface Extension {
   previousDropoffAt: Timestamp;
   newDropoffAt: Timestamp;
   createdAt: Timestamp;
+  version?: Version;
 }
 /**
  * An invoice; total includes VAT. Void invoices count nowhere.
@@ -161,6 +173,7 @@ export interface Invoice {
   dueDate: LocalDate;
   total: Fils;
   status: 'issued' | 'void';
+  version?: Version;
 }
 /**
  * Money moved: a charge (in), a refund (out, against a charge), a security deposit held, or a deposit released.
@@ -177,6 +190,7 @@ export interface Payment {
   bookingId?: Ref | null;
   invoiceId?: Ref | null;
   at: Timestamp;
+  version?: Version;
 }
 /**
  * One scheduled month of a lease, rent-to-own or monthly booking. Unpaid while its invoice has a balance, or, without an invoice, while it has no paidAt.
@@ -190,6 +204,7 @@ export interface Installment {
   amount: Fils;
   invoiceId?: Ref | null;
   paidAt?: Timestamp | null;
+  version?: Version;
 }
 /**
  * An expense, optionally of one vehicle.
@@ -200,6 +215,7 @@ export interface Expense {
   category: string;
   amount: Fils;
   date: LocalDate;
+  version?: Version;
 }
 /**
  * A traffic fine or a toll (Salik) recorded against a vehicle.
@@ -224,6 +240,7 @@ export interface Fine {
   bookingId?: Ref | null;
   customerId?: Ref | null;
   recordedAt: Timestamp;
+  version?: Version;
 }
 /**
  * The state of one of the workspace's own integrations (e-signature, accounting, a payment gateway, a messaging channel).
@@ -235,4 +252,5 @@ export interface Integration {
   detail?: string | null;
   hint?: string | null;
   failingSince?: Timestamp | null;
+  version?: Version;
 }
