@@ -36,8 +36,8 @@ const DOMAIN_TABLES = [
   'payment_slots', 'customer_ledger', 'vehicle_revenue', 'booking_status_counts', 'workspace_totals', 'open_balances',
   'payment_days', 'expense_months', 'vehicle_state_counts', 'payment_months', 'vehicle_models',
 ];
-/** The records the platform sends (the import document's keys as tables). */
-const RECORD_TABLES = DOMAIN_TABLES.slice(1, 14);
+/** The records the platform sends (the import document's keys as tables; customers with their contact details). */
+const RECORD_TABLES = [...DOMAIN_TABLES.slice(1, 14), 'customers'];
 /** The running totals the triggers keep as records change (they run with the rights of the writer). */
 const ROLLUP_TABLES = DOMAIN_TABLES.slice(14);
 const CUSTOMER_COLUMNS = '(id, workspace_id, name)';
@@ -122,6 +122,7 @@ const GRANTS: Record<ServiceRole, string[]> = {
     `GRANT SELECT, INSERT, UPDATE, DELETE ON ${RECORD_TABLES.join(', ')}, ${ROLLUP_TABLES.join(', ')} TO %s`,
     `GRANT SELECT, INSERT, UPDATE, DELETE ON record_versions, import_jobs TO %s`,
     `GRANT INSERT ON entity_changes TO %s`,
+    `GRANT SELECT ON calendar_state TO %s`,
     // the settings screen's links and sessions (src/portal-sessions.ts): made, opened, seen, ended; never deleted here
     `GRANT SELECT, INSERT (workspace_id, read_only, link_hash, created_by, created_at, expires_at) ON portal_sessions TO %s`,
     `GRANT UPDATE (link_hash, session_hash, started_at, last_seen_at, ended_at) ON portal_sessions TO %s`,
