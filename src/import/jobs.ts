@@ -5,7 +5,9 @@ import { JSONParser } from '@streamparser/json';
 import { createSchemaAjv, IMPORT_SCHEMA_ID } from '../contract/document.js';
 import { recordAudit, type AuditContext } from '../audit.js';
 import { ConflictError, NotFoundError } from '../input.js';
+import fs from 'node:fs';
 import { findWorkspace } from '../workspaces.js';
+import { progressReporter, type ProgressOptions } from '../progress.js';
 import { deferRollups, finishDeferredRollups } from '../db/bulk-load.js';
 import {
   compiledSchema, CROSS_FIELD_CHECKS, describeSchemaError, ENTITIES, ImportError, snakeCase, upsertChunk, CHUNK_SIZE,
@@ -79,7 +81,7 @@ interface Incoming {
 }
 
 /** Records of the body as they arrive. */
-async function* recordsOf(body: AsyncIterable<Buffer | string>, format: ImportFormat): AsyncGenerator<Incoming> {
+async function* recordsOf(body: AsyncIterable<Buffer | string>, format: ImportFormat, source = 'the import document'): AsyncGenerator<Incoming> {
   if (format === 'ndjson') {
     let rest = '';
     let line = 0;
@@ -127,7 +129,7 @@ async function* recordsOf(body: AsyncIterable<Buffer | string>, format: ImportFo
     pending.push({ key: documentKey as DocumentKey, record: value as Incoming['record'], at: `/${documentKey}/${key}` });
   };
   parser.onError = (err) => {
-    failure ??= new ImportError(`the import document is not valid JSON: ${err.message}`);
+    failure ??= new ImportError(`${source} is not valid JSON: ${err.message}`);
   };
   parser.onEnd = () => {
     ended = true;
@@ -137,7 +139,7 @@ async function* recordsOf(body: AsyncIterable<Buffer | string>, format: ImportFo
       try {
         parser.write(chunk);
       } catch (err) {
-        failure ??= new ImportError(`the import document is not valid JSON: ${(err as Error).message}`);
+        failure ??= new ImportError(`${source} is not valid JSON: ${(err as Error).message}`);
       }
     }
     if (failure) throw failure;
@@ -147,9 +149,9 @@ async function* recordsOf(body: AsyncIterable<Buffer | string>, format: ImportFo
     try {
       parser.end();
     } catch (err) {
-      failure ??= new ImportError(`the import document is not valid JSON: ${(err as Error).message}`);
+      failure ??= new ImportError(`${source} is not valid JSON: ${(err as Error).message}`);
     }
-    if (!ended) failure ??= new ImportError('the import document is not valid JSON: it ends before the document does');
+    if (!ended) failure ??= new ImportError(`${source} is not valid JSON: it ends before the document does`);
   }
   if (failure) throw failure;
   yield* pending.splice(0);
@@ -173,6 +175,8 @@ export interface StartImportOptions {
   format: ImportFormat;
   audit: AuditContext;
   metrics?: RecordMetrics;
+  /** What the body is called in an error ("the import document", a file's path). */
+  source?: string;
   /** Called as the job moves (the CLI shows it). */
   onProgress?: (job: { recordsRead: number; recordsApplied: number; stage: string }) => void;
 }
@@ -231,7 +235,7 @@ async function runJob(db: Knex, trx: Knex.Transaction, id: string, workspace: { 
       buffered = 0;
       await report('writing');
     };
-    for await (const item of recordsOf(options.body, options.format)) {
+    for await (const item of recordsOf(options.body, options.format, options.source)) {
       read++;
       checkRecord(item);
       const list = buffers.get(item.key) ?? [];
@@ -318,4 +322,43 @@ export async function cancelImport(db: Knex, workspaceId: string, id: string, au
     await recordAudit(trx, audit, { action: 'workspace.import_cancel', workspaceId, target: { type: 'import_job', id }, changes: {} });
     return view(row);
   });
+}
+
+/**
+ * Runs an import job from a file (`fleet-admin import`): the same job as createImport, its progress shown as the job
+ * reports it (bytes of the file read, records applied). Throws the job's error (ImportError) when it fails.
+ */
+export async function importFile(
+  db: Knex,
+  workspaceSlug: string,
+  file: string,
+  options: ProgressOptions & { audit: AuditContext; format?: ImportFormat },
+): Promise<{ jobId: string; imported: CountsByKey }> {
+  let size: number;
+  try {
+    size = fs.statSync(file).size;
+  } catch (err) {
+    throw new ImportError(`cannot read ${file}: ${(err as Error).message}`);
+  }
+  const workspace = await findWorkspace(db, workspaceSlug);
+  const progress = progressReporter('import', 'bytes', size, options);
+  let applied = 0;
+  async function* counted(): AsyncGenerator<Buffer> {
+    for await (const chunk of fs.createReadStream(file)) {
+      progress.step(`${applied.toLocaleString('en-US')} records applied`, (chunk as Buffer).length);
+      yield chunk as Buffer;
+    }
+  }
+  const format = options.format ?? (/\.(ndjson|jsonl)$/i.test(file) ? 'ndjson' : 'json');
+  try {
+    const { done } = await startImport(db, workspace.id, {
+      body: counted(), format, audit: options.audit, source: file,
+      onProgress: (p) => { applied = p.recordsApplied; if (p.stage !== 'writing') progress.step(p.stage, 0); },
+    });
+    const job = await done;
+    if (job.phase !== 'succeeded') throw new ImportError(job.error ?? `the import job ended ${job.phase}`);
+    return { jobId: job.id, imported: job.counts };
+  } finally {
+    progress.stop();
+  }
 }
