@@ -5822,9 +5822,10 @@ return errors === 0;
 validate44.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.ImportJob = validate47;
-const schema105 = {"type":"object","description":"An import job and how far it got.","required":["id","workspaceId","phase","format","recordsRead","recordsApplied","startedAt","finishedAt","counts","error"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"workspaceId":{"$ref":"#/$defs/Uuid"},"phase":{"type":"string","description":"`running`, then `succeeded`, `failed` (see `error`) or `canceled`.","enum":["running","succeeded","failed","canceled"]},"format":{"type":"string","description":"The body's format.","enum":["json","ndjson"]},"recordsRead":{"type":"integer","minimum":0,"maximum":9007199254740991,"description":"Records read from the body so far."},"recordsApplied":{"type":"integer","minimum":0,"maximum":9007199254740991,"description":"Records written so far (in the job's transaction: none is visible before it succeeds)."},"startedAt":{"type":"string","format":"date-time","maxLength":64},"finishedAt":{"type":["string","null"],"format":"date-time","maxLength":64,"description":"When it ended; null while running."},"counts":{"$ref":"#/$defs/RecordCounts"},"error":{"type":["string","null"],"maxLength":2000,"description":"Why it failed, naming the first bad record; null unless failed."}},"additionalProperties":false};
+const schema105 = {"type":"object","description":"An import job and how far it got.","required":["id","workspaceId","phase","format","recordsRead","recordsApplied","startedAt","finishedAt","counts","error"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"workspaceId":{"$ref":"#/$defs/Uuid"},"phase":{"type":"string","maxLength":32,"description":"`running`, then `succeeded`, `failed` (see `error`) or `canceled`.","enum":["running","succeeded","failed","canceled"]},"format":{"type":"string","maxLength":32,"description":"The body's format.","enum":["json","ndjson"]},"recordsRead":{"type":"integer","format":"int64","minimum":0,"maximum":9007199254740991,"description":"Records read from the body so far."},"recordsApplied":{"type":"integer","format":"int64","minimum":0,"maximum":9007199254740991,"description":"Records written so far (in the job's transaction: none is visible before it succeeds)."},"startedAt":{"type":"string","format":"date-time","maxLength":64},"finishedAt":{"type":["string","null"],"format":"date-time","maxLength":64,"description":"When it ended; null while running."},"counts":{"$ref":"#/$defs/RecordCounts"},"error":{"type":["string","null"],"maxLength":2000,"description":"Why it failed, naming the first bad record; null unless failed."}},"additionalProperties":false};
+const formats104 = require("ajv-formats/dist/formats").fullFormats.int64;
 const schema108 = {"type":"object","description":"Records by the import document's key; a key with none is left out.","properties":{"owners":{"$ref":"#/$defs/RecordCount"},"fleets":{"$ref":"#/$defs/RecordCount"},"vehicles":{"$ref":"#/$defs/RecordCount"},"maintenance":{"$ref":"#/$defs/RecordCount"},"vehicleDocuments":{"$ref":"#/$defs/RecordCount"},"customers":{"$ref":"#/$defs/RecordCount"},"bookings":{"$ref":"#/$defs/RecordCount"},"extensions":{"$ref":"#/$defs/RecordCount"},"invoices":{"$ref":"#/$defs/RecordCount"},"payments":{"$ref":"#/$defs/RecordCount"},"installments":{"$ref":"#/$defs/RecordCount"},"expenses":{"$ref":"#/$defs/RecordCount"},"fines":{"$ref":"#/$defs/RecordCount"},"integrations":{"$ref":"#/$defs/RecordCount"}},"additionalProperties":false};
-const schema109 = {"type":"integer","minimum":1,"maximum":9007199254740991,"description":"How many records."};
+const schema109 = {"type":"integer","format":"int64","minimum":1,"maximum":9007199254740991,"description":"How many records."};
 
 function validate48(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5866,6 +5867,12 @@ if(data0 < 1 || isNaN(data0)){
 validate48.errors = [{instancePath:instancePath+"/owners",schemaPath:"#/$defs/RecordCount/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
 }
+else {
+if(!(formats104.validate(data0))){
+validate48.errors = [{instancePath:instancePath+"/owners",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -5893,6 +5900,12 @@ else {
 if(data1 < 1 || isNaN(data1)){
 validate48.errors = [{instancePath:instancePath+"/fleets",schemaPath:"#/$defs/RecordCount/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
+}
+else {
+if(!(formats104.validate(data1))){
+validate48.errors = [{instancePath:instancePath+"/fleets",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
+return false;
+}
 }
 }
 }
@@ -5922,6 +5935,12 @@ if(data2 < 1 || isNaN(data2)){
 validate48.errors = [{instancePath:instancePath+"/vehicles",schemaPath:"#/$defs/RecordCount/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
 }
+else {
+if(!(formats104.validate(data2))){
+validate48.errors = [{instancePath:instancePath+"/vehicles",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -5949,6 +5968,12 @@ else {
 if(data3 < 1 || isNaN(data3)){
 validate48.errors = [{instancePath:instancePath+"/maintenance",schemaPath:"#/$defs/RecordCount/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
+}
+else {
+if(!(formats104.validate(data3))){
+validate48.errors = [{instancePath:instancePath+"/maintenance",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
+return false;
+}
 }
 }
 }
@@ -5978,6 +6003,12 @@ if(data4 < 1 || isNaN(data4)){
 validate48.errors = [{instancePath:instancePath+"/vehicleDocuments",schemaPath:"#/$defs/RecordCount/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
 }
+else {
+if(!(formats104.validate(data4))){
+validate48.errors = [{instancePath:instancePath+"/vehicleDocuments",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -6005,6 +6036,12 @@ else {
 if(data5 < 1 || isNaN(data5)){
 validate48.errors = [{instancePath:instancePath+"/customers",schemaPath:"#/$defs/RecordCount/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
+}
+else {
+if(!(formats104.validate(data5))){
+validate48.errors = [{instancePath:instancePath+"/customers",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
+return false;
+}
 }
 }
 }
@@ -6034,6 +6071,12 @@ if(data6 < 1 || isNaN(data6)){
 validate48.errors = [{instancePath:instancePath+"/bookings",schemaPath:"#/$defs/RecordCount/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
 }
+else {
+if(!(formats104.validate(data6))){
+validate48.errors = [{instancePath:instancePath+"/bookings",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -6061,6 +6104,12 @@ else {
 if(data7 < 1 || isNaN(data7)){
 validate48.errors = [{instancePath:instancePath+"/extensions",schemaPath:"#/$defs/RecordCount/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
+}
+else {
+if(!(formats104.validate(data7))){
+validate48.errors = [{instancePath:instancePath+"/extensions",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
+return false;
+}
 }
 }
 }
@@ -6090,6 +6139,12 @@ if(data8 < 1 || isNaN(data8)){
 validate48.errors = [{instancePath:instancePath+"/invoices",schemaPath:"#/$defs/RecordCount/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
 }
+else {
+if(!(formats104.validate(data8))){
+validate48.errors = [{instancePath:instancePath+"/invoices",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -6117,6 +6172,12 @@ else {
 if(data9 < 1 || isNaN(data9)){
 validate48.errors = [{instancePath:instancePath+"/payments",schemaPath:"#/$defs/RecordCount/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
+}
+else {
+if(!(formats104.validate(data9))){
+validate48.errors = [{instancePath:instancePath+"/payments",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
+return false;
+}
 }
 }
 }
@@ -6146,6 +6207,12 @@ if(data10 < 1 || isNaN(data10)){
 validate48.errors = [{instancePath:instancePath+"/installments",schemaPath:"#/$defs/RecordCount/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
 }
+else {
+if(!(formats104.validate(data10))){
+validate48.errors = [{instancePath:instancePath+"/installments",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -6173,6 +6240,12 @@ else {
 if(data11 < 1 || isNaN(data11)){
 validate48.errors = [{instancePath:instancePath+"/expenses",schemaPath:"#/$defs/RecordCount/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
+}
+else {
+if(!(formats104.validate(data11))){
+validate48.errors = [{instancePath:instancePath+"/expenses",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
+return false;
+}
 }
 }
 }
@@ -6202,6 +6275,12 @@ if(data12 < 1 || isNaN(data12)){
 validate48.errors = [{instancePath:instancePath+"/fines",schemaPath:"#/$defs/RecordCount/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
 }
+else {
+if(!(formats104.validate(data12))){
+validate48.errors = [{instancePath:instancePath+"/fines",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
+return false;
+}
+}
 }
 }
 }
@@ -6229,6 +6308,12 @@ else {
 if(data13 < 1 || isNaN(data13)){
 validate48.errors = [{instancePath:instancePath+"/integrations",schemaPath:"#/$defs/RecordCount/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
+}
+else {
+if(!(formats104.validate(data13))){
+validate48.errors = [{instancePath:instancePath+"/integrations",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
+return false;
+}
 }
 }
 }
@@ -6354,13 +6439,21 @@ if(valid0){
 if(data.phase !== undefined){
 let data2 = data.phase;
 const _errs8 = errors;
-if(typeof data2 !== "string"){
-validate47.errors = [{instancePath:instancePath+"/phase",schemaPath:"#/properties/phase/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
 if(!((((data2 === "running") || (data2 === "succeeded")) || (data2 === "failed")) || (data2 === "canceled"))){
 validate47.errors = [{instancePath:instancePath+"/phase",schemaPath:"#/properties/phase/enum",keyword:"enum",params:{allowedValues: schema105.properties.phase.enum},message:"must be equal to one of the allowed values"}];
 return false;
+}
+if(errors === _errs8){
+if(typeof data2 === "string"){
+if(func2(data2) > 32){
+validate47.errors = [{instancePath:instancePath+"/phase",schemaPath:"#/properties/phase/maxLength",keyword:"maxLength",params:{limit: 32},message:"must NOT have more than 32 characters"}];
+return false;
+}
+}
+else {
+validate47.errors = [{instancePath:instancePath+"/phase",schemaPath:"#/properties/phase/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
 }
 var valid0 = _errs8 === errors;
 }
@@ -6371,13 +6464,21 @@ if(valid0){
 if(data.format !== undefined){
 let data3 = data.format;
 const _errs10 = errors;
-if(typeof data3 !== "string"){
-validate47.errors = [{instancePath:instancePath+"/format",schemaPath:"#/properties/format/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
 if(!((data3 === "json") || (data3 === "ndjson"))){
 validate47.errors = [{instancePath:instancePath+"/format",schemaPath:"#/properties/format/enum",keyword:"enum",params:{allowedValues: schema105.properties.format.enum},message:"must be equal to one of the allowed values"}];
 return false;
+}
+if(errors === _errs10){
+if(typeof data3 === "string"){
+if(func2(data3) > 32){
+validate47.errors = [{instancePath:instancePath+"/format",schemaPath:"#/properties/format/maxLength",keyword:"maxLength",params:{limit: 32},message:"must NOT have more than 32 characters"}];
+return false;
+}
+}
+else {
+validate47.errors = [{instancePath:instancePath+"/format",schemaPath:"#/properties/format/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
 }
 var valid0 = _errs10 === errors;
 }
@@ -6402,6 +6503,12 @@ else {
 if(data4 < 0 || isNaN(data4)){
 validate47.errors = [{instancePath:instancePath+"/recordsRead",schemaPath:"#/properties/recordsRead/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
+}
+else {
+if(!(formats104.validate(data4))){
+validate47.errors = [{instancePath:instancePath+"/recordsRead",schemaPath:"#/properties/recordsRead/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
+return false;
+}
 }
 }
 }
@@ -6429,6 +6536,12 @@ else {
 if(data5 < 0 || isNaN(data5)){
 validate47.errors = [{instancePath:instancePath+"/recordsApplied",schemaPath:"#/properties/recordsApplied/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
+}
+else {
+if(!(formats104.validate(data5))){
+validate47.errors = [{instancePath:instancePath+"/recordsApplied",schemaPath:"#/properties/recordsApplied/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
+return false;
+}
 }
 }
 }

@@ -30,19 +30,61 @@ export type LocalDate = string;
  * The document `fleet-admin import --workspace S --file F` loads into one workspace. Every key is optional and holds an array; every record carries its own UUID `id`, and importing the same id again updates that record, so an import can be repeated. References (`fleetId`, `customerId`, ...) name records in the same document or already in the workspace. Money is integer fils. The whole file is checked against this schema before anything is written; an invalid file changes nothing.
  */
 export interface FleetImportDocument {
+  /**
+   * @maxItems 100000000
+   */
   owners?: Owner[];
+  /**
+   * @maxItems 100000000
+   */
   fleets?: Fleet[];
+  /**
+   * @maxItems 100000000
+   */
   vehicles?: Vehicle[];
+  /**
+   * @maxItems 100000000
+   */
   maintenance?: Maintenance[];
+  /**
+   * @maxItems 100000000
+   */
   vehicleDocuments?: VehicleDocument[];
+  /**
+   * @maxItems 100000000
+   */
   customers?: Customer[];
+  /**
+   * @maxItems 100000000
+   */
   bookings?: Booking[];
+  /**
+   * @maxItems 100000000
+   */
   extensions?: Extension[];
+  /**
+   * @maxItems 100000000
+   */
   invoices?: Invoice[];
+  /**
+   * @maxItems 100000000
+   */
   payments?: Payment[];
+  /**
+   * @maxItems 100000000
+   */
   installments?: Installment[];
+  /**
+   * @maxItems 100000000
+   */
   expenses?: Expense[];
+  /**
+   * @maxItems 100000000
+   */
   fines?: Fine[];
+  /**
+   * @maxItems 100000000
+   */
   integrations?: Integration[];
 }
 /**

@@ -1465,6 +1465,7 @@ export const RecordDeletesSchema = {
 
 export const RecordDeleteListSchema = {
     type: 'array',
+    maxItems: 5000,
     description: 'Records of one key to delete.',
     items: {
         type: 'object',
@@ -1486,6 +1487,7 @@ export const RecordDeleteListSchema = {
 
 export const RecordVersionSchema = {
     type: 'integer',
+    format: 'int64',
     minimum: 0,
     maximum: 9007199254740991,
     description: 'The version the platform gives this change of the record (see `writeRecords`).'
@@ -1542,6 +1544,7 @@ export const RecordCountsSchema = {
 
 export const RecordCountSchema = {
     type: 'integer',
+    format: 'int64',
     minimum: 1,
     maximum: 9007199254740991,
     description: 'How many records.'
@@ -1641,6 +1644,7 @@ export const ImportJobSchema = {
         },
         phase: {
             type: 'string',
+            maxLength: 32,
             description: '`running`, then `succeeded`, `failed` (see `error`) or `canceled`.',
             'x-extensible-enum': [
                 'running',
@@ -1651,6 +1655,7 @@ export const ImportJobSchema = {
         },
         format: {
             type: 'string',
+            maxLength: 32,
             description: 'The body\'s format.',
             'x-extensible-enum': [
                 'json',
@@ -1659,12 +1664,14 @@ export const ImportJobSchema = {
         },
         recordsRead: {
             type: 'integer',
+            format: 'int64',
             minimum: 0,
             maximum: 9007199254740991,
             description: 'Records read from the body so far.'
         },
         recordsApplied: {
             type: 'integer',
+            format: 'int64',
             minimum: 0,
             maximum: 9007199254740991,
             description: 'Records written so far (in the job\'s transaction: none is visible before it succeeds).'
@@ -2058,108 +2065,126 @@ export const rootSchema = {
             type: 'array',
             items: {
                 $ref: '#/components/schemas/Owner'
-            }
+            },
+            maxItems: 100000000
         },
         fleets: {
             type: 'array',
             items: {
                 $ref: '#/components/schemas/Fleet'
-            }
+            },
+            maxItems: 100000000
         },
         vehicles: {
             type: 'array',
             items: {
                 $ref: '#/components/schemas/Vehicle'
-            }
+            },
+            maxItems: 100000000
         },
         maintenance: {
             type: 'array',
             items: {
                 $ref: '#/components/schemas/Maintenance'
-            }
+            },
+            maxItems: 100000000
         },
         vehicleDocuments: {
             type: 'array',
             items: {
                 $ref: '#/components/schemas/VehicleDocument'
-            }
+            },
+            maxItems: 100000000
         },
         customers: {
             type: 'array',
             items: {
                 $ref: '#/components/schemas/Customer'
-            }
+            },
+            maxItems: 100000000
         },
         bookings: {
             type: 'array',
             items: {
                 $ref: '#/components/schemas/Booking'
-            }
+            },
+            maxItems: 100000000
         },
         extensions: {
             type: 'array',
             items: {
                 $ref: '#/components/schemas/Extension'
-            }
+            },
+            maxItems: 100000000
         },
         invoices: {
             type: 'array',
             items: {
                 $ref: '#/components/schemas/Invoice'
-            }
+            },
+            maxItems: 100000000
         },
         payments: {
             type: 'array',
             items: {
                 $ref: '#/components/schemas/Payment'
-            }
+            },
+            maxItems: 100000000
         },
         installments: {
             type: 'array',
             items: {
                 $ref: '#/components/schemas/Installment'
-            }
+            },
+            maxItems: 100000000
         },
         expenses: {
             type: 'array',
             items: {
                 $ref: '#/components/schemas/Expense'
-            }
+            },
+            maxItems: 100000000
         },
         fines: {
             type: 'array',
             items: {
                 $ref: '#/components/schemas/Fine'
-            }
+            },
+            maxItems: 100000000
         },
         integrations: {
             type: 'array',
             items: {
                 $ref: '#/components/schemas/Integration'
-            }
+            },
+            maxItems: 100000000
         }
     },
     $defs: {
         uuid: {
             type: 'string',
             format: 'uuid',
-            description: 'Record id (UUID). Importing the same id again updates that record.'
+            description: 'Record id (UUID). Importing the same id again updates that record.',
+            maxLength: 64
         },
         ref: {
             type: 'string',
             format: 'uuid',
-            description: 'Id of a record in this document or already in the workspace.'
+            description: 'Id of a record in this document or already in the workspace.',
+            maxLength: 64
         },
         timestamp: {
             type: 'string',
             format: 'date-time',
-            description: 'ISO 8601 date-time with an offset, e.g. 2026-11-22T08:30:00.000Z.'
+            description: 'ISO 8601 date-time with an offset, e.g. 2026-11-22T08:30:00.000Z.',
+            maxLength: 64
         },
         fils: {
             type: 'integer',
             minimum: 0,
             maximum: 9007199254740991,
-            description: 'Money in fils (AED x 100), a non-negative integer.'
+            description: 'Money in fils (AED x 100), a non-negative integer.',
+            format: 'int64'
         },
         text: {
             type: 'string',
@@ -2170,7 +2195,8 @@ export const rootSchema = {
             type: 'integer',
             minimum: 0,
             maximum: 9007199254740991,
-            description: 'The version the rental platform gives this state of the record (its outbox sequence, a change time in microseconds...), optional. A record written with a version keeps it; a later write of the same record whose version is not greater is skipped (a version equal to the stored one is the same change again, counted unchanged; a lower one is counted stale), and so is a write of a record deleted at a version not lower. Without a version, the record is written as given (last write wins).'
+            description: 'The version the rental platform gives this state of the record (its outbox sequence, a change time in microseconds...), optional. A record written with a version keeps it; a later write of the same record whose version is not greater is skipped (a version equal to the stored one is the same change again, counted unchanged; a lower one is counted stale), and so is a write of a record deleted at a version not lower. Without a version, the record is written as given (last write wins).',
+            format: 'int64'
         },
         Owner: {
             type: 'object',
@@ -2553,7 +2579,8 @@ export const rootSchema = {
                 addedDays: {
                     type: 'integer',
                     minimum: 1,
-                    maximum: 3660
+                    maximum: 3660,
+                    format: 'int64'
                 },
                 amount: {
                     $ref: '#/components/schemas/fils'
@@ -2730,12 +2757,14 @@ export const rootSchema = {
                 number: {
                     type: 'integer',
                     minimum: 1,
-                    maximum: 1200
+                    maximum: 1200,
+                    format: 'int64'
                 },
                 of: {
                     type: 'integer',
                     minimum: 1,
-                    maximum: 1200
+                    maximum: 1200,
+                    format: 'int64'
                 },
                 dueDate: {
                     $ref: '#/components/schemas/localDate'
@@ -2969,7 +2998,8 @@ export const rootSchema = {
         localDate: {
             type: 'string',
             format: 'date',
-            description: 'Plain date YYYY-MM-DD on the workspace\'s local calendar.'
+            description: 'Plain date YYYY-MM-DD on the workspace\'s local calendar.',
+            maxLength: 64
         }
     }
 } as const;
@@ -3199,7 +3229,8 @@ export const ExtensionSchema = {
         addedDays: {
             type: 'integer',
             minimum: 1,
-            maximum: 3660
+            maximum: 3660,
+            format: 'int64'
         },
         amount: {
             $ref: '#/components/schemas/fils'
@@ -3373,12 +3404,14 @@ export const InstallmentSchema = {
         number: {
             type: 'integer',
             minimum: 1,
-            maximum: 1200
+            maximum: 1200,
+            format: 'int64'
         },
         of: {
             type: 'integer',
             minimum: 1,
-            maximum: 1200
+            maximum: 1200,
+            format: 'int64'
         },
         dueDate: {
             $ref: '#/components/schemas/localDate'
@@ -3786,19 +3819,22 @@ export const filsSchema = {
     type: 'integer',
     minimum: 0,
     maximum: 9007199254740991,
-    description: 'Money in fils (AED x 100), a non-negative integer.'
+    description: 'Money in fils (AED x 100), a non-negative integer.',
+    format: 'int64'
 } as const;
 
 export const localDateSchema = {
     type: 'string',
     format: 'date',
-    description: 'Plain date YYYY-MM-DD on the workspace\'s local calendar.'
+    description: 'Plain date YYYY-MM-DD on the workspace\'s local calendar.',
+    maxLength: 64
 } as const;
 
 export const refSchema = {
     type: 'string',
     format: 'uuid',
-    description: 'Id of a record in this document or already in the workspace.'
+    description: 'Id of a record in this document or already in the workspace.',
+    maxLength: 64
 } as const;
 
 export const textSchema = {
@@ -3810,18 +3846,21 @@ export const textSchema = {
 export const timestampSchema = {
     type: 'string',
     format: 'date-time',
-    description: 'ISO 8601 date-time with an offset, e.g. 2026-11-22T08:30:00.000Z.'
+    description: 'ISO 8601 date-time with an offset, e.g. 2026-11-22T08:30:00.000Z.',
+    maxLength: 64
 } as const;
 
 export const uuidSchema = {
     type: 'string',
     format: 'uuid',
-    description: 'Record id (UUID). Importing the same id again updates that record.'
+    description: 'Record id (UUID). Importing the same id again updates that record.',
+    maxLength: 64
 } as const;
 
 export const versionSchema = {
     type: 'integer',
     minimum: 0,
     maximum: 9007199254740991,
-    description: 'The version the rental platform gives this state of the record (its outbox sequence, a change time in microseconds...), optional. A record written with a version keeps it; a later write of the same record whose version is not greater is skipped (a version equal to the stored one is the same change again, counted unchanged; a lower one is counted stale), and so is a write of a record deleted at a version not lower. Without a version, the record is written as given (last write wins).'
+    description: 'The version the rental platform gives this state of the record (its outbox sequence, a change time in microseconds...), optional. A record written with a version keeps it; a later write of the same record whose version is not greater is skipped (a version equal to the stored one is the same change again, counted unchanged; a lower one is counted stale), and so is a write of a record deleted at a version not lower. Without a version, the record is written as given (last write wins).',
+    format: 'int64'
 } as const;

@@ -2723,7 +2723,7 @@ export type CreateImportError = CreateImportErrors[keyof CreateImportErrors];
 
 export type CreateImportResponses = {
     /**
-     * The job is running.
+     * The body is read; the job is running (or already ended, when a record was bad).
      */
     202: ImportJob;
 };

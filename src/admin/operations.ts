@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import type { Knex } from 'knex';
 import type { AuditContext } from '../audit.js';
 import { listAuditEntries } from '../audit.js';
@@ -50,7 +51,7 @@ export interface AdminOperationContext {
   /** The public listener's base URL, where the settings screen's links point (FRS_PUBLIC_URL). */
   portalUrl?: string;
   /** The request itself, for an operation that streams its body (createImport), and its content type. */
-  request?: AsyncIterable<Buffer> & { resume(): unknown };
+  request?: Readable;
   contentType?: string;
   metrics?: RecordMetrics;
 }
@@ -236,11 +237,15 @@ export const adminOperations: Record<string, Handler> = {
     const format = type === 'application/json' ? 'json' : type === 'application/x-ndjson' ? 'ndjson' : undefined;
     if (format === undefined) throw new UnsupportedBody('Send the import as Content-Type application/json (an import document) or application/x-ndjson (one {"key", "record"} a line).');
     if (!c.request) throw new Error('createImport: no request stream given');
+    // The job reads the body as it arrives; the 202 goes out once it is all read (an HTTP server throws away what is
+    // left of a body once it has answered), with the job as it stands: getImport follows it from then on (or meanwhile,
+    // from another connection).
     const request = c.request;
-    const { job, done } = await startImport(c.db, id, { body: request, format, audit: c.audit, metrics: c.metrics });
+    const { job, done, received } = await startImport(c.db, id, { body: request, format, audit: c.audit, metrics: c.metrics });
+    await received;
     // What the job left unread (it failed or was canceled early) is read and dropped, so the client's upload ends.
     void done.then(() => request.resume());
-    return { status: 202, body: job };
+    return { status: 202, body: await getImport(c.db, id, job.id) };
   },
 
   async getImport(c) {

@@ -182,10 +182,15 @@ export interface StartImportOptions {
 }
 
 /**
- * Starts an import job into the workspace and returns it running, with `done`: the job as it ended (never rejects).
+ * Starts an import job into the workspace and returns it running, with `done`: the job as it ended (never rejects), and
+ * `received`: settled once the whole body was read (or the job ended first).
  * Throws NotFoundError for an unknown workspace, before a byte of the body is read.
  */
-export async function startImport(db: Knex, workspaceId: string, options: StartImportOptions): Promise<{ job: ImportJob; done: Promise<ImportJob> }> {
+export async function startImport(
+  db: Knex,
+  workspaceId: string,
+  options: StartImportOptions,
+): Promise<{ job: ImportJob; done: Promise<ImportJob>; received: Promise<void> }> {
   const workspace = await findWorkspace(db, { id: workspaceId });
   const id = crypto.randomUUID();
   const trx = await db.transaction();
@@ -200,11 +205,15 @@ export async function startImport(db: Knex, workspaceId: string, options: StartI
     await trx.rollback().catch(() => undefined);
     throw err;
   }
-  const done = runJob(db, trx, id, workspace, options);
-  return { job: view(row), done };
+  let bodyRead!: () => void;
+  const received = new Promise<void>((resolve) => { bodyRead = resolve; });
+  const done = runJob(db, trx, id, workspace, options, bodyRead);
+  return { job: view(row), done, received: Promise.race([received, done.then(() => undefined)]) };
 }
 
-async function runJob(db: Knex, trx: Knex.Transaction, id: string, workspace: { id: string; slug: string }, options: StartImportOptions): Promise<ImportJob> {
+async function runJob(
+  db: Knex, trx: Knex.Transaction, id: string, workspace: { id: string; slug: string }, options: StartImportOptions, bodyRead: () => void,
+): Promise<ImportJob> {
   const counts: CountsByKey = {};
   let read = 0;
   let applied = 0;
@@ -244,6 +253,7 @@ async function runJob(db: Knex, trx: Knex.Transaction, id: string, workspace: { 
       buffers.set(item.key, list);
       if (++buffered >= CHUNK_SIZE) await flush();
     }
+    bodyRead();
     await flush();
     if (bulk) {
       await report('running totals', true);
