@@ -230,6 +230,7 @@ async function runJob(
     // A job is history: the records were true before they arrived here.
     await markHistory(trx);
     const bulk = await deferRollups(trx, workspace.id);
+    if (bulk) await db('import_jobs').where({ id }).update({ bulk: true });
     const versionsKept = bulk ? false : (await trx('record_versions').where({ workspace_id: workspace.id }).first(trx.raw('1 AS x'))) !== undefined;
     const { fieldsByKey } = compiledSchema();
     const buffers = new Map<DocumentKey, Incoming[]>();
@@ -259,7 +260,8 @@ async function runJob(
       await report('running totals', true);
       await finishDeferredRollups(trx, workspace.id);
     }
-    await recordAudit(trx, options.audit, { action: 'workspace.import', workspaceId: workspace.id, target: { type: 'import_job', id }, changes: { imported: counts, format: options.format } });
+    // (as the import always has: what was loaded, by entity; the job's row says the rest)
+    await recordAudit(trx, options.audit, { action: 'workspace.import', workspaceId: workspace.id, target: { type: 'workspace', id: workspace.id }, changes: { imported: counts } });
     await report('committing', true);
     await trx.commit();
     outcome = { phase: 'succeeded', error: null };
@@ -329,7 +331,7 @@ export async function cancelImport(db: Knex, workspaceId: string, id: string, au
   return db.transaction(async (trx) => {
     const [row] = await trx('import_jobs').where({ id, phase: 'running' }).update({ cancel_requested: true }).returning('*');
     if (!row) throw new ConflictError('The import job already ended.', 'phase');
-    await recordAudit(trx, audit, { action: 'workspace.import_cancel', workspaceId, target: { type: 'import_job', id }, changes: {} });
+    await recordAudit(trx, audit, { action: 'workspace.import_cancel', workspaceId, target: { type: 'workspace', id: workspaceId }, changes: { importJob: id } });
     return view(row);
   });
 }

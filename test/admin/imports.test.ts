@@ -73,7 +73,7 @@ describe('the admin API: import jobs', () => {
     expect(await counted('customers', ws.id)).to.equal(2500);
     await expectRollupsExact(db, ws.id);
     const audit = await db('audit_entries').where({ workspace_id: ws.id, action: 'workspace.import' }).select('changes', 'target_id');
-    expect(audit).to.deep.equal([{ target_id: job.id, changes: { imported: job.counts, format: 'json' } }]);
+    expect(audit).to.deep.equal([{ target_id: ws.id, changes: { imported: job.counts } }]);
 
     // The same records as NDJSON, one changed: written over them (the triggers keep the totals this time).
     doc.payments[0].amount = 7000;
