@@ -1,4 +1,4 @@
-import type { Readable } from 'node:stream';
+import { PassThrough, type Readable } from 'node:stream';
 import type { Knex } from 'knex';
 import type { AuditContext } from '../audit.js';
 import { listAuditEntries } from '../audit.js';
@@ -240,11 +240,16 @@ export const adminOperations: Record<string, Handler> = {
     // The job reads the body as it arrives; the 202 goes out once it is all read (an HTTP server throws away what is
     // left of a body once it has answered), with the job as it stands: getImport follows it from then on (or meanwhile,
     // from another connection).
+    // Through a pipe: a job that stops early drops its side, never the request itself (nor the connection with it).
     const request = c.request;
-    const { job, done, received } = await startImport(c.db, id, { body: request, format, audit: c.audit, metrics: c.metrics });
+    const body = request.pipe(new PassThrough());
+    const { job, done, received } = await startImport(c.db, id, { body, format, audit: c.audit, metrics: c.metrics });
     await received;
     // What the job left unread (it failed or was canceled early) is read and dropped, so the client's upload ends.
-    void done.then(() => request.resume());
+    void done.then(() => {
+      request.unpipe(body);
+      request.resume();
+    });
     return { status: 202, body: await getImport(c.db, id, job.id) };
   },
 

@@ -11,6 +11,8 @@ import { createApiKey, createWorkspace } from '../../src/workspaces.js';
 import { runRetention } from '../../src/webhooks/retention.js';
 import { examplePayload } from '../webhooks/support.js';
 import { loadOpenApiDocument } from '../../src/contract/document.js';
+import { ServiceMetrics } from '../../src/observability/metrics.js';
+import { writeRecords } from '../../src/import/records.js';
 
 // Batch writes (issue 32, points 1-3 and 8) through the admin API as its own database role, every answer checked against
 // openapi/admin.yaml; the figures read back through the public API (its role, its ETags).
@@ -209,5 +211,21 @@ describe('the admin API: batch writes (writeRecords)', () => {
     // The settings screen's session is not among the operation's schemes: its dispatcher has no route to it.
     const operation = loadOpenApiDocument('admin').paths['/admin/v1/workspaces/{workspaceId}/records'].post;
     expect(operation.security ?? loadOpenApiDocument('admin').security).to.deep.equal([{ adminToken: [] }]);
+  });
+
+  it('counts records written, stale and refused in the metrics', async () => {
+    const metrics = new ServiceMetrics({ defaultMetrics: false });
+    const r = smallBatch();
+    await writeRecords(db, ws.id, { upsert: { owners: [{ ...r.owner, version: 2 }], fleets: [r.fleet] } }, { metrics: metrics.records });
+    await writeRecords(db, ws.id, { upsert: { owners: [{ ...r.owner, version: 1 }] }, delete: { fleets: [{ id: r.fleet.id }] } }, { metrics: metrics.records });
+    await writeRecords(db, ws.id, { upsert: { vehicles: [{ ...r.car, fleetId: uuid() }] } }, { metrics: metrics.records }).catch(() => undefined);
+    const text = await metrics.registry.metrics();
+    for (const line of [
+      'frs_records_written_total{key="owners",operation="upsert"} 1',
+      'frs_records_written_total{key="fleets",operation="upsert"} 1',
+      'frs_records_written_total{key="fleets",operation="delete"} 1',
+      'frs_records_stale_total{key="owners"} 1',
+      'frs_records_refused_total{reason="missing_reference"} 1',
+    ]) expect(text).to.include(line);
   });
 });
