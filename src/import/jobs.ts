@@ -263,23 +263,29 @@ async function runJob(
     // (as the import always has: what was loaded, by entity; the job's row says the rest)
     await recordAudit(trx, options.audit, { action: 'workspace.import', workspaceId: workspace.id, target: { type: 'workspace', id: workspace.id }, changes: { imported: counts } });
     await report('committing', true);
+    // The job's end is written in its own transaction: it is seen succeeded exactly when its records are there (and a
+    // reader never finds it running without its lock in between).
+    await trx('import_jobs').where({ id }).update(finalState('succeeded', null, read, applied, counts, trx));
     await trx.commit();
     outcome = { phase: 'succeeded', error: null };
   } catch (err) {
-    await trx.rollback().catch(() => undefined);
     if (err instanceof JobCanceled) outcome = { phase: 'canceled', error: null };
     else if (err instanceof ImportError) outcome = { phase: 'failed', error: err.message.slice(0, 2000) };
     else outcome = { phase: 'failed', error: `the job stopped: ${(err as Error).message}`.slice(0, 2000) };
     if (!(err instanceof JobCanceled)) options.metrics?.refused.inc({ reason: 'import_failed' }, Math.max(read, 1));
     applied = 0;
+    // Written while the transaction still holds the job's lock, then rolled back: never seen as a lost process.
+    await db('import_jobs').where({ id }).update(finalState(outcome.phase, outcome.error, read, 0, {}, db)).catch(() => undefined);
+    await trx.rollback().catch(() => undefined);
   }
-  const [row] = await db('import_jobs')
-    .where({ id })
-    .update({ phase: outcome.phase, error: outcome.error, records_read: read, records_applied: applied, counts: JSON.stringify(outcome.phase === 'succeeded' ? counts : {}), updated_at: db.fn.now(), finished_at: db.fn.now() })
-    .returning('*');
+  const row = await db('import_jobs').where({ id }).first();
   if (outcome.phase === 'succeeded' && options.metrics) for (const [key, n] of Object.entries(counts)) options.metrics.written.inc({ key, operation: 'upsert' }, n);
   return view(row);
 }
+
+const finalState = (phase: ImportPhase, error: string | null, read: number, applied: number, counts: CountsByKey, db: Knex) => ({
+  phase, error, records_read: read, records_applied: applied, counts: JSON.stringify(counts), updated_at: db.fn.now(), finished_at: db.fn.now(),
+});
 
 /** Writes one key's buffered records; returns how many were written (a stale version is skipped). */
 async function writeChunk(
