@@ -5,6 +5,10 @@
  */
 export type Uuid = string;
 /**
+ * The version the rental platform gives this state of the record (its outbox sequence, a change time in microseconds...), optional. A record written with a version keeps it; a later write of the same record whose version is not greater is skipped (a version equal to the stored one is the same change again, counted unchanged; a lower one is counted stale), and so is a write of a record deleted at a version not lower. Without a version, the record is written as given (last write wins).
+ */
+export type Version = number;
+/**
  * Id of a record in this document or already in the workspace.
  */
 export type Ref = string;
@@ -26,19 +30,61 @@ export type LocalDate = string;
  * The document `fleet-admin import --workspace S --file F` loads into one workspace. Every key is optional and holds an array; every record carries its own UUID `id`, and importing the same id again updates that record, so an import can be repeated. References (`fleetId`, `customerId`, ...) name records in the same document or already in the workspace. Money is integer fils. The whole file is checked against this schema before anything is written; an invalid file changes nothing.
  */
 export interface FleetImportDocument {
+  /**
+   * @maxItems 100000000
+   */
   owners?: Owner[];
+  /**
+   * @maxItems 100000000
+   */
   fleets?: Fleet[];
+  /**
+   * @maxItems 100000000
+   */
   vehicles?: Vehicle[];
+  /**
+   * @maxItems 100000000
+   */
   maintenance?: Maintenance[];
+  /**
+   * @maxItems 100000000
+   */
   vehicleDocuments?: VehicleDocument[];
+  /**
+   * @maxItems 100000000
+   */
   customers?: Customer[];
+  /**
+   * @maxItems 100000000
+   */
   bookings?: Booking[];
+  /**
+   * @maxItems 100000000
+   */
   extensions?: Extension[];
+  /**
+   * @maxItems 100000000
+   */
   invoices?: Invoice[];
+  /**
+   * @maxItems 100000000
+   */
   payments?: Payment[];
+  /**
+   * @maxItems 100000000
+   */
   installments?: Installment[];
+  /**
+   * @maxItems 100000000
+   */
   expenses?: Expense[];
+  /**
+   * @maxItems 100000000
+   */
   fines?: Fine[];
+  /**
+   * @maxItems 100000000
+   */
   integrations?: Integration[];
 }
 /**
@@ -47,6 +93,7 @@ export interface FleetImportDocument {
 export interface Owner {
   id: Uuid;
   name: string;
+  version?: Version;
 }
 /**
  * A fleet: the cars of one owner.
@@ -59,6 +106,7 @@ export interface Fleet {
   code: string;
   name: string;
   ownerId: Ref;
+  version?: Version;
 }
 /**
  * A vehicle.
@@ -81,6 +129,7 @@ export interface Vehicle {
    * Stored state: active, in_service (maintenance or repair) or inactive (sold, retired).
    */
   state: 'active' | 'in_service' | 'inactive';
+  version?: Version;
 }
 /**
  * A maintenance block: the vehicle cannot be booked during [startsAt, endsAt).
@@ -91,6 +140,7 @@ export interface Maintenance {
   startsAt: Timestamp;
   endsAt: Timestamp;
   reason?: string | null;
+  version?: Version;
 }
 /**
  * A registration, insurance or permit with its expiry date.
@@ -101,6 +151,7 @@ export interface VehicleDocument {
   docType: 'registration' | 'insurance' | 'permit';
   detail?: Text | null;
   expiresAt: LocalDate;
+  version?: Version;
 }
 /**
  * A customer. Phone, e-mail and identity document are stored but never appear in the API or in webhook payloads.
@@ -111,6 +162,7 @@ export interface Customer {
   phone?: string | null;
   email?: string | null;
   idDocument?: string | null;
+  version?: Version;
 }
 /**
  * A booking of one vehicle by one customer.
@@ -132,6 +184,7 @@ export interface Booking {
   monthlyAmount?: Fils | null;
   confirmedAt?: Timestamp | null;
   returnedAt?: Timestamp | null;
+  version?: Version;
 }
 /**
  * An extension that moved a booking's drop-off.
@@ -144,6 +197,7 @@ export interface Extension {
   previousDropoffAt: Timestamp;
   newDropoffAt: Timestamp;
   createdAt: Timestamp;
+  version?: Version;
 }
 /**
  * An invoice; total includes VAT. Void invoices count nowhere.
@@ -161,6 +215,7 @@ export interface Invoice {
   dueDate: LocalDate;
   total: Fils;
   status: 'issued' | 'void';
+  version?: Version;
 }
 /**
  * Money moved: a charge (in), a refund (out, against a charge), a security deposit held, or a deposit released.
@@ -177,6 +232,7 @@ export interface Payment {
   bookingId?: Ref | null;
   invoiceId?: Ref | null;
   at: Timestamp;
+  version?: Version;
 }
 /**
  * One scheduled month of a lease, rent-to-own or monthly booking. Unpaid while its invoice has a balance, or, without an invoice, while it has no paidAt.
@@ -190,6 +246,7 @@ export interface Installment {
   amount: Fils;
   invoiceId?: Ref | null;
   paidAt?: Timestamp | null;
+  version?: Version;
 }
 /**
  * An expense, optionally of one vehicle.
@@ -200,6 +257,7 @@ export interface Expense {
   category: string;
   amount: Fils;
   date: LocalDate;
+  version?: Version;
 }
 /**
  * A traffic fine or a toll (Salik) recorded against a vehicle.
@@ -224,6 +282,7 @@ export interface Fine {
   bookingId?: Ref | null;
   customerId?: Ref | null;
   recordedAt: Timestamp;
+  version?: Version;
 }
 /**
  * The state of one of the workspace's own integrations (e-signature, accounting, a payment gateway, a messaging channel).
@@ -235,4 +294,5 @@ export interface Integration {
   detail?: string | null;
   hint?: string | null;
   failingSince?: Timestamp | null;
+  version?: Version;
 }

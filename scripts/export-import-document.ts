@@ -24,7 +24,7 @@ try {
   let firstKey = true;
   for (const [key, property] of Object.entries(schema.properties)) {
     const table = snakeCase(key);
-    const fields = Object.keys(schema.$defs[property.items.$ref.replace('#/$defs/', '')].properties);
+    const fields = Object.keys(schema.$defs[property.items.$ref.replace('#/$defs/', '')].properties).filter((field) => field !== 'version');
     const { rows: types } = await db.raw(`SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ?`, [table]);
     const typeOf = new Map<string, string>(types.map((t: { column_name: string; data_type: string }) => [t.column_name, t.data_type]));
     const value = (column: string) => {

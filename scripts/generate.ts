@@ -77,6 +77,8 @@ function validators(name: ContractName): void {
 }
 
 fs.mkdirSync(out, { recursive: true });
+// The admin document refers to the import document by its file name (writeRecords, createImport): beside the JSON copies.
+fs.writeFileSync(path.join(out, 'import.schema.json'), `${JSON.stringify(loadImportSchema(), null, 2)}\n`);
 for (const name of ['openapi', 'admin'] as const) {
   fs.writeFileSync(path.join(out, outputs(name).json), `${JSON.stringify(loadOpenApiDocument(name), null, 2)}\n`);
   fs.writeFileSync(path.join(out, outputs(name).strictJson), `${JSON.stringify(strictOpenApiDocument(name), null, 2)}\n`);

@@ -46,7 +46,9 @@ export type ErrorResponse = {
          * - `method_not_allowed` (405): the path exists but not with this method.
          * - `conflict` (409): the change clashes with a record there already; `reason` names the field.
          * - `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.
-         * - `payload_too_large` (413): the request body is over 64 KiB.
+         * - `missing_reference` (409): a batch's record points at nothing (`writeRecords`).
+         * - `dependent_records` (409): a batch's delete would leave records pointing at nothing (`writeRecords`).
+         * - `payload_too_large` (413): the request body is over 64 KiB (a batch: 5,000 records or 8 MiB).
          * - `unsupported_media_type` (415): the body is not `application/json`, or is compressed.
          * - `rate_limited` (429): too many failed authentications from this address.
          * - `headers_too_large` (431).
@@ -54,7 +56,7 @@ export type ErrorResponse = {
          * - `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.
          *
          */
-        code: 'invalid_request' | 'unauthorized' | 'forbidden' | 'not_found' | 'method_not_allowed' | 'conflict' | 'idempotency_key_reused' | 'payload_too_large' | 'unsupported_media_type' | 'rate_limited' | 'headers_too_large' | 'internal_error' | 'unavailable' | 'overloaded';
+        code: 'invalid_request' | 'unauthorized' | 'forbidden' | 'not_found' | 'method_not_allowed' | 'conflict' | 'idempotency_key_reused' | 'missing_reference' | 'dependent_records' | 'payload_too_large' | 'unsupported_media_type' | 'rate_limited' | 'headers_too_large' | 'internal_error' | 'unavailable' | 'overloaded';
         /**
          * A human-readable sentence; wording may change, so don't match on it.
          */
@@ -657,6 +659,144 @@ export type PublishedEvent = {
 };
 
 /**
+ * A batch of writes (`writeRecords`); every member is optional.
+ */
+export type RecordsWrite = {
+    upsert?: Root;
+    delete?: RecordDeletes;
+    /**
+     * Events to publish with the records, validated as `publishEvent` validates one.
+     */
+    events?: Array<PublishEventRequest>;
+    /**
+     * The records are history (a backfill): no derived event is raised for them.
+     */
+    history?: boolean;
+};
+
+/**
+ * Records to delete, by the import document's keys.
+ */
+export type RecordDeletes = {
+    owners?: RecordDeleteList;
+    fleets?: RecordDeleteList;
+    vehicles?: RecordDeleteList;
+    maintenance?: RecordDeleteList;
+    vehicleDocuments?: RecordDeleteList;
+    customers?: RecordDeleteList;
+    bookings?: RecordDeleteList;
+    extensions?: RecordDeleteList;
+    invoices?: RecordDeleteList;
+    payments?: RecordDeleteList;
+    installments?: RecordDeleteList;
+    expenses?: RecordDeleteList;
+    fines?: RecordDeleteList;
+    integrations?: RecordDeleteList;
+};
+
+/**
+ * Records of one key to delete.
+ */
+export type RecordDeleteList = Array<{
+    id: Uuid;
+    version?: RecordVersion;
+}>;
+
+/**
+ * The version the platform gives this change of the record (see `writeRecords`).
+ */
+export type RecordVersion = number;
+
+/**
+ * Records by the import document's key; a key with none is left out.
+ */
+export type RecordCounts = {
+    owners?: RecordCount;
+    fleets?: RecordCount;
+    vehicles?: RecordCount;
+    maintenance?: RecordCount;
+    vehicleDocuments?: RecordCount;
+    customers?: RecordCount;
+    bookings?: RecordCount;
+    extensions?: RecordCount;
+    invoices?: RecordCount;
+    payments?: RecordCount;
+    installments?: RecordCount;
+    expenses?: RecordCount;
+    fines?: RecordCount;
+    integrations?: RecordCount;
+};
+
+/**
+ * How many records.
+ */
+export type RecordCount = number;
+
+/**
+ * What a batch did, by key.
+ */
+export type RecordsWritten = {
+    upserted: RecordCounts;
+    unchanged: RecordCounts;
+    stale: RecordCounts;
+    deleted: RecordCounts;
+    /**
+     * The ids of the events recorded, in the batch's order.
+     */
+    events: Array<Uuid>;
+};
+
+/**
+ * One line of an NDJSON import stream (the body is many such lines, one record each).
+ */
+export type ImportLine = {
+    /**
+     * The import document's key the record belongs to.
+     */
+    key: 'owners' | 'fleets' | 'vehicles' | 'maintenance' | 'vehicleDocuments' | 'customers' | 'bookings' | 'extensions' | 'invoices' | 'payments' | 'installments' | 'expenses' | 'fines' | 'integrations';
+    /**
+     * The record, as under that key in an import document.
+     */
+    record: {
+        [key: string]: unknown;
+    };
+};
+
+/**
+ * An import job and how far it got.
+ */
+export type ImportJob = {
+    id: Uuid;
+    workspaceId: Uuid;
+    /**
+     * `running`, then `succeeded`, `failed` (see `error`) or `canceled`.
+     */
+    phase: 'running' | 'succeeded' | 'failed' | 'canceled';
+    /**
+     * The body's format.
+     */
+    format: 'json' | 'ndjson';
+    /**
+     * Records read from the body so far.
+     */
+    recordsRead: number;
+    /**
+     * Records written so far (in the job's transaction: none is visible before it succeeds).
+     */
+    recordsApplied: number;
+    startedAt: string;
+    /**
+     * When it ended; null while running.
+     */
+    finishedAt: string | null;
+    counts: RecordCounts;
+    /**
+     * Why it failed, naming the first bad record; null unless failed.
+     */
+    error: string | null;
+};
+
+/**
  * Which event's example to send, and to which endpoint.
  */
 export type ExampleEventRequest = {
@@ -791,7 +931,9 @@ export type PortalSessionConflict = {
          * - `method_not_allowed` (405): the path exists but not with this method.
          * - `conflict` (409): the change clashes with a record there already; `reason` names the field.
          * - `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.
-         * - `payload_too_large` (413): the request body is over 64 KiB.
+         * - `missing_reference` (409): a batch's record points at nothing (`writeRecords`).
+         * - `dependent_records` (409): a batch's delete would leave records pointing at nothing (`writeRecords`).
+         * - `payload_too_large` (413): the request body is over 64 KiB (a batch: 5,000 records or 8 MiB).
          * - `unsupported_media_type` (415): the body is not `application/json`, or is compressed.
          * - `rate_limited` (429): too many failed authentications from this address.
          * - `headers_too_large` (431).
@@ -799,7 +941,7 @@ export type PortalSessionConflict = {
          * - `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.
          *
          */
-        code: 'invalid_request' | 'unauthorized' | 'forbidden' | 'not_found' | 'method_not_allowed' | 'conflict' | 'idempotency_key_reused' | 'payload_too_large' | 'unsupported_media_type' | 'rate_limited' | 'headers_too_large' | 'internal_error' | 'unavailable' | 'overloaded';
+        code: 'invalid_request' | 'unauthorized' | 'forbidden' | 'not_found' | 'method_not_allowed' | 'conflict' | 'idempotency_key_reused' | 'missing_reference' | 'dependent_records' | 'payload_too_large' | 'unsupported_media_type' | 'rate_limited' | 'headers_too_large' | 'internal_error' | 'unavailable' | 'overloaded';
         /**
          * A human-readable sentence; wording may change, so don't match on it.
          */
@@ -881,9 +1023,291 @@ export type AttemptStats = {
 };
 
 /**
+ * FleetImportDocument
+ *
+ * The document `fleet-admin import --workspace S --file F` loads into one workspace. Every key is optional and holds an array; every record carries its own UUID `id`, and importing the same id again updates that record, so an import can be repeated. References (`fleetId`, `customerId`, ...) name records in the same document or already in the workspace. Money is integer fils. The whole file is checked against this schema before anything is written; an invalid file changes nothing.
+ */
+export type Root = {
+    owners?: Array<Owner>;
+    fleets?: Array<Fleet>;
+    vehicles?: Array<Vehicle>;
+    maintenance?: Array<Maintenance>;
+    vehicleDocuments?: Array<VehicleDocument>;
+    customers?: Array<Customer>;
+    bookings?: Array<Booking>;
+    extensions?: Array<Extension>;
+    invoices?: Array<Invoice>;
+    payments?: Array<Payment>;
+    installments?: Array<Installment>;
+    expenses?: Array<Expense>;
+    fines?: Array<Fine>;
+    integrations?: Array<Integration>;
+};
+
+/**
+ * A booking of one vehicle by one customer.
+ */
+export type Booking = {
+    id: Uuid2;
+    /**
+     * Booking number, unique in the workspace.
+     */
+    number: string;
+    customerId: Ref;
+    vehicleId: Ref;
+    type: 'daily' | 'monthly' | 'lease' | 'rent_to_own';
+    status: 'pending' | 'confirmed' | 'active' | 'completed' | 'canceled';
+    pickupAt: Timestamp2;
+    dropoffAt: Timestamp2;
+    originalDropoffAt?: Timestamp2 | null;
+    amount: Fils;
+    monthlyAmount?: Fils | null;
+    confirmedAt?: Timestamp2 | null;
+    returnedAt?: Timestamp2 | null;
+    version?: Version;
+};
+
+/**
+ * A customer. Phone, e-mail and identity document are stored but never appear in the API or in webhook payloads.
+ */
+export type Customer = {
+    id: Uuid2;
+    name: Text;
+    phone?: string | null;
+    email?: string | null;
+    idDocument?: string | null;
+    version?: Version;
+};
+
+/**
+ * An expense, optionally of one vehicle.
+ */
+export type Expense = {
+    id: Uuid2;
+    vehicleId?: Ref | null;
+    category: string;
+    amount: Fils;
+    date: LocalDate;
+    version?: Version;
+};
+
+/**
+ * An extension that moved a booking's drop-off.
+ */
+export type Extension = {
+    id: Uuid2;
+    bookingId: Ref;
+    addedDays: number;
+    amount: Fils;
+    previousDropoffAt: Timestamp2;
+    newDropoffAt: Timestamp2;
+    createdAt: Timestamp2;
+    version?: Version;
+};
+
+/**
+ * A traffic fine or a toll (Salik) recorded against a vehicle.
+ */
+export type Fine = {
+    id: Uuid2;
+    kind: 'fine' | 'toll';
+    /**
+     * e.g. speeding, parking, salik.
+     */
+    type: string;
+    date: LocalDate;
+    amount: Fils;
+    authority: Text;
+    violation?: Text | null;
+    number: string;
+    /**
+     * e.g. unpaid, paid, disputed.
+     */
+    status: string;
+    vehicleId: Ref;
+    bookingId?: Ref | null;
+    customerId?: Ref | null;
+    recordedAt: Timestamp2;
+    version?: Version;
+};
+
+/**
+ * A fleet: the cars of one owner.
+ */
+export type Fleet = {
+    id: Uuid2;
+    /**
+     * Short code, unique in the workspace.
+     */
+    code: string;
+    name: Text;
+    ownerId: Ref;
+    version?: Version;
+};
+
+/**
+ * One scheduled month of a lease, rent-to-own or monthly booking. Unpaid while its invoice has a balance, or, without an invoice, while it has no paidAt.
+ */
+export type Installment = {
+    id: Uuid2;
+    bookingId: Ref;
+    number: number;
+    of: number;
+    dueDate: LocalDate;
+    amount: Fils;
+    invoiceId?: Ref | null;
+    paidAt?: Timestamp2 | null;
+    version?: Version;
+};
+
+/**
+ * The state of one of the workspace's own integrations (e-signature, accounting, a payment gateway, a messaging channel).
+ */
+export type Integration = {
+    id: Uuid2;
+    integration: string;
+    status: 'ok' | 'failing';
+    detail?: string | null;
+    hint?: string | null;
+    failingSince?: Timestamp2 | null;
+    version?: Version;
+};
+
+/**
+ * An invoice; total includes VAT. Void invoices count nowhere.
+ */
+export type Invoice = {
+    id: Uuid2;
+    /**
+     * Invoice number, unique in the workspace.
+     */
+    number: string;
+    customerId: Ref;
+    bookingId?: Ref | null;
+    purpose: 'rental' | 'extension' | 'installment' | 'damage' | 'fine' | 'salik' | 'other';
+    issueDate: LocalDate;
+    dueDate: LocalDate;
+    total: Fils;
+    status: 'issued' | 'void';
+    version?: Version;
+};
+
+/**
+ * A maintenance block: the vehicle cannot be booked during [startsAt, endsAt).
+ */
+export type Maintenance = {
+    id: Uuid2;
+    vehicleId: Ref;
+    startsAt: Timestamp2;
+    endsAt: Timestamp2;
+    reason?: Text | null;
+    version?: Version;
+};
+
+/**
+ * An owner of cars; each owner's cars form one or more fleets.
+ */
+export type Owner = {
+    id: Uuid2;
+    name: Text;
+    version?: Version;
+};
+
+/**
+ * Money moved: a charge (in), a refund (out, against a charge), a security deposit held, or a deposit released.
+ */
+export type Payment = {
+    id: Uuid2;
+    kind: 'charge' | 'refund' | 'deposit' | 'deposit_release';
+    /**
+     * Defaults to captured. A canceled payment counts nowhere.
+     */
+    status?: 'captured' | 'canceled';
+    amount: Fils;
+    customerId: Ref;
+    bookingId?: Ref | null;
+    invoiceId?: Ref | null;
+    at: Timestamp2;
+    version?: Version;
+};
+
+/**
+ * A vehicle.
+ */
+export type Vehicle = {
+    id: Uuid2;
+    fleetId: Ref;
+    make: Text;
+    model: Text;
+    /**
+     * Number plate, e.g. 'Dubai A 12345'; unique in the workspace ignoring spaces and case.
+     */
+    plate: string;
+    /**
+     * Free category such as economy, sedan, suv, luxury, van.
+     */
+    category: string;
+    dailyRate: Fils;
+    /**
+     * Stored state: active, in_service (maintenance or repair) or inactive (sold, retired).
+     */
+    state: 'active' | 'in_service' | 'inactive';
+    version?: Version;
+};
+
+/**
+ * A registration, insurance or permit with its expiry date.
+ */
+export type VehicleDocument = {
+    id: Uuid2;
+    vehicleId: Ref;
+    docType: 'registration' | 'insurance' | 'permit';
+    detail?: Text | null;
+    expiresAt: LocalDate;
+    version?: Version;
+};
+
+/**
+ * Money in fils (AED x 100), a non-negative integer.
+ */
+export type Fils = number;
+
+/**
+ * Plain date YYYY-MM-DD on the workspace's local calendar.
+ */
+export type LocalDate = string;
+
+/**
+ * Id of a record in this document or already in the workspace.
+ */
+export type Ref = string;
+
+export type Text = string;
+
+/**
+ * ISO 8601 date-time with an offset, e.g. 2026-11-22T08:30:00.000Z.
+ */
+export type Timestamp2 = string;
+
+/**
+ * Record id (UUID). Importing the same id again updates that record.
+ */
+export type Uuid2 = string;
+
+/**
+ * The version the rental platform gives this state of the record (its outbox sequence, a change time in microseconds...), optional. A record written with a version keeps it; a later write of the same record whose version is not greater is skipped (a version equal to the stored one is the same change again, counted unchanged; a lower one is counted stale), and so is a write of a record deleted at a version not lower. Without a version, the record is written as given (last write wins).
+ */
+export type Version = number;
+
+/**
  * The workspace's id.
  */
 export type WorkspaceId = Uuid;
+
+/**
+ * The import job's id.
+ */
+export type ImportId = Uuid;
 
 /**
  * The API key's id.
@@ -2251,6 +2675,240 @@ export type PublishEventResponses = {
 };
 
 export type PublishEventResponse = PublishEventResponses[keyof PublishEventResponses];
+
+export type WriteRecordsData = {
+    body: RecordsWrite;
+    headers?: {
+        /**
+         * A client-chosen key, 1 to 255 characters, that makes retrying the request safe: the same key with the same request within 24 hours answers the first answer again and creates nothing; with another request, 409. Remembered per admin token.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        /**
+         * The workspace's id.
+         */
+        workspaceId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/records';
+};
+
+export type WriteRecordsErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * `missing_reference`: a record points at an id that is neither in the workspace nor written by the batch (`reason` is its pointer, `message` names each, at most 20); `dependent_records`: a delete would leave records pointing at the deleted one (`message` names them); or `idempotency_key_reused`. Nothing was changed.
+     */
+    409: ErrorResponse;
+    /**
+     * `payload_too_large`: the batch holds more than 5,000 records or its body is over 8 MiB; `message` names the limit. Nothing was changed: send smaller batches, or the load as an import job.
+     */
+    413: ErrorResponse;
+    /**
+     * The request body is not sent as `Content-Type: application/json`, or is sent with a `Content-Encoding` (`unsupported_media_type`). Nothing was changed.
+     */
+    415: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type WriteRecordsError = WriteRecordsErrors[keyof WriteRecordsErrors];
+
+export type WriteRecordsResponses = {
+    /**
+     * The batch is written (or was already).
+     */
+    200: RecordsWritten;
+};
+
+export type WriteRecordsResponse = WriteRecordsResponses[keyof WriteRecordsResponses];
+
+export type CreateImportData = {
+    body: Root;
+    path: {
+        /**
+         * The workspace's id.
+         */
+        workspaceId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/imports';
+};
+
+export type CreateImportErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * The request body is not sent as `Content-Type: application/json`, or is sent with a `Content-Encoding` (`unsupported_media_type`). Nothing was changed.
+     */
+    415: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type CreateImportError = CreateImportErrors[keyof CreateImportErrors];
+
+export type CreateImportResponses = {
+    /**
+     * The body is read; the job is running (or already ended, when a record was bad).
+     */
+    202: ImportJob;
+};
+
+export type CreateImportResponse = CreateImportResponses[keyof CreateImportResponses];
+
+export type GetImportData = {
+    body?: never;
+    path: {
+        /**
+         * The workspace's id.
+         */
+        workspaceId: Uuid;
+        /**
+         * The import job's id.
+         */
+        importId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/imports/{importId}';
+};
+
+export type GetImportErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type GetImportError = GetImportErrors[keyof GetImportErrors];
+
+export type GetImportResponses = {
+    /**
+     * The job.
+     */
+    200: ImportJob;
+};
+
+export type GetImportResponse = GetImportResponses[keyof GetImportResponses];
+
+export type CancelImportData = {
+    body?: never;
+    path: {
+        /**
+         * The workspace's id.
+         */
+        workspaceId: Uuid;
+        /**
+         * The import job's id.
+         */
+        importId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/imports/{importId}/cancel';
+};
+
+export type CancelImportErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * `conflict`: the change clashes with a record there already (`reason` `slug`: the slug is taken; `reason` `url`: the workspace already has an endpoint with this URL); or `idempotency_key_reused`: the `Idempotency-Key` was used within 24 hours for another request. Nothing was changed.
+     */
+    409: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type CancelImportError = CancelImportErrors[keyof CancelImportErrors];
+
+export type CancelImportResponses = {
+    /**
+     * The job, asked to stop.
+     */
+    200: ImportJob;
+};
+
+export type CancelImportResponse = CancelImportResponses[keyof CancelImportResponses];
 
 export type SendExampleEventData = {
     body: ExampleEventRequest;

@@ -62,7 +62,7 @@ export const ErrorResponseSchema = {
                 code: {
                     type: 'string',
                     maxLength: 64,
-                    description: 'Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token\'s reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `payload_too_large` (413): the request body is over 64 KiB.\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n',
+                    description: 'Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token\'s reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `missing_reference` (409): a batch\'s record points at nothing (`writeRecords`).\n- `dependent_records` (409): a batch\'s delete would leave records pointing at nothing (`writeRecords`).\n- `payload_too_large` (413): the request body is over 64 KiB (a batch: 5,000 records or 8 MiB).\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n',
                     'x-extensible-enum': [
                         'invalid_request',
                         'unauthorized',
@@ -71,6 +71,8 @@ export const ErrorResponseSchema = {
                         'method_not_allowed',
                         'conflict',
                         'idempotency_key_reused',
+                        'missing_reference',
+                        'dependent_records',
                         'payload_too_large',
                         'unsupported_media_type',
                         'rate_limited',
@@ -1414,6 +1416,323 @@ export const PublishedEventSchema = {
     }
 } as const;
 
+export const RecordsWriteSchema = {
+    type: 'object',
+    description: 'A batch of writes (`writeRecords`); every member is optional.',
+    additionalProperties: false,
+    properties: {
+        upsert: {
+            $ref: '#/components/schemas/root'
+        },
+        delete: {
+            $ref: '#/components/schemas/RecordDeletes'
+        },
+        events: {
+            type: 'array',
+            maxItems: 1000,
+            description: 'Events to publish with the records, validated as `publishEvent` validates one.',
+            items: {
+                $ref: '#/components/schemas/PublishEventRequest'
+            }
+        },
+        history: {
+            type: 'boolean',
+            description: 'The records are history (a backfill): no derived event is raised for them.'
+        }
+    }
+} as const;
+
+export const RecordDeletesSchema = {
+    type: 'object',
+    description: 'Records to delete, by the import document\'s keys.',
+    additionalProperties: false,
+    properties: {
+        owners: {
+            $ref: '#/components/schemas/RecordDeleteList'
+        },
+        fleets: {
+            $ref: '#/components/schemas/RecordDeleteList'
+        },
+        vehicles: {
+            $ref: '#/components/schemas/RecordDeleteList'
+        },
+        maintenance: {
+            $ref: '#/components/schemas/RecordDeleteList'
+        },
+        vehicleDocuments: {
+            $ref: '#/components/schemas/RecordDeleteList'
+        },
+        customers: {
+            $ref: '#/components/schemas/RecordDeleteList'
+        },
+        bookings: {
+            $ref: '#/components/schemas/RecordDeleteList'
+        },
+        extensions: {
+            $ref: '#/components/schemas/RecordDeleteList'
+        },
+        invoices: {
+            $ref: '#/components/schemas/RecordDeleteList'
+        },
+        payments: {
+            $ref: '#/components/schemas/RecordDeleteList'
+        },
+        installments: {
+            $ref: '#/components/schemas/RecordDeleteList'
+        },
+        expenses: {
+            $ref: '#/components/schemas/RecordDeleteList'
+        },
+        fines: {
+            $ref: '#/components/schemas/RecordDeleteList'
+        },
+        integrations: {
+            $ref: '#/components/schemas/RecordDeleteList'
+        }
+    }
+} as const;
+
+export const RecordDeleteListSchema = {
+    type: 'array',
+    maxItems: 5000,
+    description: 'Records of one key to delete.',
+    items: {
+        type: 'object',
+        description: 'A record to delete, by id, with the version of its deletion.',
+        additionalProperties: false,
+        required: [
+            'id'
+        ],
+        properties: {
+            id: {
+                $ref: '#/components/schemas/Uuid'
+            },
+            version: {
+                $ref: '#/components/schemas/RecordVersion'
+            }
+        }
+    }
+} as const;
+
+export const RecordVersionSchema = {
+    type: 'integer',
+    format: 'int64',
+    minimum: 0,
+    maximum: 9007199254740991,
+    description: 'The version the platform gives this change of the record (see `writeRecords`).'
+} as const;
+
+export const RecordCountsSchema = {
+    type: 'object',
+    description: 'Records by the import document\'s key; a key with none is left out.',
+    properties: {
+        owners: {
+            $ref: '#/components/schemas/RecordCount'
+        },
+        fleets: {
+            $ref: '#/components/schemas/RecordCount'
+        },
+        vehicles: {
+            $ref: '#/components/schemas/RecordCount'
+        },
+        maintenance: {
+            $ref: '#/components/schemas/RecordCount'
+        },
+        vehicleDocuments: {
+            $ref: '#/components/schemas/RecordCount'
+        },
+        customers: {
+            $ref: '#/components/schemas/RecordCount'
+        },
+        bookings: {
+            $ref: '#/components/schemas/RecordCount'
+        },
+        extensions: {
+            $ref: '#/components/schemas/RecordCount'
+        },
+        invoices: {
+            $ref: '#/components/schemas/RecordCount'
+        },
+        payments: {
+            $ref: '#/components/schemas/RecordCount'
+        },
+        installments: {
+            $ref: '#/components/schemas/RecordCount'
+        },
+        expenses: {
+            $ref: '#/components/schemas/RecordCount'
+        },
+        fines: {
+            $ref: '#/components/schemas/RecordCount'
+        },
+        integrations: {
+            $ref: '#/components/schemas/RecordCount'
+        }
+    }
+} as const;
+
+export const RecordCountSchema = {
+    type: 'integer',
+    format: 'int64',
+    minimum: 1,
+    maximum: 9007199254740991,
+    description: 'How many records.'
+} as const;
+
+export const RecordsWrittenSchema = {
+    type: 'object',
+    description: 'What a batch did, by key.',
+    required: [
+        'upserted',
+        'unchanged',
+        'stale',
+        'deleted',
+        'events'
+    ],
+    properties: {
+        upserted: {
+            $ref: '#/components/schemas/RecordCounts'
+        },
+        unchanged: {
+            $ref: '#/components/schemas/RecordCounts'
+        },
+        stale: {
+            $ref: '#/components/schemas/RecordCounts'
+        },
+        deleted: {
+            $ref: '#/components/schemas/RecordCounts'
+        },
+        events: {
+            type: 'array',
+            maxItems: 1000,
+            description: 'The ids of the events recorded, in the batch\'s order.',
+            items: {
+                $ref: '#/components/schemas/Uuid'
+            }
+        }
+    }
+} as const;
+
+export const ImportLineSchema = {
+    type: 'object',
+    description: 'One line of an NDJSON import stream (the body is many such lines, one record each).',
+    additionalProperties: false,
+    required: [
+        'key',
+        'record'
+    ],
+    properties: {
+        key: {
+            type: 'string',
+            description: 'The import document\'s key the record belongs to.',
+            enum: [
+                'owners',
+                'fleets',
+                'vehicles',
+                'maintenance',
+                'vehicleDocuments',
+                'customers',
+                'bookings',
+                'extensions',
+                'invoices',
+                'payments',
+                'installments',
+                'expenses',
+                'fines',
+                'integrations'
+            ]
+        },
+        record: {
+            type: 'object',
+            description: 'The record, as under that key in an import document.'
+        }
+    }
+} as const;
+
+export const ImportJobSchema = {
+    type: 'object',
+    description: 'An import job and how far it got.',
+    required: [
+        'id',
+        'workspaceId',
+        'phase',
+        'format',
+        'recordsRead',
+        'recordsApplied',
+        'startedAt',
+        'finishedAt',
+        'counts',
+        'error'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        workspaceId: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        phase: {
+            type: 'string',
+            maxLength: 32,
+            description: '`running`, then `succeeded`, `failed` (see `error`) or `canceled`.',
+            'x-extensible-enum': [
+                'running',
+                'succeeded',
+                'failed',
+                'canceled'
+            ]
+        },
+        format: {
+            type: 'string',
+            maxLength: 32,
+            description: 'The body\'s format.',
+            'x-extensible-enum': [
+                'json',
+                'ndjson'
+            ]
+        },
+        recordsRead: {
+            type: 'integer',
+            format: 'int64',
+            minimum: 0,
+            maximum: 9007199254740991,
+            description: 'Records read from the body so far.'
+        },
+        recordsApplied: {
+            type: 'integer',
+            format: 'int64',
+            minimum: 0,
+            maximum: 9007199254740991,
+            description: 'Records written so far (in the job\'s transaction: none is visible before it succeeds).'
+        },
+        startedAt: {
+            type: 'string',
+            format: 'date-time',
+            maxLength: 64
+        },
+        finishedAt: {
+            type: [
+                'string',
+                'null'
+            ],
+            format: 'date-time',
+            maxLength: 64,
+            description: 'When it ended; null while running.'
+        },
+        counts: {
+            $ref: '#/components/schemas/RecordCounts'
+        },
+        error: {
+            type: [
+                'string',
+                'null'
+            ],
+            maxLength: 2000,
+            description: 'Why it failed, naming the first bad record; null unless failed.'
+        }
+    }
+} as const;
+
 export const ExampleEventRequestSchema = {
     type: 'object',
     description: 'Which event\'s example to send, and to which endpoint.',
@@ -1804,4 +2123,1816 @@ export const AttemptStatsSchema = {
             }
         }
     }
+} as const;
+
+export const rootSchema = {
+    $schema: 'https://json-schema.org/draft/2020-12/schema',
+    $id: 'https://fleet-rental.example/schemas/import.schema.json',
+    title: 'FleetImportDocument',
+    description: 'The document `fleet-admin import --workspace S --file F` loads into one workspace. Every key is optional and holds an array; every record carries its own UUID `id`, and importing the same id again updates that record, so an import can be repeated. References (`fleetId`, `customerId`, ...) name records in the same document or already in the workspace. Money is integer fils. The whole file is checked against this schema before anything is written; an invalid file changes nothing.',
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+        owners: {
+            type: 'array',
+            items: {
+                $ref: '#/components/schemas/Owner'
+            },
+            maxItems: 100000000
+        },
+        fleets: {
+            type: 'array',
+            items: {
+                $ref: '#/components/schemas/Fleet'
+            },
+            maxItems: 100000000
+        },
+        vehicles: {
+            type: 'array',
+            items: {
+                $ref: '#/components/schemas/Vehicle'
+            },
+            maxItems: 100000000
+        },
+        maintenance: {
+            type: 'array',
+            items: {
+                $ref: '#/components/schemas/Maintenance'
+            },
+            maxItems: 100000000
+        },
+        vehicleDocuments: {
+            type: 'array',
+            items: {
+                $ref: '#/components/schemas/VehicleDocument'
+            },
+            maxItems: 100000000
+        },
+        customers: {
+            type: 'array',
+            items: {
+                $ref: '#/components/schemas/Customer'
+            },
+            maxItems: 100000000
+        },
+        bookings: {
+            type: 'array',
+            items: {
+                $ref: '#/components/schemas/Booking'
+            },
+            maxItems: 100000000
+        },
+        extensions: {
+            type: 'array',
+            items: {
+                $ref: '#/components/schemas/Extension'
+            },
+            maxItems: 100000000
+        },
+        invoices: {
+            type: 'array',
+            items: {
+                $ref: '#/components/schemas/Invoice'
+            },
+            maxItems: 100000000
+        },
+        payments: {
+            type: 'array',
+            items: {
+                $ref: '#/components/schemas/Payment'
+            },
+            maxItems: 100000000
+        },
+        installments: {
+            type: 'array',
+            items: {
+                $ref: '#/components/schemas/Installment'
+            },
+            maxItems: 100000000
+        },
+        expenses: {
+            type: 'array',
+            items: {
+                $ref: '#/components/schemas/Expense'
+            },
+            maxItems: 100000000
+        },
+        fines: {
+            type: 'array',
+            items: {
+                $ref: '#/components/schemas/Fine'
+            },
+            maxItems: 100000000
+        },
+        integrations: {
+            type: 'array',
+            items: {
+                $ref: '#/components/schemas/Integration'
+            },
+            maxItems: 100000000
+        }
+    },
+    $defs: {
+        uuid: {
+            type: 'string',
+            format: 'uuid',
+            description: 'Record id (UUID). Importing the same id again updates that record.',
+            maxLength: 64
+        },
+        ref: {
+            type: 'string',
+            format: 'uuid',
+            description: 'Id of a record in this document or already in the workspace.',
+            maxLength: 64
+        },
+        timestamp: {
+            type: 'string',
+            format: 'date-time',
+            description: 'ISO 8601 date-time with an offset, e.g. 2026-11-22T08:30:00.000Z.',
+            maxLength: 64
+        },
+        fils: {
+            type: 'integer',
+            minimum: 0,
+            maximum: 9007199254740991,
+            description: 'Money in fils (AED x 100), a non-negative integer.',
+            format: 'int64'
+        },
+        text: {
+            type: 'string',
+            minLength: 1,
+            maxLength: 500
+        },
+        version: {
+            type: 'integer',
+            minimum: 0,
+            maximum: 9007199254740991,
+            description: 'The version the rental platform gives this state of the record (its outbox sequence, a change time in microseconds...), optional. A record written with a version keeps it; a later write of the same record whose version is not greater is skipped (a version equal to the stored one is the same change again, counted unchanged; a lower one is counted stale), and so is a write of a record deleted at a version not lower. Without a version, the record is written as given (last write wins).',
+            format: 'int64'
+        },
+        Owner: {
+            type: 'object',
+            description: 'An owner of cars; each owner\'s cars form one or more fleets.',
+            additionalProperties: false,
+            required: [
+                'id',
+                'name'
+            ],
+            properties: {
+                id: {
+                    $ref: '#/components/schemas/uuid'
+                },
+                name: {
+                    $ref: '#/components/schemas/text',
+                    type: 'string',
+                    maxLength: 200
+                },
+                version: {
+                    $ref: '#/components/schemas/version'
+                }
+            }
+        },
+        Fleet: {
+            type: 'object',
+            description: 'A fleet: the cars of one owner.',
+            additionalProperties: false,
+            required: [
+                'id',
+                'code',
+                'name',
+                'ownerId'
+            ],
+            properties: {
+                id: {
+                    $ref: '#/components/schemas/uuid'
+                },
+                code: {
+                    type: 'string',
+                    minLength: 1,
+                    maxLength: 32,
+                    pattern: '^[A-Za-z0-9_-]+$',
+                    description: 'Short code, unique in the workspace.'
+                },
+                name: {
+                    $ref: '#/components/schemas/text',
+                    type: 'string',
+                    maxLength: 200
+                },
+                ownerId: {
+                    $ref: '#/components/schemas/ref'
+                },
+                version: {
+                    $ref: '#/components/schemas/version'
+                }
+            }
+        },
+        Vehicle: {
+            type: 'object',
+            description: 'A vehicle.',
+            additionalProperties: false,
+            required: [
+                'id',
+                'fleetId',
+                'make',
+                'model',
+                'plate',
+                'category',
+                'dailyRate',
+                'state'
+            ],
+            properties: {
+                id: {
+                    $ref: '#/components/schemas/uuid'
+                },
+                fleetId: {
+                    $ref: '#/components/schemas/ref'
+                },
+                make: {
+                    $ref: '#/components/schemas/text',
+                    type: 'string',
+                    maxLength: 64
+                },
+                model: {
+                    $ref: '#/components/schemas/text',
+                    type: 'string',
+                    maxLength: 64
+                },
+                plate: {
+                    type: 'string',
+                    minLength: 1,
+                    maxLength: 32,
+                    description: 'Number plate, e.g. \'Dubai A 12345\'; unique in the workspace ignoring spaces and case.'
+                },
+                category: {
+                    type: 'string',
+                    minLength: 1,
+                    maxLength: 64,
+                    description: 'Free category such as economy, sedan, suv, luxury, van.'
+                },
+                dailyRate: {
+                    $ref: '#/components/schemas/fils'
+                },
+                state: {
+                    type: 'string',
+                    enum: [
+                        'active',
+                        'in_service',
+                        'inactive'
+                    ],
+                    description: 'Stored state: active, in_service (maintenance or repair) or inactive (sold, retired).'
+                },
+                version: {
+                    $ref: '#/components/schemas/version'
+                }
+            }
+        },
+        Maintenance: {
+            type: 'object',
+            description: 'A maintenance block: the vehicle cannot be booked during [startsAt, endsAt).',
+            additionalProperties: false,
+            required: [
+                'id',
+                'vehicleId',
+                'startsAt',
+                'endsAt'
+            ],
+            properties: {
+                id: {
+                    $ref: '#/components/schemas/uuid'
+                },
+                vehicleId: {
+                    $ref: '#/components/schemas/ref'
+                },
+                startsAt: {
+                    $ref: '#/components/schemas/timestamp'
+                },
+                endsAt: {
+                    $ref: '#/components/schemas/timestamp'
+                },
+                reason: {
+                    anyOf: [
+                        {
+                            $ref: '#/components/schemas/text',
+                            type: 'string',
+                            maxLength: 200
+                        },
+                        {
+                            type: 'null'
+                        }
+                    ]
+                },
+                version: {
+                    $ref: '#/components/schemas/version'
+                }
+            }
+        },
+        VehicleDocument: {
+            type: 'object',
+            description: 'A registration, insurance or permit with its expiry date.',
+            additionalProperties: false,
+            required: [
+                'id',
+                'vehicleId',
+                'docType',
+                'expiresAt'
+            ],
+            properties: {
+                id: {
+                    $ref: '#/components/schemas/uuid'
+                },
+                vehicleId: {
+                    $ref: '#/components/schemas/ref'
+                },
+                docType: {
+                    type: 'string',
+                    enum: [
+                        'registration',
+                        'insurance',
+                        'permit'
+                    ]
+                },
+                detail: {
+                    anyOf: [
+                        {
+                            $ref: '#/components/schemas/text'
+                        },
+                        {
+                            type: 'null'
+                        }
+                    ]
+                },
+                expiresAt: {
+                    $ref: '#/components/schemas/localDate'
+                },
+                version: {
+                    $ref: '#/components/schemas/version'
+                }
+            }
+        },
+        Customer: {
+            type: 'object',
+            description: 'A customer. Phone, e-mail and identity document are stored but never appear in the API or in webhook payloads.',
+            additionalProperties: false,
+            required: [
+                'id',
+                'name'
+            ],
+            properties: {
+                id: {
+                    $ref: '#/components/schemas/uuid'
+                },
+                name: {
+                    $ref: '#/components/schemas/text',
+                    type: 'string',
+                    maxLength: 200
+                },
+                phone: {
+                    anyOf: [
+                        {
+                            type: 'string',
+                            maxLength: 64
+                        },
+                        {
+                            type: 'null'
+                        }
+                    ]
+                },
+                email: {
+                    anyOf: [
+                        {
+                            type: 'string',
+                            maxLength: 320
+                        },
+                        {
+                            type: 'null'
+                        }
+                    ]
+                },
+                idDocument: {
+                    anyOf: [
+                        {
+                            type: 'string',
+                            maxLength: 128
+                        },
+                        {
+                            type: 'null'
+                        }
+                    ]
+                },
+                version: {
+                    $ref: '#/components/schemas/version'
+                }
+            }
+        },
+        Booking: {
+            type: 'object',
+            description: 'A booking of one vehicle by one customer.',
+            additionalProperties: false,
+            required: [
+                'id',
+                'number',
+                'customerId',
+                'vehicleId',
+                'type',
+                'status',
+                'pickupAt',
+                'dropoffAt',
+                'amount'
+            ],
+            properties: {
+                id: {
+                    $ref: '#/components/schemas/uuid'
+                },
+                number: {
+                    type: 'string',
+                    minLength: 1,
+                    maxLength: 64,
+                    description: 'Booking number, unique in the workspace.'
+                },
+                customerId: {
+                    $ref: '#/components/schemas/ref'
+                },
+                vehicleId: {
+                    $ref: '#/components/schemas/ref'
+                },
+                type: {
+                    type: 'string',
+                    enum: [
+                        'daily',
+                        'monthly',
+                        'lease',
+                        'rent_to_own'
+                    ]
+                },
+                status: {
+                    type: 'string',
+                    enum: [
+                        'pending',
+                        'confirmed',
+                        'active',
+                        'completed',
+                        'canceled'
+                    ]
+                },
+                pickupAt: {
+                    $ref: '#/components/schemas/timestamp'
+                },
+                dropoffAt: {
+                    $ref: '#/components/schemas/timestamp'
+                },
+                originalDropoffAt: {
+                    anyOf: [
+                        {
+                            $ref: '#/components/schemas/timestamp'
+                        },
+                        {
+                            type: 'null'
+                        }
+                    ]
+                },
+                amount: {
+                    $ref: '#/components/schemas/fils'
+                },
+                monthlyAmount: {
+                    anyOf: [
+                        {
+                            $ref: '#/components/schemas/fils'
+                        },
+                        {
+                            type: 'null'
+                        }
+                    ]
+                },
+                confirmedAt: {
+                    anyOf: [
+                        {
+                            $ref: '#/components/schemas/timestamp'
+                        },
+                        {
+                            type: 'null'
+                        }
+                    ]
+                },
+                returnedAt: {
+                    anyOf: [
+                        {
+                            $ref: '#/components/schemas/timestamp'
+                        },
+                        {
+                            type: 'null'
+                        }
+                    ]
+                },
+                version: {
+                    $ref: '#/components/schemas/version'
+                }
+            }
+        },
+        Extension: {
+            type: 'object',
+            description: 'An extension that moved a booking\'s drop-off.',
+            additionalProperties: false,
+            required: [
+                'id',
+                'bookingId',
+                'addedDays',
+                'amount',
+                'previousDropoffAt',
+                'newDropoffAt',
+                'createdAt'
+            ],
+            properties: {
+                id: {
+                    $ref: '#/components/schemas/uuid'
+                },
+                bookingId: {
+                    $ref: '#/components/schemas/ref'
+                },
+                addedDays: {
+                    type: 'integer',
+                    minimum: 1,
+                    maximum: 3660,
+                    format: 'int64'
+                },
+                amount: {
+                    $ref: '#/components/schemas/fils'
+                },
+                previousDropoffAt: {
+                    $ref: '#/components/schemas/timestamp'
+                },
+                newDropoffAt: {
+                    $ref: '#/components/schemas/timestamp'
+                },
+                createdAt: {
+                    $ref: '#/components/schemas/timestamp'
+                },
+                version: {
+                    $ref: '#/components/schemas/version'
+                }
+            }
+        },
+        Invoice: {
+            type: 'object',
+            description: 'An invoice; total includes VAT. Void invoices count nowhere.',
+            additionalProperties: false,
+            required: [
+                'id',
+                'number',
+                'customerId',
+                'purpose',
+                'issueDate',
+                'dueDate',
+                'total',
+                'status'
+            ],
+            properties: {
+                id: {
+                    $ref: '#/components/schemas/uuid'
+                },
+                number: {
+                    type: 'string',
+                    minLength: 1,
+                    maxLength: 64,
+                    description: 'Invoice number, unique in the workspace.'
+                },
+                customerId: {
+                    $ref: '#/components/schemas/ref'
+                },
+                bookingId: {
+                    anyOf: [
+                        {
+                            $ref: '#/components/schemas/ref'
+                        },
+                        {
+                            type: 'null'
+                        }
+                    ]
+                },
+                purpose: {
+                    type: 'string',
+                    enum: [
+                        'rental',
+                        'extension',
+                        'installment',
+                        'damage',
+                        'fine',
+                        'salik',
+                        'other'
+                    ]
+                },
+                issueDate: {
+                    $ref: '#/components/schemas/localDate'
+                },
+                dueDate: {
+                    $ref: '#/components/schemas/localDate'
+                },
+                total: {
+                    $ref: '#/components/schemas/fils'
+                },
+                status: {
+                    type: 'string',
+                    enum: [
+                        'issued',
+                        'void'
+                    ]
+                },
+                version: {
+                    $ref: '#/components/schemas/version'
+                }
+            }
+        },
+        Payment: {
+            type: 'object',
+            description: 'Money moved: a charge (in), a refund (out, against a charge), a security deposit held, or a deposit released.',
+            additionalProperties: false,
+            required: [
+                'id',
+                'kind',
+                'amount',
+                'customerId',
+                'at'
+            ],
+            properties: {
+                id: {
+                    $ref: '#/components/schemas/uuid'
+                },
+                kind: {
+                    type: 'string',
+                    enum: [
+                        'charge',
+                        'refund',
+                        'deposit',
+                        'deposit_release'
+                    ]
+                },
+                status: {
+                    type: 'string',
+                    enum: [
+                        'captured',
+                        'canceled'
+                    ],
+                    description: 'Defaults to captured. A canceled payment counts nowhere.'
+                },
+                amount: {
+                    $ref: '#/components/schemas/fils'
+                },
+                customerId: {
+                    $ref: '#/components/schemas/ref'
+                },
+                bookingId: {
+                    anyOf: [
+                        {
+                            $ref: '#/components/schemas/ref'
+                        },
+                        {
+                            type: 'null'
+                        }
+                    ]
+                },
+                invoiceId: {
+                    anyOf: [
+                        {
+                            $ref: '#/components/schemas/ref'
+                        },
+                        {
+                            type: 'null'
+                        }
+                    ]
+                },
+                at: {
+                    $ref: '#/components/schemas/timestamp'
+                },
+                version: {
+                    $ref: '#/components/schemas/version'
+                }
+            }
+        },
+        Installment: {
+            type: 'object',
+            description: 'One scheduled month of a lease, rent-to-own or monthly booking. Unpaid while its invoice has a balance, or, without an invoice, while it has no paidAt.',
+            additionalProperties: false,
+            required: [
+                'id',
+                'bookingId',
+                'number',
+                'of',
+                'dueDate',
+                'amount'
+            ],
+            properties: {
+                id: {
+                    $ref: '#/components/schemas/uuid'
+                },
+                bookingId: {
+                    $ref: '#/components/schemas/ref'
+                },
+                number: {
+                    type: 'integer',
+                    minimum: 1,
+                    maximum: 1200,
+                    format: 'int64'
+                },
+                of: {
+                    type: 'integer',
+                    minimum: 1,
+                    maximum: 1200,
+                    format: 'int64'
+                },
+                dueDate: {
+                    $ref: '#/components/schemas/localDate'
+                },
+                amount: {
+                    $ref: '#/components/schemas/fils'
+                },
+                invoiceId: {
+                    anyOf: [
+                        {
+                            $ref: '#/components/schemas/ref'
+                        },
+                        {
+                            type: 'null'
+                        }
+                    ]
+                },
+                paidAt: {
+                    anyOf: [
+                        {
+                            $ref: '#/components/schemas/timestamp'
+                        },
+                        {
+                            type: 'null'
+                        }
+                    ]
+                },
+                version: {
+                    $ref: '#/components/schemas/version'
+                }
+            }
+        },
+        Expense: {
+            type: 'object',
+            description: 'An expense, optionally of one vehicle.',
+            additionalProperties: false,
+            required: [
+                'id',
+                'category',
+                'amount',
+                'date'
+            ],
+            properties: {
+                id: {
+                    $ref: '#/components/schemas/uuid'
+                },
+                vehicleId: {
+                    anyOf: [
+                        {
+                            $ref: '#/components/schemas/ref'
+                        },
+                        {
+                            type: 'null'
+                        }
+                    ]
+                },
+                category: {
+                    type: 'string',
+                    minLength: 1,
+                    maxLength: 64
+                },
+                amount: {
+                    $ref: '#/components/schemas/fils'
+                },
+                date: {
+                    $ref: '#/components/schemas/localDate'
+                },
+                version: {
+                    $ref: '#/components/schemas/version'
+                }
+            }
+        },
+        Fine: {
+            type: 'object',
+            description: 'A traffic fine or a toll (Salik) recorded against a vehicle.',
+            additionalProperties: false,
+            required: [
+                'id',
+                'kind',
+                'type',
+                'date',
+                'amount',
+                'authority',
+                'number',
+                'status',
+                'vehicleId',
+                'recordedAt'
+            ],
+            properties: {
+                id: {
+                    $ref: '#/components/schemas/uuid'
+                },
+                kind: {
+                    type: 'string',
+                    enum: [
+                        'fine',
+                        'toll'
+                    ]
+                },
+                type: {
+                    type: 'string',
+                    minLength: 1,
+                    maxLength: 64,
+                    description: 'e.g. speeding, parking, salik.'
+                },
+                date: {
+                    $ref: '#/components/schemas/localDate'
+                },
+                amount: {
+                    $ref: '#/components/schemas/fils'
+                },
+                authority: {
+                    $ref: '#/components/schemas/text',
+                    type: 'string',
+                    maxLength: 200
+                },
+                violation: {
+                    anyOf: [
+                        {
+                            $ref: '#/components/schemas/text'
+                        },
+                        {
+                            type: 'null'
+                        }
+                    ]
+                },
+                number: {
+                    type: 'string',
+                    minLength: 1,
+                    maxLength: 64
+                },
+                status: {
+                    type: 'string',
+                    minLength: 1,
+                    maxLength: 32,
+                    description: 'e.g. unpaid, paid, disputed.'
+                },
+                vehicleId: {
+                    $ref: '#/components/schemas/ref'
+                },
+                bookingId: {
+                    anyOf: [
+                        {
+                            $ref: '#/components/schemas/ref'
+                        },
+                        {
+                            type: 'null'
+                        }
+                    ]
+                },
+                customerId: {
+                    anyOf: [
+                        {
+                            $ref: '#/components/schemas/ref'
+                        },
+                        {
+                            type: 'null'
+                        }
+                    ]
+                },
+                recordedAt: {
+                    $ref: '#/components/schemas/timestamp'
+                },
+                version: {
+                    $ref: '#/components/schemas/version'
+                }
+            }
+        },
+        Integration: {
+            type: 'object',
+            description: 'The state of one of the workspace\'s own integrations (e-signature, accounting, a payment gateway, a messaging channel).',
+            additionalProperties: false,
+            required: [
+                'id',
+                'integration',
+                'status'
+            ],
+            properties: {
+                id: {
+                    $ref: '#/components/schemas/uuid'
+                },
+                integration: {
+                    type: 'string',
+                    minLength: 1,
+                    maxLength: 64
+                },
+                status: {
+                    type: 'string',
+                    enum: [
+                        'ok',
+                        'failing'
+                    ]
+                },
+                detail: {
+                    anyOf: [
+                        {
+                            type: 'string',
+                            maxLength: 2000
+                        },
+                        {
+                            type: 'null'
+                        }
+                    ]
+                },
+                hint: {
+                    anyOf: [
+                        {
+                            type: 'string',
+                            maxLength: 2000
+                        },
+                        {
+                            type: 'null'
+                        }
+                    ]
+                },
+                failingSince: {
+                    anyOf: [
+                        {
+                            $ref: '#/components/schemas/timestamp'
+                        },
+                        {
+                            type: 'null'
+                        }
+                    ]
+                },
+                version: {
+                    $ref: '#/components/schemas/version'
+                }
+            }
+        },
+        localDate: {
+            type: 'string',
+            format: 'date',
+            description: 'Plain date YYYY-MM-DD on the workspace\'s local calendar.',
+            maxLength: 64
+        }
+    }
+} as const;
+
+export const BookingSchema = {
+    type: 'object',
+    description: 'A booking of one vehicle by one customer.',
+    additionalProperties: false,
+    required: [
+        'id',
+        'number',
+        'customerId',
+        'vehicleId',
+        'type',
+        'status',
+        'pickupAt',
+        'dropoffAt',
+        'amount'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/uuid'
+        },
+        number: {
+            type: 'string',
+            minLength: 1,
+            maxLength: 64,
+            description: 'Booking number, unique in the workspace.'
+        },
+        customerId: {
+            $ref: '#/components/schemas/ref'
+        },
+        vehicleId: {
+            $ref: '#/components/schemas/ref'
+        },
+        type: {
+            type: 'string',
+            enum: [
+                'daily',
+                'monthly',
+                'lease',
+                'rent_to_own'
+            ]
+        },
+        status: {
+            type: 'string',
+            enum: [
+                'pending',
+                'confirmed',
+                'active',
+                'completed',
+                'canceled'
+            ]
+        },
+        pickupAt: {
+            $ref: '#/components/schemas/timestamp'
+        },
+        dropoffAt: {
+            $ref: '#/components/schemas/timestamp'
+        },
+        originalDropoffAt: {
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        amount: {
+            $ref: '#/components/schemas/fils'
+        },
+        monthlyAmount: {
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/fils'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        confirmedAt: {
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        returnedAt: {
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        version: {
+            $ref: '#/components/schemas/version'
+        }
+    }
+} as const;
+
+export const CustomerSchema = {
+    type: 'object',
+    description: 'A customer. Phone, e-mail and identity document are stored but never appear in the API or in webhook payloads.',
+    additionalProperties: false,
+    required: [
+        'id',
+        'name'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/uuid'
+        },
+        name: {
+            $ref: '#/components/schemas/text',
+            type: 'string',
+            maxLength: 200
+        },
+        phone: {
+            anyOf: [
+                {
+                    type: 'string',
+                    maxLength: 64
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        email: {
+            anyOf: [
+                {
+                    type: 'string',
+                    maxLength: 320
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        idDocument: {
+            anyOf: [
+                {
+                    type: 'string',
+                    maxLength: 128
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        version: {
+            $ref: '#/components/schemas/version'
+        }
+    }
+} as const;
+
+export const ExpenseSchema = {
+    type: 'object',
+    description: 'An expense, optionally of one vehicle.',
+    additionalProperties: false,
+    required: [
+        'id',
+        'category',
+        'amount',
+        'date'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/uuid'
+        },
+        vehicleId: {
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/ref'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        category: {
+            type: 'string',
+            minLength: 1,
+            maxLength: 64
+        },
+        amount: {
+            $ref: '#/components/schemas/fils'
+        },
+        date: {
+            $ref: '#/components/schemas/localDate'
+        },
+        version: {
+            $ref: '#/components/schemas/version'
+        }
+    }
+} as const;
+
+export const ExtensionSchema = {
+    type: 'object',
+    description: 'An extension that moved a booking\'s drop-off.',
+    additionalProperties: false,
+    required: [
+        'id',
+        'bookingId',
+        'addedDays',
+        'amount',
+        'previousDropoffAt',
+        'newDropoffAt',
+        'createdAt'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/uuid'
+        },
+        bookingId: {
+            $ref: '#/components/schemas/ref'
+        },
+        addedDays: {
+            type: 'integer',
+            minimum: 1,
+            maximum: 3660,
+            format: 'int64'
+        },
+        amount: {
+            $ref: '#/components/schemas/fils'
+        },
+        previousDropoffAt: {
+            $ref: '#/components/schemas/timestamp'
+        },
+        newDropoffAt: {
+            $ref: '#/components/schemas/timestamp'
+        },
+        createdAt: {
+            $ref: '#/components/schemas/timestamp'
+        },
+        version: {
+            $ref: '#/components/schemas/version'
+        }
+    }
+} as const;
+
+export const FineSchema = {
+    type: 'object',
+    description: 'A traffic fine or a toll (Salik) recorded against a vehicle.',
+    additionalProperties: false,
+    required: [
+        'id',
+        'kind',
+        'type',
+        'date',
+        'amount',
+        'authority',
+        'number',
+        'status',
+        'vehicleId',
+        'recordedAt'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/uuid'
+        },
+        kind: {
+            type: 'string',
+            enum: [
+                'fine',
+                'toll'
+            ]
+        },
+        type: {
+            type: 'string',
+            minLength: 1,
+            maxLength: 64,
+            description: 'e.g. speeding, parking, salik.'
+        },
+        date: {
+            $ref: '#/components/schemas/localDate'
+        },
+        amount: {
+            $ref: '#/components/schemas/fils'
+        },
+        authority: {
+            $ref: '#/components/schemas/text',
+            type: 'string',
+            maxLength: 200
+        },
+        violation: {
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/text'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        number: {
+            type: 'string',
+            minLength: 1,
+            maxLength: 64
+        },
+        status: {
+            type: 'string',
+            minLength: 1,
+            maxLength: 32,
+            description: 'e.g. unpaid, paid, disputed.'
+        },
+        vehicleId: {
+            $ref: '#/components/schemas/ref'
+        },
+        bookingId: {
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/ref'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        customerId: {
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/ref'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        recordedAt: {
+            $ref: '#/components/schemas/timestamp'
+        },
+        version: {
+            $ref: '#/components/schemas/version'
+        }
+    }
+} as const;
+
+export const FleetSchema = {
+    type: 'object',
+    description: 'A fleet: the cars of one owner.',
+    additionalProperties: false,
+    required: [
+        'id',
+        'code',
+        'name',
+        'ownerId'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/uuid'
+        },
+        code: {
+            type: 'string',
+            minLength: 1,
+            maxLength: 32,
+            pattern: '^[A-Za-z0-9_-]+$',
+            description: 'Short code, unique in the workspace.'
+        },
+        name: {
+            $ref: '#/components/schemas/text',
+            type: 'string',
+            maxLength: 200
+        },
+        ownerId: {
+            $ref: '#/components/schemas/ref'
+        },
+        version: {
+            $ref: '#/components/schemas/version'
+        }
+    }
+} as const;
+
+export const InstallmentSchema = {
+    type: 'object',
+    description: 'One scheduled month of a lease, rent-to-own or monthly booking. Unpaid while its invoice has a balance, or, without an invoice, while it has no paidAt.',
+    additionalProperties: false,
+    required: [
+        'id',
+        'bookingId',
+        'number',
+        'of',
+        'dueDate',
+        'amount'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/uuid'
+        },
+        bookingId: {
+            $ref: '#/components/schemas/ref'
+        },
+        number: {
+            type: 'integer',
+            minimum: 1,
+            maximum: 1200,
+            format: 'int64'
+        },
+        of: {
+            type: 'integer',
+            minimum: 1,
+            maximum: 1200,
+            format: 'int64'
+        },
+        dueDate: {
+            $ref: '#/components/schemas/localDate'
+        },
+        amount: {
+            $ref: '#/components/schemas/fils'
+        },
+        invoiceId: {
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/ref'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        paidAt: {
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        version: {
+            $ref: '#/components/schemas/version'
+        }
+    }
+} as const;
+
+export const IntegrationSchema = {
+    type: 'object',
+    description: 'The state of one of the workspace\'s own integrations (e-signature, accounting, a payment gateway, a messaging channel).',
+    additionalProperties: false,
+    required: [
+        'id',
+        'integration',
+        'status'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/uuid'
+        },
+        integration: {
+            type: 'string',
+            minLength: 1,
+            maxLength: 64
+        },
+        status: {
+            type: 'string',
+            enum: [
+                'ok',
+                'failing'
+            ]
+        },
+        detail: {
+            anyOf: [
+                {
+                    type: 'string',
+                    maxLength: 2000
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        hint: {
+            anyOf: [
+                {
+                    type: 'string',
+                    maxLength: 2000
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        failingSince: {
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        version: {
+            $ref: '#/components/schemas/version'
+        }
+    }
+} as const;
+
+export const InvoiceSchema = {
+    type: 'object',
+    description: 'An invoice; total includes VAT. Void invoices count nowhere.',
+    additionalProperties: false,
+    required: [
+        'id',
+        'number',
+        'customerId',
+        'purpose',
+        'issueDate',
+        'dueDate',
+        'total',
+        'status'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/uuid'
+        },
+        number: {
+            type: 'string',
+            minLength: 1,
+            maxLength: 64,
+            description: 'Invoice number, unique in the workspace.'
+        },
+        customerId: {
+            $ref: '#/components/schemas/ref'
+        },
+        bookingId: {
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/ref'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        purpose: {
+            type: 'string',
+            enum: [
+                'rental',
+                'extension',
+                'installment',
+                'damage',
+                'fine',
+                'salik',
+                'other'
+            ]
+        },
+        issueDate: {
+            $ref: '#/components/schemas/localDate'
+        },
+        dueDate: {
+            $ref: '#/components/schemas/localDate'
+        },
+        total: {
+            $ref: '#/components/schemas/fils'
+        },
+        status: {
+            type: 'string',
+            enum: [
+                'issued',
+                'void'
+            ]
+        },
+        version: {
+            $ref: '#/components/schemas/version'
+        }
+    }
+} as const;
+
+export const MaintenanceSchema = {
+    type: 'object',
+    description: 'A maintenance block: the vehicle cannot be booked during [startsAt, endsAt).',
+    additionalProperties: false,
+    required: [
+        'id',
+        'vehicleId',
+        'startsAt',
+        'endsAt'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/uuid'
+        },
+        vehicleId: {
+            $ref: '#/components/schemas/ref'
+        },
+        startsAt: {
+            $ref: '#/components/schemas/timestamp'
+        },
+        endsAt: {
+            $ref: '#/components/schemas/timestamp'
+        },
+        reason: {
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/text',
+                    type: 'string',
+                    maxLength: 200
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        version: {
+            $ref: '#/components/schemas/version'
+        }
+    }
+} as const;
+
+export const OwnerSchema = {
+    type: 'object',
+    description: 'An owner of cars; each owner\'s cars form one or more fleets.',
+    additionalProperties: false,
+    required: [
+        'id',
+        'name'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/uuid'
+        },
+        name: {
+            $ref: '#/components/schemas/text',
+            type: 'string',
+            maxLength: 200
+        },
+        version: {
+            $ref: '#/components/schemas/version'
+        }
+    }
+} as const;
+
+export const PaymentSchema = {
+    type: 'object',
+    description: 'Money moved: a charge (in), a refund (out, against a charge), a security deposit held, or a deposit released.',
+    additionalProperties: false,
+    required: [
+        'id',
+        'kind',
+        'amount',
+        'customerId',
+        'at'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/uuid'
+        },
+        kind: {
+            type: 'string',
+            enum: [
+                'charge',
+                'refund',
+                'deposit',
+                'deposit_release'
+            ]
+        },
+        status: {
+            type: 'string',
+            enum: [
+                'captured',
+                'canceled'
+            ],
+            description: 'Defaults to captured. A canceled payment counts nowhere.'
+        },
+        amount: {
+            $ref: '#/components/schemas/fils'
+        },
+        customerId: {
+            $ref: '#/components/schemas/ref'
+        },
+        bookingId: {
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/ref'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        invoiceId: {
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/ref'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        at: {
+            $ref: '#/components/schemas/timestamp'
+        },
+        version: {
+            $ref: '#/components/schemas/version'
+        }
+    }
+} as const;
+
+export const VehicleSchema = {
+    type: 'object',
+    description: 'A vehicle.',
+    additionalProperties: false,
+    required: [
+        'id',
+        'fleetId',
+        'make',
+        'model',
+        'plate',
+        'category',
+        'dailyRate',
+        'state'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/uuid'
+        },
+        fleetId: {
+            $ref: '#/components/schemas/ref'
+        },
+        make: {
+            $ref: '#/components/schemas/text',
+            type: 'string',
+            maxLength: 64
+        },
+        model: {
+            $ref: '#/components/schemas/text',
+            type: 'string',
+            maxLength: 64
+        },
+        plate: {
+            type: 'string',
+            minLength: 1,
+            maxLength: 32,
+            description: 'Number plate, e.g. \'Dubai A 12345\'; unique in the workspace ignoring spaces and case.'
+        },
+        category: {
+            type: 'string',
+            minLength: 1,
+            maxLength: 64,
+            description: 'Free category such as economy, sedan, suv, luxury, van.'
+        },
+        dailyRate: {
+            $ref: '#/components/schemas/fils'
+        },
+        state: {
+            type: 'string',
+            enum: [
+                'active',
+                'in_service',
+                'inactive'
+            ],
+            description: 'Stored state: active, in_service (maintenance or repair) or inactive (sold, retired).'
+        },
+        version: {
+            $ref: '#/components/schemas/version'
+        }
+    }
+} as const;
+
+export const VehicleDocumentSchema = {
+    type: 'object',
+    description: 'A registration, insurance or permit with its expiry date.',
+    additionalProperties: false,
+    required: [
+        'id',
+        'vehicleId',
+        'docType',
+        'expiresAt'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/uuid'
+        },
+        vehicleId: {
+            $ref: '#/components/schemas/ref'
+        },
+        docType: {
+            type: 'string',
+            enum: [
+                'registration',
+                'insurance',
+                'permit'
+            ]
+        },
+        detail: {
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/text'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        expiresAt: {
+            $ref: '#/components/schemas/localDate'
+        },
+        version: {
+            $ref: '#/components/schemas/version'
+        }
+    }
+} as const;
+
+export const filsSchema = {
+    type: 'integer',
+    minimum: 0,
+    maximum: 9007199254740991,
+    description: 'Money in fils (AED x 100), a non-negative integer.',
+    format: 'int64'
+} as const;
+
+export const localDateSchema = {
+    type: 'string',
+    format: 'date',
+    description: 'Plain date YYYY-MM-DD on the workspace\'s local calendar.',
+    maxLength: 64
+} as const;
+
+export const refSchema = {
+    type: 'string',
+    format: 'uuid',
+    description: 'Id of a record in this document or already in the workspace.',
+    maxLength: 64
+} as const;
+
+export const textSchema = {
+    type: 'string',
+    minLength: 1,
+    maxLength: 500
+} as const;
+
+export const timestampSchema = {
+    type: 'string',
+    format: 'date-time',
+    description: 'ISO 8601 date-time with an offset, e.g. 2026-11-22T08:30:00.000Z.',
+    maxLength: 64
+} as const;
+
+export const uuidSchema = {
+    type: 'string',
+    format: 'uuid',
+    description: 'Record id (UUID). Importing the same id again updates that record.',
+    maxLength: 64
+} as const;
+
+export const versionSchema = {
+    type: 'integer',
+    minimum: 0,
+    maximum: 9007199254740991,
+    description: 'The version the rental platform gives this state of the record (its outbox sequence, a change time in microseconds...), optional. A record written with a version keeps it; a later write of the same record whose version is not greater is skipped (a version equal to the stored one is the same change again, counted unchanged; a lower one is counted stale), and so is a write of a record deleted at a version not lower. Without a version, the record is written as given (last write wins).',
+    format: 'int64'
 } as const;

@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, Options as Options2, TDataShape } from './client/index.js';
-import type { CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateEndpointData, CreateEndpointErrors, CreateEndpointResponses, CreatePortalSessionData, CreatePortalSessionErrors, CreatePortalSessionResponses, CreateWorkspaceData, CreateWorkspaceErrors, CreateWorkspaceResponses, DeleteEndpointData, DeleteEndpointErrors, DeleteEndpointResponses, DisableEndpointData, DisableEndpointErrors, DisableEndpointResponses, EnableEndpointData, EnableEndpointErrors, EnableEndpointResponses, EndPortalSessionData, EndPortalSessionErrors, EndPortalSessionResponses, EndPortalSessionsData, EndPortalSessionsErrors, EndPortalSessionsResponses, GetDeliveryData, GetDeliveryErrors, GetDeliveryResponses, GetEndpointAttemptStatsData, GetEndpointAttemptStatsErrors, GetEndpointAttemptStatsResponses, GetEndpointData, GetEndpointErrors, GetEndpointResponses, GetPortalSessionData, GetPortalSessionErrors, GetPortalSessionResponses, GetWorkspaceData, GetWorkspaceErrors, GetWorkspaceResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListAuditEntriesData, ListAuditEntriesErrors, ListAuditEntriesResponses, ListDeliveriesData, ListDeliveriesErrors, ListDeliveriesResponses, ListEndpointsData, ListEndpointsErrors, ListEndpointsResponses, ListEventTypesData, ListEventTypesErrors, ListEventTypesResponses, ListPortalSessionsData, ListPortalSessionsErrors, ListPortalSessionsResponses, ListWorkspacesData, ListWorkspacesErrors, ListWorkspacesResponses, PublishEventData, PublishEventErrors, PublishEventResponses, RecoverEndpointData, RecoverEndpointErrors, RecoverEndpointResponses, RetryDeliveryData, RetryDeliveryErrors, RetryDeliveryResponses, RevokeApiKeyData, RevokeApiKeyErrors, RevokeApiKeyResponses, RotateEndpointSecretData, RotateEndpointSecretErrors, RotateEndpointSecretResponses, SendExampleEventData, SendExampleEventErrors, SendExampleEventResponses, SignOutPortalSessionData, SignOutPortalSessionErrors, SignOutPortalSessionResponses, StartPortalSessionData, StartPortalSessionErrors, StartPortalSessionResponses, UpdateEndpointData, UpdateEndpointErrors, UpdateEndpointResponses, UpdateWorkspaceData, UpdateWorkspaceErrors, UpdateWorkspaceResponses } from './types.gen.js';
+import type { CancelImportData, CancelImportErrors, CancelImportResponses, CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateEndpointData, CreateEndpointErrors, CreateEndpointResponses, CreateImportData, CreateImportErrors, CreateImportResponses, CreatePortalSessionData, CreatePortalSessionErrors, CreatePortalSessionResponses, CreateWorkspaceData, CreateWorkspaceErrors, CreateWorkspaceResponses, DeleteEndpointData, DeleteEndpointErrors, DeleteEndpointResponses, DisableEndpointData, DisableEndpointErrors, DisableEndpointResponses, EnableEndpointData, EnableEndpointErrors, EnableEndpointResponses, EndPortalSessionData, EndPortalSessionErrors, EndPortalSessionResponses, EndPortalSessionsData, EndPortalSessionsErrors, EndPortalSessionsResponses, GetDeliveryData, GetDeliveryErrors, GetDeliveryResponses, GetEndpointAttemptStatsData, GetEndpointAttemptStatsErrors, GetEndpointAttemptStatsResponses, GetEndpointData, GetEndpointErrors, GetEndpointResponses, GetImportData, GetImportErrors, GetImportResponses, GetPortalSessionData, GetPortalSessionErrors, GetPortalSessionResponses, GetWorkspaceData, GetWorkspaceErrors, GetWorkspaceResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListAuditEntriesData, ListAuditEntriesErrors, ListAuditEntriesResponses, ListDeliveriesData, ListDeliveriesErrors, ListDeliveriesResponses, ListEndpointsData, ListEndpointsErrors, ListEndpointsResponses, ListEventTypesData, ListEventTypesErrors, ListEventTypesResponses, ListPortalSessionsData, ListPortalSessionsErrors, ListPortalSessionsResponses, ListWorkspacesData, ListWorkspacesErrors, ListWorkspacesResponses, PublishEventData, PublishEventErrors, PublishEventResponses, RecoverEndpointData, RecoverEndpointErrors, RecoverEndpointResponses, RetryDeliveryData, RetryDeliveryErrors, RetryDeliveryResponses, RevokeApiKeyData, RevokeApiKeyErrors, RevokeApiKeyResponses, RotateEndpointSecretData, RotateEndpointSecretErrors, RotateEndpointSecretResponses, SendExampleEventData, SendExampleEventErrors, SendExampleEventResponses, SignOutPortalSessionData, SignOutPortalSessionErrors, SignOutPortalSessionResponses, StartPortalSessionData, StartPortalSessionErrors, StartPortalSessionResponses, UpdateEndpointData, UpdateEndpointErrors, UpdateEndpointResponses, UpdateWorkspaceData, UpdateWorkspaceErrors, UpdateWorkspaceResponses, WriteRecordsData, WriteRecordsErrors, WriteRecordsResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -362,6 +362,68 @@ export const publishEvent = <ThrowOnError extends boolean = false>(options: Opti
         'Content-Type': 'application/json',
         ...options.headers
     }
+});
+
+/**
+ * Write a batch of records and events
+ *
+ * Upserts and deletes the workspace's records and publishes events, all or nothing in one transaction: the records, their running totals, the events and their deliveries commit together or not at all. `upsert` is an import document (`import.schema.json`, the document `fleet-admin import` loads), whose records may carry a `version`; `delete` names records by key and id, each with an optional `version`; `events` are published as `publishEvent` does, with its validation. Within a batch order does not matter: parents are written before their children, children deleted before their parents. At most 5,000 records (upserts and deletes together) and 8 MiB a batch (413 `payload_too_large` naming the limit); larger loads are import jobs (`createImport`).
+ *
+ * **Versions.** A record sent with `version` (0 to 2^53-1) keeps it. A later upsert or delete of that record whose version is lower than the stored one is skipped and counted `stale`; one with the same version is the same change again, skipped and counted `unchanged` (an upsert at the version a delete left is stale). A delete with a version leaves a tombstone, kept at least `FRS_RETENTION_DAYS`, so that a late upsert of an older version does not bring the record back. A record sent without `version` is written as given (last write wins; a delete without one forgets the record's version).
+ *
+ * **Answer.** `upserted`, `unchanged`, `stale` and `deleted` count the records by key (keys with none left out): the same batch sent again changes nothing and counts every record `unchanged` (its events, when they carry a `dedupeKey`, are not recorded twice). `events` lists the ids of the events recorded.
+ *
+ * **Refusals** change nothing: 400 `invalid_request` names every bad record by JSON pointer (at most 20, in `message`; `reason` is the first), such as `/upsert/bookings/17/pickupAt`; 409 `missing_reference` names a record pointing at an id that is neither in the workspace nor written by the batch; 409 `dependent_records` names a delete that would leave records pointing at the deleted one, unless the batch deletes them too.
+ *
+ * `history: true` says the batch carries history (a backfill): no derived event (`payment.captured`, `booking.confirmed`...) is raised for its records, only the events it carries. Audited once per batch as `workspace.records_write`, with the counts, never the records.
+ */
+export const writeRecords = <ThrowOnError extends boolean = false>(options: Options<WriteRecordsData, ThrowOnError>) => (options.client ?? client).post<WriteRecordsResponses, WriteRecordsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/records',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Start an import job
+ *
+ * Loads an import document of any size into the workspace as a job, and answers 202 with the job once the whole body is read (the job then finishes: running totals, commit); `getImport` shows its progress, also while the body is being sent. The body is streamed, never held whole: an import document (`application/json`, `import.schema.json`), or `application/x-ndjson` with one `{"key": "bookings", "record": {...}}` per line. Each record is checked as it arrives. A record must come after the records it points at (the document's keys in their order do; a line-per-record stream must send parents first), or arrive within the same 1,000 records.
+ *
+ * A job is all or nothing, like `fleet-admin import` (which runs the same job): every record is written in one transaction that commits at the end; the first bad record fails the job, naming it (`/bookings/17/pickupAt`, or `line 18: /record/pickupAt`), and nothing is written. A job whose process stops is shown `failed` with nothing written. A first load into a workspace that holds no records computes its running totals once, at the end. Versions are honoured as in `writeRecords`. A job is history: no derived event is raised for its records. Audited once per job as `workspace.import`, with the counts.
+ */
+export const createImport = <ThrowOnError extends boolean = false>(options: Options<CreateImportData, ThrowOnError>) => (options.client ?? client).post<CreateImportResponses, CreateImportErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/imports',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Show an import job
+ *
+ * The job's phase (`running`, then `succeeded`, `failed` or `canceled`), the records read and applied so far, when it started and ended, the counts by key once it succeeded, and the error naming the first bad record once it failed.
+ */
+export const getImport = <ThrowOnError extends boolean = false>(options: Options<GetImportData, ThrowOnError>) => (options.client ?? client).get<GetImportResponses, GetImportErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/imports/{importId}',
+    ...options
+});
+
+/**
+ * Cancel an import job
+ *
+ * Stops a running job: it ends `canceled` within a moment, nothing of it written. A job that already ended is 409 `conflict` (`reason` `phase`). Answers the job as it stands.
+ */
+export const cancelImport = <ThrowOnError extends boolean = false>(options: Options<CancelImportData, ThrowOnError>) => (options.client ?? client).post<CancelImportResponses, CancelImportErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/workspaces/{workspaceId}/imports/{importId}/cancel',
+    ...options
 });
 
 /**

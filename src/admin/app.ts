@@ -26,7 +26,8 @@ import type { ServiceMetrics } from '../observability/metrics.js';
 import { ConflictError, InputError, InvalidFieldError, LimitError, NotFoundError } from '../input.js';
 import type { AuditContext } from '../audit.js';
 import { authenticateAdmin } from './auth.js';
-import { adminOperations, type AdminCaller } from './operations.js';
+import { adminOperations, UnsupportedBody, type AdminCaller } from './operations.js';
+import { BatchTooLargeError, MAX_BATCH_BYTES, RecordConflictError } from '../import/records.js';
 
 export interface AdminAppOptions {
   /** Connections as the admin API's database role. */
@@ -48,6 +49,9 @@ export const noRoute = () => new ApiError(404, 'not_found', 'No such route. See 
 
 /** A core function's refusal as the documented error: 404, 409, 400 naming the field, or 429 with Retry-After. */
 function coreError(err: InputError): ApiError {
+  if (err instanceof UnsupportedBody) return new ApiError(415, 'unsupported_media_type', err.message);
+  if (err instanceof BatchTooLargeError) return new ApiError(413, 'payload_too_large', err.message);
+  if (err instanceof RecordConflictError) return new ApiError(409, err.code, err.message, err.field);
   if (err instanceof NotFoundError) return new ApiError(404, 'not_found', err.message);
   if (err instanceof ConflictError) return new ApiError(409, 'conflict', err.message, err.field);
   if (err instanceof InvalidFieldError) return invalidRequest(err.field, err.message);
@@ -59,20 +63,20 @@ function coreError(err: InputError): ApiError {
  * The JSON body of a request that has one (at most ADMIN_BODY_LIMIT bytes), else undefined. A body must say it is
  * JSON and come uncompressed (415 otherwise): what is read is what the document describes, nothing to inflate.
  */
-export async function readJsonBody(ctx: Koa.Context): Promise<unknown> {
+export async function readJsonBody(ctx: Koa.Context, limit = ADMIN_BODY_LIMIT, limitName = `${ADMIN_BODY_LIMIT} bytes`): Promise<unknown> {
   const declared = Number(ctx.get('content-length') || 0);
   if (declared === 0 && !ctx.get('transfer-encoding')) return undefined;
   const encoding = ctx.get('content-encoding').trim().toLowerCase();
   if ((encoding !== '' && encoding !== 'identity') || !ctx.is('application/json', '+json')) {
     throw new ApiError(415, 'unsupported_media_type', 'Send the request body as Content-Type application/json, not compressed.');
   }
-  const tooLarge = () => new ApiError(413, 'payload_too_large', `The request body is over ${ADMIN_BODY_LIMIT} bytes.`);
-  if (declared > ADMIN_BODY_LIMIT) throw tooLarge();
+  const tooLarge = () => new ApiError(413, 'payload_too_large', `The request body is over ${limitName}.`);
+  if (declared > limit) throw tooLarge();
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size > ADMIN_BODY_LIMIT) throw tooLarge();
+    if (size > limit) throw tooLarge();
     chunks.push(chunk);
   }
   const text = Buffer.concat(chunks).toString('utf8');
@@ -85,6 +89,28 @@ export async function readJsonBody(ctx: Koa.Context): Promise<unknown> {
   }
   if (nestingDepth(body) > MAX_BODY_DEPTH) throw invalidRequest('body', `The request body is nested more than ${MAX_BODY_DEPTH} levels deep.`);
   return body;
+}
+
+/**
+ * The operations whose body the core reads and checks itself: a batch (up to 8 MiB, every bad record named, not only
+ * the first as the request validation would) and an import job's body, streamed to the job as it arrives, never held.
+ * The document describes them; the request validation leaves their bodies alone.
+ */
+const CORE_BODIES: Record<string, { stream: true } | { limit: number; limitName: string }> = {
+  writeRecords: { limit: MAX_BATCH_BYTES, limitName: '8 MiB, the limit of a batch' },
+  createImport: { stream: true },
+};
+
+function withoutCoreBodies(document: ReturnType<typeof strictOpenApiDocument>): ReturnType<typeof strictOpenApiDocument> {
+  // (the import document is a file of its own beside the admin document: the core checks against it, not the router)
+  const copy = JSON.parse(JSON.stringify(document), (key, value) =>
+    value && typeof value === 'object' && value.$ref === './import.schema.json' ? { type: 'object', description: value.description } : value) as typeof document;
+  for (const item of Object.values(copy.paths)) {
+    for (const operation of Object.values(item)) {
+      if (operation && typeof operation === 'object' && (operation as { operationId?: string }).operationId! in CORE_BODIES) delete (operation as { requestBody?: unknown }).requestBody;
+    }
+  }
+  return copy;
 }
 
 /** No body of the document nests nearly this deep; a deeper one is refused before anything walks it recursively. */
@@ -127,6 +153,7 @@ export interface AdminDispatcherOptions {
   prefix?: string;
   /** The public listener's base URL, where the settings screen's links point. */
   portalUrl?: string;
+  metrics?: ServiceMetrics;
 }
 
 /** The admin operations as one client serves them: its scheme, its authentication, its path prefix. */
@@ -140,10 +167,10 @@ export interface AdminDispatcher {
  * validation by the document, the body read only after the route matched and the caller was authenticated, and the
  * core's refusals as documented errors. The operations themselves are src/admin/operations.ts.
  */
-export async function adminDispatcher({ db, clock, cursors, scheme, authenticate, prefix = '', portalUrl }: AdminDispatcherOptions): Promise<AdminDispatcher> {
+export async function adminDispatcher({ db, clock, cursors, scheme, authenticate, prefix = '', portalUrl, metrics }: AdminDispatcherOptions): Promise<AdminDispatcher> {
   const otherScheme = scheme === 'adminToken' ? 'portalSession' : 'adminToken';
   const backend = contractBackend({
-    document: strictOpenApiDocument('admin'),
+    document: withoutCoreBodies(strictOpenApiDocument('admin')),
     handlers: {
       notFound: () => {
         throw noRoute();
@@ -194,6 +221,9 @@ export async function adminDispatcher({ db, clock, cursors, scheme, authenticate
           path: c.request.path,
           cursors,
           portalUrl,
+          request: ctx.req,
+          contentType: ctx.get('content-type'),
+          metrics: metrics?.records,
         });
       } catch (err) {
         // What only the operator may read of a refusal goes to the log, beside the request's id; the caller gets the message.
@@ -234,7 +264,12 @@ export async function adminDispatcher({ db, clock, cursors, scheme, authenticate
       if (operation && (ctx.method === 'POST' || ctx.method === 'PATCH')) {
         ctx.state.operationId = operation.operationId;
         ctx.state.requester = await authenticate(ctx, operation.operationId!);
-        body = await readJsonBody(ctx);
+        const own = CORE_BODIES[operation.operationId!];
+        if (own && 'stream' in own) {
+          // (the job reads it; an unknown workspace is refused before a byte is read)
+        } else {
+          body = own ? await readJsonBody(ctx, own.limit, own.limitName) : await readJsonBody(ctx);
+        }
       }
       const result = await backend.handleRequest({ ...request, body }, ctx);
       ctx.status = result.status;
@@ -252,6 +287,7 @@ export async function createAdminApp({ db, logger, clock = () => new Date(), met
     cursors,
     scheme: 'adminToken',
     portalUrl,
+    metrics,
     authenticate: async (ctx) => {
       const holder = await authenticateAdmin(db, ctx.get('authorization') || undefined, clock(), requestGuard(authFailures, ctx));
       return {

@@ -1,3 +1,4 @@
+import { PassThrough, type Readable } from 'node:stream';
 import type { Knex } from 'knex';
 import type { AuditContext } from '../audit.js';
 import { listAuditEntries } from '../audit.js';
@@ -21,6 +22,9 @@ import { publishEvent } from '../webhooks/publish.js';
 import { createPortalLink, endPortalSessions, listPortalSessions, portalLinkUrl } from '../portal-sessions.js';
 import { endpointAttemptStats } from '../webhooks/deliveries.js';
 import type { PortalSessionCreate } from '../../generated/admin-strict/types.gen.js';
+import { writeRecords, type RecordMetrics } from '../import/records.js';
+import { cancelImport, getImport, startImport } from '../import/jobs.js';
+import { InvalidFieldError } from '../input.js';
 
 // The admin API's operations, by operationId: each parses what the document already validated, keeps the token to
 // its reach, calls the core function (src/workspaces.ts, src/audit.ts) with the token as the actor, and answers.
@@ -46,9 +50,20 @@ export interface AdminOperationContext {
   cursors: Cursors;
   /** The public listener's base URL, where the settings screen's links point (FRS_PUBLIC_URL). */
   portalUrl?: string;
+  /** The request itself, for an operation that streams its body (createImport), and its content type. */
+  request?: Readable;
+  contentType?: string;
+  metrics?: RecordMetrics;
 }
 
 type Handler = (c: AdminOperationContext) => Promise<Answer>;
+
+/** A body in a format the operation does not take (the admin API answers 415). */
+export class UnsupportedBody extends InvalidFieldError {
+  constructor(message: string) {
+    super(message, 'Content-Type');
+  }
+}
 
 /** The workspace of the path, within the token's reach: another workspace is not found, as if it did not exist. */
 async function reachable(c: AdminOperationContext) {
@@ -220,6 +235,46 @@ export const adminOperations: Record<string, Handler> = {
       status: 201,
       body: await publishEvent(trx, { workspaceId: id, event: input.event, data: input.data, dedupeKey: input.dedupeKey, source: 'publish' }, c.audit),
     })));
+  },
+
+  // --- Keeping the service current (src/import/records.ts, jobs.ts)
+
+  async writeRecords(c) {
+    const { id } = await reachable(c);
+    return (await idempotent(c.db, { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'writeRecords', path: c.path, body: c.body ?? null }, async (trx) =>
+      ({ status: 200, body: await writeRecords(trx, id, c.body ?? {}, { audit: c.audit, metrics: c.metrics }) })));
+  },
+
+  async createImport(c) {
+    const { id } = await reachable(c);
+    const type = (c.contentType ?? '').split(';')[0].trim().toLowerCase();
+    const format = type === 'application/json' ? 'json' : type === 'application/x-ndjson' ? 'ndjson' : undefined;
+    if (format === undefined) throw new UnsupportedBody('Send the import as Content-Type application/json (an import document) or application/x-ndjson (one {"key", "record"} a line).');
+    if (!c.request) throw new Error('createImport: no request stream given');
+    // The job reads the body as it arrives; the 202 goes out once it is all read (an HTTP server throws away what is
+    // left of a body once it has answered), with the job as it stands: getImport follows it from then on (or meanwhile,
+    // from another connection).
+    // Through a pipe: a job that stops early drops its side, never the request itself (nor the connection with it).
+    const request = c.request;
+    const body = request.pipe(new PassThrough());
+    const { job, done, received } = await startImport(c.db, id, { body, format, audit: c.audit, metrics: c.metrics });
+    await received;
+    // What the job left unread (it failed or was canceled early) is read and dropped, so the client's upload ends.
+    void done.then(() => {
+      request.unpipe(body);
+      request.resume();
+    });
+    return { status: 202, body: await getImport(c.db, id, job.id) };
+  },
+
+  async getImport(c) {
+    const { id } = await reachable(c);
+    return { status: 200, body: await getImport(c.db, id, c.params.importId) };
+  },
+
+  async cancelImport(c) {
+    const { id } = await reachable(c);
+    return { status: 200, body: await cancelImport(c.db, id, c.params.importId, c.audit) };
   },
 
   async sendExampleEvent(c) {

@@ -22,7 +22,7 @@ import { cliAudit, listAuditEntries } from '../audit.js';
 import { createPortalLink, endPortalSessions, PORTAL_SESSION_MINUTES, portalLinkUrl } from '../portal-sessions.js';
 import { portalSettingsFromEnv } from '../portal/settings.js';
 import { createAdminToken, listAdminTokens, revokeAdminToken } from '../admin-tokens.js';
-import { importDocument, readImportFile } from '../import/importDocument.js';
+import { importFile } from '../import/jobs.js';
 import { publishEvent } from '../webhooks/publish.js';
 import { runCalendarSweep } from '../webhooks/calendar.js';
 import { Dispatcher } from '../webhooks/dispatcher.js';
@@ -323,15 +323,15 @@ export function buildProgram(): Command {
           : ' (FRS_SECRET_KEY; FRS_SECRET_KEY_PREVIOUS is no longer needed)'));
     });
 
-  command(program, 'import', 'load an import document (JSON) into a workspace')
+  command(program, 'import', 'load an import document (JSON, or NDJSON) into a workspace, as an import job')
     .requiredOption('--workspace <slug>', 'the workspace')
-    .requiredOption('--file <path>', 'the JSON document (schema: openapi/import.schema.json)')
-    .action(async (o: JsonOption & { workspace: string; file: string }) => {
-      // Read before opening the database: a bad file needs no database.
-      const doc = readImportFile(o.file);
-      // Progress goes to stderr: a bar on a terminal, else a line every 5 s (none for a run shorter than that).
-      const result = await withDatabase((db) => importDocument(db, o.workspace, doc, { progress: true, audit: cliAudit() }));
-      print(o, result, (r) => `imported ${describeCounts(r.imported)}`);
+    .requiredOption('--file <path>', 'the JSON document (schema: openapi/import.schema.json), or NDJSON (.ndjson: one {"key", "record"} a line)')
+    .addOption(new Option('--format <format>', 'the file\'s format (default: by its name)').choices(['json', 'ndjson']))
+    .action(async (o: JsonOption & { workspace: string; file: string; format?: 'json' | 'ndjson' }) => {
+      // The same job as the admin API's createImport, streamed from the file. Progress goes to stderr: a bar on a
+      // terminal, else a line every 5 s (none for a run shorter than that).
+      const result = await withDatabase((db) => importFile(db, o.workspace, o.file, { progress: true, audit: cliAudit(), format: o.format }));
+      print(o, { imported: result.imported }, (r) => `imported ${describeCounts(r.imported)}`);
     });
 
   command(program, 'publish', 'publish an event to the workspace\'s subscribed endpoints')

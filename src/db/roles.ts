@@ -36,6 +36,10 @@ const DOMAIN_TABLES = [
   'payment_slots', 'customer_ledger', 'vehicle_revenue', 'booking_status_counts', 'workspace_totals', 'open_balances',
   'payment_days', 'expense_months', 'vehicle_state_counts', 'payment_months', 'vehicle_models',
 ];
+/** The records the platform sends (the import document's keys as tables; customers with their contact details). */
+const RECORD_TABLES = [...DOMAIN_TABLES.slice(1, 14), 'customers'];
+/** The running totals the triggers keep as records change (they run with the rights of the writer). */
+const ROLLUP_TABLES = DOMAIN_TABLES.slice(14);
 const CUSTOMER_COLUMNS = '(id, workspace_id, name)';
 const ENDPOINT_COLUMNS_WITHOUT_SECRETS = '(id, workspace_id, name, url, events, is_active, disabled_at, last_success_at, consecutive_failures, created_at, deleted_at)';
 /** Which master key seals an endpoint's secrets, and until when the previous one signs: not secret. */
@@ -91,6 +95,8 @@ const GRANTS: Record<ServiceRole, string[]> = {
     `GRANT SELECT, UPDATE (created_at) ON test_idempotency_keys TO %s`,
     // retention forgets the admin API's idempotency keys after 24 hours too (a token's workspace scopes a sweep)
     `GRANT SELECT, DELETE, UPDATE (created_at) ON admin_idempotency_keys TO %s`,
+    // tombstones older than the retention (src/import/versions.ts)
+    `GRANT SELECT, DELETE, UPDATE (deleted_at) ON record_versions TO %s`,
     `GRANT SELECT (id, workspace_id) ON admin_tokens TO %s`,
     `GRANT SELECT (id, workspace_id, created_at, expires_at), UPDATE (created_at), DELETE ON portal_sessions TO %s`,
     `GRANT USAGE ON SEQUENCE delivery_attempts_id_seq TO %s`,
@@ -125,6 +131,12 @@ const GRANTS: Record<ServiceRole, string[]> = {
     `GRANT SELECT, INSERT, UPDATE, DELETE ON admin_idempotency_keys TO %s`,
     // an entry's id, time and request id are the database's (migrations/20261128000210_audit_trail_server_set.ts)
     `GRANT SELECT, INSERT (actor_type, actor_id, actor_name, action, workspace_id, target_type, target_id, changes, client_request_id) ON audit_entries TO %s`,
+    // the platform's records (writeRecords, import jobs: src/import/), their versions and tombstones, the jobs; the
+    // triggers over the records keep the running totals, the entity changes and the data versions with these rights
+    `GRANT SELECT, INSERT, UPDATE, DELETE ON ${RECORD_TABLES.join(', ')}, ${ROLLUP_TABLES.join(', ')} TO %s`,
+    `GRANT SELECT, INSERT, UPDATE, DELETE ON record_versions, import_jobs TO %s`,
+    `GRANT INSERT ON entity_changes TO %s`,
+    `GRANT SELECT ON calendar_state TO %s`,
     // the settings screen's links and sessions (src/portal-sessions.ts): made, opened, seen, ended; never deleted here
     `GRANT SELECT, INSERT (workspace_id, read_only, link_hash, created_by, admin_token_id, created_at, expires_at) ON portal_sessions TO %s`,
     `GRANT UPDATE (link_hash, session_hash, started_at, last_seen_at, ended_at) ON portal_sessions TO %s`,

@@ -13,13 +13,13 @@ import { loadImportSchema } from '../contract/document.js';
 /** An import file that cannot be loaded: unreadable, not JSON, not valid against the schema, or refused by the database. */
 export class ImportError extends InputError {}
 
-type DocumentKey = keyof FleetImportDocument & string;
-type ImportRecord = Record<string, unknown> & { id: string };
+export type DocumentKey = keyof FleetImportDocument & string;
+export type ImportRecord = Record<string, unknown> & { id: string };
 
 /** Rows per INSERT statement: well under PostgreSQL's 65535 bind parameters for the widest entity (15 columns). */
-const CHUNK_SIZE = 1000;
+export const CHUNK_SIZE = 1000;
 
-interface EntitySpec {
+export interface EntitySpec {
   key: DocumentKey;
   /** Singular noun for messages ("no fleet ... in this workspace"). */
   noun: string;
@@ -28,7 +28,7 @@ interface EntitySpec {
 }
 
 // Dependency order: every entity comes after the ones it references. Tables are the keys in snake_case.
-const ENTITIES: EntitySpec[] = [
+export const ENTITIES: EntitySpec[] = [
   { key: 'owners', noun: 'owner' },
   { key: 'fleets', noun: 'fleet' },
   { key: 'vehicles', noun: 'vehicle' },
@@ -54,7 +54,7 @@ const ENTITIES: EntitySpec[] = [
  * The table-level CHECK constraints that span several fields (the schema cannot express them), with the field to
  * blame and a test that finds the offending record. Single-field checks never fire: the schema rules them out.
  */
-const CROSS_FIELD_CHECKS: Record<string, { field: string; rule: string; violatedBy: (record: never) => boolean }> = {
+export const CROSS_FIELD_CHECKS: Record<string, { field: string; rule: string; violatedBy: (record: never) => boolean }> = {
   maintenance_check: {
     field: 'endsAt',
     rule: 'endsAt must be later than startsAt',
@@ -82,31 +82,34 @@ const DERIVED_UNIQUE_COLUMNS: Record<string, { field: string; normalize: (value:
   plate_key: { field: 'plate', normalize: (plate) => plate.replaceAll(' ', '').toLowerCase() },
 };
 
-const snakeCase = (name: string) => name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+export const snakeCase = (name: string) => name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 const camelCase = (name: string) => name.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
 
 interface CompiledSchema {
   validate: ValidateFunction<FleetImportDocument>;
-  /** For each document key, the fields its records may carry: the columns written, absent ones as null. */
+  /**
+   * For each document key, the fields its records may carry: the columns written, absent ones as null (`version` is
+   * not a column: it is kept in record_versions, src/import/versions.ts).
+   */
   fieldsByKey: Map<string, string[]>;
 }
 
 let compiled: CompiledSchema | undefined;
 
-function compiledSchema(): CompiledSchema {
+export function compiledSchema(): CompiledSchema {
   if (compiled) return compiled;
   const schema = loadImportSchema() as { properties: Record<string, { items: { $ref: string } }>; $defs: Record<string, { properties: object }> };
   const fieldsByKey = new Map<string, string[]>();
   for (const { key } of ENTITIES) {
     const definition = String(schema.properties[key].items.$ref).replace('#/$defs/', '');
-    fieldsByKey.set(key, Object.keys(schema.$defs[definition].properties));
+    fieldsByKey.set(key, Object.keys(schema.$defs[definition].properties).filter((field) => field !== 'version'));
   }
   compiled = { validate: validators.ImportDocument as ValidateFunction<FleetImportDocument>, fieldsByKey };
   return compiled;
 }
 
 /** One line naming the first bad path and what is wrong with it. */
-function describeSchemaError(error: ErrorObject): string {
+export function describeSchemaError(error: ErrorObject): string {
   const at = (suffix?: string) => (suffix === undefined ? error.instancePath || '/' : `${error.instancePath}/${suffix}`);
   switch (error.keyword) {
     case 'required':
@@ -182,7 +185,7 @@ export async function importDocument(
   return { imported };
 }
 
-interface Chunk {
+export interface Chunk {
   entity: EntitySpec;
   fields: string[];
   workspaceId: string;
@@ -190,9 +193,20 @@ interface Chunk {
   records: ImportRecord[];
   /** Index of the first of `records` in its document array, for error paths. */
   offset: number;
+  /** What stands before `/<key>/<index>` in an error path (`/upsert` in a batch write). */
+  prefix?: string;
+  /** The index in the document of each of `records`, where they are not consecutive from `offset`. */
+  indexes?: number[];
+  /** Where a record's field is, for errors, where the records do not come from one document array (a stream's lines). */
+  pathOf?: (index: number, field: string) => string;
 }
 
-async function upsertChunk(trx: Knex.Transaction, c: Chunk): Promise<void> {
+/**
+ * Upserts a chunk of one entity's records. With `changedOnly`, a record equal to its row is left alone (no write, no
+ * trigger work) and the ids returned are those inserted or changed; the caller then checks ids of other workspaces
+ * itself (writeRecords does, before writing).
+ */
+export async function upsertChunk(trx: Knex.Transaction, c: Chunk, changedOnly = false): Promise<string[]> {
   const table = snakeCase(c.entity.key);
   const columns = c.fields.map(snakeCase);
   const rows = c.records.map((record) => {
@@ -204,20 +218,27 @@ async function upsertChunk(trx: Knex.Transaction, c: Chunk): Promise<void> {
   let returned: { id: string }[];
   try {
     // The WHERE keeps a row of another workspace untouched; such a row is then missing from RETURNING.
-    returned = await trx(table)
+    const merged = columns.filter((column) => column !== 'id');
+    const statement = trx(table)
       .insert(rows)
       .onConflict('id')
-      .merge(columns.filter((column) => column !== 'id'))
-      .where(`${table}.workspace_id`, trx.ref('excluded.workspace_id'))
-      .returning('id');
+      .merge(merged)
+      .where(`${table}.workspace_id`, trx.ref('excluded.workspace_id'));
+    if (changedOnly) {
+      const list = (prefix: string) => merged.map((column) => `${prefix}."${column}"`).join(', ');
+      statement.whereRaw(`(${list(table)}) IS DISTINCT FROM (${list('excluded')})`);
+    }
+    returned = await statement.returning('id');
   } catch (err) {
     throw databaseErrorToImportError(err, c);
   }
+  if (changedOnly) return returned.map((row) => row.id);
   if (returned.length < rows.length) {
     const written = new Set(returned.map((row) => row.id));
     const index = c.records.findIndex((record) => !written.has(record.id.toLowerCase()));
-    throw new ImportError(`import failed at /${c.entity.key}/${c.offset + index}/id: id belongs to another workspace`);
+    throw new ImportError(`import failed at ${c.pathOf?.(index, 'id') ?? `${c.prefix ?? ''}/${c.entity.key}/${c.offset + index}/id`}: id belongs to another workspace`);
   }
+  return returned.map((row) => row.id);
 }
 
 interface PgError {
@@ -243,11 +264,11 @@ function violatedKey(detail: string | undefined): { column: string; value: strin
  * Turns a constraint violation into one line naming the record (its path in the document) and what the constraint
  * means. Anything that is not a data error (connection lost, ...) is passed on unchanged.
  */
-function databaseErrorToImportError(err: unknown, c: Chunk): Error {
+export function databaseErrorToImportError(err: unknown, c: Chunk): Error {
   const pgError = err as PgError;
   if (typeof pgError?.code !== 'string' || !/^2[23]/.test(pgError.code)) return err as Error;
   const { key, noun } = c.entity;
-  const pathOf = (index: number, field: string) => `/${key}/${c.offset + index}/${field}`;
+  const pathOf = (index: number, field: string) => c.pathOf?.(index, field) ?? `${c.prefix ?? ''}/${key}/${c.indexes?.[index] ?? c.offset + index}/${field}`;
   const valueOf = (record: ImportRecord, field: string) => String(record[field] ?? '').toLowerCase();
 
   if (pgError.code === '23503') {

@@ -64,6 +64,28 @@ export class ServiceMetrics {
     registers: [this.registry],
   });
 
+  // Records the platform sends (batch writes and import jobs, src/import/).
+  readonly records = {
+    written: new Counter({
+      name: 'frs_records_written_total',
+      help: 'Records written by batch writes and import jobs, by document key and operation (upsert or delete)',
+      labelNames: ['key', 'operation'],
+      registers: [this.registry],
+    }),
+    stale: new Counter({
+      name: 'frs_records_stale_total',
+      help: 'Records skipped because their version was older than the stored one, by document key',
+      labelNames: ['key'],
+      registers: [this.registry],
+    }),
+    refused: new Counter({
+      name: 'frs_records_refused_total',
+      help: 'Records of refused batches and failed import jobs, by reason (invalid, missing_reference, dependent_records, too_large, import_failed)',
+      labelNames: ['reason'],
+      registers: [this.registry],
+    }),
+  };
+
   // Read replicas (src/db/read-routing.ts): a replica is named by host:port, never with its user or password.
   readonly reads = new Counter({
     name: 'frs_db_reads_total',

@@ -41,6 +41,8 @@ export interface RetentionCounts {
   outbox: number;
   /** Settings-screen sessions and links that ended (expired) before the cutoff. */
   portalSessions: number;
+  /** Tombstones of deleted records (src/import/versions.ts) older than the retention. */
+  tombstones: number;
 }
 
 /** Deletes, batch by batch, the rows of `table` (primary key `key`) that `where` selects (alias t), until none is left. */
@@ -113,5 +115,8 @@ export async function runRetention(db: Knex, options: RetentionOptions): Promise
   // age (what it changed stays in the audit trail).
   const portalSessions = await deleteInBatches(db, 'portal_sessions', ['id'], `t.expires_at < ?${deliveryScope}`, [cutoff, ...deliveryBind], batchSize);
 
-  return { idempotencyKeys, attempts, deliveries, events, outbox, portalSessions };
+  // A deleted record's tombstone keeps a late upsert of an older version out for the retention period, then goes.
+  const tombstones = await deleteInBatches(db, 'record_versions', ['workspace_id', 'key', 'id'], `t.deleted_at < ?${deliveryScope}`, [cutoff, ...deliveryBind], batchSize);
+
+  return { idempotencyKeys, attempts, deliveries, events, outbox, portalSessions, tombstones };
 }

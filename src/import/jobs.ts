@@ -1,0 +1,382 @@
+import crypto from 'node:crypto';
+import type { Knex } from 'knex';
+import type { ValidateFunction } from 'ajv';
+import { JSONParser } from '@streamparser/json';
+import { createSchemaAjv, IMPORT_SCHEMA_ID } from '../contract/document.js';
+import { recordAudit, type AuditContext } from '../audit.js';
+import { ConflictError, NotFoundError } from '../input.js';
+import fs from 'node:fs';
+import { findWorkspace } from '../workspaces.js';
+import { progressReporter, type ProgressOptions } from '../progress.js';
+import { deferRollups, finishDeferredRollups } from '../db/bulk-load.js';
+import {
+  compiledSchema, CROSS_FIELD_CHECKS, describeSchemaError, ENTITIES, ImportError, snakeCase, upsertChunk, CHUNK_SIZE,
+  type DocumentKey, type EntitySpec, type ImportRecord,
+} from './importDocument.js';
+import { applyVersions, markHistory } from './versions.js';
+import type { CountsByKey, RecordMetrics } from './records.js';
+
+// Import jobs (createImport, getImport, cancelImport in openapi/admin.yaml; `fleet-admin import`): an import document
+// of any size, read as a stream (JSON, or NDJSON with one {"key", "record"} a line) and written in ONE transaction, so
+// a job is all or nothing. Records are checked as they arrive and written 1,000 at a time, parents first; nothing is
+// held but the records of the chunk in hand. The job's row (import_jobs) is written beside the transaction, so its
+// progress can be read while it runs. The transaction holds an advisory lock named after the job: a job whose process
+// died (its connection gone, its transaction rolled back) no longer holds it, and is shown failed.
+
+export type ImportFormat = 'json' | 'ndjson';
+export type ImportPhase = 'running' | 'succeeded' | 'failed' | 'canceled';
+
+export interface ImportJob {
+  id: string;
+  workspaceId: string;
+  phase: ImportPhase;
+  format: ImportFormat;
+  recordsRead: number;
+  recordsApplied: number;
+  startedAt: string;
+  finishedAt: string | null;
+  counts: CountsByKey;
+  error: string | null;
+}
+
+/** How often a running job writes its progress (and learns whether it was canceled). */
+const PROGRESS_INTERVAL_MS = 500;
+
+class JobCanceled extends Error {}
+
+const view = (row: Record<string, any>): ImportJob => ({
+  id: row.id,
+  workspaceId: row.workspace_id,
+  phase: row.phase,
+  format: row.format,
+  recordsRead: Number(row.records_read),
+  recordsApplied: Number(row.records_applied),
+  startedAt: row.started_at.toISOString(),
+  finishedAt: row.finished_at ? row.finished_at.toISOString() : null,
+  counts: row.counts,
+  error: row.error,
+});
+
+/** The lock a running job's transaction holds (two int4 halves of the job id's hash). */
+const LOCK = `pg_advisory_xact_lock(hashtextextended('frs.import:' || ?::text, 0))`;
+const TRY_LOCK = `pg_try_advisory_xact_lock(hashtextextended('frs.import:' || ?::text, 0))`;
+
+let recordValidators: Map<string, ValidateFunction> | undefined;
+
+/** One validator per document key: a record is checked alone, as it arrives. */
+function validatorOf(key: string): ValidateFunction | undefined {
+  if (!recordValidators) {
+    const ajv = createSchemaAjv();
+    const schema = (ajv.getSchema(IMPORT_SCHEMA_ID)!.schema as { properties: Record<string, { items: { $ref: string } }> });
+    recordValidators = new Map(ENTITIES.map(({ key: k }) => [k, ajv.getSchema(`${IMPORT_SCHEMA_ID}${schema.properties[k].items.$ref}`)!]));
+  }
+  return recordValidators.get(key);
+}
+
+interface Incoming {
+  key: DocumentKey;
+  record: ImportRecord & { version?: number };
+  /** Where the record is, for errors: `/bookings/17` or `line 18: /record`. */
+  at: string;
+}
+
+/** Records of the body as they arrive. */
+async function* recordsOf(body: AsyncIterable<Buffer | string>, format: ImportFormat, source = 'the import document'): AsyncGenerator<Incoming> {
+  if (format === 'ndjson') {
+    let rest = '';
+    let line = 0;
+    const parse = function* (text: string): Generator<Incoming> {
+      line++;
+      if (text.trim() === '') return;
+      let value: unknown;
+      try {
+        value = JSON.parse(text);
+      } catch {
+        throw new ImportError(`invalid import stream at line ${line}: not JSON`);
+      }
+      const { key, record, ...other } = (value ?? {}) as { key?: unknown; record?: unknown };
+      if (typeof key !== 'string' || !validatorOf(key)) throw new ImportError(`invalid import stream at line ${line}: /key: must be one of ${ENTITIES.map((e) => e.key).join(', ')}`);
+      if (!record || typeof record !== 'object' || Object.keys(other).length > 0) throw new ImportError(`invalid import stream at line ${line}: a line is {"key": ..., "record": {...}} and nothing else`);
+      yield { key: key as DocumentKey, record: record as Incoming['record'], at: `line ${line}: /record` };
+    };
+    const decoder = new TextDecoder();
+    for await (const chunk of body) {
+      rest += typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
+      let newline: number;
+      while ((newline = rest.indexOf('\n')) >= 0) {
+        const text = rest.slice(0, newline);
+        rest = rest.slice(newline + 1);
+        yield* parse(text);
+      }
+    }
+    if (rest !== '') yield* parse(rest);
+    return;
+  }
+  const pending: Incoming[] = [];
+  let failure: Error | undefined;
+  let ended = false;
+  const parser = new JSONParser({ paths: ['$.*.*'], keepStack: false });
+  parser.onValue = ({ value, key, stack }) => {
+    const documentKey = stack[1]?.key;
+    if (typeof documentKey !== 'string' || !validatorOf(documentKey)) {
+      failure ??= new ImportError(`invalid import document at /${String(documentKey)}: is not a known field`);
+      return;
+    }
+    if (typeof key !== 'number') {
+      failure ??= new ImportError(`invalid import document at /${documentKey}: must be array`);
+      return;
+    }
+    pending.push({ key: documentKey as DocumentKey, record: value as Incoming['record'], at: `/${documentKey}/${key}` });
+  };
+  parser.onError = (err) => {
+    failure ??= new ImportError(`${source} is not valid JSON: ${err.message}`);
+  };
+  parser.onEnd = () => {
+    ended = true;
+  };
+  for await (const chunk of body) {
+    if (!ended) {
+      try {
+        parser.write(chunk);
+      } catch (err) {
+        failure ??= new ImportError(`${source} is not valid JSON: ${(err as Error).message}`);
+      }
+    }
+    if (failure) throw failure;
+    yield* pending.splice(0);
+  }
+  if (!ended) {
+    try {
+      parser.end();
+    } catch (err) {
+      failure ??= new ImportError(`${source} is not valid JSON: ${(err as Error).message}`);
+    }
+    if (!ended) failure ??= new ImportError(`${source} is not valid JSON: it ends before the document does`);
+  }
+  if (failure) throw failure;
+  yield* pending.splice(0);
+}
+
+/** Checks one record alone (its schema, the checks across its fields); the error names it. */
+function checkRecord(item: Incoming): void {
+  const validate = validatorOf(item.key)!;
+  if (!validate(item.record)) {
+    const problem = describeSchemaError(validate.errors![0]);
+    throw new ImportError(`invalid import document at ${item.at}${problem === '/' ? '' : problem.startsWith('/:') ? problem.slice(1) : problem}`);
+  }
+  for (const [name, check] of Object.entries(CROSS_FIELD_CHECKS)) {
+    if (name === `${snakeCase(item.key)}_check` && check.violatedBy(item.record as never)) throw new ImportError(`invalid import document at ${item.at}/${check.field}: ${check.rule}`);
+  }
+}
+
+export interface StartImportOptions {
+  /** The body, as it arrives. */
+  body: AsyncIterable<Buffer | string>;
+  format: ImportFormat;
+  audit: AuditContext;
+  metrics?: RecordMetrics;
+  /** What the body is called in an error ("the import document", a file's path). */
+  source?: string;
+  /** Called as the job moves (the CLI shows it). */
+  onProgress?: (job: { recordsRead: number; recordsApplied: number; stage: string }) => void;
+}
+
+/**
+ * Starts an import job into the workspace and returns it running, with `done`: the job as it ended (never rejects), and
+ * `received`: settled once the whole body was read (or the job ended first).
+ * Throws NotFoundError for an unknown workspace, before a byte of the body is read.
+ */
+export async function startImport(
+  db: Knex,
+  workspaceId: string,
+  options: StartImportOptions,
+): Promise<{ job: ImportJob; done: Promise<ImportJob>; received: Promise<void> }> {
+  const workspace = await findWorkspace(db, { id: workspaceId });
+  const id = crypto.randomUUID();
+  const trx = await db.transaction();
+  let row: Record<string, unknown>;
+  try {
+    // Held before the row exists: a job seen running without its lock has lost its process.
+    await trx.raw(`SELECT ${LOCK}`, [id]);
+    [row] = await db('import_jobs')
+      .insert({ id, workspace_id: workspace.id, phase: 'running', format: options.format, started_by: options.audit.actor.name.slice(0, 200) })
+      .returning('*');
+  } catch (err) {
+    await trx.rollback().catch(() => undefined);
+    throw err;
+  }
+  let bodyRead!: () => void;
+  const received = new Promise<void>((resolve) => { bodyRead = resolve; });
+  const done = runJob(db, trx, id, workspace, options, bodyRead);
+  return { job: view(row), done, received: Promise.race([received, done.then(() => undefined)]) };
+}
+
+async function runJob(
+  db: Knex, trx: Knex.Transaction, id: string, workspace: { id: string; slug: string }, options: StartImportOptions, bodyRead: () => void,
+): Promise<ImportJob> {
+  const counts: CountsByKey = {};
+  let read = 0;
+  let applied = 0;
+  let lastReport = 0;
+  const report = async (stage: string, force = false) => {
+    options.onProgress?.({ recordsRead: read, recordsApplied: applied, stage });
+    if (!force && Date.now() - lastReport < PROGRESS_INTERVAL_MS) return;
+    lastReport = Date.now();
+    const [state] = await db('import_jobs').where({ id }).update({ records_read: read, records_applied: applied, updated_at: db.fn.now() }).returning('cancel_requested');
+    if (state?.cancel_requested) throw new JobCanceled();
+  };
+  let outcome: { phase: ImportPhase; error: string | null };
+  try {
+    // A job is history: the records were true before they arrived here.
+    await markHistory(trx);
+    const bulk = await deferRollups(trx, workspace.id);
+    if (bulk) await db('import_jobs').where({ id }).update({ bulk: true });
+    const versionsKept = bulk ? false : (await trx('record_versions').where({ workspace_id: workspace.id }).first(trx.raw('1 AS x'))) !== undefined;
+    const { fieldsByKey } = compiledSchema();
+    const buffers = new Map<DocumentKey, Incoming[]>();
+    let buffered = 0;
+    const flush = async () => {
+      for (const entity of ENTITIES) {
+        const items = buffers.get(entity.key);
+        if (!items || items.length === 0) continue;
+        buffers.set(entity.key, []);
+        applied += await writeChunk(trx, workspace, entity, fieldsByKey.get(entity.key)!, items, versionsKept, counts, options.metrics);
+      }
+      buffered = 0;
+      await report('writing');
+    };
+    for await (const item of recordsOf(options.body, options.format, options.source)) {
+      read++;
+      checkRecord(item);
+      const list = buffers.get(item.key) ?? [];
+      // The same id twice in one statement: the later one wins, as it would in a later chunk.
+      list.push(item);
+      buffers.set(item.key, list);
+      if (++buffered >= CHUNK_SIZE) await flush();
+    }
+    bodyRead();
+    await flush();
+    if (bulk) {
+      await report('running totals', true);
+      await finishDeferredRollups(trx, workspace.id);
+    }
+    // (as the import always has: what was loaded, by entity; the job's row says the rest)
+    await recordAudit(trx, options.audit, { action: 'workspace.import', workspaceId: workspace.id, target: { type: 'workspace', id: workspace.id }, changes: { imported: counts } });
+    await report('committing', true);
+    // The job's end is written in its own transaction: it is seen succeeded exactly when its records are there (and a
+    // reader never finds it running without its lock in between).
+    await trx('import_jobs').where({ id }).update(finalState('succeeded', null, read, applied, counts, trx));
+    await trx.commit();
+    outcome = { phase: 'succeeded', error: null };
+  } catch (err) {
+    if (err instanceof JobCanceled) outcome = { phase: 'canceled', error: null };
+    else if (err instanceof ImportError) outcome = { phase: 'failed', error: err.message.slice(0, 2000) };
+    else outcome = { phase: 'failed', error: `the job stopped: ${(err as Error).message}`.slice(0, 2000) };
+    if (!(err instanceof JobCanceled)) options.metrics?.refused.inc({ reason: 'import_failed' }, Math.max(read, 1));
+    applied = 0;
+    // Written while the transaction still holds the job's lock, then rolled back: never seen as a lost process.
+    await db('import_jobs').where({ id }).update(finalState(outcome.phase, outcome.error, read, 0, {}, db)).catch(() => undefined);
+    await trx.rollback().catch(() => undefined);
+  }
+  const row = await db('import_jobs').where({ id }).first();
+  if (outcome.phase === 'succeeded' && options.metrics) for (const [key, n] of Object.entries(counts)) options.metrics.written.inc({ key, operation: 'upsert' }, n);
+  return view(row);
+}
+
+const finalState = (phase: ImportPhase, error: string | null, read: number, applied: number, counts: CountsByKey, db: Knex) => ({
+  phase, error, records_read: read, records_applied: applied, counts: JSON.stringify(counts), updated_at: db.fn.now(), finished_at: db.fn.now(),
+});
+
+/** Writes one key's buffered records; returns how many were written (a stale version is skipped). */
+async function writeChunk(
+  trx: Knex.Transaction, workspace: { id: string; slug: string }, entity: EntitySpec, fields: string[], items: Incoming[], versionsKept: boolean,
+  counts: CountsByKey, metrics?: RecordMetrics,
+): Promise<number> {
+  // The same id twice in one statement is refused by PostgreSQL: the later one stands.
+  const byId = new Map<string, Incoming>();
+  for (const item of items) byId.set(item.record.id.toLowerCase(), item);
+  let chosen = [...byId.values()];
+  const versioned = chosen.filter((i) => i.record.version !== undefined);
+  if (versioned.length > 0 || versionsKept) {
+    const outcome = await applyVersions(trx, workspace.id, entity.key,
+      versioned.map((i, index) => ({ id: i.record.id, version: i.record.version!, deleting: false, index })),
+      { upserts: chosen.filter((i) => i.record.version === undefined).map((i) => i.record.id), deletes: [] });
+    const skipped = new Set([...outcome.stale, ...outcome.unchanged].map((v) => v.id.toLowerCase()));
+    if (outcome.stale.length > 0) metrics?.stale.inc({ key: entity.key }, outcome.stale.length);
+    chosen = chosen.filter((i) => !skipped.has(i.record.id.toLowerCase()));
+  }
+  if (chosen.length === 0) return 0;
+  await upsertChunk(trx, {
+    entity, fields, workspaceId: workspace.id, workspaceSlug: workspace.slug, records: chosen.map((i) => i.record), offset: 0,
+    pathOf: (index, field) => `${chosen[index].at}/${field}`,
+  });
+  counts[entity.key] = (counts[entity.key] ?? 0) + chosen.length;
+  return chosen.length;
+}
+
+/** The job, within the workspace; a running job whose process is gone is recorded as failed first. */
+export async function getImport(db: Knex, workspaceId: string, id: string): Promise<ImportJob> {
+  const row = await db('import_jobs').where({ id, workspace_id: workspaceId }).first();
+  if (!row) throw new NotFoundError(`No import job with id ${id} in this workspace.`);
+  if (row.phase !== 'running') return view(row);
+  // Taking the job's lock succeeds only when no transaction holds it: the job's process died (nothing was written).
+  return db.transaction(async (t) => {
+    const { rows } = await t.raw(`SELECT ${TRY_LOCK} AS free`, [id]);
+    if (!rows[0].free) return view(row);
+    const [ended] = await t('import_jobs').where({ id, phase: 'running' })
+      .update({ phase: 'failed', error: 'the process running the job stopped before it finished; nothing was written', records_applied: 0, finished_at: t.fn.now(), updated_at: t.fn.now() })
+      .returning('*');
+    return view(ended ?? (await t('import_jobs').where({ id }).first()));
+  });
+}
+
+/** Asks a running job to stop (it ends `canceled`, nothing written); ConflictError for a job that already ended. */
+export async function cancelImport(db: Knex, workspaceId: string, id: string, audit: AuditContext): Promise<ImportJob> {
+  const job = await getImport(db, workspaceId, id);
+  if (job.phase !== 'running') throw new ConflictError(`The import job already ended (${job.phase}).`, 'phase');
+  return db.transaction(async (trx) => {
+    const [row] = await trx('import_jobs').where({ id, phase: 'running' }).update({ cancel_requested: true }).returning('*');
+    if (!row) throw new ConflictError('The import job already ended.', 'phase');
+    await recordAudit(trx, audit, { action: 'workspace.import_cancel', workspaceId, target: { type: 'workspace', id: workspaceId }, changes: { importJob: id } });
+    return view(row);
+  });
+}
+
+/**
+ * Runs an import job from a file (`fleet-admin import`): the same job as createImport, its progress shown as the job
+ * reports it (bytes of the file read, records applied). Throws the job's error (ImportError) when it fails.
+ */
+export async function importFile(
+  db: Knex,
+  workspaceSlug: string,
+  file: string,
+  options: ProgressOptions & { audit: AuditContext; format?: ImportFormat },
+): Promise<{ jobId: string; imported: CountsByKey }> {
+  let size: number;
+  try {
+    size = fs.statSync(file).size;
+  } catch (err) {
+    throw new ImportError(`cannot read ${file}: ${(err as Error).message}`);
+  }
+  const workspace = await findWorkspace(db, workspaceSlug);
+  const progress = progressReporter('import', 'bytes', size, options);
+  let applied = 0;
+  async function* counted(): AsyncGenerator<Buffer> {
+    for await (const chunk of fs.createReadStream(file)) {
+      progress.step(`${applied.toLocaleString('en-US')} records applied`, (chunk as Buffer).length);
+      yield chunk as Buffer;
+    }
+  }
+  const format = options.format ?? (/\.(ndjson|jsonl)$/i.test(file) ? 'ndjson' : 'json');
+  try {
+    const { done } = await startImport(db, workspace.id, {
+      body: counted(), format, audit: options.audit, source: file,
+      onProgress: (p) => { applied = p.recordsApplied; if (p.stage !== 'writing') progress.step(p.stage, 0); },
+    });
+    const job = await done;
+    if (job.phase !== 'succeeded') throw new ImportError(job.error ?? `the import job ended ${job.phase}`);
+    return { jobId: job.id, imported: job.counts };
+  } finally {
+    progress.stop();
+  }
+}
