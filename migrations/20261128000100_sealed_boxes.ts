@@ -17,6 +17,9 @@ import type { Knex } from 'knex';
 //   derived from the Idempotency-Key and the API process's own secret (src/admin/idempotency.ts). The rows of before
 //   (kept 24 hours at most) could not be opened: they are removed, and a request repeated with such a key is new.
 export async function up(knex: Knex): Promise<void> {
+  // the schema the service's tables are in, named in full inside the definer (it searches no schema of its own)
+  const { rows: [{ schema }] } = await knex.raw('SELECT current_schema() AS schema');
+  const S = `"${String(schema).replaceAll('"', '""')}"`;
   await knex.raw(`
     ALTER TABLE master_key_record
       ADD COLUMN public_key bytea CHECK (octet_length(public_key) = 32),
@@ -24,7 +27,7 @@ export async function up(knex: Knex): Promise<void> {
 
     CREATE FUNCTION rotate_endpoint_secret(endpoint uuid, workspace uuid, key_id text, sealed bytea, previous_expires_at timestamptz)
     RETURNS uuid LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-      UPDATE public.webhook_endpoints AS e
+      UPDATE ${S}.webhook_endpoints AS e
       SET previous_secret_key_id = CASE WHEN previous_expires_at IS NULL THEN NULL ELSE e.secret_key_id END,
           previous_secret_sealed = CASE WHEN previous_expires_at IS NULL THEN NULL ELSE e.secret_sealed END,
           previous_secret_expires_at = previous_expires_at,

@@ -11,7 +11,8 @@ import type { Knex } from 'knex';
 // Now those totals are append-only: a statement's trigger INSERTs its signed deltas as new rows (marked pending),
 // which takes no lock another writer waits for, and a reader sums the rows of its key. The rows are exact at every
 // moment, with no delay: a delta commits with the write that made it, in the same transaction. So that readers sum a
-// few rows, rollups_compact() (run by the worker about every second, SECURITY DEFINER: no role writes these tables)
+// few rows, rollups_compact() (run by the worker about every second, with the worker's own rights: a fold fires the
+// rollup triggers, which name tables unqualified, so it must not run as the owner)
 // folds the pending rows of each key into one; a fold deletes the rows it read and inserts their sum in one
 // statement, so a reader sees either the rows or their sum, and rows inserted meanwhile stay pending for the next fold.
 // Keys whose sum is all zero are dropped. Tables: payment_slots, payment_days, payment_months, expense_months,
@@ -284,7 +285,7 @@ export async function up(knex: Knex): Promise<void> {
       folded_rows := folded_rows + n;`;
   }).join('');
   await knex.raw(`
-    CREATE FUNCTION rollups_compact() RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+    CREATE FUNCTION rollups_compact() RETURNS bigint LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
     DECLARE
       n bigint;
       folded_rows bigint := 0;
@@ -300,7 +301,7 @@ export async function up(knex: Knex): Promise<void> {
     REVOKE ALL ON FUNCTION rollups_compact() FROM PUBLIC;
 
     -- rows awaiting a fold: what a reader sums beyond one row per key (the worker's metric)
-    CREATE FUNCTION rollups_pending() RETURNS bigint LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+    CREATE FUNCTION rollups_pending() RETURNS bigint LANGUAGE sql STABLE SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
       SELECT ${FOLD_ORDER.map((table) => `(SELECT count(*) FROM ${S}.${table} WHERE pending)`).join(' + ')}
     $fn$;
     REVOKE ALL ON FUNCTION rollups_pending() FROM PUBLIC;`);

@@ -83,8 +83,10 @@ const GRANTS: Record<ServiceRole, string[]> = {
     `GRANT SELECT, INSERT, UPDATE (last_swept_at) ON calendar_state TO %s`,
     // consumed changes are deleted; FOR UPDATE SKIP LOCKED needs UPDATE on some column
     `GRANT SELECT, DELETE, UPDATE (recorded_at) ON entity_changes TO %s`,
-    // the fold of the append-only running totals, and the rows awaiting it (owner's functions: no write grant on them)
+    // the fold of the append-only running totals, and the rows awaiting it: run with the worker's own rights (a fold
+    // fires the rollup triggers, which name tables unqualified: as the owner, an object planted in public could run)
     `GRANT EXECUTE ON FUNCTION rollups_compact(), rollups_pending() TO %s`,
+    `GRANT INSERT, UPDATE, DELETE ON ${ROLLUP_TABLES.join(', ')} TO %s`,
     // retention deletes old delivery records in batches (FOR UPDATE SKIP LOCKED, hence an UPDATE on one column)
     `GRANT DELETE ON deliveries, delivery_attempts, events, test_idempotency_keys, outbox TO %s`,
     `GRANT SELECT, UPDATE (started_at) ON delivery_attempts TO %s`,

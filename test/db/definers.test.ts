@@ -46,7 +46,7 @@ describe('definer functions on a database where public is writable', () => {
     const api = `"${serviceRoleName(database, 'api')}"`;
     // the definers this test exercises below: one added later must be added here too
     expect((await definers(client)).map((d) => d.name.replace(/^.*\./, ''))).to.have.members(
-      ['workspace_data_version_bump', 'workspace_data_versions_made', 'workspaces_payment_months'],
+      ['rotate_endpoint_secret', 'workspace_data_version_bump', 'workspace_data_versions_made', 'workspaces_payment_months'],
     );
     await client.query('BEGIN');
     try {
@@ -93,6 +93,16 @@ describe('definer functions on a database where public is writable', () => {
       expect(months).to.deep.equal([{ month: '2026-12', collected: 500 }]);
       await client.query('TRUNCATE payment_days');
       expect(await version('records')).to.equal(recordsBefore + 2);
+      // rotate_endpoint_secret: the current sealed secret becomes the previous one (the admin role's rotation)
+      const { rows: [endpoint] } = await client.query(
+        `INSERT INTO webhook_endpoints (workspace_id, name, url, events, secret_key_id, secret_sealed)
+         VALUES ($1, 'definers', 'https://example.com/hook', '{}', 'k_old', '\\x01') RETURNING id`, [id]);
+      const expires = '2026-11-29T00:00:00.000Z';
+      const { rows: [rotated] } = await client.query(`SELECT rotate_endpoint_secret($1, $2, 'k_new', '\\x02', $3) AS workspace`, [endpoint.id, id, expires]);
+      expect(rotated.workspace).to.equal(id);
+      const { rows: [after] } = await client.query(
+        `SELECT secret_key_id, encode(secret_sealed, 'hex') AS sealed, previous_secret_key_id, encode(previous_secret_sealed, 'hex') AS previous FROM webhook_endpoints WHERE id = $1`, [endpoint.id]);
+      expect(after).to.deep.equal({ secret_key_id: 'k_new', sealed: '02', previous_secret_key_id: 'k_old', previous: '01' });
     } finally {
       await client.query('ROLLBACK');
     }
