@@ -20,7 +20,7 @@ const MINUTE = 60_000;
 const sha256 = (text: string) => crypto.createHash('sha256').update(text).digest();
 
 describe('the settings screen: sessions and API', function () {
-  this.timeout(30_000);
+  this.timeout(60_000);
   let screen: TestScreen;
   let now = T0;
   const ws = async () => createWorkspace((await testDatabase()).db, { slug: `portal-${crypto.randomUUID().slice(0, 12)}` });
@@ -441,7 +441,7 @@ describe('the settings screen: sessions and API', function () {
 });
 
 describe('the settings screen and the failure limit of client addresses', function () {
-  this.timeout(30_000);
+  this.timeout(60_000);
   const newWorkspace = async () => createWorkspace((await testDatabase()).db, { slug: `portal-${crypto.randomUUID().slice(0, 12)}` });
   const forged = `frs_portal=frps_${'x'.repeat(40)}`;
 
@@ -519,7 +519,7 @@ describe('the settings screen and the failure limit of client addresses', functi
 });
 
 describe('the settings screen embedded in the platform\'s pages (FRS_PORTAL_FRAME_ANCESTORS)', function () {
-  this.timeout(30_000);
+  this.timeout(60_000);
 
   it('lets the listed origins frame it and sets a Partitioned SameSite=None Secure cookie', async () => {
     const screen = await startScreen({ frameAncestors: ['https://app.rental.example', 'http://localhost:5173'] });
