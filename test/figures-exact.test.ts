@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { Readable } from 'node:stream';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { testDatabase } from './support/database.js';
@@ -10,12 +11,15 @@ import { financeOverview } from '../src/queries/finance.js';
 import { receivables } from '../src/queries/receivables.js';
 import { searchVehicles } from '../src/queries/vehicles.js';
 import { importDocument } from '../src/import/importDocument.js';
+import { writeRecords } from '../src/import/records.js';
+import { startImport } from '../src/import/jobs.js';
+import { cliAudit } from '../src/audit.js';
 
 // Issue 32, point 7: after a randomised run of concurrent writers, every figure of the read API equals the same figure
 // computed from the base tables by a plain SQL query written here, independently of the running totals the service
 // keeps. The writers are kinds (WRITER_KINDS): several direct SQL writers of the platform's kind at once, the CLI
-// import's core, and the worker's fold of the append-only totals; a kind is a function, so others (batch writes,
-// import jobs) join the run by adding one. The randomness has a fixed seed, printed; the clock is fixed (NOW), and
+// import's core, batch writes (writeRecords, with versions, stale versions and deletes), import jobs, and the worker's
+// fold of the append-only totals; a kind is a function, so another joins the run by adding one. The randomness has a fixed seed, printed; the clock is fixed (NOW), and
 // every record's time is written relative to it, so nothing depends on today's date.
 const SEED = Number(process.env.FRS_FIGURES_SEED ?? 20261128);
 // 12:00 on Sunday 22 November 2026 in Asia/Dubai (UTC+4)
@@ -147,30 +151,72 @@ const directSql: WriterKind = {
   },
 };
 
-/** The CLI import's core (fleet-admin import): two small documents of new customers, bookings, invoices and payments. */
+/** A small document of new customers, with a booking, an invoice and a payment each: what the import kinds load. */
+function smallDocument(run: Run, rng: Random, label: string) {
+  const customers = Array.from({ length: 3 }, (_, c) => ({ id: randomUUID(), name: `Imported ${label}-${c}` }));
+  const bookings = customers.map((c, b) => {
+    const pickup = hours(-48 + rng.int(96));
+    return {
+      id: randomUUID(), number: `${label}-B${b}`, customerId: c.id, vehicleId: rng.pick(run.vehicles), type: 'daily',
+      status: rng.pick(['confirmed', 'active', 'completed']), pickupAt: pickup.toISOString(),
+      dropoffAt: new Date(pickup.getTime() + (2 + rng.int(48)) * 3_600_000).toISOString(), amount: 1000 * (1 + rng.int(50)),
+    };
+  });
+  const invoices = bookings.map((b, i) => ({
+    id: randomUUID(), number: `${label}-I${i}`, customerId: b.customerId, bookingId: b.id, purpose: 'rental',
+    issueDate: day(-30), dueDate: day(-40 + rng.int(60)), total: 1000 * (1 + rng.int(40)), status: 'issued',
+  }));
+  const payments = invoices.map((i) => ({
+    id: randomUUID(), kind: 'charge', amount: 100 * (1 + rng.int(100)), customerId: i.customerId, bookingId: i.bookingId, invoiceId: i.id,
+    at: hours(-rng.int(24 * 60)).toISOString(),
+  }));
+  return { customers, bookings, invoices, payments };
+}
+
+/** The CLI import's core (fleet-admin import): two small documents. */
 const cliImport: WriterKind = {
   name: 'CLI import',
   concurrency: 1,
   async run(run, rng, label) {
+    for (let k = 0; k < 2; k++) await importDocument(run.db, run.f.slug, smallDocument(run, rng, `${label}-${k}`));
+  },
+};
+
+/**
+ * Batch writes (writeRecords): a small document with versions, then a newer version of one payment (a voided invoice
+ * and a changed amount), a stale one that must change nothing, and the delete of another payment.
+ */
+const batchWrites: WriterKind = {
+  name: 'batch writes',
+  concurrency: 2,
+  async run(run, rng, label) {
+    for (let k = 0; k < 3; k++) {
+      const doc = smallDocument(run, rng, `${label}-${k}`);
+      const v1 = Object.fromEntries(Object.entries(doc).map(([key, rows]) => [key, rows.map((r) => ({ ...r, version: 1 }))]));
+      await transaction(run, label, (trx) => writeRecords(trx, run.f.ws.id, { upsert: v1 }, { audit: cliAudit() }));
+      const [first, second] = doc.payments;
+      const newer = { ...first, amount: first.amount + 100 * (1 + rng.int(50)), version: 3 };
+      const stale = { ...first, amount: 1, version: 2 };
+      await transaction(run, label, (trx) => writeRecords(trx, run.f.ws.id, {
+        upsert: { payments: [newer], invoices: [{ ...doc.invoices[2], status: 'void', version: 2 }] },
+        delete: { payments: [{ id: second.id, version: 2 }] },
+      }, { audit: cliAudit() }));
+      await transaction(run, label, (trx) => writeRecords(trx, run.f.ws.id, { upsert: { payments: [stale] } }, { audit: cliAudit() }));
+    }
+  },
+};
+
+/** Import jobs (createImport's core): a small document streamed in two pieces. */
+const importJobs: WriterKind = {
+  name: 'import jobs',
+  concurrency: 1,
+  async run(run, rng, label) {
     for (let k = 0; k < 2; k++) {
-      const customers = Array.from({ length: 3 }, (_, c) => ({ id: randomUUID(), name: `Imported ${label}-${k}-${c}` }));
-      const bookings = customers.map((c, b) => {
-        const pickup = hours(-48 + rng.int(96));
-        return {
-          id: randomUUID(), number: `${label}-${k}-B${b}`, customerId: c.id, vehicleId: rng.pick(run.vehicles), type: 'daily',
-          status: rng.pick(['confirmed', 'active', 'completed']), pickupAt: pickup.toISOString(),
-          dropoffAt: new Date(pickup.getTime() + (2 + rng.int(48)) * 3_600_000).toISOString(), amount: 1000 * (1 + rng.int(50)),
-        };
-      });
-      const invoices = bookings.map((b, i) => ({
-        id: randomUUID(), number: `${label}-${k}-I${i}`, customerId: b.customerId, bookingId: b.id, purpose: 'rental',
-        issueDate: day(-30), dueDate: day(-40 + rng.int(60)), total: 1000 * (1 + rng.int(40)), status: 'issued',
-      }));
-      const payments = invoices.map((i) => ({
-        id: randomUUID(), kind: 'charge', amount: 100 * (1 + rng.int(100)), customerId: i.customerId, bookingId: i.bookingId, invoiceId: i.id,
-        at: hours(-rng.int(24 * 60)).toISOString(),
-      }));
-      await importDocument(run.db, run.f.slug, { customers, bookings, invoices, payments });
+      const text = JSON.stringify(smallDocument(run, rng, `${label}-${k}`));
+      const half = Math.floor(text.length / 2);
+      const { done } = await startImport(run.db, run.f.ws.id, { body: Readable.from([text.slice(0, half), text.slice(half)]), format: 'json', audit: cliAudit() });
+      const job = await done;
+      if (job.phase !== 'succeeded') throw new Error(`import job ${job.id} ended ${job.phase}: ${JSON.stringify(job.error)}`);
     }
   },
 };
@@ -187,7 +233,7 @@ const fold: WriterKind = {
   },
 };
 
-export const WRITER_KINDS: WriterKind[] = [directSql, cliImport, fold];
+export const WRITER_KINDS: WriterKind[] = [directSql, cliImport, batchWrites, importJobs, fold];
 
 /** The figures of the read API, from the query modules the API answers with. */
 async function served(db: Knex, ws: Fixture['ws']) {
