@@ -352,7 +352,7 @@ export type AuditEntry = {
     /**
      * What was done, `<concept>.<verb>`.
      */
-    action: 'workspace.create' | 'workspace.update' | 'api_key.create' | 'api_key.revoke' | 'endpoint.create' | 'endpoint.update' | 'endpoint.delete' | 'endpoint.enable' | 'endpoint.disable' | 'endpoint.rotate_secret' | 'admin_token.create' | 'admin_token.revoke' | 'delivery.retry' | 'endpoint.recover' | 'event.publish' | 'event.send_example' | 'workspace.import' | 'master_key.rotate';
+    action: 'workspace.create' | 'workspace.update' | 'api_key.create' | 'api_key.revoke' | 'endpoint.create' | 'endpoint.update' | 'endpoint.delete' | 'endpoint.enable' | 'endpoint.disable' | 'endpoint.rotate_secret' | 'admin_token.create' | 'admin_token.revoke' | 'delivery.retry' | 'endpoint.recover' | 'event.publish' | 'event.send_example' | 'workspace.import' | 'workspace.import_cancel' | 'workspace.records_write' | 'portal_session.create' | 'portal_session.start' | 'portal_session.end' | 'master_key.rotate';
     /**
      * The workspace it concerns, or null (an admin token for every workspace).
      */
@@ -364,7 +364,7 @@ export type AuditEntry = {
         /**
          * Its kind.
          */
-        type: 'workspace' | 'api_key' | 'endpoint' | 'admin_token' | 'delivery' | 'event' | 'master_key';
+        type: 'workspace' | 'api_key' | 'endpoint' | 'admin_token' | 'delivery' | 'event' | 'master_key' | 'portal_session';
         /**
          * Its id.
          */

@@ -739,6 +739,11 @@ export const AuditEntrySchema = {
                 'event.publish',
                 'event.send_example',
                 'workspace.import',
+                'workspace.import_cancel',
+                'workspace.records_write',
+                'portal_session.create',
+                'portal_session.start',
+                'portal_session.end',
                 'master_key.rotate'
             ]
         },
@@ -772,7 +777,8 @@ export const AuditEntrySchema = {
                         'admin_token',
                         'delivery',
                         'event',
-                        'master_key'
+                        'master_key',
+                        'portal_session'
                     ]
                 },
                 id: {
