@@ -75,6 +75,29 @@ function startWorkerProcess(masterKey: Record<string, string>): { child: ChildPr
   return { child, running };
 }
 
+/**
+ * The worker process's metrics, for the parent's /metrics (it has no listener of its own): asked over the IPC channel,
+ * none if it does not answer within 2 s (a scrape then shows this process's alone).
+ */
+function workerProcessMetrics(child: ChildProcess): () => Promise<object[][]> {
+  let asked = 0;
+  return () => new Promise((resolve) => {
+    const id = ++asked;
+    const done = (data: object[][]) => {
+      clearTimeout(timer);
+      child.off('message', answer);
+      resolve(data);
+    };
+    const answer = (message: unknown) => {
+      const m = message as { type?: string; id?: number; data?: object[] };
+      if (m?.type === 'metrics' && m.id === id && Array.isArray(m.data)) done([m.data]);
+    };
+    const timer = setTimeout(() => done([]), 2000);
+    child.on('message', answer);
+    if (!child.connected || !child.send({ type: 'metrics', id })) done([]);
+  });
+}
+
 async function main(): Promise<void> {
   const config = readConfig();
   // Before anything else: a process serving the API never holds the master key (src/secrets.ts).
@@ -169,7 +192,9 @@ async function main(): Promise<void> {
   // One metrics registry per process: the API and the worker both count into it. Metrics and readiness read as the
   // API's read-only role; the API and the worker each connect as their own database role (src/db/roles.ts).
   const apiDb = database.forRole('api');
-  const metrics = new ServiceMetrics();
+  // FRS_ROLE=all's worker process adds its counts to the parent's /metrics: the process's own figures (memory, CPU,
+  // start time) are the parent's there, not a sum of two processes'.
+  const metrics = new ServiceMetrics({ defaultMetrics: !isWorkerProcess });
   metrics.watchDatabase(apiDb);
   const inUse = (variables: string, port: number, host: string) => (err: NodeJS.ErrnoException) => {
     throw err.code === 'EADDRINUSE' ? new ConfigError(`port ${port} on ${host} is in use: set ${variables} to a free one`) : err;
@@ -181,6 +206,13 @@ async function main(): Promise<void> {
     // FRS_ROLE=all's worker: running; and it stops when the process that started it goes, however it went.
     process.send!('running');
     process.on('disconnect', () => void stop('disconnect'));
+    // its metrics go out through the parent's listener (FRS_METRICS_PORT is the parent's)
+    process.on('message', (message: unknown) => {
+      const m = message as { type?: string; id?: number };
+      if (m?.type === 'metrics') {
+        void metrics.registry.getMetricsAsJSON().then((data) => process.send?.({ type: 'metrics', id: m.id, data: data.filter((d) => d.name.startsWith('frs_')) }));
+      }
+    });
     return;
   }
   const lines = [''];
@@ -220,7 +252,7 @@ async function main(): Promise<void> {
   }
   if (config.metricsPort !== 0) {
     metricsServer = await step(`starting the metrics listener on ${config.metricsHost}:${config.metricsPort}`, () =>
-      startMetricsListener({ metrics, db: apiDb, logger, port: config.metricsPort, host: config.metricsHost })
+      startMetricsListener({ metrics, db: apiDb, logger, port: config.metricsPort, host: config.metricsHost, others: workerProcess && workerProcessMetrics(workerProcess) })
         .catch(inUse('FRS_METRICS_PORT (or 0 to switch it off)', config.metricsPort, config.metricsHost)));
   }
   if (workerRunning) await step('waiting for the webhook worker\'s process', () => workerRunning!);

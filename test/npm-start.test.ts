@@ -84,6 +84,18 @@ describe('npm start', function () {
       expect(run.stdout()).to.include(`Admin API: http://127.0.0.1:${adminPort}/admin/v1`);
       expect(run.stderr()).to.match(/opening the embedded PostgreSQL .* and applying migrations: done/);
       expect(run.stderr()).to.match(/loading the API .*: done/);
+      // the worker runs in a process of its own (it alone holds the master key); its counts come out on this /metrics
+      const sweeps = async () => {
+        const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+        return { count: Number(/^frs_calendar_sweep_duration_seconds_count(?:\{[^}]*\})? (\d+)/m.exec(text)?.[1] ?? 0), starts: text.match(/^process_start_time_seconds /gm)?.length };
+      };
+      let scraped = await sweeps();
+      for (const deadline = Date.now() + 60_000; scraped.count === 0 && Date.now() < deadline;) {
+        await new Promise((resolve) => setTimeout(resolve, 250));
+        scraped = await sweeps();
+      }
+      expect(scraped.count, "the worker process's calendar sweeps").to.be.at.least(1);
+      expect(scraped.starts, "one process's start time, not a sum of two").to.equal(1);
 
       const sent = Date.now();
       run.child.kill(signal);

@@ -87,6 +87,9 @@ const GRANTS: Record<ServiceRole, string[]> = {
     // fires the rollup triggers, which name tables unqualified: as the owner, an object planted in public could run)
     `GRANT EXECUTE ON FUNCTION rollups_compact(), rollups_pending() TO %s`,
     `GRANT INSERT, UPDATE, DELETE ON ${ROLLUP_TABLES.join(', ')} TO %s`,
+    // the payment-months trigger a fold fires locks the workspace's row FOR SHARE, which needs UPDATE on some column:
+    // created_at, which nothing reads for a decision
+    `GRANT UPDATE (created_at) ON workspaces TO %s`,
     // retention deletes old delivery records in batches (FOR UPDATE SKIP LOCKED, hence an UPDATE on one column)
     `GRANT DELETE ON deliveries, delivery_attempts, events, test_idempotency_keys, outbox TO %s`,
     `GRANT SELECT, UPDATE (started_at) ON delivery_attempts TO %s`,

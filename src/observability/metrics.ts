@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { readiness } from './health.js';
 
 // Prometheus metrics of one process, in one registry. The API registers its requests, the dispatcher its attempts,
@@ -157,13 +157,28 @@ export interface MetricsListenerOptions {
   logger: Logger;
   port: number;
   host: string;
+  /** The metrics of this service's other processes to add in (FRS_ROLE=all's worker process): one getMetricsAsJSON() each. */
+  others?: () => Promise<object[][]>;
+}
+
+/**
+ * This process's metrics, with the service's own (`frs_`) of `others` added in, summed by name and labels; the process
+ * figures (memory, CPU, start time) stay this process's own.
+ */
+async function scrape(metrics: ServiceMetrics, others?: () => Promise<object[][]>): Promise<string> {
+  const own = await metrics.registry.metrics();
+  if (!others) return own;
+  const service = (await metrics.registry.getMetricsAsJSON()).filter((m) => m.name.startsWith('frs_'));
+  const summed = AggregatorRegistry.aggregate([service, ...(await others())] as Parameters<typeof AggregatorRegistry.aggregate>[0]);
+  const processOnly = own.split('\n').filter((line) => !/^(# (HELP|TYPE) )?frs_/.test(line)).join('\n');
+  return `${processOnly.trimEnd()}\n\n${await summed.metrics()}`;
 }
 
 /**
  * The metrics listener: GET /metrics (Prometheus text format), and /healthz and /readyz with the API's meaning,
  * so a worker-only process can be probed too. Anything else is 404.
  */
-export async function startMetricsListener({ metrics, db, logger, port, host }: MetricsListenerOptions): Promise<http.Server> {
+export async function startMetricsListener({ metrics, db, logger, port, host, others }: MetricsListenerOptions): Promise<http.Server> {
   const server = http.createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     const send = (status: number, type: string, body: string) => {
@@ -172,7 +187,7 @@ export async function startMetricsListener({ metrics, db, logger, port, host }: 
     };
     if (req.method !== 'GET' && req.method !== 'HEAD') return send(405, 'text/plain; charset=utf-8', 'GET only\n');
     if (path === '/metrics') {
-      metrics.registry.metrics().then(
+      scrape(metrics, others).then(
         (text) => send(200, metrics.registry.contentType, text),
         (err) => {
           logger.warn({ err: { message: (err as Error).message } }, 'metrics scrape failed');
