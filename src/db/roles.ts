@@ -27,8 +27,9 @@ export function serviceRoleName(database: string, role: ServiceRole): string {
   return `${base}_${role}`;
 }
 
-// Every table the domain is made of: both roles read them, neither writes them. Customers' contact details and
-// identity documents are not readable by either (no response or payload carries them).
+// Every table the domain is made of: the API and the worker read them and write none. Customers' contact details and
+// identity documents are readable by neither (no response or payload carries them). The admin role writes the records
+// the platform sends (batch writes, import jobs), contact details included.
 const DOMAIN_TABLES = [
   'workspaces', 'owners', 'fleets', 'vehicles', 'maintenance', 'vehicle_documents', 'bookings', 'extensions', 'invoices',
   'payments', 'installments', 'expenses', 'fines', 'integrations',
