@@ -74,6 +74,11 @@ export interface ServiceConfig {
   logLevel: string;
   /** What this process runs: the API and the webhook worker (`all`, the default), or one of them. */
   role: 'all' | 'api' | 'worker';
+  /**
+   * This process is the worker an `all` process started (FRS_WORKER_OF_PARENT=1, set by that process only, with an IPC
+   * channel): it reports to its parent and serves nothing. A supervisor's own IPC channel (pm2, fork) is not a sign of it.
+   */
+  workerOfParent: boolean;
   /** The Prometheus metrics listener; port 0 switches it off. */
   metricsPort: number;
   metricsHost: string;
@@ -97,6 +102,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig 
   if (!['all', 'api', 'worker'].includes(role)) throw new ConfigError(`FRS_ROLE must be all, api or worker, got "${env.FRS_ROLE}"`);
   return {
     role,
+    workerOfParent: role === 'worker' && env.FRS_WORKER_OF_PARENT === '1',
     databaseUrl: databaseUrlFromEnv(env),
     port,
     host: env.HOST ?? '0.0.0.0',

@@ -55,8 +55,11 @@ let database: Database | undefined;
 let stopping = false;
 /** FRS_ROLE=all: the worker's process, which alone holds the master key. */
 let workerProcess: ChildProcess | undefined;
-/** Started by FRS_ROLE=all (the IPC channel to it is open): it reports ready, and stops when that process goes. */
-const isWorkerProcess = typeof process.send === 'function';
+/**
+ * This process is the worker an `all` process started (config.workerOfParent, with the IPC channel it was given): it
+ * reports ready, and stops when that process goes.
+ */
+let isWorkerProcess = false;
 
 /**
  * FRS_ROLE=all: starts the worker as a process of its own, with the master key's variables (taken out of this
@@ -65,7 +68,7 @@ const isWorkerProcess = typeof process.send === 'function';
  */
 function startWorkerProcess(masterKey: Record<string, string>): { child: ChildProcess; running: Promise<void> } {
   const child = spawn(process.execPath, [...process.execArgv, process.argv[1]], {
-    env: { ...process.env, ...masterKey, FRS_ROLE: 'worker', FRS_METRICS_PORT: '0' },
+    env: { ...process.env, ...masterKey, FRS_ROLE: 'worker', FRS_METRICS_PORT: '0', FRS_WORKER_OF_PARENT: '1' },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   const running = new Promise<void>((resolve, reject) => {
@@ -100,6 +103,7 @@ function workerProcessMetrics(child: ChildProcess): () => Promise<object[][]> {
 
 async function main(): Promise<void> {
   const config = readConfig();
+  isWorkerProcess = config.workerOfParent && typeof process.send === 'function';
   // Before anything else: a process serving the API never holds the master key (src/secrets.ts).
   const masterKey = settleProcessKeys(config.role);
   // Checked before anything starts, so a bad webhook or API setting fails at once, on one line.

@@ -52,7 +52,7 @@ const GRANTS: Record<ServiceRole, string[]> = {
     // a process checks at start that the schema is up to date, and that its master key is the recorded one
     `GRANT SELECT ON knex_migrations, knex_migrations_lock, master_key_record TO %s`,
     // and records the API secret every API process holds (checkApiSecret in src/webhooks/signing-secrets.ts)
-    `GRANT INSERT, UPDATE (api_secret_id) ON master_key_record TO %s`,
+    `GRANT INSERT (singleton, api_secret_id), UPDATE (api_secret_id) ON master_key_record TO %s`,
     `GRANT SELECT ON ${DOMAIN_TABLES.join(', ')} TO %s`,
     `GRANT SELECT ${CUSTOMER_COLUMNS} ON customers TO %s`,
     // the data versions an answer's ETag is decided by (src/api/revalidation.ts); the triggers keeping them need no grant
@@ -96,7 +96,7 @@ const GRANTS: Record<ServiceRole, string[]> = {
     `GRANT SELECT, UPDATE (started_at) ON delivery_attempts TO %s`,
     // at its start the worker records its master key's sealing public key, which the API process seals to
     // (recordPublicKey in src/webhooks/signing-secrets.ts)
-    `GRANT INSERT, UPDATE (key_id, public_key) ON master_key_record TO %s`,
+    `GRANT INSERT (singleton, key_id, public_key), UPDATE (key_id, public_key) ON master_key_record TO %s`,
     `GRANT UPDATE (created_at) ON events TO %s`,
     `GRANT SELECT, UPDATE (created_at) ON test_idempotency_keys TO %s`,
     // retention forgets the admin API's idempotency keys after 24 hours too (a token's workspace scopes a sweep)

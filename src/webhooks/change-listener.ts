@@ -13,6 +13,11 @@ import { runDerivedSweep } from './calendar.js';
 export const ENTITY_CHANGES_CHANNEL = 'frs_entity_changes';
 const MAX_LISTEN_BACKOFF_MS = 30_000;
 
+/** What an announcement carries: a workspace's id (a uuid), lower case as PostgreSQL prints it. */
+const WORKSPACE_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+/** Workspaces waiting for their sweep, at most; past it the next sweep covers every workspace. */
+const MAX_PENDING = 1000;
+
 export class ChangeListener {
   private client: pg.Client | undefined;
   private stopping = false;
@@ -52,8 +57,10 @@ export class ChangeListener {
     const connection = (this.db.client as { config: { connection: string | pg.ClientConfig } }).config.connection;
     const client = new pg.Client(connection);
     client.on('notification', (message) => {
-      if (!message.payload || (this.workspaceIds && !this.workspaceIds.includes(message.payload))) return;
-      this.pending.add(message.payload);
+      // Any login may NOTIFY this channel: only a workspace id is taken, and past MAX_PENDING the next sweep covers all.
+      if (!message.payload || !WORKSPACE_ID.test(message.payload) || (this.workspaceIds && !this.workspaceIds.includes(message.payload))) return;
+      if (this.pending.size >= MAX_PENDING) this.all = true;
+      else this.pending.add(message.payload);
       this.kick();
     });
     client.on('error', (err) => this.lost(client, err));

@@ -87,7 +87,11 @@ describe('webhooks: derived events at once, and the history switch', () => {
     await changes.start();
     try {
       const payment = randomUUID();
-      await db.raw(paymentSql, [payment, f.ws.id, 20000, customerId, invoiceId]);
+      // with an announcement that is no workspace's id in the same commit (any login may NOTIFY the channel)
+      await db.transaction(async (trx) => {
+        await trx.raw('SELECT pg_notify(?, ?)', [ENTITY_CHANGES_CHANNEL, 'not a workspace']);
+        await trx.raw(paymentSql, [payment, f.ws.id, 20000, customerId, invoiceId]);
+      });
       // no sweep runs here: only the announcement can queue it (waits at most 10 s, a bound for a loaded machine)
       const deadline = Date.now() + 10_000;
       let list = await f.deliveries(endpoint);
