@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
@@ -146,11 +147,13 @@ describe('webhooks: retention', () => {
   it('forgets the admin API\'s idempotency keys (and the sealed answers they replay) after 24 hours, whether or not their token comes back', async () => {
     const ws = await webhookWorkspace(db);
     const token = await createAdminToken(db, { name: 'retention test', workspaceSlug: ws.slug }, { actor: { type: 'cli', name: 'test' } });
-    const row = (key: string, createdAt: Date) => ({ token_id: token.id, key, request_hash: Buffer.alloc(32), status: 201, created_at: createdAt });
+    // a key is kept as its SHA-256 (src/admin/idempotency.ts)
+    const digest = (key: string) => crypto.createHash('sha256').update(key).digest('hex');
+    const row = (key: string, createdAt: Date) => ({ token_id: token.id, key: digest(key), request_hash: Buffer.alloc(32), status: 201, created_at: createdAt });
     await db('admin_idempotency_keys').insert([row('old', at(-25 * HOUR)), row('recent', at(-23 * HOUR))]);
     const workerDb = (await testDatabase()).forRole('worker');
     expect((await runRetention(workerDb, { now: at(0), retentionDays: 30, batchSize: 1, workspaceIds: [ws.id] })).idempotencyKeys).to.equal(1);
-    expect(await db('admin_idempotency_keys').where({ token_id: token.id }).pluck('key')).to.deep.equal(['recent']);
+    expect(await db('admin_idempotency_keys').where({ token_id: token.id }).pluck('key')).to.deep.equal([digest('recent')]);
     await db('admin_tokens').where({ id: token.id }).delete();
   });
 });
