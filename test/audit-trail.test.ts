@@ -112,6 +112,10 @@ describe('the audit trail is the server\'s', () => {
       ]);
       // the log line of the request names both
       expect(admin.logs.find((l) => l.requestId === requestId && l.msg === 'request')).to.include({ clientRequestId: 'trace-123 from the platform' });
+      // a key in the client's id, where the 200 characters kept would cut it short, is redacted before the cut
+      const keyed = await admin.request('GET', '/admin/v1/workspaces', { token: token.token, headers: { 'x-request-id': `${'t'.repeat(189)} ${token.token}` } });
+      const line = admin.logs.find((l) => l.requestId === keyed.headers.get('x-request-id') && l.msg === 'request');
+      expect(line?.clientRequestId).to.equal(`${'t'.repeat(189)} [redacted]`);
     } finally {
       await admin.close();
     }

@@ -28,6 +28,7 @@ import type { ReadPool, ReadRouting } from '../db/read-routing.js';
 import { AnswerCache, answerCacheBytesFromEnv } from './answer-cache.js';
 import { Cursors } from './cursors.js';
 import { compression } from './compression.js';
+import { redactSecrets, redactUrlCredentials } from '../secrets.js';
 
 export interface AppOptions {
   db: Knex;
@@ -494,7 +495,8 @@ export function requestEdge({ logger, metrics, finish }: { logger: Logger; metri
     // The request's id is the server's own, always (the audit trail and the log name it); the one a client sent is kept
     // beside it, as given (ctx.state.clientRequestId: logged, and in an audit entry), never in its place.
     const requestId = newRequestId();
-    const clientRequestId = ctx.get('x-request-id').slice(0, 200) || undefined;
+    // redacted before it is cut (a secret cut short would no longer look like one), so no log line or entry holds one
+    const clientRequestId = redactUrlCredentials(redactSecrets(ctx.get('x-request-id'))).slice(0, 200) || undefined;
     ctx.state.clientRequestId = clientRequestId;
     ctx.set('x-request-id', requestId);
     ctx.set(RESPONSE_HEADERS);
