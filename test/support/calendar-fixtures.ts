@@ -5,6 +5,7 @@ import { loadOpenApiDocument, webhookPayloadSchemas } from '../../src/contract/d
 import { fixture, type Fixture } from './fixtures.js';
 import { sealedSecretColumns } from '../../src/webhooks/signing-secrets.js';
 import { validators } from '../../src/contract/validators.js';
+import { runCalendarSweep } from '../../src/webhooks/calendar.js';
 
 // Builders for the records the calendar sweep reads that the shared fixture does not cover (documents,
 // installments, fines, extensions, integrations, endpoints), and readers of what the sweep queued.
@@ -187,4 +188,17 @@ export async function calendarFixture(db: Knex, options: { timezone?: string; re
   };
   if (options.remindersAhead !== undefined) await f.remindersAhead(options.remindersAhead);
   return f;
+}
+
+/**
+ * A workspace whose calendar has started (its first sweep ran at `now`, so what is written from then on raises derived
+ * events), with an endpoint for every event, a customer and an invoice of 50,000 fils due 2026-12-30.
+ */
+export async function startedCalendar(db: Knex, workerDb: Knex, now: string) {
+  const f = await calendarFixture(db);
+  const endpoint = await f.endpoint();
+  const customerId = await f.customer({ name: 'Omar Al Hashimi' });
+  const invoiceId = await f.invoice({ customerId, total: 50000, issueDate: '2026-11-18', dueDate: '2026-12-30' });
+  await runCalendarSweep(workerDb, new Date(now), { workspaceIds: [f.ws.id] });
+  return { f, endpoint, customerId, invoiceId };
 }

@@ -6,7 +6,7 @@ import pino from 'pino';
 import { runCalendarSweep } from '../../src/webhooks/calendar.js';
 import { ChangeListener, ENTITY_CHANGES_CHANNEL } from '../../src/webhooks/change-listener.js';
 import { testDatabase } from '../support/database.js';
-import { calendarFixture } from '../support/calendar-fixtures.js';
+import { startedCalendar } from '../support/calendar-fixtures.js';
 
 // Issue 32, point 6: derived events follow the data at once (the commit announces the workspace, the worker derives
 // its events straight away), and rows written as history (frs.history = 'on' in their transaction) raise none.
@@ -24,15 +24,7 @@ describe('webhooks: derived events at once, and the history switch', () => {
     workerDb = database.forRole('worker');
   });
 
-  /** A workspace whose calendar has started (its first sweep ran), with a customer and an invoice. */
-  async function started() {
-    const f = await calendarFixture(db);
-    const endpoint = await f.endpoint();
-    const customerId = await f.customer({ name: 'Omar Al Hashimi' });
-    const invoiceId = await f.invoice({ customerId, total: 50000, issueDate: '2026-11-18', dueDate: '2026-12-30' });
-    await runCalendarSweep(workerDb, new Date(NOW), { workspaceIds: [f.ws.id] });
-    return { f, endpoint, customerId, invoiceId };
-  }
+  const started = () => startedCalendar(db, workerDb, NOW);
 
   const paymentSql = `INSERT INTO payments (id, workspace_id, kind, status, amount, customer_id, invoice_id, at)
                       VALUES (?, ?, 'charge', 'captured', ?, ?, ?, '2026-11-22T08:29:00Z')`;

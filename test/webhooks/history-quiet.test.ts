@@ -7,7 +7,7 @@ import { writeRecords } from '../../src/import/records.js';
 import { startImport } from '../../src/import/jobs.js';
 import { runCalendarSweep } from '../../src/webhooks/calendar.js';
 import { testDatabase } from '../support/database.js';
-import { calendarFixture } from '../support/calendar-fixtures.js';
+import { startedCalendar } from '../support/calendar-fixtures.js';
 
 // Issue 32, point 6, through the two ways in: a batch that says it carries history and an import job are backfills,
 // and raise no derived event (a customer is not told today of a payment taken two days ago); an ordinary batch does.
@@ -23,15 +23,7 @@ describe('webhooks: backfills through batch writes and import jobs raise no deri
     workerDb = database.forRole('worker');
   });
 
-  /** A workspace whose calendar has started, with an endpoint for every event, a customer and an open invoice. */
-  async function started() {
-    const f = await calendarFixture(db);
-    const endpoint = await f.endpoint();
-    const customerId = await f.customer({ name: 'Omar Al Hashimi' });
-    const invoiceId = await f.invoice({ customerId, total: 50000, issueDate: '2026-11-18', dueDate: '2026-12-30' });
-    await runCalendarSweep(workerDb, new Date(NOW), { workspaceIds: [f.ws.id] });
-    return { f, endpoint, customerId, invoiceId };
-  }
+  const started = () => startedCalendar(db, workerDb, NOW);
 
   const payment = (customerId: string, invoiceId: string, amount: number, at: string) =>
     ({ id: randomUUID(), kind: 'charge', status: 'captured', amount, customerId, invoiceId, at });
