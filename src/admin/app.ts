@@ -224,6 +224,7 @@ export async function adminDispatcher({ db, clock, cursors, scheme, authenticate
           request: ctx.req,
           contentType: ctx.get('content-type'),
           metrics: metrics?.records,
+          logger: ctx.state.logger as Logger | undefined,
         });
       } catch (err) {
         // What only the operator may read of a refusal goes to the log, beside the request's id; the caller gets the message.
