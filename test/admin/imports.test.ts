@@ -19,6 +19,7 @@ import { createAdminApp } from '../../src/admin/app.js';
 import { listen } from '../../src/api/app.js';
 import { DEFAULT_HTTP_LIMITS } from '../../src/api/http-limits.js';
 import { capturedLogger } from '../support/logs.js';
+import { runRetention } from '../../src/webhooks/retention.js';
 import { INTERNAL_JOB_ERROR, MAX_RUNNING_IMPORTS, startImport } from '../../src/import/jobs.js';
 
 // Import jobs (issue 32, point 4) through the admin API as its own role: a streamed JSON document and an NDJSON stream,
@@ -268,5 +269,20 @@ describe('the admin API: import jobs', () => {
     expect((logged[0] as { err: Error; importJob: string })).to.deep.include({ importJob: job.id });
     expect((logged[0] as { err: Error }).err.message).to.equal('connection to 10.1.2.3 reset by the driver');
     expect(await counted('customers', ws.id)).to.equal(0);
+  });
+  it('forgets finished jobs past the retention, never a running one (L5)', async () => {
+    const ws = await fresh();
+    const done = await finished(ws.id, (await start(ws.id, ndjson(document(1)), 'application/x-ndjson')).body.id);
+    const part = ndjson(document(1)) + '\n';
+    const socket = await partialUpload(admin.url, ws.id, part, part.length * 10);
+    const running = await runningJob(ws.id);
+    const finishedAt = new Date(done.finishedAt).getTime();
+    const DAY = 86_400_000;
+    // The cutoff is 30 days before `now`: one hour short of the job's end, then one hour past it.
+    expect((await runRetention(db, { now: new Date(finishedAt + 30 * DAY - 3_600_000), retentionDays: 30, workspaceIds: [ws.id] })).importJobs).to.equal(0);
+    expect((await runRetention(db, { now: new Date(finishedAt + 30 * DAY + 3_600_000), retentionDays: 30, workspaceIds: [ws.id] })).importJobs).to.equal(1);
+    expect(await db('import_jobs').where({ workspace_id: ws.id }).pluck('id')).to.deep.equal([running.id]);
+    socket.destroy();
+    await eventually(async () => ((await db('import_jobs').where({ id: running.id }).first()).phase === 'failed' ? true : undefined), 5_000, 'the job to end');
   });
 });
