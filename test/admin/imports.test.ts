@@ -197,8 +197,8 @@ describe('the admin API: import jobs', () => {
     for (let i = 1; i < MAX_RUNNING_IMPORTS; i++) others.push(await partialUpload(admin.url, ws.id, part, part.length * 10));
     const running = async () => Number((await db('import_jobs').where({ workspace_id: ws.id, phase: 'running' }).count({ c: '*' }))[0].c);
     await eventually(async () => ((await running()) === MAX_RUNNING_IMPORTS ? true : undefined), 10_000, 'the jobs to start');
-    const refused = await fetch(`${admin.url}/admin/v1/workspaces/${ws.id}/imports`, { method: 'POST', headers: { authorization: `Bearer ${token.token}`, 'content-type': 'application/x-ndjson' }, body: part });
-    const refusal = await refused.json();
+    const refused = await admin.request('POST', `/admin/v1/workspaces/${ws.id}/imports`, { token: token.token, body: part, headers: { 'content-type': 'application/x-ndjson' } });
+    const refusal = refused.body;
     expect([refused.status, refusal.error.code, refusal.error.reason]).to.deep.equal([409, 'conflict', 'running_imports']);
     expect(refusal.error.message).to.equal(`This workspace already runs ${MAX_RUNNING_IMPORTS} import jobs, the most it may at once: wait for one to end (getImport) or cancel one (cancelImport).`);
     expect(await running()).to.equal(MAX_RUNNING_IMPORTS);
