@@ -46,6 +46,8 @@ const PROGRESS_INTERVAL_MS = 500;
 export const MAX_RUNNING_IMPORTS = 2;
 /** A job waiting this long for the next bytes of its body fails (its transaction would otherwise sit idle, holding locks). */
 export const STALL_MS = 45_000;
+/** While records arrive, the job's transaction runs a statement at least this often (below the idle limit). */
+const KEEP_BUSY_MS = 20_000;
 /** PostgreSQL ends the job's transaction if it sits idle this long anyway (a backstop for the watch above). */
 const IDLE_IN_TRANSACTION_TIMEOUT = '60s';
 /** The job's error when the process failed in a way the caller cannot act on (the detail goes to the server log). */
@@ -269,6 +271,7 @@ async function runJob(
   const stopped = new Promise<never>((_, reject) => { stop = reject; });
   stopped.catch(() => undefined);
   let waitingSince: number | undefined;
+  let lastStatement = Date.now();
   const watch = setInterval(() => {
     if (waitingSince !== undefined && Date.now() - waitingSince > STALL_MS) stop(new ImportError(`the upload stalled: nothing arrived for ${STALL_MS / 1000} s; nothing was written`));
     void db('import_jobs').where({ id }).first('cancel_requested')
@@ -292,6 +295,7 @@ async function runJob(
         applied += await writeChunk(trx, workspace, entity, fieldsByKey.get(entity.key)!, items, versionsKept, counts, options.metrics);
       }
       buffered = 0;
+      lastStatement = Date.now();
       await report('writing');
     };
     for (;;) {
@@ -307,6 +311,11 @@ async function runJob(
       list.push(item);
       buffers.set(item.key, list);
       if (++buffered >= CHUNK_SIZE) await flush();
+      else if (Date.now() - lastStatement > KEEP_BUSY_MS) {
+        // A slow but steady upload: the transaction is touched so PostgreSQL's idle limit ends only a stalled one.
+        await trx.raw('SELECT 1');
+        lastStatement = Date.now();
+      }
     }
     bodyRead();
     await flush();
