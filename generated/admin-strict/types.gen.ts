@@ -2770,6 +2770,10 @@ export type CreateImportErrors = {
      */
     404: ErrorResponse;
     /**
+     * `conflict`: the change clashes with a record there already (`reason` `slug`: the slug is taken; `reason` `url`: the workspace already has an endpoint with this URL); or `idempotency_key_reused`: the `Idempotency-Key` was used within 24 hours for another request. Nothing was changed.
+     */
+    409: ErrorResponse;
+    /**
      * The request body is not sent as `Content-Type: application/json`, or is sent with a `Content-Encoding` (`unsupported_media_type`). Nothing was changed.
      */
     415: ErrorResponse;

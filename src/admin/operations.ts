@@ -1,4 +1,8 @@
+import type { IncomingMessage } from 'node:http';
 import { PassThrough, type Readable } from 'node:stream';
+import type { Logger } from 'pino';
+import { allowLongBody } from '../api/http-limits.js';
+import { ImportError } from '../import/importDocument.js';
 import type { Knex } from 'knex';
 import type { AuditContext } from '../audit.js';
 import { listAuditEntries } from '../audit.js';
@@ -54,6 +58,8 @@ export interface AdminOperationContext {
   request?: Readable;
   contentType?: string;
   metrics?: RecordMetrics;
+  /** The request's logger (an import job's unexpected failure is logged there). */
+  logger?: Logger;
 }
 
 type Handler = (c: AdminOperationContext) => Promise<Answer>;
@@ -257,7 +263,17 @@ export const adminOperations: Record<string, Handler> = {
     // Through a pipe: a job that stops early drops its side, never the request itself (nor the connection with it).
     const request = c.request;
     const body = request.pipe(new PassThrough());
-    const { job, done, received } = await startImport(c.db, id, { body, format, audit: c.audit, metrics: c.metrics });
+    // (the job reads the body's error as it iterates; between two reads there may be no listener)
+    body.on('error', () => undefined);
+    // A cut-off upload (the client gone, the connection closed) never ends the pipe: the job is told, and fails.
+    const cutOff = () => {
+      if (!(request as IncomingMessage).complete) body.destroy(new ImportError('the upload was cut off before the body ended; nothing was written'));
+    };
+    request.once('aborted', cutOff);
+    request.once('close', cutOff);
+    // An upload may honestly take longer than the listener's request time-out; the job fails one that stalls instead.
+    allowLongBody(request as IncomingMessage);
+    const { job, done, received } = await startImport(c.db, id, { body, format, audit: c.audit, metrics: c.metrics, logger: c.logger });
     await received;
     // What the job left unread (it failed or was canceled early) is read and dropped, so the client's upload ends.
     void done.then(() => {

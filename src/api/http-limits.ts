@@ -84,15 +84,50 @@ function closeWhenBodyUnread(req: IncomingMessage, res: ServerResponse): void {
   if (req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0')) res.setHeader('Connection', 'close');
 }
 
+const LONG_BODY = Symbol('frs.longBody');
+
+/**
+ * Lifts the request time-out from one request whose body may honestly take long (an import job's upload, which the
+ * job itself watches for stalls: src/import/jobs.ts). Node's own `requestTimeout` is server-wide, so the time-out is
+ * kept here per request instead (requestBodyTimeout).
+ */
+export function allowLongBody(req: IncomingMessage): void {
+  (req as IncomingMessage & { [LONG_BODY]?: true })[LONG_BODY] = true;
+}
+
+/**
+ * The request time-out, per request: a request whose body is not whole `ms` after its headers gets what Node would
+ * send (the server's 'clientError' with ERR_HTTP_REQUEST_TIMEOUT: a 408, then the connection closed), unless an
+ * operation lifted it (allowLongBody). The headers time-out stays Node's.
+ */
+function requestBodyTimeout(server: Server, ms: number): (req: IncomingMessage) => void {
+  return (req) => {
+    if (req.complete) return;
+    const timer = setTimeout(() => {
+      if (req.complete || (req as IncomingMessage & { [LONG_BODY]?: true })[LONG_BODY] || req.socket.destroyed) return;
+      if (server.listenerCount('clientError') === 0) {
+        req.socket.destroy();
+        return;
+      }
+      server.emit('clientError', Object.assign(new Error('Request timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }), req.socket);
+    }, ms);
+    timer.unref();
+    req.once('end', () => clearTimeout(timer));
+    req.once('close', () => clearTimeout(timer));
+  };
+}
+
 /** Sets the limits on a server before it listens (the time-out checks start when it does). */
 export function applyHttpLimits(server: Server, limits: HttpLimits): void {
   server.headersTimeout = limits.headersTimeoutMs;
-  server.requestTimeout = limits.requestTimeoutMs;
+  // (0: Node's server-wide check is off; requestBodyTimeout keeps the same time per request, so one route can lift it)
+  server.requestTimeout = 0;
   server.keepAliveTimeout = limits.keepAliveTimeoutMs;
   (server as Server & { connectionsCheckingInterval: number }).connectionsCheckingInterval = limits.checkIntervalMs;
   if (limits.maxConnections > 0) server.maxConnections = limits.maxConnections;
   if (limits.maxConnectionsPerAddress > 0) capConnectionsPerAddress(server, limits.maxConnectionsPerAddress);
   server.prependListener('request', closeWhenBodyUnread);
+  if (limits.requestTimeoutMs > 0) server.prependListener('request', requestBodyTimeout(server, limits.requestTimeoutMs));
 }
 
 /**

@@ -6,6 +6,7 @@ import { createSchemaAjv, IMPORT_SCHEMA_ID } from '../contract/document.js';
 import { recordAudit, type AuditContext } from '../audit.js';
 import { ConflictError, NotFoundError } from '../input.js';
 import fs from 'node:fs';
+import type { Logger } from 'pino';
 import { findWorkspace } from '../workspaces.js';
 import { progressReporter, type ProgressOptions } from '../progress.js';
 import { deferRollups, finishDeferredRollups } from '../db/bulk-load.js';
@@ -41,6 +42,16 @@ export interface ImportJob {
 
 /** How often a running job writes its progress (and learns whether it was canceled). */
 const PROGRESS_INTERVAL_MS = 500;
+/** Import jobs one workspace may run at once (each holds a connection and a transaction): createImport refuses more. */
+export const MAX_RUNNING_IMPORTS = 2;
+/** A job waiting this long for the next bytes of its body fails (its transaction would otherwise sit idle, holding locks). */
+export const STALL_MS = 45_000;
+/** While records arrive, the job's transaction runs a statement at least this often (below the idle limit). */
+const KEEP_BUSY_MS = 20_000;
+/** PostgreSQL ends the job's transaction if it sits idle this long anyway (a backstop for the watch above). */
+const IDLE_IN_TRANSACTION_TIMEOUT = '60s';
+/** The job's error when the process failed in a way the caller cannot act on (the detail goes to the server log). */
+export const INTERNAL_JOB_ERROR = 'the job stopped on an unexpected error; nothing was written (the server log has the detail, under the job id)';
 
 class JobCanceled extends Error {}
 
@@ -80,6 +91,10 @@ interface Incoming {
   at: string;
 }
 
+/** The longest NDJSON line held (a record is a few hundred bytes; 1 MiB of characters is far beyond any). */
+export const MAX_LINE_CHARS = 1024 * 1024;
+const lineTooLong = (line: number) => new ImportError(`invalid import stream at line ${line}: a line is longer than ${MAX_LINE_CHARS} characters (1 MiB)`);
+
 /** Records of the body as they arrive. */
 async function* recordsOf(body: AsyncIterable<Buffer | string>, format: ImportFormat, source = 'the import document'): AsyncGenerator<Incoming> {
   if (format === 'ndjson') {
@@ -101,13 +116,19 @@ async function* recordsOf(body: AsyncIterable<Buffer | string>, format: ImportFo
     };
     const decoder = new TextDecoder();
     for await (const chunk of body) {
-      rest += typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
+      // Only the new text is searched for a line's end (the part before it was, and held none), and a line is held up to
+      // MAX_LINE_CHARS: a stream without newlines can neither grow without bound nor cost a rescan per chunk.
+      let text = typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
       let newline: number;
-      while ((newline = rest.indexOf('\n')) >= 0) {
-        const text = rest.slice(0, newline);
-        rest = rest.slice(newline + 1);
-        yield* parse(text);
+      while ((newline = text.indexOf('\n')) >= 0) {
+        const whole = rest + text.slice(0, newline);
+        rest = '';
+        text = text.slice(newline + 1);
+        if (whole.length > MAX_LINE_CHARS) throw lineTooLong(line + 1);
+        yield* parse(whole);
       }
+      rest += text;
+      if (rest.length > MAX_LINE_CHARS) throw lineTooLong(line + 1);
     }
     if (rest !== '') yield* parse(rest);
     return;
@@ -179,6 +200,8 @@ export interface StartImportOptions {
   source?: string;
   /** Called as the job moves (the CLI shows it). */
   onProgress?: (job: { recordsRead: number; recordsApplied: number; stage: string }) => void;
+  /** Where the raw detail of an unexpected failure goes (the caller is shown INTERNAL_JOB_ERROR). */
+  logger?: Pick<Logger, 'error'>;
 }
 
 /**
@@ -198,9 +221,25 @@ export async function startImport(
   try {
     // Held before the row exists: a job seen running without its lock has lost its process.
     await trx.raw(`SELECT ${LOCK}`, [id]);
-    [row] = await db('import_jobs')
-      .insert({ id, workspace_id: workspace.id, phase: 'running', format: options.format, started_by: options.audit.actor.name.slice(0, 200) })
-      .returning('*');
+    // A job waiting on a stalled upload must not keep its transaction (and the locks it took) open for ever.
+    await trx.raw(`SET LOCAL idle_in_transaction_session_timeout = '${IDLE_IN_TRANSACTION_TIMEOUT}'`);
+    [row] = await db.transaction(async (t) => {
+      // Counted and inserted under the workspace's lock, so two requests at once cannot both take the last place. A job
+      // counts while its transaction holds its lock (one whose process died does not).
+      await t.raw(`SELECT pg_advisory_xact_lock(hashtextextended('frs.import-start:' || ?::text, 0))`, [workspace.id]);
+      const { rows } = await t.raw(
+        `SELECT count(*)::int AS n FROM import_jobs j WHERE j.workspace_id = ? AND j.phase = 'running'
+           AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                         AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended('frs.import:' || j.id::text, 0))`,
+        [workspace.id],
+      );
+      if (rows[0].n >= MAX_RUNNING_IMPORTS) {
+        throw new ConflictError(`This workspace already runs ${MAX_RUNNING_IMPORTS} import jobs, the most it may at once: wait for one to end (getImport) or cancel one (cancelImport).`, 'running_imports');
+      }
+      return t('import_jobs')
+        .insert({ id, workspace_id: workspace.id, phase: 'running', format: options.format, started_by: options.audit.actor.name.slice(0, 200) })
+        .returning('*');
+    });
   } catch (err) {
     await trx.rollback().catch(() => undefined);
     throw err;
@@ -226,6 +265,19 @@ async function runJob(
     if (state?.cancel_requested) throw new JobCanceled();
   };
   let outcome: { phase: ImportPhase; error: string | null };
+  // Watched on a timer, not only as records are written: a cancel, or a body that stopped arriving, ends a job that
+  // waits for input (the wait is raced against `stopped`).
+  let stop!: (err: Error) => void;
+  const stopped = new Promise<never>((_, reject) => { stop = reject; });
+  stopped.catch(() => undefined);
+  let waitingSince: number | undefined;
+  let lastStatement = Date.now();
+  const watch = setInterval(() => {
+    if (waitingSince !== undefined && Date.now() - waitingSince > STALL_MS) stop(new ImportError(`the upload stalled: nothing arrived for ${STALL_MS / 1000} s; nothing was written`));
+    void db('import_jobs').where({ id }).first('cancel_requested')
+      .then((state) => { if (state?.cancel_requested) stop(new JobCanceled()); }, () => undefined);
+  }, PROGRESS_INTERVAL_MS);
+  const records = recordsOf(options.body, options.format, options.source);
   try {
     // A job is history: the records were true before they arrived here.
     await markHistory(trx);
@@ -243,9 +295,15 @@ async function runJob(
         applied += await writeChunk(trx, workspace, entity, fieldsByKey.get(entity.key)!, items, versionsKept, counts, options.metrics);
       }
       buffered = 0;
+      lastStatement = Date.now();
       await report('writing');
     };
-    for await (const item of recordsOf(options.body, options.format, options.source)) {
+    for (;;) {
+      waitingSince = Date.now();
+      const next = await Promise.race([records.next(), stopped]);
+      waitingSince = undefined;
+      if (next.done) break;
+      const item = next.value;
       read++;
       checkRecord(item);
       const list = buffers.get(item.key) ?? [];
@@ -253,6 +311,11 @@ async function runJob(
       list.push(item);
       buffers.set(item.key, list);
       if (++buffered >= CHUNK_SIZE) await flush();
+      else if (Date.now() - lastStatement > KEEP_BUSY_MS) {
+        // A slow but steady upload: the transaction is touched so PostgreSQL's idle limit ends only a stalled one.
+        await trx.raw('SELECT 1');
+        lastStatement = Date.now();
+      }
     }
     bodyRead();
     await flush();
@@ -269,14 +332,23 @@ async function runJob(
     await trx.commit();
     outcome = { phase: 'succeeded', error: null };
   } catch (err) {
+    // What still reads the body stops (a stream is destroyed: its sender's upload ends).
+    (options.body as { destroy?: () => void }).destroy?.();
+    void records.return(undefined).catch(() => undefined);
     if (err instanceof JobCanceled) outcome = { phase: 'canceled', error: null };
     else if (err instanceof ImportError) outcome = { phase: 'failed', error: err.message.slice(0, 2000) };
-    else outcome = { phase: 'failed', error: `the job stopped: ${(err as Error).message}`.slice(0, 2000) };
+    else {
+      // A driver's or the database's own words are for the operator, not the caller.
+      options.logger?.error({ err, importJob: id, workspaceId: workspace.id }, 'import job stopped on an unexpected error');
+      outcome = { phase: 'failed', error: INTERNAL_JOB_ERROR };
+    }
     if (!(err instanceof JobCanceled)) options.metrics?.refused.inc({ reason: 'import_failed' }, Math.max(read, 1));
     applied = 0;
     // Written while the transaction still holds the job's lock, then rolled back: never seen as a lost process.
     await db('import_jobs').where({ id }).update(finalState(outcome.phase, outcome.error, read, 0, {}, db)).catch(() => undefined);
     await trx.rollback().catch(() => undefined);
+  } finally {
+    clearInterval(watch);
   }
   const row = await db('import_jobs').where({ id }).first();
   if (outcome.phase === 'succeeded' && options.metrics) for (const [key, n] of Object.entries(counts)) options.metrics.written.inc({ key, operation: 'upsert' }, n);

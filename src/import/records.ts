@@ -91,10 +91,37 @@ export interface RecordMetrics {
 
 let batchValidator: ValidateFunction | undefined;
 
-/** The batch body's schema (RecordsWrite in openapi/admin.yaml, the import document by reference), every error reported. */
+/**
+ * The batch body's schema errors (RecordsWrite in openapi/admin.yaml, the import document by reference): the first
+ * error of each bad record, at most MAX_NAMED_ERRORS records, else the body's first error. Checked without allErrors
+ * (one record of a million unknown members costs one error, not a million): the whole body first, then, only when it
+ * is bad, one record at a time (each in a body of its own, its pointer put back) until enough are named.
+ */
 function validateBatchShape(body: unknown): ErrorObject[] {
-  batchValidator ??= createSchemaAjv({ allErrors: true }, 'strict', 'admin').getSchema(schemaRef('RecordsWrite', 'admin'))!;
-  return batchValidator(body) ? [] : (batchValidator.errors ?? []);
+  batchValidator ??= createSchemaAjv({ allErrors: false }, 'strict', 'admin').getSchema(schemaRef('RecordsWrite', 'admin'))!;
+  if (batchValidator(body)) return [];
+  const first = batchValidator.errors ?? [];
+  const errors: ErrorObject[] = [];
+  const batch = body as Record<string, unknown> | null;
+  const item = (wrapped: unknown, at: string, inner: string) => {
+    if (errors.length >= MAX_NAMED_ERRORS || batchValidator!(wrapped)) return;
+    const error = batchValidator!.errors![0];
+    errors.push({ ...error, instancePath: error.instancePath.startsWith(inner) ? at + error.instancePath.slice(inner.length) : error.instancePath });
+  };
+  if (batch && typeof batch === 'object' && !Array.isArray(batch)) {
+    for (const member of ['upsert', 'delete'] as const) {
+      const section = batch[member];
+      if (!section || typeof section !== 'object' || Array.isArray(section)) continue;
+      for (const [key, list] of Object.entries(section)) {
+        if (!Array.isArray(list)) continue;
+        list.forEach((record, index) => item({ [member]: { [key]: [record] } }, `/${member}/${key}/${index}`, `/${member}/${key}/0`));
+      }
+    }
+    if (Array.isArray(batch.events)) batch.events.forEach((event, index) => item({ events: [event] }, `/events/${index}`, '/events/0'));
+  }
+  // (an error outside every record, such as an unknown member of the body, is named too)
+  const outside = first.filter((e) => !/^\/(?:(?:upsert|delete)\/[^/]+|events)\/\d+(?:\/|$)/.test(e.instancePath));
+  return errors.length > 0 ? [...outside, ...errors] : first;
 }
 
 /** The record a schema error is in (`/upsert/bookings/17`), so that one record is named once. */

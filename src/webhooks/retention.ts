@@ -43,6 +43,8 @@ export interface RetentionCounts {
   portalSessions: number;
   /** Tombstones of deleted records (src/import/versions.ts) older than the retention. */
   tombstones: number;
+  /** Import jobs (src/import/jobs.ts) that ended before the cutoff; a running one is never deleted. */
+  importJobs: number;
 }
 
 /** Deletes, batch by batch, the rows of `table` (primary key `key`) that `where` selects (alias t), until none is left. */
@@ -118,5 +120,8 @@ export async function runRetention(db: Knex, options: RetentionOptions): Promise
   // A deleted record's tombstone keeps a late upsert of an older version out for the retention period, then goes.
   const tombstones = await deleteInBatches(db, 'record_versions', ['workspace_id', 'key', 'id'], `t.deleted_at < ?${deliveryScope}`, [cutoff, ...deliveryBind], batchSize);
 
-  return { idempotencyKeys, attempts, deliveries, events, outbox, portalSessions, tombstones };
+  // An import job's row is its progress and outcome, read while it runs and soon after: gone with the same age.
+  const importJobs = await deleteInBatches(db, 'import_jobs', ['id'], `t.phase <> 'running' AND t.finished_at < ?${deliveryScope}`, [cutoff, ...deliveryBind], batchSize);
+
+  return { idempotencyKeys, attempts, deliveries, events, outbox, portalSessions, tombstones, importJobs };
 }

@@ -12,6 +12,15 @@ import { startAdminApi, type TestAdminApi } from './support.js';
 import { eventually } from '../webhooks/support.js';
 import { createAdminToken } from '../../src/admin-tokens.js';
 import { createWorkspace } from '../../src/workspaces.js';
+import net from 'node:net';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createAdminApp } from '../../src/admin/app.js';
+import { listen } from '../../src/api/app.js';
+import { DEFAULT_HTTP_LIMITS } from '../../src/api/http-limits.js';
+import { capturedLogger } from '../support/logs.js';
+import { runRetention } from '../../src/webhooks/retention.js';
+import { INTERNAL_JOB_ERROR, MAX_RUNNING_IMPORTS, startImport } from '../../src/import/jobs.js';
 
 // Import jobs (issue 32, point 4) through the admin API as its own role: a streamed JSON document and an NDJSON stream,
 // progress and the first bad record, cancel, and a job whose process is killed mid-way (nothing written, shown failed).
@@ -143,5 +152,141 @@ describe('the admin API: import jobs', () => {
     } finally {
       fs.rmSync(file, { force: true });
     }
+  });
+  /** Sends the headers and `part` of an NDJSON body that announces `length` bytes over a raw socket; the body never ends. */
+  async function partialUpload(base: string, workspaceId: string, part: string, length: number): Promise<net.Socket> {
+    const { hostname, port } = new URL(base);
+    const socket = net.connect(Number(port), hostname);
+    socket.on('error', () => undefined);
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.write(`POST /admin/v1/workspaces/${workspaceId}/imports HTTP/1.1\r\nHost: ${hostname}\r\nAuthorization: Bearer ${token.token}\r\n` +
+      `Content-Type: application/x-ndjson\r\nContent-Length: ${length}\r\n\r\n${part}`);
+    return socket;
+  }
+  const runningJob = (workspaceId: string) => eventually(async () => (await db('import_jobs').where({ workspace_id: workspaceId, phase: 'running' }).first('id')) ?? undefined, 10_000, 'the job to start');
+  /** The states of the connections that hold the job's lock (its transaction). */
+  const holders = async (jobId: string) => (await db.raw(
+    `SELECT a.state FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.objsubid = 1
+       AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended('frs.import:' || ?::text, 0)`, [jobId])).rows.map((r: { state: string }) => r.state);
+
+  it('fails a job whose upload is cut off, at once: rolled back, its connection released (H1)', async () => {
+    const ws = await fresh();
+    const part = ndjson(document(50)) + '\n';
+    const socket = await partialUpload(admin.url, ws.id, part, part.length * 10);
+    const job = await runningJob(ws.id);
+    await eventually(async () => ((await holders(job.id)).join() === 'idle in transaction' ? true : undefined), 5_000, 'the job to wait for input');
+    socket.destroy();
+    const ended = await eventually(async () => {
+      const row = await db('import_jobs').where({ id: job.id }).first();
+      return row.phase === 'running' ? undefined : row;
+    }, 5_000, 'the cut-off job to end');
+    expect(ended).to.include({ phase: 'failed', records_applied: 0, error: 'the upload was cut off before the body ended; nothing was written' });
+    expect(await holders(job.id)).to.deep.equal([]);
+    expect(await counted('customers', ws.id)).to.equal(0);
+    expect(await counted('owners', ws.id)).to.equal(0);
+  });
+
+  it('cancels a job stalled mid-body (H1)', async () => {
+    const ws = await fresh();
+    const part = ndjson(document(20)) + '\n';
+    const socket = await partialUpload(admin.url, ws.id, part, part.length * 10);
+    const job = await runningJob(ws.id);
+    // No more bytes come: the cancel ends the job all the same.
+    const canceled = await admin.request('POST', `/admin/v1/workspaces/${ws.id}/imports/${job.id}/cancel`, { token: token.token });
+    expect(canceled.status).to.equal(200);
+    expect(await finished(ws.id, job.id)).to.deep.include({ phase: 'canceled', recordsApplied: 0 });
+    expect(await holders(job.id)).to.deep.equal([]);
+    socket.destroy();
+    expect(await counted('customers', ws.id)).to.equal(0);
+  });
+
+  it('refuses a third running job in a workspace (H1)', async () => {
+    const ws = await fresh();
+    // (records first: a first load of an empty workspace holds the workspace's row, and a second job waits for it)
+    await finished(ws.id, (await start(ws.id, ndjson(document(1)), 'application/x-ndjson')).body.id);
+    const part = ndjson(document(20)) + '\n';
+    const sockets = [];
+    for (let i = 0; i < MAX_RUNNING_IMPORTS; i++) sockets.push(await partialUpload(admin.url, ws.id, part, part.length * 10));
+    const running = async () => Number((await db('import_jobs').where({ workspace_id: ws.id, phase: 'running' }).count({ c: '*' }))[0].c);
+    await eventually(async () => ((await running()) === MAX_RUNNING_IMPORTS ? true : undefined), 10_000, 'the jobs to start');
+    const refused = await admin.request('POST', `/admin/v1/workspaces/${ws.id}/imports`, { token: token.token, body: part, headers: { 'content-type': 'application/x-ndjson' } });
+    expect([refused.status, refused.body.error.code, refused.body.error.reason]).to.deep.equal([409, 'conflict', 'running_imports']);
+    expect(refused.body.error.message).to.equal(`This workspace already runs ${MAX_RUNNING_IMPORTS} import jobs, the most it may at once: wait for one to end (getImport) or cancel one (cancelImport).`);
+    expect(await running()).to.equal(MAX_RUNNING_IMPORTS);
+    for (const socket of sockets) socket.destroy();
+    await eventually(async () => ((await running()) === 0 ? true : undefined), 5_000, 'the jobs to end');
+    expect(await counted('customers', ws.id)).to.equal(1);
+  });
+
+  it('takes an upload longer than the listener\'s request time-out, which still holds for other requests (H1)', async () => {
+    const { logger } = capturedLogger();
+    const app = await createAdminApp({ db: (await testDatabase()).forRole('admin'), logger, portalUrl: 'http://localhost:3000' });
+    const server: Server = await listen(app, 0, '127.0.0.1', { ...DEFAULT_HTTP_LIMITS, headersTimeoutMs: 500, requestTimeoutMs: 800, checkIntervalMs: 100 });
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const ws = await fresh();
+      const body = ndjson(document(30)) + '\n';
+      const half = body.length / 2;
+      const socket = await partialUpload(base, ws.id, body.slice(0, half), body.length);
+      const answer = new Promise<string>((resolve) => { let text = ''; socket.on('data', (d) => { text += d; }); socket.on('close', () => resolve(text)); });
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      socket.write(body.slice(half));
+      expect((await answer).split('\r\n')[0]).to.equal('HTTP/1.1 202 Accepted');
+      const { id } = await db('import_jobs').where({ workspace_id: ws.id }).first('id');
+      expect(await eventually(async () => {
+        const row = await db('import_jobs').where({ id }).first();
+        return row.phase === 'running' ? undefined : row;
+      }, 10_000, 'the job to end')).to.include({ phase: 'succeeded', records_applied: 35 });
+
+      // Any other request with a body that is not whole in time is still answered 408.
+      const slow = net.connect((server.address() as AddressInfo).port, '127.0.0.1');
+      slow.on('error', () => undefined);
+      const slowAnswer = new Promise<string>((resolve) => { let text = ''; slow.on('data', (d) => { text += d; }); slow.on('close', () => resolve(text)); });
+      slow.write(`POST /admin/v1/workspaces/${ws.id}/records HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token.token}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{`);
+      expect((await slowAnswer).split('\r\n')[0]).to.equal('HTTP/1.1 408 Request Timeout');
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  it('fails an NDJSON line over 1 MiB, naming the line (M1)', async () => {
+    const ws = await fresh();
+    const body = ndjson(document(2)) + '\n' + 'x'.repeat(1.5 * 1024 * 1024) + '\n';
+    const started = await start(ws.id, body, 'application/x-ndjson');
+    expect(await finished(ws.id, started.body.id)).to.deep.include({
+      phase: 'failed', recordsApplied: 0, error: 'invalid import stream at line 8: a line is longer than 1048576 characters (1 MiB)',
+    });
+    expect(await counted('customers', ws.id)).to.equal(0);
+  });
+
+  it('shows a generic error for a failure the caller cannot act on, the detail in the log only (L5)', async () => {
+    const ws = await fresh();
+    const logged: unknown[] = [];
+    async function* body() {
+      yield Buffer.from(ndjson(document(2)) + '\n');
+      throw new Error('connection to 10.1.2.3 reset by the driver');
+    }
+    const { done } = await startImport(db, ws.id, { body: body(), format: 'ndjson', audit: OPERATOR, logger: { error: (detail: unknown) => { logged.push(detail); } } as never });
+    const job = await done;
+    expect(job).to.deep.include({ phase: 'failed', recordsApplied: 0, error: INTERNAL_JOB_ERROR });
+    expect(logged).to.have.length(1);
+    expect((logged[0] as { err: Error; importJob: string })).to.deep.include({ importJob: job.id });
+    expect((logged[0] as { err: Error }).err.message).to.equal('connection to 10.1.2.3 reset by the driver');
+    expect(await counted('customers', ws.id)).to.equal(0);
+  });
+  it('forgets finished jobs past the retention, never a running one (L5)', async () => {
+    const ws = await fresh();
+    const done = await finished(ws.id, (await start(ws.id, ndjson(document(1)), 'application/x-ndjson')).body.id);
+    const part = ndjson(document(1)) + '\n';
+    const socket = await partialUpload(admin.url, ws.id, part, part.length * 10);
+    const running = await runningJob(ws.id);
+    const finishedAt = new Date(done.finishedAt).getTime();
+    const DAY = 86_400_000;
+    // The cutoff is 30 days before `now`: one hour short of the job's end, then one hour past it.
+    expect((await runRetention(db, { now: new Date(finishedAt + 30 * DAY - 3_600_000), retentionDays: 30, workspaceIds: [ws.id] })).importJobs).to.equal(0);
+    expect((await runRetention(db, { now: new Date(finishedAt + 30 * DAY + 3_600_000), retentionDays: 30, workspaceIds: [ws.id] })).importJobs).to.equal(1);
+    expect(await db('import_jobs').where({ workspace_id: ws.id }).pluck('id')).to.deep.equal([running.id]);
+    socket.destroy();
+    await eventually(async () => ((await db('import_jobs').where({ id: running.id }).first()).phase === 'failed' ? true : undefined), 5_000, 'the job to end');
   });
 });

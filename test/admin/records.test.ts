@@ -199,6 +199,29 @@ describe('the admin API: batch writes (writeRecords)', () => {
     expect(await db('customers').where({ id: newCustomer.id }).first()).to.equal(undefined);
   });
 
+  it('refuses a body nested too deep or an object of too many members before parsing it; names each bad record once (M2)', async () => {
+    const before = await outside();
+    // 1 MiB of `[`: refused on its depth, not read as JSON (it would be "not valid JSON", after parsing it all).
+    const deep = await write(`{"upsert":${'['.repeat(1024 * 1024)}`);
+    expect([deep.status, deep.body.error.reason, deep.body.error.message]).to.deep.equal([400, 'body', 'The request body is nested more than 64 levels deep.']);
+    // `[` inside a string is text, not nesting.
+    const inString = await write(`{"upsert":{"customers":[{"id":"${uuid()}","name":"${'['.repeat(100)}"}]},"bogus":1}`);
+    expect([inString.status, inString.body.error.reason]).to.deep.equal([400, '/bogus']);
+
+    const members = Object.fromEntries(Array.from({ length: 1001 }, (_, i) => [`extra${i}`, i]));
+    const wide = await write({ upsert: { customers: [{ id: uuid(), name: 'Wide', ...members }] } });
+    expect([wide.status, wide.body.error.reason, wide.body.error.message]).to.deep.equal([400, 'body', 'An object in the request body has more than 1000 members.']);
+
+    // 25 records of 900 unknown members each: the first 20 named, each once, by its first problem.
+    const some = Object.fromEntries(Array.from({ length: 900 }, (_, i) => [`extra${i}`, i]));
+    const many = await write({ upsert: { customers: Array.from({ length: 25 }, (_, i) => ({ id: uuid(), name: `C${i}`, ...some })) } });
+    expect([many.status, many.body.error.reason]).to.deep.equal([400, '/upsert/customers/0/extra0']);
+    const named = [...many.body.error.message.matchAll(/\/upsert\/customers\/(\d+)/g)].map((m: RegExpMatchArray) => Number(m[1]));
+    expect(named).to.deep.equal(Array.from({ length: 20 }, (_, i) => i));
+    expect(many.body.error.message).to.match(/^at least 20 records are invalid; nothing was written: /);
+    expect(await outside()).to.deep.equal(before);
+  });
+
   it('answers a repeated Idempotency-Key with the first answer; the settings screen cannot reach the operation', async () => {
     const r = smallBatch();
     const body = { upsert: { owners: [r.owner] } };
