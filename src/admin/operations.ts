@@ -279,7 +279,7 @@ export const adminOperations: Record<string, Handler> = {
     void done.then(() => {
       request.unpipe(body);
       request.resume();
-    });
+    }, () => undefined);
     return { status: 202, body: await getImport(c.db, id, job.id) };
   },
 

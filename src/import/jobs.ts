@@ -134,6 +134,7 @@ async function* recordsOf(body: AsyncIterable<Buffer | string>, format: ImportFo
     return;
   }
   const pending: Incoming[] = [];
+  let emitted = 0;
   let failure: Error | undefined;
   let ended = false;
   const parser = new JSONParser({ paths: ['$.*.*'], keepStack: false });
@@ -155,6 +156,9 @@ async function* recordsOf(body: AsyncIterable<Buffer | string>, format: ImportFo
   parser.onEnd = () => {
     ended = true;
   };
+  // The parser holds what it has read of a value until the value ends: bytes that make no record (one endless string,
+  // a record nested without end) are capped as an NDJSON line is, so no upload can fill the memory.
+  let sinceRecord = 0;
   for await (const chunk of body) {
     if (!ended) {
       try {
@@ -164,6 +168,11 @@ async function* recordsOf(body: AsyncIterable<Buffer | string>, format: ImportFo
       }
     }
     if (failure) throw failure;
+    sinceRecord = pending.length > 0 ? 0 : sinceRecord + chunk.length;
+    if (sinceRecord > MAX_LINE_CHARS) {
+      throw new ImportError(`invalid import document: more than ${MAX_LINE_CHARS} bytes (1 MiB) without a whole record after record ${emitted}`);
+    }
+    emitted += pending.length;
     yield* pending.splice(0);
   }
   if (!ended) {
@@ -246,7 +255,12 @@ export async function startImport(
   }
   let bodyRead!: () => void;
   const received = new Promise<void>((resolve) => { bodyRead = resolve; });
-  const done = runJob(db, trx, id, workspace, options, bodyRead);
+  // Never rejects (the job's own failures end as phase failed): a last read of the row that fails (the pool busy, the
+  // database gone) gives the job as its start left it, failed, rather than an unhandled rejection ending the process.
+  const done = runJob(db, trx, id, workspace, options, bodyRead).catch((err: unknown): ImportJob => {
+    options.logger?.error({ err, importJob: id, workspaceId: workspace.id }, 'import job: its end could not be read back');
+    return { ...view(row), phase: 'failed', error: INTERNAL_JOB_ERROR };
+  });
   return { job: view(row), done, received: Promise.race([received, done.then(() => undefined)]) };
 }
 

@@ -259,6 +259,18 @@ describe('the admin API: import jobs', () => {
     expect(await counted('customers', ws.id)).to.equal(0);
   });
 
+  it('fails a JSON document that goes on for more than 1 MiB without a whole record (an endless string)', async () => {
+    const ws = await fresh();
+    // two whole customers, then one that opens a string and never closes it
+    const head = JSON.stringify(document(2)).replace(/\]\}$/, '');
+    const body = `${head},{"id":"${crypto.randomUUID()}","name":"${'x'.repeat(1.5 * 1024 * 1024)}`;
+    const started = await start(ws.id, body, 'application/json');
+    const job = await finished(ws.id, started.body.id);
+    expect(job).to.deep.include({ phase: 'failed', recordsApplied: 0 });
+    expect(job.error).to.match(/^invalid import document: more than 1048576 bytes \(1 MiB\) without a whole record after record \d+$/);
+    expect(await counted('customers', ws.id)).to.equal(0);
+  });
+
   it('shows a generic error for a failure the caller cannot act on, the detail in the log only (L5)', async () => {
     const ws = await fresh();
     const logged: unknown[] = [];
