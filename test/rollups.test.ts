@@ -85,9 +85,10 @@ describe('running totals of a bulk load (src/db/bulk-load.ts)', () => {
   it('rollups_rebuild knows every rollup: the triggers leaving a bulk-loaded workspace alone are exactly these', async () => {
     const { db } = await testDatabase();
     // A new rollup must be added to rollups_rebuild (migration 20261123002110, restated by later ones) and to this list.
-    // A statement trigger leaves the workspace alone through rollup_changes, a row trigger through its WHEN condition.
+    // A statement trigger leaves the workspace alone through rollup_changes (written out in its static statements since
+    // 20261128000700), a row trigger through its WHEN condition.
     const { rows } = await db.raw(`SELECT DISTINCT p.proname FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
-                                   WHERE NOT t.tgisinternal AND (p.prosrc LIKE '%rollup_changes(%'
+                                   WHERE NOT t.tgisinternal AND (p.prosrc LIKE '%rollup_changes(%' OR p.prosrc LIKE '%frs.bulk_load_workspace%'
                                                                  OR pg_get_triggerdef(t.oid) LIKE '%frs.bulk_load_workspace%')
                                    ORDER BY 1`);
     expect(rows.map((r: { proname: string }) => r.proname)).to.deep.equal([
