@@ -3,7 +3,11 @@ import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { testDatabase } from './support/database.js';
 import { fixture, type Fixture } from './support/fixtures.js';
-import { expectRollupsExact } from './support/rollups.js';
+import { expectRollupsExact, kept } from './support/rollups.js';
+import pino from 'pino';
+import { foldUpkeep, upkeepDelaySeconds } from '../src/db/upkeep.js';
+import { startUpkeepLoop } from '../src/webhooks/upkeep-loop.js';
+import { startedCalendar } from './support/calendar-fixtures.js';
 
 // Issue 32, point 5: the service's upkeep has no row that every writer of a workspace updates in place. Two writers of
 // one workspace touching different records (their own customer, car, booking and invoice) never wait for each other,
@@ -65,6 +69,73 @@ describe('direct writers of one workspace (issue 32)', () => {
       await expectRollupsExact(db, f.ws.id);
     });
   }
+
+  /** A transaction of the platform's kind: it says nothing about upkeep (the tests' own writes are inline). */
+  const direct = (write: (trx: Knex.Transaction) => Promise<unknown>) =>
+    db.transaction(async (trx) => {
+      await trx.raw(`SET LOCAL frs.upkeep = 'deferred'`);
+      await write(trx);
+    });
+
+  it('queues a direct writer\'s changes for the fold instead of applying them, and the fold makes every figure exact', async () => {
+    const f = await fixture(db);
+    const [first, second] = await twoWriters(f);
+    const before = await expectRollupsExact(db, f.ws.id);
+    const { rows: [{ version: versionBefore }] } = await db.raw(
+      `SELECT sum(changes)::int AS version FROM workspace_data_versions WHERE workspace_id = ? AND area = 'records'`, [f.ws.id]);
+    for (const [name, write] of Object.entries(WRITES)) {
+      for (const own of [first, second]) await direct((trx) => write(trx, f.ws.id, own));
+      await direct((trx) => trx.raw(`UPDATE vehicles SET plate = ? WHERE id = ?`, [`Q ${name}`, first.vehicleId]));
+    }
+    // nothing applied yet: the totals as they were, the copies of the old name, the data version moved only by the two
+    // renames (a customer's row is not queued: its own change counts at once, its copies' when they are rewritten)
+    expect((await kept(db, f.ws.id)).totals).to.deep.equal(before.totals);
+    const { rows: [booking] } = await db.raw(`SELECT customer_json, vehicle_json FROM bookings WHERE id = ?`, [first.bookingId]);
+    expect(JSON.parse(booking.customer_json).name).to.equal('Customer 1');
+    expect(JSON.parse(booking.vehicle_json).plate).to.equal('P 1');
+    const { rows: [{ version: versionQueued }] } = await db.raw(
+      `SELECT sum(changes)::int AS version FROM workspace_data_versions WHERE workspace_id = ? AND area = 'records'`, [f.ws.id]);
+    expect(versionQueued).to.equal(versionBefore + 2);
+    expect(await upkeepDelaySeconds(db)).to.be.greaterThan(0);
+    // applied: exact (each figure against a recomputation from the base tables), the copies renamed, the version moved
+    expect(await foldUpkeep(db, [f.ws.id])).to.be.greaterThan(0);
+    const after = await expectRollupsExact(db, f.ws.id);
+    // two payments of 1000 and two expenses of 700 (WRITES), by hand
+    expect(after.totals.collected - before.totals.collected).to.equal(2000);
+    expect(after.totals.expenses - before.totals.expenses).to.equal(1400);
+    const { rows: [renamed] } = await db.raw(`SELECT customer_json, vehicle_json FROM bookings WHERE id = ?`, [first.bookingId]);
+    expect(JSON.parse(renamed.customer_json).name).to.equal('Customer 1 Jr');
+    expect(JSON.parse(renamed.vehicle_json).plate).to.equal('Q an expense');
+    const { rows: [{ version: versionAfter }] } = await db.raw(
+      `SELECT sum(changes)::int AS version FROM workspace_data_versions WHERE workspace_id = ? AND area = 'records'`, [f.ws.id]);
+    expect(versionAfter).to.be.greaterThan(versionBefore);
+    // a second fold finds nothing of the workspace's
+    expect(await foldUpkeep(db, [f.ws.id])).to.equal(0);
+  });
+
+  it('the worker applies a direct write within a second, and queues its derived event', async () => {
+    const workerDb = (await testDatabase()).forRole('worker');
+    const { f, endpoint, customerId, invoiceId } = await startedCalendar(db, workerDb, '2026-11-22T08:30:00.000Z');
+    const loop = startUpkeepLoop(workerDb, { logger: pino({ level: 'silent' }), workspaceIds: [f.ws.id] });
+    try {
+      const payment = randomUUID();
+      await direct((trx) => trx.raw(
+        `INSERT INTO payments (id, workspace_id, kind, status, amount, customer_id, invoice_id, at)
+         VALUES (?, ?, 'charge', 'captured', 12000, ?, ?, '2026-11-22T08:29:00Z')`, [payment, f.ws.id, customerId, invoiceId]));
+      const committed = Date.now();
+      let paid = 0;
+      while (Date.now() - committed < 5000 && (paid = Number((await db('invoices').where({ id: invoiceId }).first()).paid)) !== 12000) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(paid).to.equal(12000);
+      expect(Date.now() - committed).to.be.lessThan(1000);
+      let list: Awaited<ReturnType<typeof f.deliveries>> = [];
+      while (Date.now() - committed < 5000 && (list = await f.deliveries(endpoint)).length === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(list.map((d) => [d.event, d.body.data.paymentId, d.body.data.invoice?.id])).to.deep.equal([['payment.captured', payment, invoiceId]]);
+    } finally {
+      await loop.stop();
+    }
+  });
 
   it('the fold leaves every figure as it was, one row per key, and a fold meanwhile with writers leaves none behind', async () => {
     const f = await fixture(db);

@@ -94,7 +94,8 @@ describe('running totals of a bulk load (src/db/bulk-load.ts)', () => {
     expect(rows.map((r: { proname: string }) => r.proname)).to.deep.equal([
       'bookings_copy_refs', 'bookings_rollup', 'bookings_vehicles_out', 'customer_ledger_totals', 'expenses_months', 'expenses_totals',
       'invoices_open_balances', 'invoices_open_dues', 'invoices_rollup', 'payment_slots_days', 'payment_slots_months', 'payments_rollup',
-      'payments_totals', 'vehicles_models', 'vehicles_state_counts',
+      'payments_totals', 'upkeep_queue_bookings', 'upkeep_queue_expenses', 'upkeep_queue_invoices', 'upkeep_queue_payments',
+      'upkeep_queue_vehicles', 'vehicles_models', 'vehicles_state_counts',
     ]);
   });
 

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { keepUpkeepInline } from './upkeep.js';
 
 // Bulk loading into one workspace (seed large, an import into an empty workspace). The running totals of that
 // workspace are computed once, set-based, at the end of the load's transaction (rollups_rebuild, in the
@@ -18,6 +19,8 @@ const ROLLUP_SOURCES = ['vehicles', 'customers', 'bookings', 'invoices', 'paymen
  * workspace to update or delete beforehand, no other writer can change what the rebuild counts.
  */
 export async function deferRollups(trx: Knex.Transaction, workspaceId: string): Promise<boolean> {
+  // the service's own write: its totals are kept in its transaction, bulk-loaded or not (src/db/upkeep.ts)
+  await keepUpkeepInline(trx, workspaceId);
   // In a savepoint: rolled back, it releases the lock again when the workspace is not bulk-loaded after all.
   await trx.raw('SAVEPOINT defer_rollups');
   await trx.raw('SELECT 1 FROM workspaces WHERE id = ? FOR UPDATE', [workspaceId]);

@@ -41,6 +41,8 @@ const DOMAIN_TABLES = [
 const RECORD_TABLES = [...DOMAIN_TABLES.slice(1, 14), 'customers'];
 /** The running totals the triggers keep as records change (they run with the rights of the writer). */
 const ROLLUP_TABLES = DOMAIN_TABLES.slice(14);
+/** The queues of direct writers' changes awaiting the worker's fold (src/db/upkeep.ts). */
+const UPKEEP_QUEUES = ['upkeep_payments', 'upkeep_expenses', 'upkeep_invoices', 'upkeep_bookings', 'upkeep_vehicles', 'upkeep_customers'];
 const CUSTOMER_COLUMNS = '(id, workspace_id, name)';
 const ENDPOINT_COLUMNS_WITHOUT_SECRETS = '(id, workspace_id, name, url, events, is_active, disabled_at, last_success_at, consecutive_failures, created_at, deleted_at)';
 /** Which master key seals an endpoint's secrets, and until when the previous one signs: not secret. */
@@ -87,6 +89,17 @@ const GRANTS: Record<ServiceRole, string[]> = {
     // the fold of the append-only running totals, and the rows awaiting it: run with the worker's own rights (a fold
     // fires the rollup triggers, which name tables unqualified: as the owner, an object planted in public could run)
     `GRANT EXECUTE ON FUNCTION rollups_compact(), rollups_pending() TO %s`,
+    // the queued changes of direct writers, applied with the worker's own rights (migration 20261128000800): the queue
+    // taken, and what the rollup triggers write for it (the derived columns of invoices, bookings and cars; a
+    // status-change trigger on those tables inserts its event changes, none for these columns)
+    `GRANT EXECUTE ON FUNCTION upkeep_fold(uuid[]), upkeep_delay() TO %s`,
+    // (a fold's per-session tables carry the data version trigger: making a trigger needs EXECUTE on its function)
+    `GRANT EXECUTE ON FUNCTION workspace_data_version_bump() TO %s`,
+    `GRANT SELECT, DELETE ON ${UPKEEP_QUEUES.join(', ')} TO %s`,
+    `GRANT UPDATE (paid) ON invoices TO %s`,
+    `GRANT UPDATE (collected, balance_due, customer_json, vehicle_json) ON bookings TO %s`,
+    `GRANT UPDATE (active_bookings) ON vehicles TO %s`,
+    `GRANT INSERT ON entity_changes TO %s`,
     `GRANT INSERT, UPDATE, DELETE ON ${ROLLUP_TABLES.join(', ')} TO %s`,
     // the payment-months trigger a fold fires locks the workspace's row FOR SHARE, which needs UPDATE on some column:
     // created_at, which nothing reads for a decision

@@ -10,6 +10,7 @@ import {
   type DocumentKey, type EntitySpec, type ImportRecord,
 } from './importDocument.js';
 import { applyVersions, markHistory, type Versioned } from './versions.js';
+import { keepUpkeepInline } from '../db/upkeep.js';
 
 // Batch writes (writeRecords in openapi/admin.yaml): records upserted and deleted, and events published, in one
 // transaction, so that the records, their running totals, the events and their deliveries commit together or not at
@@ -228,6 +229,8 @@ export async function writeRecords(
 
   try {
     await db.transaction(async (trx) => {
+      // the batch's totals commit with its records (src/db/upkeep.ts)
+      await keepUpkeepInline(trx, workspace.id);
       if (batch.history) await markHistory(trx);
       const plans: Planned[] = [];
       for (const entity of ENTITIES) {

@@ -64,6 +64,18 @@ export class ServiceMetrics {
     registers: [this.registry],
   });
 
+  // The queued changes of direct writers (src/db/upkeep.ts): how far the figures are behind the tables.
+  readonly upkeepDelay = new Gauge({
+    name: 'frs_upkeep_delay_seconds',
+    help: 'Age of the oldest direct write not yet applied to the running totals, after the worker\'s last fold (0: current)',
+    registers: [this.registry],
+  });
+  readonly upkeepApplied = new Counter({
+    name: 'frs_upkeep_applied_rows_total',
+    help: 'Queued row changes of direct writers the worker applied to the running totals',
+    registers: [this.registry],
+  });
+
   // Records the platform sends (batch writes and import jobs, src/import/).
   readonly records = {
     written: new Counter({

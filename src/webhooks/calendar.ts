@@ -14,6 +14,7 @@
 import type { Knex } from 'knex';
 import { CALENDAR_SQL, DERIVED_SQL, IN_SCOPE } from './calendar-sql.js';
 import { fanOutEvents } from './fanout.js';
+import { foldUpkeep } from '../db/upkeep.js';
 import { InvalidEventError, publishEvent } from './publish.js';
 
 export { EXPIRY_MILESTONES, MILESTONE_GRACE_DAYS, OVERDUE_MILESTONES } from './calendar-sql.js';
@@ -54,6 +55,8 @@ export async function runCalendarSweep(db: Knex, now: Date, options: CalendarSwe
      ON CONFLICT (workspace_id) DO UPDATE SET last_swept_at = greatest(calendar_state.last_swept_at, excluded.last_swept_at)`,
     { ...scope },
   );
+  // what is due, and the figures an event carries (an invoice's balance), with the direct writers' changes applied
+  await foldUpkeep(db, options.workspaceIds ?? null);
   const events = (await sweepDerived(db, scope)) + (await sweepCalendar(db, scope)) + (await sweepOutbox(db, scope));
   return { events };
 }
@@ -64,6 +67,7 @@ export async function runCalendarSweep(db: Knex, now: Date, options: CalendarSwe
  * other sweep: changes are claimed with SKIP LOCKED and events inserted by dedupe key. Returns the events recorded.
  */
 export async function runDerivedSweep(db: Knex, now: Date, workspaceIds: string[] | null): Promise<number> {
+  await foldUpkeep(db, workspaceIds);
   return sweepDerived(db, { now: now.toISOString(), workspaces: workspaceIds ? `{${workspaceIds.join(',')}}` : null });
 }
 

@@ -8,6 +8,7 @@ import { workspaceConcurrencyFromEnv } from './fairness.js';
 import { destinationPolicyFromEnv, type DestinationPolicy } from './destination-policy.js';
 import { OutageLog } from '../db/outage.js';
 import { ChangeListener } from './change-listener.js';
+import { startUpkeepLoop } from './upkeep-loop.js';
 
 export const CALENDAR_INTERVAL_MS = 60_000;
 /** How often the append-only running totals are folded (migration 20261128000610). */
@@ -107,6 +108,8 @@ export async function startWorker(db: Knex, logger: Logger, metrics?: ServiceMet
     });
   };
   const foldTimer = setInterval(fold, ROLLUP_FOLD_INTERVAL_MS);
+  // The queued changes of direct writers, applied to the running totals (src/db/upkeep.ts): the figures' delay.
+  const upkeep = startUpkeepLoop(db, { logger, metrics });
   let retaining: Promise<void> = Promise.resolve();
   const retentionOutage = new OutageLog(logger.child({ component: 'retention' }), 'retention');
   const retain = () => {
@@ -129,6 +132,7 @@ export async function startWorker(db: Knex, logger: Logger, metrics?: ServiceMet
       clearInterval(retentionTimer);
       clearInterval(foldTimer);
       await folding;
+      await upkeep.stop();
       await retaining;
       await running;
       await changes.stop();

@@ -46,7 +46,8 @@ describe('definer functions on a database where public is writable', () => {
     const api = `"${serviceRoleName(database, 'api')}"`;
     // the definers this test exercises below: one added later must be added here too
     expect((await definers(client)).map((d) => d.name.replace(/^.*\./, ''))).to.have.members(
-      ['rotate_endpoint_secret', 'workspace_data_version_bump', 'workspace_data_versions_made', 'workspaces_payment_months'],
+      ['rotate_endpoint_secret', 'workspace_data_version_bump', 'workspace_data_versions_made', 'workspaces_payment_months',
+        'upkeep_queue_payments', 'upkeep_queue_expenses', 'upkeep_queue_invoices', 'upkeep_queue_bookings', 'upkeep_queue_vehicles', 'upkeep_queue_customers'],
     );
     await client.query('BEGIN');
     try {
@@ -103,6 +104,21 @@ describe('definer functions on a database where public is writable', () => {
       const { rows: [after] } = await client.query(
         `SELECT secret_key_id, encode(secret_sealed, 'hex') AS sealed, previous_secret_key_id, encode(previous_secret_sealed, 'hex') AS previous FROM webhook_endpoints WHERE id = $1`, [endpoint.id]);
       expect(after).to.deep.equal({ secret_key_id: 'k_new', sealed: '02', previous_secret_key_id: 'k_old', previous: '01' });
+      // upkeep_queue_<table>: a direct writer's changed rows queued for the worker's fold (an expense's, for real; the
+      // other tables' statements change no row here, and run their queue functions all the same)
+      await client.query(`SET LOCAL frs.upkeep = 'deferred'`);
+      const { rows: [expense] } = await client.query(
+        `INSERT INTO expenses (id, workspace_id, category, amount, date) VALUES (gen_random_uuid(), $1, 'fuel', 700, '2026-11-20') RETURNING id`, [id]);
+      await client.query(`UPDATE expenses SET amount = 900 WHERE id = $1`, [expense.id]);
+      await client.query(`DELETE FROM expenses WHERE id = $1`, [expense.id]);
+      await client.query(`UPDATE customers SET name = name || '' WHERE workspace_id = $1`, [id]);
+      for (const table of ['payments', 'invoices', 'bookings', 'vehicles']) {
+        await client.query(`UPDATE ${table} SET workspace_id = workspace_id WHERE workspace_id = $1`, [id]);
+        await client.query(`DELETE FROM ${table} WHERE workspace_id = $1`, [id]);
+      }
+      const { rows: queued } = await client.query(
+        `SELECT amount::int, upkeep_sign::int AS sign FROM upkeep_expenses WHERE workspace_id = $1 ORDER BY upkeep_at, upkeep_sign, amount`, [id]);
+      expect(queued.map((q) => q.sign * q.amount).sort((a, b) => a - b)).to.deep.equal([-900, -700, 700, 900]);
     } finally {
       await client.query('ROLLBACK');
     }

@@ -1,0 +1,47 @@
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import type { ServiceMetrics } from '../observability/metrics.js';
+import { OutageLog } from '../db/outage.js';
+import { UPKEEP_FOLD_INTERVAL_MS, foldUpkeep, upkeepDelaySeconds } from '../db/upkeep.js';
+import { runDerivedSweep } from './calendar.js';
+
+/**
+ * The worker's tick for direct writers' changes (src/db/upkeep.ts): applies the queue to the running totals, then
+ * derives the events of the changes (a direct writer's commit notifies nobody: this tick is its wake-up), one tick at a
+ * time. `workspaceIds` limits it to those workspaces (a test's own); the worker's covers every workspace.
+ */
+export function startUpkeepLoop(
+  db: Knex,
+  options: { logger: Logger; metrics?: ServiceMetrics; workspaceIds?: string[]; intervalMs?: number },
+): { stop(): Promise<void> } {
+  const { logger, metrics } = options;
+  const workspaceIds = options.workspaceIds ?? null;
+  const outage = new OutageLog(logger.child({ component: 'upkeep' }), 'upkeep fold');
+  let running: Promise<void> | undefined;
+  const tick = () => {
+    if (running) return; // the next tick takes what queued meanwhile
+    running = (async () => {
+      try {
+        // (each awaited on its own line: `metrics?.x.inc(await f())` would skip f when there are no metrics)
+        const applied = await foldUpkeep(db, workspaceIds);
+        const delay = await upkeepDelaySeconds(db);
+        const events = await runDerivedSweep(db, new Date(), workspaceIds);
+        metrics?.upkeepApplied.inc(applied);
+        metrics?.upkeepDelay.set(delay);
+        metrics?.calendarEvents.inc(events);
+        outage.succeeded();
+      } catch (err) {
+        outage.failed(err);
+      }
+    })().finally(() => {
+      running = undefined;
+    });
+  };
+  const timer = setInterval(tick, options.intervalMs ?? UPKEEP_FOLD_INTERVAL_MS);
+  return {
+    async stop() {
+      clearInterval(timer);
+      await running;
+    },
+  };
+}
