@@ -17,7 +17,8 @@ import type { Knex } from 'knex';
 // The service's own writes (batch writes, import jobs, the CLI, the bulk load) say `frs.upkeep = inline` in their
 // transaction: the rollup triggers run as before, so a batch's totals commit with its records, and the queue is left
 // alone. A fold runs inline too, for the writes it makes (an invoice's paid, say). Folds and inline writers of one
-// workspace take its upkeep lock (an advisory lock) first, so they never take the same rows in two orders.
+// workspace take its upkeep lock (an advisory lock) first, so they never take the same rows in two orders; a fold
+// skips a workspace whose lock is held (a long import job's) and takes its queue on a later tick.
 //
 // How a fold applies a queued row: through per-session temporary tables of the base table's columns with the table's
 // rollup functions as their triggers: the old images are inserted into upkeep_minus_<table> and deleted (the DELETE
@@ -224,13 +225,15 @@ export async function up(knex: Knex): Promise<void> {
       n bigint;
       applied bigint := 0;
     BEGIN
-      SELECT array_agg(DISTINCT q.workspace_id ORDER BY q.workspace_id) INTO folded FROM (${queued}) q
-      WHERE workspaces IS NULL OR q.workspace_id = ANY (workspaces);
-      IF folded IS NULL THEN RETURN 0; END IF;
-      -- each workspace's upkeep lock, in workspace order (two folds, or a fold and an inline writer, never wait in a circle)
-      FOREACH ws IN ARRAY folded LOOP
-        PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('frs.upkeep'), pg_catalog.hashtext(ws::text));
+      -- each workspace's upkeep lock, if free: a workspace whose lock an inline writer holds (an import job may hold it
+      -- for minutes) waits for a later fold, and the others go on; nothing here ever waits for a lock in a circle
+      FOR ws IN SELECT DISTINCT q.workspace_id FROM (${queued}) q WHERE workspaces IS NULL OR q.workspace_id = ANY (workspaces)
+                ORDER BY 1 LOOP
+        IF pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtext('frs.upkeep'), pg_catalog.hashtext(ws::text)) THEN
+          folded := pg_catalog.array_append(folded, ws);
+        END IF;
       END LOOP;
+      IF folded IS NULL THEN RETURN 0; END IF;
       -- the rollup functions name this schema's tables unqualified: for them, this schema, ahead of pg_temp (restored
       -- when the function returns, by its SET clause); and the writes they make are applied at once
       PERFORM pg_catalog.set_config('search_path', 'pg_catalog, ${S.replaceAll("'", "''")}, pg_temp', true);

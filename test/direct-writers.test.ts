@@ -5,9 +5,13 @@ import { testDatabase } from './support/database.js';
 import { fixture, type Fixture } from './support/fixtures.js';
 import { expectRollupsExact, kept } from './support/rollups.js';
 import pino from 'pino';
-import { foldUpkeep, upkeepDelaySeconds } from '../src/db/upkeep.js';
+import { foldUpkeep, keepUpkeepInline, upkeepDelaySeconds } from '../src/db/upkeep.js';
 import { startUpkeepLoop } from '../src/webhooks/upkeep-loop.js';
 import { startedCalendar } from './support/calendar-fixtures.js';
+import { createKnex } from '../src/db/database.js';
+import { writeRecords } from '../src/import/records.js';
+import { importDocument } from '../src/import/importDocument.js';
+import { cliAudit } from '../src/audit.js';
 
 // Issue 32, point 5: the service's upkeep has no row that every writer of a workspace updates in place. Two writers of
 // one workspace touching different records (their own customer, car, booking and invoice) never wait for each other,
@@ -111,6 +115,49 @@ describe('direct writers of one workspace (issue 32)', () => {
     expect(versionAfter).to.be.greaterThan(versionBefore);
     // a second fold finds nothing of the workspace's
     expect(await foldUpkeep(db, [f.ws.id])).to.equal(0);
+  });
+
+  it('the service\'s own writers keep the totals in their transaction, in a session that says nothing (batch, CLI import)', async () => {
+    const { url } = await testDatabase();
+    const platform = createKnex(url, 2, `SET frs.upkeep = 'deferred'`);
+    try {
+      const f = await fixture(db);
+      const [own] = await twoWriters(f);
+      const payment = (id: string, amount: number) => ({
+        id, kind: 'charge', amount, customerId: own.customerId, bookingId: own.bookingId, invoiceId: own.invoiceId, at: '2026-11-22T08:05:00Z',
+      });
+      await writeRecords(platform, f.ws.id, { upsert: { payments: [payment(randomUUID(), 3000)] } }, { audit: cliAudit() });
+      await importDocument(platform, f.slug, { payments: [payment(randomUUID(), 4000)] });
+      // nothing queued, and the figures already exact: the invoice's 100000 less the 7000 paid, by hand
+      const { rows: [queued] } = await db.raw(`SELECT count(*)::int AS n FROM upkeep_payments WHERE workspace_id = ?`, [f.ws.id]);
+      expect(queued.n).to.equal(0);
+      const figures = await expectRollupsExact(db, f.ws.id);
+      expect(figures.totals.collected).to.equal(7000);
+      expect(Number((await db('invoices').where({ id: own.invoiceId }).first()).balance)).to.equal(93000);
+    } finally {
+      await platform.destroy();
+    }
+  });
+
+  it('a fold leaves a workspace whose upkeep lock an inline writer holds (an import job) for later, and goes on with the others', async () => {
+    const busy = await fixture(db);
+    const free = await fixture(db);
+    const [b] = await twoWriters(busy);
+    const [o] = await twoWriters(free);
+    await direct((trx) => WRITES['a payment'](trx, busy.ws.id, b));
+    await direct((trx) => WRITES['a payment'](trx, free.ws.id, o));
+    const queued = async (ws: string) => (await db.raw(`SELECT count(*)::int AS n FROM upkeep_payments WHERE workspace_id = ?`, [ws])).rows[0].n;
+    const job = await db.transaction();
+    try {
+      await keepUpkeepInline(job, busy.ws.id);
+      expect(await foldUpkeep(db, [busy.ws.id, free.ws.id])).to.equal(1);
+      expect([await queued(busy.ws.id), await queued(free.ws.id)]).to.deep.equal([1, 0]);
+    } finally {
+      await job.commit();
+    }
+    expect(await foldUpkeep(db, [busy.ws.id, free.ws.id])).to.equal(1);
+    expect(await queued(busy.ws.id)).to.equal(0);
+    expect((await expectRollupsExact(db, busy.ws.id)).totals.collected).to.equal(1000);
   });
 
   it('the worker applies a direct write within a second, and queues its derived event', async () => {
