@@ -45,9 +45,9 @@ function staticBody(name: string, source: string, changes: Record<(typeof OPS)[n
 }
 
 export async function up(knex: Knex): Promise<void> {
-  const changes = Object.fromEntries(
-    await Promise.all(OPS.map(async (op) => [op, String((await knex.raw('SELECT rollup_changes(?) AS sql', [op])).rows[0].sql)])),
-  ) as Record<(typeof OPS)[number], string>;
+  // (one query at a time: a migration runs on one connection)
+  const changes = {} as Record<(typeof OPS)[number], string>;
+  for (const op of OPS) changes[op] = String((await knex.raw('SELECT rollup_changes(?) AS sql', [op])).rows[0].sql);
   for (const name of FUNCTIONS) {
     const { rows } = await knex.raw(
       `SELECT pg_get_functiondef(p.oid) AS def, p.prosrc AS source FROM pg_proc p

@@ -181,7 +181,7 @@ export async function up(knex: Knex): Promise<void> {
     END $fn$;`);
 
   // Per session, the temporary tables a fold applies the queue through (made on a session's first fold).
-  const replayTables = (await Promise.all(Object.entries(DEFERRED).map(async ([table, functions]) => {
+  const replayTables = Object.entries(DEFERRED).map(([table, functions]) => {
     const plus = `pg_temp.upkeep_plus_${table}`;
     const minus = `pg_temp.upkeep_minus_${table}`;
     const copies = table === 'vehicles' ? `
@@ -192,14 +192,17 @@ export async function up(knex: Knex): Promise<void> {
       ${[...functions.map((f) => `${S}.${f}()`), `${S}.workspace_data_version_bump('records', 'workspace_id')`].map((call, k) => `
       CREATE TRIGGER upkeep_plus_${k} AFTER INSERT ON ${plus} REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION ${call};
       CREATE TRIGGER upkeep_minus_${k} AFTER DELETE ON ${minus} REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION ${call};`).join('')}${copies}`;
-  }))).join('') + `
+  }).join('') + `
       CREATE TEMPORARY TABLE upkeep_plus_customers (workspace_id uuid, id uuid);
       CREATE TRIGGER upkeep_plus_copies AFTER INSERT ON pg_temp.upkeep_plus_customers REFERENCING NEW TABLE AS new_rows
         FOR EACH STATEMENT EXECUTE FUNCTION ${S}.upkeep_customer_copies();
       CREATE TRIGGER upkeep_plus_version AFTER INSERT ON pg_temp.upkeep_plus_customers REFERENCING NEW TABLE AS new_rows
         FOR EACH STATEMENT EXECUTE FUNCTION ${S}.workspace_data_version_bump('records', 'workspace_id');`;
-  const applies = (await Promise.all(Object.keys(DEFERRED).map(async (table) => {
-    const columns = (await columnsOf(table)).map((c) => `q.${c}`).join(', ');
+  // (one query at a time: a migration runs on one connection)
+  const columnLists: Record<string, string> = {};
+  for (const table of Object.keys(DEFERRED)) columnLists[table] = (await columnsOf(table)).map((c) => `q.${c}`).join(', ');
+  const applies = Object.keys(DEFERRED).map((table) => {
+    const columns = columnLists[table];
     return `
       WITH q AS (DELETE FROM ${S}.upkeep_${table} u WHERE u.workspace_id = ANY (folded) RETURNING u.*),
       minus AS (INSERT INTO pg_temp.upkeep_minus_${table} SELECT ${columns} FROM q WHERE q.upkeep_sign < 0)
@@ -210,7 +213,7 @@ export async function up(knex: Knex): Promise<void> {
       GET DIAGNOSTICS n = ROW_COUNT;
       applied := applied + n;
       TRUNCATE pg_temp.upkeep_plus_${table};`;
-  }))).join('') + `
+  }).join('') + `
       WITH q AS (DELETE FROM ${S}.upkeep_customers u WHERE u.workspace_id = ANY (folded) RETURNING u.workspace_id, u.id)
       INSERT INTO pg_temp.upkeep_plus_customers SELECT DISTINCT q.workspace_id, q.id FROM q;
       GET DIAGNOSTICS n = ROW_COUNT;

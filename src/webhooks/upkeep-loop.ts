@@ -25,7 +25,13 @@ export function startUpkeepLoop(
         // (each awaited on its own line: `metrics?.x.inc(await f())` would skip f when there are no metrics)
         const applied = await foldUpkeep(db, workspaceIds);
         const delay = await upkeepDelaySeconds(db);
-        const events = await runDerivedSweep(db, new Date(), workspaceIds);
+        // (only the workspaces with recorded changes: a sweep of every workspace each tick would grow with the tenants)
+        const { rows } = await db.raw(
+          `SELECT coalesce(array_agg(DISTINCT workspace_id::text), '{}') AS ids FROM entity_changes WHERE ?::uuid[] IS NULL OR workspace_id = ANY (?::uuid[])`,
+          [workspaceIds === null ? null : `{${workspaceIds.join(',')}}`, workspaceIds === null ? null : `{${workspaceIds.join(',')}}`],
+        );
+        const changed = rows[0].ids as string[];
+        const events = changed.length === 0 ? 0 : await runDerivedSweep(db, new Date(), changed);
         metrics?.upkeepApplied.inc(applied);
         metrics?.upkeepDelay.set(delay);
         metrics?.calendarEvents.inc(events);
