@@ -32,6 +32,8 @@ import { BatchTooLargeError, MAX_BATCH_BYTES, RecordConflictError } from '../imp
 export interface AdminAppOptions {
   /** Connections as the admin API's database role. */
   db: Knex;
+  /** Connections as the ingest role: the platform's records (writeRecords, import jobs), on a small pool of their own. */
+  ingestDb: Knex;
   logger: Logger;
   clock?: () => Date;
   metrics?: ServiceMetrics;
@@ -159,6 +161,8 @@ export interface AdminRequester {
 
 export interface AdminDispatcherOptions {
   db: Knex;
+  /** The ingest role's connections, where this client reaches writeRecords and the import jobs. */
+  ingestDb?: Knex;
   clock: () => Date;
   cursors: Cursors;
   /**
@@ -186,7 +190,7 @@ export interface AdminDispatcher {
  * validation by the document, the body read only after the route matched and the caller was authenticated, and the
  * core's refusals as documented errors. The operations themselves are src/admin/operations.ts.
  */
-export async function adminDispatcher({ db, clock, cursors, scheme, authenticate, prefix = '', portalUrl, metrics }: AdminDispatcherOptions): Promise<AdminDispatcher> {
+export async function adminDispatcher({ db, ingestDb, clock, cursors, scheme, authenticate, prefix = '', portalUrl, metrics }: AdminDispatcherOptions): Promise<AdminDispatcher> {
   const otherScheme = scheme === 'adminToken' ? 'portalSession' : 'adminToken';
   const backend = contractBackend({
     document: withoutCoreBodies(strictOpenApiDocument('admin')),
@@ -230,6 +234,7 @@ export async function adminDispatcher({ db, clock, cursors, scheme, authenticate
       try {
         return await handler({
           db,
+          ingestDb,
           caller,
           audit,
           now: clock(),
@@ -298,11 +303,12 @@ export async function adminDispatcher({ db, clock, cursors, scheme, authenticate
   };
 }
 
-export async function createAdminApp({ db, logger, clock = () => new Date(), metrics, shedEventLoopLagMs = 0, authFailures: failureSettings, cursors = Cursors.fromApiSecret(), portalUrl }: AdminAppOptions): Promise<Koa> {
+export async function createAdminApp({ db, ingestDb, logger, clock = () => new Date(), metrics, shedEventLoopLagMs = 0, authFailures: failureSettings, cursors = Cursors.fromApiSecret(), portalUrl }: AdminAppOptions): Promise<Koa> {
   const authFailures = new AuthFailureLimits(failureSettings ?? authFailureSettingsFromEnv());
   const document = loadOpenApiDocument('admin');
   const dispatcher = await adminDispatcher({
     db,
+    ingestDb,
     clock,
     cursors,
     scheme: 'adminToken',

@@ -220,7 +220,7 @@ describe('the admin API: import jobs', () => {
 
   it('takes an upload longer than the listener\'s request time-out, which still holds for other requests (H1)', async () => {
     const { logger } = capturedLogger();
-    const app = await createAdminApp({ db: (await testDatabase()).forRole('admin'), logger, portalUrl: 'http://localhost:3000' });
+    const app = await createAdminApp({ db: (await testDatabase()).forRole('admin'), ingestDb: (await testDatabase()).forRole('ingest'), logger, portalUrl: 'http://localhost:3000' });
     const server: Server = await listen(app, 0, '127.0.0.1', { ...DEFAULT_HTTP_LIMITS, headersTimeoutMs: 500, requestTimeoutMs: 800, checkIntervalMs: 100 });
     const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     try {
