@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { dropDatabase, testDatabase } from './support/database.js';
 import { expectRejection } from './support/assertions.js';
-import { API_STATEMENT_TIMEOUT_MS, apiStatementTimeoutMs, connectionSetup, createKnex } from '../src/db/database.js';
+import { API_STATEMENT_TIMEOUT_MS, apiStatementTimeoutMs, connectionSetup, createKnex, INGEST_POOL_MAX } from '../src/db/database.js';
 import { isStatementCanceled } from '../src/db/outage.js';
 import { migrateLatest } from '../src/db/migrate.js';
 import { fixture } from './support/fixtures.js';
@@ -63,14 +63,15 @@ describe('database roles: least privilege for the API, the admin API, its ingest
     expect((await ingest.raw('SELECT current_user AS u')).rows[0].u).to.equal(serviceRoleName(name, 'ingest'));
   });
 
-  it('the ingest pool is small: a fifth connection waits for one of its four', async () => {
-    const held = await Promise.all([1, 2, 3, 4].map(() => ingest.client.acquireConnection()));
+  it('the ingest pool is small: a sixth connection waits for one of its five', async () => {
+    expect(INGEST_POOL_MAX).to.equal(5);
+    const held = await Promise.all([1, 2, 3, 4, 5].map(() => ingest.client.acquireConnection()));
     try {
-      const fifth = ingest.client.acquireConnection();
-      const outcome = await Promise.race([fifth.then(() => 'acquired'), new Promise((resolve) => setTimeout(() => resolve('waiting'), 300))]);
+      const sixth = ingest.client.acquireConnection();
+      const outcome = await Promise.race([sixth.then(() => 'acquired'), new Promise((resolve) => setTimeout(() => resolve('waiting'), 300))]);
       expect(outcome).to.equal('waiting');
       ingest.client.releaseConnection(held.pop());
-      ingest.client.releaseConnection(await fifth);
+      ingest.client.releaseConnection(await sixth);
     } finally {
       for (const connection of held) ingest.client.releaseConnection(connection);
     }

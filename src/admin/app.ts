@@ -28,6 +28,7 @@ import type { AuditContext } from '../audit.js';
 import { authenticateAdmin } from './auth.js';
 import { adminOperations, UnsupportedBody, type AdminCaller } from './operations.js';
 import { BatchTooLargeError, MAX_BATCH_BYTES, RecordConflictError } from '../import/records.js';
+import { ImportsBusyError } from '../import/jobs.js';
 
 export interface AdminAppOptions {
   /** Connections as the admin API's database role. */
@@ -253,6 +254,7 @@ export async function adminDispatcher({ db, ingestDb, clock, cursors, scheme, au
       } catch (err) {
         // What only the operator may read of a refusal goes to the log, beside the request's id; the caller gets the message.
         if (err instanceof InvalidFieldError && err.operatorDetail !== undefined) (ctx.state.logger as Logger | undefined)?.info({ field: err.field, detail: err.operatorDetail }, 'input refused');
+        if (err instanceof ImportsBusyError) throw new ApiError(503, 'overloaded', err.message, undefined, { 'Retry-After': String(err.retryAfterSeconds) });
         if (err instanceof NoSealingKeyError) {
           (ctx.state.logger as Logger | undefined)?.warn({ err: { message: err.message } }, 'cannot seal a signing secret');
           throw sealingUnavailable();

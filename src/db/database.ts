@@ -104,7 +104,7 @@ export const SERVICE_TIMEOUTS: Record<ServiceRole, PoolTimeouts> = {
  * loads never hold more of the database's connections than this, whatever arrives. Running import jobs each hold one
  * for their whole transaction, and are capped below it (src/import/jobs.ts), so batches and progress always get one.
  */
-export const INGEST_POOL_MAX = 4;
+export const INGEST_POOL_MAX = 5;
 
 /** Pools smaller than the process's default, by role. */
 const SERVICE_POOL_MAX: Partial<Record<ServiceRole, number>> = { ingest: INGEST_POOL_MAX };
