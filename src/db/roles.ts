@@ -92,8 +92,9 @@ const GRANTS: Record<ServiceRole, string[]> = {
     // the payment-months trigger a fold fires locks the workspace's row FOR SHARE, which needs UPDATE on some column:
     // created_at, which nothing reads for a decision
     `GRANT UPDATE (created_at) ON workspaces TO %s`,
-    // retention prunes finished import jobs (FOR UPDATE SKIP LOCKED, hence an UPDATE on one column); never a running one
-    `GRANT SELECT (id, workspace_id, phase, finished_at), UPDATE (finished_at), DELETE ON import_jobs TO %s`,
+    // retention prunes finished import jobs (FOR UPDATE SKIP LOCKED, hence an UPDATE on one column); never a running one,
+    // but records as failed a running one whose process is gone (failLostImports in src/import/jobs.ts)
+    `GRANT SELECT (id, workspace_id, phase, finished_at), UPDATE (phase, error, records_applied, finished_at, updated_at), DELETE ON import_jobs TO %s`,
     // retention deletes old delivery records in batches (FOR UPDATE SKIP LOCKED, hence an UPDATE on one column)
     `GRANT DELETE ON deliveries, delivery_attempts, events, test_idempotency_keys, outbox TO %s`,
     `GRANT SELECT, UPDATE (started_at) ON delivery_attempts TO %s`,

@@ -433,20 +433,40 @@ async function writeChunk(
   return chosen.length;
 }
 
+/** The error of a job whose process stopped (its connection gone, its transaction rolled back). */
+export const LOST_JOB_ERROR = 'the process running the job stopped before it finished; nothing was written';
+
+/**
+ * Records as failed the running jobs whose process is gone (nothing was written): taking a job's lock succeeds only when
+ * no transaction holds it. Of one job (`id`, getImport), or of every workspace (or `workspaceIds`: the worker's
+ * retention, so that a job nobody reads again is seen ended, and pruned in time). Returns the ids it failed.
+ */
+export async function failLostImports(db: Knex, scope: { id?: string; workspaceIds?: string[] | null } = {}): Promise<string[]> {
+  return db.transaction(async (t) => {
+    // (the lock is tried on running jobs only: a finished job's is nobody's to hold)
+    let candidates = t('import_jobs').where({ phase: 'running' }).select('id');
+    if (scope.id !== undefined) candidates = candidates.where({ id: scope.id });
+    if (scope.workspaceIds) candidates = candidates.whereIn('workspace_id', scope.workspaceIds);
+    const ids = (await candidates).map((r: { id: string }) => r.id);
+    const lost: string[] = [];
+    for (const id of ids) {
+      const { rows } = await t.raw(`SELECT ${TRY_LOCK} AS free`, [id]);
+      if (rows[0].free) lost.push(id);
+    }
+    if (lost.length === 0) return [];
+    return (await t('import_jobs').whereIn('id', lost).where({ phase: 'running' })
+      .update({ phase: 'failed', error: LOST_JOB_ERROR, records_applied: 0, finished_at: t.fn.now(), updated_at: t.fn.now() })
+      .returning('id')).map((r: { id: string }) => r.id);
+  });
+}
+
 /** The job, within the workspace; a running job whose process is gone is recorded as failed first. */
 export async function getImport(db: Knex, workspaceId: string, id: string): Promise<ImportJob> {
   const row = await db('import_jobs').where({ id, workspace_id: workspaceId }).first();
   if (!row) throw new NotFoundError(`No import job with id ${id} in this workspace.`);
   if (row.phase !== 'running') return view(row);
-  // Taking the job's lock succeeds only when no transaction holds it: the job's process died (nothing was written).
-  return db.transaction(async (t) => {
-    const { rows } = await t.raw(`SELECT ${TRY_LOCK} AS free`, [id]);
-    if (!rows[0].free) return view(row);
-    const [ended] = await t('import_jobs').where({ id, phase: 'running' })
-      .update({ phase: 'failed', error: 'the process running the job stopped before it finished; nothing was written', records_applied: 0, finished_at: t.fn.now(), updated_at: t.fn.now() })
-      .returning('*');
-    return view(ended ?? (await t('import_jobs').where({ id }).first()));
-  });
+  if ((await failLostImports(db, { id })).length === 0) return view(row);
+  return view(await db('import_jobs').where({ id }).first());
 }
 
 /** Asks a running job to stop (it ends `canceled`, nothing written); ConflictError for a job that already ended. */

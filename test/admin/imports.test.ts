@@ -20,7 +20,7 @@ import { listen } from '../../src/api/app.js';
 import { DEFAULT_HTTP_LIMITS } from '../../src/api/http-limits.js';
 import { capturedLogger } from '../support/logs.js';
 import { runRetention } from '../../src/webhooks/retention.js';
-import { INTERNAL_JOB_ERROR, MAX_RUNNING_IMPORTS, MAX_RUNNING_IMPORTS_PER_PROCESS, startImport } from '../../src/import/jobs.js';
+import { INTERNAL_JOB_ERROR, LOST_JOB_ERROR, MAX_RUNNING_IMPORTS, MAX_RUNNING_IMPORTS_PER_PROCESS, startImport } from '../../src/import/jobs.js';
 
 // Import jobs (issue 32, point 4) through the admin API as its own role: a streamed JSON document and an NDJSON stream,
 // progress and the first bad record, cancel, and a job whose process is killed mid-way (nothing written, shown failed).
@@ -343,5 +343,28 @@ describe('the admin API: import jobs', () => {
     expect(await db('import_jobs').where({ workspace_id: ws.id }).pluck('id')).to.deep.equal([running.id]);
     socket.destroy();
     await eventually(async () => ((await db('import_jobs').where({ id: running.id }).first()).phase === 'failed' ? true : undefined), 5_000, 'the job to end');
+  });
+
+  it('the worker\'s retention records as failed a running job whose process died, never a live one (L3a)', async () => {
+    const ws = await fresh();
+    // a job whose process died: its row says running, and no transaction holds its lock (made first: a first load holds
+    // the workspace's row, which the insert would wait for)
+    const [dead] = await db('import_jobs').insert({ workspace_id: ws.id, phase: 'running', format: 'ndjson', started_by: 'a process gone', records_read: 7 }).returning('id');
+    const part = ndjson(document(1)) + '\n';
+    const socket = await partialUpload(admin.url, ws.id, part, part.length * 10);
+    try {
+      const live = await eventually(async () => (await db('import_jobs').where({ workspace_id: ws.id, phase: 'running' }).whereNot({ id: dead.id }).first('id')) ?? undefined, 10_000, 'the job to start');
+      const worker = (await testDatabase()).forRole('worker');
+      const counts = await runRetention(worker, { now: new Date(), retentionDays: 30, workspaceIds: [ws.id] });
+      expect(counts).to.deep.include({ lostImportJobs: 1, importJobs: 0 });
+      const rows = await db('import_jobs').where({ workspace_id: ws.id }).select('id', 'phase', 'error', 'records_applied', db.raw('finished_at IS NOT NULL AS ended'));
+      expect(rows.find((r) => r.id === dead.id)).to.deep.equal({ id: dead.id, phase: 'failed', error: LOST_JOB_ERROR, records_applied: 0, ended: true });
+      expect(rows.find((r) => r.id === live.id)).to.deep.include({ phase: 'running', ended: false });
+      expect((await show(ws.id, dead.id)).body).to.deep.include({ phase: 'failed', error: LOST_JOB_ERROR });
+      // and again: nothing more to record
+      expect((await runRetention(worker, { now: new Date(), retentionDays: 30, workspaceIds: [ws.id] })).lostImportJobs).to.equal(0);
+    } finally {
+      socket.destroy();
+    }
   });
 });
