@@ -109,6 +109,15 @@ describe('the admin API: import jobs', () => {
     expect(failed.error).to.match(/^import failed at line 7: \/record\/vehicleId: no vehicle [0-9a-f-]{36} in workspace/);
     expect(await counted('customers', ws.id)).to.equal(0);
 
+    // a record the database refuses (year 0: SQLSTATE 22008) is named by its line, never in the database's words (L3b)
+    const years = ndjson(document(2)).split('\n');
+    years.push(JSON.stringify({ key: 'payments', record: { ...JSON.parse(years.at(-1)!).record, id: uuid(), at: '0000-01-01T00:00:00Z' } }));
+    const year0 = await start(ws.id, years.join('\n'), 'application/x-ndjson');
+    expect(await finished(ws.id, year0.body.id)).to.deep.include({
+      phase: 'failed', recordsApplied: 0, error: 'import failed at line 8: /record: the record cannot be stored: a date or time is out of the range the service stores',
+    });
+    expect(await counted('customers', ws.id)).to.equal(0);
+
     const csv = await fetch(`${admin.url}/admin/v1/workspaces/${ws.id}/imports`, { method: 'POST', headers: { authorization: `Bearer ${token.token}`, 'content-type': 'text/csv' }, body: 'a,b' });
     expect(csv.status).to.equal(415);
 
