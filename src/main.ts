@@ -242,9 +242,10 @@ async function main(): Promise<void> {
       `Fleet Rental Service is listening on ${base}`,
       `API reference: ${base}/docs   (OpenAPI document: ${base}/openapi.json)`,
     );
-    // The admin API: its own listener, credential and database role (src/admin/app.ts).
+    // The admin API: its own listener, credential and database role (src/admin/app.ts), and the ingest role's small pool
+    // for the platform's records (batch writes, import jobs), which the admin role neither reads nor writes.
     if (config.adminPort !== 0) {
-      const adminApp = await createAdminApp({ db: database.forRole('admin'), logger, metrics, shedEventLoopLagMs, portalUrl: portalSettings.publicUrl });
+      const adminApp = await createAdminApp({ db: database.forRole('admin'), ingestDb: database.forRole('ingest'), logger, metrics, shedEventLoopLagMs, portalUrl: portalSettings.publicUrl });
       adminServer = await step(`starting the admin API on ${config.adminHost}:${config.adminPort}`, () =>
         listen(adminApp, config.adminPort, config.adminHost, httpLimits).catch(inUse('FRS_ADMIN_PORT (or 0 to switch it off)', config.adminPort, config.adminHost)));
       const adminAddress = adminServer.address();

@@ -49,6 +49,16 @@ async function npmStart(env: NodeJS.ProcessEnv, readyLine: RegExp | null): Promi
   return { child, stdout: () => stdout, stderr: () => stderr, exit };
 }
 
+/**
+ * Stops a run still going (SIGTERM to npm's PID, as a person would) and waits for it: in a test's `finally`, so that an
+ * assertion failing between start and stop leaves no service nor embedded database running.
+ */
+async function stopIfRunning(run: Started): Promise<void> {
+  if (run.child.exitCode !== null || run.child.signalCode !== null) return;
+  run.child.kill('SIGTERM');
+  await run.exit;
+}
+
 /** Starts the service, lets it get ready (or fail), stops it with SIGTERM, and returns its exit status and output. */
 async function startAndStop(env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
   // (FRS_ROLE=api holds no master key: the tests' one is not passed on)
@@ -75,40 +85,44 @@ describe('npm start', function () {
         { PORT: String(port), HOST: '127.0.0.1', FRS_EMBEDDED_PORT: String(pgPort), FRS_METRICS_PORT: String(metricsPort), FRS_ADMIN_PORT: String(adminPort), FRS_DATA_DIR: dataDir },
         /Ready .* after launch/,
       );
-      // It answers, and said what it did while starting.
-      const answer = await fetch(`http://127.0.0.1:${port}/openapi.json`);
-      expect(answer.status).to.equal(200);
-      // and so does the admin API, on its own listener (127.0.0.1 by default), with its own document
-      const adminDocument = await fetch(`http://127.0.0.1:${adminPort}/openapi.json`);
-      expect((await adminDocument.json()).info.title).to.equal('Fleet Rental Service admin API');
-      expect(run.stdout()).to.include(`Admin API: http://127.0.0.1:${adminPort}/admin/v1`);
-      expect(run.stderr()).to.match(/opening the embedded PostgreSQL .* and applying migrations: done/);
-      expect(run.stderr()).to.match(/loading the API .*: done/);
-      // the worker runs in a process of its own (it alone holds the master key); its counts come out on this /metrics
-      const sweeps = async () => {
-        const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-        return { count: Number(/^frs_calendar_sweep_duration_seconds_count(?:\{[^}]*\})? (\d+)/m.exec(text)?.[1] ?? 0), starts: text.match(/^process_start_time_seconds /gm)?.length };
-      };
-      let scraped = await sweeps();
-      for (const deadline = Date.now() + 60_000; scraped.count === 0 && Date.now() < deadline;) {
-        await new Promise((resolve) => setTimeout(resolve, 250));
-        scraped = await sweeps();
-      }
-      expect(scraped.count, "the worker process's calendar sweeps").to.be.at.least(1);
-      expect(scraped.starts, "one process's start time, not a sum of two").to.equal(1);
+      try {
+        // It answers, and said what it did while starting.
+        const answer = await fetch(`http://127.0.0.1:${port}/openapi.json`);
+        expect(answer.status).to.equal(200);
+        // and so does the admin API, on its own listener (127.0.0.1 by default), with its own document
+        const adminDocument = await fetch(`http://127.0.0.1:${adminPort}/openapi.json`);
+        expect((await adminDocument.json()).info.title).to.equal('Fleet Rental Service admin API');
+        expect(run.stdout()).to.include(`Admin API: http://127.0.0.1:${adminPort}/admin/v1`);
+        expect(run.stderr()).to.match(/opening the embedded PostgreSQL .* and applying migrations: done/);
+        expect(run.stderr()).to.match(/loading the API .*: done/);
+        // the worker runs in a process of its own (it alone holds the master key); its counts come out on this /metrics
+        const sweeps = async () => {
+          const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+          return { count: Number(/^frs_calendar_sweep_duration_seconds_count(?:\{[^}]*\})? (\d+)/m.exec(text)?.[1] ?? 0), starts: text.match(/^process_start_time_seconds /gm)?.length };
+        };
+        let scraped = await sweeps();
+        for (const deadline = Date.now() + 60_000; scraped.count === 0 && Date.now() < deadline;) {
+          await new Promise((resolve) => setTimeout(resolve, 250));
+          scraped = await sweeps();
+        }
+        expect(scraped.count, "the worker process's calendar sweeps").to.be.at.least(1);
+        expect(scraped.starts, "one process's start time, not a sum of two").to.equal(1);
 
-      const sent = Date.now();
-      run.child.kill(signal);
-      expect(await run.exit, `npm's exit status\n${run.stderr()}`).to.equal(0);
-      expect(Date.now() - sent, 'stopped within 10 s').to.be.below(10_000);
-      expect(await isFree(port), 'the API port is free').to.equal(true);
-      expect(await isFree(pgPort), "the embedded database's port is free").to.equal(true);
-      expect(await isFree(metricsPort), 'the metrics port is free').to.equal(true);
-      expect(await isFree(adminPort), 'the admin port is free').to.equal(true);
-      expect(fs.existsSync(path.join(dataDir, 'postgres', 'postmaster.pid')), 'no postmaster.pid').to.equal(false);
-      const logs = run.stdout().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line));
-      expect(logs.filter((l) => l.level >= 40), 'no warning or error').to.deep.equal([]);
-      expect(logs.map((l) => l.msg)).to.include.members(['shutting down', 'stopped']);
+        const sent = Date.now();
+        run.child.kill(signal);
+        expect(await run.exit, `npm's exit status\n${run.stderr()}`).to.equal(0);
+        expect(Date.now() - sent, 'stopped within 10 s').to.be.below(10_000);
+        expect(await isFree(port), 'the API port is free').to.equal(true);
+        expect(await isFree(pgPort), "the embedded database's port is free").to.equal(true);
+        expect(await isFree(metricsPort), 'the metrics port is free').to.equal(true);
+        expect(await isFree(adminPort), 'the admin port is free').to.equal(true);
+        expect(fs.existsSync(path.join(dataDir, 'postgres', 'postmaster.pid')), 'no postmaster.pid').to.equal(false);
+        const logs = run.stdout().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line));
+        expect(logs.filter((l) => l.level >= 40), 'no warning or error').to.deep.equal([]);
+        expect(logs.map((l) => l.msg)).to.include.members(['shutting down', 'stopped']);
+      } finally {
+        await stopIfRunning(run);
+      }
     });
   }
 

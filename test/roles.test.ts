@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { dropDatabase, testDatabase } from './support/database.js';
 import { expectRejection } from './support/assertions.js';
-import { API_STATEMENT_TIMEOUT_MS, apiStatementTimeoutMs, connectionSetup, createKnex } from '../src/db/database.js';
+import { API_STATEMENT_TIMEOUT_MS, apiStatementTimeoutMs, connectionSetup, createKnex, INGEST_POOL_MAX } from '../src/db/database.js';
 import { isStatementCanceled } from '../src/db/outage.js';
 import { migrateLatest } from '../src/db/migrate.js';
 import { fixture } from './support/fixtures.js';
@@ -26,11 +26,12 @@ async function permissionDenied(statement: Promise<unknown>): Promise<string> {
   throw new Error('the statement succeeded');
 }
 
-describe('database roles: least privilege for the API and the worker', () => {
+describe('database roles: least privilege for the API, the admin API, its ingest and the worker', () => {
   let db: Knex;
   let api: Knex;
   let worker: Knex;
   let admin: Knex;
+  let ingest: Knex;
   let f: Awaited<ReturnType<typeof fixture>>;
   let bookingId: string;
   let endpointId: string;
@@ -41,6 +42,7 @@ describe('database roles: least privilege for the API and the worker', () => {
     api = database.forRole('api');
     worker = database.forRole('worker');
     admin = database.forRole('admin');
+    ingest = database.forRole('ingest');
     f = await fixture(db);
     bookingId = await f.booking({ status: 'confirmed', pickupAt: '2026-12-01T06:00:00Z', dropoffAt: '2026-12-03T06:00:00Z' });
     endpointId = (await createEndpoint(db, { workspaceSlug: f.slug, url: 'https://receiver.example/hooks' })).id;
@@ -58,6 +60,21 @@ describe('database roles: least privilege for the API and the worker', () => {
     expect((await api.raw('SELECT current_user AS u')).rows[0].u).to.equal(serviceRoleName(name, 'api'));
     expect((await worker.raw('SELECT current_user AS u')).rows[0].u).to.equal(serviceRoleName(name, 'worker'));
     expect((await admin.raw('SELECT current_user AS u')).rows[0].u).to.equal(serviceRoleName(name, 'admin'));
+    expect((await ingest.raw('SELECT current_user AS u')).rows[0].u).to.equal(serviceRoleName(name, 'ingest'));
+  });
+
+  it('the ingest pool is small: a sixth connection waits for one of its five', async () => {
+    expect(INGEST_POOL_MAX).to.equal(5);
+    const held = await Promise.all([1, 2, 3, 4, 5].map(() => ingest.client.acquireConnection()));
+    try {
+      const sixth = ingest.client.acquireConnection();
+      const outcome = await Promise.race([sixth.then(() => 'acquired'), new Promise((resolve) => setTimeout(() => resolve('waiting'), 300))]);
+      expect(outcome).to.equal('waiting');
+      ingest.client.releaseConnection(held.pop());
+      ingest.client.releaseConnection(await sixth);
+    } finally {
+      for (const connection of held) ingest.client.releaseConnection(connection);
+    }
   });
 
   it("the API's statements have a time limit, set on its connections after SET ROLE; the worker's have none", async () => {
@@ -66,6 +83,7 @@ describe('database roles: least privilege for the API and the worker', () => {
     expect(await setting(api.raw('SHOW statement_timeout'))).to.equal('3s');
     expect(await setting(worker.raw('SHOW statement_timeout'))).to.equal('0');
     expect(await setting(admin.raw('SHOW statement_timeout'))).to.equal('3s');
+    expect(await setting(ingest.raw('SHOW statement_timeout'))).to.equal('3s');
     const listening = await database.connectAs('api');
     try {
       expect(await setting(listening.query('SHOW statement_timeout'))).to.equal('3s');
@@ -152,7 +170,7 @@ describe('database roles: least privilege for the API and the worker', () => {
     await permissionDenied(worker.raw('INSERT INTO outbox (workspace_id, event, data) VALUES (?, ?, ?)', [f.ws.id, 'lead.created', '{}']));
   });
 
-  it('the admin API changes workspace settings, keys, endpoints and (issue 32) the platform\'s records, adds to the audit trail, and no role changes the trail', async () => {
+  it('the admin API changes workspace settings, keys and endpoints, adds to the audit trail, and no role changes the trail', async () => {
     const { createWorkspace, updateWorkspace, revokeApiKey } = await import('../src/workspaces.js');
     const { setEndpointActive } = await import('../src/webhooks/endpoints.js');
     const { createAdminToken } = await import('../src/admin-tokens.js');
@@ -166,8 +184,13 @@ describe('database roles: least privilege for the API and the worker', () => {
     expect((await revokeApiKey(admin, key.id, { workspaceId: ws.id }, audit)).id).to.equal(key.id);
     expect((await setEndpointActive(admin, endpointId, false, new Date(), audit)).isActive).to.equal(false);
     expect(await admin('audit_entries').where({ workspace_id: ws.id }).pluck('action')).to.have.members(['workspace.create', 'workspace.update', 'api_key.create', 'api_key.revoke']);
-    // the platform's records, which it writes since issue 32 (writeRecords, import jobs), with their triggers' upkeep
-    expect((await admin.raw(`UPDATE bookings SET status = status WHERE id = ?`, [bookingId])).rowCount).to.equal(1);
+    // never the platform's records (the ingest role writes them), nor customers' contact details
+    expect(await permissionDenied(admin.raw('SELECT phone, email, id_document FROM customers WHERE workspace_id = ?', [f.ws.id]))).to.match(/permission denied for table customers/);
+    expect(await permissionDenied(admin.raw(`UPDATE bookings SET status = 'canceled' WHERE id = ?`, [bookingId]))).to.match(/permission denied for table bookings/);
+    await permissionDenied(admin.raw(`INSERT INTO customers (id, workspace_id, name) VALUES (?, ?, 'x')`, [crypto.randomUUID(), f.ws.id]));
+    await permissionDenied(admin.raw('DELETE FROM payments WHERE workspace_id = ?', [f.ws.id]));
+    await permissionDenied(admin.raw('SELECT * FROM record_versions'));
+    await permissionDenied(admin.raw('SELECT * FROM import_jobs'));
     // never a key's hash or a signing secret
     await permissionDenied(admin.raw('SELECT key_hash FROM api_keys'));
     await permissionDenied(admin.raw('DELETE FROM api_keys WHERE id = ?', [key.id]));
@@ -176,7 +199,7 @@ describe('database roles: least privilege for the API and the worker', () => {
     await permissionDenied(admin.raw(`INSERT INTO admin_tokens (name, token_hash) VALUES ('x', sha256('x'))`));
     await permissionDenied(admin.raw(`CREATE TABLE admin_was_here_${process.pid} (id int)`));
     // the audit trail is only ever added to: by no service role changed or deleted
-    for (const role of [api, worker, admin]) {
+    for (const role of [api, worker, admin, ingest]) {
       await permissionDenied(role.raw(`UPDATE audit_entries SET actor_name = 'someone else' WHERE workspace_id = ?`, [ws.id]));
       await permissionDenied(role.raw('DELETE FROM audit_entries WHERE workspace_id = ?', [ws.id]));
       await permissionDenied(role.raw('TRUNCATE audit_entries'));
@@ -185,6 +208,41 @@ describe('database roles: least privilege for the API and the worker', () => {
     await permissionDenied(worker.raw('SELECT * FROM admin_tokens'));
     await permissionDenied(api.raw('SELECT * FROM admin_tokens'));
     expect(await db('audit_entries').where({ workspace_id: ws.id }).count<{ count: number }[]>('* as count')).to.deep.equal([{ count: 4 }]);
+  });
+
+  it('the ingest role writes the platform\'s records (writeRecords, import jobs) with their events, and nothing of settings, keys or secrets', async () => {
+    const { writeRecords } = await import('../src/import/records.js');
+    const { startImport } = await import('../src/import/jobs.js');
+    const { createAdminToken } = await import('../src/admin-tokens.js');
+    const { examplePayload } = await import('./webhooks/support.js');
+    const token = await createAdminToken(db, { name: `roles ingest test ${process.pid}` }, { actor: { type: 'cli', name: 'roles-test' } });
+    const audit = { actor: { type: 'admin_token' as const, id: token.id, name: token.name }, requestId: 'req_rolesIngestTest0' };
+    const customer = crypto.randomUUID();
+    // a batch: a customer with contact details, a change to a booking, an event fanned out to the endpoint
+    const batch = {
+      upsert: { customers: [{ id: customer, name: 'Layla', phone: '+971500000001', email: 'layla@example.ae' }] },
+      events: [{ event: 'payment.captured', data: examplePayload('payment.captured').data }],
+    };
+    const result = await writeRecords(ingest, f.ws.id, batch, { audit });
+    expect(result).to.deep.include({ upserted: { customers: 1 }, unchanged: {}, stale: {}, deleted: {} });
+    expect(await db('customers').where({ id: customer }).first('name', 'phone', 'email')).to.deep.equal({ name: 'Layla', phone: '+971500000001', email: 'layla@example.ae' });
+    expect(await db('deliveries').where({ event_id: result.events[0], endpoint_id: endpointId }).pluck('event')).to.deep.equal(['payment.captured']);
+    expect(await db('audit_entries').where({ workspace_id: f.ws.id, action: 'workspace.records_write' }).pluck('actor_name')).to.deep.equal([token.name]);
+    expect((await ingest.raw(`UPDATE bookings SET status = status WHERE id = ?`, [bookingId])).rowCount).to.equal(1);
+    // an import job, as the admin API runs it
+    const other = crypto.randomUUID();
+    const { done } = await startImport(ingest, f.ws.id, { body: (async function* () { yield JSON.stringify({ customers: [{ id: other, name: 'Omar' }] }); })(), format: 'json', audit });
+    expect(await done).to.deep.include({ phase: 'succeeded', recordsApplied: 1, counts: { customers: 1 } });
+    // never a workspace's settings, a key, a token's hash, an endpoint's secret or URL, the schema
+    await permissionDenied(ingest.raw('UPDATE workspaces SET status = status WHERE id = ?', [f.ws.id]));
+    await permissionDenied(ingest.raw('SELECT key_hash FROM api_keys'));
+    await permissionDenied(ingest.raw('SELECT token_hash FROM admin_tokens'));
+    await permissionDenied(ingest.raw('SELECT secret_sealed FROM webhook_endpoints WHERE id = ?', [endpointId]));
+    await permissionDenied(ingest.raw('UPDATE webhook_endpoints SET url = url WHERE id = ?', [endpointId]));
+    await permissionDenied(ingest.raw('UPDATE deliveries SET status = status WHERE workspace_id = ?', [f.ws.id]));
+    await permissionDenied(ingest.raw('SELECT * FROM master_key_record'));
+    await permissionDenied(ingest.raw('DELETE FROM import_jobs WHERE workspace_id = ?', [f.ws.id]));
+    await permissionDenied(ingest.raw(`CREATE TABLE ingest_was_here_${process.pid} (id int)`));
   });
 });
 
@@ -279,17 +337,18 @@ describe('database roles on a PostgreSQL where the owner is not a superuser (the
 
   it('an owner that may not create roles is told the statements an administrator runs, and migrates once they ran', async () => {
     const owner = connect(databases.without, owners.without);
-    const [apiRole, workerRole, adminRole] = [serviceRoleName(databases.without, 'api'), serviceRoleName(databases.without, 'worker'), serviceRoleName(databases.without, 'admin')];
+    const [apiRole, workerRole, adminRole, ingestRole] = (['api', 'worker', 'admin', 'ingest'] as const).map((role) => serviceRoleName(databases.without, role));
     await publicLockedByAdministrator(databases.without, owners.without, owner);
     const refused = await expectRejection(migrateLatest(owner), DatabaseRolesError);
     expect(refused.message).to.equal(
-      `cannot set up the database roles "${apiRole}", "${workerRole}" and "${adminRole}" (${owners.without} may not create roles). Have an administrator run: ` +
-        `CREATE ROLE "${apiRole}" NOLOGIN; CREATE ROLE "${workerRole}" NOLOGIN; CREATE ROLE "${adminRole}" NOLOGIN; GRANT "${apiRole}", "${workerRole}", "${adminRole}" TO "${owners.without}"; ` +
+      `cannot set up the database roles "${apiRole}", "${workerRole}", "${adminRole}" and "${ingestRole}" (${owners.without} may not create roles). Have an administrator run: ` +
+        `CREATE ROLE "${apiRole}" NOLOGIN; CREATE ROLE "${workerRole}" NOLOGIN; CREATE ROLE "${adminRole}" NOLOGIN; CREATE ROLE "${ingestRole}" NOLOGIN; ` +
+        `GRANT "${apiRole}", "${workerRole}", "${adminRole}", "${ingestRole}" TO "${owners.without}"; ` +
         'then run "fleet-admin migrate" again. Or set FRS_DB_ROLES=off to run the API, the admin API and the worker with the owner\'s rights',
     );
     const admin = createKnex(adminUrl, 1);
     try {
-      await admin.raw(`CREATE ROLE "${apiRole}" NOLOGIN; CREATE ROLE "${workerRole}" NOLOGIN; CREATE ROLE "${adminRole}" NOLOGIN; GRANT "${apiRole}", "${workerRole}", "${adminRole}" TO "${owners.without}"`);
+      await admin.raw(`CREATE ROLE "${apiRole}" NOLOGIN; CREATE ROLE "${workerRole}" NOLOGIN; CREATE ROLE "${adminRole}" NOLOGIN; CREATE ROLE "${ingestRole}" NOLOGIN; GRANT "${apiRole}", "${workerRole}", "${adminRole}", "${ingestRole}" TO "${owners.without}"`);
     } finally {
       await admin.destroy();
     }

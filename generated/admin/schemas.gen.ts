@@ -62,7 +62,7 @@ export const ErrorResponseSchema = {
                 code: {
                     type: 'string',
                     maxLength: 64,
-                    description: 'Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token\'s reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `missing_reference` (409): a batch\'s record points at nothing (`writeRecords`).\n- `dependent_records` (409): a batch\'s delete would leave records pointing at nothing (`writeRecords`).\n- `payload_too_large` (413): the request body is over 64 KiB (a batch: 5,000 records or 8 MiB).\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n',
+                    description: 'Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token\'s reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `missing_reference` (409): a batch\'s record points at nothing (`writeRecords`).\n- `dependent_records` (409): a batch\'s delete would leave records pointing at nothing (`writeRecords`).\n- `payload_too_large` (413): the request body is over 64 KiB (a batch: 5,000 records or 8 MiB).\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `expectation_failed` (417): the request\'s `Expect` header asks for something other than\n  `100-continue`; the connection is closed after the answer.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n',
                     'x-extensible-enum': [
                         'invalid_request',
                         'unauthorized',
@@ -76,6 +76,7 @@ export const ErrorResponseSchema = {
                         'payload_too_large',
                         'unsupported_media_type',
                         'rate_limited',
+                        'expectation_failed',
                         'headers_too_large',
                         'internal_error',
                         'unavailable',

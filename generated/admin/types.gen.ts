@@ -51,6 +51,8 @@ export type ErrorResponse = {
          * - `payload_too_large` (413): the request body is over 64 KiB (a batch: 5,000 records or 8 MiB).
          * - `unsupported_media_type` (415): the body is not `application/json`, or is compressed.
          * - `rate_limited` (429): too many failed authentications from this address.
+         * - `expectation_failed` (417): the request's `Expect` header asks for something other than
+         * `100-continue`; the connection is closed after the answer.
          * - `headers_too_large` (431).
          * - `internal_error` (500).
          * - `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.
@@ -936,6 +938,8 @@ export type PortalSessionConflict = {
          * - `payload_too_large` (413): the request body is over 64 KiB (a batch: 5,000 records or 8 MiB).
          * - `unsupported_media_type` (415): the body is not `application/json`, or is compressed.
          * - `rate_limited` (429): too many failed authentications from this address.
+         * - `expectation_failed` (417): the request's `Expect` header asks for something other than
+         * `100-continue`; the connection is closed after the answer.
          * - `headers_too_large` (431).
          * - `internal_error` (500).
          * - `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.

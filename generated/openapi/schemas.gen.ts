@@ -210,7 +210,7 @@ export const ErrorResponseSchema = {
                 code: {
                     type: 'string',
                     maxLength: 64,
-                    description: 'Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `workspace_frozen` (403).\n- `not_found` (404): no such resource, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `idempotency_key_reused` (409).\n- `rate_limited` (429): a limit was reached (the workspace\'s rate or requests in flight, the client\n  address\'s failed authentications, or a limit of the test operation); see `reason` and `Retry-After`.\n- `headers_too_large` (431): the request\'s headers are over the server\'s limit.\n- `internal_error` (500).\n- `unavailable` (503): the service cannot reach a dependency (its database) just now, or a statement\n  of the request ran past the time limit (see Limits); retry after `Retry-After` seconds. Nothing was\n  changed.\n- `overloaded` (503): the service is too busy to take another request just now; retry after\n  `Retry-After` seconds. Nothing was changed.\n- `not_ready` (503): from `/readyz` only; `reason` names the failed check.\n',
+                    description: 'Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `workspace_frozen` (403).\n- `not_found` (404): no such resource, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `idempotency_key_reused` (409).\n- `rate_limited` (429): a limit was reached (the workspace\'s rate or requests in flight, the client\n  address\'s failed authentications, or a limit of the test operation); see `reason` and `Retry-After`.\n- `expectation_failed` (417): the request\'s `Expect` header asks for something other than\n  `100-continue`; the connection is closed after the answer.\n- `headers_too_large` (431): the request\'s headers are over the server\'s limit.\n- `internal_error` (500).\n- `unavailable` (503): the service cannot reach a dependency (its database) just now, or a statement\n  of the request ran past the time limit (see Limits); retry after `Retry-After` seconds. Nothing was\n  changed.\n- `overloaded` (503): the service is too busy to take another request just now; retry after\n  `Retry-After` seconds. Nothing was changed.\n- `not_ready` (503): from `/readyz` only; `reason` names the failed check.\n',
                     'x-extensible-enum': [
                         'invalid_request',
                         'unauthorized',
@@ -219,6 +219,7 @@ export const ErrorResponseSchema = {
                         'method_not_allowed',
                         'idempotency_key_reused',
                         'rate_limited',
+                        'expectation_failed',
                         'headers_too_large',
                         'internal_error',
                         'unavailable',

@@ -106,6 +106,8 @@ export type ErrorResponse = {
          * - `idempotency_key_reused` (409).
          * - `rate_limited` (429): a limit was reached (the workspace's rate or requests in flight, the client
          * address's failed authentications, or a limit of the test operation); see `reason` and `Retry-After`.
+         * - `expectation_failed` (417): the request's `Expect` header asks for something other than
+         * `100-continue`; the connection is closed after the answer.
          * - `headers_too_large` (431): the request's headers are over the server's limit.
          * - `internal_error` (500).
          * - `unavailable` (503): the service cannot reach a dependency (its database) just now, or a statement

@@ -28,10 +28,13 @@ import type { AuditContext } from '../audit.js';
 import { authenticateAdmin } from './auth.js';
 import { adminOperations, UnsupportedBody, type AdminCaller } from './operations.js';
 import { BatchTooLargeError, MAX_BATCH_BYTES, RecordConflictError } from '../import/records.js';
+import { ImportsBusyError } from '../import/jobs.js';
 
 export interface AdminAppOptions {
   /** Connections as the admin API's database role. */
   db: Knex;
+  /** Connections as the ingest role: the platform's records (writeRecords, import jobs), on a small pool of their own. */
+  ingestDb: Knex;
   logger: Logger;
   clock?: () => Date;
   metrics?: ServiceMetrics;
@@ -159,6 +162,8 @@ export interface AdminRequester {
 
 export interface AdminDispatcherOptions {
   db: Knex;
+  /** The ingest role's connections, where this client reaches writeRecords and the import jobs. */
+  ingestDb?: Knex;
   clock: () => Date;
   cursors: Cursors;
   /**
@@ -186,7 +191,7 @@ export interface AdminDispatcher {
  * validation by the document, the body read only after the route matched and the caller was authenticated, and the
  * core's refusals as documented errors. The operations themselves are src/admin/operations.ts.
  */
-export async function adminDispatcher({ db, clock, cursors, scheme, authenticate, prefix = '', portalUrl, metrics }: AdminDispatcherOptions): Promise<AdminDispatcher> {
+export async function adminDispatcher({ db, ingestDb, clock, cursors, scheme, authenticate, prefix = '', portalUrl, metrics }: AdminDispatcherOptions): Promise<AdminDispatcher> {
   const otherScheme = scheme === 'adminToken' ? 'portalSession' : 'adminToken';
   const backend = contractBackend({
     document: withoutCoreBodies(strictOpenApiDocument('admin')),
@@ -230,6 +235,7 @@ export async function adminDispatcher({ db, clock, cursors, scheme, authenticate
       try {
         return await handler({
           db,
+          ingestDb,
           caller,
           audit,
           now: clock(),
@@ -248,6 +254,7 @@ export async function adminDispatcher({ db, clock, cursors, scheme, authenticate
       } catch (err) {
         // What only the operator may read of a refusal goes to the log, beside the request's id; the caller gets the message.
         if (err instanceof InvalidFieldError && err.operatorDetail !== undefined) (ctx.state.logger as Logger | undefined)?.info({ field: err.field, detail: err.operatorDetail }, 'input refused');
+        if (err instanceof ImportsBusyError) throw new ApiError(503, 'overloaded', err.message, undefined, { 'Retry-After': String(err.retryAfterSeconds) });
         if (err instanceof NoSealingKeyError) {
           (ctx.state.logger as Logger | undefined)?.warn({ err: { message: err.message } }, 'cannot seal a signing secret');
           throw sealingUnavailable();
@@ -298,11 +305,12 @@ export async function adminDispatcher({ db, clock, cursors, scheme, authenticate
   };
 }
 
-export async function createAdminApp({ db, logger, clock = () => new Date(), metrics, shedEventLoopLagMs = 0, authFailures: failureSettings, cursors = Cursors.fromApiSecret(), portalUrl }: AdminAppOptions): Promise<Koa> {
+export async function createAdminApp({ db, ingestDb, logger, clock = () => new Date(), metrics, shedEventLoopLagMs = 0, authFailures: failureSettings, cursors = Cursors.fromApiSecret(), portalUrl }: AdminAppOptions): Promise<Koa> {
   const authFailures = new AuthFailureLimits(failureSettings ?? authFailureSettingsFromEnv());
   const document = loadOpenApiDocument('admin');
   const dispatcher = await adminDispatcher({
     db,
+    ingestDb,
     clock,
     cursors,
     scheme: 'adminToken',

@@ -41,7 +41,13 @@ import { InvalidFieldError } from '../input.js';
 export type AdminCaller = AdminTokenHolder & { screen?: true };
 
 export interface AdminOperationContext {
+  /** Connections as the admin API's role. */
   db: Knex;
+  /**
+   * Connections as the ingest role, for the platform's records (batch writes and import jobs), which the admin role may
+   * neither read nor write; absent where those operations are out of reach (the settings screen).
+   */
+  ingestDb?: Knex;
   caller: AdminCaller;
   /** The token as the actor of every change, with the request's id. */
   audit: AuditContext;
@@ -69,6 +75,12 @@ export class UnsupportedBody extends InvalidFieldError {
   constructor(message: string) {
     super(message, 'Content-Type');
   }
+}
+
+/** The ingest role's connections (writeRecords and import jobs). */
+function ingestOf(c: AdminOperationContext): Knex {
+  if (!c.ingestDb) throw new Error('the platform\'s records are written through the ingest pool, which this client was not given');
+  return c.ingestDb;
 }
 
 /** The workspace of the path, within the token's reach: another workspace is not found, as if it did not exist. */
@@ -247,7 +259,7 @@ export const adminOperations: Record<string, Handler> = {
 
   async writeRecords(c) {
     const { id } = await reachable(c);
-    return (await idempotent(c.db, { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'writeRecords', path: c.path, body: c.body ?? null }, async (trx) =>
+    return (await idempotent(ingestOf(c), { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'writeRecords', path: c.path, body: c.body ?? null }, async (trx) =>
       ({ status: 200, body: await writeRecords(trx, id, c.body ?? {}, { audit: c.audit, metrics: c.metrics }) })));
   },
 
@@ -273,24 +285,25 @@ export const adminOperations: Record<string, Handler> = {
     request.once('close', cutOff);
     // An upload may honestly take longer than the listener's request time-out; the job fails one that stalls instead.
     allowLongBody(request as IncomingMessage);
-    const { job, done, received } = await startImport(c.db, id, { body, format, audit: c.audit, metrics: c.metrics, logger: c.logger });
+    const ingest = ingestOf(c);
+    const { job, done, received } = await startImport(ingest, id, { body, format, audit: c.audit, metrics: c.metrics, logger: c.logger });
     await received;
     // What the job left unread (it failed or was canceled early) is read and dropped, so the client's upload ends.
     void done.then(() => {
       request.unpipe(body);
       request.resume();
     }, () => undefined);
-    return { status: 202, body: await getImport(c.db, id, job.id) };
+    return { status: 202, body: await getImport(ingest, id, job.id) };
   },
 
   async getImport(c) {
     const { id } = await reachable(c);
-    return { status: 200, body: await getImport(c.db, id, c.params.importId) };
+    return { status: 200, body: await getImport(ingestOf(c), id, c.params.importId) };
   },
 
   async cancelImport(c) {
     const { id } = await reachable(c);
-    return { status: 200, body: await cancelImport(c.db, id, c.params.importId, c.audit) };
+    return { status: 200, body: await cancelImport(ingestOf(c), id, c.params.importId, c.audit) };
   },
 
   async sendExampleEvent(c) {

@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import http, { type Server } from 'node:http';
+import http, { type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
 import Koa from 'koa';
@@ -541,8 +541,27 @@ export function requestEdge({ logger, metrics, finish }: { logger: Logger; metri
  * Requests Node's HTTP parser refuses before the app sees them (headers over the limit, bytes a URL may not
  * contain, broken framing) get the documented error body and an x-request-id too, not Node's bare 400/431; a request
  * not whole within the HTTP limits' time-outs (src/api/http-limits.ts) gets 408. The connection is closed after it.
+ * A request whose `Expect` is not `100-continue` gets 417 in the documented body and its connection closed: Node
+ * hands it to 'checkExpectation', never to 'request', so neither the app nor the body time-out would see it, and
+ * its body could be sent for as long as its sender liked.
  */
 export function answerClientErrors(server: Server): void {
+  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    const requestId = newRequestId();
+    const error = new ApiError(417, 'expectation_failed', 'The only expectation this server meets is Expect: 100-continue.', 'Expect');
+    const body = req.method === 'HEAD' ? '' : JSON.stringify(errorBody(error, requestId));
+    res.writeHead(417, {
+      ...(body && { 'Content-Type': 'application/json; charset=utf-8' }),
+      'Content-Length': Buffer.byteLength(body),
+      'x-request-id': requestId,
+      [DATA_STALENESS_HEADER]: '0',
+      'Cache-Control': 'no-store',
+      'X-Content-Type-Options': 'nosniff',
+      Connection: 'close',
+    });
+    // (the body it announced is not read: the connection goes once the answer is out)
+    res.end(body, () => req.socket.destroy());
+  });
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
     // As Node does: nothing is written into an answer already under way (its bytes would corrupt it).
     const answering = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true;

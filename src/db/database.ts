@@ -19,7 +19,10 @@ export interface Database {
   /** Connections as the connecting user: the schema owner, for migrations and operator commands. */
   db: Knex;
   url: string;
-  /** Connections of the API or the worker: each runs as that service role, the API's with a time limit (connectionSetup()). */
+  /**
+   * Connections of the API, the admin API, its ingest or the worker: each runs as that service role, all but the
+   * worker's with a time limit (connectionSetup()); the ingest pool is INGEST_POOL_MAX connections at most.
+   */
   forRole(role: ServiceRole): Knex;
   /** A connection of its own, outside the pools, as `role` and set up as its pool's are (for LISTEN); the caller ends it. */
   connectAs(role: ServiceRole): Promise<pg.Client>;
@@ -91,8 +94,20 @@ export const SERVICE_TIMEOUTS: Record<ServiceRole, PoolTimeouts> = {
   api: { acquireMs: 4000, queryMs: 4000 },
   // the admin API answers requests as the API does, under the same promise and statement limit
   admin: { acquireMs: 4000, queryMs: 4000 },
+  // and so do its batch writes and import jobs (a job's statements are chunks of 1,000 records)
+  ingest: { acquireMs: 4000, queryMs: 4000 },
   worker: { acquireMs: 4000, queryMs: 60_000 },
 };
+
+/**
+ * The ingest pool's size (batch writes and import jobs, in the admin API's process): small, so that the platform's
+ * loads never hold more of the database's connections than this, whatever arrives. Running import jobs each hold one
+ * for their whole transaction, and are capped below it (src/import/jobs.ts), so batches and progress always get one.
+ */
+export const INGEST_POOL_MAX = 5;
+
+/** Pools smaller than the process's default, by role. */
+const SERVICE_POOL_MAX: Partial<Record<ServiceRole, number>> = { ingest: INGEST_POOL_MAX };
 
 /** A role's pool limits; the API's answer limit stays a second above its statement limit (FRS_API_STATEMENT_TIMEOUT_MS). */
 function serviceTimeouts(role: ServiceRole): PoolTimeouts {
@@ -239,7 +254,8 @@ export async function openDatabase(options: OpenOptions = {}): Promise<Database>
       createdSchema,
       forRole(role) {
         let knex = roles.get(role);
-        if (!knex) roles.set(role, (knex = createKnex(url, options.poolMax, connectionSetup(database, role), serviceTimeouts(role))));
+        const poolMax = Math.min(options.poolMax ?? 10, SERVICE_POOL_MAX[role] ?? Infinity);
+        if (!knex) roles.set(role, (knex = createKnex(url, poolMax, connectionSetup(database, role), serviceTimeouts(role))));
         return knex;
       },
       forReplica(replicaUrl, role, { timeouts = serviceTimeouts(role), poolMax = options.poolMax } = {}) {

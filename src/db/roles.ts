@@ -3,14 +3,15 @@ import type { Knex } from 'knex';
 import { ConfigError } from '../config.js';
 
 // Least privilege in the database. The schema owner (the user that runs `fleet-admin migrate`) owns every table;
-// the API, the admin API and the webhook worker each run as a NOLOGIN role of their own, entered with SET ROLE on every
-// new pooled connection, holding only the grants below. The roles are per database (`<database>_api`,
-// `<database>_admin`, `<database>_worker`), so two services sharing a cluster never share a role. `fleet-admin migrate` creates them
+// the API, the admin API, the admin API's writes of the platform's records (batch writes and import jobs: `ingest`) and
+// the webhook worker each run as a NOLOGIN role of their own, entered with SET ROLE on every new pooled connection,
+// holding only the grants below. The roles are per database (`<database>_api`, `<database>_admin`,
+// `<database>_ingest`, `<database>_worker`), so two services sharing a cluster never share a role. `fleet-admin migrate` creates them
 // (when the owner may create roles) and re-applies the grants after every migration, so this list is the one
 // place that says who may do what.
 
-export type ServiceRole = 'api' | 'worker' | 'admin';
-export const SERVICE_ROLES: readonly ServiceRole[] = ['api', 'worker', 'admin'];
+export type ServiceRole = 'api' | 'worker' | 'admin' | 'ingest';
+export const SERVICE_ROLES: readonly ServiceRole[] = ['api', 'worker', 'admin', 'ingest'];
 
 /** `FRS_DB_ROLES=off` runs every process as the connecting user (for a database where roles cannot be had). */
 export const DB_ROLES_SWITCH = 'FRS_DB_ROLES';
@@ -28,8 +29,8 @@ export function serviceRoleName(database: string, role: ServiceRole): string {
 }
 
 // Every table the domain is made of: the API and the worker read them and write none. Customers' contact details and
-// identity documents are readable by neither (no response or payload carries them). The admin role writes the records
-// the platform sends (batch writes, import jobs), contact details included.
+// identity documents are readable by neither (no response or payload carries them), nor by the admin role. Only the
+// ingest role writes the records the platform sends (batch writes, import jobs), contact details included.
 const DOMAIN_TABLES = [
   'workspaces', 'owners', 'fleets', 'vehicles', 'maintenance', 'vehicle_documents', 'bookings', 'extensions', 'invoices',
   'payments', 'installments', 'expenses', 'fines', 'integrations',
@@ -104,8 +105,9 @@ const GRANTS: Record<ServiceRole, string[]> = {
     // the payment-months trigger a fold fires locks the workspace's row FOR SHARE, which needs UPDATE on some column:
     // created_at, which nothing reads for a decision
     `GRANT UPDATE (created_at) ON workspaces TO %s`,
-    // retention prunes finished import jobs (FOR UPDATE SKIP LOCKED, hence an UPDATE on one column); never a running one
-    `GRANT SELECT (id, workspace_id, phase, finished_at), UPDATE (finished_at), DELETE ON import_jobs TO %s`,
+    // retention prunes finished import jobs (FOR UPDATE SKIP LOCKED, hence an UPDATE on one column); never a running one,
+    // but records as failed a running one whose process is gone (failLostImports in src/import/jobs.ts)
+    `GRANT SELECT (id, workspace_id, phase, finished_at), UPDATE (phase, error, records_applied, finished_at, updated_at), DELETE ON import_jobs TO %s`,
     // retention deletes old delivery records in batches (FOR UPDATE SKIP LOCKED, hence an UPDATE on one column)
     `GRANT DELETE ON deliveries, delivery_attempts, events, test_idempotency_keys, outbox TO %s`,
     `GRANT SELECT, UPDATE (started_at) ON delivery_attempts TO %s`,
@@ -152,15 +154,34 @@ const GRANTS: Record<ServiceRole, string[]> = {
     `GRANT SELECT, INSERT, UPDATE, DELETE ON admin_idempotency_keys TO %s`,
     // an entry's id, time and request id are the database's (migrations/20261128000210_audit_trail_server_set.ts)
     `GRANT SELECT, INSERT (actor_type, actor_id, actor_name, action, workspace_id, target_type, target_id, changes, client_request_id) ON audit_entries TO %s`,
-    // the platform's records (writeRecords, import jobs: src/import/), their versions and tombstones, the jobs; the
-    // triggers over the records keep the running totals, the entity changes and the data versions with these rights
-    `GRANT SELECT, INSERT, UPDATE, DELETE ON ${RECORD_TABLES.join(', ')}, ${ROLLUP_TABLES.join(', ')} TO %s`,
-    `GRANT SELECT, INSERT, UPDATE, DELETE ON record_versions, import_jobs TO %s`,
-    `GRANT INSERT ON entity_changes TO %s`,
-    `GRANT SELECT ON calendar_state TO %s`,
     // the settings screen's links and sessions (src/portal-sessions.ts): made, opened, seen, ended; never deleted here
     `GRANT SELECT, INSERT (workspace_id, read_only, link_hash, created_by, admin_token_id, created_at, expires_at) ON portal_sessions TO %s`,
     `GRANT UPDATE (link_hash, session_hash, started_at, last_seen_at, ended_at) ON portal_sessions TO %s`,
+  ],
+  // The admin API's batch writes and import jobs (src/import/: writeRecords, createImport, getImport, cancelImport), on
+  // a small pool of their own in the admin API's process: the platform's records, customers' contact details included,
+  // with what writing them touches; nothing of the workspaces' settings, keys, endpoints' secrets or tokens.
+  ingest: [
+    // the workspace written into (findWorkspace); the triggers over the records, and a first load (src/db/bulk-load.ts),
+    // lock its row, which needs UPDATE on some column: created_at, which nothing reads for a decision
+    `GRANT SELECT (id, slug, status, timezone, reminders_ahead, webhook_allowed_cidrs), UPDATE (created_at) ON workspaces TO %s`,
+    // the platform's records, their versions and tombstones, the jobs; the triggers over the records keep the running
+    // totals, the entity changes and the data versions with these rights
+    `GRANT SELECT, INSERT, UPDATE, DELETE ON ${RECORD_TABLES.join(', ')}, ${ROLLUP_TABLES.join(', ')} TO %s`,
+    `GRANT SELECT, INSERT, UPDATE, DELETE ON record_versions TO %s`,
+    `GRANT SELECT, INSERT, UPDATE ON import_jobs TO %s`,
+    `GRANT INSERT ON entity_changes TO %s`,
+    `GRANT SELECT ON calendar_state TO %s`,
+    // a batch's events and their deliveries: fan-out locks the subscribed endpoints FOR SHARE (an UPDATE on one column,
+    // created_at) and reads them without their secrets
+    `GRANT SELECT, INSERT ON events, deliveries TO %s`,
+    `GRANT SELECT ${ENDPOINT_COLUMNS_WITHOUT_SECRETS}, UPDATE (created_at) ON webhook_endpoints TO %s`,
+    // (may queue any event, as a writer of record versions: migrations/20261128001000_ingest_publishes_events.ts)
+    // a batch's Idempotency-Key (src/admin/idempotency.ts) and the audit entry of each batch and job, whose trigger
+    // reads the acting token's name
+    `GRANT SELECT, INSERT, UPDATE, DELETE ON admin_idempotency_keys TO %s`,
+    `GRANT SELECT (id, name) ON admin_tokens TO %s`,
+    `GRANT SELECT, INSERT (actor_type, actor_id, actor_name, action, workspace_id, target_type, target_id, changes, client_request_id) ON audit_entries TO %s`,
   ],
 };
 

@@ -15,6 +15,7 @@ import {
   type DocumentKey, type EntitySpec, type ImportRecord,
 } from './importDocument.js';
 import { applyVersions, markHistory } from './versions.js';
+import { INGEST_POOL_MAX } from '../db/database.js';
 import type { CountsByKey, RecordMetrics } from './records.js';
 
 // Import jobs (createImport, getImport, cancelImport in openapi/admin.yaml; `fleet-admin import`): an import document
@@ -44,6 +45,16 @@ export interface ImportJob {
 const PROGRESS_INTERVAL_MS = 500;
 /** Import jobs one workspace may run at once (each holds a connection and a transaction): createImport refuses more. */
 export const MAX_RUNNING_IMPORTS = 2;
+/**
+ * Import jobs one process runs at once, whatever their workspaces: each holds one of the ingest pool's connections for
+ * its whole transaction, so two are always left for batch writes, the jobs' progress and reads of jobs. A job over it
+ * is refused (ImportsBusyError) before it takes a connection.
+ */
+export const MAX_RUNNING_IMPORTS_PER_PROCESS = INGEST_POOL_MAX - 2;
+/** When to try again after ImportsBusyError: a job of a few thousand records takes seconds, a large load minutes. */
+export const IMPORTS_BUSY_RETRY_AFTER_S = 30;
+/** The jobs this process runs now (each counted from before its transaction is opened until it ended). */
+let runningInProcess = 0;
 /** A job waiting this long for the next bytes of its body fails (its transaction would otherwise sit idle, holding locks). */
 export const STALL_MS = 45_000;
 /** While records arrive, the job's transaction runs a statement at least this often (below the idle limit). */
@@ -54,6 +65,11 @@ const IDLE_IN_TRANSACTION_TIMEOUT = '60s';
 export const INTERNAL_JOB_ERROR = 'the job stopped on an unexpected error; nothing was written (the server log has the detail, under the job id)';
 
 class JobCanceled extends Error {}
+
+/** This process already runs MAX_RUNNING_IMPORTS_PER_PROCESS jobs: nothing was started (the admin API answers 503). */
+export class ImportsBusyError extends Error {
+  readonly retryAfterSeconds = IMPORTS_BUSY_RETRY_AFTER_S;
+}
 
 const view = (row: Record<string, any>): ImportJob => ({
   id: row.id,
@@ -224,8 +240,24 @@ export async function startImport(
   options: StartImportOptions,
 ): Promise<{ job: ImportJob; done: Promise<ImportJob>; received: Promise<void> }> {
   const workspace = await findWorkspace(db, { id: workspaceId });
+  // Counted before the job takes its connection (and without an await between the check and the count).
+  if (runningInProcess >= MAX_RUNNING_IMPORTS_PER_PROCESS) {
+    throw new ImportsBusyError(`The service already runs ${MAX_RUNNING_IMPORTS_PER_PROCESS} import jobs, the most it runs at once: nothing was started. Try again in ${IMPORTS_BUSY_RETRY_AFTER_S} seconds.`);
+  }
+  runningInProcess++;
+  let counted = true;
+  const uncount = () => {
+    if (counted) runningInProcess--;
+    counted = false;
+  };
   const id = crypto.randomUUID();
-  const trx = await db.transaction();
+  let trx: Knex.Transaction;
+  try {
+    trx = await db.transaction();
+  } catch (err) {
+    uncount();
+    throw err;
+  }
   let row: Record<string, unknown>;
   try {
     // Held before the row exists: a job seen running without its lock has lost its process.
@@ -251,6 +283,7 @@ export async function startImport(
     });
   } catch (err) {
     await trx.rollback().catch(() => undefined);
+    uncount();
     throw err;
   }
   let bodyRead!: () => void;
@@ -260,7 +293,7 @@ export async function startImport(
   const done = runJob(db, trx, id, workspace, options, bodyRead).catch((err: unknown): ImportJob => {
     options.logger?.error({ err, importJob: id, workspaceId: workspace.id }, 'import job: its end could not be read back');
     return { ...view(row), phase: 'failed', error: INTERNAL_JOB_ERROR };
-  });
+  }).finally(uncount);
   return { job: view(row), done, received: Promise.race([received, done.then(() => undefined)]) };
 }
 
@@ -400,20 +433,40 @@ async function writeChunk(
   return chosen.length;
 }
 
+/** The error of a job whose process stopped (its connection gone, its transaction rolled back). */
+export const LOST_JOB_ERROR = 'the process running the job stopped before it finished; nothing was written';
+
+/**
+ * Records as failed the running jobs whose process is gone (nothing was written): taking a job's lock succeeds only when
+ * no transaction holds it. Of one job (`id`, getImport), or of every workspace (or `workspaceIds`: the worker's
+ * retention, so that a job nobody reads again is seen ended, and pruned in time). Returns the ids it failed.
+ */
+export async function failLostImports(db: Knex, scope: { id?: string; workspaceIds?: string[] | null } = {}): Promise<string[]> {
+  return db.transaction(async (t) => {
+    // (the lock is tried on running jobs only: a finished job's is nobody's to hold)
+    let candidates = t('import_jobs').where({ phase: 'running' }).select('id');
+    if (scope.id !== undefined) candidates = candidates.where({ id: scope.id });
+    if (scope.workspaceIds) candidates = candidates.whereIn('workspace_id', scope.workspaceIds);
+    const ids = (await candidates).map((r: { id: string }) => r.id);
+    const lost: string[] = [];
+    for (const id of ids) {
+      const { rows } = await t.raw(`SELECT ${TRY_LOCK} AS free`, [id]);
+      if (rows[0].free) lost.push(id);
+    }
+    if (lost.length === 0) return [];
+    return (await t('import_jobs').whereIn('id', lost).where({ phase: 'running' })
+      .update({ phase: 'failed', error: LOST_JOB_ERROR, records_applied: 0, finished_at: t.fn.now(), updated_at: t.fn.now() })
+      .returning('id')).map((r: { id: string }) => r.id);
+  });
+}
+
 /** The job, within the workspace; a running job whose process is gone is recorded as failed first. */
 export async function getImport(db: Knex, workspaceId: string, id: string): Promise<ImportJob> {
   const row = await db('import_jobs').where({ id, workspace_id: workspaceId }).first();
   if (!row) throw new NotFoundError(`No import job with id ${id} in this workspace.`);
   if (row.phase !== 'running') return view(row);
-  // Taking the job's lock succeeds only when no transaction holds it: the job's process died (nothing was written).
-  return db.transaction(async (t) => {
-    const { rows } = await t.raw(`SELECT ${TRY_LOCK} AS free`, [id]);
-    if (!rows[0].free) return view(row);
-    const [ended] = await t('import_jobs').where({ id, phase: 'running' })
-      .update({ phase: 'failed', error: 'the process running the job stopped before it finished; nothing was written', records_applied: 0, finished_at: t.fn.now(), updated_at: t.fn.now() })
-      .returning('*');
-    return view(ended ?? (await t('import_jobs').where({ id }).first()));
-  });
+  if ((await failLostImports(db, { id })).length === 0) return view(row);
+  return view(await db('import_jobs').where({ id }).first());
 }
 
 /** Asks a running job to stop (it ends `canceled`, nothing written); ConflictError for a job that already ended. */

@@ -6,7 +6,7 @@ import { ConflictError, InputError, InvalidFieldError } from '../input.js';
 import { findWorkspace } from '../workspaces.js';
 import { checkEvent, publishEvent } from '../webhooks/publish.js';
 import {
-  compiledSchema, CROSS_FIELD_CHECKS, describeSchemaError, ENTITIES, snakeCase, upsertChunk, CHUNK_SIZE,
+  compiledSchema, CROSS_FIELD_CHECKS, describeSchemaError, ENTITIES, RecordError, snakeCase, upsertChunk, CHUNK_SIZE,
   type DocumentKey, type EntitySpec, type ImportRecord,
 } from './importDocument.js';
 import { applyVersions, markHistory, type Versioned } from './versions.js';
@@ -304,6 +304,8 @@ export async function writeRecords(
     });
   } catch (err) {
     if (err instanceof RecordConflictError) throw refuse(err.code, err);
+    // A record the database refused (src/import/importDocument.ts), named by its pointer as the others are.
+    if (err instanceof RecordError) throw refuse('invalid', new InvalidRecordsError([`${err.at}: ${err.problem}`]));
     if (err instanceof InputError) throw refuse('invalid', err);
     throw err;
   }

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { wholeNumberSetting } from '../config.js';
 import { IDEMPOTENCY_WINDOW_MS } from './test-delivery.js';
+import { failLostImports } from '../import/jobs.js';
 
 // Retention: the delivery records are kept for a while, then deleted, so that nothing grows for ever. Each kind
 // of row is deleted in batches of `batchSize`, one short statement per batch (rows another transaction holds are
@@ -45,6 +46,8 @@ export interface RetentionCounts {
   tombstones: number;
   /** Import jobs (src/import/jobs.ts) that ended before the cutoff; a running one is never deleted. */
   importJobs: number;
+  /** Import jobs found running with their process gone, recorded as failed now (not deleted: they end now). */
+  lostImportJobs: number;
 }
 
 /** Deletes, batch by batch, the rows of `table` (primary key `key`) that `where` selects (alias t), until none is left. */
@@ -120,8 +123,11 @@ export async function runRetention(db: Knex, options: RetentionOptions): Promise
   // A deleted record's tombstone keeps a late upsert of an older version out for the retention period, then goes.
   const tombstones = await deleteInBatches(db, 'record_versions', ['workspace_id', 'key', 'id'], `t.deleted_at < ?${deliveryScope}`, [cutoff, ...deliveryBind], batchSize);
 
+  // A job whose process died stays `running` until someone reads it (getImport): it is recorded failed here, as getImport
+  // would, so that it is seen ended, and goes with the others' age.
+  const lostImportJobs = (await failLostImports(db, { workspaceIds: scoped })).length;
   // An import job's row is its progress and outcome, read while it runs and soon after: gone with the same age.
   const importJobs = await deleteInBatches(db, 'import_jobs', ['id'], `t.phase <> 'running' AND t.finished_at < ?${deliveryScope}`, [cutoff, ...deliveryBind], batchSize);
 
-  return { idempotencyKeys, attempts, deliveries, events, outbox, portalSessions, tombstones, importJobs };
+  return { idempotencyKeys, attempts, deliveries, events, outbox, portalSessions, tombstones, importJobs, lostImportJobs };
 }

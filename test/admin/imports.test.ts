@@ -8,7 +8,7 @@ import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
 import { expectRollupsExact } from '../support/rollups.js';
 import { LAUNCHER } from '../support/cli.js';
-import { startAdminApi, type TestAdminApi } from './support.js';
+import { expectAdminDocumented, startAdminApi, type TestAdminApi } from './support.js';
 import { eventually } from '../webhooks/support.js';
 import { createAdminToken } from '../../src/admin-tokens.js';
 import { createWorkspace } from '../../src/workspaces.js';
@@ -20,7 +20,7 @@ import { listen } from '../../src/api/app.js';
 import { DEFAULT_HTTP_LIMITS } from '../../src/api/http-limits.js';
 import { capturedLogger } from '../support/logs.js';
 import { runRetention } from '../../src/webhooks/retention.js';
-import { INTERNAL_JOB_ERROR, MAX_RUNNING_IMPORTS, startImport } from '../../src/import/jobs.js';
+import { INTERNAL_JOB_ERROR, LOST_JOB_ERROR, MAX_RUNNING_IMPORTS, MAX_RUNNING_IMPORTS_PER_PROCESS, startImport } from '../../src/import/jobs.js';
 
 // Import jobs (issue 32, point 4) through the admin API as its own role: a streamed JSON document and an NDJSON stream,
 // progress and the first bad record, cancel, and a job whose process is killed mid-way (nothing written, shown failed).
@@ -109,6 +109,15 @@ describe('the admin API: import jobs', () => {
     expect(failed.error).to.match(/^import failed at line 7: \/record\/vehicleId: no vehicle [0-9a-f-]{36} in workspace/);
     expect(await counted('customers', ws.id)).to.equal(0);
 
+    // a record the database refuses (year 0: SQLSTATE 22008) is named by its line, never in the database's words (L3b)
+    const years = ndjson(document(2)).split('\n');
+    years.push(JSON.stringify({ key: 'payments', record: { ...JSON.parse(years.at(-1)!).record, id: uuid(), at: '0000-01-01T00:00:00Z' } }));
+    const year0 = await start(ws.id, years.join('\n'), 'application/x-ndjson');
+    expect(await finished(ws.id, year0.body.id)).to.deep.include({
+      phase: 'failed', recordsApplied: 0, error: 'import failed at line 8: /record: the record cannot be stored: a date or time is out of the range the service stores',
+    });
+    expect(await counted('customers', ws.id)).to.equal(0);
+
     const csv = await fetch(`${admin.url}/admin/v1/workspaces/${ws.id}/imports`, { method: 'POST', headers: { authorization: `Bearer ${token.token}`, 'content-type': 'text/csv' }, body: 'a,b' });
     expect(csv.status).to.equal(415);
 
@@ -181,7 +190,8 @@ describe('the admin API: import jobs', () => {
       return row.phase === 'running' ? undefined : row;
     }, 5_000, 'the cut-off job to end');
     expect(ended).to.include({ phase: 'failed', records_applied: 0, error: 'the upload was cut off before the body ended; nothing was written' });
-    expect(await holders(job.id)).to.deep.equal([]);
+    // (the job's end is written just before its transaction rolls back)
+    await eventually(async () => ((await holders(job.id)).length === 0 ? true : undefined), 5_000, 'the job\'s transaction to end');
     expect(await counted('customers', ws.id)).to.equal(0);
     expect(await counted('owners', ws.id)).to.equal(0);
   });
@@ -195,7 +205,8 @@ describe('the admin API: import jobs', () => {
     const canceled = await admin.request('POST', `/admin/v1/workspaces/${ws.id}/imports/${job.id}/cancel`, { token: token.token });
     expect(canceled.status).to.equal(200);
     expect(await finished(ws.id, job.id)).to.deep.include({ phase: 'canceled', recordsApplied: 0 });
-    expect(await holders(job.id)).to.deep.equal([]);
+    // (the job's end is written just before its transaction rolls back)
+    await eventually(async () => ((await holders(job.id)).length === 0 ? true : undefined), 5_000, 'the job\'s transaction to end');
     socket.destroy();
     expect(await counted('customers', ws.id)).to.equal(0);
   });
@@ -218,9 +229,50 @@ describe('the admin API: import jobs', () => {
     expect(await counted('customers', ws.id)).to.equal(1);
   });
 
+  it('refuses a job over the process\'s cap with 503 overloaded before it takes a connection; batches and other operations answer meanwhile (M-B)', async () => {
+    expect(MAX_RUNNING_IMPORTS_PER_PROCESS).to.equal(3);
+    const workspaces = [];
+    for (let i = 0; i <= MAX_RUNNING_IMPORTS_PER_PROCESS; i++) workspaces.push(await fresh());
+    const busy = workspaces.slice(0, MAX_RUNNING_IMPORTS_PER_PROCESS);
+    const last = workspaces[MAX_RUNNING_IMPORTS_PER_PROCESS];
+    // one slow upload in each of three workspaces (one job each: within every workspace's own limit)
+    const part = ndjson(document(20)) + '\n';
+    const sockets: net.Socket[] = [];
+    const running = async () => Number((await db('import_jobs').whereIn('workspace_id', busy.map((w) => w.id)).where({ phase: 'running' }).count({ c: '*' }))[0].c);
+    try {
+      for (const ws of busy) sockets.push(await partialUpload(admin.url, ws.id, part, part.length * 10));
+      await eventually(async () => ((await running()) === MAX_RUNNING_IMPORTS_PER_PROCESS ? true : undefined), 10_000, 'the jobs to start');
+      const refused = await fetch(`${admin.url}/admin/v1/workspaces/${last.id}/imports`, {
+        method: 'POST', headers: { authorization: `Bearer ${token.token}`, 'content-type': 'application/x-ndjson' }, body: part,
+      });
+      const body = await refused.json();
+      expectAdminDocumented('POST', `/admin/v1/workspaces/${last.id}/imports`, { status: refused.status, headers: refused.headers, body });
+      expect([refused.status, body.error.code, refused.headers.get('retry-after')]).to.deep.equal([503, 'overloaded', '30']);
+      expect(body.error.message).to.equal('The service already runs 3 import jobs, the most it runs at once: nothing was started. Try again in 30 seconds.');
+      expect(await counted('import_jobs', last.id)).to.equal(0);
+      // meanwhile a batch is written, the jobs are shown, and the admin API's other operations answer
+      const customer = uuid();
+      const batch = await admin.request('POST', `/admin/v1/workspaces/${last.id}/records`, { token: token.token, body: { upsert: { customers: [{ id: customer, name: 'Meanwhile' }] } } });
+      expect([batch.status, batch.body.upserted]).to.deep.equal([200, { customers: 1 }]);
+      expect(await db('customers').where({ id: customer }).pluck('name')).to.deep.equal(['Meanwhile']);
+      const job = await runningJob(busy[0].id);
+      expect((await show(busy[0].id, job.id)).body).to.include({ id: job.id, phase: 'running' });
+      expect((await admin.request('GET', `/admin/v1/workspaces/${last.id}`, { token: token.token })).body).to.include({ id: last.id });
+      expect((await admin.request('GET', `/admin/v1/workspaces/${last.id}/endpoints`, { token: token.token })).body).to.deep.equal({ rows: [] });
+      expect(await running()).to.equal(MAX_RUNNING_IMPORTS_PER_PROCESS);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+    }
+    await eventually(async () => ((await running()) === 0 ? true : undefined), 5_000, 'the jobs to end');
+    // the places are given back as the jobs end
+    const again = await start(last.id, ndjson(document(1)), 'application/x-ndjson');
+    expect(again.status).to.equal(202);
+    expect(await finished(last.id, again.body.id)).to.deep.include({ phase: 'succeeded', recordsApplied: 6 });
+  });
+
   it('takes an upload longer than the listener\'s request time-out, which still holds for other requests (H1)', async () => {
     const { logger } = capturedLogger();
-    const app = await createAdminApp({ db: (await testDatabase()).forRole('admin'), logger, portalUrl: 'http://localhost:3000' });
+    const app = await createAdminApp({ db: (await testDatabase()).forRole('admin'), ingestDb: (await testDatabase()).forRole('ingest'), logger, portalUrl: 'http://localhost:3000' });
     const server: Server = await listen(app, 0, '127.0.0.1', { ...DEFAULT_HTTP_LIMITS, headersTimeoutMs: 500, requestTimeoutMs: 800, checkIntervalMs: 100 });
     const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     try {
@@ -300,5 +352,28 @@ describe('the admin API: import jobs', () => {
     expect(await db('import_jobs').where({ workspace_id: ws.id }).pluck('id')).to.deep.equal([running.id]);
     socket.destroy();
     await eventually(async () => ((await db('import_jobs').where({ id: running.id }).first()).phase === 'failed' ? true : undefined), 5_000, 'the job to end');
+  });
+
+  it('the worker\'s retention records as failed a running job whose process died, never a live one (L3a)', async () => {
+    const ws = await fresh();
+    // a job whose process died: its row says running, and no transaction holds its lock (made first: a first load holds
+    // the workspace's row, which the insert would wait for)
+    const [dead] = await db('import_jobs').insert({ workspace_id: ws.id, phase: 'running', format: 'ndjson', started_by: 'a process gone', records_read: 7 }).returning('id');
+    const part = ndjson(document(1)) + '\n';
+    const socket = await partialUpload(admin.url, ws.id, part, part.length * 10);
+    try {
+      const live = await eventually(async () => (await db('import_jobs').where({ workspace_id: ws.id, phase: 'running' }).whereNot({ id: dead.id }).first('id')) ?? undefined, 10_000, 'the job to start');
+      const worker = (await testDatabase()).forRole('worker');
+      const counts = await runRetention(worker, { now: new Date(), retentionDays: 30, workspaceIds: [ws.id] });
+      expect(counts).to.deep.include({ lostImportJobs: 1, importJobs: 0 });
+      const rows = await db('import_jobs').where({ workspace_id: ws.id }).select('id', 'phase', 'error', 'records_applied', db.raw('finished_at IS NOT NULL AS ended'));
+      expect(rows.find((r) => r.id === dead.id)).to.deep.equal({ id: dead.id, phase: 'failed', error: LOST_JOB_ERROR, records_applied: 0, ended: true });
+      expect(rows.find((r) => r.id === live.id)).to.deep.include({ phase: 'running', ended: false });
+      expect((await show(ws.id, dead.id)).body).to.deep.include({ phase: 'failed', error: LOST_JOB_ERROR });
+      // and again: nothing more to record
+      expect((await runRetention(worker, { now: new Date(), retentionDays: 30, workspaceIds: [ws.id] })).lostImportJobs).to.equal(0);
+    } finally {
+      socket.destroy();
+    }
   });
 });

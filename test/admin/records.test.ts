@@ -199,6 +199,19 @@ describe('the admin API: batch writes (writeRecords)', () => {
     expect(await db('customers').where({ id: newCustomer.id }).first()).to.equal(undefined);
   });
 
+  it('names the record the database refuses, never in the database\'s words, and changes nothing (L3b)', async () => {
+    const r = smallBatch();
+    await write({ upsert: { owners: [r.owner], fleets: [r.fleet], vehicles: [r.car], customers: [r.customer], bookings: [r.booking], invoices: [r.invoice], payments: [r.charge] } });
+    const before = await outside();
+    // Year 0 passes the document's date-time format, and no date PostgreSQL stores (SQLSTATE 22008): the third payment.
+    const payment = (at: string) => ({ ...r.charge, id: uuid(), invoiceId: undefined, at });
+    const refused = await write({ upsert: { payments: [payment('2026-10-02T09:00:00.000Z'), payment('2026-10-03T09:00:00.000Z'), payment('0000-01-01T00:00:00Z'), payment('2026-10-04T09:00:00.000Z')] } });
+    expect([refused.status, refused.body.error.code, refused.body.error.reason]).to.deep.equal([400, 'invalid_request', '/upsert/payments/2']);
+    expect(refused.body.error.message).to.equal('1 record is invalid; nothing was written: /upsert/payments/2: the record cannot be stored: a date or time is out of the range the service stores');
+    expect(await outside()).to.deep.equal(before);
+    expect(await db('payments').where({ workspace_id: ws.id }).pluck('id')).to.deep.equal([r.charge.id]);
+  });
+
   it('refuses a body nested too deep or an object of too many members before parsing it; names each bad record once (M2)', async () => {
     const before = await outside();
     // 1 MiB of `[`: refused on its depth, not read as JSON (it would be "not valid JSON", after parsing it all).

@@ -70,7 +70,7 @@ export async function startAdminApi(options: Partial<Pick<AdminAppOptions, 'cloc
 export async function startAdminApiAt(options: Partial<Pick<AdminAppOptions, 'clock' | 'authFailures' | 'portalUrl'>> = {}): Promise<TestAdminApi> {
   const database = await testDatabase();
   const { logger, logs } = capturedLogger();
-  const app = await createAdminApp({ db: database.forRole('admin'), logger, ...options });
+  const app = await createAdminApp({ db: database.forRole('admin'), ingestDb: database.forRole('ingest'), logger, ...options });
   const server: Server = await listen(app, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {

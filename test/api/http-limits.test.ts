@@ -123,6 +123,39 @@ describe('HTTP limits: what one client can hold of the server', () => {
     }
   });
 
+  it('answers an Expect other than 100-continue with 417 in the error body and closes the connection, its body unread (L3c)', async () => {
+    const { socket, closed, text } = await connect(port);
+    try {
+      // a body announced and never sent whole: without the answer it would hold the connection past every time-out
+      socket.write('POST /v1/bookings HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"a":');
+      const trickle = setInterval(() => socket.writable && socket.write(' '), 50);
+      try {
+        expect(await closedWithin(closed, 600), 'closed by the server before the request time-out (800 ms)').to.be.a('number');
+      } finally {
+        clearInterval(trickle);
+      }
+      const answer = parseAnswer(text());
+      expect(answer.status).to.equal(417);
+      expect(answer.headers).to.include({ connection: 'close', 'cache-control': 'no-store', 'content-type': 'application/json; charset=utf-8' });
+      const body = JSON.parse(answer.body);
+      expect(body).to.deep.equal({
+        error: { code: 'expectation_failed', message: 'The only expectation this server meets is Expect: 100-continue.', reason: 'Expect', requestId: answer.headers['x-request-id'] },
+      });
+      expect(validators.ErrorResponse(body), JSON.stringify(validators.ErrorResponse.errors)).to.equal(true);
+    } finally {
+      socket.destroy();
+    }
+    // 100-continue is met: the app answers
+    const plain = await connect(port);
+    try {
+      plain.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\n');
+      await sleep(200);
+      expect(plain.text()).to.match(/^HTTP\/1.1 100 Continue\r\n\r\nHTTP\/1.1 200 OK/);
+    } finally {
+      plain.socket.destroy();
+    }
+  });
+
   it('closes a connection beyond the cap as soon as it is accepted; the others keep working', async () => {
     const held = [await connect(port), await connect(port), await connect(port)];
     try {

@@ -107,7 +107,7 @@ describe('webhooks: retention', () => {
     // T0 + 30 d - 1 h: the cutoff is T0 - 1 h. The key is older than 24 h; the lonely event, the processed outbox row
     // and the failed delivery's first attempt are older than the cutoff. The retrying delivery's attempt is as old,
     // but its delivery is still pending: it keeps its history. Nothing finished before the cutoff.
-    expect(await sweep(at(30 * DAY - HOUR))).to.deep.equal({ idempotencyKeys: 1, attempts: 1, deliveries: 0, events: 1, outbox: 1, portalSessions: 0, tombstones: 0, importJobs: 0 });
+    expect(await sweep(at(30 * DAY - HOUR))).to.deep.equal({ idempotencyKeys: 1, attempts: 1, deliveries: 0, events: 1, outbox: 1, portalSessions: 0, tombstones: 0, importJobs: 0, lostImportJobs: 0 });
     expect(await remaining()).to.deep.equal({
       deliveries: sorted([accepted.deliveryId, failed.deliveryId, retrying.deliveryId, held.deliveryId, test.deliveryId]),
       events: sorted([accepted.eventId, failed.eventId, retrying.eventId, held.eventId, keyed.id, testEvent]),
@@ -117,21 +117,21 @@ describe('webhooks: retention', () => {
     });
 
     // T0 + 30 d + 1 h: the accepted delivery (finished T0 - 1 s), its attempt, then its event.
-    expect(await sweep(at(30 * DAY - HOUR + 4 * 60_000))).to.deep.include({ portalSessions: 0, tombstones: 0, importJobs: 0 });
-    expect(await sweep(at(30 * DAY + HOUR))).to.deep.equal({ idempotencyKeys: 0, attempts: 1, deliveries: 1, events: 1, outbox: 0, portalSessions: 1, tombstones: 0, importJobs: 0 });
+    expect(await sweep(at(30 * DAY - HOUR + 4 * 60_000))).to.deep.include({ portalSessions: 0, tombstones: 0, importJobs: 0, lostImportJobs: 0 });
+    expect(await sweep(at(30 * DAY + HOUR))).to.deep.equal({ idempotencyKeys: 0, attempts: 1, deliveries: 1, events: 1, outbox: 0, portalSessions: 1, tombstones: 0, importJobs: 0, lostImportJobs: 0 });
     expect(await db('portal_sessions').where({ id: link.id })).to.deep.equal([]);
     // T0 + 35 d: the failed delivery (T0 + 2 d) with its last attempt, the test delivery (T0 + 3 d), their events.
-    expect(await sweep(at(35 * DAY))).to.deep.equal({ idempotencyKeys: 0, attempts: 1, deliveries: 2, events: 2, outbox: 0, portalSessions: 0, tombstones: 0, importJobs: 0 });
+    expect(await sweep(at(35 * DAY))).to.deep.equal({ idempotencyKeys: 0, attempts: 1, deliveries: 2, events: 2, outbox: 0, portalSessions: 0, tombstones: 0, importJobs: 0, lostImportJobs: 0 });
     // Running again at the same time deletes nothing more.
-    expect(await sweep(at(35 * DAY))).to.deep.equal({ idempotencyKeys: 0, attempts: 0, deliveries: 0, events: 0, outbox: 0, portalSessions: 0, tombstones: 0, importJobs: 0 });
+    expect(await sweep(at(35 * DAY))).to.deep.equal({ idempotencyKeys: 0, attempts: 0, deliveries: 0, events: 0, outbox: 0, portalSessions: 0, tombstones: 0, importJobs: 0, lostImportJobs: 0 });
     // The event with a dedupe key stays 90 days (created T0 - 1 d): still there at T0 + 89 d - 1 h, gone at T0 + 89 d + 1 h.
     expect(DEDUPE_KEY_KEEP_DAYS).to.equal(90);
     expect((await sweep(at(89 * DAY - HOUR))).events).to.equal(0);
-    expect(await sweep(at(89 * DAY + HOUR))).to.deep.equal({ idempotencyKeys: 0, attempts: 0, deliveries: 0, events: 1, outbox: 0, portalSessions: 0, tombstones: 0, importJobs: 0 });
+    expect(await sweep(at(89 * DAY + HOUR))).to.deep.equal({ idempotencyKeys: 0, attempts: 0, deliveries: 0, events: 1, outbox: 0, portalSessions: 0, tombstones: 0, importJobs: 0, lostImportJobs: 0 });
 
     // Years later: the pending deliveries (retrying, held), the retrying one's attempt, their events and the
     // unprocessed outbox row remain.
-    expect(await sweep(at(3000 * DAY))).to.deep.equal({ idempotencyKeys: 0, attempts: 0, deliveries: 0, events: 0, outbox: 0, portalSessions: 0, tombstones: 0, importJobs: 0 });
+    expect(await sweep(at(3000 * DAY))).to.deep.equal({ idempotencyKeys: 0, attempts: 0, deliveries: 0, events: 0, outbox: 0, portalSessions: 0, tombstones: 0, importJobs: 0, lostImportJobs: 0 });
     expect(await remaining()).to.deep.equal({
       deliveries: sorted([retrying.deliveryId, held.deliveryId]),
       events: sorted([retrying.eventId, held.eventId]),
