@@ -111,7 +111,7 @@ export async function runBatchWrites(options: { rounds?: number; seconds?: numbe
       : { embeddedDir: path.join(DATA_DIR, 'ingest-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54497), embeddedDurable: false, schema: 'migrate' },
   );
   const owner = database.db;
-  const admin = database.forRole('admin');
+  const admin = database.forRole('ingest');
   const made: string[] = [];
   try {
     for (const table of TABLES) {

@@ -94,8 +94,9 @@ export const SERVICE_TIMEOUTS: Record<ServiceRole, PoolTimeouts> = {
   api: { acquireMs: 4000, queryMs: 4000 },
   // the admin API answers requests as the API does, under the same promise and statement limit
   admin: { acquireMs: 4000, queryMs: 4000 },
-  // and so do its batch writes and import jobs (a job's statements are chunks of 1,000 records)
-  ingest: { acquireMs: 4000, queryMs: 4000 },
+  // its batch writes keep the statement limit (set on the session), but no answer limit on the connection: an import
+  // job lifts the statement limit in its transaction, as a first load's rebuild of the totals may take minutes
+  ingest: { acquireMs: 4000 },
   worker: { acquireMs: 4000, queryMs: 60_000 },
 };
 
@@ -112,7 +113,7 @@ const SERVICE_POOL_MAX: Partial<Record<ServiceRole, number>> = { ingest: INGEST_
 /** A role's pool limits; the API's answer limit stays a second above its statement limit (FRS_API_STATEMENT_TIMEOUT_MS). */
 function serviceTimeouts(role: ServiceRole): PoolTimeouts {
   const timeouts = SERVICE_TIMEOUTS[role];
-  return role !== 'worker' ? { ...timeouts, queryMs: Math.max(timeouts.queryMs ?? 0, apiStatementTimeoutMs() + 1000) } : timeouts;
+  return role !== 'worker' && role !== 'ingest' ? { ...timeouts, queryMs: Math.max(timeouts.queryMs ?? 0, apiStatementTimeoutMs() + 1000) } : timeouts;
 }
 
 type PgConnection = pg.Client & { __knex__disposed?: unknown; connection: { stream: { destroy(): void } } };

@@ -328,6 +328,9 @@ async function runJob(
   try {
     // A job is history: the records were true before they arrived here.
     await markHistory(trx);
+    // No statement limit (the ingest pool's sessions carry the API's): a first load's rebuild of the totals, one
+    // statement over millions of rows, may take minutes. A stalled upload is ended by the job's own watch.
+    await trx.raw(`SET LOCAL statement_timeout = 0`);
     const bulk = await deferRollups(trx, workspace.id);
     if (bulk) await db('import_jobs').where({ id }).update({ bulk: true });
     const versionsKept = bulk ? false : (await trx('record_versions').where({ workspace_id: workspace.id }).first(trx.raw('1 AS x'))) !== undefined;
