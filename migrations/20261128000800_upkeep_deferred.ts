@@ -16,9 +16,10 @@ import type { Knex } from 'knex';
 //
 // The service's own writes (batch writes, import jobs, the CLI, the bulk load) say `frs.upkeep = inline` in their
 // transaction: the rollup triggers run as before, so a batch's totals commit with its records, and the queue is left
-// alone. A fold runs inline too, for the writes it makes (an invoice's paid, say). Folds and inline writers of one
-// workspace take its upkeep lock (an advisory lock) first, so they never take the same rows in two orders; a fold
-// skips a workspace whose lock is held (a long import job's) and takes its queue on a later tick.
+// alone. A fold runs inline too, for the writes it makes (an invoice's paid, say). A fold never waits long for a row a
+// writer holds (lock_timeout below the deadlock timeout): it leaves that workspace's queue for a later fold, so a
+// writer is never the one a deadlock with a fold aborts. Two folds of one workspace exclude each other (an advisory
+// lock, tried, never waited for).
 //
 // How a fold applies a queued row: through per-session temporary tables of the base table's columns with the table's
 // rollup functions as their triggers: the old images are inserted into upkeep_minus_<table> and deleted (the DELETE
@@ -38,6 +39,10 @@ const DEFERRED: Record<string, string[]> = {
   vehicles: ['vehicles_state_counts', 'vehicles_models'],
 };
 const INLINE = `current_setting('frs.upkeep', true) = 'inline'`;
+/** Queued rows of a table a fold takes per workspace at once: a backlog is worked off in bounded transactions. */
+const FOLD_ROWS = 20_000;
+/** How long a fold waits for a row a writer holds before it leaves the workspace for later (below deadlock_timeout). */
+const FOLD_LOCK_TIMEOUT = '200ms';
 /** rollup_changes()' skip (20261123002110): a workspace being bulk-loaded gets its rollups from rollups_rebuild. */
 const notBulk = (alias: string) =>
   `${alias}.workspace_id IS DISTINCT FROM nullif(current_setting('frs.bulk_load_workspace', true), '')::uuid`;
@@ -69,15 +74,15 @@ export async function up(knex: Knex): Promise<void> {
     await knex.raw(`
       CREATE TABLE upkeep_${table} (LIKE ${table});
       ALTER TABLE upkeep_${table} ADD COLUMN upkeep_sign smallint NOT NULL, ADD COLUMN upkeep_at timestamptz NOT NULL DEFAULT now();
-      CREATE INDEX upkeep_${table}_workspace ON upkeep_${table} (workspace_id);
+      CREATE INDEX upkeep_${table}_workspace ON upkeep_${table} (workspace_id, upkeep_at);
 
       CREATE FUNCTION upkeep_queue_${table}() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
       BEGIN
         IF TG_OP <> 'INSERT' THEN
-          INSERT INTO ${S}.upkeep_${table} (${columns.join(', ')}, upkeep_sign) SELECT o.*, -1 FROM old_rows o WHERE ${notBulk('o')};
+          INSERT INTO ${S}.upkeep_${table} (${columns.join(', ')}, upkeep_sign) SELECT ${columns.map((c) => `o.${c}`).join(', ')}, -1 FROM old_rows o WHERE ${notBulk('o')};
         END IF;
         IF TG_OP <> 'DELETE' THEN
-          INSERT INTO ${S}.upkeep_${table} (${columns.join(', ')}, upkeep_sign) SELECT n.*, 1 FROM new_rows n WHERE ${notBulk('n')};
+          INSERT INTO ${S}.upkeep_${table} (${columns.join(', ')}, upkeep_sign) SELECT ${columns.map((c) => `n.${c}`).join(', ')}, 1 FROM new_rows n WHERE ${notBulk('n')};
         END IF;
         RETURN NULL;
       END $fn$;
@@ -135,7 +140,7 @@ export async function up(knex: Knex): Promise<void> {
   }
   await knex.raw(`
     CREATE TABLE upkeep_customers (workspace_id uuid NOT NULL, id uuid NOT NULL, upkeep_at timestamptz NOT NULL DEFAULT now());
-    CREATE INDEX upkeep_customers_workspace ON upkeep_customers (workspace_id);
+    CREATE INDEX upkeep_customers_workspace ON upkeep_customers (workspace_id, upkeep_at);
     CREATE FUNCTION upkeep_queue_customers() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
     BEGIN
       INSERT INTO ${S}.upkeep_customers (workspace_id, id)
@@ -180,6 +185,16 @@ export async function up(knex: Knex): Promise<void> {
       RETURN NULL;
     END $fn$;`);
 
+  // A booking's copies are recomputed by its row trigger under FOR SHARE locks (20261123003100): a fold writes them
+  // from the rows as they stand already, and the worker may not lock customers.
+  {
+    const { rows: [{ def }] } = await knex.raw(`SELECT pg_get_functiondef('bookings_copy_refs()'::regprocedure) AS def`);
+    const marker = "IF TG_OP = 'INSERT' THEN";
+    if (String(def).split(marker).length !== 2) throw new Error('bookings_copy_refs is not the function this migration knows');
+    await knex.raw(String(def).replace(marker, `IF TG_OP = 'UPDATE' AND current_setting('frs.upkeep_fold', true) = 'on' THEN RETURN NEW; END IF;
+      ${marker}`));
+  }
+
   // Per session, the temporary tables a fold applies the queue through (made on a session's first fold).
   const replayTables = Object.entries(DEFERRED).map(([table, functions]) => {
     const plus = `pg_temp.upkeep_plus_${table}`;
@@ -199,44 +214,40 @@ export async function up(knex: Knex): Promise<void> {
       CREATE TRIGGER upkeep_plus_version AFTER INSERT ON pg_temp.upkeep_plus_customers REFERENCING NEW TABLE AS new_rows
         FOR EACH STATEMENT EXECUTE FUNCTION ${S}.workspace_data_version_bump('records', 'workspace_id');`;
   // (one query at a time: a migration runs on one connection)
-  const columnLists: Record<string, string> = {};
-  for (const table of Object.keys(DEFERRED)) columnLists[table] = (await columnsOf(table)).map((c) => `q.${c}`).join(', ');
+  const columnLists: Record<string, string[]> = {};
+  for (const table of Object.keys(DEFERRED)) columnLists[table] = await columnsOf(table);
+  /** The queued rows of workspace `ws` a fold takes at once (any subset adds up: a row's images telescope). */
+  const taken = (table: string) =>
+    `u.ctid = ANY (ARRAY(SELECT t.ctid FROM ${S}.upkeep_${table} t WHERE t.workspace_id = ws LIMIT ${FOLD_ROWS}))`;
   const applies = Object.keys(DEFERRED).map((table) => {
-    const columns = columnLists[table];
+    const names = columnLists[table].join(', ');
+    const columns = columnLists[table].map((c) => `q.${c}`).join(', ');
     return `
-      WITH q AS (DELETE FROM ${S}.upkeep_${table} u WHERE u.workspace_id = ANY (folded) RETURNING u.*),
-      minus AS (INSERT INTO pg_temp.upkeep_minus_${table} SELECT ${columns} FROM q WHERE q.upkeep_sign < 0)
-      INSERT INTO pg_temp.upkeep_plus_${table} SELECT ${columns} FROM q WHERE q.upkeep_sign > 0;
-      GET DIAGNOSTICS n = ROW_COUNT;
-      applied := applied + n;
-      DELETE FROM pg_temp.upkeep_minus_${table};
-      GET DIAGNOSTICS n = ROW_COUNT;
-      applied := applied + n;
-      TRUNCATE pg_temp.upkeep_plus_${table};`;
+        WITH q AS (DELETE FROM ${S}.upkeep_${table} u WHERE ${taken(table)} RETURNING u.*),
+        minus AS (INSERT INTO pg_temp.upkeep_minus_${table} (${names}) SELECT ${columns} FROM q WHERE q.upkeep_sign < 0)
+        INSERT INTO pg_temp.upkeep_plus_${table} (${names}) SELECT ${columns} FROM q WHERE q.upkeep_sign > 0;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        done := done + n;
+        DELETE FROM pg_temp.upkeep_minus_${table};
+        GET DIAGNOSTICS n = ROW_COUNT;
+        done := done + n;
+        TRUNCATE pg_temp.upkeep_plus_${table}, pg_temp.upkeep_minus_${table};`;
   }).join('') + `
-      WITH q AS (DELETE FROM ${S}.upkeep_customers u WHERE u.workspace_id = ANY (folded) RETURNING u.workspace_id, u.id)
-      INSERT INTO pg_temp.upkeep_plus_customers SELECT DISTINCT q.workspace_id, q.id FROM q;
-      GET DIAGNOSTICS n = ROW_COUNT;
-      applied := applied + n;
-      TRUNCATE pg_temp.upkeep_plus_customers;`;
+        WITH q AS (DELETE FROM ${S}.upkeep_customers u WHERE ${taken('customers')} RETURNING u.workspace_id, u.id)
+        INSERT INTO pg_temp.upkeep_plus_customers SELECT DISTINCT q.workspace_id, q.id FROM q;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        done := done + n;
+        TRUNCATE pg_temp.upkeep_plus_customers;`;
   const queued = [...Object.keys(DEFERRED), 'customers'].map((table) => `SELECT workspace_id, upkeep_at FROM ${S}.upkeep_${table}`).join(' UNION ALL ');
   await knex.raw(`
-    CREATE FUNCTION upkeep_fold(workspaces uuid[]) RETURNS bigint LANGUAGE plpgsql SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
+    CREATE FUNCTION upkeep_fold(workspaces uuid[]) RETURNS bigint LANGUAGE plpgsql SECURITY INVOKER
+      SET search_path = pg_catalog, pg_temp SET lock_timeout = '${FOLD_LOCK_TIMEOUT}' AS $fn$
     DECLARE
-      folded uuid[];
       ws uuid;
       n bigint;
+      done bigint;
       applied bigint := 0;
     BEGIN
-      -- each workspace's upkeep lock, if free: a workspace whose lock an inline writer holds (an import job may hold it
-      -- for minutes) waits for a later fold, and the others go on; nothing here ever waits for a lock in a circle
-      FOR ws IN SELECT DISTINCT q.workspace_id FROM (${queued}) q WHERE workspaces IS NULL OR q.workspace_id = ANY (workspaces)
-                ORDER BY 1 LOOP
-        IF pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtext('frs.upkeep'), pg_catalog.hashtext(ws::text)) THEN
-          folded := pg_catalog.array_append(folded, ws);
-        END IF;
-      END LOOP;
-      IF folded IS NULL THEN RETURN 0; END IF;
       -- the rollup functions name this schema's tables unqualified: for them, this schema, ahead of pg_temp (restored
       -- when the function returns, by its SET clause); and the writes they make are applied at once
       PERFORM pg_catalog.set_config('search_path', 'pg_catalog, ${S.replaceAll("'", "''")}, pg_temp', true);
@@ -245,7 +256,20 @@ export async function up(knex: Knex): Promise<void> {
       IF pg_catalog.to_regclass('pg_temp.upkeep_plus_payments') IS NULL THEN
         ${replayTables}
       END IF;
-      ${applies}
+      -- Workspace by workspace, each in a subtransaction: a fold never waits long for a lock (lock_timeout, below the
+      -- deadlock timeout, so that a writer holding a row it needs is never the one a deadlock aborts); a workspace
+      -- whose rows are held, or whose lock another fold holds, keeps its queue for a later fold, the others go on.
+      FOR ws IN SELECT DISTINCT q.workspace_id FROM (${queued}) q WHERE workspaces IS NULL OR q.workspace_id = ANY (workspaces)
+                ORDER BY 1 LOOP
+        CONTINUE WHEN NOT pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtext('frs.upkeep'), pg_catalog.hashtext(ws::text));
+        done := 0;
+        BEGIN
+          ${applies}
+          applied := applied + done;
+        EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+          NULL;
+        END;
+      END LOOP;
       PERFORM pg_catalog.set_config('frs.upkeep_fold', '', true);
       RETURN applied;
     END $fn$;
@@ -256,6 +280,22 @@ export async function up(knex: Knex): Promise<void> {
       SELECT coalesce(extract(epoch FROM pg_catalog.now() - min(q.upkeep_at)), 0)::double precision FROM (${queued}) q
     $fn$;
     REVOKE ALL ON FUNCTION upkeep_delay() FROM PUBLIC;
+
+    -- When the oldest change of a workspace not yet applied was written (null: none): a derived event waits for the
+    -- fold of the changes before it, so that its figures (an invoice's balance) include them.
+    CREATE FUNCTION upkeep_oldest(ws uuid) RETURNS timestamptz LANGUAGE sql STABLE SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
+      SELECT min(q.upkeep_at) FROM (${[...Object.keys(DEFERRED), 'customers'].map((table) => `(SELECT u.upkeep_at FROM ${S}.upkeep_${table} u WHERE u.workspace_id = ws ORDER BY u.upkeep_at LIMIT 1)`).join(' UNION ALL ')}) q (upkeep_at)
+    $fn$;
+    REVOKE ALL ON FUNCTION upkeep_oldest(uuid) FROM PUBLIC;
+
+    -- A bulk load of a workspace holding no rows rebuilds its totals from scratch: the queued changes of rows deleted
+    -- before it (minus images) are in that rebuild already, and applied after it would count twice. Run by the loader
+    -- (the ingest role, which has no grant on the queues), as the owner.
+    CREATE FUNCTION upkeep_discard(ws uuid) RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+    BEGIN
+      ${[...Object.keys(DEFERRED), 'customers'].map((table) => `DELETE FROM ${S}.upkeep_${table} u WHERE u.workspace_id = ws;`).join(' ')}
+    END $fn$;
+    REVOKE ALL ON FUNCTION upkeep_discard(uuid) FROM PUBLIC;
     COMMENT ON FUNCTION upkeep_fold(uuid[]) IS ${lit('Applies the queued changes of direct writers (upkeep_<table>) to the running totals: of the workspaces given, or of all (NULL).')};`);
 }
 

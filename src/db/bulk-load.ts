@@ -20,7 +20,7 @@ const ROLLUP_SOURCES = ['vehicles', 'customers', 'bookings', 'invoices', 'paymen
  */
 export async function deferRollups(trx: Knex.Transaction, workspaceId: string): Promise<boolean> {
   // the service's own write: its totals are kept in its transaction, bulk-loaded or not (src/db/upkeep.ts)
-  await keepUpkeepInline(trx, workspaceId);
+  await keepUpkeepInline(trx);
   // In a savepoint: rolled back, it releases the lock again when the workspace is not bulk-loaded after all.
   await trx.raw('SAVEPOINT defer_rollups');
   await trx.raw('SELECT 1 FROM workspaces WHERE id = ? FOR UPDATE', [workspaceId]);
@@ -32,6 +32,8 @@ export async function deferRollups(trx: Knex.Transaction, workspaceId: string): 
     return false;
   }
   await trx.raw('RELEASE SAVEPOINT defer_rollups');
+  // direct writers' changes of rows deleted before (queued, not yet applied) are in the rebuild already
+  await trx.raw('SELECT upkeep_discard(?)', [workspaceId]);
   // Transaction-local: gone at commit or rollback, and never seen by another connection.
   await trx.raw(`SELECT set_config('frs.bulk_load_workspace', ?, true)`, [workspaceId]);
   return true;

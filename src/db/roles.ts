@@ -93,7 +93,7 @@ const GRANTS: Record<ServiceRole, string[]> = {
     // the queued changes of direct writers, applied with the worker's own rights (migration 20261128000800): the queue
     // taken, and what the rollup triggers write for it (the derived columns of invoices, bookings and cars; a
     // status-change trigger on those tables inserts its event changes, none for these columns)
-    `GRANT EXECUTE ON FUNCTION upkeep_fold(uuid[]), upkeep_delay() TO %s`,
+    `GRANT EXECUTE ON FUNCTION upkeep_fold(uuid[]), upkeep_delay(), upkeep_oldest(uuid) TO %s`,
     // (a fold's per-session tables carry the data version trigger: making a trigger needs EXECUTE on its function)
     `GRANT EXECUTE ON FUNCTION workspace_data_version_bump() TO %s`,
     `GRANT SELECT, DELETE ON ${UPKEEP_QUEUES.join(', ')} TO %s`,
@@ -168,6 +168,8 @@ const GRANTS: Record<ServiceRole, string[]> = {
     // the platform's records, their versions and tombstones, the jobs; the triggers over the records keep the running
     // totals, the entity changes and the data versions with these rights
     `GRANT SELECT, INSERT, UPDATE, DELETE ON ${RECORD_TABLES.join(', ')}, ${ROLLUP_TABLES.join(', ')} TO %s`,
+    // a first load forgets the direct writers' queued changes its rebuild covers (src/db/bulk-load.ts)
+    `GRANT EXECUTE ON FUNCTION upkeep_discard(uuid) TO %s`,
     `GRANT SELECT, INSERT, UPDATE, DELETE ON record_versions TO %s`,
     `GRANT SELECT, INSERT, UPDATE ON import_jobs TO %s`,
     `GRANT INSERT ON entity_changes TO %s`,

@@ -10,14 +10,11 @@ import type { Knex } from 'knex';
 export const UPKEEP_FOLD_INTERVAL_MS = 250;
 
 /**
- * Makes `trx` keep the running totals itself (inline) for the rest of the transaction, after taking `workspaceId`'s
- * upkeep lock: a fold of the workspace's queue and this transaction then never update the same rows in two orders.
+ * Makes `trx` keep the running totals itself (inline) for the rest of the transaction. A fold never waits long for a
+ * row such a writer holds (its lock_timeout), so the two never deadlock at the writer's expense.
  */
-export async function keepUpkeepInline(trx: Knex.Transaction, workspaceId: string): Promise<void> {
-  await trx.raw(
-    `SELECT set_config('frs.upkeep', 'inline', true), pg_advisory_xact_lock(hashtext('frs.upkeep'), hashtext(?::uuid::text))`,
-    [workspaceId],
-  );
+export async function keepUpkeepInline(trx: Knex.Transaction): Promise<void> {
+  await trx.raw(`SELECT set_config('frs.upkeep', 'inline', true)`);
 }
 
 /** Applies the queued changes of the given workspaces (all when null); returns how many queued rows it applied. */

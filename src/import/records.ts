@@ -230,7 +230,7 @@ export async function writeRecords(
   try {
     await db.transaction(async (trx) => {
       // the batch's totals commit with its records (src/db/upkeep.ts)
-      await keepUpkeepInline(trx, workspace.id);
+      await keepUpkeepInline(trx);
       if (batch.history) await markHistory(trx);
       const plans: Planned[] = [];
       for (const entity of ENTITIES) {

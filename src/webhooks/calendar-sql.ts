@@ -336,6 +336,8 @@ export const DERIVED_SQL = `
   WITH ${WORKSPACES}, claimed AS (
     DELETE FROM entity_changes WHERE id IN (
       SELECT id FROM entity_changes WHERE ${IN_SCOPE('workspace_id')}
+        -- after the fold of a direct writer's changes up to it (src/db/upkeep.ts): its figures include them
+        AND recorded_at < coalesce(upkeep_oldest(workspace_id), 'infinity')
       ORDER BY id LIMIT CAST(:batch AS integer) FOR UPDATE SKIP LOCKED)
     RETURNING workspace_id, event, entity_id
   ), inserted AS (

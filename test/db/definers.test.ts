@@ -47,7 +47,7 @@ describe('definer functions on a database where public is writable', () => {
     // the definers this test exercises below: one added later must be added here too
     expect((await definers(client)).map((d) => d.name.replace(/^.*\./, ''))).to.have.members(
       ['rotate_endpoint_secret', 'workspace_data_version_bump', 'workspace_data_versions_made', 'workspaces_payment_months',
-        'upkeep_queue_payments', 'upkeep_queue_expenses', 'upkeep_queue_invoices', 'upkeep_queue_bookings', 'upkeep_queue_vehicles', 'upkeep_queue_customers'],
+        'upkeep_queue_payments', 'upkeep_queue_expenses', 'upkeep_queue_invoices', 'upkeep_queue_bookings', 'upkeep_queue_vehicles', 'upkeep_queue_customers', 'upkeep_discard'],
     );
     await client.query('BEGIN');
     try {
@@ -119,6 +119,9 @@ describe('definer functions on a database where public is writable', () => {
       const { rows: queued } = await client.query(
         `SELECT amount::int, upkeep_sign::int AS sign FROM upkeep_expenses WHERE workspace_id = $1 ORDER BY upkeep_at, upkeep_sign, amount`, [id]);
       expect(queued.map((q) => q.sign * q.amount).sort((a, b) => a - b)).to.deep.equal([-900, -700, 700, 900]);
+      // upkeep_discard: a first load's rebuild covers the queued changes of the emptied workspace
+      await client.query(`SELECT upkeep_discard($1)`, [id]);
+      expect((await client.query(`SELECT count(*)::int AS n FROM upkeep_expenses WHERE workspace_id = $1`, [id])).rows[0].n).to.equal(0);
     } finally {
       await client.query('ROLLBACK');
     }
