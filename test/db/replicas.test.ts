@@ -3,7 +3,7 @@ import pino from 'pino';
 import { openDatabase, type Database } from '../../src/db/database.js';
 import { parseLsn, readMaxLagMsFromEnv, ReadRouting, readUrlsFromEnv, replicaName, type ReadPool } from '../../src/db/read-routing.js';
 import { ConfigError } from '../../src/config.js';
-import { testDatabase } from '../support/database.js';
+import { keepUpkeepInlineIn, testDatabase } from '../support/database.js';
 import { freePort } from '../support/ports.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';
 import { ServiceMetrics } from '../../src/observability/metrics.js';
@@ -36,6 +36,7 @@ describe('read replicas: reads on a hot standby within the lag bound, everything
 
   before(async () => {
     pair = await startReplicationPair('frs_replicas');
+    await keepUpkeepInlineIn(pair.primaryUrl);
     database = await openDatabase({ url: pair.primaryUrl, schema: 'migrate' });
     f = await fixture(database.db);
     const car = await f.vehicle({ plate: 'DXB 1' });

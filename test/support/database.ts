@@ -116,11 +116,16 @@ async function within(ms: number, closing: Promise<void>): Promise<void> {
  */
 const INLINE_UPKEEP = `frs.upkeep = 'inline'`;
 
+/** Makes the sessions of the database at `url` keep the running totals inline (a test's own cluster, say). */
+export async function keepUpkeepInlineIn(url: string): Promise<void> {
+  await adminQuery(url, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET ${INLINE_UPKEEP.replaceAll("'", "''")}', current_database()); END $$`);
+}
+
 async function open(): Promise<Database> {
   // As a worker's start does, the public key of the tests' master key is recorded: processes holding no master key
   // (the API's, the admin API's) seal to it.
   if (process.env.DATABASE_URL) {
-    await adminQuery(process.env.DATABASE_URL, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET ${INLINE_UPKEEP.replaceAll("'", "''")}', current_database()); END $$`);
+    await keepUpkeepInlineIn(process.env.DATABASE_URL);
     return recorded(await openDatabase({ url: process.env.DATABASE_URL, schema: 'migrate' }));
   }
   const cluster = await testCluster();
