@@ -82,6 +82,16 @@ describe('running totals of a bulk load (src/db/bulk-load.ts)', () => {
   const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${Math.floor(Math.random() * 1e6).toString(36)}`;
   const expense = (ws: string, amount: number, date: string) => ({ id: crypto.randomUUID(), workspace_id: ws, category: 'insurance', amount, date });
 
+  it('a direct writer\'s queue holds every column of its table (a column added to a table must be added to its queue)', async () => {
+    const { db } = await testDatabase();
+    const columns = async (table: string) => (await db.raw(
+      `SELECT array_agg(attname::text ORDER BY attname) AS names FROM pg_attribute WHERE attrelid = ?::regclass AND attnum > 0 AND NOT attisdropped`,
+      [table])).rows[0].names as string[];
+    for (const table of ['payments', 'expenses', 'invoices', 'bookings', 'vehicles']) {
+      expect(await columns(`upkeep_${table}`), table).to.deep.equal([...await columns(table), 'upkeep_at', 'upkeep_sign'].sort());
+    }
+  });
+
   it('rollups_rebuild knows every rollup: the triggers leaving a bulk-loaded workspace alone are exactly these', async () => {
     const { db } = await testDatabase();
     // A new rollup must be added to rollups_rebuild (migration 20261123002110, restated by later ones) and to this list.
