@@ -223,6 +223,7 @@ export async function up(knex: Knex): Promise<void> {
     const names = columnLists[table].join(', ');
     const columns = columnLists[table].map((c) => `q.${c}`).join(', ');
     return `
+        IF which IS NULL OR which = '${table}' THEN
         WITH q AS (DELETE FROM ${S}.upkeep_${table} u WHERE ${taken(table)} RETURNING u.*),
         minus AS (INSERT INTO pg_temp.upkeep_minus_${table} (${names}) SELECT ${columns} FROM q WHERE q.upkeep_sign < 0)
         INSERT INTO pg_temp.upkeep_plus_${table} (${names}) SELECT ${columns} FROM q WHERE q.upkeep_sign > 0;
@@ -231,16 +232,21 @@ export async function up(knex: Knex): Promise<void> {
         DELETE FROM pg_temp.upkeep_minus_${table};
         GET DIAGNOSTICS n = ROW_COUNT;
         done := done + n;
-        TRUNCATE pg_temp.upkeep_plus_${table}, pg_temp.upkeep_minus_${table};`;
+        TRUNCATE pg_temp.upkeep_plus_${table}, pg_temp.upkeep_minus_${table};
+        END IF;`;
   }).join('') + `
+        IF which IS NULL OR which = 'customers' THEN
         WITH q AS (DELETE FROM ${S}.upkeep_customers u WHERE ${taken('customers')} RETURNING u.workspace_id, u.id)
         INSERT INTO pg_temp.upkeep_plus_customers SELECT DISTINCT q.workspace_id, q.id FROM q;
         GET DIAGNOSTICS n = ROW_COUNT;
         done := done + n;
-        TRUNCATE pg_temp.upkeep_plus_customers;`;
-  const queued = [...Object.keys(DEFERRED), 'customers'].map((table) => `SELECT workspace_id, upkeep_at FROM ${S}.upkeep_${table}`).join(' UNION ALL ');
+        TRUNCATE pg_temp.upkeep_plus_customers;
+        END IF;`;
+  const queued = [...Object.keys(DEFERRED), 'customers'].map((table) => `SELECT workspace_id, upkeep_at, '${table}' AS queue FROM ${S}.upkeep_${table}`).join(' UNION ALL ');
   await knex.raw(`
-    CREATE FUNCTION upkeep_fold(workspaces uuid[]) RETURNS bigint LANGUAGE plpgsql SECURITY INVOKER
+    -- which: one queue (payments, expenses, invoices, bookings, vehicles or customers), or all (NULL); the worker folds
+    -- a queue a transaction, so that the rows a fold writes (an invoice's paid) are held no longer than that queue's part
+    CREATE FUNCTION upkeep_fold(workspaces uuid[], which text DEFAULT NULL) RETURNS bigint LANGUAGE plpgsql SECURITY INVOKER
       SET search_path = pg_catalog, pg_temp SET lock_timeout = '${FOLD_LOCK_TIMEOUT}' AS $fn$
     DECLARE
       ws uuid;
@@ -259,7 +265,8 @@ export async function up(knex: Knex): Promise<void> {
       -- Workspace by workspace, each in a subtransaction: a fold never waits long for a lock (lock_timeout, below the
       -- deadlock timeout, so that a writer holding a row it needs is never the one a deadlock aborts); a workspace
       -- whose rows are held, or whose lock another fold holds, keeps its queue for a later fold, the others go on.
-      FOR ws IN SELECT DISTINCT q.workspace_id FROM (${queued}) q WHERE workspaces IS NULL OR q.workspace_id = ANY (workspaces)
+      FOR ws IN SELECT DISTINCT q.workspace_id FROM (${queued}) q WHERE (workspaces IS NULL OR q.workspace_id = ANY (workspaces))
+                  AND (which IS NULL OR q.queue = which)
                 ORDER BY 1 LOOP
         CONTINUE WHEN NOT pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtext('frs.upkeep'), pg_catalog.hashtext(ws::text));
         done := 0;
@@ -273,7 +280,7 @@ export async function up(knex: Knex): Promise<void> {
       PERFORM pg_catalog.set_config('frs.upkeep_fold', '', true);
       RETURN applied;
     END $fn$;
-    REVOKE ALL ON FUNCTION upkeep_fold(uuid[]) FROM PUBLIC;
+    REVOKE ALL ON FUNCTION upkeep_fold(uuid[], text) FROM PUBLIC;
 
     -- how long ago the oldest change not yet applied was committed (0 when none waits): the worker's metric
     CREATE FUNCTION upkeep_delay() RETURNS double precision LANGUAGE sql STABLE SECURITY INVOKER SET search_path = pg_catalog, pg_temp AS $fn$
@@ -296,7 +303,7 @@ export async function up(knex: Knex): Promise<void> {
       ${[...Object.keys(DEFERRED), 'customers'].map((table) => `DELETE FROM ${S}.upkeep_${table} u WHERE u.workspace_id = ws;`).join(' ')}
     END $fn$;
     REVOKE ALL ON FUNCTION upkeep_discard(uuid) FROM PUBLIC;
-    COMMENT ON FUNCTION upkeep_fold(uuid[]) IS ${lit('Applies the queued changes of direct writers (upkeep_<table>) to the running totals: of the workspaces given, or of all (NULL).')};`);
+    COMMENT ON FUNCTION upkeep_fold(uuid[], text) IS ${lit('Applies the queued changes of direct writers (upkeep_<table>) to the running totals: of the workspaces given, or of all (NULL).')};`);
 }
 
 export async function down(): Promise<void> {

@@ -119,7 +119,7 @@ export async function runBatchWrites(options: { rounds?: number; seconds?: numbe
       await owner.raw(`CREATE TABLE bench_${table} (LIKE ${table} INCLUDING ALL)`);
     }
     // 1. One batch at a time, the two ways alternating.
-    const ws = await workspaceWithParents(admin, 'bench-batch');
+    const ws = await workspaceWithParents(owner, 'bench-batch');
     made.push(ws.id);
     await writeRecords(admin, ws.id, { upsert: batchFor(ws) }); // warm-up (compiles the validators, plans)
     // (the copies' rows point at their own parents: those of the bare batches)
@@ -165,7 +165,7 @@ export async function runBatchWrites(options: { rounds?: number; seconds?: numbe
       }
       return written;
     };
-    const workspaces = await Promise.all([0, 1, 2, 3].map(() => workspaceWithParents(admin, 'bench-writers')));
+    const workspaces = await Promise.all([0, 1, 2, 3].map(() => workspaceWithParents(owner, 'bench-writers')));
     made.push(...workspaces.map((w) => w.id));
     let started = performance.now();
     const one = (await writer(workspaces[0], started + seconds * 1000)) / ((performance.now() - started) / 1000);

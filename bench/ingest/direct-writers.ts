@@ -22,6 +22,7 @@ import { DATA_DIR } from '../../src/config.js';
 import { openDatabase } from '../../src/db/database.js';
 import { createWorkspace } from '../../src/workspaces.js';
 import { startWorker } from '../../src/webhooks/worker.js';
+import { foldUpkeep } from '../../src/db/upkeep.js';
 
 export interface DirectWritersOptions {
   seconds?: number;
@@ -216,6 +217,7 @@ async function sampleWaits(url: string, until: number): Promise<Record<string, s
   await client.connect();
   const counts = new Map<string, number>();
   let samples = 0;
+  const delays: number[] = [];
   try {
     while (performance.now() < until) {
       const { rows } = await client.query(`
@@ -225,6 +227,9 @@ async function sampleWaits(url: string, until: number): Promise<Record<string, s
         FROM pg_stat_activity a
         WHERE a.state = 'active' AND a.backend_type = 'client backend' AND a.pid <> pg_backend_pid() AND a.query NOT LIKE '%rollups_%'`);
       samples++;
+      // how far the figures are behind (the worker's fold), when the upkeep queue exists (the triggered run)
+      const delay = await client.query(`SELECT upkeep_delay() AS d`).then((r) => Number(r.rows[0].d), () => undefined);
+      if (delay !== undefined) delays.push(delay);
       for (const r of rows) {
         const key = r.lock ? `${r.what} (${r.lock})` : r.what;
         counts.set(key, (counts.get(key) ?? 0) + 1);
@@ -234,8 +239,10 @@ async function sampleWaits(url: string, until: number): Promise<Record<string, s
   } finally {
     await client.end();
   }
-  // mean active backends in each state
-  return Object.fromEntries([...counts].sort((a, b) => b[1] - a[1]).slice(0, 8).map(([k, n]) => [k, (n / Math.max(1, samples)).toFixed(2)]));
+  // mean active backends in each state, and the upkeep delay seen (p50, max)
+  const waits = Object.fromEntries([...counts].sort((a, b) => b[1] - a[1]).slice(0, 8).map(([k, n]) => [k, (n / Math.max(1, samples)).toFixed(2)]));
+  if (delays.length > 0) waits['upkeep delay p50/max s'] = `${percentile(delays, 50).toFixed(2)}/${Math.max(...delays).toFixed(2)}`;
+  return waits;
 }
 
 async function runVariant(url: string, schema: string, f: Fixture, seconds: number, writers: number) {
@@ -297,6 +304,8 @@ export async function directWriters(db: Knex, url: string, options: DirectWriter
   const writers = options.writers ?? Number(process.env.BENCH_WRITERS ?? 8);
   const log = options.log ?? ((line: string) => console.log(line));
   const f = await makeFixture(db);
+  // the fixture's own rows applied, as a worker would have
+  await foldUpkeep(db, [f.ws]);
   await makeBareCopies(db, f.ws);
   log(`direct writers: ${writers} writers, one-row transactions, ${seconds} s per variant, workspace ${f.ws}`);
   const bare = await runVariant(url, BARE, f, seconds, writers);
@@ -306,6 +315,8 @@ export async function directWriters(db: Knex, url: string, options: DirectWriter
   // Where the database's time goes, when the cluster loads pg_stat_statements (shared_preload_libraries, track = all)
   const statements = await db.raw('CREATE EXTENSION IF NOT EXISTS pg_stat_statements').then(() => db.raw('SELECT pg_stat_statements_reset()')).then(() => true, () => false);
   const worker = await startWorker(db, pino({ level: 'silent' }));
+  // a running worker, as in production: its sessions made (a fold's first use builds its temporary tables)
+  await new Promise((resolve) => setTimeout(resolve, 1000));
   let triggered;
   let queued;
   try {

@@ -93,7 +93,7 @@ const GRANTS: Record<ServiceRole, string[]> = {
     // the queued changes of direct writers, applied with the worker's own rights (migration 20261128000800): the queue
     // taken, and what the rollup triggers write for it (the derived columns of invoices, bookings and cars; a
     // status-change trigger on those tables inserts its event changes, none for these columns)
-    `GRANT EXECUTE ON FUNCTION upkeep_fold(uuid[]), upkeep_delay(), upkeep_oldest(uuid) TO %s`,
+    `GRANT EXECUTE ON FUNCTION upkeep_fold(uuid[], text), upkeep_delay(), upkeep_oldest(uuid) TO %s`,
     // (a fold's per-session tables carry the data version trigger: making a trigger needs EXECUTE on its function)
     `GRANT EXECUTE ON FUNCTION workspace_data_version_bump() TO %s`,
     `GRANT SELECT, DELETE ON ${UPKEEP_QUEUES.join(', ')} TO %s`,

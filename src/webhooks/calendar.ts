@@ -66,8 +66,9 @@ export async function runCalendarSweep(db: Knex, now: Date, options: CalendarSwe
  * a commit announces recorded changes (change-listener.ts; null: every workspace), instead of waiting for the minute's sweep. Safe beside any
  * other sweep: changes are claimed with SKIP LOCKED and events inserted by dedupe key. Returns the events recorded.
  */
-export async function runDerivedSweep(db: Knex, now: Date, workspaceIds: string[] | null): Promise<number> {
-  await foldUpkeep(db, workspaceIds);
+export async function runDerivedSweep(db: Knex, now: Date, workspaceIds: string[] | null, options: { folded?: boolean } = {}): Promise<number> {
+  // (the upkeep loop has just folded: it says so)
+  if (!options.folded) await foldUpkeep(db, workspaceIds);
   return sweepDerived(db, { now: now.toISOString(), workspaces: workspaceIds ? `{${workspaceIds.join(',')}}` : null });
 }
 

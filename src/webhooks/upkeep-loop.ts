@@ -17,9 +17,14 @@ export function startUpkeepLoop(
   const { logger, metrics } = options;
   const workspaceIds = options.workspaceIds ?? null;
   const outage = new OutageLog(logger.child({ component: 'upkeep' }), 'upkeep fold');
+  const intervalMs = options.intervalMs ?? UPKEEP_FOLD_INTERVAL_MS;
   let running: Promise<void> | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  // A tick every intervalMs from the start of the last one; one that overran is followed at once (a fixed timer
+  // would skip a whole interval after it, and the figures would lag twice as far behind a busy queue).
   const tick = () => {
-    if (running) return; // the next tick takes what queued meanwhile
+    const started = Date.now();
     running = (async () => {
       try {
         // (each awaited on its own line: `metrics?.x.inc(await f())` would skip f when there are no metrics)
@@ -30,7 +35,7 @@ export function startUpkeepLoop(
           [workspaceIds === null ? null : `{${workspaceIds.join(',')}}`, workspaceIds === null ? null : `{${workspaceIds.join(',')}}`],
         );
         const changed = rows[0].ids as string[];
-        const events = changed.length === 0 ? 0 : await runDerivedSweep(db, new Date(), changed);
+        const events = changed.length === 0 ? 0 : await runDerivedSweep(db, new Date(), changed, { folded: true });
         metrics?.upkeepApplied.inc(applied);
         metrics?.calendarEvents.inc(events);
         outage.succeeded();
@@ -42,12 +47,14 @@ export function startUpkeepLoop(
       if (delay !== undefined) metrics?.upkeepDelay.set(delay);
     })().finally(() => {
       running = undefined;
+      if (!stopped) timer = setTimeout(tick, Math.max(0, intervalMs - (Date.now() - started)));
     });
   };
-  const timer = setInterval(tick, options.intervalMs ?? UPKEEP_FOLD_INTERVAL_MS);
+  timer = setTimeout(tick, intervalMs);
   return {
     async stop() {
-      clearInterval(timer);
+      stopped = true;
+      clearTimeout(timer);
       await running;
     },
   };
