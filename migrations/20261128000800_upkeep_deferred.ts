@@ -79,7 +79,9 @@ export async function up(knex: Knex): Promise<void> {
       CREATE FUNCTION upkeep_queue_${table}() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
       BEGIN
         IF TG_OP <> 'INSERT' THEN
-          INSERT INTO ${S}.upkeep_${table} (${columns.join(', ')}, upkeep_sign) SELECT ${columns.map((c) => `o.${c}`).join(', ')}, -1 FROM old_rows o WHERE ${notBulk('o')};
+          -- (not the rows of a workspace being deleted: they go with it, and their totals too)
+          INSERT INTO ${S}.upkeep_${table} (${columns.join(', ')}, upkeep_sign) SELECT ${columns.map((c) => `o.${c}`).join(', ')}, -1 FROM old_rows o
+          WHERE ${notBulk('o')} AND EXISTS (SELECT 1 FROM ${S}.workspaces w WHERE w.id = o.workspace_id);
         END IF;
         IF TG_OP <> 'DELETE' THEN
           INSERT INTO ${S}.upkeep_${table} (${columns.join(', ')}, upkeep_sign) SELECT ${columns.map((c) => `n.${c}`).join(', ')}, 1 FROM new_rows n WHERE ${notBulk('n')};

@@ -166,6 +166,14 @@ describe('direct writers of one workspace (issue 32)', () => {
     expect((await expectRollupsExact(db, busy.ws.id)).totals.collected).to.equal(1000);
   });
 
+  it('queues nothing for the rows of a workspace being deleted (its totals go with it)', async () => {
+    const f = await fixture(db);
+    await twoWriters(f);
+    await direct((trx) => trx('workspaces').where({ id: f.ws.id }).delete());
+    const { rows } = await db.raw(`SELECT upkeep_oldest(?) AS oldest`, [f.ws.id]);
+    expect(rows[0].oldest).to.equal(null);
+  });
+
   it('a first load into a workspace emptied by direct deletes does not count the deleted rows again', async () => {
     const f = await fixture(db);
     const [own] = await twoWriters(f);
