@@ -271,6 +271,11 @@ export async function up(knex: Knex): Promise<void> {
                   AND (which IS NULL OR q.queue = which)
                 ORDER BY 1 LOOP
         CONTINUE WHEN NOT pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtext('frs.upkeep'), pg_catalog.hashtext(ws::text));
+        -- a workspace deleted since (its totals went with it): its queue is dropped, not applied
+        IF NOT EXISTS (SELECT 1 FROM ${S}.workspaces w WHERE w.id = ws) THEN
+          ${[...Object.keys(DEFERRED), 'customers'].map((table) => `IF which IS NULL OR which = '${table}' THEN DELETE FROM ${S}.upkeep_${table} u WHERE u.workspace_id = ws; END IF;`).join(' ')}
+          CONTINUE;
+        END IF;
         done := 0;
         BEGIN
           ${applies}

@@ -174,6 +174,16 @@ describe('direct writers of one workspace (issue 32)', () => {
     expect(rows[0].oldest).to.equal(null);
   });
 
+  it('drops, without applying them, the queued changes of a workspace deleted since', async () => {
+    const f = await fixture(db);
+    const [own] = await twoWriters(f);
+    await direct((trx) => WRITES['a payment'](trx, f.ws.id, own));
+    await db('workspaces').where({ id: f.ws.id }).delete();
+    expect(await foldUpkeep(db, [f.ws.id])).to.equal(0);
+    const { rows } = await db.raw(`SELECT upkeep_oldest(?) AS oldest`, [f.ws.id]);
+    expect(rows[0].oldest).to.equal(null);
+  });
+
   it('a first load into a workspace emptied by direct deletes does not count the deleted rows again', async () => {
     const f = await fixture(db);
     const [own] = await twoWriters(f);
