@@ -333,12 +333,17 @@ const DERIVED_BRANCHES = [
  * A change whose record has gone raises nothing.
  */
 export const DERIVED_SQL = `
-  WITH ${WORKSPACES}, claimed AS (
+  WITH ${WORKSPACES},
+  -- a change is taken once the direct writers' changes up to it are applied (src/db/upkeep.ts): its figures include
+  -- them; the oldest unapplied change looked up once per workspace, not per change
+  unapplied AS MATERIALIZED (
+    SELECT x.workspace_id, coalesce(upkeep_oldest(x.workspace_id), 'infinity') AS since
+    FROM (SELECT DISTINCT workspace_id FROM entity_changes WHERE ${IN_SCOPE('workspace_id')}) x
+  ), claimed AS (
     DELETE FROM entity_changes WHERE id IN (
-      SELECT id FROM entity_changes WHERE ${IN_SCOPE('workspace_id')}
-        -- after the fold of a direct writer's changes up to it (src/db/upkeep.ts): its figures include them
-        AND recorded_at < coalesce(upkeep_oldest(workspace_id), 'infinity')
-      ORDER BY id LIMIT CAST(:batch AS integer) FOR UPDATE SKIP LOCKED)
+      SELECT e.id FROM entity_changes e JOIN unapplied u ON u.workspace_id = e.workspace_id
+      WHERE e.recorded_at < u.since
+      ORDER BY e.id LIMIT CAST(:batch AS integer) FOR UPDATE OF e SKIP LOCKED)
     RETURNING workspace_id, event, entity_id
   ), inserted AS (
     INSERT INTO events (workspace_id, event, dedupe_key, data, source, created_at)
