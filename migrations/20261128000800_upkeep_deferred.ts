@@ -8,7 +8,7 @@ import type { Knex } from 'knex';
 // Now a writer's transaction pays for a copy of its changed rows, not for the upkeep they cause: on the tables the
 // platform writes that have rollups (payments, expenses, invoices, bookings, vehicles), a statement trigger appends the
 // statement's old rows (sign -1) and new rows (sign +1) to a queue table of the same columns (upkeep_<table>), and the
-// rollup triggers stand aside. The worker applies the queue (upkeep_fold(), about every 250 ms, and before it derives
+// rollup triggers stand aside. The worker applies the queue (upkeep_fold(), about every 100 ms, and before it derives
 // events from a change), so the figures follow a direct write after a bounded, visible delay (the worker's metric
 // frs_upkeep_delay_seconds: the age of the oldest change not yet applied). It is never wrong: a fold applies each
 // queued row once, in one transaction with its removal from the queue, through the same rollup functions the
