@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import { ConfigError } from '../config.js';
+import { UPKEEP_QUEUES } from './upkeep.js';
 
 // Least privilege in the database. The schema owner (the user that runs `fleet-admin migrate`) owns every table;
 // the API, the admin API, the admin API's writes of the platform's records (batch writes and import jobs: `ingest`) and
@@ -42,8 +43,6 @@ const DOMAIN_TABLES = [
 const RECORD_TABLES = [...DOMAIN_TABLES.slice(1, 14), 'customers'];
 /** The running totals the triggers keep as records change (they run with the rights of the writer). */
 const ROLLUP_TABLES = DOMAIN_TABLES.slice(14);
-/** The queues of direct writers' changes awaiting the worker's fold (src/db/upkeep.ts). */
-const UPKEEP_QUEUES = ['upkeep_payments', 'upkeep_expenses', 'upkeep_invoices', 'upkeep_bookings', 'upkeep_vehicles', 'upkeep_customers'];
 const CUSTOMER_COLUMNS = '(id, workspace_id, name)';
 const ENDPOINT_COLUMNS_WITHOUT_SECRETS = '(id, workspace_id, name, url, events, is_active, disabled_at, last_success_at, consecutive_failures, created_at, deleted_at)';
 /** Which master key seals an endpoint's secrets, and until when the previous one signs: not secret. */
@@ -96,7 +95,7 @@ const GRANTS: Record<ServiceRole, string[]> = {
     `GRANT EXECUTE ON FUNCTION upkeep_fold(uuid[], text), upkeep_delay(), upkeep_oldest(uuid) TO %s`,
     // (a fold's per-session tables carry the data version trigger: making a trigger needs EXECUTE on its function)
     `GRANT EXECUTE ON FUNCTION workspace_data_version_bump() TO %s`,
-    `GRANT SELECT, DELETE ON ${UPKEEP_QUEUES.join(', ')} TO %s`,
+    `GRANT SELECT, DELETE ON ${UPKEEP_QUEUES.map((queue) => `upkeep_${queue}`).join(', ')} TO %s`,
     `GRANT UPDATE (paid) ON invoices TO %s`,
     `GRANT UPDATE (collected, balance_due, customer_json, vehicle_json) ON bookings TO %s`,
     `GRANT UPDATE (active_bookings) ON vehicles TO %s`,

@@ -17,8 +17,8 @@ export async function keepUpkeepInline(trx: Knex.Transaction): Promise<void> {
   await trx.raw(`SELECT set_config('frs.upkeep', 'inline', true)`);
 }
 
-/** The direct writers' queues (migration 20261128000800), in the order a fold applies them. */
-const UPKEEP_QUEUES = ['payments', 'expenses', 'invoices', 'bookings', 'vehicles', 'customers'] as const;
+/** The direct writers' queues (migration 20261128000800: tables upkeep_<queue>), in the order a fold applies them. */
+export const UPKEEP_QUEUES = ['payments', 'expenses', 'invoices', 'bookings', 'vehicles', 'customers'] as const;
 
 /**
  * Applies the queued changes of the given workspaces (all when null), a queue a transaction (so that the rows a fold
