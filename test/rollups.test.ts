@@ -1,11 +1,13 @@
 import crypto from 'node:crypto';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
+import pg from 'pg';
 import { testDatabase, waitsForLock } from './support/database.js';
 import { seedDemo } from '../seeds/demo.js';
 import { expectRollupsExact, kept, recomputed } from './support/rollups.js';
 import { deferRollups, finishDeferredRollups } from '../src/db/bulk-load.js';
 import { createWorkspace } from '../src/workspaces.js';
+import { fixture } from './support/fixtures.js';
 
 describe('running totals kept by triggers', () => {
   it('equal the figures recomputed from the base tables after inserts, updates and deletes', async () => {
@@ -177,5 +179,46 @@ describe('running totals of a bulk load (src/db/bulk-load.ts)', () => {
       await beside?.end();
     }
     expect((await expectRollupsExact(db, loaded.id)).totals.expenses).to.equal(100013);
+  });
+});
+
+describe('a statement\'s old and new rows joined in a trigger (migrations/20261128001100)', () => {
+  it('are joined by a plan made for the statement\'s size, not the one-row plan a connection cached first', async () => {
+    const { db, url } = await testDatabase();
+    const f = await fixture(db);
+    const first = await f.booking({ status: 'pending', pickupAt: '2026-03-01T10:00:00Z', dropoffAt: '2026-03-03T10:00:00Z' });
+    const { rows } = await db.raw(
+      `INSERT INTO bookings (id, workspace_id, number, customer_id, vehicle_id, type, status, pickup_at, dropoff_at, amount)
+       SELECT gen_random_uuid(), b.workspace_id, 'J-' || n, b.customer_id, b.vehicle_id, 'daily', 'pending', b.pickup_at + n * interval '3 days',
+              b.dropoff_at + n * interval '3 days', 0
+       FROM bookings b CROSS JOIN generate_series(1, 200) n WHERE b.id = ? RETURNING id`,
+      [first],
+    );
+    const many = rows.map((r: { id: string }) => r.id);
+    // (its calendar started, as the worker's first sweep starts it: from then on its changes are recorded)
+    await db('calendar_state').insert({ workspace_id: f.ws.id, first_swept_at: new Date('2026-03-01T00:00:00Z'), last_swept_at: new Date('2026-03-01T00:00:00Z') });
+    // (a connection of its own, whose plans are made here; auto_explain shows the plans of the triggers' statements)
+    const client = new pg.Client(url);
+    await client.connect();
+    const plans: string[] = [];
+    client.on('notice', (notice) => plans.push(notice.message ?? ''));
+    try {
+      await client.query(`LOAD 'auto_explain'`);
+      await client.query(`SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on;
+                          SET auto_explain.log_level = notice; SET client_min_messages = notice`);
+      // a one-row statement first: the static statement is planned for one row each side, and that plan is kept
+      await client.query(`UPDATE bookings SET status = 'confirmed' WHERE id = $1`, [first]);
+      plans.length = 0;
+      await client.query(`UPDATE bookings SET status = 'confirmed' WHERE id = ANY ($1::uuid[])`, [many]);
+    } finally {
+      await client.end();
+    }
+    const joins = plans.filter((plan) => plan.includes('JOIN old_rows o ON o.id = n.id'));
+    expect(joins, 'the join of old and new rows ran').to.have.length(1);
+    // the two transition tables are hashed, not scanned once per row of the other (a nested loop over them)
+    expect(joins[0]).to.match(/Hash Join[^\n]*\n\s+Hash Cond: \(o\.id = n\.id\)/);
+    // and it recorded what it should: each booking confirmed once
+    const recorded = await db('entity_changes').whereIn('entity_id', [first, ...many]).where({ event: 'booking.confirmed' }).count({ n: '*' });
+    expect(Number(recorded[0].n)).to.equal(201);
   });
 });
