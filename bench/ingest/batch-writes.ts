@@ -18,6 +18,7 @@ import { DATA_DIR } from '../../src/config.js';
 import { openDatabase } from '../../src/db/database.js';
 import { createWorkspace } from '../../src/workspaces.js';
 import { writeRecords } from '../../src/import/records.js';
+import { clusterCpuMicros, postmasterPid } from '../proc-cpu.js';
 
 const TABLES = ['vehicles', 'customers', 'bookings', 'invoices', 'payments'] as const;
 const MIX = { vehicles: 3, customers: 14, bookings: 282, invoices: 282, payments: 419 };
@@ -28,6 +29,8 @@ export interface BatchWriteFigures {
   bareInsertPerSecond: number;
   /** The bare statements into the service's own tables (its triggers and keys): where the time goes. */
   triggeredInsertPerSecond: number;
+  /** CPU time a record cost, in µs, in PostgreSQL and in this Node process: writeRecords, and the bare insert. */
+  cpuPerRecordMicros: { writeRecords: { postgres: number; node: number }; bare: { postgres: number; node: number } };
   ratio: number;
   oneWriterPerSecond: number;
   fourWritersPerSecond: number;
@@ -131,14 +134,25 @@ export async function runBatchWrites(options: { rounds?: number; seconds?: numbe
     const triggered: number[] = [];
     const queued: number[] = [];
     let records = 0;
+    const postmaster = await postmasterPid(owner);
+    const cpu = { writeRecords: { postgres: 0, node: 0 }, bare: { postgres: 0, node: 0 } };
+    /** Runs `step`, adding the CPU it took (the cluster's, this process's) to `into`. */
+    const counted = async (into: { postgres: number; node: number }, step: () => Promise<unknown>) => {
+      const [postgres, node] = [clusterCpuMicros(postmaster), process.cpuUsage()];
+      await step();
+      const used = process.cpuUsage(node);
+      into.postgres += clusterCpuMicros(postmaster) - postgres;
+      into.node += used.user + used.system;
+    };
     for (let round = 0; round < rounds; round++) {
       const batch = batchFor(ws);
       records = count(batch);
       let started = performance.now();
-      await writeRecords(admin, ws.id, { upsert: batch });
+      await counted(cpu.writeRecords, () => writeRecords(admin, ws.id, { upsert: batch }));
       through.push(records / ((performance.now() - started) / 1000));
+      const bareBatch = batchFor(bareWs);
       started = performance.now();
-      await bareInsert(owner, ws.id, batchFor(bareWs));
+      await counted(cpu.bare, () => bareInsert(owner, ws.id, bareBatch));
       bare.push(records / ((performance.now() - started) / 1000));
       // Where the time goes: the same bare statements into the real tables (their triggers and foreign keys), with
       // the totals kept in the transaction (what a batch pays), and queued for the worker (what a direct writer pays).
@@ -153,6 +167,9 @@ export async function runBatchWrites(options: { rounds?: number; seconds?: numbe
     const triggeredPerSecond = Math.round(median(triggered));
     log(`batch of ${records} mixed records: writeRecords ${figures.writeRecordsPerSecond} records/s, bare INSERT ... ON CONFLICT ${figures.bareInsertPerSecond} records/s, ratio ${(figures.writeRecordsPerSecond / figures.bareInsertPerSecond).toFixed(2)}x (target >= 0.3x)`);
     const queuedPerSecond = Math.round(median(queued));
+    const perRecord = (c: { postgres: number; node: number }) => ({ postgres: Math.round(c.postgres / (rounds * records)), node: Math.round(c.node / (rounds * records)) });
+    const cpuPerRecordMicros = { writeRecords: perRecord(cpu.writeRecords), bare: perRecord(cpu.bare) };
+    log(`  CPU a record cost, µs (PostgreSQL cluster, Node): writeRecords ${JSON.stringify(cpuPerRecordMicros.writeRecords)}, bare ${JSON.stringify(cpuPerRecordMicros.bare)}`);
     log(`  where the time goes: the same bare statements into the service's tables (triggers, foreign keys), totals kept in the transaction as a batch keeps them, ${triggeredPerSecond} records/s (${(triggeredPerSecond / figures.bareInsertPerSecond).toFixed(2)}x of bare); writeRecords is ${(figures.writeRecordsPerSecond / triggeredPerSecond).toFixed(2)}x of that; the same statements with the totals queued for the worker (a direct writer's way) ${queuedPerSecond} records/s (${(queuedPerSecond / figures.bareInsertPerSecond).toFixed(2)}x)`);
 
     // 2. One writer, then 4 into 4 workspaces at once, each sending batches for `seconds`.
@@ -183,6 +200,7 @@ export async function runBatchWrites(options: { rounds?: number; seconds?: numbe
     return {
       ...figures,
       triggeredInsertPerSecond: triggeredPerSecond,
+      cpuPerRecordMicros,
       ratio: Number((figures.writeRecordsPerSecond / figures.bareInsertPerSecond).toFixed(3)),
       oneWriterPerSecond: Math.round(one),
       fourWritersPerSecond: Math.round(all),

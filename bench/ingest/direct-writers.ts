@@ -8,6 +8,9 @@
 // (BEGIN to COMMIT), deadlocks and serialization failures, and, for the triggered run with the worker running, the
 // p99 from a commit to its derived event being queued (booking.confirmed, booking.completed, invoice.issued,
 // payment.captured: events.created_at, the sweep's clock, against the writer's clock after COMMIT returned).
+// Where the time goes: each variant's CPU per commit (the PostgreSQL cluster's and this process's, from /proc), the
+// writers' backends by state (CPU, or the lock or other event waited on), and a third run of the triggered writers
+// with no worker, whose changes are only queued: the writers' own path apart from the fold's work beside them.
 //
 // Runnable alone (`npx tsx bench/ingest/direct-writers.ts`): DATABASE_URL, or the embedded cluster under
 // .data/ingest-bench-pg (port FRS_BENCH_PG_PORT, default 54493), fsync off as the other benches. BENCH_SECONDS per
@@ -23,6 +26,7 @@ import { openDatabase } from '../../src/db/database.js';
 import { createWorkspace } from '../../src/workspaces.js';
 import { startWorker } from '../../src/webhooks/worker.js';
 import { foldUpkeep } from '../../src/db/upkeep.js';
+import { clusterCpuMicros, postmasterPid } from '../proc-cpu.js';
 
 export interface DirectWritersOptions {
   seconds?: number;
@@ -38,6 +42,9 @@ export interface VariantResult {
   deadlocks: number;
   serializationFailures: number;
   otherErrors: number;
+  /** CPU time a commit cost, in µs: the PostgreSQL cluster (writers' backends and the worker's), and this Node process
+   * (the writers' clients and, in the triggered run, the worker); NaN where /proc cannot tell. */
+  cpuPerCommitMicros: { postgres: number; node: number };
 }
 
 export interface DirectWritersResult {
@@ -51,6 +58,8 @@ export interface DirectWritersResult {
   waits: Record<string, string>;
   /** Commit to derived event queued, the triggered run, with the worker running. */
   queued: { events: number; missing: number; p50Ms: number; p99Ms: number; maxMs: number };
+  /** The triggered writers with no worker: what the writers' own path costs, without the fold beside them. */
+  unfolded: VariantResult;
 }
 
 /** Weights of the kinds of transaction (the issue's mix). */
@@ -245,13 +254,20 @@ async function sampleWaits(url: string, until: number): Promise<Record<string, s
   return waits;
 }
 
-async function runVariant(url: string, schema: string, f: Fixture, seconds: number, writers: number) {
+async function runVariant(url: string, schema: string, f: Fixture, seconds: number, writers: number, postmaster: number, seedBase = 1000) {
   const result = { latencies: [] as number[], codes: new Map<string, number>(), committed: new Map<string, number>(), byKind: new Map<string, number[]>() };
   const until = performance.now() + seconds * 1000;
+  const cpuBefore = { postgres: clusterCpuMicros(postmaster), node: process.cpuUsage() };
   const [waits] = await Promise.all([
     sampleWaits(url, until),
-    ...Array.from({ length: writers }, (_, k) => writer(url, schema, f, 1000 + k, until, result)),
+    ...Array.from({ length: writers }, (_, k) => writer(url, schema, f, seedBase + k, until, result)),
   ]);
+  const nodeCpu = process.cpuUsage(cpuBefore.node);
+  const commits = Math.max(1, result.latencies.length);
+  const cpuPerCommitMicros = {
+    postgres: Math.round((clusterCpuMicros(postmaster) - cpuBefore.postgres) / commits),
+    node: Math.round((nodeCpu.user + nodeCpu.system) / commits),
+  };
   const deadlocks = result.codes.get('40P01') ?? 0;
   const serializationFailures = result.codes.get('40001') ?? 0;
   const otherErrors = [...result.codes.values()].reduce((a, b) => a + b, 0) - deadlocks - serializationFailures;
@@ -263,6 +279,7 @@ async function runVariant(url: string, schema: string, f: Fixture, seconds: numb
     deadlocks,
     serializationFailures,
     otherErrors,
+    cpuPerCommitMicros,
   };
   const byKind = Object.fromEntries([...result.byKind].map(([kind, xs]) => [kind, `mean ${round(xs.reduce((a, b) => a + b, 0) / xs.length, 1)} ms, p99 ${round(percentile(xs, 99), 1)} ms`]));
   return { variant, committed: result.committed, codes: result.codes, waits, byKind };
@@ -304,11 +321,12 @@ export async function directWriters(db: Knex, url: string, options: DirectWriter
   const writers = options.writers ?? Number(process.env.BENCH_WRITERS ?? 8);
   const log = options.log ?? ((line: string) => console.log(line));
   const f = await makeFixture(db);
+  const postmaster = await postmasterPid(db);
   // the fixture's own rows applied, as a worker would have
   await foldUpkeep(db, [f.ws]);
   await makeBareCopies(db, f.ws);
   log(`direct writers: ${writers} writers, one-row transactions, ${seconds} s per variant, workspace ${f.ws}`);
-  const bare = await runVariant(url, BARE, f, seconds, writers);
+  const bare = await runVariant(url, BARE, f, seconds, writers, postmaster);
   log(`  without triggers: ${JSON.stringify(bare.variant)}`);
   log(`    writers' backends by state (mean active): ${JSON.stringify(bare.waits)}`);
   const { rows: [{ schema }] } = await db.raw('SELECT current_schema() AS schema');
@@ -320,7 +338,7 @@ export async function directWriters(db: Knex, url: string, options: DirectWriter
   let triggered;
   let queued;
   try {
-    triggered = await runVariant(url, schema, f, seconds, writers);
+    triggered = await runVariant(url, schema, f, seconds, writers, postmaster);
     log(`  with triggers:    ${JSON.stringify(triggered.variant)}`);
     log(`    writers' backends by state (mean active): ${JSON.stringify(triggered.waits)}`);
     log(`    by kind: ${JSON.stringify(triggered.byKind)}`);
@@ -330,6 +348,11 @@ export async function directWriters(db: Knex, url: string, options: DirectWriter
   } finally {
     await worker.stop();
   }
+  // Where the time goes: the same writers with no worker folding (their changes only queued), so the writers' own cost
+  // shows apart from the fold's, which shares the machine's cores with them
+  const unfolded = await runVariant(url, schema, f, seconds, writers, postmaster, 2000);
+  log(`  with triggers, nothing folded (no worker): ${JSON.stringify(unfolded.variant)}`);
+  log(`    writers' backends by state (mean active): ${JSON.stringify(unfolded.waits)}`);
   const result: DirectWritersResult = {
     bare: bare.variant,
     triggered: triggered.variant,
@@ -339,12 +362,15 @@ export async function directWriters(db: Knex, url: string, options: DirectWriter
       / Math.max(1, triggered.variant.commits + triggered.variant.deadlocks + triggered.variant.serializationFailures), 3),
     waits: triggered.waits,
     queued,
+    unfolded: unfolded.variant,
   };
   log(`  commits/s ratio ${result.commitsRatio}x (target >= 0.5x), p99 ratio ${result.p99Ratio}x (target <= 5x), `
     + `deadlocks + serialization failures ${result.failedShare}% (target < 0.1%)`);
   log(`  commit to derived event queued: ${JSON.stringify(queued)}`);
   await db.raw(`DROP SCHEMA ${BARE} CASCADE`);
   await db('workspaces').where({ id: f.ws }).delete();
+  // (the last run's queue, dropped with its workspace: a later run's delay figures start from an empty queue)
+  await foldUpkeep(db, [f.ws]);
   return result;
 }
 
