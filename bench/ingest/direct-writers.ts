@@ -10,7 +10,8 @@
 // payment.captured: events.created_at, the sweep's clock, against the writer's clock after COMMIT returned).
 // Where the time goes: each variant's CPU per commit (the PostgreSQL cluster's and this process's, from /proc), the
 // writers' backends by state (CPU, or the lock or other event waited on), and a third run of the triggered writers
-// with no worker, whose changes are only queued: the writers' own path apart from the fold's work beside them.
+// with no worker, whose changes are only queued: the writers' own path apart from the fold's work beside them; and a
+// run on the copies with the tables' foreign keys added (LIKE copies none), what checking them costs anyway.
 //
 // Runnable alone (`npx tsx bench/ingest/direct-writers.ts`): DATABASE_URL, or the embedded cluster under
 // .data/ingest-bench-pg (port FRS_BENCH_PG_PORT, default 54493), fsync off as the other benches. BENCH_SECONDS per
@@ -60,6 +61,9 @@ export interface DirectWritersResult {
   queued: { events: number; missing: number; p50Ms: number; p99Ms: number; maxMs: number };
   /** The triggered writers with no worker: what the writers' own path costs, without the fold beside them. */
   unfolded: VariantResult;
+  /** The writers on the copies with the tables' foreign keys, and the triggered run's commits/s against it. */
+  keyed: VariantResult;
+  keyedRatio: number;
 }
 
 /** Weights of the kinds of transaction (the issue's mix). */
@@ -124,6 +128,19 @@ async function makeBareCopies(db: Knex, ws: string): Promise<void> {
       [table],
     );
     await db.raw(`INSERT INTO ${BARE}.${table} (${rows[0].cols}) SELECT ${rows[0].cols} FROM ${table} WHERE workspace_id = ?`, [ws]);
+  }
+}
+
+/** The real tables' foreign keys on the copies, pointing at the copies (and at the real workspaces). */
+async function addForeignKeys(db: Knex): Promise<void> {
+  const { rows } = await db.raw(
+    `SELECT c.conrelid::regclass::text AS "table", pg_get_constraintdef(c.oid) AS def FROM pg_constraint c
+     WHERE c.contype = 'f' AND c.conrelid::regclass::text = ANY (?) ORDER BY 1`,
+    [TABLES],
+  );
+  for (const { table, def } of rows as Array<{ table: string; def: string }>) {
+    const pointed = def.replace(/REFERENCES (\w+)\(/, (whole, target: string) => (TABLES.includes(target) ? `REFERENCES ${BARE}.${target}(` : whole));
+    await db.raw(`ALTER TABLE ${BARE}.${table} ADD ${pointed}`);
   }
 }
 
@@ -329,6 +346,11 @@ export async function directWriters(db: Knex, url: string, options: DirectWriter
   const bare = await runVariant(url, BARE, f, seconds, writers, postmaster);
   log(`  without triggers: ${JSON.stringify(bare.variant)}`);
   log(`    writers' backends by state (mean active): ${JSON.stringify(bare.waits)}`);
+  // Where the time goes: the copies with the tables' foreign keys (LIKE copies none), which any schema of these
+  // records would check, the service's or the platform's own
+  await addForeignKeys(db);
+  const keyed = await runVariant(url, BARE, f, seconds, writers, postmaster, 3000);
+  log(`  without triggers, with the foreign keys: ${JSON.stringify(keyed.variant)}`);
   const { rows: [{ schema }] } = await db.raw('SELECT current_schema() AS schema');
   // Where the database's time goes, when the cluster loads pg_stat_statements (shared_preload_libraries, track = all)
   const statements = await db.raw('CREATE EXTENSION IF NOT EXISTS pg_stat_statements').then(() => db.raw('SELECT pg_stat_statements_reset()')).then(() => true, () => false);
@@ -363,10 +385,13 @@ export async function directWriters(db: Knex, url: string, options: DirectWriter
     waits: triggered.waits,
     queued,
     unfolded: unfolded.variant,
+    keyed: keyed.variant,
+    keyedRatio: round(triggered.variant.perSecond / keyed.variant.perSecond, 3),
   };
   log(`  commits/s ratio ${result.commitsRatio}x (target >= 0.5x), p99 ratio ${result.p99Ratio}x (target <= 5x), `
     + `deadlocks + serialization failures ${result.failedShare}% (target < 0.1%)`);
   log(`  commit to derived event queued: ${JSON.stringify(queued)}`);
+  log(`  against the copies with the foreign keys: commits/s ratio ${result.keyedRatio}x`);
   await db.raw(`DROP SCHEMA ${BARE} CASCADE`);
   await db('workspaces').where({ id: f.ws }).delete();
   // (the last run's queue, dropped with its workspace: a later run's delay figures start from an empty queue)
