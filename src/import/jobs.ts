@@ -405,8 +405,11 @@ async function runJob(
   return view(row);
 }
 
+// (the wall clock, not now(): a job's own transaction began before its row was inserted, so its start would put the
+// end before startedAt)
 const finalState = (phase: ImportPhase, error: string | null, read: number, applied: number, counts: CountsByKey, db: Knex) => ({
-  phase, error, records_read: read, records_applied: applied, counts: JSON.stringify(counts), updated_at: db.fn.now(), finished_at: db.fn.now(),
+  phase, error, records_read: read, records_applied: applied, counts: JSON.stringify(counts), updated_at: db.raw('clock_timestamp()'),
+  finished_at: db.raw('clock_timestamp()'),
 });
 
 /** Writes one key's buffered records; returns how many were written (a stale version is skipped). */

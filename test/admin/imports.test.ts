@@ -79,6 +79,8 @@ describe('the admin API: import jobs', () => {
     const job = await finished(ws.id, started.body.id).catch(async (err) => { console.log(await db('import_jobs').where({ id: started.body.id }).first(), JSON.stringify(admin.logs.slice(-3)).slice(0, 3000)); throw err; });
     expect(job).to.deep.include({ phase: 'succeeded', recordsRead: 2505, recordsApplied: 2505, error: null });
     expect(job.counts).to.deep.equal({ owners: 1, fleets: 1, vehicles: 1, customers: 2500, bookings: 1, payments: 1 });
+    // it ended after it started (the end is the wall clock's, not the job's transaction's start)
+    expect(Date.parse(job.finishedAt)).to.be.at.least(Date.parse(job.startedAt));
     expect(await counted('customers', ws.id)).to.equal(2500);
     await expectRollupsExact(db, ws.id);
     const audit = await db('audit_entries').where({ workspace_id: ws.id, action: 'workspace.import' }).select('changes', 'target_id');
