@@ -116,17 +116,31 @@ async function within(ms: number, closing: Promise<void>): Promise<void> {
  */
 const INLINE_UPKEEP = `frs.upkeep = 'inline'`;
 
-/** Makes the sessions of the database at `url` keep the running totals inline (a test's own cluster, say). */
-export async function keepUpkeepInlineIn(url: string): Promise<void> {
-  await adminQuery(url, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET ${INLINE_UPKEEP.replaceAll("'", "''")}', current_database()); END $$`);
+/**
+ * Makes the sessions of the database at `url` keep the running totals inline (a test's own cluster, say). Returns how
+ * to put back the database's own setting (none, or what it was): a database given by DATABASE_URL is not the tests'.
+ */
+export async function keepUpkeepInlineIn(url: string): Promise<() => Promise<void>> {
+  const [{ name, setting }] = await adminQuery<{ name: string; setting: string | null }>(url, `
+    SELECT quote_ident(d.datname) AS name,
+           (SELECT quote_literal(substr(c, length('frs.upkeep=') + 1)) FROM pg_db_role_setting s, unnest(s.setconfig) c
+            WHERE s.setdatabase = d.oid AND s.setrole = 0 AND c LIKE 'frs.upkeep=%') AS setting
+    FROM pg_database d WHERE d.datname = current_database()`);
+  await adminQuery(url, `ALTER DATABASE ${name} SET ${INLINE_UPKEEP}`);
+  return async () => {
+    await adminQuery(url, setting === null ? `ALTER DATABASE ${name} RESET frs.upkeep` : `ALTER DATABASE ${name} SET frs.upkeep = ${setting}`);
+  };
 }
 
 async function open(): Promise<Database> {
   // As a worker's start does, the public key of the tests' master key is recorded: processes holding no master key
   // (the API's, the admin API's) seal to it.
   if (process.env.DATABASE_URL) {
-    await keepUpkeepInlineIn(process.env.DATABASE_URL);
-    return recorded(await openDatabase({ url: process.env.DATABASE_URL, schema: 'migrate' }));
+    const url = process.env.DATABASE_URL;
+    const putBack = await keepUpkeepInlineIn(url);
+    const given = await recorded(await openDatabase({ url, schema: 'migrate' }));
+    // (the given database's own upkeep setting, put back when the run ends)
+    return { ...given, close: () => given.close().finally(putBack) };
   }
   const cluster = await testCluster();
   const name = `${PREFIX}${process.pid}_${Date.now()}`;
