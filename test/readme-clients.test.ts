@@ -11,7 +11,7 @@ import { startApi, type TestApi } from './support/api.js';
 import { testDatabase } from './support/database.js';
 import { fixture } from './support/fixtures.js';
 
-// The README's "Generate a client" section as a reader would use it: its hey-api command generates a client from the
+// The API guide's "Generate a client" section (docs/api.md) as a reader would use it: its hey-api command generates a client from the
 // running server's /openapi.json, and its three examples type-check (the hey-api ones here; the openapi-fetch one
 // against openapi-typescript's output in `npm run check:openapi-typescript`) and run against that server, printing
 // figures worked out by hand: a Patrol out and a Picanto in service (1 of 2 cars out, utilisation 1); Alice owes
@@ -20,13 +20,13 @@ const run = promisify(execFile);
 const BIN = path.join(ROOT_DIR, 'node_modules', '.bin');
 
 function readmeBlock(language: string, firstLine: RegExp): string {
-  const readme = fs.readFileSync(path.join(ROOT_DIR, 'README.md'), 'utf8');
+  const readme = fs.readFileSync(path.join(ROOT_DIR, 'docs', 'api.md'), 'utf8');
   const block = [...readme.matchAll(new RegExp('```' + language + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1]).find((code) => firstLine.test(code));
   expect(block, `a ${language} block starting ${firstLine}`).to.be.a('string');
   return block!;
 }
 
-describe('the README: generating a client', function () {
+describe('the API guide (docs/api.md): generating a client', function () {
   this.timeout(120_000);
   let api: TestApi;
   let key: string;
@@ -55,7 +55,7 @@ describe('the README: generating a client', function () {
     key = (await createApiKey(db, { workspaceSlug: f.slug })).key;
     api = await startApi({ now: new Date('2026-11-22T08:00:00.000Z') });
 
-    // The README's command, pointed at this server: npx's package, run from the project's own installed copy.
+    // The guide's command, pointed at this server: npx's package, run from the project's own installed copy.
     const command = readmeBlock('sh', /^npx @hey-api\/openapi-ts /).trim().replace('http://localhost:3000', api.url).split(/\s+/).slice(1);
     const { bin } = JSON.parse(fs.readFileSync(path.join(ROOT_DIR, 'node_modules', command[0], 'package.json'), 'utf8'));
     await run(path.join(ROOT_DIR, 'node_modules', command[0], typeof bin === 'string' ? bin : Object.values(bin)[0] as string), command.slice(1), { cwd: dir });

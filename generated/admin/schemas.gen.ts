@@ -147,7 +147,7 @@ export const WorkspaceSchema = {
 export const WebhookAllowedCidrsSchema = {
     type: 'array',
     maxItems: 32,
-    description: 'Private ranges (CIDR) this workspace\'s webhook endpoints may reach, at registration and when each delivery connects; no other workspace\'s endpoints may. Empty by default: no private, loopback, link-local or reserved destination is reached. The operator\'s setting, describing their network: shown to an all-workspaces admin token only (a token confined to one workspace and the settings screen never see it, in the workspace nor in the audit trail\'s `workspace.update` entries), and changed by one only. `FRS_WEBHOOK_ALLOWED_CIDRS` (README) opens its ranges to every workspace at once.',
+    description: 'Private ranges (CIDR) this workspace\'s webhook endpoints may reach, at registration and when each delivery connects; no other workspace\'s endpoints may. Empty by default: no private, loopback, link-local or reserved destination is reached. The operator\'s setting, describing their network: shown to an all-workspaces admin token only (a token confined to one workspace and the settings screen never see it, in the workspace nor in the audit trail\'s `workspace.update` entries), and changed by one only. `FRS_WEBHOOK_ALLOWED_CIDRS` (docs/operations.md) opens its ranges to every workspace at once.',
     items: {
         type: 'string',
         maxLength: 49,

@@ -7,15 +7,15 @@ import { expect } from 'chai';
 import { ROOT_DIR } from '../../src/config.js';
 import { signatureHeader } from '../../src/webhooks/signing.js';
 
-// The receiver example in the README is runnable as written: extracted, started, and fed signed deliveries.
-describe('the README receiver example', () => {
+// The receiver example of the receivers' guide (docs/webhooks.md) is runnable as written: extracted, started, and fed signed deliveries.
+describe('the receivers\' guide: its example receiver (docs/webhooks.md)', () => {
   const secret = 'whsec_ReadmeReceiverSecret0123456789abcdef';
   let child: ReturnType<typeof spawn>;
   let url: string;
   let output = '';
 
   before(async () => {
-    const readme = fs.readFileSync(path.join(ROOT_DIR, 'README.md'), 'utf8');
+    const readme = fs.readFileSync(path.join(ROOT_DIR, 'docs', 'webhooks.md'), 'utf8');
     const code = readme.match(/```js\n(\/\/ receiver\.mjs[\s\S]*?)```/)![1];
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'readme-receiver-'));
     fs.writeFileSync(path.join(dir, 'receiver.mjs'), code);
