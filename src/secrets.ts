@@ -46,7 +46,7 @@ export function looksLikeSecret(text: string): boolean {
 
 const SECRET_SHAPE = /(?:frs|fra|frpl|frps|whsec)_[0-9A-Za-z]{20,}/;
 
-/** The refusal of a name or role shaped like a key, token or secret (`option`: the CLI's flag). */
+/** The refusal of a name or role shaped like a key, token or secret: the rule after the field's name. */
 export const SECRET_SHAPED =
   'must not look like a key, token or signing secret (frs_, fra_, frpl_, frps_ or whsec_ and 20 or more letters and digits): it is shown where a secret never is';
 
