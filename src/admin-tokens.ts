@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { hashApiKey, looksLikeSecret, newAdminToken, SECRET_SHAPED } from './secrets.js';
 import { recordAudit, type AuditContext } from './audit.js';
 import { findWorkspace } from './workspaces.js';
-import { InvalidFieldError, isUuid, NotFoundError } from './input.js';
+import { CredentialError, InvalidFieldError, isUuid, NotFoundError } from './input.js';
 import { endPortalSessionsOfToken } from './portal-sessions.js';
 
 // Admin tokens: the admin API's credential (src/admin/). `fra_` + 40 base62 characters, made like an API key and
@@ -38,13 +38,13 @@ export async function createAdminToken(
   audit: AuditContext,
 ): Promise<CreatedAdminToken> {
   const name = input.name.trim();
-  if (name.length < 1 || name.length > 100) throw new InvalidFieldError('--name must be 1 to 100 characters', 'name');
-  if (looksLikeSecret(name)) throw new InvalidFieldError(SECRET_SHAPED('--name'), 'name');
+  if (name.length < 1 || name.length > 100) throw new InvalidFieldError('name', 'must be 1 to 100 characters');
+  if (looksLikeSecret(name)) throw new InvalidFieldError('name', SECRET_SHAPED);
   let expiresAt: Date | null = null;
   if (input.expiresAt !== undefined) {
     expiresAt = new Date(input.expiresAt);
     if (Number.isNaN(expiresAt.getTime()) || !/^\d{4}-\d{2}-\d{2}T/.test(input.expiresAt)) {
-      throw new InvalidFieldError(`--expires-at must be an ISO 8601 date-time, got "${input.expiresAt}"`, 'expiresAt');
+      throw new InvalidFieldError('expiresAt', `must be an ISO 8601 date-time, got "${input.expiresAt}"`);
     }
   }
   const workspace = input.workspaceSlug === undefined ? null : await findWorkspace(db, input.workspaceSlug);
@@ -81,7 +81,7 @@ export async function listAdminTokens(db: Knex): Promise<{ rows: AdminTokenRecor
  * links and sessions it made end with it. Twice keeps the first time.
  */
 export async function revokeAdminToken(db: Knex, id: string, audit: AuditContext): Promise<{ id: string; revokedAt: string }> {
-  if (!isUuid(id)) throw new InvalidFieldError(`--id must be a UUID, got "${id}"`, 'id');
+  if (!isUuid(id)) throw new InvalidFieldError('id', `must be a UUID, got "${id}"`);
   return db.transaction(async (trx) => {
     const before = await trx('admin_tokens').where({ id }).forUpdate().first('workspace_id', 'revoked_at');
     if (!before) throw new NotFoundError(`no admin token with id ${id}`);
@@ -102,20 +102,18 @@ export interface AdminTokenHolder {
   workspaceId: string | null;
 }
 
-export type AdminTokenFailure = 'unknown' | 'revoked' | 'expired';
-
 /**
- * The holder of a token, or why it is refused. Looked up by the token's SHA-256 (a unique index): the database
+ * The holder of a token; a token that opens nothing is a CredentialError saying why. Looked up by the token's SHA-256 (a unique index): the database
  * compares hashes, never the token, so the time taken says nothing about how close a guess was. Marks the token as
  * used at most once a minute (best effort).
  */
-export async function adminTokenHolder(db: Knex, token: string, now: Date): Promise<AdminTokenHolder | AdminTokenFailure> {
+export async function adminTokenHolder(db: Knex, token: string, now: Date): Promise<AdminTokenHolder> {
   const row = await db('admin_tokens')
     .where({ token_hash: hashApiKey(token) })
     .first('id', 'name', 'workspace_id', 'expires_at', 'revoked_at', 'last_used_at');
-  if (!row) return 'unknown';
-  if (row.revoked_at) return 'revoked';
-  if (row.expires_at && row.expires_at <= now) return 'expired';
+  if (!row) throw new CredentialError('admin_token', 'unknown');
+  if (row.revoked_at) throw new CredentialError('admin_token', 'revoked');
+  if (row.expires_at && row.expires_at <= now) throw new CredentialError('admin_token', 'expired');
   if (!row.last_used_at || now.getTime() - row.last_used_at.getTime() > 60_000) {
     db('admin_tokens').where({ id: row.id }).update({ last_used_at: now }).catch(() => undefined);
   }

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { recordAudit, type AuditContext } from './audit.js';
-import { InvalidFieldError, NotFoundError } from './input.js';
+import { ConflictError, CredentialError, InvalidFieldError, NotFoundError } from './input.js';
 import { hashApiKey, newPortalCredential, PORTAL_LINK_PREFIX, PORTAL_SESSION_PREFIX } from './secrets.js';
 
 // The settings screen's sessions (src/portal/ serves the screen). The rental platform's backend asks the admin API for
@@ -59,11 +59,14 @@ export interface PortalSessionHolder {
   idleExpiresAt: Date;
 }
 
-export type PortalSessionFailure = 'unknown' | 'ended' | 'expired';
-
 /** A link of another workspace than the session the browser holds: not opened, its key not spent, until confirmed. */
-export interface PortalSessionConflict {
-  conflict: { openWorkspaceId: string; linkWorkspaceId: string };
+export class OtherWorkspaceOpenError extends ConflictError {
+  constructor(readonly openWorkspace: { id: string; slug: string }, readonly linkWorkspace: { id: string; slug: string }) {
+    super(
+      `This browser has the settings of workspace "${openWorkspace.slug}" open, and the link is for workspace "${linkWorkspace.slug}": send "replace": true, once the person has confirmed, to open it in place of the other. The link was not used.`,
+      'replace',
+    );
+  }
 }
 
 const iso = (d: Date | null) => d?.toISOString() ?? null;
@@ -88,7 +91,7 @@ export async function createPortalLink(
 ): Promise<CreatedPortalLink> {
   const minutes = input.expiresInMinutes ?? PORTAL_SESSION_MINUTES.default;
   if (!Number.isInteger(minutes) || minutes < PORTAL_SESSION_MINUTES.min || minutes > PORTAL_SESSION_MINUTES.max) {
-    throw new InvalidFieldError(`expiresInMinutes must be a whole number from ${PORTAL_SESSION_MINUTES.min} to ${PORTAL_SESSION_MINUTES.max}`, 'expiresInMinutes');
+    throw new InvalidFieldError('expiresInMinutes', `must be a whole number from ${PORTAL_SESSION_MINUTES.min} to ${PORTAL_SESSION_MINUTES.max}`);
   }
   const readOnly = input.readOnly ?? false;
   const key = newPortalCredential(PORTAL_LINK_PREFIX);
@@ -116,18 +119,20 @@ const TOKEN_REVOKED = 'EXISTS (SELECT 1 FROM admin_tokens t WHERE t.id = portal_
 
 /**
  * Opens a link: its key is spent (a second use finds nothing) and a session starts, whose token is returned once.
- * 'unknown' for a key that is not a live link's (never made, used already, expired or ended): one answer for all, so
- * a guess learns nothing. `open` is the live session the browser holds already: it ends as the new one starts (its
- * cookie is replaced); when it is another workspace's, the link is not opened unless `replace` says the person
- * confirmed (another site may have sent the browser to a link of its own: login CSRF), and its key stays unspent.
+ * A CredentialError `unknown` for a key that is not a live link's (never made, used already, expired or ended): one
+ * answer for all, so a guess learns nothing. `open` is the live session the browser holds already: it ends as the new
+ * one starts (its cookie is replaced); when it is another workspace's, the link is not opened unless `replace` says the
+ * person confirmed (another site may have sent the browser to a link of its own: login CSRF), and its key stays
+ * unspent (OtherWorkspaceOpenError).
  */
 export async function startPortalSession(
   db: Knex,
   key: string,
   now: Date,
   options: { requestId?: string; open?: PortalSessionHolder; replace?: boolean } = {},
-): Promise<{ token: string; session: PortalSessionHolder } | PortalSessionConflict | 'unknown'> {
-  if (!key.startsWith(PORTAL_LINK_PREFIX)) return 'unknown';
+): Promise<{ token: string; session: PortalSessionHolder }> {
+  const unknown = () => new CredentialError('portal_link', 'unknown');
+  if (!key.startsWith(PORTAL_LINK_PREFIX)) throw unknown();
   const token = newPortalCredential(PORTAL_SESSION_PREFIX);
   const { open } = options;
   return db.transaction(async (trx) => {
@@ -139,13 +144,17 @@ export async function startPortalSession(
       .whereRaw(`NOT ${TOKEN_REVOKED}`);
     if (open && !options.replace) {
       const link = await live().first('workspace_id');
-      if (!link) return 'unknown';
-      if (link.workspace_id !== open.workspaceId) return { conflict: { openWorkspaceId: open.workspaceId, linkWorkspaceId: link.workspace_id as string } };
+      if (!link) throw unknown();
+      if (link.workspace_id !== open.workspaceId) {
+        const slugs = new Map<string, string>((await trx('workspaces').whereIn('id', [open.workspaceId, link.workspace_id]).select('id', 'slug')).map((w) => [w.id, w.slug]));
+        const named = (id: string) => ({ id, slug: slugs.get(id)! });
+        throw new OtherWorkspaceOpenError(named(open.workspaceId), named(link.workspace_id as string));
+      }
     }
     const [row] = await live()
       .update({ link_hash: null, session_hash: hashApiKey(token), started_at: now, last_seen_at: now })
       .returning(['id', 'workspace_id', 'read_only', 'created_by', 'expires_at']);
-    if (!row) return 'unknown';
+    if (!row) throw unknown();
     const session = holder(row, now);
     await recordAudit(trx, portalAudit(session, options.requestId), { action: 'portal_session.start', workspaceId: session.workspaceId, target: { type: 'portal_session', id: session.id } });
     if (open) await endWhere(trx, trx('portal_sessions').where({ id: open.id }), now, portalAudit(open, options.requestId));
@@ -160,15 +169,18 @@ function holder(row: { id: string; workspace_id: string; read_only: boolean; cre
   };
 }
 
-/** The session a token belongs to, if it is live; its use now counts as activity (for the idle limit). */
-export async function portalSessionHolder(db: Knex, token: string, now: Date): Promise<PortalSessionHolder | PortalSessionFailure> {
-  if (!token.startsWith(PORTAL_SESSION_PREFIX)) return 'unknown';
+/**
+ * The session a token belongs to, if it is live (else a CredentialError: `unknown`, `ended` or `expired`); its use now
+ * counts as activity (for the idle limit).
+ */
+export async function portalSessionHolder(db: Knex, token: string, now: Date): Promise<PortalSessionHolder> {
+  if (!token.startsWith(PORTAL_SESSION_PREFIX)) throw new CredentialError('portal_session', 'unknown');
   const row = await db('portal_sessions')
     .where({ session_hash: hashApiKey(token) })
     .first('id', 'workspace_id', 'read_only', 'created_by', 'expires_at', 'last_seen_at', 'ended_at', db.raw(`${TOKEN_REVOKED} AS token_revoked`));
-  if (!row) return 'unknown';
-  if (row.ended_at || row.token_revoked) return 'ended';
-  if (row.expires_at <= now || idleEnd(row.last_seen_at, row.expires_at) <= now) return 'expired';
+  if (!row) throw new CredentialError('portal_session', 'unknown');
+  if (row.ended_at || row.token_revoked) throw new CredentialError('portal_session', 'ended');
+  if (row.expires_at <= now || idleEnd(row.last_seen_at, row.expires_at) <= now) throw new CredentialError('portal_session', 'expired');
   if (now.getTime() - row.last_seen_at.getTime() >= SEEN_EVERY_MS) {
     await db('portal_sessions').where({ id: row.id }).where('last_seen_at', '<', now).update({ last_seen_at: now });
     return holder(row, now);

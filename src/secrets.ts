@@ -46,9 +46,9 @@ export function looksLikeSecret(text: string): boolean {
 
 const SECRET_SHAPE = /(?:frs|fra|frpl|frps|whsec)_[0-9A-Za-z]{20,}/;
 
-/** The refusal of a name or role shaped like a key, token or secret (`option`: the CLI's flag). */
-export const SECRET_SHAPED = (option: string) =>
-  `${option} must not look like a key, token or signing secret (frs_, fra_, frpl_, frps_ or whsec_ and 20 or more letters and digits): it is shown where a secret never is`;
+/** The refusal of a name or role shaped like a key, token or secret: the rule after the field's name. */
+export const SECRET_SHAPED =
+  'must not look like a key, token or signing secret (frs_, fra_, frpl_, frps_ or whsec_ and 20 or more letters and digits): it is shown where a secret never is';
 
 /** `text` with everything shaped like a key, token or signing secret replaced by `[redacted]`. */
 export function redactSecrets(text: string): string {

@@ -30,16 +30,16 @@ export const MAX_WEBHOOK_CIDRS = 32;
 function checkSettings(settings: { timezone?: string; remindersAhead?: number; webhookAllowedCidrs?: string[] }): void {
   const cidrs = settings.webhookAllowedCidrs;
   if (cidrs !== undefined) {
-    if (!Array.isArray(cidrs) || cidrs.length > MAX_WEBHOOK_CIDRS) throw new InvalidFieldError(`webhookAllowedCidrs must be a list of at most ${MAX_WEBHOOK_CIDRS} CIDR ranges`, 'webhookAllowedCidrs');
+    if (!Array.isArray(cidrs) || cidrs.length > MAX_WEBHOOK_CIDRS) throw new InvalidFieldError('webhookAllowedCidrs', `must be a list of at most ${MAX_WEBHOOK_CIDRS} CIDR ranges`);
     const bad = cidrs.find((cidr) => typeof cidr !== 'string' || !isCidr(cidr));
-    if (bad !== undefined) throw new InvalidFieldError(`webhookAllowedCidrs must hold CIDR ranges such as 10.1.0.0/16 or fd12:3456::/32, got "${String(bad).slice(0, 60)}"`, 'webhookAllowedCidrs');
+    if (bad !== undefined) throw new InvalidFieldError('webhookAllowedCidrs', `must hold CIDR ranges such as 10.1.0.0/16 or fd12:3456::/32, got "${String(bad).slice(0, 60)}"`);
   }
   if (settings.timezone !== undefined && !isValidTimeZone(settings.timezone)) {
-    throw new InvalidFieldError(`unknown time zone "${settings.timezone}" (use an IANA name such as Asia/Dubai)`, 'timezone');
+    throw new InvalidFieldError('timezone', `must be an IANA time zone such as Asia/Dubai, got the unknown "${settings.timezone}"`);
   }
   const n = settings.remindersAhead;
   if (n !== undefined && !(Number.isInteger(n) && n >= 1 && n <= 60)) {
-    throw new InvalidFieldError(`reminders ahead must be a whole number of days from 1 to 60, got ${n}`, 'remindersAhead');
+    throw new InvalidFieldError('remindersAhead', `must be a whole number of days from 1 to 60, got ${n}`);
   }
 }
 
@@ -51,7 +51,7 @@ export async function createWorkspace(
   audit?: AuditContext,
 ): Promise<WorkspaceRecord> {
   if (!/^[a-z0-9][a-z0-9-]{0,62}$/.test(input.slug)) {
-    throw new InvalidFieldError(`invalid slug "${input.slug}": use 1 to 63 lower-case letters, digits and hyphens`, 'slug');
+    throw new InvalidFieldError('slug', `must be 1 to 63 lower-case letters, digits and hyphens, got "${input.slug}"`);
   }
   checkSettings(input);
   return db.transaction(async (trx) => {
@@ -116,7 +116,7 @@ export async function updateWorkspace(
   audit?: AuditContext,
 ): Promise<WorkspaceRecord> {
   if (changes.status !== undefined && changes.status !== 'active' && changes.status !== 'frozen') {
-    throw new InvalidFieldError(`status must be active or frozen, got "${changes.status}"`, 'status');
+    throw new InvalidFieldError('status', `must be active or frozen, got "${changes.status}"`);
   }
   checkSettings(changes);
   const { id } = await findWorkspace(db, name);
@@ -157,15 +157,15 @@ export async function createApiKey(
   audit?: AuditContext,
 ): Promise<CreatedApiKey> {
   // A role is returned by GET /v1/me, whose document bounds it to 64 characters.
-  if (input.role != null && (input.role.length < 1 || input.role.length > 64)) throw new InvalidFieldError('--role must be 1 to 64 characters', 'role');
+  if (input.role != null && (input.role.length < 1 || input.role.length > 64)) throw new InvalidFieldError('role', 'must be 1 to 64 characters');
   // GET /v1/me shows it, lists and the audit trail name it: text a secret scanner would take for a key is refused.
-  if (input.role != null && looksLikeSecret(input.role)) throw new InvalidFieldError(SECRET_SHAPED('--role'), 'role');
+  if (input.role != null && looksLikeSecret(input.role)) throw new InvalidFieldError('role', SECRET_SHAPED);
   const workspace = await findWorkspace(db, 'workspaceId' in input ? { id: input.workspaceId } : input.workspaceSlug);
   let expiresAt: Date | null = null;
   if (input.expiresAt != null) {
     expiresAt = new Date(input.expiresAt);
     if (Number.isNaN(expiresAt.getTime()) || !/^\d{4}-\d{2}-\d{2}T/.test(input.expiresAt)) {
-      throw new InvalidFieldError(`--expires-at must be an ISO 8601 date-time, got "${input.expiresAt}"`, 'expiresAt');
+      throw new InvalidFieldError('expiresAt', `must be an ISO 8601 date-time, got "${input.expiresAt}"`);
     }
   }
   const key = newApiKey();
@@ -185,7 +185,7 @@ export async function createApiKey(
 
 /** Revokes a key (of `workspaceId` only, when given: another workspace's key is not found). */
 export async function revokeApiKey(db: Knex, id: string, options: { workspaceId?: string } = {}, audit?: AuditContext): Promise<{ id: string; revokedAt: string }> {
-  if (!isUuid(id)) throw new InvalidFieldError(`--id must be a UUID, got "${id}"`, 'id');
+  if (!isUuid(id)) throw new InvalidFieldError('id', `must be a UUID, got "${id}"`);
   return db.transaction(async (trx) => {
     const before = await trx('api_keys').where({ id, ...(options.workspaceId ? { workspace_id: options.workspaceId } : {}) }).forUpdate().first('workspace_id', 'revoked_at');
     if (!before) throw new NotFoundError(`no API key with id ${id}`);

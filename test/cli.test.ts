@@ -209,11 +209,11 @@ describe('fleet-admin CLI', () => {
     await Promise.all([
       fails(['workspace', 'set', '--slug', 'no-such-workspace', '--status', 'frozen', '--json'], 'no workspace with slug "no-such-workspace"'),
       fails(['key', 'create', '--workspace', 'no-such-workspace', '--json'], 'no workspace with slug "no-such-workspace"'),
-      fails(['workspace', 'create', '--slug', `${s}-tz`, '--timezone', 'Mars/Olympus', '--json'], 'unknown time zone "Mars/Olympus" (use an IANA name such as Asia/Dubai)'),
-      fails(['workspace', 'set', '--slug', s, '--reminders-ahead', '0', '--json'], 'reminders ahead must be a whole number of days from 1 to 60, got 0'),
+      fails(['workspace', 'create', '--slug', `${s}-tz`, '--timezone', 'Mars/Olympus', '--json'], '--timezone must be an IANA time zone such as Asia/Dubai, got the unknown "Mars/Olympus"'),
+      fails(['workspace', 'set', '--slug', s, '--reminders-ahead', '0', '--json'], '--reminders-ahead must be a whole number of days from 1 to 60, got 0'),
       fails(['workspace', 'set', '--slug', s, '--reminders-ahead', 'soon', '--json'], /^fleet-admin: option '--reminders-ahead <days>' argument 'soon' is invalid/),
       fails(['workspace', 'set', '--slug', s, '--status', 'paused', '--json'], /^fleet-admin: option '--status <status>' argument 'paused' is invalid/),
-      fails(['workspace', 'set', '--slug', s, '--webhook-allowed-cidrs', '10.1.0.0/16,10.2.0.0/33', '--json'], 'webhookAllowedCidrs must hold CIDR ranges such as 10.1.0.0/16 or fd12:3456::/32, got "10.2.0.0/33"'),
+      fails(['workspace', 'set', '--slug', s, '--webhook-allowed-cidrs', '10.1.0.0/16,10.2.0.0/33', '--json'], '--webhook-allowed-cidrs must hold CIDR ranges such as 10.1.0.0/16 or fd12:3456::/32, got "10.2.0.0/33"'),
       fails(['workspace', 'create', '--json'], "required option '--slug <slug>' not specified"),
       fails(['workspace', 'create', '--slug', `${s}-x`, '--colour', 'red', '--json'], "unknown option '--colour'"),
       fails(['key', 'revoke', '--id', 'not-a-uuid', '--json'], '--id must be a UUID, got "not-a-uuid"'),
@@ -274,7 +274,7 @@ describe('fleet-admin CLI', () => {
       fails(['endpoint', 'create', '--workspace', s, '--url', 'ftp://files.example.com/'], '--url must use http or https, got "ftp://files.example.com/"'),
       fails(['endpoint', 'create', '--workspace', s, '--url', 'HTTPS://x.example.com/'], '--url must start with http:// or https:// and contain no spaces, got "HTTPS://x.example.com/"'),
       fails(['endpoint', 'create', '--workspace', s, '--url', ' https://x.example.com/'], '--url must start with http:// or https:// and contain no spaces, got " https://x.example.com/"'),
-      fails(['endpoint', 'create', '--workspace', s, '--url', 'https://x.example.com/', '--events', 'Booking Confirmed'], /^fleet-admin: unknown event "Booking Confirmed"/),
+      fails(['endpoint', 'create', '--workspace', s, '--url', 'https://x.example.com/', '--events', 'Booking Confirmed'], /^fleet-admin: --events must name events of the webhooks section of openapi\/openapi.yaml, not the unknown event "Booking Confirmed"$/),
       fails(['endpoint', 'enable', '--id', crypto.randomUUID()], /^fleet-admin: no webhook endpoint with id [0-9a-f-]{36}$/),
     ]);
     expect(await db('webhook_endpoints').join('workspaces', 'workspaces.id', 'webhook_endpoints.workspace_id').where('workspaces.slug', s).count({ n: '*' })).to.deep.equal([{ n: 2 }]);
@@ -438,7 +438,7 @@ describe('fleet-admin CLI', () => {
     expect(JSON.stringify(endpoints)).not.to.include('whsec_');
     await Promise.all([
       fails(['endpoint', 'create', '--workspace', ws.slug, '--url', 'https://x.example.com/', '--events', 'booking.confirmed,webhook.test'],
-        'webhook.test cannot be subscribed to: it is sent only by the test operation (POST /v1/webhooks/{id}/test), to the endpoint it names, whatever that endpoint\'s events'),
+        '--events must not name webhook.test, which cannot be subscribed to: it is sent only by the test operation (POST /v1/webhooks/{id}/test), to the endpoint it names, whatever that endpoint\'s events'),
       fails(['key', 'list', '--workspace', 'no-such-workspace'], 'no workspace with slug "no-such-workspace"'),
     ]);
     await dropTestWorkspaces(db);

@@ -14,7 +14,7 @@ import { loadOpenApiDocument, strictOpenApiDocument } from '../contract/document
 import {
   allowedMethods, contractBackend, decodablePath, memoiseOperations, requestEdge, requestGuard, unknownQuery, unknownQueryParameter, validationError, type Parameter,
 } from '../api/app.js';
-import { ApiError, internalError, invalidRequest, sealingUnavailable } from '../api/errors.js';
+import { apiError, internalError, invalidRequest, sealingUnavailable } from '../api/errors.js';
 import { NoSealingKeyError } from '../secrets.js';
 import { AuthFailureLimits, authFailureSettingsFromEnv, type AuthFailureSettings } from '../api/auth-failures.js';
 import type { AuthGuard } from '../api/auth.js';
@@ -23,12 +23,10 @@ import { Cursors } from '../api/cursors.js';
 import { registerDocs } from '../api/docs.js';
 import { loadShedding } from '../api/load-shedding.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
-import { ConflictError, InputError, InvalidFieldError, LimitError, NotFoundError } from '../input.js';
 import type { AuditContext } from '../audit.js';
 import { authenticateAdmin } from './auth.js';
-import { adminOperations, UnsupportedBody, type AdminCaller } from './operations.js';
-import { BatchTooLargeError, MAX_BATCH_BYTES, RecordConflictError } from '../import/records.js';
-import { ImportsBusyError } from '../import/jobs.js';
+import { adminOperations, type AdminCaller } from './operations.js';
+import { MAX_BATCH_BYTES } from '../import/records.js';
 
 export interface AdminAppOptions {
   /** Connections as the admin API's database role. */
@@ -48,19 +46,7 @@ export interface AdminAppOptions {
 /** The largest request body read (a workspace or a key is a few hundred bytes). */
 export const ADMIN_BODY_LIMIT = 64 * 1024;
 
-export const noRoute = () => new ApiError(404, 'not_found', 'No such route. See /openapi.json for the operations.');
-
-/** A core function's refusal as the documented error: 404, 409, 400 naming the field, or 429 with Retry-After. */
-function coreError(err: InputError): ApiError {
-  if (err instanceof UnsupportedBody) return new ApiError(415, 'unsupported_media_type', err.message);
-  if (err instanceof BatchTooLargeError) return new ApiError(413, 'payload_too_large', err.message);
-  if (err instanceof RecordConflictError) return new ApiError(409, err.code, err.message, err.field);
-  if (err instanceof NotFoundError) return new ApiError(404, 'not_found', err.message);
-  if (err instanceof ConflictError) return new ApiError(409, 'conflict', err.message, err.field);
-  if (err instanceof InvalidFieldError) return invalidRequest(err.field, err.message);
-  if (err instanceof LimitError) return new ApiError(429, 'rate_limited', err.message, undefined, { 'Retry-After': String(err.retryAfterSeconds) });
-  return invalidRequest('body', err.message);
-}
+export const noRoute = () => apiError('not_found', 'No such route. See /openapi.json for the operations.');
 
 /**
  * The JSON body of a request that has one (at most ADMIN_BODY_LIMIT bytes), else undefined. A body must say it is
@@ -71,9 +57,9 @@ export async function readJsonBody(ctx: Koa.Context, limit = ADMIN_BODY_LIMIT, l
   if (declared === 0 && !ctx.get('transfer-encoding')) return undefined;
   const encoding = ctx.get('content-encoding').trim().toLowerCase();
   if ((encoding !== '' && encoding !== 'identity') || !ctx.is('application/json', '+json')) {
-    throw new ApiError(415, 'unsupported_media_type', 'Send the request body as Content-Type application/json, not compressed.');
+    throw apiError('unsupported_media_type', 'Send the request body as Content-Type application/json, not compressed.');
   }
-  const tooLarge = () => new ApiError(413, 'payload_too_large', `The request body is over ${limitName}.`);
+  const tooLarge = () => apiError('payload_too_large', `The request body is over ${limitName}.`);
   if (declared > limit) throw tooLarge();
   const chunks: Buffer[] = [];
   let size = 0;
@@ -203,7 +189,7 @@ export async function adminDispatcher({ db, ingestDb, clock, cursors, scheme, au
         // (a path whose operations are all another client's is no route here)
         const allowed = allowedMethods(reachableOperations(), c.request.path);
         if (allowed.length === 0) throw noRoute();
-        throw new ApiError(405, 'method_not_allowed', `This path does not accept ${c.request.method.toUpperCase()}.`, undefined, { Allow: allowed.join(', ') });
+        throw apiError('method_not_allowed', `This path does not accept ${c.request.method.toUpperCase()}.`, { headers: { Allow: allowed.join(', ') } });
       },
       unauthorizedHandler: (c: BackendContext, ctx: Koa.Context) => {
         ctx.state.operationId = c.operation.operationId;
@@ -252,14 +238,12 @@ export async function adminDispatcher({ db, ingestDb, clock, cursors, scheme, au
           logger: ctx.state.logger as Logger | undefined,
         });
       } catch (err) {
-        // What only the operator may read of a refusal goes to the log, beside the request's id; the caller gets the message.
-        if (err instanceof InvalidFieldError && err.operatorDetail !== undefined) (ctx.state.logger as Logger | undefined)?.info({ field: err.field, detail: err.operatorDetail }, 'input refused');
-        if (err instanceof ImportsBusyError) throw new ApiError(503, 'overloaded', err.message, undefined, { 'Retry-After': String(err.retryAfterSeconds) });
+        // (the core's refusals are answered at the edge: src/api/errors.ts coreError)
         if (err instanceof NoSealingKeyError) {
           (ctx.state.logger as Logger | undefined)?.warn({ err: { message: err.message } }, 'cannot seal a signing secret');
           throw sealingUnavailable();
         }
-        throw err instanceof InputError ? coreError(err) : err;
+        throw err;
       }
     });
   }

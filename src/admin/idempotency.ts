@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
-import { ApiError } from '../api/errors.js';
+import { apiError } from '../api/errors.js';
 import { apiSecretId, derivedKeys } from '../secrets.js';
 
 // Idempotency-Key on the admin API's creating POSTs. The first answer is kept, per admin token and key, for 24 hours,
@@ -99,7 +99,7 @@ export async function idempotent(
       const first = await trx('admin_idempotency_keys').where({ token_id: tokenId, key: digest }).first('request_hash', 'response_sealed');
       const answer = first?.response_sealed && (first.request_hash as Buffer).equals(requestHash) ? openAnswer(first.response_sealed, answerKey.keys) : undefined;
       if (!answer) {
-        throw new ApiError(409, 'idempotency_key_reused', 'This Idempotency-Key was already used, within 24 hours, for another request.', 'Idempotency-Key');
+        throw apiError('idempotency_key_reused', 'This Idempotency-Key was already used, within 24 hours, for another request.', { reason: 'Idempotency-Key' });
       }
       return { ...answer, replayed: true };
     }

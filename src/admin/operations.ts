@@ -7,7 +7,7 @@ import type { Knex } from 'knex';
 import type { AuditContext } from '../audit.js';
 import { listAuditEntries } from '../audit.js';
 import type { Cursors } from '../api/cursors.js';
-import { ApiError } from '../api/errors.js';
+import { apiError } from '../api/errors.js';
 import type { AdminTokenHolder } from '../admin-tokens.js';
 import { createApiKey, createWorkspace, findWorkspace, listApiKeys, listWorkspaces, platformOnlySetting, revokeApiKey, updateWorkspace } from '../workspaces.js';
 import { NotFoundError, instant } from '../input.js';
@@ -28,7 +28,6 @@ import { endpointAttemptStats } from '../webhooks/deliveries.js';
 import type { PortalSessionCreate } from '../../generated/admin-strict/types.gen.js';
 import { writeRecords, type RecordMetrics } from '../import/records.js';
 import { cancelImport, getImport, startImport } from '../import/jobs.js';
-import { InvalidFieldError } from '../input.js';
 
 // The admin API's operations, by operationId: each parses what the document already validated, keeps the token to
 // its reach, calls the core function (src/workspaces.ts, src/audit.ts) with the token as the actor, and answers.
@@ -70,13 +69,6 @@ export interface AdminOperationContext {
 
 type Handler = (c: AdminOperationContext) => Promise<Answer>;
 
-/** A body in a format the operation does not take (the admin API answers 415). */
-export class UnsupportedBody extends InvalidFieldError {
-  constructor(message: string) {
-    super(message, 'Content-Type');
-  }
-}
-
 /** The ingest role's connections (writeRecords and import jobs). */
 function ingestOf(c: AdminOperationContext): Knex {
   if (!c.ingestDb) throw new Error('the platform\'s records are written through the ingest pool, which this client was not given');
@@ -106,7 +98,7 @@ export const adminOperations: Record<string, Handler> = {
 
   async createWorkspace(c) {
     if (c.caller.workspaceId !== null) {
-      throw new ApiError(403, 'forbidden', 'This admin token acts on one workspace only and cannot create workspaces.');
+      throw apiError('forbidden', 'This admin token acts on one workspace only and cannot create workspaces.');
     }
     const input = c.body as WorkspaceCreate;
     return (await idempotent(c.db, { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'createWorkspace', path: c.path, body: input }, async (trx) =>
@@ -122,9 +114,9 @@ export const adminOperations: Record<string, Handler> = {
     const changes = c.body as WorkspaceUpdate;
     const platformOnly = c.caller.workspaceId === null ? undefined : platformOnlySetting(changes);
     if (platformOnly !== undefined) {
-      throw new ApiError(403, 'forbidden', c.caller.screen
+      throw apiError('forbidden', c.caller.screen
         ? `The settings screen changes the workspace's time zone and reminders; its ${platformOnly} is the platform's to change.`
-        : `This admin token acts on one workspace only and cannot change its ${platformOnly}: that takes a token for every workspace, or the CLI.`, platformOnly);
+        : `This admin token acts on one workspace only and cannot change its ${platformOnly}: that takes a token for every workspace, or the CLI.`, { reason: platformOnly });
     }
     return { status: 200, body: workspaceBody(c.caller)(await updateWorkspace(c.db, { id }, changes, c.now, c.audit)) };
   },
@@ -267,7 +259,7 @@ export const adminOperations: Record<string, Handler> = {
     const { id } = await reachable(c);
     const type = (c.contentType ?? '').split(';')[0].trim().toLowerCase();
     const format = type === 'application/json' ? 'json' : type === 'application/x-ndjson' ? 'ndjson' : undefined;
-    if (format === undefined) throw new UnsupportedBody('Send the import as Content-Type application/json (an import document) or application/x-ndjson (one {"key", "record"} a line).');
+    if (format === undefined) throw apiError('unsupported_media_type', 'Send the import as Content-Type application/json (an import document) or application/x-ndjson (one {"key", "record"} a line).');
     if (!c.request) throw new Error('createImport: no request stream given');
     // The job reads the body as it arrives; the 202 goes out once it is all read (an HTTP server throws away what is
     // left of a body once it has answered), with the job as it stands: getImport follows it from then on (or meanwhile,

@@ -12,7 +12,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import YAML from 'yaml';
 import { loadOpenApiDocument, strictOpenApiDocument, type OpenApiDocument } from '../contract/document.js';
-import { ApiError, errorBody, internalError, invalidRequest, statementTimedOut, unavailable } from './errors.js';
+import { ApiError, apiError, coreError, errorBody, internalError, invalidRequest, statementTimedOut, unavailable } from './errors.js';
 import { isDatabaseUnavailable, isStatementCanceled } from '../db/outage.js';
 import { authenticate, type AuthGuard, type Caller } from './auth.js';
 import { AuthFailureLimits, authFailureSettingsFromEnv, type AuthFailureSettings } from './auth-failures.js';
@@ -319,13 +319,13 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
   const backend = contractBackend({
     handlers: {
       notFound: () => {
-        throw new ApiError(404, 'not_found', 'No such route. See /openapi.json for the operations.');
+        throw apiError('not_found', 'No such route. See /openapi.json for the operations.');
       },
       methodNotAllowed: (c: BackendContext, ctx: Koa.Context) => {
         // Only a 405 needs to know which path template matched, so it is worked out here, not on every request.
         const allowed = allowedMethods(operations, ctx.path);
-        throw new ApiError(405, 'method_not_allowed', `This path does not accept ${c.request.method.toUpperCase()}.`, undefined, {
-          Allow: allowed.join(', '),
+        throw apiError('method_not_allowed', `This path does not accept ${c.request.method.toUpperCase()}.`, {
+          headers: { Allow: allowed.join(', ') },
         });
       },
       unauthorizedHandler: (c: BackendContext, ctx: Koa.Context) => {
@@ -464,7 +464,7 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
   app.use(async (ctx) => {
     if (ctx.method === 'OPTIONS') {
       const allowed = allowedMethods(operations, ctx.path);
-      if (allowed.length === 0) throw new ApiError(404, 'not_found', 'No such route. See /openapi.json for the operations.');
+      if (allowed.length === 0) throw apiError('not_found', 'No such route. See /openapi.json for the operations.');
       ctx.set('Allow', allowed.join(', '));
       ctx.status = 204;
       return;
@@ -503,11 +503,15 @@ export function requestEdge({ logger, metrics, finish }: { logger: Logger; metri
     ctx.state.logger = logger.child(clientRequestId === undefined ? { requestId } : { requestId, clientRequestId });
     try {
       await next();
-      if (ctx.status === 404 && ctx.body === undefined) throw new ApiError(404, 'not_found', 'No such route. See /openapi.json for the operations.');
+      if (ctx.status === 404 && ctx.body === undefined) throw apiError('not_found', 'No such route. See /openapi.json for the operations.');
     } catch (caught) {
       let err: ApiError;
+      const refusal = coreError(caught, ctx.state.logger);
       if (caught instanceof ApiError) {
         err = caught;
+      } else if (refusal) {
+        // A core function's refusal, as the documented error its kind maps to (src/api/errors.ts).
+        err = refusal;
       } else if (caught && typeof caught === 'object' && 'status' in caught && (caught as { status: number }).status < 500) {
         // Body parser and Koa client errors (malformed JSON, payload too large): the documented 400 body.
         err = invalidRequest('body', 'The request body is not valid JSON.');
@@ -548,7 +552,7 @@ export function requestEdge({ logger, metrics, finish }: { logger: Logger; metri
 export function answerClientErrors(server: Server): void {
   server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
     const requestId = newRequestId();
-    const error = new ApiError(417, 'expectation_failed', 'The only expectation this server meets is Expect: 100-continue.', 'Expect');
+    const error = apiError('expectation_failed', 'The only expectation this server meets is Expect: 100-continue.', { reason: 'Expect' });
     const body = req.method === 'HEAD' ? '' : JSON.stringify(errorBody(error, requestId));
     res.writeHead(417, {
       ...(body && { 'Content-Type': 'application/json; charset=utf-8' }),
@@ -577,7 +581,7 @@ export function answerClientErrors(server: Server): void {
     }
     const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
     const error = tooLarge
-      ? new ApiError(431, 'headers_too_large', 'The request headers are too large.')
+      ? apiError('headers_too_large', 'The request headers are too large.')
       : invalidRequest('request', 'The request is not valid HTTP/1.1 (for example a URL with unencoded bytes outside ASCII).');
     // An answer to HEAD never has a body (RFC 9110 §9.3.2): a client reads none, and would take the bytes for the
     // next answer. The body goes only where the refused bytes plainly start with another method (a later chunk of a

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { ApiError } from './errors.js';
+import { apiError, type ApiError } from './errors.js';
 import { hashApiKey } from '../secrets.js';
 import type { Me } from '../../generated/strict/types.gen.js';
 import type { KeyCache, KeyRecord } from './key-cache.js';
@@ -26,7 +26,7 @@ export function unauthorized(reason: AuthFailure): ApiError {
   const header = reason === 'missing'
     ? 'Bearer realm="fleet-rental"'
     : `Bearer realm="fleet-rental", error="invalid_token", error_description="${reason}"`;
-  return new ApiError(401, 'unauthorized', MESSAGES[reason], reason, { 'WWW-Authenticate': header });
+  return apiError('unauthorized', MESSAGES[reason], { reason, headers: { 'WWW-Authenticate': header } });
 }
 
 /** Token of an `Authorization: Bearer <token>` header (scheme case-insensitive, RFC 6750), or undefined. */
@@ -99,7 +99,7 @@ export async function authenticate(
   if (row.revokedAt) return refused('revoked');
   if (row.expiresAt && row.expiresAt <= now) return refused('expired');
   // (a frozen workspace's key stays counted against its address: its holder is refused, and must not be unlimited)
-  if (row.status === 'frozen') throw new ApiError(403, 'workspace_frozen', 'This workspace is frozen.');
+  if (row.status === 'frozen') throw apiError('workspace_frozen', 'This workspace is frozen.');
   attempt?.succeeded();
   guarding?.limits.authenticated(hashText);
   if (!row.lastUsedAt || now.getTime() - row.lastUsedAt.getTime() > 60_000) {

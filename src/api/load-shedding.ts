@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type Koa from 'koa';
 import { wholeNumberSetting } from '../config.js';
-import { ApiError } from './errors.js';
+import { apiError } from './errors.js';
 
 // The load shedder, the first step of the edge after the request id: while the process's event loop lags, a new
 // request is answered at once with 503 `overloaded` and Retry-After, which costs far less than serving it, instead of
@@ -49,8 +49,8 @@ class EventLoopLag {
 let sampler: EventLoopLag | undefined;
 
 export const overloaded = () =>
-  new ApiError(503, 'overloaded', `The service is overloaded just now. Try again in ${OVERLOADED_RETRY_AFTER_S} second(s).`, undefined, {
-    'Retry-After': String(OVERLOADED_RETRY_AFTER_S),
+  apiError('overloaded', `The service is overloaded just now. Try again in ${OVERLOADED_RETRY_AFTER_S} second(s).`, {
+    headers: { 'Retry-After': String(OVERLOADED_RETRY_AFTER_S) },
   });
 
 /** Koa middleware shedding every request but the health probes while the event loop lags past `thresholdMs` (0: never). */

@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Caller } from './auth.js';
 import { describeCaller } from './auth.js';
-import { ApiError, invalidRequest } from './errors.js';
+import { apiError, invalidRequest } from './errors.js';
 import { fleetSummary } from '../queries/fleet.js';
 import { listFleets } from '../queries/fleets.js';
 import { searchVehiclesJson, type VehiclePosition } from '../queries/vehicles.js';
@@ -12,7 +12,7 @@ import { bookingSummary } from '../queries/bookings.js';
 import { financeOverview } from '../queries/finance.js';
 import { receivablesJson, type ReceivablesPosition } from '../queries/receivables.js';
 import { listEndpoints } from '../webhooks/endpoints.js';
-import { queueTestDelivery, testLimitMessage } from '../webhooks/test-delivery.js';
+import { queueTestDelivery } from '../webhooks/test-delivery.js';
 import { deliveryDetail, deliveryDetailJson, deliveryLog, type DeliveryLogParams, type DeliveryPosition } from '../queries/deliveries.js';
 import type { CursorBinding, Cursors } from './cursors.js';
 import { readiness } from '../observability/health.js';
@@ -54,7 +54,7 @@ function readWindow(query: Record<string, unknown>): { from?: Date; to?: Date } 
   return window;
 }
 
-const endpointNotFound = () => new ApiError(404, 'not_found', 'No webhook endpoint with this id in your workspace.');
+const endpointNotFound = () => apiError('not_found', 'No webhook endpoint with this id in your workspace.');
 
 /** Handlers by the document's operationId. Parameters arrive validated against the document, defaults applied. */
 export const operationHandlers: Record<string, Handler> = {
@@ -82,15 +82,9 @@ export const operationHandlers: Record<string, Handler> = {
   listWebhookEndpoints: async ({ db, caller }) => ok({ rows: await listEndpoints(db, caller.workspace.id) }),
   sendTestDelivery: async ({ db, caller, now, params, headers }) => {
     const idempotencyKey = headers['idempotency-key'] as string;
-    const result = await queueTestDelivery(db, { workspaceId: caller.workspace.id, endpointId: params.id, idempotencyKey, now });
-    if (result.outcome === 'not_found') throw endpointNotFound();
-    if (result.outcome === 'key_reused') {
-      throw new ApiError(409, 'idempotency_key_reused', 'This Idempotency-Key was already used for another webhook endpoint.', 'Idempotency-Key');
-    }
-    if (result.outcome === 'rate_limited') {
-      throw new ApiError(429, 'rate_limited', testLimitMessage(result.limit), undefined, { 'Retry-After': String(result.retryAfterSeconds) });
-    }
-    return { status: 202, body: { deliveryId: result.deliveryId } };
+    // (its refusals are the core's errors: src/api/errors.ts coreError answers them, as on every listener)
+    const { deliveryId } = await queueTestDelivery(db, { workspaceId: caller.workspace.id, endpointId: params.id, idempotencyKey, now });
+    return { status: 202, body: { deliveryId } };
   },
   listWebhookDeliveries: async ({ db, caller, params, query, cursors }) => {
     const { status, event, limit } = query as unknown as Omit<DeliveryLogParams, 'after'>;
@@ -104,13 +98,13 @@ export const operationHandlers: Record<string, Handler> = {
   },
   getWebhookDelivery: async ({ db, caller, params }) => {
     const detail = await deliveryDetail(db, { endpointId: params.id, workspaceId: caller.workspace.id }, params.deliveryId);
-    if (!detail) throw new ApiError(404, 'not_found', 'No delivery with this id for this webhook endpoint in your workspace.');
+    if (!detail) throw apiError('not_found', 'No delivery with this id for this webhook endpoint in your workspace.');
     return ok(deliveryDetailJson(detail));
   },
   getHealth: async () => ok({ status: 'ok' }),
   getReadiness: async ({ db }) => {
     const result = await readiness(db);
-    if (!result.ready) throw new ApiError(503, 'not_ready', result.message, result.check);
+    if (!result.ready) throw apiError('not_ready', result.message, { reason: result.check });
     return ok({ status: 'ready' });
   },
 };

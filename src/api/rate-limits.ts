@@ -1,6 +1,6 @@
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import { wholeNumberSetting } from '../config.js';
-import { ApiError } from './errors.js';
+import { apiError, type ApiError } from './errors.js';
 
 // A fair share of the read API. Each workspace, across all its keys, gets a request rate (a quota of requests per
 // one-second window) and a number of requests in flight; beyond either the answer is 429 `rate_limited` at once,
@@ -60,7 +60,7 @@ export const MAX_REFUSAL_HOLD_MS = 1000;
  * `holdMs` (the moment trying again can succeed), at most MAX_REFUSAL_HOLD_MS.
  */
 export function rateLimited(reason: 'rate' | 'concurrency' | 'auth_failures', message: string, retryAfterS: number, standing: Standing | undefined, holdMs = 1000 * Math.max(1, retryAfterS)): ApiError {
-  const refusal = new ApiError(429, 'rate_limited', message, reason, { 'Retry-After': String(Math.max(1, retryAfterS)), ...(standing && rateLimitHeaders(standing)) });
+  const refusal = apiError('rate_limited', message, { reason, headers: { 'Retry-After': String(Math.max(1, retryAfterS)), ...(standing && rateLimitHeaders(standing)) } });
   refusal.holdMs = Math.min(MAX_REFUSAL_HOLD_MS, Math.max(0, holdMs));
   return refusal;
 }

@@ -7,6 +7,7 @@ import { migrateLatest, SchemaBehindError } from '../db/migrate.js';
 import { DatabaseRolesError } from '../db/roles.js';
 import { MasterKeyError, SECRET_KEY_FILE_ENV } from '../secrets.js';
 import { InputError, InvalidFieldError } from '../input.js';
+import { flagOf } from './flags.js';
 import { printable } from './printable.js';
 import {
   createApiKey, createWorkspace, findWorkspace, listApiKeys, listWorkspaces, revokeApiKey, updateWorkspace, type WorkspaceRecord,
@@ -466,8 +467,9 @@ export async function main(argv: string[]): Promise<number> {
   } catch (err) {
     // Commander has already printed its own errors (and help) through outputError.
     if (err instanceof CommanderError) return err.exitCode;
-    // (the operator's own client: a refusal's detail for the operator, such as the address a name resolved to)
-    const message = err instanceof InvalidFieldError && err.operatorDetail !== undefined ? err.operatorDetail : err instanceof Error ? err.message : String(err);
+    // (the operator's own client: a refusal's detail for the operator, such as the address a name resolved to; the
+    // core names fields, the CLI says them as its flags)
+    const message = err instanceof InputError ? ((err instanceof InvalidFieldError && err.sayToOperator(flagOf)) || err.say(flagOf)) : err instanceof Error ? err.message : String(err);
     // The first line only: an unexpected error's message may carry logs (e.g. a database that failed to start).
     const expected = [InputError, ConfigError, SchemaBehindError, DatabaseRolesError, MasterKeyError].some((type) => err instanceof type);
     process.stderr.write(expected ? `fleet-admin: ${oneLine(message)}\n` : `fleet-admin: internal error: ${message.split('\n')[0]}\n`);

@@ -4,7 +4,7 @@ import type { ValidateFunction } from 'ajv';
 import { JSONParser } from '@streamparser/json';
 import { createSchemaAjv, IMPORT_SCHEMA_ID } from '../contract/document.js';
 import { recordAudit, type AuditContext } from '../audit.js';
-import { ConflictError, NotFoundError } from '../input.js';
+import { BusyError, ConflictError, NotFoundError } from '../input.js';
 import fs from 'node:fs';
 import type { Logger } from 'pino';
 import { findWorkspace } from '../workspaces.js';
@@ -67,8 +67,10 @@ export const INTERNAL_JOB_ERROR = 'the job stopped on an unexpected error; nothi
 class JobCanceled extends Error {}
 
 /** This process already runs MAX_RUNNING_IMPORTS_PER_PROCESS jobs: nothing was started (the admin API answers 503). */
-export class ImportsBusyError extends Error {
-  readonly retryAfterSeconds = IMPORTS_BUSY_RETRY_AFTER_S;
+export class ImportsBusyError extends BusyError {
+  constructor(message: string) {
+    super(message, IMPORTS_BUSY_RETRY_AFTER_S);
+  }
 }
 
 const view = (row: Record<string, any>): ImportJob => ({

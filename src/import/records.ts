@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import { createSchemaAjv, schemaRef } from '../contract/document.js';
 import { recordAudit, type AuditContext } from '../audit.js';
-import { ConflictError, InputError, InvalidFieldError } from '../input.js';
+import { ConflictError, FieldError, InputError, TooLargeError } from '../input.js';
 import { findWorkspace } from '../workspaces.js';
 import { checkEvent, publishEvent } from '../webhooks/publish.js';
 import {
@@ -24,10 +24,10 @@ export const MAX_BATCH_BYTES = 8 * 1024 * 1024;
 export const MAX_NAMED_ERRORS = 20;
 
 /** A batch over a limit (records or bytes); nothing was done. */
-export class BatchTooLargeError extends InputError {}
+export class BatchTooLargeError extends TooLargeError {}
 
 /** Records that are not valid: `problems` names each by JSON pointer (`/upsert/bookings/17/pickupAt: ...`). */
-export class InvalidRecordsError extends InvalidFieldError {
+export class InvalidRecordsError extends FieldError {
   constructor(readonly problems: string[]) {
     super(
       `${problems.length === 1 ? '1 record is' : `${problems.length >= MAX_NAMED_ERRORS ? `at least ${problems.length}` : problems.length} records are`} invalid; nothing was written: ${problems.join('; ')}`,
@@ -39,7 +39,7 @@ export class InvalidRecordsError extends InvalidFieldError {
 /** A refusal of the batch as a whole for what it points at (`missing_reference`, `dependent_records`). */
 export class RecordConflictError extends ConflictError {
   constructor(readonly code: 'missing_reference' | 'dependent_records', readonly problems: string[]) {
-    super(`${problems.join('; ')}; nothing was written`, problems[0].split(':')[0]);
+    super(`${problems.join('; ')}; nothing was written`, problems[0].split(':')[0], code);
   }
 }
 

@@ -24,14 +24,15 @@ import type { Knex } from 'knex';
 import type Koa from 'koa';
 import { adminDispatcher, noRoute, readJsonBody, type AdminDispatcher } from '../admin/app.js';
 import { guardedLookup } from '../admin/auth.js';
-import { ApiError, errorBody, invalidRequest } from '../api/errors.js';
+import { apiError, coreError, errorBody, invalidRequest } from '../api/errors.js';
+import { CredentialError } from '../input.js';
 import type { AuthGuard } from '../api/auth.js';
 import { AuthFailureLimits } from '../api/auth-failures.js';
 import type { Cursors } from '../api/cursors.js';
 import { derivedKeys, hashApiKey, type KeyringOptions } from '../secrets.js';
 import { findWorkspace } from '../workspaces.js';
 import {
-  endPortalSessions, PORTAL_IDLE_MINUTES, portalAudit, portalSessionHolder, startPortalSession, type PortalSessionHolder,
+  endPortalSessions, OtherWorkspaceOpenError, PORTAL_IDLE_MINUTES, portalAudit, portalSessionHolder, startPortalSession, type PortalSessionHolder,
 } from '../portal-sessions.js';
 import type { PortalSettings } from './settings.js';
 
@@ -84,8 +85,6 @@ export interface PortalOptions {
   keyring?: KeyringOptions;
 }
 
-const unauthorized = (reason: string, message: string) => new ApiError(401, 'unauthorized', message, reason);
-
 /** The value of the cookie `name` in a Cookie header, if there is exactly one. */
 function sessionToken(cookieHeader: string | undefined, name: string): string | undefined {
   const values = (cookieHeader ?? '').split(';').map((part) => part.trim()).filter((part) => part.startsWith(`${name}=`));
@@ -130,8 +129,8 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
   const csp = portalContentSecurityPolicy(settings.frameAncestors);
 
   /**
-   * The session of the request's cookie (undefined without one), or the documented 401. A cookie that is no session's
-   * counts against the address, as a wrong API key does; no cookie at all does not (any site can make a browser send
+   * The session of the request's cookie (undefined without one), or a CredentialError (the documented 401). A cookie
+   * that is no session's counts against the address, as a wrong API key does; no cookie at all does not (any site can make a browser send
    * a request without it, and it costs no look-up), nor does a session that has ended or expired (it was real; and
    * another site can make the browser that holds it send it), which is no longer known good either: refused at once
    * when the address has failed too often.
@@ -141,27 +140,18 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
     if (token === undefined) return undefined;
     const guard = guardOf(ctx);
     const hashText = hashApiKey(token).toString('base64');
-    const held = await guardedLookup(guard, hashText, async () => {
-      const found = await portalSessionHolder(db, token, clock());
-      return found === 'unknown' ? found : { found };
-    });
-    if (typeof held === 'string') throw unauthorized('unknown', 'This session is not known: open a new link.');
-    if (typeof held.found === 'string') {
-      guard.limits.forget(hashText);
-      throw unauthorized(held.found, `This session has ${held.found}: open a new link.`);
-    }
-    return held.found;
+    return guardedLookup(guard, hashText, () => portalSessionHolder(db, token, clock()), ['ended', 'expired']);
   };
   const authenticateSession = async (ctx: Koa.Context): Promise<PortalSessionHolder> => {
     const session = await sessionOf(ctx);
-    if (!session) throw unauthorized('missing', 'No settings-screen session: open a new link from your platform.');
+    if (!session) throw new CredentialError('portal_session', 'missing');
     return session;
   };
 
   /** A change must come with the session's CSRF token (signing out included). */
   const requireCsrf = (ctx: Koa.Context, session: PortalSessionHolder) => {
     const given = ctx.get('x-csrf-token');
-    if (!given || !csrfHolds(session.id, given)) throw new ApiError(403, 'forbidden', "A change needs the session's CSRF token in X-CSRF-Token.", 'csrf');
+    if (!given || !csrfHolds(session.id, given)) throw apiError('forbidden', "A change needs the session's CSRF token in X-CSRF-Token.", { reason: 'csrf' });
   };
 
   /**
@@ -171,9 +161,9 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
   const allowWrite = async (ctx: Koa.Context, session: PortalSessionHolder) => {
     if (ctx.method === 'GET' || ctx.method === 'HEAD') return;
     requireCsrf(ctx, session);
-    if (session.readOnly) throw new ApiError(403, 'forbidden', 'This session is read-only: it shows everything and changes nothing.', 'read_only');
+    if (session.readOnly) throw apiError('forbidden', 'This session is read-only: it shows everything and changes nothing.', { reason: 'read_only' });
     if ((await findWorkspace(db, { id: session.workspaceId })).status === 'frozen') {
-      throw new ApiError(403, 'forbidden', 'This workspace is frozen by the platform: the screen shows everything and changes nothing until it is active again.', 'frozen');
+      throw apiError('forbidden', 'This workspace is frozen by the platform: the screen shows everything and changes nothing until it is active again.', { reason: 'frozen' });
     }
   };
 
@@ -220,21 +210,19 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
       if (replace !== undefined && typeof replace !== 'boolean') throw invalidRequest('replace', 'replace must be true or false.');
       // The session the browser holds already, if it is live: replaced by the link's (asked first if another workspace's).
       const open = await sessionOf(ctx).catch((err) => {
-        if (err instanceof ApiError && err.status === 401) return undefined;
+        if (err instanceof CredentialError) return undefined;
         throw err;
       });
       const requestId = ctx.response.get('x-request-id');
-      const started = await guardedLookup(guardOf(ctx), hashApiKey(key).toString('base64'), () => startPortalSession(db, key, clock(), { requestId, open, replace }));
-      if (typeof started === 'string') throw unauthorized('link', 'This link has already been used or has expired. Ask for a new one.');
-      if ('conflict' in started) {
-        const [openWorkspace, linkWorkspace] = await Promise.all([started.conflict.openWorkspaceId, started.conflict.linkWorkspaceId].map(async (id) => {
-          const { slug } = await findWorkspace(db, { id });
-          return { id, slug };
-        }));
-        const refusal = new ApiError(409, 'conflict',
-          `This browser has the settings of workspace "${openWorkspace.slug}" open, and the link is for workspace "${linkWorkspace.slug}": send "replace": true, once the person has confirmed, to open it in place of the other. The link was not used.`, 'replace');
-        ctx.status = 409;
-        ctx.body = { ...errorBody(refusal, requestId), openWorkspace, linkWorkspace };
+      let started;
+      try {
+        started = (await guardedLookup(guardOf(ctx), hashApiKey(key).toString('base64'), () => startPortalSession(db, key, clock(), { requestId, open, replace })))!;
+      } catch (err) {
+        if (!(err instanceof OtherWorkspaceOpenError)) throw err;
+        // The documented 409, with both workspaces named for the person to confirm.
+        const refusal = coreError(err)!;
+        ctx.status = refusal.status;
+        ctx.body = { ...errorBody(refusal, requestId), openWorkspace: err.openWorkspace, linkWorkspace: err.linkWorkspace };
         return;
       }
       // Its cookie is good from the first request on, whatever the address's failures meanwhile.
@@ -258,7 +246,7 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
       ctx.status = 204;
       return;
     }
-    throw new ApiError(405, 'method_not_allowed', `This path does not accept ${ctx.method}.`, undefined, { Allow: 'GET, HEAD, POST, DELETE' });
+    throw apiError('method_not_allowed', `This path does not accept ${ctx.method}.`, { headers: { Allow: 'GET, HEAD, POST, DELETE' } });
   };
 
   const page = assets.get('index.html');

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { InputError, InvalidFieldError, isUuid, NotFoundError } from '../input.js';
+import { InvalidFieldError, isUuid, NotFoundError } from '../input.js';
 import { deliveryDetail, deliveryLog, endpointAttemptCounts, workspaceDeliveryLog, type DeliveryDetail, type DeliveryPosition, type DeliveryRow, type WorkspaceDeliveryFilters } from '../queries/deliveries.js';
 
 // The delivery records as operators read them: a workspace's deliveries (the admin API), an endpoint's (the CLI), one
@@ -16,13 +16,13 @@ export async function listWorkspaceDeliveries(
   filters: WorkspaceDeliveryFilters,
   page: { limit: number; after?: DeliveryPosition },
 ): Promise<{ rows: OperatorDeliveryRow[]; next: DeliveryPosition | null }> {
-  if (filters.since && filters.until && !(filters.since < filters.until)) throw new InvalidFieldError('until must be later than since', 'until');
+  if (filters.since && filters.until && !(filters.since < filters.until)) throw new InvalidFieldError('until', (name) => `must be later than ${name('since')}`);
   return workspaceDeliveryLog(db, workspaceId, filters, page);
 }
 
 /** An endpoint's deliveries, newest first (at most `limit`, default 100), for `fleet-admin deliveries list`. */
 export async function listDeliveries(db: Knex, endpointId: string, options: { limit?: number } = {}): Promise<{ rows: OperatorDeliveryRow[] }> {
-  if (!isUuid(endpointId)) throw new InputError(`--endpoint must be a UUID, got "${endpointId}"`);
+  if (!isUuid(endpointId)) throw new InvalidFieldError('endpointId', `must be a UUID, got "${endpointId}"`);
   const page = await deliveryLog(db, { endpointId }, { limit: options.limit ?? 100 });
   if (!page) throw new NotFoundError(`no webhook endpoint with id ${endpointId}`);
   return { rows: page.rows.map((r) => ({ ...r, endpointId })) };
@@ -33,7 +33,7 @@ export type OperatorDeliveryDetail = DeliveryDetail & { endpointId: string };
 
 /** One delivery (of `workspaceId` when given: another workspace's is not found). */
 export async function showDelivery(db: Knex, id: string, scope: { workspaceId?: string } = {}): Promise<OperatorDeliveryDetail> {
-  if (!isUuid(id)) throw new InputError(`--id must be a UUID, got "${id}"`);
+  if (!isUuid(id)) throw new InvalidFieldError('id', `must be a UUID, got "${id}"`);
   const query = db('deliveries').where({ id });
   if (scope.workspaceId !== undefined) query.where({ workspace_id: scope.workspaceId });
   const row = await query.first('endpoint_id');

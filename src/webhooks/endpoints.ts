@@ -60,7 +60,7 @@ export interface EndpointScope {
 }
 
 function checkId(id: string): void {
-  if (!isUuid(id)) throw new InvalidFieldError(`--id must be a UUID, got "${id}"`, 'id');
+  if (!isUuid(id)) throw new InvalidFieldError('id', `must be a UUID, got "${id}"`);
 }
 
 const notFound = (id: string) => new NotFoundError(`no webhook endpoint with id ${id}`);
@@ -80,22 +80,22 @@ async function findEndpoint(db: Knex, id: string, scope: EndpointScope, lock?: '
  * detail, logged and shown by the CLI only). `policy` is the workspace's (workspacePolicy).
  */
 async function checkDestination(url: string, policy: DestinationPolicy): Promise<URL> {
-  if (url.length > 2048) throw new InvalidFieldError('--url must be at most 2048 characters', 'url');
+  if (url.length > 2048) throw new InvalidFieldError('url', 'must be at most 2048 characters');
   // every API key of the workspace reads it (GET /v1/webhooks): a credential belongs in the signature, not the URL
-  if (looksLikeSecret(url)) throw new InvalidFieldError(SECRET_SHAPED('--url'), 'url');
+  if (looksLikeSecret(url)) throw new InvalidFieldError('url', SECRET_SHAPED);
   let parsed: URL;
   try {
     parsed = new URL(url);
   } catch {
-    throw new InvalidFieldError(`--url must be an absolute http or https URL, got "${url}"`, 'url');
+    throw new InvalidFieldError('url', `must be an absolute http or https URL, got "${url}"`);
   }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-    throw new InvalidFieldError(`--url must use http or https, got "${url}"`, 'url');
+    throw new InvalidFieldError('url', `must use http or https, got "${url}"`);
   }
   // Stored as given, so it must read as the database requires: a lower-case scheme, no surrounding spaces.
-  if (!/^https?:\/\/\S+$/.test(url)) throw new InvalidFieldError(`--url must start with http:// or https:// and contain no spaces, got "${url}"`, 'url');
+  if (!/^https?:\/\/\S+$/.test(url)) throw new InvalidFieldError('url', `must start with http:// or https:// and contain no spaces, got "${url}"`);
   const refused = await refuseDestination(parsed, policy);
-  if (refused) throw new InvalidFieldError(`--url refused: ${refused.shown}`, 'url', `--url refused: ${refused.full}`);
+  if (refused) throw new InvalidFieldError('url', `refused: ${refused.shown}`, `refused: ${refused.full}`);
   return parsed;
 }
 
@@ -104,23 +104,23 @@ function checkEvents(events: string[]): string[] {
   for (const event of events) {
     if (event === TEST_EVENT) {
       throw new InvalidFieldError(
-        `${TEST_EVENT} cannot be subscribed to: it is sent only by the test operation (POST /v1/webhooks/{id}/test), to the endpoint it names, whatever that endpoint's events`,
         'events',
+        `must not name ${TEST_EVENT}, which cannot be subscribed to: it is sent only by the test operation (POST /v1/webhooks/{id}/test), to the endpoint it names, whatever that endpoint's events`,
       );
     }
   }
   const unknown = [...new Set(events.filter((event) => !known.has(event)))];
   if (unknown.length > 0) {
-    throw new InvalidFieldError(`unknown event${unknown.length > 1 ? 's' : ''} ${unknown.map((e) => `"${e}"`).join(', ')} (see the webhooks section of openapi/openapi.yaml)`, 'events');
+    throw new InvalidFieldError('events', `must name events of the webhooks section of openapi/openapi.yaml, not the unknown event${unknown.length > 1 ? 's' : ''} ${unknown.map((e) => `"${e}"`).join(', ')}`);
   }
   return [...new Set(events)];
 }
 
 function checkName(name: string): string {
-  if (name.length < 1 || name.length > 200) throw new InvalidFieldError('--name must be 1 to 200 characters', 'name');
+  if (name.length < 1 || name.length > 200) throw new InvalidFieldError('name', 'must be 1 to 200 characters');
   // GET /v1/webhooks and the audit trail show it: text a secret scanner would take for a signing secret is refused.
-  if (looksLikeSecret(name)) throw new InvalidFieldError(SECRET_SHAPED('--name'), 'name');
-  if (/[\u0000-\u001f\u007f-\u009f]/.test(name)) throw new InvalidFieldError('--name must hold no control characters', 'name');
+  if (looksLikeSecret(name)) throw new InvalidFieldError('name', SECRET_SHAPED);
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(name)) throw new InvalidFieldError('name', 'must hold no control characters');
   return name;
 }
 
@@ -136,7 +136,7 @@ async function refuseDuplicateUrl(trx: Knex.Transaction, workspaceId: string, ur
     .modify((q) => (options.except ? q.whereNot({ id: options.except }) : q)).select('id', 'url');
   const same = others.find((other: { url: string }) => URL.canParse(other.url) && new URL(other.url).href === url.href);
   if (same) {
-    throw new ConflictError(`the workspace already has an endpoint with this URL (${same.id}); send allowDuplicateUrl (--allow-duplicate-url) to register it again`, 'url');
+    throw new ConflictError((name) => `the workspace already has an endpoint with this URL (${same.id}); send ${name('allowDuplicateUrl')} to register it again`, 'url');
   }
 }
 

@@ -1,9 +1,9 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
-import { InvalidFieldError, isUuid, LimitError, NotFoundError } from '../input.js';
+import { InvalidFieldError, isUuid, NotFoundError } from '../input.js';
 import type { AuditContext } from '../audit.js';
 import { eventDefinition, eventDefinitions } from './catalogue.js';
-import { queueTestDelivery, testLimitMessage } from './test-delivery.js';
+import { queueTestDelivery } from './test-delivery.js';
 
 // The events a workspace's endpoints can receive, as operators see them (the admin API and the CLI alike): the
 // catalogue of the public document's `webhooks`, and an example of one sent on purpose to one endpoint. Publishing is
@@ -35,15 +35,12 @@ export async function sendExampleEvent(
   audit?: AuditContext,
 ): Promise<{ deliveryId: string; endpointId: string; event: string }> {
   const { endpointId, event, now = new Date() } = input;
-  if (!isUuid(endpointId)) throw new InvalidFieldError(`--endpoint must be a UUID, got "${endpointId}"`, 'endpointId');
-  if (!eventDefinition(event)) throw new InvalidFieldError(`unknown event "${event}" (see the webhooks section of openapi/openapi.yaml, or fleet-admin events list)`, 'event');
+  if (!isUuid(endpointId)) throw new InvalidFieldError('endpointId', `must be a UUID, got "${endpointId}"`);
+  if (!eventDefinition(event)) throw new InvalidFieldError('event', `must name an event of the webhooks section of openapi/openapi.yaml (or fleet-admin events list), not the unknown event "${event}"`);
   // The CLI names the endpoint only: its workspace is the endpoint's.
   const workspaceId = input.workspaceId ?? (await db('webhook_endpoints').where({ id: endpointId }).first('workspace_id'))?.workspace_id;
   if (workspaceId === undefined) throw new NotFoundError(`no webhook endpoint with id ${endpointId}`);
   // Every call is its own (a key nobody else holds): it counts towards the calls a minute, and replays nothing.
-  const result = await queueTestDelivery(db, { workspaceId, endpointId, idempotencyKey: `example:${crypto.randomUUID()}`, now, example: { event, audit } });
-  if (result.outcome === 'not_found') throw new NotFoundError(`no webhook endpoint with id ${endpointId}`);
-  if (result.outcome === 'rate_limited') throw new LimitError(testLimitMessage(result.limit), result.retryAfterSeconds);
-  if (result.outcome !== 'queued') throw new Error(`sendExampleEvent: unexpected ${result.outcome}`);
-  return { deliveryId: result.deliveryId, endpointId, event };
+  const { deliveryId } = await queueTestDelivery(db, { workspaceId, endpointId, idempotencyKey: `example:${crypto.randomUUID()}`, now, example: { event, audit } });
+  return { deliveryId, endpointId, event };
 }

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { InvalidFieldError } from '../input.js';
+import { FieldError } from '../input.js';
 import { recordAudit, type AuditContext } from '../audit.js';
 import { describeValidationError, eventDefinition, payloadField, TEST_EVENT } from './catalogue.js';
 import { fanOutEvents } from './fanout.js';
@@ -8,7 +8,7 @@ import { fanOutEvents } from './fanout.js';
  * A published event that does not match its schema in the document (or names no publishable event); `field` is the
  * request field at fault (`event`, `data`, `dedupeKey`), the message names the exact path.
  */
-export class InvalidEventError extends InvalidFieldError {}
+export class InvalidEventError extends FieldError {}
 
 export type EventSource = 'publish' | 'outbox' | 'calendar' | 'derived';
 

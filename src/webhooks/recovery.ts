@@ -45,7 +45,7 @@ export async function retryDelivery(
   options: { workspaceId?: string; now?: Date; audit?: AuditContext } = {},
 ): Promise<RetriedDelivery> {
   const { workspaceId, now = new Date(), audit } = options;
-  if (!isUuid(id)) throw new InputError(`--id must be a UUID, got "${id}"`);
+  if (!isUuid(id)) throw new InvalidFieldError('id', `must be a UUID, got "${id}"`);
   return db.transaction(async (trx) => {
     const query = trx('deliveries').where({ id });
     if (workspaceId !== undefined) query.where({ workspace_id: workspaceId });
@@ -72,7 +72,7 @@ export async function retryDelivery(
 
 /** Queues a failed delivery again, due at `now` (`fleet-admin deliveries resend`: failed ones only). */
 export async function resendDelivery(db: Knex, id: string, now = new Date()): Promise<{ id: string; status: 'queued'; attempts: number }> {
-  if (!isUuid(id)) throw new InputError(`--id must be a UUID, got "${id}"`);
+  if (!isUuid(id)) throw new InvalidFieldError('id', `must be a UUID, got "${id}"`);
   return db.transaction(async (trx) => {
     const found = await trx('deliveries').where({ id }).first('endpoint_id', 'status');
     if (!found) throw new NotFoundError(`no delivery with id ${id}`);
@@ -95,8 +95,8 @@ export async function recoverEndpoint(
   audit?: AuditContext,
 ): Promise<{ endpointId: string; since: string; until: string | null; queued: number }> {
   const { endpointId, since, until, now = new Date() } = input;
-  if (!isUuid(endpointId)) throw new InputError(`--id must be a UUID, got "${endpointId}"`);
-  if (until && !(since < until)) throw new InvalidFieldError('--until must be later than --since', 'until');
+  if (!isUuid(endpointId)) throw new InvalidFieldError('id', `must be a UUID, got "${endpointId}"`);
+  if (until && !(since < until)) throw new InvalidFieldError('until', (name) => `must be later than ${name('since')}`);
   return db.transaction(async (trx) => {
     const { workspaceId } = await lockActiveEndpoint(trx, endpointId, input.workspaceId);
     const query = trx('deliveries').where({ endpoint_id: endpointId, status: 'failed' }).where('created_at', '>=', since);

@@ -281,10 +281,10 @@ export async function rotateSigningSecret(
   options: { overlapHours?: number; now?: Date; workspaceId?: string } = {},
   audit?: AuditContext,
 ): Promise<RotatedSecret> {
-  if (!isUuid(id)) throw new InvalidFieldError(`--id must be a UUID, got "${id}"`, 'id');
+  if (!isUuid(id)) throw new InvalidFieldError('id', `must be a UUID, got "${id}"`);
   const overlapHours = options.overlapHours ?? DEFAULT_OVERLAP_HOURS;
   if (!Number.isInteger(overlapHours) || overlapHours < 0 || overlapHours > MAX_OVERLAP_HOURS) {
-    throw new InvalidFieldError(`--overlap-hours must be a whole number of hours from 0 to ${MAX_OVERLAP_HOURS}, got ${overlapHours}`, 'overlapHours');
+    throw new InvalidFieldError('overlapHours', `must be a whole number of hours from 0 to ${MAX_OVERLAP_HOURS}, got ${overlapHours}`);
   }
   const now = options.now ?? new Date();
   const secret = newSigningSecret();

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import { recordAudit, type AuditContext } from '../audit.js';
-import { ConflictError } from '../input.js';
+import { ConflictError, KeyReusedError, LimitError, NotFoundError } from '../input.js';
 import { lockTestDeliveries, SWITCH_ON_FIRST } from './endpoint-lifecycle.js';
 import { eventDefinition, TEST_EVENT } from './catalogue.js';
 import { createDeliveries } from './fanout.js';
@@ -17,15 +17,11 @@ export const MAX_PENDING_TESTS_PER_ENDPOINT = 5;
 export const MAX_TEST_CALLS_PER_MINUTE = 60;
 const RATE_WINDOW_MS = 60_000;
 
-export type TestDeliveryResult =
-  | { outcome: 'queued'; deliveryId: string }
+export interface TestDeliveryResult {
+  deliveryId: string;
   /** The same key for the same endpoint within the window: the first delivery, nothing new queued. */
-  | { outcome: 'replayed'; deliveryId: string }
-  | { outcome: 'not_found' }
-  /** The key was used for another endpoint of the workspace within the window. */
-  | { outcome: 'key_reused' }
-  /** A limit was reached; nothing queued. `retryAfterSeconds`: when trying again can succeed. */
-  | { outcome: 'rate_limited'; limit: 'pending_per_endpoint' | 'calls_per_minute'; retryAfterSeconds: number };
+  replayed: boolean;
+}
 
 /** What a refusal by a limit says, to either client. */
 export function testLimitMessage(limit: 'pending_per_endpoint' | 'calls_per_minute'): string {
@@ -50,7 +46,9 @@ export interface ExampleEvent {
  * with one, the document's example payload of that event (an event of source `test`, counted under the same limits),
  * to that endpoint only, which must be switched on (what a switched-off endpoint would hold is no test: a
  * ConflictError naming the switch). A workspace's requests are serialised by a transaction-scoped advisory lock, so concurrent
- * requests with one key queue one delivery and concurrent requests cannot pass a limit together.
+ * requests with one key queue one delivery and concurrent requests cannot pass a limit together. Refusals: NotFoundError
+ * (no such endpoint in the workspace), KeyReusedError (the key was used for another endpoint of the workspace within
+ * the window), LimitError (a limit was reached, nothing queued, with the seconds until trying again can succeed).
  */
 export async function queueTestDelivery(
   db: Knex,
@@ -60,7 +58,7 @@ export async function queueTestDelivery(
   return db.transaction(async (trx) => {
     await lockTestDeliveries(trx, workspaceId);
     const endpoint = await trx('webhook_endpoints').where({ id: endpointId, workspace_id: workspaceId }).whereNull('deleted_at').first('id', 'is_active');
-    if (!endpoint) return { outcome: 'not_found' };
+    if (!endpoint) throw new NotFoundError('No webhook endpoint with this id in your workspace.');
     if (example && example.event !== TEST_EVENT && !endpoint.is_active) {
       throw new ConflictError(`webhook endpoint ${endpointId} is switched off; ${SWITCH_ON_FIRST(endpointId)}`, 'endpointId');
     }
@@ -69,7 +67,8 @@ export async function queueTestDelivery(
       .where('created_at', '>', new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS))
       .first('endpoint_id', 'delivery_id');
     if (previous) {
-      return previous.endpoint_id === endpointId ? { outcome: 'replayed', deliveryId: previous.delivery_id } : { outcome: 'key_reused' };
+      if (previous.endpoint_id !== endpointId) throw new KeyReusedError('This Idempotency-Key was already used for another webhook endpoint.');
+      return { deliveryId: previous.delivery_id, replayed: true };
     }
     // Test deliveries: of webhook.test and of example events alike (their events' source is `test`).
     const pending = await trx('deliveries as d')
@@ -79,7 +78,7 @@ export async function queueTestDelivery(
       .select(trx.raw('count(*)::int AS n'), trx.raw('min(d.next_attempt_at) AS next'))
       .first();
     if (pending.n >= MAX_PENDING_TESTS_PER_ENDPOINT) {
-      return { outcome: 'rate_limited', limit: 'pending_per_endpoint', retryAfterSeconds: secondsUntil(pending.next, now) };
+      throw new LimitError(testLimitMessage('pending_per_endpoint'), secondsUntil(pending.next, now));
     }
     // Every queued call wrote its key's row at its `now`; a replay writes nothing.
     const recent = await trx('test_idempotency_keys')
@@ -88,7 +87,7 @@ export async function queueTestDelivery(
       .select(trx.raw('count(*)::int AS n'), trx.raw('min(created_at) AS oldest'))
       .first();
     if (recent.n >= MAX_TEST_CALLS_PER_MINUTE) {
-      return { outcome: 'rate_limited', limit: 'calls_per_minute', retryAfterSeconds: secondsUntil(new Date(recent.oldest.getTime() + RATE_WINDOW_MS), now) };
+      throw new LimitError(testLimitMessage('calls_per_minute'), secondsUntil(new Date(recent.oldest.getTime() + RATE_WINDOW_MS), now));
     }
     const [event] = await trx('events').insert({ workspace_id: workspaceId, ...testEvent(endpointId, example?.event ?? TEST_EVENT), source: 'test' }).returning('id');
     const [delivery] = await createDeliveries(trx, [event.id], { kind: 'endpoint', endpointId });
@@ -101,7 +100,7 @@ export async function queueTestDelivery(
       .insert({ workspace_id: workspaceId, key, endpoint_id: endpointId, delivery_id: delivery.id, created_at: now })
       .onConflict(['workspace_id', 'key'])
       .merge(['endpoint_id', 'delivery_id', 'created_at']);
-    return { outcome: 'queued', deliveryId: delivery.id };
+    return { deliveryId: delivery.id, replayed: false };
   });
 }
 

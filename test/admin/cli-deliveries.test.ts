@@ -76,7 +76,7 @@ describe('fleet-admin deliveries retry, events, audit list, and output a person 
     const row = await delivery(db, sent.deliveryId);
     expect(row).to.include({ endpoint_id: endpoint.id, event: 'invoice.overdue', status: 'queued' });
     expect(JSON.parse(row.body).data).to.deep.equal(examplePayload('invoice.overdue').data);
-    await fails(['events', 'send-example', '--endpoint', endpoint.id, '--event', 'invoice.nope'], 'unknown event "invoice.nope" (see the webhooks section of openapi/openapi.yaml, or fleet-admin events list)');
+    await fails(['events', 'send-example', '--endpoint', endpoint.id, '--event', 'invoice.nope'], '--event must name an event of the webhooks section of openapi/openapi.yaml (or fleet-admin events list), not the unknown event "invoice.nope"');
     await fails(['events', 'send-example', '--endpoint', '5d0c9a1e-1111-4222-8333-944455556666', '--event', 'invoice.overdue'], 'no webhook endpoint with id 5d0c9a1e-1111-4222-8333-944455556666');
 
     const audit = await json('audit', 'list', '--workspace', ws.slug);

@@ -175,7 +175,7 @@ describe('the admin API: webhook endpoints', () => {
         const refused = await admin.request(method, path, { ...as, body: { url: 'http://10.0.0.5/hook' } });
         expect([refused.status, refused.body.error.code, refused.body.error.reason], method).to.deep.equal([400, 'invalid_request', 'url']);
         expect(refused.body.error.message).to.equal(
-          "--url refused: 10.0.0.5 is a private address; webhooks are not sent to private destinations unless the service's operator opens the range for this workspace",
+          "Field \"url\" refused: 10.0.0.5 is a private address; webhooks are not sent to private destinations unless the service's operator opens the range for this workspace",
         );
       }
     } finally {
@@ -380,7 +380,7 @@ describe('fleet-admin endpoint update and endpoint delete', () => {
     const twin = await json('endpoint', 'create', '--workspace', slug, '--url', 'https://hooks.example.ae/twin');
     const clash = await fleetAdminOn(url, ['endpoint', 'update', '--id', twin.id, '--url', 'https://hooks.example.ae/cli/v2']);
     expect([clash.code, clash.stdout]).to.deep.equal([1, '']);
-    expect(clash.stderr).to.equal(`fleet-admin: the workspace already has an endpoint with this URL (${created.id}); send allowDuplicateUrl (--allow-duplicate-url) to register it again\n`);
+    expect(clash.stderr).to.equal(`fleet-admin: the workspace already has an endpoint with this URL (${created.id}); send --allow-duplicate-url to register it again\n`);
     expect((await json('endpoint', 'update', '--id', twin.id, '--url', 'https://hooks.example.ae/cli/v2', '--allow-duplicate-url')).url).to.equal('https://hooks.example.ae/cli/v2');
 
     expect(await json('endpoint', 'delete', '--id', created.id)).to.deep.equal({ id: created.id });

@@ -266,7 +266,7 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
       await trx.raw('CREATE TEMP TABLE workspaces (id uuid) ON COMMIT DROP');
       await trx.raw('CREATE TEMP TABLE workspace_data_versions (workspace_id uuid, area text, slot smallint, changes bigint) ON COMMIT DROP');
       const queued = await queueTestDelivery(trx, { workspaceId, endpointId, idempotencyKey: id(), now: T0 });
-      expect(queued.outcome).to.equal('queued');
+      expect(queued.replayed).to.equal(false);
       expect((await trx.raw('SELECT count(*)::int AS n FROM pg_temp.workspace_data_versions')).rows[0].n, 'the temporary table untouched').to.equal(0);
       await trx.commit();
     } catch (err) {

@@ -417,7 +417,7 @@ describe('the settings screen: sessions and API', function () {
     ]);
     const bad = await fleetAdminOn(database.url, ['portal', 'link', '--workspace', w.slug, '--minutes', '2']);
     expect(bad.code).to.equal(1);
-    expect(bad.stderr).to.include('expiresInMinutes must be a whole number from 5 to 1440');
+    expect(bad.stderr).to.include('--minutes must be a whole number from 5 to 1440');
   });
 
   it('is no route on the admin listener, and refuses a body that is not the documented one', async () => {

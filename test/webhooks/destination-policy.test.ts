@@ -270,8 +270,8 @@ describe('webhooks: destination policy', () => {
       it(`refuses ${url} with a one-line reason, storing nothing`, async () => {
         const error = await register(url).then(() => null, (err) => err);
         expect(error).to.be.an.instanceOf(InputError);
-        expect(error.message).to.equal(`--url refused: ${reason}; ${TENANT_WHY}`);
-        expect(error.operatorDetail).to.equal(`--url refused: ${operatorReason}; ${OPERATOR_WHY}`);
+        expect(error.message).to.equal(`url refused: ${reason}; ${TENANT_WHY}`);
+        expect(error.operatorDetail).to.equal(`url refused: ${operatorReason}; ${OPERATOR_WHY}`);
         expect(error.message).not.to.include('\n');
         expect(await endpointsOf()).to.deep.equal([]);
       });
@@ -281,7 +281,7 @@ describe('webhooks: destination policy', () => {
       for (const url of ['https://user:hunter2@hooks.example.ae/hook', 'https://user@hooks.example.ae/hook', 'https://:hunter2@hooks.example.ae/hook']) {
         for (const policy of [strict, { ...strict, allowPrivate: true }]) {
           const error = await register(url, policy).then(() => null, (err) => err);
-          expect(error?.message, url).to.equal('--url refused: the URL must not carry a user name or password (they would be shown to every API key and are never sent)');
+          expect(error?.message, url).to.equal('url refused: the URL must not carry a user name or password (they would be shown to every API key and are never sent)');
         }
       }
       expect(await endpointsOf()).to.deep.equal([]);

@@ -57,7 +57,7 @@ describe('webhooks: recovery (show, resend, recover a window)', () => {
     expect((await expectRejection(resendDelivery(db, accepted.id, now), InputError)).message).to.equal(`delivery ${accepted.id} is accepted; only a failed delivery can be resent`);
     expect((await expectRejection(resendDelivery(db, pending.id, now), InputError)).message).to.match(/is retrying; only a failed delivery/);
     expect((await expectRejection(resendDelivery(db, '8d6f2c1e-4a3b-4c5d-8e9f-0a1b2c3d4e5f', now), InputError)).message).to.match(/^no delivery with id/);
-    expect((await expectRejection(resendDelivery(db, 'nope', now), InputError)).message).to.equal('--id must be a UUID, got "nope"');
+    expect((await expectRejection(resendDelivery(db, 'nope', now), InputError)).message).to.equal('id must be a UUID, got "nope"');
 
     const off = await ws.endpoint({ url: 'https://off.example/hook', active: false });
     const failed = await buildDelivery(db, ws, off, { status: 'failed', createdAt: '2026-11-20T08:00:00.000Z', attempts: 9 });

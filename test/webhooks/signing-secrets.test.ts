@@ -156,12 +156,12 @@ describe('webhooks: signing secrets at rest and their rotation', () => {
   it('refuses a bad id, an unknown endpoint and an overlap outside 0 to 720 hours, changing nothing', async () => {
     const endpoint = await ws.endpoint({ url: receiver.endpointUrl() });
     const before = await db('webhook_endpoints').where({ id: endpoint.id }).first();
-    expect((await expectRejection(rotateSigningSecret(db, 'nope'), InputError)).message).to.equal('--id must be a UUID, got "nope"');
+    expect((await expectRejection(rotateSigningSecret(db, 'nope'), InputError)).message).to.equal('id must be a UUID, got "nope"');
     const unknown = crypto.randomUUID();
     expect((await expectRejection(rotateSigningSecret(db, unknown), InputError)).message).to.equal(`no webhook endpoint with id ${unknown}`);
     for (const hours of [-1, 721, 1.5]) {
       expect((await expectRejection(rotateSigningSecret(db, endpoint.id, { overlapHours: hours }), InputError)).message)
-        .to.equal(`--overlap-hours must be a whole number of hours from 0 to 720, got ${hours}`);
+        .to.equal(`overlapHours must be a whole number of hours from 0 to 720, got ${hours}`);
     }
     expect(await db('webhook_endpoints').where({ id: endpoint.id }).first()).to.deep.equal(before);
     // (A rotation no longer opens the endpoint's current secret: it seals the new one to the recorded public key, and

@@ -27,7 +27,7 @@ import { bookingConfirmedData, dropTestWorkspaces, webhookWorkspace } from './su
 const OPERATOR = { actor: { type: 'cli' as const, name: os.userInfo().username } };
 const unique = (name: string) => `td-${name}-${crypto.randomUUID().slice(0, 8)}`;
 /** What a workspace's staff are told of https://intranet.tenant.test/: the class only. */
-const CLASS_ONLY = "--url refused: intranet.tenant.test resolves to a private address; webhooks are not sent to private destinations unless the service's operator opens the range for this workspace";
+const CLASS_ONLY = `Field "url" refused: intranet.tenant.test resolves to a private address; webhooks are not sent to private destinations unless the service's operator opens the range for this workspace`;
 const INTERNAL_ADDRESS = '10.20.30.40';
 
 describe('webhooks: tenants never learn the network', () => {
@@ -93,7 +93,7 @@ describe('webhooks: tenants never learn the network', () => {
     expect(details.map((line) => line.requestId)).to.have.members(answers.map((a) => a.body.error.requestId));
     for (const line of details) {
       expect(line.detail).to.equal(
-        `--url refused: intranet.tenant.test resolves to ${INTERNAL_ADDRESS}, a private address; webhooks are not sent to private destinations (set FRS_ALLOW_PRIVATE_WEBHOOK_URLS=1, list the range in FRS_WEBHOOK_ALLOWED_CIDRS for every workspace, or in the workspace's webhookAllowedCidrs for its endpoints only)`,
+        `url refused: intranet.tenant.test resolves to ${INTERNAL_ADDRESS}, a private address; webhooks are not sent to private destinations (set FRS_ALLOW_PRIVATE_WEBHOOK_URLS=1, list the range in FRS_WEBHOOK_ALLOWED_CIDRS for every workspace, or in the workspace's webhookAllowedCidrs for its endpoints only)`,
       );
     }
     // The operator's CLI prints it.
@@ -101,7 +101,8 @@ describe('webhooks: tenants never learn the network', () => {
       FRS_ALLOW_PRIVATE_WEBHOOK_URLS: '0', FRS_WEBHOOK_DNS_SERVERS: dns.address,
     });
     expect(cli.code).to.equal(1);
-    expect(cli.stderr).to.equal(`fleet-admin: ${details[0].detail}\n`);
+    // (named by its flag)
+    expect(cli.stderr).to.equal(`fleet-admin: --${details[0].detail}\n`);
   });
 
   it('looks the endpoint up before the URL: an unknown or another workspace\'s id is 404 whatever the URL, and nothing is resolved', async () => {
