@@ -48,9 +48,9 @@ import path from 'node:path';
 import { once } from 'node:events';
 import autocannon from 'autocannon';
 import type { Knex } from 'knex';
-import { DATA_DIR } from '../src/config.js';
+import { processConfig } from '../src/config.js';
 import { createKnex, openDatabase } from '../src/db/database.js';
-import { ReadRouting, readUrlsFromEnv } from '../src/db/read-routing.js';
+import { ReadRouting } from '../src/db/read-routing.js';
 import pino from 'pino';
 import { createApiKey } from '../src/workspaces.js';
 import { seedLarge, type LargeSeedOptions } from '../seeds/large.js';
@@ -182,7 +182,7 @@ async function ensureDataset(db: Knex, slug: string, options: LargeSeedOptions):
 const database = await openDatabase(
   process.env.DATABASE_URL
     ? { schema: 'migrate' }
-    : { embeddedDir: path.join(DATA_DIR, 'large-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54479), embeddedDurable: false, schema: 'migrate' },
+    : { embeddedDir: path.join(processConfig().dataDir, 'large-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54479), embeddedDurable: false, schema: 'migrate' },
 );
 const { db } = database;
 const counts = { large: await ensureDataset(db, 'large', DATASETS.large), small: await ensureDataset(db, 'small', DATASETS.small) };
@@ -198,7 +198,7 @@ const framework = await startBenchProcess('server.ts', ['framework']);
 const service = await startBenchProcess('server.ts', ['service', database.url]);
 const lists = OPERATIONS.filter((op) => LISTS.includes(op));
 // With DATABASE_READ_URL: a second service whose reads go to the replica(s), and what choosing a pool costs a request.
-const readUrls = readUrlsFromEnv();
+const readUrls = processConfig().readUrls;
 const routedService = readUrls.length > 0 ? await startBenchProcess('server.ts', ['service', database.url, readUrls.join(',')]) : undefined;
 let routingCost: { replicas: string[]; chooseMicros: number; readMicros: number; directMicros: number } | undefined;
 let replicaPostmaster = NaN;

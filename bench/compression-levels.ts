@@ -6,7 +6,7 @@
 // Data: as bench/api.ts (DATABASE_URL, or the embedded cluster under .data/large-pg on FRS_BENCH_PG_PORT, 54479).
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { DATA_DIR } from '../src/config.js';
+import { processConfig } from '../src/config.js';
 import { openDatabase } from '../src/db/database.js';
 import { operationsTodayJson } from '../src/queries/operations.js';
 import { receivablesJson } from '../src/queries/receivables.js';
@@ -15,7 +15,7 @@ import { searchVehiclesJson } from '../src/queries/vehicles.js';
 const database = await openDatabase(
   process.env.DATABASE_URL
     ? { schema: 'check' }
-    : { embeddedDir: path.join(DATA_DIR, 'large-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54479), embeddedDurable: false, schema: 'check' },
+    : { embeddedDir: path.join(processConfig().dataDir, 'large-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54479), embeddedDurable: false, schema: 'check' },
 );
 const ws = await database.db('workspaces').where({ slug: 'large' }).first('id', 'timezone');
 const now = new Date();

@@ -16,7 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { DATA_DIR } from '../src/config.js';
+import { processConfig } from '../src/config.js';
 import { openDatabase } from '../src/db/database.js';
 import { createWorkspace } from '../src/workspaces.js';
 
@@ -30,7 +30,7 @@ const MAX_MS = 3000;
 const database = await openDatabase(
   process.env.DATABASE_URL
     ? { schema: 'migrate' }
-    : { embeddedDir: path.join(DATA_DIR, 'versions-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54491), embeddedDurable: false, schema: 'migrate' },
+    : { embeddedDir: path.join(processConfig().dataDir, 'versions-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54491), embeddedDurable: false, schema: 'migrate' },
 );
 const { db, url } = database;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];

@@ -9,7 +9,7 @@ import crypto from 'node:crypto';
 import path from 'node:path';
 import pg from 'pg';
 import pino from 'pino';
-import { DATA_DIR } from '../src/config.js';
+import { processConfig } from '../src/config.js';
 import { openDatabase } from '../src/db/database.js';
 import { operationHandlers } from '../src/api/operations.js';
 import { Cursors } from '../src/api/cursors.js';
@@ -40,7 +40,7 @@ process.stdout.on('error', (err: NodeJS.ErrnoException) => {
 const database = await openDatabase(
   process.env.DATABASE_URL
     ? { schema: 'as-is' }
-    : { embeddedDir: path.join(DATA_DIR, 'large-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54479), embeddedDurable: false, schema: 'as-is' },
+    : { embeddedDir: path.join(processConfig().dataDir, 'large-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54479), embeddedDurable: false, schema: 'as-is' },
 );
 const { db } = database;
 const captured: Array<{ sql: string; bindings: unknown[]; prepared?: boolean }> = [];

@@ -6,7 +6,7 @@
 //      workspace's tables against the same writers on trigger-less copies; commit to derived event queued.
 // Each part runs alone too (`npx tsx bench/ingest/<part>.ts`); DATABASE_URL points both at a server of your own.
 import path from 'node:path';
-import { DATA_DIR } from '../src/config.js';
+import { processConfig } from '../src/config.js';
 import { openDatabase } from '../src/db/database.js';
 import { runBatchWrites } from './ingest/batch-writes.js';
 import { directWriters } from './ingest/direct-writers.js';
@@ -20,7 +20,7 @@ log('\n== 8 direct writers of one workspace vs the same writers on trigger-less 
 const database = await openDatabase(
   process.env.DATABASE_URL
     ? { schema: 'migrate' }
-    : { embeddedDir: path.join(DATA_DIR, 'ingest-bench-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54493), embeddedDurable: false, schema: 'migrate' },
+    : { embeddedDir: path.join(processConfig().dataDir, 'ingest-bench-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54493), embeddedDurable: false, schema: 'migrate' },
 );
 let direct;
 try {

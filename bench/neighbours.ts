@@ -10,7 +10,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
-import { DATA_DIR, ROOT_DIR } from '../src/config.js';
+import { processConfig, ROOT_DIR } from '../src/config.js';
 import { openDatabase } from '../src/db/database.js';
 import { createApiKey } from '../src/workspaces.js';
 import { seedDemo } from '../seeds/demo.js';
@@ -24,7 +24,7 @@ const B_OPERATIONS = ['/v1/fleet/summary', '/v1/bookings/summary'];
 const database = await openDatabase(
   process.env.DATABASE_URL
     ? { schema: 'migrate' }
-    : { embeddedDir: path.join(DATA_DIR, 'neighbours-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54489), embeddedDurable: false, schema: 'migrate' },
+    : { embeddedDir: path.join(processConfig().dataDir, 'neighbours-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54489), embeddedDurable: false, schema: 'migrate' },
 );
 const { db } = database;
 const run = Date.now().toString(36);

@@ -11,9 +11,9 @@ import Koa from 'koa';
 import pino from 'pino';
 import { contractBackend, createApp, memoiseOperations } from '../src/api/app.js';
 import { KeyCache } from '../src/api/key-cache.js';
-import { shedLagFromEnv } from '../src/api/load-shedding.js';
+import { processConfig, readUrlsFromEnv } from '../src/config.js';
 import { openDatabase } from '../src/db/database.js';
-import { ReadRouting, readUrlsFromEnv } from '../src/db/read-routing.js';
+import { ReadRouting } from '../src/db/read-routing.js';
 
 // The second argument: the database URL (service modes) or the file of bodies (fixed).
 const [mode, argument, readUrls] = process.argv.slice(2);
@@ -64,7 +64,7 @@ if (mode === 'baseline') {
   // (the defaults), for the noisy-neighbour bench.
   const limits = mode === 'service-limited' ? undefined : { workspace: { ratePerSecond: 0, concurrency: 0 }, authFailures: { perMinute: 0, trustedProxies: [] } };
   // (service-limited also sheds load past FRS_SHED_EVENT_LOOP_LAG_MS, as src/main.ts does)
-  const shedEventLoopLagMs = mode === 'service-limited' ? shedLagFromEnv() : 0;
+  const shedEventLoopLagMs = mode === 'service-limited' ? processConfig().shedEventLoopLagMs : 0;
   // `service` keeps no answers (a bench repeats one request, and is to measure building it); service-limited as configured.
   const answerCacheBytes = mode === 'service-limited' ? undefined : 0;
   const reads = await ReadRouting.start({ database, primary: apiDb, urls: readUrlsFromEnv({ DATABASE_READ_URL: readUrls }), logger });

@@ -7,13 +7,13 @@
 import path from 'node:path';
 import pg from 'pg';
 import fs from 'node:fs';
-import { DATA_DIR } from '../src/config.js';
+import { processConfig } from '../src/config.js';
 import { startEmbeddedPostgres, stopEmbeddedPostgres } from '../src/db/embedded.js';
 import { makeStandby, removeCluster, standbyCaughtUp } from '../test/support/replication.js';
 
-const primaryDir = process.env.FRS_BENCH_PG_DIR ?? path.join(DATA_DIR, 'large-pg');
+const primaryDir = process.env.FRS_BENCH_PG_DIR ?? path.join(processConfig().dataDir, 'large-pg');
 const primaryPort = Number(process.env.FRS_BENCH_PG_PORT ?? 54479);
-const standbyDir = process.env.FRS_BENCH_STANDBY_DIR ?? path.join(DATA_DIR, 'large-pg-standby');
+const standbyDir = process.env.FRS_BENCH_STANDBY_DIR ?? path.join(processConfig().dataDir, 'large-pg-standby');
 const standbyPort = Number(process.env.FRS_BENCH_STANDBY_PORT ?? 54480);
 const SLOT = 'frs_bench_standby';
 const DATABASE = 'fleet';

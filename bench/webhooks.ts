@@ -23,7 +23,7 @@ import { once } from 'node:events';
 import { request } from 'undici';
 import pino from 'pino';
 import type { Knex } from 'knex';
-import { DATA_DIR } from '../src/config.js';
+import { destinationPolicyFromEnv, processConfig } from '../src/config.js';
 import { startBenchProcess } from './child.js';
 import { clusterCpuMicros, postmasterPid } from './proc-cpu.js';
 import { openDatabase } from '../src/db/database.js';
@@ -33,7 +33,6 @@ import { fanOutEvents } from '../src/webhooks/fanout.js';
 import { publishEvent } from '../src/webhooks/publish.js';
 import { Dispatcher, type DispatcherOptions } from '../src/webhooks/dispatcher.js';
 import { loadOpenApiDocument } from '../src/contract/document.js';
-import { destinationPolicyFromEnv } from '../src/webhooks/destination-policy.js';
 
 const env = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
 const DELIVERIES = env('BENCH_DELIVERIES', 20_000);
@@ -229,7 +228,7 @@ async function neighbourLag(db: Knex, receiverUrl: string, label: string, noisy:
 }
 
 async function main(): Promise<void> {
-  const database = await openDatabase(process.env.DATABASE_URL ? { schema: 'migrate' } : { embeddedDir: path.join(DATA_DIR, 'bench-pg'), embeddedPort: env('BENCH_PG_PORT', 54359), embeddedDurable: false, poolMax: 10, schema: 'migrate' });
+  const database = await openDatabase(process.env.DATABASE_URL ? { schema: 'migrate' } : { embeddedDir: path.join(processConfig().dataDir, 'bench-pg'), embeddedPort: env('BENCH_PG_PORT', 54359), embeddedDurable: false, poolMax: 10, schema: 'migrate' });
   // Throughput and lag: one workspace, so it may use every slot.
   const options: Omit<DispatcherOptions, 'db' | 'logger'> = {
     concurrency: CONCURRENCY,

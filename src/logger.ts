@@ -1,10 +1,11 @@
 import pino from 'pino';
+import { processConfig } from './config.js';
 
 /**
  * The service's logger. Authorization and Cookie headers, API keys, CSRF tokens and signing secrets never reach a log line: request logs
  * carry no headers, and these paths are redacted wherever they appear anyway.
  */
-export function createLogger(level = process.env.LOG_LEVEL ?? 'info', destination?: pino.DestinationStream): pino.Logger {
+export function createLogger(level = processConfig().service.logLevel, destination?: pino.DestinationStream): pino.Logger {
   return pino({
     level,
     base: { service: 'fleet-rental' },

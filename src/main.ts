@@ -13,21 +13,19 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Server } from 'node:http';
 import path from 'node:path';
-import { ConfigError, DATA_DIR, envSwitch, readConfig } from './config.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
 import { createLogger } from './logger.js';
-import { apiStatementTimeoutMs, EMBEDDED_PORT, openDatabase, type Database } from './db/database.js';
+import { openDatabase, type Database } from './db/database.js';
 import { createApp, listen } from './api/app.js';
 import { createAdminApp } from './admin/app.js';
 import { KeyCache } from './api/key-cache.js';
-import { httpLimitsFromEnv, logDroppedConnections } from './api/http-limits.js';
-import { shedLagFromEnv } from './api/load-shedding.js';
+import { logDroppedConnections } from './api/http-limits.js';
 import { ServiceMetrics, startMetricsListener } from './observability/metrics.js';
-import { startWorker, workerSettingsFromEnv, type Worker } from './webhooks/worker.js';
+import { startWorker, type Worker } from './webhooks/worker.js';
 import { checkApiSecret, checkMasterKey, recordPublicKey } from './webhooks/signing-secrets.js';
 import { settleProcessKeys } from './secrets.js';
-import { portalSettingsFromEnv } from './portal/settings.js';
 import { createPortal } from './portal/app.js';
-import { ReadRouting, readMaxLagMsFromEnv, readUrlsFromEnv } from './db/read-routing.js';
+import { ReadRouting } from './db/read-routing.js';
 
 const DEMO_SLUG = 'demo';
 
@@ -45,8 +43,7 @@ async function step<T>(label: string, run: () => Promise<T>, done: (result: T) =
  * schema), or whenever FRS_SEED_DEMO=1 finds no workspace "demo"; FRS_SEED_DEMO=0 never. A deleted demo workspace
  * therefore stays deleted.
  */
-async function demoWanted(database: Database, embedded: boolean): Promise<boolean> {
-  const setting = envSwitch('FRS_SEED_DEMO');
+async function demoWanted(database: Database, embedded: boolean, setting: Config['seedDemo']): Promise<boolean> {
   if (setting === true) return !(await database.db('workspaces').where({ slug: DEMO_SLUG }).first('id'));
   return setting === undefined && embedded && database.createdSchema;
 }
@@ -66,9 +63,9 @@ let isWorkerProcess = false;
  * process's environment) and no listener of its own; `running` resolves once it reports its worker running. The key
  * file, if that is where the key is, is read by it alone.
  */
-function startWorkerProcess(masterKey: Record<string, string>): { child: ChildProcess; running: Promise<void> } {
+function startWorkerProcess(env: Config['env'], masterKey: Record<string, string>): { child: ChildProcess; running: Promise<void> } {
   const child = spawn(process.execPath, [...process.execArgv, process.argv[1]], {
-    env: { ...process.env, ...masterKey, FRS_ROLE: 'worker', FRS_METRICS_PORT: '0', FRS_WORKER_OF_PARENT: '1' },
+    env: { ...env, ...masterKey, FRS_ROLE: 'worker', FRS_METRICS_PORT: '0', FRS_WORKER_OF_PARENT: '1' },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   const running = new Promise<void>((resolve, reject) => {
@@ -102,18 +99,20 @@ function workerProcessMetrics(child: ChildProcess): () => Promise<object[][]> {
 }
 
 async function main(): Promise<void> {
-  const config = readConfig();
+  const settings = loadConfig();
+  const config = settings.service;
   isWorkerProcess = config.workerOfParent && typeof process.send === 'function';
   // Before anything else: a process serving the API never holds the master key (src/secrets.ts).
   const masterKey = settleProcessKeys(config.role);
   // Checked before anything starts, so a bad webhook or API setting fails at once, on one line.
-  const workerSettings = config.role === 'api' ? undefined : workerSettingsFromEnv();
-  const httpLimits = httpLimitsFromEnv();
-  const shedEventLoopLagMs = shedLagFromEnv();
-  apiStatementTimeoutMs();
-  const portalSettings = portalSettingsFromEnv();
-  const readUrls = config.role === 'worker' ? [] : readUrlsFromEnv();
-  const readMaxLagMs = readMaxLagMsFromEnv();
+  const workerSettings = config.role === 'api' ? undefined : settings.worker;
+  const httpLimits = settings.httpLimits;
+  const shedEventLoopLagMs = settings.shedEventLoopLagMs;
+  void settings.apiStatementTimeoutMs;
+  const portalSettings = settings.portal;
+  const readUrls = config.role === 'worker' ? [] : settings.readUrls;
+  const readMaxLagMs = settings.readMaxLagMs;
+  const { dataDir: DATA_DIR, embeddedPort: EMBEDDED_PORT } = settings;
   const logger = createLogger(config.logLevel);
 
   let worker: Worker | undefined;
@@ -174,7 +173,7 @@ async function main(): Promise<void> {
   let workerRunning: Promise<void> | undefined;
   if (config.role === 'all') {
     process.stderr.write('fleet-rental: starting the webhook worker in a process of its own (the only one holding the master key)…\n');
-    const started = startWorkerProcess(masterKey);
+    const started = startWorkerProcess(settings.env, masterKey);
     workerProcess = started.child;
     workerRunning = started.running;
     workerRunning.catch(() => undefined);
@@ -187,7 +186,7 @@ async function main(): Promise<void> {
   }
 
   let demoKey: string | undefined;
-  if (!isWorkerProcess && await demoWanted(database, embedded)) {
+  if (!isWorkerProcess && await demoWanted(database, embedded, settings.seedDemo)) {
     const { seedDemo } = await import('../seeds/demo.js');
     demoKey = await step(`loading the demo workspace "${DEMO_SLUG}"`, async () => (await seedDemo(db, DEMO_SLUG)).key);
   }

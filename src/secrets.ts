@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { DATA_DIR } from './config.js';
+import { processConfig, takeVariables, type Env } from './config.js';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
@@ -197,7 +197,7 @@ export interface MasterKeyIds {
 }
 
 export interface KeyringOptions {
-  env?: NodeJS.ProcessEnv;
+  env?: Env;
   /** Folder of the key file when FRS_SECRET_KEY_FILE is unset (default FRS_DATA_DIR, else .data/). */
   dataDir?: string;
   /**
@@ -226,13 +226,13 @@ function newMasterKeyText(): string {
 }
 
 /** The key file's default path: `secret.key` in the data folder. */
-export function masterKeyFile(dataDir: string = DATA_DIR): string {
+export function masterKeyFile(dataDir: string = processConfig().dataDir): string {
   return path.join(dataDir, MASTER.fileName);
 }
 
 /** The key file this process reads: FRS_SECRET_KEY_FILE, else `secret.key` in the data folder (FRS_API_SECRET_FILE, `api-secret.key` for the API secret). */
-function keyFilePath(env: NodeJS.ProcessEnv, dataDir?: string, kind: KeyKind = MASTER): string {
-  return env[kind.fileEnv] || path.join(dataDir ?? env.FRS_DATA_DIR ?? DATA_DIR, kind.fileName);
+function keyFilePath(env: Env, dataDir?: string, kind: KeyKind = MASTER): string {
+  return env[kind.fileEnv] || path.join(dataDir ?? env.FRS_DATA_DIR ?? processConfig().dataDir, kind.fileName);
 }
 
 /** The key file's contents, refused when its group or other users may read or change it. */
@@ -292,7 +292,7 @@ export function writeKeyFile(file: string, keys: string[]): void {
 }
 
 export function loadKeyring(options: KeyringOptions = {}, kind: KeyKind = MASTER): Keyring {
-  const env = options.env ?? process.env;
+  const env = options.env ?? processConfig().env;
   let keys: MasterKey[];
   let source: Keyring['source'];
   if (env[kind.env]) {
@@ -335,7 +335,7 @@ export function mayHoldMasterKeys(): boolean {
  */
 function keyring(options: { wantedId?: string; fresh?: boolean; create?: boolean } = {}): Keyring {
   if (forgone !== undefined) throw new MasterKeyError(`this process holds no master key: ${forgone}`);
-  const createIfMissing = options.create === true && !process.env.DATABASE_URL;
+  const createIfMissing = options.create === true && !processConfig().env.DATABASE_URL;
   processKeyring ??= loadKeyring({ createIfMissing });
   const stale = options.fresh || (options.wantedId !== undefined && !processKeyring.byId.has(options.wantedId));
   if (stale && processKeyring.source.kind === 'file') processKeyring = loadKeyring({ createIfMissing });
@@ -359,8 +359,9 @@ function keyIds(ring: Keyring): MasterKeyIds {
  */
 export function givenMasterKeys(options: { createOnEmbedded?: boolean } = {}): MasterKeyIds | undefined {
   if (forgone !== undefined) return undefined;
-  if (options.createOnEmbedded && !process.env.DATABASE_URL) return keyIds(keyring({ fresh: true, create: true }));
-  if (!process.env[SECRET_KEY_ENV] && !fs.existsSync(keyFilePath(process.env))) return undefined;
+  const { env } = processConfig();
+  if (options.createOnEmbedded && !env.DATABASE_URL) return keyIds(keyring({ fresh: true, create: true }));
+  if (!env[SECRET_KEY_ENV] && !fs.existsSync(keyFilePath(env))) return undefined;
   return keyIds(keyring({ fresh: true }));
 }
 
@@ -374,12 +375,7 @@ const MASTER_KEY_VARIABLES = [SECRET_KEY_ENV, PREVIOUS_SECRET_KEYS_ENV];
  * the key as a key file, or to run FRS_ROLE=api and FRS_ROLE=worker as processes of their own.)
  */
 export function takeMasterKeyVariables(): Record<string, string> {
-  const taken: Record<string, string> = {};
-  for (const name of MASTER_KEY_VARIABLES) {
-    if (process.env[name] !== undefined) taken[name] = process.env[name]!;
-    delete process.env[name];
-  }
-  return taken;
+  return takeVariables(MASTER_KEY_VARIABLES);
 }
 
 /**
@@ -397,7 +393,7 @@ export function settleProcessKeys(role: 'all' | 'api' | 'worker'): Record<string
 
 /** FRS_ROLE=api: refuses a master key given in the environment, naming the variable (the API process holds none). */
 export function refuseMasterKeyVariables(): void {
-  const given = MASTER_KEY_VARIABLES.filter((name) => process.env[name]);
+  const given = MASTER_KEY_VARIABLES.filter((name) => processConfig().env[name]);
   if (given.length > 0) {
     throw new MasterKeyError(`${given.join(' and ')} ${given.length > 1 ? 'are' : 'is'} set, but this process serves the API (FRS_ROLE=api), which holds no master key: unset ${given.length > 1 ? 'them' : 'it'} here and give ${given.length > 1 ? 'them' : 'it'} to the worker (FRS_ROLE=worker) only`);
   }
@@ -540,7 +536,7 @@ export function sealingKeys(options: { create: boolean }): SealingKeys {
  * `fleet-admin secrets create-master-key`: writes a new key file (FRS_SECRET_KEY_FILE, else `secret.key` in the data
  * folder) readable by its owner only; refused when the file exists or FRS_SECRET_KEY is set (it would not be read).
  */
-export function createMasterKeyFile(env: NodeJS.ProcessEnv = process.env): { keyId: string; file: string } {
+export function createMasterKeyFile(env: Env = processConfig().env): { keyId: string; file: string } {
   if (env[SECRET_KEY_ENV]) throw new MasterKeyError(`${SECRET_KEY_ENV} is set and is the master key: a key file would not be read (unset ${SECRET_KEY_ENV} to use one)`);
   const file = keyFilePath(env);
   if (!writeNewKeyFile(file)) {
@@ -604,7 +600,7 @@ export async function rotateMasterKey<T>(
   let ring = keyring({ fresh: true, create: true });
   if (ring.source.kind === 'file') {
     const file = ring.source.path;
-    if (process.env.DATABASE_URL && !options.keyFileIsShared) {
+    if (processConfig().env.DATABASE_URL && !options.keyFileIsShared) {
       throw new MasterKeyError(
         `the master key is in the key file ${file} (${SECRET_KEY_FILE_ENV}) and DATABASE_URL is set: a new key would be written to this host's file only, ` +
           `and processes reading another copy could open none of the secrets re-sealed under it; if every process reads this same file, run again with ` +

@@ -3,12 +3,12 @@ import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { dropDatabase, testDatabase } from './support/database.js';
 import { expectRejection } from './support/assertions.js';
-import { API_STATEMENT_TIMEOUT_MS, apiStatementTimeoutMs, connectionSetup, createKnex, INGEST_POOL_MAX } from '../src/db/database.js';
+import { API_STATEMENT_TIMEOUT_MS, connectionSetup, createKnex, INGEST_POOL_MAX } from '../src/db/database.js';
 import { isStatementCanceled } from '../src/db/outage.js';
 import { migrateLatest } from '../src/db/migrate.js';
 import { fixture } from './support/fixtures.js';
-import { currentDatabaseName, DatabaseRolesError, dbRolesEnabled, serviceRoleName } from '../src/db/roles.js';
-import { ConfigError } from '../src/config.js';
+import { currentDatabaseName, DatabaseRolesError, serviceRoleName } from '../src/db/roles.js';
+import { apiStatementTimeoutMs, ConfigError, configFrom, dbRolesEnabled } from '../src/config.js';
 import { createApiKey } from '../src/workspaces.js';
 import { createEndpoint } from '../src/webhooks/endpoints.js';
 import { queueTestDelivery } from '../src/webhooks/test-delivery.js';
@@ -103,11 +103,11 @@ describe('database roles: least privilege for the API, the admin API, its ingest
   });
 
   it("the API's time limit holds with FRS_DB_ROLES=off too, and FRS_API_STATEMENT_TIMEOUT_MS sets it within bounds", () => {
-    expect(connectionSetup('fleet', 'api', {})).to.equal(`SET ROLE "fleet_api"; SET statement_timeout = '3000ms'`);
-    expect(connectionSetup('fleet', 'worker', {})).to.equal('SET ROLE "fleet_worker"');
-    expect(connectionSetup('fleet', 'api', { FRS_DB_ROLES: 'off' })).to.equal(`SET statement_timeout = '3000ms'`);
-    expect(connectionSetup('fleet', 'worker', { FRS_DB_ROLES: 'off' })).to.equal(undefined);
-    expect(connectionSetup('fleet', 'api', { FRS_API_STATEMENT_TIMEOUT_MS: '1500' })).to.equal(`SET ROLE "fleet_api"; SET statement_timeout = '1500ms'`);
+    expect(connectionSetup('fleet', 'api', configFrom({}))).to.equal(`SET ROLE "fleet_api"; SET statement_timeout = '3000ms'`);
+    expect(connectionSetup('fleet', 'worker', configFrom({}))).to.equal('SET ROLE "fleet_worker"');
+    expect(connectionSetup('fleet', 'api', configFrom({ FRS_DB_ROLES: 'off' }))).to.equal(`SET statement_timeout = '3000ms'`);
+    expect(connectionSetup('fleet', 'worker', configFrom({ FRS_DB_ROLES: 'off' }))).to.equal(undefined);
+    expect(connectionSetup('fleet', 'api', configFrom({ FRS_API_STATEMENT_TIMEOUT_MS: '1500' }))).to.equal(`SET ROLE "fleet_api"; SET statement_timeout = '1500ms'`);
     expect(apiStatementTimeoutMs({ FRS_API_STATEMENT_TIMEOUT_MS: '' })).to.equal(3000);
     for (const bad of ['0', '99', '60001', '3s', '-1', '1e3']) {
       expect(() => apiStatementTimeoutMs({ FRS_API_STATEMENT_TIMEOUT_MS: bad }), bad).to.throw(

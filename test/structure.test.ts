@@ -90,6 +90,11 @@ describe('the house: which code may import which', () => {
     expect(tsFiles('migrations/support')).not.to.be.empty;
   });
 
+  it('only src/config.ts reads the environment: no other file of src/ mentions process.env', () => {
+    const readers = [...src.keys()].filter((file) => fs.readFileSync(path.join(ROOT_DIR, file), 'utf8').includes('process.env'));
+    expect(readers).to.deep.equal(['src/config.ts']);
+  });
+
   it('nothing below the CLI imports src/cli/ (the import, the seeds, the migrations, the rest of src/)', () => {
     const files = [...src.keys(), ...tsFiles('seeds'), ...tsFiles('migrations')].filter((file) => !file.startsWith('src/cli/'));
     const upward = files.flatMap((file) => importsOf(file).filter((target) => target.startsWith('src/cli/')).map((target) => `${file} -> ${target}`));

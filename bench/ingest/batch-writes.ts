@@ -14,7 +14,7 @@ import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
 import type { Knex } from 'knex';
-import { DATA_DIR } from '../../src/config.js';
+import { processConfig } from '../../src/config.js';
 import { openDatabase } from '../../src/db/database.js';
 import { createWorkspace } from '../../src/workspaces.js';
 import { writeRecords } from '../../src/import/records.js';
@@ -113,7 +113,7 @@ export async function runBatchWrites(options: { rounds?: number; seconds?: numbe
   const database = await openDatabase(
     process.env.DATABASE_URL
       ? { schema: 'migrate' }
-      : { embeddedDir: path.join(DATA_DIR, 'ingest-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54497), embeddedDurable: false, schema: 'migrate' },
+      : { embeddedDir: path.join(processConfig().dataDir, 'ingest-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54497), embeddedDurable: false, schema: 'migrate' },
   );
   const owner = database.db;
   const admin = database.forRole('ingest');

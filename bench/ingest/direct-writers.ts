@@ -22,7 +22,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import pino from 'pino';
 import type { Knex } from 'knex';
-import { DATA_DIR } from '../../src/config.js';
+import { processConfig } from '../../src/config.js';
 import { openDatabase } from '../../src/db/database.js';
 import { createWorkspace } from '../../src/workspaces.js';
 import { startWorker } from '../../src/webhooks/worker.js';
@@ -403,7 +403,7 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
   const database = await openDatabase(
     process.env.DATABASE_URL
       ? { schema: 'migrate' }
-      : { embeddedDir: path.join(DATA_DIR, 'ingest-bench-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54493), embeddedDurable: false, schema: 'migrate' },
+      : { embeddedDir: path.join(processConfig().dataDir, 'ingest-bench-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54493), embeddedDurable: false, schema: 'migrate' },
   );
   try {
     await directWriters(database.db, database.url);

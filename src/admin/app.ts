@@ -16,7 +16,8 @@ import {
 } from '../api/app.js';
 import { apiError, internalError, invalidRequest, sealingUnavailable } from '../api/errors.js';
 import { NoSealingKeyError } from '../secrets.js';
-import { AuthFailureLimits, authFailureSettingsFromEnv, type AuthFailureSettings } from '../api/auth-failures.js';
+import { AuthFailureLimits, type AuthFailureSettings } from '../api/auth-failures.js';
+import { processConfig } from '../config.js';
 import type { AuthGuard } from '../api/auth.js';
 import { rateLimitHeaders } from '../api/rate-limits.js';
 import { Cursors } from '../api/cursors.js';
@@ -290,7 +291,7 @@ export async function adminDispatcher({ db, ingestDb, clock, cursors, scheme, au
 }
 
 export async function createAdminApp({ db, ingestDb, logger, clock = () => new Date(), metrics, shedEventLoopLagMs = 0, authFailures: failureSettings, cursors = Cursors.fromApiSecret(), portalUrl }: AdminAppOptions): Promise<Koa> {
-  const authFailures = new AuthFailureLimits(failureSettings ?? authFailureSettingsFromEnv());
+  const authFailures = new AuthFailureLimits(failureSettings ?? processConfig().authFailures);
   const document = loadOpenApiDocument('admin');
   const dispatcher = await adminDispatcher({
     db,

@@ -1,4 +1,4 @@
-import { wholeNumberSetting } from '../config.js';
+import { wholeNumberDefault } from '../config.js';
 
 // The last answers of each API process, by ETag (src/api/revalidation.ts). A tag is a digest of everything an answer
 // is made of (the code, the operation and its parameters, the caller's workspace, zone and role, and the data
@@ -9,7 +9,7 @@ import { wholeNumberSetting } from '../config.js';
 
 export const ANSWER_CACHE_ENV = 'FRS_ANSWER_CACHE_MB';
 /** Megabytes of answers kept per API process; today's operations of a 10,000-car fleet is about 0.5 MB. */
-export const DEFAULT_ANSWER_CACHE_MB = 64;
+export const DEFAULT_ANSWER_CACHE_MB = wholeNumberDefault(ANSWER_CACHE_ENV);
 /** An answer larger than this share of the cache is not kept (one answer must not push out all the others). */
 const LARGEST_SHARE = 8;
 /**
@@ -17,10 +17,6 @@ const LARGEST_SHARE = 8;
  * counted so that many small answers (an empty search is about 50 bytes) cannot hold several times the budget.
  */
 export const ENTRY_BYTES = 256;
-
-export function answerCacheBytesFromEnv(env: NodeJS.ProcessEnv = process.env): number {
-  return wholeNumberSetting(ANSWER_CACHE_ENV, DEFAULT_ANSWER_CACHE_MB, { min: 0, max: 65_536, zero: 'off' }, env) * 1024 * 1024;
-}
 
 export class AnswerCache {
   /** JSON text by tag, in the order last used (a Map keeps insertion order: a hit is deleted and set again). */

@@ -15,8 +15,9 @@ import { loadOpenApiDocument, strictOpenApiDocument, type OpenApiDocument } from
 import { ApiError, apiError, coreError, errorBody, internalError, invalidRequest, statementTimedOut, unavailable } from './errors.js';
 import { isDatabaseUnavailable, isStatementCanceled } from '../db/outage.js';
 import { authenticate, type AuthGuard, type Caller } from './auth.js';
-import { AuthFailureLimits, authFailureSettingsFromEnv, type AuthFailureSettings } from './auth-failures.js';
-import { rateLimitHeaders, WorkspaceLimits, workspaceLimitsFromEnv, type Admission, type WorkspaceLimitSettings } from './rate-limits.js';
+import { AuthFailureLimits, type AuthFailureSettings } from './auth-failures.js';
+import { rateLimitHeaders, WorkspaceLimits, type Admission, type WorkspaceLimitSettings } from './rate-limits.js';
+import { processConfig } from '../config.js';
 import type { KeyCache } from './key-cache.js';
 import { operationHandlers, type OperationContext, type OperationResult } from './operations.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
@@ -25,7 +26,7 @@ import { loadShedding } from './load-shedding.js';
 import { applyHttpLimits, DEFAULT_HTTP_LIMITS, type HttpLimits } from './http-limits.js';
 import { ANSWER_INPUTS, entityTag, noneMatchAny, noneMatchHolds, REVALIDATED_CACHE_CONTROL } from './revalidation.js';
 import type { ReadPool, ReadRouting } from '../db/read-routing.js';
-import { AnswerCache, answerCacheBytesFromEnv } from './answer-cache.js';
+import { AnswerCache } from './answer-cache.js';
 import { Cursors } from './cursors.js';
 import { compression } from './compression.js';
 import { redactSecrets, redactUrlCredentials } from '../secrets.js';
@@ -298,10 +299,10 @@ export interface ListenerEdge {
   admit: (ctx: Koa.Context, workspaceId: string) => Promise<void>;
 }
 
-export async function createApp({ db, logger, clock = () => new Date(), metrics, keyCache, shedEventLoopLagMs = 0, limits, cursors = Cursors.fromApiSecret(), answerCacheBytes = answerCacheBytesFromEnv(), portal, reads }: AppOptions): Promise<Koa> {
+export async function createApp({ db, logger, clock = () => new Date(), metrics, keyCache, shedEventLoopLagMs = 0, limits, cursors = Cursors.fromApiSecret(), answerCacheBytes = processConfig().answerCacheBytes, portal, reads }: AppOptions): Promise<Koa> {
   const answers = answerCacheBytes > 0 ? new AnswerCache(answerCacheBytes) : undefined;
-  const workspaceLimits = new WorkspaceLimits(limits?.workspace ?? workspaceLimitsFromEnv());
-  const authFailures = new AuthFailureLimits(limits?.authFailures ?? authFailureSettingsFromEnv());
+  const workspaceLimits = new WorkspaceLimits(limits?.workspace ?? processConfig().workspaceLimits);
+  const authFailures = new AuthFailureLimits(limits?.authFailures ?? processConfig().authFailures);
   /** The request's guard: made only when asked for (a key answered from memory never asks). */
   const guardOf = (ctx: Koa.Context): AuthGuard => requestGuard(authFailures, ctx);
   /** Where the caller stands: its workspace's rate limit once known, else its address's failure limit. */

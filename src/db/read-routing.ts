@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { ConfigError, isPostgresUrl, wholeNumberSetting } from '../config.js';
+import { processConfig, wholeNumberDefault } from '../config.js';
 import type { Database } from './database.js';
 import { isDatabaseUnavailable } from './outage.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
@@ -30,29 +30,11 @@ export const READ_MAX_LAG_ENV = 'FRS_READ_MAX_LAG_MS';
  * 5 s: reads at most this stale. A healthy standby on a LAN replays within milliseconds; seconds of lag mean a busy
  * or stuck replay, and the primary then answers rather than older data.
  */
-export const READ_MAX_LAG_MS = 5000;
+export const READ_MAX_LAG_MS = wholeNumberDefault(READ_MAX_LAG_ENV);
 const PROBE_INTERVAL_MS = 250;
 const PROBE_TIMEOUT_MS = 1000;
 /** Primary samples kept: 60 s of them, the largest bound (a replica further behind keeps the freshness it last had). */
 const MAX_SAMPLES = 240;
-
-/** DATABASE_READ_URL's replicas (one postgres:// URL or several, comma-separated); none when unset. */
-export function readUrlsFromEnv(env: NodeJS.ProcessEnv = process.env): string[] {
-  const value = env[READ_URLS_ENV]?.trim();
-  if (!value) return [];
-  const urls = value.split(',').map((url) => url.trim());
-  urls.forEach((url, i) => {
-    // (the URL is never echoed: it may hold a password)
-    if (!isPostgresUrl(url)) {
-      throw new ConfigError(`${READ_URLS_ENV} must be postgres:// URLs separated by commas (postgres://USER:PASSWORD@HOST:PORT/DATABASE); its entry ${i + 1} is not one`);
-    }
-  });
-  return urls;
-}
-
-export function readMaxLagMsFromEnv(env: NodeJS.ProcessEnv = process.env): number {
-  return wholeNumberSetting(READ_MAX_LAG_ENV, READ_MAX_LAG_MS, { min: 100, max: MAX_SAMPLES * PROBE_INTERVAL_MS, unit: 'milliseconds' }, env);
-}
 
 /** A replica's name in metrics and logs: host:port, never its user or password. */
 export function replicaName(url: string): string {
@@ -200,7 +182,7 @@ export class ReadRouting {
    * then used as it is.
    */
   static async start(options: { database: Database; primary: Knex; urls: string[]; maxLagMs?: number; logger: Logger; metrics?: ServiceMetrics }): Promise<ReadRouting | undefined> {
-    const { database, primary, urls, maxLagMs = readMaxLagMsFromEnv(), logger, metrics } = options;
+    const { database, primary, urls, maxLagMs = processConfig().readMaxLagMs, logger, metrics } = options;
     if (urls.length === 0) return undefined;
     const probeTimeouts = { acquireMs: PROBE_TIMEOUT_MS, queryMs: PROBE_TIMEOUT_MS, connectMs: PROBE_TIMEOUT_MS };
     const names = new Map<string, number>();

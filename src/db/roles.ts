@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
-import { ConfigError } from '../config.js';
+import { processConfig } from '../config.js';
 import { UPKEEP_QUEUES } from './upkeep.js';
 
 // Least privilege in the database. The schema owner (the user that runs `fleet-admin migrate`) owns every table;
@@ -16,12 +16,6 @@ export const SERVICE_ROLES: readonly ServiceRole[] = ['api', 'worker', 'admin', 
 
 /** `FRS_DB_ROLES=off` runs every process as the connecting user (for a database where roles cannot be had). */
 export const DB_ROLES_SWITCH = 'FRS_DB_ROLES';
-
-export function dbRolesEnabled(env: NodeJS.ProcessEnv = process.env): boolean {
-  const value = env[DB_ROLES_SWITCH] ?? 'on';
-  if (value !== 'on' && value !== 'off') throw new ConfigError(`${DB_ROLES_SWITCH} must be on or off, got "${value}"`);
-  return value === 'on';
-}
 
 /** The role of `role` in `database`; a long database name is shortened with a hash (identifiers stop at 63 bytes). */
 export function serviceRoleName(database: string, role: ServiceRole): string {
@@ -212,7 +206,7 @@ function rolesRefused(database: string, user: string, detail: string): Error {
  * grants to exactly the list above. Run by the migrator after the migrations, in one transaction.
  */
 export async function applyRolePrivileges(db: Knex): Promise<void> {
-  if (!dbRolesEnabled()) return;
+  if (!processConfig().dbRoles) return;
   await db.transaction(async (trx) => {
     const database = await currentDatabaseName(trx);
     const { rows: [me] } = await trx.raw(`SELECT current_user AS user, rolsuper AS superuser, rolcreaterole AS createrole,
@@ -297,6 +291,6 @@ export async function securePublicSchema(db: Knex): Promise<void> {
 }
 
 /** `SET ROLE` for a new pooled connection of `role`'s processes, or undefined with FRS_DB_ROLES=off. */
-export function setRoleStatement(database: string, role: ServiceRole, env: NodeJS.ProcessEnv = process.env): string | undefined {
-  return dbRolesEnabled(env) ? `SET ROLE ${quoteIdent(serviceRoleName(database, role))}` : undefined;
+export function setRoleStatement(database: string, role: ServiceRole, enabled = processConfig().dbRoles): string | undefined {
+  return enabled ? `SET ROLE ${quoteIdent(serviceRoleName(database, role))}` : undefined;
 }

@@ -1,7 +1,7 @@
 import net from 'node:net';
 import { Agent, buildConnector } from 'undici';
-import { ConfigError, envSwitch } from '../config.js';
-import { LOCALHOST_NAME, NameResolutionError, sharedNameResolver, type NameResolverOptions } from './name-resolution.js';
+import { isCidr, type DestinationPolicy } from '../config.js';
+import { LOCALHOST_NAME, NameResolutionError, sharedNameResolver } from './name-resolution.js';
 
 // Which addresses a webhook may reach. One policy, used twice: when an endpoint is registered (its URL's host,
 // resolved) and inside the HTTP connector at connect time, on the very address the socket is opened to (resolve,
@@ -35,16 +35,8 @@ export const BLOCKED_RANGES: ReadonlyArray<{ kind: string; cidrs: string[] }> = 
 /** Names refused whatever they resolve to: loopback names (RFC 6761) and cloud metadata services. */
 const BLOCKED_NAMES = [LOCALHOST_NAME, /^metadata\.google\.internal$/, /^metadata$/];
 
-export interface DestinationPolicy {
-  /** Every destination is allowed (FRS_ALLOW_PRIVATE_WEBHOOK_URLS=1). */
-  allowPrivate: boolean;
-  /** Private ranges allowed all the same (FRS_WEBHOOK_ALLOWED_CIDRS). */
-  allowedCidrs: string[];
-  /** Where names are resolved: the DNS servers (FRS_WEBHOOK_DNS_SERVERS; default the system's) and the deadline (name-resolution.ts). */
-  dns?: Pick<NameResolverOptions, 'servers' | 'deadlineMs'>;
-  /** How names are resolved, instead of the hosts file and DNS: tests pass their own. */
-  lookup?: (hostname: string) => Promise<Array<{ address: string; family: number }>>;
-}
+// The policy is a setting (src/config.ts), and so is isCidr's syntax.
+export { isCidr, type DestinationPolicy };
 
 /** The default: nothing private is reachable. */
 export const STRICT_POLICY: DestinationPolicy = Object.freeze({ allowPrivate: false, allowedCidrs: [] });
@@ -65,32 +57,6 @@ function blockList(cidrs: string[]): net.BlockList {
 // An IPv4 rule of a BlockList also matches the IPv4-mapped form of its addresses (so ::ffff:127.0.0.1 is named
 // loopback), and an IPv6 rule covering ::ffff:0:0/96 matches every IPv4 address: that one applies to IPv6 only.
 const BLOCKED = BLOCKED_RANGES.map(({ kind, cidrs }) => ({ kind, list: blockList(cidrs), ipv6Only: cidrs.includes('::ffff:0:0/96') }));
-
-/** Whether text is a CIDR range (an IPv4 or IPv6 address, a slash, a prefix length within its family's). */
-export function isCidr(cidr: string): boolean {
-  const match = /^([^/]+)\/(\d{1,3})$/.exec(cidr);
-  const ip = match && net.isIP(match[1]);
-  return Boolean(match && ip && Number(match[2]) <= (ip === 4 ? 32 : 128));
-}
-
-function checkCidr(cidr: string): string {
-  if (!isCidr(cidr)) throw new ConfigError(`${ALLOWED_CIDRS_ENV} must be a comma-separated list of CIDR ranges such as 10.1.0.0/16, got "${cidr}"`);
-  return cidr;
-}
-
-/** The policy the environment sets; strict unless switched. */
-export function destinationPolicyFromEnv(env: NodeJS.ProcessEnv = process.env): DestinationPolicy {
-  const allowPrivate = envSwitch(ALLOW_PRIVATE_ENV, env) === true;
-  const cidrs = (env[ALLOWED_CIDRS_ENV] ?? '').split(',').map((c) => c.trim()).filter(Boolean).map(checkCidr);
-  const servers = (env[DNS_SERVERS_ENV] ?? '').split(',').map((s) => s.trim()).filter(Boolean);
-  if (servers.length === 0) return { allowPrivate, allowedCidrs: cidrs };
-  try {
-    sharedNameResolver({ servers });
-  } catch {
-    throw new ConfigError(`${DNS_SERVERS_ENV} must be a comma-separated list of IP addresses, each with an optional port (192.0.2.53, 127.0.0.1:5353, [2001:db8::53]:53), got "${env[DNS_SERVERS_ENV]}"`);
-  }
-  return { allowPrivate, allowedCidrs: cidrs, dns: { servers } };
-}
 
 /** The workspace setting that opens private ranges for one workspace's endpoints (src/workspaces.ts). */
 export const WORKSPACE_CIDRS_SETTING = 'webhookAllowedCidrs';

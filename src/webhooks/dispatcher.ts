@@ -5,7 +5,8 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { TEST_EVENT } from './catalogue.js';
 import { DELIVERY_CHANNEL } from './fanout.js';
-import { destinationPolicyFromEnv, workspacePolicy, type DestinationPolicy } from './destination-policy.js';
+import { workspacePolicy, type DestinationPolicy } from './destination-policy.js';
+import { processConfig } from '../config.js';
 import { column, defaultWorkspaceConcurrency, fairCandidates, InFlightShares } from './fairness.js';
 import { attemptDelivery, DEFAULT_ATTEMPT_TIMEOUT_MS, type AttemptOutcome, type AttemptRequest } from './http-attempt.js';
 import { nextAttemptAt } from './retry-schedule.js';
@@ -287,7 +288,7 @@ export class Dispatcher {
     this.clock = options.clock ?? (() => new Date());
     this.workspaceIds = options.workspaceIds ?? null;
     this.metrics = options.metrics;
-    this.destinationPolicy = options.destinationPolicy ?? destinationPolicyFromEnv();
+    this.destinationPolicy = options.destinationPolicy ?? processConfig().destinationPolicy;
     if (!(this.concurrency >= 1 && this.perEndpointConcurrency >= 1 && this.perWorkspaceConcurrency >= 1)) throw new Error('concurrency limits must be at least 1');
     if (!(this.leaseMs > this.attemptTimeoutMs)) throw new Error('leaseMs must be longer than attemptTimeoutMs');
   }

@@ -6,7 +6,8 @@ import { findWorkspace } from '../workspaces.js';
 import { ConflictError, InvalidFieldError, isUuid, NotFoundError } from '../input.js';
 import { recordAudit, type AuditContext } from '../audit.js';
 import { subscribableEvents, TEST_EVENT } from './catalogue.js';
-import { destinationPolicyFromEnv, refuseDestination, workspacePolicy, type DestinationPolicy } from './destination-policy.js';
+import { refuseDestination, workspacePolicy, type DestinationPolicy } from './destination-policy.js';
+import { processConfig } from '../config.js';
 import { deleteEndpointAndDeliveries, liveEndpoint, switchEndpoint } from './endpoint-lifecycle.js';
 import { withSealingLock } from './signing-secrets.js';
 
@@ -143,7 +144,7 @@ async function refuseDuplicateUrl(trx: Knex.Transaction, workspaceId: string, ur
 export async function createEndpoint(
   db: Knex,
   input: ({ workspaceSlug: string } | { workspaceId: string }) & { url: string; name?: string; events?: string[]; allowDuplicateUrl?: boolean },
-  policy: DestinationPolicy = destinationPolicyFromEnv(),
+  policy: DestinationPolicy = processConfig().destinationPolicy,
   audit?: AuditContext,
 ): Promise<CreatedEndpoint> {
   // The workspace first: its own ranges are part of the policy its URL is checked by.
@@ -181,7 +182,7 @@ export async function updateEndpoint(
   id: string,
   changes: { url?: string; name?: string; events?: string[]; allowDuplicateUrl?: boolean },
   scope: EndpointScope = {},
-  policy: DestinationPolicy = destinationPolicyFromEnv(),
+  policy: DestinationPolicy = processConfig().destinationPolicy,
   audit?: AuditContext,
 ): Promise<EndpointRecord> {
   checkId(id);

@@ -1,5 +1,4 @@
 import type { Knex } from 'knex';
-import { wholeNumberSetting } from '../config.js';
 
 // Fair shares of a dispatcher's attempt slots, so that one workspace with slow or dead endpoints cannot delay the
 // deliveries of another (Svix and Hook0 hold the same line). Two bounds and one order:
@@ -17,12 +16,6 @@ export function defaultWorkspaceConcurrency(concurrency: number): number {
 }
 
 export const WORKSPACE_CONCURRENCY_ENV = 'FRS_WEBHOOK_WORKSPACE_CONCURRENCY';
-
-/** The operator's per-workspace limit of the worker, if set: a whole number from 1 to `concurrency`. */
-export function workspaceConcurrencyFromEnv(concurrency: number, env: NodeJS.ProcessEnv = process.env): number | undefined {
-  const n = wholeNumberSetting(WORKSPACE_CONCURRENCY_ENV, -1, { min: 1, max: concurrency }, env);
-  return n === -1 ? undefined : n;
-}
 
 /** Deliveries held by this process (attempts in flight, or leased and waiting for a slot), per endpoint and per workspace. */
 export class InFlightShares {

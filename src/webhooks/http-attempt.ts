@@ -1,5 +1,6 @@
 import type { Dispatcher as HttpDispatcher } from 'undici';
-import { BlockedDestinationError, destinationPolicyFromEnv, guardedAgent, type DestinationPolicy } from './destination-policy.js';
+import { BlockedDestinationError, guardedAgent, type DestinationPolicy } from './destination-policy.js';
+import { processConfig } from '../config.js';
 import { NameResolutionError } from './name-resolution.js';
 import { signatureHeader, standardWebhooksHeaders } from './signing.js';
 
@@ -69,8 +70,6 @@ export interface AttemptOptions {
   via?: HttpDispatcher;
 }
 
-let envPolicy: DestinationPolicy | undefined;
-
 /** A URL's origin and path as undici's dispatch() takes them, kept per URL text (an endpoint's deliveries share it). */
 const targets = new Map<string, { origin: string; path: string }>();
 const TARGETS_KEPT = 1000;
@@ -102,7 +101,7 @@ function locationOf(rawHeaders: Array<Buffer | string> | null): string | undefin
  */
 export function attemptDelivery(req: AttemptRequest, options: AttemptOptions = {}): Promise<AttemptOutcome> {
   const timeoutMs = options.timeoutMs ?? DEFAULT_ATTEMPT_TIMEOUT_MS;
-  const via = options.via ?? guardedAgent(options.policy ?? (envPolicy ??= destinationPolicyFromEnv()));
+  const via = options.via ?? guardedAgent(options.policy ?? processConfig().destinationPolicy);
   const startedAt = new Date();
   const started = performance.now();
   return new Promise<AttemptOutcome>((resolve) => {

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { wholeNumberSetting } from '../config.js';
+import { processConfig, wholeNumberDefault } from '../config.js';
 import { IDEMPOTENCY_WINDOW_MS } from './test-delivery.js';
 import { failLostImports } from '../import/jobs.js';
 
@@ -9,7 +9,7 @@ import { failLostImports } from '../import/jobs.js';
 // is never deleted.
 
 export const RETENTION_ENV = 'FRS_RETENTION_DAYS';
-export const DEFAULT_RETENTION_DAYS = 30;
+export const DEFAULT_RETENTION_DAYS = wholeNumberDefault(RETENTION_ENV);
 /**
  * Events with a dedupe key are kept at least this long, whatever the retention: the calendar sweep records an
  * occurrence once by its key, and an occurrence can be due up to 60 days ahead (Reminders ahead) plus the 7-day
@@ -18,10 +18,6 @@ export const DEFAULT_RETENTION_DAYS = 30;
 export const DEDUPE_KEY_KEEP_DAYS = 90;
 export const DEFAULT_BATCH_SIZE = 1000;
 const DAY_MS = 24 * 60 * 60 * 1000;
-
-export function retentionDaysFromEnv(env: NodeJS.ProcessEnv = process.env): number {
-  return wholeNumberSetting(RETENTION_ENV, DEFAULT_RETENTION_DAYS, { min: 1, max: 3650, unit: 'days' }, env);
-}
 
 export interface RetentionOptions {
   /** The clock ages are measured by. */
@@ -66,7 +62,7 @@ async function deleteInBatches(db: Knex, table: string, key: string[], where: st
 
 /** One retention pass; returns what it deleted. */
 export async function runRetention(db: Knex, options: RetentionOptions): Promise<RetentionCounts> {
-  const retentionDays = options.retentionDays ?? retentionDaysFromEnv();
+  const retentionDays = options.retentionDays ?? processConfig().retentionDays;
   const batchSize = options.batchSize ?? DEFAULT_BATCH_SIZE;
   const cutoff = new Date(options.now.getTime() - retentionDays * DAY_MS).toISOString();
   const dedupeCutoff = new Date(options.now.getTime() - Math.max(retentionDays, DEDUPE_KEY_KEEP_DAYS) * DAY_MS).toISOString();

@@ -3,9 +3,8 @@ import type { Logger } from 'pino';
 import { Dispatcher } from './dispatcher.js';
 import { runCalendarSweep, type CalendarSweepOptions } from './calendar.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
-import { retentionDaysFromEnv, runRetention } from './retention.js';
-import { workspaceConcurrencyFromEnv } from './fairness.js';
-import { destinationPolicyFromEnv, type DestinationPolicy } from './destination-policy.js';
+import { runRetention } from './retention.js';
+import { processConfig, WORKER_CONCURRENCY, type WorkerSettings } from '../config.js';
 import { OutageLog } from '../db/outage.js';
 import { ChangeListener } from './change-listener.js';
 import { startUpkeepLoop } from './upkeep-loop.js';
@@ -13,8 +12,6 @@ import { startUpkeepLoop } from './upkeep-loop.js';
 export const CALENDAR_INTERVAL_MS = 60_000;
 /** How often the append-only running totals are folded (migration 20261128000610). */
 export const ROLLUP_FOLD_INTERVAL_MS = 1000;
-/** Attempts in flight at once in the worker. */
-const WORKER_CONCURRENCY = 64;
 /** How often old delivery records are deleted (see retention.ts). */
 export const RETENTION_INTERVAL_MS = 10 * 60_000;
 
@@ -48,27 +45,14 @@ export async function observedCalendarSweep(
   }
 }
 
-/** The worker's settings from the environment; a bad value is a ConfigError naming the variable. */
-export interface WorkerSettings {
-  retentionDays: number;
-  perWorkspaceConcurrency: number | undefined;
-  destinationPolicy: DestinationPolicy;
-}
-
-export function workerSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): WorkerSettings {
-  return {
-    retentionDays: retentionDaysFromEnv(env),
-    perWorkspaceConcurrency: workspaceConcurrencyFromEnv(WORKER_CONCURRENCY, env),
-    destinationPolicy: destinationPolicyFromEnv(env),
-  };
-}
+export type { WorkerSettings };
 
 /**
  * The background half of the service: the delivery sweep (continuous), the calendar sweep (every minute), the
  * derived events of each commit that records changes (at once, change-listener.ts), the fold of the append-only
  * running totals (every second) and retention (at start, then every 10 minutes).
  */
-export async function startWorker(db: Knex, logger: Logger, metrics?: ServiceMetrics, settings: WorkerSettings = workerSettingsFromEnv()): Promise<Worker> {
+export async function startWorker(db: Knex, logger: Logger, metrics?: ServiceMetrics, settings: WorkerSettings = processConfig().worker): Promise<Worker> {
   const { retentionDays } = settings;
   const dispatcher = new Dispatcher({
     db,

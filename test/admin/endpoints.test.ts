@@ -13,6 +13,7 @@ import { createApiKey, createWorkspace } from '../../src/workspaces.js';
 import { openSigningSecret } from '../../src/webhooks/signing-secrets.js';
 import { publishEvent } from '../../src/webhooks/publish.js';
 import { createClient, type Client } from '../../generated/admin/client/index.js';
+import { reconfigure } from '../support/config.js';
 import {
   createEndpoint, deleteEndpoint, disableEndpoint, enableEndpoint, getEndpoint, listAuditEntries, listEndpoints, rotateEndpointSecret, updateEndpoint,
 } from '../../generated/admin/sdk.gen.js';
@@ -168,8 +169,7 @@ describe('the admin API: webhook endpoints', () => {
     const as = { token: token.token };
     const made = await admin.request('POST', base(ws.id), { ...as, body: { url: 'https://hooks.example.ae/ok', name: 'Kept' } });
     secrets.push(made.body.secret);
-    const allowed = process.env.FRS_ALLOW_PRIVATE_WEBHOOK_URLS;
-    process.env.FRS_ALLOW_PRIVATE_WEBHOOK_URLS = '0';
+    const restore = reconfigure({ FRS_ALLOW_PRIVATE_WEBHOOK_URLS: '0' });
     try {
       for (const [method, path] of [['POST', base(ws.id)], ['PATCH', `${base(ws.id)}/${made.body.id}`]] as const) {
         const refused = await admin.request(method, path, { ...as, body: { url: 'http://10.0.0.5/hook' } });
@@ -179,7 +179,7 @@ describe('the admin API: webhook endpoints', () => {
         );
       }
     } finally {
-      process.env.FRS_ALLOW_PRIVATE_WEBHOOK_URLS = allowed;
+      restore();
     }
     expect(await db('webhook_endpoints').where({ workspace_id: ws.id }).select('id', 'url', 'name')).to.deep.equal([{ id: made.body.id, url: 'https://hooks.example.ae/ok', name: 'Kept' }]);
     expect(await db('audit_entries').where({ workspace_id: ws.id }).pluck('action')).to.deep.equal(['endpoint.create']);

@@ -1,8 +1,8 @@
 import { expect } from 'chai';
-import { workspaceLimitsFromEnv } from '../../src/api/rate-limits.js';
 import { testDatabase } from '../support/database.js';
 import { startApi, type TestApi } from '../support/api.js';
 import { createApiKey, createWorkspace, revokeApiKey, updateWorkspace } from '../../src/workspaces.js';
+import { workspaceLimitsFromEnv } from '../../src/config.js';
 
 const NOW = new Date('2026-11-22T08:00:00.000Z');
 const OPERATIONS = ['/v1/me', '/v1/fleets', '/v1/fleet/summary', '/v1/vehicles', '/v1/operations/today', '/v1/bookings/summary', '/v1/finance/overview', '/v1/receivables', '/v1/webhooks'];

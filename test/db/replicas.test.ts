@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import pino from 'pino';
 import { openDatabase, type Database } from '../../src/db/database.js';
-import { parseLsn, readMaxLagMsFromEnv, ReadRouting, readUrlsFromEnv, replicaName, type ReadPool } from '../../src/db/read-routing.js';
-import { ConfigError } from '../../src/config.js';
+import { parseLsn, ReadRouting, replicaName, type ReadPool } from '../../src/db/read-routing.js';
+import { ConfigError, readMaxLagMsFromEnv, readUrlsFromEnv } from '../../src/config.js';
 import { keepUpkeepInlineIn, testDatabase } from '../support/database.js';
 import { freePort } from '../support/ports.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';

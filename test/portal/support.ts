@@ -4,7 +4,7 @@ import { createApp, listen } from '../../src/api/app.js';
 import { createPortal } from '../../src/portal/app.js';
 import { DEFAULT_PORTAL_AUTH_FAILURE_LIMIT } from '../../src/portal/settings.js';
 import type { AuthFailureSettings } from '../../src/api/auth-failures.js';
-import { workspaceLimitsFromEnv } from '../../src/api/rate-limits.js';
+import { processConfig } from '../../src/config.js';
 import { createAdminToken } from '../../src/admin-tokens.js';
 import { cliAudit } from '../../src/audit.js';
 import { testDatabase } from '../support/database.js';
@@ -58,7 +58,7 @@ export async function startScreen(options: {
 } = {}): Promise<TestScreen> {
   const database = await testDatabase();
   const { logger, logs } = capturedLogger();
-  const limits = options.authFailures ? { workspace: workspaceLimitsFromEnv(), authFailures: options.authFailures } : undefined;
+  const limits = options.authFailures ? { workspace: processConfig().workspaceLimits, authFailures: options.authFailures } : undefined;
   const app = await createApp({
     db: database.forRole('api'), logger, clock: options.clock, limits,
     portal: (edge) => createPortal({

@@ -5,7 +5,7 @@ import pg from 'pg';
 import type { Knex } from 'knex';
 import { openDatabase, type Database } from '../../src/db/database.js';
 import { isRunning, startEmbeddedPostgres, stopEmbeddedPostgres } from '../../src/db/embedded.js';
-import { DATA_DIR } from '../../src/config.js';
+import { processConfig } from '../../src/config.js';
 import { SERVICE_ROLES, serviceRoleName } from '../../src/db/roles.js';
 import { recordPublicKey } from '../../src/webhooks/signing-secrets.js';
 
@@ -38,7 +38,7 @@ export async function dropDatabase(adminUrl: string, name: string): Promise<void
  * system's temp dir.
  */
 export function testClusterDir(name = 'test-postgres'): string {
-  const dir = path.join(DATA_DIR, name);
+  const dir = path.join(processConfig().dataDir, name);
   if (os.userInfo().uid !== 0) return dir;
   for (let parent = path.dirname(dir); parent !== path.dirname(parent); parent = path.dirname(parent)) {
     if (fs.existsSync(parent) && (fs.statSync(parent).mode & 0o001) === 0) return path.join(os.tmpdir(), `fleet-rental-${name}`);

@@ -14,11 +14,11 @@ import { InputError } from '../../src/input.js';
 import { startApi } from '../support/api.js';
 import {
   blockedKind,
-  destinationPolicyFromEnv,
   STRICT_POLICY,
   type DestinationPolicy,
 } from '../../src/webhooks/destination-policy.js';
 import { bookingConfirmedData, delivery, dropTestWorkspaces, endpointRow, webhookWorkspace } from './support.js';
+import { destinationPolicyFromEnv } from '../../src/config.js';
 
 // The whole run allows private destinations (test/support/hooks.ts); these tests pass the strict policy, the
 // default of a process without the switch, explicitly.

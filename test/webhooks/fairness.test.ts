@@ -5,13 +5,14 @@ import { startReceiver, type Receiver } from '../support/receiver.js';
 import { publishEvent } from '../../src/webhooks/publish.js';
 import { queueTestDelivery } from '../../src/webhooks/test-delivery.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
-import { defaultWorkspaceConcurrency, workspaceConcurrencyFromEnv } from '../../src/webhooks/fairness.js';
+import { defaultWorkspaceConcurrency } from '../../src/webhooks/fairness.js';
 import { createApiKey, updateWorkspace } from '../../src/workspaces.js';
 import type { DestinationPolicy } from '../../src/webhooks/destination-policy.js';
 import { DEFAULT_DNS_DEADLINE_MS } from '../../src/webhooks/name-resolution.js';
 import { startDnsServer } from '../support/dns-server.js';
 import { startApi } from '../support/api.js';
 import { bookingConfirmedData, dropTestWorkspaces, eventually, quietLogger, sleep, webhookWorkspace, type TestWorkspace } from './support.js';
+import { workspaceConcurrencyFromEnv } from '../../src/config.js';
 
 const DAY = 24 * 60 * 60 * 1000;
 

@@ -4,8 +4,9 @@ import path from 'node:path';
 import { expect } from 'chai';
 import { startDnsServer, type TestDnsServer } from '../support/dns-server.js';
 import { CACHE_LIMIT, NameResolutionError, NameResolver, RESOLUTION_DELAY_MS, type NameResolverOptions } from '../../src/webhooks/name-resolution.js';
-import { destinationPolicyFromEnv, resolveDestination, STRICT_POLICY, type DestinationPolicy } from '../../src/webhooks/destination-policy.js';
+import { resolveDestination, STRICT_POLICY, type DestinationPolicy } from '../../src/webhooks/destination-policy.js';
 import { attemptDelivery } from '../../src/webhooks/http-attempt.js';
+import { destinationPolicyFromEnv } from '../../src/config.js';
 
 // Webhook destination names are resolved by a resolver of the service's own (c-ares, not the thread pool) under a
 // hard deadline, one query per name at a time, cached briefly: checked against a DNS server of the test's own.

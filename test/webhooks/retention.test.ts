@@ -6,9 +6,10 @@ import { publishEvent } from '../../src/webhooks/publish.js';
 import { queueTestDelivery } from '../../src/webhooks/test-delivery.js';
 import { createPortalLink } from '../../src/portal-sessions.js';
 import { cliAudit } from '../../src/audit.js';
-import { DEDUPE_KEY_KEEP_DAYS, retentionDaysFromEnv, runRetention } from '../../src/webhooks/retention.js';
+import { DEDUPE_KEY_KEEP_DAYS, runRetention } from '../../src/webhooks/retention.js';
 import { createAdminToken } from '../../src/admin-tokens.js';
 import { bookingConfirmedData, dropTestWorkspaces, examplePayload, webhookWorkspace, type TestWorkspace } from './support.js';
+import { retentionDaysFromEnv } from '../../src/config.js';
 
 const SECOND = 1000;
 const HOUR = 3600 * SECOND;

@@ -12,8 +12,9 @@ import { createAdminToken } from '../../src/admin-tokens.js';
 import { createWorkspace, updateWorkspace } from '../../src/workspaces.js';
 import { publishEvent } from '../../src/webhooks/publish.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
-import { destinationPolicyFromEnv } from '../../src/webhooks/destination-policy.js';
 import { bookingConfirmedData, dropTestWorkspaces, webhookWorkspace } from './support.js';
+import { destinationPolicyFromEnv, type Env } from '../../src/config.js';
+import { reconfigure } from '../support/config.js';
 
 // Tenants never learn the network (issue 31, point 4). A workspace's staff (its settings screen, its own admin token)
 // and the admin API are told the CLASS of a refused destination, never the address a name resolved to nor an
@@ -35,7 +36,8 @@ describe('webhooks: tenants never learn the network', () => {
   let dns: TestDnsServer;
   let screen: TestScreen;
   let receiver: Receiver;
-  const saved: Record<string, string | undefined> = {};
+  let restore = () => undefined as void;
+  let strict: Env;
 
   before(async () => {
     ({ db } = await testDatabase());
@@ -48,18 +50,13 @@ describe('webhooks: tenants never learn the network', () => {
       },
       silent: [],
     });
-    for (const name of ['FRS_ALLOW_PRIVATE_WEBHOOK_URLS', 'FRS_WEBHOOK_DNS_SERVERS', 'FRS_WEBHOOK_ALLOWED_CIDRS']) saved[name] = process.env[name];
     // The production default (strict), the test's name server; the admin API reads the policy per request.
-    process.env.FRS_ALLOW_PRIVATE_WEBHOOK_URLS = '0';
-    process.env.FRS_WEBHOOK_DNS_SERVERS = dns.address;
-    delete process.env.FRS_WEBHOOK_ALLOWED_CIDRS;
+    strict = { FRS_ALLOW_PRIVATE_WEBHOOK_URLS: '0', FRS_WEBHOOK_DNS_SERVERS: dns.address, FRS_WEBHOOK_ALLOWED_CIDRS: undefined };
+    restore = reconfigure(strict);
     screen = await startScreen();
   });
   after(async () => {
-    for (const [name, value] of Object.entries(saved)) {
-      if (value === undefined) delete process.env[name];
-      else process.env[name] = value;
-    }
+    restore();
     await screen?.close();
     await dns?.close();
     await receiver?.close();
@@ -185,11 +182,11 @@ describe('webhooks: tenants never learn the network', () => {
     expect(await liveEndpoints(opened.id)).to.deep.equal([url.url]);
     expect(await liveEndpoints(other.id)).to.deep.equal([]);
     // The process-wide list (the operator's) still opens a range to every workspace.
-    process.env.FRS_WEBHOOK_ALLOWED_CIDRS = '10.20.30.0/24';
+    const closeRange = reconfigure({ ...strict, FRS_WEBHOOK_ALLOWED_CIDRS: '10.20.30.0/24' });
     try {
       expect((await other.viaToken('POST', endpoints(other.id), url)).status).to.equal(201);
     } finally {
-      delete process.env.FRS_WEBHOOK_ALLOWED_CIDRS;
+      closeRange();
     }
   });
 
