@@ -103,9 +103,9 @@ export interface AdminTokenHolder {
 }
 
 /**
- * The holder of a token; a token that opens nothing is a CredentialError saying why. Looked up by the token's SHA-256 (a unique index): the database
- * compares hashes, never the token, so the time taken says nothing about how close a guess was. Marks the token as
- * used at most once a minute (best effort).
+ * The holder of a token; a token that opens nothing is a CredentialError saying why. Looked up by the token's SHA-256
+ * (a unique index): the database compares hashes, never the token, so the time taken says nothing about how close a
+ * guess was. Marks the token as used at most once a minute (best effort).
  */
 export async function adminTokenHolder(db: Knex, token: string, now: Date): Promise<AdminTokenHolder> {
   const row = await db('admin_tokens')

@@ -214,8 +214,9 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
         throw err;
       });
       const requestId = ctx.response.get('x-request-id');
-      let started;
+      let started: Awaited<ReturnType<typeof startPortalSession>>;
       try {
+        // (a key was given: the look-up answers a session or throws)
         started = (await guardedLookup(guardOf(ctx), hashApiKey(key).toString('base64'), () => startPortalSession(db, key, clock(), { requestId, open, replace })))!;
       } catch (err) {
         if (!(err instanceof OtherWorkspaceOpenError)) throw err;
