@@ -14,6 +14,7 @@ import { reconfigure, testConfig } from './support/config.js';
 // once, and a Config is parsed from the environment it is given, section by section, with one-line refusals naming
 // the variable.
 
+const REWRITE = 'the README\'s table (npx tsx scripts/config-table.ts rewrites it from src/config.ts)';
 const read = (file: string) => fs.readFileSync(path.join(ROOT_DIR, file), 'utf8');
 
 function files(dir: string): string[] {
@@ -40,13 +41,13 @@ describe('configuration: SETTINGS, the README and the code agree', () => {
   const names = SETTINGS.map((s) => s.name);
 
   it('the README\'s configuration table is SETTINGS, row by row: each variable once, with its default, range and readers', () => {
-    expect(readmeTable('## Configuration')).to.deep.equal(SETTINGS.map(settingRow));
+    expect(readmeTable('## Configuration'), REWRITE).to.deep.equal(SETTINGS.map(settingRow));
     expect(new Set(names).size, 'a variable listed twice').to.equal(names.length);
   });
 
   it('the README\'s table of test-only settings is TEST_SETTINGS, and none of them is a setting of the service', () => {
     const heading = read('README.md').split('\n').find((line) => line.startsWith('Settings of the tests'))!;
-    expect(readmeTable(heading)).to.deep.equal(TEST_SETTINGS.map((s) => [`\`${s.name}\``, s.default, s.meaning]));
+    expect(readmeTable(heading), REWRITE).to.deep.equal(TEST_SETTINGS.map((s) => [`\`${s.name}\``, s.default, s.meaning]));
     expect(TEST_SETTINGS.filter((s) => names.includes(s.name))).to.deep.equal([]);
   });
 
