@@ -104,7 +104,7 @@ export const SETTINGS: readonly Setting[] = [
 ];
 
 /** Settings of the tests, the benchmarks and the date runs only (test/, bench/, scripts/): the service reads none. */
-export const TEST_SETTINGS: ReadonlyArray<Pick<Setting, 'name' | 'default' | 'meaning'>> = [
+export const TEST_SETTINGS: ReadonlyArray<{ name: string; default: string; meaning: string }> = [
   { name: 'FRS_TEST_PG_PORT', default: '`54339`', meaning: 'Port of the tests\' embedded cluster; a run moves to the next free port (up to +9) when another checkout\'s cluster holds it.' },
   { name: 'FRS_TEST_REPLICA_PG_PORT', default: '`FRS_TEST_PG_PORT` + 1', meaning: 'Port of the replica tests\' primary; their standby takes the next one (`test/db/replicas.test.ts`).' },
   { name: 'FRS_CHROMIUM', default: '`/usr/bin/chromium`', meaning: 'The browser the documentation and settings-screen tests drive.' },
