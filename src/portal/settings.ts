@@ -11,6 +11,8 @@ export const DEFAULT_PORTAL_AUTH_FAILURE_LIMIT = 30;
 export interface PortalSettings {
   /** The public listener's base URL as the staff's browsers reach it (scheme, host, port; no path): the links' base. */
   publicUrl: string;
+  /** Whether FRS_PUBLIC_URL gave it (else it is this machine's PORT: see src/portal/link-base.ts). */
+  publicUrlGiven?: boolean;
   /** Origins allowed to show the screen in a frame (CSP frame-ancestors); none by default. */
   frameAncestors: string[];
   /**
@@ -58,5 +60,5 @@ export function portalSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): Por
     );
   }
   const authFailuresPerMinute = wholeNumberSetting(PORTAL_AUTH_FAILURE_LIMIT_ENV, DEFAULT_PORTAL_AUTH_FAILURE_LIMIT, { min: 0, max: 1_000_000, zero: 'off' }, env);
-  return { publicUrl: url.origin, frameAncestors, authFailuresPerMinute };
+  return { publicUrl: url.origin, publicUrlGiven: Boolean(env.FRS_PUBLIC_URL?.trim()), frameAncestors, authFailuresPerMinute };
 }
