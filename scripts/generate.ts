@@ -12,12 +12,22 @@
 // and the same for the admin API's document (openapi/admin.yaml): generated/admin.json, generated/admin.strict.json,
 // generated/admin/ (types, schemas, typed fetch client), generated/admin-strict/ (the strict types src/admin/ uses) and
 // generated/admin-validators.cjs (+.d.cts), its response schemas.
+//   generated/document-sources.json   the SHA-256 of each YAML document the JSON copies above were made from (a start
+//                                     reads the JSON copy of an unchanged document: src/contract/document.ts)
+//   generated/request-validators.cjs  the request validators openapi-backend builds for each operation of the public
+//                                     document and of the admin one as src/admin/ serves it, as Ajv standalone code
+//                                     (src/contract/request-validators.ts: compiled here once, not at every start)
 import fs from 'node:fs';
 import path from 'node:path';
 import { createClient } from '@hey-api/openapi-ts';
 import { compile } from 'json-schema-to-typescript';
 import standalone from 'ajv/dist/standalone/index.js';
-import { type ContractName, createSchemaAjv, loadOpenApiDocument, strictOpenApiDocument, responseSchemaNames, webhookSchemaNames, schemaRef, IMPORT_SCHEMA_ID, loadImportSchema } from '../src/contract/document.js';
+import { OpenAPIValidator } from 'openapi-backend';
+import type { Ajv, ValidateFunction } from 'ajv';
+import { contractBackend } from '../src/api/app.js';
+import { withoutCoreBodies } from '../src/admin/app.js';
+import { documentFingerprint, REQUEST_VALIDATORS_FILE } from '../src/contract/request-validators.js';
+import { type ContractName, DOCUMENT_SOURCES_FILE, sourceFingerprint, createSchemaAjv, loadOpenApiDocument, strictOpenApiDocument, responseSchemaNames, webhookSchemaNames, schemaRef, IMPORT_SCHEMA_ID, loadImportSchema } from '../src/contract/document.js';
 
 const root = path.resolve(import.meta.dirname, '..');
 const out = path.join(root, 'generated');
@@ -76,6 +86,41 @@ function validators(name: ContractName): void {
   fs.writeFileSync(path.join(out, `${file}.d.cts`), declarations.join('\n'));
 }
 
+/**
+ * Each document's request validators, compiled as contractBackend() compiles them at start, written as Ajv standalone
+ * code: `exports[fingerprint]` returns the document's `{ operationId: [validate, ...] }` (evaluated when first asked).
+ */
+async function requestValidators(): Promise<void> {
+  // (openapi-backend compiles every validator through this one private static method)
+  type Compile = (this: unknown, ajv: Ajv, schema: object) => ValidateFunction;
+  const validatorClass = OpenAPIValidator as unknown as { compileSchema: Compile };
+  const compile = validatorClass.compileSchema;
+  const sources = new Map<ValidateFunction, string>();
+  const sets: string[] = [];
+  try {
+    validatorClass.compileSchema = function (ajv, schema) {
+      const validate = compile.call(this, ajv, schema);
+      sources.set(validate, standalone.default(ajv, validate));
+      return validate;
+    };
+    for (const document of [strictOpenApiDocument('openapi'), withoutCoreBodies(strictOpenApiDocument('admin'))]) {
+      const backend = contractBackend({ handlers: {}, securityHandlers: {}, document, generating: true });
+      await backend.init();
+      const { webhooks: _webhooks, ...httpDocument } = document;
+      const operations = Object.entries(backend.validator.requestValidators).sort(([a], [b]) => a.localeCompare(b)).map(([id, validators]) => {
+        const code = validators?.map((validate) => `(() => {\nconst module = { exports: {} };\n${sources.get(validate as ValidateFunction)}\nreturn module.exports;\n})()`);
+        return `${JSON.stringify(id)}: ${code ? `[${code.join(',\n')}]` : 'null'}`;
+      });
+      sets.push(`exports[${JSON.stringify(documentFingerprint(httpDocument))}] = () => ({\n${operations.join(',\n')}\n});`);
+    }
+  } finally {
+    validatorClass.compileSchema = compile;
+  }
+  fs.writeFileSync(REQUEST_VALIDATORS_FILE, `${banner}\n'use strict';\n${sets.join('\n')}\n`);
+}
+
+// Generated from the YAML itself, never from the JSON copies a start may read instead (see below).
+fs.rmSync(DOCUMENT_SOURCES_FILE, { force: true });
 fs.mkdirSync(out, { recursive: true });
 // The admin document refers to the import document by its file name (writeRecords, createImport): beside the JSON copies.
 fs.writeFileSync(path.join(out, 'import.schema.json'), `${JSON.stringify(loadImportSchema(), null, 2)}\n`);
@@ -86,4 +131,7 @@ for (const name of ['openapi', 'admin'] as const) {
   validators(name);
 }
 await importDocumentTypes();
+await requestValidators();
+const sources = Object.fromEntries((['admin', 'openapi'] as const).map((name) => [name, sourceFingerprint(fs.readFileSync(path.join(root, 'openapi', `${name}.yaml`), 'utf8'))]));
+fs.writeFileSync(DOCUMENT_SOURCES_FILE, `${JSON.stringify(sources, null, 2)}\n`);
 console.log('generated/ is up to date');

@@ -32,7 +32,7 @@ function yearsFromNow(years: number): string {
   return at.toISOString();
 }
 
-/** UTC instants; Asia/Dubai is UTC+4 all year, so 20:00Z is its midnight. */
+/** UTC instants; Asia/Dubai is UTC+4 all year, so 20:00Z is its midnight; Europe's summer time is from March to October. */
 const DATES = (process.env.FRS_TEST_DATES?.split(',') ?? [
   yearsFromNow(-2), // two years back: dates before the day any fixture was made
   '2024-12-31T19:30:00Z', // year end, 23:30 in Dubai: the hour before local midnight
@@ -40,6 +40,7 @@ const DATES = (process.env.FRS_TEST_DATES?.split(',') ?? [
   '2025-06-30T20:00:00Z', // a quarter end at Dubai midnight exactly
   '2025-09-30T23:30:00Z', // a month end late in UTC, already 1 October in Dubai
   '2026-03-31T12:00:00Z', // a month end
+  '2026-06-30T20:10:00Z', // summer time in Europe: a workspace on Europe/London shows BST, not GMT (00:10 on 1 July in Dubai)
   '2026-07-31T20:15:00Z', // 00:15 on 1 August in Dubai
   '2026-12-31T19:30:00Z', // year end, 23:30 in Dubai: the hour before local midnight
   '2026-12-31T20:30:00Z', // 00:30 on 1 January in Dubai, still the 31st in UTC: the hour after

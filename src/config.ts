@@ -415,6 +415,8 @@ export function workerSettingsFromEnv(env: Env): WorkerSettings {
 export interface PortalSettings {
   /** The public listener's base URL as the staff's browsers reach it (scheme, host, port; no path): the links' base. */
   publicUrl: string;
+  /** Whether FRS_PUBLIC_URL gave it (else it is this machine's PORT: see src/portal/link-base.ts). */
+  publicUrlGiven?: boolean;
   /** Origins allowed to show the screen in a frame (CSP frame-ancestors); none by default. */
   frameAncestors: string[];
   /**
@@ -462,7 +464,7 @@ export function portalSettingsFromEnv(env: Env): PortalSettings {
     );
   }
   const authFailuresPerMinute = whole('FRS_PORTAL_AUTH_FAILURE_LIMIT', env);
-  return { publicUrl: url.origin, frameAncestors, authFailuresPerMinute };
+  return { publicUrl: url.origin, publicUrlGiven: Boolean(env.FRS_PUBLIC_URL?.trim()), frameAncestors, authFailuresPerMinute };
 }
 
 // ---------------------------------------------------------------------------------------------------------------

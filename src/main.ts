@@ -12,6 +12,7 @@
 // database (if this process started it) is stopped, and the process exits 0.
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Server } from 'node:http';
+import net from 'node:net';
 import path from 'node:path';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { createLogger } from './logger.js';
@@ -25,6 +26,7 @@ import { startWorker, type Worker } from './webhooks/worker.js';
 import { checkApiSecret, checkMasterKey, recordPublicKey } from './webhooks/signing-secrets.js';
 import { settleProcessKeys } from './secrets.js';
 import { createPortal } from './portal/app.js';
+import { recordLinkBase, serverLinkBase } from './portal/link-base.js';
 import { ReadRouting } from './db/read-routing.js';
 
 const DEMO_SLUG = 'demo';
@@ -98,6 +100,37 @@ function workerProcessMetrics(child: ChildProcess): () => Promise<object[][]> {
   });
 }
 
+/** The one line a listener's port in use is refused with, naming the setting to change. */
+function portInUse(setting: string, port: number, host: string): ConfigError {
+  return new ConfigError(`port ${port} on ${host} is in use by another program: set ${setting} to a free port`);
+}
+
+/**
+ * Refuses, before anything starts, a listener's port that another program holds: a port in use is found in an
+ * instant, not after the database and the API have been loaded (and then stopped again). Port 0 (any, or off) passes.
+ */
+async function checkPortsFree(listeners: Array<{ setting: string; port: number; host: string }>): Promise<void> {
+  for (const { setting, port, host } of listeners) {
+    if (port === 0) continue;
+    await new Promise<void>((resolve, reject) => {
+      const probe = net.createServer();
+      probe.once('error', (err: NodeJS.ErrnoException) => reject(err.code === 'EADDRINUSE' ? portInUse(setting, port, host) : err));
+      probe.listen(port, host, () => probe.close(() => resolve()));
+    });
+  }
+}
+
+/** FRS_ROLE=all: stops the worker's process (SIGTERM), if it still runs, and waits for it to exit. */
+async function stopWorkerProcess(): Promise<void> {
+  if (!workerProcess || workerProcess.exitCode !== null || workerProcess.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => workerProcess!.once('exit', () => resolve()));
+  workerProcess.kill('SIGTERM');
+  await exited;
+}
+
+/** The database being opened, for a signal that comes before it is open: stop() waits for it, then closes it. */
+let opening: Promise<Database> | undefined;
+
 async function main(): Promise<void> {
   const settings = loadConfig();
   const config = settings.service;
@@ -114,6 +147,15 @@ async function main(): Promise<void> {
   const readMaxLagMs = settings.readMaxLagMs;
   const { dataDir: DATA_DIR, embeddedPort: EMBEDDED_PORT } = settings;
   const logger = createLogger(config.logLevel);
+  if (!isWorkerProcess) {
+    await checkPortsFree([
+      ...(config.role === 'worker' ? [] : [
+        { setting: 'PORT (and HOST)', port: config.port, host: config.host },
+        { setting: 'FRS_ADMIN_PORT (or 0 to switch it off)', port: config.adminPort, host: config.adminHost },
+      ]),
+      { setting: 'FRS_METRICS_PORT (or 0 to switch it off)', port: config.metricsPort, host: config.metricsHost },
+    ]);
+  }
 
   let worker: Worker | undefined;
   let server: Server | undefined;
@@ -134,13 +176,11 @@ async function main(): Promise<void> {
     }));
     metricsServer?.close();
     await worker?.stop();
-    if (workerProcess && workerProcess.exitCode === null && workerProcess.signalCode === null) {
-      const exited = new Promise<void>((resolve) => workerProcess!.once('exit', () => resolve()));
-      workerProcess.kill('SIGTERM');
-      await exited;
-    }
+    await stopWorkerProcess();
     await keyCache?.close();
     await reads?.close();
+    // (a signal while the database was being opened: it is closed, and its embedded cluster stopped, once open)
+    database ??= await opening?.catch(() => undefined);
     await database?.close();
     logger.info('stopped');
     process.exit(process.exitCode ?? 0);
@@ -148,6 +188,8 @@ async function main(): Promise<void> {
   // Registered first, so a signal during start-up also stops what has been started so far.
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
+  // FRS_ROLE=all's worker: it stops when the process that started it goes, however it went, even while it starts.
+  if (isWorkerProcess) process.on('disconnect', () => void stop('disconnect'));
 
   const embeddedDir = path.relative(process.cwd(), path.join(DATA_DIR, 'postgres'));
   const where = config.databaseUrl
@@ -156,8 +198,9 @@ async function main(): Promise<void> {
   // Only the embedded default, which the service owns, is migrated at start; any other database by
   // `fleet-admin migrate` (a start on a database whose schema is behind is refused).
   const embedded = !config.databaseUrl;
-  database = await step(`opening ${where} and ${embedded ? 'applying migrations' : 'checking its schema'}`, () =>
-    openDatabase({ url: config.databaseUrl, schema: embedded ? 'migrate' : 'check' }));
+  opening = openDatabase({ url: config.databaseUrl, schema: embedded ? 'migrate' : 'check' });
+  database = await step(`opening ${where} and ${embedded ? 'applying migrations' : 'checking its schema'}`, () => opening!);
+  if (stopping) return;
   const { db } = database;
   // The worker opens signing secrets: it needs the master key the database records, and records that key's public key
   // for the API process to seal to (on the embedded default it makes the key on its first start). The API process
@@ -199,16 +242,17 @@ async function main(): Promise<void> {
   // start time) are the parent's there, not a sum of two processes'.
   const metrics = new ServiceMetrics({ defaultMetrics: !isWorkerProcess });
   metrics.watchDatabase(apiDb);
+  // (taken since the check at the start)
   const inUse = (variables: string, port: number, host: string) => (err: NodeJS.ErrnoException) => {
-    throw err.code === 'EADDRINUSE' ? new ConfigError(`port ${port} on ${host} is in use: set ${variables} to a free one`) : err;
+    throw err.code === 'EADDRINUSE' ? portInUse(variables, port, host) : err;
   };
   // The worker's first calendar sweep runs in the background: the API answers while it works.
   const workerDb = database.forRole('worker');
   worker = config.role !== 'worker' ? undefined : await step('starting the webhook worker', () => startWorker(workerDb, logger, metrics, workerSettings));
+  if (stopping) return;
   if (isWorkerProcess) {
-    // FRS_ROLE=all's worker: running; and it stops when the process that started it goes, however it went.
-    process.send!('running');
-    process.on('disconnect', () => void stop('disconnect'));
+    // FRS_ROLE=all's worker: running (it stops when the process that started it goes: see above).
+    if (process.connected) process.send!('running');
     // its metrics go out through the parent's listener (FRS_METRICS_PORT is the parent's)
     process.on('message', (message: unknown) => {
       const m = message as { type?: string; id?: number };
@@ -237,6 +281,9 @@ async function main(): Promise<void> {
     const address = server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
     const base = `http://${config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host}:${port}`;
+    // The settings screen's links: FRS_PUBLIC_URL, else this listener's real port (also for PORT=0), for the CLI too.
+    const linkBase = serverLinkBase(portalSettings, port);
+    recordLinkBase(linkBase, settings.dataDir);
     lines.push(
       `Fleet Rental Service is listening on ${base}`,
       `API reference: ${base}/docs   (OpenAPI document: ${base}/openapi.json)`,
@@ -244,7 +291,7 @@ async function main(): Promise<void> {
     // The admin API: its own listener, credential and database role (src/admin/app.ts), and the ingest role's small pool
     // for the platform's records (batch writes, import jobs), which the admin role neither reads nor writes.
     if (config.adminPort !== 0) {
-      const adminApp = await createAdminApp({ db: database.forRole('admin'), ingestDb: database.forRole('ingest'), logger, metrics, shedEventLoopLagMs, portalUrl: portalSettings.publicUrl });
+      const adminApp = await createAdminApp({ db: database.forRole('admin'), ingestDb: database.forRole('ingest'), logger, metrics, shedEventLoopLagMs, portalUrl: linkBase });
       adminServer = await step(`starting the admin API on ${config.adminHost}:${config.adminPort}`, () =>
         listen(adminApp, config.adminPort, config.adminHost, httpLimits).catch(inUse('FRS_ADMIN_PORT (or 0 to switch it off)', config.adminPort, config.adminHost)));
       const adminAddress = adminServer.address();
@@ -280,8 +327,11 @@ async function main(): Promise<void> {
 
 main().catch(async (err) => {
   if (stopping) return; // a signal during start-up: stop() is exiting already
+  stopping = true;
   // A configuration error is one line of advice (an embedded database that failed to start appends its log).
   process.stderr.write(`fleet-rental: failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+  // The worker's process first: it may be starting the embedded cluster itself when this one stops it.
+  await stopWorkerProcess().catch(() => undefined);
   await database?.close().catch(() => undefined);
   process.exit(1);
 });

@@ -8,7 +8,8 @@ import { freePort, isFree } from './support/ports.js';
 import pg from 'pg';
 import { dropDatabase, testDatabase } from './support/database.js';
 import { fleetAdminOn } from './support/cli.js';
-import { passwordFile, startEmbeddedPostgres } from '../src/db/embedded.js';
+import { isRunning, passwordFile, startEmbeddedPostgres } from '../src/db/embedded.js';
+import net from 'node:net';
 
 // `npm start` as a person runs it: on the embedded database, in a data folder and on ports of its own, stopped by a
 // signal to npm's own PID. It must stop the service and its embedded PostgreSQL, leaving both ports free and no
@@ -71,6 +72,38 @@ async function startAndStop(env: NodeJS.ProcessEnv): Promise<{ code: number | nu
   return { code: await run.exit, stdout: run.stdout(), stderr: run.stderr() };
 }
 
+/** Waits until `holds()` is true, checking every 100 ms; false if it still is not after `ms`. */
+async function eventually(holds: () => boolean | Promise<boolean>, ms: number): Promise<boolean> {
+  for (const deadline = Date.now() + ms; Date.now() < deadline;) {
+    if (await holds()) return true;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return holds();
+}
+
+/** The processes of this machine whose command line names `dir` (a PostgreSQL server of that data directory, say). */
+function processesNaming(dir: string): number[] {
+  return fs.readdirSync('/proc').filter((name) => /^\d+$/.test(name)).filter((pid) => {
+    try {
+      return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(dir);
+    } catch {
+      return false;
+    }
+  }).map(Number);
+}
+
+/** The service's processes (src/main.ts: the API's and the worker's) running on the data folder `dataDir`. */
+function serviceProcesses(dataDir: string): number[] {
+  return fs.readdirSync('/proc').filter((name) => /^\d+$/.test(name)).filter((pid) => {
+    try {
+      return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').some((arg) => arg.endsWith('src/main.ts'))
+        && fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').includes(`FRS_DATA_DIR=${dataDir}`);
+    } catch {
+      return false;
+    }
+  }).map(Number);
+}
+
 describe('npm start', function () {
   this.timeout(180_000);
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'frs-npm-start-'));
@@ -120,6 +153,50 @@ describe('npm start', function () {
         const logs = run.stdout().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line));
         expect(logs.filter((l) => l.level >= 40), 'no warning or error').to.deep.equal([]);
         expect(logs.map((l) => l.msg)).to.include.members(['shutting down', 'stopped']);
+      } finally {
+        await stopIfRunning(run);
+      }
+    });
+  }
+
+  for (const setting of ['PORT', 'FRS_ADMIN_PORT', 'FRS_METRICS_PORT'] as const) {
+    it(`refuses ${setting} in use by another program before starting anything, in one line naming it, exit status 1`, async () => {
+      const taken = net.createServer();
+      const port = await new Promise<number>((resolve) => taken.listen(0, '127.0.0.1', () => resolve((taken.address() as net.AddressInfo).port)));
+      try {
+        const ports = { PORT: String(await freePort()), FRS_ADMIN_PORT: String(await freePort()), FRS_METRICS_PORT: String(await freePort()), [setting]: String(port) };
+        const run = await npmStart({ ...ports, HOST: '127.0.0.1', FRS_EMBEDDED_PORT: String(await freePort()), FRS_DATA_DIR: dataDir }, null);
+        expect(await run.exit).to.equal(1);
+        const advice = { PORT: 'PORT (and HOST)', FRS_ADMIN_PORT: 'FRS_ADMIN_PORT (or 0 to switch it off)', FRS_METRICS_PORT: 'FRS_METRICS_PORT (or 0 to switch it off)' }[setting];
+        // one line, no stack trace, and nothing started first (no database opened, no document loaded)
+        expect(run.stderr().split('\n').filter((line) => line.trim() !== '' && !line.startsWith('> ') && !line.startsWith('npm '))).to.deep.equal([
+          `fleet-rental: failed to start: port ${port} on 127.0.0.1 is in use by another program: set ${advice} to a free port`,
+        ]);
+      } finally {
+        taken.close();
+      }
+    });
+  }
+
+  for (const during of ['opening the embedded PostgreSQL', 'loading the API'] as const) {
+    it(`stops at once on SIGINT while ${during}, its embedded database and worker process included, exit status 0`, async () => {
+      const [port, pgPort] = [await freePort(), await freePort()];
+      // A cluster made before (as by the tests above), so that the signal meets its server's start, not initdb.
+      if (!fs.existsSync(path.join(dataDir, 'postgres', 'PG_VERSION'))) await (await startEmbeddedPostgres(path.join(dataDir, 'postgres'), pgPort)).stop();
+      const run = await npmStart({ PORT: String(port), HOST: '127.0.0.1', FRS_EMBEDDED_PORT: String(pgPort), FRS_METRICS_PORT: '0', FRS_ADMIN_PORT: '0', FRS_DATA_DIR: dataDir }, null);
+      try {
+        const begun = new RegExp(`fleet-rental: ${during}[^\n]*…\n`);
+        // (while opening: once its server is starting, postmaster.pid written, so that the signal meets a server to stop)
+        const meets = () => during !== 'opening the embedded PostgreSQL' || fs.existsSync(path.join(dataDir, 'postgres', 'postmaster.pid'));
+        expect(await eventually(() => (begun.test(run.stderr()) && meets()) || run.child.exitCode !== null, 90_000), run.stderr()).to.equal(true);
+        run.child.kill('SIGINT');
+        expect(await run.exit, `npm's exit status\n${run.stderr()}`).to.equal(0);
+        expect(run.stdout()).not.to.include('Ready');
+        // Nothing is left: no server of the data directory (not even one whose start was under way), no worker process.
+        const cluster = path.join(dataDir, 'postgres');
+        expect(await eventually(() => processesNaming(cluster).length > 0 || fs.existsSync(path.join(cluster, 'postmaster.pid')), 2000), 'a server of the data directory').to.equal(false);
+        expect(serviceProcesses(dataDir), 'a process of the service').to.deep.equal([]);
+        expect(await isFree(pgPort), "the embedded database's port is free").to.equal(true);
       } finally {
         await stopIfRunning(run);
       }
@@ -231,6 +308,52 @@ describe('npm start', function () {
       } finally {
         await again.stop();
       }
+    });
+  });
+
+  describe('after a SIGKILL (a data folder of its own)', () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'frs-killed-'));
+    // As root the cluster runs as the postgres user, who must be able to enter the folder.
+    fs.chmodSync(dataDir, 0o755);
+    let port: number;
+    before(async () => {
+      port = await freePort();
+    });
+    after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+
+    it('after a SIGKILL, the next start takes over the cluster left running and stops it; portal link links to its port', async () => {
+      const cluster = path.join(dataDir, 'postgres');
+      const env = { FRS_DATA_DIR: dataDir, FRS_EMBEDDED_PORT: String(port), HOST: '127.0.0.1', FRS_METRICS_PORT: '0', FRS_ADMIN_PORT: '0', LOG_LEVEL: 'warn' };
+      // The service's own process (not npm's), killed as the system's OOM killer or `kill -9` would: it stops nothing.
+      const { DATABASE_URL: _unused, ...inherited } = process.env;
+      const killed = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: ROOT, env: { ...inherited, ...env, PORT: String(await freePort()) }, stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      killed.stdout.on('data', (chunk) => { out += chunk; });
+      const gone = new Promise((resolve) => killed.on('exit', resolve));
+      expect(await eventually(() => /Ready .* after launch/.test(out) || killed.exitCode !== null, 90_000), out).to.equal(true);
+      const workerPid = Number(/running in process (\d+)/.exec(out)?.[1]);
+      killed.kill('SIGKILL');
+      await gone;
+      // Its worker's process goes with it (it stops when its parent goes); its PostgreSQL is left running.
+      expect(await eventually(() => !isRunning(workerPid), 30_000), "the worker's process stopped").to.equal(true);
+      expect(fs.existsSync(path.join(cluster, 'postmaster.pid')), 'the cluster left running').to.equal(true);
+
+      const apiPort = await freePort();
+      const next = await npmStart({ ...env, PORT: String(apiPort) }, /Ready .* after launch/);
+      try {
+        // `portal link` from another shell (no PORT, no FRS_PUBLIC_URL) links to the port the service listens on.
+        const link = await fleetAdminOn('', ['portal', 'link', '--workspace', 'demo', '--json'], { ...env, PORT: '', FRS_PUBLIC_URL: '' });
+        expect(link.code, link.stderr).to.equal(0);
+        expect(JSON.parse(link.stdout).url).to.match(new RegExp(`^http://localhost:${apiPort}/portal/#key=frpl_`));
+        next.child.kill('SIGTERM');
+        expect(await next.exit, next.stderr()).to.equal(0);
+      } finally {
+        await stopIfRunning(next);
+      }
+      // It stopped the cluster it took over: no server of the data directory is left.
+      expect(fs.existsSync(path.join(cluster, 'postmaster.pid')), 'postmaster.pid').to.equal(false);
+      expect(processesNaming(cluster), 'a server of the data directory').to.deep.equal([]);
+      expect(await isFree(port), "the embedded database's port is free").to.equal(true);
     });
   });
 });

@@ -93,7 +93,7 @@ const CORE_BODIES: Record<string, { stream: true } | { limit: number; limitName:
   createImport: { stream: true },
 };
 
-function withoutCoreBodies(document: ReturnType<typeof strictOpenApiDocument>): ReturnType<typeof strictOpenApiDocument> {
+export function withoutCoreBodies(document: ReturnType<typeof strictOpenApiDocument>): ReturnType<typeof strictOpenApiDocument> {
   // (the import document is a file of its own beside the admin document: the core checks against it, not the router)
   const copy = JSON.parse(JSON.stringify(document), (key, value) =>
     value && typeof value === 'object' && value.$ref === './import.schema.json' ? { type: 'object', description: value.description } : value) as typeof document;

@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
 import Koa from 'koa';
 import Router from '@koa/router';
-import { OpenAPIBackend, type Context as BackendContext, type Document } from 'openapi-backend';
+import { OpenAPIBackend, OpenAPIValidator, type Context as BackendContext, type Document } from 'openapi-backend';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import type { ErrorObject } from 'ajv';
@@ -12,6 +12,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import YAML from 'yaml';
 import { loadOpenApiDocument, strictOpenApiDocument, type OpenApiDocument } from '../contract/document.js';
+import { documentFingerprint, generatedRequestValidators } from '../contract/request-validators.js';
 import { ApiError, apiError, coreError, errorBody, internalError, invalidRequest, statementTimedOut, unavailable } from './errors.js';
 import { isDatabaseUnavailable, isStatementCanceled } from '../db/outage.js';
 import { authenticate, type AuthGuard, type Caller } from './auth.js';
@@ -80,6 +81,47 @@ export const DATA_STALENESS_HEADER = 'Data-Max-Staleness-Ms';
 class ContractBackend extends OpenAPIBackend {
   override validateDefinition(): Document {
     return this.document;
+  }
+
+  /**
+   * @param fingerprint the document's (src/contract/request-validators.ts), whose request validators `npm run
+   * generate` compiled; undefined: compile them here (what the generator itself does)
+   */
+  constructor(options: ConstructorParameters<typeof OpenAPIBackend>[0], private readonly fingerprint: string | undefined) {
+    super(options);
+  }
+
+  /**
+   * The request validators as openapi-backend builds them, generated ones when the document is the one they were
+   * generated from; but not its response and response-header validators: nothing here checks an answer through
+   * openapi-backend (the tests check them with generated/validators.cjs), and compiling them was about four fifths of
+   * a start's time. One asked for is still compiled when first asked.
+   */
+  override async init(): Promise<this> {
+    const validate = this.validate;
+    this.validate = false;
+    try {
+      await super.init();
+    } finally {
+      this.validate = validate;
+    }
+    if (validate !== false) {
+      const validator = new OpenAPIValidator({
+        definition: this.definition,
+        ajvOpts: this.ajvOpts,
+        customizeAjv: this.customizeAjv,
+        router: this.router,
+        lazyCompileValidators: true,
+        coerceTypes: this.coerceTypes,
+      });
+      const generated = this.fingerprint === undefined ? undefined : generatedRequestValidators(this.fingerprint);
+      for (const operation of this.router.getOperations()) {
+        const id = operation.operationId;
+        if (id !== undefined) validator.requestValidators[id] = generated?.[id] ?? validator.buildRequestValidatorsForOperation(operation);
+      }
+      this.validator = validator;
+    }
+    return this;
   }
 }
 
@@ -254,7 +296,7 @@ function compilePathTemplatesOnce(): void {
  * webhooks section is for receivers), requests validated with Ajv 2020-12, formats and defaults on. Shared with the
  * bench's framework baseline, so that row measures exactly this configuration, and with the admin API (src/admin/).
  */
-export function contractBackend(options: { handlers: Record<string, unknown>; securityHandlers: Record<string, unknown>; document?: OpenApiDocument }): ContractBackend {
+export function contractBackend(options: { handlers: Record<string, unknown>; securityHandlers: Record<string, unknown>; document?: OpenApiDocument; generating?: true }): ContractBackend {
   compilePathTemplatesOnce();
   const { webhooks: _webhooks, ...httpDocument } = options.document ?? strictOpenApiDocument();
   return new ContractBackend({
@@ -265,13 +307,14 @@ export function contractBackend(options: { handlers: Record<string, unknown>; se
     coerceTypes: true,
     customizeAjv: (_ajv, ajvOpts) => {
       // Ajv's default draft-07 ignores 2020-12 keywords; formats and defaults must be switched on explicitly.
-      const ajv = new Ajv2020({ ...ajvOpts, strict: false, useDefaults: true, allErrors: false });
+      // (`npm run generate` keeps each validator's source, for Ajv's standalone code)
+      const ajv = new Ajv2020({ ...ajvOpts, strict: false, useDefaults: true, allErrors: false, ...(options.generating && { code: { source: true } }) });
       addFormats.default(ajv);
       return ajv as never;
     },
     handlers: options.handlers as never,
     securityHandlers: options.securityHandlers as never,
-  });
+  }, options.generating ? undefined : documentFingerprint(httpDocument));
 }
 
 /** openapi-backend rebuilds its operation list on every lookup (twice per request); the document is fixed. */
@@ -407,14 +450,15 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
   const operations = memoiseOperations(backend);
   const router = new Router();
   const openApiJson = JSON.stringify(document);
-  const openApiYaml = YAML.stringify(document);
+  // (made when first asked for: writing the YAML took a tenth of a start)
+  let openApiYaml: string | undefined;
   router.get('/openapi.json', (ctx) => {
     ctx.type = 'application/json';
     ctx.body = openApiJson;
   });
   router.get('/openapi.yaml', (ctx) => {
     ctx.type = 'application/yaml';
-    ctx.body = openApiYaml;
+    ctx.body = (openApiYaml ??= YAML.stringify(document));
   });
   registerDocs(router);
 

@@ -21,6 +21,7 @@ import {
 } from '../webhooks/signing-secrets.js';
 import { cliAudit, listAuditEntries } from '../audit.js';
 import { createPortalLink, endPortalSessions, PORTAL_SESSION_MINUTES, portalLinkUrl } from '../portal-sessions.js';
+import { cliLinkBase } from '../portal/link-base.js';
 import { createAdminToken, listAdminTokens, revokeAdminToken } from '../admin-tokens.js';
 import { importFile } from '../import/jobs.js';
 import { publishEvent } from '../webhooks/publish.js';
@@ -290,7 +291,8 @@ export function buildProgram(config: Config): Command {
     .option('--minutes <n>', `minutes until the link, and the session it starts, end (${PORTAL_SESSION_MINUTES.min} to ${PORTAL_SESSION_MINUTES.max}; default ${PORTAL_SESSION_MINUTES.default})`, wholeNumber)
     .option('--read-only', 'a session that shows everything and changes nothing')
     .action(async (o: JsonOption & { workspace: string; minutes?: number; readOnly?: boolean }) => {
-      const { publicUrl } = config.portal;
+      // (without FRS_PUBLIC_URL: the port the service on this data folder listens on, not only this shell's PORT)
+      const publicUrl = cliLinkBase(config.portal, config.dataDir);
       const link = await withDatabase(async (db) => {
         const { id } = await findWorkspace(db, o.workspace);
         return createPortalLink(db, { workspaceId: id, expiresInMinutes: o.minutes, readOnly: o.readOnly === true, now: new Date() }, cliAudit());

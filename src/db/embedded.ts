@@ -8,7 +8,10 @@ import { childProcessEnv, ConfigError } from '../config.js';
 
 export interface EmbeddedDatabase {
   url: string;
-  /** Stops the cluster if this process started it; a cluster another process started is left running. */
+  /**
+   * Stops the cluster if this process started it, or took it over (its starter was gone); a cluster another live
+   * process started is left running.
+   */
   stop(): Promise<void>;
 }
 
@@ -68,6 +71,52 @@ function clusterPassword(dir: string): string {
   }
 }
 
+/**
+ * Which process answers for the cluster in `dir` (started it, and stops it when it stops): beside it, its pid and start
+ * time (so that a pid the system has given to another process since is not taken for it).
+ */
+export function ownerFile(dir: string): string {
+  return `${dir}.owner`;
+}
+
+/** When the process `pid` started, in clock ticks since boot (/proc/<pid>/stat's 22nd field); '' where unknown. */
+function processStart(pid: number): string {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? '';
+  } catch {
+    return '';
+  }
+}
+
+/** Records this process as the one that answers for the cluster in `dir`. */
+function claimCluster(dir: string): void {
+  fs.writeFileSync(ownerFile(dir), `${process.pid} ${processStart(process.pid)}\n`, { mode: 0o600 });
+}
+
+/** Whether the process the owner file of `dir` names still runs (none named: no). */
+function ownerRuns(dir: string): boolean {
+  let pid: number;
+  let start: string | undefined;
+  try {
+    [pid, start] = ((raw) => [Number(raw[0]), raw[1]] as const)(fs.readFileSync(ownerFile(dir), 'utf8').trim().split(' '));
+  } catch {
+    return false;
+  }
+  if (!Number.isInteger(pid) || pid <= 0 || !isRunning(pid)) return false;
+  const now = processStart(pid);
+  return !start || !now || start === now;
+}
+
+/** Forgets this process as the owner of the cluster in `dir` (when it is the one named). */
+function releaseCluster(dir: string): void {
+  try {
+    if (Number(fs.readFileSync(ownerFile(dir), 'utf8').split(' ')[0]) === process.pid) fs.unlinkSync(ownerFile(dir));
+  } catch {
+    // (no owner file: nothing to forget)
+  }
+}
+
 function superuserClient(port: number, password: string, database = 'postgres', timeoutMs?: number): pg.Client {
   return new pg.Client({ host: '127.0.0.1', port, user: USER, password, database, connectionTimeoutMillis: timeoutMs });
 }
@@ -106,6 +155,7 @@ export async function stopEmbeddedPostgres(dir: string, mode: 'fast' | 'immediat
   if (!fs.existsSync(pidFile)) return;
   try {
     await pgCtl(['stop', '-D', dir, '-m', mode], os.userInfo().uid === 0);
+    fs.rmSync(ownerFile(dir), { force: true });
   } catch (err) {
     // The pid file of a server that is gone (killed, or its machine stopped) is no server to stop; the next start replaces it.
     const pid = Number(fs.readFileSync(pidFile, 'utf8').split('\n')[0]);
@@ -204,9 +254,10 @@ export interface EmbeddedOptions {
 }
 
 /**
- * Starts (or reuses) the zero-setup PostgreSQL cluster under `dir`. Whichever process comes first starts it;
- * the others find it listening on `port` and connect. Postgres refuses to run as root, so as root the cluster
- * runs as the `postgres` system user.
+ * Starts (or reuses) the zero-setup PostgreSQL cluster under `dir`. Whichever process comes first starts it, and
+ * stops it when it stops; the others find it listening on `port` and connect. A cluster whose starter is gone (killed
+ * with SIGKILL, say, so that it could not stop it) is taken over: the process that finds it stops it when it stops.
+ * Postgres refuses to run as root, so as root the cluster runs as the `postgres` system user.
  */
 export async function startEmbeddedPostgres(dir: string, port: number, database = DATABASE, { durable = true }: EmbeddedOptions = {}): Promise<EmbeddedDatabase> {
   const password = clusterPassword(dir);
@@ -217,7 +268,9 @@ export async function startEmbeddedPostgres(dir: string, port: number, database 
       throw new Error(`port ${port} is taken by another PostgreSQL (data directory ${running}, not ${dir}); choose another port`);
     }
     await ensureDatabase(port, password, database);
-    return { url, stop: async () => undefined };
+    if (ownerRuns(dir)) return { url, stop: async () => undefined };
+    claimCluster(dir);
+    return { url, stop: () => stopOwnCluster(dir) };
   }
   const elsewhere = runningPort(dir);
   if (elsewhere !== undefined && elsewhere !== port) {
@@ -229,6 +282,8 @@ export async function startEmbeddedPostgres(dir: string, port: number, database 
   const isRoot = os.userInfo().uid === 0;
   fs.mkdirSync(path.dirname(dir), { recursive: true });
   const logs: string[] = [];
+  // Claimed before it starts: another process that finds it listening before this one is done knows it has an owner.
+  claimCluster(dir);
   try {
     if (!fs.existsSync(path.join(dir, 'PG_VERSION'))) {
       // The package's initialise() runs initdb and, as root, creates the postgres user and hands it `dir`.
@@ -255,10 +310,17 @@ export async function startEmbeddedPostgres(dir: string, port: number, database 
     const flags = [...SERVER_FLAGS, `fsync=${durable ? 'on' : 'off'}`];
     await pgCtl(['start', '-D', dir, '-l', path.join(dir, SERVER_LOG), '-o', [`-p ${port}`, ...flags.map((f) => `-c ${f}`)].join(' ')], isRoot);
   } catch (err) {
+    releaseCluster(dir);
     const hint = isRoot ? ` (as root the cluster runs as the postgres user, who must be able to reach ${dir}; FRS_DATA_DIR moves .data)` : '';
     throw new Error(`embedded PostgreSQL failed to start in ${dir}${hint}: ${(err as Error)?.message ?? 'exited'}\n${logs.join('')}${serverLogTail(dir)}`);
   }
   await runningDataDirectory(port, password, dir);
   await ensureDatabase(port, password, database);
-  return { url, stop: () => pgCtl(['stop', '-D', dir, '-m', 'fast'], isRoot) };
+  return { url, stop: () => stopOwnCluster(dir) };
+}
+
+/** Stops the cluster this process answers for, and forgets it. */
+async function stopOwnCluster(dir: string): Promise<void> {
+  await pgCtl(['stop', '-D', dir, '-m', 'fast'], os.userInfo().uid === 0);
+  releaseCluster(dir);
 }

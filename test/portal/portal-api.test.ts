@@ -534,9 +534,10 @@ describe('the settings screen embedded in the platform\'s pages (FRS_PORTAL_FRAM
   });
 
   it('reads its settings from the environment, refusing a bad one with the variable named', () => {
-    expect(portalSettingsFromEnv({})).to.deep.equal({ publicUrl: 'http://localhost:3000', frameAncestors: [], authFailuresPerMinute: 30 });
+    expect(portalSettingsFromEnv({})).to.deep.equal({ publicUrl: 'http://localhost:3000', publicUrlGiven: false, frameAncestors: [], authFailuresPerMinute: 30 });
     expect(portalSettingsFromEnv({ PORT: '8080', FRS_PORTAL_FRAME_ANCESTORS: 'https://a.example, https://*.b.example:8443', FRS_PORTAL_AUTH_FAILURE_LIMIT: '0' }))
-      .to.deep.equal({ publicUrl: 'http://localhost:8080', frameAncestors: ['https://a.example', 'https://*.b.example:8443'], authFailuresPerMinute: 0 });
+      .to.deep.equal({ publicUrl: 'http://localhost:8080', publicUrlGiven: false, frameAncestors: ['https://a.example', 'https://*.b.example:8443'], authFailuresPerMinute: 0 });
+    expect(portalSettingsFromEnv({ FRS_PUBLIC_URL: 'https://api.example.com' }).publicUrlGiven).to.equal(true);
     // Plain http beyond this machine only when an operator says so.
     expect(portalSettingsFromEnv({ FRS_PUBLIC_URL: 'http://[::1]:3000' }).publicUrl).to.equal('http://[::1]:3000');
     expect(portalSettingsFromEnv({ FRS_PUBLIC_URL: 'http://api.internal:3000', FRS_ALLOW_HTTP_PUBLIC_URL: '1' }).publicUrl).to.equal('http://api.internal:3000');
