@@ -190,10 +190,22 @@ export async function portalSessionHolder(db: Knex, token: string, now: Date): P
 
 const RECORD_COLUMNS = ['id', 'read_only', 'created_by', 'created_at', 'expires_at', 'started_at', 'last_seen_at', 'ended_at'];
 
-function record(r: Record<string, any>, now: Date): PortalSessionRecord {
+/** A portal_sessions row's RECORD_COLUMNS, as the driver gives them. */
+interface PortalSessionRow {
+  id: string;
+  read_only: boolean;
+  created_by: string;
+  created_at: Date;
+  expires_at: Date;
+  started_at: Date | null;
+  last_seen_at: Date | null;
+  ended_at: Date | null;
+}
+
+function record(r: PortalSessionRow, now: Date): PortalSessionRecord {
   const expired = r.started_at === null
     ? linkEnd(r.created_at, r.expires_at) <= now
-    : r.expires_at <= now || idleEnd(r.last_seen_at, r.expires_at) <= now;
+    : r.expires_at <= now || idleEnd(r.last_seen_at ?? r.started_at, r.expires_at) <= now;
   return {
     id: r.id, readOnly: r.read_only,
     state: r.ended_at ? 'ended' : expired ? 'expired' : r.started_at ? 'active' : 'unused',
@@ -246,5 +258,5 @@ async function endWhere(trx: Knex.Transaction, query: Knex.QueryBuilder, now: Da
   for (const row of rows) {
     await recordAudit(trx, audit, { action: 'portal_session.end', workspaceId: row.workspace_id, target: { type: 'portal_session', id: row.id } });
   }
-  return rows.map((r: Record<string, any>) => record(r, now));
+  return rows.map((r: PortalSessionRow) => record(r, now));
 }

@@ -73,7 +73,21 @@ export class ImportsBusyError extends BusyError {
   }
 }
 
-const view = (row: Record<string, any>): ImportJob => ({
+/** An import_jobs row as the driver gives it (bigint counts as text). */
+interface ImportJobRow {
+  id: string;
+  workspace_id: string;
+  phase: ImportPhase;
+  format: ImportFormat;
+  records_read: string | number;
+  records_applied: string | number;
+  started_at: Date;
+  finished_at: Date | null;
+  counts: ImportJob['counts'];
+  error: string | null;
+}
+
+const view = (row: ImportJobRow): ImportJob => ({
   id: row.id,
   workspaceId: row.workspace_id,
   phase: row.phase,
@@ -260,7 +274,7 @@ export async function startImport(
     uncount();
     throw err;
   }
-  let row: Record<string, unknown>;
+  let row: ImportJobRow;
   try {
     // Held before the row exists: a job seen running without its lock has lost its process.
     await trx.raw(`SELECT ${LOCK}`, [id]);

@@ -121,6 +121,7 @@ function checkName(name: string): string {
   if (name.length < 1 || name.length > 200) throw new InvalidFieldError('name', 'must be 1 to 200 characters');
   // GET /v1/webhooks and the audit trail show it: text a secret scanner would take for a signing secret is refused.
   if (looksLikeSecret(name)) throw new InvalidFieldError('name', SECRET_SHAPED);
+  // eslint-disable-next-line no-control-regex -- control characters are what it looks for
   if (/[\u0000-\u001f\u007f-\u009f]/.test(name)) throw new InvalidFieldError('name', 'must hold no control characters');
   return name;
 }
