@@ -4,7 +4,16 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['generated/**', 'node_modules/**', '.data/**', 'coverage/**', 'checks/openapi-typescript/node_modules/**', 'checks/openapi-typescript/tmp*/**'] },
+  {
+    ignores: [
+      'generated/**',
+      'node_modules/**',
+      '.data/**',
+      'coverage/**',
+      'checks/openapi-typescript/node_modules/**',
+      'checks/openapi-typescript/tmp*/**',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -13,7 +22,10 @@ export default tseslint.config(
       // (TypeScript itself reports an undefined name, knowing the types' globals as the linter does not)
       'no-undef': 'off',
       // a name that starts with _ is left unused on purpose (a rest sibling dropped, a parameter a signature needs)
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrorsIgnorePattern: '^_', ignoreRestSiblings: true }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrorsIgnorePattern: '^_', ignoreRestSiblings: true },
+      ],
       // a `let` that a closure made before its one assignment reads (a shutdown handler registered first) stays a let
       'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
     },

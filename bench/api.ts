@@ -76,13 +76,31 @@ const LISTS = [
 ];
 /** The fixed-size summaries: their answer does not grow with the book. */
 const SUMMARIES = ['/v1/fleets', '/v1/fleet/summary', '/v1/bookings/summary', '/v1/finance/overview', '/v1/webhooks'];
-const OPERATIONS = ['/v1/me', '/v1/fleets', '/v1/fleet/summary', LISTS[0], LISTS[1], LISTS[2], '/v1/bookings/summary', '/v1/finance/overview', ...LISTS.slice(3), '/v1/webhooks'].filter(
-  (o) => o === '/v1/me' || (process.env.BENCH_ONLY ?? '').split(',').some((part) => o.includes(part)),
-);
+const OPERATIONS = [
+  '/v1/me',
+  '/v1/fleets',
+  '/v1/fleet/summary',
+  LISTS[0],
+  LISTS[1],
+  LISTS[2],
+  '/v1/bookings/summary',
+  '/v1/finance/overview',
+  ...LISTS.slice(3),
+  '/v1/webhooks',
+].filter((o) => o === '/v1/me' || (process.env.BENCH_ONLY ?? '').split(',').some((part) => o.includes(part)));
 /** What the compressed rows ask for. */
 const COMPRESSED = { 'accept-encoding': 'br' };
 
-interface Sample { reqPerSec: number; mean: number; p50: number; p99: number; bad: number; serverCpu: number; dbCpu: number; kB: number }
+interface Sample {
+  reqPerSec: number;
+  mean: number;
+  p50: number;
+  p99: number;
+  bad: number;
+  serverCpu: number;
+  dbCpu: number;
+  kB: number;
+}
 interface Row {
   name: string;
   /** which table it belongs to */
@@ -124,7 +142,9 @@ async function measure(row: Row): Promise<void> {
   let bytes = 0;
   let unexpected = 0;
   const r = await new Promise<autocannon.Result>((resolve, reject) => {
-    const run = autocannon({ url: row.url, connections: CONNECTIONS, duration: SECONDS, headers }, (err, result) => (err ? reject(err) : resolve(result)));
+    const run = autocannon({ url: row.url, connections: CONNECTIONS, duration: SECONDS, headers }, (err, result) =>
+      err ? reject(err) : resolve(result),
+    );
     run.on('response', (_client, statusCode, responseBytes, ms) => {
       if (row.status === undefined ? statusCode >= 200 && statusCode < 300 : statusCode === row.status) {
         latencies.push(ms);
@@ -139,7 +159,10 @@ async function measure(row: Row): Promise<void> {
   // nearest rank: the smallest latency at or above which lie (100 - p)% of the answers
   const percentile = (p: number) => latencies[Math.max(Math.ceil((p / 100) * latencies.length) - 1, 0)] ?? NaN;
   row.samples.push({
-    reqPerSec: r.requests.average, mean: latencies.reduce((a, b) => a + b, 0) / latencies.length, p50: percentile(50), p99: percentile(99),
+    reqPerSec: r.requests.average,
+    mean: latencies.reduce((a, b) => a + b, 0) / latencies.length,
+    p50: percentile(50),
+    p99: percentile(99),
     bad: unexpected + r.errors + r.timeouts,
     serverCpu: (processCpuMicros(row.serverPid) - server) / requests,
     dbCpu: (clusterCpuMicros(cluster) - database) / requests,
@@ -171,10 +194,9 @@ async function ensureDataset(db: Knex, slug: string, options: LargeSeedOptions):
   }
   const ws = await db('workspaces').where({ slug }).first('id');
   const counts = await Promise.all(
-    ['vehicles', 'bookings', 'invoices', 'payments', 'customers'].map(async (t) => [
-      t,
-      Number((await db(t).where({ workspace_id: ws.id }).count({ n: '*' }))[0].n),
-    ] as const),
+    ['vehicles', 'bookings', 'invoices', 'payments', 'customers'].map(
+      async (t) => [t, Number((await db(t).where({ workspace_id: ws.id }).count({ n: '*' }))[0].n)] as const,
+    ),
   );
   return Object.fromEntries(counts);
 }
@@ -182,10 +204,18 @@ async function ensureDataset(db: Knex, slug: string, options: LargeSeedOptions):
 const database = await openDatabase(
   process.env.DATABASE_URL
     ? { schema: 'migrate' }
-    : { embeddedDir: path.join(processConfig().dataDir, 'large-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54479), embeddedDurable: false, schema: 'migrate' },
+    : {
+        embeddedDir: path.join(processConfig().dataDir, 'large-pg'),
+        embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54479),
+        embeddedDurable: false,
+        schema: 'migrate',
+      },
 );
 const { db } = database;
-const counts = { large: await ensureDataset(db, 'large', DATASETS.large), small: await ensureDataset(db, 'small', DATASETS.small) };
+const counts = {
+  large: await ensureDataset(db, 'large', DATASETS.large),
+  small: await ensureDataset(db, 'small', DATASETS.small),
+};
 const keys = {
   large: (await createApiKey(db, { workspaceSlug: 'large', role: 'bench' })).key,
   small: (await createApiKey(db, { workspaceSlug: 'small', role: 'bench' })).key,
@@ -199,11 +229,17 @@ const service = await startBenchProcess('server.ts', ['service', database.url]);
 const lists = OPERATIONS.filter((op) => LISTS.includes(op));
 // With DATABASE_READ_URL: a second service whose reads go to the replica(s), and what choosing a pool costs a request.
 const readUrls = processConfig().readUrls;
-const routedService = readUrls.length > 0 ? await startBenchProcess('server.ts', ['service', database.url, readUrls.join(',')]) : undefined;
+const routedService =
+  readUrls.length > 0 ? await startBenchProcess('server.ts', ['service', database.url, readUrls.join(',')]) : undefined;
 let routingCost: { replicas: string[]; chooseMicros: number; readMicros: number; directMicros: number } | undefined;
 let replicaPostmaster = NaN;
 if (routedService) {
-  const reads = (await ReadRouting.start({ database, primary: database.forRole('api'), urls: readUrls, logger: pino({ level: 'warn' }) }))!;
+  const reads = (await ReadRouting.start({
+    database,
+    primary: database.forRole('api'),
+    urls: readUrls,
+    logger: pino({ level: 'warn' }),
+  }))!;
   // (as the connecting user: the API's role may not read data_directory)
   const replicaDb = createKnex(readUrls[0], 1);
   replicaPostmaster = await postmasterPid(replicaDb);
@@ -222,16 +258,24 @@ if (routedService) {
   // the routed service answers from a replica now (Data-Max-Staleness-Ms > 0), or the comparison would be of nothing
   const res = await fetch(`${routedService.url}/v1/fleets`, { headers: { authorization: `Bearer ${keys.large}` } });
   await res.arrayBuffer();
-  if (!(Number(res.headers.get('data-max-staleness-ms')) > 0)) throw new Error(`the replica does not answer reads (Data-Max-Staleness-Ms: ${res.headers.get('data-max-staleness-ms')})`);
+  if (!(Number(res.headers.get('data-max-staleness-ms')) > 0))
+    throw new Error(
+      `the replica does not answer reads (Data-Max-Staleness-Ms: ${res.headers.get('data-max-staleness-ms')})`,
+    );
   await reads.close();
 }
 
 /** A list's answer as the service gives it now (uncompressed), and its items: the entries of its top-level arrays. */
 async function answer(op: string, slug: 'large' | 'small'): Promise<{ body: string; items: number }> {
-  const res = await fetch(service.url + op, { headers: { authorization: `Bearer ${keys[slug]}`, 'accept-encoding': 'identity' } });
+  const res = await fetch(service.url + op, {
+    headers: { authorization: `Bearer ${keys[slug]}`, 'accept-encoding': 'identity' },
+  });
   const body = await res.text();
   if (res.status !== 200) throw new Error(`${op} on "${slug}" answered ${res.status}: ${body}`);
-  const items = Object.values(JSON.parse(body) as Record<string, unknown>).reduce((n: number, v) => n + (Array.isArray(v) ? v.length : 0), 0);
+  const items = Object.values(JSON.parse(body) as Record<string, unknown>).reduce(
+    (n: number, v) => n + (Array.isArray(v) ? v.length : 0),
+    0,
+  );
   return { body, items };
 }
 const answers = {
@@ -243,21 +287,69 @@ const bodiesFile = path.join(bodiesDir, 'bodies.json');
 fs.writeFileSync(bodiesFile, JSON.stringify(lists.map((op) => answers.large[op].body)));
 const fixed = await startBenchProcess('server.ts', ['fixed', bodiesFile]);
 
-const koaRow: Row = { name: 'plain Koa (fixed JSON, no database)', set: 'baseline', url: `${koa.url}/`, samples: [], serverPid: koa.child.pid! };
+const koaRow: Row = {
+  name: 'plain Koa (fixed JSON, no database)',
+  set: 'baseline',
+  url: `${koa.url}/`,
+  samples: [],
+  serverPid: koa.child.pid!,
+};
 const frameworkRow: Row = {
-  name: 'Koa + openapi-backend, GET /v1/me (fixed JSON, no database)', set: 'baseline', url: `${framework.url}/v1/me`, key: keys.large, samples: [], serverPid: framework.child.pid!,
+  name: 'Koa + openapi-backend, GET /v1/me (fixed JSON, no database)',
+  set: 'baseline',
+  url: `${framework.url}/v1/me`,
+  key: keys.large,
+  samples: [],
+  serverPid: framework.child.pid!,
 };
 const opRows = (slug: 'large' | 'small') =>
-  OPERATIONS.map((op): Row => ({ name: op, set: slug, url: service.url + op, key: keys[slug], samples: [], serverPid: service.child.pid! }));
+  OPERATIONS.map((op): Row => ({
+    name: op,
+    set: slug,
+    url: service.url + op,
+    key: keys[slug],
+    samples: [],
+    serverPid: service.child.pid!,
+  }));
 const large = opRows('large');
 const small = opRows('small');
 // A conditional GET of every operation with the tag its answer carries (taken just before each measurement, see
 // measure()): the answer is not built, the data version is read (src/api/revalidation.ts).
-const revalidated = OPERATIONS.map((op): Row => ({ name: op, set: 'large, 304', url: service.url + op, key: keys.large, status: 304, samples: [], serverPid: service.child.pid! }));
-const compressed = lists.map((op): Row => ({ name: op, set: 'large, br', url: service.url + op, key: keys.large, headers: COMPRESSED, samples: [], serverPid: service.child.pid! }));
-const fixedRows = lists.map((op, i): Row => ({ name: op, set: 'fixed body', url: `${fixed.url}/${i}`, samples: [], serverPid: fixed.child.pid! }));
+const revalidated = OPERATIONS.map((op): Row => ({
+  name: op,
+  set: 'large, 304',
+  url: service.url + op,
+  key: keys.large,
+  status: 304,
+  samples: [],
+  serverPid: service.child.pid!,
+}));
+const compressed = lists.map((op): Row => ({
+  name: op,
+  set: 'large, br',
+  url: service.url + op,
+  key: keys.large,
+  headers: COMPRESSED,
+  samples: [],
+  serverPid: service.child.pid!,
+}));
+const fixedRows = lists.map((op, i): Row => ({
+  name: op,
+  set: 'fixed body',
+  url: `${fixed.url}/${i}`,
+  samples: [],
+  serverPid: fixed.child.pid!,
+}));
 const onReplica = routedService
-  ? OPERATIONS.map((op): Row => ({ name: op, set: 'large, replica', url: routedService.url + op, key: keys.large, samples: [], serverPid: routedService.child.pid!, postmaster: replicaPostmaster }))
+  ? OPERATIONS.map((op): Row => ({
+      name: op,
+      set: 'large, replica',
+      url: routedService.url + op,
+      key: keys.large,
+      samples: [],
+      serverPid: routedService.child.pid!,
+      postmaster: replicaPostmaster,
+    }))
   : [];
 const rows = [koaRow, frameworkRow, ...large, ...small, ...revalidated, ...compressed, ...fixedRows, ...onReplica];
 for (let round = 1; round <= ROUNDS; round++) {
@@ -271,12 +363,23 @@ for (const s of [koa, framework, service, fixed, ...(routedService ? [routedServ
 fs.rmSync(bodiesDir, { recursive: true });
 await database.close();
 
-const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+const fmt = (n: number, digits = 0) =>
+  n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const yes = (ok: boolean) => (ok ? 'met' : 'NOT MET');
-const describeCounts = (c: Record<string, number>) => Object.entries(c).map(([k, v]) => `${fmt(v)} ${k}`).join(', ');
-console.log(`\nMachine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown'}), Node ${process.version}, load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+const describeCounts = (c: Record<string, number>) =>
+  Object.entries(c)
+    .map(([k, v]) => `${fmt(v)} ${k}`)
+    .join(', ');
+console.log(
+  `\nMachine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown'}), Node ${process.version}, load average ${os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}`,
+);
 console.log(`Data: "large": ${describeCounts(counts.large)}\n      "small": ${describeCounts(counts.small)}`);
-console.log(`autocannon: ${CONNECTIONS} connections, ${SECONDS} s per measurement after a warm-up, median of ${ROUNDS} rounds`);
+console.log(
+  `autocannon: ${CONNECTIONS} connections, ${SECONDS} s per measurement after a warm-up, median of ${ROUNDS} rounds`,
+);
 console.log('server µs, db µs: CPU per request of the server process and of the PostgreSQL cluster, from /proc');
 console.log('kB: size of an answer as sent (status line, headers and body; compressed where it was)\n');
 
@@ -284,12 +387,34 @@ const table = (title: string, list: Row[]) => {
   console.log(title);
   const cpu = (us: number) => (Number.isFinite(us) ? fmt(us) : 'n/a').padStart(10);
   console.log(
-    ['  ', 'row'.padEnd(84), 'req/s'.padStart(9), 'mean ms'.padStart(9), 'p50 ms'.padStart(8), 'p99 ms'.padStart(8), 'non-2xx'.padStart(9), 'server µs'.padStart(10), 'db µs'.padStart(10), 'kB'.padStart(8)].join(''),
+    [
+      '  ',
+      'row'.padEnd(84),
+      'req/s'.padStart(9),
+      'mean ms'.padStart(9),
+      'p50 ms'.padStart(8),
+      'p99 ms'.padStart(8),
+      'non-2xx'.padStart(9),
+      'server µs'.padStart(10),
+      'db µs'.padStart(10),
+      'kB'.padStart(8),
+    ].join(''),
   );
   for (const row of list) {
     const s = summary(row);
     console.log(
-      ['  ', row.name.padEnd(84), fmt(s.reqPerSec).padStart(9), fmt(s.mean, 2).padStart(9), fmt(s.p50, 2).padStart(8), fmt(s.p99, 2).padStart(8), fmt(s.bad).padStart(9), cpu(s.serverCpu), cpu(s.dbCpu), fmt(s.kB, 1).padStart(8)].join(''),
+      [
+        '  ',
+        row.name.padEnd(84),
+        fmt(s.reqPerSec).padStart(9),
+        fmt(s.mean, 2).padStart(9),
+        fmt(s.p50, 2).padStart(8),
+        fmt(s.p99, 2).padStart(8),
+        fmt(s.bad).padStart(9),
+        cpu(s.serverCpu),
+        cpu(s.dbCpu),
+        fmt(s.kB, 1).padStart(8),
+      ].join(''),
     );
   }
   console.log('');
@@ -298,12 +423,21 @@ table('Baselines', [koaRow, frameworkRow]);
 table('Workspace "large"', large);
 table('Workspace "small" (1%)', small);
 table('Workspace "large", revalidated: If-None-Match with the current tag (304, no body)', revalidated);
-table(`Lists on "large", compressed (${Object.entries(COMPRESSED).map(([k, v]) => `${k}: ${v}`).join('')})`, compressed);
+table(
+  `Lists on "large", compressed (${Object.entries(COMPRESSED)
+    .map(([k, v]) => `${k}: ${v}`)
+    .join('')})`,
+  compressed,
+);
 table('Plain Koa sending each list\'s answer on "large" as a fixed body (no database)', fixedRows);
 
 if (routingCost) {
-  console.log(`Reads on the replica (${routingCost.replicas.join(', ')}) beside the same rows on the primary alone ("large"; db µs: the cluster that answered)`);
-  console.log(`  ${'operation'.padEnd(60)}${'req/s P'.padStart(9)}${'req/s R'.padStart(9)}${'R ÷ P'.padStart(7)}${'p99 P'.padStart(8)}${'p99 R'.padStart(8)}${'srv µs P'.padStart(10)}${'srv µs R'.padStart(10)}${'db µs P'.padStart(9)}${'db µs R'.padStart(9)}`);
+  console.log(
+    `Reads on the replica (${routingCost.replicas.join(', ')}) beside the same rows on the primary alone ("large"; db µs: the cluster that answered)`,
+  );
+  console.log(
+    `  ${'operation'.padEnd(60)}${'req/s P'.padStart(9)}${'req/s R'.padStart(9)}${'R ÷ P'.padStart(7)}${'p99 P'.padStart(8)}${'p99 R'.padStart(8)}${'srv µs P'.padStart(10)}${'srv µs R'.padStart(10)}${'db µs P'.padStart(9)}${'db µs R'.padStart(9)}`,
+  );
   const cpu = (us: number) => (Number.isFinite(us) ? fmt(us) : 'n/a');
   for (const [i, op] of OPERATIONS.entries()) {
     const [p, r] = [summary(large[i]), summary(onReplica[i])];
@@ -312,7 +446,9 @@ if (routingCost) {
         `${cpu(p.serverCpu).padStart(10)}${cpu(r.serverCpu).padStart(10)}${cpu(p.dbCpu).padStart(9)}${cpu(r.dbCpu).padStart(9)}`,
     );
   }
-  console.log(`Routing cost per request, in-process: choosing the pool ${routingCost.chooseMicros.toFixed(3)} µs; the whole wrapper (choice, count, a promise) ${routingCost.readMicros.toFixed(3)} µs against ${routingCost.directMicros.toFixed(3)} µs calling the same work directly (+${(routingCost.readMicros - routingCost.directMicros).toFixed(3)} µs)\n`);
+  console.log(
+    `Routing cost per request, in-process: choosing the pool ${routingCost.chooseMicros.toFixed(3)} µs; the whole wrapper (choice, count, a promise) ${routingCost.readMicros.toFixed(3)} µs against ${routingCost.directMicros.toFixed(3)} µs calling the same work directly (+${(routingCost.readMicros - routingCost.directMicros).toFixed(3)} µs)\n`,
+  );
 }
 
 const failures: string[] = [];
@@ -335,7 +471,9 @@ console.log(`  ${'operation'.padEnd(84)}${'req/s ÷'.padStart(9)}${'p99 ÷'.padS
 for (const [i, op] of OPERATIONS.entries()) {
   const s = summary(revalidated[i]);
   const throughput = s.reqPerSec / me.reqPerSec;
-  console.log(`  ${op.padEnd(84)}${throughput.toFixed(3).padStart(9)}${(s.p99 / me.p99).toFixed(2).padStart(8)}  ${check(`C: ${op}`, throughput >= 0.5)}`);
+  console.log(
+    `  ${op.padEnd(84)}${throughput.toFixed(3).padStart(9)}${(s.p99 / me.p99).toFixed(2).padStart(8)}  ${check(`C: ${op}`, throughput >= 0.5)}`,
+  );
 }
 console.log('');
 
@@ -345,7 +483,9 @@ for (const op of summaries) {
   const s = summary(rowOf(large, op));
   const throughput = s.reqPerSec / me.reqPerSec;
   const p99 = s.p99 / me.p99;
-  console.log(`  ${op.padEnd(84)}${throughput.toFixed(3).padStart(9)}${p99.toFixed(2).padStart(8)}  ${check(`A: ${op}`, throughput >= 0.25 && p99 <= 4)}`);
+  console.log(
+    `  ${op.padEnd(84)}${throughput.toFixed(3).padStart(9)}${p99.toFixed(2).padStart(8)}  ${check(`A: ${op}`, throughput >= 0.25 && p99 <= 4)}`,
+  );
 }
 console.log('');
 
@@ -354,17 +494,23 @@ console.log(`  ${'operation'.padEnd(84)}${'mean ÷'.padStart(9)}${'kB ÷'.padSta
 for (const op of summaries) {
   const [l, s] = [summary(rowOf(large, op)), summary(rowOf(small, op))];
   const ratio = l.mean / s.mean;
-  console.log(`  ${op.padEnd(84)}${ratio.toFixed(2).padStart(9)}${(l.kB / s.kB).toFixed(2).padStart(8)}  ${check(`B: ${op}`, ratio <= 1.5)}`);
+  console.log(
+    `  ${op.padEnd(84)}${ratio.toFixed(2).padStart(9)}${(l.kB / s.kB).toFixed(2).padStart(8)}  ${check(`B: ${op}`, ratio <= 1.5)}`,
+  );
 }
 console.log('');
 
 const perItem = (us: number, items: number) => (items > 0 && Number.isFinite(us) ? fmt(us / items, 2) : 'n/a');
-console.log('Lists, judged per item: CPU per item (server, database) on both data sets, and req/s ÷ plain Koa sending the same answer');
+console.log(
+  'Lists, judged per item: CPU per item (server, database) on both data sets, and req/s ÷ plain Koa sending the same answer',
+);
 console.log(
   `  ${'operation'.padEnd(84)}${'items L'.padStart(8)}${'server'.padStart(8)}${'db'.padStart(8)}${'items S'.padStart(9)}${'server'.padStart(8)}${'db'.padStart(8)}` +
     `${'req/s'.padStart(9)}${'ceiling'.padStart(9)}${'÷'.padStart(7)}`,
 );
-console.log(`  ${''.padEnd(84)}${''.padStart(8)}${'µs/item'.padStart(8)}${'µs/item'.padStart(8)}${''.padStart(9)}${'µs/item'.padStart(8)}${'µs/item'.padStart(8)}`);
+console.log(
+  `  ${''.padEnd(84)}${''.padStart(8)}${'µs/item'.padStart(8)}${'µs/item'.padStart(8)}${''.padStart(9)}${'µs/item'.padStart(8)}${'µs/item'.padStart(8)}`,
+);
 for (const [i, op] of lists.entries()) {
   const [l, s, ceiling] = [summary(rowOf(large, op)), summary(rowOf(small, op)), summary(fixedRows[i])];
   const [itemsL, itemsS] = [answers.large[op].items, answers.small[op].items];
@@ -376,8 +522,12 @@ for (const [i, op] of lists.entries()) {
 }
 console.log('');
 
-console.log(`Lists on "large", uncompressed and compressed (${Object.values(COMPRESSED).join('')}): kB on the wire and req/s`);
-console.log(`  ${'operation'.padEnd(84)}${'kB'.padStart(8)}${'kB br'.padStart(8)}${'÷'.padStart(6)}${'req/s'.padStart(9)}${'req/s br'.padStart(10)}${'÷'.padStart(7)}`);
+console.log(
+  `Lists on "large", uncompressed and compressed (${Object.values(COMPRESSED).join('')}): kB on the wire and req/s`,
+);
+console.log(
+  `  ${'operation'.padEnd(84)}${'kB'.padStart(8)}${'kB br'.padStart(8)}${'÷'.padStart(6)}${'req/s'.padStart(9)}${'req/s br'.padStart(10)}${'÷'.padStart(7)}`,
+);
 for (const [i, op] of lists.entries()) {
   const [plain, packed] = [summary(rowOf(large, op)), summary(compressed[i])];
   console.log(
@@ -387,5 +537,9 @@ for (const [i, op] of lists.entries()) {
 }
 const bad = rows.filter((r) => summary(r).bad > 0);
 for (const row of bad) failures.push(`non-2xx or errors: ${row.name} (${row.set}): ${summary(row).bad}`);
-console.log(failures.length ? `\n${failures.length} target(s) not met or rows with failures:\n  ${failures.join('\n  ')}` : '\nEvery target met, no non-2xx answers.');
+console.log(
+  failures.length
+    ? `\n${failures.length} target(s) not met or rows with failures:\n  ${failures.join('\n  ')}`
+    : '\nEvery target met, no non-2xx answers.',
+);
 if (failures.length) process.exitCode = 1;

@@ -15,7 +15,12 @@ import { searchVehiclesJson } from '../src/queries/vehicles.js';
 const database = await openDatabase(
   process.env.DATABASE_URL
     ? { schema: 'check' }
-    : { embeddedDir: path.join(processConfig().dataDir, 'large-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54479), embeddedDurable: false, schema: 'check' },
+    : {
+        embeddedDir: path.join(processConfig().dataDir, 'large-pg'),
+        embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54479),
+        embeddedDurable: false,
+        schema: 'check',
+      },
 );
 const ws = await database.db('workspaces').where({ slug: 'large' }).first('id', 'timezone');
 const now = new Date();
@@ -27,7 +32,13 @@ const answers: Record<string, string> = {
 await database.close();
 
 const codecs: Array<[string, (b: Buffer) => Buffer]> = [
-  ...[1, 2, 3, 4, 5, 6, 9].map((q): [string, (b: Buffer) => Buffer] => [`br ${q}`, (b) => zlib.brotliCompressSync(b, { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: q, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: b.length } })]),
+  ...[1, 2, 3, 4, 5, 6, 9].map((q): [string, (b: Buffer) => Buffer] => [
+    `br ${q}`,
+    (b) =>
+      zlib.brotliCompressSync(b, {
+        params: { [zlib.constants.BROTLI_PARAM_QUALITY]: q, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: b.length },
+      }),
+  ]),
   ...[1, 3, 6, 9].map((l): [string, (b: Buffer) => Buffer] => [`gzip ${l}`, (b) => zlib.gzipSync(b, { level: l })]),
 ];
 for (const [name, text] of Object.entries(answers)) {
@@ -43,7 +54,9 @@ for (const [name, text] of Object.entries(answers)) {
     }
     times.sort((a, b) => a - b);
     const us = times[Math.floor(times.length / 2)];
-    console.log(`  ${codec.padEnd(8)} ${(size / 1000).toFixed(1).padStart(7)} kB  ÷${(body.length / size).toFixed(1).padStart(5)}  ${us.toFixed(0).padStart(6)} µs  ${(us / (body.length / 1000)).toFixed(2).padStart(6)} µs/kB`);
+    console.log(
+      `  ${codec.padEnd(8)} ${(size / 1000).toFixed(1).padStart(7)} kB  ÷${(body.length / size).toFixed(1).padStart(5)}  ${us.toFixed(0).padStart(6)} µs  ${(us / (body.length / 1000)).toFixed(2).padStart(6)} µs/kB`,
+    );
   }
 }
 
@@ -52,9 +65,18 @@ for (const [name, text] of Object.entries(answers)) {
 // compression of a small answer; `window` is the smallest that holds the answer), the CPU of the whole process (the
 // zlib thread pool included) per answer, median of 5 batches.
 console.log('\nas koa-compress streams, 10 at a time: CPU per answer, median of 5 batches');
-const windowFor = (size: number) => Math.max(zlib.constants.BROTLI_MIN_WINDOW_BITS, Math.min(zlib.constants.BROTLI_MAX_WINDOW_BITS, Math.ceil(Math.log2(size))));
+const windowFor = (size: number) =>
+  Math.max(
+    zlib.constants.BROTLI_MIN_WINDOW_BITS,
+    Math.min(zlib.constants.BROTLI_MAX_WINDOW_BITS, Math.ceil(Math.log2(size))),
+  );
 const brotli = (quality: number, size?: number) => () =>
-  zlib.createBrotliCompress({ params: { [zlib.constants.BROTLI_PARAM_QUALITY]: quality, ...(size ? { [zlib.constants.BROTLI_PARAM_LGWIN]: windowFor(size) } : {}) } });
+  zlib.createBrotliCompress({
+    params: {
+      [zlib.constants.BROTLI_PARAM_QUALITY]: quality,
+      ...(size ? { [zlib.constants.BROTLI_PARAM_LGWIN]: windowFor(size) } : {}),
+    },
+  });
 for (const [name, text] of Object.entries(answers)) {
   const body = Buffer.from(text);
   const streams: Array<[string, () => zlib.Gzip | zlib.BrotliCompress]> = [

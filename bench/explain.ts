@@ -20,7 +20,11 @@ const OPERATIONS: Array<[string, string, Record<string, unknown>]> = [
   ['/v1/fleets', 'listFleets', {}],
   ['/v1/fleet/summary', 'getFleetSummary', {}],
   ['/v1/vehicles?limit=20', 'searchVehicles', { limit: 20 }],
-  ['/v1/vehicles?q=toyota&from=...', 'searchVehicles', { q: 'toyota', from: '2026-12-01T06:00:00Z', to: '2026-12-04T06:00:00Z', limit: 50 }],
+  [
+    '/v1/vehicles?q=toyota&from=...',
+    'searchVehicles',
+    { q: 'toyota', from: '2026-12-01T06:00:00Z', to: '2026-12-04T06:00:00Z', limit: 50 },
+  ],
   ['/v1/operations/today', 'getOperationsToday', {}],
   ['/v1/bookings/summary', 'getBookingSummary', {}],
   ['/v1/finance/overview', 'getFinanceOverview', {}],
@@ -40,7 +44,12 @@ process.stdout.on('error', (err: NodeJS.ErrnoException) => {
 const database = await openDatabase(
   process.env.DATABASE_URL
     ? { schema: 'as-is' }
-    : { embeddedDir: path.join(processConfig().dataDir, 'large-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54479), embeddedDurable: false, schema: 'as-is' },
+    : {
+        embeddedDir: path.join(processConfig().dataDir, 'large-pg'),
+        embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54479),
+        embeddedDurable: false,
+        schema: 'as-is',
+      },
 );
 const { db } = database;
 const captured: Array<{ sql: string; bindings: unknown[]; prepared?: boolean }> = [];
@@ -69,8 +78,18 @@ for (const slug of slugArg ? [slugArg] : ['large', 'small']) {
   for (const [label, operationId, query] of OPERATIONS.filter(([l]) => l.includes(only))) {
     captured.length = 0;
     await operationHandlers[operationId]({
-      db, now, query, params: {}, headers: {}, logger: pino({ level: 'silent' }), cursors,
-      caller: { keyId: '', role: null, workspace: { id: ws.id, slug: ws.slug, status: ws.status, timezone: ws.timezone } },
+      db,
+      now,
+      query,
+      params: {},
+      headers: {},
+      logger: pino({ level: 'silent' }),
+      cursors,
+      caller: {
+        keyId: '',
+        role: null,
+        workspace: { id: ws.id, slug: ws.slug, status: ws.status, timezone: ws.timezone },
+      },
     });
     for (const { sql, bindings, prepared } of [...captured]) {
       let plan;
@@ -78,7 +97,8 @@ for (const slug of slugArg ? [slugArg] : ['large', 'small']) {
         // As the service runs it: a prepared statement, explained after six executions, when PostgreSQL has chosen
         // between a generic plan (planned once) and planning every execution afresh; "Planning Time" tells which.
         // EXECUTE takes its arguments as literals (a bind parameter is not seen there)
-        const literal = (v: unknown) => (v === null || v === undefined ? 'NULL' : (connection as pg.Client).escapeLiteral(String(v)));
+        const literal = (v: unknown) =>
+          v === null || v === undefined ? 'NULL' : (connection as pg.Client).escapeLiteral(String(v));
         const args = bindings.length ? `(${bindings.map(literal).join(', ')})` : '';
         await connection.query(`PREPARE frs_explain AS ${sql}`);
         for (let i = 0; i < 6; i++) await connection.query(`EXECUTE frs_explain${args}`);
@@ -88,16 +108,24 @@ for (const slug of slugArg ? [slugArg] : ['large', 'small']) {
         plan = await connection.query(`EXPLAIN (ANALYZE, BUFFERS) ${sql}`, bindings);
       }
       const kind = prepared ? ' (prepared, 7th execution)' : '';
-      console.log(`\n===== ${slug} ${label}${kind}\n${plan.rows.map((r: Record<string, string>) => r['QUERY PLAN']).join('\n')}`);
+      console.log(
+        `\n===== ${slug} ${label}${kind}\n${plan.rows.map((r: Record<string, string>) => r['QUERY PLAN']).join('\n')}`,
+      );
       if (CPU_RUNS) {
         // A name of its own per statement: the client remembers which names this connection has prepared.
-        const statement = { ...(prepared && { name: `frs_explain_cpu_${++cpuStatements}` }), text: sql, values: bindings };
+        const statement = {
+          ...(prepared && { name: `frs_explain_cpu_${++cpuStatements}` }),
+          text: sql,
+          values: bindings,
+        };
         for (let i = 0; i < 20; i++) await connection.query(statement);
         const [cpu, wall] = [processCpuMicros(backendPid), process.hrtime.bigint()];
         for (let i = 0; i < CPU_RUNS; i++) await connection.query(statement);
         const perRun = (processCpuMicros(backendPid) - cpu) / CPU_RUNS;
         const wallPerRun = Number(process.hrtime.bigint() - wall) / 1e3 / CPU_RUNS;
-        console.log(`PostgreSQL CPU per execution: ${perRun.toFixed(0)} µs (${CPU_RUNS} runs; ${wallPerRun.toFixed(0)} µs round trip)`);
+        console.log(
+          `PostgreSQL CPU per execution: ${perRun.toFixed(0)} µs (${CPU_RUNS} runs; ${wallPerRun.toFixed(0)} µs round trip)`,
+        );
       }
     }
   }

@@ -16,22 +16,27 @@ const HEAVY = [
 ];
 let n = 0;
 const statuses: Record<string, number> = {};
-const instance = autocannon({
-  url: base,
-  connections: Number(connections),
-  duration: Number(seconds),
-  requests: [{
-    setupRequest: (request) => {
-      const key = keys === 'made-up' ? newApiKey() : keys[n % keys.length];
-      request.path = HEAVY[n++ % HEAVY.length];
-      request.headers = { ...request.headers, authorization: `Bearer ${key}` };
-      return request;
-    },
-  }],
-}, (err) => {
-  if (err) throw err;
-  process.stdout.write(`${JSON.stringify(statuses)}\n`);
-});
+const instance = autocannon(
+  {
+    url: base,
+    connections: Number(connections),
+    duration: Number(seconds),
+    requests: [
+      {
+        setupRequest: (request) => {
+          const key = keys === 'made-up' ? newApiKey() : keys[n % keys.length];
+          request.path = HEAVY[n++ % HEAVY.length];
+          request.headers = { ...request.headers, authorization: `Bearer ${key}` };
+          return request;
+        },
+      },
+    ],
+  },
+  (err) => {
+    if (err) throw err;
+    process.stdout.write(`${JSON.stringify(statuses)}\n`);
+  },
+);
 instance.on('response', (_client, statusCode) => {
   statuses[statusCode] = (statuses[statusCode] ?? 0) + 1;
 });

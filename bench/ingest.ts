@@ -20,7 +20,12 @@ log('\n== 8 direct writers of one workspace vs the same writers on trigger-less 
 const database = await openDatabase(
   process.env.DATABASE_URL
     ? { schema: 'migrate' }
-    : { embeddedDir: path.join(processConfig().dataDir, 'ingest-bench-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54493), embeddedDurable: false, schema: 'migrate' },
+    : {
+        embeddedDir: path.join(processConfig().dataDir, 'ingest-bench-pg'),
+        embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54493),
+        embeddedDurable: false,
+        schema: 'migrate',
+      },
 );
 let direct;
 try {
@@ -31,7 +36,11 @@ try {
 
 log('\n== summary (targets from issue 32)');
 log(`batch of ${batch.batchRecords}: ${batch.ratio}x the bare insert's records/s (target >= 0.3x)`);
-log(`4 batch writers: ${batch.fourWritersRatio}x one writer (target >= 1.5x), ${batch.deadlocks} deadlocks, ${batch.errors} errors (target 0, 0)`);
-log(`8 direct writers: ${direct.commitsRatio}x the commits/s (target >= 0.5x), p99 ${direct.p99Ratio}x (target <= 5x), `
-  + `deadlocks and serialization failures ${direct.failedShare}% (target < 0.1%)`);
+log(
+  `4 batch writers: ${batch.fourWritersRatio}x one writer (target >= 1.5x), ${batch.deadlocks} deadlocks, ${batch.errors} errors (target 0, 0)`,
+);
+log(
+  `8 direct writers: ${direct.commitsRatio}x the commits/s (target >= 0.5x), p99 ${direct.p99Ratio}x (target <= 5x), ` +
+    `deadlocks and serialization failures ${direct.failedShare}% (target < 0.1%)`,
+);
 process.exit(0);

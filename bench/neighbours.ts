@@ -24,15 +24,26 @@ const B_OPERATIONS = ['/v1/fleet/summary', '/v1/bookings/summary'];
 const database = await openDatabase(
   process.env.DATABASE_URL
     ? { schema: 'migrate' }
-    : { embeddedDir: path.join(processConfig().dataDir, 'neighbours-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54489), embeddedDurable: false, schema: 'migrate' },
+    : {
+        embeddedDir: path.join(processConfig().dataDir, 'neighbours-pg'),
+        embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54489),
+        embeddedDurable: false,
+        schema: 'migrate',
+      },
 );
 const { db } = database;
 const run = Date.now().toString(36);
 const a = await seedDemo(db, `neighbour-a-${run}`);
 const b = await seedDemo(db, `neighbour-b-${run}`);
-const aKeys = [a.key, ...(await Promise.all([1, 2, 3].map(async () => (await createApiKey(db, { workspaceSlug: a.workspace })).key)))];
+const aKeys = [
+  a.key,
+  ...(await Promise.all([1, 2, 3].map(async () => (await createApiKey(db, { workspaceSlug: a.workspace })).key))),
+];
 
-interface Sample { ms: number; status: number }
+interface Sample {
+  ms: number;
+  status: number;
+}
 
 /** B's dashboard: both summaries every 50 ms, for `seconds`; every answer's latency and status. */
 async function dashboard(base: string, seconds: number): Promise<Sample[]> {
@@ -41,12 +52,14 @@ async function dashboard(base: string, seconds: number): Promise<Sample[]> {
   const until = performance.now() + seconds * 1000;
   while (performance.now() < until) {
     for (const op of B_OPERATIONS) {
-      calls.push((async () => {
-        const started = performance.now();
-        const res = await fetch(base + op, { headers: { authorization: `Bearer ${b.key}` } });
-        await res.arrayBuffer();
-        samples.push({ ms: performance.now() - started, status: res.status });
-      })());
+      calls.push(
+        (async () => {
+          const started = performance.now();
+          const res = await fetch(base + op, { headers: { authorization: `Bearer ${b.key}` } });
+          await res.arrayBuffer();
+          samples.push({ ms: performance.now() - started, status: res.status });
+        })(),
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, B_EVERY_MS));
   }
@@ -56,12 +69,28 @@ async function dashboard(base: string, seconds: number): Promise<Sample[]> {
 
 /** A flood in a process of its own (bench/flood.ts); its answers' statuses. */
 function flood(base: string, keys: string[] | 'made-up'): Promise<Record<string, number>> {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT_DIR, 'bench', 'flood.ts'), base, String(SECONDS), String(FLOOD_CONNECTIONS), keys === 'made-up' ? keys : JSON.stringify(keys)], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      path.join(ROOT_DIR, 'bench', 'flood.ts'),
+      base,
+      String(SECONDS),
+      String(FLOOD_CONNECTIONS),
+      keys === 'made-up' ? keys : JSON.stringify(keys),
+    ],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   let out = '';
   child.stdout!.on('data', (chunk) => (out += chunk));
-  return new Promise((resolve, reject) => child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`flood exited with ${code}`)))));
+  return new Promise((resolve, reject) =>
+    child.on('exit', (code) =>
+      code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`flood exited with ${code}`)),
+    ),
+  );
 }
 
 const percentile = (values: number[], p: number) => {
@@ -69,7 +98,11 @@ const percentile = (values: number[], p: number) => {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 };
 
-interface Phase { name: string; b: Sample[]; flood?: Record<string, number> }
+interface Phase {
+  name: string;
+  b: Sample[];
+  flood?: Record<string, number>;
+}
 
 async function scenario(mode: 'service-limited' | 'service'): Promise<Phase[]> {
   const server = await startBenchProcess('server.ts', [mode, database.url]);
@@ -94,23 +127,35 @@ async function scenario(mode: 'service-limited' | 'service'): Promise<Phase[]> {
 const results = { on: await scenario('service-limited'), off: await scenario('service') };
 await database.close();
 
-console.log(`\nnoisy neighbours: ${os.cpus().length} cores, Node ${process.version}, ${SECONDS} s a phase; B: ${B_OPERATIONS.join(' + ')} every ${B_EVERY_MS} ms`);
-console.log('limits  phase                                        B p50 ms  B p99 ms  B refused  flood 2xx  flood 429  flood other  B p99 bound  met');
+console.log(
+  `\nnoisy neighbours: ${os.cpus().length} cores, Node ${process.version}, ${SECONDS} s a phase; B: ${B_OPERATIONS.join(' + ')} every ${B_EVERY_MS} ms`,
+);
+console.log(
+  'limits  phase                                        B p50 ms  B p99 ms  B refused  flood 2xx  flood 429  flood other  B p99 bound  met',
+);
 let met = true;
 for (const [limits, phases] of Object.entries(results)) {
-  const alone = percentile(phases[0].b.map((s) => s.ms), 99);
+  const alone = percentile(
+    phases[0].b.map((s) => s.ms),
+    99,
+  );
   const bound = Math.max(4 * alone, alone + 40);
   for (const phase of phases) {
     const ms = phase.b.map((s) => s.ms);
     const p99 = percentile(ms, 99);
     const refused = phase.b.filter((s) => s.status !== 200).length;
     const f = phase.flood ?? {};
-    const ok2xx = Object.entries(f).filter(([s]) => s.startsWith('2')).reduce((n, [, c]) => n + c, 0);
+    const ok2xx = Object.entries(f)
+      .filter(([s]) => s.startsWith('2'))
+      .reduce((n, [, c]) => n + c, 0);
     const limited = f['429'] ?? 0;
-    const other = Object.entries(f).filter(([s]) => !s.startsWith('2') && s !== '429').reduce((n, [, c]) => n + c, 0);
+    const other = Object.entries(f)
+      .filter(([s]) => !s.startsWith('2') && s !== '429')
+      .reduce((n, [, c]) => n + c, 0);
     // with the limits on: B within its bound and never refused; the floods refused; A still answered
     const isA = phase.name.includes('A floods');
-    const ok = limits === 'off' || (p99 <= bound && refused === 0 && (!phase.flood || (limited > 0 && (!isA || ok2xx > 0))));
+    const ok =
+      limits === 'off' || (p99 <= bound && refused === 0 && (!phase.flood || (limited > 0 && (!isA || ok2xx > 0))));
     if (!ok) met = false;
     console.log(
       `${limits.padEnd(6)}  ${phase.name.padEnd(43)}  ${percentile(ms, 50).toFixed(1).padStart(8)}  ${p99.toFixed(1).padStart(8)}  ${String(refused).padStart(9)}  ` +

@@ -11,7 +11,10 @@ const TICK_MICROS = 10_000;
 /** The numbers of /proc/<pid>/stat after "pid (comm) ": utime, stime, cutime and cstime are [11] to [14], in ticks. */
 function stat(pid: number): number[] {
   const line = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  return line.slice(line.lastIndexOf(')') + 2).split(' ').map(Number);
+  return line
+    .slice(line.lastIndexOf(')') + 2)
+    .split(' ')
+    .map(Number);
 }
 
 /** CPU time (user + system) a live process has used so far, in µs; NaN when /proc cannot tell. */
@@ -31,8 +34,15 @@ export function processCpuMicros(pid: number): number {
 export function clusterCpuMicros(postmasterPid: number): number {
   try {
     const f = stat(postmasterPid);
-    const children = fs.readFileSync(`/proc/${postmasterPid}/task/${postmasterPid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
-    return children.reduce((sum, pid) => sum + (processCpuMicros(Number(pid)) || 0), (f[11] + f[12] + f[13] + f[14]) * TICK_MICROS);
+    const children = fs
+      .readFileSync(`/proc/${postmasterPid}/task/${postmasterPid}/children`, 'utf8')
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean);
+    return children.reduce(
+      (sum, pid) => sum + (processCpuMicros(Number(pid)) || 0),
+      (f[11] + f[12] + f[13] + f[14]) * TICK_MICROS,
+    );
   } catch {
     return NaN;
   }

@@ -47,7 +47,10 @@ if (mode === 'baseline') {
   await backend.init();
   memoiseOperations(backend);
   app.use(async (ctx) => {
-    const result = await backend.handleRequest({ method: ctx.method, path: ctx.path, query: ctx.querystring, headers: ctx.headers as Record<string, string> }, ctx);
+    const result = await backend.handleRequest(
+      { method: ctx.method, path: ctx.path, query: ctx.querystring, headers: ctx.headers as Record<string, string> },
+      ctx,
+    );
     ctx.status = result.status;
     ctx.body = result.body;
   });
@@ -62,12 +65,20 @@ if (mode === 'baseline') {
   // `service`: the per-workspace and per-address limits off, so that a bench measures the operation, not the limiter
   // (FRS_API_RATE_LIMIT=0, FRS_API_CONCURRENCY=0, FRS_API_AUTH_FAILURE_LIMIT=0); `service-limited`: as configured
   // (the defaults), for the noisy-neighbour bench.
-  const limits = mode === 'service-limited' ? undefined : { workspace: { ratePerSecond: 0, concurrency: 0 }, authFailures: { perMinute: 0, trustedProxies: [] } };
+  const limits =
+    mode === 'service-limited'
+      ? undefined
+      : { workspace: { ratePerSecond: 0, concurrency: 0 }, authFailures: { perMinute: 0, trustedProxies: [] } };
   // (service-limited also sheds load past FRS_SHED_EVENT_LOOP_LAG_MS, as src/main.ts does)
   const shedEventLoopLagMs = mode === 'service-limited' ? processConfig().shedEventLoopLagMs : 0;
   // `service` keeps no answers (a bench repeats one request, and is to measure building it); service-limited as configured.
   const answerCacheBytes = mode === 'service-limited' ? undefined : 0;
-  const reads = await ReadRouting.start({ database, primary: apiDb, urls: readUrlsFromEnv({ DATABASE_READ_URL: readUrls }), logger });
+  const reads = await ReadRouting.start({
+    database,
+    primary: apiDb,
+    urls: readUrlsFromEnv({ DATABASE_READ_URL: readUrls }),
+    logger,
+  });
   app = await createApp({ db: apiDb, logger, keyCache, limits, shedEventLoopLagMs, answerCacheBytes, reads });
 }
 const server = app.listen(0, '127.0.0.1', () => {

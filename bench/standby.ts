@@ -26,7 +26,9 @@ if (process.argv[2] === 'stop') {
   await removeCluster(standbyDir);
   const client = new pg.Client(adminUrl);
   await client.connect();
-  await client.query('SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1', [SLOT]);
+  await client.query('SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1', [
+    SLOT,
+  ]);
   await client.end();
   await stopEmbeddedPostgres(primaryDir, 'fast');
   process.stderr.write(`stopped the standby (deleted) and the cluster in ${primaryDir}\n`);

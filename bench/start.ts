@@ -31,10 +31,16 @@ delete env.DATABASE_URL;
 
 /** One start: its "Ready N s after launch" figure, once it has stopped again. */
 async function start(): Promise<number> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
-  child.stderr.on('data', (chunk) => { err += chunk; });
+  child.stderr.on('data', (chunk) => {
+    err += chunk;
+  });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   const ready = await new Promise<number>((resolve, reject) => {
     child.stdout.on('data', (chunk) => {
@@ -58,7 +64,9 @@ try {
     process.stdout.write(`start ${i + 1}: ready after ${times.at(-1)} s\n`);
   }
   const sorted = [...times].sort((a, b) => a - b);
-  process.stdout.write(`ready after: median ${sorted[Math.floor(sorted.length / 2)]} s, min ${sorted[0]} s, max ${sorted.at(-1)} s (${runs} starts, ${os.cpus().length} cores, load ${os.loadavg()[0].toFixed(1)})\n`);
+  process.stdout.write(
+    `ready after: median ${sorted[Math.floor(sorted.length / 2)]} s, min ${sorted[0]} s, max ${sorted.at(-1)} s (${runs} starts, ${os.cpus().length} cores, load ${os.loadavg()[0].toFixed(1)})\n`,
+  );
 } finally {
   if (!given) fs.rmSync(dataDir, { recursive: true, force: true });
 }

@@ -58,7 +58,11 @@ async function baseline(url: string, count: number, body: string): Promise<numbe
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
       while (next++ < count) {
-        const res = await request(`${url}/baseline`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+        const res = await request(`${url}/baseline`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body,
+        });
         await res.body.dump();
         if (res.statusCode !== 204) throw new Error(`baseline got ${res.statusCode}`);
       }
@@ -71,15 +75,26 @@ async function baseline(url: string, count: number, body: string): Promise<numbe
 async function queueBacklog(db: Knex, workspaceId: string, events: number, data: unknown): Promise<number> {
   let deliveries = 0;
   for (let done = 0; done < events; done += 1000) {
-    const rows = Array.from({ length: Math.min(1000, events - done) }, () => ({ workspace_id: workspaceId, event: 'booking.confirmed', data: JSON.stringify(data), source: 'publish' }));
-    deliveries += await db.transaction(async (trx) => fanOutEvents(trx, (await trx('events').insert(rows).returning('id')).map((r) => r.id)));
+    const rows = Array.from({ length: Math.min(1000, events - done) }, () => ({
+      workspace_id: workspaceId,
+      event: 'booking.confirmed',
+      data: JSON.stringify(data),
+      source: 'publish',
+    }));
+    deliveries += await db.transaction(async (trx) =>
+      fanOutEvents(
+        trx,
+        (await trx('events').insert(rows).returning('id')).map((r) => r.id),
+      ),
+    );
   }
   return deliveries;
 }
 
 async function waitForAccepted(dispatcher: Dispatcher, count: number): Promise<void> {
   while (dispatcher.totals.accepted < count) {
-    if (dispatcher.totals.attempted > dispatcher.totals.accepted) throw new Error(`${dispatcher.totals.attempted - dispatcher.totals.accepted} attempts failed`);
+    if (dispatcher.totals.attempted > dispatcher.totals.accepted)
+      throw new Error(`${dispatcher.totals.attempted - dispatcher.totals.accepted} attempts failed`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
@@ -93,14 +108,23 @@ interface Figures {
   lag: { rate: number; deliveries: number; p50: number; p99: number };
 }
 
-async function measure(db: Knex, receiverUrl: string, options: Omit<DispatcherOptions, 'db' | 'logger'>): Promise<Figures> {
+async function measure(
+  db: Knex,
+  receiverUrl: string,
+  options: Omit<DispatcherOptions, 'db' | 'logger'>,
+): Promise<Figures> {
   const logger = pino({ level: 'warn' });
   // the database's CPU per delivery, when the cluster runs here (NaN otherwise: not measured)
   const postmaster = await postmasterPid(db);
   // A fresh bench workspace with ENDPOINTS endpoints on the receiver, subscribed to everything.
   await db('workspaces').where({ slug: SLUG }).delete();
   const workspace = await createWorkspace(db, { slug: SLUG });
-  for (let i = 0; i < ENDPOINTS; i++) await createEndpoint(db, { workspaceSlug: SLUG, url: `${receiverUrl}/hooks/${i}`, name: `bench ${i}` }, LOCAL_RECEIVER);
+  for (let i = 0; i < ENDPOINTS; i++)
+    await createEndpoint(
+      db,
+      { workspaceSlug: SLUG, url: `${receiverUrl}/hooks/${i}`, name: `bench ${i}` },
+      LOCAL_RECEIVER,
+    );
   const data = exampleData();
   const clear = () => db('events').where({ workspace_id: workspace.id }).delete();
 
@@ -133,7 +157,13 @@ async function measure(db: Knex, receiverUrl: string, options: Omit<DispatcherOp
       database: Number.isNaN(databaseAfter - databaseBefore) ? null : (databaseAfter - databaseBefore) / queued,
     });
     await dispatcher.stop();
-    const recorded = Number((await db('delivery_attempts').join('deliveries', 'deliveries.id', 'delivery_attempts.delivery_id').where('deliveries.workspace_id', workspace.id).count({ n: '*' }).first())!.n);
+    const recorded = Number(
+      (await db('delivery_attempts')
+        .join('deliveries', 'deliveries.id', 'delivery_attempts.delivery_id')
+        .where('deliveries.workspace_id', workspace.id)
+        .count({ n: '*' })
+        .first())!.n,
+    );
     if (recorded !== queued) throw new Error(`${recorded} attempts recorded for ${queued} deliveries`);
     rates.push(queued / seconds);
     const { dispatcher: dispatcherUs, database: databaseUs } = cpu.at(-1)!;
@@ -155,7 +185,9 @@ async function measure(db: Knex, receiverUrl: string, options: Omit<DispatcherOp
 }
 
 function exampleData(): unknown {
-  const content = loadOpenApiDocument().webhooks['booking.confirmed'].post.requestBody!.content['application/json'] as { example?: { data: unknown } };
+  const content = loadOpenApiDocument().webhooks['booking.confirmed'].post.requestBody!.content['application/json'] as {
+    example?: { data: unknown };
+  };
   return content.example!.data;
 }
 
@@ -168,7 +200,8 @@ async function publishAtRate(db: Knex, workspaceId: string, eventsPerSecond: num
   const started = performance.now();
   while (performance.now() - started < seconds * 1000) {
     const due = Math.floor(((performance.now() - started) / tickMs + 1) * eventsPerTick);
-    for (; published < due; published++) await publishEvent(db, { workspaceId, event: 'booking.confirmed', data, source: 'publish' });
+    for (; published < due; published++)
+      await publishEvent(db, { workspaceId, event: 'booking.confirmed', data, source: 'publish' });
     await new Promise((resolve) => setTimeout(resolve, tickMs - ((performance.now() - started) % tickMs)));
   }
   return published;
@@ -195,16 +228,31 @@ interface NeighbourLag {
  * The quiet workspace's lag at FAIR_RATE for FAIR_SECONDS, with a dispatcher of the service's defaults (unless
  * `options` says otherwise), with or without a noisy workspace: 8 endpoints that never answer, 504 deliveries queued.
  */
-async function neighbourLag(db: Knex, receiverUrl: string, label: string, noisy: boolean, options: Partial<DispatcherOptions> = {}): Promise<NeighbourLag> {
+async function neighbourLag(
+  db: Knex,
+  receiverUrl: string,
+  label: string,
+  noisy: boolean,
+  options: Partial<DispatcherOptions> = {},
+): Promise<NeighbourLag> {
   // Errors only: the noisy workspace's time-outs are expected here, one warn line each would bury the figures.
   const logger = pino({ level: 'error' });
   for (const slug of ['bench-quiet', 'bench-noisy']) await db('workspaces').where({ slug }).delete();
   const quiet = await createWorkspace(db, { slug: 'bench-quiet' });
-  await createEndpoint(db, { workspaceSlug: 'bench-quiet', url: `${receiverUrl}/hooks/quiet`, name: 'quiet' }, LOCAL_RECEIVER);
+  await createEndpoint(
+    db,
+    { workspaceSlug: 'bench-quiet', url: `${receiverUrl}/hooks/quiet`, name: 'quiet' },
+    LOCAL_RECEIVER,
+  );
   const workspaces = [quiet.id];
   if (noisy) {
     const loud = await createWorkspace(db, { slug: 'bench-noisy' });
-    for (let i = 0; i < 8; i++) await createEndpoint(db, { workspaceSlug: 'bench-noisy', url: `${receiverUrl}/never/${i}`, name: `dead ${i}` }, LOCAL_RECEIVER);
+    for (let i = 0; i < 8; i++)
+      await createEndpoint(
+        db,
+        { workspaceSlug: 'bench-noisy', url: `${receiverUrl}/never/${i}`, name: `dead ${i}` },
+        LOCAL_RECEIVER,
+      );
     const queued = await queueBacklog(db, loud.id, 63, exampleData());
     if (queued !== 504) throw new Error(`queued ${queued} noisy deliveries`);
     workspaces.push(loud.id);
@@ -215,20 +263,37 @@ async function neighbourLag(db: Knex, receiverUrl: string, label: string, noisy:
   await new Promise((resolve) => setTimeout(resolve, 500));
   const sent = await publishAtRate(db, quiet.id, FAIR_RATE, FAIR_SECONDS);
   const deadline = Date.now() + 60_000;
-  while (Number((await db('deliveries').where({ workspace_id: quiet.id, status: 'accepted' }).count({ n: '*' }).first())!.n) < sent) {
-    if (Date.now() > deadline) throw new Error(`${label}: the quiet workspace's deliveries were not all accepted within 60 s`);
+  while (
+    Number(
+      (await db('deliveries').where({ workspace_id: quiet.id, status: 'accepted' }).count({ n: '*' }).first())!.n,
+    ) < sent
+  ) {
+    if (Date.now() > deadline)
+      throw new Error(`${label}: the quiet workspace's deliveries were not all accepted within 60 s`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   const lag = await acceptedLag(db, quiet.id);
   // Deleting the workspaces first leaves the hanging attempts nothing to record; stop() waits for their time-out.
   await db('workspaces').whereIn('id', workspaces).delete();
   await dispatcher.stop();
-  process.stderr.write(`${label}: ${lag.deliveries} deliveries, p50 ${lag.p50.toFixed(1)} ms, p99 ${lag.p99.toFixed(1)} ms\n`);
+  process.stderr.write(
+    `${label}: ${lag.deliveries} deliveries, p50 ${lag.p50.toFixed(1)} ms, p99 ${lag.p99.toFixed(1)} ms\n`,
+  );
   return { case: label, ...lag };
 }
 
 async function main(): Promise<void> {
-  const database = await openDatabase(process.env.DATABASE_URL ? { schema: 'migrate' } : { embeddedDir: path.join(processConfig().dataDir, 'bench-pg'), embeddedPort: env('BENCH_PG_PORT', 54359), embeddedDurable: false, poolMax: 10, schema: 'migrate' });
+  const database = await openDatabase(
+    process.env.DATABASE_URL
+      ? { schema: 'migrate' }
+      : {
+          embeddedDir: path.join(processConfig().dataDir, 'bench-pg'),
+          embeddedPort: env('BENCH_PG_PORT', 54359),
+          embeddedDurable: false,
+          poolMax: 10,
+          schema: 'migrate',
+        },
+  );
   // Throughput and lag: one workspace, so it may use every slot.
   const options: Omit<DispatcherOptions, 'db' | 'logger'> = {
     concurrency: CONCURRENCY,
@@ -245,7 +310,9 @@ async function main(): Promise<void> {
     neighbours = [
       await neighbourLag(database.db, receiver.url, 'no noisy neighbour', false),
       await neighbourLag(database.db, receiver.url, 'noisy neighbour (8 dead endpoints, 504 queued)', true),
-      await neighbourLag(database.db, receiver.url, 'noisy neighbour, workspace share off (64 per workspace)', true, { perWorkspaceConcurrency: 64 }),
+      await neighbourLag(database.db, receiver.url, 'noisy neighbour, workspace share off (64 per workspace)', true, {
+        perWorkspaceConcurrency: 64,
+      }),
     ];
   } finally {
     if (receiver) {
@@ -256,26 +323,48 @@ async function main(): Promise<void> {
   }
 
   const { rates, baselines, lag } = figures;
-  console.log(`\nWebhook delivery, Node ${process.version}, ${os.cpus().length} CPUs, database ${process.env.DATABASE_URL ? 'DATABASE_URL' : 'embedded .data/bench-pg'}`);
-  console.log(`Dataset: ${DELIVERIES.toLocaleString('en-US')} deliveries per run (${Math.ceil(DELIVERIES / ENDPOINTS).toLocaleString('en-US')} booking.confirmed events x ${ENDPOINTS} endpoints), body ${figures.bodyBytes} bytes, receiver answers 204`);
-  console.log(`Dispatcher: concurrency ${options.concurrency}, ${options.perEndpointConcurrency} per endpoint, ${options.perWorkspaceConcurrency} per workspace (one workspace); baseline: bare undici POST loop, ${CONCURRENCY} at a time\n`);
-  console.log(`throughput, queued -> accepted (every attempt recorded): median ${Math.round(median(rates))}/s  [${rates.map((r) => Math.round(r)).join(', ')}]`);
-  console.log(`baseline, bare undici POST loop:                       median ${Math.round(median(baselines))}/s  [${baselines.map((r) => Math.round(r)).join(', ')}]`);
+  console.log(
+    `\nWebhook delivery, Node ${process.version}, ${os.cpus().length} CPUs, database ${process.env.DATABASE_URL ? 'DATABASE_URL' : 'embedded .data/bench-pg'}`,
+  );
+  console.log(
+    `Dataset: ${DELIVERIES.toLocaleString('en-US')} deliveries per run (${Math.ceil(DELIVERIES / ENDPOINTS).toLocaleString('en-US')} booking.confirmed events x ${ENDPOINTS} endpoints), body ${figures.bodyBytes} bytes, receiver answers 204`,
+  );
+  console.log(
+    `Dispatcher: concurrency ${options.concurrency}, ${options.perEndpointConcurrency} per endpoint, ${options.perWorkspaceConcurrency} per workspace (one workspace); baseline: bare undici POST loop, ${CONCURRENCY} at a time\n`,
+  );
+  console.log(
+    `throughput, queued -> accepted (every attempt recorded): median ${Math.round(median(rates))}/s  [${rates.map((r) => Math.round(r)).join(', ')}]`,
+  );
+  console.log(
+    `baseline, bare undici POST loop:                       median ${Math.round(median(baselines))}/s  [${baselines.map((r) => Math.round(r)).join(', ')}]`,
+  );
   console.log(`ratio to baseline: ${((median(rates) / median(baselines)) * 100).toFixed(0)}%`);
   const databaseCpu = figures.cpu.map((c) => c.database).filter((c): c is number => c !== null);
   console.log(
     `CPU per delivery (throughput runs, median): dispatcher process ${Math.round(median(figures.cpu.map((c) => c.dispatcher)))} µs, database ${databaseCpu.length > 0 ? `${Math.round(median(databaseCpu))} µs` : 'not measured (the cluster does not run on this machine)'}`,
   );
-  console.log(`lag at ${Math.round(lag.rate)} deliveries/s for ${SECONDS} s (${lag.deliveries} deliveries): p50 ${lag.p50.toFixed(1)} ms, p99 ${lag.p99.toFixed(1)} ms`);
-  console.log(`\nFairness: another workspace at ${FAIR_RATE} deliveries/s for ${FAIR_SECONDS} s, dispatcher defaults (64 slots, 8 per endpoint, 16 per workspace), lag queued -> accepted:`);
-  for (const n of neighbours) console.log(`  ${n.case.padEnd(56)} ${String(n.deliveries).padStart(4)} deliveries  p50 ${n.p50.toFixed(1).padStart(8)} ms  p99 ${n.p99.toFixed(1).padStart(8)} ms`);
+  console.log(
+    `lag at ${Math.round(lag.rate)} deliveries/s for ${SECONDS} s (${lag.deliveries} deliveries): p50 ${lag.p50.toFixed(1)} ms, p99 ${lag.p99.toFixed(1)} ms`,
+  );
+  console.log(
+    `\nFairness: another workspace at ${FAIR_RATE} deliveries/s for ${FAIR_SECONDS} s, dispatcher defaults (64 slots, 8 per endpoint, 16 per workspace), lag queued -> accepted:`,
+  );
+  for (const n of neighbours)
+    console.log(
+      `  ${n.case.padEnd(56)} ${String(n.deliveries).padStart(4)} deliveries  p50 ${n.p50.toFixed(1).padStart(8)} ms  p99 ${n.p99.toFixed(1).padStart(8)} ms`,
+    );
   const withNeighbour = neighbours[1];
-  console.log(`  ratio of p99 with the noisy neighbour to p99 without: ${(withNeighbour.p99 / neighbours[0].p99).toFixed(2)}`);
+  console.log(
+    `  ratio of p99 with the noisy neighbour to p99 without: ${(withNeighbour.p99 / neighbours[0].p99).toFixed(2)}`,
+  );
   // The targets of issue 12, each beside what it is compared with in this run.
   const ratio = median(rates) / median(baselines);
   const targets: Array<[string, boolean]> = [
     [`dispatcher ÷ bare undici POST loop ${ratio.toFixed(3)} (target >= 0.25)`, ratio >= 0.25],
-    [`dispatcher ${Math.round(median(rates)).toLocaleString('en-US')} deliveries/s (target >= 10,000 on this machine)`, median(rates) >= 10_000],
+    [
+      `dispatcher ${Math.round(median(rates)).toLocaleString('en-US')} deliveries/s (target >= 10,000 on this machine)`,
+      median(rates) >= 10_000,
+    ],
     [`lag p99 ${lag.p99.toFixed(1)} ms at ${Math.round(lag.rate)} deliveries/s (target < 50 ms)`, lag.p99 < 50],
   ];
   console.log('\nTargets:');

@@ -137,6 +137,9 @@ export async function up(knex: Knex): Promise<void> {
 }
 
 export async function down(knex: Knex): Promise<void> {
-  for (const [table, fn] of TRIGGERS) await knex.raw(`${dropRollupTriggers(table, fn)} DROP FUNCTION IF EXISTS ${fn}();`);
-  await knex.raw('ALTER TABLE bookings DROP COLUMN IF EXISTS balance_due; DROP TABLE IF EXISTS open_balances, workspace_totals;');
+  for (const [table, fn] of TRIGGERS)
+    await knex.raw(`${dropRollupTriggers(table, fn)} DROP FUNCTION IF EXISTS ${fn}();`);
+  await knex.raw(
+    'ALTER TABLE bookings DROP COLUMN IF EXISTS balance_due; DROP TABLE IF EXISTS open_balances, workspace_totals;',
+  );
 }

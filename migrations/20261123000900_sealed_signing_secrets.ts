@@ -16,7 +16,8 @@ export async function up(knex: Knex): Promise<void> {
       ADD COLUMN previous_secret_sealed bytea,
       ADD COLUMN previous_secret_expires_at timestamptz`);
   const rows: Array<{ id: string; secret: string }> = await knex('webhook_endpoints').select('id', 'secret');
-  for (const row of rows) await knex('webhook_endpoints').where({ id: row.id }).update(sealedSecretColumns(row.id, row.secret));
+  for (const row of rows)
+    await knex('webhook_endpoints').where({ id: row.id }).update(sealedSecretColumns(row.id, row.secret));
   await knex.raw(`
     ALTER TABLE webhook_endpoints
       DROP COLUMN secret,
@@ -30,9 +31,13 @@ export async function up(knex: Knex): Promise<void> {
 
 export async function down(knex: Knex): Promise<void> {
   await knex.raw(`ALTER TABLE webhook_endpoints ADD COLUMN secret text`);
-  const rows: Array<{ id: string; secret_key_id: string; secret_sealed: Buffer }> = await knex('webhook_endpoints').select('id', 'secret_key_id', 'secret_sealed');
+  const rows: Array<{ id: string; secret_key_id: string; secret_sealed: Buffer }> = await knex(
+    'webhook_endpoints',
+  ).select('id', 'secret_key_id', 'secret_sealed');
   for (const row of rows) {
-    await knex('webhook_endpoints').where({ id: row.id }).update({ secret: openSigningSecret(row.id, { keyId: row.secret_key_id, sealed: row.secret_sealed }) });
+    await knex('webhook_endpoints')
+      .where({ id: row.id })
+      .update({ secret: openSigningSecret(row.id, { keyId: row.secret_key_id, sealed: row.secret_sealed }) });
   }
   await knex.raw(`
     ALTER TABLE webhook_endpoints

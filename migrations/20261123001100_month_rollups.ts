@@ -60,5 +60,7 @@ export async function up(knex: Knex): Promise<void> {
 export async function down(knex: Knex): Promise<void> {
   await knex.raw(dropRollupTriggers('payment_slots', 'payment_slots_days'));
   await knex.raw(dropRollupTriggers('expenses', 'expenses_months'));
-  await knex.raw(`DROP FUNCTION payment_slots_days(); DROP FUNCTION expenses_months(); DROP TABLE payment_days, expense_months;`);
+  await knex.raw(
+    `DROP FUNCTION payment_slots_days(); DROP FUNCTION expenses_months(); DROP TABLE payment_days, expense_months;`,
+  );
 }

@@ -38,7 +38,11 @@ import type { Knex } from 'knex';
 // so this composes with any other migration's version of it; the wrapper refreshes every ledger row of the workspace
 // whose arrays differ from a fresh computation, whatever the previous function left in them.
 const EVENTS = ['insert', 'update', 'delete'] as const;
-const TRANSITION = { insert: 'REFERENCING NEW TABLE AS new_rows', update: 'REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows', delete: 'REFERENCING OLD TABLE AS old_rows' };
+const TRANSITION = {
+  insert: 'REFERENCING NEW TABLE AS new_rows',
+  update: 'REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows',
+  delete: 'REFERENCING OLD TABLE AS old_rows',
+};
 
 // The arrays of the customers `c` (a FROM item with a column id) that differ from a fresh computation, written.
 const REFRESH_OPEN_DUES = (customers: string) => `
@@ -58,10 +62,14 @@ const customerLedgerTotals = (skipUnchanged: boolean) => `
         SELECT c.workspace_id, sum(sign * billed), sum(sign * collected), sum(sign * outstanding), sum(sign * open_invoices),
                sum(sign * (invoices > 0)::int)
         FROM c WHERE EXISTS (SELECT 1 FROM workspaces w WHERE w.id = c.workspace_id)
-        GROUP BY c.workspace_id${skipUnchanged ? `
+        GROUP BY c.workspace_id${
+          skipUnchanged
+            ? `
         HAVING sum(sign * billed) <> 0 OR sum(sign * collected) <> 0 OR sum(sign * outstanding) <> 0
             OR sum(sign * open_invoices) <> 0 OR sum(sign * (invoices > 0)::int) <> 0
-            OR NOT EXISTS (SELECT 1 FROM workspace_totals x WHERE x.workspace_id = c.workspace_id)` : ''}
+            OR NOT EXISTS (SELECT 1 FROM workspace_totals x WHERE x.workspace_id = c.workspace_id)`
+            : ''
+        }
         ON CONFLICT (workspace_id) DO UPDATE SET
           billed = t.billed + excluded.billed,
           invoice_collected = t.invoice_collected + excluded.invoice_collected,
@@ -100,9 +108,11 @@ export async function up(knex: Knex): Promise<void> {
       ${REFRESH_OPEN_DUES('unnest(touched) AS c(id)')};
       RETURN NULL;
     END $fn$;
-    ${EVENTS.map((event) => `
+    ${EVENTS.map(
+      (event) => `
     CREATE TRIGGER invoices_rollup_${event}_open_dues AFTER ${event.toUpperCase()} ON invoices ${TRANSITION[event]}
-      FOR EACH STATEMENT EXECUTE FUNCTION invoices_open_dues();`).join('')}
+      FOR EACH STATEMENT EXECUTE FUNCTION invoices_open_dues();`,
+    ).join('')}
 
     ALTER FUNCTION rollups_rebuild(uuid) RENAME TO rollups_rebuild_but_open_dues;
     CREATE FUNCTION rollups_rebuild(ws uuid) RETURNS void LANGUAGE plpgsql AS $fn$

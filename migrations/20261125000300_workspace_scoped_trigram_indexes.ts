@@ -17,16 +17,24 @@ export const config = { transaction: false };
 
 export async function up(knex: Knex): Promise<void> {
   await knex.raw('CREATE EXTENSION IF NOT EXISTS btree_gin');
-  await knex.raw('CREATE INDEX CONCURRENTLY IF NOT EXISTS customers_workspace_name_trgm ON customers USING gin (workspace_id, name gin_trgm_ops)');
+  await knex.raw(
+    'CREATE INDEX CONCURRENTLY IF NOT EXISTS customers_workspace_name_trgm ON customers USING gin (workspace_id, name gin_trgm_ops)',
+  );
   await knex.raw('DROP INDEX CONCURRENTLY IF EXISTS customers_name_trgm');
-  await knex.raw('CREATE INDEX CONCURRENTLY IF NOT EXISTS vehicles_workspace_plate_trgm ON vehicles USING gin (workspace_id, plate_key gin_trgm_ops)');
+  await knex.raw(
+    'CREATE INDEX CONCURRENTLY IF NOT EXISTS vehicles_workspace_plate_trgm ON vehicles USING gin (workspace_id, plate_key gin_trgm_ops)',
+  );
   await knex.raw('DROP INDEX CONCURRENTLY IF EXISTS vehicles_plate_trgm');
 }
 
 // Back: the unscoped indexes (the extension stays: dropping it would fail on any other index that uses it).
 export async function down(knex: Knex): Promise<void> {
-  await knex.raw('CREATE INDEX CONCURRENTLY IF NOT EXISTS vehicles_plate_trgm ON vehicles USING gin (plate_key gin_trgm_ops)');
+  await knex.raw(
+    'CREATE INDEX CONCURRENTLY IF NOT EXISTS vehicles_plate_trgm ON vehicles USING gin (plate_key gin_trgm_ops)',
+  );
   await knex.raw('DROP INDEX CONCURRENTLY IF EXISTS vehicles_workspace_plate_trgm');
-  await knex.raw('CREATE INDEX CONCURRENTLY IF NOT EXISTS customers_name_trgm ON customers USING gin (name gin_trgm_ops)');
+  await knex.raw(
+    'CREATE INDEX CONCURRENTLY IF NOT EXISTS customers_name_trgm ON customers USING gin (name gin_trgm_ops)',
+  );
   await knex.raw('DROP INDEX CONCURRENTLY IF EXISTS customers_workspace_name_trgm');
 }

@@ -20,11 +20,32 @@ import type { Knex } from 'knex';
 // (logical replication's apply, a bulk copy that switches triggers off): such a change is a change all the same. The
 // list of tables is written here as it is (a migration imports nothing from src/).
 const RECORDS = [
-  'owners', 'fleets', 'vehicles', 'maintenance', 'vehicle_documents', 'customers', 'bookings', 'extensions', 'invoices',
-  'payments', 'installments', 'expenses', 'fines', 'integrations',
+  'owners',
+  'fleets',
+  'vehicles',
+  'maintenance',
+  'vehicle_documents',
+  'customers',
+  'bookings',
+  'extensions',
+  'invoices',
+  'payments',
+  'installments',
+  'expenses',
+  'fines',
+  'integrations',
   // running totals kept by triggers (written directly only by a rebuild or a repair)
-  'payment_slots', 'customer_ledger', 'vehicle_revenue', 'booking_status_counts', 'workspace_totals', 'open_balances',
-  'payment_days', 'expense_months', 'vehicle_state_counts', 'payment_months', 'vehicle_models',
+  'payment_slots',
+  'customer_ledger',
+  'vehicle_revenue',
+  'booking_status_counts',
+  'workspace_totals',
+  'open_balances',
+  'payment_days',
+  'expense_months',
+  'vehicle_state_counts',
+  'payment_months',
+  'vehicle_models',
 ];
 const WEBHOOKS = ['webhook_endpoints', 'events', 'deliveries'];
 
@@ -44,13 +65,17 @@ function triggers(table: string, area: string, source = 'workspace_id'): string 
 }
 
 const dropTriggers = (table: string) =>
-  ['insert', 'update', 'delete', 'truncate'].map((op) => `DROP TRIGGER IF EXISTS ${table}_data_version_${op} ON ${table};`).join('\n');
+  ['insert', 'update', 'delete', 'truncate']
+    .map((op) => `DROP TRIGGER IF EXISTS ${table}_data_version_${op} ON ${table};`)
+    .join('\n');
 
 export async function up(knex: Knex): Promise<void> {
   // The functions run as their owner (SECURITY DEFINER): every table they name is qualified with this schema and their
   // search_path ends with pg_temp, so a writer's temporary table can never stand in for one (a temporary table named
   // workspaces, say, would otherwise be found first, and run the writer's code with the owner's rights).
-  const { rows: [{ schema }] } = await knex.raw('SELECT current_schema() AS schema');
+  const {
+    rows: [{ schema }],
+  } = await knex.raw('SELECT current_schema() AS schema');
   const S = `"${String(schema).replaceAll('"', '""')}"`;
   await knex.raw(`
     CREATE TABLE workspace_data_versions (
@@ -131,7 +156,11 @@ export async function up(knex: Knex): Promise<void> {
 }
 
 export async function down(knex: Knex): Promise<void> {
-  await knex.raw('DROP TRIGGER IF EXISTS workspaces_data_version_update ON workspaces; DROP TRIGGER IF EXISTS workspaces_data_versions_made ON workspaces;');
+  await knex.raw(
+    'DROP TRIGGER IF EXISTS workspaces_data_version_update ON workspaces; DROP TRIGGER IF EXISTS workspaces_data_versions_made ON workspaces;',
+  );
   for (const table of [...RECORDS, ...WEBHOOKS, 'delivery_attempts']) await knex.raw(dropTriggers(table));
-  await knex.raw('DROP FUNCTION workspace_data_version_bump(); DROP FUNCTION workspace_data_versions_made(); DROP TABLE workspace_data_versions;');
+  await knex.raw(
+    'DROP FUNCTION workspace_data_version_bump(); DROP FUNCTION workspace_data_versions_made(); DROP TABLE workspace_data_versions;',
+  );
 }

@@ -8,7 +8,9 @@ import type { Knex } from 'knex';
 export const config = { transaction: false };
 
 export async function up(knex: Knex): Promise<void> {
-  await knex.raw('CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_workspace_created ON deliveries (workspace_id, created_at DESC, id DESC)');
+  await knex.raw(
+    'CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_workspace_created ON deliveries (workspace_id, created_at DESC, id DESC)',
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {

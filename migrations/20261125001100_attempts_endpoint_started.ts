@@ -6,7 +6,9 @@ import type { Knex } from 'knex';
 export const config = { transaction: false };
 
 export async function up(knex: Knex): Promise<void> {
-  await knex.raw('CREATE INDEX CONCURRENTLY IF NOT EXISTS delivery_attempts_endpoint_started ON delivery_attempts (endpoint_id, started_at)');
+  await knex.raw(
+    'CREATE INDEX CONCURRENTLY IF NOT EXISTS delivery_attempts_endpoint_started ON delivery_attempts (endpoint_id, started_at)',
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {

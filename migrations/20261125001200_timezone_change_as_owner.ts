@@ -6,7 +6,9 @@ import type { Knex } from 'knex';
 // owner (SECURITY DEFINER), its tables qualified with this schema and its search_path ending with pg_temp, as
 // 20261125000500's functions are. Frozen SQL, imports nothing from src/.
 export async function up(knex: Knex): Promise<void> {
-  const { rows: [{ schema }] } = await knex.raw('SELECT current_schema() AS schema');
+  const {
+    rows: [{ schema }],
+  } = await knex.raw('SELECT current_schema() AS schema');
   const S = `"${String(schema).replaceAll('"', '""')}"`;
   await knex.raw(`
     CREATE OR REPLACE FUNCTION workspaces_payment_months() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, ${S}, pg_temp AS $fn$

@@ -18,7 +18,9 @@ import type { Knex } from 'knex';
 //   (kept 24 hours at most) could not be opened: they are removed, and a request repeated with such a key is new.
 export async function up(knex: Knex): Promise<void> {
   // the schema the service's tables are in, named in full inside the definer (it searches no schema of its own)
-  const { rows: [{ schema }] } = await knex.raw('SELECT current_schema() AS schema');
+  const {
+    rows: [{ schema }],
+  } = await knex.raw('SELECT current_schema() AS schema');
   const S = `"${String(schema).replaceAll('"', '""')}"`;
   await knex.raw(`
     ALTER TABLE master_key_record

@@ -14,7 +14,9 @@ export async function up(knex: Knex): Promise<void> {
 }
 
 export async function down(knex: Knex): Promise<void> {
-  const { rows: [{ schema }] } = await knex.raw('SELECT current_schema() AS schema');
+  const {
+    rows: [{ schema }],
+  } = await knex.raw('SELECT current_schema() AS schema');
   const S = `"${String(schema).replaceAll('"', '""')}"`;
   for (const fn of DEFINERS) await knex.raw(`ALTER FUNCTION ${fn} SET search_path = pg_catalog, ${S}, pg_temp`);
 }

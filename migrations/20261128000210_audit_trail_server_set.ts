@@ -14,7 +14,9 @@ import type { Knex } from 'knex';
 // The trigger runs as the inserting role (SECURITY INVOKER: it reads only what the admin role reads), its search_path
 // pg_catalog and pg_temp, every table qualified. Frozen SQL, imports nothing from src/.
 export async function up(knex: Knex): Promise<void> {
-  const { rows: [{ schema }] } = await knex.raw('SELECT current_schema() AS schema');
+  const {
+    rows: [{ schema }],
+  } = await knex.raw('SELECT current_schema() AS schema');
   const S = `"${String(schema).replaceAll('"', '""')}"`;
   await knex.raw(`
     ALTER TABLE audit_entries ADD COLUMN client_request_id text CHECK (length(client_request_id) <= 200);

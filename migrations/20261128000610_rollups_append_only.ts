@@ -36,13 +36,35 @@ const APPEND_ONLY: Record<string, [string[], string[]]> = {
   payment_days: [['day'], ['collected']],
   payment_months: [['month'], ['collected']],
   expense_months: [['month'], ['amount']],
-  workspace_totals: [[], ['collected', 'booking_collected', 'deposits', 'expenses', 'billed', 'invoice_collected', 'outstanding', 'open_invoices', 'customers']],
+  workspace_totals: [
+    [],
+    [
+      'collected',
+      'booking_collected',
+      'deposits',
+      'expenses',
+      'billed',
+      'invoice_collected',
+      'outstanding',
+      'open_invoices',
+      'customers',
+    ],
+  ],
   booking_status_counts: [['status'], ['count']],
   vehicle_state_counts: [['state'], ['count', 'rented']],
   open_balances: [['due_date'], ['balance', 'invoices']],
 };
 /** Folded first: folding payment_slots adds rows to payment_days and payment_months through its triggers. */
-const FOLD_ORDER = ['payment_slots', 'payment_days', 'payment_months', 'expense_months', 'workspace_totals', 'booking_status_counts', 'vehicle_state_counts', 'open_balances'];
+const FOLD_ORDER = [
+  'payment_slots',
+  'payment_days',
+  'payment_months',
+  'expense_months',
+  'workspace_totals',
+  'booking_status_counts',
+  'vehicle_state_counts',
+  'open_balances',
+];
 
 /** Any of the sums non-zero. */
 const nonZero = (sums: string[]) => sums.map((s) => `${s} <> 0`).join(' OR ');
@@ -147,7 +169,7 @@ const TRIGGER_FUNCTIONS = `
                sum(sign * (status = 'issued')::int)
         FROM c WHERE EXISTS (SELECT 1 FROM customers k WHERE k.id = c.customer_id)
         GROUP BY c.customer_id
-        HAVING ${nonZero(['sum(sign * CASE WHEN status = \'issued\' THEN total ELSE 0 END)', 'sum(sign * CASE WHEN status = \'issued\' THEN paid ELSE 0 END)', 'sum(sign * balance)', 'sum(sign * (balance > 0)::int)', 'sum(sign * (status = \'issued\')::int)'])}
+        HAVING ${nonZero(["sum(sign * CASE WHEN status = 'issued' THEN total ELSE 0 END)", "sum(sign * CASE WHEN status = 'issued' THEN paid ELSE 0 END)", 'sum(sign * balance)', 'sum(sign * (balance > 0)::int)', "sum(sign * (status = 'issued')::int)"])}
             OR NOT EXISTS (SELECT 1 FROM customer_ledger x WHERE x.customer_id = c.customer_id)
         ON CONFLICT (customer_id) DO UPDATE SET
           billed = l.billed + excluded.billed,
@@ -246,7 +268,9 @@ const REBUILD_TOTALS_UPSERT = `
 const REBUILD_TOTALS_INSERT = 'INSERT INTO workspace_totals AS t (workspace_id,';
 
 export async function up(knex: Knex): Promise<void> {
-  const { rows: [{ schema }] } = await knex.raw('SELECT current_schema() AS schema');
+  const {
+    rows: [{ schema }],
+  } = await knex.raw('SELECT current_schema() AS schema');
   const S = `"${String(schema).replaceAll('"', '""')}"`;
   for (const [table, [keys]] of Object.entries(APPEND_ONLY)) {
     // existing rows are folded already; new ones are pending until the next fold
@@ -259,14 +283,23 @@ export async function up(knex: Knex): Promise<void> {
   }
   await knex.raw(TRIGGER_FUNCTIONS);
   // the rebuild sets workspace_totals by replacing the workspace's rows (it upserted the one row)
-  const { rows: [{ def }] } = await knex.raw(`SELECT pg_get_functiondef('rollups_rebuild_but_open_dues(uuid)'::regprocedure) AS def`);
+  const {
+    rows: [{ def }],
+  } = await knex.raw(`SELECT pg_get_functiondef('rollups_rebuild_but_open_dues(uuid)'::regprocedure) AS def`);
   const text = String(def);
   if (!text.includes(REBUILD_TOTALS_UPSERT) || text.split(REBUILD_TOTALS_INSERT).length !== 2) {
-    throw new Error('rollups_rebuild_but_open_dues is not the function this migration knows: write its workspace_totals statement anew');
+    throw new Error(
+      'rollups_rebuild_but_open_dues is not the function this migration knows: write its workspace_totals statement anew',
+    );
   }
-  await knex.raw(text
-    .replace(REBUILD_TOTALS_UPSERT, ';')
-    .replace(REBUILD_TOTALS_INSERT, `DELETE FROM workspace_totals WHERE workspace_id = ws;\n      ${REBUILD_TOTALS_INSERT}`));
+  await knex.raw(
+    text
+      .replace(REBUILD_TOTALS_UPSERT, ';')
+      .replace(
+        REBUILD_TOTALS_INSERT,
+        `DELETE FROM workspace_totals WHERE workspace_id = ws;\n      ${REBUILD_TOTALS_INSERT}`,
+      ),
+  );
   const folds = FOLD_ORDER.map((table) => {
     const [keys, values] = APPEND_ONLY[table];
     const keyCols = ['workspace_id', ...keys];

@@ -10,10 +10,14 @@ const body = (skip: boolean) => `
     CREATE OR REPLACE FUNCTION bookings_vehicles_out() RETURNS trigger LANGUAGE plpgsql AS $fn$
     DECLARE
       hit boolean := false;
-    BEGIN${skip ? `
+    BEGIN${
+      skip
+        ? `
       IF TG_OP <> 'DELETE' THEN hit := EXISTS (SELECT 1 FROM new_rows WHERE status = 'active'); END IF;
       IF NOT hit AND TG_OP <> 'INSERT' THEN hit := EXISTS (SELECT 1 FROM old_rows WHERE status = 'active'); END IF;
-      IF NOT hit THEN RETURN NULL; END IF;` : ''}
+      IF NOT hit THEN RETURN NULL; END IF;`
+        : ''
+    }
       -- only rows entering or leaving status active move a count; a vehicle whose count is unchanged is not written
       EXECUTE format($q$
         WITH c AS (%s)

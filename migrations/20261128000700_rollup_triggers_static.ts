@@ -13,10 +13,25 @@ import type { Knex } from 'knex';
 // load's skip included); a dynamic statement without format() becomes the statement itself. What a function does is
 // unchanged, only when its statements are planned.
 const FUNCTIONS = [
-  'payments_rollup', 'payments_totals', 'expenses_totals', 'customer_ledger_totals', 'invoices_open_balances', 'invoices_rollup',
-  'invoices_open_dues', 'bookings_rollup', 'bookings_vehicles_out', 'vehicles_state_counts', 'vehicles_models', 'payment_slots_days',
-  'payment_slots_months', 'expenses_months', 'bookings_record_changes', 'invoices_record_changes', 'payments_record_changes',
-  'customers_booking_refs', 'vehicles_booking_refs',
+  'payments_rollup',
+  'payments_totals',
+  'expenses_totals',
+  'customer_ledger_totals',
+  'invoices_open_balances',
+  'invoices_rollup',
+  'invoices_open_dues',
+  'bookings_rollup',
+  'bookings_vehicles_out',
+  'vehicles_state_counts',
+  'vehicles_models',
+  'payment_slots_days',
+  'payment_slots_months',
+  'expenses_months',
+  'bookings_record_changes',
+  'invoices_record_changes',
+  'payments_record_changes',
+  'customers_booking_refs',
+  'vehicles_booking_refs',
 ];
 const OPS = ['INSERT', 'DELETE', 'UPDATE'] as const;
 
@@ -31,16 +46,29 @@ function filled(sql: string, changes: string, name: string): string {
 
 function staticBody(name: string, source: string, changes: Record<(typeof OPS)[number], string>): string {
   const branches = (sql: string, into: string | undefined) => {
-    const statement = (op: (typeof OPS)[number]) => `${filled(sql, changes[op], name).trim()}${into ? ` ${into}` : ''};`;
+    const statement = (op: (typeof OPS)[number]) =>
+      `${filled(sql, changes[op], name).trim()}${into ? ` ${into}` : ''};`;
     return `IF TG_OP = 'INSERT' THEN\n        ${statement('INSERT')}\n      ELSIF TG_OP = 'DELETE' THEN\n        ${statement('DELETE')}\n      ELSE\n        ${statement('UPDATE')}\n      END IF;`;
   };
   const body = source
-    .replace(/EXECUTE format\(\$q\$([\s\S]*?)\$q\$, rollup_changes\(TG_OP\)\)\s*(INTO \w+)?;/g, (_, sql: string, into?: string) => branches(sql, into))
-    .replace(/EXECUTE format\('((?:[^']|'')*)', rollup_changes\(TG_OP\)\)\s*(INTO \w+)?;/g, (_, sql: string, into?: string) =>
-      branches(sql.replaceAll("''", "'"), into))
-    .replace(/EXECUTE \$q\$([\s\S]*?)\$q\$\s*(INTO \w+)?;/g, (_, sql: string, into?: string) => `${sql.trim()}${into ? ` ${into}` : ''};`)
-    .replace(/EXECUTE '((?:[^']|'')*)'\s*(INTO \w+)?;/g, (_, sql: string, into?: string) => `${sql.replaceAll("''", "'")}${into ? ` ${into}` : ''};`);
-  if (/\bEXECUTE\b/.test(body) || body === source) throw new Error(`${name}: not the function this migration knows: write it anew`);
+    .replace(
+      /EXECUTE format\(\$q\$([\s\S]*?)\$q\$, rollup_changes\(TG_OP\)\)\s*(INTO \w+)?;/g,
+      (_, sql: string, into?: string) => branches(sql, into),
+    )
+    .replace(
+      /EXECUTE format\('((?:[^']|'')*)', rollup_changes\(TG_OP\)\)\s*(INTO \w+)?;/g,
+      (_, sql: string, into?: string) => branches(sql.replaceAll("''", "'"), into),
+    )
+    .replace(
+      /EXECUTE \$q\$([\s\S]*?)\$q\$\s*(INTO \w+)?;/g,
+      (_, sql: string, into?: string) => `${sql.trim()}${into ? ` ${into}` : ''};`,
+    )
+    .replace(
+      /EXECUTE '((?:[^']|'')*)'\s*(INTO \w+)?;/g,
+      (_, sql: string, into?: string) => `${sql.replaceAll("''", "'")}${into ? ` ${into}` : ''};`,
+    );
+  if (/\bEXECUTE\b/.test(body) || body === source)
+    throw new Error(`${name}: not the function this migration knows: write it anew`);
   return body;
 }
 

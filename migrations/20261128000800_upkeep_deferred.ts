@@ -58,7 +58,9 @@ const COPY_TRIGGERS: Record<string, string[]> = {
 };
 
 export async function up(knex: Knex): Promise<void> {
-  const { rows: [{ schema }] } = await knex.raw('SELECT current_schema() AS schema');
+  const {
+    rows: [{ schema }],
+  } = await knex.raw('SELECT current_schema() AS schema');
   const S = `"${String(schema).replaceAll('"', '""')}"`;
   const lit = (text: string) => `'${text.replaceAll("'", "''")}'`;
   const columnsOf = async (table: string) => {
@@ -101,9 +103,11 @@ export async function up(knex: Knex): Promise<void> {
        WHERE t.tgrelid = ?::regclass AND NOT t.tgisinternal AND p.proname = ANY (?) ORDER BY t.tgname`,
       [table, functions],
     );
-    if (triggers.length !== functions.length * 3) throw new Error(`${table}: expected 3 triggers for each of ${functions.join(', ')}`);
+    if (triggers.length !== functions.length * 3)
+      throw new Error(`${table}: expected 3 triggers for each of ${functions.join(', ')}`);
     for (const { tgname, def, tgenabled } of triggers as Array<{ tgname: string; def: string; tgenabled: string }>) {
-      if (def.includes(' WHEN ') || !def.includes(' EXECUTE FUNCTION ')) throw new Error(`${tgname}: not the trigger this migration knows`);
+      if (def.includes(' WHEN ') || !def.includes(' EXECUTE FUNCTION '))
+        throw new Error(`${tgname}: not the trigger this migration knows`);
       await knex.raw(`DROP TRIGGER ${tgname} ON ${table}; ${def.replace(' EXECUTE FUNCTION ', ` WHEN (${INLINE}) EXECUTE FUNCTION `)};
         ${tgenabled === 'A' ? `ALTER TABLE ${table} ENABLE ALWAYS TRIGGER ${tgname};` : ''}`);
     }
@@ -117,27 +121,45 @@ export async function up(knex: Knex): Promise<void> {
   for (const table of Object.keys(DEFERRED)) {
     for (const op of ['insert', 'update', 'delete']) {
       const name = `${table}_data_version_${op}`;
-      const { rows: [trigger] } = await knex.raw(`SELECT pg_get_triggerdef(t.oid) AS def, t.tgenabled FROM pg_trigger t WHERE t.tgrelid = ?::regclass AND t.tgname = ?`, [table, name]);
-      if (!trigger || trigger.def.includes(' WHEN ') || trigger.tgenabled !== 'A') throw new Error(`${name}: not the trigger this migration knows`);
+      const {
+        rows: [trigger],
+      } = await knex.raw(
+        `SELECT pg_get_triggerdef(t.oid) AS def, t.tgenabled FROM pg_trigger t WHERE t.tgrelid = ?::regclass AND t.tgname = ?`,
+        [table, name],
+      );
+      if (!trigger || trigger.def.includes(' WHEN ') || trigger.tgenabled !== 'A')
+        throw new Error(`${name}: not the trigger this migration knows`);
       await knex.raw(`DROP TRIGGER ${name} ON ${table};
         ${trigger.def.replace(' EXECUTE FUNCTION ', ` WHEN (coalesce(${INLINE}, false) OR current_setting('session_replication_role') = 'replica') EXECUTE FUNCTION `)};
         ALTER TABLE ${table} ENABLE ALWAYS TRIGGER ${name};`);
     }
   }
   {
-    const { rows: [trigger] } = await knex.raw(`SELECT pg_get_triggerdef(t.oid) AS def FROM pg_trigger t WHERE t.tgrelid = 'entity_changes'::regclass AND t.tgname = 'entity_changes_notify'`);
-    if (!trigger || trigger.def.includes(' WHEN ')) throw new Error('entity_changes_notify: not the trigger this migration knows');
-    await knex.raw(`DROP TRIGGER entity_changes_notify ON entity_changes; ${trigger.def.replace(' EXECUTE FUNCTION ', ` WHEN (${INLINE}) EXECUTE FUNCTION `)};`);
+    const {
+      rows: [trigger],
+    } = await knex.raw(
+      `SELECT pg_get_triggerdef(t.oid) AS def FROM pg_trigger t WHERE t.tgrelid = 'entity_changes'::regclass AND t.tgname = 'entity_changes_notify'`,
+    );
+    if (!trigger || trigger.def.includes(' WHEN '))
+      throw new Error('entity_changes_notify: not the trigger this migration knows');
+    await knex.raw(
+      `DROP TRIGGER entity_changes_notify ON entity_changes; ${trigger.def.replace(' EXECUTE FUNCTION ', ` WHEN (${INLINE}) EXECUTE FUNCTION `)};`,
+    );
   }
 
   // the copies: customers' renames queued by id; a car's plate through its queued images (the fold's plus table)
   for (const [table, names] of Object.entries(COPY_TRIGGERS)) {
     const { rows: triggers } = await knex.raw(
-      `SELECT t.tgname, pg_get_triggerdef(t.oid) AS def FROM pg_trigger t WHERE t.tgrelid = ?::regclass AND t.tgname = ANY (?)`, [table, names]);
+      `SELECT t.tgname, pg_get_triggerdef(t.oid) AS def FROM pg_trigger t WHERE t.tgrelid = ?::regclass AND t.tgname = ANY (?)`,
+      [table, names],
+    );
     if (triggers.length !== names.length) throw new Error(`${table}: expected the triggers ${names.join(', ')}`);
     for (const { tgname, def } of triggers as Array<{ tgname: string; def: string }>) {
-      if (def.includes(' WHEN ') || !def.includes(' EXECUTE FUNCTION ')) throw new Error(`${tgname}: not the trigger this migration knows`);
-      await knex.raw(`DROP TRIGGER ${tgname} ON ${table}; ${def.replace(' EXECUTE FUNCTION ', ` WHEN (${INLINE}) EXECUTE FUNCTION `)};`);
+      if (def.includes(' WHEN ') || !def.includes(' EXECUTE FUNCTION '))
+        throw new Error(`${tgname}: not the trigger this migration knows`);
+      await knex.raw(
+        `DROP TRIGGER ${tgname} ON ${table}; ${def.replace(' EXECUTE FUNCTION ', ` WHEN (${INLINE}) EXECUTE FUNCTION `)};`,
+      );
     }
   }
   await knex.raw(`
@@ -190,26 +212,45 @@ export async function up(knex: Knex): Promise<void> {
   // A booking's copies are recomputed by its row trigger under FOR SHARE locks (20261123003100): a fold writes them
   // from the rows as they stand already, and the worker may not lock customers.
   {
-    const { rows: [{ def }] } = await knex.raw(`SELECT pg_get_functiondef('bookings_copy_refs()'::regprocedure) AS def`);
+    const {
+      rows: [{ def }],
+    } = await knex.raw(`SELECT pg_get_functiondef('bookings_copy_refs()'::regprocedure) AS def`);
     const marker = "IF TG_OP = 'INSERT' THEN";
-    if (String(def).split(marker).length !== 2) throw new Error('bookings_copy_refs is not the function this migration knows');
-    await knex.raw(String(def).replace(marker, `IF TG_OP = 'UPDATE' AND current_setting('frs.upkeep_fold', true) = 'on' THEN RETURN NEW; END IF;
-      ${marker}`));
+    if (String(def).split(marker).length !== 2)
+      throw new Error('bookings_copy_refs is not the function this migration knows');
+    await knex.raw(
+      String(def).replace(
+        marker,
+        `IF TG_OP = 'UPDATE' AND current_setting('frs.upkeep_fold', true) = 'on' THEN RETURN NEW; END IF;
+      ${marker}`,
+      ),
+    );
   }
 
   // Per session, the temporary tables a fold applies the queue through (made on a session's first fold).
-  const replayTables = Object.entries(DEFERRED).map(([table, functions]) => {
-    const plus = `pg_temp.upkeep_plus_${table}`;
-    const minus = `pg_temp.upkeep_minus_${table}`;
-    const copies = table === 'vehicles' ? `
-      CREATE TRIGGER upkeep_plus_copies AFTER INSERT ON ${plus} REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION ${S}.upkeep_vehicle_copies();` : '';
-    return `
+  const replayTables =
+    Object.entries(DEFERRED)
+      .map(([table, functions]) => {
+        const plus = `pg_temp.upkeep_plus_${table}`;
+        const minus = `pg_temp.upkeep_minus_${table}`;
+        const copies =
+          table === 'vehicles'
+            ? `
+      CREATE TRIGGER upkeep_plus_copies AFTER INSERT ON ${plus} REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION ${S}.upkeep_vehicle_copies();`
+            : '';
+        return `
       CREATE TEMPORARY TABLE upkeep_plus_${table} (LIKE ${S}.${table});
       CREATE TEMPORARY TABLE upkeep_minus_${table} (LIKE ${S}.${table});
-      ${[...functions.map((f) => `${S}.${f}()`), `${S}.workspace_data_version_bump('records', 'workspace_id')`].map((call, k) => `
+      ${[...functions.map((f) => `${S}.${f}()`), `${S}.workspace_data_version_bump('records', 'workspace_id')`]
+        .map(
+          (call, k) => `
       CREATE TRIGGER upkeep_plus_${k} AFTER INSERT ON ${plus} REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION ${call};
-      CREATE TRIGGER upkeep_minus_${k} AFTER DELETE ON ${minus} REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION ${call};`).join('')}${copies}`;
-  }).join('') + `
+      CREATE TRIGGER upkeep_minus_${k} AFTER DELETE ON ${minus} REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION ${call};`,
+        )
+        .join('')}${copies}`;
+      })
+      .join('') +
+    `
       CREATE TEMPORARY TABLE upkeep_plus_customers (workspace_id uuid, id uuid);
       CREATE TRIGGER upkeep_plus_copies AFTER INSERT ON pg_temp.upkeep_plus_customers REFERENCING NEW TABLE AS new_rows
         FOR EACH STATEMENT EXECUTE FUNCTION ${S}.upkeep_customer_copies();
@@ -221,10 +262,12 @@ export async function up(knex: Knex): Promise<void> {
   /** The queued rows of workspace `ws` a fold takes at once (any subset adds up: a row's images telescope). */
   const taken = (table: string) =>
     `u.ctid = ANY (ARRAY(SELECT t.ctid FROM ${S}.upkeep_${table} t WHERE t.workspace_id = ws LIMIT ${FOLD_ROWS}))`;
-  const applies = Object.keys(DEFERRED).map((table) => {
-    const names = columnLists[table].join(', ');
-    const columns = columnLists[table].map((c) => `q.${c}`).join(', ');
-    return `
+  const applies =
+    Object.keys(DEFERRED)
+      .map((table) => {
+        const names = columnLists[table].join(', ');
+        const columns = columnLists[table].map((c) => `q.${c}`).join(', ');
+        return `
         IF which IS NULL OR which = '${table}' THEN
         WITH q AS (DELETE FROM ${S}.upkeep_${table} u WHERE ${taken(table)} RETURNING u.*),
         minus AS (INSERT INTO pg_temp.upkeep_minus_${table} (${names}) SELECT ${columns} FROM q WHERE q.upkeep_sign < 0)
@@ -236,7 +279,9 @@ export async function up(knex: Knex): Promise<void> {
         done := done + n;
         TRUNCATE pg_temp.upkeep_plus_${table}, pg_temp.upkeep_minus_${table};
         END IF;`;
-  }).join('') + `
+      })
+      .join('') +
+    `
         IF which IS NULL OR which = 'customers' THEN
         WITH q AS (DELETE FROM ${S}.upkeep_customers u WHERE ${taken('customers')} RETURNING u.workspace_id, u.id)
         INSERT INTO pg_temp.upkeep_plus_customers SELECT DISTINCT q.workspace_id, q.id FROM q;
@@ -244,7 +289,9 @@ export async function up(knex: Knex): Promise<void> {
         done := done + n;
         TRUNCATE pg_temp.upkeep_plus_customers;
         END IF;`;
-  const queued = [...Object.keys(DEFERRED), 'customers'].map((table) => `SELECT workspace_id, upkeep_at, '${table}' AS queue FROM ${S}.upkeep_${table}`).join(' UNION ALL ');
+  const queued = [...Object.keys(DEFERRED), 'customers']
+    .map((table) => `SELECT workspace_id, upkeep_at, '${table}' AS queue FROM ${S}.upkeep_${table}`)
+    .join(' UNION ALL ');
   await knex.raw(`
     -- which: one queue (payments, expenses, invoices, bookings, vehicles or customers), or all (NULL); the worker folds
     -- a queue a transaction, so that the rows a fold writes (an invoice's paid) are held no longer than that queue's part

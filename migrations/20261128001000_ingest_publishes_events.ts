@@ -6,7 +6,9 @@ import type { Knex } from 'knex';
 // may write the platform's record versions (record_versions: the ingest role, the owner) queue them too. The API's
 // role may do neither, and stays held to webhook.test. Search path pg_catalog and pg_temp, every table qualified.
 export async function up(knex: Knex): Promise<void> {
-  const { rows: [{ schema }] } = await knex.raw('SELECT current_schema() AS schema');
+  const {
+    rows: [{ schema }],
+  } = await knex.raw('SELECT current_schema() AS schema');
   const S = `"${String(schema).replaceAll('"', '""')}"`;
   // (a literal of the qualified names, for has_table_privilege)
   const name = (table: string) => `'${`${S}.${table}`.replaceAll("'", "''")}'`;

@@ -10,7 +10,11 @@ import type { Knex } from 'knex';
 // definition: a statement of one row keeps its cached plan (the one-row writer's speed), a larger one runs the same
 // text through EXECUTE, planned with the real row counts (a hash join). Same statements, same results.
 const FUNCTIONS = [
-  'bookings_record_changes', 'invoices_record_changes', 'payments_record_changes', 'customers_booking_refs', 'vehicles_booking_refs',
+  'bookings_record_changes',
+  'invoices_record_changes',
+  'payments_record_changes',
+  'customers_booking_refs',
+  'vehicles_booking_refs',
   'upkeep_queue_customers',
 ];
 const JOINED = /^([ \t]*)((?:INSERT INTO|SELECT)\b[^;]*?\bJOIN old_rows o ON o\.id = n\.id\b[^;]*);/gm;
@@ -20,7 +24,11 @@ function sizedBody(name: string, source: string): string {
   let found = 0;
   const body = source.replace(JOINED, (_, indent: string, statement: string) => {
     found++;
-    const [, sql, into] = /^([\s\S]*?)(\s+INTO \w+)?$/.exec(statement.trim()) as unknown as [string, string, string | undefined];
+    const [, sql, into] = /^([\s\S]*?)(\s+INTO \w+)?$/.exec(statement.trim()) as unknown as [
+      string,
+      string,
+      string | undefined,
+    ];
     return (
       `${indent}IF (SELECT count(*) FROM new_rows) < 2 THEN\n${indent}  ${sql}${into ?? ''};\n` +
       `${indent}ELSE\n${indent}  EXECUTE $q$${sql}$q$${into ?? ''};\n${indent}END IF;`

@@ -6,8 +6,22 @@ import { ROOT_DIR, SETTINGS, settingRow, TEST_SETTINGS } from '../src/config.js'
 
 const row = (cells: string[]) => `| ${cells.join(' | ')} |`;
 const tables: Array<[string, string[]]> = [
-  ['## Configuration', [row(['Variable', 'Default', 'Range', 'Read by', 'Meaning']), '|---|---|---|---|---|', ...SETTINGS.map((s) => row(settingRow(s)))]],
-  ['Settings of the tests', [row(['Variable', 'Default', 'Meaning']), '|---|---|---|', ...TEST_SETTINGS.map((s) => row([`\`${s.name}\``, s.default, s.meaning]))]],
+  [
+    '## Configuration',
+    [
+      row(['Variable', 'Default', 'Range', 'Read by', 'Meaning']),
+      '|---|---|---|---|---|',
+      ...SETTINGS.map((s) => row(settingRow(s))),
+    ],
+  ],
+  [
+    'Settings of the tests',
+    [
+      row(['Variable', 'Default', 'Meaning']),
+      '|---|---|---|',
+      ...TEST_SETTINGS.map((s) => row([`\`${s.name}\``, s.default, s.meaning])),
+    ],
+  ],
 ];
 const GUIDE = 'docs/operations.md';
 const file = path.join(ROOT_DIR, GUIDE);

@@ -9,9 +9,13 @@ import { loadImportSchema } from '../src/contract/document.js';
 import { findWorkspace } from '../src/workspaces.js';
 
 const { values } = parseArgs({ options: { workspace: { type: 'string' }, file: { type: 'string' } } });
-if (!values.workspace || !values.file) throw new Error('usage: tsx scripts/export-import-document.ts --workspace SLUG --file PATH');
+if (!values.workspace || !values.file)
+  throw new Error('usage: tsx scripts/export-import-document.ts --workspace SLUG --file PATH');
 
-const schema = loadImportSchema() as { properties: Record<string, { items: { $ref: string } }>; $defs: Record<string, { properties: object }> };
+const schema = loadImportSchema() as {
+  properties: Record<string, { items: { $ref: string } }>;
+  $defs: Record<string, { properties: object }>;
+};
 const snakeCase = (name: string) => name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 
 const database = await openDatabase({ schema: 'as-is' });
@@ -19,17 +23,26 @@ try {
   const { db } = database;
   const workspace = await findWorkspace(db, values.workspace);
   const out = fs.createWriteStream(values.file);
-  const write = (text: string) => new Promise<void>((resolve) => (out.write(text) ? resolve() : out.once('drain', resolve)));
+  const write = (text: string) =>
+    new Promise<void>((resolve) => (out.write(text) ? resolve() : out.once('drain', resolve)));
   await write('{');
   let firstKey = true;
   for (const [key, property] of Object.entries(schema.properties)) {
     const table = snakeCase(key);
-    const fields = Object.keys(schema.$defs[property.items.$ref.replace('#/$defs/', '')].properties).filter((field) => field !== 'version');
-    const { rows: types } = await db.raw(`SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ?`, [table]);
-    const typeOf = new Map<string, string>(types.map((t: { column_name: string; data_type: string }) => [t.column_name, t.data_type]));
+    const fields = Object.keys(schema.$defs[property.items.$ref.replace('#/$defs/', '')].properties).filter(
+      (field) => field !== 'version',
+    );
+    const { rows: types } = await db.raw(
+      `SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ?`,
+      [table],
+    );
+    const typeOf = new Map<string, string>(
+      types.map((t: { column_name: string; data_type: string }) => [t.column_name, t.data_type]),
+    );
     const value = (column: string) => {
       const type = typeOf.get(column);
-      if (type === 'timestamp with time zone') return `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+      if (type === 'timestamp with time zone')
+        return `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
       if (type === 'date') return `${column}::text`;
       return `"${column}"`;
     };

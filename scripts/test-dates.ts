@@ -33,39 +33,43 @@ function yearsFromNow(years: number): string {
 }
 
 /** UTC instants; Asia/Dubai is UTC+4 all year, so 20:00Z is its midnight; Europe's summer time is from March to October. */
-const DATES = (process.env.FRS_TEST_DATES?.split(',') ?? [
-  yearsFromNow(-2), // two years back: dates before the day any fixture was made
-  '2024-12-31T19:30:00Z', // year end, 23:30 in Dubai: the hour before local midnight
-  '2025-02-28T20:30:00Z', // 00:30 on 1 March in Dubai (no 29 February in 2025), still the 28th in UTC
-  '2025-06-30T20:00:00Z', // a quarter end at Dubai midnight exactly
-  '2025-09-30T23:30:00Z', // a month end late in UTC, already 1 October in Dubai
-  '2026-03-31T12:00:00Z', // a month end
-  '2026-06-30T20:10:00Z', // summer time in Europe: a workspace on Europe/London shows BST, not GMT (00:10 on 1 July in Dubai)
-  '2026-07-31T20:15:00Z', // 00:15 on 1 August in Dubai
-  '2026-12-31T19:30:00Z', // year end, 23:30 in Dubai: the hour before local midnight
-  '2026-12-31T20:30:00Z', // 00:30 on 1 January in Dubai, still the 31st in UTC: the hour after
-  '2027-01-31T12:00:00Z', // a month end
-  '2027-02-28T19:59:00Z', // 28 February, crossing Dubai midnight into March while the suite runs
-  '2027-03-15T06:00:00Z',
-  '2027-04-30T23:30:00Z', // a month end late in UTC, already 1 May in Dubai
-  '2027-05-20T10:00:00Z',
-  '2027-06-30T19:45:00Z', // a quarter end, 23:45 in Dubai
-  '2027-07-31T20:15:00Z', // 00:15 on 1 August in Dubai
-  '2027-09-30T16:00:00Z',
-  '2027-10-31T20:00:00Z', // Dubai midnight exactly
-  '2027-11-15T09:00:00Z',
-  '2027-12-31T23:30:00Z', // the UTC year end, already 2028 in Dubai
-  '2028-02-29T12:00:00Z', // 29 February
-  '2028-06-30T20:30:00Z', // 00:30 on 1 July in Dubai, a quarter end in UTC
-  yearsFromNow(2), // two years on
-]).map((d) => new Date(d));
+const DATES = (
+  process.env.FRS_TEST_DATES?.split(',') ?? [
+    yearsFromNow(-2), // two years back: dates before the day any fixture was made
+    '2024-12-31T19:30:00Z', // year end, 23:30 in Dubai: the hour before local midnight
+    '2025-02-28T20:30:00Z', // 00:30 on 1 March in Dubai (no 29 February in 2025), still the 28th in UTC
+    '2025-06-30T20:00:00Z', // a quarter end at Dubai midnight exactly
+    '2025-09-30T23:30:00Z', // a month end late in UTC, already 1 October in Dubai
+    '2026-03-31T12:00:00Z', // a month end
+    '2026-06-30T20:10:00Z', // summer time in Europe: a workspace on Europe/London shows BST, not GMT (00:10 on 1 July in Dubai)
+    '2026-07-31T20:15:00Z', // 00:15 on 1 August in Dubai
+    '2026-12-31T19:30:00Z', // year end, 23:30 in Dubai: the hour before local midnight
+    '2026-12-31T20:30:00Z', // 00:30 on 1 January in Dubai, still the 31st in UTC: the hour after
+    '2027-01-31T12:00:00Z', // a month end
+    '2027-02-28T19:59:00Z', // 28 February, crossing Dubai midnight into March while the suite runs
+    '2027-03-15T06:00:00Z',
+    '2027-04-30T23:30:00Z', // a month end late in UTC, already 1 May in Dubai
+    '2027-05-20T10:00:00Z',
+    '2027-06-30T19:45:00Z', // a quarter end, 23:45 in Dubai
+    '2027-07-31T20:15:00Z', // 00:15 on 1 August in Dubai
+    '2027-09-30T16:00:00Z',
+    '2027-10-31T20:00:00Z', // Dubai midnight exactly
+    '2027-11-15T09:00:00Z',
+    '2027-12-31T23:30:00Z', // the UTC year end, already 2028 in Dubai
+    '2028-02-29T12:00:00Z', // 29 February
+    '2028-06-30T20:30:00Z', // 00:30 on 1 July in Dubai, a quarter end in UTC
+    yearsFromNow(2), // two years on
+  ]
+).map((d) => new Date(d));
 
 /**
  * The command line: arguments naming a test file or folder choose those files (all of them when none does); every
  * other argument goes to mocha as it is (--grep TEXT, --bail).
  */
 const ARGS = process.argv.slice(2);
-const CHOSEN = ARGS.filter((a) => fs.existsSync(path.resolve(ROOT, a))).map((a) => path.relative(ROOT, path.resolve(ROOT, a)));
+const CHOSEN = ARGS.filter((a) => fs.existsSync(path.resolve(ROOT, a))).map((a) =>
+  path.relative(ROOT, path.resolve(ROOT, a)),
+);
 const MOCHA_ARGS = ARGS.filter((a) => !fs.existsSync(path.resolve(ROOT, a)));
 
 function testFiles(): string[] {
@@ -109,12 +113,22 @@ async function run(files: string[], offsetSeconds: number | undefined, logFile: 
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'frs-test-dates-'));
   fs.chmodSync(dataDir, 0o755); // as root the cluster runs as the postgres user
   const mocha = [path.join(ROOT, 'node_modules', '.bin', 'mocha'), ...MOCHA_ARGS, ...files];
-  const [command, ...args] = offsetSeconds === undefined ? mocha : ['faketime', '-f', `${offsetSeconds >= 0 ? '+' : ''}${offsetSeconds}`, ...mocha];
+  const [command, ...args] =
+    offsetSeconds === undefined
+      ? mocha
+      : ['faketime', '-f', `${offsetSeconds >= 0 ? '+' : ''}${offsetSeconds}`, ...mocha];
   const started = Date.now();
   const out = fs.openSync(logFile, 'w');
-  const child = spawn(command, args, { cwd: ROOT, stdio: ['ignore', out, out], env: { ...process.env, FRS_DATA_DIR: dataDir } });
+  const child = spawn(command, args, {
+    cwd: ROOT,
+    stdio: ['ignore', out, out],
+    env: { ...process.env, FRS_DATA_DIR: dataDir },
+  });
   // Ctrl-C ends the run: mocha first, then (below) the test cluster it may have left running.
-  const interrupt = () => { interrupted = true; child.kill('SIGINT'); };
+  const interrupt = () => {
+    interrupted = true;
+    child.kill('SIGINT');
+  };
   process.once('SIGINT', interrupt).once('SIGTERM', interrupt);
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
   process.off('SIGINT', interrupt).off('SIGTERM', interrupt);
@@ -126,7 +140,8 @@ async function run(files: string[], offsetSeconds: number | undefined, logFile: 
   return { passing: count('passing'), failing: count('failing'), seconds: (Date.now() - started) / 1000, log, code };
 }
 
-const dubai = (d: Date) => d.toLocaleString('en-GB', { timeZone: 'Asia/Dubai', dateStyle: 'medium', timeStyle: 'short' });
+const dubai = (d: Date) =>
+  d.toLocaleString('en-GB', { timeZone: 'Asia/Dubai', dateStyle: 'medium', timeStyle: 'short' });
 
 async function main(): Promise<number> {
   if (spawnSync('faketime', ['-f', '+0', 'true']).status !== 0) {
@@ -145,14 +160,18 @@ async function main(): Promise<number> {
     { label: 'today, test files in reverse order', files: [...files].reverse() },
     { label: `today, test files in random order (FRS_TEST_ORDER_SEED=${seed})`, files: shuffled(files, seed) },
   ];
-  process.stdout.write(`test:dates: ${plan.length} runs of ${files.length} test files; node ${process.version}, ${os.cpus().length} CPUs; logs in ${logs}\n`);
+  process.stdout.write(
+    `test:dates: ${plan.length} runs of ${files.length} test files; node ${process.version}, ${os.cpus().length} CPUs; logs in ${logs}\n`,
+  );
   let failed = 0;
   for (const [i, step] of plan.entries()) {
     const offset = step.at ? Math.round((step.at.getTime() - Date.now()) / 1000) : undefined;
     const result = await run(step.files, offset, path.join(logs, `run-${String(i + 1).padStart(2, '0')}.log`));
     const ok = result.code === 0 && result.failing === 0 && result.passing > 0;
     if (!ok) failed += 1;
-    process.stdout.write(`${ok ? 'ok  ' : 'FAIL'} ${step.label}: ${result.passing} passing, ${result.failing} failing (${result.seconds.toFixed(0)} s)\n`);
+    process.stdout.write(
+      `${ok ? 'ok  ' : 'FAIL'} ${step.label}: ${result.passing} passing, ${result.failing} failing (${result.seconds.toFixed(0)} s)\n`,
+    );
     if (!ok) process.stdout.write(`${result.log.slice(result.log.search(/^ +\d+ passing/m))}\n`);
     if (interrupted) break;
   }

@@ -124,7 +124,13 @@ const CATALOG: Record<Category, Array<[string, string, number]>> = {
 };
 
 /** Security deposit per category, in fils. */
-const DEPOSIT: Record<Category, number> = { economy: 100_000, sedan: 150_000, suv: 200_000, luxury: 500_000, van: 150_000 };
+const DEPOSIT: Record<Category, number> = {
+  economy: 100_000,
+  sedan: 150_000,
+  suv: 200_000,
+  luxury: 500_000,
+  van: 150_000,
+};
 
 interface FleetDef {
   key: 'dxb' | 'shj' | 'auh';
@@ -163,17 +169,48 @@ const FLEETS: FleetDef[] = [
 ];
 
 const PEOPLE = [
-  'Ahmed Al Mansoori', 'Fatima Al Hashimi', 'Mohammed Al Ketbi', 'Aisha Al Nuaimi', 'Khalid Al Falasi',
-  'Mariam Al Suwaidi', 'Saeed Al Mazrouei', 'Noura Al Dhaheri', 'Hamdan Al Shamsi', 'Latifa Al Marri',
-  'Omar Haddad', 'Layla Nasser', 'Youssef El Amrani', 'Rania Khoury', 'Tarek Mansour',
-  'Hiba Saleh', 'Priya Nair', 'Rahul Menon', 'Arjun Sharma', 'Ayesha Siddiqui',
-  'Imran Qureshi', 'Fahad Rahman', 'Sarah Thompson', "James O'Connor", 'Emily Clarke',
-  'Daniel Becker', 'Olga Ivanova', 'Chen Wei', 'Maria Santos', 'Jose Reyes',
-  'Grace Mwangi', 'Ali Rezaei', 'Zainab Hussain', 'Kareem Abdullah', 'Sofia Rossi',
+  'Ahmed Al Mansoori',
+  'Fatima Al Hashimi',
+  'Mohammed Al Ketbi',
+  'Aisha Al Nuaimi',
+  'Khalid Al Falasi',
+  'Mariam Al Suwaidi',
+  'Saeed Al Mazrouei',
+  'Noura Al Dhaheri',
+  'Hamdan Al Shamsi',
+  'Latifa Al Marri',
+  'Omar Haddad',
+  'Layla Nasser',
+  'Youssef El Amrani',
+  'Rania Khoury',
+  'Tarek Mansour',
+  'Hiba Saleh',
+  'Priya Nair',
+  'Rahul Menon',
+  'Arjun Sharma',
+  'Ayesha Siddiqui',
+  'Imran Qureshi',
+  'Fahad Rahman',
+  'Sarah Thompson',
+  "James O'Connor",
+  'Emily Clarke',
+  'Daniel Becker',
+  'Olga Ivanova',
+  'Chen Wei',
+  'Maria Santos',
+  'Jose Reyes',
+  'Grace Mwangi',
+  'Ali Rezaei',
+  'Zainab Hussain',
+  'Kareem Abdullah',
+  'Sofia Rossi',
 ];
 const COMPANIES = [
-  'Gulf Horizon Contracting LLC', 'Blue Wave Logistics FZE', 'Marina Events Management LLC',
-  'Al Waha Facilities Management LLC', 'Crescent Tech Solutions FZ-LLC',
+  'Gulf Horizon Contracting LLC',
+  'Blue Wave Logistics FZE',
+  'Marina Events Management LLC',
+  'Al Waha Facilities Management LLC',
+  'Crescent Tech Solutions FZ-LLC',
 ];
 const INSURERS = ['Orient Insurance', 'Sukoon Insurance', 'GIG Gulf', 'Tokio Marine Middle East', 'Dubai Insurance'];
 
@@ -256,8 +293,20 @@ class DemoBuilder {
     this.nowMs = now.getTime();
     this.today = localDate(now, tz);
     this.doc = {
-      owners: [], fleets: [], vehicles: [], maintenance: [], vehicleDocuments: [], customers: [], bookings: [],
-      extensions: [], invoices: [], payments: [], installments: [], expenses: [], fines: [], integrations: [],
+      owners: [],
+      fleets: [],
+      vehicles: [],
+      maintenance: [],
+      vehicleDocuments: [],
+      customers: [],
+      bookings: [],
+      extensions: [],
+      invoices: [],
+      payments: [],
+      installments: [],
+      expenses: [],
+      fines: [],
+      integrations: [],
     };
   }
 
@@ -356,12 +405,41 @@ class DemoBuilder {
   private addFleets(): void {
     const rng = new Rng('fleet');
     const plates = new Set<string>();
-    const dubaiLetters = ['A', 'B', 'C', 'D', 'F', 'G', 'H', 'I', 'J', 'K', 'L', 'M', 'N', 'P', 'R', 'S', 'T', 'U', 'V', 'W', 'AA', 'BB', 'CC', 'DD'];
+    const dubaiLetters = [
+      'A',
+      'B',
+      'C',
+      'D',
+      'F',
+      'G',
+      'H',
+      'I',
+      'J',
+      'K',
+      'L',
+      'M',
+      'N',
+      'P',
+      'R',
+      'S',
+      'T',
+      'U',
+      'V',
+      'W',
+      'AA',
+      'BB',
+      'CC',
+      'DD',
+    ];
     const plateFor = (f: FleetDef): string => {
       for (;;) {
         const digits = String(rng.int(10000, 99999));
         const code =
-          f.key === 'dxb' ? rng.pick(dubaiLetters) : f.key === 'shj' ? String(rng.int(1, 3)) : String(rng.pick([1, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15, 16, 17]));
+          f.key === 'dxb'
+            ? rng.pick(dubaiLetters)
+            : f.key === 'shj'
+              ? String(rng.int(1, 3))
+              : String(rng.pick([1, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15, 16, 17]));
         const plate = `${f.emirate} ${code} ${digits}`;
         const key = plate.replace(/ /g, '').toLowerCase();
         if (!plates.has(key)) {
@@ -418,7 +496,10 @@ class DemoBuilder {
     let n = 0;
     for (const name of PEOPLE) {
       n++;
-      const slug = name.toLowerCase().replace(/[^a-z ]/g, '').replace(/\s+/g, '.');
+      const slug = name
+        .toLowerCase()
+        .replace(/[^a-z ]/g, '')
+        .replace(/\s+/g, '.');
       const tourist = rng.chance(0.2);
       const rec: Customer = {
         id: this.id('customer', n),
@@ -434,7 +515,12 @@ class DemoBuilder {
     }
     for (const name of COMPANIES) {
       n++;
-      const domain = name.toLowerCase().split(' ').slice(0, 2).join('').replace(/[^a-z]/g, '');
+      const domain = name
+        .toLowerCase()
+        .split(' ')
+        .slice(0, 2)
+        .join('')
+        .replace(/[^a-z]/g, '');
       const rec: Customer = {
         id: this.id('customer', n),
         name,
@@ -468,7 +554,11 @@ class DemoBuilder {
 
   /** A free active car of the category for [start, end), reserved; cars of the order given by `rng`. */
   private takeVehicle(category: Category, start: number, end: number, rng: Rng, fleet?: FleetDef['key']): VehicleInfo {
-    const candidates = rng.shuffle(this.vehicles.filter((v) => v.rec.state === 'active' && v.category === category && (!fleet || v.fleet.key === fleet)));
+    const candidates = rng.shuffle(
+      this.vehicles.filter(
+        (v) => v.rec.state === 'active' && v.category === category && (!fleet || v.fleet.key === fleet),
+      ),
+    );
     // a car keeps a couple of hours around each rental for the turnaround
     const found = candidates.find((v) => this.isFree(v, start - 2 * HOUR, end + 2 * HOUR));
     if (!found) throw new Error(`demo: no free ${category} car`);
@@ -487,12 +577,18 @@ class DemoBuilder {
     const discount = spec.type === 'monthly' ? 0.6 : spec.type === 'lease' ? 0.5 : 0.7;
     const monthlyAmount = longTerm ? this.withVat(Math.round((vehicle.rate * 30 * discount) / 100) * 100) : null;
     const baseDropoff = spec.original ?? spec.dropoff;
-    const rental = longTerm ? monthlyAmount! * months : this.withVat(vehicle.rate * this.rentalDays(spec.pickup, baseDropoff));
-    const addedDays = spec.original ? Math.max(1, Math.round((spec.dropoff.getTime() - spec.original.getTime()) / DAY)) : 0;
+    const rental = longTerm
+      ? monthlyAmount! * months
+      : this.withVat(vehicle.rate * this.rentalDays(spec.pickup, baseDropoff));
+    const addedDays = spec.original
+      ? Math.max(1, Math.round((spec.dropoff.getTime() - spec.original.getTime()) / DAY))
+      : 0;
     const extensionAmount = spec.original ? this.withVat(vehicle.rate * addedDays) : 0;
 
     const held = spec.status === 'confirmed' || spec.status === 'active' || spec.status === 'completed';
-    const confirmedAt = held ? this.past(Math.min(spec.pickup.getTime() - rng.int(6, 240) * HOUR, this.nowMs - rng.int(1, 48) * HOUR)) : null;
+    const confirmedAt = held
+      ? this.past(Math.min(spec.pickup.getTime() - rng.int(6, 240) * HOUR, this.nowMs - rng.int(1, 48) * HOUR))
+      : null;
     let returned: Date | null = null;
     if (spec.status === 'completed') {
       const late = rng.int(-45, 40) * 60_000;
@@ -522,7 +618,8 @@ class DemoBuilder {
     const out = spec.status === 'active' || spec.status === 'completed';
     if (spec.original && spec.extendedAt) {
       // an extension is asked for while the car is out, before the original return
-      if (spec.extendedAt.getTime() <= spec.pickup.getTime()) spec.extendedAt = new Date((spec.pickup.getTime() + spec.original.getTime()) / 2);
+      if (spec.extendedAt.getTime() <= spec.pickup.getTime())
+        spec.extendedAt = new Date((spec.pickup.getTime() + spec.original.getTime()) / 2);
       this.doc.extensions.push({
         id: this.id('extension', this.next('extension')),
         bookingId: rec.id,
@@ -541,28 +638,55 @@ class DemoBuilder {
       if (issue) {
         const issueDate = out ? this.date(spec.pickup) : this.date(confirmedAt!);
         const dueDate = spec.due ?? this.date(spec.pickup);
-        const inv = this.addInvoice(customer, rec.id, 'rental', issueDate, dueDate < issueDate ? issueDate : dueDate, rental);
+        const inv = this.addInvoice(
+          customer,
+          rec.id,
+          'rental',
+          issueDate,
+          dueDate < issueDate ? issueDate : dueDate,
+          rental,
+        );
         const firstAt = out ? spec.pickup : confirmedAt!;
         const laterAt = returned ?? this.now;
         // the rest of a split payment is taken on return; a car still out keeps it open
-        const plan = spec.pay === 'split' && !returned ? 'partial' : spec.pay ?? 'full';
+        const plan = spec.pay === 'split' && !returned ? 'partial' : (spec.pay ?? 'full');
         this.pay(inv, plan, customer, rec.id, firstAt, laterAt, rng);
       }
       if (spec.original && spec.extendedAt && out) {
         const d = this.date(spec.extendedAt);
         const inv = this.addInvoice(customer, rec.id, 'extension', d, d, extensionAmount);
         // extensions are settled on return; an active one is still open
-        this.pay(inv, spec.status === 'completed' ? 'full' : 'none', customer, rec.id, returned ?? spec.extendedAt, returned ?? this.now, rng);
+        this.pay(
+          inv,
+          spec.status === 'completed' ? 'full' : 'none',
+          customer,
+          rec.id,
+          returned ?? spec.extendedAt,
+          returned ?? this.now,
+          rng,
+        );
       }
     }
     if (out && spec.deposit !== false) {
       const amount = DEPOSIT[vehicle.category];
-      this.addPayment({ kind: 'deposit', amount, customerId: customer.rec.id, bookingId: rec.id, at: this.iso(this.past(spec.pickup)) });
+      this.addPayment({
+        kind: 'deposit',
+        amount,
+        customerId: customer.rec.id,
+        bookingId: rec.id,
+        at: this.iso(this.past(spec.pickup)),
+      });
       if (returned) {
         // deposits are kept 14 to 21 days after the return, for fines and tolls that arrive late
         const release = returned.getTime() + rng.int(14, 21) * DAY;
         if (release <= this.nowMs) {
-          this.addPayment({ kind: 'deposit_release', amount, customerId: customer.rec.id, bookingId: rec.id, at: this.iso(new Date(release)) });
+          this.addPayment({
+            kind: 'deposit_release',
+            amount,
+            customerId: customer.rec.id,
+            bookingId: rec.id,
+            at: this.iso(new Date(release)),
+          });
         }
       }
     }
@@ -575,13 +699,28 @@ class DemoBuilder {
     const out = b.rec.status === 'active' || b.rec.status === 'completed';
     for (let k = 0; k < months; k++) {
       const due = addMonths(first, k);
-      const rec: Installment = { id: this.id('installment', this.next('installment')), bookingId: b.rec.id, number: k + 1, of: months, dueDate: due, amount: monthly, invoiceId: null, paidAt: null };
+      const rec: Installment = {
+        id: this.id('installment', this.next('installment')),
+        bookingId: b.rec.id,
+        number: k + 1,
+        of: months,
+        dueDate: due,
+        amount: monthly,
+        invoiceId: null,
+        paidAt: null,
+      };
       this.doc.installments.push(rec);
       if (spec.noInvoice?.includes(k)) {
         const at = zonedInstant(due, '10:00', this.tz);
         if (at.getTime() <= this.nowMs) {
           rec.paidAt = this.iso(at);
-          this.addPayment({ kind: 'charge', amount: monthly, customerId: b.customer.rec.id, bookingId: b.rec.id, at: rec.paidAt });
+          this.addPayment({
+            kind: 'charge',
+            amount: monthly,
+            customerId: b.customer.rec.id,
+            bookingId: b.rec.id,
+            at: rec.paidAt,
+          });
         }
         continue;
       }
@@ -592,22 +731,58 @@ class DemoBuilder {
       rec.invoiceId = inv.id;
       // the first month is paid at the handover; later ones on the due date give or take a few days (a payment
       // that would fall after now has not been made yet: the installment is open)
-      const scheduled = zonedInstant(addDays(due, rng.int(-3, 2)), `${String(rng.int(9, 17)).padStart(2, '0')}:${rng.pick(['00', '15', '30', '45'])}`, this.tz);
+      const scheduled = zonedInstant(
+        addDays(due, rng.int(-3, 2)),
+        `${String(rng.int(9, 17)).padStart(2, '0')}:${rng.pick(['00', '15', '30', '45'])}`,
+        this.tz,
+      );
       if (spec.unpaid?.includes(k)) continue;
       const at = k === 0 && out ? this.past(b.pickup) : scheduled;
       if (at.getTime() > this.nowMs) continue;
       if (spec.halfPaid?.includes(k)) {
-        this.addPayment({ kind: 'charge', amount: Math.round(monthly / 200) * 100, customerId: b.customer.rec.id, bookingId: b.rec.id, invoiceId: inv.id, at: this.iso(at) });
+        this.addPayment({
+          kind: 'charge',
+          amount: Math.round(monthly / 200) * 100,
+          customerId: b.customer.rec.id,
+          bookingId: b.rec.id,
+          invoiceId: inv.id,
+          at: this.iso(at),
+        });
         continue;
       }
-      this.addPayment({ kind: 'charge', amount: monthly, customerId: b.customer.rec.id, bookingId: b.rec.id, invoiceId: inv.id, at: this.iso(at) });
+      this.addPayment({
+        kind: 'charge',
+        amount: monthly,
+        customerId: b.customer.rec.id,
+        bookingId: b.rec.id,
+        invoiceId: inv.id,
+        at: this.iso(at),
+      });
       rec.paidAt = this.iso(at);
     }
   }
 
-  private addInvoice(customer: CustomerInfo, bookingId: string | null, purpose: Invoice['purpose'], issueDate: string, dueDate: string, total: number, status: Invoice['status'] = 'issued'): Invoice {
+  private addInvoice(
+    customer: CustomerInfo,
+    bookingId: string | null,
+    purpose: Invoice['purpose'],
+    issueDate: string,
+    dueDate: string,
+    total: number,
+    status: Invoice['status'] = 'issued',
+  ): Invoice {
     const n = this.next('invoice');
-    const rec: Invoice = { id: this.id('invoice', n), number: `INV-${String(20_000 + n)}`, customerId: customer.rec.id, bookingId, purpose, issueDate, dueDate, total, status };
+    const rec: Invoice = {
+      id: this.id('invoice', n),
+      number: `INV-${String(20_000 + n)}`,
+      customerId: customer.rec.id,
+      bookingId,
+      purpose,
+      issueDate,
+      dueDate,
+      total,
+      status,
+    };
     this.doc.invoices.push(rec);
     this.invoicesById.set(rec.id, rec);
     return rec;
@@ -615,13 +790,27 @@ class DemoBuilder {
 
   private addPayment(p: Omit<Payment, 'id'>): Payment {
     if (Date.parse(p.at) > this.nowMs) throw new Error(`demo: payment in the future (${p.at})`);
-    const rec: Payment = { id: this.id('payment', this.next('payment')), status: 'captured', bookingId: null, invoiceId: null, ...p };
+    const rec: Payment = {
+      id: this.id('payment', this.next('payment')),
+      status: 'captured',
+      bookingId: null,
+      invoiceId: null,
+      ...p,
+    };
     this.doc.payments.push(rec);
     return rec;
   }
 
   /** Payments against an invoice by plan; `firstAt` is when the first charge happens, `laterAt` the rest. */
-  private pay(inv: Invoice, plan: PayPlan, customer: CustomerInfo, bookingId: string | null, firstAt: Date, laterAt: Date, rng: Rng): void {
+  private pay(
+    inv: Invoice,
+    plan: PayPlan,
+    customer: CustomerInfo,
+    bookingId: string | null,
+    firstAt: Date,
+    laterAt: Date,
+    rng: Rng,
+  ): void {
     const base = { customerId: customer.rec.id, bookingId, invoiceId: inv.id };
     const first = this.iso(this.past(firstAt));
     const later = this.iso(this.past(laterAt.getTime() < firstAt.getTime() ? firstAt : laterAt));
@@ -659,34 +848,147 @@ class DemoBuilder {
   private addLongTermBookings(): void {
     const rng = new Rng('long-term');
     const T = this.today;
-    const long = (spec: Omit<BookingSpec, 'pickup' | 'dropoff'> & { start: string; time: string; fleet?: FleetDef['key'] }) => {
+    const long = (
+      spec: Omit<BookingSpec, 'pickup' | 'dropoff'> & { start: string; time: string; fleet?: FleetDef['key'] },
+    ) => {
       const pickup = zonedInstant(spec.start, spec.time, this.tz);
       const dropoff = zonedInstant(addMonths(spec.start, spec.months!), spec.time, this.tz);
       const v = this.takeVehicle(spec.category, pickup.getTime(), dropoff.getTime(), rng, spec.fleet);
       return this.addBooking({ ...spec, pickup, dropoff }, v, rng);
     };
     // Lease of a van to a contractor: the next installment falls due in two days (invoiced, open).
-    long({ type: 'lease', status: 'active', category: 'van', fleet: 'shj', start: addMonths(addDays(T, 2), -8), time: '10:00', months: 24, customer: this.company(0) });
+    long({
+      type: 'lease',
+      status: 'active',
+      category: 'van',
+      fleet: 'shj',
+      start: addMonths(addDays(T, 2), -8),
+      time: '10:00',
+      months: 24,
+      customer: this.company(0),
+    });
     // Lease of a van to a logistics firm: the latest installment is five days overdue.
-    long({ type: 'lease', status: 'active', category: 'van', fleet: 'dxb', start: addMonths(addDays(T, -5), -14), time: '09:00', months: 24, customer: this.company(1), unpaid: [14] });
+    long({
+      type: 'lease',
+      status: 'active',
+      category: 'van',
+      fleet: 'dxb',
+      start: addMonths(addDays(T, -5), -14),
+      time: '09:00',
+      months: 24,
+      customer: this.company(1),
+      unpaid: [14],
+    });
     // Rent-to-own in arrears: three installments unpaid, about 5, 35 and 65 days overdue.
-    long({ type: 'rent_to_own', status: 'active', category: 'sedan', start: addMonths(addDays(T, -5), -10), time: '12:00', months: 36, customer: this.customers[20], unpaid: [8, 9, 10] });
+    long({
+      type: 'rent_to_own',
+      status: 'active',
+      category: 'sedan',
+      start: addMonths(addDays(T, -5), -10),
+      time: '12:00',
+      months: 36,
+      customer: this.customers[20],
+      unpaid: [8, 9, 10],
+    });
     // Rent-to-own in good standing: next installment in twelve days, not yet invoiced.
-    long({ type: 'rent_to_own', status: 'active', category: 'suv', start: addMonths(addDays(T, 12), -4), time: '16:00', months: 48, customer: this.customers[16] });
+    long({
+      type: 'rent_to_own',
+      status: 'active',
+      category: 'suv',
+      start: addMonths(addDays(T, 12), -4),
+      time: '16:00',
+      months: 48,
+      customer: this.customers[16],
+    });
     // Corporate lease of a luxury car.
-    long({ type: 'lease', status: 'active', category: 'luxury', fleet: 'auh', start: addMonths(addDays(T, 20), -3), time: '11:00', months: 12, customer: this.company(4) });
+    long({
+      type: 'lease',
+      status: 'active',
+      category: 'luxury',
+      fleet: 'auh',
+      start: addMonths(addDays(T, 20), -3),
+      time: '11:00',
+      months: 12,
+      customer: this.company(4),
+    });
     // Monthly rentals: one paid up, one half paid (overdue), one finished.
-    long({ type: 'monthly', status: 'active', category: 'economy', start: addDays(T, -20), time: '10:30', months: 2, customer: this.customers[22] });
-    long({ type: 'monthly', status: 'active', category: 'sedan', start: addMonths(addDays(T, -3), -1), time: '18:00', months: 3, customer: this.customers[11], halfPaid: [1] });
-    long({ type: 'monthly', status: 'completed', category: 'suv', start: addDays(T, -100), time: '13:00', months: 2, customer: this.customers[25] });
+    long({
+      type: 'monthly',
+      status: 'active',
+      category: 'economy',
+      start: addDays(T, -20),
+      time: '10:30',
+      months: 2,
+      customer: this.customers[22],
+    });
+    long({
+      type: 'monthly',
+      status: 'active',
+      category: 'sedan',
+      start: addMonths(addDays(T, -3), -1),
+      time: '18:00',
+      months: 3,
+      customer: this.customers[11],
+      halfPaid: [1],
+    });
+    long({
+      type: 'monthly',
+      status: 'completed',
+      category: 'suv',
+      start: addDays(T, -100),
+      time: '13:00',
+      months: 2,
+      customer: this.customers[25],
+    });
     // A finished lease; its first two months were paid at signing, before invoicing went live.
-    long({ type: 'lease', status: 'completed', category: 'economy', start: addMonths(addDays(T, -61), -12), time: '09:30', months: 12, customer: this.company(2), noInvoice: [0, 1] });
+    long({
+      type: 'lease',
+      status: 'completed',
+      category: 'economy',
+      start: addMonths(addDays(T, -61), -12),
+      time: '09:30',
+      months: 12,
+      customer: this.company(2),
+      noInvoice: [0, 1],
+    });
     // A monthly rental that starts in five days; its first month is invoiced and not yet paid.
-    long({ type: 'monthly', status: 'confirmed', category: 'economy', start: addDays(T, 5), time: '09:00', months: 3, customer: this.company(3) });
+    long({
+      type: 'monthly',
+      status: 'confirmed',
+      category: 'economy',
+      start: addDays(T, 5),
+      time: '09:00',
+      months: 3,
+      customer: this.company(3),
+    });
     // A lease still awaiting approval, and a monthly rental the customer called off.
     const pendingLease = zonedInstant(addDays(T, 10), '10:00', this.tz);
-    this.addBooking({ type: 'lease', status: 'pending', category: 'suv', pickup: pendingLease, dropoff: zonedInstant(addMonths(addDays(T, 10), 12), '10:00', this.tz), months: 12, customer: this.customers[1] }, this.pickAny('suv', rng), rng);
-    this.addBooking({ type: 'monthly', status: 'canceled', category: 'sedan', pickup: this.at(15, '10:00'), dropoff: zonedInstant(addMonths(addDays(T, 15), 1), '10:00', this.tz), months: 1, customer: this.customers[27] }, this.pickAny('sedan', rng), rng);
+    this.addBooking(
+      {
+        type: 'lease',
+        status: 'pending',
+        category: 'suv',
+        pickup: pendingLease,
+        dropoff: zonedInstant(addMonths(addDays(T, 10), 12), '10:00', this.tz),
+        months: 12,
+        customer: this.customers[1],
+      },
+      this.pickAny('suv', rng),
+      rng,
+    );
+    this.addBooking(
+      {
+        type: 'monthly',
+        status: 'canceled',
+        category: 'sedan',
+        pickup: this.at(15, '10:00'),
+        dropoff: zonedInstant(addMonths(addDays(T, 15), 1), '10:00', this.tz),
+        months: 1,
+        customer: this.customers[27],
+      },
+      this.pickAny('sedan', rng),
+      rng,
+    );
   }
 
   /** Any car of the category, not reserved (pending and canceled bookings hold no car). */
@@ -697,44 +999,203 @@ class DemoBuilder {
   /** Today's handovers and returns, cars out now (some late, some extended), upcoming and pending bookings. */
   private addCurrentBookings(): void {
     const rng = new Rng('current');
-    const [h5Pickup, r5Drop, h3Pickup, r3Drop, h4Pickup, r4Drop, h5Drop] = this.earlierToday(0.05, 0.1, 0.3, 0.45, 0.55, 0.65, 0.85);
+    const [h5Pickup, r5Drop, h3Pickup, r3Drop, h4Pickup, r4Drop, h5Drop] = this.earlierToday(
+      0.05,
+      0.1,
+      0.3,
+      0.45,
+      0.55,
+      0.65,
+      0.85,
+    );
     const [h1Pickup, r1Drop, h2Pickup, r2Drop] = this.laterToday(0.15, 0.35, 0.55, 0.8);
     const at = (d: number, t: string) => this.at(d, t);
     const held: Array<BookingSpec & { hold?: number }> = [
       // handovers today
-      { type: 'daily', status: 'confirmed', category: 'economy', pickup: h1Pickup, dropoff: at(3, '10:00'), invoice: true, pay: 'full' },
-      { type: 'daily', status: 'confirmed', category: 'suv', pickup: h2Pickup, dropoff: at(7, '18:00'), invoice: true, pay: 'none' },
-      { type: 'daily', status: 'active', category: 'sedan', pickup: h3Pickup, dropoff: at(2, '12:00'), pay: 'declined' },
-      { type: 'monthly', status: 'active', category: 'van', pickup: h4Pickup, dropoff: zonedInstant(addMonths(this.today, 1), localTime(h4Pickup, this.tz), this.tz), months: 1 },
+      {
+        type: 'daily',
+        status: 'confirmed',
+        category: 'economy',
+        pickup: h1Pickup,
+        dropoff: at(3, '10:00'),
+        invoice: true,
+        pay: 'full',
+      },
+      {
+        type: 'daily',
+        status: 'confirmed',
+        category: 'suv',
+        pickup: h2Pickup,
+        dropoff: at(7, '18:00'),
+        invoice: true,
+        pay: 'none',
+      },
+      {
+        type: 'daily',
+        status: 'active',
+        category: 'sedan',
+        pickup: h3Pickup,
+        dropoff: at(2, '12:00'),
+        pay: 'declined',
+      },
+      {
+        type: 'monthly',
+        status: 'active',
+        category: 'van',
+        pickup: h4Pickup,
+        dropoff: zonedInstant(addMonths(this.today, 1), localTime(h4Pickup, this.tz), this.tz),
+        months: 1,
+      },
       { type: 'daily', status: 'completed', category: 'luxury', pickup: h5Pickup, dropoff: h5Drop, pay: 'full' },
       // returns today
-      { type: 'daily', status: 'active', category: 'economy', pickup: at(-4, '09:30'), dropoff: r1Drop, pay: 'partial' },
+      {
+        type: 'daily',
+        status: 'active',
+        category: 'economy',
+        pickup: at(-4, '09:30'),
+        dropoff: r1Drop,
+        pay: 'partial',
+      },
       { type: 'daily', status: 'active', category: 'suv', pickup: at(-2, '14:00'), dropoff: r2Drop, pay: 'full' },
       { type: 'daily', status: 'completed', category: 'sedan', pickup: at(-3, '11:00'), dropoff: r3Drop, pay: 'split' },
-      { type: 'daily', status: 'completed', category: 'economy', pickup: at(-6, '10:00'), original: at(-2, '10:00'), extendedAt: at(-3, '16:00'), dropoff: r4Drop, pay: 'refund' },
+      {
+        type: 'daily',
+        status: 'completed',
+        category: 'economy',
+        pickup: at(-6, '10:00'),
+        original: at(-2, '10:00'),
+        extendedAt: at(-3, '16:00'),
+        dropoff: r4Drop,
+        pay: 'refund',
+      },
       // late: due back earlier today, yesterday, two days ago
-      { type: 'daily', status: 'active', category: 'sedan', pickup: at(-3, '08:00'), dropoff: r5Drop, pay: 'full', hold: 2 },
-      { type: 'daily', status: 'active', category: 'suv', pickup: at(-5, '10:00'), dropoff: at(-1, '18:00'), pay: 'partial', hold: 2 },
-      { type: 'daily', status: 'active', category: 'economy', pickup: at(-9, '12:00'), dropoff: at(-2, '12:00'), pay: 'none', hold: 3 },
+      {
+        type: 'daily',
+        status: 'active',
+        category: 'sedan',
+        pickup: at(-3, '08:00'),
+        dropoff: r5Drop,
+        pay: 'full',
+        hold: 2,
+      },
+      {
+        type: 'daily',
+        status: 'active',
+        category: 'suv',
+        pickup: at(-5, '10:00'),
+        dropoff: at(-1, '18:00'),
+        pay: 'partial',
+        hold: 2,
+      },
+      {
+        type: 'daily',
+        status: 'active',
+        category: 'economy',
+        pickup: at(-9, '12:00'),
+        dropoff: at(-2, '12:00'),
+        pay: 'none',
+        hold: 3,
+      },
       // out now
-      { type: 'daily', status: 'active', category: 'economy', pickup: at(-2, '10:00'), dropoff: at(5, '10:00'), pay: 'full' },
-      { type: 'daily', status: 'active', category: 'sedan', pickup: at(-1, '19:00'), dropoff: at(1, '19:00'), pay: 'full' },
-      { type: 'daily', status: 'active', category: 'suv', pickup: at(-6, '09:00'), original: at(-1, '09:00'), extendedAt: at(-2, '13:00'), dropoff: at(3, '09:00'), pay: 'full' },
-      { type: 'daily', status: 'active', category: 'luxury', pickup: at(-3, '16:00'), dropoff: at(4, '16:00'), pay: 'full' },
-      { type: 'daily', status: 'active', category: 'economy', pickup: at(-1, '08:30'), dropoff: at(1, '08:30'), pay: 'full' },
-      { type: 'daily', status: 'active', category: 'sedan', pickup: at(-4, '13:00'), dropoff: at(10, '13:00'), pay: 'partial', due: addDays(this.today, 10), customer: this.company(3) },
-      { type: 'daily', status: 'active', category: 'van', pickup: at(-2, '07:30'), dropoff: at(2, '19:00'), pay: 'full', customer: this.company(2) },
+      {
+        type: 'daily',
+        status: 'active',
+        category: 'economy',
+        pickup: at(-2, '10:00'),
+        dropoff: at(5, '10:00'),
+        pay: 'full',
+      },
+      {
+        type: 'daily',
+        status: 'active',
+        category: 'sedan',
+        pickup: at(-1, '19:00'),
+        dropoff: at(1, '19:00'),
+        pay: 'full',
+      },
+      {
+        type: 'daily',
+        status: 'active',
+        category: 'suv',
+        pickup: at(-6, '09:00'),
+        original: at(-1, '09:00'),
+        extendedAt: at(-2, '13:00'),
+        dropoff: at(3, '09:00'),
+        pay: 'full',
+      },
+      {
+        type: 'daily',
+        status: 'active',
+        category: 'luxury',
+        pickup: at(-3, '16:00'),
+        dropoff: at(4, '16:00'),
+        pay: 'full',
+      },
+      {
+        type: 'daily',
+        status: 'active',
+        category: 'economy',
+        pickup: at(-1, '08:30'),
+        dropoff: at(1, '08:30'),
+        pay: 'full',
+      },
+      {
+        type: 'daily',
+        status: 'active',
+        category: 'sedan',
+        pickup: at(-4, '13:00'),
+        dropoff: at(10, '13:00'),
+        pay: 'partial',
+        due: addDays(this.today, 10),
+        customer: this.company(3),
+      },
+      {
+        type: 'daily',
+        status: 'active',
+        category: 'van',
+        pickup: at(-2, '07:30'),
+        dropoff: at(2, '19:00'),
+        pay: 'full',
+        customer: this.company(2),
+      },
       // upcoming
-      { type: 'daily', status: 'confirmed', category: 'economy', pickup: at(1, '10:00'), dropoff: at(4, '10:00'), invoice: true, pay: 'full' },
+      {
+        type: 'daily',
+        status: 'confirmed',
+        category: 'economy',
+        pickup: at(1, '10:00'),
+        dropoff: at(4, '10:00'),
+        invoice: true,
+        pay: 'full',
+      },
       { type: 'daily', status: 'confirmed', category: 'sedan', pickup: at(2, '15:00'), dropoff: at(5, '15:00') },
-      { type: 'daily', status: 'confirmed', category: 'suv', pickup: at(3, '09:00'), dropoff: at(10, '09:00'), invoice: true, pay: 'partial' },
-      { type: 'daily', status: 'confirmed', category: 'luxury', pickup: at(5, '20:00'), dropoff: at(8, '12:00'), invoice: true, pay: 'full' },
+      {
+        type: 'daily',
+        status: 'confirmed',
+        category: 'suv',
+        pickup: at(3, '09:00'),
+        dropoff: at(10, '09:00'),
+        invoice: true,
+        pay: 'partial',
+      },
+      {
+        type: 'daily',
+        status: 'confirmed',
+        category: 'luxury',
+        pickup: at(5, '20:00'),
+        dropoff: at(8, '12:00'),
+        invoice: true,
+        pay: 'full',
+      },
       { type: 'daily', status: 'confirmed', category: 'van', pickup: at(7, '08:00'), dropoff: at(9, '20:00') },
       { type: 'daily', status: 'confirmed', category: 'economy', pickup: at(12, '11:00'), dropoff: at(19, '11:00') },
       { type: 'daily', status: 'confirmed', category: 'suv', pickup: at(20, '10:00'), dropoff: at(27, '10:00') },
     ];
     for (const spec of held) {
-      const end = spec.status === 'active' && spec.dropoff.getTime() < this.nowMs ? this.nowMs + (spec.hold ?? 2) * DAY : spec.dropoff.getTime();
+      const end =
+        spec.status === 'active' && spec.dropoff.getTime() < this.nowMs
+          ? this.nowMs + (spec.hold ?? 2) * DAY
+          : spec.dropoff.getTime();
       const v = this.takeVehicle(spec.category, spec.pickup.getTime(), end, rng);
       this.addBooking(spec, v, rng);
     }
@@ -748,10 +1209,36 @@ class DemoBuilder {
     ];
     for (const spec of loose) this.addBooking(spec, this.pickAny(spec.category, rng), rng);
     // A prepaid booking canceled yesterday: its invoice is void and the charge refunded in full.
-    const c = this.addBooking({ type: 'daily', status: 'canceled', category: 'suv', pickup: at(4, '10:00'), dropoff: at(8, '10:00') }, this.pickAny('suv', rng), rng);
-    const inv = this.addInvoice(c.customer, c.rec.id, 'rental', addDays(this.today, -6), addDays(this.today, 4), c.rental, 'void');
-    this.addPayment({ kind: 'charge', amount: c.rental, customerId: c.customer.rec.id, bookingId: c.rec.id, invoiceId: inv.id, at: this.iso(this.past(at(-6, '15:20'))) });
-    this.addPayment({ kind: 'refund', amount: c.rental, customerId: c.customer.rec.id, bookingId: c.rec.id, invoiceId: inv.id, at: this.iso(this.past(at(-1, '11:05'))) });
+    const c = this.addBooking(
+      { type: 'daily', status: 'canceled', category: 'suv', pickup: at(4, '10:00'), dropoff: at(8, '10:00') },
+      this.pickAny('suv', rng),
+      rng,
+    );
+    const inv = this.addInvoice(
+      c.customer,
+      c.rec.id,
+      'rental',
+      addDays(this.today, -6),
+      addDays(this.today, 4),
+      c.rental,
+      'void',
+    );
+    this.addPayment({
+      kind: 'charge',
+      amount: c.rental,
+      customerId: c.customer.rec.id,
+      bookingId: c.rec.id,
+      invoiceId: inv.id,
+      at: this.iso(this.past(at(-6, '15:20'))),
+    });
+    this.addPayment({
+      kind: 'refund',
+      amount: c.rental,
+      customerId: c.customer.rec.id,
+      bookingId: c.rec.id,
+      invoiceId: inv.id,
+      at: this.iso(this.past(at(-1, '11:05'))),
+    });
   }
 
   /** Workshop time: current blocks for cars in service, a few booked services ahead, past services. */
@@ -759,14 +1246,29 @@ class DemoBuilder {
     const rng = new Rng('maintenance');
     const add = (v: VehicleInfo, start: Date, end: Date, reason: string) => {
       this.reserve(v, start.getTime(), end.getTime());
-      this.doc.maintenance.push({ id: this.id('maintenance', this.next('maintenance')), vehicleId: v.rec.id, startsAt: this.iso(start), endsAt: this.iso(end), reason } satisfies Maintenance);
+      this.doc.maintenance.push({
+        id: this.id('maintenance', this.next('maintenance')),
+        vehicleId: v.rec.id,
+        startsAt: this.iso(start),
+        endsAt: this.iso(end),
+        reason,
+      } satisfies Maintenance);
     };
-    const reasons = ['Gearbox repair', 'Accident repair: rear bumper and tail light', 'Air conditioning compressor replacement'];
+    const reasons = [
+      'Gearbox repair',
+      'Accident repair: rear bumper and tail light',
+      'Air conditioning compressor replacement',
+    ];
     for (const [i, v] of this.vehicles.filter((x) => x.rec.state === 'in_service').entries()) {
       add(v, this.at(-1 - i, '08:00'), this.at(2 + i * 2, '17:00'), reasons[i % reasons.length]);
     }
     const active = rng.shuffle(this.vehicles.filter((v) => v.rec.state === 'active'));
-    const ahead = ['Scheduled 40,000 km service', 'Tyre replacement (4 tyres)', 'Annual RTA inspection', 'Windscreen replacement'];
+    const ahead = [
+      'Scheduled 40,000 km service',
+      'Tyre replacement (4 tyres)',
+      'Annual RTA inspection',
+      'Windscreen replacement',
+    ];
     let placed = 0;
     for (const v of active) {
       if (placed >= ahead.length) break;
@@ -777,7 +1279,14 @@ class DemoBuilder {
       add(v, start, end, ahead[placed]);
       placed++;
     }
-    const pastReasons = ['Scheduled service', 'Brake pads and discs', 'Battery replacement', 'Tyre puncture repair', 'Body work: scratches', 'Oil change'];
+    const pastReasons = [
+      'Scheduled service',
+      'Brake pads and discs',
+      'Battery replacement',
+      'Tyre puncture repair',
+      'Body work: scratches',
+      'Oil change',
+    ];
     let done = 0;
     for (const v of rng.shuffle(active)) {
       if (done >= 12) break;
@@ -793,14 +1302,37 @@ class DemoBuilder {
   /** Six months of finished daily rentals filling the gaps of every car's calendar. */
   private addHistory(): void {
     const rng = new Rng('history');
-    const times = ['09:00', '09:30', '10:00', '10:30', '11:00', '12:00', '13:30', '15:00', '16:00', '17:30', '18:00', '19:00', '20:00'];
+    const times = [
+      '09:00',
+      '09:30',
+      '10:00',
+      '10:30',
+      '11:00',
+      '12:00',
+      '13:30',
+      '15:00',
+      '16:00',
+      '17:30',
+      '18:00',
+      '19:00',
+      '20:00',
+    ];
     for (const v of this.vehicles) {
       // retired cars stopped renting three months ago
       const stop = v.rec.state === 'inactive' ? addDays(this.today, -90) : addDays(this.today, -1);
       let d = addDays(this.today, -183 + rng.int(0, 6));
       for (;;) {
         const r = rng.next();
-        const days = r < 0.15 ? 1 : r < 0.45 ? rng.int(2, 3) : r < 0.8 ? rng.int(4, 7) : r < 0.95 ? rng.int(8, 14) : rng.int(15, 24);
+        const days =
+          r < 0.15
+            ? 1
+            : r < 0.45
+              ? rng.int(2, 3)
+              : r < 0.8
+                ? rng.int(4, 7)
+                : r < 0.95
+                  ? rng.int(8, 14)
+                  : rng.int(15, 24);
         const t = rng.pick(times);
         const end = addDays(d, days);
         if (end > stop) break;
@@ -810,13 +1342,25 @@ class DemoBuilder {
         const extended = rng.chance(0.06) && days >= 3;
         const planRoll = rng.next();
         const category = v.category;
-        if (dropoff.getTime() > pickup.getTime() + HOUR && this.isFree(v, pickup.getTime() - 2 * HOUR, dropoff.getTime() + 2 * HOUR)) {
+        if (
+          dropoff.getTime() > pickup.getTime() + HOUR &&
+          this.isFree(v, pickup.getTime() - 2 * HOUR, dropoff.getTime() + 2 * HOUR)
+        ) {
           if (roll < 0.04) {
             this.addBooking({ type: 'daily', status: 'canceled', category, pickup, dropoff }, v, rng);
           } else {
             this.reserve(v, pickup.getTime(), dropoff.getTime());
             const original = extended ? new Date(dropoff.getTime() - rng.int(1, 2) * DAY) : undefined;
-            const plan: PayPlan = planRoll < 0.82 ? 'full' : planRoll < 0.92 ? 'split' : planRoll < 0.95 ? 'declined' : planRoll < 0.97 ? 'refund' : 'partial';
+            const plan: PayPlan =
+              planRoll < 0.82
+                ? 'full'
+                : planRoll < 0.92
+                  ? 'split'
+                  : planRoll < 0.95
+                    ? 'declined'
+                    : planRoll < 0.97
+                      ? 'refund'
+                      : 'partial';
             this.addBooking(
               {
                 type: 'daily',
@@ -853,7 +1397,13 @@ class DemoBuilder {
   private addExtraInvoices(): void {
     const rng = new Rng('extra-invoices');
     const T = this.today;
-    const specs: Array<{ purpose: Invoice['purpose']; due: number; plan: PayPlan; total?: number; status?: Invoice['status'] }> = [
+    const specs: Array<{
+      purpose: Invoice['purpose'];
+      due: number;
+      plan: PayPlan;
+      total?: number;
+      status?: Invoice['status'];
+    }> = [
       { purpose: 'damage', due: -95, plan: 'none', total: 420_000 }, // disputed, 61+
       { purpose: 'salik', due: -70, plan: 'none' }, // 61+
       { purpose: 'fine', due: -40, plan: 'none' }, // 31-60
@@ -886,7 +1436,9 @@ class DemoBuilder {
       this.pay(inv, s.plan, b.customer, b.rec.id, paidAt, paidAt, rng);
     }
     // Traffic fines not (yet) passed on to a customer.
-    const recent = this.bookings.filter((b) => (b.rec.status === 'completed' || b.rec.status === 'active') && b.pickup.getTime() < this.nowMs - 3 * DAY);
+    const recent = this.bookings.filter(
+      (b) => (b.rec.status === 'completed' || b.rec.status === 'active') && b.pickup.getTime() < this.nowMs - 3 * DAY,
+    );
     for (const b of rng.shuffle(recent).slice(0, 6)) this.addFine(b, rng);
   }
 
@@ -907,7 +1459,8 @@ class DemoBuilder {
     ];
     const [type, violation, amount, by] = rng.pick(kinds);
     const emirate = b.vehicle.fleet.emirate;
-    const authority = by === 'Police' ? `${emirate} Police` : emirate === 'Dubai' ? 'RTA Dubai' : `${emirate} City Municipality`;
+    const authority =
+      by === 'Police' ? `${emirate} Police` : emirate === 'Dubai' ? 'RTA Dubai' : `${emirate} City Municipality`;
     const recorded = this.past(Math.min(when.getTime() + rng.int(2, 20) * DAY, recordedBy));
     const rec: Fine = {
       id: this.id('fine', this.next('fine')),
@@ -933,7 +1486,16 @@ class DemoBuilder {
     const abuDhabi = b.vehicle.fleet.key === 'auh';
     const gates = abuDhabi
       ? ['Sheikh Zayed Bridge', 'Sheikh Khalifa Bridge', 'Al Maqta Bridge', 'Mussafah Bridge']
-      : ['Al Garhoud Bridge', 'Al Maktoum Bridge', 'Al Safa', 'Al Barsha', 'Jebel Ali', 'Airport Tunnel', 'Al Mamzar North', 'Business Bay Crossing'];
+      : [
+          'Al Garhoud Bridge',
+          'Al Maktoum Bridge',
+          'Al Safa',
+          'Al Barsha',
+          'Jebel Ali',
+          'Airport Tunnel',
+          'Al Mamzar North',
+          'Business Bay Crossing',
+        ];
     const rec: Fine = {
       id: this.id('fine', this.next('fine')),
       kind: 'toll',
@@ -957,7 +1519,10 @@ class DemoBuilder {
   private addTolls(): void {
     const rng = new Rng('tolls');
     const recent = this.bookings.filter(
-      (b) => (b.rec.status === 'active' || b.rec.status === 'completed') && b.pickup.getTime() < this.nowMs - 2 * DAY && b.dropoff.getTime() > this.nowMs - 20 * DAY,
+      (b) =>
+        (b.rec.status === 'active' || b.rec.status === 'completed') &&
+        b.pickup.getTime() < this.nowMs - 2 * DAY &&
+        b.dropoff.getTime() > this.nowMs - 20 * DAY,
     );
     for (const b of recent.slice(0, 12)) {
       const n = rng.int(1, 4);
@@ -976,12 +1541,19 @@ class DemoBuilder {
         ['registration', `${v.fleet.emirate} vehicle registration (mulkiya) ${v.rec.plate}`],
         ['insurance', `${rng.pick(INSURERS)} comprehensive policy ${rng.int(1_000_000, 9_999_999)}`],
       ];
-      if (v.category === 'van' || v.category === 'luxury') docs.push(['permit', `${v.fleet.emirate} commercial passenger transport permit`]);
+      if (v.category === 'van' || v.category === 'luxury')
+        docs.push(['permit', `${v.fleet.emirate} commercial passenger transport permit`]);
       for (const [docType, detail] of docs) {
         let days = rng.int(40, 360);
         // every fifth car has one document running out soon
         if (this.doc.vehicleDocuments.length % 5 === 1 && s < soon.length) days = soon[s++];
-        this.doc.vehicleDocuments.push({ id: this.id('document', this.next('document')), vehicleId: v.rec.id, docType, detail, expiresAt: addDays(this.today, days) });
+        this.doc.vehicleDocuments.push({
+          id: this.id('document', this.next('document')),
+          vehicleId: v.rec.id,
+          docType,
+          detail,
+          expiresAt: addDays(this.today, days),
+        });
       }
     }
   }
@@ -997,7 +1569,13 @@ class DemoBuilder {
       const span = daysBetween(first, last);
       const day = () => addDays(first, rng.int(0, span));
       const add = (category: string, amount: number, vehicleId: string | null, date: string) =>
-        this.doc.expenses.push({ id: this.id('expense', this.next('expense')), vehicleId, category, amount, date } satisfies Expense);
+        this.doc.expenses.push({
+          id: this.id('expense', this.next('expense')),
+          vehicleId,
+          category,
+          amount,
+          date,
+        } satisfies Expense);
       for (let i = 0; i < 3; i++) add('insurance', rng.int(380, 520) * 1000, null, first);
       add('salik', rng.int(150, 280) * 1000, null, day());
       for (let i = 0; i < 8; i++) add('fuel', rng.int(60, 250) * 100, rng.pick(cars).rec.id, day());
@@ -1008,7 +1586,14 @@ class DemoBuilder {
 
   private addIntegrations(): void {
     this.doc.integrations.push(
-      { id: this.id('integration', 1), integration: 'payment_gateway', status: 'ok', detail: null, hint: null, failingSince: null },
+      {
+        id: this.id('integration', 1),
+        integration: 'payment_gateway',
+        status: 'ok',
+        detail: null,
+        hint: null,
+        failingSince: null,
+      },
       {
         id: this.id('integration', 2),
         integration: 'esignature',
@@ -1017,7 +1602,14 @@ class DemoBuilder {
         hint: 'Reconnect the e-signature account under Settings > Integrations, signing in as an account administrator.',
         failingSince: this.iso(new Date(this.nowMs - 26 * HOUR - 17 * 60_000)),
       },
-      { id: this.id('integration', 3), integration: 'whatsapp', status: 'ok', detail: null, hint: null, failingSince: null },
+      {
+        id: this.id('integration', 3),
+        integration: 'whatsapp',
+        status: 'ok',
+        detail: null,
+        hint: null,
+        failingSince: null,
+      },
     );
   }
 }
@@ -1031,7 +1623,11 @@ export function buildDemoDocument(now: Date, timeZone: string, namespace?: strin
 }
 
 /** Creates the workspace when missing (Asia/Dubai), imports the demo document into it and makes a demo key. */
-export async function seedDemo(db: Knex, workspaceSlug: string, now = new Date()): Promise<{ workspace: string; key: string }> {
+export async function seedDemo(
+  db: Knex,
+  workspaceSlug: string,
+  now = new Date(),
+): Promise<{ workspace: string; key: string }> {
   let workspace: WorkspaceRecord;
   try {
     workspace = await findWorkspace(db, workspaceSlug);

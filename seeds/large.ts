@@ -33,13 +33,26 @@ export interface LargeSeedOptions extends ProgressOptions {
 const CHUNK = 50_000;
 
 const TABLES = [
-  'owners', 'fleets', 'vehicles', 'maintenance', 'vehicle_documents', 'customers', 'bookings', 'extensions', 'invoices',
-  'payments', 'installments', 'expenses', 'fines', 'integrations',
+  'owners',
+  'fleets',
+  'vehicles',
+  'maintenance',
+  'vehicle_documents',
+  'customers',
+  'bookings',
+  'extensions',
+  'invoices',
+  'payments',
+  'installments',
+  'expenses',
+  'fines',
+  'integrations',
 ] as const;
 
 function count(name: string, value: number | undefined, fallback: number, min: number): number {
   const n = value ?? fallback;
-  if (!Number.isInteger(n) || n < min) throw new InputError(`--${name} must be a whole number of at least ${min}, got ${value}`);
+  if (!Number.isInteger(n) || n < min)
+    throw new InputError(`--${name} must be a whole number of at least ${min}, got ${value}`);
   return n;
 }
 
@@ -79,7 +92,12 @@ export async function seedLarge(
   // Cars for confirmed bookings: numbers 5, 15, 25, ... (never in service, never retired, never out now).
   const S = V >= 5 ? Math.floor((V - 5) / 10) + 1 : 0;
 
-  const progress = progressReporter('seed large', 'row steps', V + C + 2 * B + 2 * I + 2 * P + E + M + 2 * V + F, options);
+  const progress = progressReporter(
+    'seed large',
+    'row steps',
+    V + C + 2 * B + 2 * I + 2 * P + E + M + 2 * V + F,
+    options,
+  );
   try {
     await db.transaction(async (trx) => {
       const run = async (sql: string, bindings: readonly Knex.RawBinding[] = []) => trx.raw(sql, bindings);
@@ -90,7 +108,8 @@ export async function seedLarge(
       await run(`SET LOCAL synchronous_commit = off`);
       // The running totals are computed once at the end, not by the triggers chunk by chunk (the rows are written
       // with their final paid, collected and balance due, which the triggers would add to a second time).
-      if (!(await deferRollups(trx, workspace.id))) throw new InputError(`workspace "${workspaceSlug}" already holds data; seed a new or empty workspace`);
+      if (!(await deferRollups(trx, workspace.id)))
+        throw new InputError(`workspace "${workspaceSlug}" already holds data; seed a new or empty workspace`);
 
       await run(`CREATE OR REPLACE FUNCTION pg_temp.rnd(n bigint, salt bigint) RETURNS float8 LANGUAGE sql IMMUTABLE PARALLEL SAFE
                  AS $$ SELECT (hashint8extended(n, salt) & 2147483647)::float8 / 2147483648.0 $$`);
@@ -113,8 +132,12 @@ export async function seedLarge(
           (2, 'AUH', 'Abu Dhabi fleet', 'Saadiyat Mobility Investments', 'Abu Dhabi',
              ARRAY['1','4','5','6','7','8','11','12','13','14','15','16','17'])
         ) AS f(k, code, name, owner, emirate, codes)`);
-      await run(`INSERT INTO owners (id, workspace_id, name) SELECT owner_id, p.ws, owner FROM seed_f, seed_params p ORDER BY k`);
-      await run(`INSERT INTO fleets (id, workspace_id, owner_id, code, name) SELECT id, p.ws, owner_id, code, name FROM seed_f, seed_params p ORDER BY k`);
+      await run(
+        `INSERT INTO owners (id, workspace_id, name) SELECT owner_id, p.ws, owner FROM seed_f, seed_params p ORDER BY k`,
+      );
+      await run(
+        `INSERT INTO fleets (id, workspace_id, owner_id, code, name) SELECT id, p.ws, owner_id, code, name FROM seed_f, seed_params p ORDER BY k`,
+      );
 
       // ---- vehicles: category by number, model by hash, plate unique by construction
       await run(`
@@ -368,8 +391,14 @@ export async function seedLarge(
         progress.step('invoices (planning)', b - a + 1);
       }
       // Make sure every ageing bucket holds an open balance, whatever the sizes: the latest paid invoice in each.
-      for (const [lo, hi] of [[0, 100_000], [1, 30], [31, 60], [61, 100_000]]) {
-        const dueRange = lo === 0 && hi === 100_000 ? `due_date >= p.today` : `p.today - due_date BETWEEN ${lo} AND ${hi}`;
+      for (const [lo, hi] of [
+        [0, 100_000],
+        [1, 30],
+        [31, 60],
+        [61, 100_000],
+      ]) {
+        const dueRange =
+          lo === 0 && hi === 100_000 ? `due_date >= p.today` : `p.today - due_date BETWEEN ${lo} AND ${hi}`;
         await run(`UPDATE seed_i SET plan = 'partial'
                    WHERE n = (SELECT n FROM seed_i, seed_params p WHERE status = 'issued' AND total >= 200 AND ${dueRange}
                               AND NOT EXISTS (SELECT 1 FROM seed_i o, seed_params q WHERE o.status = 'issued' AND o.plan IN ('none', 'partial')
@@ -570,7 +599,18 @@ export async function seedLarge(
   }
 
   // Fresh statistics (and a visibility map, after the trigger updates) for the planner; outside the transaction.
-  for (const table of [...TABLES, 'customer_ledger', 'vehicle_revenue', 'booking_status_counts', 'payment_slots', 'payment_days', 'expense_months', 'vehicle_state_counts', 'vehicle_models', 'payment_months']) {
+  for (const table of [
+    ...TABLES,
+    'customer_ledger',
+    'vehicle_revenue',
+    'booking_status_counts',
+    'payment_slots',
+    'payment_days',
+    'expense_months',
+    'vehicle_state_counts',
+    'vehicle_models',
+    'payment_months',
+  ]) {
     await db.raw(`VACUUM (ANALYZE) ${table}`);
   }
 

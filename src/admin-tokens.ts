@@ -53,9 +53,17 @@ export async function createAdminToken(
     const [row] = await trx('admin_tokens')
       .insert({ name, workspace_id: workspace?.id ?? null, token_hash: hashApiKey(token), expires_at: expiresAt })
       .returning(['id', 'expires_at']);
-    const created = { id: row.id as string, token, name, workspace: workspace?.slug ?? null, expiresAt: iso(row.expires_at) };
+    const created = {
+      id: row.id as string,
+      token,
+      name,
+      workspace: workspace?.slug ?? null,
+      expiresAt: iso(row.expires_at),
+    };
     await recordAudit(trx, audit, {
-      action: 'admin_token.create', workspaceId: workspace?.id ?? null, target: { type: 'admin_token', id: row.id },
+      action: 'admin_token.create',
+      workspaceId: workspace?.id ?? null,
+      target: { type: 'admin_token', id: row.id },
       changes: { name, workspace: created.workspace, expiresAt: created.expiresAt },
     });
     return created;
@@ -70,8 +78,13 @@ export async function listAdminTokens(db: Knex): Promise<{ rows: AdminTokenRecor
     .select('t.id', 't.name', 'w.slug', 't.created_at', 't.expires_at', 't.revoked_at', 't.last_used_at');
   return {
     rows: rows.map((r) => ({
-      id: r.id, name: r.name, workspace: r.slug ?? null, createdAt: r.created_at.toISOString(),
-      expiresAt: iso(r.expires_at), revokedAt: iso(r.revoked_at), lastUsedAt: iso(r.last_used_at),
+      id: r.id,
+      name: r.name,
+      workspace: r.slug ?? null,
+      createdAt: r.created_at.toISOString(),
+      expiresAt: iso(r.expires_at),
+      revokedAt: iso(r.revoked_at),
+      lastUsedAt: iso(r.last_used_at),
     })),
   };
 }
@@ -80,15 +93,27 @@ export async function listAdminTokens(db: Knex): Promise<{ rows: AdminTokenRecor
  * Revokes a token: its next request is refused (the admin API reads the token on every request), and the settings-screen
  * links and sessions it made end with it. Twice keeps the first time.
  */
-export async function revokeAdminToken(db: Knex, id: string, audit: AuditContext): Promise<{ id: string; revokedAt: string }> {
+export async function revokeAdminToken(
+  db: Knex,
+  id: string,
+  audit: AuditContext,
+): Promise<{ id: string; revokedAt: string }> {
   if (!isUuid(id)) throw new InvalidFieldError('id', `must be a UUID, got "${id}"`);
   return db.transaction(async (trx) => {
     const before = await trx('admin_tokens').where({ id }).forUpdate().first('workspace_id', 'revoked_at');
     if (!before) throw new NotFoundError(`no admin token with id ${id}`);
-    const [row] = await trx('admin_tokens').where({ id }).update({ revoked_at: trx.raw('coalesce(revoked_at, now())') }).returning(['revoked_at']);
+    const [row] = await trx('admin_tokens')
+      .where({ id })
+      .update({ revoked_at: trx.raw('coalesce(revoked_at, now())') })
+      .returning(['revoked_at']);
     const revokedAt = row.revoked_at.toISOString();
     if (before.revoked_at === null) {
-      await recordAudit(trx, audit, { action: 'admin_token.revoke', workspaceId: before.workspace_id, target: { type: 'admin_token', id }, changes: { revokedAt } });
+      await recordAudit(trx, audit, {
+        action: 'admin_token.revoke',
+        workspaceId: before.workspace_id,
+        target: { type: 'admin_token', id },
+        changes: { revokedAt },
+      });
     }
     await endPortalSessionsOfToken(trx, id, row.revoked_at, audit);
     return { id, revokedAt };
@@ -115,7 +140,10 @@ export async function adminTokenHolder(db: Knex, token: string, now: Date): Prom
   if (row.revoked_at) throw new CredentialError('admin_token', 'revoked');
   if (row.expires_at && row.expires_at <= now) throw new CredentialError('admin_token', 'expired');
   if (!row.last_used_at || now.getTime() - row.last_used_at.getTime() > 60_000) {
-    db('admin_tokens').where({ id: row.id }).update({ last_used_at: now }).catch(() => undefined);
+    db('admin_tokens')
+      .where({ id: row.id })
+      .update({ last_used_at: now })
+      .catch(() => undefined);
   }
   return { id: row.id, name: row.name, workspaceId: row.workspace_id };
 }

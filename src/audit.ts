@@ -13,7 +13,8 @@ import { processConfig } from './config.js';
  * Who made a change: an admin token (its id and name), a settings-screen session (its id, and whose link it was), or the
  * CLI (the OS user that ran it).
  */
-export type Actor = { type: 'admin_token' | 'portal_session'; id: string; name: string } | { type: 'cli'; name: string };
+export type Actor =
+  { type: 'admin_token' | 'portal_session'; id: string; name: string } | { type: 'cli'; name: string };
 
 /**
  * What a client passes to a core function that changes something: who acts, and the request it came with (the
@@ -76,7 +77,10 @@ export async function recordAudit(trx: Knex, audit: AuditContext, change: AuditC
     target_type: change.target.type,
     target_id: change.target.id,
     changes,
-    client_request_id: audit.clientRequestId === undefined ? null : redactUrlCredentials(redactSecrets(audit.clientRequestId)).slice(0, 200),
+    client_request_id:
+      audit.clientRequestId === undefined
+        ? null
+        : redactUrlCredentials(redactSecrets(audit.clientRequestId)).slice(0, 200),
   });
 }
 
@@ -93,15 +97,33 @@ export async function listAuditEntries(
 ): Promise<{ rows: AuditEntry[]; next: AuditPosition | null }> {
   const query = db('audit_entries')
     .select(
-      'id', 'at', 'actor_type', 'actor_id', 'actor_name', 'action', 'workspace_id', 'target_type', 'target_id', 'changes', 'request_id', 'client_request_id',
+      'id',
+      'at',
+      'actor_type',
+      'actor_id',
+      'actor_name',
+      'action',
+      'workspace_id',
+      'target_type',
+      'target_id',
+      'changes',
+      'request_id',
+      'client_request_id',
       db.raw(`(extract(epoch FROM at) * 1000000)::bigint::text AS at_us`),
     )
-    .orderBy([{ column: 'at', order: 'desc' }, { column: 'id', order: 'desc' }])
+    .orderBy([
+      { column: 'at', order: 'desc' },
+      { column: 'id', order: 'desc' },
+    ])
     .limit(options.limit + 1);
   if (options.workspaceId !== undefined) query.where({ workspace_id: options.workspaceId });
   if (options.since !== undefined) query.where('at', '>=', options.since);
   // (exact: microseconds added to the epoch as an interval, no floating point)
-  if (options.after) query.whereRaw(`(at, id) < (timestamptz 'epoch' + ?::bigint * interval '1 microsecond', ?::uuid)`, [options.after[0], options.after[1]]);
+  if (options.after)
+    query.whereRaw(`(at, id) < (timestamptz 'epoch' + ?::bigint * interval '1 microsecond', ?::uuid)`, [
+      options.after[0],
+      options.after[1],
+    ]);
   const rows = await query;
   const page = rows.slice(0, options.limit);
   const last = page.at(-1);

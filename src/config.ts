@@ -59,62 +59,348 @@ const CAP = { min: 0, max: 1_000_000, zero: 'no cap' };
 
 /** Every variable the service reads, once. */
 export const SETTINGS: readonly Setting[] = [
-  { name: 'DATABASE_URL', default: 'unset', range: 'a `postgres://` URL', readers: ALL, meaning: 'A PostgreSQL 14+ connection string (`postgres://USER:PASSWORD@HOST:PORT/DATABASE`). Unset: the embedded cluster under `.data/postgres`, shared by the server and `fleet-admin`; whichever starts first starts it.' },
-  { name: 'FRS_DATA_DIR', default: '`.data` in the checkout', range: 'a folder', readers: ALL, meaning: 'The data folder: the embedded clusters (`postgres/`, the service\'s, and `test-postgres/`, the tests\') with their password files, and the key files `secret.key` and `api-secret.key` (unless `FRS_SECRET_KEY_FILE` or `FRS_API_SECRET_FILE` say otherwise).' },
-  { name: 'FRS_EMBEDDED_PORT', default: '`54329`', range: PORT_RANGE, readers: ALL, meaning: 'Port of the service\'s embedded cluster (listening on 127.0.0.1 only).' },
-  { name: 'PORT', default: '`3000`', range: PORT_RANGE, readers: ['api', 'cli'], meaning: 'Listening port of the API (and the base of `FRS_PUBLIC_URL`\'s default).' },
+  {
+    name: 'DATABASE_URL',
+    default: 'unset',
+    range: 'a `postgres://` URL',
+    readers: ALL,
+    meaning:
+      'A PostgreSQL 14+ connection string (`postgres://USER:PASSWORD@HOST:PORT/DATABASE`). Unset: the embedded cluster under `.data/postgres`, shared by the server and `fleet-admin`; whichever starts first starts it.',
+  },
+  {
+    name: 'FRS_DATA_DIR',
+    default: '`.data` in the checkout',
+    range: 'a folder',
+    readers: ALL,
+    meaning:
+      "The data folder: the embedded clusters (`postgres/`, the service's, and `test-postgres/`, the tests') with their password files, and the key files `secret.key` and `api-secret.key` (unless `FRS_SECRET_KEY_FILE` or `FRS_API_SECRET_FILE` say otherwise).",
+  },
+  {
+    name: 'FRS_EMBEDDED_PORT',
+    default: '`54329`',
+    range: PORT_RANGE,
+    readers: ALL,
+    meaning: "Port of the service's embedded cluster (listening on 127.0.0.1 only).",
+  },
+  {
+    name: 'PORT',
+    default: '`3000`',
+    range: PORT_RANGE,
+    readers: ['api', 'cli'],
+    meaning: "Listening port of the API (and the base of `FRS_PUBLIC_URL`'s default).",
+  },
   { name: 'HOST', default: '`0.0.0.0`', range: 'an address', readers: ['api'], meaning: 'Listening address.' },
-  { name: 'LOG_LEVEL', default: '`info`', range: 'a pino level', readers: SERVICE, meaning: 'pino log level. Logs are JSON lines on stdout with ISO 8601 `time`; they never contain keys, secrets, the Authorization header or payload bodies. `debug` adds a line per accepted delivery.' },
-  { name: 'FRS_ROLE', default: '`all`', range: '`all`, `api`, `worker`', readers: SERVICE, meaning: '`all`: the API and the webhook worker, the worker in a process of its own (the only one given the master key; see "Secrets and keys"); `api`: the API alone (refuses a master key in its environment); `worker`: the delivery and calendar sweeps alone.' },
-  { name: 'FRS_METRICS_PORT', default: '`9464`', range: `${PORT_RANGE} (0 off)`, readers: SERVICE, meaning: 'Port of the Prometheus metrics listener (`/metrics`, plus `/healthz` and `/readyz`), separate from the API\'s. `0` switches it off.' },
-  { name: 'FRS_METRICS_HOST', default: '`127.0.0.1`', range: 'an address', readers: SERVICE, meaning: 'Address of the metrics listener. Only this machine can scrape it unless you set, say, `0.0.0.0`.' },
-  { name: 'FRS_ADMIN_PORT', default: '`3001`', range: `${PORT_RANGE} (0 off)`, readers: ['api'], meaning: 'Port of the admin API (`/admin/v1`, see docs/platform.md), a listener of its own. `0` switches it off.' },
-  { name: 'FRS_ADMIN_HOST', default: '`127.0.0.1`', range: 'an address', readers: ['api'], meaning: 'Address of the admin API\'s listener. Only this machine reaches it unless you set another.' },
-  { name: 'FRS_SEED_DEMO', default: 'unset', range: '`1` or `0`', readers: SERVICE, meaning: '`1`: load the demo workspace at start when there is no workspace `demo`; `0`: never, not even on the embedded database\'s first start.' },
-  { name: 'FRS_ALLOW_PRIVATE_WEBHOOK_URLS', default: 'unset (off)', range: '`1` or `0`', readers: ALL, meaning: '`1` lets webhooks reach private, loopback and link-local addresses: for a receiver on your own machine. Off, they are refused (see docs/webhooks.md).' },
-  { name: 'FRS_WEBHOOK_ALLOWED_CIDRS', default: 'unset', range: 'CIDR ranges, comma-separated', readers: ALL, meaning: 'Ranges (`10.1.0.0/16,fd12:3456::/32`) allowed although private, for **every** workspace\'s endpoints; every other private range stays refused. To open a range to one customer only, set that workspace\'s `webhookAllowedCidrs` instead (see Destinations in docs/webhooks.md).' },
-  { name: 'FRS_WEBHOOK_DNS_SERVERS', default: 'unset (the servers of `/etc/resolv.conf`)', range: 'addresses with optional ports, comma-separated', readers: ALL, meaning: 'DNS servers (`192.0.2.53,127.0.0.1:5353,[2001:db8::53]:53`) that webhook destination names are asked of.' },
-  { name: 'FRS_WEBHOOK_WORKSPACE_CONCURRENCY', default: '`16`', range: '1 to 64', readers: ['worker'], meaning: 'Attempts one workspace may have in flight in a worker (the worker runs 64 at once), so one customer\'s slow endpoints cannot take every slot.' },
-  { name: 'FRS_RETENTION_DAYS', readers: ['worker'], meaning: 'Days the delivery records are kept; see docs/webhooks.md.', whole: { fallback: 30, min: 1, max: 3650, unit: 'days' } },
-  { name: 'FRS_SECRET_KEY', default: 'unset', range: 'base64 of 32 bytes', readers: ['worker', 'cli'], meaning: 'The master key, which opens webhook signing secrets (they are sealed to its public key): base64 of 32 random bytes (`openssl rand -base64 32`). Given to the worker and to `fleet-admin` only; `FRS_ROLE=api` refuses it, `FRS_ROLE=all` hands it to its worker\'s process. Unset: the key file. Set it whenever more than one machine runs the worker or `fleet-admin`.' },
-  { name: 'FRS_SECRET_KEY_FILE', default: '`secret.key` in the data folder', range: 'a file', readers: ['worker', 'cli'], meaning: 'The master key file, read when `FRS_SECRET_KEY` is unset: one base64 key a line, mode 0600 (a file its group or other users can read is refused, naming `chmod 600`). Only the embedded default creates it by itself (on the worker\'s first start); with `DATABASE_URL`, `fleet-admin secrets create-master-key` does.' },
-  { name: 'FRS_SECRET_KEY_PREVIOUS', default: 'unset', range: 'base64 keys, comma-separated', readers: ['worker', 'cli'], meaning: 'During a master-key rotation only: the old key(s).' },
-  { name: 'FRS_API_SECRET', default: 'unset', range: 'base64 of 32 bytes', readers: ['api'], meaning: 'The API process\'s own secret: the keys of its list cursors, of the settings screen\'s CSRF tokens and of the admin API\'s stored answers are derived from it; it opens no signing secret. Base64 of 32 random bytes, the same on every API process. Unset: its key file.' },
-  { name: 'FRS_API_SECRET_FILE', default: '`api-secret.key` in the data folder', range: 'a file', readers: ['api'], meaning: 'The API secret\'s key file (mode 0600), read when `FRS_API_SECRET` is unset; only the embedded default creates it by itself. With `DATABASE_URL` an API process without one refuses to start, naming both settings.' },
-  { name: 'FRS_API_SECRET_PREVIOUS', default: 'unset', range: 'base64 keys, comma-separated', readers: ['api'], meaning: 'While changing the API secret: the old one(s) (cursors, CSRF tokens and stored answers made under it still hold).' },
-  { name: 'FRS_API_RATE_LIMIT', readers: ['api'], meaning: 'Requests a second per workspace (all its keys), per API process. See "A fair share" in docs/api.md.', whole: { fallback: 100, ...LIMIT } },
-  { name: 'FRS_API_CONCURRENCY', readers: ['api'], meaning: 'Requests in flight per workspace, per API process.', whole: { fallback: 8, ...LIMIT } },
-  { name: 'FRS_API_AUTH_FAILURE_LIMIT', readers: ['api'], meaning: 'Failed authentications a minute per client address before its requests get 429 without a database look-up.', whole: { fallback: 30, ...LIMIT } },
-  { name: 'FRS_TRUSTED_PROXY_CIDRS', default: 'unset', range: 'CIDR ranges, comma-separated', readers: ['api'], meaning: 'Ranges of proxies whose `X-Forwarded-For` names the client (unset: it is ignored).' },
-  { name: 'FRS_DB_ROLES', default: '`on`', range: '`on` or `off`', readers: ALL, meaning: '`off` runs the API and the worker with the connecting user\'s rights instead of their own database roles (for a PostgreSQL where those roles cannot be had; see below).' },
-  { name: 'FRS_MAX_CONNECTIONS_PER_ADDRESS', readers: ['api'], meaning: 'Open connections one client address (IPv6: its /64) may hold at one API process (set `0` behind a proxy, whose address every client shares).', whole: { fallback: 64, ...CAP } },
-  { name: 'FRS_MAX_CONNECTIONS', readers: ['api'], meaning: 'Open connections one API process keeps. Beyond it Node closes a new connection as soon as it is accepted, unanswered. The HTTP time-outs are fixed: 10 s for a request\'s headers, 15 s for the whole request, 5 s for an idle keep-alive connection (see "What one client can hold" in docs/api.md).', whole: { fallback: 1024, ...CAP } },
-  { name: 'FRS_SHED_EVENT_LOOP_LAG_MS', readers: ['api'], meaning: 'Event-loop lag (ms) past which the API answers new requests 503 `overloaded` with `Retry-After: 1` (the health probes excepted).', whole: { fallback: 200, min: 0, max: 60_000, unit: 'milliseconds', zero: 'off' } },
-  { name: 'FRS_ANSWER_CACHE_MB', readers: ['api'], meaning: 'Megabytes of answers an API process keeps by their `ETag`, so a repeat of the same request (any key of the workspace) is served after one look-up of the data version (see Revalidation in docs/api.md).', whole: { fallback: 64, min: 0, max: 65_536, zero: 'off' } },
-  { name: 'DATABASE_READ_URL', default: 'unset', range: '`postgres://` URLs, comma-separated', readers: ['api'], meaning: 'Read replicas of `DATABASE_URL` (streaming standbys): the read API\'s GETs go to one within `FRS_READ_MAX_LAG_MS`, else to the primary. See "Past one database: read replicas".' },
+  {
+    name: 'LOG_LEVEL',
+    default: '`info`',
+    range: 'a pino level',
+    readers: SERVICE,
+    meaning:
+      'pino log level. Logs are JSON lines on stdout with ISO 8601 `time`; they never contain keys, secrets, the Authorization header or payload bodies. `debug` adds a line per accepted delivery.',
+  },
+  {
+    name: 'FRS_ROLE',
+    default: '`all`',
+    range: '`all`, `api`, `worker`',
+    readers: SERVICE,
+    meaning:
+      '`all`: the API and the webhook worker, the worker in a process of its own (the only one given the master key; see "Secrets and keys"); `api`: the API alone (refuses a master key in its environment); `worker`: the delivery and calendar sweeps alone.',
+  },
+  {
+    name: 'FRS_METRICS_PORT',
+    default: '`9464`',
+    range: `${PORT_RANGE} (0 off)`,
+    readers: SERVICE,
+    meaning:
+      "Port of the Prometheus metrics listener (`/metrics`, plus `/healthz` and `/readyz`), separate from the API's. `0` switches it off.",
+  },
+  {
+    name: 'FRS_METRICS_HOST',
+    default: '`127.0.0.1`',
+    range: 'an address',
+    readers: SERVICE,
+    meaning: 'Address of the metrics listener. Only this machine can scrape it unless you set, say, `0.0.0.0`.',
+  },
+  {
+    name: 'FRS_ADMIN_PORT',
+    default: '`3001`',
+    range: `${PORT_RANGE} (0 off)`,
+    readers: ['api'],
+    meaning: 'Port of the admin API (`/admin/v1`, see docs/platform.md), a listener of its own. `0` switches it off.',
+  },
+  {
+    name: 'FRS_ADMIN_HOST',
+    default: '`127.0.0.1`',
+    range: 'an address',
+    readers: ['api'],
+    meaning: "Address of the admin API's listener. Only this machine reaches it unless you set another.",
+  },
+  {
+    name: 'FRS_SEED_DEMO',
+    default: 'unset',
+    range: '`1` or `0`',
+    readers: SERVICE,
+    meaning:
+      "`1`: load the demo workspace at start when there is no workspace `demo`; `0`: never, not even on the embedded database's first start.",
+  },
+  {
+    name: 'FRS_ALLOW_PRIVATE_WEBHOOK_URLS',
+    default: 'unset (off)',
+    range: '`1` or `0`',
+    readers: ALL,
+    meaning:
+      '`1` lets webhooks reach private, loopback and link-local addresses: for a receiver on your own machine. Off, they are refused (see docs/webhooks.md).',
+  },
+  {
+    name: 'FRS_WEBHOOK_ALLOWED_CIDRS',
+    default: 'unset',
+    range: 'CIDR ranges, comma-separated',
+    readers: ALL,
+    meaning:
+      "Ranges (`10.1.0.0/16,fd12:3456::/32`) allowed although private, for **every** workspace's endpoints; every other private range stays refused. To open a range to one customer only, set that workspace's `webhookAllowedCidrs` instead (see Destinations in docs/webhooks.md).",
+  },
+  {
+    name: 'FRS_WEBHOOK_DNS_SERVERS',
+    default: 'unset (the servers of `/etc/resolv.conf`)',
+    range: 'addresses with optional ports, comma-separated',
+    readers: ALL,
+    meaning: 'DNS servers (`192.0.2.53,127.0.0.1:5353,[2001:db8::53]:53`) that webhook destination names are asked of.',
+  },
+  {
+    name: 'FRS_WEBHOOK_WORKSPACE_CONCURRENCY',
+    default: '`16`',
+    range: '1 to 64',
+    readers: ['worker'],
+    meaning:
+      "Attempts one workspace may have in flight in a worker (the worker runs 64 at once), so one customer's slow endpoints cannot take every slot.",
+  },
+  {
+    name: 'FRS_RETENTION_DAYS',
+    readers: ['worker'],
+    meaning: 'Days the delivery records are kept; see docs/webhooks.md.',
+    whole: { fallback: 30, min: 1, max: 3650, unit: 'days' },
+  },
+  {
+    name: 'FRS_SECRET_KEY',
+    default: 'unset',
+    range: 'base64 of 32 bytes',
+    readers: ['worker', 'cli'],
+    meaning:
+      "The master key, which opens webhook signing secrets (they are sealed to its public key): base64 of 32 random bytes (`openssl rand -base64 32`). Given to the worker and to `fleet-admin` only; `FRS_ROLE=api` refuses it, `FRS_ROLE=all` hands it to its worker's process. Unset: the key file. Set it whenever more than one machine runs the worker or `fleet-admin`.",
+  },
+  {
+    name: 'FRS_SECRET_KEY_FILE',
+    default: '`secret.key` in the data folder',
+    range: 'a file',
+    readers: ['worker', 'cli'],
+    meaning:
+      "The master key file, read when `FRS_SECRET_KEY` is unset: one base64 key a line, mode 0600 (a file its group or other users can read is refused, naming `chmod 600`). Only the embedded default creates it by itself (on the worker's first start); with `DATABASE_URL`, `fleet-admin secrets create-master-key` does.",
+  },
+  {
+    name: 'FRS_SECRET_KEY_PREVIOUS',
+    default: 'unset',
+    range: 'base64 keys, comma-separated',
+    readers: ['worker', 'cli'],
+    meaning: 'During a master-key rotation only: the old key(s).',
+  },
+  {
+    name: 'FRS_API_SECRET',
+    default: 'unset',
+    range: 'base64 of 32 bytes',
+    readers: ['api'],
+    meaning:
+      "The API process's own secret: the keys of its list cursors, of the settings screen's CSRF tokens and of the admin API's stored answers are derived from it; it opens no signing secret. Base64 of 32 random bytes, the same on every API process. Unset: its key file.",
+  },
+  {
+    name: 'FRS_API_SECRET_FILE',
+    default: '`api-secret.key` in the data folder',
+    range: 'a file',
+    readers: ['api'],
+    meaning:
+      "The API secret's key file (mode 0600), read when `FRS_API_SECRET` is unset; only the embedded default creates it by itself. With `DATABASE_URL` an API process without one refuses to start, naming both settings.",
+  },
+  {
+    name: 'FRS_API_SECRET_PREVIOUS',
+    default: 'unset',
+    range: 'base64 keys, comma-separated',
+    readers: ['api'],
+    meaning:
+      'While changing the API secret: the old one(s) (cursors, CSRF tokens and stored answers made under it still hold).',
+  },
+  {
+    name: 'FRS_API_RATE_LIMIT',
+    readers: ['api'],
+    meaning: 'Requests a second per workspace (all its keys), per API process. See "A fair share" in docs/api.md.',
+    whole: { fallback: 100, ...LIMIT },
+  },
+  {
+    name: 'FRS_API_CONCURRENCY',
+    readers: ['api'],
+    meaning: 'Requests in flight per workspace, per API process.',
+    whole: { fallback: 8, ...LIMIT },
+  },
+  {
+    name: 'FRS_API_AUTH_FAILURE_LIMIT',
+    readers: ['api'],
+    meaning:
+      'Failed authentications a minute per client address before its requests get 429 without a database look-up.',
+    whole: { fallback: 30, ...LIMIT },
+  },
+  {
+    name: 'FRS_TRUSTED_PROXY_CIDRS',
+    default: 'unset',
+    range: 'CIDR ranges, comma-separated',
+    readers: ['api'],
+    meaning: 'Ranges of proxies whose `X-Forwarded-For` names the client (unset: it is ignored).',
+  },
+  {
+    name: 'FRS_DB_ROLES',
+    default: '`on`',
+    range: '`on` or `off`',
+    readers: ALL,
+    meaning:
+      "`off` runs the API and the worker with the connecting user's rights instead of their own database roles (for a PostgreSQL where those roles cannot be had; see below).",
+  },
+  {
+    name: 'FRS_MAX_CONNECTIONS_PER_ADDRESS',
+    readers: ['api'],
+    meaning:
+      'Open connections one client address (IPv6: its /64) may hold at one API process (set `0` behind a proxy, whose address every client shares).',
+    whole: { fallback: 64, ...CAP },
+  },
+  {
+    name: 'FRS_MAX_CONNECTIONS',
+    readers: ['api'],
+    meaning:
+      'Open connections one API process keeps. Beyond it Node closes a new connection as soon as it is accepted, unanswered. The HTTP time-outs are fixed: 10 s for a request\'s headers, 15 s for the whole request, 5 s for an idle keep-alive connection (see "What one client can hold" in docs/api.md).',
+    whole: { fallback: 1024, ...CAP },
+  },
+  {
+    name: 'FRS_SHED_EVENT_LOOP_LAG_MS',
+    readers: ['api'],
+    meaning:
+      'Event-loop lag (ms) past which the API answers new requests 503 `overloaded` with `Retry-After: 1` (the health probes excepted).',
+    whole: { fallback: 200, min: 0, max: 60_000, unit: 'milliseconds', zero: 'off' },
+  },
+  {
+    name: 'FRS_ANSWER_CACHE_MB',
+    readers: ['api'],
+    meaning:
+      'Megabytes of answers an API process keeps by their `ETag`, so a repeat of the same request (any key of the workspace) is served after one look-up of the data version (see Revalidation in docs/api.md).',
+    whole: { fallback: 64, min: 0, max: 65_536, zero: 'off' },
+  },
+  {
+    name: 'DATABASE_READ_URL',
+    default: 'unset',
+    range: '`postgres://` URLs, comma-separated',
+    readers: ['api'],
+    meaning:
+      'Read replicas of `DATABASE_URL` (streaming standbys): the read API\'s GETs go to one within `FRS_READ_MAX_LAG_MS`, else to the primary. See "Past one database: read replicas".',
+  },
   // 60000: the primary's samples kept (src/db/read-routing.ts, MAX_SAMPLES × PROBE_INTERVAL_MS)
-  { name: 'FRS_READ_MAX_LAG_MS', readers: ['api'], meaning: 'How old a replica\'s data may be (ms) for it to answer reads; past it, or unreachable, it is skipped until it is back within.', whole: { fallback: 5000, min: 100, max: 60_000, unit: 'milliseconds' } },
-  { name: 'FRS_API_STATEMENT_TIMEOUT_MS', readers: ALL, meaning: 'How long one database statement of the API may run (ms) before it is cut short and its request answered 503 `unavailable` with `Retry-After` (see docs/api.md). The worker\'s statements have no limit.', whole: { fallback: 3000, min: 100, max: 60_000, unit: 'milliseconds' } },
-  { name: 'FRS_PUBLIC_URL', default: '`http://localhost:$PORT`', range: 'an http(s) origin', readers: ['api', 'cli'], meaning: 'The public listener\'s address as the staff\'s browsers reach it (no path): the base of the settings screen\'s links; `https` makes its cookie `__Host-frs_portal` (`Secure`). Plain `http` is refused for any host but this machine\'s (`localhost`, `127.0.0.1`, `[::1]`) unless `FRS_ALLOW_HTTP_PUBLIC_URL=1`. See "Settings screen" in docs/platform.md.' },
-  { name: 'FRS_ALLOW_HTTP_PUBLIC_URL', default: 'unset (off)', range: '`1` or `0`', readers: ['api', 'cli'], meaning: '`1` accepts an `http` `FRS_PUBLIC_URL` for another host than this machine (a network you trust end to end): the screen\'s links and cookie then cross it in clear.' },
-  { name: 'FRS_PORTAL_AUTH_FAILURE_LIMIT', readers: ['api', 'cli'], meaning: 'Failed settings-screen link openings and unknown session cookies a minute per client address before its screen requests get 429 without a database look-up. A budget of its own, apart from `FRS_API_AUTH_FAILURE_LIMIT`\'s.', whole: { fallback: 30, ...LIMIT } },
-  { name: 'FRS_PORTAL_FRAME_ANCESTORS', default: 'unset (none)', range: 'origins, space- or comma-separated', readers: ['api', 'cli'], meaning: 'Origins allowed to show the settings screen in an iframe (`https://app.example.com`; `*.` allowed in a host). Unset: no site may frame it. Set, its cookie becomes `SameSite=None; Secure; Partitioned`.' },
-  { name: 'USER', default: 'the OS user\'s name', range: 'a name', readers: ['cli'], meaning: 'Who the CLI\'s audit entries name when the OS has no name for its user id (as in some containers).' },
-  { name: 'FRS_WORKER_OF_PARENT', default: 'unset', range: '`1`', readers: ['worker'], meaning: 'Set by `FRS_ROLE=all` on the worker process it starts (with an IPC channel), never by hand: that worker reports to its parent and serves nothing.' },
+  {
+    name: 'FRS_READ_MAX_LAG_MS',
+    readers: ['api'],
+    meaning:
+      "How old a replica's data may be (ms) for it to answer reads; past it, or unreachable, it is skipped until it is back within.",
+    whole: { fallback: 5000, min: 100, max: 60_000, unit: 'milliseconds' },
+  },
+  {
+    name: 'FRS_API_STATEMENT_TIMEOUT_MS',
+    readers: ALL,
+    meaning:
+      "How long one database statement of the API may run (ms) before it is cut short and its request answered 503 `unavailable` with `Retry-After` (see docs/api.md). The worker's statements have no limit.",
+    whole: { fallback: 3000, min: 100, max: 60_000, unit: 'milliseconds' },
+  },
+  {
+    name: 'FRS_PUBLIC_URL',
+    default: '`http://localhost:$PORT`',
+    range: 'an http(s) origin',
+    readers: ['api', 'cli'],
+    meaning:
+      "The public listener's address as the staff's browsers reach it (no path): the base of the settings screen's links; `https` makes its cookie `__Host-frs_portal` (`Secure`). Plain `http` is refused for any host but this machine's (`localhost`, `127.0.0.1`, `[::1]`) unless `FRS_ALLOW_HTTP_PUBLIC_URL=1`. See \"Settings screen\" in docs/platform.md.",
+  },
+  {
+    name: 'FRS_ALLOW_HTTP_PUBLIC_URL',
+    default: 'unset (off)',
+    range: '`1` or `0`',
+    readers: ['api', 'cli'],
+    meaning:
+      "`1` accepts an `http` `FRS_PUBLIC_URL` for another host than this machine (a network you trust end to end): the screen's links and cookie then cross it in clear.",
+  },
+  {
+    name: 'FRS_PORTAL_AUTH_FAILURE_LIMIT',
+    readers: ['api', 'cli'],
+    meaning:
+      "Failed settings-screen link openings and unknown session cookies a minute per client address before its screen requests get 429 without a database look-up. A budget of its own, apart from `FRS_API_AUTH_FAILURE_LIMIT`'s.",
+    whole: { fallback: 30, ...LIMIT },
+  },
+  {
+    name: 'FRS_PORTAL_FRAME_ANCESTORS',
+    default: 'unset (none)',
+    range: 'origins, space- or comma-separated',
+    readers: ['api', 'cli'],
+    meaning:
+      'Origins allowed to show the settings screen in an iframe (`https://app.example.com`; `*.` allowed in a host). Unset: no site may frame it. Set, its cookie becomes `SameSite=None; Secure; Partitioned`.',
+  },
+  {
+    name: 'USER',
+    default: "the OS user's name",
+    range: 'a name',
+    readers: ['cli'],
+    meaning: "Who the CLI's audit entries name when the OS has no name for its user id (as in some containers).",
+  },
+  {
+    name: 'FRS_WORKER_OF_PARENT',
+    default: 'unset',
+    range: '`1`',
+    readers: ['worker'],
+    meaning:
+      'Set by `FRS_ROLE=all` on the worker process it starts (with an IPC channel), never by hand: that worker reports to its parent and serves nothing.',
+  },
 ];
 
 /** Settings of the tests, the benchmarks and the date runs only (test/, bench/, scripts/): the service reads none. */
 export const TEST_SETTINGS: ReadonlyArray<{ name: string; default: string; meaning: string }> = [
-  { name: 'FRS_TEST_PG_PORT', default: '`54339`', meaning: 'Port of the tests\' embedded cluster; a run moves to the next free port (up to +9) when another checkout\'s cluster holds it.' },
-  { name: 'FRS_TEST_REPLICA_PG_PORT', default: '`FRS_TEST_PG_PORT` + 1', meaning: 'Port of the replica tests\' primary; their standby takes the next one (`test/db/replicas.test.ts`).' },
-  { name: 'FRS_CHROMIUM', default: '`/usr/bin/chromium`', meaning: 'The browser the documentation and settings-screen tests drive.' },
-  { name: 'FRS_FIGURES_SEED', default: '`20261128`', meaning: 'Seed of the random workspace `test/figures-exact.test.ts` checks every figure against.' },
-  { name: 'FRS_TEST_DATES', default: 'the dates in `scripts/test-dates.ts`', meaning: 'Comma-separated instants `npm run test:dates` runs the suite at.' },
+  {
+    name: 'FRS_TEST_PG_PORT',
+    default: '`54339`',
+    meaning:
+      "Port of the tests' embedded cluster; a run moves to the next free port (up to +9) when another checkout's cluster holds it.",
+  },
+  {
+    name: 'FRS_TEST_REPLICA_PG_PORT',
+    default: '`FRS_TEST_PG_PORT` + 1',
+    meaning: "Port of the replica tests' primary; their standby takes the next one (`test/db/replicas.test.ts`).",
+  },
+  {
+    name: 'FRS_CHROMIUM',
+    default: '`/usr/bin/chromium`',
+    meaning: 'The browser the documentation and settings-screen tests drive.',
+  },
+  {
+    name: 'FRS_FIGURES_SEED',
+    default: '`20261128`',
+    meaning: 'Seed of the random workspace `test/figures-exact.test.ts` checks every figure against.',
+  },
+  {
+    name: 'FRS_TEST_DATES',
+    default: 'the dates in `scripts/test-dates.ts`',
+    meaning: 'Comma-separated instants `npm run test:dates` runs the suite at.',
+  },
   { name: 'FRS_TEST_ORDER_SEED', default: 'random', meaning: 'Seed of the test order of `npm run test:dates`.' },
-  { name: 'FRS_BENCH_PG_PORT', default: 'per benchmark', meaning: 'Port of a benchmark\'s embedded cluster.' },
-  { name: 'FRS_BENCH_PG_DIR', default: '`.data/large-pg`', meaning: 'The cluster `bench/standby.ts` makes a standby of.' },
-  { name: 'FRS_BENCH_STANDBY_DIR', default: '`.data/large-pg-standby`', meaning: 'Where `bench/standby.ts` keeps its standby.' },
-  { name: 'FRS_BENCH_STANDBY_PORT', default: '`54480`', meaning: 'Port of `bench/standby.ts`\'s standby.' },
+  { name: 'FRS_BENCH_PG_PORT', default: 'per benchmark', meaning: "Port of a benchmark's embedded cluster." },
+  {
+    name: 'FRS_BENCH_PG_DIR',
+    default: '`.data/large-pg`',
+    meaning: 'The cluster `bench/standby.ts` makes a standby of.',
+  },
+  {
+    name: 'FRS_BENCH_STANDBY_DIR',
+    default: '`.data/large-pg-standby`',
+    meaning: 'Where `bench/standby.ts` keeps its standby.',
+  },
+  { name: 'FRS_BENCH_STANDBY_PORT', default: '`54480`', meaning: "Port of `bench/standby.ts`'s standby." },
 ];
 
 const READERS: Record<Reader, string> = { api: 'api', worker: 'worker', cli: 'CLI' };
@@ -125,7 +411,9 @@ export function settingRow(s: Setting): string[] {
   return [
     `\`${s.name}\``,
     s.whole ? `\`${s.whole.fallback}\`` : s.default!,
-    s.whole ? `${s.whole.min}${s.whole.min === 0 && s.whole.zero ? ` (${s.whole.zero})` : ''} to ${s.whole.max}` : s.range!,
+    s.whole
+      ? `${s.whole.min}${s.whole.min === 0 && s.whole.zero ? ` (${s.whole.zero})` : ''} to ${s.whole.max}`
+      : s.range!,
     byAll ? 'all' : s.readers.map((reader) => READERS[reader]).join(', '),
     s.meaning,
   ];
@@ -157,7 +445,9 @@ export function databaseUrlFromEnv(env: Env): string | undefined {
   const value = env.DATABASE_URL;
   if (!value) return undefined;
   if (!isPostgresUrl(value)) {
-    throw new ConfigError('DATABASE_URL is not a PostgreSQL URL: expected postgres://USER:PASSWORD@HOST:PORT/DATABASE (unset it to use the embedded database)');
+    throw new ConfigError(
+      'DATABASE_URL is not a PostgreSQL URL: expected postgres://USER:PASSWORD@HOST:PORT/DATABASE (unset it to use the embedded database)',
+    );
   }
   return value;
 }
@@ -176,12 +466,19 @@ export function isPostgresUrl(value: string): boolean {
  * A whole-number setting within bounds, `fallback` when unset or empty; anything else is refused in one line naming
  * the variable, its unit and its range (`0 (off)` where 0 switches the thing off).
  */
-export function wholeNumberSetting(name: string, fallback: number, { min, max, unit, zero }: WholeNumberRange, env: Env): number {
+export function wholeNumberSetting(
+  name: string,
+  fallback: number,
+  { min, max, unit, zero }: WholeNumberRange,
+  env: Env,
+): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);
   if (!/^\d+$/.test(raw) || value < min || value > max) {
-    throw new ConfigError(`${name} must be a whole number${unit ? ` of ${unit}` : ''} from ${min}${min === 0 && zero ? ` (${zero})` : ''} to ${max}, got "${raw}"`);
+    throw new ConfigError(
+      `${name} must be a whole number${unit ? ` of ${unit}` : ''} from ${min}${min === 0 && zero ? ` (${zero})` : ''} to ${max}, got "${raw}"`,
+    );
   }
   return value;
 }
@@ -229,7 +526,8 @@ export interface ServiceConfig {
 
 export function readConfig(env: Env): ServiceConfig {
   const port = Number(env.PORT ?? 3000);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new ConfigError(`PORT must be an integer from 0 to 65535, got "${env.PORT}"`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new ConfigError(`PORT must be an integer from 0 to 65535, got "${env.PORT}"`);
   const adminPort = Number(env.FRS_ADMIN_PORT ?? 3001);
   if (!/^\d+$/.test(env.FRS_ADMIN_PORT ?? '3001') || adminPort > 65535) {
     throw new ConfigError(`FRS_ADMIN_PORT must be an integer from 0 (off) to 65535, got "${env.FRS_ADMIN_PORT}"`);
@@ -239,7 +537,8 @@ export function readConfig(env: Env): ServiceConfig {
     throw new ConfigError(`FRS_METRICS_PORT must be an integer from 0 (off) to 65535, got "${env.FRS_METRICS_PORT}"`);
   }
   const role = (env.FRS_ROLE ?? 'all') as ServiceConfig['role'];
-  if (!['all', 'api', 'worker'].includes(role)) throw new ConfigError(`FRS_ROLE must be all, api or worker, got "${env.FRS_ROLE}"`);
+  if (!['all', 'api', 'worker'].includes(role))
+    throw new ConfigError(`FRS_ROLE must be all, api or worker, got "${env.FRS_ROLE}"`);
   return {
     role,
     workerOfParent: role === 'worker' && env.FRS_WORKER_OF_PARENT === '1',
@@ -297,7 +596,11 @@ export const DEFAULT_HTTP_LIMITS: HttpLimits = {
 
 /** The connection caps from FRS_MAX_CONNECTIONS and FRS_MAX_CONNECTIONS_PER_ADDRESS (0 lifts one); the other limits are fixed. */
 export function httpLimitsFromEnv(env: Env): HttpLimits {
-  return { ...DEFAULT_HTTP_LIMITS, maxConnections: whole('FRS_MAX_CONNECTIONS', env), maxConnectionsPerAddress: whole('FRS_MAX_CONNECTIONS_PER_ADDRESS', env) };
+  return {
+    ...DEFAULT_HTTP_LIMITS,
+    maxConnections: whole('FRS_MAX_CONNECTIONS', env),
+    maxConnectionsPerAddress: whole('FRS_MAX_CONNECTIONS_PER_ADDRESS', env),
+  };
 }
 
 /** The shedding threshold from FRS_SHED_EVENT_LOOP_LAG_MS (milliseconds; 0 turns shedding off). */
@@ -329,9 +632,15 @@ export interface AuthFailureSettings {
 }
 
 export function authFailureSettingsFromEnv(env: Env): AuthFailureSettings {
-  const trustedProxies = (env.FRS_TRUSTED_PROXY_CIDRS ?? '').split(',').map((c) => c.trim()).filter(Boolean);
+  const trustedProxies = (env.FRS_TRUSTED_PROXY_CIDRS ?? '')
+    .split(',')
+    .map((c) => c.trim())
+    .filter(Boolean);
   for (const cidr of trustedProxies) {
-    if (!isCidr(cidr)) throw new ConfigError(`FRS_TRUSTED_PROXY_CIDRS must be a comma-separated list of CIDR ranges such as 10.0.0.0/8, got "${cidr}"`);
+    if (!isCidr(cidr))
+      throw new ConfigError(
+        `FRS_TRUSTED_PROXY_CIDRS must be a comma-separated list of CIDR ranges such as 10.0.0.0/8, got "${cidr}"`,
+      );
   }
   return { perMinute: whole('FRS_API_AUTH_FAILURE_LIMIT', env), trustedProxies };
 }
@@ -344,7 +653,9 @@ export function readUrlsFromEnv(env: Env): string[] {
   urls.forEach((url, i) => {
     // (the URL is never echoed: it may hold a password)
     if (!isPostgresUrl(url)) {
-      throw new ConfigError(`DATABASE_READ_URL must be postgres:// URLs separated by commas (postgres://USER:PASSWORD@HOST:PORT/DATABASE); its entry ${i + 1} is not one`);
+      throw new ConfigError(
+        `DATABASE_READ_URL must be postgres:// URLs separated by commas (postgres://USER:PASSWORD@HOST:PORT/DATABASE); its entry ${i + 1} is not one`,
+      );
     }
   });
   return urls;
@@ -369,16 +680,28 @@ export interface DestinationPolicy {
 /** The policy the environment sets; strict unless switched. */
 export function destinationPolicyFromEnv(env: Env): DestinationPolicy {
   const allowPrivate = envSwitch('FRS_ALLOW_PRIVATE_WEBHOOK_URLS', env) === true;
-  const cidrs = (env.FRS_WEBHOOK_ALLOWED_CIDRS ?? '').split(',').map((c) => c.trim()).filter(Boolean).map((cidr) => {
-    if (!isCidr(cidr)) throw new ConfigError(`FRS_WEBHOOK_ALLOWED_CIDRS must be a comma-separated list of CIDR ranges such as 10.1.0.0/16, got "${cidr}"`);
-    return cidr;
-  });
-  const servers = (env.FRS_WEBHOOK_DNS_SERVERS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  const cidrs = (env.FRS_WEBHOOK_ALLOWED_CIDRS ?? '')
+    .split(',')
+    .map((c) => c.trim())
+    .filter(Boolean)
+    .map((cidr) => {
+      if (!isCidr(cidr))
+        throw new ConfigError(
+          `FRS_WEBHOOK_ALLOWED_CIDRS must be a comma-separated list of CIDR ranges such as 10.1.0.0/16, got "${cidr}"`,
+        );
+      return cidr;
+    });
+  const servers = (env.FRS_WEBHOOK_DNS_SERVERS ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   if (servers.length === 0) return { allowPrivate, allowedCidrs: cidrs };
   try {
     sharedNameResolver({ servers });
   } catch {
-    throw new ConfigError(`FRS_WEBHOOK_DNS_SERVERS must be a comma-separated list of IP addresses, each with an optional port (192.0.2.53, 127.0.0.1:5353, [2001:db8::53]:53), got "${env.FRS_WEBHOOK_DNS_SERVERS}"`);
+    throw new ConfigError(
+      `FRS_WEBHOOK_DNS_SERVERS must be a comma-separated list of IP addresses, each with an optional port (192.0.2.53, 127.0.0.1:5353, [2001:db8::53]:53), got "${env.FRS_WEBHOOK_DNS_SERVERS}"`,
+    );
   }
   return { allowPrivate, allowedCidrs: cidrs, dns: { servers } };
 }
@@ -435,10 +758,21 @@ export function portalSettingsFromEnv(env: Env): PortalSettings {
   try {
     url = new URL(given);
   } catch {
-    throw new ConfigError(`FRS_PUBLIC_URL must be the public listener's base URL, such as https://api.example.com, got "${given}"`);
+    throw new ConfigError(
+      `FRS_PUBLIC_URL must be the public listener's base URL, such as https://api.example.com, got "${given}"`,
+    );
   }
-  if (!['http:', 'https:'].includes(url.protocol) || url.pathname !== '/' || url.search || url.hash || url.username || url.password) {
-    throw new ConfigError(`FRS_PUBLIC_URL must be an http(s) origin with no path, query or credentials, such as https://api.example.com, got "${given}"`);
+  if (
+    !['http:', 'https:'].includes(url.protocol) ||
+    url.pathname !== '/' ||
+    url.search ||
+    url.hash ||
+    url.username ||
+    url.password
+  ) {
+    throw new ConfigError(
+      `FRS_PUBLIC_URL must be an http(s) origin with no path, query or credentials, such as https://api.example.com, got "${given}"`,
+    );
   }
   const frameAncestors = (env.FRS_PORTAL_FRAME_ANCESTORS ?? '').split(/[\s,]+/).filter(Boolean);
   for (const origin of frameAncestors) {
@@ -464,7 +798,12 @@ export function portalSettingsFromEnv(env: Env): PortalSettings {
     );
   }
   const authFailuresPerMinute = whole('FRS_PORTAL_AUTH_FAILURE_LIMIT', env);
-  return { publicUrl: url.origin, publicUrlGiven: Boolean(env.FRS_PUBLIC_URL?.trim()), frameAncestors, authFailuresPerMinute };
+  return {
+    publicUrl: url.origin,
+    publicUrlGiven: Boolean(env.FRS_PUBLIC_URL?.trim()),
+    frameAncestors,
+    authFailuresPerMinute,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -505,10 +844,12 @@ export interface Config {
  */
 export function configFrom(env: Env): Config {
   const kept = new Map<string, unknown>();
-  const section = <T>(name: string, parse: () => T) => () => {
-    if (!kept.has(name)) kept.set(name, parse());
-    return kept.get(name) as T;
-  };
+  const section =
+    <T>(name: string, parse: () => T) =>
+    () => {
+      if (!kept.has(name)) kept.set(name, parse());
+      return kept.get(name) as T;
+    };
   const getters: { [K in keyof Config]: () => Config[K] } = {
     env: () => env,
     service: section('service', () => readConfig(env)),

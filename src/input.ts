@@ -32,7 +32,10 @@ export class InputError extends Error {
 
 /** A refusal of one field's value, said in a sentence of its own (an event's payload, a batch's records). */
 export class FieldError extends InputError {
-  constructor(phrase: Phrase, readonly field: string) {
+  constructor(
+    phrase: Phrase,
+    readonly field: string,
+  ) {
     super(phrase);
   }
 }
@@ -44,7 +47,11 @@ export class FieldError extends InputError {
  * settings): the HTTP APIs answer the rule and log this detail; the CLI, the operator's own, prints the detail.
  */
 export class InvalidFieldError extends FieldError {
-  constructor(field: string, private readonly rule: Phrase, private readonly operatorRule?: Phrase) {
+  constructor(
+    field: string,
+    private readonly rule: Phrase,
+    private readonly operatorRule?: Phrase,
+  ) {
     super((name) => `${name(field)} ${phrased(rule, name)}`, field);
   }
 
@@ -71,7 +78,11 @@ export class NotFoundError extends InputError {}
  * what it clashes with, where a batch of records says more (a reference to nothing, records left pointing at nothing).
  */
 export class ConflictError extends InputError {
-  constructor(phrase: Phrase, readonly field: string, readonly kind: 'conflict' | 'missing_reference' | 'dependent_records' = 'conflict') {
+  constructor(
+    phrase: Phrase,
+    readonly field: string,
+    readonly kind: 'conflict' | 'missing_reference' | 'dependent_records' = 'conflict',
+  ) {
     super(phrase);
   }
 }
@@ -81,7 +92,10 @@ export class KeyReusedError extends InputError {}
 
 /** A limit was reached (the test deliveries'); nothing was done. `retryAfterSeconds`: when trying again can succeed. */
 export class LimitError extends InputError {
-  constructor(phrase: Phrase, readonly retryAfterSeconds: number) {
+  constructor(
+    phrase: Phrase,
+    readonly retryAfterSeconds: number,
+  ) {
     super(phrase);
   }
 }
@@ -91,7 +105,10 @@ export class TooLargeError extends InputError {}
 
 /** The service runs as much of this work as it may at once; nothing was started. Try again after `retryAfterSeconds`. */
 export class BusyError extends Error {
-  constructor(message: string, readonly retryAfterSeconds: number) {
+  constructor(
+    message: string,
+    readonly retryAfterSeconds: number,
+  ) {
     super(message);
   }
 }
@@ -104,7 +121,10 @@ export type CredentialFailure = 'missing' | 'unknown' | 'revoked' | 'expired' | 
  * why. Not an InputError: only the HTTP APIs take credentials, and answer it 401.
  */
 export class CredentialError extends Error {
-  constructor(readonly credential: 'admin_token' | 'portal_session' | 'portal_link', readonly failure: CredentialFailure) {
+  constructor(
+    readonly credential: 'admin_token' | 'portal_session' | 'portal_link',
+    readonly failure: CredentialFailure,
+  ) {
     super(`${credential.replace('_', ' ')}: ${failure}`);
   }
 }
@@ -130,6 +150,10 @@ export function isValidTimeZone(tz: string): boolean {
  */
 export function instant(value: string, field: string): Date {
   const at = new Date(value);
-  if (Number.isNaN(at.getTime())) throw new InvalidFieldError(field, 'must be an ISO 8601 date-time this service can hold (a leap second, :60, is not one)');
+  if (Number.isNaN(at.getTime()))
+    throw new InvalidFieldError(
+      field,
+      'must be an ISO 8601 date-time this service can hold (a leap second, :60, is not one)',
+    );
   return at;
 }

@@ -65,14 +65,23 @@ let isWorkerProcess = false;
  * process's environment) and no listener of its own; `running` resolves once it reports its worker running. The key
  * file, if that is where the key is, is read by it alone.
  */
-function startWorkerProcess(env: Config['env'], masterKey: Record<string, string>): { child: ChildProcess; running: Promise<void> } {
+function startWorkerProcess(
+  env: Config['env'],
+  masterKey: Record<string, string>,
+): { child: ChildProcess; running: Promise<void> } {
   const child = spawn(process.execPath, [...process.execArgv, process.argv[1]], {
     env: { ...env, ...masterKey, FRS_ROLE: 'worker', FRS_METRICS_PORT: '0', FRS_WORKER_OF_PARENT: '1' },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   const running = new Promise<void>((resolve, reject) => {
     child.once('message', () => resolve());
-    child.once('exit', (code) => reject(new ConfigError(`the webhook worker's process exited (status ${code}) before it was running; its reason is on the line above`)));
+    child.once('exit', (code) =>
+      reject(
+        new ConfigError(
+          `the webhook worker's process exited (status ${code}) before it was running; its reason is on the line above`,
+        ),
+      ),
+    );
   });
   return { child, running };
 }
@@ -83,21 +92,22 @@ function startWorkerProcess(env: Config['env'], masterKey: Record<string, string
  */
 function workerProcessMetrics(child: ChildProcess): () => Promise<object[][]> {
   let asked = 0;
-  return () => new Promise((resolve) => {
-    const id = ++asked;
-    const done = (data: object[][]) => {
-      clearTimeout(timer);
-      child.off('message', answer);
-      resolve(data);
-    };
-    const answer = (message: unknown) => {
-      const m = message as { type?: string; id?: number; data?: object[] };
-      if (m?.type === 'metrics' && m.id === id && Array.isArray(m.data)) done([m.data]);
-    };
-    const timer = setTimeout(() => done([]), 2000);
-    child.on('message', answer);
-    if (!child.connected || !child.send({ type: 'metrics', id })) done([]);
-  });
+  return () =>
+    new Promise((resolve) => {
+      const id = ++asked;
+      const done = (data: object[][]) => {
+        clearTimeout(timer);
+        child.off('message', answer);
+        resolve(data);
+      };
+      const answer = (message: unknown) => {
+        const m = message as { type?: string; id?: number; data?: object[] };
+        if (m?.type === 'metrics' && m.id === id && Array.isArray(m.data)) done([m.data]);
+      };
+      const timer = setTimeout(() => done([]), 2000);
+      child.on('message', answer);
+      if (!child.connected || !child.send({ type: 'metrics', id })) done([]);
+    });
 }
 
 /** The one line a listener's port in use is refused with, naming the setting to change. */
@@ -114,7 +124,9 @@ async function checkPortsFree(listeners: Array<{ setting: string; port: number; 
     if (port === 0) continue;
     await new Promise<void>((resolve, reject) => {
       const probe = net.createServer();
-      probe.once('error', (err: NodeJS.ErrnoException) => reject(err.code === 'EADDRINUSE' ? portInUse(setting, port, host) : err));
+      probe.once('error', (err: NodeJS.ErrnoException) =>
+        reject(err.code === 'EADDRINUSE' ? portInUse(setting, port, host) : err),
+      );
       probe.listen(port, host, () => probe.close(() => resolve()));
     });
   }
@@ -149,10 +161,12 @@ async function main(): Promise<void> {
   const logger = createLogger(config.logLevel);
   if (!isWorkerProcess) {
     await checkPortsFree([
-      ...(config.role === 'worker' ? [] : [
-        { setting: 'PORT (and HOST)', port: config.port, host: config.host },
-        { setting: 'FRS_ADMIN_PORT (or 0 to switch it off)', port: config.adminPort, host: config.adminHost },
-      ]),
+      ...(config.role === 'worker'
+        ? []
+        : [
+            { setting: 'PORT (and HOST)', port: config.port, host: config.host },
+            { setting: 'FRS_ADMIN_PORT (or 0 to switch it off)', port: config.adminPort, host: config.adminHost },
+          ]),
       { setting: 'FRS_METRICS_PORT (or 0 to switch it off)', port: config.metricsPort, host: config.metricsHost },
     ]);
   }
@@ -168,12 +182,14 @@ async function main(): Promise<void> {
     stopping = true;
     logger.info({ signal }, 'shutting down');
     // Stop accepting connections and let requests and delivery attempts in flight finish.
-    await Promise.all([server, adminServer].map(async (listening) => {
-      if (!listening) return;
-      const closing = new Promise<void>((resolve) => listening.close(() => resolve()));
-      listening.closeIdleConnections();
-      await closing;
-    }));
+    await Promise.all(
+      [server, adminServer].map(async (listening) => {
+        if (!listening) return;
+        const closing = new Promise<void>((resolve) => listening.close(() => resolve()));
+        listening.closeIdleConnections();
+        await closing;
+      }),
+    );
     metricsServer?.close();
     await worker?.stop();
     await stopWorkerProcess();
@@ -199,7 +215,10 @@ async function main(): Promise<void> {
   // `fleet-admin migrate` (a start on a database whose schema is behind is refused).
   const embedded = !config.databaseUrl;
   opening = openDatabase({ url: config.databaseUrl, schema: embedded ? 'migrate' : 'check' });
-  database = await step(`opening ${where} and ${embedded ? 'applying migrations' : 'checking its schema'}`, () => opening!);
+  database = await step(
+    `opening ${where} and ${embedded ? 'applying migrations' : 'checking its schema'}`,
+    () => opening!,
+  );
   if (stopping) return;
   const { db } = database;
   // The worker opens signing secrets: it needs the master key the database records, and records that key's public key
@@ -215,7 +234,9 @@ async function main(): Promise<void> {
   // FRS_ROLE=all: the worker's process starts now and gets ready while this one loads the API (awaited before "Ready").
   let workerRunning: Promise<void> | undefined;
   if (config.role === 'all') {
-    process.stderr.write('fleet-rental: starting the webhook worker in a process of its own (the only one holding the master key)…\n');
+    process.stderr.write(
+      'fleet-rental: starting the webhook worker in a process of its own (the only one holding the master key)…\n',
+    );
     const started = startWorkerProcess(settings.env, masterKey);
     workerProcess = started.child;
     workerRunning = started.running;
@@ -229,7 +250,7 @@ async function main(): Promise<void> {
   }
 
   let demoKey: string | undefined;
-  if (!isWorkerProcess && await demoWanted(database, embedded, settings.seedDemo)) {
+  if (!isWorkerProcess && (await demoWanted(database, embedded, settings.seedDemo))) {
     const { seedDemo } = await import('../seeds/demo.js');
     demoKey = await step(`loading the demo workspace "${DEMO_SLUG}"`, async () => (await seedDemo(db, DEMO_SLUG)).key);
   }
@@ -248,7 +269,10 @@ async function main(): Promise<void> {
   };
   // The worker's first calendar sweep runs in the background: the API answers while it works.
   const workerDb = database.forRole('worker');
-  worker = config.role !== 'worker' ? undefined : await step('starting the webhook worker', () => startWorker(workerDb, logger, metrics, workerSettings));
+  worker =
+    config.role !== 'worker'
+      ? undefined
+      : await step('starting the webhook worker', () => startWorker(workerDb, logger, metrics, workerSettings));
   if (stopping) return;
   if (isWorkerProcess) {
     // FRS_ROLE=all's worker: running (it stops when the process that started it goes: see above).
@@ -257,7 +281,11 @@ async function main(): Promise<void> {
     process.on('message', (message: unknown) => {
       const m = message as { type?: string; id?: number };
       if (m?.type === 'metrics') {
-        void metrics.registry.getMetricsAsJSON().then((data) => process.send?.({ type: 'metrics', id: m.id, data: data.filter((d) => d.name.startsWith('frs_')) }));
+        void metrics.registry
+          .getMetricsAsJSON()
+          .then((data) =>
+            process.send?.({ type: 'metrics', id: m.id, data: data.filter((d) => d.name.startsWith('frs_')) }),
+          );
       }
     });
     return;
@@ -269,14 +297,31 @@ async function main(): Promise<void> {
     keyCache = await KeyCache.start(() => database!.connectAs('api'), apiDb, logger);
     // Reads of the API on replicas within the lag bound, when DATABASE_READ_URL names them (src/db/read-routing.ts).
     if (readUrls.length > 0) {
-      reads = await step(`probing ${readUrls.length} read replica(s)`, () => ReadRouting.start({ database: database!, primary: apiDb, urls: readUrls, maxLagMs: readMaxLagMs, logger, metrics }));
+      reads = await step(`probing ${readUrls.length} read replica(s)`, () =>
+        ReadRouting.start({
+          database: database!,
+          primary: apiDb,
+          urls: readUrls,
+          maxLagMs: readMaxLagMs,
+          logger,
+          metrics,
+        }),
+      );
     }
-    const app = await step('loading the API (document and validators)', () => createApp({
-      db: apiDb, logger, metrics, keyCache, shedEventLoopLagMs, reads,
-      portal: (edge) => createPortal({ ...edge, db: database!.forRole('admin'), settings: portalSettings }),
-    }));
+    const app = await step('loading the API (document and validators)', () =>
+      createApp({
+        db: apiDb,
+        logger,
+        metrics,
+        keyCache,
+        shedEventLoopLagMs,
+        reads,
+        portal: (edge) => createPortal({ ...edge, db: database!.forRole('admin'), settings: portalSettings }),
+      }),
+    );
     server = await step(`starting the API on ${config.host}:${config.port}`, () =>
-      listen(app, config.port, config.host, httpLimits).catch(inUse('PORT (and HOST)', config.port, config.host)));
+      listen(app, config.port, config.host, httpLimits).catch(inUse('PORT (and HOST)', config.port, config.host)),
+    );
     logDroppedConnections(server, logger, httpLimits.maxConnections, httpLimits.maxConnectionsPerAddress);
     const address = server.address();
     const port = typeof address === 'object' && address ? address.port : config.port;
@@ -291,22 +336,41 @@ async function main(): Promise<void> {
     // The admin API: its own listener, credential and database role (src/admin/app.ts), and the ingest role's small pool
     // for the platform's records (batch writes, import jobs), which the admin role neither reads nor writes.
     if (config.adminPort !== 0) {
-      const adminApp = await createAdminApp({ db: database.forRole('admin'), ingestDb: database.forRole('ingest'), logger, metrics, shedEventLoopLagMs, portalUrl: linkBase });
+      const adminApp = await createAdminApp({
+        db: database.forRole('admin'),
+        ingestDb: database.forRole('ingest'),
+        logger,
+        metrics,
+        shedEventLoopLagMs,
+        portalUrl: linkBase,
+      });
       adminServer = await step(`starting the admin API on ${config.adminHost}:${config.adminPort}`, () =>
-        listen(adminApp, config.adminPort, config.adminHost, httpLimits).catch(inUse('FRS_ADMIN_PORT (or 0 to switch it off)', config.adminPort, config.adminHost)));
+        listen(adminApp, config.adminPort, config.adminHost, httpLimits).catch(
+          inUse('FRS_ADMIN_PORT (or 0 to switch it off)', config.adminPort, config.adminHost),
+        ),
+      );
       const adminAddress = adminServer.address();
       const adminBase = `http://${config.adminHost}:${typeof adminAddress === 'object' && adminAddress ? adminAddress.port : config.adminPort}`;
-      lines.push(`Admin API: ${adminBase}/admin/v1   (reference: ${adminBase}/docs; make a token with: npx fleet-admin admin-token create --name NAME)`);
+      lines.push(
+        `Admin API: ${adminBase}/admin/v1   (reference: ${adminBase}/docs; make a token with: npx fleet-admin admin-token create --name NAME)`,
+      );
     } else {
       lines.push('Admin API: off (FRS_ADMIN_PORT=0)');
     }
   }
   if (config.metricsPort !== 0) {
     metricsServer = await step(`starting the metrics listener on ${config.metricsHost}:${config.metricsPort}`, () =>
-      startMetricsListener({ metrics, db: apiDb, logger, port: config.metricsPort, host: config.metricsHost, others: workerProcess && workerProcessMetrics(workerProcess) })
-        .catch(inUse('FRS_METRICS_PORT (or 0 to switch it off)', config.metricsPort, config.metricsHost)));
+      startMetricsListener({
+        metrics,
+        db: apiDb,
+        logger,
+        port: config.metricsPort,
+        host: config.metricsHost,
+        others: workerProcess && workerProcessMetrics(workerProcess),
+      }).catch(inUse('FRS_METRICS_PORT (or 0 to switch it off)', config.metricsPort, config.metricsHost)),
+    );
   }
-  if (workerRunning) await step('waiting for the webhook worker\'s process', () => workerRunning!);
+  if (workerRunning) await step("waiting for the webhook worker's process", () => workerRunning!);
   lines.push(
     `Metrics: ${metricsServer ? `http://${config.metricsHost}:${config.metricsPort}/metrics` : 'off (FRS_METRICS_PORT=0)'}`,
     `Webhook worker: ${worker || workerProcess ? `running${workerProcess ? ` in process ${workerProcess.pid}` : ''} (deliveries continuously, calendar every minute)` : 'off (FRS_ROLE=api)'}`,

@@ -61,7 +61,10 @@ export interface PortalSessionHolder {
 
 /** A link of another workspace than the session the browser holds: not opened, its key not spent, until confirmed. */
 export class OtherWorkspaceOpenError extends ConflictError {
-  constructor(readonly openWorkspace: { id: string; slug: string }, readonly linkWorkspace: { id: string; slug: string }) {
+  constructor(
+    readonly openWorkspace: { id: string; slug: string },
+    readonly linkWorkspace: { id: string; slug: string },
+  ) {
     super(
       `This browser has the settings of workspace "${openWorkspace.slug}" open, and the link is for workspace "${linkWorkspace.slug}": send "replace": true, once the person has confirmed, to open it in place of the other. The link was not used.`,
       'replace',
@@ -70,12 +73,22 @@ export class OtherWorkspaceOpenError extends ConflictError {
 }
 
 const iso = (d: Date | null) => d?.toISOString() ?? null;
-const linkEnd = (createdAt: Date, expiresAt: Date) => new Date(Math.min(createdAt.getTime() + PORTAL_LINK_OPEN_MINUTES * 60_000, expiresAt.getTime()));
-const idleEnd = (lastSeen: Date, expiresAt: Date) => new Date(Math.min(lastSeen.getTime() + PORTAL_IDLE_MINUTES * 60_000, expiresAt.getTime()));
+const linkEnd = (createdAt: Date, expiresAt: Date) =>
+  new Date(Math.min(createdAt.getTime() + PORTAL_LINK_OPEN_MINUTES * 60_000, expiresAt.getTime()));
+const idleEnd = (lastSeen: Date, expiresAt: Date) =>
+  new Date(Math.min(lastSeen.getTime() + PORTAL_IDLE_MINUTES * 60_000, expiresAt.getTime()));
 
 /** The actor of what a session changes: the session, named after who made its link. */
-export function portalAudit(session: Pick<PortalSessionHolder, 'id' | 'createdBy'>, requestId?: string, clientRequestId?: string): AuditContext {
-  return { actor: { type: 'portal_session', id: session.id, name: `settings screen (link by ${session.createdBy})` }, requestId, clientRequestId };
+export function portalAudit(
+  session: Pick<PortalSessionHolder, 'id' | 'createdBy'>,
+  requestId?: string,
+  clientRequestId?: string,
+): AuditContext {
+  return {
+    actor: { type: 'portal_session', id: session.id, name: `settings screen (link by ${session.createdBy})` },
+    requestId,
+    clientRequestId,
+  };
 }
 
 /** The address a link opens: the screen on the public listener, the one-time key in the fragment (never sent to a server). */
@@ -91,7 +104,10 @@ export async function createPortalLink(
 ): Promise<CreatedPortalLink> {
   const minutes = input.expiresInMinutes ?? PORTAL_SESSION_MINUTES.default;
   if (!Number.isInteger(minutes) || minutes < PORTAL_SESSION_MINUTES.min || minutes > PORTAL_SESSION_MINUTES.max) {
-    throw new InvalidFieldError('expiresInMinutes', `must be a whole number from ${PORTAL_SESSION_MINUTES.min} to ${PORTAL_SESSION_MINUTES.max}`);
+    throw new InvalidFieldError(
+      'expiresInMinutes',
+      `must be a whole number from ${PORTAL_SESSION_MINUTES.min} to ${PORTAL_SESSION_MINUTES.max}`,
+    );
   }
   const readOnly = input.readOnly ?? false;
   const key = newPortalCredential(PORTAL_LINK_PREFIX);
@@ -99,15 +115,28 @@ export async function createPortalLink(
   return db.transaction(async (trx) => {
     const [row] = await trx('portal_sessions')
       .insert({
-        workspace_id: input.workspaceId, read_only: readOnly, link_hash: hashApiKey(key), created_by: audit.actor.name.slice(0, 200),
-        admin_token_id: input.adminTokenId ?? null, created_at: input.now, expires_at: expiresAt,
+        workspace_id: input.workspaceId,
+        read_only: readOnly,
+        link_hash: hashApiKey(key),
+        created_by: audit.actor.name.slice(0, 200),
+        admin_token_id: input.adminTokenId ?? null,
+        created_at: input.now,
+        expires_at: expiresAt,
       })
       .returning(['id']);
     await recordAudit(trx, audit, {
-      action: 'portal_session.create', workspaceId: input.workspaceId, target: { type: 'portal_session', id: row.id },
+      action: 'portal_session.create',
+      workspaceId: input.workspaceId,
+      target: { type: 'portal_session', id: row.id },
       changes: { readOnly, expiresAt: expiresAt.toISOString() },
     });
-    return { id: row.id as string, key, readOnly, linkExpiresAt: linkEnd(input.now, expiresAt).toISOString(), expiresAt: expiresAt.toISOString() };
+    return {
+      id: row.id as string,
+      key,
+      readOnly,
+      linkExpiresAt: linkEnd(input.now, expiresAt).toISOString(),
+      expiresAt: expiresAt.toISOString(),
+    };
   });
 }
 
@@ -115,7 +144,8 @@ export async function createPortalLink(
  * Whether the admin token that made a link was revoked. Its revocation ends its links and sessions (src/admin-tokens.ts);
  * this also refuses one made by a request that raced the revocation.
  */
-const TOKEN_REVOKED = 'EXISTS (SELECT 1 FROM admin_tokens t WHERE t.id = portal_sessions.admin_token_id AND t.revoked_at IS NOT NULL)';
+const TOKEN_REVOKED =
+  'EXISTS (SELECT 1 FROM admin_tokens t WHERE t.id = portal_sessions.admin_token_id AND t.revoked_at IS NOT NULL)';
 
 /**
  * Opens a link: its key is spent (a second use finds nothing) and a session starts, whose token is returned once.
@@ -136,17 +166,22 @@ export async function startPortalSession(
   const token = newPortalCredential(PORTAL_SESSION_PREFIX);
   const { open } = options;
   return db.transaction(async (trx) => {
-    const live = () => trx('portal_sessions')
-      .where({ link_hash: hashApiKey(key) })
-      .whereNull('ended_at')
-      .where('expires_at', '>', now)
-      .where('created_at', '>', new Date(now.getTime() - PORTAL_LINK_OPEN_MINUTES * 60_000))
-      .whereRaw(`NOT ${TOKEN_REVOKED}`);
+    const live = () =>
+      trx('portal_sessions')
+        .where({ link_hash: hashApiKey(key) })
+        .whereNull('ended_at')
+        .where('expires_at', '>', now)
+        .where('created_at', '>', new Date(now.getTime() - PORTAL_LINK_OPEN_MINUTES * 60_000))
+        .whereRaw(`NOT ${TOKEN_REVOKED}`);
     if (open && !options.replace) {
       const link = await live().first('workspace_id');
       if (!link) throw unknown();
       if (link.workspace_id !== open.workspaceId) {
-        const slugs = new Map<string, string>((await trx('workspaces').whereIn('id', [open.workspaceId, link.workspace_id]).select('id', 'slug')).map((w) => [w.id, w.slug]));
+        const slugs = new Map<string, string>(
+          (await trx('workspaces').whereIn('id', [open.workspaceId, link.workspace_id]).select('id', 'slug')).map(
+            (w) => [w.id, w.slug],
+          ),
+        );
         const named = (id: string) => ({ id, slug: slugs.get(id)! });
         throw new OtherWorkspaceOpenError(named(open.workspaceId), named(link.workspace_id as string));
       }
@@ -156,16 +191,28 @@ export async function startPortalSession(
       .returning(['id', 'workspace_id', 'read_only', 'created_by', 'expires_at']);
     if (!row) throw unknown();
     const session = holder(row, now);
-    await recordAudit(trx, portalAudit(session, options.requestId), { action: 'portal_session.start', workspaceId: session.workspaceId, target: { type: 'portal_session', id: session.id } });
-    if (open) await endWhere(trx, trx('portal_sessions').where({ id: open.id }), now, portalAudit(open, options.requestId));
+    await recordAudit(trx, portalAudit(session, options.requestId), {
+      action: 'portal_session.start',
+      workspaceId: session.workspaceId,
+      target: { type: 'portal_session', id: session.id },
+    });
+    if (open)
+      await endWhere(trx, trx('portal_sessions').where({ id: open.id }), now, portalAudit(open, options.requestId));
     return { token, session };
   });
 }
 
-function holder(row: { id: string; workspace_id: string; read_only: boolean; created_by: string; expires_at: Date }, lastSeen: Date): PortalSessionHolder {
+function holder(
+  row: { id: string; workspace_id: string; read_only: boolean; created_by: string; expires_at: Date },
+  lastSeen: Date,
+): PortalSessionHolder {
   return {
-    id: row.id, workspaceId: row.workspace_id, readOnly: row.read_only, createdBy: row.created_by,
-    expiresAt: row.expires_at, idleExpiresAt: idleEnd(lastSeen, row.expires_at),
+    id: row.id,
+    workspaceId: row.workspace_id,
+    readOnly: row.read_only,
+    createdBy: row.created_by,
+    expiresAt: row.expires_at,
+    idleExpiresAt: idleEnd(lastSeen, row.expires_at),
   };
 }
 
@@ -177,10 +224,20 @@ export async function portalSessionHolder(db: Knex, token: string, now: Date): P
   if (!token.startsWith(PORTAL_SESSION_PREFIX)) throw new CredentialError('portal_session', 'unknown');
   const row = await db('portal_sessions')
     .where({ session_hash: hashApiKey(token) })
-    .first('id', 'workspace_id', 'read_only', 'created_by', 'expires_at', 'last_seen_at', 'ended_at', db.raw(`${TOKEN_REVOKED} AS token_revoked`));
+    .first(
+      'id',
+      'workspace_id',
+      'read_only',
+      'created_by',
+      'expires_at',
+      'last_seen_at',
+      'ended_at',
+      db.raw(`${TOKEN_REVOKED} AS token_revoked`),
+    );
   if (!row) throw new CredentialError('portal_session', 'unknown');
   if (row.ended_at || row.token_revoked) throw new CredentialError('portal_session', 'ended');
-  if (row.expires_at <= now || idleEnd(row.last_seen_at, row.expires_at) <= now) throw new CredentialError('portal_session', 'expired');
+  if (row.expires_at <= now || idleEnd(row.last_seen_at, row.expires_at) <= now)
+    throw new CredentialError('portal_session', 'expired');
   if (now.getTime() - row.last_seen_at.getTime() >= SEEN_EVERY_MS) {
     await db('portal_sessions').where({ id: row.id }).where('last_seen_at', '<', now).update({ last_seen_at: now });
     return holder(row, now);
@@ -188,7 +245,16 @@ export async function portalSessionHolder(db: Knex, token: string, now: Date): P
   return holder(row, row.last_seen_at);
 }
 
-const RECORD_COLUMNS = ['id', 'read_only', 'created_by', 'created_at', 'expires_at', 'started_at', 'last_seen_at', 'ended_at'];
+const RECORD_COLUMNS = [
+  'id',
+  'read_only',
+  'created_by',
+  'created_at',
+  'expires_at',
+  'started_at',
+  'last_seen_at',
+  'ended_at',
+];
 
 /** A portal_sessions row's RECORD_COLUMNS, as the driver gives them. */
 interface PortalSessionRow {
@@ -203,24 +269,37 @@ interface PortalSessionRow {
 }
 
 function record(r: PortalSessionRow, now: Date): PortalSessionRecord {
-  const expired = r.started_at === null
-    ? linkEnd(r.created_at, r.expires_at) <= now
-    : r.expires_at <= now || idleEnd(r.last_seen_at ?? r.started_at, r.expires_at) <= now;
+  const expired =
+    r.started_at === null
+      ? linkEnd(r.created_at, r.expires_at) <= now
+      : r.expires_at <= now || idleEnd(r.last_seen_at ?? r.started_at, r.expires_at) <= now;
   return {
-    id: r.id, readOnly: r.read_only,
+    id: r.id,
+    readOnly: r.read_only,
     state: r.ended_at ? 'ended' : expired ? 'expired' : r.started_at ? 'active' : 'unused',
-    createdBy: r.created_by, createdAt: r.created_at.toISOString(), expiresAt: r.expires_at.toISOString(),
-    startedAt: iso(r.started_at), lastSeenAt: iso(r.last_seen_at), endedAt: iso(r.ended_at),
+    createdBy: r.created_by,
+    createdAt: r.created_at.toISOString(),
+    expiresAt: r.expires_at.toISOString(),
+    startedAt: iso(r.started_at),
+    lastSeenAt: iso(r.last_seen_at),
+    endedAt: iso(r.ended_at),
   };
 }
 
 /** The workspace's sessions that may still be used (links not opened yet, and active sessions), newest first. */
-export async function listPortalSessions(db: Knex, workspaceId: string, now: Date): Promise<{ rows: PortalSessionRecord[] }> {
+export async function listPortalSessions(
+  db: Knex,
+  workspaceId: string,
+  now: Date,
+): Promise<{ rows: PortalSessionRecord[] }> {
   const rows = await db('portal_sessions')
     .where({ workspace_id: workspaceId })
     .whereNull('ended_at')
     .where('expires_at', '>', now)
-    .orderBy([{ column: 'created_at', order: 'desc' }, { column: 'id', order: 'desc' }])
+    .orderBy([
+      { column: 'created_at', order: 'desc' },
+      { column: 'id', order: 'desc' },
+    ])
     .select(RECORD_COLUMNS);
   return { rows: rows.map((r) => record(r, now)).filter((r) => r.state !== 'expired') };
 }
@@ -248,15 +327,37 @@ export async function endPortalSessions(
 }
 
 /** Ends the links and sessions an admin token made that are still live: its revocation's part (src/admin-tokens.ts). */
-export async function endPortalSessionsOfToken(trx: Knex.Transaction, adminTokenId: string, now: Date, audit: AuditContext): Promise<PortalSessionRecord[]> {
-  return endWhere(trx, trx('portal_sessions').where({ admin_token_id: adminTokenId }).where('expires_at', '>', now), now, audit);
+export async function endPortalSessionsOfToken(
+  trx: Knex.Transaction,
+  adminTokenId: string,
+  now: Date,
+  audit: AuditContext,
+): Promise<PortalSessionRecord[]> {
+  return endWhere(
+    trx,
+    trx('portal_sessions').where({ admin_token_id: adminTokenId }).where('expires_at', '>', now),
+    now,
+    audit,
+  );
 }
 
 /** Ends the sessions `query` selects that have not ended yet (a session ended already keeps its first end), each audited. */
-async function endWhere(trx: Knex.Transaction, query: Knex.QueryBuilder, now: Date, audit: AuditContext): Promise<PortalSessionRecord[]> {
-  const rows = await query.whereNull('ended_at').update({ ended_at: now, link_hash: null }).returning([...RECORD_COLUMNS, 'workspace_id']);
+async function endWhere(
+  trx: Knex.Transaction,
+  query: Knex.QueryBuilder,
+  now: Date,
+  audit: AuditContext,
+): Promise<PortalSessionRecord[]> {
+  const rows = await query
+    .whereNull('ended_at')
+    .update({ ended_at: now, link_hash: null })
+    .returning([...RECORD_COLUMNS, 'workspace_id']);
   for (const row of rows) {
-    await recordAudit(trx, audit, { action: 'portal_session.end', workspaceId: row.workspace_id, target: { type: 'portal_session', id: row.id } });
+    await recordAudit(trx, audit, {
+      action: 'portal_session.end',
+      workspaceId: row.workspace_id,
+      target: { type: 'portal_session', id: row.id },
+    });
   }
   return rows.map((r: PortalSessionRow) => record(r, now));
 }

@@ -33,7 +33,9 @@ export function progressReporter(label: string, unit: string, total: number, opt
     const line = () => {
       const seconds = Math.round((Date.now() - started) / 1000);
       const percent = total > 0 ? Math.floor((done / total) * 100) : 100;
-      stream.write(`${label}: ${percent}% | ${stage} | ${done.toLocaleString('en-US')}/${total.toLocaleString('en-US')} ${unit} | ${Math.floor(seconds / 60)}m ${String(seconds % 60).padStart(2, '0')}s\n`);
+      stream.write(
+        `${label}: ${percent}% | ${stage} | ${done.toLocaleString('en-US')}/${total.toLocaleString('en-US')} ${unit} | ${Math.floor(seconds / 60)}m ${String(seconds % 60).padStart(2, '0')}s\n`,
+      );
       wrote = true;
       last = Date.now();
     };

@@ -79,7 +79,8 @@ export function redactUrlCredentials(text: string): string {
     const redactParams = (params: string) => {
       const parsed = new URLSearchParams(params);
       for (const [name, value] of [...parsed]) {
-        if (CREDENTIAL_NAME.test(name) || looksLikeSecret(value) || OPAQUE_VALUE.test(value)) parsed.set(name, redact());
+        if (CREDENTIAL_NAME.test(name) || looksLikeSecret(value) || OPAQUE_VALUE.test(value))
+          parsed.set(name, redact());
       }
       return parsed.toString();
     };
@@ -154,11 +155,21 @@ interface KeyKind {
 }
 
 const MASTER: KeyKind = {
-  name: 'master key', env: SECRET_KEY_ENV, previousEnv: PREVIOUS_SECRET_KEYS_ENV, fileEnv: SECRET_KEY_FILE_ENV, fileName: 'secret.key', idPrefix: 'mk',
+  name: 'master key',
+  env: SECRET_KEY_ENV,
+  previousEnv: PREVIOUS_SECRET_KEYS_ENV,
+  fileEnv: SECRET_KEY_FILE_ENV,
+  fileName: 'secret.key',
+  idPrefix: 'mk',
   makeHint: ' (for a database that holds no signing secret yet, "fleet-admin secrets create-master-key" makes one)',
 };
 const API_SECRET: KeyKind = {
-  name: 'API secret', env: API_SECRET_ENV, previousEnv: PREVIOUS_API_SECRETS_ENV, fileEnv: API_SECRET_FILE_ENV, fileName: 'api-secret.key', idPrefix: 'as',
+  name: 'API secret',
+  env: API_SECRET_ENV,
+  previousEnv: PREVIOUS_API_SECRETS_ENV,
+  fileEnv: API_SECRET_FILE_ENV,
+  fileName: 'api-secret.key',
+  idPrefix: 'as',
   makeHint: ' (make one with: openssl rand -base64 32; every API process needs the same)',
 };
 
@@ -241,7 +252,9 @@ function readPrivateFile(file: string, kind: KeyKind = MASTER): string {
   try {
     const mode = fs.fstatSync(fd).mode & 0o777;
     if ((mode & 0o077) !== 0) {
-      throw new MasterKeyError(`the ${kind.name} file ${file} is open to other users (mode ${mode.toString(8).padStart(4, '0')}): run chmod 600 ${file}`);
+      throw new MasterKeyError(
+        `the ${kind.name} file ${file} is open to other users (mode ${mode.toString(8).padStart(4, '0')}): run chmod 600 ${file}`,
+      );
     }
     return fs.readFileSync(fd, 'utf8');
   } finally {
@@ -264,7 +277,9 @@ function writeNewKeyFile(file: string): boolean {
 function readKeyFile(file: string, createIfMissing: boolean, kind: KeyKind = MASTER): MasterKey[] {
   for (;;) {
     try {
-      const lines = readPrivateFile(file, kind).split('\n').filter((line) => line.trim() !== '');
+      const lines = readPrivateFile(file, kind)
+        .split('\n')
+        .filter((line) => line.trim() !== '');
       if (lines.length === 0) throw new MasterKeyError(`the ${kind.name} file ${file} is empty`);
       return lines.map((line, i) => parseMasterKey(line, `line ${i + 1} of the ${kind.name} file ${file}`, kind));
     } catch (err) {
@@ -347,7 +362,10 @@ function keyIds(ring: Keyring): MasterKeyIds {
   return {
     currentId: ring.current.id,
     ids: new Set(ring.byId.keys()),
-    setting: ring.source.kind === 'env' ? `${SECRET_KEY_ENV}${previous}` : `the key file ${ring.source.path} (${SECRET_KEY_FILE_ENV})`,
+    setting:
+      ring.source.kind === 'env'
+        ? `${SECRET_KEY_ENV}${previous}`
+        : `the key file ${ring.source.path} (${SECRET_KEY_FILE_ENV})`,
   };
 }
 
@@ -387,7 +405,8 @@ export function takeMasterKeyVariables(): Record<string, string> {
 export function settleProcessKeys(role: 'all' | 'api' | 'worker'): Record<string, string> {
   const taken = role === 'all' ? takeMasterKeyVariables() : {};
   if (role === 'api') refuseMasterKeyVariables();
-  if (role !== 'worker') forgoMasterKeys(`it serves the API (FRS_ROLE=${role}); only the webhook worker holds the master key`);
+  if (role !== 'worker')
+    forgoMasterKeys(`it serves the API (FRS_ROLE=${role}); only the webhook worker holds the master key`);
   return taken;
 }
 
@@ -395,7 +414,9 @@ export function settleProcessKeys(role: 'all' | 'api' | 'worker'): Record<string
 export function refuseMasterKeyVariables(): void {
   const given = MASTER_KEY_VARIABLES.filter((name) => processConfig().env[name]);
   if (given.length > 0) {
-    throw new MasterKeyError(`${given.join(' and ')} ${given.length > 1 ? 'are' : 'is'} set, but this process serves the API (FRS_ROLE=api), which holds no master key: unset ${given.length > 1 ? 'them' : 'it'} here and give ${given.length > 1 ? 'them' : 'it'} to the worker (FRS_ROLE=worker) only`);
+    throw new MasterKeyError(
+      `${given.join(' and ')} ${given.length > 1 ? 'are' : 'is'} set, but this process serves the API (FRS_ROLE=api), which holds no master key: unset ${given.length > 1 ? 'them' : 'it'} here and give ${given.length > 1 ? 'them' : 'it'} to the worker (FRS_ROLE=worker) only`,
+    );
   }
 }
 
@@ -422,7 +443,10 @@ export function apiSecretId(options?: KeyringOptions): string {
 /** The ids of this process's API secrets (the current one first) and the setting they came from, as a refusal names it. */
 export function apiSecretIds(): { currentId: string; ids: string[]; setting: string } {
   const ring = loadKeyring({}, API_SECRET);
-  const setting = ring.source.kind === 'env' ? `${API_SECRET_ENV}${ring.byId.size > 1 ? ` with ${PREVIOUS_API_SECRETS_ENV}` : ''}` : `the key file ${ring.source.path} (${API_SECRET_FILE_ENV})`;
+  const setting =
+    ring.source.kind === 'env'
+      ? `${API_SECRET_ENV}${ring.byId.size > 1 ? ` with ${PREVIOUS_API_SECRETS_ENV}` : ''}`
+      : `the key file ${ring.source.path} (${API_SECRET_FILE_ENV})`;
   return { currentId: ring.current.id, ids: [...ring.byId.keys()], setting };
 }
 
@@ -447,21 +471,33 @@ export function x25519PrivateKey(raw: Buffer): crypto.KeyObject {
 
 /** The 32 raw bytes of an X25519 key's public half. */
 export function x25519PublicBytes(key: crypto.KeyObject): Buffer {
-  return (crypto.createPublicKey(key).export({ format: 'der', type: 'spki' }) as Buffer).subarray(X25519_SPKI_PREFIX.length);
+  return (crypto.createPublicKey(key).export({ format: 'der', type: 'spki' }) as Buffer).subarray(
+    X25519_SPKI_PREFIX.length,
+  );
 }
 
 function boxKey(shared: Buffer, ephemeralPublic: Buffer, recipientPublic: Buffer): { key: Buffer; iv: Buffer } {
-  const okm = Buffer.from(crypto.hkdfSync('sha256', shared, Buffer.concat([ephemeralPublic, recipientPublic]), BOX_INFO, 32 + IV_BYTES));
+  const okm = Buffer.from(
+    crypto.hkdfSync('sha256', shared, Buffer.concat([ephemeralPublic, recipientPublic]), BOX_INFO, 32 + IV_BYTES),
+  );
   return { key: okm.subarray(0, 32), iv: okm.subarray(32) };
 }
 
 /** Seals `plain` to `recipientPublic` (32 raw bytes), bound to `context`: version 2 | ephemeral public key | tag | ciphertext. */
 export function sealToPublicKey(recipientPublic: Buffer, plain: Buffer, context: string): Buffer {
   if (recipientPublic.length !== 32) throw new SealedBoxError('a sealing public key is 32 bytes');
-  const recipient = crypto.createPublicKey({ key: Buffer.concat([X25519_SPKI_PREFIX, recipientPublic]), format: 'der', type: 'spki' });
+  const recipient = crypto.createPublicKey({
+    key: Buffer.concat([X25519_SPKI_PREFIX, recipientPublic]),
+    format: 'der',
+    type: 'spki',
+  });
   const ephemeral = crypto.generateKeyPairSync('x25519');
   const ephemeralPublic = x25519PublicBytes(ephemeral.privateKey);
-  const { key, iv } = boxKey(crypto.diffieHellman({ privateKey: ephemeral.privateKey, publicKey: recipient }), ephemeralPublic, recipientPublic);
+  const { key, iv } = boxKey(
+    crypto.diffieHellman({ privateKey: ephemeral.privateKey, publicKey: recipient }),
+    ephemeralPublic,
+    recipientPublic,
+  );
   const cipher = crypto.createCipheriv('aes-256-gcm', key, iv);
   cipher.setAAD(Buffer.from(context, 'utf8'));
   const ciphertext = Buffer.concat([cipher.update(plain), cipher.final()]);
@@ -473,27 +509,40 @@ export function openSealedBox(recipientPrivate: crypto.KeyObject, sealed: Buffer
   if (sealed[0] !== BOX_VERSION || sealed.length < 1 + 32 + TAG_BYTES) throw new SealedBoxError('not a sealed box');
   const ephemeralPublic = sealed.subarray(1, 33);
   try {
-    const ephemeral = crypto.createPublicKey({ key: Buffer.concat([X25519_SPKI_PREFIX, ephemeralPublic]), format: 'der', type: 'spki' });
-    const { key, iv } = boxKey(crypto.diffieHellman({ privateKey: recipientPrivate, publicKey: ephemeral }), ephemeralPublic, x25519PublicBytes(recipientPrivate));
+    const ephemeral = crypto.createPublicKey({
+      key: Buffer.concat([X25519_SPKI_PREFIX, ephemeralPublic]),
+      format: 'der',
+      type: 'spki',
+    });
+    const { key, iv } = boxKey(
+      crypto.diffieHellman({ privateKey: recipientPrivate, publicKey: ephemeral }),
+      ephemeralPublic,
+      x25519PublicBytes(recipientPrivate),
+    );
     const decipher = crypto.createDecipheriv('aes-256-gcm', key, iv);
     decipher.setAAD(Buffer.from(context, 'utf8'));
     decipher.setAuthTag(sealed.subarray(33, 33 + TAG_BYTES));
     return Buffer.concat([decipher.update(sealed.subarray(33 + TAG_BYTES)), decipher.final()]);
   } catch {
-    throw new SealedBoxError('a sealed box failed authentication (altered, sealed to another key, or moved to another row)');
+    throw new SealedBoxError(
+      'a sealed box failed authentication (altered, sealed to another key, or moved to another row)',
+    );
   }
 }
 
 /** A master key's sealing key pair: derived from it (HKDF), so the master key is all a worker needs to hold. */
 function sealingPair(masterKey: MasterKey): { privateKey: crypto.KeyObject; publicKey: Buffer } {
-  const privateKey = x25519PrivateKey(Buffer.from(crypto.hkdfSync('sha256', masterKey.key, Buffer.alloc(0), 'frs-sealing-x25519-v1', 32)));
+  const privateKey = x25519PrivateKey(
+    Buffer.from(crypto.hkdfSync('sha256', masterKey.key, Buffer.alloc(0), 'frs-sealing-x25519-v1', 32)),
+  );
   return { privateKey, publicKey: x25519PublicBytes(privateKey) };
 }
 
 /** The sealing public key of one of this process's master keys (the database records it for processes that hold none). */
 export function sealingPublicKey(keyId: string): Buffer {
   const masterKey = keyring({ wantedId: keyId }).byId.get(keyId);
-  if (!masterKey) throw new MasterKeyError(`cannot work out the public key of master key ${keyId}: this process does not hold it`);
+  if (!masterKey)
+    throw new MasterKeyError(`cannot work out the public key of master key ${keyId}: this process does not hold it`);
   return sealingPair(masterKey).publicKey;
 }
 
@@ -537,10 +586,15 @@ export function sealingKeys(options: { create: boolean }): SealingKeys {
  * folder) readable by its owner only; refused when the file exists or FRS_SECRET_KEY is set (it would not be read).
  */
 export function createMasterKeyFile(env: Env = processConfig().env): { keyId: string; file: string } {
-  if (env[SECRET_KEY_ENV]) throw new MasterKeyError(`${SECRET_KEY_ENV} is set and is the master key: a key file would not be read (unset ${SECRET_KEY_ENV} to use one)`);
+  if (env[SECRET_KEY_ENV])
+    throw new MasterKeyError(
+      `${SECRET_KEY_ENV} is set and is the master key: a key file would not be read (unset ${SECRET_KEY_ENV} to use one)`,
+    );
   const file = keyFilePath(env);
   if (!writeNewKeyFile(file)) {
-    throw new MasterKeyError(`the master key file ${file} exists already: a new key would open none of the secrets sealed under it (to replace it: fleet-admin secrets rotate-master-key)`);
+    throw new MasterKeyError(
+      `the master key file ${file} exists already: a new key would open none of the secrets sealed under it (to replace it: fleet-admin secrets rotate-master-key)`,
+    );
   }
   return { keyId: loadKeyring({ env, createIfMissing: false }).current.id, file };
 }
@@ -568,18 +622,25 @@ export function openSecret(secret: SealedSecret, context: string): string {
     try {
       return openSealedBox(sealingPair(masterKey).privateKey, sealed, context).toString('utf8');
     } catch {
-      throw new MasterKeyError(`a sealed secret failed authentication under master key ${secret.keyId} (altered, or moved to another row)`);
+      throw new MasterKeyError(
+        `a sealed secret failed authentication under master key ${secret.keyId} (altered, or moved to another row)`,
+      );
     }
   }
   // Version 1, from before sealed boxes: AES-256-GCM under the master key itself, until a master-key rotation re-seals it.
-  if (sealed[0] !== SEALED_VERSION || sealed.length < 1 + IV_BYTES + TAG_BYTES) throw new MasterKeyError(`a sealed secret has an unknown format`);
+  if (sealed[0] !== SEALED_VERSION || sealed.length < 1 + IV_BYTES + TAG_BYTES)
+    throw new MasterKeyError(`a sealed secret has an unknown format`);
   const decipher = crypto.createDecipheriv('aes-256-gcm', masterKey.key, sealed.subarray(1, 1 + IV_BYTES));
   decipher.setAAD(Buffer.from(context, 'utf8'));
   decipher.setAuthTag(sealed.subarray(1 + IV_BYTES, 1 + IV_BYTES + TAG_BYTES));
   try {
-    return Buffer.concat([decipher.update(sealed.subarray(1 + IV_BYTES + TAG_BYTES)), decipher.final()]).toString('utf8');
+    return Buffer.concat([decipher.update(sealed.subarray(1 + IV_BYTES + TAG_BYTES)), decipher.final()]).toString(
+      'utf8',
+    );
   } catch {
-    throw new MasterKeyError(`a sealed secret failed authentication under master key ${secret.keyId} (altered, or moved to another row)`);
+    throw new MasterKeyError(
+      `a sealed secret failed authentication under master key ${secret.keyId} (altered, or moved to another row)`,
+    );
   }
 }
 
@@ -607,7 +668,10 @@ export async function rotateMasterKey<T>(
           `--key-file-is-shared, else rotate with the new key in ${SECRET_KEY_ENV} and the old one in ${PREVIOUS_SECRET_KEYS_ENV} on every process`,
       );
     }
-    const previous = fs.readFileSync(file, 'utf8').split('\n').filter((line) => line.trim() !== '');
+    const previous = fs
+      .readFileSync(file, 'utf8')
+      .split('\n')
+      .filter((line) => line.trim() !== '');
     writeKeyFile(file, [newMasterKeyText(), ...previous]);
     ring = processKeyring = loadKeyring({ createIfMissing: false });
     const result = await reseal(ring.current.id);

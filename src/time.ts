@@ -23,12 +23,22 @@ function formatter(timeZone: string): Intl.DateTimeFormat {
 }
 
 /** The wall-clock fields of `instant` in `timeZone`. */
-function wallFields(instant: number, timeZone: string): { year: number; month: number; day: number; hour: number; minute: number; second: number } {
+function wallFields(
+  instant: number,
+  timeZone: string,
+): { year: number; month: number; day: number; hour: number; minute: number; second: number } {
   const out: Record<string, number> = {};
   for (const p of formatter(timeZone).formatToParts(new Date(instant))) {
     if (p.type !== 'literal') out[p.type] = Number(p.value);
   }
-  return { year: out.year, month: out.month, day: out.day, hour: out.hour % 24, minute: out.minute, second: out.second };
+  return {
+    year: out.year,
+    month: out.month,
+    day: out.day,
+    hour: out.hour % 24,
+    minute: out.minute,
+    second: out.second,
+  };
 }
 
 /** Offset of `timeZone` from UTC at `instant`, in milliseconds (local = UTC + offset). */

@@ -30,12 +30,20 @@ export const MAX_WEBHOOK_CIDRS = 32;
 function checkSettings(settings: { timezone?: string; remindersAhead?: number; webhookAllowedCidrs?: string[] }): void {
   const cidrs = settings.webhookAllowedCidrs;
   if (cidrs !== undefined) {
-    if (!Array.isArray(cidrs) || cidrs.length > MAX_WEBHOOK_CIDRS) throw new InvalidFieldError('webhookAllowedCidrs', `must be a list of at most ${MAX_WEBHOOK_CIDRS} CIDR ranges`);
+    if (!Array.isArray(cidrs) || cidrs.length > MAX_WEBHOOK_CIDRS)
+      throw new InvalidFieldError('webhookAllowedCidrs', `must be a list of at most ${MAX_WEBHOOK_CIDRS} CIDR ranges`);
     const bad = cidrs.find((cidr) => typeof cidr !== 'string' || !isCidr(cidr));
-    if (bad !== undefined) throw new InvalidFieldError('webhookAllowedCidrs', `must hold CIDR ranges such as 10.1.0.0/16 or fd12:3456::/32, got "${String(bad).slice(0, 60)}"`);
+    if (bad !== undefined)
+      throw new InvalidFieldError(
+        'webhookAllowedCidrs',
+        `must hold CIDR ranges such as 10.1.0.0/16 or fd12:3456::/32, got "${String(bad).slice(0, 60)}"`,
+      );
   }
   if (settings.timezone !== undefined && !isValidTimeZone(settings.timezone)) {
-    throw new InvalidFieldError('timezone', `must be an IANA time zone such as Asia/Dubai, got the unknown "${settings.timezone}"`);
+    throw new InvalidFieldError(
+      'timezone',
+      `must be an IANA time zone such as Asia/Dubai, got the unknown "${settings.timezone}"`,
+    );
   }
   const n = settings.remindersAhead;
   if (n !== undefined && !(Number.isInteger(n) && n >= 1 && n <= 60)) {
@@ -43,7 +51,14 @@ function checkSettings(settings: { timezone?: string; remindersAhead?: number; w
   }
 }
 
-const columns = ['id', 'slug', 'status', 'timezone', 'reminders_ahead as remindersAhead', 'webhook_allowed_cidrs as webhookAllowedCidrs'];
+const columns = [
+  'id',
+  'slug',
+  'status',
+  'timezone',
+  'reminders_ahead as remindersAhead',
+  'webhook_allowed_cidrs as webhookAllowedCidrs',
+];
 
 export async function createWorkspace(
   db: Knex,
@@ -71,7 +86,12 @@ export async function createWorkspace(
       });
     if (audit) {
       const { slug, status, timezone, remindersAhead } = row as WorkspaceRecord;
-      await recordAudit(trx, audit, { action: 'workspace.create', workspaceId: row.id, target: { type: 'workspace', id: row.id }, changes: { slug, status, timezone, remindersAhead } });
+      await recordAudit(trx, audit, {
+        action: 'workspace.create',
+        workspaceId: row.id,
+        target: { type: 'workspace', id: row.id },
+        changes: { slug, status, timezone, remindersAhead },
+      });
     }
     return row;
   });
@@ -85,7 +105,9 @@ export type WorkspaceName = string | { id: string };
 export async function findWorkspace(db: Knex, name: WorkspaceName): Promise<WorkspaceRecord> {
   const byId = typeof name !== 'string';
   if (byId && !isUuid(name.id)) throw new NotFoundError(`no workspace with id "${name.id}"`);
-  const row = await db('workspaces').where(byId ? { id: name.id } : { slug: name }).first(columns);
+  const row = await db('workspaces')
+    .where(byId ? { id: name.id } : { slug: name })
+    .first(columns);
   if (!row) throw new NotFoundError(byId ? `no workspace with id ${name.id}` : `no workspace with slug "${name}"`);
   return row;
 }
@@ -124,7 +146,8 @@ export async function updateWorkspace(
   if (changes.status !== undefined) patch.status = changes.status;
   if (changes.timezone !== undefined) patch.timezone = changes.timezone;
   if (changes.remindersAhead !== undefined) patch.reminders_ahead = changes.remindersAhead;
-  if (changes.webhookAllowedCidrs !== undefined) patch.webhook_allowed_cidrs = [...new Set(changes.webhookAllowedCidrs)];
+  if (changes.webhookAllowedCidrs !== undefined)
+    patch.webhook_allowed_cidrs = [...new Set(changes.webhookAllowedCidrs)];
   if (Object.keys(patch).length === 0) return findWorkspace(db, { id });
   return db.transaction(async (trx) => {
     const before = await trx('workspaces').where({ id }).forUpdate().first(columns);
@@ -133,11 +156,19 @@ export async function updateWorkspace(
     if (before.status === 'frozen' && row.status === 'active') await resumeFrozenDeliveries(trx, row.id, now);
     if (audit) {
       // What changed, from what to what (a setting sent with its current value is no change)
-      const same = (a: unknown, b: unknown) => (Array.isArray(a) && Array.isArray(b) ? a.join(',') === b.join(',') : a === b);
-      const changed = Object.fromEntries((['status', 'timezone', 'remindersAhead', 'webhookAllowedCidrs'] as const)
-        .filter((field) => changes[field] !== undefined && !same(before[field], row[field]))
-        .map((field) => [field, { from: before[field], to: row[field] }]));
-      await recordAudit(trx, audit, { action: 'workspace.update', workspaceId: id, target: { type: 'workspace', id }, changes: changed });
+      const same = (a: unknown, b: unknown) =>
+        Array.isArray(a) && Array.isArray(b) ? a.join(',') === b.join(',') : a === b;
+      const changed = Object.fromEntries(
+        (['status', 'timezone', 'remindersAhead', 'webhookAllowedCidrs'] as const)
+          .filter((field) => changes[field] !== undefined && !same(before[field], row[field]))
+          .map((field) => [field, { from: before[field], to: row[field] }]),
+      );
+      await recordAudit(trx, audit, {
+        action: 'workspace.update',
+        workspaceId: id,
+        target: { type: 'workspace', id },
+        changes: changed,
+      });
     }
     return row;
   });
@@ -153,11 +184,14 @@ export interface CreatedApiKey {
 
 export async function createApiKey(
   db: Knex,
-  input: { workspaceSlug: string; role?: string | null; expiresAt?: string | null } | { workspaceId: string; role?: string | null; expiresAt?: string | null },
+  input:
+    | { workspaceSlug: string; role?: string | null; expiresAt?: string | null }
+    | { workspaceId: string; role?: string | null; expiresAt?: string | null },
   audit?: AuditContext,
 ): Promise<CreatedApiKey> {
   // A role is returned by GET /v1/me, whose document bounds it to 64 characters.
-  if (input.role != null && (input.role.length < 1 || input.role.length > 64)) throw new InvalidFieldError('role', 'must be 1 to 64 characters');
+  if (input.role != null && (input.role.length < 1 || input.role.length > 64))
+    throw new InvalidFieldError('role', 'must be 1 to 64 characters');
   // GET /v1/me shows it, lists and the audit trail name it: text a secret scanner would take for a key is refused.
   if (input.role != null && looksLikeSecret(input.role)) throw new InvalidFieldError('role', SECRET_SHAPED);
   const workspace = await findWorkspace(db, 'workspaceId' in input ? { id: input.workspaceId } : input.workspaceSlug);
@@ -171,12 +205,25 @@ export async function createApiKey(
   const key = newApiKey();
   return db.transaction(async (trx) => {
     const [row] = await trx('api_keys')
-      .insert({ workspace_id: workspace.id, key_hash: hashApiKey(key), role: input.role ?? null, expires_at: expiresAt })
+      .insert({
+        workspace_id: workspace.id,
+        key_hash: hashApiKey(key),
+        role: input.role ?? null,
+        expires_at: expiresAt,
+      })
       .returning(['id', 'role', 'expires_at']);
-    const created = { id: row.id, key, role: row.role, expiresAt: row.expires_at ? row.expires_at.toISOString() : null };
+    const created = {
+      id: row.id,
+      key,
+      role: row.role,
+      expiresAt: row.expires_at ? row.expires_at.toISOString() : null,
+    };
     if (audit) {
       await recordAudit(trx, audit, {
-        action: 'api_key.create', workspaceId: workspace.id, target: { type: 'api_key', id: row.id }, changes: { role: created.role, expiresAt: created.expiresAt },
+        action: 'api_key.create',
+        workspaceId: workspace.id,
+        target: { type: 'api_key', id: row.id },
+        changes: { role: created.role, expiresAt: created.expiresAt },
       });
     }
     return created;
@@ -184,10 +231,18 @@ export async function createApiKey(
 }
 
 /** Revokes a key (of `workspaceId` only, when given: another workspace's key is not found). */
-export async function revokeApiKey(db: Knex, id: string, options: { workspaceId?: string } = {}, audit?: AuditContext): Promise<{ id: string; revokedAt: string }> {
+export async function revokeApiKey(
+  db: Knex,
+  id: string,
+  options: { workspaceId?: string } = {},
+  audit?: AuditContext,
+): Promise<{ id: string; revokedAt: string }> {
   if (!isUuid(id)) throw new InvalidFieldError('id', `must be a UUID, got "${id}"`);
   return db.transaction(async (trx) => {
-    const before = await trx('api_keys').where({ id, ...(options.workspaceId ? { workspace_id: options.workspaceId } : {}) }).forUpdate().first('workspace_id', 'revoked_at');
+    const before = await trx('api_keys')
+      .where({ id, ...(options.workspaceId ? { workspace_id: options.workspaceId } : {}) })
+      .forUpdate()
+      .first('workspace_id', 'revoked_at');
     if (!before) throw new NotFoundError(`no API key with id ${id}`);
     // Revoking twice keeps the first revocation time (and records nothing the second time: nothing changed).
     const [row] = await trx('api_keys')
@@ -196,14 +251,22 @@ export async function revokeApiKey(db: Knex, id: string, options: { workspaceId?
       .returning(['id', 'revoked_at']);
     const revokedAt = row.revoked_at.toISOString();
     if (audit && before.revoked_at === null) {
-      await recordAudit(trx, audit, { action: 'api_key.revoke', workspaceId: before.workspace_id, target: { type: 'api_key', id }, changes: { revokedAt } });
+      await recordAudit(trx, audit, {
+        action: 'api_key.revoke',
+        workspaceId: before.workspace_id,
+        target: { type: 'api_key', id },
+        changes: { revokedAt },
+      });
     }
     return { id: row.id, revokedAt };
   });
 }
 
 /** Every workspace, by slug; only the one with `slug`, or only `id`, when given. */
-export async function listWorkspaces(db: Knex, filter: { slug?: string; id?: string } = {}): Promise<{ rows: WorkspaceRecord[] }> {
+export async function listWorkspaces(
+  db: Knex,
+  filter: { slug?: string; id?: string } = {},
+): Promise<{ rows: WorkspaceRecord[] }> {
   const query = db('workspaces').orderBy('slug').select(columns);
   if (filter.slug !== undefined) query.where({ slug: filter.slug });
   if (filter.id !== undefined) query.where({ id: filter.id });

@@ -30,7 +30,13 @@ describe('direct writers of one workspace (issue 32)', () => {
     const own = async (k: number) => {
       const customerId = await f.customer({ name: `Customer ${k}` });
       const vehicleId = await f.vehicle({ plate: `P ${k}` });
-      const bookingId = await f.booking({ customerId, vehicleId, status: 'confirmed', pickupAt: '2026-12-01T06:00:00Z', dropoffAt: '2026-12-03T06:00:00Z' });
+      const bookingId = await f.booking({
+        customerId,
+        vehicleId,
+        status: 'confirmed',
+        pickupAt: '2026-12-01T06:00:00Z',
+        dropoffAt: '2026-12-03T06:00:00Z',
+      });
       const invoiceId = await f.invoice({ customerId, bookingId, total: 100000, dueDate: '2026-12-10' });
       return { customerId, vehicleId, bookingId, invoiceId };
     };
@@ -40,19 +46,34 @@ describe('direct writers of one workspace (issue 32)', () => {
   type Own = Awaited<ReturnType<typeof twoWriters>>[number];
   /** The kinds of one-row write the platform makes, each moving totals both writers share. */
   const WRITES: Record<string, (trx: Knex.Transaction, ws: string, o: Own) => Promise<unknown>> = {
-    'a payment': (trx, ws, o) => trx.raw(
-      `INSERT INTO payments (id, workspace_id, kind, status, amount, customer_id, booking_id, invoice_id, at)
-       VALUES (?, ?, 'charge', 'captured', 1000, ?, ?, ?, '2026-11-22T08:05:00Z')`, [randomUUID(), ws, o.customerId, o.bookingId, o.invoiceId]),
-    'an invoice': (trx, ws, o) => trx.raw(
-      `INSERT INTO invoices (id, workspace_id, number, customer_id, booking_id, purpose, issue_date, due_date, total, status)
-       VALUES (?, ?, ?, ?, ?, 'damage', '2026-11-22', '2026-12-10', 5000, 'issued')`, [randomUUID(), ws, `D-${randomUUID()}`, o.customerId, o.bookingId]),
-    'a due date moved': (trx, _ws, o) => trx.raw(`UPDATE invoices SET due_date = '2026-12-11' WHERE id = ?`, [o.invoiceId]),
-    'a new booking': (trx, ws, o) => trx.raw(
-      `INSERT INTO bookings (id, workspace_id, number, customer_id, vehicle_id, type, status, pickup_at, dropoff_at, amount)
-       VALUES (?, ?, ?, ?, ?, 'daily', 'confirmed', '2026-12-05T06:00:00Z', '2026-12-06T06:00:00Z', 20000)`, [randomUUID(), ws, `N-${randomUUID()}`, o.customerId, o.vehicleId]),
-    'a booking going out': (trx, _ws, o) => trx.raw(`UPDATE bookings SET status = 'active' WHERE id = ?`, [o.bookingId]),
+    'a payment': (trx, ws, o) =>
+      trx.raw(
+        `INSERT INTO payments (id, workspace_id, kind, status, amount, customer_id, booking_id, invoice_id, at)
+       VALUES (?, ?, 'charge', 'captured', 1000, ?, ?, ?, '2026-11-22T08:05:00Z')`,
+        [randomUUID(), ws, o.customerId, o.bookingId, o.invoiceId],
+      ),
+    'an invoice': (trx, ws, o) =>
+      trx.raw(
+        `INSERT INTO invoices (id, workspace_id, number, customer_id, booking_id, purpose, issue_date, due_date, total, status)
+       VALUES (?, ?, ?, ?, ?, 'damage', '2026-11-22', '2026-12-10', 5000, 'issued')`,
+        [randomUUID(), ws, `D-${randomUUID()}`, o.customerId, o.bookingId],
+      ),
+    'a due date moved': (trx, _ws, o) =>
+      trx.raw(`UPDATE invoices SET due_date = '2026-12-11' WHERE id = ?`, [o.invoiceId]),
+    'a new booking': (trx, ws, o) =>
+      trx.raw(
+        `INSERT INTO bookings (id, workspace_id, number, customer_id, vehicle_id, type, status, pickup_at, dropoff_at, amount)
+       VALUES (?, ?, ?, ?, ?, 'daily', 'confirmed', '2026-12-05T06:00:00Z', '2026-12-06T06:00:00Z', 20000)`,
+        [randomUUID(), ws, `N-${randomUUID()}`, o.customerId, o.vehicleId],
+      ),
+    'a booking going out': (trx, _ws, o) =>
+      trx.raw(`UPDATE bookings SET status = 'active' WHERE id = ?`, [o.bookingId]),
     'a rename': (trx, _ws, o) => trx.raw(`UPDATE customers SET name = name || ' Jr' WHERE id = ?`, [o.customerId]),
-    'an expense': (trx, ws) => trx.raw(`INSERT INTO expenses (id, workspace_id, category, amount, date) VALUES (?, ?, 'fuel', 700, '2026-11-20')`, [randomUUID(), ws]),
+    'an expense': (trx, ws) =>
+      trx.raw(
+        `INSERT INTO expenses (id, workspace_id, category, amount, date) VALUES (?, ?, 'fuel', 700, '2026-11-20')`,
+        [randomUUID(), ws],
+      ),
   };
 
   for (const [kind, write] of Object.entries(WRITES)) {
@@ -81,12 +102,16 @@ describe('direct writers of one workspace (issue 32)', () => {
       await write(trx);
     });
 
-  it('queues a direct writer\'s changes for the fold instead of applying them, and the fold makes every figure exact', async () => {
+  it("queues a direct writer's changes for the fold instead of applying them, and the fold makes every figure exact", async () => {
     const f = await fixture(db);
     const [first, second] = await twoWriters(f);
     const before = await expectRollupsExact(db, f.ws.id);
-    const { rows: [{ version: versionBefore }] } = await db.raw(
-      `SELECT sum(changes)::int AS version FROM workspace_data_versions WHERE workspace_id = ? AND area = 'records'`, [f.ws.id]);
+    const {
+      rows: [{ version: versionBefore }],
+    } = await db.raw(
+      `SELECT sum(changes)::int AS version FROM workspace_data_versions WHERE workspace_id = ? AND area = 'records'`,
+      [f.ws.id],
+    );
     for (const [name, write] of Object.entries(WRITES)) {
       for (const own of [first, second]) await direct((trx) => write(trx, f.ws.id, own));
       await direct((trx) => trx.raw(`UPDATE vehicles SET plate = ? WHERE id = ?`, [`Q ${name}`, first.vehicleId]));
@@ -94,11 +119,17 @@ describe('direct writers of one workspace (issue 32)', () => {
     // nothing applied yet: the totals as they were, the copies of the old name, the data version moved only by the two
     // renames (a customer's row is not queued: its own change counts at once, its copies' when they are rewritten)
     expect((await kept(db, f.ws.id)).totals).to.deep.equal(before.totals);
-    const { rows: [booking] } = await db.raw(`SELECT customer_json, vehicle_json FROM bookings WHERE id = ?`, [first.bookingId]);
+    const {
+      rows: [booking],
+    } = await db.raw(`SELECT customer_json, vehicle_json FROM bookings WHERE id = ?`, [first.bookingId]);
     expect(JSON.parse(booking.customer_json).name).to.equal('Customer 1');
     expect(JSON.parse(booking.vehicle_json).plate).to.equal('P 1');
-    const { rows: [{ version: versionQueued }] } = await db.raw(
-      `SELECT sum(changes)::int AS version FROM workspace_data_versions WHERE workspace_id = ? AND area = 'records'`, [f.ws.id]);
+    const {
+      rows: [{ version: versionQueued }],
+    } = await db.raw(
+      `SELECT sum(changes)::int AS version FROM workspace_data_versions WHERE workspace_id = ? AND area = 'records'`,
+      [f.ws.id],
+    );
     expect(versionQueued).to.equal(versionBefore + 2);
     expect(await upkeepDelaySeconds(db)).to.be.greaterThan(0);
     // applied: exact (each figure against a recomputation from the base tables), the copies renamed, the version moved
@@ -108,29 +139,48 @@ describe('direct writers of one workspace (issue 32)', () => {
     // two payments of 1000 and two expenses of 700 (WRITES), by hand
     expect(after.totals.collected - before.totals.collected).to.equal(2000);
     expect(after.totals.expenses - before.totals.expenses).to.equal(1400);
-    const { rows: [renamed] } = await db.raw(`SELECT customer_json, vehicle_json FROM bookings WHERE id = ?`, [first.bookingId]);
+    const {
+      rows: [renamed],
+    } = await db.raw(`SELECT customer_json, vehicle_json FROM bookings WHERE id = ?`, [first.bookingId]);
     expect(JSON.parse(renamed.customer_json).name).to.equal('Customer 1 Jr');
     expect(JSON.parse(renamed.vehicle_json).plate).to.equal('Q an expense');
-    const { rows: [{ version: versionAfter }] } = await db.raw(
-      `SELECT sum(changes)::int AS version FROM workspace_data_versions WHERE workspace_id = ? AND area = 'records'`, [f.ws.id]);
+    const {
+      rows: [{ version: versionAfter }],
+    } = await db.raw(
+      `SELECT sum(changes)::int AS version FROM workspace_data_versions WHERE workspace_id = ? AND area = 'records'`,
+      [f.ws.id],
+    );
     expect(versionAfter).to.be.greaterThan(versionBefore);
     // a second fold finds nothing of the workspace's
     expect(await foldUpkeep(db, [f.ws.id])).to.equal(0);
   });
 
-  it('the service\'s own writers keep the totals in their transaction, in a session that says nothing (batch, CLI import)', async () => {
+  it("the service's own writers keep the totals in their transaction, in a session that says nothing (batch, CLI import)", async () => {
     const { url } = await testDatabase();
     const platform = createKnex(url, 2, `SET frs.upkeep = 'deferred'`);
     try {
       const f = await fixture(db);
       const [own] = await twoWriters(f);
       const payment = (id: string, amount: number) => ({
-        id, kind: 'charge', amount, customerId: own.customerId, bookingId: own.bookingId, invoiceId: own.invoiceId, at: '2026-11-22T08:05:00Z',
+        id,
+        kind: 'charge',
+        amount,
+        customerId: own.customerId,
+        bookingId: own.bookingId,
+        invoiceId: own.invoiceId,
+        at: '2026-11-22T08:05:00Z',
       });
-      await writeRecords(platform, f.ws.id, { upsert: { payments: [payment(randomUUID(), 3000)] } }, { audit: cliAudit() });
+      await writeRecords(
+        platform,
+        f.ws.id,
+        { upsert: { payments: [payment(randomUUID(), 3000)] } },
+        { audit: cliAudit() },
+      );
       await importDocument(platform, f.slug, { payments: [payment(randomUUID(), 4000)] });
       // nothing queued, and the figures already exact: the invoice's 100000 less the 7000 paid, by hand
-      const { rows: [queued] } = await db.raw(`SELECT count(*)::int AS n FROM upkeep_payments WHERE workspace_id = ?`, [f.ws.id]);
+      const {
+        rows: [queued],
+      } = await db.raw(`SELECT count(*)::int AS n FROM upkeep_payments WHERE workspace_id = ?`, [f.ws.id]);
       expect(queued.n).to.equal(0);
       const figures = await expectRollupsExact(db, f.ws.id);
       expect(figures.totals.collected).to.equal(7000);
@@ -147,7 +197,8 @@ describe('direct writers of one workspace (issue 32)', () => {
     const [o] = await twoWriters(free);
     await direct((trx) => WRITES['a payment'](trx, busy.ws.id, b));
     await direct((trx) => WRITES['a payment'](trx, free.ws.id, o));
-    const queued = async (ws: string) => (await db.raw(`SELECT count(*)::int AS n FROM upkeep_payments WHERE workspace_id = ?`, [ws])).rows[0].n;
+    const queued = async (ws: string) =>
+      (await db.raw(`SELECT count(*)::int AS n FROM upkeep_payments WHERE workspace_id = ?`, [ws])).rows[0].n;
     // a platform transaction still open on the invoice the busy workspace's payment moves
     const writer = await db.transaction();
     try {
@@ -188,7 +239,8 @@ describe('direct writers of one workspace (issue 32)', () => {
     const f = await fixture(db);
     const [own] = await twoWriters(f);
     await direct(async (trx) => {
-      for (const table of ['payments', 'invoices', 'bookings']) await trx(table).where({ workspace_id: f.ws.id }).delete();
+      for (const table of ['payments', 'invoices', 'bookings'])
+        await trx(table).where({ workspace_id: f.ws.id }).delete();
       await trx('vehicles').where({ workspace_id: f.ws.id }).delete();
       await trx('customers').where({ workspace_id: f.ws.id }).delete();
     });
@@ -197,23 +249,49 @@ describe('direct writers of one workspace (issue 32)', () => {
     const invoice = randomUUID();
     await importDocument(db, f.slug, {
       customers: [{ id: customer, name: 'Loaded' }],
-      invoices: [{ id: invoice, number: 'L-1', customerId: customer, purpose: 'rental', issueDate: '2026-11-01', dueDate: '2026-12-01', total: 9000, status: 'issued' }],
-      payments: [{ id: randomUUID(), kind: 'charge', amount: 2500, customerId: customer, invoiceId: invoice, at: '2026-11-02T09:00:00Z' }],
+      invoices: [
+        {
+          id: invoice,
+          number: 'L-1',
+          customerId: customer,
+          purpose: 'rental',
+          issueDate: '2026-11-01',
+          dueDate: '2026-12-01',
+          total: 9000,
+          status: 'issued',
+        },
+      ],
+      payments: [
+        {
+          id: randomUUID(),
+          kind: 'charge',
+          amount: 2500,
+          customerId: customer,
+          invoiceId: invoice,
+          at: '2026-11-02T09:00:00Z',
+        },
+      ],
     });
     await foldUpkeep(db, [f.ws.id]);
     // by hand: the load alone (the deleted invoice of 100000 and its booking are gone, and stay out of the figures)
     const figures = await expectRollupsExact(db, f.ws.id);
-    expect([figures.totals.billed, figures.totals.collected, figures.totals.outstanding]).to.deep.equal([9000, 2500, 6500]);
+    expect([figures.totals.billed, figures.totals.collected, figures.totals.outstanding]).to.deep.equal([
+      9000, 2500, 6500,
+    ]);
     expect(own.invoiceId).to.not.equal(invoice);
   });
 
-  it('derives a direct writer\'s event only after the fold of its change, so its figures include it', async () => {
+  it("derives a direct writer's event only after the fold of its change, so its figures include it", async () => {
     const workerDb = (await testDatabase()).forRole('worker');
     const { f, endpoint, customerId, invoiceId } = await startedCalendar(db, workerDb, '2026-11-22T08:30:00.000Z');
     const payment = randomUUID();
-    await direct((trx) => trx.raw(
-      `INSERT INTO payments (id, workspace_id, kind, status, amount, customer_id, invoice_id, at)
-       VALUES (?, ?, 'charge', 'captured', 12000, ?, ?, '2026-11-22T08:29:00Z')`, [payment, f.ws.id, customerId, invoiceId]));
+    await direct((trx) =>
+      trx.raw(
+        `INSERT INTO payments (id, workspace_id, kind, status, amount, customer_id, invoice_id, at)
+       VALUES (?, ?, 'charge', 'captured', 12000, ?, ?, '2026-11-22T08:29:00Z')`,
+        [payment, f.ws.id, customerId, invoiceId],
+      ),
+    );
     const { runDerivedSweep } = await import('../src/webhooks/calendar.js');
     // a fold that could not run for the workspace (another fold holds it): the change waits
     const other = await workerDb.transaction();
@@ -224,7 +302,9 @@ describe('direct writers of one workspace (issue 32)', () => {
       await other.commit();
     }
     expect(await runDerivedSweep(workerDb, new Date(), [f.ws.id])).to.equal(1);
-    expect((await f.deliveries(endpoint)).map((d) => [d.event, d.body.data.paymentId])).to.deep.equal([['payment.captured', payment]]);
+    expect((await f.deliveries(endpoint)).map((d) => [d.event, d.body.data.paymentId])).to.deep.equal([
+      ['payment.captured', payment],
+    ]);
   });
 
   it('the worker applies a direct write within a second, and queues its derived event', async () => {
@@ -233,19 +313,29 @@ describe('direct writers of one workspace (issue 32)', () => {
     const loop = startUpkeepLoop(workerDb, { logger: pino({ level: 'silent' }), workspaceIds: [f.ws.id] });
     try {
       const payment = randomUUID();
-      await direct((trx) => trx.raw(
-        `INSERT INTO payments (id, workspace_id, kind, status, amount, customer_id, invoice_id, at)
-         VALUES (?, ?, 'charge', 'captured', 12000, ?, ?, '2026-11-22T08:29:00Z')`, [payment, f.ws.id, customerId, invoiceId]));
+      await direct((trx) =>
+        trx.raw(
+          `INSERT INTO payments (id, workspace_id, kind, status, amount, customer_id, invoice_id, at)
+         VALUES (?, ?, 'charge', 'captured', 12000, ?, ?, '2026-11-22T08:29:00Z')`,
+          [payment, f.ws.id, customerId, invoiceId],
+        ),
+      );
       const committed = Date.now();
       let paid = 0;
-      while (Date.now() - committed < 5000 && (paid = Number((await db('invoices').where({ id: invoiceId }).first()).paid)) !== 12000) {
+      while (
+        Date.now() - committed < 5000 &&
+        (paid = Number((await db('invoices').where({ id: invoiceId }).first()).paid)) !== 12000
+      ) {
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
       expect(paid).to.equal(12000);
       expect(Date.now() - committed).to.be.lessThan(1000);
       let list: Awaited<ReturnType<typeof f.deliveries>> = [];
-      while (Date.now() - committed < 5000 && (list = await f.deliveries(endpoint)).length === 0) await new Promise((resolve) => setTimeout(resolve, 20));
-      expect(list.map((d) => [d.event, d.body.data.paymentId, d.body.data.invoice?.id])).to.deep.equal([['payment.captured', payment, invoiceId]]);
+      while (Date.now() - committed < 5000 && (list = await f.deliveries(endpoint)).length === 0)
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(list.map((d) => [d.event, d.body.data.paymentId, d.body.data.invoice?.id])).to.deep.equal([
+        ['payment.captured', payment, invoiceId],
+      ]);
     } finally {
       await loop.stop();
     }
@@ -265,9 +355,15 @@ describe('direct writers of one workspace (issue 32)', () => {
     await db.raw('SELECT rollups_compact()');
     const after = await expectRollupsExact(db, f.ws.id);
     expect(after.totals.collected).to.equal(before.totals.collected + 1000);
-    const { rows } = await db.raw(`SELECT count(*) AS n, count(DISTINCT (status)) AS keys FROM booking_status_counts WHERE workspace_id = ?`, [f.ws.id]);
+    const { rows } = await db.raw(
+      `SELECT count(*) AS n, count(DISTINCT (status)) AS keys FROM booking_status_counts WHERE workspace_id = ?`,
+      [f.ws.id],
+    );
     expect(rows[0]).to.deep.equal({ n: rows[0].keys, keys: rows[0].keys });
-    const { rows: pending } = await db.raw(`SELECT count(*) AS n FROM workspace_totals WHERE workspace_id = ? AND pending`, [f.ws.id]);
+    const { rows: pending } = await db.raw(
+      `SELECT count(*) AS n FROM workspace_totals WHERE workspace_id = ? AND pending`,
+      [f.ws.id],
+    );
     expect(pending[0].n).to.equal(0);
   });
 });

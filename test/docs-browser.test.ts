@@ -13,8 +13,16 @@ import { loadOpenApiDocument } from '../src/contract/document.js';
 // webhook event is listed, no request leaves the server's own origin, the console stays free of errors, and "try it"
 // sends a real request with the key the reader typed and shows the answer. A screenshot is kept for CI.
 const CHROMIUM = process.env.FRS_CHROMIUM ?? '/usr/bin/chromium';
-const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-  '--disable-component-update', '--disable-sync'];
+const FLAGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 
 describe('the reference page (/docs) in a browser', function () {
   this.timeout(90_000);
@@ -44,15 +52,21 @@ describe('the reference page (/docs) in a browser', function () {
     const requested: string[] = [];
     const consoleErrors: string[] = [];
     page.on('request', (request) => requested.push(request.url()));
-    page.on('console', (message) => { if (message.type() === 'error') consoleErrors.push(message.text()); });
+    page.on('console', (message) => {
+      if (message.type() === 'error') consoleErrors.push(message.text());
+    });
     page.on('pageerror', (error) => consoleErrors.push(error.message));
 
     const loaded = await page.goto(`${api.url}/docs`, { waitUntil: 'networkidle' });
     // The page runs under its Content-Security-Policy (src/api/docs.ts): only this server's own scripts, no framing.
-    expect(loaded!.headers()['content-security-policy']).to.include("script-src 'self';").and.include("frame-ancestors 'none'");
+    expect(loaded!.headers()['content-security-policy'])
+      .to.include("script-src 'self';")
+      .and.include("frame-ancestors 'none'");
     expect(loaded!.headers()['x-frame-options']).to.equal('DENY');
     const document = loadOpenApiDocument();
-    const operations = Object.values(document.paths).flatMap((item) => Object.values(item as Record<string, { summary?: string }>));
+    const operations = Object.values(document.paths).flatMap((item) =>
+      Object.values(item as Record<string, { summary?: string }>),
+    );
     // The navigation that lists the operations (the page also has a search bar in a nav of its own, and renders the
     // list after load): the locator waits for it.
     const sidebar = await page.locator('aside, nav').filter({ hasText: operations[0].summary! }).first().innerText();
@@ -64,7 +78,10 @@ describe('the reference page (/docs) in a browser', function () {
 
     // Request samples: curl, with the bearer header.
     await page.getByText('Check the API key').first().click();
-    await page.getByText(/curl .*\/v1\/me/).first().waitFor();
+    await page
+      .getByText(/curl .*\/v1\/me/)
+      .first()
+      .waitFor();
 
     // "Try it": the key typed into the page goes with the request to this server, and its answer is shown.
     // the first visible one: the first Token field in the page was seen hidden for 30 s (twice, on a busy machine)
@@ -75,9 +92,17 @@ describe('the reference page (/docs) in a browser', function () {
     const response = await answered;
     expect(await response.request().headerValue('authorization')).to.equal(`Bearer ${key}`);
     const text = await response.text();
-    const answer = { status: response.status(), headers: new Headers(await response.allHeaders()), text, body: JSON.parse(text) };
+    const answer = {
+      status: response.status(),
+      headers: new Headers(await response.allHeaders()),
+      text,
+      body: JSON.parse(text),
+    };
     expectDocumented('GET', '/v1/me', answer);
-    expect(answer).to.deep.include({ status: 200, body: { workspace: { slug: f.slug, status: 'active' }, role: null } });
+    expect(answer).to.deep.include({
+      status: 200,
+      body: { workspace: { slug: f.slug, status: 'active' }, role: null },
+    });
     await page.getByText(f.slug).first().waitFor({ timeout: 10_000 });
 
     const shot = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'frs-docs-')), 'docs.png');

@@ -13,8 +13,20 @@ import { ImportError, importDocument, readImportFile } from '../src/import/impor
 import type { FleetImportDocument } from '../generated/import-document.js';
 
 const TABLES = [
-  'owners', 'fleets', 'vehicles', 'maintenance', 'vehicle_documents', 'customers', 'bookings', 'extensions',
-  'invoices', 'payments', 'installments', 'expenses', 'fines', 'integrations',
+  'owners',
+  'fleets',
+  'vehicles',
+  'maintenance',
+  'vehicle_documents',
+  'customers',
+  'bookings',
+  'extensions',
+  'invoices',
+  'payments',
+  'installments',
+  'expenses',
+  'fines',
+  'integrations',
 ];
 
 const uuid = () => crypto.randomUUID();
@@ -23,43 +35,141 @@ const uuid = () => crypto.randomUUID();
 function sampleDocument() {
   const owner = { id: uuid(), name: 'Al Noor Rentals' };
   const fleet = { id: uuid(), code: 'NOOR', name: 'Al Noor fleet', ownerId: owner.id };
-  const car = { id: uuid(), fleetId: fleet.id, make: 'Toyota', model: 'Camry', plate: 'Dubai A 12345', category: 'sedan', dailyRate: 15000, state: 'active' as const };
-  const van = { id: uuid(), fleetId: fleet.id, make: 'Nissan', model: 'Urvan', plate: 'Dubai B 777', category: 'van', dailyRate: 22000, state: 'in_service' as const };
+  const car = {
+    id: uuid(),
+    fleetId: fleet.id,
+    make: 'Toyota',
+    model: 'Camry',
+    plate: 'Dubai A 12345',
+    category: 'sedan',
+    dailyRate: 15000,
+    state: 'active' as const,
+  };
+  const van = {
+    id: uuid(),
+    fleetId: fleet.id,
+    make: 'Nissan',
+    model: 'Urvan',
+    plate: 'Dubai B 777',
+    category: 'van',
+    dailyRate: 22000,
+    state: 'in_service' as const,
+  };
   const customer = { id: uuid(), name: 'Layla Haddad', phone: '+971500000000', email: 'layla@example.com' };
   const booking = {
-    id: uuid(), number: 'BK-1001', customerId: customer.id, vehicleId: car.id, type: 'daily' as const, status: 'active' as const,
-    pickupAt: '2026-11-20T08:00:00.000Z', dropoffAt: '2026-11-25T08:00:00.000Z', amount: 75000,
+    id: uuid(),
+    number: 'BK-1001',
+    customerId: customer.id,
+    vehicleId: car.id,
+    type: 'daily' as const,
+    status: 'active' as const,
+    pickupAt: '2026-11-20T08:00:00.000Z',
+    dropoffAt: '2026-11-25T08:00:00.000Z',
+    amount: 75000,
   };
   const invoice = {
-    id: uuid(), number: 'INV-1001', customerId: customer.id, bookingId: booking.id, purpose: 'rental' as const,
-    issueDate: '2026-11-20', dueDate: '2026-11-27', total: 10000, status: 'issued' as const,
+    id: uuid(),
+    number: 'INV-1001',
+    customerId: customer.id,
+    bookingId: booking.id,
+    purpose: 'rental' as const,
+    issueDate: '2026-11-20',
+    dueDate: '2026-11-27',
+    total: 10000,
+    status: 'issued' as const,
   };
   const doc = {
     owners: [owner],
     fleets: [fleet],
     vehicles: [car, van],
-    maintenance: [{ id: uuid(), vehicleId: van.id, startsAt: '2026-11-21T00:00:00.000Z', endsAt: '2026-11-23T00:00:00.000Z', reason: 'brakes' }],
+    maintenance: [
+      {
+        id: uuid(),
+        vehicleId: van.id,
+        startsAt: '2026-11-21T00:00:00.000Z',
+        endsAt: '2026-11-23T00:00:00.000Z',
+        reason: 'brakes',
+      },
+    ],
     vehicleDocuments: [{ id: uuid(), vehicleId: car.id, docType: 'insurance' as const, expiresAt: '2027-01-31' }],
     customers: [customer],
     bookings: [booking],
-    extensions: [{
-      id: uuid(), bookingId: booking.id, addedDays: 2, amount: 30000, previousDropoffAt: '2026-11-23T08:00:00.000Z',
-      newDropoffAt: '2026-11-25T08:00:00.000Z', createdAt: '2026-11-22T10:00:00.000Z',
-    }],
+    extensions: [
+      {
+        id: uuid(),
+        bookingId: booking.id,
+        addedDays: 2,
+        amount: 30000,
+        previousDropoffAt: '2026-11-23T08:00:00.000Z',
+        newDropoffAt: '2026-11-25T08:00:00.000Z',
+        createdAt: '2026-11-22T10:00:00.000Z',
+      },
+    ],
     invoices: [invoice],
     payments: [
-      { id: uuid(), kind: 'charge' as const, amount: 6000, customerId: customer.id, bookingId: booking.id, invoiceId: invoice.id, at: '2026-11-20T09:00:00.000Z' },
-      { id: uuid(), kind: 'refund' as const, amount: 1000, customerId: customer.id, bookingId: booking.id, invoiceId: invoice.id, at: '2026-11-21T09:00:00.000Z' },
-      { id: uuid(), kind: 'charge' as const, status: 'canceled' as const, amount: 2000, customerId: customer.id, invoiceId: invoice.id, at: '2026-11-21T10:00:00.000Z' },
-      { id: uuid(), kind: 'deposit' as const, amount: 50000, customerId: customer.id, bookingId: booking.id, at: '2026-11-20T09:00:00.000Z' },
+      {
+        id: uuid(),
+        kind: 'charge' as const,
+        amount: 6000,
+        customerId: customer.id,
+        bookingId: booking.id,
+        invoiceId: invoice.id,
+        at: '2026-11-20T09:00:00.000Z',
+      },
+      {
+        id: uuid(),
+        kind: 'refund' as const,
+        amount: 1000,
+        customerId: customer.id,
+        bookingId: booking.id,
+        invoiceId: invoice.id,
+        at: '2026-11-21T09:00:00.000Z',
+      },
+      {
+        id: uuid(),
+        kind: 'charge' as const,
+        status: 'canceled' as const,
+        amount: 2000,
+        customerId: customer.id,
+        invoiceId: invoice.id,
+        at: '2026-11-21T10:00:00.000Z',
+      },
+      {
+        id: uuid(),
+        kind: 'deposit' as const,
+        amount: 50000,
+        customerId: customer.id,
+        bookingId: booking.id,
+        at: '2026-11-20T09:00:00.000Z',
+      },
     ],
     installments: [{ id: uuid(), bookingId: booking.id, number: 1, of: 3, dueDate: '2026-12-01', amount: 25000 }],
     expenses: [{ id: uuid(), vehicleId: car.id, category: 'fuel', amount: 4000, date: '2026-11-21' }],
-    fines: [{
-      id: uuid(), kind: 'fine' as const, type: 'speeding', date: '2026-11-21', amount: 60000, authority: 'Dubai Police',
-      number: 'F-1', status: 'unpaid', vehicleId: car.id, bookingId: booking.id, customerId: customer.id, recordedAt: '2026-11-22T07:00:00.000Z',
-    }],
-    integrations: [{ id: uuid(), integration: 'payment-gateway', status: 'failing' as const, detail: 'timeout', failingSince: '2026-11-22T06:00:00.000Z' }],
+    fines: [
+      {
+        id: uuid(),
+        kind: 'fine' as const,
+        type: 'speeding',
+        date: '2026-11-21',
+        amount: 60000,
+        authority: 'Dubai Police',
+        number: 'F-1',
+        status: 'unpaid',
+        vehicleId: car.id,
+        bookingId: booking.id,
+        customerId: customer.id,
+        recordedAt: '2026-11-22T07:00:00.000Z',
+      },
+    ],
+    integrations: [
+      {
+        id: uuid(),
+        integration: 'payment-gateway',
+        status: 'failing' as const,
+        detail: 'timeout',
+        failingSince: '2026-11-22T06:00:00.000Z',
+      },
+    ],
   } satisfies FleetImportDocument;
   return doc;
 }
@@ -88,8 +198,20 @@ describe('importDocument', () => {
     const first = await importDocument(db, ws.slug, doc);
     expect(first).to.deep.equal({
       imported: {
-        owners: 1, fleets: 1, vehicles: 2, maintenance: 1, vehicleDocuments: 1, customers: 1, bookings: 1, extensions: 1,
-        invoices: 1, payments: 4, installments: 1, expenses: 1, fines: 1, integrations: 1,
+        owners: 1,
+        fleets: 1,
+        vehicles: 2,
+        maintenance: 1,
+        vehicleDocuments: 1,
+        customers: 1,
+        bookings: 1,
+        extensions: 1,
+        invoices: 1,
+        payments: 4,
+        installments: 1,
+        expenses: 1,
+        fines: 1,
+        integrations: 1,
       },
     });
     const counts = await rowCounts(db, ws.id);
@@ -100,7 +222,10 @@ describe('importDocument', () => {
     const again = await importDocument(db, ws.slug, doc);
     expect(again.imported.vehicles).to.equal(2);
     expect(await rowCounts(db, ws.id)).to.deep.equal(counts);
-    expect(await db('vehicles').where({ id: doc.vehicles[0].id }).first('daily_rate', 'plate_key')).to.deep.equal({ daily_rate: 17500, plate_key: 'dubaia12345' });
+    expect(await db('vehicles').where({ id: doc.vehicles[0].id }).first('daily_rate', 'plate_key')).to.deep.equal({
+      daily_rate: 17500,
+      plate_key: 'dubaia12345',
+    });
     expect((await db('customers').where({ id: doc.customers[0].id }).first('name')).name).to.equal('Layla H.');
   });
 
@@ -111,11 +236,20 @@ describe('importDocument', () => {
     await importDocument(db, ws.slug, doc);
     const partial = { customers: [{ id: uuid(), name: 'Omar' }], integrations: [] };
     expect(await importDocument(db, ws.slug, partial)).to.deep.equal({ imported: { customers: 1, integrations: 0 } });
-    expect(await db('customers').where({ id: partial.customers[0].id }).first('phone', 'email', 'id_document')).to.deep.equal({ phone: null, email: null, id_document: null });
-    const booking = await db('bookings').where({ id: doc.bookings[0].id }).first('original_dropoff_at', 'dropoff_at', 'monthly_amount');
+    expect(
+      await db('customers').where({ id: partial.customers[0].id }).first('phone', 'email', 'id_document'),
+    ).to.deep.equal({ phone: null, email: null, id_document: null });
+    const booking = await db('bookings')
+      .where({ id: doc.bookings[0].id })
+      .first('original_dropoff_at', 'dropoff_at', 'monthly_amount');
     expect(booking.original_dropoff_at.toISOString()).to.equal(doc.bookings[0].dropoffAt);
     expect(booking.monthly_amount).to.equal(null);
-    const statuses = await db('payments').whereIn('id', doc.payments.map((p) => p.id)).pluck('status');
+    const statuses = await db('payments')
+      .whereIn(
+        'id',
+        doc.payments.map((p) => p.id),
+      )
+      .pluck('status');
     expect(statuses.sort()).to.deep.equal(['canceled', 'captured', 'captured', 'captured']);
   });
 
@@ -140,13 +274,23 @@ describe('importDocument', () => {
     const doc = sampleDocument();
     const stages = (lines: string[]) => new Set(lines.map((line) => line.split(' | ')[1]));
     const lines: string[] = [];
-    const stream = { isTTY: false, write: (text: string) => lines.push(...text.split('\n').filter(Boolean)) } as unknown as NodeJS.WriteStream;
+    const stream = {
+      isTTY: false,
+      write: (text: string) => lines.push(...text.split('\n').filter(Boolean)),
+    } as unknown as NodeJS.WriteStream;
     await importDocument(db, ws.slug, doc, { progress: true, progressStream: stream, progressIntervalMs: 0 });
     // into the empty workspace: the bulk path, whose last stage is computing the totals
     expect(stages(lines).has('running totals')).to.equal(true);
     const first = await expectRollupsExact(db, ws.id);
     // 6000 charge - 1000 refund (the canceled charge counts nowhere) against the 10000 invoice; a 50000 deposit
-    expect(first.totals).to.deep.include({ collected: 5000, deposits: 50000, billed: 10000, outstanding: 5000, expenses: 4000, open_invoices: 1 });
+    expect(first.totals).to.deep.include({
+      collected: 5000,
+      deposits: 50000,
+      billed: 10000,
+      outstanding: 5000,
+      expenses: 4000,
+      open_invoices: 1,
+    });
     expect(first.bookings).to.deep.equal([{ id: doc.bookings[0].id, collected: 5000, balance_due: 5000 }]);
 
     doc.payments[0].amount = 10000;
@@ -167,10 +311,18 @@ describe('importDocument', () => {
     const { db } = await testDatabase();
     const ws = await freshWorkspace(db);
     const lines: string[] = [];
-    const stream = { isTTY: false, write: (text: string) => lines.push(...text.split('\n').filter(Boolean)) } as unknown as NodeJS.WriteStream;
-    await importDocument(db, ws.slug, sampleDocument(), { progress: true, progressStream: stream, progressIntervalMs: 0 });
+    const stream = {
+      isTTY: false,
+      write: (text: string) => lines.push(...text.split('\n').filter(Boolean)),
+    } as unknown as NodeJS.WriteStream;
+    await importDocument(db, ws.slug, sampleDocument(), {
+      progress: true,
+      progressStream: stream,
+      progressIntervalMs: 0,
+    });
     expect(lines.length).to.be.above(1);
-    for (const line of lines) expect(line).to.match(/^import: \d{1,3}% \| [a-zA-Z ]+ \| [\d,]+\/[\d,]+ records \| \d+m \d\ds$/);
+    for (const line of lines)
+      expect(line).to.match(/^import: \d{1,3}% \| [a-zA-Z ]+ \| [\d,]+\/[\d,]+ records \| \d+m \d\ds$/);
     // 1 + 1 + 2 + 1 + 1 + 1 + 1 + 1 + 1 + 4 + 1 + 1 + 1 + 1 records
     expect(lines[0]).to.match(/^import: 0% \| starting \| 0\/18 records/);
     expect(lines.at(-1)).to.match(/^import: 100% \| running totals \| 18\/18 records/);
@@ -179,17 +331,77 @@ describe('importDocument', () => {
 
   describe('refuses an invalid document, naming the first bad path, and writes nothing', () => {
     const cases: [string, (doc: Record<string, any>) => void, string][] = [
-      ['a bad enum', (d) => { d.vehicles[1].state = 'broken'; }, 'at /vehicles/1/state: must be one of active, in_service, inactive'],
-      ['a missing required field', (d) => { delete d.customers[0].name; }, 'at /customers/0/name: is required'],
-      ['a negative amount', (d) => { d.payments[2].amount = -5; }, 'at /payments/2/amount: must be >= 0'],
-      ['a decimal amount', (d) => { d.vehicles[0].dailyRate = 150.5; }, 'at /vehicles/0/dailyRate: must be integer'],
-      ['a non-UUID id', (d) => { d.owners[0].id = 'owner-1'; }, 'at /owners/0/id: must match format "uuid"'],
-      ['an unknown field', (d) => { d.fleets[0].colour = 'red'; }, 'at /fleets/0/colour: is not a known field'],
-      ['an unknown key', (d) => { d.drivers = []; }, 'at /drivers: is not a known field'],
-      ['a bad date', (d) => { d.expenses[0].date = '2026-02-30'; }, 'at /expenses/0/date: must match format "date"'],
-      ['a duplicate id', (d) => { d.vehicles[1].id = d.vehicles[0].id; }, 'at /vehicles/1/id: duplicate id (also at /vehicles/0/id)'],
+      [
+        'a bad enum',
+        (d) => {
+          d.vehicles[1].state = 'broken';
+        },
+        'at /vehicles/1/state: must be one of active, in_service, inactive',
+      ],
+      [
+        'a missing required field',
+        (d) => {
+          delete d.customers[0].name;
+        },
+        'at /customers/0/name: is required',
+      ],
+      [
+        'a negative amount',
+        (d) => {
+          d.payments[2].amount = -5;
+        },
+        'at /payments/2/amount: must be >= 0',
+      ],
+      [
+        'a decimal amount',
+        (d) => {
+          d.vehicles[0].dailyRate = 150.5;
+        },
+        'at /vehicles/0/dailyRate: must be integer',
+      ],
+      [
+        'a non-UUID id',
+        (d) => {
+          d.owners[0].id = 'owner-1';
+        },
+        'at /owners/0/id: must match format "uuid"',
+      ],
+      [
+        'an unknown field',
+        (d) => {
+          d.fleets[0].colour = 'red';
+        },
+        'at /fleets/0/colour: is not a known field',
+      ],
+      [
+        'an unknown key',
+        (d) => {
+          d.drivers = [];
+        },
+        'at /drivers: is not a known field',
+      ],
+      [
+        'a bad date',
+        (d) => {
+          d.expenses[0].date = '2026-02-30';
+        },
+        'at /expenses/0/date: must match format "date"',
+      ],
+      [
+        'a duplicate id',
+        (d) => {
+          d.vehicles[1].id = d.vehicles[0].id;
+        },
+        'at /vehicles/1/id: duplicate id (also at /vehicles/0/id)',
+      ],
       // The API returns the make as the document bounds it (64 characters): the import may not store a longer one.
-      ['a make longer than the API returns', (d) => { d.vehicles[0].make = 'M'.repeat(65); }, 'at /vehicles/0/make: must NOT have more than 64 characters'],
+      [
+        'a make longer than the API returns',
+        (d) => {
+          d.vehicles[0].make = 'M'.repeat(65);
+        },
+        'at /vehicles/0/make: must NOT have more than 64 characters',
+      ],
     ];
     for (const [what, spoil, message] of cases) {
       it(what, async () => {
@@ -218,7 +430,9 @@ describe('importDocument', () => {
     const missing = uuid();
     doc.payments[3].invoiceId = missing;
     const err = await expectRejection(importDocument(db, ws.slug, doc), ImportError);
-    expect(err.message).to.equal(`import failed at /payments/3/invoiceId: no invoice ${missing} in workspace "${ws.slug}" (neither in the file nor imported before)`);
+    expect(err.message).to.equal(
+      `import failed at /payments/3/invoiceId: no invoice ${missing} in workspace "${ws.slug}" (neither in the file nor imported before)`,
+    );
     expect(await rowCounts(db, ws.id)).to.deep.equal(noRows);
   });
 
@@ -228,7 +442,9 @@ describe('importDocument', () => {
     const doc = sampleDocument();
     await importDocument(db, a.slug, { owners: doc.owners });
     const err = await expectRejection(importDocument(db, b.slug, { fleets: doc.fleets }), ImportError);
-    expect(err.message).to.equal(`import failed at /fleets/0/ownerId: no owner ${doc.owners[0].id} in workspace "${b.slug}" (neither in the file nor imported before)`);
+    expect(err.message).to.equal(
+      `import failed at /fleets/0/ownerId: no owner ${doc.owners[0].id} in workspace "${b.slug}" (neither in the file nor imported before)`,
+    );
   });
 
   it('refuses an id that belongs to another workspace and leaves that record alone', async () => {
@@ -238,11 +454,19 @@ describe('importDocument', () => {
     await importDocument(db, a.slug, doc);
     const theirs = doc.customers[0];
     const err = await expectRejection(
-      importDocument(db, b.slug, { customers: [{ id: uuid(), name: 'Mine' }, { ...theirs, name: 'Stolen' }] }),
+      importDocument(db, b.slug, {
+        customers: [
+          { id: uuid(), name: 'Mine' },
+          { ...theirs, name: 'Stolen' },
+        ],
+      }),
       ImportError,
     );
     expect(err.message).to.equal('import failed at /customers/1/id: id belongs to another workspace');
-    expect(await db('customers').where({ id: theirs.id }).first('workspace_id', 'name')).to.deep.equal({ workspace_id: a.id, name: theirs.name });
+    expect(await db('customers').where({ id: theirs.id }).first('workspace_id', 'name')).to.deep.equal({
+      workspace_id: a.id,
+      name: theirs.name,
+    });
     expect(await rowCounts(db, b.id)).to.deep.equal(noRows);
   });
 
@@ -257,26 +481,36 @@ describe('importDocument', () => {
 
     const good = sampleDocument();
     await importDocument(db, ws.slug, good);
-    const clash = { ...sampleDocument().bookings[0], id: uuid(), customerId: good.customers[0].id, vehicleId: good.vehicles[1].id };
+    const clash = {
+      ...sampleDocument().bookings[0],
+      id: uuid(),
+      customerId: good.customers[0].id,
+      vehicleId: good.vehicles[1].id,
+    };
     expect((await expectRejection(importDocument(db, ws.slug, { bookings: [clash] }), ImportError)).message).to.equal(
       `import failed at /bookings/0/number: number "BK-1001" is already used by another booking in workspace "${ws.slug}"`,
     );
 
     const backwards = { ...clash, number: 'BK-2', dropoffAt: '2026-11-19T08:00:00.000Z' };
-    expect((await expectRejection(importDocument(db, ws.slug, { bookings: [backwards] }), ImportError)).message).to.equal(
-      'import failed at /bookings/0/dropoffAt: dropoffAt must be later than pickupAt',
-    );
+    expect(
+      (await expectRejection(importDocument(db, ws.slug, { bookings: [backwards] }), ImportError)).message,
+    ).to.equal('import failed at /bookings/0/dropoffAt: dropoffAt must be later than pickupAt');
 
     const unstarted = { id: uuid(), integration: 'esign', status: 'failing' as const };
-    expect((await expectRejection(importDocument(db, ws.slug, { integrations: [unstarted] }), ImportError)).message).to.equal(
-      'import failed at /integrations/0/failingSince: a failing integration needs failingSince',
-    );
+    expect(
+      (await expectRejection(importDocument(db, ws.slug, { integrations: [unstarted] }), ImportError)).message,
+    ).to.equal('import failed at /integrations/0/failingSince: a failing integration needs failingSince');
   });
 
   it('imports more records than fit in one statement', async () => {
     const { db } = await testDatabase();
     const ws = await freshWorkspace(db);
-    const expenses = Array.from({ length: 2500 }, (_, i) => ({ id: uuid(), category: 'fuel', amount: i, date: '2026-11-01' }));
+    const expenses = Array.from({ length: 2500 }, (_, i) => ({
+      id: uuid(),
+      category: 'fuel',
+      amount: i,
+      date: '2026-11-01',
+    }));
     expect(await importDocument(db, ws.slug, { expenses })).to.deep.equal({ imported: { expenses: 2500 } });
     const [{ sum }] = await db('expenses').where({ workspace_id: ws.id }).sum({ sum: 'amount' });
     expect(Number(sum)).to.equal((2499 * 2500) / 2);

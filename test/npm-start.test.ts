@@ -26,11 +26,19 @@ interface Started {
 
 async function npmStart(env: NodeJS.ProcessEnv, readyLine: RegExp | null): Promise<Started> {
   const { DATABASE_URL: _unused, ...inherited } = process.env;
-  const child = spawn('npm', ['start'], { cwd: ROOT, env: { ...inherited, LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn('npm', ['start'], {
+    cwd: ROOT,
+    env: { ...inherited, LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
-  child.stdout!.on('data', (chunk) => { stdout += chunk; });
-  child.stderr!.on('data', (chunk) => { stderr += chunk; });
+  child.stdout!.on('data', (chunk) => {
+    stdout += chunk;
+  });
+  child.stderr!.on('data', (chunk) => {
+    stderr += chunk;
+  });
   const exit = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   if (readyLine) {
     // (FRS_ROLE=all starts a second process, the worker's, which loads beside the API's on a first start)
@@ -63,7 +71,19 @@ async function stopIfRunning(run: Started): Promise<void> {
 /** Starts the service, lets it get ready (or fail), stops it with SIGTERM, and returns its exit status and output. */
 async function startAndStop(env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
   // (FRS_ROLE=api holds no master key: the tests' one is not passed on)
-  const run = await npmStart({ PORT: '0', HOST: '127.0.0.1', FRS_ROLE: 'api', FRS_SECRET_KEY: '', FRS_METRICS_PORT: '0', FRS_ADMIN_PORT: '0', LOG_LEVEL: 'warn', ...env }, null);
+  const run = await npmStart(
+    {
+      PORT: '0',
+      HOST: '127.0.0.1',
+      FRS_ROLE: 'api',
+      FRS_SECRET_KEY: '',
+      FRS_METRICS_PORT: '0',
+      FRS_ADMIN_PORT: '0',
+      LOG_LEVEL: 'warn',
+      ...env,
+    },
+    null,
+  );
   const deadline = Date.now() + 45_000;
   while (!/Ready .* after launch/.test(run.stdout()) && run.child.exitCode === null && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -83,25 +103,38 @@ async function eventually(holds: () => boolean | Promise<boolean>, ms: number): 
 
 /** The processes of this machine whose command line names `dir` (a PostgreSQL server of that data directory, say). */
 function processesNaming(dir: string): number[] {
-  return fs.readdirSync('/proc').filter((name) => /^\d+$/.test(name)).filter((pid) => {
-    try {
-      return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(dir);
-    } catch {
-      return false;
-    }
-  }).map(Number);
+  return fs
+    .readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .filter((pid) => {
+      try {
+        return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(dir);
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
 }
 
 /** The service's processes (src/main.ts: the API's and the worker's) running on the data folder `dataDir`. */
 function serviceProcesses(dataDir: string): number[] {
-  return fs.readdirSync('/proc').filter((name) => /^\d+$/.test(name)).filter((pid) => {
-    try {
-      return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').some((arg) => arg.endsWith('src/main.ts'))
-        && fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').includes(`FRS_DATA_DIR=${dataDir}`);
-    } catch {
-      return false;
-    }
-  }).map(Number);
+  return fs
+    .readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .filter((pid) => {
+      try {
+        return (
+          fs
+            .readFileSync(`/proc/${pid}/cmdline`, 'utf8')
+            .split('\0')
+            .some((arg) => arg.endsWith('src/main.ts')) &&
+          fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').includes(`FRS_DATA_DIR=${dataDir}`)
+        );
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
 }
 
 describe('npm start', function () {
@@ -113,9 +146,21 @@ describe('npm start', function () {
 
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     it(`stops the service and its embedded database on ${signal} to npm's PID, exit status 0`, async () => {
-      const [port, pgPort, metricsPort, adminPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
+      const [port, pgPort, metricsPort, adminPort] = [
+        await freePort(),
+        await freePort(),
+        await freePort(),
+        await freePort(),
+      ];
       const run = await npmStart(
-        { PORT: String(port), HOST: '127.0.0.1', FRS_EMBEDDED_PORT: String(pgPort), FRS_METRICS_PORT: String(metricsPort), FRS_ADMIN_PORT: String(adminPort), FRS_DATA_DIR: dataDir },
+        {
+          PORT: String(port),
+          HOST: '127.0.0.1',
+          FRS_EMBEDDED_PORT: String(pgPort),
+          FRS_METRICS_PORT: String(metricsPort),
+          FRS_ADMIN_PORT: String(adminPort),
+          FRS_DATA_DIR: dataDir,
+        },
         /Ready .* after launch/,
       );
       try {
@@ -131,7 +176,10 @@ describe('npm start', function () {
         // the worker runs in a process of its own (it alone holds the master key); its counts come out on this /metrics
         const sweeps = async () => {
           const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-          return { count: Number(/^frs_calendar_sweep_duration_seconds_count(?:\{[^}]*\})? (\d+)/m.exec(text)?.[1] ?? 0), starts: text.match(/^process_start_time_seconds /gm)?.length };
+          return {
+            count: Number(/^frs_calendar_sweep_duration_seconds_count(?:\{[^}]*\})? (\d+)/m.exec(text)?.[1] ?? 0),
+            starts: text.match(/^process_start_time_seconds /gm)?.length,
+          };
         };
         let scraped = await sweeps();
         for (const deadline = Date.now() + 60_000; scraped.count === 0 && Date.now() < deadline;) {
@@ -150,8 +198,15 @@ describe('npm start', function () {
         expect(await isFree(metricsPort), 'the metrics port is free').to.equal(true);
         expect(await isFree(adminPort), 'the admin port is free').to.equal(true);
         expect(fs.existsSync(path.join(dataDir, 'postgres', 'postmaster.pid')), 'no postmaster.pid').to.equal(false);
-        const logs = run.stdout().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line));
-        expect(logs.filter((l) => l.level >= 40), 'no warning or error').to.deep.equal([]);
+        const logs = run
+          .stdout()
+          .split('\n')
+          .filter((line) => line.startsWith('{'))
+          .map((line) => JSON.parse(line));
+        expect(
+          logs.filter((l) => l.level >= 40),
+          'no warning or error',
+        ).to.deep.equal([]);
         expect(logs.map((l) => l.msg)).to.include.members(['shutting down', 'stopped']);
       } finally {
         await stopIfRunning(run);
@@ -162,14 +217,33 @@ describe('npm start', function () {
   for (const setting of ['PORT', 'FRS_ADMIN_PORT', 'FRS_METRICS_PORT'] as const) {
     it(`refuses ${setting} in use by another program before starting anything, in one line naming it, exit status 1`, async () => {
       const taken = net.createServer();
-      const port = await new Promise<number>((resolve) => taken.listen(0, '127.0.0.1', () => resolve((taken.address() as net.AddressInfo).port)));
+      const port = await new Promise<number>((resolve) =>
+        taken.listen(0, '127.0.0.1', () => resolve((taken.address() as net.AddressInfo).port)),
+      );
       try {
-        const ports = { PORT: String(await freePort()), FRS_ADMIN_PORT: String(await freePort()), FRS_METRICS_PORT: String(await freePort()), [setting]: String(port) };
-        const run = await npmStart({ ...ports, HOST: '127.0.0.1', FRS_EMBEDDED_PORT: String(await freePort()), FRS_DATA_DIR: dataDir }, null);
+        const ports = {
+          PORT: String(await freePort()),
+          FRS_ADMIN_PORT: String(await freePort()),
+          FRS_METRICS_PORT: String(await freePort()),
+          [setting]: String(port),
+        };
+        const run = await npmStart(
+          { ...ports, HOST: '127.0.0.1', FRS_EMBEDDED_PORT: String(await freePort()), FRS_DATA_DIR: dataDir },
+          null,
+        );
         expect(await run.exit).to.equal(1);
-        const advice = { PORT: 'PORT (and HOST)', FRS_ADMIN_PORT: 'FRS_ADMIN_PORT (or 0 to switch it off)', FRS_METRICS_PORT: 'FRS_METRICS_PORT (or 0 to switch it off)' }[setting];
+        const advice = {
+          PORT: 'PORT (and HOST)',
+          FRS_ADMIN_PORT: 'FRS_ADMIN_PORT (or 0 to switch it off)',
+          FRS_METRICS_PORT: 'FRS_METRICS_PORT (or 0 to switch it off)',
+        }[setting];
         // one line, no stack trace, and nothing started first (no database opened, no document loaded)
-        expect(run.stderr().split('\n').filter((line) => line.trim() !== '' && !line.startsWith('> ') && !line.startsWith('npm '))).to.deep.equal([
+        expect(
+          run
+            .stderr()
+            .split('\n')
+            .filter((line) => line.trim() !== '' && !line.startsWith('> ') && !line.startsWith('npm ')),
+        ).to.deep.equal([
           `fleet-rental: failed to start: port ${port} on 127.0.0.1 is in use by another program: set ${advice} to a free port`,
         ]);
       } finally {
@@ -182,19 +256,41 @@ describe('npm start', function () {
     it(`stops at once on SIGINT while ${during}, its embedded database and worker process included, exit status 0`, async () => {
       const [port, pgPort] = [await freePort(), await freePort()];
       // A cluster made before (as by the tests above), so that the signal meets its server's start, not initdb.
-      if (!fs.existsSync(path.join(dataDir, 'postgres', 'PG_VERSION'))) await (await startEmbeddedPostgres(path.join(dataDir, 'postgres'), pgPort)).stop();
-      const run = await npmStart({ PORT: String(port), HOST: '127.0.0.1', FRS_EMBEDDED_PORT: String(pgPort), FRS_METRICS_PORT: '0', FRS_ADMIN_PORT: '0', FRS_DATA_DIR: dataDir }, null);
+      if (!fs.existsSync(path.join(dataDir, 'postgres', 'PG_VERSION')))
+        await (await startEmbeddedPostgres(path.join(dataDir, 'postgres'), pgPort)).stop();
+      const run = await npmStart(
+        {
+          PORT: String(port),
+          HOST: '127.0.0.1',
+          FRS_EMBEDDED_PORT: String(pgPort),
+          FRS_METRICS_PORT: '0',
+          FRS_ADMIN_PORT: '0',
+          FRS_DATA_DIR: dataDir,
+        },
+        null,
+      );
       try {
         const begun = new RegExp(`fleet-rental: ${during}[^\n]*…\n`);
         // (while opening: once its server is starting, postmaster.pid written, so that the signal meets a server to stop)
-        const meets = () => during !== 'opening the embedded PostgreSQL' || fs.existsSync(path.join(dataDir, 'postgres', 'postmaster.pid'));
-        expect(await eventually(() => (begun.test(run.stderr()) && meets()) || run.child.exitCode !== null, 90_000), run.stderr()).to.equal(true);
+        const meets = () =>
+          during !== 'opening the embedded PostgreSQL' ||
+          fs.existsSync(path.join(dataDir, 'postgres', 'postmaster.pid'));
+        expect(
+          await eventually(() => (begun.test(run.stderr()) && meets()) || run.child.exitCode !== null, 90_000),
+          run.stderr(),
+        ).to.equal(true);
         run.child.kill('SIGINT');
         expect(await run.exit, `npm's exit status\n${run.stderr()}`).to.equal(0);
         expect(run.stdout()).not.to.include('Ready');
         // Nothing is left: no server of the data directory (not even one whose start was under way), no worker process.
         const cluster = path.join(dataDir, 'postgres');
-        expect(await eventually(() => processesNaming(cluster).length > 0 || fs.existsSync(path.join(cluster, 'postmaster.pid')), 2000), 'a server of the data directory').to.equal(false);
+        expect(
+          await eventually(
+            () => processesNaming(cluster).length > 0 || fs.existsSync(path.join(cluster, 'postmaster.pid')),
+            2000,
+          ),
+          'a server of the data directory',
+        ).to.equal(false);
         expect(serviceProcesses(dataDir), 'a process of the service').to.deep.equal([]);
         expect(await isFree(pgPort), "the embedded database's port is free").to.equal(true);
       } finally {
@@ -204,9 +300,17 @@ describe('npm start', function () {
   }
 
   it('refuses a DATABASE_URL that is not a URL in one line, exit status 1', async () => {
-    const run = await npmStart({ DATABASE_URL: 'localhost/fleet', PORT: String(await freePort()), FRS_METRICS_PORT: '0', FRS_ADMIN_PORT: '0' }, null);
+    const run = await npmStart(
+      { DATABASE_URL: 'localhost/fleet', PORT: String(await freePort()), FRS_METRICS_PORT: '0', FRS_ADMIN_PORT: '0' },
+      null,
+    );
     expect(await run.exit).to.equal(1);
-    expect(run.stderr().split('\n').filter((line) => line.startsWith('fleet-rental'))).to.deep.equal([
+    expect(
+      run
+        .stderr()
+        .split('\n')
+        .filter((line) => line.startsWith('fleet-rental')),
+    ).to.deep.equal([
       'fleet-rental: failed to start: DATABASE_URL is not a PostgreSQL URL: expected postgres://USER:PASSWORD@HOST:PORT/DATABASE (unset it to use the embedded database)',
     ]);
   });
@@ -241,7 +345,9 @@ describe('npm start', function () {
       const run = await startAndStop({ DATABASE_URL: url });
       expect(run.code).to.equal(1);
       expect(run.stderr).to.include('checking its schema…');
-      expect(run.stderr).to.match(/failed to start: the database schema is not up to date \(\d+ migration\(s\) pending, first 20261122000100_core_schema\): run "npx fleet-admin migrate"/);
+      expect(run.stderr).to.match(
+        /failed to start: the database schema is not up to date \(\d+ migration\(s\) pending, first 20261122000100_core_schema\): run "npx fleet-admin migrate"/,
+      );
     });
 
     it('loads the demo workspace with FRS_SEED_DEMO=1 (checked: 1 or 0)', async () => {
@@ -250,7 +356,9 @@ describe('npm start', function () {
       // (Without FRS_SEED_DEMO a DATABASE_URL database is never seeded: see the embedded default's second start.)
       const seeded = await startAndStop({ DATABASE_URL: url, FRS_SEED_DEMO: '1' });
       expect(seeded.stdout).to.include('Fleet Rental Service is listening on http://127.0.0.1:');
-      expect(seeded.stdout).to.match(/Demo workspace "demo" loaded\. Its API key, shown this once:\n {2}frs_[0-9A-Za-z]{40}\n/);
+      expect(seeded.stdout).to.match(
+        /Demo workspace "demo" loaded\. Its API key, shown this once:\n {2}frs_[0-9A-Za-z]{40}\n/,
+      );
       expect(await demoWorkspaces()).to.equal(1);
 
       const bad = await startAndStop({ DATABASE_URL: url, FRS_SEED_DEMO: 'yes' });
@@ -275,7 +383,9 @@ describe('npm start', function () {
       expect(first.stderr).not.to.include('failed');
       expect(first.stderr).to.include('and applying migrations: done');
       expect(first.stdout).to.include(`Database: embedded PostgreSQL under ${path.join(dataDir, 'postgres')}`);
-      expect(first.stdout).to.match(/Demo workspace "demo" loaded\. Its API key, shown this once:\n {2}frs_[0-9A-Za-z]{40}\n/);
+      expect(first.stdout).to.match(
+        /Demo workspace "demo" loaded\. Its API key, shown this once:\n {2}frs_[0-9A-Za-z]{40}\n/,
+      );
 
       const file = passwordFile(path.join(dataDir, 'postgres'));
       expect(fs.statSync(file).mode & 0o777).to.equal(0o600);
@@ -297,12 +407,23 @@ describe('npm start', function () {
       expect(second.stdout).not.to.include('Demo workspace');
       // It got a new random password, and the old one no longer opens it.
       const renewed = fs.readFileSync(file, 'utf8').trim();
-      expect(renewed).to.match(/^[A-Za-z0-9_-]{32}$/).and.not.equal(password);
+      expect(renewed)
+        .to.match(/^[A-Za-z0-9_-]{32}$/)
+        .and.not.equal(password);
       expect(fs.statSync(file).mode & 0o777).to.equal(0o600);
       const again = await startEmbeddedPostgres(path.join(dataDir, 'postgres'), port);
       try {
-        const legacy = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', password: 'postgres', database: 'postgres' });
-        const refused = await legacy.connect().then(() => 'connected', (err: { code?: string }) => err.code);
+        const legacy = new pg.Client({
+          host: '127.0.0.1',
+          port,
+          user: 'postgres',
+          password: 'postgres',
+          database: 'postgres',
+        });
+        const refused = await legacy.connect().then(
+          () => 'connected',
+          (err: { code?: string }) => err.code,
+        );
         await legacy.end().catch(() => undefined);
         expect(refused).to.equal('28P01');
       } finally {
@@ -323,14 +444,30 @@ describe('npm start', function () {
 
     it('after a SIGKILL, the next start takes over the cluster left running and stops it; portal link links to its port', async () => {
       const cluster = path.join(dataDir, 'postgres');
-      const env = { FRS_DATA_DIR: dataDir, FRS_EMBEDDED_PORT: String(port), HOST: '127.0.0.1', FRS_METRICS_PORT: '0', FRS_ADMIN_PORT: '0', LOG_LEVEL: 'warn' };
+      const env = {
+        FRS_DATA_DIR: dataDir,
+        FRS_EMBEDDED_PORT: String(port),
+        HOST: '127.0.0.1',
+        FRS_METRICS_PORT: '0',
+        FRS_ADMIN_PORT: '0',
+        LOG_LEVEL: 'warn',
+      };
       // The service's own process (not npm's), killed as the system's OOM killer or `kill -9` would: it stops nothing.
       const { DATABASE_URL: _unused, ...inherited } = process.env;
-      const killed = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { cwd: ROOT, env: { ...inherited, ...env, PORT: String(await freePort()) }, stdio: ['ignore', 'pipe', 'pipe'] });
+      const killed = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+        cwd: ROOT,
+        env: { ...inherited, ...env, PORT: String(await freePort()) },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       let out = '';
-      killed.stdout.on('data', (chunk) => { out += chunk; });
+      killed.stdout.on('data', (chunk) => {
+        out += chunk;
+      });
       const gone = new Promise((resolve) => killed.on('exit', resolve));
-      expect(await eventually(() => /Ready .* after launch/.test(out) || killed.exitCode !== null, 90_000), out).to.equal(true);
+      expect(
+        await eventually(() => /Ready .* after launch/.test(out) || killed.exitCode !== null, 90_000),
+        out,
+      ).to.equal(true);
       const workerPid = Number(/running in process (\d+)/.exec(out)?.[1]);
       killed.kill('SIGKILL');
       await gone;
@@ -342,7 +479,11 @@ describe('npm start', function () {
       const next = await npmStart({ ...env, PORT: String(apiPort) }, /Ready .* after launch/);
       try {
         // `portal link` from another shell (no PORT, no FRS_PUBLIC_URL) links to the port the service listens on.
-        const link = await fleetAdminOn('', ['portal', 'link', '--workspace', 'demo', '--json'], { ...env, PORT: '', FRS_PUBLIC_URL: '' });
+        const link = await fleetAdminOn('', ['portal', 'link', '--workspace', 'demo', '--json'], {
+          ...env,
+          PORT: '',
+          FRS_PUBLIC_URL: '',
+        });
         expect(link.code, link.stderr).to.equal(0);
         expect(JSON.parse(link.stdout).url).to.match(new RegExp(`^http://localhost:${apiPort}/portal/#key=frpl_`));
         next.child.kill('SIGTERM');

@@ -31,7 +31,9 @@ function parseExposition(text: string): { samples: Sample[]; types: Map<string, 
     if (line.startsWith('#')) continue;
     const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
     expect(m, `not an exposition line: ${line}`).to.not.equal(null);
-    const labels = Object.fromEntries([...(m![2] ?? '').matchAll(/([a-zA-Z_]\w*)="((?:[^"\\]|\\.)*)"/g)].map((l) => [l[1], l[2]]));
+    const labels = Object.fromEntries(
+      [...(m![2] ?? '').matchAll(/([a-zA-Z_]\w*)="((?:[^"\\]|\\.)*)"/g)].map((l) => [l[1], l[2]]),
+    );
     samples.push({ name: m![1], labels, value: Number(m![3]) });
   }
   return { samples, types };
@@ -88,7 +90,12 @@ describe('observability: delivery logs and Prometheus metrics', () => {
   const dispatcher = (m: ServiceMetrics) => new Dispatcher({ db, logger, metrics: m, workspaceIds: [ws.id] });
   /** Publishes a booking.confirmed to the workspace's endpoints, due at the tests' fixed clock. */
   const publish = async () => {
-    const { eventId } = await publishEvent(db, { workspaceId: ws.id, event: 'booking.confirmed', data: bookingConfirmedData(), source: 'publish' });
+    const { eventId } = await publishEvent(db, {
+      workspaceId: ws.id,
+      event: 'booking.confirmed',
+      data: bookingConfirmedData(),
+      source: 'publish',
+    });
     await db('deliveries').where({ event_id: eventId }).update({ next_attempt_at: '2026-11-22T08:00:00.000Z' });
   };
 
@@ -102,8 +109,16 @@ describe('observability: delivery logs and Prometheus metrics', () => {
     const failed = lines.filter((l) => l.msg === 'webhook delivery attempt failed');
     expect(failed).to.have.length(1);
     expect(failed[0]).to.deep.include({
-      level: 40, component: 'dispatcher', deliveryId: delivery.id, endpointId: endpoint.id, event: 'booking.confirmed', attempt: 1,
-      errorKind: 'status', statusCode: 503, status: 'retrying', nextAttemptAt: '2026-11-22T08:01:00.000Z',
+      level: 40,
+      component: 'dispatcher',
+      deliveryId: delivery.id,
+      endpointId: endpoint.id,
+      event: 'booking.confirmed',
+      attempt: 1,
+      errorKind: 'status',
+      statusCode: 503,
+      status: 'retrying',
+      nextAttemptAt: '2026-11-22T08:01:00.000Z',
     });
     expect(failed[0].durationMs).to.be.a('number').and.at.least(0);
     expect(failed[0].time).to.match(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
@@ -112,17 +127,32 @@ describe('observability: delivery logs and Prometheus metrics', () => {
     await dispatcher(metrics).runOnce(new Date('2026-11-22T08:01:00.000Z'));
     const accepted = lines.filter((l) => l.msg === 'webhook delivery accepted');
     expect(accepted).to.have.length(1);
-    expect(accepted[0]).to.deep.include({ level: 20, deliveryId: delivery.id, attempt: 2, errorKind: null, statusCode: 200, status: 'accepted' });
+    expect(accepted[0]).to.deep.include({
+      level: 20,
+      deliveryId: delivery.id,
+      attempt: 2,
+      errorKind: null,
+      statusCode: 200,
+      status: 'accepted',
+    });
     // no secret, no payload, no response body, no URL in any line
     const all = raw.join('');
-    for (const secretOrBody of [endpoint.secret, delivery.body, bookingConfirmedData().bookingId as string, 'down for maintenance', url]) {
+    for (const secretOrBody of [
+      endpoint.secret,
+      delivery.body,
+      bookingConfirmedData().bookingId as string,
+      'down for maintenance',
+      url,
+    ]) {
       expect(all).not.to.include(secretOrBody);
     }
   });
 
   it('logs one info line when an endpoint is switched off, and counts it', async () => {
     const endpoint = await ws.endpoint({ url: receiver.endpointUrl() });
-    await db('webhook_endpoints').where({ id: endpoint.id }).update({ consecutive_failures: SWITCH_OFF_AFTER_FAILURES - 1 });
+    await db('webhook_endpoints')
+      .where({ id: endpoint.id })
+      .update({ consecutive_failures: SWITCH_OFF_AFTER_FAILURES - 1 });
     const before = value((await scrape()).samples, 'frs_webhook_endpoint_switch_offs_total') ?? 0;
     await publish();
     answer = { status: 500 };
@@ -148,9 +178,15 @@ describe('observability: delivery logs and Prometheus metrics', () => {
     const ownText = await own.registry.metrics();
     const { samples } = parseExposition(ownText);
     // 2 failed with 500, then those 2 accepted, then 1 refused connection
-    expect(value(samples, 'frs_webhook_delivery_attempts_total', { outcome: 'failed', error_kind: 'status' })).to.equal(2);
-    expect(value(samples, 'frs_webhook_delivery_attempts_total', { outcome: 'accepted', error_kind: 'none' })).to.equal(2);
-    expect(value(samples, 'frs_webhook_delivery_attempts_total', { outcome: 'failed', error_kind: 'connection' })).to.equal(1);
+    expect(value(samples, 'frs_webhook_delivery_attempts_total', { outcome: 'failed', error_kind: 'status' })).to.equal(
+      2,
+    );
+    expect(value(samples, 'frs_webhook_delivery_attempts_total', { outcome: 'accepted', error_kind: 'none' })).to.equal(
+      2,
+    );
+    expect(
+      value(samples, 'frs_webhook_delivery_attempts_total', { outcome: 'failed', error_kind: 'connection' }),
+    ).to.equal(1);
     expect(value(samples, 'frs_webhook_delivery_lag_seconds_count')).to.equal(2);
     expect(value(samples, 'frs_webhook_delivery_lag_seconds_bucket', { le: '+Inf' })).to.equal(2);
 
@@ -163,7 +199,9 @@ describe('observability: delivery logs and Prometheus metrics', () => {
       await fetch(`${base}/v1/me`, { headers: { authorization: `Bearer ${key}` } });
       await fetch(`${base}/v1/me`, { headers: { authorization: `Bearer ${key}` } });
       await fetch(`${base}/v1/me`);
-      await fetch(`${base}/v1/webhooks/${endpoint.id}/deliveries?limit=0`, { headers: { authorization: `Bearer ${key}` } });
+      await fetch(`${base}/v1/webhooks/${endpoint.id}/deliveries?limit=0`, {
+        headers: { authorization: `Bearer ${key}` },
+      });
       await fetch(`${base}/nowhere`);
     } finally {
       server.close();
@@ -171,13 +209,17 @@ describe('observability: delivery logs and Prometheus metrics', () => {
     const after = parseExposition(await own.registry.metrics()).samples;
     expect(value(after, 'frs_http_request_duration_seconds_count', { operation: 'getMe', status: '200' })).to.equal(2);
     expect(value(after, 'frs_http_request_duration_seconds_count', { operation: 'getMe', status: '401' })).to.equal(1);
-    expect(value(after, 'frs_http_request_duration_seconds_count', { operation: 'listWebhookDeliveries', status: '400' })).to.equal(1);
+    expect(
+      value(after, 'frs_http_request_duration_seconds_count', { operation: 'listWebhookDeliveries', status: '400' }),
+    ).to.equal(1);
     expect(value(after, 'frs_http_request_duration_seconds_count', { operation: 'none', status: '404' })).to.equal(1);
 
     // the shared listener: gauges read from the database, the pool, calendar metrics, default process metrics
     const { samples: scraped, types } = await scrape();
     for (const status of ['queued', 'retrying', 'held']) {
-      expect(value(scraped, 'frs_webhook_deliveries_pending', { status }), status).to.be.a('number').and.at.least(0);
+      expect(value(scraped, 'frs_webhook_deliveries_pending', { status }), status)
+        .to.be.a('number')
+        .and.at.least(0);
     }
     // this test's retrying delivery (the refused connection) is among the pending ones
     expect(value(scraped, 'frs_webhook_deliveries_pending', { status: 'retrying' })).to.be.at.least(1);

@@ -80,8 +80,16 @@ describe('a database outage under load', function () {
       // (the per-workspace limits off: six clients calling as fast as they can are far past 100 requests a second, and
       // this test is about what an outage does, not about their 429s)
       env: {
-        ...process.env, DATABASE_URL: cluster.url, PORT: String(port), HOST: '127.0.0.1', FRS_METRICS_PORT: '0', FRS_ADMIN_PORT: '0', LOG_LEVEL: 'info', FRS_SEED_DEMO: '0',
-        FRS_API_RATE_LIMIT: '0', FRS_API_CONCURRENCY: '0',
+        ...process.env,
+        DATABASE_URL: cluster.url,
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        FRS_METRICS_PORT: '0',
+        FRS_ADMIN_PORT: '0',
+        LOG_LEVEL: 'info',
+        FRS_SEED_DEMO: '0',
+        FRS_API_RATE_LIMIT: '0',
+        FRS_API_CONCURRENCY: '0',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -102,9 +110,16 @@ describe('a database outage under load', function () {
         const startedAt = Date.now();
         const call: Call = { path: pathname, startedAt, ms: 0, status: 0, retryAfter: null };
         try {
-          const res = await fetch(base + pathname, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(15_000) });
+          const res = await fetch(base + pathname, {
+            headers: { authorization: `Bearer ${key}` },
+            signal: AbortSignal.timeout(15_000),
+          });
           const text = await res.text();
-          Object.assign(call, { ms: Date.now() - startedAt, status: res.status, retryAfter: res.headers.get('retry-after') });
+          Object.assign(call, {
+            ms: Date.now() - startedAt,
+            status: res.status,
+            retryAfter: res.headers.get('retry-after'),
+          });
           const response: ApiResponse = { status: res.status, headers: res.headers, text, body: JSON.parse(text) };
           expectDocumented('GET', pathname, response);
           if (res.status === 200 && pathname === '/v1/me') expect(response.body.workspace.slug).to.equal('outage');
@@ -122,7 +137,12 @@ describe('a database outage under load', function () {
     const writer = async () => {
       while (loading) {
         try {
-          const { eventId } = await publishEvent(db, { workspaceId: workspace.id, event: 'booking.confirmed', data: bookingConfirmedData(), source: 'publish' });
+          const { eventId } = await publishEvent(db, {
+            workspaceId: workspace.id,
+            event: 'booking.confirmed',
+            data: bookingConfirmedData(),
+            source: 'publish',
+          });
           committed.push(eventId);
         } catch {
           writeFailures++; // the database was away: nothing was committed (the writer did not reach it)
@@ -145,7 +165,10 @@ describe('a database outage under load', function () {
     await Promise.all(load);
 
     // Every call is documented; none is a 500, none hangs; the outage's answers are 503 with Retry-After, fast.
-    expect(calls.filter((c) => c.problem), JSON.stringify(calls.filter((c) => c.problem).slice(0, 3))).to.deep.equal([]);
+    expect(
+      calls.filter((c) => c.problem),
+      JSON.stringify(calls.filter((c) => c.problem).slice(0, 3)),
+    ).to.deep.equal([]);
     expect(calls.filter((c) => c.status >= 500 && c.status !== 503)).to.deep.equal([]);
     const during = calls.filter((c) => c.startedAt > crashedAt + 100 && c.startedAt + c.ms < restartingAt);
     expect(during.length).to.be.above(50);
@@ -167,18 +190,24 @@ describe('a database outage under load', function () {
     // Every committed event is delivered, signed: the deliveries are read once the database is back.
     expect(committedBefore).to.be.above(10);
     expect(committed.length).to.be.above(committedBefore + 10);
-    const deliveries: Array<{ id: string; event_id: string }> = await db('deliveries').whereIn('event_id', committed).select('id', 'event_id');
+    const deliveries: Array<{ id: string; event_id: string }> = await db('deliveries')
+      .whereIn('event_id', committed)
+      .select('id', 'event_id');
     expect(new Set(deliveries.map((d) => d.event_id)).size).to.equal(committed.length);
     for (const deadline = Date.now() + 60_000; ; await sleep(200)) {
       const received = new Set(receiver.requests.filter((r) => r.verified?.ok).map((r) => r.deliveryId));
       const missing = deliveries.filter((d) => !received.has(d.id));
       if (missing.length === 0) break;
-      if (Date.now() > deadline) throw new Error(`${missing.length} of ${deliveries.length} committed events were not delivered`);
+      if (Date.now() > deadline)
+        throw new Error(`${missing.length} of ${deliveries.length} committed events were not delivered`);
     }
     expect(receiver.requests.filter((r) => !r.verified?.ok)).to.deep.equal([]);
 
     // The outage is logged once per loop that met it, not once per try; nothing is logged as a defect.
-    const lines = output.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: number; msg: string });
+    const lines = output
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as { level: number; msg: string });
     const outageLines = lines.filter((l) => l.msg.includes('database unavailable'));
     expect(outageLines.length).to.be.above(0);
     expect(new Set(outageLines.map((l) => l.msg)).size).to.equal(outageLines.length);
@@ -212,11 +241,19 @@ describe('a database that goes silent without closing (a lost host, a network sp
     const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     const call = async (pathname: string) => {
       const started = Date.now();
-      const res = await fetch(base + pathname, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(20_000) });
+      const res = await fetch(base + pathname, {
+        headers: { authorization: `Bearer ${key}` },
+        signal: AbortSignal.timeout(20_000),
+      });
       const text = await res.text();
       const response: ApiResponse = { status: res.status, headers: res.headers, text, body: JSON.parse(text) };
       expectDocumented('GET', pathname, response);
-      return { status: res.status, ms: Date.now() - started, retryAfter: res.headers.get('retry-after'), code: response.body.error?.code };
+      return {
+        status: res.status,
+        ms: Date.now() - started,
+        retryAfter: res.headers.get('retry-after'),
+        code: response.body.error?.code,
+      };
     };
     try {
       // pooled connections that will be stuck when the database goes silent
@@ -232,7 +269,9 @@ describe('a database that goes silent without closing (a lost host, a network sp
       while (answer.status !== 200 && Date.now() - thawedAt < 10_000) answer = await call('/v1/me');
       expect(answer.status).to.equal(200);
       expect((await Promise.all(OPERATIONS.map(call))).map((c) => c.status)).to.deep.equal([200, 200, 200]);
-      console.log(`      silent database: ${silent.length} calls answered 503 within ${slowest} ms; 200 again ${Date.now() - thawedAt} ms after it spoke`);
+      console.log(
+        `      silent database: ${silent.length} calls answered 503 within ${slowest} ms; 200 again ${Date.now() - thawedAt} ms after it spoke`,
+      );
     } finally {
       server.close();
       await close();

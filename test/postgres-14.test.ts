@@ -21,7 +21,12 @@ const TEST_PORT = Number(process.env.FRS_TEST_PG_PORT ?? 54339);
 const ROLE_TESTS = ['test/roles.test.ts', 'test/db/definers.test.ts', 'test/audit-trail.test.ts'];
 const DIR_PATTERN = /(?:^|-)pg14-test-([0-9]+)$/;
 
-function run(file: string, args: string[], asPostgres: boolean, env: NodeJS.ProcessEnv = process.env): Promise<{ code: number; output: string }> {
+function run(
+  file: string,
+  args: string[],
+  asPostgres: boolean,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<{ code: number; output: string }> {
   const ids = asPostgres ? postgresUserIds() : {};
   return new Promise((resolve) => {
     execFile(file, args, { ...ids, env, cwd: ROOT_DIR, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
@@ -31,7 +36,11 @@ function run(file: string, args: string[], asPostgres: boolean, env: NodeJS.Proc
 }
 
 async function pgCtl(binaries: { pg_ctl: string }, dir: string, args: string[]): Promise<void> {
-  const { code, output } = await run(binaries.pg_ctl, [...args, '-D', dir, '-w', '-t', '60', '-s'], os.userInfo().uid === 0);
+  const { code, output } = await run(
+    binaries.pg_ctl,
+    [...args, '-D', dir, '-w', '-t', '60', '-s'],
+    os.userInfo().uid === 0,
+  );
   if (code !== 0) throw new Error(`pg_ctl ${args[0]} (PostgreSQL 14) failed: ${output.trim()}`);
 }
 
@@ -56,7 +65,8 @@ describe('PostgreSQL 14: the role tests', function () {
     }
     dir = testClusterDir(`pg14-test-${process.pid}`);
     for (port = TEST_PORT + 9; port > TEST_PORT && !(await isFree(port)); port--);
-    if (port === TEST_PORT) throw new Error(`no free port from ${TEST_PORT + 1} to ${TEST_PORT + 9} for the PostgreSQL 14 cluster`);
+    if (port === TEST_PORT)
+      throw new Error(`no free port from ${TEST_PORT + 1} to ${TEST_PORT + 9} for the PostgreSQL 14 cluster`);
     fs.rmSync(dir, { recursive: true, force: true });
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     const password = crypto.randomBytes(24).toString('base64url');
@@ -66,15 +76,31 @@ describe('PostgreSQL 14: the role tests', function () {
       fs.chownSync(dir, uid, gid);
       fs.chownSync(passwordFile(dir), uid, gid);
     }
-    const init = await run(binaries.initdb, ['-D', dir, '-U', 'postgres', `--pwfile=${passwordFile(dir)}`, '--auth=scram-sha-256', '--encoding=UTF8', '--no-sync'], os.userInfo().uid === 0);
+    const init = await run(
+      binaries.initdb,
+      [
+        '-D',
+        dir,
+        '-U',
+        'postgres',
+        `--pwfile=${passwordFile(dir)}`,
+        '--auth=scram-sha-256',
+        '--encoding=UTF8',
+        '--no-sync',
+      ],
+      os.userInfo().uid === 0,
+    );
     if (init.code !== 0) throw new Error(`initdb (PostgreSQL 14) failed: ${init.output}`);
-    const flags = ['listen_addresses=127.0.0.1', `port=${port}`, 'fsync=off', 'max_connections=100'].map((f) => `-c ${f}`).join(' ');
+    const flags = ['listen_addresses=127.0.0.1', `port=${port}`, 'fsync=off', 'max_connections=100']
+      .map((f) => `-c ${f}`)
+      .join(' ');
     await pgCtl(binaries, dir, ['start', '-l', path.join(dir, 'server.log'), '-o', flags]);
     started = true;
   });
 
   after(async () => {
-    if (started) await pgCtl(binaries, dir, ['stop', '-m', 'fast']).catch(() => pgCtl(binaries, dir, ['stop', '-m', 'immediate']));
+    if (started)
+      await pgCtl(binaries, dir, ['stop', '-m', 'fast']).catch(() => pgCtl(binaries, dir, ['stop', '-m', 'immediate']));
     if (dir) {
       fs.rmSync(dir, { recursive: true, force: true });
       fs.rmSync(passwordFile(dir), { force: true });
@@ -87,9 +113,13 @@ describe('PostgreSQL 14: the role tests', function () {
     const client = new pg.Client(adminUrl);
     await client.connect();
     try {
-      expect((await client.query(`SELECT current_setting('server_version_num')::int / 10000 AS major`)).rows[0].major).to.equal(14);
+      expect(
+        (await client.query(`SELECT current_setting('server_version_num')::int / 10000 AS major`)).rows[0].major,
+      ).to.equal(14);
       // as PostgreSQL 14 makes it: CREATE on public for every role
-      expect((await client.query(`SELECT has_schema_privilege('public', 'public', 'CREATE') AS can`)).rows[0].can).to.equal(true);
+      expect(
+        (await client.query(`SELECT has_schema_privilege('public', 'public', 'CREATE') AS can`)).rows[0].can,
+      ).to.equal(true);
       await client.query('CREATE DATABASE fleet_pg14');
     } finally {
       await client.end();
@@ -97,7 +127,10 @@ describe('PostgreSQL 14: the role tests', function () {
     const env = { ...process.env, DATABASE_URL: adminUrl.replace(/\/postgres$/, '/fleet_pg14') };
     const mocha = path.join(ROOT_DIR, 'node_modules', 'mocha', 'bin', 'mocha.js');
     const { code, output } = await run(process.execPath, [mocha, ...ROLE_TESTS], false, env);
-    const summary = output.split('\n').filter((line) => /^\s+\d+ (passing|failing|pending)/.test(line)).join(', ');
+    const summary = output
+      .split('\n')
+      .filter((line) => /^\s+\d+ (passing|failing|pending)/.test(line))
+      .join(', ');
     expect(code, `the role tests on PostgreSQL 14 failed:\n${output}`).to.equal(0);
     expect(summary).to.match(/\d+ passing/);
     expect(summary).not.to.match(/failing/);

@@ -72,9 +72,18 @@ describe('/readyz under a flood of probes', function () {
     counter.statements.length = 0;
     const logger = pino({ level: 'silent' });
     // (the flood stands for many clients' probes: from this one address it would meet the per-address connection cap)
-    server = await listen(await createApp({ db, logger }), 0, '127.0.0.1', { ...DEFAULT_HTTP_LIMITS, maxConnectionsPerAddress: 0 });
+    server = await listen(await createApp({ db, logger }), 0, '127.0.0.1', {
+      ...DEFAULT_HTTP_LIMITS,
+      maxConnectionsPerAddress: 0,
+    });
     apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    metricsServer = await startMetricsListener({ metrics: new ServiceMetrics({ defaultMetrics: false }), db, logger, port: 0, host: '127.0.0.1' });
+    metricsServer = await startMetricsListener({
+      metrics: new ServiceMetrics({ defaultMetrics: false }),
+      db,
+      logger,
+      port: 0,
+      host: '127.0.0.1',
+    });
     metricsUrl = `http://127.0.0.1:${(metricsServer.address() as AddressInfo).port}`;
   });
   afterEach(async () => {
@@ -90,7 +99,10 @@ describe('/readyz under a flood of probes', function () {
     expect(flood.map((r) => r.status)).to.deep.equal(Array(200).fill(200));
     const floodSeconds = (Date.now() - started) / 1000;
     // One check answers them all, unless the flood itself takes longer than a result may be kept.
-    expect(counter.statements.length, `the 200 concurrent probes (${floodSeconds} s): ${counter.statements.slice(0, 6).join(' | ')}`).to.be.within(1, Math.ceil(floodSeconds));
+    expect(
+      counter.statements.length,
+      `the 200 concurrent probes (${floodSeconds} s): ${counter.statements.slice(0, 6).join(' | ')}`,
+    ).to.be.within(1, Math.ceil(floodSeconds));
     let probes = 0;
     while (Date.now() - started < 3000) {
       const answers = await Promise.all([readyz(apiUrl), readyz(metricsUrl), readyz(apiUrl), readyz(metricsUrl)]);
@@ -98,7 +110,9 @@ describe('/readyz under a flood of probes', function () {
       probes += answers.length;
     }
     const seconds = (Date.now() - started) / 1000;
-    console.log(`      ${200 + probes} probes in ${seconds.toFixed(1)} s: ${counter.statements.length} statements: ${counter.statements.join(' | ')}`);
+    console.log(
+      `      ${200 + probes} probes in ${seconds.toFixed(1)} s: ${counter.statements.length} statements: ${counter.statements.join(' | ')}`,
+    );
     expect(probes).to.be.above(100);
     // The first check, then one per second at most: 4 over a little more than 3 s.
     expect(counter.statements.length).to.be.within(2, 1 + Math.ceil(seconds));
@@ -161,9 +175,17 @@ describe('a readiness check that outlasts its time-out', () => {
       const started = Date.now();
       const answer = await probe.check();
       expect(Date.now() - started).to.be.below(1000);
-      expect(answer).to.deep.equal({ ready: false, check: 'database', message: 'The database did not answer within 300 ms.' });
+      expect(answer).to.deep.equal({
+        ready: false,
+        check: 'database',
+        message: 'The database did not answer within 300 ms.',
+      });
       const waiting = async () =>
-        (await db.raw(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE query = 'SELECT name FROM knex_migrations' AND state = 'active'`)).rows[0].n;
+        (
+          await db.raw(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE query = 'SELECT name FROM knex_migrations' AND state = 'active'`,
+          )
+        ).rows[0].n;
       for (let i = 0; i < 20 && (await waiting()) > 0; i++) await sleep(50);
       expect(await waiting(), 'readiness statements still running').to.equal(0);
     } finally {

@@ -21,7 +21,9 @@ const BIN = path.join(ROOT_DIR, 'node_modules', '.bin');
 
 function readmeBlock(language: string, firstLine: RegExp): string {
   const readme = fs.readFileSync(path.join(ROOT_DIR, 'docs', 'api.md'), 'utf8');
-  const block = [...readme.matchAll(new RegExp('```' + language + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1]).find((code) => firstLine.test(code));
+  const block = [...readme.matchAll(new RegExp('```' + language + '\\n([\\s\\S]*?)```', 'g'))]
+    .map((m) => m[1])
+    .find((code) => firstLine.test(code));
   expect(block, `a ${language} block starting ${firstLine}`).to.be.a('string');
   return block!;
 }
@@ -40,25 +42,58 @@ describe('the API guide (docs/api.md): generating a client', function () {
   });
 
   const tsx = async (file: string, ...args: string[]) =>
-    (await run(process.execPath, ['--import', 'tsx', file, ...args], { cwd: dir, env: { ...process.env, FRS_URL: api.url, FRS_API_KEY: key } })).stdout;
+    (
+      await run(process.execPath, ['--import', 'tsx', file, ...args], {
+        cwd: dir,
+        env: { ...process.env, FRS_URL: api.url, FRS_API_KEY: key },
+      })
+    ).stdout;
 
   before(async () => {
     const { db } = await testDatabase();
     const f = await fixture(db, { timezone: 'Asia/Dubai' });
     const fleet = await f.fleet({ code: 'DXB', name: 'Dubai Fleet' });
-    const patrol = await f.vehicle({ fleetId: fleet, make: 'Nissan', model: 'Patrol', plate: 'Dubai B 222', dailyRate: 60000 });
+    const patrol = await f.vehicle({
+      fleetId: fleet,
+      make: 'Nissan',
+      model: 'Patrol',
+      plate: 'Dubai B 222',
+      dailyRate: 60000,
+    });
     await f.vehicle({ fleetId: fleet, make: 'Kia', model: 'Picanto', plate: 'Dubai C 333', state: 'in_service' });
     const alice = await f.customer({ name: 'Alice Mansoori' });
-    const booking = await f.booking({ vehicleId: patrol, customerId: alice, status: 'active', pickupAt: '2026-11-20T06:00:00Z', dropoffAt: '2026-11-24T06:00:00Z', amount: 45000 });
+    const booking = await f.booking({
+      vehicleId: patrol,
+      customerId: alice,
+      status: 'active',
+      pickupAt: '2026-11-20T06:00:00Z',
+      dropoffAt: '2026-11-24T06:00:00Z',
+      amount: 45000,
+    });
     const invoice = await f.invoice({ customerId: alice, bookingId: booking, total: 45000, dueDate: '2026-11-22' });
     await f.payment({ amount: 20000, bookingId: booking, invoiceId: invoice, at: '2026-11-20T06:00:00Z' });
     key = (await createApiKey(db, { workspaceSlug: f.slug })).key;
     api = await startApi({ now: new Date('2026-11-22T08:00:00.000Z') });
 
     // The guide's command, pointed at this server: npx's package, run from the project's own installed copy.
-    const command = readmeBlock('sh', /^npx @hey-api\/openapi-ts /).trim().replace('http://localhost:3000', api.url).split(/\s+/).slice(1);
-    const { bin } = JSON.parse(fs.readFileSync(path.join(ROOT_DIR, 'node_modules', command[0], 'package.json'), 'utf8'));
-    await run(path.join(ROOT_DIR, 'node_modules', command[0], typeof bin === 'string' ? bin : Object.values(bin)[0] as string), command.slice(1), { cwd: dir });
+    const command = readmeBlock('sh', /^npx @hey-api\/openapi-ts /)
+      .trim()
+      .replace('http://localhost:3000', api.url)
+      .split(/\s+/)
+      .slice(1);
+    const { bin } = JSON.parse(
+      fs.readFileSync(path.join(ROOT_DIR, 'node_modules', command[0], 'package.json'), 'utf8'),
+    );
+    await run(
+      path.join(
+        ROOT_DIR,
+        'node_modules',
+        command[0],
+        typeof bin === 'string' ? bin : (Object.values(bin)[0] as string),
+      ),
+      command.slice(1),
+      { cwd: dir },
+    );
     for (const name of ['fleet-hey-api.ts', 'fleet-openapi-fetch.ts', 'fleet-webhook-types.ts']) {
       fs.writeFileSync(path.join(dir, name), readmeBlock('ts', new RegExp(`^// ${name.replace('.', '\\.')}`)));
     }
@@ -66,9 +101,22 @@ describe('the API guide (docs/api.md): generating a client', function () {
 
   it('hey-api: the generated client and both hey-api examples type-check', async () => {
     expect(fs.existsSync(path.join(dir, 'fleet-client', 'sdk.gen.ts'))).to.equal(true);
-    const args = ['--noEmit', '--strict', '--skipLibCheck', '--types', 'node', '--target', 'es2022', '--module', 'esnext', '--moduleResolution', 'bundler'];
-    const compiled = await run(path.join(BIN, 'tsc'), [...args, 'fleet-hey-api.ts', 'fleet-webhook-types.ts'], { cwd: dir })
-      .catch((err: { stdout: string }) => ({ stdout: err.stdout, failed: true }));
+    const args = [
+      '--noEmit',
+      '--strict',
+      '--skipLibCheck',
+      '--types',
+      'node',
+      '--target',
+      'es2022',
+      '--module',
+      'esnext',
+      '--moduleResolution',
+      'bundler',
+    ];
+    const compiled = await run(path.join(BIN, 'tsc'), [...args, 'fleet-hey-api.ts', 'fleet-webhook-types.ts'], {
+      cwd: dir,
+    }).catch((err: { stdout: string }) => ({ stdout: err.stdout, failed: true }));
     expect(compiled, compiled.stdout).not.to.have.property('failed');
   });
 
@@ -80,18 +128,24 @@ describe('the API guide (docs/api.md): generating a client', function () {
     expect(await tsx('fleet-openapi-fetch.ts')).to.equal('Alice Mansoori: AED 250 outstanding\n');
   });
 
-  it('webhook types: the example tells the document\'s example deliveries apart', async () => {
+  it("webhook types: the example tells the document's example deliveries apart", async () => {
     const document = loadOpenApiDocument();
-    const example = (event: string) => (document.webhooks[event].post.requestBody!.content['application/json'] as unknown as { example: unknown }).example;
+    const example = (event: string) =>
+      (document.webhooks[event].post.requestBody!.content['application/json'] as unknown as { example: unknown })
+        .example;
     const deliveries = ['booking.confirmed', 'invoice.overdue', 'webhook.test'].map(example);
-    fs.writeFileSync(path.join(dir, 'describe.ts'),
-      "import { describeDelivery } from './fleet-webhook-types';\nfor (const d of JSON.parse(process.argv[2])) console.log(describeDelivery(d));\n");
+    fs.writeFileSync(
+      path.join(dir, 'describe.ts'),
+      "import { describeDelivery } from './fleet-webhook-types';\nfor (const d of JSON.parse(process.argv[2])) console.log(describeDelivery(d));\n",
+    );
     const [confirmed, overdue] = deliveries as Array<{ data: Record<string, any> }>;
-    expect(await tsx('describe.ts', JSON.stringify(deliveries))).to.equal([
-      `booking ${confirmed.data.bookingId} confirmed for ${confirmed.data.vehicle.plate}`,
-      `invoice ${overdue.data.number} is ${overdue.data.daysOverdue} days overdue`,
-      'webhook.test: not handled here, answered 2xx all the same',
-      '',
-    ].join('\n'));
+    expect(await tsx('describe.ts', JSON.stringify(deliveries))).to.equal(
+      [
+        `booking ${confirmed.data.bookingId} confirmed for ${confirmed.data.vehicle.plate}`,
+        `invoice ${overdue.data.number} is ${overdue.data.daysOverdue} days overdue`,
+        'webhook.test: not handled here, answered 2xx all the same',
+        '',
+      ].join('\n'),
+    );
   });
 });

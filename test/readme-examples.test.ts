@@ -21,22 +21,35 @@ function markdownFiles(): string[] {
   return files;
 }
 
-interface Curl { file: string; command: string; method: string; path: string; headers: string[] }
+interface Curl {
+  file: string;
+  command: string;
+  method: string;
+  path: string;
+  headers: string[];
+}
 
 /** Every curl command of a file (lines continued with `\` joined), with its method, path and header names. */
 function curls(file: string): Curl[] {
   const text = fs.readFileSync(file, 'utf8').replace(/\\\n\s*/g, ' ');
-  return text.split('\n').filter((line) => /^\s*(?:#\s*)?curl\s/.test(line) || /\$\(curl\s/.test(line)).flatMap((command) => {
-    const url = /https?:\/\/[^\s"']+/.exec(command)?.[0];
-    if (!url) return [];
-    return [{
-      file: path.relative(ROOT, file),
-      command: command.trim(),
-      method: (/(?:-X|--request)\s+(\w+)/.exec(command)?.[1] ?? (/\s(?:-d|--data)\s/.test(command) ? 'POST' : 'GET')).toLowerCase(),
-      path: new URL(url.replace(/\$\{?\w+\}?/g, 'x')).pathname,
-      headers: [...command.matchAll(/-H\s+(?:'([^':]+):|"([^":]+):)/g)].map((m) => (m[1] ?? m[2]).toLowerCase()),
-    }];
-  });
+  return text
+    .split('\n')
+    .filter((line) => /^\s*(?:#\s*)?curl\s/.test(line) || /\$\(curl\s/.test(line))
+    .flatMap((command) => {
+      const url = /https?:\/\/[^\s"']+/.exec(command)?.[0];
+      if (!url) return [];
+      return [
+        {
+          file: path.relative(ROOT, file),
+          command: command.trim(),
+          method: (
+            /(?:-X|--request)\s+(\w+)/.exec(command)?.[1] ?? (/\s(?:-d|--data)\s/.test(command) ? 'POST' : 'GET')
+          ).toLowerCase(),
+          path: new URL(url.replace(/\$\{?\w+\}?/g, 'x')).pathname,
+          headers: [...command.matchAll(/-H\s+(?:'([^':]+):|"([^":]+):)/g)].map((m) => (m[1] ?? m[2]).toLowerCase()),
+        },
+      ];
+    });
 }
 
 type Parameter = { name: string; in: string; required?: boolean; $ref?: string };
@@ -47,9 +60,12 @@ function headerParameters(document: OpenApiDocument, method: string, requestPath
     if (!new RegExp(`^${template.replace(/\{[^}]+\}/g, '[^/]+')}$`).test(requestPath)) continue;
     const operation = item[method];
     if (!operation) return undefined;
-    const resolve = (p: Parameter) => (p.$ref ? (document.components.parameters as Record<string, Parameter>)[p.$ref.split('/').pop()!] : p);
+    const resolve = (p: Parameter) =>
+      p.$ref ? (document.components.parameters as Record<string, Parameter>)[p.$ref.split('/').pop()!] : p;
     const shared = ((item as { parameters?: Parameter[] }).parameters ?? []).map(resolve);
-    return [...shared, ...((operation.parameters as Parameter[] | undefined) ?? []).map(resolve)].filter((p) => p.in === 'header');
+    return [...shared, ...((operation.parameters as Parameter[] | undefined) ?? []).map(resolve)].filter(
+      (p) => p.in === 'header',
+    );
   }
   return undefined;
 }
@@ -62,11 +78,18 @@ describe('the curl examples of the README and docs/', () => {
     const missing: string[] = [];
     let checked = 0;
     for (const curl of all) {
-      const parameters = headerParameters(curl.path.startsWith('/admin/') ? documents.admin : documents.public, curl.method, curl.path);
+      const parameters = headerParameters(
+        curl.path.startsWith('/admin/') ? documents.admin : documents.public,
+        curl.method,
+        curl.path,
+      );
       if (!parameters) continue;
       checked++;
       for (const parameter of parameters) {
-        if ((parameter.required || parameter.name === 'Idempotency-Key') && !curl.headers.includes(parameter.name.toLowerCase())) {
+        if (
+          (parameter.required || parameter.name === 'Idempotency-Key') &&
+          !curl.headers.includes(parameter.name.toLowerCase())
+        ) {
           missing.push(`${curl.file}: ${parameter.name} missing from: ${curl.command}`);
         }
       }

@@ -19,38 +19,98 @@ describe('running totals kept by triggers', () => {
     expect(Number(before.totals.collected)).to.be.greaterThan(0);
 
     // Move rows between groups and remove some, in multi-row statements.
-    await db.raw(`UPDATE invoices SET status = 'void' WHERE id IN (SELECT id FROM invoices WHERE workspace_id = :ws AND balance > 0 ORDER BY id LIMIT 3)`, { ws });
-    await db.raw(`UPDATE invoices SET due_date = due_date - 40 WHERE id IN (SELECT id FROM invoices WHERE workspace_id = :ws AND balance > 0 ORDER BY id DESC LIMIT 5)`, { ws });
-    await db.raw(`UPDATE payments SET status = 'canceled' WHERE id IN (SELECT id FROM payments WHERE workspace_id = :ws AND kind = 'charge' ORDER BY id LIMIT 4)`, { ws });
-    await db.raw(`UPDATE payments SET at = at - interval '45 days', invoice_id = NULL WHERE id IN (SELECT id FROM payments WHERE workspace_id = :ws AND invoice_id IS NOT NULL ORDER BY id DESC LIMIT 4)`, { ws });
+    await db.raw(
+      `UPDATE invoices SET status = 'void' WHERE id IN (SELECT id FROM invoices WHERE workspace_id = :ws AND balance > 0 ORDER BY id LIMIT 3)`,
+      { ws },
+    );
+    await db.raw(
+      `UPDATE invoices SET due_date = due_date - 40 WHERE id IN (SELECT id FROM invoices WHERE workspace_id = :ws AND balance > 0 ORDER BY id DESC LIMIT 5)`,
+      { ws },
+    );
+    await db.raw(
+      `UPDATE payments SET status = 'canceled' WHERE id IN (SELECT id FROM payments WHERE workspace_id = :ws AND kind = 'charge' ORDER BY id LIMIT 4)`,
+      { ws },
+    );
+    await db.raw(
+      `UPDATE payments SET at = at - interval '45 days', invoice_id = NULL WHERE id IN (SELECT id FROM payments WHERE workspace_id = :ws AND invoice_id IS NOT NULL ORDER BY id DESC LIMIT 4)`,
+      { ws },
+    );
     // another calendar (the months are rebuilt), then more changes to payments on it
     await db.raw(`UPDATE workspaces SET timezone = 'America/New_York' WHERE id = :ws`, { ws });
-    await db.raw(`DELETE FROM payments WHERE id IN (SELECT id FROM payments WHERE workspace_id = :ws AND kind IN ('refund', 'deposit_release') ORDER BY id LIMIT 3)`, { ws });
-    await db.raw(`UPDATE bookings SET status = 'canceled' WHERE id IN (SELECT id FROM bookings WHERE workspace_id = :ws AND status = 'pending' ORDER BY id LIMIT 2)`, { ws });
-    await db.raw(`DELETE FROM expenses WHERE id IN (SELECT id FROM expenses WHERE workspace_id = :ws ORDER BY id LIMIT 5)`, { ws });
-    await db.raw(`UPDATE vehicles SET state = 'inactive' WHERE id IN (SELECT id FROM vehicles WHERE workspace_id = :ws AND state = 'active' ORDER BY id LIMIT 2)`, { ws });
+    await db.raw(
+      `DELETE FROM payments WHERE id IN (SELECT id FROM payments WHERE workspace_id = :ws AND kind IN ('refund', 'deposit_release') ORDER BY id LIMIT 3)`,
+      { ws },
+    );
+    await db.raw(
+      `UPDATE bookings SET status = 'canceled' WHERE id IN (SELECT id FROM bookings WHERE workspace_id = :ws AND status = 'pending' ORDER BY id LIMIT 2)`,
+      { ws },
+    );
+    await db.raw(
+      `DELETE FROM expenses WHERE id IN (SELECT id FROM expenses WHERE workspace_id = :ws ORDER BY id LIMIT 5)`,
+      { ws },
+    );
+    await db.raw(
+      `UPDATE vehicles SET state = 'inactive' WHERE id IN (SELECT id FROM vehicles WHERE workspace_id = :ws AND state = 'active' ORDER BY id LIMIT 2)`,
+      { ws },
+    );
     // cars out now: one comes back, one goes out, one booking moves car, one rented car goes to the workshop
-    await db.raw(`UPDATE bookings SET status = 'completed' WHERE id IN (SELECT id FROM bookings WHERE workspace_id = :ws AND status = 'active' ORDER BY id LIMIT 1)`, { ws });
-    await db.raw(`UPDATE bookings SET status = 'active' WHERE id IN (SELECT id FROM bookings WHERE workspace_id = :ws AND status = 'confirmed' ORDER BY id LIMIT 1)`, { ws });
-    await db.raw(`UPDATE bookings SET vehicle_id = (SELECT id FROM vehicles WHERE workspace_id = :ws AND state = 'active' ORDER BY id DESC LIMIT 1)
-                  WHERE id IN (SELECT id FROM bookings WHERE workspace_id = :ws AND status = 'active' ORDER BY id DESC LIMIT 1)`, { ws });
-    await db.raw(`UPDATE vehicles SET state = 'in_service' WHERE id IN (SELECT vehicle_id FROM bookings WHERE workspace_id = :ws AND status = 'active' ORDER BY id LIMIT 1)`, { ws });
-    await db.raw(`UPDATE customers SET name = name || ' Renamed' WHERE id IN (SELECT customer_id FROM customer_ledger WHERE workspace_id = :ws ORDER BY customer_id LIMIT 3)`, { ws });
-    await db.raw(`UPDATE vehicles SET model = 'Renamed' WHERE id IN (SELECT id FROM vehicles WHERE workspace_id = :ws ORDER BY id LIMIT 3)`, { ws });
+    await db.raw(
+      `UPDATE bookings SET status = 'completed' WHERE id IN (SELECT id FROM bookings WHERE workspace_id = :ws AND status = 'active' ORDER BY id LIMIT 1)`,
+      { ws },
+    );
+    await db.raw(
+      `UPDATE bookings SET status = 'active' WHERE id IN (SELECT id FROM bookings WHERE workspace_id = :ws AND status = 'confirmed' ORDER BY id LIMIT 1)`,
+      { ws },
+    );
+    await db.raw(
+      `UPDATE bookings SET vehicle_id = (SELECT id FROM vehicles WHERE workspace_id = :ws AND state = 'active' ORDER BY id DESC LIMIT 1)
+                  WHERE id IN (SELECT id FROM bookings WHERE workspace_id = :ws AND status = 'active' ORDER BY id DESC LIMIT 1)`,
+      { ws },
+    );
+    await db.raw(
+      `UPDATE vehicles SET state = 'in_service' WHERE id IN (SELECT vehicle_id FROM bookings WHERE workspace_id = :ws AND status = 'active' ORDER BY id LIMIT 1)`,
+      { ws },
+    );
+    await db.raw(
+      `UPDATE customers SET name = name || ' Renamed' WHERE id IN (SELECT customer_id FROM customer_ledger WHERE workspace_id = :ws ORDER BY customer_id LIMIT 3)`,
+      { ws },
+    );
+    await db.raw(
+      `UPDATE vehicles SET model = 'Renamed' WHERE id IN (SELECT id FROM vehicles WHERE workspace_id = :ws ORDER BY id LIMIT 3)`,
+      { ws },
+    );
     // new plates for cars with bookings; a new booking of a renamed customer; a booking moving to another customer
-    await db.raw(`UPDATE vehicles SET plate = plate || ' "Q"' WHERE id IN (SELECT vehicle_id FROM bookings WHERE workspace_id = :ws ORDER BY id LIMIT 2)`, { ws });
-    await db.raw(`INSERT INTO bookings (id, workspace_id, number, customer_id, vehicle_id, type, status, pickup_at, dropoff_at, amount)
+    await db.raw(
+      `UPDATE vehicles SET plate = plate || ' "Q"' WHERE id IN (SELECT vehicle_id FROM bookings WHERE workspace_id = :ws ORDER BY id LIMIT 2)`,
+      { ws },
+    );
+    await db.raw(
+      `INSERT INTO bookings (id, workspace_id, number, customer_id, vehicle_id, type, status, pickup_at, dropoff_at, amount)
                   SELECT gen_random_uuid(), workspace_id, number || '-R', (SELECT customer_id FROM customer_ledger WHERE workspace_id = :ws ORDER BY customer_id LIMIT 1),
                          vehicle_id, type, 'canceled', pickup_at, dropoff_at, amount
-                  FROM bookings WHERE workspace_id = :ws ORDER BY id LIMIT 2`, { ws });
-    await db.raw(`UPDATE bookings SET customer_id = (SELECT customer_id FROM customer_ledger WHERE workspace_id = :ws ORDER BY customer_id DESC LIMIT 1)
-                  WHERE id IN (SELECT id FROM bookings WHERE workspace_id = :ws ORDER BY id DESC LIMIT 1)`, { ws });
+                  FROM bookings WHERE workspace_id = :ws ORDER BY id LIMIT 2`,
+      { ws },
+    );
+    await db.raw(
+      `UPDATE bookings SET customer_id = (SELECT customer_id FROM customer_ledger WHERE workspace_id = :ws ORDER BY customer_id DESC LIMIT 1)
+                  WHERE id IN (SELECT id FROM bookings WHERE workspace_id = :ws ORDER BY id DESC LIMIT 1)`,
+      { ws },
+    );
     // a copy written by hand is taken afresh
-    await db.raw(`UPDATE bookings SET customer_json = '{"id":null}' WHERE id IN (SELECT id FROM bookings WHERE workspace_id = :ws ORDER BY id LIMIT 1)`, { ws });
-    await db.raw(`INSERT INTO vehicles (id, workspace_id, fleet_id, make, model, plate, category, daily_rate, state)
+    await db.raw(
+      `UPDATE bookings SET customer_json = '{"id":null}' WHERE id IN (SELECT id FROM bookings WHERE workspace_id = :ws ORDER BY id LIMIT 1)`,
+      { ws },
+    );
+    await db.raw(
+      `INSERT INTO vehicles (id, workspace_id, fleet_id, make, model, plate, category, daily_rate, state)
                   SELECT gen_random_uuid(), workspace_id, fleet_id, 'Newmake', model, plate || ' N', category, daily_rate, state
-                  FROM vehicles WHERE workspace_id = :ws ORDER BY id LIMIT 2`, { ws });
-    await db.raw(`DELETE FROM vehicles WHERE workspace_id = :ws AND make = 'Newmake' AND id = (SELECT min(id::text)::uuid FROM vehicles WHERE workspace_id = :ws AND make = 'Newmake')`, { ws });
+                  FROM vehicles WHERE workspace_id = :ws ORDER BY id LIMIT 2`,
+      { ws },
+    );
+    await db.raw(
+      `DELETE FROM vehicles WHERE workspace_id = :ws AND make = 'Newmake' AND id = (SELECT min(id::text)::uuid FROM vehicles WHERE workspace_id = :ws AND make = 'Newmake')`,
+      { ws },
+    );
 
     const after = await kept(db, ws);
     expect(after).to.deep.equal(await recomputed(db, ws));
@@ -65,12 +125,22 @@ describe('running totals kept by triggers', () => {
     const { db } = await testDatabase();
     await seedDemo(db, 'rollups-models', new Date('2026-11-22T08:00:00.000Z'));
     const ws = (await db('workspaces').where({ slug: 'rollups-models' }).first('id')).id;
-    const booking = await db('bookings').where({ workspace_id: ws, status: 'confirmed' }).orderBy('id').first('id', 'vehicle_id');
+    const booking = await db('bookings')
+      .where({ workspace_id: ws, status: 'confirmed' })
+      .orderBy('id')
+      .first('id', 'vehicle_id');
     const car = await db('vehicles').where({ id: booking.vehicle_id }).first('make', 'model');
     // xmin: the transaction that last wrote the row
     const version = async () =>
-      (await db.raw(`SELECT xmin::text AS v FROM vehicle_models WHERE workspace_id = :ws AND make = :make AND model = :model`, { ws, ...car })).rows[0].v;
-    const carVersion = async () => (await db.raw(`SELECT xmin::text AS v, active_bookings FROM vehicles WHERE id = ?`, [booking.vehicle_id])).rows[0];
+      (
+        await db.raw(
+          `SELECT xmin::text AS v FROM vehicle_models WHERE workspace_id = :ws AND make = :make AND model = :model`,
+          { ws, ...car },
+        )
+      ).rows[0].v;
+    const carVersion = async () =>
+      (await db.raw(`SELECT xmin::text AS v, active_bookings FROM vehicles WHERE id = ?`, [booking.vehicle_id]))
+        .rows[0];
     const [model, vehicle] = [await version(), await carVersion()];
     await db('bookings').where({ id: booking.id }).update({ status: 'active' });
     expect((await carVersion()).active_bookings).to.equal(vehicle.active_bookings + 1);
@@ -81,16 +151,29 @@ describe('running totals kept by triggers', () => {
 });
 
 describe('running totals of a bulk load (src/db/bulk-load.ts)', () => {
-  const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${Math.floor(Math.random() * 1e6).toString(36)}`;
-  const expense = (ws: string, amount: number, date: string) => ({ id: crypto.randomUUID(), workspace_id: ws, category: 'insurance', amount, date });
+  const unique = (prefix: string) =>
+    `${prefix}-${Date.now().toString(36)}-${Math.floor(Math.random() * 1e6).toString(36)}`;
+  const expense = (ws: string, amount: number, date: string) => ({
+    id: crypto.randomUUID(),
+    workspace_id: ws,
+    category: 'insurance',
+    amount,
+    date,
+  });
 
-  it('a direct writer\'s queue holds every column of its table (a column added to a table must be added to its queue)', async () => {
+  it("a direct writer's queue holds every column of its table (a column added to a table must be added to its queue)", async () => {
     const { db } = await testDatabase();
-    const columns = async (table: string) => (await db.raw(
-      `SELECT array_agg(attname::text ORDER BY attname) AS names FROM pg_attribute WHERE attrelid = ?::regclass AND attnum > 0 AND NOT attisdropped`,
-      [table])).rows[0].names as string[];
+    const columns = async (table: string) =>
+      (
+        await db.raw(
+          `SELECT array_agg(attname::text ORDER BY attname) AS names FROM pg_attribute WHERE attrelid = ?::regclass AND attnum > 0 AND NOT attisdropped`,
+          [table],
+        )
+      ).rows[0].names as string[];
     for (const table of ['payments', 'expenses', 'invoices', 'bookings', 'vehicles']) {
-      expect(await columns(`upkeep_${table}`), table).to.deep.equal([...await columns(table), 'upkeep_at', 'upkeep_sign'].sort());
+      expect(await columns(`upkeep_${table}`), table).to.deep.equal(
+        [...(await columns(table)), 'upkeep_at', 'upkeep_sign'].sort(),
+      );
     }
   });
 
@@ -104,10 +187,26 @@ describe('running totals of a bulk load (src/db/bulk-load.ts)', () => {
                                                                  OR pg_get_triggerdef(t.oid) LIKE '%frs.bulk_load_workspace%')
                                    ORDER BY 1`);
     expect(rows.map((r: { proname: string }) => r.proname)).to.deep.equal([
-      'bookings_copy_refs', 'bookings_rollup', 'bookings_vehicles_out', 'customer_ledger_totals', 'expenses_months', 'expenses_totals',
-      'invoices_open_balances', 'invoices_open_dues', 'invoices_rollup', 'payment_slots_days', 'payment_slots_months', 'payments_rollup',
-      'payments_totals', 'upkeep_queue_bookings', 'upkeep_queue_expenses', 'upkeep_queue_invoices', 'upkeep_queue_payments',
-      'upkeep_queue_vehicles', 'vehicles_models', 'vehicles_state_counts',
+      'bookings_copy_refs',
+      'bookings_rollup',
+      'bookings_vehicles_out',
+      'customer_ledger_totals',
+      'expenses_months',
+      'expenses_totals',
+      'invoices_open_balances',
+      'invoices_open_dues',
+      'invoices_rollup',
+      'payment_slots_days',
+      'payment_slots_months',
+      'payments_rollup',
+      'payments_totals',
+      'upkeep_queue_bookings',
+      'upkeep_queue_expenses',
+      'upkeep_queue_invoices',
+      'upkeep_queue_payments',
+      'upkeep_queue_vehicles',
+      'vehicles_models',
+      'vehicles_state_counts',
     ]);
   });
 
@@ -122,7 +221,13 @@ describe('running totals of a bulk load (src/db/bulk-load.ts)', () => {
     const { pid } = (await w.raw('SELECT pg_backend_pid() AS pid')).rows[0];
     const written = Promise.resolve(write(w));
     written.catch(() => {}); // awaited by end()
-    const waits = await Promise.race([written.then(() => false, () => false), waitsForLock(db, pid)]);
+    const waits = await Promise.race([
+      written.then(
+        () => false,
+        () => false,
+      ),
+      waitsForLock(db, pid),
+    ]);
     const end = async () => {
       try {
         await written;
@@ -143,7 +248,10 @@ describe('running totals of a bulk load (src/db/bulk-load.ts)', () => {
     try {
       await db.transaction(async (trx) => {
         expect(await deferRollups(trx, loaded.id)).to.equal(true);
-        await trx('expenses').insert([expense(loaded.id, 70000, '2026-10-05'), expense(loaded.id, 30000, '2026-11-01')]);
+        await trx('expenses').insert([
+          expense(loaded.id, 70000, '2026-10-05'),
+          expense(loaded.id, 30000, '2026-11-01'),
+        ]);
         // not counted yet: the triggers leave the loaded workspace alone
         expect((await kept(trx, loaded.id)).expenseMonths).to.deep.equal([]);
         // but keep counting every other workspace, in the same transaction
@@ -156,7 +264,10 @@ describe('running totals of a bulk load (src/db/bulk-load.ts)', () => {
 
         await finishDeferredRollups(trx, loaded.id);
         const rollups = await expectRollupsExact(trx, loaded.id);
-        expect(rollups.expenseMonths).to.deep.equal([{ month: '2026-10', amount: 70000 }, { month: '2026-11', amount: 30000 }]);
+        expect(rollups.expenseMonths).to.deep.equal([
+          { month: '2026-10', amount: 70000 },
+          { month: '2026-11', amount: 30000 },
+        ]);
         expect(rollups.totals.expenses).to.equal(100000);
         // the triggers count the loaded workspace again after the rebuild
         await trx('expenses').insert(expense(loaded.id, 5, '2026-11-02'));
@@ -182,11 +293,15 @@ describe('running totals of a bulk load (src/db/bulk-load.ts)', () => {
   });
 });
 
-describe('a statement\'s old and new rows joined in a trigger (migrations/20261128001100)', () => {
-  it('are joined by a plan made for the statement\'s size, not the one-row plan a connection cached first', async () => {
+describe("a statement's old and new rows joined in a trigger (migrations/20261128001100)", () => {
+  it("are joined by a plan made for the statement's size, not the one-row plan a connection cached first", async () => {
     const { db, url } = await testDatabase();
     const f = await fixture(db);
-    const first = await f.booking({ status: 'pending', pickupAt: '2026-03-01T10:00:00Z', dropoffAt: '2026-03-03T10:00:00Z' });
+    const first = await f.booking({
+      status: 'pending',
+      pickupAt: '2026-03-01T10:00:00Z',
+      dropoffAt: '2026-03-03T10:00:00Z',
+    });
     const { rows } = await db.raw(
       `INSERT INTO bookings (id, workspace_id, number, customer_id, vehicle_id, type, status, pickup_at, dropoff_at, amount)
        SELECT gen_random_uuid(), b.workspace_id, 'J-' || n, b.customer_id, b.vehicle_id, 'daily', 'pending', b.pickup_at + n * interval '3 days',
@@ -196,7 +311,11 @@ describe('a statement\'s old and new rows joined in a trigger (migrations/202611
     );
     const many = rows.map((r: { id: string }) => r.id);
     // (its calendar started, as the worker's first sweep starts it: from then on its changes are recorded)
-    await db('calendar_state').insert({ workspace_id: f.ws.id, first_swept_at: new Date('2026-03-01T00:00:00Z'), last_swept_at: new Date('2026-03-01T00:00:00Z') });
+    await db('calendar_state').insert({
+      workspace_id: f.ws.id,
+      first_swept_at: new Date('2026-03-01T00:00:00Z'),
+      last_swept_at: new Date('2026-03-01T00:00:00Z'),
+    });
     // (a connection of its own, whose plans are made here; auto_explain shows the plans of the triggers' statements)
     const client = new pg.Client(url);
     await client.connect();
@@ -218,7 +337,10 @@ describe('a statement\'s old and new rows joined in a trigger (migrations/202611
     // the two transition tables are hashed, not scanned once per row of the other (a nested loop over them)
     expect(joins[0]).to.match(/Hash Join[^\n]*\n\s+Hash Cond: \(o\.id = n\.id\)/);
     // and it recorded what it should: each booking confirmed once
-    const recorded = await db('entity_changes').whereIn('entity_id', [first, ...many]).where({ event: 'booking.confirmed' }).count({ n: '*' });
+    const recorded = await db('entity_changes')
+      .whereIn('entity_id', [first, ...many])
+      .where({ event: 'booking.confirmed' })
+      .count({ n: '*' });
     expect(Number(recorded[0].n)).to.equal(201);
   });
 });

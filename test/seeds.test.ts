@@ -10,8 +10,8 @@ import { addDays, localDate, zonedInstant } from '../src/time.js';
 import type { FleetImportDocument } from '../generated/import-document.js';
 import { validators } from '../src/contract/validators.js';
 
-const unique = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${Math.floor(Math.random() * 1e6).toString(36)}`;
-
+const unique = (prefix: string) =>
+  `${prefix}-${Date.now().toString(36)}-${Math.floor(Math.random() * 1e6).toString(36)}`;
 
 /** In-memory checks of one document: a consistent calendar and a busy "today" around `now`. */
 function checkCalendar(doc: FleetImportDocument, now: Date, tz: string): void {
@@ -44,7 +44,8 @@ function checkCalendar(doc: FleetImportDocument, now: Date, tz: string): void {
   for (const b of bookings) {
     if (b.returnedAt) expect(Date.parse(b.returnedAt)).to.be.at.most(now.getTime());
     if (b.status === 'confirmed') expect(Date.parse(b.pickupAt)).to.be.at.least(now.getTime());
-    if (b.status === 'active' || b.status === 'completed') expect(Date.parse(b.pickupAt)).to.be.at.most(now.getTime() + 10);
+    if (b.status === 'active' || b.status === 'completed')
+      expect(Date.parse(b.pickupAt)).to.be.at.most(now.getTime() + 10);
   }
 }
 
@@ -79,7 +80,9 @@ describe('seeds: demo workspace', () => {
     ];
     for (const [at, zone] of instants) {
       const doc = buildDemoDocument(at, zone);
-      expect(validate(doc), `${at.toISOString()} ${zone}: ${JSON.stringify(validate.errors?.slice(0, 3))}`).to.equal(true);
+      expect(validate(doc), `${at.toISOString()} ${zone}: ${JSON.stringify(validate.errors?.slice(0, 3))}`).to.equal(
+        true,
+      );
       checkCalendar(doc, at, zone);
     }
   });
@@ -115,13 +118,20 @@ describe('seeds: demo workspace', () => {
            AND (pickup_at AT TIME ZONE ?)::date = ?::date GROUP BY status`,
         [ws, tz, today],
       );
-      expect(Object.fromEntries(handovers.map((r: { status: string; n: number }) => [r.status, r.n]))).to.have.keys('confirmed', 'active', 'completed');
+      expect(Object.fromEntries(handovers.map((r: { status: string; n: number }) => [r.status, r.n]))).to.have.keys(
+        'confirmed',
+        'active',
+        'completed',
+      );
       const returns = await one(
         `SELECT status, count(*)::int AS n FROM bookings WHERE workspace_id = ? AND status IN ('active', 'completed')
            AND (dropoff_at AT TIME ZONE ?)::date = ?::date GROUP BY status`,
         [ws, tz, today],
       );
-      expect(Object.fromEntries(returns.map((r: { status: string; n: number }) => [r.status, r.n]))).to.have.keys('active', 'completed');
+      expect(Object.fromEntries(returns.map((r: { status: string; n: number }) => [r.status, r.n]))).to.have.keys(
+        'active',
+        'completed',
+      );
       expect(handovers.reduce((s: number, r: { n: number }) => s + r.n, 0)).to.be.at.least(4);
       expect(returns.reduce((s: number, r: { n: number }) => s + r.n, 0)).to.be.at.least(4);
     });
@@ -151,13 +161,23 @@ describe('seeds: demo workspace', () => {
     });
 
     it('has every booking type and status, a late active booking, upcoming ones and extensions', async () => {
-      const types = (await one(`SELECT DISTINCT type FROM bookings WHERE workspace_id = ?`, [ws])).map((r: { type: string }) => r.type);
+      const types = (await one(`SELECT DISTINCT type FROM bookings WHERE workspace_id = ?`, [ws])).map(
+        (r: { type: string }) => r.type,
+      );
       expect(types).to.have.members(['daily', 'monthly', 'lease', 'rent_to_own']);
-      const statuses = (await one(`SELECT DISTINCT status FROM bookings WHERE workspace_id = ?`, [ws])).map((r: { status: string }) => r.status);
+      const statuses = (await one(`SELECT DISTINCT status FROM bookings WHERE workspace_id = ?`, [ws])).map(
+        (r: { status: string }) => r.status,
+      );
       expect(statuses).to.have.members(['pending', 'confirmed', 'active', 'completed', 'canceled']);
-      const [late] = await one(`SELECT count(*)::int AS n FROM bookings WHERE workspace_id = ? AND status = 'active' AND dropoff_at < ?`, [ws, now]);
+      const [late] = await one(
+        `SELECT count(*)::int AS n FROM bookings WHERE workspace_id = ? AND status = 'active' AND dropoff_at < ?`,
+        [ws, now],
+      );
       expect(late.n).to.be.at.least(1);
-      const [upcoming] = await one(`SELECT count(*)::int AS n FROM bookings WHERE workspace_id = ? AND status = 'confirmed' AND pickup_at > ?`, [ws, now]);
+      const [upcoming] = await one(
+        `SELECT count(*)::int AS n FROM bookings WHERE workspace_id = ? AND status = 'confirmed' AND pickup_at > ?`,
+        [ws, now],
+      );
       expect(upcoming.n).to.be.at.least(3);
       const [extended] = await one(
         `SELECT count(*)::int AS n FROM bookings b JOIN extensions e ON e.booking_id = b.id
@@ -231,7 +251,9 @@ describe('seeds: demo workspace', () => {
       expect(money.canceled).to.be.at.least(1);
       expect(money.releases).to.be.at.least(1);
       expect(money.held).to.be.above(0);
-      const categories = (await one(`SELECT DISTINCT category FROM expenses WHERE workspace_id = ?`, [ws])).map((r: { category: string }) => r.category);
+      const categories = (await one(`SELECT DISTINCT category FROM expenses WHERE workspace_id = ?`, [ws])).map(
+        (r: { category: string }) => r.category,
+      );
       expect(categories).to.include.members(['fuel', 'maintenance', 'insurance', 'salik', 'cleaning']);
       const [fines] = await one(
         `SELECT count(*) FILTER (WHERE kind = 'fine')::int AS fines, count(*) FILTER (WHERE kind = 'toll')::int AS tolls FROM fines WHERE workspace_id = ?`,
@@ -239,7 +261,10 @@ describe('seeds: demo workspace', () => {
       );
       expect(fines.fines).to.be.at.least(1);
       expect(fines.tolls).to.be.at.least(1);
-      const integrations = await one(`SELECT status, detail, hint, failing_since FROM integrations WHERE workspace_id = ? ORDER BY status`, [ws]);
+      const integrations = await one(
+        `SELECT status, detail, hint, failing_since FROM integrations WHERE workspace_id = ? ORDER BY status`,
+        [ws],
+      );
       expect(integrations.map((r: { status: string }) => r.status)).to.include.members(['ok', 'failing']);
       const failing = integrations.find((r: { status: string }) => r.status === 'failing');
       expect(failing.detail).to.be.a('string');
@@ -257,17 +282,22 @@ describe('seeds: demo workspace', () => {
     });
 
     it('stores customer contact details (that the API must never show) and re-imports in place', async () => {
-      const [c] = await one(`SELECT count(*)::int AS n, count(phone)::int AS phones, count(email)::int AS emails, count(id_document)::int AS ids FROM customers WHERE workspace_id = ?`, [ws]);
+      const [c] = await one(
+        `SELECT count(*)::int AS n, count(phone)::int AS phones, count(email)::int AS emails, count(id_document)::int AS ids FROM customers WHERE workspace_id = ?`,
+        [ws],
+      );
       expect(c.n).to.equal(40);
       expect(c.phones).to.equal(40);
       expect(c.emails).to.equal(40);
       expect(c.ids).to.equal(40);
       const countAll = async () =>
-        (await one(
-          `SELECT (SELECT count(*) FROM bookings WHERE workspace_id = ?)::int AS b, (SELECT count(*) FROM payments WHERE workspace_id = ?)::int AS p,
+        (
+          await one(
+            `SELECT (SELECT count(*) FROM bookings WHERE workspace_id = ?)::int AS b, (SELECT count(*) FROM payments WHERE workspace_id = ?)::int AS p,
                   (SELECT sum(paid) FROM invoices WHERE workspace_id = ?)::bigint AS paid, (SELECT sum(outstanding) FROM customer_ledger WHERE workspace_id = ?)::bigint AS ar`,
-          [ws, ws, ws, ws],
-        ))[0];
+            [ws, ws, ws, ws],
+          )
+        )[0];
       const before = await countAll();
       await importDocument(db, slug, buildDemoDocument(now, tz, ws));
       expect(await countAll()).to.deep.equal(before);
@@ -302,13 +332,25 @@ describe('seeds: large generated workspace (small sizes)', () => {
   const one = async (sql: string, bindings: Knex.RawBinding[] = []) => (await db.raw(sql, bindings)).rows;
 
   it('creates the requested rows and reports the counts per table', async () => {
-    expect(counts).to.include({ owners: 3, fleets: 3, vehicles: 50, customers: 100, bookings: 500, invoices: 500, payments: 750, integrations: 2 });
+    expect(counts).to.include({
+      owners: 3,
+      fleets: 3,
+      vehicles: 50,
+      customers: 100,
+      bookings: 500,
+      invoices: 500,
+      payments: 750,
+      integrations: 2,
+    });
     for (const table of ['maintenance', 'vehicle_documents', 'expenses', 'fines', 'extensions', 'installments']) {
       const [row] = await one(`SELECT count(*)::int AS n FROM ${table} WHERE workspace_id = ?`, [ws]);
       expect(counts[table], table).to.equal(row.n);
       expect(row.n, table).to.be.above(0);
     }
-    const [plates] = await one(`SELECT count(*)::int AS n, count(DISTINCT plate_key)::int AS keys FROM vehicles WHERE workspace_id = ?`, [ws]);
+    const [plates] = await one(
+      `SELECT count(*)::int AS n, count(DISTINCT plate_key)::int AS keys FROM vehicles WHERE workspace_id = ?`,
+      [ws],
+    );
     expect(plates.keys).to.equal(plates.n);
   });
 
@@ -379,10 +421,24 @@ describe('seeds: large generated workspace (small sizes)', () => {
 
   it('shows progress as lines, not a redrawn bar, where stderr is not a terminal', async () => {
     const lines: string[] = [];
-    const stream = { isTTY: false, write: (text: string) => lines.push(...text.split('\n').filter(Boolean)) } as unknown as NodeJS.WriteStream;
-    await seedLarge(db, unique('large-progress'), { vehicles: 10, bookings: 20, invoices: 20, payments: 30, customers: 10, now, progress: true, progressStream: stream, progressIntervalMs: 0 });
+    const stream = {
+      isTTY: false,
+      write: (text: string) => lines.push(...text.split('\n').filter(Boolean)),
+    } as unknown as NodeJS.WriteStream;
+    await seedLarge(db, unique('large-progress'), {
+      vehicles: 10,
+      bookings: 20,
+      invoices: 20,
+      payments: 30,
+      customers: 10,
+      now,
+      progress: true,
+      progressStream: stream,
+      progressIntervalMs: 0,
+    });
     expect(lines.length).to.be.above(1);
-    for (const line of lines) expect(line).to.match(/^seed large: \d{1,3}% \| [a-z ()]+ \| [\d,]+\/[\d,]+ row steps \| \d+m \d\ds$/);
+    for (const line of lines)
+      expect(line).to.match(/^seed large: \d{1,3}% \| [a-z ()]+ \| [\d,]+\/[\d,]+ row steps \| \d+m \d\ds$/);
     // 10 + 10 + 2*20 + 2*20 + 2*30 + 60 + 10 + 2*10 + 0 row steps, every one of them done at the end
     expect(lines.at(-1)).to.match(/^seed large: 100% \| running totals \| 250\/250 row steps/);
     expect(lines.join('\n')).not.to.include('\r');

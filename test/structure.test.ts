@@ -70,7 +70,16 @@ describe('the house: which code may import which', () => {
     expect(src.get('src/webhooks/dispatcher.ts')).to.include('src/webhooks/endpoint-lifecycle.ts');
     expect(src.get('src/api/auth.ts'), 'import type').to.include('src/api/key-cache.ts');
     expect(src.get('src/main.ts'), 'import()').to.include('seeds/demo.ts');
-    expect(cycles(new Map([['a', ['b']], ['b', ['c']], ['c', ['a']], ['d', ['a']]]))).to.deep.equal([['a', 'b', 'c']]);
+    expect(
+      cycles(
+        new Map([
+          ['a', ['b']],
+          ['b', ['c']],
+          ['c', ['a']],
+          ['d', ['a']],
+        ]),
+      ),
+    ).to.deep.equal([['a', 'b', 'c']]);
   });
 
   it('src/ has no import cycle', () => {
@@ -78,26 +87,41 @@ describe('the house: which code may import which', () => {
   });
 
   it('a migration imports nothing outside migrations/ (never src/): what it did must not change with the code', () => {
-    const outside = tsFiles('migrations').flatMap((file) => importsOf(file).filter((target) => !target.startsWith('migrations/')).map((target) => `${file} -> ${target}`));
+    const outside = tsFiles('migrations').flatMap((file) =>
+      importsOf(file)
+        .filter((target) => !target.startsWith('migrations/'))
+        .map((target) => `${file} -> ${target}`),
+    );
     expect(outside).to.deep.equal([]);
   });
 
   it('the migration source lists the migrations, never a helper of migrations/support/', async () => {
     const source = migrationSource();
     const listed = (await source.getMigrations([])).map((file) => source.getMigrationName(file));
-    const migrations = fs.readdirSync(path.join(ROOT_DIR, 'migrations')).filter((name) => /^\d{14}_.*\.ts$/.test(name)).map((name) => name.replace(/\.ts$/, ''));
+    const migrations = fs
+      .readdirSync(path.join(ROOT_DIR, 'migrations'))
+      .filter((name) => /^\d{14}_.*\.ts$/.test(name))
+      .map((name) => name.replace(/\.ts$/, ''));
     expect(listed).to.deep.equal(migrations.sort());
     expect(tsFiles('migrations/support')).not.to.be.empty;
   });
 
   it('only src/config.ts reads the environment: no other file of src/ mentions process.env', () => {
-    const readers = [...src.keys()].filter((file) => fs.readFileSync(path.join(ROOT_DIR, file), 'utf8').includes('process.env'));
+    const readers = [...src.keys()].filter((file) =>
+      fs.readFileSync(path.join(ROOT_DIR, file), 'utf8').includes('process.env'),
+    );
     expect(readers).to.deep.equal(['src/config.ts']);
   });
 
   it('nothing below the CLI imports src/cli/ (the import, the seeds, the migrations, the rest of src/)', () => {
-    const files = [...src.keys(), ...tsFiles('seeds'), ...tsFiles('migrations')].filter((file) => !file.startsWith('src/cli/'));
-    const upward = files.flatMap((file) => importsOf(file).filter((target) => target.startsWith('src/cli/')).map((target) => `${file} -> ${target}`));
+    const files = [...src.keys(), ...tsFiles('seeds'), ...tsFiles('migrations')].filter(
+      (file) => !file.startsWith('src/cli/'),
+    );
+    const upward = files.flatMap((file) =>
+      importsOf(file)
+        .filter((target) => target.startsWith('src/cli/'))
+        .map((target) => `${file} -> ${target}`),
+    );
     expect(upward).to.deep.equal([]);
   });
 });

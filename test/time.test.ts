@@ -1,5 +1,15 @@
 import { expect } from 'chai';
-import { addDays, addMonths, daysBetween, localDate, localTime, startOfLocalDay, startOfMonth, zonedInstant, zoneOffsetMs } from '../src/time.js';
+import {
+  addDays,
+  addMonths,
+  daysBetween,
+  localDate,
+  localTime,
+  startOfLocalDay,
+  startOfMonth,
+  zonedInstant,
+  zoneOffsetMs,
+} from '../src/time.js';
 
 describe('time: local calendar helpers', () => {
   it('localDate gives the calendar date in the time zone, not in UTC', () => {

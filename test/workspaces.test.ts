@@ -17,7 +17,12 @@ describe('workspaces and API keys', () => {
   it('rejects a bad time zone and reminders outside 1 to 60, changing nothing', async () => {
     const { db } = await testDatabase();
     await createWorkspace(db, { slug: 'ws-settings' });
-    for (const bad of [{ timezone: 'Mars/Olympus' }, { remindersAhead: 0 }, { remindersAhead: 61 }, { remindersAhead: 2.5 }]) {
+    for (const bad of [
+      { timezone: 'Mars/Olympus' },
+      { remindersAhead: 0 },
+      { remindersAhead: 61 },
+      { remindersAhead: 2.5 },
+    ]) {
       await expectRejection(updateWorkspace(db, 'ws-settings', bad), InputError);
     }
     const row = await db('workspaces').where({ slug: 'ws-settings' }).first();

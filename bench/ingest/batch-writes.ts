@@ -47,7 +47,9 @@ interface Workspace {
 }
 
 async function workspaceWithParents(db: Knex, name: string): Promise<Workspace> {
-  const { id } = await createWorkspace(db, { slug: `${name}-${Date.now().toString(36)}-${Math.floor(Math.random() * 1e6)}` });
+  const { id } = await createWorkspace(db, {
+    slug: `${name}-${Date.now().toString(36)}-${Math.floor(Math.random() * 1e6)}`,
+  });
   const owner = randomUUID();
   const fleet = randomUUID();
   await writeRecords(db, id, {
@@ -63,25 +65,55 @@ let serial = 0;
 /** A batch of new records in the large data set's mix, pointing at parents in the batch or already written. */
 function batchFor(ws: Workspace): Record<string, Array<Record<string, unknown> & { id: string }>> {
   const vehicles = Array.from({ length: MIX.vehicles }, () => ({
-    id: randomUUID(), fleetId: ws.fleet, make: 'Toyota', model: 'Corolla', plate: `B ${++serial}`, category: 'sedan', dailyRate: 15000, state: 'active',
+    id: randomUUID(),
+    fleetId: ws.fleet,
+    make: 'Toyota',
+    model: 'Corolla',
+    plate: `B ${++serial}`,
+    category: 'sedan',
+    dailyRate: 15000,
+    state: 'active',
   }));
   const customers = Array.from({ length: MIX.customers }, () => ({ id: randomUUID(), name: `Customer ${++serial}` }));
   const vehicleIds = [...ws.vehicles.slice(-50), ...vehicles.map((v) => v.id)];
   const customerIds = [...ws.customers.slice(-200), ...customers.map((c) => c.id)];
-  const pick = <T,>(xs: T[], i: number) => xs[i % xs.length];
+  const pick = <T>(xs: T[], i: number) => xs[i % xs.length];
   const bookings = Array.from({ length: MIX.bookings }, (_, i) => {
     const start = Date.UTC(2025, 0, 1) + (serial + i) * 3_600_000;
     return {
-      id: randomUUID(), number: `BK-${++serial}`, customerId: pick(customerIds, i), vehicleId: pick(vehicleIds, i), type: 'daily', status: 'completed',
-      pickupAt: new Date(start).toISOString(), dropoffAt: new Date(start + 2 * 86_400_000).toISOString(), amount: 30000,
+      id: randomUUID(),
+      number: `BK-${++serial}`,
+      customerId: pick(customerIds, i),
+      vehicleId: pick(vehicleIds, i),
+      type: 'daily',
+      status: 'completed',
+      pickupAt: new Date(start).toISOString(),
+      dropoffAt: new Date(start + 2 * 86_400_000).toISOString(),
+      amount: 30000,
     };
   });
   const invoices = bookings.map((b) => ({
-    id: randomUUID(), number: `INV-${++serial}`, customerId: b.customerId, bookingId: b.id, purpose: 'rental', issueDate: b.pickupAt.slice(0, 10), dueDate: b.dropoffAt.slice(0, 10), total: 30000, status: 'issued',
+    id: randomUUID(),
+    number: `INV-${++serial}`,
+    customerId: b.customerId,
+    bookingId: b.id,
+    purpose: 'rental',
+    issueDate: b.pickupAt.slice(0, 10),
+    dueDate: b.dropoffAt.slice(0, 10),
+    total: 30000,
+    status: 'issued',
   }));
   const payments = Array.from({ length: MIX.payments }, (_, i) => {
     const invoice = pick(invoices, i);
-    return { id: randomUUID(), kind: i % 10 === 9 ? 'refund' : 'charge', amount: i % 10 === 9 ? 1000 : 15000, customerId: invoice.customerId, bookingId: invoice.bookingId, invoiceId: invoice.id, at: `${invoice.issueDate}T10:00:00.000Z` };
+    return {
+      id: randomUUID(),
+      kind: i % 10 === 9 ? 'refund' : 'charge',
+      amount: i % 10 === 9 ? 1000 : 15000,
+      customerId: invoice.customerId,
+      bookingId: invoice.bookingId,
+      invoiceId: invoice.id,
+      at: `${invoice.issueDate}T10:00:00.000Z`,
+    };
   });
   ws.vehicles.push(...vehicles.map((v) => v.id));
   ws.customers.push(...customers.map((c) => c.id));
@@ -91,12 +123,20 @@ function batchFor(ws: Workspace): Record<string, Array<Record<string, unknown> &
 const snake = (name: string) => name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 
 /** The same rows by a bare multi-row upsert per table, one transaction, into the trigger-less copies. */
-async function bareInsert(db: Knex, workspaceId: string, batch: ReturnType<typeof batchFor>, prefix = 'bench_', upkeep?: 'inline'): Promise<void> {
+async function bareInsert(
+  db: Knex,
+  workspaceId: string,
+  batch: ReturnType<typeof batchFor>,
+  prefix = 'bench_',
+  upkeep?: 'inline',
+): Promise<void> {
   await db.transaction(async (trx) => {
     // (into the service's tables: their totals kept in the transaction, as a batch keeps them, or queued)
     if (upkeep === 'inline') await trx.raw(`SELECT set_config('frs.upkeep', 'inline', true)`);
     for (const table of TABLES) {
-      const rows = batch[table].map((record) => Object.fromEntries([['workspace_id', workspaceId], ...Object.entries(record).map(([k, v]) => [snake(k), v])]));
+      const rows = batch[table].map((record) =>
+        Object.fromEntries([['workspace_id', workspaceId], ...Object.entries(record).map(([k, v]) => [snake(k), v])]),
+      );
       const columns = Object.keys(rows[0]).filter((c) => c !== 'id');
       await trx(`${prefix}${table}`).insert(rows).onConflict('id').merge(columns);
     }
@@ -106,14 +146,21 @@ async function bareInsert(db: Knex, workspaceId: string, batch: ReturnType<typeo
 const count = (batch: ReturnType<typeof batchFor>) => Object.values(batch).reduce((n, rows) => n + rows.length, 0);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-export async function runBatchWrites(options: { rounds?: number; seconds?: number; log?: (line: string) => void } = {}): Promise<BatchWriteFigures> {
+export async function runBatchWrites(
+  options: { rounds?: number; seconds?: number; log?: (line: string) => void } = {},
+): Promise<BatchWriteFigures> {
   const rounds = options.rounds ?? Number(process.env.BENCH_ROUNDS ?? 5);
   const seconds = options.seconds ?? Number(process.env.BENCH_SECONDS ?? 8);
   const log = options.log ?? ((line: string) => console.log(line));
   const database = await openDatabase(
     process.env.DATABASE_URL
       ? { schema: 'migrate' }
-      : { embeddedDir: path.join(processConfig().dataDir, 'ingest-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54497), embeddedDurable: false, schema: 'migrate' },
+      : {
+          embeddedDir: path.join(processConfig().dataDir, 'ingest-pg'),
+          embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54497),
+          embeddedDurable: false,
+          schema: 'migrate',
+        },
   );
   const owner = database.db;
   const admin = database.forRole('ingest');
@@ -163,14 +210,27 @@ export async function runBatchWrites(options: { rounds?: number; seconds?: numbe
       await bareInsert(admin, ws.id, batchFor(ws), '');
       queued.push(records / ((performance.now() - started) / 1000));
     }
-    const figures = { batchRecords: records, writeRecordsPerSecond: Math.round(median(through)), bareInsertPerSecond: Math.round(median(bare)) };
+    const figures = {
+      batchRecords: records,
+      writeRecordsPerSecond: Math.round(median(through)),
+      bareInsertPerSecond: Math.round(median(bare)),
+    };
     const triggeredPerSecond = Math.round(median(triggered));
-    log(`batch of ${records} mixed records: writeRecords ${figures.writeRecordsPerSecond} records/s, bare INSERT ... ON CONFLICT ${figures.bareInsertPerSecond} records/s, ratio ${(figures.writeRecordsPerSecond / figures.bareInsertPerSecond).toFixed(2)}x (target >= 0.3x)`);
+    log(
+      `batch of ${records} mixed records: writeRecords ${figures.writeRecordsPerSecond} records/s, bare INSERT ... ON CONFLICT ${figures.bareInsertPerSecond} records/s, ratio ${(figures.writeRecordsPerSecond / figures.bareInsertPerSecond).toFixed(2)}x (target >= 0.3x)`,
+    );
     const queuedPerSecond = Math.round(median(queued));
-    const perRecord = (c: { postgres: number; node: number }) => ({ postgres: Math.round(c.postgres / (rounds * records)), node: Math.round(c.node / (rounds * records)) });
+    const perRecord = (c: { postgres: number; node: number }) => ({
+      postgres: Math.round(c.postgres / (rounds * records)),
+      node: Math.round(c.node / (rounds * records)),
+    });
     const cpuPerRecordMicros = { writeRecords: perRecord(cpu.writeRecords), bare: perRecord(cpu.bare) };
-    log(`  CPU a record cost, µs (PostgreSQL cluster, Node): writeRecords ${JSON.stringify(cpuPerRecordMicros.writeRecords)}, bare ${JSON.stringify(cpuPerRecordMicros.bare)}`);
-    log(`  where the time goes: the same bare statements into the service's tables (triggers, foreign keys), totals kept in the transaction as a batch keeps them, ${triggeredPerSecond} records/s (${(triggeredPerSecond / figures.bareInsertPerSecond).toFixed(2)}x of bare); writeRecords is ${(figures.writeRecordsPerSecond / triggeredPerSecond).toFixed(2)}x of that; the same statements with the totals queued for the worker (a direct writer's way) ${queuedPerSecond} records/s (${(queuedPerSecond / figures.bareInsertPerSecond).toFixed(2)}x)`);
+    log(
+      `  CPU a record cost, µs (PostgreSQL cluster, Node): writeRecords ${JSON.stringify(cpuPerRecordMicros.writeRecords)}, bare ${JSON.stringify(cpuPerRecordMicros.bare)}`,
+    );
+    log(
+      `  where the time goes: the same bare statements into the service's tables (triggers, foreign keys), totals kept in the transaction as a batch keeps them, ${triggeredPerSecond} records/s (${(triggeredPerSecond / figures.bareInsertPerSecond).toFixed(2)}x of bare); writeRecords is ${(figures.writeRecordsPerSecond / triggeredPerSecond).toFixed(2)}x of that; the same statements with the totals queued for the worker (a direct writer's way) ${queuedPerSecond} records/s (${(queuedPerSecond / figures.bareInsertPerSecond).toFixed(2)}x)`,
+    );
 
     // 2. One writer, then 4 into 4 workspaces at once, each sending batches for `seconds`.
     let deadlocks = 0;
@@ -195,8 +255,12 @@ export async function runBatchWrites(options: { rounds?: number; seconds?: numbe
     let started = performance.now();
     const one = (await writer(workspaces[0], started + seconds * 1000)) / ((performance.now() - started) / 1000);
     started = performance.now();
-    const all = (await Promise.all(workspaces.map((w) => writer(w, started + seconds * 1000)))).reduce((a, b) => a + b, 0) / ((performance.now() - started) / 1000);
-    log(`batch writers: 1 writer ${Math.round(one)} records/s; 4 writers into 4 workspaces ${Math.round(all)} records/s together (${(all / one).toFixed(2)}x, target >= 1.5x); deadlocks ${deadlocks}, errors ${errors}`);
+    const all =
+      (await Promise.all(workspaces.map((w) => writer(w, started + seconds * 1000)))).reduce((a, b) => a + b, 0) /
+      ((performance.now() - started) / 1000);
+    log(
+      `batch writers: 1 writer ${Math.round(one)} records/s; 4 writers into 4 workspaces ${Math.round(all)} records/s together (${(all / one).toFixed(2)}x, target >= 1.5x); deadlocks ${deadlocks}, errors ${errors}`,
+    );
     return {
       ...figures,
       triggeredInsertPerSecond: triggeredPerSecond,

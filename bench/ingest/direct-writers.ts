@@ -96,25 +96,55 @@ export async function makeFixture(db: Knex): Promise<Fixture> {
   await db('owners').insert({ id: owner, workspace_id: ws, name: 'Owner' });
   await db('fleets').insert({ id: fleet, workspace_id: ws, owner_id: owner, code: 'F1', name: 'Fleet' });
   const vehicles = Array.from({ length: 40 }, () => randomUUID());
-  await db('vehicles').insert(vehicles.map((id, k) => ({
-    id, workspace_id: ws, fleet_id: fleet, make: k % 2 ? 'Toyota' : 'Nissan', model: k % 2 ? 'Corolla' : 'Sunny', plate: `P ${k}`,
-    category: 'sedan', daily_rate: 15000, state: 'active',
-  })));
+  await db('vehicles').insert(
+    vehicles.map((id, k) => ({
+      id,
+      workspace_id: ws,
+      fleet_id: fleet,
+      make: k % 2 ? 'Toyota' : 'Nissan',
+      model: k % 2 ? 'Corolla' : 'Sunny',
+      plate: `P ${k}`,
+      category: 'sedan',
+      daily_rate: 15000,
+      state: 'active',
+    })),
+  );
   const customers = Array.from({ length: 40 }, () => randomUUID());
   await db('customers').insert(customers.map((id, k) => ({ id, workspace_id: ws, name: `Customer ${k}` })));
   const bookings = Array.from({ length: 200 }, (_, k) => ({
-    id: randomUUID(), workspace_id: ws, number: `H-${k}`, customer_id: customers[k % 40], vehicle_id: vehicles[k % 40], type: 'daily',
-    status: 'completed', pickup_at: '2026-10-01T06:00:00Z', dropoff_at: '2026-10-03T06:00:00Z', amount: 30000,
+    id: randomUUID(),
+    workspace_id: ws,
+    number: `H-${k}`,
+    customer_id: customers[k % 40],
+    vehicle_id: vehicles[k % 40],
+    type: 'daily',
+    status: 'completed',
+    pickup_at: '2026-10-01T06:00:00Z',
+    dropoff_at: '2026-10-03T06:00:00Z',
+    amount: 30000,
   }));
   await db('bookings').insert(bookings);
   const invoices = bookings.slice(0, 100).map((b, k) => ({
-    id: randomUUID(), workspace_id: ws, number: `HI-${k}`, customer_id: b.customer_id, booking_id: b.id, purpose: 'rental',
-    issue_date: '2026-10-03', due_date: `2026-11-${String(1 + (k % 28)).padStart(2, '0')}`, total: 1_000_000, status: 'issued',
+    id: randomUUID(),
+    workspace_id: ws,
+    number: `HI-${k}`,
+    customer_id: b.customer_id,
+    booking_id: b.id,
+    purpose: 'rental',
+    issue_date: '2026-10-03',
+    due_date: `2026-11-${String(1 + (k % 28)).padStart(2, '0')}`,
+    total: 1_000_000,
+    status: 'issued',
   }));
   await db('invoices').insert(invoices);
   // the calendar started (as after the worker's first sweep): from now on the triggers record what derived events need
   await db('calendar_state').insert({ workspace_id: ws, first_swept_at: new Date(), last_swept_at: new Date() });
-  return { ws, vehicles, customers, invoices: invoices.map((i) => ({ id: i.id, customer: i.customer_id, booking: i.booking_id })) };
+  return {
+    ws,
+    vehicles,
+    customers,
+    invoices: invoices.map((i) => ({ id: i.id, customer: i.customer_id, booking: i.booking_id })),
+  };
 }
 
 /** Copies of the tables without triggers (LIKE ... INCLUDING ALL: columns, defaults, checks, indexes), holding the workspace's rows. */
@@ -127,7 +157,10 @@ async function makeBareCopies(db: Knex, ws: string): Promise<void> {
        WHERE attrelid = ?::regclass AND attnum > 0 AND NOT attisdropped AND attgenerated = ''`,
       [table],
     );
-    await db.raw(`INSERT INTO ${BARE}.${table} (${rows[0].cols}) SELECT ${rows[0].cols} FROM ${table} WHERE workspace_id = ?`, [ws]);
+    await db.raw(
+      `INSERT INTO ${BARE}.${table} (${rows[0].cols}) SELECT ${rows[0].cols} FROM ${table} WHERE workspace_id = ?`,
+      [ws],
+    );
   }
 }
 
@@ -139,7 +172,9 @@ async function addForeignKeys(db: Knex): Promise<void> {
     [TABLES],
   );
   for (const { table, def } of rows as Array<{ table: string; def: string }>) {
-    const pointed = def.replace(/REFERENCES (\w+)\(/, (whole, target: string) => (TABLES.includes(target) ? `REFERENCES ${BARE}.${target}(` : whole));
+    const pointed = def.replace(/REFERENCES (\w+)\(/, (whole, target: string) =>
+      TABLES.includes(target) ? `REFERENCES ${BARE}.${target}(` : whole,
+    );
     await db.raw(`ALTER TABLE ${BARE}.${table} ADD ${pointed}`);
   }
 }
@@ -151,7 +186,12 @@ async function writer(
   f: Fixture,
   seed: number,
   until: number,
-  result: { latencies: number[]; codes: Map<string, number>; committed: Map<string, number>; byKind: Map<string, number[]> },
+  result: {
+    latencies: number[];
+    codes: Map<string, number>;
+    committed: Map<string, number>;
+    byKind: Map<string, number[]>;
+  },
 ): Promise<void> {
   const client = new pg.Client({ connectionString: url, options: `-c search_path=${schema}` });
   await client.connect();
@@ -254,7 +294,10 @@ async function sampleWaits(url: string, until: number): Promise<Record<string, s
         WHERE a.state = 'active' AND a.backend_type = 'client backend' AND a.pid <> pg_backend_pid() AND a.query NOT LIKE '%rollups_%'`);
       samples++;
       // how far the figures are behind (the worker's fold), when the upkeep queue exists (the triggered run)
-      const delay = await client.query(`SELECT upkeep_delay() AS d`).then((r) => Number(r.rows[0].d), () => undefined);
+      const delay = await client.query(`SELECT upkeep_delay() AS d`).then(
+        (r) => Number(r.rows[0].d),
+        () => undefined,
+      );
       if (delay !== undefined) delays.push(delay);
       for (const r of rows) {
         const key = r.lock ? `${r.what} (${r.lock})` : r.what;
@@ -266,13 +309,32 @@ async function sampleWaits(url: string, until: number): Promise<Record<string, s
     await client.end();
   }
   // mean active backends in each state, and the upkeep delay seen (p50, max)
-  const waits = Object.fromEntries([...counts].sort((a, b) => b[1] - a[1]).slice(0, 8).map(([k, n]) => [k, (n / Math.max(1, samples)).toFixed(2)]));
-  if (delays.length > 0) waits['upkeep delay p50/max s'] = `${percentile(delays, 50).toFixed(2)}/${Math.max(...delays).toFixed(2)}`;
+  const waits = Object.fromEntries(
+    [...counts]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 8)
+      .map(([k, n]) => [k, (n / Math.max(1, samples)).toFixed(2)]),
+  );
+  if (delays.length > 0)
+    waits['upkeep delay p50/max s'] = `${percentile(delays, 50).toFixed(2)}/${Math.max(...delays).toFixed(2)}`;
   return waits;
 }
 
-async function runVariant(url: string, schema: string, f: Fixture, seconds: number, writers: number, postmaster: number, seedBase = 1000) {
-  const result = { latencies: [] as number[], codes: new Map<string, number>(), committed: new Map<string, number>(), byKind: new Map<string, number[]>() };
+async function runVariant(
+  url: string,
+  schema: string,
+  f: Fixture,
+  seconds: number,
+  writers: number,
+  postmaster: number,
+  seedBase = 1000,
+) {
+  const result = {
+    latencies: [] as number[],
+    codes: new Map<string, number>(),
+    committed: new Map<string, number>(),
+    byKind: new Map<string, number[]>(),
+  };
   const until = performance.now() + seconds * 1000;
   const cpuBefore = { postgres: clusterCpuMicros(postmaster), node: process.cpuUsage() };
   const [waits] = await Promise.all([
@@ -298,7 +360,12 @@ async function runVariant(url: string, schema: string, f: Fixture, seconds: numb
     otherErrors,
     cpuPerCommitMicros,
   };
-  const byKind = Object.fromEntries([...result.byKind].map(([kind, xs]) => [kind, `mean ${round(xs.reduce((a, b) => a + b, 0) / xs.length, 1)} ms, p99 ${round(percentile(xs, 99), 1)} ms`]));
+  const byKind = Object.fromEntries(
+    [...result.byKind].map(([kind, xs]) => [
+      kind,
+      `mean ${round(xs.reduce((a, b) => a + b, 0) / xs.length, 1)} ms, p99 ${round(percentile(xs, 99), 1)} ms`,
+    ]),
+  );
   return { variant, committed: result.committed, codes: result.codes, waits, byKind };
 }
 
@@ -307,8 +374,17 @@ async function topStatements(db: Knex): Promise<string> {
     SELECT round(total_exec_time::numeric, 0) AS ms, calls, round((total_exec_time / calls)::numeric, 3) AS mean_ms, query
     FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat%' ORDER BY total_exec_time DESC LIMIT 12`);
   // a rollup trigger's statement is named by what follows its transition-table CTE
-  const name = (query: string) => query.replace(/^\s*WITH c AS \([\s\S]*?::uuid\)\s*(?=INSERT|UPDATE|SELECT)/, '(trigger) ').replace(/\s+/g, ' ').slice(0, 100);
-  return rows.map((r: { ms: string; calls: string; mean_ms: string; query: string }) => `      ${r.ms} ms, ${r.calls} calls, ${r.mean_ms} ms each: ${name(r.query)}`).join('\n');
+  const name = (query: string) =>
+    query
+      .replace(/^\s*WITH c AS \([\s\S]*?::uuid\)\s*(?=INSERT|UPDATE|SELECT)/, '(trigger) ')
+      .replace(/\s+/g, ' ')
+      .slice(0, 100);
+  return rows
+    .map(
+      (r: { ms: string; calls: string; mean_ms: string; query: string }) =>
+        `      ${r.ms} ms, ${r.calls} calls, ${r.mean_ms} ms each: ${name(r.query)}`,
+    )
+    .join('\n');
 }
 
 /** Waits (up to `waitMs`) for the derived events of the commits and returns commit-to-queued figures. */
@@ -316,7 +392,10 @@ async function queuedLatency(db: Knex, ws: string, committed: Map<string, number
   const deadline = Date.now() + waitMs;
   let found = new Map<string, number>();
   for (;;) {
-    const { rows } = await db.raw(`SELECT dedupe_key, created_at FROM events WHERE workspace_id = ? AND source IN ('derived', 'calendar')`, [ws]);
+    const { rows } = await db.raw(
+      `SELECT dedupe_key, created_at FROM events WHERE workspace_id = ? AND source IN ('derived', 'calendar')`,
+      [ws],
+    );
     found = new Map(rows.map((r: { dedupe_key: string; created_at: Date }) => [r.dedupe_key, r.created_at.getTime()]));
     const missing = [...committed.keys()].filter((key) => !found.has(key)).length;
     if (missing === 0 || Date.now() > deadline) break;
@@ -333,7 +412,11 @@ async function queuedLatency(db: Knex, ws: string, committed: Map<string, number
 }
 
 /** The bench on `db` (its owner's connection) and `url` (the same database, for the writers' own connections). */
-export async function directWriters(db: Knex, url: string, options: DirectWritersOptions = {}): Promise<DirectWritersResult> {
+export async function directWriters(
+  db: Knex,
+  url: string,
+  options: DirectWritersOptions = {},
+): Promise<DirectWritersResult> {
   const seconds = options.seconds ?? Number(process.env.BENCH_SECONDS ?? 20);
   const writers = options.writers ?? Number(process.env.BENCH_WRITERS ?? 8);
   const log = options.log ?? ((line: string) => console.log(line));
@@ -351,9 +434,17 @@ export async function directWriters(db: Knex, url: string, options: DirectWriter
   await addForeignKeys(db);
   const keyed = await runVariant(url, BARE, f, seconds, writers, postmaster, 3000);
   log(`  without triggers, with the foreign keys: ${JSON.stringify(keyed.variant)}`);
-  const { rows: [{ schema }] } = await db.raw('SELECT current_schema() AS schema');
+  const {
+    rows: [{ schema }],
+  } = await db.raw('SELECT current_schema() AS schema');
   // Where the database's time goes, when the cluster loads pg_stat_statements (shared_preload_libraries, track = all)
-  const statements = await db.raw('CREATE EXTENSION IF NOT EXISTS pg_stat_statements').then(() => db.raw('SELECT pg_stat_statements_reset()')).then(() => true, () => false);
+  const statements = await db
+    .raw('CREATE EXTENSION IF NOT EXISTS pg_stat_statements')
+    .then(() => db.raw('SELECT pg_stat_statements_reset()'))
+    .then(
+      () => true,
+      () => false,
+    );
   const worker = await startWorker(db, pino({ level: 'silent' }));
   // a running worker, as in production: its sessions made (a fold's first use builds its temporary tables)
   await new Promise((resolve) => setTimeout(resolve, 1000));
@@ -364,7 +455,10 @@ export async function directWriters(db: Knex, url: string, options: DirectWriter
     log(`  with triggers:    ${JSON.stringify(triggered.variant)}`);
     log(`    writers' backends by state (mean active): ${JSON.stringify(triggered.waits)}`);
     log(`    by kind: ${JSON.stringify(triggered.byKind)}`);
-    if (statements) log(`    PostgreSQL time by statement (pg_stat_statements, nested statements included, top 12):\n${await topStatements(db)}`);
+    if (statements)
+      log(
+        `    PostgreSQL time by statement (pg_stat_statements, nested statements included, top 12):\n${await topStatements(db)}`,
+      );
     // the minute sweep may be up to a minute away before the change
     queued = await queuedLatency(db, f.ws, triggered.committed, 70_000);
   } finally {
@@ -380,16 +474,21 @@ export async function directWriters(db: Knex, url: string, options: DirectWriter
     triggered: triggered.variant,
     commitsRatio: round(triggered.variant.perSecond / bare.variant.perSecond, 3),
     p99Ratio: round(triggered.variant.p99Ms / Math.max(bare.variant.p99Ms, 0.001), 2),
-    failedShare: round((100 * (triggered.variant.deadlocks + triggered.variant.serializationFailures))
-      / Math.max(1, triggered.variant.commits + triggered.variant.deadlocks + triggered.variant.serializationFailures), 3),
+    failedShare: round(
+      (100 * (triggered.variant.deadlocks + triggered.variant.serializationFailures)) /
+        Math.max(1, triggered.variant.commits + triggered.variant.deadlocks + triggered.variant.serializationFailures),
+      3,
+    ),
     waits: triggered.waits,
     queued,
     unfolded: unfolded.variant,
     keyed: keyed.variant,
     keyedRatio: round(triggered.variant.perSecond / keyed.variant.perSecond, 3),
   };
-  log(`  commits/s ratio ${result.commitsRatio}x (target >= 0.5x), p99 ratio ${result.p99Ratio}x (target <= 5x), `
-    + `deadlocks + serialization failures ${result.failedShare}% (target < 0.1%)`);
+  log(
+    `  commits/s ratio ${result.commitsRatio}x (target >= 0.5x), p99 ratio ${result.p99Ratio}x (target <= 5x), ` +
+      `deadlocks + serialization failures ${result.failedShare}% (target < 0.1%)`,
+  );
   log(`  commit to derived event queued: ${JSON.stringify(queued)}`);
   log(`  against the copies with the foreign keys: commits/s ratio ${result.keyedRatio}x`);
   await db.raw(`DROP SCHEMA ${BARE} CASCADE`);
@@ -403,7 +502,12 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
   const database = await openDatabase(
     process.env.DATABASE_URL
       ? { schema: 'migrate' }
-      : { embeddedDir: path.join(processConfig().dataDir, 'ingest-bench-pg'), embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54493), embeddedDurable: false, schema: 'migrate' },
+      : {
+          embeddedDir: path.join(processConfig().dataDir, 'ingest-bench-pg'),
+          embeddedPort: Number(process.env.FRS_BENCH_PG_PORT ?? 54493),
+          embeddedDurable: false,
+          schema: 'migrate',
+        },
   );
   try {
     await directWriters(database.db, database.url);

@@ -35,7 +35,10 @@ function parseMasterKey(text: string, where: string): MasterKey {
   if (key.length !== 32 || !/^[A-Za-z0-9+/]{43}=$/.test(text.trim())) {
     throw new Error(`${where} must be the base64 of 32 random bytes (make one with: openssl rand -base64 32)`);
   }
-  return { id: `mk_${crypto.createHash('sha256').update('frs-master-key-id\0').update(key).digest('hex').slice(0, 16)}`, key };
+  return {
+    id: `mk_${crypto.createHash('sha256').update('frs-master-key-id\0').update(key).digest('hex').slice(0, 16)}`,
+    key,
+  };
 }
 
 function readKeyFile(file: string, createIfMissing: boolean): MasterKey[] {
@@ -46,7 +49,9 @@ function readKeyFile(file: string, createIfMissing: boolean): MasterKey[] {
       try {
         const mode = fs.fstatSync(fd).mode & 0o777;
         if ((mode & 0o077) !== 0) {
-          throw new Error(`the master key file ${file} is open to other users (mode ${mode.toString(8).padStart(4, '0')}): run chmod 600 ${file}`);
+          throw new Error(
+            `the master key file ${file} is open to other users (mode ${mode.toString(8).padStart(4, '0')}): run chmod 600 ${file}`,
+          );
         }
         text = fs.readFileSync(fd, 'utf8');
       } finally {
@@ -79,7 +84,10 @@ function masterKeys(create: boolean): MasterKey[] {
   const env = process.env;
   if (env.FRS_SECRET_KEY) {
     const previous = (env.FRS_SECRET_KEY_PREVIOUS ?? '').split(',').filter((t) => t.trim() !== '');
-    return [parseMasterKey(env.FRS_SECRET_KEY, 'FRS_SECRET_KEY'), ...previous.map((text) => parseMasterKey(text, 'FRS_SECRET_KEY_PREVIOUS'))];
+    return [
+      parseMasterKey(env.FRS_SECRET_KEY, 'FRS_SECRET_KEY'),
+      ...previous.map((text) => parseMasterKey(text, 'FRS_SECRET_KEY_PREVIOUS')),
+    ];
   }
   const file = env.FRS_SECRET_KEY_FILE || path.join(env.FRS_DATA_DIR ?? path.join(ROOT_DIR, '.data'), 'secret.key');
   return readKeyFile(file, create && !env.DATABASE_URL);
@@ -88,13 +96,19 @@ function masterKeys(create: boolean): MasterKey[] {
 const context = (endpointId: string) => `webhook_endpoints.secret:${endpointId}`;
 
 /** The columns holding an endpoint's signing secret, sealed under the current master key. */
-export function sealedSecretColumns(endpointId: string, secret: string): { secret_key_id: string; secret_sealed: Buffer } {
+export function sealedSecretColumns(
+  endpointId: string,
+  secret: string,
+): { secret_key_id: string; secret_sealed: Buffer } {
   const [current] = masterKeys(true);
   const iv = crypto.randomBytes(IV_BYTES);
   const cipher = crypto.createCipheriv('aes-256-gcm', current.key, iv);
   cipher.setAAD(Buffer.from(context(endpointId), 'utf8'));
   const ciphertext = Buffer.concat([cipher.update(secret, 'utf8'), cipher.final()]);
-  return { secret_key_id: current.id, secret_sealed: Buffer.concat([Buffer.from([SEALED_VERSION]), iv, cipher.getAuthTag(), ciphertext]) };
+  return {
+    secret_key_id: current.id,
+    secret_sealed: Buffer.concat([Buffer.from([SEALED_VERSION]), iv, cipher.getAuthTag(), ciphertext]),
+  };
 }
 
 /** Opens an endpoint's signing secret sealed under one of this process's master keys. */
@@ -107,13 +121,18 @@ export function openSigningSecret(endpointId: string, secret: { keyId: string; s
     );
   }
   const { sealed } = secret;
-  if (sealed[0] !== SEALED_VERSION || sealed.length < 1 + IV_BYTES + TAG_BYTES) throw new Error(`a sealed secret has an unknown format`);
+  if (sealed[0] !== SEALED_VERSION || sealed.length < 1 + IV_BYTES + TAG_BYTES)
+    throw new Error(`a sealed secret has an unknown format`);
   const decipher = crypto.createDecipheriv('aes-256-gcm', masterKey.key, sealed.subarray(1, 1 + IV_BYTES));
   decipher.setAAD(Buffer.from(context(endpointId), 'utf8'));
   decipher.setAuthTag(sealed.subarray(1 + IV_BYTES, 1 + IV_BYTES + TAG_BYTES));
   try {
-    return Buffer.concat([decipher.update(sealed.subarray(1 + IV_BYTES + TAG_BYTES)), decipher.final()]).toString('utf8');
+    return Buffer.concat([decipher.update(sealed.subarray(1 + IV_BYTES + TAG_BYTES)), decipher.final()]).toString(
+      'utf8',
+    );
   } catch {
-    throw new Error(`a sealed secret failed authentication under master key ${secret.keyId} (altered, or moved to another row)`);
+    throw new Error(
+      `a sealed secret failed authentication under master key ${secret.keyId} (altered, or moved to another row)`,
+    );
   }
 }

@@ -12,7 +12,16 @@ import type { Context as BackendContext } from 'openapi-backend';
 import type { ErrorObject } from 'ajv';
 import { loadOpenApiDocument, strictOpenApiDocument } from '../contract/document.js';
 import {
-  allowedMethods, contractBackend, decodablePath, memoiseOperations, requestEdge, requestGuard, unknownQuery, unknownQueryParameter, validationError, type Parameter,
+  allowedMethods,
+  contractBackend,
+  decodablePath,
+  memoiseOperations,
+  requestEdge,
+  requestGuard,
+  unknownQuery,
+  unknownQueryParameter,
+  validationError,
+  type Parameter,
 } from '../api/app.js';
 import { apiError, internalError, invalidRequest, sealingUnavailable } from '../api/errors.js';
 import { NoSealingKeyError } from '../secrets.js';
@@ -53,7 +62,11 @@ export const noRoute = () => apiError('not_found', 'No such route. See /openapi.
  * The JSON body of a request that has one (at most ADMIN_BODY_LIMIT bytes), else undefined. A body must say it is
  * JSON and come uncompressed (415 otherwise): what is read is what the document describes, nothing to inflate.
  */
-export async function readJsonBody(ctx: Koa.Context, limit = ADMIN_BODY_LIMIT, limitName = `${ADMIN_BODY_LIMIT} bytes`): Promise<unknown> {
+export async function readJsonBody(
+  ctx: Koa.Context,
+  limit = ADMIN_BODY_LIMIT,
+  limitName = `${ADMIN_BODY_LIMIT} bytes`,
+): Promise<unknown> {
   const declared = Number(ctx.get('content-length') || 0);
   if (declared === 0 && !ctx.get('transfer-encoding')) return undefined;
   const encoding = ctx.get('content-encoding').trim().toLowerCase();
@@ -93,13 +106,23 @@ const CORE_BODIES: Record<string, { stream: true } | { limit: number; limitName:
   createImport: { stream: true },
 };
 
-export function withoutCoreBodies(document: ReturnType<typeof strictOpenApiDocument>): ReturnType<typeof strictOpenApiDocument> {
+export function withoutCoreBodies(
+  document: ReturnType<typeof strictOpenApiDocument>,
+): ReturnType<typeof strictOpenApiDocument> {
   // (the import document is a file of its own beside the admin document: the core checks against it, not the router)
   const copy = JSON.parse(JSON.stringify(document), (key, value) =>
-    value && typeof value === 'object' && value.$ref === './import.schema.json' ? { type: 'object', description: value.description } : value) as typeof document;
+    value && typeof value === 'object' && value.$ref === './import.schema.json'
+      ? { type: 'object', description: value.description }
+      : value,
+  ) as typeof document;
   for (const item of Object.values(copy.paths)) {
     for (const operation of Object.values(item)) {
-      if (operation && typeof operation === 'object' && (operation as { operationId?: string }).operationId! in CORE_BODIES) delete (operation as { requestBody?: unknown }).requestBody;
+      if (
+        operation &&
+        typeof operation === 'object' &&
+        (operation as { operationId?: string }).operationId! in CORE_BODIES
+      )
+        delete (operation as { requestBody?: unknown }).requestBody;
     }
   }
   return copy;
@@ -129,10 +152,16 @@ export function jsonShapeProblem(text: string): string | undefined {
         else if (s === 0x22) break;
       }
     } else if (c === 0x7b || c === 0x5b) {
-      if (open.push(c === 0x7b ? 0 : -1) > MAX_BODY_DEPTH) return `The request body is nested more than ${MAX_BODY_DEPTH} levels deep.`;
+      if (open.push(c === 0x7b ? 0 : -1) > MAX_BODY_DEPTH)
+        return `The request body is nested more than ${MAX_BODY_DEPTH} levels deep.`;
     } else if (c === 0x7d || c === 0x5d) {
       open.pop();
-    } else if (c === 0x3a && open.length > 0 && open[open.length - 1] >= 0 && ++open[open.length - 1] > MAX_OBJECT_MEMBERS) {
+    } else if (
+      c === 0x3a &&
+      open.length > 0 &&
+      open[open.length - 1] >= 0 &&
+      ++open[open.length - 1] > MAX_OBJECT_MEMBERS
+    ) {
       return `An object in the request body has more than ${MAX_OBJECT_MEMBERS} members.`;
     }
   }
@@ -178,7 +207,17 @@ export interface AdminDispatcher {
  * validation by the document, the body read only after the route matched and the caller was authenticated, and the
  * core's refusals as documented errors. The operations themselves are src/admin/operations.ts.
  */
-export async function adminDispatcher({ db, ingestDb, clock, cursors, scheme, authenticate, prefix = '', portalUrl, metrics }: AdminDispatcherOptions): Promise<AdminDispatcher> {
+export async function adminDispatcher({
+  db,
+  ingestDb,
+  clock,
+  cursors,
+  scheme,
+  authenticate,
+  prefix = '',
+  portalUrl,
+  metrics,
+}: AdminDispatcherOptions): Promise<AdminDispatcher> {
   const otherScheme = scheme === 'adminToken' ? 'portalSession' : 'adminToken';
   const backend = contractBackend({
     document: withoutCoreBodies(strictOpenApiDocument('admin')),
@@ -190,7 +229,9 @@ export async function adminDispatcher({ db, ingestDb, clock, cursors, scheme, au
         // (a path whose operations are all another client's is no route here)
         const allowed = allowedMethods(reachableOperations(), c.request.path);
         if (allowed.length === 0) throw noRoute();
-        throw apiError('method_not_allowed', `This path does not accept ${c.request.method.toUpperCase()}.`, { headers: { Allow: allowed.join(', ') } });
+        throw apiError('method_not_allowed', `This path does not accept ${c.request.method.toUpperCase()}.`, {
+          headers: { Allow: allowed.join(', ') },
+        });
       },
       unauthorizedHandler: (c: BackendContext, ctx: Koa.Context) => {
         ctx.state.operationId = c.operation.operationId;
@@ -216,7 +257,10 @@ export async function adminDispatcher({ db, ingestDb, clock, cursors, scheme, au
   for (const [operationId, handler] of Object.entries(adminOperations)) {
     backend.register(operationId, async (c: BackendContext, ctx: Koa.Context) => {
       ctx.state.operationId = operationId;
-      const unknown = unknownQueryParameter((c.operation.parameters ?? []) as Parameter[], c.request.query as Record<string, unknown>);
+      const unknown = unknownQueryParameter(
+        (c.operation.parameters ?? []) as Parameter[],
+        c.request.query as Record<string, unknown>,
+      );
       if (unknown !== undefined) throw unknownQuery(unknown);
       const { caller, audit, idempotencyKey } = ctx.state.requester as AdminRequester;
       try {
@@ -241,7 +285,10 @@ export async function adminDispatcher({ db, ingestDb, clock, cursors, scheme, au
       } catch (err) {
         // (the core's refusals are answered at the edge: src/api/errors.ts coreError)
         if (err instanceof NoSealingKeyError) {
-          (ctx.state.logger as Logger | undefined)?.warn({ err: { message: err.message } }, 'cannot seal a signing secret');
+          (ctx.state.logger as Logger | undefined)?.warn(
+            { err: { message: err.message } },
+            'cannot seal a signing secret',
+          );
           throw sealingUnavailable();
         }
         throw err;
@@ -252,7 +299,8 @@ export async function adminDispatcher({ db, ingestDb, clock, cursors, scheme, au
   const operations = memoiseOperations(backend);
   /** Whether this client may call an operation: one of the admin operations, whose security lists this client's scheme. */
   const inReach = (operationId: string | undefined) => {
-    const operation = operationId === undefined || !(operationId in adminOperations) ? undefined : backend.getOperation(operationId);
+    const operation =
+      operationId === undefined || !(operationId in adminOperations) ? undefined : backend.getOperation(operationId);
     return (operation?.security ?? []).some((requirement) => scheme in requirement);
   };
   const reachableOperations = () => operations.filter((op) => inReach(op.operationId));
@@ -266,7 +314,12 @@ export async function adminDispatcher({ db, ingestDb, clock, cursors, scheme, au
         ctx.status = 204;
         return;
       }
-      const request = { method: ctx.method === 'HEAD' ? 'GET' : ctx.method, path, query: ctx.querystring, headers: ctx.headers as Record<string, string> };
+      const request = {
+        method: ctx.method === 'HEAD' ? 'GET' : ctx.method,
+        path,
+        query: ctx.querystring,
+        headers: ctx.headers as Record<string, string>,
+      };
       // An operation of another client is no route here. A body is read only for an operation that takes one, and only
       // once the caller holds: a request to no route is a 404 and an unauthenticated one a 401 (counted against its
       // address), whatever it sent.
@@ -290,7 +343,17 @@ export async function adminDispatcher({ db, ingestDb, clock, cursors, scheme, au
   };
 }
 
-export async function createAdminApp({ db, ingestDb, logger, clock = () => new Date(), metrics, shedEventLoopLagMs = 0, authFailures: failureSettings, cursors = Cursors.fromApiSecret(), portalUrl }: AdminAppOptions): Promise<Koa> {
+export async function createAdminApp({
+  db,
+  ingestDb,
+  logger,
+  clock = () => new Date(),
+  metrics,
+  shedEventLoopLagMs = 0,
+  authFailures: failureSettings,
+  cursors = Cursors.fromApiSecret(),
+  portalUrl,
+}: AdminAppOptions): Promise<Koa> {
   const authFailures = new AuthFailureLimits(failureSettings ?? processConfig().authFailures);
   const document = loadOpenApiDocument('admin');
   const dispatcher = await adminDispatcher({
@@ -302,10 +365,19 @@ export async function createAdminApp({ db, ingestDb, logger, clock = () => new D
     portalUrl,
     metrics,
     authenticate: async (ctx) => {
-      const holder = await authenticateAdmin(db, ctx.get('authorization') || undefined, clock(), requestGuard(authFailures, ctx));
+      const holder = await authenticateAdmin(
+        db,
+        ctx.get('authorization') || undefined,
+        clock(),
+        requestGuard(authFailures, ctx),
+      );
       return {
         caller: holder,
-        audit: { actor: { type: 'admin_token', id: holder.id, name: holder.name }, requestId: ctx.response.get('x-request-id'), clientRequestId: ctx.state.clientRequestId },
+        audit: {
+          actor: { type: 'admin_token', id: holder.id, name: holder.name },
+          requestId: ctx.response.get('x-request-id'),
+          clientRequestId: ctx.state.clientRequestId,
+        },
         idempotencyKey: ctx.get('idempotency-key') || undefined,
       };
     },
@@ -320,15 +392,17 @@ export async function createAdminApp({ db, ingestDb, logger, clock = () => new D
 
   const app = new Koa();
   app.proxy = false;
-  app.use(requestEdge({
-    logger,
-    metrics,
-    // An answer to a request that asked the failure limit says where its address stands.
-    finish: async (ctx) => {
-      const standing = (ctx.state.guard as AuthGuard | undefined)?.standing;
-      if (standing && !ctx.response.get('RateLimit')) ctx.set(rateLimitHeaders(standing));
-    },
-  }));
+  app.use(
+    requestEdge({
+      logger,
+      metrics,
+      // An answer to a request that asked the failure limit says where its address stands.
+      finish: async (ctx) => {
+        const standing = (ctx.state.guard as AuthGuard | undefined)?.standing;
+        if (standing && !ctx.response.get('RateLimit')) ctx.set(rateLimitHeaders(standing));
+      },
+    }),
+  );
   if (shedEventLoopLagMs > 0) app.use(loadShedding(shedEventLoopLagMs));
   app.use(router.routes());
   app.use(dispatcher.handle);

@@ -45,9 +45,16 @@ export async function guardedLookup<R>(
 }
 
 /** The token's holder, or the documented 401 (429 when the address failed too often). A public API key is `unknown`. */
-export async function authenticateAdmin(db: Knex, authorization: string | undefined, now: Date, guard: AuthGuard): Promise<AdminTokenHolder> {
+export async function authenticateAdmin(
+  db: Knex,
+  authorization: string | undefined,
+  now: Date,
+  guard: AuthGuard,
+): Promise<AdminTokenHolder> {
   const token = bearerToken(authorization);
-  const held = await guardedLookup(guard, token === undefined ? undefined : hashApiKey(token).toString('base64'), () => adminTokenHolder(db, token!, now));
+  const held = await guardedLookup(guard, token === undefined ? undefined : hashApiKey(token).toString('base64'), () =>
+    adminTokenHolder(db, token!, now),
+  );
   if (held === undefined) throw new CredentialError('admin_token', 'missing');
   return held;
 }

@@ -29,7 +29,10 @@ export interface Answer {
 function canonical(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
   if (value && typeof value === 'object') {
-    return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`).join(',')}}`;
+    return `{${Object.keys(value)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
   }
   return JSON.stringify(value ?? null);
 }
@@ -44,7 +47,10 @@ let answerKeys: { id: string; keys: Buffer[] } | undefined;
 function answerKeysFor(tokenId: string, key: string): { id: string; keys: Buffer[] } {
   answerKeys ??= { id: apiSecretId(), keys: derivedKeys(ANSWER_KEY_LABEL) };
   const info = `admin-idempotency\0${tokenId}\0${key}`;
-  return { id: answerKeys.id, keys: answerKeys.keys.map((k) => Buffer.from(crypto.hkdfSync('sha256', k, Buffer.alloc(0), info, 32))) };
+  return {
+    id: answerKeys.id,
+    keys: answerKeys.keys.map((k) => Buffer.from(crypto.hkdfSync('sha256', k, Buffer.alloc(0), info, 32))),
+  };
 }
 
 function sealAnswer(answer: Answer, key: Buffer): Buffer {
@@ -61,7 +67,9 @@ function openAnswer(sealed: Buffer, keys: Buffer[]): Answer | undefined {
     const decipher = crypto.createDecipheriv('aes-256-gcm', key, sealed.subarray(1, 13));
     decipher.setAuthTag(sealed.subarray(13, 29));
     try {
-      return JSON.parse(Buffer.concat([decipher.update(sealed.subarray(29)), decipher.final()]).toString('utf8')) as Answer;
+      return JSON.parse(
+        Buffer.concat([decipher.update(sealed.subarray(29)), decipher.final()]).toString('utf8'),
+      ) as Answer;
     } catch {
       // another key's
     }
@@ -85,26 +93,47 @@ export async function idempotent(
 ): Promise<Answer & { replayed: boolean }> {
   const { tokenId, key } = request;
   if (key === undefined) return { ...(await db.transaction(create)), replayed: false };
-  const requestHash = crypto.createHash('sha256').update(canonical([request.operationId, request.path, request.body])).digest();
+  const requestHash = crypto
+    .createHash('sha256')
+    .update(canonical([request.operationId, request.path, request.body]))
+    .digest();
   const digest = idempotencyKeyDigest(key);
   const answerKey = answerKeysFor(tokenId, key);
   return db.transaction(async (trx) => {
     // Forgotten after 24 hours: this token's keys older than that go now (the others with their own token's requests).
-    await trx('admin_idempotency_keys').where({ token_id: tokenId }).whereRaw(`created_at < now() - make_interval(hours => ?)`, [IDEMPOTENCY_HOURS]).delete();
+    await trx('admin_idempotency_keys')
+      .where({ token_id: tokenId })
+      .whereRaw(`created_at < now() - make_interval(hours => ?)`, [IDEMPOTENCY_HOURS])
+      .delete();
     const { rows } = await trx.raw(
       `INSERT INTO admin_idempotency_keys (token_id, key, request_hash) VALUES (?, ?, ?) ON CONFLICT (token_id, key) DO NOTHING RETURNING token_id`,
       [tokenId, digest, requestHash],
     );
     if (rows.length === 0) {
-      const first = await trx('admin_idempotency_keys').where({ token_id: tokenId, key: digest }).first('request_hash', 'response_sealed');
-      const answer = first?.response_sealed && (first.request_hash as Buffer).equals(requestHash) ? openAnswer(first.response_sealed, answerKey.keys) : undefined;
+      const first = await trx('admin_idempotency_keys')
+        .where({ token_id: tokenId, key: digest })
+        .first('request_hash', 'response_sealed');
+      const answer =
+        first?.response_sealed && (first.request_hash as Buffer).equals(requestHash)
+          ? openAnswer(first.response_sealed, answerKey.keys)
+          : undefined;
       if (!answer) {
-        throw apiError('idempotency_key_reused', 'This Idempotency-Key was already used, within 24 hours, for another request.', { reason: 'Idempotency-Key' });
+        throw apiError(
+          'idempotency_key_reused',
+          'This Idempotency-Key was already used, within 24 hours, for another request.',
+          { reason: 'Idempotency-Key' },
+        );
       }
       return { ...answer, replayed: true };
     }
     const answer = await create(trx);
-    await trx('admin_idempotency_keys').where({ token_id: tokenId, key: digest }).update({ status: answer.status, response_key_id: answerKey.id, response_sealed: sealAnswer(answer, answerKey.keys[0]) });
+    await trx('admin_idempotency_keys')
+      .where({ token_id: tokenId, key: digest })
+      .update({
+        status: answer.status,
+        response_key_id: answerKey.id,
+        response_sealed: sealAnswer(answer, answerKey.keys[0]),
+      });
     return { ...answer, replayed: false };
   });
 }

@@ -9,14 +9,34 @@ import { listAuditEntries } from '../audit.js';
 import type { Cursors } from '../api/cursors.js';
 import { apiError } from '../api/errors.js';
 import type { AdminTokenHolder } from '../admin-tokens.js';
-import { createApiKey, createWorkspace, findWorkspace, listApiKeys, listWorkspaces, platformOnlySetting, revokeApiKey, updateWorkspace } from '../workspaces.js';
+import {
+  createApiKey,
+  createWorkspace,
+  findWorkspace,
+  listApiKeys,
+  listWorkspaces,
+  platformOnlySetting,
+  revokeApiKey,
+  updateWorkspace,
+} from '../workspaces.js';
 import { NotFoundError, instant } from '../input.js';
 import { idempotent, type Answer } from './idempotency.js';
 import type { ApiKeyCreate, WorkspaceCreate, WorkspaceUpdate } from '../../generated/admin-strict/types.gen.js';
-import { createEndpoint, deleteEndpoint, getEndpoint, listEndpoints, setEndpointActive, updateEndpoint } from '../webhooks/endpoints.js';
+import {
+  createEndpoint,
+  deleteEndpoint,
+  getEndpoint,
+  listEndpoints,
+  setEndpointActive,
+  updateEndpoint,
+} from '../webhooks/endpoints.js';
 import { rotateSigningSecret } from '../webhooks/signing-secrets.js';
 import type { EndpointCreate, EndpointUpdate, SecretRotation } from '../../generated/admin-strict/types.gen.js';
-import type { ExampleEventRequest, PublishEventRequest, RecoverRequest } from '../../generated/admin-strict/types.gen.js';
+import type {
+  ExampleEventRequest,
+  PublishEventRequest,
+  RecoverRequest,
+} from '../../generated/admin-strict/types.gen.js';
 import type { CursorBinding } from '../api/cursors.js';
 import type { DeliveryPosition, WorkspaceDeliveryFilters } from '../queries/deliveries.js';
 import { listWorkspaceDeliveries, showDelivery } from '../webhooks/deliveries.js';
@@ -71,14 +91,16 @@ type Handler = (c: AdminOperationContext) => Promise<Answer>;
 
 /** The ingest role's connections (writeRecords and import jobs). */
 function ingestOf(c: AdminOperationContext): Knex {
-  if (!c.ingestDb) throw new Error('the platform\'s records are written through the ingest pool, which this client was not given');
+  if (!c.ingestDb)
+    throw new Error("the platform's records are written through the ingest pool, which this client was not given");
   return c.ingestDb;
 }
 
 /** The workspace of the path, within the token's reach: another workspace is not found, as if it did not exist. */
 async function reachable(c: AdminOperationContext) {
   const id = c.params.workspaceId;
-  if (c.caller.workspaceId !== null && c.caller.workspaceId !== id) throw new NotFoundError(`No workspace with id ${id}.`);
+  if (c.caller.workspaceId !== null && c.caller.workspaceId !== id)
+    throw new NotFoundError(`No workspace with id ${id}.`);
   return findWorkspace(c.db, { id });
 }
 
@@ -86,13 +108,24 @@ async function reachable(c: AdminOperationContext) {
  * A workspace as the caller may see it. Its opened private ranges are the operator's setting (they describe the
  * network): shown to an all-workspaces token only, never to a workspace's own token or its settings screen.
  */
-const workspaceBody = (caller: AdminCaller) => ({ id, slug, status, timezone, remindersAhead, webhookAllowedCidrs }: Awaited<ReturnType<typeof findWorkspace>>) =>
-  ({ id, slug, status, timezone, remindersAhead, ...(caller.workspaceId === null && { webhookAllowedCidrs }) });
+const workspaceBody =
+  (caller: AdminCaller) =>
+  ({ id, slug, status, timezone, remindersAhead, webhookAllowedCidrs }: Awaited<ReturnType<typeof findWorkspace>>) => ({
+    id,
+    slug,
+    status,
+    timezone,
+    remindersAhead,
+    ...(caller.workspaceId === null && { webhookAllowedCidrs }),
+  });
 
 export const adminOperations: Record<string, Handler> = {
   async listWorkspaces(c) {
     const slug = c.query.slug as string | undefined;
-    const { rows } = await listWorkspaces(c.db, { slug, ...(c.caller.workspaceId !== null ? { id: c.caller.workspaceId } : {}) });
+    const { rows } = await listWorkspaces(c.db, {
+      slug,
+      ...(c.caller.workspaceId !== null ? { id: c.caller.workspaceId } : {}),
+    });
     return { status: 200, body: { rows: rows.map(workspaceBody(c.caller)) } };
   },
 
@@ -101,8 +134,11 @@ export const adminOperations: Record<string, Handler> = {
       throw apiError('forbidden', 'This admin token acts on one workspace only and cannot create workspaces.');
     }
     const input = c.body as WorkspaceCreate;
-    return (await idempotent(c.db, { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'createWorkspace', path: c.path, body: input }, async (trx) =>
-      ({ status: 201, body: workspaceBody(c.caller)(await createWorkspace(trx, input, c.audit)) })));
+    return await idempotent(
+      c.db,
+      { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'createWorkspace', path: c.path, body: input },
+      async (trx) => ({ status: 201, body: workspaceBody(c.caller)(await createWorkspace(trx, input, c.audit)) }),
+    );
   },
 
   async getWorkspace(c) {
@@ -114,9 +150,13 @@ export const adminOperations: Record<string, Handler> = {
     const changes = c.body as WorkspaceUpdate;
     const platformOnly = c.caller.workspaceId === null ? undefined : platformOnlySetting(changes);
     if (platformOnly !== undefined) {
-      throw apiError('forbidden', c.caller.screen
-        ? `The settings screen changes the workspace's time zone and reminders; its ${platformOnly} is the platform's to change.`
-        : `This admin token acts on one workspace only and cannot change its ${platformOnly}: that takes a token for every workspace, or the CLI.`, { reason: platformOnly });
+      throw apiError(
+        'forbidden',
+        c.caller.screen
+          ? `The settings screen changes the workspace's time zone and reminders; its ${platformOnly} is the platform's to change.`
+          : `This admin token acts on one workspace only and cannot change its ${platformOnly}: that takes a token for every workspace, or the CLI.`,
+        { reason: platformOnly },
+      );
     }
     return { status: 200, body: workspaceBody(c.caller)(await updateWorkspace(c.db, { id }, changes, c.now, c.audit)) };
   },
@@ -129,8 +169,14 @@ export const adminOperations: Record<string, Handler> = {
   async createApiKey(c) {
     const { id } = await reachable(c);
     const input = c.body as ApiKeyCreate;
-    return (await idempotent(c.db, { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'createApiKey', path: c.path, body: input }, async (trx) =>
-      ({ status: 201, body: await createApiKey(trx, { workspaceId: id, role: input.role, expiresAt: input.expiresAt }, c.audit) })));
+    return await idempotent(
+      c.db,
+      { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'createApiKey', path: c.path, body: input },
+      async (trx) => ({
+        status: 201,
+        body: await createApiKey(trx, { workspaceId: id, role: input.role, expiresAt: input.expiresAt }, c.audit),
+      }),
+    );
   },
 
   async revokeApiKey(c) {
@@ -148,8 +194,14 @@ export const adminOperations: Record<string, Handler> = {
   async createEndpoint(c) {
     const { id } = await reachable(c);
     const input = c.body as EndpointCreate;
-    return (await idempotent(c.db, { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'createEndpoint', path: c.path, body: input }, async (trx) =>
-      ({ status: 201, body: await createEndpoint(trx, { workspaceId: id, ...input }, undefined, c.audit) })));
+    return await idempotent(
+      c.db,
+      { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'createEndpoint', path: c.path, body: input },
+      async (trx) => ({
+        status: 201,
+        body: await createEndpoint(trx, { workspaceId: id, ...input }, undefined, c.audit),
+      }),
+    );
   },
 
   async getEndpoint(c) {
@@ -159,7 +211,17 @@ export const adminOperations: Record<string, Handler> = {
 
   async updateEndpoint(c) {
     const { id } = await reachable(c);
-    return { status: 200, body: await updateEndpoint(c.db, c.params.endpointId, c.body as EndpointUpdate, { workspaceId: id }, undefined, c.audit) };
+    return {
+      status: 200,
+      body: await updateEndpoint(
+        c.db,
+        c.params.endpointId,
+        c.body as EndpointUpdate,
+        { workspaceId: id },
+        undefined,
+        c.audit,
+      ),
+    };
   },
 
   async deleteEndpoint(c) {
@@ -170,50 +232,106 @@ export const adminOperations: Record<string, Handler> = {
 
   async enableEndpoint(c) {
     const { id } = await reachable(c);
-    return { status: 200, body: await setEndpointActive(c.db, c.params.endpointId, true, c.now, c.audit, { workspaceId: id }) };
+    return {
+      status: 200,
+      body: await setEndpointActive(c.db, c.params.endpointId, true, c.now, c.audit, { workspaceId: id }),
+    };
   },
 
   async disableEndpoint(c) {
     const { id } = await reachable(c);
-    return { status: 200, body: await setEndpointActive(c.db, c.params.endpointId, false, c.now, c.audit, { workspaceId: id }) };
+    return {
+      status: 200,
+      body: await setEndpointActive(c.db, c.params.endpointId, false, c.now, c.audit, { workspaceId: id }),
+    };
   },
 
   async rotateEndpointSecret(c) {
     const { id } = await reachable(c);
     const input = (c.body ?? {}) as SecretRotation;
-    return (await idempotent(c.db, { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'rotateEndpointSecret', path: c.path, body: input }, async (trx) =>
-      ({ status: 200, body: await rotateSigningSecret(trx, c.params.endpointId, { overlapHours: input.overlapHours, now: c.now, workspaceId: id }, c.audit) })));
+    return await idempotent(
+      c.db,
+      { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'rotateEndpointSecret', path: c.path, body: input },
+      async (trx) => ({
+        status: 200,
+        body: await rotateSigningSecret(
+          trx,
+          c.params.endpointId,
+          { overlapHours: input.overlapHours, now: c.now, workspaceId: id },
+          c.audit,
+        ),
+      }),
+    );
   },
 
   async listAuditEntries(c) {
     const asked = c.query.workspace as string | undefined;
-    if (asked !== undefined && c.caller.workspaceId !== null && asked !== c.caller.workspaceId) throw new NotFoundError(`No workspace with id ${asked}.`);
+    if (asked !== undefined && c.caller.workspaceId !== null && asked !== c.caller.workspaceId)
+      throw new NotFoundError(`No workspace with id ${asked}.`);
     const workspaceId = asked ?? c.caller.workspaceId ?? undefined;
     const since = c.query.since as string | undefined;
     const binding = { workspaceId: workspaceId ?? '*', parameters: [since ?? null] };
     const cursor = c.query.cursor as string | undefined;
     const after = cursor === undefined ? undefined : (c.cursors.decode('audit', binding, cursor) as [string, string]);
-    const page = await listAuditEntries(c.db, { workspaceId, since: since === undefined ? undefined : instant(since, 'since'), after, limit: c.query.limit as number });
-    // (the workspace's opened private ranges are the operator's to see, in the trail as in the workspace: workspaceBody)
-    const rows = c.caller.workspaceId === null ? page.rows : page.rows.map((row) => {
-      if (row.action !== 'workspace.update' || !row.changes || !('webhookAllowedCidrs' in row.changes)) return row;
-      const { webhookAllowedCidrs: _hidden, ...changes } = row.changes as Record<string, unknown>;
-      return { ...row, changes };
+    const page = await listAuditEntries(c.db, {
+      workspaceId,
+      since: since === undefined ? undefined : instant(since, 'since'),
+      after,
+      limit: c.query.limit as number,
     });
-    return { status: 200, body: { rows, nextCursor: page.next === null ? null : c.cursors.encode('audit', binding, page.next) } };
+    // (the workspace's opened private ranges are the operator's to see, in the trail as in the workspace: workspaceBody)
+    const rows =
+      c.caller.workspaceId === null
+        ? page.rows
+        : page.rows.map((row) => {
+            if (row.action !== 'workspace.update' || !row.changes || !('webhookAllowedCidrs' in row.changes))
+              return row;
+            const { webhookAllowedCidrs: _hidden, ...changes } = row.changes as Record<string, unknown>;
+            return { ...row, changes };
+          });
+    return {
+      status: 200,
+      body: { rows, nextCursor: page.next === null ? null : c.cursors.encode('audit', binding, page.next) },
+    };
   },
 
   // --- Deliveries and events (src/webhooks/deliveries.ts, recovery.ts, events.ts, publish.ts)
 
   async listDeliveries(c) {
     const { id } = await reachable(c);
-    const q = c.query as { endpointId?: string; status?: WorkspaceDeliveryFilters['status']; event?: string; since?: string; until?: string; limit: number; cursor?: string };
+    const q = c.query as {
+      endpointId?: string;
+      status?: WorkspaceDeliveryFilters['status'];
+      event?: string;
+      since?: string;
+      until?: string;
+      limit: number;
+      cursor?: string;
+    };
     // Bound: the workspace and every filter (a cursor of other filters is refused); not the page size.
-    const binding: CursorBinding = { workspaceId: id, parameters: [q.endpointId ?? null, q.status ?? null, q.event ?? null, q.since ?? null, q.until ?? null] };
-    const after = q.cursor === undefined ? undefined : (c.cursors.decode('workspaceDeliveries', binding, q.cursor) as DeliveryPosition);
-    const filters = { endpointId: q.endpointId, status: q.status, event: q.event, since: q.since === undefined ? undefined : instant(q.since, 'since'), until: q.until === undefined ? undefined : instant(q.until, 'until') };
+    const binding: CursorBinding = {
+      workspaceId: id,
+      parameters: [q.endpointId ?? null, q.status ?? null, q.event ?? null, q.since ?? null, q.until ?? null],
+    };
+    const after =
+      q.cursor === undefined
+        ? undefined
+        : (c.cursors.decode('workspaceDeliveries', binding, q.cursor) as DeliveryPosition);
+    const filters = {
+      endpointId: q.endpointId,
+      status: q.status,
+      event: q.event,
+      since: q.since === undefined ? undefined : instant(q.since, 'since'),
+      until: q.until === undefined ? undefined : instant(q.until, 'until'),
+    };
     const page = await listWorkspaceDeliveries(c.db, id, filters, { limit: q.limit, after });
-    return { status: 200, body: { rows: page.rows, nextCursor: page.next === null ? null : c.cursors.encode('workspaceDeliveries', binding, page.next) } };
+    return {
+      status: 200,
+      body: {
+        rows: page.rows,
+        nextCursor: page.next === null ? null : c.cursors.encode('workspaceDeliveries', binding, page.next),
+      },
+    };
   },
 
   async getDelivery(c) {
@@ -223,13 +341,22 @@ export const adminOperations: Record<string, Handler> = {
 
   async retryDelivery(c) {
     const { id } = await reachable(c);
-    return { status: 200, body: await retryDelivery(c.db, c.params.deliveryId, { workspaceId: id, now: c.now, audit: c.audit }) };
+    return {
+      status: 200,
+      body: await retryDelivery(c.db, c.params.deliveryId, { workspaceId: id, now: c.now, audit: c.audit }),
+    };
   },
 
   async recoverEndpoint(c) {
     const { id } = await reachable(c);
     const { since, until } = c.body as RecoverRequest;
-    const input = { endpointId: c.params.endpointId, workspaceId: id, since: instant(since, 'since'), until: until === undefined ? undefined : instant(until, 'until'), now: c.now };
+    const input = {
+      endpointId: c.params.endpointId,
+      workspaceId: id,
+      since: instant(since, 'since'),
+      until: until === undefined ? undefined : instant(until, 'until'),
+      now: c.now,
+    };
     return { status: 200, body: await recoverEndpoint(c.db, input, c.audit) };
   },
 
@@ -241,25 +368,43 @@ export const adminOperations: Record<string, Handler> = {
   async publishEvent(c) {
     const { id } = await reachable(c);
     const input = c.body as PublishEventRequest;
-    return (await idempotent(c.db, { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'publishEvent', path: c.path, body: input }, async (trx) => ({
-      status: 201,
-      body: await publishEvent(trx, { workspaceId: id, event: input.event, data: input.data, dedupeKey: input.dedupeKey, source: 'publish' }, c.audit),
-    })));
+    return await idempotent(
+      c.db,
+      { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'publishEvent', path: c.path, body: input },
+      async (trx) => ({
+        status: 201,
+        body: await publishEvent(
+          trx,
+          { workspaceId: id, event: input.event, data: input.data, dedupeKey: input.dedupeKey, source: 'publish' },
+          c.audit,
+        ),
+      }),
+    );
   },
 
   // --- Keeping the service current (src/import/records.ts, jobs.ts)
 
   async writeRecords(c) {
     const { id } = await reachable(c);
-    return (await idempotent(ingestOf(c), { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'writeRecords', path: c.path, body: c.body ?? null }, async (trx) =>
-      ({ status: 200, body: await writeRecords(trx, id, c.body ?? {}, { audit: c.audit, metrics: c.metrics }) })));
+    return await idempotent(
+      ingestOf(c),
+      { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'writeRecords', path: c.path, body: c.body ?? null },
+      async (trx) => ({
+        status: 200,
+        body: await writeRecords(trx, id, c.body ?? {}, { audit: c.audit, metrics: c.metrics }),
+      }),
+    );
   },
 
   async createImport(c) {
     const { id } = await reachable(c);
     const type = (c.contentType ?? '').split(';')[0].trim().toLowerCase();
     const format = type === 'application/json' ? 'json' : type === 'application/x-ndjson' ? 'ndjson' : undefined;
-    if (format === undefined) throw apiError('unsupported_media_type', 'Send the import as Content-Type application/json (an import document) or application/x-ndjson (one {"key", "record"} a line).');
+    if (format === undefined)
+      throw apiError(
+        'unsupported_media_type',
+        'Send the import as Content-Type application/json (an import document) or application/x-ndjson (one {"key", "record"} a line).',
+      );
     if (!c.request) throw new Error('createImport: no request stream given');
     // The job reads the body as it arrives; the 202 goes out once it is all read (an HTTP server throws away what is
     // left of a body once it has answered), with the job as it stands: getImport follows it from then on (or meanwhile,
@@ -271,20 +416,30 @@ export const adminOperations: Record<string, Handler> = {
     body.on('error', () => undefined);
     // A cut-off upload (the client gone, the connection closed) never ends the pipe: the job is told, and fails.
     const cutOff = () => {
-      if (!(request as IncomingMessage).complete) body.destroy(new ImportError('the upload was cut off before the body ended; nothing was written'));
+      if (!(request as IncomingMessage).complete)
+        body.destroy(new ImportError('the upload was cut off before the body ended; nothing was written'));
     };
     request.once('aborted', cutOff);
     request.once('close', cutOff);
     // An upload may honestly take longer than the listener's request time-out; the job fails one that stalls instead.
     allowLongBody(request as IncomingMessage);
     const ingest = ingestOf(c);
-    const { job, done, received } = await startImport(ingest, id, { body, format, audit: c.audit, metrics: c.metrics, logger: c.logger });
+    const { job, done, received } = await startImport(ingest, id, {
+      body,
+      format,
+      audit: c.audit,
+      metrics: c.metrics,
+      logger: c.logger,
+    });
     await received;
     // What the job left unread (it failed or was canceled early) is read and dropped, so the client's upload ends.
-    void done.then(() => {
-      request.unpipe(body);
-      request.resume();
-    }, () => undefined);
+    void done.then(
+      () => {
+        request.unpipe(body);
+        request.resume();
+      },
+      () => undefined,
+    );
     return { status: 202, body: await getImport(ingest, id, job.id) };
   },
 
@@ -301,8 +456,18 @@ export const adminOperations: Record<string, Handler> = {
   async sendExampleEvent(c) {
     const { id } = await reachable(c);
     const input = c.body as ExampleEventRequest;
-    return (await idempotent(c.db, { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'sendExampleEvent', path: c.path, body: input }, async (trx) =>
-      ({ status: 202, body: await sendExampleEvent(trx, { workspaceId: id, endpointId: input.endpointId, event: input.event, now: c.now }, c.audit) })));
+    return await idempotent(
+      c.db,
+      { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'sendExampleEvent', path: c.path, body: input },
+      async (trx) => ({
+        status: 202,
+        body: await sendExampleEvent(
+          trx,
+          { workspaceId: id, endpointId: input.endpointId, event: input.event, now: c.now },
+          c.audit,
+        ),
+      }),
+    );
   },
 
   // --- The settings screen (src/portal-sessions.ts; src/portal/ serves the screen)
@@ -312,8 +477,27 @@ export const adminOperations: Record<string, Handler> = {
     if (c.portalUrl === undefined) throw new Error('createPortalSession: no portalUrl given to the admin API');
     const input = (c.body ?? {}) as PortalSessionCreate;
     // (the token is kept with the link: revoking it ends the link and its session)
-    const link = await createPortalLink(c.db, { workspaceId: id, expiresInMinutes: input.expiresInMinutes, readOnly: input.readOnly, now: c.now, adminTokenId: c.caller.screen ? undefined : c.caller.id }, c.audit);
-    return { status: 201, body: { id: link.id, url: portalLinkUrl(c.portalUrl, link.key), readOnly: link.readOnly, linkExpiresAt: link.linkExpiresAt, expiresAt: link.expiresAt } };
+    const link = await createPortalLink(
+      c.db,
+      {
+        workspaceId: id,
+        expiresInMinutes: input.expiresInMinutes,
+        readOnly: input.readOnly,
+        now: c.now,
+        adminTokenId: c.caller.screen ? undefined : c.caller.id,
+      },
+      c.audit,
+    );
+    return {
+      status: 201,
+      body: {
+        id: link.id,
+        url: portalLinkUrl(c.portalUrl, link.key),
+        readOnly: link.readOnly,
+        linkExpiresAt: link.linkExpiresAt,
+        expiresAt: link.expiresAt,
+      },
+    };
   },
 
   async listPortalSessions(c) {
@@ -336,6 +520,9 @@ export const adminOperations: Record<string, Handler> = {
   async getEndpointAttemptStats(c) {
     const { id } = await reachable(c);
     const period = (c.query.period as '24h' | '7d' | undefined) ?? '24h';
-    return { status: 200, body: await endpointAttemptStats(c.db, c.params.endpointId, { workspaceId: id, period, now: c.now }) };
+    return {
+      status: 200,
+      body: await endpointAttemptStats(c.db, c.params.endpointId, { workspaceId: id, period, now: c.now }),
+    };
   },
 };

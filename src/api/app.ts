@@ -13,7 +13,16 @@ import type { Logger } from 'pino';
 import YAML from 'yaml';
 import { loadOpenApiDocument, strictOpenApiDocument, type OpenApiDocument } from '../contract/document.js';
 import { documentFingerprint, generatedRequestValidators } from '../contract/request-validators.js';
-import { ApiError, apiError, coreError, errorBody, internalError, invalidRequest, statementTimedOut, unavailable } from './errors.js';
+import {
+  ApiError,
+  apiError,
+  coreError,
+  errorBody,
+  internalError,
+  invalidRequest,
+  statementTimedOut,
+  unavailable,
+} from './errors.js';
 import { isDatabaseUnavailable, isStatementCanceled } from '../db/outage.js';
 import { authenticate, type AuthGuard, type Caller } from './auth.js';
 import { AuthFailureLimits, type AuthFailureSettings } from './auth-failures.js';
@@ -87,7 +96,10 @@ class ContractBackend extends OpenAPIBackend {
    * @param fingerprint the document's (src/contract/request-validators.ts), whose request validators `npm run
    * generate` compiled; undefined: compile them here (what the generator itself does)
    */
-  constructor(options: ConstructorParameters<typeof OpenAPIBackend>[0], private readonly fingerprint: string | undefined) {
+  constructor(
+    options: ConstructorParameters<typeof OpenAPIBackend>[0],
+    private readonly fingerprint: string | undefined,
+  ) {
     super(options);
   }
 
@@ -117,7 +129,8 @@ class ContractBackend extends OpenAPIBackend {
       const generated = this.fingerprint === undefined ? undefined : generatedRequestValidators(this.fingerprint);
       for (const operation of this.router.getOperations()) {
         const id = operation.operationId;
-        if (id !== undefined) validator.requestValidators[id] = generated?.[id] ?? validator.buildRequestValidatorsForOperation(operation);
+        if (id !== undefined)
+          validator.requestValidators[id] = generated?.[id] ?? validator.buildRequestValidatorsForOperation(operation);
       }
       this.validator = validator;
     }
@@ -137,7 +150,10 @@ function describeSchema(schema: Record<string, unknown>): string {
   if (schema.format === 'date-time') return 'an ISO 8601 date-time with an offset, such as 2026-11-22T08:30:00.000Z';
   if (schema.format === 'uuid') return 'a UUID';
   const values = enumerated(schema);
-  if (values.length > 0) return values.length <= 8 ? `one of ${values.join(', ')}` : `one of the ${values.length} values the document lists for it`;
+  if (values.length > 0)
+    return values.length <= 8
+      ? `one of ${values.join(', ')}`
+      : `one of the ${values.length} values the document lists for it`;
   if (schema.type === 'string' && schema.minLength !== undefined && schema.maxLength !== undefined) {
     const length = `a string of ${schema.minLength} to ${schema.maxLength} characters`;
     if (schema.pattern === '^[^\\u0000]*$') return `${length}, with no NUL character`;
@@ -161,7 +177,10 @@ const LOCATION_IN: Record<string, string> = { query: 'query', header: 'header', 
 const echoed = (name: string) => (name.length > 100 ? `${name.slice(0, 100)}…` : name);
 
 export const unknownQuery = (name: string) =>
-  invalidRequest(echoed(name), `Query parameter "${echoed(name)}" is not known to this operation; see /openapi.json for its parameters.`);
+  invalidRequest(
+    echoed(name),
+    `Query parameter "${echoed(name)}" is not known to this operation; see /openapi.json for its parameters.`,
+  );
 
 /** A date-time whose offset's `+` was sent unencoded: URL decoding made it a space (`…T06:00:00 04:00`). */
 const PLUS_AS_SPACE = /^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)? \d\d:?\d\d$/;
@@ -170,8 +189,14 @@ const PLUS_AS_SPACE = /^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)? \d\d:?\d\d$/;
  * The first request-validation error, as the documented 400 naming the parameter (or the body's field). A single-valued query parameter
  * given more than once arrives as a list and fails whatever check comes first: it is named as repeated, before that.
  */
-export function validationError(parameters: Parameter[], errors: ErrorObject[], query: Record<string, unknown> = {}): ApiError {
-  const repeated = parameters.find((p) => p.in === 'query' && p.schema.type !== 'array' && Array.isArray(query[p.name]));
+export function validationError(
+  parameters: Parameter[],
+  errors: ErrorObject[],
+  query: Record<string, unknown> = {},
+): ApiError {
+  const repeated = parameters.find(
+    (p) => p.in === 'query' && p.schema.type !== 'array' && Array.isArray(query[p.name]),
+  );
   if (repeated) {
     const times = (query[repeated.name] as unknown[]).length;
     return invalidRequest(
@@ -181,14 +206,24 @@ export function validationError(parameters: Parameter[], errors: ErrorObject[], 
   }
   const err = errors[0];
   const [, location = '', instanceName] = err.instancePath.split('/');
-  if (location === 'requestBody' || (err.keyword === 'required' && err.params.missingProperty === 'requestBody')) return bodyValidationError(err);
+  if (location === 'requestBody' || (err.keyword === 'required' && err.params.missingProperty === 'requestBody'))
+    return bodyValidationError(err);
   const name = err.keyword === 'required' ? String(err.params.missingProperty) : decodeURIComponent(instanceName ?? '');
-  if (err.keyword === 'additionalProperties' && location === 'query') return unknownQuery(String(err.params.additionalProperty));
-  const parameter = parameters.find((p) => p.in === LOCATION_IN[location] && p.name.toLowerCase() === name.toLowerCase());
-  if (!parameter) return invalidRequest(echoed(name) || 'request', `The request is invalid: ${err.message ?? 'unknown problem'}.`);
+  if (err.keyword === 'additionalProperties' && location === 'query')
+    return unknownQuery(String(err.params.additionalProperty));
+  const parameter = parameters.find(
+    (p) => p.in === LOCATION_IN[location] && p.name.toLowerCase() === name.toLowerCase(),
+  );
+  if (!parameter)
+    return invalidRequest(echoed(name) || 'request', `The request is invalid: ${err.message ?? 'unknown problem'}.`);
   const label = `${LOCATION_NAMES[location]} "${parameter.name}"`;
-  if (err.keyword === 'required') return invalidRequest(parameter.name, `${label} is required; send ${describeSchema(parameter.schema)}.`);
-  if (parameter.schema.format === 'date-time' && location === 'query' && PLUS_AS_SPACE.test(String(query[parameter.name]))) {
+  if (err.keyword === 'required')
+    return invalidRequest(parameter.name, `${label} is required; send ${describeSchema(parameter.schema)}.`);
+  if (
+    parameter.schema.format === 'date-time' &&
+    location === 'query' &&
+    PLUS_AS_SPACE.test(String(query[parameter.name]))
+  ) {
     return invalidRequest(
       parameter.name,
       `${label} must be ${describeSchema(parameter.schema)}; its "+" arrived as a space, as an unencoded "+" in a URL does: encode "+" as %2B (…T06:00:00%2B04:00).`,
@@ -199,7 +234,8 @@ export function validationError(parameters: Parameter[], errors: ErrorObject[], 
 
 /** A body field's validation error (the admin API's bodies): the field, named as in the document, or `body`. */
 function bodyValidationError(err: ErrorObject): ApiError {
-  if (err.keyword === 'required' && err.params.missingProperty === 'requestBody') return invalidRequest('body', 'The request needs a JSON body; see /openapi.json for its fields.');
+  if (err.keyword === 'required' && err.params.missingProperty === 'requestBody')
+    return invalidRequest('body', 'The request needs a JSON body; see /openapi.json for its fields.');
   const path = err.instancePath.split('/').slice(2).map(decodeURIComponent);
   if (err.keyword === 'required') path.push(String(err.params.missingProperty));
   if (err.keyword === 'additionalProperties') {
@@ -208,7 +244,12 @@ function bodyValidationError(err: ErrorObject): ApiError {
   }
   const field = echoed(path.join('.')) || 'body';
   if (err.keyword === 'required') return invalidRequest(field, `Field "${field}" is required.`);
-  return invalidRequest(field, field === 'body' ? `The request body ${err.message ?? 'is invalid'}.` : `Field "${field}" ${err.message ?? 'is invalid'}.`);
+  return invalidRequest(
+    field,
+    field === 'body'
+      ? `The request body ${err.message ?? 'is invalid'}.`
+      : `Field "${field}" ${err.message ?? 'is invalid'}.`,
+  );
 }
 
 /** A path template of the document (`/v1/webhooks/{id}/test`) as a regular expression over request paths. */
@@ -278,7 +319,10 @@ type PathTemplate = (template: string, patterns?: unknown) => unknown;
  * document's, so each is compiled once and kept. bath-es5's compiled template is a set of pure functions.
  */
 function compilePathTemplatesOnce(): void {
-  const bath = createRequire(createRequire(import.meta.url).resolve('openapi-backend'))('bath-es5') as { default: PathTemplate; compiledOnce?: true };
+  const bath = createRequire(createRequire(import.meta.url).resolve('openapi-backend'))('bath-es5') as {
+    default: PathTemplate;
+    compiledOnce?: true;
+  };
   if (bath.compiledOnce) return;
   const compile = bath.default;
   const compiled = new Map<string, unknown>();
@@ -296,25 +340,39 @@ function compilePathTemplatesOnce(): void {
  * webhooks section is for receivers), requests validated with Ajv 2020-12, formats and defaults on. Shared with the
  * bench's framework baseline, so that row measures exactly this configuration, and with the admin API (src/admin/).
  */
-export function contractBackend(options: { handlers: Record<string, unknown>; securityHandlers: Record<string, unknown>; document?: OpenApiDocument; generating?: true }): ContractBackend {
+export function contractBackend(options: {
+  handlers: Record<string, unknown>;
+  securityHandlers: Record<string, unknown>;
+  document?: OpenApiDocument;
+  generating?: true;
+}): ContractBackend {
   compilePathTemplatesOnce();
   const { webhooks: _webhooks, ...httpDocument } = options.document ?? strictOpenApiDocument();
-  return new ContractBackend({
-    definition: structuredClone(httpDocument) as unknown as Document,
-    strict: true,
-    quick: false,
-    validate: true,
-    coerceTypes: true,
-    customizeAjv: (_ajv, ajvOpts) => {
-      // Ajv's default draft-07 ignores 2020-12 keywords; formats and defaults must be switched on explicitly.
-      // (`npm run generate` keeps each validator's source, for Ajv's standalone code)
-      const ajv = new Ajv2020({ ...ajvOpts, strict: false, useDefaults: true, allErrors: false, ...(options.generating && { code: { source: true } }) });
-      addFormats.default(ajv);
-      return ajv as never;
+  return new ContractBackend(
+    {
+      definition: structuredClone(httpDocument) as unknown as Document,
+      strict: true,
+      quick: false,
+      validate: true,
+      coerceTypes: true,
+      customizeAjv: (_ajv, ajvOpts) => {
+        // Ajv's default draft-07 ignores 2020-12 keywords; formats and defaults must be switched on explicitly.
+        // (`npm run generate` keeps each validator's source, for Ajv's standalone code)
+        const ajv = new Ajv2020({
+          ...ajvOpts,
+          strict: false,
+          useDefaults: true,
+          allErrors: false,
+          ...(options.generating && { code: { source: true } }),
+        });
+        addFormats.default(ajv);
+        return ajv as never;
+      },
+      handlers: options.handlers as never,
+      securityHandlers: options.securityHandlers as never,
     },
-    handlers: options.handlers as never,
-    securityHandlers: options.securityHandlers as never,
-  }, options.generating ? undefined : documentFingerprint(httpDocument));
+    options.generating ? undefined : documentFingerprint(httpDocument),
+  );
 }
 
 /** openapi-backend rebuilds its operation list on every lookup (twice per request); the document is fixed. */
@@ -326,7 +384,10 @@ export function memoiseOperations(backend: OpenAPIBackend): ReturnType<OpenAPIBa
 
 /** A request's client address and its failure limit, worked out once per request (both listeners' authentication). */
 export function requestGuard(limits: AuthFailureLimits, ctx: Koa.Context): AuthGuard {
-  return (ctx.state.guard ??= { limits, address: limits.clientAddress(ctx.req.socket.remoteAddress, ctx.get('x-forwarded-for') || undefined) });
+  return (ctx.state.guard ??= {
+    limits,
+    address: limits.clientAddress(ctx.req.socket.remoteAddress, ctx.get('x-forwarded-for') || undefined),
+  });
 }
 
 /** Whether a path is the settings screen's (src/portal/app.ts). */
@@ -342,7 +403,19 @@ export interface ListenerEdge {
   admit: (ctx: Koa.Context, workspaceId: string) => Promise<void>;
 }
 
-export async function createApp({ db, logger, clock = () => new Date(), metrics, keyCache, shedEventLoopLagMs = 0, limits, cursors = Cursors.fromApiSecret(), answerCacheBytes = processConfig().answerCacheBytes, portal, reads }: AppOptions): Promise<Koa> {
+export async function createApp({
+  db,
+  logger,
+  clock = () => new Date(),
+  metrics,
+  keyCache,
+  shedEventLoopLagMs = 0,
+  limits,
+  cursors = Cursors.fromApiSecret(),
+  answerCacheBytes = processConfig().answerCacheBytes,
+  portal,
+  reads,
+}: AppOptions): Promise<Koa> {
   const answers = answerCacheBytes > 0 ? new AnswerCache(answerCacheBytes) : undefined;
   const workspaceLimits = new WorkspaceLimits(limits?.workspace ?? processConfig().workspaceLimits);
   const authFailures = new AuthFailureLimits(limits?.authFailures ?? processConfig().authFailures);
@@ -379,7 +452,11 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
       },
       validationFail: (c: BackendContext, ctx: Koa.Context) => {
         ctx.state.operationId = c.operation.operationId;
-        throw validationError((c.operation.parameters ?? []) as Parameter[], c.validation.errors as ErrorObject[], c.request.query as Record<string, unknown>);
+        throw validationError(
+          (c.operation.parameters ?? []) as Parameter[],
+          c.validation.errors as ErrorObject[],
+          c.request.query as Record<string, unknown>,
+        );
       },
       notImplemented: () => {
         throw internalError();
@@ -387,7 +464,10 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
     },
     securityHandlers: {
       bearerAuth: async (_c: BackendContext, ctx: Koa.Context) => {
-        const caller = await authenticate(db, ctx.get('authorization') || undefined, clock(), keyCache, { limits: authFailures, guard: () => guardOf(ctx) });
+        const caller = await authenticate(db, ctx.get('authorization') || undefined, clock(), keyCache, {
+          limits: authFailures,
+          guard: () => guardOf(ctx),
+        });
         ctx.state.caller = caller;
         // The workspace's share, taken before the operation reads anything: a refusal costs a look-up in memory.
         ctx.state.admission = await workspaceLimits.admit(caller.workspace.id);
@@ -398,7 +478,10 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
   for (const [operationId, handler] of Object.entries(operationHandlers)) {
     const respond = async (c: BackendContext, ctx: Koa.Context, readDb: Knex): Promise<OperationResult> => {
       ctx.state.operationId = operationId;
-      const unknown = unknownQueryParameter((c.operation.parameters ?? []) as Parameter[], c.request.query as Record<string, unknown>);
+      const unknown = unknownQueryParameter(
+        (c.operation.parameters ?? []) as Parameter[],
+        c.request.query as Record<string, unknown>,
+      );
       if (unknown !== undefined) throw unknownQuery(unknown);
       const context: OperationContext = {
         db: readDb,
@@ -458,7 +541,7 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
   });
   router.get('/openapi.yaml', (ctx) => {
     ctx.type = 'application/yaml';
-    ctx.body = (openApiYaml ??= YAML.stringify(document));
+    ctx.body = openApiYaml ??= YAML.stringify(document);
   });
   registerDocs(router);
 
@@ -469,30 +552,36 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
   // defect (debug); anything else is logged as one.
   app.on('error', (err: NodeJS.ErrnoException, ctx?: Koa.Context) => {
     const log = (ctx?.state.logger as Logger | undefined) ?? logger;
-    if (CLIENT_GONE.has(err.code ?? '')) log.debug({ err: { code: err.code } }, 'client closed the connection during the answer');
+    if (CLIENT_GONE.has(err.code ?? ''))
+      log.debug({ err: { code: err.code } }, 'client closed the connection during the answer');
     else log.error({ err }, 'error while sending the answer');
   });
-  app.use(requestEdge({
-    logger,
-    metrics,
-    finish: async (ctx) => {
-      const admission = ctx.state.admission as Admission | undefined;
-      admission?.release();
-      // (the settings screen's answers are the admin document's, which reads no replica)
-      if (!underPortal(ctx.path)) ctx.set(DATA_STALENESS_HEADER, String((ctx.state.readPool as ReadPool | undefined)?.maxStalenessMs() ?? 0));
-      // Every answer says where the caller stands (a 429 already carries the standing that refused it).
-      if (!ctx.response.get('RateLimit')) {
-        // (admitted: its standing is at hand, with no await on the way out of every answered request)
-        const standing = admission ? admission.standing : await standingOf(ctx).catch(() => undefined);
-        if (standing) ctx.set(rateLimitHeaders(standing));
-      }
-    },
-  }));
+  app.use(
+    requestEdge({
+      logger,
+      metrics,
+      finish: async (ctx) => {
+        const admission = ctx.state.admission as Admission | undefined;
+        admission?.release();
+        // (the settings screen's answers are the admin document's, which reads no replica)
+        if (!underPortal(ctx.path))
+          ctx.set(DATA_STALENESS_HEADER, String((ctx.state.readPool as ReadPool | undefined)?.maxStalenessMs() ?? 0));
+        // Every answer says where the caller stands (a 429 already carries the standing that refused it).
+        if (!ctx.response.get('RateLimit')) {
+          // (admitted: its standing is at hand, with no await on the way out of every answered request)
+          const standing = admission ? admission.standing : await standingOf(ctx).catch(() => undefined);
+          if (standing) ctx.set(rateLimitHeaders(standing));
+        }
+      },
+    }),
+  );
   if (shedEventLoopLagMs > 0) app.use(loadShedding(shedEventLoopLagMs));
   if (portal) {
     // Before compression: the screen's answers carry keys and secrets once (no BREACH surface), as the admin API's do.
     const screen = await portal({
-      clock, cursors, guard: guardOf,
+      clock,
+      cursors,
+      guard: guardOf,
       admit: async (ctx, workspaceId) => {
         ctx.state.admission = await workspaceLimits.admit(workspaceId);
       },
@@ -516,7 +605,12 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
     }
     const result = await backend.handleRequest(
       // HEAD answers like GET; Koa then sends the headers without the body.
-      { method: ctx.method === 'HEAD' ? 'GET' : ctx.method, path: decodablePath(ctx.path), query: ctx.querystring, headers: ctx.headers as Record<string, string> },
+      {
+        method: ctx.method === 'HEAD' ? 'GET' : ctx.method,
+        path: decodablePath(ctx.path),
+        query: ctx.querystring,
+        headers: ctx.headers as Record<string, string>,
+      },
       ctx,
     );
     ctx.status = result.status;
@@ -534,7 +628,15 @@ export async function createApp({ db, logger, clock = () => new Date(), metrics,
  * error of Koa 400, anything else a logged 500), then `finish` (the listener's own bookkeeping) and the request's
  * log line and duration.
  */
-export function requestEdge({ logger, metrics, finish }: { logger: Logger; metrics?: ServiceMetrics; finish?: (ctx: Koa.Context) => Promise<void> }): Koa.Middleware {
+export function requestEdge({
+  logger,
+  metrics,
+  finish,
+}: {
+  logger: Logger;
+  metrics?: ServiceMetrics;
+  finish?: (ctx: Koa.Context) => Promise<void>;
+}): Koa.Middleware {
   return async (ctx, next) => {
     const started = process.hrtime.bigint();
     // The request's id is the server's own, always (the audit trail and the log name it); the one a client sent is kept
@@ -548,7 +650,8 @@ export function requestEdge({ logger, metrics, finish }: { logger: Logger; metri
     ctx.state.logger = logger.child(clientRequestId === undefined ? { requestId } : { requestId, clientRequestId });
     try {
       await next();
-      if (ctx.status === 404 && ctx.body === undefined) throw apiError('not_found', 'No such route. See /openapi.json for the operations.');
+      if (ctx.status === 404 && ctx.body === undefined)
+        throw apiError('not_found', 'No such route. See /openapi.json for the operations.');
     } catch (caught) {
       let err: ApiError;
       const refusal = coreError(caught, ctx.state.logger);
@@ -557,7 +660,12 @@ export function requestEdge({ logger, metrics, finish }: { logger: Logger; metri
       } else if (refusal) {
         // A core function's refusal, as the documented error its kind maps to (src/api/errors.ts).
         err = refusal;
-      } else if (caught && typeof caught === 'object' && 'status' in caught && (caught as { status: number }).status < 500) {
+      } else if (
+        caught &&
+        typeof caught === 'object' &&
+        'status' in caught &&
+        (caught as { status: number }).status < 500
+      ) {
         // Body parser and Koa client errors (malformed JSON, payload too large): the documented 400 body.
         err = invalidRequest('body', 'The request body is not valid JSON.');
       } else if (isDatabaseUnavailable(caught)) {
@@ -566,7 +674,10 @@ export function requestEdge({ logger, metrics, finish }: { logger: Logger; metri
       } else if (isStatementCanceled(caught)) {
         // Cut short by the statement time limit (src/db/database.ts): the database is there but busy, or the request
         // too heavy for now; the client waits and tries again, as in an outage. Logged, so that an operator sees it.
-        ctx.state.logger.warn({ err: { code: '57014', message: (caught as Error).message } }, 'statement cut short by its time limit');
+        ctx.state.logger.warn(
+          { err: { code: '57014', message: (caught as Error).message } },
+          'statement cut short by its time limit',
+        );
         err = statementTimedOut();
       } else {
         ctx.state.logger.error({ err: caught }, 'unhandled error');
@@ -597,7 +708,9 @@ export function requestEdge({ logger, metrics, finish }: { logger: Logger; metri
 export function answerClientErrors(server: Server): void {
   server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
     const requestId = newRequestId();
-    const error = apiError('expectation_failed', 'The only expectation this server meets is Expect: 100-continue.', { reason: 'Expect' });
+    const error = apiError('expectation_failed', 'The only expectation this server meets is Expect: 100-continue.', {
+      reason: 'Expect',
+    });
     const body = req.method === 'HEAD' ? '' : JSON.stringify(errorBody(error, requestId));
     res.writeHead(417, {
       ...(body && { 'Content-Type': 'application/json; charset=utf-8' }),
@@ -613,7 +726,8 @@ export function answerClientErrors(server: Server): void {
   });
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
     // As Node does: nothing is written into an answer already under way (its bytes would corrupt it).
-    const answering = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true;
+    const answering =
+      (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true;
     if (err.code === 'ECONNRESET' || !socket.writable || answering) {
       socket.destroy();
       return;
@@ -621,17 +735,24 @@ export function answerClientErrors(server: Server): void {
     const requestId = newRequestId();
     if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
       // Nothing says which method the request had (it never arrived whole), so, as for HEAD below, no body.
-      socket.end(`HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nx-request-id: ${requestId}\r\n${DATA_STALENESS_HEADER}: 0\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n`);
+      socket.end(
+        `HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nx-request-id: ${requestId}\r\n${DATA_STALENESS_HEADER}: 0\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n`,
+      );
       return;
     }
     const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
     const error = tooLarge
       ? apiError('headers_too_large', 'The request headers are too large.')
-      : invalidRequest('request', 'The request is not valid HTTP/1.1 (for example a URL with unencoded bytes outside ASCII).');
+      : invalidRequest(
+          'request',
+          'The request is not valid HTTP/1.1 (for example a URL with unencoded bytes outside ASCII).',
+        );
     // An answer to HEAD never has a body (RFC 9110 §9.3.2): a client reads none, and would take the bytes for the
     // next answer. The body goes only where the refused bytes plainly start with another method (a later chunk of a
     // request, such as the rest of an overlong header, does not say which method it was: no body then either).
-    const method = /^([A-Z]+)(?:[ \r\n]|$)/.exec((err as { rawPacket?: Buffer }).rawPacket?.toString('latin1', 0, 16) ?? '')?.[1];
+    const method = /^([A-Z]+)(?:[ \r\n]|$)/.exec(
+      (err as { rawPacket?: Buffer }).rawPacket?.toString('latin1', 0, 16) ?? '',
+    )?.[1];
     const body = method !== undefined && method !== 'HEAD' ? JSON.stringify(errorBody(error, requestId)) : '';
     socket.end(
       `HTTP/1.1 ${error.status} ${tooLarge ? 'Request Header Fields Too Large' : 'Bad Request'}\r\n` +
@@ -645,7 +766,12 @@ export function answerClientErrors(server: Server): void {
  * Listens with the app on host:port, within the HTTP limits (src/api/http-limits.ts), answering client errors with
  * the documented body.
  */
-export async function listen(app: Koa, port: number, host: string, limits: HttpLimits = DEFAULT_HTTP_LIMITS): Promise<Server> {
+export async function listen(
+  app: Koa,
+  port: number,
+  host: string,
+  limits: HttpLimits = DEFAULT_HTTP_LIMITS,
+): Promise<Server> {
   const server = http.createServer(app.callback());
   applyHttpLimits(server, limits);
   answerClientErrors(server);

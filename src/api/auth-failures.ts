@@ -36,7 +36,8 @@ export class AuthFailureLimits {
   private readonly knownValid = new Set<string>();
 
   constructor(private readonly settings: AuthFailureSettings) {
-    if (settings.perMinute > 0) this.failures = new RateLimiterMemory({ points: settings.perMinute, duration: WINDOW_S });
+    if (settings.perMinute > 0)
+      this.failures = new RateLimiterMemory({ points: settings.perMinute, duration: WINDOW_S });
     for (const cidr of settings.trustedProxies) {
       const [address, bits] = cidr.split('/');
       this.proxies.addSubnet(address, Number(bits), family(address));
@@ -74,17 +75,30 @@ export class AuthFailureLimits {
    * together cannot all pass before any is counted, and returns the standing and what gives the count back when the
    * key authenticates. Costs a look-up in memory, never the database.
    */
-  async attempt(address: string, keyHash: string | undefined, known = false): Promise<{ standing: Standing | undefined; succeeded(): void }> {
+  async attempt(
+    address: string,
+    keyHash: string | undefined,
+    known = false,
+  ): Promise<{ standing: Standing | undefined; succeeded(): void }> {
     const failures = this.failures;
     if (!failures) return { standing: undefined, succeeded: () => undefined };
     // The failure is counted before the first await (the store adds it in one step and answers with the count it
     // made): attempts that arrive together, pipelined on one socket, each see the ones before them. Reading the count
     // first and adding to it after an await let all of them read the same count and pass.
     const counted = await failures.penalty(address);
-    if (counted.consumedPoints > this.settings.perMinute && !known && !(keyHash !== undefined && this.knownValid.has(keyHash))) {
+    if (
+      counted.consumedPoints > this.settings.perMinute &&
+      !known &&
+      !(keyHash !== undefined && this.knownValid.has(keyHash))
+    ) {
       await failures.reward(address); // a refusal costs nothing and is not counted
       const before = standingOf('auth-failures', this.settings.perMinute, WINDOW_S, counted);
-      throw rateLimited('auth_failures', `Too many requests from this address failed authentication; try again in ${before.resetS} seconds.`, before.resetS, before);
+      throw rateLimited(
+        'auth_failures',
+        `Too many requests from this address failed authentication; try again in ${before.resetS} seconds.`,
+        before.resetS,
+        before,
+      );
     }
     const standing = standingOf('auth-failures', this.settings.perMinute, WINDOW_S, counted);
     let refunded = false;
@@ -129,6 +143,11 @@ function prefix64(address: string): string {
   const [head, tail = ''] = bare.split('::');
   const left = head ? head.split(':') : [];
   const right = tail ? tail.split(':') : [];
-  const groups = bare.includes('::') ? [...left, ...Array<string>(Math.max(0, 8 - left.length - right.length)).fill('0'), ...right] : left;
-  return `${groups.slice(0, 4).map((g) => parseInt(g, 16).toString(16)).join(':')}::/64`;
+  const groups = bare.includes('::')
+    ? [...left, ...Array<string>(Math.max(0, 8 - left.length - right.length)).fill('0'), ...right]
+    : left;
+  return `${groups
+    .slice(0, 4)
+    .map((g) => parseInt(g, 16).toString(16))
+    .join(':')}::/64`;
 }

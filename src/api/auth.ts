@@ -23,9 +23,10 @@ const MESSAGES: Record<AuthFailure, string> = {
 };
 
 export function unauthorized(reason: AuthFailure): ApiError {
-  const header = reason === 'missing'
-    ? 'Bearer realm="fleet-rental"'
-    : `Bearer realm="fleet-rental", error="invalid_token", error_description="${reason}"`;
+  const header =
+    reason === 'missing'
+      ? 'Bearer realm="fleet-rental"'
+      : `Bearer realm="fleet-rental", error="invalid_token", error_description="${reason}"`;
   return apiError('unauthorized', MESSAGES[reason], { reason, headers: { 'WWW-Authenticate': header } });
 }
 
@@ -67,7 +68,11 @@ export async function authenticate(
   const guard = cached ? undefined : guarding?.guard();
   let attempt: { succeeded(): void } | undefined;
   if (guard) {
-    ({ standing: guard.standing, ...attempt } = await guard.limits.attempt(guard.address, hashText, hashText !== undefined && cache?.isKnownKey(hashText)));
+    ({ standing: guard.standing, ...attempt } = await guard.limits.attempt(
+      guard.address,
+      hashText,
+      hashText !== undefined && cache?.isKnownKey(hashText),
+    ));
   }
   const refused = (reason: AuthFailure): never => {
     if (hashText !== undefined) guard?.limits.forget(hashText);
@@ -79,13 +84,20 @@ export async function authenticate(
     if (cache?.isUnknown(hashText)) return refused('unknown');
     const generation = cache?.generation ?? 0;
     try {
-      row = await db('api_keys as k')
+      row = (await db('api_keys as k')
         .join('workspaces as w', 'w.id', 'k.workspace_id')
         .where('k.key_hash', keyHash)
         .first(
-          'k.id as keyId', 'k.role', 'k.revoked_at as revokedAt', 'k.expires_at as expiresAt', 'k.last_used_at as lastUsedAt',
-          'w.id as workspaceId', 'w.slug', 'w.status', 'w.timezone',
-        ) as KeyRecord | undefined;
+          'k.id as keyId',
+          'k.role',
+          'k.revoked_at as revokedAt',
+          'k.expires_at as expiresAt',
+          'k.last_used_at as lastUsedAt',
+          'w.id as workspaceId',
+          'w.slug',
+          'w.status',
+          'w.timezone',
+        )) as KeyRecord | undefined;
     } catch (err) {
       attempt?.succeeded(); // an outage is not the client's failure
       throw err;
@@ -106,7 +118,10 @@ export async function authenticate(
     // Noted first (the cached record too), so concurrent requests do not all write it.
     row.lastUsedAt = now;
     // Best effort, off the request path: a failed bookkeeping write must not fail the request.
-    db('api_keys').where({ id: row.keyId }).update({ last_used_at: now }).catch(() => undefined);
+    db('api_keys')
+      .where({ id: row.keyId })
+      .update({ last_used_at: now })
+      .catch(() => undefined);
   }
   return {
     keyId: row.keyId,

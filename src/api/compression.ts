@@ -31,7 +31,10 @@ export const GZIP_LEVEL = 3;
 /** The smallest brotli window (in bits) that holds an answer of `size` bytes; the default (4 MB) for a stream of unknown size. */
 function brotliWindowBits(size: number | undefined): number {
   if (!Number.isFinite(size)) return zlib.constants.BROTLI_DEFAULT_WINDOW;
-  return Math.max(zlib.constants.BROTLI_MIN_WINDOW_BITS, Math.min(zlib.constants.BROTLI_MAX_WINDOW_BITS, Math.ceil(Math.log2(size as number))));
+  return Math.max(
+    zlib.constants.BROTLI_MIN_WINDOW_BITS,
+    Math.min(zlib.constants.BROTLI_MAX_WINDOW_BITS, Math.ceil(Math.log2(size as number))),
+  );
 }
 
 /** Answers smaller than this are sent as they are: a compressed frame would save a few bytes for the CPU it costs. */
@@ -41,7 +44,10 @@ export function compression(): Koa.Middleware {
   const negotiated = compress({
     threshold: COMPRESSION_THRESHOLD_BYTES,
     br: (_type, size) => ({
-      params: { [zlib.constants.BROTLI_PARAM_QUALITY]: BROTLI_QUALITY, [zlib.constants.BROTLI_PARAM_LGWIN]: brotliWindowBits(size) },
+      params: {
+        [zlib.constants.BROTLI_PARAM_QUALITY]: BROTLI_QUALITY,
+        [zlib.constants.BROTLI_PARAM_LGWIN]: brotliWindowBits(size),
+      },
     }),
     gzip: { level: GZIP_LEVEL },
     // `Accept-Encoding: *` admits either: the preferred one, as on a tie (koa-compress would pick gzip).
@@ -56,7 +62,13 @@ export function compression(): Koa.Middleware {
       await negotiated(ctx, async () => {
         await next();
         // An object body serialised once here (koa-compress and Koa would each serialise it to learn its size).
-        if (ctx.body !== null && typeof ctx.body === 'object' && !Buffer.isBuffer(ctx.body) && !(ctx.body instanceof Stream)) ctx.body = JSON.stringify(ctx.body);
+        if (
+          ctx.body !== null &&
+          typeof ctx.body === 'object' &&
+          !Buffer.isBuffer(ctx.body) &&
+          !(ctx.body instanceof Stream)
+        )
+          ctx.body = JSON.stringify(ctx.body);
         // koa-compress leaves HEAD alone; HEAD is to carry GET's headers (Content-Encoding), so it is decided as GET.
         if (head) ctx.method = 'GET';
       });

@@ -71,13 +71,17 @@ export class Cursors {
     try {
       return new Cursors(derivedKeys(CURSOR_KEY_LABEL, options));
     } catch (err) {
-      if (err instanceof MasterKeyError) throw new MasterKeyError(`the API signs its list cursors with a key derived from its API secret, and ${err.message}`);
+      if (err instanceof MasterKeyError)
+        throw new MasterKeyError(
+          `the API signs its list cursors with a key derived from its API secret, and ${err.message}`,
+        );
       throw err;
     }
   }
 
   encode(list: CursorList, binding: CursorBinding, position: readonly string[]): string {
-    if (position.length !== LISTS[list].length || position.some((field) => field.includes('\0'))) throw new Error(`Cursors.encode: not a ${list} position`);
+    if (position.length !== LISTS[list].length || position.some((field) => field.includes('\0')))
+      throw new Error(`Cursors.encode: not a ${list} position`);
     const body = Buffer.concat([Buffer.from([VERSION]), Buffer.from(position.join('\0'), 'utf8')]);
     return Buffer.concat([body, this.mac(this.keys[0], list, binding, body)]).toString('base64url');
   }
@@ -86,7 +90,8 @@ export class Cursors {
   decode(list: CursorList, binding: CursorBinding, cursor: string): string[] {
     const bytes = Buffer.from(cursor, 'base64url');
     // Node's decoder skips characters outside the alphabet and ignores spare bits: only the canonical text is one.
-    if (bytes.toString('base64url') !== cursor || bytes.length < 1 + MAC_BYTES || bytes[0] !== VERSION) throw refused('is not a cursor this service made');
+    if (bytes.toString('base64url') !== cursor || bytes.length < 1 + MAC_BYTES || bytes[0] !== VERSION)
+      throw refused('is not a cursor this service made');
     const body = bytes.subarray(0, bytes.length - MAC_BYTES);
     const mac = bytes.subarray(bytes.length - MAC_BYTES);
     if (!this.keys.some((key) => crypto.timingSafeEqual(this.mac(key, list, binding, body), mac))) {
@@ -94,7 +99,8 @@ export class Cursors {
     }
     const position = body.subarray(1).toString('utf8').split('\0');
     const shape = LISTS[list];
-    if (position.length !== shape.length || position.some((field, i) => !shape[i].test(field))) throw refused('is not a cursor of this list');
+    if (position.length !== shape.length || position.some((field, i) => !shape[i].test(field)))
+      throw refused('is not a cursor of this list');
     return position;
   }
 
@@ -110,6 +116,12 @@ export class Cursors {
 
   private mac(key: Buffer, list: CursorList, binding: CursorBinding, body: Buffer): Buffer {
     const bound = JSON.stringify([list, binding.workspaceId, ...binding.parameters]);
-    return crypto.createHmac('sha256', key).update(bound, 'utf8').update(Buffer.from([0])).update(body).digest().subarray(0, MAC_BYTES);
+    return crypto
+      .createHmac('sha256', key)
+      .update(bound, 'utf8')
+      .update(Buffer.from([0]))
+      .update(body)
+      .digest()
+      .subarray(0, MAC_BYTES);
   }
 }

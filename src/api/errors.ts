@@ -3,8 +3,17 @@ import type { ErrorResponse as PublicErrorBody } from '../../generated/strict/ty
 import type { ErrorResponse as AdminErrorBody } from '../../generated/admin-strict/types.gen.js';
 import { UNAVAILABLE_RETRY_AFTER_S } from '../db/outage.js';
 import {
-  BusyError, ConflictError, CredentialError, type CredentialFailure, FieldError, InputError, InvalidFieldError, KeyReusedError, LimitError,
-  NotFoundError, TooLargeError,
+  BusyError,
+  ConflictError,
+  CredentialError,
+  type CredentialFailure,
+  FieldError,
+  InputError,
+  InvalidFieldError,
+  KeyReusedError,
+  LimitError,
+  NotFoundError,
+  TooLargeError,
 } from '../input.js';
 
 /** The codes of both documents' error body (the same body: the admin API's has a few codes of its own). */
@@ -53,7 +62,11 @@ export class ApiError extends Error {
   readonly reason?: string;
   readonly headers: Record<string, string>;
 
-  constructor(readonly code: ErrorCode, message: string, options: ApiErrorOptions = {}) {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    options: ApiErrorOptions = {},
+  ) {
     super(message);
     this.status = STATUS[code];
     this.reason = options.reason;
@@ -62,9 +75,11 @@ export class ApiError extends Error {
 }
 
 /** The documented error of `code` (its status from the catalogue). */
-export const apiError = (code: ErrorCode, message: string, options?: ApiErrorOptions) => new ApiError(code, message, options);
+export const apiError = (code: ErrorCode, message: string, options?: ApiErrorOptions) =>
+  new ApiError(code, message, options);
 
-export const invalidRequest = (parameter: string, message: string) => apiError('invalid_request', message, { reason: parameter });
+export const invalidRequest = (parameter: string, message: string) =>
+  apiError('invalid_request', message, { reason: parameter });
 
 export function errorBody(err: ApiError, requestId: string): ErrorBody {
   return {
@@ -84,25 +99,40 @@ const RETRY_LATER = { 'Retry-After': String(UNAVAILABLE_RETRY_AFTER_S) };
 
 /** The database cannot serve now (src/db/outage.ts): the documented 503, with how long to wait. */
 export const unavailable = () =>
-  apiError('unavailable', `The service cannot reach its database just now. Try again in ${UNAVAILABLE_RETRY_AFTER_S} seconds.`, { headers: RETRY_LATER });
+  apiError(
+    'unavailable',
+    `The service cannot reach its database just now. Try again in ${UNAVAILABLE_RETRY_AFTER_S} seconds.`,
+    { headers: RETRY_LATER },
+  );
 
 /**
  * A new signing secret cannot be sealed yet: no worker has recorded its master key's public key (the operator's
  * reason goes to the server log, never to the caller, who may be a workspace's staff). The documented 503.
  */
 export const sealingUnavailable = () =>
-  apiError('unavailable', `The service cannot seal a new signing secret until its webhook worker has started. Try again in ${UNAVAILABLE_RETRY_AFTER_S} seconds.`, { headers: RETRY_LATER });
+  apiError(
+    'unavailable',
+    `The service cannot seal a new signing secret until its webhook worker has started. Try again in ${UNAVAILABLE_RETRY_AFTER_S} seconds.`,
+    { headers: RETRY_LATER },
+  );
 
 /** A statement of the request ran past the API's time limit (src/db/outage.ts): the same documented 503. */
 export const statementTimedOut = () =>
-  apiError('unavailable', `The database did not answer this request within the time the service allows. Try again in ${UNAVAILABLE_RETRY_AFTER_S} seconds.`, { headers: RETRY_LATER });
+  apiError(
+    'unavailable',
+    `The database did not answer this request within the time the service allows. Try again in ${UNAVAILABLE_RETRY_AFTER_S} seconds.`,
+    { headers: RETRY_LATER },
+  );
 
 /** How the HTTP APIs name a field inside a refusal, and the field a refusal is about. */
 const quoted = (field: string) => `"${field}"`;
 const fieldNamed = (field: string) => `Field "${field}"`;
 
 /** The 401 of each credential a core function refuses: its message by failure, and the challenge of the admin token. */
-const CREDENTIALS: Record<CredentialError['credential'], { messages: Partial<Record<CredentialFailure, string>>; realm?: string }> = {
+const CREDENTIALS: Record<
+  CredentialError['credential'],
+  { messages: Partial<Record<CredentialFailure, string>>; realm?: string }
+> = {
   admin_token: {
     realm: 'fleet-rental-admin',
     messages: {
@@ -127,9 +157,15 @@ function credentialError(err: CredentialError): ApiError {
   const { messages, realm } = CREDENTIALS[err.credential];
   // (a link's refusal says nothing of why, so that a guess learns nothing: its reason is `link`)
   const reason = err.credential === 'portal_link' ? 'link' : err.failure;
-  const headers = realm === undefined ? undefined : {
-    'WWW-Authenticate': err.failure === 'missing' ? `Bearer realm="${realm}"` : `Bearer realm="${realm}", error="invalid_token", error_description="${err.failure}"`,
-  };
+  const headers =
+    realm === undefined
+      ? undefined
+      : {
+          'WWW-Authenticate':
+            err.failure === 'missing'
+              ? `Bearer realm="${realm}"`
+              : `Bearer realm="${realm}", error="invalid_token", error_description="${err.failure}"`,
+        };
   return apiError('unauthorized', messages[err.failure] ?? messages.unknown!, { reason, headers });
 }
 
@@ -141,15 +177,18 @@ function credentialError(err: CredentialError): ApiError {
  */
 export function coreError(err: unknown, logger?: Logger): ApiError | undefined {
   if (err instanceof CredentialError) return credentialError(err);
-  if (err instanceof BusyError) return apiError('overloaded', err.message, { headers: { 'Retry-After': String(err.retryAfterSeconds) } });
+  if (err instanceof BusyError)
+    return apiError('overloaded', err.message, { headers: { 'Retry-After': String(err.retryAfterSeconds) } });
   if (!(err instanceof InputError)) return undefined;
   const message = err.say(quoted, fieldNamed);
-  if (err instanceof InvalidFieldError && err.operatorDetail !== undefined) logger?.info({ field: err.field, detail: err.operatorDetail }, 'input refused');
+  if (err instanceof InvalidFieldError && err.operatorDetail !== undefined)
+    logger?.info({ field: err.field, detail: err.operatorDetail }, 'input refused');
   if (err instanceof TooLargeError) return apiError('payload_too_large', message);
   if (err instanceof NotFoundError) return apiError('not_found', message);
   if (err instanceof ConflictError) return apiError(err.kind, message, { reason: err.field });
   if (err instanceof KeyReusedError) return apiError('idempotency_key_reused', message, { reason: 'Idempotency-Key' });
   if (err instanceof FieldError) return invalidRequest(err.field, message);
-  if (err instanceof LimitError) return apiError('rate_limited', message, { headers: { 'Retry-After': String(err.retryAfterSeconds) } });
+  if (err instanceof LimitError)
+    return apiError('rate_limited', message, { headers: { 'Retry-After': String(err.retryAfterSeconds) } });
   return invalidRequest('body', message);
 }

@@ -45,7 +45,8 @@ function capConnectionsPerAddress(server: Server, cap: number): void {
  */
 function closeWhenBodyUnread(req: IncomingMessage, res: ServerResponse): void {
   const length = req.headers['content-length'];
-  if (req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0')) res.setHeader('Connection', 'close');
+  if (req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0'))
+    res.setHeader('Connection', 'close');
 }
 
 const LONG_BODY = Symbol('frs.longBody');
@@ -73,7 +74,11 @@ function requestBodyTimeout(server: Server, ms: number): (req: IncomingMessage) 
         req.socket.destroy();
         return;
       }
-      server.emit('clientError', Object.assign(new Error('Request timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }), req.socket);
+      server.emit(
+        'clientError',
+        Object.assign(new Error('Request timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }),
+        req.socket,
+      );
     }, ms);
     timer.unref();
     req.once('end', () => clearTimeout(timer));
@@ -91,20 +96,29 @@ export function applyHttpLimits(server: Server, limits: HttpLimits): void {
   if (limits.maxConnections > 0) server.maxConnections = limits.maxConnections;
   if (limits.maxConnectionsPerAddress > 0) capConnectionsPerAddress(server, limits.maxConnectionsPerAddress);
   server.prependListener('request', closeWhenBodyUnread);
-  if (limits.requestTimeoutMs > 0) server.prependListener('request', requestBodyTimeout(server, limits.requestTimeoutMs));
+  if (limits.requestTimeoutMs > 0)
+    server.prependListener('request', requestBodyTimeout(server, limits.requestTimeoutMs));
 }
 
 /**
  * A connection over the cap is closed unanswered, so the client cannot be told why: the operator is, at warn, at most
  * once a minute with how many were closed since the last line.
  */
-export function logDroppedConnections(server: Server, logger: Logger, maxConnections: number, maxConnectionsPerAddress = DEFAULT_HTTP_LIMITS.maxConnectionsPerAddress): void {
+export function logDroppedConnections(
+  server: Server,
+  logger: Logger,
+  maxConnections: number,
+  maxConnectionsPerAddress = DEFAULT_HTTP_LIMITS.maxConnectionsPerAddress,
+): void {
   let dropped = 0;
   let lastLine = 0;
   server.on('drop', () => {
     dropped++;
     if (Date.now() - lastLine < 60_000) return;
-    logger.warn({ dropped, maxConnections }, `connections closed unanswered: ${MAX_CONNECTIONS_ENV} (${maxConnections}) were open`);
+    logger.warn(
+      { dropped, maxConnections },
+      `connections closed unanswered: ${MAX_CONNECTIONS_ENV} (${maxConnections}) were open`,
+    );
     lastLine = Date.now();
     dropped = 0;
   });
@@ -114,7 +128,10 @@ export function logDroppedConnections(server: Server, logger: Logger, maxConnect
     droppedPerAddress++;
     if (Date.now() - lastPerAddressLine < 60_000) return;
     // (the address is the client's: an operator's to see, as in any access log; never a key or a secret)
-    logger.warn({ dropped: droppedPerAddress, address, maxConnectionsPerAddress }, `connections closed unanswered: one address held ${MAX_CONNECTIONS_PER_ADDRESS_ENV} (${maxConnectionsPerAddress})`);
+    logger.warn(
+      { dropped: droppedPerAddress, address, maxConnectionsPerAddress },
+      `connections closed unanswered: one address held ${MAX_CONNECTIONS_PER_ADDRESS_ENV} (${maxConnectionsPerAddress})`,
+    );
     lastPerAddressLine = Date.now();
     droppedPerAddress = 0;
   });

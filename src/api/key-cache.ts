@@ -123,7 +123,12 @@ export class KeyCache {
    * its first heartbeat came back; if it cannot listen, every lookup goes to the database and it keeps trying in the
    * background.
    */
-  static async start(connect: () => Promise<pg.Client>, db: Knex, logger: Logger, timings: HeartbeatTimings = {}): Promise<KeyCache> {
+  static async start(
+    connect: () => Promise<pg.Client>,
+    db: Knex,
+    logger: Logger,
+    timings: HeartbeatTimings = {},
+  ): Promise<KeyCache> {
     const cache = new KeyCache(connect, db, logger, timings);
     await cache.open();
     return cache;
@@ -168,11 +173,18 @@ export class KeyCache {
     }
     this.readingKnownKeys = true;
     this.knownKeysStale = false;
-    this.db('api_keys').whereNull('revoked_at').where((q) => q.whereNull('expires_at').orWhere('expires_at', '>', this.db.fn.now()))
-      .limit(MAX_KNOWN_KEYS + 1).pluck('key_hash')
-      .then((hashes: Buffer[]) => {
-        this.knownKeys = hashes.length > MAX_KNOWN_KEYS ? undefined : new Set(hashes.map((h) => h.toString('base64')));
-      }, () => undefined) // (an outage: what was read last stays, and the next announcement or service reads again)
+    this.db('api_keys')
+      .whereNull('revoked_at')
+      .where((q) => q.whereNull('expires_at').orWhere('expires_at', '>', this.db.fn.now()))
+      .limit(MAX_KNOWN_KEYS + 1)
+      .pluck('key_hash')
+      .then(
+        (hashes: Buffer[]) => {
+          this.knownKeys =
+            hashes.length > MAX_KNOWN_KEYS ? undefined : new Set(hashes.map((h) => h.toString('base64')));
+        },
+        () => undefined,
+      ) // (an outage: what was read last stays, and the next announcement or service reads again)
       .finally(() => {
         this.readingKnownKeys = false;
         if (this.knownKeysStale) this.readKnownKeys();
@@ -234,7 +246,11 @@ export class KeyCache {
       this.served = serves;
       this.drop();
       if (serves) this.outageEnds();
-      else if (this.client) this.outageBegins({ deadlineMs: this.deadlineMs }, `key cache: a heartbeat did not come back within ${this.deadlineMs} ms; cache dropped, keys are looked up in the database until heartbeats come back`);
+      else if (this.client)
+        this.outageBegins(
+          { deadlineMs: this.deadlineMs },
+          `key cache: a heartbeat did not come back within ${this.deadlineMs} ms; cache dropped, keys are looked up in the database until heartbeats come back`,
+        );
     }
     return serves;
   }
@@ -248,9 +264,12 @@ export class KeyCache {
     this.pending.set(seq, { sentAt: performance.now(), token });
     if (this.pending.size > MAX_PENDING_HEARTBEATS) this.pending.delete(this.pending.keys().next().value!);
     this.sending = true;
-    this.db.raw('SELECT pg_notify(?, ?)', [AUTH_CHANGES_CHANNEL, `${this.heartbeatPrefix}${seq} ${token}`])
+    this.db
+      .raw('SELECT pg_notify(?, ?)', [AUTH_CHANGES_CHANNEL, `${this.heartbeatPrefix}${seq} ${token}`])
       .catch(() => undefined) // it will not come back, which is what counts
-      .finally(() => { this.sending = false; });
+      .finally(() => {
+        this.sending = false;
+      });
   }
 
   private notified(listener: pg.Client, payload: string | undefined): void {
@@ -287,7 +306,14 @@ export class KeyCache {
       this.pending.clear();
       const proven = new Promise<boolean>((resolve) => {
         const timer = setTimeout(() => resolve(false), this.deadlineMs);
-        this.opening = { listener, seq: this.beats + 1, done: (ok) => { clearTimeout(timer); resolve(ok); } };
+        this.opening = {
+          listener,
+          seq: this.beats + 1,
+          done: (ok) => {
+            clearTimeout(timer);
+            resolve(ok);
+          },
+        };
       });
       this.beat();
       const ok = await proven;
@@ -296,7 +322,10 @@ export class KeyCache {
         await listener.end();
         return;
       }
-      if (!ok) throw new Error(`LISTEN succeeded but a heartbeat sent through the pool did not come back on it within ${this.deadlineMs} ms (a transaction pooler in between?)`);
+      if (!ok)
+        throw new Error(
+          `LISTEN succeeded but a heartbeat sent through the pool did not come back on it within ${this.deadlineMs} ms (a transaction pooler in between?)`,
+        );
       this.client = listener;
       this.reopenDelay = REOPEN_FIRST_MS;
       this.current();
@@ -304,7 +333,10 @@ export class KeyCache {
       this.opening = undefined;
       await client?.end().catch(() => undefined);
       if (this.closed) return;
-      this.outageBegins({ err: { message: (err as Error).message }, retryInMs: this.reopenDelay }, 'key cache: cannot listen for key changes; keys are looked up in the database');
+      this.outageBegins(
+        { err: { message: (err as Error).message }, retryInMs: this.reopenDelay },
+        'key cache: cannot listen for key changes; keys are looked up in the database',
+      );
       this.scheduleReopen();
     }
   }
@@ -316,7 +348,10 @@ export class KeyCache {
     this.current();
     client.end().catch(() => undefined);
     if (this.closed) return;
-    this.outageBegins({ err: err && { message: err.message } }, 'key cache: lost the connection that listens for key changes; cache dropped');
+    this.outageBegins(
+      { err: err && { message: err.message } },
+      'key cache: lost the connection that listens for key changes; cache dropped',
+    );
     this.scheduleReopen();
   }
 

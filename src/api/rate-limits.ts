@@ -38,13 +38,22 @@ export interface Standing {
 
 /** The two RateLimit header fields of a standing. */
 export function rateLimitHeaders(s: Standing): Record<'RateLimit-Policy' | 'RateLimit', string> {
-  return { 'RateLimit-Policy': `"${s.policy}";q=${s.quota};w=${s.windowS}`, RateLimit: `"${s.policy}";r=${s.remaining};t=${s.resetS}` };
+  return {
+    'RateLimit-Policy': `"${s.policy}";q=${s.quota};w=${s.windowS}`,
+    RateLimit: `"${s.policy}";r=${s.remaining};t=${s.resetS}`,
+  };
 }
 
 /** A standing from what the limiter says of a key (null: nothing used in the current window). */
 export function standingOf(policy: string, quota: number, windowS: number, res: RateLimiterRes | null): Standing {
   if (!res || res.msBeforeNext < 0) return { policy, quota, windowS, remaining: quota, resetS: 0 };
-  return { policy, quota, windowS, remaining: Math.min(quota, Math.max(0, quota - res.consumedPoints)), resetS: Math.ceil(res.msBeforeNext / 1000) };
+  return {
+    policy,
+    quota,
+    windowS,
+    remaining: Math.min(quota, Math.max(0, quota - res.consumedPoints)),
+    resetS: Math.ceil(res.msBeforeNext / 1000),
+  };
 }
 
 /**
@@ -59,8 +68,17 @@ export const MAX_REFUSAL_HOLD_MS = 1000;
  * The 429 of a limit, with Retry-After (whole seconds, at least 1) and the standing's header fields, held until
  * `holdMs` (the moment trying again can succeed), at most MAX_REFUSAL_HOLD_MS.
  */
-export function rateLimited(reason: 'rate' | 'concurrency' | 'auth_failures', message: string, retryAfterS: number, standing: Standing | undefined, holdMs = 1000 * Math.max(1, retryAfterS)): ApiError {
-  const refusal = apiError('rate_limited', message, { reason, headers: { 'Retry-After': String(Math.max(1, retryAfterS)), ...(standing && rateLimitHeaders(standing)) } });
+export function rateLimited(
+  reason: 'rate' | 'concurrency' | 'auth_failures',
+  message: string,
+  retryAfterS: number,
+  standing: Standing | undefined,
+  holdMs = 1000 * Math.max(1, retryAfterS),
+): ApiError {
+  const refusal = apiError('rate_limited', message, {
+    reason,
+    headers: { 'Retry-After': String(Math.max(1, retryAfterS)), ...(standing && rateLimitHeaders(standing)) },
+  });
   refusal.holdMs = Math.min(MAX_REFUSAL_HOLD_MS, Math.max(0, holdMs));
   return refusal;
 }
@@ -89,7 +107,10 @@ export class WorkspaceLimits {
   constructor(private readonly settings: WorkspaceLimitSettings) {
     if (settings.ratePerSecond > 0) {
       this.rate = new RateLimiterMemory({ points: settings.ratePerSecond, duration: WINDOW_S });
-      this.revalidations = new RateLimiterMemory({ points: settings.ratePerSecond * REVALIDATIONS_PER_REQUEST, duration: WINDOW_S });
+      this.revalidations = new RateLimiterMemory({
+        points: settings.ratePerSecond * REVALIDATIONS_PER_REQUEST,
+        duration: WINDOW_S,
+      });
     }
   }
 
@@ -104,7 +125,12 @@ export class WorkspaceLimits {
     const { concurrency, ratePerSecond } = this.settings;
     const inFlight = this.inFlight.get(workspaceId) ?? 0;
     if (concurrency > 0 && inFlight >= concurrency) {
-      throw rateLimited('concurrency', `This workspace has ${concurrency} requests in flight, its limit; send the next when one has been answered.`, 1, await this.standing(workspaceId));
+      throw rateLimited(
+        'concurrency',
+        `This workspace has ${concurrency} requests in flight, its limit; send the next when one has been answered.`,
+        1,
+        await this.standing(workspaceId),
+      );
     }
     // The slot is taken before the first await: requests that arrive together (pipelined on one socket, or on many)
     // each see the ones before them, instead of all reading the same count and all passing.
@@ -125,7 +151,13 @@ export class WorkspaceLimits {
         release(); // a refused request holds no share
         if (!(refused instanceof RateLimiterRes)) throw refused;
         standing = standingOf('workspace', ratePerSecond, WINDOW_S, refused);
-        throw rateLimited('rate', `This workspace made ${ratePerSecond} requests in the last second, its limit; try again in a second.`, standing.resetS, standing, refused.msBeforeNext);
+        throw rateLimited(
+          'rate',
+          `This workspace made ${ratePerSecond} requests in the last second, its limit; try again in a second.`,
+          standing.resetS,
+          standing,
+          refused.msBeforeNext,
+        );
       }
     }
     const { rate, revalidations } = this;

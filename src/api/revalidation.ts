@@ -16,14 +16,18 @@ import { availabilityClock } from '../queries/vehicles.js';
 // Weak: equal tags promise the same data, not the same bytes (a compressed answer has other bytes).
 
 /** What each GET operation's answer is made of beyond the caller, the operation and its parameters. */
-export const ANSWER_INPUTS: Record<string, { inputs?: AnswerInputs; clock?: (query: Record<string, unknown>, now: Date) => string }> = {
+export const ANSWER_INPUTS: Record<
+  string,
+  { inputs?: AnswerInputs; clock?: (query: Record<string, unknown>, now: Date) => string }
+> = {
   // the caller's workspace and role only (a change to either reaches the key cache and the caller)
   getMe: {},
   listFleets: { inputs: { area: 'records' } },
   getFleetSummary: { inputs: { area: 'records' } },
   searchVehicles: {
     inputs: { area: 'records' },
-    clock: (query, now) => availabilityClock({ from: query.from === undefined ? undefined : new Date(query.from as string) }, now),
+    clock: (query, now) =>
+      availabilityClock({ from: query.from === undefined ? undefined : new Date(query.from as string) }, now),
   },
   getOperationsToday: { inputs: { area: 'records', day: true } },
   getBookingSummary: { inputs: { area: 'records', day: true, clock: BOOKING_SUMMARY_NEXT_CHANGE } },
@@ -46,7 +50,8 @@ function codeIdentity(): string {
     for (const entry of fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
       const file = path.join(dir, entry.name);
       if (entry.isDirectory()) walk(file);
-      else if (/\.[cm]?[jt]s$/.test(entry.name)) hash.update(path.relative(root, file)).update('\0').update(fs.readFileSync(file)).update('\0');
+      else if (/\.[cm]?[jt]s$/.test(entry.name))
+        hash.update(path.relative(root, file)).update('\0').update(fs.readFileSync(file)).update('\0');
     }
   };
   walk(root);
@@ -60,14 +65,20 @@ function canonical(value: unknown): string {
   if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'undefined';
   if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
   const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined);
-  return `{${entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
+  return `{${entries
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`)
+    .join(',')}}`;
 }
 
 /** What of an operation's context its tag is made of. */
 export type TaggedRequest = Pick<OperationContext, 'db' | 'caller' | 'now' | 'query' | 'params'>;
 
 /** The answer's current ETag, or undefined for an operation that has none (not a GET of /v1). */
-export async function entityTag(operationId: string, { db, caller, now, query, params }: TaggedRequest): Promise<string | undefined> {
+export async function entityTag(
+  operationId: string,
+  { db, caller, now, query, params }: TaggedRequest,
+): Promise<string | undefined> {
   const made = ANSWER_INPUTS[operationId];
   if (!made) return undefined;
   code ??= codeIdentity();
@@ -76,7 +87,21 @@ export async function entityTag(operationId: string, { db, caller, now, query, p
   const clock = made.clock ? made.clock(query, now) : '';
   const digest = crypto
     .createHash('sha256')
-    .update(canonical([code, operationId, query, params, workspace.id, workspace.timezone, workspace.slug, workspace.status, caller.role, version, clock]))
+    .update(
+      canonical([
+        code,
+        operationId,
+        query,
+        params,
+        workspace.id,
+        workspace.timezone,
+        workspace.slug,
+        workspace.status,
+        caller.role,
+        version,
+        clock,
+      ]),
+    )
     .digest('base64url')
     .slice(0, 27);
   return `W/"${digest}"`;

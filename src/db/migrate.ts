@@ -50,7 +50,9 @@ export async function migrateLatest(db: Knex): Promise<string[]> {
 /** The database has migrations pending; only `fleet-admin migrate` applies them. */
 export class SchemaBehindError extends Error {
   constructor(pending: string[]) {
-    super(`the database schema is not up to date (${pending.length} migration(s) pending, first ${pending[0]}): run "npx fleet-admin migrate"`);
+    super(
+      `the database schema is not up to date (${pending.length} migration(s) pending, first ${pending[0]}): run "npx fleet-admin migrate"`,
+    );
   }
 }
 

@@ -15,7 +15,16 @@ const UNAVAILABLE_STATES = new Set([
 ]);
 
 /** Socket-level codes of a server that is not there (or a route to it that is not). */
-const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN']);
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+]);
 
 /** What node-postgres and knex say, without a code, when a connection died or none could be had in time. */
 const UNAVAILABLE_MESSAGES = [
@@ -30,11 +39,15 @@ const UNAVAILABLE_MESSAGES = [
 export function isDatabaseUnavailable(err: unknown): boolean {
   if (!err || typeof err !== 'object') return false;
   const { code, name, message } = err as { code?: unknown; name?: unknown; message?: unknown };
-  if (typeof code === 'string' && (code.startsWith('08') || UNAVAILABLE_STATES.has(code) || UNREACHABLE_CODES.has(code))) return true;
+  if (
+    typeof code === 'string' &&
+    (code.startsWith('08') || UNAVAILABLE_STATES.has(code) || UNREACHABLE_CODES.has(code))
+  )
+    return true;
   if (name === 'KnexTimeoutError') return true;
   if (typeof message === 'string' && UNAVAILABLE_MESSAGES.some((text) => message.includes(text))) return true;
   // AggregateError (a connect to several addresses) and errors wrapping their cause
-  const nested = (err as { errors?: unknown[]; cause?: unknown });
+  const nested = err as { errors?: unknown[]; cause?: unknown };
   if (Array.isArray(nested.errors) && nested.errors.some(isDatabaseUnavailable)) return true;
   return nested.cause !== undefined && nested.cause !== err && isDatabaseUnavailable(nested.cause);
 }
@@ -79,16 +92,25 @@ export class OutageLog {
     }
     this.failures++;
     if (this.since !== undefined) {
-      this.logger.debug({ err: message, failures: this.failures, retryInMs }, `${this.what}: database still unavailable`);
+      this.logger.debug(
+        { err: message, failures: this.failures, retryInMs },
+        `${this.what}: database still unavailable`,
+      );
       return;
     }
     this.since = Date.now();
-    this.logger.error({ err: message, retryInMs }, `${this.what}: database unavailable; retrying with backoff until it answers`);
+    this.logger.error(
+      { err: message, retryInMs },
+      `${this.what}: database unavailable; retrying with backoff until it answers`,
+    );
   }
 
   succeeded(): void {
     if (this.since === undefined) return;
-    this.logger.info({ failures: this.failures, ms: Date.now() - this.since }, `${this.what}: database available again`);
+    this.logger.info(
+      { failures: this.failures, ms: Date.now() - this.since },
+      `${this.what}: database available again`,
+    );
     this.since = undefined;
     this.failures = 0;
   }

@@ -128,15 +128,24 @@ function replicaFault(err: unknown): boolean {
   const code = (err as { code?: unknown } | undefined)?.code;
   // 40001 on a standby: canceled by a conflict with recovery (replay needed what the statement read); 40P01: a
   // deadlock with replay (a lock it needed); 57P04: dropped database
-  return err instanceof ReplicaLostError || isDatabaseUnavailable(err) || code === '40001' || code === '40P01' || code === '57P04';
+  return (
+    err instanceof ReplicaLostError ||
+    isDatabaseUnavailable(err) ||
+    code === '40001' ||
+    code === '40P01' ||
+    code === '57P04'
+  );
 }
 
 /** Why a replica's server is not one to read this primary's data from; undefined: it is. */
 function notOfPrimary(primary: ServerIdentity, replica: ServerIdentity): string | undefined {
-  if (replica.system !== primary.system) return `another cluster (system identifier ${replica.system}, the primary's ${primary.system})`;
-  if (replica.database !== primary.database) return `another database (${replica.database}, the primary's ${primary.database})`;
+  if (replica.system !== primary.system)
+    return `another cluster (system identifier ${replica.system}, the primary's ${primary.system})`;
+  if (replica.database !== primary.database)
+    return `another database (${replica.database}, the primary's ${primary.database})`;
   // (only older: the primary's checkpoint may still name the timeline before its promotion for a moment)
-  if (replica.timeline !== null && primary.timeline !== null && replica.timeline < primary.timeline) return `an older timeline (${replica.timeline}, the primary's ${primary.timeline})`;
+  if (replica.timeline !== null && primary.timeline !== null && replica.timeline < primary.timeline)
+    return `an older timeline (${replica.timeline}, the primary's ${primary.timeline})`;
   return undefined;
 }
 
@@ -168,12 +177,35 @@ export class ReadRouting {
   private readonly sampleSource: () => Promise<PrimarySample>;
 
   /** Routing between `primary` and `replicas`, probed only when asked (samplePrimary, probe): ReadRouting.start runs them on timers. */
-  constructor(options: { primary: Knex; samplePrimary: () => Promise<PrimarySample>; replicas: ReplicaSource[]; maxLagMs: number; logger: Logger; metrics?: ServiceMetrics; clock?: () => number }) {
-    ({ maxLagMs: this.maxLagMs, logger: this.logger, metrics: this.metrics, samplePrimary: this.sampleSource } = options);
+  constructor(options: {
+    primary: Knex;
+    samplePrimary: () => Promise<PrimarySample>;
+    replicas: ReplicaSource[];
+    maxLagMs: number;
+    logger: Logger;
+    metrics?: ServiceMetrics;
+    clock?: () => number;
+  }) {
+    ({
+      maxLagMs: this.maxLagMs,
+      logger: this.logger,
+      metrics: this.metrics,
+      samplePrimary: this.sampleSource,
+    } = options);
     // (a monotonic clock: a wall clock set back would make a replica's data look fresher than it is)
     this.clock = options.clock ?? (() => performance.now());
     this.primaryPool = { db: options.primary, name: 'primary', maxStalenessMs: () => 0 };
-    this.replicas = options.replicas.map((source) => ({ source, name: source.name, db: source.pool(), lost: new AbortController(), freshAsOf: -Infinity, started: undefined, up: false, refused: undefined, probing: undefined }));
+    this.replicas = options.replicas.map((source) => ({
+      source,
+      name: source.name,
+      db: source.pool(),
+      lost: new AbortController(),
+      freshAsOf: -Infinity,
+      started: undefined,
+      up: false,
+      refused: undefined,
+      probing: undefined,
+    }));
   }
 
   /**
@@ -181,7 +213,14 @@ export class ReadRouting {
    * probes every replica at once, and then every PROBE_INTERVAL_MS. Undefined without replicas: the primary's pool is
    * then used as it is.
    */
-  static async start(options: { database: Database; primary: Knex; urls: string[]; maxLagMs?: number; logger: Logger; metrics?: ServiceMetrics }): Promise<ReadRouting | undefined> {
+  static async start(options: {
+    database: Database;
+    primary: Knex;
+    urls: string[];
+    maxLagMs?: number;
+    logger: Logger;
+    metrics?: ServiceMetrics;
+  }): Promise<ReadRouting | undefined> {
     const { database, primary, urls, maxLagMs = processConfig().readMaxLagMs, logger, metrics } = options;
     if (urls.length === 0) return undefined;
     const probeTimeouts = { acquireMs: PROBE_TIMEOUT_MS, queryMs: PROBE_TIMEOUT_MS, connectMs: PROBE_TIMEOUT_MS };
@@ -196,15 +235,27 @@ export class ReadRouting {
         name,
         pool: () => database.forReplica(url, 'api'),
         probe: async () => {
-          const { rows: [row] } = await probe.raw(REPLICA_PROBE);
-          return { recovery: row.recovery, replayed: row.replayed === null ? null : parseLsn(row.replayed), identity: { system: row.system, database: row.database, timeline: row.timeline }, started: row.started };
+          const {
+            rows: [row],
+          } = await probe.raw(REPLICA_PROBE);
+          return {
+            recovery: row.recovery,
+            replayed: row.replayed === null ? null : parseLsn(row.replayed),
+            identity: { system: row.system, database: row.database, timeline: row.timeline },
+            started: row.started,
+          };
         },
       };
     });
     const primaryProbe = database.forReplica(database.url, 'api', { timeouts: probeTimeouts, poolMax: 1 });
     const samplePrimary = async (): Promise<PrimarySample> => {
-      const { rows: [row] } = await primaryProbe.raw(PRIMARY_SAMPLE);
-      return { lsn: parseLsn(row.lsn), identity: { system: row.system, database: row.database, timeline: row.timeline } };
+      const {
+        rows: [row],
+      } = await primaryProbe.raw(PRIMARY_SAMPLE);
+      return {
+        lsn: parseLsn(row.lsn),
+        identity: { system: row.system, database: row.database, timeline: row.timeline },
+      };
     };
     const routing = new ReadRouting({ primary, samplePrimary, replicas, maxLagMs, logger, metrics });
     // (a first sample of the primary before the first probes, so that a replica caught up is usable at once)
@@ -240,7 +291,11 @@ export class ReadRouting {
         this.next = (this.next + i + 1) % count;
         // (the freshness known when it was chosen: the data read is at least that fresh, however long the answer takes)
         const { freshAsOf } = replica;
-        return { db: replica.db, name: replica.name, maxStalenessMs: () => Math.max(1, Math.ceil(this.clock() - freshAsOf)) };
+        return {
+          db: replica.db,
+          name: replica.name,
+          maxStalenessMs: () => Math.max(1, Math.ceil(this.clock() - freshAsOf)),
+        };
       }
     }
     return this.primaryPool;
@@ -286,7 +341,11 @@ export class ReadRouting {
    * the reads running or waiting on it fail now (they run again on the primary) with a new pool for later ones.
    */
   private markDown(replica: Replica, err: unknown): void {
-    if (replica.up) this.logger.warn({ replica: replica.name, err: { code: (err as { code?: string }).code, message: (err as Error).message } }, 'read replica skipped: unreachable');
+    if (replica.up)
+      this.logger.warn(
+        { replica: replica.name, err: { code: (err as { code?: string }).code, message: (err as Error).message } },
+        'read replica skipped: unreachable',
+      );
     this.forget(replica);
   }
 
@@ -326,7 +385,14 @@ export class ReadRouting {
 
   /** Probes every replica, each on its own (one whose probe is still in flight is not asked again). */
   async probe(): Promise<void> {
-    await Promise.all(this.replicas.map((replica) => (replica.probing ??= this.probeReplica(replica).finally(() => { replica.probing = undefined; }))));
+    await Promise.all(
+      this.replicas.map(
+        (replica) =>
+          (replica.probing ??= this.probeReplica(replica).finally(() => {
+            replica.probing = undefined;
+          })),
+      ),
+    );
   }
 
   private async probeReplica(replica: Replica): Promise<void> {
@@ -335,11 +401,16 @@ export class ReadRouting {
       const primary = this.primaryIdentity;
       const refused = primary && notOfPrimary(primary, probe.identity);
       if (refused !== undefined) {
-        if (refused !== replica.refused) this.logger.error({ replica: replica.name }, `read replica refused: it is not a standby of this primary's database but of ${refused}; each URL of ${READ_URLS_ENV} must name one standby server of it`);
+        if (refused !== replica.refused)
+          this.logger.error(
+            { replica: replica.name },
+            `read replica refused: it is not a standby of this primary's database but of ${refused}; each URL of ${READ_URLS_ENV} must name one standby server of it`,
+          );
         replica.refused = refused;
         this.forget(replica);
       } else if (!probe.recovery || probe.replayed === null) {
-        if (replica.up) this.logger.warn({ replica: replica.name }, 'read replica skipped: not in recovery (promoted?)');
+        if (replica.up)
+          this.logger.warn({ replica: replica.name }, 'read replica skipped: not in recovery (promoted?)');
         this.forget(replica);
       } else if (primary === undefined) {
         // (no sample of the primary yet: nothing to compare it with, and no freshness to give it)
@@ -364,7 +435,10 @@ export class ReadRouting {
         const newest = this.samples.at(-1);
         // Lag as a metric: 0 when it has replayed the primary's latest position, else how long ago the primary passed it
         const lag = newest === undefined || replayed >= newest.lsn ? 0 : this.clock() - replica.freshAsOf;
-        this.metrics?.replicaLag.set({ replica: replica.name }, Number.isFinite(lag) ? lag / 1000 : MAX_SAMPLES * PROBE_INTERVAL_MS / 1000);
+        this.metrics?.replicaLag.set(
+          { replica: replica.name },
+          Number.isFinite(lag) ? lag / 1000 : (MAX_SAMPLES * PROBE_INTERVAL_MS) / 1000,
+        );
       }
     } catch (err) {
       this.markDown(replica, err);

@@ -19,7 +19,10 @@ export const DB_ROLES_SWITCH = 'FRS_DB_ROLES';
 
 /** The role of `role` in `database`; a long database name is shortened with a hash (identifiers stop at 63 bytes). */
 export function serviceRoleName(database: string, role: ServiceRole): string {
-  const base = Buffer.byteLength(database) <= 48 ? database : `frs_${crypto.createHash('sha256').update(database).digest('hex').slice(0, 16)}`;
+  const base =
+    Buffer.byteLength(database) <= 48
+      ? database
+      : `frs_${crypto.createHash('sha256').update(database).digest('hex').slice(0, 16)}`;
   return `${base}_${role}`;
 }
 
@@ -27,18 +30,40 @@ export function serviceRoleName(database: string, role: ServiceRole): string {
 // identity documents are readable by neither (no response or payload carries them), nor by the admin role. Only the
 // ingest role writes the records the platform sends (batch writes, import jobs), contact details included.
 const DOMAIN_TABLES = [
-  'workspaces', 'owners', 'fleets', 'vehicles', 'maintenance', 'vehicle_documents', 'bookings', 'extensions', 'invoices',
-  'payments', 'installments', 'expenses', 'fines', 'integrations',
+  'workspaces',
+  'owners',
+  'fleets',
+  'vehicles',
+  'maintenance',
+  'vehicle_documents',
+  'bookings',
+  'extensions',
+  'invoices',
+  'payments',
+  'installments',
+  'expenses',
+  'fines',
+  'integrations',
   // running totals kept by triggers
-  'payment_slots', 'customer_ledger', 'vehicle_revenue', 'booking_status_counts', 'workspace_totals', 'open_balances',
-  'payment_days', 'expense_months', 'vehicle_state_counts', 'payment_months', 'vehicle_models',
+  'payment_slots',
+  'customer_ledger',
+  'vehicle_revenue',
+  'booking_status_counts',
+  'workspace_totals',
+  'open_balances',
+  'payment_days',
+  'expense_months',
+  'vehicle_state_counts',
+  'payment_months',
+  'vehicle_models',
 ];
 /** The records the platform sends (the import document's keys as tables; customers with their contact details). */
 const RECORD_TABLES = [...DOMAIN_TABLES.slice(1, 14), 'customers'];
 /** The running totals the triggers keep as records change (they run with the rights of the writer). */
 const ROLLUP_TABLES = DOMAIN_TABLES.slice(14);
 const CUSTOMER_COLUMNS = '(id, workspace_id, name)';
-const ENDPOINT_COLUMNS_WITHOUT_SECRETS = '(id, workspace_id, name, url, events, is_active, disabled_at, last_success_at, consecutive_failures, created_at, deleted_at)';
+const ENDPOINT_COLUMNS_WITHOUT_SECRETS =
+  '(id, workspace_id, name, url, events, is_active, disabled_at, last_success_at, consecutive_failures, created_at, deleted_at)';
 /** Which master key seals an endpoint's secrets, and until when the previous one signs: not secret. */
 const ENDPOINT_SEALING_IDS = 'secret_key_id, previous_secret_key_id, previous_secret_expires_at';
 
@@ -209,7 +234,9 @@ export async function applyRolePrivileges(db: Knex): Promise<void> {
   if (!processConfig().dbRoles) return;
   await db.transaction(async (trx) => {
     const database = await currentDatabaseName(trx);
-    const { rows: [me] } = await trx.raw(`SELECT current_user AS user, rolsuper AS superuser, rolcreaterole AS createrole,
+    const {
+      rows: [me],
+    } = await trx.raw(`SELECT current_user AS user, rolsuper AS superuser, rolcreaterole AS createrole,
               current_setting('server_version_num')::int AS version
        FROM pg_roles WHERE rolname = current_user`);
     for (const role of SERVICE_ROLES) {
@@ -229,7 +256,9 @@ export async function applyRolePrivileges(db: Knex): Promise<void> {
         }
       }
       // SET ROLE needs membership (and, from PostgreSQL 16 on, the SET option of it).
-      const member = (await trx.raw(`SELECT pg_has_role(current_user, ?, ?) AS ok`, [name, me.version >= 160000 ? 'SET' : 'MEMBER'])).rows[0].ok;
+      const member = (
+        await trx.raw(`SELECT pg_has_role(current_user, ?, ?) AS ok`, [name, me.version >= 160000 ? 'SET' : 'MEMBER'])
+      ).rows[0].ok;
       if (!member && !me.superuser) {
         try {
           await trx.raw(`GRANT ${ident} TO ${quoteIdent(me.user)}`);
@@ -248,9 +277,15 @@ export async function applyRolePrivileges(db: Knex): Promise<void> {
     const writers: string[] = [];
     for (const role of SERVICE_ROLES) {
       const name = serviceRoleName(database, role);
-      if ((await trx.raw(`SELECT has_schema_privilege(?, 'public', 'CREATE') AS can`, [name])).rows[0].can) writers.push(quoteIdent(name));
+      if ((await trx.raw(`SELECT has_schema_privilege(?, 'public', 'CREATE') AS can`, [name])).rows[0].can)
+        writers.push(quoteIdent(name));
     }
-    if (writers.length > 0) throw await publicSchemaWritable(trx, `the roles ${writers.join(', ')} may create objects in it`, `REVOKE CREATE ON SCHEMA public FROM ${writers.join(', ')};`);
+    if (writers.length > 0)
+      throw await publicSchemaWritable(
+        trx,
+        `the roles ${writers.join(', ')} may create objects in it`,
+        `REVOKE CREATE ON SCHEMA public FROM ${writers.join(', ')};`,
+      );
   });
 }
 
@@ -260,7 +295,9 @@ export async function applyRolePrivileges(db: Knex): Promise<void> {
  * takes the rights away itself), else the REVOKE.
  */
 async function publicSchemaWritable(db: Knex, detail: string, revoke: string): Promise<DatabaseRolesError> {
-  const { rows: [schema] } = await db.raw(
+  const {
+    rows: [schema],
+  } = await db.raw(
     `SELECT current_user AS me, pg_get_userbyid(nspowner) AS owner, pg_has_role(current_user, nspowner, 'USAGE') AS owns FROM pg_namespace WHERE nspname = 'public'`,
   );
   const statement = schema.owns ? revoke : `ALTER SCHEMA public OWNER TO ${quoteIdent(schema.me)};`;
@@ -280,17 +317,33 @@ async function publicSchemaWritable(db: Knex, detail: string, revoke: string): P
  * administrator gave the schema to the database's owner.
  */
 export async function securePublicSchema(db: Knex): Promise<void> {
-  const publicMayCreate = async () => (await db.raw(
-    `SELECT EXISTS (SELECT 1 FROM pg_namespace n, aclexplode(coalesce(n.nspacl, acldefault('n', n.nspowner))) a
+  const publicMayCreate = async () =>
+    (
+      await db.raw(
+        `SELECT EXISTS (SELECT 1 FROM pg_namespace n, aclexplode(coalesce(n.nspacl, acldefault('n', n.nspowner))) a
      WHERE n.nspname = 'public' AND a.grantee = 0 AND a.privilege_type = 'CREATE') AS can`,
-  )).rows[0].can as boolean;
+      )
+    ).rows[0].can as boolean;
   if (!(await publicMayCreate())) return;
-  const { rows: [schema] } = await db.raw(`SELECT pg_has_role(current_user, nspowner, 'USAGE') AS owns FROM pg_namespace WHERE nspname = 'public'`);
+  const {
+    rows: [schema],
+  } = await db.raw(
+    `SELECT pg_has_role(current_user, nspowner, 'USAGE') AS owns FROM pg_namespace WHERE nspname = 'public'`,
+  );
   if (schema.owns) await db.raw('REVOKE CREATE ON SCHEMA public FROM PUBLIC');
-  if (await publicMayCreate()) throw await publicSchemaWritable(db, 'every role may create objects in it', 'REVOKE CREATE ON SCHEMA public FROM PUBLIC;');
+  if (await publicMayCreate())
+    throw await publicSchemaWritable(
+      db,
+      'every role may create objects in it',
+      'REVOKE CREATE ON SCHEMA public FROM PUBLIC;',
+    );
 }
 
 /** `SET ROLE` for a new pooled connection of `role`'s processes, or undefined with FRS_DB_ROLES=off. */
-export function setRoleStatement(database: string, role: ServiceRole, enabled = processConfig().dbRoles): string | undefined {
+export function setRoleStatement(
+  database: string,
+  role: ServiceRole,
+  enabled = processConfig().dbRoles,
+): string | undefined {
   return enabled ? `SET ROLE ${quoteIdent(serviceRoleName(database, role))}` : undefined;
 }

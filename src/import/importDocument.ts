@@ -6,7 +6,14 @@ import { deferRollups, finishDeferredRollups } from '../db/bulk-load.js';
 import { findWorkspace } from '../workspaces.js';
 import { recordAudit, type AuditContext } from '../audit.js';
 import { InputError } from '../input.js';
-import type { Booking, FleetImportDocument, Installment, Integration, Maintenance, Payment } from '../../generated/import-document.js';
+import type {
+  Booking,
+  FleetImportDocument,
+  Installment,
+  Integration,
+  Maintenance,
+  Payment,
+} from '../../generated/import-document.js';
 import { validators } from '../contract/validators.js';
 import { loadImportSchema } from '../contract/document.js';
 
@@ -15,7 +22,10 @@ export class ImportError extends InputError {}
 
 /** The database refused one record: `at` is where it is (`/bookings/17/plate`, `/upsert/payments/2`, `line 18: /record`). */
 export class RecordError extends ImportError {
-  constructor(readonly at: string, readonly problem: string) {
+  constructor(
+    readonly at: string,
+    readonly problem: string,
+  ) {
     super(`import failed at ${at}: ${problem}`);
   }
 }
@@ -61,7 +71,10 @@ export const ENTITIES: EntitySpec[] = [
  * The table-level CHECK constraints that span several fields (the schema cannot express them), with the field to
  * blame and a test that finds the offending record. Single-field checks never fire: the schema rules them out.
  */
-export const CROSS_FIELD_CHECKS: Record<string, { field: string; rule: string; violatedBy: (record: never) => boolean }> = {
+export const CROSS_FIELD_CHECKS: Record<
+  string,
+  { field: string; rule: string; violatedBy: (record: never) => boolean }
+> = {
   maintenance_check: {
     field: 'endsAt',
     rule: 'endsAt must be later than startsAt',
@@ -105,11 +118,17 @@ let compiled: CompiledSchema | undefined;
 
 export function compiledSchema(): CompiledSchema {
   if (compiled) return compiled;
-  const schema = loadImportSchema() as { properties: Record<string, { items: { $ref: string } }>; $defs: Record<string, { properties: object }> };
+  const schema = loadImportSchema() as {
+    properties: Record<string, { items: { $ref: string } }>;
+    $defs: Record<string, { properties: object }>;
+  };
   const fieldsByKey = new Map<string, string[]>();
   for (const { key } of ENTITIES) {
     const definition = String(schema.properties[key].items.$ref).replace('#/$defs/', '');
-    fieldsByKey.set(key, Object.keys(schema.$defs[definition].properties).filter((field) => field !== 'version'));
+    fieldsByKey.set(
+      key,
+      Object.keys(schema.$defs[definition].properties).filter((field) => field !== 'version'),
+    );
   }
   compiled = { validate: validators.ImportDocument as ValidateFunction<FleetImportDocument>, fieldsByKey };
   return compiled;
@@ -117,7 +136,8 @@ export function compiledSchema(): CompiledSchema {
 
 /** One line naming the first bad path and what is wrong with it. */
 export function describeSchemaError(error: ErrorObject): string {
-  const at = (suffix?: string) => (suffix === undefined ? error.instancePath || '/' : `${error.instancePath}/${suffix}`);
+  const at = (suffix?: string) =>
+    suffix === undefined ? error.instancePath || '/' : `${error.instancePath}/${suffix}`;
   switch (error.keyword) {
     case 'required':
       return `${at(error.params.missingProperty)}: is required`;
@@ -142,7 +162,10 @@ function validateDocument(doc: unknown): FleetImportDocument {
     (doc[key] ?? []).forEach((record, index) => {
       const id = record.id.toLowerCase();
       const first = seen.get(id);
-      if (first !== undefined) throw new ImportError(`invalid import document at /${key}/${index}/id: duplicate id (also at /${key}/${first}/id)`);
+      if (first !== undefined)
+        throw new ImportError(
+          `invalid import document at /${key}/${index}/id: duplicate id (also at /${key}/${first}/id)`,
+        );
       seen.set(id, index);
     });
   }
@@ -184,7 +207,13 @@ export async function importDocument(
         await finishDeferredRollups(trx, workspace.id);
       }
       // what was loaded, by entity (counts only: the records are the workspace's own data, not the trail's)
-      if (options.audit) await recordAudit(trx, options.audit, { action: 'workspace.import', workspaceId: workspace.id, target: { type: 'workspace', id: workspace.id }, changes: { imported } });
+      if (options.audit)
+        await recordAudit(trx, options.audit, {
+          action: 'workspace.import',
+          workspaceId: workspace.id,
+          target: { type: 'workspace', id: workspace.id },
+          changes: { imported },
+        });
     });
   } finally {
     progress.stop();
@@ -254,23 +283,31 @@ export async function upsertChunk(trx: Knex.Transaction, c: Chunk, changedOnly =
   if (returned.length < rows.length) {
     const written = new Set(returned.map((row) => row.id));
     const index = c.records.findIndex((record) => !written.has(record.id.toLowerCase()));
-    throw new ImportError(`import failed at ${c.pathOf?.(index, 'id') ?? `${c.prefix ?? ''}/${c.entity.key}/${c.offset + index}/id`}: id belongs to another workspace`);
+    throw new ImportError(
+      `import failed at ${c.pathOf?.(index, 'id') ?? `${c.prefix ?? ''}/${c.entity.key}/${c.offset + index}/id`}: id belongs to another workspace`,
+    );
   }
   return returned.map((row) => row.id);
 }
 
 /** Where a record's field is, for errors. */
-const chunkPath = (c: Chunk, index: number, field: string) => c.pathOf?.(index, field) ?? `${c.prefix ?? ''}/${c.entity.key}/${c.indexes?.[index] ?? c.offset + index}/${field}`;
+const chunkPath = (c: Chunk, index: number, field: string) =>
+  c.pathOf?.(index, field) ?? `${c.prefix ?? ''}/${c.entity.key}/${c.indexes?.[index] ?? c.offset + index}/${field}`;
 
 /** A data exception (SQLSTATE class 22) or an integrity constraint violation (23): the records' fault, not the service's. */
-const isDataError = (err: unknown) => typeof (err as PgError)?.code === 'string' && /^2[23]/.test((err as PgError).code!);
+const isDataError = (err: unknown) =>
+  typeof (err as PgError)?.code === 'string' && /^2[23]/.test((err as PgError).code!);
 
 /**
  * The index of the record that makes the chunk fail: the shortest failing prefix, found by halving (about 10 statements
  * for 1,000 records, each rolled back), so that a record failing only beside an earlier one of the chunk is found too.
  * Runs only after the whole chunk failed, inside the transaction that is failing anyway.
  */
-async function firstFailingRecord(trx: Knex.Transaction, write: (rows: Record<string, unknown>[]) => Promise<unknown>, rows: Record<string, unknown>[]): Promise<number> {
+async function firstFailingRecord(
+  trx: Knex.Transaction,
+  write: (rows: Record<string, unknown>[]) => Promise<unknown>,
+  rows: Record<string, unknown>[],
+): Promise<number> {
   // (a prefix of `ok` records is written without error; one of `fails` is not)
   let ok = 0;
   let fails = rows.length;
@@ -300,14 +337,14 @@ function dataErrorReason(err: PgError): string {
     '22003': 'a number is beyond what the service stores',
     '22007': 'a date or time is not one the service can store',
     '22008': 'a date or time is out of the range the service stores',
-    '22P02': 'a value is not of its field\'s type',
+    '22P02': "a value is not of its field's type",
     '23502': 'a field that must be given is missing',
     '23503': 'it refers to a record that does not exist',
     '23505': 'it repeats a value that must be unique',
     '23514': 'it breaks a rule of its record',
     '23P01': 'it overlaps another record',
   };
-  return `the record cannot be stored: ${reasons[err.code ?? ''] ?? (err.code?.startsWith('22') ? 'a value is not one the service can store' : 'it conflicts with the workspace\'s records')}`;
+  return `the record cannot be stored: ${reasons[err.code ?? ''] ?? (err.code?.startsWith('22') ? 'a value is not one the service can store' : "it conflicts with the workspace's records")}`;
 }
 
 interface PgError {
@@ -350,7 +387,10 @@ export function databaseErrorToImportError(err: unknown, c: Chunk): Error {
       const index = c.records.findIndex((record) => valueOf(record, field) === violation.value.toLowerCase());
       const target = ENTITIES.find((e) => snakeCase(e.key) === referenced)?.noun ?? referenced ?? 'record';
       if (index >= 0) {
-        return new RecordError(pathOf(index, field), `no ${target} ${violation.value} in workspace "${c.workspaceSlug}" (neither in the file nor imported before)`);
+        return new RecordError(
+          pathOf(index, field),
+          `no ${target} ${violation.value} in workspace "${c.workspaceSlug}" (neither in the file nor imported before)`,
+        );
       }
     }
   }
@@ -362,12 +402,16 @@ export function databaseErrorToImportError(err: unknown, c: Chunk): Error {
       const derived = DERIVED_UNIQUE_COLUMNS[violation.column];
       const field = derived?.field ?? camelCase(violation.column);
       const normalize = derived?.normalize ?? ((value: string) => value);
-      const holds = (record: ImportRecord) => normalize(String(record[field] ?? '')).toLowerCase() === violation.value.toLowerCase();
+      const holds = (record: ImportRecord) =>
+        normalize(String(record[field] ?? '')).toLowerCase() === violation.value.toLowerCase();
       // Blame the last record holding the value: within the file, the earlier one was accepted first.
       let index = c.records.length - 1;
       while (index >= 0 && !holds(c.records[index])) index--;
       if (index >= 0) {
-        return new RecordError(pathOf(index, field), `${field} "${String(c.records[index][field])}" is already used by another ${noun} in workspace "${c.workspaceSlug}"`);
+        return new RecordError(
+          pathOf(index, field),
+          `${field} "${String(c.records[index][field])}" is already used by another ${noun} in workspace "${c.workspaceSlug}"`,
+        );
       }
     }
   }

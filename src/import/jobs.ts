@@ -11,8 +11,17 @@ import { findWorkspace } from '../workspaces.js';
 import { progressReporter, type ProgressOptions } from '../progress.js';
 import { deferRollups, finishDeferredRollups } from '../db/bulk-load.js';
 import {
-  compiledSchema, CROSS_FIELD_CHECKS, describeSchemaError, ENTITIES, ImportError, snakeCase, upsertChunk, CHUNK_SIZE,
-  type DocumentKey, type EntitySpec, type ImportRecord,
+  compiledSchema,
+  CROSS_FIELD_CHECKS,
+  describeSchemaError,
+  ENTITIES,
+  ImportError,
+  snakeCase,
+  upsertChunk,
+  CHUNK_SIZE,
+  type DocumentKey,
+  type EntitySpec,
+  type ImportRecord,
 } from './importDocument.js';
 import { applyVersions, markHistory } from './versions.js';
 import { INGEST_POOL_MAX } from '../db/database.js';
@@ -62,7 +71,8 @@ const KEEP_BUSY_MS = 20_000;
 /** PostgreSQL ends the job's transaction if it sits idle this long anyway (a backstop for the watch above). */
 const IDLE_IN_TRANSACTION_TIMEOUT = '60s';
 /** The job's error when the process failed in a way the caller cannot act on (the detail goes to the server log). */
-export const INTERNAL_JOB_ERROR = 'the job stopped on an unexpected error; nothing was written (the server log has the detail, under the job id)';
+export const INTERNAL_JOB_ERROR =
+  'the job stopped on an unexpected error; nothing was written (the server log has the detail, under the job id)';
 
 class JobCanceled extends Error {}
 
@@ -110,8 +120,12 @@ let recordValidators: Map<string, ValidateFunction> | undefined;
 function validatorOf(key: string): ValidateFunction | undefined {
   if (!recordValidators) {
     const ajv = createSchemaAjv();
-    const schema = (ajv.getSchema(IMPORT_SCHEMA_ID)!.schema as { properties: Record<string, { items: { $ref: string } }> });
-    recordValidators = new Map(ENTITIES.map(({ key: k }) => [k, ajv.getSchema(`${IMPORT_SCHEMA_ID}${schema.properties[k].items.$ref}`)!]));
+    const schema = ajv.getSchema(IMPORT_SCHEMA_ID)!.schema as {
+      properties: Record<string, { items: { $ref: string } }>;
+    };
+    recordValidators = new Map(
+      ENTITIES.map(({ key: k }) => [k, ajv.getSchema(`${IMPORT_SCHEMA_ID}${schema.properties[k].items.$ref}`)!]),
+    );
   }
   return recordValidators.get(key);
 }
@@ -125,10 +139,15 @@ interface Incoming {
 
 /** The longest NDJSON line held (a record is a few hundred bytes; 1 MiB of characters is far beyond any). */
 export const MAX_LINE_CHARS = 1024 * 1024;
-const lineTooLong = (line: number) => new ImportError(`invalid import stream at line ${line}: a line is longer than ${MAX_LINE_CHARS} characters (1 MiB)`);
+const lineTooLong = (line: number) =>
+  new ImportError(`invalid import stream at line ${line}: a line is longer than ${MAX_LINE_CHARS} characters (1 MiB)`);
 
 /** Records of the body as they arrive. */
-async function* recordsOf(body: AsyncIterable<Buffer | string>, format: ImportFormat, source = 'the import document'): AsyncGenerator<Incoming> {
+async function* recordsOf(
+  body: AsyncIterable<Buffer | string>,
+  format: ImportFormat,
+  source = 'the import document',
+): AsyncGenerator<Incoming> {
   if (format === 'ndjson') {
     let rest = '';
     let line = 0;
@@ -142,8 +161,14 @@ async function* recordsOf(body: AsyncIterable<Buffer | string>, format: ImportFo
         throw new ImportError(`invalid import stream at line ${line}: not JSON`);
       }
       const { key, record, ...other } = (value ?? {}) as { key?: unknown; record?: unknown };
-      if (typeof key !== 'string' || !validatorOf(key)) throw new ImportError(`invalid import stream at line ${line}: /key: must be one of ${ENTITIES.map((e) => e.key).join(', ')}`);
-      if (!record || typeof record !== 'object' || Object.keys(other).length > 0) throw new ImportError(`invalid import stream at line ${line}: a line is {"key": ..., "record": {...}} and nothing else`);
+      if (typeof key !== 'string' || !validatorOf(key))
+        throw new ImportError(
+          `invalid import stream at line ${line}: /key: must be one of ${ENTITIES.map((e) => e.key).join(', ')}`,
+        );
+      if (!record || typeof record !== 'object' || Object.keys(other).length > 0)
+        throw new ImportError(
+          `invalid import stream at line ${line}: a line is {"key": ..., "record": {...}} and nothing else`,
+        );
       yield { key: key as DocumentKey, record: record as Incoming['record'], at: `line ${line}: /record` };
     };
     const decoder = new TextDecoder();
@@ -180,7 +205,11 @@ async function* recordsOf(body: AsyncIterable<Buffer | string>, format: ImportFo
       failure ??= new ImportError(`invalid import document at /${documentKey}: must be array`);
       return;
     }
-    pending.push({ key: documentKey as DocumentKey, record: value as Incoming['record'], at: `/${documentKey}/${key}` });
+    pending.push({
+      key: documentKey as DocumentKey,
+      record: value as Incoming['record'],
+      at: `/${documentKey}/${key}`,
+    });
   };
   parser.onError = (err) => {
     failure ??= new ImportError(`${source} is not valid JSON: ${err.message}`);
@@ -202,7 +231,9 @@ async function* recordsOf(body: AsyncIterable<Buffer | string>, format: ImportFo
     if (failure) throw failure;
     sinceRecord = pending.length > 0 ? 0 : sinceRecord + chunk.length;
     if (sinceRecord > MAX_LINE_CHARS) {
-      throw new ImportError(`invalid import document: more than ${MAX_LINE_CHARS} bytes (1 MiB) without a whole record after record ${emitted}`);
+      throw new ImportError(
+        `invalid import document: more than ${MAX_LINE_CHARS} bytes (1 MiB) without a whole record after record ${emitted}`,
+      );
     }
     emitted += pending.length;
     yield* pending.splice(0);
@@ -224,10 +255,13 @@ function checkRecord(item: Incoming): void {
   const validate = validatorOf(item.key)!;
   if (!validate(item.record)) {
     const problem = describeSchemaError(validate.errors![0]);
-    throw new ImportError(`invalid import document at ${item.at}${problem === '/' ? '' : problem.startsWith('/:') ? problem.slice(1) : problem}`);
+    throw new ImportError(
+      `invalid import document at ${item.at}${problem === '/' ? '' : problem.startsWith('/:') ? problem.slice(1) : problem}`,
+    );
   }
   for (const [name, check] of Object.entries(CROSS_FIELD_CHECKS)) {
-    if (name === `${snakeCase(item.key)}_check` && check.violatedBy(item.record as never)) throw new ImportError(`invalid import document at ${item.at}/${check.field}: ${check.rule}`);
+    if (name === `${snakeCase(item.key)}_check` && check.violatedBy(item.record as never))
+      throw new ImportError(`invalid import document at ${item.at}/${check.field}: ${check.rule}`);
   }
 }
 
@@ -258,7 +292,9 @@ export async function startImport(
   const workspace = await findWorkspace(db, { id: workspaceId });
   // Counted before the job takes its connection (and without an await between the check and the count).
   if (runningInProcess >= MAX_RUNNING_IMPORTS_PER_PROCESS) {
-    throw new ImportsBusyError(`The service already runs ${MAX_RUNNING_IMPORTS_PER_PROCESS} import jobs, the most it runs at once: nothing was started. Try again in ${IMPORTS_BUSY_RETRY_AFTER_S} seconds.`);
+    throw new ImportsBusyError(
+      `The service already runs ${MAX_RUNNING_IMPORTS_PER_PROCESS} import jobs, the most it runs at once: nothing was started. Try again in ${IMPORTS_BUSY_RETRY_AFTER_S} seconds.`,
+    );
   }
   runningInProcess++;
   let counted = true;
@@ -291,10 +327,19 @@ export async function startImport(
         [workspace.id],
       );
       if (rows[0].n >= MAX_RUNNING_IMPORTS) {
-        throw new ConflictError(`This workspace already runs ${MAX_RUNNING_IMPORTS} import jobs, the most it may at once: wait for one to end (getImport) or cancel one (cancelImport).`, 'running_imports');
+        throw new ConflictError(
+          `This workspace already runs ${MAX_RUNNING_IMPORTS} import jobs, the most it may at once: wait for one to end (getImport) or cancel one (cancelImport).`,
+          'running_imports',
+        );
       }
       return t('import_jobs')
-        .insert({ id, workspace_id: workspace.id, phase: 'running', format: options.format, started_by: options.audit.actor.name.slice(0, 200) })
+        .insert({
+          id,
+          workspace_id: workspace.id,
+          phase: 'running',
+          format: options.format,
+          started_by: options.audit.actor.name.slice(0, 200),
+        })
         .returning('*');
     });
   } catch (err) {
@@ -303,18 +348,30 @@ export async function startImport(
     throw err;
   }
   let bodyRead!: () => void;
-  const received = new Promise<void>((resolve) => { bodyRead = resolve; });
+  const received = new Promise<void>((resolve) => {
+    bodyRead = resolve;
+  });
   // Never rejects (the job's own failures end as phase failed): a last read of the row that fails (the pool busy, the
   // database gone) gives the job as its start left it, failed, rather than an unhandled rejection ending the process.
-  const done = runJob(db, trx, id, workspace, options, bodyRead).catch((err: unknown): ImportJob => {
-    options.logger?.error({ err, importJob: id, workspaceId: workspace.id }, 'import job: its end could not be read back');
-    return { ...view(row), phase: 'failed', error: INTERNAL_JOB_ERROR };
-  }).finally(uncount);
+  const done = runJob(db, trx, id, workspace, options, bodyRead)
+    .catch((err: unknown): ImportJob => {
+      options.logger?.error(
+        { err, importJob: id, workspaceId: workspace.id },
+        'import job: its end could not be read back',
+      );
+      return { ...view(row), phase: 'failed', error: INTERNAL_JOB_ERROR };
+    })
+    .finally(uncount);
   return { job: view(row), done, received: Promise.race([received, done.then(() => undefined)]) };
 }
 
 async function runJob(
-  db: Knex, trx: Knex.Transaction, id: string, workspace: { id: string; slug: string }, options: StartImportOptions, bodyRead: () => void,
+  db: Knex,
+  trx: Knex.Transaction,
+  id: string,
+  workspace: { id: string; slug: string },
+  options: StartImportOptions,
+  bodyRead: () => void,
 ): Promise<ImportJob> {
   const counts: CountsByKey = {};
   let read = 0;
@@ -324,21 +381,34 @@ async function runJob(
     options.onProgress?.({ recordsRead: read, recordsApplied: applied, stage });
     if (!force && Date.now() - lastReport < PROGRESS_INTERVAL_MS) return;
     lastReport = Date.now();
-    const [state] = await db('import_jobs').where({ id }).update({ records_read: read, records_applied: applied, updated_at: db.fn.now() }).returning('cancel_requested');
+    const [state] = await db('import_jobs')
+      .where({ id })
+      .update({ records_read: read, records_applied: applied, updated_at: db.fn.now() })
+      .returning('cancel_requested');
     if (state?.cancel_requested) throw new JobCanceled();
   };
   let outcome: { phase: ImportPhase; error: string | null };
   // Watched on a timer, not only as records are written: a cancel, or a body that stopped arriving, ends a job that
   // waits for input (the wait is raced against `stopped`).
   let stop!: (err: Error) => void;
-  const stopped = new Promise<never>((_, reject) => { stop = reject; });
+  const stopped = new Promise<never>((_, reject) => {
+    stop = reject;
+  });
   stopped.catch(() => undefined);
   let waitingSince: number | undefined;
   let lastStatement = Date.now();
   const watch = setInterval(() => {
-    if (waitingSince !== undefined && Date.now() - waitingSince > STALL_MS) stop(new ImportError(`the upload stalled: nothing arrived for ${STALL_MS / 1000} s; nothing was written`));
-    void db('import_jobs').where({ id }).first('cancel_requested')
-      .then((state) => { if (state?.cancel_requested) stop(new JobCanceled()); }, () => undefined);
+    if (waitingSince !== undefined && Date.now() - waitingSince > STALL_MS)
+      stop(new ImportError(`the upload stalled: nothing arrived for ${STALL_MS / 1000} s; nothing was written`));
+    void db('import_jobs')
+      .where({ id })
+      .first('cancel_requested')
+      .then(
+        (state) => {
+          if (state?.cancel_requested) stop(new JobCanceled());
+        },
+        () => undefined,
+      );
   }, PROGRESS_INTERVAL_MS);
   const records = recordsOf(options.body, options.format, options.source);
   try {
@@ -349,7 +419,9 @@ async function runJob(
     await trx.raw(`SET LOCAL statement_timeout = 0`);
     const bulk = await deferRollups(trx, workspace.id);
     if (bulk) await db('import_jobs').where({ id }).update({ bulk: true });
-    const versionsKept = bulk ? false : (await trx('record_versions').where({ workspace_id: workspace.id }).first(trx.raw('1 AS x'))) !== undefined;
+    const versionsKept = bulk
+      ? false
+      : (await trx('record_versions').where({ workspace_id: workspace.id }).first(trx.raw('1 AS x'))) !== undefined;
     const { fieldsByKey } = compiledSchema();
     const buffers = new Map<DocumentKey, Incoming[]>();
     let buffered = 0;
@@ -358,7 +430,16 @@ async function runJob(
         const items = buffers.get(entity.key);
         if (!items || items.length === 0) continue;
         buffers.set(entity.key, []);
-        applied += await writeChunk(trx, workspace, entity, fieldsByKey.get(entity.key)!, items, versionsKept, counts, options.metrics);
+        applied += await writeChunk(
+          trx,
+          workspace,
+          entity,
+          fieldsByKey.get(entity.key)!,
+          items,
+          versionsKept,
+          counts,
+          options.metrics,
+        );
       }
       buffered = 0;
       lastStatement = Date.now();
@@ -390,11 +471,18 @@ async function runJob(
       await finishDeferredRollups(trx, workspace.id);
     }
     // (as the import always has: what was loaded, by entity; the job's row says the rest)
-    await recordAudit(trx, options.audit, { action: 'workspace.import', workspaceId: workspace.id, target: { type: 'workspace', id: workspace.id }, changes: { imported: counts } });
+    await recordAudit(trx, options.audit, {
+      action: 'workspace.import',
+      workspaceId: workspace.id,
+      target: { type: 'workspace', id: workspace.id },
+      changes: { imported: counts },
+    });
     await report('committing', true);
     // The job's end is written in its own transaction: it is seen succeeded exactly when its records are there (and a
     // reader never finds it running without its lock in between).
-    await trx('import_jobs').where({ id }).update(finalState('succeeded', null, read, applied, counts, trx));
+    await trx('import_jobs')
+      .where({ id })
+      .update(finalState('succeeded', null, read, applied, counts, trx));
     await trx.commit();
     outcome = { phase: 'succeeded', error: null };
   } catch (err) {
@@ -405,33 +493,58 @@ async function runJob(
     else if (err instanceof ImportError) outcome = { phase: 'failed', error: err.message.slice(0, 2000) };
     else {
       // A driver's or the database's own words are for the operator, not the caller.
-      options.logger?.error({ err, importJob: id, workspaceId: workspace.id }, 'import job stopped on an unexpected error');
+      options.logger?.error(
+        { err, importJob: id, workspaceId: workspace.id },
+        'import job stopped on an unexpected error',
+      );
       outcome = { phase: 'failed', error: INTERNAL_JOB_ERROR };
     }
     if (!(err instanceof JobCanceled)) options.metrics?.refused.inc({ reason: 'import_failed' }, Math.max(read, 1));
     applied = 0;
     // Written while the transaction still holds the job's lock, then rolled back: never seen as a lost process.
-    await db('import_jobs').where({ id }).update(finalState(outcome.phase, outcome.error, read, 0, {}, db)).catch(() => undefined);
+    await db('import_jobs')
+      .where({ id })
+      .update(finalState(outcome.phase, outcome.error, read, 0, {}, db))
+      .catch(() => undefined);
     await trx.rollback().catch(() => undefined);
   } finally {
     clearInterval(watch);
   }
   const row = await db('import_jobs').where({ id }).first();
-  if (outcome.phase === 'succeeded' && options.metrics) for (const [key, n] of Object.entries(counts)) options.metrics.written.inc({ key, operation: 'upsert' }, n);
+  if (outcome.phase === 'succeeded' && options.metrics)
+    for (const [key, n] of Object.entries(counts)) options.metrics.written.inc({ key, operation: 'upsert' }, n);
   return view(row);
 }
 
 // (the wall clock, not now(): a job's own transaction began before its row was inserted, so its start would put the
 // end before startedAt)
-const finalState = (phase: ImportPhase, error: string | null, read: number, applied: number, counts: CountsByKey, db: Knex) => ({
-  phase, error, records_read: read, records_applied: applied, counts: JSON.stringify(counts), updated_at: db.raw('clock_timestamp()'),
+const finalState = (
+  phase: ImportPhase,
+  error: string | null,
+  read: number,
+  applied: number,
+  counts: CountsByKey,
+  db: Knex,
+) => ({
+  phase,
+  error,
+  records_read: read,
+  records_applied: applied,
+  counts: JSON.stringify(counts),
+  updated_at: db.raw('clock_timestamp()'),
   finished_at: db.raw('clock_timestamp()'),
 });
 
 /** Writes one key's buffered records; returns how many were written (a stale version is skipped). */
 async function writeChunk(
-  trx: Knex.Transaction, workspace: { id: string; slug: string }, entity: EntitySpec, fields: string[], items: Incoming[], versionsKept: boolean,
-  counts: CountsByKey, metrics?: RecordMetrics,
+  trx: Knex.Transaction,
+  workspace: { id: string; slug: string },
+  entity: EntitySpec,
+  fields: string[],
+  items: Incoming[],
+  versionsKept: boolean,
+  counts: CountsByKey,
+  metrics?: RecordMetrics,
 ): Promise<number> {
   // The same id twice in one statement is refused by PostgreSQL: the later one stands.
   const byId = new Map<string, Incoming>();
@@ -439,16 +552,25 @@ async function writeChunk(
   let chosen = [...byId.values()];
   const versioned = chosen.filter((i) => i.record.version !== undefined);
   if (versioned.length > 0 || versionsKept) {
-    const outcome = await applyVersions(trx, workspace.id, entity.key,
+    const outcome = await applyVersions(
+      trx,
+      workspace.id,
+      entity.key,
       versioned.map((i, index) => ({ id: i.record.id, version: i.record.version!, deleting: false, index })),
-      { upserts: chosen.filter((i) => i.record.version === undefined).map((i) => i.record.id), deletes: [] });
+      { upserts: chosen.filter((i) => i.record.version === undefined).map((i) => i.record.id), deletes: [] },
+    );
     const skipped = new Set([...outcome.stale, ...outcome.unchanged].map((v) => v.id.toLowerCase()));
     if (outcome.stale.length > 0) metrics?.stale.inc({ key: entity.key }, outcome.stale.length);
     chosen = chosen.filter((i) => !skipped.has(i.record.id.toLowerCase()));
   }
   if (chosen.length === 0) return 0;
   await upsertChunk(trx, {
-    entity, fields, workspaceId: workspace.id, workspaceSlug: workspace.slug, records: chosen.map((i) => i.record), offset: 0,
+    entity,
+    fields,
+    workspaceId: workspace.id,
+    workspaceSlug: workspace.slug,
+    records: chosen.map((i) => i.record),
+    offset: 0,
     pathOf: (index, field) => `${chosen[index].at}/${field}`,
   });
   counts[entity.key] = (counts[entity.key] ?? 0) + chosen.length;
@@ -463,7 +585,10 @@ export const LOST_JOB_ERROR = 'the process running the job stopped before it fin
  * no transaction holds it. Of one job (`id`, getImport), or of every workspace (or `workspaceIds`: the worker's
  * retention, so that a job nobody reads again is seen ended, and pruned in time). Returns the ids it failed.
  */
-export async function failLostImports(db: Knex, scope: { id?: string; workspaceIds?: string[] | null } = {}): Promise<string[]> {
+export async function failLostImports(
+  db: Knex,
+  scope: { id?: string; workspaceIds?: string[] | null } = {},
+): Promise<string[]> {
   return db.transaction(async (t) => {
     // (the lock is tried on running jobs only: a finished job's is nobody's to hold)
     let candidates = t('import_jobs').where({ phase: 'running' }).select('id');
@@ -476,9 +601,19 @@ export async function failLostImports(db: Knex, scope: { id?: string; workspaceI
       if (rows[0].free) lost.push(id);
     }
     if (lost.length === 0) return [];
-    return (await t('import_jobs').whereIn('id', lost).where({ phase: 'running' })
-      .update({ phase: 'failed', error: LOST_JOB_ERROR, records_applied: 0, finished_at: t.fn.now(), updated_at: t.fn.now() })
-      .returning('id')).map((r: { id: string }) => r.id);
+    return (
+      await t('import_jobs')
+        .whereIn('id', lost)
+        .where({ phase: 'running' })
+        .update({
+          phase: 'failed',
+          error: LOST_JOB_ERROR,
+          records_applied: 0,
+          finished_at: t.fn.now(),
+          updated_at: t.fn.now(),
+        })
+        .returning('id')
+    ).map((r: { id: string }) => r.id);
   });
 }
 
@@ -496,9 +631,17 @@ export async function cancelImport(db: Knex, workspaceId: string, id: string, au
   const job = await getImport(db, workspaceId, id);
   if (job.phase !== 'running') throw new ConflictError(`The import job already ended (${job.phase}).`, 'phase');
   return db.transaction(async (trx) => {
-    const [row] = await trx('import_jobs').where({ id, phase: 'running' }).update({ cancel_requested: true }).returning('*');
+    const [row] = await trx('import_jobs')
+      .where({ id, phase: 'running' })
+      .update({ cancel_requested: true })
+      .returning('*');
     if (!row) throw new ConflictError('The import job already ended.', 'phase');
-    await recordAudit(trx, audit, { action: 'workspace.import_cancel', workspaceId, target: { type: 'workspace', id: workspaceId }, changes: { importJob: id } });
+    await recordAudit(trx, audit, {
+      action: 'workspace.import_cancel',
+      workspaceId,
+      target: { type: 'workspace', id: workspaceId },
+      changes: { importJob: id },
+    });
     return view(row);
   });
 }
@@ -531,8 +674,14 @@ export async function importFile(
   const format = options.format ?? (/\.(ndjson|jsonl)$/i.test(file) ? 'ndjson' : 'json');
   try {
     const { done } = await startImport(db, workspace.id, {
-      body: counted(), format, audit: options.audit, source: file,
-      onProgress: (p) => { applied = p.recordsApplied; if (p.stage !== 'writing') progress.step(p.stage, 0); },
+      body: counted(),
+      format,
+      audit: options.audit,
+      source: file,
+      onProgress: (p) => {
+        applied = p.recordsApplied;
+        if (p.stage !== 'writing') progress.step(p.stage, 0);
+      },
     });
     const job = await done;
     if (job.phase !== 'succeeded') throw new ImportError(job.error ?? `the import job ended ${job.phase}`);

@@ -6,8 +6,17 @@ import { ConflictError, FieldError, InputError, TooLargeError } from '../input.j
 import { findWorkspace } from '../workspaces.js';
 import { checkEvent, publishEvent } from '../webhooks/publish.js';
 import {
-  compiledSchema, CROSS_FIELD_CHECKS, describeSchemaError, ENTITIES, RecordError, snakeCase, upsertChunk, CHUNK_SIZE,
-  type DocumentKey, type EntitySpec, type ImportRecord,
+  compiledSchema,
+  CROSS_FIELD_CHECKS,
+  describeSchemaError,
+  ENTITIES,
+  RecordError,
+  snakeCase,
+  upsertChunk,
+  CHUNK_SIZE,
+  type DocumentKey,
+  type EntitySpec,
+  type ImportRecord,
 } from './importDocument.js';
 import { applyVersions, markHistory, type Versioned } from './versions.js';
 import { keepUpkeepInline } from '../db/upkeep.js';
@@ -38,7 +47,10 @@ export class InvalidRecordsError extends FieldError {
 
 /** A refusal of the batch as a whole for what it points at (`missing_reference`, `dependent_records`). */
 export class RecordConflictError extends ConflictError {
-  constructor(readonly code: 'missing_reference' | 'dependent_records', readonly problems: string[]) {
+  constructor(
+    readonly code: 'missing_reference' | 'dependent_records',
+    readonly problems: string[],
+  ) {
     super(`${problems.join('; ')}; nothing was written`, problems[0].split(':')[0], code);
   }
 }
@@ -49,13 +61,30 @@ export const REFERENCES: Partial<Record<DocumentKey, Array<{ field: string; pare
   vehicles: [{ field: 'fleetId', parent: 'fleets' }],
   maintenance: [{ field: 'vehicleId', parent: 'vehicles' }],
   vehicleDocuments: [{ field: 'vehicleId', parent: 'vehicles' }],
-  bookings: [{ field: 'customerId', parent: 'customers' }, { field: 'vehicleId', parent: 'vehicles' }],
+  bookings: [
+    { field: 'customerId', parent: 'customers' },
+    { field: 'vehicleId', parent: 'vehicles' },
+  ],
   extensions: [{ field: 'bookingId', parent: 'bookings' }],
-  invoices: [{ field: 'customerId', parent: 'customers' }, { field: 'bookingId', parent: 'bookings' }],
-  payments: [{ field: 'customerId', parent: 'customers' }, { field: 'bookingId', parent: 'bookings' }, { field: 'invoiceId', parent: 'invoices' }],
-  installments: [{ field: 'bookingId', parent: 'bookings' }, { field: 'invoiceId', parent: 'invoices' }],
+  invoices: [
+    { field: 'customerId', parent: 'customers' },
+    { field: 'bookingId', parent: 'bookings' },
+  ],
+  payments: [
+    { field: 'customerId', parent: 'customers' },
+    { field: 'bookingId', parent: 'bookings' },
+    { field: 'invoiceId', parent: 'invoices' },
+  ],
+  installments: [
+    { field: 'bookingId', parent: 'bookings' },
+    { field: 'invoiceId', parent: 'invoices' },
+  ],
   expenses: [{ field: 'vehicleId', parent: 'vehicles' }],
-  fines: [{ field: 'vehicleId', parent: 'vehicles' }, { field: 'bookingId', parent: 'bookings' }, { field: 'customerId', parent: 'customers' }],
+  fines: [
+    { field: 'vehicleId', parent: 'vehicles' },
+    { field: 'bookingId', parent: 'bookings' },
+    { field: 'customerId', parent: 'customers' },
+  ],
 };
 
 export interface BatchEvent {
@@ -99,7 +128,9 @@ let batchValidator: ValidateFunction | undefined;
  * is bad, one record at a time (each in a body of its own, its pointer put back) until enough are named.
  */
 function validateBatchShape(body: unknown): ErrorObject[] {
-  batchValidator ??= createSchemaAjv({ allErrors: false }, 'strict', 'admin').getSchema(schemaRef('RecordsWrite', 'admin'))!;
+  batchValidator ??= createSchemaAjv({ allErrors: false }, 'strict', 'admin').getSchema(
+    schemaRef('RecordsWrite', 'admin'),
+  )!;
   if (batchValidator(body)) return [];
   const first = batchValidator.errors ?? [];
   const errors: ErrorObject[] = [];
@@ -107,7 +138,12 @@ function validateBatchShape(body: unknown): ErrorObject[] {
   const item = (wrapped: unknown, at: string, inner: string) => {
     if (errors.length >= MAX_NAMED_ERRORS || batchValidator!(wrapped)) return;
     const error = batchValidator!.errors![0];
-    errors.push({ ...error, instancePath: error.instancePath.startsWith(inner) ? at + error.instancePath.slice(inner.length) : error.instancePath });
+    errors.push({
+      ...error,
+      instancePath: error.instancePath.startsWith(inner)
+        ? at + error.instancePath.slice(inner.length)
+        : error.instancePath,
+    });
   };
   if (batch && typeof batch === 'object' && !Array.isArray(batch)) {
     for (const member of ['upsert', 'delete'] as const) {
@@ -115,10 +151,13 @@ function validateBatchShape(body: unknown): ErrorObject[] {
       if (!section || typeof section !== 'object' || Array.isArray(section)) continue;
       for (const [key, list] of Object.entries(section)) {
         if (!Array.isArray(list)) continue;
-        list.forEach((record, index) => item({ [member]: { [key]: [record] } }, `/${member}/${key}/${index}`, `/${member}/${key}/0`));
+        list.forEach((record, index) =>
+          item({ [member]: { [key]: [record] } }, `/${member}/${key}/${index}`, `/${member}/${key}/0`),
+        );
       }
     }
-    if (Array.isArray(batch.events)) batch.events.forEach((event, index) => item({ events: [event] }, `/events/${index}`, '/events/0'));
+    if (Array.isArray(batch.events))
+      batch.events.forEach((event, index) => item({ events: [event] }, `/events/${index}`, '/events/0'));
   }
   // (an error outside every record, such as an unknown member of the body, is named too)
   const outside = first.filter((e) => !/^\/(?:(?:upsert|delete)\/[^/]+|events)\/\d+(?:\/|$)/.test(e.instancePath));
@@ -149,7 +188,8 @@ function batchProblems(body: unknown): string[] {
     records.forEach((record, index) => {
       const at = `/upsert/${key}/${index}`;
       for (const [, check] of Object.entries(CROSS_FIELD_CHECKS)) {
-        if (CROSS_FIELD_CHECKS_BY_KEY[key]?.includes(check) && check.violatedBy(record as never)) add(at, `${at}/${check.field}: ${check.rule}`);
+        if (CROSS_FIELD_CHECKS_BY_KEY[key]?.includes(check) && check.violatedBy(record as never))
+          add(at, `${at}/${check.field}: ${check.rule}`);
       }
       const id = record.id.toLowerCase();
       const first = seen.get(id);
@@ -176,16 +216,23 @@ function batchProblems(body: unknown): string[] {
 }
 
 /** The cross-field checks by the key whose records they concern (the constraint is named after its table). */
-const CROSS_FIELD_CHECKS_BY_KEY: Partial<Record<DocumentKey, Array<(typeof CROSS_FIELD_CHECKS)[string]>>> = Object.fromEntries(
-  ENTITIES.map(({ key }) => [key, Object.entries(CROSS_FIELD_CHECKS).filter(([name]) => name === `${snakeCase(key)}_check`).map(([, check]) => check)]),
-);
+const CROSS_FIELD_CHECKS_BY_KEY: Partial<Record<DocumentKey, Array<(typeof CROSS_FIELD_CHECKS)[string]>>> =
+  Object.fromEntries(
+    ENTITIES.map(({ key }) => [
+      key,
+      Object.entries(CROSS_FIELD_CHECKS)
+        .filter(([name]) => name === `${snakeCase(key)}_check`)
+        .map(([, check]) => check),
+    ]),
+  );
 
 /** How many records a batch holds (upserts and deletes), for the limit; counted before the schema is checked. */
 export function batchRecordCount(body: unknown): number {
   let count = 0;
   for (const member of ['upsert', 'delete'] as const) {
     const section = (body as Record<string, unknown> | null)?.[member];
-    if (section && typeof section === 'object') for (const list of Object.values(section)) if (Array.isArray(list)) count += list.length;
+    if (section && typeof section === 'object')
+      for (const list of Object.values(section)) if (Array.isArray(list)) count += list.length;
   }
   return count;
 }
@@ -219,7 +266,12 @@ export async function writeRecords(
   };
   const total = batchRecordCount(body);
   if (total > MAX_BATCH_RECORDS) {
-    throw refuse('too_large', new BatchTooLargeError(`A batch holds at most ${MAX_BATCH_RECORDS} records (upserts and deletes together); this one holds ${total}. Send the rest in another batch, or a large load as an import job.`));
+    throw refuse(
+      'too_large',
+      new BatchTooLargeError(
+        `A batch holds at most ${MAX_BATCH_RECORDS} records (upserts and deletes together); this one holds ${total}. Send the rest in another batch, or a large load as an import job.`,
+      ),
+    );
   }
   const problems = batchProblems(body ?? {});
   if (problems.length > 0) throw refuse('invalid', new InvalidRecordsError(problems));
@@ -237,10 +289,19 @@ export async function writeRecords(
         const upserts = (batch.upsert?.[entity.key] ?? []) as Array<ImportRecord & { version?: number }>;
         const deletes = batch.delete?.[entity.key] ?? [];
         if (upserts.length === 0 && deletes.length === 0) continue;
-        await refuseOtherWorkspaces(trx, workspace.id, entity, upserts.map((r, index) => ({ id: r.id, at: `/upsert/${entity.key}/${index}/id` })));
+        await refuseOtherWorkspaces(
+          trx,
+          workspace.id,
+          entity,
+          upserts.map((r, index) => ({ id: r.id, at: `/upsert/${entity.key}/${index}/id` })),
+        );
         const versioned: Versioned[] = [
-          ...upserts.flatMap((r, index) => (r.version === undefined ? [] : [{ id: r.id, version: r.version, deleting: false, index }])),
-          ...deletes.flatMap((r, index) => (r.version === undefined ? [] : [{ id: r.id, version: r.version, deleting: true, index }])),
+          ...upserts.flatMap((r, index) =>
+            r.version === undefined ? [] : [{ id: r.id, version: r.version, deleting: false, index }],
+          ),
+          ...deletes.flatMap((r, index) =>
+            r.version === undefined ? [] : [{ id: r.id, version: r.version, deleting: true, index }],
+          ),
         ];
         const unversioned = {
           upserts: upserts.filter((r) => r.version === undefined).map((r) => r.id),
@@ -253,9 +314,15 @@ export async function writeRecords(
         plans.push({
           entity,
           upserts: upserts.flatMap((record, index) =>
-            record.version === undefined || allowed.has(`false:${index}`) ? [{ record, index, versioned: record.version !== undefined }] : []),
+            record.version === undefined || allowed.has(`false:${index}`)
+              ? [{ record, index, versioned: record.version !== undefined }]
+              : [],
+          ),
           deletes: deletes.flatMap((record, index) =>
-            record.version === undefined || allowed.has(`true:${index}`) ? [{ id: record.id, index, versioned: record.version !== undefined }] : []),
+            record.version === undefined || allowed.has(`true:${index}`)
+              ? [{ id: record.id, index, versioned: record.version !== undefined }]
+              : [],
+          ),
         });
       }
 
@@ -268,10 +335,22 @@ export async function writeRecords(
         const fields = fieldsByKey.get(plan.entity.key)!;
         for (let offset = 0; offset < plan.upserts.length; offset += CHUNK_SIZE) {
           const chunk = plan.upserts.slice(offset, offset + CHUNK_SIZE);
-          const changed = new Set(await upsertChunk(trx, {
-            entity: plan.entity, fields, workspaceId: workspace.id, workspaceSlug: workspace.slug, records: chunk.map((u) => u.record), offset: 0,
-            prefix: '/upsert', indexes: chunk.map((u) => u.index),
-          }, true));
+          const changed = new Set(
+            await upsertChunk(
+              trx,
+              {
+                entity: plan.entity,
+                fields,
+                workspaceId: workspace.id,
+                workspaceSlug: workspace.slug,
+                records: chunk.map((u) => u.record),
+                offset: 0,
+                prefix: '/upsert',
+                indexes: chunk.map((u) => u.index),
+              },
+              true,
+            ),
+          );
           // A versioned record whose version moved on was written even where its fields were the same.
           const written = chunk.filter((u) => changed.has(u.record.id.toLowerCase()) || u.versioned).length;
           addCount(result.upserted, plan.entity.key, written);
@@ -281,7 +360,18 @@ export async function writeRecords(
       for (const plan of [...plans].reverse()) {
         if (plan.deletes.length === 0) continue;
         const table = snakeCase(plan.entity.key);
-        const gone = new Set((await trx(table).where({ workspace_id: workspace.id }).whereIn('id', plan.deletes.map((d) => d.id)).delete().returning('id')).map((r: { id: string }) => r.id));
+        const gone = new Set(
+          (
+            await trx(table)
+              .where({ workspace_id: workspace.id })
+              .whereIn(
+                'id',
+                plan.deletes.map((d) => d.id),
+              )
+              .delete()
+              .returning('id')
+          ).map((r: { id: string }) => r.id),
+        );
         // A versioned delete of a record not there leaves its tombstone: it is a change (a late upsert stays out).
         const deleted = plan.deletes.filter((d) => gone.has(d.id.toLowerCase()) || d.versioned).length;
         addCount(result.deleted, plan.entity.key, deleted);
@@ -289,7 +379,13 @@ export async function writeRecords(
       }
 
       for (const event of batch.events ?? []) {
-        const published = await publishEvent(trx, { workspaceId: workspace.id, event: event.event, data: event.data, dedupeKey: event.dedupeKey, source: 'publish' });
+        const published = await publishEvent(trx, {
+          workspaceId: workspace.id,
+          event: event.event,
+          data: event.data,
+          dedupeKey: event.dedupeKey,
+          source: 'publish',
+        });
         result.events.push(published.eventId);
       }
       // Counts only: the records are the workspace's data, not the trail's.
@@ -298,7 +394,14 @@ export async function writeRecords(
           action: 'workspace.records_write',
           workspaceId: workspace.id,
           target: { type: 'workspace', id: workspace.id },
-          changes: { upserted: result.upserted, unchanged: result.unchanged, stale: result.stale, deleted: result.deleted, events: result.events.length, history: batch.history === true },
+          changes: {
+            upserted: result.upserted,
+            unchanged: result.unchanged,
+            stale: result.stale,
+            deleted: result.deleted,
+            events: result.events.length,
+            history: batch.history === true,
+          },
         });
       }
     });
@@ -310,7 +413,8 @@ export async function writeRecords(
     throw err;
   }
   if (options.metrics) {
-    for (const [key, n] of Object.entries(result.upserted)) options.metrics.written.inc({ key, operation: 'upsert' }, n);
+    for (const [key, n] of Object.entries(result.upserted))
+      options.metrics.written.inc({ key, operation: 'upsert' }, n);
     for (const [key, n] of Object.entries(result.deleted)) options.metrics.written.inc({ key, operation: 'delete' }, n);
     for (const [key, n] of Object.entries(result.stale)) options.metrics.stale.inc({ key }, n);
   }
@@ -318,10 +422,28 @@ export async function writeRecords(
 }
 
 /** An id of another workspace's record cannot be written here (ids are unique across workspaces). */
-async function refuseOtherWorkspaces(trx: Knex, workspaceId: string, entity: EntitySpec, ids: Array<{ id: string; at: string }>): Promise<void> {
+async function refuseOtherWorkspaces(
+  trx: Knex,
+  workspaceId: string,
+  entity: EntitySpec,
+  ids: Array<{ id: string; at: string }>,
+): Promise<void> {
   if (ids.length === 0) return;
-  const foreign = new Set((await trx(snakeCase(entity.key)).whereIn('id', ids.map((i) => i.id)).whereNot({ workspace_id: workspaceId }).select('id')).map((r: { id: string }) => r.id));
-  const problems = ids.filter((i) => foreign.has(i.id.toLowerCase())).slice(0, MAX_NAMED_ERRORS).map((i) => `${i.at}: id belongs to another workspace`);
+  const foreign = new Set(
+    (
+      await trx(snakeCase(entity.key))
+        .whereIn(
+          'id',
+          ids.map((i) => i.id),
+        )
+        .whereNot({ workspace_id: workspaceId })
+        .select('id')
+    ).map((r: { id: string }) => r.id),
+  );
+  const problems = ids
+    .filter((i) => foreign.has(i.id.toLowerCase()))
+    .slice(0, MAX_NAMED_ERRORS)
+    .map((i) => `${i.at}: id belongs to another workspace`);
   if (problems.length > 0) throw new InvalidRecordsError(problems);
 }
 
@@ -335,10 +457,18 @@ async function refuseMissingReferences(trx: Knex, workspaceId: string, plans: Pl
     for (const { field, parent } of REFERENCES[plan.entity.key] ?? []) {
       const inBatch = upserted(parent);
       const gone = deleting(parent);
-      const wanted = plan.upserts.filter((u) => typeof u.record[field] === 'string' && !inBatch.has((u.record[field] as string).toLowerCase()));
+      const wanted = plan.upserts.filter(
+        (u) => typeof u.record[field] === 'string' && !inBatch.has((u.record[field] as string).toLowerCase()),
+      );
       if (wanted.length === 0 && gone.size === 0) continue;
       const ids = [...new Set(wanted.map((u) => (u.record[field] as string).toLowerCase()))];
-      const there = new Set(ids.length === 0 ? [] : (await trx(snakeCase(parent)).where({ workspace_id: workspaceId }).whereIn('id', ids).select('id')).map((r: { id: string }) => r.id));
+      const there = new Set(
+        ids.length === 0
+          ? []
+          : (await trx(snakeCase(parent)).where({ workspace_id: workspaceId }).whereIn('id', ids).select('id')).map(
+              (r: { id: string }) => r.id,
+            ),
+      );
       const noun = ENTITIES.find((e) => e.key === parent)!.noun;
       for (const u of plan.upserts) {
         const value = u.record[field];
@@ -346,7 +476,9 @@ async function refuseMissingReferences(trx: Knex, workspaceId: string, plans: Pl
         const id = value.toLowerCase();
         if ((inBatch.has(id) || there.has(id)) && !gone.has(id)) continue;
         if (problems.length < MAX_NAMED_ERRORS) {
-          problems.push(`/upsert/${plan.entity.key}/${u.index}/${field}: no ${noun} ${value} in the workspace or the request${gone.has(id) ? ' (the request deletes it)' : ''}`);
+          problems.push(
+            `/upsert/${plan.entity.key}/${u.index}/${field}: no ${noun} ${value} in the workspace or the request${gone.has(id) ? ' (the request deletes it)' : ''}`,
+          );
         }
       }
     }
@@ -362,16 +494,23 @@ async function refuseDependents(trx: Knex, workspaceId: string, plans: Planned[]
     if (plan.deletes.length === 0) continue;
     const deletedIds = plan.deletes.map((d) => d.id.toLowerCase());
     const dependents = new Map<string, string[]>();
-    for (const [child, references] of Object.entries(REFERENCES) as Array<[DocumentKey, Array<{ field: string; parent: DocumentKey }>]>) {
+    for (const [child, references] of Object.entries(REFERENCES) as Array<
+      [DocumentKey, Array<{ field: string; parent: DocumentKey }>]
+    >) {
       for (const { field, parent } of references) {
         if (parent !== plan.entity.key) continue;
         const childPlan = byKey.get(child);
         const childDeleted = new Set((childPlan?.deletes ?? []).map((d) => d.id.toLowerCase()));
         // A child the batch moves to another parent no longer points here once written.
-        const moved = new Map((childPlan?.upserts ?? []).map((u) => [u.record.id.toLowerCase(), u.record[field] as string | undefined]));
+        const moved = new Map(
+          (childPlan?.upserts ?? []).map((u) => [u.record.id.toLowerCase(), u.record[field] as string | undefined]),
+        );
         const column = snakeCase(field);
         const rows: Array<{ id: string; parent: string }> = await trx(snakeCase(child))
-          .where({ workspace_id: workspaceId }).whereIn(column, deletedIds).select('id', `${column} as parent`).limit(MAX_NAMED_ERRORS + childDeleted.size + moved.size);
+          .where({ workspace_id: workspaceId })
+          .whereIn(column, deletedIds)
+          .select('id', `${column} as parent`)
+          .limit(MAX_NAMED_ERRORS + childDeleted.size + moved.size);
         for (const row of rows) {
           if (childDeleted.has(row.id)) continue;
           if (moved.has(row.id) && moved.get(row.id)?.toLowerCase() !== row.parent) continue;
@@ -385,7 +524,9 @@ async function refuseDependents(trx: Knex, workspaceId: string, plans: Planned[]
     for (const d of plan.deletes) {
       const list = dependents.get(d.id.toLowerCase());
       if (list && problems.length < MAX_NAMED_ERRORS) {
-        problems.push(`/delete/${plan.entity.key}/${d.index}: ${plan.entity.noun} ${d.id} is still referenced by ${list.slice(0, 5).join(', ')}${list.length > 5 ? ` and ${list.length - 5} more` : ''} (delete them in the same request, or point them elsewhere)`);
+        problems.push(
+          `/delete/${plan.entity.key}/${d.index}: ${plan.entity.noun} ${d.id} is still referenced by ${list.slice(0, 5).join(', ')}${list.length > 5 ? ` and ${list.length - 5} more` : ''} (delete them in the same request, or point them elsewhere)`,
+        );
       }
     }
   }

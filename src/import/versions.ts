@@ -34,10 +34,17 @@ export async function applyVersions(
 ): Promise<VersionOutcome> {
   const outcome: VersionOutcome = { applied: [], unchanged: [], stale: [] };
   if (unversioned.upserts.length > 0) {
-    await trx.raw(`UPDATE record_versions SET deleted_at = NULL WHERE workspace_id = ? AND key = ? AND id = ANY(?::uuid[]) AND deleted_at IS NOT NULL`, [workspaceId, key, unversioned.upserts]);
+    await trx.raw(
+      `UPDATE record_versions SET deleted_at = NULL WHERE workspace_id = ? AND key = ? AND id = ANY(?::uuid[]) AND deleted_at IS NOT NULL`,
+      [workspaceId, key, unversioned.upserts],
+    );
   }
   if (unversioned.deletes.length > 0) {
-    await trx.raw(`DELETE FROM record_versions WHERE workspace_id = ? AND key = ? AND id = ANY(?::uuid[])`, [workspaceId, key, unversioned.deletes]);
+    await trx.raw(`DELETE FROM record_versions WHERE workspace_id = ? AND key = ? AND id = ANY(?::uuid[])`, [
+      workspaceId,
+      key,
+      unversioned.deletes,
+    ]);
   }
   if (versioned.length === 0) return outcome;
   // One id per statement: the batch refused duplicates. Sorted, so concurrent writers lock rows in one order.

@@ -27,11 +27,17 @@ export type Readiness = { ready: true } | { ready: false; check: 'database' | 's
 let knownMigrations: Promise<string[]> | undefined;
 function migrationNames(): Promise<string[]> {
   const source = migrationSource();
-  knownMigrations ??= Promise.resolve(source.getMigrations([])).then((files) => files.map((file) => source.getMigrationName(file)));
+  knownMigrations ??= Promise.resolve(source.getMigrations([])).then((files) =>
+    files.map((file) => source.getMigrationName(file)),
+  );
   return knownMigrations;
 }
 
-const databaseDown = (message = 'The database does not answer.'): Readiness => ({ ready: false, check: 'database', message });
+const databaseDown = (message = 'The database does not answer.'): Readiness => ({
+  ready: false,
+  check: 'database',
+  message,
+});
 
 export interface ReadinessOptions {
   maxAgeMs?: number;
@@ -77,13 +83,18 @@ export class ReadinessProbe {
   private async run(): Promise<Readiness> {
     const deadline = Date.now() + this.timeoutMs;
     const work = this.query(deadline);
-    const settled = work.catch(() => undefined).finally(() => {
-      if (this.work === settled) this.work = undefined;
-    });
+    const settled = work
+      .catch(() => undefined)
+      .finally(() => {
+        if (this.work === settled) this.work = undefined;
+      });
     this.work = settled;
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<Readiness>((resolve) => {
-      timer = setTimeout(() => resolve(databaseDown(`The database did not answer within ${this.timeoutMs} ms.`)), this.timeoutMs);
+      timer = setTimeout(
+        () => resolve(databaseDown(`The database did not answer within ${this.timeoutMs} ms.`)),
+        this.timeoutMs,
+      );
     });
     try {
       const result = await Promise.race([work.catch(() => databaseDown()), timeout]);

@@ -54,12 +54,12 @@ export class ServiceMetrics {
   // the rows awaiting it are what a summary sums beyond one row per key.
   readonly rollupPendingRows = new Gauge({
     name: 'frs_rollup_pending_rows',
-    help: 'Rows of the append-only running totals awaiting the worker\'s fold, after its last fold (figures are exact either way)',
+    help: "Rows of the append-only running totals awaiting the worker's fold, after its last fold (figures are exact either way)",
     registers: [this.registry],
   });
   readonly rollupFoldDuration = new Histogram({
     name: 'frs_rollup_fold_duration_seconds',
-    help: 'Duration of the worker\'s folds of the append-only running totals',
+    help: "Duration of the worker's folds of the append-only running totals",
     buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
     registers: [this.registry],
   });
@@ -67,7 +67,7 @@ export class ServiceMetrics {
   // The queued changes of direct writers (src/db/upkeep.ts): how far the figures are behind the tables.
   readonly upkeepDelay = new Gauge({
     name: 'frs_upkeep_delay_seconds',
-    help: 'Age of the oldest direct write not yet applied to the running totals, after the worker\'s last fold (0: current)',
+    help: "Age of the oldest direct write not yet applied to the running totals, after the worker's last fold (0: current)",
     registers: [this.registry],
   });
   readonly upkeepApplied = new Counter({
@@ -144,7 +144,9 @@ export class ServiceMetrics {
       help: 'Webhook endpoints currently switched off',
       registers,
       async collect() {
-        const { rows } = await db.raw(`SELECT count(*)::int AS n FROM webhook_endpoints WHERE NOT is_active AND deleted_at IS NULL`);
+        const { rows } = await db.raw(
+          `SELECT count(*)::int AS n FROM webhook_endpoints WHERE NOT is_active AND deleted_at IS NULL`,
+        );
         this.set(rows[0].n);
       },
     });
@@ -181,8 +183,13 @@ async function scrape(metrics: ServiceMetrics, others?: () => Promise<object[][]
   const own = await metrics.registry.metrics();
   if (!others) return own;
   const service = (await metrics.registry.getMetricsAsJSON()).filter((m) => m.name.startsWith('frs_'));
-  const summed = AggregatorRegistry.aggregate([service, ...(await others())] as Parameters<typeof AggregatorRegistry.aggregate>[0]);
-  const processOnly = own.split('\n').filter((line) => !/^(# (HELP|TYPE) )?frs_/.test(line)).join('\n');
+  const summed = AggregatorRegistry.aggregate([service, ...(await others())] as Parameters<
+    typeof AggregatorRegistry.aggregate
+  >[0]);
+  const processOnly = own
+    .split('\n')
+    .filter((line) => !/^(# (HELP|TYPE) )?frs_/.test(line))
+    .join('\n');
   return `${processOnly.trimEnd()}\n\n${await summed.metrics()}`;
 }
 
@@ -190,7 +197,14 @@ async function scrape(metrics: ServiceMetrics, others?: () => Promise<object[][]
  * The metrics listener: GET /metrics (Prometheus text format), and /healthz and /readyz with the API's meaning,
  * so a worker-only process can be probed too. Anything else is 404.
  */
-export async function startMetricsListener({ metrics, db, logger, port, host, others }: MetricsListenerOptions): Promise<http.Server> {
+export async function startMetricsListener({
+  metrics,
+  db,
+  logger,
+  port,
+  host,
+  others,
+}: MetricsListenerOptions): Promise<http.Server> {
   const server = http.createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     const send = (status: number, type: string, body: string) => {
@@ -211,7 +225,9 @@ export async function startMetricsListener({ metrics, db, logger, port, host, ot
     if (path === '/healthz') return send(200, 'application/json', '{"status":"ok"}');
     if (path === '/readyz') {
       void readiness(db).then((result) =>
-        result.ready ? send(200, 'application/json', '{"status":"ready"}') : send(503, 'application/json', JSON.stringify({ status: 'not_ready', check: result.check })),
+        result.ready
+          ? send(200, 'application/json', '{"status":"ready"}')
+          : send(503, 'application/json', JSON.stringify({ status: 'not_ready', check: result.check })),
       );
       return;
     }

@@ -32,7 +32,13 @@ import type { Cursors } from '../api/cursors.js';
 import { derivedKeys, hashApiKey, type KeyringOptions } from '../secrets.js';
 import { findWorkspace } from '../workspaces.js';
 import {
-  endPortalSessions, OtherWorkspaceOpenError, PORTAL_IDLE_MINUTES, portalAudit, portalSessionHolder, startPortalSession, type PortalSessionHolder,
+  endPortalSessions,
+  OtherWorkspaceOpenError,
+  PORTAL_IDLE_MINUTES,
+  portalAudit,
+  portalSessionHolder,
+  startPortalSession,
+  type PortalSessionHolder,
 } from '../portal-sessions.js';
 import type { PortalSettings } from './settings.js';
 
@@ -65,7 +71,11 @@ function loadAssets(): Map<string, Asset> {
     const type = CONTENT_TYPES[name.slice(name.lastIndexOf('.'))];
     if (!type || !/^[\w.-]+$/.test(name)) continue;
     const body = fs.readFileSync(new URL(name, ASSETS_DIR));
-    assets.set(name, { body, type, etag: `"${crypto.createHash('sha256').update(body).digest('base64url').slice(0, 27)}"` });
+    assets.set(name, {
+      body,
+      type,
+      etag: `"${crypto.createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`,
+    });
   }
   return assets;
 }
@@ -87,15 +97,24 @@ export interface PortalOptions {
 
 /** The value of the cookie `name` in a Cookie header, if there is exactly one. */
 function sessionToken(cookieHeader: string | undefined, name: string): string | undefined {
-  const values = (cookieHeader ?? '').split(';').map((part) => part.trim()).filter((part) => part.startsWith(`${name}=`));
+  const values = (cookieHeader ?? '')
+    .split(';')
+    .map((part) => part.trim())
+    .filter((part) => part.startsWith(`${name}=`));
   return values.length === 1 ? values[0].slice(name.length + 1) : undefined;
 }
 
 /** The Content-Security-Policy of every /portal answer: this origin only, nothing inline, framed only where allowed. */
 export function portalContentSecurityPolicy(frameAncestors: readonly string[]): string {
   return [
-    "default-src 'none'", "script-src 'self'", "style-src 'self'", "img-src 'self' data:", "connect-src 'self'",
-    "form-action 'self'", "base-uri 'none'", `frame-ancestors ${frameAncestors.length > 0 ? frameAncestors.join(' ') : "'none'"}`,
+    "default-src 'none'",
+    "script-src 'self'",
+    "style-src 'self'",
+    "img-src 'self' data:",
+    "connect-src 'self'",
+    "form-action 'self'",
+    "base-uri 'none'",
+    `frame-ancestors ${frameAncestors.length > 0 ? frameAncestors.join(' ') : "'none'"}`,
   ].join('; ');
 }
 
@@ -104,7 +123,8 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
   const { db, clock, settings } = options;
   const assets = loadAssets();
   const csrfKeys = derivedKeys(CSRF_KEY_LABEL, options.keyring);
-  const csrfToken = (sessionId: string, key = csrfKeys[0]) => crypto.createHmac('sha256', key).update(sessionId).digest('base64url');
+  const csrfToken = (sessionId: string, key = csrfKeys[0]) =>
+    crypto.createHmac('sha256', key).update(sessionId).digest('base64url');
   const csrfHolds = (sessionId: string, given: string) =>
     csrfKeys.some((key) => {
       const expected = Buffer.from(csrfToken(sessionId, key));
@@ -117,7 +137,10 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
   const cookieName = https ? PORTAL_HOST_COOKIE : PORTAL_COOKIE;
   const attributes = `Path=${https ? '/' : '/portal/'}; HttpOnly; ${embeddable ? 'SameSite=None; Secure; Partitioned' : `SameSite=Lax${https ? '; Secure' : ''}`}`;
   /** The session's cookie for as long as the browser session (the server decides when the session ends), or its removal. */
-  const cookie = (token: string | undefined) => (token === undefined ? `${cookieName}=; ${attributes.replace('HttpOnly', 'Max-Age=0; HttpOnly')}` : `${cookieName}=${token}; ${attributes}`);
+  const cookie = (token: string | undefined) =>
+    token === undefined
+      ? `${cookieName}=; ${attributes.replace('HttpOnly', 'Max-Age=0; HttpOnly')}`
+      : `${cookieName}=${token}; ${attributes}`;
   /** The screen's own failure budget per client address: links and session cookies, never the API's keys. */
   const screenLimits = new AuthFailureLimits({ perMinute: settings.authFailuresPerMinute, trustedProxies: [] });
   /** The request's guard: its address as the listener works it out, the screen's budget (reported in its RateLimit fields). */
@@ -151,7 +174,8 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
   /** A change must come with the session's CSRF token (signing out included). */
   const requireCsrf = (ctx: Koa.Context, session: PortalSessionHolder) => {
     const given = ctx.get('x-csrf-token');
-    if (!given || !csrfHolds(session.id, given)) throw apiError('forbidden', "A change needs the session's CSRF token in X-CSRF-Token.", { reason: 'csrf' });
+    if (!given || !csrfHolds(session.id, given))
+      throw apiError('forbidden', "A change needs the session's CSRF token in X-CSRF-Token.", { reason: 'csrf' });
   };
 
   /**
@@ -161,9 +185,16 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
   const allowWrite = async (ctx: Koa.Context, session: PortalSessionHolder) => {
     if (ctx.method === 'GET' || ctx.method === 'HEAD') return;
     requireCsrf(ctx, session);
-    if (session.readOnly) throw apiError('forbidden', 'This session is read-only: it shows everything and changes nothing.', { reason: 'read_only' });
+    if (session.readOnly)
+      throw apiError('forbidden', 'This session is read-only: it shows everything and changes nothing.', {
+        reason: 'read_only',
+      });
     if ((await findWorkspace(db, { id: session.workspaceId })).status === 'frozen') {
-      throw apiError('forbidden', 'This workspace is frozen by the platform: the screen shows everything and changes nothing until it is active again.', { reason: 'frozen' });
+      throw apiError(
+        'forbidden',
+        'This workspace is frozen by the platform: the screen shows everything and changes nothing until it is active again.',
+        { reason: 'frozen' },
+      );
     }
   };
 
@@ -203,11 +234,21 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
       ctx.state.operationId = 'startPortalSession';
       const body = await readJsonBody(ctx);
       const { key, replace } = (body ?? {}) as { key?: unknown; replace?: unknown };
-      if (body === null || typeof body !== 'object' || Array.isArray(body) || Object.keys(body).some((k) => k !== 'key' && k !== 'replace')) {
-        throw invalidRequest('body', 'Send {"key": "<the key of the link>"}, and "replace": true to replace the session of another workspace.');
+      if (
+        body === null ||
+        typeof body !== 'object' ||
+        Array.isArray(body) ||
+        Object.keys(body).some((k) => k !== 'key' && k !== 'replace')
+      ) {
+        throw invalidRequest(
+          'body',
+          'Send {"key": "<the key of the link>"}, and "replace": true to replace the session of another workspace.',
+        );
       }
-      if (typeof key !== 'string' || key.length < 1 || key.length > 200) throw invalidRequest('key', 'key must be the link\'s key, 1 to 200 characters.');
-      if (replace !== undefined && typeof replace !== 'boolean') throw invalidRequest('replace', 'replace must be true or false.');
+      if (typeof key !== 'string' || key.length < 1 || key.length > 200)
+        throw invalidRequest('key', "key must be the link's key, 1 to 200 characters.");
+      if (replace !== undefined && typeof replace !== 'boolean')
+        throw invalidRequest('replace', 'replace must be true or false.');
       // The session the browser holds already, if it is live: replaced by the link's (asked first if another workspace's).
       const open = await sessionOf(ctx).catch((err) => {
         if (err instanceof CredentialError) return undefined;
@@ -217,13 +258,19 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
       let started: Awaited<ReturnType<typeof startPortalSession>>;
       try {
         // (a key was given: the look-up answers a session or throws)
-        started = (await guardedLookup(guardOf(ctx), hashApiKey(key).toString('base64'), () => startPortalSession(db, key, clock(), { requestId, open, replace })))!;
+        started = (await guardedLookup(guardOf(ctx), hashApiKey(key).toString('base64'), () =>
+          startPortalSession(db, key, clock(), { requestId, open, replace }),
+        ))!;
       } catch (err) {
         if (!(err instanceof OtherWorkspaceOpenError)) throw err;
         // The documented 409, with both workspaces named for the person to confirm.
         const refusal = coreError(err)!;
         ctx.status = refusal.status;
-        ctx.body = { ...errorBody(refusal, requestId), openWorkspace: err.openWorkspace, linkWorkspace: err.linkWorkspace };
+        ctx.body = {
+          ...errorBody(refusal, requestId),
+          openWorkspace: err.openWorkspace,
+          linkWorkspace: err.linkWorkspace,
+        };
         return;
       }
       // Its cookie is good from the first request on, whatever the address's failures meanwhile.
@@ -242,17 +289,28 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
       ctx.state.operationId = 'signOutPortalSession';
       const held = await authenticateSession(ctx);
       requireCsrf(ctx, held);
-      await endPortalSessions(db, { workspaceId: held.workspaceId, id: held.id }, clock(), portalAudit(held, ctx.response.get('x-request-id'), ctx.state.clientRequestId));
+      await endPortalSessions(
+        db,
+        { workspaceId: held.workspaceId, id: held.id },
+        clock(),
+        portalAudit(held, ctx.response.get('x-request-id'), ctx.state.clientRequestId),
+      );
       ctx.set('Set-Cookie', cookie(undefined));
       ctx.status = 204;
       return;
     }
-    throw apiError('method_not_allowed', `This path does not accept ${ctx.method}.`, { headers: { Allow: 'GET, HEAD, POST, DELETE' } });
+    throw apiError('method_not_allowed', `This path does not accept ${ctx.method}.`, {
+      headers: { Allow: 'GET, HEAD, POST, DELETE' },
+    });
   };
 
   const page = assets.get('index.html');
   return async (ctx) => {
-    ctx.set({ 'Content-Security-Policy': csp, 'Referrer-Policy': 'no-referrer', 'Cross-Origin-Opener-Policy': 'same-origin' });
+    ctx.set({
+      'Content-Security-Policy': csp,
+      'Referrer-Policy': 'no-referrer',
+      'Cross-Origin-Opener-Policy': 'same-origin',
+    });
     if (!embeddable) ctx.set('X-Frame-Options', 'DENY');
     if (ctx.path === `${API_PREFIX}/session`) return session(ctx, async () => undefined);
     if (ctx.path.startsWith(`${API_PREFIX}/`)) return dispatcher.handle(ctx);
@@ -261,7 +319,11 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
       ctx.redirect('/portal/');
       return;
     }
-    const asset = ctx.path.startsWith(ASSETS_PREFIX) ? assets.get(ctx.path.slice(ASSETS_PREFIX.length)) : ctx.path.startsWith(API_PREFIX) ? undefined : page;
+    const asset = ctx.path.startsWith(ASSETS_PREFIX)
+      ? assets.get(ctx.path.slice(ASSETS_PREFIX.length))
+      : ctx.path.startsWith(API_PREFIX)
+        ? undefined
+        : page;
     if (!asset) throw noRoute();
     // Files change only with a deployment: revalidated each time, sent again only when changed.
     ctx.set({ 'Cache-Control': 'no-cache', ETag: asset.etag });

@@ -37,12 +37,13 @@ export const BOOKING_SUMMARY_NEXT_CHANGE = `concat_ws(',',
     (SELECT min(dropoff_at) FROM bookings WHERE workspace_id = :ws AND status = 'active' AND dropoff_at >= ${NOW}))`;
 
 export async function bookingSummary(db: Knex, workspace: WorkspaceRef, now: Date): Promise<BookingSummary> {
-  const [r] = await rows<{ by_status: Record<string, number> | null; pickup_passed: number; due_returns: number; overdue: number; revenue: number }>(
-    db,
-    BOOKING_SUMMARY_SQL,
-    baseBindings(workspace, now),
-    { prepared: true },
-  );
+  const [r] = await rows<{
+    by_status: Record<string, number> | null;
+    pickup_passed: number;
+    due_returns: number;
+    overdue: number;
+    revenue: number;
+  }>(db, BOOKING_SUMMARY_SQL, baseBindings(workspace, now), { prepared: true });
   const byStatus = Object.fromEntries(STATUSES.map((s) => [s, Number(r.by_status?.[s] ?? 0)])) as BookingStatusCounts;
   return {
     byStatus,

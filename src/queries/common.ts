@@ -42,7 +42,9 @@ export const positionValue = (name: string, type: string) => `(SELECT CAST(:${na
 export const DAY_START = `(SELECT (${TODAY})::timestamp AT TIME ZONE :tz)`;
 export const DAY_END = `(SELECT (${TODAY} + 1)::timestamp AT TIME ZONE :tz)`;
 
-type PgConnection = { query(config: { name?: string; text: string; values: unknown[] } | string): Promise<{ rows: unknown[] }> };
+type PgConnection = {
+  query(config: { name?: string; text: string; values: unknown[] } | string): Promise<{ rows: unknown[] }>;
+};
 
 /** A statement with named bindings turned into PostgreSQL's positional form, worked out once per statement text. */
 interface Compiled {
@@ -75,7 +77,11 @@ function compile(sql: string, bindings: Record<string, unknown>): Compiled {
       names.push(name);
       return `$${names.length}`;
     });
-    statement = { text, names, name: `frs_${crypto.createHash('sha256').update(text).digest('base64url').slice(0, 32)}` };
+    statement = {
+      text,
+      names,
+      name: `frs_${crypto.createHash('sha256').update(text).digest('base64url').slice(0, 32)}`,
+    };
     if (compiled.size >= MAX_COMPILED) compiled.clear();
     compiled.set(sql, statement);
   }
@@ -96,16 +102,24 @@ const INDEX_PLANS = `BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL enable_bit
  * statement, COMMIT: three round trips): for a queue's claim and record, which read a few rows by key or in index
  * order, and whose kept plan must not depend on how full the queue was when it was made.
  */
-export async function rows<T>(db: Knex, sql: string, bindings: Record<string, unknown>, options: { prepared?: boolean; indexPlans?: boolean } = {}): Promise<T[]> {
+export async function rows<T>(
+  db: Knex,
+  sql: string,
+  bindings: Record<string, unknown>,
+  options: { prepared?: boolean; indexPlans?: boolean } = {},
+): Promise<T[]> {
   const statement = compile(sql, bindings);
   const values = statement.names.map((name) => {
     if (!Object.hasOwn(bindings, name)) throw new Error(`rows(): no value for :${name}`);
     return bindings[name];
   });
-  if (options.indexPlans && (db as Knex.Transaction).isTransaction) throw new Error('rows(): indexPlans runs its statement in a transaction of its own');
+  if (options.indexPlans && (db as Knex.Transaction).isTransaction)
+    throw new Error('rows(): indexPlans runs its statement in a transaction of its own');
   const connection = (await db.client.acquireConnection()) as PgConnection;
   try {
-    const query = options.prepared ? { name: statement.name, text: statement.text, values } : { text: statement.text, values };
+    const query = options.prepared
+      ? { name: statement.name, text: statement.text, values }
+      : { text: statement.text, values };
     if (!options.indexPlans) return (await connection.query(query)).rows as T[];
     // Planned with sequential and bitmap scans switched off (SET LOCAL, in the statement's own transaction), so the
     // plan a connection keeps for a prepared statement reads by index whatever the table's size or statistics were
@@ -132,7 +146,12 @@ export async function rows<T>(db: Knex, sql: string, bindings: Record<string, un
  * Runs a statement whose one row has one column, `body`: an answer PostgreSQL built as JSON and selected as text,
  * which the API sends as it is (Node neither parses the rows nor serialises them again).
  */
-export async function jsonText(db: Knex, sql: string, bindings: Record<string, unknown>, options: { prepared?: boolean } = {}): Promise<string> {
+export async function jsonText(
+  db: Knex,
+  sql: string,
+  bindings: Record<string, unknown>,
+  options: { prepared?: boolean } = {},
+): Promise<string> {
   const [r] = await rows<{ body: string }>(db, sql, bindings, options);
   return r.body;
 }
@@ -148,7 +167,12 @@ export interface JsonPage {
 }
 
 /** Runs a statement whose one row has `body` (as for jsonText()) and `next` (a text[] or null, see pageOf()). */
-export async function jsonPage(db: Knex, sql: string, bindings: Record<string, unknown>, options: { prepared?: boolean } = {}): Promise<JsonPage> {
+export async function jsonPage(
+  db: Knex,
+  sql: string,
+  bindings: Record<string, unknown>,
+  options: { prepared?: boolean } = {},
+): Promise<JsonPage> {
   const [r] = await rows<{ body: string; next: string[] | null }>(db, sql, bindings, options);
   return { json: r.body, next: r.next };
 }
@@ -158,7 +182,11 @@ export async function jsonPage(db: Knex, sql: string, bindings: Record<string, u
  * over those numbered rows (alias `alias`) the aggregates `inPage` (a FILTER clause: the rows up to the page size)
  * and `next` (the keys of the page's last row as text[] when a row follows it, else null).
  */
-export function pageOf(alias: string, orderBy: string, keys: string[]): { number: string; inPage: string; next: string } {
+export function pageOf(
+  alias: string,
+  orderBy: string,
+  keys: string[],
+): { number: string; inPage: string; next: string } {
   const n = `${alias}.page_row`;
   // The page size as PAGE_SIZE here too: a plan made for a known size would fold it and cost a hair less than the
   // generic one, and the statement would be planned on every request.

@@ -19,7 +19,9 @@ function statement({ area, day = false, clock }: AnswerInputs): string {
   let sql = statements.get(key);
   if (sql === undefined) {
     // The sum of the workspace's counters of the area: it grows with every committed change (see the migration).
-    const parts = [`(SELECT coalesce(sum(changes), 0) FROM workspace_data_versions WHERE workspace_id = :ws AND area = '${area}')`];
+    const parts = [
+      `(SELECT coalesce(sum(changes), 0) FROM workspace_data_versions WHERE workspace_id = :ws AND area = '${area}')`,
+    ];
     if (day) parts.push(TODAY);
     if (clock) parts.push(clock);
     statements.set(key, (sql = `SELECT concat_ws('|', ${parts.join(', ')}) AS version`));
@@ -33,7 +35,12 @@ function statement({ area, day = false, clock }: AnswerInputs): string {
  * pairs newer data with the older version (the next request reads the newer one and builds again), never older data
  * with the newer version.
  */
-export async function answerVersion(db: Knex, workspace: WorkspaceRef, inputs: AnswerInputs, now: Date): Promise<string> {
+export async function answerVersion(
+  db: Knex,
+  workspace: WorkspaceRef,
+  inputs: AnswerInputs,
+  now: Date,
+): Promise<string> {
   const [r] = await rows<{ version: string }>(db, statement(inputs), baseBindings(workspace, now), { prepared: true });
   return r.version;
 }

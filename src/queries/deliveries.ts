@@ -130,7 +130,10 @@ export async function workspaceDeliveryLog(
   workspaceId: string,
   filters: WorkspaceDeliveryFilters,
   page: { limit: number; after?: DeliveryPosition },
-): Promise<{ rows: Array<DeliveryRow & { endpointId: string; lastError: string | null }>; next: DeliveryPosition | null }> {
+): Promise<{
+  rows: Array<DeliveryRow & { endpointId: string; lastError: string | null }>;
+  next: DeliveryPosition | null;
+}> {
   const { after } = page;
   const { rows } = await db.raw(
     `SELECT ${LOG_COLUMNS}, d.endpoint_id FROM deliveries d ${LAST_ATTEMPT}
@@ -174,7 +177,11 @@ export function deliveryDetailJson(detail: DeliveryDetail & { body: string }): s
 }
 
 /** One delivery of the endpoint with its payload and attempts, oldest first; null when not found in the scope. */
-export async function deliveryDetail(db: Knex, scope: DeliveryScope, deliveryId: string): Promise<(DeliveryDetail & { body: string }) | null> {
+export async function deliveryDetail(
+  db: Knex,
+  scope: DeliveryScope,
+  deliveryId: string,
+): Promise<(DeliveryDetail & { body: string }) | null> {
   const { rows } = await db.raw(
     `SELECT ${LOG_COLUMNS}, d.body FROM deliveries d ${LAST_ATTEMPT}
      JOIN webhook_endpoints w ON w.id = d.endpoint_id
@@ -223,6 +230,10 @@ export async function endpointAttemptCounts(
       GROUP BY 1`,
     { bucket: range.bucketSeconds, endpoint: endpointId, from: range.from, to: range.to },
   );
-  return rows.map((r: { start: Date; succeeded: number; failed_status: number; failed_no_answer: number }) =>
-    ({ start: r.start, succeeded: r.succeeded, failedStatus: r.failed_status, failedNoAnswer: r.failed_no_answer }));
+  return rows.map((r: { start: Date; succeeded: number; failed_status: number; failed_no_answer: number }) => ({
+    start: r.start,
+    succeeded: r.succeeded,
+    failedStatus: r.failed_status,
+    failedNoAnswer: r.failed_no_answer,
+  }));
 }

@@ -31,7 +31,10 @@ export function agingColumns(owedFrom: readonly string[], outstanding: string): 
  */
 const OWED_FROM_EDGES = ['from_today', 'from_30_days_ago', 'from_60_days_ago'];
 export const WORKSPACE_AGING = `
-  SELECT t.outstanding, ${agingColumns(OWED_FROM_EDGES.map((column) => `r.${column}`), 't.outstanding')}
+  SELECT t.outstanding, ${agingColumns(
+    OWED_FROM_EDGES.map((column) => `r.${column}`),
+    't.outstanding',
+  )}
   FROM (SELECT coalesce(sum(outstanding), 0) AS outstanding FROM workspace_totals WHERE workspace_id = :ws) t,
   (SELECT ${AGING_EDGES.map((day, k) => `coalesce(sum(i.balance) FILTER (WHERE i.due_date >= ${day}), 0) AS ${OWED_FROM_EDGES[k]}`).join(', ')}
    FROM open_balances i WHERE i.workspace_id = :ws AND i.due_date >= ${AGING_EDGES[2]}) r`;
@@ -82,7 +85,15 @@ export async function financeOverview(db: Knex, workspace: WorkspaceRef, now: Da
     d31_60: number;
     d60p: number;
     monthly: { month: string; collected: number; expenses: number }[];
-    top: { vehicle_id: string; plate: string; fleet_id: string; code: string; name: string; revenue: number; bookings: number }[];
+    top: {
+      vehicle_id: string;
+      plate: string;
+      fleet_id: string;
+      code: string;
+      name: string;
+      revenue: number;
+      bookings: number;
+    }[];
   }>(db, FINANCE_OVERVIEW_SQL, baseBindings(workspace, now), { prepared: true });
   return {
     collectedAllTime: totals.collected,

@@ -22,12 +22,14 @@ const FLEET_SUMMARY_SQL = `
   ) s`;
 
 export async function fleetSummary(db: Knex, workspace: WorkspaceRef, _now: Date): Promise<FleetSummary> {
-  const [r] = await rows<{ total: number; available: number; rented: number; in_service: number; inactive: number; utilization: number }>(
-    db,
-    FLEET_SUMMARY_SQL,
-    { ws: workspace.id },
-    { prepared: true },
-  );
+  const [r] = await rows<{
+    total: number;
+    available: number;
+    rented: number;
+    in_service: number;
+    inactive: number;
+    utilization: number;
+  }>(db, FLEET_SUMMARY_SQL, { ws: workspace.id }, { prepared: true });
   return {
     total: r.total,
     byStatus: { available: r.available, rented: r.rented, in_service: r.in_service, inactive: r.inactive },

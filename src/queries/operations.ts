@@ -1,6 +1,16 @@
 import type { Knex } from 'knex';
 import type { OperationsItem, OperationsToday } from '../../generated/strict/types.gen.js';
-import { baseBindings, DAY_END, DAY_START, jsonArrayText, jsonObjectText, jsonText, jsonValue, WORKSPACE, type WorkspaceRef } from './common.js';
+import {
+  baseBindings,
+  DAY_END,
+  DAY_START,
+  jsonArrayText,
+  jsonObjectText,
+  jsonText,
+  jsonValue,
+  WORKSPACE,
+  type WorkspaceRef,
+} from './common.js';
 
 export type { OperationsItem, OperationsToday };
 

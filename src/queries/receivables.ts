@@ -1,7 +1,18 @@
 import type { Knex } from 'knex';
 import type { Receivables, ReceivablesRow } from '../../generated/strict/types.gen.js';
 import {
-  baseBindings, containsPattern, FETCH_SIZE, jsonObjectText, jsonPage, jsonValue, pageOf, positionValue, trigramSearchable, WORKSPACE, type JsonPage, type WorkspaceRef,
+  baseBindings,
+  containsPattern,
+  FETCH_SIZE,
+  jsonObjectText,
+  jsonPage,
+  jsonValue,
+  pageOf,
+  positionValue,
+  trigramSearchable,
+  WORKSPACE,
+  type JsonPage,
+  type WorkspaceRef,
 } from './common.js';
 import { AGING_EDGES, agingColumns, WORKSPACE_AGING } from './finance.js';
 
@@ -19,11 +30,9 @@ export interface ReceivablesParams {
 export type ReceivablesPosition = [outstanding: string, name: string, customerId: string];
 
 /** A row's place in the order, as `after` takes it. */
-export const receivablesPosition = (row: Pick<ReceivablesRow, 'outstanding' | 'name' | 'customerId'>): ReceivablesPosition => [
-  String(row.outstanding),
-  row.name,
-  row.customerId,
-];
+export const receivablesPosition = (
+  row: Pick<ReceivablesRow, 'outstanding' | 'name' | 'customerId'>,
+): ReceivablesPosition => [String(row.outstanding), row.name, row.customerId];
 
 /** A page as the query module answers it: rows and totals, and the position the next page starts after (null: the last). */
 export type ReceivablesPage = Omit<Receivables, 'nextCursor'> & { next: ReceivablesPosition | null };
@@ -189,7 +198,14 @@ const receivablesSql = (picked: string) => `
 
 /** The three statements (no search, a short term, a longer term), for the first page and for a page after a position. */
 const STATEMENTS = new Map(
-  [false, true].map((after) => [after, { all: receivablesSql(picked(after)), short: receivablesSql(pickedShortTerm(after)), trigram: receivablesSql(pickedTrigramTerm(after)) }]),
+  [false, true].map((after) => [
+    after,
+    {
+      all: receivablesSql(picked(after)),
+      short: receivablesSql(pickedShortTerm(after)),
+      trigram: receivablesSql(pickedTrigramTerm(after)),
+    },
+  ]),
 );
 
 /**
@@ -199,9 +215,17 @@ const STATEMENTS = new Map(
  * only, from their ledger rows' open balances by due date (owedFrom()). `totals` cover the whole book whatever
  * `search` and `limit` say.
  */
-export async function receivables(db: Knex, workspace: WorkspaceRef, params: ReceivablesParams, now: Date): Promise<ReceivablesPage> {
+export async function receivables(
+  db: Knex,
+  workspace: WorkspaceRef,
+  params: ReceivablesParams,
+  now: Date,
+): Promise<ReceivablesPage> {
   const page = await receivablesJson(db, workspace, params, now);
-  return { ...(JSON.parse(page.json) as Omit<Receivables, 'nextCursor'>), next: page.next as ReceivablesPosition | null };
+  return {
+    ...(JSON.parse(page.json) as Omit<Receivables, 'nextCursor'>),
+    next: page.next as ReceivablesPosition | null,
+  };
 }
 
 /**
@@ -210,13 +234,22 @@ export async function receivables(db: Knex, workspace: WorkspaceRef, params: Rec
  * neither parses up to 200 rows nor serialises them again. Each of its statements (no search, a short term, a longer
  * term; the first page or one after a position) is prepared once per connection with one plan.
  */
-export async function receivablesJson(db: Knex, workspace: WorkspaceRef, params: ReceivablesParams, now: Date): Promise<JsonPage> {
+export async function receivablesJson(
+  db: Knex,
+  workspace: WorkspaceRef,
+  params: ReceivablesParams,
+  now: Date,
+): Promise<JsonPage> {
   const { sql, bindings } = receivablesStatement(workspace, params, now);
   return jsonPage(db, sql, bindings, { prepared: true });
 }
 
 /** Which of the six statements answers `params`, and its named bindings (the tests read its plan). */
-export function receivablesStatement(workspace: WorkspaceRef, params: ReceivablesParams, now: Date): { sql: string; bindings: Record<string, unknown> } {
+export function receivablesStatement(
+  workspace: WorkspaceRef,
+  params: ReceivablesParams,
+  now: Date,
+): { sql: string; bindings: Record<string, unknown> } {
   const limit = Math.trunc(params.limit);
   if (!(limit >= 1)) throw new RangeError(`receivables: limit must be a positive integer, got ${params.limit}`);
   const bindings: Record<string, unknown> = { ...baseBindings(workspace, now), limit };

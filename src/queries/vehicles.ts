@@ -1,7 +1,18 @@
 import type { Knex } from 'knex';
 import type { VehicleRow, VehicleSearchResult } from '../../generated/strict/types.gen.js';
 import {
-  containsPattern, FETCH_SIZE, jsonArrayText, jsonObjectText, jsonPage, jsonValue, pageOf, positionValue, trigramSearchable, WORKSPACE, type JsonPage, type WorkspaceRef,
+  containsPattern,
+  FETCH_SIZE,
+  jsonArrayText,
+  jsonObjectText,
+  jsonPage,
+  jsonValue,
+  pageOf,
+  positionValue,
+  trigramSearchable,
+  WORKSPACE,
+  type JsonPage,
+  type WorkspaceRef,
 } from './common.js';
 
 export type { VehicleRow, VehicleSearchResult };
@@ -21,7 +32,11 @@ export interface VehicleSearchParams {
 export type VehiclePosition = [make: string, model: string, plate: string];
 
 /** A row's place in the order, as `after` takes it. */
-export const vehiclePosition = (row: Pick<VehicleRow, 'make' | 'model' | 'plate'>): VehiclePosition => [row.make, row.model, row.plate];
+export const vehiclePosition = (row: Pick<VehicleRow, 'make' | 'model' | 'plate'>): VehiclePosition => [
+  row.make,
+  row.model,
+  row.plate,
+];
 
 /** A page as the query module answers it: the rows, and the position the next page starts after (null: the last). */
 export type VehiclePage = Omit<VehicleSearchResult, 'nextCursor'> & { next: VehiclePosition | null };
@@ -32,16 +47,29 @@ export type VehiclePage = Omit<VehicleSearchResult, 'nextCursor'> & { next: Vehi
  * until now), and no maintenance block overlapping it. Ranges are half-open, so a return at 11:00 does not
  * clash with a pickup at 11:00.
  */
-export async function searchVehicles(db: Knex, workspace: WorkspaceRef, params: VehicleSearchParams, now: Date): Promise<VehiclePage> {
+export async function searchVehicles(
+  db: Knex,
+  workspace: WorkspaceRef,
+  params: VehicleSearchParams,
+  now: Date,
+): Promise<VehiclePage> {
   const page = await searchVehiclesJson(db, workspace, params, now);
-  return { ...(JSON.parse(page.json) as Omit<VehicleSearchResult, 'nextCursor'>), next: page.next as VehiclePosition | null };
+  return {
+    ...(JSON.parse(page.json) as Omit<VehicleSearchResult, 'nextCursor'>),
+    next: page.next as VehiclePosition | null,
+  };
 }
 
 /**
  * The same page as searchVehicles(), its rows as the JSON text of the document's VehicleSearchResult without
  * `nextCursor` (the API appends it, signed, from `next`): what the API sends.
  */
-export async function searchVehiclesJson(db: Knex, workspace: WorkspaceRef, params: VehicleSearchParams, now: Date): Promise<JsonPage> {
+export async function searchVehiclesJson(
+  db: Knex,
+  workspace: WorkspaceRef,
+  params: VehicleSearchParams,
+  now: Date,
+): Promise<JsonPage> {
   const { sql, bindings } = vehicleSearchStatement(workspace, params, now);
   return jsonPage(db, sql, bindings, { prepared: true });
 }
@@ -56,7 +84,11 @@ export function availabilityClock(params: Pick<VehicleSearchParams, 'from'>, now
 }
 
 /** Which of the twelve statements answers `params`, and its named bindings (the tests read its plan). */
-export function vehicleSearchStatement(workspace: WorkspaceRef, params: VehicleSearchParams, now: Date): { sql: string; bindings: Record<string, unknown> } {
+export function vehicleSearchStatement(
+  workspace: WorkspaceRef,
+  params: VehicleSearchParams,
+  now: Date,
+): { sql: string; bindings: Record<string, unknown> } {
   const bindings: Record<string, unknown> = { ws: workspace.id, limit: params.limit };
   if (params.after) [bindings.afterMake, bindings.afterModel, bindings.afterPlate] = params.after;
   const q = params.q?.trim();
@@ -104,7 +136,8 @@ const AFTER_POSITION = `(${positionValue('afterMake', 'text')}, ${positionValue(
 const afterPosition = (alias: string) => `(${alias}.make, ${alias}.model, ${alias}.plate) > ${AFTER_POSITION}`;
 
 /** Whether the term is a case-insensitive substring of the make or the model of `alias`'s row. */
-const modelMatches = (alias: string) => `(strpos(lower(${alias}.make), lower(:q)) > 0 OR strpos(lower(${alias}.model), lower(:q)) > 0)`;
+const modelMatches = (alias: string) =>
+  `(strpos(lower(${alias}.make), lower(:q)) > 0 OR strpos(lower(${alias}.model), lower(:q)) > 0)`;
 
 function buildVehicleStatement(term: Term, window: boolean, after: boolean): string {
   const columns = 'v.id, v.make, v.model, v.plate, v.category, v.daily_rate, v.state';
@@ -178,7 +211,14 @@ function buildVehicleStatement(term: Term, window: boolean, after: boolean): str
     ['plate', jsonValue.string('l.plate')],
     ['category', jsonValue.string('l.category')],
     ['dailyRate', jsonValue.number('l.daily_rate')],
-    ...(window ? [['available', jsonValue.boolean(`l.state = 'active' AND bk.hit IS NULL AND mt.hit IS NULL`)] as [string, string]] : []),
+    ...(window
+      ? [
+          ['available', jsonValue.boolean(`l.state = 'active' AND bk.hit IS NULL AND mt.hit IS NULL`)] as [
+            string,
+            string,
+          ],
+        ]
+      : []),
   ]);
   // The rows are numbered in the order: the page is rows 1 to limit, and its last one's keys are `next` when a row
   // follows it.

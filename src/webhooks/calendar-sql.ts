@@ -12,7 +12,8 @@
 import { NOW } from '../queries/common.js';
 
 /** `column` is one of the swept workspaces. */
-export const IN_SCOPE = (column: string) => `(CAST(:workspaces AS uuid[]) IS NULL OR ${column} = ANY(CAST(:workspaces AS uuid[])))`;
+export const IN_SCOPE = (column: string) =>
+  `(CAST(:workspaces AS uuid[]) IS NULL OR ${column} = ANY(CAST(:workspaces AS uuid[])))`;
 
 /** The swept workspaces, with their local today. */
 const WORKSPACES = `w AS MATERIALIZED (
@@ -48,7 +49,8 @@ const invoiceRef = (a: string) => `jsonb_build_object('id', ${a}.id, 'number', $
 const orNull = (a: string, ref: string) => `CASE WHEN ${a}.id IS NULL THEN NULL ELSE ${ref} END`;
 
 /** Not yet recorded for this workspace under `key`. */
-const notRecorded = (key: string) => `NOT EXISTS (SELECT 1 FROM events e WHERE e.workspace_id = w.id AND e.dedupe_key = ${key})`;
+const notRecorded = (key: string) =>
+  `NOT EXISTS (SELECT 1 FROM events e WHERE e.workspace_id = w.id AND e.dedupe_key = ${key})`;
 
 /**
  * The latest milestone reached, for `t` days on a scale where each milestone is reached at `t >= m` (days past
@@ -212,7 +214,10 @@ const CALENDAR_BRANCHES = [
     `SELECT d.*, o.t, 'vehicle.document_expiring:' || d.id || ':' || (-o.milestone) AS key
      FROM vehicle_documents d
      CROSS JOIN LATERAL (SELECT w.today - d.expires_at AS t) x
-     CROSS JOIN LATERAL (SELECT x.t, ${latestReached('x.t', EXPIRY_MILESTONES.map((m) => -m))} AS milestone) o
+     CROSS JOIN LATERAL (SELECT x.t, ${latestReached(
+       'x.t',
+       EXPIRY_MILESTONES.map((m) => -m),
+     )} AS milestone) o
      WHERE d.workspace_id = w.id
        AND d.expires_at BETWEEN w.today - ${MILESTONE_GRACE_DAYS} AND w.today + ${EXPIRY_FIRST}
        AND o.t - o.milestone <= ${MILESTONE_GRACE_DAYS}`,

@@ -46,8 +46,15 @@ interface SweepScope {
   workspaces: string | null;
 }
 
-export async function runCalendarSweep(db: Knex, now: Date, options: CalendarSweepOptions = {}): Promise<CalendarSweepResult> {
-  const scope: SweepScope = { now: now.toISOString(), workspaces: options.workspaceIds ? `{${options.workspaceIds.join(',')}}` : null };
+export async function runCalendarSweep(
+  db: Knex,
+  now: Date,
+  options: CalendarSweepOptions = {},
+): Promise<CalendarSweepResult> {
+  const scope: SweepScope = {
+    now: now.toISOString(),
+    workspaces: options.workspaceIds ? `{${options.workspaceIds.join(',')}}` : null,
+  };
   // A workspace's first sweep starts its calendar; later ones move last_swept_at forward.
   await db.raw(
     `INSERT INTO calendar_state (workspace_id, first_swept_at, last_swept_at)
@@ -66,7 +73,12 @@ export async function runCalendarSweep(db: Knex, now: Date, options: CalendarSwe
  * a commit announces recorded changes (change-listener.ts; null: every workspace), instead of waiting for the minute's sweep. Safe beside any
  * other sweep: changes are claimed with SKIP LOCKED and events inserted by dedupe key. Returns the events recorded.
  */
-export async function runDerivedSweep(db: Knex, now: Date, workspaceIds: string[] | null, options: { folded?: boolean } = {}): Promise<number> {
+export async function runDerivedSweep(
+  db: Knex,
+  now: Date,
+  workspaceIds: string[] | null,
+  options: { folded?: boolean } = {},
+): Promise<number> {
   // (the upkeep loop has just folded: it says so)
   if (!options.folded) await foldUpkeep(db, workspaceIds);
   return sweepDerived(db, { now: now.toISOString(), workspaces: workspaceIds ? `{${workspaceIds.join(',')}}` : null });
@@ -77,7 +89,10 @@ async function sweepDerived(db: Knex, scope: SweepScope): Promise<number> {
   let recorded = 0;
   for (;;) {
     const { claimed, ids } = await db.transaction(async (trx) => {
-      const [row] = (await trx.raw(DERIVED_SQL, { ...scope, batch: CHANGES_BATCH })).rows as { claimed: number; ids: string[] }[];
+      const [row] = (await trx.raw(DERIVED_SQL, { ...scope, batch: CHANGES_BATCH })).rows as {
+        claimed: number;
+        ids: string[];
+      }[];
       if (row.ids.length > 0) await fanOutEvents(trx, row.ids, scope.now);
       return row;
     });
@@ -128,7 +143,9 @@ async function sweepOutbox(db: Knex, scope: SweepScope): Promise<number> {
             dedupeKey: claimed.dedupe_key,
             source: 'outbox',
           });
-          await trx('outbox').where({ id: claimed.id }).update({ processed_at: trx.fn.now(), event_id: result.eventId, error: null });
+          await trx('outbox')
+            .where({ id: claimed.id })
+            .update({ processed_at: trx.fn.now(), event_id: result.eventId, error: null });
           if (!result.duplicate) recorded += 1;
         } catch (err) {
           if (!(err instanceof InvalidEventError)) throw err;

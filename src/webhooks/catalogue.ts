@@ -30,7 +30,17 @@ function catalogue(): Map<string, EventDefinition> {
   if (cached) return cached;
   const document = loadOpenApiDocument();
   const schemas = document.components.schemas as Record<string, { required?: string[] }>;
-  const webhooks = document.webhooks as unknown as Record<string, { post: { tags?: string[]; summary?: string; description?: string; requestBody: { content: Record<string, { example?: EventDefinition['example'] }> } } }>;
+  const webhooks = document.webhooks as unknown as Record<
+    string,
+    {
+      post: {
+        tags?: string[];
+        summary?: string;
+        description?: string;
+        requestBody: { content: Record<string, { example?: EventDefinition['example'] }> };
+      };
+    }
+  >;
   cached = new Map();
   for (const [event, schema] of webhookPayloadSchemas(document)) {
     const validate = validators[schema];
@@ -39,8 +49,13 @@ function catalogue(): Map<string, EventDefinition> {
     const example = requestBody.content['application/json'].example;
     if (!example) throw new Error(`webhook ${event} has no example payload in the document`);
     cached.set(event, {
-      event, schema, hasDedupeKey: (schemas[schema].required ?? []).includes('dedupeKey'), validate,
-      group: tags?.[0] ?? 'Events', summary: summary ?? event, description: description ?? '',
+      event,
+      schema,
+      hasDedupeKey: (schemas[schema].required ?? []).includes('dedupeKey'),
+      validate,
+      group: tags?.[0] ?? 'Events',
+      summary: summary ?? event,
+      description: description ?? '',
       example: { data: example.data, ...(example.dedupeKey !== undefined ? { dedupeKey: example.dedupeKey } : {}) },
     });
   }

@@ -58,7 +58,12 @@ export class ChangeListener {
     const client = new pg.Client(connection);
     client.on('notification', (message) => {
       // Any login may NOTIFY this channel: only a workspace id is taken, and past MAX_PENDING the next sweep covers all.
-      if (!message.payload || !WORKSPACE_ID.test(message.payload) || (this.workspaceIds && !this.workspaceIds.includes(message.payload))) return;
+      if (
+        !message.payload ||
+        !WORKSPACE_ID.test(message.payload) ||
+        (this.workspaceIds && !this.workspaceIds.includes(message.payload))
+      )
+        return;
       if (this.pending.size >= MAX_PENDING) this.all = true;
       else this.pending.add(message.payload);
       this.kick();

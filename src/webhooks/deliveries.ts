@@ -1,6 +1,15 @@
 import type { Knex } from 'knex';
 import { InvalidFieldError, isUuid, NotFoundError } from '../input.js';
-import { deliveryDetail, deliveryLog, endpointAttemptCounts, workspaceDeliveryLog, type DeliveryDetail, type DeliveryPosition, type DeliveryRow, type WorkspaceDeliveryFilters } from '../queries/deliveries.js';
+import {
+  deliveryDetail,
+  deliveryLog,
+  endpointAttemptCounts,
+  workspaceDeliveryLog,
+  type DeliveryDetail,
+  type DeliveryPosition,
+  type DeliveryRow,
+  type WorkspaceDeliveryFilters,
+} from '../queries/deliveries.js';
 
 // The delivery records as operators read them: a workspace's deliveries (the admin API), an endpoint's (the CLI), one
 // delivery with its payload as sent and every attempt. The changes (retry, recover) are in recovery.ts. Both clients
@@ -16,12 +25,17 @@ export async function listWorkspaceDeliveries(
   filters: WorkspaceDeliveryFilters,
   page: { limit: number; after?: DeliveryPosition },
 ): Promise<{ rows: OperatorDeliveryRow[]; next: DeliveryPosition | null }> {
-  if (filters.since && filters.until && !(filters.since < filters.until)) throw new InvalidFieldError('until', (name) => `must be later than ${name('since')}`);
+  if (filters.since && filters.until && !(filters.since < filters.until))
+    throw new InvalidFieldError('until', (name) => `must be later than ${name('since')}`);
   return workspaceDeliveryLog(db, workspaceId, filters, page);
 }
 
 /** An endpoint's deliveries, newest first (at most `limit`, default 100), for `fleet-admin deliveries list`. */
-export async function listDeliveries(db: Knex, endpointId: string, options: { limit?: number } = {}): Promise<{ rows: OperatorDeliveryRow[] }> {
+export async function listDeliveries(
+  db: Knex,
+  endpointId: string,
+  options: { limit?: number } = {},
+): Promise<{ rows: OperatorDeliveryRow[] }> {
   if (!isUuid(endpointId)) throw new InvalidFieldError('endpointId', `must be a UUID, got "${endpointId}"`);
   const page = await deliveryLog(db, { endpointId }, { limit: options.limit ?? 100 });
   if (!page) throw new NotFoundError(`no webhook endpoint with id ${endpointId}`);
@@ -32,7 +46,11 @@ export async function listDeliveries(db: Knex, endpointId: string, options: { li
 export type OperatorDeliveryDetail = DeliveryDetail & { endpointId: string };
 
 /** One delivery (of `workspaceId` when given: another workspace's is not found). */
-export async function showDelivery(db: Knex, id: string, scope: { workspaceId?: string } = {}): Promise<OperatorDeliveryDetail> {
+export async function showDelivery(
+  db: Knex,
+  id: string,
+  scope: { workspaceId?: string } = {},
+): Promise<OperatorDeliveryDetail> {
   if (!isUuid(id)) throw new InvalidFieldError('id', `must be a UUID, got "${id}"`);
   const query = db('deliveries').where({ id });
   if (scope.workspaceId !== undefined) query.where({ workspace_id: scope.workspaceId });
@@ -44,7 +62,10 @@ export async function showDelivery(db: Knex, id: string, scope: { workspaceId?: 
 }
 
 /** The spans the attempt chart covers: 24 hourly buckets, or 28 of six hours. */
-const ATTEMPT_PERIODS = { '24h': { buckets: 24, bucketSeconds: 3600 }, '7d': { buckets: 28, bucketSeconds: 6 * 3600 } } as const;
+const ATTEMPT_PERIODS = {
+  '24h': { buckets: 24, bucketSeconds: 3600 },
+  '7d': { buckets: 28, bucketSeconds: 6 * 3600 },
+} as const;
 
 export interface AttemptStats {
   endpointId: string;
@@ -63,14 +84,24 @@ export async function endpointAttemptStats(
   endpointId: string,
   options: { workspaceId: string; period: keyof typeof ATTEMPT_PERIODS; now: Date },
 ): Promise<AttemptStats> {
-  const endpoint = await db('webhook_endpoints').where({ id: endpointId, workspace_id: options.workspaceId }).whereNull('deleted_at').first('id');
+  const endpoint = await db('webhook_endpoints')
+    .where({ id: endpointId, workspace_id: options.workspaceId })
+    .whereNull('deleted_at')
+    .first('id');
   if (!endpoint) throw new NotFoundError(`No webhook endpoint with id ${endpointId}.`);
   const { buckets: count, bucketSeconds } = ATTEMPT_PERIODS[options.period];
   const bucketMs = bucketSeconds * 1000;
   const lastStart = Math.floor(options.now.getTime() / bucketMs) * bucketMs;
   const from = lastStart - (count - 1) * bucketMs;
-  const counted = new Map((await endpointAttemptCounts(db, endpointId, { from: new Date(from), to: new Date(lastStart + bucketMs), bucketSeconds }))
-    .map((b) => [b.start.getTime(), b]));
+  const counted = new Map(
+    (
+      await endpointAttemptCounts(db, endpointId, {
+        from: new Date(from),
+        to: new Date(lastStart + bucketMs),
+        bucketSeconds,
+      })
+    ).map((b) => [b.start.getTime(), b]),
+  );
   const buckets = Array.from({ length: count }, (_, i) => {
     const start = from + i * bucketMs;
     const { succeeded = 0, failedStatus = 0, failedNoAnswer = 0 } = counted.get(start) ?? {};

@@ -24,7 +24,20 @@ export const BLOCKED_RANGES: ReadonlyArray<{ kind: string; cidrs: string[] }> = 
   { kind: 'CGNAT (shared address space)', cidrs: ['100.64.0.0/10'] },
   // Reserved: IETF protocol assignments, benchmarking, future use and broadcast, the documentation ranges, and in
   // IPv6 the deprecated IPv4-compatible form, discard-only and documentation prefixes.
-  { kind: 'reserved', cidrs: ['192.0.0.0/24', '192.0.2.0/24', '198.18.0.0/15', '198.51.100.0/24', '203.0.113.0/24', '240.0.0.0/4', '::/96', '100::/64', '2001:db8::/32'] },
+  {
+    kind: 'reserved',
+    cidrs: [
+      '192.0.0.0/24',
+      '192.0.2.0/24',
+      '198.18.0.0/15',
+      '198.51.100.0/24',
+      '203.0.113.0/24',
+      '240.0.0.0/4',
+      '::/96',
+      '100::/64',
+      '2001:db8::/32',
+    ],
+  },
   { kind: 'multicast', cidrs: ['224.0.0.0/4', 'ff00::/8'] },
   { kind: 'IPv4-mapped IPv6', cidrs: ['::ffff:0:0/96'] },
   { kind: 'NAT64', cidrs: ['64:ff9b::/96', '64:ff9b:1::/48'] },
@@ -56,7 +69,11 @@ function blockList(cidrs: string[]): net.BlockList {
 
 // An IPv4 rule of a BlockList also matches the IPv4-mapped form of its addresses (so ::ffff:127.0.0.1 is named
 // loopback), and an IPv6 rule covering ::ffff:0:0/96 matches every IPv4 address: that one applies to IPv6 only.
-const BLOCKED = BLOCKED_RANGES.map(({ kind, cidrs }) => ({ kind, list: blockList(cidrs), ipv6Only: cidrs.includes('::ffff:0:0/96') }));
+const BLOCKED = BLOCKED_RANGES.map(({ kind, cidrs }) => ({
+  kind,
+  list: blockList(cidrs),
+  ipv6Only: cidrs.includes('::ffff:0:0/96'),
+}));
 
 /** The workspace setting that opens private ranges for one workspace's endpoints (src/workspaces.ts). */
 export const WORKSPACE_CIDRS_SETTING = 'webhookAllowedCidrs';
@@ -70,12 +87,22 @@ export const WORKSPACE_CIDRS_SETTING = 'webhookAllowedCidrs';
 export class BlockedDestinationError extends Error {
   readonly code = 'ERR_BLOCKED_DESTINATION';
   readonly recorded: string;
-  constructor(readonly host: string, readonly address: string | null, readonly kind: string) {
+  constructor(
+    readonly host: string,
+    readonly address: string | null,
+    readonly kind: string,
+  ) {
     const a = /^[aeiouI]/.test(kind) ? 'an' : 'a';
     const resolved = address !== null && address !== host;
     const what = (shown: boolean) =>
-      resolved ? `${host} resolves to ${shown ? `${address}, ` : ''}${a} ${kind} address` : address ? `${address} is ${a} ${kind} address` : `${host} is ${a} ${kind} name`;
-    super(`${what(true)}; webhooks are not sent to private destinations (set ${ALLOW_PRIVATE_ENV}=1, list the range in ${ALLOWED_CIDRS_ENV} for every workspace, or in the workspace's ${WORKSPACE_CIDRS_SETTING} for its endpoints only)`);
+      resolved
+        ? `${host} resolves to ${shown ? `${address}, ` : ''}${a} ${kind} address`
+        : address
+          ? `${address} is ${a} ${kind} address`
+          : `${host} is ${a} ${kind} name`;
+    super(
+      `${what(true)}; webhooks are not sent to private destinations (set ${ALLOW_PRIVATE_ENV}=1, list the range in ${ALLOWED_CIDRS_ENV} for every workspace, or in the workspace's ${WORKSPACE_CIDRS_SETTING} for its endpoints only)`,
+    );
     this.recorded = `${what(false)}; webhooks are not sent to private destinations unless the service's operator opens the range for this workspace`;
   }
 }
@@ -88,7 +115,10 @@ const workspacePolicies = new WeakMap<DestinationPolicy, Map<string, Destination
  * the ranges the workspace's own setting opens added. One object per base and set of ranges, so that its allow list
  * and its HTTP agent (guardedAgent) are made once and shared by the workspace's deliveries.
  */
-export function workspacePolicy(base: DestinationPolicy, cidrs: readonly string[] | null | undefined): DestinationPolicy {
+export function workspacePolicy(
+  base: DestinationPolicy,
+  cidrs: readonly string[] | null | undefined,
+): DestinationPolicy {
   if (!cidrs || cidrs.length === 0 || base.allowPrivate) return base;
   let byRanges = workspacePolicies.get(base);
   if (!byRanges) workspacePolicies.set(base, (byRanges = new Map()));
@@ -111,7 +141,10 @@ export function blockedKind(address: string, policy: DestinationPolicy = STRICT_
 
 /** A URL's host as the connector sees it: no IPv6 brackets, no trailing dot, lower case. */
 function bareHost(hostname: string): string {
-  return hostname.replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '').toLowerCase();
+  return hostname
+    .replace(/^\[(.*)\]$/, '$1')
+    .replace(/\.$/, '')
+    .toLowerCase();
 }
 
 /**
@@ -119,7 +152,10 @@ function bareHost(hostname: string): string {
  * BlockedDestinationError when the name, or any address it resolves to, is refused, and NameResolutionError when
  * it does not resolve (within the deadline).
  */
-export async function resolveDestination(hostname: string, policy: DestinationPolicy): Promise<{ address: string; family: 4 | 6 }> {
+export async function resolveDestination(
+  hostname: string,
+  policy: DestinationPolicy,
+): Promise<{ address: string; family: 4 | 6 }> {
   const host = bareHost(hostname);
   const ip = net.isIP(host);
   if (ip) {
@@ -127,8 +163,11 @@ export async function resolveDestination(hostname: string, policy: DestinationPo
     if (kind) throw new BlockedDestinationError(host, host, kind);
     return { address: host, family: ip as 4 | 6 };
   }
-  if (!policy.allowPrivate && BLOCKED_NAMES.some((name) => name.test(host))) throw new BlockedDestinationError(host, null, 'loopback or metadata');
-  const addresses: Array<{ address: string; family: number }> = policy.lookup ? await policy.lookup(host) : await sharedNameResolver(policy.dns).resolve(host);
+  if (!policy.allowPrivate && BLOCKED_NAMES.some((name) => name.test(host)))
+    throw new BlockedDestinationError(host, null, 'loopback or metadata');
+  const addresses: Array<{ address: string; family: number }> = policy.lookup
+    ? await policy.lookup(host)
+    : await sharedNameResolver(policy.dns).resolve(host);
   if (addresses.length === 0) throw new NameResolutionError(host, 'ENOTFOUND', `${host} did not resolve`);
   for (const { address } of addresses) {
     const kind = blockedKind(address, policy);
@@ -142,9 +181,13 @@ export async function resolveDestination(hostname: string, policy: DestinationPo
  * does not resolve now is accepted (it is checked again on every connection). Returns the reason, or null: `shown`
  * for whoever registers it (the class of a refused destination only), `full` for the operator (BlockedDestinationError).
  */
-export async function refuseDestination(url: URL, policy: DestinationPolicy): Promise<{ shown: string; full: string } | null> {
+export async function refuseDestination(
+  url: URL,
+  policy: DestinationPolicy,
+): Promise<{ shown: string; full: string } | null> {
   if (url.username || url.password) {
-    const reason = 'the URL must not carry a user name or password (they would be shown to every API key and are never sent)';
+    const reason =
+      'the URL must not carry a user name or password (they would be shown to every API key and are never sent)';
     return { shown: reason, full: reason };
   }
   if (policy.allowPrivate) return null;
@@ -170,7 +213,16 @@ export function guardedAgent(policy: DestinationPolicy): Agent {
   agent = new Agent({
     connect: (options, callback) => {
       resolveDestination(options.hostname, policy).then(
-        ({ address }) => connect({ ...options, hostname: address, servername: options.servername ?? (net.isIP(bareHost(options.hostname)) ? undefined : bareHost(options.hostname)) }, callback),
+        ({ address }) =>
+          connect(
+            {
+              ...options,
+              hostname: address,
+              servername:
+                options.servername ?? (net.isIP(bareHost(options.hostname)) ? undefined : bareHost(options.hostname)),
+            },
+            callback,
+          ),
         (err) => callback(err, null),
       );
     },

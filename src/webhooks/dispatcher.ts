@@ -8,7 +8,12 @@ import { DELIVERY_CHANNEL } from './fanout.js';
 import { workspacePolicy, type DestinationPolicy } from './destination-policy.js';
 import { processConfig } from '../config.js';
 import { column, defaultWorkspaceConcurrency, fairCandidates, InFlightShares } from './fairness.js';
-import { attemptDelivery, DEFAULT_ATTEMPT_TIMEOUT_MS, type AttemptOutcome, type AttemptRequest } from './http-attempt.js';
+import {
+  attemptDelivery,
+  DEFAULT_ATTEMPT_TIMEOUT_MS,
+  type AttemptOutcome,
+  type AttemptRequest,
+} from './http-attempt.js';
 import { nextAttemptAt } from './retry-schedule.js';
 import { PENDING, SWITCH_OFF_AFTER_FAILURES } from './endpoint-lifecycle.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
@@ -188,12 +193,21 @@ export interface Streak {
   lastSuccessAt: string | null;
 }
 
-export function summariseStreaks(batch: Array<{ claim: { endpointId: string }; outcome: Pick<AttemptOutcome, 'ok' | 'startedAt' | 'durationMs'> }>): Streak[] {
+export function summariseStreaks(
+  batch: Array<{ claim: { endpointId: string }; outcome: Pick<AttemptOutcome, 'ok' | 'startedAt' | 'durationMs'> }>,
+): Streak[] {
   const byEndpoint = new Map<string, Streak>();
   for (const { claim, outcome } of batch) {
     let s = byEndpoint.get(claim.endpointId);
     if (!s) {
-      s = { endpointId: claim.endpointId, successes: 0, leading: 0, trailing: 0, longestAfterSuccess: 0, lastSuccessAt: null };
+      s = {
+        endpointId: claim.endpointId,
+        successes: 0,
+        leading: 0,
+        trailing: 0,
+        longestAfterSuccess: 0,
+        lastSuccessAt: null,
+      };
       byEndpoint.set(claim.endpointId, s);
     }
     if (outcome.ok) {
@@ -289,7 +303,8 @@ export class Dispatcher {
     this.workspaceIds = options.workspaceIds ?? null;
     this.metrics = options.metrics;
     this.destinationPolicy = options.destinationPolicy ?? processConfig().destinationPolicy;
-    if (!(this.concurrency >= 1 && this.perEndpointConcurrency >= 1 && this.perWorkspaceConcurrency >= 1)) throw new Error('concurrency limits must be at least 1');
+    if (!(this.concurrency >= 1 && this.perEndpointConcurrency >= 1 && this.perWorkspaceConcurrency >= 1))
+      throw new Error('concurrency limits must be at least 1');
     if (!(this.leaseMs > this.attemptTimeoutMs)) throw new Error('leaseMs must be longer than attemptTimeoutMs');
   }
 
@@ -411,7 +426,12 @@ export class Dispatcher {
         }
       }
       if (claimAgain) continue;
-      const idle = this.inFlight === 0 && this.ready.length === 0 && this.finished.length === 0 && this.unsent.length === 0 && !this.flushing;
+      const idle =
+        this.inFlight === 0 &&
+        this.ready.length === 0 &&
+        this.finished.length === 0 &&
+        this.unsent.length === 0 &&
+        !this.flushing;
       if (idle && (this.stopping || (now !== undefined && !this.claimWanted))) return;
       await this.sleep();
     }
@@ -495,7 +515,7 @@ export class Dispatcher {
   private launchReady(now: Date | undefined): void {
     if (this.stopping) return;
     const clock = performance.now();
-    for (let i = 0; i < this.ready.length && this.inFlight < this.concurrency; ) {
+    for (let i = 0; i < this.ready.length && this.inFlight < this.concurrency;) {
       const { claim, launchBy } = this.ready[i];
       if (clock > launchBy) {
         this.ready.splice(i, 1);
@@ -545,18 +565,28 @@ export class Dispatcher {
   private async releaseLeases(ids: string[]): Promise<void> {
     if (ids.length === 0) return;
     try {
-      await this.db('deliveries').whereIn('id', ids).where({ lease_owner: this.owner }).update({ lease_owner: null, lease_until: null });
+      await this.db('deliveries')
+        .whereIn('id', ids)
+        .where({ lease_owner: this.owner })
+        .update({ lease_owner: null, lease_until: null });
     } catch (err) {
-      this.logger.warn({ err: { message: (err as Error).message } }, 'could not give back the leases of unsent claims; they run out');
+      this.logger.warn(
+        { err: { message: (err as Error).message } },
+        'could not give back the leases of unsent claims; they run out',
+      );
     }
   }
 
   private launch(claim: Claim, now: Date | undefined): void {
     this.inFlight++;
     this.shares.add(claim);
-    void attemptDelivery(claim, { timeoutMs: this.attemptTimeoutMs, policy: workspacePolicy(this.destinationPolicy, claim.allowedCidrs) }).then((outcome) => {
+    void attemptDelivery(claim, {
+      timeoutMs: this.attemptTimeoutMs,
+      policy: workspacePolicy(this.destinationPolicy, claim.allowedCidrs),
+    }).then((outcome) => {
       this.finished.push({ claim, outcome, sweepAt: now ?? this.clock() });
-      if (!outcome.ok) this.unrecordedFailures.set(claim.endpointId, (this.unrecordedFailures.get(claim.endpointId) ?? 0) + 1);
+      if (!outcome.ok)
+        this.unrecordedFailures.set(claim.endpointId, (this.unrecordedFailures.get(claim.endpointId) ?? 0) + 1);
       this.inFlight--;
       this.shares.remove(claim);
       this.held.remove(claim);
@@ -616,18 +646,27 @@ export class Dispatcher {
    * The claim with its signing secrets opened. One whose secrets this process cannot open (its master key is
    * missing) is not attempted: its lease runs out and it is tried again, once the key is configured.
    */
-  private openSecrets({ secretKeyId, secretSealed, previousSecretKeyId, previousSecretSealed, ...claim }: SealedClaim, opened: Map<string, string[] | null>): Claim[] {
+  private openSecrets(
+    { secretKeyId, secretSealed, previousSecretKeyId, previousSecretSealed, ...claim }: SealedClaim,
+    opened: Map<string, string[] | null>,
+  ): Claim[] {
     const known = opened.get(claim.endpointId);
     if (known !== undefined) return known ? [{ ...claim, secrets: known }] : [];
     try {
       const current = { keyId: secretKeyId, sealed: Buffer.from(secretSealed, 'base64') };
-      const previous = previousSecretKeyId && previousSecretSealed ? { keyId: previousSecretKeyId, sealed: Buffer.from(previousSecretSealed, 'base64') } : null;
+      const previous =
+        previousSecretKeyId && previousSecretSealed
+          ? { keyId: previousSecretKeyId, sealed: Buffer.from(previousSecretSealed, 'base64') }
+          : null;
       const secrets = openSigningSecrets(claim.endpointId, current, previous);
       opened.set(claim.endpointId, secrets);
       return [{ ...claim, secrets }];
     } catch (err) {
       opened.set(claim.endpointId, null);
-      this.logger.error({ endpointId: claim.endpointId, deliveryId: claim.deliveryId, err: { message: (err as Error).message } }, 'cannot open the endpoint\'s signing secret; the delivery waits');
+      this.logger.error(
+        { endpointId: claim.endpointId, deliveryId: claim.deliveryId, err: { message: (err as Error).message } },
+        "cannot open the endpoint's signing secret; the delivery waits",
+      );
       return [];
     }
   }
@@ -673,7 +712,10 @@ export class Dispatcher {
     );
     this.report(batch, deliveries, new Map(result.recorded.map((r) => [r.id, new Date(r.createdAt)])));
     for (const id of result.switched) {
-      this.logger.info({ endpointId: id, failures: SWITCH_OFF_AFTER_FAILURES }, 'webhook endpoint switched off after failed attempts in a row');
+      this.logger.info(
+        { endpointId: id, failures: SWITCH_OFF_AFTER_FAILURES },
+        'webhook endpoint switched off after failed attempts in a row',
+      );
     }
     this.metrics?.endpointSwitchOffs.inc(result.switched.length);
     for (const { status } of deliveries) counts[status]++;
@@ -685,7 +727,11 @@ export class Dispatcher {
    * One log line per recorded attempt (failures at warn, successes at debug) and the attempt metrics. Ids, kinds
    * and numbers only: never the payload, the URL, the secret or the response body.
    */
-  private report(batch: Finished[], deliveries: Array<{ status: DeliveryStatus; next: string | null }>, createdAt: Map<string, Date>): void {
+  private report(
+    batch: Finished[],
+    deliveries: Array<{ status: DeliveryStatus; next: string | null }>,
+    createdAt: Map<string, Date>,
+  ): void {
     batch.forEach(({ claim, outcome }, i) => {
       const fields = {
         deliveryId: claim.deliveryId,
@@ -701,11 +747,22 @@ export class Dispatcher {
         ...(outcome.detail !== undefined && { detail: outcome.detail }),
       };
       if (outcome.ok) this.logger.debug(fields, 'webhook delivery accepted');
-      else this.logger.warn(fields, deliveries[i].status === 'failed' ? 'webhook delivery attempt failed; no retries left' : 'webhook delivery attempt failed');
-      this.metrics?.deliveryAttempts.inc({ outcome: outcome.ok ? 'accepted' : 'failed', error_kind: outcome.errorKind ?? 'none' });
+      else
+        this.logger.warn(
+          fields,
+          deliveries[i].status === 'failed'
+            ? 'webhook delivery attempt failed; no retries left'
+            : 'webhook delivery attempt failed',
+        );
+      this.metrics?.deliveryAttempts.inc({
+        outcome: outcome.ok ? 'accepted' : 'failed',
+        error_kind: outcome.errorKind ?? 'none',
+      });
       const queuedAt = createdAt.get(claim.deliveryId);
       if (outcome.ok && queuedAt) {
-        this.metrics?.deliveryLag.observe(Math.max(0, outcome.startedAt.getTime() + outcome.durationMs - queuedAt.getTime()) / 1000);
+        this.metrics?.deliveryLag.observe(
+          Math.max(0, outcome.startedAt.getTime() + outcome.durationMs - queuedAt.getTime()) / 1000,
+        );
       }
     });
   }

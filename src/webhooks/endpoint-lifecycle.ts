@@ -35,11 +35,21 @@ const HELD_FOR_TOO_LONG = `created_at < ?::timestamptz - interval '7 days'`;
  * sends what was held while it was off (releaseHeldDeliveries); switching off keeps the time it was first switched
  * off and holds its pending deliveries (holdPendingDeliveries).
  */
-export async function switchEndpoint<Row>(trx: Knex.Transaction, id: string, active: boolean, now: Date, returning: readonly string[]): Promise<Row | undefined> {
+export async function switchEndpoint<Row>(
+  trx: Knex.Transaction,
+  id: string,
+  active: boolean,
+  now: Date,
+  returning: readonly string[],
+): Promise<Row | undefined> {
   const changes = active
     ? { is_active: true, disabled_at: null, consecutive_failures: 0 }
     : { is_active: false, disabled_at: trx.raw('coalesce(disabled_at, now())') };
-  const [row] = await trx('webhook_endpoints').where({ id }).whereRaw(liveEndpoint()).update(changes).returning([...returning]);
+  const [row] = await trx('webhook_endpoints')
+    .where({ id })
+    .whereRaw(liveEndpoint())
+    .update(changes)
+    .returning([...returning]);
   if (!row) return undefined;
   if (active) await releaseHeldDeliveries(trx, id, now);
   else await holdPendingDeliveries(trx, [id]);
@@ -64,7 +74,11 @@ export async function holdPendingDeliveries(db: Knex, endpointIds: string[]): Pr
  * When an operator switches an endpoint back on: what was held is queued now, except deliveries created more
  * than 7 days before `now`, which are marked failed instead.
  */
-export async function releaseHeldDeliveries(db: Knex, endpointId: string, now: Date): Promise<{ queued: number; failed: number }> {
+export async function releaseHeldDeliveries(
+  db: Knex,
+  endpointId: string,
+  now: Date,
+): Promise<{ queued: number; failed: number }> {
   return db.transaction(async (trx) => {
     await trx.raw('SELECT 1 FROM webhook_endpoints WHERE id = ? FOR NO KEY UPDATE', [endpointId]);
     const { rows } = await trx.raw(
@@ -93,7 +107,14 @@ export async function resumeFrozenDeliveries(db: Knex, workspaceId: string, now:
     .where({ workspace_id: workspaceId })
     .whereRaw(PENDING)
     .whereRaw(HELD_FOR_TOO_LONG, [now])
-    .update({ status: 'failed', next_attempt_at: null, finished_at: db.fn.now(), lease_owner: null, lease_until: null, last_error: 'waited longer than 7 days while the workspace was frozen' });
+    .update({
+      status: 'failed',
+      next_attempt_at: null,
+      finished_at: db.fn.now(),
+      lease_owner: null,
+      lease_until: null,
+      last_error: 'waited longer than 7 days while the workspace was frozen',
+    });
   await notifyDispatchers(db);
   return { failed };
 }
@@ -112,8 +133,13 @@ async function failDeliveriesOfDeleted(db: Knex, endpointId: string, leased: boo
   const query = db('deliveries').where({ endpoint_id: endpointId }).whereRaw(`(${PENDING} OR status = 'held')`);
   if (!leased) query.whereRaw('(lease_until IS NULL OR lease_until < now())');
   return query.update({
-    status: 'failed', error_kind: ENDPOINT_DELETED, last_error: 'the endpoint was deleted before this delivery was sent', next_attempt_at: null,
-    finished_at: db.fn.now(), lease_owner: null, lease_until: null,
+    status: 'failed',
+    error_kind: ENDPOINT_DELETED,
+    last_error: 'the endpoint was deleted before this delivery was sent',
+    next_attempt_at: null,
+    finished_at: db.fn.now(),
+    lease_owner: null,
+    lease_until: null,
   });
 }
 
@@ -149,7 +175,11 @@ export async function deleteEndpointAndDeliveries<Row>(
     const endpoint = await trx('webhook_endpoints').where(where).whereRaw(liveEndpoint()).first('workspace_id');
     if (!endpoint) return undefined;
     await lockTestDeliveries(trx, endpoint.workspace_id);
-    const [deleted] = await trx('webhook_endpoints').where(where).whereRaw(liveEndpoint()).update({ deleted_at: trx.fn.now() }).returning([...returning]);
+    const [deleted] = await trx('webhook_endpoints')
+      .where(where)
+      .whereRaw(liveEndpoint())
+      .update({ deleted_at: trx.fn.now() })
+      .returning([...returning]);
     if (!deleted) return undefined;
     await failDeliveriesOfDeleted(trx, where.id, false);
     await inTransaction(trx, deleted as Row);
@@ -157,7 +187,11 @@ export async function deleteEndpointAndDeliveries<Row>(
   });
   if (row === undefined) return undefined;
   for (;;) {
-    const held = await db('deliveries').where({ endpoint_id: where.id }).whereRaw(PENDING).whereRaw('lease_until >= now()').first(db.raw('1 AS held'));
+    const held = await db('deliveries')
+      .where({ endpoint_id: where.id })
+      .whereRaw(PENDING)
+      .whereRaw('lease_until >= now()')
+      .first(db.raw('1 AS held'));
     if (!held) break;
     await new Promise((resolve) => setTimeout(resolve, LEASE_POLL_MS));
   }

@@ -40,7 +40,16 @@ interface EndpointRow {
   consecutive_failures: number;
 }
 
-const RECORD_COLUMNS = ['id', 'name', 'url', 'events', 'is_active', 'disabled_at', 'last_success_at', 'consecutive_failures'];
+const RECORD_COLUMNS = [
+  'id',
+  'name',
+  'url',
+  'events',
+  'is_active',
+  'disabled_at',
+  'last_success_at',
+  'consecutive_failures',
+];
 
 function toRecord(row: EndpointRow): EndpointRecord {
   return {
@@ -67,9 +76,17 @@ function checkId(id: string): void {
 const notFound = (id: string) => new NotFoundError(`no webhook endpoint with id ${id}`);
 
 /** The live endpoint's row (and its workspace); with 'lock', locked against other changes until the transaction ends. */
-async function findEndpoint(db: Knex, id: string, scope: EndpointScope, lock?: 'lock'): Promise<EndpointRow & { workspace_id: string }> {
-  const row = await db('webhook_endpoints').where({ id, ...(scope.workspaceId ? { workspace_id: scope.workspaceId } : {}) }).whereRaw(liveEndpoint())
-    .modify((q) => (lock ? q.forNoKeyUpdate() : q)).first([...RECORD_COLUMNS, 'workspace_id']);
+async function findEndpoint(
+  db: Knex,
+  id: string,
+  scope: EndpointScope,
+  lock?: 'lock',
+): Promise<EndpointRow & { workspace_id: string }> {
+  const row = await db('webhook_endpoints')
+    .where({ id, ...(scope.workspaceId ? { workspace_id: scope.workspaceId } : {}) })
+    .whereRaw(liveEndpoint())
+    .modify((q) => (lock ? q.forNoKeyUpdate() : q))
+    .first([...RECORD_COLUMNS, 'workspace_id']);
   if (!row) throw notFound(id);
   return row;
 }
@@ -94,7 +111,8 @@ async function checkDestination(url: string, policy: DestinationPolicy): Promise
     throw new InvalidFieldError('url', `must use http or https, got "${url}"`);
   }
   // Stored as given, so it must read as the database requires: a lower-case scheme, no surrounding spaces.
-  if (!/^https?:\/\/\S+$/.test(url)) throw new InvalidFieldError('url', `must start with http:// or https:// and contain no spaces, got "${url}"`);
+  if (!/^https?:\/\/\S+$/.test(url))
+    throw new InvalidFieldError('url', `must start with http:// or https:// and contain no spaces, got "${url}"`);
   const refused = await refuseDestination(parsed, policy);
   if (refused) throw new InvalidFieldError('url', `refused: ${refused.shown}`, `refused: ${refused.full}`);
   return parsed;
@@ -112,7 +130,10 @@ function checkEvents(events: string[]): string[] {
   }
   const unknown = [...new Set(events.filter((event) => !known.has(event)))];
   if (unknown.length > 0) {
-    throw new InvalidFieldError('events', `must name events of the webhooks section of openapi/openapi.yaml, not the unknown event${unknown.length > 1 ? 's' : ''} ${unknown.map((e) => `"${e}"`).join(', ')}`);
+    throw new InvalidFieldError(
+      'events',
+      `must name events of the webhooks section of openapi/openapi.yaml, not the unknown event${unknown.length > 1 ? 's' : ''} ${unknown.map((e) => `"${e}"`).join(', ')}`,
+    );
   }
   return [...new Set(events)];
 }
@@ -131,20 +152,37 @@ function checkName(name: string): string {
  * and `https://hooks.example/` are the same), unless `allowed`. A transaction-scoped advisory lock per workspace
  * serialises the check with the write, so two concurrent requests cannot both register the URL.
  */
-async function refuseDuplicateUrl(trx: Knex.Transaction, workspaceId: string, url: URL, options: { allowed?: boolean; except?: string }): Promise<void> {
+async function refuseDuplicateUrl(
+  trx: Knex.Transaction,
+  workspaceId: string,
+  url: URL,
+  options: { allowed?: boolean; except?: string },
+): Promise<void> {
   if (options.allowed) return;
   await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [`webhook_endpoints.url:${workspaceId}`]);
-  const others = await trx('webhook_endpoints').where({ workspace_id: workspaceId }).whereRaw(liveEndpoint())
-    .modify((q) => (options.except ? q.whereNot({ id: options.except }) : q)).select('id', 'url');
+  const others = await trx('webhook_endpoints')
+    .where({ workspace_id: workspaceId })
+    .whereRaw(liveEndpoint())
+    .modify((q) => (options.except ? q.whereNot({ id: options.except }) : q))
+    .select('id', 'url');
   const same = others.find((other: { url: string }) => URL.canParse(other.url) && new URL(other.url).href === url.href);
   if (same) {
-    throw new ConflictError((name) => `the workspace already has an endpoint with this URL (${same.id}); send ${name('allowDuplicateUrl')} to register it again`, 'url');
+    throw new ConflictError(
+      (name) =>
+        `the workspace already has an endpoint with this URL (${same.id}); send ${name('allowDuplicateUrl')} to register it again`,
+      'url',
+    );
   }
 }
 
 export async function createEndpoint(
   db: Knex,
-  input: ({ workspaceSlug: string } | { workspaceId: string }) & { url: string; name?: string; events?: string[]; allowDuplicateUrl?: boolean },
+  input: ({ workspaceSlug: string } | { workspaceId: string }) & {
+    url: string;
+    name?: string;
+    events?: string[];
+    allowDuplicateUrl?: boolean;
+  },
   policy: DestinationPolicy = processConfig().destinationPolicy,
   audit?: AuditContext,
 ): Promise<CreatedEndpoint> {
@@ -161,7 +199,13 @@ export async function createEndpoint(
     const [inserted] = await trx('webhook_endpoints')
       .insert({ id, workspace_id: workspace.id, name, url: input.url, events, ...sealer.columns(id, secret) })
       .returning(RECORD_COLUMNS);
-    if (audit) await recordAudit(trx, audit, { action: 'endpoint.create', workspaceId: workspace.id, target: { type: 'endpoint', id }, changes: { name, url: input.url, events } });
+    if (audit)
+      await recordAudit(trx, audit, {
+        action: 'endpoint.create',
+        workspaceId: workspace.id,
+        target: { type: 'endpoint', id },
+        changes: { name, url: input.url, events },
+      });
     return inserted as EndpointRow;
   });
   return { ...toRecord(row), secret };
@@ -190,12 +234,19 @@ export async function updateEndpoint(
   // The endpoint first (another workspace's, or none, is not found whatever the URL), then the URL by its workspace's
   // policy, outside the transaction: a name's look-up must not hold the row's lock.
   const found = await findEndpoint(db, id, scope);
-  const url = changes.url === undefined ? undefined : await checkDestination(changes.url, workspacePolicy(policy, (await findWorkspace(db, { id: found.workspace_id })).webhookAllowedCidrs));
+  const url =
+    changes.url === undefined
+      ? undefined
+      : await checkDestination(
+          changes.url,
+          workspacePolicy(policy, (await findWorkspace(db, { id: found.workspace_id })).webhookAllowedCidrs),
+        );
   const events = changes.events === undefined ? undefined : checkEvents(changes.events);
   if (changes.name !== undefined) checkName(changes.name);
   return db.transaction(async (trx) => {
     const before = await findEndpoint(trx, id, scope, 'lock');
-    if (url && changes.url !== before.url) await refuseDuplicateUrl(trx, before.workspace_id, url, { allowed: changes.allowDuplicateUrl, except: id });
+    if (url && changes.url !== before.url)
+      await refuseDuplicateUrl(trx, before.workspace_id, url, { allowed: changes.allowDuplicateUrl, except: id });
     const patch: Partial<Pick<EndpointRow, 'url' | 'name' | 'events'>> = {};
     if (changes.url !== undefined && changes.url !== before.url) patch.url = changes.url;
     if (changes.name !== undefined && changes.name !== before.name) patch.name = changes.name;
@@ -203,8 +254,15 @@ export async function updateEndpoint(
     if (Object.keys(patch).length === 0) return toRecord(before);
     const [row] = await trx('webhook_endpoints').where({ id }).update(patch).returning(RECORD_COLUMNS);
     if (audit) {
-      const changed = Object.fromEntries(Object.entries(patch).map(([field, to]) => [field, { from: before[field as keyof typeof patch], to }]));
-      await recordAudit(trx, audit, { action: 'endpoint.update', workspaceId: before.workspace_id, target: { type: 'endpoint', id }, changes: changed });
+      const changed = Object.fromEntries(
+        Object.entries(patch).map(([field, to]) => [field, { from: before[field as keyof typeof patch], to }]),
+      );
+      await recordAudit(trx, audit, {
+        action: 'endpoint.update',
+        workspaceId: before.workspace_id,
+        target: { type: 'endpoint', id },
+        changes: changed,
+      });
     }
     return toRecord(row);
   });
@@ -217,14 +275,25 @@ const sameEvents = (a: string[], b: string[]) => a.length === b.length && a.ever
  * failed (kind `endpoint_deleted`), and none is sent after this returns (deleteEndpointAndDeliveries). Its delivery
  * log stays readable until retention removes it. Audited as `endpoint.delete`.
  */
-export async function deleteEndpoint(db: Knex, id: string, scope: EndpointScope = {}, audit?: AuditContext): Promise<{ id: string }> {
+export async function deleteEndpoint(
+  db: Knex,
+  id: string,
+  scope: EndpointScope = {},
+  audit?: AuditContext,
+): Promise<{ id: string }> {
   checkId(id);
   const deleted = await deleteEndpointAndDeliveries<{ id: string; workspace_id: string; name: string; url: string }>(
     db,
     { id, ...(scope.workspaceId ? { workspace_id: scope.workspaceId } : {}) },
     ['id', 'workspace_id', 'name', 'url'],
     async (trx, row) => {
-      if (audit) await recordAudit(trx, audit, { action: 'endpoint.delete', workspaceId: row.workspace_id, target: { type: 'endpoint', id }, changes: { name: row.name, url: row.url } });
+      if (audit)
+        await recordAudit(trx, audit, {
+          action: 'endpoint.delete',
+          workspaceId: row.workspace_id,
+          target: { type: 'endpoint', id },
+          changes: { name: row.name, url: row.url },
+        });
     },
   );
   if (!deleted) throw notFound(id);
@@ -235,14 +304,30 @@ export async function deleteEndpoint(db: Knex, id: string, scope: EndpointScope 
  * Switches an endpoint on or off: switching on sends what it held (what was held longer than 7 days is marked failed),
  * switching off holds its pending deliveries (switchEndpoint in endpoint-lifecycle.ts).
  */
-export async function setEndpointActive(db: Knex, id: string, active: boolean, now = new Date(), audit?: AuditContext, scope: EndpointScope = {}): Promise<EndpointRecord> {
+export async function setEndpointActive(
+  db: Knex,
+  id: string,
+  active: boolean,
+  now = new Date(),
+  audit?: AuditContext,
+  scope: EndpointScope = {},
+): Promise<EndpointRecord> {
   checkId(id);
   return db.transaction(async (trx) => {
     await findEndpoint(trx, id, scope, 'lock');
-    const row = await switchEndpoint<EndpointRow & { workspace_id: string }>(trx, id, active, now, [...RECORD_COLUMNS, 'workspace_id']);
+    const row = await switchEndpoint<EndpointRow & { workspace_id: string }>(trx, id, active, now, [
+      ...RECORD_COLUMNS,
+      'workspace_id',
+    ]);
     if (!row) throw notFound(id);
     const record = toRecord(row);
-    if (audit) await recordAudit(trx, audit, { action: active ? 'endpoint.enable' : 'endpoint.disable', workspaceId: row.workspace_id, target: { type: 'endpoint', id }, changes: { isActive: active } });
+    if (audit)
+      await recordAudit(trx, audit, {
+        action: active ? 'endpoint.enable' : 'endpoint.disable',
+        workspaceId: row.workspace_id,
+        target: { type: 'endpoint', id },
+        changes: { isActive: active },
+      });
     return record;
   });
 }

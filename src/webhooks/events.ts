@@ -21,7 +21,15 @@ export interface EventType {
 
 /** Every event of the public document's `webhooks` (webhook.test included), in the document's order. */
 export function listEventTypes(): { rows: EventType[] } {
-  return { rows: eventDefinitions().map((d) => ({ event: d.event, group: d.group, summary: d.summary, description: d.description, exampleData: d.example.data })) };
+  return {
+    rows: eventDefinitions().map((d) => ({
+      event: d.event,
+      group: d.group,
+      summary: d.summary,
+      description: d.description,
+      exampleData: d.example.data,
+    })),
+  };
 }
 
 /**
@@ -36,11 +44,22 @@ export async function sendExampleEvent(
 ): Promise<{ deliveryId: string; endpointId: string; event: string }> {
   const { endpointId, event, now = new Date() } = input;
   if (!isUuid(endpointId)) throw new InvalidFieldError('endpointId', `must be a UUID, got "${endpointId}"`);
-  if (!eventDefinition(event)) throw new InvalidFieldError('event', `must name an event of the webhooks section of openapi/openapi.yaml (or fleet-admin events list), not the unknown event "${event}"`);
+  if (!eventDefinition(event))
+    throw new InvalidFieldError(
+      'event',
+      `must name an event of the webhooks section of openapi/openapi.yaml (or fleet-admin events list), not the unknown event "${event}"`,
+    );
   // The CLI names the endpoint only: its workspace is the endpoint's.
-  const workspaceId = input.workspaceId ?? (await db('webhook_endpoints').where({ id: endpointId }).first('workspace_id'))?.workspace_id;
+  const workspaceId =
+    input.workspaceId ?? (await db('webhook_endpoints').where({ id: endpointId }).first('workspace_id'))?.workspace_id;
   if (workspaceId === undefined) throw new NotFoundError(`no webhook endpoint with id ${endpointId}`);
   // Every call is its own (a key nobody else holds): it counts towards the calls a minute, and replays nothing.
-  const { deliveryId } = await queueTestDelivery(db, { workspaceId, endpointId, idempotencyKey: `example:${crypto.randomUUID()}`, now, example: { event, audit } });
+  const { deliveryId } = await queueTestDelivery(db, {
+    workspaceId,
+    endpointId,
+    idempotencyKey: `example:${crypto.randomUUID()}`,
+    now,
+    example: { event, audit },
+  });
   return { deliveryId, endpointId, event };
 }

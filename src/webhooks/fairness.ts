@@ -60,7 +60,8 @@ function bump(map: Map<string, number>, key: string, by: number): void {
 }
 
 /** A column of values bound as one Postgres array (for unnest); Knex's types do not admit nulls in arrays. */
-export const column = (values: ReadonlyArray<string | number | boolean | null>): Knex.Value => values as unknown as Knex.Value;
+export const column = (values: ReadonlyArray<string | number | boolean | null>): Knex.Value =>
+  values as unknown as Knex.Value;
 
 export interface FairClaim {
   shares: InFlightShares;

@@ -118,17 +118,29 @@ export function attemptDelivery(req: AttemptRequest, options: AttemptOptions = {
       clearTimeout(timer);
       resolve({
         ...fields,
-        error: fields.error === null ? null : req.secrets.reduce((text, secret) => text.replaceAll(secret, '[redacted]'), fields.error).slice(0, ERROR_TEXT_LIMIT),
+        error:
+          fields.error === null
+            ? null
+            : req.secrets
+                .reduce((text, secret) => text.replaceAll(secret, '[redacted]'), fields.error)
+                .slice(0, ERROR_TEXT_LIMIT),
         startedAt,
         durationMs: Math.max(0, Math.round(performance.now() - started)),
       });
     };
     const answered = (): void => {
       const responseBody = firstBytes(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
-      if (statusCode >= 200 && statusCode < 300) return finish({ ok: true, statusCode, errorKind: null, error: null, responseBody });
+      if (statusCode >= 200 && statusCode < 300)
+        return finish({ ok: true, statusCode, errorKind: null, error: null, responseBody });
       if (statusCode >= 300 && statusCode < 400) {
         const to = location ? ` to ${location}` : '';
-        return finish({ ok: false, statusCode, errorKind: 'redirect', error: `HTTP ${statusCode} redirect${to} (redirects are not followed)`, responseBody });
+        return finish({
+          ok: false,
+          statusCode,
+          errorKind: 'redirect',
+          error: `HTTP ${statusCode} redirect${to} (redirects are not followed)`,
+          responseBody,
+        });
       }
       finish({ ok: false, statusCode, errorKind: 'status', error: `HTTP ${statusCode}`, responseBody });
     };
@@ -136,18 +148,38 @@ export function attemptDelivery(req: AttemptRequest, options: AttemptOptions = {
       if (settled) return;
       const blocked = err instanceof BlockedDestinationError ? err : (err as { cause?: unknown })?.cause;
       if (blocked instanceof BlockedDestinationError) {
-        return finish({ ok: false, statusCode: null, errorKind: 'blocked_destination', error: blocked.recorded, responseBody: null, detail: blocked.message });
+        return finish({
+          ok: false,
+          statusCode: null,
+          errorKind: 'blocked_destination',
+          error: blocked.recorded,
+          responseBody: null,
+          detail: blocked.message,
+        });
       }
       // A name that did not resolve (within the lookup's deadline): its own kind, so a DNS outage reads as one.
       if (err instanceof NameResolutionError || (err as { cause?: unknown })?.cause instanceof NameResolutionError) {
         return finish({ ok: false, statusCode: null, errorKind: 'dns', error: describeError(err), responseBody: null });
       }
       const code = (err as { code?: string }).code;
-      const timedOut = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT';
-      finish({ ok: false, statusCode: null, errorKind: timedOut ? 'timeout' : 'connection', error: describeError(err), responseBody: null });
+      const timedOut =
+        code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT';
+      finish({
+        ok: false,
+        statusCode: null,
+        errorKind: timedOut ? 'timeout' : 'connection',
+        error: describeError(err),
+        responseBody: null,
+      });
     };
     const timer = setTimeout(() => {
-      finish({ ok: false, statusCode: null, errorKind: 'timeout', error: `no complete answer within ${timeoutMs} ms`, responseBody: null });
+      finish({
+        ok: false,
+        statusCode: null,
+        errorKind: 'timeout',
+        error: `no complete answer within ${timeoutMs} ms`,
+        responseBody: null,
+      });
       abort?.(new Error('attempt timed out'));
     }, timeoutMs);
 

@@ -62,9 +62,14 @@ export class NameResolutionError extends Error {
 }
 
 /** An answer and how long it is kept (0: not at all). */
-type Answer = ({ addresses: ResolvedAddress[]; error?: undefined } | { addresses?: undefined; error: NameResolutionError }) & { ttlMs: number };
+type Answer = (
+  { addresses: ResolvedAddress[]; error?: undefined } | { addresses?: undefined; error: NameResolutionError }
+) & { ttlMs: number };
 
-const failed = (host: string, code: string, message: string): Answer => ({ error: new NameResolutionError(host, code, message), ttlMs: NEGATIVE_TTL_MS });
+const failed = (host: string, code: string, message: string): Answer => ({
+  error: new NameResolutionError(host, code, message),
+  ttlMs: NEGATIVE_TTL_MS,
+});
 
 /** The hosts file as a map from (lower-case) name to its addresses in file order. */
 export function parseHostsFile(text: string): Map<string, ResolvedAddress[]> {
@@ -84,7 +89,8 @@ export function parseHostsFile(text: string): Map<string, ResolvedAddress[]> {
 }
 
 /** The error of a failed query, as c-ares names it. */
-const codeOf = (result: PromiseSettledResult<unknown>) => (result.status === 'rejected' ? ((result.reason as { code?: string }).code ?? 'EUNKNOWN') : null);
+const codeOf = (result: PromiseSettledResult<unknown>) =>
+  result.status === 'rejected' ? ((result.reason as { code?: string }).code ?? 'EUNKNOWN') : null;
 
 export class NameResolver {
   readonly servers: string[] | undefined;
@@ -133,7 +139,14 @@ export class NameResolver {
   private async lookUp(host: string): Promise<Answer> {
     const listed = (await this.hostsNames()).get(host);
     if (listed) return { addresses: listed, ttlMs: HOSTS_FILE_TTL_MS };
-    if (LOCALHOST_NAME.test(host)) return { addresses: [{ address: '127.0.0.1', family: 4 }, { address: '::1', family: 6 }], ttlMs: HOSTS_FILE_TTL_MS };
+    if (LOCALHOST_NAME.test(host))
+      return {
+        addresses: [
+          { address: '127.0.0.1', family: 4 },
+          { address: '::1', family: 6 },
+        ],
+        ttlMs: HOSTS_FILE_TTL_MS,
+      };
     return this.query(host);
   }
 
@@ -170,7 +183,8 @@ export class NameResolver {
     }
     const codes = [codeOf(v4), codeOf(v6)];
     const failure = codes.find((code) => code !== null && code !== dns.NODATA && code !== dns.NOTFOUND);
-    if (failure === dns.CANCELLED || failure === dns.TIMEOUT) return failed(host, dns.TIMEOUT, `${host} did not resolve within ${this.deadlineMs} ms`);
+    if (failure === dns.CANCELLED || failure === dns.TIMEOUT)
+      return failed(host, dns.TIMEOUT, `${host} did not resolve within ${this.deadlineMs} ms`);
     if (failure) return failed(host, failure, `${host} did not resolve`);
     if (codes.includes(dns.NOTFOUND)) return failed(host, dns.NOTFOUND, `${host} does not exist (no such name in DNS)`);
     return failed(host, dns.NODATA, `${host} has no A or AAAA record`);
@@ -179,7 +193,9 @@ export class NameResolver {
   /** The hosts file (a small local file), read again at most every 30 s; a missing or unreadable one lists nothing. */
   private hostsNames(): Promise<Map<string, ResolvedAddress[]>> {
     if (!this.hosts || this.hosts.until <= this.now()) {
-      const names = fs.readFile(this.hostsFile, 'utf8').then(parseHostsFile, () => new Map<string, ResolvedAddress[]>());
+      const names = fs
+        .readFile(this.hostsFile, 'utf8')
+        .then(parseHostsFile, () => new Map<string, ResolvedAddress[]>());
       this.hosts = { until: this.now() + HOSTS_FILE_TTL_MS, names };
     }
     return this.hosts.names;

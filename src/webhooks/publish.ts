@@ -38,7 +38,8 @@ const PLACEHOLDER_ID = '00000000-0000-4000-8000-000000000000';
  * naming the first bad path, e.g. `invalid booking.confirmed event at /data/bookingId: must match format "uuid"`.
  */
 export function checkEvent(event: string, data: unknown, dedupeKey: string | null | undefined): void {
-  if (event === TEST_EVENT) throw new InvalidEventError(`${TEST_EVENT} is sent only by the test operation and cannot be published`, 'event');
+  if (event === TEST_EVENT)
+    throw new InvalidEventError(`${TEST_EVENT} is sent only by the test operation and cannot be published`, 'event');
   const definition = eventDefinition(event);
   if (!definition) throw new InvalidEventError(`unknown event "${event}"`, 'event');
   const envelope = {
@@ -49,7 +50,10 @@ export function checkEvent(event: string, data: unknown, dedupeKey: string | nul
     data,
   };
   if (!definition.validate(envelope)) {
-    throw new InvalidEventError(`invalid ${event} event ${describeValidationError(definition.validate.errors)}`, payloadField(definition.validate.errors));
+    throw new InvalidEventError(
+      `invalid ${event} event ${describeValidationError(definition.validate.errors)}`,
+      payloadField(definition.validate.errors),
+    );
   }
 }
 
@@ -62,17 +66,31 @@ export async function publishEvent(db: Knex, input: PublishInput, audit?: AuditC
   const dedupeKey = input.dedupeKey ?? null;
   return db.transaction(async (trx) => {
     const [inserted] = await trx('events')
-      .insert({ workspace_id: input.workspaceId, event: input.event, data: JSON.stringify(input.data), dedupe_key: dedupeKey, source: input.source })
+      .insert({
+        workspace_id: input.workspaceId,
+        event: input.event,
+        data: JSON.stringify(input.data),
+        dedupe_key: dedupeKey,
+        source: input.source,
+      })
       .onConflict(['workspace_id', 'dedupe_key'])
       .ignore()
       .returning('id');
     if (!inserted) {
-      const existing = await trx('events').where({ workspace_id: input.workspaceId, dedupe_key: dedupeKey }).first('id');
+      const existing = await trx('events')
+        .where({ workspace_id: input.workspaceId, dedupe_key: dedupeKey })
+        .first('id');
       return { eventId: existing.id, deliveries: 0, duplicate: true };
     }
     const deliveries = await fanOutEvents(trx, [inserted.id]);
     // (the data is the event's record, not the change: it stays in `events`)
-    if (audit) await recordAudit(trx, audit, { action: 'event.publish', workspaceId: input.workspaceId, target: { type: 'event', id: inserted.id }, changes: { event: input.event, dedupeKey, deliveries } });
+    if (audit)
+      await recordAudit(trx, audit, {
+        action: 'event.publish',
+        workspaceId: input.workspaceId,
+        target: { type: 'event', id: inserted.id },
+        changes: { event: input.event, dedupeKey, deliveries },
+      });
     return { eventId: inserted.id, deliveries, duplicate: false };
   });
 }

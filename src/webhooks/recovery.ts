@@ -11,16 +11,30 @@ import { SWITCH_ON_FIRST } from './endpoint-lifecycle.js';
 // API passes the token's workspace (`workspaceId`): another workspace's delivery or endpoint is not found.
 
 /** An endpoint that can take deliveries again: it exists (in the workspace, when given) and is switched on. */
-async function lockActiveEndpoint(trx: Knex.Transaction, endpointId: string, workspaceId?: string): Promise<{ workspaceId: string }> {
+async function lockActiveEndpoint(
+  trx: Knex.Transaction,
+  endpointId: string,
+  workspaceId?: string,
+): Promise<{ workspaceId: string }> {
   const query = trx('webhook_endpoints').where({ id: endpointId }).whereNull('deleted_at');
   if (workspaceId !== undefined) query.where({ workspace_id: workspaceId });
   const endpoint = await query.forNoKeyUpdate().first('is_active', 'workspace_id');
   if (!endpoint) throw new NotFoundError(`no webhook endpoint with id ${endpointId}`);
-  if (!endpoint.is_active) throw new ConflictError(`webhook endpoint ${endpointId} is switched off; ${SWITCH_ON_FIRST(endpointId)}`, 'endpointId');
+  if (!endpoint.is_active)
+    throw new ConflictError(
+      `webhook endpoint ${endpointId} is switched off; ${SWITCH_ON_FIRST(endpointId)}`,
+      'endpointId',
+    );
   return { workspaceId: endpoint.workspace_id };
 }
 
-const requeue = (now: Date) => ({ status: 'queued', next_attempt_at: now, finished_at: null, lease_owner: null, lease_until: null });
+const requeue = (now: Date) => ({
+  status: 'queued',
+  next_attempt_at: now,
+  finished_at: null,
+  lease_owner: null,
+  lease_until: null,
+});
 
 export interface RetriedDelivery {
   id: string;
@@ -51,7 +65,11 @@ export async function retryDelivery(
     if (workspaceId !== undefined) query.where({ workspace_id: workspaceId });
     const found = await query.first('endpoint_id', 'workspace_id', 'status');
     if (!found) throw new NotFoundError(`no delivery with id ${id}`);
-    if (found.status === 'held') throw new ConflictError(`delivery ${id} is held: its webhook endpoint ${found.endpoint_id} is switched off; ${SWITCH_ON_FIRST(found.endpoint_id)}`, 'status');
+    if (found.status === 'held')
+      throw new ConflictError(
+        `delivery ${id} is held: its webhook endpoint ${found.endpoint_id} is switched off; ${SWITCH_ON_FIRST(found.endpoint_id)}`,
+        'status',
+      );
     // A pending delivery of a switched-off endpoint is a test delivery (any other is held): it is sent all the same.
     const pending = found.status === 'queued' || found.status === 'retrying';
     if (!pending) await lockActiveEndpoint(trx, found.endpoint_id);
@@ -64,24 +82,47 @@ export async function retryDelivery(
     if (!row) throw new ConflictError(`delivery ${id} changed while it was being retried; try again`, 'status');
     await notifyDispatchers(trx);
     if (audit) {
-      await recordAudit(trx, audit, { action: 'delivery.retry', workspaceId: found.workspace_id, target: { type: 'delivery', id }, changes: { status: { from: found.status, to: row.status }, nextAttemptAt: now.toISOString() } });
+      await recordAudit(trx, audit, {
+        action: 'delivery.retry',
+        workspaceId: found.workspace_id,
+        target: { type: 'delivery', id },
+        changes: { status: { from: found.status, to: row.status }, nextAttemptAt: now.toISOString() },
+      });
     }
-    return { id, endpointId: found.endpoint_id, previousStatus: found.status, status: row.status, attempts: row.attempts, nextAttemptAt: row.next_attempt_at.toISOString() };
+    return {
+      id,
+      endpointId: found.endpoint_id,
+      previousStatus: found.status,
+      status: row.status,
+      attempts: row.attempts,
+      nextAttemptAt: row.next_attempt_at.toISOString(),
+    };
   });
 }
 
 /** Queues a failed delivery again, due at `now` (`fleet-admin deliveries resend`: failed ones only). */
-export async function resendDelivery(db: Knex, id: string, now = new Date()): Promise<{ id: string; status: 'queued'; attempts: number }> {
+export async function resendDelivery(
+  db: Knex,
+  id: string,
+  now = new Date(),
+): Promise<{ id: string; status: 'queued'; attempts: number }> {
   if (!isUuid(id)) throw new InvalidFieldError('id', `must be a UUID, got "${id}"`);
   return db.transaction(async (trx) => {
     const found = await trx('deliveries').where({ id }).first('endpoint_id', 'status');
     if (!found) throw new NotFoundError(`no delivery with id ${id}`);
     await lockActiveEndpoint(trx, found.endpoint_id);
-    const [row] = await trx('deliveries').where({ id, status: 'failed' }).update(requeue(now)).returning(['id', 'attempts']);
+    const [row] = await trx('deliveries')
+      .where({ id, status: 'failed' })
+      .update(requeue(now))
+      .returning(['id', 'attempts']);
     if (!row) {
       const current = await trx('deliveries').where({ id }).first('status');
       // Gone: the retention removed it meanwhile.
-      throw new InputError(current ? `delivery ${id} is ${current.status}; only a failed delivery can be resent` : `no delivery with id ${id}`);
+      throw new InputError(
+        current
+          ? `delivery ${id} is ${current.status}; only a failed delivery can be resent`
+          : `no delivery with id ${id}`,
+      );
     }
     await notifyDispatchers(trx);
     return { id: row.id, status: 'queued', attempts: row.attempts };
@@ -99,12 +140,20 @@ export async function recoverEndpoint(
   if (until && !(since < until)) throw new InvalidFieldError('until', (name) => `must be later than ${name('since')}`);
   return db.transaction(async (trx) => {
     const { workspaceId } = await lockActiveEndpoint(trx, endpointId, input.workspaceId);
-    const query = trx('deliveries').where({ endpoint_id: endpointId, status: 'failed' }).where('created_at', '>=', since);
+    const query = trx('deliveries')
+      .where({ endpoint_id: endpointId, status: 'failed' })
+      .where('created_at', '>=', since);
     if (until) query.where('created_at', '<', until);
     const queued = await query.update(requeue(now));
     if (queued > 0) await notifyDispatchers(trx);
     const result = { endpointId, since: since.toISOString(), until: until?.toISOString() ?? null, queued };
-    if (audit) await recordAudit(trx, audit, { action: 'endpoint.recover', workspaceId, target: { type: 'endpoint', id: endpointId }, changes: { since: result.since, until: result.until, queued } });
+    if (audit)
+      await recordAudit(trx, audit, {
+        action: 'endpoint.recover',
+        workspaceId,
+        target: { type: 'endpoint', id: endpointId },
+        changes: { since: result.since, until: result.until, queued },
+      });
     return result;
   });
 }

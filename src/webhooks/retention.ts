@@ -47,7 +47,14 @@ export interface RetentionCounts {
 }
 
 /** Deletes, batch by batch, the rows of `table` (primary key `key`) that `where` selects (alias t), until none is left. */
-async function deleteInBatches(db: Knex, table: string, key: string[], where: string, bindings: Knex.Value[], batchSize: number): Promise<number> {
+async function deleteInBatches(
+  db: Knex,
+  table: string,
+  key: string[],
+  where: string,
+  bindings: Knex.Value[],
+  batchSize: number,
+): Promise<number> {
   let total = 0;
   for (;;) {
     const deleted = await db.raw(
@@ -65,21 +72,40 @@ export async function runRetention(db: Knex, options: RetentionOptions): Promise
   const retentionDays = options.retentionDays ?? processConfig().retentionDays;
   const batchSize = options.batchSize ?? DEFAULT_BATCH_SIZE;
   const cutoff = new Date(options.now.getTime() - retentionDays * DAY_MS).toISOString();
-  const dedupeCutoff = new Date(options.now.getTime() - Math.max(retentionDays, DEDUPE_KEY_KEEP_DAYS) * DAY_MS).toISOString();
+  const dedupeCutoff = new Date(
+    options.now.getTime() - Math.max(retentionDays, DEDUPE_KEY_KEEP_DAYS) * DAY_MS,
+  ).toISOString();
   const keyCutoff = new Date(options.now.getTime() - IDEMPOTENCY_WINDOW_MS).toISOString();
   const scoped = options.workspaceIds ?? null;
   /** The workspace filter on a column, with its bindings. */
-  const inScope = (col: string): [string, Knex.Value[]] => (scoped ? [` AND ${col} = ANY(?::uuid[])`, [scoped as unknown as Knex.Value]] : ['', []]);
+  const inScope = (col: string): [string, Knex.Value[]] =>
+    scoped ? [` AND ${col} = ANY(?::uuid[])`, [scoped as unknown as Knex.Value]] : ['', []];
 
   const [keyScope, keyBind] = inScope('t.workspace_id');
-  const testKeys = await deleteInBatches(db, 'test_idempotency_keys', ['workspace_id', 'key'], `t.created_at < ?${keyScope}`, [keyCutoff, ...keyBind], batchSize);
+  const testKeys = await deleteInBatches(
+    db,
+    'test_idempotency_keys',
+    ['workspace_id', 'key'],
+    `t.created_at < ?${keyScope}`,
+    [keyCutoff, ...keyBind],
+    batchSize,
+  );
   // The admin API's keys, with the sealed first answers they replay (src/admin/idempotency.ts): gone after the same 24
   // hours whether or not their token ever sends another key (a revoked or quiet token's included).
   const [tokenScope, tokenBind] = inScope('(SELECT a.workspace_id FROM admin_tokens a WHERE a.id = t.token_id)');
-  const adminKeys = await deleteInBatches(db, 'admin_idempotency_keys', ['token_id', 'key'], `t.created_at < ?${tokenScope}`, [keyCutoff, ...tokenBind], batchSize);
+  const adminKeys = await deleteInBatches(
+    db,
+    'admin_idempotency_keys',
+    ['token_id', 'key'],
+    `t.created_at < ?${tokenScope}`,
+    [keyCutoff, ...tokenBind],
+    batchSize,
+  );
   const idempotencyKeys = testKeys + adminKeys;
 
-  const [attemptScope, attemptBind] = inScope('(SELECT w.workspace_id FROM webhook_endpoints w WHERE w.id = t.endpoint_id)');
+  const [attemptScope, attemptBind] = inScope(
+    '(SELECT w.workspace_id FROM webhook_endpoints w WHERE w.id = t.endpoint_id)',
+  );
   // Only a finished delivery's attempts: a delivery still retrying keeps its whole history, however old.
   const attempts = await deleteInBatches(
     db,
@@ -110,20 +136,58 @@ export async function runRetention(db: Knex, options: RetentionOptions): Promise
     batchSize,
   );
 
-  const outbox = await deleteInBatches(db, 'outbox', ['id'], `t.processed_at < ?${deliveryScope}`, [cutoff, ...deliveryBind], batchSize);
+  const outbox = await deleteInBatches(
+    db,
+    'outbox',
+    ['id'],
+    `t.processed_at < ?${deliveryScope}`,
+    [cutoff, ...deliveryBind],
+    batchSize,
+  );
 
   // Settings-screen sessions: a session is over by its expiry at the latest; its record goes with the delivery records'
   // age (what it changed stays in the audit trail).
-  const portalSessions = await deleteInBatches(db, 'portal_sessions', ['id'], `t.expires_at < ?${deliveryScope}`, [cutoff, ...deliveryBind], batchSize);
+  const portalSessions = await deleteInBatches(
+    db,
+    'portal_sessions',
+    ['id'],
+    `t.expires_at < ?${deliveryScope}`,
+    [cutoff, ...deliveryBind],
+    batchSize,
+  );
 
   // A deleted record's tombstone keeps a late upsert of an older version out for the retention period, then goes.
-  const tombstones = await deleteInBatches(db, 'record_versions', ['workspace_id', 'key', 'id'], `t.deleted_at < ?${deliveryScope}`, [cutoff, ...deliveryBind], batchSize);
+  const tombstones = await deleteInBatches(
+    db,
+    'record_versions',
+    ['workspace_id', 'key', 'id'],
+    `t.deleted_at < ?${deliveryScope}`,
+    [cutoff, ...deliveryBind],
+    batchSize,
+  );
 
   // A job whose process died stays `running` until someone reads it (getImport): it is recorded failed here, as getImport
   // would, so that it is seen ended, and goes with the others' age.
   const lostImportJobs = (await failLostImports(db, { workspaceIds: scoped })).length;
   // An import job's row is its progress and outcome, read while it runs and soon after: gone with the same age.
-  const importJobs = await deleteInBatches(db, 'import_jobs', ['id'], `t.phase <> 'running' AND t.finished_at < ?${deliveryScope}`, [cutoff, ...deliveryBind], batchSize);
+  const importJobs = await deleteInBatches(
+    db,
+    'import_jobs',
+    ['id'],
+    `t.phase <> 'running' AND t.finished_at < ?${deliveryScope}`,
+    [cutoff, ...deliveryBind],
+    batchSize,
+  );
 
-  return { idempotencyKeys, attempts, deliveries, events, outbox, portalSessions, tombstones, importJobs, lostImportJobs };
+  return {
+    idempotencyKeys,
+    attempts,
+    deliveries,
+    events,
+    outbox,
+    portalSessions,
+    tombstones,
+    importJobs,
+    lostImportJobs,
+  };
 }

@@ -1,8 +1,24 @@
 import type { Knex } from 'knex';
 import { recordAudit, type AuditContext } from '../audit.js';
 import {
-  apiSecretIds, createMasterKeyFile, givenMasterKeys, mayHoldMasterKeys, MasterKeyError, newSigningSecret, NoSealingKeyError, openSecret, PREVIOUS_SECRET_KEYS_ENV, rotateMasterKey, SECRET_KEY_ENV,
-  SECRET_KEY_FILE_ENV, sealingKeys, sealingPublicKey, sealSecret, sealToRecordedKey, type MasterKeyIds, type SealedSecret,
+  apiSecretIds,
+  createMasterKeyFile,
+  givenMasterKeys,
+  mayHoldMasterKeys,
+  MasterKeyError,
+  newSigningSecret,
+  NoSealingKeyError,
+  openSecret,
+  PREVIOUS_SECRET_KEYS_ENV,
+  rotateMasterKey,
+  SECRET_KEY_ENV,
+  SECRET_KEY_FILE_ENV,
+  sealingKeys,
+  sealingPublicKey,
+  sealSecret,
+  sealToRecordedKey,
+  type MasterKeyIds,
+  type SealedSecret,
 } from '../secrets.js';
 import { InvalidFieldError, isUuid, NotFoundError } from '../input.js';
 
@@ -38,9 +54,16 @@ export interface Sealer {
  * left under a key the rotation then removes from the key file. `work` seals with the Sealer it is given, and the
  * database's record of the master key is updated in the same transaction (recordSealingKey).
  */
-export function withSealingLock<T>(db: Knex, mode: 'shared' | 'exclusive', work: (trx: Knex.Transaction, sealer: Sealer) => Promise<T>): Promise<T> {
+export function withSealingLock<T>(
+  db: Knex,
+  mode: 'shared' | 'exclusive',
+  work: (trx: Knex.Transaction, sealer: Sealer) => Promise<T>,
+): Promise<T> {
   return db.transaction(async (trx) => {
-    await trx.raw(mode === 'shared' ? 'SELECT pg_advisory_xact_lock_shared(?::bigint)' : 'SELECT pg_advisory_xact_lock(?::bigint)', [SEALING_LOCK]);
+    await trx.raw(
+      mode === 'shared' ? 'SELECT pg_advisory_xact_lock_shared(?::bigint)' : 'SELECT pg_advisory_xact_lock(?::bigint)',
+      [SEALING_LOCK],
+    );
     return recordSealingKey(trx, mode, work);
   });
 }
@@ -52,7 +75,10 @@ const SEALING_LOCK = '7262193140017346561';
  * The columns holding an endpoint's current signing secret, sealed, outside a sealing transaction: only for tests'
  * fixtures (the migration that sealed the secrets stored in plain text has its own frozen copy under migrations/support/).
  */
-export function sealedSecretColumns(endpointId: string, secret: string): { secret_key_id: string; secret_sealed: Buffer } {
+export function sealedSecretColumns(
+  endpointId: string,
+  secret: string,
+): { secret_key_id: string; secret_sealed: Buffer } {
   const { keyId, sealed } = sealSecret(secret, sealingContext(endpointId));
   return { secret_key_id: keyId, secret_sealed: sealed };
 }
@@ -74,7 +100,12 @@ const RECORD_TABLE = 'master_key_record';
  * plain text (a migration seals them under the key `migrate` is given).
  */
 async function storedSecrets(db: Knex): Promise<{ keyId?: string; plain?: true } | undefined> {
-  const { rows: [tables] } = await db.raw(`SELECT to_regclass(?) IS NOT NULL AS recorded, to_regclass('webhook_endpoints') IS NOT NULL AS endpoints`, [RECORD_TABLE]);
+  const {
+    rows: [tables],
+  } = await db.raw(
+    `SELECT to_regclass(?) IS NOT NULL AS recorded, to_regclass('webhook_endpoints') IS NOT NULL AS endpoints`,
+    [RECORD_TABLE],
+  );
   if (tables.recorded) {
     const keyId: string | null | undefined = (await db(RECORD_TABLE).first('key_id'))?.key_id;
     return keyId ? { keyId } : undefined;
@@ -88,14 +119,25 @@ const KEY_SETTINGS = `${SECRET_KEY_ENV}, or ${SECRET_KEY_FILE_ENV} for a key fil
 
 /** Refuses keys that do not open what the database holds: one line naming the setting. */
 function mismatch(keys: MasterKeyIds, recorded: string): MasterKeyError {
-  const held = keys.ids.size > 1 ? `hold master keys ${[...keys.ids].join(', ')}` : `holds master key ${keys.currentId}`;
-  return new MasterKeyError(`${keys.setting} ${held}, but the database's signing secrets are sealed with ${recorded}: give this process that key (${KEY_SETTINGS})`);
+  const held =
+    keys.ids.size > 1 ? `hold master keys ${[...keys.ids].join(', ')}` : `holds master key ${keys.currentId}`;
+  return new MasterKeyError(
+    `${keys.setting} ${held}, but the database's signing secrets are sealed with ${recorded}: give this process that key (${KEY_SETTINGS})`,
+  );
 }
 
 function missing(stored: { keyId?: string; plain?: true }): MasterKeyError {
-  const which = stored.plain ? ' in plain text, which a migration seals,' : stored.keyId ? ` sealed with master key ${stored.keyId}` : '';
-  const key = stored.plain ? 'one (for a key file: fleet-admin secrets create-master-key)' : 'the key they were sealed with';
-  return new MasterKeyError(`the database holds signing secrets${which} and this process has no master key: give it ${key} (${KEY_SETTINGS})`);
+  const which = stored.plain
+    ? ' in plain text, which a migration seals,'
+    : stored.keyId
+      ? ` sealed with master key ${stored.keyId}`
+      : '';
+  const key = stored.plain
+    ? 'one (for a key file: fleet-admin secrets create-master-key)'
+    : 'the key they were sealed with';
+  return new MasterKeyError(
+    `the database holds signing secrets${which} and this process has no master key: give it ${key} (${KEY_SETTINGS})`,
+  );
 }
 
 /**
@@ -124,11 +166,18 @@ export async function checkMasterKey(db: Knex, use: 'needed' | 'if-given'): Prom
  * sealers holding different keys cannot both record theirs. Only when nothing is recorded may the embedded default
  * create its key file (src/secrets.ts).
  */
-async function recordSealingKey<T>(trx: Knex.Transaction, mode: 'shared' | 'exclusive', work: (trx: Knex.Transaction, sealer: Sealer) => Promise<T>): Promise<T> {
+async function recordSealingKey<T>(
+  trx: Knex.Transaction,
+  mode: 'shared' | 'exclusive',
+  work: (trx: Knex.Transaction, sealer: Sealer) => Promise<T>,
+): Promise<T> {
   if (mode === 'shared') {
     // The usual case: the record is complete, and every writer seals to its public key (a process holding the keys
     // checks the record against them first). Only a record still lacking its public key is written below.
-    const record: { key_id: string | null; public_key: Buffer | null } | undefined = await trx(RECORD_TABLE).first('key_id', 'public_key');
+    const record: { key_id: string | null; public_key: Buffer | null } | undefined = await trx(RECORD_TABLE).first(
+      'key_id',
+      'public_key',
+    );
     const keys = givenMasterKeys();
     if (record?.key_id && record.public_key) {
       if (keys && !keys.ids.has(record.key_id)) throw mismatch(keys, record.key_id);
@@ -142,7 +191,9 @@ async function recordSealingKey<T>(trx: Knex.Transaction, mode: 'shared' | 'excl
       );
     }
   }
-  const record: { key_id: string | null; public_key: Buffer | null } | undefined = await trx(RECORD_TABLE).forUpdate().first('key_id', 'public_key');
+  const record: { key_id: string | null; public_key: Buffer | null } | undefined = await trx(RECORD_TABLE)
+    .forUpdate()
+    .first('key_id', 'public_key');
   const recorded = record?.key_id;
   if (recorded && !givenMasterKeys()) throw missing({ keyId: recorded });
   const keys = sealingKeys({ create: !recorded });
@@ -158,14 +209,19 @@ async function recordSealingKey<T>(trx: Knex.Transaction, mode: 'shared' | 'excl
     },
   });
   if ((sealed || recorded) && (recorded !== sealWith || !record?.public_key)) {
-    await trx(RECORD_TABLE).insert({ singleton: true, key_id: sealWith, public_key: keys.publicKey(sealWith) }).onConflict('singleton').merge();
+    await trx(RECORD_TABLE)
+      .insert({ singleton: true, key_id: sealWith, public_key: keys.publicKey(sealWith) })
+      .onConflict('singleton')
+      .merge();
   }
   return result;
 }
 
 /** The recorded public key is not the one of the recorded master key: the record was changed by hand (or by an attacker). */
 function tampered(keyId: string): MasterKeyError {
-  return new MasterKeyError(`the database records a sealing public key that is not master key ${keyId}'s: nothing is sealed to it; set master_key_record.public_key back (a worker holding ${keyId} records it when it is NULL)`);
+  return new MasterKeyError(
+    `the database records a sealing public key that is not master key ${keyId}'s: nothing is sealed to it; set master_key_record.public_key back (a worker holding ${keyId} records it when it is NULL)`,
+  );
 }
 
 /**
@@ -173,7 +229,12 @@ function tampered(keyId: string): MasterKeyError {
  * (the API process) can do; it can seal, never open. The shared sealing lock keeps a re-seal from moving the record
  * meanwhile.
  */
-function sealToRecord<T>(trx: Knex.Transaction, keyId: string, publicKey: Buffer, work: (trx: Knex.Transaction, sealer: Sealer) => Promise<T>): Promise<T> {
+function sealToRecord<T>(
+  trx: Knex.Transaction,
+  keyId: string,
+  publicKey: Buffer,
+  work: (trx: Knex.Transaction, sealer: Sealer) => Promise<T>,
+): Promise<T> {
   return work(trx, {
     keyId,
     columns(endpointId, secret) {
@@ -194,7 +255,9 @@ export async function recordPublicKey(db: Knex, options: { createOnEmbedded?: bo
   if (!keys) return;
   await db.transaction(async (trx) => {
     await trx.raw('SELECT pg_advisory_xact_lock_shared(?::bigint)', [SEALING_LOCK]);
-    const record: { key_id: string | null; public_key: Buffer | null } | undefined = await trx(RECORD_TABLE).forUpdate().first('key_id', 'public_key');
+    const record: { key_id: string | null; public_key: Buffer | null } | undefined = await trx(RECORD_TABLE)
+      .forUpdate()
+      .first('key_id', 'public_key');
     const keyId = record?.key_id ?? keys.currentId;
     if (!keys.ids.has(keyId)) throw mismatch(keys, keyId);
     const publicKey = sealingPublicKey(keyId);
@@ -202,7 +265,10 @@ export async function recordPublicKey(db: Knex, options: { createOnEmbedded?: bo
       if (!record.public_key.equals(publicKey)) throw tampered(keyId);
       return;
     }
-    await trx(RECORD_TABLE).insert({ singleton: true, key_id: keyId, public_key: publicKey }).onConflict('singleton').merge();
+    await trx(RECORD_TABLE)
+      .insert({ singleton: true, key_id: keyId, public_key: publicKey })
+      .onConflict('singleton')
+      .merge();
   });
 }
 
@@ -219,18 +285,26 @@ export async function checkApiSecret(db: Knex): Promise<void> {
   try {
     held = apiSecretIds();
   } catch (err) {
-    if (err instanceof MasterKeyError) throw new MasterKeyError(`the API signs its list cursors with a key derived from its API secret, and ${err.message}`);
+    if (err instanceof MasterKeyError)
+      throw new MasterKeyError(
+        `the API signs its list cursors with a key derived from its API secret, and ${err.message}`,
+      );
     throw err;
   }
   await db.transaction(async (trx) => {
-    const recorded: string | null | undefined = (await trx(RECORD_TABLE).forUpdate().first('api_secret_id'))?.api_secret_id;
+    const recorded: string | null | undefined = (await trx(RECORD_TABLE).forUpdate().first('api_secret_id'))
+      ?.api_secret_id;
     if (recorded && !held.ids.includes(recorded)) {
       throw new MasterKeyError(
         `${held.setting} holds API secret ${held.ids.join(', ')}, but the database records ${recorded}, the one every API process holds: give this process that secret ` +
           `(during a change of it, the new one in FRS_API_SECRET and the old one in FRS_API_SECRET_PREVIOUS)`,
       );
     }
-    if (recorded !== held.currentId) await trx(RECORD_TABLE).insert({ singleton: true, api_secret_id: held.currentId }).onConflict('singleton').merge(['api_secret_id']);
+    if (recorded !== held.currentId)
+      await trx(RECORD_TABLE)
+        .insert({ singleton: true, api_secret_id: held.currentId })
+        .onConflict('singleton')
+        .merge(['api_secret_id']);
   });
 }
 
@@ -259,7 +333,9 @@ export function openSigningSecret(endpointId: string, secret: SealedSecret): str
  * overlap lasts (the caller passes it only then).
  */
 export function openSigningSecrets(endpointId: string, current: SealedSecret, previous: SealedSecret | null): string[] {
-  return previous ? [openSigningSecret(endpointId, current), openSigningSecret(endpointId, previous)] : [openSigningSecret(endpointId, current)];
+  return previous
+    ? [openSigningSecret(endpointId, current), openSigningSecret(endpointId, previous)]
+    : [openSigningSecret(endpointId, current)];
 }
 
 export interface RotatedSecret {
@@ -284,7 +360,10 @@ export async function rotateSigningSecret(
   if (!isUuid(id)) throw new InvalidFieldError('id', `must be a UUID, got "${id}"`);
   const overlapHours = options.overlapHours ?? DEFAULT_OVERLAP_HOURS;
   if (!Number.isInteger(overlapHours) || overlapHours < 0 || overlapHours > MAX_OVERLAP_HOURS) {
-    throw new InvalidFieldError('overlapHours', `must be a whole number of hours from 0 to ${MAX_OVERLAP_HOURS}, got ${overlapHours}`);
+    throw new InvalidFieldError(
+      'overlapHours',
+      `must be a whole number of hours from 0 to ${MAX_OVERLAP_HOURS}, got ${overlapHours}`,
+    );
   }
   const now = options.now ?? new Date();
   const secret = newSigningSecret();
@@ -293,11 +372,25 @@ export async function rotateSigningSecret(
     const { secret_key_id: keyId, secret_sealed: sealed } = sealer.columns(id, secret);
     // The current secret becomes the previous one inside the database (a definer function, migration
     // 20261128000100): the admin role may write sealed secrets but never read one, not even to move it.
-    const { rows: [row] } = await trx.raw('SELECT rotate_endpoint_secret(?::uuid, ?::uuid, ?, ?, ?::timestamptz) AS workspace_id', [id, options.workspaceId ?? null, keyId, sealed, expiresAt]);
+    const {
+      rows: [row],
+    } = await trx.raw('SELECT rotate_endpoint_secret(?::uuid, ?::uuid, ?, ?, ?::timestamptz) AS workspace_id', [
+      id,
+      options.workspaceId ?? null,
+      keyId,
+      sealed,
+      expiresAt,
+    ]);
     if (!row.workspace_id) throw new NotFoundError(`no webhook endpoint with id ${id}`);
     const previousSecretExpiresAt = expiresAt?.toISOString() ?? null;
     // (that the secret changed, never the secret)
-    if (audit) await recordAudit(trx, audit, { action: 'endpoint.rotate_secret', workspaceId: row.workspace_id, target: { type: 'endpoint', id }, changes: { overlapHours, previousSecretExpiresAt } });
+    if (audit)
+      await recordAudit(trx, audit, {
+        action: 'endpoint.rotate_secret',
+        workspaceId: row.workspace_id,
+        target: { type: 'endpoint', id },
+        changes: { overlapHours, previousSecretExpiresAt },
+      });
     return { id, secret, previousSecretExpiresAt };
   });
 }
@@ -311,33 +404,52 @@ export async function resealSigningSecrets(
   db: Knex,
   options: { keyFileIsShared?: boolean; audit?: AuditContext } = {},
 ): Promise<{ keyId: string; source: 'env' | 'file'; file?: string; resealed: number }> {
-  const { result, ...rotated } = await rotateMasterKey(() =>
-    withSealingLock(db, 'exclusive', async (trx, sealer) => {
-      // every secret not in a sealed box to the new key: another key's, or a version-1 value (from before sealed boxes)
-      const rows = await trx('webhook_endpoints')
-        .where('secret_key_id', '<>', sealer.keyId)
-        .orWhere('previous_secret_key_id', '<>', sealer.keyId)
-        .orWhereRaw('get_byte(secret_sealed, 0) <> 2 OR get_byte(previous_secret_sealed, 0) <> 2')
-        .orderBy('id')
-        .forNoKeyUpdate()
-        .select('id', 'secret_key_id', 'secret_sealed', 'previous_secret_key_id', 'previous_secret_sealed', 'previous_secret_expires_at');
-      for (const row of rows) {
-        const current = openSigningSecret(row.id, { keyId: row.secret_key_id, sealed: row.secret_sealed });
-        const previousLive = row.previous_secret_sealed && row.previous_secret_expires_at > new Date();
-        const previous = previousLive ? sealer.columns(row.id, openSigningSecret(row.id, { keyId: row.previous_secret_key_id, sealed: row.previous_secret_sealed })) : null;
-        await trx('webhook_endpoints')
-          .where({ id: row.id })
-          .update({
-            ...sealer.columns(row.id, current),
-            previous_secret_key_id: previous?.secret_key_id ?? null,
-            previous_secret_sealed: previous?.secret_sealed ?? null,
-            previous_secret_expires_at: previous ? row.previous_secret_expires_at : null,
+  const { result, ...rotated } = await rotateMasterKey(
+    () =>
+      withSealingLock(db, 'exclusive', async (trx, sealer) => {
+        // every secret not in a sealed box to the new key: another key's, or a version-1 value (from before sealed boxes)
+        const rows = await trx('webhook_endpoints')
+          .where('secret_key_id', '<>', sealer.keyId)
+          .orWhere('previous_secret_key_id', '<>', sealer.keyId)
+          .orWhereRaw('get_byte(secret_sealed, 0) <> 2 OR get_byte(previous_secret_sealed, 0) <> 2')
+          .orderBy('id')
+          .forNoKeyUpdate()
+          .select(
+            'id',
+            'secret_key_id',
+            'secret_sealed',
+            'previous_secret_key_id',
+            'previous_secret_sealed',
+            'previous_secret_expires_at',
+          );
+        for (const row of rows) {
+          const current = openSigningSecret(row.id, { keyId: row.secret_key_id, sealed: row.secret_sealed });
+          const previousLive = row.previous_secret_sealed && row.previous_secret_expires_at > new Date();
+          const previous = previousLive
+            ? sealer.columns(
+                row.id,
+                openSigningSecret(row.id, { keyId: row.previous_secret_key_id, sealed: row.previous_secret_sealed }),
+              )
+            : null;
+          await trx('webhook_endpoints')
+            .where({ id: row.id })
+            .update({
+              ...sealer.columns(row.id, current),
+              previous_secret_key_id: previous?.secret_key_id ?? null,
+              previous_secret_sealed: previous?.secret_sealed ?? null,
+              previous_secret_expires_at: previous ? row.previous_secret_expires_at : null,
+            });
+        }
+        // the new key's id (a digest, never the key) and how many endpoints it now seals
+        if (options.audit)
+          await recordAudit(trx, options.audit, {
+            action: 'master_key.rotate',
+            workspaceId: null,
+            target: { type: 'master_key', id: sealer.keyId },
+            changes: { resealed: rows.length },
           });
-      }
-      // the new key's id (a digest, never the key) and how many endpoints it now seals
-      if (options.audit) await recordAudit(trx, options.audit, { action: 'master_key.rotate', workspaceId: null, target: { type: 'master_key', id: sealer.keyId }, changes: { resealed: rows.length } });
-      return rows.length;
-    }),
+        return rows.length;
+      }),
     options,
   );
   return { ...rotated, resealed: result };

@@ -12,7 +12,11 @@ export function signatureDigest(secret: string, timestamp: number, body: string 
  * The `service-signature` header value for one attempt: `t=<unix seconds>,v1=<hex digest>`, one `v1` per secret
  * in the order given (during a rotation's overlap: the new secret first).
  */
-export function signatureHeader(secrets: string | readonly string[], body: string | Buffer, timestamp = Math.floor(Date.now() / 1000)): string {
+export function signatureHeader(
+  secrets: string | readonly string[],
+  body: string | Buffer,
+  timestamp = Math.floor(Date.now() / 1000),
+): string {
   const list = typeof secrets === 'string' ? [secrets] : secrets;
   return `t=${timestamp},${list.map((secret) => `v1=${signatureDigest(secret, timestamp, body)}`).join(',')}`;
 }
@@ -30,8 +34,17 @@ export function standardWebhooksKey(secret: string): Buffer {
 }
 
 /** One Standard Webhooks signature: base64 HMAC-SHA256 of `<id>.<timestamp>.<body>`. */
-export function standardWebhooksSignature(secret: string, id: string, timestamp: number, body: string | Buffer): string {
-  return crypto.createHmac('sha256', standardWebhooksKey(secret)).update(`${id}.${timestamp}.`).update(body).digest('base64');
+export function standardWebhooksSignature(
+  secret: string,
+  id: string,
+  timestamp: number,
+  body: string | Buffer,
+): string {
+  return crypto
+    .createHmac('sha256', standardWebhooksKey(secret))
+    .update(`${id}.${timestamp}.`)
+    .update(body)
+    .digest('base64');
 }
 
 /** The three Standard Webhooks headers of one attempt, signed with every secret given, in that order. */
@@ -49,7 +62,13 @@ export function standardWebhooksHeaders(
   };
 }
 
-export type VerifyFailure = 'missing_header' | 'missing_timestamp' | 'bad_timestamp' | 'timestamp_out_of_tolerance' | 'no_signature' | 'signature_mismatch';
+export type VerifyFailure =
+  | 'missing_header'
+  | 'missing_timestamp'
+  | 'bad_timestamp'
+  | 'timestamp_out_of_tolerance'
+  | 'no_signature'
+  | 'signature_mismatch';
 
 export type VerifyResult = { ok: true; timestamp: number } | { ok: false; reason: VerifyFailure };
 

@@ -57,17 +57,24 @@ export async function queueTestDelivery(
   const { workspaceId, endpointId, idempotencyKey: key, now, example } = input;
   return db.transaction(async (trx) => {
     await lockTestDeliveries(trx, workspaceId);
-    const endpoint = await trx('webhook_endpoints').where({ id: endpointId, workspace_id: workspaceId }).whereNull('deleted_at').first('id', 'is_active');
+    const endpoint = await trx('webhook_endpoints')
+      .where({ id: endpointId, workspace_id: workspaceId })
+      .whereNull('deleted_at')
+      .first('id', 'is_active');
     if (!endpoint) throw new NotFoundError('No webhook endpoint with this id in your workspace.');
     if (example && example.event !== TEST_EVENT && !endpoint.is_active) {
-      throw new ConflictError(`webhook endpoint ${endpointId} is switched off; ${SWITCH_ON_FIRST(endpointId)}`, 'endpointId');
+      throw new ConflictError(
+        `webhook endpoint ${endpointId} is switched off; ${SWITCH_ON_FIRST(endpointId)}`,
+        'endpointId',
+      );
     }
     const previous = await trx('test_idempotency_keys')
       .where({ workspace_id: workspaceId, key })
       .where('created_at', '>', new Date(now.getTime() - IDEMPOTENCY_WINDOW_MS))
       .first('endpoint_id', 'delivery_id');
     if (previous) {
-      if (previous.endpoint_id !== endpointId) throw new KeyReusedError('This Idempotency-Key was already used for another webhook endpoint.');
+      if (previous.endpoint_id !== endpointId)
+        throw new KeyReusedError('This Idempotency-Key was already used for another webhook endpoint.');
       return { deliveryId: previous.delivery_id, replayed: true };
     }
     // Test deliveries: of webhook.test and of example events alike (their events' source is `test`).
@@ -87,13 +94,24 @@ export async function queueTestDelivery(
       .select(trx.raw('count(*)::int AS n'), trx.raw('min(created_at) AS oldest'))
       .first();
     if (recent.n >= MAX_TEST_CALLS_PER_MINUTE) {
-      throw new LimitError(testLimitMessage('calls_per_minute'), secondsUntil(new Date(recent.oldest.getTime() + RATE_WINDOW_MS), now));
+      throw new LimitError(
+        testLimitMessage('calls_per_minute'),
+        secondsUntil(new Date(recent.oldest.getTime() + RATE_WINDOW_MS), now),
+      );
     }
-    const [event] = await trx('events').insert({ workspace_id: workspaceId, ...testEvent(endpointId, example?.event ?? TEST_EVENT), source: 'test' }).returning('id');
+    const [event] = await trx('events')
+      .insert({ workspace_id: workspaceId, ...testEvent(endpointId, example?.event ?? TEST_EVENT), source: 'test' })
+      .returning('id');
     const [delivery] = await createDeliveries(trx, [event.id], { kind: 'endpoint', endpointId });
-    if (!delivery) throw new Error(`queueTestDelivery: no delivery made for endpoint ${endpointId}, which this transaction holds`);
+    if (!delivery)
+      throw new Error(`queueTestDelivery: no delivery made for endpoint ${endpointId}, which this transaction holds`);
     if (example?.audit) {
-      await recordAudit(trx, example.audit, { action: 'event.send_example', workspaceId, target: { type: 'delivery', id: delivery.id }, changes: { event: example.event, endpointId } });
+      await recordAudit(trx, example.audit, {
+        action: 'event.send_example',
+        workspaceId,
+        target: { type: 'delivery', id: delivery.id },
+        changes: { event: example.event, endpointId },
+      });
     }
     // An expired key is taken over by this request.
     await trx('test_idempotency_keys')
@@ -110,8 +128,13 @@ export async function queueTestDelivery(
  * are unique in a workspace.
  */
 function testEvent(endpointId: string, event: string): { event: string; data: string; dedupe_key: string | null } {
-  if (event === TEST_EVENT) return { event, data: JSON.stringify({ endpointId, message: TEST_MESSAGE }), dedupe_key: null };
+  if (event === TEST_EVENT)
+    return { event, data: JSON.stringify({ endpointId, message: TEST_MESSAGE }), dedupe_key: null };
   const definition = eventDefinition(event);
   if (!definition) throw new Error(`queueTestDelivery: unknown event ${event}`);
-  return { event, data: JSON.stringify(definition.example.data), dedupe_key: definition.hasDedupeKey ? `example:${crypto.randomUUID()}` : null };
+  return {
+    event,
+    data: JSON.stringify(definition.example.data),
+    dedupe_key: definition.hasDedupeKey ? `example:${crypto.randomUUID()}` : null,
+  };
 }

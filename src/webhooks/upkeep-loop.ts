@@ -33,7 +33,10 @@ export function startUpkeepLoop(
         // (only the workspaces with recorded changes: a sweep of every workspace each tick would grow with the tenants)
         const { rows } = await db.raw(
           `SELECT coalesce(array_agg(DISTINCT workspace_id::text), '{}') AS ids FROM entity_changes WHERE ?::uuid[] IS NULL OR workspace_id = ANY (?::uuid[])`,
-          [workspaceIds === null ? null : `{${workspaceIds.join(',')}}`, workspaceIds === null ? null : `{${workspaceIds.join(',')}}`],
+          [
+            workspaceIds === null ? null : `{${workspaceIds.join(',')}}`,
+            workspaceIds === null ? null : `{${workspaceIds.join(',')}}`,
+          ],
         );
         const changed = rows[0].ids as string[];
         const events = changed.length === 0 ? 0 : await runDerivedSweep(db, new Date(), changed, { folded: true });

@@ -52,7 +52,12 @@ export type { WorkerSettings };
  * derived events of each commit that records changes (at once, change-listener.ts), the fold of the append-only
  * running totals (every second) and retention (at start, then every 10 minutes).
  */
-export async function startWorker(db: Knex, logger: Logger, metrics?: ServiceMetrics, settings: WorkerSettings = processConfig().worker): Promise<Worker> {
+export async function startWorker(
+  db: Knex,
+  logger: Logger,
+  metrics?: ServiceMetrics,
+  settings: WorkerSettings = processConfig().worker,
+): Promise<Worker> {
   const { retentionDays } = settings;
   const dispatcher = new Dispatcher({
     db,

@@ -9,7 +9,13 @@ import { createAdminToken, revokeAdminToken } from '../../src/admin-tokens.js';
 import { createApiKey, createWorkspace } from '../../src/workspaces.js';
 import { createClient, type Client } from '../../generated/admin/client/index.js';
 import {
-  createApiKey as createApiKeyOp, createWorkspace as createWorkspaceOp, getWorkspace, listApiKeys, listAuditEntries, listWorkspaces, revokeApiKey as revokeApiKeyOp,
+  createApiKey as createApiKeyOp,
+  createWorkspace as createWorkspaceOp,
+  getWorkspace,
+  listApiKeys,
+  listAuditEntries,
+  listWorkspaces,
+  revokeApiKey as revokeApiKeyOp,
   updateWorkspace as updateWorkspaceOp,
 } from '../../generated/admin/sdk.gen.js';
 
@@ -28,8 +34,16 @@ describe('the admin API', () => {
   const secrets: string[] = [];
 
   /** The client's answer, checked against the admin document. */
-  function documented<T extends { data?: unknown; error?: unknown; response: Response }>(method: string, path: string, result: T): T {
-    expectAdminDocumented(method, path, { status: result.response.status, headers: result.response.headers, body: result.data ?? result.error });
+  function documented<T extends { data?: unknown; error?: unknown; response: Response }>(
+    method: string,
+    path: string,
+    result: T,
+  ): T {
+    expectAdminDocumented(method, path, {
+      status: result.response.status,
+      headers: result.response.headers,
+      body: result.data ?? result.error,
+    });
     return result;
   }
 
@@ -49,49 +63,130 @@ describe('the admin API', () => {
 
   it('walks every operation through the generated client, each change audited with the token as the actor', async () => {
     const slug = unique('walk');
-    const created = documented('POST', '/admin/v1/workspaces', await createWorkspaceOp({ client, body: { slug, timezone: 'Asia/Riyadh', remindersAhead: 5 } }));
+    const created = documented(
+      'POST',
+      '/admin/v1/workspaces',
+      await createWorkspaceOp({ client, body: { slug, timezone: 'Asia/Riyadh', remindersAhead: 5 } }),
+    );
     expect(created.response.status).to.equal(201);
     const ws = created.data!;
-    expect(ws).to.deep.equal({ id: ws.id, slug, status: 'active', timezone: 'Asia/Riyadh', remindersAhead: 5, webhookAllowedCidrs: [] }); // (an all-workspaces token sees the opened ranges)
+    expect(ws).to.deep.equal({
+      id: ws.id,
+      slug,
+      status: 'active',
+      timezone: 'Asia/Riyadh',
+      remindersAhead: 5,
+      webhookAllowedCidrs: [],
+    }); // (an all-workspaces token sees the opened ranges)
     const workspaceId = ws.id;
 
     const listed = documented('GET', '/admin/v1/workspaces', await listWorkspaces({ client, query: { slug } }));
     expect(listed.data).to.deep.equal({ rows: [ws] });
-    expect(documented('GET', '/admin/v1/workspaces', await listWorkspaces({ client, query: { slug: unique('none') } })).data).to.deep.equal({ rows: [] });
-    expect(documented('GET', `/admin/v1/workspaces/${workspaceId}`, await getWorkspace({ client, path: { workspaceId } })).data).to.deep.equal(ws);
+    expect(
+      documented('GET', '/admin/v1/workspaces', await listWorkspaces({ client, query: { slug: unique('none') } })).data,
+    ).to.deep.equal({ rows: [] });
+    expect(
+      documented('GET', `/admin/v1/workspaces/${workspaceId}`, await getWorkspace({ client, path: { workspaceId } }))
+        .data,
+    ).to.deep.equal(ws);
 
-    const updated = documented('PATCH', `/admin/v1/workspaces/${workspaceId}`, await updateWorkspaceOp({ client, path: { workspaceId }, body: { status: 'frozen', remindersAhead: 7 } }));
+    const updated = documented(
+      'PATCH',
+      `/admin/v1/workspaces/${workspaceId}`,
+      await updateWorkspaceOp({ client, path: { workspaceId }, body: { status: 'frozen', remindersAhead: 7 } }),
+    );
     expect(updated.data).to.deep.equal({ ...ws, status: 'frozen', remindersAhead: 7 });
 
-    const key = documented('POST', `/admin/v1/workspaces/${workspaceId}/api-keys`, await createApiKeyOp({ client, path: { workspaceId }, body: { role: 'bi', expiresAt: '2030-01-01T00:00:00Z' } }));
+    const key = documented(
+      'POST',
+      `/admin/v1/workspaces/${workspaceId}/api-keys`,
+      await createApiKeyOp({ client, path: { workspaceId }, body: { role: 'bi', expiresAt: '2030-01-01T00:00:00Z' } }),
+    );
     expect(key.response.status).to.equal(201);
     expect(key.data!.key).to.match(/^frs_[0-9A-Za-z]{40}$/);
-    expect(key.data).to.deep.equal({ id: key.data!.id, key: key.data!.key, role: 'bi', expiresAt: '2030-01-01T00:00:00.000Z' });
+    expect(key.data).to.deep.equal({
+      id: key.data!.id,
+      key: key.data!.key,
+      role: 'bi',
+      expiresAt: '2030-01-01T00:00:00.000Z',
+    });
     secrets.push(key.data!.key);
 
-    const keys = documented('GET', `/admin/v1/workspaces/${workspaceId}/api-keys`, await listApiKeys({ client, path: { workspaceId } }));
-    expect(keys.data!.rows.map((k) => [k.id, k.role, k.expiresAt, k.revokedAt])).to.deep.equal([[key.data!.id, 'bi', '2030-01-01T00:00:00.000Z', null]]);
+    const keys = documented(
+      'GET',
+      `/admin/v1/workspaces/${workspaceId}/api-keys`,
+      await listApiKeys({ client, path: { workspaceId } }),
+    );
+    expect(keys.data!.rows.map((k) => [k.id, k.role, k.expiresAt, k.revokedAt])).to.deep.equal([
+      [key.data!.id, 'bi', '2030-01-01T00:00:00.000Z', null],
+    ]);
     expect(JSON.stringify(keys.data)).not.to.include(key.data!.key);
 
     const revokePath = `/admin/v1/workspaces/${workspaceId}/api-keys/${key.data!.id}/revoke`;
-    const revoked = documented('POST', revokePath, await revokeApiKeyOp({ client, path: { workspaceId, keyId: key.data!.id } }));
+    const revoked = documented(
+      'POST',
+      revokePath,
+      await revokeApiKeyOp({ client, path: { workspaceId, keyId: key.data!.id } }),
+    );
     expect(revoked.data!.id).to.equal(key.data!.id);
     // twice: the first time again, nothing recorded
-    expect(documented('POST', revokePath, await revokeApiKeyOp({ client, path: { workspaceId, keyId: key.data!.id } })).data).to.deep.equal(revoked.data);
+    expect(
+      documented('POST', revokePath, await revokeApiKeyOp({ client, path: { workspaceId, keyId: key.data!.id } })).data,
+    ).to.deep.equal(revoked.data);
 
-    const audit = documented('GET', '/admin/v1/audit-entries', await listAuditEntries({ client, query: { workspace: workspaceId } }));
+    const audit = documented(
+      'GET',
+      '/admin/v1/audit-entries',
+      await listAuditEntries({ client, query: { workspace: workspaceId } }),
+    );
     const actor = { type: 'admin_token', id: token.id, name: 'platform backend' };
     const target = (type: string, id: string) => ({ type, id });
     expect(audit.data!.nextCursor).to.equal(null);
-    expect(audit.data!.rows.map(({ actor: a, action, workspaceId: w, target: t, changes }) => ({ actor: a, action, workspaceId: w, target: t, changes }))).to.deep.equal([
-      { actor, action: 'api_key.revoke', workspaceId, target: target('api_key', key.data!.id), changes: { revokedAt: revoked.data!.revokedAt } },
-      { actor, action: 'api_key.create', workspaceId, target: target('api_key', key.data!.id), changes: { role: 'bi', expiresAt: '2030-01-01T00:00:00.000Z' } },
-      { actor, action: 'workspace.update', workspaceId, target: target('workspace', workspaceId), changes: { status: { from: 'active', to: 'frozen' }, remindersAhead: { from: 5, to: 7 } } },
-      { actor, action: 'workspace.create', workspaceId, target: target('workspace', workspaceId), changes: { slug, status: 'active', timezone: 'Asia/Riyadh', remindersAhead: 5 } },
+    expect(
+      audit.data!.rows.map(({ actor: a, action, workspaceId: w, target: t, changes }) => ({
+        actor: a,
+        action,
+        workspaceId: w,
+        target: t,
+        changes,
+      })),
+    ).to.deep.equal([
+      {
+        actor,
+        action: 'api_key.revoke',
+        workspaceId,
+        target: target('api_key', key.data!.id),
+        changes: { revokedAt: revoked.data!.revokedAt },
+      },
+      {
+        actor,
+        action: 'api_key.create',
+        workspaceId,
+        target: target('api_key', key.data!.id),
+        changes: { role: 'bi', expiresAt: '2030-01-01T00:00:00.000Z' },
+      },
+      {
+        actor,
+        action: 'workspace.update',
+        workspaceId,
+        target: target('workspace', workspaceId),
+        changes: { status: { from: 'active', to: 'frozen' }, remindersAhead: { from: 5, to: 7 } },
+      },
+      {
+        actor,
+        action: 'workspace.create',
+        workspaceId,
+        target: target('workspace', workspaceId),
+        changes: { slug, status: 'active', timezone: 'Asia/Riyadh', remindersAhead: 5 },
+      },
     ]);
     // each entry carries the id of the request that made it
-    expect(audit.data!.rows.every((e) => typeof e.requestId === 'string' && e.requestId.startsWith('req_'))).to.equal(true);
-    expect(JSON.stringify(await db('audit_entries').where({ workspace_id: workspaceId }).select())).not.to.include(key.data!.key.slice(4));
+    expect(audit.data!.rows.every((e) => typeof e.requestId === 'string' && e.requestId.startsWith('req_'))).to.equal(
+      true,
+    );
+    expect(JSON.stringify(await db('audit_entries').where({ workspace_id: workspaceId }).select())).not.to.include(
+      key.data!.key.slice(4),
+    );
   });
 
   it('pages the audit trail by signed cursor, newest first, and refuses a cursor used with other parameters', async () => {
@@ -100,13 +195,19 @@ describe('the admin API', () => {
     const seen: string[] = [];
     let cursor: string | undefined;
     do {
-      const page = documented('GET', '/admin/v1/audit-entries', await listAuditEntries({ client, query: { workspace: ws.id, limit: 2, cursor } }));
+      const page = documented(
+        'GET',
+        '/admin/v1/audit-entries',
+        await listAuditEntries({ client, query: { workspace: ws.id, limit: 2, cursor } }),
+      );
       seen.push(...page.data!.rows.map((e) => e.changes.role as string));
       cursor = page.data!.nextCursor ?? undefined;
     } while (cursor);
     expect(seen).to.deep.equal(['r4', 'r3', 'r2', 'r1', 'r0']);
     const first = await listAuditEntries({ client, query: { workspace: ws.id, limit: 2 } });
-    const other = await admin.request('GET', `/admin/v1/audit-entries?limit=2&cursor=${first.data!.nextCursor}`, { token: token.token });
+    const other = await admin.request('GET', `/admin/v1/audit-entries?limit=2&cursor=${first.data!.nextCursor}`, {
+      token: token.token,
+    });
     expect(other.status).to.equal(400);
     expect(other.body.error.reason).to.equal('cursor');
   });
@@ -115,10 +216,15 @@ describe('the admin API', () => {
     const ws = await createWorkspace(db, { slug: unique('revoke') });
     const api: TestApi = await startApi({ keyCache: true });
     try {
-      const made = await admin.request('POST', `/admin/v1/workspaces/${ws.id}/api-keys`, { token: token.token, body: {} });
+      const made = await admin.request('POST', `/admin/v1/workspaces/${ws.id}/api-keys`, {
+        token: token.token,
+        body: {},
+      });
       secrets.push(made.body.key);
       expect((await api.get('/v1/me', made.body.key)).status).to.equal(200); // remembered now
-      await admin.request('POST', `/admin/v1/workspaces/${ws.id}/api-keys/${made.body.id}/revoke`, { token: token.token });
+      await admin.request('POST', `/admin/v1/workspaces/${ws.id}/api-keys/${made.body.id}/revoke`, {
+        token: token.token,
+      });
       const revokedAt = Date.now();
       let status = 200;
       while (status === 200 && Date.now() - revokedAt < 1000) {
@@ -138,7 +244,13 @@ describe('the admin API', () => {
     await revokeAdminToken(db, revoked.id, OPERATOR);
     const expired = await createAdminToken(db, { name: 'old', expiresAt: '2020-01-01T00:00:00Z' }, OPERATOR);
     secrets.push(apiKey.key, revoked.token, expired.token);
-    for (const [credential, reason] of [[undefined, 'missing'], [apiKey.key, 'unknown'], [`fra_${'x'.repeat(40)}`, 'unknown'], [revoked.token, 'revoked'], [expired.token, 'expired']] as const) {
+    for (const [credential, reason] of [
+      [undefined, 'missing'],
+      [apiKey.key, 'unknown'],
+      [`fra_${'x'.repeat(40)}`, 'unknown'],
+      [revoked.token, 'revoked'],
+      [expired.token, 'expired'],
+    ] as const) {
       const res = await admin.request('GET', '/admin/v1/workspaces', { token: credential });
       expect(res.status, reason).to.equal(401);
       expect(res.body.error).to.deep.include({ code: 'unauthorized', reason });
@@ -167,8 +279,12 @@ describe('the admin API', () => {
     const scoped = await createAdminToken(db, { name: 'screen', workspaceSlug: mine.slug }, OPERATOR);
     secrets.push(scoped.token, theirKey.key);
     const as = { token: scoped.token };
-    expect((await admin.request('GET', '/admin/v1/workspaces', as)).body.rows.map((w: { id: string }) => w.id)).to.deep.equal([mine.id]);
-    expect((await admin.request('GET', `/admin/v1/workspaces?slug=${theirs.slug}`, as)).body).to.deep.equal({ rows: [] });
+    expect(
+      (await admin.request('GET', '/admin/v1/workspaces', as)).body.rows.map((w: { id: string }) => w.id),
+    ).to.deep.equal([mine.id]);
+    expect((await admin.request('GET', `/admin/v1/workspaces?slug=${theirs.slug}`, as)).body).to.deep.equal({
+      rows: [],
+    });
     expect((await admin.request('GET', `/admin/v1/workspaces/${mine.id}`, as)).status).to.equal(200);
     for (const [method, path, body] of [
       ['GET', `/admin/v1/workspaces/${theirs.id}`],
@@ -190,7 +306,9 @@ describe('the admin API', () => {
     // nothing of theirs changed
     expect((await db('workspaces').where({ id: theirs.id }).first('status')).status).to.equal('active');
     expect((await db('api_keys').where({ id: theirKey.id }).first('revoked_at')).revoked_at).to.equal(null);
-    expect(await db('audit_entries').where({ workspace_id: theirs.id }).count<{ count: number }[]>('* as count')).to.deep.equal([{ count: 0 }]);
+    expect(
+      await db('audit_entries').where({ workspace_id: theirs.id }).count<{ count: number }[]>('* as count'),
+    ).to.deep.equal([{ count: 0 }]);
   });
 
   it('a token confined to a workspace cannot change its status (403 reason status, nothing changed): the platform froze it', async () => {
@@ -198,18 +316,29 @@ describe('the admin API', () => {
     const scoped = await createAdminToken(db, { name: 'tenant backend', workspaceSlug: mine.slug }, OPERATOR);
     secrets.push(scoped.token);
     const path = `/admin/v1/workspaces/${mine.id}`;
-    expect((await admin.request('PATCH', path, { token: token.token, body: { status: 'frozen' } })).status).to.equal(200);
+    expect((await admin.request('PATCH', path, { token: token.token, body: { status: 'frozen' } })).status).to.equal(
+      200,
+    );
     for (const body of [{ status: 'active' }, { status: 'frozen', timezone: 'Europe/Berlin' }]) {
       const refused = await admin.request('PATCH', path, { token: scoped.token, body });
       expect(refused.status, JSON.stringify(body)).to.equal(403);
       expect(refused.body.error).to.deep.include({ code: 'forbidden', reason: 'status' });
     }
-    expect(await db('workspaces').where({ id: mine.id }).first('status', 'timezone')).to.deep.equal({ status: 'frozen', timezone: mine.timezone });
-    expect(await db('audit_entries').where({ workspace_id: mine.id, action: 'workspace.update' }).count<{ count: number }[]>('* as count')).to.deep.equal([{ count: 1 }]);
+    expect(await db('workspaces').where({ id: mine.id }).first('status', 'timezone')).to.deep.equal({
+      status: 'frozen',
+      timezone: mine.timezone,
+    });
+    expect(
+      await db('audit_entries')
+        .where({ workspace_id: mine.id, action: 'workspace.update' })
+        .count<{ count: number }[]>('* as count'),
+    ).to.deep.equal([{ count: 1 }]);
     // Its other settings are its own to change; the platform's token lifts the freeze.
     const zone = await admin.request('PATCH', path, { token: scoped.token, body: { timezone: 'Europe/Berlin' } });
     expect([zone.status, zone.body.status, zone.body.timezone]).to.deep.equal([200, 'frozen', 'Europe/Berlin']);
-    expect((await admin.request('PATCH', path, { token: token.token, body: { status: 'active' } })).body.status).to.equal('active');
+    expect(
+      (await admin.request('PATCH', path, { token: token.token, body: { status: 'active' } })).body.status,
+    ).to.equal('active');
   });
 
   it('Idempotency-Key: the same request again answers the first answer (the same key, no second record); another request is 409', async () => {
@@ -223,27 +352,59 @@ describe('the admin API', () => {
     expect(again.status).to.equal(201);
     expect(again.body).to.deep.equal(first.body);
     secrets.push(first.body.key);
-    expect(await db('api_keys').where({ workspace_id: ws.id }).count<{ count: number }[]>('* as count')).to.deep.equal([{ count: 1 }]);
-    expect(await db('audit_entries').where({ workspace_id: ws.id, action: 'api_key.create' }).count<{ count: number }[]>('* as count')).to.deep.equal([{ count: 1 }]);
+    expect(await db('api_keys').where({ workspace_id: ws.id }).count<{ count: number }[]>('* as count')).to.deep.equal([
+      { count: 1 },
+    ]);
+    expect(
+      await db('audit_entries')
+        .where({ workspace_id: ws.id, action: 'api_key.create' })
+        .count<{ count: number }[]>('* as count'),
+    ).to.deep.equal([{ count: 1 }]);
     // kept sealed: neither the key nor any part of the answer in plain text, and the Idempotency-Key only as its SHA-256
-    expect(await db('admin_idempotency_keys').where({ token_id: token.id, key: headers['Idempotency-Key'] }).first()).to.equal(undefined);
-    const kept = await db('admin_idempotency_keys').where({ token_id: token.id, key: crypto.createHash('sha256').update(headers['Idempotency-Key']).digest('hex') }).first();
+    expect(
+      await db('admin_idempotency_keys').where({ token_id: token.id, key: headers['Idempotency-Key'] }).first(),
+    ).to.equal(undefined);
+    const kept = await db('admin_idempotency_keys')
+      .where({ token_id: token.id, key: crypto.createHash('sha256').update(headers['Idempotency-Key']).digest('hex') })
+      .first();
     expect(kept.status).to.equal(201);
-    expect(kept.response_sealed.toString('latin1')).not.to.include(first.body.key.slice(4)).and.not.to.include(first.body.id);
+    expect(kept.response_sealed.toString('latin1'))
+      .not.to.include(first.body.key.slice(4))
+      .and.not.to.include(first.body.id);
 
     const conflict = await admin.request('POST', path, { token: token.token, headers, body: { role: 'other' } });
     expect(conflict.status).to.equal(409);
     expect(conflict.body.error).to.deep.include({ code: 'idempotency_key_reused', reason: 'Idempotency-Key' });
     // the same key on another operation is another request too
-    const elsewhere = await admin.request('POST', '/admin/v1/workspaces', { token: token.token, headers, body: { role: 'bi' } });
+    const elsewhere = await admin.request('POST', '/admin/v1/workspaces', {
+      token: token.token,
+      headers,
+      body: { role: 'bi' },
+    });
     expect(elsewhere.status).to.equal(400); // (its body is refused first: role is no field of a workspace)
     const workspaceRetry = { 'Idempotency-Key': `ws-${Date.now()}` };
     const slug = unique('idem-ws');
-    const w1 = await admin.request('POST', '/admin/v1/workspaces', { token: token.token, headers: workspaceRetry, body: { slug } });
-    const w2 = await admin.request('POST', '/admin/v1/workspaces', { token: token.token, headers: workspaceRetry, body: { slug } });
+    const w1 = await admin.request('POST', '/admin/v1/workspaces', {
+      token: token.token,
+      headers: workspaceRetry,
+      body: { slug },
+    });
+    const w2 = await admin.request('POST', '/admin/v1/workspaces', {
+      token: token.token,
+      headers: workspaceRetry,
+      body: { slug },
+    });
     expect([w1.status, w2.status]).to.deep.equal([201, 201]);
     expect(w2.body).to.deep.equal(w1.body);
-    expect((await admin.request('POST', '/admin/v1/workspaces', { token: token.token, headers: workspaceRetry, body: { slug: unique('x') } })).status).to.equal(409);
+    expect(
+      (
+        await admin.request('POST', '/admin/v1/workspaces', {
+          token: token.token,
+          headers: workspaceRetry,
+          body: { slug: unique('x') },
+        })
+      ).status,
+    ).to.equal(409);
     // keys are per token: another token's same key is its own
     const other = await createAdminToken(db, { name: 'other' }, OPERATOR);
     secrets.push(other.token);
@@ -271,16 +432,29 @@ describe('the admin API', () => {
     ];
     for (const [method, path, body, status, reason] of cases) {
       const res = await admin.request(method, path, { ...as, body });
-      expect([res.status, res.body.error.reason], `${method} ${path} ${JSON.stringify(body)}`).to.deep.equal([status, reason]);
+      expect([res.status, res.body.error.reason], `${method} ${path} ${JSON.stringify(body)}`).to.deep.equal([
+        status,
+        reason,
+      ]);
     }
     const missing = '5d0c9a1e-1111-4222-8333-944455556666';
-    for (const [method, path] of [['GET', `/admin/v1/workspaces/${missing}`], ['POST', `/admin/v1/workspaces/${ws.id}/api-keys/${missing}/revoke`]] as const) {
+    for (const [method, path] of [
+      ['GET', `/admin/v1/workspaces/${missing}`],
+      ['POST', `/admin/v1/workspaces/${ws.id}/api-keys/${missing}/revoke`],
+    ] as const) {
       const res = await admin.request(method, path, as);
       expect(res.status).to.equal(404);
     }
-    expect((await db('workspaces').where({ id: ws.id }).first('status', 'reminders_ahead'))).to.deep.equal({ status: 'active', reminders_ahead: 3 });
-    expect(await db('api_keys').where({ workspace_id: ws.id }).count<{ count: number }[]>('* as count')).to.deep.equal([{ count: 0 }]);
-    expect(await db('audit_entries').where({ workspace_id: ws.id }).count<{ count: number }[]>('* as count')).to.deep.equal([{ count: 0 }]);
+    expect(await db('workspaces').where({ id: ws.id }).first('status', 'reminders_ahead')).to.deep.equal({
+      status: 'active',
+      reminders_ahead: 3,
+    });
+    expect(await db('api_keys').where({ workspace_id: ws.id }).count<{ count: number }[]>('* as count')).to.deep.equal([
+      { count: 0 },
+    ]);
+    expect(
+      await db('audit_entries').where({ workspace_id: ws.id }).count<{ count: number }[]>('* as count'),
+    ).to.deep.equal([{ count: 0 }]);
   });
 
   it('serves its document at /openapi.json and its reference at /docs', async () => {
@@ -288,6 +462,8 @@ describe('the admin API', () => {
     expect((await doc.json()).info.title).to.equal('Fleet Rental Service admin API');
     const page = await fetch(`${admin.url}/docs`);
     expect(await page.text()).to.include('<title>Fleet Rental Service admin API</title>');
-    expect(await (await fetch(`${admin.url}/docs/configuration.js`)).text()).to.include('"preferredSecurityScheme":"adminToken"');
+    expect(await (await fetch(`${admin.url}/docs/configuration.js`)).text()).to.include(
+      '"preferredSecurityScheme":"adminToken"',
+    );
   });
 });

@@ -11,35 +11,60 @@ describe('admin API: request bodies', () => {
   let token: string;
   before(async () => {
     admin = await startAdminApi({ authFailures: { perMinute: 0, trustedProxies: [] } });
-    token = (await createAdminToken((await testDatabase()).db, { name: 'bodies test' }, { actor: { type: 'cli', name: 'test' } })).token;
+    token = (
+      await createAdminToken(
+        (await testDatabase()).db,
+        { name: 'bodies test' },
+        { actor: { type: 'cli', name: 'test' } },
+      )
+    ).token;
   });
   after(() => admin.close());
 
   const slug = () => `bodies-${Math.random().toString(36).slice(2, 10)}`;
-  const workspaceCount = async (s: string) => Number((await (await testDatabase()).db('workspaces').where({ slug: s }).count({ n: '*' }))[0].n);
+  const workspaceCount = async (s: string) =>
+    Number((await (await testDatabase()).db('workspaces').where({ slug: s }).count({ n: '*' }))[0].n);
 
   it('answers a body to no route 404 and a body without a good token 401, without reading it', async () => {
     expect((await admin.request('POST', '/admin/v1/nothing', { token, body: '{bad' })).status).to.equal(404);
     const s = slug();
     const unauthenticated = await admin.request('POST', '/admin/v1/workspaces', { body: '{bad' });
     expect(unauthenticated.status).to.equal(401);
-    const wrongToken = await admin.request('POST', '/admin/v1/workspaces', { token: `fra_${'x'.repeat(40)}`, body: { slug: s } });
+    const wrongToken = await admin.request('POST', '/admin/v1/workspaces', {
+      token: `fra_${'x'.repeat(40)}`,
+      body: { slug: s },
+    });
     expect(wrongToken.status).to.equal(401);
     expect(await workspaceCount(s)).to.equal(0);
   });
 
   it('refuses a body that is not JSON by its type, or is compressed, with 415; one over 64 KiB with 413', async () => {
     const s = slug();
-    const asText = await admin.request('POST', '/admin/v1/workspaces', { token, body: JSON.stringify({ slug: s }), headers: { 'content-type': 'text/plain' } });
+    const asText = await admin.request('POST', '/admin/v1/workspaces', {
+      token,
+      body: JSON.stringify({ slug: s }),
+      headers: { 'content-type': 'text/plain' },
+    });
     expect(asText.status).to.equal(415);
     expect(asText.body.error.code).to.equal('unsupported_media_type');
-    const compressed = await admin.request('POST', '/admin/v1/workspaces', { token, body: { slug: s }, headers: { 'content-encoding': 'gzip' } });
+    const compressed = await admin.request('POST', '/admin/v1/workspaces', {
+      token,
+      body: { slug: s },
+      headers: { 'content-encoding': 'gzip' },
+    });
     expect(compressed.status).to.equal(415);
-    const huge = await admin.request('POST', '/admin/v1/workspaces', { token, body: { slug: s, padding: 'x'.repeat(70_000) } });
+    const huge = await admin.request('POST', '/admin/v1/workspaces', {
+      token,
+      body: { slug: s, padding: 'x'.repeat(70_000) },
+    });
     expect(huge.status).to.equal(413);
     expect(await workspaceCount(s)).to.equal(0);
     // the same body as JSON is taken
-    const taken = await admin.request('POST', '/admin/v1/workspaces', { token, body: { slug: s }, headers: { 'content-type': 'application/json; charset=utf-8' } });
+    const taken = await admin.request('POST', '/admin/v1/workspaces', {
+      token,
+      body: { slug: s },
+      headers: { 'content-type': 'application/json; charset=utf-8' },
+    });
     expect(taken.status).to.equal(201);
     await (await testDatabase()).db('workspaces').where({ slug: s }).delete();
   });

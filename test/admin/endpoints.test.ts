@@ -15,7 +15,15 @@ import { publishEvent } from '../../src/webhooks/publish.js';
 import { createClient, type Client } from '../../generated/admin/client/index.js';
 import { reconfigure } from '../support/config.js';
 import {
-  createEndpoint, deleteEndpoint, disableEndpoint, enableEndpoint, getEndpoint, listAuditEntries, listEndpoints, rotateEndpointSecret, updateEndpoint,
+  createEndpoint,
+  deleteEndpoint,
+  disableEndpoint,
+  enableEndpoint,
+  getEndpoint,
+  listAuditEntries,
+  listEndpoints,
+  rotateEndpointSecret,
+  updateEndpoint,
 } from '../../generated/admin/sdk.gen.js';
 
 // The admin API's webhook endpoint operations (issue 24, point 3) against a real database, through the generated client,
@@ -26,7 +34,8 @@ import {
 
 const OPERATOR = { actor: { type: 'cli' as const, name: os.userInfo().username } };
 const unique = (name: string) => `ep-${name}-${process.pid}-${Date.now().toString(36)}`;
-const count = async (query: Knex.QueryBuilder) => Number((await query.count<{ count: string }[]>('* as count'))[0].count);
+const count = async (query: Knex.QueryBuilder) =>
+  Number((await query.count<{ count: string }[]>('* as count'))[0].count);
 
 describe('the admin API: webhook endpoints', () => {
   let db: Knex;
@@ -36,8 +45,16 @@ describe('the admin API: webhook endpoints', () => {
   let receiver: Receiver;
   const secrets: string[] = [];
 
-  function documented<T extends { data?: unknown; error?: unknown; response: Response }>(method: string, path: string, result: T): T {
-    expectAdminDocumented(method, path, { status: result.response.status, headers: result.response.headers, body: result.data ?? result.error });
+  function documented<T extends { data?: unknown; error?: unknown; response: Response }>(
+    method: string,
+    path: string,
+    result: T,
+  ): T {
+    expectAdminDocumented(method, path, {
+      status: result.response.status,
+      headers: result.response.headers,
+      body: result.data ?? result.error,
+    });
     return result;
   }
   const base = (workspaceId: string) => `/admin/v1/workspaces/${workspaceId}/endpoints`;
@@ -61,17 +78,33 @@ describe('the admin API: webhook endpoints', () => {
   it('walks every endpoint operation, each change audited with the token as the actor and never a secret', async () => {
     const ws = await createWorkspace(db, { slug: unique('walk') });
     const workspaceId = ws.id;
-    const created = documented('POST', base(workspaceId), await createEndpoint({
-      client, path: { workspaceId }, body: { url: 'https://hooks.example.ae/fleet', name: 'Accounting sync', events: ['booking.confirmed', 'payment.captured'] },
-    }));
+    const created = documented(
+      'POST',
+      base(workspaceId),
+      await createEndpoint({
+        client,
+        path: { workspaceId },
+        body: {
+          url: 'https://hooks.example.ae/fleet',
+          name: 'Accounting sync',
+          events: ['booking.confirmed', 'payment.captured'],
+        },
+      }),
+    );
     expect(created.response.status).to.equal(201);
     const id = created.data!.id;
     const secret = created.data!.secret;
     secrets.push(secret);
     expect(secret).to.match(/^whsec_[0-9A-Za-z]{40}$/);
     const record = {
-      id, name: 'Accounting sync', url: 'https://hooks.example.ae/fleet', events: ['booking.confirmed', 'payment.captured'], isActive: true, disabledAt: null,
-      lastSuccessAt: null, consecutiveFailures: 0,
+      id,
+      name: 'Accounting sync',
+      url: 'https://hooks.example.ae/fleet',
+      events: ['booking.confirmed', 'payment.captured'],
+      isActive: true,
+      disabledAt: null,
+      lastSuccessAt: null,
+      consecutiveFailures: 0,
     };
     expect(created.data).to.deep.equal({ ...record, secret });
     // stored sealed under the master key, opening to the secret shown
@@ -79,33 +112,79 @@ describe('the admin API: webhook endpoints', () => {
     expect(stored.secret_sealed.toString('latin1')).not.to.include(secret.slice(6));
     expect(openSigningSecret(id, { keyId: stored.secret_key_id, sealed: stored.secret_sealed })).to.equal(secret);
 
-    expect(documented('GET', base(workspaceId), await listEndpoints({ client, path: { workspaceId } })).data).to.deep.equal({ rows: [record] });
-    expect(documented('GET', `${base(workspaceId)}/${id}`, await getEndpoint({ client, path: { workspaceId, endpointId: id } })).data).to.deep.equal(record);
+    expect(
+      documented('GET', base(workspaceId), await listEndpoints({ client, path: { workspaceId } })).data,
+    ).to.deep.equal({ rows: [record] });
+    expect(
+      documented(
+        'GET',
+        `${base(workspaceId)}/${id}`,
+        await getEndpoint({ client, path: { workspaceId, endpointId: id } }),
+      ).data,
+    ).to.deep.equal(record);
 
-    const updated = documented('PATCH', `${base(workspaceId)}/${id}`, await updateEndpoint({
-      client, path: { workspaceId, endpointId: id }, body: { url: 'https://hooks.example.ae/fleet/v2', name: 'Ledger', events: ['invoice.overdue'] },
-    }));
+    const updated = documented(
+      'PATCH',
+      `${base(workspaceId)}/${id}`,
+      await updateEndpoint({
+        client,
+        path: { workspaceId, endpointId: id },
+        body: { url: 'https://hooks.example.ae/fleet/v2', name: 'Ledger', events: ['invoice.overdue'] },
+      }),
+    );
     const v2 = { ...record, url: 'https://hooks.example.ae/fleet/v2', name: 'Ledger', events: ['invoice.overdue'] };
     expect(updated.data).to.deep.equal(v2);
     // absent fields stay; a field sent with its current value is no change
-    const renamed = documented('PATCH', `${base(workspaceId)}/${id}`, await updateEndpoint({ client, path: { workspaceId, endpointId: id }, body: { name: 'Ledger sync', events: ['invoice.overdue'] } }));
+    const renamed = documented(
+      'PATCH',
+      `${base(workspaceId)}/${id}`,
+      await updateEndpoint({
+        client,
+        path: { workspaceId, endpointId: id },
+        body: { name: 'Ledger sync', events: ['invoice.overdue'] },
+      }),
+    );
     expect(renamed.data).to.deep.equal({ ...v2, name: 'Ledger sync' });
 
-    const off = documented('POST', `${base(workspaceId)}/${id}/disable`, await disableEndpoint({ client, path: { workspaceId, endpointId: id } }));
+    const off = documented(
+      'POST',
+      `${base(workspaceId)}/${id}/disable`,
+      await disableEndpoint({ client, path: { workspaceId, endpointId: id } }),
+    );
     expect(off.data).to.deep.equal({ ...v2, name: 'Ledger sync', isActive: false, disabledAt: off.data!.disabledAt });
     expect(new Date(off.data!.disabledAt!).toISOString()).to.equal(off.data!.disabledAt);
-    const on = documented('POST', `${base(workspaceId)}/${id}/enable`, await enableEndpoint({ client, path: { workspaceId, endpointId: id } }));
+    const on = documented(
+      'POST',
+      `${base(workspaceId)}/${id}/enable`,
+      await enableEndpoint({ client, path: { workspaceId, endpointId: id } }),
+    );
     expect(on.data).to.deep.equal({ ...v2, name: 'Ledger sync' });
 
-    const rotated = documented('POST', `${base(workspaceId)}/${id}/rotate-secret`, await rotateEndpointSecret({ client, path: { workspaceId, endpointId: id }, body: { overlapHours: 0 } }));
+    const rotated = documented(
+      'POST',
+      `${base(workspaceId)}/${id}/rotate-secret`,
+      await rotateEndpointSecret({ client, path: { workspaceId, endpointId: id }, body: { overlapHours: 0 } }),
+    );
     expect(rotated.data).to.deep.equal({ id, secret: rotated.data!.secret, previousSecretExpiresAt: null });
-    expect(rotated.data!.secret).to.match(/^whsec_[0-9A-Za-z]{40}$/).and.not.equal(secret);
+    expect(rotated.data!.secret)
+      .to.match(/^whsec_[0-9A-Za-z]{40}$/)
+      .and.not.equal(secret);
     secrets.push(rotated.data!.secret);
 
-    const deleted = documented('DELETE', `${base(workspaceId)}/${id}`, await deleteEndpoint({ client, path: { workspaceId, endpointId: id } }));
+    const deleted = documented(
+      'DELETE',
+      `${base(workspaceId)}/${id}`,
+      await deleteEndpoint({ client, path: { workspaceId, endpointId: id } }),
+    );
     expect(deleted.response.status).to.equal(204);
-    expect(documented('GET', base(workspaceId), await listEndpoints({ client, path: { workspaceId } })).data).to.deep.equal({ rows: [] });
-    for (const [method, path] of [['GET', `${base(workspaceId)}/${id}`], ['DELETE', `${base(workspaceId)}/${id}`], ['POST', `${base(workspaceId)}/${id}/enable`]] as const) {
+    expect(
+      documented('GET', base(workspaceId), await listEndpoints({ client, path: { workspaceId } })).data,
+    ).to.deep.equal({ rows: [] });
+    for (const [method, path] of [
+      ['GET', `${base(workspaceId)}/${id}`],
+      ['DELETE', `${base(workspaceId)}/${id}`],
+      ['POST', `${base(workspaceId)}/${id}/enable`],
+    ] as const) {
       const again = await admin.request(method, path, { token: token.token });
       expect(again.status, `${method} ${path}`).to.equal(404);
       expect(again.body.error.code).to.equal('not_found');
@@ -113,28 +192,73 @@ describe('the admin API: webhook endpoints', () => {
     // the row is kept (soft delete: its delivery log stays readable), marked deleted
     expect((await db('webhook_endpoints').where({ id }).first('deleted_at')).deleted_at).to.be.an.instanceOf(Date);
 
-    const audit = documented('GET', '/admin/v1/audit-entries', await listAuditEntries({ client, query: { workspace: workspaceId } }));
+    const audit = documented(
+      'GET',
+      '/admin/v1/audit-entries',
+      await listAuditEntries({ client, query: { workspace: workspaceId } }),
+    );
     const actor = { type: 'admin_token', id: token.id, name: 'platform backend' };
     const target = { type: 'endpoint', id };
-    expect(audit.data!.rows.map(({ actor: a, action, workspaceId: w, target: t, changes }) => ({ actor: a, action, workspaceId: w, target: t, changes }))).to.deep.equal([
-      { actor, action: 'endpoint.delete', workspaceId, target, changes: { name: 'Ledger sync', url: 'https://hooks.example.ae/fleet/v2' } },
-      { actor, action: 'endpoint.rotate_secret', workspaceId, target, changes: { overlapHours: 0, previousSecretExpiresAt: null } },
+    expect(
+      audit.data!.rows.map(({ actor: a, action, workspaceId: w, target: t, changes }) => ({
+        actor: a,
+        action,
+        workspaceId: w,
+        target: t,
+        changes,
+      })),
+    ).to.deep.equal([
+      {
+        actor,
+        action: 'endpoint.delete',
+        workspaceId,
+        target,
+        changes: { name: 'Ledger sync', url: 'https://hooks.example.ae/fleet/v2' },
+      },
+      {
+        actor,
+        action: 'endpoint.rotate_secret',
+        workspaceId,
+        target,
+        changes: { overlapHours: 0, previousSecretExpiresAt: null },
+      },
       { actor, action: 'endpoint.enable', workspaceId, target, changes: { isActive: true } },
       { actor, action: 'endpoint.disable', workspaceId, target, changes: { isActive: false } },
-      { actor, action: 'endpoint.update', workspaceId, target, changes: { name: { from: 'Ledger', to: 'Ledger sync' } } },
       {
-        actor, action: 'endpoint.update', workspaceId, target, changes: {
-          url: { from: 'https://hooks.example.ae/fleet', to: 'https://hooks.example.ae/fleet/v2' }, name: { from: 'Accounting sync', to: 'Ledger' },
+        actor,
+        action: 'endpoint.update',
+        workspaceId,
+        target,
+        changes: { name: { from: 'Ledger', to: 'Ledger sync' } },
+      },
+      {
+        actor,
+        action: 'endpoint.update',
+        workspaceId,
+        target,
+        changes: {
+          url: { from: 'https://hooks.example.ae/fleet', to: 'https://hooks.example.ae/fleet/v2' },
+          name: { from: 'Accounting sync', to: 'Ledger' },
           events: { from: ['booking.confirmed', 'payment.captured'], to: ['invoice.overdue'] },
         },
       },
-      { actor, action: 'endpoint.create', workspaceId, target, changes: { name: 'Accounting sync', url: 'https://hooks.example.ae/fleet', events: ['booking.confirmed', 'payment.captured'] } },
+      {
+        actor,
+        action: 'endpoint.create',
+        workspaceId,
+        target,
+        changes: {
+          name: 'Accounting sync',
+          url: 'https://hooks.example.ae/fleet',
+          events: ['booking.confirmed', 'payment.captured'],
+        },
+      },
     ]);
     const trail = JSON.stringify(await db('audit_entries').where({ workspace_id: workspaceId }).select());
     for (const s of [secret, rotated.data!.secret]) expect(trail).not.to.include(s.slice(6));
   });
 
-  it('a URL the workspace already has is 409 naming url, unless allowDuplicateUrl; on update too; a deleted endpoint\'s URL is free', async () => {
+  it("a URL the workspace already has is 409 naming url, unless allowDuplicateUrl; on update too; a deleted endpoint's URL is free", async () => {
     const ws = await createWorkspace(db, { slug: unique('dup') });
     const as = { token: token.token };
     const first = await admin.request('POST', base(ws.id), { ...as, body: { url: 'https://hooks.example.ae/in' } });
@@ -142,46 +266,81 @@ describe('the admin API: webhook endpoints', () => {
     // the same URL, written otherwise (host case, default port), is the same URL
     for (const url of ['https://hooks.example.ae/in', 'https://HOOKS.example.ae:443/in']) {
       const again = await admin.request('POST', base(ws.id), { ...as, body: { url } });
-      expect([again.status, again.body.error.code, again.body.error.reason], url).to.deep.equal([409, 'conflict', 'url']);
+      expect([again.status, again.body.error.code, again.body.error.reason], url).to.deep.equal([
+        409,
+        'conflict',
+        'url',
+      ]);
       expect(again.body.error.message).to.include(first.body.id).and.include('allowDuplicateUrl');
     }
     expect(await count(db('webhook_endpoints').where({ workspace_id: ws.id }))).to.equal(1);
-    const twin = await admin.request('POST', base(ws.id), { ...as, body: { url: 'https://hooks.example.ae/in', allowDuplicateUrl: true } });
+    const twin = await admin.request('POST', base(ws.id), {
+      ...as,
+      body: { url: 'https://hooks.example.ae/in', allowDuplicateUrl: true },
+    });
     expect(twin.status).to.equal(201);
     // another workspace may have the URL
     const other = await createWorkspace(db, { slug: unique('dup-other') });
-    expect((await admin.request('POST', base(other.id), { ...as, body: { url: 'https://hooks.example.ae/in' } })).status).to.equal(201);
+    expect(
+      (await admin.request('POST', base(other.id), { ...as, body: { url: 'https://hooks.example.ae/in' } })).status,
+    ).to.equal(201);
 
-    const second = await admin.request('POST', base(ws.id), { ...as, body: { url: 'https://hooks.example.ae/second' } });
-    const clash = await admin.request('PATCH', `${base(ws.id)}/${second.body.id}`, { ...as, body: { url: 'https://hooks.example.ae/in' } });
+    const second = await admin.request('POST', base(ws.id), {
+      ...as,
+      body: { url: 'https://hooks.example.ae/second' },
+    });
+    const clash = await admin.request('PATCH', `${base(ws.id)}/${second.body.id}`, {
+      ...as,
+      body: { url: 'https://hooks.example.ae/in' },
+    });
     expect([clash.status, clash.body.error.reason]).to.deep.equal([409, 'url']);
-    expect((await db('webhook_endpoints').where({ id: second.body.id }).first('url')).url).to.equal('https://hooks.example.ae/second');
-    const allowed = await admin.request('PATCH', `${base(ws.id)}/${second.body.id}`, { ...as, body: { url: 'https://hooks.example.ae/in', allowDuplicateUrl: true } });
+    expect((await db('webhook_endpoints').where({ id: second.body.id }).first('url')).url).to.equal(
+      'https://hooks.example.ae/second',
+    );
+    const allowed = await admin.request('PATCH', `${base(ws.id)}/${second.body.id}`, {
+      ...as,
+      body: { url: 'https://hooks.example.ae/in', allowDuplicateUrl: true },
+    });
     expect([allowed.status, allowed.body.url]).to.deep.equal([200, 'https://hooks.example.ae/in']);
 
-    for (const id of [first.body.id, twin.body.id, second.body.id]) expect((await admin.request('DELETE', `${base(ws.id)}/${id}`, as)).status).to.equal(204);
-    expect((await admin.request('POST', base(ws.id), { ...as, body: { url: 'https://hooks.example.ae/in' } })).status).to.equal(201);
+    for (const id of [first.body.id, twin.body.id, second.body.id])
+      expect((await admin.request('DELETE', `${base(ws.id)}/${id}`, as)).status).to.equal(204);
+    expect(
+      (await admin.request('POST', base(ws.id), { ...as, body: { url: 'https://hooks.example.ae/in' } })).status,
+    ).to.equal(201);
     secrets.push(first.body.secret, twin.body.secret, second.body.secret);
   });
 
   it('the destination policy refuses a private URL on create and update: 400 naming url and the class (never a setting), nothing changed', async () => {
     const ws = await createWorkspace(db, { slug: unique('policy') });
     const as = { token: token.token };
-    const made = await admin.request('POST', base(ws.id), { ...as, body: { url: 'https://hooks.example.ae/ok', name: 'Kept' } });
+    const made = await admin.request('POST', base(ws.id), {
+      ...as,
+      body: { url: 'https://hooks.example.ae/ok', name: 'Kept' },
+    });
     secrets.push(made.body.secret);
     const restore = reconfigure({ FRS_ALLOW_PRIVATE_WEBHOOK_URLS: '0' });
     try {
-      for (const [method, path] of [['POST', base(ws.id)], ['PATCH', `${base(ws.id)}/${made.body.id}`]] as const) {
+      for (const [method, path] of [
+        ['POST', base(ws.id)],
+        ['PATCH', `${base(ws.id)}/${made.body.id}`],
+      ] as const) {
         const refused = await admin.request(method, path, { ...as, body: { url: 'http://10.0.0.5/hook' } });
-        expect([refused.status, refused.body.error.code, refused.body.error.reason], method).to.deep.equal([400, 'invalid_request', 'url']);
+        expect([refused.status, refused.body.error.code, refused.body.error.reason], method).to.deep.equal([
+          400,
+          'invalid_request',
+          'url',
+        ]);
         expect(refused.body.error.message).to.equal(
-          "Field \"url\" refused: 10.0.0.5 is a private address; webhooks are not sent to private destinations unless the service's operator opens the range for this workspace",
+          'Field "url" refused: 10.0.0.5 is a private address; webhooks are not sent to private destinations unless the service\'s operator opens the range for this workspace',
         );
       }
     } finally {
       restore();
     }
-    expect(await db('webhook_endpoints').where({ workspace_id: ws.id }).select('id', 'url', 'name')).to.deep.equal([{ id: made.body.id, url: 'https://hooks.example.ae/ok', name: 'Kept' }]);
+    expect(await db('webhook_endpoints').where({ workspace_id: ws.id }).select('id', 'url', 'name')).to.deep.equal([
+      { id: made.body.id, url: 'https://hooks.example.ae/ok', name: 'Kept' },
+    ]);
     expect(await db('audit_entries').where({ workspace_id: ws.id }).pluck('action')).to.deep.equal(['endpoint.create']);
   });
 
@@ -195,27 +354,54 @@ describe('the admin API: webhook endpoints', () => {
     try {
       const key = await createApiKey(db, { workspaceId: ws.id });
       secrets.push(key.key);
-      const made = await admin.request('POST', base(ws.id), { token: token.token, body: { url: slow.endpointUrl(), events: ['booking.confirmed'] } });
-      const keep = await admin.request('POST', base(ws.id), { token: token.token, body: { url: receiver.endpointUrl() } });
+      const made = await admin.request('POST', base(ws.id), {
+        token: token.token,
+        body: { url: slow.endpointUrl(), events: ['booking.confirmed'] },
+      });
+      const keep = await admin.request('POST', base(ws.id), {
+        token: token.token,
+        body: { url: receiver.endpointUrl() },
+      });
       secrets.push(made.body.secret, keep.body.secret);
-      for (let i = 0; i < 4; i++) await publishEvent(db, { workspaceId: ws.id, event: 'booking.confirmed', data: bookingConfirmedData(), source: 'publish' });
+      for (let i = 0; i < 4; i++)
+        await publishEvent(db, {
+          workspaceId: ws.id,
+          event: 'booking.confirmed',
+          data: bookingConfirmedData(),
+          source: 'publish',
+        });
       const ids = await db('deliveries').where({ endpoint_id: made.body.id }).orderBy('created_at').pluck('id');
       expect(ids).to.have.length(4);
       await dispatcher.start();
       await slow.waitForRequests(1);
       // one in flight, one claimed ahead
-      await eventually(async () => (await count(db('deliveries').where({ endpoint_id: made.body.id }).whereNotNull('lease_owner'))) >= 2, 5000, 'two leased');
+      await eventually(
+        async () =>
+          (await count(db('deliveries').where({ endpoint_id: made.body.id }).whereNotNull('lease_owner'))) >= 2,
+        5000,
+        'two leased',
+      );
 
       const res = await admin.request('DELETE', `${base(ws.id)}/${made.body.id}`, { token: token.token });
       expect(res.status).to.equal(204);
       const sentBefore = slow.requests.length;
       await sleep(1500); // several attempt lengths and polls
       expect(slow.requests.length, 'sent after the 204').to.equal(sentBefore);
-      expect(await db('deliveries').whereIn('id', ids).orderBy('created_at').select('status', 'error_kind', 'next_attempt_at', 'lease_owner')).to.deep.equal(
+      expect(
+        await db('deliveries')
+          .whereIn('id', ids)
+          .orderBy('created_at')
+          .select('status', 'error_kind', 'next_attempt_at', 'lease_owner'),
+      ).to.deep.equal(
         ids.map(() => ({ status: 'failed', error_kind: 'endpoint_deleted', next_attempt_at: null, lease_owner: null })),
       );
       // a new event is not fanned out to it; the other endpoint still gets everything
-      await publishEvent(db, { workspaceId: ws.id, event: 'booking.confirmed', data: bookingConfirmedData(), source: 'publish' });
+      await publishEvent(db, {
+        workspaceId: ws.id,
+        event: 'booking.confirmed',
+        data: bookingConfirmedData(),
+        source: 'publish',
+      });
       expect(await count(db('deliveries').where({ endpoint_id: made.body.id }))).to.equal(4);
       await receiver.waitForRequests(5);
 
@@ -224,8 +410,17 @@ describe('the admin API: webhook endpoints', () => {
       // its delivery log stays readable, each delivery failed with its own kind
       const log = await api.get(`/v1/webhooks/${made.body.id}/deliveries`, key.key);
       expect(log.status).to.equal(200);
-      expect(log.body.rows.map((d: { status: string; lastErrorKind: string }) => [d.status, d.lastErrorKind])).to.deep.equal(ids.map(() => ['failed', 'endpoint_deleted']));
-      expect((await api.request('POST', `/v1/webhooks/${made.body.id}/test`, { key: key.key, headers: { 'Idempotency-Key': 'after-delete' } })).status).to.equal(404);
+      expect(
+        log.body.rows.map((d: { status: string; lastErrorKind: string }) => [d.status, d.lastErrorKind]),
+      ).to.deep.equal(ids.map(() => ['failed', 'endpoint_deleted']));
+      expect(
+        (
+          await api.request('POST', `/v1/webhooks/${made.body.id}/test`, {
+            key: key.key,
+            headers: { 'Idempotency-Key': 'after-delete' },
+          })
+        ).status,
+      ).to.equal(404);
     } finally {
       await dispatcher.stop();
       await slow.close();
@@ -238,58 +433,106 @@ describe('the admin API: webhook endpoints', () => {
     const ws = await webhookWorkspace(db);
     const url = receiver.endpointUrl();
     const made = await admin.request('POST', base(ws.id), { token: token.token, body: { url } });
-    const rotated = await admin.request('POST', `${base(ws.id)}/${made.body.id}/rotate-secret`, { token: token.token, body: { overlapHours: 2 } });
+    const rotated = await admin.request('POST', `${base(ws.id)}/${made.body.id}/rotate-secret`, {
+      token: token.token,
+      body: { overlapHours: 2 },
+    });
     secrets.push(made.body.secret, rotated.body.secret);
     expect(rotated.status).to.equal(200);
     const expires = new Date(rotated.body.previousSecretExpiresAt).getTime();
     expect(expires - Date.now()).to.be.within(2 * 3_600_000 - 60_000, 2 * 3_600_000);
     receiver.reset();
-    await publishEvent(db, { workspaceId: ws.id, event: 'booking.confirmed', data: bookingConfirmedData(), source: 'publish' });
+    await publishEvent(db, {
+      workspaceId: ws.id,
+      event: 'booking.confirmed',
+      data: bookingConfirmedData(),
+      source: 'publish',
+    });
     expect(await ws.dispatcher().runOnce()).to.deep.include({ attempted: 1, accepted: 1 });
     const [request] = receiver.requests.filter((r) => r.path === new URL(url).pathname);
     const values = request.signature!.split(',').filter((part) => part.startsWith('v1='));
     expect(values).to.have.length(2);
     const t = request.signature!.split(',')[0].slice(2);
-    const hmac = (secret: string) => `v1=${crypto.createHmac('sha256', secret).update(`${t}.${request.rawBody}`).digest('hex')}`;
+    const hmac = (secret: string) =>
+      `v1=${crypto.createHmac('sha256', secret).update(`${t}.${request.rawBody}`).digest('hex')}`;
     expect(values).to.deep.equal([hmac(rotated.body.secret), hmac(made.body.secret)]);
-    for (const secret of [rotated.body.secret, made.body.secret]) expect(verifyIndependently(request.rawBody, request.signature, secret, Date.now() / 1000)).to.deep.equal({ ok: true });
+    for (const secret of [rotated.body.secret, made.body.secret])
+      expect(verifyIndependently(request.rawBody, request.signature, secret, Date.now() / 1000)).to.deep.equal({
+        ok: true,
+      });
   });
 
   it('Idempotency-Key on create and rotate: the same request answers the same secret (one record, one rotation); another body 409', async () => {
     const ws = await createWorkspace(db, { slug: unique('idem') });
     const headers = { 'Idempotency-Key': `ep-${Date.now()}` };
     const as = { token: token.token, headers };
-    const first = await admin.request('POST', base(ws.id), { ...as, body: { url: 'https://hooks.example.ae/idem', name: 'A' } });
-    const again = await admin.request('POST', base(ws.id), { ...as, body: '{"name": "A", "url": "https://hooks.example.ae/idem"}' });
+    const first = await admin.request('POST', base(ws.id), {
+      ...as,
+      body: { url: 'https://hooks.example.ae/idem', name: 'A' },
+    });
+    const again = await admin.request('POST', base(ws.id), {
+      ...as,
+      body: '{"name": "A", "url": "https://hooks.example.ae/idem"}',
+    });
     expect([first.status, again.status]).to.deep.equal([201, 201]);
     expect(again.body).to.deep.equal(first.body);
     secrets.push(first.body.secret);
     expect(await count(db('webhook_endpoints').where({ workspace_id: ws.id }))).to.equal(1);
-    const kept = await db('admin_idempotency_keys').where({ token_id: token.id, key: crypto.createHash('sha256').update(headers['Idempotency-Key']).digest('hex') }).first('response_sealed');
+    const kept = await db('admin_idempotency_keys')
+      .where({ token_id: token.id, key: crypto.createHash('sha256').update(headers['Idempotency-Key']).digest('hex') })
+      .first('response_sealed');
     expect(kept.response_sealed.toString('latin1')).not.to.include(first.body.secret.slice(6));
     const reused = await admin.request('POST', base(ws.id), { ...as, body: { url: 'https://hooks.example.ae/other' } });
-    expect([reused.status, reused.body.error.code, reused.body.error.reason]).to.deep.equal([409, 'idempotency_key_reused', 'Idempotency-Key']);
+    expect([reused.status, reused.body.error.code, reused.body.error.reason]).to.deep.equal([
+      409,
+      'idempotency_key_reused',
+      'Idempotency-Key',
+    ]);
 
     const rotatePath = `${base(ws.id)}/${first.body.id}/rotate-secret`;
     const rotateKey = { 'Idempotency-Key': `rot-${Date.now()}` };
-    const r1 = await admin.request('POST', rotatePath, { token: token.token, headers: rotateKey, body: { overlapHours: 1 } });
-    const r2 = await admin.request('POST', rotatePath, { token: token.token, headers: rotateKey, body: { overlapHours: 1 } });
+    const r1 = await admin.request('POST', rotatePath, {
+      token: token.token,
+      headers: rotateKey,
+      body: { overlapHours: 1 },
+    });
+    const r2 = await admin.request('POST', rotatePath, {
+      token: token.token,
+      headers: rotateKey,
+      body: { overlapHours: 1 },
+    });
     secrets.push(r1.body.secret);
     expect([r1.status, r2.status]).to.deep.equal([200, 200]);
     expect(r2.body).to.deep.equal(r1.body);
     // one rotation: the secret stored is the one answered, the previous one the first
-    const row = await db('webhook_endpoints').where({ id: first.body.id }).first('secret_key_id', 'secret_sealed', 'previous_secret_key_id', 'previous_secret_sealed');
-    expect(openSigningSecret(first.body.id, { keyId: row.secret_key_id, sealed: row.secret_sealed })).to.equal(r1.body.secret);
-    expect(openSigningSecret(first.body.id, { keyId: row.previous_secret_key_id, sealed: row.previous_secret_sealed })).to.equal(first.body.secret);
-    expect(await db('audit_entries').where({ workspace_id: ws.id }).orderBy('at').pluck('action')).to.deep.equal(['endpoint.create', 'endpoint.rotate_secret']);
-    const otherBody = await admin.request('POST', rotatePath, { token: token.token, headers: rotateKey, body: { overlapHours: 2 } });
+    const row = await db('webhook_endpoints')
+      .where({ id: first.body.id })
+      .first('secret_key_id', 'secret_sealed', 'previous_secret_key_id', 'previous_secret_sealed');
+    expect(openSigningSecret(first.body.id, { keyId: row.secret_key_id, sealed: row.secret_sealed })).to.equal(
+      r1.body.secret,
+    );
+    expect(
+      openSigningSecret(first.body.id, { keyId: row.previous_secret_key_id, sealed: row.previous_secret_sealed }),
+    ).to.equal(first.body.secret);
+    expect(await db('audit_entries').where({ workspace_id: ws.id }).orderBy('at').pluck('action')).to.deep.equal([
+      'endpoint.create',
+      'endpoint.rotate_secret',
+    ]);
+    const otherBody = await admin.request('POST', rotatePath, {
+      token: token.token,
+      headers: rotateKey,
+      body: { overlapHours: 2 },
+    });
     expect([otherBody.status, otherBody.body.error.code]).to.deep.equal([409, 'idempotency_key_reused']);
   });
 
-  it('a token confined to a workspace gets 404 for every operation on another workspace\'s endpoint, which stays as it was', async () => {
+  it("a token confined to a workspace gets 404 for every operation on another workspace's endpoint, which stays as it was", async () => {
     const mine = await createWorkspace(db, { slug: unique('mine') });
     const theirs = await createWorkspace(db, { slug: unique('theirs') });
-    const theirEndpoint = await admin.request('POST', base(theirs.id), { token: token.token, body: { url: 'https://hooks.example.ae/theirs' } });
+    const theirEndpoint = await admin.request('POST', base(theirs.id), {
+      token: token.token,
+      body: { url: 'https://hooks.example.ae/theirs' },
+    });
     secrets.push(theirEndpoint.body.secret);
     const scoped = await createAdminToken(db, { name: 'screen', workspaceSlug: mine.slug }, OPERATOR);
     secrets.push(scoped.token);
@@ -305,7 +548,7 @@ describe('the admin API: webhook endpoints', () => {
         ['POST', `${base(workspaceId)}/${id}/enable`],
         ['POST', `${base(workspaceId)}/${id}/rotate-secret`, { overlapHours: 0 }],
       ] as const) {
-        if (workspaceId === mine.id && (path === base(mine.id))) continue; // (its own list and registration are allowed)
+        if (workspaceId === mine.id && path === base(mine.id)) continue; // (its own list and registration are allowed)
         const res = await admin.request(method, path, { token: scoped.token, body });
         expect(res.status, `${method} ${path}`).to.equal(404);
         expect(res.body.error.code).to.equal('not_found');
@@ -313,15 +556,27 @@ describe('the admin API: webhook endpoints', () => {
     }
     const mineListed = await admin.request('GET', base(mine.id), { token: scoped.token });
     expect(mineListed.body).to.deep.equal({ rows: [] });
-    const row = await db('webhook_endpoints').where({ id }).first('name', 'is_active', 'deleted_at', 'previous_secret_sealed');
-    expect(row).to.deep.equal({ name: 'hooks.example.ae', is_active: true, deleted_at: null, previous_secret_sealed: null });
-    expect(await db('audit_entries').where({ workspace_id: theirs.id }).pluck('action')).to.deep.equal(['endpoint.create']);
+    const row = await db('webhook_endpoints')
+      .where({ id })
+      .first('name', 'is_active', 'deleted_at', 'previous_secret_sealed');
+    expect(row).to.deep.equal({
+      name: 'hooks.example.ae',
+      is_active: true,
+      deleted_at: null,
+      previous_secret_sealed: null,
+    });
+    expect(await db('audit_entries').where({ workspace_id: theirs.id }).pluck('action')).to.deep.equal([
+      'endpoint.create',
+    ]);
   });
 
   it('bad input gets the documented 400 naming the field and changes nothing; unknown ids 404', async () => {
     const ws = await createWorkspace(db, { slug: unique('bad') });
     const as = { token: token.token };
-    const made = await admin.request('POST', base(ws.id), { ...as, body: { url: 'https://hooks.example.ae/bad', name: 'Bad' } });
+    const made = await admin.request('POST', base(ws.id), {
+      ...as,
+      body: { url: 'https://hooks.example.ae/bad', name: 'Bad' },
+    });
     secrets.push(made.body.secret);
     const one = `${base(ws.id)}/${made.body.id}`;
     const cases: Array<[string, string, unknown, string, RegExp?]> = [
@@ -329,8 +584,20 @@ describe('the admin API: webhook endpoints', () => {
       ['POST', base(ws.id), { url: 'not a url' }, 'url', /absolute http or https URL/],
       ['POST', base(ws.id), { url: 'ftp://files.example.com/' }, 'url', /http or https/],
       ['POST', base(ws.id), { url: 'https://user:pw@hooks.example.ae/' }, 'url', /user name or password/],
-      ['POST', base(ws.id), { url: 'https://hooks.example.ae/x', events: ['booking.confirmed', 'booking.teleported', 'car.flew'] }, 'events', /"booking.teleported", "car.flew"/],
-      ['POST', base(ws.id), { url: 'https://hooks.example.ae/x', events: ['webhook.test'] }, 'events', /cannot be subscribed to/],
+      [
+        'POST',
+        base(ws.id),
+        { url: 'https://hooks.example.ae/x', events: ['booking.confirmed', 'booking.teleported', 'car.flew'] },
+        'events',
+        /"booking.teleported", "car.flew"/,
+      ],
+      [
+        'POST',
+        base(ws.id),
+        { url: 'https://hooks.example.ae/x', events: ['webhook.test'] },
+        'events',
+        /cannot be subscribed to/,
+      ],
       ['POST', base(ws.id), { url: 'https://hooks.example.ae/x', name: '' }, 'name'],
       ['POST', base(ws.id), { url: 'https://hooks.example.ae/x', secret: 'whsec_mine' }, 'secret'],
       ['PATCH', one, {}, 'body'],
@@ -342,17 +609,27 @@ describe('the admin API: webhook endpoints', () => {
     ];
     for (const [method, path, body, reason, message] of cases) {
       const res = await admin.request(method, path, { ...as, body });
-      expect([res.status, res.body?.error?.code, res.body?.error?.reason], `${method} ${path} ${JSON.stringify(body)}`).to.deep.equal([400, 'invalid_request', reason]);
+      expect(
+        [res.status, res.body?.error?.code, res.body?.error?.reason],
+        `${method} ${path} ${JSON.stringify(body)}`,
+      ).to.deep.equal([400, 'invalid_request', reason]);
       if (message) expect(res.body.error.message).to.match(message);
     }
     const missing = '5d0c9a1e-1111-4222-8333-944455556666';
-    for (const [method, path] of [['GET', `${base(ws.id)}/${missing}`], ['PATCH', `${base(ws.id)}/${missing}`], ['DELETE', `${base(ws.id)}/${missing}`], ['GET', base(missing)]] as const) {
+    for (const [method, path] of [
+      ['GET', `${base(ws.id)}/${missing}`],
+      ['PATCH', `${base(ws.id)}/${missing}`],
+      ['DELETE', `${base(ws.id)}/${missing}`],
+      ['GET', base(missing)],
+    ] as const) {
       const res = await admin.request(method, path, { ...as, body: method === 'PATCH' ? { name: 'x' } : undefined });
       expect(res.status, `${method} ${path}`).to.equal(404);
     }
-    expect(await db('webhook_endpoints').where({ workspace_id: ws.id }).select('url', 'name', 'events', 'previous_secret_sealed')).to.deep.equal([
-      { url: 'https://hooks.example.ae/bad', name: 'Bad', events: [], previous_secret_sealed: null },
-    ]);
+    expect(
+      await db('webhook_endpoints')
+        .where({ workspace_id: ws.id })
+        .select('url', 'name', 'events', 'previous_secret_sealed'),
+    ).to.deep.equal([{ url: 'https://hooks.example.ae/bad', name: 'Bad', events: [], previous_secret_sealed: null }]);
     expect(await db('audit_entries').where({ workspace_id: ws.id }).pluck('action')).to.deep.equal(['endpoint.create']);
   });
 });
@@ -369,34 +646,107 @@ describe('fleet-admin endpoint update and endpoint delete', () => {
     const { db, url } = await testDatabase();
     const slug = unique('cli');
     const ws = await json('workspace', 'create', '--slug', slug);
-    const created = await json('endpoint', 'create', '--workspace', slug, '--url', 'https://hooks.example.ae/cli', '--events', 'booking.confirmed');
-    expect(created).to.have.all.keys('id', 'name', 'url', 'events', 'isActive', 'disabledAt', 'lastSuccessAt', 'consecutiveFailures', 'secret');
-    const updated = await json('endpoint', 'update', '--id', created.id, '--url', 'https://hooks.example.ae/cli/v2', '--name', 'Ops', '--events', 'invoice.overdue,payment.captured');
+    const created = await json(
+      'endpoint',
+      'create',
+      '--workspace',
+      slug,
+      '--url',
+      'https://hooks.example.ae/cli',
+      '--events',
+      'booking.confirmed',
+    );
+    expect(created).to.have.all.keys(
+      'id',
+      'name',
+      'url',
+      'events',
+      'isActive',
+      'disabledAt',
+      'lastSuccessAt',
+      'consecutiveFailures',
+      'secret',
+    );
+    const updated = await json(
+      'endpoint',
+      'update',
+      '--id',
+      created.id,
+      '--url',
+      'https://hooks.example.ae/cli/v2',
+      '--name',
+      'Ops',
+      '--events',
+      'invoice.overdue,payment.captured',
+    );
     expect(updated).to.deep.equal({
-      id: created.id, name: 'Ops', url: 'https://hooks.example.ae/cli/v2', events: ['invoice.overdue', 'payment.captured'], isActive: true, disabledAt: null,
-      lastSuccessAt: null, consecutiveFailures: 0,
+      id: created.id,
+      name: 'Ops',
+      url: 'https://hooks.example.ae/cli/v2',
+      events: ['invoice.overdue', 'payment.captured'],
+      isActive: true,
+      disabledAt: null,
+      lastSuccessAt: null,
+      consecutiveFailures: 0,
     });
     // the duplicate-URL rule, on one line
     const twin = await json('endpoint', 'create', '--workspace', slug, '--url', 'https://hooks.example.ae/twin');
-    const clash = await fleetAdminOn(url, ['endpoint', 'update', '--id', twin.id, '--url', 'https://hooks.example.ae/cli/v2']);
+    const clash = await fleetAdminOn(url, [
+      'endpoint',
+      'update',
+      '--id',
+      twin.id,
+      '--url',
+      'https://hooks.example.ae/cli/v2',
+    ]);
     expect([clash.code, clash.stdout]).to.deep.equal([1, '']);
-    expect(clash.stderr).to.equal(`fleet-admin: the workspace already has an endpoint with this URL (${created.id}); send --allow-duplicate-url to register it again\n`);
-    expect((await json('endpoint', 'update', '--id', twin.id, '--url', 'https://hooks.example.ae/cli/v2', '--allow-duplicate-url')).url).to.equal('https://hooks.example.ae/cli/v2');
+    expect(clash.stderr).to.equal(
+      `fleet-admin: the workspace already has an endpoint with this URL (${created.id}); send --allow-duplicate-url to register it again\n`,
+    );
+    expect(
+      (
+        await json(
+          'endpoint',
+          'update',
+          '--id',
+          twin.id,
+          '--url',
+          'https://hooks.example.ae/cli/v2',
+          '--allow-duplicate-url',
+        )
+      ).url,
+    ).to.equal('https://hooks.example.ae/cli/v2');
 
     expect(await json('endpoint', 'delete', '--id', created.id)).to.deep.equal({ id: created.id });
     const text = await fleetAdminOn(url, ['endpoint', 'delete', '--id', twin.id]);
-    expect(text.stdout).to.equal(`endpoint ${twin.id} deleted; its pending deliveries are marked failed (endpoint_deleted)\n`);
+    expect(text.stdout).to.equal(
+      `endpoint ${twin.id} deleted; its pending deliveries are marked failed (endpoint_deleted)\n`,
+    );
     const again = await fleetAdminOn(url, ['endpoint', 'delete', '--id', created.id]);
-    expect([again.code, again.stdout, again.stderr]).to.deep.equal([1, '', `fleet-admin: no webhook endpoint with id ${created.id}\n`]);
+    expect([again.code, again.stdout, again.stderr]).to.deep.equal([
+      1,
+      '',
+      `fleet-admin: no webhook endpoint with id ${created.id}\n`,
+    ]);
     expect((await json('endpoint', 'list', '--workspace', slug)).rows).to.deep.equal([]);
 
-    const entries = await db('audit_entries').where({ target_id: created.id }).orderBy('at').select('actor_type', 'actor_name', 'action', 'workspace_id', 'changes');
+    const entries = await db('audit_entries')
+      .where({ target_id: created.id })
+      .orderBy('at')
+      .select('actor_type', 'actor_name', 'action', 'workspace_id', 'changes');
     const cli = { actor_type: 'cli', actor_name: os.userInfo().username, workspace_id: ws.id };
     expect(entries).to.deep.equal([
-      { ...cli, action: 'endpoint.create', changes: { name: 'hooks.example.ae', url: 'https://hooks.example.ae/cli', events: ['booking.confirmed'] } },
       {
-        ...cli, action: 'endpoint.update', changes: {
-          url: { from: 'https://hooks.example.ae/cli', to: 'https://hooks.example.ae/cli/v2' }, name: { from: 'hooks.example.ae', to: 'Ops' },
+        ...cli,
+        action: 'endpoint.create',
+        changes: { name: 'hooks.example.ae', url: 'https://hooks.example.ae/cli', events: ['booking.confirmed'] },
+      },
+      {
+        ...cli,
+        action: 'endpoint.update',
+        changes: {
+          url: { from: 'https://hooks.example.ae/cli', to: 'https://hooks.example.ae/cli/v2' },
+          name: { from: 'hooks.example.ae', to: 'Ops' },
           events: { from: ['booking.confirmed'], to: ['invoice.overdue', 'payment.captured'] },
         },
       },

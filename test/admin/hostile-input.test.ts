@@ -19,11 +19,19 @@ describe('admin API: hostile input', () => {
   before(async () => {
     const { db } = await testDatabase();
     admin = await startAdminApi({ authFailures: { perMinute: 0, trustedProxies: [] } });
-    api = await startApi({ limits: { workspace: { ratePerSecond: 0, concurrency: 0 }, authFailures: { perMinute: 0, trustedProxies: [] } } });
+    api = await startApi({
+      limits: { workspace: { ratePerSecond: 0, concurrency: 0 }, authFailures: { perMinute: 0, trustedProxies: [] } },
+    });
     const slug = `hostile-${randomUUID().slice(0, 8)}`;
     workspaceId = (await createWorkspace(db, { slug })).id;
     key = (await createApiKey(db, { workspaceSlug: slug })).key;
-    token = (await createAdminToken(db, { name: 'hostile input', workspaceSlug: slug }, { actor: { type: 'cli', name: 'test' } })).token;
+    token = (
+      await createAdminToken(
+        db,
+        { name: 'hostile input', workspaceSlug: slug },
+        { actor: { type: 'cli', name: 'test' } },
+      )
+    ).token;
   });
   after(async () => {
     await admin.close();
@@ -55,18 +63,36 @@ describe('admin API: hostile input', () => {
     // (sent as text: a value this deep is too deep for JSON.stringify too)
     const deep = `{"event":"lead.created","data":${'{"a":'.repeat(5000)}1${'}'.repeat(5000)}}`;
     for (const headers of [{}, { 'idempotency-key': randomUUID() }] as Array<Record<string, string>>) {
-      const res = await admin.request('POST', `${ws()}/events`, { token, body: deep, headers: { 'content-type': 'application/json', ...headers } });
+      const res = await admin.request('POST', `${ws()}/events`, {
+        token,
+        body: deep,
+        headers: { 'content-type': 'application/json', ...headers },
+      });
       expect(res.status).to.equal(400);
       expect(res.body.error.reason).to.equal('body');
     }
   });
 
   it('refuses an endpoint name with control characters and a URL carrying a credential, naming the field', async () => {
-    const named = await admin.request('POST', `${ws()}/endpoints`, { token, body: { url: 'https://hooks.example.ae/x', name: 'ops\u001b[31m' } });
+    const named = await admin.request('POST', `${ws()}/endpoints`, {
+      token,
+      body: { url: 'https://hooks.example.ae/x', name: 'ops\u001b[31m' },
+    });
     expect([named.status, named.body.error.reason]).to.deep.equal([400, 'name']);
-    const credential = await admin.request('POST', `${ws()}/endpoints`, { token, body: { url: `https://hooks.example.ae/in?k=frs_${'a'.repeat(32)}` } });
+    const credential = await admin.request('POST', `${ws()}/endpoints`, {
+      token,
+      body: { url: `https://hooks.example.ae/in?k=frs_${'a'.repeat(32)}` },
+    });
     expect([credential.status, credential.body.error.reason]).to.deep.equal([400, 'url']);
-    expect(await (await testDatabase()).db('webhook_endpoints').where({ workspace_id: workspaceId }).whereLike('url', '%/x').count({ n: '*' })).to.deep.equal([{ n: 0 }]);
+    expect(
+      await (
+        await testDatabase()
+      )
+        .db('webhook_endpoints')
+        .where({ workspace_id: workspaceId })
+        .whereLike('url', '%/x')
+        .count({ n: '*' }),
+    ).to.deep.equal([{ n: 0 }]);
   });
 
   it('leaves nothing pending for an endpoint deleted while an example is sent to it, and answers neither with a 5xx', async () => {
@@ -79,12 +105,15 @@ describe('admin API: hostile input', () => {
       ]);
       expect(deleted.status, `round ${round}`).to.equal(204);
       expect(sent.status, `round ${round}`).to.be.oneOf([202, 404]);
-      const pending = await db('deliveries').where({ endpoint_id: id }).whereIn('status', ['queued', 'retrying', 'held']).count({ n: '*' });
+      const pending = await db('deliveries')
+        .where({ endpoint_id: id })
+        .whereIn('status', ['queued', 'retrying', 'held'])
+        .count({ n: '*' });
       expect(pending, `round ${round}: pending after the delete`).to.deep.equal([{ n: 0 }]);
     }
   });
 
-  it('shows control characters of what others wrote as escapes in the CLI\'s text, newlines and tabs as they are', () => {
+  it("shows control characters of what others wrote as escapes in the CLI's text, newlines and tabs as they are", () => {
     expect(printable('ok\u001b[2J\u0007\nnext\tline\u009b')).to.equal('ok\\u{1b}[2J\\u{7}\nnext\tline\\u{9b}');
   });
 });

@@ -27,7 +27,11 @@ describe('input shaped like a secret', () => {
       expect(token).to.be.instanceOf(InvalidFieldError).and.to.include({ field: 'name' });
       expect(await db('api_keys').where({ workspace_id: ws.id }).count({ n: '*' })).to.deep.equal([{ n: 0 }]);
       expect(await db('admin_tokens').where({ name: SHAPED }).count({ n: '*' })).to.deep.equal([{ n: 0 }]);
-      const endpoint = await createEndpoint(db, { workspaceSlug: slug, url: 'https://hooks.example.ae/x', name: `whsec_${'C'.repeat(32)}` }).catch((err: unknown) => err);
+      const endpoint = await createEndpoint(db, {
+        workspaceSlug: slug,
+        url: 'https://hooks.example.ae/x',
+        name: `whsec_${'C'.repeat(32)}`,
+      }).catch((err: unknown) => err);
       expect(endpoint).to.be.instanceOf(InvalidFieldError).and.to.include({ field: 'name' });
       expect(await db('webhook_endpoints').where({ workspace_id: ws.id }).count({ n: '*' })).to.deep.equal([{ n: 0 }]);
       // a role that merely starts like one is a role
@@ -40,7 +44,14 @@ describe('input shaped like a secret', () => {
   it('writes what is shaped like a secret to the audit trail redacted, and does not fail the change', async () => {
     const { db } = await testDatabase();
     const target = randomUUID();
-    await db.transaction((trx) => recordAudit(trx, actor, { action: 'test.shaped', workspaceId: null, target: { type: 'test', id: target }, changes: { name: `hook ${SHAPED} x` } }));
+    await db.transaction((trx) =>
+      recordAudit(trx, actor, {
+        action: 'test.shaped',
+        workspaceId: null,
+        target: { type: 'test', id: target },
+        changes: { name: `hook ${SHAPED} x` },
+      }),
+    );
     const [entry] = await db('audit_entries').where({ target_id: target });
     expect(entry.changes).to.deep.equal({ name: 'hook [redacted] x' });
     await db('audit_entries').where({ target_id: target }).delete();

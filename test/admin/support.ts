@@ -12,9 +12,15 @@ import { capturedLogger } from '../support/logs.js';
 // the admin tests goes through: declared status and schema of openapi/admin.yaml (the generated strict validators).
 const document = loadOpenApiDocument('admin');
 const operations = Object.entries(document.paths).flatMap(([template, item]) =>
-  Object.entries(item).filter(([, operation]) => (operation as OpenApiOperation).responses).map(([method, operation]) => ({
-    method: method.toUpperCase(), template, regex: pathPattern(template), operation: operation as OpenApiOperation,
-  })));
+  Object.entries(item)
+    .filter(([, operation]) => (operation as OpenApiOperation).responses)
+    .map(([method, operation]) => ({
+      method: method.toUpperCase(),
+      template,
+      regex: pathPattern(template),
+      operation: operation as OpenApiOperation,
+    })),
+);
 
 /**
  * Whether a client may call an operation: its security lists the client's scheme (the settings screen's own session
@@ -22,21 +28,33 @@ const operations = Object.entries(document.paths).flatMap(([template, item]) =>
  */
 function inReach(template: string, operation: OpenApiOperation, scheme: 'adminToken' | 'portalSession'): boolean {
   const security = (operation.security ?? document.security ?? []) as Array<Record<string, unknown>>;
-  return security.some((requirement) => scheme in requirement) || (scheme === 'portalSession' && template.startsWith('/portal/'));
+  return (
+    security.some((requirement) => scheme in requirement) ||
+    (scheme === 'portalSession' && template.startsWith('/portal/'))
+  );
 }
 
 /**
  * Checks an answer against the admin document: a declared status, its schema, JSON, x-request-id. `scheme`: the
  * client asked (the admin listener's token, or the settings screen's session).
  */
-export function expectAdminDocumented(method: string, path: string, response: { status: number; headers: Headers; body: unknown }, scheme: 'adminToken' | 'portalSession' = 'adminToken'): void {
+export function expectAdminDocumented(
+  method: string,
+  path: string,
+  response: { status: number; headers: Headers; body: unknown },
+  scheme: 'adminToken' | 'portalSession' = 'adminToken',
+): void {
   const pathname = new URL(path, 'http://x').pathname;
-  const match = operations.find((o) => o.method === method && o.regex.test(pathname) && inReach(o.template, o.operation, scheme));
+  const match = operations.find(
+    (o) => o.method === method && o.regex.test(pathname) && inReach(o.template, o.operation, scheme),
+  );
   let schema = 'ErrorResponse';
   if (match) {
     const declared = match.operation.responses[String(response.status)];
     expect(declared, `${match.operation.operationId} does not document ${response.status}`).to.exist;
-    const resolved = declared.$ref ? (document.components.responses as Record<string, typeof declared>)[declared.$ref.split('/').pop()!] : declared;
+    const resolved = declared.$ref
+      ? (document.components.responses as Record<string, typeof declared>)[declared.$ref.split('/').pop()!]
+      : declared;
     if (!resolved.content) {
       // A declared answer without a body (204): none sent, and the request id still there.
       expect(response.headers.get('content-type'), `${method} ${path} ${response.status} has a body`).to.equal(null);
@@ -51,26 +69,43 @@ export function expectAdminDocumented(method: string, path: string, response: { 
   const requestId = response.headers.get('x-request-id');
   expect(requestId).to.be.a('string').and.not.empty;
   const validate = adminValidators[schema];
-  expect(validate(response.body), `${method} ${path} ${response.status} does not match ${schema}: ${JSON.stringify(validate.errors)}`).to.equal(true);
-  if (response.status >= 400) expect((response.body as { error: { requestId: string } }).error.requestId).to.equal(requestId);
+  expect(
+    validate(response.body),
+    `${method} ${path} ${response.status} does not match ${schema}: ${JSON.stringify(validate.errors)}`,
+  ).to.equal(true);
+  if (response.status >= 400)
+    expect((response.body as { error: { requestId: string } }).error.requestId).to.equal(requestId);
 }
 
 export interface TestAdminApi {
   url: string;
   logs: Array<Record<string, unknown>>;
-  request(method: string, path: string, options?: { token?: string; body?: unknown; headers?: Record<string, string> }): Promise<{ status: number; headers: Headers; body: any }>;
+  request(
+    method: string,
+    path: string,
+    options?: { token?: string; body?: unknown; headers?: Record<string, string> },
+  ): Promise<{ status: number; headers: Headers; body: any }>;
   close(): Promise<void>;
 }
 
-export async function startAdminApi(options: Partial<Pick<AdminAppOptions, 'clock' | 'authFailures'>> = {}): Promise<TestAdminApi> {
+export async function startAdminApi(
+  options: Partial<Pick<AdminAppOptions, 'clock' | 'authFailures'>> = {},
+): Promise<TestAdminApi> {
   return startAdminApiAt({ portalUrl: 'http://localhost:3000', ...options });
 }
 
 /** The admin API with the settings screen's links pointing at `portalUrl`. */
-export async function startAdminApiAt(options: Partial<Pick<AdminAppOptions, 'clock' | 'authFailures' | 'portalUrl'>> = {}): Promise<TestAdminApi> {
+export async function startAdminApiAt(
+  options: Partial<Pick<AdminAppOptions, 'clock' | 'authFailures' | 'portalUrl'>> = {},
+): Promise<TestAdminApi> {
   const database = await testDatabase();
   const { logger, logs } = capturedLogger();
-  const app = await createAdminApp({ db: database.forRole('admin'), ingestDb: database.forRole('ingest'), logger, ...options });
+  const app = await createAdminApp({
+    db: database.forRole('admin'),
+    ingestDb: database.forRole('ingest'),
+    logger,
+    ...options,
+  });
   const server: Server = await listen(app, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {
@@ -79,7 +114,11 @@ export async function startAdminApiAt(options: Partial<Pick<AdminAppOptions, 'cl
     async request(method, path, { token, body, headers = {} } = {}) {
       const res = await fetch(url + path, {
         method,
-        headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
+        headers: {
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+          ...headers,
+        },
         body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
       });
       const text = await res.text();

@@ -5,7 +5,17 @@ import { createApiKey, createWorkspace, revokeApiKey, updateWorkspace } from '..
 import { workspaceLimitsFromEnv } from '../../src/config.js';
 
 const NOW = new Date('2026-11-22T08:00:00.000Z');
-const OPERATIONS = ['/v1/me', '/v1/fleets', '/v1/fleet/summary', '/v1/vehicles', '/v1/operations/today', '/v1/bookings/summary', '/v1/finance/overview', '/v1/receivables', '/v1/webhooks'];
+const OPERATIONS = [
+  '/v1/me',
+  '/v1/fleets',
+  '/v1/fleet/summary',
+  '/v1/vehicles',
+  '/v1/operations/today',
+  '/v1/bookings/summary',
+  '/v1/finance/overview',
+  '/v1/receivables',
+  '/v1/webhooks',
+];
 
 describe('authentication', () => {
   let api: TestApi;
@@ -18,18 +28,26 @@ describe('authentication', () => {
     keys.good = (await createApiKey(db, { workspaceSlug: 'auth-main', role: 'reporting' })).key;
     keys.noRole = (await createApiKey(db, { workspaceSlug: 'auth-main' })).key;
     keys.expired = (await createApiKey(db, { workspaceSlug: 'auth-main', expiresAt: '2026-11-22T07:59:59.000Z' })).key;
-    keys.expiresLater = (await createApiKey(db, { workspaceSlug: 'auth-main', expiresAt: '2026-11-22T08:00:01.000Z' })).key;
+    keys.expiresLater = (
+      await createApiKey(db, { workspaceSlug: 'auth-main', expiresAt: '2026-11-22T08:00:01.000Z' })
+    ).key;
     const revoked = await createApiKey(db, { workspaceSlug: 'auth-main' });
     await revokeApiKey(db, revoked.id);
     keys.revoked = revoked.key;
-    const revokedAndExpired = await createApiKey(db, { workspaceSlug: 'auth-main', expiresAt: '2026-01-01T00:00:00.000Z' });
+    const revokedAndExpired = await createApiKey(db, {
+      workspaceSlug: 'auth-main',
+      expiresAt: '2026-01-01T00:00:00.000Z',
+    });
     await revokeApiKey(db, revokedAndExpired.id);
     keys.revokedAndExpired = revokedAndExpired.key;
     keys.frozen = (await createApiKey(db, { workspaceSlug: 'auth-frozen' })).key;
     await updateWorkspace(db, 'auth-frozen', { status: 'frozen' });
     // Each case fails authentication on every operation, far past the 30 failures a minute one address may make:
     // the failure limit is off here, and test/api/rate-limits.test.ts shows it.
-    api = await startApi({ now: NOW, limits: { workspace: workspaceLimitsFromEnv({}), authFailures: { perMinute: 0, trustedProxies: [] } } });
+    api = await startApi({
+      now: NOW,
+      limits: { workspace: workspaceLimitsFromEnv({}), authFailures: { perMinute: 0, trustedProxies: [] } },
+    });
   });
   after(() => api.close());
 

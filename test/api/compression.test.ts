@@ -39,7 +39,11 @@ function decoded(answer: RawAnswer): string {
   return (encoding ? DECODERS[encoding](answer.bytes) : answer.bytes).toString('utf8');
 }
 
-const varies = (answer: RawAnswer) => String(answer.headers.vary ?? '').split(/,\s*/).map((v) => v.toLowerCase()).includes('accept-encoding');
+const varies = (answer: RawAnswer) =>
+  String(answer.headers.vary ?? '')
+    .split(/,\s*/)
+    .map((v) => v.toLowerCase())
+    .includes('accept-encoding');
 
 describe('answers compressed on request', () => {
   let api: TestApi;
@@ -52,7 +56,9 @@ describe('answers compressed on request', () => {
     const answer = await rawGet(api.url + path, { method, headers });
     const text = method === 'HEAD' ? '' : decoded(answer);
     if (method === 'GET' && path.startsWith('/v1/')) {
-      const fetchHeaders = new Headers(Object.entries(answer.headers).map(([k, v]) => [k, String(v)] as [string, string]));
+      const fetchHeaders = new Headers(
+        Object.entries(answer.headers).map(([k, v]) => [k, String(v)] as [string, string]),
+      );
       expectDocumented('GET', path, { status: answer.status, headers: fetchHeaders, text, body: JSON.parse(text) });
     }
     return { ...answer, text };
@@ -66,7 +72,14 @@ describe('answers compressed on request', () => {
     for (let i = 0; i < 30; i++) {
       const customerId = await f.customer({ name: `Customer ${String(i).padStart(2, '0')} Al Mansoori` });
       const vehicleId = await f.vehicle({ plate: `Dubai Z ${1000 + i}` });
-      const bookingId = await f.booking({ vehicleId, customerId, status: 'confirmed', pickupAt: '2026-11-22T10:00:00Z', dropoffAt: '2026-11-25T10:00:00Z', amount: 45000 });
+      const bookingId = await f.booking({
+        vehicleId,
+        customerId,
+        status: 'confirmed',
+        pickupAt: '2026-11-22T10:00:00Z',
+        dropoffAt: '2026-11-25T10:00:00Z',
+        amount: 45000,
+      });
       await f.invoice({ customerId, bookingId, total: 45000 + i, dueDate: '2026-11-12' });
     }
     key = (await createApiKey(db, { workspaceSlug: f.slug })).key;
@@ -141,7 +154,10 @@ describe('answers compressed on request', () => {
   });
 
   it('sends an error answer uncompressed, its documented body whole', async () => {
-    for (const [path, status] of [['/v1/receivables?limit=0', 400], ['/v1/nothing', 404]] as const) {
+    for (const [path, status] of [
+      ['/v1/receivables?limit=0', 400],
+      ['/v1/nothing', 404],
+    ] as const) {
       const answer = await get(path, 'br, gzip');
       expect(answer.status, path).to.equal(status);
       expect(answer.headers['content-encoding'], path).to.equal(undefined);
@@ -162,7 +178,8 @@ describe('answers compressed on request', () => {
     await once(res, 'data');
     req.destroy();
     const deadline = Date.now() + 5000;
-    while (!api.logs.some((l) => l.msg === 'client closed the connection during the answer') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    while (!api.logs.some((l) => l.msg === 'client closed the connection during the answer') && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
     const line = api.logs.find((l) => l.msg === 'client closed the connection during the answer');
     expect(line, 'the debug line').to.include({ level: 20 });
     expect(line!.requestId).to.be.a('string');

@@ -48,7 +48,11 @@ describe('errors and parameter validation', () => {
     ]) {
       const label = JSON.stringify(headers);
       // no operation takes a body, so the test operation answers for the unknown endpoint ...
-      const found = await api.request('POST', path, { key, headers: { ...headers, 'idempotency-key': 'k1' }, body: '{"broken": ' });
+      const found = await api.request('POST', path, {
+        key,
+        headers: { ...headers, 'idempotency-key': 'k1' },
+        body: '{"broken": ',
+      });
       expect(found.status, label).to.equal(404);
       expect(found.body.error.code).to.equal('not_found');
       // ... and requests no operation accepts are refused for what they are
@@ -86,10 +90,26 @@ describe('errors and parameter validation', () => {
 
   it('says a single-valued query parameter was given twice, naming it, whatever its value', async () => {
     const cases: Array<[string, string, string]> = [
-      ['/v1/vehicles?limit=5&limit=6', 'limit', 'Query parameter "limit" was given twice; send it once, as an integer from 1 to 50.'],
-      ['/v1/vehicles?q=a&q=b', 'q', 'Query parameter "q" was given twice; send it once, as a string of 1 to 100 characters, with no NUL character.'],
-      ['/v1/receivables?search=al&limit=500&search=b&search=c', 'search', 'Query parameter "search" was given 3 times; send it once, as a string of 1 to 100 characters, with no NUL character.'],
-      ['/v1/receivables?limit=10&limit=10', 'limit', 'Query parameter "limit" was given twice; send it once, as an integer from 1 to 200.'],
+      [
+        '/v1/vehicles?limit=5&limit=6',
+        'limit',
+        'Query parameter "limit" was given twice; send it once, as an integer from 1 to 50.',
+      ],
+      [
+        '/v1/vehicles?q=a&q=b',
+        'q',
+        'Query parameter "q" was given twice; send it once, as a string of 1 to 100 characters, with no NUL character.',
+      ],
+      [
+        '/v1/receivables?search=al&limit=500&search=b&search=c',
+        'search',
+        'Query parameter "search" was given 3 times; send it once, as a string of 1 to 100 characters, with no NUL character.',
+      ],
+      [
+        '/v1/receivables?limit=10&limit=10',
+        'limit',
+        'Query parameter "limit" was given twice; send it once, as an integer from 1 to 200.',
+      ],
     ];
     for (const [path, parameter, message] of cases) {
       const res = await api.get(path, key);
@@ -117,7 +137,9 @@ describe('errors and parameter validation', () => {
     expect(encoded.status).to.equal(200);
     // any other bad date-time keeps the plain message
     const other = await api.get('/v1/vehicles?from=2026-12-01 06:00:00&to=2026-12-04T06:00:00Z', key);
-    expect(other.body.error.message).to.equal('Query parameter "from" must be an ISO 8601 date-time with an offset, such as 2026-11-22T08:30:00.000Z.');
+    expect(other.body.error.message).to.equal(
+      'Query parameter "from" must be an ISO 8601 date-time with an offset, such as 2026-11-22T08:30:00.000Z.',
+    );
   });
 
   it('the test operation needs a UUID id and an Idempotency-Key of 1 to 255 characters', async () => {
@@ -160,7 +182,9 @@ describe('errors and parameter validation', () => {
       expect(response!.body.error.code).to.equal('unavailable');
       expect(response!.headers.get('retry-after')).to.equal('5');
       expect(ms).to.be.within(API_STATEMENT_TIMEOUT_MS, API_STATEMENT_TIMEOUT_MS + 1000);
-      const logs = JSON.stringify(api.logs.filter((line: Record<string, unknown>) => line.requestId === response!.body.error.requestId));
+      const logs = JSON.stringify(
+        api.logs.filter((line: Record<string, unknown>) => line.requestId === response!.body.error.requestId),
+      );
       expect(logs).to.include('statement cut short by its time limit').and.include('"status":503');
       expect(logs).not.to.include('unhandled error');
     } finally {
@@ -209,7 +233,12 @@ describe('the documents and unexpected failures', () => {
     const api = await startApi();
     try {
       const docs = await fetch(`${api.url}/docs`);
-      const policy = Object.fromEntries(docs.headers.get('content-security-policy')!.split('; ').map((d) => [d.split(' ')[0], d.split(' ').slice(1).join(' ')]));
+      const policy = Object.fromEntries(
+        docs.headers
+          .get('content-security-policy')!
+          .split('; ')
+          .map((d) => [d.split(' ')[0], d.split(' ').slice(1).join(' ')]),
+      );
       expect(policy).to.deep.equal({
         'default-src': "'self'",
         'script-src': "'self'",
@@ -224,7 +253,11 @@ describe('the documents and unexpected failures', () => {
       expect(docs.headers.get('x-frame-options')).to.equal('DENY');
       // every script of the page is a file of this server's; the configuration is one of them
       const page = await docs.text();
-      expect(page.match(/<script[^>]*>/g)).to.deep.equal(['<script id="api-reference">', '<script src="/docs/configuration.js">', '<script src="/docs/scalar.js">']);
+      expect(page.match(/<script[^>]*>/g)).to.deep.equal([
+        '<script id="api-reference">',
+        '<script src="/docs/configuration.js">',
+        '<script src="/docs/scalar.js">',
+      ]);
       expect(page).not.to.match(/<script[^>]*>[^<]+<\/script>/);
       expect(page).not.to.match(/<style/);
       const configuration = await fetch(`${api.url}/docs/configuration.js`);
@@ -239,14 +272,24 @@ describe('the documents and unexpected failures', () => {
   /** The app on `db`, its log lines, and one GET of /v1/me with a well-formed key: the answer and how long it took. */
   async function meOn(db: Knex): Promise<{ response: ApiResponse; ms: number; text: string; logs: string }> {
     const lines: string[] = [];
-    const logger = pino({ level: 'info' }, new Writable({ write(chunk, _e, done) { lines.push(chunk.toString()); done(); } }));
+    const logger = pino(
+      { level: 'info' },
+      new Writable({
+        write(chunk, _e, done) {
+          lines.push(chunk.toString());
+          done();
+        },
+      }),
+    );
     const app = await createApp({ db, logger });
     const server = app.listen(0, '127.0.0.1');
     await once(server, 'listening');
     try {
       const { port } = server.address() as AddressInfo;
       const started = performance.now();
-      const res = await fetch(`http://127.0.0.1:${port}/v1/me`, { headers: { authorization: 'Bearer frs_0123456789abcdef0123456789abcdef' } });
+      const res = await fetch(`http://127.0.0.1:${port}/v1/me`, {
+        headers: { authorization: 'Bearer frs_0123456789abcdef0123456789abcdef' },
+      });
       const text = await res.text();
       const response = { status: res.status, headers: res.headers, text, body: JSON.parse(text) };
       expectDocumented('GET', '/v1/me', response);

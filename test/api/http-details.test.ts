@@ -31,11 +31,16 @@ async function rawExchange(url: string, bytes: Buffer): Promise<string> {
 }
 
 /** Sends raw bytes and reads the whole answer (the server closes the connection after these errors). */
-async function rawRequest(url: string, bytes: Buffer): Promise<{ status: number; headers: Record<string, string>; body: string }> {
+async function rawRequest(
+  url: string,
+  bytes: Buffer,
+): Promise<{ status: number; headers: Record<string, string>; body: string }> {
   const text = await rawExchange(url, bytes);
   const [head, body] = [text.slice(0, text.indexOf('\r\n\r\n')), text.slice(text.indexOf('\r\n\r\n') + 4)];
   const [statusLine, ...lines] = head.split('\r\n');
-  const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
+  const headers = Object.fromEntries(
+    lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]),
+  );
   return { status: Number(statusLine.split(' ')[1]), headers, body };
 }
 
@@ -123,7 +128,10 @@ describe('HTTP details and input that must never get a 5xx', () => {
   });
 
   it('refuses a NUL character in q and search with 400 naming the parameter', async () => {
-    for (const [path, parameter] of [['/v1/vehicles?q=a%00b', 'q'], ['/v1/receivables?search=%00', 'search']]) {
+    for (const [path, parameter] of [
+      ['/v1/vehicles?q=a%00b', 'q'],
+      ['/v1/receivables?search=%00', 'search'],
+    ]) {
       const res = await api.get(path, key);
       expect(res.status).to.equal(400);
       expect(res.body.error).to.include({ code: 'invalid_request', reason: parameter });
@@ -131,8 +139,12 @@ describe('HTTP details and input that must never get a 5xx', () => {
     }
   });
 
-  it('answers what Node\'s parser refuses with the documented body and an x-request-id', async () => {
-    const check = (res: { status: number; headers: Record<string, string>; body: string }, status: number, code: string) => {
+  it("answers what Node's parser refuses with the documented body and an x-request-id", async () => {
+    const check = (
+      res: { status: number; headers: Record<string, string>; body: string },
+      status: number,
+      code: string,
+    ) => {
       expect(res.status).to.equal(status);
       expect(res.headers['content-type']).to.match(/^application\/json/);
       const body = JSON.parse(res.body);
@@ -140,7 +152,11 @@ describe('HTTP details and input that must never get a 5xx', () => {
       expect(body.error.code).to.equal(code);
       expect(body.error.requestId).to.equal(res.headers['x-request-id']);
     };
-    const utf8Url = Buffer.concat([Buffer.from('GET /v1/vehicles?q='), Buffer.from('Ñ‡Ø§', 'utf8'), Buffer.from(' HTTP/1.1\r\nHost: x\r\n\r\n')]);
+    const utf8Url = Buffer.concat([
+      Buffer.from('GET /v1/vehicles?q='),
+      Buffer.from('Ñ‡Ø§', 'utf8'),
+      Buffer.from(' HTTP/1.1\r\nHost: x\r\n\r\n'),
+    ]);
     check(await rawRequest(api.url, utf8Url), 400, 'invalid_request');
     const longHeader = Buffer.from(`GET /v1/me HTTP/1.1\r\nHost: x\r\nX-Long: ${'a'.repeat(20_000)}\r\n\r\n`);
     check(await rawRequest(api.url, longHeader), 431, 'headers_too_large');
@@ -151,7 +167,11 @@ describe('HTTP details and input that must never get a 5xx', () => {
     // Each HEAD is followed on the same connection by a GET of /healthz: after the HEAD answer's header block comes
     // either that GET's answer (the connection kept) or nothing (closed). A body would sit in between.
     const head = (path: string | Buffer, headers = '') =>
-      Buffer.concat([Buffer.from('HEAD '), Buffer.from(path), Buffer.from(` HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n${headers}\r\n`)]);
+      Buffer.concat([
+        Buffer.from('HEAD '),
+        Buffer.from(path),
+        Buffer.from(` HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n${headers}\r\n`),
+      ]);
     const heads: Array<[string, number, Buffer]> = [
       ['/nope', 404, head('/nope')],
       ['/v1/nothing/%zz', 404, head('/v1/nothing/%zz')],
@@ -169,11 +189,15 @@ describe('HTTP details and input that must never get a 5xx', () => {
       ['an overlong header', 431, head('/v1/me', `X-Long: ${'a'.repeat(20_000)}\r\n`)],
     ];
     for (const [path, status, request] of heads) {
-      const text = await rawExchange(api.url, Buffer.concat([request, Buffer.from('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')]));
+      const text = await rawExchange(
+        api.url,
+        Buffer.concat([request, Buffer.from('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')]),
+      );
       const end = text.indexOf('\r\n\r\n') + 4;
       expect(text.slice(0, end), path).to.match(new RegExp(`^HTTP/1.1 ${status} `));
       const rest = text.slice(end);
-      if (/\r\nconnection: close\r\n/i.test(text.slice(0, end))) expect(rest, `${path}: bytes after a HEAD answer`).to.equal('');
+      if (/\r\nconnection: close\r\n/i.test(text.slice(0, end)))
+        expect(rest, `${path}: bytes after a HEAD answer`).to.equal('');
       else expect(rest.slice(0, 17), `${path}: bytes after a HEAD answer`).to.equal('HTTP/1.1 200 OK\r\n');
     }
     // and for a bare request line the parser refuses: no method to go by, so no body either

@@ -35,7 +35,9 @@ const closedWithin = (closed: Promise<number>, ms: number) => Promise.race([clos
 function parseAnswer(text: string) {
   const end = text.indexOf('\r\n\r\n');
   const [statusLine, ...lines] = text.slice(0, end).split('\r\n');
-  const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
+  const headers = Object.fromEntries(
+    lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]),
+  );
   return { status: Number(statusLine.split(' ')[1]), headers, body: text.slice(end + 4) };
 }
 
@@ -43,11 +45,22 @@ describe('HTTP limits: what one client can hold of the server', () => {
   let server: Server;
   let port: number;
   const warnings: Array<Record<string, unknown>> = [];
-  const limits: HttpLimits = { ...DEFAULT_HTTP_LIMITS, headersTimeoutMs: 500, requestTimeoutMs: 800, checkIntervalMs: 100, maxConnections: 3 };
+  const limits: HttpLimits = {
+    ...DEFAULT_HTTP_LIMITS,
+    headersTimeoutMs: 500,
+    requestTimeoutMs: 800,
+    checkIntervalMs: 100,
+    maxConnections: 3,
+  };
 
   before(async () => {
     const database = await testDatabase();
-    server = await listen(await createApp({ db: database.forRole('api'), logger: pino({ level: 'silent' }) }), 0, '127.0.0.1', limits);
+    server = await listen(
+      await createApp({ db: database.forRole('api'), logger: pino({ level: 'silent' }) }),
+      0,
+      '127.0.0.1',
+      limits,
+    );
     port = (server.address() as AddressInfo).port;
     const logger = pino({ level: 'warn' }, { write: (line: string) => warnings.push(JSON.parse(line)) });
     logDroppedConnections(server, logger, limits.maxConnections);
@@ -58,20 +71,41 @@ describe('HTTP limits: what one client can hold of the server', () => {
   });
 
   it('listens with 10 s for headers, 15 s for a request, 5 s keep-alive, checked every second, and 1024 connections by default', async () => {
-    expect(DEFAULT_HTTP_LIMITS).to.deep.equal({ headersTimeoutMs: 10_000, requestTimeoutMs: 15_000, keepAliveTimeoutMs: 5_000, checkIntervalMs: 1_000, maxConnections: 1024, maxConnectionsPerAddress: 64 });
+    expect(DEFAULT_HTTP_LIMITS).to.deep.equal({
+      headersTimeoutMs: 10_000,
+      requestTimeoutMs: 15_000,
+      keepAliveTimeoutMs: 5_000,
+      checkIntervalMs: 1_000,
+      maxConnections: 1024,
+      maxConnectionsPerAddress: 64,
+    });
     const database = await testDatabase();
-    const defaults = await listen(await createApp({ db: database.forRole('api'), logger: pino({ level: 'silent' }) }), 0, '127.0.0.1');
+    const defaults = await listen(
+      await createApp({ db: database.forRole('api'), logger: pino({ level: 'silent' }) }),
+      0,
+      '127.0.0.1',
+    );
     try {
       // (the 15 s request time-out is kept per request, so one operation can lift it: Node's server-wide one is off)
-      expect(defaults).to.include({ headersTimeout: 10_000, requestTimeout: 0, keepAliveTimeout: 5_000, maxConnections: 1024 });
-      expect((defaults as Server & { connectionsCheckingInterval: number }).connectionsCheckingInterval).to.equal(1_000);
+      expect(defaults).to.include({
+        headersTimeout: 10_000,
+        requestTimeout: 0,
+        keepAliveTimeout: 5_000,
+        maxConnections: 1024,
+      });
+      expect((defaults as Server & { connectionsCheckingInterval: number }).connectionsCheckingInterval).to.equal(
+        1_000,
+      );
     } finally {
       defaults.close();
     }
     expect(httpLimitsFromEnv({}).maxConnections).to.equal(1024);
     expect(httpLimitsFromEnv({ FRS_MAX_CONNECTIONS: '50' }).maxConnections).to.equal(50);
     expect(httpLimitsFromEnv({ FRS_MAX_CONNECTIONS: '0' }).maxConnections).to.equal(0);
-    expect(() => httpLimitsFromEnv({ FRS_MAX_CONNECTIONS: 'lots' })).to.throw(ConfigError, /FRS_MAX_CONNECTIONS must be a whole number/);
+    expect(() => httpLimitsFromEnv({ FRS_MAX_CONNECTIONS: 'lots' })).to.throw(
+      ConfigError,
+      /FRS_MAX_CONNECTIONS must be a whole number/,
+    );
   });
 
   it('closes a connection whose headers trickle in (slowloris) once the headers time-out has passed, with 408', async () => {
@@ -114,10 +148,14 @@ describe('HTTP limits: what one client can hold of the server', () => {
     // without a body the connection stays open for the next request
     const { socket, closed, text } = await connect(port);
     try {
-      socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n');
+      socket.write(
+        'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n',
+      );
       expect(await closedWithin(closed, 300), 'kept alive').to.equal(undefined);
       expect(text().match(/HTTP\/1.1 200 OK/g)).to.have.length(2);
-      expect(text()).to.match(/connection: keep-alive/i).and.not.match(/connection: close/i);
+      expect(text())
+        .to.match(/connection: keep-alive/i)
+        .and.not.match(/connection: close/i);
     } finally {
       socket.destroy();
     }
@@ -127,19 +165,32 @@ describe('HTTP limits: what one client can hold of the server', () => {
     const { socket, closed, text } = await connect(port);
     try {
       // a body announced and never sent whole: without the answer it would hold the connection past every time-out
-      socket.write('POST /v1/bookings HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"a":');
+      socket.write(
+        'POST /v1/bookings HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"a":',
+      );
       const trickle = setInterval(() => socket.writable && socket.write(' '), 50);
       try {
-        expect(await closedWithin(closed, 600), 'closed by the server before the request time-out (800 ms)').to.be.a('number');
+        expect(await closedWithin(closed, 600), 'closed by the server before the request time-out (800 ms)').to.be.a(
+          'number',
+        );
       } finally {
         clearInterval(trickle);
       }
       const answer = parseAnswer(text());
       expect(answer.status).to.equal(417);
-      expect(answer.headers).to.include({ connection: 'close', 'cache-control': 'no-store', 'content-type': 'application/json; charset=utf-8' });
+      expect(answer.headers).to.include({
+        connection: 'close',
+        'cache-control': 'no-store',
+        'content-type': 'application/json; charset=utf-8',
+      });
       const body = JSON.parse(answer.body);
       expect(body).to.deep.equal({
-        error: { code: 'expectation_failed', message: 'The only expectation this server meets is Expect: 100-continue.', reason: 'Expect', requestId: answer.headers['x-request-id'] },
+        error: {
+          code: 'expectation_failed',
+          message: 'The only expectation this server meets is Expect: 100-continue.',
+          reason: 'Expect',
+          requestId: answer.headers['x-request-id'],
+        },
       });
       expect(validators.ErrorResponse(body), JSON.stringify(validators.ErrorResponse.errors)).to.equal(true);
     } finally {
@@ -165,8 +216,14 @@ describe('HTTP limits: what one client can hold of the server', () => {
       expect(extra.text(), 'with no answer').to.equal('');
       // the operator is told, naming the setting (the client cannot be)
       expect(warnings).to.have.length(1);
-      expect(warnings[0]).to.include({ dropped: 1, maxConnections: 3, msg: 'connections closed unanswered: FRS_MAX_CONNECTIONS (3) were open' });
-      for (const { socket, closed } of held) expect(await closedWithin(closed, 10), 'the first three stay open').to.equal(undefined), socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+      expect(warnings[0]).to.include({
+        dropped: 1,
+        maxConnections: 3,
+        msg: 'connections closed unanswered: FRS_MAX_CONNECTIONS (3) were open',
+      });
+      for (const { socket, closed } of held)
+        (expect(await closedWithin(closed, 10), 'the first three stay open').to.equal(undefined),
+          socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'));
       await sleep(200);
       for (const { text } of held) expect(parseAnswer(text()).status).to.equal(200);
     } finally {
@@ -185,9 +242,19 @@ describe('HTTP limits: connections per client address', () => {
   it('closes, unanswered, a connection of an address that holds its share; other addresses are served', async () => {
     const database = await testDatabase();
     const limits: HttpLimits = { ...DEFAULT_HTTP_LIMITS, maxConnectionsPerAddress: 2 };
-    const server = await listen(await createApp({ db: database.forRole('api'), logger: pino({ level: 'silent' }) }), 0, '127.0.0.1', limits);
+    const server = await listen(
+      await createApp({ db: database.forRole('api'), logger: pino({ level: 'silent' }) }),
+      0,
+      '127.0.0.1',
+      limits,
+    );
     const warnings: Array<Record<string, unknown>> = [];
-    logDroppedConnections(server, pino({ level: 'warn' }, { write: (line: string) => warnings.push(JSON.parse(line)) }), limits.maxConnections, 2);
+    logDroppedConnections(
+      server,
+      pino({ level: 'warn' }, { write: (line: string) => warnings.push(JSON.parse(line)) }),
+      limits.maxConnections,
+      2,
+    );
     const { port } = server.address() as AddressInfo;
     const held = [await connect(port, '127.0.0.2'), await connect(port, '127.0.0.2')];
     try {
@@ -218,11 +285,23 @@ describe('HTTP limits: connections per client address', () => {
     // the IPv6 address the test names: the cap's own code counts them.
     const database = await testDatabase();
     const limits: HttpLimits = { ...DEFAULT_HTTP_LIMITS, maxConnectionsPerAddress: 2 };
-    const server = await listen(await createApp({ db: database.forRole('api'), logger: pino({ level: 'silent' }) }), 0, '127.0.0.1', limits);
+    const server = await listen(
+      await createApp({ db: database.forRole('api'), logger: pino({ level: 'silent' }) }),
+      0,
+      '127.0.0.1',
+      limits,
+    );
     const warnings: Array<Record<string, unknown>> = [];
-    logDroppedConnections(server, pino({ level: 'warn' }, { write: (line: string) => warnings.push(JSON.parse(line)) }), limits.maxConnections, 2);
+    logDroppedConnections(
+      server,
+      pino({ level: 'warn' }, { write: (line: string) => warnings.push(JSON.parse(line)) }),
+      limits.maxConnections,
+      2,
+    );
     const peers: string[] = [];
-    server.prependListener('connection', (socket: net.Socket) => Object.defineProperty(socket, 'remoteAddress', { value: peers.shift() }));
+    server.prependListener('connection', (socket: net.Socket) =>
+      Object.defineProperty(socket, 'remoteAddress', { value: peers.shift() }),
+    );
     const { port } = server.address() as AddressInfo;
     const from = async (peer: string) => {
       peers.push(peer);
@@ -251,13 +330,18 @@ describe('HTTP limits: connections per client address', () => {
       server.close();
     }
     // The key both limits use: an IPv4 address (and its IPv4-mapped form) as itself, IPv6 by its /64.
-    expect(['192.0.2.7', '::ffff:192.0.2.7', '2001:db8::1', '2001:db8:0:0:ffff::2', '2001:db8:0:1::1'].map(addressKey)).to.deep.equal(['192.0.2.7', '192.0.2.7', '2001:db8:0:0::/64', '2001:db8:0:0::/64', '2001:db8:0:1::/64']);
+    expect(
+      ['192.0.2.7', '::ffff:192.0.2.7', '2001:db8::1', '2001:db8:0:0:ffff::2', '2001:db8:0:1::1'].map(addressKey),
+    ).to.deep.equal(['192.0.2.7', '192.0.2.7', '2001:db8:0:0::/64', '2001:db8:0:0::/64', '2001:db8:0:1::/64']);
   });
 
   it('is set by FRS_MAX_CONNECTIONS_PER_ADDRESS (64 by default, 0 lifts it)', () => {
     expect(httpLimitsFromEnv({}).maxConnectionsPerAddress).to.equal(64);
     expect(httpLimitsFromEnv({ FRS_MAX_CONNECTIONS_PER_ADDRESS: '0' }).maxConnectionsPerAddress).to.equal(0);
-    expect(() => httpLimitsFromEnv({ FRS_MAX_CONNECTIONS_PER_ADDRESS: '-1' })).to.throw(ConfigError, /FRS_MAX_CONNECTIONS_PER_ADDRESS must be a whole number/);
+    expect(() => httpLimitsFromEnv({ FRS_MAX_CONNECTIONS_PER_ADDRESS: '-1' })).to.throw(
+      ConfigError,
+      /FRS_MAX_CONNECTIONS_PER_ADDRESS must be a whole number/,
+    );
   });
 });
 
@@ -266,7 +350,8 @@ describe('load shedding', () => {
   async function answersAfterStall(port: number, paths: string[], stallMs: number) {
     const connections = await Promise.all(paths.map(() => connect(port)));
     await sleep(50); // the server has accepted them
-    for (const [i, { socket }] of connections.entries()) socket.write(`GET ${paths[i]} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+    for (const [i, { socket }] of connections.entries())
+      socket.write(`GET ${paths[i]} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
     const until = Date.now() + stallMs;
     while (Date.now() < until); // the process's event loop stalls, as under a load it cannot keep up with
     await Promise.all(connections.map(({ closed }) => closedWithin(closed, 5000)));
@@ -275,7 +360,11 @@ describe('load shedding', () => {
 
   async function start(shedEventLoopLagMs: number) {
     const database = await testDatabase();
-    const server = await listen(await createApp({ db: database.forRole('api'), logger: pino({ level: 'silent' }), shedEventLoopLagMs }), 0, '127.0.0.1');
+    const server = await listen(
+      await createApp({ db: database.forRole('api'), logger: pino({ level: 'silent' }), shedEventLoopLagMs }),
+      0,
+      '127.0.0.1',
+    );
     const port = (server.address() as AddressInfo).port;
     await fetch(`http://127.0.0.1:${port}/v1/me`); // the first request starts the lag sampler
     await sleep(100);
@@ -286,7 +375,10 @@ describe('load shedding', () => {
     expect(DEFAULT_SHED_LAG_MS).to.equal(200);
     expect(shedLagFromEnv({})).to.equal(200);
     expect(shedLagFromEnv({ FRS_SHED_EVENT_LOOP_LAG_MS: '0' })).to.equal(0);
-    expect(() => shedLagFromEnv({ FRS_SHED_EVENT_LOOP_LAG_MS: '-1' })).to.throw(ConfigError, /FRS_SHED_EVENT_LOOP_LAG_MS/);
+    expect(() => shedLagFromEnv({ FRS_SHED_EVENT_LOOP_LAG_MS: '-1' })).to.throw(
+      ConfigError,
+      /FRS_SHED_EVENT_LOOP_LAG_MS/,
+    );
     const { server, port } = await start(DEFAULT_SHED_LAG_MS);
     try {
       const [me, health, ready] = await answersAfterStall(port, ['/v1/me', '/healthz', '/readyz'], 300);
@@ -295,7 +387,11 @@ describe('load shedding', () => {
       expect(me.headers['x-request-id']).to.match(/^req_/);
       const body = JSON.parse(me.body);
       expect(validators.ErrorResponse(body), JSON.stringify(validators.ErrorResponse.errors)).to.equal(true);
-      expect(body.error).to.deep.equal({ code: 'overloaded', message: 'The service is overloaded just now. Try again in 1 second(s).', requestId: me.headers['x-request-id'] });
+      expect(body.error).to.deep.equal({
+        code: 'overloaded',
+        message: 'The service is overloaded just now. Try again in 1 second(s).',
+        requestId: me.headers['x-request-id'],
+      });
       expect(health.status).to.equal(200);
       expect(ready.status).to.equal(200);
       // the loop keeps up again: the next request is served (here: 401, no key)

@@ -53,13 +53,20 @@ function connectVia(url: string, db: Knex, proxy: TcpProxy): () => Promise<pg.Cl
     const client = new pg.Client({ connectionString: via.href, keepAlive: true });
     await client.connect();
     const setRole = setRoleStatement(await currentDatabaseName(db), 'api');
-    if (setRole) await client.query(setRole).catch(async (err) => { await client.end(); throw err; });
+    if (setRole)
+      await client.query(setRole).catch(async (err) => {
+        await client.end();
+        throw err;
+      });
     return client;
   };
 }
 
 /** The key cache's own log lines, as [level, message] (pino's levels: 20 debug, 30 info, 40 warn). */
-const cacheLines = (api: TestApi) => api.logs.filter((line) => String(line.msg).startsWith('key cache')).map((line) => [line.level, line.msg] as [number, string]);
+const cacheLines = (api: TestApi) =>
+  api.logs
+    .filter((line) => String(line.msg).startsWith('key cache'))
+    .map((line) => [line.level, line.msg] as [number, string]);
 
 describe('key cache', () => {
   let api: TestApi;
@@ -146,8 +153,15 @@ describe('key cache', () => {
   it('does not keep a lookup that raced an announcement', async () => {
     const cache = api.keyCache!;
     const record: KeyRecord = {
-      keyId: '00000000-0000-4000-8000-000000000001', role: null, revokedAt: null, expiresAt: null, lastUsedAt: null,
-      workspaceId: '00000000-0000-4000-8000-000000000002', slug: 'kc-main', status: 'active', timezone: 'Asia/Dubai',
+      keyId: '00000000-0000-4000-8000-000000000001',
+      role: null,
+      revokedAt: null,
+      expiresAt: null,
+      lastUsedAt: null,
+      workspaceId: '00000000-0000-4000-8000-000000000002',
+      slug: 'kc-main',
+      status: 'active',
+      timezone: 'Asia/Dubai',
     };
     const generation = cache.generation;
     await db.raw(`NOTIFY ${AUTH_CHANGES_CHANNEL}`);
@@ -163,7 +177,9 @@ describe('key cache', () => {
     expect((await me(key)).status).to.equal(200);
     await within(1000, async () => (await db('api_keys').where({ id }).first('last_used_at')).last_used_at !== null);
     const generation = api.keyCache!.generation;
-    await db('api_keys').where({ id }).update({ last_used_at: new Date(T0.getTime() + 1000) });
+    await db('api_keys')
+      .where({ id })
+      .update({ last_used_at: new Date(T0.getTime() + 1000) });
     // Any announcement would have arrived by the time a later one does.
     await db.raw(`NOTIFY ${AUTH_CHANGES_CHANNEL}`);
     await within(1000, async () => api.keyCache!.generation !== generation);
@@ -183,20 +199,32 @@ describe('key cache', () => {
     const heartbeatDeadlineMs = 300;
     let cache: KeyCache | undefined;
     try {
-      const { rows: [{ pid }] } = await heartbeatDb.raw('SELECT pg_backend_pid() AS pid');
+      const {
+        rows: [{ pid }],
+      } = await heartbeatDb.raw('SELECT pg_backend_pid() AS pid');
       // What any role that LISTENs on the channel sees of this cache's heartbeats.
       const seen: string[] = [];
-      watcher.on('notification', (message) => { if (message.processId === pid) seen.push(message.payload ?? ''); });
+      watcher.on('notification', (message) => {
+        if (message.processId === pid) seen.push(message.payload ?? '');
+      });
       await watcher.connect();
       await watcher.query(`LISTEN ${AUTH_CHANGES_CHANNEL}`);
-      cache = await KeyCache.start(() => database.connectAs('api'), heartbeatDb, pino({ level: 'silent' }), { heartbeatIntervalMs, heartbeatDeadlineMs });
+      cache = await KeyCache.start(() => database.connectAs('api'), heartbeatDb, pino({ level: 'silent' }), {
+        heartbeatIntervalMs,
+        heartbeatDeadlineMs,
+      });
       expect(cache.serving).to.equal(true);
       await within(2000, async () => seen.length >= 2);
       const [word, nonce, seq, token] = seen.at(-1)!.split(' ');
       expect([word, nonce]).to.deep.equal(seen[0].split(' ').slice(0, 2));
       const next = Number(seq) + 1;
       // Any role may NOTIFY on the channel.
-      const forgeries = [`heartbeat ${nonce} 999999`, `heartbeat ${nonce} x`, `heartbeat ${nonce} ${next} ${token}`, `heartbeat ${nonce} ${next}`];
+      const forgeries = [
+        `heartbeat ${nonce} 999999`,
+        `heartbeat ${nonce} x`,
+        `heartbeat ${nonce} ${next} ${token}`,
+        `heartbeat ${nonce} ${next}`,
+      ];
       proxy.freeze();
       const frozenAt = performance.now();
       await within(3000, async () => {
@@ -204,7 +232,9 @@ describe('key cache', () => {
         return !cache!.serving;
       });
       // The heartbeat out when the proxy froze went overdue: trusted for the interval plus the deadline at most.
-      expect(performance.now() - frozenAt, 'from freeze to not serving').to.be.at.most(heartbeatIntervalMs + heartbeatDeadlineMs + 1500);
+      expect(performance.now() - frozenAt, 'from freeze to not serving').to.be.at.most(
+        heartbeatIntervalMs + heartbeatDeadlineMs + 1500,
+      );
       expect(cache.listening, 'the listener is still up').to.equal(true);
       // Heartbeats arriving again put it back in service.
       proxy.thaw();
@@ -218,7 +248,7 @@ describe('key cache', () => {
     }
   });
 
-  describe('with its listening connection through a proxy of the test\'s own', () => {
+  describe("with its listening connection through a proxy of the test's own", () => {
     let proxy: TcpProxy;
     let proxied: TestApi;
     // Heartbeats faster than the defaults (2000/2500 ms), so that the bounds below leave clear slack on a busy machine.
@@ -227,7 +257,10 @@ describe('key cache', () => {
 
     beforeEach(async () => {
       proxy = await startTcpProxy(Number(new URL(url).port));
-      proxied = await startApi({ now: () => now, keyCache: { connect: connectVia(url, db, proxy), heartbeatIntervalMs, heartbeatDeadlineMs } });
+      proxied = await startApi({
+        now: () => now,
+        keyCache: { connect: connectVia(url, db, proxy), heartbeatIntervalMs, heartbeatDeadlineMs },
+      });
     });
     afterEach(async () => {
       proxy.thaw();
@@ -254,9 +287,14 @@ describe('key cache', () => {
       const refusedAfterMs = performance.now() - frozenAt;
       // Trusted for the interval plus the deadline at most (1.2 s), then the next request goes to the database: 3 s
       // leaves 1.8 s for requests and timers on a busy machine.
-      expect(refusedAfterMs, 'from freeze to the revoked key refused').to.be.at.most(heartbeatIntervalMs + heartbeatDeadlineMs + 1800);
+      expect(refusedAfterMs, 'from freeze to the revoked key refused').to.be.at.most(
+        heartbeatIntervalMs + heartbeatDeadlineMs + 1800,
+      );
       expect(cache.serving).to.equal(false);
-      expect((await proxied.get('/v1/me', revoked.key)).body.error).to.include({ code: 'unauthorized', reason: 'revoked' });
+      expect((await proxied.get('/v1/me', revoked.key)).body.error).to.include({
+        code: 'unauthorized',
+        reason: 'revoked',
+      });
       // Nothing closed: the same connection is up, only silent.
       expect(cache.listening).to.equal(true);
       expect(cache.losses).to.equal(losses);
@@ -276,7 +314,10 @@ describe('key cache', () => {
       expect((await proxied.get('/v1/me', kept.key)).status).to.equal(200);
       expect((await proxied.get('/v1/me', revoked.key)).status).to.equal(401);
       expect(cacheLines(proxied)).to.deep.equal([
-        [40, `key cache: a heartbeat did not come back within ${heartbeatDeadlineMs} ms; cache dropped, keys are looked up in the database until heartbeats come back`],
+        [
+          40,
+          `key cache: a heartbeat did not come back within ${heartbeatDeadlineMs} ms; cache dropped, keys are looked up in the database until heartbeats come back`,
+        ],
         [30, 'key cache: listening again; the cache serves again, starting empty'],
       ]);
     });
@@ -284,13 +325,22 @@ describe('key cache', () => {
     it('warns once per outage while it cannot listen, and says once that it listens again', async () => {
       const cache = proxied.keyCache!;
       proxy.cut();
-      const cannotListen = () => cacheLines(proxied).filter(([, msg]) => msg.startsWith('key cache: cannot listen')).length;
+      const cannotListen = () =>
+        cacheLines(proxied).filter(([, msg]) => msg.startsWith('key cache: cannot listen')).length;
       await within(5000, async () => cannotListen() >= 2);
       proxy.restore();
       await within(10_000, async () => cache.serving);
       const lines = cacheLines(proxied);
-      expect(lines[0]).to.deep.equal([40, 'key cache: lost the connection that listens for key changes; cache dropped']);
-      expect(lines.slice(1, -1)).to.deep.equal(Array(lines.length - 2).fill([20, 'key cache: cannot listen for key changes; keys are looked up in the database']));
+      expect(lines[0]).to.deep.equal([
+        40,
+        'key cache: lost the connection that listens for key changes; cache dropped',
+      ]);
+      expect(lines.slice(1, -1)).to.deep.equal(
+        Array(lines.length - 2).fill([
+          20,
+          'key cache: cannot listen for key changes; keys are looked up in the database',
+        ]),
+      );
       expect(lines.length).to.be.at.least(4);
       expect(lines.at(-1)).to.deep.equal([30, 'key cache: listening again; the cache serves again, starting empty']);
     });

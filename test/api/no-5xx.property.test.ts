@@ -20,16 +20,45 @@ const operations = Object.entries(document.paths).flatMap(([template, item]) =>
     method: method.toUpperCase(),
     template,
     query: ((op.parameters ?? []) as Array<{ in?: string; name?: string; $ref?: string }>)
-      .map((p) => (p.$ref ? (document.components.parameters as Record<string, { in: string; name: string }>)[p.$ref.split('/').pop()!] : p))
+      .map((p) =>
+        p.$ref
+          ? (document.components.parameters as Record<string, { in: string; name: string }>)[p.$ref.split('/').pop()!]
+          : p,
+      )
       .filter((p) => p.in === 'query')
       .map((p) => p.name!),
   })),
 );
 
 const printable = (max: number) => fc.stringMatching(new RegExp(`^[\\x20-\\x7e]{0,${max}}$`));
-const hostile = fc.constantFrom('%', '%zz', '%E0%A4%A', '%00', 'a%00b', '%C0%AF', '%FF', '..', '%2F', '%25', '-1', '0', '1e3', '2.5', '[]', '{}', 'null', 'true', 'x'.repeat(300));
+const hostile = fc.constantFrom(
+  '%',
+  '%zz',
+  '%E0%A4%A',
+  '%00',
+  'a%00b',
+  '%C0%AF',
+  '%FF',
+  '..',
+  '%2F',
+  '%25',
+  '-1',
+  '0',
+  '1e3',
+  '2.5',
+  '[]',
+  '{}',
+  'null',
+  'true',
+  'x'.repeat(300),
+);
 /** A value as it appears in a URL: either a hostile raw fragment or any string, percent-encoded. */
-const urlValue = fc.oneof(hostile, fc.string({ maxLength: 40 }).map(encodeURIComponent), fc.string({ unit: 'grapheme', maxLength: 10 }).map(encodeURIComponent), fc.uuid());
+const urlValue = fc.oneof(
+  hostile,
+  fc.string({ maxLength: 40 }).map(encodeURIComponent),
+  fc.string({ unit: 'grapheme', maxLength: 10 }).map(encodeURIComponent),
+  fc.uuid(),
+);
 
 describe('property: no input gets a 5xx, every answer is documented', () => {
   let api: TestApi;
@@ -41,7 +70,12 @@ describe('property: no input gets a 5xx, every answer is documented', () => {
     const ws = await webhookWorkspace(db);
     key = (await createApiKey(db, { workspaceSlug: ws.slug })).key;
     const endpoint = await ws.endpoint({ url: 'https://hooks.example.ae/fleet' });
-    const queued = await queueTestDelivery(db, { workspaceId: ws.id, endpointId: endpoint.id, idempotencyKey: 'seed', now: new Date('2026-11-22T08:00:00.000Z') });
+    const queued = await queueTestDelivery(db, {
+      workspaceId: ws.id,
+      endpointId: endpoint.id,
+      idempotencyKey: 'seed',
+      now: new Date('2026-11-22T08:00:00.000Z'),
+    });
     ids = [endpoint.id, (queued as { deliveryId: string }).deliveryId];
     api = await startApi({ now: new Date('2026-11-22T08:00:00.000Z') });
   });
@@ -59,10 +93,17 @@ describe('property: no input gets a 5xx, every answer is documented', () => {
       method: fc.option(fc.constantFrom('GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'), { freq: 3 }),
       pathValues: fc.array(fc.oneof(urlValue, fc.constantFrom('ENDPOINT', 'DELIVERY')), { minLength: 2, maxLength: 2 }),
       query: fc.array(fc.tuple(fc.oneof(fc.constant('KNOWN'), urlValue), urlValue), { maxLength: 4 }),
-      auth: fc.oneof(fc.constant('valid'), fc.constant('none'), printable(60).map((s) => `Bearer ${s}`), printable(60)),
+      auth: fc.oneof(
+        fc.constant('valid'),
+        fc.constant('none'),
+        printable(60).map((s) => `Bearer ${s}`),
+        printable(60),
+      ),
       idempotencyKey: fc.option(printable(300)),
       contentEncoding: fc.option(fc.constantFrom('gzip', 'deflate', 'br', 'identity', 'x-unknown')),
-      contentType: fc.option(fc.constantFrom('application/json', 'text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data')),
+      contentType: fc.option(
+        fc.constantFrom('application/json', 'text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data'),
+      ),
       body: fc.option(fc.oneof(fc.string({ maxLength: 200 }), fc.json())),
       knownPick: fc.nat(),
     });
@@ -75,7 +116,10 @@ describe('property: no input gets a 5xx, every answer is documented', () => {
         });
         const known = r.operation.query;
         const query = r.query
-          .map(([name, value]) => `${name === 'KNOWN' ? (known[r.knownPick % Math.max(known.length, 1)] ?? 'limit') : name}=${value}`)
+          .map(
+            ([name, value]) =>
+              `${name === 'KNOWN' ? (known[r.knownPick % Math.max(known.length, 1)] ?? 'limit') : name}=${value}`,
+          )
           .join('&');
         const method = r.method ?? r.operation.method;
         const url = query ? `${path}?${query}` : path;
@@ -86,7 +130,12 @@ describe('property: no input gets a 5xx, every answer is documented', () => {
         if (r.contentEncoding !== null) headers['content-encoding'] = r.contentEncoding;
         if (r.contentType !== null) headers['content-type'] = r.contentType;
         const withBody = r.body !== null && !['GET', 'HEAD'].includes(method);
-        const res = await fetch(api.url + url, { method, headers, body: withBody ? r.body! : undefined, redirect: 'manual' });
+        const res = await fetch(api.url + url, {
+          method,
+          headers,
+          body: withBody ? r.body! : undefined,
+          redirect: 'manual',
+        });
         made += 1;
         const text = await res.text();
         const label = `${method} ${url} ${JSON.stringify(headers).slice(0, 200)}`;

@@ -14,7 +14,10 @@ import { receivables } from '../../src/queries/receivables.js';
 // rows the query tests check by hand), with and without a term or a window; rows inserted and deleted between pages;
 // cursors of another query, list or workspace, or altered. The clock is fixed; nothing depends on today's date.
 const NOW = new Date('2026-11-22T08:00:00.000Z');
-const UNLIMITED = { workspace: { ratePerSecond: 0, concurrency: 0 }, authFailures: { perMinute: 0, trustedProxies: [] } };
+const UNLIMITED = {
+  workspace: { ratePerSecond: 0, concurrency: 0 },
+  authFailures: { perMinute: 0, trustedProxies: [] },
+};
 
 type Row = Record<string, unknown>;
 
@@ -26,7 +29,12 @@ interface Paged {
 }
 
 /** Every page of `path` (which holds its query, and a `limit`), cursor after cursor, until nextCursor is null. */
-async function pageThrough(api: TestApi, key: string, path: string, between?: (page: number, rows: Row[]) => Promise<void>): Promise<Paged> {
+async function pageThrough(
+  api: TestApi,
+  key: string,
+  path: string,
+  between?: (page: number, rows: Row[]) => Promise<void>,
+): Promise<Paged> {
   const rows: Row[] = [];
   const answers: Row[] = [];
   let cursor: string | null = null;
@@ -39,7 +47,8 @@ async function pageThrough(api: TestApi, key: string, path: string, between?: (p
     answers.push(res.body);
     cursor = res.body.nextCursor;
     // a page short of its limit is the last one; a full page may be the last one too, and says so
-    if (res.body.rows.length < Number(new URL(path, 'http://x').searchParams.get('limit'))) expect(cursor).to.equal(null);
+    if (res.body.rows.length < Number(new URL(path, 'http://x').searchParams.get('limit')))
+      expect(cursor).to.equal(null);
     if (cursor !== null) await between?.(pages, res.body.rows);
   } while (cursor !== null);
   return { rows, pages, answers };
@@ -57,13 +66,30 @@ async function loadVehicles(db: Knex, f: Fixture): Promise<void> {
   const fleet = await f.fleet();
   await db('vehicles').insert(
     Array.from({ length: VEHICLES }, (_, k) => ({
-      id: randomUUID(), workspace_id: f.ws.id, fleet_id: fleet, make: MAKES[k % 3], model: MODELS[Math.floor(k / 3) % 4],
-      plate: `${['P', 'TO', 'DXB'][Math.floor(k / 12) % 3]} ${k}`, category: 'sedan', daily_rate: 10000 + k, state: k % 10 === 0 ? 'in_service' : 'active',
+      id: randomUUID(),
+      workspace_id: f.ws.id,
+      fleet_id: fleet,
+      make: MAKES[k % 3],
+      model: MODELS[Math.floor(k / 3) % 4],
+      plate: `${['P', 'TO', 'DXB'][Math.floor(k / 12) % 3]} ${k}`,
+      category: 'sedan',
+      daily_rate: 10000 + k,
+      state: k % 10 === 0 ? 'in_service' : 'active',
     })),
   );
   // a few bookings and a maintenance block, for `available` in the window below
-  const some = await db('vehicles').where({ workspace_id: f.ws.id, state: 'active' }).orderBy('plate').limit(5).pluck('id');
-  for (const vehicleId of some.slice(0, 3)) await f.booking({ vehicleId, status: 'confirmed', pickupAt: '2026-12-01T06:00:00Z', dropoffAt: '2026-12-03T06:00:00Z' });
+  const some = await db('vehicles')
+    .where({ workspace_id: f.ws.id, state: 'active' })
+    .orderBy('plate')
+    .limit(5)
+    .pluck('id');
+  for (const vehicleId of some.slice(0, 3))
+    await f.booking({
+      vehicleId,
+      status: 'confirmed',
+      pickupAt: '2026-12-01T06:00:00Z',
+      dropoffAt: '2026-12-03T06:00:00Z',
+    });
   await f.maintenance({ vehicleId: some[4], startsAt: '2026-12-02T00:00:00Z', endsAt: '2026-12-02T12:00:00Z' });
 }
 
@@ -71,15 +97,30 @@ async function loadDebtors(db: Knex, f: Fixture, count = CUSTOMERS, namePrefix =
   const ids = Array.from({ length: count }, () => randomUUID());
   await db('customers').insert(ids.map((id, k) => ({ id, workspace_id: f.ws.id, name: `${namePrefix} ${k % 40}` })));
   const invoices = ids.map((id, k) => ({
-    id: randomUUID(), workspace_id: f.ws.id, number: `INV-${namePrefix}-${k}`, customer_id: id, purpose: 'rental',
-    issue_date: '2026-10-01', due_date: '2026-11-01', total: 5000, status: 'issued',
+    id: randomUUID(),
+    workspace_id: f.ws.id,
+    number: `INV-${namePrefix}-${k}`,
+    customer_id: id,
+    purpose: 'rental',
+    issue_date: '2026-10-01',
+    due_date: '2026-11-01',
+    total: 5000,
+    status: 'issued',
   }));
   await db('invoices').insert(invoices);
   // paid 5000 - 1000 x (k mod 5): outstanding 1000 x (k mod 5)
-  await db('payments').insert(invoices.map((invoice, k) => ({
-    id: randomUUID(), workspace_id: f.ws.id, kind: 'charge', status: 'captured', amount: 5000 - 1000 * (k % 5), customer_id: invoice.customer_id,
-    invoice_id: invoice.id, at: new Date('2026-10-15T00:00:00Z'),
-  })));
+  await db('payments').insert(
+    invoices.map((invoice, k) => ({
+      id: randomUUID(),
+      workspace_id: f.ws.id,
+      kind: 'charge',
+      status: 'captured',
+      amount: 5000 - 1000 * (k % 5),
+      customer_id: invoice.customer_id,
+      invoice_id: invoice.id,
+      at: new Date('2026-10-15T00:00:00Z'),
+    })),
+  );
   return ids;
 }
 
@@ -122,7 +163,11 @@ describe('API: paging GET /v1/vehicles and GET /v1/receivables by cursor', () =>
       ['&q=dxb', { q: 'dxb' }, 96],
       // with a window: `available` on every row of every page
       [`&from=${window.from}&to=${window.to}`, { from: new Date(window.from), to: new Date(window.to) }, VEHICLES],
-      [`&q=to&from=${window.from}&to=${window.to}`, { q: 'to', from: new Date(window.from), to: new Date(window.to) }, 164],
+      [
+        `&q=to&from=${window.from}&to=${window.to}`,
+        { q: 'to', from: new Date(window.from), to: new Date(window.to) },
+        164,
+      ],
     ];
     for (const [query, params, count] of cases) {
       it(`pages${query || ' every vehicle'} 7 at a time into the one unpaged answer (${count} rows)`, async () => {
@@ -142,15 +187,30 @@ describe('API: paging GET /v1/vehicles and GET /v1/receivables by cursor', () =>
       expect([...first.body.rows, ...second.body.rows]).to.deep.equal(whole.slice(0, 53));
       // 2026-12-01T06:00Z is 10:00 in Dubai
       const windowed = await api.get(`/v1/vehicles?from=${window.from}&to=${window.to}&limit=2`, key);
-      const next = await api.get(`/v1/vehicles?from=2026-12-01T10:00:00%2B04:00&to=${window.to}&limit=2&cursor=${windowed.body.nextCursor}`, key);
+      const next = await api.get(
+        `/v1/vehicles?from=2026-12-01T10:00:00%2B04:00&to=${window.to}&limit=2&cursor=${windowed.body.nextCursor}`,
+        key,
+      );
       expect(next.status).to.equal(200);
-      expect(next.body.rows.map((r: Row) => r.plate)).to.deep.equal((await searchVehicles(db, f.ws, { limit: 4 }, NOW)).rows.slice(2).map((r) => r.plate));
+      expect(next.body.rows.map((r: Row) => r.plate)).to.deep.equal(
+        (await searchVehicles(db, f.ws, { limit: 4 }, NOW)).rows.slice(2).map((r) => r.plate),
+      );
     });
 
     it('sees every vehicle that stays put exactly once while others are added and removed before and after the cursor', async () => {
       const g = await fixture(db);
       const fleet = await g.fleet();
-      const car = (make: string, model: string, plate: string) => ({ id: randomUUID(), workspace_id: g.ws.id, fleet_id: fleet, make, model, plate, category: 'sedan', daily_rate: 1, state: 'active' });
+      const car = (make: string, model: string, plate: string) => ({
+        id: randomUUID(),
+        workspace_id: g.ws.id,
+        fleet_id: fleet,
+        make,
+        model,
+        plate,
+        category: 'sedan',
+        daily_rate: 1,
+        state: 'active',
+      });
       const initial = Array.from({ length: 60 }, (_, k) => car(MAKES[k % 3], MODELS[k % 4], `S ${k}`));
       await db('vehicles').insert(initial);
       const gKey = (await createApiKey(db, { workspaceSlug: g.slug })).key;
@@ -164,7 +224,11 @@ describe('API: paging GET /v1/vehicles and GET /v1/receivables by cursor', () =>
         // one before the cursor (never to be seen), one after it (to be seen); and one at the cursor's own make and
         // model, either side of it
         const last = rows.at(-1)!;
-        const [first, beside, later] = [car('Aston', 'Z', `N ${page}`), car(String(last.make), String(last.model), `${String(last.plate)} b`), car('Zotye', 'A', `N ${String(page).padStart(3, '0')}`)];
+        const [first, beside, later] = [
+          car('Aston', 'Z', `N ${page}`),
+          car(String(last.make), String(last.model), `${String(last.plate)} b`),
+          car('Zotye', 'A', `N ${String(page).padStart(3, '0')}`),
+        ];
         await db('vehicles').insert([first, beside, later]);
         before.push(first.id);
         after.push(later.id);
@@ -177,9 +241,19 @@ describe('API: paging GET /v1/vehicles and GET /v1/receivables by cursor', () =>
       });
       const ids = paged.rows.map((r) => r.id as string);
       expect(new Set(ids).size, 'no vehicle twice').to.equal(ids.length);
-      for (const v of initial.filter((v) => !removedUnseen.has(v.id))) expect(ids.filter((id) => id === v.id), `${v.plate} once`).to.have.length(1);
-      expect(ids.filter((id) => removedUnseen.has(id) || before.includes(id)), 'none removed before it was reached, none added before the cursor').to.deep.equal([]);
-      expect(after.every((id) => ids.includes(id)), 'every one added after the cursor').to.equal(true);
+      for (const v of initial.filter((v) => !removedUnseen.has(v.id)))
+        expect(
+          ids.filter((id) => id === v.id),
+          `${v.plate} once`,
+        ).to.have.length(1);
+      expect(
+        ids.filter((id) => removedUnseen.has(id) || before.includes(id)),
+        'none removed before it was reached, none added before the cursor',
+      ).to.deep.equal([]);
+      expect(
+        after.every((id) => ids.includes(id)),
+        'every one added after the cursor',
+      ).to.equal(true);
       expect(removedUnseen.size).to.be.greaterThan(3);
     });
 
@@ -207,7 +281,10 @@ describe('API: paging GET /v1/vehicles and GET /v1/receivables by cursor', () =>
         expect(paged.rows).to.deep.equal(whole.rows);
         expect(paged.pages).to.equal(Math.ceil(count / 9));
         for (const answer of paged.answers) expect(answer.totals).to.deep.equal(whole.totals);
-        expect(whole.totals).to.include({ customers: CUSTOMERS, outstanding: 1000 * (0 + 1 + 2 + 3 + 4) * (CUSTOMERS / 5) });
+        expect(whole.totals).to.include({
+          customers: CUSTOMERS,
+          outstanding: 1000 * (0 + 1 + 2 + 3 + 4) * (CUSTOMERS / 5),
+        });
       });
     }
 
@@ -249,7 +326,8 @@ describe('API: paging GET /v1/vehicles and GET /v1/receivables by cursor', () =>
         // one seen and one not yet seen leave the list (their invoices voided)
         const gone = initial.find((id) => seen.has(id) && !removedSeen.has(id) && id !== moved);
         const unseen = initial.find((id) => !seen.has(id) && !removedUnseen.has(id));
-        for (const id of [gone, unseen]) if (id) await db('invoices').where({ customer_id: id }).update({ status: 'void' });
+        for (const id of [gone, unseen])
+          if (id) await db('invoices').where({ customer_id: id }).update({ status: 'void' });
         if (gone) removedSeen.add(gone);
         if (unseen) removedUnseen.add(unseen);
         // after the first page: one seen owing 4000 pays it all and moves past the cursor, to owing nothing
@@ -264,8 +342,14 @@ describe('API: paging GET /v1/vehicles and GET /v1/receivables by cursor', () =>
       expect(ids.filter((id) => id === moved)).to.have.length(2);
       expect(new Set(ids).size, 'no one else twice').to.equal(ids.length - 1);
       for (const id of initial.filter((id) => !removedUnseen.has(id))) expect(ids.includes(id), id).to.equal(true);
-      expect(ids.filter((id) => removedUnseen.has(id) || before.includes(id)), 'none removed before it was reached, none added before the cursor').to.deep.equal([]);
-      expect(after.every((id) => ids.includes(id)), 'every one added after the cursor').to.equal(true);
+      expect(
+        ids.filter((id) => removedUnseen.has(id) || before.includes(id)),
+        'none removed before it was reached, none added before the cursor',
+      ).to.deep.equal([]);
+      expect(
+        after.every((id) => ids.includes(id)),
+        'every one added after the cursor',
+      ).to.equal(true);
       expect(removedUnseen.size).to.be.greaterThan(3);
     });
 
@@ -277,7 +361,10 @@ describe('API: paging GET /v1/vehicles and GET /v1/receivables by cursor', () =>
   });
 
   describe('cursors that are refused', () => {
-    const expectRefused = (res: { status: number; body: { error: { code: string; reason?: string; message: string } } }, what: string) => {
+    const expectRefused = (
+      res: { status: number; body: { error: { code: string; reason?: string; message: string } } },
+      what: string,
+    ) => {
       expect(res.status, what).to.equal(400);
       expect(res.body.error, what).to.include({ code: 'invalid_request', reason: 'cursor' });
       expect(res.body.error.message, what).to.match(/^Query parameter "cursor" .* Start again without "cursor"\.$/);
@@ -285,9 +372,11 @@ describe('API: paging GET /v1/vehicles and GET /v1/receivables by cursor', () =>
 
     it('refuses a cursor altered, of another workspace, of another query or of another list, and changes nothing', async () => {
       const vehicles = (await api.get('/v1/vehicles?limit=5&q=to', key)).body.nextCursor as string;
-      const windowed = (await api.get(`/v1/vehicles?limit=5&from=${window.from}&to=${window.to}`, key)).body.nextCursor as string;
+      const windowed = (await api.get(`/v1/vehicles?limit=5&from=${window.from}&to=${window.to}`, key)).body
+        .nextCursor as string;
       const debtors = (await api.get('/v1/receivables?limit=5&search=r%201', key)).body.nextCursor as string;
-      const altered = (cursor: string, at: number) => `${cursor.slice(0, at)}${cursor[at] === 'A' ? 'B' : 'A'}${cursor.slice(at + 1)}`;
+      const altered = (cursor: string, at: number) =>
+        `${cursor.slice(0, at)}${cursor[at] === 'A' ? 'B' : 'A'}${cursor.slice(at + 1)}`;
       const refused: Array<[string, string, string]> = [
         ['altered at its start', `/v1/vehicles?limit=5&q=to&cursor=${altered(vehicles, 0)}`, key],
         ['altered in its position', `/v1/vehicles?limit=5&q=to&cursor=${altered(vehicles, 8)}`, key],
@@ -297,7 +386,11 @@ describe('API: paging GET /v1/vehicles and GET /v1/receivables by cursor', () =>
         ['another term', `/v1/vehicles?limit=5&q=toy&cursor=${vehicles}`, key],
         ['no term', `/v1/vehicles?limit=5&cursor=${vehicles}`, key],
         ['a window added', `/v1/vehicles?limit=5&q=to&from=${window.from}&to=${window.to}&cursor=${vehicles}`, key],
-        ['another window', `/v1/vehicles?limit=5&from=${window.from}&to=2026-12-04T06:00:00.001Z&cursor=${windowed}`, key],
+        [
+          'another window',
+          `/v1/vehicles?limit=5&from=${window.from}&to=2026-12-04T06:00:00.001Z&cursor=${windowed}`,
+          key,
+        ],
         ['the window left out', `/v1/vehicles?limit=5&cursor=${windowed}`, key],
         ['another list (vehicles to receivables)', `/v1/receivables?limit=5&cursor=${vehicles}`, key],
         ['another list (receivables to vehicles)', `/v1/vehicles?limit=5&cursor=${debtors}`, key],
@@ -309,7 +402,10 @@ describe('API: paging GET /v1/vehicles and GET /v1/receivables by cursor', () =>
       for (const [what, path, apiKey] of refused) expectRefused(await api.get(path, apiKey), what);
       // outside the parameter's alphabet or length: refused by the document, naming it too
       for (const bad of ['a*b', 'A'.repeat(2049)]) {
-        expect((await api.get(`/v1/vehicles?cursor=${bad}`, key)).body.error).to.include({ code: 'invalid_request', reason: 'cursor' });
+        expect((await api.get(`/v1/vehicles?cursor=${bad}`, key)).body.error).to.include({
+          code: 'invalid_request',
+          reason: 'cursor',
+        });
       }
       // and the cursors themselves still work where they belong
       expect((await api.get(`/v1/vehicles?limit=5&q=to&cursor=${vehicles}`, key)).status).to.equal(200);
@@ -318,12 +414,21 @@ describe('API: paging GET /v1/vehicles and GET /v1/receivables by cursor', () =>
 
     it('takes a cursor from another API process with the same master key, not from one with another', async () => {
       const sibling = await startApi({ now: NOW, limits: UNLIMITED });
-      const foreign = await startApi({ now: NOW, limits: UNLIMITED, cursors: Cursors.fromApiSecret({ env: { FRS_API_SECRET: crypto.randomBytes(32).toString('base64') } }) });
+      const foreign = await startApi({
+        now: NOW,
+        limits: UNLIMITED,
+        cursors: Cursors.fromApiSecret({ env: { FRS_API_SECRET: crypto.randomBytes(32).toString('base64') } }),
+      });
       try {
         const first = await api.get('/v1/receivables?limit=4', key);
         const whole = await receivables(db, f.ws, { limit: 8 }, NOW);
-        expect((await sibling.get(`/v1/receivables?limit=4&cursor=${first.body.nextCursor}`, key)).body.rows).to.deep.equal(whole.rows.slice(4, 8));
-        expectRefused(await foreign.get(`/v1/receivables?limit=4&cursor=${first.body.nextCursor}`, key), 'another master key');
+        expect(
+          (await sibling.get(`/v1/receivables?limit=4&cursor=${first.body.nextCursor}`, key)).body.rows,
+        ).to.deep.equal(whole.rows.slice(4, 8));
+        expectRefused(
+          await foreign.get(`/v1/receivables?limit=4&cursor=${first.body.nextCursor}`, key),
+          'another master key',
+        );
       } finally {
         await sibling.close();
         await foreign.close();

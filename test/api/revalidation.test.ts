@@ -24,9 +24,30 @@ const T0 = new Date('2026-11-22T08:00:00.000Z');
  * them. Left readable: the versions, authentication's tables, and the bookings (the booking summary's clock looks up
  * its next pickup and drop-off).
  */
-const ANSWERS_READ = ['vehicles', 'fleets', 'owners', 'customers', 'invoices', 'payments', 'expenses', 'maintenance', 'customer_ledger', 'workspace_totals',
-  'booking_status_counts', 'vehicle_state_counts', 'payment_months', 'payment_days', 'open_balances', 'vehicle_revenue', 'vehicle_models',
-  'expense_months', 'webhook_endpoints', 'deliveries', 'delivery_attempts', 'events'];
+const ANSWERS_READ = [
+  'vehicles',
+  'fleets',
+  'owners',
+  'customers',
+  'invoices',
+  'payments',
+  'expenses',
+  'maintenance',
+  'customer_ledger',
+  'workspace_totals',
+  'booking_status_counts',
+  'vehicle_state_counts',
+  'payment_months',
+  'payment_days',
+  'open_balances',
+  'vehicle_revenue',
+  'vehicle_models',
+  'expense_months',
+  'webhook_endpoints',
+  'deliveries',
+  'delivery_attempts',
+  'events',
+];
 const id = () => randomUUID();
 
 describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
@@ -37,7 +58,20 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
   let key: string;
   let endpointId: string;
   let deliveryId: string;
-  const ids = { owner: id(), fleet: id(), camry: id(), patrol: id(), civic: id(), alice: id(), bob: id(), b1: id(), b2: id(), b3: id(), i1: id(), i2: id() };
+  const ids = {
+    owner: id(),
+    fleet: id(),
+    camry: id(),
+    patrol: id(),
+    civic: id(),
+    alice: id(),
+    bob: id(),
+    b1: id(),
+    b2: id(),
+    b3: id(),
+    i1: id(),
+    i2: id(),
+  };
 
   /** Every GET of /v1, by name; the window starts at 09:00Z. */
   const gets = (): Record<string, string> => ({
@@ -54,7 +88,16 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
     deliveries: `/v1/webhooks/${endpointId}/deliveries`,
     delivery: `/v1/webhooks/${endpointId}/deliveries/${deliveryId}`,
   });
-  const RECORDS = ['fleets', 'fleetSummary', 'vehicles', 'vehiclesWindow', 'operationsToday', 'bookingSummary', 'financeOverview', 'receivables'];
+  const RECORDS = [
+    'fleets',
+    'fleetSummary',
+    'vehicles',
+    'vehiclesWindow',
+    'operationsToday',
+    'bookingSummary',
+    'financeOverview',
+    'receivables',
+  ];
   const WEBHOOKS = ['webhooks', 'deliveries', 'delivery'];
   /** The answers whose tags the local date enters. */
   const DAY = ['operationsToday', 'bookingSummary', 'financeOverview', 'receivables'];
@@ -74,12 +117,18 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
     Number((await db('workspace_data_versions').where({ workspace_id: workspaceId, area }).sum({ n: 'changes' }))[0].n);
 
   /** The names whose tag differs between two readings. */
-  const changed = (before: Record<string, string>, after: Record<string, string>) => Object.keys(before).filter((n) => before[n] !== after[n]).sort();
+  const changed = (before: Record<string, string>, after: Record<string, string>) =>
+    Object.keys(before)
+      .filter((n) => before[n] !== after[n])
+      .sort();
 
   before(async () => {
     ({ db } = await testDatabase());
     // (no rate limit: the tests read every answer many times a second)
-    api = await startApi({ now: () => clock, limits: { workspace: { ratePerSecond: 0, concurrency: 0 }, authFailures: { perMinute: 0, trustedProxies: [] } } });
+    api = await startApi({
+      now: () => clock,
+      limits: { workspace: { ratePerSecond: 0, concurrency: 0 }, authFailures: { perMinute: 0, trustedProxies: [] } },
+    });
     slug = `etag-${id().slice(0, 8)}`;
     await createWorkspace(db, { slug, timezone: 'Asia/Dubai' });
     key = (await createApiKey(db, { workspaceSlug: slug })).key;
@@ -87,35 +136,167 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
       owners: [{ id: ids.owner, name: 'Owner One' }],
       fleets: [{ id: ids.fleet, code: 'DXB', name: 'Dubai Fleet', ownerId: ids.owner }],
       vehicles: [
-        { id: ids.camry, fleetId: ids.fleet, make: 'Toyota', model: 'Camry', plate: 'Dubai A 111', category: 'sedan', dailyRate: 15000, state: 'active' },
-        { id: ids.patrol, fleetId: ids.fleet, make: 'Nissan', model: 'Patrol', plate: 'Dubai B 222', category: 'suv', dailyRate: 60000, state: 'active' },
-        { id: ids.civic, fleetId: ids.fleet, make: 'Honda', model: 'Civic', plate: 'Dubai E 555', category: 'sedan', dailyRate: 14000, state: 'active' },
+        {
+          id: ids.camry,
+          fleetId: ids.fleet,
+          make: 'Toyota',
+          model: 'Camry',
+          plate: 'Dubai A 111',
+          category: 'sedan',
+          dailyRate: 15000,
+          state: 'active',
+        },
+        {
+          id: ids.patrol,
+          fleetId: ids.fleet,
+          make: 'Nissan',
+          model: 'Patrol',
+          plate: 'Dubai B 222',
+          category: 'suv',
+          dailyRate: 60000,
+          state: 'active',
+        },
+        {
+          id: ids.civic,
+          fleetId: ids.fleet,
+          make: 'Honda',
+          model: 'Civic',
+          plate: 'Dubai E 555',
+          category: 'sedan',
+          dailyRate: 14000,
+          state: 'active',
+        },
       ],
-      maintenance: [{ id: id(), vehicleId: ids.civic, startsAt: '2026-12-10T06:00:00.000Z', endsAt: '2026-12-11T06:00:00.000Z', reason: 'service' }],
+      maintenance: [
+        {
+          id: id(),
+          vehicleId: ids.civic,
+          startsAt: '2026-12-10T06:00:00.000Z',
+          endsAt: '2026-12-11T06:00:00.000Z',
+          reason: 'service',
+        },
+      ],
       vehicleDocuments: [{ id: id(), vehicleId: ids.camry, docType: 'insurance', expiresAt: '2027-03-01' }],
-      customers: [{ id: ids.alice, name: 'Alice Mansoori' }, { id: ids.bob, name: 'Bob Fernandes' }],
+      customers: [
+        { id: ids.alice, name: 'Alice Mansoori' },
+        { id: ids.bob, name: 'Bob Fernandes' },
+      ],
       bookings: [
         // B1 active, due back today 14:00Z (18:00 Dubai); B2 active, late since 07:00Z; B3 confirmed, pickup today 10:00Z
-        { id: ids.b1, number: 'B-1', customerId: ids.alice, vehicleId: ids.camry, type: 'daily', status: 'active', pickupAt: '2026-11-20T06:00:00.000Z', dropoffAt: '2026-11-22T14:00:00.000Z', amount: 45000 },
-        { id: ids.b2, number: 'B-2', customerId: ids.bob, vehicleId: ids.patrol, type: 'daily', status: 'active', pickupAt: '2026-11-15T06:00:00.000Z', dropoffAt: '2026-11-22T07:00:00.000Z', amount: 360000 },
-        { id: ids.b3, number: 'B-3', customerId: ids.alice, vehicleId: ids.civic, type: 'daily', status: 'confirmed', pickupAt: '2026-11-22T10:00:00.000Z', dropoffAt: '2026-11-25T10:00:00.000Z', amount: 60000 },
+        {
+          id: ids.b1,
+          number: 'B-1',
+          customerId: ids.alice,
+          vehicleId: ids.camry,
+          type: 'daily',
+          status: 'active',
+          pickupAt: '2026-11-20T06:00:00.000Z',
+          dropoffAt: '2026-11-22T14:00:00.000Z',
+          amount: 45000,
+        },
+        {
+          id: ids.b2,
+          number: 'B-2',
+          customerId: ids.bob,
+          vehicleId: ids.patrol,
+          type: 'daily',
+          status: 'active',
+          pickupAt: '2026-11-15T06:00:00.000Z',
+          dropoffAt: '2026-11-22T07:00:00.000Z',
+          amount: 360000,
+        },
+        {
+          id: ids.b3,
+          number: 'B-3',
+          customerId: ids.alice,
+          vehicleId: ids.civic,
+          type: 'daily',
+          status: 'confirmed',
+          pickupAt: '2026-11-22T10:00:00.000Z',
+          dropoffAt: '2026-11-25T10:00:00.000Z',
+          amount: 60000,
+        },
       ],
-      extensions: [{ id: id(), bookingId: ids.b1, addedDays: 1, amount: 15000, previousDropoffAt: '2026-11-21T14:00:00.000Z', newDropoffAt: '2026-11-22T14:00:00.000Z', createdAt: '2026-11-19T08:00:00.000Z' }],
+      extensions: [
+        {
+          id: id(),
+          bookingId: ids.b1,
+          addedDays: 1,
+          amount: 15000,
+          previousDropoffAt: '2026-11-21T14:00:00.000Z',
+          newDropoffAt: '2026-11-22T14:00:00.000Z',
+          createdAt: '2026-11-19T08:00:00.000Z',
+        },
+      ],
       invoices: [
-        { id: ids.i1, number: 'INV-1', customerId: ids.alice, bookingId: ids.b1, purpose: 'rental', issueDate: '2026-11-20', dueDate: '2026-11-22', total: 45000, status: 'issued' },
-        { id: ids.i2, number: 'INV-2', customerId: ids.bob, bookingId: ids.b2, purpose: 'rental', issueDate: '2026-11-01', dueDate: '2026-11-01', total: 360000, status: 'issued' },
+        {
+          id: ids.i1,
+          number: 'INV-1',
+          customerId: ids.alice,
+          bookingId: ids.b1,
+          purpose: 'rental',
+          issueDate: '2026-11-20',
+          dueDate: '2026-11-22',
+          total: 45000,
+          status: 'issued',
+        },
+        {
+          id: ids.i2,
+          number: 'INV-2',
+          customerId: ids.bob,
+          bookingId: ids.b2,
+          purpose: 'rental',
+          issueDate: '2026-11-01',
+          dueDate: '2026-11-01',
+          total: 360000,
+          status: 'issued',
+        },
       ],
       payments: [
-        { id: id(), kind: 'charge', status: 'captured', amount: 20000, customerId: ids.alice, bookingId: ids.b1, invoiceId: ids.i1, at: '2026-11-20T06:00:00.000Z' },
-        { id: id(), kind: 'charge', status: 'captured', amount: 100000, customerId: ids.bob, bookingId: ids.b2, invoiceId: ids.i2, at: '2026-10-28T10:00:00.000Z' },
+        {
+          id: id(),
+          kind: 'charge',
+          status: 'captured',
+          amount: 20000,
+          customerId: ids.alice,
+          bookingId: ids.b1,
+          invoiceId: ids.i1,
+          at: '2026-11-20T06:00:00.000Z',
+        },
+        {
+          id: id(),
+          kind: 'charge',
+          status: 'captured',
+          amount: 100000,
+          customerId: ids.bob,
+          bookingId: ids.b2,
+          invoiceId: ids.i2,
+          at: '2026-10-28T10:00:00.000Z',
+        },
       ],
       installments: [{ id: id(), bookingId: ids.b2, number: 1, of: 2, dueDate: '2026-12-01', amount: 100000 }],
       expenses: [{ id: id(), vehicleId: ids.camry, category: 'fuel', amount: 5000, date: '2026-11-10' }],
-      fines: [{ id: id(), kind: 'fine', type: 'speeding', date: '2026-11-18', amount: 60000, authority: 'Dubai Police', number: 'F-1', status: 'unpaid', vehicleId: ids.patrol, recordedAt: '2026-11-19T06:00:00.000Z' }],
+      fines: [
+        {
+          id: id(),
+          kind: 'fine',
+          type: 'speeding',
+          date: '2026-11-18',
+          amount: 60000,
+          authority: 'Dubai Police',
+          number: 'F-1',
+          status: 'unpaid',
+          vehicleId: ids.patrol,
+          recordedAt: '2026-11-19T06:00:00.000Z',
+        },
+      ],
       integrations: [{ id: id(), integration: 'salik', status: 'ok' }],
     });
     endpointId = (await createEndpoint(db, { workspaceSlug: slug, url: 'https://hooks.example.ae/fleet' })).id;
-    const test = await api.request('POST', `/v1/webhooks/${endpointId}/test`, { key, headers: { 'idempotency-key': 'first' } });
+    const test = await api.request('POST', `/v1/webhooks/${endpointId}/test`, {
+      key,
+      headers: { 'idempotency-key': 'first' },
+    });
     expect(test.status).to.equal(202);
     deliveryId = test.body.deliveryId;
   });
@@ -210,29 +391,66 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
     // and the test operation's own. Each is changed directly (an outside writer: a statement that rewrites the
     // workspace's rows as they are), and must change the tags of its area's answers and no other.
     const api_role = serviceRoleName(await currentDatabaseName(db), 'api');
-    const readable = (await db.raw(`SELECT DISTINCT table_name FROM information_schema.role_table_grants WHERE grantee = ? AND privilege_type = 'SELECT'
-      UNION SELECT DISTINCT table_name FROM information_schema.column_privileges WHERE grantee = ? AND privilege_type = 'SELECT'`, [api_role, api_role])).rows
+    const readable = (
+      await db.raw(
+        `SELECT DISTINCT table_name FROM information_schema.role_table_grants WHERE grantee = ? AND privilege_type = 'SELECT'
+      UNION SELECT DISTINCT table_name FROM information_schema.column_privileges WHERE grantee = ? AND privilege_type = 'SELECT'`,
+        [api_role, api_role],
+      )
+    ).rows
       .map((r: { table_name: string }) => r.table_name)
-      .filter((t: string) => !['knex_migrations', 'knex_migrations_lock', 'master_key_record', 'api_keys', 'test_idempotency_keys', 'workspace_data_versions', 'workspaces'].includes(t))
+      .filter(
+        (t: string) =>
+          ![
+            'knex_migrations',
+            'knex_migrations_lock',
+            'master_key_record',
+            'api_keys',
+            'test_idempotency_keys',
+            'workspace_data_versions',
+            'workspaces',
+          ].includes(t),
+      )
       .sort();
-    expect(readable).to.include.members(['vehicles', 'bookings', 'customers', 'customer_ledger', 'deliveries', 'delivery_attempts', 'webhook_endpoints']);
+    expect(readable).to.include.members([
+      'vehicles',
+      'bookings',
+      'customers',
+      'customer_ledger',
+      'deliveries',
+      'delivery_attempts',
+      'webhook_endpoints',
+    ]);
     const { id: workspaceId } = await db('workspaces').where({ slug }).first('id');
     for (const table of readable) {
       const before = await tags();
-      const rewritten = table === 'delivery_attempts'
-        ? await db.raw('UPDATE delivery_attempts SET number = number WHERE delivery_id IN (SELECT id FROM deliveries WHERE workspace_id = ?)', [workspaceId])
-        : await db.raw(`UPDATE ${table} SET workspace_id = workspace_id WHERE workspace_id = ?`, [workspaceId]);
+      const rewritten =
+        table === 'delivery_attempts'
+          ? await db.raw(
+              'UPDATE delivery_attempts SET number = number WHERE delivery_id IN (SELECT id FROM deliveries WHERE workspace_id = ?)',
+              [workspaceId],
+            )
+          : await db.raw(`UPDATE ${table} SET workspace_id = workspace_id WHERE workspace_id = ?`, [workspaceId]);
       if (table === 'delivery_attempts' && rewritten.rowCount === 0) {
-        await db('delivery_attempts').insert({ delivery_id: deliveryId, endpoint_id: endpointId, number: 1, started_at: '2026-11-22T08:00:01Z', duration_ms: 40, status_code: 204 });
+        await db('delivery_attempts').insert({
+          delivery_id: deliveryId,
+          endpoint_id: endpointId,
+          number: 1,
+          started_at: '2026-11-22T08:00:01Z',
+          duration_ms: 40,
+          status_code: 204,
+        });
       } else {
         expect(rewritten.rowCount, `${table} holds rows of the workspace`).to.be.above(0);
       }
-      const area = ['webhook_endpoints', 'deliveries', 'delivery_attempts', 'events'].includes(table) ? WEBHOOKS : RECORDS;
+      const area = ['webhook_endpoints', 'deliveries', 'delivery_attempts', 'events'].includes(table)
+        ? WEBHOOKS
+        : RECORDS;
       expect(changed(before, await tags()), table).to.deep.equal([...area].sort());
     }
   });
 
-  it('lets writers of one workspace count without waiting for each other\'s commit, every committed change counted once', async () => {
+  it("lets writers of one workspace count without waiting for each other's commit, every committed change counted once", async () => {
     const { id: workspaceId } = await db('workspaces').where({ slug }).first('id');
     const version = () => dataVersion(workspaceId, 'records');
     const before = await version();
@@ -242,7 +460,13 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
       for (const [i, trx] of open.entries()) {
         // each would wait on a counter another open transaction holds, and give up after 1 s
         await trx.raw("SET LOCAL lock_timeout = '1s'");
-        await trx('maintenance').insert({ id: id(), workspace_id: workspaceId, vehicle_id: ids.civic, starts_at: `2027-0${i + 1}-01T06:00:00Z`, ends_at: `2027-0${i + 1}-02T06:00:00Z` });
+        await trx('maintenance').insert({
+          id: id(),
+          workspace_id: workspaceId,
+          vehicle_id: ids.civic,
+          starts_at: `2027-0${i + 1}-01T06:00:00Z`,
+          ends_at: `2027-0${i + 1}-02T06:00:00Z`,
+        });
       }
       expect(await version(), 'nothing counted before a commit').to.equal(before);
       for (const trx of open) await trx.commit();
@@ -264,10 +488,15 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
     const trx = await apiDb.transaction();
     try {
       await trx.raw('CREATE TEMP TABLE workspaces (id uuid) ON COMMIT DROP');
-      await trx.raw('CREATE TEMP TABLE workspace_data_versions (workspace_id uuid, area text, slot smallint, changes bigint) ON COMMIT DROP');
+      await trx.raw(
+        'CREATE TEMP TABLE workspace_data_versions (workspace_id uuid, area text, slot smallint, changes bigint) ON COMMIT DROP',
+      );
       const queued = await queueTestDelivery(trx, { workspaceId, endpointId, idempotencyKey: id(), now: T0 });
       expect(queued.replayed).to.equal(false);
-      expect((await trx.raw('SELECT count(*)::int AS n FROM pg_temp.workspace_data_versions')).rows[0].n, 'the temporary table untouched').to.equal(0);
+      expect(
+        (await trx.raw('SELECT count(*)::int AS n FROM pg_temp.workspace_data_versions')).rows[0].n,
+        'the temporary table untouched',
+      ).to.equal(0);
       await trx.commit();
     } catch (err) {
       await trx.rollback();
@@ -297,7 +526,20 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
 
   it('changes the tags when the service changes records: an import, a new endpoint, a test delivery, the time zone; another workspace never', async () => {
     let before = await tags();
-    await importDocument(db, slug, { vehicles: [{ id: id(), fleetId: ids.fleet, make: 'Kia', model: 'Picanto', plate: 'Dubai K 1', category: 'compact', dailyRate: 9000, state: 'active' }] });
+    await importDocument(db, slug, {
+      vehicles: [
+        {
+          id: id(),
+          fleetId: ids.fleet,
+          make: 'Kia',
+          model: 'Picanto',
+          plate: 'Dubai K 1',
+          category: 'compact',
+          dailyRate: 9000,
+          state: 'active',
+        },
+      ],
+    });
     let after = await tags();
     expect(changed(before, after)).to.deep.equal([...RECORDS].sort());
     const summary = await api.get('/v1/fleet/summary', key, { 'if-none-match': before.fleetSummary });
@@ -310,7 +552,10 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
     expect(changed(before, after)).to.deep.equal([...WEBHOOKS].sort());
 
     before = after;
-    expect((await api.request('POST', `/v1/webhooks/${endpointId}/test`, { key, headers: { 'idempotency-key': id() } })).status).to.equal(202);
+    expect(
+      (await api.request('POST', `/v1/webhooks/${endpointId}/test`, { key, headers: { 'idempotency-key': id() } }))
+        .status,
+    ).to.equal(202);
     after = await tags();
     expect(changed(before, after)).to.deep.equal([...WEBHOOKS].sort());
 
@@ -351,11 +596,15 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
     expect(operations.body).to.deep.equal({ handovers: [], returns: [] });
   });
 
-  it('changes the booking summary\'s tag exactly when the clock changes its counts: a pickup reached, a drop-off passed', async () => {
+  it("changes the booking summary's tag exactly when the clock changes its counts: a pickup reached, a drop-off passed", async () => {
     const at = async (iso: string) => {
       clock = new Date(iso);
       const res = await api.get('/v1/bookings/summary', key);
-      return { tag: res.headers.get('etag')!, upcoming: res.body.upcoming as number, overdue: res.body.overdue as number };
+      return {
+        tag: res.headers.get('etag')!,
+        upcoming: res.body.upcoming as number,
+        overdue: res.body.overdue as number,
+      };
     };
     const start = await at('2026-11-22T08:00:00.000Z');
     expect(start).to.include({ upcoming: 1, overdue: 1 }); // B3 ahead; B2 late since 07:00Z
@@ -369,7 +618,7 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
     expect(late.tag).to.not.equal(picked.tag);
   });
 
-  it('changes a window search\'s tag exactly when now passes the window\'s start (a car late back then overlaps it)', async () => {
+  it("changes a window search's tag exactly when now passes the window's start (a car late back then overlaps it)", async () => {
     const path = gets().vehiclesWindow;
     const at = async (iso: string) => {
       clock = new Date(iso);
@@ -391,7 +640,7 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
     expect((await api.get('/v1/vehicles', key)).headers.get('etag')).to.equal(plain);
   });
 
-  it('gives another tag for other parameters and another key\'s role, the same for the same answer', async () => {
+  it("gives another tag for other parameters and another key's role, the same for the same answer", async () => {
     const a = await api.get('/v1/receivables?limit=1', key);
     const b = await api.get('/v1/receivables?limit=2', key);
     const c = await api.get('/v1/receivables?limit=50', key);
@@ -428,8 +677,11 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
     expect(refused).to.be.instanceOf(ApiError).and.to.include({ status: 429 });
   });
 
-  it('does not count a 304 against the workspace\'s request rate', async () => {
-    const limited = await startApi({ now: () => clock, limits: { workspace: { ratePerSecond: 3, concurrency: 0 }, authFailures: { perMinute: 0, trustedProxies: [] } } });
+  it("does not count a 304 against the workspace's request rate", async () => {
+    const limited = await startApi({
+      now: () => clock,
+      limits: { workspace: { ratePerSecond: 3, concurrency: 0 }, authFailures: { perMinute: 0, trustedProxies: [] } },
+    });
     try {
       const first: ApiResponse = await limited.get('/v1/fleets', key);
       expect(first.headers.get('ratelimit')).to.match(/^"workspace";r=2;/);

@@ -2,25 +2,65 @@ import crypto from 'node:crypto';
 import { expect } from 'chai';
 import YAML from 'yaml';
 import type { Ajv2020 } from 'ajv/dist/2020.js';
-import { createSchemaAjv, loadOpenApiDocument, schemaRef, strictOpenApiDocument, webhookPayloadSchemas } from '../../src/contract/document.js';
+import {
+  createSchemaAjv,
+  loadOpenApiDocument,
+  schemaRef,
+  strictOpenApiDocument,
+  webhookPayloadSchemas,
+} from '../../src/contract/document.js';
 
 // The description's event list, copied here on purpose: the document must match it, not the other way round.
 const DESCRIPTION_EVENTS = [
-  'booking.confirmed', 'booking.completed', 'booking.delivery_due', 'booking.return_due', 'booking.extended',
+  'booking.confirmed',
+  'booking.completed',
+  'booking.delivery_due',
+  'booking.return_due',
+  'booking.extended',
   'booking.ending_soon',
-  'payment.captured', 'payment.refunded', 'payment.deposit_held', 'payment.canceled', 'invoice.issued',
-  'invoice.due_soon', 'invoice.overdue', 'installment.due_soon', 'installment.overdue', 'fine.created',
-  'quote.sent', 'quote.viewed', 'quote.accepted', 'quote.declined', 'quote.expired',
-  'lead.created', 'deal.created', 'deal.stage_changed',
-  'vehicle.maintenance_due', 'vehicle.document_expiring', 'vehicle.idle',
-  'delivery.assigned', 'task.assigned', 'task.due_soon', 'task.overdue', 'inbox.message_received', 'inbox.assigned',
-  'investor.payout_ready', 'investor.payout_generated', 'investor.report_due',
+  'payment.captured',
+  'payment.refunded',
+  'payment.deposit_held',
+  'payment.canceled',
+  'invoice.issued',
+  'invoice.due_soon',
+  'invoice.overdue',
+  'installment.due_soon',
+  'installment.overdue',
+  'fine.created',
+  'quote.sent',
+  'quote.viewed',
+  'quote.accepted',
+  'quote.declined',
+  'quote.expired',
+  'lead.created',
+  'deal.created',
+  'deal.stage_changed',
+  'vehicle.maintenance_due',
+  'vehicle.document_expiring',
+  'vehicle.idle',
+  'delivery.assigned',
+  'task.assigned',
+  'task.due_soon',
+  'task.overdue',
+  'inbox.message_received',
+  'inbox.assigned',
+  'investor.payout_ready',
+  'investor.payout_generated',
+  'investor.report_due',
   'document.esign_timeout',
   'integration.failed',
 ];
 const CALENDAR_EVENTS = [
-  'invoice.issued', 'invoice.due_soon', 'invoice.overdue', 'installment.due_soon', 'installment.overdue',
-  'booking.ending_soon', 'booking.extended', 'fine.created', 'vehicle.document_expiring',
+  'invoice.issued',
+  'invoice.due_soon',
+  'invoice.overdue',
+  'installment.due_soon',
+  'installment.overdue',
+  'booking.ending_soon',
+  'booking.extended',
+  'fine.created',
+  'vehicle.document_expiring',
 ];
 
 const document = loadOpenApiDocument();
@@ -63,7 +103,12 @@ function examplePairs(): Array<{ where: string; schema: Json; example: unknown }
   visit(document.components.headers, '#/components/headers');
   visit(document.components.responses, '#/components/responses');
   for (const [name, schema] of Object.entries(document.components.schemas as Record<string, Json>)) {
-    if ('example' in schema) pairs.push({ where: `#/components/schemas/${name}`, schema: { $ref: `#/components/schemas/${name}` }, example: schema.example });
+    if ('example' in schema)
+      pairs.push({
+        where: `#/components/schemas/${name}`,
+        schema: { $ref: `#/components/schemas/${name}` },
+        example: schema.example,
+      });
   }
   return pairs;
 }
@@ -106,7 +151,9 @@ describe('the OpenAPI document', () => {
     // Every operation behind an API key reads the database (the key itself is looked up there); /healthz never does,
     // and /readyz answers its own 503 not_ready.
     const needing = Object.entries(document.paths).flatMap(([p, item]) =>
-      Object.entries(item).filter(([, op]) => (op as { security?: unknown[] }).security?.length !== 0).map(([method, op]) => [`${method.toUpperCase()} ${p}`, op] as const),
+      Object.entries(item)
+        .filter(([, op]) => (op as { security?: unknown[] }).security?.length !== 0)
+        .map(([method, op]) => [`${method.toUpperCase()} ${p}`, op] as const),
     );
     expect(needing.map(([name]) => name)).to.have.length(12);
     for (const [name, op] of needing) {
@@ -115,8 +162,15 @@ describe('the OpenAPI document', () => {
     }
     const response = resolve({ $ref: '#/components/responses/ServiceUnavailable' }) as { headers: Json };
     expect(resolve(response.headers['Retry-After'] as Json)).to.include({ required: true });
-    expect(((document.components.schemas.ErrorResponse as Json).properties as { error: { properties: { code: Json } } }).error.properties.code['x-extensible-enum']).to.include.members(['unavailable', 'overloaded']);
-    const examples = ((response as unknown as { content: Json }).content['application/json'] as { examples: Record<string, { value: { error: { code: string } } }> }).examples;
+    expect(
+      ((document.components.schemas.ErrorResponse as Json).properties as { error: { properties: { code: Json } } })
+        .error.properties.code['x-extensible-enum'],
+    ).to.include.members(['unavailable', 'overloaded']);
+    const examples = (
+      (response as unknown as { content: Json }).content['application/json'] as {
+        examples: Record<string, { value: { error: { code: string } } }>;
+      }
+    ).examples;
     expect(Object.values(examples).map((e) => e.value.error.code)).to.deep.equal(['unavailable', 'overloaded']);
   });
 
@@ -140,7 +194,9 @@ describe('the OpenAPI document', () => {
     const pairs = examplePairs();
     // Every media type of every response and payload has an example: 15 success examples (vehicles has two),
     // 12 shared error examples (503 has two: unavailable and overloaded), 39 payloads; plus parameters, headers and schemas.
-    const mediaTypes = pairs.filter((p) => p.where.includes('/content/application~1json') || p.where.includes('/content/application/json'));
+    const mediaTypes = pairs.filter(
+      (p) => p.where.includes('/content/application~1json') || p.where.includes('/content/application/json'),
+    );
     expect(mediaTypes.length).to.equal(15 + 12 + 39);
     const failures = pairs.flatMap(({ where, schema, example }) => {
       const validate = validatorFor(schema);
@@ -158,10 +214,12 @@ describe('the OpenAPI document', () => {
     expect(validate({ ...good, extra: 1 })).to.equal(false);
   });
 
-  it('lists exactly the description\'s 38 events plus webhook.test', () => {
+  it("lists exactly the description's 38 events plus webhook.test", () => {
     expect(DESCRIPTION_EVENTS).to.have.length(38);
     expect(Object.keys(document.webhooks).sort()).to.deep.equal([...DESCRIPTION_EVENTS, 'webhook.test'].sort());
-    const subscribable = (document.components.schemas.EventName as { 'x-extensible-enum': string[] })['x-extensible-enum'];
+    const subscribable = (document.components.schemas.EventName as { 'x-extensible-enum': string[] })[
+      'x-extensible-enum'
+    ];
     expect([...subscribable].sort()).to.deep.equal([...DESCRIPTION_EVENTS].sort());
   });
 
@@ -184,19 +242,41 @@ describe('the OpenAPI document', () => {
     const published = createSchemaAjv({ allErrors: true }, 'published');
     const check = (instance: Ajv2020, name: string, value: unknown) => instance.getSchema(schemaRef(name))!(value);
     const example = (event: string) =>
-      structuredClone((document.webhooks[event].post.requestBody!.content['application/json'] as unknown as { example: Json }).example);
+      structuredClone(
+        (document.webhooks[event].post.requestBody!.content['application/json'] as unknown as { example: Json })
+          .example,
+      );
 
     // A payload with a field added later (at the top and in data), and an endpoint subscribed to an event added later.
     const payload = example('booking.confirmed');
     const added = { ...payload, source: 'mobile', data: { ...(payload.data as Json), channel: 'walk-in' } };
-    const endpoints = { rows: [{ id: randomUuid, name: 'Ops', url: 'https://hooks.example.ae/f', events: ['booking.no_show'], isActive: true,
-      disabledAt: null, lastSuccessAt: null, consecutiveFailures: 0 }] };
+    const endpoints = {
+      rows: [
+        {
+          id: randomUuid,
+          name: 'Ops',
+          url: 'https://hooks.example.ae/f',
+          events: ['booking.no_show'],
+          isActive: true,
+          disabledAt: null,
+          lastSuccessAt: null,
+          consecutiveFailures: 0,
+        },
+      ],
+    };
     const teapot = { error: { code: 'teapot', message: 'A code added later.', requestId: 'req_1' } };
-    for (const [name, value] of [['BookingConfirmedEvent', payload], ['WebhookEndpointList', { ...endpoints, rows: [{ ...endpoints.rows[0], events: ['booking.confirmed'] }] }]] as const) {
+    for (const [name, value] of [
+      ['BookingConfirmedEvent', payload],
+      ['WebhookEndpointList', { ...endpoints, rows: [{ ...endpoints.rows[0], events: ['booking.confirmed'] }] }],
+    ] as const) {
       expect(check(published, name, value), `${name} as it is today, published`).to.equal(true);
       expect(check(ajv, name, value), `${name} as it is today, strict`).to.equal(true);
     }
-    for (const [name, value] of [['BookingConfirmedEvent', added], ['WebhookEndpointList', endpoints], ['ErrorResponse', teapot]] as const) {
+    for (const [name, value] of [
+      ['BookingConfirmedEvent', added],
+      ['WebhookEndpointList', endpoints],
+      ['ErrorResponse', teapot],
+    ] as const) {
       expect(check(published, name, value), `${name} with an addition, published`).to.equal(true);
       expect(check(ajv, name, value), `${name} with an addition, strict`).to.equal(false);
     }
@@ -204,13 +284,53 @@ describe('the OpenAPI document', () => {
 
   it('keeps the data fields the description lists for the calendar events and integration.failed', () => {
     const dataOf = (event: string) => {
-      const envelope = (document.components.schemas as Record<string, Json>)[webhookPayloadSchemas(document).get(event)!];
+      const envelope = (document.components.schemas as Record<string, Json>)[
+        webhookPayloadSchemas(document).get(event)!
+      ];
       const data = resolve((envelope.properties as Record<string, Json>).data);
       return Object.keys(data.properties as Json).sort();
     };
-    const invoiceIssued = ['invoiceId', 'number', 'purpose', 'issueDate', 'dueDate', 'total', 'balance', 'customer', 'booking', 'vehicle', 'fleet'];
-    const installmentDueSoon = ['installmentId', 'bookingId', 'bookingNumber', 'number', 'of', 'dueDate', 'amount', 'invoice', 'customer', 'vehicle', 'fleet', 'daysToDue'];
-    const endingSoon = ['bookingId', 'number', 'type', 'pickupAt', 'dropoffAt', 'originalDropoffAt', 'extensionsCount', 'monthlyAmount', 'customer', 'vehicle', 'fleet', 'daysLeft'];
+    const invoiceIssued = [
+      'invoiceId',
+      'number',
+      'purpose',
+      'issueDate',
+      'dueDate',
+      'total',
+      'balance',
+      'customer',
+      'booking',
+      'vehicle',
+      'fleet',
+    ];
+    const installmentDueSoon = [
+      'installmentId',
+      'bookingId',
+      'bookingNumber',
+      'number',
+      'of',
+      'dueDate',
+      'amount',
+      'invoice',
+      'customer',
+      'vehicle',
+      'fleet',
+      'daysToDue',
+    ];
+    const endingSoon = [
+      'bookingId',
+      'number',
+      'type',
+      'pickupAt',
+      'dropoffAt',
+      'originalDropoffAt',
+      'extensionsCount',
+      'monthlyAmount',
+      'customer',
+      'vehicle',
+      'fleet',
+      'daysLeft',
+    ];
     expect(dataOf('invoice.issued')).to.deep.equal([...invoiceIssued].sort());
     expect(dataOf('invoice.due_soon')).to.deep.equal([...invoiceIssued, 'daysToDue'].sort());
     expect(dataOf('invoice.overdue')).to.deep.equal([...invoiceIssued, 'daysOverdue'].sort());
@@ -219,17 +339,41 @@ describe('the OpenAPI document', () => {
     expect(dataOf('booking.ending_soon')).to.deep.equal([...endingSoon].sort());
     expect(dataOf('booking.extended')).to.deep.equal([...endingSoon, 'addedDays', 'extensionAmount'].sort());
     expect(dataOf('fine.created')).to.deep.equal(
-      ['fineId', 'kind', 'type', 'date', 'amount', 'authority', 'violation', 'number', 'status', 'customer', 'booking', 'vehicle', 'fleet'].sort(),
+      [
+        'fineId',
+        'kind',
+        'type',
+        'date',
+        'amount',
+        'authority',
+        'violation',
+        'number',
+        'status',
+        'customer',
+        'booking',
+        'vehicle',
+        'fleet',
+      ].sort(),
     );
     expect(dataOf('vehicle.document_expiring')).to.deep.equal(
       ['vehicleId', 'plate', 'make', 'model', 'docType', 'detail', 'expiresAt', 'daysLeft', 'fleet'].sort(),
     );
     expect(dataOf('integration.failed')).to.deep.equal(['integration', 'detail', 'hint', 'failingSince'].sort());
-    expect(dataOf('booking.confirmed')).to.include.members(['bookingId', 'customerId', 'vehicleId', 'fleet', 'vehicle']);
+    expect(dataOf('booking.confirmed')).to.include.members([
+      'bookingId',
+      'customerId',
+      'vehicleId',
+      'fleet',
+      'vehicle',
+    ]);
   });
 
   it('never puts a phone, e-mail or identity document in a schema the API or a webhook returns', () => {
-    const text = JSON.stringify({ paths: document.paths, webhooks: document.webhooks, components: document.components });
+    const text = JSON.stringify({
+      paths: document.paths,
+      webhooks: document.webhooks,
+      components: document.components,
+    });
     expect(text).not.to.match(/"(phone|email|e-mail|idDocument|id_document)"\s*:/i);
   });
 

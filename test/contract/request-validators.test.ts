@@ -31,8 +31,19 @@ const REQUESTS: Request[] = [
   { method: 'get', path: '/v1/vehicles', query: 'limit=0', headers: {} },
   { method: 'get', path: '/v1/vehicles', query: 'from=yesterday', headers: {} },
   { method: 'post', path: '/v1/webhooks/00000000-0000-4000-8000-000000000000/test', query: '', headers: {} },
-  { method: 'post', path: '/v1/webhooks/00000000-0000-4000-8000-000000000000/test', query: '', headers: { 'idempotency-key': 'k-1' } },
-  { method: 'post', path: '/admin/v1/workspaces', query: '', headers: {}, body: { slug: 'desert-drive', timezone: 'Asia/Dubai' } },
+  {
+    method: 'post',
+    path: '/v1/webhooks/00000000-0000-4000-8000-000000000000/test',
+    query: '',
+    headers: { 'idempotency-key': 'k-1' },
+  },
+  {
+    method: 'post',
+    path: '/admin/v1/workspaces',
+    query: '',
+    headers: {},
+    body: { slug: 'desert-drive', timezone: 'Asia/Dubai' },
+  },
   { method: 'post', path: '/admin/v1/workspaces', query: '', headers: {}, body: { slug: 42 } },
   { method: 'get', path: '/admin/v1/workspaces', query: 'limit=10', headers: {} },
 ];
@@ -41,9 +52,14 @@ describe('request validators compiled by npm run generate', () => {
   for (const [name, document] of DOCUMENTS) {
     it(`the ${name} document's: every operation's, and the very ones a backend on it uses`, async () => {
       const generated = generatedFor(document());
-      expect(generated, 'generated/request-validators.cjs holds this document: run npm run generate').not.to.equal(undefined);
+      expect(generated, 'generated/request-validators.cjs holds this document: run npm run generate').not.to.equal(
+        undefined,
+      );
       const backend = await backendOn(document());
-      const ids = backend.router.getOperations().map((operation) => operation.operationId!).sort();
+      const ids = backend.router
+        .getOperations()
+        .map((operation) => operation.operationId!)
+        .sort();
       expect(ids.length).to.be.above(10);
       expect(Object.keys(generated!).sort()).to.deep.equal(ids);
       for (const id of ids) expect(backend.validator.requestValidators[id], id).to.equal(generated![id]);
@@ -56,13 +72,17 @@ describe('request validators compiled by npm run generate', () => {
       expect(generatedFor(edited)).to.equal(undefined);
       const [compiled, generated] = [await backendOn(edited), await backendOn(document())];
       const ids = compiled.router.getOperations().map((operation) => operation.operationId!);
-      for (const id of ids) expect(compiled.validator.requestValidators[id], id).not.to.equal(generated.validator.requestValidators[id]);
+      for (const id of ids)
+        expect(compiled.validator.requestValidators[id], id).not.to.equal(generated.validator.requestValidators[id]);
       let valid = 0;
       let invalid = 0;
       for (const request of REQUESTS) {
         const operation = generated.router.matchOperation(request);
         if (!operation) continue;
-        const [a, b] = [compiled.validateRequest(structuredClone(request)), generated.validateRequest(structuredClone(request))];
+        const [a, b] = [
+          compiled.validateRequest(structuredClone(request)),
+          generated.validateRequest(structuredClone(request)),
+        ];
         expect(a, `${request.method} ${request.path}?${request.query}`).to.deep.equal(b);
         if (b.valid) valid++;
         else invalid++;

@@ -45,18 +45,28 @@ function routing(options: { replicas?: string[] } = {}) {
     clock: () => now,
   });
   return {
-    reads, primary, answers, pools, lines, metrics,
-    at(ms: number) { now = ms; },
-    primaryAt(lsn: bigint) { primaryLsn = lsn; },
+    reads,
+    primary,
+    answers,
+    pools,
+    lines,
+    metrics,
+    at(ms: number) {
+      now = ms;
+    },
+    primaryAt(lsn: bigint) {
+      primaryLsn = lsn;
+    },
     replayed(name: string, lsn: bigint, more: Partial<ReplicaProbe> = {}) {
       answers.set(name, { recovery: true, replayed: lsn, identity: PRIMARY, started: 'start 1', ...more });
     },
   };
 }
 
-const gauge = async (metric: ServiceMetrics['replicaUp'], replica: string) => (await metric.get()).values.find((v) => v.labels.replica === replica)?.value;
+const gauge = async (metric: ServiceMetrics['replicaUp'], replica: string) =>
+  (await metric.get()).values.find((v) => v.labels.replica === replica)?.value;
 
-describe('read routing: how old a replica\'s data is, with probes the test answers', () => {
+describe("read routing: how old a replica's data is, with probes the test answers", () => {
   it('measures a replica that came back (down, or another server behind its name) anew, never keeping the freshness it had', async () => {
     const t = routing();
     // t=0: the primary at 100, replayed; t=1000: at 200, replayed: fresh as of 1000
@@ -82,7 +92,9 @@ describe('read routing: how old a replica\'s data is, with probes the test answe
     await t.reads.probe();
     t.at(2100);
     expect(t.reads.choose()).to.deep.include({ name: 'a' });
-    t.answers.set('a', async () => { throw Object.assign(new Error('connect ECONNREFUSED 10.0.0.7:5432'), { code: 'ECONNREFUSED' }); });
+    t.answers.set('a', async () => {
+      throw Object.assign(new Error('connect ECONNREFUSED 10.0.0.7:5432'), { code: 'ECONNREFUSED' });
+    });
     await t.reads.probe();
     expect(t.reads.choose().name).to.equal('primary');
     t.replayed('a', 200n, { started: 'start 2' });
@@ -104,12 +116,26 @@ describe('read routing: how old a replica\'s data is, with probes the test answe
     await refusedFor({ ...PRIMARY, system: '7300000000000000999' });
     await refusedFor({ ...PRIMARY, database: 'fleet_staging' });
     await refusedFor({ ...PRIMARY, timeline: 1 });
-    expect(t.lines.filter((line) => line.level === 50).map((line) => [line.replica, line.msg.replace(/;.*/, '')])).to.deep.equal([
-      ['a', 'read replica refused: it is not a standby of this primary\'s database but of another cluster (system identifier 7300000000000000999, the primary\'s 7300000000000000001)'],
-      ['a', 'read replica refused: it is not a standby of this primary\'s database but of another database (fleet_staging, the primary\'s fleet)'],
-      ['a', 'read replica refused: it is not a standby of this primary\'s database but of an older timeline (1, the primary\'s 2)'],
+    expect(
+      t.lines.filter((line) => line.level === 50).map((line) => [line.replica, line.msg.replace(/;.*/, '')]),
+    ).to.deep.equal([
+      [
+        'a',
+        "read replica refused: it is not a standby of this primary's database but of another cluster (system identifier 7300000000000000999, the primary's 7300000000000000001)",
+      ],
+      [
+        'a',
+        "read replica refused: it is not a standby of this primary's database but of another database (fleet_staging, the primary's fleet)",
+      ],
+      [
+        'a',
+        "read replica refused: it is not a standby of this primary's database but of an older timeline (1, the primary's 2)",
+      ],
     ]);
-    for (const identity of [{ ...PRIMARY, timeline: null }, { ...PRIMARY, timeline: 3 }]) {
+    for (const identity of [
+      { ...PRIMARY, timeline: null },
+      { ...PRIMARY, timeline: 3 },
+    ]) {
       t.replayed('a', 100n, { identity });
       await t.reads.probe();
       expect(t.reads.choose().name).to.equal('a');
@@ -117,7 +143,7 @@ describe('read routing: how old a replica\'s data is, with probes the test answe
     }
   });
 
-  it('probes each replica on its own: one whose probe hangs delays neither the primary\'s sample nor the other replica', async () => {
+  it("probes each replica on its own: one whose probe hangs delays neither the primary's sample nor the other replica", async () => {
     const t = routing({ replicas: ['a', 'b'] });
     await t.reads.samplePrimary();
     t.answers.set('a', () => new Promise<never>(() => undefined));
@@ -161,14 +187,18 @@ describe('read routing: how old a replica\'s data is, with probes the test answe
       onReplica++;
       return new Promise<string>(() => undefined);
     });
-    t.answers.set('a', async () => { throw Object.assign(new Error('Query read timeout'), {}); });
+    t.answers.set('a', async () => {
+      throw Object.assign(new Error('Query read timeout'), {});
+    });
     await t.reads.probe();
     expect(await reading).to.equal('primary');
     expect(onReplica).to.equal(1);
     expect(first.destroyed).to.equal(true);
     expect(t.pools.get('a')).to.have.length(2);
     expect(await gauge(t.metrics.replicaLag, 'a'), 'no lag while it is down').to.equal(undefined);
-    expect(t.lines.filter((line) => line.level === 40).map((line) => line.msg)).to.deep.equal(['read replica skipped: unreachable']);
+    expect(t.lines.filter((line) => line.level === 40).map((line) => line.msg)).to.deep.equal([
+      'read replica skipped: unreachable',
+    ]);
   });
 
   it('sends a read whose replica pool is full, or whose statement met a deadlock with replay, to the primary without skipping the replica', async () => {
@@ -177,14 +207,19 @@ describe('read routing: how old a replica\'s data is, with probes the test answe
     t.replayed('a', 100n);
     await t.reads.probe();
     const failures = [
-      Object.assign(new Error('Knex: Timeout acquiring a connection. The pool is probably full.'), { name: 'KnexTimeoutError' }),
+      Object.assign(new Error('Knex: Timeout acquiring a connection. The pool is probably full.'), {
+        name: 'KnexTimeoutError',
+      }),
       Object.assign(new Error('canceling statement due to conflict with recovery'), { code: '40P01' }),
     ];
     for (const failure of failures) {
-      expect(await t.reads.read(async ({ name }) => {
-        if (name !== 'primary') throw failure;
-        return name;
-      }), failure.message).to.equal('primary');
+      expect(
+        await t.reads.read(async ({ name }) => {
+          if (name !== 'primary') throw failure;
+          return name;
+        }),
+        failure.message,
+      ).to.equal('primary');
       expect(t.reads.choose().name, failure.message).to.equal('a');
     }
     expect(t.lines.filter((line) => line.level >= 40)).to.deep.equal([]);

@@ -18,7 +18,15 @@ import { startReplicationPair, type ReplicationPair } from '../support/replicati
 // document. The lag bound is 1 s here, so that a stalled replay shows within the 2 s the switch is allowed.
 
 const MAX_LAG_MS = 1000;
-const GETS = ['/v1/fleets', '/v1/fleet/summary', '/v1/bookings/summary', '/v1/finance/overview', '/v1/receivables', '/v1/vehicles', '/v1/operations/today'];
+const GETS = [
+  '/v1/fleets',
+  '/v1/fleet/summary',
+  '/v1/bookings/summary',
+  '/v1/finance/overview',
+  '/v1/receivables',
+  '/v1/vehicles',
+  '/v1/operations/today',
+];
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const staleness = (res: ApiResponse) => Number(res.headers.get('data-max-staleness-ms'));
 
@@ -41,14 +49,30 @@ describe('read replicas: reads on a hot standby within the lag bound, everything
     f = await fixture(database.db);
     const car = await f.vehicle({ plate: 'DXB 1' });
     await f.vehicle({ plate: 'DXB 2', state: 'in_service' });
-    await f.booking({ vehicleId: car, status: 'active', pickupAt: '2026-11-21T08:00:00Z', dropoffAt: '2026-11-24T08:00:00Z', amount: 45_000 });
+    await f.booking({
+      vehicleId: car,
+      status: 'active',
+      pickupAt: '2026-11-21T08:00:00Z',
+      dropoffAt: '2026-11-24T08:00:00Z',
+      amount: 45_000,
+    });
     await f.invoice({ total: 45_000, dueDate: '2026-11-20' });
     key = (await createApiKey(database.db, { workspaceId: f.ws.id })).key;
     await pair.caughtUp();
     metrics = new ServiceMetrics({ defaultMetrics: false });
-    reads = await ReadRouting.start({ database, primary: database.forRole('api'), urls: [pair.standbyUrl], maxLagMs: MAX_LAG_MS, logger: pino({ level: 'silent' }), metrics });
+    reads = await ReadRouting.start({
+      database,
+      primary: database.forRole('api'),
+      urls: [pair.standbyUrl],
+      maxLagMs: MAX_LAG_MS,
+      logger: pino({ level: 'silent' }),
+      metrics,
+    });
     // (no workspace rate limit: the clients below ask as fast as they can)
-    const limits = { workspace: { ratePerSecond: 0, concurrency: 0 }, authFailures: { perMinute: 0, trustedProxies: [] } };
+    const limits = {
+      workspace: { ratePerSecond: 0, concurrency: 0 },
+      authFailures: { perMinute: 0, trustedProxies: [] },
+    };
     routed = await startApi({ now, database, reads, keyCache: true, limits });
     plain = await startApi({ now, database, limits });
     // Building the apps (the document's validators) held the event loop for seconds, and no probe ran meanwhile: the
@@ -70,10 +94,11 @@ describe('read replicas: reads on a hot standby within the lag bound, everything
     }
   });
 
-  const readsBy = async (pool: string) => (await metrics.reads.get()).values.find((v) => v.labels.pool === pool)?.value ?? 0;
+  const readsBy = async (pool: string) =>
+    (await metrics.reads.get()).values.find((v) => v.labels.pool === pool)?.value ?? 0;
   const standbyName = () => reads!.replicaNames[0];
 
-  it('answers reads from the standby (its pg_stat_activity shows the API\'s statements), with the figures and tags of the primary', async () => {
+  it("answers reads from the standby (its pg_stat_activity shows the API's statements), with the figures and tags of the primary", async () => {
     const before = await readsBy(standbyName());
     let byStandby = 0;
     for (const path of GETS) {
@@ -96,14 +121,24 @@ describe('read replicas: reads on a hot standby within the lag bound, everything
     );
     expect(sessions[0]).to.deep.equal({ n: sessions[0].n, recovery: true });
     expect(sessions[0].n).to.be.greaterThan(0);
-    const roles = await pair!.onStandby<{ role: string }>(`SELECT rolname AS role FROM pg_roles WHERE rolname = current_database() || '_api'`);
+    const roles = await pair!.onStandby<{ role: string }>(
+      `SELECT rolname AS role FROM pg_roles WHERE rolname = current_database() || '_api'`,
+    );
     expect(roles).to.have.length(1);
-    expect((await metrics.replicaLag.get()).values.find((v) => v.labels.replica === standbyName())?.value).to.be.at.most(MAX_LAG_MS / 1000);
+    expect(
+      (await metrics.replicaLag.get()).values.find((v) => v.labels.replica === standbyName())?.value,
+    ).to.be.at.most(MAX_LAG_MS / 1000);
   });
 
   it('spreads reads across the replicas within the bound, round robin', async () => {
     // (the one standby twice: two pools, two names)
-    const twice = (await ReadRouting.start({ database: database!, primary: database!.forRole('api'), urls: [pair!.standbyUrl, pair!.standbyUrl], maxLagMs: MAX_LAG_MS, logger: pino({ level: 'silent' }) }))!;
+    const twice = (await ReadRouting.start({
+      database: database!,
+      primary: database!.forRole('api'),
+      urls: [pair!.standbyUrl, pair!.standbyUrl],
+      maxLagMs: MAX_LAG_MS,
+      logger: pino({ level: 'silent' }),
+    }))!;
     try {
       const [a, b] = twice.replicaNames;
       expect([a, b]).to.deep.equal([standbyName(), `${standbyName()}#2`]);
@@ -154,7 +189,7 @@ describe('read replicas: reads on a hot standby within the lag bound, everything
     }
   }
 
-  it('moves reads to the primary within 2 s of the standby\'s replay pausing, and back after it resumes', async () => {
+  it("moves reads to the primary within 2 s of the standby's replay pausing, and back after it resumes", async () => {
     expect(staleness(await routed!.get('/v1/fleet/summary', key))).to.be.greaterThan(0);
     await pair!.onStandby('SELECT pg_wal_replay_pause()');
     let resumed = false;
@@ -163,7 +198,9 @@ describe('read replicas: reads on a hot standby within the lag bound, everything
       await pair!.onStandby('SELECT pg_wal_replay_resume()');
       resumed = true;
       const back = await until((res) => staleness(res) > 0, 2000);
-      console.log(`      replay paused → reads on the primary in ${toPrimary} ms; resumed → back on the standby in ${back} ms`);
+      console.log(
+        `      replay paused → reads on the primary in ${toPrimary} ms; resumed → back on the standby in ${back} ms`,
+      );
     } finally {
       if (!resumed) await pair!.onStandby('SELECT pg_wal_replay_resume()');
     }
@@ -174,15 +211,29 @@ describe('read replicas: reads on a hot standby within the lag bound, everything
     try {
       for (const [n, api] of [plain!, routed!].entries()) {
         const { key: own, id } = await createApiKey(database!.db, { workspaceId: f.ws.id });
-        const endpoint = await createEndpoint(database!.db, { workspaceSlug: f.slug, url: `https://hooks.example.ae/fleet-${n}`, events: ['invoice.issued'] });
-        const other = await createEndpoint(database!.db, { workspaceSlug: f.slug, url: `https://hooks.example.ae/other-${n}`, events: ['invoice.issued'] });
-        const send = (endpointId: string) => api.request('POST', `/v1/webhooks/${endpointId}/test`, { key: own, headers: { 'idempotency-key': `k-${id}` } });
+        const endpoint = await createEndpoint(database!.db, {
+          workspaceSlug: f.slug,
+          url: `https://hooks.example.ae/fleet-${n}`,
+          events: ['invoice.issued'],
+        });
+        const other = await createEndpoint(database!.db, {
+          workspaceSlug: f.slug,
+          url: `https://hooks.example.ae/other-${n}`,
+          events: ['invoice.issued'],
+        });
+        const send = (endpointId: string) =>
+          api.request('POST', `/v1/webhooks/${endpointId}/test`, {
+            key: own,
+            headers: { 'idempotency-key': `k-${id}` },
+          });
         const first = await send(endpoint.id);
         expect(first.status).to.equal(202);
         expect(staleness(first)).to.equal(0);
         expect((await send(endpoint.id)).body).to.deep.equal(first.body);
         expect((await send(other.id)).status).to.equal(409);
-        expect((await database!.db('deliveries').where({ id: first.body.deliveryId }).first()).event).to.equal('webhook.test');
+        expect((await database!.db('deliveries').where({ id: first.body.deliveryId }).first()).event).to.equal(
+          'webhook.test',
+        );
         expect((await api.get('/v1/me', own)).status).to.equal(200);
         await revokeApiKey(database!.db, id);
         // refused at once: the key cache hears of it from the primary, and a look-up reads the primary
@@ -201,29 +252,46 @@ describe('read replicas: reads on a hot standby within the lag bound, everything
     }
   });
 
-  it('refuses a replica that is not a standby of this primary\'s database (here the standby\'s other database), logging it once', async () => {
+  it("refuses a replica that is not a standby of this primary's database (here the standby's other database), logging it once", async () => {
     const lines: string[] = [];
     const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
     const own = new ServiceMetrics({ defaultMetrics: false });
     const otherDatabase = pair!.standbyUrl.replace(/\/[^/]+$/, '/postgres');
-    const other = (await ReadRouting.start({ database: database!, primary: database!.forRole('api'), urls: [otherDatabase], maxLagMs: MAX_LAG_MS, logger, metrics: own }))!;
+    const other = (await ReadRouting.start({
+      database: database!,
+      primary: database!.forRole('api'),
+      urls: [otherDatabase],
+      maxLagMs: MAX_LAG_MS,
+      logger,
+      metrics: own,
+    }))!;
     try {
       await sleep(600);
       expect(other.choose().name).to.equal('primary');
       expect((await own.replicaUp.get()).values).to.deep.equal([{ value: 0, labels: { replica: standbyName() } }]);
-      const refusals = lines.map((line) => JSON.parse(line)).filter((line) => line.msg.startsWith('read replica refused'));
+      const refusals = lines
+        .map((line) => JSON.parse(line))
+        .filter((line) => line.msg.startsWith('read replica refused'));
       expect(refusals).to.have.length(1);
       expect(refusals[0]).to.deep.include({ level: 50, replica: standbyName() });
-      expect(refusals[0].msg).to.equal('read replica refused: it is not a standby of this primary\'s database but of another database (postgres, the primary\'s frs_replicas); each URL of DATABASE_READ_URL must name one standby server of it');
+      expect(refusals[0].msg).to.equal(
+        "read replica refused: it is not a standby of this primary's database but of another database (postgres, the primary's frs_replicas); each URL of DATABASE_READ_URL must name one standby server of it",
+      );
     } finally {
       await other.close();
     }
   });
 
-  it('runs a read again on the primary as soon as a probe finds its replica silent, not after the statement\'s limit', async () => {
+  it("runs a read again on the primary as soon as a probe finds its replica silent, not after the statement's limit", async () => {
     const standbyPort = Number(new URL(pair!.standbyUrl).port);
     const proxy = await startTcpProxy(standbyPort);
-    const silent = (await ReadRouting.start({ database: database!, primary: database!.forRole('api'), urls: [pair!.standbyUrl.replace(`:${standbyPort}/`, `:${proxy.port}/`)], maxLagMs: MAX_LAG_MS, logger: pino({ level: 'silent' }) }))!;
+    const silent = (await ReadRouting.start({
+      database: database!,
+      primary: database!.forRole('api'),
+      urls: [pair!.standbyUrl.replace(`:${standbyPort}/`, `:${proxy.port}/`)],
+      maxLagMs: MAX_LAG_MS,
+      logger: pino({ level: 'silent' }),
+    }))!;
     const one = async ({ db, name }: ReadPool) => ({ name, one: (await db.raw('SELECT 1 AS one')).rows[0].one });
     try {
       for (const until = Date.now() + 2000; silent.choose().name === 'primary';) {
@@ -267,7 +335,9 @@ describe('read replicas: reads on a hot standby within the lag bound, everything
     running = false;
     await Promise.all(clients);
     const failed = statuses.filter((status) => status !== 200);
-    console.log(`      standby stopped (pg_ctl stop -m immediate, ${stopped - stoppedAt} ms) → reads on the primary ${firstOnPrimary - stoppedAt} ms after the stop began; ${statuses.length} requests, ${failed.length} errors`);
+    console.log(
+      `      standby stopped (pg_ctl stop -m immediate, ${stopped - stoppedAt} ms) → reads on the primary ${firstOnPrimary - stoppedAt} ms after the stop began; ${statuses.length} requests, ${failed.length} errors`,
+    );
     expect(failed).to.deep.equal([]);
     expect(firstOnPrimary).to.be.greaterThan(0);
     expect(staleness(await routed!.get('/v1/fleets', key))).to.equal(0);
@@ -281,9 +351,13 @@ describe('read replicas: reads on a hot standby within the lag bound, everything
 describe('read replicas: settings, and a replica that does not answer', () => {
   it('reads DATABASE_READ_URL as comma-separated postgres URLs, refusing anything else by name without echoing it', () => {
     expect(readUrlsFromEnv({})).to.deep.equal([]);
-    expect(readUrlsFromEnv({ DATABASE_READ_URL: 'postgres://u:p@r1:5432/fleet, postgresql://u:p@r2/fleet' })).to.deep.equal(['postgres://u:p@r1:5432/fleet', 'postgresql://u:p@r2/fleet']);
+    expect(
+      readUrlsFromEnv({ DATABASE_READ_URL: 'postgres://u:p@r1:5432/fleet, postgresql://u:p@r2/fleet' }),
+    ).to.deep.equal(['postgres://u:p@r1:5432/fleet', 'postgresql://u:p@r2/fleet']);
     for (const value of ['postgres://u:p@r1/fleet,mysql://u:secret@r2/fleet', 'r1:5432', 'postgres://u:p@r1/fleet,']) {
-      expect(() => readUrlsFromEnv({ DATABASE_READ_URL: value }), value).to.throw(ConfigError, /^DATABASE_READ_URL must be postgres:\/\/ URLs/).and.satisfy((err: Error) => !err.message.includes('secret'));
+      expect(() => readUrlsFromEnv({ DATABASE_READ_URL: value }), value)
+        .to.throw(ConfigError, /^DATABASE_READ_URL must be postgres:\/\/ URLs/)
+        .and.satisfy((err: Error) => !err.message.includes('secret'));
     }
     expect(replicaName('postgres://user:secret@10.0.0.7:6432/fleet')).to.equal('10.0.0.7:6432');
     expect(replicaName('postgres://user:secret@replica-1/fleet')).to.equal('replica-1:5432');
@@ -293,7 +367,10 @@ describe('read replicas: settings, and a replica that does not answer', () => {
     expect(readMaxLagMsFromEnv({})).to.equal(5000);
     expect(readMaxLagMsFromEnv({ FRS_READ_MAX_LAG_MS: '250' })).to.equal(250);
     for (const value of ['99', '-1', '1.5', 'soon', '60001']) {
-      expect(() => readMaxLagMsFromEnv({ FRS_READ_MAX_LAG_MS: value }), value).to.throw(ConfigError, /^FRS_READ_MAX_LAG_MS must be a whole number of milliseconds from 100 to 60000, got "/);
+      expect(() => readMaxLagMsFromEnv({ FRS_READ_MAX_LAG_MS: value }), value).to.throw(
+        ConfigError,
+        /^FRS_READ_MAX_LAG_MS must be a whole number of milliseconds from 100 to 60000, got "/,
+      );
     }
   });
 
@@ -303,16 +380,29 @@ describe('read replicas: settings, and a replica that does not answer', () => {
     expect(parseLsn('1/0') > parseLsn('0/FFFFFFFF')).to.equal(true);
   });
 
-  it('without replicas changes nothing: no routing, the primary\'s pool answers', async () => {
+  it("without replicas changes nothing: no routing, the primary's pool answers", async () => {
     const database = await testDatabase();
-    expect(await ReadRouting.start({ database, primary: database.forRole('api'), urls: [], logger: pino({ level: 'silent' }) })).to.equal(undefined);
+    expect(
+      await ReadRouting.start({
+        database,
+        primary: database.forRole('api'),
+        urls: [],
+        logger: pino({ level: 'silent' }),
+      }),
+    ).to.equal(undefined);
   });
 
   it('skips a replica that does not answer, from the first request on, and no read waits for it', async () => {
     const database = await testDatabase();
     const primary = database.forRole('api');
     const metrics = new ServiceMetrics({ defaultMetrics: false });
-    const reads = (await ReadRouting.start({ database, primary, urls: [`postgres://postgres:x@127.0.0.1:${await freePort()}/fleet`], logger: pino({ level: 'silent' }), metrics }))!;
+    const reads = (await ReadRouting.start({
+      database,
+      primary,
+      urls: [`postgres://postgres:x@127.0.0.1:${await freePort()}/fleet`],
+      logger: pino({ level: 'silent' }),
+      metrics,
+    }))!;
     try {
       const pool = reads.choose();
       expect(pool).to.deep.include({ name: 'primary' });

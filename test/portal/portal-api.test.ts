@@ -22,7 +22,8 @@ describe('the settings screen: sessions and API', function () {
   this.timeout(60_000);
   let screen: TestScreen;
   let now = T0;
-  const ws = async () => createWorkspace((await testDatabase()).db, { slug: `portal-${crypto.randomUUID().slice(0, 12)}` });
+  const ws = async () =>
+    createWorkspace((await testDatabase()).db, { slug: `portal-${crypto.randomUUID().slice(0, 12)}` });
   const api = (workspaceId: string, rest = '') => `${PORTAL_API}/admin/v1/workspaces/${workspaceId}${rest}`;
 
   before(async () => {
@@ -36,9 +37,16 @@ describe('the settings screen: sessions and API', function () {
   it('makes a one-time link whose key is stored only as its hash, and opens it once into an HttpOnly Lax browser-session cookie', async () => {
     const { db } = await testDatabase();
     const w = await ws();
-    const made = await screen.admin.request('POST', `/admin/v1/workspaces/${w.id}/portal-sessions`, { token: screen.adminToken, body: { expiresInMinutes: 90 } });
+    const made = await screen.admin.request('POST', `/admin/v1/workspaces/${w.id}/portal-sessions`, {
+      token: screen.adminToken,
+      body: { expiresInMinutes: 90 },
+    });
     expect(made.status).to.equal(201);
-    expect(made.body).to.include({ readOnly: false, linkExpiresAt: new Date(T0 + 10 * MINUTE).toISOString(), expiresAt: new Date(T0 + 90 * MINUTE).toISOString() });
+    expect(made.body).to.include({
+      readOnly: false,
+      linkExpiresAt: new Date(T0 + 10 * MINUTE).toISOString(),
+      expiresAt: new Date(T0 + 90 * MINUTE).toISOString(),
+    });
     expect(made.body.url).to.match(new RegExp(`^${screen.url}/portal/#key=frpl_[0-9A-Za-z]{40}$`));
     const key = new URL(made.body.url).hash.slice('#key='.length);
     const row = await db('portal_sessions').where({ id: made.body.id }).first();
@@ -49,10 +57,19 @@ describe('the settings screen: sessions and API', function () {
     const opened = await screen.request('POST', `${PORTAL_API}/session`, { body: { key } });
     expect(opened.status).to.equal(201);
     expect(opened.body).to.deep.include({
-      id: made.body.id, readOnly: false, expiresAt: new Date(T0 + 90 * MINUTE).toISOString(),
-      idleExpiresAt: new Date(T0 + 2 * MINUTE + PORTAL_IDLE_MINUTES * MINUTE).toISOString(), idleTimeoutMinutes: 30,
+      id: made.body.id,
+      readOnly: false,
+      expiresAt: new Date(T0 + 90 * MINUTE).toISOString(),
+      idleExpiresAt: new Date(T0 + 2 * MINUTE + PORTAL_IDLE_MINUTES * MINUTE).toISOString(),
+      idleTimeoutMinutes: 30,
     });
-    expect(opened.body.workspace).to.deep.equal({ id: w.id, slug: w.slug, status: 'active', timezone: w.timezone, remindersAhead: w.remindersAhead });
+    expect(opened.body.workspace).to.deep.equal({
+      id: w.id,
+      slug: w.slug,
+      status: 'active',
+      timezone: w.timezone,
+      remindersAhead: w.remindersAhead,
+    });
     // For the browser session only (no Max-Age or Expires): the server ends the session, a closed browser keeps nothing.
     const setCookie = opened.headers.get('set-cookie')!;
     expect(setCookie).to.match(/^frs_portal=frps_[0-9A-Za-z]{40}; Path=\/portal\/; HttpOnly; SameSite=Lax$/);
@@ -73,9 +90,17 @@ describe('the settings screen: sessions and API', function () {
       expect(refused.body.error).to.include({ code: 'unauthorized', reason: 'link' });
       expect(refused.headers.get('set-cookie')).to.equal(null);
     }
-    const audit = await db('audit_entries').where({ workspace_id: w.id }).orderBy('at').select('actor_type', 'actor_id', 'action', 'target_id');
+    const audit = await db('audit_entries')
+      .where({ workspace_id: w.id })
+      .orderBy('at')
+      .select('actor_type', 'actor_id', 'action', 'target_id');
     expect(audit).to.deep.equal([
-      { actor_type: 'admin_token', actor_id: audit[0].actor_id, action: 'portal_session.create', target_id: made.body.id },
+      {
+        actor_type: 'admin_token',
+        actor_id: audit[0].actor_id,
+        action: 'portal_session.create',
+        target_id: made.body.id,
+      },
       { actor_type: 'portal_session', actor_id: made.body.id, action: 'portal_session.start', target_id: made.body.id },
     ]);
     // No key, token or CSRF token in any log line.
@@ -83,7 +108,7 @@ describe('the settings screen: sessions and API', function () {
     for (const secret of [key, token, opened.body.csrfToken]) expect(logged).not.to.include(secret);
   });
 
-  it('refuses a link opened after its expiry: 10 minutes after it was made, or its session\'s end if sooner', async () => {
+  it("refuses a link opened after its expiry: 10 minutes after it was made, or its session's end if sooner", async () => {
     const w = await ws();
     const short = await screen.link(w.id, { expiresInMinutes: 5 });
     const long = await screen.link(w.id, { expiresInMinutes: 60 });
@@ -95,11 +120,13 @@ describe('the settings screen: sessions and API', function () {
     expect((await screen.open(onTime.key)).session.expiresAt).to.equal(new Date(T0 + 60 * MINUTE).toISOString());
     now = T0 + 10 * MINUTE;
     expect((await screen.request('POST', `${PORTAL_API}/session`, { body: { key: long.key } })).status).to.equal(401);
-    const listed = await screen.admin.request('GET', `/admin/v1/workspaces/${w.id}/portal-sessions`, { token: screen.adminToken });
+    const listed = await screen.admin.request('GET', `/admin/v1/workspaces/${w.id}/portal-sessions`, {
+      token: screen.adminToken,
+    });
     expect(listed.body.rows.map((r: { id: string }) => r.id)).to.deep.equal([onTime.id]);
   });
 
-  it('a frozen workspace\'s session shows everything and changes nothing', async () => {
+  it("a frozen workspace's session shows everything and changes nothing", async () => {
     const { db } = await testDatabase();
     const w = await ws();
     const { cookie, session } = await screen.open((await screen.link(w.id)).key);
@@ -114,16 +141,35 @@ describe('the settings screen: sessions and API', function () {
     const database = await testDatabase();
     const w = await ws();
     const link = await screen.link(w.id, { readOnly: true });
-    for (const change of [{ read_only: false }, { workspace_id: (await ws()).id }, { expires_at: new Date(T0 + 9e9) }]) {
-      const error = await database.forRole('admin')('portal_sessions').where({ id: link.id }).update(change).catch((err: Error) => err);
+    for (const change of [
+      { read_only: false },
+      { workspace_id: (await ws()).id },
+      { expires_at: new Date(T0 + 9e9) },
+    ]) {
+      const error = await database
+        .forRole('admin')('portal_sessions')
+        .where({ id: link.id })
+        .update(change)
+        .catch((err: Error) => err);
       expect(String(error), JSON.stringify(change)).to.match(/permission denied/);
     }
-    const error = await database.forRole('worker')('portal_sessions').where({ id: link.id }).update({ expires_at: new Date(T0 + 9e9) }).catch((err: Error) => err);
+    const error = await database
+      .forRole('worker')('portal_sessions')
+      .where({ id: link.id })
+      .update({ expires_at: new Date(T0 + 9e9) })
+      .catch((err: Error) => err);
     expect(String(error)).to.match(/permission denied/);
-    expect(String(await database.forRole('worker')('portal_sessions').select('link_hash').catch((err: Error) => err))).to.match(/permission denied/);
+    expect(
+      String(
+        await database
+          .forRole('worker')('portal_sessions')
+          .select('link_hash')
+          .catch((err: Error) => err),
+      ),
+    ).to.match(/permission denied/);
   });
 
-  it('answers within its workspace only: another workspace, or another workspace\'s endpoint, is 404', async () => {
+  it("answers within its workspace only: another workspace, or another workspace's endpoint, is 404", async () => {
     const { db } = await testDatabase();
     const [mine, theirs] = [await ws(), await ws()];
     const ownEndpoint = await createEndpoint(db, { workspaceSlug: mine.slug, url: 'https://mine.example/hook' });
@@ -133,7 +179,13 @@ describe('the settings screen: sessions and API', function () {
     const listed = await screen.request('GET', api(mine.id, '/endpoints'), { cookie });
     expect(listed.status).to.equal(200);
     expect(listed.body.rows.map((r: { id: string }) => r.id)).to.deep.equal([ownEndpoint.id]);
-    for (const path of [api(theirs.id, '/endpoints'), api(theirs.id), api(mine.id, `/endpoints/${foreign.id}`), api(theirs.id, `/endpoints/${foreign.id}`), api(mine.id, `/endpoints/${foreign.id}/attempt-stats`)]) {
+    for (const path of [
+      api(theirs.id, '/endpoints'),
+      api(theirs.id),
+      api(mine.id, `/endpoints/${foreign.id}`),
+      api(theirs.id, `/endpoints/${foreign.id}`),
+      api(mine.id, `/endpoints/${foreign.id}/attempt-stats`),
+    ]) {
       const res = await screen.request('GET', path, { cookie });
       expect(res.status, path).to.equal(404);
       expect(res.body.error.code).to.equal('not_found');
@@ -157,31 +209,61 @@ describe('the settings screen: sessions and API', function () {
     expect([anonymous.status, anonymous.body.error.reason]).to.deep.equal([401, 'missing']);
   });
 
-  it('needs the session\'s CSRF token for every write, changes nothing without it, and audits the change with the session as actor', async () => {
+  it("needs the session's CSRF token for every write, changes nothing without it, and audits the change with the session as actor", async () => {
     const { db } = await testDatabase();
     const w = await ws();
     const { cookie, session } = await screen.open((await screen.link(w.id)).key);
     const other = await screen.open((await screen.link(w.id)).key);
     for (const csrf of [undefined, 'x', other.session.csrfToken]) {
-      const refused = await screen.request('POST', api(w.id, '/api-keys'), { cookie, csrf, body: { role: 'reporting' } });
+      const refused = await screen.request('POST', api(w.id, '/api-keys'), {
+        cookie,
+        csrf,
+        body: { role: 'reporting' },
+      });
       expect(refused.status).to.equal(403);
       expect(refused.body.error).to.include({ code: 'forbidden', reason: 'csrf' });
     }
     expect(await db('api_keys').where({ workspace_id: w.id }).count('* as n')).to.deep.equal([{ n: 0 }]);
-    const made = await screen.request('POST', api(w.id, '/api-keys'), { cookie, csrf: session.csrfToken, body: { role: 'reporting' } });
+    const made = await screen.request('POST', api(w.id, '/api-keys'), {
+      cookie,
+      csrf: session.csrfToken,
+      body: { role: 'reporting' },
+    });
     expect(made.status).to.equal(201);
     expect(made.body.key).to.match(/^frs_/);
     const entry = await db('audit_entries').where({ workspace_id: w.id, action: 'api_key.create' }).first();
-    expect(entry).to.include({ actor_type: 'portal_session', actor_id: session.id, actor_name: 'settings screen (link by platform backend)' });
+    expect(entry).to.include({
+      actor_type: 'portal_session',
+      actor_id: session.id,
+      actor_name: 'settings screen (link by platform backend)',
+    });
     // The settings the screen changes: time zone and reminders; the status is the platform's.
-    const status = await screen.request('PATCH', api(w.id), { cookie, csrf: session.csrfToken, body: { status: 'frozen' } });
+    const status = await screen.request('PATCH', api(w.id), {
+      cookie,
+      csrf: session.csrfToken,
+      body: { status: 'frozen' },
+    });
     expect([status.status, status.body.error.reason]).to.deep.equal([403, 'status']);
-    const settings = await screen.request('PATCH', api(w.id), { cookie, csrf: session.csrfToken, body: { timezone: 'Europe/Lisbon', remindersAhead: 7 } });
+    const settings = await screen.request('PATCH', api(w.id), {
+      cookie,
+      csrf: session.csrfToken,
+      body: { timezone: 'Europe/Lisbon', remindersAhead: 7 },
+    });
     expect(settings.status, JSON.stringify(screen.logs.filter((l) => l.level === 50))).to.equal(200);
     expect(settings.body).to.include({ status: 'active', timezone: 'Europe/Lisbon', remindersAhead: 7 });
     // Idempotency-Key is not the screen's: a repeat makes a second key, as documented.
-    const repeated = await screen.request('POST', api(w.id, '/api-keys'), { cookie, csrf: session.csrfToken, body: {}, headers: { 'idempotency-key': 'k1' } });
-    const again = await screen.request('POST', api(w.id, '/api-keys'), { cookie, csrf: session.csrfToken, body: {}, headers: { 'idempotency-key': 'k1' } });
+    const repeated = await screen.request('POST', api(w.id, '/api-keys'), {
+      cookie,
+      csrf: session.csrfToken,
+      body: {},
+      headers: { 'idempotency-key': 'k1' },
+    });
+    const again = await screen.request('POST', api(w.id, '/api-keys'), {
+      cookie,
+      csrf: session.csrfToken,
+      body: {},
+      headers: { 'idempotency-key': 'k1' },
+    });
     expect(repeated.body.id).not.to.equal(again.body.id);
   });
 
@@ -202,7 +284,10 @@ describe('the settings screen: sessions and API', function () {
       const res = await screen.request(method, path, { cookie, csrf: session.csrfToken, body });
       expect([res.status, res.body.error.reason], `${method} ${path}`).to.deep.equal([403, 'read_only']);
     }
-    expect(await db('webhook_endpoints').where({ id: endpoint.id }).first('is_active', 'deleted_at')).to.deep.equal({ is_active: true, deleted_at: null });
+    expect(await db('webhook_endpoints').where({ id: endpoint.id }).first('is_active', 'deleted_at')).to.deep.equal({
+      is_active: true,
+      deleted_at: null,
+    });
   });
 
   it('ends a session at its absolute end, after 30 idle minutes, when the admin API ends it, and on signing out', async () => {
@@ -236,25 +321,51 @@ describe('the settings screen: sessions and API', function () {
     now += 1000;
     const c = await screen.link(w.id);
     const opened = [await screen.open(a.key), await screen.open(b.key)];
-    const listed = await screen.admin.request('GET', `/admin/v1/workspaces/${w.id}/portal-sessions`, { token: screen.adminToken });
-    expect(listed.body.rows.filter((r: { id: string }) => [a.id, b.id, c.id].includes(r.id)).map((r: { id: string; state: string }) => [r.id, r.state]))
-      .to.deep.equal([[c.id, 'unused'], [b.id, 'active'], [a.id, 'active']]);
-    expect((await screen.admin.request('DELETE', `/admin/v1/workspaces/${w.id}/portal-sessions/${a.id}`, { token: screen.adminToken })).status).to.equal(204);
+    const listed = await screen.admin.request('GET', `/admin/v1/workspaces/${w.id}/portal-sessions`, {
+      token: screen.adminToken,
+    });
+    expect(
+      listed.body.rows
+        .filter((r: { id: string }) => [a.id, b.id, c.id].includes(r.id))
+        .map((r: { id: string; state: string }) => [r.id, r.state]),
+    ).to.deep.equal([
+      [c.id, 'unused'],
+      [b.id, 'active'],
+      [a.id, 'active'],
+    ]);
+    expect(
+      (
+        await screen.admin.request('DELETE', `/admin/v1/workspaces/${w.id}/portal-sessions/${a.id}`, {
+          token: screen.adminToken,
+        })
+      ).status,
+    ).to.equal(204);
     expect((await get(opened[0].cookie)).body.error.reason).to.equal('ended');
     expect((await get(opened[1].cookie)).status).to.equal(200);
-    const ended = await screen.admin.request('POST', `/admin/v1/workspaces/${w.id}/portal-sessions/end`, { token: screen.adminToken });
+    const ended = await screen.admin.request('POST', `/admin/v1/workspaces/${w.id}/portal-sessions/end`, {
+      token: screen.adminToken,
+    });
     // b, c, and the idle-limited session still within its 240 minutes at T0 (its last request was later than T0)
     expect(ended.body.ended).to.be.at.least(2);
     expect((await get(opened[1].cookie)).body.error.reason).to.equal('ended');
     expect((await screen.request('POST', `${PORTAL_API}/session`, { body: { key: c.key } })).status).to.equal(401);
     // Another workspace's session id is not found.
     const elsewhere = await ws();
-    expect((await screen.admin.request('DELETE', `/admin/v1/workspaces/${elsewhere.id}/portal-sessions/${b.id}`, { token: screen.adminToken })).status).to.equal(404);
+    expect(
+      (
+        await screen.admin.request('DELETE', `/admin/v1/workspaces/${elsewhere.id}/portal-sessions/${b.id}`, {
+          token: screen.adminToken,
+        })
+      ).status,
+    ).to.equal(404);
 
     // Signing out: needs the CSRF token, clears the cookie, ends the session.
     const mine = await screen.open((await screen.link(w.id)).key);
     expect((await screen.request('DELETE', `${PORTAL_API}/session`, { cookie: mine.cookie })).status).to.equal(403);
-    const out = await screen.request('DELETE', `${PORTAL_API}/session`, { cookie: mine.cookie, csrf: mine.session.csrfToken });
+    const out = await screen.request('DELETE', `${PORTAL_API}/session`, {
+      cookie: mine.cookie,
+      csrf: mine.session.csrfToken,
+    });
     expect(out.status).to.equal(204);
     expect(out.headers.get('set-cookie')).to.equal('frs_portal=; Path=/portal/; Max-Age=0; HttpOnly; SameSite=Lax');
     expect((await get(mine.cookie)).body.error.reason).to.equal('ended');
@@ -271,28 +382,44 @@ describe('the settings screen: sessions and API', function () {
     const asked = await post({ key: theirLink.key }, open.cookie);
     expect(asked.status).to.equal(409);
     expect(asked.body.error).to.include({ code: 'conflict', reason: 'replace' });
-    expect(asked.body.error.message).to.include(`workspace "${mine.slug}" open`).and.include(`for workspace "${theirs.slug}"`);
+    expect(asked.body.error.message)
+      .to.include(`workspace "${mine.slug}" open`)
+      .and.include(`for workspace "${theirs.slug}"`);
     expect(asked.body.openWorkspace).to.deep.equal({ id: mine.id, slug: mine.slug });
     expect(asked.body.linkWorkspace).to.deep.equal({ id: theirs.id, slug: theirs.slug });
     expect(asked.headers.get('set-cookie')).to.equal(null);
-    expect(await db('portal_sessions').where({ id: theirLink.id }).first('started_at', 'ended_at')).to.deep.equal({ started_at: null, ended_at: null });
-    expect((await screen.request('GET', `${PORTAL_API}/session`, { cookie: open.cookie })).body.workspace.id).to.equal(mine.id);
-    expect((await post({ key: theirLink.key, replace: 'yes' }, open.cookie)).body.error).to.include({ code: 'invalid_request', reason: 'replace' });
+    expect(await db('portal_sessions').where({ id: theirLink.id }).first('started_at', 'ended_at')).to.deep.equal({
+      started_at: null,
+      ended_at: null,
+    });
+    expect((await screen.request('GET', `${PORTAL_API}/session`, { cookie: open.cookie })).body.workspace.id).to.equal(
+      mine.id,
+    );
+    expect((await post({ key: theirLink.key, replace: 'yes' }, open.cookie)).body.error).to.include({
+      code: 'invalid_request',
+      reason: 'replace',
+    });
 
     // Confirmed: the link opens, and the session it replaces ends.
     now = T0 + MINUTE;
     const replaced = await post({ key: theirLink.key, replace: true }, open.cookie);
     expect(replaced.status).to.equal(201);
     expect(replaced.body.workspace.id).to.equal(theirs.id);
-    expect((await screen.request('GET', `${PORTAL_API}/session`, { cookie: open.cookie })).body.error.reason).to.equal('ended');
-    const audit = await db('audit_entries').where({ target_id: open.session.id, action: 'portal_session.end' }).select('actor_type', 'actor_id', 'at');
+    expect((await screen.request('GET', `${PORTAL_API}/session`, { cookie: open.cookie })).body.error.reason).to.equal(
+      'ended',
+    );
+    const audit = await db('audit_entries')
+      .where({ target_id: open.session.id, action: 'portal_session.end' })
+      .select('actor_type', 'actor_id', 'at');
     expect(audit).to.deep.equal([{ actor_type: 'portal_session', actor_id: open.session.id, at: audit[0].at }]);
     const theirCookie = replaced.headers.get('set-cookie')!.split(';')[0];
 
     // The same workspace: no question, the new session replaces the old one.
     const again = await post({ key: (await screen.link(theirs.id)).key }, theirCookie);
     expect([again.status, again.body.workspace.id]).to.deep.equal([201, theirs.id]);
-    expect((await screen.request('GET', `${PORTAL_API}/session`, { cookie: theirCookie })).body.error.reason).to.equal('ended');
+    expect((await screen.request('GET', `${PORTAL_API}/session`, { cookie: theirCookie })).body.error.reason).to.equal(
+      'ended',
+    );
     // A cookie whose session ended is no session to keep: another workspace's link just opens.
     expect((await post({ key: (await screen.link(mine.id)).key }, theirCookie)).status).to.equal(201);
   });
@@ -301,15 +428,26 @@ describe('the settings screen: sessions and API', function () {
     const secure = await startScreen({ publicUrl: 'https://rental-api.example' });
     try {
       const w = await ws();
-      const opened = await secure.request('POST', `${PORTAL_API}/session`, { body: { key: (await secure.link(w.id)).key } });
+      const opened = await secure.request('POST', `${PORTAL_API}/session`, {
+        body: { key: (await secure.link(w.id)).key },
+      });
       const setCookie = opened.headers.get('set-cookie')!;
       expect(setCookie).to.match(/^__Host-frs_portal=frps_[0-9A-Za-z]{40}; Path=\/; HttpOnly; SameSite=Lax; Secure$/);
       const token = setCookie.split(';')[0].slice('__Host-frs_portal='.length);
-      expect((await secure.request('GET', `${PORTAL_API}/session`, { cookie: `__Host-frs_portal=${token}` })).status).to.equal(200);
+      expect(
+        (await secure.request('GET', `${PORTAL_API}/session`, { cookie: `__Host-frs_portal=${token}` })).status,
+      ).to.equal(200);
       // The unprefixed name (which another host of the site could set) is not read.
-      expect((await secure.request('GET', `${PORTAL_API}/session`, { cookie: `frs_portal=${token}` })).body.error.reason).to.equal('missing');
-      const out = await secure.request('DELETE', `${PORTAL_API}/session`, { cookie: `__Host-frs_portal=${token}`, csrf: opened.body.csrfToken });
-      expect(out.headers.get('set-cookie')).to.equal('__Host-frs_portal=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax; Secure');
+      expect(
+        (await secure.request('GET', `${PORTAL_API}/session`, { cookie: `frs_portal=${token}` })).body.error.reason,
+      ).to.equal('missing');
+      const out = await secure.request('DELETE', `${PORTAL_API}/session`, {
+        cookie: `__Host-frs_portal=${token}`,
+        csrf: opened.body.csrfToken,
+      });
+      expect(out.headers.get('set-cookie')).to.equal(
+        '__Host-frs_portal=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax; Secure',
+      );
     } finally {
       await secure.close();
     }
@@ -319,25 +457,46 @@ describe('the settings screen: sessions and API', function () {
     const database = await testDatabase();
     now = Date.now(); // (the revocation's time is the database's)
     const w = await ws();
-    const other = await createAdminToken(database.db, { name: `platform ${crypto.randomUUID().slice(0, 8)}` }, cliAudit());
+    const other = await createAdminToken(
+      database.db,
+      { name: `platform ${crypto.randomUUID().slice(0, 8)}` },
+      cliAudit(),
+    );
     const made = await screen.open((await screen.link(w.id, { token: other.token })).key);
     const unopened = await screen.link(w.id, { token: other.token });
     const kept = await screen.open((await screen.link(w.id)).key);
     const get = (cookie: string) => screen.request('GET', `${PORTAL_API}/session`, { cookie });
     expect((await get(made.cookie)).status).to.equal(200);
-    expect((await database.db('portal_sessions').where({ id: made.session.id }).first('admin_token_id')).admin_token_id).to.equal(other.id);
+    expect(
+      (await database.db('portal_sessions').where({ id: made.session.id }).first('admin_token_id')).admin_token_id,
+    ).to.equal(other.id);
 
     await revokeAdminToken(database.db, other.id, cliAudit());
     expect((await get(made.cookie)).body.error.reason).to.equal('ended');
-    expect((await screen.request('POST', `${PORTAL_API}/session`, { body: { key: unopened.key } })).body.error.reason).to.equal('link');
+    expect(
+      (await screen.request('POST', `${PORTAL_API}/session`, { body: { key: unopened.key } })).body.error.reason,
+    ).to.equal('link');
     expect((await get(kept.cookie)).status).to.equal(200);
-    const ended = await database.db('portal_sessions').whereIn('id', [made.session.id, unopened.id]).whereNotNull('ended_at').pluck('id');
+    const ended = await database
+      .db('portal_sessions')
+      .whereIn('id', [made.session.id, unopened.id])
+      .whereNotNull('ended_at')
+      .pluck('id');
     expect(ended).to.have.members([made.session.id, unopened.id]);
-    expect(await database.db('audit_entries').where({ action: 'portal_session.end', actor_type: 'cli' }).whereIn('target_id', [made.session.id, unopened.id]).pluck('target_id'))
-      .to.have.members([made.session.id, unopened.id]);
+    expect(
+      await database
+        .db('audit_entries')
+        .where({ action: 'portal_session.end', actor_type: 'cli' })
+        .whereIn('target_id', [made.session.id, unopened.id])
+        .pluck('target_id'),
+    ).to.have.members([made.session.id, unopened.id]);
 
     // A link made by a request that raced the revocation (its row not ended) opens nothing, and its session is refused.
-    const racing = await createAdminToken(database.db, { name: `racing ${crypto.randomUUID().slice(0, 8)}` }, cliAudit());
+    const racing = await createAdminToken(
+      database.db,
+      { name: `racing ${crypto.randomUUID().slice(0, 8)}` },
+      cliAudit(),
+    );
     const raced = await screen.open((await screen.link(w.id, { token: racing.token })).key);
     const racedLink = await screen.link(w.id, { token: racing.token });
     await database.db('admin_tokens').where({ id: racing.id }).update({ revoked_at: new Date() });
@@ -347,12 +506,25 @@ describe('the settings screen: sessions and API', function () {
     expect([unopenable.status, unopenable.body.error?.reason]).to.deep.equal([401, 'link']);
   });
 
-  it('counts an endpoint\'s attempts by outcome per hour over 24 hours and per 6 hours over 7 days', async () => {
+  it("counts an endpoint's attempts by outcome per hour over 24 hours and per 6 hours over 7 days", async () => {
     const { db } = await testDatabase();
     const w = await ws();
     const endpoint = await createEndpoint(db, { workspaceSlug: w.slug, url: 'https://stats.example/hook' });
-    const [{ id: eventId }] = await db('events').insert({ workspace_id: w.id, event: 'webhook.test', data: {}, source: 'test' }).returning('id');
-    const [{ id: deliveryId }] = await db('deliveries').insert({ id: crypto.randomUUID(), workspace_id: w.id, event_id: eventId, endpoint_id: endpoint.id, event: 'webhook.test', body: '{}', status: 'accepted', attempts: 7 }).returning('id');
+    const [{ id: eventId }] = await db('events')
+      .insert({ workspace_id: w.id, event: 'webhook.test', data: {}, source: 'test' })
+      .returning('id');
+    const [{ id: deliveryId }] = await db('deliveries')
+      .insert({
+        id: crypto.randomUUID(),
+        workspace_id: w.id,
+        event_id: eventId,
+        endpoint_id: endpoint.id,
+        event: 'webhook.test',
+        body: '{}',
+        status: 'accepted',
+        attempts: 7,
+      })
+      .returning('id');
     // now = 2026-03-10T09:00Z + 30 min. Hour buckets: 24 from 2026-03-09T10:00Z to 2026-03-10T09:00Z (holds now).
     now = T0 + 30 * MINUTE;
     const attempts: Array<[string, number | null, string | null]> = [
@@ -367,28 +539,86 @@ describe('the settings screen: sessions and API', function () {
     ];
     let number = 0;
     for (const [at, statusCode, errorKind] of attempts) {
-      await db('delivery_attempts').insert({ delivery_id: deliveryId, endpoint_id: endpoint.id, number: ++number, started_at: at, duration_ms: 5, status_code: statusCode, error_kind: errorKind });
+      await db('delivery_attempts').insert({
+        delivery_id: deliveryId,
+        endpoint_id: endpoint.id,
+        number: ++number,
+        started_at: at,
+        duration_ms: 5,
+        status_code: statusCode,
+        error_kind: errorKind,
+      });
     }
     const { cookie } = await screen.open((await screen.link(w.id)).key);
     const day = await screen.request('GET', api(w.id, `/endpoints/${endpoint.id}/attempt-stats`), { cookie });
     expect(day.status).to.equal(200);
     expect(day.body).to.include({ endpointId: endpoint.id, period: '24h', bucketSeconds: 3600 });
     expect(day.body.buckets).to.have.length(24);
-    expect(day.body.buckets[0]).to.deep.equal({ start: '2026-03-09T10:00:00.000Z', succeeded: 0, failedStatus: 0, failedNoAnswer: 1 });
-    expect(day.body.buckets[22]).to.deep.equal({ start: '2026-03-10T08:00:00.000Z', succeeded: 1, failedStatus: 0, failedNoAnswer: 1 });
-    expect(day.body.buckets[23]).to.deep.equal({ start: '2026-03-10T09:00:00.000Z', succeeded: 1, failedStatus: 1, failedNoAnswer: 0 });
-    const total = (buckets: Array<Record<string, number>>) => buckets.reduce((n, b) => n + b.succeeded + b.failedStatus + b.failedNoAnswer, 0);
+    expect(day.body.buckets[0]).to.deep.equal({
+      start: '2026-03-09T10:00:00.000Z',
+      succeeded: 0,
+      failedStatus: 0,
+      failedNoAnswer: 1,
+    });
+    expect(day.body.buckets[22]).to.deep.equal({
+      start: '2026-03-10T08:00:00.000Z',
+      succeeded: 1,
+      failedStatus: 0,
+      failedNoAnswer: 1,
+    });
+    expect(day.body.buckets[23]).to.deep.equal({
+      start: '2026-03-10T09:00:00.000Z',
+      succeeded: 1,
+      failedStatus: 1,
+      failedNoAnswer: 0,
+    });
+    const total = (buckets: Array<Record<string, number>>) =>
+      buckets.reduce((n, b) => n + b.succeeded + b.failedStatus + b.failedNoAnswer, 0);
     expect(total(day.body.buckets)).to.equal(5);
 
-    const week = await screen.admin.request('GET', `/admin/v1/workspaces/${w.id}/endpoints/${endpoint.id}/attempt-stats?period=7d`, { token: screen.adminToken });
+    const week = await screen.admin.request(
+      'GET',
+      `/admin/v1/workspaces/${w.id}/endpoints/${endpoint.id}/attempt-stats?period=7d`,
+      { token: screen.adminToken },
+    );
     expect(week.body).to.include({ period: '7d', bucketSeconds: 21600 });
     expect(week.body.buckets).to.have.length(28);
-    expect(week.body.buckets[0]).to.deep.equal({ start: '2026-03-03T12:00:00.000Z', succeeded: 1, failedStatus: 0, failedNoAnswer: 0 });
-    expect(week.body.buckets[27]).to.deep.equal({ start: '2026-03-10T06:00:00.000Z', succeeded: 2, failedStatus: 1, failedNoAnswer: 1 });
-    expect(week.body.buckets[26]).to.deep.equal({ start: '2026-03-10T00:00:00.000Z', succeeded: 0, failedStatus: 0, failedNoAnswer: 0 });
-    expect(week.body.buckets[25]).to.deep.equal({ start: '2026-03-09T18:00:00.000Z', succeeded: 0, failedStatus: 0, failedNoAnswer: 0 });
-    expect(week.body.buckets[24]).to.deep.equal({ start: '2026-03-09T12:00:00.000Z', succeeded: 0, failedStatus: 0, failedNoAnswer: 0 });
-    expect(week.body.buckets[23]).to.deep.equal({ start: '2026-03-09T06:00:00.000Z', succeeded: 0, failedStatus: 1, failedNoAnswer: 1 });
+    expect(week.body.buckets[0]).to.deep.equal({
+      start: '2026-03-03T12:00:00.000Z',
+      succeeded: 1,
+      failedStatus: 0,
+      failedNoAnswer: 0,
+    });
+    expect(week.body.buckets[27]).to.deep.equal({
+      start: '2026-03-10T06:00:00.000Z',
+      succeeded: 2,
+      failedStatus: 1,
+      failedNoAnswer: 1,
+    });
+    expect(week.body.buckets[26]).to.deep.equal({
+      start: '2026-03-10T00:00:00.000Z',
+      succeeded: 0,
+      failedStatus: 0,
+      failedNoAnswer: 0,
+    });
+    expect(week.body.buckets[25]).to.deep.equal({
+      start: '2026-03-09T18:00:00.000Z',
+      succeeded: 0,
+      failedStatus: 0,
+      failedNoAnswer: 0,
+    });
+    expect(week.body.buckets[24]).to.deep.equal({
+      start: '2026-03-09T12:00:00.000Z',
+      succeeded: 0,
+      failedStatus: 0,
+      failedNoAnswer: 0,
+    });
+    expect(week.body.buckets[23]).to.deep.equal({
+      start: '2026-03-09T06:00:00.000Z',
+      succeeded: 0,
+      failedStatus: 1,
+      failedNoAnswer: 1,
+    });
     expect(total(week.body.buckets)).to.equal(7);
     const bad = await screen.request('GET', api(w.id, `/endpoints/${endpoint.id}/attempt-stats?period=1y`), { cookie });
     expect([bad.status, bad.body.error.reason]).to.deep.equal([400, 'period']);
@@ -397,7 +627,11 @@ describe('the settings screen: sessions and API', function () {
   it('fleet-admin portal link makes a link on FRS_PUBLIC_URL that opens once; portal end ends the sessions, both audited as the CLI', async () => {
     const database = await testDatabase();
     const w = await ws();
-    const run = await fleetAdminOn(database.url, ['portal', 'link', '--workspace', w.slug, '--minutes', '15', '--read-only', '--json'], { FRS_PUBLIC_URL: 'https://rental.example' });
+    const run = await fleetAdminOn(
+      database.url,
+      ['portal', 'link', '--workspace', w.slug, '--minutes', '15', '--read-only', '--json'],
+      { FRS_PUBLIC_URL: 'https://rental.example' },
+    );
     expect([run.code, run.stderr]).to.deep.equal([0, '']);
     const link = JSON.parse(run.stdout);
     expect(Object.keys(link)).to.deep.equal(['id', 'url', 'readOnly', 'linkExpiresAt', 'expiresAt']);
@@ -410,9 +644,15 @@ describe('the settings screen: sessions and API', function () {
     const ended = await fleetAdminOn(database.url, ['portal', 'end', '--workspace', w.slug]);
     expect([ended.code, ended.stdout]).to.deep.equal([0, '1 settings-screen session(s) ended\n']);
     expect((await screen.request('GET', `${PORTAL_API}/session`, { cookie })).body.error.reason).to.equal('ended');
-    const actions = await database.db('audit_entries').where({ workspace_id: w.id }).orderBy('at').select('actor_type', 'action');
+    const actions = await database
+      .db('audit_entries')
+      .where({ workspace_id: w.id })
+      .orderBy('at')
+      .select('actor_type', 'action');
     expect(actions).to.deep.equal([
-      { actor_type: 'cli', action: 'portal_session.create' }, { actor_type: 'portal_session', action: 'portal_session.start' }, { actor_type: 'cli', action: 'portal_session.end' },
+      { actor_type: 'cli', action: 'portal_session.create' },
+      { actor_type: 'portal_session', action: 'portal_session.start' },
+      { actor_type: 'cli', action: 'portal_session.end' },
     ]);
     const bad = await fleetAdminOn(database.url, ['portal', 'link', '--workspace', w.slug, '--minutes', '2']);
     expect(bad.code).to.equal(1);
@@ -426,33 +666,46 @@ describe('the settings screen: sessions and API', function () {
       const res = await screen.request('POST', `${PORTAL_API}/session`, { body });
       expect(res.status, body).to.equal(400);
     }
-    const text = await screen.request('POST', `${PORTAL_API}/session`, { body: 'key=x', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    const text = await screen.request('POST', `${PORTAL_API}/session`, {
+      body: 'key=x',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
     expect(text.status).to.equal(415);
     // The screen's own session calls are not admin operations it may reach by another path; nor is a path whose
     // operations are all the admin listener's, whatever the method.
     const w = await ws();
     const { cookie, session } = await screen.open((await screen.link(w.id)).key);
     expect((await screen.request('GET', `${PORTAL_API}/portal/api/session`, { cookie })).status).to.equal(404);
-    expect((await screen.request('DELETE', `${PORTAL_API}/portal/api/session`, { cookie, csrf: session.csrfToken })).status).to.equal(404);
-    expect((await screen.request('PUT', `${PORTAL_API}/admin/v1/workspaces`, { cookie, csrf: session.csrfToken, body: {} })).status).to.equal(404);
-    expect((await screen.admin.request('PUT', `${PORTAL_API}/session`, { token: screen.adminToken, body: {} })).status).to.equal(404);
+    expect(
+      (await screen.request('DELETE', `${PORTAL_API}/portal/api/session`, { cookie, csrf: session.csrfToken })).status,
+    ).to.equal(404);
+    expect(
+      (await screen.request('PUT', `${PORTAL_API}/admin/v1/workspaces`, { cookie, csrf: session.csrfToken, body: {} }))
+        .status,
+    ).to.equal(404);
+    expect(
+      (await screen.admin.request('PUT', `${PORTAL_API}/session`, { token: screen.adminToken, body: {} })).status,
+    ).to.equal(404);
   });
 });
 
 describe('the settings screen and the failure limit of client addresses', function () {
   this.timeout(60_000);
-  const newWorkspace = async () => createWorkspace((await testDatabase()).db, { slug: `portal-${crypto.randomUUID().slice(0, 12)}` });
+  const newWorkspace = async () =>
+    createWorkspace((await testDatabase()).db, { slug: `portal-${crypto.randomUUID().slice(0, 12)}` });
   const forged = `frs_portal=frps_${'x'.repeat(40)}`;
 
-  it('counts a cookie that is no session\'s against the address, but not a request without one (any site can make a browser send that)', async () => {
+  it("counts a cookie that is no session's against the address, but not a request without one (any site can make a browser send that)", async () => {
     const screen = await startScreen({ screenAuthFailures: 3 });
     try {
       const w = await newWorkspace();
-      for (let i = 0; i < 10; i++) expect((await screen.request('GET', `${PORTAL_API}/session`)).body.error.reason).to.equal('missing');
+      for (let i = 0; i < 10; i++)
+        expect((await screen.request('GET', `${PORTAL_API}/session`)).body.error.reason).to.equal('missing');
       // The link still opens: nothing was counted.
       const { cookie } = await screen.open((await screen.link(w.id)).key);
       const answers = [];
-      for (let i = 0; i < 4; i++) answers.push((await screen.request('GET', `${PORTAL_API}/session`, { cookie: forged })).status);
+      for (let i = 0; i < 4; i++)
+        answers.push((await screen.request('GET', `${PORTAL_API}/session`, { cookie: forged })).status);
       expect(answers).to.deep.equal([401, 401, 401, 429]);
       // A good session is still answered (known good to this process), and a missing cookie is still a plain 401.
       expect((await screen.request('GET', `${PORTAL_API}/session`, { cookie })).status).to.equal(200);
@@ -470,15 +723,21 @@ describe('the settings screen and the failure limit of client addresses', functi
       for (let i = 0; i < 4; i++) api.push((await screen.request('GET', '/v1/vehicles')).status);
       expect(api).to.deep.equal([401, 401, 401, 429]);
       // ...and the link still opens.
-      expect((await screen.request('POST', `${PORTAL_API}/session`, { body: { key: (await screen.link(w.id)).key } })).status).to.equal(201);
+      expect(
+        (await screen.request('POST', `${PORTAL_API}/session`, { body: { key: (await screen.link(w.id)).key } }))
+          .status,
+      ).to.equal(201);
       // The screen's own budget: 2 guessed keys, then even a good link waits (429, its key not spent), as the policy says.
       const good = await screen.link(w.id);
       const answers = [];
-      for (const key of [`frpl_${'A'.repeat(40)}`, `frpl_${'B'.repeat(40)}`, good.key]) answers.push(await screen.request('POST', `${PORTAL_API}/session`, { body: { key } }));
+      for (const key of [`frpl_${'A'.repeat(40)}`, `frpl_${'B'.repeat(40)}`, good.key])
+        answers.push(await screen.request('POST', `${PORTAL_API}/session`, { body: { key } }));
       expect(answers.map((a) => a.status)).to.deep.equal([401, 401, 429]);
       expect(answers[2].body.error.reason).to.equal('auth_failures');
       expect(answers[2].headers.get('ratelimit-policy')).to.equal('"auth-failures";q=2;w=60');
-      expect((await (await testDatabase()).db('portal_sessions').where({ id: good.id }).first('started_at')).started_at).to.equal(null);
+      expect(
+        (await (await testDatabase()).db('portal_sessions').where({ id: good.id }).first('started_at')).started_at,
+      ).to.equal(null);
     } finally {
       await screen.close();
     }
@@ -495,7 +754,13 @@ describe('the settings screen and the failure limit of client addresses', functi
       const live = await screen.open((await screen.link(w.id)).key);
       // Each was good once (known good to this process).
       for (const s of [ended, expired, live]) expect((await get(s.cookie)).status).to.equal(200);
-      expect((await screen.admin.request('DELETE', `/admin/v1/workspaces/${w.id}/portal-sessions/${ended.session.id}`, { token: screen.adminToken })).status).to.equal(204);
+      expect(
+        (
+          await screen.admin.request('DELETE', `/admin/v1/workspaces/${w.id}/portal-sessions/${ended.session.id}`, {
+            token: screen.adminToken,
+          })
+        ).status,
+      ).to.equal(204);
       now += 5 * MINUTE;
       // Refused, and not counted: the browser that holds it may be made to send it by any site.
       for (let i = 0; i < 5; i++) {
@@ -517,16 +782,24 @@ describe('the settings screen and the failure limit of client addresses', functi
   });
 });
 
-describe('the settings screen embedded in the platform\'s pages (FRS_PORTAL_FRAME_ANCESTORS)', function () {
+describe("the settings screen embedded in the platform's pages (FRS_PORTAL_FRAME_ANCESTORS)", function () {
   this.timeout(60_000);
 
   it('lets the listed origins frame it and sets a Partitioned SameSite=None Secure cookie', async () => {
     const screen = await startScreen({ frameAncestors: ['https://app.rental.example', 'http://localhost:5173'] });
     try {
-      const w = await createWorkspace((await testDatabase()).db, { slug: `portal-${crypto.randomUUID().slice(0, 12)}` });
-      const opened = await screen.request('POST', `${PORTAL_API}/session`, { body: { key: (await screen.link(w.id)).key } });
-      expect(opened.headers.get('set-cookie')).to.match(/^frs_portal=frps_\w+; Path=\/portal\/; HttpOnly; SameSite=None; Secure; Partitioned$/);
-      expect(opened.headers.get('content-security-policy')).to.include('frame-ancestors https://app.rental.example http://localhost:5173');
+      const w = await createWorkspace((await testDatabase()).db, {
+        slug: `portal-${crypto.randomUUID().slice(0, 12)}`,
+      });
+      const opened = await screen.request('POST', `${PORTAL_API}/session`, {
+        body: { key: (await screen.link(w.id)).key },
+      });
+      expect(opened.headers.get('set-cookie')).to.match(
+        /^frs_portal=frps_\w+; Path=\/portal\/; HttpOnly; SameSite=None; Secure; Partitioned$/,
+      );
+      expect(opened.headers.get('content-security-policy')).to.include(
+        'frame-ancestors https://app.rental.example http://localhost:5173',
+      );
       expect(opened.headers.get('x-frame-options')).to.equal(null);
     } finally {
       await screen.close();
@@ -534,17 +807,43 @@ describe('the settings screen embedded in the platform\'s pages (FRS_PORTAL_FRAM
   });
 
   it('reads its settings from the environment, refusing a bad one with the variable named', () => {
-    expect(portalSettingsFromEnv({})).to.deep.equal({ publicUrl: 'http://localhost:3000', publicUrlGiven: false, frameAncestors: [], authFailuresPerMinute: 30 });
-    expect(portalSettingsFromEnv({ PORT: '8080', FRS_PORTAL_FRAME_ANCESTORS: 'https://a.example, https://*.b.example:8443', FRS_PORTAL_AUTH_FAILURE_LIMIT: '0' }))
-      .to.deep.equal({ publicUrl: 'http://localhost:8080', publicUrlGiven: false, frameAncestors: ['https://a.example', 'https://*.b.example:8443'], authFailuresPerMinute: 0 });
+    expect(portalSettingsFromEnv({})).to.deep.equal({
+      publicUrl: 'http://localhost:3000',
+      publicUrlGiven: false,
+      frameAncestors: [],
+      authFailuresPerMinute: 30,
+    });
+    expect(
+      portalSettingsFromEnv({
+        PORT: '8080',
+        FRS_PORTAL_FRAME_ANCESTORS: 'https://a.example, https://*.b.example:8443',
+        FRS_PORTAL_AUTH_FAILURE_LIMIT: '0',
+      }),
+    ).to.deep.equal({
+      publicUrl: 'http://localhost:8080',
+      publicUrlGiven: false,
+      frameAncestors: ['https://a.example', 'https://*.b.example:8443'],
+      authFailuresPerMinute: 0,
+    });
     expect(portalSettingsFromEnv({ FRS_PUBLIC_URL: 'https://api.example.com' }).publicUrlGiven).to.equal(true);
     // Plain http beyond this machine only when an operator says so.
     expect(portalSettingsFromEnv({ FRS_PUBLIC_URL: 'http://[::1]:3000' }).publicUrl).to.equal('http://[::1]:3000');
-    expect(portalSettingsFromEnv({ FRS_PUBLIC_URL: 'http://api.internal:3000', FRS_ALLOW_HTTP_PUBLIC_URL: '1' }).publicUrl).to.equal('http://api.internal:3000');
-    expect(() => portalSettingsFromEnv({ FRS_PUBLIC_URL: 'http://api.internal:3000' })).to.throw(ConfigError,
-      'FRS_PUBLIC_URL must be https for an address other than this machine\'s (the settings screen\'s cookie and links would cross the network in clear), got "http://api.internal:3000"; set FRS_ALLOW_HTTP_PUBLIC_URL=1 to allow it anyway');
-    expect(portalSettingsFromEnv({ FRS_PUBLIC_URL: 'https://api.example.com/' }).publicUrl).to.equal('https://api.example.com');
-    expect(portalSettingsFromEnv({ FRS_PUBLIC_URL: 'http://127.0.0.1:3000', FRS_PORTAL_FRAME_ANCESTORS: 'http://localhost:5173' }).frameAncestors).to.deep.equal(['http://localhost:5173']);
+    expect(
+      portalSettingsFromEnv({ FRS_PUBLIC_URL: 'http://api.internal:3000', FRS_ALLOW_HTTP_PUBLIC_URL: '1' }).publicUrl,
+    ).to.equal('http://api.internal:3000');
+    expect(() => portalSettingsFromEnv({ FRS_PUBLIC_URL: 'http://api.internal:3000' })).to.throw(
+      ConfigError,
+      'FRS_PUBLIC_URL must be https for an address other than this machine\'s (the settings screen\'s cookie and links would cross the network in clear), got "http://api.internal:3000"; set FRS_ALLOW_HTTP_PUBLIC_URL=1 to allow it anyway',
+    );
+    expect(portalSettingsFromEnv({ FRS_PUBLIC_URL: 'https://api.example.com/' }).publicUrl).to.equal(
+      'https://api.example.com',
+    );
+    expect(
+      portalSettingsFromEnv({
+        FRS_PUBLIC_URL: 'http://127.0.0.1:3000',
+        FRS_PORTAL_FRAME_ANCESTORS: 'http://localhost:5173',
+      }).frameAncestors,
+    ).to.deep.equal(['http://localhost:5173']);
     for (const [env, variable] of [
       [{ FRS_PUBLIC_URL: 'https://api.example.com/base' }, 'FRS_PUBLIC_URL'],
       [{ FRS_PUBLIC_URL: 'ftp://x' }, 'FRS_PUBLIC_URL'],
@@ -556,7 +855,14 @@ describe('the settings screen embedded in the platform\'s pages (FRS_PORTAL_FRAM
       [{ FRS_PORTAL_FRAME_ANCESTORS: 'https://a.example; script-src *' }, 'FRS_PORTAL_FRAME_ANCESTORS'],
       // embedded elsewhere, the cookie must be Secure: an http address other than this machine's is refused
       [{ FRS_PORTAL_FRAME_ANCESTORS: 'https://a.example', FRS_PUBLIC_URL: 'http://api.example.com' }, 'FRS_PUBLIC_URL'],
-      [{ FRS_PORTAL_FRAME_ANCESTORS: 'https://a.example', FRS_PUBLIC_URL: 'http://api.example.com', FRS_ALLOW_HTTP_PUBLIC_URL: '1' }, 'FRS_PORTAL_FRAME_ANCESTORS'],
+      [
+        {
+          FRS_PORTAL_FRAME_ANCESTORS: 'https://a.example',
+          FRS_PUBLIC_URL: 'http://api.example.com',
+          FRS_ALLOW_HTTP_PUBLIC_URL: '1',
+        },
+        'FRS_PORTAL_FRAME_ANCESTORS',
+      ],
     ] as const) {
       expect(() => portalSettingsFromEnv(env), JSON.stringify(env)).to.throw(ConfigError, variable);
     }

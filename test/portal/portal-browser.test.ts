@@ -25,8 +25,16 @@ import { expectPortalDocumented, startScreen, type TestScreen } from './support.
 // refusals the test provokes, no request off the service's origin, and every answer of the screen's API as the admin
 // document declares it. Screenshots of each main page go to test-artifacts/portal/.
 const CHROMIUM = process.env.FRS_CHROMIUM ?? '/usr/bin/chromium';
-const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-  '--disable-component-update', '--disable-sync'];
+const FLAGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 const ARTIFACTS = path.join(ROOT_DIR, 'test-artifacts', 'portal');
 const TIME_ZONE = 'Asia/Dubai';
 
@@ -58,10 +66,16 @@ describe('the settings screen (/portal) in a browser', function () {
   /** Watches a page: its requests, console errors, and every answer of /portal/api checked against the admin document. */
   function watch(p: Page, requests = requested): Page {
     p.on('request', (request) => requests.push(request.url()));
-    p.on('console', (message) => { if (message.type() === 'error') consoleErrors.push({ text: message.text(), url: message.location().url }); });
+    p.on('console', (message) => {
+      if (message.type() === 'error') consoleErrors.push({ text: message.text(), url: message.location().url });
+    });
     p.on('pageerror', (error) => consoleErrors.push({ text: error.message, url: '' }));
     p.on('response', (response) => {
-      if (new URL(response.url()).pathname.startsWith('/portal/api/') && !fabricated.has(`${response.request().method()} ${response.url()}`)) checks.push(checkDocumented(response));
+      if (
+        new URL(response.url()).pathname.startsWith('/portal/api/') &&
+        !fabricated.has(`${response.request().method()} ${response.url()}`)
+      )
+        checks.push(checkDocumented(response));
     });
     return p;
   }
@@ -69,7 +83,11 @@ describe('the settings screen (/portal) in a browser', function () {
     const url = new URL(response.url());
     const text = response.status() === 204 ? '' : await response.text();
     const headers = new Headers(await response.allHeaders());
-    expectPortalDocumented(response.request().method(), url.pathname + url.search, { status: response.status(), headers, body: text ? JSON.parse(text) : undefined });
+    expectPortalDocumented(response.request().method(), url.pathname + url.search, {
+      status: response.status(),
+      headers,
+      body: text ? JSON.parse(text) : undefined,
+    });
   }
   async function shot(p: Page, name: string, fullPage = true): Promise<void> {
     const file = path.join(ARTIFACTS, `${name}.png`);
@@ -77,20 +95,41 @@ describe('the settings screen (/portal) in a browser', function () {
     shots.push(file);
   }
   /** The answer of the screen's API that `action` causes, matched by method and path. */
-  async function answerTo(method: string, pathname: string | RegExp, action: () => Promise<unknown>): Promise<Response> {
-    const waited = page.waitForResponse((r) => r.request().method() === method && (typeof pathname === 'string' ? new URL(r.url()).pathname === pathname : pathname.test(new URL(r.url()).pathname)));
+  async function answerTo(
+    method: string,
+    pathname: string | RegExp,
+    action: () => Promise<unknown>,
+  ): Promise<Response> {
+    const waited = page.waitForResponse(
+      (r) =>
+        r.request().method() === method &&
+        (typeof pathname === 'string'
+          ? new URL(r.url()).pathname === pathname
+          : pathname.test(new URL(r.url()).pathname)),
+    );
     await action();
     return waited;
   }
   const adminPath = (rest: string) => `/portal/api/admin/v1/workspaces/${workspace.id}${rest}`;
   /** An error answer made up by the test for `method url` (an admin-document error body, with its status and headers). */
-  function fabricate(method: string, url: string, status: number, message: string, headers: Record<string, string> = {}) {
+  function fabricate(
+    method: string,
+    url: string,
+    status: number,
+    message: string,
+    headers: Record<string, string> = {},
+  ) {
     fabricated.add(`${method} ${url}`);
     provoked.add(`${status} ${url}`);
-    return { status, headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ error: { code: 'unavailable', message } }) };
+    return {
+      status,
+      headers: { 'content-type': 'application/json', ...headers },
+      body: JSON.stringify({ error: { code: 'unavailable', message } }),
+    };
   }
   /** Waits until the focused element's text is `text` (after a redraw removed the control that had focus). */
-  const focusIs = (p: Page, text: string) => p.waitForFunction((expected) => document.activeElement?.textContent === expected, text, { timeout: 5_000 });
+  const focusIs = (p: Page, text: string) =>
+    p.waitForFunction((expected) => document.activeElement?.textContent === expected, text, { timeout: 5_000 });
   const endpointRow = () => db('webhook_endpoints').where({ id: endpointId }).first();
   const nav = (name: string) => page.getByRole('navigation', { name: 'Settings' }).getByRole('link', { name });
 
@@ -111,7 +150,12 @@ describe('the settings screen (/portal) in a browser', function () {
     receiver = await startReceiver(() => answer());
     // The test's own dispatcher, restricted to this workspace, as the worker's database role; its receiver is on
     // 127.0.0.1, which the test run allows (FRS_ALLOW_PRIVATE_WEBHOOK_URLS=1, test/support/hooks.ts).
-    dispatcher = new Dispatcher({ db: database.forRole('worker'), logger: quietLogger(), workspaceIds: [workspace.id], concurrency: 1 });
+    dispatcher = new Dispatcher({
+      db: database.forRole('worker'),
+      logger: quietLogger(),
+      workspaceIds: [workspace.id],
+      concurrency: 1,
+    });
     link = await screen.link(workspace.id);
     browser = await chromium.launch({ executablePath: CHROMIUM, args: FLAGS });
     context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
@@ -121,7 +165,8 @@ describe('the settings screen (/portal) in a browser', function () {
     await browser?.close();
     await receiver?.close();
     await screen?.close();
-    if (shots.length) console.log(`      screenshots:\n${shots.map((file) => `        ${path.relative(ROOT_DIR, file)}`).join('\n')}`);
+    if (shots.length)
+      console.log(`      screenshots:\n${shots.map((file) => `        ${path.relative(ROOT_DIR, file)}`).join('\n')}`);
     console.log(`      the browser test took ${((Date.now() - started) / 1000).toFixed(1)} s`);
   });
 
@@ -130,7 +175,11 @@ describe('the settings screen (/portal) in a browser', function () {
     const documentAnswer = page.waitForResponse((r) => r.url() === `${screen.url}/portal/`);
     const session = await answerTo('POST', '/portal/api/session', () => page.goto(link.url));
     expect(session.status()).to.equal(201);
-    expect((await session.json()).workspace).to.deep.include({ id: workspace.id, slug: workspace.slug, timezone: TIME_ZONE });
+    expect((await session.json()).workspace).to.deep.include({
+      id: workspace.id,
+      slug: workspace.slug,
+      timezone: TIME_ZONE,
+    });
     const csp = (await documentAnswer).headers()['content-security-policy'];
     expect(csp).to.include("default-src 'none'").and.include("script-src 'self'").and.include("frame-ancestors 'none'");
     await page.getByRole('heading', { level: 1, name: 'Webhook endpoints' }).waitFor();
@@ -142,14 +191,19 @@ describe('the settings screen (/portal) in a browser', function () {
     await nav('API keys').click();
     await page.getByRole('heading', { level: 1, name: 'API keys' }).waitFor();
     await page.getByLabel('Role (optional)').fill('reporting <b>bold</b>');
-    const created = await answerTo('POST', adminPath('/api-keys'), () => page.getByRole('button', { name: 'Create key' }).click());
+    const created = await answerTo('POST', adminPath('/api-keys'), () =>
+      page.getByRole('button', { name: 'Create key' }).click(),
+    );
     expect(created.status()).to.equal(201);
     expect(await created.request().headerValue('idempotency-key')).to.equal(null);
     const key = await page.getByRole('textbox', { name: 'New API key' }).inputValue();
     expect(key).to.match(/^frs_[0-9A-Za-z]{32,}$/);
     await page.getByText('Copy it now: it will not be shown again.').waitFor();
     await page.getByRole('button', { name: 'Copy' }).click();
-    await page.getByRole('status').filter({ hasText: /Copied|Selected/ }).waitFor();
+    await page
+      .getByRole('status')
+      .filter({ hasText: /Copied|Selected/ })
+      .waitFor();
     // The key works on the public API; the role typed is shown as text, not markup.
     const me = await fetch(`${screen.url}/v1/me`, { headers: { authorization: `Bearer ${key}` } });
     expect(me.status).to.equal(200);
@@ -165,7 +219,9 @@ describe('the settings screen (/portal) in a browser', function () {
     await page.getByRole('button', { name: /^Revoke key reporting <b>bold<\/b> created / }).click();
     const dialog = page.getByRole('dialog', { name: 'Revoke this API key?' });
     await dialog.getByRole('button', { name: 'Revoke key' }).focus();
-    const revoked = await answerTo('POST', /\/api-keys\/[^/]+\/revoke$/, () => dialog.getByRole('button', { name: 'Revoke key' }).press('Enter'));
+    const revoked = await answerTo('POST', /\/api-keys\/[^/]+\/revoke$/, () =>
+      dialog.getByRole('button', { name: 'Revoke key' }).press('Enter'),
+    );
     expect(revoked.status()).to.equal(200);
     await page.getByText('The key is revoked.').waitFor();
     // The dialog gave focus back to the Revoke button, which the redraw removed: the outcome's status line has it.
@@ -179,12 +235,20 @@ describe('the settings screen (/portal) in a browser', function () {
     await page.getByRole('link', { name: 'Add endpoint' }).click();
     await page.getByRole('heading', { level: 1, name: 'Add an endpoint' }).waitFor();
     // The events are grouped as the catalogue groups them.
-    await page.getByRole('group', { name: 'Booking events' }).getByRole('checkbox', { name: /^booking\.confirmed/ }).check();
-    await page.getByRole('group', { name: 'Money events' }).getByRole('checkbox', { name: /^payment\.captured/ }).check();
+    await page
+      .getByRole('group', { name: 'Booking events' })
+      .getByRole('checkbox', { name: /^booking\.confirmed/ })
+      .check();
+    await page
+      .getByRole('group', { name: 'Money events' })
+      .getByRole('checkbox', { name: /^payment\.captured/ })
+      .check();
     // An error of the API is shown next to the field it names.
     await page.getByLabel('URL').fill('ftp://files.example.com/hook');
     provoked.add(`400 ${screen.url}${adminPath('/endpoints')}`);
-    const refused = await answerTo('POST', adminPath('/endpoints'), () => page.getByRole('button', { name: 'Add endpoint' }).click());
+    const refused = await answerTo('POST', adminPath('/endpoints'), () =>
+      page.getByRole('button', { name: 'Add endpoint' }).click(),
+    );
     expect(refused.status()).to.equal(400);
     const refusal = (await refused.json()).error;
     expect(refusal.reason).to.equal('url');
@@ -194,7 +258,9 @@ describe('the settings screen (/portal) in a browser', function () {
     endpointUrl = receiver.endpointUrl();
     await page.getByLabel('URL').fill(endpointUrl);
     await page.getByLabel('Name (optional)').fill('Accounting sync');
-    const created = await answerTo('POST', adminPath('/endpoints'), () => page.getByRole('button', { name: 'Add endpoint' }).click());
+    const created = await answerTo('POST', adminPath('/endpoints'), () =>
+      page.getByRole('button', { name: 'Add endpoint' }).click(),
+    );
     expect(created.status()).to.equal(201);
     const secret = await page.getByRole('textbox', { name: 'Signing secret' }).inputValue();
     expect(secret).to.match(/^whsec_[0-9A-Za-z]{32,}$/);
@@ -212,7 +278,9 @@ describe('the settings screen (/portal) in a browser', function () {
   });
 
   it('sends a test delivery, and the delivery log shows it arrive with its attempt without a reload', async () => {
-    const sent = await answerTo('POST', adminPath('/example-events'), () => page.getByRole('button', { name: 'Send test delivery' }).click());
+    const sent = await answerTo('POST', adminPath('/example-events'), () =>
+      page.getByRole('button', { name: 'Send test delivery' }).click(),
+    );
     expect(sent.status()).to.equal(202);
     expect(sent.request().postDataJSON()).to.deep.equal({ endpointId, event: 'webhook.test' });
     const { deliveryId } = await sent.json();
@@ -229,7 +297,9 @@ describe('the settings screen (/portal) in a browser', function () {
     expect(receiver.requests[0]).to.deep.include({ event: 'webhook.test', deliveryId, verified: { ok: true } });
     // The log refreshes by itself (every 5 s while visible): the row turns accepted, no reload.
     await row.getByText('accepted').waitFor({ timeout: 12_000 });
-    expect(requested.filter((url) => url.endsWith('/portal/assets/app.js')).length, 'the page was reloaded').to.equal(loads);
+    expect(requested.filter((url) => url.endsWith('/portal/assets/app.js')).length, 'the page was reloaded').to.equal(
+      loads,
+    );
 
     await row.getByRole('link', { name: /^webhook\.test/ }).click();
     await page.getByRole('heading', { level: 1, name: 'Delivery of webhook.test' }).waitFor();
@@ -248,7 +318,13 @@ describe('the settings screen (/portal) in a browser', function () {
 
   it('20 failures in a row switch the endpoint off: the list shows "Switched off" and when, the chart counts them; it is switched back on', async () => {
     answer = () => ({ status: 503, body: 'receiver is down' });
-    for (let i = 0; i < 20; i++) await publishEvent(db, { workspaceId: workspace.id, event: 'booking.confirmed', data: bookingConfirmedData(), source: 'publish' });
+    for (let i = 0; i < 20; i++)
+      await publishEvent(db, {
+        workspaceId: workspace.id,
+        event: 'booking.confirmed',
+        data: bookingConfirmedData(),
+        source: 'publish',
+      });
     expect(await dispatcher.runOnce()).to.deep.include({ attempted: 20, retrying: 20 });
     const off = await endpointRow();
     expect(off).to.include({ is_active: false, consecutive_failures: 20 });
@@ -257,7 +333,9 @@ describe('the settings screen (/portal) in a browser', function () {
     const row = page.getByRole('row').filter({ has: page.getByRole('link', { name: 'Accounting sync' }) });
     await row.getByText(/^Switched off /).waitFor();
     expect(await row.locator('time').first().getAttribute('datetime')).to.equal(off.disabled_at.toISOString());
-    expect(await row.getByText(/^Switched off /).textContent()).to.match(/^Switched off \d{1,2} [A-Z][a-z]{2} \d{4}, \d\d:\d\d:\d\d \S+$/);
+    expect(await row.getByText(/^Switched off /).textContent()).to.match(
+      /^Switched off \d{1,2} [A-Z][a-z]{2} \d{4}, \d\d:\d\d:\d\d \S+$/,
+    );
     const cells = await row.getByRole('cell').allTextContents();
     expect(cells[3], 'failures in a row').to.equal('20');
     await shot(page, 'endpoints');
@@ -274,19 +352,32 @@ describe('the settings screen (/portal) in a browser', function () {
     await page.getByRole('heading', { level: 1, name: 'Accounting sync' }).waitFor();
     // The chart: 1 attempt accepted (the test), 20 answered 503; its text alternative says so.
     // The chart's text alternative (its <title> and <desc>) gives the figures.
-    await page.getByRole('img', { name: 'Attempts by outcome, last 24 hours. Last 24 hours: 1 succeeded, 20 failed with another status, 0 without an answer.' }).waitFor();
+    await page
+      .getByRole('img', {
+        name: 'Attempts by outcome, last 24 hours. Last 24 hours: 1 succeeded, 20 failed with another status, 0 without an answer.',
+      })
+      .waitFor();
     await page.getByRole('button', { name: 'Last 7 days' }).click();
-    await page.getByRole('img', { name: 'Attempts by outcome, last 7 days. Last 7 days: 1 succeeded, 20 failed with another status, 0 without an answer.' }).waitFor();
+    await page
+      .getByRole('img', {
+        name: 'Attempts by outcome, last 7 days. Last 7 days: 1 succeeded, 20 failed with another status, 0 without an answer.',
+      })
+      .waitFor();
     expect(await page.getByRole('button', { name: 'Last 7 days' }).getAttribute('aria-pressed')).to.equal('true');
     await page.getByRole('button', { name: 'Last 24 hours' }).click();
     await page.getByRole('img', { name: /^Attempts by outcome, last 24 hours/ }).waitFor();
     await shot(page, 'endpoint', false);
 
-    const enabled = await answerTo('POST', adminPath(`/endpoints/${endpointId}/enable`), () => page.getByRole('button', { name: 'Switch back on' }).click());
+    const enabled = await answerTo('POST', adminPath(`/endpoints/${endpointId}/enable`), () =>
+      page.getByRole('button', { name: 'Switch back on' }).click(),
+    );
     expect(enabled.status()).to.equal(200);
     await page.getByText('The endpoint is switched back on; what it held is being sent.').waitFor();
     await focusIs(page, 'The endpoint is switched back on; what it held is being sent.');
-    await page.getByRole('definition').filter({ hasText: /^Active$/ }).waitFor();
+    await page
+      .getByRole('definition')
+      .filter({ hasText: /^Active$/ })
+      .waitFor();
     expect(await endpointRow()).to.include({ is_active: true, disabled_at: null, consecutive_failures: 0 });
   });
 
@@ -294,7 +385,9 @@ describe('the settings screen (/portal) in a browser', function () {
     await page.getByLabel('Overlap (hours)').fill('2');
     await page.getByRole('button', { name: 'Rotate secret' }).click();
     const dialog = page.getByRole('dialog', { name: 'Rotate the signing secret?' });
-    const rotated = await answerTo('POST', adminPath(`/endpoints/${endpointId}/rotate-secret`), () => dialog.getByRole('button', { name: 'Rotate' }).click());
+    const rotated = await answerTo('POST', adminPath(`/endpoints/${endpointId}/rotate-secret`), () =>
+      dialog.getByRole('button', { name: 'Rotate' }).click(),
+    );
     expect(rotated.status()).to.equal(200);
     expect(rotated.request().postDataJSON()).to.deep.equal({ overlapHours: 2 });
     const secret = await page.getByRole('textbox', { name: 'New signing secret' }).inputValue();
@@ -305,13 +398,17 @@ describe('the settings screen (/portal) in a browser', function () {
     answer = () => ({ status: 204 });
     receiver.reset();
     receiver.setSecret(endpointUrl, secret);
-    await db('deliveries').where({ endpoint_id: endpointId, status: 'retrying' }).update({ next_attempt_at: db.fn.now() });
+    await db('deliveries')
+      .where({ endpoint_id: endpointId, status: 'retrying' })
+      .update({ next_attempt_at: db.fn.now() });
     expect((await dispatcher.runOnce()).accepted).to.equal(20);
     for (const request of receiver.requests) {
       expect(request.verified).to.deep.equal({ ok: true });
       expect(request.signature!.match(/v1=/g)).to.have.length(2);
       expect(String(request.headers['webhook-signature']).split(' ')).to.have.length(2);
-      expect(verifyIndependently(request.rawBody, request.signature, secret, Date.now() / 1000)).to.deep.equal({ ok: true });
+      expect(verifyIndependently(request.rawBody, request.signature, secret, Date.now() / 1000)).to.deep.equal({
+        ok: true,
+      });
     }
   });
 
@@ -319,11 +416,16 @@ describe('the settings screen (/portal) in a browser', function () {
     await page.getByRole('link', { name: 'Deliveries to this endpoint' }).click();
     await page.getByRole('heading', { level: 1, name: 'Deliveries' }).waitFor();
     expect(await page.getByLabel('Endpoint').inputValue()).to.equal(endpointId);
-    await page.getByRole('link', { name: /^booking\.confirmed/ }).first().click();
+    await page
+      .getByRole('link', { name: /^booking\.confirmed/ })
+      .first()
+      .click();
     await page.getByRole('heading', { level: 1, name: 'Delivery of booking.confirmed' }).waitFor();
     const attempts = page.getByRole('table', { name: 'Every attempt, oldest first' });
     expect(await attempts.getByRole('row').count()).to.equal(3);
-    const retried = await answerTo('POST', /\/deliveries\/[^/]+\/retry$/, () => page.getByRole('button', { name: 'Retry now' }).click());
+    const retried = await answerTo('POST', /\/deliveries\/[^/]+\/retry$/, () =>
+      page.getByRole('button', { name: 'Retry now' }).click(),
+    );
     expect(retried.status()).to.equal(200);
     expect(await retried.json()).to.deep.include({ previousStatus: 'accepted', status: 'queued', attempts: 2 });
     await page.getByText('The delivery is due now (it was accepted).').waitFor();
@@ -332,10 +434,15 @@ describe('the settings screen (/portal) in a browser', function () {
     expect(await attempts.getByRole('row').nth(3).getByRole('cell').nth(3).textContent()).to.equal('204');
   });
 
-  it('recovers an endpoint\'s failed deliveries since a time given in the workspace\'s zone', async () => {
+  it("recovers an endpoint's failed deliveries since a time given in the workspace's zone", async () => {
     // One delivery that fails its whole retry schedule (the sweep's clock walks it; no real waiting).
     answer = () => ({ status: 500, body: 'down for maintenance' });
-    const { eventId } = await publishEvent(db, { workspaceId: workspace.id, event: 'booking.confirmed', data: bookingConfirmedData(), source: 'publish' });
+    const { eventId } = await publishEvent(db, {
+      workspaceId: workspace.id,
+      event: 'booking.confirmed',
+      data: bookingConfirmedData(),
+      source: 'publish',
+    });
     const { id } = await db('deliveries').where({ event_id: eventId }).first('id');
     let sweep = new Date();
     await dispatcher.runOnce(sweep);
@@ -355,8 +462,14 @@ describe('the settings screen (/portal) in a browser', function () {
     // Like every bulk change, it asks first.
     await page.getByRole('button', { name: 'Recover failed deliveries' }).click();
     const dialog = page.getByRole('dialog', { name: 'Recover failed deliveries?' });
-    await dialog.getByText(/^Every failed delivery to this endpoint created since \d{1,2} [A-Z][a-z]{2} \d{4}, \d\d:\d\d:00 \S+ is sent again\.$/).waitFor();
-    const recovered = await answerTo('POST', adminPath(`/endpoints/${endpointId}/recover`), () => dialog.getByRole('button', { name: 'Recover' }).click());
+    await dialog
+      .getByText(
+        /^Every failed delivery to this endpoint created since \d{1,2} [A-Z][a-z]{2} \d{4}, \d\d:\d\d:00 \S+ is sent again\.$/,
+      )
+      .waitFor();
+    const recovered = await answerTo('POST', adminPath(`/endpoints/${endpointId}/recover`), () =>
+      dialog.getByRole('button', { name: 'Recover' }).click(),
+    );
     expect(recovered.status()).to.equal(200);
     expect(recovered.request().postDataJSON()).to.deep.equal({ since: since.toISOString() });
     await page.getByText('1 failed delivery is queued again.').waitFor();
@@ -366,12 +479,20 @@ describe('the settings screen (/portal) in a browser', function () {
 
   it('pages through the delivery log by its cursor, and filters it', async () => {
     // 22 deliveries so far (a test, 20 that failed then went through, 1 recovered); 30 more queued: 52, two pages.
-    for (let i = 0; i < 30; i++) await publishEvent(db, { workspaceId: workspace.id, event: 'booking.confirmed', data: bookingConfirmedData(), source: 'publish' });
+    for (let i = 0; i < 30; i++)
+      await publishEvent(db, {
+        workspaceId: workspace.id,
+        event: 'booking.confirmed',
+        data: bookingConfirmedData(),
+        source: 'publish',
+      });
     await nav('Deliveries').click();
     const log = page.getByRole('table', { name: 'Deliveries, newest first' });
     await log.waitFor();
     expect(await log.getByRole('row').count()).to.equal(51);
-    const next = await answerTo('GET', adminPath('/deliveries'), () => page.getByRole('button', { name: 'Next page' }).click());
+    const next = await answerTo('GET', adminPath('/deliveries'), () =>
+      page.getByRole('button', { name: 'Next page' }).click(),
+    );
     expect(new URL(next.url()).searchParams.get('cursor')).to.match(/^[A-Za-z0-9_-]+$/);
     await page.getByRole('button', { name: 'Previous page' }).waitFor();
     expect(await log.getByRole('row').count()).to.equal(3);
@@ -386,16 +507,27 @@ describe('the settings screen (/portal) in a browser', function () {
     // Filters: the test delivery alone, by its event; the address keeps the filters.
     await page.getByLabel('Event').selectOption('webhook.test');
     await page.getByLabel('Status').selectOption('accepted');
-    const filtered = await answerTo('GET', adminPath('/deliveries'), () => page.getByRole('button', { name: 'Apply filters' }).click());
-    expect(Object.fromEntries(new URL(filtered.url()).searchParams)).to.deep.equal({ status: 'accepted', event: 'webhook.test', limit: '50' });
+    const filtered = await answerTo('GET', adminPath('/deliveries'), () =>
+      page.getByRole('button', { name: 'Apply filters' }).click(),
+    );
+    expect(Object.fromEntries(new URL(filtered.url()).searchParams)).to.deep.equal({
+      status: 'accepted',
+      event: 'webhook.test',
+      limit: '50',
+    });
     expect(new URL(page.url()).search).to.equal('?status=accepted&event=webhook.test');
     await page.getByRole('table', { name: 'Deliveries, newest first' }).getByRole('row').nth(1).waitFor();
     expect(await page.getByRole('table', { name: 'Deliveries, newest first' }).getByRole('row').count()).to.equal(2);
   });
 
   it('ignores a time in the address that is no time, and says so in the filter form', async () => {
-    const list = answerTo('GET', adminPath('/deliveries'), () => page.goto(`${screen.url}/portal/deliveries?since=foo&status=accepted`));
-    expect(Object.fromEntries(new URL((await list).url()).searchParams)).to.deep.equal({ status: 'accepted', limit: '50' });
+    const list = answerTo('GET', adminPath('/deliveries'), () =>
+      page.goto(`${screen.url}/portal/deliveries?since=foo&status=accepted`),
+    );
+    expect(Object.fromEntries(new URL((await list).url()).searchParams)).to.deep.equal({
+      status: 'accepted',
+      limit: '50',
+    });
     await page.getByRole('heading', { level: 1, name: 'Deliveries' }).waitFor();
     await page.getByText('The address\'s time "foo" is not a time: it is ignored.').waitFor();
     expect(await page.getByLabel('Created since').inputValue()).to.equal('');
@@ -412,17 +544,28 @@ describe('the settings screen (/portal) in a browser', function () {
       asked.push(Date.now());
       return route.fulfill(fabricate('GET', list, 503, 'The service is busy.', { 'retry-after': '8' }));
     });
-    const note = page.getByRole('status').filter({ hasText: 'Couldn\'t refresh this page: The service is busy. Trying again in 8 s.' });
+    const note = page
+      .getByRole('status')
+      .filter({ hasText: "Couldn't refresh this page: The service is busy. Trying again in 8 s." });
     await note.waitFor({ timeout: 12_000 });
     // Retry-After: 8 s, not the next 5-second tick.
     await page.waitForTimeout(6_000);
     expect(asked, 'asked again before Retry-After').to.have.length(1);
     await page.unroute(isList);
     await note.waitFor({ state: 'hidden', timeout: 12_000 });
-    expect(await page.getByRole('table', { name: 'Deliveries, newest first' }).getByRole('row').count()).to.be.greaterThan(1);
+    expect(
+      await page.getByRole('table', { name: 'Deliveries, newest first' }).getByRole('row').count(),
+    ).to.be.greaterThan(1);
 
     // A 400 of a background refresh is shown next to its field, but focus stays where the person left it.
-    await page.route(isList, (route) => route.fulfill({ ...fabricate('GET', list, 400, 'since must be a date-time.'), body: JSON.stringify({ error: { code: 'invalid_request', message: 'since must be a date-time.', reason: 'since' } }) }));
+    await page.route(isList, (route) =>
+      route.fulfill({
+        ...fabricate('GET', list, 400, 'since must be a date-time.'),
+        body: JSON.stringify({
+          error: { code: 'invalid_request', message: 'since must be a date-time.', reason: 'since' },
+        }),
+      }),
+    );
     await nav('Deliveries').focus();
     await page.getByText('since must be a date-time.').waitFor({ timeout: 12_000 });
     expect(await page.evaluate(() => document.activeElement?.textContent)).to.equal('Deliveries');
@@ -437,21 +580,44 @@ describe('the settings screen (/portal) in a browser', function () {
     await page.getByText('Enter a whole number of days from 1 to 60.').waitFor();
     await page.getByLabel('Reminders ahead (days)').fill('9');
     await page.getByLabel('Time zone').selectOption('Europe/London');
-    const saved = await answerTo('PATCH', adminPath(''), () => page.getByRole('button', { name: 'Save settings' }).click());
+    const saved = await answerTo('PATCH', adminPath(''), () =>
+      page.getByRole('button', { name: 'Save settings' }).click(),
+    );
     expect(saved.status()).to.equal(200);
     expect(saved.request().postDataJSON()).to.deep.equal({ remindersAhead: 9, timezone: 'Europe/London' });
     await page.getByText('Settings saved.').waitFor();
-    expect(await db('workspaces').where({ id: workspace.id }).first()).to.include({ reminders_ahead: 9, timezone: 'Europe/London' });
+    expect(await db('workspaces').where({ id: workspace.id }).first()).to.include({
+      reminders_ahead: 9,
+      timezone: 'Europe/London',
+    });
     await shot(page, 'settings');
     // Times are shown in the workspace's zone, named as that zone names that instant: London's is GMT in winter and
     // BST in summer (whatever the date the suite runs at, and whatever the browser's own zone).
     await nav('Endpoints').click();
-    const lastSuccess = page.getByRole('row').filter({ has: page.getByRole('link', { name: 'Accounting sync' }) }).locator('time').last();
+    const lastSuccess = page
+      .getByRole('row')
+      .filter({ has: page.getByRole('link', { name: 'Accounting sync' }) })
+      .locator('time')
+      .last();
     const instant = new Date((await lastSuccess.getAttribute('datetime'))!);
-    const london = Object.fromEntries(new Intl.DateTimeFormat('en-GB', { timeZone: 'Europe/London', hourCycle: 'h23', hour: '2-digit', minute: '2-digit', second: '2-digit', timeZoneName: 'short' })
-      .formatToParts(instant).map((part) => [part.type, part.value]));
+    const london = Object.fromEntries(
+      new Intl.DateTimeFormat('en-GB', {
+        timeZone: 'Europe/London',
+        hourCycle: 'h23',
+        hour: '2-digit',
+        minute: '2-digit',
+        second: '2-digit',
+        timeZoneName: 'short',
+      })
+        .formatToParts(instant)
+        .map((part) => [part.type, part.value]),
+    );
     expect(london.timeZoneName).to.be.oneOf(['GMT', 'BST']);
-    expect(await lastSuccess.textContent()).to.match(new RegExp(`^\\d{1,2} [A-Z][a-z]{2} \\d{4}, ${london.hour}:${london.minute}:${london.second} ${london.timeZoneName}$`));
+    expect(await lastSuccess.textContent()).to.match(
+      new RegExp(
+        `^\\d{1,2} [A-Z][a-z]{2} \\d{4}, ${london.hour}:${london.minute}:${london.second} ${london.timeZoneName}$`,
+      ),
+    );
   });
 
   it('shows the event catalogue grouped, each event with its fields and example, and how to verify a signature', async () => {
@@ -462,14 +628,17 @@ describe('the settings screen (/portal) in a browser', function () {
     await page.getByText('Description, fields and example of booking.confirmed').click();
     const example = JSON.parse((await page.getByLabel('Example payload of booking.confirmed').textContent())!);
     expect(example.data).to.deep.equal(bookingConfirmedData());
-    for (const language of ['Node.js', 'Python', 'Go']) await page.getByRole('heading', { level: 3, name: language }).waitFor();
+    for (const language of ['Node.js', 'Python', 'Go'])
+      await page.getByRole('heading', { level: 3, name: language }).waitFor();
     await shot(page, 'events', false);
   });
 
   it('refuses the link a second time, in words (the session POST is 401)', async () => {
     const other = await browser.newContext();
     const second = watch(await other.newPage());
-    const refused = second.waitForResponse((r) => new URL(r.url()).pathname === '/portal/api/session' && r.request().method() === 'POST');
+    const refused = second.waitForResponse(
+      (r) => new URL(r.url()).pathname === '/portal/api/session' && r.request().method() === 'POST',
+    );
     provoked.add(`401 ${screen.url}/portal/api/session`);
     await second.goto(link.url);
     expect((await refused).status()).to.equal(401);
@@ -497,9 +666,11 @@ describe('the settings screen (/portal) in a browser', function () {
       await opener.goto('about:blank'); // the link again is a new document, not a change of its fragment
       await opener.goto(fresh.url);
     };
-    await refuse(400, 'key must be the link\'s key.');
+    await refuse(400, "key must be the link's key.");
     await opener.getByRole('heading', { level: 1, name: 'This link is malformed' }).waitFor();
-    await opener.getByText('This link is incomplete or was changed. Open the API settings again from your rental platform.').waitFor();
+    await opener
+      .getByText('This link is incomplete or was changed. Open the API settings again from your rental platform.')
+      .waitFor();
     expect(await opener.getByRole('button', { name: 'Try again' }).count()).to.equal(0);
     await refuse(503, 'The service is busy.');
     await opener.getByRole('heading', { level: 1, name: 'Service unavailable' }).waitFor();
@@ -520,11 +691,13 @@ describe('the settings screen (/portal) in a browser', function () {
     await other.close();
   });
 
-  it('shows another workspace\'s endpoint as not found (the API answers 404)', async () => {
+  it("shows another workspace's endpoint as not found (the API answers 404)", async () => {
     const other = await fixture(db);
     const foreign = await createEndpoint(db, { workspaceId: other.ws.id, url: 'https://hooks.example.com/other' });
     provoked.add(`404 ${screen.url}${adminPath(`/endpoints/${foreign.id}`)}`);
-    const answered = await answerTo('GET', adminPath(`/endpoints/${foreign.id}`), () => page.goto(`${screen.url}/portal/endpoints/${foreign.id}`));
+    const answered = await answerTo('GET', adminPath(`/endpoints/${foreign.id}`), () =>
+      page.goto(`${screen.url}/portal/endpoints/${foreign.id}`),
+    );
     expect(answered.status()).to.equal(404);
     await page.getByRole('heading', { level: 1, name: 'Endpoint not found' }).waitFor();
     await page.getByText(/not found in this workspace/).waitFor();
@@ -532,7 +705,11 @@ describe('the settings screen (/portal) in a browser', function () {
   });
 
   it('shows an endpoint deleted meanwhile as not found at the next refresh', async () => {
-    const gone = await createEndpoint(db, { workspaceId: workspace.id, url: receiver.endpointUrl(), name: 'Gone soon' });
+    const gone = await createEndpoint(db, {
+      workspaceId: workspace.id,
+      url: receiver.endpointUrl(),
+      name: 'Gone soon',
+    });
     await page.goto(`${screen.url}/portal/endpoints/${gone.id}`);
     await page.getByRole('heading', { level: 1, name: 'Gone soon' }).waitFor();
     await db('webhook_endpoints').where({ id: gone.id }).update({ deleted_at: db.fn.now() });
@@ -548,7 +725,12 @@ describe('the settings screen (/portal) in a browser', function () {
     provoked.add(`403 ${screen.url}${adminPath('')}`);
     // From the page itself, with its cookie, without the header.
     const fromPage = await page.evaluate(async (url) => {
-      const response = await fetch(url, { method: 'POST', credentials: 'same-origin', headers: { 'content-type': 'application/json' }, body: '{"role":"forged"}' });
+      const response = await fetch(url, {
+        method: 'POST',
+        credentials: 'same-origin',
+        headers: { 'content-type': 'application/json' },
+        body: '{"role":"forged"}',
+      });
       return { status: response.status, body: await response.json() };
     }, adminPath('/api-keys'));
     expect(fromPage.status).to.equal(403);
@@ -556,7 +738,11 @@ describe('the settings screen (/portal) in a browser', function () {
     // From the browser's context (its cookie), a settings change without the header.
     const patched = await page.request.patch(`${screen.url}${adminPath('')}`, { data: { remindersAhead: 2 } });
     expect(patched.status()).to.equal(403);
-    expectPortalDocumented('PATCH', adminPath(''), { status: patched.status(), headers: new Headers(patched.headers()), body: await patched.json() });
+    expectPortalDocumented('PATCH', adminPath(''), {
+      status: patched.status(),
+      headers: new Headers(patched.headers()),
+      body: await patched.json(),
+    });
     expect(await db('api_keys').where({ workspace_id: workspace.id }).count<{ count: string }[]>()).to.deep.equal(keys);
     expect((await db('workspaces').where({ id: workspace.id }).first()).reminders_ahead).to.equal(9);
   });
@@ -572,7 +758,11 @@ describe('the settings screen (/portal) in a browser', function () {
     await viewer.getByRole('link', { name: 'Accounting sync' }).click();
     await viewer.getByRole('heading', { level: 1, name: 'Accounting sync' }).waitFor();
     await viewer.getByRole('img', { name: /^Attempts by outcome/ }).waitFor();
-    expect(await viewer.getByRole('button').allTextContents()).to.deep.equal(['Sign out', 'Last 24 hours', 'Last 7 days']);
+    expect(await viewer.getByRole('button').allTextContents()).to.deep.equal([
+      'Sign out',
+      'Last 24 hours',
+      'Last 7 days',
+    ]);
     expect(await viewer.getByRole('textbox').count()).to.equal(0);
     await viewer.goto(`${screen.url}/portal/keys`);
     await viewer.getByRole('heading', { level: 1, name: 'API keys' }).waitFor();
@@ -592,11 +782,15 @@ describe('the settings screen (/portal) in a browser', function () {
     expect(await viewer.getByRole('link', { name: 'Add endpoint' }).count()).to.equal(0);
     await viewer.getByRole('link', { name: 'Frozen sync' }).click();
     await viewer.getByRole('heading', { level: 1, name: 'Frozen sync' }).waitFor();
-    expect(await viewer.getByRole('button').allTextContents()).to.deep.equal(['Sign out', 'Last 24 hours', 'Last 7 days']);
+    expect(await viewer.getByRole('button').allTextContents()).to.deep.equal([
+      'Sign out',
+      'Last 24 hours',
+      'Last 7 days',
+    ]);
     await other.close();
   });
 
-  it('asks before replacing the session of another workspace with a link\'s (another site may have sent the browser there), and keeps the link until asked', async () => {
+  it("asks before replacing the session of another workspace with a link's (another site may have sent the browser there), and keeps the link until asked", async () => {
     const elsewhere = await fixture(db);
     const other = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     const viewer = watch(await other.newPage());
@@ -606,11 +800,18 @@ describe('the settings screen (/portal) in a browser', function () {
       // A link of another workspace, in the same browser: not opened, the person is asked.
       const theirs = await screen.link(elsewhere.ws.id);
       provoked.add(`409 ${screen.url}/portal/api/session`);
-      const asked = viewer.waitForResponse((r) => new URL(r.url()).pathname === '/portal/api/session' && r.request().method() === 'POST');
+      const asked = viewer.waitForResponse(
+        (r) => new URL(r.url()).pathname === '/portal/api/session' && r.request().method() === 'POST',
+      );
       await viewer.goto(theirs.url);
       expect((await asked).status()).to.equal(409);
       await viewer.getByRole('heading', { level: 1, name: 'Switch workspace?' }).waitFor();
-      await viewer.getByText(`This browser has the API settings of workspace ${workspace.slug} open. The link you followed is for workspace ${elsewhere.slug}.`, { exact: false }).waitFor();
+      await viewer
+        .getByText(
+          `This browser has the API settings of workspace ${workspace.slug} open. The link you followed is for workspace ${elsewhere.slug}.`,
+          { exact: false },
+        )
+        .waitFor();
       expect(viewer.url()).to.equal(`${screen.url}/portal/`);
       expect(await viewer.getByRole('navigation', { name: 'Settings' }).isVisible()).to.equal(false);
       await shot(viewer, 'switch-workspace', false);
@@ -622,14 +823,18 @@ describe('the settings screen (/portal) in a browser', function () {
       // The same link again, and this time the person opens it: the other workspace's session replaces the first.
       await viewer.goto(theirs.url);
       await viewer.getByRole('heading', { level: 1, name: 'Switch workspace?' }).waitFor();
-      const opened = viewer.waitForResponse((r) => new URL(r.url()).pathname === '/portal/api/session' && r.request().method() === 'POST');
+      const opened = viewer.waitForResponse(
+        (r) => new URL(r.url()).pathname === '/portal/api/session' && r.request().method() === 'POST',
+      );
       await viewer.getByRole('button', { name: `Open ${elsewhere.slug}` }).click();
       expect((await opened).status()).to.equal(201);
       expect((await opened).request().postDataJSON()).to.deep.equal({ key: theirs.key, replace: true });
       await viewer.getByRole('heading', { level: 1, name: 'Webhook endpoints' }).waitFor();
       await viewer.getByText(`Workspace ${elsewhere.slug}`, { exact: true }).waitFor();
       // A link of the same workspace just opens.
-      const again = viewer.waitForResponse((r) => new URL(r.url()).pathname === '/portal/api/session' && r.request().method() === 'POST');
+      const again = viewer.waitForResponse(
+        (r) => new URL(r.url()).pathname === '/portal/api/session' && r.request().method() === 'POST',
+      );
       await viewer.goto((await screen.link(elsewhere.ws.id)).url);
       expect((await again).status()).to.equal(201);
       await viewer.getByText(`Workspace ${elsewhere.slug}`, { exact: true }).waitFor();
@@ -643,19 +848,32 @@ describe('the settings screen (/portal) in a browser', function () {
     await page.goto(`${screen.url}/portal/endpoints/${spare.id}`);
     await page.getByRole('heading', { level: 1, name: 'Spare' }).waitFor();
     await page.getByLabel('Name', { exact: true }).fill('Spare <i>receiver</i>');
-    await page.getByRole('group', { name: 'Booking events' }).getByRole('checkbox', { name: /^booking\.completed/ }).check();
-    const edited = await answerTo('PATCH', adminPath(`/endpoints/${spare.id}`), () => page.getByRole('button', { name: 'Save changes' }).click());
+    await page
+      .getByRole('group', { name: 'Booking events' })
+      .getByRole('checkbox', { name: /^booking\.completed/ })
+      .check();
+    const edited = await answerTo('PATCH', adminPath(`/endpoints/${spare.id}`), () =>
+      page.getByRole('button', { name: 'Save changes' }).click(),
+    );
     expect(edited.status()).to.equal(200);
-    expect(edited.request().postDataJSON()).to.deep.equal({ name: 'Spare <i>receiver</i>', events: ['booking.completed'] });
+    expect(edited.request().postDataJSON()).to.deep.equal({
+      name: 'Spare <i>receiver</i>',
+      events: ['booking.completed'],
+    });
     await page.getByText('Changes saved.').waitFor();
-    await page.getByRole('definition').filter({ hasText: /^booking\.completed$/ }).waitFor();
+    await page
+      .getByRole('definition')
+      .filter({ hasText: /^booking\.completed$/ })
+      .waitFor();
 
     await page.getByRole('button', { name: 'Delete endpoint' }).click();
     const dialog = page.getByRole('dialog', { name: 'Delete "Spare <i>receiver</i>"?' });
     await dialog.getByRole('button', { name: 'Cancel' }).click();
     expect((await db('webhook_endpoints').where({ id: spare.id }).first()).deleted_at).to.equal(null);
     await page.getByRole('button', { name: 'Delete endpoint' }).click();
-    const deleted = await answerTo('DELETE', adminPath(`/endpoints/${spare.id}`), () => dialog.getByRole('button', { name: 'Delete' }).click());
+    const deleted = await answerTo('DELETE', adminPath(`/endpoints/${spare.id}`), () =>
+      dialog.getByRole('button', { name: 'Delete' }).click(),
+    );
     expect(deleted.status()).to.equal(204);
     await page.getByRole('heading', { level: 1, name: 'Webhook endpoints' }).waitFor();
     expect(await page.getByRole('link', { name: 'Spare <i>receiver</i>' }).count()).to.equal(0);
@@ -665,15 +883,25 @@ describe('the settings screen (/portal) in a browser', function () {
   it('is usable 360 px wide: no page scrolls sideways', async () => {
     await page.setViewportSize({ width: 360, height: 740 });
     for (const [name, route, heading] of [
-      ['endpoints', '/portal/endpoints', 'Webhook endpoints'], ['endpoint', `/portal/endpoints/${endpointId}`, 'Accounting sync'],
-      ['deliveries', '/portal/deliveries', 'Deliveries'], ['keys', '/portal/keys', 'API keys'], ['settings', '/portal/settings', 'Settings'],
+      ['endpoints', '/portal/endpoints', 'Webhook endpoints'],
+      ['endpoint', `/portal/endpoints/${endpointId}`, 'Accounting sync'],
+      ['deliveries', '/portal/deliveries', 'Deliveries'],
+      ['keys', '/portal/keys', 'API keys'],
+      ['settings', '/portal/settings', 'Settings'],
     ]) {
       await page.goto(`${screen.url}${route}`);
       await page.getByRole('heading', { level: 1, name: heading }).waitFor();
       await page.waitForLoadState('networkidle');
-      const wide = await page.evaluate(() => [...document.querySelectorAll('body *')].filter((el) => el.getBoundingClientRect().right > 361).slice(0, 8)
-        .map((el) => `${el.tagName}.${el.className} ${Math.round(el.getBoundingClientRect().right)}`));
-      expect(await page.evaluate(() => document.documentElement.scrollWidth), `${route} is wider than the screen: ${wide.join(', ')}`).to.be.at.most(360);
+      const wide = await page.evaluate(() =>
+        [...document.querySelectorAll('body *')]
+          .filter((el) => el.getBoundingClientRect().right > 361)
+          .slice(0, 8)
+          .map((el) => `${el.tagName}.${el.className} ${Math.round(el.getBoundingClientRect().right)}`),
+      );
+      expect(
+        await page.evaluate(() => document.documentElement.scrollWidth),
+        `${route} is wider than the screen: ${wide.join(', ')}`,
+      ).to.be.at.most(360);
       await shot(page, `360-${name}`);
     }
     await page.setViewportSize({ width: 1280, height: 900 });
@@ -684,16 +912,25 @@ describe('the settings screen (/portal) in a browser', function () {
     const embeddable = await startScreen({ frameAncestors: [host.origin] });
     // A browser of its own that blocks third-party cookies as Chrome's phase-out does: the embedded screen must hold its
     // session with the partitioned cookie alone. Closing it closes its connections, so the screens' servers can close.
-    const blocking = await chromium.launch({ executablePath: CHROMIUM, args: [...FLAGS, '--test-third-party-cookie-phaseout'] });
+    const blocking = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [...FLAGS, '--test-third-party-cookie-phaseout'],
+    });
     const framing = await blocking.newContext({ viewport: { width: 1280, height: 900 } });
     try {
       const framedRequests: string[] = [];
       const embedded = watch(await framing.newPage(), framedRequests);
       const framed = await embeddable.link(workspace.id);
-      const sessionAnswer = embedded.waitForResponse((r) => new URL(r.url()).pathname === '/portal/api/session' && r.request().method() === 'POST');
+      const sessionAnswer = embedded.waitForResponse(
+        (r) => new URL(r.url()).pathname === '/portal/api/session' && r.request().method() === 'POST',
+      );
       await embedded.goto(`${host.origin}/?src=${encodeURIComponent(framed.url)}`);
       const setCookie = (await (await sessionAnswer).allHeaders())['set-cookie'];
-      expect(setCookie).to.match(/; SameSite=None/i).and.match(/; Secure/i).and.match(/; Partitioned/i).and.match(/; HttpOnly/i);
+      expect(setCookie)
+        .to.match(/; SameSite=None/i)
+        .and.match(/; Secure/i)
+        .and.match(/; Partitioned/i)
+        .and.match(/; HttpOnly/i);
       const frame = embedded.frameLocator('iframe[title="API settings"]');
       await frame.getByRole('heading', { level: 1, name: 'Webhook endpoints' }).waitFor();
       // The session holds in the frame: the next page's calls carry the partitioned cookie.
@@ -716,14 +953,22 @@ describe('the settings screen (/portal) in a browser', function () {
       const refusal = refused.waitForEvent('console', (message) => /frame-ancestors/.test(message.text()));
       const notListed = await screen.link(workspace.id);
       await refused.goto(`${host.origin}/?src=${encodeURIComponent(notListed.url)}`);
-      expect((await refusal).text()).to.match(/^Framing '.*' violates the following Content Security Policy directive: "frame-ancestors 'none'"/);
-      expect(await refused.frameLocator('iframe[title="API settings"]').getByRole('heading', { level: 1 }).count()).to.equal(0);
+      expect((await refusal).text()).to.match(
+        /^Framing '.*' violates the following Content Security Policy directive: "frame-ancestors 'none'"/,
+      );
+      expect(
+        await refused.frameLocator('iframe[title="API settings"]').getByRole('heading', { level: 1 }).count(),
+      ).to.equal(0);
       await refused.close();
       // The refusal is the one console error these pages may log; they reached only the host and the screens.
       const refusals = consoleErrors.filter((e) => /frame-ancestors/.test(e.text));
       expect(refusals).to.have.length(1);
       consoleErrors.splice(consoleErrors.indexOf(refusals[0]), 1);
-      expect([...new Set(framedRequests.map((url) => new URL(url).origin))]).to.have.members([host.origin, embeddable.url, screen.url]);
+      expect([...new Set(framedRequests.map((url) => new URL(url).origin))]).to.have.members([
+        host.origin,
+        embeddable.url,
+        screen.url,
+      ]);
     } finally {
       await framing.close();
       await blocking.close();
@@ -742,7 +987,11 @@ describe('the settings screen (/portal) in a browser', function () {
 
     // Signing out fails (503): the page says so and keeps its session and its button.
     const sessionUrl = `${screen.url}/portal/api/session`;
-    await second.route(sessionUrl, (route) => (route.request().method() === 'DELETE' ? route.fulfill(fabricate('DELETE', sessionUrl, 503, 'The service is busy.')) : route.continue()));
+    await second.route(sessionUrl, (route) =>
+      route.request().method() === 'DELETE'
+        ? route.fulfill(fabricate('DELETE', sessionUrl, 503, 'The service is busy.'))
+        : route.continue(),
+    );
     await second.getByRole('button', { name: 'Sign out' }).click();
     await second.getByRole('alert').filter({ hasText: 'Not signed out: The service is busy. Try again.' }).waitFor();
     expect(await second.getByRole('heading', { level: 1, name: 'Signed out' }).count()).to.equal(0);
@@ -752,7 +1001,9 @@ describe('the settings screen (/portal) in a browser', function () {
     // A page still loading when the person signs out does not draw over "Signed out": its answer comes after.
     const endpointsUrl = `${screen.url}${adminPath('/endpoints')}`;
     let release = () => {};
-    const released = new Promise<void>((resolve) => { release = resolve; });
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
     const loading = new Promise<void>((resolve) => {
       void second.route(endpointsUrl, async (route) => {
         const response = await route.fetch();
@@ -763,7 +1014,9 @@ describe('the settings screen (/portal) in a browser', function () {
     });
     await second.getByRole('navigation', { name: 'Settings' }).getByRole('link', { name: 'Endpoints' }).click();
     await loading;
-    const out = second.waitForResponse((r) => new URL(r.url()).pathname === '/portal/api/session' && r.request().method() === 'DELETE');
+    const out = second.waitForResponse(
+      (r) => new URL(r.url()).pathname === '/portal/api/session' && r.request().method() === 'DELETE',
+    );
     await second.getByRole('button', { name: 'Sign out' }).click();
     expect((await out).status()).to.equal(204);
     await second.getByRole('heading', { level: 1, name: 'Signed out' }).waitFor();
@@ -781,11 +1034,17 @@ describe('the settings screen (/portal) in a browser', function () {
     // The platform ends the first session (the admin API); the open page learns it at its next refresh.
     await page.goto(`${screen.url}/portal/endpoints`);
     await page.getByRole('heading', { level: 1, name: 'Webhook endpoints' }).waitFor();
-    const ended = await screen.admin.request('DELETE', `/admin/v1/workspaces/${workspace.id}/portal-sessions/${link.id}`, { token: screen.adminToken });
+    const ended = await screen.admin.request(
+      'DELETE',
+      `/admin/v1/workspaces/${workspace.id}/portal-sessions/${link.id}`,
+      { token: screen.adminToken },
+    );
     expect(ended.status).to.equal(204);
     provoked.add(`401 ${screen.url}${adminPath('/endpoints')}`);
     await page.getByRole('heading', { level: 1, name: 'Your session has ended' }).waitFor({ timeout: 12_000 });
-    await page.getByText('Your session has ended. Open the API settings again from your rental platform to start a new one.').waitFor();
+    await page
+      .getByText('Your session has ended. Open the API settings again from your rental platform to start a new one.')
+      .waitFor();
     expect(await page.getByRole('navigation', { name: 'Settings' }).isVisible()).to.equal(false);
   });
 
@@ -798,14 +1057,19 @@ describe('the settings screen (/portal) in a browser', function () {
     await away.getByRole('heading', { level: 1, name: 'Webhook endpoints' }).waitFor();
     const endpointsUrl = `${screen.url}${adminPath('/endpoints')}`;
     const refreshes: string[] = [];
-    away.on('request', (request) => { if (request.url() === endpointsUrl) refreshes.push(request.url()); });
+    away.on('request', (request) => {
+      if (request.url() === endpointsUrl) refreshes.push(request.url());
+    });
     // 27 minutes without input (the idle limit is 30, less a margin of 2): the page still refreshes.
     const refreshed = away.waitForRequest(endpointsUrl);
     await away.clock.fastForward('27:00');
     await refreshed;
     // 29 minutes: it stops, and says why and when the session ends.
     await away.clock.fastForward('02:00');
-    const note = away.getByRole('status').filter({ hasText: /^This page stopped refreshing because it has not been used for 29 minutes\. Your session ends at .+ unless you use the page: press a key or click anywhere to resume refreshing\.$/ });
+    const note = away.getByRole('status').filter({
+      hasText:
+        /^This page stopped refreshing because it has not been used for 29 minutes\. Your session ends at .+ unless you use the page: press a key or click anywhere to resume refreshing\.$/,
+    });
     await note.waitFor();
     const before = refreshes.length;
     for (let i = 0; i < 3; i++) await away.clock.fastForward('00:06');
@@ -819,7 +1083,7 @@ describe('the settings screen (/portal) in a browser', function () {
     await other.close();
   });
 
-  it('made no request off the service\'s origin, logged no console error but those provoked, and every answer was documented', async () => {
+  it("made no request off the service's origin, logged no console error but those provoked, and every answer was documented", async () => {
     await Promise.all(checks);
     const origins = [...new Set(requested.map((url) => new URL(url).origin))];
     expect(origins, 'every request stays on the service').to.deep.equal([screen.url]);
@@ -839,7 +1103,9 @@ async function hostPage(): Promise<{ origin: string; close(): Promise<void> }> {
     const src = new URL(req.url ?? '/', 'http://x').searchParams.get('src') ?? '';
     const escaped = src.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;');
     res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
-    res.end(`<!doctype html><html lang="en"><head><title>Rental platform</title><link rel="icon" href="data:,"></head><body><h1>Rental platform</h1><iframe title="API settings" src="${escaped}" width="1200" height="800"></iframe></body></html>`);
+    res.end(
+      `<!doctype html><html lang="en"><head><title>Rental platform</title><link rel="icon" href="data:,"></head><body><h1>Rental platform</h1><iframe title="API settings" src="${escaped}" width="1200" height="800"></iframe></body></html>`,
+    );
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {

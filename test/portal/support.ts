@@ -18,7 +18,11 @@ import { capturedLogger } from '../support/logs.js';
 export const PORTAL_API = '/portal/api';
 
 /** An answer of the screen's API checked against the admin document (its admin paths under /portal/api). */
-export function expectPortalDocumented(method: string, path: string, response: { status: number; headers: Headers; body: unknown }): void {
+export function expectPortalDocumented(
+  method: string,
+  path: string,
+  response: { status: number; headers: Headers; body: unknown },
+): void {
   const documentPath = path.startsWith(`${PORTAL_API}/admin/`) ? path.slice(PORTAL_API.length) : path;
   expectAdminDocumented(method, documentPath, response, 'portalSession');
 }
@@ -38,33 +42,53 @@ export interface TestScreen {
   adminToken: string;
   logs: Array<Record<string, unknown>>;
   /** A request to the public listener; a JSON answer under /portal/api is checked against the admin document. */
-  request(method: string, path: string, options?: { cookie?: string; csrf?: string; body?: unknown; headers?: Record<string, string> }): Promise<ScreenResponse>;
+  request(
+    method: string,
+    path: string,
+    options?: { cookie?: string; csrf?: string; body?: unknown; headers?: Record<string, string> },
+  ): Promise<ScreenResponse>;
   /** A new link of `workspaceId` made through the admin API (with `token`, by default adminToken); its key. */
-  link(workspaceId: string, options?: { expiresInMinutes?: number; readOnly?: boolean; token?: string }): Promise<{ id: string; url: string; key: string }>;
+  link(
+    workspaceId: string,
+    options?: { expiresInMinutes?: number; readOnly?: boolean; token?: string },
+  ): Promise<{ id: string; url: string; key: string }>;
   /** Opens a link as the screen does: the session's cookie (name=value) and its body. */
   open(key: string): Promise<{ cookie: string; session: any; setCookie: string }>;
   close(): Promise<void>;
 }
 
-export async function startScreen(options: {
-  clock?: () => Date;
-  frameAncestors?: string[];
-  /** The public API's failure limit. */
-  authFailures?: AuthFailureSettings;
-  /** The screen's own (FRS_PORTAL_AUTH_FAILURE_LIMIT). */
-  screenAuthFailures?: number;
-  /** The address the links point at (FRS_PUBLIC_URL): its scheme decides the cookie; requests still go to the listener. */
-  publicUrl?: string;
-} = {}): Promise<TestScreen> {
+export async function startScreen(
+  options: {
+    clock?: () => Date;
+    frameAncestors?: string[];
+    /** The public API's failure limit. */
+    authFailures?: AuthFailureSettings;
+    /** The screen's own (FRS_PORTAL_AUTH_FAILURE_LIMIT). */
+    screenAuthFailures?: number;
+    /** The address the links point at (FRS_PUBLIC_URL): its scheme decides the cookie; requests still go to the listener. */
+    publicUrl?: string;
+  } = {},
+): Promise<TestScreen> {
   const database = await testDatabase();
   const { logger, logs } = capturedLogger();
-  const limits = options.authFailures ? { workspace: processConfig().workspaceLimits, authFailures: options.authFailures } : undefined;
+  const limits = options.authFailures
+    ? { workspace: processConfig().workspaceLimits, authFailures: options.authFailures }
+    : undefined;
   const app = await createApp({
-    db: database.forRole('api'), logger, clock: options.clock, limits,
-    portal: (edge) => createPortal({
-      ...edge, db: database.forRole('admin'),
-      settings: { publicUrl: options.publicUrl ?? 'http://127.0.0.1', frameAncestors: options.frameAncestors ?? [], authFailuresPerMinute: options.screenAuthFailures ?? DEFAULT_PORTAL_AUTH_FAILURE_LIMIT },
-    }),
+    db: database.forRole('api'),
+    logger,
+    clock: options.clock,
+    limits,
+    portal: (edge) =>
+      createPortal({
+        ...edge,
+        db: database.forRole('admin'),
+        settings: {
+          publicUrl: options.publicUrl ?? 'http://127.0.0.1',
+          frameAncestors: options.frameAncestors ?? [],
+          authFailuresPerMinute: options.screenAuthFailures ?? DEFAULT_PORTAL_AUTH_FAILURE_LIMIT,
+        },
+      }),
   });
   const server: Server = await listen(app, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -75,15 +99,22 @@ export async function startScreen(options: {
     const res = await fetch(url + path, {
       method,
       headers: {
-        ...(cookie ? { cookie } : {}), ...(csrf ? { 'x-csrf-token': csrf } : {}),
-        ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers,
+        ...(cookie ? { cookie } : {}),
+        ...(csrf ? { 'x-csrf-token': csrf } : {}),
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+        ...headers,
       },
       body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
       redirect: 'manual',
     });
     const text = await res.text();
     const json = (res.headers.get('content-type') ?? '').startsWith('application/json');
-    const response = { status: res.status, headers: res.headers, text, body: json && text ? JSON.parse(text) : undefined };
+    const response = {
+      status: res.status,
+      headers: res.headers,
+      text,
+      body: json && text ? JSON.parse(text) : undefined,
+    };
     if (path.startsWith(`${PORTAL_API}/`) && method !== 'HEAD') expectPortalDocumented(method, path, response);
     return response;
   };
@@ -94,8 +125,12 @@ export async function startScreen(options: {
     logs,
     request,
     async link(workspaceId, { token = adminToken, ...linkOptions } = {}) {
-      const res = await admin.request('POST', `/admin/v1/workspaces/${workspaceId}/portal-sessions`, { token, body: linkOptions });
-      if (res.status !== 201) throw new Error(`createPortalSession answered ${res.status}: ${JSON.stringify(res.body)}`);
+      const res = await admin.request('POST', `/admin/v1/workspaces/${workspaceId}/portal-sessions`, {
+        token,
+        body: linkOptions,
+      });
+      if (res.status !== 201)
+        throw new Error(`createPortalSession answered ${res.status}: ${JSON.stringify(res.body)}`);
       return { id: res.body.id, url: res.body.url, key: new URL(res.body.url).hash.replace(/^#key=/, '') };
     },
     async open(key) {

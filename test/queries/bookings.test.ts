@@ -15,7 +15,11 @@ describe('queries: booking summary', () => {
     f = await fixture(db, { timezone: 'Asia/Dubai' });
     await f.booking({ status: 'pending', pickupAt: '2026-11-25T10:00:00Z', dropoffAt: '2026-11-27T10:00:00Z' });
     // confirmed: only the one picked up after now is upcoming
-    b.c1 = await f.booking({ status: 'confirmed', pickupAt: '2026-11-25T10:00:00Z', dropoffAt: '2026-11-27T10:00:00Z' });
+    b.c1 = await f.booking({
+      status: 'confirmed',
+      pickupAt: '2026-11-25T10:00:00Z',
+      dropoffAt: '2026-11-27T10:00:00Z',
+    });
     await f.booking({ status: 'confirmed', pickupAt: '2026-11-22T07:00:00Z', dropoffAt: '2026-11-27T10:00:00Z' }); // due out, not yet handed over
     await f.booking({ status: 'confirmed', pickupAt: now, dropoffAt: '2026-11-27T10:00:00Z' }); // exactly now: not in the future
     // active                                                          due today (local)   overdue (< now)
@@ -41,7 +45,11 @@ describe('queries: booking summary', () => {
 
     // a second workspace with look-alike bookings and money
     const g = await fixture(db, { timezone: 'Asia/Dubai' });
-    const gb = await g.booking({ status: 'active', pickupAt: '2026-11-20T10:00:00Z', dropoffAt: '2026-11-22T06:00:00Z' });
+    const gb = await g.booking({
+      status: 'active',
+      pickupAt: '2026-11-20T10:00:00Z',
+      dropoffAt: '2026-11-22T06:00:00Z',
+    });
     await g.booking({ status: 'confirmed', pickupAt: '2026-11-25T10:00:00Z', dropoffAt: '2026-11-27T10:00:00Z' });
     await g.payment({ bookingId: gb, amount: 99900, at: '2026-11-20T10:00:00Z' });
   });
@@ -63,7 +71,11 @@ describe('queries: booking summary', () => {
   it('follows status changes', async () => {
     const { db } = await testDatabase();
     const g = await fixture(db);
-    const id = await g.booking({ status: 'confirmed', pickupAt: '2026-11-25T10:00:00Z', dropoffAt: '2026-11-27T10:00:00Z' });
+    const id = await g.booking({
+      status: 'confirmed',
+      pickupAt: '2026-11-25T10:00:00Z',
+      dropoffAt: '2026-11-27T10:00:00Z',
+    });
     await db('bookings').where({ id }).update({ status: 'canceled' });
     const s = await bookingSummary(db, g.ws, now);
     expect(s.byStatus).to.deep.equal({ pending: 0, confirmed: 0, active: 0, completed: 0, canceled: 1 });
@@ -80,7 +92,11 @@ describe('queries: booking summary', () => {
     expect((await bookingSummary(db, f.ws, new Date('2026-11-22T06:59:59.000Z'))).upcoming).to.equal(3);
     // a new confirmed booking ahead counts at once; handed over (active) it no longer does
     const g = await fixture(db);
-    const id = await g.booking({ status: 'confirmed', pickupAt: '2026-11-23T10:00:00Z', dropoffAt: '2026-11-24T10:00:00Z' });
+    const id = await g.booking({
+      status: 'confirmed',
+      pickupAt: '2026-11-23T10:00:00Z',
+      dropoffAt: '2026-11-24T10:00:00Z',
+    });
     await g.booking({ status: 'confirmed', pickupAt: '2026-11-21T10:00:00Z', dropoffAt: '2026-11-24T10:00:00Z' }); // pickup passed
     expect((await bookingSummary(db, g.ws, now)).upcoming).to.equal(1);
     await db('bookings').where({ id }).update({ status: 'active' });

@@ -34,7 +34,9 @@ describe('queries: rows() and its named bindings', () => {
     const single = createKnex(url, 1);
     try {
       const settings = `SELECT current_setting('enable_seqscan') AS seq, current_setting('enable_bitmapscan') AS bitmap, now() = statement_timestamp() AS own_transaction`;
-      expect(await rows(single, settings, {}, { prepared: true, indexPlans: true })).to.deep.equal([{ seq: 'off', bitmap: 'off', own_transaction: false }]);
+      expect(await rows(single, settings, {}, { prepared: true, indexPlans: true })).to.deep.equal([
+        { seq: 'off', bitmap: 'off', own_transaction: false },
+      ]);
       // SET LOCAL ended with the transaction: the next statement on the connection plans as usual, outside it
       expect(await rows(single, settings, {})).to.deep.equal([{ seq: 'on', bitmap: 'on', own_transaction: true }]);
       // a failing statement rolls its transaction back: the connection is usable at once
@@ -101,6 +103,8 @@ describe('queries: JSON text written by concatenation', () => {
       {},
     );
     expect(body).to.equal('{"rows":[]}');
-    expect(() => jsonObjectText([["it's", jsonValue.number('1')]])).to.throw('jsonObjectText(): key it\'s is not a plain name');
+    expect(() => jsonObjectText([["it's", jsonValue.number('1')]])).to.throw(
+      "jsonObjectText(): key it's is not a plain name",
+    );
   });
 });

@@ -6,7 +6,12 @@ import { financeOverview } from '../../src/queries/finance.js';
 // Dubai (UTC+4): now is 12:00 local on 2026-11-22; this month is 2026-11, the trend 2026-06 .. 2026-11.
 const now = new Date('2026-11-22T08:00:00.000Z');
 
-const month = (m: string, collected: number, expenses: number) => ({ month: m, collected, expenses, net: collected - expenses });
+const month = (m: string, collected: number, expenses: number) => ({
+  month: m,
+  collected,
+  expenses,
+  net: collected - expenses,
+});
 
 describe('queries: finance overview', () => {
   let f: Fixture;
@@ -20,9 +25,24 @@ describe('queries: finance overview', () => {
     v.x = await f.vehicle({ fleetId, plate: 'X 1' });
     v.y = await f.vehicle({ fleetId, plate: 'Y 1' });
     v.w = await f.vehicle({ fleetId, plate: 'W 1' });
-    const bx = await f.booking({ vehicleId: v.x, status: 'completed', pickupAt: '2026-11-01T10:00:00Z', dropoffAt: '2026-11-03T10:00:00Z' });
-    const by = await f.booking({ vehicleId: v.y, status: 'completed', pickupAt: '2026-10-30T10:00:00Z', dropoffAt: '2026-11-02T10:00:00Z' });
-    const bw = await f.booking({ vehicleId: v.w, status: 'completed', pickupAt: '2026-10-30T10:00:00Z', dropoffAt: '2026-11-02T10:00:00Z' });
+    const bx = await f.booking({
+      vehicleId: v.x,
+      status: 'completed',
+      pickupAt: '2026-11-01T10:00:00Z',
+      dropoffAt: '2026-11-03T10:00:00Z',
+    });
+    const by = await f.booking({
+      vehicleId: v.y,
+      status: 'completed',
+      pickupAt: '2026-10-30T10:00:00Z',
+      dropoffAt: '2026-11-02T10:00:00Z',
+    });
+    const bw = await f.booking({
+      vehicleId: v.w,
+      status: 'completed',
+      pickupAt: '2026-10-30T10:00:00Z',
+      dropoffAt: '2026-11-02T10:00:00Z',
+    });
 
     // money in (charges - refunds), by local month:
     await f.payment({ bookingId: bx, amount: 100000, at: '2026-11-05T10:00:00Z' }); //                 Nov
@@ -63,7 +83,12 @@ describe('queries: finance overview', () => {
 
     // a second workspace with look-alike money must not leak in
     const g = await fixture(db, { timezone: 'Asia/Dubai' });
-    const gb = await g.booking({ vehicleId: await g.vehicle({ plate: 'X 1' }), status: 'completed', pickupAt: '2026-11-01T10:00:00Z', dropoffAt: '2026-11-03T10:00:00Z' });
+    const gb = await g.booking({
+      vehicleId: await g.vehicle({ plate: 'X 1' }),
+      status: 'completed',
+      pickupAt: '2026-11-01T10:00:00Z',
+      dropoffAt: '2026-11-03T10:00:00Z',
+    });
     await g.payment({ bookingId: gb, amount: 900000, at: '2026-11-05T10:00:00Z' });
     await g.payment({ kind: 'deposit', amount: 900000, at: '2026-11-05T10:00:00Z' });
     await g.invoice({ total: 900000, dueDate: '2026-09-01' });
@@ -101,8 +126,18 @@ describe('queries: finance overview', () => {
         month('2026-11', 130000, 10000),
       ],
       topVehicles: [
-        { vehicle: { id: v.x, plate: 'X 1' }, fleet: { id: fleetId, code: 'OWN', name: 'Own cars' }, revenue: 80000, bookings: 1 },
-        { vehicle: { id: v.y, plate: 'Y 1' }, fleet: { id: fleetId, code: 'OWN', name: 'Own cars' }, revenue: 50000, bookings: 1 },
+        {
+          vehicle: { id: v.x, plate: 'X 1' },
+          fleet: { id: fleetId, code: 'OWN', name: 'Own cars' },
+          revenue: 80000,
+          bookings: 1,
+        },
+        {
+          vehicle: { id: v.y, plate: 'Y 1' },
+          fleet: { id: fleetId, code: 'OWN', name: 'Own cars' },
+          revenue: 50000,
+          bookings: 1,
+        },
       ],
     });
   });
@@ -197,7 +232,9 @@ describe('queries: finance overview', () => {
     ]);
     // a payment recorded after the move: 30 Nov 21:00Z is 01:00 on 1 Dec in Dubai, 16:00 on 30 Nov in New York
     await g.payment({ amount: 64000, at: '2026-11-30T21:00:00Z' });
-    expect((await financeOverview(db, { id: g.ws.id, timezone: 'Asia/Dubai' }, nyNow)).collectedThisMonth).to.equal(67000);
+    expect((await financeOverview(db, { id: g.ws.id, timezone: 'Asia/Dubai' }, nyNow)).collectedThisMonth).to.equal(
+      67000,
+    );
     // and back to New York: November 1000 + 8000 + 64000 = 73000, October 4000, June 32000 again
     await db('workspaces').where({ id: g.ws.id }).update({ timezone: 'America/New_York' });
     const back = await financeOverview(db, g.ws, nyNow);
@@ -245,12 +282,22 @@ describe('queries: finance overview', () => {
     const earn = async (plate: string, charges: number[], refund = 0, canceledBookings = 0) => {
       const vehicleId = await g.vehicle({ fleetId: fleet, plate });
       for (const amount of charges) {
-        const bookingId = await g.booking({ vehicleId, status: 'completed', pickupAt: '2026-11-01T10:00:00Z', dropoffAt: '2026-11-02T10:00:00Z' });
+        const bookingId = await g.booking({
+          vehicleId,
+          status: 'completed',
+          pickupAt: '2026-11-01T10:00:00Z',
+          dropoffAt: '2026-11-02T10:00:00Z',
+        });
         await g.payment({ bookingId, amount, at: '2026-11-02T10:00:00Z' });
         if (refund) await g.payment({ bookingId, kind: 'refund', amount: refund, at: '2026-11-03T10:00:00Z' });
       }
       for (let i = 0; i < canceledBookings; i++) {
-        await g.booking({ vehicleId, status: 'canceled', pickupAt: '2026-11-01T10:00:00Z', dropoffAt: '2026-11-02T10:00:00Z' });
+        await g.booking({
+          vehicleId,
+          status: 'canceled',
+          pickupAt: '2026-11-01T10:00:00Z',
+          dropoffAt: '2026-11-02T10:00:00Z',
+        });
       }
       return vehicleId;
     };

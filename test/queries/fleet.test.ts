@@ -46,7 +46,14 @@ describe('queries: fleet summary', () => {
   it('reports zeros, and utilization 0, for an empty workspace or one with no active cars', async () => {
     const { db } = await testDatabase();
     const empty = await fixture(db);
-    const zeros = { total: 0, byStatus: { available: 0, rented: 0, in_service: 0, inactive: 0 }, available: 0, rented: 0, inService: 0, utilization: 0 };
+    const zeros = {
+      total: 0,
+      byStatus: { available: 0, rented: 0, in_service: 0, inactive: 0 },
+      available: 0,
+      rented: 0,
+      inService: 0,
+      utilization: 0,
+    };
     expect(await fleetSummary(db, empty.ws, now)).to.deep.equal(zeros);
 
     const parked = await fixture(db);
@@ -124,10 +131,20 @@ describe('queries: fleet summary', () => {
     const { db } = await testDatabase();
     const a = await fixture(db);
     const b = await fixture(db);
-    await a.booking({ vehicleId: await a.vehicle({ plate: 'DXB 1' }), status: 'active', pickupAt: day(20), dropoffAt: day(25) });
+    await a.booking({
+      vehicleId: await a.vehicle({ plate: 'DXB 1' }),
+      status: 'active',
+      pickupAt: day(20),
+      dropoffAt: day(25),
+    });
     await a.vehicle({ plate: 'DXB 2' });
     for (const plate of ['DXB 1', 'DXB 2', 'DXB 3']) {
-      await b.booking({ vehicleId: await b.vehicle({ plate }), status: 'active', pickupAt: day(20), dropoffAt: day(25) });
+      await b.booking({
+        vehicleId: await b.vehicle({ plate }),
+        status: 'active',
+        pickupAt: day(20),
+        dropoffAt: day(25),
+      });
     }
     await b.vehicle({ state: 'in_service' });
     // a: total 2, rented 1, available 1 -> 1 / 2 = 0.5

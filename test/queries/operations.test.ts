@@ -25,8 +25,12 @@ describe("queries: today's operations", () => {
     f = await fixture(db, { timezone: 'Asia/Dubai' });
     alice = await f.customer({ name: 'Alice Smith' });
     car = await f.vehicle({ plate: 'DXB A 1' });
-    const book = (status: 'pending' | 'confirmed' | 'active' | 'completed' | 'canceled', pickupAt: string, dropoffAt: string, amount = 10000) =>
-      f.booking({ customerId: alice, vehicleId: car, status, pickupAt, dropoffAt, amount });
+    const book = (
+      status: 'pending' | 'confirmed' | 'active' | 'completed' | 'canceled',
+      pickupAt: string,
+      dropoffAt: string,
+      amount = 10000,
+    ) => f.booking({ customerId: alice, vehicleId: car, status, pickupAt, dropoffAt, amount });
 
     // handovers
     b.earlyLocal = await book('confirmed', '2026-11-21T21:30:00Z', '2026-11-25T10:00:00Z', 50000); // 01:30 local on the 22nd
@@ -53,8 +57,20 @@ describe("queries: today's operations", () => {
     // invoices of the early handover: balance 30000 + 0 (void) + 0 (overpaid, never below 0) + 4000 = 34000
     const inv1 = await f.invoice({ bookingId: b.earlyLocal, total: 50000, dueDate: '2026-11-22' });
     await f.payment({ invoiceId: inv1, bookingId: b.earlyLocal, amount: 20000, at: '2026-11-20T10:00:00Z' });
-    await f.payment({ invoiceId: inv1, bookingId: b.earlyLocal, amount: 9999, status: 'canceled', at: '2026-11-20T10:05:00Z' });
-    await f.payment({ invoiceId: inv1, bookingId: b.earlyLocal, kind: 'deposit', amount: 100000, at: '2026-11-20T10:05:00Z' });
+    await f.payment({
+      invoiceId: inv1,
+      bookingId: b.earlyLocal,
+      amount: 9999,
+      status: 'canceled',
+      at: '2026-11-20T10:05:00Z',
+    });
+    await f.payment({
+      invoiceId: inv1,
+      bookingId: b.earlyLocal,
+      kind: 'deposit',
+      amount: 100000,
+      at: '2026-11-20T10:05:00Z',
+    });
     await f.invoice({ bookingId: b.earlyLocal, total: 10000, dueDate: '2026-11-22', status: 'void' });
     const inv3 = await f.invoice({ bookingId: b.earlyLocal, total: 5000, dueDate: '2026-11-22' });
     await f.payment({ invoiceId: inv3, amount: 8000, at: '2026-11-20T11:00:00Z' });
@@ -115,7 +131,11 @@ describe("queries: today's operations", () => {
   it('writes a time as toISOString does: UTC, milliseconds cut from microseconds, Z', async () => {
     const { db } = await testDatabase();
     const h = await fixture(db, { timezone: 'Asia/Dubai' });
-    await h.booking({ status: 'confirmed', pickupAt: '2026-11-22T06:07:08.123999+01:00', dropoffAt: '2026-11-25T10:00:00Z' });
+    await h.booking({
+      status: 'confirmed',
+      pickupAt: '2026-11-22T06:07:08.123999+01:00',
+      dropoffAt: '2026-11-25T10:00:00Z',
+    });
     await h.booking({ status: 'active', pickupAt: '2026-11-18T06:00:00Z', dropoffAt: '2026-11-22T10:00:00.5Z' });
     const result = await operationsToday(db, h.ws, now);
     expect(result.handovers.map((i) => i.time)).to.deep.equal(['2026-11-22T05:07:08.123Z']);
@@ -124,7 +144,10 @@ describe("queries: today's operations", () => {
 
   it('is empty on a quiet day', async () => {
     const { db } = await testDatabase();
-    expect(await operationsToday(db, f.ws, new Date('2026-12-25T08:00:00.000Z'))).to.deep.equal({ handovers: [], returns: [] });
+    expect(await operationsToday(db, f.ws, new Date('2026-12-25T08:00:00.000Z'))).to.deep.equal({
+      handovers: [],
+      returns: [],
+    });
     const empty = await fixture(db);
     expect(await operationsToday(db, empty.ws, now)).to.deep.equal({ handovers: [], returns: [] });
   });
@@ -136,9 +159,23 @@ describe("queries: today's operations", () => {
     const plate = 'DXB "Q" \\ 7';
     const customer = await h.customer({ name });
     const vehicle = await h.vehicle({ plate });
-    const booking = await h.booking({ customerId: customer, vehicleId: vehicle, status: 'active', pickupAt: '2026-11-22T06:00:00Z', dropoffAt: '2026-11-25T10:00:00Z', amount: 12345 });
+    const booking = await h.booking({
+      customerId: customer,
+      vehicleId: vehicle,
+      status: 'active',
+      pickupAt: '2026-11-22T06:00:00Z',
+      dropoffAt: '2026-11-25T10:00:00Z',
+      amount: 12345,
+    });
     const text = await operationsTodayJson(db, h.ws, now);
-    const item = { bookingId: booking, customer: { id: customer, name }, vehicle: { id: vehicle, plate }, time: '2026-11-22T06:00:00.000Z', amount: 12345, balanceDue: 0 };
+    const item = {
+      bookingId: booking,
+      customer: { id: customer, name },
+      vehicle: { id: vehicle, plate },
+      time: '2026-11-22T06:00:00.000Z',
+      amount: 12345,
+      balanceDue: 0,
+    };
     expect(text).to.equal(JSON.stringify({ handovers: [item], returns: [] }));
   });
 
@@ -147,21 +184,52 @@ describe("queries: today's operations", () => {
     const h = await fixture(db, { timezone: 'Asia/Dubai' });
     const [ann, bob] = [await h.customer({ name: 'Ann' }), await h.customer({ name: 'Bob' })];
     const [car1, car2] = [await h.vehicle({ plate: 'DXB 1' }), await h.vehicle({ plate: 'DXB 2' })];
-    const out = await h.booking({ customerId: ann, vehicleId: car1, status: 'active', pickupAt: '2026-11-22T06:00:00Z', dropoffAt: '2026-11-25T10:00:00Z', amount: 100 });
-    const back = await h.booking({ customerId: ann, vehicleId: car1, status: 'completed', pickupAt: '2026-11-18T06:00:00Z', dropoffAt: '2026-11-22T09:00:00Z', amount: 200 });
+    const out = await h.booking({
+      customerId: ann,
+      vehicleId: car1,
+      status: 'active',
+      pickupAt: '2026-11-22T06:00:00Z',
+      dropoffAt: '2026-11-25T10:00:00Z',
+      amount: 100,
+    });
+    const back = await h.booking({
+      customerId: ann,
+      vehicleId: car1,
+      status: 'completed',
+      pickupAt: '2026-11-18T06:00:00Z',
+      dropoffAt: '2026-11-22T09:00:00Z',
+      amount: 200,
+    });
     const labels = async () => {
       const r = await operationsToday(db, h.ws, now);
-      return [...r.handovers, ...r.returns].map((i) => [i.bookingId, i.customer.id, i.customer.name, i.vehicle.id, i.vehicle.plate]);
+      return [...r.handovers, ...r.returns].map((i) => [
+        i.bookingId,
+        i.customer.id,
+        i.customer.name,
+        i.vehicle.id,
+        i.vehicle.plate,
+      ]);
     };
-    expect(await labels()).to.deep.equal([[out, ann, 'Ann', car1, 'DXB 1'], [back, ann, 'Ann', car1, 'DXB 1']]);
+    expect(await labels()).to.deep.equal([
+      [out, ann, 'Ann', car1, 'DXB 1'],
+      [back, ann, 'Ann', car1, 'DXB 1'],
+    ]);
     await db('customers').where({ id: ann }).update({ name: 'Ann "the" Renamed' });
     await db('vehicles').where({ id: car1 }).update({ plate: 'DXB \\ 11' });
-    expect(await labels()).to.deep.equal([[out, ann, 'Ann "the" Renamed', car1, 'DXB \\ 11'], [back, ann, 'Ann "the" Renamed', car1, 'DXB \\ 11']]);
+    expect(await labels()).to.deep.equal([
+      [out, ann, 'Ann "the" Renamed', car1, 'DXB \\ 11'],
+      [back, ann, 'Ann "the" Renamed', car1, 'DXB \\ 11'],
+    ]);
     await db('bookings').where({ id: back }).update({ customer_id: bob, vehicle_id: car2 });
-    expect(await labels()).to.deep.equal([[out, ann, 'Ann "the" Renamed', car1, 'DXB \\ 11'], [back, bob, 'Bob', car2, 'DXB 2']]);
+    expect(await labels()).to.deep.equal([
+      [out, ann, 'Ann "the" Renamed', car1, 'DXB \\ 11'],
+      [back, bob, 'Bob', car2, 'DXB 2'],
+    ]);
     // the time follows the booking's new pickup time (a stored generated column)
     await db('bookings').where({ id: out }).update({ pickup_at: '2026-11-22T07:30:00.25+01:00' });
-    expect((await operationsToday(db, h.ws, now)).handovers.map((i) => [i.bookingId, i.time])).to.deep.equal([[out, '2026-11-22T06:30:00.250Z']]);
+    expect((await operationsToday(db, h.ws, now)).handovers.map((i) => [i.bookingId, i.time])).to.deep.equal([
+      [out, '2026-11-22T06:30:00.250Z'],
+    ]);
     // a name or plate unchanged by an update rewrites no booking
     const version = async () => (await db.raw(`SELECT xmin::text AS v FROM bookings WHERE id = ?`, [out])).rows[0].v;
     const before = await version();
@@ -173,7 +241,11 @@ describe("queries: today's operations", () => {
 
   // The lock rule of migration 20261123002330: a booking's foreign keys do not wait for a rename, so without the
   // trigger's lock a booking written beside a rename not yet committed would keep the old name for good.
-  async function whileRenaming(db: Knex, rename: (trx: Knex.Transaction) => Promise<unknown>, write: (trx: Knex.Transaction) => Promise<unknown>) {
+  async function whileRenaming(
+    db: Knex,
+    rename: (trx: Knex.Transaction) => Promise<unknown>,
+    write: (trx: Knex.Transaction) => Promise<unknown>,
+  ) {
     const renaming = await db.transaction();
     const writing = await db.transaction();
     try {
@@ -200,12 +272,23 @@ describe("queries: today's operations", () => {
     await whileRenaming(
       db,
       (trx) => trx('customers').where({ id: customer }).update({ name: 'New Name' }),
-      (trx) => trx('bookings').insert({
-        id, workspace_id: h.ws.id, number: 'B-RACE', customer_id: customer, vehicle_id: car, type: 'daily', status: 'confirmed',
-        pickup_at: '2026-11-22T06:00:00Z', dropoff_at: '2026-11-25T10:00:00Z', amount: 100,
-      }),
+      (trx) =>
+        trx('bookings').insert({
+          id,
+          workspace_id: h.ws.id,
+          number: 'B-RACE',
+          customer_id: customer,
+          vehicle_id: car,
+          type: 'daily',
+          status: 'confirmed',
+          pickup_at: '2026-11-22T06:00:00Z',
+          dropoff_at: '2026-11-25T10:00:00Z',
+          amount: 100,
+        }),
     );
-    expect((await operationsToday(db, h.ws, now)).handovers.map((i) => [i.bookingId, i.customer.name])).to.deep.equal([[id, 'New Name']]);
+    expect((await operationsToday(db, h.ws, now)).handovers.map((i) => [i.bookingId, i.customer.name])).to.deep.equal([
+      [id, 'New Name'],
+    ]);
     await expectCopiesExact(db, h.ws.id);
   });
 
@@ -214,13 +297,20 @@ describe("queries: today's operations", () => {
     const { db } = await testDatabase();
     const h = await fixture(db, { timezone: 'Asia/Dubai' });
     const [car1, car2] = [await h.vehicle({ plate: 'DXB 6' }), await h.vehicle({ plate: 'DXB 7' })];
-    const booking = await h.booking({ vehicleId: car1, status: 'confirmed', pickupAt: '2026-11-22T06:00:00Z', dropoffAt: '2026-11-25T10:00:00Z' });
+    const booking = await h.booking({
+      vehicleId: car1,
+      status: 'confirmed',
+      pickupAt: '2026-11-22T06:00:00Z',
+      dropoffAt: '2026-11-25T10:00:00Z',
+    });
     await whileRenaming(
       db,
       (trx) => trx('vehicles').where({ id: car2 }).update({ plate: 'DXB 77' }),
       (trx) => trx('bookings').where({ id: booking }).update({ vehicle_id: car2 }),
     );
-    expect((await operationsToday(db, h.ws, now)).handovers.map((i) => [i.vehicle.id, i.vehicle.plate])).to.deep.equal([[car2, 'DXB 77']]);
+    expect((await operationsToday(db, h.ws, now)).handovers.map((i) => [i.vehicle.id, i.vehicle.plate])).to.deep.equal([
+      [car2, 'DXB 77'],
+    ]);
     await expectCopiesExact(db, h.ws.id);
   });
 
@@ -229,7 +319,13 @@ describe("queries: today's operations", () => {
     const h = await fixture(db, { timezone: 'Asia/Dubai' });
     const customer = await h.customer({ name: 'Xavier' });
     const [car1, car2] = [await h.vehicle({ plate: 'DXB 8' }), await h.vehicle({ plate: 'DXB 9' })];
-    const booking = await h.booking({ customerId: customer, vehicleId: car1, status: 'confirmed', pickupAt: '2026-11-22T06:00:00Z', dropoffAt: '2026-11-25T10:00:00Z' });
+    const booking = await h.booking({
+      customerId: customer,
+      vehicleId: car1,
+      status: 'confirmed',
+      pickupAt: '2026-11-22T06:00:00Z',
+      dropoffAt: '2026-11-25T10:00:00Z',
+    });
     const moving = await db.transaction();
     const renaming = await db.transaction();
     try {

@@ -4,7 +4,13 @@ import { ReceivablesRowSchema, ReceivablesTotalsSchema } from '../../generated/o
 import { preparedPlans, scansOf, testDatabase, waitsForLock } from '../support/database.js';
 import { fixture, type Fixture } from '../support/fixtures.js';
 import { expectRollupsExact } from '../support/rollups.js';
-import { RARE_TERM_MATCHES, receivables, receivablesJson, receivablesPosition, receivablesStatement } from '../../src/queries/receivables.js';
+import {
+  RARE_TERM_MATCHES,
+  receivables,
+  receivablesJson,
+  receivablesPosition,
+  receivablesStatement,
+} from '../../src/queries/receivables.js';
 
 // Dubai (UTC+4): today is 2026-11-22.
 const now = new Date('2026-11-22T08:00:00.000Z');
@@ -31,7 +37,17 @@ describe('queries: receivables', () => {
   // billed 30000+45000+26000+25000+25000+3000+5000 = 159000; collected 5000+26500+2000+5000 = 38500;
   // outstanding 25000+45000+25000+25000+1000 = 121000 = current 11000 + 1-30 65000 + 31-60 5000 + 61+ 40000;
   // open invoices 2+2+1+1+1 = 7; customers with an issued invoice: 7
-  const totals = { billed: 159000, collected: 38500, outstanding: 121000, current: 11000, d1_30: 65000, d31_60: 5000, d60p: 40000, openInvoices: 7, customers: 7 };
+  const totals = {
+    billed: 159000,
+    collected: 38500,
+    outstanding: 121000,
+    current: 11000,
+    d1_30: 65000,
+    d31_60: 5000,
+    d60p: 40000,
+    openInvoices: 7,
+    customers: 7,
+  };
 
   before(async () => {
     const { db } = await testDatabase();
@@ -75,10 +91,23 @@ describe('queries: receivables', () => {
 
     rows = {
       ba: row(c.ba, 'Bilal Ahmed', { billed: 45000, outstanding: 45000, d31_60: 5000, d60p: 40000, openInvoices: 2 }),
-      ak: row(c.ak, 'Ahmed Khan', { billed: 30000, collected: 5000, outstanding: 25000, current: 10000, d1_30: 15000, openInvoices: 2 }),
+      ak: row(c.ak, 'Ahmed Khan', {
+        billed: 30000,
+        collected: 5000,
+        outstanding: 25000,
+        current: 10000,
+        d1_30: 15000,
+        openInvoices: 2,
+      }),
       dl1: row([...dana].sort()[0], 'Dana Lee', { billed: 25000, outstanding: 25000, d1_30: 25000, openInvoices: 1 }),
       dl2: row([...dana].sort()[1], 'Dana Lee', { billed: 25000, outstanding: 25000, d1_30: 25000, openInvoices: 1 }),
-      ev: row(c.ev, 'Eve 100%_off', { billed: 3000, collected: 2000, outstanding: 1000, current: 1000, openInvoices: 1 }),
+      ev: row(c.ev, 'Eve 100%_off', {
+        billed: 3000,
+        collected: 2000,
+        outstanding: 1000,
+        current: 1000,
+        openInvoices: 1,
+      }),
       az: row(c.az, 'Aaron Zero', { billed: 5000, collected: 5000 }),
       cd: row(c.cd, 'Carla Diaz', { billed: 26000, collected: 26500 }),
     };
@@ -101,7 +130,11 @@ describe('queries: receivables', () => {
   it('caps the rows at limit without changing the totals', async () => {
     const { db } = await testDatabase();
     // a next page after the last row's keys (outstanding as text, name, id)
-    expect(await receivables(db, f.ws, { limit: 3 }, now)).to.deep.equal({ rows: [rows.ba, rows.ak, rows.dl1], totals, next: receivablesPosition(rows.dl1) });
+    expect(await receivables(db, f.ws, { limit: 3 }, now)).to.deep.equal({
+      rows: [rows.ba, rows.ak, rows.dl1],
+      totals,
+      next: receivablesPosition(rows.dl1),
+    });
     // the limit reaching into the customers who owe nothing
     expect(await receivables(db, f.ws, { limit: 6 }, now)).to.deep.equal({
       rows: [rows.ba, rows.ak, rows.dl1, rows.dl2, rows.ev, rows.az],
@@ -144,29 +177,55 @@ describe('queries: receivables', () => {
     ] as const) {
       await g.invoice({ customerId: who, total, dueDate });
     }
-    const expected = { billed: 111111, collected: 0, outstanding: 111111, current: 1, d1_30: 110, d31_60: 11000, d60p: 100000, openInvoices: 6 };
+    const expected = {
+      billed: 111111,
+      collected: 0,
+      outstanding: 111111,
+      current: 1,
+      d1_30: 110,
+      d31_60: 11000,
+      d60p: 100000,
+      openInvoices: 6,
+    };
     const result = await receivables(db, g.ws, { limit: 50 }, now);
-    expect(result).to.deep.equal({ rows: [{ customerId: who, name: 'Boundary', ...expected }], totals: { ...expected, customers: 1 }, next: null });
+    expect(result).to.deep.equal({
+      rows: [{ customerId: who, name: 'Boundary', ...expected }],
+      totals: { ...expected, customers: 1 },
+      next: null,
+    });
     // at 2026-11-22T21:00Z it is already the 23rd in Dubai: everything is one day older, 1, 2 -> 1-30 (1 + 10);
     // 31, 32 -> 31-60 (100 + 1000); 61, 62 -> 61+ (10000 + 100000)
     const later = await receivables(db, g.ws, { limit: 50 }, new Date('2026-11-22T21:00:00.000Z'));
     expect(later.rows[0]).to.include({ current: 0, d1_30: 11, d31_60: 1100, d60p: 110000 });
   });
 
-  it('keeps each row\'s ageing exact as its invoices are paid, voided, moved, deleted and added, on any day', async () => {
+  it("keeps each row's ageing exact as its invoices are paid, voided, moved, deleted and added, on any day", async () => {
     const { db } = await testDatabase();
     const g = await fixture(db, { timezone: 'Asia/Dubai' });
     const mover = await g.customer({ name: 'Mover' });
     const taker = await g.customer({ name: 'Taker' });
     const owed: Record<string, string> = {};
     // days past due on 2026-11-22: a, b 0 (current, one due date for two invoices); c 30 (1-30); d 31 (31-60); e 61 (61+)
-    for (const [key, total, dueDate] of [['a', 1000, '2026-11-22'], ['b', 2000, '2026-11-22'], ['c', 4000, '2026-10-23'],
-      ['d', 8000, '2026-10-22'], ['e', 16000, '2026-09-22']] as const) {
+    for (const [key, total, dueDate] of [
+      ['a', 1000, '2026-11-22'],
+      ['b', 2000, '2026-11-22'],
+      ['c', 4000, '2026-10-23'],
+      ['d', 8000, '2026-10-22'],
+      ['e', 16000, '2026-09-22'],
+    ] as const) {
       owed[key] = await g.invoice({ customerId: mover, total, dueDate });
     }
     const page = async (at = now) => (await receivables(db, g.ws, { limit: 50 }, at)).rows;
     expect(await page()).to.deep.equal([
-      row(mover, 'Mover', { billed: 31000, outstanding: 31000, current: 3000, d1_30: 4000, d31_60: 8000, d60p: 16000, openInvoices: 5 }),
+      row(mover, 'Mover', {
+        billed: 31000,
+        outstanding: 31000,
+        current: 3000,
+        d1_30: 4000,
+        d31_60: 8000,
+        d60p: 16000,
+        openInvoices: 5,
+      }),
     ]);
 
     await g.payment({ invoiceId: owed.b, amount: 500, at: '2026-11-20T10:00:00Z' }); // b: 1500 open
@@ -198,8 +257,15 @@ describe('queries: receivables', () => {
     const id = await g.customer({ name: 'Busy' });
     await g.invoice({ customerId: id, total: 100, dueDate: '2026-09-01' });
     const invoice = (total: number, due_date: string) => ({
-      id: randomUUID(), workspace_id: g.ws.id, number: `INV-${total}`, customer_id: id, purpose: 'rental',
-      issue_date: '2026-11-20', due_date, total, status: 'issued',
+      id: randomUUID(),
+      workspace_id: g.ws.id,
+      number: `INV-${total}`,
+      customer_id: id,
+      purpose: 'rental',
+      issue_date: '2026-11-20',
+      due_date,
+      total,
+      status: 'issued',
     });
     const first = await db.transaction();
     const second = await db.transaction();
@@ -225,7 +291,7 @@ describe('queries: receivables', () => {
     await expectRollupsExact(db, g.ws.id);
   });
 
-  it('walks the ledger for a search term index-only, reading the picked rows\' open balances by primary key', async () => {
+  it("walks the ledger for a search term index-only, reading the picked rows' open balances by primary key", async () => {
     const { db } = await testDatabase();
     const g = await fixture(db, { timezone: 'Asia/Dubai' });
     // 30 customers the term skips, owing 1000 + k each, and 2 it picks: Ozzy A owes 500 (current), Ozzy B 400 (d60p)
@@ -247,9 +313,20 @@ describe('queries: receivables', () => {
     // Waiting for autovacuum would make the plan depend on timing; the test's own VACUUM does not.
     await db.raw('VACUUM (ANALYZE) customer_ledger');
     const { sql, bindings } = receivablesStatement(g.ws, params, now);
-    const [{ 'QUERY PLAN': [{ Plan: plan }] }] = (await db.raw(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`, bindings)).rows;
-    type Node = { 'Node Type': string; 'Relation Name'?: string; 'Index Name'?: string; 'Actual Rows': number;
-      'Actual Loops': number; 'Rows Removed by Filter'?: number; Plans?: Node[] };
+    const [
+      {
+        'QUERY PLAN': [{ Plan: plan }],
+      },
+    ] = (await db.raw(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`, bindings)).rows;
+    type Node = {
+      'Node Type': string;
+      'Relation Name'?: string;
+      'Index Name'?: string;
+      'Actual Rows': number;
+      'Actual Loops': number;
+      'Rows Removed by Filter'?: number;
+      Plans?: Node[];
+    };
     const ledgerScans: Node[] = [];
     const visit = (node: Node) => {
       if (node['Relation Name'] === 'customer_ledger') ledgerScans.push(node);
@@ -259,12 +336,18 @@ describe('queries: receivables', () => {
     // the walk reads all 32 rows from the index alone; then one look-up per picked row (by primary key, or with the
     // test database's statistics of a small table maybe a scan of it)
     const [walked, lookedUp, ...more] = ledgerScans;
-    expect([walked['Node Type'], walked['Index Name'], walked['Actual Rows'], walked['Rows Removed by Filter']])
-      .to.deep.equal(['Index Only Scan', 'customer_ledger_order', 2, 30]);
-    expect([lookedUp['Actual Loops'], lookedUp['Actual Rows'] * lookedUp['Actual Loops'], more.length]).to.deep.equal([2, 2, 0]);
+    expect([
+      walked['Node Type'],
+      walked['Index Name'],
+      walked['Actual Rows'],
+      walked['Rows Removed by Filter'],
+    ]).to.deep.equal(['Index Only Scan', 'customer_ledger_order', 2, 30]);
+    expect([lookedUp['Actual Loops'], lookedUp['Actual Rows'] * lookedUp['Actual Loops'], more.length]).to.deep.equal([
+      2, 2, 0,
+    ]);
   });
 
-  it('writes the workspace\'s totals once for an invoice\'s total changed, and not at all for a due date moved', async () => {
+  it("writes the workspace's totals once for an invoice's total changed, and not at all for a due date moved", async () => {
     const { db } = await testDatabase();
     const g = await fixture(db, { timezone: 'Asia/Dubai' });
     const id = await g.customer({ name: 'Renter' });
@@ -273,8 +356,13 @@ describe('queries: receivables', () => {
     // row versions written by this transaction alone (it touches only this workspace's rows)
     const trx = await db.transaction();
     // (workspace_totals is append-only since 20261128000610: a change of its figures is a row inserted)
-    const updates = async () => Object.fromEntries((await trx.raw(`SELECT relname, n_tup_upd + n_tup_ins AS n FROM pg_stat_xact_user_tables
-      WHERE relname IN ('customer_ledger', 'workspace_totals')`)).rows.map((r: { relname: string; n: string }) => [r.relname, Number(r.n)]));
+    const updates = async () =>
+      Object.fromEntries(
+        (
+          await trx.raw(`SELECT relname, n_tup_upd + n_tup_ins AS n FROM pg_stat_xact_user_tables
+      WHERE relname IN ('customer_ledger', 'workspace_totals')`)
+        ).rows.map((r: { relname: string; n: string }) => [r.relname, Number(r.n)]),
+      );
     try {
       const before = await updates();
       await trx('invoices').where({ id: invoice }).update({ total: 1300 });
@@ -284,15 +372,31 @@ describe('queries: receivables', () => {
       await trx.commit();
       // a change of its figures (the total): the rollup's upsert and the arrays' refresh write the ledger row, and the
       // workspace's totals get a row; a due date moved: only the arrays' refresh (the rollup skips all-zero deltas)
-      expect([changed.customer_ledger - before.customer_ledger, changed.workspace_totals - before.workspace_totals]).to.deep.equal([2, 1]);
-      expect([moved.customer_ledger - changed.customer_ledger, moved.workspace_totals - changed.workspace_totals]).to.deep.equal([1, 0]);
+      expect([
+        changed.customer_ledger - before.customer_ledger,
+        changed.workspace_totals - before.workspace_totals,
+      ]).to.deep.equal([2, 1]);
+      expect([
+        moved.customer_ledger - changed.customer_ledger,
+        moved.workspace_totals - changed.workspace_totals,
+      ]).to.deep.equal([1, 0]);
     } finally {
       if (!trx.isCompleted()) await trx.rollback();
     }
     // 1300 due 10 Nov (12 days past due, 1-30) and 2000 due 30 Oct (23 days, 1-30)
-    expect((await receivables(db, g.ws, { limit: 50 }, now))).to.deep.equal({
+    expect(await receivables(db, g.ws, { limit: 50 }, now)).to.deep.equal({
       rows: [row(id, 'Renter', { billed: 3300, outstanding: 3300, d1_30: 3300, openInvoices: 2 })],
-      totals: { billed: 3300, collected: 0, outstanding: 3300, current: 0, d1_30: 3300, d31_60: 0, d60p: 0, openInvoices: 2, customers: 1 },
+      totals: {
+        billed: 3300,
+        collected: 0,
+        outstanding: 3300,
+        current: 0,
+        d1_30: 3300,
+        d31_60: 0,
+        d60p: 0,
+        openInvoices: 2,
+        customers: 1,
+      },
       next: null,
     });
     await expectRollupsExact(db, g.ws.id);
@@ -304,7 +408,8 @@ describe('queries: receivables', () => {
     const bo = await g.customer({ name: 'Bo Smith' });
     const cy = await g.customer({ name: 'Cy Smith' });
     for (const id of [bo, cy]) await g.invoice({ customerId: id, total: 1000, dueDate: '2026-11-30' });
-    const names = async (search?: string) => (await receivables(db, g.ws, { search, limit: 50 }, now)).rows.map((r) => r.name);
+    const names = async (search?: string) =>
+      (await receivables(db, g.ws, { search, limit: 50 }, now)).rows.map((r) => r.name);
     expect(await names()).to.deep.equal(['Bo Smith', 'Cy Smith']);
     await db('customers').where({ id: bo }).update({ name: 'Dee Smith' });
     expect(await names()).to.deep.equal(['Cy Smith', 'Dee Smith']);
@@ -324,10 +429,19 @@ describe('queries: receivables', () => {
       await renaming('customers').where({ id }).update({ name: 'New Name' });
       const { pid } = (await invoicing.raw('SELECT pg_backend_pid() AS pid')).rows[0];
       // (a promise, so the insert runs once)
-      const invoiced = Promise.resolve(invoicing('invoices').insert({
-        id: randomUUID(), workspace_id: g.ws.id, number: 'INV-RACE', customer_id: id, purpose: 'rental',
-        issue_date: '2026-11-20', due_date: '2026-11-30', total: 1000, status: 'issued',
-      }));
+      const invoiced = Promise.resolve(
+        invoicing('invoices').insert({
+          id: randomUUID(),
+          workspace_id: g.ws.id,
+          number: 'INV-RACE',
+          customer_id: id,
+          purpose: 'rental',
+          issue_date: '2026-11-20',
+          due_date: '2026-11-30',
+          total: 1000,
+          status: 'issued',
+        }),
+      );
       invoiced.catch(() => {}); // awaited below
       // The first invoice waits for the rename (without the lock it would not, and would keep the old name).
       const waited = await waitsForLock(db, pid);
@@ -353,20 +467,56 @@ describe('queries: receivables', () => {
     const name = (i: number) => `Common ${String(i).padStart(3, '0')}`;
     await db('customers').insert(ids.map((id, i) => ({ id, workspace_id: g.ws.id, name: name(i) })));
     await db('customers').insert({ id: randomUUID(), workspace_id: g.ws.id, name: 'Commun Nobody' });
-    await db('invoices').insert(ids.map((id, i) => ({
-      id: randomUUID(), workspace_id: g.ws.id, number: `INV-${i}`, customer_id: id, purpose: 'rental',
-      issue_date: '2026-11-20', due_date: '2026-11-30', total: 1000 + i, status: 'issued',
-    })));
+    await db('invoices').insert(
+      ids.map((id, i) => ({
+        id: randomUUID(),
+        workspace_id: g.ws.id,
+        number: `INV-${i}`,
+        customer_id: id,
+        purpose: 'rental',
+        issue_date: '2026-11-20',
+        due_date: '2026-11-30',
+        total: 1000 + i,
+        status: 'issued',
+      })),
+    );
     const debtor = (i: number) => ({
-      customerId: ids[i], name: name(i), billed: 1000 + i, collected: 0, outstanding: 1000 + i, current: 1000 + i, d1_30: 0, d31_60: 0, d60p: 0, openInvoices: 1,
+      customerId: ids[i],
+      name: name(i),
+      billed: 1000 + i,
+      collected: 0,
+      outstanding: 1000 + i,
+      current: 1000 + i,
+      d1_30: 0,
+      d31_60: 0,
+      d60p: 0,
+      openInvoices: 1,
     });
     const last = RARE_TERM_MATCHES - 1;
     // totals: the sum of 1000 + i over i < n is 1000n + n(n-1)/2
     const owed = 1000 * RARE_TERM_MATCHES + (RARE_TERM_MATCHES * last) / 2;
-    const totals = { billed: owed, collected: 0, outstanding: owed, current: owed, d1_30: 0, d31_60: 0, d60p: 0, openInvoices: RARE_TERM_MATCHES, customers: RARE_TERM_MATCHES };
+    const totals = {
+      billed: owed,
+      collected: 0,
+      outstanding: owed,
+      current: owed,
+      d1_30: 0,
+      d31_60: 0,
+      d60p: 0,
+      openInvoices: RARE_TERM_MATCHES,
+      customers: RARE_TERM_MATCHES,
+    };
     const top3 = [debtor(last), debtor(last - 1), debtor(last - 2)];
-    expect(await receivables(db, g.ws, { search: 'common', limit: 3 }, now)).to.deep.equal({ rows: top3, totals, next: receivablesPosition(top3[2]) });
-    expect(await receivables(db, g.ws, { search: 'COMM', limit: 3 }, now)).to.deep.equal({ rows: top3, totals, next: receivablesPosition(top3[2]) });
+    expect(await receivables(db, g.ws, { search: 'common', limit: 3 }, now)).to.deep.equal({
+      rows: top3,
+      totals,
+      next: receivablesPosition(top3[2]),
+    });
+    expect(await receivables(db, g.ws, { search: 'COMM', limit: 3 }, now)).to.deep.equal({
+      rows: top3,
+      totals,
+      next: receivablesPosition(top3[2]),
+    });
     // the whole page of the walk, in order, down to the smallest debtor
     const all = await receivables(db, g.ws, { search: 'comm', limit: 200 }, now);
     expect(all.rows.map((r) => r.outstanding)).to.deep.equal(Array.from({ length: 200 }, (_, k) => 1000 + last - k));
@@ -389,12 +539,22 @@ describe('queries: receivables', () => {
     const noor = await small.customer({ name: 'Noor Mohsin' });
     await small.invoice({ customerId: ali, total: 3000, dueDate: '2026-11-30' });
     await small.invoice({ customerId: noor, total: 2000, dueDate: '2026-11-10' });
-    await small.invoice({ customerId: await small.customer({ name: 'Ahmed Khan' }), total: 1000, dueDate: '2026-11-30' });
+    await small.invoice({
+      customerId: await small.customer({ name: 'Ahmed Khan' }),
+      total: 1000,
+      dueDate: '2026-11-30',
+    });
     // a larger one beside it: 5,000 customers, every one matching, each with an invoice
     const large = await fixture(db, { timezone: 'Asia/Dubai' });
-    await db.raw(`INSERT INTO customers (id, workspace_id, name) SELECT gen_random_uuid(), ?, 'Mohammed ' || k FROM generate_series(1, 5000) k`, [large.ws.id]);
-    await db.raw(`INSERT INTO invoices (id, workspace_id, number, customer_id, purpose, issue_date, due_date, total, status)
-      SELECT gen_random_uuid(), c.workspace_id, 'INV-' || c.name, c.id, 'rental', '2026-11-01', '2026-11-30', 5000, 'issued' FROM customers c WHERE c.workspace_id = ?`, [large.ws.id]);
+    await db.raw(
+      `INSERT INTO customers (id, workspace_id, name) SELECT gen_random_uuid(), ?, 'Mohammed ' || k FROM generate_series(1, 5000) k`,
+      [large.ws.id],
+    );
+    await db.raw(
+      `INSERT INTO invoices (id, workspace_id, number, customer_id, purpose, issue_date, due_date, total, status)
+      SELECT gen_random_uuid(), c.workspace_id, 'INV-' || c.name, c.id, 'rental', '2026-11-01', '2026-11-30', 5000, 'issued' FROM customers c WHERE c.workspace_id = ?`,
+      [large.ws.id],
+    );
     // statistics and the trigram index's own as VACUUM leaves them (the plan a table in use gets)
     await db.raw('VACUUM (ANALYZE) customers, customer_ledger');
     const params = { search: 'moh', limit: 50 };
@@ -409,11 +569,14 @@ describe('queries: receivables', () => {
     for (const [which, plan] of Object.entries(await preparedPlans(db, receivablesStatement(small.ws, params, now)))) {
       const scans = await scansOf(db, plan, 'customers');
       expect(scans, which).not.to.be.empty;
-      expect(scans.filter((s) => s.read > (s.trigram ? 2 : 3)), which).to.deep.equal([]);
+      expect(
+        scans.filter((s) => s.read > (s.trigram ? 2 : 3)),
+        which,
+      ).to.deep.equal([]);
     }
   });
 
-  it('sends compact JSON in the document\'s key order, names escaped', async () => {
+  it("sends compact JSON in the document's key order, names escaped", async () => {
     const { db } = await testDatabase();
     const g = await fixture(db, { timezone: 'Asia/Dubai' });
     const odd = 'Zoë "Q" O\'Brien \\ tab\there\nline\u0001 🚗';
@@ -421,8 +584,20 @@ describe('queries: receivables', () => {
     await g.invoice({ customerId: id, total: 1234, dueDate: '2026-11-01' });
     const { json: text, next } = await receivablesJson(db, g.ws, { search: 'brien', limit: 10 }, now);
     expect(next).to.equal(null);
-    const figures = { billed: 1234, collected: 0, outstanding: 1234, current: 0, d1_30: 1234, d31_60: 0, d60p: 0, openInvoices: 1 };
-    expect(JSON.parse(text)).to.deep.equal({ rows: [{ customerId: id, name: odd, ...figures }], totals: { ...figures, customers: 1 } });
+    const figures = {
+      billed: 1234,
+      collected: 0,
+      outstanding: 1234,
+      current: 0,
+      d1_30: 1234,
+      d31_60: 0,
+      d60p: 0,
+      openInvoices: 1,
+    };
+    expect(JSON.parse(text)).to.deep.equal({
+      rows: [{ customerId: id, name: odd, ...figures }],
+      totals: { ...figures, customers: 1 },
+    });
     expect(text).to.equal(JSON.stringify(JSON.parse(text)));
     const answer = JSON.parse(text) as { rows: object[]; totals: object };
     expect(Object.keys(answer.rows[0])).to.deep.equal(ReceivablesRowSchema.required);
@@ -435,7 +610,17 @@ describe('queries: receivables', () => {
     await g.customer({ name: 'Someone' });
     expect(await receivables(db, g.ws, { limit: 50 }, now)).to.deep.equal({
       rows: [],
-      totals: { billed: 0, collected: 0, outstanding: 0, current: 0, d1_30: 0, d31_60: 0, d60p: 0, openInvoices: 0, customers: 0 },
+      totals: {
+        billed: 0,
+        collected: 0,
+        outstanding: 0,
+        current: 0,
+        d1_30: 0,
+        d31_60: 0,
+        d60p: 0,
+        openInvoices: 0,
+        customers: 0,
+      },
       next: null,
     });
   });

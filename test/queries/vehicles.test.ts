@@ -1,7 +1,12 @@
 import { expect } from 'chai';
 import { executeArguments, preparedPlanCosts, preparedPlans, scansOf, testDatabase } from '../support/database.js';
 import { fixture, type Fixture } from '../support/fixtures.js';
-import { searchVehicles, searchVehiclesJson, vehicleSearchStatement, type VehiclePosition } from '../../src/queries/vehicles.js';
+import {
+  searchVehicles,
+  searchVehiclesJson,
+  vehicleSearchStatement,
+  type VehiclePosition,
+} from '../../src/queries/vehicles.js';
 
 const now = new Date('2026-11-22T08:00:00.000Z');
 const t = (iso: string) => new Date(iso);
@@ -14,9 +19,21 @@ describe('queries: vehicle search', () => {
   before(async () => {
     const { db } = await testDatabase();
     f = await fixture(db);
-    ids.camry = await f.vehicle({ make: 'Toyota', model: 'Camry', plate: 'DXB A 12345', category: 'sedan', dailyRate: 18000 });
+    ids.camry = await f.vehicle({
+      make: 'Toyota',
+      model: 'Camry',
+      plate: 'DXB A 12345',
+      category: 'sedan',
+      dailyRate: 18000,
+    });
     ids.corolla = await f.vehicle({ make: 'Toyota', model: 'Corolla', plate: 'DXB B 777' });
-    ids.patrol = await f.vehicle({ make: 'Nissan', model: 'Patrol', plate: 'AUH 5 4321', category: 'suv', state: 'in_service' });
+    ids.patrol = await f.vehicle({
+      make: 'Nissan',
+      model: 'Patrol',
+      plate: 'AUH 5 4321',
+      category: 'suv',
+      state: 'in_service',
+    });
     ids.rio = await f.vehicle({ make: 'Kia', model: 'Rio', plate: 'SHJ 3 100', state: 'inactive' });
     ids.sunny2 = await f.vehicle({ make: 'Nissan', model: 'Sunny', plate: 'DXB Z 2' });
     ids.sunny1 = await f.vehicle({ make: 'Nissan', model: 'Sunny', plate: 'DXB Y 1' });
@@ -44,10 +61,19 @@ describe('queries: vehicle search', () => {
   it('sends make, model, plate and category escaped, byte for byte as JSON.stringify writes the page', async () => {
     const { db } = await testDatabase();
     const g = await fixture(db);
-    const car = { make: 'Citroën "2CV"', model: 'Méhari \\ 車', plate: 'DXB "Q" 7', category: 'tab\there', dailyRate: 4200 };
+    const car = {
+      make: 'Citroën "2CV"',
+      model: 'Méhari \\ 車',
+      plate: 'DXB "Q" 7',
+      category: 'tab\there',
+      dailyRate: 4200,
+    };
     const id = await g.vehicle(car);
     const expected = { rows: [{ id, ...car }] };
-    expect(await searchVehiclesJson(db, g.ws, { limit: 5 }, now)).to.deep.equal({ json: JSON.stringify(expected), next: null });
+    expect(await searchVehiclesJson(db, g.ws, { limit: 5 }, now)).to.deep.equal({
+      json: JSON.stringify(expected),
+      next: null,
+    });
     const window = { from: t('2026-12-01T06:00:00Z'), to: t('2026-12-02T06:00:00Z') };
     expect(await searchVehiclesJson(db, g.ws, { q: 'HARI', limit: 5, ...window }, now)).to.deep.equal({
       json: JSON.stringify({ rows: [{ id, ...car, available: true }] }),
@@ -61,12 +87,25 @@ describe('queries: vehicle search', () => {
     // expects of this workspace, and a different part of what it expects of an average one
     const g = await fixture(db);
     const fleet = await g.fleet();
-    await db.raw(`INSERT INTO vehicles (id, workspace_id, fleet_id, make, model, plate, category, daily_rate, state)
-      SELECT gen_random_uuid(), ?, ?, 'Make', 'Model', 'P ' || k, 'sedan', 15000, 'active' FROM generate_series(1, 400) k`, [g.ws.id, fleet]);
+    await db.raw(
+      `INSERT INTO vehicles (id, workspace_id, fleet_id, make, model, plate, category, daily_rate, state)
+      SELECT gen_random_uuid(), ?, ?, 'Make', 'Model', 'P ' || k, 'sedan', 15000, 'active' FROM generate_series(1, 400) k`,
+      [g.ws.id, fleet],
+    );
     await db.raw('ANALYZE vehicles');
-    const { generic, custom } = await preparedPlanCosts(db, async (trx) => {
-      expect(plates(await searchVehicles(trx, g.ws, { limit: 5 }, now))).to.deep.equal(['P 1', 'P 10', 'P 100', 'P 101', 'P 102']);
-    }, executeArguments(db, vehicleSearchStatement(g.ws, { limit: 5 }, now)));
+    const { generic, custom } = await preparedPlanCosts(
+      db,
+      async (trx) => {
+        expect(plates(await searchVehicles(trx, g.ws, { limit: 5 }, now))).to.deep.equal([
+          'P 1',
+          'P 10',
+          'P 100',
+          'P 101',
+          'P 102',
+        ]);
+      },
+      executeArguments(db, vehicleSearchStatement(g.ws, { limit: 5 }, now)),
+    );
     // a page size or workspace the planner could see would make the generic plan (a tenth of the rows estimated for
     // an average workspace) look dearer than a page of 5, and every request would be planned again. PostgreSQL keeps the
     // generic plan while it costs less than a custom plan with its planning (plancache.c adds 1000 cpu_operator_cost per
@@ -79,8 +118,11 @@ describe('queries: vehicle search', () => {
     const { db } = await testDatabase();
     const g = await fixture(db);
     const fleet = await g.fleet();
-    await db.raw(`INSERT INTO vehicles (id, workspace_id, fleet_id, make, model, plate, category, daily_rate, state)
-      SELECT gen_random_uuid(), ?, ?, 'Make', 'Model', 'P ' || k, 'sedan', 15000, 'active' FROM generate_series(1, 400) k`, [g.ws.id, fleet]);
+    await db.raw(
+      `INSERT INTO vehicles (id, workspace_id, fleet_id, make, model, plate, category, daily_rate, state)
+      SELECT gen_random_uuid(), ?, ?, 'Make', 'Model', 'P ' || k, 'sedan', 15000, 'active' FROM generate_series(1, 400) k`,
+      [g.ws.id, fleet],
+    );
     await db.raw('ANALYZE vehicles');
     const params = { limit: 3, after: ['Make', 'Model', 'P 200'] as VehiclePosition };
     expect(await searchVehicles(db, g.ws, params, now)).to.deep.include({ next: ['Make', 'Model', 'P 203'] });
@@ -89,11 +131,22 @@ describe('queries: vehicle search', () => {
     // pay for planning each request)
     const trx = await db.transaction();
     try {
-      const plans = async () => new Map<string, { generic: number; custom: number }>((await trx.raw('SELECT name, generic_plans, custom_plans FROM pg_prepared_statements'))
-        .rows.map((r: { name: string; generic_plans: string; custom_plans: string }) => [r.name, { generic: Number(r.generic_plans), custom: Number(r.custom_plans) }]));
+      const plans = async () =>
+        new Map<string, { generic: number; custom: number }>(
+          (await trx.raw('SELECT name, generic_plans, custom_plans FROM pg_prepared_statements')).rows.map(
+            (r: { name: string; generic_plans: string; custom_plans: string }) => [
+              r.name,
+              { generic: Number(r.generic_plans), custom: Number(r.custom_plans) },
+            ],
+          ),
+        );
       const before = await plans();
-      for (let k = 0; k < 10; k++) await searchVehicles(trx, g.ws, { limit: 3, after: ['Make', 'Model', `P ${100 + 20 * k}`] }, now);
-      const ran = [...(await plans())].map(([name, n]) => ({ generic: n.generic - (before.get(name)?.generic ?? 0), custom: n.custom - (before.get(name)?.custom ?? 0) }));
+      for (let k = 0; k < 10; k++)
+        await searchVehicles(trx, g.ws, { limit: 3, after: ['Make', 'Model', `P ${100 + 20 * k}`] }, now);
+      const ran = [...(await plans())].map(([name, n]) => ({
+        generic: n.generic - (before.get(name)?.generic ?? 0),
+        custom: n.custom - (before.get(name)?.custom ?? 0),
+      }));
       const [executed, ...others] = ran.filter((n) => n.generic + n.custom > 0);
       expect(others).to.deep.equal([]);
       // (the connection may have run it once before: then four plans for values, not five)
@@ -104,22 +157,36 @@ describe('queries: vehicle search', () => {
     }
     expect(plates(await searchVehicles(db, g.ws, params, now))).to.deep.equal(['P 201', 'P 202', 'P 203']);
     // the position of a vehicle that is gone: the page starts after where it was
-    expect(plates(await searchVehicles(db, g.ws, { limit: 2, after: ['Make', 'Model', 'P 2000'] }, now))).to.deep.equal(['P 201', 'P 202']);
+    expect(plates(await searchVehicles(db, g.ws, { limit: 2, after: ['Make', 'Model', 'P 2000'] }, now))).to.deep.equal(
+      ['P 201', 'P 202'],
+    );
     // after the last one: an empty last page
-    expect(await searchVehicles(db, g.ws, { limit: 2, after: ['Make', 'Model', 'P 99'] }, now)).to.deep.equal({ rows: [], next: null });
+    expect(await searchVehicles(db, g.ws, { limit: 2, after: ['Make', 'Model', 'P 99'] }, now)).to.deep.equal({
+      rows: [],
+      next: null,
+    });
   });
 
   it('caps the rows at limit, keeping the order', async () => {
     const { db } = await testDatabase();
     expect(plates(await searchVehicles(db, f.ws, { limit: 2 }, now))).to.deep.equal(['SHJ 3 100', 'AUH 5 4321']);
-    expect(plates(await searchVehicles(db, f.ws, { q: 'nissan', limit: 2 }, now))).to.deep.equal(['AUH 5 4321', 'DXB Y 1']);
+    expect(plates(await searchVehicles(db, f.ws, { q: 'nissan', limit: 2 }, now))).to.deep.equal([
+      'AUH 5 4321',
+      'DXB Y 1',
+    ]);
   });
 
   it('matches make and model case-insensitively as substrings', async () => {
     const { db } = await testDatabase();
-    expect(plates(await searchVehicles(db, f.ws, { q: 'TOYO', limit: 20 }, now))).to.deep.equal(['DXB A 12345', 'DXB B 777']);
+    expect(plates(await searchVehicles(db, f.ws, { q: 'TOYO', limit: 20 }, now))).to.deep.equal([
+      'DXB A 12345',
+      'DXB B 777',
+    ]);
     expect(plates(await searchVehicles(db, f.ws, { q: 'roll', limit: 20 }, now))).to.deep.equal(['DXB B 777']);
-    expect(plates(await searchVehicles(db, f.ws, { q: 'sUnNy', limit: 20 }, now))).to.deep.equal(['DXB Y 1', 'DXB Z 2']);
+    expect(plates(await searchVehicles(db, f.ws, { q: 'sUnNy', limit: 20 }, now))).to.deep.equal([
+      'DXB Y 1',
+      'DXB Z 2',
+    ]);
     expect(plates(await searchVehicles(db, f.ws, { q: 'nothing like it', limit: 20 }, now))).to.deep.equal([]);
   });
 
@@ -161,7 +228,9 @@ describe('queries: vehicle search', () => {
     const all = ['TOYO 1', 'A 9', 'C 1', 'C 2', 'TOYO 3', 'Y 1', 'Z 1'];
     expect(plates(await searchVehicles(db, h.ws, { q: 'toyo', limit: 20 }, now))).to.deep.equal(all);
     for (const limit of [1, 3, 5, 6]) {
-      expect(plates(await searchVehicles(db, h.ws, { q: 'toyo', limit }, now)), `limit ${limit}`).to.deep.equal(all.slice(0, limit));
+      expect(plates(await searchVehicles(db, h.ws, { q: 'toyo', limit }, now)), `limit ${limit}`).to.deep.equal(
+        all.slice(0, limit),
+      );
     }
     // a short term (no trigram) and a plate-only one
     expect(plates(await searchVehicles(db, h.ws, { q: 'c', limit: 20 }, now))).to.deep.equal(['C 1', 'C 2', 'TOYO 3']);
@@ -181,19 +250,27 @@ describe('queries: vehicle search', () => {
     await small.vehicle({ make: 'Nissan', model: 'Sunny', plate: 'DXB B 2' });
     await small.vehicle({ make: 'Kia', model: 'Rio', plate: 'AUH C 3' });
     const large = await fixture(db);
-    await db.raw(`INSERT INTO vehicles (id, workspace_id, fleet_id, make, model, plate, category, daily_rate, state)
+    await db.raw(
+      `INSERT INTO vehicles (id, workspace_id, fleet_id, make, model, plate, category, daily_rate, state)
       SELECT gen_random_uuid(), ?, ?, 'Kia', 'Rio', CASE WHEN k <= 100 THEN 'DXB X ' ELSE 'SHJ Y ' END || k, 'sedan', 15000, 'active'
-      FROM generate_series(1, 3000) k`, [large.ws.id, await large.fleet()]);
+      FROM generate_series(1, 3000) k`,
+      [large.ws.id, await large.fleet()],
+    );
     await db.raw('VACUUM (ANALYZE) vehicles, vehicle_models');
     const params = { q: 'dxb', limit: 50 };
     expect(plates(await searchVehicles(db, small.ws, params, now))).to.deep.equal(['DXB B 2', 'DXB A 1']);
     // Whichever plan the API's connection runs the statement with, no scan of vehicles reads a row or an index entry
     // of the other workspace: a scan of the trigram index returns the searching workspace's 2 matches, any other scan
     // reads at most its 3 cars. On an index of plates alone, the trigram index returned the other's 100 matches.
-    for (const [which, plan] of Object.entries(await preparedPlans(db, vehicleSearchStatement(small.ws, params, now)))) {
+    for (const [which, plan] of Object.entries(
+      await preparedPlans(db, vehicleSearchStatement(small.ws, params, now)),
+    )) {
       const scans = await scansOf(db, plan, 'vehicles');
       expect(scans, which).not.to.be.empty;
-      expect(scans.filter((s) => s.read > (s.trigram ? 2 : 3)), which).to.deep.equal([]);
+      expect(
+        scans.filter((s) => s.read > (s.trigram ? 2 : 3)),
+        which,
+      ).to.deep.equal([]);
     }
   });
 
@@ -215,7 +292,10 @@ describe('queries: vehicle availability for a window', () => {
   const to = t('2026-11-24T11:00:00.000Z');
   let f: Fixture;
 
-  async function availability(window: { from: Date; to: Date }, q?: string): Promise<Record<string, boolean | undefined>> {
+  async function availability(
+    window: { from: Date; to: Date },
+    q?: string,
+  ): Promise<Record<string, boolean | undefined>> {
     const { db } = await testDatabase();
     const result = await searchVehicles(db, f.ws, { q, limit: 50, ...window }, now);
     return Object.fromEntries(result.rows.map((r) => [r.plate, r.available]));
@@ -224,34 +304,97 @@ describe('queries: vehicle availability for a window', () => {
   before(async () => {
     const { db } = await testDatabase();
     f = await fixture(db);
-    const car = (plate: string, state: 'active' | 'in_service' | 'inactive' = 'active') => f.vehicle({ make: 'Car', model: plate, plate, state });
+    const car = (plate: string, state: 'active' | 'in_service' | 'inactive' = 'active') =>
+      f.vehicle({ make: 'Car', model: plate, plate, state });
     await car('FREE');
     // a return at 11:00 does not clash with a pickup at 11:00, in either direction
-    await f.booking({ vehicleId: await car('ENDS AT FROM'), status: 'confirmed', pickupAt: '2026-11-22T11:00:00Z', dropoffAt: '2026-11-23T11:00:00Z' });
-    await f.booking({ vehicleId: await car('STARTS AT TO'), status: 'confirmed', pickupAt: '2026-11-24T11:00:00Z', dropoffAt: '2026-11-26T11:00:00Z' });
-    await f.booking({ vehicleId: await car('CONFIRMED OVERLAP'), status: 'confirmed', pickupAt: '2026-11-23T10:00:00Z', dropoffAt: '2026-11-23T11:00:00.001Z' });
-    await f.booking({ vehicleId: await car('ACTIVE OVERLAP'), status: 'active', pickupAt: '2026-11-20T10:00:00Z', dropoffAt: '2026-11-23T12:00:00Z' });
-    await f.booking({ vehicleId: await car('INSIDE'), status: 'confirmed', pickupAt: '2026-11-23T15:00:00Z', dropoffAt: '2026-11-23T16:00:00Z' });
-    await f.booking({ vehicleId: await car('AROUND'), status: 'confirmed', pickupAt: '2026-11-01T15:00:00Z', dropoffAt: '2026-12-01T16:00:00Z' });
+    await f.booking({
+      vehicleId: await car('ENDS AT FROM'),
+      status: 'confirmed',
+      pickupAt: '2026-11-22T11:00:00Z',
+      dropoffAt: '2026-11-23T11:00:00Z',
+    });
+    await f.booking({
+      vehicleId: await car('STARTS AT TO'),
+      status: 'confirmed',
+      pickupAt: '2026-11-24T11:00:00Z',
+      dropoffAt: '2026-11-26T11:00:00Z',
+    });
+    await f.booking({
+      vehicleId: await car('CONFIRMED OVERLAP'),
+      status: 'confirmed',
+      pickupAt: '2026-11-23T10:00:00Z',
+      dropoffAt: '2026-11-23T11:00:00.001Z',
+    });
+    await f.booking({
+      vehicleId: await car('ACTIVE OVERLAP'),
+      status: 'active',
+      pickupAt: '2026-11-20T10:00:00Z',
+      dropoffAt: '2026-11-23T12:00:00Z',
+    });
+    await f.booking({
+      vehicleId: await car('INSIDE'),
+      status: 'confirmed',
+      pickupAt: '2026-11-23T15:00:00Z',
+      dropoffAt: '2026-11-23T16:00:00Z',
+    });
+    await f.booking({
+      vehicleId: await car('AROUND'),
+      status: 'confirmed',
+      pickupAt: '2026-11-01T15:00:00Z',
+      dropoffAt: '2026-12-01T16:00:00Z',
+    });
     // pending, completed and canceled bookings never block
     const other = await car('OTHER STATUSES');
     for (const status of ['pending', 'completed', 'canceled'] as const) {
-      await f.booking({ vehicleId: other, status, pickupAt: '2026-11-23T09:00:00Z', dropoffAt: '2026-11-24T09:00:00Z' });
+      await f.booking({
+        vehicleId: other,
+        status,
+        pickupAt: '2026-11-23T09:00:00Z',
+        dropoffAt: '2026-11-24T09:00:00Z',
+      });
     }
     // a car in the workshop or retired is never available, even with nothing booked
     await car('IN SERVICE', 'in_service');
     await car('INACTIVE', 'inactive');
     // maintenance blocks are half-open too
-    await f.maintenance({ vehicleId: await car('MAINTENANCE OVERLAP'), startsAt: '2026-11-24T10:59:00Z', endsAt: '2026-11-25T10:00:00Z' });
-    await f.maintenance({ vehicleId: await car('MAINTENANCE BEFORE'), startsAt: '2026-11-22T10:00:00Z', endsAt: '2026-11-23T11:00:00Z' });
-    await f.maintenance({ vehicleId: await car('MAINTENANCE AFTER'), startsAt: '2026-11-24T11:00:00Z', endsAt: '2026-11-25T11:00:00Z' });
+    await f.maintenance({
+      vehicleId: await car('MAINTENANCE OVERLAP'),
+      startsAt: '2026-11-24T10:59:00Z',
+      endsAt: '2026-11-25T10:00:00Z',
+    });
+    await f.maintenance({
+      vehicleId: await car('MAINTENANCE BEFORE'),
+      startsAt: '2026-11-22T10:00:00Z',
+      endsAt: '2026-11-23T11:00:00Z',
+    });
+    await f.maintenance({
+      vehicleId: await car('MAINTENANCE AFTER'),
+      startsAt: '2026-11-24T11:00:00Z',
+      endsAt: '2026-11-25T11:00:00Z',
+    });
     // late: active, due back 2026-11-21T10:00Z, before now; it counts as out until now (2026-11-22T08:00Z)
-    await f.booking({ vehicleId: await car('LATE'), status: 'active', pickupAt: '2026-11-19T10:00:00Z', dropoffAt: '2026-11-21T10:00:00Z' });
+    await f.booking({
+      vehicleId: await car('LATE'),
+      status: 'active',
+      pickupAt: '2026-11-19T10:00:00Z',
+      dropoffAt: '2026-11-21T10:00:00Z',
+    });
     // returned on time (completed) long before: free
-    await f.booking({ vehicleId: await car('RETURNED'), status: 'completed', pickupAt: '2026-11-19T10:00:00Z', dropoffAt: '2026-11-21T10:00:00Z' });
+    await f.booking({
+      vehicleId: await car('RETURNED'),
+      status: 'completed',
+      pickupAt: '2026-11-19T10:00:00Z',
+      dropoffAt: '2026-11-21T10:00:00Z',
+    });
     // the other workspace's booking on a look-alike plate blocks nothing here
     const g = await fixture(db);
-    await g.booking({ vehicleId: await g.vehicle({ make: 'Car', model: 'FREE', plate: 'FREE' }), status: 'active', pickupAt: from, dropoffAt: to });
+    await g.booking({
+      vehicleId: await g.vehicle({ make: 'Car', model: 'FREE', plate: 'FREE' }),
+      status: 'active',
+      pickupAt: from,
+      dropoffAt: to,
+    });
   });
 
   it('is true only for active cars with no confirmed/active booking and no maintenance in [from, to)', async () => {
@@ -291,10 +434,16 @@ describe('queries: vehicle availability for a window', () => {
 
   it('applies the half-open rule to a window that ends where a booking starts', async () => {
     // ends exactly at INSIDE's pickup (15:00): free; one millisecond later: taken
-    expect(await availability({ from: t('2026-11-23T12:00:00Z'), to: t('2026-11-23T15:00:00Z') }, 'INSIDE')).to.deep.equal({ INSIDE: true });
-    expect(await availability({ from: t('2026-11-23T12:00:00Z'), to: t('2026-11-23T15:00:00.001Z') }, 'INSIDE')).to.deep.equal({ INSIDE: false });
+    expect(
+      await availability({ from: t('2026-11-23T12:00:00Z'), to: t('2026-11-23T15:00:00Z') }, 'INSIDE'),
+    ).to.deep.equal({ INSIDE: true });
+    expect(
+      await availability({ from: t('2026-11-23T12:00:00Z'), to: t('2026-11-23T15:00:00.001Z') }, 'INSIDE'),
+    ).to.deep.equal({ INSIDE: false });
     // starts exactly at its dropoff (16:00): free
-    expect(await availability({ from: t('2026-11-23T16:00:00Z'), to: t('2026-11-23T17:00:00Z') }, 'INSIDE')).to.deep.equal({ INSIDE: true });
+    expect(
+      await availability({ from: t('2026-11-23T16:00:00Z'), to: t('2026-11-23T17:00:00Z') }, 'INSIDE'),
+    ).to.deep.equal({ INSIDE: true });
   });
 
   it('works out availability for the rows the limit returns', async () => {

@@ -39,4 +39,6 @@ for (const [name, keys] of Object.entries(held)) {
     });
   }
 }
-process.stdout.write(`${JSON.stringify({ masterKeyVariables: Object.keys(process.env).filter((name) => name.startsWith('FRS_SECRET_KEY')), apiSecret: apiSecretId(), tries })}\n`);
+process.stdout.write(
+  `${JSON.stringify({ masterKeyVariables: Object.keys(process.env).filter((name) => name.startsWith('FRS_SECRET_KEY')), apiSecret: apiSecretId(), tries })}\n`,
+);

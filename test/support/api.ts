@@ -26,7 +26,9 @@ function declaredSchema(operation: OpenApiOperation, status: number): string {
   const response = operation.responses[String(status)];
   expect(response, `${operation.operationId} does not document status ${status}`).to.exist;
   const resolved = response.$ref
-    ? (document.components.responses as Record<string, OpenApiOperation['responses'][string]>)[response.$ref.split('/').pop()!]
+    ? (document.components.responses as Record<string, OpenApiOperation['responses'][string]>)[
+        response.$ref.split('/').pop()!
+      ]
     : response;
   return resolved.content!['application/json'].schema.$ref!.split('/').pop()!;
 }
@@ -65,7 +67,10 @@ export function expectDocumented(method: string, path: string, response: ApiResp
   const requestId = response.headers.get('x-request-id');
   expect(requestId, 'x-request-id').to.be.a('string').and.not.empty;
   // An answer whose documented headers include ETag carries one (every /v1 GET's 200).
-  if (match && (match.operation.responses[String(response.status)] as { headers?: Record<string, unknown> }).headers?.ETag) {
+  if (
+    match &&
+    (match.operation.responses[String(response.status)] as { headers?: Record<string, unknown> }).headers?.ETag
+  ) {
     expect(response.headers.get('etag'), `${method} ${path}: ETag`).to.match(/^W\/"[A-Za-z0-9_-]+"$/);
     expect(response.headers.get('cache-control')).to.equal('private, no-cache');
   } else {
@@ -75,7 +80,10 @@ export function expectDocumented(method: string, path: string, response: ApiResp
   const validate = validators[schema];
   expect(validate, `no generated validator for ${schema}`).to.be.a('function');
   const valid = validate(response.body);
-  expect(valid, `${method} ${path} ${response.status} does not match ${schema}: ${JSON.stringify(validate.errors)}`).to.equal(true);
+  expect(
+    valid,
+    `${method} ${path} ${response.status} does not match ${schema}: ${JSON.stringify(validate.errors)}`,
+  ).to.equal(true);
   if (response.status >= 400) expect(response.body.error.requestId).to.equal(requestId);
   // A delivery's payload is declared free-form there; it is the event's own payload, checked as strictly.
   if (schema === 'DeliveryDetail') expectValidPayload(response.body.payload);
@@ -85,7 +93,11 @@ export interface TestApi {
   url: string;
   /** Every log line the app wrote, as parsed objects. */
   logs: Array<Record<string, unknown>>;
-  request(method: string, path: string, options?: { key?: string; headers?: Record<string, string>; body?: string }): Promise<ApiResponse>;
+  request(
+    method: string,
+    path: string,
+    options?: { key?: string; headers?: Record<string, string>; body?: string },
+  ): Promise<ApiResponse>;
   get(path: string, key?: string, headers?: Record<string, string>): Promise<ApiResponse>;
   /** The app's key cache, when started with one. */
   keyCache?: KeyCache;
@@ -113,9 +125,18 @@ export async function startApi(
   const { logger, logs } = capturedLogger();
   const now = options.now;
   const clock = now === undefined ? undefined : typeof now === 'function' ? now : () => now;
-  const { connect = () => database.connectAs('api'), ...timings } = typeof options.keyCache === 'object' ? options.keyCache : {};
+  const { connect = () => database.connectAs('api'), ...timings } =
+    typeof options.keyCache === 'object' ? options.keyCache : {};
   const keyCache = options.keyCache ? await KeyCache.start(connect, db, logger, timings) : undefined;
-  const app = await createApp({ db, logger, clock, keyCache, limits: options.limits, cursors: options.cursors, reads: options.reads });
+  const app = await createApp({
+    db,
+    logger,
+    clock,
+    keyCache,
+    limits: options.limits,
+    cursors: options.cursors,
+    reads: options.reads,
+  });
   const server: Server = await listen(app, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const request: TestApi['request'] = async (method, path, { key, headers = {}, body } = {}) => {
@@ -126,7 +147,12 @@ export async function startApi(
       redirect: 'manual',
     });
     const text = await res.text();
-    const response: ApiResponse = { status: res.status, headers: res.headers, text, body: text ? JSON.parse(text) : undefined };
+    const response: ApiResponse = {
+      status: res.status,
+      headers: res.headers,
+      text,
+      body: text ? JSON.parse(text) : undefined,
+    };
     expectDocumented(method, path, response);
     return response;
   };

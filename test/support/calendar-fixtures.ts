@@ -41,8 +41,21 @@ export interface CalendarFixture extends Fixture {
   }): Promise<string>;
   /** A customer with contact details and an identity document (which no payload may carry). */
   customerWithContacts(o: { name: string; phone: string; email: string; idDocument: string }): Promise<string>;
-  document(o: { vehicleId: string; docType?: 'registration' | 'insurance' | 'permit'; detail?: string | null; expiresAt: string }): Promise<string>;
-  installment(o: { bookingId: string; number: number; of: number; dueDate: string; amount: number; invoiceId?: string; paidAt?: Time }): Promise<string>;
+  document(o: {
+    vehicleId: string;
+    docType?: 'registration' | 'insurance' | 'permit';
+    detail?: string | null;
+    expiresAt: string;
+  }): Promise<string>;
+  installment(o: {
+    bookingId: string;
+    number: number;
+    of: number;
+    dueDate: string;
+    amount: number;
+    invoiceId?: string;
+    paidAt?: Time;
+  }): Promise<string>;
   fine(o: {
     vehicleId: string;
     bookingId?: string;
@@ -57,8 +70,21 @@ export interface CalendarFixture extends Fixture {
     status?: string;
     recordedAt: Time;
   }): Promise<string>;
-  extension(o: { bookingId: string; addedDays: number; amount: number; previousDropoffAt: Time; newDropoffAt: Time; createdAt: Time }): Promise<string>;
-  integration(o: { integration: string; status: 'ok' | 'failing'; detail?: string | null; hint?: string | null; failingSince?: Time }): Promise<string>;
+  extension(o: {
+    bookingId: string;
+    addedDays: number;
+    amount: number;
+    previousDropoffAt: Time;
+    newDropoffAt: Time;
+    createdAt: Time;
+  }): Promise<string>;
+  integration(o: {
+    integration: string;
+    status: 'ok' | 'failing';
+    detail?: string | null;
+    hint?: string | null;
+    failingSince?: Time;
+  }): Promise<string>;
   /** A webhook endpoint; `events` empty (the default) means every event. */
   endpoint(o?: { events?: string[]; active?: boolean }): Promise<string>;
   /** Every delivery queued for the workspace (or one endpoint), oldest first, each body checked against the document. */
@@ -76,10 +102,16 @@ export function expectValidPayload(body: { event: string }): void {
   expect(schema, `a payload schema for ${body.event}`).to.be.a('string');
   const validate = validators[schema!];
   const ok = validate(body);
-  expect(ok, `${body.event} body ${JSON.stringify(body)} against ${schema}: ${JSON.stringify(validate.errors)}`).to.equal(true);
+  expect(
+    ok,
+    `${body.event} body ${JSON.stringify(body)} against ${schema}: ${JSON.stringify(validate.errors)}`,
+  ).to.equal(true);
 }
 
-export async function calendarFixture(db: Knex, options: { timezone?: string; remindersAhead?: number } = {}): Promise<CalendarFixture> {
+export async function calendarFixture(
+  db: Knex,
+  options: { timezone?: string; remindersAhead?: number } = {},
+): Promise<CalendarFixture> {
   const base = await fixture(db, { timezone: options.timezone });
   const workspace_id = base.ws.id;
   const insert = async (table: string, row: Record<string, unknown>): Promise<string> => {
@@ -114,9 +146,15 @@ export async function calendarFixture(db: Knex, options: { timezone?: string; re
         returned_at: o.returnedAt ? at(o.returnedAt) : null,
       });
     },
-    customerWithContacts: (o) => insert('customers', { name: o.name, phone: o.phone, email: o.email, id_document: o.idDocument }),
+    customerWithContacts: (o) =>
+      insert('customers', { name: o.name, phone: o.phone, email: o.email, id_document: o.idDocument }),
     document: (o) =>
-      insert('vehicle_documents', { vehicle_id: o.vehicleId, doc_type: o.docType ?? 'insurance', detail: o.detail ?? null, expires_at: o.expiresAt }),
+      insert('vehicle_documents', {
+        vehicle_id: o.vehicleId,
+        doc_type: o.docType ?? 'insurance',
+        detail: o.detail ?? null,
+        expires_at: o.expiresAt,
+      }),
     installment: (o) =>
       insert('installments', {
         booking_id: o.bookingId,
@@ -173,9 +211,16 @@ export async function calendarFixture(db: Knex, options: { timezone?: string; re
       return id;
     },
     deliveries: async (endpointId) => {
-      const query = db('deliveries').where({ workspace_id }).orderBy([{ column: 'created_at' }, { column: 'id' }]);
+      const query = db('deliveries')
+        .where({ workspace_id })
+        .orderBy([{ column: 'created_at' }, { column: 'id' }]);
       if (endpointId) query.andWhere({ endpoint_id: endpointId });
-      const rows: { id: string; endpoint_id: string; event: string; body: string }[] = await query.select('id', 'endpoint_id', 'event', 'body');
+      const rows: { id: string; endpoint_id: string; event: string; body: string }[] = await query.select(
+        'id',
+        'endpoint_id',
+        'event',
+        'body',
+      );
       return rows.map((row) => {
         const body = JSON.parse(row.body);
         expectValidPayload(body);
@@ -184,7 +229,8 @@ export async function calendarFixture(db: Knex, options: { timezone?: string; re
         return { id: row.id, endpointId: row.endpoint_id, event: row.event, body, raw: row.body };
       });
     },
-    eventCount: async () => Number((await db('events').where({ workspace_id }).count<{ count: string }[]>('* as count'))[0].count),
+    eventCount: async () =>
+      Number((await db('events').where({ workspace_id }).count<{ count: string }[]>('* as count'))[0].count),
   };
   if (options.remindersAhead !== undefined) await f.remindersAhead(options.remindersAhead);
   return f;

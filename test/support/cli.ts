@@ -12,11 +12,18 @@ export interface CliRun {
 
 /** Runs the real CLI (bin/fleet-admin.js) as a child process on `databaseUrl`, with `env` over this process's. */
 export async function fleetAdminOn(databaseUrl: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliRun> {
-  const child = spawn(process.execPath, [LAUNCHER, ...args], { env: { ...process.env, DATABASE_URL: databaseUrl, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [LAUNCHER, ...args], {
+    env: { ...process.env, DATABASE_URL: databaseUrl, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
-  child.stdout.on('data', (chunk) => { stdout += chunk; });
-  child.stderr.on('data', (chunk) => { stderr += chunk; });
+  child.stdout.on('data', (chunk) => {
+    stdout += chunk;
+  });
+  child.stderr.on('data', (chunk) => {
+    stderr += chunk;
+  });
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
   return { code, stdout, stderr };
 }

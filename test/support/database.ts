@@ -41,7 +41,8 @@ export function testClusterDir(name = 'test-postgres'): string {
   const dir = path.join(processConfig().dataDir, name);
   if (os.userInfo().uid !== 0) return dir;
   for (let parent = path.dirname(dir); parent !== path.dirname(parent); parent = path.dirname(parent)) {
-    if (fs.existsSync(parent) && (fs.statSync(parent).mode & 0o001) === 0) return path.join(os.tmpdir(), `fleet-rental-${name}`);
+    if (fs.existsSync(parent) && (fs.statSync(parent).mode & 0o001) === 0)
+      return path.join(os.tmpdir(), `fleet-rental-${name}`);
   }
   return dir;
 }
@@ -53,7 +54,8 @@ async function startTestCluster(dir: string) {
       // fsync off: the tests' cluster holds nothing worth keeping, and every run makes its database anew
       return await startEmbeddedPostgres(dir, port, 'postgres', { durable: false });
     } catch (err) {
-      if (port >= TEST_PORT + 9 || !String((err as Error).message).includes('is taken by another PostgreSQL')) throw err;
+      if (port >= TEST_PORT + 9 || !String((err as Error).message).includes('is taken by another PostgreSQL'))
+        throw err;
     }
   }
 }
@@ -80,7 +82,10 @@ async function dropFinishedRuns(adminUrl: string): Promise<string[]> {
 /** How far the server's clock is from this process's, in seconds. */
 async function clockSkewSeconds(adminUrl: string): Promise<number> {
   const before = Date.now();
-  const [{ ms }] = await adminQuery<{ ms: number }>(adminUrl, 'SELECT extract(epoch FROM clock_timestamp()) * 1000 AS ms');
+  const [{ ms }] = await adminQuery<{ ms: number }>(
+    adminUrl,
+    'SELECT extract(epoch FROM clock_timestamp()) * 1000 AS ms',
+  );
   return (ms - (before + Date.now()) / 2) / 1000;
 }
 
@@ -96,8 +101,10 @@ async function testCluster() {
   if (Math.abs(skew) < 60) return { ...cluster, dir };
   const users = await dropFinishedRuns(cluster.url);
   if (users.length > 0) {
-    throw new Error(`the test cluster in ${dir} runs with a clock ${Math.round(skew)} s away from this run's, and runs are using it (${users.join(', ')}): `
-      + 'wait for them, or give this run a cluster of its own with FRS_DATA_DIR');
+    throw new Error(
+      `the test cluster in ${dir} runs with a clock ${Math.round(skew)} s away from this run's, and runs are using it (${users.join(', ')}): ` +
+        'wait for them, or give this run a cluster of its own with FRS_DATA_DIR',
+    );
   }
   await stopEmbeddedPostgres(dir);
   return { ...(await startTestCluster(dir)), dir };
@@ -106,7 +113,12 @@ async function testCluster() {
 /** Ends `closing` if it has not ended within `ms` (what is left open is this process's, and goes with it). */
 async function within(ms: number, closing: Promise<void>): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
-  await Promise.race([closing, new Promise<void>((resolve) => { timer = setTimeout(resolve, ms); })]).finally(() => clearTimeout(timer));
+  await Promise.race([
+    closing,
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
 }
 
 /**
@@ -121,14 +133,22 @@ const INLINE_UPKEEP = `frs.upkeep = 'inline'`;
  * to put back the database's own setting (none, or what it was): a database given by DATABASE_URL is not the tests'.
  */
 export async function keepUpkeepInlineIn(url: string): Promise<() => Promise<void>> {
-  const [{ name, setting }] = await adminQuery<{ name: string; setting: string | null }>(url, `
+  const [{ name, setting }] = await adminQuery<{ name: string; setting: string | null }>(
+    url,
+    `
     SELECT quote_ident(d.datname) AS name,
            (SELECT quote_literal(substr(c, length('frs.upkeep=') + 1)) FROM pg_db_role_setting s, unnest(s.setconfig) c
             WHERE s.setdatabase = d.oid AND s.setrole = 0 AND c LIKE 'frs.upkeep=%') AS setting
-    FROM pg_database d WHERE d.datname = current_database()`);
+    FROM pg_database d WHERE d.datname = current_database()`,
+  );
   await adminQuery(url, `ALTER DATABASE ${name} SET ${INLINE_UPKEEP}`);
   return async () => {
-    await adminQuery(url, setting === null ? `ALTER DATABASE ${name} RESET frs.upkeep` : `ALTER DATABASE ${name} SET frs.upkeep = ${setting}`);
+    await adminQuery(
+      url,
+      setting === null
+        ? `ALTER DATABASE ${name} RESET frs.upkeep`
+        : `ALTER DATABASE ${name} SET frs.upkeep = ${setting}`,
+    );
   };
 }
 
@@ -147,7 +167,9 @@ async function open(): Promise<Database> {
   await dropFinishedRuns(cluster.url);
   await adminQuery(cluster.url, `CREATE DATABASE "${name}"`);
   await adminQuery(cluster.url, `ALTER DATABASE "${name}" SET ${INLINE_UPKEEP}`);
-  const test = await recorded(await openDatabase({ url: cluster.url.replace(/\/postgres$/, `/${name}`), schema: 'migrate' }));
+  const test = await recorded(
+    await openDatabase({ url: cluster.url.replace(/\/postgres$/, `/${name}`), schema: 'migrate' }),
+  );
   return {
     ...test,
     // Run from the root afterAll, also after a test that mocha's time-out cut short while it still held connections
@@ -159,7 +181,8 @@ async function open(): Promise<Database> {
         await dropDatabase(cluster.url, name);
         await within(10_000, test.close());
       } finally {
-        if ((await dropFinishedRuns(cluster.url).catch(() => ['(unknown)'])).length === 0) await stopEmbeddedPostgres(cluster.dir);
+        if ((await dropFinishedRuns(cluster.url).catch(() => ['(unknown)'])).length === 0)
+          await stopEmbeddedPostgres(cluster.dir);
       }
     },
   };
@@ -184,9 +207,16 @@ export async function closeTestDatabase(): Promise<void> {
  * Whether the backend `pid` comes to wait on a lock within about 2 s (polled every 20 ms through `db`): how a test
  * shows that one real transaction waits for another.
  */
-export async function waitsForLock(db: { raw(sql: string, bindings: unknown[]): Promise<{ rows: Array<{ waiting?: boolean }> }> }, pid: number): Promise<boolean> {
+export async function waitsForLock(
+  db: { raw(sql: string, bindings: unknown[]): Promise<{ rows: Array<{ waiting?: boolean }> }> },
+  pid: number,
+): Promise<boolean> {
   for (let i = 0; i < 100; i++) {
-    if ((await db.raw(`SELECT wait_event_type = 'Lock' AS waiting FROM pg_stat_activity WHERE pid = ?`, [pid])).rows[0]?.waiting === true) return true;
+    if (
+      (await db.raw(`SELECT wait_event_type = 'Lock' AS waiting FROM pg_stat_activity WHERE pid = ?`, [pid])).rows[0]
+        ?.waiting === true
+    )
+      return true;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   return false;
@@ -194,7 +224,10 @@ export async function waitsForLock(db: { raw(sql: string, bindings: unknown[]): 
 
 /** A query module's statement's values (named `bindings`), in its positional order, as SQL literals for EXECUTE. */
 export function executeArguments(db: Knex, statement: { sql: string; bindings: Record<string, unknown> }): string {
-  const { bindings } = db.raw(statement.sql, statement.bindings as Knex.ValueDict).toSQL().toNative();
+  const { bindings } = db
+    .raw(statement.sql, statement.bindings as Knex.ValueDict)
+    .toSQL()
+    .toNative();
   return bindings.map((value) => `'${String(value).replaceAll("'", "''")}'`).join(', ');
 }
 
@@ -205,19 +238,32 @@ export function executeArguments(db: Knex, statement: { sql: string; bindings: R
  * statement on every execution, once that costs no more than the plans made for values (after five of those).
  * Fails when `run` executed no prepared statement, or more than one.
  */
-export async function preparedPlanCosts(db: Knex, run: (trx: Knex.Transaction) => Promise<unknown>, values: string): Promise<{ generic: number; custom: number }> {
+export async function preparedPlanCosts(
+  db: Knex,
+  run: (trx: Knex.Transaction) => Promise<unknown>,
+  values: string,
+): Promise<{ generic: number; custom: number }> {
   const trx = await db.transaction();
   try {
     // the statement `run` executed: the one whose executions (planned either way) went up
-    const executions = async () => new Map<string, number>((await trx.raw('SELECT name, custom_plans + generic_plans AS n FROM pg_prepared_statements'))
-      .rows.map((r: { name: string; n: string }) => [r.name, Number(r.n)]));
+    const executions = async () =>
+      new Map<string, number>(
+        (await trx.raw('SELECT name, custom_plans + generic_plans AS n FROM pg_prepared_statements')).rows.map(
+          (r: { name: string; n: string }) => [r.name, Number(r.n)],
+        ),
+      );
     const before = await executions();
     await run(trx);
     const names = [...(await executions())].filter(([name, n]) => n > (before.get(name) ?? 0)).map(([name]) => name);
-    if (names.length !== 1) throw new Error(`preparedPlanCosts(): expected one prepared statement to run, got ${names.length}`);
+    if (names.length !== 1)
+      throw new Error(`preparedPlanCosts(): expected one prepared statement to run, got ${names.length}`);
     const cost = async (mode: string) => {
       await trx.raw(`SET LOCAL plan_cache_mode = ${mode}`);
-      const [{ 'QUERY PLAN': [{ Plan: plan }] }] = (await trx.raw(`EXPLAIN (FORMAT JSON) EXECUTE "${names[0]}"(${values})`)).rows;
+      const [
+        {
+          'QUERY PLAN': [{ Plan: plan }],
+        },
+      ] = (await trx.raw(`EXPLAIN (FORMAT JSON) EXECUTE "${names[0]}"(${values})`)).rows;
       return plan['Total Cost'] as number;
     };
     return { generic: await cost('force_generic_plan'), custom: await cost('force_custom_plan') };
@@ -245,15 +291,23 @@ type PgConnection = { query(text: string): Promise<{ rows: Array<Record<string, 
  * a prepared statement, with each of the plans PostgreSQL may run it with: one made for the values bound (its first
  * five executions, and any after them that costs less) and the generic one it keeps once that costs no more.
  */
-export async function preparedPlans(db: Knex, statement: { sql: string; bindings: Record<string, unknown> }): Promise<{ custom: PlanNode; generic: PlanNode }> {
-  const { sql } = db.raw(statement.sql, statement.bindings as Knex.ValueDict).toSQL().toNative();
+export async function preparedPlans(
+  db: Knex,
+  statement: { sql: string; bindings: Record<string, unknown> },
+): Promise<{ custom: PlanNode; generic: PlanNode }> {
+  const { sql } = db
+    .raw(statement.sql, statement.bindings as Knex.ValueDict)
+    .toSQL()
+    .toNative();
   const values = executeArguments(db, statement);
   const connection = (await db.client.acquireConnection()) as PgConnection;
   try {
     await connection.query(`PREPARE frs_explained AS ${sql}`);
     const explain = async (mode: string) => {
       await connection.query(`SET plan_cache_mode = ${mode}`);
-      return (await connection.query(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE frs_explained(${values})`)).rows[0]['QUERY PLAN'][0].Plan as PlanNode;
+      return (await connection.query(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE frs_explained(${values})`)).rows[0][
+        'QUERY PLAN'
+      ][0].Plan as PlanNode;
     };
     return { custom: await explain('force_custom_plan'), generic: await explain('force_generic_plan') };
   } finally {
@@ -267,15 +321,29 @@ export async function preparedPlans(db: Knex, statement: { sql: string; bindings
  * its loops (those it returned, and those it read and then removed, by its filter or by the recheck of a lossy index's
  * matches), and whether it is a scan of a trigram index.
  */
-export async function scansOf(db: Knex, plan: PlanNode, table: string): Promise<Array<{ scan: string; read: number; trigram: boolean }>> {
-  const { rows } = await db.raw(`SELECT indexname, indexdef LIKE '%gin_trgm_ops%' AS trigram FROM pg_indexes WHERE tablename = ?`, [table]);
-  const trigram = new Map<string, boolean>(rows.map((r: { indexname: string; trigram: boolean }) => [r.indexname, r.trigram]));
+export async function scansOf(
+  db: Knex,
+  plan: PlanNode,
+  table: string,
+): Promise<Array<{ scan: string; read: number; trigram: boolean }>> {
+  const { rows } = await db.raw(
+    `SELECT indexname, indexdef LIKE '%gin_trgm_ops%' AS trigram FROM pg_indexes WHERE tablename = ?`,
+    [table],
+  );
+  const trigram = new Map<string, boolean>(
+    rows.map((r: { indexname: string; trigram: boolean }) => [r.indexname, r.trigram]),
+  );
   const scans: Array<{ scan: string; read: number; trigram: boolean }> = [];
   const visit = (node: PlanNode) => {
     const index = node['Index Name'];
     if (node['Relation Name'] === table || (index !== undefined && trigram.has(index))) {
-      const perLoop = node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0) + (node['Rows Removed by Index Recheck'] ?? 0);
-      scans.push({ scan: `${node['Node Type']} ${index ?? table}`, read: perLoop * node['Actual Loops'], trigram: trigram.get(index ?? '') === true });
+      const perLoop =
+        node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0) + (node['Rows Removed by Index Recheck'] ?? 0);
+      scans.push({
+        scan: `${node['Node Type']} ${index ?? table}`,
+        read: perLoop * node['Actual Loops'],
+        trigram: trigram.get(index ?? '') === true,
+      });
     }
     node.Plans?.forEach(visit);
   };

@@ -31,7 +31,11 @@ function addressBytes(address: string): Buffer {
   return Buffer.from(all.flatMap((g) => [parseInt(g, 16) >> 8, parseInt(g, 16) & 0xff]));
 }
 
-export async function startDnsServer(zone: { records: Record<string, { addresses: string[]; ttl: number }>; silent: string[]; silentAaaa?: string[] }): Promise<TestDnsServer> {
+export async function startDnsServer(zone: {
+  records: Record<string, { addresses: string[]; ttl: number }>;
+  silent: string[];
+  silentAaaa?: string[];
+}): Promise<TestDnsServer> {
   const queries: DnsQuery[] = [];
   const socket = dgram.createSocket('udp4');
   socket.on('message', (query, from) => {
@@ -48,11 +52,13 @@ export async function startDnsServer(zone: { records: Record<string, { addresses
     queries.push({ name, type: TYPES[type] ?? type });
     if (zone.silent.includes(name) || (type === 28 && zone.silentAaaa?.includes(name))) return;
     const record = zone.records[name];
-    const answers = (record?.addresses ?? []).filter((a) => (type === 1 ? net.isIPv4(a) : type === 28 && net.isIPv6(a)));
+    const answers = (record?.addresses ?? []).filter((a) =>
+      type === 1 ? net.isIPv4(a) : type === 28 && net.isIPv6(a),
+    );
     const header = Buffer.alloc(12);
     query.copy(header, 0, 0, 2); // the query's id
     // QR (a response), the query's RD, RA; RCODE 3 (NXDOMAIN) for a name outside the zone.
-    header.writeUInt16BE(0x8080 | (query[2] & 0x01) << 8 | (record ? 0 : 3), 2);
+    header.writeUInt16BE(0x8080 | ((query[2] & 0x01) << 8) | (record ? 0 : 3), 2);
     header.writeUInt16BE(1, 4); // QDCOUNT
     header.writeUInt16BE(answers.length, 6); // ANCOUNT
     const records = answers.map((address) => {

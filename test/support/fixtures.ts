@@ -73,7 +73,12 @@ export async function fixture(db: Knex, options: { timezone?: string; slug?: str
   let seq = 0;
   const next = () => ++seq;
   const customerOf = new Map<string, string>();
-  const defaults: { owner?: Promise<string>; fleet?: Promise<string>; customer?: Promise<string>; vehicle?: Promise<string> } = {};
+  const defaults: {
+    owner?: Promise<string>;
+    fleet?: Promise<string>;
+    customer?: Promise<string>;
+    vehicle?: Promise<string>;
+  } = {};
 
   const insert = async (table: string, row: Record<string, unknown>): Promise<string> => {
     const id = randomUUID();
@@ -89,7 +94,11 @@ export async function fixture(db: Knex, options: { timezone?: string; slug?: str
     fleet: async (o = {}) => {
       const n = next();
       const ownerId = o.ownerId ?? (await (defaults.owner ??= f.owner()));
-      return insert('fleets', { owner_id: ownerId, code: o.code ?? `F${String(n).padStart(3, '0')}`, name: o.name ?? `Fleet ${n}` });
+      return insert('fleets', {
+        owner_id: ownerId,
+        code: o.code ?? `F${String(n).padStart(3, '0')}`,
+        name: o.name ?? `Fleet ${n}`,
+      });
     },
     vehicle: async (o = {}) => {
       const n = next();
@@ -104,7 +113,13 @@ export async function fixture(db: Knex, options: { timezone?: string; slug?: str
         state: o.state ?? 'active',
       });
     },
-    maintenance: (o) => insert('maintenance', { vehicle_id: o.vehicleId, starts_at: at(o.startsAt), ends_at: at(o.endsAt), reason: o.reason ?? null }),
+    maintenance: (o) =>
+      insert('maintenance', {
+        vehicle_id: o.vehicleId,
+        starts_at: at(o.startsAt),
+        ends_at: at(o.endsAt),
+        reason: o.reason ?? null,
+      }),
     customer: (o = {}) => insert('customers', { name: o.name ?? `Customer ${next()}` }),
     booking: async (o) => {
       const n = next();
@@ -125,7 +140,8 @@ export async function fixture(db: Knex, options: { timezone?: string; slug?: str
     },
     invoice: async (o) => {
       const n = next();
-      const customerId = o.customerId ?? (o.bookingId && customerOf.get(o.bookingId)) ?? (await (defaults.customer ??= f.customer()));
+      const customerId =
+        o.customerId ?? (o.bookingId && customerOf.get(o.bookingId)) ?? (await (defaults.customer ??= f.customer()));
       const id = await insert('invoices', {
         number: o.number ?? `INV-${n}`,
         customer_id: customerId,
@@ -155,7 +171,13 @@ export async function fixture(db: Knex, options: { timezone?: string; slug?: str
         at: at(o.at),
       });
     },
-    expense: (o) => insert('expenses', { amount: o.amount, date: o.date, category: o.category ?? 'fuel', vehicle_id: o.vehicleId ?? null }),
+    expense: (o) =>
+      insert('expenses', {
+        amount: o.amount,
+        date: o.date,
+        category: o.category ?? 'fuel',
+        vehicle_id: o.vehicleId ?? null,
+      }),
   };
   return f;
 }

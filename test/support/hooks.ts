@@ -10,10 +10,12 @@ Object.assign(process.env, TEST_SETTINGS);
 // it would, so that an interrupted run leaves no cluster behind, then end as the signal would have.
 const interrupted = (signal: NodeJS.Signals) => {
   for (const s of ['SIGINT', 'SIGTERM'] as const) process.removeAllListeners(s).on(s, () => undefined);
-  void closeTestDatabase().catch(() => undefined).finally(() => {
-    process.removeAllListeners(signal);
-    process.kill(process.pid, signal);
-  });
+  void closeTestDatabase()
+    .catch(() => undefined)
+    .finally(() => {
+      process.removeAllListeners(signal);
+      process.kill(process.pid, signal);
+    });
 };
 process.once('SIGINT', interrupted).once('SIGTERM', interrupted);
 

@@ -30,7 +30,10 @@ export function verifyIndependently(
   if (Math.abs(nowSeconds - Number(t)) > toleranceSeconds) return { ok: false, reason: 'timestamp_out_of_tolerance' };
   const candidates = pairs.filter(([name]) => name === 'v1').map(([, value]) => value);
   if (candidates.length === 0) return { ok: false, reason: 'no_signature' };
-  const signed = Buffer.concat([Buffer.from(`${t}.`, 'utf8'), Buffer.isBuffer(rawBody) ? rawBody : Buffer.from(rawBody, 'utf8')]);
+  const signed = Buffer.concat([
+    Buffer.from(`${t}.`, 'utf8'),
+    Buffer.isBuffer(rawBody) ? rawBody : Buffer.from(rawBody, 'utf8'),
+  ]);
   const expected = crypto.createHmac('sha256', Buffer.from(secret, 'utf8')).update(signed).digest();
   const matches = candidates.some((candidate) => {
     if (!/^[0-9a-f]{64}$/.test(candidate)) return false;
@@ -73,7 +76,9 @@ export interface Receiver {
   close(): Promise<void>;
 }
 
-export async function startReceiver(reply: (request: ReceivedRequest) => Reply | Promise<Reply> = () => ({ status: 204 })): Promise<Receiver> {
+export async function startReceiver(
+  reply: (request: ReceivedRequest) => Reply | Promise<Reply> = () => ({ status: 204 }),
+): Promise<Receiver> {
   const secrets = new Map<string, string>();
   const requests: ReceivedRequest[] = [];
   const overlaps: string[] = [];

@@ -2,7 +2,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { isRunning, passwordFile, postgresUserIds, startEmbeddedPostgres, stopEmbeddedPostgres } from '../../src/db/embedded.js';
+import {
+  isRunning,
+  passwordFile,
+  postgresUserIds,
+  startEmbeddedPostgres,
+  stopEmbeddedPostgres,
+} from '../../src/db/embedded.js';
 import { testClusterDir } from './database.js';
 import { isFree } from './ports.js';
 
@@ -23,16 +29,37 @@ export async function replicaPorts(): Promise<{ primary: number; standby: number
     return { primary: first, standby: first + 1 };
   }
   const free: number[] = [];
-  for (let port = TEST_PORT + 1; port <= TEST_PORT + 9 && free.length < 2; port++) if (await isFree(port)) free.push(port);
-  if (free.length < 2) throw new Error(`no two free ports from ${TEST_PORT + 1} to ${TEST_PORT + 9} for the replication pair (FRS_TEST_REPLICA_PG_PORT sets them)`);
+  for (let port = TEST_PORT + 1; port <= TEST_PORT + 9 && free.length < 2; port++)
+    if (await isFree(port)) free.push(port);
+  if (free.length < 2)
+    throw new Error(
+      `no two free ports from ${TEST_PORT + 1} to ${TEST_PORT + 9} for the replication pair (FRS_TEST_REPLICA_PG_PORT sets them)`,
+    );
   return { primary: free[0], standby: free[1] };
 }
 
 const SLOT = 'frs_test_standby';
 
 /** What a base backup leaves out (PostgreSQL's docs, "Making a Base Backup Using the Low Level API"): the server's run files, and contents that are rebuilt. */
-const LEFT_OUT = new Set(['postmaster.pid', 'postmaster.opts', 'server.log', 'backup_label', 'tablespace_map', 'standby.signal', 'recovery.signal']);
-const EMPTIED = new Set(['pg_wal', 'pg_replslot', 'pg_dynshmem', 'pg_notify', 'pg_serial', 'pg_snapshots', 'pg_stat_tmp', 'pg_subtrans']);
+const LEFT_OUT = new Set([
+  'postmaster.pid',
+  'postmaster.opts',
+  'server.log',
+  'backup_label',
+  'tablespace_map',
+  'standby.signal',
+  'recovery.signal',
+]);
+const EMPTIED = new Set([
+  'pg_wal',
+  'pg_replslot',
+  'pg_dynshmem',
+  'pg_notify',
+  'pg_serial',
+  'pg_snapshots',
+  'pg_stat_tmp',
+  'pg_subtrans',
+]);
 
 /** Copies a running cluster's files: files that vanish while it runs are skipped, as pg_basebackup does. */
 function copyDataDirectory(from: string, to: string, top = true): void {
@@ -45,7 +72,8 @@ function copyDataDirectory(from: string, to: string, top = true): void {
     if (entry.isDirectory()) {
       if (top && EMPTIED.has(entry.name)) {
         fs.mkdirSync(target, { mode: 0o700 });
-        if (entry.name === 'pg_wal') for (const sub of ['archive_status', 'summaries']) fs.mkdirSync(path.join(target, sub), { mode: 0o700 });
+        if (entry.name === 'pg_wal')
+          for (const sub of ['archive_status', 'summaries']) fs.mkdirSync(path.join(target, sub), { mode: 0o700 });
       } else {
         copyDataDirectory(source, target, false);
       }
@@ -107,7 +135,13 @@ export async function removeCluster(dir: string): Promise<void> {
  * Makes `standbyDir` a hot standby of the running cluster in `primaryDir` (superuser `adminUrl`, port `primaryPort`):
  * a replication slot `slot`, a base backup, standby.signal and primary_conninfo. Not started.
  */
-export async function makeStandby(options: { primaryDir: string; primaryPort: number; adminUrl: string; standbyDir: string; slot: string }): Promise<void> {
+export async function makeStandby(options: {
+  primaryDir: string;
+  primaryPort: number;
+  adminUrl: string;
+  standbyDir: string;
+  slot: string;
+}): Promise<void> {
   const { primaryDir, primaryPort, adminUrl, standbyDir, slot } = options;
   const backup = new pg.Client({ connectionString: adminUrl });
   await backup.connect();
@@ -115,7 +149,11 @@ export async function makeStandby(options: { primaryDir: string; primaryPort: nu
     await backup.query(`SELECT pg_create_physical_replication_slot($1, true)`, [slot]);
     await backup.query(`SELECT pg_backup_start('frs standby', true)`);
     copyDataDirectory(primaryDir, standbyDir);
-    const { rows: [stopped] } = await backup.query<{ labelfile: string; spcmapfile: string | null }>('SELECT labelfile, spcmapfile FROM pg_backup_stop(true)');
+    const {
+      rows: [stopped],
+    } = await backup.query<{ labelfile: string; spcmapfile: string | null }>(
+      'SELECT labelfile, spcmapfile FROM pg_backup_stop(true)',
+    );
     fs.writeFileSync(path.join(standbyDir, 'backup_label'), stopped.labelfile);
     if (stopped.spcmapfile) fs.writeFileSync(path.join(standbyDir, 'tablespace_map'), stopped.spcmapfile);
   } finally {
@@ -138,7 +176,10 @@ export async function makeStandby(options: { primaryDir: string; primaryPort: nu
 export async function standbyCaughtUp(adminUrl: string, standbyAdminUrl: string, timeoutMs = 10_000): Promise<void> {
   const [{ lsn }] = await query<{ lsn: string }>(adminUrl, 'SELECT pg_current_wal_lsn()::text AS lsn');
   for (const until = Date.now() + timeoutMs; ;) {
-    const [{ done }] = await query<{ done: boolean }>(standbyAdminUrl, `SELECT pg_last_wal_replay_lsn() >= '${lsn}'::pg_lsn AS done`);
+    const [{ done }] = await query<{ done: boolean }>(
+      standbyAdminUrl,
+      `SELECT pg_last_wal_replay_lsn() >= '${lsn}'::pg_lsn AS done`,
+    );
     if (done) return;
     if (Date.now() > until) throw new Error(`the standby did not replay ${lsn} within ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, 20));
@@ -157,7 +198,10 @@ async function removeFinishedPairs(): Promise<void> {
 }
 
 /** A primary and a hot standby in directories of this run's own (with its pid: two runs never touch each other's). */
-export async function startReplicationPair(database: string, ports?: { primary: number; standby: number }): Promise<ReplicationPair> {
+export async function startReplicationPair(
+  database: string,
+  ports?: { primary: number; standby: number },
+): Promise<ReplicationPair> {
   await removeFinishedPairs();
   ports ??= await replicaPorts();
   const primaryDir = testClusterDir(`replica-test-primary-${process.pid}`);

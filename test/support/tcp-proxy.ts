@@ -20,7 +20,10 @@ export interface TcpProxy {
  * A proxy to `port` on 127.0.0.1. Bytes are written as they are read (no backpressure: the tests' traffic is small).
  * `onClientBytes` sees every chunk a client sends, with a number for its connection.
  */
-export async function startTcpProxy(port: number, options: { onClientBytes?: (connection: number, chunk: Buffer) => void } = {}): Promise<TcpProxy> {
+export async function startTcpProxy(
+  port: number,
+  options: { onClientBytes?: (connection: number, chunk: Buffer) => void } = {},
+): Promise<TcpProxy> {
   let connections = 0;
   const sockets = new Set<net.Socket>();
   let frozen = false;
@@ -78,7 +81,9 @@ export async function startTcpProxy(port: number, options: { onClientBytes?: (co
  * The test database opened again through a proxy of its own (its URL's port replaced by the proxy's), so that a
  * test can make the database fall silent (`freeze`) or refuse connections (`cut`) for this handle alone.
  */
-export async function proxiedTestDatabase(poolMax = 2): Promise<{ database: Database; proxy: TcpProxy; close(): Promise<void> }> {
+export async function proxiedTestDatabase(
+  poolMax = 2,
+): Promise<{ database: Database; proxy: TcpProxy; close(): Promise<void> }> {
   const target = new URL((await testDatabase()).url);
   const proxy = await startTcpProxy(Number(target.port));
   target.port = String(proxy.port);

@@ -8,12 +8,27 @@ import { calendarFixture, type CalendarFixture, type QueuedDelivery } from '../s
 const NOW = '2026-11-22T08:30:00.000Z';
 
 const CALENDAR_EVENTS = [
-  'invoice.due_soon', 'invoice.overdue', 'installment.due_soon', 'installment.overdue', 'booking.ending_soon',
-  'vehicle.document_expiring', 'integration.failed', 'invoice.issued', 'fine.created', 'booking.extended',
+  'invoice.due_soon',
+  'invoice.overdue',
+  'installment.due_soon',
+  'installment.overdue',
+  'booking.ending_soon',
+  'vehicle.document_expiring',
+  'integration.failed',
+  'invoice.issued',
+  'fine.created',
+  'booking.extended',
 ];
 const DERIVED_EVENTS = [
-  'booking.confirmed', 'booking.completed', 'payment.captured', 'payment.refunded', 'payment.deposit_held', 'payment.canceled',
-  'invoice.issued', 'fine.created', 'booking.extended',
+  'booking.confirmed',
+  'booking.completed',
+  'payment.captured',
+  'payment.refunded',
+  'payment.deposit_held',
+  'payment.canceled',
+  'invoice.issued',
+  'fine.created',
+  'booking.extended',
 ];
 
 const of = (list: QueuedDelivery[], event: string) => list.filter((d) => d.event === event);
@@ -24,7 +39,8 @@ describe('webhooks: calendar sweep', () => {
   /** The sweep connects as the worker's database role (src/db/roles.ts), as in production. */
   let workerDb: Knex;
   /** The sweep at `t` over the given fixtures' workspaces only: the test database holds other tests' workspaces. */
-  const sweep = (t: string, ...scope: CalendarFixture[]) => runCalendarSweep(workerDb, new Date(t), { workspaceIds: scope.map((x) => x.ws.id) });
+  const sweep = (t: string, ...scope: CalendarFixture[]) =>
+    runCalendarSweep(workerDb, new Date(t), { workspaceIds: scope.map((x) => x.ws.id) });
 
   before(async () => {
     db = (await testDatabase()).db;
@@ -48,13 +64,29 @@ describe('webhooks: calendar sweep', () => {
     it('is raised for open invoices due 0 to N local days ahead, with the documented data', async () => {
       const { f, endpoint, vehicleId, customerId, fleet, vehicle, customer } = await setup();
       const bookingId = await f.fullBooking({
-        vehicleId, customerId, status: 'active', pickupAt: '2026-11-18T06:00:00Z', dropoffAt: '2026-12-10T06:00:00Z', number: 'BK-2026-0142',
+        vehicleId,
+        customerId,
+        status: 'active',
+        pickupAt: '2026-11-18T06:00:00Z',
+        dropoffAt: '2026-12-10T06:00:00Z',
+        number: 'BK-2026-0142',
       });
       const invoiceId = await f.invoice({
-        bookingId, customerId, total: 157500, issueDate: '2026-11-18', dueDate: '2026-11-25', number: 'INV-2026-0318',
+        bookingId,
+        customerId,
+        total: 157500,
+        issueDate: '2026-11-18',
+        dueDate: '2026-11-25',
+        number: 'INV-2026-0318',
       });
       await f.payment({ invoiceId, bookingId, amount: 100000, at: '2026-11-19T10:00:00Z' });
-      const dueToday = await f.invoice({ customerId, total: 5000, issueDate: '2026-11-20', dueDate: '2026-11-22', purpose: 'salik' });
+      const dueToday = await f.invoice({
+        customerId,
+        total: 5000,
+        issueDate: '2026-11-20',
+        dueDate: '2026-11-22',
+        purpose: 'salik',
+      });
       const inFourDays = await f.invoice({ customerId, total: 7000, dueDate: '2026-11-26' });
       const paid = await f.invoice({ customerId, total: 5000, dueDate: '2026-11-24' });
       await f.payment({ invoiceId: paid, amount: 5000, at: '2026-11-20T10:00:00Z' });
@@ -62,7 +94,9 @@ describe('webhooks: calendar sweep', () => {
 
       await sweep(NOW, f);
       const due = of(await f.deliveries(endpoint), 'invoice.due_soon');
-      expect(keys(due)).to.deep.equal([`invoice.due_soon:${dueToday}:2026-11-22`, `invoice.due_soon:${invoiceId}:2026-11-25`].sort());
+      expect(keys(due)).to.deep.equal(
+        [`invoice.due_soon:${dueToday}:2026-11-22`, `invoice.due_soon:${invoiceId}:2026-11-25`].sort(),
+      );
       const main = due.find((d) => d.body.data.invoiceId === invoiceId)!;
       expect(main.body.createdAt).to.equal(NOW);
       expect(main.body.data).to.deep.equal({
@@ -92,7 +126,7 @@ describe('webhooks: calendar sweep', () => {
       expect(later.find((d) => d.body.data.invoiceId === inFourDays)!.body.data.daysToDue).to.equal(3);
     });
 
-    it('looks N days ahead where N is the workspace\'s Reminders ahead setting (3 by default)', async () => {
+    it("looks N days ahead where N is the workspace's Reminders ahead setting (3 by default)", async () => {
       const byDefault = await setup();
       const five = await setup({ remindersAhead: 5 });
       for (const { f, customerId } of [byDefault, five]) {
@@ -112,14 +146,21 @@ describe('webhooks: calendar sweep', () => {
       const invoiceId = await f.invoice({ customerId, total: 80000, issueDate: '2026-11-14', dueDate: '2026-11-21' });
       await f.payment({ invoiceId, amount: 30000, at: '2026-11-15T09:00:00Z' });
       for (const day of ['22', '23', '24']) await sweep(`2026-11-${day}T08:30:00.000Z`, f);
-      for (const day of ['2026-11-28', '2026-11-29', '2026-12-05', '2026-12-21', '2026-12-22', '2026-12-28']) await sweep(`${day}T08:30:00.000Z`, f);
+      for (const day of ['2026-11-28', '2026-11-29', '2026-12-05', '2026-12-21', '2026-12-22', '2026-12-28'])
+        await sweep(`${day}T08:30:00.000Z`, f);
       const overdue = of(await f.deliveries(endpoint), 'invoice.overdue');
       expect(overdue.map((d) => [d.body.dedupeKey, d.body.data.daysOverdue, d.body.createdAt])).to.deep.equal([
         [`invoice.overdue:${invoiceId}:1`, 1, '2026-11-22T08:30:00.000Z'],
         [`invoice.overdue:${invoiceId}:7`, 7, '2026-11-28T08:30:00.000Z'],
         [`invoice.overdue:${invoiceId}:30`, 30, '2026-12-21T08:30:00.000Z'],
       ]);
-      expect(overdue[0].body.data).to.include({ invoiceId, total: 80000, balance: 50000, dueDate: '2026-11-21', issueDate: '2026-11-14' });
+      expect(overdue[0].body.data).to.include({
+        invoiceId,
+        total: 80000,
+        balance: 50000,
+        dueDate: '2026-11-21',
+        issueDate: '2026-11-14',
+      });
     });
 
     it('after downtime sends only the latest milestone reached, with the true count, and none more than 7 days past', async () => {
@@ -144,10 +185,14 @@ describe('webhooks: calendar sweep', () => {
       // on 2026-12-03
       await sweep('2026-12-01T08:30:00.000Z', f);
       overdue = of(await f.deliveries(endpoint), 'invoice.overdue');
-      expect(overdue.slice(3).map((d) => [d.body.dedupeKey, d.body.data.daysOverdue])).to.deep.equal([[`invoice.overdue:${yesterday}:7`, 10]]);
+      expect(overdue.slice(3).map((d) => [d.body.dedupeKey, d.body.data.daysOverdue])).to.deep.equal([
+        [`invoice.overdue:${yesterday}:7`, 10],
+      ]);
       await sweep('2026-12-05T08:30:00.000Z', f);
       overdue = of(await f.deliveries(endpoint), 'invoice.overdue');
-      expect(overdue.slice(4).map((d) => [d.body.dedupeKey, d.body.data.daysOverdue])).to.deep.equal([[`invoice.overdue:${nineteen}:30`, 32]]);
+      expect(overdue.slice(4).map((d) => [d.body.dedupeKey, d.body.data.daysOverdue])).to.deep.equal([
+        [`invoice.overdue:${nineteen}:30`, 32],
+      ]);
       // the 1-day invoice's 30-day milestone (2026-12-21) is more than 7 days past on 2026-12-29: not sent
       await sweep('2026-12-29T08:30:00.000Z', f);
       overdue = of(await f.deliveries(endpoint), 'invoice.overdue');
@@ -159,18 +204,66 @@ describe('webhooks: calendar sweep', () => {
     it('raises installment.due_soon and installment.overdue for unpaid installments only', async () => {
       const { f, endpoint, vehicleId, customerId, fleet, vehicle, customer } = await setup();
       const bookingId = await f.fullBooking({
-        vehicleId, customerId, status: 'active', type: 'monthly', pickupAt: '2026-07-25T06:00:00Z', dropoffAt: '2027-07-25T06:00:00Z',
-        amount: 5040000, monthlyAmount: 420000, number: 'BK-2026-0099',
+        vehicleId,
+        customerId,
+        status: 'active',
+        type: 'monthly',
+        pickupAt: '2026-07-25T06:00:00Z',
+        dropoffAt: '2027-07-25T06:00:00Z',
+        amount: 5040000,
+        monthlyAmount: 420000,
+        number: 'BK-2026-0099',
       });
-      const invoiceId = await f.invoice({ bookingId, customerId, total: 420000, issueDate: '2026-11-18', dueDate: '2026-11-25', purpose: 'installment', number: 'INV-2026-0321' });
-      const dueSoon = await f.installment({ bookingId, number: 5, of: 12, dueDate: '2026-11-25', amount: 420000, invoiceId });
+      const invoiceId = await f.invoice({
+        bookingId,
+        customerId,
+        total: 420000,
+        issueDate: '2026-11-18',
+        dueDate: '2026-11-25',
+        purpose: 'installment',
+        number: 'INV-2026-0321',
+      });
+      const dueSoon = await f.installment({
+        bookingId,
+        number: 5,
+        of: 12,
+        dueDate: '2026-11-25',
+        amount: 420000,
+        invoiceId,
+      });
       const late = await f.installment({ bookingId, number: 4, of: 12, dueDate: '2026-11-15', amount: 420000 });
-      await f.installment({ bookingId, number: 3, of: 12, dueDate: '2026-10-25', amount: 420000, paidAt: '2026-10-25T09:00:00Z' });
-      const paidInvoice = await f.invoice({ bookingId, customerId, total: 420000, dueDate: '2026-11-23', purpose: 'installment' });
+      await f.installment({
+        bookingId,
+        number: 3,
+        of: 12,
+        dueDate: '2026-10-25',
+        amount: 420000,
+        paidAt: '2026-10-25T09:00:00Z',
+      });
+      const paidInvoice = await f.invoice({
+        bookingId,
+        customerId,
+        total: 420000,
+        dueDate: '2026-11-23',
+        purpose: 'installment',
+      });
       await f.payment({ invoiceId: paidInvoice, bookingId, customerId, amount: 420000, at: '2026-11-21T09:00:00Z' });
-      await f.installment({ bookingId, number: 6, of: 12, dueDate: '2026-11-23', amount: 420000, invoiceId: paidInvoice });
+      await f.installment({
+        bookingId,
+        number: 6,
+        of: 12,
+        dueDate: '2026-11-23',
+        amount: 420000,
+        invoiceId: paidInvoice,
+      });
       const canceled = await f.fullBooking({
-        vehicleId, customerId, status: 'canceled', type: 'lease', pickupAt: '2026-10-01T06:00:00Z', dropoffAt: '2027-10-01T06:00:00Z', monthlyAmount: 300000,
+        vehicleId,
+        customerId,
+        status: 'canceled',
+        type: 'lease',
+        pickupAt: '2026-10-01T06:00:00Z',
+        dropoffAt: '2027-10-01T06:00:00Z',
+        monthlyAmount: 300000,
       });
       await f.installment({ bookingId: canceled, number: 2, of: 12, dueDate: '2026-11-23', amount: 300000 });
 
@@ -194,14 +287,26 @@ describe('webhooks: calendar sweep', () => {
       });
       const overdue = of(list, 'installment.overdue');
       expect(keys(overdue)).to.deep.equal([`installment.overdue:${late}:7`]);
-      expect(overdue[0].body.data).to.include({ installmentId: late, invoice: null, daysToDue: -7, daysOverdue: 7, number: 4, amount: 420000 });
+      expect(overdue[0].body.data).to.include({
+        installmentId: late,
+        invoice: null,
+        daysToDue: -7,
+        daysOverdue: 7,
+        number: 4,
+        amount: 420000,
+      });
 
       await sweep('2026-11-23T08:30:00.000Z', f);
       expect(await f.deliveries(endpoint)).to.have.length(list.length);
       await sweep('2026-11-26T08:30:00.000Z', f);
       list = await f.deliveries(endpoint);
-      expect(keys(of(list, 'installment.overdue'))).to.deep.equal([`installment.overdue:${dueSoon}:1`, `installment.overdue:${late}:7`].sort());
-      expect(of(list, 'installment.overdue').find((d) => d.body.data.installmentId === dueSoon)!.body.data).to.include({ daysToDue: -1, daysOverdue: 1 });
+      expect(keys(of(list, 'installment.overdue'))).to.deep.equal(
+        [`installment.overdue:${dueSoon}:1`, `installment.overdue:${late}:7`].sort(),
+      );
+      expect(of(list, 'installment.overdue').find((d) => d.body.data.installmentId === dueSoon)!.body.data).to.include({
+        daysToDue: -1,
+        daysOverdue: 1,
+      });
     });
   });
 
@@ -209,17 +314,48 @@ describe('webhooks: calendar sweep', () => {
     it('raises ending_soon for active bookings ending within N local days, and again after an extension moves the end', async () => {
       const { f, endpoint, vehicleId, customerId, fleet, vehicle, customer } = await setup();
       const bookingId = await f.fullBooking({
-        vehicleId, customerId, status: 'active', pickupAt: '2026-11-18T06:00:00Z', dropoffAt: '2026-11-24T10:00:00Z', number: 'BK-2026-0142', amount: 157500,
+        vehicleId,
+        customerId,
+        status: 'active',
+        pickupAt: '2026-11-18T06:00:00Z',
+        dropoffAt: '2026-11-24T10:00:00Z',
+        number: 'BK-2026-0142',
+        amount: 157500,
       });
       const other = await f.vehicle({ plate: 'Dubai B 1' });
-      await f.fullBooking({ vehicleId: other, customerId, status: 'active', pickupAt: '2026-11-18T06:00:00Z', dropoffAt: '2026-11-26T10:00:00Z' });
-      await f.fullBooking({ vehicleId: other, customerId, status: 'confirmed', pickupAt: '2026-12-18T06:00:00Z', dropoffAt: '2026-12-19T10:00:00Z' });
+      await f.fullBooking({
+        vehicleId: other,
+        customerId,
+        status: 'active',
+        pickupAt: '2026-11-18T06:00:00Z',
+        dropoffAt: '2026-11-26T10:00:00Z',
+      });
+      await f.fullBooking({
+        vehicleId: other,
+        customerId,
+        status: 'confirmed',
+        pickupAt: '2026-12-18T06:00:00Z',
+        dropoffAt: '2026-12-19T10:00:00Z',
+      });
       const third = await f.vehicle({ plate: 'Dubai C 1' });
-      await f.fullBooking({ vehicleId: third, customerId, status: 'confirmed', pickupAt: '2026-11-21T06:00:00Z', dropoffAt: '2026-11-23T10:00:00Z' });
-      await f.fullBooking({ vehicleId: third, customerId, status: 'active', pickupAt: '2026-11-10T06:00:00Z', dropoffAt: '2026-11-21T10:00:00Z' }); // late back
+      await f.fullBooking({
+        vehicleId: third,
+        customerId,
+        status: 'confirmed',
+        pickupAt: '2026-11-21T06:00:00Z',
+        dropoffAt: '2026-11-23T10:00:00Z',
+      });
+      await f.fullBooking({
+        vehicleId: third,
+        customerId,
+        status: 'active',
+        pickupAt: '2026-11-10T06:00:00Z',
+        dropoffAt: '2026-11-21T10:00:00Z',
+      }); // late back
 
       await sweep(NOW, f);
-      const endingOf = (list: QueuedDelivery[]) => of(list, 'booking.ending_soon').filter((d) => d.body.data.bookingId === bookingId);
+      const endingOf = (list: QueuedDelivery[]) =>
+        of(list, 'booking.ending_soon').filter((d) => d.body.data.bookingId === bookingId);
       let ending = of(await f.deliveries(endpoint), 'booking.ending_soon');
       expect(keys(ending)).to.deep.equal([`booking.ending_soon:${bookingId}:2026-11-24T10:00:00.000Z`]);
       expect(ending[0].body.data).to.deep.equal({
@@ -239,9 +375,19 @@ describe('webhooks: calendar sweep', () => {
 
       // extended by 3 days the next morning
       const extensionId = await f.extension({
-        bookingId, addedDays: 3, amount: 67500, previousDropoffAt: '2026-11-24T10:00:00Z', newDropoffAt: '2026-11-27T10:00:00Z', createdAt: '2026-11-23T08:00:00Z',
+        bookingId,
+        addedDays: 3,
+        amount: 67500,
+        previousDropoffAt: '2026-11-24T10:00:00Z',
+        newDropoffAt: '2026-11-27T10:00:00Z',
+        createdAt: '2026-11-23T08:00:00Z',
       });
-      await db('bookings').where({ id: bookingId }).update({ dropoff_at: new Date('2026-11-27T10:00:00Z'), original_dropoff_at: new Date('2026-11-24T10:00:00Z') });
+      await db('bookings')
+        .where({ id: bookingId })
+        .update({
+          dropoff_at: new Date('2026-11-27T10:00:00Z'),
+          original_dropoff_at: new Date('2026-11-24T10:00:00Z'),
+        });
       await sweep('2026-11-23T08:30:00.000Z', f);
       const list = await f.deliveries(endpoint);
       const extended = of(list, 'booking.extended');
@@ -267,16 +413,24 @@ describe('webhooks: calendar sweep', () => {
       await sweep('2026-11-24T08:30:00.000Z', f);
       ending = endingOf(await f.deliveries(endpoint));
       expect(keys(ending)).to.deep.equal(
-        [`booking.ending_soon:${bookingId}:2026-11-24T10:00:00.000Z`, `booking.ending_soon:${bookingId}:2026-11-27T10:00:00.000Z`].sort(),
+        [
+          `booking.ending_soon:${bookingId}:2026-11-24T10:00:00.000Z`,
+          `booking.ending_soon:${bookingId}:2026-11-27T10:00:00.000Z`,
+        ].sort(),
       );
-      expect(ending[1].body.data).to.include({ dropoffAt: '2026-11-27T10:00:00.000Z', originalDropoffAt: '2026-11-24T10:00:00.000Z', extensionsCount: 1, daysLeft: 3 });
+      expect(ending[1].body.data).to.include({
+        dropoffAt: '2026-11-27T10:00:00.000Z',
+        originalDropoffAt: '2026-11-24T10:00:00.000Z',
+        extensionsCount: 1,
+        daysLeft: 3,
+      });
       await sweep('2026-11-25T08:30:00.000Z', f);
       expect(endingOf(await f.deliveries(endpoint))).to.have.length(2);
     });
   });
 
   describe('the local calendar', () => {
-    it('counts days on the workspace\'s calendar: Dubai midnight comes four hours before UTC midnight', async () => {
+    it("counts days on the workspace's calendar: Dubai midnight comes four hours before UTC midnight", async () => {
       const dubai = await setup({ timezone: 'Asia/Dubai' });
       const utc = await setup({ timezone: 'UTC' });
       for (const { f, customerId } of [dubai, utc]) {
@@ -284,7 +438,11 @@ describe('webhooks: calendar sweep', () => {
         await f.invoice({ customerId, total: 1000, dueDate: '2026-11-26', number: 'DUE-26' });
       }
       const summary = async ({ f, endpoint }: { f: CalendarFixture; endpoint: string }) =>
-        (await f.deliveries(endpoint)).map((d) => [d.event, d.body.data.number, d.body.data.daysToDue ?? d.body.data.daysOverdue]);
+        (await f.deliveries(endpoint)).map((d) => [
+          d.event,
+          d.body.data.number,
+          d.body.data.daysToDue ?? d.body.data.daysOverdue,
+        ]);
 
       // 23:59 in Dubai on the 22nd
       await sweep('2026-11-22T19:59:00.000Z', dubai.f, utc.f);
@@ -292,11 +450,21 @@ describe('webhooks: calendar sweep', () => {
       expect(await summary(utc)).to.deep.equal([['invoice.due_soon', 'DUE-22', 0]]);
       // 00:30 on the 23rd in Dubai, still the 22nd in UTC
       await sweep('2026-11-22T20:30:00.000Z', dubai.f, utc.f);
-      expect((await summary(dubai)).slice(1).sort()).to.deep.equal([['invoice.due_soon', 'DUE-26', 3], ['invoice.overdue', 'DUE-22', 1]].sort());
+      expect((await summary(dubai)).slice(1).sort()).to.deep.equal(
+        [
+          ['invoice.due_soon', 'DUE-26', 3],
+          ['invoice.overdue', 'DUE-22', 1],
+        ].sort(),
+      );
       expect(await summary(utc)).to.deep.equal([['invoice.due_soon', 'DUE-22', 0]]);
       // 00:30 on the 23rd in UTC
       await sweep('2026-11-23T00:30:00.000Z', dubai.f, utc.f);
-      expect((await summary(utc)).slice(1).sort()).to.deep.equal([['invoice.due_soon', 'DUE-26', 3], ['invoice.overdue', 'DUE-22', 1]].sort());
+      expect((await summary(utc)).slice(1).sort()).to.deep.equal(
+        [
+          ['invoice.due_soon', 'DUE-26', 3],
+          ['invoice.overdue', 'DUE-22', 1],
+        ].sort(),
+      );
       expect(await summary(dubai)).to.have.length(3);
     });
   });
@@ -304,12 +472,18 @@ describe('webhooks: calendar sweep', () => {
   describe('vehicle.document_expiring', () => {
     it('is sent at 30, 7 and 0 days before expiry, latest milestone only, none more than 7 days past', async () => {
       const { f, endpoint, vehicleId, fleet } = await setup();
-      const doc = (expiresAt: string, detail: string | null = 'Comprehensive policy 1001') => f.document({ vehicleId, docType: 'insurance', detail, expiresAt });
+      const doc = (expiresAt: string, detail: string | null = 'Comprehensive policy 1001') =>
+        f.document({ vehicleId, docType: 'insurance', detail, expiresAt });
       const thirty = await doc('2026-12-22');
       const twentyEight = await doc('2026-12-20');
       await doc('2026-12-10'); // 18 days: the 30-day milestone was 12 days ago
       const seven = await doc('2026-11-29', null);
-      const today = await f.document({ vehicleId, docType: 'registration', detail: 'Mulkiya', expiresAt: '2026-11-22' });
+      const today = await f.document({
+        vehicleId,
+        docType: 'registration',
+        detail: 'Mulkiya',
+        expiresAt: '2026-11-22',
+      });
       const lapsed = await f.document({ vehicleId, docType: 'permit', expiresAt: '2026-11-17' });
       await doc('2026-11-10'); // lapsed 12 days ago
       const sold = await f.vehicle({ plate: 'Dubai Z 9', state: 'inactive' });
@@ -337,10 +511,17 @@ describe('webhooks: calendar sweep', () => {
         daysLeft: 7,
         fleet,
       });
-      expect(list.find((d) => d.body.data.daysLeft === 0)!.body.data).to.include({ docType: 'registration', detail: 'Mulkiya', expiresAt: '2026-11-22' });
+      expect(list.find((d) => d.body.data.daysLeft === 0)!.body.data).to.include({
+        docType: 'registration',
+        detail: 'Mulkiya',
+        expiresAt: '2026-11-22',
+      });
 
-      for (const day of ['2026-11-23', '2026-12-15', '2026-12-16', '2026-12-22', '2026-12-23']) await sweep(`${day}T08:30:00.000Z`, f);
-      list = of(await f.deliveries(endpoint), 'vehicle.document_expiring').filter((d) => d.body.data.expiresAt === '2026-12-22');
+      for (const day of ['2026-11-23', '2026-12-15', '2026-12-16', '2026-12-22', '2026-12-23'])
+        await sweep(`${day}T08:30:00.000Z`, f);
+      list = of(await f.deliveries(endpoint), 'vehicle.document_expiring').filter(
+        (d) => d.body.data.expiresAt === '2026-12-22',
+      );
       expect(list.map((d) => [d.body.dedupeKey, d.body.data.daysLeft, d.body.createdAt])).to.deep.equal([
         [`vehicle.document_expiring:${thirty}:30`, 30, NOW],
         [`vehicle.document_expiring:${thirty}:7`, 7, '2026-12-15T08:30:00.000Z'],
@@ -352,17 +533,26 @@ describe('webhooks: calendar sweep', () => {
   describe('integration.failed', () => {
     it('is sent once a local day while an integration is failing, with fallbacks for a missing detail or hint', async () => {
       const { f, endpoint } = await setup();
-      const bare = await f.integration({ integration: 'accounting', status: 'failing', failingSince: '2026-11-21T22:14:05Z' });
+      const bare = await f.integration({
+        integration: 'accounting',
+        status: 'failing',
+        failingSince: '2026-11-21T22:14:05Z',
+      });
       const full = await f.integration({
-        integration: 'payment_gateway', status: 'failing', failingSince: '2026-11-20T10:00:00Z',
-        detail: '401 Unauthorized: API key has been revoked', hint: 'Reconnect the payment gateway in Settings > Integrations with a new API key.',
+        integration: 'payment_gateway',
+        status: 'failing',
+        failingSince: '2026-11-20T10:00:00Z',
+        detail: '401 Unauthorized: API key has been revoked',
+        hint: 'Reconnect the payment gateway in Settings > Integrations with a new API key.',
       });
       await f.integration({ integration: 'esign', status: 'ok' });
 
       await sweep(NOW, f);
       await sweep('2026-11-22T19:59:00.000Z', f); // 23:59 in Dubai: the same local day
       let list = of(await f.deliveries(endpoint), 'integration.failed');
-      expect(keys(list)).to.deep.equal([`integration.failed:${bare}:2026-11-22`, `integration.failed:${full}:2026-11-22`].sort());
+      expect(keys(list)).to.deep.equal(
+        [`integration.failed:${bare}:2026-11-22`, `integration.failed:${full}:2026-11-22`].sort(),
+      );
       const withDetail = list.find((d) => d.body.data.integration === 'payment_gateway')!;
       expect(withDetail.body.data).to.deep.equal({
         integration: 'payment_gateway',
@@ -377,7 +567,9 @@ describe('webhooks: calendar sweep', () => {
 
       await sweep('2026-11-22T20:01:00.000Z', f); // 00:01 on the 23rd in Dubai
       list = of(await f.deliveries(endpoint), 'integration.failed');
-      expect(keys(list.slice(2))).to.deep.equal([`integration.failed:${bare}:2026-11-23`, `integration.failed:${full}:2026-11-23`].sort());
+      expect(keys(list.slice(2))).to.deep.equal(
+        [`integration.failed:${bare}:2026-11-23`, `integration.failed:${full}:2026-11-23`].sort(),
+      );
 
       await db('integrations').where({ id: full }).update({ status: 'ok', failing_since: null });
       await sweep('2026-11-24T08:30:00.000Z', f);
@@ -391,15 +583,41 @@ describe('webhooks: calendar sweep', () => {
       const { f, endpoint, fleetId, vehicleId, customerId, fleet, vehicle, customer } = await setup();
       // history: all of this is older than the workspace's first sweep
       const bookingId = await f.fullBooking({
-        vehicleId, customerId, status: 'active', pickupAt: '2026-11-18T06:00:00Z', dropoffAt: '2026-12-20T06:00:00Z', number: 'BK-2026-0142', amount: 157500,
+        vehicleId,
+        customerId,
+        status: 'active',
+        pickupAt: '2026-11-18T06:00:00Z',
+        dropoffAt: '2026-12-20T06:00:00Z',
+        number: 'BK-2026-0142',
+        amount: 157500,
       });
-      const invoiceId = await f.invoice({ bookingId, customerId, total: 157500, issueDate: '2026-11-18', dueDate: '2026-12-30', number: 'INV-2026-0318' });
+      const invoiceId = await f.invoice({
+        bookingId,
+        customerId,
+        total: 157500,
+        issueDate: '2026-11-18',
+        dueDate: '2026-12-30',
+        number: 'INV-2026-0318',
+      });
       await f.payment({ invoiceId, bookingId, customerId, amount: 100000, at: '2026-11-18T06:10:00Z' });
       const toCancel = await f.payment({ invoiceId, bookingId, customerId, amount: 50000, at: '2026-11-21T17:20:00Z' });
       await f.payment({ kind: 'deposit', bookingId, customerId, amount: 150000, at: '2026-11-18T06:05:00Z' });
-      await f.fullBooking({ vehicleId: await f.vehicle({ fleetId, plate: 'Dubai H 1' }), customerId, status: 'confirmed', pickupAt: '2026-12-01T06:00:00Z', dropoffAt: '2026-12-03T06:00:00Z' });
+      await f.fullBooking({
+        vehicleId: await f.vehicle({ fleetId, plate: 'Dubai H 1' }),
+        customerId,
+        status: 'confirmed',
+        pickupAt: '2026-12-01T06:00:00Z',
+        dropoffAt: '2026-12-03T06:00:00Z',
+      });
       await f.fine({ vehicleId, bookingId, date: '2026-11-19', amount: 60000, recordedAt: '2026-11-21T10:00:00Z' });
-      await f.extension({ bookingId, addedDays: 1, amount: 20000, previousDropoffAt: '2026-12-19T06:00:00Z', newDropoffAt: '2026-12-20T06:00:00Z', createdAt: '2026-11-20T10:00:00Z' });
+      await f.extension({
+        bookingId,
+        addedDays: 1,
+        amount: 20000,
+        previousDropoffAt: '2026-12-19T06:00:00Z',
+        newDropoffAt: '2026-12-20T06:00:00Z',
+        createdAt: '2026-11-20T10:00:00Z',
+      });
 
       await sweep(NOW, f);
       await sweep(NOW, f);
@@ -410,32 +628,90 @@ describe('webhooks: calendar sweep', () => {
       // after the first sweep
       const otherCar = await f.vehicle({ fleetId, plate: 'Dubai K 2' });
       const confirmed = await f.fullBooking({
-        vehicleId: otherCar, customerId, status: 'confirmed', pickupAt: '2026-12-05T06:00:00Z', dropoffAt: '2026-12-08T06:00:00Z',
+        vehicleId: otherCar,
+        customerId,
+        status: 'confirmed',
+        pickupAt: '2026-12-05T06:00:00Z',
+        dropoffAt: '2026-12-08T06:00:00Z',
       });
-      const charge = await f.payment({ invoiceId, bookingId, customerId, amount: 20000, at: '2026-11-22T08:29:41.512Z' });
-      const refund = await f.payment({ kind: 'refund', invoiceId, bookingId, customerId, amount: 5000, at: '2026-11-22T08:31:00Z' });
-      const deposit = await f.payment({ kind: 'deposit', bookingId, customerId, amount: 150000, at: '2026-11-22T08:32:00Z' });
+      const charge = await f.payment({
+        invoiceId,
+        bookingId,
+        customerId,
+        amount: 20000,
+        at: '2026-11-22T08:29:41.512Z',
+      });
+      const refund = await f.payment({
+        kind: 'refund',
+        invoiceId,
+        bookingId,
+        customerId,
+        amount: 5000,
+        at: '2026-11-22T08:31:00Z',
+      });
+      const deposit = await f.payment({
+        kind: 'deposit',
+        bookingId,
+        customerId,
+        amount: 150000,
+        at: '2026-11-22T08:32:00Z',
+      });
       const walkIn = await f.payment({ customerId, amount: 3000, at: '2026-11-22T08:33:00Z' });
       await db('payments').where({ id: toCancel }).update({ status: 'canceled' });
-      await db('bookings').where({ id: bookingId }).update({ status: 'completed', returned_at: new Date('2026-11-22T08:40:00Z') });
-      const newInvoice = await f.invoice({ bookingId, customerId, total: 30000, issueDate: '2026-11-22', dueDate: '2026-12-29', purpose: 'damage', number: 'INV-2026-0400' });
+      await db('bookings')
+        .where({ id: bookingId })
+        .update({ status: 'completed', returned_at: new Date('2026-11-22T08:40:00Z') });
+      const newInvoice = await f.invoice({
+        bookingId,
+        customerId,
+        total: 30000,
+        issueDate: '2026-11-22',
+        dueDate: '2026-12-29',
+        purpose: 'damage',
+        number: 'INV-2026-0400',
+      });
       const fineId = await f.fine({
-        vehicleId, bookingId, date: '2026-11-02', amount: 60000, number: 'DP-2026-5583021', recordedAt: '2026-11-22T08:41:00Z',
+        vehicleId,
+        bookingId,
+        date: '2026-11-02',
+        amount: 60000,
+        number: 'DP-2026-5583021',
+        recordedAt: '2026-11-22T08:41:00Z',
       });
 
       await sweep('2026-11-22T08:45:00.000Z', f);
       const list = (await f.deliveries(endpoint)).slice(history.length);
       expect(list.map((d) => d.event).sort()).to.deep.equal(
-        ['booking.completed', 'booking.confirmed', 'fine.created', 'invoice.issued', 'payment.canceled', 'payment.captured', 'payment.captured', 'payment.deposit_held', 'payment.refunded'].sort(),
+        [
+          'booking.completed',
+          'booking.confirmed',
+          'fine.created',
+          'invoice.issued',
+          'payment.canceled',
+          'payment.captured',
+          'payment.captured',
+          'payment.deposit_held',
+          'payment.refunded',
+        ].sort(),
       );
       for (const d of list) {
         expect('dedupeKey' in d.body, d.event).to.equal(CALENDAR_EVENTS.includes(d.event));
         expect(d.body.createdAt).to.equal('2026-11-22T08:45:00.000Z');
       }
-      const paymentRef = { booking: { id: bookingId, number: 'BK-2026-0142' }, invoice: { id: invoiceId, number: 'INV-2026-0318' }, customer, vehicle, fleet };
+      const paymentRef = {
+        booking: { id: bookingId, number: 'BK-2026-0142' },
+        invoice: { id: invoiceId, number: 'INV-2026-0318' },
+        customer,
+        vehicle,
+        fleet,
+      };
 
       expect(of(list, 'booking.confirmed')[0].body.data).to.deep.equal({
-        bookingId: confirmed, customerId, vehicleId: otherCar, fleet, vehicle: { id: otherCar, plate: 'Dubai K 2' },
+        bookingId: confirmed,
+        customerId,
+        vehicleId: otherCar,
+        fleet,
+        vehicle: { id: otherCar, plate: 'Dubai K 2' },
       });
       // balance: 157500 - (100000 + 20000 - 5000); the canceled charge counts nowhere; plus the new 30000 invoice
       expect(of(list, 'booking.completed')[0].body.data).to.deep.equal({
@@ -452,27 +728,82 @@ describe('webhooks: calendar sweep', () => {
         fleet,
       });
       const captured = of(list, 'payment.captured').find((d) => d.body.data.paymentId === charge)!;
-      expect(captured.body.data).to.deep.equal({ paymentId: charge, kind: 'charge', status: 'captured', amount: 20000, at: '2026-11-22T08:29:41.512Z', ...paymentRef });
-      expect(of(list, 'payment.refunded')[0].body.data).to.deep.equal({ paymentId: refund, kind: 'refund', status: 'captured', amount: 5000, at: '2026-11-22T08:31:00.000Z', ...paymentRef });
-      expect(of(list, 'payment.deposit_held')[0].body.data).to.deep.equal({
-        paymentId: deposit, kind: 'deposit', status: 'captured', amount: 150000, at: '2026-11-22T08:32:00.000Z', ...paymentRef, invoice: null,
+      expect(captured.body.data).to.deep.equal({
+        paymentId: charge,
+        kind: 'charge',
+        status: 'captured',
+        amount: 20000,
+        at: '2026-11-22T08:29:41.512Z',
+        ...paymentRef,
       });
-      expect(of(list, 'payment.canceled')[0].body.data).to.deep.equal({ paymentId: toCancel, kind: 'charge', status: 'canceled', amount: 50000, at: '2026-11-21T17:20:00.000Z', ...paymentRef });
+      expect(of(list, 'payment.refunded')[0].body.data).to.deep.equal({
+        paymentId: refund,
+        kind: 'refund',
+        status: 'captured',
+        amount: 5000,
+        at: '2026-11-22T08:31:00.000Z',
+        ...paymentRef,
+      });
+      expect(of(list, 'payment.deposit_held')[0].body.data).to.deep.equal({
+        paymentId: deposit,
+        kind: 'deposit',
+        status: 'captured',
+        amount: 150000,
+        at: '2026-11-22T08:32:00.000Z',
+        ...paymentRef,
+        invoice: null,
+      });
+      expect(of(list, 'payment.canceled')[0].body.data).to.deep.equal({
+        paymentId: toCancel,
+        kind: 'charge',
+        status: 'canceled',
+        amount: 50000,
+        at: '2026-11-21T17:20:00.000Z',
+        ...paymentRef,
+      });
       expect(of(list, 'payment.captured').find((d) => d.body.data.paymentId === walkIn)!.body.data).to.deep.equal({
-        paymentId: walkIn, kind: 'charge', status: 'captured', amount: 3000, at: '2026-11-22T08:33:00.000Z', booking: null, invoice: null, customer, vehicle: null, fleet: null,
+        paymentId: walkIn,
+        kind: 'charge',
+        status: 'captured',
+        amount: 3000,
+        at: '2026-11-22T08:33:00.000Z',
+        booking: null,
+        invoice: null,
+        customer,
+        vehicle: null,
+        fleet: null,
       });
       const issued = of(list, 'invoice.issued')[0];
       expect(issued.body.dedupeKey).to.equal(`invoice.issued:${newInvoice}`);
       expect(issued.body.data).to.deep.equal({
-        invoiceId: newInvoice, number: 'INV-2026-0400', purpose: 'damage', issueDate: '2026-11-22', dueDate: '2026-12-29', total: 30000, balance: 30000,
-        customer, booking: { id: bookingId, number: 'BK-2026-0142' }, vehicle, fleet,
+        invoiceId: newInvoice,
+        number: 'INV-2026-0400',
+        purpose: 'damage',
+        issueDate: '2026-11-22',
+        dueDate: '2026-12-29',
+        total: 30000,
+        balance: 30000,
+        customer,
+        booking: { id: bookingId, number: 'BK-2026-0142' },
+        vehicle,
+        fleet,
       });
       const fine = of(list, 'fine.created')[0];
       expect(fine.body.dedupeKey).to.equal(`fine.created:${fineId}`);
       expect(fine.body.data).to.deep.equal({
-        fineId, kind: 'fine', type: 'speeding', date: '2026-11-02', amount: 60000, authority: 'Dubai Police',
-        violation: 'Exceeding the speed limit by not more than 20 km/h', number: 'DP-2026-5583021', status: 'unpaid',
-        customer, booking: { id: bookingId, number: 'BK-2026-0142' }, vehicle, fleet,
+        fineId,
+        kind: 'fine',
+        type: 'speeding',
+        date: '2026-11-02',
+        amount: 60000,
+        authority: 'Dubai Police',
+        violation: 'Exceeding the speed limit by not more than 20 km/h',
+        number: 'DP-2026-5583021',
+        status: 'unpaid',
+        customer,
+        booking: { id: bookingId, number: 'BK-2026-0142' },
+        vehicle,
+        fleet,
       });
 
       // consumed: nothing is left to derive, and a later sweep raises nothing new
@@ -488,13 +819,22 @@ describe('webhooks: calendar sweep', () => {
     it('publishes valid rows and refuses an invalid one with the reason, queuing nothing for it', async () => {
       const { f, endpoint } = await setup();
       const insert = async (row: Record<string, unknown>) =>
-        (await db('outbox').insert({ workspace_id: f.ws.id, ...row }).returning('id'))[0].id as string;
+        (
+          await db('outbox')
+            .insert({ workspace_id: f.ws.id, ...row })
+            .returning('id')
+        )[0].id as string;
       const invalid = await insert({ event: 'booking.confirmed', data: JSON.stringify({ bookingId: 'not-a-uuid' }) });
       const unknown = await insert({ event: 'car.washed', data: JSON.stringify({}) });
       const valid = await insert({
         event: 'integration.failed',
         dedupe_key: 'integration.failed:esign:2026-11-22',
-        data: JSON.stringify({ integration: 'esign', detail: 'Envelope API: 403 Forbidden', hint: 'Reconnect e-signature.', failingSince: '2026-11-22T06:00:00.000Z' }),
+        data: JSON.stringify({
+          integration: 'esign',
+          detail: 'Envelope API: 403 Forbidden',
+          hint: 'Reconnect e-signature.',
+          failingSince: '2026-11-22T06:00:00.000Z',
+        }),
       });
 
       await sweep(NOW, f);
@@ -510,9 +850,13 @@ describe('webhooks: calendar sweep', () => {
       expect(good.event_id).to.be.a('string');
 
       const events = await db('events').where({ workspace_id: f.ws.id });
-      expect(events.map((e) => [e.id, e.event, e.source])).to.deep.equal([[good.event_id, 'integration.failed', 'outbox']]);
+      expect(events.map((e) => [e.id, e.event, e.source])).to.deep.equal([
+        [good.event_id, 'integration.failed', 'outbox'],
+      ]);
       const list = await f.deliveries(endpoint);
-      expect(list.map((d) => [d.event, d.body.dedupeKey])).to.deep.equal([['integration.failed', 'integration.failed:esign:2026-11-22']]);
+      expect(list.map((d) => [d.event, d.body.dedupeKey])).to.deep.equal([
+        ['integration.failed', 'integration.failed:esign:2026-11-22'],
+      ]);
 
       await sweep(NOW, f);
       expect(await f.deliveries(endpoint)).to.have.length(1);
@@ -520,16 +864,26 @@ describe('webhooks: calendar sweep', () => {
   });
 
   describe('deliveries', () => {
-    it('follows each endpoint\'s event list', async () => {
+    it("follows each endpoint's event list", async () => {
       const { f, endpoint, customerId } = await setup();
       const onlyOverdue = await f.endpoint({ events: ['invoice.overdue'] });
       const off = await f.endpoint({ events: ['invoice.due_soon'], active: false });
       await f.invoice({ customerId, total: 1000, dueDate: '2026-11-21' });
       await f.invoice({ customerId, total: 1000, dueDate: '2026-11-23' });
-      await f.integration({ integration: 'whatsapp', status: 'failing', failingSince: '2026-11-22T01:00:00Z', detail: 'Token expired', hint: 'Reconnect.' });
+      await f.integration({
+        integration: 'whatsapp',
+        status: 'failing',
+        failingSince: '2026-11-22T01:00:00Z',
+        detail: 'Token expired',
+        hint: 'Reconnect.',
+      });
 
       await sweep(NOW, f);
-      expect((await f.deliveries(endpoint)).map((d) => d.event).sort()).to.deep.equal(['integration.failed', 'invoice.due_soon', 'invoice.overdue']);
+      expect((await f.deliveries(endpoint)).map((d) => d.event).sort()).to.deep.equal([
+        'integration.failed',
+        'invoice.due_soon',
+        'invoice.overdue',
+      ]);
       expect((await f.deliveries(onlyOverdue)).map((d) => d.event)).to.deep.equal(['invoice.overdue']);
       const held = await db('deliveries').where({ endpoint_id: off });
       expect(held.map((d) => [d.event, d.status])).to.deep.equal([['invoice.due_soon', 'held']]);
@@ -541,7 +895,13 @@ describe('webhooks: calendar sweep', () => {
       const email = 'fatima@example.com';
       const idDocument = '784-1985-1234567-1';
       const customerId = await f.customerWithContacts({ name: 'Fatima Al Mansoori', phone, email, idDocument });
-      const bookingId = await f.fullBooking({ vehicleId, customerId, status: 'active', pickupAt: '2026-11-18T06:00:00Z', dropoffAt: '2026-11-23T06:00:00Z' });
+      const bookingId = await f.fullBooking({
+        vehicleId,
+        customerId,
+        status: 'active',
+        pickupAt: '2026-11-18T06:00:00Z',
+        dropoffAt: '2026-11-23T06:00:00Z',
+      });
       const invoiceId = await f.invoice({ bookingId, customerId, total: 5000, dueDate: '2026-11-21' });
       await f.invoice({ bookingId, customerId, total: 5000, dueDate: '2026-11-24' });
       await f.installment({ bookingId, number: 1, of: 2, dueDate: '2026-11-23', amount: 5000 });
@@ -549,15 +909,25 @@ describe('webhooks: calendar sweep', () => {
       await f.payment({ invoiceId, bookingId, customerId, amount: 2000, at: '2026-11-22T09:00:00Z' });
       await f.fine({ vehicleId, bookingId, date: '2026-11-20', amount: 40000, recordedAt: '2026-11-22T09:00:00Z' });
       await f.invoice({ bookingId, customerId, total: 9000, dueDate: '2026-12-20' });
-      await db('bookings').where({ id: bookingId }).update({ status: 'completed', returned_at: new Date('2026-11-22T09:10:00Z') });
+      await db('bookings')
+        .where({ id: bookingId })
+        .update({ status: 'completed', returned_at: new Date('2026-11-22T09:10:00Z') });
       await sweep('2026-11-22T09:15:00.000Z', f);
 
       const list = await f.deliveries(endpoint);
       expect(new Set(list.map((d) => d.event))).to.have.keys([
-        'invoice.overdue', 'invoice.due_soon', 'installment.due_soon', 'booking.ending_soon', 'payment.captured', 'fine.created', 'invoice.issued', 'booking.completed',
+        'invoice.overdue',
+        'invoice.due_soon',
+        'installment.due_soon',
+        'booking.ending_soon',
+        'payment.captured',
+        'fine.created',
+        'invoice.issued',
+        'booking.completed',
       ]);
       for (const d of list) {
-        for (const secret of [phone, email, idDocument, 'phone', 'email', 'idDocument', 'id_document']) expect(d.raw, d.event).not.to.include(secret);
+        for (const secret of [phone, email, idDocument, 'phone', 'email', 'idDocument', 'id_document'])
+          expect(d.raw, d.event).not.to.include(secret);
         const customerObject = d.body.data.customer;
         if (customerObject) expect(Object.keys(customerObject).sort(), d.event).to.deep.equal(['id', 'name']);
       }
@@ -570,12 +940,22 @@ describe('webhooks: calendar sweep', () => {
       for (let i = 0; i < 20; i += 1) {
         await f.invoice({ customerId, total: 1000 + i, dueDate: i % 2 ? '2026-11-21' : '2026-11-24' });
       }
-      await f.fullBooking({ vehicleId, customerId, status: 'active', pickupAt: '2026-11-18T06:00:00Z', dropoffAt: '2026-11-23T06:00:00Z' });
+      await f.fullBooking({
+        vehicleId,
+        customerId,
+        status: 'active',
+        pickupAt: '2026-11-18T06:00:00Z',
+        dropoffAt: '2026-11-23T06:00:00Z',
+      });
       await f.document({ vehicleId, expiresAt: '2026-11-29' });
       await sweep(NOW, f); // start the calendar, so changes are recorded from here on
       for (let i = 0; i < 30; i += 1) await f.payment({ customerId, amount: 100 + i, at: '2026-11-22T08:31:00Z' });
 
-      await Promise.all([sweep('2026-11-22T08:32:00.000Z', f), sweep('2026-11-22T08:32:00.000Z', f), sweep('2026-11-22T08:32:00.000Z', f)]);
+      await Promise.all([
+        sweep('2026-11-22T08:32:00.000Z', f),
+        sweep('2026-11-22T08:32:00.000Z', f),
+        sweep('2026-11-22T08:32:00.000Z', f),
+      ]);
       const list = await f.deliveries(endpoint);
       expect(of(list, 'payment.captured')).to.have.length(30);
       expect(of(list, 'invoice.due_soon')).to.have.length(10);

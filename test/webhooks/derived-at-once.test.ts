@@ -53,17 +53,21 @@ describe('webhooks: derived events at once, and the history switch', () => {
     const listener = new pg.Client(url);
     await listener.connect();
     const payloads: string[] = [];
-    listener.on('notification', (m) => { if (m.payload === f.ws.id) payloads.push(m.payload); });
+    listener.on('notification', (m) => {
+      if (m.payload === f.ws.id) payloads.push(m.payload);
+    });
     try {
       await listener.query(`LISTEN ${ENTITY_CHANGES_CHANNEL}`);
       await db.transaction(async (trx) => {
         await trx.raw(paymentSql, [randomUUID(), f.ws.id, 100, customerId, invoiceId]);
         await trx.raw(paymentSql, [randomUUID(), f.ws.id, 100, customerId, invoiceId]);
       });
-      await db.transaction(async (trx) => {
-        await trx.raw(paymentSql, [randomUUID(), f.ws.id, 100, customerId, invoiceId]);
-        await trx.rollback();
-      }).catch(() => undefined);
+      await db
+        .transaction(async (trx) => {
+          await trx.raw(paymentSql, [randomUUID(), f.ws.id, 100, customerId, invoiceId]);
+          await trx.rollback();
+        })
+        .catch(() => undefined);
       // a rename records no change: nothing to announce
       await db('customers').where({ id: customerId }).update({ name: 'Omar' });
       await listener.query('SELECT 1'); // notifications sent before this answer have arrived

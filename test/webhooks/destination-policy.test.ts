@@ -12,11 +12,7 @@ import { publishEvent } from '../../src/webhooks/publish.js';
 import { createApiKey } from '../../src/workspaces.js';
 import { InputError } from '../../src/input.js';
 import { startApi } from '../support/api.js';
-import {
-  blockedKind,
-  STRICT_POLICY,
-  type DestinationPolicy,
-} from '../../src/webhooks/destination-policy.js';
+import { blockedKind, STRICT_POLICY, type DestinationPolicy } from '../../src/webhooks/destination-policy.js';
 import { bookingConfirmedData, delivery, dropTestWorkspaces, endpointRow, webhookWorkspace } from './support.js';
 import { destinationPolicyFromEnv } from '../../src/config.js';
 
@@ -47,7 +43,8 @@ TeRjAiBT3MCCEDArV3/i6tb2nv4z7r4tg7+seiQiI+lgExDNZQ==
 const SECRET = 'whsec_abcdefghijklmnopqrstuvwxyzABCDEF0123456789';
 const SWITCH = 'FRS_ALLOW_PRIVATE_WEBHOOK_URLS=1';
 /** Why, as a workspace's staff and the APIs are told it: no setting of the operator's. */
-const TENANT_WHY = "webhooks are not sent to private destinations unless the service's operator opens the range for this workspace";
+const TENANT_WHY =
+  "webhooks are not sent to private destinations unless the service's operator opens the range for this workspace";
 /** Why, as the operator is told it (the log, the CLI): the settings that would allow it. */
 const OPERATOR_WHY = `webhooks are not sent to private destinations (set ${SWITCH}, list the range in FRS_WEBHOOK_ALLOWED_CIDRS for every workspace, or in the workspace's webhookAllowedCidrs for its endpoints only)`;
 
@@ -73,7 +70,13 @@ describe('webhooks: destination policy', () => {
   });
 
   const attempt = (url: string, policy: DestinationPolicy) => {
-    const req: AttemptRequest = { url, secrets: [SECRET], deliveryId: '3f1c9a52-7d4e-4b8a-9c21-6e5f0d2b8a47', event: 'webhook.test', body: '{}' };
+    const req: AttemptRequest = {
+      url,
+      secrets: [SECRET],
+      deliveryId: '3f1c9a52-7d4e-4b8a-9c21-6e5f0d2b8a47',
+      event: 'webhook.test',
+      body: '{}',
+    };
     return attemptDelivery(req, { policy, timeoutMs: 2000 });
   };
 
@@ -124,7 +127,27 @@ describe('webhooks: destination policy', () => {
       it(`refuses ${address} (${kind})`, () => expect(blockedKind(address)).to.equal(kind));
     }
     // The neighbours of the ranges are public.
-    for (const address of ['1.1.1.1', '8.8.8.8', '11.0.0.1', '100.63.255.255', '100.128.0.0', '172.15.255.255', '172.32.0.0', '169.253.255.255', '192.0.1.1', '198.17.255.255', '198.20.0.0', '223.255.255.255', '2606:4700:4700::1111', '2001:4860:4860::8888', '2003::1', '64:ff9c::1', 'fec0::1', '192.0.3.1', '203.0.114.1']) {
+    for (const address of [
+      '1.1.1.1',
+      '8.8.8.8',
+      '11.0.0.1',
+      '100.63.255.255',
+      '100.128.0.0',
+      '172.15.255.255',
+      '172.32.0.0',
+      '169.253.255.255',
+      '192.0.1.1',
+      '198.17.255.255',
+      '198.20.0.0',
+      '223.255.255.255',
+      '2606:4700:4700::1111',
+      '2001:4860:4860::8888',
+      '2003::1',
+      '64:ff9c::1',
+      'fec0::1',
+      '192.0.3.1',
+      '203.0.114.1',
+    ]) {
       it(`allows the public address ${address}`, () => expect(blockedKind(address)).to.equal(null));
     }
   });
@@ -137,7 +160,9 @@ describe('webhooks: destination policy', () => {
       expect(blockedKind('127.0.0.1', open)).to.equal(null);
       expect(blockedKind('169.254.169.254', open)).to.equal(null);
       expect(destinationPolicyFromEnv({ FRS_ALLOW_PRIVATE_WEBHOOK_URLS: '0' }).allowPrivate).to.equal(false);
-      expect(() => destinationPolicyFromEnv({ FRS_ALLOW_PRIVATE_WEBHOOK_URLS: 'yes' })).to.throw('FRS_ALLOW_PRIVATE_WEBHOOK_URLS must be 1 or 0, got "yes"');
+      expect(() => destinationPolicyFromEnv({ FRS_ALLOW_PRIVATE_WEBHOOK_URLS: 'yes' })).to.throw(
+        'FRS_ALLOW_PRIVATE_WEBHOOK_URLS must be 1 or 0, got "yes"',
+      );
     });
 
     it('FRS_WEBHOOK_ALLOWED_CIDRS allows the listed ranges only', () => {
@@ -152,7 +177,9 @@ describe('webhooks: destination policy', () => {
       expect(() => destinationPolicyFromEnv({ FRS_WEBHOOK_ALLOWED_CIDRS: '10.1.0.0/16,10.2.0.0' })).to.throw(
         'FRS_WEBHOOK_ALLOWED_CIDRS must be a comma-separated list of CIDR ranges such as 10.1.0.0/16, got "10.2.0.0"',
       );
-      expect(() => destinationPolicyFromEnv({ FRS_WEBHOOK_ALLOWED_CIDRS: '10.0.0.0/33' })).to.throw('got "10.0.0.0/33"');
+      expect(() => destinationPolicyFromEnv({ FRS_WEBHOOK_ALLOWED_CIDRS: '10.0.0.0/33' })).to.throw(
+        'got "10.0.0.0/33"',
+      );
     });
 
     it('a listed range reaches a local receiver; the unlisted loopback form does not', async () => {
@@ -177,13 +204,22 @@ describe('webhooks: destination policy', () => {
       ['127.1', '127.0.0.1 is a loopback address'],
       ['0.0.0.0', '0.0.0.0 is an unspecified address'],
       // The attempt record (which read-only keys can read) names the class, not the address a name resolved to.
-      ['rebind.test', 'rebind.test resolves to a loopback address', 'rebind.test resolves to 127.0.0.1, a loopback address'],
+      [
+        'rebind.test',
+        'rebind.test resolves to a loopback address',
+        'rebind.test resolves to 127.0.0.1, a loopback address',
+      ],
       ['mixed.test', 'mixed.test resolves to a private address', 'mixed.test resolves to 10.0.0.7, a private address'],
     ];
     for (const [host, reason, operatorReason = reason] of forms) {
       it(`never connects to http://${host}:<port> and records blocked_destination`, async () => {
         const outcome = await attempt(`http://${host}:${port}/hook`, strict);
-        expect(outcome).to.include({ ok: false, statusCode: null, errorKind: 'blocked_destination', responseBody: null });
+        expect(outcome).to.include({
+          ok: false,
+          statusCode: null,
+          errorKind: 'blocked_destination',
+          responseBody: null,
+        });
         // (the record, which a workspace's staff read, names no setting of the operator's either)
         expect(outcome.error).to.equal(`${reason}; ${TENANT_WHY}`);
         expect(outcome.detail).to.equal(`${operatorReason}; ${OPERATOR_WHY}`);
@@ -215,13 +251,23 @@ describe('webhooks: destination policy', () => {
       const ws = await webhookWorkspace(db);
       // Registered while the name still pointed elsewhere (or under the switch); refused when the dispatcher connects.
       const endpoint = await ws.endpoint({ url: `http://rebind.test:${port}/hook` });
-      await publishEvent(db, { workspaceId: ws.id, event: 'booking.confirmed', data: bookingConfirmedData(), source: 'publish' });
+      await publishEvent(db, {
+        workspaceId: ws.id,
+        event: 'booking.confirmed',
+        data: bookingConfirmedData(),
+        source: 'publish',
+      });
       const counts = await ws.dispatcher({ destinationPolicy: strict }).runOnce(new Date());
       expect(counts).to.deep.equal({ attempted: 1, accepted: 0, retrying: 1, failed: 0 });
       const [row] = await db('deliveries').where({ endpoint_id: endpoint.id });
       expect((await delivery(db, row.id)).status).to.equal('retrying');
       const [attemptRow] = await db('delivery_attempts').where({ delivery_id: row.id });
-      expect(attemptRow).to.include({ number: 1, status_code: null, error_kind: 'blocked_destination', response_body: null });
+      expect(attemptRow).to.include({
+        number: 1,
+        status_code: null,
+        error_kind: 'blocked_destination',
+        response_body: null,
+      });
       expect(attemptRow.error).to.match(/^rebind\.test resolves to a loopback address;/);
       expect(await endpointRow(db, endpoint.id)).to.include({ consecutive_failures: 1, last_success_at: null });
       expect(receiver.requests).to.deep.equal([]);
@@ -231,9 +277,19 @@ describe('webhooks: destination policy', () => {
         const { key } = await createApiKey(db, { workspaceSlug: ws.slug });
         const detail = await api.get(`/v1/webhooks/${endpoint.id}/deliveries/${row.id}`, key);
         expect(detail.status).to.equal(200);
-        expect(detail.body).to.include({ status: 'retrying', lastErrorKind: 'blocked_destination', lastStatusCode: null });
+        expect(detail.body).to.include({
+          status: 'retrying',
+          lastErrorKind: 'blocked_destination',
+          lastStatusCode: null,
+        });
         expect(detail.body.attempts).to.have.length(1);
-        expect(detail.body.attempts[0]).to.include({ number: 1, errorKind: 'blocked_destination', statusCode: null, responseBody: null, error: attemptRow.error });
+        expect(detail.body.attempts[0]).to.include({
+          number: 1,
+          errorKind: 'blocked_destination',
+          statusCode: null,
+          responseBody: null,
+          error: attemptRow.error,
+        });
       } finally {
         await api.close();
       }
@@ -245,9 +301,18 @@ describe('webhooks: destination policy', () => {
     beforeEach(async () => {
       slug = (await webhookWorkspace(db)).slug;
     });
-    const strict: DestinationPolicy = { ...STRICT_POLICY, lookup: lookupOf({ 'rebind.test': ['127.0.0.1'], 'hooks.example.ae': ['93.184.215.14'] }) };
+    const strict: DestinationPolicy = {
+      ...STRICT_POLICY,
+      lookup: lookupOf({ 'rebind.test': ['127.0.0.1'], 'hooks.example.ae': ['93.184.215.14'] }),
+    };
     const register = (url: string, policy = strict) => createEndpoint(db, { workspaceSlug: slug, url }, policy);
-    const endpointsOf = async () => (await db('webhook_endpoints').join('workspaces', 'workspaces.id', 'webhook_endpoints.workspace_id').where('workspaces.slug', slug).select('url')).map((r) => r.url);
+    const endpointsOf = async () =>
+      (
+        await db('webhook_endpoints')
+          .join('workspaces', 'workspaces.id', 'webhook_endpoints.workspace_id')
+          .where('workspaces.slug', slug)
+          .select('url')
+      ).map((r) => r.url);
 
     const refused: Array<[string, string, string?]> = [
       ['http://127.0.0.1/hook', '127.0.0.1 is a loopback address'],
@@ -262,13 +327,23 @@ describe('webhooks: destination policy', () => {
       ['http://10.0.0.5/hook', '10.0.0.5 is a private address'],
       ['https://192.168.1.20/hook', '192.168.1.20 is a private address'],
       ['http://[fd00::1]/hook', 'fd00::1 is a private address'],
-      ['http://metadata.google.internal/computeMetadata/v1/', 'metadata.google.internal is a loopback or metadata name'],
+      [
+        'http://metadata.google.internal/computeMetadata/v1/',
+        'metadata.google.internal is a loopback or metadata name',
+      ],
       // what a workspace's staff are told names the class, never the address the name resolved to
-      ['https://rebind.test/hook', 'rebind.test resolves to a loopback address', 'rebind.test resolves to 127.0.0.1, a loopback address'],
+      [
+        'https://rebind.test/hook',
+        'rebind.test resolves to a loopback address',
+        'rebind.test resolves to 127.0.0.1, a loopback address',
+      ],
     ];
     for (const [url, reason, operatorReason = reason] of refused) {
       it(`refuses ${url} with a one-line reason, storing nothing`, async () => {
-        const error = await register(url).then(() => null, (err) => err);
+        const error = await register(url).then(
+          () => null,
+          (err) => err,
+        );
         expect(error).to.be.an.instanceOf(InputError);
         expect(error.message).to.equal(`url refused: ${reason}; ${TENANT_WHY}`);
         expect(error.operatorDetail).to.equal(`url refused: ${operatorReason}; ${OPERATOR_WHY}`);
@@ -278,18 +353,36 @@ describe('webhooks: destination policy', () => {
     }
 
     it('refuses a URL with a user name or password, even with the switch on, without repeating it', async () => {
-      for (const url of ['https://user:hunter2@hooks.example.ae/hook', 'https://user@hooks.example.ae/hook', 'https://:hunter2@hooks.example.ae/hook']) {
+      for (const url of [
+        'https://user:hunter2@hooks.example.ae/hook',
+        'https://user@hooks.example.ae/hook',
+        'https://:hunter2@hooks.example.ae/hook',
+      ]) {
         for (const policy of [strict, { ...strict, allowPrivate: true }]) {
-          const error = await register(url, policy).then(() => null, (err) => err);
-          expect(error?.message, url).to.equal('url refused: the URL must not carry a user name or password (they would be shown to every API key and are never sent)');
+          const error = await register(url, policy).then(
+            () => null,
+            (err) => err,
+          );
+          expect(error?.message, url).to.equal(
+            'url refused: the URL must not carry a user name or password (they would be shown to every API key and are never sent)',
+          );
         }
       }
       expect(await endpointsOf()).to.deep.equal([]);
     });
 
     it('accepts public addresses, names that resolve to them and names that do not resolve now', async () => {
-      for (const url of ['https://93.184.215.14/hook', 'https://hooks.example.ae/fleet', 'https://not-yet-in-dns.test/hook']) await register(url);
-      expect(await endpointsOf()).to.have.members(['https://93.184.215.14/hook', 'https://hooks.example.ae/fleet', 'https://not-yet-in-dns.test/hook']);
+      for (const url of [
+        'https://93.184.215.14/hook',
+        'https://hooks.example.ae/fleet',
+        'https://not-yet-in-dns.test/hook',
+      ])
+        await register(url);
+      expect(await endpointsOf()).to.have.members([
+        'https://93.184.215.14/hook',
+        'https://hooks.example.ae/fleet',
+        'https://not-yet-in-dns.test/hook',
+      ]);
     });
 
     it('accepts a private URL under the switch', async () => {
@@ -298,7 +391,7 @@ describe('webhooks: destination policy', () => {
     });
   });
 
-  it('connects to the checked address but keeps TLS on the URL\'s name: SNI is the name, the certificate is verified', async () => {
+  it("connects to the checked address but keeps TLS on the URL's name: SNI is the name, the certificate is verified", async () => {
     const names: string[] = [];
     const server = tls.createServer({
       key: TEST_ONLY_KEY,
@@ -312,7 +405,11 @@ describe('webhooks: destination policy', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     try {
       const tlsPort = (server.address() as AddressInfo).port;
-      const policy: DestinationPolicy = { allowPrivate: true, allowedCidrs: [], lookup: lookupOf({ 'receiver.test': ['127.0.0.1'] }) };
+      const policy: DestinationPolicy = {
+        allowPrivate: true,
+        allowedCidrs: [],
+        lookup: lookupOf({ 'receiver.test': ['127.0.0.1'] }),
+      };
       const outcome = await attempt(`https://receiver.test:${tlsPort}/hook`, policy);
       // The socket went to 127.0.0.1 (the looked-up address), the handshake named receiver.test, and the
       // self-signed certificate was refused: verification was not switched off by connecting to an address.

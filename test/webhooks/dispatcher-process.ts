@@ -7,7 +7,11 @@ import { createKnex } from '../../src/db/database.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 
 const db = createKnex(process.env.DATABASE_URL!, 4);
-const dispatcher = new Dispatcher({ db, logger: pino({ level: 'warn' }, pino.destination(2)), ...JSON.parse(process.argv[2] ?? '{}') });
+const dispatcher = new Dispatcher({
+  db,
+  logger: pino({ level: 'warn' }, pino.destination(2)),
+  ...JSON.parse(process.argv[2] ?? '{}'),
+});
 await dispatcher.start();
 process.stdout.write('ready\n');
 process.on('SIGTERM', async () => {

@@ -7,7 +7,13 @@ import { fanOutEvents } from '../../src/webhooks/fanout.js';
 import type { DispatcherOptions } from '../../src/webhooks/dispatcher.js';
 import { testDatabase } from '../support/database.js';
 import { startReceiver, type Receiver, type Reply } from '../support/receiver.js';
-import { bookingConfirmedData, dropTestWorkspaces, eventually, webhookWorkspace, type TestWorkspace } from './support.js';
+import {
+  bookingConfirmedData,
+  dropTestWorkspaces,
+  eventually,
+  webhookWorkspace,
+  type TestWorkspace,
+} from './support.js';
 
 type ChildOptions = Omit<DispatcherOptions, 'db' | 'logger'>;
 
@@ -20,11 +26,15 @@ interface DispatcherProcess {
 
 /** A dispatcher in its own process (its own pg pool and LISTEN connection), started through tsx. */
 async function spawnDispatcher(databaseUrl: string, options: ChildOptions): Promise<DispatcherProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT_DIR, 'test', 'webhooks', 'dispatcher-process.ts'), JSON.stringify(options)], {
-    cwd: ROOT_DIR,
-    env: { ...process.env, DATABASE_URL: databaseUrl },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', path.join(ROOT_DIR, 'test', 'webhooks', 'dispatcher-process.ts'), JSON.stringify(options)],
+    {
+      cwd: ROOT_DIR,
+      env: { ...process.env, DATABASE_URL: databaseUrl },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   let output = '';
   await new Promise<void>((resolve, reject) => {
@@ -79,16 +89,32 @@ describe('webhooks: several dispatcher processes on one database', function () {
   const queueAtOnce = (count: number) =>
     db.transaction(async (trx) => {
       const rows = await trx('events')
-        .insert(Array.from({ length: count }, () => ({ workspace_id: ws.id, event: 'booking.confirmed', data: JSON.stringify(bookingConfirmedData()), source: 'publish' })))
+        .insert(
+          Array.from({ length: count }, () => ({
+            workspace_id: ws.id,
+            event: 'booking.confirmed',
+            data: JSON.stringify(bookingConfirmedData()),
+            source: 'publish',
+          })),
+        )
         .returning('id');
-      return fanOutEvents(trx, rows.map((r) => r.id));
+      return fanOutEvents(
+        trx,
+        rows.map((r) => r.id),
+      );
     });
-  const accepted = async () => Number((await db('deliveries').where({ workspace_id: ws.id, status: 'accepted' }).count({ n: '*' }).first())!.n);
+  const accepted = async () =>
+    Number((await db('deliveries').where({ workspace_id: ws.id, status: 'accepted' }).count({ n: '*' }).first())!.n);
 
   it('never attempts one delivery in two processes at once: each is attempted exactly once', async () => {
     answer = () => ({ status: 204, delayMs: Math.floor(Math.random() * 15) });
     await endpoints(4);
-    const options: ChildOptions = { workspaceIds: [ws.id], concurrency: 16, perEndpointConcurrency: 4, perWorkspaceConcurrency: 16 };
+    const options: ChildOptions = {
+      workspaceIds: [ws.id],
+      concurrency: 16,
+      perEndpointConcurrency: 4,
+      perWorkspaceConcurrency: 16,
+    };
     children.push(await spawnDispatcher(url, options), await spawnDispatcher(url, options));
     const total = await queueAtOnce(100);
     expect(total).to.equal(400);
@@ -100,14 +126,20 @@ describe('webhooks: several dispatcher processes on one database', function () {
       attemptedBy.push(JSON.parse(output().trim().split('\n').pop()!).attempted);
     }
     // Both took part, and between them attempted each delivery once.
-    expect(attemptedBy.every((n) => n > 0), `attempted per process: ${attemptedBy}`).to.equal(true);
+    expect(
+      attemptedBy.every((n) => n > 0),
+      `attempted per process: ${attemptedBy}`,
+    ).to.equal(true);
     expect(attemptedBy[0] + attemptedBy[1]).to.equal(total);
 
     expect(receiver.overlaps, 'delivery ids in flight twice at once').to.deep.equal([]);
     expect(receiver.requests).to.have.length(total);
     expect(new Set(receiver.requests.map((r) => r.deliveryId)).size).to.equal(total);
     expect(receiver.requests.every((r) => r.verified?.ok)).to.equal(true);
-    const attempts = await db('delivery_attempts').join('deliveries', 'deliveries.id', 'delivery_attempts.delivery_id').where('deliveries.workspace_id', ws.id).select('delivery_attempts.number', 'deliveries.attempts');
+    const attempts = await db('delivery_attempts')
+      .join('deliveries', 'deliveries.id', 'delivery_attempts.delivery_id')
+      .where('deliveries.workspace_id', ws.id)
+      .select('delivery_attempts.number', 'deliveries.attempts');
     expect(attempts).to.have.length(total);
     expect(attempts.every((a) => a.number === 1 && a.attempts === 1)).to.equal(true);
   });
@@ -118,7 +150,14 @@ describe('webhooks: several dispatcher processes on one database', function () {
     answer = () => (receiverUp ? { status: 204 } : 'hang');
     await endpoints(2);
     const total = await queueAtOnce(10);
-    const doomed = await spawnDispatcher(url, { workspaceIds: [ws.id], concurrency: 8, perEndpointConcurrency: 4, perWorkspaceConcurrency: 8, leaseMs, attemptTimeoutMs: 2500 });
+    const doomed = await spawnDispatcher(url, {
+      workspaceIds: [ws.id],
+      concurrency: 8,
+      perEndpointConcurrency: 4,
+      perWorkspaceConcurrency: 8,
+      leaseMs,
+      attemptTimeoutMs: 2500,
+    });
     children.push(doomed);
     await receiver.waitForRequests(8, 20_000);
     doomed.child.kill('SIGKILL');
@@ -151,8 +190,12 @@ describe('webhooks: several dispatcher processes on one database', function () {
     }
     // Claimed ahead and never sent: taken over once the lease ran out too (leased in the same claim as the first 8).
     const firstRequest = Math.min(...inFlight.values());
-    for (const { id } of leased.filter((d) => !inFlight.has(d.id))) expect(delivered.get(id)! - firstRequest, id).to.be.at.least(leaseMs - 500);
-    const attempts = await db('delivery_attempts').join('deliveries', 'deliveries.id', 'delivery_attempts.delivery_id').where('deliveries.workspace_id', ws.id).select('delivery_attempts.number', 'delivery_attempts.status_code');
+    for (const { id } of leased.filter((d) => !inFlight.has(d.id)))
+      expect(delivered.get(id)! - firstRequest, id).to.be.at.least(leaseMs - 500);
+    const attempts = await db('delivery_attempts')
+      .join('deliveries', 'deliveries.id', 'delivery_attempts.delivery_id')
+      .where('deliveries.workspace_id', ws.id)
+      .select('delivery_attempts.number', 'delivery_attempts.status_code');
     expect(attempts).to.have.length(total);
     expect(attempts.every((a) => a.number === 1 && a.status_code === 204)).to.equal(true);
   });

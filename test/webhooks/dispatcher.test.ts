@@ -13,7 +13,18 @@ import { listDeliveries } from '../../src/webhooks/deliveries.js';
 import { releaseHeldDeliveries } from '../../src/webhooks/endpoint-lifecycle.js';
 import knexFactory from 'knex';
 import { RETRY_DELAYS_MS } from '../../src/webhooks/retry-schedule.js';
-import { bookingConfirmedData, delivery, examplePayload, quietLogger, dropTestWorkspaces, endpointRow, eventually, sleep, webhookWorkspace, type TestWorkspace } from './support.js';
+import {
+  bookingConfirmedData,
+  delivery,
+  examplePayload,
+  quietLogger,
+  dropTestWorkspaces,
+  endpointRow,
+  eventually,
+  sleep,
+  webhookWorkspace,
+  type TestWorkspace,
+} from './support.js';
 
 const DAY = 24 * 60 * 60 * 1000;
 
@@ -40,10 +51,21 @@ describe('webhooks: the dispatcher', () => {
 
   const publish = async (count = 1) => {
     const ids: string[] = [];
-    for (let i = 0; i < count; i++) ids.push((await publishEvent(db, { workspaceId: ws.id, event: 'booking.confirmed', data: bookingConfirmedData(), source: 'publish' })).eventId);
+    for (let i = 0; i < count; i++)
+      ids.push(
+        (
+          await publishEvent(db, {
+            workspaceId: ws.id,
+            event: 'booking.confirmed',
+            data: bookingConfirmedData(),
+            source: 'publish',
+          })
+        ).eventId,
+      );
     return ids;
   };
-  const deliveriesOf = (endpointId: string) => db('deliveries').where({ endpoint_id: endpointId }).orderBy('created_at');
+  const deliveriesOf = (endpointId: string) =>
+    db('deliveries').where({ endpoint_id: endpointId }).orderBy('created_at');
   const receiverEndpoint = async (options: { events?: string[]; active?: boolean } = {}) => {
     const url = receiver.endpointUrl();
     const endpoint = await ws.endpoint({ url, ...options });
@@ -66,11 +88,25 @@ describe('webhooks: the dispatcher', () => {
       expect(request.rawBody.toString('utf8')).to.equal(row.body);
       expect(request).to.include({ contentType: 'application/json', event: 'booking.confirmed', path: all.path });
       expect(request.body.id).to.equal(row.id);
-      expect(row).to.include({ status: 'accepted', attempts: 1, last_status_code: 204, last_error: null, next_attempt_at: null, lease_owner: null });
+      expect(row).to.include({
+        status: 'accepted',
+        attempts: 1,
+        last_status_code: 204,
+        last_error: null,
+        next_attempt_at: null,
+        lease_owner: null,
+      });
       expect(row.finished_at).to.be.an.instanceOf(Date);
       const attempts = await db('delivery_attempts').where({ delivery_id: row.id });
       expect(attempts).to.have.length(1);
-      expect(attempts[0]).to.include({ number: 1, status_code: 204, error_kind: null, error: null, response_body: '', endpoint_id: all.id });
+      expect(attempts[0]).to.include({
+        number: 1,
+        status_code: 204,
+        error_kind: null,
+        error: null,
+        response_body: '',
+        endpoint_id: all.id,
+      });
       expect(attempts[0].duration_ms).to.be.a('number').and.at.least(0);
     }
     const endpoint = await endpointRow(db, all.id);
@@ -78,7 +114,7 @@ describe('webhooks: the dispatcher', () => {
     expect(endpoint.last_success_at).to.be.an.instanceOf(Date);
   });
 
-  it('walks the whole retry schedule by the sweep\'s clock: 9 attempts, then failed, then nothing more', async () => {
+  it("walks the whole retry schedule by the sweep's clock: 9 attempts, then failed, then nothing more", async () => {
     const endpoint = await receiverEndpoint();
     answer = () => ({ status: 500, body: 'down for maintenance' });
     const [eventId] = await publish();
@@ -91,17 +127,32 @@ describe('webhooks: the dispatcher', () => {
       const row = await delivery(db, id);
       expect(row.next_attempt_at.getTime(), `retry ${i + 1} scheduled`).to.equal(due.getTime());
       expect(row).to.include({ status: 'retrying', attempts: i + 1, last_status_code: 500 });
-      expect((await dispatcher.runOnce(new Date(due.getTime() - 1))).attempted, `retry ${i + 1} not before it is due`).to.equal(0);
+      expect(
+        (await dispatcher.runOnce(new Date(due.getTime() - 1))).attempted,
+        `retry ${i + 1} not before it is due`,
+      ).to.equal(0);
       now = due;
       const last = i === RETRY_DELAYS_MS.length - 1;
-      expect(await dispatcher.runOnce(now)).to.deep.equal({ attempted: 1, accepted: 0, retrying: last ? 0 : 1, failed: last ? 1 : 0 });
+      expect(await dispatcher.runOnce(now)).to.deep.equal({
+        attempted: 1,
+        accepted: 0,
+        retrying: last ? 0 : 1,
+        failed: last ? 1 : 0,
+      });
     }
     const row = await delivery(db, id);
-    expect(row).to.include({ status: 'failed', attempts: 9, next_attempt_at: null, last_status_code: 500, last_error: 'HTTP 500' });
+    expect(row).to.include({
+      status: 'failed',
+      attempts: 9,
+      next_attempt_at: null,
+      last_status_code: 500,
+      last_error: 'HTTP 500',
+    });
     expect((await dispatcher.runOnce(new Date(now.getTime() + 30 * DAY))).attempted).to.equal(0);
     const attempts = await db('delivery_attempts').where({ delivery_id: id }).orderBy('number');
     expect(attempts.map((a) => a.number)).to.deep.equal([1, 2, 3, 4, 5, 6, 7, 8, 9]);
-    for (const a of attempts) expect(a).to.include({ status_code: 500, error_kind: 'status', response_body: 'down for maintenance' });
+    for (const a of attempts)
+      expect(a).to.include({ status_code: 500, error_kind: 'status', response_body: 'down for maintenance' });
     // Nine requests with the same id and the same bytes, each signed.
     expect(receiver.requests).to.have.length(9);
     expect(new Set(receiver.requests.map((r) => r.rawBody.toString())).size).to.equal(1);
@@ -118,11 +169,17 @@ describe('webhooks: the dispatcher', () => {
     expect(counts).to.deep.equal({ attempted: 2, accepted: 0, retrying: 2, failed: 0 });
     const [timedOut] = await deliveriesOf(slow.id);
     const [refused] = await deliveriesOf(closed.id);
-    expect(timedOut).to.include({ status: 'retrying', last_status_code: null, last_error: 'no complete answer within 200 ms' });
+    expect(timedOut).to.include({
+      status: 'retrying',
+      last_status_code: null,
+      last_error: 'no complete answer within 200 ms',
+    });
     expect(refused.status).to.equal('retrying');
     expect(refused.last_error).to.include('ECONNREFUSED');
     expect((await db('delivery_attempts').where({ delivery_id: timedOut.id }).first()).error_kind).to.equal('timeout');
-    expect((await db('delivery_attempts').where({ delivery_id: refused.id }).first()).error_kind).to.equal('connection');
+    expect((await db('delivery_attempts').where({ delivery_id: refused.id }).first()).error_kind).to.equal(
+      'connection',
+    );
   });
 
   it('switches an endpoint off at exactly the 20th failure in a row and holds what is pending', async () => {
@@ -131,7 +188,11 @@ describe('webhooks: the dispatcher', () => {
     await publish(19);
     const now = new Date();
     expect(await ws.dispatcher().runOnce(now)).to.include({ attempted: 19, retrying: 19 });
-    expect(await endpointRow(db, endpoint.id)).to.include({ consecutive_failures: 19, is_active: true, disabled_at: null });
+    expect(await endpointRow(db, endpoint.id)).to.include({
+      consecutive_failures: 19,
+      is_active: true,
+      disabled_at: null,
+    });
 
     await publish(2);
     // One at a time, so the 21st delivery is not already in flight when the 20th failure switches the endpoint off.
@@ -156,11 +217,19 @@ describe('webhooks: the dispatcher', () => {
     const endpoint = await receiverEndpoint({ active: false });
     await db('webhook_endpoints').where({ id: endpoint.id }).update({ consecutive_failures: 20 });
     await publish();
-    const { deliveryId } = (await queueTestDelivery(db, { workspaceId: ws.id, endpointId: endpoint.id, idempotencyKey: 'k', now: new Date() })) as { deliveryId: string };
+    const { deliveryId } = (await queueTestDelivery(db, {
+      workspaceId: ws.id,
+      endpointId: endpoint.id,
+      idempotencyKey: 'k',
+      now: new Date(),
+    })) as { deliveryId: string };
     expect(await ws.dispatcher().runOnce()).to.deep.equal({ attempted: 1, accepted: 1, retrying: 0, failed: 0 });
     expect(receiver.requests.map((r) => r.deliveryId)).to.deep.equal([deliveryId]);
     expect(receiver.requests[0]).to.include({ event: 'webhook.test' });
-    expect(receiver.requests[0].body.data).to.deep.equal({ endpointId: endpoint.id, message: 'This is a test delivery from Fleet Rental Service.' });
+    expect(receiver.requests[0].body.data).to.deep.equal({
+      endpointId: endpoint.id,
+      message: 'This is a test delivery from Fleet Rental Service.',
+    });
     const row = await endpointRow(db, endpoint.id);
     expect(row).to.include({ is_active: false, consecutive_failures: 0 });
     expect(row.last_success_at).to.be.an.instanceOf(Date);
@@ -169,13 +238,30 @@ describe('webhooks: the dispatcher', () => {
 
   it('summarises a batch of outcomes per endpoint in the order they finished', () => {
     const at = new Date('2026-11-22T08:00:00.000Z');
-    const outcome = (endpointId: string, ok: boolean, ms = 0) => ({ claim: { endpointId }, outcome: { ok, startedAt: at, durationMs: ms } });
+    const outcome = (endpointId: string, ok: boolean, ms = 0) => ({
+      claim: { endpointId },
+      outcome: { ok, startedAt: at, durationMs: ms },
+    });
     const summary = summariseStreaks([
-      outcome('b', false), outcome('a', false), outcome('a', false), outcome('a', true, 5), outcome('a', false),
-      outcome('a', false), outcome('a', false), outcome('a', true, 9), outcome('a', false),
+      outcome('b', false),
+      outcome('a', false),
+      outcome('a', false),
+      outcome('a', true, 5),
+      outcome('a', false),
+      outcome('a', false),
+      outcome('a', false),
+      outcome('a', true, 9),
+      outcome('a', false),
     ]);
     expect(summary).to.deep.equal([
-      { endpointId: 'a', successes: 2, leading: 2, trailing: 1, longestAfterSuccess: 3, lastSuccessAt: '2026-11-22T08:00:00.009Z' },
+      {
+        endpointId: 'a',
+        successes: 2,
+        leading: 2,
+        trailing: 1,
+        longestAfterSuccess: 3,
+        lastSuccessAt: '2026-11-22T08:00:00.009Z',
+      },
       { endpointId: 'b', successes: 0, leading: 1, trailing: 1, longestAfterSuccess: 0, lastSuccessAt: null },
     ]);
   });
@@ -204,12 +290,22 @@ describe('webhooks: the dispatcher', () => {
     await publish(3);
     const rows = await deliveriesOf(endpoint.id);
     const now = new Date();
-    await db('deliveries').where({ id: rows[0].id }).update({ created_at: new Date(now.getTime() - 7 * DAY - 1000) });
+    await db('deliveries')
+      .where({ id: rows[0].id })
+      .update({ created_at: new Date(now.getTime() - 7 * DAY - 1000) });
     // The operator's switch (fleet-admin endpoint enable) releases what was held.
     await setEndpointActive(db, endpoint.id, true, now);
-    const released = await db('deliveries').whereIn('id', rows.map((r) => r.id)).orderBy('created_at');
+    const released = await db('deliveries')
+      .whereIn(
+        'id',
+        rows.map((r) => r.id),
+      )
+      .orderBy('created_at');
     expect(released.map((r) => r.status)).to.deep.equal(['failed', 'queued', 'queued']);
-    expect(released[0]).to.include({ next_attempt_at: null, last_error: 'held longer than 7 days while the endpoint was switched off' });
+    expect(released[0]).to.include({
+      next_attempt_at: null,
+      last_error: 'held longer than 7 days while the endpoint was switched off',
+    });
     expect(released[1].next_attempt_at.getTime()).to.equal(now.getTime());
     expect(await ws.dispatcher().runOnce(new Date(now.getTime() + 1000))).to.include({ attempted: 2, accepted: 2 });
     expect(receiver.requests.map((r) => r.deliveryId)).to.have.members([rows[1].id, rows[2].id]);
@@ -220,12 +316,14 @@ describe('webhooks: the dispatcher', () => {
     await publish(2);
     const [old] = await deliveriesOf(endpoint.id);
     const now = new Date();
-    await db('deliveries').where({ id: old.id }).update({ created_at: new Date(now.getTime() - 8 * DAY) });
+    await db('deliveries')
+      .where({ id: old.id })
+      .update({ created_at: new Date(now.getTime() - 8 * DAY) });
     expect(await releaseHeldDeliveries(db, endpoint.id, now)).to.deep.equal({ queued: 1, failed: 1 });
     expect(await releaseHeldDeliveries(db, endpoint.id, now)).to.deep.equal({ queued: 0, failed: 0 });
   });
 
-  it('lists an endpoint\'s deliveries newest first', async () => {
+  it("lists an endpoint's deliveries newest first", async () => {
     const endpoint = await receiverEndpoint();
     answer = () => ({ status: 500 });
     await publish();
@@ -249,11 +347,16 @@ describe('webhooks: the dispatcher', () => {
     const fast = await receiverEndpoint({ events: ['booking.confirmed'] });
     answer = (path) => (path === slow.path ? { status: 204, delayMs: 1000 } : { status: 204, delayMs: 10 });
     const payment = examplePayload('payment.captured');
-    for (let i = 0; i < 4; i++) await publishEvent(db, { workspaceId: ws.id, event: 'payment.captured', data: payment.data, source: 'publish' });
+    for (let i = 0; i < 4; i++)
+      await publishEvent(db, { workspaceId: ws.id, event: 'payment.captured', data: payment.data, source: 'publish' });
     await publish(10);
     const started = Date.now();
     const run = ws.dispatcher({ concurrency: 4, perEndpointConcurrency: 2, perWorkspaceConcurrency: 4 }).runOnce();
-    await eventually(async () => receiver.requests.filter((r) => r.path === fast.path).length === 10, 5000, 'the fast endpoint');
+    await eventually(
+      async () => receiver.requests.filter((r) => r.path === fast.path).length === 10,
+      5000,
+      'the fast endpoint',
+    );
     expect(Date.now() - started, 'the fast endpoint is done while the slow one still works').to.be.below(900);
     expect(receiver.requests.filter((r) => r.path === slow.path)).to.have.length(2);
     expect(await run).to.deep.equal({ attempted: 14, accepted: 14, retrying: 0, failed: 0 });
@@ -274,9 +377,15 @@ describe('webhooks: the dispatcher', () => {
         expect(receiver.requests[i - 1].receivedAt - queued, `event ${i}`).to.be.below(500);
       }
       // A delivery queued without a notification is still picked up by the poll, within about a second.
-      await eventually(async () => (await db('deliveries').where({ workspace_id: ws.id, status: 'accepted' })).length === 3, 3000, 'three accepted');
+      await eventually(
+        async () => (await db('deliveries').where({ workspace_id: ws.id, status: 'accepted' })).length === 3,
+        3000,
+        'three accepted',
+      );
       const row = await db('deliveries').where({ workspace_id: ws.id }).first();
-      await db('deliveries').where({ id: row.id }).update({ status: 'queued', next_attempt_at: db.fn.now(), finished_at: null });
+      await db('deliveries')
+        .where({ id: row.id })
+        .update({ status: 'queued', next_attempt_at: db.fn.now(), finished_at: null });
       const quiet = Date.now();
       await receiver.waitForRequests(4, 3000);
       expect(receiver.requests[3].receivedAt - quiet).to.be.below(1500);
@@ -291,14 +400,25 @@ describe('webhooks: the dispatcher', () => {
     const endpoint = await receiverEndpoint();
     answer = () => ({ status: 204, delayMs: 400 });
     await publish(1);
-    const dispatcher = new Dispatcher({ db: database.forRole('worker'), logger: quietLogger(), workspaceIds: [ws.id], leaseMs: 1500, attemptTimeoutMs: 1000, pollIntervalMs: 100 });
+    const dispatcher = new Dispatcher({
+      db: database.forRole('worker'),
+      logger: quietLogger(),
+      workspaceIds: [ws.id],
+      leaseMs: 1500,
+      attemptTimeoutMs: 1000,
+      pollIntervalMs: 100,
+    });
     try {
       await dispatcher.start();
       await receiver.waitForRequests(1, 5000);
       proxy.cut(); // the attempt's answer comes while nothing reaches the database
       await sleep(3000); // the lease (1.5 s) ran out meanwhile
       proxy.restore();
-      const row = await eventually(async () => (await deliveriesOf(endpoint.id)).find((d) => d.status === 'accepted'), 10_000, 'the delivery recorded');
+      const row = await eventually(
+        async () => (await deliveriesOf(endpoint.id)).find((d) => d.status === 'accepted'),
+        10_000,
+        'the delivery recorded',
+      );
       await sleep(1000);
       expect(receiver.requests.map((r) => r.deliveryId)).to.deep.equal([row.id]);
       expect(row).to.include({ attempts: 1, lease_owner: null });
@@ -313,7 +433,12 @@ describe('webhooks: the dispatcher', () => {
     const endpoint = await receiverEndpoint();
     answer = () => ({ status: 204, delayMs: 300 });
     await publish(1);
-    const dispatcher = new Dispatcher({ db: database.forRole('worker'), logger: quietLogger(), workspaceIds: [ws.id], pollIntervalMs: 100 });
+    const dispatcher = new Dispatcher({
+      db: database.forRole('worker'),
+      logger: quietLogger(),
+      workspaceIds: [ws.id],
+      pollIntervalMs: 100,
+    });
     try {
       await dispatcher.start();
       await receiver.waitForRequests(1, 5000);
@@ -332,7 +457,11 @@ describe('webhooks: the dispatcher', () => {
   });
 
   it('fails a one-off sweep after repeated database errors instead of retrying for ever', async () => {
-    const unreachable = knexFactory({ client: 'pg', connection: 'postgres://nobody:nothing@127.0.0.1:1/none', log: { warn: () => undefined, error: () => undefined } });
+    const unreachable = knexFactory({
+      client: 'pg',
+      connection: 'postgres://nobody:nothing@127.0.0.1:1/none',
+      log: { warn: () => undefined, error: () => undefined },
+    });
     try {
       const dispatcher = new Dispatcher({ db: unreachable, logger: quietLogger(), pollIntervalMs: 10 });
       let caught: unknown;
@@ -378,17 +507,29 @@ describe('webhooks: the dispatcher', () => {
         if (change === 'a switch-off') await setEndpointActive(db, endpoint.id, false);
         else await updateWorkspace(db, ws.slug, { status: 'frozen' });
         const [first, second] = await deliveriesOf(endpoint.id);
-        await eventually(async () => (await db('deliveries').where({ id: first.id }).first()).status === 'accepted', 5000, 'the first recorded');
-        const given = await eventually(async () => {
-          const row = await db('deliveries').where({ id: second.id }).first();
-          return row.lease_owner === null ? row : undefined;
-        }, 5000, 'the claim held ahead given back');
+        await eventually(
+          async () => (await db('deliveries').where({ id: first.id }).first()).status === 'accepted',
+          5000,
+          'the first recorded',
+        );
+        const given = await eventually(
+          async () => {
+            const row = await db('deliveries').where({ id: second.id }).first();
+            return row.lease_owner === null ? row : undefined;
+          },
+          5000,
+          'the claim held ahead given back',
+        );
         expect(given.status).to.equal(change === 'a switch-off' ? 'held' : 'queued');
       } finally {
         await dispatcher.stop();
       }
       expect(receiver.requests.map((r) => r.deliveryId)).to.have.length(1);
-      expect(await db('delivery_attempts').whereIn('delivery_id', db('deliveries').select('id').where({ endpoint_id: endpoint.id })).count({ n: '*' })).to.deep.equal([{ n: 1 }]);
+      expect(
+        await db('delivery_attempts')
+          .whereIn('delivery_id', db('deliveries').select('id').where({ endpoint_id: endpoint.id }))
+          .count({ n: '*' }),
+      ).to.deep.equal([{ n: 1 }]);
     });
   }
 

@@ -11,7 +11,15 @@ import type { DestinationPolicy } from '../../src/webhooks/destination-policy.js
 import { DEFAULT_DNS_DEADLINE_MS } from '../../src/webhooks/name-resolution.js';
 import { startDnsServer } from '../support/dns-server.js';
 import { startApi } from '../support/api.js';
-import { bookingConfirmedData, dropTestWorkspaces, eventually, quietLogger, sleep, webhookWorkspace, type TestWorkspace } from './support.js';
+import {
+  bookingConfirmedData,
+  dropTestWorkspaces,
+  eventually,
+  quietLogger,
+  sleep,
+  webhookWorkspace,
+  type TestWorkspace,
+} from './support.js';
 import { workspaceConcurrencyFromEnv } from '../../src/config.js';
 
 const DAY = 24 * 60 * 60 * 1000;
@@ -36,7 +44,13 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
   });
 
   const publish = async (ws: TestWorkspace, count: number) => {
-    for (let i = 0; i < count; i++) await publishEvent(db, { workspaceId: ws.id, event: 'booking.confirmed', data: bookingConfirmedData(), source: 'publish' });
+    for (let i = 0; i < count; i++)
+      await publishEvent(db, {
+        workspaceId: ws.id,
+        event: 'booking.confirmed',
+        data: bookingConfirmedData(),
+        source: 'publish',
+      });
   };
   const endpointOn = async (ws: TestWorkspace, options: { dead?: boolean } = {}) => {
     const url = receiver.endpointUrl();
@@ -51,7 +65,9 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
     expect(workspaceConcurrencyFromEnv(64, {})).to.equal(undefined);
     expect(workspaceConcurrencyFromEnv(64, { FRS_WEBHOOK_WORKSPACE_CONCURRENCY: '8' })).to.equal(8);
     for (const bad of ['0', '65', '2.5', 'many']) {
-      expect(() => workspaceConcurrencyFromEnv(64, { FRS_WEBHOOK_WORKSPACE_CONCURRENCY: bad })).to.throw(`FRS_WEBHOOK_WORKSPACE_CONCURRENCY must be a whole number from 1 to 64, got "${bad}"`);
+      expect(() => workspaceConcurrencyFromEnv(64, { FRS_WEBHOOK_WORKSPACE_CONCURRENCY: bad })).to.throw(
+        `FRS_WEBHOOK_WORKSPACE_CONCURRENCY must be a whole number from 1 to 64, got "${bad}"`,
+      );
     }
   });
 
@@ -64,12 +80,23 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
     await publish(noisy, 10); // 80 deliveries to endpoints that never answer, queued first
     await publish(quiet, 5);
     // 16 slots, 8 per endpoint: without a workspace share the noisy workspace's 8 x 8 would take all 16.
-    const dispatcher = new Dispatcher({ db, logger: quietLogger(), workspaceIds: [noisy.id, quiet.id], concurrency: 16, attemptTimeoutMs: 3000, leaseMs: 6000 });
+    const dispatcher = new Dispatcher({
+      db,
+      logger: quietLogger(),
+      workspaceIds: [noisy.id, quiet.id],
+      concurrency: 16,
+      attemptTimeoutMs: 3000,
+      leaseMs: 6000,
+    });
     await dispatcher.start();
     try {
       await eventually(async () => dispatcher.totals.accepted === 5, 2500, "the quiet workspace's 5 deliveries");
       // (The noisy workspace's first claims may still be on their way to the receiver.)
-      await eventually(async () => receiver.requests.filter((r) => dead.has(r.path)).length >= 4, 2500, "the noisy workspace's share");
+      await eventually(
+        async () => receiver.requests.filter((r) => dead.has(r.path)).length >= 4,
+        2500,
+        "the noisy workspace's share",
+      );
       // Accepted while every attempt of the noisy workspace is still hanging: none of them has finished yet.
       expect(dispatcher.totals).to.deep.equal({ attempted: 5, accepted: 5, retrying: 0, failed: 0 });
       const noisyRequests = receiver.requests.filter((r) => dead.has(r.path));
@@ -79,7 +106,10 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
       expect(receiver.requests.filter((r) => r.path === healthy.path)).to.have.length(5);
       const quietRows = await db('deliveries').where({ workspace_id: quiet.id });
       expect(quietRows.map((r) => r.status)).to.deep.equal(Array(5).fill('accepted'));
-      const pendingNoisy = await db('deliveries').where({ workspace_id: noisy.id, status: 'queued' }).count({ n: '*' }).first();
+      const pendingNoisy = await db('deliveries')
+        .where({ workspace_id: noisy.id, status: 'queued' })
+        .count({ n: '*' })
+        .first();
       expect(Number(pendingNoisy!.n)).to.equal(80);
     } finally {
       await dispatcher.stop();
@@ -88,7 +118,10 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
 
   it("a workspace whose endpoint's name never resolves, with 8 attempts in flight, does not delay another's delivery by 1 s", async () => {
     // A name server of the test's own: healthy.test is 127.0.0.1 (the receiver), stuck.test never gets an answer.
-    const names = await startDnsServer({ records: { 'healthy.test': { addresses: ['127.0.0.1'], ttl: 60 } }, silent: ['stuck.test'] });
+    const names = await startDnsServer({
+      records: { 'healthy.test': { addresses: ['127.0.0.1'], ttl: 60 } },
+      silent: ['stuck.test'],
+    });
     const stuckWs = await webhookWorkspace(db);
     const healthyWs = await webhookWorkspace(db);
     const port = new URL(receiver.url).port;
@@ -97,14 +130,21 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
     // Private destinations allowed (the receiver is on 127.0.0.1); names asked of the test's server, default deadline.
     const policy: DestinationPolicy = { allowPrivate: true, allowedCidrs: [], dns: { servers: [names.address] } };
     // The default limits and attempt time-out (8 per endpoint, 16 per workspace, 10 s).
-    const dispatcher = new Dispatcher({ db, logger: quietLogger(), workspaceIds: [stuckWs.id, healthyWs.id], destinationPolicy: policy });
+    const dispatcher = new Dispatcher({
+      db,
+      logger: quietLogger(),
+      workspaceIds: [stuckWs.id, healthyWs.id],
+      destinationPolicy: policy,
+    });
     await publish(stuckWs, 8);
     await dispatcher.start();
     try {
       // All 8 in flight, waiting on the name: the lookup reached the server, and nothing has finished.
       await eventually(async () => names.queriesOf('stuck.test').length > 0, 2000, 'the lookup of stuck.test');
       await sleep(100);
-      expect(await db('deliveries').where({ endpoint_id: stuck.id }).whereNotNull('lease_owner').count({ n: '*' }).first()).to.deep.equal({ n: 8 });
+      expect(
+        await db('deliveries').where({ endpoint_id: stuck.id }).whereNotNull('lease_owner').count({ n: '*' }).first(),
+      ).to.deep.equal({ n: 8 });
       expect(dispatcher.totals.attempted).to.equal(0);
 
       const queuedAt = Date.now();
@@ -123,11 +163,19 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
       console.log(`      (stuck attempts took ${Math.min(...durations)} to ${Math.max(...durations)} ms)`);
       expect(attempts).to.have.length(8);
       for (const a of attempts) {
-        expect(a).to.include({ number: 1, status_code: null, error_kind: 'dns', error: `ETIMEOUT: stuck.test did not resolve within ${DEFAULT_DNS_DEADLINE_MS} ms`, response_body: null });
+        expect(a).to.include({
+          number: 1,
+          status_code: null,
+          error_kind: 'dns',
+          error: `ETIMEOUT: stuck.test did not resolve within ${DEFAULT_DNS_DEADLINE_MS} ms`,
+          response_body: null,
+        });
         expect(a.duration_ms).to.be.within(DEFAULT_DNS_DEADLINE_MS - 10, DEFAULT_DNS_DEADLINE_MS + 4000);
       }
       expect(names.queriesOf('stuck.test').length).to.be.within(2, 4);
-      expect(await db('deliveries').where({ endpoint_id: healthy.id }).first('status')).to.deep.equal({ status: 'accepted' });
+      expect(await db('deliveries').where({ endpoint_id: healthy.id }).first('status')).to.deep.equal({
+        status: 'accepted',
+      });
       expect(receiver.requests).to.have.length(1);
     } finally {
       await dispatcher.stop();
@@ -141,7 +189,12 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
       const detail = await api.get(`/v1/webhooks/${stuck.id}/deliveries/${row.id}`, key);
       expect(detail.status).to.equal(200);
       expect(detail.body).to.include({ status: 'retrying', lastErrorKind: 'dns', lastStatusCode: null });
-      expect(detail.body.attempts[0]).to.include({ number: 1, errorKind: 'dns', statusCode: null, error: `ETIMEOUT: stuck.test did not resolve within ${DEFAULT_DNS_DEADLINE_MS} ms` });
+      expect(detail.body.attempts[0]).to.include({
+        number: 1,
+        errorKind: 'dns',
+        statusCode: null,
+        error: `ETIMEOUT: stuck.test did not resolve within ${DEFAULT_DNS_DEADLINE_MS} ms`,
+      });
     } finally {
       await api.close();
     }
@@ -155,7 +208,15 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
     await publish(first, 6);
     await publish(second, 6);
     // 4 slots, 4 per workspace allowed: oldest-first would give all 4 to the first workspace.
-    const dispatcher = new Dispatcher({ db, logger: quietLogger(), workspaceIds: [first.id, second.id], concurrency: 4, perWorkspaceConcurrency: 4, attemptTimeoutMs: 3000, leaseMs: 6000 });
+    const dispatcher = new Dispatcher({
+      db,
+      logger: quietLogger(),
+      workspaceIds: [first.id, second.id],
+      concurrency: 4,
+      perWorkspaceConcurrency: 4,
+      attemptTimeoutMs: 3000,
+      leaseMs: 6000,
+    });
     await dispatcher.start();
     try {
       await receiver.waitForRequests(4, 2500);
@@ -164,7 +225,10 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
       expect(receiver.requests.filter((r) => r.path === firstEndpoint.path)).to.have.length(2);
       expect(receiver.requests.filter((r) => r.path === secondEndpoint.path)).to.have.length(2);
       // Leased: those, and as many claimed ahead (twice the slots), round-robin too: 4 and 4, not 6 and 2.
-      const leased = await db('deliveries').whereIn('workspace_id', [first.id, second.id]).whereNotNull('lease_owner').select('workspace_id');
+      const leased = await db('deliveries')
+        .whereIn('workspace_id', [first.id, second.id])
+        .whereNotNull('lease_owner')
+        .select('workspace_id');
       expect(leased.filter((r) => r.workspace_id === first.id)).to.have.length(4);
       expect(leased.filter((r) => r.workspace_id === second.id)).to.have.length(4);
     } finally {
@@ -177,7 +241,12 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
     const endpoint = await endpointOn(ws);
     await updateWorkspace(db, ws.slug, { status: 'frozen' });
     await publish(ws, 2);
-    await queueTestDelivery(db, { workspaceId: ws.id, endpointId: endpoint.id, idempotencyKey: 'frozen-test', now: new Date() });
+    await queueTestDelivery(db, {
+      workspaceId: ws.id,
+      endpointId: endpoint.id,
+      idempotencyKey: 'frozen-test',
+      now: new Date(),
+    });
     expect(await db('events').where({ workspace_id: ws.id }).count({ n: '*' }).first()).to.deep.equal({ n: 3 });
     // The sweep's clock: a day after the last delivery was queued (by the database clock), so all are due.
     const { max } = (await db('deliveries').where({ workspace_id: ws.id }).max('created_at').first())!;
@@ -185,13 +254,21 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
     const dispatcher = ws.dispatcher();
     expect(await dispatcher.runOnce(sweepAt)).to.deep.equal({ attempted: 0, accepted: 0, retrying: 0, failed: 0 });
     expect(receiver.requests).to.deep.equal([]);
-    expect((await db('deliveries').where({ workspace_id: ws.id })).map((r) => r.status)).to.deep.equal(['queued', 'queued', 'queued']);
+    expect((await db('deliveries').where({ workspace_id: ws.id })).map((r) => r.status)).to.deep.equal([
+      'queued',
+      'queued',
+      'queued',
+    ]);
 
     // 6 days 23 hours after the oldest was queued: under the 7-day rule, so everything is sent.
     const { min } = (await db('deliveries').where({ workspace_id: ws.id }).min('created_at').first())!;
     await updateWorkspace(db, ws.slug, { status: 'active' }, new Date(min.getTime() + 7 * DAY - 3_600_000));
     expect(await dispatcher.runOnce(sweepAt)).to.deep.equal({ attempted: 3, accepted: 3, retrying: 0, failed: 0 });
-    expect(receiver.requests.map((r) => r.event).sort()).to.deep.equal(['booking.confirmed', 'booking.confirmed', 'webhook.test']);
+    expect(receiver.requests.map((r) => r.event).sort()).to.deep.equal([
+      'booking.confirmed',
+      'booking.confirmed',
+      'webhook.test',
+    ]);
   });
 
   it('set active after more than 7 days, what waited is marked failed instead of sent', async () => {
@@ -204,7 +281,12 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
     const later = new Date(row.created_at.getTime() + 7 * DAY + 60_000);
     await updateWorkspace(db, ws.slug, { status: 'active' }, later);
     const after = await db('deliveries').where({ id: row.id }).first();
-    expect(after).to.include({ status: 'failed', next_attempt_at: null, attempts: 0, last_error: 'waited longer than 7 days while the workspace was frozen' });
+    expect(after).to.include({
+      status: 'failed',
+      next_attempt_at: null,
+      attempts: 0,
+      last_error: 'waited longer than 7 days while the workspace was frozen',
+    });
     expect(await ws.dispatcher().runOnce(later)).to.deep.equal({ attempted: 0, accepted: 0, retrying: 0, failed: 0 });
     expect(receiver.requests).to.deep.equal([]);
   });

@@ -25,8 +25,15 @@ describe('webhooks: backfills through batch writes and import jobs raise no deri
 
   const started = () => startedCalendar(db, workerDb, NOW);
 
-  const payment = (customerId: string, invoiceId: string, amount: number, at: string) =>
-    ({ id: randomUUID(), kind: 'charge', status: 'captured', amount, customerId, invoiceId, at });
+  const payment = (customerId: string, invoiceId: string, amount: number, at: string) => ({
+    id: randomUUID(),
+    kind: 'charge',
+    status: 'captured',
+    amount,
+    customerId,
+    invoiceId,
+    at,
+  });
 
   it('a batch with history: true raises none; the same batch without it raises payment.captured', async () => {
     const { f, endpoint, customerId, invoiceId } = await started();

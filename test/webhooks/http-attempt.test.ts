@@ -3,7 +3,13 @@ import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
 import nock from 'nock';
 import { getGlobalDispatcher } from 'undici';
-import { attemptDelivery, DEFAULT_ATTEMPT_TIMEOUT_MS, firstBytes, type AttemptOptions, type AttemptRequest } from '../../src/webhooks/http-attempt.js';
+import {
+  attemptDelivery,
+  DEFAULT_ATTEMPT_TIMEOUT_MS,
+  firstBytes,
+  type AttemptOptions,
+  type AttemptRequest,
+} from '../../src/webhooks/http-attempt.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 import { verifyWebhook } from '../../src/webhooks/signing.js';
 import { testDatabase } from '../support/database.js';
@@ -15,7 +21,8 @@ nock.restore();
 
 const HOST = 'http://receiver.test';
 const SECRET = 'whsec_abcdefghijklmnopqrstuvwxyzABCDEF0123456789';
-const BODY = '{"id":"3f1c9a52-7d4e-4b8a-9c21-6e5f0d2b8a47","event":"webhook.test","createdAt":"2026-11-22T08:30:00.000Z","data":{"endpointId":"8d6f2c1e-4a3b-4c5d-8e9f-0a1b2c3d4e5f","message":"Zoë"}}';
+const BODY =
+  '{"id":"3f1c9a52-7d4e-4b8a-9c21-6e5f0d2b8a47","event":"webhook.test","createdAt":"2026-11-22T08:30:00.000Z","data":{"endpointId":"8d6f2c1e-4a3b-4c5d-8e9f-0a1b2c3d4e5f","message":"Zoë"}}';
 
 const request = (path = '/hook'): AttemptRequest => ({
   url: HOST + path,
@@ -30,7 +37,9 @@ describe('webhooks: one delivery attempt', () => {
     expect(DEFAULT_ATTEMPT_TIMEOUT_MS).to.equal(10_000);
     const { db } = await testDatabase();
     expect(new Dispatcher({ db, logger: quietLogger() }).attemptTimeout).to.equal(10_000);
-    expect(new Dispatcher({ db, logger: quietLogger(), attemptTimeoutMs: 200, leaseMs: 1000 }).attemptTimeout).to.equal(200);
+    expect(new Dispatcher({ db, logger: quietLogger(), attemptTimeoutMs: 200, leaseMs: 1000 }).attemptTimeout).to.equal(
+      200,
+    );
   });
 
   describe('outcomes (nock)', () => {
@@ -38,7 +47,8 @@ describe('webhooks: one delivery attempt', () => {
     afterEach(() => nock.cleanAll());
     after(() => nock.restore());
     // nock replaces undici's global dispatcher; deliveries normally go through the destination policy's agent.
-    const attemptViaNock = (req: AttemptRequest, options: AttemptOptions = {}) => attemptDelivery(req, { ...options, via: getGlobalDispatcher() });
+    const attemptViaNock = (req: AttemptRequest, options: AttemptOptions = {}) =>
+      attemptDelivery(req, { ...options, via: getGlobalDispatcher() });
 
     it('POSTs the fixed body with content-type, service-event, service-delivery and a valid service-signature', async () => {
       let seen: { headers: Record<string, string>; body: string } | undefined;
@@ -75,7 +85,9 @@ describe('webhooks: one delivery attempt', () => {
 
     for (const status of [301, 302, 307]) {
       it(`treats ${status} as a failure and does not follow the redirect`, async () => {
-        nock(HOST).post('/hook').reply(status, 'moved', { location: `${HOST}/moved` });
+        nock(HOST)
+          .post('/hook')
+          .reply(status, 'moved', { location: `${HOST}/moved` });
         const target = nock(HOST).post('/moved').reply(204);
         const outcome = await attemptViaNock(request());
         expect(outcome).to.include({ ok: false, statusCode: status, errorKind: 'redirect', responseBody: 'moved' });
@@ -85,7 +97,9 @@ describe('webhooks: one delivery attempt', () => {
     }
 
     it('never keeps the signing secret in the error text it records', async () => {
-      nock(HOST).post('/hook').reply(302, 'moved', { location: `${HOST}/login?next=${SECRET}` });
+      nock(HOST)
+        .post('/hook')
+        .reply(302, 'moved', { location: `${HOST}/login?next=${SECRET}` });
       const outcome = await attemptViaNock(request());
       expect(outcome.error).to.equal(`HTTP 302 redirect to ${HOST}/login?next=[redacted] (redirects are not followed)`);
     });
@@ -94,7 +108,13 @@ describe('webhooks: one delivery attempt', () => {
       it(`treats ${status} as a failure, keeping the status and the body`, async () => {
         nock(HOST).post('/hook').reply(status, { error: 'nope' });
         const outcome = await attemptViaNock(request());
-        expect(outcome).to.include({ ok: false, statusCode: status, errorKind: 'status', error: `HTTP ${status}`, responseBody: '{"error":"nope"}' });
+        expect(outcome).to.include({
+          ok: false,
+          statusCode: status,
+          errorKind: 'status',
+          error: `HTTP ${status}`,
+          responseBody: '{"error":"nope"}',
+        });
       });
     }
 
@@ -147,7 +167,10 @@ describe('webhooks: one delivery attempt', () => {
       await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
       const { port } = server.address() as AddressInfo;
       try {
-        const outcome = await attemptDelivery({ ...request(), url: `http://127.0.0.1:${port}/hook` }, { timeoutMs: 200 });
+        const outcome = await attemptDelivery(
+          { ...request(), url: `http://127.0.0.1:${port}/hook` },
+          { timeoutMs: 200 },
+        );
         expect(outcome).to.include({ ok: false, errorKind: 'timeout' });
         expect(outcome.durationMs).to.be.within(190, 1000);
       } finally {
@@ -171,8 +194,17 @@ describe('webhooks: one delivery attempt', () => {
       await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
       const { port } = server.address() as AddressInfo;
       try {
-        const outcome = await attemptDelivery({ ...request(), url: `http://127.0.0.1:${port}/hook` }, { timeoutMs: 5000 });
-        expect(outcome).to.include({ ok: true, statusCode: 200, errorKind: null, error: null, responseBody: 'a'.repeat(4096) });
+        const outcome = await attemptDelivery(
+          { ...request(), url: `http://127.0.0.1:${port}/hook` },
+          { timeoutMs: 5000 },
+        );
+        expect(outcome).to.include({
+          ok: true,
+          statusCode: 200,
+          errorKind: null,
+          error: null,
+          responseBody: 'a'.repeat(4096),
+        });
       } finally {
         server.closeAllConnections();
         await new Promise((resolve) => server.close(resolve));
@@ -188,7 +220,10 @@ describe('webhooks: one delivery attempt', () => {
       await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
       const { port } = server.address() as AddressInfo;
       try {
-        const outcome = await attemptDelivery({ ...request(), url: `http://127.0.0.1:${port}/hook` }, { timeoutMs: 300 });
+        const outcome = await attemptDelivery(
+          { ...request(), url: `http://127.0.0.1:${port}/hook` },
+          { timeoutMs: 300 },
+        );
         expect(outcome).to.include({ ok: false, errorKind: 'timeout' });
       } finally {
         server.closeAllConnections();

@@ -3,7 +3,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { startDnsServer, type TestDnsServer } from '../support/dns-server.js';
-import { CACHE_LIMIT, NameResolutionError, NameResolver, RESOLUTION_DELAY_MS, type NameResolverOptions } from '../../src/webhooks/name-resolution.js';
+import {
+  CACHE_LIMIT,
+  NameResolutionError,
+  NameResolver,
+  RESOLUTION_DELAY_MS,
+  type NameResolverOptions,
+} from '../../src/webhooks/name-resolution.js';
 import { resolveDestination, STRICT_POLICY, type DestinationPolicy } from '../../src/webhooks/destination-policy.js';
 import { attemptDelivery } from '../../src/webhooks/http-attempt.js';
 import { destinationPolicyFromEnv } from '../../src/config.js';
@@ -33,7 +39,10 @@ describe('webhooks: name resolution', () => {
       silentAaaa: ['no-aaaa.test'],
     });
     hostsFile = path.join(await fs.mkdtemp(path.join(os.tmpdir(), 'frs-hosts-')), 'hosts');
-    await fs.writeFile(hostsFile, '# a hosts file of the test\n10.9.8.7   listed.test  Alias.Test # the receiver\n::1 listed.test\n\nnot-an-address ignored.test\n');
+    await fs.writeFile(
+      hostsFile,
+      '# a hosts file of the test\n10.9.8.7   listed.test  Alias.Test # the receiver\n::1 listed.test\n\nnot-an-address ignored.test\n',
+    );
   });
   after(async () => {
     await server.close();
@@ -44,15 +53,26 @@ describe('webhooks: name resolution', () => {
     clock = 0;
   });
 
-  const resolver = (options: NameResolverOptions = {}) => new NameResolver({ servers: [server.address], hostsFile, now: () => clock, ...options });
-  const failure = (promise: Promise<unknown>) => promise.then(() => expect.fail('resolved'), (err) => err);
+  const resolver = (options: NameResolverOptions = {}) =>
+    new NameResolver({ servers: [server.address], hostsFile, now: () => clock, ...options });
+  const failure = (promise: Promise<unknown>) =>
+    promise.then(
+      () => expect.fail('resolved'),
+      (err) => err,
+    );
 
   it('asks for A and AAAA and answers IPv4 first, then IPv6', async () => {
     const names = resolver();
     expect(await names.resolve('healthy.test')).to.deep.equal([{ address: '127.0.0.1', family: 4 }]);
-    expect(await names.resolve('dual.test')).to.deep.equal([{ address: '192.0.2.1', family: 4 }, { address: '2001:db8::1', family: 6 }]);
+    expect(await names.resolve('dual.test')).to.deep.equal([
+      { address: '192.0.2.1', family: 4 },
+      { address: '2001:db8::1', family: 6 },
+    ]);
     expect(await names.resolve('v6only.test')).to.deep.equal([{ address: '2001:db8::2', family: 6 }]);
-    expect(server.queriesOf('healthy.test')).to.have.deep.members([{ name: 'healthy.test', type: 'A' }, { name: 'healthy.test', type: 'AAAA' }]);
+    expect(server.queriesOf('healthy.test')).to.have.deep.members([
+      { name: 'healthy.test', type: 'A' },
+      { name: 'healthy.test', type: 'AAAA' },
+    ]);
   });
 
   it('gives up on a name that never answers at the deadline, with its own error', async () => {
@@ -60,7 +80,11 @@ describe('webhooks: name resolution', () => {
     const err = await failure(resolver({ deadlineMs: 600 }).resolve('stuck.test'));
     const tookMs = performance.now() - started;
     expect(err).to.be.an.instanceOf(NameResolutionError);
-    expect(err).to.include({ code: 'ETIMEOUT', host: 'stuck.test', message: 'stuck.test did not resolve within 600 ms' });
+    expect(err).to.include({
+      code: 'ETIMEOUT',
+      host: 'stuck.test',
+      message: 'stuck.test did not resolve within 600 ms',
+    });
     expect(tookMs).to.be.within(590, 2500);
     expect(server.queriesOf('stuck.test').length).to.be.at.least(2); // A and AAAA were asked
   });
@@ -71,10 +95,17 @@ describe('webhooks: name resolution', () => {
     const names = resolver();
     for (const lookup of [1, 2]) {
       const started = performance.now();
-      expect(await names.resolve('no-aaaa.test'), `lookup ${lookup}`).to.deep.equal([{ address: '192.0.2.10', family: 4 }]);
+      expect(await names.resolve('no-aaaa.test'), `lookup ${lookup}`).to.deep.equal([
+        { address: '192.0.2.10', family: 4 },
+      ]);
       expect(performance.now() - started, `lookup ${lookup}`).to.be.within(RESOLUTION_DELAY_MS - 5, 1000);
     }
-    expect(server.queriesOf('no-aaaa.test').map((q) => q.type).sort()).to.deep.equal(['A', 'A', 'AAAA', 'AAAA']);
+    expect(
+      server
+        .queriesOf('no-aaaa.test')
+        .map((q) => q.type)
+        .sort(),
+    ).to.deep.equal(['A', 'A', 'AAAA', 'AAAA']);
   });
 
   it('keeps an answer for its TTL: a second lookup sends no query; after the TTL it asks again', async () => {
@@ -125,7 +156,10 @@ describe('webhooks: name resolution', () => {
     const names = resolver({ deadlineMs: 400 });
     const answers = await Promise.all(Array.from({ length: 10 }, () => names.resolve('healthy.test')));
     expect(answers.every((a) => a === answers[0])).to.equal(true);
-    expect(server.queriesOf('healthy.test')).to.have.deep.members([{ name: 'healthy.test', type: 'A' }, { name: 'healthy.test', type: 'AAAA' }]);
+    expect(server.queriesOf('healthy.test')).to.have.deep.members([
+      { name: 'healthy.test', type: 'A' },
+      { name: 'healthy.test', type: 'AAAA' },
+    ]);
     // Eight at once of a name that never answers: one flight (c-ares asks each type at most twice, tries: 2, where
     // eight flights would ask at least 16 times), and all eight fail together at the deadline.
     const started = performance.now();
@@ -138,7 +172,8 @@ describe('webhooks: name resolution', () => {
   it(`keeps at most ${CACHE_LIMIT} names, forgetting the oldest first`, async () => {
     const names = resolver();
     const all = Array.from({ length: CACHE_LIMIT + 1 }, (_, i) => `n${i}.test`);
-    for (let i = 0; i < all.length; i += 100) await Promise.all(all.slice(i, i + 100).map((name) => failure(names.resolve(name))));
+    for (let i = 0; i < all.length; i += 100)
+      await Promise.all(all.slice(i, i + 100).map((name) => failure(names.resolve(name))));
     server.queries.length = 0;
     await failure(names.resolve(`n${CACHE_LIMIT}.test`));
     await failure(names.resolve('n1.test'));
@@ -149,9 +184,15 @@ describe('webhooks: name resolution', () => {
 
   it('answers from the hosts file first, and localhost names with loopback, without DNS', async () => {
     const names = resolver();
-    expect(await names.resolve('listed.test')).to.deep.equal([{ address: '10.9.8.7', family: 4 }, { address: '::1', family: 6 }]);
+    expect(await names.resolve('listed.test')).to.deep.equal([
+      { address: '10.9.8.7', family: 4 },
+      { address: '::1', family: 6 },
+    ]);
     expect(await names.resolve('alias.test')).to.deep.equal([{ address: '10.9.8.7', family: 4 }]);
-    const loopback = [{ address: '127.0.0.1', family: 4 }, { address: '::1', family: 6 }];
+    const loopback = [
+      { address: '127.0.0.1', family: 4 },
+      { address: '::1', family: 6 },
+    ];
     expect(await names.resolve('localhost')).to.deep.equal(loopback);
     expect(await names.resolve('receiver.localhost')).to.deep.equal(loopback);
     await failure(names.resolve('ignored.test'));
@@ -159,31 +200,64 @@ describe('webhooks: name resolution', () => {
   });
 
   describe('in the destination policy', () => {
-    const policy = (over: Partial<DestinationPolicy> = {}): DestinationPolicy => ({ ...STRICT_POLICY, dns: { servers: [server.address], deadlineMs: 500 }, ...over });
+    const policy = (over: Partial<DestinationPolicy> = {}): DestinationPolicy => ({
+      ...STRICT_POLICY,
+      dns: { servers: [server.address], deadlineMs: 500 },
+      ...over,
+    });
 
     it('checks every address a name resolves to, IPv6 included; IP literals ask no DNS', async () => {
       const err = await failure(resolveDestination('mixed.test', policy()));
       expect(err.message).to.match(/^mixed\.test resolves to fd00::7, a private address;/);
-      expect(await resolveDestination('healthy.test', policy({ allowPrivate: true }))).to.deep.equal({ address: '127.0.0.1', family: 4 });
+      expect(await resolveDestination('healthy.test', policy({ allowPrivate: true }))).to.deep.equal({
+        address: '127.0.0.1',
+        family: 4,
+      });
       server.queries.length = 0;
-      expect(await resolveDestination('[2001:db8::5]', policy({ allowedCidrs: ['2001:db8::/32'] }))).to.deep.equal({ address: '2001:db8::5', family: 6 });
-      expect(await resolveDestination('93.184.215.14', policy())).to.deep.equal({ address: '93.184.215.14', family: 4 });
+      expect(await resolveDestination('[2001:db8::5]', policy({ allowedCidrs: ['2001:db8::/32'] }))).to.deep.equal({
+        address: '2001:db8::5',
+        family: 6,
+      });
+      expect(await resolveDestination('93.184.215.14', policy())).to.deep.equal({
+        address: '93.184.215.14',
+        family: 4,
+      });
       expect(server.queries).to.deep.equal([]);
     });
 
     it('an attempt to a name that does not resolve fails as dns: no such name, or no answer within the deadline', async () => {
-      const request = { secrets: ['whsec_abcdefghijklmnopqrstuvwxyzABCDEF0123456789'], deliveryId: '3f1c9a52-7d4e-4b8a-9c21-6e5f0d2b8a47', event: 'webhook.test', body: '{}' };
+      const request = {
+        secrets: ['whsec_abcdefghijklmnopqrstuvwxyzABCDEF0123456789'],
+        deliveryId: '3f1c9a52-7d4e-4b8a-9c21-6e5f0d2b8a47',
+        event: 'webhook.test',
+        body: '{}',
+      };
       // Names of this test alone, so that the process-wide cache of the server list holds no answer for them yet.
-      const stuck = await attemptDelivery({ ...request, url: 'http://stuck.test:9/hook' }, { policy: policy({ dns: { servers: [server.address], deadlineMs: 700 } }) });
-      expect(stuck).to.include({ ok: false, statusCode: null, errorKind: 'dns', error: 'ETIMEOUT: stuck.test did not resolve within 700 ms', responseBody: null });
+      const stuck = await attemptDelivery(
+        { ...request, url: 'http://stuck.test:9/hook' },
+        { policy: policy({ dns: { servers: [server.address], deadlineMs: 700 } }) },
+      );
+      expect(stuck).to.include({
+        ok: false,
+        statusCode: null,
+        errorKind: 'dns',
+        error: 'ETIMEOUT: stuck.test did not resolve within 700 ms',
+        responseBody: null,
+      });
       expect(stuck.durationMs).to.be.within(690, 2600);
       const missing = await attemptDelivery({ ...request, url: 'https://nowhere.test/hook' }, { policy: policy() });
-      expect(missing).to.include({ ok: false, errorKind: 'dns', error: 'ENOTFOUND: nowhere.test does not exist (no such name in DNS)' });
+      expect(missing).to.include({
+        ok: false,
+        errorKind: 'dns',
+        error: 'ENOTFOUND: nowhere.test does not exist (no such name in DNS)',
+      });
     });
   });
 
   it('FRS_WEBHOOK_DNS_SERVERS sets the servers; anything but IP addresses (with ports) is refused, naming it', () => {
-    expect(destinationPolicyFromEnv({ FRS_WEBHOOK_DNS_SERVERS: '192.0.2.53, 127.0.0.1:5353,[2001:db8::53]:53' }).dns).to.deep.equal({ servers: ['192.0.2.53', '127.0.0.1:5353', '[2001:db8::53]:53'] });
+    expect(
+      destinationPolicyFromEnv({ FRS_WEBHOOK_DNS_SERVERS: '192.0.2.53, 127.0.0.1:5353,[2001:db8::53]:53' }).dns,
+    ).to.deep.equal({ servers: ['192.0.2.53', '127.0.0.1:5353', '[2001:db8::53]:53'] });
     expect(destinationPolicyFromEnv({}).dns).to.equal(undefined);
     expect(() => destinationPolicyFromEnv({ FRS_WEBHOOK_DNS_SERVERS: '192.0.2.53,dns.example' })).to.throw(
       'FRS_WEBHOOK_DNS_SERVERS must be a comma-separated list of IP addresses, each with an optional port (192.0.2.53, 127.0.0.1:5353, [2001:db8::53]:53), got "192.0.2.53,dns.example"',

@@ -8,7 +8,13 @@ import { createPortalLink } from '../../src/portal-sessions.js';
 import { cliAudit } from '../../src/audit.js';
 import { DEDUPE_KEY_KEEP_DAYS, runRetention } from '../../src/webhooks/retention.js';
 import { createAdminToken } from '../../src/admin-tokens.js';
-import { bookingConfirmedData, dropTestWorkspaces, examplePayload, webhookWorkspace, type TestWorkspace } from './support.js';
+import {
+  bookingConfirmedData,
+  dropTestWorkspaces,
+  examplePayload,
+  webhookWorkspace,
+  type TestWorkspace,
+} from './support.js';
 import { retentionDaysFromEnv } from '../../src/config.js';
 
 const SECOND = 1000;
@@ -30,7 +36,9 @@ describe('webhooks: retention', () => {
     expect(retentionDaysFromEnv({})).to.equal(30);
     expect(retentionDaysFromEnv({ FRS_RETENTION_DAYS: '7' })).to.equal(7);
     for (const bad of ['0', '-1', '1.5', 'thirty', '3651']) {
-      expect(() => retentionDaysFromEnv({ FRS_RETENTION_DAYS: bad })).to.throw(`FRS_RETENTION_DAYS must be a whole number of days from 1 to 3650, got "${bad}"`);
+      expect(() => retentionDaysFromEnv({ FRS_RETENTION_DAYS: bad })).to.throw(
+        `FRS_RETENTION_DAYS must be a whole number of days from 1 to 3650, got "${bad}"`,
+      );
     }
   });
 
@@ -49,42 +57,91 @@ describe('webhooks: retention', () => {
     const setDelivery = (id: string, fields: Record<string, unknown>) => db('deliveries').where({ id }).update(fields);
     const setEvent = (id: string, createdAt: Date) => db('events').where({ id }).update({ created_at: createdAt });
     const attempt = (deliveryId: string, number: number, startedAt: Date) =>
-      db('delivery_attempts').insert({ delivery_id: deliveryId, endpoint_id: e.id, number, started_at: startedAt, duration_ms: 5, status_code: 500, error_kind: 'status', error: 'HTTP 500' });
+      db('delivery_attempts').insert({
+        delivery_id: deliveryId,
+        endpoint_id: e.id,
+        number,
+        started_at: startedAt,
+        duration_ms: 5,
+        status_code: 500,
+        error_kind: 'status',
+        error: 'HTTP 500',
+      });
 
     // Accepted at T0 - 1 s after one attempt; its event two seconds older.
     const accepted = await publish(ws);
     await setEvent(accepted.eventId, at(-2 * SECOND));
-    await setDelivery(accepted.deliveryId, { status: 'accepted', next_attempt_at: null, attempts: 1, finished_at: at(-SECOND) });
+    await setDelivery(accepted.deliveryId, {
+      status: 'accepted',
+      next_attempt_at: null,
+      attempts: 1,
+      finished_at: at(-SECOND),
+    });
     await attempt(accepted.deliveryId, 1, at(-SECOND));
     // Failed at T0 + 2 d; attempts at T0 - 1 d and T0 + 2 d.
     const failed = await publish(ws);
     await setEvent(failed.eventId, at(-DAY));
-    await setDelivery(failed.deliveryId, { status: 'failed', next_attempt_at: null, attempts: 2, finished_at: at(2 * DAY) });
+    await setDelivery(failed.deliveryId, {
+      status: 'failed',
+      next_attempt_at: null,
+      attempts: 2,
+      finished_at: at(2 * DAY),
+    });
     await attempt(failed.deliveryId, 1, at(-DAY));
     await attempt(failed.deliveryId, 2, at(2 * DAY));
     // Still retrying (pending), created T0 - 1 d, one old attempt.
     const retrying = await publish(ws);
     await setEvent(retrying.eventId, at(-DAY));
-    await setDelivery(retrying.deliveryId, { status: 'retrying', attempts: 1, next_attempt_at: at(200 * DAY), created_at: at(-DAY) });
+    await setDelivery(retrying.deliveryId, {
+      status: 'retrying',
+      attempts: 1,
+      next_attempt_at: at(200 * DAY),
+      created_at: at(-DAY),
+    });
     await attempt(retrying.deliveryId, 1, at(-DAY));
     // Held for the switched-off endpoint since T0 - 1 d.
     const held = await publish(ws, 'payment.captured');
     await setEvent(held.eventId, at(-DAY));
     expect((await db('deliveries').where({ id: held.deliveryId }).first()).status).to.equal('held');
     // Events with no delivery (nothing subscribed), one with a dedupe key.
-    await db('events').insert({ workspace_id: ws.id, event: 'lead.created', data: '{}', source: 'publish', created_at: at(-DAY) });
+    await db('events').insert({
+      workspace_id: ws.id,
+      event: 'lead.created',
+      data: '{}',
+      source: 'publish',
+      created_at: at(-DAY),
+    });
     const [keyed] = await db('events')
-      .insert({ workspace_id: ws.id, event: 'invoice.overdue', dedupe_key: 'invoice.overdue:x:7', data: '{}', source: 'calendar', created_at: at(-DAY) })
+      .insert({
+        workspace_id: ws.id,
+        event: 'invoice.overdue',
+        dedupe_key: 'invoice.overdue:x:7',
+        data: '{}',
+        source: 'calendar',
+        created_at: at(-DAY),
+      })
       .returning('id');
     // A test call at T0 (its Idempotency-Key is dated T0), accepted at T0 + 3 d.
-    const test = await queueTestDelivery(db, { workspaceId: ws.id, endpointId: e.id, idempotencyKey: 'k1', now: at(0) });
+    const test = await queueTestDelivery(db, {
+      workspaceId: ws.id,
+      endpointId: e.id,
+      idempotencyKey: 'k1',
+      now: at(0),
+    });
     expect(test.replayed).to.equal(false);
     const testEvent = (await db('deliveries').where({ id: test.deliveryId }).first()).event_id;
     await setEvent(testEvent, at(0));
-    await setDelivery(test.deliveryId, { status: 'accepted', next_attempt_at: null, attempts: 1, finished_at: at(3 * DAY) });
+    await setDelivery(test.deliveryId, {
+      status: 'accepted',
+      next_attempt_at: null,
+      attempts: 1,
+      finished_at: at(3 * DAY),
+    });
     // The platform's outbox: one row processed at T0 - 1 d, one not processed.
     await db('outbox').insert({ workspace_id: ws.id, event: 'lead.created', data: '{}', processed_at: at(-DAY) });
-    const [unprocessed] = await db('outbox').insert({ workspace_id: ws.id, event: 'lead.created', data: '{}', created_at: at(-DAY) }).returning('id');
+    const [unprocessed] = await db('outbox')
+      .insert({ workspace_id: ws.id, event: 'lead.created', data: '{}', created_at: at(-DAY) })
+      .returning('id');
     // Another workspace's old record: not this test's to delete.
     const foreign = await other.endpoint({ url: 'https://foreign.example/hook' });
     const theirs = await publish(other);
@@ -95,11 +152,19 @@ describe('webhooks: retention', () => {
 
     // As the worker runs it: on the worker's database role (src/db/roles.ts).
     const workerDb = (await testDatabase()).forRole('worker');
-    const sweep = (now: Date) => runRetention(workerDb, { now, retentionDays: 30, batchSize: 1, workspaceIds: [ws.id] });
+    const sweep = (now: Date) =>
+      runRetention(workerDb, { now, retentionDays: 30, batchSize: 1, workspaceIds: [ws.id] });
     const remaining = async () => ({
       deliveries: (await db('deliveries').where({ workspace_id: ws.id }).pluck('id')).sort(),
       events: (await db('events').where({ workspace_id: ws.id }).pluck('id')).sort(),
-      attempts: (await db('delivery_attempts').where({ endpoint_id: e.id }).orderBy(['delivery_id', 'number']).select('delivery_id', 'number')).map((a) => `${a.delivery_id}#${a.number}`).sort(),
+      attempts: (
+        await db('delivery_attempts')
+          .where({ endpoint_id: e.id })
+          .orderBy(['delivery_id', 'number'])
+          .select('delivery_id', 'number')
+      )
+        .map((a) => `${a.delivery_id}#${a.number}`)
+        .sort(),
       keys: await db('test_idempotency_keys').where({ workspace_id: ws.id }).pluck('key'),
       outbox: (await db('outbox').where({ workspace_id: ws.id }).pluck('id')).map(Number).sort(),
     });
@@ -108,9 +173,25 @@ describe('webhooks: retention', () => {
     // T0 + 30 d - 1 h: the cutoff is T0 - 1 h. The key is older than 24 h; the lonely event, the processed outbox row
     // and the failed delivery's first attempt are older than the cutoff. The retrying delivery's attempt is as old,
     // but its delivery is still pending: it keeps its history. Nothing finished before the cutoff.
-    expect(await sweep(at(30 * DAY - HOUR))).to.deep.equal({ idempotencyKeys: 1, attempts: 1, deliveries: 0, events: 1, outbox: 1, portalSessions: 0, tombstones: 0, importJobs: 0, lostImportJobs: 0 });
+    expect(await sweep(at(30 * DAY - HOUR))).to.deep.equal({
+      idempotencyKeys: 1,
+      attempts: 1,
+      deliveries: 0,
+      events: 1,
+      outbox: 1,
+      portalSessions: 0,
+      tombstones: 0,
+      importJobs: 0,
+      lostImportJobs: 0,
+    });
     expect(await remaining()).to.deep.equal({
-      deliveries: sorted([accepted.deliveryId, failed.deliveryId, retrying.deliveryId, held.deliveryId, test.deliveryId]),
+      deliveries: sorted([
+        accepted.deliveryId,
+        failed.deliveryId,
+        retrying.deliveryId,
+        held.deliveryId,
+        test.deliveryId,
+      ]),
       events: sorted([accepted.eventId, failed.eventId, retrying.eventId, held.eventId, keyed.id, testEvent]),
       attempts: sorted([`${accepted.deliveryId}#1`, `${failed.deliveryId}#2`, `${retrying.deliveryId}#1`]),
       keys: [],
@@ -118,21 +199,76 @@ describe('webhooks: retention', () => {
     });
 
     // T0 + 30 d + 1 h: the accepted delivery (finished T0 - 1 s), its attempt, then its event.
-    expect(await sweep(at(30 * DAY - HOUR + 4 * 60_000))).to.deep.include({ portalSessions: 0, tombstones: 0, importJobs: 0, lostImportJobs: 0 });
-    expect(await sweep(at(30 * DAY + HOUR))).to.deep.equal({ idempotencyKeys: 0, attempts: 1, deliveries: 1, events: 1, outbox: 0, portalSessions: 1, tombstones: 0, importJobs: 0, lostImportJobs: 0 });
+    expect(await sweep(at(30 * DAY - HOUR + 4 * 60_000))).to.deep.include({
+      portalSessions: 0,
+      tombstones: 0,
+      importJobs: 0,
+      lostImportJobs: 0,
+    });
+    expect(await sweep(at(30 * DAY + HOUR))).to.deep.equal({
+      idempotencyKeys: 0,
+      attempts: 1,
+      deliveries: 1,
+      events: 1,
+      outbox: 0,
+      portalSessions: 1,
+      tombstones: 0,
+      importJobs: 0,
+      lostImportJobs: 0,
+    });
     expect(await db('portal_sessions').where({ id: link.id })).to.deep.equal([]);
     // T0 + 35 d: the failed delivery (T0 + 2 d) with its last attempt, the test delivery (T0 + 3 d), their events.
-    expect(await sweep(at(35 * DAY))).to.deep.equal({ idempotencyKeys: 0, attempts: 1, deliveries: 2, events: 2, outbox: 0, portalSessions: 0, tombstones: 0, importJobs: 0, lostImportJobs: 0 });
+    expect(await sweep(at(35 * DAY))).to.deep.equal({
+      idempotencyKeys: 0,
+      attempts: 1,
+      deliveries: 2,
+      events: 2,
+      outbox: 0,
+      portalSessions: 0,
+      tombstones: 0,
+      importJobs: 0,
+      lostImportJobs: 0,
+    });
     // Running again at the same time deletes nothing more.
-    expect(await sweep(at(35 * DAY))).to.deep.equal({ idempotencyKeys: 0, attempts: 0, deliveries: 0, events: 0, outbox: 0, portalSessions: 0, tombstones: 0, importJobs: 0, lostImportJobs: 0 });
+    expect(await sweep(at(35 * DAY))).to.deep.equal({
+      idempotencyKeys: 0,
+      attempts: 0,
+      deliveries: 0,
+      events: 0,
+      outbox: 0,
+      portalSessions: 0,
+      tombstones: 0,
+      importJobs: 0,
+      lostImportJobs: 0,
+    });
     // The event with a dedupe key stays 90 days (created T0 - 1 d): still there at T0 + 89 d - 1 h, gone at T0 + 89 d + 1 h.
     expect(DEDUPE_KEY_KEEP_DAYS).to.equal(90);
     expect((await sweep(at(89 * DAY - HOUR))).events).to.equal(0);
-    expect(await sweep(at(89 * DAY + HOUR))).to.deep.equal({ idempotencyKeys: 0, attempts: 0, deliveries: 0, events: 1, outbox: 0, portalSessions: 0, tombstones: 0, importJobs: 0, lostImportJobs: 0 });
+    expect(await sweep(at(89 * DAY + HOUR))).to.deep.equal({
+      idempotencyKeys: 0,
+      attempts: 0,
+      deliveries: 0,
+      events: 1,
+      outbox: 0,
+      portalSessions: 0,
+      tombstones: 0,
+      importJobs: 0,
+      lostImportJobs: 0,
+    });
 
     // Years later: the pending deliveries (retrying, held), the retrying one's attempt, their events and the
     // unprocessed outbox row remain.
-    expect(await sweep(at(3000 * DAY))).to.deep.equal({ idempotencyKeys: 0, attempts: 0, deliveries: 0, events: 0, outbox: 0, portalSessions: 0, tombstones: 0, importJobs: 0, lostImportJobs: 0 });
+    expect(await sweep(at(3000 * DAY))).to.deep.equal({
+      idempotencyKeys: 0,
+      attempts: 0,
+      deliveries: 0,
+      events: 0,
+      outbox: 0,
+      portalSessions: 0,
+      tombstones: 0,
+      importJobs: 0,
+      lostImportJobs: 0,
+    });
     expect(await remaining()).to.deep.equal({
       deliveries: sorted([retrying.deliveryId, held.deliveryId]),
       events: sorted([retrying.eventId, held.eventId]),
@@ -140,21 +276,39 @@ describe('webhooks: retention', () => {
       keys: [],
       outbox: [Number(unprocessed.id)],
     });
-    expect(await db('deliveries').where({ id: retrying.deliveryId }).first()).to.include({ status: 'retrying', attempts: 1 });
+    expect(await db('deliveries').where({ id: retrying.deliveryId }).first()).to.include({
+      status: 'retrying',
+      attempts: 1,
+    });
     // The other workspace's record was out of scope.
     expect(await db('deliveries').where({ endpoint_id: foreign.id }).pluck('id')).to.deep.equal([theirs.deliveryId]);
   });
 
-  it('forgets the admin API\'s idempotency keys (and the sealed answers they replay) after 24 hours, whether or not their token comes back', async () => {
+  it("forgets the admin API's idempotency keys (and the sealed answers they replay) after 24 hours, whether or not their token comes back", async () => {
     const ws = await webhookWorkspace(db);
-    const token = await createAdminToken(db, { name: 'retention test', workspaceSlug: ws.slug }, { actor: { type: 'cli', name: 'test' } });
+    const token = await createAdminToken(
+      db,
+      { name: 'retention test', workspaceSlug: ws.slug },
+      { actor: { type: 'cli', name: 'test' } },
+    );
     // a key is kept as its SHA-256 (src/admin/idempotency.ts)
     const digest = (key: string) => crypto.createHash('sha256').update(key).digest('hex');
-    const row = (key: string, createdAt: Date) => ({ token_id: token.id, key: digest(key), request_hash: Buffer.alloc(32), status: 201, created_at: createdAt });
+    const row = (key: string, createdAt: Date) => ({
+      token_id: token.id,
+      key: digest(key),
+      request_hash: Buffer.alloc(32),
+      status: 201,
+      created_at: createdAt,
+    });
     await db('admin_idempotency_keys').insert([row('old', at(-25 * HOUR)), row('recent', at(-23 * HOUR))]);
     const workerDb = (await testDatabase()).forRole('worker');
-    expect((await runRetention(workerDb, { now: at(0), retentionDays: 30, batchSize: 1, workspaceIds: [ws.id] })).idempotencyKeys).to.equal(1);
-    expect(await db('admin_idempotency_keys').where({ token_id: token.id }).pluck('key')).to.deep.equal([digest('recent')]);
+    expect(
+      (await runRetention(workerDb, { now: at(0), retentionDays: 30, batchSize: 1, workspaceIds: [ws.id] }))
+        .idempotencyKeys,
+    ).to.equal(1);
+    expect(await db('admin_idempotency_keys').where({ token_id: token.id }).pluck('key')).to.deep.equal([
+      digest('recent'),
+    ]);
     await db('admin_tokens').where({ id: token.id }).delete();
   });
 });

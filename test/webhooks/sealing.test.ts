@@ -28,7 +28,10 @@ import * as frozenSealing from '../../migrations/support/sealed-signing-secrets.
 const OPERATOR = { actor: { type: 'cli' as const, name: os.userInfo().username } };
 
 /** `npm start`'s entry on `url` with `env` over this process's; resolves once its listeners are up. */
-async function startService(url: string, env: NodeJS.ProcessEnv): Promise<{ child: ChildProcess; output: { stdout: string; stderr: string }; stop: () => Promise<void> }> {
+async function startService(
+  url: string,
+  env: NodeJS.ProcessEnv,
+): Promise<{ child: ChildProcess; output: { stdout: string; stderr: string }; stop: () => Promise<void> }> {
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT_DIR, 'src', 'main.ts')], {
     cwd: ROOT_DIR,
     env: { ...process.env, DATABASE_URL: url, HOST: '127.0.0.1', FRS_METRICS_PORT: '0', LOG_LEVEL: 'warn', ...env },
@@ -41,10 +44,19 @@ async function startService(url: string, env: NodeJS.ProcessEnv): Promise<{ chil
       output.stdout += chunk;
       if (output.stdout.includes('Ready ')) resolve();
     });
-    child.stderr!.on('data', (chunk) => { output.stderr += chunk; });
+    child.stderr!.on('data', (chunk) => {
+      output.stderr += chunk;
+    });
     void exit.then((code) => reject(new Error(`the service exited (${code}) before it was ready: ${output.stderr}`)));
   });
-  return { child, output, stop: async () => { child.kill('SIGTERM'); await exit; } };
+  return {
+    child,
+    output,
+    stop: async () => {
+      child.kill('SIGTERM');
+      await exit;
+    },
+  };
 }
 
 /** The error of a statement refused for want of a privilege (anything else fails the test). */
@@ -72,22 +84,37 @@ describe('only the worker can open a signing secret: the API process, as its rol
     const rotated = await rotateSigningSecret(admin, made.id, { overlapHours: 2, workspaceId: workspace.id });
     for (const role of [api, admin]) {
       for (const column of ['secret_sealed', 'previous_secret_sealed']) {
-        expect(await permissionDenied(role.raw(`SELECT ${column} FROM webhook_endpoints WHERE id = ?`, [made.id]))).to.match(/ - permission denied for table webhook_endpoints$/);
+        expect(
+          await permissionDenied(role.raw(`SELECT ${column} FROM webhook_endpoints WHERE id = ?`, [made.id])),
+        ).to.match(/ - permission denied for table webhook_endpoints$/);
       }
       await permissionDenied(role.raw('SELECT * FROM webhook_endpoints WHERE id = ?', [made.id]));
       // nor through a copy of one into a column it may read
-      await permissionDenied(role.raw('UPDATE webhook_endpoints SET name = encode(secret_sealed, \'base64\') WHERE id = ?', [made.id]));
-      await permissionDenied(role.raw('UPDATE webhook_endpoints SET previous_secret_sealed = secret_sealed WHERE id = ?', [made.id]));
+      await permissionDenied(
+        role.raw("UPDATE webhook_endpoints SET name = encode(secret_sealed, 'base64') WHERE id = ?", [made.id]),
+      );
+      await permissionDenied(
+        role.raw('UPDATE webhook_endpoints SET previous_secret_sealed = secret_sealed WHERE id = ?', [made.id]),
+      );
     }
     // What the admin role reads of an endpoint: which key seals it, never the sealed value
-    expect(await admin('webhook_endpoints').where({ id: made.id }).first('secret_key_id', 'previous_secret_key_id')).to.deep.equal({
+    expect(
+      await admin('webhook_endpoints').where({ id: made.id }).first('secret_key_id', 'previous_secret_key_id'),
+    ).to.deep.equal({
       secret_key_id: (await owner('master_key_record').first('key_id')).key_id,
       previous_secret_key_id: (await owner('master_key_record').first('key_id')).key_id,
     });
     // The worker's role reads them, and the master key opens them: the new secret, the first one as the previous
-    const row = await database.forRole('worker')('webhook_endpoints').where({ id: made.id }).first('secret_key_id', 'secret_sealed', 'previous_secret_key_id', 'previous_secret_sealed');
-    expect(openSigningSecret(made.id, { keyId: row.secret_key_id, sealed: row.secret_sealed })).to.equal(rotated.secret);
-    expect(openSigningSecret(made.id, { keyId: row.previous_secret_key_id, sealed: row.previous_secret_sealed })).to.equal(made.secret);
+    const row = await database
+      .forRole('worker')('webhook_endpoints')
+      .where({ id: made.id })
+      .first('secret_key_id', 'secret_sealed', 'previous_secret_key_id', 'previous_secret_sealed');
+    expect(openSigningSecret(made.id, { keyId: row.secret_key_id, sealed: row.secret_sealed })).to.equal(
+      rotated.secret,
+    );
+    expect(
+      openSigningSecret(made.id, { keyId: row.previous_secret_key_id, sealed: row.previous_secret_sealed }),
+    ).to.equal(made.secret);
     expect([row.secret_sealed[0], row.previous_secret_sealed[0]], 'sealed boxes').to.deep.equal([2, 2]);
   });
 
@@ -98,15 +125,34 @@ describe('only the worker can open a signing secret: the API process, as its rol
     const row = await owner('webhook_endpoints').where({ id: made.id }).first('secret_key_id', 'secret_sealed');
     // this process, holding the master key, opens it
     expect(openSigningSecret(made.id, { keyId: row.secret_key_id, sealed: row.secret_sealed })).to.equal(made.secret);
-    const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT_DIR, 'test', 'support', 'api-process-keys.ts'), made.id, row.secret_key_id, row.secret_sealed.toString('base64')], {
-      cwd: ROOT_DIR,
-      env: { ...process.env, FRS_SECRET_KEY: process.env.FRS_SECRET_KEY, FRS_SECRET_KEY_PREVIOUS: crypto.randomBytes(32).toString('base64') },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        path.join(ROOT_DIR, 'test', 'support', 'api-process-keys.ts'),
+        made.id,
+        row.secret_key_id,
+        row.secret_sealed.toString('base64'),
+      ],
+      {
+        cwd: ROOT_DIR,
+        env: {
+          ...process.env,
+          FRS_SECRET_KEY: process.env.FRS_SECRET_KEY,
+          FRS_SECRET_KEY_PREVIOUS: crypto.randomBytes(32).toString('base64'),
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let stdout = '';
     let stderr = '';
-    child.stdout!.on('data', (chunk) => { stdout += chunk; });
-    child.stderr!.on('data', (chunk) => { stderr += chunk; });
+    child.stdout!.on('data', (chunk) => {
+      stdout += chunk;
+    });
+    child.stderr!.on('data', (chunk) => {
+      stderr += chunk;
+    });
     expect(await new Promise((resolve) => child.on('close', resolve)), stderr).to.equal(0);
     const seen = JSON.parse(stdout);
     expect(seen.masterKeyVariables, 'taken out of its environment').to.deep.equal([]);
@@ -155,16 +201,29 @@ describe('keys rotate whole: the admin API replays a stored answer after a maste
     const workspace = await createWorkspace(own, { slug: 'rotate-whole' });
     const token = await createAdminToken(own, { name: 'platform' }, OPERATOR);
     const adminPort = await freePort();
-    const service = await startService(url, { ...keys, FRS_ROLE: 'api', PORT: String(await freePort()), FRS_ADMIN_PORT: String(adminPort) });
+    const service = await startService(url, {
+      ...keys,
+      FRS_ROLE: 'api',
+      PORT: String(await freePort()),
+      FRS_ADMIN_PORT: String(adminPort),
+    });
     try {
       const post = async (idempotencyKey = 'create-once-7f3a', name = 'Whole') => {
         const response = await fetch(`http://127.0.0.1:${adminPort}/admin/v1/workspaces/${workspace.id}/endpoints`, {
           method: 'POST',
-          headers: { authorization: `Bearer ${token.token}`, 'content-type': 'application/json', 'idempotency-key': idempotencyKey },
+          headers: {
+            authorization: `Bearer ${token.token}`,
+            'content-type': 'application/json',
+            'idempotency-key': idempotencyKey,
+          },
           body: JSON.stringify({ url: `https://hooks.example.ae/${name}`, name }),
         });
         const body = await response.json();
-        expectAdminDocumented('POST', `/admin/v1/workspaces/${workspace.id}/endpoints`, { status: response.status, headers: response.headers, body });
+        expectAdminDocumented('POST', `/admin/v1/workspaces/${workspace.id}/endpoints`, {
+          status: response.status,
+          headers: response.headers,
+          body,
+        });
         return { status: response.status, body };
       };
       const first = await post();
@@ -178,7 +237,9 @@ describe('keys rotate whole: the admin API replays a stored answer after a maste
       // ...and still replays the answer it kept before the rotation.
       const replay = await post();
       expect(replay).to.deep.equal(first);
-      expect(await own('webhook_endpoints').where({ workspace_id: workspace.id }).orderBy('name').pluck('name')).to.deep.equal(['Next', 'Whole']);
+      expect(
+        await own('webhook_endpoints').where({ workspace_id: workspace.id }).orderBy('name').pluck('name'),
+      ).to.deep.equal(['Next', 'Whole']);
     } finally {
       await service.stop();
     }
@@ -187,16 +248,35 @@ describe('keys rotate whole: the admin API replays a stored answer after a maste
 
   it('an API process given a stale API secret refuses at start, naming the setting; one given the new secret with the old as previous moves the record', async function () {
     this.timeout(180_000);
-    const keys = { FRS_DATA_DIR: dataDir, FRS_SECRET_KEY: '', FRS_SECRET_KEY_PREVIOUS: '', FRS_API_SECRET_PREVIOUS: '' };
-    const idOf = (secret: string) => `as_${crypto.createHash('sha256').update('frs-api-secret-id\0').update(Buffer.from(secret, 'base64')).digest('hex').slice(0, 16)}`;
+    const keys = {
+      FRS_DATA_DIR: dataDir,
+      FRS_SECRET_KEY: '',
+      FRS_SECRET_KEY_PREVIOUS: '',
+      FRS_API_SECRET_PREVIOUS: '',
+    };
+    const idOf = (secret: string) =>
+      `as_${crypto.createHash('sha256').update('frs-api-secret-id\0').update(Buffer.from(secret, 'base64')).digest('hex').slice(0, 16)}`;
     const refusedAtStart = async (env: NodeJS.ProcessEnv) => {
       const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT_DIR, 'src', 'main.ts')], {
         cwd: ROOT_DIR,
-        env: { ...process.env, DATABASE_URL: url, HOST: '127.0.0.1', PORT: '0', FRS_ADMIN_PORT: '0', FRS_METRICS_PORT: '0', LOG_LEVEL: 'warn', FRS_ROLE: 'api', ...keys, ...env },
+        env: {
+          ...process.env,
+          DATABASE_URL: url,
+          HOST: '127.0.0.1',
+          PORT: '0',
+          FRS_ADMIN_PORT: '0',
+          FRS_METRICS_PORT: '0',
+          LOG_LEVEL: 'warn',
+          FRS_ROLE: 'api',
+          ...keys,
+          ...env,
+        },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let stderr = '';
-      child.stderr!.on('data', (chunk) => { stderr += chunk; });
+      child.stderr!.on('data', (chunk) => {
+        stderr += chunk;
+      });
       expect(await new Promise((resolve) => child.on('exit', resolve))).to.equal(1);
       return stderr.split('\n').filter((line) => line.startsWith('fleet-rental: failed'));
     };
@@ -206,13 +286,24 @@ describe('keys rotate whole: the admin API replays a stored answer after a maste
     const refusal = (secret: string, ids: string, recorded: string) =>
       `fleet-rental: failed to start: ${secret} holds API secret ${ids}, but the database records ${recorded}, the one every API process holds: give this process that secret ` +
       '(during a change of it, the new one in FRS_API_SECRET and the old one in FRS_API_SECRET_PREVIOUS)';
-    expect(await refusedAtStart({ FRS_API_SECRET: other })).to.deep.equal([refusal('FRS_API_SECRET', idOf(other), idOf(apiSecret))]);
+    expect(await refusedAtStart({ FRS_API_SECRET: other })).to.deep.equal([
+      refusal('FRS_API_SECRET', idOf(other), idOf(apiSecret)),
+    ]);
     // The change of the secret: a process given the new one, the old one as previous, starts and moves the record...
-    const service = await startService(url, { ...keys, FRS_ROLE: 'api', PORT: String(await freePort()), FRS_ADMIN_PORT: '0', FRS_API_SECRET: other, FRS_API_SECRET_PREVIOUS: apiSecret });
+    const service = await startService(url, {
+      ...keys,
+      FRS_ROLE: 'api',
+      PORT: String(await freePort()),
+      FRS_ADMIN_PORT: '0',
+      FRS_API_SECRET: other,
+      FRS_API_SECRET_PREVIOUS: apiSecret,
+    });
     await service.stop();
     expect(await own('master_key_record').first('api_secret_id')).to.deep.equal({ api_secret_id: idOf(other) });
     // ...and a process still given only the old one is stale: refused.
-    expect(await refusedAtStart({ FRS_API_SECRET: apiSecret })).to.deep.equal([refusal('FRS_API_SECRET', idOf(apiSecret), idOf(other))]);
+    expect(await refusedAtStart({ FRS_API_SECRET: apiSecret })).to.deep.equal([
+      refusal('FRS_API_SECRET', idOf(apiSecret), idOf(other)),
+    ]);
   });
 });
 
@@ -235,7 +326,7 @@ describe('the move to sealed boxes: `secrets rotate-master-key` re-seals the sec
     fs.rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it('every delivery, before, during and after the re-seal, carries a signature with the endpoint\'s secret; afterwards every secret is a sealed box under the new key', async function () {
+  it("every delivery, before, during and after the re-seal, carries a signature with the endpoint's secret; afterwards every secret is a sealed box under the new key", async function () {
     this.timeout(180_000);
     // The master key in a key file every process here reads; the worker alone holds it.
     const keys = { FRS_DATA_DIR: dataDir, FRS_SECRET_KEY: '', FRS_SECRET_KEY_PREVIOUS: '', FRS_SECRET_KEY_FILE: '' };
@@ -261,10 +352,22 @@ describe('the move to sealed boxes: `secrets rotate-master-key` re-seals the sec
       Object.assign(process.env, saved);
     }
     expect(legacy.secret_sealed[0]).to.equal(1);
-    await own('webhook_endpoints').insert({ id: endpointId, workspace_id: workspace.id, name: 'before', url: receiver.endpointUrl(secret), ...legacy });
+    await own('webhook_endpoints').insert({
+      id: endpointId,
+      workspace_id: workspace.id,
+      name: 'before',
+      url: receiver.endpointUrl(secret),
+      ...legacy,
+    });
     const worker = await startService(url, { ...keys, FRS_ROLE: 'worker', FRS_ALLOW_PRIVATE_WEBHOOK_URLS: '1' });
     try {
-      const publish = () => publishEvent(own, { workspaceId: workspace.id, event: 'booking.confirmed', data: bookingConfirmedData(), source: 'publish' });
+      const publish = () =>
+        publishEvent(own, {
+          workspaceId: workspace.id,
+          event: 'booking.confirmed',
+          data: bookingConfirmedData(),
+          source: 'publish',
+        });
       await publish();
       await receiver.waitForRequests(1, 30_000);
       // Events keep coming while the re-seal runs, and after it.
@@ -287,9 +390,19 @@ describe('the move to sealed boxes: `secrets rotate-master-key` re-seals the sec
       await receiver.waitForRequests(published + 1, 60_000);
       expect(receiver.requests).to.have.length(published + 1);
       for (const request of receiver.requests) {
-        expect(verifyIndependently(request.rawBody, request.signature, secret, Date.now() / 1000)).to.deep.equal({ ok: true });
+        expect(verifyIndependently(request.rawBody, request.signature, secret, Date.now() / 1000)).to.deep.equal({
+          ok: true,
+        });
       }
-      await eventually(async () => Number((await own('deliveries').whereNot({ status: 'accepted' }).count<{ count: string }[]>('* as count'))[0].count) === 0, 10_000, 'every delivery accepted');
+      await eventually(
+        async () =>
+          Number(
+            (await own('deliveries').whereNot({ status: 'accepted' }).count<{ count: string }[]>('* as count'))[0]
+              .count,
+          ) === 0,
+        10_000,
+        'every delivery accepted',
+      );
       const row = await own('webhook_endpoints').where({ id: endpointId }).first('secret_key_id', 'secret_sealed');
       expect([row.secret_key_id, row.secret_sealed[0]]).to.deep.equal([rotated.keyId, 2]);
       expect(await own('master_key_record').first('key_id')).to.deep.equal({ key_id: rotated.keyId });

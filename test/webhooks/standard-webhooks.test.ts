@@ -26,11 +26,16 @@ interface StandardVector {
   reason?: string;
 }
 
-const vectors: StandardVector[] = JSON.parse(fs.readFileSync(path.join(ROOT_DIR, 'openapi', 'webhook-signature-vectors.json'), 'utf8'))
-  .filter((v: { scheme?: string }) => v.scheme === 'standard-webhooks');
+const vectors: StandardVector[] = JSON.parse(
+  fs.readFileSync(path.join(ROOT_DIR, 'openapi', 'webhook-signature-vectors.json'), 'utf8'),
+).filter((v: { scheme?: string }) => v.scheme === 'standard-webhooks');
 
 /** Verifies with a library, its clock set to `now` (the libraries read Date.now()); returns whether it accepted. */
-function acceptedBy(library: 'standardwebhooks' | 'svix', v: { secret: string; id: string; timestamp: number; header: string; body: string }, now: number): boolean {
+function acceptedBy(
+  library: 'standardwebhooks' | 'svix',
+  v: { secret: string; id: string; timestamp: number; header: string; body: string },
+  now: number,
+): boolean {
   const headers = { 'webhook-id': v.id, 'webhook-timestamp': String(v.timestamp), 'webhook-signature': v.header };
   const realNow = Date.now;
   Date.now = () => now * 1000;
@@ -48,7 +53,9 @@ describe('webhooks: Standard Webhooks headers', () => {
   it('the vectors cover valid signatures (rotation among them) and mismatches, times and ids', () => {
     expect(vectors.filter((v) => v.valid)).to.have.length.at.least(3);
     expect(vectors.some((v) => v.valid && v.header.split(' ').length === 2)).to.equal(true);
-    expect(new Set(vectors.filter((v) => !v.valid).map((v) => v.reason))).to.deep.equal(new Set(['signature_mismatch', 'timestamp_out_of_tolerance']));
+    expect(new Set(vectors.filter((v) => !v.valid).map((v) => v.reason))).to.deep.equal(
+      new Set(['signature_mismatch', 'timestamp_out_of_tolerance']),
+    );
   });
 
   for (const v of vectors) {
@@ -70,7 +77,9 @@ describe('webhooks: Standard Webhooks headers', () => {
       standardWebhooksHeaders([b], 'msg_1', body, 1795336201)['webhook-signature'],
       standardWebhooksHeaders([a], 'msg_1', body, 1795336201)['webhook-signature'],
     ]);
-    expect(signatureHeader([b, a], body, 1795336201)).to.equal(`${signatureHeader(b, body, 1795336201)},${signatureHeader(a, body, 1795336201).split(',')[1]}`);
+    expect(signatureHeader([b, a], body, 1795336201)).to.equal(
+      `${signatureHeader(b, body, 1795336201)},${signatureHeader(a, body, 1795336201).split(',')[1]}`,
+    );
   });
 
   it('every generated secret decodes strictly as base64 after whsec_ (40 base62 characters, 30 bytes)', () => {
@@ -101,8 +110,18 @@ describe('webhooks: Standard Webhooks headers', () => {
       const url = receiver.endpointUrl();
       const endpoint = await ws.endpoint({ url });
       receiver.setSecret(url, endpoint.secret);
-      await publishEvent(db, { workspaceId: ws.id, event: 'booking.confirmed', data: bookingConfirmedData(), source: 'publish' });
-      await queueTestDelivery(db, { workspaceId: ws.id, endpointId: endpoint.id, idempotencyKey: 'sw', now: new Date() });
+      await publishEvent(db, {
+        workspaceId: ws.id,
+        event: 'booking.confirmed',
+        data: bookingConfirmedData(),
+        source: 'publish',
+      });
+      await queueTestDelivery(db, {
+        workspaceId: ws.id,
+        endpointId: endpoint.id,
+        idempotencyKey: 'sw',
+        now: new Date(),
+      });
       // the deliveries are due at the real clock's now (they were just created); the sweep runs at it too
       expect(await ws.dispatcher().runOnce(new Date(Date.now() + 1000))).to.include({ attempted: 2, accepted: 2 });
       expect(receiver.requests).to.have.length(2);
@@ -111,12 +130,23 @@ describe('webhooks: Standard Webhooks headers', () => {
         const raw = request.rawBody.toString('utf8');
         expect(request.verified, 'service-signature').to.deep.equal({ ok: true });
         expect(headers['webhook-id']).to.equal(request.deliveryId);
-        expect(headers['service-signature']).to.match(new RegExp(`^t=${headers['webhook-timestamp']},v1=[0-9a-f]{64}$`));
-        const sw = { 'webhook-id': headers['webhook-id'], 'webhook-timestamp': headers['webhook-timestamp'], 'webhook-signature': headers['webhook-signature'] };
+        expect(headers['service-signature']).to.match(
+          new RegExp(`^t=${headers['webhook-timestamp']},v1=[0-9a-f]{64}$`),
+        );
+        const sw = {
+          'webhook-id': headers['webhook-id'],
+          'webhook-timestamp': headers['webhook-timestamp'],
+          'webhook-signature': headers['webhook-signature'],
+        };
         expect(new StandardWebhook(endpoint.secret).verify(raw, sw)).to.deep.equal(JSON.parse(raw));
         expect(new SvixWebhook(endpoint.secret).verify(raw, sw)).to.deep.equal(JSON.parse(raw));
         // the description's four headers are all there, as before
-        expect(Object.keys(headers)).to.include.members(['content-type', 'service-event', 'service-delivery', 'service-signature']);
+        expect(Object.keys(headers)).to.include.members([
+          'content-type',
+          'service-event',
+          'service-delivery',
+          'service-signature',
+        ]);
         expect(headers['content-type']).to.equal('application/json');
         expect(() => new StandardWebhook(newSigningSecret()).verify(raw, sw)).to.throw();
       }

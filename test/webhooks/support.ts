@@ -38,10 +38,12 @@ export async function webhookWorkspace(db: Knex): Promise<TestWorkspace> {
     slug,
     async endpoint({ url, events, active = true }) {
       const created = await createEndpoint(db, { workspaceSlug: slug, url, events });
-      if (!active) await db('webhook_endpoints').where({ id: created.id }).update({ is_active: false, disabled_at: db.fn.now() });
+      if (!active)
+        await db('webhook_endpoints').where({ id: created.id }).update({ is_active: false, disabled_at: db.fn.now() });
       return { id: created.id, url: created.url, secret: created.secret };
     },
-    dispatcher: (options = {}) => new Dispatcher({ db: workerDb, logger: quietLogger(), workspaceIds: [id], ...options }),
+    dispatcher: (options = {}) =>
+      new Dispatcher({ db: workerDb, logger: quietLogger(), workspaceIds: [id], ...options }),
   };
 }
 
@@ -52,7 +54,9 @@ export async function dropTestWorkspaces(db: Knex): Promise<void> {
 
 /** The document's example payload of an event (valid by the contract tests). */
 export function examplePayload(event: string): { data: unknown; dedupeKey?: string } {
-  const content = loadOpenApiDocument().webhooks[event].post.requestBody!.content['application/json'] as { example?: { data: unknown; dedupeKey?: string } };
+  const content = loadOpenApiDocument().webhooks[event].post.requestBody!.content['application/json'] as {
+    example?: { data: unknown; dedupeKey?: string };
+  };
   const { data, dedupeKey } = content.example!;
   return { data: structuredClone(data), dedupeKey };
 }
@@ -106,9 +110,17 @@ export async function buildDelivery(
   const event = d.event ?? 'booking.confirmed';
   // A payload as the document declares it for the event (its example), so the delivery log shows a valid one.
   const { data, dedupeKey } = examplePayload(event);
-  const [{ id: eventId }] = await db('events').insert({ workspace_id: ws.id, event, data, source: 'publish', created_at: d.createdAt }).returning('id');
+  const [{ id: eventId }] = await db('events')
+    .insert({ workspace_id: ws.id, event, data, source: 'publish', created_at: d.createdAt })
+    .returning('id');
   const id = d.id ?? randomUUID();
-  const body = JSON.stringify({ id, event, createdAt: new Date(d.createdAt).toISOString(), ...(dedupeKey ? { dedupeKey } : {}), data });
+  const body = JSON.stringify({
+    id,
+    event,
+    createdAt: new Date(d.createdAt).toISOString(),
+    ...(dedupeKey ? { dedupeKey } : {}),
+    data,
+  });
   const pending = d.status === 'queued' || d.status === 'retrying';
   await db('deliveries').insert({
     id,
@@ -131,7 +143,15 @@ export async function buildAttempt(
   db: Knex,
   endpoint: TestEndpoint,
   deliveryId: string,
-  a: { number: number; startedAt: string; durationMs: number; statusCode: number | null; errorKind: string | null; error: string | null; responseBody: string | null },
+  a: {
+    number: number;
+    startedAt: string;
+    durationMs: number;
+    statusCode: number | null;
+    errorKind: string | null;
+    error: string | null;
+    responseBody: string | null;
+  },
 ): Promise<void> {
   await db('delivery_attempts').insert({
     delivery_id: deliveryId,
@@ -145,4 +165,3 @@ export async function buildAttempt(
     response_body: a.responseBody,
   });
 }
-

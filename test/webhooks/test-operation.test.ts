@@ -3,10 +3,14 @@ import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
 import { startApi, type TestApi } from '../support/api.js';
 import { createApiKey } from '../../src/workspaces.js';
-import { IDEMPOTENCY_WINDOW_MS, MAX_PENDING_TESTS_PER_ENDPOINT, MAX_TEST_CALLS_PER_MINUTE, TEST_MESSAGE } from '../../src/webhooks/test-delivery.js';
+import {
+  IDEMPOTENCY_WINDOW_MS,
+  MAX_PENDING_TESTS_PER_ENDPOINT,
+  MAX_TEST_CALLS_PER_MINUTE,
+  TEST_MESSAGE,
+} from '../../src/webhooks/test-delivery.js';
 import { dropTestWorkspaces, webhookWorkspace, type TestEndpoint, type TestWorkspace } from './support.js';
 import { validators } from '../../src/contract/validators.js';
-
 
 describe('webhooks: POST /v1/webhooks/{id}/test', () => {
   let db: Knex;
@@ -33,7 +37,10 @@ describe('webhooks: POST /v1/webhooks/{id}/test', () => {
   });
 
   const send = (endpointId: string, idempotencyKey = `key-${++n}`, apiKey = key) =>
-    api.request('POST', `/v1/webhooks/${endpointId}/test`, { key: apiKey, headers: { 'idempotency-key': idempotencyKey } });
+    api.request('POST', `/v1/webhooks/${endpointId}/test`, {
+      key: apiKey,
+      headers: { 'idempotency-key': idempotencyKey },
+    });
   const deliveries = () => db('deliveries').where({ workspace_id: ws.id });
 
   it('queues a webhook.test delivery to that endpoint only, whatever its event list, and answers 202 {deliveryId}', async () => {
@@ -43,7 +50,13 @@ describe('webhooks: POST /v1/webhooks/{id}/test', () => {
     expect(Object.keys(res.body)).to.deep.equal(['deliveryId']);
     const rows = await deliveries();
     expect(rows).to.have.length(1);
-    expect(rows[0]).to.include({ id: res.body.deliveryId, endpoint_id: endpoint.id, event: 'webhook.test', status: 'queued', attempts: 0 });
+    expect(rows[0]).to.include({
+      id: res.body.deliveryId,
+      endpoint_id: endpoint.id,
+      event: 'webhook.test',
+      status: 'queued',
+      attempts: 0,
+    });
     const body = JSON.parse(rows[0].body);
     expect(validators.WebhookTestEvent(body), JSON.stringify(validators.WebhookTestEvent.errors)).to.equal(true);
     expect(body).to.include({ id: res.body.deliveryId, event: 'webhook.test' });
@@ -131,16 +144,24 @@ describe('webhooks: POST /v1/webhooks/{id}/test', () => {
       // As if each had failed once and were retried 90 s and more from the API's clock.
       const rows = await deliveries().orderBy('id');
       for (const [i, row] of rows.entries()) {
-        await db('deliveries').where({ id: row.id }).update({ status: 'retrying', attempts: 1, next_attempt_at: new Date(now.getTime() + 90_000 + i * 1000) });
+        await db('deliveries')
+          .where({ id: row.id })
+          .update({ status: 'retrying', attempts: 1, next_attempt_at: new Date(now.getTime() + 90_000 + i * 1000) });
       }
       const refused = await send(endpoint.id, 'sixth');
-      expectRateLimited(refused, '90', 'This endpoint already has 5 test deliveries pending; try again when one has finished.');
+      expectRateLimited(
+        refused,
+        '90',
+        'This endpoint already has 5 test deliveries pending; try again when one has finished.',
+      );
       expect(await deliveries()).to.have.length(5);
       expect(await db('test_idempotency_keys').where({ workspace_id: ws.id, key: 'sixth' })).to.deep.equal([]);
       // The limit is per endpoint; and once one of the five has finished, the first endpoint takes one more.
       const other = await ws.endpoint({ url: 'https://other.example/hook' });
       expect((await send(other.id)).status).to.equal(202);
-      await db('deliveries').where({ id: rows[0].id }).update({ status: 'accepted', next_attempt_at: null, finished_at: now });
+      await db('deliveries')
+        .where({ id: rows[0].id })
+        .update({ status: 'accepted', next_attempt_at: null, finished_at: now });
       expect((await send(endpoint.id, 'sixth')).status).to.equal(202);
       expect(await deliveries()).to.have.length(7);
     });
@@ -156,7 +177,11 @@ describe('webhooks: POST /v1/webhooks/{id}/test', () => {
         expect((await send(targets[Math.floor(i / 5)].id, `call-${i}`)).status, `call ${i}`).to.equal(202);
       }
       // At 29.5 s: the oldest call (0 s) leaves the window at 60 s, 30.5 s from now.
-      expectRateLimited(await send(targets[12].id, 'call-60'), '31', 'At most 60 test deliveries a minute per workspace; try again later.');
+      expectRateLimited(
+        await send(targets[12].id, 'call-60'),
+        '31',
+        'At most 60 test deliveries a minute per workspace; try again later.',
+      );
       expect(await deliveries()).to.have.length(60);
       // A repeat of an earlier key is answered as before and does not count.
       const replay = await send(targets[0].id, 'call-0');
@@ -165,7 +190,9 @@ describe('webhooks: POST /v1/webhooks/{id}/test', () => {
       // Another workspace has its own minute.
       const other = await webhookWorkspace(db);
       const otherKey = (await createApiKey(db, { workspaceSlug: other.slug })).key;
-      expect((await send((await other.endpoint({ url: 'https://foreign.example/hook' })).id, 'x', otherKey)).status).to.equal(202);
+      expect(
+        (await send((await other.endpoint({ url: 'https://foreign.example/hook' })).id, 'x', otherKey)).status,
+      ).to.equal(202);
       now = new Date(started + 59_999);
       expect((await send(targets[12].id, 'call-60')).status).to.equal(429);
       now = new Date(started + 60_000);

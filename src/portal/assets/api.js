@@ -43,7 +43,11 @@ async function call(method, path, body) {
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (method !== 'GET' && csrfToken) headers['x-csrf-token'] = csrfToken;
   const response = await fetch(path, {
-    method, headers, credentials: 'same-origin', cache: 'no-store', body: body === undefined ? undefined : JSON.stringify(body),
+    method,
+    headers,
+    credentials: 'same-origin',
+    cache: 'no-store',
+    body: body === undefined ? undefined : JSON.stringify(body),
   });
   answeredAt = Date.now();
   const text = await response.text();
@@ -75,7 +79,11 @@ export async function startSession(key, { replace = false } = {}) {
       session = await call('POST', '/portal/api/session', replace ? { key, replace: true } : { key });
     } catch (err) {
       if (err instanceof ApiError && err.status === 409 && err.body?.linkWorkspace) {
-        return { session: null, refused: false, conflict: { openWorkspace: err.body.openWorkspace, linkWorkspace: err.body.linkWorkspace } };
+        return {
+          session: null,
+          refused: false,
+          conflict: { openWorkspace: err.body.openWorkspace, linkWorkspace: err.body.linkWorkspace },
+        };
       }
       if (!unauthorized(err)) throw err;
       refused = true;
@@ -116,7 +124,11 @@ export async function endSession() {
  */
 export async function admin(method, path, body) {
   try {
-    return await call(method, `/portal/api/admin/v1/workspaces/${encodeURIComponent(session.workspace.id)}${path}`, body);
+    return await call(
+      method,
+      `/portal/api/admin/v1/workspaces/${encodeURIComponent(session.workspace.id)}${path}`,
+      body,
+    );
   } catch (err) {
     // A 401 after signing out (an answer still on its way) is no news: the page says it is signed out already.
     if (unauthorized(err) && session) {
@@ -136,7 +148,8 @@ export function setWorkspace(workspace) {
 /** A query string from the defined, non-empty values. */
 export function query(params) {
   const search = new URLSearchParams();
-  for (const [name, value] of Object.entries(params)) if (value !== undefined && value !== null && value !== '') search.set(name, String(value));
+  for (const [name, value] of Object.entries(params))
+    if (value !== undefined && value !== null && value !== '') search.set(name, String(value));
   const text = search.toString();
   return text ? `?${text}` : '';
 }
@@ -147,10 +160,13 @@ let catalogue = null;
 
 /** The event catalogue (listEventTypes), fetched once per page load: it changes only with a new release. */
 export function eventTypes() {
-  catalogue ??= admin('GET', '/event-types').then((list) => list.rows, (err) => {
-    catalogue = null;
-    throw err;
-  });
+  catalogue ??= admin('GET', '/event-types').then(
+    (list) => list.rows,
+    (err) => {
+      catalogue = null;
+      throw err;
+    },
+  );
   return catalogue;
 }
 

@@ -79,7 +79,10 @@ function showMessage(title, text, ...extra) {
 }
 
 function sessionEnded() {
-  showMessage('Your session has ended', 'Your session has ended. Open the API settings again from your rental platform to start a new one.');
+  showMessage(
+    'Your session has ended',
+    'Your session has ended. Open the API settings again from your rental platform to start a new one.',
+  );
 }
 
 function navigate(path, { replace: replacing = false } = {}) {
@@ -112,7 +115,9 @@ async function render(focus) {
     search: new URLSearchParams(location.search),
     readOnly: session.readOnly || session.workspace.status === 'frozen',
     navigate,
-    live: (fn) => { if (turn === rendering) refresh = fn; },
+    live: (fn) => {
+      if (turn === rendering) refresh = fn;
+    },
     heading: (title) => {
       document.title = `${title} · API settings`;
       return h('h1', { tabindex: '-1' }, title);
@@ -120,11 +125,19 @@ async function render(focus) {
   };
   try {
     if (route) await route[1](ctx);
-    else replace(ctx.main, ctx.heading('Page not found'), h('p', {}, 'There is no such page. Choose one from the navigation.'));
+    else
+      replace(
+        ctx.main,
+        ctx.heading('Page not found'),
+        h('p', {}, 'There is no such page. Choose one from the navigation.'),
+      );
   } catch (err) {
     if (!currentSession()) return; // the session ended: its message is shown
-    replace(ctx.main, ctx.heading(err.status === 404 ? 'Not found' : 'Something went wrong'),
-      h('p', { role: 'alert' }, err.status === 404 ? `Not found: ${err.message}` : err.message));
+    replace(
+      ctx.main,
+      ctx.heading(err.status === 404 ? 'Not found' : 'Something went wrong'),
+      h('p', { role: 'alert' }, err.status === 404 ? `Not found: ${err.message}` : err.message),
+    );
   }
   // Another page was asked for meanwhile, or the session ended or was signed out: its words stay.
   if (turn !== rendering || !currentSession()) return;
@@ -149,9 +162,11 @@ function pause(session) {
   const idleMs = session.idleTimeoutMinutes * 60_000;
   const away = Math.floor((Date.now() - lastInput) / 60_000);
   const ends = new Date(Math.min(lastAnswered() + idleMs, Date.parse(session.expiresAt)));
-  showNotice(ends.getTime() > Date.now()
-    ? `This page stopped refreshing because it has not been used for ${away} minutes. Your session ends at ${formatTime(ends.toISOString())} unless you use the page: press a key or click anywhere to resume refreshing.`
-    : `This page stopped refreshing because it has not been used for ${away} minutes, and your session has ended (${session.idleTimeoutMinutes} minutes without use). Press a key or click anywhere to check.`);
+  showNotice(
+    ends.getTime() > Date.now()
+      ? `This page stopped refreshing because it has not been used for ${away} minutes. Your session ends at ${formatTime(ends.toISOString())} unless you use the page: press a key or click anywhere to resume refreshing.`
+      : `This page stopped refreshing because it has not been used for ${away} minutes, and your session has ended (${session.idleTimeoutMinutes} minutes without use). Press a key or click anywhere to check.`,
+  );
 }
 
 /** A key, a click, focus into a form or a navigation: the person is here; a paused page refreshes again at once. */
@@ -165,7 +180,8 @@ function noteInput() {
 
 async function refreshNow() {
   const session = currentSession();
-  if (!refresh || !session || refreshing || document.visibilityState !== 'visible' || busy() || Date.now() < retryAt) return;
+  if (!refresh || !session || refreshing || document.visibilityState !== 'visible' || busy() || Date.now() < retryAt)
+    return;
   if (Date.now() - lastInput >= session.idleTimeoutMinutes * 60_000 - IDLE_MARGIN_MS) {
     pause(session);
     return;
@@ -186,7 +202,8 @@ async function refreshNow() {
       return;
     }
     failures++;
-    const waitMs = err.retryAfter !== undefined ? err.retryAfter * 1000 : Math.min(REFRESH_MS * 2 ** failures, MAX_BACKOFF_MS);
+    const waitMs =
+      err.retryAfter !== undefined ? err.retryAfter * 1000 : Math.min(REFRESH_MS * 2 ** failures, MAX_BACKOFF_MS);
     retryAt = Date.now() + waitMs;
     showNotice(`Couldn't refresh this page: ${inWords(err)} Trying again in ${Math.ceil(waitMs / 1000)} s.`);
   } finally {
@@ -202,7 +219,15 @@ async function tick() {
 
 function interceptLinks() {
   document.addEventListener('click', (event) => {
-    if (event.defaultPrevented || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+    if (
+      event.defaultPrevented ||
+      event.button !== 0 ||
+      event.metaKey ||
+      event.ctrlKey ||
+      event.shiftKey ||
+      event.altKey
+    )
+      return;
     const link = event.target.closest('a[href]');
     if (!link || link.origin !== location.origin || link.target) return;
     if (!link.pathname.startsWith('/portal/') || /^\/portal\/(api|assets)\//.test(link.pathname)) return;
@@ -220,45 +245,77 @@ function interceptLinks() {
 function watchInput() {
   addEventListener('pointerdown', noteInput, true);
   addEventListener('keydown', noteInput, true);
-  document.addEventListener('focusin', (event) => { if (event.target instanceof Element && event.target.closest('form')) noteInput(); });
+  document.addEventListener('focusin', (event) => {
+    if (event.target instanceof Element && event.target.closest('form')) noteInput();
+  });
 }
 
 function showSession(session) {
   setTimeZone(session.workspace.timezone);
   document.getElementById('nav').hidden = false;
   const problem = h('span', { class: 'field-error', role: 'alert', hidden: true });
-  const signOut = h('button', {
-    type: 'button',
-    class: 'link-button',
-    onclick: async () => {
-      problem.hidden = true;
-      try {
-        await endSession();
-      } catch (err) {
-        // Not confirmed: the session may still be open, so the page keeps it and says so.
-        problem.textContent = `Not signed out: ${inWords(err)} Try again.`;
-        problem.hidden = false;
-        return;
-      }
-      showMessage('Signed out', 'You are signed out. Open the API settings again from your rental platform to come back.');
+  const signOut = h(
+    'button',
+    {
+      type: 'button',
+      class: 'link-button',
+      onclick: async () => {
+        problem.hidden = true;
+        try {
+          await endSession();
+        } catch (err) {
+          // Not confirmed: the session may still be open, so the page keeps it and says so.
+          problem.textContent = `Not signed out: ${inWords(err)} Try again.`;
+          problem.hidden = false;
+          return;
+        }
+        showMessage(
+          'Signed out',
+          'You are signed out. Open the API settings again from your rental platform to come back.',
+        );
+      },
     },
-  }, 'Sign out');
-  replace(document.getElementById('who'),
+    'Sign out',
+  );
+  replace(
+    document.getElementById('who'),
     h('span', {}, `Workspace ${session.workspace.slug}`),
     session.readOnly ? h('span', { class: 'badge' }, 'Read only') : null,
-    session.workspace.status === 'frozen' ? h('span', { class: 'badge' }, 'Frozen: its keys are refused, its webhooks held, nothing can be changed') : null,
-    signOut, problem);
+    session.workspace.status === 'frozen'
+      ? h('span', { class: 'badge' }, 'Frozen: its keys are refused, its webhooks held, nothing can be changed')
+      : null,
+    signOut,
+    problem,
+  );
 }
 
 /** Why a session could not be started, in words, and whether trying again with the same link can work. */
 function notStarted(err) {
-  if (!(err instanceof ApiError)) return { title: 'The service cannot be reached', text: 'The service did not answer. Check the connection, then try again.', retry: true };
-  if (err.status === 400) return { title: 'This link is malformed', text: 'This link is incomplete or was changed. Open the API settings again from your rental platform.', retry: false };
+  if (!(err instanceof ApiError))
+    return {
+      title: 'The service cannot be reached',
+      text: 'The service did not answer. Check the connection, then try again.',
+      retry: true,
+    };
+  if (err.status === 400)
+    return {
+      title: 'This link is malformed',
+      text: 'This link is incomplete or was changed. Open the API settings again from your rental platform.',
+      retry: false,
+    };
   if (err.status === 429) {
-    return { title: 'Too many attempts', text: `There were too many attempts from this address: try again in ${err.retryAfter ?? 60} s.`, retry: true };
+    return {
+      title: 'Too many attempts',
+      text: `There were too many attempts from this address: try again in ${err.retryAfter ?? 60} s.`,
+      retry: true,
+    };
   }
   if (err.status === 503) {
-    return { title: 'Service unavailable', text: `The service is unavailable for now: try again${err.retryAfter !== undefined ? ` in ${err.retryAfter} s` : ' in a moment'}.`, retry: true };
+    return {
+      title: 'Service unavailable',
+      text: `The service is unavailable for now: try again${err.retryAfter !== undefined ? ` in ${err.retryAfter} s` : ' in a moment'}.`,
+      retry: true,
+    };
   }
   return { title: 'Something went wrong', text: `The session could not be started: ${err.message}`, retry: true };
 }
@@ -269,11 +326,16 @@ function notStarted(err) {
  * key is not used up until the person chooses to open it.
  */
 function askToReplace(key, { openWorkspace, linkWorkspace }) {
-  showMessage('Switch workspace?',
+  showMessage(
+    'Switch workspace?',
     `This browser has the API settings of workspace ${openWorkspace.slug} open. The link you followed is for workspace ${linkWorkspace.slug}. Opening it signs you out of ${openWorkspace.slug} here. If you did not mean to switch, stay.`,
-    h('p', { class: 'actions' },
+    h(
+      'p',
+      { class: 'actions' },
       h('button', { type: 'button', onclick: () => start(key, { replace: true }) }, `Open ${linkWorkspace.slug}`),
-      h('button', { type: 'button', onclick: () => start(undefined) }, `Stay in ${openWorkspace.slug}`)));
+      h('button', { type: 'button', onclick: () => start(undefined) }, `Stay in ${openWorkspace.slug}`),
+    ),
+  );
 }
 
 /**
@@ -286,7 +348,11 @@ async function start(key, options = {}) {
     result = await startSession(key, options);
   } catch (err) {
     const why = notStarted(err);
-    showMessage(why.title, why.text, why.retry ? h('p', {}, h('button', { type: 'button', onclick: () => start(key, options) }, 'Try again')) : null);
+    showMessage(
+      why.title,
+      why.text,
+      why.retry ? h('p', {}, h('button', { type: 'button', onclick: () => start(key, options) }, 'Try again')) : null,
+    );
     return;
   }
   if (result.conflict) {
@@ -294,8 +360,13 @@ async function start(key, options = {}) {
     return;
   }
   if (!result.session) {
-    if (result.refused) showMessage('This link cannot be used', 'This link has already been used or has expired. Ask for a new one.');
-    else showMessage('You are signed out', 'You are signed out. Open the API settings from your rental platform to sign in.');
+    if (result.refused)
+      showMessage('This link cannot be used', 'This link has already been used or has expired. Ask for a new one.');
+    else
+      showMessage(
+        'You are signed out',
+        'You are signed out. Open the API settings from your rental platform to sign in.',
+      );
     return;
   }
   onSessionEnded(sessionEnded);

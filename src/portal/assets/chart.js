@@ -11,7 +11,10 @@ const OUTCOMES = [
 const WIDTH = 600;
 const HEIGHT = 160;
 const PAD = { top: 10, right: 8, bottom: 22, left: 34 };
-const PERIODS = [['24h', 'Last 24 hours'], ['7d', 'Last 7 days']];
+const PERIODS = [
+  ['24h', 'Last 24 hours'],
+  ['7d', 'Last 7 days'],
+];
 
 /**
  * The chart of one endpoint, with its period toggle (24 h / 7 d). Returns the element and a refresh function.
@@ -20,21 +23,34 @@ const PERIODS = [['24h', 'Last 24 hours'], ['7d', 'Last 7 days']];
 export function attemptsChart(endpointId) {
   let period = '24h';
   const figure = h('div', { class: 'chart-body' });
-  const buttons = PERIODS.map(([value, label]) => h('button', {
-    type: 'button',
-    'aria-pressed': String(value === period),
-    onclick: async () => {
-      period = value;
-      buttons.forEach((b, i) => b.setAttribute('aria-pressed', String(PERIODS[i][0] === value)));
-      await refresh();
-    },
-  }, label));
+  const buttons = PERIODS.map(([value, label]) =>
+    h(
+      'button',
+      {
+        type: 'button',
+        'aria-pressed': String(value === period),
+        onclick: async () => {
+          period = value;
+          buttons.forEach((b, i) => b.setAttribute('aria-pressed', String(PERIODS[i][0] === value)));
+          await refresh();
+        },
+      },
+      label,
+    ),
+  );
   const titleId = `chart-title-${endpointId}`;
-  const section = h('section', { class: 'chart', 'aria-labelledby': titleId },
+  const section = h(
+    'section',
+    { class: 'chart', 'aria-labelledby': titleId },
     h('h2', { id: titleId }, 'Attempts by outcome'),
     h('div', { class: 'toggle', role: 'group', 'aria-label': 'Period' }, buttons),
     figure,
-    h('ul', { class: 'legend' }, OUTCOMES.map(([key, label]) => h('li', {}, h('span', { class: `swatch ${key}`, 'aria-hidden': 'true' }), label))));
+    h(
+      'ul',
+      { class: 'legend' },
+      OUTCOMES.map(([key, label]) => h('li', {}, h('span', { class: `swatch ${key}`, 'aria-hidden': 'true' }), label)),
+    ),
+  );
 
   async function refresh() {
     const stats = await admin('GET', `/endpoints/${encodeURIComponent(endpointId)}/attempt-stats?period=${period}`);
@@ -64,13 +80,21 @@ function draw(stats, periodLabel) {
     for (const [key] of OUTCOMES) {
       const n = bucket[key];
       if (!n) continue;
-      bars.push(svg('rect', {
-        class: `bar ${key}`, x: (PAD.left + i * slot + (slot - barW) / 2).toFixed(1), y: y(base + n).toFixed(1), width: barW.toFixed(1), height: (y(base) - y(base + n)).toFixed(1),
-      }));
+      bars.push(
+        svg('rect', {
+          class: `bar ${key}`,
+          x: (PAD.left + i * slot + (slot - barW) / 2).toFixed(1),
+          y: y(base + n).toFixed(1),
+          width: barW.toFixed(1),
+          height: (y(base) - y(base + n)).toFixed(1),
+        }),
+      );
       base += n;
     }
   });
-  const picture = svg('svg', { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: 'img', 'aria-labelledby': `${titleId} ${descId}`, class: 'chart-svg' },
+  const picture = svg(
+    'svg',
+    { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: 'img', 'aria-labelledby': `${titleId} ${descId}`, class: 'chart-svg' },
     svg('title', { id: titleId }, `Attempts by outcome, ${periodLabel.toLowerCase()}.`),
     svg('desc', { id: descId }, summary),
     svg('line', { class: 'axis', x1: PAD.left, y1: PAD.top + plotH, x2: WIDTH - PAD.right, y2: PAD.top + plotH }),
@@ -79,13 +103,41 @@ function draw(stats, periodLabel) {
     svg('text', { class: 'tick', x: PAD.left - 4, y: PAD.top + plotH, 'text-anchor': 'end' }, '0'),
     buckets.length ? svg('text', { class: 'tick', x: PAD.left, y: HEIGHT - 6 }, shortTime(buckets[0].start)) : null,
     svg('text', { class: 'tick', x: WIDTH - PAD.right, y: HEIGHT - 6, 'text-anchor': 'end' }, 'now'),
-    bars);
+    bars,
+  );
 
   // (a table ignores a width of 1px: the wrapper is what is hidden)
-  const figures = h('div', { class: 'visually-hidden' }, h('table', {},
-    h('caption', {}, `Attempts by outcome, ${periodLabel.toLowerCase()}, per ${stats.bucketSeconds / 3600} hours`),
-    h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'From'), OUTCOMES.map(([, label]) => h('th', { scope: 'col' }, label)))),
-    h('tbody', {}, buckets.map((b) => h('tr', {}, h('th', { scope: 'row' }, formatTime(b.start)), OUTCOMES.map(([key]) => h('td', {}, String(b[key]))))))));
+  const figures = h(
+    'div',
+    { class: 'visually-hidden' },
+    h(
+      'table',
+      {},
+      h('caption', {}, `Attempts by outcome, ${periodLabel.toLowerCase()}, per ${stats.bucketSeconds / 3600} hours`),
+      h(
+        'thead',
+        {},
+        h(
+          'tr',
+          {},
+          h('th', { scope: 'col' }, 'From'),
+          OUTCOMES.map(([, label]) => h('th', { scope: 'col' }, label)),
+        ),
+      ),
+      h(
+        'tbody',
+        {},
+        buckets.map((b) =>
+          h(
+            'tr',
+            {},
+            h('th', { scope: 'row' }, formatTime(b.start)),
+            OUTCOMES.map(([key]) => h('td', {}, String(b[key]))),
+          ),
+        ),
+      ),
+    ),
+  );
   return [picture, h('p', { class: 'chart-summary', 'aria-hidden': 'true' }, summary), figures];
 }
 

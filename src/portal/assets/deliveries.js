@@ -2,7 +2,23 @@
 // every attempt, with "Retry now".
 import { admin, eventTypes, query } from './api.js';
 import {
-  clearErrors, details, field, focusOn, formatTime, h, isInstant, isoToZoned, jsonBlock, newest, replace, showError, statusLine, table, time, timeZone, zonedToIso,
+  clearErrors,
+  details,
+  field,
+  focusOn,
+  formatTime,
+  h,
+  isInstant,
+  isoToZoned,
+  jsonBlock,
+  newest,
+  replace,
+  showError,
+  statusLine,
+  table,
+  time,
+  timeZone,
+  zonedToIso,
 } from './dom.js';
 
 const STATUSES = ['queued', 'retrying', 'accepted', 'failed', 'held'];
@@ -29,26 +45,63 @@ export async function deliveriesPage(ctx) {
   const names = new Map(endpoints.map((e) => [e.id, e.name]));
 
   const option = (value, label, selected) => h('option', { value, selected: value === selected }, label);
-  const endpoint = h('select', { name: 'endpointId' }, option('', 'Every endpoint', filters.endpointId),
-    endpoints.map((e) => option(e.id, e.name, filters.endpointId)));
-  const status = h('select', { name: 'status' }, option('', 'Any status', filters.status), STATUSES.map((s) => option(s, s, filters.status)));
-  const event = h('select', { name: 'event' }, option('', 'Any event', filters.event), types.map((t) => option(t.event, t.event, filters.event)));
+  const endpoint = h(
+    'select',
+    { name: 'endpointId' },
+    option('', 'Every endpoint', filters.endpointId),
+    endpoints.map((e) => option(e.id, e.name, filters.endpointId)),
+  );
+  const status = h(
+    'select',
+    { name: 'status' },
+    option('', 'Any status', filters.status),
+    STATUSES.map((s) => option(s, s, filters.status)),
+  );
+  const event = h(
+    'select',
+    { name: 'event' },
+    option('', 'Any event', filters.event),
+    types.map((t) => option(t.event, t.event, filters.event)),
+  );
   const since = h('input', { type: 'datetime-local', name: 'since', value: isoToZoned(filters.since) });
   const until = h('input', { type: 'datetime-local', name: 'until', value: isoToZoned(filters.until) });
-  const form = h('form', { class: 'card filters', role: 'search', 'aria-label': 'Filter deliveries' },
-    h('div', { class: 'grid' }, field('Endpoint', endpoint), field('Status', status), field('Event', event),
-      field('Created since', since), field('Created before', until)),
+  const form = h(
+    'form',
+    { class: 'card filters', role: 'search', 'aria-label': 'Filter deliveries' },
+    h(
+      'div',
+      { class: 'grid' },
+      field('Endpoint', endpoint),
+      field('Status', status),
+      field('Event', event),
+      field('Created since', since),
+      field('Created before', until),
+    ),
     h('p', { class: 'hint' }, `Times are in ${timeZone()} time.`),
-    h('div', { class: 'actions' },
+    h(
+      'div',
+      { class: 'actions' },
       h('button', { type: 'submit', class: 'primary' }, 'Apply filters'),
-      h('a', { href: '/portal/deliveries', class: 'button' }, 'Clear filters')));
+      h('a', { href: '/portal/deliveries', class: 'button' }, 'Clear filters'),
+    ),
+  );
   for (const name of unreadable) {
-    showError(form, { reason: name, message: `The address's time "${ctx.search.get(name)}" is not a time: it is ignored.` }, { focus: false });
+    showError(
+      form,
+      { reason: name, message: `The address's time "${ctx.search.get(name)}" is not a time: it is ignored.` },
+      { focus: false },
+    );
   }
   form.addEventListener('submit', (submitted) => {
     submitted.preventDefault();
     clearErrors(form);
-    const chosen = { endpointId: endpoint.value, status: status.value, event: event.value, since: zonedToIso(since.value), until: zonedToIso(until.value) };
+    const chosen = {
+      endpointId: endpoint.value,
+      status: status.value,
+      event: event.value,
+      since: zonedToIso(since.value),
+      until: zonedToIso(until.value),
+    };
     ctx.navigate(`/portal/deliveries${query(chosen)}`);
   });
 
@@ -70,18 +123,50 @@ export async function deliveriesPage(ctx) {
       return;
     }
     if (!isNewest()) return;
-    replace(list, table('Deliveries, newest first', ['Created', 'Event', 'Endpoint', 'Status', 'Attempts', 'Last result'],
-      page.rows.map((row) => [
-        time(row.createdAt),
-        h('a', { href: `/portal/deliveries/${encodeURIComponent(row.id)}`, 'aria-label': `${row.event}, ${formatTime(row.createdAt)}` }, row.event),
-        h('a', { href: `/portal/endpoints/${encodeURIComponent(row.endpointId)}` }, names.get(row.endpointId) ?? 'a deleted endpoint'),
-        statusBadge(row.status),
-        String(row.attempts),
-        lastResult(row),
-      ]), 'No delivery matches these filters.'));
-    replace(paging,
+    replace(
+      list,
+      table(
+        'Deliveries, newest first',
+        ['Created', 'Event', 'Endpoint', 'Status', 'Attempts', 'Last result'],
+        page.rows.map((row) => [
+          time(row.createdAt),
+          h(
+            'a',
+            {
+              href: `/portal/deliveries/${encodeURIComponent(row.id)}`,
+              'aria-label': `${row.event}, ${formatTime(row.createdAt)}`,
+            },
+            row.event,
+          ),
+          h(
+            'a',
+            { href: `/portal/endpoints/${encodeURIComponent(row.endpointId)}` },
+            names.get(row.endpointId) ?? 'a deleted endpoint',
+          ),
+          statusBadge(row.status),
+          String(row.attempts),
+          lastResult(row),
+        ]),
+        'No delivery matches these filters.',
+      ),
+    );
+    replace(
+      paging,
       cursors.length ? h('button', { type: 'button', onclick: () => turnPage(cursors.pop()) }, 'Previous page') : null,
-      page.nextCursor ? h('button', { type: 'button', onclick: () => { cursors.push(cursor); turnPage(page.nextCursor); } }, 'Next page') : null);
+      page.nextCursor
+        ? h(
+            'button',
+            {
+              type: 'button',
+              onclick: () => {
+                cursors.push(cursor);
+                turnPage(page.nextCursor);
+              },
+            },
+            'Next page',
+          )
+        : null,
+    );
   });
   /** The paging buttons are redrawn with the page: focus goes to the new page's table (its caption names it). */
   const turnPage = async (to) => {
@@ -91,9 +176,18 @@ export async function deliveriesPage(ctx) {
   };
   await load();
   ctx.live(load);
-  replace(ctx.main, ctx.heading('Deliveries'),
-    h('p', {}, 'Every delivery of this workspace\'s events to its endpoints, newest first. The list refreshes by itself.'),
-    form, list, paging);
+  replace(
+    ctx.main,
+    ctx.heading('Deliveries'),
+    h(
+      'p',
+      {},
+      "Every delivery of this workspace's events to its endpoints, newest first. The list refreshes by itself.",
+    ),
+    form,
+    list,
+    paging,
+  );
 }
 
 /** @param {import('./app.js').PageContext} ctx */
@@ -104,18 +198,25 @@ export async function deliveryPage(ctx) {
     delivery = await admin('GET', `/deliveries/${encodeURIComponent(id)}`);
   } catch (err) {
     if (err.status !== 404 && err.status !== 400) throw err;
-    replace(ctx.main, ctx.heading('Delivery not found'),
+    replace(
+      ctx.main,
+      ctx.heading('Delivery not found'),
       h('p', { role: 'alert' }, 'This delivery was not found in this workspace.'),
-      h('p', {}, h('a', { href: '/portal/deliveries' }, 'Back to the deliveries')));
+      h('p', {}, h('a', { href: '/portal/deliveries' }, 'Back to the deliveries')),
+    );
     return;
   }
   const announce = statusLine();
   const body = h('div', { 'data-live': '' });
   const show = () => {
-    replace(body,
+    replace(
+      body,
       details([
         ['Event', h('code', {}, delivery.event)],
-        ['Endpoint', h('a', { href: `/portal/endpoints/${encodeURIComponent(delivery.endpointId)}` }, 'Open the endpoint')],
+        [
+          'Endpoint',
+          h('a', { href: `/portal/endpoints/${encodeURIComponent(delivery.endpointId)}` }, 'Open the endpoint'),
+        ],
         ['Status', statusBadge(delivery.status)],
         ['Attempts', String(delivery.attemptCount)],
         ['Created', time(delivery.createdAt)],
@@ -124,11 +225,15 @@ export async function deliveryPage(ctx) {
         ['Delivery id', h('code', {}, delivery.id)],
       ]),
       ctx.readOnly || delivery.status === 'held' ? null : h('div', { class: 'actions' }, retry),
-      delivery.status === 'held' ? h('p', {}, 'Held: its endpoint is switched off. Switching it back on sends it.') : null,
+      delivery.status === 'held'
+        ? h('p', {}, 'Held: its endpoint is switched off. Switching it back on sends it.')
+        : null,
       h('h2', {}, 'Payload as sent'),
       jsonBlock(delivery.payload, 'Payload'),
       h('h2', {}, 'Attempts'),
-      table('Every attempt, oldest first', ['#', 'Started', 'Duration', 'Status', 'Error kind', 'Error', 'Receiver\'s answer'],
+      table(
+        'Every attempt, oldest first',
+        ['#', 'Started', 'Duration', 'Status', 'Error kind', 'Error', "Receiver's answer"],
         delivery.attempts.map((a) => [
           String(a.number),
           time(a.startedAt),
@@ -136,8 +241,15 @@ export async function deliveryPage(ctx) {
           a.statusCode === null ? 'no answer' : String(a.statusCode),
           a.errorKind ?? '—',
           a.error ?? '—',
-          a.responseBody === null ? h('span', { class: 'muted' }, 'no answer') : a.responseBody === '' ? h('span', { class: 'muted' }, '(empty)') : h('pre', { class: 'excerpt' }, a.responseBody),
-        ]), 'Not attempted yet.'));
+          a.responseBody === null
+            ? h('span', { class: 'muted' }, 'no answer')
+            : a.responseBody === ''
+              ? h('span', { class: 'muted' }, '(empty)')
+              : h('pre', { class: 'excerpt' }, a.responseBody),
+        ]),
+        'Not attempted yet.',
+      ),
+    );
   };
   const reload = newest(async (isNewest) => {
     const fresh = await admin('GET', `/deliveries/${encodeURIComponent(id)}`);
@@ -145,16 +257,24 @@ export async function deliveryPage(ctx) {
     delivery = fresh;
     show();
   });
-  const retry = h('button', { type: 'button', class: 'primary', onclick: async () => {
-    try {
-      const retried = await admin('POST', `/deliveries/${encodeURIComponent(id)}/retry`);
-      announce.textContent = `The delivery is due now (it was ${retried.previousStatus}).`;
-    } catch (err) {
-      announce.textContent = err.message;
-    }
-    await reload().catch(() => {});
-    focusOn(announce);
-  } }, 'Retry now');
+  const retry = h(
+    'button',
+    {
+      type: 'button',
+      class: 'primary',
+      onclick: async () => {
+        try {
+          const retried = await admin('POST', `/deliveries/${encodeURIComponent(id)}/retry`);
+          announce.textContent = `The delivery is due now (it was ${retried.previousStatus}).`;
+        } catch (err) {
+          announce.textContent = err.message;
+        }
+        await reload().catch(() => {});
+        focusOn(announce);
+      },
+    },
+    'Retry now',
+  );
   show();
   ctx.live(reload);
   replace(ctx.main, ctx.heading(`Delivery of ${delivery.event}`), announce, body);

@@ -77,15 +77,33 @@ export function time(iso, never = '—') {
 /** An instant as text in the workspace's zone, with the zone's short name. */
 export function formatTime(iso) {
   return new Intl.DateTimeFormat('en-GB', {
-    timeZone: zone, year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit', timeZoneName: 'short',
+    timeZone: zone,
+    year: 'numeric',
+    month: 'short',
+    day: 'numeric',
+    hour: '2-digit',
+    minute: '2-digit',
+    second: '2-digit',
+    timeZoneName: 'short',
   }).format(new Date(iso));
 }
 
 /** The wall-clock parts of an instant in a zone. */
 function wallClock(date, timezone) {
-  const parts = Object.fromEntries(new Intl.DateTimeFormat('en-US', {
-    timeZone: timezone, hourCycle: 'h23', year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit',
-  }).formatToParts(date).map((p) => [p.type, p.value]));
+  const parts = Object.fromEntries(
+    new Intl.DateTimeFormat('en-US', {
+      timeZone: timezone,
+      hourCycle: 'h23',
+      year: 'numeric',
+      month: '2-digit',
+      day: '2-digit',
+      hour: '2-digit',
+      minute: '2-digit',
+      second: '2-digit',
+    })
+      .formatToParts(date)
+      .map((p) => [p.type, p.value]),
+  );
   return Date.UTC(+parts.year, +parts.month - 1, +parts.day, +parts.hour, +parts.minute, +parts.second);
 }
 
@@ -127,7 +145,14 @@ export function field(label, control, hint) {
   const hintEl = hint ? h('p', { class: 'hint', id: `${control.id}-hint` }, hint) : null;
   const error = h('p', { class: 'field-error', id: `${control.id}-error`, hidden: true });
   control.setAttribute('aria-describedby', [hintEl?.id, error.id].filter(Boolean).join(' '));
-  return h('div', { class: 'field', 'data-field': control.name }, h('label', { for: control.id }, label), hintEl, control, error);
+  return h(
+    'div',
+    { class: 'field', 'data-field': control.name },
+    h('label', { for: control.id }, label),
+    hintEl,
+    control,
+    error,
+  );
 }
 
 /** Clears a form's error messages. */
@@ -202,13 +227,22 @@ export function statusLine(text = '') {
 export function confirmDialog({ title, body, confirm, danger = false }) {
   return new Promise((resolve) => {
     const titleId = uid('dialog-title');
-    const dialog = h('dialog', { 'aria-labelledby': titleId },
-      h('form', { method: 'dialog' },
+    const dialog = h(
+      'dialog',
+      { 'aria-labelledby': titleId },
+      h(
+        'form',
+        { method: 'dialog' },
         h('h2', { id: titleId }, title),
         h('p', {}, body),
-        h('div', { class: 'actions' },
+        h(
+          'div',
+          { class: 'actions' },
           h('button', { value: 'cancel', type: 'submit' }, 'Cancel'),
-          h('button', { value: 'confirm', type: 'submit', class: danger ? 'danger' : 'primary' }, confirm))));
+          h('button', { value: 'confirm', type: 'submit', class: danger ? 'danger' : 'primary' }, confirm),
+        ),
+      ),
+    );
     dialog.addEventListener('close', () => {
       dialog.remove();
       resolve(dialog.returnValue === 'confirm');
@@ -226,41 +260,80 @@ export function confirmDialog({ title, body, confirm, danger = false }) {
  * @param {Node|string} [extra] more words under it
  */
 export function shownOnce(label, value, extra) {
-  const input = h('input', { type: 'text', readonly: true, value, class: 'secret', spellcheck: 'false', autocomplete: 'off' });
+  const input = h('input', {
+    type: 'text',
+    readonly: true,
+    value,
+    class: 'secret',
+    spellcheck: 'false',
+    autocomplete: 'off',
+  });
   const done = statusLine();
-  const copy = h('button', {
-    type: 'button',
-    onclick: async () => {
-      try {
-        await navigator.clipboard.writeText(value);
-        done.textContent = 'Copied.';
-      } catch {
-        input.focus();
-        input.select();
-        done.textContent = 'Selected: press Ctrl+C (⌘C) to copy.';
-      }
+  const copy = h(
+    'button',
+    {
+      type: 'button',
+      onclick: async () => {
+        try {
+          await navigator.clipboard.writeText(value);
+          done.textContent = 'Copied.';
+        } catch {
+          input.focus();
+          input.select();
+          done.textContent = 'Selected: press Ctrl+C (⌘C) to copy.';
+        }
+      },
     },
-  }, 'Copy');
-  return h('div', { class: 'once' },
+    'Copy',
+  );
+  return h(
+    'div',
+    { class: 'once' },
     field(label, input),
     h('div', { class: 'actions' }, copy),
     done,
     h('p', { class: 'warning' }, h('strong', {}, 'Copy it now: it will not be shown again.')),
-    extra);
+    extra,
+  );
 }
 
 /** A table with a caption and a header row; `rows` are arrays of cells (nodes or text). Wrapped to scroll when narrow. */
 export function table(caption, headers, rows, empty = 'Nothing yet.') {
-  const t = h('table', {},
+  const t = h(
+    'table',
+    {},
     h('caption', {}, caption),
-    h('thead', {}, h('tr', {}, headers.map((name) => h('th', { scope: 'col' }, name)))),
-    h('tbody', {}, rows.map((cells) => h('tr', {}, cells.map((cell, i) => h('td', { 'data-label': headers[i] }, cell))))));
+    h(
+      'thead',
+      {},
+      h(
+        'tr',
+        {},
+        headers.map((name) => h('th', { scope: 'col' }, name)),
+      ),
+    ),
+    h(
+      'tbody',
+      {},
+      rows.map((cells) =>
+        h(
+          'tr',
+          {},
+          cells.map((cell, i) => h('td', { 'data-label': headers[i] }, cell)),
+        ),
+      ),
+    ),
+  );
   return h('div', { class: 'table-wrap' }, t, rows.length === 0 ? h('p', { class: 'empty' }, empty) : null);
 }
 
 /** A description list from [term, value] pairs. */
 export function details(pairs) {
-  return h('dl', { class: 'details' }, pairs.filter(Boolean).map(([term, value]) => [h('dt', {}, term), h('dd', {}, value)]));
+  return h(
+    'dl',
+    { class: 'details' },
+    pairs.filter(Boolean).map(([term, value]) => [h('dt', {}, term), h('dd', {}, value)]),
+  );
 }
 
 /** Pretty-printed JSON in a <pre>, labelled. */

@@ -4,7 +4,23 @@
 import { admin, eventTypes, grouped } from './api.js';
 import { attemptsChart } from './chart.js';
 import {
-  clearErrors, confirmDialog, details, field, focusOn, formatTime, h, newest, replace, shownOnce, showError, statusLine, table, time, timeZone, uid, zonedToIso,
+  clearErrors,
+  confirmDialog,
+  details,
+  field,
+  focusOn,
+  formatTime,
+  h,
+  newest,
+  replace,
+  shownOnce,
+  showError,
+  statusLine,
+  table,
+  time,
+  timeZone,
+  uid,
+  zonedToIso,
 } from './dom.js';
 
 const path = (id, rest = '') => `/endpoints/${encodeURIComponent(id)}${rest}`;
@@ -19,15 +35,45 @@ export function endpointStatus(endpoint) {
 function eventsField(types, selected = []) {
   const id = uid('events');
   const error = h('p', { class: 'field-error', id: `${id}-error`, hidden: true });
-  const hint = h('p', { class: 'hint', id: `${id}-hint` }, 'Choose none to receive every event, including those added later.');
-  const groups = grouped(types.filter((t) => t.event !== 'webhook.test')).map(([group, events]) => h('fieldset', { class: 'group' },
-    h('legend', {}, group),
-    events.map((type) => {
-      const box = h('input', { type: 'checkbox', name: 'events', value: type.event, id: uid('event'), checked: selected.includes(type.event) });
-      return h('div', { class: 'check' }, box, h('label', { for: box.id }, h('code', {}, type.event), h('span', { class: 'muted' }, ` ${type.summary}`)));
-    })));
-  return h('div', { class: 'field', 'data-field': 'events' },
-    h('fieldset', { id, 'aria-describedby': `${hint.id} ${error.id}` }, h('legend', {}, 'Events'), hint, h('div', { class: 'groups' }, groups), error));
+  const hint = h(
+    'p',
+    { class: 'hint', id: `${id}-hint` },
+    'Choose none to receive every event, including those added later.',
+  );
+  const groups = grouped(types.filter((t) => t.event !== 'webhook.test')).map(([group, events]) =>
+    h(
+      'fieldset',
+      { class: 'group' },
+      h('legend', {}, group),
+      events.map((type) => {
+        const box = h('input', {
+          type: 'checkbox',
+          name: 'events',
+          value: type.event,
+          id: uid('event'),
+          checked: selected.includes(type.event),
+        });
+        return h(
+          'div',
+          { class: 'check' },
+          box,
+          h('label', { for: box.id }, h('code', {}, type.event), h('span', { class: 'muted' }, ` ${type.summary}`)),
+        );
+      }),
+    ),
+  );
+  return h(
+    'div',
+    { class: 'field', 'data-field': 'events' },
+    h(
+      'fieldset',
+      { id, 'aria-describedby': `${hint.id} ${error.id}` },
+      h('legend', {}, 'Events'),
+      hint,
+      h('div', { class: 'groups' }, groups),
+      error,
+    ),
+  );
 }
 
 const chosenEvents = (form) => [...form.querySelectorAll('input[name="events"]:checked')].map((box) => box.value);
@@ -38,38 +84,68 @@ export async function endpointsPage(ctx) {
   const load = newest(async (isNewest) => {
     const { rows } = await admin('GET', '/endpoints');
     if (!isNewest()) return;
-    replace(list, table('Webhook endpoints of this workspace, oldest first', ['Name', 'URL', 'Status', 'Failures in a row', 'Last success'],
-      rows.map((endpoint) => [
-        h('a', { href: `/portal/endpoints/${encodeURIComponent(endpoint.id)}` }, endpoint.name),
-        h('span', { class: 'url' }, endpoint.url),
-        endpointStatus(endpoint),
-        String(endpoint.consecutiveFailures),
-        time(endpoint.lastSuccessAt, 'never'),
-      ]), 'This workspace has no webhook endpoints yet.'));
+    replace(
+      list,
+      table(
+        'Webhook endpoints of this workspace, oldest first',
+        ['Name', 'URL', 'Status', 'Failures in a row', 'Last success'],
+        rows.map((endpoint) => [
+          h('a', { href: `/portal/endpoints/${encodeURIComponent(endpoint.id)}` }, endpoint.name),
+          h('span', { class: 'url' }, endpoint.url),
+          endpointStatus(endpoint),
+          String(endpoint.consecutiveFailures),
+          time(endpoint.lastSuccessAt, 'never'),
+        ]),
+        'This workspace has no webhook endpoints yet.',
+      ),
+    );
   });
   await load();
   ctx.live(load);
-  replace(ctx.main, ctx.heading('Webhook endpoints'),
-    h('p', {}, 'Where this workspace\'s events are sent. An endpoint that fails 20 times in a row is switched off until it is switched back on.'),
-    ctx.readOnly ? null : h('p', {}, h('a', { href: '/portal/endpoints/new', class: 'button primary' }, 'Add endpoint')),
-    list);
+  replace(
+    ctx.main,
+    ctx.heading('Webhook endpoints'),
+    h(
+      'p',
+      {},
+      "Where this workspace's events are sent. An endpoint that fails 20 times in a row is switched off until it is switched back on.",
+    ),
+    ctx.readOnly
+      ? null
+      : h('p', {}, h('a', { href: '/portal/endpoints/new', class: 'button primary' }, 'Add endpoint')),
+    list,
+  );
 }
 
 /** @param {import('./app.js').PageContext} ctx */
 export async function newEndpointPage(ctx) {
   if (ctx.readOnly) {
-    replace(ctx.main, ctx.heading('Add an endpoint'), h('p', {}, 'This session is read only: endpoints cannot be added.'));
+    replace(
+      ctx.main,
+      ctx.heading('Add an endpoint'),
+      h('p', {}, 'This session is read only: endpoints cannot be added.'),
+    );
     return;
   }
   const types = await eventTypes();
-  const url = h('input', { type: 'url', name: 'url', required: true, maxlength: '2048', autocomplete: 'off', placeholder: 'https://' });
+  const url = h('input', {
+    type: 'url',
+    name: 'url',
+    required: true,
+    maxlength: '2048',
+    autocomplete: 'off',
+    placeholder: 'https://',
+  });
   const name = h('input', { type: 'text', name: 'name', maxlength: '200', autocomplete: 'off' });
   const shown = h('div');
-  const form = h('form', { class: 'card', novalidate: true },
+  const form = h(
+    'form',
+    { class: 'card', novalidate: true },
     field('URL', url, 'Where deliveries are POSTed: an https address your receiver answers on.'),
-    field('Name (optional)', name, 'Shown in this screen; the URL\'s host when left empty.'),
+    field('Name (optional)', name, "Shown in this screen; the URL's host when left empty."),
     eventsField(types),
-    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Add endpoint')));
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Add endpoint')),
+  );
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     clearErrors(form);
@@ -78,9 +154,20 @@ export async function newEndpointPage(ctx) {
     try {
       const created = await admin('POST', '/endpoints', body);
       form.hidden = true;
-      replace(shown, h('p', { role: 'status' }, `Endpoint "${created.name}" added.`),
-        shownOnce('Signing secret', created.secret, h('p', {}, 'Your receiver verifies every delivery with it. ',
-          h('a', { href: `/portal/endpoints/${encodeURIComponent(created.id)}` }, 'Open the endpoint'))));
+      replace(
+        shown,
+        h('p', { role: 'status' }, `Endpoint "${created.name}" added.`),
+        shownOnce(
+          'Signing secret',
+          created.secret,
+          h(
+            'p',
+            {},
+            'Your receiver verifies every delivery with it. ',
+            h('a', { href: `/portal/endpoints/${encodeURIComponent(created.id)}` }, 'Open the endpoint'),
+          ),
+        ),
+      );
       shown.querySelector('input').focus();
     } catch (err) {
       showError(form, err);
@@ -97,9 +184,16 @@ export async function endpointPage(ctx) {
     endpoint = await admin('GET', path(id));
   } catch (err) {
     if (err.status !== 404 && err.status !== 400) throw err;
-    replace(ctx.main, ctx.heading('Endpoint not found'),
-      h('p', { role: 'alert' }, 'This endpoint was not found in this workspace: it may have been deleted, or the address is wrong.'),
-      h('p', {}, h('a', { href: '/portal/endpoints' }, 'Back to the endpoints')));
+    replace(
+      ctx.main,
+      ctx.heading('Endpoint not found'),
+      h(
+        'p',
+        { role: 'alert' },
+        'This endpoint was not found in this workspace: it may have been deleted, or the address is wrong.',
+      ),
+      h('p', {}, h('a', { href: '/portal/endpoints' }, 'Back to the endpoints')),
+    );
     return;
   }
   const types = await eventTypes();
@@ -109,13 +203,16 @@ export async function endpointPage(ctx) {
   const chart = attemptsChart(id);
 
   const show = () => {
-    replace(summary, details([
-      ['URL', h('span', { class: 'url' }, endpoint.url)],
-      ['Status', endpointStatus(endpoint)],
-      ['Failures in a row', String(endpoint.consecutiveFailures)],
-      ['Last success', time(endpoint.lastSuccessAt, 'never')],
-      ['Events', endpoint.events.length ? endpoint.events.join(', ') : 'every event'],
-    ]));
+    replace(
+      summary,
+      details([
+        ['URL', h('span', { class: 'url' }, endpoint.url)],
+        ['Status', endpointStatus(endpoint)],
+        ['Failures in a row', String(endpoint.consecutiveFailures)],
+        ['Last success', time(endpoint.lastSuccessAt, 'never')],
+        ['Events', endpoint.events.length ? endpoint.events.join(', ') : 'every event'],
+      ]),
+    );
     if (!ctx.readOnly) replace(actions, endpoint.isActive ? switchOff : switchOn, sendTest);
   };
   const reload = newest(async (isNewest) => {
@@ -139,42 +236,99 @@ export async function endpointPage(ctx) {
     focusOn(announce);
   };
 
-  const switchOn = h('button', { type: 'button', class: 'primary', onclick: () => act(async () => {
-    await admin('POST', path(id, '/enable'));
-    return 'The endpoint is switched back on; what it held is being sent.';
-  }) }, 'Switch back on');
-  const switchOff = h('button', { type: 'button', onclick: async () => {
-    if (!await confirmDialog({ title: 'Switch this endpoint off?', body: 'Its deliveries are held until it is switched back on.', confirm: 'Switch off' })) return;
-    await act(async () => {
-      await admin('POST', path(id, '/disable'));
-      return 'The endpoint is switched off; its deliveries are held.';
-    });
-  } }, 'Switch off');
-  const sendTest = h('button', { type: 'button', onclick: () => act(async () => {
-    const sent = await admin('POST', '/example-events', { endpointId: id, event: 'webhook.test' });
-    return `A test delivery is queued (delivery ${sent.deliveryId}).`;
-  }) }, 'Send test delivery');
+  const switchOn = h(
+    'button',
+    {
+      type: 'button',
+      class: 'primary',
+      onclick: () =>
+        act(async () => {
+          await admin('POST', path(id, '/enable'));
+          return 'The endpoint is switched back on; what it held is being sent.';
+        }),
+    },
+    'Switch back on',
+  );
+  const switchOff = h(
+    'button',
+    {
+      type: 'button',
+      onclick: async () => {
+        if (
+          !(await confirmDialog({
+            title: 'Switch this endpoint off?',
+            body: 'Its deliveries are held until it is switched back on.',
+            confirm: 'Switch off',
+          }))
+        )
+          return;
+        await act(async () => {
+          await admin('POST', path(id, '/disable'));
+          return 'The endpoint is switched off; its deliveries are held.';
+        });
+      },
+    },
+    'Switch off',
+  );
+  const sendTest = h(
+    'button',
+    {
+      type: 'button',
+      onclick: () =>
+        act(async () => {
+          const sent = await admin('POST', '/example-events', { endpointId: id, event: 'webhook.test' });
+          return `A test delivery is queued (delivery ${sent.deliveryId}).`;
+        }),
+    },
+    'Send test delivery',
+  );
 
   const sections = [];
   if (!ctx.readOnly) {
-    sections.push(exampleForm(id, types, act), editForm(endpoint, types, (updated) => { endpoint = updated; show(); }),
-      rotateForm(id), recoverForm(id), deleteSection(() => endpoint, ctx));
+    sections.push(
+      exampleForm(id, types, act),
+      editForm(endpoint, types, (updated) => {
+        endpoint = updated;
+        show();
+      }),
+      rotateForm(id),
+      recoverForm(id),
+      deleteSection(() => endpoint, ctx),
+    );
   }
   show();
   await chart.refresh();
   ctx.live(reload);
-  replace(ctx.main, ctx.heading(endpoint.name), announce, summary, actions,
-    h('p', {}, h('a', { href: `/portal/deliveries?endpointId=${encodeURIComponent(id)}` }, 'Deliveries to this endpoint')),
-    chart.element, sections);
+  replace(
+    ctx.main,
+    ctx.heading(endpoint.name),
+    announce,
+    summary,
+    actions,
+    h(
+      'p',
+      {},
+      h('a', { href: `/portal/deliveries?endpointId=${encodeURIComponent(id)}` }, 'Deliveries to this endpoint'),
+    ),
+    chart.element,
+    sections,
+  );
 }
 
 function exampleForm(id, types, act) {
-  const event = h('select', { name: 'event' }, types.filter((t) => t.event !== 'webhook.test').map((t) => h('option', { value: t.event }, t.event)));
-  const form = h('form', { class: 'card' },
+  const event = h(
+    'select',
+    { name: 'event' },
+    types.filter((t) => t.event !== 'webhook.test').map((t) => h('option', { value: t.event }, t.event)),
+  );
+  const form = h(
+    'form',
+    { class: 'card' },
     h('h2', {}, 'Send an example event'),
-    h('p', {}, 'Sends the catalogue\'s example of an event to this endpoint only, signed like any delivery.'),
+    h('p', {}, "Sends the catalogue's example of an event to this endpoint only, signed like any delivery."),
     field('Event', event),
-    h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Send example')));
+    h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Send example')),
+  );
   form.addEventListener('submit', (submitted) => {
     submitted.preventDefault();
     act(async () => {
@@ -186,13 +340,33 @@ function exampleForm(id, types, act) {
 }
 
 function editForm(endpoint, types, updated) {
-  const url = h('input', { type: 'url', name: 'url', required: true, maxlength: '2048', value: endpoint.url, autocomplete: 'off' });
-  const name = h('input', { type: 'text', name: 'name', required: true, maxlength: '200', value: endpoint.name, autocomplete: 'off' });
+  const url = h('input', {
+    type: 'url',
+    name: 'url',
+    required: true,
+    maxlength: '2048',
+    value: endpoint.url,
+    autocomplete: 'off',
+  });
+  const name = h('input', {
+    type: 'text',
+    name: 'name',
+    required: true,
+    maxlength: '200',
+    value: endpoint.name,
+    autocomplete: 'off',
+  });
   const done = statusLine();
-  const form = h('form', { class: 'card', novalidate: true },
+  const form = h(
+    'form',
+    { class: 'card', novalidate: true },
     h('h2', {}, 'Edit the endpoint'),
-    field('URL', url), field('Name', name), eventsField(types, endpoint.events),
-    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Save changes')), done);
+    field('URL', url),
+    field('Name', name),
+    eventsField(types, endpoint.events),
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Save changes')),
+    done,
+  );
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     clearErrors(form);
@@ -201,7 +375,8 @@ function editForm(endpoint, types, updated) {
     if (url.value.trim() !== endpoint.url) body.url = url.value.trim();
     if (name.value.trim() !== endpoint.name) body.name = name.value.trim();
     const events = chosenEvents(form);
-    if (events.length !== endpoint.events.length || events.some((e) => !endpoint.events.includes(e))) body.events = events;
+    if (events.length !== endpoint.events.length || events.some((e) => !endpoint.events.includes(e)))
+      body.events = events;
     if (Object.keys(body).length === 0) {
       done.textContent = 'Nothing to save: nothing was changed.';
       return;
@@ -218,13 +393,29 @@ function editForm(endpoint, types, updated) {
 }
 
 function rotateForm(id) {
-  const overlap = h('input', { type: 'number', name: 'overlapHours', min: '0', max: '720', step: '1', value: '24', inputmode: 'numeric' });
+  const overlap = h('input', {
+    type: 'number',
+    name: 'overlapHours',
+    min: '0',
+    max: '720',
+    step: '1',
+    value: '24',
+    inputmode: 'numeric',
+  });
   const shown = h('div');
-  const form = h('form', { class: 'card', novalidate: true },
+  const form = h(
+    'form',
+    { class: 'card', novalidate: true },
     h('h2', {}, 'Rotate the signing secret'),
-    h('p', {}, 'The endpoint gets a new secret. During the overlap every delivery carries two signatures, the new secret\'s and the old one\'s, so the receiver can switch over without missing one.'),
+    h(
+      'p',
+      {},
+      "The endpoint gets a new secret. During the overlap every delivery carries two signatures, the new secret's and the old one's, so the receiver can switch over without missing one.",
+    ),
     field('Overlap (hours)', overlap, 'From 0 to 720 hours; 0 ends the old secret at once.'),
-    h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Rotate secret')), shown);
+    h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Rotate secret')),
+    shown,
+  );
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     clearErrors(form);
@@ -233,11 +424,30 @@ function rotateForm(id) {
       showError(form, { reason: 'overlapHours', message: 'Enter a whole number of hours from 0 to 720.' });
       return;
     }
-    if (!await confirmDialog({ title: 'Rotate the signing secret?', body: `The old secret keeps signing for ${hours} hours.`, confirm: 'Rotate' })) return;
+    if (
+      !(await confirmDialog({
+        title: 'Rotate the signing secret?',
+        body: `The old secret keeps signing for ${hours} hours.`,
+        confirm: 'Rotate',
+      }))
+    )
+      return;
     try {
       const rotated = await admin('POST', path(id, '/rotate-secret'), { overlapHours: hours });
-      replace(shown, shownOnce('New signing secret', rotated.secret, h('p', {},
-        rotated.previousSecretExpiresAt ? ['The previous secret also signs until ', time(rotated.previousSecretExpiresAt), '.'] : 'The previous secret no longer signs.')));
+      replace(
+        shown,
+        shownOnce(
+          'New signing secret',
+          rotated.secret,
+          h(
+            'p',
+            {},
+            rotated.previousSecretExpiresAt
+              ? ['The previous secret also signs until ', time(rotated.previousSecretExpiresAt), '.']
+              : 'The previous secret no longer signs.',
+          ),
+        ),
+      );
       shown.querySelector('input').focus();
     } catch (err) {
       showError(form, err);
@@ -249,11 +459,15 @@ function rotateForm(id) {
 function recoverForm(id) {
   const since = h('input', { type: 'datetime-local', name: 'since', required: true });
   const done = statusLine();
-  const form = h('form', { class: 'card', novalidate: true },
+  const form = h(
+    'form',
+    { class: 'card', novalidate: true },
     h('h2', {}, 'Recover failed deliveries'),
     h('p', {}, 'After the receiver is fixed: sends again every failed delivery to this endpoint created since a time.'),
     field('Since', since, `In ${timeZone()} time.`),
-    h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Recover failed deliveries')), done);
+    h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Recover failed deliveries')),
+    done,
+  );
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     clearErrors(form);
@@ -270,7 +484,10 @@ function recoverForm(id) {
     if (!sure) return;
     try {
       const recovered = await admin('POST', path(id, '/recover'), { since: zonedToIso(since.value) });
-      done.textContent = recovered.queued === 1 ? '1 failed delivery is queued again.' : `${recovered.queued} failed deliveries are queued again.`;
+      done.textContent =
+        recovered.queued === 1
+          ? '1 failed delivery is queued again.'
+          : `${recovered.queued} failed deliveries are queued again.`;
     } catch (err) {
       showError(form, err);
     }
@@ -281,19 +498,35 @@ function recoverForm(id) {
 /** @param {() => object} current the endpoint as it is now (its name may have been edited) */
 function deleteSection(current, ctx) {
   const problem = statusLine();
-  return h('section', { class: 'card danger-zone', 'aria-label': 'Delete the endpoint' },
+  return h(
+    'section',
+    { class: 'card danger-zone', 'aria-label': 'Delete the endpoint' },
     h('h2', {}, 'Delete the endpoint'),
     h('p', {}, 'Nothing is sent to it again, and its pending deliveries are marked failed.'),
-    h('button', { type: 'button', class: 'danger', onclick: async () => {
-      const endpoint = current();
-      const sure = await confirmDialog({ title: `Delete "${endpoint.name}"?`, body: 'Nothing is sent to it again. This cannot be undone.', confirm: 'Delete', danger: true });
-      if (!sure) return;
-      try {
-        await admin('DELETE', path(endpoint.id));
-        ctx.navigate('/portal/endpoints');
-      } catch (err) {
-        problem.textContent = err.message;
-      }
-    } }, 'Delete endpoint'),
-    problem);
+    h(
+      'button',
+      {
+        type: 'button',
+        class: 'danger',
+        onclick: async () => {
+          const endpoint = current();
+          const sure = await confirmDialog({
+            title: `Delete "${endpoint.name}"?`,
+            body: 'Nothing is sent to it again. This cannot be undone.',
+            confirm: 'Delete',
+            danger: true,
+          });
+          if (!sure) return;
+          try {
+            await admin('DELETE', path(endpoint.id));
+            ctx.navigate('/portal/endpoints');
+          } catch (err) {
+            problem.textContent = err.message;
+          }
+        },
+      },
+      'Delete endpoint',
+    ),
+    problem,
+  );
 }

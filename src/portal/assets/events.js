@@ -17,7 +17,9 @@ const slug = (name) => `event-${name.toLowerCase().replace(/[^a-z0-9]+/g, '-')}`
 // Short receivers for the three headers, each checking the timestamp (5 minutes either way), every `v1,` signature
 // of the header (two during a secret rotation's overlap) and comparing in constant time.
 const VERIFY = [
-  ['Node.js', `import crypto from 'node:crypto';
+  [
+    'Node.js',
+    `import crypto from 'node:crypto';
 
 // secret: "whsec_..."; headers: the request's (lower-case names); rawBody: the body's bytes, before any parsing
 export function verify(secret, headers, rawBody, toleranceSeconds = 300) {
@@ -32,8 +34,11 @@ export function verify(secret, headers, rawBody, toleranceSeconds = 300) {
     const given = Buffer.from(signature, 'base64');
     return version === 'v1' && given.length === expected.length && crypto.timingSafeEqual(given, expected);
   });
-}`],
-  ['Python', `import base64, hashlib, hmac, time
+}`,
+  ],
+  [
+    'Python',
+    `import base64, hashlib, hmac, time
 
 # secret: "whsec_..."; headers: the request's; raw_body: the body's bytes, before any parsing
 def verify(secret: str, headers, raw_body: bytes, tolerance_seconds: int = 300) -> bool:
@@ -45,8 +50,11 @@ def verify(secret: str, headers, raw_body: bytes, tolerance_seconds: int = 300) 
     digest = hmac.new(key, f"{msg_id}.{timestamp}.".encode() + raw_body, hashlib.sha256).digest()
     expected = base64.b64encode(digest).decode()
     entries = (entry.partition(",") for entry in headers.get("webhook-signature", "").split())
-    return any(version == "v1" and hmac.compare_digest(signature, expected) for version, _, signature in entries)`],
-  ['Go', `import (
+    return any(version == "v1" and hmac.compare_digest(signature, expected) for version, _, signature in entries)`,
+  ],
+  [
+    'Go',
+    `import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -79,7 +87,8 @@ func verify(secret string, header http.Header, rawBody []byte) bool {
 		}
 	}
 	return false
-}`],
+}`,
+  ],
 ];
 
 /** The receivers' code, for the test that runs them against the signature vectors. */
@@ -89,33 +98,88 @@ export const VERIFY_EXAMPLES = Object.fromEntries(VERIFY);
 export async function eventsPage(ctx) {
   const types = await eventTypes();
   const groups = grouped(types);
-  const contents = h('nav', { 'aria-label': 'Event groups' }, h('ul', {},
-    groups.map(([group]) => h('li', {}, h('a', { href: `#${slug(group)}` }, group))),
-    h('li', {}, h('a', { href: '#verifying' }, 'Verifying signatures'))));
-  const sections = groups.map(([group, events]) => h('section', { 'aria-labelledby': slug(group) },
-    h('h2', { id: slug(group), tabindex: '-1' }, group),
-    events.map((type) => {
-      const list = fields(type.exampleData);
-      return h('article', { class: 'card event', 'aria-labelledby': slug(type.event) },
-        h('h3', { id: slug(type.event) }, h('code', {}, type.event)),
-        h('p', { class: 'summary' }, type.summary),
-        h('details', {},
-          h('summary', {}, `Description, fields and example of ${type.event}`),
-          h('div', { class: 'description' }, type.description.split(/\n{2,}/).map((paragraph) => h('p', {}, paragraph))),
-          h('h4', {}, 'Fields of data'),
-          list.length ? h('ul', { class: 'fields' }, list.map(([name, kind]) => h('li', {}, h('code', {}, name), ` (${kind})`))) : h('p', {}, 'No fields.'),
-          h('h4', {}, 'Example payload'),
-          jsonBlock({ id: '4f1c2b3a-5d6e-4f70-8a9b-0c1d2e3f4a5b', event: type.event, createdAt: '2026-11-22T08:30:00.000Z', data: type.exampleData }, `Example payload of ${type.event}`)));
-    })));
-  const verifying = h('section', { 'aria-labelledby': 'verifying', class: 'card' },
+  const contents = h(
+    'nav',
+    { 'aria-label': 'Event groups' },
+    h(
+      'ul',
+      {},
+      groups.map(([group]) => h('li', {}, h('a', { href: `#${slug(group)}` }, group))),
+      h('li', {}, h('a', { href: '#verifying' }, 'Verifying signatures')),
+    ),
+  );
+  const sections = groups.map(([group, events]) =>
+    h(
+      'section',
+      { 'aria-labelledby': slug(group) },
+      h('h2', { id: slug(group), tabindex: '-1' }, group),
+      events.map((type) => {
+        const list = fields(type.exampleData);
+        return h(
+          'article',
+          { class: 'card event', 'aria-labelledby': slug(type.event) },
+          h('h3', { id: slug(type.event) }, h('code', {}, type.event)),
+          h('p', { class: 'summary' }, type.summary),
+          h(
+            'details',
+            {},
+            h('summary', {}, `Description, fields and example of ${type.event}`),
+            h(
+              'div',
+              { class: 'description' },
+              type.description.split(/\n{2,}/).map((paragraph) => h('p', {}, paragraph)),
+            ),
+            h('h4', {}, 'Fields of data'),
+            list.length
+              ? h(
+                  'ul',
+                  { class: 'fields' },
+                  list.map(([name, kind]) => h('li', {}, h('code', {}, name), ` (${kind})`)),
+                )
+              : h('p', {}, 'No fields.'),
+            h('h4', {}, 'Example payload'),
+            jsonBlock(
+              {
+                id: '4f1c2b3a-5d6e-4f70-8a9b-0c1d2e3f4a5b',
+                event: type.event,
+                createdAt: '2026-11-22T08:30:00.000Z',
+                data: type.exampleData,
+              },
+              `Example payload of ${type.event}`,
+            ),
+          ),
+        );
+      }),
+    ),
+  );
+  const verifying = h(
+    'section',
+    { 'aria-labelledby': 'verifying', class: 'card' },
     h('h2', { id: 'verifying', tabindex: '-1' }, 'Verifying signatures'),
-    h('p', {}, 'Every delivery carries the Standard Webhooks headers webhook-id, webhook-timestamp and webhook-signature. ',
+    h(
+      'p',
+      {},
+      'Every delivery carries the Standard Webhooks headers webhook-id, webhook-timestamp and webhook-signature. ',
       'The signature is the base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>", keyed with the base64-decoded part of the signing secret after "whsec_". ',
-      'During a secret rotation\'s overlap the header holds two signatures, separated by a space: accept the delivery if either matches. ',
-      'Verify the raw body before parsing it, refuse a timestamp more than 5 minutes away, compare in constant time, answer 2xx within 10 seconds, and ignore a webhook-id you have already handled.'),
-    h('p', {}, 'The official Standard Webhooks libraries (and Svix\'s) verify these deliveries with the same secret. Without a library:'),
-    VERIFY.map(([language, code]) => [h('h3', {}, language), h('pre', { class: 'code', tabindex: '0', 'aria-label': `${language} example` }, h('code', {}, code))]));
-  replace(ctx.main, ctx.heading('Event catalogue'),
-    h('p', {}, 'The events this service sends to webhook endpoints, grouped as in the API\'s description.'),
-    contents, sections, verifying);
+      "During a secret rotation's overlap the header holds two signatures, separated by a space: accept the delivery if either matches. ",
+      'Verify the raw body before parsing it, refuse a timestamp more than 5 minutes away, compare in constant time, answer 2xx within 10 seconds, and ignore a webhook-id you have already handled.',
+    ),
+    h(
+      'p',
+      {},
+      "The official Standard Webhooks libraries (and Svix's) verify these deliveries with the same secret. Without a library:",
+    ),
+    VERIFY.map(([language, code]) => [
+      h('h3', {}, language),
+      h('pre', { class: 'code', tabindex: '0', 'aria-label': `${language} example` }, h('code', {}, code)),
+    ]),
+  );
+  replace(
+    ctx.main,
+    ctx.heading('Event catalogue'),
+    h('p', {}, "The events this service sends to webhook endpoints, grouped as in the API's description."),
+    contents,
+    sections,
+    verifying,
+  );
 }

@@ -8,14 +8,33 @@ export async function settingsPage(ctx) {
   const zones = Intl.supportedValuesOf ? Intl.supportedValuesOf('timeZone') : [];
   if (!zones.includes(workspace.timezone)) zones.unshift(workspace.timezone);
   if (!zones.includes('UTC')) zones.unshift('UTC');
-  const reminders = h('input', { type: 'number', name: 'remindersAhead', min: '1', max: '60', step: '1', required: true, inputmode: 'numeric', value: String(workspace.remindersAhead), disabled: ctx.readOnly });
-  const timezone = h('select', { name: 'timezone', disabled: ctx.readOnly }, zones.map((zone) => h('option', { value: zone, selected: zone === workspace.timezone }, zone)));
+  const reminders = h('input', {
+    type: 'number',
+    name: 'remindersAhead',
+    min: '1',
+    max: '60',
+    step: '1',
+    required: true,
+    inputmode: 'numeric',
+    value: String(workspace.remindersAhead),
+    disabled: ctx.readOnly,
+  });
+  const timezone = h(
+    'select',
+    { name: 'timezone', disabled: ctx.readOnly },
+    zones.map((zone) => h('option', { value: zone, selected: zone === workspace.timezone }, zone)),
+  );
   const done = statusLine();
-  const form = h('form', { class: 'card', novalidate: true },
+  const form = h(
+    'form',
+    { class: 'card', novalidate: true },
     field('Reminders ahead (days)', reminders, 'How many days ahead the due-soon reminders are sent: 1 to 60.'),
     field('Time zone', timezone, '"Today" and "this month" are on this calendar; this screen shows times in it too.'),
-    ctx.readOnly ? h('p', {}, 'This session is read only: the settings cannot be changed.') : h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Save settings')),
-    done);
+    ctx.readOnly
+      ? h('p', {}, 'This session is read only: the settings cannot be changed.')
+      : h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Save settings')),
+    done,
+  );
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     clearErrors(form);
