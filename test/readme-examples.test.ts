@@ -100,7 +100,8 @@ describe('the curl examples of the README and docs/', () => {
 
   it('show the test delivery (POST /v1/webhooks/{id}/test) with its Idempotency-Key', () => {
     const tests = all.filter((curl) => curl.method === 'post' && /^\/v1\/webhooks\/[^/]+\/test$/.test(curl.path));
-    expect(tests.map((curl) => curl.file)).to.include('README.md');
+    // (in the receivers' guide, where a receiver looks for how to try its endpoint)
+    expect(tests.map((curl) => curl.file)).to.include('docs/webhooks.md');
     for (const curl of tests) expect(curl.headers, curl.command).to.include('idempotency-key');
   });
 });
