@@ -2,7 +2,6 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { sharedNameResolver, type NameResolverOptions } from './webhooks/name-resolution.js';
 
 // The service's configuration, read in one place. loadConfig() is the only reader of the process's environment in
 // src/ (test/structure.test.ts holds it so): it is called once by each process's entry (src/main.ts, the CLI) and
@@ -672,9 +671,19 @@ export interface DestinationPolicy {
   /** Private ranges allowed all the same (FRS_WEBHOOK_ALLOWED_CIDRS). */
   allowedCidrs: string[];
   /** Where names are resolved: the DNS servers (FRS_WEBHOOK_DNS_SERVERS; default the system's) and the deadline (name-resolution.ts). */
-  dns?: Pick<NameResolverOptions, 'servers' | 'deadlineMs'>;
+  dns?: { servers?: string[]; deadlineMs?: number };
   /** How names are resolved, instead of the hosts file and DNS: tests pass their own. */
   lookup?: (hostname: string) => Promise<Array<{ address: string; family: number }>>;
+}
+
+/** A DNS server as Node's resolver takes it: an IP address, IPv4 with `:port`, or `[IPv6]:port`. */
+function isDnsServer(server: string): boolean {
+  const port = (text?: string) => text === undefined || (Number(text) >= 1 && Number(text) <= 65535);
+  const bracketed = /^\[([^\]]+)\](?::(\d{1,5}))?$/.exec(server);
+  if (bracketed) return net.isIPv6(bracketed[1]) && port(bracketed[2]);
+  if (net.isIPv6(server)) return true;
+  const v4 = /^([^:]+)(?::(\d{1,5}))?$/.exec(server);
+  return v4 !== null && net.isIPv4(v4[1]) && port(v4[2]);
 }
 
 /** The policy the environment sets; strict unless switched. */
@@ -696,9 +705,7 @@ export function destinationPolicyFromEnv(env: Env): DestinationPolicy {
     .map((s) => s.trim())
     .filter(Boolean);
   if (servers.length === 0) return { allowPrivate, allowedCidrs: cidrs };
-  try {
-    sharedNameResolver({ servers });
-  } catch {
+  if (!servers.every(isDnsServer)) {
     throw new ConfigError(
       `FRS_WEBHOOK_DNS_SERVERS must be a comma-separated list of IP addresses, each with an optional port (192.0.2.53, 127.0.0.1:5353, [2001:db8::53]:53), got "${env.FRS_WEBHOOK_DNS_SERVERS}"`,
     );

@@ -12,7 +12,7 @@ import {
 } from '../../src/webhooks/name-resolution.js';
 import { resolveDestination, STRICT_POLICY, type DestinationPolicy } from '../../src/webhooks/destination-policy.js';
 import { attemptDelivery } from '../../src/webhooks/http-attempt.js';
-import { destinationPolicyFromEnv } from '../../src/config.js';
+import { ConfigError, destinationPolicyFromEnv } from '../../src/config.js';
 
 // Webhook destination names are resolved by a resolver of the service's own (c-ares, not the thread pool) under a
 // hard deadline, one query per name at a time, cached briefly: checked against a DNS server of the test's own.
@@ -259,6 +259,16 @@ describe('webhooks: name resolution', () => {
       destinationPolicyFromEnv({ FRS_WEBHOOK_DNS_SERVERS: '192.0.2.53, 127.0.0.1:5353,[2001:db8::53]:53' }).dns,
     ).to.deep.equal({ servers: ['192.0.2.53', '127.0.0.1:5353', '[2001:db8::53]:53'] });
     expect(destinationPolicyFromEnv({}).dns).to.equal(undefined);
+    expect(destinationPolicyFromEnv({ FRS_WEBHOOK_DNS_SERVERS: '2001:db8::53,[2001:db8::54]' }).dns).to.deep.equal({
+      servers: ['2001:db8::53', '[2001:db8::54]'],
+    });
+    // checked by its form at start (the resolver is made when a delivery first needs it): a port out of range, a name
+    for (const bad of ['192.0.2.53:70000', '[2001:db8::53]:0', '192.0.2.300', '2001:db8::53:53:53:53:53:53:53']) {
+      expect(() => destinationPolicyFromEnv({ FRS_WEBHOOK_DNS_SERVERS: bad }), bad).to.throw(
+        ConfigError,
+        'FRS_WEBHOOK_DNS_SERVERS must be',
+      );
+    }
     expect(() => destinationPolicyFromEnv({ FRS_WEBHOOK_DNS_SERVERS: '192.0.2.53,dns.example' })).to.throw(
       'FRS_WEBHOOK_DNS_SERVERS must be a comma-separated list of IP addresses, each with an optional port (192.0.2.53, 127.0.0.1:5353, [2001:db8::53]:53), got "192.0.2.53,dns.example"',
     );
