@@ -8,7 +8,7 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import { processConfig } from '../src/config.js';
 import { openDatabase } from '../src/db/database.js';
-import { operationsTodayJson } from '../src/queries/operations.js';
+import { operationsTodayJson } from '../src/queries/today.js';
 import { receivablesJson } from '../src/queries/receivables.js';
 import { searchVehiclesJson } from '../src/queries/vehicles.js';
 

@@ -20,7 +20,7 @@ import type {
   Vehicle,
   VehicleDocument,
 } from '../generated/import-document.js';
-import { importDocument } from '../src/import/importDocument.js';
+import { importDocument } from '../src/import/import-document.js';
 import { addDays, addMonths, daysBetween, localDate, localTime, startOfMonth, zonedInstant } from '../src/time.js';
 import { createApiKey, createWorkspace, findWorkspace, type WorkspaceRecord } from '../src/workspaces.js';
 import { InputError } from '../src/input.js';

@@ -10,7 +10,7 @@ import { startUpkeepLoop } from '../src/webhooks/upkeep-loop.js';
 import { startedCalendar } from './support/calendar-fixtures.js';
 import { createKnex } from '../src/db/database.js';
 import { writeRecords } from '../src/import/records.js';
-import { importDocument } from '../src/import/importDocument.js';
+import { importDocument } from '../src/import/import-document.js';
 import { cliAudit } from '../src/audit.js';
 
 // Issue 32, point 5: the service's upkeep has no row that every writer of a workspace updates in place. Two writers of

@@ -9,7 +9,7 @@ import { expectRollupsExact } from './support/rollups.js';
 import { expectRejection } from './support/assertions.js';
 import { createWorkspace } from '../src/workspaces.js';
 import { InputError } from '../src/input.js';
-import { ImportError, importDocument, readImportFile } from '../src/import/importDocument.js';
+import { ImportError, importDocument, readImportFile } from '../src/import/import-document.js';
 import type { FleetImportDocument } from '../generated/import-document.js';
 
 const TABLES = [

@@ -176,7 +176,7 @@ export interface AdminRequester {
   idempotencyKey?: string;
 }
 
-export interface AdminDispatcherOptions {
+export interface AdminRouterOptions {
   db: Knex;
   /** The ingest role's connections, where this client reaches writeRecords and the import jobs. */
   ingestDb?: Knex;
@@ -197,7 +197,7 @@ export interface AdminDispatcherOptions {
 }
 
 /** The admin operations as one client serves them: its scheme, its authentication, its path prefix. */
-export interface AdminDispatcher {
+export interface AdminRouter {
   /** Answers a request whose path is under the prefix. */
   handle: (ctx: Koa.Context) => Promise<void>;
 }
@@ -207,7 +207,7 @@ export interface AdminDispatcher {
  * validation by the document, the body read only after the route matched and the caller was authenticated, and the
  * core's refusals as documented errors. The operations themselves are src/admin/operations.ts.
  */
-export async function adminDispatcher({
+export async function adminRouter({
   db,
   ingestDb,
   clock,
@@ -217,7 +217,7 @@ export async function adminDispatcher({
   prefix = '',
   portalUrl,
   metrics,
-}: AdminDispatcherOptions): Promise<AdminDispatcher> {
+}: AdminRouterOptions): Promise<AdminRouter> {
   const otherScheme = scheme === 'adminToken' ? 'portalSession' : 'adminToken';
   const backend = contractBackend({
     document: withoutCoreBodies(strictOpenApiDocument('admin')),
@@ -356,7 +356,7 @@ export async function createAdminApp({
 }: AdminAppOptions): Promise<Koa> {
   const authFailures = new AuthFailureLimits(failureSettings ?? processConfig().authFailures);
   const document = loadOpenApiDocument('admin');
-  const dispatcher = await adminDispatcher({
+  const adminRoutes = await adminRouter({
     db,
     ingestDb,
     clock,
@@ -405,6 +405,6 @@ export async function createAdminApp({
   );
   if (shedEventLoopLagMs > 0) app.use(loadShedding(shedEventLoopLagMs));
   app.use(router.routes());
-  app.use(dispatcher.handle);
+  app.use(adminRoutes.handle);
   return app;
 }

@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { PassThrough, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { allowLongBody } from '../api/http-limits.js';
-import { ImportError } from '../import/importDocument.js';
+import { ImportError } from '../import/import-document.js';
 import type { Knex } from 'knex';
 import type { AuditContext } from '../audit.js';
 import { listAuditEntries } from '../audit.js';

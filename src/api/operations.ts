@@ -7,7 +7,7 @@ import { apiError, invalidRequest } from './errors.js';
 import { fleetSummary } from '../queries/fleet.js';
 import { listFleets } from '../queries/fleets.js';
 import { searchVehiclesJson, type VehiclePosition } from '../queries/vehicles.js';
-import { operationsTodayJson } from '../queries/operations.js';
+import { operationsTodayJson } from '../queries/today.js';
 import { bookingSummary } from '../queries/bookings.js';
 import { financeOverview } from '../queries/finance.js';
 import { receivablesJson, type ReceivablesPosition } from '../queries/receivables.js';

@@ -22,7 +22,7 @@ import {
   type DocumentKey,
   type EntitySpec,
   type ImportRecord,
-} from './importDocument.js';
+} from './import-document.js';
 import { applyVersions, markHistory } from './versions.js';
 import { INGEST_POOL_MAX } from '../db/database.js';
 import type { CountsByKey, RecordMetrics } from './records.js';

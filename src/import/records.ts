@@ -17,7 +17,7 @@ import {
   type DocumentKey,
   type EntitySpec,
   type ImportRecord,
-} from './importDocument.js';
+} from './import-document.js';
 import { applyVersions, markHistory, type Versioned } from './versions.js';
 import { keepUpkeepInline } from '../db/upkeep.js';
 

@@ -1,7 +1,7 @@
 // The workspace's API settings screen, served on the public listener under /portal/ (the staff's browsers reach the
 // public address; the admin listener stays on 127.0.0.1). It is the third client of the core: its pages
 // (src/portal/assets/, plain ES modules, no build step) call the admin document's operations that list the
-// `portalSession` scheme, at /portal/api + their path, through the same dispatcher as the admin listener
+// `portalSession` scheme, at /portal/api + their path, through the same router as the admin listener
 // (src/admin/app.ts), with a session in place of an admin token. What a session is lives in src/portal-sessions.ts.
 //
 // The cookie lasts the browser session (no Max-Age): the server ends the session anyway, and a closed browser keeps
@@ -22,7 +22,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import type { Knex } from 'knex';
 import type Koa from 'koa';
-import { adminDispatcher, noRoute, readJsonBody, type AdminDispatcher } from '../admin/app.js';
+import { adminRouter, noRoute, readJsonBody, type AdminRouter } from '../admin/app.js';
 import { guardedLookup } from '../admin/auth.js';
 import { apiError, coreError, errorBody, invalidRequest } from '../api/errors.js';
 import { CredentialError } from '../input.js';
@@ -198,7 +198,7 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
     }
   };
 
-  const dispatcher: AdminDispatcher = await adminDispatcher({
+  const router: AdminRouter = await adminRouter({
     db,
     clock,
     cursors: options.cursors,
@@ -313,7 +313,7 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
     });
     if (!embeddable) ctx.set('X-Frame-Options', 'DENY');
     if (ctx.path === `${API_PREFIX}/session`) return session(ctx, async () => undefined);
-    if (ctx.path.startsWith(`${API_PREFIX}/`)) return dispatcher.handle(ctx);
+    if (ctx.path.startsWith(`${API_PREFIX}/`)) return router.handle(ctx);
     if (ctx.method !== 'GET' && ctx.method !== 'HEAD') throw noRoute();
     if (ctx.path === '/portal') {
       ctx.redirect('/portal/');

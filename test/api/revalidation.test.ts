@@ -4,7 +4,7 @@ import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
 import { startApi, type ApiResponse, type TestApi } from '../support/api.js';
 import { createApiKey, createWorkspace, updateWorkspace } from '../../src/workspaces.js';
-import { importDocument } from '../../src/import/importDocument.js';
+import { importDocument } from '../../src/import/import-document.js';
 import { createEndpoint } from '../../src/webhooks/endpoints.js';
 import { queueTestDelivery } from '../../src/webhooks/test-delivery.js';
 import { loadOpenApiDocument } from '../../src/contract/document.js';

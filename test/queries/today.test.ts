@@ -4,7 +4,7 @@ import type { Knex } from 'knex';
 import { testDatabase, waitsForLock } from '../support/database.js';
 import { kept, recomputed } from '../support/rollups.js';
 import { fixture, type Fixture } from '../support/fixtures.js';
-import { operationsToday, operationsTodayJson } from '../../src/queries/operations.js';
+import { operationsToday, operationsTodayJson } from '../../src/queries/today.js';
 
 /** Each booking's copies of its customer and car equal a fresh computation (test/support/rollups.ts). */
 async function expectCopiesExact(db: Knex, ws: string): Promise<void> {
