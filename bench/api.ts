@@ -52,7 +52,7 @@ import { processConfig } from '../src/config.js';
 import { createKnex, openDatabase } from '../src/db/database.js';
 import { ReadRouting } from '../src/db/read-routing.js';
 import pino from 'pino';
-import { createApiKey } from '../src/workspaces.js';
+import { createApiKey } from '../src/core/workspaces.js';
 import { seedLarge, type LargeSeedOptions } from '../seeds/large.js';
 import { startBenchProcess } from './child.js';
 import { clusterCpuMicros, postmasterPid, processCpuMicros } from './proc-cpu.js';

@@ -18,7 +18,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { processConfig } from '../src/config.js';
 import { openDatabase } from '../src/db/database.js';
-import { createWorkspace } from '../src/workspaces.js';
+import { createWorkspace } from '../src/core/workspaces.js';
 
 const WRITES = Number(process.env.BENCH_WRITES ?? 2000);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);

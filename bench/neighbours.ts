@@ -12,7 +12,7 @@ import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { processConfig, ROOT_DIR } from '../src/config.js';
 import { openDatabase } from '../src/db/database.js';
-import { createApiKey } from '../src/workspaces.js';
+import { createApiKey } from '../src/core/workspaces.js';
 import { seedDemo } from '../seeds/demo.js';
 import { startBenchProcess } from './child.js';
 

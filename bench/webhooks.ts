@@ -27,10 +27,10 @@ import { destinationPolicyFromEnv, processConfig } from '../src/config.js';
 import { startBenchProcess } from './child.js';
 import { clusterCpuMicros, postmasterPid } from './proc-cpu.js';
 import { openDatabase } from '../src/db/database.js';
-import { createWorkspace } from '../src/workspaces.js';
-import { createEndpoint } from '../src/webhooks/endpoints.js';
+import { createWorkspace } from '../src/core/workspaces.js';
+import { createEndpoint } from '../src/core/webhooks/endpoints.js';
 import { fanOutEvents } from '../src/webhooks/fanout.js';
-import { publishEvent } from '../src/webhooks/publish.js';
+import { publishEvent } from '../src/core/webhooks/publish.js';
 import { Dispatcher, type DispatcherOptions } from '../src/webhooks/dispatcher.js';
 import { loadOpenApiDocument } from '../src/contract/document.js';
 

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 
-// Which master key sealed the stored signing secrets (src/webhooks/signing-secrets.ts): one row, key_id NULL until
+// Which master key sealed the stored signing secrets (src/core/webhooks/signing-secrets.ts): one row, key_id NULL until
 // the first secret is sealed. The first seal sets it and a master-key rotation moves it, each in its own transaction,
 // and every process checks its key against it at start, so a process given no key or another key refuses instead of
 // sealing secrets nobody can open.

@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 // The audit trail is the server's: an entry's id, time and request id are set here, whoever inserts it, and the actor
 // it names must be one the database knows. A BEFORE INSERT trigger overwrites `id` (a new uuid) and `at` (the
 // statement's clock) and takes `request_id` from the transaction-local setting frs.request_id, which the server sets
-// (src/audit.ts), of the server's shape (src/api/app.ts newRequestId); the service roles may not even name those columns in an INSERT (src/db/roles.ts grants the others
+// (src/core/audit.ts), of the server's shape (src/api/app.ts newRequestId); the service roles may not even name those columns in an INSERT (src/db/roles.ts grants the others
 // only). An admin token or settings-screen session actor must exist, and its name is the database's (the token's name;
 // the session's "settings screen (link by <maker>)"); a `cli` actor only from the owner's own sessions (the CLI's),
 // never from a service role. `client_request_id` keeps the X-Request-Id a client sent, as given (redacted).

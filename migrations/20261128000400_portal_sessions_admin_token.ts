@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 
 // Which admin token made a settings-screen link, so that revoking the token ends the links and sessions it made
-// (src/admin-tokens.ts). Null for a link the CLI made, and for links made before this column (their `created_by`
+// (src/core/admin-tokens.ts). Null for a link the CLI made, and for links made before this column (their `created_by`
 // still names the token). The reference also orders a link's making against its token's revocation: the insert waits
 // for a revocation that holds the token's row. Frozen SQL, imports nothing from src/.
 export async function up(knex: Knex): Promise<void> {

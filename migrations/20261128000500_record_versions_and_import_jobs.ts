@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 
-// Keeping a workspace current from the platform (batch writes and import jobs, src/import/). Frozen SQL, imports
+// Keeping a workspace current from the platform (batch writes and import jobs, src/core/import/). Frozen SQL, imports
 // nothing from src/.
 // - record_versions: the version the platform gave a record (its outbox's sequence, a timestamp in microseconds...),
 //   by document key and id, so that a retried or reordered change that is not newer is skipped. A deleted record keeps

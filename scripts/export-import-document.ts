@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 import { openDatabase } from '../src/db/database.js';
 import { loadImportSchema } from '../src/contract/document.js';
-import { findWorkspace } from '../src/workspaces.js';
+import { findWorkspace } from '../src/core/workspaces.js';
 
 const { values } = parseArgs({ options: { workspace: { type: 'string' }, file: { type: 'string' } } });
 if (!values.workspace || !values.file)

@@ -20,10 +20,10 @@ import type {
   Vehicle,
   VehicleDocument,
 } from '../generated/import-document.js';
-import { importDocument } from '../src/import/import-document.js';
+import { importDocument } from '../src/core/import/import-document.js';
 import { addDays, addMonths, daysBetween, localDate, localTime, startOfMonth, zonedInstant } from '../src/time.js';
-import { createApiKey, createWorkspace, findWorkspace, type WorkspaceRecord } from '../src/workspaces.js';
-import { InputError } from '../src/input.js';
+import { createApiKey, createWorkspace, findWorkspace, type WorkspaceRecord } from '../src/core/workspaces.js';
+import { InputError } from '../src/core/errors.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;

@@ -17,8 +17,8 @@
 import type { Knex } from 'knex';
 import { progressReporter, type ProgressOptions } from '../src/progress.js';
 import { deferRollups, finishDeferredRollups } from '../src/db/bulk-load.js';
-import { createWorkspace, findWorkspace, type WorkspaceRecord } from '../src/workspaces.js';
-import { InputError } from '../src/input.js';
+import { createWorkspace, findWorkspace, type WorkspaceRecord } from '../src/core/workspaces.js';
+import { InputError } from '../src/core/errors.js';
 
 export interface LargeSeedOptions extends ProgressOptions {
   vehicles?: number;

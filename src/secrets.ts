@@ -20,7 +20,7 @@ export function randomBase62(length: number): string {
 export const API_KEY_PREFIX = 'frs_';
 export const SIGNING_SECRET_PREFIX = 'whsec_';
 export const ADMIN_TOKEN_PREFIX = 'fra_';
-/** The settings screen's one-time link key, and the session token its opening sets as a cookie (src/portal-sessions.ts). */
+/** The settings screen's one-time link key, and the session token its opening sets as a cookie (src/core/portal-sessions.ts). */
 export const PORTAL_LINK_PREFIX = 'frpl_';
 export const PORTAL_SESSION_PREFIX = 'frps_';
 
@@ -601,7 +601,7 @@ export function createMasterKeyFile(env: Env = processConfig().env): { keyId: st
 
 /**
  * Seals `plain` to the current master key's public key. `context` (e.g. the owning row's id) is authenticated too. Outside
- * a sealing transaction (src/webhooks/signing-secrets.ts) only for what records no key: tests' fixtures (the
+ * a sealing transaction (src/core/webhooks/signing-secrets.ts) only for what records no key: tests' fixtures (the
  * migration that sealed the secrets once stored in plain text has its own frozen copy under migrations/support/).
  */
 export function sealSecret(plain: string, context: string): SealedSecret {

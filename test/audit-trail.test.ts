@@ -2,10 +2,10 @@ import crypto from 'node:crypto';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { testDatabase } from './support/database.js';
-import { recordAudit } from '../src/audit.js';
-import { createAdminToken } from '../src/admin-tokens.js';
-import { createWorkspace } from '../src/workspaces.js';
-import { createEndpoint } from '../src/webhooks/endpoints.js';
+import { recordAudit } from '../src/core/audit.js';
+import { createAdminToken } from '../src/core/admin-tokens.js';
+import { createWorkspace } from '../src/core/workspaces.js';
+import { createEndpoint } from '../src/core/webhooks/endpoints.js';
 import { redactUrlCredentials } from '../src/secrets.js';
 import { startAdminApi } from './admin/support.js';
 

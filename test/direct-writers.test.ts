@@ -9,9 +9,9 @@ import { foldUpkeep, upkeepDelaySeconds } from '../src/db/upkeep.js';
 import { startUpkeepLoop } from '../src/webhooks/upkeep-loop.js';
 import { startedCalendar } from './support/calendar-fixtures.js';
 import { createKnex } from '../src/db/database.js';
-import { writeRecords } from '../src/import/records.js';
-import { importDocument } from '../src/import/import-document.js';
-import { cliAudit } from '../src/audit.js';
+import { writeRecords } from '../src/core/import/records.js';
+import { importDocument } from '../src/core/import/import-document.js';
+import { cliAudit } from '../src/core/audit.js';
 
 // Issue 32, point 5: the service's upkeep has no row that every writer of a workspace updates in place. Two writers of
 // one workspace touching different records (their own customer, car, booking and invoice) never wait for each other,

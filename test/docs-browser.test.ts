@@ -6,7 +6,7 @@ import { chromium, type Browser } from 'playwright-core';
 import { expectDocumented, startApi, type TestApi } from './support/api.js';
 import { testDatabase } from './support/database.js';
 import { fixture } from './support/fixtures.js';
-import { createApiKey } from '../src/workspaces.js';
+import { createApiKey } from '../src/core/workspaces.js';
 import { loadOpenApiDocument } from '../src/contract/document.js';
 
 // The reference page as a reader meets it, in Debian's chromium driven by playwright-core: every operation and every

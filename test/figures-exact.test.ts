@@ -10,10 +10,10 @@ import { operationsToday } from '../src/queries/today.js';
 import { financeOverview } from '../src/queries/finance.js';
 import { receivables } from '../src/queries/receivables.js';
 import { searchVehicles } from '../src/queries/vehicles.js';
-import { importDocument } from '../src/import/import-document.js';
-import { writeRecords } from '../src/import/records.js';
-import { startImport } from '../src/import/jobs.js';
-import { cliAudit } from '../src/audit.js';
+import { importDocument } from '../src/core/import/import-document.js';
+import { writeRecords } from '../src/core/import/records.js';
+import { startImport } from '../src/core/import/jobs.js';
+import { cliAudit } from '../src/core/audit.js';
 import { createKnex } from '../src/db/database.js';
 import { foldUpkeep } from '../src/db/upkeep.js';
 

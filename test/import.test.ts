@@ -7,9 +7,9 @@ import type { Knex } from 'knex';
 import { testDatabase } from './support/database.js';
 import { expectRollupsExact } from './support/rollups.js';
 import { expectRejection } from './support/assertions.js';
-import { createWorkspace } from '../src/workspaces.js';
-import { InputError } from '../src/input.js';
-import { ImportError, importDocument, readImportFile } from '../src/import/import-document.js';
+import { createWorkspace } from '../src/core/workspaces.js';
+import { InputError } from '../src/core/errors.js';
+import { ImportError, importDocument, readImportFile } from '../src/core/import/import-document.js';
 import type { FleetImportDocument } from '../generated/import-document.js';
 
 const TABLES = [

@@ -8,8 +8,8 @@ import { startReceiver, type Receiver, type Reply } from './support/receiver.js'
 import { createApp, listen } from '../src/api/app.js';
 import { createLogger } from '../src/logger.js';
 import { ServiceMetrics, startMetricsListener } from '../src/observability/metrics.js';
-import { publishEvent } from '../src/webhooks/publish.js';
-import { createApiKey } from '../src/workspaces.js';
+import { publishEvent } from '../src/core/webhooks/publish.js';
+import { createApiKey } from '../src/core/workspaces.js';
 import { SWITCH_OFF_AFTER_FAILURES } from '../src/webhooks/endpoint-lifecycle.js';
 import { Dispatcher } from '../src/webhooks/dispatcher.js';
 import { observedCalendarSweep } from '../src/webhooks/worker.js';

@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import { expect } from 'chai';
 import { ROOT_DIR } from '../src/config.js';
 import { loadOpenApiDocument } from '../src/contract/document.js';
-import { createApiKey } from '../src/workspaces.js';
+import { createApiKey } from '../src/core/workspaces.js';
 import { startApi, type TestApi } from './support/api.js';
 import { testDatabase } from './support/database.js';
 import { fixture } from './support/fixtures.js';

@@ -9,9 +9,9 @@ import { migrateLatest } from '../src/db/migrate.js';
 import { fixture } from './support/fixtures.js';
 import { currentDatabaseName, DatabaseRolesError, serviceRoleName } from '../src/db/roles.js';
 import { apiStatementTimeoutMs, ConfigError, configFrom, dbRolesEnabled } from '../src/config.js';
-import { createApiKey } from '../src/workspaces.js';
-import { createEndpoint } from '../src/webhooks/endpoints.js';
-import { queueTestDelivery } from '../src/webhooks/test-delivery.js';
+import { createApiKey } from '../src/core/workspaces.js';
+import { createEndpoint } from '../src/core/webhooks/endpoints.js';
+import { queueTestDelivery } from '../src/core/webhooks/test-delivery.js';
 
 // Least privilege in the database (src/db/roles.ts): what the API's and the worker's connections may and may not
 // do. Every statement that must fail is checked for PostgreSQL's permission error (42501), nothing else.
@@ -246,9 +246,9 @@ describe('database roles: least privilege for the API, the admin API, its ingest
   });
 
   it('the admin API changes workspace settings, keys and endpoints, adds to the audit trail, and no role changes the trail', async () => {
-    const { createWorkspace, updateWorkspace, revokeApiKey } = await import('../src/workspaces.js');
-    const { setEndpointActive } = await import('../src/webhooks/endpoints.js');
-    const { createAdminToken } = await import('../src/admin-tokens.js');
+    const { createWorkspace, updateWorkspace, revokeApiKey } = await import('../src/core/workspaces.js');
+    const { setEndpointActive } = await import('../src/core/webhooks/endpoints.js');
+    const { createAdminToken } = await import('../src/core/admin-tokens.js');
     // (an admin token as the actor: the trail takes a `cli` actor from the owner's sessions only)
     const token = await createAdminToken(
       db,
@@ -314,9 +314,9 @@ describe('database roles: least privilege for the API, the admin API, its ingest
   });
 
   it("the ingest role writes the platform's records (writeRecords, import jobs) with their events, and nothing of settings, keys or secrets", async () => {
-    const { writeRecords } = await import('../src/import/records.js');
-    const { startImport } = await import('../src/import/jobs.js');
-    const { createAdminToken } = await import('../src/admin-tokens.js');
+    const { writeRecords } = await import('../src/core/import/records.js');
+    const { startImport } = await import('../src/core/import/jobs.js');
+    const { createAdminToken } = await import('../src/core/admin-tokens.js');
     const { examplePayload } = await import('./webhooks/support.js');
     const token = await createAdminToken(
       db,

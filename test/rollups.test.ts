@@ -6,7 +6,7 @@ import { testDatabase, waitsForLock } from './support/database.js';
 import { seedDemo } from '../seeds/demo.js';
 import { expectRollupsExact, kept, recomputed } from './support/rollups.js';
 import { deferRollups, finishDeferredRollups } from '../src/db/bulk-load.js';
-import { createWorkspace } from '../src/workspaces.js';
+import { createWorkspace } from '../src/core/workspaces.js';
 import { fixture } from './support/fixtures.js';
 
 describe('running totals kept by triggers', () => {

@@ -4,7 +4,7 @@ import { testDatabase } from './support/database.js';
 import { expectRollupsExact } from './support/rollups.js';
 import { buildDemoDocument, seedDemo } from '../seeds/demo.js';
 import { seedLarge } from '../seeds/large.js';
-import { importDocument } from '../src/import/import-document.js';
+import { importDocument } from '../src/core/import/import-document.js';
 import { hashApiKey } from '../src/secrets.js';
 import { addDays, localDate, zonedInstant } from '../src/time.js';
 import type { FleetImportDocument } from '../generated/import-document.js';

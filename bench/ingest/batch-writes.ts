@@ -16,8 +16,8 @@ import { pathToFileURL } from 'node:url';
 import type { Knex } from 'knex';
 import { processConfig } from '../../src/config.js';
 import { openDatabase } from '../../src/db/database.js';
-import { createWorkspace } from '../../src/workspaces.js';
-import { writeRecords } from '../../src/import/records.js';
+import { createWorkspace } from '../../src/core/workspaces.js';
+import { writeRecords } from '../../src/core/import/records.js';
 import { clusterCpuMicros, postmasterPid } from '../proc-cpu.js';
 
 const TABLES = ['vehicles', 'customers', 'bookings', 'invoices', 'payments'] as const;

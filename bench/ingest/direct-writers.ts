@@ -24,7 +24,7 @@ import pino from 'pino';
 import type { Knex } from 'knex';
 import { processConfig } from '../../src/config.js';
 import { openDatabase } from '../../src/db/database.js';
-import { createWorkspace } from '../../src/workspaces.js';
+import { createWorkspace } from '../../src/core/workspaces.js';
 import { startWorker } from '../../src/webhooks/worker.js';
 import { foldUpkeep } from '../../src/db/upkeep.js';
 import { clusterCpuMicros, postmasterPid } from '../proc-cpu.js';

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 
 // Used by migration 20261123000900_sealed_signing_secrets only, and frozen: how that migration sealed the signing
 // secrets stored in plain text (and how its down opens them), copied from src/secrets.ts and
-// src/webhooks/signing-secrets.ts when migrations stopped importing src/. The live code may move on (another format,
+// src/core/webhooks/signing-secrets.ts when migrations stopped importing src/. The live code may move on (another format,
 // another place for the key); this must keep sealing what the workers of that time and since can open, so it is never
 // changed in a way that changes what it seals or opens, or under which key.
 //

@@ -33,10 +33,10 @@ import { Cursors } from '../api/cursors.js';
 import { registerDocs } from '../api/docs.js';
 import { loadShedding } from '../api/load-shedding.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
-import type { AuditContext } from '../audit.js';
+import type { AuditContext } from '../core/audit.js';
 import { authenticateAdmin } from './auth.js';
 import { adminOperations, type AdminCaller } from './operations.js';
-import { MAX_BATCH_BYTES } from '../import/records.js';
+import { MAX_BATCH_BYTES } from '../core/import/records.js';
 
 export interface AdminAppOptions {
   /** Connections as the admin API's database role. */

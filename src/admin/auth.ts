@@ -1,10 +1,10 @@
 import type { Knex } from 'knex';
 import { bearerToken, type AuthGuard } from '../api/auth.js';
 import { hashApiKey } from '../secrets.js';
-import { adminTokenHolder, type AdminTokenHolder } from '../admin-tokens.js';
-import { CredentialError, InputError } from '../input.js';
+import { adminTokenHolder, type AdminTokenHolder } from '../core/admin-tokens.js';
+import { CredentialError, InputError } from '../core/errors.js';
 
-// Authentication of the admin API: `Authorization: Bearer fra_...`, looked up by its hash (src/admin-tokens.ts) on
+// Authentication of the admin API: `Authorization: Bearer fra_...`, looked up by its hash (src/core/admin-tokens.ts) on
 // every request, so a revoked token is refused from its next request on. Every attempt that is not a token this
 // process saw work counts against the client address, as on the public API (src/api/auth-failures.ts), before the
 // database is asked: a flood of guesses is refused with 429 for the price of a look-up in memory.

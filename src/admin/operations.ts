@@ -2,13 +2,13 @@ import type { IncomingMessage } from 'node:http';
 import { PassThrough, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { allowLongBody } from '../api/http-limits.js';
-import { ImportError } from '../import/import-document.js';
+import { ImportError } from '../core/import/import-document.js';
 import type { Knex } from 'knex';
-import type { AuditContext } from '../audit.js';
-import { listAuditEntries } from '../audit.js';
+import type { AuditContext } from '../core/audit.js';
+import { listAuditEntries } from '../core/audit.js';
 import type { Cursors } from '../api/cursors.js';
 import { apiError } from '../api/errors.js';
-import type { AdminTokenHolder } from '../admin-tokens.js';
+import type { AdminTokenHolder } from '../core/admin-tokens.js';
 import {
   createApiKey,
   createWorkspace,
@@ -18,8 +18,8 @@ import {
   platformOnlySetting,
   revokeApiKey,
   updateWorkspace,
-} from '../workspaces.js';
-import { NotFoundError, instant } from '../input.js';
+} from '../core/workspaces.js';
+import { NotFoundError, instant } from '../core/errors.js';
 import { idempotent, type Answer } from './idempotency.js';
 import type { ApiKeyCreate, WorkspaceCreate, WorkspaceUpdate } from '../../generated/admin-strict/types.gen.js';
 import {
@@ -29,8 +29,8 @@ import {
   listEndpoints,
   setEndpointActive,
   updateEndpoint,
-} from '../webhooks/endpoints.js';
-import { rotateSigningSecret } from '../webhooks/signing-secrets.js';
+} from '../core/webhooks/endpoints.js';
+import { rotateSigningSecret } from '../core/webhooks/signing-secrets.js';
 import type { EndpointCreate, EndpointUpdate, SecretRotation } from '../../generated/admin-strict/types.gen.js';
 import type {
   ExampleEventRequest,
@@ -39,23 +39,23 @@ import type {
 } from '../../generated/admin-strict/types.gen.js';
 import type { CursorBinding } from '../api/cursors.js';
 import type { DeliveryPosition, WorkspaceDeliveryFilters } from '../queries/deliveries.js';
-import { listWorkspaceDeliveries, showDelivery } from '../webhooks/deliveries.js';
-import { recoverEndpoint, retryDelivery } from '../webhooks/recovery.js';
-import { listEventTypes, sendExampleEvent } from '../webhooks/events.js';
-import { publishEvent } from '../webhooks/publish.js';
-import { createPortalLink, endPortalSessions, listPortalSessions, portalLinkUrl } from '../portal-sessions.js';
-import { endpointAttemptStats } from '../webhooks/deliveries.js';
+import { listWorkspaceDeliveries, showDelivery } from '../core/webhooks/deliveries.js';
+import { recoverEndpoint, retryDelivery } from '../core/webhooks/recovery.js';
+import { listEventTypes, sendExampleEvent } from '../core/webhooks/events.js';
+import { publishEvent } from '../core/webhooks/publish.js';
+import { createPortalLink, endPortalSessions, listPortalSessions, portalLinkUrl } from '../core/portal-sessions.js';
+import { endpointAttemptStats } from '../core/webhooks/deliveries.js';
 import type { PortalSessionCreate } from '../../generated/admin-strict/types.gen.js';
-import { writeRecords, type RecordMetrics } from '../import/records.js';
-import { cancelImport, getImport, startImport } from '../import/jobs.js';
+import { writeRecords, type RecordMetrics } from '../core/import/records.js';
+import { cancelImport, getImport, startImport } from '../core/import/jobs.js';
 
 // The admin API's operations, by operationId: each parses what the document already validated, keeps the token to
-// its reach, calls the core function (src/workspaces.ts, src/audit.ts) with the token as the actor, and answers.
+// its reach, calls the core function (src/core/workspaces.ts, src/core/audit.ts) with the token as the actor, and answers.
 // No rule of the product lives here: the CLI calls the same functions.
 
 /**
  * Who calls: an admin token, or a settings-screen session (`screen`), which acts as a token confined to its workspace
- * does (neither changes what only the platform may: src/workspaces.ts's PLATFORM_ONLY_SETTINGS).
+ * does (neither changes what only the platform may: src/core/workspaces.ts's PLATFORM_ONLY_SETTINGS).
  */
 export type AdminCaller = AdminTokenHolder & { screen?: true };
 
@@ -184,7 +184,7 @@ export const adminOperations: Record<string, Handler> = {
     return { status: 200, body: await revokeApiKey(c.db, c.params.keyId, { workspaceId: id }, c.audit) };
   },
 
-  // Webhook endpoints (src/webhooks/endpoints.ts and signing-secrets.ts), each within the path's workspace: an endpoint
+  // Webhook endpoints (src/core/webhooks/endpoints.ts and signing-secrets.ts), each within the path's workspace: an endpoint
   // of another workspace is not found, as if it did not exist.
   async listEndpoints(c) {
     const { id } = await reachable(c);
@@ -295,7 +295,7 @@ export const adminOperations: Record<string, Handler> = {
     };
   },
 
-  // --- Deliveries and events (src/webhooks/deliveries.ts, recovery.ts, events.ts, publish.ts)
+  // --- Deliveries and events (src/core/webhooks/deliveries.ts, recovery.ts, events.ts, publish.ts)
 
   async listDeliveries(c) {
     const { id } = await reachable(c);
@@ -382,7 +382,7 @@ export const adminOperations: Record<string, Handler> = {
     );
   },
 
-  // --- Keeping the service current (src/import/records.ts, jobs.ts)
+  // --- Keeping the service current (src/core/import/records.ts, jobs.ts)
 
   async writeRecords(c) {
     const { id } = await reachable(c);
@@ -470,7 +470,7 @@ export const adminOperations: Record<string, Handler> = {
     );
   },
 
-  // --- The settings screen (src/portal-sessions.ts; src/portal/ serves the screen)
+  // --- The settings screen (src/core/portal-sessions.ts; src/portal/ serves the screen)
 
   async createPortalSession(c) {
     const { id } = await reachable(c);

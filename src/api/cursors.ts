@@ -32,9 +32,9 @@ const LISTS = {
   receivables: [/^-?\d{1,19}$/, /^/, UUID],
   /** created_at in epoch microseconds, delivery id */
   deliveries: [/^\d{1,17}$/, UUID],
-  /** the admin API's deliveries of a workspace (src/webhooks/deliveries.ts): created_at in epoch microseconds, delivery id */
+  /** the admin API's deliveries of a workspace (src/core/webhooks/deliveries.ts): created_at in epoch microseconds, delivery id */
   workspaceDeliveries: [/^\d{1,17}$/, UUID],
-  /** the admin API's audit trail (src/audit.ts): at in epoch microseconds, entry id */
+  /** the admin API's audit trail (src/core/audit.ts): at in epoch microseconds, entry id */
   audit: [/^\d{1,17}$/, UUID],
 } satisfies Record<string, RegExp[]>;
 

@@ -53,7 +53,7 @@ const LONG_BODY = Symbol('frs.longBody');
 
 /**
  * Lifts the request time-out from one request whose body may honestly take long (an import job's upload, which the
- * job itself watches for stalls: src/import/jobs.ts). Node's own `requestTimeout` is server-wide, so the time-out is
+ * job itself watches for stalls: src/core/import/jobs.ts). Node's own `requestTimeout` is server-wide, so the time-out is
  * kept here per request instead (requestBodyTimeout).
  */
 export function allowLongBody(req: IncomingMessage): void {

@@ -11,8 +11,8 @@ import { operationsTodayJson } from '../queries/today.js';
 import { bookingSummary } from '../queries/bookings.js';
 import { financeOverview } from '../queries/finance.js';
 import { receivablesJson, type ReceivablesPosition } from '../queries/receivables.js';
-import { listEndpoints } from '../webhooks/endpoints.js';
-import { queueTestDelivery } from '../webhooks/test-delivery.js';
+import { listEndpoints } from '../core/webhooks/endpoints.js';
+import { queueTestDelivery } from '../core/webhooks/test-delivery.js';
 import {
   deliveryDetail,
   deliveryDetailJson,

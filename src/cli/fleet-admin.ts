@@ -6,7 +6,7 @@ import { openDatabase, type OpenOptions } from '../db/database.js';
 import { migrateLatest, SchemaBehindError } from '../db/migrate.js';
 import { DatabaseRolesError } from '../db/roles.js';
 import { MasterKeyError, SECRET_KEY_FILE_ENV } from '../secrets.js';
-import { InputError, InvalidFieldError } from '../input.js';
+import { InputError, InvalidFieldError } from '../core/errors.js';
 import { flagOf } from './flags.js';
 import { printable } from './printable.js';
 import {
@@ -18,7 +18,7 @@ import {
   revokeApiKey,
   updateWorkspace,
   type WorkspaceRecord,
-} from '../workspaces.js';
+} from '../core/workspaces.js';
 import {
   createEndpoint,
   deleteEndpoint,
@@ -26,10 +26,10 @@ import {
   setEndpointActive,
   updateEndpoint,
   type EndpointRecord,
-} from '../webhooks/endpoints.js';
-import { recoverEndpoint, resendDelivery, retryDelivery } from '../webhooks/recovery.js';
-import { listDeliveries, showDelivery, type OperatorDeliveryDetail } from '../webhooks/deliveries.js';
-import { listEventTypes, sendExampleEvent } from '../webhooks/events.js';
+} from '../core/webhooks/endpoints.js';
+import { recoverEndpoint, resendDelivery, retryDelivery } from '../core/webhooks/recovery.js';
+import { listDeliveries, showDelivery, type OperatorDeliveryDetail } from '../core/webhooks/deliveries.js';
+import { listEventTypes, sendExampleEvent } from '../core/webhooks/events.js';
 import {
   checkMasterKey,
   createMasterKey,
@@ -38,13 +38,13 @@ import {
   MAX_OVERLAP_HOURS,
   resealSigningSecrets,
   rotateSigningSecret,
-} from '../webhooks/signing-secrets.js';
-import { cliAudit, listAuditEntries } from '../audit.js';
-import { createPortalLink, endPortalSessions, PORTAL_SESSION_MINUTES, portalLinkUrl } from '../portal-sessions.js';
+} from '../core/webhooks/signing-secrets.js';
+import { cliAudit, listAuditEntries } from '../core/audit.js';
+import { createPortalLink, endPortalSessions, PORTAL_SESSION_MINUTES, portalLinkUrl } from '../core/portal-sessions.js';
 import { cliLinkBase } from '../portal/link-base.js';
-import { createAdminToken, listAdminTokens, revokeAdminToken } from '../admin-tokens.js';
-import { importFile } from '../import/jobs.js';
-import { publishEvent } from '../webhooks/publish.js';
+import { createAdminToken, listAdminTokens, revokeAdminToken } from '../core/admin-tokens.js';
+import { importFile } from '../core/import/jobs.js';
+import { publishEvent } from '../core/webhooks/publish.js';
 import { runCalendarSweep } from '../webhooks/calendar.js';
 import { Dispatcher } from '../webhooks/dispatcher.js';
 import { createLogger } from '../logger.js';
@@ -56,7 +56,7 @@ interface JsonOption {
 
 /**
  * Runs `work` on the service's database (DATABASE_URL, else the embedded cluster) and always closes it. First the
- * master key is checked against the database's record (src/webhooks/signing-secrets.ts): a command that seals or
+ * master key is checked against the database's record (src/core/webhooks/signing-secrets.ts): a command that seals or
  * opens signing secrets, or may (`migrate`), needs the key they are sealed with; any other refuses only another key.
  */
 async function withDatabase<T>(

@@ -104,7 +104,7 @@ export const SERVICE_TIMEOUTS: Record<ServiceRole, PoolTimeouts> = {
 /**
  * The ingest pool's size (batch writes and import jobs, in the admin API's process): small, so that the platform's
  * loads never hold more of the database's connections than this, whatever arrives. Running import jobs each hold one
- * for their whole transaction, and are capped below it (src/import/jobs.ts), so batches and progress always get one.
+ * for their whole transaction, and are capped below it (src/core/import/jobs.ts), so batches and progress always get one.
  */
 export const INGEST_POOL_MAX = 5;
 

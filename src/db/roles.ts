@@ -72,7 +72,7 @@ const GRANTS: Record<ServiceRole, string[]> = {
   api: [
     // a process checks at start that the schema is up to date, and that its master key is the recorded one
     `GRANT SELECT ON knex_migrations, knex_migrations_lock, master_key_record TO %s`,
-    // and records the API secret every API process holds (checkApiSecret in src/webhooks/signing-secrets.ts)
+    // and records the API secret every API process holds (checkApiSecret in src/core/webhooks/signing-secrets.ts)
     `GRANT INSERT (singleton, api_secret_id), UPDATE (api_secret_id) ON master_key_record TO %s`,
     `GRANT SELECT ON ${DOMAIN_TABLES.join(', ')} TO %s`,
     `GRANT SELECT ${CUSTOMER_COLUMNS} ON customers TO %s`,
@@ -124,19 +124,19 @@ const GRANTS: Record<ServiceRole, string[]> = {
     // created_at, which nothing reads for a decision
     `GRANT UPDATE (created_at) ON workspaces TO %s`,
     // retention prunes finished import jobs (FOR UPDATE SKIP LOCKED, hence an UPDATE on one column); never a running one,
-    // but records as failed a running one whose process is gone (failLostImports in src/import/jobs.ts)
+    // but records as failed a running one whose process is gone (failLostImports in src/core/import/jobs.ts)
     `GRANT SELECT (id, workspace_id, phase, finished_at), UPDATE (phase, error, records_applied, finished_at, updated_at), DELETE ON import_jobs TO %s`,
     // retention deletes old delivery records in batches (FOR UPDATE SKIP LOCKED, hence an UPDATE on one column)
     `GRANT DELETE ON deliveries, delivery_attempts, events, test_idempotency_keys, outbox TO %s`,
     `GRANT SELECT, UPDATE (started_at) ON delivery_attempts TO %s`,
     // at its start the worker records its master key's sealing public key, which the API process seals to
-    // (recordPublicKey in src/webhooks/signing-secrets.ts)
+    // (recordPublicKey in src/core/webhooks/signing-secrets.ts)
     `GRANT INSERT (singleton, key_id, public_key), UPDATE (key_id, public_key) ON master_key_record TO %s`,
     `GRANT UPDATE (created_at) ON events TO %s`,
     `GRANT SELECT, UPDATE (created_at) ON test_idempotency_keys TO %s`,
     // retention forgets the admin API's idempotency keys after 24 hours too (a token's workspace scopes a sweep)
     `GRANT SELECT, DELETE, UPDATE (created_at) ON admin_idempotency_keys TO %s`,
-    // tombstones older than the retention (src/import/versions.ts)
+    // tombstones older than the retention (src/core/import/versions.ts)
     `GRANT SELECT, DELETE, UPDATE (deleted_at) ON record_versions TO %s`,
     `GRANT SELECT (id, workspace_id) ON admin_tokens TO %s`,
     `GRANT SELECT (id, workspace_id, created_at, expires_at), UPDATE (created_at), DELETE ON portal_sessions TO %s`,
@@ -148,7 +148,7 @@ const GRANTS: Record<ServiceRole, string[]> = {
   admin: [
     `GRANT SELECT ON knex_migrations, knex_migrations_lock TO %s`,
     // sealing an endpoint's new signing secret reads the recorded public key it seals to (withSealingLock in
-    // src/webhooks/signing-secrets.ts); the admin API holds no master key and records none
+    // src/core/webhooks/signing-secrets.ts); the admin API holds no master key and records none
     `GRANT SELECT ON master_key_record TO %s`,
     `GRANT SELECT (id, slug, status, timezone, reminders_ahead, webhook_allowed_cidrs) ON workspaces TO %s`,
     `GRANT INSERT (slug, status, timezone, reminders_ahead), UPDATE (status, timezone, reminders_ahead, webhook_allowed_cidrs) ON workspaces TO %s`,
@@ -172,11 +172,11 @@ const GRANTS: Record<ServiceRole, string[]> = {
     `GRANT SELECT, INSERT, UPDATE, DELETE ON admin_idempotency_keys TO %s`,
     // an entry's id, time and request id are the database's (migrations/20261128000210_audit_trail_server_set.ts)
     `GRANT SELECT, INSERT (actor_type, actor_id, actor_name, action, workspace_id, target_type, target_id, changes, client_request_id) ON audit_entries TO %s`,
-    // the settings screen's links and sessions (src/portal-sessions.ts): made, opened, seen, ended; never deleted here
+    // the settings screen's links and sessions (src/core/portal-sessions.ts): made, opened, seen, ended; never deleted here
     `GRANT SELECT, INSERT (workspace_id, read_only, link_hash, created_by, admin_token_id, created_at, expires_at) ON portal_sessions TO %s`,
     `GRANT UPDATE (link_hash, session_hash, started_at, last_seen_at, ended_at) ON portal_sessions TO %s`,
   ],
-  // The admin API's batch writes and import jobs (src/import/: writeRecords, createImport, getImport, cancelImport), on
+  // The admin API's batch writes and import jobs (src/core/import/: writeRecords, createImport, getImport, cancelImport), on
   // a small pool of their own in the admin API's process: the platform's records, customers' contact details included,
   // with what writing them touches; nothing of the workspaces' settings, keys, endpoints' secrets or tokens.
   ingest: [

@@ -76,7 +76,7 @@ export class ServiceMetrics {
     registers: [this.registry],
   });
 
-  // Records the platform sends (batch writes and import jobs, src/import/).
+  // Records the platform sends (batch writes and import jobs, src/core/import/).
   readonly records = {
     written: new Counter({
       name: 'frs_records_written_total',

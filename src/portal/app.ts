@@ -2,7 +2,7 @@
 // public address; the admin listener stays on 127.0.0.1). It is the third client of the core: its pages
 // (src/portal/assets/, plain ES modules, no build step) call the admin document's operations that list the
 // `portalSession` scheme, at /portal/api + their path, through the same router as the admin listener
-// (src/admin/app.ts), with a session in place of an admin token. What a session is lives in src/portal-sessions.ts.
+// (src/admin/app.ts), with a session in place of an admin token. What a session is lives in src/core/portal-sessions.ts.
 //
 // The cookie lasts the browser session (no Max-Age): the server ends the session anyway, and a closed browser keeps
 // nothing. Over https it is `__Host-frs_portal` (Secure, Path=/, no Domain), which no other host of the site, nor a
@@ -25,12 +25,12 @@ import type Koa from 'koa';
 import { adminRouter, noRoute, readJsonBody, type AdminRouter } from '../admin/app.js';
 import { guardedLookup } from '../admin/auth.js';
 import { apiError, coreError, errorBody, invalidRequest } from '../api/errors.js';
-import { CredentialError } from '../input.js';
+import { CredentialError } from '../core/errors.js';
 import type { AuthGuard } from '../api/auth.js';
 import { AuthFailureLimits } from '../api/auth-failures.js';
 import type { Cursors } from '../api/cursors.js';
 import { derivedKeys, hashApiKey, type KeyringOptions } from '../secrets.js';
-import { findWorkspace } from '../workspaces.js';
+import { findWorkspace } from '../core/workspaces.js';
 import {
   endPortalSessions,
   OtherWorkspaceOpenError,
@@ -39,7 +39,7 @@ import {
   portalSessionHolder,
   startPortalSession,
   type PortalSessionHolder,
-} from '../portal-sessions.js';
+} from '../core/portal-sessions.js';
 import type { PortalSettings } from './settings.js';
 
 export const PORTAL_COOKIE = 'frs_portal';

@@ -15,7 +15,7 @@ import type { Knex } from 'knex';
 import { CALENDAR_SQL, DERIVED_SQL, IN_SCOPE } from './calendar-sql.js';
 import { fanOutEvents } from './fanout.js';
 import { foldUpkeep } from '../db/upkeep.js';
-import { InvalidEventError, publishEvent } from './publish.js';
+import { InvalidEventError, publishEvent } from '../core/webhooks/publish.js';
 
 export { EXPIRY_MILESTONES, MILESTONE_GRACE_DAYS, OVERDUE_MILESTONES } from './calendar-sql.js';
 

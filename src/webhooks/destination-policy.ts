@@ -75,7 +75,7 @@ const BLOCKED = BLOCKED_RANGES.map(({ kind, cidrs }) => ({
   ipv6Only: cidrs.includes('::ffff:0:0/96'),
 }));
 
-/** The workspace setting that opens private ranges for one workspace's endpoints (src/workspaces.ts). */
+/** The workspace setting that opens private ranges for one workspace's endpoints (src/core/workspaces.ts). */
 export const WORKSPACE_CIDRS_SETTING = 'webhookAllowedCidrs';
 
 /**

@@ -5,7 +5,7 @@ import { notifyDispatchers } from './fanout.js';
 // The endpoint-and-delivery lifecycle: what becomes of an endpoint's deliveries when the endpoint is switched off
 // (by an operator, or by the dispatcher after SWITCH_OFF_AFTER_FAILURES failed attempts in a row) or on again, and
 // when its workspace is frozen and set active again. The dispatcher, the endpoint commands (endpoints.ts) and the
-// workspace commands (src/workspaces.ts) all take these rules from here, so none of them imports another for them.
+// workspace commands (src/core/workspaces.ts) all take these rules from here, so none of them imports another for them.
 //
 // A pending delivery (queued or retrying) of a switched-off endpoint is held (test deliveries excepted: they are sent
 // to a switched-off endpoint too); a frozen workspace's deliveries stay pending and are not claimed (fairness.ts).

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { processConfig, wholeNumberDefault } from '../config.js';
-import { IDEMPOTENCY_WINDOW_MS } from './test-delivery.js';
-import { failLostImports } from '../import/jobs.js';
+import { IDEMPOTENCY_WINDOW_MS } from '../core/webhooks/test-delivery.js';
+import { failLostImports } from '../core/import/jobs.js';
 
 // Retention: the delivery records are kept for a while, then deleted, so that nothing grows for ever. Each kind
 // of row is deleted in batches of `batchSize`, one short statement per batch (rows another transaction holds are
@@ -38,9 +38,9 @@ export interface RetentionCounts {
   outbox: number;
   /** Settings-screen sessions and links that ended (expired) before the cutoff. */
   portalSessions: number;
-  /** Tombstones of deleted records (src/import/versions.ts) older than the retention. */
+  /** Tombstones of deleted records (src/core/import/versions.ts) older than the retention. */
   tombstones: number;
-  /** Import jobs (src/import/jobs.ts) that ended before the cutoff; a running one is never deleted. */
+  /** Import jobs (src/core/import/jobs.ts) that ended before the cutoff; a running one is never deleted. */
   importJobs: number;
   /** Import jobs found running with their process gone, recorded as failed now (not deleted: they end now). */
   lostImportJobs: number;

@@ -5,8 +5,8 @@ import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
 import { startApi, type TestApi } from '../support/api.js';
 import { expectAdminDocumented, startAdminApi, type TestAdminApi } from './support.js';
-import { createAdminToken, revokeAdminToken } from '../../src/admin-tokens.js';
-import { createApiKey, createWorkspace } from '../../src/workspaces.js';
+import { createAdminToken, revokeAdminToken } from '../../src/core/admin-tokens.js';
+import { createApiKey, createWorkspace } from '../../src/core/workspaces.js';
 import { createClient, type Client } from '../../generated/admin/client/index.js';
 import {
   createApiKey as createApiKeyOp,

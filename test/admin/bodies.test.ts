@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { startAdminApi, type TestAdminApi } from './support.js';
 import { testDatabase } from '../support/database.js';
-import { createAdminToken } from '../../src/admin-tokens.js';
+import { createAdminToken } from '../../src/core/admin-tokens.js';
 
 // A request body is read only for an operation that takes one, once the caller's token holds, and only as JSON:
 // a body sent to no route is a 404, one without a good token a 401 (its address's failures counted), whatever it

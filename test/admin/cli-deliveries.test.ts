@@ -13,7 +13,7 @@ import {
   examplePayload,
   webhookWorkspace,
 } from '../webhooks/support.js';
-import { listEventTypes } from '../../src/webhooks/events.js';
+import { listEventTypes } from '../../src/core/webhooks/events.js';
 
 // The CLI's deliveries, events and audit commands (issue 24, point 6), calling the core the admin API calls, audited as
 // `cli`; and the CLI read by a person (point 8): a delivery with its payload and answers, endpoints with their events

@@ -8,7 +8,7 @@ import { fleetAdminOn, type CliRun } from '../support/cli.js';
 import { hashApiKey } from '../../src/secrets.js';
 
 // `fleet-admin admin-token ...`, and the audit entries the CLI's change commands write through the core functions
-// (src/audit.ts): actor `cli` and the OS user, the action, the workspace, the target and what changed, never a secret.
+// (src/core/audit.ts): actor `cli` and the OS user, the action, the workspace, the target and what changed, never a secret.
 
 async function fleetAdmin(...args: string[]): Promise<CliRun> {
   return fleetAdminOn((await testDatabase()).url, args);

@@ -14,7 +14,7 @@ import {
   webhookWorkspace,
   type TestWorkspace,
 } from '../webhooks/support.js';
-import { createAdminToken } from '../../src/admin-tokens.js';
+import { createAdminToken } from '../../src/core/admin-tokens.js';
 import { loadOpenApiDocument } from '../../src/contract/document.js';
 import { MAX_ATTEMPTS } from '../../src/webhooks/retry-schedule.js';
 import { createClient, type Client } from '../../generated/admin/client/index.js';

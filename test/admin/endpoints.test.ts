@@ -8,10 +8,10 @@ import { fleetAdminOn } from '../support/cli.js';
 import { startReceiver, verifyIndependently, type Receiver } from '../support/receiver.js';
 import { bookingConfirmedData, dropTestWorkspaces, eventually, sleep, webhookWorkspace } from '../webhooks/support.js';
 import { expectAdminDocumented, startAdminApi, type TestAdminApi } from './support.js';
-import { createAdminToken } from '../../src/admin-tokens.js';
-import { createApiKey, createWorkspace } from '../../src/workspaces.js';
-import { openSigningSecret } from '../../src/webhooks/signing-secrets.js';
-import { publishEvent } from '../../src/webhooks/publish.js';
+import { createAdminToken } from '../../src/core/admin-tokens.js';
+import { createApiKey, createWorkspace } from '../../src/core/workspaces.js';
+import { openSigningSecret } from '../../src/core/webhooks/signing-secrets.js';
+import { publishEvent } from '../../src/core/webhooks/publish.js';
 import { createClient, type Client } from '../../generated/admin/client/index.js';
 import { reconfigure } from '../support/config.js';
 import {

@@ -5,10 +5,10 @@ import { expect } from 'chai';
 import { startAdminApi, type TestAdminApi } from './support.js';
 import { testDatabase } from '../support/database.js';
 import { fleetAdminOn } from '../support/cli.js';
-import { createAdminToken } from '../../src/admin-tokens.js';
-import { createWorkspace } from '../../src/workspaces.js';
+import { createAdminToken } from '../../src/core/admin-tokens.js';
+import { createWorkspace } from '../../src/core/workspaces.js';
 import { flagOf } from '../../src/cli/flags.js';
-import { InvalidFieldError } from '../../src/input.js';
+import { InvalidFieldError } from '../../src/core/errors.js';
 
 // The core refuses a field by its name; each client says it its own way: the admin API `Field "timezone" ...` with
 // the field in `reason`, the CLI `--timezone ...` (src/cli/flags.ts). Neither reads the other's words.

@@ -3,8 +3,8 @@ import { expect } from 'chai';
 import { startAdminApi, type TestAdminApi } from './support.js';
 import { startApi, type TestApi } from '../support/api.js';
 import { testDatabase } from '../support/database.js';
-import { createAdminToken } from '../../src/admin-tokens.js';
-import { createApiKey, createWorkspace } from '../../src/workspaces.js';
+import { createAdminToken } from '../../src/core/admin-tokens.js';
+import { createApiKey, createWorkspace } from '../../src/core/workspaces.js';
 import { printable } from '../../src/cli/printable.js';
 
 // Input a review found a 5xx or a loose end with, each now a documented 4xx that changes nothing: a leap second where

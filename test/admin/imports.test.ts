@@ -10,8 +10,8 @@ import { expectRollupsExact } from '../support/rollups.js';
 import { LAUNCHER } from '../support/cli.js';
 import { expectAdminDocumented, startAdminApi, type TestAdminApi } from './support.js';
 import { eventually } from '../webhooks/support.js';
-import { createAdminToken } from '../../src/admin-tokens.js';
-import { createWorkspace } from '../../src/workspaces.js';
+import { createAdminToken } from '../../src/core/admin-tokens.js';
+import { createWorkspace } from '../../src/core/workspaces.js';
 import net from 'node:net';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -26,7 +26,7 @@ import {
   MAX_RUNNING_IMPORTS,
   MAX_RUNNING_IMPORTS_PER_PROCESS,
   startImport,
-} from '../../src/import/jobs.js';
+} from '../../src/core/import/jobs.js';
 
 // Import jobs (issue 32, point 4) through the admin API as its own role: a streamed JSON document and an NDJSON stream,
 // progress and the first bad record, cancel, and a job whose process is killed mid-way (nothing written, shown failed).

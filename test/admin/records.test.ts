@@ -6,13 +6,13 @@ import { testDatabase } from '../support/database.js';
 import { expectRollupsExact } from '../support/rollups.js';
 import { startApi, type TestApi } from '../support/api.js';
 import { startAdminApi, type TestAdminApi } from './support.js';
-import { createAdminToken } from '../../src/admin-tokens.js';
-import { createApiKey, createWorkspace } from '../../src/workspaces.js';
+import { createAdminToken } from '../../src/core/admin-tokens.js';
+import { createApiKey, createWorkspace } from '../../src/core/workspaces.js';
 import { runRetention } from '../../src/webhooks/retention.js';
 import { examplePayload } from '../webhooks/support.js';
 import { loadOpenApiDocument } from '../../src/contract/document.js';
 import { ServiceMetrics } from '../../src/observability/metrics.js';
-import { writeRecords } from '../../src/import/records.js';
+import { writeRecords } from '../../src/core/import/records.js';
 
 // Batch writes (issue 32, points 1-3 and 8) through the admin API as its own database role, every answer checked against
 // openapi/admin.yaml; the figures read back through the public API (its role, its ETags).

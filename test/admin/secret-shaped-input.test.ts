@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { testDatabase } from '../support/database.js';
-import { createApiKey, createWorkspace } from '../../src/workspaces.js';
-import { createAdminToken } from '../../src/admin-tokens.js';
-import { recordAudit, type AuditContext } from '../../src/audit.js';
-import { InvalidFieldError } from '../../src/input.js';
-import { createEndpoint } from '../../src/webhooks/endpoints.js';
+import { createApiKey, createWorkspace } from '../../src/core/workspaces.js';
+import { createAdminToken } from '../../src/core/admin-tokens.js';
+import { recordAudit, type AuditContext } from '../../src/core/audit.js';
+import { InvalidFieldError } from '../../src/core/errors.js';
+import { createEndpoint } from '../../src/core/webhooks/endpoints.js';
 
 // Text a client chooses that is shaped like a key, token or signing secret: refused where it would be shown (a key's
 // role, a token's name) with the field named, and never written to the audit trail as it is.

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { testDatabase } from '../support/database.js';
 import { startApi, type TestApi } from '../support/api.js';
-import { createApiKey, createWorkspace, revokeApiKey, updateWorkspace } from '../../src/workspaces.js';
+import { createApiKey, createWorkspace, revokeApiKey, updateWorkspace } from '../../src/core/workspaces.js';
 import { workspaceLimitsFromEnv } from '../../src/config.js';
 
 const NOW = new Date('2026-11-22T08:00:00.000Z');

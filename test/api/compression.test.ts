@@ -5,7 +5,7 @@ import { expect } from 'chai';
 import { testDatabase } from '../support/database.js';
 import { expectDocumented, startApi, type TestApi } from '../support/api.js';
 import { fixture } from '../support/fixtures.js';
-import { createApiKey } from '../../src/workspaces.js';
+import { createApiKey } from '../../src/core/workspaces.js';
 
 // Answers compressed on request (src/api/compression.ts), through a real server on a real database. Requests go
 // through node:http, which hands over the bytes as sent (fetch would decompress them and hide the encoding).

@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
 import { startApi, type TestApi } from '../support/api.js';
-import { createApiKey } from '../../src/workspaces.js';
+import { createApiKey } from '../../src/core/workspaces.js';
 import {
   buildAttempt as attempt,
   buildDelivery as delivery,

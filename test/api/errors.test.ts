@@ -8,7 +8,7 @@ import type { Knex } from 'knex';
 import { expectDocumented, startApi, type ApiResponse, type TestApi } from '../support/api.js';
 import { createApp } from '../../src/api/app.js';
 import { API_STATEMENT_TIMEOUT_MS, createKnex } from '../../src/db/database.js';
-import { createApiKey, createWorkspace } from '../../src/workspaces.js';
+import { createApiKey, createWorkspace } from '../../src/core/workspaces.js';
 
 describe('errors and parameter validation', () => {
   let api: TestApi;

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { testDatabase } from '../support/database.js';
 import { startApi, type TestApi } from '../support/api.js';
 import { fixture } from '../support/fixtures.js';
-import { createApiKey } from '../../src/workspaces.js';
+import { createApiKey } from '../../src/core/workspaces.js';
 
 // Every GET operation through HTTP on one small workspace, with the figures worked out by hand below. A second
 // workspace holds look-alike data (same names and plates, every amount doubled): each key sees only its own.

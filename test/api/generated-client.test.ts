@@ -3,8 +3,8 @@ import { expect } from 'chai';
 import { testDatabase } from '../support/database.js';
 import { expectDocumented, startApi, type TestApi } from '../support/api.js';
 import { fixture } from '../support/fixtures.js';
-import { createApiKey, revokeApiKey } from '../../src/workspaces.js';
-import { createEndpoint } from '../../src/webhooks/endpoints.js';
+import { createApiKey, revokeApiKey } from '../../src/core/workspaces.js';
+import { createEndpoint } from '../../src/core/webhooks/endpoints.js';
 import { createClient, type Client } from '../../generated/openapi/client/index.js';
 import {
   getBookingSummary,

@@ -9,7 +9,7 @@ import { createApp, listen } from '../../src/api/app.js';
 import { createKnex } from '../../src/db/database.js';
 import { loadOpenApiDocument } from '../../src/contract/document.js';
 import { validators } from '../../src/contract/validators.js';
-import { createApiKey, createWorkspace } from '../../src/workspaces.js';
+import { createApiKey, createWorkspace } from '../../src/core/workspaces.js';
 
 const UUID = '8d6f2c1e-4a3b-4c5d-8e9f-0a1b2c3d4e5f';
 const document = loadOpenApiDocument();

@@ -6,7 +6,7 @@ import { testDatabase } from '../support/database.js';
 import { startApi, type TestApi } from '../support/api.js';
 import { fleetAdminOn } from '../support/cli.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
-import { createApiKey, createWorkspace, revokeApiKey, updateWorkspace } from '../../src/workspaces.js';
+import { createApiKey, createWorkspace, revokeApiKey, updateWorkspace } from '../../src/core/workspaces.js';
 import { AUTH_CHANGES_CHANNEL, KeyCache, type KeyRecord } from '../../src/api/key-cache.js';
 import { createKnex } from '../../src/db/database.js';
 import { currentDatabaseName, setRoleStatement } from '../../src/db/roles.js';

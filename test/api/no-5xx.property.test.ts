@@ -3,8 +3,8 @@ import fc from 'fast-check';
 import { testDatabase } from '../support/database.js';
 import { expectDocumented, startApi, type ApiResponse, type TestApi } from '../support/api.js';
 import { loadOpenApiDocument } from '../../src/contract/document.js';
-import { createApiKey } from '../../src/workspaces.js';
-import { queueTestDelivery } from '../../src/webhooks/test-delivery.js';
+import { createApiKey } from '../../src/core/workspaces.js';
+import { queueTestDelivery } from '../../src/core/webhooks/test-delivery.js';
 import { dropTestWorkspaces, webhookWorkspace } from '../webhooks/support.js';
 
 // Property: whatever request is built from the document's operations (any method, mangled path parameters,

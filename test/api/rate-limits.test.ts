@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
 import { expectDocumented, startApi, type ApiResponse, type TestApi } from '../support/api.js';
-import { createApiKey, createWorkspace, revokeApiKey } from '../../src/workspaces.js';
+import { createApiKey, createWorkspace, revokeApiKey } from '../../src/core/workspaces.js';
 import { hashApiKey, newApiKey } from '../../src/secrets.js';
 import { AuthFailureLimits } from '../../src/api/auth-failures.js';
 import { sleep } from '../webhooks/support.js';

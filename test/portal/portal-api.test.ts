@@ -1,14 +1,14 @@
 import crypto from 'node:crypto';
 import { expect } from 'chai';
 import { testDatabase } from '../support/database.js';
-import { createWorkspace } from '../../src/workspaces.js';
-import { createEndpoint } from '../../src/webhooks/endpoints.js';
-import { PORTAL_IDLE_MINUTES } from '../../src/portal-sessions.js';
+import { createWorkspace } from '../../src/core/workspaces.js';
+import { createEndpoint } from '../../src/core/webhooks/endpoints.js';
+import { PORTAL_IDLE_MINUTES } from '../../src/core/portal-sessions.js';
 import { ConfigError, portalSettingsFromEnv } from '../../src/config.js';
 import { PORTAL_API, startScreen, type TestScreen } from './support.js';
 import { fleetAdminOn } from '../support/cli.js';
-import { createAdminToken, revokeAdminToken } from '../../src/admin-tokens.js';
-import { cliAudit } from '../../src/audit.js';
+import { createAdminToken, revokeAdminToken } from '../../src/core/admin-tokens.js';
+import { cliAudit } from '../../src/core/audit.js';
 
 // The settings screen's session and API over HTTP (the pages themselves: portal-browser.test.ts). A link is a one-time
 // key; the session is an HttpOnly cookie confined to its workspace; writes need the CSRF token; every change is audited

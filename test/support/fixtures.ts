@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
-import { createWorkspace } from '../../src/workspaces.js';
+import { createWorkspace } from '../../src/core/workspaces.js';
 
 type Time = Date | string;
 

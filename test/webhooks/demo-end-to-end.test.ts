@@ -4,7 +4,7 @@ import { testDatabase } from '../support/database.js';
 import { startReceiver, type Receiver } from '../support/receiver.js';
 import { expectValidPayload } from '../support/calendar-fixtures.js';
 import { seedDemo } from '../../seeds/demo.js';
-import { createEndpoint } from '../../src/webhooks/endpoints.js';
+import { createEndpoint } from '../../src/core/webhooks/endpoints.js';
 import { runCalendarSweep } from '../../src/webhooks/calendar.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { preparedPlanCosts, testDatabase } from '../support/database.js';
-import { listEndpoints } from '../../src/webhooks/endpoints.js';
+import { listEndpoints } from '../../src/core/webhooks/endpoints.js';
 import { dropTestWorkspaces, webhookWorkspace } from './support.js';
 
 describe('webhooks: the endpoint list', () => {

@@ -10,8 +10,8 @@ import {
   TEST_EVENT,
 } from '../../src/webhooks/catalogue.js';
 import { fanOutEvents } from '../../src/webhooks/fanout.js';
-import { InvalidEventError, publishEvent } from '../../src/webhooks/publish.js';
-import { InputError } from '../../src/input.js';
+import { InvalidEventError, publishEvent } from '../../src/core/webhooks/publish.js';
+import { InputError } from '../../src/core/errors.js';
 import {
   bookingConfirmedData,
   dropTestWorkspaces,

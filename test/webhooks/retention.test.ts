@@ -2,12 +2,12 @@ import crypto from 'node:crypto';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
-import { publishEvent } from '../../src/webhooks/publish.js';
-import { queueTestDelivery } from '../../src/webhooks/test-delivery.js';
-import { createPortalLink } from '../../src/portal-sessions.js';
-import { cliAudit } from '../../src/audit.js';
+import { publishEvent } from '../../src/core/webhooks/publish.js';
+import { queueTestDelivery } from '../../src/core/webhooks/test-delivery.js';
+import { createPortalLink } from '../../src/core/portal-sessions.js';
+import { cliAudit } from '../../src/core/audit.js';
 import { DEDUPE_KEY_KEEP_DAYS, runRetention } from '../../src/webhooks/retention.js';
-import { createAdminToken } from '../../src/admin-tokens.js';
+import { createAdminToken } from '../../src/core/admin-tokens.js';
 import {
   bookingConfirmedData,
   dropTestWorkspaces,

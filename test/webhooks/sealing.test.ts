@@ -10,14 +10,14 @@ import { fleetAdminOn } from '../support/cli.js';
 import { freePort } from '../support/ports.js';
 import { createKnex } from '../../src/db/database.js';
 import { ROOT_DIR } from '../../src/config.js';
-import { createAdminToken } from '../../src/admin-tokens.js';
-import { createWorkspace } from '../../src/workspaces.js';
-import { createEndpoint } from '../../src/webhooks/endpoints.js';
-import { openSigningSecret, rotateSigningSecret } from '../../src/webhooks/signing-secrets.js';
+import { createAdminToken } from '../../src/core/admin-tokens.js';
+import { createWorkspace } from '../../src/core/workspaces.js';
+import { createEndpoint } from '../../src/core/webhooks/endpoints.js';
+import { openSigningSecret, rotateSigningSecret } from '../../src/core/webhooks/signing-secrets.js';
 import { expectAdminDocumented } from '../admin/support.js';
 import { bookingConfirmedData, dropTestWorkspaces, eventually } from './support.js';
 import { startReceiver, verifyIndependently } from '../support/receiver.js';
-import { publishEvent } from '../../src/webhooks/publish.js';
+import { publishEvent } from '../../src/core/webhooks/publish.js';
 import * as frozenSealing from '../../migrations/support/sealed-signing-secrets.js';
 
 // Issue 31, point 1: only the worker can open a signing secret. The process serving the public listener (the API, the

@@ -13,9 +13,13 @@ import { createKnex } from '../../src/db/database.js';
 import { migrationSource } from '../../src/db/migrate.js';
 import { ROOT_DIR } from '../../src/config.js';
 import { loadKeyring, masterKeyFile, MasterKeyError, newSigningSecret, writeKeyFile } from '../../src/secrets.js';
-import { InputError } from '../../src/input.js';
-import { publishEvent } from '../../src/webhooks/publish.js';
-import { openSigningSecret, rotateSigningSecret, sealedSecretColumns } from '../../src/webhooks/signing-secrets.js';
+import { InputError } from '../../src/core/errors.js';
+import { publishEvent } from '../../src/core/webhooks/publish.js';
+import {
+  openSigningSecret,
+  rotateSigningSecret,
+  sealedSecretColumns,
+} from '../../src/core/webhooks/signing-secrets.js';
 import { bookingConfirmedData, dropTestWorkspaces, webhookWorkspace, type TestWorkspace } from './support.js';
 import * as frozenSealing from '../../migrations/support/sealed-signing-secrets.js';
 

@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import pino from 'pino';
 import { loadOpenApiDocument } from '../../src/contract/document.js';
-import { createWorkspace } from '../../src/workspaces.js';
-import { createEndpoint } from '../../src/webhooks/endpoints.js';
+import { createWorkspace } from '../../src/core/workspaces.js';
+import { createEndpoint } from '../../src/core/webhooks/endpoints.js';
 import { Dispatcher, type DispatcherOptions } from '../../src/webhooks/dispatcher.js';
 import { testDatabase } from '../support/database.js';
 

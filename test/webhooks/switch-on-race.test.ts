@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { testDatabase } from '../support/database.js';
 import { fanOutEvents } from '../../src/webhooks/fanout.js';
-import { setEndpointActive } from '../../src/webhooks/endpoints.js';
+import { setEndpointActive } from '../../src/core/webhooks/endpoints.js';
 import { bookingConfirmedData, dropTestWorkspaces, sleep, webhookWorkspace } from './support.js';
 
 // An event fanned out to a switched-off endpoint while an operator switches it back on: the delivery must not

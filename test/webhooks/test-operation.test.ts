@@ -2,13 +2,13 @@ import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
 import { startApi, type TestApi } from '../support/api.js';
-import { createApiKey } from '../../src/workspaces.js';
+import { createApiKey } from '../../src/core/workspaces.js';
 import {
   IDEMPOTENCY_WINDOW_MS,
   MAX_PENDING_TESTS_PER_ENDPOINT,
   MAX_TEST_CALLS_PER_MINUTE,
   TEST_MESSAGE,
-} from '../../src/webhooks/test-delivery.js';
+} from '../../src/core/webhooks/test-delivery.js';
 import { dropTestWorkspaces, webhookWorkspace, type TestEndpoint, type TestWorkspace } from './support.js';
 import { validators } from '../../src/contract/validators.js';
 

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { InvalidFieldError, isUuid, NotFoundError } from '../input.js';
+import { InvalidFieldError, isUuid, NotFoundError } from '../errors.js';
 import {
   deliveryDetail,
   deliveryLog,
@@ -9,7 +9,7 @@ import {
   type DeliveryPosition,
   type DeliveryRow,
   type WorkspaceDeliveryFilters,
-} from '../queries/deliveries.js';
+} from '../../queries/deliveries.js';
 
 // The delivery records as operators read them: a workspace's deliveries (the admin API), an endpoint's (the CLI), one
 // delivery with its payload as sent and every attempt. The changes (retry, recover) are in recovery.ts. Both clients

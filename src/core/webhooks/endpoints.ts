@@ -1,14 +1,14 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
-import { rows, WORKSPACE } from '../queries/common.js';
-import { looksLikeSecret, newSigningSecret, SECRET_SHAPED } from '../secrets.js';
+import { rows, WORKSPACE } from '../../queries/common.js';
+import { looksLikeSecret, newSigningSecret, SECRET_SHAPED } from '../../secrets.js';
 import { findWorkspace } from '../workspaces.js';
-import { ConflictError, InvalidFieldError, isUuid, NotFoundError } from '../input.js';
+import { ConflictError, InvalidFieldError, isUuid, NotFoundError } from '../errors.js';
 import { recordAudit, type AuditContext } from '../audit.js';
-import { subscribableEvents, TEST_EVENT } from './catalogue.js';
-import { refuseDestination, workspacePolicy, type DestinationPolicy } from './destination-policy.js';
-import { processConfig } from '../config.js';
-import { deleteEndpointAndDeliveries, liveEndpoint, switchEndpoint } from './endpoint-lifecycle.js';
+import { subscribableEvents, TEST_EVENT } from '../../webhooks/catalogue.js';
+import { refuseDestination, workspacePolicy, type DestinationPolicy } from '../../webhooks/destination-policy.js';
+import { processConfig } from '../../config.js';
+import { deleteEndpointAndDeliveries, liveEndpoint, switchEndpoint } from '../../webhooks/endpoint-lifecycle.js';
 import { withSealingLock } from './signing-secrets.js';
 
 /** A webhook endpoint as the API and the CLI show it: never with its signing secret. */

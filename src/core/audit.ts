@@ -1,7 +1,7 @@
 import os from 'node:os';
 import type { Knex } from 'knex';
-import { redactSecrets, redactUrlCredentials } from './secrets.js';
-import { processConfig } from './config.js';
+import { redactSecrets, redactUrlCredentials } from '../secrets.js';
+import { processConfig } from '../config.js';
 
 // The audit trail: who changed what, through the admin API or the CLI. One entry per change, written by the core
 // function that makes the change, in the same transaction (an entry exists exactly when its change committed). The

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { recordAudit, type AuditContext } from './audit.js';
-import { ConflictError, CredentialError, InvalidFieldError, NotFoundError } from './input.js';
-import { hashApiKey, newPortalCredential, PORTAL_LINK_PREFIX, PORTAL_SESSION_PREFIX } from './secrets.js';
+import { ConflictError, CredentialError, InvalidFieldError, NotFoundError } from './errors.js';
+import { hashApiKey, newPortalCredential, PORTAL_LINK_PREFIX, PORTAL_SESSION_PREFIX } from '../secrets.js';
 
 // The settings screen's sessions (src/portal/ serves the screen). The rental platform's backend asks the admin API for
 // a link to one workspace; the link carries a one-time key (`frpl_`), which the screen exchanges, once, for a session
@@ -141,7 +141,7 @@ export async function createPortalLink(
 }
 
 /**
- * Whether the admin token that made a link was revoked. Its revocation ends its links and sessions (src/admin-tokens.ts);
+ * Whether the admin token that made a link was revoked. Its revocation ends its links and sessions (src/core/admin-tokens.ts);
  * this also refuses one made by a request that raced the revocation.
  */
 const TOKEN_REVOKED =
@@ -326,7 +326,7 @@ export async function endPortalSessions(
   });
 }
 
-/** Ends the links and sessions an admin token made that are still live: its revocation's part (src/admin-tokens.ts). */
+/** Ends the links and sessions an admin token made that are still live: its revocation's part (src/core/admin-tokens.ts). */
 export async function endPortalSessionsOfToken(
   trx: Knex.Transaction,
   adminTokenId: string,

@@ -1,8 +1,8 @@
 import type { Knex } from 'knex';
-import { FieldError } from '../input.js';
+import { FieldError } from '../errors.js';
 import { recordAudit, type AuditContext } from '../audit.js';
-import { describeValidationError, eventDefinition, payloadField, TEST_EVENT } from './catalogue.js';
-import { fanOutEvents } from './fanout.js';
+import { describeValidationError, eventDefinition, payloadField, TEST_EVENT } from '../../webhooks/catalogue.js';
+import { fanOutEvents } from '../../webhooks/fanout.js';
 
 /**
  * A published event that does not match its schema in the document (or names no publishable event); `field` is the

@@ -1,10 +1,10 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import { recordAudit, type AuditContext } from '../audit.js';
-import { ConflictError, KeyReusedError, LimitError, NotFoundError } from '../input.js';
-import { lockTestDeliveries, SWITCH_ON_FIRST } from './endpoint-lifecycle.js';
-import { eventDefinition, TEST_EVENT } from './catalogue.js';
-import { createDeliveries } from './fanout.js';
+import { ConflictError, KeyReusedError, LimitError, NotFoundError } from '../errors.js';
+import { lockTestDeliveries, SWITCH_ON_FIRST } from '../../webhooks/endpoint-lifecycle.js';
+import { eventDefinition, TEST_EVENT } from '../../webhooks/catalogue.js';
+import { createDeliveries } from '../../webhooks/fanout.js';
 
 /** The fixed text of `data.message` in a webhook.test payload. */
 export const TEST_MESSAGE = 'This is a test delivery from Fleet Rental Service.';

@@ -1,8 +1,8 @@
 import type { Knex } from 'knex';
 import type { ErrorObject, ValidateFunction } from 'ajv';
-import { createSchemaAjv, schemaRef } from '../contract/document.js';
+import { createSchemaAjv, schemaRef } from '../../contract/document.js';
 import { recordAudit, type AuditContext } from '../audit.js';
-import { ConflictError, FieldError, InputError, TooLargeError } from '../input.js';
+import { ConflictError, FieldError, InputError, TooLargeError } from '../errors.js';
 import { findWorkspace } from '../workspaces.js';
 import { checkEvent, publishEvent } from '../webhooks/publish.js';
 import {
@@ -19,7 +19,7 @@ import {
   type ImportRecord,
 } from './import-document.js';
 import { applyVersions, markHistory, type Versioned } from './versions.js';
-import { keepUpkeepInline } from '../db/upkeep.js';
+import { keepUpkeepInline } from '../../db/upkeep.js';
 
 // Batch writes (writeRecords in openapi/admin.yaml): records upserted and deleted, and events published, in one
 // transaction, so that the records, their running totals, the events and their deliveries commit together or not at
@@ -407,7 +407,7 @@ export async function writeRecords(
     });
   } catch (err) {
     if (err instanceof RecordConflictError) throw refuse(err.code, err);
-    // A record the database refused (src/import/importDocument.ts), named by its pointer as the others are.
+    // A record the database refused (src/core/import/importDocument.ts), named by its pointer as the others are.
     if (err instanceof RecordError) throw refuse('invalid', new InvalidRecordsError([`${err.at}: ${err.problem}`]));
     if (err instanceof InputError) throw refuse('invalid', err);
     throw err;

@@ -2,14 +2,14 @@ import crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import type { ValidateFunction } from 'ajv';
 import { JSONParser } from '@streamparser/json';
-import { createSchemaAjv, IMPORT_SCHEMA_ID } from '../contract/document.js';
+import { createSchemaAjv, IMPORT_SCHEMA_ID } from '../../contract/document.js';
 import { recordAudit, type AuditContext } from '../audit.js';
-import { BusyError, ConflictError, NotFoundError } from '../input.js';
+import { BusyError, ConflictError, NotFoundError } from '../errors.js';
 import fs from 'node:fs';
 import type { Logger } from 'pino';
 import { findWorkspace } from '../workspaces.js';
-import { progressReporter, type ProgressOptions } from '../progress.js';
-import { deferRollups, finishDeferredRollups } from '../db/bulk-load.js';
+import { progressReporter, type ProgressOptions } from '../../progress.js';
+import { deferRollups, finishDeferredRollups } from '../../db/bulk-load.js';
 import {
   compiledSchema,
   CROSS_FIELD_CHECKS,
@@ -24,7 +24,7 @@ import {
   type ImportRecord,
 } from './import-document.js';
 import { applyVersions, markHistory } from './versions.js';
-import { INGEST_POOL_MAX } from '../db/database.js';
+import { INGEST_POOL_MAX } from '../../db/database.js';
 import type { CountsByKey, RecordMetrics } from './records.js';
 
 // Import jobs (createImport, getImport, cancelImport in openapi/admin.yaml; `fleet-admin import`): an import document

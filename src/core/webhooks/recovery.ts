@@ -1,8 +1,8 @@
 import type { Knex } from 'knex';
-import { ConflictError, InputError, InvalidFieldError, isUuid, NotFoundError } from '../input.js';
+import { ConflictError, InputError, InvalidFieldError, isUuid, NotFoundError } from '../errors.js';
 import { recordAudit, type AuditContext } from '../audit.js';
-import { notifyDispatchers } from './fanout.js';
-import { SWITCH_ON_FIRST } from './endpoint-lifecycle.js';
+import { notifyDispatchers } from '../../webhooks/fanout.js';
+import { SWITCH_ON_FIRST } from '../../webhooks/endpoint-lifecycle.js';
 
 // Recovery for operators, through the CLI and the admin API alike: attempt a delivery now, send a finished one again,
 // send again everything an endpoint failed in a time window (after the receiver's outage is over). A delivery sent

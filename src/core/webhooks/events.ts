@@ -1,8 +1,8 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
-import { InvalidFieldError, isUuid, NotFoundError } from '../input.js';
+import { InvalidFieldError, isUuid, NotFoundError } from '../errors.js';
 import type { AuditContext } from '../audit.js';
-import { eventDefinition, eventDefinitions } from './catalogue.js';
+import { eventDefinition, eventDefinitions } from '../../webhooks/catalogue.js';
 import { queueTestDelivery } from './test-delivery.js';
 
 // The events a workspace's endpoints can receive, as operators see them (the admin API and the CLI alike): the

@@ -1,11 +1,11 @@
 import type { Knex } from 'knex';
-import { ConflictError, InvalidFieldError, isUuid, isValidTimeZone, NotFoundError } from './input.js';
-import { hashApiKey, looksLikeSecret, newApiKey, SECRET_SHAPED } from './secrets.js';
-import { resumeFrozenDeliveries } from './webhooks/endpoint-lifecycle.js';
+import { ConflictError, InvalidFieldError, isUuid, isValidTimeZone, NotFoundError } from './errors.js';
+import { hashApiKey, looksLikeSecret, newApiKey, SECRET_SHAPED } from '../secrets.js';
+import { resumeFrozenDeliveries } from '../webhooks/endpoint-lifecycle.js';
 import { recordAudit, type AuditContext } from './audit.js';
-import { isCidr } from './webhooks/destination-policy.js';
+import { isCidr } from '../webhooks/destination-policy.js';
 
-// Workspaces and their API keys. Every function that changes something takes an AuditContext (src/audit.ts): the CLI
+// Workspaces and their API keys. Every function that changes something takes an AuditContext (src/core/audit.ts): the CLI
 // and the admin API pass theirs, and the entry is written in the change's transaction. Without one (fixtures, seeds,
 // benches: neither client) nothing is recorded.
 

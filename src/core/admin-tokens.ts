@@ -1,8 +1,8 @@
 import type { Knex } from 'knex';
-import { hashApiKey, looksLikeSecret, newAdminToken, SECRET_SHAPED } from './secrets.js';
+import { hashApiKey, looksLikeSecret, newAdminToken, SECRET_SHAPED } from '../secrets.js';
 import { recordAudit, type AuditContext } from './audit.js';
 import { findWorkspace } from './workspaces.js';
-import { CredentialError, InvalidFieldError, isUuid, NotFoundError } from './input.js';
+import { CredentialError, InvalidFieldError, isUuid, NotFoundError } from './errors.js';
 import { endPortalSessionsOfToken } from './portal-sessions.js';
 
 // Admin tokens: the admin API's credential (src/admin/). `fra_` + 40 base62 characters, made like an API key and

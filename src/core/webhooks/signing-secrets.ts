@@ -19,8 +19,8 @@ import {
   sealToRecordedKey,
   type MasterKeyIds,
   type SealedSecret,
-} from '../secrets.js';
-import { InvalidFieldError, isUuid, NotFoundError } from '../input.js';
+} from '../../secrets.js';
+import { InvalidFieldError, isUuid, NotFoundError } from '../errors.js';
 
 // Endpoints' signing secrets at rest: sealed to the master key's public key (a sealed box, see src/secrets.ts) in
 // webhook_endpoints.secret_sealed with the master key's id in secret_key_id. A process holding no master key (the

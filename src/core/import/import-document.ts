@@ -1,11 +1,11 @@
 import fs from 'node:fs';
 import type { Knex } from 'knex';
 import type { ErrorObject, ValidateFunction } from 'ajv';
-import { progressReporter, type ProgressOptions } from '../progress.js';
-import { deferRollups, finishDeferredRollups } from '../db/bulk-load.js';
+import { progressReporter, type ProgressOptions } from '../../progress.js';
+import { deferRollups, finishDeferredRollups } from '../../db/bulk-load.js';
 import { findWorkspace } from '../workspaces.js';
 import { recordAudit, type AuditContext } from '../audit.js';
-import { InputError } from '../input.js';
+import { InputError } from '../errors.js';
 import type {
   Booking,
   FleetImportDocument,
@@ -13,9 +13,9 @@ import type {
   Integration,
   Maintenance,
   Payment,
-} from '../../generated/import-document.js';
-import { validators } from '../contract/validators.js';
-import { loadImportSchema } from '../contract/document.js';
+} from '../../../generated/import-document.js';
+import { validators } from '../../contract/validators.js';
+import { loadImportSchema } from '../../contract/document.js';
 
 /** An import file that cannot be loaded: unreadable, not JSON, not valid against the schema, or refused by the database. */
 export class ImportError extends InputError {}
@@ -109,7 +109,7 @@ interface CompiledSchema {
   validate: ValidateFunction<FleetImportDocument>;
   /**
    * For each document key, the fields its records may carry: the columns written, absent ones as null (`version` is
-   * not a column: it is kept in record_versions, src/import/versions.ts).
+   * not a column: it is kept in record_versions, src/core/import/versions.ts).
    */
   fieldsByKey: Map<string, string[]>;
 }
