@@ -13,7 +13,7 @@ import { processConfig } from '../config.js';
  * Who made a change: an admin token (its id and name), a settings-screen session (its id, and whose link it was), or the
  * CLI (the OS user that ran it).
  */
-export type Actor =
+export type AuditActor =
   { type: 'admin_token' | 'portal_session'; id: string; name: string } | { type: 'cli'; name: string };
 
 /**
@@ -21,7 +21,7 @@ export type Actor =
  * server's own id of it, and the X-Request-Id the client sent, as given).
  */
 export interface AuditContext {
-  actor: Actor;
+  actor: AuditActor;
   requestId?: string;
   clientRequestId?: string;
 }
@@ -49,7 +49,7 @@ export interface AuditChange {
 export interface AuditEntry {
   id: string;
   at: string;
-  actor: { type: Actor['type']; id: string | null; name: string };
+  actor: { type: AuditActor['type']; id: string | null; name: string };
   action: string;
   workspaceId: string | null;
   target: { type: string; id: string };
