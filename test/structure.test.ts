@@ -67,7 +67,7 @@ describe('the house: which code may import which', () => {
   const src = new Map(tsFiles('src').map((file) => [file, importsOf(file)]));
 
   it('reads the imports it judges (a known import of each kind is seen)', () => {
-    expect(src.get('src/webhooks/dispatcher.ts')).to.include('src/webhooks/endpoint-lifecycle.ts');
+    expect(src.get('src/webhooks/attempt-records.ts')).to.include('src/webhooks/endpoint-lifecycle.ts');
     expect(src.get('src/api/auth.ts'), 'import type').to.include('src/api/key-cache.ts');
     expect(src.get('src/main.ts'), 'import()').to.include('seeds/demo.ts');
     expect(

@@ -1,0 +1,116 @@
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import { TEST_EVENT } from './catalogue.js';
+import type { PendingDispatch } from './dispatch.js';
+import { PENDING } from './endpoint-lifecycle.js';
+import { fairCandidates, type InFlightShares } from './fairness.js';
+import { rows } from '../queries/common.js';
+import { openSigningSecrets } from '../core/webhooks/signing-secrets.js';
+
+// The claim stage: due deliveries leased to one dispatcher in fair order (FOR NO KEY UPDATE SKIP LOCKED, then a
+// lease, so several processes can run at once), each with its endpoint's signing secrets opened.
+
+/** What a dispatcher claims with, fixed for its life. */
+export interface ClaimSettings {
+  db: Knex;
+  logger: Logger;
+  /** Written into lease_owner. */
+  owner: string;
+  /** How long a claim is held before another dispatcher may take the delivery over. */
+  leaseMs: number;
+  /** How many deliveries one endpoint, and one workspace, may hold in this process (in flight or ready). */
+  perEndpoint: number;
+  perWorkspace: number;
+  /** Only deliveries of these workspaces; null: every workspace. */
+  workspaceIds: string[] | null;
+}
+
+/** A claim as the database returns it: the signing secrets still sealed (base64). */
+type SealedClaim = Omit<PendingDispatch, 'secrets'> & {
+  secretKeyId: string;
+  secretSealed: string;
+  previousSecretKeyId: string | null;
+  previousSecretSealed: string | null;
+};
+
+/**
+ * Leases up to `limit` due deliveries in fair order (fairness.ts), within the free per-endpoint and per-workspace
+ * slots of `held`. `contended`: some due candidates were skipped because another dispatcher was locking them.
+ */
+export async function claimDue(
+  settings: ClaimSettings,
+  { limit, now, held }: { limit: number; now: Date; held: InFlightShares },
+): Promise<{ claims: PendingDispatch[]; contended: boolean }> {
+  const fair = fairCandidates({
+    shares: held,
+    now,
+    perEndpoint: settings.perEndpoint,
+    perWorkspace: settings.perWorkspace,
+    workspaceIds: settings.workspaceIds,
+    limit,
+    pending: PENDING,
+    testEvent: TEST_EVENT,
+  });
+  const [result] = await rows<{ claims: SealedClaim[]; contended: boolean }>(
+    settings.db,
+    `WITH ${fair.sql}, locked AS (
+       SELECT d.id FROM deliveries d
+       WHERE d.id IN (SELECT id FROM candidates) AND d.${PENDING} AND d.next_attempt_at <= :now
+         AND (d.lease_until IS NULL OR d.lease_until < now())
+       FOR NO KEY UPDATE OF d SKIP LOCKED
+     ), claimed AS (
+       UPDATE deliveries d SET lease_owner = :owner, lease_until = now() + :leaseMs * interval '1 millisecond'
+       FROM locked l, webhook_endpoints w
+       WHERE d.id = l.id AND w.id = d.endpoint_id
+       RETURNING d.id AS "deliveryId", d.endpoint_id AS "endpointId", d.workspace_id AS "workspaceId", d.event, d.body, w.url, d.attempts + 1 AS attempt,
+         w.secret_key_id AS "secretKeyId", encode(w.secret_sealed, 'base64') AS "secretSealed",
+         -- the previous secret signs too while a rotation's overlap lasts
+         CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret_key_id END AS "previousSecretKeyId",
+         CASE WHEN w.previous_secret_expires_at > now() THEN encode(w.previous_secret_sealed, 'base64') END AS "previousSecretSealed",
+         -- the destinations the workspace's own setting opens, checked at connect time
+         (SELECT ws.webhook_allowed_cidrs FROM workspaces ws WHERE ws.id = d.workspace_id) AS "allowedCidrs"
+     )
+     -- in the fair order: the claims are sent in it
+     SELECT coalesce((SELECT json_agg(c ORDER BY f.claim_order) FROM claimed c JOIN candidates f ON f.id = c."deliveryId"), '[]') AS claims,
+            (SELECT count(*) FROM candidates) > (SELECT count(*) FROM claimed) AS contended`,
+    { ...fair.bindings, owner: settings.owner, leaseMs: settings.leaseMs },
+    { prepared: true, indexPlans: true },
+  );
+  // An endpoint's secrets are opened once per claim (its deliveries carry the same sealed values), and kept
+  // nowhere else: a rotation or a master-key change is seen by the next claim.
+  const opened = new Map<string, string[] | null>();
+  return {
+    claims: result.claims.flatMap((claim) => openSecrets(settings.logger, claim, opened)),
+    contended: result.contended,
+  };
+}
+
+/**
+ * The claim with its signing secrets opened. One whose secrets this process cannot open (its master key is
+ * missing) is not attempted: its lease runs out and it is tried again, once the key is configured.
+ */
+function openSecrets(
+  logger: Logger,
+  { secretKeyId, secretSealed, previousSecretKeyId, previousSecretSealed, ...claim }: SealedClaim,
+  opened: Map<string, string[] | null>,
+): PendingDispatch[] {
+  const known = opened.get(claim.endpointId);
+  if (known !== undefined) return known ? [{ ...claim, secrets: known }] : [];
+  try {
+    const current = { keyId: secretKeyId, sealed: Buffer.from(secretSealed, 'base64') };
+    const previous =
+      previousSecretKeyId && previousSecretSealed
+        ? { keyId: previousSecretKeyId, sealed: Buffer.from(previousSecretSealed, 'base64') }
+        : null;
+    const secrets = openSigningSecrets(claim.endpointId, current, previous);
+    opened.set(claim.endpointId, secrets);
+    return [{ ...claim, secrets }];
+  } catch (err) {
+    opened.set(claim.endpointId, null);
+    logger.error(
+      { endpointId: claim.endpointId, deliveryId: claim.deliveryId, err: { message: (err as Error).message } },
+      "cannot open the endpoint's signing secret; the delivery waits",
+    );
+    return [];
+  }
+}
