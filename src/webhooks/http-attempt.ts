@@ -94,6 +94,9 @@ function locationOf(rawHeaders: Array<Buffer | string> | null): string | undefin
   return undefined;
 }
 
+/** An outcome before its timing is added: what the exchange came to. */
+type Result = Omit<AttemptOutcome, 'startedAt' | 'durationMs'>;
+
 /**
  * One attempt. It goes through undici's dispatch() with a handler of its own rather than request(): no response
  * stream, abort signal or promise race per attempt (measured: about half the Node CPU of an attempt, beyond the bare
@@ -102,146 +105,178 @@ function locationOf(rawHeaders: Array<Buffer | string> | null): string | undefin
 export function attemptDelivery(req: AttemptRequest, options: AttemptOptions = {}): Promise<AttemptOutcome> {
   const timeoutMs = options.timeoutMs ?? DEFAULT_ATTEMPT_TIMEOUT_MS;
   const via = options.via ?? guardedAgent(options.policy ?? processConfig().destinationPolicy);
-  const startedAt = new Date();
-  const started = performance.now();
   return new Promise<AttemptOutcome>((resolve) => {
-    let settled = false;
-    let abort: ((reason?: Error) => void) | undefined;
-    let statusCode = 0;
-    let location: string | undefined;
-    const chunks: Buffer[] = [];
-    let size = 0;
+    const exchange = new Exchange(req, timeoutMs, resolve);
+    try {
+      // (inside the try: a URL that does not parse is a failed attempt, never a rejected promise)
+      via.dispatch(signedRequest(req, timeoutMs), exchange.handler());
+    } catch (err) {
+      exchange.failed(err);
+    }
+  });
+}
 
-    const finish = (fields: Omit<AttemptOutcome, 'startedAt' | 'durationMs'>): void => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      resolve({
-        ...fields,
-        error:
-          fields.error === null
-            ? null
-            : req.secrets
-                .reduce((text, secret) => text.replaceAll(secret, '[redacted]'), fields.error)
-                .slice(0, ERROR_TEXT_LIMIT),
-        startedAt,
-        durationMs: Math.max(0, Math.round(performance.now() - started)),
-      });
-    };
-    const answered = (): void => {
-      const responseBody = firstBytes(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
-      if (statusCode >= 200 && statusCode < 300)
-        return finish({ ok: true, statusCode, errorKind: null, error: null, responseBody });
-      if (statusCode >= 300 && statusCode < 400) {
-        const to = location ? ` to ${location}` : '';
-        return finish({
-          ok: false,
-          statusCode,
-          errorKind: 'redirect',
-          error: `HTTP ${statusCode} redirect${to} (redirects are not followed)`,
-          responseBody,
-        });
-      }
-      finish({ ok: false, statusCode, errorKind: 'status', error: `HTTP ${statusCode}`, responseBody });
-    };
-    const failed = (err: unknown): void => {
-      if (settled) return;
-      const blocked = err instanceof BlockedDestinationError ? err : (err as { cause?: unknown })?.cause;
-      if (blocked instanceof BlockedDestinationError) {
-        return finish({
-          ok: false,
-          statusCode: null,
-          errorKind: 'blocked_destination',
-          error: blocked.recorded,
-          responseBody: null,
-          detail: blocked.message,
-        });
-      }
-      // A name that did not resolve (within the lookup's deadline): its own kind, so a DNS outage reads as one.
-      if (err instanceof NameResolutionError || (err as { cause?: unknown })?.cause instanceof NameResolutionError) {
-        return finish({ ok: false, statusCode: null, errorKind: 'dns', error: describeError(err), responseBody: null });
-      }
-      const code = (err as { code?: string }).code;
-      const timedOut =
-        code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT';
-      finish({
-        ok: false,
-        statusCode: null,
-        errorKind: timedOut ? 'timeout' : 'connection',
-        error: describeError(err),
-        responseBody: null,
-      });
-    };
-    const timer = setTimeout(() => {
-      finish({
+/**
+ * The POST of one attempt. One timestamp for both schemes: the description's four headers, then the Standard
+ * Webhooks three. The body's bytes are made once, for both signatures and the request.
+ */
+function signedRequest(req: AttemptRequest, timeoutMs: number): HttpDispatcher.DispatchOptions {
+  const timestamp = Math.floor(Date.now() / 1000);
+  const body = Buffer.from(req.body, 'utf8');
+  const { origin, path } = target(req.url);
+  return {
+    origin,
+    path,
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      'user-agent': USER_AGENT,
+      'service-event': req.event,
+      'service-delivery': req.deliveryId,
+      'service-signature': signatureHeader(req.secrets, body, timestamp),
+      ...standardWebhooksHeaders(req.secrets, req.deliveryId, body, timestamp),
+    },
+    body,
+    headersTimeout: timeoutMs,
+    bodyTimeout: timeoutMs,
+  };
+}
+
+/** One exchange in progress: what has come back so far, and its single outcome (the first of answer, error, time-out). */
+class Exchange {
+  private readonly startedAt = new Date();
+  private readonly started = performance.now();
+  private settled = false;
+  private abort: ((reason?: Error) => void) | undefined;
+  private statusCode = 0;
+  private location: string | undefined;
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly req: AttemptRequest,
+    private readonly timeoutMs: number,
+    private readonly resolve: (outcome: AttemptOutcome) => void,
+  ) {
+    this.timer = setTimeout(() => {
+      this.finish({
         ok: false,
         statusCode: null,
         errorKind: 'timeout',
-        error: `no complete answer within ${timeoutMs} ms`,
+        error: `no complete answer within ${this.timeoutMs} ms`,
         responseBody: null,
       });
-      abort?.(new Error('attempt timed out'));
+      this.abort?.(new Error('attempt timed out'));
     }, timeoutMs);
+  }
 
-    // One timestamp for both schemes: the description's four headers, then the Standard Webhooks three. The body's
-    // bytes are made once, for both signatures and the request.
-    try {
-      // (inside the try: a URL that does not parse is a failed attempt, never a rejected promise)
-      const timestamp = Math.floor(Date.now() / 1000);
-      const body = Buffer.from(req.body, 'utf8');
-      const { origin, path } = target(req.url);
-      via.dispatch(
-        {
-          origin,
-          path,
-          method: 'POST',
-          headers: {
-            'content-type': 'application/json',
-            'user-agent': USER_AGENT,
-            'service-event': req.event,
-            'service-delivery': req.deliveryId,
-            'service-signature': signatureHeader(req.secrets, body, timestamp),
-            ...standardWebhooksHeaders(req.secrets, req.deliveryId, body, timestamp),
-          },
-          body,
-          headersTimeout: timeoutMs,
-          bodyTimeout: timeoutMs,
-        },
-        {
-          // undici's first handler API (onConnect, onHeaders, ...): nock's undici interceptor calls only these.
-          onConnect(abortRequest: (reason?: Error) => void) {
-            abort = abortRequest;
-            // (the time-out came first: give the connection up at once)
-            if (settled) abortRequest(new Error('attempt timed out'));
-          },
-          onHeaders(code: number, rawHeaders: Array<Buffer | string> | null) {
-            if (code < 200) return true; // an informational answer; the real one follows
-            statusCode = code;
-            if (code >= 300 && code < 400) location = locationOf(rawHeaders);
-            return true;
-          },
-          onData(chunk: Buffer) {
-            chunks.push(chunk);
-            size += chunk.length;
-            if (size >= RESPONSE_BODY_LIMIT && !settled) {
-              // Enough of the body: the rest (and its connection) is given up instead of read.
-              answered();
-              // Given up after this parser callback returns: a body that ends in this very chunk completes normally
-              // (and keeps its connection); the abort then does nothing.
-              queueMicrotask(() => abort?.(new Error('response body kept up to its limit')));
-            }
-            return true;
-          },
-          onComplete() {
-            if (!settled) answered();
-          },
-          onError(err: Error) {
-            failed(err);
-          },
-        },
-      );
-    } catch (err) {
-      failed(err);
-    }
-  });
+  /** undici's first handler API (onConnect, onHeaders, ...): nock's undici interceptor calls only these. */
+  handler(): HttpDispatcher.DispatchHandler {
+    return {
+      onConnect: (abortRequest: (reason?: Error) => void) => {
+        this.abort = abortRequest;
+        // (the time-out came first: give the connection up at once)
+        if (this.settled) abortRequest(new Error('attempt timed out'));
+      },
+      onHeaders: (code: number, rawHeaders: Array<Buffer | string> | null) => {
+        if (code < 200) return true; // an informational answer; the real one follows
+        this.statusCode = code;
+        if (code >= 300 && code < 400) this.location = locationOf(rawHeaders);
+        return true;
+      },
+      onData: (chunk: Buffer) => {
+        this.chunks.push(chunk);
+        this.size += chunk.length;
+        if (this.size >= RESPONSE_BODY_LIMIT && !this.settled) {
+          // Enough of the body: the rest (and its connection) is given up instead of read.
+          this.answered();
+          // Given up after this parser callback returns: a body that ends in this very chunk completes normally
+          // (and keeps its connection); the abort then does nothing.
+          queueMicrotask(() => this.abort?.(new Error('response body kept up to its limit')));
+        }
+        return true;
+      },
+      onComplete: () => {
+        if (!this.settled) this.answered();
+      },
+      onError: (err: Error) => {
+        this.failed(err);
+      },
+    };
+  }
+
+  failed(err: unknown): void {
+    if (this.settled) return;
+    this.finish(failureOf(err));
+  }
+
+  private answered(): void {
+    const chunks = this.chunks;
+    const responseBody = firstBytes(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
+    this.finish(answerOf(this.statusCode, this.location, responseBody));
+  }
+
+  private finish(fields: Result): void {
+    if (this.settled) return;
+    this.settled = true;
+    clearTimeout(this.timer);
+    this.resolve({
+      ...fields,
+      error:
+        fields.error === null
+          ? null
+          : this.req.secrets
+              .reduce((text, secret) => text.replaceAll(secret, '[redacted]'), fields.error)
+              .slice(0, ERROR_TEXT_LIMIT),
+      startedAt: this.startedAt,
+      durationMs: Math.max(0, Math.round(performance.now() - this.started)),
+    });
+  }
+}
+
+/** What an answer comes to: 2xx accepted, a redirect (never followed) or another status, failed. */
+function answerOf(statusCode: number, location: string | undefined, responseBody: string): Result {
+  if (statusCode >= 200 && statusCode < 300)
+    return { ok: true, statusCode, errorKind: null, error: null, responseBody };
+  if (statusCode >= 300 && statusCode < 400) {
+    const to = location ? ` to ${location}` : '';
+    return {
+      ok: false,
+      statusCode,
+      errorKind: 'redirect',
+      error: `HTTP ${statusCode} redirect${to} (redirects are not followed)`,
+      responseBody,
+    };
+  }
+  return { ok: false, statusCode, errorKind: 'status', error: `HTTP ${statusCode}`, responseBody };
+}
+
+/** What an exchange that got no answer comes to: a refused destination, a name that did not resolve, a time-out... */
+function failureOf(err: unknown): Result {
+  const blocked = err instanceof BlockedDestinationError ? err : (err as { cause?: unknown })?.cause;
+  if (blocked instanceof BlockedDestinationError) {
+    return {
+      ok: false,
+      statusCode: null,
+      errorKind: 'blocked_destination',
+      error: blocked.recorded,
+      responseBody: null,
+      detail: blocked.message,
+    };
+  }
+  // A name that did not resolve (within the lookup's deadline): its own kind, so a DNS outage reads as one.
+  if (err instanceof NameResolutionError || (err as { cause?: unknown })?.cause instanceof NameResolutionError) {
+    return { ok: false, statusCode: null, errorKind: 'dns', error: describeError(err), responseBody: null };
+  }
+  const code = (err as { code?: string }).code;
+  const timedOut =
+    code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT';
+  return {
+    ok: false,
+    statusCode: null,
+    errorKind: timedOut ? 'timeout' : 'connection',
+    error: describeError(err),
+    responseBody: null,
+  };
 }
