@@ -67,21 +67,47 @@ async function deleteInBatches(
   }
 }
 
+/** What one pass deletes by: its cutoffs (ISO), its batch size and the workspaces it is limited to. */
+interface RetentionPass {
+  db: Knex;
+  batchSize: number;
+  /** Delivery records finished before it go. */
+  cutoff: string;
+  /** Events with a dedupe key go only before it (DEDUPE_KEY_KEEP_DAYS). */
+  dedupeCutoff: string;
+  /** Idempotency keys go before it. */
+  keyCutoff: string;
+  scoped: string[] | null;
+}
+
 /** One retention pass; returns what it deleted. */
 export async function runRetention(db: Knex, options: RetentionOptions): Promise<RetentionCounts> {
   const retentionDays = options.retentionDays ?? processConfig().retentionDays;
-  const batchSize = options.batchSize ?? DEFAULT_BATCH_SIZE;
-  const cutoff = new Date(options.now.getTime() - retentionDays * DAY_MS).toISOString();
-  const dedupeCutoff = new Date(
-    options.now.getTime() - Math.max(retentionDays, DEDUPE_KEY_KEEP_DAYS) * DAY_MS,
-  ).toISOString();
-  const keyCutoff = new Date(options.now.getTime() - IDEMPOTENCY_WINDOW_MS).toISOString();
-  const scoped = options.workspaceIds ?? null;
-  /** The workspace filter on a column, with its bindings. */
-  const inScope = (col: string): [string, Knex.Value[]] =>
-    scoped ? [` AND ${col} = ANY(?::uuid[])`, [scoped as unknown as Knex.Value]] : ['', []];
+  const pass: RetentionPass = {
+    db,
+    batchSize: options.batchSize ?? DEFAULT_BATCH_SIZE,
+    cutoff: new Date(options.now.getTime() - retentionDays * DAY_MS).toISOString(),
+    dedupeCutoff: new Date(
+      options.now.getTime() - Math.max(retentionDays, DEDUPE_KEY_KEEP_DAYS) * DAY_MS,
+    ).toISOString(),
+    keyCutoff: new Date(options.now.getTime() - IDEMPOTENCY_WINDOW_MS).toISOString(),
+    scoped: options.workspaceIds ?? null,
+  };
+  const idempotencyKeys = await deleteIdempotencyKeys(pass);
+  const history = await deleteDeliveryHistory(pass);
+  const leftovers = await deleteSessionsAndTombstones(pass);
+  const jobs = await deleteImportJobs(pass);
+  return { idempotencyKeys, ...history, ...leftovers, ...jobs };
+}
 
-  const [keyScope, keyBind] = inScope('t.workspace_id');
+/** The workspace filter on a column, with its bindings. */
+function inScope({ scoped }: RetentionPass, col: string): [string, Knex.Value[]] {
+  return scoped ? [` AND ${col} = ANY(?::uuid[])`, [scoped as unknown as Knex.Value]] : ['', []];
+}
+
+async function deleteIdempotencyKeys(pass: RetentionPass): Promise<number> {
+  const { db, keyCutoff, batchSize } = pass;
+  const [keyScope, keyBind] = inScope(pass, 't.workspace_id');
   const testKeys = await deleteInBatches(
     db,
     'test_idempotency_keys',
@@ -92,7 +118,7 @@ export async function runRetention(db: Knex, options: RetentionOptions): Promise
   );
   // The admin API's keys, with the sealed first answers they replay (src/admin/idempotency.ts): gone after the same 24
   // hours whether or not their token ever sends another key (a revoked or quiet token's included).
-  const [tokenScope, tokenBind] = inScope('(SELECT a.workspace_id FROM admin_tokens a WHERE a.id = t.token_id)');
+  const [tokenScope, tokenBind] = inScope(pass, '(SELECT a.workspace_id FROM admin_tokens a WHERE a.id = t.token_id)');
   const adminKeys = await deleteInBatches(
     db,
     'admin_idempotency_keys',
@@ -101,9 +127,16 @@ export async function runRetention(db: Knex, options: RetentionOptions): Promise
     [keyCutoff, ...tokenBind],
     batchSize,
   );
-  const idempotencyKeys = testKeys + adminKeys;
+  return testKeys + adminKeys;
+}
 
+/** Finished deliveries with their attempts, then the events and outbox rows nothing refers to any more. */
+async function deleteDeliveryHistory(
+  pass: RetentionPass,
+): Promise<Pick<RetentionCounts, 'attempts' | 'deliveries' | 'events' | 'outbox'>> {
+  const { db, cutoff, dedupeCutoff, batchSize } = pass;
   const [attemptScope, attemptBind] = inScope(
+    pass,
     '(SELECT w.workspace_id FROM webhook_endpoints w WHERE w.id = t.endpoint_id)',
   );
   // Only a finished delivery's attempts: a delivery still retrying keeps its whole history, however old.
@@ -116,7 +149,7 @@ export async function runRetention(db: Knex, options: RetentionOptions): Promise
     batchSize,
   );
 
-  const [deliveryScope, deliveryBind] = inScope('t.workspace_id');
+  const [deliveryScope, deliveryBind] = inScope(pass, 't.workspace_id');
   const deliveries = await deleteInBatches(
     db,
     'deliveries',
@@ -144,15 +177,22 @@ export async function runRetention(db: Knex, options: RetentionOptions): Promise
     [cutoff, ...deliveryBind],
     batchSize,
   );
+  return { attempts, deliveries, events, outbox };
+}
 
+async function deleteSessionsAndTombstones(
+  pass: RetentionPass,
+): Promise<Pick<RetentionCounts, 'portalSessions' | 'tombstones'>> {
+  const { db, cutoff, batchSize } = pass;
+  const [scope, bind] = inScope(pass, 't.workspace_id');
   // Settings-screen sessions: a session is over by its expiry at the latest; its record goes with the delivery records'
   // age (what it changed stays in the audit trail).
   const portalSessions = await deleteInBatches(
     db,
     'portal_sessions',
     ['id'],
-    `t.expires_at < ?${deliveryScope}`,
-    [cutoff, ...deliveryBind],
+    `t.expires_at < ?${scope}`,
+    [cutoff, ...bind],
     batchSize,
   );
 
@@ -161,11 +201,16 @@ export async function runRetention(db: Knex, options: RetentionOptions): Promise
     db,
     'record_versions',
     ['workspace_id', 'key', 'id'],
-    `t.deleted_at < ?${deliveryScope}`,
-    [cutoff, ...deliveryBind],
+    `t.deleted_at < ?${scope}`,
+    [cutoff, ...bind],
     batchSize,
   );
+  return { portalSessions, tombstones };
+}
 
+async function deleteImportJobs(pass: RetentionPass): Promise<Pick<RetentionCounts, 'importJobs' | 'lostImportJobs'>> {
+  const { db, cutoff, batchSize, scoped } = pass;
+  const [scope, bind] = inScope(pass, 't.workspace_id');
   // A job whose process died stays `running` until someone reads it (getImport): it is recorded failed here, as getImport
   // would, so that it is seen ended, and goes with the others' age.
   const lostImportJobs = (await failLostImports(db, { workspaceIds: scoped })).length;
@@ -174,20 +219,9 @@ export async function runRetention(db: Knex, options: RetentionOptions): Promise
     db,
     'import_jobs',
     ['id'],
-    `t.phase <> 'running' AND t.finished_at < ?${deliveryScope}`,
-    [cutoff, ...deliveryBind],
+    `t.phase <> 'running' AND t.finished_at < ?${scope}`,
+    [cutoff, ...bind],
     batchSize,
   );
-
-  return {
-    idempotencyKeys,
-    attempts,
-    deliveries,
-    events,
-    outbox,
-    portalSessions,
-    tombstones,
-    importJobs,
-    lostImportJobs,
-  };
+  return { importJobs, lostImportJobs };
 }
