@@ -264,18 +264,7 @@ export async function writeRecords(
     options.metrics?.refused.inc({ reason }, Math.max(1, batchRecordCount(body)));
     return err;
   };
-  const total = batchRecordCount(body);
-  if (total > MAX_BATCH_RECORDS) {
-    throw refuse(
-      'too_large',
-      new BatchTooLargeError(
-        `A batch holds at most ${MAX_BATCH_RECORDS} records (upserts and deletes together); this one holds ${total}. Send the rest in another batch, or a large load as an import job.`,
-      ),
-    );
-  }
-  const problems = batchProblems(body ?? {});
-  if (problems.length > 0) throw refuse('invalid', new InvalidRecordsError(problems));
-  const batch = (body ?? {}) as RecordBatch;
+  const batch = checkedBatch(body, refuse);
   const workspace = await findWorkspace(db, { id: workspaceId });
   const result: BatchResult = { upserted: {}, unchanged: {}, stale: {}, deleted: {}, events: [] };
 
@@ -286,97 +275,14 @@ export async function writeRecords(
       if (batch.history) await markHistory(trx);
       const plans: Planned[] = [];
       for (const entity of ENTITIES) {
-        const upserts = (batch.upsert?.[entity.key] ?? []) as Array<ImportRecord & { version?: number }>;
-        const deletes = batch.delete?.[entity.key] ?? [];
-        if (upserts.length === 0 && deletes.length === 0) continue;
-        await refuseOtherWorkspaces(
-          trx,
-          workspace.id,
-          entity,
-          upserts.map((r, index) => ({ id: r.id, at: `/upsert/${entity.key}/${index}/id` })),
-        );
-        const versioned: Versioned[] = [
-          ...upserts.flatMap((r, index) =>
-            r.version === undefined ? [] : [{ id: r.id, version: r.version, deleting: false, index }],
-          ),
-          ...deletes.flatMap((r, index) =>
-            r.version === undefined ? [] : [{ id: r.id, version: r.version, deleting: true, index }],
-          ),
-        ];
-        const unversioned = {
-          upserts: upserts.filter((r) => r.version === undefined).map((r) => r.id),
-          deletes: deletes.filter((r) => r.version === undefined).map((r) => r.id),
-        };
-        const outcome = await applyVersions(trx, workspace.id, entity.key, versioned, unversioned);
-        addCount(result.stale, entity.key, outcome.stale.length);
-        addCount(result.unchanged, entity.key, outcome.unchanged.length);
-        const allowed = new Set(outcome.applied.map((v) => `${v.deleting}:${v.index}`));
-        plans.push({
-          entity,
-          upserts: upserts.flatMap((record, index) =>
-            record.version === undefined || allowed.has(`false:${index}`)
-              ? [{ record, index, versioned: record.version !== undefined }]
-              : [],
-          ),
-          deletes: deletes.flatMap((record, index) =>
-            record.version === undefined || allowed.has(`true:${index}`)
-              ? [{ id: record.id, index, versioned: record.version !== undefined }]
-              : [],
-          ),
-        });
+        const plan = await planEntity(trx, workspace.id, entity, batch, result);
+        if (plan) plans.push(plan);
       }
 
       await refuseMissingReferences(trx, workspace.id, plans);
       await refuseDependents(trx, workspace.id, plans);
-
-      // Parents before children; deletes after, children before parents.
-      const { fieldsByKey } = compiledSchema();
-      for (const plan of plans) {
-        const fields = fieldsByKey.get(plan.entity.key)!;
-        for (let offset = 0; offset < plan.upserts.length; offset += CHUNK_SIZE) {
-          const chunk = plan.upserts.slice(offset, offset + CHUNK_SIZE);
-          const changed = new Set(
-            await upsertChunk(
-              trx,
-              {
-                entity: plan.entity,
-                fields,
-                workspaceId: workspace.id,
-                workspaceSlug: workspace.slug,
-                records: chunk.map((u) => u.record),
-                offset: 0,
-                prefix: '/upsert',
-                indexes: chunk.map((u) => u.index),
-              },
-              true,
-            ),
-          );
-          // A versioned record whose version moved on was written even where its fields were the same.
-          const written = chunk.filter((u) => changed.has(u.record.id.toLowerCase()) || u.versioned).length;
-          addCount(result.upserted, plan.entity.key, written);
-          addCount(result.unchanged, plan.entity.key, chunk.length - written);
-        }
-      }
-      for (const plan of [...plans].reverse()) {
-        if (plan.deletes.length === 0) continue;
-        const table = snakeCase(plan.entity.key);
-        const gone = new Set(
-          (
-            await trx(table)
-              .where({ workspace_id: workspace.id })
-              .whereIn(
-                'id',
-                plan.deletes.map((d) => d.id),
-              )
-              .delete()
-              .returning('id')
-          ).map((r: { id: string }) => r.id),
-        );
-        // A versioned delete of a record not there leaves its tombstone: it is a change (a late upsert stays out).
-        const deleted = plan.deletes.filter((d) => gone.has(d.id.toLowerCase()) || d.versioned).length;
-        addCount(result.deleted, plan.entity.key, deleted);
-        addCount(result.unchanged, plan.entity.key, plan.deletes.length - deleted);
-      }
+      await writeUpserts(trx, workspace, plans, result);
+      await writeDeletes(trx, workspace.id, plans, result);
 
       for (const event of batch.events ?? []) {
         const published = await publishEvent(trx, {
@@ -412,13 +318,146 @@ export async function writeRecords(
     if (err instanceof InputError) throw refuse('invalid', err);
     throw err;
   }
-  if (options.metrics) {
-    for (const [key, n] of Object.entries(result.upserted))
-      options.metrics.written.inc({ key, operation: 'upsert' }, n);
-    for (const [key, n] of Object.entries(result.deleted)) options.metrics.written.inc({ key, operation: 'delete' }, n);
-    for (const [key, n] of Object.entries(result.stale)) options.metrics.stale.inc({ key }, n);
-  }
+  if (options.metrics) countWritten(options.metrics, result);
   return result;
+}
+
+/** The batch, once within MAX_BATCH_RECORDS and valid; else the refusal, counted by `refuse`. */
+function checkedBatch(body: unknown, refuse: (reason: string, err: Error) => Error): RecordBatch {
+  const total = batchRecordCount(body);
+  if (total > MAX_BATCH_RECORDS) {
+    throw refuse(
+      'too_large',
+      new BatchTooLargeError(
+        `A batch holds at most ${MAX_BATCH_RECORDS} records (upserts and deletes together); this one holds ${total}. Send the rest in another batch, or a large load as an import job.`,
+      ),
+    );
+  }
+  const problems = batchProblems(body ?? {});
+  if (problems.length > 0) throw refuse('invalid', new InvalidRecordsError(problems));
+  return (body ?? {}) as RecordBatch;
+}
+
+/**
+ * What the batch does to one entity's records, once their versions are applied (versions.ts): the upserts and
+ * deletes their versions allow, or that carry none. Stale and unchanged versions are counted in `result`.
+ */
+async function planEntity(
+  trx: Knex.Transaction,
+  workspaceId: string,
+  entity: EntitySpec,
+  batch: RecordBatch,
+  result: BatchResult,
+): Promise<Planned | undefined> {
+  const upserts = (batch.upsert?.[entity.key] ?? []) as Array<ImportRecord & { version?: number }>;
+  const deletes = batch.delete?.[entity.key] ?? [];
+  if (upserts.length === 0 && deletes.length === 0) return undefined;
+  await refuseOtherWorkspaces(
+    trx,
+    workspaceId,
+    entity,
+    upserts.map((r, index) => ({ id: r.id, at: `/upsert/${entity.key}/${index}/id` })),
+  );
+  const versioned: Versioned[] = [
+    ...upserts.flatMap((r, index) =>
+      r.version === undefined ? [] : [{ id: r.id, version: r.version, deleting: false, index }],
+    ),
+    ...deletes.flatMap((r, index) =>
+      r.version === undefined ? [] : [{ id: r.id, version: r.version, deleting: true, index }],
+    ),
+  ];
+  const unversioned = {
+    upserts: upserts.filter((r) => r.version === undefined).map((r) => r.id),
+    deletes: deletes.filter((r) => r.version === undefined).map((r) => r.id),
+  };
+  const outcome = await applyVersions(trx, workspaceId, entity.key, versioned, unversioned);
+  addCount(result.stale, entity.key, outcome.stale.length);
+  addCount(result.unchanged, entity.key, outcome.unchanged.length);
+  const allowed = new Set(outcome.applied.map((v) => `${v.deleting}:${v.index}`));
+  return {
+    entity,
+    upserts: upserts.flatMap((record, index) =>
+      record.version === undefined || allowed.has(`false:${index}`)
+        ? [{ record, index, versioned: record.version !== undefined }]
+        : [],
+    ),
+    deletes: deletes.flatMap((record, index) =>
+      record.version === undefined || allowed.has(`true:${index}`)
+        ? [{ id: record.id, index, versioned: record.version !== undefined }]
+        : [],
+    ),
+  };
+}
+
+/** The planned upserts, parents before children, in chunks of CHUNK_SIZE; written and unchanged counted. */
+async function writeUpserts(
+  trx: Knex.Transaction,
+  workspace: { id: string; slug: string },
+  plans: Planned[],
+  result: BatchResult,
+): Promise<void> {
+  const { fieldsByKey } = compiledSchema();
+  for (const plan of plans) {
+    const fields = fieldsByKey.get(plan.entity.key)!;
+    for (let offset = 0; offset < plan.upserts.length; offset += CHUNK_SIZE) {
+      const chunk = plan.upserts.slice(offset, offset + CHUNK_SIZE);
+      const changed = new Set(
+        await upsertChunk(
+          trx,
+          {
+            entity: plan.entity,
+            fields,
+            workspaceId: workspace.id,
+            workspaceSlug: workspace.slug,
+            records: chunk.map((u) => u.record),
+            offset: 0,
+            prefix: '/upsert',
+            indexes: chunk.map((u) => u.index),
+          },
+          true,
+        ),
+      );
+      // A versioned record whose version moved on was written even where its fields were the same.
+      const written = chunk.filter((u) => changed.has(u.record.id.toLowerCase()) || u.versioned).length;
+      addCount(result.upserted, plan.entity.key, written);
+      addCount(result.unchanged, plan.entity.key, chunk.length - written);
+    }
+  }
+}
+
+/** The planned deletes, after the upserts and children before parents; deleted and unchanged counted. */
+async function writeDeletes(
+  trx: Knex.Transaction,
+  workspaceId: string,
+  plans: Planned[],
+  result: BatchResult,
+): Promise<void> {
+  for (const plan of [...plans].reverse()) {
+    if (plan.deletes.length === 0) continue;
+    const table = snakeCase(plan.entity.key);
+    const gone = new Set(
+      (
+        await trx(table)
+          .where({ workspace_id: workspaceId })
+          .whereIn(
+            'id',
+            plan.deletes.map((d) => d.id),
+          )
+          .delete()
+          .returning('id')
+      ).map((r: { id: string }) => r.id),
+    );
+    // A versioned delete of a record not there leaves its tombstone: it is a change (a late upsert stays out).
+    const deleted = plan.deletes.filter((d) => gone.has(d.id.toLowerCase()) || d.versioned).length;
+    addCount(result.deleted, plan.entity.key, deleted);
+    addCount(result.unchanged, plan.entity.key, plan.deletes.length - deleted);
+  }
+}
+
+function countWritten(metrics: RecordMetrics, result: BatchResult): void {
+  for (const [key, n] of Object.entries(result.upserted)) metrics.written.inc({ key, operation: 'upsert' }, n);
+  for (const [key, n] of Object.entries(result.deleted)) metrics.written.inc({ key, operation: 'delete' }, n);
+  for (const [key, n] of Object.entries(result.stale)) metrics.stale.inc({ key }, n);
 }
 
 /** An id of another workspace's record cannot be written here (ids are unique across workspaces). */
