@@ -143,53 +143,64 @@ const lineTooLong = (line: number) =>
   new ImportError(`invalid import stream at line ${line}: a line is longer than ${MAX_LINE_CHARS} characters (1 MiB)`);
 
 /** Records of the body as they arrive. */
-async function* recordsOf(
+function recordsOf(
   body: AsyncIterable<Buffer | string>,
   format: ImportFormat,
   source = 'the import document',
 ): AsyncGenerator<Incoming> {
-  if (format === 'ndjson') {
-    let rest = '';
-    let line = 0;
-    const parse = function* (text: string): Generator<Incoming> {
-      line++;
-      if (text.trim() === '') return;
-      let value: unknown;
-      try {
-        value = JSON.parse(text);
-      } catch {
-        throw new ImportError(`invalid import stream at line ${line}: not JSON`);
-      }
-      const { key, record, ...other } = (value ?? {}) as { key?: unknown; record?: unknown };
-      if (typeof key !== 'string' || !validatorOf(key))
-        throw new ImportError(
-          `invalid import stream at line ${line}: /key: must be one of ${ENTITIES.map((e) => e.key).join(', ')}`,
-        );
-      if (!record || typeof record !== 'object' || Object.keys(other).length > 0)
-        throw new ImportError(
-          `invalid import stream at line ${line}: a line is {"key": ..., "record": {...}} and nothing else`,
-        );
-      yield { key: key as DocumentKey, record: record as Incoming['record'], at: `line ${line}: /record` };
-    };
-    const decoder = new TextDecoder();
-    for await (const chunk of body) {
-      // Only the new text is searched for a line's end (the part before it was, and held none), and a line is held up to
-      // MAX_LINE_CHARS: a stream without newlines can neither grow without bound nor cost a rescan per chunk.
-      let text = typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
-      let newline: number;
-      while ((newline = text.indexOf('\n')) >= 0) {
-        const whole = rest + text.slice(0, newline);
-        rest = '';
-        text = text.slice(newline + 1);
-        if (whole.length > MAX_LINE_CHARS) throw lineTooLong(line + 1);
-        yield* parse(whole);
-      }
-      rest += text;
-      if (rest.length > MAX_LINE_CHARS) throw lineTooLong(line + 1);
+  return format === 'ndjson' ? ndjsonRecords(body) : jsonRecords(body, source);
+}
+
+/** The records of an NDJSON body: one {"key", "record"} a line, blank lines skipped. */
+async function* ndjsonRecords(body: AsyncIterable<Buffer | string>): AsyncGenerator<Incoming> {
+  let rest = '';
+  let line = 0;
+  const decoder = new TextDecoder();
+  for await (const chunk of body) {
+    // Only the new text is searched for a line's end (the part before it was, and held none), and a line is held up to
+    // MAX_LINE_CHARS: a stream without newlines can neither grow without bound nor cost a rescan per chunk.
+    let text = typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
+    let newline: number;
+    while ((newline = text.indexOf('\n')) >= 0) {
+      const whole = rest + text.slice(0, newline);
+      rest = '';
+      text = text.slice(newline + 1);
+      if (whole.length > MAX_LINE_CHARS) throw lineTooLong(line + 1);
+      const record = parseLine(whole, ++line);
+      if (record) yield record;
     }
-    if (rest !== '') yield* parse(rest);
-    return;
+    rest += text;
+    if (rest.length > MAX_LINE_CHARS) throw lineTooLong(line + 1);
   }
+  if (rest !== '') {
+    const record = parseLine(rest, ++line);
+    if (record) yield record;
+  }
+}
+
+/** The record on line `line` of an NDJSON body (1-based), or none for a blank line. */
+function parseLine(text: string, line: number): Incoming | undefined {
+  if (text.trim() === '') return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new ImportError(`invalid import stream at line ${line}: not JSON`);
+  }
+  const { key, record, ...other } = (value ?? {}) as { key?: unknown; record?: unknown };
+  if (typeof key !== 'string' || !validatorOf(key))
+    throw new ImportError(
+      `invalid import stream at line ${line}: /key: must be one of ${ENTITIES.map((e) => e.key).join(', ')}`,
+    );
+  if (!record || typeof record !== 'object' || Object.keys(other).length > 0)
+    throw new ImportError(
+      `invalid import stream at line ${line}: a line is {"key": ..., "record": {...}} and nothing else`,
+    );
+  return { key: key as DocumentKey, record: record as Incoming['record'], at: `line ${line}: /record` };
+}
+
+/** The records of a JSON import document (an object of arrays by document key), each once its value has ended. */
+async function* jsonRecords(body: AsyncIterable<Buffer | string>, source: string): AsyncGenerator<Incoming> {
   const pending: Incoming[] = [];
   let emitted = 0;
   let failure: Error | undefined;
@@ -373,45 +384,85 @@ async function runJob(
   options: StartImportOptions,
   bodyRead: () => void,
 ): Promise<ImportJob> {
-  const counts: CountsByKey = {};
-  let read = 0;
-  let applied = 0;
-  let lastReport = 0;
-  const report = async (stage: string, force = false) => {
-    options.onProgress?.({ recordsRead: read, recordsApplied: applied, stage });
-    if (!force && Date.now() - lastReport < PROGRESS_INTERVAL_MS) return;
-    lastReport = Date.now();
-    const [state] = await db('import_jobs')
-      .where({ id })
-      .update({ records_read: read, records_applied: applied, updated_at: db.fn.now() })
-      .returning('cancel_requested');
-    if (state?.cancel_requested) throw new JobCanceled();
-  };
-  let outcome: { phase: ImportPhase; error: string | null };
+  return new ImportRun(db, trx, id, workspace, options).run(bodyRead);
+}
+
+/** One job as it runs: what it read and applied, its progress, and the watch that can stop it while it waits. */
+class ImportRun {
+  private readonly counts: CountsByKey = {};
+  private read = 0;
+  private applied = 0;
+  private lastReport = 0;
   // Watched on a timer, not only as records are written: a cancel, or a body that stopped arriving, ends a job that
   // waits for input (the wait is raced against `stopped`).
-  let stop!: (err: Error) => void;
-  const stopped = new Promise<never>((_, reject) => {
-    stop = reject;
+  private stop!: (err: Error) => void;
+  private readonly stopped = new Promise<never>((_, reject) => {
+    this.stop = reject;
   });
-  stopped.catch(() => undefined);
-  let waitingSince: number | undefined;
-  let lastStatement = Date.now();
-  const watch = setInterval(() => {
-    if (waitingSince !== undefined && Date.now() - waitingSince > STALL_MS)
-      stop(new ImportError(`the upload stalled: nothing arrived for ${STALL_MS / 1000} s; nothing was written`));
-    void db('import_jobs')
+  /** Since when the job waits for the body's next record, while it waits. */
+  private waitingSince: number | undefined;
+  private lastStatement = Date.now();
+
+  constructor(
+    private readonly db: Knex,
+    private readonly trx: Knex.Transaction,
+    private readonly id: string,
+    private readonly workspace: { id: string; slug: string },
+    private readonly options: StartImportOptions,
+  ) {
+    this.stopped.catch(() => undefined);
+  }
+
+  async run(bodyRead: () => void): Promise<ImportJob> {
+    const { db, id, options } = this;
+    let outcome: { phase: ImportPhase; error: string | null };
+    const watch = setInterval(() => this.watch(), PROGRESS_INTERVAL_MS);
+    const records = recordsOf(options.body, options.format, options.source);
+    try {
+      await this.load(records, bodyRead);
+      outcome = { phase: 'succeeded', error: null };
+    } catch (err) {
+      outcome = await this.failed(err, records);
+    } finally {
+      clearInterval(watch);
+    }
+    const row = await db('import_jobs').where({ id }).first();
+    if (outcome.phase === 'succeeded' && options.metrics)
+      for (const [key, n] of Object.entries(this.counts)) options.metrics.written.inc({ key, operation: 'upsert' }, n);
+    return view(row);
+  }
+
+  /** Calls onProgress, and writes the progress (at most every PROGRESS_INTERVAL_MS unless `force`); a cancel throws. */
+  private async report(stage: string, force = false): Promise<void> {
+    const { db, id } = this;
+    this.options.onProgress?.({ recordsRead: this.read, recordsApplied: this.applied, stage });
+    if (!force && Date.now() - this.lastReport < PROGRESS_INTERVAL_MS) return;
+    this.lastReport = Date.now();
+    const [state] = await db('import_jobs')
       .where({ id })
+      .update({ records_read: this.read, records_applied: this.applied, updated_at: db.fn.now() })
+      .returning('cancel_requested');
+    if (state?.cancel_requested) throw new JobCanceled();
+  }
+
+  /** The timer's look: a stalled upload, or a cancel, stops the job. */
+  private watch(): void {
+    if (this.waitingSince !== undefined && Date.now() - this.waitingSince > STALL_MS)
+      this.stop(new ImportError(`the upload stalled: nothing arrived for ${STALL_MS / 1000} s; nothing was written`));
+    void this.db('import_jobs')
+      .where({ id: this.id })
       .first('cancel_requested')
       .then(
         (state) => {
-          if (state?.cancel_requested) stop(new JobCanceled());
+          if (state?.cancel_requested) this.stop(new JobCanceled());
         },
         () => undefined,
       );
-  }, PROGRESS_INTERVAL_MS);
-  const records = recordsOf(options.body, options.format, options.source);
-  try {
+  }
+
+  /** The job's transaction from its start to its commit: the records written, the totals, the audit, its end. */
+  private async load(records: AsyncGenerator<Incoming>, bodyRead: () => void): Promise<void> {
+    const { db, trx, id, workspace, options } = this;
     // A job is history: the records were true before they arrived here.
     await markHistory(trx);
     // No statement limit (the ingest pool's sessions carry the API's): a first load's rebuild of the totals, one
@@ -422,6 +473,30 @@ async function runJob(
     const versionsKept = bulk
       ? false
       : (await trx('record_versions').where({ workspace_id: workspace.id }).first(trx.raw('1 AS x'))) !== undefined;
+    await this.write(records, versionsKept, bodyRead);
+    if (bulk) {
+      await this.report('running totals', true);
+      await finishDeferredRollups(trx, workspace.id);
+    }
+    // (as the import always has: what was loaded, by entity; the job's row says the rest)
+    await recordAudit(trx, options.audit, {
+      action: 'workspace.import',
+      workspaceId: workspace.id,
+      target: { type: 'workspace', id: workspace.id },
+      changes: { imported: this.counts },
+    });
+    await this.report('committing', true);
+    // The job's end is written in its own transaction: it is seen succeeded exactly when its records are there (and a
+    // reader never finds it running without its lock in between).
+    await trx('import_jobs')
+      .where({ id })
+      .update(finalState('succeeded', null, this.read, this.applied, this.counts, trx));
+    await trx.commit();
+  }
+
+  /** Reads the records as they arrive, each checked alone, and writes them CHUNK_SIZE at a time, parents first. */
+  private async write(records: AsyncGenerator<Incoming>, versionsKept: boolean, bodyRead: () => void): Promise<void> {
+    const { trx, workspace, options } = this;
     const { fieldsByKey } = compiledSchema();
     const buffers = new Map<DocumentKey, Incoming[]>();
     let buffered = 0;
@@ -430,62 +505,51 @@ async function runJob(
         const items = buffers.get(entity.key);
         if (!items || items.length === 0) continue;
         buffers.set(entity.key, []);
-        applied += await writeChunk(
+        this.applied += await writeChunk(
           trx,
           workspace,
           entity,
           fieldsByKey.get(entity.key)!,
           items,
           versionsKept,
-          counts,
+          this.counts,
           options.metrics,
         );
       }
       buffered = 0;
-      lastStatement = Date.now();
-      await report('writing');
+      this.lastStatement = Date.now();
+      await this.report('writing');
     };
     for (;;) {
-      waitingSince = Date.now();
-      const next = await Promise.race([records.next(), stopped]);
-      waitingSince = undefined;
+      this.waitingSince = Date.now();
+      const next = await Promise.race([records.next(), this.stopped]);
+      this.waitingSince = undefined;
       if (next.done) break;
       const item = next.value;
-      read++;
+      this.read++;
       checkRecord(item);
       const list = buffers.get(item.key) ?? [];
       // The same id twice in one statement: the later one wins, as it would in a later chunk.
       list.push(item);
       buffers.set(item.key, list);
       if (++buffered >= CHUNK_SIZE) await flush();
-      else if (Date.now() - lastStatement > KEEP_BUSY_MS) {
+      else if (Date.now() - this.lastStatement > KEEP_BUSY_MS) {
         // A slow but steady upload: the transaction is touched so PostgreSQL's idle limit ends only a stalled one.
         await trx.raw('SELECT 1');
-        lastStatement = Date.now();
+        this.lastStatement = Date.now();
       }
     }
     bodyRead();
     await flush();
-    if (bulk) {
-      await report('running totals', true);
-      await finishDeferredRollups(trx, workspace.id);
-    }
-    // (as the import always has: what was loaded, by entity; the job's row says the rest)
-    await recordAudit(trx, options.audit, {
-      action: 'workspace.import',
-      workspaceId: workspace.id,
-      target: { type: 'workspace', id: workspace.id },
-      changes: { imported: counts },
-    });
-    await report('committing', true);
-    // The job's end is written in its own transaction: it is seen succeeded exactly when its records are there (and a
-    // reader never finds it running without its lock in between).
-    await trx('import_jobs')
-      .where({ id })
-      .update(finalState('succeeded', null, read, applied, counts, trx));
-    await trx.commit();
-    outcome = { phase: 'succeeded', error: null };
-  } catch (err) {
+  }
+
+  /** Ends a job that failed or was canceled: its end written, its transaction rolled back, nothing kept. */
+  private async failed(
+    err: unknown,
+    records: AsyncGenerator<Incoming>,
+  ): Promise<{ phase: ImportPhase; error: string | null }> {
+    const { db, trx, id, workspace, options } = this;
+    let outcome: { phase: ImportPhase; error: string | null };
     // What still reads the body stops (a stream is destroyed: its sender's upload ends).
     (options.body as { destroy?: () => void }).destroy?.();
     void records.return(undefined).catch(() => undefined);
@@ -499,21 +563,17 @@ async function runJob(
       );
       outcome = { phase: 'failed', error: INTERNAL_JOB_ERROR };
     }
-    if (!(err instanceof JobCanceled)) options.metrics?.refused.inc({ reason: 'import_failed' }, Math.max(read, 1));
-    applied = 0;
+    if (!(err instanceof JobCanceled))
+      options.metrics?.refused.inc({ reason: 'import_failed' }, Math.max(this.read, 1));
+    this.applied = 0;
     // Written while the transaction still holds the job's lock, then rolled back: never seen as a lost process.
     await db('import_jobs')
       .where({ id })
-      .update(finalState(outcome.phase, outcome.error, read, 0, {}, db))
+      .update(finalState(outcome.phase, outcome.error, this.read, 0, {}, db))
       .catch(() => undefined);
     await trx.rollback().catch(() => undefined);
-  } finally {
-    clearInterval(watch);
+    return outcome;
   }
-  const row = await db('import_jobs').where({ id }).first();
-  if (outcome.phase === 'succeeded' && options.metrics)
-    for (const [key, n] of Object.entries(counts)) options.metrics.written.inc({ key, operation: 'upsert' }, n);
-  return view(row);
 }
 
 // (the wall clock, not now(): a job's own transaction began before its row was inserted, so its start would put the
