@@ -139,51 +139,65 @@ const afterPosition = (alias: string) => `(${alias}.make, ${alias}.model, ${alia
 const modelMatches = (alias: string) =>
   `(strpos(lower(${alias}.make), lower(:q)) > 0 OR strpos(lower(${alias}.model), lower(:q)) > 0)`;
 
+const COLUMNS = 'v.id, v.make, v.model, v.plate, v.category, v.daily_rate, v.state';
+
 function buildVehicleStatement(term: Term, window: boolean, after: boolean): string {
-  const columns = 'v.id, v.make, v.model, v.plate, v.category, v.daily_rate, v.state';
-  const andAfter = (alias: string) => (after ? `AND ${afterPosition(alias)}` : '');
-  // The page of vehicles and one more (whether a next page exists), picked first (LIMIT inside), in make, model, plate
-  // order, on one kept plan (WORKSPACE).
-  let page = `SELECT ${columns} FROM vehicles v WHERE v.workspace_id = ${WORKSPACE} ${andAfter('v')}
-    ORDER BY v.make, v.model, v.plate LIMIT ${FETCH_SIZE}`;
   // Prepared once per connection: the plan below suits every term, so PostgreSQL keeps a generic one instead of
   // planning the statement on every request.
-  if (term !== 'none') {
-    // A match is a case-insensitive substring of the make, the model or the plate (spaces in the plate ignored).
-    // Make and model: the matching rows of vehicle_models (a few per workspace), each model's vehicles read in
-    // plate order from vehicles_order and cut at the page size, so only the models that reach the page are
-    // read. Plate: for a term the trigram index can serve, its matches are taken from the index (LIKE, wildcards
-    // escaped; plate_key is already lower-cased) and sorted (vehicles_workspace_plate_trgm: GIN on the workspace and
-    // the plate's trigrams, so the scan returns this workspace's plates, never another tenant's); MATERIALIZED keeps
-    // a generic plan from walking every plate in order instead, as it did for `toyota` on the large data set. A shorter term is tested in
-    // order (strpos) and stops at the page size. All are substring tests of lower-cased text. The plate side leaves
-    // out vehicles whose make or model matches, so the two sides never share a vehicle and are appended without
-    // the sort that removing duplicates takes (about an eighth of the statement): such a vehicle is on the first
-    // side, or behind a full page of it and so not on the page at all. The whole is cut to the page in the same
-    // order. A later page: each side keeps the rows after the position (the models from the position's own on, each
-    // model's vehicles walked from the position on), so it reads what the first page does.
-    let plates: string;
-    let plateMatches: string;
-    if (term === 'trigram') {
-      plates = `WITH plates AS MATERIALIZED (
-        SELECT ${columns} FROM vehicles v WHERE v.workspace_id = :ws AND v.plate_key LIKE lower(:platePattern) ESCAPE '\\'
-          AND NOT ${modelMatches('v')} ${andAfter('v')}
+  const page = term === 'none' ? vehiclePage(after) : matchingPage(term, after);
+  return pageAsJson(page, window);
+}
+
+const andAfter = (after: boolean, alias: string) => (after ? `AND ${afterPosition(alias)}` : '');
+
+/**
+ * The page of vehicles and one more (whether a next page exists), picked first (LIMIT inside), in make, model, plate
+ * order, on one kept plan (WORKSPACE).
+ */
+function vehiclePage(after: boolean): string {
+  return `SELECT ${COLUMNS} FROM vehicles v WHERE v.workspace_id = ${WORKSPACE} ${andAfter(after, 'v')}
+    ORDER BY v.make, v.model, v.plate LIMIT ${FETCH_SIZE}`;
+}
+
+/**
+ * The page of the vehicles a term matches. A match is a case-insensitive substring of the make, the model or the
+ * plate (spaces in the plate ignored).
+ * Make and model: the matching rows of vehicle_models (a few per workspace), each model's vehicles read in
+ * plate order from vehicles_order and cut at the page size, so only the models that reach the page are
+ * read. Plate: for a term the trigram index can serve, its matches are taken from the index (LIKE, wildcards
+ * escaped; plate_key is already lower-cased) and sorted (vehicles_workspace_plate_trgm: GIN on the workspace and
+ * the plate's trigrams, so the scan returns this workspace's plates, never another tenant's); MATERIALIZED keeps
+ * a generic plan from walking every plate in order instead, as it did for `toyota` on the large data set. A shorter
+ * term is tested in order (strpos) and stops at the page size. All are substring tests of lower-cased text. The
+ * plate side leaves out vehicles whose make or model matches, so the two sides never share a vehicle and are
+ * appended without the sort that removing duplicates takes (about an eighth of the statement): such a vehicle is on
+ * the first side, or behind a full page of it and so not on the page at all. The whole is cut to the page in the
+ * same order. A later page: each side keeps the rows after the position (the models from the position's own on, each
+ * model's vehicles walked from the position on), so it reads what the first page does.
+ */
+function matchingPage(term: Exclude<Term, 'none'>, after: boolean): string {
+  let plates: string;
+  let plateMatches: string;
+  if (term === 'trigram') {
+    plates = `WITH plates AS MATERIALIZED (
+        SELECT ${COLUMNS} FROM vehicles v WHERE v.workspace_id = :ws AND v.plate_key LIKE lower(:platePattern) ESCAPE '\\'
+          AND NOT ${modelMatches('v')} ${andAfter(after, 'v')}
       )`;
-      plateMatches = 'SELECT * FROM plates v ORDER BY v.make, v.model, v.plate LIMIT :limit + 1';
-    } else {
-      plates = '';
-      plateMatches = `SELECT ${columns} FROM vehicles v WHERE v.workspace_id = :ws AND strpos(v.plate_key, lower(:plateKey)) > 0
-           AND NOT ${modelMatches('v')} ${andAfter('v')}
+    plateMatches = 'SELECT * FROM plates v ORDER BY v.make, v.model, v.plate LIMIT :limit + 1';
+  } else {
+    plates = '';
+    plateMatches = `SELECT ${COLUMNS} FROM vehicles v WHERE v.workspace_id = :ws AND strpos(v.plate_key, lower(:plateKey)) > 0
+           AND NOT ${modelMatches('v')} ${andAfter(after, 'v')}
          ORDER BY v.make, v.model, v.plate LIMIT :limit + 1`;
-    }
-    page = `
+  }
+  return `
       ${plates}
       SELECT * FROM (
-        (SELECT ${columns}
+        (SELECT ${COLUMNS}
          FROM vehicle_models g
          CROSS JOIN LATERAL (
-           SELECT ${columns} FROM vehicles v
-           WHERE v.workspace_id = :ws AND v.make = g.make AND v.model = g.model ${andAfter('v')}
+           SELECT ${COLUMNS} FROM vehicles v
+           WHERE v.workspace_id = :ws AND v.make = g.make AND v.model = g.model ${andAfter(after, 'v')}
            ORDER BY v.plate LIMIT :limit + 1
          ) v
          WHERE g.workspace_id = :ws AND g.vehicles > 0
@@ -195,15 +209,32 @@ function buildVehicleStatement(term: Term, window: boolean, after: boolean): str
       ) m
       ORDER BY make, model, plate
       LIMIT :limit + 1`;
-  }
-  // Availability is then probed per returned vehicle (LATERAL ... LIMIT 1, index-only on bookings_vehicle_open
-  // and maintenance_vehicle_starts), never across all bookings of the window. Ranges are half-open: a booking or a
-  // block overlaps [from, to) when it starts before `to` and ends after `from`; an active booking ends at the
-  // later of its dropoff and now. The vehicle alone selects its bookings and blocks: their foreign keys carry
-  // the workspace with the vehicle.
-  // The page is built as JSON text by PostgreSQL (concatenation: see jsonObjectText) and handed over as text, which
-  // the API sends as it is: Node neither parses the rows nor serialises them again. Keys and their order are the
-  // document's VehicleRow.
+}
+
+/**
+ * Availability is probed per returned vehicle (LATERAL ... LIMIT 1, index-only on bookings_vehicle_open and
+ * maintenance_vehicle_starts), never across all bookings of the window. Ranges are half-open: a booking or a block
+ * overlaps [from, to) when it starts before `to` and ends after `from`; an active booking ends at the later of its
+ * dropoff and now. The vehicle alone selects its bookings and blocks: their foreign keys carry the workspace with
+ * the vehicle.
+ */
+const AVAILABILITY = `CROSS JOIN (SELECT CAST(:from AS timestamptz) AS win_start, CAST(:to AS timestamptz) AS win_end, CAST(:now AS timestamptz) AS now) w
+    LEFT JOIN LATERAL (
+      SELECT 1 AS hit FROM bookings b
+      WHERE b.vehicle_id = l.id AND b.status IN ('confirmed', 'active') AND b.pickup_at < w.win_end
+        AND (b.dropoff_at > w.win_start OR (b.status = 'active' AND w.now > w.win_start))
+      LIMIT 1
+    ) bk ON true
+    LEFT JOIN LATERAL (
+      SELECT 1 AS hit FROM maintenance m WHERE m.vehicle_id = l.id AND m.starts_at < w.win_end AND m.ends_at > w.win_start LIMIT 1
+    ) mt ON true`;
+
+/**
+ * The page as JSON text, built by PostgreSQL (concatenation: see jsonObjectText) and handed over as text, which the
+ * API sends as it is: Node neither parses the rows nor serialises them again. Keys and their order are the
+ * document's VehicleRow; `available` only with a window (AVAILABILITY).
+ */
+function pageAsJson(page: string, window: boolean): string {
   const row = jsonObjectText([
     ['id', jsonValue.plainString('l.id')],
     ['make', jsonValue.string('l.make')],
@@ -226,19 +257,6 @@ function buildVehicleStatement(term: Term, window: boolean, after: boolean): str
   return `
     SELECT ${jsonObjectText([['rows', jsonArrayText(row, 'l.make, l.model, l.plate', order.inPage)]])} AS body, ${order.next} AS next
     FROM (SELECT p.*, ${order.number} FROM (${page}) p) l
-    ${
-      window
-        ? `CROSS JOIN (SELECT CAST(:from AS timestamptz) AS win_start, CAST(:to AS timestamptz) AS win_end, CAST(:now AS timestamptz) AS now) w
-    LEFT JOIN LATERAL (
-      SELECT 1 AS hit FROM bookings b
-      WHERE b.vehicle_id = l.id AND b.status IN ('confirmed', 'active') AND b.pickup_at < w.win_end
-        AND (b.dropoff_at > w.win_start OR (b.status = 'active' AND w.now > w.win_start))
-      LIMIT 1
-    ) bk ON true
-    LEFT JOIN LATERAL (
-      SELECT 1 AS hit FROM maintenance m WHERE m.vehicle_id = l.id AND m.starts_at < w.win_end AND m.ends_at > w.win_start LIMIT 1
-    ) mt ON true`
-        : ''
-    }
+    ${window ? AVAILABILITY : ''}
     `;
 }
