@@ -114,3 +114,19 @@ function openSecrets(
     return [];
   }
 }
+
+/** Gives back the leases of claims this dispatcher will not send, so that another may take them at once. */
+export async function releaseClaims({ db, logger, owner }: ClaimSettings, ids: string[]): Promise<void> {
+  if (ids.length === 0) return;
+  try {
+    await db('deliveries')
+      .whereIn('id', ids)
+      .where({ lease_owner: owner })
+      .update({ lease_owner: null, lease_until: null });
+  } catch (err) {
+    logger.warn(
+      { err: { message: (err as Error).message } },
+      'could not give back the leases of unsent claims; they run out',
+    );
+  }
+}

@@ -4,7 +4,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { recordAttempts, type RecordSettings } from './attempt-records.js';
 import { TEST_EVENT } from './catalogue.js';
-import { claimDue, type ClaimSettings } from './claims.js';
+import { claimDue, releaseClaims, type ClaimSettings } from './claims.js';
 import { DeliveryListener } from './delivery-listener.js';
 import type { DestinationPolicy } from './destination-policy.js';
 import { send, type CompletedDispatch, type PendingDispatch, type SendSettings, type SweepCounts } from './dispatch.js';
@@ -67,12 +67,11 @@ const CONTENTION_RETRY_MS = 5;
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class Dispatcher {
-  private readonly db: Knex;
-  private readonly logger: Logger;
   private readonly concurrency: number;
   private readonly perEndpointConcurrency: number;
   private readonly perWorkspaceConcurrency: number;
-  private readonly leaseMs: number;
+  /** How long a claim may wait ready: READY_FOR_MS, within what its lease leaves beyond an attempt. */
+  private readonly readyForMs: number;
   private readonly pollIntervalMs: number;
   private readonly clock: () => Date;
   /** What each stage works with: the claim, the send and the record. */
@@ -121,23 +120,23 @@ export class Dispatcher {
   private pollTimer: NodeJS.Timeout | undefined;
 
   constructor(options: DispatcherOptions) {
-    this.db = options.db;
-    this.logger = options.logger.child({ component: 'dispatcher' });
+    const logger = options.logger.child({ component: 'dispatcher' });
     this.concurrency = options.concurrency ?? 64;
     this.perEndpointConcurrency = options.perEndpointConcurrency ?? 8;
     this.perWorkspaceConcurrency = options.perWorkspaceConcurrency ?? defaultWorkspaceConcurrency(this.concurrency);
-    this.leaseMs = options.leaseMs ?? 60_000;
+    const leaseMs = options.leaseMs ?? 60_000;
     const attemptTimeoutMs = options.attemptTimeoutMs ?? DEFAULT_ATTEMPT_TIMEOUT_MS;
     this.pollIntervalMs = Math.min(options.pollIntervalMs ?? 1000, 1000);
     this.clock = options.clock ?? (() => new Date());
     if (!(this.concurrency >= 1 && this.perEndpointConcurrency >= 1 && this.perWorkspaceConcurrency >= 1))
       throw new Error('concurrency limits must be at least 1');
-    if (!(this.leaseMs > attemptTimeoutMs)) throw new Error('leaseMs must be longer than attemptTimeoutMs');
+    if (!(leaseMs > attemptTimeoutMs)) throw new Error('leaseMs must be longer than attemptTimeoutMs');
+    this.readyForMs = Math.min(READY_FOR_MS, leaseMs - attemptTimeoutMs);
     this.claiming = {
-      db: this.db,
-      logger: this.logger,
+      db: options.db,
+      logger,
       owner: this.owner,
-      leaseMs: this.leaseMs,
+      leaseMs,
       perEndpoint: CLAIM_AHEAD * this.perEndpointConcurrency,
       perWorkspace: CLAIM_AHEAD * this.perWorkspaceConcurrency,
       workspaceIds: options.workspaceIds ?? null,
@@ -146,9 +145,9 @@ export class Dispatcher {
       timeoutMs: attemptTimeoutMs,
       destinationPolicy: options.destinationPolicy ?? processConfig().destinationPolicy,
     };
-    this.recording = { db: this.db, logger: this.logger, metrics: options.metrics, owner: this.owner };
-    this.failures = new SweepFailures(this.logger, this.pollIntervalMs);
-    this.listener = new DeliveryListener(this.db, this.logger, {
+    this.recording = { db: options.db, logger, metrics: options.metrics, owner: this.owner };
+    this.failures = new SweepFailures(logger, this.pollIntervalMs);
+    this.listener = new DeliveryListener(options.db, logger, {
       notified: () => this.wake(true),
       wanted: () => !this.stopping && this.busy,
       firstBackoffMs: this.pollIntervalMs,
@@ -227,7 +226,7 @@ export class Dispatcher {
       this.startFlush(counts, now);
       if (this.failures.givenUp !== undefined && now !== undefined) await this.giveUp();
       if (this.stopping && this.ready.length > 0) await this.releaseReady();
-      if (this.unsent.length > 0) await this.releaseLeases(this.unsent.splice(0));
+      if (this.unsent.length > 0) await releaseClaims(this.claiming, this.unsent.splice(0));
       const free = CLAIM_AHEAD * this.concurrency - this.inFlight - this.ready.length;
       // (while outcomes wait to be recorded the flush goes first: a claim could take their deliveries again)
       if (!this.stopping && this.claimWanted && free > 0 && !this.waitingToRecord) {
@@ -270,7 +269,7 @@ export class Dispatcher {
         held: this.held,
       });
       this.failures.answered('claim');
-      const launchBy = claimedAt + Math.min(READY_FOR_MS, this.leaseMs - this.sending.timeoutMs);
+      const launchBy = claimedAt + this.readyForMs;
       for (const claim of claims) {
         this.held.add(claim);
         this.ready.push({ claim, launchBy });
@@ -394,22 +393,7 @@ export class Dispatcher {
   private async releaseReady(): Promise<void> {
     const ids = this.ready.map(({ claim }) => claim.deliveryId);
     this.dropReady();
-    await this.releaseLeases(ids);
-  }
-
-  private async releaseLeases(ids: string[]): Promise<void> {
-    if (ids.length === 0) return;
-    try {
-      await this.db('deliveries')
-        .whereIn('id', ids)
-        .where({ lease_owner: this.owner })
-        .update({ lease_owner: null, lease_until: null });
-    } catch (err) {
-      this.logger.warn(
-        { err: { message: (err as Error).message } },
-        'could not give back the leases of unsent claims; they run out',
-      );
-    }
+    await releaseClaims(this.claiming, ids);
   }
 
   /** Sends one claim in a free slot; its outcome waits in `finished` for the next flush. */
