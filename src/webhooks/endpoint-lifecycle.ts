@@ -59,7 +59,8 @@ export async function switchEndpoint<Row>(
 /**
  * Moves the pending deliveries of switched-off endpoints to `held` (test deliveries stay queued: they are sent
  * to a switched-off endpoint too). Call it in the transaction that switches the endpoints off. (The dispatcher's
- * flush does the same in its own statement for the endpoints it switches off: see RECORD_ATTEMPTS.)
+ * flush does the same in its own statement for the endpoints it switches off: see RECORD_ATTEMPTS in
+ * attempt-records.ts.)
  */
 export async function holdPendingDeliveries(db: Knex, endpointIds: string[]): Promise<number> {
   if (endpointIds.length === 0) return 0;
