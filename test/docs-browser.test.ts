@@ -58,7 +58,7 @@ describe('the reference page (/docs) in a browser', function () {
     page.on('pageerror', (error) => consoleErrors.push(error.message));
 
     const loaded = await page.goto(`${api.url}/docs`, { waitUntil: 'networkidle' });
-    // The page runs under its Content-Security-Policy (src/api/docs.ts): only this server's own scripts, no framing.
+    // The page runs under its Content-Security-Policy (src/http/docs.ts): only this server's own scripts, no framing.
     expect(loaded!.headers()['content-security-policy'])
       .to.include("script-src 'self';")
       .and.include("frame-ancestors 'none'");

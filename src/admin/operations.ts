@@ -1,13 +1,13 @@
 import type { IncomingMessage } from 'node:http';
 import { PassThrough, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import { allowLongBody } from '../api/http-limits.js';
+import { allowLongBody } from '../http/http-limits.js';
 import { ImportError } from '../core/import/import-document.js';
 import type { Knex } from 'knex';
 import type { AuditContext } from '../core/audit.js';
 import { listAuditEntries } from '../core/audit.js';
 import type { Cursors } from '../api/cursors.js';
-import { apiError } from '../api/errors.js';
+import { apiError } from '../http/errors.js';
 import type { AdminTokenHolder } from '../core/admin-tokens.js';
 import {
   createApiKey,

@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import { derivedKeys, MasterKeyError, type KeyringOptions } from '../secrets.js';
-import { invalidRequest, type ApiError } from './errors.js';
+import { invalidRequest, type ApiError } from '../http/errors.js';
 
 // The API's list cursors (GET /v1/vehicles, /v1/receivables, /v1/webhooks/{id}/deliveries): one mechanism for all.
 // A cursor is a position in a list's order, signed. It lives in the API layer, not beside the queries: the query

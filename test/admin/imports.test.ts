@@ -16,8 +16,8 @@ import net from 'node:net';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createAdminApp } from '../../src/admin/app.js';
-import { listen } from '../../src/api/app.js';
-import { DEFAULT_HTTP_LIMITS } from '../../src/api/http-limits.js';
+import { listen } from '../../src/http/edge.js';
+import { DEFAULT_HTTP_LIMITS } from '../../src/http/http-limits.js';
 import { capturedLogger } from '../support/logs.js';
 import { runRetention } from '../../src/webhooks/retention.js';
 import {

@@ -1,7 +1,8 @@
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { expect } from 'chai';
-import { listen, pathPattern } from '../../src/api/app.js';
+import { listen } from '../../src/http/edge.js';
+import { pathPattern } from '../../src/http/contract.js';
 import { createAdminApp, type AdminAppOptions } from '../../src/admin/app.js';
 import { loadOpenApiDocument, type OpenApiOperation } from '../../src/contract/document.js';
 import { adminValidators } from '../../src/contract/validators.js';

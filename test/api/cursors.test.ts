@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import { expect } from 'chai';
-import { ApiError } from '../../src/api/errors.js';
+import { ApiError } from '../../src/http/errors.js';
 import { CURSOR_KEY_LABEL, Cursors, type CursorBinding } from '../../src/api/cursors.js';
 import { derivedKeys } from '../../src/secrets.js';
 

@@ -5,10 +5,10 @@ import { testDatabase } from '../support/database.js';
 import { expectDocumented, startApi, type ApiResponse, type TestApi } from '../support/api.js';
 import { createApiKey, createWorkspace, revokeApiKey } from '../../src/core/workspaces.js';
 import { hashApiKey, newApiKey } from '../../src/secrets.js';
-import { AuthFailureLimits } from '../../src/api/auth-failures.js';
+import { AuthFailureLimits } from '../../src/http/auth-failures.js';
 import { sleep } from '../webhooks/support.js';
 
-// A fair share of the read API (src/api/rate-limits.ts, src/api/auth-failures.ts): each workspace's requests a second
+// A fair share of the read API (src/api/rate-limits.ts, src/http/auth-failures.ts): each workspace's requests a second
 // and in flight, across all its keys; failed authentications per client address, refused before the database; where
 // the caller stands on every answer. Each test runs its own app with small limits and workspaces of its own.
 

@@ -1,9 +1,10 @@
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
-import { createApp, listen } from '../../src/api/app.js';
+import { publicApi, publicListener } from '../../src/api/app.js';
+import { listen } from '../../src/http/edge.js';
 import { createPortal } from '../../src/portal/app.js';
 import { DEFAULT_PORTAL_AUTH_FAILURE_LIMIT } from '../../src/portal/settings.js';
-import type { AuthFailureSettings } from '../../src/api/auth-failures.js';
+import type { AuthFailureSettings } from '../../src/http/auth-failures.js';
 import { processConfig } from '../../src/config.js';
 import { createAdminToken } from '../../src/core/admin-tokens.js';
 import { cliAudit } from '../../src/core/audit.js';
@@ -74,22 +75,18 @@ export async function startScreen(
   const limits = options.authFailures
     ? { workspace: processConfig().workspaceLimits, authFailures: options.authFailures }
     : undefined;
-  const app = await createApp({
-    db: database.forRole('api'),
-    logger,
-    clock: options.clock,
-    limits,
-    portal: (edge) =>
-      createPortal({
-        ...edge,
-        db: database.forRole('admin'),
-        settings: {
-          publicUrl: options.publicUrl ?? 'http://127.0.0.1',
-          frameAncestors: options.frameAncestors ?? [],
-          authFailuresPerMinute: options.screenAuthFailures ?? DEFAULT_PORTAL_AUTH_FAILURE_LIMIT,
-        },
-      }),
+  // As main serves them: the public API, and the screen mounted beside it under /portal.
+  const api = await publicApi({ db: database.forRole('api'), logger, clock: options.clock, limits });
+  const screen = await createPortal({
+    ...api.edge,
+    db: database.forRole('admin'),
+    settings: {
+      publicUrl: options.publicUrl ?? 'http://127.0.0.1',
+      frameAncestors: options.frameAncestors ?? [],
+      authFailuresPerMinute: options.screenAuthFailures ?? DEFAULT_PORTAL_AUTH_FAILURE_LIMIT,
+    },
   });
+  const app = publicListener(api, { logger, beside: [{ prefix: '/portal', serve: screen }] });
   const server: Server = await listen(app, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const admin = await startAdminApiAt({ clock: options.clock, portalUrl: url });
