@@ -12,7 +12,7 @@ import pino from 'pino';
 import { processConfig } from '../src/config.js';
 import { openDatabase } from '../src/db/database.js';
 import { publicOperations } from '../src/api/operations/index.js';
-import { Cursors } from '../src/api/cursors.js';
+import { Cursors } from '../src/http/cursors.js';
 import { processCpuMicros } from './proc-cpu.js';
 
 const [only = '', slugArg] = process.argv.slice(2);

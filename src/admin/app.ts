@@ -14,7 +14,7 @@ import { NoSealingKeyError } from '../secrets.js';
 import { AuthFailureLimits, type AuthFailureSettings } from '../http/auth-failures.js';
 import { processConfig } from '../config.js';
 import { rateLimitHeaders } from '../http/standing.js';
-import { Cursors } from '../api/cursors.js';
+import { Cursors } from '../http/cursors.js';
 import { loadShedding } from '../http/load-shedding.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
 import type { AuditContext } from '../core/audit.js';

@@ -6,7 +6,7 @@ import { ImportError } from '../core/import/import-document.js';
 import type { Knex } from 'knex';
 import type { AuditContext } from '../core/audit.js';
 import { listAuditEntries } from '../core/audit.js';
-import type { Cursors } from '../api/cursors.js';
+import type { Cursors } from '../http/cursors.js';
 import { apiError } from '../http/errors.js';
 import type { AdminTokenHolder } from '../core/admin-tokens.js';
 import {
@@ -37,7 +37,7 @@ import type {
   PublishEventRequest,
   RecoverRequest,
 } from '../../generated/admin-strict/types.gen.js';
-import type { CursorBinding } from '../api/cursors.js';
+import type { CursorBinding } from '../http/cursors.js';
 import type { DeliveryPosition, WorkspaceDeliveryFilters } from '../queries/deliveries.js';
 import { listWorkspaceDeliveries, showDelivery } from '../core/webhooks/deliveries.js';
 import { recoverEndpoint, retryDelivery } from '../core/webhooks/recovery.js';

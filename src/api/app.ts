@@ -20,7 +20,7 @@ import { loadShedding } from '../http/load-shedding.js';
 import { entityTag, noneMatchAny, noneMatchHolds, REVALIDATED_CACHE_CONTROL } from './revalidation.js';
 import type { ReadPool, ReadRouting } from '../db/read-routing.js';
 import { AnswerCache } from './answer-cache.js';
-import { Cursors } from './cursors.js';
+import { Cursors } from '../http/cursors.js';
 import { compression } from './compression.js';
 import { DATA_STALENESS_HEADER, logAnswerErrors, requestEdge, requestGuard } from '../http/edge.js';
 import { serveDocument, type Answer, type Operation } from '../http/serve-document.js';
@@ -60,7 +60,7 @@ export interface AppOptions {
   answerCacheBytes?: number;
   /**
    * Signs and checks the lists' cursors; default: with the key derived from this process's master key, the same in
-   * every API process and across restarts (src/api/cursors.ts). Without a master key the app does not start.
+   * every API process and across restarts (src/http/cursors.ts). Without a master key the app does not start.
    */
   cursors?: Cursors;
   /**

@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Caller } from './auth.js';
-import type { Cursors } from './cursors.js';
+import type { Cursors } from '../http/cursors.js';
 import type { AnswerInputs } from '../queries/data-versions.js';
 
 // What an operation of the public API is (one file each in src/api/operations/, named by its operationId): its handler,
@@ -17,7 +17,7 @@ export interface OperationContext {
   params: Record<string, string>;
   headers: IncomingHttpHeaders;
   logger: Logger;
-  /** Signs and checks the lists' cursors (src/api/cursors.ts). */
+  /** Signs and checks the lists' cursors (src/http/cursors.ts). */
   cursors: Cursors;
 }
 

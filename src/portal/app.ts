@@ -29,7 +29,7 @@ import { AuthFailureLimits, type AuthGuard } from '../http/auth-failures.js';
 import { noRoute } from '../http/edge.js';
 import { readJsonBody } from '../http/json-body.js';
 import type { RequestContext, RequestMiddleware } from '../http/request-state.js';
-import type { Cursors } from '../api/cursors.js';
+import type { Cursors } from '../http/cursors.js';
 import { derivedKeys, hashApiKey, type KeyringOptions } from '../secrets.js';
 import { findWorkspace } from '../core/workspaces.js';
 import {

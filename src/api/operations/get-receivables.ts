@@ -1,5 +1,5 @@
 import { receivablesJson, type ReceivablesPosition } from '../../queries/receivables.js';
-import type { CursorBinding } from '../cursors.js';
+import type { CursorBinding } from '../../http/cursors.js';
 import { ok, type EtagInputs, type Handler } from '../operation.js';
 
 // GET /v1/finance/receivables: what customers owe, a page at a time.

@@ -1,5 +1,5 @@
 import { deliveryLog, type DeliveryLogParams, type DeliveryPosition } from '../../queries/deliveries.js';
-import type { CursorBinding } from '../cursors.js';
+import type { CursorBinding } from '../../http/cursors.js';
 import { apiError } from '../../http/errors.js';
 import { ok, type EtagInputs, type Handler } from '../operation.js';
 

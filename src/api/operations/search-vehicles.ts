@@ -1,5 +1,5 @@
 import { availabilityClock, searchVehiclesJson, type VehiclePosition } from '../../queries/vehicles.js';
-import type { CursorBinding } from '../cursors.js';
+import type { CursorBinding } from '../../http/cursors.js';
 import { invalidRequest } from '../../http/errors.js';
 import { ok, type EtagInputs, type Handler } from '../operation.js';
 
