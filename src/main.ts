@@ -228,7 +228,7 @@ async function checkKeys(db: Knex, role: ServiceConfig['role']): Promise<void> {
   }
 }
 
-/** FRS_ROLE=all: the worker's process starts now and gets ready while this one loads the API (awaited before "Ready"). */
+/** FRS_ROLE=all: the worker's process starts now, and gets ready while this one loads the API (awaited before Ready). */
 function startTheWorkerProcess(settings: Config, masterKey: Record<string, string>, logger: Logger): Promise<void> {
   process.stderr.write(
     'fleet-rental: starting the webhook worker in a process of its own (the only one holding the master key)…\n',
@@ -245,7 +245,10 @@ function startTheWorkerProcess(settings: Config, masterKey: Record<string, strin
   return started.running;
 }
 
-/** FRS_ROLE=all's worker: reports running, and sends its metrics through the parent's listener (FRS_METRICS_PORT is the parent's). */
+/**
+ * FRS_ROLE=all's worker: reports running, and sends its metrics through the parent's listener (FRS_METRICS_PORT is the
+ * parent's).
+ */
 function reportToParent(metrics: ServiceMetrics): void {
   if (process.connected) process.send!('running');
   process.on('message', (message: unknown) => {

@@ -70,7 +70,10 @@ export interface AppOptions {
   reads?: ReadRouting;
 }
 
-/** What the public listener lends a screen mounted beside the API: its clock and cursors, the failure limit, the workspace's share. */
+/**
+ * What the public listener lends a screen mounted beside the API: its clock and cursors, the failure limit, the
+ * workspace's share.
+ */
 export interface ListenerEdge {
   clock: () => Date;
   cursors: Cursors;

@@ -5,7 +5,7 @@ import type { AuthGuard } from './auth-failures.js';
 /**
  * What a request carries from one step of a listener to the next (Koa's ctx.state), typed once. The kit's own fields
  * are here; a listener adds the ones only it sets by declaring them on this interface in its own module (src/api/app.ts:
- * the caller, its admission, the read pool; src/admin/router.ts: the requester), as Koa's own DefaultState is extended.
+ * the caller, its admission, the read pool; src/admin/app.ts: the requester), so the kit imports nothing of its clients.
  */
 export interface RequestState {
   /** The request's logger, with its request id (the edge sets it before anything else runs). */

@@ -81,7 +81,7 @@ function loadAssets(): Map<string, Asset> {
   return assets;
 }
 
-/** What the public listener lends the screen mounted beside its API (src/api/app.ts's ListenerEdge), and what main gives it. */
+/** What the public listener lends the screen beside its API (src/api/app.ts's ListenerEdge), and what main gives it. */
 export interface PortalOptions {
   /** Connections as the admin API's database role: the screen changes what the admin API changes. */
   db: Knex;
@@ -137,7 +137,7 @@ function sessionCookies(settings: PortalSettings) {
   };
 }
 
-/** The sessions' CSRF tokens: an HMAC of the session id under each key derived from the API secret (the first signs). */
+/** The sessions' CSRF tokens: an HMAC of the session id under each key derived from the API secret (the first signs).*/
 function csrfTokens(keyring: KeyringOptions | undefined) {
   const csrfKeys = derivedKeys(CSRF_KEY_LABEL, keyring);
   const token = (sessionId: string, key = csrfKeys[0]) =>
@@ -257,7 +257,7 @@ async function sessionBody({ db, csrf }: Screen, session: PortalSessionHolder) {
   };
 }
 
-/** POST /portal/api/session: opens a link, replacing the browser's live session (asked first if another workspace's). */
+/** POST /portal/api/session: opens a link, in place of the browser's live session (asked first if another workspace's). */
 async function openLink(screen: Screen, ctx: RequestContext): Promise<void> {
   const { db, clock, guardOf } = screen;
   ctx.state.operationId = 'startPortalSession';
