@@ -3,7 +3,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { chromium, type Browser } from 'playwright-core';
-import { expectDocumented, startApi, type TestApi } from './support/api.js';
+import { startApi, type TestApi } from './support/api.js';
+import { expectDocumented, PUBLIC_API } from './support/http.js';
 import { testDatabase } from './support/database.js';
 import { fixture } from './support/fixtures.js';
 import { createApiKey } from '../src/core/workspaces.js';
@@ -98,7 +99,7 @@ describe('the reference page (/docs) in a browser', function () {
       text,
       body: JSON.parse(text),
     };
-    expectDocumented('GET', '/v1/me', answer);
+    expectDocumented(PUBLIC_API, 'GET', '/v1/me', answer);
     expect(answer).to.deep.include({
       status: 200,
       body: { workspace: { slug: f.slug, status: 'active' }, role: null },

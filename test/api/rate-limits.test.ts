@@ -2,7 +2,8 @@ import net from 'node:net';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
-import { expectDocumented, startApi, type ApiResponse, type TestApi } from '../support/api.js';
+import { startApi, type TestApi } from '../support/api.js';
+import { expectDocumented, PUBLIC_API, type ApiResponse } from '../support/http.js';
 import { createApiKey, createWorkspace, revokeApiKey } from '../../src/core/workspaces.js';
 import { hashApiKey, newApiKey } from '../../src/secrets.js';
 import { AuthFailureLimits } from '../../src/http/auth-failures.js';
@@ -62,7 +63,7 @@ function pipelined(
           text,
           body: text ? JSON.parse(text) : undefined,
         };
-        expectDocumented('GET', requests[parsed.length].path, response);
+        expectDocumented(PUBLIC_API, 'GET', requests[parsed.length].path, response);
         parsed.push(response);
         if (parsed.length === requests.length) {
           socket.removeAllListeners('close');

@@ -9,31 +9,15 @@ import { processConfig } from '../../src/config.js';
 import { createAdminToken } from '../../src/core/admin-tokens.js';
 import { cliAudit } from '../../src/core/audit.js';
 import { testDatabase } from '../support/database.js';
-import { expectAdminDocumented, startAdminApiAt, type TestAdminApi } from '../admin/support.js';
+import { startAdminApiAt, type TestAdminApi } from '../admin/support.js';
+import { documentedClient, SCREEN_API, type ApiResponse } from '../support/http.js';
 import { capturedLogger } from '../support/logs.js';
 
 // The settings screen as its tests meet it: the public listener with the screen (as the API's and the admin API's
 // database roles, as main runs it), the admin API whose links point at it, and a request helper that checks every
 // answer of /portal/api against the admin document (the screen's operations are the admin document's).
 
-export const PORTAL_API = '/portal/api';
-
-/** An answer of the screen's API checked against the admin document (its admin paths under /portal/api). */
-export function expectPortalDocumented(
-  method: string,
-  path: string,
-  response: { status: number; headers: Headers; body: unknown },
-): void {
-  const documentPath = path.startsWith(`${PORTAL_API}/admin/`) ? path.slice(PORTAL_API.length) : path;
-  expectAdminDocumented(method, documentPath, response, 'portalSession');
-}
-
-export interface ScreenResponse {
-  status: number;
-  headers: Headers;
-  text: string;
-  body: any;
-}
+export const PORTAL_API = SCREEN_API.prefix;
 
 export interface TestScreen {
   /** The public listener's base URL. */
@@ -47,7 +31,7 @@ export interface TestScreen {
     method: string,
     path: string,
     options?: { cookie?: string; csrf?: string; body?: unknown; headers?: Record<string, string> },
-  ): Promise<ScreenResponse>;
+  ): Promise<ApiResponse>;
   /** A new link of `workspaceId` made through the admin API (with `token`, by default adminToken); its key. */
   link(
     workspaceId: string,
@@ -92,29 +76,12 @@ export async function startScreen(
   const admin = await startAdminApiAt({ clock: options.clock, portalUrl: url });
   const { token: adminToken } = await createAdminToken(database.db, { name: 'platform backend' }, cliAudit());
 
-  const request: TestScreen['request'] = async (method, path, { cookie, csrf, body, headers = {} } = {}) => {
-    const res = await fetch(url + path, {
-      method,
-      headers: {
-        ...(cookie ? { cookie } : {}),
-        ...(csrf ? { 'x-csrf-token': csrf } : {}),
-        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-        ...headers,
-      },
-      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
-      redirect: 'manual',
+  const client = documentedClient({ ...SCREEN_API, baseUrl: url });
+  const request: TestScreen['request'] = (method, path, { cookie, csrf, body, headers = {} } = {}) =>
+    client.request(method, path, {
+      headers: { ...(cookie ? { cookie } : {}), ...(csrf ? { 'x-csrf-token': csrf } : {}), ...headers },
+      body,
     });
-    const text = await res.text();
-    const json = (res.headers.get('content-type') ?? '').startsWith('application/json');
-    const response = {
-      status: res.status,
-      headers: res.headers,
-      text,
-      body: json && text ? JSON.parse(text) : undefined,
-    };
-    if (path.startsWith(`${PORTAL_API}/`) && method !== 'HEAD') expectPortalDocumented(method, path, response);
-    return response;
-  };
   return {
     url,
     admin,
