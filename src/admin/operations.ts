@@ -1,13 +1,13 @@
 import type { IncomingMessage } from 'node:http';
 import { PassThrough, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import { allowLongBody } from '../api/http-limits.js';
+import { allowLongBody } from '../http/http-limits.js';
 import { ImportError } from '../core/import/import-document.js';
 import type { Knex } from 'knex';
 import type { AuditContext } from '../core/audit.js';
 import { listAuditEntries } from '../core/audit.js';
-import type { Cursors } from '../api/cursors.js';
-import { apiError } from '../api/errors.js';
+import type { Cursors } from '../http/cursors.js';
+import { apiError } from '../http/errors.js';
 import type { AdminTokenHolder } from '../core/admin-tokens.js';
 import {
   createApiKey,
@@ -37,7 +37,7 @@ import type {
   PublishEventRequest,
   RecoverRequest,
 } from '../../generated/admin-strict/types.gen.js';
-import type { CursorBinding } from '../api/cursors.js';
+import type { CursorBinding } from '../http/cursors.js';
 import type { DeliveryPosition, WorkspaceDeliveryFilters } from '../queries/deliveries.js';
 import { listWorkspaceDeliveries, showDelivery } from '../core/webhooks/deliveries.js';
 import { recoverEndpoint, retryDelivery } from '../core/webhooks/recovery.js';

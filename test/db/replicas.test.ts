@@ -9,7 +9,8 @@ import { startTcpProxy } from '../support/tcp-proxy.js';
 import { ServiceMetrics } from '../../src/observability/metrics.js';
 import { createApiKey, revokeApiKey } from '../../src/core/workspaces.js';
 import { createEndpoint } from '../../src/core/webhooks/endpoints.js';
-import { startApi, type ApiResponse, type TestApi } from '../support/api.js';
+import { startApi, type TestApi } from '../support/api.js';
+import type { ApiResponse } from '../support/http.js';
 import { fixture, type Fixture } from '../support/fixtures.js';
 import { startReplicationPair, type ReplicationPair } from '../support/replication.js';
 

@@ -14,7 +14,7 @@ import { createAdminToken } from '../../src/core/admin-tokens.js';
 import { createWorkspace } from '../../src/core/workspaces.js';
 import { createEndpoint } from '../../src/core/webhooks/endpoints.js';
 import { openSigningSecret, rotateSigningSecret } from '../../src/core/webhooks/signing-secrets.js';
-import { expectAdminDocumented } from '../admin/support.js';
+import { ADMIN_API, expectDocumented } from '../support/http.js';
 import { bookingConfirmedData, dropTestWorkspaces, eventually } from './support.js';
 import { startReceiver, verifyIndependently } from '../support/receiver.js';
 import { publishEvent } from '../../src/core/webhooks/publish.js';
@@ -219,7 +219,7 @@ describe('keys rotate whole: the admin API replays a stored answer after a maste
           body: JSON.stringify({ url: `https://hooks.example.ae/${name}`, name }),
         });
         const body = await response.json();
-        expectAdminDocumented('POST', `/admin/v1/workspaces/${workspace.id}/endpoints`, {
+        expectDocumented(ADMIN_API, 'POST', `/admin/v1/workspaces/${workspace.id}/endpoints`, {
           status: response.status,
           headers: response.headers,
           body,
