@@ -5,7 +5,7 @@
 //  2. Throughput: BENCH_DELIVERIES deliveries are queued (events fanned out to BENCH_ENDPOINTS endpoints on that
 //     receiver), then one Dispatcher drains them: deliveries/s from queued to accepted, every attempt recorded.
 //     Repeated BENCH_RUNS times; the median is reported.
-//  3. Lag: events published with publishEvent at a fixed BENCH_RATE deliveries/s for BENCH_SECONDS while the
+//  3. Lag: events published with recordEvent at a fixed BENCH_RATE deliveries/s for BENCH_SECONDS while the
 //     dispatcher runs; p50/p99 of (accepted - queued) per delivery, both taken from the database clock.
 //  4. Noisy neighbour: a dispatcher with the service's defaults (64 slots, 8 per endpoint, 16 per workspace)
 //     while one workspace has 8 endpoints that never answer and 504 deliveries queued to them; another workspace
@@ -30,7 +30,7 @@ import { openDatabase } from '../src/db/database.js';
 import { createWorkspace } from '../src/core/workspaces.js';
 import { createEndpoint } from '../src/core/webhooks/endpoints.js';
 import { fanOutEvents } from '../src/webhooks/fanout.js';
-import { publishEvent } from '../src/core/webhooks/publish.js';
+import { recordEvent } from '../src/webhooks/record-event.js';
 import { Dispatcher, type DispatcherOptions } from '../src/webhooks/dispatcher.js';
 import { loadOpenApiDocument } from '../src/contract/document.js';
 
@@ -173,7 +173,7 @@ async function measure(
     await clear();
   }
 
-  // Lag at a fixed rate: publishEvent (validation, one transaction, NOTIFY) every tick, the dispatcher running.
+  // Lag at a fixed rate: recordEvent (validation, one transaction, NOTIFY) every tick, the dispatcher running.
   const dispatcher = new Dispatcher({ db, logger, ...options });
   await dispatcher.start();
   const sent = (await publishAtRate(db, workspace.id, RATE / ENDPOINTS, SECONDS)) * ENDPOINTS;
@@ -201,7 +201,7 @@ async function publishAtRate(db: Knex, workspaceId: string, eventsPerSecond: num
   while (performance.now() - started < seconds * 1000) {
     const due = Math.floor(((performance.now() - started) / tickMs + 1) * eventsPerTick);
     for (; published < due; published++)
-      await publishEvent(db, { workspaceId, event: 'booking.confirmed', data, source: 'publish' });
+      await recordEvent(db, { workspaceId, event: 'booking.confirmed', data, source: 'publish' });
     await new Promise((resolve) => setTimeout(resolve, tickMs - ((performance.now() - started) % tickMs)));
   }
   return published;

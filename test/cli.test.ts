@@ -12,7 +12,7 @@ import { createKnex } from '../src/db/database.js';
 import { hashApiKey } from '../src/secrets.js';
 import { createApiKey } from '../src/core/workspaces.js';
 import { buildAttempt, buildDelivery, dropTestWorkspaces, webhookWorkspace } from './webhooks/support.js';
-import { openSigningSecret } from '../src/core/webhooks/signing-secrets.js';
+import { openSigningSecret } from '../src/webhooks/sealing.js';
 
 /** Runs the real CLI (bin/fleet-admin.js) as a child process against the test database. */
 async function fleetAdmin(...args: string[]): Promise<CliRun> {

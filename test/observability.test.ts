@@ -8,7 +8,7 @@ import { startReceiver, type Receiver, type Reply } from './support/receiver.js'
 import { createApp, listen } from '../src/api/app.js';
 import { createLogger } from '../src/logger.js';
 import { ServiceMetrics, startMetricsListener } from '../src/observability/metrics.js';
-import { publishEvent } from '../src/core/webhooks/publish.js';
+import { recordEvent } from '../src/webhooks/record-event.js';
 import { createApiKey } from '../src/core/workspaces.js';
 import { SWITCH_OFF_AFTER_FAILURES } from '../src/webhooks/endpoint-lifecycle.js';
 import { Dispatcher } from '../src/webhooks/dispatcher.js';
@@ -90,7 +90,7 @@ describe('observability: delivery logs and Prometheus metrics', () => {
   const dispatcher = (m: ServiceMetrics) => new Dispatcher({ db, logger, metrics: m, workspaceIds: [ws.id] });
   /** Publishes a booking.confirmed to the workspace's endpoints, due at the tests' fixed clock. */
   const publish = async () => {
-    const { eventId } = await publishEvent(db, {
+    const { eventId } = await recordEvent(db, {
       workspaceId: ws.id,
       event: 'booking.confirmed',
       data: bookingConfirmedData(),

@@ -8,7 +8,7 @@ import { openDatabase, type Database } from '../src/db/database.js';
 import { startEmbeddedPostgres, stopEmbeddedPostgres, type EmbeddedDatabase } from '../src/db/embedded.js';
 import { createApiKey, createWorkspace } from '../src/core/workspaces.js';
 import { createEndpoint } from '../src/core/webhooks/endpoints.js';
-import { publishEvent } from '../src/core/webhooks/publish.js';
+import { recordEvent } from '../src/webhooks/record-event.js';
 import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { createApp, listen } from '../src/api/app.js';
@@ -137,7 +137,7 @@ describe('a database outage under load', function () {
     const writer = async () => {
       while (loading) {
         try {
-          const { eventId } = await publishEvent(db, {
+          const { eventId } = await recordEvent(db, {
             workspaceId: workspace.id,
             event: 'booking.confirmed',
             data: bookingConfirmedData(),

@@ -5,6 +5,7 @@ import { allowLongBody } from '../api/http-limits.js';
 import { ImportError } from '../core/import/import-document.js';
 import type { Knex } from 'knex';
 import type { AuditContext } from '../core/audit.js';
+import type { Actor } from '../core/actor.js';
 import { listAuditEntries } from '../core/audit.js';
 import type { Cursors } from '../api/cursors.js';
 import { apiError } from '../api/errors.js';
@@ -94,6 +95,16 @@ function ingestOf(c: AdminOperationContext): Knex {
   if (!c.ingestDb)
     throw new Error("the platform's records are written through the ingest pool, which this client was not given");
   return c.ingestDb;
+}
+
+/**
+ * The caller as the core's actor: an all-workspaces token is the operator; a token confined to a workspace, and the
+ * settings screen's session, act on that workspace only.
+ */
+function actorOf(c: AdminOperationContext): Actor {
+  return c.caller.workspaceId === null
+    ? { kind: 'operator', audit: c.audit }
+    : { kind: 'workspace', workspaceId: c.caller.workspaceId, audit: c.audit };
 }
 
 /** The workspace of the path, within the token's reach: another workspace is not found, as if it did not exist. */
@@ -373,11 +384,13 @@ export const adminOperations: Record<string, Handler> = {
       { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'publishEvent', path: c.path, body: input },
       async (trx) => ({
         status: 201,
-        body: await publishEvent(
-          trx,
-          { workspaceId: id, event: input.event, data: input.data, dedupeKey: input.dedupeKey, source: 'publish' },
-          c.audit,
-        ),
+        body: await publishEvent(trx, actorOf(c), {
+          workspaceId: id,
+          event: input.event,
+          data: input.data,
+          dedupeKey: input.dedupeKey,
+          source: 'publish',
+        }),
       }),
     );
   },

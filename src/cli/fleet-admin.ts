@@ -31,15 +31,15 @@ import { recoverEndpoint, resendDelivery, retryDelivery } from '../core/webhooks
 import { listDeliveries, showDelivery, type OperatorDeliveryDetail } from '../core/webhooks/deliveries.js';
 import { listEventTypes, sendExampleEvent } from '../core/webhooks/events.js';
 import {
-  checkMasterKey,
   createMasterKey,
   DEFAULT_OVERLAP_HOURS,
-  recordPublicKey,
   MAX_OVERLAP_HOURS,
   resealSigningSecrets,
   rotateSigningSecret,
 } from '../core/webhooks/signing-secrets.js';
+import { checkMasterKey, recordPublicKey } from '../webhooks/sealing.js';
 import { cliAudit, listAuditEntries } from '../core/audit.js';
+import { cliActor } from '../core/actor.js';
 import { createPortalLink, endPortalSessions, PORTAL_SESSION_MINUTES, portalLinkUrl } from '../core/portal-sessions.js';
 import { cliLinkBase } from '../portal/link-base.js';
 import { createAdminToken, listAdminTokens, revokeAdminToken } from '../core/admin-tokens.js';
@@ -56,7 +56,7 @@ interface JsonOption {
 
 /**
  * Runs `work` on the service's database (DATABASE_URL, else the embedded cluster) and always closes it. First the
- * master key is checked against the database's record (src/core/webhooks/signing-secrets.ts): a command that seals or
+ * master key is checked against the database's record (src/webhooks/sealing.ts): a command that seals or
  * opens signing secrets, or may (`migrate`), needs the key they are sealed with; any other refuses only another key.
  */
 async function withDatabase<T>(
@@ -593,11 +593,13 @@ export function buildProgram(config: Config): Command {
     .action(async (o: JsonOption & { workspace: string; event: string; data: unknown; dedupeKey?: string }) => {
       const result = await withDatabase(async (db) => {
         const workspace = await findWorkspace(db, o.workspace);
-        return publishEvent(
-          db,
-          { workspaceId: workspace.id, event: o.event, data: o.data, dedupeKey: o.dedupeKey, source: 'publish' },
-          cliAudit(),
-        );
+        return publishEvent(db, cliActor(), {
+          workspaceId: workspace.id,
+          event: o.event,
+          data: o.data,
+          dedupeKey: o.dedupeKey,
+          source: 'publish',
+        });
       });
       print(o, { eventId: result.eventId, deliveries: result.deliveries }, (r) =>
         result.duplicate

@@ -1,4 +1,4 @@
-import type { AuditContext } from './audit.js';
+import { cliAudit, type AuditContext } from './audit.js';
 import { NotFoundError } from './errors.js';
 
 // Who acts on the core, and which workspaces it may reach. Every action takes one as its second argument, so that
@@ -11,6 +11,11 @@ export type Actor =
   | { kind: 'operator'; audit: AuditContext }
   /** An admin token confined to one workspace, or a settings-screen session. Reaches that workspace only. */
   | { kind: 'workspace'; workspaceId: string; audit: AuditContext };
+
+/** The CLI's actor: the operator, audited as the OS user running it. */
+export function cliActor(): Actor {
+  return { kind: 'operator', audit: cliAudit() };
+}
 
 /** Whether the actor may act on the workspace `workspaceId`. */
 export function reaches(actor: Actor, workspaceId: string): boolean {

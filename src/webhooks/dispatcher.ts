@@ -19,7 +19,7 @@ import { PENDING, SWITCH_OFF_AFTER_FAILURES } from './endpoint-lifecycle.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
 import { rows } from '../queries/common.js';
 import { backoffMs, isDatabaseUnavailable, OutageLog } from '../db/outage.js';
-import { openSigningSecrets } from '../core/webhooks/signing-secrets.js';
+import { openSigningSecrets } from './sealing.js';
 
 // The delivery sweep. A dispatcher claims due deliveries (FOR NO KEY UPDATE SKIP LOCKED, then a lease, so several
 // processes can run at once and the claims of a killed one are retried once its lease runs out), attempts each

@@ -10,8 +10,8 @@ import { bookingConfirmedData, dropTestWorkspaces, eventually, sleep, webhookWor
 import { expectAdminDocumented, startAdminApi, type TestAdminApi } from './support.js';
 import { createAdminToken } from '../../src/core/admin-tokens.js';
 import { createApiKey, createWorkspace } from '../../src/core/workspaces.js';
-import { openSigningSecret } from '../../src/core/webhooks/signing-secrets.js';
-import { publishEvent } from '../../src/core/webhooks/publish.js';
+import { openSigningSecret } from '../../src/webhooks/sealing.js';
+import { recordEvent } from '../../src/webhooks/record-event.js';
 import { createClient, type Client } from '../../generated/admin/client/index.js';
 import { reconfigure } from '../support/config.js';
 import {
@@ -364,7 +364,7 @@ describe('the admin API: webhook endpoints', () => {
       });
       secrets.push(made.body.secret, keep.body.secret);
       for (let i = 0; i < 4; i++)
-        await publishEvent(db, {
+        await recordEvent(db, {
           workspaceId: ws.id,
           event: 'booking.confirmed',
           data: bookingConfirmedData(),
@@ -396,7 +396,7 @@ describe('the admin API: webhook endpoints', () => {
         ids.map(() => ({ status: 'failed', error_kind: 'endpoint_deleted', next_attempt_at: null, lease_owner: null })),
       );
       // a new event is not fanned out to it; the other endpoint still gets everything
-      await publishEvent(db, {
+      await recordEvent(db, {
         workspaceId: ws.id,
         event: 'booking.confirmed',
         data: bookingConfirmedData(),
@@ -442,7 +442,7 @@ describe('the admin API: webhook endpoints', () => {
     const expires = new Date(rotated.body.previousSecretExpiresAt).getTime();
     expect(expires - Date.now()).to.be.within(2 * 3_600_000 - 60_000, 2 * 3_600_000);
     receiver.reset();
-    await publishEvent(db, {
+    await recordEvent(db, {
       workspaceId: ws.id,
       event: 'booking.confirmed',
       data: bookingConfirmedData(),

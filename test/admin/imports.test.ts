@@ -20,9 +20,9 @@ import { listen } from '../../src/api/app.js';
 import { DEFAULT_HTTP_LIMITS } from '../../src/api/http-limits.js';
 import { capturedLogger } from '../support/logs.js';
 import { runRetention } from '../../src/webhooks/retention.js';
+import { LOST_JOB_ERROR } from '../../src/webhooks/lost-imports.js';
 import {
   INTERNAL_JOB_ERROR,
-  LOST_JOB_ERROR,
   MAX_RUNNING_IMPORTS,
   MAX_RUNNING_IMPORTS_PER_PROCESS,
   startImport,

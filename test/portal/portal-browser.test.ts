@@ -7,7 +7,7 @@ import type { Knex } from 'knex';
 import { chromium, type Browser, type BrowserContext, type Page, type Response } from 'playwright-core';
 import { ROOT_DIR } from '../../src/config.js';
 import { createEndpoint } from '../../src/core/webhooks/endpoints.js';
-import { publishEvent } from '../../src/core/webhooks/publish.js';
+import { recordEvent } from '../../src/webhooks/record-event.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 import { RETRY_DELAYS_MS } from '../../src/webhooks/retry-schedule.js';
 import { testDatabase } from '../support/database.js';
@@ -319,7 +319,7 @@ describe('the settings screen (/portal) in a browser', function () {
   it('20 failures in a row switch the endpoint off: the list shows "Switched off" and when, the chart counts them; it is switched back on', async () => {
     answer = () => ({ status: 503, body: 'receiver is down' });
     for (let i = 0; i < 20; i++)
-      await publishEvent(db, {
+      await recordEvent(db, {
         workspaceId: workspace.id,
         event: 'booking.confirmed',
         data: bookingConfirmedData(),
@@ -437,7 +437,7 @@ describe('the settings screen (/portal) in a browser', function () {
   it("recovers an endpoint's failed deliveries since a time given in the workspace's zone", async () => {
     // One delivery that fails its whole retry schedule (the sweep's clock walks it; no real waiting).
     answer = () => ({ status: 500, body: 'down for maintenance' });
-    const { eventId } = await publishEvent(db, {
+    const { eventId } = await recordEvent(db, {
       workspaceId: workspace.id,
       event: 'booking.confirmed',
       data: bookingConfirmedData(),
@@ -480,7 +480,7 @@ describe('the settings screen (/portal) in a browser', function () {
   it('pages through the delivery log by its cursor, and filters it', async () => {
     // 22 deliveries so far (a test, 20 that failed then went through, 1 recovered); 30 more queued: 52, two pages.
     for (let i = 0; i < 30; i++)
-      await publishEvent(db, {
+      await recordEvent(db, {
         workspaceId: workspace.id,
         event: 'booking.confirmed',
         data: bookingConfirmedData(),

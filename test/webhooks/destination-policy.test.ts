@@ -8,7 +8,7 @@ import { testDatabase } from '../support/database.js';
 import { startReceiver, type Receiver } from '../support/receiver.js';
 import { attemptDelivery, type AttemptRequest } from '../../src/webhooks/http-attempt.js';
 import { createEndpoint } from '../../src/core/webhooks/endpoints.js';
-import { publishEvent } from '../../src/core/webhooks/publish.js';
+import { recordEvent } from '../../src/webhooks/record-event.js';
 import { createApiKey } from '../../src/core/workspaces.js';
 import { InputError } from '../../src/core/errors.js';
 import { startApi } from '../support/api.js';
@@ -251,7 +251,7 @@ describe('webhooks: destination policy', () => {
       const ws = await webhookWorkspace(db);
       // Registered while the name still pointed elsewhere (or under the switch); refused when the dispatcher connects.
       const endpoint = await ws.endpoint({ url: `http://rebind.test:${port}/hook` });
-      await publishEvent(db, {
+      await recordEvent(db, {
         workspaceId: ws.id,
         event: 'booking.confirmed',
         data: bookingConfirmedData(),

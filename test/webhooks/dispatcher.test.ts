@@ -6,7 +6,7 @@ import { startReceiver, type Receiver, type Reply } from '../support/receiver.js
 import { updateWorkspace } from '../../src/core/workspaces.js';
 import { InputError } from '../../src/core/errors.js';
 import { setEndpointActive } from '../../src/core/webhooks/endpoints.js';
-import { publishEvent } from '../../src/core/webhooks/publish.js';
+import { recordEvent } from '../../src/webhooks/record-event.js';
 import { queueTestDelivery } from '../../src/core/webhooks/test-delivery.js';
 import { Dispatcher, summariseStreaks } from '../../src/webhooks/dispatcher.js';
 import { listDeliveries } from '../../src/core/webhooks/deliveries.js';
@@ -54,7 +54,7 @@ describe('webhooks: the dispatcher', () => {
     for (let i = 0; i < count; i++)
       ids.push(
         (
-          await publishEvent(db, {
+          await recordEvent(db, {
             workspaceId: ws.id,
             event: 'booking.confirmed',
             data: bookingConfirmedData(),
@@ -348,7 +348,7 @@ describe('webhooks: the dispatcher', () => {
     answer = (path) => (path === slow.path ? { status: 204, delayMs: 1000 } : { status: 204, delayMs: 10 });
     const payment = examplePayload('payment.captured');
     for (let i = 0; i < 4; i++)
-      await publishEvent(db, { workspaceId: ws.id, event: 'payment.captured', data: payment.data, source: 'publish' });
+      await recordEvent(db, { workspaceId: ws.id, event: 'payment.captured', data: payment.data, source: 'publish' });
     await publish(10);
     const started = Date.now();
     const run = ws.dispatcher({ concurrency: 4, perEndpointConcurrency: 2, perWorkspaceConcurrency: 4 }).runOnce();

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
 import { startReceiver, type Receiver } from '../support/receiver.js';
-import { publishEvent } from '../../src/core/webhooks/publish.js';
+import { recordEvent } from '../../src/webhooks/record-event.js';
 import { queueTestDelivery } from '../../src/core/webhooks/test-delivery.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 import { defaultWorkspaceConcurrency } from '../../src/webhooks/fairness.js';
@@ -45,7 +45,7 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
 
   const publish = async (ws: TestWorkspace, count: number) => {
     for (let i = 0; i < count; i++)
-      await publishEvent(db, {
+      await recordEvent(db, {
         workspaceId: ws.id,
         event: 'booking.confirmed',
         data: bookingConfirmedData(),

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
-import { publishEvent } from '../../src/core/webhooks/publish.js';
+import { recordEvent } from '../../src/webhooks/record-event.js';
 import { queueTestDelivery } from '../../src/core/webhooks/test-delivery.js';
 import { createPortalLink } from '../../src/core/portal-sessions.js';
 import { cliAudit } from '../../src/core/audit.js';
@@ -50,7 +50,7 @@ describe('webhooks: retention', () => {
 
     const publish = async (workspace: TestWorkspace, event = 'booking.confirmed') => {
       const data = event === 'booking.confirmed' ? bookingConfirmedData() : examplePayload(event).data;
-      const { eventId } = await publishEvent(db, { workspaceId: workspace.id, event, data, source: 'publish' });
+      const { eventId } = await recordEvent(db, { workspaceId: workspace.id, event, data, source: 'publish' });
       const row = await db('deliveries').where({ event_id: eventId }).first();
       return { eventId, deliveryId: row.id as string };
     };

@@ -13,11 +13,12 @@ import { ROOT_DIR } from '../../src/config.js';
 import { createAdminToken } from '../../src/core/admin-tokens.js';
 import { createWorkspace } from '../../src/core/workspaces.js';
 import { createEndpoint } from '../../src/core/webhooks/endpoints.js';
-import { openSigningSecret, rotateSigningSecret } from '../../src/core/webhooks/signing-secrets.js';
+import { rotateSigningSecret } from '../../src/core/webhooks/signing-secrets.js';
+import { openSigningSecret } from '../../src/webhooks/sealing.js';
 import { expectAdminDocumented } from '../admin/support.js';
 import { bookingConfirmedData, dropTestWorkspaces, eventually } from './support.js';
 import { startReceiver, verifyIndependently } from '../support/receiver.js';
-import { publishEvent } from '../../src/core/webhooks/publish.js';
+import { recordEvent } from '../../src/webhooks/record-event.js';
 import * as frozenSealing from '../../migrations/support/sealed-signing-secrets.js';
 
 // Issue 31, point 1: only the worker can open a signing secret. The process serving the public listener (the API, the
@@ -362,7 +363,7 @@ describe('the move to sealed boxes: `secrets rotate-master-key` re-seals the sec
     const worker = await startService(url, { ...keys, FRS_ROLE: 'worker', FRS_ALLOW_PRIVATE_WEBHOOK_URLS: '1' });
     try {
       const publish = () =>
-        publishEvent(own, {
+        recordEvent(own, {
           workspaceId: workspace.id,
           event: 'booking.confirmed',
           data: bookingConfirmedData(),

@@ -14,12 +14,9 @@ import { migrationSource } from '../../src/db/migrate.js';
 import { ROOT_DIR } from '../../src/config.js';
 import { loadKeyring, masterKeyFile, MasterKeyError, newSigningSecret, writeKeyFile } from '../../src/secrets.js';
 import { InputError } from '../../src/core/errors.js';
-import { publishEvent } from '../../src/core/webhooks/publish.js';
-import {
-  openSigningSecret,
-  rotateSigningSecret,
-  sealedSecretColumns,
-} from '../../src/core/webhooks/signing-secrets.js';
+import { recordEvent } from '../../src/webhooks/record-event.js';
+import { rotateSigningSecret } from '../../src/core/webhooks/signing-secrets.js';
+import { openSigningSecret, sealedSecretColumns } from '../../src/webhooks/sealing.js';
 import { bookingConfirmedData, dropTestWorkspaces, webhookWorkspace, type TestWorkspace } from './support.js';
 import * as frozenSealing from '../../migrations/support/sealed-signing-secrets.js';
 
@@ -83,7 +80,7 @@ describe('webhooks: signing secrets at rest and their rotation', () => {
 
   /** Publishes one booking.confirmed, sends it, and returns what the receiver got. */
   const deliverOne = async () => {
-    await publishEvent(db, {
+    await recordEvent(db, {
       workspaceId: ws.id,
       event: 'booking.confirmed',
       data: bookingConfirmedData(),
@@ -125,7 +122,7 @@ describe('webhooks: signing secrets at rest and their rotation', () => {
       /failed authentication/,
     );
     await db('webhook_endpoints').where({ id: a.id }).update({ is_active: false });
-    await publishEvent(db, {
+    await recordEvent(db, {
       workspaceId: ws.id,
       event: 'booking.confirmed',
       data: bookingConfirmedData(),

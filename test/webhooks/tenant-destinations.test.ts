@@ -10,7 +10,7 @@ import { fleetAdminOn } from '../support/cli.js';
 import { PORTAL_API, startScreen, type TestScreen } from '../portal/support.js';
 import { createAdminToken } from '../../src/core/admin-tokens.js';
 import { createWorkspace, updateWorkspace } from '../../src/core/workspaces.js';
-import { publishEvent } from '../../src/core/webhooks/publish.js';
+import { recordEvent } from '../../src/webhooks/record-event.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 import { bookingConfirmedData, dropTestWorkspaces, webhookWorkspace } from './support.js';
 import { destinationPolicyFromEnv, type Env } from '../../src/config.js';
@@ -285,7 +285,7 @@ describe('webhooks: tenants never learn the network', () => {
     const theirs = await neighbour.endpoint({ url: url('neighbour') });
     await updateWorkspace(db, { id: neighbour.id }, { webhookAllowedCidrs: [] }, new Date(), OPERATOR);
     for (const ws of [owner, neighbour])
-      await publishEvent(db, {
+      await recordEvent(db, {
         workspaceId: ws.id,
         event: 'booking.confirmed',
         data: bookingConfirmedData(),

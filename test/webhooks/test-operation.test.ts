@@ -3,8 +3,8 @@ import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
 import { startApi, type TestApi } from '../support/api.js';
 import { createApiKey } from '../../src/core/workspaces.js';
+import { IDEMPOTENCY_WINDOW_MS } from '../../src/webhooks/retention.js';
 import {
-  IDEMPOTENCY_WINDOW_MS,
   MAX_PENDING_TESTS_PER_ENDPOINT,
   MAX_TEST_CALLS_PER_MINUTE,
   TEST_MESSAGE,

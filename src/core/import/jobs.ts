@@ -26,6 +26,7 @@ import {
 import { applyVersions, markHistory } from './versions.js';
 import { INGEST_POOL_MAX } from '../../db/database.js';
 import type { CountsByKey, RecordMetrics } from './records.js';
+import { failLostImports } from '../../webhooks/lost-imports.js';
 
 // Import jobs (createImport, getImport, cancelImport in openapi/admin.yaml; `fleet-admin import`): an import document
 // of any size, read as a stream (JSON, or NDJSON with one {"key", "record"} a line) and written in ONE transaction, so
@@ -112,7 +113,6 @@ const view = (row: ImportJobRow): ImportJob => ({
 
 /** The lock a running job's transaction holds (two int4 halves of the job id's hash). */
 const LOCK = `pg_advisory_xact_lock(hashtextextended('frs.import:' || ?::text, 0))`;
-const TRY_LOCK = `pg_try_advisory_xact_lock(hashtextextended('frs.import:' || ?::text, 0))`;
 
 let recordValidators: Map<string, ValidateFunction> | undefined;
 
@@ -575,46 +575,6 @@ async function writeChunk(
   });
   counts[entity.key] = (counts[entity.key] ?? 0) + chosen.length;
   return chosen.length;
-}
-
-/** The error of a job whose process stopped (its connection gone, its transaction rolled back). */
-export const LOST_JOB_ERROR = 'the process running the job stopped before it finished; nothing was written';
-
-/**
- * Records as failed the running jobs whose process is gone (nothing was written): taking a job's lock succeeds only when
- * no transaction holds it. Of one job (`id`, getImport), or of every workspace (or `workspaceIds`: the worker's
- * retention, so that a job nobody reads again is seen ended, and pruned in time). Returns the ids it failed.
- */
-export async function failLostImports(
-  db: Knex,
-  scope: { id?: string; workspaceIds?: string[] | null } = {},
-): Promise<string[]> {
-  return db.transaction(async (t) => {
-    // (the lock is tried on running jobs only: a finished job's is nobody's to hold)
-    let candidates = t('import_jobs').where({ phase: 'running' }).select('id');
-    if (scope.id !== undefined) candidates = candidates.where({ id: scope.id });
-    if (scope.workspaceIds) candidates = candidates.whereIn('workspace_id', scope.workspaceIds);
-    const ids = (await candidates).map((r: { id: string }) => r.id);
-    const lost: string[] = [];
-    for (const id of ids) {
-      const { rows } = await t.raw(`SELECT ${TRY_LOCK} AS free`, [id]);
-      if (rows[0].free) lost.push(id);
-    }
-    if (lost.length === 0) return [];
-    return (
-      await t('import_jobs')
-        .whereIn('id', lost)
-        .where({ phase: 'running' })
-        .update({
-          phase: 'failed',
-          error: LOST_JOB_ERROR,
-          records_applied: 0,
-          finished_at: t.fn.now(),
-          updated_at: t.fn.now(),
-        })
-        .returning('id')
-    ).map((r: { id: string }) => r.id);
-  });
 }
 
 /** The job, within the workspace; a running job whose process is gone is recorded as failed first. */

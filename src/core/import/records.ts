@@ -4,7 +4,7 @@ import { createSchemaAjv, schemaRef } from '../../contract/document.js';
 import { recordAudit, type AuditContext } from '../audit.js';
 import { ConflictError, FieldError, InputError, TooLargeError } from '../errors.js';
 import { findWorkspace } from '../workspaces.js';
-import { checkEvent, publishEvent } from '../webhooks/publish.js';
+import { checkEvent, recordEvent } from '../../webhooks/record-event.js';
 import {
   compiledSchema,
   CROSS_FIELD_CHECKS,
@@ -379,7 +379,7 @@ export async function writeRecords(
       }
 
       for (const event of batch.events ?? []) {
-        const published = await publishEvent(trx, {
+        const published = await recordEvent(trx, {
           workspaceId: workspace.id,
           event: event.event,
           data: event.data,

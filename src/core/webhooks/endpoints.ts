@@ -9,7 +9,7 @@ import { subscribableEvents, TEST_EVENT } from '../../webhooks/catalogue.js';
 import { refuseDestination, workspacePolicy, type DestinationPolicy } from '../../webhooks/destination-policy.js';
 import { processConfig } from '../../config.js';
 import { deleteEndpointAndDeliveries, liveEndpoint, switchEndpoint } from '../../webhooks/endpoint-lifecycle.js';
-import { withSealingLock } from './signing-secrets.js';
+import { withSealingLock } from '../../webhooks/sealing.js';
 
 /** A webhook endpoint as the API and the CLI show it: never with its signing secret. */
 export interface EndpointRecord {

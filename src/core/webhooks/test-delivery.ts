@@ -5,12 +5,11 @@ import { ConflictError, KeyReusedError, LimitError, NotFoundError } from '../err
 import { lockTestDeliveries, SWITCH_ON_FIRST } from '../../webhooks/endpoint-lifecycle.js';
 import { eventDefinition, TEST_EVENT } from '../../webhooks/catalogue.js';
 import { createDeliveries } from '../../webhooks/fanout.js';
+import { IDEMPOTENCY_WINDOW_MS } from '../../webhooks/retention.js';
 
 /** The fixed text of `data.message` in a webhook.test payload. */
 export const TEST_MESSAGE = 'This is a test delivery from Fleet Rental Service.';
 
-/** How long an Idempotency-Key of the test operation is remembered. */
-export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
 /** Test deliveries pending (queued or retrying) to one endpoint at most; another is refused until one finishes. */
 export const MAX_PENDING_TESTS_PER_ENDPOINT = 5;
 /** Test calls that queue a delivery, per workspace, within any RATE_WINDOW_MS. */
