@@ -35,7 +35,7 @@ import { loadShedding } from '../api/load-shedding.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
 import type { AuditContext } from '../core/audit.js';
 import { authenticateAdmin } from './auth.js';
-import { adminOperations, type AdminCaller } from './operations.js';
+import { adminOperations, type AdminCaller } from './operations/index.js';
 import { MAX_BATCH_BYTES } from '../core/import/records.js';
 
 export interface AdminAppOptions {

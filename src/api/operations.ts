@@ -11,7 +11,7 @@ import { operationsTodayJson } from '../queries/today.js';
 import { bookingSummary } from '../queries/bookings.js';
 import { financeOverview } from '../queries/finance.js';
 import { receivablesJson, type ReceivablesPosition } from '../queries/receivables.js';
-import { listEndpoints } from '../core/webhooks/endpoints.js';
+import { workspaceEndpoints } from '../core/webhooks/endpoints.js';
 import { queueTestDelivery } from '../core/webhooks/test-delivery.js';
 import {
   deliveryDetail,
@@ -111,7 +111,7 @@ export const operationHandlers: Record<string, Handler> = {
       ),
     );
   },
-  listWebhookEndpoints: async ({ db, caller }) => ok({ rows: await listEndpoints(db, caller.workspace.id) }),
+  listWebhookEndpoints: async ({ db, caller }) => ok({ rows: await workspaceEndpoints(db, caller.workspace.id) }),
   sendTestDelivery: async ({ db, caller, now, params, headers }) => {
     const idempotencyKey = headers['idempotency-key'] as string;
     // (its refusals are the core's errors: src/api/errors.ts coreError answers them, as on every listener)

@@ -38,9 +38,13 @@ import {
   rotateSigningSecret,
 } from '../core/webhooks/signing-secrets.js';
 import { checkMasterKey, recordPublicKey } from '../webhooks/sealing.js';
-import { cliAudit, listAuditEntries } from '../core/audit.js';
-import { cliActor } from '../core/actor.js';
-import { createPortalLink, endPortalSessions, PORTAL_SESSION_MINUTES, portalLinkUrl } from '../core/portal-sessions.js';
+import { cliActor, listAuditEntries } from '../core/audit.js';
+import {
+  createPortalLink,
+  endPortalSessions,
+  PORTAL_SESSION_MINUTES,
+  portalLinkView,
+} from '../core/portal-sessions.js';
 import { cliLinkBase } from '../portal/link-base.js';
 import { createAdminToken, listAdminTokens, revokeAdminToken } from '../core/admin-tokens.js';
 import { importFile } from '../core/import/jobs.js';
@@ -213,7 +217,7 @@ export function buildProgram(config: Config): Command {
     .option('--reminders-ahead <days>', 'days ahead for due-soon reminders, 1 to 60 (default 3)', wholeNumber)
     .action(async (o: JsonOption & { slug: string; timezone?: string; remindersAhead?: number }) => {
       const created = await withDatabase((db) =>
-        createWorkspace(db, { slug: o.slug, timezone: o.timezone, remindersAhead: o.remindersAhead }, cliAudit()),
+        createWorkspace(db, cliActor(), { slug: o.slug, timezone: o.timezone, remindersAhead: o.remindersAhead }),
       );
       print(o, workspaceSummary(created), describeWorkspace);
     });
@@ -242,21 +246,25 @@ export function buildProgram(config: Config): Command {
           ?.split(',')
           .map((c) => c.trim())
           .filter(Boolean);
-        const updated = await withDatabase((db) =>
-          updateWorkspace(
-            db,
-            o.slug,
-            { status: o.status, timezone: o.timezone, remindersAhead: o.remindersAhead, webhookAllowedCidrs },
-            new Date(),
-            cliAudit(),
-          ),
+        const changes = {
+          status: o.status,
+          timezone: o.timezone,
+          remindersAhead: o.remindersAhead,
+          webhookAllowedCidrs,
+        };
+        const updated = await withDatabase(async (db) =>
+          updateWorkspace(db, cliActor(), {
+            workspaceId: (await findWorkspace(db, o.slug)).id,
+            changes,
+            now: new Date(),
+          }),
         );
         print(o, workspaceSummary(updated), describeWorkspace);
       },
     );
 
   command(workspace, 'list', 'list the workspaces').action(async (o: JsonOption) => {
-    const result = await withDatabase(listWorkspaces);
+    const result = await withDatabase((db) => listWorkspaces(db, cliActor(), {}));
     print(
       o,
       result,
@@ -264,7 +272,7 @@ export function buildProgram(config: Config): Command {
         r.rows
           .map(
             (w) =>
-              `${w.slug} ${w.id} ${w.status} ${w.timezone} reminders-ahead=${w.remindersAhead}${w.webhookAllowedCidrs.length ? ` webhook-allowed-cidrs=${w.webhookAllowedCidrs.join(',')}` : ''}`,
+              `${w.slug} ${w.id} ${w.status} ${w.timezone} reminders-ahead=${w.remindersAhead}${w.webhookAllowedCidrs?.length ? ` webhook-allowed-cidrs=${w.webhookAllowedCidrs.join(',')}` : ''}`,
           )
           .join('\n') || 'no workspaces',
     );
@@ -276,8 +284,12 @@ export function buildProgram(config: Config): Command {
     .option('--role <role>', 'free-form role recorded with the key')
     .option('--expires-at <iso>', 'ISO 8601 date-time after which the key is refused')
     .action(async (o: JsonOption & { workspace: string; role?: string; expiresAt?: string }) => {
-      const created = await withDatabase((db) =>
-        createApiKey(db, { workspaceSlug: o.workspace, role: o.role, expiresAt: o.expiresAt }, cliAudit()),
+      const created = await withDatabase(async (db) =>
+        createApiKey(db, cliActor(), {
+          workspaceId: (await findWorkspace(db, o.workspace)).id,
+          role: o.role,
+          expiresAt: o.expiresAt,
+        }),
       );
       print(
         o,
@@ -289,14 +301,16 @@ export function buildProgram(config: Config): Command {
   command(key, 'revoke', 'revoke an API key')
     .requiredOption('--id <id>', 'the key id')
     .action(async (o: JsonOption & { id: string }) => {
-      const revoked = await withDatabase((db) => revokeApiKey(db, o.id, {}, cliAudit()));
+      const revoked = await withDatabase((db) => revokeApiKey(db, cliActor(), { keyId: o.id, workspaceId: 'every' }));
       print(o, revoked, (r) => `API key ${r.id} revoked at ${r.revokedAt}`);
     });
 
   command(key, 'list', "list a workspace's API keys (never the keys themselves: only their hashes are stored)")
     .requiredOption('--workspace <slug>', 'the workspace')
     .action(async (o: JsonOption & { workspace: string }) => {
-      const result = await withDatabase((db) => listApiKeys(db, o.workspace));
+      const result = await withDatabase(async (db) =>
+        listApiKeys(db, cliActor(), { workspaceId: (await findWorkspace(db, o.workspace)).id }),
+      );
       print(
         o,
         result,
@@ -328,15 +342,17 @@ export function buildProgram(config: Config): Command {
         },
       ) => {
         const input = {
-          workspaceSlug: o.workspace,
           url: o.url,
           name: o.name,
           events: o.events,
           allowDuplicateUrl: o.allowDuplicateUrl,
+          policy: config.destinationPolicy,
         };
-        const created = await withDatabase((db) => createEndpoint(db, input, undefined, cliAudit()), {
-          masterKey: 'needed',
-        });
+        const created = await withDatabase(
+          async (db) =>
+            createEndpoint(db, cliActor(), { workspaceId: (await findWorkspace(db, o.workspace)).id, ...input }),
+          { masterKey: 'needed' },
+        );
         print(
           o,
           created,
@@ -352,7 +368,9 @@ export function buildProgram(config: Config): Command {
     command(endpoint, name, `switch a webhook endpoint ${active ? 'on' : 'off'}`)
       .requiredOption('--id <id>', 'the endpoint id')
       .action(async (o: JsonOption & { id: string }) => {
-        const record = await withDatabase((db) => setEndpointActive(db, o.id, active, new Date(), cliAudit()));
+        const record = await withDatabase((db) =>
+          setEndpointActive(db, cliActor(), { endpointId: o.id, workspaceId: 'every', active, now: new Date() }),
+        );
         print(o, record, describeEndpoint);
       });
   }
@@ -368,7 +386,14 @@ export function buildProgram(config: Config): Command {
         o: JsonOption & { id: string; url?: string; name?: string; events?: string[]; allowDuplicateUrl?: boolean },
       ) => {
         const changes = { url: o.url, name: o.name, events: o.events, allowDuplicateUrl: o.allowDuplicateUrl };
-        const record = await withDatabase((db) => updateEndpoint(db, o.id, changes, {}, undefined, cliAudit()));
+        const record = await withDatabase((db) =>
+          updateEndpoint(db, cliActor(), {
+            endpointId: o.id,
+            workspaceId: 'every',
+            changes,
+            policy: config.destinationPolicy,
+          }),
+        );
         print(o, record, (e) => `${describeEndpoint(e)} (events: ${e.events.join(', ') || 'all'})`);
       },
     );
@@ -379,14 +404,18 @@ export function buildProgram(config: Config): Command {
   )
     .requiredOption('--id <id>', 'the endpoint id')
     .action(async (o: JsonOption & { id: string }) => {
-      const deleted = await withDatabase((db) => deleteEndpoint(db, o.id, {}, cliAudit()));
+      const deleted = await withDatabase((db) =>
+        deleteEndpoint(db, cliActor(), { endpointId: o.id, workspaceId: 'every' }),
+      );
       print(o, deleted, (r) => `endpoint ${r.id} deleted; its pending deliveries are marked failed (endpoint_deleted)`);
     });
 
   command(endpoint, 'list', "list a workspace's webhook endpoints (never their signing secrets)")
     .requiredOption('--workspace <slug>', 'the workspace')
     .action(async (o: JsonOption & { workspace: string }) => {
-      const rows = await withDatabase(async (db) => listEndpoints(db, (await findWorkspace(db, o.workspace)).id));
+      const rows = await withDatabase(async (db) =>
+        listEndpoints(db, cliActor(), { workspaceId: (await findWorkspace(db, o.workspace)).id }),
+      );
       print(o, { rows }, (r) => r.rows.map(describeEndpointRow).join('\n') || 'no endpoints');
     });
   command(
@@ -403,7 +432,13 @@ export function buildProgram(config: Config): Command {
     .option('--until <iso>', 'end of the window (ISO 8601, exclusive; default: now)', isoInstant)
     .action(async (o: JsonOption & { id: string; since: Date; until?: Date }) => {
       const result = await withDatabase((db) =>
-        recoverEndpoint(db, { endpointId: o.id, since: o.since, until: o.until }, cliAudit()),
+        recoverEndpoint(db, cliActor(), {
+          endpointId: o.id,
+          workspaceId: 'every',
+          since: o.since,
+          until: o.until,
+          now: new Date(),
+        }),
       );
       print(
         o,
@@ -425,7 +460,13 @@ export function buildProgram(config: Config): Command {
     )
     .action(async (o: JsonOption & { id: string; overlapHours?: number }) => {
       const rotated = await withDatabase(
-        (db) => rotateSigningSecret(db, o.id, { overlapHours: o.overlapHours }, cliAudit()),
+        (db) =>
+          rotateSigningSecret(db, cliActor(), {
+            endpointId: o.id,
+            workspaceId: 'every',
+            overlapHours: o.overlapHours,
+            now: new Date(),
+          }),
         { masterKey: 'needed' },
       );
       print(
@@ -445,8 +486,12 @@ export function buildProgram(config: Config): Command {
     .option('--workspace <slug>', 'confine the token to this workspace (default: every workspace)')
     .option('--expires-at <iso>', 'ISO 8601 date-time after which the token is refused')
     .action(async (o: JsonOption & { name: string; workspace?: string; expiresAt?: string }) => {
-      const created = await withDatabase((db) =>
-        createAdminToken(db, { name: o.name, workspaceSlug: o.workspace, expiresAt: o.expiresAt }, cliAudit()),
+      const created = await withDatabase(async (db) =>
+        createAdminToken(db, cliActor(), {
+          name: o.name,
+          workspaceId: o.workspace === undefined ? 'every' : (await findWorkspace(db, o.workspace)).id,
+          expiresAt: o.expiresAt,
+        }),
       );
       print(
         o,
@@ -460,7 +505,7 @@ export function buildProgram(config: Config): Command {
     'list',
     'list the admin API tokens (never the tokens themselves: only their hashes are stored)',
   ).action(async (o: JsonOption) => {
-    const result = await withDatabase(listAdminTokens);
+    const result = await withDatabase((db) => listAdminTokens(db, cliActor()));
     print(
       o,
       result,
@@ -476,7 +521,7 @@ export function buildProgram(config: Config): Command {
   command(adminToken, 'revoke', 'revoke an admin API token (refused from its next request on)')
     .requiredOption('--id <id>', 'the token id')
     .action(async (o: JsonOption & { id: string }) => {
-      const revoked = await withDatabase((db) => revokeAdminToken(db, o.id, cliAudit()));
+      const revoked = await withDatabase((db) => revokeAdminToken(db, cliActor(), { id: o.id }));
       print(o, revoked, (r) => `admin token ${r.id} revoked at ${r.revokedAt}`);
     });
 
@@ -500,19 +545,14 @@ export function buildProgram(config: Config): Command {
       const publicUrl = cliLinkBase(config.portal, config.dataDir);
       const link = await withDatabase(async (db) => {
         const { id } = await findWorkspace(db, o.workspace);
-        return createPortalLink(
-          db,
-          { workspaceId: id, expiresInMinutes: o.minutes, readOnly: o.readOnly === true, now: new Date() },
-          cliAudit(),
-        );
+        return createPortalLink(db, cliActor(), {
+          workspaceId: id,
+          expiresInMinutes: o.minutes,
+          readOnly: o.readOnly === true,
+          now: new Date(),
+        });
       });
-      const shown = {
-        id: link.id,
-        url: portalLinkUrl(publicUrl, link.key),
-        readOnly: link.readOnly,
-        linkExpiresAt: link.linkExpiresAt,
-        expiresAt: link.expiresAt,
-      };
+      const shown = portalLinkView(link, publicUrl);
       print(
         o,
         shown,
@@ -524,7 +564,11 @@ export function buildProgram(config: Config): Command {
     .requiredOption('--workspace <slug>', 'the workspace')
     .action(async (o: JsonOption & { workspace: string }) => {
       const { ended } = await withDatabase(async (db) =>
-        endPortalSessions(db, { workspaceId: (await findWorkspace(db, o.workspace)).id }, new Date(), cliAudit()),
+        endPortalSessions(db, cliActor(), {
+          workspaceId: (await findWorkspace(db, o.workspace)).id,
+          sessionId: 'every',
+          now: new Date(),
+        }),
       );
       print(o, { ended: ended.length }, (r) => `${r.ended} settings-screen session(s) ended`);
     });
@@ -536,7 +580,7 @@ export function buildProgram(config: Config): Command {
     `write a new master key to the key file (${SECRET_KEY_FILE_ENV}, default secret.key in the data folder), for a database holding no signing secret yet`,
   ).action(async (o: JsonOption) => {
     // Also before `migrate`: the key a migration seals the plain secrets of an old version with.
-    const created = await withDatabase(createMasterKey, { schema: 'as-is' });
+    const created = await withDatabase((db) => createMasterKey(db, cliActor()), { schema: 'as-is' });
     print(
       o,
       created,
@@ -555,7 +599,7 @@ export function buildProgram(config: Config): Command {
     )
     .action(async (o: JsonOption & { keyFileIsShared?: boolean }) => {
       const result = await withDatabase(
-        (db) => resealSigningSecrets(db, { keyFileIsShared: o.keyFileIsShared, audit: cliAudit() }),
+        (db) => resealSigningSecrets(db, cliActor(), { keyFileIsShared: o.keyFileIsShared === true }),
         { masterKey: 'needed' },
       );
       print(
@@ -579,8 +623,13 @@ export function buildProgram(config: Config): Command {
     .action(async (o: JsonOption & { workspace: string; file: string; format?: 'json' | 'ndjson' }) => {
       // The same job as the admin API's createImport, streamed from the file. Progress goes to stderr: a bar on a
       // terminal, else a line every 5 s (none for a run shorter than that).
-      const result = await withDatabase((db) =>
-        importFile(db, o.workspace, o.file, { progress: true, audit: cliAudit(), format: o.format }),
+      const result = await withDatabase(async (db) =>
+        importFile(db, cliActor(), {
+          workspaceId: (await findWorkspace(db, o.workspace)).id,
+          file: o.file,
+          progress: true,
+          format: o.format,
+        }),
       );
       print(o, { imported: result.imported }, (r) => `imported ${describeCounts(r.imported)}`);
     });
@@ -647,7 +696,9 @@ export function buildProgram(config: Config): Command {
   command(deliveries, 'list', "an endpoint's deliveries, newest first")
     .requiredOption('--endpoint <id>', 'the endpoint id')
     .action(async (o: JsonOption & { endpoint: string }) => {
-      const result = await withDatabase((db) => listDeliveries(db, o.endpoint));
+      const result = await withDatabase((db) =>
+        listDeliveries(db, cliActor(), { endpointId: o.endpoint, workspaceId: 'every' }),
+      );
       print(
         o,
         result,
@@ -663,7 +714,9 @@ export function buildProgram(config: Config): Command {
   command(deliveries, 'show', 'one delivery: its state, payload and every attempt with its error')
     .requiredOption('--id <id>', 'the delivery id')
     .action(async (o: JsonOption & { id: string }) => {
-      const result = await withDatabase((db) => showDelivery(db, o.id));
+      const result = await withDatabase((db) =>
+        showDelivery(db, cliActor(), { deliveryId: o.id, workspaceId: 'every' }),
+      );
       print(o, result, describeDelivery);
     });
   command(
@@ -673,7 +726,9 @@ export function buildProgram(config: Config): Command {
   )
     .requiredOption('--id <id>', 'the delivery id')
     .action(async (o: JsonOption & { id: string }) => {
-      const result = await withDatabase((db) => retryDelivery(db, o.id, { audit: cliAudit() }));
+      const result = await withDatabase((db) =>
+        retryDelivery(db, cliActor(), { deliveryId: o.id, workspaceId: 'every', now: new Date() }),
+      );
       print(o, result, (r) =>
         r.previousStatus === 'failed' || r.previousStatus === 'accepted'
           ? `delivery ${r.id} was ${r.previousStatus}; queued again after ${r.attempts} attempt(s), to be attempted now`
@@ -683,7 +738,9 @@ export function buildProgram(config: Config): Command {
   command(deliveries, 'resend', 'queue a failed delivery again (same id and body; its attempt count continues)')
     .requiredOption('--id <id>', 'the delivery id')
     .action(async (o: JsonOption & { id: string }) => {
-      const result = await withDatabase((db) => resendDelivery(db, o.id));
+      const result = await withDatabase((db) =>
+        resendDelivery(db, cliActor(), { deliveryId: o.id, workspaceId: 'every', now: new Date() }),
+      );
       print(o, result, (r) => `delivery ${r.id} queued again after ${r.attempts} attempt(s)`);
     });
 
@@ -703,7 +760,12 @@ export function buildProgram(config: Config): Command {
     .requiredOption('--event <name>', 'the event (see events list)')
     .action(async (o: JsonOption & { endpoint: string; event: string }) => {
       const result = await withDatabase((db) =>
-        sendExampleEvent(db, { endpointId: o.endpoint, event: o.event }, cliAudit()),
+        sendExampleEvent(db, cliActor(), {
+          workspaceId: 'every',
+          endpointId: o.endpoint,
+          event: o.event,
+          now: new Date(),
+        }),
       );
       print(o, result, (r) => `example ${r.event} queued for endpoint ${r.endpointId} as delivery ${r.deliveryId}`);
     });
@@ -715,8 +777,8 @@ export function buildProgram(config: Config): Command {
     .option('--limit <n>', 'at most this many entries (default 50)', wholeNumber)
     .action(async (o: JsonOption & { workspace?: string; since?: Date; limit?: number }) => {
       const result = await withDatabase(async (db) => {
-        const workspaceId = o.workspace === undefined ? undefined : (await findWorkspace(db, o.workspace)).id;
-        const { rows } = await listAuditEntries(db, { workspaceId, since: o.since, limit: o.limit ?? 50 });
+        const workspaceId = o.workspace === undefined ? 'every' : (await findWorkspace(db, o.workspace)).id;
+        const { rows } = await listAuditEntries(db, cliActor(), { workspaceId, since: o.since, limit: o.limit ?? 50 });
         return { rows };
       });
       print(

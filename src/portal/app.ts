@@ -30,7 +30,7 @@ import type { AuthGuard } from '../api/auth.js';
 import { AuthFailureLimits } from '../api/auth-failures.js';
 import type { Cursors } from '../api/cursors.js';
 import { derivedKeys, hashApiKey, type KeyringOptions } from '../secrets.js';
-import { findWorkspace } from '../core/workspaces.js';
+import { findWorkspace, toWorkspaceView } from '../core/workspaces.js';
 import {
   endPortalSessions,
   OtherWorkspaceOpenError,
@@ -216,10 +216,11 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
   });
 
   const sessionBody = async (session: PortalSessionHolder) => {
-    const { id, slug, status, timezone, remindersAhead } = await findWorkspace(db, { id: session.workspaceId });
+    const workspace = await findWorkspace(db, { id: session.workspaceId });
     return {
       id: session.id,
-      workspace: { id, slug, status, timezone, remindersAhead },
+      // (as a session sees it: never the operator's settings)
+      workspace: toWorkspaceView({ kind: 'workspace' }, workspace),
       readOnly: session.readOnly,
       csrfToken: csrfToken(session.id),
       expiresAt: session.expiresAt.toISOString(),
@@ -289,11 +290,11 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
       ctx.state.operationId = 'signOutPortalSession';
       const held = await authenticateSession(ctx);
       requireCsrf(ctx, held);
+      const audit = portalAudit(held, ctx.response.get('x-request-id'), ctx.state.clientRequestId);
       await endPortalSessions(
         db,
-        { workspaceId: held.workspaceId, id: held.id },
-        clock(),
-        portalAudit(held, ctx.response.get('x-request-id'), ctx.state.clientRequestId),
+        { kind: 'workspace', workspaceId: held.workspaceId, audit },
+        { workspaceId: held.workspaceId, sessionId: held.id, now: clock() },
       );
       ctx.set('Set-Cookie', cookie(undefined));
       ctx.status = 204;

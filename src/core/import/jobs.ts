@@ -4,6 +4,7 @@ import type { ValidateFunction } from 'ajv';
 import { JSONParser } from '@streamparser/json';
 import { createSchemaAjv, IMPORT_SCHEMA_ID } from '../../contract/document.js';
 import { recordAudit, type AuditContext } from '../audit.js';
+import { mustReach, type Actor } from '../actor.js';
 import { BusyError, ConflictError, NotFoundError } from '../errors.js';
 import fs from 'node:fs';
 import type { Logger } from 'pino';
@@ -279,6 +280,9 @@ export interface StartImportOptions {
   logger?: Pick<Logger, 'error'>;
 }
 
+/** What a client gives startImport: the workspace, and the job's options but its audit (the actor's). */
+export type StartImportInput = Omit<StartImportOptions, 'audit'> & { workspaceId: string };
+
 /**
  * Starts an import job into the workspace and returns it running, with `done`: the job as it ended (never rejects), and
  * `received`: settled once the whole body was read (or the job ended first).
@@ -286,9 +290,12 @@ export interface StartImportOptions {
  */
 export async function startImport(
   db: Knex,
-  workspaceId: string,
-  options: StartImportOptions,
+  actor: Actor,
+  input: StartImportInput,
 ): Promise<{ job: ImportJob; done: Promise<ImportJob>; received: Promise<void> }> {
+  const { workspaceId, ...given } = input;
+  mustReach(actor, workspaceId);
+  const options: StartImportOptions = { ...given, audit: actor.audit };
   const workspace = await findWorkspace(db, { id: workspaceId });
   // Counted before the job takes its connection (and without an await between the check and the count).
   if (runningInProcess >= MAX_RUNNING_IMPORTS_PER_PROCESS) {
@@ -578,7 +585,13 @@ async function writeChunk(
 }
 
 /** The job, within the workspace; a running job whose process is gone is recorded as failed first. */
-export async function getImport(db: Knex, workspaceId: string, id: string): Promise<ImportJob> {
+export async function getImport(
+  db: Knex,
+  actor: Actor,
+  input: { workspaceId: string; importId: string },
+): Promise<ImportJob> {
+  const { workspaceId, importId: id } = input;
+  mustReach(actor, workspaceId);
   const row = await db('import_jobs').where({ id, workspace_id: workspaceId }).first();
   if (!row) throw new NotFoundError(`No import job with id ${id} in this workspace.`);
   if (row.phase !== 'running') return view(row);
@@ -587,8 +600,14 @@ export async function getImport(db: Knex, workspaceId: string, id: string): Prom
 }
 
 /** Asks a running job to stop (it ends `canceled`, nothing written); ConflictError for a job that already ended. */
-export async function cancelImport(db: Knex, workspaceId: string, id: string, audit: AuditContext): Promise<ImportJob> {
-  const job = await getImport(db, workspaceId, id);
+export async function cancelImport(
+  db: Knex,
+  actor: Actor,
+  input: { workspaceId: string; importId: string },
+): Promise<ImportJob> {
+  const { workspaceId, importId: id } = input;
+  const { audit } = actor;
+  const job = await getImport(db, actor, input);
   if (job.phase !== 'running') throw new ConflictError(`The import job already ended (${job.phase}).`, 'phase');
   return db.transaction(async (trx) => {
     const [row] = await trx('import_jobs')
@@ -612,17 +631,17 @@ export async function cancelImport(db: Knex, workspaceId: string, id: string, au
  */
 export async function importFile(
   db: Knex,
-  workspaceSlug: string,
-  file: string,
-  options: ProgressOptions & { audit: AuditContext; format?: ImportFormat },
+  actor: Actor,
+  input: ProgressOptions & { workspaceId: string; file: string; format?: ImportFormat },
 ): Promise<{ jobId: string; imported: CountsByKey }> {
+  const { file, ...options } = input;
   let size: number;
   try {
     size = fs.statSync(file).size;
   } catch (err) {
     throw new ImportError(`cannot read ${file}: ${(err as Error).message}`);
   }
-  const workspace = await findWorkspace(db, workspaceSlug);
+  const workspace = await findWorkspace(db, { id: input.workspaceId });
   const progress = progressReporter('import', 'bytes', size, options);
   let applied = 0;
   async function* counted(): AsyncGenerator<Buffer> {
@@ -633,10 +652,10 @@ export async function importFile(
   }
   const format = options.format ?? (/\.(ndjson|jsonl)$/i.test(file) ? 'ndjson' : 'json');
   try {
-    const { done } = await startImport(db, workspace.id, {
+    const { done } = await startImport(db, actor, {
+      workspaceId: workspace.id,
       body: counted(),
       format,
-      audit: options.audit,
       source: file,
       onProgress: (p) => {
         applied = p.recordsApplied;

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
-import { recordAudit, type AuditContext } from '../audit.js';
+import { recordAudit } from '../audit.js';
+import { workspaceFilter, type Actor, type OperatorActor } from '../actor.js';
 import { createMasterKeyFile, MasterKeyError, newSigningSecret, rotateMasterKey } from '../../secrets.js';
 import { KEY_SETTINGS, openSigningSecret, storedSecrets, withSealingLock } from '../../webhooks/sealing.js';
 import { InvalidFieldError, isUuid, NotFoundError } from '../errors.js';
@@ -18,7 +19,7 @@ export const MAX_OVERLAP_HOURS = 720;
  * `fleet-admin secrets create-master-key`: a new key file, for a database that holds no sealed signing secret (one
  * that does needs the key they were sealed with, not a new one).
  */
-export async function createMasterKey(db: Knex): Promise<{ keyId: string; file: string }> {
+export async function createMasterKey(db: Knex, _actor: OperatorActor): Promise<{ keyId: string; file: string }> {
   const stored = await storedSecrets(db);
   if (stored && !stored.plain) {
     throw new MasterKeyError(
@@ -44,10 +45,11 @@ export interface RotatedSecret {
  */
 export async function rotateSigningSecret(
   db: Knex,
-  id: string,
-  options: { overlapHours?: number; now?: Date; workspaceId?: string } = {},
-  audit?: AuditContext,
+  actor: Actor,
+  input: { endpointId: string; workspaceId: string | 'every'; overlapHours?: number; now: Date },
 ): Promise<RotatedSecret> {
+  const { endpointId: id, now } = input;
+  const options = { overlapHours: input.overlapHours, workspaceId: workspaceFilter(actor, input.workspaceId) };
   if (!isUuid(id)) throw new InvalidFieldError('id', `must be a UUID, got "${id}"`);
   const overlapHours = options.overlapHours ?? DEFAULT_OVERLAP_HOURS;
   if (!Number.isInteger(overlapHours) || overlapHours < 0 || overlapHours > MAX_OVERLAP_HOURS) {
@@ -56,7 +58,6 @@ export async function rotateSigningSecret(
       `must be a whole number of hours from 0 to ${MAX_OVERLAP_HOURS}, got ${overlapHours}`,
     );
   }
-  const now = options.now ?? new Date();
   const secret = newSigningSecret();
   return withSealingLock(db, 'shared', async (trx, sealer) => {
     const expiresAt = overlapHours > 0 ? new Date(now.getTime() + overlapHours * 3_600_000) : null;
@@ -75,13 +76,12 @@ export async function rotateSigningSecret(
     if (!row.workspace_id) throw new NotFoundError(`no webhook endpoint with id ${id}`);
     const previousSecretExpiresAt = expiresAt?.toISOString() ?? null;
     // (that the secret changed, never the secret)
-    if (audit)
-      await recordAudit(trx, audit, {
-        action: 'endpoint.rotate_secret',
-        workspaceId: row.workspace_id,
-        target: { type: 'endpoint', id },
-        changes: { overlapHours, previousSecretExpiresAt },
-      });
+    await recordAudit(trx, actor.audit, {
+      action: 'endpoint.rotate_secret',
+      workspaceId: row.workspace_id,
+      target: { type: 'endpoint', id },
+      changes: { overlapHours, previousSecretExpiresAt },
+    });
     return { id, secret, previousSecretExpiresAt };
   });
 }
@@ -93,7 +93,8 @@ export async function rotateSigningSecret(
  */
 export async function resealSigningSecrets(
   db: Knex,
-  options: { keyFileIsShared?: boolean; audit?: AuditContext } = {},
+  actor: OperatorActor,
+  options: { keyFileIsShared: boolean },
 ): Promise<{ keyId: string; source: 'env' | 'file'; file?: string; resealed: number }> {
   const { result, ...rotated } = await rotateMasterKey(
     () =>
@@ -132,13 +133,12 @@ export async function resealSigningSecrets(
             });
         }
         // the new key's id (a digest, never the key) and how many endpoints it now seals
-        if (options.audit)
-          await recordAudit(trx, options.audit, {
-            action: 'master_key.rotate',
-            workspaceId: null,
-            target: { type: 'master_key', id: sealer.keyId },
-            changes: { resealed: rows.length },
-          });
+        await recordAudit(trx, actor.audit, {
+          action: 'master_key.rotate',
+          workspaceId: null,
+          target: { type: 'master_key', id: sealer.keyId },
+          changes: { resealed: rows.length },
+        });
         return rows.length;
       }),
     options,

@@ -35,7 +35,7 @@ const secondsUntil = (at: Date, now: Date) => Math.max(1, Math.ceil((at.getTime(
 export interface ExampleEvent {
   event: string;
   /** Who asked for it, audited as `event.send_example`. */
-  audit?: AuditContext;
+  audit: AuditContext;
 }
 
 /**
@@ -48,6 +48,8 @@ export interface ExampleEvent {
  * requests with one key queue one delivery and concurrent requests cannot pass a limit together. Refusals: NotFoundError
  * (no such endpoint in the workspace), KeyReusedError (the key was used for another endpoint of the workspace within
  * the window), LimitError (a limit was reached, nothing queued, with the seconds until trying again can succeed).
+ * Takes no actor: the public API's test operation calls it for its key's own workspace (an API key is no actor of the
+ * audit trail), and sendExampleEvent (src/core/webhooks/events.ts) once it reached the workspace, with its audit.
  */
 export async function queueTestDelivery(
   db: Knex,
@@ -104,7 +106,7 @@ export async function queueTestDelivery(
     const [delivery] = await createDeliveries(trx, [event.id], { kind: 'endpoint', endpointId });
     if (!delivery)
       throw new Error(`queueTestDelivery: no delivery made for endpoint ${endpointId}, which this transaction holds`);
-    if (example?.audit) {
+    if (example) {
       await recordAudit(trx, example.audit, {
         action: 'event.send_example',
         workspaceId,
