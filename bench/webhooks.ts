@@ -33,6 +33,8 @@ import { fanOutEvents } from '../src/webhooks/fanout.js';
 import { recordEvent } from '../src/webhooks/record-event.js';
 import { Dispatcher, type DispatcherOptions } from '../src/webhooks/dispatcher.js';
 import { loadOpenApiDocument } from '../src/contract/document.js';
+import { cliActor } from '../src/core/audit.js';
+import { findWorkspace } from '../src/core/workspaces.js';
 
 const env = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
 const DELIVERIES = env('BENCH_DELIVERIES', 20_000);
@@ -118,13 +120,14 @@ async function measure(
   const postmaster = await postmasterPid(db);
   // A fresh bench workspace with ENDPOINTS endpoints on the receiver, subscribed to everything.
   await db('workspaces').where({ slug: SLUG }).delete();
-  const workspace = await createWorkspace(db, { slug: SLUG });
+  const workspace = await createWorkspace(db, cliActor(), { slug: SLUG });
   for (let i = 0; i < ENDPOINTS; i++)
-    await createEndpoint(
-      db,
-      { workspaceSlug: SLUG, url: `${receiverUrl}/hooks/${i}`, name: `bench ${i}` },
-      LOCAL_RECEIVER,
-    );
+    await createEndpoint(db, cliActor(), {
+      workspaceId: (await findWorkspace(db, SLUG)).id,
+      url: `${receiverUrl}/hooks/${i}`,
+      name: `bench ${i}`,
+      policy: LOCAL_RECEIVER,
+    });
   const data = exampleData();
   const clear = () => db('events').where({ workspace_id: workspace.id }).delete();
 
@@ -238,21 +241,23 @@ async function neighbourLag(
   // Errors only: the noisy workspace's time-outs are expected here, one warn line each would bury the figures.
   const logger = pino({ level: 'error' });
   for (const slug of ['bench-quiet', 'bench-noisy']) await db('workspaces').where({ slug }).delete();
-  const quiet = await createWorkspace(db, { slug: 'bench-quiet' });
-  await createEndpoint(
-    db,
-    { workspaceSlug: 'bench-quiet', url: `${receiverUrl}/hooks/quiet`, name: 'quiet' },
-    LOCAL_RECEIVER,
-  );
+  const quiet = await createWorkspace(db, cliActor(), { slug: 'bench-quiet' });
+  await createEndpoint(db, cliActor(), {
+    workspaceId: (await findWorkspace(db, 'bench-quiet')).id,
+    url: `${receiverUrl}/hooks/quiet`,
+    name: 'quiet',
+    policy: LOCAL_RECEIVER,
+  });
   const workspaces = [quiet.id];
   if (noisy) {
-    const loud = await createWorkspace(db, { slug: 'bench-noisy' });
+    const loud = await createWorkspace(db, cliActor(), { slug: 'bench-noisy' });
     for (let i = 0; i < 8; i++)
-      await createEndpoint(
-        db,
-        { workspaceSlug: 'bench-noisy', url: `${receiverUrl}/never/${i}`, name: `dead ${i}` },
-        LOCAL_RECEIVER,
-      );
+      await createEndpoint(db, cliActor(), {
+        workspaceId: (await findWorkspace(db, 'bench-noisy')).id,
+        url: `${receiverUrl}/never/${i}`,
+        name: `dead ${i}`,
+        policy: LOCAL_RECEIVER,
+      });
     const queued = await queueBacklog(db, loud.id, 63, exampleData());
     if (queued !== 504) throw new Error(`queued ${queued} noisy deliveries`);
     workspaces.push(loud.id);

@@ -14,6 +14,7 @@ import { SWITCH_OFF_AFTER_FAILURES } from '../src/webhooks/endpoint-lifecycle.js
 import { Dispatcher } from '../src/webhooks/dispatcher.js';
 import { observedCalendarSweep } from '../src/webhooks/worker.js';
 import { bookingConfirmedData, dropTestWorkspaces, webhookWorkspace, type TestWorkspace } from './webhooks/support.js';
+import { idOf, operator } from './support/actors.js';
 
 // Point 3 and 4 of the operator's view: what the logs say about deliveries, and the Prometheus metrics scraped
 // from their own listener (port 0 here: the system picks one; never the default 9464).
@@ -191,7 +192,7 @@ describe('observability: delivery logs and Prometheus metrics', () => {
     expect(value(samples, 'frs_webhook_delivery_lag_seconds_bucket', { le: '+Inf' })).to.equal(2);
 
     // requests by operationId and status, through the real app
-    const key = (await createApiKey(db, { workspaceSlug: ws.slug })).key;
+    const key = (await createApiKey(db, operator, { workspaceId: await idOf(db, ws.slug) })).key;
     const app = await createApp({ db, logger, metrics: own });
     const server = await listen(app, 0, '127.0.0.1');
     try {

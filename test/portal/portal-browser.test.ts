@@ -15,6 +15,8 @@ import { fixture } from '../support/fixtures.js';
 import { startReceiver, verifyIndependently, type Receiver, type Reply } from '../support/receiver.js';
 import { bookingConfirmedData, quietLogger } from '../webhooks/support.js';
 import { expectPortalDocumented, startScreen, type TestScreen } from './support.js';
+import { operator } from '../support/actors.js';
+import { processConfig } from '../../src/config.js';
 
 // The settings screen as the workspace's staff meet it, in Debian's chromium driven by playwright-core (as the
 // reference page's test does). Controls are found only by their accessible role and name, as a screen reader would.
@@ -693,7 +695,11 @@ describe('the settings screen (/portal) in a browser', function () {
 
   it("shows another workspace's endpoint as not found (the API answers 404)", async () => {
     const other = await fixture(db);
-    const foreign = await createEndpoint(db, { workspaceId: other.ws.id, url: 'https://hooks.example.com/other' });
+    const foreign = await createEndpoint(db, operator, {
+      workspaceId: other.ws.id,
+      url: 'https://hooks.example.com/other',
+      policy: processConfig().destinationPolicy,
+    });
     provoked.add(`404 ${screen.url}${adminPath(`/endpoints/${foreign.id}`)}`);
     const answered = await answerTo('GET', adminPath(`/endpoints/${foreign.id}`), () =>
       page.goto(`${screen.url}/portal/endpoints/${foreign.id}`),
@@ -705,10 +711,11 @@ describe('the settings screen (/portal) in a browser', function () {
   });
 
   it('shows an endpoint deleted meanwhile as not found at the next refresh', async () => {
-    const gone = await createEndpoint(db, {
+    const gone = await createEndpoint(db, operator, {
       workspaceId: workspace.id,
       url: receiver.endpointUrl(),
       name: 'Gone soon',
+      policy: processConfig().destinationPolicy,
     });
     await page.goto(`${screen.url}/portal/endpoints/${gone.id}`);
     await page.getByRole('heading', { level: 1, name: 'Gone soon' }).waitFor();
@@ -772,7 +779,12 @@ describe('the settings screen (/portal) in a browser', function () {
 
   it('offers no change for a frozen workspace (its sessions write nothing), and says it is frozen', async () => {
     const frozen = await fixture(db);
-    await createEndpoint(db, { workspaceId: frozen.ws.id, url: receiver.endpointUrl(), name: 'Frozen sync' });
+    await createEndpoint(db, operator, {
+      workspaceId: frozen.ws.id,
+      url: receiver.endpointUrl(),
+      name: 'Frozen sync',
+      policy: processConfig().destinationPolicy,
+    });
     await db('workspaces').where({ id: frozen.ws.id }).update({ status: 'frozen' });
     const other = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     const viewer = watch(await other.newPage());
@@ -844,7 +856,12 @@ describe('the settings screen (/portal) in a browser', function () {
   });
 
   it('edits an endpoint, and deletes one after confirming', async () => {
-    const spare = await createEndpoint(db, { workspaceId: workspace.id, url: receiver.endpointUrl(), name: 'Spare' });
+    const spare = await createEndpoint(db, operator, {
+      workspaceId: workspace.id,
+      url: receiver.endpointUrl(),
+      name: 'Spare',
+      policy: processConfig().destinationPolicy,
+    });
     await page.goto(`${screen.url}/portal/endpoints/${spare.id}`);
     await page.getByRole('heading', { level: 1, name: 'Spare' }).waitFor();
     await page.getByLabel('Name', { exact: true }).fill('Spare <i>receiver</i>');

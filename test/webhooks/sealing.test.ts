@@ -20,6 +20,8 @@ import { bookingConfirmedData, dropTestWorkspaces, eventually } from './support.
 import { startReceiver, verifyIndependently } from '../support/receiver.js';
 import { recordEvent } from '../../src/webhooks/record-event.js';
 import * as frozenSealing from '../../migrations/support/sealed-signing-secrets.js';
+import { operator, operatorWith } from '../support/actors.js';
+import { processConfig } from '../../src/config.js';
 
 // Issue 31, point 1: only the worker can open a signing secret. The process serving the public listener (the API, the
 // admin API, the settings screen) holds no key that opens one and no database role that reads one.
@@ -79,10 +81,21 @@ describe('only the worker can open a signing secret: the API process, as its rol
     const owner = database.db;
     const api = database.forRole('api');
     const admin = database.forRole('admin');
-    const workspace = await createWorkspace(owner, { slug: `sealing-${process.pid}-${Date.now().toString(36)}` });
+    const workspace = await createWorkspace(owner, operator, {
+      slug: `sealing-${process.pid}-${Date.now().toString(36)}`,
+    });
     // Made and rotated as the admin API does, in its role (sealed to the recorded public key)
-    const made = await createEndpoint(admin, { workspaceId: workspace.id, url: 'https://hooks.example.ae/sealed' });
-    const rotated = await rotateSigningSecret(admin, made.id, { overlapHours: 2, workspaceId: workspace.id });
+    const made = await createEndpoint(admin, operator, {
+      workspaceId: workspace.id,
+      url: 'https://hooks.example.ae/sealed',
+      policy: processConfig().destinationPolicy,
+    });
+    const rotated = await rotateSigningSecret(admin, operator, {
+      endpointId: made.id,
+      workspaceId: workspace.id,
+      overlapHours: 2,
+      now: new Date(),
+    });
     for (const role of [api, admin]) {
       for (const column of ['secret_sealed', 'previous_secret_sealed']) {
         expect(
@@ -121,8 +134,14 @@ describe('only the worker can open a signing secret: the API process, as its rol
 
   it('with the keys it holds (given FRS_SECRET_KEY as npm start may be), the API process opens no sealed secret: no master key, and its derived keys open nothing', async () => {
     const { db: owner } = await testDatabase();
-    const workspace = await createWorkspace(owner, { slug: `sealing-keys-${process.pid}-${Date.now().toString(36)}` });
-    const made = await createEndpoint(owner, { workspaceId: workspace.id, url: 'https://hooks.example.ae/keys' });
+    const workspace = await createWorkspace(owner, operator, {
+      slug: `sealing-keys-${process.pid}-${Date.now().toString(36)}`,
+    });
+    const made = await createEndpoint(owner, operator, {
+      workspaceId: workspace.id,
+      url: 'https://hooks.example.ae/keys',
+      policy: processConfig().destinationPolicy,
+    });
     const row = await owner('webhook_endpoints').where({ id: made.id }).first('secret_key_id', 'secret_sealed');
     // this process, holding the master key, opens it
     expect(openSigningSecret(made.id, { keyId: row.secret_key_id, sealed: row.secret_sealed })).to.equal(made.secret);
@@ -199,8 +218,8 @@ describe('keys rotate whole: the admin API replays a stored answer after a maste
     };
     await cli('secrets', 'create-master-key');
     await cli('migrate');
-    const workspace = await createWorkspace(own, { slug: 'rotate-whole' });
-    const token = await createAdminToken(own, { name: 'platform' }, OPERATOR);
+    const workspace = await createWorkspace(own, operator, { slug: 'rotate-whole' });
+    const token = await createAdminToken(own, operatorWith(OPERATOR), { name: 'platform', workspaceId: 'every' });
     const adminPort = await freePort();
     const service = await startService(url, {
       ...keys,
@@ -339,7 +358,7 @@ describe('the move to sealed boxes: `secrets rotate-master-key` re-seals the sec
     await cli('secrets', 'create-master-key');
     await cli('migrate');
     const receiver = await startReceiver(() => ({ status: 204 }));
-    const workspace = await createWorkspace(own, { slug: 'move' });
+    const workspace = await createWorkspace(own, operator, { slug: 'move' });
     // A secret as the previous release sealed it (version 1: AES-256-GCM under the master key itself), with the key file
     // as this process's master key while it seals.
     const secret = `whsec_${crypto.randomBytes(20).toString('hex')}`;
