@@ -84,13 +84,15 @@ describe('only the worker can open a signing secret: the API process, as its rol
     const workspace = await createWorkspace(owner, operator, {
       slug: `sealing-${process.pid}-${Date.now().toString(36)}`,
     });
-    // Made and rotated as the admin API does, in its role (sealed to the recorded public key)
-    const made = await createEndpoint(admin, operator, {
+    // Made and rotated as the admin API does, in its role (sealed to the recorded public key), by a token it knows
+    const token = await createAdminToken(owner, operator, { name: 'sealing test', workspaceId: 'every' });
+    const asToken = operatorWith({ actor: { type: 'admin_token', id: token.id, name: token.name } });
+    const made = await createEndpoint(admin, asToken, {
       workspaceId: workspace.id,
       url: 'https://hooks.example.ae/sealed',
       policy: processConfig().destinationPolicy,
     });
-    const rotated = await rotateSigningSecret(admin, operator, {
+    const rotated = await rotateSigningSecret(admin, asToken, {
       endpointId: made.id,
       workspaceId: workspace.id,
       overlapHours: 2,
