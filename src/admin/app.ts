@@ -3,7 +3,7 @@
 // src/admin/auth.ts) and its own database role (`admin`, src/db/roles.ts), so that nothing of it is reachable with a
 // public key or through the public listener, and the public API stays read-only. It shares the public API's edge
 // (request ids, the error body, 503 for outages, the HTTP limits, the failure limit on authentication, the reference
-// page) through the helpers of src/api/app.ts; its operations only call core functions (src/admin/operations.ts).
+// page) through the helpers of src/api/app.ts; its operations only call core functions (src/admin/operations/).
 import type { Knex } from 'knex';
 import Koa from 'koa';
 import Router from '@koa/router';
@@ -205,7 +205,7 @@ export interface AdminRouter {
 /**
  * The admin document's operations served to one client (the admin listener, or the settings screen): routing,
  * validation by the document, the body read only after the route matched and the caller was authenticated, and the
- * core's refusals as documented errors. The operations themselves are src/admin/operations.ts.
+ * core's refusals as documented errors. The operations themselves are src/admin/operations/.
  */
 export async function adminRouter({
   db,

@@ -101,8 +101,8 @@ export async function retryDelivery(
 }
 
 /**
- * Queues a failed delivery again, due at `now` (`fleet-admin deliveries resend`: failed ones only). Not audited, as
- * before the actor was explicit: `deliveries retry` is the audited way.
+ * Queues a failed delivery again, due at `now` (`fleet-admin deliveries resend`: failed ones only), within the
+ * actor's reach. It writes no audit entry (it never did; `deliveries retry` is the audited way).
  */
 export async function resendDelivery(
   db: Knex,
