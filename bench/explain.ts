@@ -11,8 +11,8 @@ import pg from 'pg';
 import pino from 'pino';
 import { processConfig } from '../src/config.js';
 import { openDatabase } from '../src/db/database.js';
-import { operationHandlers } from '../src/api/operations.js';
-import { Cursors } from '../src/api/cursors.js';
+import { publicOperations } from '../src/api/operations/index.js';
+import { Cursors } from '../src/http/cursors.js';
 import { processCpuMicros } from './proc-cpu.js';
 
 const [only = '', slugArg] = process.argv.slice(2);
@@ -77,7 +77,7 @@ for (const slug of slugArg ? [slugArg] : ['large', 'small']) {
   const ws = await db('workspaces').where({ slug }).first('id', 'slug', 'status', 'timezone');
   for (const [label, operationId, query] of OPERATIONS.filter(([l]) => l.includes(only))) {
     captured.length = 0;
-    await operationHandlers[operationId]({
+    await publicOperations[operationId].handle({
       db,
       now,
       query,

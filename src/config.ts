@@ -564,7 +564,7 @@ export function apiStatementTimeoutMs(env: Env): number {
   return whole('FRS_API_STATEMENT_TIMEOUT_MS', env);
 }
 
-/** What one client can hold of the API's HTTP server (src/api/http-limits.ts). */
+/** What one client can hold of the API's HTTP server (src/http/http-limits.ts). */
 export interface HttpLimits {
   /** The request's headers must be whole within this time of its first byte (Node: 60 s). */
   headersTimeoutMs: number;

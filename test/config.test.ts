@@ -16,7 +16,7 @@ import {
 import { API_STATEMENT_TIMEOUT_MS } from '../src/db/database.js';
 import { DEFAULT_RETENTION_DAYS } from '../src/webhooks/retention.js';
 import { DEFAULT_CONCURRENCY, DEFAULT_RATE_LIMIT } from '../src/api/rate-limits.js';
-import { DEFAULT_HTTP_LIMITS } from '../src/api/http-limits.js';
+import { DEFAULT_HTTP_LIMITS } from '../src/http/http-limits.js';
 import { reconfigure, testConfig } from './support/config.js';
 
 // One configuration (src/config.ts): its SETTINGS list is the operators' guide's table (docs/operations.md), every variable the code reads is in it

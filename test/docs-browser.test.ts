@@ -3,7 +3,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
 import { chromium, type Browser } from 'playwright-core';
-import { expectDocumented, startApi, type TestApi } from './support/api.js';
+import { startApi, type TestApi } from './support/api.js';
+import { expectDocumented, PUBLIC_API } from './support/http.js';
 import { testDatabase } from './support/database.js';
 import { fixture } from './support/fixtures.js';
 import { createApiKey } from '../src/core/workspaces.js';
@@ -59,7 +60,7 @@ describe('the reference page (/docs) in a browser', function () {
     page.on('pageerror', (error) => consoleErrors.push(error.message));
 
     const loaded = await page.goto(`${api.url}/docs`, { waitUntil: 'networkidle' });
-    // The page runs under its Content-Security-Policy (src/api/docs.ts): only this server's own scripts, no framing.
+    // The page runs under its Content-Security-Policy (src/http/docs.ts): only this server's own scripts, no framing.
     expect(loaded!.headers()['content-security-policy'])
       .to.include("script-src 'self';")
       .and.include("frame-ancestors 'none'");
@@ -99,7 +100,7 @@ describe('the reference page (/docs) in a browser', function () {
       text,
       body: JSON.parse(text),
     };
-    expectDocumented('GET', '/v1/me', answer);
+    expectDocumented(PUBLIC_API, 'GET', '/v1/me', answer);
     expect(answer).to.deep.include({
       status: 200,
       body: { workspace: { slug: f.slug, status: 'active' }, role: null },

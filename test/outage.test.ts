@@ -11,8 +11,9 @@ import { createEndpoint } from '../src/core/webhooks/endpoints.js';
 import { recordEvent } from '../src/webhooks/record-event.js';
 import type { AddressInfo } from 'node:net';
 import pino from 'pino';
-import { createApp, listen } from '../src/api/app.js';
-import { expectDocumented, type ApiResponse } from './support/api.js';
+import { createApp } from '../src/api/app.js';
+import { listen } from '../src/http/edge.js';
+import { expectDocumented, PUBLIC_API, type ApiResponse } from './support/http.js';
 import { testDatabase } from './support/database.js';
 import { proxiedTestDatabase } from './support/tcp-proxy.js';
 import { freePort } from './support/ports.js';
@@ -132,7 +133,7 @@ describe('a database outage under load', function () {
             retryAfter: res.headers.get('retry-after'),
           });
           const response: ApiResponse = { status: res.status, headers: res.headers, text, body: JSON.parse(text) };
-          expectDocumented('GET', pathname, response);
+          expectDocumented(PUBLIC_API, 'GET', pathname, response);
           if (res.status === 200 && pathname === '/v1/me') expect(response.body.workspace.slug).to.equal('outage');
           if (res.status === 503) expect(response.body.error.code).to.equal('unavailable');
         } catch (err) {
@@ -258,7 +259,7 @@ describe('a database that goes silent without closing (a lost host, a network sp
       });
       const text = await res.text();
       const response: ApiResponse = { status: res.status, headers: res.headers, text, body: JSON.parse(text) };
-      expectDocumented('GET', pathname, response);
+      expectDocumented(PUBLIC_API, 'GET', pathname, response);
       return {
         status: res.status,
         ms: Date.now() - started,

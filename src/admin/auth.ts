@@ -1,12 +1,13 @@
 import type { Knex } from 'knex';
-import { bearerToken, type AuthGuard } from '../api/auth.js';
+import type { AuthGuard } from '../http/auth-failures.js';
+import { bearerToken } from '../http/bearer-token.js';
 import { hashApiKey } from '../secrets.js';
 import { adminTokenHolder, type AdminTokenHolder } from '../core/admin-tokens.js';
 import { CredentialError, InputError } from '../core/errors.js';
 
 // Authentication of the admin API: `Authorization: Bearer fra_...`, looked up by its hash (src/core/admin-tokens.ts) on
 // every request, so a revoked token is refused from its next request on. Every attempt that is not a token this
-// process saw work counts against the client address, as on the public API (src/api/auth-failures.ts), before the
+// process saw work counts against the client address, as on the public API (src/http/auth-failures.ts), before the
 // database is asked: a flood of guesses is refused with 429 for the price of a look-up in memory.
 
 /**

@@ -1,10 +1,10 @@
 import type { Knex } from 'knex';
-import { apiError, type ApiError } from './errors.js';
+import { apiError, type ApiError } from '../http/errors.js';
 import { hashApiKey } from '../secrets.js';
 import type { Me } from '../../generated/strict/types.gen.js';
 import type { KeyCache, KeyRecord } from './key-cache.js';
-import type { AuthFailureLimits } from './auth-failures.js';
-import type { Standing } from './rate-limits.js';
+import type { AuthFailureLimits, AuthGuard } from '../http/auth-failures.js';
+import { bearerToken } from '../http/bearer-token.js';
 
 export type AuthFailure = 'missing' | 'unknown' | 'revoked' | 'expired';
 
@@ -28,20 +28,6 @@ export function unauthorized(reason: AuthFailure): ApiError {
       ? 'Bearer realm="fleet-rental"'
       : `Bearer realm="fleet-rental", error="invalid_token", error_description="${reason}"`;
   return apiError('unauthorized', MESSAGES[reason], { reason, headers: { 'WWW-Authenticate': header } });
-}
-
-/** Token of an `Authorization: Bearer <token>` header (scheme case-insensitive, RFC 6750), or undefined. */
-export function bearerToken(header: string | undefined): string | undefined {
-  const match = header?.match(/^Bearer +([\x21-\x7e]+) *$/i);
-  return match?.[1];
-}
-
-/** The client's address and its failure limit: how authentication slows outsiders (src/api/auth-failures.ts). */
-export interface AuthGuard {
-  limits: AuthFailureLimits;
-  address: string;
-  /** Where the address's standing is left for the answer's RateLimit header fields. */
-  standing?: Standing;
 }
 
 /**

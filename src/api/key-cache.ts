@@ -37,7 +37,7 @@ const MAX_UNKNOWN = 10_000;
 /**
  * The hashes of every key that can authenticate (not revoked, not expired when read), read again after every
  * announcement: an address blocked for failed authentications still lets such a key through to be looked up
- * (src/api/auth-failures.ts), so a valid key is never refused for its neighbours' failures, even the first time this
+ * (src/http/auth-failures.ts), so a valid key is never refused for its neighbours' failures, even the first time this
  * process sees it. Not kept past this many keys (then only keys this process saw work pass).
  */
 const MAX_KNOWN_KEYS = 200_000;

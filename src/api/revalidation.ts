@@ -2,10 +2,8 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { OperationContext } from './operations.js';
-import { answerVersion, type AnswerInputs } from '../queries/data-versions.js';
-import { BOOKING_SUMMARY_NEXT_CHANGE } from '../queries/bookings.js';
-import { availabilityClock } from '../queries/vehicles.js';
+import type { EtagInputs, OperationContext } from './operation.js';
+import { answerVersion } from '../queries/data-versions.js';
 
 // Conditional GETs (RFC 9110 §13.1.2). Every /v1 GET answer carries a weak ETag, and If-None-Match with a current
 // tag is answered 304 without building the answer. A tag is a digest of everything the answer is made of: the code
@@ -14,29 +12,6 @@ import { availabilityClock } from '../queries/vehicles.js';
 // area of tables the operation reads, the local date where the answer depends on it, and what else of the clock
 // decides it. So the tag changes whenever the answer would, and deciding a 304 costs one statement of index look-ups.
 // Weak: equal tags promise the same data, not the same bytes (a compressed answer has other bytes).
-
-/** What each GET operation's answer is made of beyond the caller, the operation and its parameters. */
-export const ANSWER_INPUTS: Record<
-  string,
-  { inputs?: AnswerInputs; clock?: (query: Record<string, unknown>, now: Date) => string }
-> = {
-  // the caller's workspace and role only (a change to either reaches the key cache and the caller)
-  getMe: {},
-  listFleets: { inputs: { area: 'records' } },
-  getFleetSummary: { inputs: { area: 'records' } },
-  searchVehicles: {
-    inputs: { area: 'records' },
-    clock: (query, now) =>
-      availabilityClock({ from: query.from === undefined ? undefined : new Date(query.from as string) }, now),
-  },
-  getOperationsToday: { inputs: { area: 'records', day: true } },
-  getBookingSummary: { inputs: { area: 'records', day: true, clock: BOOKING_SUMMARY_NEXT_CHANGE } },
-  getFinanceOverview: { inputs: { area: 'records', day: true } },
-  getReceivables: { inputs: { area: 'records', day: true } },
-  listWebhookEndpoints: { inputs: { area: 'webhooks' } },
-  listWebhookDeliveries: { inputs: { area: 'webhooks' } },
-  getWebhookDelivery: { inputs: { area: 'webhooks' } },
-};
 
 /**
  * The code that builds answers: a digest of every file of the service's source (this folder's parent: src/, or the
@@ -74,12 +49,15 @@ function canonical(value: unknown): string {
 /** What of an operation's context its tag is made of. */
 export type TaggedRequest = Pick<OperationContext, 'db' | 'caller' | 'now' | 'query' | 'params'>;
 
-/** The answer's current ETag, or undefined for an operation that has none (not a GET of /v1). */
+/**
+ * The answer's current ETag, made of what the operation says it depends on (src/api/operations/, its `etag`), or
+ * undefined for an operation that has none (not a GET of /v1).
+ */
 export async function entityTag(
   operationId: string,
+  made: EtagInputs | undefined,
   { db, caller, now, query, params }: TaggedRequest,
 ): Promise<string | undefined> {
-  const made = ANSWER_INPUTS[operationId];
   if (!made) return undefined;
   code ??= codeIdentity();
   const { workspace } = caller;

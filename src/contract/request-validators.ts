@@ -6,7 +6,7 @@ import type { ValidateFunction } from 'ajv';
 import { ROOT_DIR } from '../config.js';
 
 /**
- * The request validators openapi-backend builds for each operation of a document (src/api/app.ts's contractBackend),
+ * The request validators openapi-backend builds for each operation of a document (src/http/contract.ts's contractBackend),
  * compiled once by `npm run generate` (Ajv standalone code, generated/request-validators.cjs) instead of at every
  * start, where compiling them was most of the time to ready. They are kept by the fingerprint of the document they were
  * compiled from: a document that differs (an edit not generated yet) finds none, and is compiled at start as before.

@@ -21,14 +21,15 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import type { Knex } from 'knex';
-import type Koa from 'koa';
-import { adminRouter, noRoute, readJsonBody, type AdminRouter } from '../admin/app.js';
+import { adminRouter } from '../admin/app.js';
 import { guardedLookup } from '../admin/auth.js';
-import { apiError, coreError, errorBody, invalidRequest } from '../api/errors.js';
+import { apiError, coreError, errorBody, invalidRequest } from '../http/errors.js';
 import { CredentialError } from '../core/errors.js';
-import type { AuthGuard } from '../api/auth.js';
-import { AuthFailureLimits } from '../api/auth-failures.js';
-import type { Cursors } from '../api/cursors.js';
+import { AuthFailureLimits, type AuthGuard } from '../http/auth-failures.js';
+import { noRoute } from '../http/edge.js';
+import { readJsonBody } from '../http/json-body.js';
+import type { RequestContext, RequestMiddleware } from '../http/request-state.js';
+import type { Cursors } from '../http/cursors.js';
 import { derivedKeys, hashApiKey, type KeyringOptions } from '../secrets.js';
 import { findWorkspace, toWorkspaceView } from '../core/workspaces.js';
 import {
@@ -80,7 +81,7 @@ function loadAssets(): Map<string, Asset> {
   return assets;
 }
 
-/** What the public listener lends the screen (src/api/app.ts's ListenerEdge), and what main gives it. */
+/** What the public listener lends the screen beside its API (src/api/app.ts's ListenerEdge), and what main gives it. */
 export interface PortalOptions {
   /** Connections as the admin API's database role: the screen changes what the admin API changes. */
   db: Knex;
@@ -88,9 +89,9 @@ export interface PortalOptions {
   clock: () => Date;
   cursors: Cursors;
   /** The client address (as the listener works it out), and the API keys' failure limit, which the screen does not use. */
-  guard: (ctx: Koa.Context) => AuthGuard;
+  guard: (ctx: RequestContext) => AuthGuard;
   /** Takes the workspace's share of the API (its rate and concurrency limits) for a request of its session. */
-  admit: (ctx: Koa.Context, workspaceId: string) => Promise<void>;
+  admit: (ctx: RequestContext, workspaceId: string) => Promise<void>;
   /** Other master keys than the environment's (tests). */
   keyring?: KeyringOptions;
 }
@@ -118,39 +119,46 @@ export function portalContentSecurityPolicy(frameAncestors: readonly string[]): 
   ].join('; ');
 }
 
-/** The /portal routes: the middleware answers a request under /portal (the caller checks the path). */
-export async function createPortal(options: PortalOptions): Promise<Koa.Middleware> {
-  const { db, clock, settings } = options;
-  const assets = loadAssets();
-  const csrfKeys = derivedKeys(CSRF_KEY_LABEL, options.keyring);
-  const csrfToken = (sessionId: string, key = csrfKeys[0]) =>
-    crypto.createHmac('sha256', key).update(sessionId).digest('base64url');
-  const csrfHolds = (sessionId: string, given: string) =>
-    csrfKeys.some((key) => {
-      const expected = Buffer.from(csrfToken(sessionId, key));
-      const actual = Buffer.from(given);
-      return actual.length === expected.length && crypto.timingSafeEqual(actual, expected);
-    });
+/** The session cookie's name and attributes, as the public URL's scheme and the framing setting decide them. */
+function sessionCookies(settings: PortalSettings) {
   // Embedded by another site (not only framed by itself): the cookie must then be a third party's.
   const embeddable = settings.frameAncestors.some((origin) => origin !== "'self'");
   const https = settings.publicUrl.startsWith('https:');
-  const cookieName = https ? PORTAL_HOST_COOKIE : PORTAL_COOKIE;
+  const name = https ? PORTAL_HOST_COOKIE : PORTAL_COOKIE;
   const attributes = `Path=${https ? '/' : '/portal/'}; HttpOnly; ${embeddable ? 'SameSite=None; Secure; Partitioned' : `SameSite=Lax${https ? '; Secure' : ''}`}`;
-  /** The session's cookie for as long as the browser session (the server decides when the session ends), or its removal. */
-  const cookie = (token: string | undefined) =>
-    token === undefined
-      ? `${cookieName}=; ${attributes.replace('HttpOnly', 'Max-Age=0; HttpOnly')}`
-      : `${cookieName}=${token}; ${attributes}`;
-  /** The screen's own failure budget per client address: links and session cookies, never the API's keys. */
-  const screenLimits = new AuthFailureLimits({ perMinute: settings.authFailuresPerMinute, trustedProxies: [] });
-  /** The request's guard: its address as the listener works it out, the screen's budget (reported in its RateLimit fields). */
-  const guardOf = (ctx: Koa.Context): AuthGuard => {
-    const current = ctx.state.guard as AuthGuard | undefined;
-    if (current?.limits === screenLimits) return current;
-    return (ctx.state.guard = { limits: screenLimits, address: options.guard(ctx).address });
+  return {
+    embeddable,
+    name,
+    /** The session's cookie for as long as the browser session (the server decides when the session ends), or its removal. */
+    cookie: (token: string | undefined) =>
+      token === undefined
+        ? `${name}=; ${attributes.replace('HttpOnly', 'Max-Age=0; HttpOnly')}`
+        : `${name}=${token}; ${attributes}`,
   };
-  const csp = portalContentSecurityPolicy(settings.frameAncestors);
+}
 
+/** The sessions' CSRF tokens: an HMAC of the session id under each key derived from the API secret (the first signs).*/
+function csrfTokens(keyring: KeyringOptions | undefined) {
+  const csrfKeys = derivedKeys(CSRF_KEY_LABEL, keyring);
+  const token = (sessionId: string, key = csrfKeys[0]) =>
+    crypto.createHmac('sha256', key).update(sessionId).digest('base64url');
+  const holds = (sessionId: string, given: string) =>
+    csrfKeys.some((key) => {
+      const expected = Buffer.from(token(sessionId, key));
+      const actual = Buffer.from(given);
+      return actual.length === expected.length && crypto.timingSafeEqual(actual, expected);
+    });
+  return { token: (sessionId: string) => token(sessionId), holds };
+}
+
+/** What the screen's parts share: its connections and clock, its cookie, CSRF tokens, guard and sessions. */
+interface Screen {
+  db: Knex;
+  clock: () => Date;
+  cookies: ReturnType<typeof sessionCookies>;
+  csrf: ReturnType<typeof csrfTokens>;
+  /** The request's guard: its address as the listener works it out, the screen's budget (reported in its RateLimit fields). */
+  guardOf: (ctx: RequestContext) => AuthGuard;
   /**
    * The session of the request's cookie (undefined without one), or a CredentialError (the documented 401). A cookie
    * that is no session's counts against the address, as a wrong API key does; no cookie at all does not (any site can make a browser send
@@ -158,55 +166,74 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
    * another site can make the browser that holds it send it), which is no longer known good either: refused at once
    * when the address has failed too often.
    */
-  const sessionOf = async (ctx: Koa.Context): Promise<PortalSessionHolder | undefined> => {
-    const token = sessionToken(ctx.get('cookie') || undefined, cookieName);
+  sessionOf: (ctx: RequestContext) => Promise<PortalSessionHolder | undefined>;
+  authenticateSession: (ctx: RequestContext) => Promise<PortalSessionHolder>;
+  /** A change must come with the session's CSRF token (signing out included). */
+  requireCsrf: (ctx: RequestContext, session: PortalSessionHolder) => void;
+}
+
+function screenOf(options: PortalOptions): Screen {
+  const { db, clock, settings } = options;
+  const cookies = sessionCookies(settings);
+  const csrf = csrfTokens(options.keyring);
+  /** The screen's own failure budget per client address: links and session cookies, never the API's keys. */
+  const screenLimits = new AuthFailureLimits({ perMinute: settings.authFailuresPerMinute, trustedProxies: [] });
+  const guardOf = (ctx: RequestContext): AuthGuard => {
+    const current = ctx.state.guard;
+    if (current?.limits === screenLimits) return current;
+    return (ctx.state.guard = { limits: screenLimits, address: options.guard(ctx).address });
+  };
+  const sessionOf = async (ctx: RequestContext): Promise<PortalSessionHolder | undefined> => {
+    const token = sessionToken(ctx.get('cookie') || undefined, cookies.name);
     if (token === undefined) return undefined;
     const guard = guardOf(ctx);
     const hashText = hashApiKey(token).toString('base64');
     return guardedLookup(guard, hashText, () => portalSessionHolder(db, token, clock()), ['ended', 'expired']);
   };
-  const authenticateSession = async (ctx: Koa.Context): Promise<PortalSessionHolder> => {
+  const authenticateSession = async (ctx: RequestContext): Promise<PortalSessionHolder> => {
     const session = await sessionOf(ctx);
     if (!session) throw new CredentialError('portal_session', 'missing');
     return session;
   };
-
-  /** A change must come with the session's CSRF token (signing out included). */
-  const requireCsrf = (ctx: Koa.Context, session: PortalSessionHolder) => {
+  const requireCsrf = (ctx: RequestContext, session: PortalSessionHolder) => {
     const given = ctx.get('x-csrf-token');
-    if (!given || !csrfHolds(session.id, given))
+    if (!given || !csrf.holds(session.id, given))
       throw apiError('forbidden', "A change needs the session's CSRF token in X-CSRF-Token.", { reason: 'csrf' });
   };
+  return { db, clock, cookies, csrf, guardOf, sessionOf, authenticateSession, requireCsrf };
+}
 
-  /**
-   * A write of the session: its CSRF token must come with it, and a read-only session, or any session of a workspace
-   * the platform froze, writes nothing (it shows everything until the workspace is active again).
-   */
-  const allowWrite = async (ctx: Koa.Context, session: PortalSessionHolder) => {
-    if (ctx.method === 'GET' || ctx.method === 'HEAD') return;
-    requireCsrf(ctx, session);
-    if (session.readOnly)
-      throw apiError('forbidden', 'This session is read-only: it shows everything and changes nothing.', {
-        reason: 'read_only',
-      });
-    if ((await findWorkspace(db, { id: session.workspaceId })).status === 'frozen') {
-      throw apiError(
-        'forbidden',
-        'This workspace is frozen by the platform: the screen shows everything and changes nothing until it is active again.',
-        { reason: 'frozen' },
-      );
-    }
-  };
+/**
+ * A write of the session: its CSRF token must come with it, and a read-only session, or any session of a workspace
+ * the platform froze, writes nothing (it shows everything until the workspace is active again).
+ */
+async function allowWrite({ db, requireCsrf }: Screen, ctx: RequestContext, session: PortalSessionHolder) {
+  if (ctx.method === 'GET' || ctx.method === 'HEAD') return;
+  requireCsrf(ctx, session);
+  if (session.readOnly)
+    throw apiError('forbidden', 'This session is read-only: it shows everything and changes nothing.', {
+      reason: 'read_only',
+    });
+  if ((await findWorkspace(db, { id: session.workspaceId })).status === 'frozen') {
+    throw apiError(
+      'forbidden',
+      'This workspace is frozen by the platform: the screen shows everything and changes nothing until it is active again.',
+      { reason: 'frozen' },
+    );
+  }
+}
 
-  const router: AdminRouter = await adminRouter({
-    db,
-    clock,
+/** The admin document's operations that list the `portalSession` scheme, under /portal/api, as the session's. */
+function screenOperations(screen: Screen, options: PortalOptions): Promise<RequestMiddleware> {
+  return adminRouter({
+    db: screen.db,
+    clock: screen.clock,
     cursors: options.cursors,
     scheme: 'portalSession',
     prefix: API_PREFIX,
     authenticate: async (ctx) => {
-      const session = await authenticateSession(ctx);
-      await allowWrite(ctx, session);
+      const session = await screen.authenticateSession(ctx);
+      await allowWrite(screen, ctx, session);
       await options.admit(ctx, session.workspaceId);
       return {
         caller: { id: session.id, name: 'settings screen', workspaceId: session.workspaceId, screen: true },
@@ -214,107 +241,107 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
       };
     },
   });
+}
 
-  const sessionBody = async (session: PortalSessionHolder) => {
-    const workspace = await findWorkspace(db, { id: session.workspaceId });
-    return {
-      id: session.id,
-      // (as a session sees it: never the operator's settings)
-      workspace: toWorkspaceView({ kind: 'workspace' }, workspace),
-      readOnly: session.readOnly,
-      csrfToken: csrfToken(session.id),
-      expiresAt: session.expiresAt.toISOString(),
-      idleExpiresAt: session.idleExpiresAt.toISOString(),
-      idleTimeoutMinutes: PORTAL_IDLE_MINUTES,
+/** The body of /portal/api/session: the session, its workspace and its CSRF token. */
+async function sessionBody({ db, csrf }: Screen, session: PortalSessionHolder) {
+  const workspace = await findWorkspace(db, { id: session.workspaceId });
+  return {
+    id: session.id,
+    // (as a session sees it: never the operator's settings)
+    workspace: toWorkspaceView({ kind: 'workspace' }, workspace),
+    readOnly: session.readOnly,
+    csrfToken: csrf.token(session.id),
+    expiresAt: session.expiresAt.toISOString(),
+    idleExpiresAt: session.idleExpiresAt.toISOString(),
+    idleTimeoutMinutes: PORTAL_IDLE_MINUTES,
+  };
+}
+
+/** POST /portal/api/session: opens a link, in place of the browser's live session (asked first if another workspace's). */
+async function openLink(screen: Screen, ctx: RequestContext): Promise<void> {
+  const { db, clock, guardOf } = screen;
+  ctx.state.operationId = 'startPortalSession';
+  const body = await readJsonBody(ctx);
+  const { key, replace } = (body ?? {}) as { key?: unknown; replace?: unknown };
+  if (
+    body === null ||
+    typeof body !== 'object' ||
+    Array.isArray(body) ||
+    Object.keys(body).some((k) => k !== 'key' && k !== 'replace')
+  ) {
+    throw invalidRequest(
+      'body',
+      'Send {"key": "<the key of the link>"}, and "replace": true to replace the session of another workspace.',
+    );
+  }
+  if (typeof key !== 'string' || key.length < 1 || key.length > 200)
+    throw invalidRequest('key', "key must be the link's key, 1 to 200 characters.");
+  if (replace !== undefined && typeof replace !== 'boolean')
+    throw invalidRequest('replace', 'replace must be true or false.');
+  // The session the browser holds already, if it is live: replaced by the link's (asked first if another workspace's).
+  const open = await screen.sessionOf(ctx).catch((err) => {
+    if (err instanceof CredentialError) return undefined;
+    throw err;
+  });
+  const requestId = ctx.response.get('x-request-id');
+  let started: Awaited<ReturnType<typeof startPortalSession>>;
+  try {
+    // (a key was given: the look-up answers a session or throws)
+    started = (await guardedLookup(guardOf(ctx), hashApiKey(key).toString('base64'), () =>
+      startPortalSession(db, key, clock(), { requestId, open, replace }),
+    ))!;
+  } catch (err) {
+    if (!(err instanceof OtherWorkspaceOpenError)) throw err;
+    // The documented 409, with both workspaces named for the person to confirm.
+    const refusal = coreError(err)!;
+    ctx.status = refusal.status;
+    ctx.body = {
+      ...errorBody(refusal, requestId),
+      openWorkspace: err.openWorkspace,
+      linkWorkspace: err.linkWorkspace,
     };
-  };
+    return;
+  }
+  // Its cookie is good from the first request on, whatever the address's failures meanwhile.
+  guardOf(ctx).limits.authenticated(hashApiKey(started.token).toString('base64'));
+  ctx.set('Set-Cookie', screen.cookies.cookie(started.token));
+  ctx.status = 201;
+  ctx.body = await sessionBody(screen, started.session);
+}
 
-  /** POST, GET and DELETE /portal/api/session: opening a link, reading the session, signing out. */
-  const session: Koa.Middleware = async (ctx) => {
-    if (ctx.method === 'POST') {
-      ctx.state.operationId = 'startPortalSession';
-      const body = await readJsonBody(ctx);
-      const { key, replace } = (body ?? {}) as { key?: unknown; replace?: unknown };
-      if (
-        body === null ||
-        typeof body !== 'object' ||
-        Array.isArray(body) ||
-        Object.keys(body).some((k) => k !== 'key' && k !== 'replace')
-      ) {
-        throw invalidRequest(
-          'body',
-          'Send {"key": "<the key of the link>"}, and "replace": true to replace the session of another workspace.',
-        );
-      }
-      if (typeof key !== 'string' || key.length < 1 || key.length > 200)
-        throw invalidRequest('key', "key must be the link's key, 1 to 200 characters.");
-      if (replace !== undefined && typeof replace !== 'boolean')
-        throw invalidRequest('replace', 'replace must be true or false.');
-      // The session the browser holds already, if it is live: replaced by the link's (asked first if another workspace's).
-      const open = await sessionOf(ctx).catch((err) => {
-        if (err instanceof CredentialError) return undefined;
-        throw err;
-      });
-      const requestId = ctx.response.get('x-request-id');
-      let started: Awaited<ReturnType<typeof startPortalSession>>;
-      try {
-        // (a key was given: the look-up answers a session or throws)
-        started = (await guardedLookup(guardOf(ctx), hashApiKey(key).toString('base64'), () =>
-          startPortalSession(db, key, clock(), { requestId, open, replace }),
-        ))!;
-      } catch (err) {
-        if (!(err instanceof OtherWorkspaceOpenError)) throw err;
-        // The documented 409, with both workspaces named for the person to confirm.
-        const refusal = coreError(err)!;
-        ctx.status = refusal.status;
-        ctx.body = {
-          ...errorBody(refusal, requestId),
-          openWorkspace: err.openWorkspace,
-          linkWorkspace: err.linkWorkspace,
-        };
-        return;
-      }
-      // Its cookie is good from the first request on, whatever the address's failures meanwhile.
-      guardOf(ctx).limits.authenticated(hashApiKey(started.token).toString('base64'));
-      ctx.set('Set-Cookie', cookie(started.token));
-      ctx.status = 201;
-      ctx.body = await sessionBody(started.session);
-      return;
-    }
-    if (ctx.method === 'GET' || ctx.method === 'HEAD') {
-      ctx.state.operationId = 'getPortalSession';
-      ctx.body = await sessionBody(await authenticateSession(ctx));
-      return;
-    }
-    if (ctx.method === 'DELETE') {
-      ctx.state.operationId = 'signOutPortalSession';
-      const held = await authenticateSession(ctx);
-      requireCsrf(ctx, held);
-      const audit = portalAudit(held, ctx.response.get('x-request-id'), ctx.state.clientRequestId);
-      await endPortalSessions(
-        db,
-        { kind: 'workspace', workspaceId: held.workspaceId, audit },
-        { workspaceId: held.workspaceId, sessionId: held.id, now: clock() },
-      );
-      ctx.set('Set-Cookie', cookie(undefined));
-      ctx.status = 204;
-      return;
-    }
-    throw apiError('method_not_allowed', `This path does not accept ${ctx.method}.`, {
-      headers: { Allow: 'GET, HEAD, POST, DELETE' },
-    });
-  };
+/** POST, GET and DELETE /portal/api/session: opening a link, reading the session, signing out. */
+async function sessionRoute(screen: Screen, ctx: RequestContext): Promise<void> {
+  const { db, clock } = screen;
+  if (ctx.method === 'POST') return openLink(screen, ctx);
+  if (ctx.method === 'GET' || ctx.method === 'HEAD') {
+    ctx.state.operationId = 'getPortalSession';
+    ctx.body = await sessionBody(screen, await screen.authenticateSession(ctx));
+    return;
+  }
+  if (ctx.method === 'DELETE') {
+    ctx.state.operationId = 'signOutPortalSession';
+    const held = await screen.authenticateSession(ctx);
+    screen.requireCsrf(ctx, held);
+    const audit = portalAudit(held, ctx.response.get('x-request-id'), ctx.state.clientRequestId);
+    await endPortalSessions(
+      db,
+      { kind: 'workspace', workspaceId: held.workspaceId, audit },
+      { workspaceId: held.workspaceId, sessionId: held.id, now: clock() },
+    );
+    ctx.set('Set-Cookie', screen.cookies.cookie(undefined));
+    ctx.status = 204;
+    return;
+  }
+  throw apiError('method_not_allowed', `This path does not accept ${ctx.method}.`, {
+    headers: { Allow: 'GET, HEAD, POST, DELETE' },
+  });
+}
 
+/** The screen's page and files, by GET or HEAD: `/portal` redirects to `/portal/`, any other path is the page. */
+function serveAssets(assets: Map<string, Asset>): (ctx: RequestContext) => void {
   const page = assets.get('index.html');
-  return async (ctx) => {
-    ctx.set({
-      'Content-Security-Policy': csp,
-      'Referrer-Policy': 'no-referrer',
-      'Cross-Origin-Opener-Policy': 'same-origin',
-    });
-    if (!embeddable) ctx.set('X-Frame-Options', 'DENY');
-    if (ctx.path === `${API_PREFIX}/session`) return session(ctx, async () => undefined);
-    if (ctx.path.startsWith(`${API_PREFIX}/`)) return router.handle(ctx);
+  return (ctx) => {
     if (ctx.method !== 'GET' && ctx.method !== 'HEAD') throw noRoute();
     if (ctx.path === '/portal') {
       ctx.redirect('/portal/');
@@ -334,5 +361,24 @@ export async function createPortal(options: PortalOptions): Promise<Koa.Middlewa
     }
     ctx.type = asset.type;
     ctx.body = asset.body;
+  };
+}
+
+/** The /portal routes: the middleware answers a request under /portal (main mounts it there, beside the API). */
+export async function createPortal(options: PortalOptions): Promise<RequestMiddleware> {
+  const screen = screenOf(options);
+  const operations = await screenOperations(screen, options);
+  const assets = serveAssets(loadAssets());
+  const csp = portalContentSecurityPolicy(options.settings.frameAncestors);
+  return async (ctx, next) => {
+    ctx.set({
+      'Content-Security-Policy': csp,
+      'Referrer-Policy': 'no-referrer',
+      'Cross-Origin-Opener-Policy': 'same-origin',
+    });
+    if (!screen.cookies.embeddable) ctx.set('X-Frame-Options', 'DENY');
+    if (ctx.path === `${API_PREFIX}/session`) return sessionRoute(screen, ctx);
+    if (ctx.path.startsWith(`${API_PREFIX}/`)) return operations(ctx, next);
+    return assets(ctx);
   };
 }

@@ -24,7 +24,7 @@ export interface DeliveryLogParams {
 /**
  * A delivery's place in the log: its creation time in epoch microseconds (as text) and its id. Keyset paging on
  * (created_at, id) descending, exact to the microsecond Postgres stores, so rows arriving meanwhile (newer) never
- * shift later pages. (The API signs it into a cursor: src/api/cursors.ts.)
+ * shift later pages. (The API signs it into a cursor: src/http/cursors.ts.)
  */
 export type DeliveryPosition = [createdMicros: string, id: string];
 

@@ -4,7 +4,8 @@ import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
 import { startApi, type TestApi } from '../support/api.js';
-import { expectAdminDocumented, startAdminApi, type TestAdminApi } from './support.js';
+import { startAdminApi, type TestAdminApi } from './support.js';
+import { ADMIN_API, documentedResults } from '../support/http.js';
 import { createAdminToken, revokeAdminToken } from '../../src/core/admin-tokens.js';
 import { createApiKey, createWorkspace } from '../../src/core/workspaces.js';
 import { createClient, type Client } from '../../generated/admin/client/index.js';
@@ -34,19 +35,7 @@ describe('the admin API', () => {
   let client: Client;
   const secrets: string[] = [];
 
-  /** The client's answer, checked against the admin document. */
-  function documented<T extends { data?: unknown; error?: unknown; response: Response }>(
-    method: string,
-    path: string,
-    result: T,
-  ): T {
-    expectAdminDocumented(method, path, {
-      status: result.response.status,
-      headers: result.response.headers,
-      body: result.data ?? result.error,
-    });
-    return result;
-  }
+  const documented = documentedResults(ADMIN_API);
 
   before(async () => {
     ({ db } = await testDatabase());

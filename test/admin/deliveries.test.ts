@@ -3,7 +3,8 @@ import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
 import { startReceiver, type Receiver } from '../support/receiver.js';
-import { expectAdminDocumented, startAdminApi, type TestAdminApi } from './support.js';
+import { startAdminApi, type TestAdminApi } from './support.js';
+import { ADMIN_API, documentedResults } from '../support/http.js';
 import {
   buildAttempt,
   buildDelivery,
@@ -46,18 +47,7 @@ describe('the admin API: deliveries and events', () => {
   let ws: TestWorkspace;
   let receiver: Receiver;
 
-  function documented<T extends { data?: unknown; error?: unknown; response: Response }>(
-    method: string,
-    path: string,
-    result: T,
-  ): T {
-    expectAdminDocumented(method, path, {
-      status: result.response.status,
-      headers: result.response.headers,
-      body: result.data ?? result.error,
-    });
-    return result;
-  }
+  const documented = documentedResults(ADMIN_API);
 
   const base = () => `/admin/v1/workspaces/${ws.id}`;
   const actions = async (targetId: string) =>

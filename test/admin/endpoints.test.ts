@@ -7,7 +7,8 @@ import { startApi, type TestApi } from '../support/api.js';
 import { fleetAdminOn } from '../support/cli.js';
 import { startReceiver, verifyIndependently, type Receiver } from '../support/receiver.js';
 import { bookingConfirmedData, dropTestWorkspaces, eventually, sleep, webhookWorkspace } from '../webhooks/support.js';
-import { expectAdminDocumented, startAdminApi, type TestAdminApi } from './support.js';
+import { startAdminApi, type TestAdminApi } from './support.js';
+import { ADMIN_API, documentedResults } from '../support/http.js';
 import { createAdminToken } from '../../src/core/admin-tokens.js';
 import { createApiKey, createWorkspace } from '../../src/core/workspaces.js';
 import { openSigningSecret } from '../../src/webhooks/sealing.js';
@@ -46,18 +47,7 @@ describe('the admin API: webhook endpoints', () => {
   let receiver: Receiver;
   const secrets: string[] = [];
 
-  function documented<T extends { data?: unknown; error?: unknown; response: Response }>(
-    method: string,
-    path: string,
-    result: T,
-  ): T {
-    expectAdminDocumented(method, path, {
-      status: result.response.status,
-      headers: result.response.headers,
-      body: result.data ?? result.error,
-    });
-    return result;
-  }
+  const documented = documentedResults(ADMIN_API);
   const base = (workspaceId: string) => `/admin/v1/workspaces/${workspaceId}/endpoints`;
 
   before(async () => {

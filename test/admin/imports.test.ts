@@ -8,7 +8,8 @@ import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
 import { expectRollupsExact } from '../support/rollups.js';
 import { LAUNCHER } from '../support/cli.js';
-import { expectAdminDocumented, startAdminApi, type TestAdminApi } from './support.js';
+import { startAdminApi, type TestAdminApi } from './support.js';
+import { ADMIN_API, expectDocumented } from '../support/http.js';
 import { eventually } from '../webhooks/support.js';
 import { createAdminToken } from '../../src/core/admin-tokens.js';
 import { createWorkspace } from '../../src/core/workspaces.js';
@@ -16,8 +17,8 @@ import net from 'node:net';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createAdminApp } from '../../src/admin/app.js';
-import { listen } from '../../src/api/app.js';
-import { DEFAULT_HTTP_LIMITS } from '../../src/api/http-limits.js';
+import { listen } from '../../src/http/edge.js';
+import { DEFAULT_HTTP_LIMITS } from '../../src/http/http-limits.js';
 import { capturedLogger } from '../support/logs.js';
 import { runRetention } from '../../src/webhooks/retention.js';
 import { LOST_JOB_ERROR } from '../../src/webhooks/lost-imports.js';
@@ -419,7 +420,7 @@ describe('the admin API: import jobs', () => {
         body: part,
       });
       const body = await refused.json();
-      expectAdminDocumented('POST', `/admin/v1/workspaces/${last.id}/imports`, {
+      expectDocumented(ADMIN_API, 'POST', `/admin/v1/workspaces/${last.id}/imports`, {
         status: refused.status,
         headers: refused.headers,
         body,

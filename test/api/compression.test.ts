@@ -3,7 +3,8 @@ import { once } from 'node:events';
 import zlib from 'node:zlib';
 import { expect } from 'chai';
 import { testDatabase } from '../support/database.js';
-import { expectDocumented, startApi, type TestApi } from '../support/api.js';
+import { startApi, type TestApi } from '../support/api.js';
+import { expectDocumented, PUBLIC_API } from '../support/http.js';
 import { fixture } from '../support/fixtures.js';
 import { createApiKey } from '../../src/core/workspaces.js';
 import { idOf, operator } from '../support/actors.js';
@@ -60,7 +61,12 @@ describe('answers compressed on request', () => {
       const fetchHeaders = new Headers(
         Object.entries(answer.headers).map(([k, v]) => [k, String(v)] as [string, string]),
       );
-      expectDocumented('GET', path, { status: answer.status, headers: fetchHeaders, text, body: JSON.parse(text) });
+      expectDocumented(PUBLIC_API, 'GET', path, {
+        status: answer.status,
+        headers: fetchHeaders,
+        text,
+        body: JSON.parse(text),
+      });
     }
     return { ...answer, text };
   }

@@ -1,10 +1,10 @@
 import crypto from 'node:crypto';
 import { expect } from 'chai';
-import { ApiError } from '../../src/api/errors.js';
-import { CURSOR_KEY_LABEL, Cursors, type CursorBinding } from '../../src/api/cursors.js';
+import { ApiError } from '../../src/http/errors.js';
+import { CURSOR_KEY_LABEL, Cursors, type CursorBinding } from '../../src/http/cursors.js';
 import { derivedKeys } from '../../src/secrets.js';
 
-// The one cursor mechanism of the API's lists (src/api/cursors.ts), without HTTP: what binds a cursor, what refuses
+// The one cursor mechanism of the API's lists (src/http/cursors.ts), without HTTP: what binds a cursor, what refuses
 // it, and where its key comes from. The lists' paging through HTTP: test/api/paging.test.ts, test/api/deliveries.test.ts.
 
 const MASTER = crypto.randomBytes(32).toString('base64');
@@ -28,7 +28,7 @@ function refusal(
   }
 }
 
-describe('list cursors (src/api/cursors.ts)', () => {
+describe('list cursors (src/http/cursors.ts)', () => {
   const cursors = Cursors.fromApiSecret({ env: { FRS_API_SECRET: MASTER } });
   const cursor = cursors.encode('vehicles', binding, position);
 

@@ -5,7 +5,8 @@ import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import type { Knex } from 'knex';
-import { expectDocumented, startApi, type ApiResponse, type TestApi } from '../support/api.js';
+import { startApi, type TestApi } from '../support/api.js';
+import { expectDocumented, PUBLIC_API, type ApiResponse } from '../support/http.js';
 import { createApp } from '../../src/api/app.js';
 import { API_STATEMENT_TIMEOUT_MS, createKnex } from '../../src/db/database.js';
 import { createApiKey, createWorkspace } from '../../src/core/workspaces.js';
@@ -293,7 +294,7 @@ describe('the documents and unexpected failures', () => {
       });
       const text = await res.text();
       const response = { status: res.status, headers: res.headers, text, body: JSON.parse(text) };
-      expectDocumented('GET', '/v1/me', response);
+      expectDocumented(PUBLIC_API, 'GET', '/v1/me', response);
       return { response, ms: performance.now() - started, text, logs: lines.join('') };
     } finally {
       server.close();

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { testDatabase } from '../support/database.js';
-import { expectDocumented, startApi, type TestApi } from '../support/api.js';
+import { startApi, type TestApi } from '../support/api.js';
+import { documentedResults, PUBLIC_API } from '../support/http.js';
 import { fixture } from '../support/fixtures.js';
 import { createApiKey, revokeApiKey } from '../../src/core/workspaces.js';
 import { createEndpoint } from '../../src/core/webhooks/endpoints.js';
@@ -47,19 +48,7 @@ describe('the generated TypeScript client (generated/openapi), against the serve
   let endpointId: string;
   let keys: Record<'revoked' | 'expired', string>;
 
-  /** The client's answer, checked against the document like every response in the tests. */
-  function documented(
-    method: string,
-    path: string,
-    result: { data?: unknown; error?: unknown; response: Response },
-  ): void {
-    expectDocumented(method, path, {
-      status: result.response.status,
-      headers: result.response.headers,
-      body: result.data ?? result.error,
-      text: '',
-    });
-  }
+  const documented = documentedResults(PUBLIC_API);
 
   before(async () => {
     const { db } = await testDatabase();

@@ -5,14 +5,15 @@ import type { Server } from 'node:http';
 import { expect } from 'chai';
 import pino from 'pino';
 import { testDatabase } from '../support/database.js';
-import { createApp, listen } from '../../src/api/app.js';
-import { DEFAULT_HTTP_LIMITS, logDroppedConnections, type HttpLimits } from '../../src/api/http-limits.js';
-import { DEFAULT_SHED_LAG_MS } from '../../src/api/load-shedding.js';
+import { createApp } from '../../src/api/app.js';
+import { listen } from '../../src/http/edge.js';
+import { DEFAULT_HTTP_LIMITS, logDroppedConnections, type HttpLimits } from '../../src/http/http-limits.js';
+import { DEFAULT_SHED_LAG_MS } from '../../src/http/load-shedding.js';
 import { validators } from '../../src/contract/validators.js';
-import { addressKey } from '../../src/api/auth-failures.js';
+import { addressKey } from '../../src/http/auth-failures.js';
 import { ConfigError, httpLimitsFromEnv, shedLagFromEnv } from '../../src/config.js';
 
-// What one client can hold of the HTTP server (src/api/http-limits.ts) and the load shedder (src/api/load-shedding.ts),
+// What one client can hold of the HTTP server (src/http/http-limits.ts) and the load shedder (src/http/load-shedding.ts),
 // on the real app. The time-outs are shortened for the tests; the production values are checked on the server object.
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

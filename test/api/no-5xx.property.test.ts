@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { testDatabase } from '../support/database.js';
-import { expectDocumented, startApi, type ApiResponse, type TestApi } from '../support/api.js';
+import { startApi, type TestApi } from '../support/api.js';
+import { expectDocumented, PUBLIC_API, type ApiResponse } from '../support/http.js';
 import { loadOpenApiDocument } from '../../src/contract/document.js';
 import { createApiKey } from '../../src/core/workspaces.js';
 import { queueTestDelivery } from '../../src/core/webhooks/test-delivery.js';
@@ -144,7 +145,7 @@ describe('property: no input gets a 5xx, every answer is documented', () => {
         expect(res.headers.get('x-request-id'), label).to.be.a('string');
         if (method === 'HEAD' || res.status === 204) return;
         const response: ApiResponse = { status: res.status, headers: res.headers, text, body: JSON.parse(text) };
-        expectDocumented(method, url, response);
+        expectDocumented(PUBLIC_API, method, url, response);
       }),
       { numRuns: RUNS },
     );

@@ -5,7 +5,7 @@ import { testDatabase } from '../support/database.js';
 import { startApi, type TestApi } from '../support/api.js';
 import { fixture, type Fixture } from '../support/fixtures.js';
 import { createApiKey } from '../../src/core/workspaces.js';
-import { Cursors } from '../../src/api/cursors.js';
+import { Cursors } from '../../src/http/cursors.js';
 import { searchVehicles } from '../../src/queries/vehicles.js';
 import { receivables } from '../../src/queries/receivables.js';
 import { idOf, operator } from '../support/actors.js';

@@ -2,14 +2,15 @@ import net from 'node:net';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
-import { expectDocumented, startApi, type ApiResponse, type TestApi } from '../support/api.js';
+import { startApi, type TestApi } from '../support/api.js';
+import { expectDocumented, PUBLIC_API, type ApiResponse } from '../support/http.js';
 import { createApiKey, createWorkspace, revokeApiKey } from '../../src/core/workspaces.js';
 import { hashApiKey, newApiKey } from '../../src/secrets.js';
-import { AuthFailureLimits } from '../../src/api/auth-failures.js';
+import { AuthFailureLimits } from '../../src/http/auth-failures.js';
 import { sleep } from '../webhooks/support.js';
 import { idOf, operator } from '../support/actors.js';
 
-// A fair share of the read API (src/api/rate-limits.ts, src/api/auth-failures.ts): each workspace's requests a second
+// A fair share of the read API (src/api/rate-limits.ts, src/http/auth-failures.ts): each workspace's requests a second
 // and in flight, across all its keys; failed authentications per client address, refused before the database; where
 // the caller stands on every answer. Each test runs its own app with small limits and workspaces of its own.
 
@@ -63,7 +64,7 @@ function pipelined(
           text,
           body: text ? JSON.parse(text) : undefined,
         };
-        expectDocumented('GET', requests[parsed.length].path, response);
+        expectDocumented(PUBLIC_API, 'GET', requests[parsed.length].path, response);
         parsed.push(response);
         if (parsed.length === requests.length) {
           socket.removeAllListeners('close');

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { Request } from 'openapi-backend';
-import { contractBackend } from '../../src/api/app.js';
+import { contractBackend } from '../../src/http/contract.js';
 import { withoutCoreBodies } from '../../src/admin/app.js';
 import { strictOpenApiDocument, type OpenApiDocument } from '../../src/contract/document.js';
 import { documentFingerprint, generatedRequestValidators } from '../../src/contract/request-validators.js';

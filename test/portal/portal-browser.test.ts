@@ -14,7 +14,8 @@ import { testDatabase } from '../support/database.js';
 import { fixture } from '../support/fixtures.js';
 import { startReceiver, verifyIndependently, type Receiver, type Reply } from '../support/receiver.js';
 import { bookingConfirmedData, quietLogger } from '../webhooks/support.js';
-import { expectPortalDocumented, startScreen, type TestScreen } from './support.js';
+import { startScreen, type TestScreen } from './support.js';
+import { expectDocumented, SCREEN_API } from '../support/http.js';
 import { operator } from '../support/actors.js';
 import { processConfig } from '../../src/config.js';
 
@@ -85,7 +86,7 @@ describe('the settings screen (/portal) in a browser', function () {
     const url = new URL(response.url());
     const text = response.status() === 204 ? '' : await response.text();
     const headers = new Headers(await response.allHeaders());
-    expectPortalDocumented(response.request().method(), url.pathname + url.search, {
+    expectDocumented(SCREEN_API, response.request().method(), url.pathname + url.search, {
       status: response.status(),
       headers,
       body: text ? JSON.parse(text) : undefined,
@@ -745,7 +746,7 @@ describe('the settings screen (/portal) in a browser', function () {
     // From the browser's context (its cookie), a settings change without the header.
     const patched = await page.request.patch(`${screen.url}${adminPath('')}`, { data: { remindersAhead: 2 } });
     expect(patched.status()).to.equal(403);
-    expectPortalDocumented('PATCH', adminPath(''), {
+    expectDocumented(SCREEN_API, 'PATCH', adminPath(''), {
       status: patched.status(),
       headers: new Headers(patched.headers()),
       body: await patched.json(),

@@ -1,14 +1,16 @@
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
-import { createApp, listen } from '../../src/api/app.js';
+import { publicApi, publicListener } from '../../src/api/app.js';
+import { listen } from '../../src/http/edge.js';
 import { createPortal } from '../../src/portal/app.js';
 import { DEFAULT_PORTAL_AUTH_FAILURE_LIMIT } from '../../src/portal/settings.js';
-import type { AuthFailureSettings } from '../../src/api/auth-failures.js';
+import type { AuthFailureSettings } from '../../src/http/auth-failures.js';
 import { processConfig } from '../../src/config.js';
 import { createAdminToken } from '../../src/core/admin-tokens.js';
 import { cliAudit } from '../../src/core/audit.js';
 import { testDatabase } from '../support/database.js';
-import { expectAdminDocumented, startAdminApiAt, type TestAdminApi } from '../admin/support.js';
+import { startAdminApiAt, type TestAdminApi } from '../admin/support.js';
+import { documentedClient, SCREEN_API, type ApiResponse } from '../support/http.js';
 import { capturedLogger } from '../support/logs.js';
 import { operatorWith } from '../support/actors.js';
 
@@ -16,24 +18,7 @@ import { operatorWith } from '../support/actors.js';
 // database roles, as main runs it), the admin API whose links point at it, and a request helper that checks every
 // answer of /portal/api against the admin document (the screen's operations are the admin document's).
 
-export const PORTAL_API = '/portal/api';
-
-/** An answer of the screen's API checked against the admin document (its admin paths under /portal/api). */
-export function expectPortalDocumented(
-  method: string,
-  path: string,
-  response: { status: number; headers: Headers; body: unknown },
-): void {
-  const documentPath = path.startsWith(`${PORTAL_API}/admin/`) ? path.slice(PORTAL_API.length) : path;
-  expectAdminDocumented(method, documentPath, response, 'portalSession');
-}
-
-export interface ScreenResponse {
-  status: number;
-  headers: Headers;
-  text: string;
-  body: any;
-}
+export const PORTAL_API = SCREEN_API.prefix;
 
 export interface TestScreen {
   /** The public listener's base URL. */
@@ -47,7 +32,7 @@ export interface TestScreen {
     method: string,
     path: string,
     options?: { cookie?: string; csrf?: string; body?: unknown; headers?: Record<string, string> },
-  ): Promise<ScreenResponse>;
+  ): Promise<ApiResponse>;
   /** A new link of `workspaceId` made through the admin API (with `token`, by default adminToken); its key. */
   link(
     workspaceId: string,
@@ -75,22 +60,18 @@ export async function startScreen(
   const limits = options.authFailures
     ? { workspace: processConfig().workspaceLimits, authFailures: options.authFailures }
     : undefined;
-  const app = await createApp({
-    db: database.forRole('api'),
-    logger,
-    clock: options.clock,
-    limits,
-    portal: (edge) =>
-      createPortal({
-        ...edge,
-        db: database.forRole('admin'),
-        settings: {
-          publicUrl: options.publicUrl ?? 'http://127.0.0.1',
-          frameAncestors: options.frameAncestors ?? [],
-          authFailuresPerMinute: options.screenAuthFailures ?? DEFAULT_PORTAL_AUTH_FAILURE_LIMIT,
-        },
-      }),
+  // As main serves them: the public API, and the screen mounted beside it under /portal.
+  const api = await publicApi({ db: database.forRole('api'), logger, clock: options.clock, limits });
+  const screen = await createPortal({
+    ...api.edge,
+    db: database.forRole('admin'),
+    settings: {
+      publicUrl: options.publicUrl ?? 'http://127.0.0.1',
+      frameAncestors: options.frameAncestors ?? [],
+      authFailuresPerMinute: options.screenAuthFailures ?? DEFAULT_PORTAL_AUTH_FAILURE_LIMIT,
+    },
   });
+  const app = publicListener(api, { logger, beside: [{ prefix: '/portal', serve: screen }] });
   const server: Server = await listen(app, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const admin = await startAdminApiAt({ clock: options.clock, portalUrl: url });
@@ -99,29 +80,12 @@ export async function startScreen(
     workspaceId: 'every',
   });
 
-  const request: TestScreen['request'] = async (method, path, { cookie, csrf, body, headers = {} } = {}) => {
-    const res = await fetch(url + path, {
-      method,
-      headers: {
-        ...(cookie ? { cookie } : {}),
-        ...(csrf ? { 'x-csrf-token': csrf } : {}),
-        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-        ...headers,
-      },
-      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
-      redirect: 'manual',
+  const client = documentedClient({ ...SCREEN_API, baseUrl: url });
+  const request: TestScreen['request'] = (method, path, { cookie, csrf, body, headers = {} } = {}) =>
+    client.request(method, path, {
+      headers: { ...(cookie ? { cookie } : {}), ...(csrf ? { 'x-csrf-token': csrf } : {}), ...headers },
+      body,
     });
-    const text = await res.text();
-    const json = (res.headers.get('content-type') ?? '').startsWith('application/json');
-    const response = {
-      status: res.status,
-      headers: res.headers,
-      text,
-      body: json && text ? JSON.parse(text) : undefined,
-    };
-    if (path.startsWith(`${PORTAL_API}/`) && method !== 'HEAD') expectPortalDocumented(method, path, response);
-    return response;
-  };
   return {
     url,
     admin,

@@ -4,7 +4,7 @@
 import crypto from 'node:crypto';
 import { apiSecretId, derivedKeys, openSealedBox, settleProcessKeys, x25519PrivateKey } from '../../src/secrets.js';
 import { openSigningSecret } from '../../src/webhooks/sealing.js';
-import { CURSOR_KEY_LABEL } from '../../src/api/cursors.js';
+import { CURSOR_KEY_LABEL } from '../../src/http/cursors.js';
 import { CSRF_KEY_LABEL } from '../../src/portal/app.js';
 import { ANSWER_KEY_LABEL } from '../../src/admin/idempotency.js';
 

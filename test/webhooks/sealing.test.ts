@@ -15,7 +15,7 @@ import { createWorkspace } from '../../src/core/workspaces.js';
 import { createEndpoint } from '../../src/core/webhooks/endpoints.js';
 import { rotateSigningSecret } from '../../src/core/webhooks/signing-secrets.js';
 import { openSigningSecret } from '../../src/webhooks/sealing.js';
-import { expectAdminDocumented } from '../admin/support.js';
+import { ADMIN_API, expectDocumented } from '../support/http.js';
 import { bookingConfirmedData, dropTestWorkspaces, eventually } from './support.js';
 import { startReceiver, verifyIndependently } from '../support/receiver.js';
 import { recordEvent } from '../../src/webhooks/record-event.js';
@@ -241,7 +241,7 @@ describe('keys rotate whole: the admin API replays a stored answer after a maste
           body: JSON.stringify({ url: `https://hooks.example.ae/${name}`, name }),
         });
         const body = await response.json();
-        expectAdminDocumented('POST', `/admin/v1/workspaces/${workspace.id}/endpoints`, {
+        expectDocumented(ADMIN_API, 'POST', `/admin/v1/workspaces/${workspace.id}/endpoints`, {
           status: response.status,
           headers: response.headers,
           body,

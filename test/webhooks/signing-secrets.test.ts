@@ -827,7 +827,7 @@ describe('the database records the master key: a release container without it, a
         'fleet-rental: failed to start: FRS_SECRET_KEY is set, but this process serves the API (FRS_ROLE=api), which holds no master key: unset it here and give it to the worker (FRS_ROLE=worker) only',
       ]);
     }
-    // It signs its list cursors with a key derived from an API secret of its own (src/api/cursors.ts), the same in
+    // It signs its list cursors with a key derived from an API secret of its own (src/http/cursors.ts), the same in
     // every process: without one it refuses at start, naming the settings, and makes no key file.
     const [noKey] = await refusedAtStart({ FRS_ROLE: 'api', FRS_SECRET_KEY: '', FRS_API_SECRET: '' });
     expect(noKey).to.match(

@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import type { Cursors } from '../../api/cursors.js';
+import type { Cursors } from '../../http/cursors.js';
 import type { Actor, AuditContext } from '../../core/actor.js';
 import type { AdminTokenHolder } from '../../core/admin-tokens.js';
 import type { RecordMetrics } from '../../core/import/records.js';

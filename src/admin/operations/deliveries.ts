@@ -1,4 +1,4 @@
-import type { CursorBinding } from '../../api/cursors.js';
+import type { CursorBinding } from '../../http/cursors.js';
 import { instant } from '../../core/errors.js';
 import { listWorkspaceDeliveries, showDelivery } from '../../core/webhooks/deliveries.js';
 import { recoverEndpoint, retryDelivery } from '../../core/webhooks/recovery.js';

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { PassThrough } from 'node:stream';
-import { allowLongBody } from '../../api/http-limits.js';
-import { apiError } from '../../api/errors.js';
+import { allowLongBody } from '../../http/http-limits.js';
+import { apiError } from '../../http/errors.js';
 import { ImportError } from '../../core/import/import-document.js';
 import { writeRecords } from '../../core/import/records.js';
 import { cancelImport, getImport, startImport } from '../../core/import/jobs.js';

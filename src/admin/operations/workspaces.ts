@@ -1,4 +1,4 @@
-import { apiError } from '../../api/errors.js';
+import { apiError } from '../../http/errors.js';
 import {
   createWorkspace,
   listWorkspaces,

@@ -5,15 +5,15 @@ import path from 'node:path';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
-import { dropDatabase, testDatabase } from './support/database.js';
-import { freePort } from './support/ports.js';
-import { fleetAdminOn, LAUNCHER, type CliRun } from './support/cli.js';
-import { createKnex } from '../src/db/database.js';
-import { hashApiKey } from '../src/secrets.js';
-import { createApiKey } from '../src/core/workspaces.js';
-import { buildAttempt, buildDelivery, dropTestWorkspaces, webhookWorkspace } from './webhooks/support.js';
-import { openSigningSecret } from '../src/webhooks/sealing.js';
-import { idOf, operator } from './support/actors.js';
+import { dropDatabase, testDatabase } from '../support/database.js';
+import { freePort } from '../support/ports.js';
+import { fleetAdminOn, LAUNCHER, type CliRun } from '../support/cli.js';
+import { createKnex } from '../../src/db/database.js';
+import { hashApiKey } from '../../src/secrets.js';
+import { createApiKey } from '../../src/core/workspaces.js';
+import { buildAttempt, buildDelivery, dropTestWorkspaces, webhookWorkspace } from '../webhooks/support.js';
+import { openSigningSecret } from '../../src/webhooks/sealing.js';
+import { idOf, operator } from '../support/actors.js';
 
 /** Runs the real CLI (bin/fleet-admin.js) as a child process against the test database. */
 async function fleetAdmin(...args: string[]): Promise<CliRun> {

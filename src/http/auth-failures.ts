@@ -1,7 +1,7 @@
 import net from 'node:net';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { wholeNumberDefault, type AuthFailureSettings } from '../config.js';
-import { rateLimited, standingOf, type Standing } from './rate-limits.js';
+import { rateLimited, standingOf, type Standing } from './standing.js';
 
 // Outsiders are slowed before they cost anything. Each client address may fail authentication (a 401: no key, an
 // unknown, revoked or expired one) a number of times a minute; past that, its requests get 429 `rate_limited`
@@ -150,4 +150,12 @@ function prefix64(address: string): string {
     .slice(0, 4)
     .map((g) => parseInt(g, 16).toString(16))
     .join(':')}::/64`;
+}
+
+/** The client's address and its failure limit: how authentication slows outsiders (above). */
+export interface AuthGuard {
+  limits: AuthFailureLimits;
+  address: string;
+  /** Where the address's standing is left for the answer's RateLimit header fields. */
+  standing?: Standing;
 }

@@ -2,12 +2,12 @@ import crypto from 'node:crypto';
 import { derivedKeys, MasterKeyError, type KeyringOptions } from '../secrets.js';
 import { invalidRequest, type ApiError } from './errors.js';
 
-// The API's list cursors (GET /v1/vehicles, /v1/receivables, /v1/webhooks/{id}/deliveries): one mechanism for all.
-// A cursor is a position in a list's order, signed. It lives in the API layer, not beside the queries: the query
-// modules (which the CLI calls too, with no caller and no HTTP) take and return plain positions, the keys of the
-// order; what makes a position a cursor (which caller and which query it belongs to, the signature, the 400 naming
-// `cursor`) is the API's. The signing key is derived from the API process's own secret (src/secrets.ts): it opens
-// nothing, and the API process holds no master key.
+// The lists' cursors of both APIs (GET /v1/vehicles, /v1/receivables, /v1/webhooks/{id}/deliveries, and the admin API's
+// lists): one mechanism for all. A cursor is a position in a list's order, signed. It lives in the HTTP kit, not beside
+// the queries: the query modules (which the CLI calls too, with no caller and no HTTP) take and return plain positions,
+// the keys of the order; what makes a position a cursor (which caller and which query it belongs to, the signature, the
+// 400 naming `cursor`) is the API's. The signing key is derived from the API process's own secret (src/secrets.ts): it
+// opens nothing, and the API process holds no master key.
 //
 // Format: base64url( version (1 byte) | the position's fields, UTF-8, joined by NUL | HMAC-SHA256, first 16 bytes ).
 // The HMAC covers the version and the fields, and a binding that the cursor does not carry: the list's name, the
