@@ -56,6 +56,8 @@ import { createApiKey } from '../src/core/workspaces.js';
 import { seedLarge, type LargeSeedOptions } from '../seeds/large.js';
 import { startBenchProcess } from './child.js';
 import { clusterCpuMicros, postmasterPid, processCpuMicros } from './proc-cpu.js';
+import { cliActor } from '../src/core/audit.js';
+import { findWorkspace } from '../src/core/workspaces.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
@@ -217,8 +219,10 @@ const counts = {
   small: await ensureDataset(db, 'small', DATASETS.small),
 };
 const keys = {
-  large: (await createApiKey(db, { workspaceSlug: 'large', role: 'bench' })).key,
-  small: (await createApiKey(db, { workspaceSlug: 'small', role: 'bench' })).key,
+  large: (await createApiKey(db, cliActor(), { workspaceId: (await findWorkspace(db, 'large')).id, role: 'bench' }))
+    .key,
+  small: (await createApiKey(db, cliActor(), { workspaceId: (await findWorkspace(db, 'small')).id, role: 'bench' }))
+    .key,
 };
 
 // The cluster's postmaster, for its CPU per request (NaN, printed as n/a, when it is not a local cluster we may read).

@@ -19,6 +19,7 @@ import pg from 'pg';
 import { processConfig } from '../src/config.js';
 import { openDatabase } from '../src/db/database.js';
 import { createWorkspace } from '../src/core/workspaces.js';
+import { cliActor } from '../src/core/audit.js';
 
 const WRITES = Number(process.env.BENCH_WRITES ?? 2000);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
@@ -40,7 +41,7 @@ const database = await openDatabase(
 const { db, url } = database;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-const ws = (await createWorkspace(db, { slug: `versions-${Date.now().toString(36)}` })).id;
+const ws = (await createWorkspace(db, cliActor(), { slug: `versions-${Date.now().toString(36)}` })).id;
 const owner = randomUUID();
 const fleet = randomUUID();
 const customer = randomUUID();

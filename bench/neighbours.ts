@@ -15,6 +15,8 @@ import { openDatabase } from '../src/db/database.js';
 import { createApiKey } from '../src/core/workspaces.js';
 import { seedDemo } from '../seeds/demo.js';
 import { startBenchProcess } from './child.js';
+import { cliActor } from '../src/core/audit.js';
+import { findWorkspace } from '../src/core/workspaces.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const FLOOD_CONNECTIONS = 48;
@@ -37,7 +39,11 @@ const a = await seedDemo(db, `neighbour-a-${run}`);
 const b = await seedDemo(db, `neighbour-b-${run}`);
 const aKeys = [
   a.key,
-  ...(await Promise.all([1, 2, 3].map(async () => (await createApiKey(db, { workspaceSlug: a.workspace })).key))),
+  ...(await Promise.all(
+    [1, 2, 3].map(
+      async () => (await createApiKey(db, cliActor(), { workspaceId: (await findWorkspace(db, a.workspace)).id })).key,
+    ),
+  )),
 ];
 
 interface Sample {

@@ -5,7 +5,7 @@
 //  2. Throughput: BENCH_DELIVERIES deliveries are queued (events fanned out to BENCH_ENDPOINTS endpoints on that
 //     receiver), then one Dispatcher drains them: deliveries/s from queued to accepted, every attempt recorded.
 //     Repeated BENCH_RUNS times; the median is reported.
-//  3. Lag: events published with publishEvent at a fixed BENCH_RATE deliveries/s for BENCH_SECONDS while the
+//  3. Lag: events published with recordEvent at a fixed BENCH_RATE deliveries/s for BENCH_SECONDS while the
 //     dispatcher runs; p50/p99 of (accepted - queued) per delivery, both taken from the database clock.
 //  4. Noisy neighbour: a dispatcher with the service's defaults (64 slots, 8 per endpoint, 16 per workspace)
 //     while one workspace has 8 endpoints that never answer and 504 deliveries queued to them; another workspace
@@ -30,9 +30,11 @@ import { openDatabase } from '../src/db/database.js';
 import { createWorkspace } from '../src/core/workspaces.js';
 import { createEndpoint } from '../src/core/webhooks/endpoints.js';
 import { fanOutEvents } from '../src/webhooks/fanout.js';
-import { publishEvent } from '../src/core/webhooks/publish.js';
+import { recordEvent } from '../src/webhooks/record-event.js';
 import { Dispatcher, type DispatcherOptions } from '../src/webhooks/dispatcher.js';
 import { loadOpenApiDocument } from '../src/contract/document.js';
+import { cliActor } from '../src/core/audit.js';
+import { findWorkspace } from '../src/core/workspaces.js';
 
 const env = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
 const DELIVERIES = env('BENCH_DELIVERIES', 20_000);
@@ -118,13 +120,14 @@ async function measure(
   const postmaster = await postmasterPid(db);
   // A fresh bench workspace with ENDPOINTS endpoints on the receiver, subscribed to everything.
   await db('workspaces').where({ slug: SLUG }).delete();
-  const workspace = await createWorkspace(db, { slug: SLUG });
+  const workspace = await createWorkspace(db, cliActor(), { slug: SLUG });
   for (let i = 0; i < ENDPOINTS; i++)
-    await createEndpoint(
-      db,
-      { workspaceSlug: SLUG, url: `${receiverUrl}/hooks/${i}`, name: `bench ${i}` },
-      LOCAL_RECEIVER,
-    );
+    await createEndpoint(db, cliActor(), {
+      workspaceId: (await findWorkspace(db, SLUG)).id,
+      url: `${receiverUrl}/hooks/${i}`,
+      name: `bench ${i}`,
+      policy: LOCAL_RECEIVER,
+    });
   const data = exampleData();
   const clear = () => db('events').where({ workspace_id: workspace.id }).delete();
 
@@ -173,7 +176,7 @@ async function measure(
     await clear();
   }
 
-  // Lag at a fixed rate: publishEvent (validation, one transaction, NOTIFY) every tick, the dispatcher running.
+  // Lag at a fixed rate: recordEvent (validation, one transaction, NOTIFY) every tick, the dispatcher running.
   const dispatcher = new Dispatcher({ db, logger, ...options });
   await dispatcher.start();
   const sent = (await publishAtRate(db, workspace.id, RATE / ENDPOINTS, SECONDS)) * ENDPOINTS;
@@ -201,7 +204,7 @@ async function publishAtRate(db: Knex, workspaceId: string, eventsPerSecond: num
   while (performance.now() - started < seconds * 1000) {
     const due = Math.floor(((performance.now() - started) / tickMs + 1) * eventsPerTick);
     for (; published < due; published++)
-      await publishEvent(db, { workspaceId, event: 'booking.confirmed', data, source: 'publish' });
+      await recordEvent(db, { workspaceId, event: 'booking.confirmed', data, source: 'publish' });
     await new Promise((resolve) => setTimeout(resolve, tickMs - ((performance.now() - started) % tickMs)));
   }
   return published;
@@ -238,21 +241,23 @@ async function neighbourLag(
   // Errors only: the noisy workspace's time-outs are expected here, one warn line each would bury the figures.
   const logger = pino({ level: 'error' });
   for (const slug of ['bench-quiet', 'bench-noisy']) await db('workspaces').where({ slug }).delete();
-  const quiet = await createWorkspace(db, { slug: 'bench-quiet' });
-  await createEndpoint(
-    db,
-    { workspaceSlug: 'bench-quiet', url: `${receiverUrl}/hooks/quiet`, name: 'quiet' },
-    LOCAL_RECEIVER,
-  );
+  const quiet = await createWorkspace(db, cliActor(), { slug: 'bench-quiet' });
+  await createEndpoint(db, cliActor(), {
+    workspaceId: (await findWorkspace(db, 'bench-quiet')).id,
+    url: `${receiverUrl}/hooks/quiet`,
+    name: 'quiet',
+    policy: LOCAL_RECEIVER,
+  });
   const workspaces = [quiet.id];
   if (noisy) {
-    const loud = await createWorkspace(db, { slug: 'bench-noisy' });
+    const loud = await createWorkspace(db, cliActor(), { slug: 'bench-noisy' });
     for (let i = 0; i < 8; i++)
-      await createEndpoint(
-        db,
-        { workspaceSlug: 'bench-noisy', url: `${receiverUrl}/never/${i}`, name: `dead ${i}` },
-        LOCAL_RECEIVER,
-      );
+      await createEndpoint(db, cliActor(), {
+        workspaceId: (await findWorkspace(db, 'bench-noisy')).id,
+        url: `${receiverUrl}/never/${i}`,
+        name: `dead ${i}`,
+        policy: LOCAL_RECEIVER,
+      });
     const queued = await queueBacklog(db, loud.id, 63, exampleData());
     if (queued !== 504) throw new Error(`queued ${queued} noisy deliveries`);
     workspaces.push(loud.id);

@@ -24,6 +24,7 @@ import { importDocument } from '../src/core/import/import-document.js';
 import { addDays, addMonths, daysBetween, localDate, localTime, startOfMonth, zonedInstant } from '../src/time.js';
 import { createApiKey, createWorkspace, findWorkspace, type WorkspaceRecord } from '../src/core/workspaces.js';
 import { InputError } from '../src/core/errors.js';
+import { cliActor } from '../src/core/audit.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -1634,7 +1635,7 @@ export async function seedDemo(
   } catch (err) {
     if (!(err instanceof InputError)) throw err;
     try {
-      workspace = await createWorkspace(db, { slug: workspaceSlug, timezone: 'Asia/Dubai' });
+      workspace = await createWorkspace(db, cliActor(), { slug: workspaceSlug, timezone: 'Asia/Dubai' });
     } catch (raced) {
       // another process created it in between
       if (!(raced instanceof InputError)) throw raced;
@@ -1642,6 +1643,9 @@ export async function seedDemo(
     }
   }
   await importDocument(db, workspace.slug, buildDemoDocument(now, workspace.timezone, workspace.id));
-  const key = await createApiKey(db, { workspaceSlug: workspace.slug, role: 'demo' });
+  const key = await createApiKey(db, cliActor(), {
+    workspaceId: (await findWorkspace(db, workspace.slug)).id,
+    role: 'demo',
+  });
   return { workspace: workspace.slug, key: key.key };
 }

@@ -19,6 +19,7 @@ import { progressReporter, type ProgressOptions } from '../src/progress.js';
 import { deferRollups, finishDeferredRollups } from '../src/db/bulk-load.js';
 import { createWorkspace, findWorkspace, type WorkspaceRecord } from '../src/core/workspaces.js';
 import { InputError } from '../src/core/errors.js';
+import { cliActor } from '../src/core/audit.js';
 
 export interface LargeSeedOptions extends ProgressOptions {
   vehicles?: number;
@@ -74,7 +75,7 @@ export async function seedLarge(
     workspace = await findWorkspace(db, workspaceSlug);
   } catch (err) {
     if (!(err instanceof InputError)) throw err;
-    workspace = await createWorkspace(db, { slug: workspaceSlug });
+    workspace = await createWorkspace(db, cliActor(), { slug: workspaceSlug });
   }
   for (const table of ['owners', 'fleets', 'vehicles', 'customers', 'bookings', 'invoices', 'payments']) {
     const row = await db(table).where({ workspace_id: workspace.id }).first(db.raw('1 AS x'));

@@ -26,7 +26,7 @@ import { logDroppedConnections } from './http/http-limits.js';
 import { listen } from './http/edge.js';
 import { ServiceMetrics, startMetricsListener } from './observability/metrics.js';
 import { startWorker, type Worker } from './webhooks/worker.js';
-import { checkApiSecret, checkMasterKey, recordPublicKey } from './core/webhooks/signing-secrets.js';
+import { checkApiSecret, checkMasterKey, recordPublicKey } from './webhooks/sealing.js';
 import { settleProcessKeys } from './secrets.js';
 import { createPortal } from './portal/app.js';
 import { recordLinkBase, serverLinkBase } from './portal/link-base.js';

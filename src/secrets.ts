@@ -601,7 +601,7 @@ export function createMasterKeyFile(env: Env = processConfig().env): { keyId: st
 
 /**
  * Seals `plain` to the current master key's public key. `context` (e.g. the owning row's id) is authenticated too. Outside
- * a sealing transaction (src/core/webhooks/signing-secrets.ts) only for what records no key: tests' fixtures (the
+ * a sealing transaction (src/webhooks/sealing.ts) only for what records no key: tests' fixtures (the
  * migration that sealed the secrets once stored in plain text has its own frozen copy under migrations/support/).
  */
 export function sealSecret(plain: string, context: string): SealedSecret {

@@ -8,6 +8,8 @@ import { createWorkspace } from '../src/core/workspaces.js';
 import { createEndpoint } from '../src/core/webhooks/endpoints.js';
 import { redactUrlCredentials } from '../src/secrets.js';
 import { startAdminApi } from './admin/support.js';
+import { operatorWith } from './support/actors.js';
+import { processConfig } from '../src/config.js';
 
 // The audit trail is the server's (migrations/20261128000210_audit_trail_server_set.ts): no role of the service
 // chooses an entry's id, time or request id, nor invents its actor; credentials in a URL never reach an entry. Run on
@@ -46,8 +48,10 @@ describe("the audit trail is the server's", () => {
     db = database.db;
     roles = { api: database.forRole('api'), worker: database.forRole('worker'), admin: database.forRole('admin') };
     const cli = { actor: { type: 'cli' as const, name: 'audit-trail-test' } };
-    token = await createAdminToken(db, { name: `audit trail ${process.pid}` }, cli);
-    workspaceId = (await createWorkspace(db, { slug: `audit-trail-${crypto.randomBytes(5).toString('hex')}` }, cli)).id;
+    token = await createAdminToken(db, operatorWith(cli), { name: `audit trail ${process.pid}`, workspaceId: 'every' });
+    workspaceId = (
+      await createWorkspace(db, operatorWith(cli), { slug: `audit-trail-${crypto.randomBytes(5).toString('hex')}` })
+    ).id;
   });
 
   it("no service role may name an entry's id, time or request id in an INSERT", async () => {
@@ -193,9 +197,13 @@ describe("the audit trail is the server's", () => {
 
   it('credentials in an endpoint URL never reach its audit entry', async () => {
     const url = 'https://receiver.example/in?api_key=k1&x=1&sig=abcdef#access_token=t0k3n&state=ok';
-    const { id } = await createEndpoint(db, { workspaceId, url }, undefined, {
-      actor: { type: 'admin_token', id: token.id, name: token.name },
-    });
+    const { id } = await createEndpoint(
+      db,
+      operatorWith({
+        actor: { type: 'admin_token', id: token.id, name: token.name },
+      }),
+      { workspaceId, url, policy: processConfig().destinationPolicy },
+    );
     const { changes } = await db('audit_entries').where({ target_id: id, action: 'endpoint.create' }).first('changes');
     expect(changes.url).to.equal(
       'https://receiver.example/in?api_key=[redacted]&x=1&sig=[redacted]#access_token=[redacted]&state=ok',

@@ -12,6 +12,7 @@ import { createKnex } from '../src/db/database.js';
 import { writeRecords } from '../src/core/import/records.js';
 import { importDocument } from '../src/core/import/import-document.js';
 import { cliAudit } from '../src/core/audit.js';
+import { operatorWith } from './support/actors.js';
 
 // Issue 32, point 5: the service's upkeep has no row that every writer of a workspace updates in place. Two writers of
 // one workspace touching different records (their own customer, car, booking and invoice) never wait for each other,
@@ -170,12 +171,10 @@ describe('direct writers of one workspace (issue 32)', () => {
         invoiceId: own.invoiceId,
         at: '2026-11-22T08:05:00Z',
       });
-      await writeRecords(
-        platform,
-        f.ws.id,
-        { upsert: { payments: [payment(randomUUID(), 3000)] } },
-        { audit: cliAudit() },
-      );
+      await writeRecords(platform, operatorWith(cliAudit()), {
+        workspaceId: f.ws.id,
+        body: { upsert: { payments: [payment(randomUUID(), 3000)] } },
+      });
       await importDocument(platform, f.slug, { payments: [payment(randomUUID(), 4000)] });
       // nothing queued, and the figures already exact: the invoice's 100000 less the 7000 paid, by hand
       const {

@@ -9,6 +9,7 @@ import { testDatabase } from './support/database.js';
 import { fixture } from './support/fixtures.js';
 import { createApiKey } from '../src/core/workspaces.js';
 import { loadOpenApiDocument } from '../src/contract/document.js';
+import { idOf, operator } from './support/actors.js';
 
 // The reference page as a reader meets it, in Debian's chromium driven by playwright-core: every operation and every
 // webhook event is listed, no request leaves the server's own origin, the console stays free of errors, and "try it"
@@ -48,7 +49,7 @@ describe('the reference page (/docs) in a browser', function () {
   it('lists every operation and webhook, stays on its own origin with no console error, and sends a request with the key entered', async () => {
     const { db } = await testDatabase();
     const f = await fixture(db);
-    const { key } = await createApiKey(db, { workspaceSlug: f.slug });
+    const { key } = await createApiKey(db, operator, { workspaceId: await idOf(db, f.slug) });
     const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
     const requested: string[] = [];
     const consoleErrors: string[] = [];

@@ -16,6 +16,7 @@ import { startImport } from '../src/core/import/jobs.js';
 import { cliAudit } from '../src/core/audit.js';
 import { createKnex } from '../src/db/database.js';
 import { foldUpkeep } from '../src/db/upkeep.js';
+import { operatorWith } from './support/actors.js';
 
 // Issue 32, point 7: after a randomised run of concurrent writers, every figure of the read API equals the same figure
 // computed from the base tables by a plain SQL query written here, independently of the running totals the service
@@ -297,23 +298,26 @@ const batchWrites: WriterKind = {
       const v1 = Object.fromEntries(
         Object.entries(doc).map(([key, rows]) => [key, rows.map((r) => ({ ...r, version: 1 }))]),
       );
-      await transaction(run, label, (trx) => writeRecords(trx, run.f.ws.id, { upsert: v1 }, { audit: cliAudit() }));
+      await transaction(run, label, (trx) =>
+        writeRecords(trx, operatorWith(cliAudit()), { workspaceId: run.f.ws.id, body: { upsert: v1 } }),
+      );
       const [first, second] = doc.payments;
       const newer = { ...first, amount: first.amount + 100 * (1 + rng.int(50)), version: 3 };
       const stale = { ...first, amount: 1, version: 2 };
       await transaction(run, label, (trx) =>
-        writeRecords(
-          trx,
-          run.f.ws.id,
-          {
+        writeRecords(trx, operatorWith(cliAudit()), {
+          workspaceId: run.f.ws.id,
+          body: {
             upsert: { payments: [newer], invoices: [{ ...doc.invoices[2], status: 'void', version: 2 }] },
             delete: { payments: [{ id: second.id, version: 2 }] },
           },
-          { audit: cliAudit() },
-        ),
+        }),
       );
       await transaction(run, label, (trx) =>
-        writeRecords(trx, run.f.ws.id, { upsert: { payments: [stale] } }, { audit: cliAudit() }),
+        writeRecords(trx, operatorWith(cliAudit()), {
+          workspaceId: run.f.ws.id,
+          body: { upsert: { payments: [stale] } },
+        }),
       );
     }
   },
@@ -329,10 +333,10 @@ const importJobs: WriterKind = {
       const half = Math.floor(text.length / 2);
       // a job is all or nothing: one chosen as a deadlock's victim is sent again, as the platform would
       for (let attempt = 0; ; attempt++) {
-        const { done } = await startImport(run.db, run.f.ws.id, {
+        const { done } = await startImport(run.db, operatorWith(cliAudit()), {
+          workspaceId: run.f.ws.id,
           body: Readable.from([text.slice(0, half), text.slice(half)]),
           format: 'json',
-          audit: cliAudit(),
         });
         const job = await done;
         if (job.phase === 'succeeded') break;

@@ -11,6 +11,7 @@ import { createWorkspace } from '../src/core/workspaces.js';
 import { InputError } from '../src/core/errors.js';
 import { ImportError, importDocument, readImportFile } from '../src/core/import/import-document.js';
 import type { FleetImportDocument } from '../generated/import-document.js';
+import { operator } from './support/actors.js';
 
 const TABLES = [
   'owners',
@@ -187,7 +188,7 @@ const noRows = Object.fromEntries(TABLES.map((t) => [t, 0]));
 
 let slugCounter = 0;
 async function freshWorkspace(db: Knex) {
-  return createWorkspace(db, { slug: `import-${process.pid}-${Date.now().toString(36)}-${++slugCounter}` });
+  return createWorkspace(db, operator, { slug: `import-${process.pid}-${Date.now().toString(36)}-${++slugCounter}` });
 }
 
 describe('importDocument', () => {

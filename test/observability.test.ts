@@ -9,12 +9,13 @@ import { createApp } from '../src/api/app.js';
 import { listen } from '../src/http/edge.js';
 import { createLogger } from '../src/logger.js';
 import { ServiceMetrics, startMetricsListener } from '../src/observability/metrics.js';
-import { publishEvent } from '../src/core/webhooks/publish.js';
+import { recordEvent } from '../src/webhooks/record-event.js';
 import { createApiKey } from '../src/core/workspaces.js';
 import { SWITCH_OFF_AFTER_FAILURES } from '../src/webhooks/endpoint-lifecycle.js';
 import { Dispatcher } from '../src/webhooks/dispatcher.js';
 import { observedCalendarSweep } from '../src/webhooks/worker.js';
 import { bookingConfirmedData, dropTestWorkspaces, webhookWorkspace, type TestWorkspace } from './webhooks/support.js';
+import { idOf, operator } from './support/actors.js';
 
 // Point 3 and 4 of the operator's view: what the logs say about deliveries, and the Prometheus metrics scraped
 // from their own listener (port 0 here: the system picks one; never the default 9464).
@@ -91,7 +92,7 @@ describe('observability: delivery logs and Prometheus metrics', () => {
   const dispatcher = (m: ServiceMetrics) => new Dispatcher({ db, logger, metrics: m, workspaceIds: [ws.id] });
   /** Publishes a booking.confirmed to the workspace's endpoints, due at the tests' fixed clock. */
   const publish = async () => {
-    const { eventId } = await publishEvent(db, {
+    const { eventId } = await recordEvent(db, {
       workspaceId: ws.id,
       event: 'booking.confirmed',
       data: bookingConfirmedData(),
@@ -192,7 +193,7 @@ describe('observability: delivery logs and Prometheus metrics', () => {
     expect(value(samples, 'frs_webhook_delivery_lag_seconds_bucket', { le: '+Inf' })).to.equal(2);
 
     // requests by operationId and status, through the real app
-    const key = (await createApiKey(db, { workspaceSlug: ws.slug })).key;
+    const key = (await createApiKey(db, operator, { workspaceId: await idOf(db, ws.slug) })).key;
     const app = await createApp({ db, logger, metrics: own });
     const server = await listen(app, 0, '127.0.0.1');
     try {

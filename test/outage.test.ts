@@ -8,7 +8,7 @@ import { openDatabase, type Database } from '../src/db/database.js';
 import { startEmbeddedPostgres, stopEmbeddedPostgres, type EmbeddedDatabase } from '../src/db/embedded.js';
 import { createApiKey, createWorkspace } from '../src/core/workspaces.js';
 import { createEndpoint } from '../src/core/webhooks/endpoints.js';
-import { publishEvent } from '../src/core/webhooks/publish.js';
+import { recordEvent } from '../src/webhooks/record-event.js';
 import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { createApp } from '../src/api/app.js';
@@ -19,6 +19,8 @@ import { proxiedTestDatabase } from './support/tcp-proxy.js';
 import { freePort } from './support/ports.js';
 import { startReceiver, type Receiver } from './support/receiver.js';
 import { bookingConfirmedData, sleep } from './webhooks/support.js';
+import { idOf, operator } from './support/actors.js';
+import { processConfig } from '../src/config.js';
 
 // The database crashes under load (`pg_ctl stop -m immediate`, as a power cut or an OOM kill would leave it) and comes
 // back 8 seconds later. The service runs as `npm start` runs it (the API and the worker in one process, on a
@@ -68,11 +70,20 @@ describe('a database outage under load', function () {
     cluster = await startEmbeddedPostgres(clusterDir, pgPort, 'fleet');
     database = await openDatabase({ url: cluster.url, schema: 'migrate', poolMax: 4 });
     const { db } = database;
-    const workspace = await createWorkspace(db, { slug: 'outage' });
-    const { key } = await createApiKey(db, { workspaceSlug: 'outage' });
+    const workspace = await createWorkspace(db, operator, { slug: 'outage' });
+    const { key } = await createApiKey(db, operator, { workspaceId: await idOf(db, 'outage') });
     receiver = await startReceiver(() => ({ status: 204, delayMs: 30 }));
     const endpointUrl = receiver.endpointUrl();
-    receiver.setSecret(endpointUrl, (await createEndpoint(db, { workspaceSlug: 'outage', url: endpointUrl })).secret);
+    receiver.setSecret(
+      endpointUrl,
+      (
+        await createEndpoint(db, operator, {
+          workspaceId: await idOf(db, 'outage'),
+          url: endpointUrl,
+          policy: processConfig().destinationPolicy,
+        })
+      ).secret,
+    );
 
     const port = await freePort();
     let output = '';
@@ -138,7 +149,7 @@ describe('a database outage under load', function () {
     const writer = async () => {
       while (loading) {
         try {
-          const { eventId } = await publishEvent(db, {
+          const { eventId } = await recordEvent(db, {
             workspaceId: workspace.id,
             event: 'booking.confirmed',
             data: bookingConfirmedData(),
@@ -233,8 +244,8 @@ describe('a database that goes silent without closing (a lost host, a network sp
   it('answers 503 with Retry-After within 5 s, gives up the stuck connections, and answers 200 again once it speaks', async () => {
     const { db } = await testDatabase();
     const slug = `silent-${process.pid}-${Date.now().toString(36)}`;
-    await createWorkspace(db, { slug });
-    const { key } = await createApiKey(db, { workspaceSlug: slug });
+    await createWorkspace(db, operator, { slug });
+    const { key } = await createApiKey(db, operator, { workspaceId: await idOf(db, slug) });
     // The API's own pool (its role, its time limits) reaches the database through a proxy that can stop forwarding.
     const { database, proxy, close } = await proxiedTestDatabase(3);
     const app = await createApp({ db: database.forRole('api'), logger: pino({ level: 'silent' }) });

@@ -10,6 +10,7 @@ import { createApiKey } from '../src/core/workspaces.js';
 import { startApi, type TestApi } from './support/api.js';
 import { testDatabase } from './support/database.js';
 import { fixture } from './support/fixtures.js';
+import { idOf, operator } from './support/actors.js';
 
 // The API guide's "Generate a client" section (docs/api.md) as a reader would use it: its hey-api command generates a client from the
 // running server's /openapi.json, and its three examples type-check (the hey-api ones here; the openapi-fetch one
@@ -72,7 +73,7 @@ describe('the API guide (docs/api.md): generating a client', function () {
     });
     const invoice = await f.invoice({ customerId: alice, bookingId: booking, total: 45000, dueDate: '2026-11-22' });
     await f.payment({ amount: 20000, bookingId: booking, invoiceId: invoice, at: '2026-11-20T06:00:00Z' });
-    key = (await createApiKey(db, { workspaceSlug: f.slug })).key;
+    key = (await createApiKey(db, operator, { workspaceId: await idOf(db, f.slug) })).key;
     api = await startApi({ now: new Date('2026-11-22T08:00:00.000Z') });
 
     // The guide's command, pointed at this server: npx's package, run from the project's own installed copy.

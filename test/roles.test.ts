@@ -12,6 +12,8 @@ import { apiStatementTimeoutMs, ConfigError, configFrom, dbRolesEnabled } from '
 import { createApiKey } from '../src/core/workspaces.js';
 import { createEndpoint } from '../src/core/webhooks/endpoints.js';
 import { queueTestDelivery } from '../src/core/webhooks/test-delivery.js';
+import { idOf, operator, operatorWith, FIXTURE_ACTOR } from './support/actors.js';
+import { processConfig } from '../src/config.js';
 
 // Least privilege in the database (src/db/roles.ts): what the API's and the worker's connections may and may not
 // do. Every statement that must fail is checked for PostgreSQL's permission error (42501), nothing else.
@@ -49,7 +51,13 @@ describe('database roles: least privilege for the API, the admin API, its ingest
       pickupAt: '2026-12-01T06:00:00Z',
       dropoffAt: '2026-12-03T06:00:00Z',
     });
-    endpointId = (await createEndpoint(db, { workspaceSlug: f.slug, url: 'https://receiver.example/hooks' })).id;
+    endpointId = (
+      await createEndpoint(db, operator, {
+        workspaceId: await idOf(db, f.slug),
+        url: 'https://receiver.example/hooks',
+        policy: processConfig().destinationPolicy,
+      })
+    ).id;
   });
 
   it('FRS_DB_ROLES is on unless switched off, and nothing else is accepted', () => {
@@ -166,7 +174,7 @@ describe('database roles: least privilege for the API, the admin API, its ingest
   });
 
   it('the API can do what it does: read, mark a key as used, queue a test delivery', async () => {
-    const { id: keyId } = await createApiKey(db, { workspaceSlug: f.slug });
+    const { id: keyId } = await createApiKey(db, operator, { workspaceId: await idOf(db, f.slug) });
     const usedAt = new Date('2026-11-20T10:00:00.000Z');
     expect(await api('api_keys').where({ id: keyId }).update({ last_used_at: usedAt })).to.equal(1);
     expect((await db('api_keys').where({ id: keyId }).first('last_used_at')).last_used_at).to.deep.equal(usedAt);
@@ -250,27 +258,35 @@ describe('database roles: least privilege for the API, the admin API, its ingest
     const { setEndpointActive } = await import('../src/core/webhooks/endpoints.js');
     const { createAdminToken } = await import('../src/core/admin-tokens.js');
     // (an admin token as the actor: the trail takes a `cli` actor from the owner's sessions only)
-    const token = await createAdminToken(
-      db,
-      { name: `roles test ${process.pid}` },
-      { actor: { type: 'cli', name: 'roles-test' } },
-    );
+    const token = await createAdminToken(db, operatorWith({ actor: { type: 'cli', name: 'roles-test' } }), {
+      name: `roles test ${process.pid}`,
+      workspaceId: 'every',
+    });
     const audit = { actor: { type: 'admin_token' as const, id: token.id, name: token.name } };
+    const actor = operatorWith(audit);
     // what it does, as its own role
-    const ws = await createWorkspace(admin, { slug: `roles-admin-${process.pid}-${Date.now().toString(36)}` }, audit);
+    const ws = await createWorkspace(admin, actor, { slug: `roles-admin-${process.pid}-${Date.now().toString(36)}` });
     expect(
-      (await updateWorkspace(admin, { id: ws.id }, { status: 'frozen', remindersAhead: 7 }, new Date(), audit))
-        .remindersAhead,
+      (
+        await updateWorkspace(admin, actor, {
+          workspaceId: ws.id,
+          changes: { status: 'frozen', remindersAhead: 7 },
+          now: new Date(),
+        })
+      ).remindersAhead,
     ).to.equal(7);
-    const key = await createApiKey(admin, { workspaceId: ws.id }, audit);
-    expect((await revokeApiKey(admin, key.id, { workspaceId: ws.id }, audit)).id).to.equal(key.id);
-    expect((await setEndpointActive(admin, endpointId, false, new Date(), audit)).isActive).to.equal(false);
-    expect(await admin('audit_entries').where({ workspace_id: ws.id }).pluck('action')).to.have.members([
-      'workspace.create',
-      'workspace.update',
-      'api_key.create',
-      'api_key.revoke',
-    ]);
+    const key = await createApiKey(admin, actor, { workspaceId: ws.id });
+    expect((await revokeApiKey(admin, actor, { keyId: key.id, workspaceId: ws.id })).id).to.equal(key.id);
+    expect(
+      (await setEndpointActive(admin, actor, { endpointId, workspaceId: 'every', active: false, now: new Date() }))
+        .isActive,
+    ).to.equal(false);
+    expect(
+      await admin('audit_entries')
+        .whereNot({ actor_name: FIXTURE_ACTOR })
+        .where({ workspace_id: ws.id })
+        .pluck('action'),
+    ).to.have.members(['workspace.create', 'workspace.update', 'api_key.create', 'api_key.revoke']);
     // never the platform's records (the ingest role writes them), nor customers' contact details
     expect(
       await permissionDenied(
@@ -309,7 +325,10 @@ describe('database roles: least privilege for the API, the admin API, its ingest
     await permissionDenied(worker.raw('SELECT * FROM admin_tokens'));
     await permissionDenied(api.raw('SELECT * FROM admin_tokens'));
     expect(
-      await db('audit_entries').where({ workspace_id: ws.id }).count<{ count: number }[]>('* as count'),
+      await db('audit_entries')
+        .whereNot({ actor_name: FIXTURE_ACTOR })
+        .where({ workspace_id: ws.id })
+        .count<{ count: number }[]>('* as count'),
     ).to.deep.equal([{ count: 4 }]);
   });
 
@@ -318,11 +337,10 @@ describe('database roles: least privilege for the API, the admin API, its ingest
     const { startImport } = await import('../src/core/import/jobs.js');
     const { createAdminToken } = await import('../src/core/admin-tokens.js');
     const { examplePayload } = await import('./webhooks/support.js');
-    const token = await createAdminToken(
-      db,
-      { name: `roles ingest test ${process.pid}` },
-      { actor: { type: 'cli', name: 'roles-test' } },
-    );
+    const token = await createAdminToken(db, operatorWith({ actor: { type: 'cli', name: 'roles-test' } }), {
+      name: `roles ingest test ${process.pid}`,
+      workspaceId: 'every',
+    });
     const audit = {
       actor: { type: 'admin_token' as const, id: token.id, name: token.name },
       requestId: 'req_rolesIngestTest0',
@@ -333,7 +351,7 @@ describe('database roles: least privilege for the API, the admin API, its ingest
       upsert: { customers: [{ id: customer, name: 'Layla', phone: '+971500000001', email: 'layla@example.ae' }] },
       events: [{ event: 'payment.captured', data: examplePayload('payment.captured').data }],
     };
-    const result = await writeRecords(ingest, f.ws.id, batch, { audit });
+    const result = await writeRecords(ingest, operatorWith(audit), { workspaceId: f.ws.id, body: batch });
     expect(result).to.deep.include({ upserted: { customers: 1 }, unchanged: {}, stale: {}, deleted: {} });
     expect(await db('customers').where({ id: customer }).first('name', 'phone', 'email')).to.deep.equal({
       name: 'Layla',
@@ -344,17 +362,20 @@ describe('database roles: least privilege for the API, the admin API, its ingest
       await db('deliveries').where({ event_id: result.events[0], endpoint_id: endpointId }).pluck('event'),
     ).to.deep.equal(['payment.captured']);
     expect(
-      await db('audit_entries').where({ workspace_id: f.ws.id, action: 'workspace.records_write' }).pluck('actor_name'),
+      await db('audit_entries')
+        .whereNot({ actor_name: FIXTURE_ACTOR })
+        .where({ workspace_id: f.ws.id, action: 'workspace.records_write' })
+        .pluck('actor_name'),
     ).to.deep.equal([token.name]);
     expect((await ingest.raw(`UPDATE bookings SET status = status WHERE id = ?`, [bookingId])).rowCount).to.equal(1);
     // an import job, as the admin API runs it
     const other = crypto.randomUUID();
-    const { done } = await startImport(ingest, f.ws.id, {
+    const { done } = await startImport(ingest, operatorWith(audit), {
+      workspaceId: f.ws.id,
       body: (async function* () {
         yield JSON.stringify({ customers: [{ id: other, name: 'Omar' }] });
       })(),
       format: 'json',
-      audit,
     });
     expect(await done).to.deep.include({ phase: 'succeeded', recordsApplied: 1, counts: { customers: 1 } });
     // never a workspace's settings, a key, a token's hash, an endpoint's secret or URL, the schema

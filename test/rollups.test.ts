@@ -8,6 +8,7 @@ import { expectRollupsExact, kept, recomputed } from './support/rollups.js';
 import { deferRollups, finishDeferredRollups } from '../src/db/bulk-load.js';
 import { createWorkspace } from '../src/core/workspaces.js';
 import { fixture } from './support/fixtures.js';
+import { operator } from './support/actors.js';
 
 describe('running totals kept by triggers', () => {
   it('equal the figures recomputed from the base tables after inserts, updates and deletes', async () => {
@@ -241,8 +242,8 @@ describe('running totals of a bulk load (src/db/bulk-load.ts)', () => {
 
   it('leaves only the loaded workspace to the end, keeps other writers waiting, and is exact at commit', async () => {
     const { db } = await testDatabase();
-    const other = await createWorkspace(db, { slug: unique('bulk-other') });
-    const loaded = await createWorkspace(db, { slug: unique('bulk-loaded') });
+    const other = await createWorkspace(db, operator, { slug: unique('bulk-other') });
+    const loaded = await createWorkspace(db, operator, { slug: unique('bulk-loaded') });
     await db('expenses').insert(expense(other.id, 1000, '2026-10-05'));
     let waiting: Awaited<ReturnType<typeof writer>> | undefined;
     try {

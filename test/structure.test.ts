@@ -113,6 +113,31 @@ describe('the house: which code may import which', () => {
     expect(readers).to.deep.equal(['src/config.ts']);
   });
 
+  it('the engine (src/webhooks/) imports no action of src/core/ (only core/errors.ts, core/actor.ts)', () => {
+    const allowed = ['src/core/errors.ts', 'src/core/actor.ts'];
+    const engine = [...src.keys()].filter((file) =>
+      ['src/webhooks/', 'src/observability/', 'src/db/', 'src/queries/'].some((dir) => file.startsWith(dir)),
+    );
+    const actions = engine.flatMap((file) =>
+      (src.get(file) ?? [])
+        .filter((target) => target.startsWith('src/core/') && !allowed.includes(target))
+        .map((target) => `${file} -> ${target}`),
+    );
+    expect(actions).to.deep.equal([]);
+  });
+
+  it('src/core/ imports no client (src/api, src/admin, src/portal, src/cli, src/main.ts)', () => {
+    const clients = ['src/api/', 'src/admin/', 'src/portal/', 'src/cli/', 'src/main.ts'];
+    const upward = [...src.keys()]
+      .filter((file) => file.startsWith('src/core/'))
+      .flatMap((file) =>
+        (src.get(file) ?? [])
+          .filter((target) => clients.some((client) => target.startsWith(client)))
+          .map((target) => `${file} -> ${target}`),
+      );
+    expect(upward).to.deep.equal([]);
+  });
+
   it('nothing below the CLI imports src/cli/ (the import, the seeds, the migrations, the rest of src/)', () => {
     const files = [...src.keys(), ...tsFiles('seeds'), ...tsFiles('migrations')].filter(
       (file) => !file.startsWith('src/cli/'),

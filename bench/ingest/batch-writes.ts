@@ -19,6 +19,7 @@ import { openDatabase } from '../../src/db/database.js';
 import { createWorkspace } from '../../src/core/workspaces.js';
 import { writeRecords } from '../../src/core/import/records.js';
 import { clusterCpuMicros, postmasterPid } from '../proc-cpu.js';
+import { cliActor } from '../../src/core/audit.js';
 
 const TABLES = ['vehicles', 'customers', 'bookings', 'invoices', 'payments'] as const;
 const MIX = { vehicles: 3, customers: 14, bookings: 282, invoices: 282, payments: 419 };
@@ -47,15 +48,18 @@ interface Workspace {
 }
 
 async function workspaceWithParents(db: Knex, name: string): Promise<Workspace> {
-  const { id } = await createWorkspace(db, {
+  const { id } = await createWorkspace(db, cliActor(), {
     slug: `${name}-${Date.now().toString(36)}-${Math.floor(Math.random() * 1e6)}`,
   });
   const owner = randomUUID();
   const fleet = randomUUID();
-  await writeRecords(db, id, {
-    upsert: {
-      owners: [{ id: owner, name: 'Owner' }],
-      fleets: [{ id: fleet, code: 'F1', name: 'Fleet', ownerId: owner }],
+  await writeRecords(db, cliActor(), {
+    workspaceId: id,
+    body: {
+      upsert: {
+        owners: [{ id: owner, name: 'Owner' }],
+        fleets: [{ id: fleet, code: 'F1', name: 'Fleet', ownerId: owner }],
+      },
     },
   });
   return { id, fleet, vehicles: [], customers: [] };
@@ -173,7 +177,7 @@ export async function runBatchWrites(
     // 1. One batch at a time, the two ways alternating.
     const ws = await workspaceWithParents(owner, 'bench-batch');
     made.push(ws.id);
-    await writeRecords(admin, ws.id, { upsert: batchFor(ws) }); // warm-up (compiles the validators, plans)
+    await writeRecords(admin, cliActor(), { workspaceId: ws.id, body: { upsert: batchFor(ws) } }); // warm-up (compiles the validators, plans)
     // (the copies' rows point at their own parents: those of the bare batches)
     const bareWs: Workspace = { id: ws.id, fleet: ws.fleet, vehicles: [], customers: [] };
     const through: number[] = [];
@@ -195,7 +199,9 @@ export async function runBatchWrites(
       const batch = batchFor(ws);
       records = count(batch);
       let started = performance.now();
-      await counted(cpu.writeRecords, () => writeRecords(admin, ws.id, { upsert: batch }));
+      await counted(cpu.writeRecords, () =>
+        writeRecords(admin, cliActor(), { workspaceId: ws.id, body: { upsert: batch } }),
+      );
       through.push(records / ((performance.now() - started) / 1000));
       const bareBatch = batchFor(bareWs);
       started = performance.now();
@@ -240,7 +246,7 @@ export async function runBatchWrites(
       while (performance.now() < until) {
         const batch = batchFor(w);
         try {
-          await writeRecords(admin, w.id, { upsert: batch });
+          await writeRecords(admin, cliActor(), { workspaceId: w.id, body: { upsert: batch } });
           written += count(batch);
         } catch (err) {
           if ((err as { code?: string }).code === '40P01') deadlocks++;

@@ -28,6 +28,7 @@ import { createWorkspace } from '../../src/core/workspaces.js';
 import { startWorker } from '../../src/webhooks/worker.js';
 import { foldUpkeep } from '../../src/db/upkeep.js';
 import { clusterCpuMicros, postmasterPid } from '../proc-cpu.js';
+import { cliActor } from '../../src/core/audit.js';
 
 export interface DirectWritersOptions {
   seconds?: number;
@@ -90,7 +91,7 @@ interface Fixture {
 
 /** A workspace with a fleet, 40 cars, 40 customers, 200 past bookings and 100 invoices, its calendar started. */
 export async function makeFixture(db: Knex): Promise<Fixture> {
-  const ws = (await createWorkspace(db, { slug: `direct-${Date.now().toString(36)}` })).id;
+  const ws = (await createWorkspace(db, cliActor(), { slug: `direct-${Date.now().toString(36)}` })).id;
   const owner = randomUUID();
   const fleet = randomUUID();
   await db('owners').insert({ id: owner, workspace_id: ws, name: 'Owner' });

@@ -3,7 +3,7 @@
 // src/admin/auth.ts) and its own database role (`admin`, src/db/roles.ts), so that nothing of it is reachable with a
 // public key or through the public listener, and the public API stays read-only. Its edge (request ids, the error
 // body, 503 for outages, the HTTP limits, the failure limit on authentication, the reference page) is the HTTP kit's
-// (src/http/); its operations only call core functions (src/admin/operations.ts).
+// (src/http/); its operations only call core functions (src/admin/operations/).
 import type { Knex } from 'knex';
 import Koa from 'koa';
 import type { Logger } from 'pino';
@@ -19,7 +19,7 @@ import { loadShedding } from '../http/load-shedding.js';
 import type { ServiceMetrics } from '../observability/metrics.js';
 import type { AuditContext } from '../core/audit.js';
 import { authenticateAdmin } from './auth.js';
-import { adminOperations, type AdminCaller } from './operations.js';
+import { adminOperations, type AdminCaller } from './operations/index.js';
 import { MAX_BATCH_BYTES } from '../core/import/records.js';
 import { requestEdge, requestGuard } from '../http/edge.js';
 import { readJsonBody } from '../http/json-body.js';
@@ -114,7 +114,7 @@ export interface AdminRouterOptions {
 /**
  * The admin document's operations served to one client (the admin listener, or the settings screen): routing,
  * validation by the document, the body read only after the route matched and the caller was authenticated, and the
- * core's refusals as documented errors. The operations themselves are src/admin/operations.ts.
+ * core's refusals as documented errors. The operations themselves are src/admin/operations/.
  */
 export async function adminRouter(o: AdminRouterOptions): Promise<RequestMiddleware> {
   const { scheme, authenticate } = o;

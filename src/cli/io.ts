@@ -3,7 +3,7 @@
 import { Command, InvalidArgumentError } from 'commander';
 import type { Knex } from 'knex';
 import { openDatabase, type OpenOptions } from '../db/database.js';
-import { checkMasterKey } from '../core/webhooks/signing-secrets.js';
+import { checkMasterKey } from '../webhooks/sealing.js';
 import type { Config } from '../config.js';
 import { printable } from './printable.js';
 

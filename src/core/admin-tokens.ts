@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { hashApiKey, looksLikeSecret, newAdminToken, SECRET_SHAPED } from '../secrets.js';
-import { recordAudit, type AuditContext } from './audit.js';
+import { recordAudit } from './audit.js';
+import type { OperatorActor } from './actor.js';
 import { findWorkspace } from './workspaces.js';
 import { CredentialError, InvalidFieldError, isUuid, NotFoundError } from './errors.js';
 import { endPortalSessionsOfToken } from './portal-sessions.js';
@@ -32,10 +33,11 @@ export interface CreatedAdminToken {
 
 const iso = (d: Date | null) => d?.toISOString() ?? null;
 
+/** Makes a token for one workspace, or for every workspace (`'every'`): the operator's alone. */
 export async function createAdminToken(
   db: Knex,
-  input: { name: string; workspaceSlug?: string; expiresAt?: string },
-  audit: AuditContext,
+  actor: OperatorActor,
+  input: { name: string; workspaceId: string | 'every'; expiresAt?: string },
 ): Promise<CreatedAdminToken> {
   const name = input.name.trim();
   if (name.length < 1 || name.length > 100) throw new InvalidFieldError('name', 'must be 1 to 100 characters');
@@ -47,7 +49,7 @@ export async function createAdminToken(
       throw new InvalidFieldError('expiresAt', `must be an ISO 8601 date-time, got "${input.expiresAt}"`);
     }
   }
-  const workspace = input.workspaceSlug === undefined ? null : await findWorkspace(db, input.workspaceSlug);
+  const workspace = input.workspaceId === 'every' ? null : await findWorkspace(db, { id: input.workspaceId });
   const token = newAdminToken();
   return db.transaction(async (trx) => {
     const [row] = await trx('admin_tokens')
@@ -60,7 +62,7 @@ export async function createAdminToken(
       workspace: workspace?.slug ?? null,
       expiresAt: iso(row.expires_at),
     };
-    await recordAudit(trx, audit, {
+    await recordAudit(trx, actor.audit, {
       action: 'admin_token.create',
       workspaceId: workspace?.id ?? null,
       target: { type: 'admin_token', id: row.id },
@@ -71,7 +73,7 @@ export async function createAdminToken(
 }
 
 /** Every admin token, oldest first: never the token (only its hash is stored), and never the hash. */
-export async function listAdminTokens(db: Knex): Promise<{ rows: AdminTokenRecord[] }> {
+export async function listAdminTokens(db: Knex, _actor: OperatorActor): Promise<{ rows: AdminTokenRecord[] }> {
   const rows = await db('admin_tokens as t')
     .leftJoin('workspaces as w', 'w.id', 't.workspace_id')
     .orderBy([{ column: 't.created_at' }, { column: 't.id' }])
@@ -95,9 +97,11 @@ export async function listAdminTokens(db: Knex): Promise<{ rows: AdminTokenRecor
  */
 export async function revokeAdminToken(
   db: Knex,
-  id: string,
-  audit: AuditContext,
+  actor: OperatorActor,
+  input: { id: string },
 ): Promise<{ id: string; revokedAt: string }> {
+  const { id } = input;
+  const { audit } = actor;
   if (!isUuid(id)) throw new InvalidFieldError('id', `must be a UUID, got "${id}"`);
   return db.transaction(async (trx) => {
     const before = await trx('admin_tokens').where({ id }).forUpdate().first('workspace_id', 'revoked_at');

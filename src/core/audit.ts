@@ -2,6 +2,7 @@ import os from 'node:os';
 import type { Knex } from 'knex';
 import { redactSecrets, redactUrlCredentials } from '../secrets.js';
 import { processConfig } from '../config.js';
+import { workspaceFilter, type Actor, type AuditActor, type AuditContext, type OperatorActor } from './actor.js';
 
 // The audit trail: who changed what, through the admin API or the CLI. One entry per change, written by the core
 // function that makes the change, in the same transaction (an entry exists exactly when its change committed). The
@@ -9,22 +10,7 @@ import { processConfig } from '../config.js';
 // cannot record a change differently. `changes` holds the fields set, never a key, token or secret: recordAudit
 // refuses one that looks like it. Entries are never changed or deleted by the service (src/db/roles.ts).
 
-/**
- * Who made a change: an admin token (its id and name), a settings-screen session (its id, and whose link it was), or the
- * CLI (the OS user that ran it).
- */
-export type AuditActor =
-  { type: 'admin_token' | 'portal_session'; id: string; name: string } | { type: 'cli'; name: string };
-
-/**
- * What a client passes to a core function that changes something: who acts, and the request it came with (the
- * server's own id of it, and the X-Request-Id the client sent, as given).
- */
-export interface AuditContext {
-  actor: AuditActor;
-  requestId?: string;
-  clientRequestId?: string;
-}
+export type { AuditActor, AuditContext } from './actor.js';
 
 /** The CLI's actor: the OS user running it. */
 export function cliAudit(): AuditContext {
@@ -35,6 +21,11 @@ export function cliAudit(): AuditContext {
     name = processConfig().user ?? 'unknown'; // (a uid without a passwd entry, as in some containers)
   }
   return { actor: { type: 'cli', name } };
+}
+
+/** The CLI's actor: the operator, audited as the OS user running it. */
+export function cliActor(): OperatorActor {
+  return { kind: 'operator', audit: cliAudit() };
 }
 
 export interface AuditChange {
@@ -88,13 +79,17 @@ export async function recordAudit(trx: Knex, audit: AuditContext, change: AuditC
 export type AuditPosition = readonly [string, string];
 
 /**
- * Entries newest first (by `at`, then id), at most `limit`, from after `after` when given; only `workspaceId`'s when
- * given, only those at or after `since`. `next` is the position to go on from, null on the last page.
+ * Entries newest first (by `at`, then id), at most `limit`, from after `after` when given; `workspaceId`'s, or every
+ * workspace's the actor reaches (`'every'`); only those at or after `since` when given. `next` is the position to go on
+ * from, null on the last page. A workspace's opened private ranges are the operator's to see, in the trail as in the
+ * workspace (toWorkspaceView): hidden from a confined actor.
  */
 export async function listAuditEntries(
   db: Knex,
-  options: { workspaceId?: string; since?: Date; after?: AuditPosition; limit: number },
+  actor: Actor,
+  input: { workspaceId: string | 'every'; since?: Date; after?: AuditPosition; limit: number },
 ): Promise<{ rows: AuditEntry[]; next: AuditPosition | null }> {
+  const options = { ...input, workspaceId: workspaceFilter(actor, input.workspaceId) };
   const query = db('audit_entries')
     .select(
       'id',
@@ -127,18 +122,25 @@ export async function listAuditEntries(
   const rows = await query;
   const page = rows.slice(0, options.limit);
   const last = page.at(-1);
+  const entries: AuditEntry[] = page.map((r) => ({
+    id: r.id,
+    at: r.at.toISOString(),
+    actor: { type: r.actor_type, id: r.actor_id, name: r.actor_name },
+    action: r.action,
+    workspaceId: r.workspace_id,
+    target: { type: r.target_type, id: r.target_id },
+    changes: r.changes,
+    requestId: r.request_id,
+    clientRequestId: r.client_request_id,
+  }));
   return {
-    rows: page.map((r) => ({
-      id: r.id,
-      at: r.at.toISOString(),
-      actor: { type: r.actor_type, id: r.actor_id, name: r.actor_name },
-      action: r.action,
-      workspaceId: r.workspace_id,
-      target: { type: r.target_type, id: r.target_id },
-      changes: r.changes,
-      requestId: r.request_id,
-      clientRequestId: r.client_request_id,
-    })),
+    rows: actor.kind === 'operator' ? entries : entries.map(withoutOperatorSettings),
     next: rows.length > options.limit && last ? [last.at_us, last.id] : null,
   };
+}
+
+function withoutOperatorSettings(row: AuditEntry): AuditEntry {
+  if (row.action !== 'workspace.update' || !row.changes || !('webhookAllowedCidrs' in row.changes)) return row;
+  const { webhookAllowedCidrs: _hidden, ...changes } = row.changes;
+  return { ...row, changes };
 }

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import { recordAudit, type AuditContext } from './audit.js';
+import { mustReach, type Actor } from './actor.js';
 import { ConflictError, CredentialError, InvalidFieldError, NotFoundError } from './errors.js';
 import { hashApiKey, newPortalCredential, PORTAL_LINK_PREFIX, PORTAL_SESSION_PREFIX } from '../secrets.js';
 
@@ -96,12 +97,28 @@ export function portalLinkUrl(publicUrl: string, key: string): string {
   return `${publicUrl}/portal/#key=${key}`;
 }
 
-/** A link to the settings screen of one workspace: its one-time key, valid until expiresAt or its first use. */
+/** A link as its maker is shown it, once: where it opens the screen (`publicUrl`: the public listener's base URL). */
+export function portalLinkView(link: CreatedPortalLink, publicUrl: string) {
+  return {
+    id: link.id,
+    url: portalLinkUrl(publicUrl, link.key),
+    readOnly: link.readOnly,
+    linkExpiresAt: link.linkExpiresAt,
+    expiresAt: link.expiresAt,
+  };
+}
+
+/**
+ * A link to the settings screen of one workspace: its one-time key, valid until expiresAt or its first use.
+ * `adminTokenId`: the admin token that asked for it (its revocation ends the link), when one did.
+ */
 export async function createPortalLink(
   db: Knex,
+  actor: Actor,
   input: { workspaceId: string; expiresInMinutes?: number; readOnly?: boolean; now: Date; adminTokenId?: string },
-  audit: AuditContext,
 ): Promise<CreatedPortalLink> {
+  mustReach(actor, input.workspaceId);
+  const { audit } = actor;
   const minutes = input.expiresInMinutes ?? PORTAL_SESSION_MINUTES.default;
   if (!Number.isInteger(minutes) || minutes < PORTAL_SESSION_MINUTES.min || minutes > PORTAL_SESSION_MINUTES.max) {
     throw new InvalidFieldError(
@@ -153,7 +170,7 @@ const TOKEN_REVOKED =
  * answer for all, so a guess learns nothing. `open` is the live session the browser holds already: it ends as the new
  * one starts (its cookie is replaced); when it is another workspace's, the link is not opened unless `replace` says the
  * person confirmed (another site may have sent the browser to a link of its own: login CSRF), and its key stays
- * unspent (OtherWorkspaceOpenError).
+ * unspent (OtherWorkspaceOpenError). Authentication, not an action: no actor exists before the session does.
  */
 export async function startPortalSession(
   db: Knex,
@@ -289,9 +306,11 @@ function record(r: PortalSessionRow, now: Date): PortalSessionRecord {
 /** The workspace's sessions that may still be used (links not opened yet, and active sessions), newest first. */
 export async function listPortalSessions(
   db: Knex,
-  workspaceId: string,
-  now: Date,
+  actor: Actor,
+  input: { workspaceId: string; now: Date },
 ): Promise<{ rows: PortalSessionRecord[] }> {
+  const { workspaceId, now } = input;
+  mustReach(actor, workspaceId);
   const rows = await db('portal_sessions')
     .where({ workspace_id: workspaceId })
     .whereNull('ended_at')
@@ -305,15 +324,18 @@ export async function listPortalSessions(
 }
 
 /**
- * Ends sessions of the workspace now, and links not yet opened: `id`'s only, or every live one. A session ended
- * already keeps its first end. Returns what was ended.
+ * Ends sessions of the workspace now, and links not yet opened: `sessionId`'s only, or every live one (`'every'`). A
+ * session ended already keeps its first end. Returns what was ended.
  */
 export async function endPortalSessions(
   db: Knex,
-  target: { workspaceId: string; id?: string },
-  now: Date,
-  audit: AuditContext,
+  actor: Actor,
+  input: { workspaceId: string; sessionId: string | 'every'; now: Date },
 ): Promise<{ ended: PortalSessionRecord[] }> {
+  mustReach(actor, input.workspaceId);
+  const { now } = input;
+  const { audit } = actor;
+  const target = { workspaceId: input.workspaceId, id: input.sessionId === 'every' ? undefined : input.sessionId };
   return db.transaction(async (trx) => {
     if (target.id !== undefined) {
       const found = await trx('portal_sessions').where({ id: target.id, workspace_id: target.workspaceId }).first('id');
@@ -326,7 +348,10 @@ export async function endPortalSessions(
   });
 }
 
-/** Ends the links and sessions an admin token made that are still live: its revocation's part (src/core/admin-tokens.ts). */
+/**
+ * Ends the links and sessions an admin token made that are still live: its revocation's part (src/core/admin-tokens.ts),
+ * inside that action's transaction, with its audit.
+ */
 export async function endPortalSessionsOfToken(
   trx: Knex.Transaction,
   adminTokenId: string,

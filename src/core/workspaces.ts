@@ -2,12 +2,12 @@ import type { Knex } from 'knex';
 import { ConflictError, InvalidFieldError, isUuid, isValidTimeZone, NotFoundError } from './errors.js';
 import { hashApiKey, looksLikeSecret, newApiKey, SECRET_SHAPED } from '../secrets.js';
 import { resumeFrozenDeliveries } from '../webhooks/endpoint-lifecycle.js';
-import { recordAudit, type AuditContext } from './audit.js';
+import { recordAudit } from './audit.js';
+import { mustReach, workspaceFilter, type Actor, type OperatorActor } from './actor.js';
 import { isCidr } from '../webhooks/destination-policy.js';
 
-// Workspaces and their API keys. Every function that changes something takes an AuditContext (src/core/audit.ts): the CLI
-// and the admin API pass theirs, and the entry is written in the change's transaction. Without one (fixtures, seeds,
-// benches: neither client) nothing is recorded.
+// Workspaces and their API keys. Every action takes the actor (src/core/actor.ts): it reaches the workspace or the
+// action is refused as not found, and the audit entry of a change is written in the change's transaction.
 
 export type WorkspaceStatus = 'active' | 'frozen';
 
@@ -60,10 +60,35 @@ const columns = [
   'webhook_allowed_cidrs as webhookAllowedCidrs',
 ];
 
+/**
+ * A workspace as the actor may see it. Its opened private ranges are the operator's setting (they describe the
+ * network): shown to the operator only, never to a workspace's own token or its settings screen.
+ */
+export function toWorkspaceView(
+  actor: Pick<Actor, 'kind'>,
+  { id, slug, status, timezone, remindersAhead, webhookAllowedCidrs }: WorkspaceRecord,
+) {
+  return {
+    id,
+    slug,
+    status,
+    timezone,
+    remindersAhead,
+    ...(actor.kind === 'operator' && { webhookAllowedCidrs }),
+  };
+}
+
+/** A workspace the actor reaches, or NotFoundError (as if another workspace did not exist). */
+export async function reachWorkspace(db: Knex, actor: Actor, workspaceId: string): Promise<WorkspaceRecord> {
+  mustReach(actor, workspaceId);
+  return findWorkspace(db, { id: workspaceId });
+}
+
+/** Creates a workspace: the operator's alone. */
 export async function createWorkspace(
   db: Knex,
+  actor: OperatorActor,
   input: { slug: string; timezone?: string; remindersAhead?: number; status?: WorkspaceStatus },
-  audit?: AuditContext,
 ): Promise<WorkspaceRecord> {
   if (!/^[a-z0-9][a-z0-9-]{0,62}$/.test(input.slug)) {
     throw new InvalidFieldError('slug', `must be 1 to 63 lower-case letters, digits and hyphens, got "${input.slug}"`);
@@ -84,15 +109,13 @@ export async function createWorkspace(
       .catch((err) => {
         throw (err as { code?: string }).code === '23505' ? slugTaken(input.slug) : err;
       });
-    if (audit) {
-      const { slug, status, timezone, remindersAhead } = row as WorkspaceRecord;
-      await recordAudit(trx, audit, {
-        action: 'workspace.create',
-        workspaceId: row.id,
-        target: { type: 'workspace', id: row.id },
-        changes: { slug, status, timezone, remindersAhead },
-      });
-    }
+    const { slug, status, timezone, remindersAhead } = row as WorkspaceRecord;
+    await recordAudit(trx, actor.audit, {
+      action: 'workspace.create',
+      workspaceId: row.id,
+      target: { type: 'workspace', id: row.id },
+      changes: { slug, status, timezone, remindersAhead },
+    });
     return row;
   });
 }
@@ -102,6 +125,7 @@ const slugTaken = (slug: string) => new ConflictError(`workspace "${slug}" alrea
 /** A workspace named by its slug (a string, as the CLI names it) or by its id (as the admin API does). */
 export type WorkspaceName = string | { id: string };
 
+/** A look-up, not an action (the clients' own edge: the CLI turns a slug into an id with it). */
 export async function findWorkspace(db: Knex, name: WorkspaceName): Promise<WorkspaceRecord> {
   const byId = typeof name !== 'string';
   if (byId && !isUuid(name.id)) throw new NotFoundError(`no workspace with id "${name.id}"`);
@@ -128,20 +152,27 @@ export function platformOnlySetting(changes: object): (typeof PLATFORM_ONLY_SETT
 /**
  * Changes a workspace's settings. Setting a frozen workspace active again sends the deliveries that waited while
  * it was frozen (those older than 7 days at `now` are marked failed instead). `webhookAllowedCidrs` replaces the
- * workspace's opened ranges (duplicates dropped); its clients let only the operator send it.
+ * workspace's opened ranges (duplicates dropped). PLATFORM_ONLY_SETTINGS are the operator's: its clients refuse them
+ * to a confined actor first, in their own words; the core refuses them too.
  */
 export async function updateWorkspace(
   db: Knex,
-  name: WorkspaceName,
-  changes: { status?: WorkspaceStatus; timezone?: string; remindersAhead?: number; webhookAllowedCidrs?: string[] },
-  now = new Date(),
-  audit?: AuditContext,
+  actor: Actor,
+  input: {
+    workspaceId: string;
+    changes: { status?: WorkspaceStatus; timezone?: string; remindersAhead?: number; webhookAllowedCidrs?: string[] };
+    now: Date;
+  },
 ): Promise<WorkspaceRecord> {
+  const { changes, now } = input;
+  mustReach(actor, input.workspaceId);
+  const platformOnly = actor.kind === 'operator' ? undefined : platformOnlySetting(changes);
+  if (platformOnly !== undefined) throw new Error(`updateWorkspace: ${platformOnly} is the operator's to change`);
   if (changes.status !== undefined && changes.status !== 'active' && changes.status !== 'frozen') {
     throw new InvalidFieldError('status', `must be active or frozen, got "${changes.status}"`);
   }
   checkSettings(changes);
-  const { id } = await findWorkspace(db, name);
+  const { id } = await findWorkspace(db, { id: input.workspaceId });
   const patch: Record<string, unknown> = {};
   if (changes.status !== undefined) patch.status = changes.status;
   if (changes.timezone !== undefined) patch.timezone = changes.timezone;
@@ -154,22 +185,20 @@ export async function updateWorkspace(
     if (!before) throw new NotFoundError(`no workspace with id ${id}`); // deleted since the check above
     const [row] = await trx('workspaces').where({ id }).update(patch).returning(columns);
     if (before.status === 'frozen' && row.status === 'active') await resumeFrozenDeliveries(trx, row.id, now);
-    if (audit) {
-      // What changed, from what to what (a setting sent with its current value is no change)
-      const same = (a: unknown, b: unknown) =>
-        Array.isArray(a) && Array.isArray(b) ? a.join(',') === b.join(',') : a === b;
-      const changed = Object.fromEntries(
-        (['status', 'timezone', 'remindersAhead', 'webhookAllowedCidrs'] as const)
-          .filter((field) => changes[field] !== undefined && !same(before[field], row[field]))
-          .map((field) => [field, { from: before[field], to: row[field] }]),
-      );
-      await recordAudit(trx, audit, {
-        action: 'workspace.update',
-        workspaceId: id,
-        target: { type: 'workspace', id },
-        changes: changed,
-      });
-    }
+    // What changed, from what to what (a setting sent with its current value is no change)
+    const same = (a: unknown, b: unknown) =>
+      Array.isArray(a) && Array.isArray(b) ? a.join(',') === b.join(',') : a === b;
+    const changed = Object.fromEntries(
+      (['status', 'timezone', 'remindersAhead', 'webhookAllowedCidrs'] as const)
+        .filter((field) => changes[field] !== undefined && !same(before[field], row[field]))
+        .map((field) => [field, { from: before[field], to: row[field] }]),
+    );
+    await recordAudit(trx, actor.audit, {
+      action: 'workspace.update',
+      workspaceId: id,
+      target: { type: 'workspace', id },
+      changes: changed,
+    });
     return row;
   });
 }
@@ -184,17 +213,16 @@ export interface CreatedApiKey {
 
 export async function createApiKey(
   db: Knex,
-  input:
-    | { workspaceSlug: string; role?: string | null; expiresAt?: string | null }
-    | { workspaceId: string; role?: string | null; expiresAt?: string | null },
-  audit?: AuditContext,
+  actor: Actor,
+  input: { workspaceId: string; role?: string | null; expiresAt?: string | null },
 ): Promise<CreatedApiKey> {
+  mustReach(actor, input.workspaceId);
   // A role is returned by GET /v1/me, whose document bounds it to 64 characters.
   if (input.role != null && (input.role.length < 1 || input.role.length > 64))
     throw new InvalidFieldError('role', 'must be 1 to 64 characters');
   // GET /v1/me shows it, lists and the audit trail name it: text a secret scanner would take for a key is refused.
   if (input.role != null && looksLikeSecret(input.role)) throw new InvalidFieldError('role', SECRET_SHAPED);
-  const workspace = await findWorkspace(db, 'workspaceId' in input ? { id: input.workspaceId } : input.workspaceSlug);
+  const workspace = await findWorkspace(db, { id: input.workspaceId });
   let expiresAt: Date | null = null;
   if (input.expiresAt != null) {
     expiresAt = new Date(input.expiresAt);
@@ -218,29 +246,28 @@ export async function createApiKey(
       role: row.role,
       expiresAt: row.expires_at ? row.expires_at.toISOString() : null,
     };
-    if (audit) {
-      await recordAudit(trx, audit, {
-        action: 'api_key.create',
-        workspaceId: workspace.id,
-        target: { type: 'api_key', id: row.id },
-        changes: { role: created.role, expiresAt: created.expiresAt },
-      });
-    }
+    await recordAudit(trx, actor.audit, {
+      action: 'api_key.create',
+      workspaceId: workspace.id,
+      target: { type: 'api_key', id: row.id },
+      changes: { role: created.role, expiresAt: created.expiresAt },
+    });
     return created;
   });
 }
 
-/** Revokes a key (of `workspaceId` only, when given: another workspace's key is not found). */
+/** Revokes a key of `workspaceId` (another workspace's key is not found), or of any workspace (`'every'`). */
 export async function revokeApiKey(
   db: Knex,
-  id: string,
-  options: { workspaceId?: string } = {},
-  audit?: AuditContext,
+  actor: Actor,
+  input: { keyId: string; workspaceId: string | 'every' },
 ): Promise<{ id: string; revokedAt: string }> {
+  const id = input.keyId;
+  const workspaceId = workspaceFilter(actor, input.workspaceId);
   if (!isUuid(id)) throw new InvalidFieldError('id', `must be a UUID, got "${id}"`);
   return db.transaction(async (trx) => {
     const before = await trx('api_keys')
-      .where({ id, ...(options.workspaceId ? { workspace_id: options.workspaceId } : {}) })
+      .where({ id, ...(workspaceId !== undefined ? { workspace_id: workspaceId } : {}) })
       .forUpdate()
       .first('workspace_id', 'revoked_at');
     if (!before) throw new NotFoundError(`no API key with id ${id}`);
@@ -250,8 +277,8 @@ export async function revokeApiKey(
       .update({ revoked_at: trx.raw('coalesce(revoked_at, now())') })
       .returning(['id', 'revoked_at']);
     const revokedAt = row.revoked_at.toISOString();
-    if (audit && before.revoked_at === null) {
-      await recordAudit(trx, audit, {
+    if (before.revoked_at === null) {
+      await recordAudit(trx, actor.audit, {
         action: 'api_key.revoke',
         workspaceId: before.workspace_id,
         target: { type: 'api_key', id },
@@ -262,15 +289,16 @@ export async function revokeApiKey(
   });
 }
 
-/** Every workspace, by slug; only the one with `slug`, or only `id`, when given. */
+/** The workspaces the actor reaches, by slug (every one for the operator), as it may see them; `slug`'s only when given. */
 export async function listWorkspaces(
   db: Knex,
-  filter: { slug?: string; id?: string } = {},
-): Promise<{ rows: WorkspaceRecord[] }> {
+  actor: Actor,
+  input: { slug?: string },
+): Promise<{ rows: ReturnType<typeof toWorkspaceView>[] }> {
   const query = db('workspaces').orderBy('slug').select(columns);
-  if (filter.slug !== undefined) query.where({ slug: filter.slug });
-  if (filter.id !== undefined) query.where({ id: filter.id });
-  return { rows: await query };
+  if (input.slug !== undefined) query.where({ slug: input.slug });
+  if (actor.kind === 'workspace') query.where({ id: actor.workspaceId });
+  return { rows: (await query).map((row: WorkspaceRecord) => toWorkspaceView(actor, row)) };
 }
 
 /** An API key as an operator may see it: never the key (only its hash is stored) and never the hash. */
@@ -284,8 +312,12 @@ export interface ApiKeyRecord {
 }
 
 /** The workspace's API keys, oldest first. */
-export async function listApiKeys(db: Knex, workspaceName: WorkspaceName): Promise<{ rows: ApiKeyRecord[] }> {
-  const workspace = await findWorkspace(db, workspaceName);
+export async function listApiKeys(
+  db: Knex,
+  actor: Actor,
+  input: { workspaceId: string },
+): Promise<{ rows: ApiKeyRecord[] }> {
+  const workspace = await reachWorkspace(db, actor, input.workspaceId);
   const rows = await db('api_keys')
     .where({ workspace_id: workspace.id })
     .orderBy([{ column: 'created_at' }, { column: 'id' }])

@@ -72,7 +72,7 @@ const GRANTS: Record<ServiceRole, string[]> = {
   api: [
     // a process checks at start that the schema is up to date, and that its master key is the recorded one
     `GRANT SELECT ON knex_migrations, knex_migrations_lock, master_key_record TO %s`,
-    // and records the API secret every API process holds (checkApiSecret in src/core/webhooks/signing-secrets.ts)
+    // and records the API secret every API process holds (checkApiSecret in src/webhooks/sealing.ts)
     `GRANT INSERT (singleton, api_secret_id), UPDATE (api_secret_id) ON master_key_record TO %s`,
     `GRANT SELECT ON ${DOMAIN_TABLES.join(', ')} TO %s`,
     `GRANT SELECT ${CUSTOMER_COLUMNS} ON customers TO %s`,
@@ -124,13 +124,13 @@ const GRANTS: Record<ServiceRole, string[]> = {
     // created_at, which nothing reads for a decision
     `GRANT UPDATE (created_at) ON workspaces TO %s`,
     // retention prunes finished import jobs (FOR UPDATE SKIP LOCKED, hence an UPDATE on one column); never a running one,
-    // but records as failed a running one whose process is gone (failLostImports in src/core/import/jobs.ts)
+    // but records as failed a running one whose process is gone (failLostImports in src/webhooks/lost-imports.ts)
     `GRANT SELECT (id, workspace_id, phase, finished_at), UPDATE (phase, error, records_applied, finished_at, updated_at), DELETE ON import_jobs TO %s`,
     // retention deletes old delivery records in batches (FOR UPDATE SKIP LOCKED, hence an UPDATE on one column)
     `GRANT DELETE ON deliveries, delivery_attempts, events, test_idempotency_keys, outbox TO %s`,
     `GRANT SELECT, UPDATE (started_at) ON delivery_attempts TO %s`,
     // at its start the worker records its master key's sealing public key, which the API process seals to
-    // (recordPublicKey in src/core/webhooks/signing-secrets.ts)
+    // (recordPublicKey in src/webhooks/sealing.ts)
     `GRANT INSERT (singleton, key_id, public_key), UPDATE (key_id, public_key) ON master_key_record TO %s`,
     `GRANT UPDATE (created_at) ON events TO %s`,
     `GRANT SELECT, UPDATE (created_at) ON test_idempotency_keys TO %s`,
@@ -148,7 +148,7 @@ const GRANTS: Record<ServiceRole, string[]> = {
   admin: [
     `GRANT SELECT ON knex_migrations, knex_migrations_lock TO %s`,
     // sealing an endpoint's new signing secret reads the recorded public key it seals to (withSealingLock in
-    // src/core/webhooks/signing-secrets.ts); the admin API holds no master key and records none
+    // src/webhooks/sealing.ts); the admin API holds no master key and records none
     `GRANT SELECT ON master_key_record TO %s`,
     `GRANT SELECT (id, slug, status, timezone, reminders_ahead, webhook_allowed_cidrs) ON workspaces TO %s`,
     `GRANT INSERT (slug, status, timezone, reminders_ahead), UPDATE (status, timezone, reminders_ahead, webhook_allowed_cidrs) ON workspaces TO %s`,

@@ -31,7 +31,7 @@ import { readJsonBody } from '../http/json-body.js';
 import type { RequestContext, RequestMiddleware } from '../http/request-state.js';
 import type { Cursors } from '../http/cursors.js';
 import { derivedKeys, hashApiKey, type KeyringOptions } from '../secrets.js';
-import { findWorkspace } from '../core/workspaces.js';
+import { findWorkspace, toWorkspaceView } from '../core/workspaces.js';
 import {
   endPortalSessions,
   OtherWorkspaceOpenError,
@@ -245,10 +245,11 @@ function screenOperations(screen: Screen, options: PortalOptions): Promise<Reque
 
 /** The body of /portal/api/session: the session, its workspace and its CSRF token. */
 async function sessionBody({ db, csrf }: Screen, session: PortalSessionHolder) {
-  const { id, slug, status, timezone, remindersAhead } = await findWorkspace(db, { id: session.workspaceId });
+  const workspace = await findWorkspace(db, { id: session.workspaceId });
   return {
     id: session.id,
-    workspace: { id, slug, status, timezone, remindersAhead },
+    // (as a session sees it: never the operator's settings)
+    workspace: toWorkspaceView({ kind: 'workspace' }, workspace),
     readOnly: session.readOnly,
     csrfToken: csrf.token(session.id),
     expiresAt: session.expiresAt.toISOString(),
@@ -322,11 +323,11 @@ async function sessionRoute(screen: Screen, ctx: RequestContext): Promise<void> 
     ctx.state.operationId = 'signOutPortalSession';
     const held = await screen.authenticateSession(ctx);
     screen.requireCsrf(ctx, held);
+    const audit = portalAudit(held, ctx.response.get('x-request-id'), ctx.state.clientRequestId);
     await endPortalSessions(
       db,
-      { workspaceId: held.workspaceId, id: held.id },
-      clock(),
-      portalAudit(held, ctx.response.get('x-request-id'), ctx.state.clientRequestId),
+      { kind: 'workspace', workspaceId: held.workspaceId, audit },
+      { workspaceId: held.workspaceId, sessionId: held.id, now: clock() },
     );
     ctx.set('Set-Cookie', screen.cookies.cookie(undefined));
     ctx.status = 204;

@@ -15,7 +15,7 @@ import type { Knex } from 'knex';
 import { CALENDAR_SQL, DERIVED_SQL, IN_SCOPE } from './calendar-sql.js';
 import { fanOutEvents } from './fanout.js';
 import { foldUpkeep } from '../db/upkeep.js';
-import { InvalidEventError, publishEvent } from '../core/webhooks/publish.js';
+import { InvalidEventError, recordEvent } from './record-event.js';
 
 export { EXPIRY_MILESTONES, MILESTONE_GRACE_DAYS, OVERDUE_MILESTONES } from './calendar-sql.js';
 
@@ -135,8 +135,8 @@ async function sweepOutbox(db: Knex, scope: SweepScope): Promise<number> {
         if (!row) return true;
         const claimed = row;
         try {
-          // publishEvent validates before it writes anything, and writes inside its own savepoint
-          const result = await publishEvent(trx, {
+          // recordEvent validates before it writes anything, and writes inside its own savepoint
+          const result = await recordEvent(trx, {
             workspaceId: claimed.workspace_id,
             event: claimed.event,
             data: claimed.data,

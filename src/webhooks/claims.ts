@@ -5,7 +5,7 @@ import type { PendingDispatch } from './dispatch.js';
 import { PENDING } from './endpoint-lifecycle.js';
 import { fairCandidates, type InFlightShares } from './fairness.js';
 import { rows } from '../queries/common.js';
-import { openSigningSecrets } from '../core/webhooks/signing-secrets.js';
+import { openSigningSecrets } from './sealing.js';
 
 // The claim stage: due deliveries leased to one dispatcher in fair order (FOR NO KEY UPDATE SKIP LOCKED, then a
 // lease, so several processes can run at once), each with its endpoint's signing secrets opened.

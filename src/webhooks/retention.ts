@@ -1,7 +1,6 @@
 import type { Knex } from 'knex';
 import { processConfig, wholeNumberDefault } from '../config.js';
-import { IDEMPOTENCY_WINDOW_MS } from '../core/webhooks/test-delivery.js';
-import { failLostImports } from '../core/import/jobs.js';
+import { failLostImports } from './lost-imports.js';
 
 // Retention: the delivery records are kept for a while, then deleted, so that nothing grows for ever. Each kind
 // of row is deleted in batches of `batchSize`, one short statement per batch (rows another transaction holds are
@@ -17,6 +16,11 @@ export const DEFAULT_RETENTION_DAYS = wholeNumberDefault(RETENTION_ENV);
  */
 export const DEDUPE_KEY_KEEP_DAYS = 90;
 export const DEFAULT_BATCH_SIZE = 1000;
+/**
+ * How long an Idempotency-Key of the test operation is remembered: the test delivery (src/core/webhooks/test-delivery.ts)
+ * replays within it, and retention deletes the keys older than it.
+ */
+export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 export interface RetentionOptions {

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { startAdminApi, type TestAdminApi } from './support.js';
 import { testDatabase } from '../support/database.js';
 import { createAdminToken } from '../../src/core/admin-tokens.js';
+import { operatorWith } from '../support/actors.js';
 
 // A request body is read only for an operation that takes one, once the caller's token holds, and only as JSON:
 // a body sent to no route is a 404, one without a good token a 401 (its address's failures counted), whatever it
@@ -12,11 +13,10 @@ describe('admin API: request bodies', () => {
   before(async () => {
     admin = await startAdminApi({ authFailures: { perMinute: 0, trustedProxies: [] } });
     token = (
-      await createAdminToken(
-        (await testDatabase()).db,
-        { name: 'bodies test' },
-        { actor: { type: 'cli', name: 'test' } },
-      )
+      await createAdminToken((await testDatabase()).db, operatorWith({ actor: { type: 'cli', name: 'test' } }), {
+        name: 'bodies test',
+        workspaceId: 'every',
+      })
     ).token;
   });
   after(() => admin.close());

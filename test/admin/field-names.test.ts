@@ -9,6 +9,7 @@ import { createAdminToken } from '../../src/core/admin-tokens.js';
 import { createWorkspace } from '../../src/core/workspaces.js';
 import { flagOf } from '../../src/cli/flags.js';
 import { InvalidFieldError } from '../../src/core/errors.js';
+import { operatorWith } from '../support/actors.js';
 
 // The core refuses a field by its name; each client says it its own way: the admin API `Field "timezone" ...` with
 // the field in `reason`, the CLI `--timezone ...` (src/cli/flags.ts). Neither reads the other's words.
@@ -20,9 +21,9 @@ describe('core refusals: fields named by each client', () => {
   before(async () => {
     const { db } = await testDatabase();
     admin = await startAdminApi({ authFailures: { perMinute: 0, trustedProxies: [] } });
-    workspace = await createWorkspace(db, { slug: `fields-${randomUUID().slice(0, 8)}` });
+    workspace = await createWorkspace(db, operatorWith(operator), { slug: `fields-${randomUUID().slice(0, 8)}` });
     // (all workspaces: webhookAllowedCidrs is the platform's setting)
-    token = (await createAdminToken(db, { name: 'field names' }, operator)).token;
+    token = (await createAdminToken(db, operatorWith(operator), { name: 'field names', workspaceId: 'every' })).token;
   });
   after(async () => {
     await admin.close();

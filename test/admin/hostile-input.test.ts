@@ -6,6 +6,7 @@ import { testDatabase } from '../support/database.js';
 import { createAdminToken } from '../../src/core/admin-tokens.js';
 import { createApiKey, createWorkspace } from '../../src/core/workspaces.js';
 import { printable } from '../../src/cli/printable.js';
+import { idOf, operator, operatorWith } from '../support/actors.js';
 
 // Input a review found a 5xx or a loose end with, each now a documented 4xx that changes nothing: a leap second where
 // a time goes, a body nested without end, an endpoint name with control characters or a URL carrying a credential;
@@ -23,14 +24,13 @@ describe('admin API: hostile input', () => {
       limits: { workspace: { ratePerSecond: 0, concurrency: 0 }, authFailures: { perMinute: 0, trustedProxies: [] } },
     });
     const slug = `hostile-${randomUUID().slice(0, 8)}`;
-    workspaceId = (await createWorkspace(db, { slug })).id;
-    key = (await createApiKey(db, { workspaceSlug: slug })).key;
+    workspaceId = (await createWorkspace(db, operator, { slug })).id;
+    key = (await createApiKey(db, operator, { workspaceId: await idOf(db, slug) })).key;
     token = (
-      await createAdminToken(
-        db,
-        { name: 'hostile input', workspaceSlug: slug },
-        { actor: { type: 'cli', name: 'test' } },
-      )
+      await createAdminToken(db, operatorWith({ actor: { type: 'cli', name: 'test' } }), {
+        name: 'hostile input',
+        workspaceId: await idOf(db, slug),
+      })
     ).token;
   });
   after(async () => {

@@ -21,13 +21,14 @@ import { listen } from '../../src/http/edge.js';
 import { DEFAULT_HTTP_LIMITS } from '../../src/http/http-limits.js';
 import { capturedLogger } from '../support/logs.js';
 import { runRetention } from '../../src/webhooks/retention.js';
+import { LOST_JOB_ERROR } from '../../src/webhooks/lost-imports.js';
 import {
   INTERNAL_JOB_ERROR,
-  LOST_JOB_ERROR,
   MAX_RUNNING_IMPORTS,
   MAX_RUNNING_IMPORTS_PER_PROCESS,
   startImport,
 } from '../../src/core/import/jobs.js';
+import { operator, operatorWith, FIXTURE_ACTOR } from '../support/actors.js';
 
 // Import jobs (issue 32, point 4) through the admin API as its own role: a streamed JSON document and an NDJSON stream,
 // progress and the first bad record, cancel, and a job whose process is killed mid-way (nothing written, shown failed).
@@ -83,13 +84,14 @@ describe('the admin API: import jobs', () => {
   let admin: TestAdminApi;
   let token: { token: string };
   let n = 0;
-  const fresh = () => createWorkspace(db, { slug: `imports-${process.pid}-${Date.now().toString(36)}-${++n}` });
+  const fresh = () =>
+    createWorkspace(db, operator, { slug: `imports-${process.pid}-${Date.now().toString(36)}-${++n}` });
   const counted = async (table: string, workspaceId: string) =>
     Number((await db(table).where({ workspace_id: workspaceId }).count({ c: '*' }))[0].c);
 
   before(async () => {
     ({ db, url } = await testDatabase());
-    token = await createAdminToken(db, { name: 'imports test' }, OPERATOR);
+    token = await createAdminToken(db, operatorWith(OPERATOR), { name: 'imports test', workspaceId: 'every' });
     admin = await startAdminApi();
   });
   after(async () => admin?.close());
@@ -134,6 +136,7 @@ describe('the admin API: import jobs', () => {
     expect(await counted('customers', ws.id)).to.equal(2500);
     await expectRollupsExact(db, ws.id);
     const audit = await db('audit_entries')
+      .whereNot({ actor_name: FIXTURE_ACTOR })
       .where({ workspace_id: ws.id, action: 'workspace.import' })
       .select('changes', 'target_id');
     expect(audit).to.deep.equal([{ target_id: ws.id, changes: { imported: job.counts } }]);
@@ -552,10 +555,10 @@ describe('the admin API: import jobs', () => {
       yield Buffer.from(ndjson(document(2)) + '\n');
       throw new Error('connection to 10.1.2.3 reset by the driver');
     }
-    const { done } = await startImport(db, ws.id, {
+    const { done } = await startImport(db, operatorWith(OPERATOR), {
+      workspaceId: ws.id,
       body: body(),
       format: 'ndjson',
-      audit: OPERATOR,
       logger: {
         error: (detail: unknown) => {
           logged.push(detail);

@@ -13,6 +13,7 @@ import { examplePayload } from '../webhooks/support.js';
 import { loadOpenApiDocument } from '../../src/contract/document.js';
 import { ServiceMetrics } from '../../src/observability/metrics.js';
 import { writeRecords } from '../../src/core/import/records.js';
+import { operator, operatorWith, FIXTURE_ACTOR } from '../support/actors.js';
 
 // Batch writes (issue 32, points 1-3 and 8) through the admin API as its own database role, every answer checked against
 // openapi/admin.yaml; the figures read back through the public API (its role, its ETags).
@@ -80,13 +81,13 @@ describe('the admin API: batch writes (writeRecords)', () => {
 
   before(async () => {
     ({ db } = await testDatabase());
-    token = await createAdminToken(db, { name: 'records test' }, OPERATOR);
+    token = await createAdminToken(db, operatorWith(OPERATOR), { name: 'records test', workspaceId: 'every' });
     admin = await startAdminApi();
     api = await startApi({ now: new Date('2026-11-20T10:00:00.000Z') });
   });
   beforeEach(async () => {
-    ws = await createWorkspace(db, { slug: `records-${process.pid}-${Date.now().toString(36)}-${++n}` });
-    key = (await createApiKey(db, { workspaceId: ws.id })).key;
+    ws = await createWorkspace(db, operator, { slug: `records-${process.pid}-${Date.now().toString(36)}-${++n}` });
+    key = (await createApiKey(db, operator, { workspaceId: ws.id })).key;
   });
   after(async () => {
     await admin?.close();
@@ -180,6 +181,7 @@ describe('the admin API: batch writes (writeRecords)', () => {
 
     // Audited once per batch, with counts and no record's contents.
     const audits = await db('audit_entries')
+      .whereNot({ actor_name: FIXTURE_ACTOR })
       .where({ workspace_id: ws.id, action: 'workspace.records_write' })
       .orderBy('at')
       .select('changes', 'actor_type');
@@ -462,24 +464,21 @@ describe('the admin API: batch writes (writeRecords)', () => {
   it('counts records written, stale and refused in the metrics', async () => {
     const metrics = new ServiceMetrics({ defaultMetrics: false });
     const r = smallBatch();
-    await writeRecords(
-      db,
-      ws.id,
-      { upsert: { owners: [{ ...r.owner, version: 2 }], fleets: [r.fleet] } },
-      { metrics: metrics.records },
-    );
-    await writeRecords(
-      db,
-      ws.id,
-      { upsert: { owners: [{ ...r.owner, version: 1 }] }, delete: { fleets: [{ id: r.fleet.id }] } },
-      { metrics: metrics.records },
-    );
-    await writeRecords(
-      db,
-      ws.id,
-      { upsert: { vehicles: [{ ...r.car, fleetId: uuid() }] } },
-      { metrics: metrics.records },
-    ).catch(() => undefined);
+    await writeRecords(db, operator, {
+      workspaceId: ws.id,
+      body: { upsert: { owners: [{ ...r.owner, version: 2 }], fleets: [r.fleet] } },
+      metrics: metrics.records,
+    });
+    await writeRecords(db, operator, {
+      workspaceId: ws.id,
+      body: { upsert: { owners: [{ ...r.owner, version: 1 }] }, delete: { fleets: [{ id: r.fleet.id }] } },
+      metrics: metrics.records,
+    });
+    await writeRecords(db, operator, {
+      workspaceId: ws.id,
+      body: { upsert: { vehicles: [{ ...r.car, fleetId: uuid() }] } },
+      metrics: metrics.records,
+    }).catch(() => undefined);
     const text = await metrics.registry.metrics();
     for (const line of [
       'frs_records_written_total{key="owners",operation="upsert"} 1',

@@ -3,6 +3,7 @@ import { testDatabase } from '../support/database.js';
 import { startApi, type TestApi } from '../support/api.js';
 import { createApiKey, createWorkspace, revokeApiKey, updateWorkspace } from '../../src/core/workspaces.js';
 import { workspaceLimitsFromEnv } from '../../src/config.js';
+import { idOf, operator } from '../support/actors.js';
 
 const NOW = new Date('2026-11-22T08:00:00.000Z');
 const OPERATIONS = [
@@ -23,25 +24,37 @@ describe('authentication', () => {
 
   before(async () => {
     const { db } = await testDatabase();
-    await createWorkspace(db, { slug: 'auth-main' });
-    await createWorkspace(db, { slug: 'auth-frozen' });
-    keys.good = (await createApiKey(db, { workspaceSlug: 'auth-main', role: 'reporting' })).key;
-    keys.noRole = (await createApiKey(db, { workspaceSlug: 'auth-main' })).key;
-    keys.expired = (await createApiKey(db, { workspaceSlug: 'auth-main', expiresAt: '2026-11-22T07:59:59.000Z' })).key;
-    keys.expiresLater = (
-      await createApiKey(db, { workspaceSlug: 'auth-main', expiresAt: '2026-11-22T08:00:01.000Z' })
+    await createWorkspace(db, operator, { slug: 'auth-main' });
+    await createWorkspace(db, operator, { slug: 'auth-frozen' });
+    keys.good = (await createApiKey(db, operator, { workspaceId: await idOf(db, 'auth-main'), role: 'reporting' })).key;
+    keys.noRole = (await createApiKey(db, operator, { workspaceId: await idOf(db, 'auth-main') })).key;
+    keys.expired = (
+      await createApiKey(db, operator, {
+        workspaceId: await idOf(db, 'auth-main'),
+        expiresAt: '2026-11-22T07:59:59.000Z',
+      })
     ).key;
-    const revoked = await createApiKey(db, { workspaceSlug: 'auth-main' });
-    await revokeApiKey(db, revoked.id);
+    keys.expiresLater = (
+      await createApiKey(db, operator, {
+        workspaceId: await idOf(db, 'auth-main'),
+        expiresAt: '2026-11-22T08:00:01.000Z',
+      })
+    ).key;
+    const revoked = await createApiKey(db, operator, { workspaceId: await idOf(db, 'auth-main') });
+    await revokeApiKey(db, operator, { keyId: revoked.id, workspaceId: 'every' });
     keys.revoked = revoked.key;
-    const revokedAndExpired = await createApiKey(db, {
-      workspaceSlug: 'auth-main',
+    const revokedAndExpired = await createApiKey(db, operator, {
+      workspaceId: await idOf(db, 'auth-main'),
       expiresAt: '2026-01-01T00:00:00.000Z',
     });
-    await revokeApiKey(db, revokedAndExpired.id);
+    await revokeApiKey(db, operator, { keyId: revokedAndExpired.id, workspaceId: 'every' });
     keys.revokedAndExpired = revokedAndExpired.key;
-    keys.frozen = (await createApiKey(db, { workspaceSlug: 'auth-frozen' })).key;
-    await updateWorkspace(db, 'auth-frozen', { status: 'frozen' });
+    keys.frozen = (await createApiKey(db, operator, { workspaceId: await idOf(db, 'auth-frozen') })).key;
+    await updateWorkspace(db, operator, {
+      workspaceId: await idOf(db, 'auth-frozen'),
+      changes: { status: 'frozen' },
+      now: new Date(),
+    });
     // Each case fails authentication on every operation, far past the 30 failures a minute one address may make:
     // the failure limit is off here, and test/api/rate-limits.test.ts shows it.
     api = await startApi({
@@ -93,10 +106,14 @@ describe('authentication', () => {
 
   it('a revoked key of a frozen workspace is still reported as revoked', async () => {
     const { db } = await testDatabase();
-    await createWorkspace(db, { slug: 'auth-frozen-revoked' });
-    const key = await createApiKey(db, { workspaceSlug: 'auth-frozen-revoked' });
-    await revokeApiKey(db, key.id);
-    await updateWorkspace(db, 'auth-frozen-revoked', { status: 'frozen' });
+    await createWorkspace(db, operator, { slug: 'auth-frozen-revoked' });
+    const key = await createApiKey(db, operator, { workspaceId: await idOf(db, 'auth-frozen-revoked') });
+    await revokeApiKey(db, operator, { keyId: key.id, workspaceId: 'every' });
+    await updateWorkspace(db, operator, {
+      workspaceId: await idOf(db, 'auth-frozen-revoked'),
+      changes: { status: 'frozen' },
+      now: new Date(),
+    });
     const res = await api.get('/v1/me', key.key);
     expect(res.status).to.equal(401);
     expect(res.body.error.reason).to.equal('revoked');

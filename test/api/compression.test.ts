@@ -7,6 +7,7 @@ import { startApi, type TestApi } from '../support/api.js';
 import { expectDocumented, PUBLIC_API } from '../support/http.js';
 import { fixture } from '../support/fixtures.js';
 import { createApiKey } from '../../src/core/workspaces.js';
+import { idOf, operator } from '../support/actors.js';
 
 // Answers compressed on request (src/api/compression.ts), through a real server on a real database. Requests go
 // through node:http, which hands over the bytes as sent (fetch would decompress them and hide the encoding).
@@ -88,7 +89,7 @@ describe('answers compressed on request', () => {
       });
       await f.invoice({ customerId, bookingId, total: 45000 + i, dueDate: '2026-11-12' });
     }
-    key = (await createApiKey(db, { workspaceSlug: f.slug })).key;
+    key = (await createApiKey(db, operator, { workspaceId: await idOf(db, f.slug) })).key;
     api = await startApi({ now: NOW });
   });
   after(() => api.close());

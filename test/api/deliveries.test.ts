@@ -12,6 +12,7 @@ import {
   type TestEndpoint,
   type TestWorkspace,
 } from '../webhooks/support.js';
+import { idOf, operator } from '../support/actors.js';
 
 // The delivery log of the read API, over hand-built deliveries and attempts with fixed times.
 
@@ -28,7 +29,7 @@ describe('API: the delivery log (GET /v1/webhooks/{id}/deliveries[/{deliveryId}]
   });
   beforeEach(async () => {
     ws = await webhookWorkspace(db);
-    key = (await createApiKey(db, { workspaceSlug: ws.slug })).key;
+    key = (await createApiKey(db, operator, { workspaceId: await idOf(db, ws.slug) })).key;
     endpoint = await ws.endpoint({ url: 'https://hooks.example.ae/fleet' });
   });
   after(async () => {
@@ -348,7 +349,13 @@ describe('API: the delivery log (GET /v1/webhooks/{id}/deliveries[/{deliveryId}]
     expect(strip(answers[2])).to.deep.equal(strip(answers[5]));
     // the owner sees it
     expect(
-      (await list('', foreignEndpoint.id, (await createApiKey(db, { workspaceSlug: other.slug })).key)).body.rows,
+      (
+        await list(
+          '',
+          foreignEndpoint.id,
+          (await createApiKey(db, operator, { workspaceId: await idOf(db, other.slug) })).key,
+        )
+      ).body.rows,
     ).to.have.length(1);
   });
 

@@ -10,6 +10,7 @@ import { expectDocumented, PUBLIC_API, type ApiResponse } from '../support/http.
 import { createApp } from '../../src/api/app.js';
 import { API_STATEMENT_TIMEOUT_MS, createKnex } from '../../src/db/database.js';
 import { createApiKey, createWorkspace } from '../../src/core/workspaces.js';
+import { idOf, operator } from '../support/actors.js';
 
 describe('errors and parameter validation', () => {
   let api: TestApi;
@@ -17,8 +18,8 @@ describe('errors and parameter validation', () => {
 
   before(async () => {
     const { db } = await testDatabase();
-    await createWorkspace(db, { slug: 'errors-ws' });
-    key = (await createApiKey(db, { workspaceSlug: 'errors-ws' })).key;
+    await createWorkspace(db, operator, { slug: 'errors-ws' });
+    key = (await createApiKey(db, operator, { workspaceId: await idOf(db, 'errors-ws') })).key;
     api = await startApi({ now: new Date('2026-11-22T08:00:00.000Z') });
   });
   after(() => api.close());

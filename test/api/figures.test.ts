@@ -3,6 +3,7 @@ import { testDatabase } from '../support/database.js';
 import { startApi, type TestApi } from '../support/api.js';
 import { fixture } from '../support/fixtures.js';
 import { createApiKey } from '../../src/core/workspaces.js';
+import { idOf, operator } from '../support/actors.js';
 
 // Every GET operation through HTTP on one small workspace, with the figures worked out by hand below. A second
 // workspace holds look-alike data (same names and plates, every amount doubled): each key sees only its own.
@@ -130,7 +131,7 @@ async function loadWorkspace(m: number): Promise<Loaded> {
   await f.expense({ amount: 8000 * m, date: '2026-11-05', vehicleId: v.camry });
   await f.expense({ amount: 12000 * m, date: '2026-08-15', category: 'maintenance', vehicleId: v.patrol });
 
-  const { key } = await createApiKey(db, { workspaceSlug: f.slug });
+  const { key } = await createApiKey(db, operator, { workspaceId: await idOf(db, f.slug) });
   return { key, ids: { ...v, alice, bob, b1, b2, b3, fleet } };
 }
 

@@ -30,6 +30,8 @@ import type {
   FleetSummary,
   Receivables,
 } from '../../generated/openapi/types.gen.js';
+import { idOf, operator } from '../support/actors.js';
+import { processConfig } from '../../src/config.js';
 
 // Every operation through the client that `npm run generate` writes (@hey-api/client-fetch), as a client's author would
 // call it, against the real server: the answers as typed values, the errors with their reasons, every one of them
@@ -74,12 +76,21 @@ describe('the generated TypeScript client (generated/openapi), against the serve
     await f.payment({ kind: 'charge', amount: 20000, bookingId: b1, invoiceId: i1, at: '2026-11-20T06:00:00Z' });
     ids = { fleet, camry, alice, b1 };
     // A public host name: registration accepts it (it is checked again on every connection); nothing is sent here.
-    endpointId = (await createEndpoint(db, { workspaceSlug: slug, url: 'https://hooks.example.ae/fleet', name: 'Ops' }))
-      .id;
-    const { key } = await createApiKey(db, { workspaceSlug: slug });
-    const revoked = await createApiKey(db, { workspaceSlug: slug });
-    await revokeApiKey(db, revoked.id);
-    const expired = await createApiKey(db, { workspaceSlug: slug, expiresAt: '2026-11-01T00:00:00.000Z' });
+    endpointId = (
+      await createEndpoint(db, operator, {
+        workspaceId: await idOf(db, slug),
+        url: 'https://hooks.example.ae/fleet',
+        name: 'Ops',
+        policy: processConfig().destinationPolicy,
+      })
+    ).id;
+    const { key } = await createApiKey(db, operator, { workspaceId: await idOf(db, slug) });
+    const revoked = await createApiKey(db, operator, { workspaceId: await idOf(db, slug) });
+    await revokeApiKey(db, operator, { keyId: revoked.id, workspaceId: 'every' });
+    const expired = await createApiKey(db, operator, {
+      workspaceId: await idOf(db, slug),
+      expiresAt: '2026-11-01T00:00:00.000Z',
+    });
     keys = { revoked: revoked.key, expired: expired.key };
     api = await startApi({ now: NOW });
     client = createClient({ baseUrl: api.url, auth: key });
@@ -279,7 +290,13 @@ describe('the generated TypeScript client (generated/openapi), against the serve
     }
 
     const { db } = await testDatabase();
-    const second = (await createEndpoint(db, { workspaceSlug: slug, url: 'https://hooks.example.ae/second' })).id;
+    const second = (
+      await createEndpoint(db, operator, {
+        workspaceId: await idOf(db, slug),
+        url: 'https://hooks.example.ae/second',
+        policy: processConfig().destinationPolicy,
+      })
+    ).id;
     const reused = await sendTestDelivery({ client, path: { id: second }, headers: { 'Idempotency-Key': 'k-1' } });
     documented('POST', `/v1/webhooks/${second}/test`, reused);
     expect([reused.response.status, (reused.error as ErrorResponse).error.code]).to.deep.equal([

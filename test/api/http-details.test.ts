@@ -11,6 +11,7 @@ import { createKnex } from '../../src/db/database.js';
 import { loadOpenApiDocument } from '../../src/contract/document.js';
 import { validators } from '../../src/contract/validators.js';
 import { createApiKey, createWorkspace } from '../../src/core/workspaces.js';
+import { idOf, operator } from '../support/actors.js';
 
 const UUID = '8d6f2c1e-4a3b-4c5d-8e9f-0a1b2c3d4e5f';
 const document = loadOpenApiDocument();
@@ -52,8 +53,8 @@ describe('HTTP details and input that must never get a 5xx', () => {
   before(async () => {
     const { db } = await testDatabase();
     const slug = `http-${process.pid}-${Date.now().toString(36)}`;
-    await createWorkspace(db, { slug });
-    key = (await createApiKey(db, { workspaceSlug: slug })).key;
+    await createWorkspace(db, operator, { slug });
+    key = (await createApiKey(db, operator, { workspaceId: await idOf(db, slug) })).key;
     api = await startApi({ now: new Date('2026-11-22T08:00:00.000Z') });
   });
   after(() => api.close());

@@ -10,6 +10,7 @@ import { createApiKey, createWorkspace, revokeApiKey, updateWorkspace } from '..
 import { AUTH_CHANGES_CHANNEL, KeyCache, type KeyRecord } from '../../src/api/key-cache.js';
 import { createKnex } from '../../src/db/database.js';
 import { currentDatabaseName, setRoleStatement } from '../../src/db/roles.js';
+import { idOf, operator } from '../support/actors.js';
 
 // The API with its key cache (src/api/key-cache.ts): a key is checked from memory, yet a revoked key, an expired
 // one and a frozen workspace are refused as promptly as without it.
@@ -30,9 +31,14 @@ async function within(ms: number, probe: () => Promise<boolean>): Promise<number
  * A new key, once `cache` has heard it announced (a new key drops every cache, so that a key made after its hash was
  * tried works at once): a test that then shows the key kept is not undone by that announcement arriving late.
  */
-async function createAnnouncedKey(cache: KeyCache, db: Knex, input: Parameters<typeof createApiKey>[1]) {
+async function createAnnouncedKey(
+  cache: KeyCache,
+  db: Knex,
+  input: { workspaceSlug: string; role?: string; expiresAt?: string },
+) {
   const generation = cache.generation;
-  const created = await createApiKey(db, input);
+  const { workspaceSlug, ...rest } = input;
+  const created = await createApiKey(db, operator, { workspaceId: await idOf(db, workspaceSlug), ...rest });
   await within(2000, async () => cache.generation !== generation);
   return created;
 }
@@ -76,8 +82,8 @@ describe('key cache', () => {
 
   before(async () => {
     ({ db, url } = await testDatabase());
-    await createWorkspace(db, { slug: 'kc-main' });
-    await createWorkspace(db, { slug: 'kc-freeze' });
+    await createWorkspace(db, operator, { slug: 'kc-main' });
+    await createWorkspace(db, operator, { slug: 'kc-freeze' });
     api = await startApi({ now: () => now, keyCache: true });
     expect(api.keyCache!.listening).to.equal(true);
   });
@@ -97,7 +103,7 @@ describe('key cache', () => {
   });
 
   it('refuses a key revoked by `fleet-admin key revoke` in another process within 1 s', async () => {
-    const { id, key } = await createApiKey(db, { workspaceSlug: 'kc-main' });
+    const { id, key } = await createApiKey(db, operator, { workspaceId: await idOf(db, 'kc-main') });
     expect((await me(key)).status).to.equal(200);
     const run = await fleetAdminOn(url, ['key', 'revoke', '--id', id]);
     expect(run.code, run.stderr).to.equal(0);
@@ -108,7 +114,7 @@ describe('key cache', () => {
 
   it('refuses a cached key at its expiry instant, not a moment later', async () => {
     const expiresAt = '2026-11-22T09:00:00.000Z';
-    const { key } = await createApiKey(db, { workspaceSlug: 'kc-main', expiresAt });
+    const { key } = await createApiKey(db, operator, { workspaceId: await idOf(db, 'kc-main'), expiresAt });
     now = new Date(Date.parse(expiresAt) - 1);
     expect((await me(key)).status).to.equal(200);
     expect((await me(key)).status).to.equal(200);
@@ -119,12 +125,20 @@ describe('key cache', () => {
   });
 
   it('refuses a frozen workspace within 1 s, and serves it again once active', async () => {
-    const { key } = await createApiKey(db, { workspaceSlug: 'kc-freeze' });
+    const { key } = await createApiKey(db, operator, { workspaceId: await idOf(db, 'kc-freeze') });
     expect((await me(key)).status).to.equal(200);
-    await updateWorkspace(db, 'kc-freeze', { status: 'frozen' }, T0);
+    await updateWorkspace(db, operator, {
+      workspaceId: await idOf(db, 'kc-freeze'),
+      changes: { status: 'frozen' },
+      now: T0,
+    });
     await within(1000, async () => (await me(key)).status === 403);
     expect((await me(key)).body.error.code).to.equal('workspace_frozen');
-    await updateWorkspace(db, 'kc-freeze', { status: 'active' }, T0);
+    await updateWorkspace(db, operator, {
+      workspaceId: await idOf(db, 'kc-freeze'),
+      changes: { status: 'active' },
+      now: T0,
+    });
     await within(1000, async () => (await me(key)).status === 200);
   });
 
@@ -173,7 +187,7 @@ describe('key cache', () => {
   });
 
   it('is not dropped by marking a key as used', async () => {
-    const { id, key } = await createApiKey(db, { workspaceSlug: 'kc-main' });
+    const { id, key } = await createApiKey(db, operator, { workspaceId: await idOf(db, 'kc-main') });
     expect((await me(key)).status).to.equal(200);
     await within(1000, async () => (await db('api_keys').where({ id }).first('last_used_at')).last_used_at !== null);
     const generation = api.keyCache!.generation;
@@ -272,7 +286,7 @@ describe('key cache', () => {
     it('stops serving within 3 s of its listener going silent although no connection closed, and serves again once it hears again', async () => {
       const cache = proxied.keyCache!;
       expect(cache.serving).to.equal(true);
-      const revoked = await createApiKey(db, { workspaceSlug: 'kc-main' });
+      const revoked = await createApiKey(db, operator, { workspaceId: await idOf(db, 'kc-main') });
       // Making a key is announced too (the cache drops what it kept): wait until a heartbeat sent after it came back, which
       // vouches that the announcement arrived (commit order), so that it cannot drop the key kept below after the freeze.
       await new Promise((resolve) => setTimeout(resolve, 2 * heartbeatIntervalMs + 200));
@@ -280,7 +294,7 @@ describe('key cache', () => {
       const losses = cache.losses;
       const frozenAt = performance.now();
       proxy.freeze();
-      await revokeApiKey(db, revoked.id);
+      await revokeApiKey(db, operator, { keyId: revoked.id, workspaceId: 'every' });
       // The announcement waits in the frozen connection: for now the key is still answered from memory.
       expect((await proxied.get('/v1/me', revoked.key)).status).to.equal(200);
       await within(6000, async () => (await proxied.get('/v1/me', revoked.key)).status === 401);
@@ -299,7 +313,7 @@ describe('key cache', () => {
       expect(cache.listening).to.equal(true);
       expect(cache.losses).to.equal(losses);
       // Not serving, it keeps nothing: a revocation nobody announces is seen at once.
-      const unkept = await createApiKey(db, { workspaceSlug: 'kc-main' });
+      const unkept = await createApiKey(db, operator, { workspaceId: await idOf(db, 'kc-main') });
       expect((await proxied.get('/v1/me', unkept.key)).status).to.equal(200);
       await revokeUnannounced(db, unkept.id);
       expect((await proxied.get('/v1/me', unkept.key)).status).to.equal(401);

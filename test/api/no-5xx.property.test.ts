@@ -7,6 +7,7 @@ import { loadOpenApiDocument } from '../../src/contract/document.js';
 import { createApiKey } from '../../src/core/workspaces.js';
 import { queueTestDelivery } from '../../src/core/webhooks/test-delivery.js';
 import { dropTestWorkspaces, webhookWorkspace } from '../webhooks/support.js';
+import { idOf, operator } from '../support/actors.js';
 
 // Property: whatever request is built from the document's operations (any method, mangled path parameters,
 // known and unknown query parameters with hostile values, odd headers and bodies), the answer is never a 5xx, and
@@ -69,7 +70,7 @@ describe('property: no input gets a 5xx, every answer is documented', () => {
   before(async () => {
     const { db } = await testDatabase();
     const ws = await webhookWorkspace(db);
-    key = (await createApiKey(db, { workspaceSlug: ws.slug })).key;
+    key = (await createApiKey(db, operator, { workspaceId: await idOf(db, ws.slug) })).key;
     const endpoint = await ws.endpoint({ url: 'https://hooks.example.ae/fleet' });
     const queued = await queueTestDelivery(db, {
       workspaceId: ws.id,

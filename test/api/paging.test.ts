@@ -8,6 +8,7 @@ import { createApiKey } from '../../src/core/workspaces.js';
 import { Cursors } from '../../src/http/cursors.js';
 import { searchVehicles } from '../../src/queries/vehicles.js';
 import { receivables } from '../../src/queries/receivables.js';
+import { idOf, operator } from '../support/actors.js';
 
 // Cursors on GET /v1/vehicles and GET /v1/receivables, through HTTP (each answer checked against the document by
 // startApi): the pages of a large workspace, concatenated, are the one unpaged answer of the query function (whose
@@ -136,12 +137,12 @@ describe('API: paging GET /v1/vehicles and GET /v1/receivables by cursor', () =>
     f = await fixture(db, { timezone: 'Asia/Dubai' });
     await loadVehicles(db, f);
     await loadDebtors(db, f);
-    key = (await createApiKey(db, { workspaceSlug: f.slug })).key;
+    key = (await createApiKey(db, operator, { workspaceId: await idOf(db, f.slug) })).key;
     // another workspace with the same data: its key never takes this one's cursors
     const other = await fixture(db, { timezone: 'Asia/Dubai' });
     await loadVehicles(db, other);
     await loadDebtors(db, other);
-    otherKey = (await createApiKey(db, { workspaceSlug: other.slug })).key;
+    otherKey = (await createApiKey(db, operator, { workspaceId: await idOf(db, other.slug) })).key;
     // many pages a second: the per-workspace limits off
     api = await startApi({ now: NOW, limits: UNLIMITED });
   });
@@ -213,7 +214,7 @@ describe('API: paging GET /v1/vehicles and GET /v1/receivables by cursor', () =>
       });
       const initial = Array.from({ length: 60 }, (_, k) => car(MAKES[k % 3], MODELS[k % 4], `S ${k}`));
       await db('vehicles').insert(initial);
-      const gKey = (await createApiKey(db, { workspaceSlug: g.slug })).key;
+      const gKey = (await createApiKey(db, operator, { workspaceId: await idOf(db, g.slug) })).key;
       const seen = new Set<string>();
       const removedSeen = new Set<string>();
       const removedUnseen = new Set<string>();
@@ -259,7 +260,10 @@ describe('API: paging GET /v1/vehicles and GET /v1/receivables by cursor', () =>
 
     it('answers an empty list with one page and no cursor', async () => {
       const g = await fixture(db);
-      const res = await api.get('/v1/vehicles?limit=5', (await createApiKey(db, { workspaceSlug: g.slug })).key);
+      const res = await api.get(
+        '/v1/vehicles?limit=5',
+        (await createApiKey(db, operator, { workspaceId: await idOf(db, g.slug) })).key,
+      );
       expect(res.body).to.deep.equal({ rows: [], nextCursor: null });
     });
   });
@@ -291,7 +295,7 @@ describe('API: paging GET /v1/vehicles and GET /v1/receivables by cursor', () =>
     it('pages a term matching more customers than a rare one (the ledger walked) into the unpaged answer', async () => {
       const g = await fixture(db, { timezone: 'Asia/Dubai' });
       await loadDebtors(db, g, 520, 'Commoner');
-      const gKey = (await createApiKey(db, { workspaceSlug: g.slug })).key;
+      const gKey = (await createApiKey(db, operator, { workspaceId: await idOf(db, g.slug) })).key;
       const whole = await receivables(db, g.ws, { search: 'commoner', limit: 1000 }, NOW);
       expect(whole.rows).to.have.length(520);
       const paged = await pageThrough(api, gKey, '/v1/receivables?limit=200&search=commoner');
@@ -302,7 +306,7 @@ describe('API: paging GET /v1/vehicles and GET /v1/receivables by cursor', () =>
     it('sees every customer that stays put exactly once while others come and go, and a moved one again (deduped by id)', async () => {
       const g = await fixture(db, { timezone: 'Asia/Dubai' });
       const initial = await loadDebtors(db, g, 60);
-      const gKey = (await createApiKey(db, { workspaceSlug: g.slug })).key;
+      const gKey = (await createApiKey(db, operator, { workspaceId: await idOf(db, g.slug) })).key;
       const seen = new Set<string>();
       const removedSeen = new Set<string>();
       const removedUnseen = new Set<string>();
@@ -355,7 +359,10 @@ describe('API: paging GET /v1/vehicles and GET /v1/receivables by cursor', () =>
 
     it('answers an empty book with one page and no cursor', async () => {
       const g = await fixture(db);
-      const res = await api.get('/v1/receivables?limit=5', (await createApiKey(db, { workspaceSlug: g.slug })).key);
+      const res = await api.get(
+        '/v1/receivables?limit=5',
+        (await createApiKey(db, operator, { workspaceId: await idOf(db, g.slug) })).key,
+      );
       expect(res.body).to.deep.include({ rows: [], nextCursor: null });
     });
   });

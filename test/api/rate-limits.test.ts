@@ -8,6 +8,7 @@ import { createApiKey, createWorkspace, revokeApiKey } from '../../src/core/work
 import { hashApiKey, newApiKey } from '../../src/secrets.js';
 import { AuthFailureLimits } from '../../src/http/auth-failures.js';
 import { sleep } from '../webhooks/support.js';
+import { idOf, operator } from '../support/actors.js';
 
 // A fair share of the read API (src/api/rate-limits.ts, src/http/auth-failures.ts): each workspace's requests a second
 // and in flight, across all its keys; failed authentications per client address, refused before the database; where
@@ -93,9 +94,10 @@ describe('rate limits', () => {
   /** A workspace of this test's own with `keys` API keys. */
   const workspace = async (keys = 1) => {
     const slug = `rl-${process.pid}-${Date.now().toString(36)}-${++seq}`;
-    await createWorkspace(db, { slug });
+    await createWorkspace(db, operator, { slug });
     const made: string[] = [];
-    for (let i = 0; i < keys; i++) made.push((await createApiKey(db, { workspaceSlug: slug })).key);
+    for (let i = 0; i < keys; i++)
+      made.push((await createApiKey(db, operator, { workspaceId: await idOf(db, slug) })).key);
     return made;
   };
   const standing = (res: ApiResponse) => [res.headers.get('ratelimit-policy'), res.headers.get('ratelimit')];
@@ -246,9 +248,11 @@ describe('rate limits', () => {
   it('slows an address that fails authentication before the database, but never refuses a valid key', async () => {
     const [seen, unseen] = await workspace(2);
     const revokedSlug = `rl-revoked-${process.pid}-${++seq}`;
-    await createWorkspace(db, { slug: revokedSlug });
-    const { id: revokedId, key: revoked } = await createApiKey(db, { workspaceSlug: revokedSlug });
-    await revokeApiKey(db, revokedId);
+    await createWorkspace(db, operator, { slug: revokedSlug });
+    const { id: revokedId, key: revoked } = await createApiKey(db, operator, {
+      workspaceId: await idOf(db, revokedSlug),
+    });
+    await revokeApiKey(db, operator, { keyId: revokedId, workspaceId: 'every' });
     api = await startApi({
       keyCache: true,
       limits: { workspace: { ratePerSecond: 0, concurrency: 0 }, authFailures: { perMinute: 3, trustedProxies: [] } },
@@ -303,7 +307,7 @@ describe('rate limits', () => {
     expect((await api.get('/v1/me', key)).body.error.reason).to.equal('unknown');
     expect(cache.isUnknown(hashApiKey(key).toString('base64'))).to.equal(true);
     // Made now (as `fleet-admin key create` writes it, from any process): the new key is announced.
-    const { id: workspaceId } = await createWorkspace(db, { slug: `rl-new-${process.pid}-${++seq}` });
+    const { id: workspaceId } = await createWorkspace(db, operator, { slug: `rl-new-${process.pid}-${++seq}` });
     const generation = cache.generation;
     await db('api_keys').insert({ workspace_id: workspaceId, key_hash: hashApiKey(key) });
     for (const deadline = Date.now() + 2000; cache.generation === generation && Date.now() < deadline;) await sleep(10);

@@ -14,6 +14,8 @@ import { AnswerCache, ENTRY_BYTES } from '../../src/api/answer-cache.js';
 import { WorkspaceLimits } from '../../src/api/rate-limits.js';
 import { ApiError } from '../../src/http/errors.js';
 import { currentDatabaseName, serviceRoleName } from '../../src/db/roles.js';
+import { idOf, operator } from '../support/actors.js';
+import { processConfig } from '../../src/config.js';
 
 // Conditional GETs: every /v1 GET answer's ETag, 304 for a current tag without building the answer, and a tag that
 // changes whenever the answer would (any record of the area it reads, by any writer; the local date; the clock where
@@ -131,8 +133,8 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
       limits: { workspace: { ratePerSecond: 0, concurrency: 0 }, authFailures: { perMinute: 0, trustedProxies: [] } },
     });
     slug = `etag-${id().slice(0, 8)}`;
-    await createWorkspace(db, { slug, timezone: 'Asia/Dubai' });
-    key = (await createApiKey(db, { workspaceSlug: slug })).key;
+    await createWorkspace(db, operator, { slug, timezone: 'Asia/Dubai' });
+    key = (await createApiKey(db, operator, { workspaceId: await idOf(db, slug) })).key;
     await importDocument(db, slug, {
       owners: [{ id: ids.owner, name: 'Owner One' }],
       fleets: [{ id: ids.fleet, code: 'DXB', name: 'Dubai Fleet', ownerId: ids.owner }],
@@ -293,7 +295,13 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
       ],
       integrations: [{ id: id(), integration: 'salik', status: 'ok' }],
     });
-    endpointId = (await createEndpoint(db, { workspaceSlug: slug, url: 'https://hooks.example.ae/fleet' })).id;
+    endpointId = (
+      await createEndpoint(db, operator, {
+        workspaceId: await idOf(db, slug),
+        url: 'https://hooks.example.ae/fleet',
+        policy: processConfig().destinationPolicy,
+      })
+    ).id;
     const test = await api.request('POST', `/v1/webhooks/${endpointId}/test`, {
       key,
       headers: { 'idempotency-key': 'first' },
@@ -361,7 +369,7 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
   it('serves a repeat of an answer it made from memory (any key of the workspace), building only what it has not', async () => {
     const before = new Map<string, string>();
     for (const path of Object.values(gets())) before.set(path, (await api.get(path, key)).text);
-    const otherKey = (await createApiKey(db, { workspaceSlug: slug })).key;
+    const otherKey = (await createApiKey(db, operator, { workspaceId: await idOf(db, slug) })).key;
     const trx = await db.transaction();
     try {
       await trx.raw(`LOCK TABLE ${ANSWERS_READ.join(', ')} IN ACCESS EXCLUSIVE MODE`);
@@ -549,7 +557,11 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
     expect(summary.body.total).to.equal(4);
 
     before = after;
-    await createEndpoint(db, { workspaceSlug: slug, url: 'https://hooks.example.ae/second' });
+    await createEndpoint(db, operator, {
+      workspaceId: await idOf(db, slug),
+      url: 'https://hooks.example.ae/second',
+      policy: processConfig().destinationPolicy,
+    });
     after = await tags();
     expect(changed(before, after)).to.deep.equal([...WEBHOOKS].sort());
 
@@ -563,22 +575,34 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
 
     before = after;
     const other = `etag-other-${id().slice(0, 8)}`;
-    await createWorkspace(db, { slug: other });
+    await createWorkspace(db, operator, { slug: other });
     try {
       await importDocument(db, other, { owners: [{ id: id(), name: 'Someone else' }] });
-      await createEndpoint(db, { workspaceSlug: other, url: 'https://hooks.example.ae/other' });
+      await createEndpoint(db, operator, {
+        workspaceId: await idOf(db, other),
+        url: 'https://hooks.example.ae/other',
+        policy: processConfig().destinationPolicy,
+      });
       expect(changed(before, await tags())).to.deep.equal([]);
     } finally {
       await db('workspaces').where({ slug: other }).delete();
     }
 
     // Dubai (UTC+4) to London (UTC+0): 08:00Z is still 22 November, but every answer is of another zone.
-    await updateWorkspace(db, slug, { timezone: 'Europe/London' });
+    await updateWorkspace(db, operator, {
+      workspaceId: await idOf(db, slug),
+      changes: { timezone: 'Europe/London' },
+      now: new Date(),
+    });
     try {
       await new Promise((resolve) => setTimeout(resolve, 50));
       expect(changed(before, await tags())).to.deep.equal(Object.keys(before).sort());
     } finally {
-      await updateWorkspace(db, slug, { timezone: 'Asia/Dubai' });
+      await updateWorkspace(db, operator, {
+        workspaceId: await idOf(db, slug),
+        changes: { timezone: 'Asia/Dubai' },
+        now: new Date(),
+      });
     }
   });
 
@@ -649,7 +673,7 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
     const d = await api.get('/v1/receivables', key);
     expect(a.headers.get('etag')).to.not.equal(b.headers.get('etag'));
     expect(c.headers.get('etag'), 'the default applied').to.equal(d.headers.get('etag'));
-    const reporting = (await createApiKey(db, { workspaceSlug: slug, role: 'reporting' })).key;
+    const reporting = (await createApiKey(db, operator, { workspaceId: await idOf(db, slug), role: 'reporting' })).key;
     const me = [await api.get('/v1/me', key), await api.get('/v1/me', reporting)];
     expect(me[0].body.role).to.not.equal(me[1].body.role);
     expect(me[0].headers.get('etag')).to.not.equal(me[1].headers.get('etag'));

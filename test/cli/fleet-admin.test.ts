@@ -12,7 +12,8 @@ import { createKnex } from '../../src/db/database.js';
 import { hashApiKey } from '../../src/secrets.js';
 import { createApiKey } from '../../src/core/workspaces.js';
 import { buildAttempt, buildDelivery, dropTestWorkspaces, webhookWorkspace } from '../webhooks/support.js';
-import { openSigningSecret } from '../../src/core/webhooks/signing-secrets.js';
+import { openSigningSecret } from '../../src/webhooks/sealing.js';
+import { idOf, operator } from '../support/actors.js';
 
 /** Runs the real CLI (bin/fleet-admin.js) as a child process against the test database. */
 async function fleetAdmin(...args: string[]): Promise<CliRun> {
@@ -666,8 +667,8 @@ describe('fleet-admin CLI', () => {
   it('lists workspaces, keys (never the key) and endpoints (never the secret); refuses webhook.test as a subscription, truthfully', async () => {
     const { db } = await testDatabase();
     const ws = await webhookWorkspace(db);
-    const key = await createApiKey(db, {
-      workspaceSlug: ws.slug,
+    const key = await createApiKey(db, operator, {
+      workspaceId: await idOf(db, ws.slug),
       role: 'reporting',
       expiresAt: '2030-01-01T00:00:00.000Z',
     });

@@ -13,6 +13,8 @@ import { startApi, type TestApi } from '../support/api.js';
 import type { ApiResponse } from '../support/http.js';
 import { fixture, type Fixture } from '../support/fixtures.js';
 import { startReplicationPair, type ReplicationPair } from '../support/replication.js';
+import { idOf, operator } from '../support/actors.js';
+import { processConfig } from '../../src/config.js';
 
 // Reads on a real hot standby (src/db/read-routing.ts): a primary and a standby streaming from it on loopback
 // (test/support/replication.ts), the API with and without DATABASE_READ_URL's routing, every answer checked against the
@@ -58,7 +60,7 @@ describe('read replicas: reads on a hot standby within the lag bound, everything
       amount: 45_000,
     });
     await f.invoice({ total: 45_000, dueDate: '2026-11-20' });
-    key = (await createApiKey(database.db, { workspaceId: f.ws.id })).key;
+    key = (await createApiKey(database.db, operator, { workspaceId: f.ws.id })).key;
     await pair.caughtUp();
     metrics = new ServiceMetrics({ defaultMetrics: false });
     reads = await ReadRouting.start({
@@ -211,16 +213,18 @@ describe('read replicas: reads on a hot standby within the lag bound, everything
     await pair!.onStandby('SELECT pg_wal_replay_pause()');
     try {
       for (const [n, api] of [plain!, routed!].entries()) {
-        const { key: own, id } = await createApiKey(database!.db, { workspaceId: f.ws.id });
-        const endpoint = await createEndpoint(database!.db, {
-          workspaceSlug: f.slug,
+        const { key: own, id } = await createApiKey(database!.db, operator, { workspaceId: f.ws.id });
+        const endpoint = await createEndpoint(database!.db, operator, {
+          workspaceId: await idOf(database!.db, f.slug),
           url: `https://hooks.example.ae/fleet-${n}`,
           events: ['invoice.issued'],
+          policy: processConfig().destinationPolicy,
         });
-        const other = await createEndpoint(database!.db, {
-          workspaceSlug: f.slug,
+        const other = await createEndpoint(database!.db, operator, {
+          workspaceId: await idOf(database!.db, f.slug),
           url: `https://hooks.example.ae/other-${n}`,
           events: ['invoice.issued'],
+          policy: processConfig().destinationPolicy,
         });
         const send = (endpointId: string) =>
           api.request('POST', `/v1/webhooks/${endpointId}/test`, {
@@ -236,7 +240,7 @@ describe('read replicas: reads on a hot standby within the lag bound, everything
           'webhook.test',
         );
         expect((await api.get('/v1/me', own)).status).to.equal(200);
-        await revokeApiKey(database!.db, id);
+        await revokeApiKey(database!.db, operator, { keyId: id, workspaceId: 'every' });
         // refused at once: the key cache hears of it from the primary, and a look-up reads the primary
         for (let i = 0; i < 50; i++) {
           const res = await api.get('/v1/fleets', own);

@@ -9,6 +9,8 @@ import { PORTAL_API, startScreen, type TestScreen } from './support.js';
 import { fleetAdminOn } from '../support/cli.js';
 import { createAdminToken, revokeAdminToken } from '../../src/core/admin-tokens.js';
 import { cliAudit } from '../../src/core/audit.js';
+import { idOf, operator, operatorWith, FIXTURE_ACTOR } from '../support/actors.js';
+import { processConfig } from '../../src/config.js';
 
 // The settings screen's session and API over HTTP (the pages themselves: portal-browser.test.ts). A link is a one-time
 // key; the session is an HttpOnly cookie confined to its workspace; writes need the CSRF token; every change is audited
@@ -23,7 +25,7 @@ describe('the settings screen: sessions and API', function () {
   let screen: TestScreen;
   let now = T0;
   const ws = async () =>
-    createWorkspace((await testDatabase()).db, { slug: `portal-${crypto.randomUUID().slice(0, 12)}` });
+    createWorkspace((await testDatabase()).db, operator, { slug: `portal-${crypto.randomUUID().slice(0, 12)}` });
   const api = (workspaceId: string, rest = '') => `${PORTAL_API}/admin/v1/workspaces/${workspaceId}${rest}`;
 
   before(async () => {
@@ -91,6 +93,7 @@ describe('the settings screen: sessions and API', function () {
       expect(refused.headers.get('set-cookie')).to.equal(null);
     }
     const audit = await db('audit_entries')
+      .whereNot({ actor_name: FIXTURE_ACTOR })
       .where({ workspace_id: w.id })
       .orderBy('at')
       .select('actor_type', 'actor_id', 'action', 'target_id');
@@ -172,8 +175,16 @@ describe('the settings screen: sessions and API', function () {
   it("answers within its workspace only: another workspace, or another workspace's endpoint, is 404", async () => {
     const { db } = await testDatabase();
     const [mine, theirs] = [await ws(), await ws()];
-    const ownEndpoint = await createEndpoint(db, { workspaceSlug: mine.slug, url: 'https://mine.example/hook' });
-    const foreign = await createEndpoint(db, { workspaceSlug: theirs.slug, url: 'https://theirs.example/hook' });
+    const ownEndpoint = await createEndpoint(db, operator, {
+      workspaceId: await idOf(db, mine.slug),
+      url: 'https://mine.example/hook',
+      policy: processConfig().destinationPolicy,
+    });
+    const foreign = await createEndpoint(db, operator, {
+      workspaceId: await idOf(db, theirs.slug),
+      url: 'https://theirs.example/hook',
+      policy: processConfig().destinationPolicy,
+    });
     const { cookie } = await screen.open((await screen.link(mine.id)).key);
 
     const listed = await screen.request('GET', api(mine.id, '/endpoints'), { cookie });
@@ -231,7 +242,10 @@ describe('the settings screen: sessions and API', function () {
     });
     expect(made.status).to.equal(201);
     expect(made.body.key).to.match(/^frs_/);
-    const entry = await db('audit_entries').where({ workspace_id: w.id, action: 'api_key.create' }).first();
+    const entry = await db('audit_entries')
+      .whereNot({ actor_name: FIXTURE_ACTOR })
+      .where({ workspace_id: w.id, action: 'api_key.create' })
+      .first();
     expect(entry).to.include({
       actor_type: 'portal_session',
       actor_id: session.id,
@@ -270,7 +284,11 @@ describe('the settings screen: sessions and API', function () {
   it('a read-only session shows everything and changes nothing', async () => {
     const { db } = await testDatabase();
     const w = await ws();
-    const endpoint = await createEndpoint(db, { workspaceSlug: w.slug, url: 'https://ro.example/hook' });
+    const endpoint = await createEndpoint(db, operator, {
+      workspaceId: await idOf(db, w.slug),
+      url: 'https://ro.example/hook',
+      policy: processConfig().destinationPolicy,
+    });
     const { cookie, session } = await screen.open((await screen.link(w.id, { readOnly: true })).key);
     expect(session.readOnly).to.equal(true);
     expect((await screen.request('GET', api(w.id, `/endpoints/${endpoint.id}`), { cookie })).status).to.equal(200);
@@ -409,6 +427,7 @@ describe('the settings screen: sessions and API', function () {
       'ended',
     );
     const audit = await db('audit_entries')
+      .whereNot({ actor_name: FIXTURE_ACTOR })
       .where({ target_id: open.session.id, action: 'portal_session.end' })
       .select('actor_type', 'actor_id', 'at');
     expect(audit).to.deep.equal([{ actor_type: 'portal_session', actor_id: open.session.id, at: audit[0].at }]);
@@ -457,11 +476,10 @@ describe('the settings screen: sessions and API', function () {
     const database = await testDatabase();
     now = Date.now(); // (the revocation's time is the database's)
     const w = await ws();
-    const other = await createAdminToken(
-      database.db,
-      { name: `platform ${crypto.randomUUID().slice(0, 8)}` },
-      cliAudit(),
-    );
+    const other = await createAdminToken(database.db, operatorWith(cliAudit()), {
+      name: `platform ${crypto.randomUUID().slice(0, 8)}`,
+      workspaceId: 'every',
+    });
     const made = await screen.open((await screen.link(w.id, { token: other.token })).key);
     const unopened = await screen.link(w.id, { token: other.token });
     const kept = await screen.open((await screen.link(w.id)).key);
@@ -471,7 +489,7 @@ describe('the settings screen: sessions and API', function () {
       (await database.db('portal_sessions').where({ id: made.session.id }).first('admin_token_id')).admin_token_id,
     ).to.equal(other.id);
 
-    await revokeAdminToken(database.db, other.id, cliAudit());
+    await revokeAdminToken(database.db, operatorWith(cliAudit()), { id: other.id });
     expect((await get(made.cookie)).body.error.reason).to.equal('ended');
     expect(
       (await screen.request('POST', `${PORTAL_API}/session`, { body: { key: unopened.key } })).body.error.reason,
@@ -486,17 +504,17 @@ describe('the settings screen: sessions and API', function () {
     expect(
       await database
         .db('audit_entries')
+        .whereNot({ actor_name: FIXTURE_ACTOR })
         .where({ action: 'portal_session.end', actor_type: 'cli' })
         .whereIn('target_id', [made.session.id, unopened.id])
         .pluck('target_id'),
     ).to.have.members([made.session.id, unopened.id]);
 
     // A link made by a request that raced the revocation (its row not ended) opens nothing, and its session is refused.
-    const racing = await createAdminToken(
-      database.db,
-      { name: `racing ${crypto.randomUUID().slice(0, 8)}` },
-      cliAudit(),
-    );
+    const racing = await createAdminToken(database.db, operatorWith(cliAudit()), {
+      name: `racing ${crypto.randomUUID().slice(0, 8)}`,
+      workspaceId: 'every',
+    });
     const raced = await screen.open((await screen.link(w.id, { token: racing.token })).key);
     const racedLink = await screen.link(w.id, { token: racing.token });
     await database.db('admin_tokens').where({ id: racing.id }).update({ revoked_at: new Date() });
@@ -509,7 +527,11 @@ describe('the settings screen: sessions and API', function () {
   it("counts an endpoint's attempts by outcome per hour over 24 hours and per 6 hours over 7 days", async () => {
     const { db } = await testDatabase();
     const w = await ws();
-    const endpoint = await createEndpoint(db, { workspaceSlug: w.slug, url: 'https://stats.example/hook' });
+    const endpoint = await createEndpoint(db, operator, {
+      workspaceId: await idOf(db, w.slug),
+      url: 'https://stats.example/hook',
+      policy: processConfig().destinationPolicy,
+    });
     const [{ id: eventId }] = await db('events')
       .insert({ workspace_id: w.id, event: 'webhook.test', data: {}, source: 'test' })
       .returning('id');
@@ -646,6 +668,7 @@ describe('the settings screen: sessions and API', function () {
     expect((await screen.request('GET', `${PORTAL_API}/session`, { cookie })).body.error.reason).to.equal('ended');
     const actions = await database
       .db('audit_entries')
+      .whereNot({ actor_name: FIXTURE_ACTOR })
       .where({ workspace_id: w.id })
       .orderBy('at')
       .select('actor_type', 'action');
@@ -692,7 +715,7 @@ describe('the settings screen: sessions and API', function () {
 describe('the settings screen and the failure limit of client addresses', function () {
   this.timeout(60_000);
   const newWorkspace = async () =>
-    createWorkspace((await testDatabase()).db, { slug: `portal-${crypto.randomUUID().slice(0, 12)}` });
+    createWorkspace((await testDatabase()).db, operator, { slug: `portal-${crypto.randomUUID().slice(0, 12)}` });
   const forged = `frs_portal=frps_${'x'.repeat(40)}`;
 
   it("counts a cookie that is no session's against the address, but not a request without one (any site can make a browser send that)", async () => {
@@ -788,7 +811,7 @@ describe("the settings screen embedded in the platform's pages (FRS_PORTAL_FRAME
   it('lets the listed origins frame it and sets a Partitioned SameSite=None Secure cookie', async () => {
     const screen = await startScreen({ frameAncestors: ['https://app.rental.example', 'http://localhost:5173'] });
     try {
-      const w = await createWorkspace((await testDatabase()).db, {
+      const w = await createWorkspace((await testDatabase()).db, operator, {
         slug: `portal-${crypto.randomUUID().slice(0, 12)}`,
       });
       const opened = await screen.request('POST', `${PORTAL_API}/session`, {

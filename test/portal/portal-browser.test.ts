@@ -7,7 +7,7 @@ import type { Knex } from 'knex';
 import { chromium, type Browser, type BrowserContext, type Page, type Response } from 'playwright-core';
 import { ROOT_DIR } from '../../src/config.js';
 import { createEndpoint } from '../../src/core/webhooks/endpoints.js';
-import { publishEvent } from '../../src/core/webhooks/publish.js';
+import { recordEvent } from '../../src/webhooks/record-event.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 import { RETRY_DELAYS_MS } from '../../src/webhooks/retry-schedule.js';
 import { testDatabase } from '../support/database.js';
@@ -16,6 +16,8 @@ import { startReceiver, verifyIndependently, type Receiver, type Reply } from '.
 import { bookingConfirmedData, quietLogger } from '../webhooks/support.js';
 import { startScreen, type TestScreen } from './support.js';
 import { expectDocumented, SCREEN_API } from '../support/http.js';
+import { operator } from '../support/actors.js';
+import { processConfig } from '../../src/config.js';
 
 // The settings screen as the workspace's staff meet it, in Debian's chromium driven by playwright-core (as the
 // reference page's test does). Controls are found only by their accessible role and name, as a screen reader would.
@@ -320,7 +322,7 @@ describe('the settings screen (/portal) in a browser', function () {
   it('20 failures in a row switch the endpoint off: the list shows "Switched off" and when, the chart counts them; it is switched back on', async () => {
     answer = () => ({ status: 503, body: 'receiver is down' });
     for (let i = 0; i < 20; i++)
-      await publishEvent(db, {
+      await recordEvent(db, {
         workspaceId: workspace.id,
         event: 'booking.confirmed',
         data: bookingConfirmedData(),
@@ -438,7 +440,7 @@ describe('the settings screen (/portal) in a browser', function () {
   it("recovers an endpoint's failed deliveries since a time given in the workspace's zone", async () => {
     // One delivery that fails its whole retry schedule (the sweep's clock walks it; no real waiting).
     answer = () => ({ status: 500, body: 'down for maintenance' });
-    const { eventId } = await publishEvent(db, {
+    const { eventId } = await recordEvent(db, {
       workspaceId: workspace.id,
       event: 'booking.confirmed',
       data: bookingConfirmedData(),
@@ -481,7 +483,7 @@ describe('the settings screen (/portal) in a browser', function () {
   it('pages through the delivery log by its cursor, and filters it', async () => {
     // 22 deliveries so far (a test, 20 that failed then went through, 1 recovered); 30 more queued: 52, two pages.
     for (let i = 0; i < 30; i++)
-      await publishEvent(db, {
+      await recordEvent(db, {
         workspaceId: workspace.id,
         event: 'booking.confirmed',
         data: bookingConfirmedData(),
@@ -694,7 +696,11 @@ describe('the settings screen (/portal) in a browser', function () {
 
   it("shows another workspace's endpoint as not found (the API answers 404)", async () => {
     const other = await fixture(db);
-    const foreign = await createEndpoint(db, { workspaceId: other.ws.id, url: 'https://hooks.example.com/other' });
+    const foreign = await createEndpoint(db, operator, {
+      workspaceId: other.ws.id,
+      url: 'https://hooks.example.com/other',
+      policy: processConfig().destinationPolicy,
+    });
     provoked.add(`404 ${screen.url}${adminPath(`/endpoints/${foreign.id}`)}`);
     const answered = await answerTo('GET', adminPath(`/endpoints/${foreign.id}`), () =>
       page.goto(`${screen.url}/portal/endpoints/${foreign.id}`),
@@ -706,10 +712,11 @@ describe('the settings screen (/portal) in a browser', function () {
   });
 
   it('shows an endpoint deleted meanwhile as not found at the next refresh', async () => {
-    const gone = await createEndpoint(db, {
+    const gone = await createEndpoint(db, operator, {
       workspaceId: workspace.id,
       url: receiver.endpointUrl(),
       name: 'Gone soon',
+      policy: processConfig().destinationPolicy,
     });
     await page.goto(`${screen.url}/portal/endpoints/${gone.id}`);
     await page.getByRole('heading', { level: 1, name: 'Gone soon' }).waitFor();
@@ -773,7 +780,12 @@ describe('the settings screen (/portal) in a browser', function () {
 
   it('offers no change for a frozen workspace (its sessions write nothing), and says it is frozen', async () => {
     const frozen = await fixture(db);
-    await createEndpoint(db, { workspaceId: frozen.ws.id, url: receiver.endpointUrl(), name: 'Frozen sync' });
+    await createEndpoint(db, operator, {
+      workspaceId: frozen.ws.id,
+      url: receiver.endpointUrl(),
+      name: 'Frozen sync',
+      policy: processConfig().destinationPolicy,
+    });
     await db('workspaces').where({ id: frozen.ws.id }).update({ status: 'frozen' });
     const other = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     const viewer = watch(await other.newPage());
@@ -845,7 +857,12 @@ describe('the settings screen (/portal) in a browser', function () {
   });
 
   it('edits an endpoint, and deletes one after confirming', async () => {
-    const spare = await createEndpoint(db, { workspaceId: workspace.id, url: receiver.endpointUrl(), name: 'Spare' });
+    const spare = await createEndpoint(db, operator, {
+      workspaceId: workspace.id,
+      url: receiver.endpointUrl(),
+      name: 'Spare',
+      policy: processConfig().destinationPolicy,
+    });
     await page.goto(`${screen.url}/portal/endpoints/${spare.id}`);
     await page.getByRole('heading', { level: 1, name: 'Spare' }).waitFor();
     await page.getByLabel('Name', { exact: true }).fill('Spare <i>receiver</i>');

@@ -12,6 +12,7 @@ import { testDatabase } from '../support/database.js';
 import { startAdminApiAt, type TestAdminApi } from '../admin/support.js';
 import { documentedClient, SCREEN_API, type ApiResponse } from '../support/http.js';
 import { capturedLogger } from '../support/logs.js';
+import { operatorWith } from '../support/actors.js';
 
 // The settings screen as its tests meet it: the public listener with the screen (as the API's and the admin API's
 // database roles, as main runs it), the admin API whose links point at it, and a request helper that checks every
@@ -74,7 +75,10 @@ export async function startScreen(
   const server: Server = await listen(app, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const admin = await startAdminApiAt({ clock: options.clock, portalUrl: url });
-  const { token: adminToken } = await createAdminToken(database.db, { name: 'platform backend' }, cliAudit());
+  const { token: adminToken } = await createAdminToken(database.db, operatorWith(cliAudit()), {
+    name: 'platform backend',
+    workspaceId: 'every',
+  });
 
   const client = documentedClient({ ...SCREEN_API, baseUrl: url });
   const request: TestScreen['request'] = (method, path, { cookie, csrf, body, headers = {} } = {}) =>

@@ -3,7 +3,7 @@
 // id, the sealed value in base64) and prints what happened, as JSON, on stdout.
 import crypto from 'node:crypto';
 import { apiSecretId, derivedKeys, openSealedBox, settleProcessKeys, x25519PrivateKey } from '../../src/secrets.js';
-import { openSigningSecret } from '../../src/core/webhooks/signing-secrets.js';
+import { openSigningSecret } from '../../src/webhooks/sealing.js';
 import { CURSOR_KEY_LABEL } from '../../src/http/cursors.js';
 import { CSRF_KEY_LABEL } from '../../src/portal/app.js';
 import { ANSWER_KEY_LABEL } from '../../src/admin/idempotency.js';

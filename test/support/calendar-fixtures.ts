@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { loadOpenApiDocument, webhookPayloadSchemas } from '../../src/contract/document.js';
 import { fixture, type Fixture } from './fixtures.js';
-import { sealedSecretColumns } from '../../src/core/webhooks/signing-secrets.js';
+import { sealedSecretColumns } from '../../src/webhooks/sealing.js';
 import { validators } from '../../src/contract/validators.js';
 import { runCalendarSweep } from '../../src/webhooks/calendar.js';
 

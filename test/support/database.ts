@@ -7,7 +7,7 @@ import { openDatabase, type Database } from '../../src/db/database.js';
 import { isRunning, startEmbeddedPostgres, stopEmbeddedPostgres } from '../../src/db/embedded.js';
 import { processConfig } from '../../src/config.js';
 import { SERVICE_ROLES, serviceRoleName } from '../../src/db/roles.js';
-import { recordPublicKey } from '../../src/core/webhooks/signing-secrets.js';
+import { recordPublicKey } from '../../src/webhooks/sealing.js';
 
 // One database for the whole run. With DATABASE_URL the tests use that database as it is (every test makes its
 // own workspaces, so they coexist with other data); otherwise a database of this run's own on the embedded test

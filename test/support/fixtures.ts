@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { createWorkspace } from '../../src/core/workspaces.js';
+import { operator } from './actors.js';
 
 type Time = Date | string;
 
@@ -68,7 +69,7 @@ export interface Fixture {
 
 export async function fixture(db: Knex, options: { timezone?: string; slug?: string } = {}): Promise<Fixture> {
   const slug = options.slug ?? `q-${randomUUID().slice(0, 12)}`;
-  const workspace = await createWorkspace(db, { slug, timezone: options.timezone ?? 'Asia/Dubai' });
+  const workspace = await createWorkspace(db, operator, { slug, timezone: options.timezone ?? 'Asia/Dubai' });
   const workspace_id = workspace.id;
   let seq = 0;
   const next = () => ++seq;

@@ -7,6 +7,8 @@ import { seedDemo } from '../../seeds/demo.js';
 import { createEndpoint } from '../../src/core/webhooks/endpoints.js';
 import { runCalendarSweep } from '../../src/webhooks/calendar.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
+import { idOf, operator } from '../support/actors.js';
+import { processConfig } from '../../src/config.js';
 
 // The "done when": a receiver written from the document alone (test/support/receiver.ts checks every
 // signature with its own implementation) accepts every delivery of the demo workspace.
@@ -22,7 +24,11 @@ describe('the demo workspace, end to end', () => {
     const workspace = await db('workspaces').where({ slug: 'demo-e2e' }).first('id');
     receiver = await startReceiver();
     const url = receiver.endpointUrl();
-    const endpoint = await createEndpoint(db, { workspaceSlug: 'demo-e2e', url });
+    const endpoint = await createEndpoint(db, operator, {
+      workspaceId: await idOf(db, 'demo-e2e'),
+      url,
+      policy: processConfig().destinationPolicy,
+    });
     receiver.setSecret(url, endpoint.secret);
 
     // The first sweep raises the time-based events (due soon, overdue, documents, integrations) of the demo data.

@@ -8,13 +8,14 @@ import { testDatabase } from '../support/database.js';
 import { startReceiver, type Receiver } from '../support/receiver.js';
 import { attemptDelivery, type AttemptRequest } from '../../src/webhooks/http-attempt.js';
 import { createEndpoint } from '../../src/core/webhooks/endpoints.js';
-import { publishEvent } from '../../src/core/webhooks/publish.js';
+import { recordEvent } from '../../src/webhooks/record-event.js';
 import { createApiKey } from '../../src/core/workspaces.js';
 import { InputError } from '../../src/core/errors.js';
 import { startApi } from '../support/api.js';
 import { blockedKind, STRICT_POLICY, type DestinationPolicy } from '../../src/webhooks/destination-policy.js';
 import { bookingConfirmedData, delivery, dropTestWorkspaces, endpointRow, webhookWorkspace } from './support.js';
 import { destinationPolicyFromEnv } from '../../src/config.js';
+import { idOf, operator } from '../support/actors.js';
 
 // The whole run allows private destinations (test/support/hooks.ts); these tests pass the strict policy, the
 // default of a process without the switch, explicitly.
@@ -251,7 +252,7 @@ describe('webhooks: destination policy', () => {
       const ws = await webhookWorkspace(db);
       // Registered while the name still pointed elsewhere (or under the switch); refused when the dispatcher connects.
       const endpoint = await ws.endpoint({ url: `http://rebind.test:${port}/hook` });
-      await publishEvent(db, {
+      await recordEvent(db, {
         workspaceId: ws.id,
         event: 'booking.confirmed',
         data: bookingConfirmedData(),
@@ -274,7 +275,7 @@ describe('webhooks: destination policy', () => {
       // The delivery log shows it as the document describes it (every response is validated against it).
       const api = await startApi();
       try {
-        const { key } = await createApiKey(db, { workspaceSlug: ws.slug });
+        const { key } = await createApiKey(db, operator, { workspaceId: await idOf(db, ws.slug) });
         const detail = await api.get(`/v1/webhooks/${endpoint.id}/deliveries/${row.id}`, key);
         expect(detail.status).to.equal(200);
         expect(detail.body).to.include({
@@ -305,7 +306,8 @@ describe('webhooks: destination policy', () => {
       ...STRICT_POLICY,
       lookup: lookupOf({ 'rebind.test': ['127.0.0.1'], 'hooks.example.ae': ['93.184.215.14'] }),
     };
-    const register = (url: string, policy = strict) => createEndpoint(db, { workspaceSlug: slug, url }, policy);
+    const register = async (url: string, policy = strict) =>
+      createEndpoint(db, operator, { workspaceId: await idOf(db, slug), url, policy });
     const endpointsOf = async () =>
       (
         await db('webhook_endpoints')

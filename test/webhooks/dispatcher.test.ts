@@ -6,7 +6,7 @@ import { startReceiver, type Receiver, type Reply } from '../support/receiver.js
 import { updateWorkspace } from '../../src/core/workspaces.js';
 import { InputError } from '../../src/core/errors.js';
 import { setEndpointActive } from '../../src/core/webhooks/endpoints.js';
-import { publishEvent } from '../../src/core/webhooks/publish.js';
+import { recordEvent } from '../../src/webhooks/record-event.js';
 import { queueTestDelivery } from '../../src/core/webhooks/test-delivery.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 import { summariseStreaks } from '../../src/webhooks/attempt-records.js';
@@ -26,6 +26,7 @@ import {
   webhookWorkspace,
   type TestWorkspace,
 } from './support.js';
+import { idOf, operator } from '../support/actors.js';
 
 const DAY = 24 * 60 * 60 * 1000;
 
@@ -55,7 +56,7 @@ describe('webhooks: the dispatcher', () => {
     for (let i = 0; i < count; i++)
       ids.push(
         (
-          await publishEvent(db, {
+          await recordEvent(db, {
             workspaceId: ws.id,
             event: 'booking.confirmed',
             data: bookingConfirmedData(),
@@ -295,7 +296,7 @@ describe('webhooks: the dispatcher', () => {
       .where({ id: rows[0].id })
       .update({ created_at: new Date(now.getTime() - 7 * DAY - 1000) });
     // The operator's switch (fleet-admin endpoint enable) releases what was held.
-    await setEndpointActive(db, endpoint.id, true, now);
+    await setEndpointActive(db, operator, { endpointId: endpoint.id, workspaceId: 'every', active: true, now });
     const released = await db('deliveries')
       .whereIn(
         'id',
@@ -330,16 +331,21 @@ describe('webhooks: the dispatcher', () => {
     await publish();
     await ws.dispatcher().runOnce();
     await publish();
-    const { rows } = await listDeliveries(db, endpoint.id);
+    const { rows } = await listDeliveries(db, operator, { endpointId: endpoint.id, workspaceId: 'every' });
     expect(rows).to.have.length(2);
     expect(rows[0]).to.include({ event: 'booking.confirmed', status: 'queued', attempts: 0, lastStatusCode: null });
     expect(rows[1]).to.include({ event: 'booking.confirmed', status: 'retrying', attempts: 1, lastStatusCode: 500 });
     expect(rows[1].nextAttemptAt).to.match(/^\d{4}-\d{2}-\d{2}T.*Z$/);
     let caught: unknown;
-    await listDeliveries(db, 'not-a-uuid').catch((err) => (caught = err));
+    await listDeliveries(db, operator, { endpointId: 'not-a-uuid', workspaceId: 'every' }).catch(
+      (err) => (caught = err),
+    );
     expect(caught).to.be.instanceOf(InputError);
     caught = undefined;
-    await listDeliveries(db, '8d6f2c1e-4a3b-4c5d-8e9f-0a1b2c3d4e5f').catch((err) => (caught = err));
+    await listDeliveries(db, operator, {
+      endpointId: '8d6f2c1e-4a3b-4c5d-8e9f-0a1b2c3d4e5f',
+      workspaceId: 'every',
+    }).catch((err) => (caught = err));
     expect(caught).to.be.instanceOf(InputError);
   });
 
@@ -349,7 +355,7 @@ describe('webhooks: the dispatcher', () => {
     answer = (path) => (path === slow.path ? { status: 204, delayMs: 1000 } : { status: 204, delayMs: 10 });
     const payment = examplePayload('payment.captured');
     for (let i = 0; i < 4; i++)
-      await publishEvent(db, { workspaceId: ws.id, event: 'payment.captured', data: payment.data, source: 'publish' });
+      await recordEvent(db, { workspaceId: ws.id, event: 'payment.captured', data: payment.data, source: 'publish' });
     await publish(10);
     const started = Date.now();
     const run = ws.dispatcher({ concurrency: 4, perEndpointConcurrency: 2, perWorkspaceConcurrency: 4 }).runOnce();
@@ -505,8 +511,19 @@ describe('webhooks: the dispatcher', () => {
         await receiver.waitForRequests(1, 3000);
         const leased = await db('deliveries').where({ endpoint_id: endpoint.id }).whereNotNull('lease_owner');
         expect(leased, 'one in flight, one claimed ahead').to.have.length(2);
-        if (change === 'a switch-off') await setEndpointActive(db, endpoint.id, false);
-        else await updateWorkspace(db, ws.slug, { status: 'frozen' });
+        if (change === 'a switch-off')
+          await setEndpointActive(db, operator, {
+            endpointId: endpoint.id,
+            workspaceId: 'every',
+            active: false,
+            now: new Date(),
+          });
+        else
+          await updateWorkspace(db, operator, {
+            workspaceId: await idOf(db, ws.slug),
+            changes: { status: 'frozen' },
+            now: new Date(),
+          });
         const [first, second] = await deliveriesOf(endpoint.id);
         await eventually(
           async () => (await db('deliveries').where({ id: first.id }).first()).status === 'accepted',

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { preparedPlanCosts, testDatabase } from '../support/database.js';
 import { listEndpoints } from '../../src/core/webhooks/endpoints.js';
 import { dropTestWorkspaces, webhookWorkspace } from './support.js';
+import { operator } from '../support/actors.js';
 
 describe('webhooks: the endpoint list', () => {
   after(async () => dropTestWorkspaces((await testDatabase()).db));
@@ -20,7 +21,7 @@ describe('webhooks: the endpoint list', () => {
     const { generic, custom } = await preparedPlanCosts(
       db,
       async (trx) => {
-        const listed = await listEndpoints(trx, ws.id);
+        const listed = await listEndpoints(trx, operator, { workspaceId: ws.id });
         expect(
           listed.map((e) => [e.id, e.url, e.events, e.isActive, e.disabledAt === null, e.consecutiveFailures]),
         ).to.deep.equal([

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
 import { startReceiver, type Receiver } from '../support/receiver.js';
-import { publishEvent } from '../../src/core/webhooks/publish.js';
+import { recordEvent } from '../../src/webhooks/record-event.js';
 import { queueTestDelivery } from '../../src/core/webhooks/test-delivery.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 import { defaultWorkspaceConcurrency } from '../../src/webhooks/fairness.js';
@@ -21,6 +21,7 @@ import {
   type TestWorkspace,
 } from './support.js';
 import { workspaceConcurrencyFromEnv } from '../../src/config.js';
+import { idOf, operator } from '../support/actors.js';
 
 const DAY = 24 * 60 * 60 * 1000;
 
@@ -45,7 +46,7 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
 
   const publish = async (ws: TestWorkspace, count: number) => {
     for (let i = 0; i < count; i++)
-      await publishEvent(db, {
+      await recordEvent(db, {
         workspaceId: ws.id,
         event: 'booking.confirmed',
         data: bookingConfirmedData(),
@@ -184,7 +185,7 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
     // The delivery log shows the kind as the document describes it (every response is validated against it).
     const api = await startApi();
     try {
-      const { key } = await createApiKey(db, { workspaceSlug: stuckWs.slug });
+      const { key } = await createApiKey(db, operator, { workspaceId: await idOf(db, stuckWs.slug) });
       const [row] = await db('deliveries').where({ endpoint_id: stuck.id }).limit(1);
       const detail = await api.get(`/v1/webhooks/${stuck.id}/deliveries/${row.id}`, key);
       expect(detail.status).to.equal(200);
@@ -239,7 +240,11 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
   it('a frozen workspace sends nothing, test deliveries included; events are still recorded; set active, it sends', async () => {
     const ws = await webhookWorkspace(db);
     const endpoint = await endpointOn(ws);
-    await updateWorkspace(db, ws.slug, { status: 'frozen' });
+    await updateWorkspace(db, operator, {
+      workspaceId: await idOf(db, ws.slug),
+      changes: { status: 'frozen' },
+      now: new Date(),
+    });
     await publish(ws, 2);
     await queueTestDelivery(db, {
       workspaceId: ws.id,
@@ -262,7 +267,11 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
 
     // 6 days 23 hours after the oldest was queued: under the 7-day rule, so everything is sent.
     const { min } = (await db('deliveries').where({ workspace_id: ws.id }).min('created_at').first())!;
-    await updateWorkspace(db, ws.slug, { status: 'active' }, new Date(min.getTime() + 7 * DAY - 3_600_000));
+    await updateWorkspace(db, operator, {
+      workspaceId: await idOf(db, ws.slug),
+      changes: { status: 'active' },
+      now: new Date(min.getTime() + 7 * DAY - 3_600_000),
+    });
     expect(await dispatcher.runOnce(sweepAt)).to.deep.equal({ attempted: 3, accepted: 3, retrying: 0, failed: 0 });
     expect(receiver.requests.map((r) => r.event).sort()).to.deep.equal([
       'booking.confirmed',
@@ -274,12 +283,20 @@ describe('webhooks: fairness between workspaces, frozen workspaces', () => {
   it('set active after more than 7 days, what waited is marked failed instead of sent', async () => {
     const ws = await webhookWorkspace(db);
     await endpointOn(ws);
-    await updateWorkspace(db, ws.slug, { status: 'frozen' });
+    await updateWorkspace(db, operator, {
+      workspaceId: await idOf(db, ws.slug),
+      changes: { status: 'frozen' },
+      now: new Date(),
+    });
     await publish(ws, 1);
     const [row] = await db('deliveries').where({ workspace_id: ws.id });
     // Created (database clock) now; set active 7 days and a minute later by the clock passed in.
     const later = new Date(row.created_at.getTime() + 7 * DAY + 60_000);
-    await updateWorkspace(db, ws.slug, { status: 'active' }, later);
+    await updateWorkspace(db, operator, {
+      workspaceId: await idOf(db, ws.slug),
+      changes: { status: 'active' },
+      now: later,
+    });
     const after = await db('deliveries').where({ id: row.id }).first();
     expect(after).to.include({
       status: 'failed',

@@ -8,6 +8,7 @@ import { startImport } from '../../src/core/import/jobs.js';
 import { runCalendarSweep } from '../../src/webhooks/calendar.js';
 import { testDatabase } from '../support/database.js';
 import { startedCalendar } from '../support/calendar-fixtures.js';
+import { operatorWith } from '../support/actors.js';
 
 // Issue 32, point 6, through the two ways in: a batch that says it carries history and an import job are backfills,
 // and raise no derived event (a customer is not told today of a payment taken two days ago); an ordinary batch does.
@@ -39,8 +40,11 @@ describe('webhooks: backfills through batch writes and import jobs raise no deri
     const { f, endpoint, customerId, invoiceId } = await started();
     const old = payment(customerId, invoiceId, 20000, '2026-11-20T08:00:00.000Z');
     const fresh = payment(customerId, invoiceId, 3000, '2026-11-22T08:29:00.000Z');
-    await writeRecords(db, f.ws.id, { history: true, upsert: { payments: [old] } }, { audit: cliAudit() });
-    await writeRecords(db, f.ws.id, { upsert: { payments: [fresh] } }, { audit: cliAudit() });
+    await writeRecords(db, operatorWith(cliAudit()), {
+      workspaceId: f.ws.id,
+      body: { history: true, upsert: { payments: [old] } },
+    });
+    await writeRecords(db, operatorWith(cliAudit()), { workspaceId: f.ws.id, body: { upsert: { payments: [fresh] } } });
     await runCalendarSweep(workerDb, new Date('2026-11-22T08:31:00.000Z'), { workspaceIds: [f.ws.id] });
     const list = await f.deliveries(endpoint);
     expect(list.map((d) => [d.event, d.body.data.paymentId])).to.deep.equal([['payment.captured', fresh.id]]);
@@ -52,7 +56,7 @@ describe('webhooks: backfills through batch writes and import jobs raise no deri
     const { f, endpoint, customerId, invoiceId } = await started();
     const old = payment(customerId, invoiceId, 20000, '2026-11-20T08:00:00.000Z');
     const body = Readable.from([Buffer.from(JSON.stringify({ payments: [old] }))]);
-    const { done } = await startImport(db, f.ws.id, { body, format: 'json', audit: cliAudit() });
+    const { done } = await startImport(db, operatorWith(cliAudit()), { workspaceId: f.ws.id, body, format: 'json' });
     const job = await done;
     expect(job.phase).to.equal('succeeded');
     await runCalendarSweep(workerDb, new Date('2026-11-22T08:31:00.000Z'), { workspaceIds: [f.ws.id] });

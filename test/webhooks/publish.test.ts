@@ -10,7 +10,7 @@ import {
   TEST_EVENT,
 } from '../../src/webhooks/catalogue.js';
 import { fanOutEvents } from '../../src/webhooks/fanout.js';
-import { InvalidEventError, publishEvent } from '../../src/core/webhooks/publish.js';
+import { InvalidEventError, recordEvent } from '../../src/webhooks/record-event.js';
 import { InputError } from '../../src/core/errors.js';
 import {
   bookingConfirmedData,
@@ -59,7 +59,7 @@ describe('webhooks: catalogue, publish and fan-out', () => {
     });
   });
 
-  describe('publishEvent', () => {
+  describe('recordEvent', () => {
     it('records the event and queues one delivery per subscribed endpoint (empty list = all events)', async () => {
       const all = await ws.endpoint({ url: 'https://a.example/hook' });
       const listed = await ws.endpoint({
@@ -70,7 +70,7 @@ describe('webhooks: catalogue, publish and fan-out', () => {
       const other = await webhookWorkspace(db);
       await other.endpoint({ url: 'https://d.example/hook' });
 
-      const result = await publishEvent(db, {
+      const result = await recordEvent(db, {
         workspaceId: ws.id,
         event: 'booking.confirmed',
         data: bookingConfirmedData(),
@@ -94,7 +94,7 @@ describe('webhooks: catalogue, publish and fan-out', () => {
 
     it('builds the body once, in the order id, event, createdAt, data, with the delivery id as id', async () => {
       await ws.endpoint({ url: 'https://a.example/hook' });
-      const { eventId } = await publishEvent(db, {
+      const { eventId } = await recordEvent(db, {
         workspaceId: ws.id,
         event: 'booking.confirmed',
         data: bookingConfirmedData(),
@@ -116,7 +116,7 @@ describe('webhooks: catalogue, publish and fan-out', () => {
     it('gives every endpoint its own delivery id', async () => {
       await ws.endpoint({ url: 'https://a.example/hook' });
       await ws.endpoint({ url: 'https://b.example/hook' });
-      const { eventId } = await publishEvent(db, {
+      const { eventId } = await recordEvent(db, {
         workspaceId: ws.id,
         event: 'booking.confirmed',
         data: bookingConfirmedData(),
@@ -129,7 +129,7 @@ describe('webhooks: catalogue, publish and fan-out', () => {
 
     it('records held deliveries, and sends nothing, for a switched-off endpoint', async () => {
       const off = await ws.endpoint({ url: 'https://a.example/hook', active: false });
-      const { eventId, deliveries } = await publishEvent(db, {
+      const { eventId, deliveries } = await recordEvent(db, {
         workspaceId: ws.id,
         event: 'booking.confirmed',
         data: bookingConfirmedData(),
@@ -162,7 +162,7 @@ describe('webhooks: catalogue, publish and fan-out', () => {
       ];
       for (const [event, data, message] of cases) {
         let caught: unknown;
-        await publishEvent(db, { workspaceId: ws.id, event, data, source: 'publish' }).catch((err) => (caught = err));
+        await recordEvent(db, { workspaceId: ws.id, event, data, source: 'publish' }).catch((err) => (caught = err));
         expect(caught, JSON.stringify(data)).to.be.instanceOf(InvalidEventError).and.instanceOf(InputError);
         expect((caught as Error).message).to.match(message);
       }
@@ -173,7 +173,7 @@ describe('webhooks: catalogue, publish and fan-out', () => {
     it('refuses unknown events and webhook.test', async () => {
       for (const event of ['booking.teleported', TEST_EVENT]) {
         let caught: unknown;
-        await publishEvent(db, { workspaceId: ws.id, event, data: {}, source: 'publish' }).catch(
+        await recordEvent(db, { workspaceId: ws.id, event, data: {}, source: 'publish' }).catch(
           (err) => (caught = err),
         );
         expect(caught, event).to.be.instanceOf(InvalidEventError);
@@ -185,7 +185,7 @@ describe('webhooks: catalogue, publish and fan-out', () => {
     it('needs the dedupeKey on the events whose payload carries one', async () => {
       const { data } = examplePayload('integration.failed');
       let caught: unknown;
-      await publishEvent(db, { workspaceId: ws.id, event: 'integration.failed', data, source: 'publish' }).catch(
+      await recordEvent(db, { workspaceId: ws.id, event: 'integration.failed', data, source: 'publish' }).catch(
         (err) => (caught = err),
       );
       expect((caught as Error).message).to.equal(
@@ -196,14 +196,14 @@ describe('webhooks: catalogue, publish and fan-out', () => {
     it('records a dedupeKey once: a repeat returns the first event and queues nothing', async () => {
       await ws.endpoint({ url: 'https://a.example/hook' });
       const { data, dedupeKey } = examplePayload('integration.failed');
-      const first = await publishEvent(db, {
+      const first = await recordEvent(db, {
         workspaceId: ws.id,
         event: 'integration.failed',
         data,
         dedupeKey,
         source: 'publish',
       });
-      const again = await publishEvent(db, {
+      const again = await recordEvent(db, {
         workspaceId: ws.id,
         event: 'integration.failed',
         data,
@@ -224,7 +224,7 @@ describe('webhooks: catalogue, publish and fan-out', () => {
       const { data, dedupeKey } = examplePayload('integration.failed');
       const results = await Promise.all(
         Array.from({ length: 5 }, () =>
-          publishEvent(db, { workspaceId: ws.id, event: 'integration.failed', data, dedupeKey, source: 'publish' }),
+          recordEvent(db, { workspaceId: ws.id, event: 'integration.failed', data, dedupeKey, source: 'publish' }),
         ),
       );
       expect(results.filter((r) => !r.duplicate)).to.have.length(1);
@@ -234,7 +234,7 @@ describe('webhooks: catalogue, publish and fan-out', () => {
 
     it('keeps a dedupeKey of an event without one in its payload out of the body', async () => {
       await ws.endpoint({ url: 'https://a.example/hook' });
-      const { eventId } = await publishEvent(db, {
+      const { eventId } = await recordEvent(db, {
         workspaceId: ws.id,
         event: 'booking.confirmed',
         data: bookingConfirmedData(),
@@ -245,7 +245,7 @@ describe('webhooks: catalogue, publish and fan-out', () => {
       expect(JSON.parse(row.body)).not.to.have.property('dedupeKey');
       expect(
         (
-          await publishEvent(db, {
+          await recordEvent(db, {
             workspaceId: ws.id,
             event: 'booking.confirmed',
             data: bookingConfirmedData(),
@@ -300,7 +300,7 @@ describe('webhooks: catalogue, publish and fan-out', () => {
       await ws.endpoint({ url: 'https://a.example/hook' });
       for (const event of subscribableEvents()) {
         const { data, dedupeKey } = examplePayload(event);
-        const { eventId } = await publishEvent(db, { workspaceId: ws.id, event, data, dedupeKey, source: 'publish' });
+        const { eventId } = await recordEvent(db, { workspaceId: ws.id, event, data, dedupeKey, source: 'publish' });
         const [row] = await deliveriesOf(eventId);
         const body = JSON.parse(row.body);
         const validate = validators[eventDefinition(event)!.schema];

@@ -15,6 +15,7 @@ import {
   webhookWorkspace,
   type TestWorkspace,
 } from './support.js';
+import { operator } from '../support/actors.js';
 
 describe('webhooks: recovery (show, resend, recover a window)', () => {
   let db: Knex;
@@ -56,7 +57,7 @@ describe('webhooks: recovery (show, resend, recover a window)', () => {
       responseBody: 'oops',
     });
 
-    expect(await resendDelivery(db, failed.id, now)).to.deep.equal({
+    expect(await resendDelivery(db, operator, { deliveryId: failed.id, workspaceId: 'every', now })).to.deep.equal({
       id: failed.id,
       status: 'queued',
       attempts: MAX_ATTEMPTS,
@@ -74,7 +75,7 @@ describe('webhooks: recovery (show, resend, recover a window)', () => {
     expect(receiver.requests[0].rawBody.toString('utf8')).to.equal(failed.body);
     expect(receiver.requests[0].deliveryId).to.equal(failed.id);
     expect(receiver.requests[0].verified).to.deep.equal({ ok: true });
-    const shown = await showDelivery(db, failed.id);
+    const shown = await showDelivery(db, operator, { deliveryId: failed.id, workspaceId: 'every' });
     expect(shown).to.include({ status: 'accepted', attemptCount: MAX_ATTEMPTS + 1 });
     expect(shown.attempts.map((a) => [a.number, a.errorKind])).to.deep.equal([
       [MAX_ATTEMPTS, 'status'],
@@ -95,18 +96,42 @@ describe('webhooks: recovery (show, resend, recover a window)', () => {
       createdAt: '2026-11-20T08:00:00.000Z',
       attempts: 2,
     });
-    expect((await expectRejection(resendDelivery(db, accepted.id, now), InputError)).message).to.equal(
-      `delivery ${accepted.id} is accepted; only a failed delivery can be resent`,
-    );
-    expect((await expectRejection(resendDelivery(db, pending.id, now), InputError)).message).to.match(
-      /is retrying; only a failed delivery/,
-    );
     expect(
-      (await expectRejection(resendDelivery(db, '8d6f2c1e-4a3b-4c5d-8e9f-0a1b2c3d4e5f', now), InputError)).message,
+      (
+        await expectRejection(
+          resendDelivery(db, operator, { deliveryId: accepted.id, workspaceId: 'every', now }),
+          InputError,
+        )
+      ).message,
+    ).to.equal(`delivery ${accepted.id} is accepted; only a failed delivery can be resent`);
+    expect(
+      (
+        await expectRejection(
+          resendDelivery(db, operator, { deliveryId: pending.id, workspaceId: 'every', now }),
+          InputError,
+        )
+      ).message,
+    ).to.match(/is retrying; only a failed delivery/);
+    expect(
+      (
+        await expectRejection(
+          resendDelivery(db, operator, {
+            deliveryId: '8d6f2c1e-4a3b-4c5d-8e9f-0a1b2c3d4e5f',
+            workspaceId: 'every',
+            now,
+          }),
+          InputError,
+        )
+      ).message,
     ).to.match(/^no delivery with id/);
-    expect((await expectRejection(resendDelivery(db, 'nope', now), InputError)).message).to.equal(
-      'id must be a UUID, got "nope"',
-    );
+    expect(
+      (
+        await expectRejection(
+          resendDelivery(db, operator, { deliveryId: 'nope', workspaceId: 'every', now }),
+          InputError,
+        )
+      ).message,
+    ).to.equal('id must be a UUID, got "nope"');
 
     const off = await ws.endpoint({ url: 'https://off.example/hook', active: false });
     const failed = await buildDelivery(db, ws, off, {
@@ -114,11 +139,19 @@ describe('webhooks: recovery (show, resend, recover a window)', () => {
       createdAt: '2026-11-20T08:00:00.000Z',
       attempts: 9,
     });
-    const err = await expectRejection(resendDelivery(db, failed.id, now), InputError);
+    const err = await expectRejection(
+      resendDelivery(db, operator, { deliveryId: failed.id, workspaceId: 'every', now }),
+      InputError,
+    );
     expect(err.message).to.include(`fleet-admin endpoint enable --id ${off.id}`);
     expect(await delivery(db, failed.id)).to.include({ status: 'failed' });
     await expectRejection(
-      recoverEndpoint(db, { endpointId: off.id, since: new Date('2026-11-01T00:00:00Z'), now }),
+      recoverEndpoint(db, operator, {
+        endpointId: off.id,
+        since: new Date('2026-11-01T00:00:00Z'),
+        now,
+        workspaceId: 'every',
+      }),
       InputError,
     );
     expect(await delivery(db, failed.id)).to.include({ status: 'failed' });
@@ -138,7 +171,9 @@ describe('webhooks: recovery (show, resend, recover a window)', () => {
 
     const since = new Date('2026-11-21T06:00:00.000Z');
     const until = new Date('2026-11-21T12:00:00.000Z');
-    expect(await recoverEndpoint(db, { endpointId: endpoint.id, since, until, now })).to.deep.equal({
+    expect(
+      await recoverEndpoint(db, operator, { endpointId: endpoint.id, since, until, now, workspaceId: 'every' }),
+    ).to.deep.equal({
       endpointId: endpoint.id,
       since: since.toISOString(),
       until: until.toISOString(),
@@ -149,10 +184,12 @@ describe('webhooks: recovery (show, resend, recover a window)', () => {
       await Promise.all([before, atSince, inside, acceptedInside, atUntil, otherEndpoint].map(status)),
     ).to.deep.equal(['failed', 'queued', 'queued', 'accepted', 'failed', 'failed']);
     // without --until: everything failed since then, up to now
-    expect((await recoverEndpoint(db, { endpointId: endpoint.id, since, now })).queued).to.equal(1);
+    expect(
+      (await recoverEndpoint(db, operator, { endpointId: endpoint.id, since, now, workspaceId: 'every' })).queued,
+    ).to.equal(1);
     expect(await status(atUntil)).to.equal('queued');
     await expectRejection(
-      recoverEndpoint(db, { endpointId: endpoint.id, since: until, until: since, now }),
+      recoverEndpoint(db, operator, { endpointId: endpoint.id, since: until, until: since, now, workspaceId: 'every' }),
       InputError,
     );
   });

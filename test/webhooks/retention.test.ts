@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
-import { publishEvent } from '../../src/core/webhooks/publish.js';
+import { recordEvent } from '../../src/webhooks/record-event.js';
 import { queueTestDelivery } from '../../src/core/webhooks/test-delivery.js';
 import { createPortalLink } from '../../src/core/portal-sessions.js';
 import { cliAudit } from '../../src/core/audit.js';
@@ -16,6 +16,7 @@ import {
   type TestWorkspace,
 } from './support.js';
 import { retentionDaysFromEnv } from '../../src/config.js';
+import { idOf, operatorWith } from '../support/actors.js';
 
 const SECOND = 1000;
 const HOUR = 3600 * SECOND;
@@ -50,7 +51,7 @@ describe('webhooks: retention', () => {
 
     const publish = async (workspace: TestWorkspace, event = 'booking.confirmed') => {
       const data = event === 'booking.confirmed' ? bookingConfirmedData() : examplePayload(event).data;
-      const { eventId } = await publishEvent(db, { workspaceId: workspace.id, event, data, source: 'publish' });
+      const { eventId } = await recordEvent(db, { workspaceId: workspace.id, event, data, source: 'publish' });
       const row = await db('deliveries').where({ event_id: eventId }).first();
       return { eventId, deliveryId: row.id as string };
     };
@@ -148,7 +149,11 @@ describe('webhooks: retention', () => {
     await setDelivery(theirs.deliveryId, { status: 'accepted', next_attempt_at: null, finished_at: at(-10 * DAY) });
 
     // A settings-screen link made at T0 for 5 minutes: its record goes once its expiry is older than the cutoff.
-    const link = await createPortalLink(db, { workspaceId: ws.id, expiresInMinutes: 5, now: at(0) }, cliAudit());
+    const link = await createPortalLink(db, operatorWith(cliAudit()), {
+      workspaceId: ws.id,
+      expiresInMinutes: 5,
+      now: at(0),
+    });
 
     // As the worker runs it: on the worker's database role (src/db/roles.ts).
     const workerDb = (await testDatabase()).forRole('worker');
@@ -286,11 +291,10 @@ describe('webhooks: retention', () => {
 
   it("forgets the admin API's idempotency keys (and the sealed answers they replay) after 24 hours, whether or not their token comes back", async () => {
     const ws = await webhookWorkspace(db);
-    const token = await createAdminToken(
-      db,
-      { name: 'retention test', workspaceSlug: ws.slug },
-      { actor: { type: 'cli', name: 'test' } },
-    );
+    const token = await createAdminToken(db, operatorWith({ actor: { type: 'cli', name: 'test' } }), {
+      name: 'retention test',
+      workspaceId: await idOf(db, ws.slug),
+    });
     // a key is kept as its SHA-256 (src/admin/idempotency.ts)
     const digest = (key: string) => crypto.createHash('sha256').update(key).digest('hex');
     const row = (key: string, createdAt: Date) => ({

@@ -13,12 +13,15 @@ import { ROOT_DIR } from '../../src/config.js';
 import { createAdminToken } from '../../src/core/admin-tokens.js';
 import { createWorkspace } from '../../src/core/workspaces.js';
 import { createEndpoint } from '../../src/core/webhooks/endpoints.js';
-import { openSigningSecret, rotateSigningSecret } from '../../src/core/webhooks/signing-secrets.js';
+import { rotateSigningSecret } from '../../src/core/webhooks/signing-secrets.js';
+import { openSigningSecret } from '../../src/webhooks/sealing.js';
 import { ADMIN_API, expectDocumented } from '../support/http.js';
 import { bookingConfirmedData, dropTestWorkspaces, eventually } from './support.js';
 import { startReceiver, verifyIndependently } from '../support/receiver.js';
-import { publishEvent } from '../../src/core/webhooks/publish.js';
+import { recordEvent } from '../../src/webhooks/record-event.js';
 import * as frozenSealing from '../../migrations/support/sealed-signing-secrets.js';
+import { operator, operatorWith } from '../support/actors.js';
+import { processConfig } from '../../src/config.js';
 
 // Issue 31, point 1: only the worker can open a signing secret. The process serving the public listener (the API, the
 // admin API, the settings screen) holds no key that opens one and no database role that reads one.
@@ -78,10 +81,23 @@ describe('only the worker can open a signing secret: the API process, as its rol
     const owner = database.db;
     const api = database.forRole('api');
     const admin = database.forRole('admin');
-    const workspace = await createWorkspace(owner, { slug: `sealing-${process.pid}-${Date.now().toString(36)}` });
-    // Made and rotated as the admin API does, in its role (sealed to the recorded public key)
-    const made = await createEndpoint(admin, { workspaceId: workspace.id, url: 'https://hooks.example.ae/sealed' });
-    const rotated = await rotateSigningSecret(admin, made.id, { overlapHours: 2, workspaceId: workspace.id });
+    const workspace = await createWorkspace(owner, operator, {
+      slug: `sealing-${process.pid}-${Date.now().toString(36)}`,
+    });
+    // Made and rotated as the admin API does, in its role (sealed to the recorded public key), by a token it knows
+    const token = await createAdminToken(owner, operator, { name: 'sealing test', workspaceId: 'every' });
+    const asToken = operatorWith({ actor: { type: 'admin_token', id: token.id, name: token.name } });
+    const made = await createEndpoint(admin, asToken, {
+      workspaceId: workspace.id,
+      url: 'https://hooks.example.ae/sealed',
+      policy: processConfig().destinationPolicy,
+    });
+    const rotated = await rotateSigningSecret(admin, asToken, {
+      endpointId: made.id,
+      workspaceId: workspace.id,
+      overlapHours: 2,
+      now: new Date(),
+    });
     for (const role of [api, admin]) {
       for (const column of ['secret_sealed', 'previous_secret_sealed']) {
         expect(
@@ -120,8 +136,14 @@ describe('only the worker can open a signing secret: the API process, as its rol
 
   it('with the keys it holds (given FRS_SECRET_KEY as npm start may be), the API process opens no sealed secret: no master key, and its derived keys open nothing', async () => {
     const { db: owner } = await testDatabase();
-    const workspace = await createWorkspace(owner, { slug: `sealing-keys-${process.pid}-${Date.now().toString(36)}` });
-    const made = await createEndpoint(owner, { workspaceId: workspace.id, url: 'https://hooks.example.ae/keys' });
+    const workspace = await createWorkspace(owner, operator, {
+      slug: `sealing-keys-${process.pid}-${Date.now().toString(36)}`,
+    });
+    const made = await createEndpoint(owner, operator, {
+      workspaceId: workspace.id,
+      url: 'https://hooks.example.ae/keys',
+      policy: processConfig().destinationPolicy,
+    });
     const row = await owner('webhook_endpoints').where({ id: made.id }).first('secret_key_id', 'secret_sealed');
     // this process, holding the master key, opens it
     expect(openSigningSecret(made.id, { keyId: row.secret_key_id, sealed: row.secret_sealed })).to.equal(made.secret);
@@ -198,8 +220,8 @@ describe('keys rotate whole: the admin API replays a stored answer after a maste
     };
     await cli('secrets', 'create-master-key');
     await cli('migrate');
-    const workspace = await createWorkspace(own, { slug: 'rotate-whole' });
-    const token = await createAdminToken(own, { name: 'platform' }, OPERATOR);
+    const workspace = await createWorkspace(own, operator, { slug: 'rotate-whole' });
+    const token = await createAdminToken(own, operatorWith(OPERATOR), { name: 'platform', workspaceId: 'every' });
     const adminPort = await freePort();
     const service = await startService(url, {
       ...keys,
@@ -338,7 +360,7 @@ describe('the move to sealed boxes: `secrets rotate-master-key` re-seals the sec
     await cli('secrets', 'create-master-key');
     await cli('migrate');
     const receiver = await startReceiver(() => ({ status: 204 }));
-    const workspace = await createWorkspace(own, { slug: 'move' });
+    const workspace = await createWorkspace(own, operator, { slug: 'move' });
     // A secret as the previous release sealed it (version 1: AES-256-GCM under the master key itself), with the key file
     // as this process's master key while it seals.
     const secret = `whsec_${crypto.randomBytes(20).toString('hex')}`;
@@ -362,7 +384,7 @@ describe('the move to sealed boxes: `secrets rotate-master-key` re-seals the sec
     const worker = await startService(url, { ...keys, FRS_ROLE: 'worker', FRS_ALLOW_PRIVATE_WEBHOOK_URLS: '1' });
     try {
       const publish = () =>
-        publishEvent(own, {
+        recordEvent(own, {
           workspaceId: workspace.id,
           event: 'booking.confirmed',
           data: bookingConfirmedData(),

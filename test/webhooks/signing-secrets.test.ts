@@ -14,14 +14,12 @@ import { migrationSource } from '../../src/db/migrate.js';
 import { ROOT_DIR } from '../../src/config.js';
 import { loadKeyring, masterKeyFile, MasterKeyError, newSigningSecret, writeKeyFile } from '../../src/secrets.js';
 import { InputError } from '../../src/core/errors.js';
-import { publishEvent } from '../../src/core/webhooks/publish.js';
-import {
-  openSigningSecret,
-  rotateSigningSecret,
-  sealedSecretColumns,
-} from '../../src/core/webhooks/signing-secrets.js';
+import { recordEvent } from '../../src/webhooks/record-event.js';
+import { rotateSigningSecret } from '../../src/core/webhooks/signing-secrets.js';
+import { openSigningSecret, sealedSecretColumns } from '../../src/webhooks/sealing.js';
 import { bookingConfirmedData, dropTestWorkspaces, webhookWorkspace, type TestWorkspace } from './support.js';
 import * as frozenSealing from '../../migrations/support/sealed-signing-secrets.js';
+import { operator, FIXTURE_ACTOR } from '../support/actors.js';
 
 const HOUR = 3_600_000;
 
@@ -83,7 +81,7 @@ describe('webhooks: signing secrets at rest and their rotation', () => {
 
   /** Publishes one booking.confirmed, sends it, and returns what the receiver got. */
   const deliverOne = async () => {
-    await publishEvent(db, {
+    await recordEvent(db, {
       workspaceId: ws.id,
       event: 'booking.confirmed',
       data: bookingConfirmedData(),
@@ -125,7 +123,7 @@ describe('webhooks: signing secrets at rest and their rotation', () => {
       /failed authentication/,
     );
     await db('webhook_endpoints').where({ id: a.id }).update({ is_active: false });
-    await publishEvent(db, {
+    await recordEvent(db, {
       workspaceId: ws.id,
       event: 'booking.confirmed',
       data: bookingConfirmedData(),
@@ -142,7 +140,7 @@ describe('webhooks: signing secrets at rest and their rotation', () => {
     const url = receiver.endpointUrl();
     const endpoint = await ws.endpoint({ url });
     const now = new Date();
-    const rotated = await rotateSigningSecret(db, endpoint.id, { now });
+    const rotated = await rotateSigningSecret(db, operator, { endpointId: endpoint.id, workspaceId: 'every', now });
     expect(rotated.secret)
       .to.match(/^whsec_[0-9A-Za-z]{40}$/)
       .and.not.equal(endpoint.secret);
@@ -167,7 +165,12 @@ describe('webhooks: signing secrets at rest and their rotation', () => {
     expect(during.headers['webhook-timestamp']).to.equal(t);
     expect(during.headers['webhook-signature']).to.equal(`${standard(rotated.secret)} ${standard(endpoint.secret)}`);
 
-    const again = await rotateSigningSecret(db, endpoint.id, { overlapHours: 0 });
+    const again = await rotateSigningSecret(db, operator, {
+      endpointId: endpoint.id,
+      workspaceId: 'every',
+      overlapHours: 0,
+      now: new Date(),
+    });
     expect(again.previousSecretExpiresAt).to.equal(null);
     const after = await deliverOne();
     const parts = signatureParts(after.signature);
@@ -181,7 +184,9 @@ describe('webhooks: signing secrets at rest and their rotation', () => {
   it('after the overlap only the new secret signs', async () => {
     const endpoint = await ws.endpoint({ url: receiver.endpointUrl() });
     // Rotated 3 hours ago with a 2-hour overlap: it ended an hour ago.
-    const rotated = await rotateSigningSecret(db, endpoint.id, {
+    const rotated = await rotateSigningSecret(db, operator, {
+      endpointId: endpoint.id,
+      workspaceId: 'every',
       overlapHours: 2,
       now: new Date(Date.now() - 3 * HOUR),
     });
@@ -193,16 +198,36 @@ describe('webhooks: signing secrets at rest and their rotation', () => {
   it('refuses a bad id, an unknown endpoint and an overlap outside 0 to 720 hours, changing nothing', async () => {
     const endpoint = await ws.endpoint({ url: receiver.endpointUrl() });
     const before = await db('webhook_endpoints').where({ id: endpoint.id }).first();
-    expect((await expectRejection(rotateSigningSecret(db, 'nope'), InputError)).message).to.equal(
-      'id must be a UUID, got "nope"',
-    );
+    expect(
+      (
+        await expectRejection(
+          rotateSigningSecret(db, operator, { endpointId: 'nope', workspaceId: 'every', now: new Date() }),
+          InputError,
+        )
+      ).message,
+    ).to.equal('id must be a UUID, got "nope"');
     const unknown = crypto.randomUUID();
-    expect((await expectRejection(rotateSigningSecret(db, unknown), InputError)).message).to.equal(
-      `no webhook endpoint with id ${unknown}`,
-    );
+    expect(
+      (
+        await expectRejection(
+          rotateSigningSecret(db, operator, { endpointId: unknown, workspaceId: 'every', now: new Date() }),
+          InputError,
+        )
+      ).message,
+    ).to.equal(`no webhook endpoint with id ${unknown}`);
     for (const hours of [-1, 721, 1.5]) {
       expect(
-        (await expectRejection(rotateSigningSecret(db, endpoint.id, { overlapHours: hours }), InputError)).message,
+        (
+          await expectRejection(
+            rotateSigningSecret(db, operator, {
+              endpointId: endpoint.id,
+              workspaceId: 'every',
+              overlapHours: hours,
+              now: new Date(),
+            }),
+            InputError,
+          )
+        ).message,
       ).to.equal(`overlapHours must be a whole number of hours from 0 to 720, got ${hours}`);
     }
     expect(await db('webhook_endpoints').where({ id: endpoint.id }).first()).to.deep.equal(before);
@@ -521,10 +546,13 @@ describe('fleet-admin secrets rotate-master-key and the migration that sealed st
     // audited: the new key's id (never the key) and how many it re-sealed, as the CLI's OS user
     expect(
       await own('audit_entries')
+        .whereNot({ actor_name: FIXTURE_ACTOR })
         .where({ action: 'master_key.rotate', target_id: rotated.keyId })
         .select('actor_type', 'target_type', 'workspace_id', 'changes'),
     ).to.deep.equal([{ actor_type: 'cli', target_type: 'master_key', workspace_id: null, changes: { resealed: 2 } }]);
-    expect(JSON.stringify(await own('audit_entries').select())).not.to.include(keyFileLines()[0]);
+    expect(JSON.stringify(await own('audit_entries').whereNot({ actor_name: FIXTURE_ACTOR }).select())).not.to.include(
+      keyFileLines()[0],
+    );
     await deliversSignedWith({}, 'rotation', created.secret);
     // Without --json it says where the new key is, and that every host needs it.
     const again = await fleetAdminOn(url, ['secrets', 'rotate-master-key', '--key-file-is-shared'], {

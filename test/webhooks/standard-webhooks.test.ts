@@ -7,7 +7,7 @@ import { Webhook as SvixWebhook } from 'svix';
 import { ROOT_DIR } from '../../src/config.js';
 import { newSigningSecret } from '../../src/secrets.js';
 import { signatureHeader, standardWebhooksHeaders, standardWebhooksKey } from '../../src/webhooks/signing.js';
-import { publishEvent } from '../../src/core/webhooks/publish.js';
+import { recordEvent } from '../../src/webhooks/record-event.js';
 import { queueTestDelivery } from '../../src/core/webhooks/test-delivery.js';
 import { testDatabase } from '../support/database.js';
 import { startReceiver, type Receiver } from '../support/receiver.js';
@@ -110,7 +110,7 @@ describe('webhooks: Standard Webhooks headers', () => {
       const url = receiver.endpointUrl();
       const endpoint = await ws.endpoint({ url });
       receiver.setSecret(url, endpoint.secret);
-      await publishEvent(db, {
+      await recordEvent(db, {
         workspaceId: ws.id,
         event: 'booking.confirmed',
         data: bookingConfirmedData(),

@@ -6,6 +6,8 @@ import { createWorkspace } from '../../src/core/workspaces.js';
 import { createEndpoint } from '../../src/core/webhooks/endpoints.js';
 import { Dispatcher, type DispatcherOptions } from '../../src/webhooks/dispatcher.js';
 import { testDatabase } from '../support/database.js';
+import { idOf, operator } from '../support/actors.js';
+import { processConfig } from '../../src/config.js';
 
 // Shared set-up of the webhook delivery tests: a workspace of their own, endpoints, example event data from the
 // document, and dispatchers restricted to the test's workspaces (the test database is shared with other suites).
@@ -31,13 +33,18 @@ export async function webhookWorkspace(db: Knex): Promise<TestWorkspace> {
   // Dispatchers connect as the worker's database role (src/db/roles.ts), as in production.
   const workerDb = (await testDatabase()).forRole('worker');
   const slug = `wh-${randomUUID().slice(0, 12)}`;
-  const { id } = await createWorkspace(db, { slug });
+  const { id } = await createWorkspace(db, operator, { slug });
   workspaces.push(id);
   return {
     id,
     slug,
     async endpoint({ url, events, active = true }) {
-      const created = await createEndpoint(db, { workspaceSlug: slug, url, events });
+      const created = await createEndpoint(db, operator, {
+        workspaceId: await idOf(db, slug),
+        url,
+        events,
+        policy: processConfig().destinationPolicy,
+      });
       if (!active)
         await db('webhook_endpoints').where({ id: created.id }).update({ is_active: false, disabled_at: db.fn.now() });
       return { id: created.id, url: created.url, secret: created.secret };

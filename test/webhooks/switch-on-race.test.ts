@@ -3,6 +3,7 @@ import { testDatabase } from '../support/database.js';
 import { fanOutEvents } from '../../src/webhooks/fanout.js';
 import { setEndpointActive } from '../../src/core/webhooks/endpoints.js';
 import { bookingConfirmedData, dropTestWorkspaces, sleep, webhookWorkspace } from './support.js';
+import { operator } from '../support/actors.js';
 
 // An event fanned out to a switched-off endpoint while an operator switches it back on: the delivery must not
 // be left held (the release ran before the held row was committed) — it ends up queued.
@@ -20,7 +21,12 @@ describe('switching an endpoint on while an event is fanned out to it', () => {
         .returning('id');
       expect(await fanOutEvents(trx, [event.id])).to.equal(1);
       // The operator switches the endpoint on while this transaction (with its held delivery) is still open.
-      enabling = setEndpointActive(db, endpoint.id, true);
+      enabling = setEndpointActive(db, operator, {
+        endpointId: endpoint.id,
+        workspaceId: 'every',
+        active: true,
+        now: new Date(),
+      });
       await sleep(200);
     });
     await enabling;

@@ -10,11 +10,12 @@ import { fleetAdminOn } from '../support/cli.js';
 import { PORTAL_API, startScreen, type TestScreen } from '../portal/support.js';
 import { createAdminToken } from '../../src/core/admin-tokens.js';
 import { createWorkspace, updateWorkspace } from '../../src/core/workspaces.js';
-import { publishEvent } from '../../src/core/webhooks/publish.js';
+import { recordEvent } from '../../src/webhooks/record-event.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 import { bookingConfirmedData, dropTestWorkspaces, webhookWorkspace } from './support.js';
 import { destinationPolicyFromEnv, type Env } from '../../src/config.js';
 import { reconfigure } from '../support/config.js';
+import { idOf, operator, operatorWith, FIXTURE_ACTOR } from '../support/actors.js';
 
 // Tenants never learn the network (issue 31, point 4). A workspace's staff (its settings screen, its own admin token)
 // and the admin API are told the CLASS of a refused destination, never the address a name resolved to nor an
@@ -74,8 +75,11 @@ describe('webhooks: tenants never learn the network', () => {
     );
   /** A workspace with a token confined to it and an open settings-screen session. */
   const tenant = async (name: string) => {
-    const workspace = await createWorkspace(db, { slug: unique(name) });
-    const { token } = await createAdminToken(db, { name: `${name} backend`, workspaceSlug: workspace.slug }, OPERATOR);
+    const workspace = await createWorkspace(db, operator, { slug: unique(name) });
+    const { token } = await createAdminToken(db, operatorWith(OPERATOR), {
+      name: `${name} backend`,
+      workspaceId: await idOf(db, workspace.slug),
+    });
     const { cookie, session } = await screen.open((await screen.link(workspace.id)).key);
     const viaScreen = (method: string, path: string, body?: unknown) =>
       screen.request(method, `${PORTAL_API}${path}`, { cookie, csrf: session.csrfToken, body });
@@ -180,6 +184,7 @@ describe('webhooks: tenants never learn the network', () => {
     });
     expect(
       await db('audit_entries')
+        .whereNot({ actor_name: FIXTURE_ACTOR })
         .where({ workspace_id: ws.id, action: 'workspace.update' })
         .select('actor_type', 'changes'),
     ).to.deep.equal([
@@ -208,8 +213,11 @@ describe('webhooks: tenants never learn the network', () => {
       'fd12:3456::/32',
     ]);
     // Nor in its audit trail (a workspace of a token only: the screen's own entries are not in the document's list yet).
-    const tokenOnly = await createWorkspace(db, { slug: unique('trail') });
-    const { token } = await createAdminToken(db, { name: 'trail backend', workspaceSlug: tokenOnly.slug }, OPERATOR);
+    const tokenOnly = await createWorkspace(db, operator, { slug: unique('trail') });
+    const { token } = await createAdminToken(db, operatorWith(OPERATOR), {
+      name: 'trail backend',
+      workspaceId: await idOf(db, tokenOnly.slug),
+    });
     expect(
       (
         await screen.admin.request('PATCH', `/admin/v1/workspaces/${tokenOnly.id}`, {
@@ -253,7 +261,11 @@ describe('webhooks: tenants never learn the network', () => {
   it("one workspace's opened range lets its own staff register into it, and no other workspace's", async () => {
     const opened = await tenant('owner');
     const other = await tenant('neighbour');
-    await updateWorkspace(db, { id: opened.id }, { webhookAllowedCidrs: ['10.20.0.0/16'] }, new Date(), OPERATOR);
+    await updateWorkspace(db, operatorWith(OPERATOR), {
+      workspaceId: opened.id,
+      changes: { webhookAllowedCidrs: ['10.20.0.0/16'] },
+      now: new Date(),
+    });
     const url = { url: 'https://intranet.tenant.test/hook' };
     const registered = await opened.viaScreen('POST', endpoints(opened.id), url);
     expect(registered.status).to.equal(201);
@@ -278,14 +290,26 @@ describe('webhooks: tenants never learn the network', () => {
     const url = (who: string) => `http://receiver.tenant.test:${port}/${who}`;
     const owner = await webhookWorkspace(db);
     const neighbour = await webhookWorkspace(db);
-    await updateWorkspace(db, { id: owner.id }, { webhookAllowedCidrs: ['127.0.0.1/32'] }, new Date(), OPERATOR);
+    await updateWorkspace(db, operatorWith(OPERATOR), {
+      workspaceId: owner.id,
+      changes: { webhookAllowedCidrs: ['127.0.0.1/32'] },
+      now: new Date(),
+    });
     // The neighbour had the range opened when it registered, and closed since: its deliveries are checked again.
-    await updateWorkspace(db, { id: neighbour.id }, { webhookAllowedCidrs: ['127.0.0.1/32'] }, new Date(), OPERATOR);
+    await updateWorkspace(db, operatorWith(OPERATOR), {
+      workspaceId: neighbour.id,
+      changes: { webhookAllowedCidrs: ['127.0.0.1/32'] },
+      now: new Date(),
+    });
     const owned = await owner.endpoint({ url: url('owner') });
     const theirs = await neighbour.endpoint({ url: url('neighbour') });
-    await updateWorkspace(db, { id: neighbour.id }, { webhookAllowedCidrs: [] }, new Date(), OPERATOR);
+    await updateWorkspace(db, operatorWith(OPERATOR), {
+      workspaceId: neighbour.id,
+      changes: { webhookAllowedCidrs: [] },
+      now: new Date(),
+    });
     for (const ws of [owner, neighbour])
-      await publishEvent(db, {
+      await recordEvent(db, {
         workspaceId: ws.id,
         event: 'booking.confirmed',
         data: bookingConfirmedData(),

@@ -3,14 +3,15 @@ import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
 import { startApi, type TestApi } from '../support/api.js';
 import { createApiKey } from '../../src/core/workspaces.js';
+import { IDEMPOTENCY_WINDOW_MS } from '../../src/webhooks/retention.js';
 import {
-  IDEMPOTENCY_WINDOW_MS,
   MAX_PENDING_TESTS_PER_ENDPOINT,
   MAX_TEST_CALLS_PER_MINUTE,
   TEST_MESSAGE,
 } from '../../src/core/webhooks/test-delivery.js';
 import { dropTestWorkspaces, webhookWorkspace, type TestEndpoint, type TestWorkspace } from './support.js';
 import { validators } from '../../src/contract/validators.js';
+import { idOf, operator } from '../support/actors.js';
 
 describe('webhooks: POST /v1/webhooks/{id}/test', () => {
   let db: Knex;
@@ -28,7 +29,7 @@ describe('webhooks: POST /v1/webhooks/{id}/test', () => {
   });
   beforeEach(async () => {
     ws = await webhookWorkspace(db);
-    key = (await createApiKey(db, { workspaceSlug: ws.slug })).key;
+    key = (await createApiKey(db, operator, { workspaceId: await idOf(db, ws.slug) })).key;
     endpoint = await ws.endpoint({ url: 'https://hooks.example.ae/fleet', events: ['invoice.issued'] });
   });
   after(async () => {
@@ -115,7 +116,7 @@ describe('webhooks: POST /v1/webhooks/{id}/test', () => {
 
   it('keeps keys per workspace', async () => {
     const other = await webhookWorkspace(db);
-    const otherKey = (await createApiKey(db, { workspaceSlug: other.slug })).key;
+    const otherKey = (await createApiKey(db, operator, { workspaceId: await idOf(db, other.slug) })).key;
     const otherEndpoint = await other.endpoint({ url: 'https://foreign.example/hook' });
     const mine = await send(endpoint.id, 'same-key');
     const theirs = await send(otherEndpoint.id, 'same-key', otherKey);
@@ -189,7 +190,7 @@ describe('webhooks: POST /v1/webhooks/{id}/test', () => {
       expect(replay.body).to.deep.equal(first.body);
       // Another workspace has its own minute.
       const other = await webhookWorkspace(db);
-      const otherKey = (await createApiKey(db, { workspaceSlug: other.slug })).key;
+      const otherKey = (await createApiKey(db, operator, { workspaceId: await idOf(db, other.slug) })).key;
       expect(
         (await send((await other.endpoint({ url: 'https://foreign.example/hook' })).id, 'x', otherKey)).status,
       ).to.equal(202);

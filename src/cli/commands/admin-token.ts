@@ -1,7 +1,8 @@
 // `fleet-admin admin-token ...`: tokens for the admin API.
 import type { Command } from 'commander';
+import { findWorkspace } from '../../core/workspaces.js';
 import { createAdminToken, listAdminTokens, revokeAdminToken } from '../../core/admin-tokens.js';
-import { cliAudit } from '../../core/audit.js';
+import { cliActor } from '../../core/audit.js';
 import { command, type CliIo, type JsonOption } from '../io.js';
 
 export function register(program: Command, { withDatabase, print }: CliIo): void {
@@ -11,8 +12,12 @@ export function register(program: Command, { withDatabase, print }: CliIo): void
     .option('--workspace <slug>', 'confine the token to this workspace (default: every workspace)')
     .option('--expires-at <iso>', 'ISO 8601 date-time after which the token is refused')
     .action(async (o: JsonOption & { name: string; workspace?: string; expiresAt?: string }) => {
-      const created = await withDatabase((db) =>
-        createAdminToken(db, { name: o.name, workspaceSlug: o.workspace, expiresAt: o.expiresAt }, cliAudit()),
+      const created = await withDatabase(async (db) =>
+        createAdminToken(db, cliActor(), {
+          name: o.name,
+          workspaceId: o.workspace === undefined ? 'every' : (await findWorkspace(db, o.workspace)).id,
+          expiresAt: o.expiresAt,
+        }),
       );
       print(
         o,
@@ -26,7 +31,7 @@ export function register(program: Command, { withDatabase, print }: CliIo): void
     'list',
     'list the admin API tokens (never the tokens themselves: only their hashes are stored)',
   ).action(async (o: JsonOption) => {
-    const result = await withDatabase(listAdminTokens);
+    const result = await withDatabase((db) => listAdminTokens(db, cliActor()));
     print(
       o,
       result,
@@ -42,7 +47,7 @@ export function register(program: Command, { withDatabase, print }: CliIo): void
   command(adminToken, 'revoke', 'revoke an admin API token (refused from its next request on)')
     .requiredOption('--id <id>', 'the token id')
     .action(async (o: JsonOption & { id: string }) => {
-      const revoked = await withDatabase((db) => revokeAdminToken(db, o.id, cliAudit()));
+      const revoked = await withDatabase((db) => revokeAdminToken(db, cliActor(), { id: o.id }));
       print(o, revoked, (r) => `admin token ${r.id} revoked at ${r.revokedAt}`);
     });
 }

@@ -1,7 +1,7 @@
 // `fleet-admin audit list`: who changed what.
 import type { Command } from 'commander';
 import { findWorkspace } from '../../core/workspaces.js';
-import { listAuditEntries } from '../../core/audit.js';
+import { cliActor, listAuditEntries } from '../../core/audit.js';
 import { command, isoInstant, wholeNumber, type CliIo, type JsonOption } from '../io.js';
 
 export function register(program: Command, { withDatabase, print }: CliIo): void {
@@ -12,8 +12,8 @@ export function register(program: Command, { withDatabase, print }: CliIo): void
     .option('--limit <n>', 'at most this many entries (default 50)', wholeNumber)
     .action(async (o: JsonOption & { workspace?: string; since?: Date; limit?: number }) => {
       const result = await withDatabase(async (db) => {
-        const workspaceId = o.workspace === undefined ? undefined : (await findWorkspace(db, o.workspace)).id;
-        const { rows } = await listAuditEntries(db, { workspaceId, since: o.since, limit: o.limit ?? 50 });
+        const workspaceId = o.workspace === undefined ? 'every' : (await findWorkspace(db, o.workspace)).id;
+        const { rows } = await listAuditEntries(db, cliActor(), { workspaceId, since: o.since, limit: o.limit ?? 50 });
         return { rows };
       });
       print(

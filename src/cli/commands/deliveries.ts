@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { resendDelivery, retryDelivery } from '../../core/webhooks/recovery.js';
 import { listDeliveries, showDelivery, type OperatorDeliveryDetail } from '../../core/webhooks/deliveries.js';
-import { cliAudit } from '../../core/audit.js';
+import { cliActor } from '../../core/audit.js';
 import { command, type CliIo, type JsonOption } from '../io.js';
 
 /** Text indented by `prefix` on every line. */
@@ -37,7 +37,9 @@ export function register(program: Command, { withDatabase, print }: CliIo): void
   command(deliveries, 'list', "an endpoint's deliveries, newest first")
     .requiredOption('--endpoint <id>', 'the endpoint id')
     .action(async (o: JsonOption & { endpoint: string }) => {
-      const result = await withDatabase((db) => listDeliveries(db, o.endpoint));
+      const result = await withDatabase((db) =>
+        listDeliveries(db, cliActor(), { endpointId: o.endpoint, workspaceId: 'every' }),
+      );
       print(
         o,
         result,
@@ -53,7 +55,9 @@ export function register(program: Command, { withDatabase, print }: CliIo): void
   command(deliveries, 'show', 'one delivery: its state, payload and every attempt with its error')
     .requiredOption('--id <id>', 'the delivery id')
     .action(async (o: JsonOption & { id: string }) => {
-      const result = await withDatabase((db) => showDelivery(db, o.id));
+      const result = await withDatabase((db) =>
+        showDelivery(db, cliActor(), { deliveryId: o.id, workspaceId: 'every' }),
+      );
       print(o, result, describeDelivery);
     });
   command(
@@ -63,7 +67,9 @@ export function register(program: Command, { withDatabase, print }: CliIo): void
   )
     .requiredOption('--id <id>', 'the delivery id')
     .action(async (o: JsonOption & { id: string }) => {
-      const result = await withDatabase((db) => retryDelivery(db, o.id, { audit: cliAudit() }));
+      const result = await withDatabase((db) =>
+        retryDelivery(db, cliActor(), { deliveryId: o.id, workspaceId: 'every', now: new Date() }),
+      );
       print(o, result, (r) =>
         r.previousStatus === 'failed' || r.previousStatus === 'accepted'
           ? `delivery ${r.id} was ${r.previousStatus}; queued again after ${r.attempts} attempt(s), to be attempted now`
@@ -73,7 +79,9 @@ export function register(program: Command, { withDatabase, print }: CliIo): void
   command(deliveries, 'resend', 'queue a failed delivery again (same id and body; its attempt count continues)')
     .requiredOption('--id <id>', 'the delivery id')
     .action(async (o: JsonOption & { id: string }) => {
-      const result = await withDatabase((db) => resendDelivery(db, o.id));
+      const result = await withDatabase((db) =>
+        resendDelivery(db, cliActor(), { deliveryId: o.id, workspaceId: 'every', now: new Date() }),
+      );
       print(o, result, (r) => `delivery ${r.id} queued again after ${r.attempts} attempt(s)`);
     });
 }

@@ -11,7 +11,7 @@ import {
 } from '../../core/webhooks/endpoints.js';
 import { recoverEndpoint } from '../../core/webhooks/recovery.js';
 import { DEFAULT_OVERLAP_HOURS, MAX_OVERLAP_HOURS, rotateSigningSecret } from '../../core/webhooks/signing-secrets.js';
-import { cliAudit } from '../../core/audit.js';
+import { cliActor } from '../../core/audit.js';
 import { command, commaList, isoInstant, wholeNumber, type CliIo, type JsonOption } from '../io.js';
 
 const describeEndpoint = (e: EndpointRecord) =>
@@ -31,7 +31,7 @@ export function register(program: Command, io: CliIo): void {
   rotateSecret(endpoint, io);
 }
 
-function create(endpoint: Command, { withDatabase, print }: CliIo): void {
+function create(endpoint: Command, { config, withDatabase, print }: CliIo): void {
   command(endpoint, 'create', 'register a webhook endpoint (its signing secret is shown only this once)')
     .requiredOption('--workspace <slug>', 'the workspace')
     .requiredOption('--url <url>', 'http or https URL deliveries are POSTed to')
@@ -49,15 +49,17 @@ function create(endpoint: Command, { withDatabase, print }: CliIo): void {
         },
       ) => {
         const input = {
-          workspaceSlug: o.workspace,
           url: o.url,
           name: o.name,
           events: o.events,
           allowDuplicateUrl: o.allowDuplicateUrl,
+          policy: config.destinationPolicy,
         };
-        const created = await withDatabase((db) => createEndpoint(db, input, undefined, cliAudit()), {
-          masterKey: 'needed',
-        });
+        const created = await withDatabase(
+          async (db) =>
+            createEndpoint(db, cliActor(), { workspaceId: (await findWorkspace(db, o.workspace)).id, ...input }),
+          { masterKey: 'needed' },
+        );
         print(
           o,
           created,
@@ -76,13 +78,15 @@ function enableAndDisable(endpoint: Command, { withDatabase, print }: CliIo): vo
     command(endpoint, name, `switch a webhook endpoint ${active ? 'on' : 'off'}`)
       .requiredOption('--id <id>', 'the endpoint id')
       .action(async (o: JsonOption & { id: string }) => {
-        const record = await withDatabase((db) => setEndpointActive(db, o.id, active, new Date(), cliAudit()));
+        const record = await withDatabase((db) =>
+          setEndpointActive(db, cliActor(), { endpointId: o.id, workspaceId: 'every', active, now: new Date() }),
+        );
         print(o, record, describeEndpoint);
       });
   }
 }
 
-function update(endpoint: Command, { withDatabase, print }: CliIo): void {
+function update(endpoint: Command, { config, withDatabase, print }: CliIo): void {
   command(endpoint, 'update', "change a webhook endpoint's URL, name or events (those given; the others stay)")
     .requiredOption('--id <id>', 'the endpoint id')
     .option('--url <url>', 'http or https URL deliveries are POSTed to (queued deliveries go there too)')
@@ -94,7 +98,14 @@ function update(endpoint: Command, { withDatabase, print }: CliIo): void {
         o: JsonOption & { id: string; url?: string; name?: string; events?: string[]; allowDuplicateUrl?: boolean },
       ) => {
         const changes = { url: o.url, name: o.name, events: o.events, allowDuplicateUrl: o.allowDuplicateUrl };
-        const record = await withDatabase((db) => updateEndpoint(db, o.id, changes, {}, undefined, cliAudit()));
+        const record = await withDatabase((db) =>
+          updateEndpoint(db, cliActor(), {
+            endpointId: o.id,
+            workspaceId: 'every',
+            changes,
+            policy: config.destinationPolicy,
+          }),
+        );
         print(o, record, (e) => `${describeEndpoint(e)} (events: ${e.events.join(', ') || 'all'})`);
       },
     );
@@ -108,7 +119,9 @@ function remove(endpoint: Command, { withDatabase, print }: CliIo): void {
   )
     .requiredOption('--id <id>', 'the endpoint id')
     .action(async (o: JsonOption & { id: string }) => {
-      const deleted = await withDatabase((db) => deleteEndpoint(db, o.id, {}, cliAudit()));
+      const deleted = await withDatabase((db) =>
+        deleteEndpoint(db, cliActor(), { endpointId: o.id, workspaceId: 'every' }),
+      );
       print(o, deleted, (r) => `endpoint ${r.id} deleted; its pending deliveries are marked failed (endpoint_deleted)`);
     });
 }
@@ -117,7 +130,9 @@ function list(endpoint: Command, { withDatabase, print }: CliIo): void {
   command(endpoint, 'list', "list a workspace's webhook endpoints (never their signing secrets)")
     .requiredOption('--workspace <slug>', 'the workspace')
     .action(async (o: JsonOption & { workspace: string }) => {
-      const rows = await withDatabase(async (db) => listEndpoints(db, (await findWorkspace(db, o.workspace)).id));
+      const rows = await withDatabase(async (db) =>
+        listEndpoints(db, cliActor(), { workspaceId: (await findWorkspace(db, o.workspace)).id }),
+      );
       print(o, { rows }, (r) => r.rows.map(describeEndpointRow).join('\n') || 'no endpoints');
     });
 }
@@ -137,7 +152,13 @@ function recover(endpoint: Command, { withDatabase, print }: CliIo): void {
     .option('--until <iso>', 'end of the window (ISO 8601, exclusive; default: now)', isoInstant)
     .action(async (o: JsonOption & { id: string; since: Date; until?: Date }) => {
       const result = await withDatabase((db) =>
-        recoverEndpoint(db, { endpointId: o.id, since: o.since, until: o.until }, cliAudit()),
+        recoverEndpoint(db, cliActor(), {
+          endpointId: o.id,
+          workspaceId: 'every',
+          since: o.since,
+          until: o.until,
+          now: new Date(),
+        }),
       );
       print(
         o,
@@ -161,7 +182,13 @@ function rotateSecret(endpoint: Command, { withDatabase, print }: CliIo): void {
     )
     .action(async (o: JsonOption & { id: string; overlapHours?: number }) => {
       const rotated = await withDatabase(
-        (db) => rotateSigningSecret(db, o.id, { overlapHours: o.overlapHours }, cliAudit()),
+        (db) =>
+          rotateSigningSecret(db, cliActor(), {
+            endpointId: o.id,
+            workspaceId: 'every',
+            overlapHours: o.overlapHours,
+            now: new Date(),
+          }),
         { masterKey: 'needed' },
       );
       print(

@@ -1,7 +1,7 @@
 // `fleet-admin events ...`: the events endpoints receive, and examples of them sent.
 import type { Command } from 'commander';
 import { listEventTypes, sendExampleEvent } from '../../core/webhooks/events.js';
-import { cliAudit } from '../../core/audit.js';
+import { cliActor } from '../../core/audit.js';
 import { command, type CliIo, type JsonOption } from '../io.js';
 
 export function register(program: Command, { withDatabase, print }: CliIo): void {
@@ -21,7 +21,12 @@ export function register(program: Command, { withDatabase, print }: CliIo): void
     .requiredOption('--event <name>', 'the event (see events list)')
     .action(async (o: JsonOption & { endpoint: string; event: string }) => {
       const result = await withDatabase((db) =>
-        sendExampleEvent(db, { endpointId: o.endpoint, event: o.event }, cliAudit()),
+        sendExampleEvent(db, cliActor(), {
+          workspaceId: 'every',
+          endpointId: o.endpoint,
+          event: o.event,
+          now: new Date(),
+        }),
       );
       print(o, result, (r) => `example ${r.event} queued for endpoint ${r.endpointId} as delivery ${r.deliveryId}`);
     });

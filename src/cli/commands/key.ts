@@ -1,7 +1,8 @@
 // `fleet-admin key ...`: a workspace's API keys.
 import type { Command } from 'commander';
+import { findWorkspace } from '../../core/workspaces.js';
 import { createApiKey, listApiKeys, revokeApiKey } from '../../core/workspaces.js';
-import { cliAudit } from '../../core/audit.js';
+import { cliActor } from '../../core/audit.js';
 import { command, type CliIo, type JsonOption } from '../io.js';
 
 export function register(program: Command, { withDatabase, print }: CliIo): void {
@@ -11,8 +12,12 @@ export function register(program: Command, { withDatabase, print }: CliIo): void
     .option('--role <role>', 'free-form role recorded with the key')
     .option('--expires-at <iso>', 'ISO 8601 date-time after which the key is refused')
     .action(async (o: JsonOption & { workspace: string; role?: string; expiresAt?: string }) => {
-      const created = await withDatabase((db) =>
-        createApiKey(db, { workspaceSlug: o.workspace, role: o.role, expiresAt: o.expiresAt }, cliAudit()),
+      const created = await withDatabase(async (db) =>
+        createApiKey(db, cliActor(), {
+          workspaceId: (await findWorkspace(db, o.workspace)).id,
+          role: o.role,
+          expiresAt: o.expiresAt,
+        }),
       );
       print(
         o,
@@ -24,14 +29,16 @@ export function register(program: Command, { withDatabase, print }: CliIo): void
   command(key, 'revoke', 'revoke an API key')
     .requiredOption('--id <id>', 'the key id')
     .action(async (o: JsonOption & { id: string }) => {
-      const revoked = await withDatabase((db) => revokeApiKey(db, o.id, {}, cliAudit()));
+      const revoked = await withDatabase((db) => revokeApiKey(db, cliActor(), { keyId: o.id, workspaceId: 'every' }));
       print(o, revoked, (r) => `API key ${r.id} revoked at ${r.revokedAt}`);
     });
 
   command(key, 'list', "list a workspace's API keys (never the keys themselves: only their hashes are stored)")
     .requiredOption('--workspace <slug>', 'the workspace')
     .action(async (o: JsonOption & { workspace: string }) => {
-      const result = await withDatabase((db) => listApiKeys(db, o.workspace));
+      const result = await withDatabase(async (db) =>
+        listApiKeys(db, cliActor(), { workspaceId: (await findWorkspace(db, o.workspace)).id }),
+      );
       print(
         o,
         result,

@@ -1,7 +1,7 @@
 // `fleet-admin migrate`: the database schema.
 import type { Command } from 'commander';
 import { migrateLatest } from '../../db/migrate.js';
-import { recordPublicKey } from '../../core/webhooks/signing-secrets.js';
+import { recordPublicKey } from '../../webhooks/sealing.js';
 import { command, type CliIo, type JsonOption } from '../io.js';
 
 export function register(program: Command, { withDatabase, print }: CliIo): void {

@@ -1,12 +1,12 @@
 // `fleet-admin portal ...`: one-time links to a workspace's settings screen, and ending its sessions.
 import type { Command } from 'commander';
 import { findWorkspace } from '../../core/workspaces.js';
-import { cliAudit } from '../../core/audit.js';
+import { cliActor } from '../../core/audit.js';
 import {
   createPortalLink,
   endPortalSessions,
   PORTAL_SESSION_MINUTES,
-  portalLinkUrl,
+  portalLinkView,
 } from '../../core/portal-sessions.js';
 import { cliLinkBase } from '../../portal/link-base.js';
 import { command, wholeNumber, type CliIo, type JsonOption } from '../io.js';
@@ -32,19 +32,14 @@ export function register(program: Command, { config, withDatabase, print }: CliI
       const publicUrl = cliLinkBase(config.portal, config.dataDir);
       const link = await withDatabase(async (db) => {
         const { id } = await findWorkspace(db, o.workspace);
-        return createPortalLink(
-          db,
-          { workspaceId: id, expiresInMinutes: o.minutes, readOnly: o.readOnly === true, now: new Date() },
-          cliAudit(),
-        );
+        return createPortalLink(db, cliActor(), {
+          workspaceId: id,
+          expiresInMinutes: o.minutes,
+          readOnly: o.readOnly === true,
+          now: new Date(),
+        });
       });
-      const shown = {
-        id: link.id,
-        url: portalLinkUrl(publicUrl, link.key),
-        readOnly: link.readOnly,
-        linkExpiresAt: link.linkExpiresAt,
-        expiresAt: link.expiresAt,
-      };
+      const shown = portalLinkView(link, publicUrl);
       print(
         o,
         shown,
@@ -56,7 +51,11 @@ export function register(program: Command, { config, withDatabase, print }: CliI
     .requiredOption('--workspace <slug>', 'the workspace')
     .action(async (o: JsonOption & { workspace: string }) => {
       const { ended } = await withDatabase(async (db) =>
-        endPortalSessions(db, { workspaceId: (await findWorkspace(db, o.workspace)).id }, new Date(), cliAudit()),
+        endPortalSessions(db, cliActor(), {
+          workspaceId: (await findWorkspace(db, o.workspace)).id,
+          sessionId: 'every',
+          now: new Date(),
+        }),
       );
       print(o, { ended: ended.length }, (r) => `${r.ended} settings-screen session(s) ended`);
     });

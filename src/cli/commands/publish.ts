@@ -1,7 +1,7 @@
 // `fleet-admin publish`: an event published to a workspace's subscribed endpoints.
 import type { Command } from 'commander';
 import { findWorkspace } from '../../core/workspaces.js';
-import { cliAudit } from '../../core/audit.js';
+import { cliActor } from '../../core/audit.js';
 import { publishEvent } from '../../core/webhooks/publish.js';
 import { command, jsonObject, type CliIo, type JsonOption } from '../io.js';
 
@@ -14,11 +14,13 @@ export function register(program: Command, { withDatabase, print }: CliIo): void
     .action(async (o: JsonOption & { workspace: string; event: string; data: unknown; dedupeKey?: string }) => {
       const result = await withDatabase(async (db) => {
         const workspace = await findWorkspace(db, o.workspace);
-        return publishEvent(
-          db,
-          { workspaceId: workspace.id, event: o.event, data: o.data, dedupeKey: o.dedupeKey, source: 'publish' },
-          cliAudit(),
-        );
+        return publishEvent(db, cliActor(), {
+          workspaceId: workspace.id,
+          event: o.event,
+          data: o.data,
+          dedupeKey: o.dedupeKey,
+          source: 'publish',
+        });
       });
       print(o, { eventId: result.eventId, deliveries: result.deliveries }, (r) =>
         result.duplicate

@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { SECRET_KEY_FILE_ENV } from '../../secrets.js';
 import { createMasterKey, resealSigningSecrets } from '../../core/webhooks/signing-secrets.js';
-import { cliAudit } from '../../core/audit.js';
+import { cliActor } from '../../core/audit.js';
 import { command, type CliIo, type JsonOption } from '../io.js';
 
 export function register(program: Command, { withDatabase, print }: CliIo): void {
@@ -13,7 +13,7 @@ export function register(program: Command, { withDatabase, print }: CliIo): void
     `write a new master key to the key file (${SECRET_KEY_FILE_ENV}, default secret.key in the data folder), for a database holding no signing secret yet`,
   ).action(async (o: JsonOption) => {
     // Also before `migrate`: the key a migration seals the plain secrets of an old version with.
-    const created = await withDatabase(createMasterKey, { schema: 'as-is' });
+    const created = await withDatabase((db) => createMasterKey(db, cliActor()), { schema: 'as-is' });
     print(
       o,
       created,
@@ -32,7 +32,7 @@ export function register(program: Command, { withDatabase, print }: CliIo): void
     )
     .action(async (o: JsonOption & { keyFileIsShared?: boolean }) => {
       const result = await withDatabase(
-        (db) => resealSigningSecrets(db, { keyFileIsShared: o.keyFileIsShared, audit: cliAudit() }),
+        (db) => resealSigningSecrets(db, cliActor(), { keyFileIsShared: o.keyFileIsShared === true }),
         { masterKey: 'needed' },
       );
       print(

@@ -1,7 +1,13 @@
 // `fleet-admin workspace ...`: create, change and list workspaces.
 import { Option, type Command } from 'commander';
-import { createWorkspace, listWorkspaces, updateWorkspace, type WorkspaceRecord } from '../../core/workspaces.js';
-import { cliAudit } from '../../core/audit.js';
+import {
+  createWorkspace,
+  findWorkspace,
+  listWorkspaces,
+  updateWorkspace,
+  type WorkspaceRecord,
+} from '../../core/workspaces.js';
+import { cliActor } from '../../core/audit.js';
 import { command, wholeNumber, type CliIo, type JsonOption } from '../io.js';
 
 const workspaceSummary = ({ id, slug, status }: WorkspaceRecord) => ({ id, slug, status });
@@ -16,7 +22,7 @@ export function register(program: Command, { withDatabase, print }: CliIo): void
     .option('--reminders-ahead <days>', 'days ahead for due-soon reminders, 1 to 60 (default 3)', wholeNumber)
     .action(async (o: JsonOption & { slug: string; timezone?: string; remindersAhead?: number }) => {
       const created = await withDatabase((db) =>
-        createWorkspace(db, { slug: o.slug, timezone: o.timezone, remindersAhead: o.remindersAhead }, cliAudit()),
+        createWorkspace(db, cliActor(), { slug: o.slug, timezone: o.timezone, remindersAhead: o.remindersAhead }),
       );
       print(o, workspaceSummary(created), describeWorkspace);
     });
@@ -45,21 +51,25 @@ export function register(program: Command, { withDatabase, print }: CliIo): void
           ?.split(',')
           .map((c) => c.trim())
           .filter(Boolean);
-        const updated = await withDatabase((db) =>
-          updateWorkspace(
-            db,
-            o.slug,
-            { status: o.status, timezone: o.timezone, remindersAhead: o.remindersAhead, webhookAllowedCidrs },
-            new Date(),
-            cliAudit(),
-          ),
+        const changes = {
+          status: o.status,
+          timezone: o.timezone,
+          remindersAhead: o.remindersAhead,
+          webhookAllowedCidrs,
+        };
+        const updated = await withDatabase(async (db) =>
+          updateWorkspace(db, cliActor(), {
+            workspaceId: (await findWorkspace(db, o.slug)).id,
+            changes,
+            now: new Date(),
+          }),
         );
         print(o, workspaceSummary(updated), describeWorkspace);
       },
     );
 
   command(workspace, 'list', 'list the workspaces').action(async (o: JsonOption) => {
-    const result = await withDatabase(listWorkspaces);
+    const result = await withDatabase((db) => listWorkspaces(db, cliActor(), {}));
     print(
       o,
       result,
@@ -67,7 +77,7 @@ export function register(program: Command, { withDatabase, print }: CliIo): void
         r.rows
           .map(
             (w) =>
-              `${w.slug} ${w.id} ${w.status} ${w.timezone} reminders-ahead=${w.remindersAhead}${w.webhookAllowedCidrs.length ? ` webhook-allowed-cidrs=${w.webhookAllowedCidrs.join(',')}` : ''}`,
+              `${w.slug} ${w.id} ${w.status} ${w.timezone} reminders-ahead=${w.remindersAhead}${w.webhookAllowedCidrs?.length ? ` webhook-allowed-cidrs=${w.webhookAllowedCidrs.join(',')}` : ''}`,
           )
           .join('\n') || 'no workspaces',
     );

@@ -4,6 +4,7 @@ import type { ValidateFunction } from 'ajv';
 import { JSONParser } from '@streamparser/json';
 import { createSchemaAjv, IMPORT_SCHEMA_ID } from '../../contract/document.js';
 import { recordAudit, type AuditContext } from '../audit.js';
+import { mustReach, type Actor } from '../actor.js';
 import { BusyError, ConflictError, NotFoundError } from '../errors.js';
 import fs from 'node:fs';
 import type { Logger } from 'pino';
@@ -26,6 +27,7 @@ import {
 import { applyVersions, markHistory } from './versions.js';
 import { INGEST_POOL_MAX } from '../../db/database.js';
 import type { CountsByKey, RecordMetrics } from './records.js';
+import { failLostImports } from '../../webhooks/lost-imports.js';
 
 // Import jobs (createImport, getImport, cancelImport in openapi/admin.yaml; `fleet-admin import`): an import document
 // of any size, read as a stream (JSON, or NDJSON with one {"key", "record"} a line) and written in ONE transaction, so
@@ -112,7 +114,6 @@ const view = (row: ImportJobRow): ImportJob => ({
 
 /** The lock a running job's transaction holds (two int4 halves of the job id's hash). */
 const LOCK = `pg_advisory_xact_lock(hashtextextended('frs.import:' || ?::text, 0))`;
-const TRY_LOCK = `pg_try_advisory_xact_lock(hashtextextended('frs.import:' || ?::text, 0))`;
 
 let recordValidators: Map<string, ValidateFunction> | undefined;
 
@@ -290,6 +291,9 @@ export interface StartImportOptions {
   logger?: Pick<Logger, 'error'>;
 }
 
+/** What a client gives startImport: the workspace, and the job's options but its audit (the actor's). */
+export type StartImportInput = Omit<StartImportOptions, 'audit'> & { workspaceId: string };
+
 /**
  * Starts an import job into the workspace and returns it running, with `done`: the job as it ended (never rejects), and
  * `received`: settled once the whole body was read (or the job ended first).
@@ -297,9 +301,12 @@ export interface StartImportOptions {
  */
 export async function startImport(
   db: Knex,
-  workspaceId: string,
-  options: StartImportOptions,
+  actor: Actor,
+  input: StartImportInput,
 ): Promise<{ job: ImportJob; done: Promise<ImportJob>; received: Promise<void> }> {
+  const { workspaceId, ...given } = input;
+  mustReach(actor, workspaceId);
+  const options: StartImportOptions = { ...given, audit: actor.audit };
   const workspace = await findWorkspace(db, { id: workspaceId });
   // Counted before the job takes its connection (and without an await between the check and the count).
   if (runningInProcess >= MAX_RUNNING_IMPORTS_PER_PROCESS) {
@@ -637,48 +644,14 @@ async function writeChunk(
   return chosen.length;
 }
 
-/** The error of a job whose process stopped (its connection gone, its transaction rolled back). */
-export const LOST_JOB_ERROR = 'the process running the job stopped before it finished; nothing was written';
-
-/**
- * Records as failed the running jobs whose process is gone (nothing was written): taking a job's lock succeeds only when
- * no transaction holds it. Of one job (`id`, getImport), or of every workspace (or `workspaceIds`: the worker's
- * retention, so that a job nobody reads again is seen ended, and pruned in time). Returns the ids it failed.
- */
-export async function failLostImports(
-  db: Knex,
-  scope: { id?: string; workspaceIds?: string[] | null } = {},
-): Promise<string[]> {
-  return db.transaction(async (t) => {
-    // (the lock is tried on running jobs only: a finished job's is nobody's to hold)
-    let candidates = t('import_jobs').where({ phase: 'running' }).select('id');
-    if (scope.id !== undefined) candidates = candidates.where({ id: scope.id });
-    if (scope.workspaceIds) candidates = candidates.whereIn('workspace_id', scope.workspaceIds);
-    const ids = (await candidates).map((r: { id: string }) => r.id);
-    const lost: string[] = [];
-    for (const id of ids) {
-      const { rows } = await t.raw(`SELECT ${TRY_LOCK} AS free`, [id]);
-      if (rows[0].free) lost.push(id);
-    }
-    if (lost.length === 0) return [];
-    return (
-      await t('import_jobs')
-        .whereIn('id', lost)
-        .where({ phase: 'running' })
-        .update({
-          phase: 'failed',
-          error: LOST_JOB_ERROR,
-          records_applied: 0,
-          finished_at: t.fn.now(),
-          updated_at: t.fn.now(),
-        })
-        .returning('id')
-    ).map((r: { id: string }) => r.id);
-  });
-}
-
 /** The job, within the workspace; a running job whose process is gone is recorded as failed first. */
-export async function getImport(db: Knex, workspaceId: string, id: string): Promise<ImportJob> {
+export async function getImport(
+  db: Knex,
+  actor: Actor,
+  input: { workspaceId: string; importId: string },
+): Promise<ImportJob> {
+  const { workspaceId, importId: id } = input;
+  mustReach(actor, workspaceId);
   const row = await db('import_jobs').where({ id, workspace_id: workspaceId }).first();
   if (!row) throw new NotFoundError(`No import job with id ${id} in this workspace.`);
   if (row.phase !== 'running') return view(row);
@@ -687,8 +660,14 @@ export async function getImport(db: Knex, workspaceId: string, id: string): Prom
 }
 
 /** Asks a running job to stop (it ends `canceled`, nothing written); ConflictError for a job that already ended. */
-export async function cancelImport(db: Knex, workspaceId: string, id: string, audit: AuditContext): Promise<ImportJob> {
-  const job = await getImport(db, workspaceId, id);
+export async function cancelImport(
+  db: Knex,
+  actor: Actor,
+  input: { workspaceId: string; importId: string },
+): Promise<ImportJob> {
+  const { workspaceId, importId: id } = input;
+  const { audit } = actor;
+  const job = await getImport(db, actor, input);
   if (job.phase !== 'running') throw new ConflictError(`The import job already ended (${job.phase}).`, 'phase');
   return db.transaction(async (trx) => {
     const [row] = await trx('import_jobs')
@@ -712,17 +691,17 @@ export async function cancelImport(db: Knex, workspaceId: string, id: string, au
  */
 export async function importFile(
   db: Knex,
-  workspaceSlug: string,
-  file: string,
-  options: ProgressOptions & { audit: AuditContext; format?: ImportFormat },
+  actor: Actor,
+  input: ProgressOptions & { workspaceId: string; file: string; format?: ImportFormat },
 ): Promise<{ jobId: string; imported: CountsByKey }> {
+  const { file, ...options } = input;
   let size: number;
   try {
     size = fs.statSync(file).size;
   } catch (err) {
     throw new ImportError(`cannot read ${file}: ${(err as Error).message}`);
   }
-  const workspace = await findWorkspace(db, workspaceSlug);
+  const workspace = await findWorkspace(db, { id: input.workspaceId });
   const progress = progressReporter('import', 'bytes', size, options);
   let applied = 0;
   async function* counted(): AsyncGenerator<Buffer> {
@@ -733,10 +712,10 @@ export async function importFile(
   }
   const format = options.format ?? (/\.(ndjson|jsonl)$/i.test(file) ? 'ndjson' : 'json');
   try {
-    const { done } = await startImport(db, workspace.id, {
+    const { done } = await startImport(db, actor, {
+      workspaceId: workspace.id,
       body: counted(),
       format,
-      audit: options.audit,
       source: file,
       onProgress: (p) => {
         applied = p.recordsApplied;

@@ -1,10 +1,11 @@
 import type { Knex } from 'knex';
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import { createSchemaAjv, schemaRef } from '../../contract/document.js';
-import { recordAudit, type AuditContext } from '../audit.js';
+import { recordAudit } from '../audit.js';
+import { mustReach, type Actor } from '../actor.js';
 import { ConflictError, FieldError, InputError, TooLargeError } from '../errors.js';
 import { findWorkspace } from '../workspaces.js';
-import { checkEvent, publishEvent } from '../webhooks/publish.js';
+import { checkEvent, recordEvent } from '../../webhooks/record-event.js';
 import {
   compiledSchema,
   CROSS_FIELD_CHECKS,
@@ -256,10 +257,12 @@ const addCount = (counts: CountsByKey, key: DocumentKey, n: number) => {
  */
 export async function writeRecords(
   db: Knex,
-  workspaceId: string,
-  body: unknown,
-  options: { audit?: AuditContext; metrics?: RecordMetrics } = {},
+  actor: Actor,
+  input: { workspaceId: string; body: unknown; metrics?: RecordMetrics },
 ): Promise<BatchResult> {
+  const { workspaceId, body } = input;
+  mustReach(actor, workspaceId);
+  const options = { audit: actor.audit, metrics: input.metrics };
   const refuse = (reason: string, err: Error) => {
     options.metrics?.refused.inc({ reason }, Math.max(1, batchRecordCount(body)));
     return err;
@@ -285,7 +288,7 @@ export async function writeRecords(
       await writeDeletes(trx, workspace.id, plans, result);
 
       for (const event of batch.events ?? []) {
-        const published = await publishEvent(trx, {
+        const published = await recordEvent(trx, {
           workspaceId: workspace.id,
           event: event.event,
           data: event.data,
@@ -295,7 +298,7 @@ export async function writeRecords(
         result.events.push(published.eventId);
       }
       // Counts only: the records are the workspace's data, not the trail's.
-      if (options.audit) {
+      {
         await recordAudit(trx, options.audit, {
           action: 'workspace.records_write',
           workspaceId: workspace.id,

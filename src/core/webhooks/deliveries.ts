@@ -10,10 +10,11 @@ import {
   type DeliveryRow,
   type WorkspaceDeliveryFilters,
 } from '../../queries/deliveries.js';
+import { mustReach, workspaceFilter, type Actor } from '../actor.js';
 
 // The delivery records as operators read them: a workspace's deliveries (the admin API), an endpoint's (the CLI), one
 // delivery with its payload as sent and every attempt. The changes (retry, recover) are in recovery.ts. Both clients
-// call these; the admin API passes the token's workspace, so another workspace's delivery is not found.
+// call these with their actor: a delivery of a workspace out of its reach is not found.
 
 /** A delivery of the operator's lists: the public row, the endpoint it goes to and the last error as recorded. */
 export type OperatorDeliveryRow = DeliveryRow & { endpointId: string; lastError: string | null };
@@ -21,10 +22,11 @@ export type OperatorDeliveryRow = DeliveryRow & { endpointId: string; lastError:
 /** A page of the workspace's deliveries, newest first; `next` the position to go on from, null on the last page. */
 export async function listWorkspaceDeliveries(
   db: Knex,
-  workspaceId: string,
-  filters: WorkspaceDeliveryFilters,
-  page: { limit: number; after?: DeliveryPosition },
+  actor: Actor,
+  input: { workspaceId: string; filters: WorkspaceDeliveryFilters; page: { limit: number; after?: DeliveryPosition } },
 ): Promise<{ rows: OperatorDeliveryRow[]; next: DeliveryPosition | null }> {
+  const { workspaceId, filters, page } = input;
+  mustReach(actor, workspaceId);
   if (filters.since && filters.until && !(filters.since < filters.until))
     throw new InvalidFieldError('until', (name) => `must be later than ${name('since')}`);
   return workspaceDeliveryLog(db, workspaceId, filters, page);
@@ -33,11 +35,13 @@ export async function listWorkspaceDeliveries(
 /** An endpoint's deliveries, newest first (at most `limit`, default 100), for `fleet-admin deliveries list`. */
 export async function listDeliveries(
   db: Knex,
-  endpointId: string,
-  options: { limit?: number } = {},
+  actor: Actor,
+  input: { endpointId: string; workspaceId: string | 'every'; limit?: number },
 ): Promise<{ rows: OperatorDeliveryRow[] }> {
+  const { endpointId } = input;
+  const workspaceId = workspaceFilter(actor, input.workspaceId);
   if (!isUuid(endpointId)) throw new InvalidFieldError('endpointId', `must be a UUID, got "${endpointId}"`);
-  const page = await deliveryLog(db, { endpointId }, { limit: options.limit ?? 100 });
+  const page = await deliveryLog(db, { endpointId, workspaceId }, { limit: input.limit ?? 100 });
   if (!page) throw new NotFoundError(`no webhook endpoint with id ${endpointId}`);
   return { rows: page.rows.map((r) => ({ ...r, endpointId })) };
 }
@@ -45,12 +49,14 @@ export async function listDeliveries(
 /** One delivery with its endpoint, its payload as sent and its attempts (with their answers' excerpts), oldest first. */
 export type OperatorDeliveryDetail = DeliveryDetail & { endpointId: string };
 
-/** One delivery (of `workspaceId` when given: another workspace's is not found). */
+/** One delivery of `workspaceId` (another workspace's is not found), or of any the actor reaches (`'every'`). */
 export async function showDelivery(
   db: Knex,
-  id: string,
-  scope: { workspaceId?: string } = {},
+  actor: Actor,
+  input: { deliveryId: string; workspaceId: string | 'every' },
 ): Promise<OperatorDeliveryDetail> {
+  const id = input.deliveryId;
+  const scope = { workspaceId: workspaceFilter(actor, input.workspaceId) };
   if (!isUuid(id)) throw new InvalidFieldError('id', `must be a UUID, got "${id}"`);
   const query = db('deliveries').where({ id });
   if (scope.workspaceId !== undefined) query.where({ workspace_id: scope.workspaceId });
@@ -81,9 +87,11 @@ export interface AttemptStats {
  */
 export async function endpointAttemptStats(
   db: Knex,
-  endpointId: string,
-  options: { workspaceId: string; period: keyof typeof ATTEMPT_PERIODS; now: Date },
+  actor: Actor,
+  options: { endpointId: string; workspaceId: string; period: keyof typeof ATTEMPT_PERIODS; now: Date },
 ): Promise<AttemptStats> {
+  const { endpointId } = options;
+  mustReach(actor, options.workspaceId);
   const endpoint = await db('webhook_endpoints')
     .where({ id: endpointId, workspace_id: options.workspaceId })
     .whereNull('deleted_at')

@@ -4,12 +4,12 @@ import { rows, WORKSPACE } from '../../queries/common.js';
 import { looksLikeSecret, newSigningSecret, SECRET_SHAPED } from '../../secrets.js';
 import { findWorkspace } from '../workspaces.js';
 import { ConflictError, InvalidFieldError, isUuid, NotFoundError } from '../errors.js';
-import { recordAudit, type AuditContext } from '../audit.js';
+import { recordAudit } from '../audit.js';
+import { mustReach, workspaceFilter, type Actor } from '../actor.js';
 import { subscribableEvents, TEST_EVENT } from '../../webhooks/catalogue.js';
 import { refuseDestination, workspacePolicy, type DestinationPolicy } from '../../webhooks/destination-policy.js';
-import { processConfig } from '../../config.js';
 import { deleteEndpointAndDeliveries, liveEndpoint, switchEndpoint } from '../../webhooks/endpoint-lifecycle.js';
-import { withSealingLock } from './signing-secrets.js';
+import { withSealingLock } from '../../webhooks/sealing.js';
 
 /** A webhook endpoint as the API and the CLI show it: never with its signing secret. */
 export interface EndpointRecord {
@@ -51,7 +51,8 @@ const RECORD_COLUMNS = [
   'consecutive_failures',
 ];
 
-function toRecord(row: EndpointRow): EndpointRecord {
+/** An endpoint's row as every client shows it (the public API, the admin API, the CLI): never its secret. */
+export function toEndpointView(row: EndpointRow): EndpointRecord {
   return {
     id: row.id,
     name: row.name,
@@ -64,9 +65,9 @@ function toRecord(row: EndpointRow): EndpointRecord {
   };
 }
 
-/** Which endpoints a caller reaches: every workspace's (the CLI), or one workspace's (a scoped admin token, a path). */
-export interface EndpointScope {
-  workspaceId?: string;
+/** Which endpoints a call reaches: one workspace's (a path, a confined actor), or every workspace's (the operator). */
+interface EndpointScope {
+  workspaceId: string | undefined;
 }
 
 function checkId(id: string): void {
@@ -83,7 +84,7 @@ async function findEndpoint(
   lock?: 'lock',
 ): Promise<EndpointRow & { workspace_id: string }> {
   const row = await db('webhook_endpoints')
-    .where({ id, ...(scope.workspaceId ? { workspace_id: scope.workspaceId } : {}) })
+    .where({ id, ...(scope.workspaceId !== undefined ? { workspace_id: scope.workspaceId } : {}) })
     .whereRaw(liveEndpoint())
     .modify((q) => (lock ? q.forNoKeyUpdate() : q))
     .first([...RECORD_COLUMNS, 'workspace_id']);
@@ -175,19 +176,23 @@ async function refuseDuplicateUrl(
   }
 }
 
+/** Creates an endpoint of the workspace; `policy` is the service's destination policy (Config's). */
 export async function createEndpoint(
   db: Knex,
-  input: ({ workspaceSlug: string } | { workspaceId: string }) & {
+  actor: Actor,
+  input: {
+    workspaceId: string;
     url: string;
     name?: string;
     events?: string[];
     allowDuplicateUrl?: boolean;
+    policy: DestinationPolicy;
   },
-  policy: DestinationPolicy = processConfig().destinationPolicy,
-  audit?: AuditContext,
 ): Promise<CreatedEndpoint> {
+  mustReach(actor, input.workspaceId);
+  const { policy } = input;
   // The workspace first: its own ranges are part of the policy its URL is checked by.
-  const workspace = await findWorkspace(db, 'workspaceId' in input ? { id: input.workspaceId } : input.workspaceSlug);
+  const workspace = await findWorkspace(db, { id: input.workspaceId });
   const url = await checkDestination(input.url, workspacePolicy(policy, workspace.webhookAllowedCidrs));
   const events = checkEvents(input.events ?? []);
   const name = checkName(input.name ?? url.host);
@@ -199,22 +204,27 @@ export async function createEndpoint(
     const [inserted] = await trx('webhook_endpoints')
       .insert({ id, workspace_id: workspace.id, name, url: input.url, events, ...sealer.columns(id, secret) })
       .returning(RECORD_COLUMNS);
-    if (audit)
-      await recordAudit(trx, audit, {
-        action: 'endpoint.create',
-        workspaceId: workspace.id,
-        target: { type: 'endpoint', id },
-        changes: { name, url: input.url, events },
-      });
+    await recordAudit(trx, actor.audit, {
+      action: 'endpoint.create',
+      workspaceId: workspace.id,
+      target: { type: 'endpoint', id },
+      changes: { name, url: input.url, events },
+    });
     return inserted as EndpointRow;
   });
-  return { ...toRecord(row), secret };
+  return { ...toEndpointView(row), secret };
 }
 
-/** One live endpoint (within `scope`). */
-export async function getEndpoint(db: Knex, id: string, scope: EndpointScope = {}): Promise<EndpointRecord> {
+/** One live endpoint of the workspace (or of any the actor reaches: `'every'`). */
+export async function getEndpoint(
+  db: Knex,
+  actor: Actor,
+  input: { endpointId: string; workspaceId: string | 'every' },
+): Promise<EndpointRecord> {
+  const id = input.endpointId;
+  const scope = { workspaceId: workspaceFilter(actor, input.workspaceId) };
   checkId(id);
-  return toRecord(await findEndpoint(db, id, scope));
+  return toEndpointView(await findEndpoint(db, id, scope));
 }
 
 /**
@@ -224,12 +234,16 @@ export async function getEndpoint(db: Knex, id: string, scope: EndpointScope = {
  */
 export async function updateEndpoint(
   db: Knex,
-  id: string,
-  changes: { url?: string; name?: string; events?: string[]; allowDuplicateUrl?: boolean },
-  scope: EndpointScope = {},
-  policy: DestinationPolicy = processConfig().destinationPolicy,
-  audit?: AuditContext,
+  actor: Actor,
+  input: {
+    endpointId: string;
+    workspaceId: string | 'every';
+    changes: { url?: string; name?: string; events?: string[]; allowDuplicateUrl?: boolean };
+    policy: DestinationPolicy;
+  },
 ): Promise<EndpointRecord> {
+  const { endpointId: id, changes, policy } = input;
+  const scope = { workspaceId: workspaceFilter(actor, input.workspaceId) };
   checkId(id);
   // The endpoint first (another workspace's, or none, is not found whatever the URL), then the URL by its workspace's
   // policy, outside the transaction: a name's look-up must not hold the row's lock.
@@ -251,20 +265,18 @@ export async function updateEndpoint(
     if (changes.url !== undefined && changes.url !== before.url) patch.url = changes.url;
     if (changes.name !== undefined && changes.name !== before.name) patch.name = changes.name;
     if (events !== undefined && !sameEvents(events, before.events)) patch.events = events;
-    if (Object.keys(patch).length === 0) return toRecord(before);
+    if (Object.keys(patch).length === 0) return toEndpointView(before);
     const [row] = await trx('webhook_endpoints').where({ id }).update(patch).returning(RECORD_COLUMNS);
-    if (audit) {
-      const changed = Object.fromEntries(
-        Object.entries(patch).map(([field, to]) => [field, { from: before[field as keyof typeof patch], to }]),
-      );
-      await recordAudit(trx, audit, {
-        action: 'endpoint.update',
-        workspaceId: before.workspace_id,
-        target: { type: 'endpoint', id },
-        changes: changed,
-      });
-    }
-    return toRecord(row);
+    const changed = Object.fromEntries(
+      Object.entries(patch).map(([field, to]) => [field, { from: before[field as keyof typeof patch], to }]),
+    );
+    await recordAudit(trx, actor.audit, {
+      action: 'endpoint.update',
+      workspaceId: before.workspace_id,
+      target: { type: 'endpoint', id },
+      changes: changed,
+    });
+    return toEndpointView(row);
   });
 }
 
@@ -277,23 +289,23 @@ const sameEvents = (a: string[], b: string[]) => a.length === b.length && a.ever
  */
 export async function deleteEndpoint(
   db: Knex,
-  id: string,
-  scope: EndpointScope = {},
-  audit?: AuditContext,
+  actor: Actor,
+  input: { endpointId: string; workspaceId: string | 'every' },
 ): Promise<{ id: string }> {
+  const id = input.endpointId;
+  const scope = { workspaceId: workspaceFilter(actor, input.workspaceId) };
   checkId(id);
   const deleted = await deleteEndpointAndDeliveries<{ id: string; workspace_id: string; name: string; url: string }>(
     db,
-    { id, ...(scope.workspaceId ? { workspace_id: scope.workspaceId } : {}) },
+    { id, ...(scope.workspaceId !== undefined ? { workspace_id: scope.workspaceId } : {}) },
     ['id', 'workspace_id', 'name', 'url'],
     async (trx, row) => {
-      if (audit)
-        await recordAudit(trx, audit, {
-          action: 'endpoint.delete',
-          workspaceId: row.workspace_id,
-          target: { type: 'endpoint', id },
-          changes: { name: row.name, url: row.url },
-        });
+      await recordAudit(trx, actor.audit, {
+        action: 'endpoint.delete',
+        workspaceId: row.workspace_id,
+        target: { type: 'endpoint', id },
+        changes: { name: row.name, url: row.url },
+      });
     },
   );
   if (!deleted) throw notFound(id);
@@ -306,12 +318,11 @@ export async function deleteEndpoint(
  */
 export async function setEndpointActive(
   db: Knex,
-  id: string,
-  active: boolean,
-  now = new Date(),
-  audit?: AuditContext,
-  scope: EndpointScope = {},
+  actor: Actor,
+  input: { endpointId: string; workspaceId: string | 'every'; active: boolean; now: Date },
 ): Promise<EndpointRecord> {
+  const { endpointId: id, active, now } = input;
+  const scope = { workspaceId: workspaceFilter(actor, input.workspaceId) };
   checkId(id);
   return db.transaction(async (trx) => {
     await findEndpoint(trx, id, scope, 'lock');
@@ -320,14 +331,13 @@ export async function setEndpointActive(
       'workspace_id',
     ]);
     if (!row) throw notFound(id);
-    const record = toRecord(row);
-    if (audit)
-      await recordAudit(trx, audit, {
-        action: active ? 'endpoint.enable' : 'endpoint.disable',
-        workspaceId: row.workspace_id,
-        target: { type: 'endpoint', id },
-        changes: { isActive: active },
-      });
+    const record = toEndpointView(row);
+    await recordAudit(trx, actor.audit, {
+      action: active ? 'endpoint.enable' : 'endpoint.disable',
+      workspaceId: row.workspace_id,
+      target: { type: 'endpoint', id },
+      changes: { isActive: active },
+    });
     return record;
   });
 }
@@ -339,6 +349,13 @@ export async function setEndpointActive(
 const LIST_ENDPOINTS = `SELECT ${RECORD_COLUMNS.join(', ')} FROM webhook_endpoints
   WHERE workspace_id = ${WORKSPACE} AND ${liveEndpoint()} ORDER BY created_at, id`;
 
-export async function listEndpoints(db: Knex, workspaceId: string): Promise<EndpointRecord[]> {
-  return (await rows<EndpointRow>(db, LIST_ENDPOINTS, { ws: workspaceId }, { prepared: true })).map(toRecord);
+/** The workspace's endpoints: a read-only look-up (the public API's list, for the key's own workspace). */
+export async function workspaceEndpoints(db: Knex, workspaceId: string): Promise<EndpointRecord[]> {
+  return (await rows<EndpointRow>(db, LIST_ENDPOINTS, { ws: workspaceId }, { prepared: true })).map(toEndpointView);
+}
+
+/** The workspace's endpoints, oldest first. */
+export async function listEndpoints(db: Knex, actor: Actor, input: { workspaceId: string }): Promise<EndpointRecord[]> {
+  mustReach(actor, input.workspaceId);
+  return workspaceEndpoints(db, input.workspaceId);
 }

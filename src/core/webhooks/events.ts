@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import { InvalidFieldError, isUuid, NotFoundError } from '../errors.js';
-import type { AuditContext } from '../audit.js';
+import { workspaceFilter, type Actor } from '../actor.js';
 import { eventDefinition, eventDefinitions } from '../../webhooks/catalogue.js';
 import { queueTestDelivery } from './test-delivery.js';
 
@@ -19,7 +19,7 @@ export interface EventType {
   exampleData: Record<string, unknown>;
 }
 
-/** Every event of the public document's `webhooks` (webhook.test included), in the document's order. */
+/** Every event of the public document's `webhooks` (webhook.test included), in the document's order: the catalogue, no action. */
 export function listEventTypes(): { rows: EventType[] } {
   return {
     rows: eventDefinitions().map((d) => ({
@@ -39,10 +39,11 @@ export function listEventTypes(): { rows: EventType[] } {
  */
 export async function sendExampleEvent(
   db: Knex,
-  input: { workspaceId?: string; endpointId: string; event: string; now?: Date },
-  audit?: AuditContext,
+  actor: Actor,
+  input: { workspaceId: string | 'every'; endpointId: string; event: string; now: Date },
 ): Promise<{ deliveryId: string; endpointId: string; event: string }> {
-  const { endpointId, event, now = new Date() } = input;
+  const { endpointId, event, now } = input;
+  const reached = workspaceFilter(actor, input.workspaceId);
   if (!isUuid(endpointId)) throw new InvalidFieldError('endpointId', `must be a UUID, got "${endpointId}"`);
   if (!eventDefinition(event))
     throw new InvalidFieldError(
@@ -51,7 +52,7 @@ export async function sendExampleEvent(
     );
   // The CLI names the endpoint only: its workspace is the endpoint's.
   const workspaceId =
-    input.workspaceId ?? (await db('webhook_endpoints').where({ id: endpointId }).first('workspace_id'))?.workspace_id;
+    reached ?? (await db('webhook_endpoints').where({ id: endpointId }).first('workspace_id'))?.workspace_id;
   if (workspaceId === undefined) throw new NotFoundError(`no webhook endpoint with id ${endpointId}`);
   // Every call is its own (a key nobody else holds): it counts towards the calls a minute, and replays nothing.
   const { deliveryId } = await queueTestDelivery(db, {
@@ -59,7 +60,7 @@ export async function sendExampleEvent(
     endpointId,
     idempotencyKey: `example:${crypto.randomUUID()}`,
     now,
-    example: { event, audit },
+    example: { event, audit: actor.audit },
   });
   return { deliveryId, endpointId, event };
 }

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { ConflictError, InputError, InvalidFieldError, isUuid, NotFoundError } from '../errors.js';
-import { recordAudit, type AuditContext } from '../audit.js';
+import { recordAudit } from '../audit.js';
+import { workspaceFilter, type Actor } from '../actor.js';
 import { notifyDispatchers } from '../../webhooks/fanout.js';
 import { SWITCH_ON_FIRST } from '../../webhooks/endpoint-lifecycle.js';
 
@@ -55,10 +56,11 @@ export interface RetriedDelivery {
  */
 export async function retryDelivery(
   db: Knex,
-  id: string,
-  options: { workspaceId?: string; now?: Date; audit?: AuditContext } = {},
+  actor: Actor,
+  input: { deliveryId: string; workspaceId: string | 'every'; now: Date },
 ): Promise<RetriedDelivery> {
-  const { workspaceId, now = new Date(), audit } = options;
+  const { deliveryId: id, now } = input;
+  const workspaceId = workspaceFilter(actor, input.workspaceId);
   if (!isUuid(id)) throw new InvalidFieldError('id', `must be a UUID, got "${id}"`);
   return db.transaction(async (trx) => {
     const query = trx('deliveries').where({ id });
@@ -81,14 +83,12 @@ export async function retryDelivery(
       .returning(['id', 'status', 'attempts', 'next_attempt_at']);
     if (!row) throw new ConflictError(`delivery ${id} changed while it was being retried; try again`, 'status');
     await notifyDispatchers(trx);
-    if (audit) {
-      await recordAudit(trx, audit, {
-        action: 'delivery.retry',
-        workspaceId: found.workspace_id,
-        target: { type: 'delivery', id },
-        changes: { status: { from: found.status, to: row.status }, nextAttemptAt: now.toISOString() },
-      });
-    }
+    await recordAudit(trx, actor.audit, {
+      action: 'delivery.retry',
+      workspaceId: found.workspace_id,
+      target: { type: 'delivery', id },
+      changes: { status: { from: found.status, to: row.status }, nextAttemptAt: now.toISOString() },
+    });
     return {
       id,
       endpointId: found.endpoint_id,
@@ -100,15 +100,22 @@ export async function retryDelivery(
   });
 }
 
-/** Queues a failed delivery again, due at `now` (`fleet-admin deliveries resend`: failed ones only). */
+/**
+ * Queues a failed delivery again, due at `now` (`fleet-admin deliveries resend`: failed ones only), within the
+ * actor's reach. It writes no audit entry (it never did; `deliveries retry` is the audited way).
+ */
 export async function resendDelivery(
   db: Knex,
-  id: string,
-  now = new Date(),
+  actor: Actor,
+  input: { deliveryId: string; workspaceId: string | 'every'; now: Date },
 ): Promise<{ id: string; status: 'queued'; attempts: number }> {
+  const { deliveryId: id, now } = input;
+  const workspaceId = workspaceFilter(actor, input.workspaceId);
   if (!isUuid(id)) throw new InvalidFieldError('id', `must be a UUID, got "${id}"`);
   return db.transaction(async (trx) => {
-    const found = await trx('deliveries').where({ id }).first('endpoint_id', 'status');
+    const found = await trx('deliveries')
+      .where({ id, ...(workspaceId !== undefined ? { workspace_id: workspaceId } : {}) })
+      .first('endpoint_id', 'status');
     if (!found) throw new NotFoundError(`no delivery with id ${id}`);
     await lockActiveEndpoint(trx, found.endpoint_id);
     const [row] = await trx('deliveries')
@@ -132,14 +139,14 @@ export async function resendDelivery(
 /** Queues again every failed delivery of the endpoint created in [since, until); returns how many. Audited as `endpoint.recover`. */
 export async function recoverEndpoint(
   db: Knex,
-  input: { endpointId: string; since: Date; until?: Date; now?: Date; workspaceId?: string },
-  audit?: AuditContext,
+  actor: Actor,
+  input: { endpointId: string; workspaceId: string | 'every'; since: Date; until?: Date; now: Date },
 ): Promise<{ endpointId: string; since: string; until: string | null; queued: number }> {
-  const { endpointId, since, until, now = new Date() } = input;
+  const { endpointId, since, until, now } = input;
   if (!isUuid(endpointId)) throw new InvalidFieldError('id', `must be a UUID, got "${endpointId}"`);
   if (until && !(since < until)) throw new InvalidFieldError('until', (name) => `must be later than ${name('since')}`);
   return db.transaction(async (trx) => {
-    const { workspaceId } = await lockActiveEndpoint(trx, endpointId, input.workspaceId);
+    const { workspaceId } = await lockActiveEndpoint(trx, endpointId, workspaceFilter(actor, input.workspaceId));
     const query = trx('deliveries')
       .where({ endpoint_id: endpointId, status: 'failed' })
       .where('created_at', '>=', since);
@@ -147,13 +154,12 @@ export async function recoverEndpoint(
     const queued = await query.update(requeue(now));
     if (queued > 0) await notifyDispatchers(trx);
     const result = { endpointId, since: since.toISOString(), until: until?.toISOString() ?? null, queued };
-    if (audit)
-      await recordAudit(trx, audit, {
-        action: 'endpoint.recover',
-        workspaceId,
-        target: { type: 'endpoint', id: endpointId },
-        changes: { since: result.since, until: result.until, queued },
-      });
+    await recordAudit(trx, actor.audit, {
+      action: 'endpoint.recover',
+      workspaceId,
+      target: { type: 'endpoint', id: endpointId },
+      changes: { since: result.since, until: result.until, queued },
+    });
     return result;
   });
 }

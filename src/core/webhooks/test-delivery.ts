@@ -5,12 +5,11 @@ import { ConflictError, KeyReusedError, LimitError, NotFoundError } from '../err
 import { lockTestDeliveries, SWITCH_ON_FIRST } from '../../webhooks/endpoint-lifecycle.js';
 import { eventDefinition, TEST_EVENT } from '../../webhooks/catalogue.js';
 import { createDeliveries } from '../../webhooks/fanout.js';
+import { IDEMPOTENCY_WINDOW_MS } from '../../webhooks/retention.js';
 
 /** The fixed text of `data.message` in a webhook.test payload. */
 export const TEST_MESSAGE = 'This is a test delivery from Fleet Rental Service.';
 
-/** How long an Idempotency-Key of the test operation is remembered. */
-export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000;
 /** Test deliveries pending (queued or retrying) to one endpoint at most; another is refused until one finishes. */
 export const MAX_PENDING_TESTS_PER_ENDPOINT = 5;
 /** Test calls that queue a delivery, per workspace, within any RATE_WINDOW_MS. */
@@ -36,7 +35,7 @@ const secondsUntil = (at: Date, now: Date) => Math.max(1, Math.ceil((at.getTime(
 export interface ExampleEvent {
   event: string;
   /** Who asked for it, audited as `event.send_example`. */
-  audit?: AuditContext;
+  audit: AuditContext;
 }
 
 /**
@@ -49,6 +48,8 @@ export interface ExampleEvent {
  * requests with one key queue one delivery and concurrent requests cannot pass a limit together. Refusals: NotFoundError
  * (no such endpoint in the workspace), KeyReusedError (the key was used for another endpoint of the workspace within
  * the window), LimitError (a limit was reached, nothing queued, with the seconds until trying again can succeed).
+ * Takes no actor: the public API's test operation calls it for its key's own workspace (an API key is no actor of the
+ * audit trail), and sendExampleEvent (src/core/webhooks/events.ts) once it reached the workspace, with its audit.
  */
 export async function queueTestDelivery(
   db: Knex,
@@ -105,7 +106,7 @@ export async function queueTestDelivery(
     const [delivery] = await createDeliveries(trx, [event.id], { kind: 'endpoint', endpointId });
     if (!delivery)
       throw new Error(`queueTestDelivery: no delivery made for endpoint ${endpointId}, which this transaction holds`);
-    if (example?.audit) {
+    if (example) {
       await recordAudit(trx, example.audit, {
         action: 'event.send_example',
         workspaceId,
