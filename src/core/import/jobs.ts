@@ -334,32 +334,7 @@ export async function startImport(
     await trx.raw(`SELECT ${LOCK}`, [id]);
     // A job waiting on a stalled upload must not keep its transaction (and the locks it took) open for ever.
     await trx.raw(`SET LOCAL idle_in_transaction_session_timeout = '${IDLE_IN_TRANSACTION_TIMEOUT}'`);
-    [row] = await db.transaction(async (t) => {
-      // Counted and inserted under the workspace's lock, so two requests at once cannot both take the last place. A job
-      // counts while its transaction holds its lock (one whose process died does not).
-      await t.raw(`SELECT pg_advisory_xact_lock(hashtextextended('frs.import-start:' || ?::text, 0))`, [workspace.id]);
-      const { rows } = await t.raw(
-        `SELECT count(*)::int AS n FROM import_jobs j WHERE j.workspace_id = ? AND j.phase = 'running'
-           AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-                         AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended('frs.import:' || j.id::text, 0))`,
-        [workspace.id],
-      );
-      if (rows[0].n >= MAX_RUNNING_IMPORTS) {
-        throw new ConflictError(
-          `This workspace already runs ${MAX_RUNNING_IMPORTS} import jobs, the most it may at once: wait for one to end (getImport) or cancel one (cancelImport).`,
-          'running_imports',
-        );
-      }
-      return t('import_jobs')
-        .insert({
-          id,
-          workspace_id: workspace.id,
-          phase: 'running',
-          format: options.format,
-          started_by: options.audit.actor.name.slice(0, 200),
-        })
-        .returning('*');
-    });
+    row = await insertRunningJob(db, id, workspace.id, options);
   } catch (err) {
     await trx.rollback().catch(() => undefined);
     uncount();
@@ -381,6 +356,44 @@ export async function startImport(
     })
     .finally(uncount);
   return { job: view(row), done, received: Promise.race([received, done.then(() => undefined)]) };
+}
+
+/**
+ * The running job's row, in a transaction of its own. Counted and inserted under the workspace's lock, so two requests
+ * at once cannot both take the last place. A job counts while its transaction holds its lock (one whose process died
+ * does not).
+ */
+async function insertRunningJob(
+  db: Knex,
+  id: string,
+  workspaceId: string,
+  options: StartImportOptions,
+): Promise<ImportJobRow> {
+  const [row] = await db.transaction(async (t) => {
+    await t.raw(`SELECT pg_advisory_xact_lock(hashtextextended('frs.import-start:' || ?::text, 0))`, [workspaceId]);
+    const { rows } = await t.raw(
+      `SELECT count(*)::int AS n FROM import_jobs j WHERE j.workspace_id = ? AND j.phase = 'running'
+         AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                       AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended('frs.import:' || j.id::text, 0))`,
+      [workspaceId],
+    );
+    if (rows[0].n >= MAX_RUNNING_IMPORTS) {
+      throw new ConflictError(
+        `This workspace already runs ${MAX_RUNNING_IMPORTS} import jobs, the most it may at once: wait for one to end (getImport) or cancel one (cancelImport).`,
+        'running_imports',
+      );
+    }
+    return t('import_jobs')
+      .insert({
+        id,
+        workspace_id: workspaceId,
+        phase: 'running',
+        format: options.format,
+        started_by: options.audit.actor.name.slice(0, 200),
+      })
+      .returning('*');
+  });
+  return row;
 }
 
 async function runJob(
