@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { processConfig, wholeNumberDefault } from '../config.js';
 import type { Database } from './database.js';
 import { isDatabaseUnavailable } from './outage.js';
-import type { ServiceMetrics } from '../observability/metrics.js';
+import type { Counter, Gauge } from 'prom-client';
 
 // Which pool answers a read of the API: a streaming replica whose data is at most FRS_READ_MAX_LAG_MS old, else the
 // primary. The one place that decides it (docs: architecture "Reads and writes"); the query modules take the
@@ -35,6 +35,16 @@ const PROBE_INTERVAL_MS = 250;
 const PROBE_TIMEOUT_MS = 1000;
 /** Primary samples kept: 60 s of them, the largest bound (a replica further behind keeps the freshness it last had). */
 const MAX_SAMPLES = 240;
+
+/**
+ * The service's metrics the routing keeps (src/observability/metrics.ts fills them): named here by their shape, so the
+ * database code does not import the metrics module that itself reads the database.
+ */
+export interface RoutingMetrics {
+  reads: Counter<'pool'>;
+  replicaLag: Gauge<'replica'>;
+  replicaUp: Gauge<'replica'>;
+}
 
 /** A replica's name in metrics and logs: host:port, never its user or password. */
 export function replicaName(url: string): string {
@@ -172,7 +182,7 @@ export class ReadRouting {
   private sampling: Promise<void> | undefined;
   readonly maxLagMs: number;
   private readonly logger: Logger;
-  private readonly metrics?: ServiceMetrics;
+  private readonly metrics?: RoutingMetrics;
   private readonly clock: () => number;
   private readonly sampleSource: () => Promise<PrimarySample>;
 
@@ -183,7 +193,7 @@ export class ReadRouting {
     replicas: ReplicaSource[];
     maxLagMs: number;
     logger: Logger;
-    metrics?: ServiceMetrics;
+    metrics?: RoutingMetrics;
     clock?: () => number;
   }) {
     ({
@@ -219,7 +229,7 @@ export class ReadRouting {
     urls: string[];
     maxLagMs?: number;
     logger: Logger;
-    metrics?: ServiceMetrics;
+    metrics?: RoutingMetrics;
   }): Promise<ReadRouting | undefined> {
     const { database, primary, urls, maxLagMs = processConfig().readMaxLagMs, logger, metrics } = options;
     if (urls.length === 0) return undefined;
