@@ -23,7 +23,7 @@ import type {
 import { importDocument } from '../src/core/import/import-document.js';
 import { addDays, addMonths, daysBetween, localDate, localTime, startOfMonth, zonedInstant } from '../src/time.js';
 import { createApiKey, createWorkspace, findWorkspace, type WorkspaceRecord } from '../src/core/workspaces.js';
-import { InputError } from '../src/core/errors.js';
+import { InputError } from '../src/errors.js';
 import { cliActor } from '../src/core/audit.js';
 
 const HOUR = 3_600_000;

@@ -18,7 +18,7 @@ import type { Knex } from 'knex';
 import { progressReporter, type ProgressOptions } from '../src/progress.js';
 import { deferRollups, finishDeferredRollups } from '../src/db/bulk-load.js';
 import { createWorkspace, findWorkspace, type WorkspaceRecord } from '../src/core/workspaces.js';
-import { InputError } from '../src/core/errors.js';
+import { InputError } from '../src/errors.js';
 import { cliActor } from '../src/core/audit.js';
 
 export interface LargeSeedOptions extends ProgressOptions {

@@ -8,7 +8,7 @@ import { testDatabase } from './support/database.js';
 import { expectRollupsExact } from './support/rollups.js';
 import { expectRejection } from './support/assertions.js';
 import { createWorkspace } from '../src/core/workspaces.js';
-import { InputError } from '../src/core/errors.js';
+import { InputError } from '../src/errors.js';
 import { ImportError, importDocument, readImportFile } from '../src/core/import/import-document.js';
 import type { FleetImportDocument } from '../generated/import-document.js';
 import { operator } from './support/actors.js';

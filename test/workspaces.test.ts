@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { testDatabase } from './support/database.js';
 import { createApiKey, createWorkspace, revokeApiKey, updateWorkspace } from '../src/core/workspaces.js';
-import { InputError } from '../src/core/errors.js';
+import { InputError } from '../src/errors.js';
 import { hashApiKey } from '../src/secrets.js';
 import { expectRejection } from './support/assertions.js';
 import { idOf, operator } from './support/actors.js';

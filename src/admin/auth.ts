@@ -3,7 +3,7 @@ import type { AuthGuard } from '../http/auth-failures.js';
 import { bearerToken } from '../http/bearer-token.js';
 import { hashApiKey } from '../secrets.js';
 import { adminTokenHolder, type AdminTokenHolder } from '../core/admin-tokens.js';
-import { CredentialError, InputError } from '../core/errors.js';
+import { CredentialError, InputError } from '../errors.js';
 
 // Authentication of the admin API: `Authorization: Bearer fra_...`, looked up by its hash (src/core/admin-tokens.ts) on
 // every request, so a revoked token is refused from its next request on. Every attempt that is not a token this

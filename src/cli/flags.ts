@@ -1,4 +1,4 @@
-import type { FieldName } from '../core/errors.js';
+import type { FieldName } from '../errors.js';
 
 // The core names fields as the admin API does (camelCase); the CLI takes each as a flag, `--` and the field in
 // kebab-case, except these, whose flags say it shorter.

@@ -4,7 +4,7 @@ import { Command, CommanderError } from 'commander';
 import { SchemaBehindError } from '../db/migrate.js';
 import { DatabaseRolesError } from '../db/roles.js';
 import { MasterKeyError } from '../secrets.js';
-import { InputError, InvalidFieldError } from '../core/errors.js';
+import { InputError, InvalidFieldError } from '../errors.js';
 import { ConfigError, loadConfig, SERVICE_VERSION, type Config } from '../config.js';
 import { flagOf } from './flags.js';
 import { cliIo, type CliIo } from './io.js';

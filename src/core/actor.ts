@@ -1,4 +1,4 @@
-import { NotFoundError } from './errors.js';
+import { NotFoundError } from '../errors.js';
 
 // Who acts on the core, and which workspaces it may reach. Every action takes one as its second argument, so that
 // neither the tenancy scope nor the audit entry can be left out of a call: a call without an actor does not

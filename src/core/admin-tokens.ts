@@ -3,7 +3,7 @@ import { hashApiKey, looksLikeSecret, newAdminToken, SECRET_SHAPED } from '../se
 import { recordAudit } from './audit.js';
 import type { OperatorActor } from './actor.js';
 import { findWorkspace } from './workspaces.js';
-import { CredentialError, InvalidFieldError, isUuid, NotFoundError } from './errors.js';
+import { CredentialError, InvalidFieldError, isUuid, NotFoundError } from '../errors.js';
 import { endPortalSessionsOfToken } from './portal-sessions.js';
 
 // Admin tokens: the admin API's credential (src/admin/). `fra_` + 40 base62 characters, made like an API key and

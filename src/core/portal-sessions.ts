@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { recordAudit, type AuditContext } from './audit.js';
 import { mustReach, type Actor } from './actor.js';
-import { ConflictError, CredentialError, InvalidFieldError, NotFoundError } from './errors.js';
+import { ConflictError, CredentialError, InvalidFieldError, NotFoundError } from '../errors.js';
 import { hashApiKey, newPortalCredential, PORTAL_LINK_PREFIX, PORTAL_SESSION_PREFIX } from '../secrets.js';
 
 // The settings screen's sessions (src/portal/ serves the screen). The rental platform's backend asks the admin API for

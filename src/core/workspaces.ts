@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { ConflictError, InvalidFieldError, isUuid, isValidTimeZone, NotFoundError } from './errors.js';
+import { ConflictError, InvalidFieldError, isUuid, isValidTimeZone, NotFoundError } from '../errors.js';
 import { hashApiKey, looksLikeSecret, newApiKey, SECRET_SHAPED } from '../secrets.js';
 import { resumeFrozenDeliveries } from '../webhooks/endpoint-lifecycle.js';
 import { recordAudit } from './audit.js';

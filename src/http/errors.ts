@@ -14,7 +14,7 @@ import {
   LimitError,
   NotFoundError,
   TooLargeError,
-} from '../core/errors.js';
+} from '../errors.js';
 
 /** The codes of both documents' error body (the same body: the admin API's has a few codes of its own). */
 export type ErrorCode = PublicErrorBody['error']['code'] | AdminErrorBody['error']['code'];

@@ -24,7 +24,7 @@ import type { Knex } from 'knex';
 import { adminRouter } from '../admin/app.js';
 import { guardedLookup } from '../admin/auth.js';
 import { apiError, coreError, errorBody, invalidRequest } from '../http/errors.js';
-import { CredentialError } from '../core/errors.js';
+import { CredentialError } from '../errors.js';
 import { AuthFailureLimits, type AuthGuard } from '../http/auth-failures.js';
 import { noRoute } from '../http/edge.js';
 import { readJsonBody } from '../http/json-body.js';

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { FieldError } from '../core/errors.js';
+import { FieldError } from '../errors.js';
 import { describeValidationError, eventDefinition, payloadField, TEST_EVENT } from './catalogue.js';
 import { fanOutEvents } from './fanout.js';
 

@@ -8,7 +8,7 @@ import { fleetAdminOn } from '../support/cli.js';
 import { createAdminToken } from '../../src/core/admin-tokens.js';
 import { createWorkspace } from '../../src/core/workspaces.js';
 import { flagOf } from '../../src/cli/flags.js';
-import { InvalidFieldError } from '../../src/core/errors.js';
+import { InvalidFieldError } from '../../src/errors.js';
 import { operatorWith } from '../support/actors.js';
 
 // The core refuses a field by its name; each client says it its own way: the admin API `Field "timezone" ...` with

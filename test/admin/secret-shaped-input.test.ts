@@ -4,7 +4,7 @@ import { testDatabase } from '../support/database.js';
 import { createApiKey, createWorkspace } from '../../src/core/workspaces.js';
 import { createAdminToken } from '../../src/core/admin-tokens.js';
 import { recordAudit, type AuditContext } from '../../src/core/audit.js';
-import { InvalidFieldError } from '../../src/core/errors.js';
+import { InvalidFieldError } from '../../src/errors.js';
 import { createEndpoint } from '../../src/core/webhooks/endpoints.js';
 import { idOf, operator, operatorWith, FIXTURE_ACTOR } from '../support/actors.js';
 import { processConfig } from '../../src/config.js';

@@ -10,7 +10,7 @@ import { attemptDelivery, type AttemptRequest } from '../../src/webhooks/http-at
 import { createEndpoint } from '../../src/core/webhooks/endpoints.js';
 import { recordEvent } from '../../src/webhooks/record-event.js';
 import { createApiKey } from '../../src/core/workspaces.js';
-import { InputError } from '../../src/core/errors.js';
+import { InputError } from '../../src/errors.js';
 import { startApi } from '../support/api.js';
 import { blockedKind, STRICT_POLICY, type DestinationPolicy } from '../../src/webhooks/destination-policy.js';
 import { bookingConfirmedData, delivery, dropTestWorkspaces, endpointRow, webhookWorkspace } from './support.js';

@@ -4,7 +4,7 @@ import { testDatabase } from '../support/database.js';
 import { proxiedTestDatabase } from '../support/tcp-proxy.js';
 import { startReceiver, type Receiver, type Reply } from '../support/receiver.js';
 import { updateWorkspace } from '../../src/core/workspaces.js';
-import { InputError } from '../../src/core/errors.js';
+import { InputError } from '../../src/errors.js';
 import { setEndpointActive } from '../../src/core/webhooks/endpoints.js';
 import { recordEvent } from '../../src/webhooks/record-event.js';
 import { queueTestDelivery } from '../../src/core/webhooks/test-delivery.js';

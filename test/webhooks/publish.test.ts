@@ -11,7 +11,7 @@ import {
 } from '../../src/webhooks/catalogue.js';
 import { fanOutEvents } from '../../src/webhooks/fanout.js';
 import { InvalidEventError, recordEvent } from '../../src/webhooks/record-event.js';
-import { InputError } from '../../src/core/errors.js';
+import { InputError } from '../../src/errors.js';
 import {
   bookingConfirmedData,
   dropTestWorkspaces,

@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import { testDatabase } from '../support/database.js';
 import { expectRejection } from '../support/assertions.js';
 import { startReceiver, type Receiver } from '../support/receiver.js';
-import { InputError } from '../../src/core/errors.js';
+import { InputError } from '../../src/errors.js';
 import { recoverEndpoint, resendDelivery } from '../../src/core/webhooks/recovery.js';
 import { showDelivery } from '../../src/core/webhooks/deliveries.js';
 import { MAX_ATTEMPTS } from '../../src/webhooks/retry-schedule.js';

@@ -13,7 +13,7 @@ import { createKnex } from '../../src/db/database.js';
 import { migrationSource } from '../../src/db/migrate.js';
 import { ROOT_DIR } from '../../src/config.js';
 import { loadKeyring, masterKeyFile, MasterKeyError, newSigningSecret, writeKeyFile } from '../../src/secrets.js';
-import { InputError } from '../../src/core/errors.js';
+import { InputError } from '../../src/errors.js';
 import { recordEvent } from '../../src/webhooks/record-event.js';
 import { rotateSigningSecret } from '../../src/core/webhooks/signing-secrets.js';
 import { openSigningSecret, sealedSecretColumns } from '../../src/webhooks/sealing.js';

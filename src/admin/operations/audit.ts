@@ -1,6 +1,6 @@
 import { listAuditEntries } from '../../core/audit.js';
 import { workspaceFilter } from '../../core/actor.js';
-import { instant } from '../../core/errors.js';
+import { instant } from '../../errors.js';
 import type { AdminAction } from './context.js';
 
 // The audit trail (src/core/audit.ts): every workspace's the actor reaches, or one workspace's, newest first.

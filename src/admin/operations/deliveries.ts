@@ -1,5 +1,5 @@
 import type { CursorBinding } from '../../http/cursors.js';
-import { instant } from '../../core/errors.js';
+import { instant } from '../../errors.js';
 import { listWorkspaceDeliveries, showDelivery } from '../../core/webhooks/deliveries.js';
 import { recoverEndpoint, retryDelivery } from '../../core/webhooks/recovery.js';
 import type { DeliveryPosition, WorkspaceDeliveryFilters } from '../../queries/deliveries.js';

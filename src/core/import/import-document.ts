@@ -5,7 +5,7 @@ import { progressReporter, type ProgressOptions } from '../../progress.js';
 import { deferRollups, finishDeferredRollups } from '../../db/bulk-load.js';
 import { findWorkspace } from '../workspaces.js';
 import { recordAudit, type AuditContext } from '../audit.js';
-import { InputError } from '../errors.js';
+import { InputError } from '../../errors.js';
 import type {
   Booking,
   FleetImportDocument,

@@ -5,7 +5,7 @@ import { JSONParser } from '@streamparser/json';
 import { createSchemaAjv, IMPORT_SCHEMA_ID } from '../../contract/document.js';
 import { recordAudit, type AuditContext } from '../audit.js';
 import { mustReach, type Actor } from '../actor.js';
-import { BusyError, ConflictError, NotFoundError } from '../errors.js';
+import { BusyError, ConflictError, NotFoundError } from '../../errors.js';
 import fs from 'node:fs';
 import type { Logger } from 'pino';
 import { findWorkspace } from '../workspaces.js';

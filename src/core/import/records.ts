@@ -3,7 +3,7 @@ import type { ErrorObject, ValidateFunction } from 'ajv';
 import { createSchemaAjv, schemaRef } from '../../contract/document.js';
 import { recordAudit } from '../audit.js';
 import { mustReach, type Actor } from '../actor.js';
-import { ConflictError, FieldError, InputError, TooLargeError } from '../errors.js';
+import { ConflictError, FieldError, InputError, TooLargeError } from '../../errors.js';
 import { findWorkspace } from '../workspaces.js';
 import { checkEvent, recordEvent } from '../../webhooks/record-event.js';
 import {

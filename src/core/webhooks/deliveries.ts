@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { InvalidFieldError, isUuid, NotFoundError } from '../errors.js';
+import { InvalidFieldError, isUuid, NotFoundError } from '../../errors.js';
 import {
   deliveryDetail,
   deliveryLog,

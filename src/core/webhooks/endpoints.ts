@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import { rows, WORKSPACE } from '../../queries/common.js';
 import { looksLikeSecret, newSigningSecret, SECRET_SHAPED } from '../../secrets.js';
 import { findWorkspace } from '../workspaces.js';
-import { ConflictError, InvalidFieldError, isUuid, NotFoundError } from '../errors.js';
+import { ConflictError, InvalidFieldError, isUuid, NotFoundError } from '../../errors.js';
 import { recordAudit } from '../audit.js';
 import { mustReach, workspaceFilter, type Actor } from '../actor.js';
 import { subscribableEvents, TEST_EVENT } from '../../webhooks/catalogue.js';

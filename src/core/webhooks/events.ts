@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
-import { InvalidFieldError, isUuid, NotFoundError } from '../errors.js';
+import { InvalidFieldError, isUuid, NotFoundError } from '../../errors.js';
 import { workspaceFilter, type Actor } from '../actor.js';
 import { eventDefinition, eventDefinitions } from '../../webhooks/catalogue.js';
 import { queueTestDelivery } from './test-delivery.js';

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { ConflictError, InputError, InvalidFieldError, isUuid, NotFoundError } from '../errors.js';
+import { ConflictError, InputError, InvalidFieldError, isUuid, NotFoundError } from '../../errors.js';
 import { recordAudit } from '../audit.js';
 import { workspaceFilter, type Actor } from '../actor.js';
 import { notifyDispatchers } from '../../webhooks/fanout.js';

@@ -3,7 +3,7 @@ import { recordAudit } from '../audit.js';
 import { workspaceFilter, type Actor, type OperatorActor } from '../actor.js';
 import { createMasterKeyFile, MasterKeyError, newSigningSecret, rotateMasterKey } from '../../secrets.js';
 import { KEY_SETTINGS, openSigningSecret, storedSecrets, withSealingLock } from '../../webhooks/sealing.js';
-import { InvalidFieldError, isUuid, NotFoundError } from '../errors.js';
+import { InvalidFieldError, isUuid, NotFoundError } from '../../errors.js';
 
 // The actions on endpoints' signing secrets: rotating one, re-sealing them all under a new master key, making a key
 // file. How they are sealed and opened is the engine's (src/webhooks/sealing.ts). During a rotation's overlap the

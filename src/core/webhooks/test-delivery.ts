@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import { recordAudit, type AuditContext } from '../audit.js';
-import { ConflictError, KeyReusedError, LimitError, NotFoundError } from '../errors.js';
+import { ConflictError, KeyReusedError, LimitError, NotFoundError } from '../../errors.js';
 import { lockTestDeliveries, SWITCH_ON_FIRST } from '../../webhooks/endpoint-lifecycle.js';
 import { eventDefinition, TEST_EVENT } from '../../webhooks/catalogue.js';
 import { createDeliveries } from '../../webhooks/fanout.js';
