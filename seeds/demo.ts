@@ -1642,7 +1642,10 @@ export async function seedDemo(
       workspace = await findWorkspace(db, workspaceSlug);
     }
   }
-  await importDocument(db, workspace.slug, buildDemoDocument(now, workspace.timezone, workspace.id));
+  await importDocument(db, cliActor(), {
+    workspace: workspace.slug,
+    document: buildDemoDocument(now, workspace.timezone, workspace.id),
+  });
   const key = await createApiKey(db, cliActor(), {
     workspaceId: (await findWorkspace(db, workspace.slug)).id,
     role: 'demo',

@@ -12,7 +12,7 @@ import { createKnex } from '../src/db/database.js';
 import { writeRecords } from '../src/core/import/records.js';
 import { importDocument } from '../src/core/import/import-document.js';
 import { cliAudit } from '../src/core/audit.js';
-import { operatorWith } from './support/actors.js';
+import { operator, operatorWith } from './support/actors.js';
 
 // Issue 32, point 5: the service's upkeep has no row that every writer of a workspace updates in place. Two writers of
 // one workspace touching different records (their own customer, car, booking and invoice) never wait for each other,
@@ -175,7 +175,10 @@ describe('direct writers of one workspace (issue 32)', () => {
         workspaceId: f.ws.id,
         body: { upsert: { payments: [payment(randomUUID(), 3000)] } },
       });
-      await importDocument(platform, f.slug, { payments: [payment(randomUUID(), 4000)] });
+      await importDocument(platform, operator, {
+        workspace: f.slug,
+        document: { payments: [payment(randomUUID(), 4000)] },
+      });
       // nothing queued, and the figures already exact: the invoice's 100000 less the 7000 paid, by hand
       const {
         rows: [queued],
@@ -246,30 +249,33 @@ describe('direct writers of one workspace (issue 32)', () => {
     expect(await upkeepDelaySeconds(db)).to.be.greaterThan(0);
     const customer = randomUUID();
     const invoice = randomUUID();
-    await importDocument(db, f.slug, {
-      customers: [{ id: customer, name: 'Loaded' }],
-      invoices: [
-        {
-          id: invoice,
-          number: 'L-1',
-          customerId: customer,
-          purpose: 'rental',
-          issueDate: '2026-11-01',
-          dueDate: '2026-12-01',
-          total: 9000,
-          status: 'issued',
-        },
-      ],
-      payments: [
-        {
-          id: randomUUID(),
-          kind: 'charge',
-          amount: 2500,
-          customerId: customer,
-          invoiceId: invoice,
-          at: '2026-11-02T09:00:00Z',
-        },
-      ],
+    await importDocument(db, operator, {
+      workspace: f.slug,
+      document: {
+        customers: [{ id: customer, name: 'Loaded' }],
+        invoices: [
+          {
+            id: invoice,
+            number: 'L-1',
+            customerId: customer,
+            purpose: 'rental',
+            issueDate: '2026-11-01',
+            dueDate: '2026-12-01',
+            total: 9000,
+            status: 'issued',
+          },
+        ],
+        payments: [
+          {
+            id: randomUUID(),
+            kind: 'charge',
+            amount: 2500,
+            customerId: customer,
+            invoiceId: invoice,
+            at: '2026-11-02T09:00:00Z',
+          },
+        ],
+      },
     });
     await foldUpkeep(db, [f.ws.id]);
     // by hand: the load alone (the deleted invoice of 100000 and its booking are gone, and stay out of the figures)

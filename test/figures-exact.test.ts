@@ -16,7 +16,7 @@ import { startImport } from '../src/core/import/jobs.js';
 import { cliAudit } from '../src/core/audit.js';
 import { createKnex } from '../src/db/database.js';
 import { foldUpkeep } from '../src/db/upkeep.js';
-import { operatorWith } from './support/actors.js';
+import { operator, operatorWith } from './support/actors.js';
 
 // Issue 32, point 7: after a randomised run of concurrent writers, every figure of the read API equals the same figure
 // computed from the base tables by a plain SQL query written here, independently of the running totals the service
@@ -280,7 +280,7 @@ const cliImport: WriterKind = {
   async run(run, rng, label) {
     for (let k = 0; k < 2; k++) {
       const doc = smallDocument(run, rng, `${label}-${k}`);
-      await retried(run, label, () => importDocument(run.db, run.f.slug, doc));
+      await retried(run, label, () => importDocument(run.db, operator, { workspace: run.f.slug, document: doc }));
     }
   },
 };

@@ -196,7 +196,7 @@ describe('importDocument', () => {
     const { db } = await testDatabase();
     const ws = await freshWorkspace(db);
     const doc = sampleDocument();
-    const first = await importDocument(db, ws.slug, doc);
+    const first = await importDocument(db, operator, { workspace: ws.slug, document: doc });
     expect(first).to.deep.equal({
       imported: {
         owners: 1,
@@ -220,7 +220,7 @@ describe('importDocument', () => {
 
     doc.vehicles[0].dailyRate = 17500;
     doc.customers[0].name = 'Layla H.';
-    const again = await importDocument(db, ws.slug, doc);
+    const again = await importDocument(db, operator, { workspace: ws.slug, document: doc });
     expect(again.imported.vehicles).to.equal(2);
     expect(await rowCounts(db, ws.id)).to.deep.equal(counts);
     expect(await db('vehicles').where({ id: doc.vehicles[0].id }).first('daily_rate', 'plate_key')).to.deep.equal({
@@ -234,9 +234,11 @@ describe('importDocument', () => {
     const { db } = await testDatabase();
     const ws = await freshWorkspace(db);
     const doc = sampleDocument();
-    await importDocument(db, ws.slug, doc);
+    await importDocument(db, operator, { workspace: ws.slug, document: doc });
     const partial = { customers: [{ id: uuid(), name: 'Omar' }], integrations: [] };
-    expect(await importDocument(db, ws.slug, partial)).to.deep.equal({ imported: { customers: 1, integrations: 0 } });
+    expect(await importDocument(db, operator, { workspace: ws.slug, document: partial })).to.deep.equal({
+      imported: { customers: 1, integrations: 0 },
+    });
     expect(
       await db('customers').where({ id: partial.customers[0].id }).first('phone', 'email', 'id_document'),
     ).to.deep.equal({ phone: null, email: null, id_document: null });
@@ -258,14 +260,14 @@ describe('importDocument', () => {
     const { db } = await testDatabase();
     const ws = await freshWorkspace(db);
     const doc = sampleDocument();
-    await importDocument(db, ws.slug, doc);
+    await importDocument(db, operator, { workspace: ws.slug, document: doc });
     // 10000 total - (6000 charge - 1000 refund); the canceled charge and the deposit count nowhere.
     const invoice = () => db('invoices').where({ id: doc.invoices[0].id }).first('paid', 'balance');
     expect(await invoice()).to.deep.equal({ paid: 5000, balance: 5000 });
     expect((await db('bookings').where({ id: doc.bookings[0].id }).first('collected')).collected).to.equal(5000);
 
     doc.payments[1].status = 'canceled';
-    await importDocument(db, ws.slug, doc);
+    await importDocument(db, operator, { workspace: ws.slug, document: doc });
     expect(await invoice()).to.deep.equal({ paid: 6000, balance: 4000 });
   });
 
@@ -279,7 +281,13 @@ describe('importDocument', () => {
       isTTY: false,
       write: (text: string) => lines.push(...text.split('\n').filter(Boolean)),
     } as unknown as NodeJS.WriteStream;
-    await importDocument(db, ws.slug, doc, { progress: true, progressStream: stream, progressIntervalMs: 0 });
+    await importDocument(db, operator, {
+      workspace: ws.slug,
+      document: doc,
+      progress: true,
+      progressStream: stream,
+      progressIntervalMs: 0,
+    });
     // into the empty workspace: the bulk path, whose last stage is computing the totals
     expect(stages(lines).has('running totals')).to.equal(true);
     const first = await expectRollupsExact(db, ws.id);
@@ -298,7 +306,13 @@ describe('importDocument', () => {
     doc.invoices[0].dueDate = '2026-12-04';
     doc.vehicles[1].state = 'active';
     lines.length = 0;
-    await importDocument(db, ws.slug, doc, { progress: true, progressStream: stream, progressIntervalMs: 0 });
+    await importDocument(db, operator, {
+      workspace: ws.slug,
+      document: doc,
+      progress: true,
+      progressStream: stream,
+      progressIntervalMs: 0,
+    });
     // the workspace holds records now: the triggers keep the totals
     expect(stages(lines).has('running totals')).to.equal(false);
     const again = await expectRollupsExact(db, ws.id);
@@ -316,7 +330,9 @@ describe('importDocument', () => {
       isTTY: false,
       write: (text: string) => lines.push(...text.split('\n').filter(Boolean)),
     } as unknown as NodeJS.WriteStream;
-    await importDocument(db, ws.slug, sampleDocument(), {
+    await importDocument(db, operator, {
+      workspace: ws.slug,
+      document: sampleDocument(),
       progress: true,
       progressStream: stream,
       progressIntervalMs: 0,
@@ -410,7 +426,10 @@ describe('importDocument', () => {
         const ws = await freshWorkspace(db);
         const doc: Record<string, any> = sampleDocument();
         spoil(doc);
-        const err = await expectRejection(importDocument(db, ws.slug, doc), ImportError);
+        const err = await expectRejection(
+          importDocument(db, operator, { workspace: ws.slug, document: doc }),
+          ImportError,
+        );
         expect(err.message).to.equal(`invalid import document ${message}`);
         expect(await rowCounts(db, ws.id)).to.deep.equal(noRows);
       });
@@ -419,7 +438,10 @@ describe('importDocument', () => {
     it('a document that is not an object', async () => {
       const { db } = await testDatabase();
       const ws = await freshWorkspace(db);
-      const err = await expectRejection(importDocument(db, ws.slug, [1, 2]), ImportError);
+      const err = await expectRejection(
+        importDocument(db, operator, { workspace: ws.slug, document: [1, 2] }),
+        ImportError,
+      );
       expect(err.message).to.equal('invalid import document at /: must be object');
     });
   });
@@ -430,7 +452,7 @@ describe('importDocument', () => {
     const doc = sampleDocument();
     const missing = uuid();
     doc.payments[3].invoiceId = missing;
-    const err = await expectRejection(importDocument(db, ws.slug, doc), ImportError);
+    const err = await expectRejection(importDocument(db, operator, { workspace: ws.slug, document: doc }), ImportError);
     expect(err.message).to.equal(
       `import failed at /payments/3/invoiceId: no invoice ${missing} in workspace "${ws.slug}" (neither in the file nor imported before)`,
     );
@@ -441,8 +463,11 @@ describe('importDocument', () => {
     const { db } = await testDatabase();
     const [a, b] = [await freshWorkspace(db), await freshWorkspace(db)];
     const doc = sampleDocument();
-    await importDocument(db, a.slug, { owners: doc.owners });
-    const err = await expectRejection(importDocument(db, b.slug, { fleets: doc.fleets }), ImportError);
+    await importDocument(db, operator, { workspace: a.slug, document: { owners: doc.owners } });
+    const err = await expectRejection(
+      importDocument(db, operator, { workspace: b.slug, document: { fleets: doc.fleets } }),
+      ImportError,
+    );
     expect(err.message).to.equal(
       `import failed at /fleets/0/ownerId: no owner ${doc.owners[0].id} in workspace "${b.slug}" (neither in the file nor imported before)`,
     );
@@ -452,14 +477,17 @@ describe('importDocument', () => {
     const { db } = await testDatabase();
     const [a, b] = [await freshWorkspace(db), await freshWorkspace(db)];
     const doc = sampleDocument();
-    await importDocument(db, a.slug, doc);
+    await importDocument(db, operator, { workspace: a.slug, document: doc });
     const theirs = doc.customers[0];
     const err = await expectRejection(
-      importDocument(db, b.slug, {
-        customers: [
-          { id: uuid(), name: 'Mine' },
-          { ...theirs, name: 'Stolen' },
-        ],
+      importDocument(db, operator, {
+        workspace: b.slug,
+        document: {
+          customers: [
+            { id: uuid(), name: 'Mine' },
+            { ...theirs, name: 'Stolen' },
+          ],
+        },
       }),
       ImportError,
     );
@@ -476,30 +504,50 @@ describe('importDocument', () => {
     const ws = await freshWorkspace(db);
     const plates = sampleDocument();
     plates.vehicles[1].plate = 'dubai a12345';
-    expect((await expectRejection(importDocument(db, ws.slug, plates), ImportError)).message).to.equal(
+    expect(
+      (await expectRejection(importDocument(db, operator, { workspace: ws.slug, document: plates }), ImportError))
+        .message,
+    ).to.equal(
       `import failed at /vehicles/1/plate: plate "dubai a12345" is already used by another vehicle in workspace "${ws.slug}"`,
     );
 
     const good = sampleDocument();
-    await importDocument(db, ws.slug, good);
+    await importDocument(db, operator, { workspace: ws.slug, document: good });
     const clash = {
       ...sampleDocument().bookings[0],
       id: uuid(),
       customerId: good.customers[0].id,
       vehicleId: good.vehicles[1].id,
     };
-    expect((await expectRejection(importDocument(db, ws.slug, { bookings: [clash] }), ImportError)).message).to.equal(
+    expect(
+      (
+        await expectRejection(
+          importDocument(db, operator, { workspace: ws.slug, document: { bookings: [clash] } }),
+          ImportError,
+        )
+      ).message,
+    ).to.equal(
       `import failed at /bookings/0/number: number "BK-1001" is already used by another booking in workspace "${ws.slug}"`,
     );
 
     const backwards = { ...clash, number: 'BK-2', dropoffAt: '2026-11-19T08:00:00.000Z' };
     expect(
-      (await expectRejection(importDocument(db, ws.slug, { bookings: [backwards] }), ImportError)).message,
+      (
+        await expectRejection(
+          importDocument(db, operator, { workspace: ws.slug, document: { bookings: [backwards] } }),
+          ImportError,
+        )
+      ).message,
     ).to.equal('import failed at /bookings/0/dropoffAt: dropoffAt must be later than pickupAt');
 
     const unstarted = { id: uuid(), integration: 'esign', status: 'failing' as const };
     expect(
-      (await expectRejection(importDocument(db, ws.slug, { integrations: [unstarted] }), ImportError)).message,
+      (
+        await expectRejection(
+          importDocument(db, operator, { workspace: ws.slug, document: { integrations: [unstarted] } }),
+          ImportError,
+        )
+      ).message,
     ).to.equal('import failed at /integrations/0/failingSince: a failing integration needs failingSince');
   });
 
@@ -512,14 +560,19 @@ describe('importDocument', () => {
       amount: i,
       date: '2026-11-01',
     }));
-    expect(await importDocument(db, ws.slug, { expenses })).to.deep.equal({ imported: { expenses: 2500 } });
+    expect(await importDocument(db, operator, { workspace: ws.slug, document: { expenses } })).to.deep.equal({
+      imported: { expenses: 2500 },
+    });
     const [{ sum }] = await db('expenses').where({ workspace_id: ws.id }).sum({ sum: 'amount' });
     expect(Number(sum)).to.equal((2499 * 2500) / 2);
   });
 
   it('refuses an unknown workspace', async () => {
     const { db } = await testDatabase();
-    const err = await expectRejection(importDocument(db, 'no-such-workspace', {}), InputError);
+    const err = await expectRejection(
+      importDocument(db, operator, { workspace: 'no-such-workspace', document: {} }),
+      InputError,
+    );
     expect(err.message).to.equal('no workspace with slug "no-such-workspace"');
   });
 });

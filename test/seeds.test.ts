@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import type { Knex } from 'knex';
 import { testDatabase } from './support/database.js';
 import { expectRollupsExact } from './support/rollups.js';
+import { operator } from './support/actors.js';
 import { buildDemoDocument, seedDemo } from '../seeds/demo.js';
 import { seedLarge } from '../seeds/large.js';
 import { importDocument } from '../src/core/import/import-document.js';
@@ -299,7 +300,7 @@ describe('seeds: demo workspace', () => {
           )
         )[0];
       const before = await countAll();
-      await importDocument(db, slug, buildDemoDocument(now, tz, ws));
+      await importDocument(db, operator, { workspace: slug, document: buildDemoDocument(now, tz, ws) });
       expect(await countAll()).to.deep.equal(before);
     });
 

@@ -135,165 +135,168 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
     slug = `etag-${id().slice(0, 8)}`;
     await createWorkspace(db, operator, { slug, timezone: 'Asia/Dubai' });
     key = (await createApiKey(db, operator, { workspaceId: await idOf(db, slug) })).key;
-    await importDocument(db, slug, {
-      owners: [{ id: ids.owner, name: 'Owner One' }],
-      fleets: [{ id: ids.fleet, code: 'DXB', name: 'Dubai Fleet', ownerId: ids.owner }],
-      vehicles: [
-        {
-          id: ids.camry,
-          fleetId: ids.fleet,
-          make: 'Toyota',
-          model: 'Camry',
-          plate: 'Dubai A 111',
-          category: 'sedan',
-          dailyRate: 15000,
-          state: 'active',
-        },
-        {
-          id: ids.patrol,
-          fleetId: ids.fleet,
-          make: 'Nissan',
-          model: 'Patrol',
-          plate: 'Dubai B 222',
-          category: 'suv',
-          dailyRate: 60000,
-          state: 'active',
-        },
-        {
-          id: ids.civic,
-          fleetId: ids.fleet,
-          make: 'Honda',
-          model: 'Civic',
-          plate: 'Dubai E 555',
-          category: 'sedan',
-          dailyRate: 14000,
-          state: 'active',
-        },
-      ],
-      maintenance: [
-        {
-          id: id(),
-          vehicleId: ids.civic,
-          startsAt: '2026-12-10T06:00:00.000Z',
-          endsAt: '2026-12-11T06:00:00.000Z',
-          reason: 'service',
-        },
-      ],
-      vehicleDocuments: [{ id: id(), vehicleId: ids.camry, docType: 'insurance', expiresAt: '2027-03-01' }],
-      customers: [
-        { id: ids.alice, name: 'Alice Mansoori' },
-        { id: ids.bob, name: 'Bob Fernandes' },
-      ],
-      bookings: [
-        // B1 active, due back today 14:00Z (18:00 Dubai); B2 active, late since 07:00Z; B3 confirmed, pickup today 10:00Z
-        {
-          id: ids.b1,
-          number: 'B-1',
-          customerId: ids.alice,
-          vehicleId: ids.camry,
-          type: 'daily',
-          status: 'active',
-          pickupAt: '2026-11-20T06:00:00.000Z',
-          dropoffAt: '2026-11-22T14:00:00.000Z',
-          amount: 45000,
-        },
-        {
-          id: ids.b2,
-          number: 'B-2',
-          customerId: ids.bob,
-          vehicleId: ids.patrol,
-          type: 'daily',
-          status: 'active',
-          pickupAt: '2026-11-15T06:00:00.000Z',
-          dropoffAt: '2026-11-22T07:00:00.000Z',
-          amount: 360000,
-        },
-        {
-          id: ids.b3,
-          number: 'B-3',
-          customerId: ids.alice,
-          vehicleId: ids.civic,
-          type: 'daily',
-          status: 'confirmed',
-          pickupAt: '2026-11-22T10:00:00.000Z',
-          dropoffAt: '2026-11-25T10:00:00.000Z',
-          amount: 60000,
-        },
-      ],
-      extensions: [
-        {
-          id: id(),
-          bookingId: ids.b1,
-          addedDays: 1,
-          amount: 15000,
-          previousDropoffAt: '2026-11-21T14:00:00.000Z',
-          newDropoffAt: '2026-11-22T14:00:00.000Z',
-          createdAt: '2026-11-19T08:00:00.000Z',
-        },
-      ],
-      invoices: [
-        {
-          id: ids.i1,
-          number: 'INV-1',
-          customerId: ids.alice,
-          bookingId: ids.b1,
-          purpose: 'rental',
-          issueDate: '2026-11-20',
-          dueDate: '2026-11-22',
-          total: 45000,
-          status: 'issued',
-        },
-        {
-          id: ids.i2,
-          number: 'INV-2',
-          customerId: ids.bob,
-          bookingId: ids.b2,
-          purpose: 'rental',
-          issueDate: '2026-11-01',
-          dueDate: '2026-11-01',
-          total: 360000,
-          status: 'issued',
-        },
-      ],
-      payments: [
-        {
-          id: id(),
-          kind: 'charge',
-          status: 'captured',
-          amount: 20000,
-          customerId: ids.alice,
-          bookingId: ids.b1,
-          invoiceId: ids.i1,
-          at: '2026-11-20T06:00:00.000Z',
-        },
-        {
-          id: id(),
-          kind: 'charge',
-          status: 'captured',
-          amount: 100000,
-          customerId: ids.bob,
-          bookingId: ids.b2,
-          invoiceId: ids.i2,
-          at: '2026-10-28T10:00:00.000Z',
-        },
-      ],
-      installments: [{ id: id(), bookingId: ids.b2, number: 1, of: 2, dueDate: '2026-12-01', amount: 100000 }],
-      expenses: [{ id: id(), vehicleId: ids.camry, category: 'fuel', amount: 5000, date: '2026-11-10' }],
-      fines: [
-        {
-          id: id(),
-          kind: 'fine',
-          type: 'speeding',
-          date: '2026-11-18',
-          amount: 60000,
-          authority: 'Dubai Police',
-          number: 'F-1',
-          status: 'unpaid',
-          vehicleId: ids.patrol,
-          recordedAt: '2026-11-19T06:00:00.000Z',
-        },
-      ],
-      integrations: [{ id: id(), integration: 'salik', status: 'ok' }],
+    await importDocument(db, operator, {
+      workspace: slug,
+      document: {
+        owners: [{ id: ids.owner, name: 'Owner One' }],
+        fleets: [{ id: ids.fleet, code: 'DXB', name: 'Dubai Fleet', ownerId: ids.owner }],
+        vehicles: [
+          {
+            id: ids.camry,
+            fleetId: ids.fleet,
+            make: 'Toyota',
+            model: 'Camry',
+            plate: 'Dubai A 111',
+            category: 'sedan',
+            dailyRate: 15000,
+            state: 'active',
+          },
+          {
+            id: ids.patrol,
+            fleetId: ids.fleet,
+            make: 'Nissan',
+            model: 'Patrol',
+            plate: 'Dubai B 222',
+            category: 'suv',
+            dailyRate: 60000,
+            state: 'active',
+          },
+          {
+            id: ids.civic,
+            fleetId: ids.fleet,
+            make: 'Honda',
+            model: 'Civic',
+            plate: 'Dubai E 555',
+            category: 'sedan',
+            dailyRate: 14000,
+            state: 'active',
+          },
+        ],
+        maintenance: [
+          {
+            id: id(),
+            vehicleId: ids.civic,
+            startsAt: '2026-12-10T06:00:00.000Z',
+            endsAt: '2026-12-11T06:00:00.000Z',
+            reason: 'service',
+          },
+        ],
+        vehicleDocuments: [{ id: id(), vehicleId: ids.camry, docType: 'insurance', expiresAt: '2027-03-01' }],
+        customers: [
+          { id: ids.alice, name: 'Alice Mansoori' },
+          { id: ids.bob, name: 'Bob Fernandes' },
+        ],
+        bookings: [
+          // B1 active, due back today 14:00Z (18:00 Dubai); B2 active, late since 07:00Z; B3 confirmed, pickup today 10:00Z
+          {
+            id: ids.b1,
+            number: 'B-1',
+            customerId: ids.alice,
+            vehicleId: ids.camry,
+            type: 'daily',
+            status: 'active',
+            pickupAt: '2026-11-20T06:00:00.000Z',
+            dropoffAt: '2026-11-22T14:00:00.000Z',
+            amount: 45000,
+          },
+          {
+            id: ids.b2,
+            number: 'B-2',
+            customerId: ids.bob,
+            vehicleId: ids.patrol,
+            type: 'daily',
+            status: 'active',
+            pickupAt: '2026-11-15T06:00:00.000Z',
+            dropoffAt: '2026-11-22T07:00:00.000Z',
+            amount: 360000,
+          },
+          {
+            id: ids.b3,
+            number: 'B-3',
+            customerId: ids.alice,
+            vehicleId: ids.civic,
+            type: 'daily',
+            status: 'confirmed',
+            pickupAt: '2026-11-22T10:00:00.000Z',
+            dropoffAt: '2026-11-25T10:00:00.000Z',
+            amount: 60000,
+          },
+        ],
+        extensions: [
+          {
+            id: id(),
+            bookingId: ids.b1,
+            addedDays: 1,
+            amount: 15000,
+            previousDropoffAt: '2026-11-21T14:00:00.000Z',
+            newDropoffAt: '2026-11-22T14:00:00.000Z',
+            createdAt: '2026-11-19T08:00:00.000Z',
+          },
+        ],
+        invoices: [
+          {
+            id: ids.i1,
+            number: 'INV-1',
+            customerId: ids.alice,
+            bookingId: ids.b1,
+            purpose: 'rental',
+            issueDate: '2026-11-20',
+            dueDate: '2026-11-22',
+            total: 45000,
+            status: 'issued',
+          },
+          {
+            id: ids.i2,
+            number: 'INV-2',
+            customerId: ids.bob,
+            bookingId: ids.b2,
+            purpose: 'rental',
+            issueDate: '2026-11-01',
+            dueDate: '2026-11-01',
+            total: 360000,
+            status: 'issued',
+          },
+        ],
+        payments: [
+          {
+            id: id(),
+            kind: 'charge',
+            status: 'captured',
+            amount: 20000,
+            customerId: ids.alice,
+            bookingId: ids.b1,
+            invoiceId: ids.i1,
+            at: '2026-11-20T06:00:00.000Z',
+          },
+          {
+            id: id(),
+            kind: 'charge',
+            status: 'captured',
+            amount: 100000,
+            customerId: ids.bob,
+            bookingId: ids.b2,
+            invoiceId: ids.i2,
+            at: '2026-10-28T10:00:00.000Z',
+          },
+        ],
+        installments: [{ id: id(), bookingId: ids.b2, number: 1, of: 2, dueDate: '2026-12-01', amount: 100000 }],
+        expenses: [{ id: id(), vehicleId: ids.camry, category: 'fuel', amount: 5000, date: '2026-11-10' }],
+        fines: [
+          {
+            id: id(),
+            kind: 'fine',
+            type: 'speeding',
+            date: '2026-11-18',
+            amount: 60000,
+            authority: 'Dubai Police',
+            number: 'F-1',
+            status: 'unpaid',
+            vehicleId: ids.patrol,
+            recordedAt: '2026-11-19T06:00:00.000Z',
+          },
+        ],
+        integrations: [{ id: id(), integration: 'salik', status: 'ok' }],
+      },
     });
     endpointId = (
       await createEndpoint(db, operator, {
@@ -536,19 +539,22 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
 
   it('changes the tags when the service changes records: an import, a new endpoint, a test delivery, the time zone; another workspace never', async () => {
     let before = await tags();
-    await importDocument(db, slug, {
-      vehicles: [
-        {
-          id: id(),
-          fleetId: ids.fleet,
-          make: 'Kia',
-          model: 'Picanto',
-          plate: 'Dubai K 1',
-          category: 'compact',
-          dailyRate: 9000,
-          state: 'active',
-        },
-      ],
+    await importDocument(db, operator, {
+      workspace: slug,
+      document: {
+        vehicles: [
+          {
+            id: id(),
+            fleetId: ids.fleet,
+            make: 'Kia',
+            model: 'Picanto',
+            plate: 'Dubai K 1',
+            category: 'compact',
+            dailyRate: 9000,
+            state: 'active',
+          },
+        ],
+      },
     });
     let after = await tags();
     expect(changed(before, after)).to.deep.equal([...RECORDS].sort());
@@ -577,7 +583,10 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
     const other = `etag-other-${id().slice(0, 8)}`;
     await createWorkspace(db, operator, { slug: other });
     try {
-      await importDocument(db, other, { owners: [{ id: id(), name: 'Someone else' }] });
+      await importDocument(db, operator, {
+        workspace: other,
+        document: { owners: [{ id: id(), name: 'Someone else' }] },
+      });
       await createEndpoint(db, operator, {
         workspaceId: await idOf(db, other),
         url: 'https://hooks.example.ae/other',

@@ -4,7 +4,8 @@ import type { ErrorObject, ValidateFunction } from 'ajv';
 import { progressReporter, type ProgressOptions } from '../../progress.js';
 import { deferRollups, finishDeferredRollups } from '../../db/bulk-load.js';
 import { findWorkspace } from '../workspaces.js';
-import { recordAudit, type AuditContext } from '../audit.js';
+import { recordAudit } from '../audit.js';
+import { mustReach, type Actor } from '../actor.js';
 import { InputError } from '../../errors.js';
 import type {
   Booking,
@@ -178,12 +179,13 @@ function validateDocument(doc: unknown): FleetImportDocument {
  */
 export async function importDocument(
   db: Knex,
-  workspaceSlug: string,
-  doc: unknown,
-  options: ProgressOptions & { audit?: AuditContext } = {},
+  actor: Actor,
+  input: ProgressOptions & { workspace: string; document: unknown },
 ): Promise<{ imported: Record<string, number> }> {
+  const { workspace: workspaceSlug, document: doc, ...options } = input;
   const document = validateDocument(doc);
   const workspace = await findWorkspace(db, workspaceSlug);
+  mustReach(actor, workspace.id);
   const { fieldsByKey } = compiledSchema();
   const imported: Record<string, number> = {};
   const total = ENTITIES.reduce((sum, entity) => sum + (document[entity.key]?.length ?? 0), 0);
@@ -207,13 +209,12 @@ export async function importDocument(
         await finishDeferredRollups(trx, workspace.id);
       }
       // what was loaded, by entity (counts only: the records are the workspace's own data, not the trail's)
-      if (options.audit)
-        await recordAudit(trx, options.audit, {
-          action: 'workspace.import',
-          workspaceId: workspace.id,
-          target: { type: 'workspace', id: workspace.id },
-          changes: { imported },
-        });
+      await recordAudit(trx, actor.audit, {
+        action: 'workspace.import',
+        workspaceId: workspace.id,
+        target: { type: 'workspace', id: workspace.id },
+        changes: { imported },
+      });
     });
   } finally {
     progress.stop();
