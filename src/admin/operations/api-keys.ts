@@ -1,6 +1,5 @@
 import { createApiKey, listApiKeys, revokeApiKey } from '../../core/workspaces.js';
 import type { ApiKeyCreate } from '../../../generated/admin-strict/types.gen.js';
-import { idempotent } from '../idempotency.js';
 import { pathWorkspace, type AdminAction } from './context.js';
 
 // A workspace's API keys (src/core/workspaces.ts): listed, made (shown once), revoked.
@@ -13,14 +12,10 @@ export const apiKeyOperations: Record<string, AdminAction> = {
   async createApiKey(c) {
     const { id } = pathWorkspace(c);
     const input = c.body as ApiKeyCreate;
-    return await idempotent(
-      c.db,
-      { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'createApiKey', path: c.path, body: input },
-      async (trx) => ({
-        status: 201,
-        body: await createApiKey(trx, c.actor, { workspaceId: id, role: input.role, expiresAt: input.expiresAt }),
-      }),
-    );
+    return await c.once(input, async (trx) => ({
+      status: 201,
+      body: await createApiKey(trx, c.actor, { workspaceId: id, role: input.role, expiresAt: input.expiresAt }),
+    }));
   },
 
   async revokeApiKey(c) {

@@ -50,6 +50,12 @@ export interface AdminActionContext extends AdminOperationContext {
   actor: Actor;
   /** The path's `{workspaceId}`, found and within the actor's reach (undefined for an operation without one). */
   workspace: WorkspaceRecord | undefined;
+  /**
+   * Runs a change in one transaction, once per `Idempotency-Key`: a repeat of the same request is answered as the first
+   * was (src/admin/idempotency.ts). The operation's id and path are the request's own, so no action types them again.
+   * `db`: the connections to run it through, when not the admin role's (the platform's records: the ingest role's).
+   */
+  once(body: unknown, change: (trx: Knex) => Promise<Answer>, db?: Knex): Promise<Answer>;
 }
 
 export type AdminAction = (c: AdminActionContext) => Promise<Answer>;

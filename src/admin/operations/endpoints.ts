@@ -10,7 +10,6 @@ import {
 import { rotateSigningSecret } from '../../core/webhooks/signing-secrets.js';
 import { endpointAttemptStats } from '../../core/webhooks/deliveries.js';
 import type { EndpointCreate, EndpointUpdate, SecretRotation } from '../../../generated/admin-strict/types.gen.js';
-import { idempotent } from '../idempotency.js';
 import { pathWorkspace, type AdminAction } from './context.js';
 
 // Webhook endpoints (src/core/webhooks/endpoints.ts and signing-secrets.ts), each within the path's workspace: an
@@ -25,18 +24,14 @@ export const endpointOperations: Record<string, AdminAction> = {
   async createEndpoint(c) {
     const { id } = pathWorkspace(c);
     const input = c.body as EndpointCreate;
-    return await idempotent(
-      c.db,
-      { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'createEndpoint', path: c.path, body: input },
-      async (trx) => ({
-        status: 201,
-        body: await createEndpoint(trx, c.actor, {
-          workspaceId: id,
-          ...input,
-          policy: processConfig().destinationPolicy,
-        }),
+    return await c.once(input, async (trx) => ({
+      status: 201,
+      body: await createEndpoint(trx, c.actor, {
+        workspaceId: id,
+        ...input,
+        policy: processConfig().destinationPolicy,
       }),
-    );
+    }));
   },
 
   async getEndpoint(c) {
@@ -72,19 +67,15 @@ export const endpointOperations: Record<string, AdminAction> = {
   async rotateEndpointSecret(c) {
     const { id } = pathWorkspace(c);
     const input = (c.body ?? {}) as SecretRotation;
-    return await idempotent(
-      c.db,
-      { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'rotateEndpointSecret', path: c.path, body: input },
-      async (trx) => ({
-        status: 200,
-        body: await rotateSigningSecret(trx, c.actor, {
-          endpointId: c.params.endpointId,
-          workspaceId: id,
-          overlapHours: input.overlapHours,
-          now: c.now,
-        }),
+    return await c.once(input, async (trx) => ({
+      status: 200,
+      body: await rotateSigningSecret(trx, c.actor, {
+        endpointId: c.params.endpointId,
+        workspaceId: id,
+        overlapHours: input.overlapHours,
+        now: c.now,
       }),
-    );
+    }));
   },
 
   async getEndpointAttemptStats(c) {

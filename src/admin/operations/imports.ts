@@ -5,7 +5,6 @@ import { apiError } from '../../http/errors.js';
 import { ImportError } from '../../core/import/import-document.js';
 import { writeRecords } from '../../core/import/records.js';
 import { cancelImport, getImport, startImport } from '../../core/import/jobs.js';
-import { idempotent } from '../idempotency.js';
 import { ingestOf, pathWorkspace, type AdminAction } from './context.js';
 
 // Keeping the service current (src/core/import/records.ts, jobs.ts): batch writes, and import jobs streamed from the
@@ -14,13 +13,13 @@ import { ingestOf, pathWorkspace, type AdminAction } from './context.js';
 export const importOperations: Record<string, AdminAction> = {
   async writeRecords(c) {
     const { id } = pathWorkspace(c);
-    return await idempotent(
-      ingestOf(c),
-      { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'writeRecords', path: c.path, body: c.body ?? null },
+    return await c.once(
+      c.body ?? null,
       async (trx) => ({
         status: 200,
         body: await writeRecords(trx, c.actor, { workspaceId: id, body: c.body ?? {}, metrics: c.metrics }),
       }),
+      ingestOf(c),
     );
   },
 

@@ -1,5 +1,6 @@
 import { reachWorkspace } from '../../core/workspaces.js';
-import type { Answer } from '../idempotency.js';
+import type { Knex } from 'knex';
+import { idempotent, type Answer } from '../idempotency.js';
 import { apiKeyOperations } from './api-keys.js';
 import { auditOperations } from './audit.js';
 import { actorOf, type AdminAction, type AdminOperationContext } from './context.js';
@@ -37,7 +38,9 @@ export const adminOperations: Record<string, Handler> = Object.fromEntries(
       const actor = actorOf(c);
       const { workspaceId } = c.params;
       const workspace = workspaceId === undefined ? undefined : await reachWorkspace(c.db, actor, workspaceId);
-      return action({ ...c, actor, workspace });
+      const once = (body: unknown, change: (trx: Knex) => Promise<Answer>, db = c.db) =>
+        idempotent(db, { tokenId: c.caller.id, key: c.idempotencyKey, operationId, path: c.path, body }, change);
+      return action({ ...c, actor, workspace, once });
     },
   ]),
 );

@@ -7,7 +7,6 @@ import {
   updateWorkspace,
 } from '../../core/workspaces.js';
 import type { WorkspaceCreate, WorkspaceUpdate } from '../../../generated/admin-strict/types.gen.js';
-import { idempotent } from '../idempotency.js';
 import { pathWorkspace, type AdminAction } from './context.js';
 
 // Workspaces (src/core/workspaces.ts): listed as the actor reaches them, created by the operator only, changed within
@@ -24,11 +23,10 @@ export const workspaceOperations: Record<string, AdminAction> = {
       throw apiError('forbidden', 'This admin token acts on one workspace only and cannot create workspaces.');
     }
     const input = c.body as WorkspaceCreate;
-    return await idempotent(
-      c.db,
-      { tokenId: c.caller.id, key: c.idempotencyKey, operationId: 'createWorkspace', path: c.path, body: input },
-      async (trx) => ({ status: 201, body: toWorkspaceView(actor, await createWorkspace(trx, actor, input)) }),
-    );
+    return await c.once(input, async (trx) => ({
+      status: 201,
+      body: toWorkspaceView(actor, await createWorkspace(trx, actor, input)),
+    }));
   },
 
   async getWorkspace(c) {
