@@ -1,6 +1,6 @@
 // What every client's input is checked with, at the bottom of the house: any module may import it, and it imports
 // nothing of the project's. Each client says an InputError in its own words (the CLI with its flags, the HTTP APIs
-// with their fields and documented codes, src/http/errors.ts).
+// with their fields and documented codes, src/http/error-catalogue.ts).
 
 /** How a client names a field of its input: the CLI `--url` (src/cli/flags.ts), the HTTP APIs `"url"`. */
 export type FieldName = (field: string) => string;
@@ -28,7 +28,7 @@ export class InputError extends Error {
 }
 
 // What a core function refuses, by kind, so that each client says it its own way: the CLI prints the message on one
-// line (they are all InputErrors), the HTTP APIs answer 400, 404, 409, 413, 429 or 503 (src/http/errors.ts coreError).
+// line (they are all InputErrors), the HTTP APIs answer 400, 404, 409, 413, 429 or 503 (src/http/error-catalogue.ts coreError).
 
 /** A refusal of one field's value, said in a sentence of its own (an event's payload, a batch's records). */
 export class FieldError extends InputError {

@@ -9,7 +9,7 @@ import Koa from 'koa';
 import type { Logger } from 'pino';
 import type { Context as BackendContext } from 'openapi-backend';
 import { loadOpenApiDocument, strictOpenApiDocument } from '../contract/document.js';
-import { sealingUnavailable } from '../http/errors.js';
+import { sealingUnavailable } from '../http/error-catalogue.js';
 import { NoSealingKeyError } from '../secrets.js';
 import { AuthFailureLimits, type AuthFailureSettings } from '../http/auth-failures.js';
 import { processConfig } from '../config.js';
@@ -167,7 +167,7 @@ function adminOperation(
         logger: ctx.state.logger,
       });
     } catch (err) {
-      // (the core's refusals are answered at the edge: src/http/errors.ts coreError)
+      // (the core's refusals are answered at the edge: src/http/error-catalogue.ts coreError)
       if (err instanceof NoSealingKeyError) {
         ctx.state.logger.warn({ err: { message: err.message } }, 'cannot seal a signing secret');
         throw sealingUnavailable();

@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
-import { apiError } from '../http/errors.js';
+import { apiError } from '../http/error-catalogue.js';
 import { apiSecretId, derivedKeys } from '../secrets.js';
 
 // Idempotency-Key on the admin API's creating POSTs. The first answer is kept, per admin token and key, for 24 hours,

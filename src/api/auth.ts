@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { apiError, type ApiError } from '../http/errors.js';
+import { apiError, type ApiError } from '../http/error-catalogue.js';
 import { hashApiKey } from '../secrets.js';
 import type { Me } from '../../generated/strict/types.gen.js';
 import type { KeyCache, KeyRecord } from './key-cache.js';

@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import { derivedKeys, MasterKeyError, type KeyringOptions } from '../secrets.js';
-import { invalidRequest, type ApiError } from './errors.js';
+import { invalidRequest, type ApiError } from './error-catalogue.js';
 
 // The lists' cursors of both APIs (GET /v1/vehicles, /v1/receivables, /v1/webhooks/{id}/deliveries, and the admin API's
 // lists): one mechanism for all. A cursor is a position in a list's order, signed. It lives in the HTTP kit, not beside

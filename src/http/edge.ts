@@ -15,7 +15,7 @@ import {
   invalidRequest,
   statementTimedOut,
   unavailable,
-} from './errors.js';
+} from './error-catalogue.js';
 import { isDatabaseUnavailable, isStatementCanceled } from '../db/outage.js';
 import type { AuthFailureLimits, AuthGuard } from './auth-failures.js';
 import { applyHttpLimits, DEFAULT_HTTP_LIMITS, type HttpLimits } from './http-limits.js';
@@ -111,7 +111,7 @@ export function requestEdge({
       if (caught instanceof ApiError) {
         err = caught;
       } else if (refusal) {
-        // A core function's refusal, as the documented error its kind maps to (src/http/errors.ts).
+        // A core function's refusal, as the documented error its kind maps to (src/http/error-catalogue.ts).
         err = refusal;
       } else if (
         caught &&

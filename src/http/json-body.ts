@@ -1,6 +1,6 @@
 // A request's JSON body, read only once its route matched and its caller holds: declared as JSON, uncompressed,
 // within a limit, and of a shape JSON.parse can take quickly (refused before it is parsed otherwise).
-import { apiError, invalidRequest } from './errors.js';
+import { apiError, invalidRequest } from './error-catalogue.js';
 import type { RequestContext } from './request-state.js';
 
 /** The largest request body read by default (a workspace or a key is a few hundred bytes). */

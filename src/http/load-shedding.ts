@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type Koa from 'koa';
 import { wholeNumberDefault } from '../config.js';
-import { apiError } from './errors.js';
+import { apiError } from './error-catalogue.js';
 
 // The load shedder, the first step of the edge after the request id: while the process's event loop lags, a new
 // request is answered at once with 503 `overloaded` and Retry-After, which costs far less than serving it, instead of

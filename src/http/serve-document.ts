@@ -18,7 +18,7 @@ import {
 import type { ContractBackend, Parameter } from './contract.js';
 import { registerDocs, type DocsOptions } from './docs.js';
 import { noRoute } from './edge.js';
-import { apiError, internalError } from './errors.js';
+import { apiError, internalError } from './error-catalogue.js';
 import type { RequestContext, RequestMiddleware } from './request-state.js';
 import { unknownQuery, validationError } from './validation-errors.js';
 

@@ -1,5 +1,5 @@
 import type { RateLimiterRes } from 'rate-limiter-flexible';
-import { apiError, type ApiError } from './errors.js';
+import { apiError, type ApiError } from './error-catalogue.js';
 
 // Where a caller stands with a limit, as the IETF RateLimit header fields say it, and the held 429 of a limit: shared
 // by the public API's workspace limits and both listeners' failure limit on authentication.

@@ -1,7 +1,7 @@
 // A request the document's validation refused, as the documented 400 that names what is wrong in words: the parameter
 // or the body's field, and what it must be ("an integer from 1 to 50").
 import type { ErrorObject } from 'ajv';
-import { ApiError, invalidRequest } from './errors.js';
+import { ApiError, invalidRequest } from './error-catalogue.js';
 import type { Parameter } from './contract.js';
 
 /** "an integer from 1 to 50", "an ISO 8601 date-time", ... from a parameter schema, for error messages. */

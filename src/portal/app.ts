@@ -23,7 +23,7 @@ import fs from 'node:fs';
 import type { Knex } from 'knex';
 import { adminRouter } from '../admin/app.js';
 import { guardedLookup } from '../admin/auth.js';
-import { apiError, coreError, errorBody, invalidRequest } from '../http/errors.js';
+import { apiError, coreError, errorBody, invalidRequest } from '../http/error-catalogue.js';
 import { CredentialError } from '../errors.js';
 import { AuthFailureLimits, type AuthGuard } from '../http/auth-failures.js';
 import { noRoute } from '../http/edge.js';

@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import { expect } from 'chai';
-import { ApiError } from '../../src/http/errors.js';
+import { ApiError } from '../../src/http/error-catalogue.js';
 import { CURSOR_KEY_LABEL, Cursors, type CursorBinding } from '../../src/http/cursors.js';
 import { derivedKeys } from '../../src/secrets.js';
 

@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import { loadOpenApiDocument, type ContractName } from '../../src/contract/document.js';
-import { apiError, STATUS } from '../../src/http/errors.js';
+import { apiError, STATUS } from '../../src/http/error-catalogue.js';
 
-// The error catalogue (src/http/errors.ts STATUS) held against the documents: the codes each declares for its error
+// The error catalogue (src/http/error-catalogue.ts STATUS) held against the documents: the codes each declares for its error
 // body, the status its description gives each, and the status of every documented answer whose example names a code.
 
 type Json = Record<string, any>;

@@ -12,7 +12,7 @@ import { loadOpenApiDocument } from '../../src/contract/document.js';
 import { publicOperations } from '../../src/api/operations/index.js';
 import { AnswerCache, ENTRY_BYTES } from '../../src/api/answer-cache.js';
 import { WorkspaceLimits } from '../../src/api/rate-limits.js';
-import { ApiError } from '../../src/http/errors.js';
+import { ApiError } from '../../src/http/error-catalogue.js';
 import { currentDatabaseName, serviceRoleName } from '../../src/db/roles.js';
 import { idOf, operator } from '../support/actors.js';
 import { processConfig } from '../../src/config.js';

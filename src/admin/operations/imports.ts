@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { PassThrough } from 'node:stream';
 import { allowLongBody } from '../../http/http-limits.js';
-import { apiError } from '../../http/errors.js';
+import { apiError } from '../../http/error-catalogue.js';
 import { ImportError } from '../../core/import/import-document.js';
 import { writeRecords } from '../../core/import/records.js';
 import { cancelImport, getImport, startImport } from '../../core/import/jobs.js';

@@ -1,4 +1,4 @@
-import { apiError } from '../../http/errors.js';
+import { apiError } from '../../http/error-catalogue.js';
 import {
   createWorkspace,
   listWorkspaces,

@@ -1,5 +1,5 @@
 import { readiness } from '../../observability/health.js';
-import { apiError } from '../../http/errors.js';
+import { apiError } from '../../http/error-catalogue.js';
 import { ok, type Handler } from '../operation.js';
 
 // GET /readyz: the process can serve, its database answering (no ETag: not a GET of /v1).

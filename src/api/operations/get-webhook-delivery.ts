@@ -1,5 +1,5 @@
 import { deliveryDetail, deliveryDetailJson } from '../../queries/deliveries.js';
-import { apiError } from '../../http/errors.js';
+import { apiError } from '../../http/error-catalogue.js';
 import { ok, type EtagInputs, type Handler } from '../operation.js';
 
 // GET /v1/webhooks/{id}/deliveries/{deliveryId}: one delivery and its attempts.

@@ -1,6 +1,6 @@
 import { deliveryLog, type DeliveryLogParams, type DeliveryPosition } from '../../queries/deliveries.js';
 import type { CursorBinding } from '../../http/cursors.js';
-import { apiError } from '../../http/errors.js';
+import { apiError } from '../../http/error-catalogue.js';
 import { ok, type EtagInputs, type Handler } from '../operation.js';
 
 // GET /v1/webhooks/{id}/deliveries: an endpoint's delivery log, a page at a time.

@@ -1,6 +1,6 @@
 import { availabilityClock, searchVehiclesJson, type VehiclePosition } from '../../queries/vehicles.js';
 import type { CursorBinding } from '../../http/cursors.js';
-import { invalidRequest } from '../../http/errors.js';
+import { invalidRequest } from '../../http/error-catalogue.js';
 import { ok, type EtagInputs, type Handler } from '../operation.js';
 
 // GET /v1/vehicles: the vehicles, searched by a term, and available or not within a window.

@@ -5,7 +5,7 @@ import type { Handler } from '../operation.js';
 
 export const handle: Handler = async ({ db, caller, now, params, headers }) => {
   const idempotencyKey = headers['idempotency-key'] as string;
-  // (its refusals are the core's errors: src/http/errors.ts coreError answers them, as on every listener)
+  // (its refusals are the core's errors: src/http/error-catalogue.ts coreError answers them, as on every listener)
   const { deliveryId } = await queueTestDelivery(db, {
     workspaceId: caller.workspace.id,
     endpointId: params.id,
