@@ -575,6 +575,22 @@ describe('importDocument', () => {
     );
     expect(err.message).to.equal('no workspace with slug "no-such-workspace"');
   });
+
+  it("answers another workspace's slug to a confined actor as unknown, writing nothing and naming no id", async () => {
+    const { db } = await testDatabase();
+    const [mine, theirs] = [await freshWorkspace(db), await freshWorkspace(db)];
+    const confined = { kind: 'workspace' as const, workspaceId: mine.id, audit: operator.audit };
+    const err = await expectRejection(
+      importDocument(db, confined, {
+        workspace: theirs.slug,
+        document: { owners: [{ id: crypto.randomUUID(), name: 'X' }] },
+      }),
+      InputError,
+    );
+    expect(err.message).to.equal(`no workspace with slug "${theirs.slug}"`);
+    expect(err.message).not.to.include(theirs.id);
+    expect(await db('owners').where({ workspace_id: theirs.id })).to.deep.equal([]);
+  });
 });
 
 describe('readImportFile', () => {

@@ -5,8 +5,8 @@ import { progressReporter, type ProgressOptions } from '../../progress.js';
 import { deferRollups, finishDeferredRollups } from '../../db/bulk-load.js';
 import { findWorkspace } from '../workspaces.js';
 import { recordAudit } from '../audit.js';
-import { mustReach, type Actor } from '../actor.js';
-import { InputError } from '../../errors.js';
+import { reaches, type Actor } from '../actor.js';
+import { InputError, NotFoundError } from '../../errors.js';
 import type {
   Booking,
   FleetImportDocument,
@@ -185,7 +185,8 @@ export async function importDocument(
   const { workspace: workspaceSlug, document: doc, ...options } = input;
   const document = validateDocument(doc);
   const workspace = await findWorkspace(db, workspaceSlug);
-  mustReach(actor, workspace.id);
+  // out of reach reads as not there, by the name asked for: the refusal must not give away the other workspace's id
+  if (!reaches(actor, workspace.id)) throw new NotFoundError(`no workspace with slug "${workspaceSlug}"`);
   const { fieldsByKey } = compiledSchema();
   const imported: Record<string, number> = {};
   const total = ENTITIES.reduce((sum, entity) => sum + (document[entity.key]?.length ?? 0), 0);

@@ -11,11 +11,14 @@ import { SWITCH_ON_FIRST } from '../../webhooks/endpoint-lifecycle.js';
 // from there (one that had used all its retries gets one more attempt, and is failed again if that fails). The admin
 // API passes the token's workspace (`workspaceId`): another workspace's delivery or endpoint is not found.
 
-/** An endpoint that can take deliveries again: it exists (in the workspace, when given) and is switched on. */
+/**
+ * An endpoint that can take deliveries again: it exists (in `workspaceId`, or in any workspace for undefined: the
+ * endpoint of a delivery already found within reach) and is switched on.
+ */
 async function lockActiveEndpoint(
   trx: Knex.Transaction,
   endpointId: string,
-  workspaceId?: string,
+  workspaceId: string | undefined,
 ): Promise<{ workspaceId: string }> {
   const query = trx('webhook_endpoints').where({ id: endpointId }).whereNull('deleted_at');
   if (workspaceId !== undefined) query.where({ workspace_id: workspaceId });
@@ -74,7 +77,7 @@ export async function retryDelivery(
       );
     // A pending delivery of a switched-off endpoint is a test delivery (any other is held): it is sent all the same.
     const pending = found.status === 'queued' || found.status === 'retrying';
-    if (!pending) await lockActiveEndpoint(trx, found.endpoint_id);
+    if (!pending) await lockActiveEndpoint(trx, found.endpoint_id, undefined);
     // The status read is checked again by the update itself: the dispatcher may have recorded an attempt meanwhile.
     const [row] = await trx('deliveries')
       .where({ id })
@@ -117,7 +120,7 @@ export async function resendDelivery(
       .where({ id, ...(workspaceId !== undefined ? { workspace_id: workspaceId } : {}) })
       .first('endpoint_id', 'status');
     if (!found) throw new NotFoundError(`no delivery with id ${id}`);
-    await lockActiveEndpoint(trx, found.endpoint_id);
+    await lockActiveEndpoint(trx, found.endpoint_id, undefined);
     const [row] = await trx('deliveries')
       .where({ id, status: 'failed' })
       .update(requeue(now))
