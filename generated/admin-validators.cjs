@@ -3156,7 +3156,7 @@ validate32.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.AuditEntryList = validate33;
 const schema71 = {"type":"object","description":"A page of the audit trail, newest first.","required":["rows","nextCursor"],"properties":{"rows":{"type":"array","maxItems":200,"description":"The entries.","items":{"$ref":"#/$defs/AuditEntry"}},"nextCursor":{"description":"The next page's cursor, or null on the last page.","oneOf":[{"type":"string","minLength":1,"maxLength":200,"pattern":"^[A-Za-z0-9_-]+$"},{"type":"null"}]}},"additionalProperties":false};
-const schema72 = {"type":"object","description":"One change, who made it and what it changed.","required":["id","at","actor","action","workspaceId","target","changes","requestId","clientRequestId"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"at":{"$ref":"#/$defs/Timestamp"},"actor":{"type":"object","description":"Who made the change.","required":["type","id","name"],"properties":{"type":{"type":"string","maxLength":32,"description":"`admin_token` (this API; `id` and `name` are the token's), `portal_session` (the settings screen; `id` is the session's, `name` says whose link it was) or `cli` (`fleet-admin`; `name` is the OS user, `id` null).","enum":["admin_token","portal_session","cli"]},"id":{"description":"The admin token's or session's id, or null for the CLI.","oneOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"name":{"type":"string","minLength":1,"maxLength":256,"description":"The admin token's name, or the OS user that ran the CLI."}},"additionalProperties":false},"action":{"type":"string","maxLength":64,"description":"What was done, `<concept>.<verb>`.","enum":["workspace.create","workspace.update","api_key.create","api_key.revoke","endpoint.create","endpoint.update","endpoint.delete","endpoint.enable","endpoint.disable","endpoint.rotate_secret","admin_token.create","admin_token.revoke","delivery.retry","endpoint.recover","event.publish","event.send_example","workspace.import","workspace.import_cancel","workspace.records_write","portal_session.create","portal_session.start","portal_session.end","master_key.rotate"]},"workspaceId":{"description":"The workspace it concerns, or null (an admin token for every workspace).","oneOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"target":{"type":"object","description":"The record changed.","required":["type","id"],"properties":{"type":{"type":"string","maxLength":32,"description":"Its kind.","enum":["workspace","api_key","endpoint","admin_token","delivery","event","master_key","portal_session"]},"id":{"type":"string","minLength":1,"maxLength":64,"description":"Its id."}},"additionalProperties":false},"changes":{"type":"object","description":"The fields set, by their API names (an update's as `{from, to}`); never a key, token or secret.","additionalProperties":true},"requestId":{"type":["string","null"],"maxLength":128,"description":"The admin API request that made it (the `x-request-id` the server answered it with, always of the server's making), or null for the CLI."},"clientRequestId":{"type":["string","null"],"maxLength":200,"description":"The `x-request-id` the client sent with that request, as given (up to 200 characters, credentials redacted), or null when it sent none."}},"additionalProperties":false};
+const schema72 = {"type":"object","description":"One change, who made it and what it changed.","required":["id","at","actor","action","workspaceId","target","changes","requestId","clientRequestId"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"at":{"$ref":"#/$defs/Timestamp"},"actor":{"type":"object","description":"Who made the change.","required":["type","id","name"],"properties":{"type":{"type":"string","maxLength":32,"description":"`admin_token` (this API; `id` and `name` are the token's), `portal_session` (the settings screen; `id` is the session's, `name` says whose link it was) or `cli` (`fleet-admin`; `name` is the OS user, `id` null).","enum":["admin_token","portal_session","cli"]},"id":{"description":"The admin token's or session's id, or null for the CLI.","oneOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"name":{"type":"string","minLength":1,"maxLength":256,"description":"The admin token's name, or the OS user that ran the CLI."}},"additionalProperties":false},"action":{"type":"string","maxLength":64,"description":"What was done, `<concept>.<verb>`.","enum":["workspace.create","workspace.update","api_key.create","api_key.revoke","endpoint.create","endpoint.update","endpoint.delete","endpoint.enable","endpoint.disable","endpoint.rotate_secret","endpoint.switch_signature_scheme","endpoint.rotate_signing_key","admin_token.create","admin_token.revoke","delivery.retry","endpoint.recover","event.publish","event.send_example","workspace.import","workspace.import_cancel","workspace.records_write","portal_session.create","portal_session.start","portal_session.end","master_key.rotate"]},"workspaceId":{"description":"The workspace it concerns, or null (an admin token for every workspace).","oneOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"target":{"type":"object","description":"The record changed.","required":["type","id"],"properties":{"type":{"type":"string","maxLength":32,"description":"Its kind.","enum":["workspace","api_key","endpoint","admin_token","delivery","event","master_key","portal_session"]},"id":{"type":"string","minLength":1,"maxLength":64,"description":"Its id."}},"additionalProperties":false},"changes":{"type":"object","description":"The fields set, by their API names (an update's as `{from, to}`); never a key, token or secret.","additionalProperties":true},"requestId":{"type":["string","null"],"maxLength":128,"description":"The admin API request that made it (the `x-request-id` the server answered it with, always of the server's making), or null for the CLI."},"clientRequestId":{"type":["string","null"],"maxLength":200,"description":"The `x-request-id` the client sent with that request, as given (up to 200 characters, credentials redacted), or null when it sent none."}},"additionalProperties":false};
 
 function validate34(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -3437,7 +3437,7 @@ if(valid0){
 if(data.action !== undefined){
 let data6 = data.action;
 const _errs22 = errors;
-if(!(((((((((((((((((((((((data6 === "workspace.create") || (data6 === "workspace.update")) || (data6 === "api_key.create")) || (data6 === "api_key.revoke")) || (data6 === "endpoint.create")) || (data6 === "endpoint.update")) || (data6 === "endpoint.delete")) || (data6 === "endpoint.enable")) || (data6 === "endpoint.disable")) || (data6 === "endpoint.rotate_secret")) || (data6 === "admin_token.create")) || (data6 === "admin_token.revoke")) || (data6 === "delivery.retry")) || (data6 === "endpoint.recover")) || (data6 === "event.publish")) || (data6 === "event.send_example")) || (data6 === "workspace.import")) || (data6 === "workspace.import_cancel")) || (data6 === "workspace.records_write")) || (data6 === "portal_session.create")) || (data6 === "portal_session.start")) || (data6 === "portal_session.end")) || (data6 === "master_key.rotate"))){
+if(!(((((((((((((((((((((((((data6 === "workspace.create") || (data6 === "workspace.update")) || (data6 === "api_key.create")) || (data6 === "api_key.revoke")) || (data6 === "endpoint.create")) || (data6 === "endpoint.update")) || (data6 === "endpoint.delete")) || (data6 === "endpoint.enable")) || (data6 === "endpoint.disable")) || (data6 === "endpoint.rotate_secret")) || (data6 === "endpoint.switch_signature_scheme")) || (data6 === "endpoint.rotate_signing_key")) || (data6 === "admin_token.create")) || (data6 === "admin_token.revoke")) || (data6 === "delivery.retry")) || (data6 === "endpoint.recover")) || (data6 === "event.publish")) || (data6 === "event.send_example")) || (data6 === "workspace.import")) || (data6 === "workspace.import_cancel")) || (data6 === "workspace.records_write")) || (data6 === "portal_session.create")) || (data6 === "portal_session.start")) || (data6 === "portal_session.end")) || (data6 === "master_key.rotate"))){
 validate34.errors = [{instancePath:instancePath+"/action",schemaPath:"#/properties/action/enum",keyword:"enum",params:{allowedValues: schema72.properties.action.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
@@ -4147,14 +4147,17 @@ return errors === 0;
 validate36.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.CreatedEndpoint = validate37;
-const schema80 = {"type":"object","description":"A new webhook endpoint, with its signing secret, shown this once.","required":["id","name","url","events","isActive","disabledAt","disabledReason","lastSuccessAt","consecutiveFailures","secret"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"$ref":"#/$defs/EndpointName"},"url":{"$ref":"#/$defs/EndpointUrl"},"events":{"$ref":"#/$defs/EndpointEvents"},"isActive":{"type":"boolean","description":"Whether the endpoint is on (a new one is)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"disabledReason":{"description":"Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.","oneOf":[{"$ref":"#/$defs/EndpointDisabledReason"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Failed attempts in a row across the endpoint's deliveries."},"secret":{"$ref":"#/$defs/SigningSecret"}},"additionalProperties":false};
+const schema80 = {"type":"object","description":"A new webhook endpoint, with its signing secret, shown this once.","required":["id","name","url","events","isActive","disabledAt","disabledReason","lastSuccessAt","consecutiveFailures","secret","signatureScheme","publicKey","previousSchemeExpiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"$ref":"#/$defs/EndpointName"},"url":{"$ref":"#/$defs/EndpointUrl"},"events":{"$ref":"#/$defs/EndpointEvents"},"isActive":{"type":"boolean","description":"Whether the endpoint is on (a new one is)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"disabledReason":{"description":"Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.","oneOf":[{"$ref":"#/$defs/EndpointDisabledReason"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Failed attempts in a row across the endpoint's deliveries."},"secret":{"$ref":"#/$defs/SigningSecret"},"signatureScheme":{"$ref":"#/$defs/SignatureScheme"},"publicKey":{"description":"The ed25519 public key receivers verify `v1a` with, while `signatureScheme` is `ed25519` (after a key rotation, the new key); null for `hmac-sha256`.","oneOf":[{"$ref":"#/$defs/PublicKey"},{"type":"null"}]},"previousSchemeExpiresAt":{"description":"After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
 const schema82 = {"type":"string","minLength":1,"maxLength":200,"description":"The endpoint's display name (default, at creation, the URL's host).","example":"Accounting sync"};
 const schema83 = {"type":"string","minLength":1,"maxLength":2048,"description":"Where deliveries are POSTed: an absolute `http` or `https` URL, without a user name or password, to a destination the policy allows (no private, loopback or reserved address unless the operator allows it).","example":"https://hooks.example.ae/fleet"};
 const schema84 = {"type":"array","maxItems":200,"uniqueItems":true,"description":"Subscribed events (names of the public document's `webhooks`, `webhook.test` excepted); an empty list means every event.","items":{"type":"string","minLength":1,"maxLength":64,"pattern":"^[a-z][a-z0-9_.]*$"},"example":["booking.confirmed","payment.captured"]};
 const schema86 = {"type":"string","enum":["failures","gone","manual"],"description":"Why an endpoint was switched off: `failures` (20 failed attempts in a row), `gone` (its receiver answered `410 Gone`), `manual` (switched off by an operator, the admin API or the settings screen).","example":"failures"};
 const schema88 = {"type":"string","minLength":38,"maxLength":100,"pattern":"^whsec_[0-9A-Za-z]{32,}$","description":"A signing secret, `whsec_` and base62 characters, shown this once; the service keeps it sealed."};
+const schema89 = {"type":"string","enum":["hmac-sha256","ed25519"],"description":"How an endpoint's deliveries are signed (Standard Webhooks' two schemes). `hmac-sha256` (the default): with the endpoint's signing secret, `webhook-signature: v1,<base64>` and the service's own `service-signature`. `ed25519`: with the endpoint's own key pair, `webhook-signature: v1a,<base64>`, which the receiver verifies with the public key (`publicKey`), so it holds no secret; the private key is sealed and never leaves the webhook worker. New receivers should prefer `ed25519` where their library verifies `v1a`.","example":"ed25519"};
+const schema90 = {"type":"string","minLength":49,"maxLength":49,"pattern":"^whpk_[A-Za-z0-9+/]{43}=$","description":"An endpoint's ed25519 public key, as Standard Webhooks writes it: `whpk_` and the base64 of its raw 32 bytes. Not a secret: shown whenever asked. A receiver verifies `v1a` signatures with it.","example":"whpk_6kpsY+KcUgq+9VB7Ey7F+ZVHdq6+vnuSQh7qaRRG0iw="};
 const pattern10 = new RegExp("^[a-z][a-z0-9_.]*$", "u");
 const pattern11 = new RegExp("^whsec_[0-9A-Za-z]{32,}$", "u");
+const pattern12 = new RegExp("^whpk_[A-Za-z0-9+/]{43}=$", "u");
 
 function validate37(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -4169,7 +4172,7 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.disabledReason === undefined) && (missing0 = "disabledReason"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))) || ((data.secret === undefined) && (missing0 = "secret"))){
+if((((((((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.disabledReason === undefined) && (missing0 = "disabledReason"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))) || ((data.secret === undefined) && (missing0 = "secret"))) || ((data.signatureScheme === undefined) && (missing0 = "signatureScheme"))) || ((data.publicKey === undefined) && (missing0 = "publicKey"))) || ((data.previousSchemeExpiresAt === undefined) && (missing0 = "previousSchemeExpiresAt"))){
 validate37.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
@@ -4712,6 +4715,240 @@ var valid0 = _errs41 === errors;
 else {
 var valid0 = true;
 }
+if(valid0){
+if(data.signatureScheme !== undefined){
+let data11 = data.signatureScheme;
+const _errs44 = errors;
+if(typeof data11 !== "string"){
+validate37.errors = [{instancePath:instancePath+"/signatureScheme",schemaPath:"#/$defs/SignatureScheme/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+if(!((data11 === "hmac-sha256") || (data11 === "ed25519"))){
+validate37.errors = [{instancePath:instancePath+"/signatureScheme",schemaPath:"#/$defs/SignatureScheme/enum",keyword:"enum",params:{allowedValues: schema89.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+var valid0 = _errs44 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.publicKey !== undefined){
+let data12 = data.publicKey;
+const _errs47 = errors;
+const _errs48 = errors;
+let valid15 = false;
+let passing3 = null;
+const _errs49 = errors;
+const _errs50 = errors;
+if(errors === _errs50){
+if(typeof data12 === "string"){
+if(func2(data12) > 49){
+const err14 = {instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/maxLength",keyword:"maxLength",params:{limit: 49},message:"must NOT have more than 49 characters"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+else {
+if(func2(data12) < 49){
+const err15 = {instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/minLength",keyword:"minLength",params:{limit: 49},message:"must NOT have fewer than 49 characters"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+else {
+if(!pattern12.test(data12)){
+const err16 = {instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/pattern",keyword:"pattern",params:{pattern: "^whpk_[A-Za-z0-9+/]{43}=$"},message:"must match pattern \""+"^whpk_[A-Za-z0-9+/]{43}=$"+"\""};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err17 = {instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+}
+var _valid3 = _errs49 === errors;
+if(_valid3){
+valid15 = true;
+passing3 = 0;
+}
+const _errs52 = errors;
+if(data12 !== null){
+const err18 = {instancePath:instancePath+"/publicKey",schemaPath:"#/properties/publicKey/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+var _valid3 = _errs52 === errors;
+if(_valid3 && valid15){
+valid15 = false;
+passing3 = [passing3, 1];
+}
+else {
+if(_valid3){
+valid15 = true;
+passing3 = 1;
+}
+}
+if(!valid15){
+const err19 = {instancePath:instancePath+"/publicKey",schemaPath:"#/properties/publicKey/oneOf",keyword:"oneOf",params:{passingSchemas: passing3},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+validate37.errors = vErrors;
+return false;
+}
+else {
+errors = _errs48;
+if(vErrors !== null){
+if(_errs48){
+vErrors.length = _errs48;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs47 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.previousSchemeExpiresAt !== undefined){
+let data13 = data.previousSchemeExpiresAt;
+const _errs54 = errors;
+const _errs55 = errors;
+let valid17 = false;
+let passing4 = null;
+const _errs56 = errors;
+const _errs57 = errors;
+if(errors === _errs57){
+if(errors === _errs57){
+if(typeof data13 === "string"){
+if(func2(data13) > 30){
+const err20 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+else {
+if(!(formats6.validate(data13))){
+const err21 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+}
+else {
+const err22 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+}
+}
+var _valid4 = _errs56 === errors;
+if(_valid4){
+valid17 = true;
+passing4 = 0;
+}
+const _errs59 = errors;
+if(data13 !== null){
+const err23 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/properties/previousSchemeExpiresAt/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+var _valid4 = _errs59 === errors;
+if(_valid4 && valid17){
+valid17 = false;
+passing4 = [passing4, 1];
+}
+else {
+if(_valid4){
+valid17 = true;
+passing4 = 1;
+}
+}
+if(!valid17){
+const err24 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/properties/previousSchemeExpiresAt/oneOf",keyword:"oneOf",params:{passingSchemas: passing4},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+validate37.errors = vErrors;
+return false;
+}
+else {
+errors = _errs55;
+if(vErrors !== null){
+if(_errs55){
+vErrors.length = _errs55;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs54 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
 }
 }
 }
@@ -4735,8 +4972,8 @@ return errors === 0;
 validate37.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.CreatedPortalSession = validate38;
-const schema89 = {"type":"object","description":"A new link to the settings screen; its key is shown here only.","required":["id","url","readOnly","linkExpiresAt","expiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"url":{"type":"string","format":"uri","maxLength":2000,"description":"The screen's address on the public listener (`FRS_PUBLIC_URL`), with the one-time key in its fragment: `<FRS_PUBLIC_URL>/portal/#key=frpl_...`. Open it once, in a browser or an iframe."},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"linkExpiresAt":{"description":"When the link stops opening if it was not opened before (10 minutes after it was made, or `expiresAt` if sooner).","allOf":[{"$ref":"#/$defs/Timestamp"}]},"expiresAt":{"description":"When the session the link starts ends at the latest.","allOf":[{"$ref":"#/$defs/Timestamp"}]}},"additionalProperties":false};
-const formats84 = require("ajv-formats/dist/formats").fullFormats.uri;
+const schema92 = {"type":"object","description":"A new link to the settings screen; its key is shown here only.","required":["id","url","readOnly","linkExpiresAt","expiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"url":{"type":"string","format":"uri","maxLength":2000,"description":"The screen's address on the public listener (`FRS_PUBLIC_URL`), with the one-time key in its fragment: `<FRS_PUBLIC_URL>/portal/#key=frpl_...`. Open it once, in a browser or an iframe."},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"linkExpiresAt":{"description":"When the link stops opening if it was not opened before (10 minutes after it was made, or `expiresAt` if sooner).","allOf":[{"$ref":"#/$defs/Timestamp"}]},"expiresAt":{"description":"When the session the link starts ends at the latest.","allOf":[{"$ref":"#/$defs/Timestamp"}]}},"additionalProperties":false};
+const formats86 = require("ajv-formats/dist/formats").fullFormats.uri;
 
 function validate38(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -4806,7 +5043,7 @@ validate38.errors = [{instancePath:instancePath+"/url",schemaPath:"#/properties/
 return false;
 }
 else {
-if(!(formats84(data1))){
+if(!(formats86(data1))){
 validate38.errors = [{instancePath:instancePath+"/url",schemaPath:"#/properties/url/format",keyword:"format",params:{format: "uri"},message:"must match format \""+"uri"+"\""}];
 return false;
 }
@@ -4913,7 +5150,7 @@ return errors === 0;
 validate38.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.EndedPortalSessions = validate39;
-const schema93 = {"type":"object","description":"How many sessions (and unopened links) were ended.","required":["ended"],"properties":{"ended":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"The number ended now."}},"additionalProperties":false};
+const schema96 = {"type":"object","description":"How many sessions (and unopened links) were ended.","required":["ended"],"properties":{"ended":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"The number ended now."}},"additionalProperties":false};
 
 function validate39(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -4984,7 +5221,7 @@ return errors === 0;
 validate39.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.Endpoint = validate40;
-const schema94 = {"type":"object","description":"A webhook endpoint, as the public `GET /v1/webhooks` lists it; never its signing secret.","required":["id","name","url","events","isActive","disabledAt","disabledReason","lastSuccessAt","consecutiveFailures"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"$ref":"#/$defs/EndpointName"},"url":{"$ref":"#/$defs/EndpointUrl"},"events":{"$ref":"#/$defs/EndpointEvents"},"isActive":{"type":"boolean","description":"False once the endpoint is switched off (after 20 failed attempts in a row, or by `disableEndpoint`)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"disabledReason":{"description":"Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.","oneOf":[{"$ref":"#/$defs/EndpointDisabledReason"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Failed attempts in a row across the endpoint's deliveries; a success resets it to 0."}},"additionalProperties":false};
+const schema97 = {"type":"object","description":"A webhook endpoint, as the public `GET /v1/webhooks` lists it; never its signing secret or private key.","required":["id","name","url","events","isActive","disabledAt","disabledReason","lastSuccessAt","consecutiveFailures","signatureScheme","publicKey","previousSchemeExpiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"$ref":"#/$defs/EndpointName"},"url":{"$ref":"#/$defs/EndpointUrl"},"events":{"$ref":"#/$defs/EndpointEvents"},"isActive":{"type":"boolean","description":"False once the endpoint is switched off (after 20 failed attempts in a row, or by `disableEndpoint`)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"disabledReason":{"description":"Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.","oneOf":[{"$ref":"#/$defs/EndpointDisabledReason"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Failed attempts in a row across the endpoint's deliveries; a success resets it to 0."},"signatureScheme":{"$ref":"#/$defs/SignatureScheme"},"publicKey":{"description":"The ed25519 public key receivers verify `v1a` with, while `signatureScheme` is `ed25519` (after a key rotation, the new key); null for `hmac-sha256`.","oneOf":[{"$ref":"#/$defs/PublicKey"},{"type":"null"}]},"previousSchemeExpiresAt":{"description":"After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -4999,14 +5236,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if((((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.disabledReason === undefined) && (missing0 = "disabledReason"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))){
+if(((((((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.disabledReason === undefined) && (missing0 = "disabledReason"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))) || ((data.signatureScheme === undefined) && (missing0 = "signatureScheme"))) || ((data.publicKey === undefined) && (missing0 = "publicKey"))) || ((data.previousSchemeExpiresAt === undefined) && (missing0 = "previousSchemeExpiresAt"))){
 validate40.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema94.properties, key0))){
+if(!(func1.call(schema97.properties, key0))){
 validate40.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -5508,6 +5745,240 @@ var valid0 = _errs39 === errors;
 else {
 var valid0 = true;
 }
+if(valid0){
+if(data.signatureScheme !== undefined){
+let data10 = data.signatureScheme;
+const _errs41 = errors;
+if(typeof data10 !== "string"){
+validate40.errors = [{instancePath:instancePath+"/signatureScheme",schemaPath:"#/$defs/SignatureScheme/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+if(!((data10 === "hmac-sha256") || (data10 === "ed25519"))){
+validate40.errors = [{instancePath:instancePath+"/signatureScheme",schemaPath:"#/$defs/SignatureScheme/enum",keyword:"enum",params:{allowedValues: schema89.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+var valid0 = _errs41 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.publicKey !== undefined){
+let data11 = data.publicKey;
+const _errs44 = errors;
+const _errs45 = errors;
+let valid14 = false;
+let passing3 = null;
+const _errs46 = errors;
+const _errs47 = errors;
+if(errors === _errs47){
+if(typeof data11 === "string"){
+if(func2(data11) > 49){
+const err14 = {instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/maxLength",keyword:"maxLength",params:{limit: 49},message:"must NOT have more than 49 characters"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+else {
+if(func2(data11) < 49){
+const err15 = {instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/minLength",keyword:"minLength",params:{limit: 49},message:"must NOT have fewer than 49 characters"};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+else {
+if(!pattern12.test(data11)){
+const err16 = {instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/pattern",keyword:"pattern",params:{pattern: "^whpk_[A-Za-z0-9+/]{43}=$"},message:"must match pattern \""+"^whpk_[A-Za-z0-9+/]{43}=$"+"\""};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err17 = {instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+}
+var _valid3 = _errs46 === errors;
+if(_valid3){
+valid14 = true;
+passing3 = 0;
+}
+const _errs49 = errors;
+if(data11 !== null){
+const err18 = {instancePath:instancePath+"/publicKey",schemaPath:"#/properties/publicKey/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+var _valid3 = _errs49 === errors;
+if(_valid3 && valid14){
+valid14 = false;
+passing3 = [passing3, 1];
+}
+else {
+if(_valid3){
+valid14 = true;
+passing3 = 1;
+}
+}
+if(!valid14){
+const err19 = {instancePath:instancePath+"/publicKey",schemaPath:"#/properties/publicKey/oneOf",keyword:"oneOf",params:{passingSchemas: passing3},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+validate40.errors = vErrors;
+return false;
+}
+else {
+errors = _errs45;
+if(vErrors !== null){
+if(_errs45){
+vErrors.length = _errs45;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs44 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.previousSchemeExpiresAt !== undefined){
+let data12 = data.previousSchemeExpiresAt;
+const _errs51 = errors;
+const _errs52 = errors;
+let valid16 = false;
+let passing4 = null;
+const _errs53 = errors;
+const _errs54 = errors;
+if(errors === _errs54){
+if(errors === _errs54){
+if(typeof data12 === "string"){
+if(func2(data12) > 30){
+const err20 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+else {
+if(!(formats6.validate(data12))){
+const err21 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+}
+else {
+const err22 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+}
+}
+var _valid4 = _errs53 === errors;
+if(_valid4){
+valid16 = true;
+passing4 = 0;
+}
+const _errs56 = errors;
+if(data12 !== null){
+const err23 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/properties/previousSchemeExpiresAt/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+var _valid4 = _errs56 === errors;
+if(_valid4 && valid16){
+valid16 = false;
+passing4 = [passing4, 1];
+}
+else {
+if(_valid4){
+valid16 = true;
+passing4 = 1;
+}
+}
+if(!valid16){
+const err24 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/properties/previousSchemeExpiresAt/oneOf",keyword:"oneOf",params:{passingSchemas: passing4},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+validate40.errors = vErrors;
+return false;
+}
+else {
+errors = _errs52;
+if(vErrors !== null){
+if(_errs52){
+vErrors.length = _errs52;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs51 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
 }
 }
 }
@@ -5530,7 +6001,7 @@ return errors === 0;
 validate40.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.EndpointList = validate41;
-const schema102 = {"type":"object","description":"A workspace's webhook endpoints, oldest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":10000,"description":"The endpoints.","items":{"$ref":"#/$defs/Endpoint"}}},"additionalProperties":false};
+const schema108 = {"type":"object","description":"A workspace's webhook endpoints, oldest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":10000,"description":"The endpoints.","items":{"$ref":"#/$defs/Endpoint"}}},"additionalProperties":false};
 
 function validate41(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5604,7 +6075,7 @@ return errors === 0;
 validate41.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.ErrorResponse = validate43;
-const schema103 = {"type":"object","description":"The body of every error response (the public API's error body).","required":["error"],"properties":{"error":{"type":"object","description":"What went wrong.","required":["code","message","requestId"],"properties":{"code":{"type":"string","maxLength":64,"description":"Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token's reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `missing_reference` (409): a batch's record points at nothing (`writeRecords`).\n- `dependent_records` (409): a batch's delete would leave records pointing at nothing (`writeRecords`).\n- `payload_too_large` (413): the request body is over 64 KiB (a batch: 5,000 records or 8 MiB).\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `expectation_failed` (417): the request's `Expect` header asks for something other than\n  `100-continue`; the connection is closed after the answer.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n","enum":["invalid_request","unauthorized","forbidden","not_found","method_not_allowed","conflict","idempotency_key_reused","missing_reference","dependent_records","payload_too_large","unsupported_media_type","rate_limited","expectation_failed","headers_too_large","internal_error","unavailable","overloaded"]},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"A human-readable sentence; wording may change, so don't match on it."},"reason":{"type":"string","maxLength":200,"minLength":1,"description":"On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending field, parameter or header. On 429, `auth_failures`. Absent otherwise."},"requestId":{"type":"string","maxLength":128,"minLength":1,"description":"Equals the `x-request-id` response header."}},"additionalProperties":false}},"additionalProperties":false};
+const schema109 = {"type":"object","description":"The body of every error response (the public API's error body).","required":["error"],"properties":{"error":{"type":"object","description":"What went wrong.","required":["code","message","requestId"],"properties":{"code":{"type":"string","maxLength":64,"description":"Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token's reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `missing_reference` (409): a batch's record points at nothing (`writeRecords`).\n- `dependent_records` (409): a batch's delete would leave records pointing at nothing (`writeRecords`).\n- `payload_too_large` (413): the request body is over 64 KiB (a batch: 5,000 records or 8 MiB).\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `expectation_failed` (417): the request's `Expect` header asks for something other than\n  `100-continue`; the connection is closed after the answer.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n","enum":["invalid_request","unauthorized","forbidden","not_found","method_not_allowed","conflict","idempotency_key_reused","missing_reference","dependent_records","payload_too_large","unsupported_media_type","rate_limited","expectation_failed","headers_too_large","internal_error","unavailable","overloaded"]},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"A human-readable sentence; wording may change, so don't match on it."},"reason":{"type":"string","maxLength":200,"minLength":1,"description":"On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending field, parameter or header. On 429, `auth_failures`. Absent otherwise."},"requestId":{"type":"string","maxLength":128,"minLength":1,"description":"Equals the `x-request-id` response header."}},"additionalProperties":false}},"additionalProperties":false};
 
 function validate43(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5657,7 +6128,7 @@ if(data0.code !== undefined){
 let data1 = data0.code;
 const _errs5 = errors;
 if(!(((((((((((((((((data1 === "invalid_request") || (data1 === "unauthorized")) || (data1 === "forbidden")) || (data1 === "not_found")) || (data1 === "method_not_allowed")) || (data1 === "conflict")) || (data1 === "idempotency_key_reused")) || (data1 === "missing_reference")) || (data1 === "dependent_records")) || (data1 === "payload_too_large")) || (data1 === "unsupported_media_type")) || (data1 === "rate_limited")) || (data1 === "expectation_failed")) || (data1 === "headers_too_large")) || (data1 === "internal_error")) || (data1 === "unavailable")) || (data1 === "overloaded"))){
-validate43.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/properties/error/properties/code/enum",keyword:"enum",params:{allowedValues: schema103.properties.error.properties.code.enum},message:"must be equal to one of the allowed values"}];
+validate43.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/properties/error/properties/code/enum",keyword:"enum",params:{allowedValues: schema109.properties.error.properties.code.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs5){
@@ -5784,8 +6255,8 @@ return errors === 0;
 validate43.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.EventTypeList = validate44;
-const schema104 = {"type":"object","description":"Every event type, in the public document's order.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":1000,"description":"The event types.","items":{"$ref":"#/$defs/EventType"}}},"additionalProperties":false};
-const schema105 = {"type":"object","description":"An event endpoints can receive, as the public document declares it.","required":["event","group","summary","description","exampleData"],"properties":{"event":{"$ref":"#/$defs/EventName"},"group":{"type":"string","maxLength":100,"description":"Its group, the webhook's tag in the public document."},"summary":{"type":"string","maxLength":200,"description":"One line on when it fires."},"description":{"type":"string","maxLength":10000,"description":"The public document's description (Markdown)."},"exampleData":{"type":"object","description":"The document's example `data`, what `sendExampleEvent` sends."}},"additionalProperties":false};
+const schema110 = {"type":"object","description":"Every event type, in the public document's order.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":1000,"description":"The event types.","items":{"$ref":"#/$defs/EventType"}}},"additionalProperties":false};
+const schema111 = {"type":"object","description":"An event endpoints can receive, as the public document declares it.","required":["event","group","summary","description","exampleData"],"properties":{"event":{"$ref":"#/$defs/EventName"},"group":{"type":"string","maxLength":100,"description":"Its group, the webhook's tag in the public document."},"summary":{"type":"string","maxLength":200,"description":"One line on when it fires."},"description":{"type":"string","maxLength":10000,"description":"The public document's description (Markdown)."},"exampleData":{"type":"object","description":"The document's example `data`, what `sendExampleEvent` sends."}},"additionalProperties":false};
 
 function validate45(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -6013,10 +6484,10 @@ return errors === 0;
 validate44.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.ImportJob = validate47;
-const schema107 = {"type":"object","description":"An import job and how far it got.","required":["id","workspaceId","phase","format","recordsRead","recordsApplied","startedAt","finishedAt","counts","error"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"workspaceId":{"$ref":"#/$defs/Uuid"},"phase":{"type":"string","maxLength":32,"description":"`running`, then `succeeded`, `failed` (see `error`) or `canceled`.","enum":["running","succeeded","failed","canceled"]},"format":{"type":"string","maxLength":32,"description":"The body's format.","enum":["json","ndjson"]},"recordsRead":{"type":"integer","format":"int64","minimum":0,"maximum":9007199254740991,"description":"Records read from the body so far."},"recordsApplied":{"type":"integer","format":"int64","minimum":0,"maximum":9007199254740991,"description":"Records written so far (in the job's transaction: none is visible before it succeeds)."},"startedAt":{"type":"string","format":"date-time","maxLength":64},"finishedAt":{"type":["string","null"],"format":"date-time","maxLength":64,"description":"When it ended; null while running."},"counts":{"$ref":"#/$defs/RecordCounts"},"error":{"type":["string","null"],"maxLength":2000,"description":"Why it failed, naming the first bad record; null unless failed."}},"additionalProperties":false};
-const formats104 = require("ajv-formats/dist/formats").fullFormats.int64;
-const schema110 = {"type":"object","description":"Records by the import document's key; a key with none is left out.","properties":{"owners":{"$ref":"#/$defs/RecordCount"},"fleets":{"$ref":"#/$defs/RecordCount"},"vehicles":{"$ref":"#/$defs/RecordCount"},"maintenance":{"$ref":"#/$defs/RecordCount"},"vehicleDocuments":{"$ref":"#/$defs/RecordCount"},"customers":{"$ref":"#/$defs/RecordCount"},"bookings":{"$ref":"#/$defs/RecordCount"},"extensions":{"$ref":"#/$defs/RecordCount"},"invoices":{"$ref":"#/$defs/RecordCount"},"payments":{"$ref":"#/$defs/RecordCount"},"installments":{"$ref":"#/$defs/RecordCount"},"expenses":{"$ref":"#/$defs/RecordCount"},"fines":{"$ref":"#/$defs/RecordCount"},"integrations":{"$ref":"#/$defs/RecordCount"}},"additionalProperties":false};
-const schema111 = {"type":"integer","format":"int64","minimum":1,"maximum":9007199254740991,"description":"How many records."};
+const schema113 = {"type":"object","description":"An import job and how far it got.","required":["id","workspaceId","phase","format","recordsRead","recordsApplied","startedAt","finishedAt","counts","error"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"workspaceId":{"$ref":"#/$defs/Uuid"},"phase":{"type":"string","maxLength":32,"description":"`running`, then `succeeded`, `failed` (see `error`) or `canceled`.","enum":["running","succeeded","failed","canceled"]},"format":{"type":"string","maxLength":32,"description":"The body's format.","enum":["json","ndjson"]},"recordsRead":{"type":"integer","format":"int64","minimum":0,"maximum":9007199254740991,"description":"Records read from the body so far."},"recordsApplied":{"type":"integer","format":"int64","minimum":0,"maximum":9007199254740991,"description":"Records written so far (in the job's transaction: none is visible before it succeeds)."},"startedAt":{"type":"string","format":"date-time","maxLength":64},"finishedAt":{"type":["string","null"],"format":"date-time","maxLength":64,"description":"When it ended; null while running."},"counts":{"$ref":"#/$defs/RecordCounts"},"error":{"type":["string","null"],"maxLength":2000,"description":"Why it failed, naming the first bad record; null unless failed."}},"additionalProperties":false};
+const formats108 = require("ajv-formats/dist/formats").fullFormats.int64;
+const schema116 = {"type":"object","description":"Records by the import document's key; a key with none is left out.","properties":{"owners":{"$ref":"#/$defs/RecordCount"},"fleets":{"$ref":"#/$defs/RecordCount"},"vehicles":{"$ref":"#/$defs/RecordCount"},"maintenance":{"$ref":"#/$defs/RecordCount"},"vehicleDocuments":{"$ref":"#/$defs/RecordCount"},"customers":{"$ref":"#/$defs/RecordCount"},"bookings":{"$ref":"#/$defs/RecordCount"},"extensions":{"$ref":"#/$defs/RecordCount"},"invoices":{"$ref":"#/$defs/RecordCount"},"payments":{"$ref":"#/$defs/RecordCount"},"installments":{"$ref":"#/$defs/RecordCount"},"expenses":{"$ref":"#/$defs/RecordCount"},"fines":{"$ref":"#/$defs/RecordCount"},"integrations":{"$ref":"#/$defs/RecordCount"}},"additionalProperties":false};
+const schema117 = {"type":"integer","format":"int64","minimum":1,"maximum":9007199254740991,"description":"How many records."};
 
 function validate48(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -6032,7 +6503,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema110.properties, key0))){
+if(!(func1.call(schema116.properties, key0))){
 validate48.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -6059,7 +6530,7 @@ validate48.errors = [{instancePath:instancePath+"/owners",schemaPath:"#/$defs/Re
 return false;
 }
 else {
-if(!(formats104.validate(data0))){
+if(!(formats108.validate(data0))){
 validate48.errors = [{instancePath:instancePath+"/owners",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6093,7 +6564,7 @@ validate48.errors = [{instancePath:instancePath+"/fleets",schemaPath:"#/$defs/Re
 return false;
 }
 else {
-if(!(formats104.validate(data1))){
+if(!(formats108.validate(data1))){
 validate48.errors = [{instancePath:instancePath+"/fleets",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6127,7 +6598,7 @@ validate48.errors = [{instancePath:instancePath+"/vehicles",schemaPath:"#/$defs/
 return false;
 }
 else {
-if(!(formats104.validate(data2))){
+if(!(formats108.validate(data2))){
 validate48.errors = [{instancePath:instancePath+"/vehicles",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6161,7 +6632,7 @@ validate48.errors = [{instancePath:instancePath+"/maintenance",schemaPath:"#/$de
 return false;
 }
 else {
-if(!(formats104.validate(data3))){
+if(!(formats108.validate(data3))){
 validate48.errors = [{instancePath:instancePath+"/maintenance",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6195,7 +6666,7 @@ validate48.errors = [{instancePath:instancePath+"/vehicleDocuments",schemaPath:"
 return false;
 }
 else {
-if(!(formats104.validate(data4))){
+if(!(formats108.validate(data4))){
 validate48.errors = [{instancePath:instancePath+"/vehicleDocuments",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6229,7 +6700,7 @@ validate48.errors = [{instancePath:instancePath+"/customers",schemaPath:"#/$defs
 return false;
 }
 else {
-if(!(formats104.validate(data5))){
+if(!(formats108.validate(data5))){
 validate48.errors = [{instancePath:instancePath+"/customers",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6263,7 +6734,7 @@ validate48.errors = [{instancePath:instancePath+"/bookings",schemaPath:"#/$defs/
 return false;
 }
 else {
-if(!(formats104.validate(data6))){
+if(!(formats108.validate(data6))){
 validate48.errors = [{instancePath:instancePath+"/bookings",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6297,7 +6768,7 @@ validate48.errors = [{instancePath:instancePath+"/extensions",schemaPath:"#/$def
 return false;
 }
 else {
-if(!(formats104.validate(data7))){
+if(!(formats108.validate(data7))){
 validate48.errors = [{instancePath:instancePath+"/extensions",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6331,7 +6802,7 @@ validate48.errors = [{instancePath:instancePath+"/invoices",schemaPath:"#/$defs/
 return false;
 }
 else {
-if(!(formats104.validate(data8))){
+if(!(formats108.validate(data8))){
 validate48.errors = [{instancePath:instancePath+"/invoices",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6365,7 +6836,7 @@ validate48.errors = [{instancePath:instancePath+"/payments",schemaPath:"#/$defs/
 return false;
 }
 else {
-if(!(formats104.validate(data9))){
+if(!(formats108.validate(data9))){
 validate48.errors = [{instancePath:instancePath+"/payments",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6399,7 +6870,7 @@ validate48.errors = [{instancePath:instancePath+"/installments",schemaPath:"#/$d
 return false;
 }
 else {
-if(!(formats104.validate(data10))){
+if(!(formats108.validate(data10))){
 validate48.errors = [{instancePath:instancePath+"/installments",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6433,7 +6904,7 @@ validate48.errors = [{instancePath:instancePath+"/expenses",schemaPath:"#/$defs/
 return false;
 }
 else {
-if(!(formats104.validate(data11))){
+if(!(formats108.validate(data11))){
 validate48.errors = [{instancePath:instancePath+"/expenses",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6467,7 +6938,7 @@ validate48.errors = [{instancePath:instancePath+"/fines",schemaPath:"#/$defs/Rec
 return false;
 }
 else {
-if(!(formats104.validate(data12))){
+if(!(formats108.validate(data12))){
 validate48.errors = [{instancePath:instancePath+"/fines",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6501,7 +6972,7 @@ validate48.errors = [{instancePath:instancePath+"/integrations",schemaPath:"#/$d
 return false;
 }
 else {
-if(!(formats104.validate(data13))){
+if(!(formats108.validate(data13))){
 validate48.errors = [{instancePath:instancePath+"/integrations",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6560,7 +7031,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema107.properties, key0))){
+if(!(func1.call(schema113.properties, key0))){
 validate47.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -6631,7 +7102,7 @@ if(data.phase !== undefined){
 let data2 = data.phase;
 const _errs8 = errors;
 if(!((((data2 === "running") || (data2 === "succeeded")) || (data2 === "failed")) || (data2 === "canceled"))){
-validate47.errors = [{instancePath:instancePath+"/phase",schemaPath:"#/properties/phase/enum",keyword:"enum",params:{allowedValues: schema107.properties.phase.enum},message:"must be equal to one of the allowed values"}];
+validate47.errors = [{instancePath:instancePath+"/phase",schemaPath:"#/properties/phase/enum",keyword:"enum",params:{allowedValues: schema113.properties.phase.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -6656,7 +7127,7 @@ if(data.format !== undefined){
 let data3 = data.format;
 const _errs10 = errors;
 if(!((data3 === "json") || (data3 === "ndjson"))){
-validate47.errors = [{instancePath:instancePath+"/format",schemaPath:"#/properties/format/enum",keyword:"enum",params:{allowedValues: schema107.properties.format.enum},message:"must be equal to one of the allowed values"}];
+validate47.errors = [{instancePath:instancePath+"/format",schemaPath:"#/properties/format/enum",keyword:"enum",params:{allowedValues: schema113.properties.format.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs10){
@@ -6696,7 +7167,7 @@ validate47.errors = [{instancePath:instancePath+"/recordsRead",schemaPath:"#/pro
 return false;
 }
 else {
-if(!(formats104.validate(data4))){
+if(!(formats108.validate(data4))){
 validate47.errors = [{instancePath:instancePath+"/recordsRead",schemaPath:"#/properties/recordsRead/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6729,7 +7200,7 @@ validate47.errors = [{instancePath:instancePath+"/recordsApplied",schemaPath:"#/
 return false;
 }
 else {
-if(!(formats104.validate(data5))){
+if(!(formats108.validate(data5))){
 validate47.errors = [{instancePath:instancePath+"/recordsApplied",schemaPath:"#/properties/recordsApplied/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6776,7 +7247,7 @@ if(data.finishedAt !== undefined){
 let data7 = data.finishedAt;
 const _errs18 = errors;
 if((typeof data7 !== "string") && (data7 !== null)){
-validate47.errors = [{instancePath:instancePath+"/finishedAt",schemaPath:"#/properties/finishedAt/type",keyword:"type",params:{type: schema107.properties.finishedAt.type},message:"must be string,null"}];
+validate47.errors = [{instancePath:instancePath+"/finishedAt",schemaPath:"#/properties/finishedAt/type",keyword:"type",params:{type: schema113.properties.finishedAt.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs18){
@@ -6817,7 +7288,7 @@ if(data.error !== undefined){
 let data9 = data.error;
 const _errs21 = errors;
 if((typeof data9 !== "string") && (data9 !== null)){
-validate47.errors = [{instancePath:instancePath+"/error",schemaPath:"#/properties/error/type",keyword:"type",params:{type: schema107.properties.error.type},message:"must be string,null"}];
+validate47.errors = [{instancePath:instancePath+"/error",schemaPath:"#/properties/error/type",keyword:"type",params:{type: schema113.properties.error.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs21){
@@ -6856,14 +7327,14 @@ return errors === 0;
 validate47.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PortalSession = validate50;
-const schema125 = {"type":"object","description":"The screen's session, as the screen reads it.","required":["id","workspace","readOnly","csrfToken","expiresAt","idleExpiresAt","idleTimeoutMinutes"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"workspace":{"$ref":"#/$defs/Workspace"},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"csrfToken":{"type":"string","maxLength":100,"description":"What every write of this session sends as `X-CSRF-Token`; bound to the session."},"expiresAt":{"$ref":"#/$defs/Timestamp"},"idleExpiresAt":{"$ref":"#/$defs/Timestamp"},"idleTimeoutMinutes":{"type":"integer","format":"int32","minimum":1,"maximum":1440,"description":"Minutes without a request after which the session ends."}},"additionalProperties":false};
-const schema127 = {"type":"object","description":"A workspace and its settings.","required":["id","slug","status","timezone","remindersAhead"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"slug":{"$ref":"#/$defs/Slug"},"status":{"type":"string","maxLength":64,"description":"`active`, or `frozen`: every key refused (403) and no webhook sent.","enum":["active","frozen"]},"timezone":{"$ref":"#/$defs/TimeZone"},"remindersAhead":{"$ref":"#/$defs/RemindersAhead"},"webhookAllowedCidrs":{"$ref":"#/$defs/WebhookAllowedCidrs"}},"additionalProperties":false};
-const schema129 = {"type":"string","minLength":1,"maxLength":63,"pattern":"^[a-z0-9][a-z0-9-]{0,62}$","description":"A workspace's short name, lower-case letters, digits and hyphens.","example":"desert-drive"};
-const schema130 = {"type":"string","minLength":1,"maxLength":64,"pattern":"^[A-Za-z0-9_+/-]+$","description":"An IANA time zone name; \"today\" and \"this month\" are on this calendar.","example":"Asia/Dubai"};
-const schema131 = {"type":"integer","format":"int32","minimum":1,"maximum":60,"description":"How many days ahead the due-soon reminders are sent.","example":3};
-const schema132 = {"type":"array","maxItems":32,"description":"Private ranges (CIDR) this workspace's webhook endpoints may reach, at registration and when each delivery connects; no other workspace's endpoints may. Empty by default: no private, loopback, link-local or reserved destination is reached. The operator's setting, describing their network: shown to an all-workspaces admin token only (a token confined to one workspace and the settings screen never see it, in the workspace nor in the audit trail's `workspace.update` entries), and changed by one only. `FRS_WEBHOOK_ALLOWED_CIDRS` (docs/operations.md) opens its ranges to every workspace at once.","items":{"type":"string","maxLength":49,"description":"An IPv4 or IPv6 CIDR range, such as `10.1.0.0/16` or `fd12:3456::/32`."},"example":["10.1.0.0/16"]};
-const pattern14 = new RegExp("^[a-z0-9][a-z0-9-]{0,62}$", "u");
-const pattern15 = new RegExp("^[A-Za-z0-9_+/-]+$", "u");
+const schema131 = {"type":"object","description":"The screen's session, as the screen reads it.","required":["id","workspace","readOnly","csrfToken","expiresAt","idleExpiresAt","idleTimeoutMinutes"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"workspace":{"$ref":"#/$defs/Workspace"},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"csrfToken":{"type":"string","maxLength":100,"description":"What every write of this session sends as `X-CSRF-Token`; bound to the session."},"expiresAt":{"$ref":"#/$defs/Timestamp"},"idleExpiresAt":{"$ref":"#/$defs/Timestamp"},"idleTimeoutMinutes":{"type":"integer","format":"int32","minimum":1,"maximum":1440,"description":"Minutes without a request after which the session ends."}},"additionalProperties":false};
+const schema133 = {"type":"object","description":"A workspace and its settings.","required":["id","slug","status","timezone","remindersAhead"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"slug":{"$ref":"#/$defs/Slug"},"status":{"type":"string","maxLength":64,"description":"`active`, or `frozen`: every key refused (403) and no webhook sent.","enum":["active","frozen"]},"timezone":{"$ref":"#/$defs/TimeZone"},"remindersAhead":{"$ref":"#/$defs/RemindersAhead"},"webhookAllowedCidrs":{"$ref":"#/$defs/WebhookAllowedCidrs"}},"additionalProperties":false};
+const schema135 = {"type":"string","minLength":1,"maxLength":63,"pattern":"^[a-z0-9][a-z0-9-]{0,62}$","description":"A workspace's short name, lower-case letters, digits and hyphens.","example":"desert-drive"};
+const schema136 = {"type":"string","minLength":1,"maxLength":64,"pattern":"^[A-Za-z0-9_+/-]+$","description":"An IANA time zone name; \"today\" and \"this month\" are on this calendar.","example":"Asia/Dubai"};
+const schema137 = {"type":"integer","format":"int32","minimum":1,"maximum":60,"description":"How many days ahead the due-soon reminders are sent.","example":3};
+const schema138 = {"type":"array","maxItems":32,"description":"Private ranges (CIDR) this workspace's webhook endpoints may reach, at registration and when each delivery connects; no other workspace's endpoints may. Empty by default: no private, loopback, link-local or reserved destination is reached. The operator's setting, describing their network: shown to an all-workspaces admin token only (a token confined to one workspace and the settings screen never see it, in the workspace nor in the audit trail's `workspace.update` entries), and changed by one only. `FRS_WEBHOOK_ALLOWED_CIDRS` (docs/operations.md) opens its ranges to every workspace at once.","items":{"type":"string","maxLength":49,"description":"An IPv4 or IPv6 CIDR range, such as `10.1.0.0/16` or `fd12:3456::/32`."},"example":["10.1.0.0/16"]};
+const pattern16 = new RegExp("^[a-z0-9][a-z0-9-]{0,62}$", "u");
+const pattern17 = new RegExp("^[A-Za-z0-9_+/-]+$", "u");
 
 function validate51(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -6938,7 +7409,7 @@ validate51.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug
 return false;
 }
 else {
-if(!pattern14.test(data1)){
+if(!pattern16.test(data1)){
 validate51.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9-]{0,62}$"+"\""}];
 return false;
 }
@@ -6960,7 +7431,7 @@ if(data.status !== undefined){
 let data2 = data.status;
 const _errs8 = errors;
 if(!((data2 === "active") || (data2 === "frozen"))){
-validate51.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema127.properties.status.enum},message:"must be equal to one of the allowed values"}];
+validate51.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema133.properties.status.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -6997,7 +7468,7 @@ validate51.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/
 return false;
 }
 else {
-if(!pattern15.test(data3)){
+if(!pattern17.test(data3)){
 validate51.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9_+/-]+$"},message:"must match pattern \""+"^[A-Za-z0-9_+/-]+$"+"\""}];
 return false;
 }
@@ -7327,9 +7798,9 @@ return errors === 0;
 validate50.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PortalSessionConflict = validate53;
-const schema135 = {"type":"object","description":"The error body of a link of another workspace than the browser's session (`error.reason` `replace`), and the two workspaces, for the screen to ask the person which to keep.","required":["error","openWorkspace","linkWorkspace"],"properties":{"error":{"$ref":"#/$defs/ErrorResponse/properties/error"},"openWorkspace":{"$ref":"#/$defs/PortalWorkspaceName"},"linkWorkspace":{"$ref":"#/$defs/PortalWorkspaceName"}},"additionalProperties":false};
-const schema136 = {"type":"object","description":"What went wrong.","required":["code","message","requestId"],"properties":{"code":{"type":"string","maxLength":64,"description":"Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token's reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `missing_reference` (409): a batch's record points at nothing (`writeRecords`).\n- `dependent_records` (409): a batch's delete would leave records pointing at nothing (`writeRecords`).\n- `payload_too_large` (413): the request body is over 64 KiB (a batch: 5,000 records or 8 MiB).\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `expectation_failed` (417): the request's `Expect` header asks for something other than\n  `100-continue`; the connection is closed after the answer.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n","enum":["invalid_request","unauthorized","forbidden","not_found","method_not_allowed","conflict","idempotency_key_reused","missing_reference","dependent_records","payload_too_large","unsupported_media_type","rate_limited","expectation_failed","headers_too_large","internal_error","unavailable","overloaded"]},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"A human-readable sentence; wording may change, so don't match on it."},"reason":{"type":"string","maxLength":200,"minLength":1,"description":"On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending field, parameter or header. On 429, `auth_failures`. Absent otherwise."},"requestId":{"type":"string","maxLength":128,"minLength":1,"description":"Equals the `x-request-id` response header."}},"additionalProperties":false};
-const schema137 = {"type":"object","description":"A workspace, as the screen names it.","required":["id","slug"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"slug":{"$ref":"#/$defs/Slug"}},"additionalProperties":false};
+const schema141 = {"type":"object","description":"The error body of a link of another workspace than the browser's session (`error.reason` `replace`), and the two workspaces, for the screen to ask the person which to keep.","required":["error","openWorkspace","linkWorkspace"],"properties":{"error":{"$ref":"#/$defs/ErrorResponse/properties/error"},"openWorkspace":{"$ref":"#/$defs/PortalWorkspaceName"},"linkWorkspace":{"$ref":"#/$defs/PortalWorkspaceName"}},"additionalProperties":false};
+const schema142 = {"type":"object","description":"What went wrong.","required":["code","message","requestId"],"properties":{"code":{"type":"string","maxLength":64,"description":"Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token's reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `missing_reference` (409): a batch's record points at nothing (`writeRecords`).\n- `dependent_records` (409): a batch's delete would leave records pointing at nothing (`writeRecords`).\n- `payload_too_large` (413): the request body is over 64 KiB (a batch: 5,000 records or 8 MiB).\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `expectation_failed` (417): the request's `Expect` header asks for something other than\n  `100-continue`; the connection is closed after the answer.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n","enum":["invalid_request","unauthorized","forbidden","not_found","method_not_allowed","conflict","idempotency_key_reused","missing_reference","dependent_records","payload_too_large","unsupported_media_type","rate_limited","expectation_failed","headers_too_large","internal_error","unavailable","overloaded"]},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"A human-readable sentence; wording may change, so don't match on it."},"reason":{"type":"string","maxLength":200,"minLength":1,"description":"On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending field, parameter or header. On 429, `auth_failures`. Absent otherwise."},"requestId":{"type":"string","maxLength":128,"minLength":1,"description":"Equals the `x-request-id` response header."}},"additionalProperties":false};
+const schema143 = {"type":"object","description":"A workspace, as the screen names it.","required":["id","slug"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"slug":{"$ref":"#/$defs/Slug"}},"additionalProperties":false};
 
 function validate54(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -7404,7 +7875,7 @@ validate54.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug
 return false;
 }
 else {
-if(!pattern14.test(data1)){
+if(!pattern16.test(data1)){
 validate54.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9-]{0,62}$"+"\""}];
 return false;
 }
@@ -7488,7 +7959,7 @@ if(data0.code !== undefined){
 let data1 = data0.code;
 const _errs6 = errors;
 if(!(((((((((((((((((data1 === "invalid_request") || (data1 === "unauthorized")) || (data1 === "forbidden")) || (data1 === "not_found")) || (data1 === "method_not_allowed")) || (data1 === "conflict")) || (data1 === "idempotency_key_reused")) || (data1 === "missing_reference")) || (data1 === "dependent_records")) || (data1 === "payload_too_large")) || (data1 === "unsupported_media_type")) || (data1 === "rate_limited")) || (data1 === "expectation_failed")) || (data1 === "headers_too_large")) || (data1 === "internal_error")) || (data1 === "unavailable")) || (data1 === "overloaded"))){
-validate53.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/code/enum",keyword:"enum",params:{allowedValues: schema136.properties.code.enum},message:"must be equal to one of the allowed values"}];
+validate53.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/code/enum",keyword:"enum",params:{allowedValues: schema142.properties.code.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs6){
@@ -7645,8 +8116,8 @@ return errors === 0;
 validate53.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PortalSessionList = validate57;
-const schema140 = {"type":"object","description":"The workspace's live sessions, newest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"items":{"$ref":"#/$defs/PortalSessionRecord"}}},"additionalProperties":false};
-const schema141 = {"type":"object","description":"A settings-screen session or a link not opened yet; never its key or token.","required":["id","readOnly","state","createdBy","createdAt","expiresAt","startedAt","lastSeenAt","endedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"state":{"type":"string","maxLength":16,"description":"`unused` (the link was not opened yet), `active`, `ended` or `expired`.","enum":["unused","active","ended","expired"]},"createdBy":{"type":"string","maxLength":200,"description":"The name of the admin token (or CLI user) that made the link."},"createdAt":{"$ref":"#/$defs/Timestamp"},"expiresAt":{"$ref":"#/$defs/Timestamp"},"startedAt":{"description":"When the link was opened, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSeenAt":{"description":"The session's last request (to within 15 seconds), or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"endedAt":{"description":"When it was ended, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
+const schema146 = {"type":"object","description":"The workspace's live sessions, newest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"items":{"$ref":"#/$defs/PortalSessionRecord"}}},"additionalProperties":false};
+const schema147 = {"type":"object","description":"A settings-screen session or a link not opened yet; never its key or token.","required":["id","readOnly","state","createdBy","createdAt","expiresAt","startedAt","lastSeenAt","endedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"state":{"type":"string","maxLength":16,"description":"`unused` (the link was not opened yet), `active`, `ended` or `expired`.","enum":["unused","active","ended","expired"]},"createdBy":{"type":"string","maxLength":200,"description":"The name of the admin token (or CLI user) that made the link."},"createdAt":{"$ref":"#/$defs/Timestamp"},"expiresAt":{"$ref":"#/$defs/Timestamp"},"startedAt":{"description":"When the link was opened, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSeenAt":{"description":"The session's last request (to within 15 seconds), or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"endedAt":{"description":"When it was ended, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -7668,7 +8139,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema141.properties, key0))){
+if(!(func1.call(schema147.properties, key0))){
 validate58.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -7721,7 +8192,7 @@ if(data.state !== undefined){
 let data2 = data.state;
 const _errs7 = errors;
 if(!((((data2 === "unused") || (data2 === "active")) || (data2 === "ended")) || (data2 === "expired"))){
-validate58.errors = [{instancePath:instancePath+"/state",schemaPath:"#/properties/state/enum",keyword:"enum",params:{allowedValues: schema141.properties.state.enum},message:"must be equal to one of the allowed values"}];
+validate58.errors = [{instancePath:instancePath+"/state",schemaPath:"#/properties/state/enum",keyword:"enum",params:{allowedValues: schema147.properties.state.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs7){
@@ -8222,7 +8693,7 @@ return errors === 0;
 validate57.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PublishedEvent = validate60;
-const schema148 = {"type":"object","description":"A published event.","required":["eventId","deliveries","duplicate"],"properties":{"eventId":{"$ref":"#/$defs/Uuid"},"deliveries":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Deliveries created (queued, or held for switched-off endpoints)."},"duplicate":{"type":"boolean","description":"True when the dedupeKey was recorded already; the first event's id, nothing queued."}},"additionalProperties":false};
+const schema154 = {"type":"object","description":"A published event.","required":["eventId","deliveries","duplicate"],"properties":{"eventId":{"$ref":"#/$defs/Uuid"},"deliveries":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Deliveries created (queued, or held for switched-off endpoints)."},"duplicate":{"type":"boolean","description":"True when the dedupeKey was recorded already; the first event's id, nothing queued."}},"additionalProperties":false};
 
 function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -8341,7 +8812,7 @@ return errors === 0;
 validate60.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.RecordsWritten = validate61;
-const schema150 = {"type":"object","description":"What a batch did, by key.","required":["upserted","unchanged","stale","deleted","events"],"properties":{"upserted":{"$ref":"#/$defs/RecordCounts"},"unchanged":{"$ref":"#/$defs/RecordCounts"},"stale":{"$ref":"#/$defs/RecordCounts"},"deleted":{"$ref":"#/$defs/RecordCounts"},"events":{"type":"array","maxItems":1000,"description":"The ids of the events recorded, in the batch's order.","items":{"$ref":"#/$defs/Uuid"}}},"additionalProperties":false};
+const schema156 = {"type":"object","description":"What a batch did, by key.","required":["upserted","unchanged","stale","deleted","events"],"properties":{"upserted":{"$ref":"#/$defs/RecordCounts"},"unchanged":{"$ref":"#/$defs/RecordCounts"},"stale":{"$ref":"#/$defs/RecordCounts"},"deleted":{"$ref":"#/$defs/RecordCounts"},"events":{"type":"array","maxItems":1000,"description":"The ids of the events recorded, in the batch's order.","items":{"$ref":"#/$defs/Uuid"}}},"additionalProperties":false};
 
 function validate61(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -8489,7 +8960,7 @@ return errors === 0;
 validate61.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.RecoveredDeliveries = validate66;
-const schema152 = {"type":"object","description":"What a recovery queued again.","required":["endpointId","since","until","queued"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid"},"since":{"$ref":"#/$defs/Timestamp"},"until":{"description":"The end of the window (exclusive), or null for now.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"queued":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"How many failed deliveries were queued again."}},"additionalProperties":false};
+const schema158 = {"type":"object","description":"What a recovery queued again.","required":["endpointId","since","until","queued"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid"},"since":{"$ref":"#/$defs/Timestamp"},"until":{"description":"The end of the window (exclusive), or null for now.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"queued":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"How many failed deliveries were queued again."}},"additionalProperties":false};
 
 function validate66(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -8729,7 +9200,7 @@ return errors === 0;
 validate66.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.RetriedDelivery = validate67;
-const schema156 = {"type":"object","description":"A delivery due now.","required":["id","endpointId","previousStatus","status","attempts","nextAttemptAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"previousStatus":{"type":"string","maxLength":64,"description":"What it was: `queued` or `retrying` (now due at once), `failed` or `accepted` (queued again).","enum":["queued","retrying","failed","accepted"]},"status":{"type":"string","maxLength":64,"description":"What it is now, `queued` or (still) `retrying`.","enum":["queued","retrying"]},"attempts":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Attempts made so far; the next one is this plus one."},"nextAttemptAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
+const schema162 = {"type":"object","description":"A delivery due now.","required":["id","endpointId","previousStatus","status","attempts","nextAttemptAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"previousStatus":{"type":"string","maxLength":64,"description":"What it was: `queued` or `retrying` (now due at once), `failed` or `accepted` (queued again).","enum":["queued","retrying","failed","accepted"]},"status":{"type":"string","maxLength":64,"description":"What it is now, `queued` or (still) `retrying`.","enum":["queued","retrying"]},"attempts":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Attempts made so far; the next one is this plus one."},"nextAttemptAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
 
 function validate67(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -8822,7 +9293,7 @@ if(data.previousStatus !== undefined){
 let data2 = data.previousStatus;
 const _errs8 = errors;
 if(!((((data2 === "queued") || (data2 === "retrying")) || (data2 === "failed")) || (data2 === "accepted"))){
-validate67.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/enum",keyword:"enum",params:{allowedValues: schema156.properties.previousStatus.enum},message:"must be equal to one of the allowed values"}];
+validate67.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/enum",keyword:"enum",params:{allowedValues: schema162.properties.previousStatus.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -8847,7 +9318,7 @@ if(data.status !== undefined){
 let data3 = data.status;
 const _errs10 = errors;
 if(!((data3 === "queued") || (data3 === "retrying"))){
-validate67.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema156.properties.status.enum},message:"must be equal to one of the allowed values"}];
+validate67.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema162.properties.status.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs10){
@@ -8949,7 +9420,7 @@ return errors === 0;
 validate67.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.RevokedApiKey = validate68;
-const schema160 = {"type":"object","description":"A revoked key.","required":["id","revokedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"revokedAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
+const schema166 = {"type":"object","description":"A revoked key.","required":["id","revokedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"revokedAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
 
 function validate68(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -9052,7 +9523,7 @@ return errors === 0;
 validate68.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.RotatedSecret = validate69;
-const schema163 = {"type":"object","description":"The endpoint's new signing secret, shown this once.","required":["id","secret","previousSecretExpiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"secret":{"$ref":"#/$defs/SigningSecret"},"previousSecretExpiresAt":{"description":"Until when deliveries also carry a signature with the previous secret; null when it ended at once.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
+const schema169 = {"type":"object","description":"The endpoint's new signing secret, shown this once.","required":["id","secret","previousSecretExpiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"secret":{"$ref":"#/$defs/SigningSecret"},"previousSecretExpiresAt":{"description":"Until when deliveries also carry a signature with the previous secret; null when it ended at once.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate69(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -9261,8 +9732,8 @@ return errors === 0;
 }
 validate69.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.SentExampleEvent = validate70;
-const schema167 = {"type":"object","description":"The example's delivery.","required":["deliveryId","endpointId","event"],"properties":{"deliveryId":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"event":{"$ref":"#/$defs/EventName"}},"additionalProperties":false};
+exports.RotatedSigningKey = validate70;
+const schema173 = {"type":"object","description":"The endpoint's new ed25519 public key (the private key is never shown).","required":["id","publicKey","previousKeyExpiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"publicKey":{"$ref":"#/$defs/PublicKey"},"previousKeyExpiresAt":{"description":"Until when deliveries also carry a `v1a` signature with the previous key pair; null when it ended at once.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate70(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -9277,40 +9748,40 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if((((data.deliveryId === undefined) && (missing0 = "deliveryId")) || ((data.endpointId === undefined) && (missing0 = "endpointId"))) || ((data.event === undefined) && (missing0 = "event"))){
+if((((data.id === undefined) && (missing0 = "id")) || ((data.publicKey === undefined) && (missing0 = "publicKey"))) || ((data.previousKeyExpiresAt === undefined) && (missing0 = "previousKeyExpiresAt"))){
 validate70.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(((key0 === "deliveryId") || (key0 === "endpointId")) || (key0 === "event"))){
+if(!(((key0 === "id") || (key0 === "publicKey")) || (key0 === "previousKeyExpiresAt"))){
 validate70.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
 }
 if(_errs1 === errors){
-if(data.deliveryId !== undefined){
-let data0 = data.deliveryId;
+if(data.id !== undefined){
+let data0 = data.id;
 const _errs2 = errors;
 const _errs3 = errors;
 if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate70.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate70.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate70.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate70.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate70.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate70.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -9321,28 +9792,32 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.endpointId !== undefined){
-let data1 = data.endpointId;
+if(data.publicKey !== undefined){
+let data1 = data.publicKey;
 const _errs5 = errors;
 const _errs6 = errors;
 if(errors === _errs6){
-if(errors === _errs6){
 if(typeof data1 === "string"){
-if(func2(data1) > 36){
-validate70.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+if(func2(data1) > 49){
+validate70.errors = [{instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/maxLength",keyword:"maxLength",params:{limit: 49},message:"must NOT have more than 49 characters"}];
 return false;
 }
 else {
-if(!(formats0.test(data1))){
-validate70.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+if(func2(data1) < 49){
+validate70.errors = [{instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/minLength",keyword:"minLength",params:{limit: 49},message:"must NOT have fewer than 49 characters"}];
 return false;
+}
+else {
+if(!pattern12.test(data1)){
+validate70.errors = [{instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/pattern",keyword:"pattern",params:{pattern: "^whpk_[A-Za-z0-9+/]{43}=$"},message:"must match pattern \""+"^whpk_[A-Za-z0-9+/]{43}=$"+"\""}];
+return false;
+}
 }
 }
 }
 else {
-validate70.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate70.errors = [{instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
-}
 }
 }
 var valid0 = _errs5 === errors;
@@ -9351,32 +9826,100 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.event !== undefined){
-let data2 = data.event;
+if(data.previousKeyExpiresAt !== undefined){
+let data2 = data.previousKeyExpiresAt;
 const _errs8 = errors;
 const _errs9 = errors;
-if(errors === _errs9){
+let valid3 = false;
+let passing0 = null;
+const _errs10 = errors;
+const _errs11 = errors;
+if(errors === _errs11){
+if(errors === _errs11){
 if(typeof data2 === "string"){
-if(func2(data2) > 64){
-validate70.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+if(func2(data2) > 30){
+const err0 = {instancePath:instancePath+"/previousKeyExpiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+else {
+if(!(formats6.validate(data2))){
+const err1 = {instancePath:instancePath+"/previousKeyExpiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+}
+else {
+const err2 = {instancePath:instancePath+"/previousKeyExpiresAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+}
+var _valid0 = _errs10 === errors;
+if(_valid0){
+valid3 = true;
+passing0 = 0;
+}
+const _errs13 = errors;
+if(data2 !== null){
+const err3 = {instancePath:instancePath+"/previousKeyExpiresAt",schemaPath:"#/properties/previousKeyExpiresAt/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+var _valid0 = _errs13 === errors;
+if(_valid0 && valid3){
+valid3 = false;
+passing0 = [passing0, 1];
+}
+else {
+if(_valid0){
+valid3 = true;
+passing0 = 1;
+}
+}
+if(!valid3){
+const err4 = {instancePath:instancePath+"/previousKeyExpiresAt",schemaPath:"#/properties/previousKeyExpiresAt/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+validate70.errors = vErrors;
 return false;
 }
 else {
-if(func2(data2) < 3){
-validate70.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/minLength",keyword:"minLength",params:{limit: 3},message:"must NOT have fewer than 3 characters"}];
-return false;
+errors = _errs9;
+if(vErrors !== null){
+if(_errs9){
+vErrors.length = _errs9;
 }
 else {
-if(!pattern4.test(data2)){
-validate70.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z_]*\\.[a-z_]+$"},message:"must match pattern \""+"^[a-z][a-z_]*\\.[a-z_]+$"+"\""}];
-return false;
+vErrors = null;
 }
-}
-}
-}
-else {
-validate70.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
 }
 }
 var valid0 = _errs8 === errors;
@@ -9399,7 +9942,8 @@ return errors === 0;
 }
 validate70.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.Workspace = validate71;
+exports.SentExampleEvent = validate71;
+const schema177 = {"type":"object","description":"The example's delivery.","required":["deliveryId","endpointId","event"],"properties":{"deliveryId":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"event":{"$ref":"#/$defs/EventName"}},"additionalProperties":false};
 
 function validate71(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -9414,15 +9958,152 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if((((((data.id === undefined) && (missing0 = "id")) || ((data.slug === undefined) && (missing0 = "slug"))) || ((data.status === undefined) && (missing0 = "status"))) || ((data.timezone === undefined) && (missing0 = "timezone"))) || ((data.remindersAhead === undefined) && (missing0 = "remindersAhead"))){
+if((((data.deliveryId === undefined) && (missing0 = "deliveryId")) || ((data.endpointId === undefined) && (missing0 = "endpointId"))) || ((data.event === undefined) && (missing0 = "event"))){
 validate71.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((((((key0 === "id") || (key0 === "slug")) || (key0 === "status")) || (key0 === "timezone")) || (key0 === "remindersAhead")) || (key0 === "webhookAllowedCidrs"))){
+if(!(((key0 === "deliveryId") || (key0 === "endpointId")) || (key0 === "event"))){
 validate71.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.deliveryId !== undefined){
+let data0 = data.deliveryId;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate71.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
+if(!(formats0.test(data0))){
+validate71.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+return false;
+}
+}
+}
+else {
+validate71.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.endpointId !== undefined){
+let data1 = data.endpointId;
+const _errs5 = errors;
+const _errs6 = errors;
+if(errors === _errs6){
+if(errors === _errs6){
+if(typeof data1 === "string"){
+if(func2(data1) > 36){
+validate71.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
+if(!(formats0.test(data1))){
+validate71.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+return false;
+}
+}
+}
+else {
+validate71.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.event !== undefined){
+let data2 = data.event;
+const _errs8 = errors;
+const _errs9 = errors;
+if(errors === _errs9){
+if(typeof data2 === "string"){
+if(func2(data2) > 64){
+validate71.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
+if(func2(data2) < 3){
+validate71.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/minLength",keyword:"minLength",params:{limit: 3},message:"must NOT have fewer than 3 characters"}];
+return false;
+}
+else {
+if(!pattern4.test(data2)){
+validate71.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z_]*\\.[a-z_]+$"},message:"must match pattern \""+"^[a-z][a-z_]*\\.[a-z_]+$"+"\""}];
+return false;
+}
+}
+}
+}
+else {
+validate71.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs8 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+else {
+validate71.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate71.errors = vErrors;
+return errors === 0;
+}
+validate71.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.Workspace = validate72;
+
+function validate72(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate72.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((((data.id === undefined) && (missing0 = "id")) || ((data.slug === undefined) && (missing0 = "slug"))) || ((data.status === undefined) && (missing0 = "status"))) || ((data.timezone === undefined) && (missing0 = "timezone"))) || ((data.remindersAhead === undefined) && (missing0 = "remindersAhead"))){
+validate72.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((((((key0 === "id") || (key0 === "slug")) || (key0 === "status")) || (key0 === "timezone")) || (key0 === "remindersAhead")) || (key0 === "webhookAllowedCidrs"))){
+validate72.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -9436,18 +10117,18 @@ if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate71.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate72.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate71.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate72.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate71.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate72.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -9465,24 +10146,24 @@ const _errs6 = errors;
 if(errors === _errs6){
 if(typeof data1 === "string"){
 if(func2(data1) > 63){
-validate71.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"}];
+validate72.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"}];
 return false;
 }
 else {
 if(func2(data1) < 1){
-validate71.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate72.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 else {
-if(!pattern14.test(data1)){
-validate71.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9-]{0,62}$"+"\""}];
+if(!pattern16.test(data1)){
+validate72.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9-]{0,62}$"+"\""}];
 return false;
 }
 }
 }
 }
 else {
-validate71.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate72.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -9496,18 +10177,18 @@ if(data.status !== undefined){
 let data2 = data.status;
 const _errs8 = errors;
 if(!((data2 === "active") || (data2 === "frozen"))){
-validate71.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema127.properties.status.enum},message:"must be equal to one of the allowed values"}];
+validate72.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema133.properties.status.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
 if(typeof data2 === "string"){
 if(func2(data2) > 64){
-validate71.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+validate72.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
 return false;
 }
 }
 else {
-validate71.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate72.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -9524,24 +10205,24 @@ const _errs11 = errors;
 if(errors === _errs11){
 if(typeof data3 === "string"){
 if(func2(data3) > 64){
-validate71.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+validate72.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
 return false;
 }
 else {
 if(func2(data3) < 1){
-validate71.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate72.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 else {
-if(!pattern15.test(data3)){
-validate71.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9_+/-]+$"},message:"must match pattern \""+"^[A-Za-z0-9_+/-]+$"+"\""}];
+if(!pattern17.test(data3)){
+validate72.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9_+/-]+$"},message:"must match pattern \""+"^[A-Za-z0-9_+/-]+$"+"\""}];
 return false;
 }
 }
 }
 }
 else {
-validate71.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate72.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -9556,23 +10237,23 @@ let data4 = data.remindersAhead;
 const _errs13 = errors;
 const _errs14 = errors;
 if(!(((typeof data4 == "number") && (!(data4 % 1) && !isNaN(data4))) && (isFinite(data4)))){
-validate71.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+validate72.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
 return false;
 }
 if(errors === _errs14){
 if((typeof data4 == "number") && (isFinite(data4))){
 if(data4 > 60 || isNaN(data4)){
-validate71.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"}];
+validate72.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"}];
 return false;
 }
 else {
 if(data4 < 1 || isNaN(data4)){
-validate71.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
+validate72.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
 }
 else {
 if(!(formats4.validate(data4))){
-validate71.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+validate72.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
 return false;
 }
 }
@@ -9592,7 +10273,7 @@ const _errs17 = errors;
 if(errors === _errs17){
 if(Array.isArray(data5)){
 if(data5.length > 32){
-validate71.errors = [{instancePath:instancePath+"/webhookAllowedCidrs",schemaPath:"#/$defs/WebhookAllowedCidrs/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"}];
+validate72.errors = [{instancePath:instancePath+"/webhookAllowedCidrs",schemaPath:"#/$defs/WebhookAllowedCidrs/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"}];
 return false;
 }
 else {
@@ -9604,12 +10285,12 @@ const _errs19 = errors;
 if(errors === _errs19){
 if(typeof data6 === "string"){
 if(func2(data6) > 49){
-validate71.errors = [{instancePath:instancePath+"/webhookAllowedCidrs/" + i0,schemaPath:"#/$defs/WebhookAllowedCidrs/items/maxLength",keyword:"maxLength",params:{limit: 49},message:"must NOT have more than 49 characters"}];
+validate72.errors = [{instancePath:instancePath+"/webhookAllowedCidrs/" + i0,schemaPath:"#/$defs/WebhookAllowedCidrs/items/maxLength",keyword:"maxLength",params:{limit: 49},message:"must NOT have more than 49 characters"}];
 return false;
 }
 }
 else {
-validate71.errors = [{instancePath:instancePath+"/webhookAllowedCidrs/" + i0,schemaPath:"#/$defs/WebhookAllowedCidrs/items/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate72.errors = [{instancePath:instancePath+"/webhookAllowedCidrs/" + i0,schemaPath:"#/$defs/WebhookAllowedCidrs/items/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -9621,7 +10302,7 @@ break;
 }
 }
 else {
-validate71.errors = [{instancePath:instancePath+"/webhookAllowedCidrs",schemaPath:"#/$defs/WebhookAllowedCidrs/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+validate72.errors = [{instancePath:instancePath+"/webhookAllowedCidrs",schemaPath:"#/$defs/WebhookAllowedCidrs/type",keyword:"type",params:{type: "array"},message:"must be array"}];
 return false;
 }
 }
@@ -9639,22 +10320,22 @@ var valid0 = true;
 }
 }
 else {
-validate71.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate72.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate71.errors = vErrors;
+validate72.errors = vErrors;
 return errors === 0;
 }
-validate71.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate72.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.WorkspaceList = validate72;
-const schema177 = {"type":"object","description":"Workspaces, ordered by slug.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"description":"The workspaces.","items":{"$ref":"#/$defs/Workspace"}}},"additionalProperties":false};
+exports.WorkspaceList = validate73;
+const schema187 = {"type":"object","description":"Workspaces, ordered by slug.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"description":"The workspaces.","items":{"$ref":"#/$defs/Workspace"}}},"additionalProperties":false};
 
-function validate72(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate73(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate72.evaluated;
+const evaluated0 = validate73.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -9665,14 +10346,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((data.rows === undefined) && (missing0 = "rows")){
-validate72.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate73.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!(key0 === "rows")){
-validate72.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate73.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -9684,7 +10365,7 @@ const _errs2 = errors;
 if(errors === _errs2){
 if(Array.isArray(data0)){
 if(data0.length > 100000){
-validate72.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxItems",keyword:"maxItems",params:{limit: 100000},message:"must NOT have more than 100000 items"}];
+validate73.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxItems",keyword:"maxItems",params:{limit: 100000},message:"must NOT have more than 100000 items"}];
 return false;
 }
 else {
@@ -9704,7 +10385,7 @@ break;
 }
 }
 else {
-validate72.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+validate73.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/type",keyword:"type",params:{type: "array"},message:"must be array"}];
 return false;
 }
 }
@@ -9713,11 +10394,11 @@ return false;
 }
 }
 else {
-validate72.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate73.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate72.errors = vErrors;
+validate73.errors = vErrors;
 return errors === 0;
 }
-validate72.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate73.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};

@@ -23,6 +23,7 @@ export declare const RecoveredDeliveries: ValidateFunction;
 export declare const RetriedDelivery: ValidateFunction;
 export declare const RevokedApiKey: ValidateFunction;
 export declare const RotatedSecret: ValidateFunction;
+export declare const RotatedSigningKey: ValidateFunction;
 export declare const SentExampleEvent: ValidateFunction;
 export declare const Workspace: ValidateFunction;
 export declare const WorkspaceList: ValidateFunction;

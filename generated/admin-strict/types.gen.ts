@@ -15,6 +15,39 @@ export type Uuid = string;
 export type EndpointDisabledReason = 'failures' | 'gone' | 'manual';
 
 /**
+ * How an endpoint's deliveries are signed (Standard Webhooks' two schemes). `hmac-sha256` (the default): with the endpoint's signing secret, `webhook-signature: v1,<base64>` and the service's own `service-signature`. `ed25519`: with the endpoint's own key pair, `webhook-signature: v1a,<base64>`, which the receiver verifies with the public key (`publicKey`), so it holds no secret; the private key is sealed and never leaves the webhook worker. New receivers should prefer `ed25519` where their library verifies `v1a`.
+ */
+export type SignatureScheme = 'hmac-sha256' | 'ed25519';
+
+/**
+ * An endpoint's ed25519 public key, as Standard Webhooks writes it: `whpk_` and the base64 of its raw 32 bytes. Not a secret: shown whenever asked. A receiver verifies `v1a` signatures with it.
+ */
+export type PublicKey = string;
+
+/**
+ * The scheme to sign with from now on, and how long the other keeps signing beside it.
+ */
+export type SignatureSchemeSwitch = {
+    scheme: SignatureScheme;
+    /**
+     * Hours during which deliveries carry the signatures of both schemes (as a secret rotation's overlap); 0 stops the old scheme at once.
+     */
+    overlapHours?: number;
+};
+
+/**
+ * The endpoint's new ed25519 public key (the private key is never shown).
+ */
+export type RotatedSigningKey = {
+    id: Uuid;
+    publicKey: PublicKey;
+    /**
+     * Until when deliveries also carry a `v1a` signature with the previous key pair; null when it ended at once.
+     */
+    previousKeyExpiresAt: Timestamp | null;
+};
+
+/**
  * An instant, ISO 8601 in UTC with milliseconds.
  */
 export type Timestamp = string;
@@ -204,7 +237,7 @@ export type RevokedApiKey = {
 };
 
 /**
- * A webhook endpoint, as the public `GET /v1/webhooks` lists it; never its signing secret.
+ * A webhook endpoint, as the public `GET /v1/webhooks` lists it; never its signing secret or private key.
  */
 export type Endpoint = {
     id: Uuid;
@@ -231,6 +264,15 @@ export type Endpoint = {
      * Failed attempts in a row across the endpoint's deliveries; a success resets it to 0.
      */
     consecutiveFailures: number;
+    signatureScheme: SignatureScheme;
+    /**
+     * The ed25519 public key receivers verify `v1a` with, while `signatureScheme` is `ed25519` (after a key rotation, the new key); null for `hmac-sha256`.
+     */
+    publicKey: PublicKey | null;
+    /**
+     * After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.
+     */
+    previousSchemeExpiresAt: Timestamp | null;
 };
 
 /**
@@ -271,6 +313,7 @@ export type EndpointCreate = {
     name?: EndpointName;
     events?: EndpointEvents;
     allowDuplicateUrl?: AllowDuplicateUrl;
+    signatureScheme?: SignatureScheme;
 };
 
 /**
@@ -317,6 +360,15 @@ export type CreatedEndpoint = {
      */
     consecutiveFailures: number;
     secret: SigningSecret;
+    signatureScheme: SignatureScheme;
+    /**
+     * The ed25519 public key receivers verify `v1a` with, while `signatureScheme` is `ed25519` (after a key rotation, the new key); null for `hmac-sha256`.
+     */
+    publicKey: PublicKey | null;
+    /**
+     * After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.
+     */
+    previousSchemeExpiresAt: Timestamp | null;
 };
 
 /**
@@ -367,7 +419,7 @@ export type AuditEntry = {
     /**
      * What was done, `<concept>.<verb>`.
      */
-    action: 'workspace.create' | 'workspace.update' | 'api_key.create' | 'api_key.revoke' | 'endpoint.create' | 'endpoint.update' | 'endpoint.delete' | 'endpoint.enable' | 'endpoint.disable' | 'endpoint.rotate_secret' | 'admin_token.create' | 'admin_token.revoke' | 'delivery.retry' | 'endpoint.recover' | 'event.publish' | 'event.send_example' | 'workspace.import' | 'workspace.import_cancel' | 'workspace.records_write' | 'portal_session.create' | 'portal_session.start' | 'portal_session.end' | 'master_key.rotate';
+    action: 'workspace.create' | 'workspace.update' | 'api_key.create' | 'api_key.revoke' | 'endpoint.create' | 'endpoint.update' | 'endpoint.delete' | 'endpoint.enable' | 'endpoint.disable' | 'endpoint.rotate_secret' | 'endpoint.switch_signature_scheme' | 'endpoint.rotate_signing_key' | 'admin_token.create' | 'admin_token.revoke' | 'delivery.retry' | 'endpoint.recover' | 'event.publish' | 'event.send_example' | 'workspace.import' | 'workspace.import_cancel' | 'workspace.records_write' | 'portal_session.create' | 'portal_session.start' | 'portal_session.end' | 'master_key.rotate';
     /**
      * The workspace it concerns, or null (an admin token for every workspace).
      */
@@ -2247,6 +2299,152 @@ export type RotateEndpointSecretResponses = {
 };
 
 export type RotateEndpointSecretResponse = RotateEndpointSecretResponses[keyof RotateEndpointSecretResponses];
+
+export type SwitchEndpointSignatureSchemeData = {
+    body: SignatureSchemeSwitch;
+    path: {
+        /**
+         * The workspace's id.
+         */
+        workspaceId: Uuid;
+        /**
+         * The webhook endpoint's id.
+         */
+        endpointId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}/signature-scheme';
+};
+
+export type SwitchEndpointSignatureSchemeErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     */
+    403: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * `conflict`: the change clashes with a record there already (`reason` `slug`: the slug is taken; `reason` `url`: the workspace already has an endpoint with this URL); or `idempotency_key_reused`: the `Idempotency-Key` was used within 24 hours for another request. Nothing was changed.
+     */
+    409: ErrorResponse;
+    /**
+     * The request body is over 64 KiB (`payload_too_large`); it was not read whole. Nothing was changed.
+     */
+    413: ErrorResponse;
+    /**
+     * The request body is not sent as `Content-Type: application/json`, or is sent with a `Content-Encoding` (`unsupported_media_type`). Nothing was changed.
+     */
+    415: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type SwitchEndpointSignatureSchemeError = SwitchEndpointSignatureSchemeErrors[keyof SwitchEndpointSignatureSchemeErrors];
+
+export type SwitchEndpointSignatureSchemeResponses = {
+    /**
+     * The endpoint, signing with its new scheme.
+     */
+    200: Endpoint;
+};
+
+export type SwitchEndpointSignatureSchemeResponse = SwitchEndpointSignatureSchemeResponses[keyof SwitchEndpointSignatureSchemeResponses];
+
+export type RotateEndpointSigningKeyData = {
+    body?: SecretRotation;
+    headers?: {
+        /**
+         * A client-chosen key, 1 to 255 characters, that makes retrying the request safe: the same key with the same request within 24 hours answers the first answer again and creates nothing; with another request, 409. Remembered per admin token.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        /**
+         * The workspace's id.
+         */
+        workspaceId: Uuid;
+        /**
+         * The webhook endpoint's id.
+         */
+        endpointId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}/rotate-signing-key';
+};
+
+export type RotateEndpointSigningKeyErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     */
+    403: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * `conflict`: the change clashes with a record there already (`reason` `slug`: the slug is taken; `reason` `url`: the workspace already has an endpoint with this URL); or `idempotency_key_reused`: the `Idempotency-Key` was used within 24 hours for another request. Nothing was changed.
+     */
+    409: ErrorResponse;
+    /**
+     * The request body is over 64 KiB (`payload_too_large`); it was not read whole. Nothing was changed.
+     */
+    413: ErrorResponse;
+    /**
+     * The request body is not sent as `Content-Type: application/json`, or is sent with a `Content-Encoding` (`unsupported_media_type`). Nothing was changed.
+     */
+    415: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type RotateEndpointSigningKeyError = RotateEndpointSigningKeyErrors[keyof RotateEndpointSigningKeyErrors];
+
+export type RotateEndpointSigningKeyResponses = {
+    /**
+     * The new public key.
+     */
+    200: RotatedSigningKey;
+};
+
+export type RotateEndpointSigningKeyResponse = RotateEndpointSigningKeyResponses[keyof RotateEndpointSigningKeyResponses];
 
 export type ListAuditEntriesData = {
     body?: never;

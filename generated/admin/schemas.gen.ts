@@ -19,6 +19,76 @@ export const EndpointDisabledReasonSchema = {
     example: 'failures'
 } as const;
 
+export const SignatureSchemeSchema = {
+    type: 'string',
+    enum: [
+        'hmac-sha256',
+        'ed25519'
+    ],
+    description: 'How an endpoint\'s deliveries are signed (Standard Webhooks\' two schemes). `hmac-sha256` (the default): with the endpoint\'s signing secret, `webhook-signature: v1,<base64>` and the service\'s own `service-signature`. `ed25519`: with the endpoint\'s own key pair, `webhook-signature: v1a,<base64>`, which the receiver verifies with the public key (`publicKey`), so it holds no secret; the private key is sealed and never leaves the webhook worker. New receivers should prefer `ed25519` where their library verifies `v1a`.',
+    example: 'ed25519'
+} as const;
+
+export const PublicKeySchema = {
+    type: 'string',
+    minLength: 49,
+    maxLength: 49,
+    pattern: '^whpk_[A-Za-z0-9+/]{43}=$',
+    description: 'An endpoint\'s ed25519 public key, as Standard Webhooks writes it: `whpk_` and the base64 of its raw 32 bytes. Not a secret: shown whenever asked. A receiver verifies `v1a` signatures with it.',
+    example: 'whpk_6kpsY+KcUgq+9VB7Ey7F+ZVHdq6+vnuSQh7qaRRG0iw='
+} as const;
+
+export const SignatureSchemeSwitchSchema = {
+    type: 'object',
+    description: 'The scheme to sign with from now on, and how long the other keeps signing beside it.',
+    additionalProperties: false,
+    required: [
+        'scheme'
+    ],
+    properties: {
+        scheme: {
+            $ref: '#/components/schemas/SignatureScheme'
+        },
+        overlapHours: {
+            type: 'integer',
+            format: 'int32',
+            minimum: 0,
+            maximum: 720,
+            default: 24,
+            description: 'Hours during which deliveries carry the signatures of both schemes (as a secret rotation\'s overlap); 0 stops the old scheme at once.'
+        }
+    }
+} as const;
+
+export const RotatedSigningKeySchema = {
+    type: 'object',
+    description: 'The endpoint\'s new ed25519 public key (the private key is never shown).',
+    required: [
+        'id',
+        'publicKey',
+        'previousKeyExpiresAt'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        publicKey: {
+            $ref: '#/components/schemas/PublicKey'
+        },
+        previousKeyExpiresAt: {
+            description: 'Until when deliveries also carry a `v1a` signature with the previous key pair; null when it ended at once.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        }
+    }
+} as const;
+
 export const TimestampSchema = {
     type: 'string',
     format: 'date-time',
@@ -391,7 +461,7 @@ export const RevokedApiKeySchema = {
 
 export const EndpointSchema = {
     type: 'object',
-    description: 'A webhook endpoint, as the public `GET /v1/webhooks` lists it; never its signing secret.',
+    description: 'A webhook endpoint, as the public `GET /v1/webhooks` lists it; never its signing secret or private key.',
     required: [
         'id',
         'name',
@@ -401,7 +471,10 @@ export const EndpointSchema = {
         'disabledAt',
         'disabledReason',
         'lastSuccessAt',
-        'consecutiveFailures'
+        'consecutiveFailures',
+        'signatureScheme',
+        'publicKey',
+        'previousSchemeExpiresAt'
     ],
     properties: {
         id: {
@@ -459,6 +532,31 @@ export const EndpointSchema = {
             minimum: 0,
             maximum: 2147483647,
             description: 'Failed attempts in a row across the endpoint\'s deliveries; a success resets it to 0.'
+        },
+        signatureScheme: {
+            $ref: '#/components/schemas/SignatureScheme'
+        },
+        publicKey: {
+            description: 'The ed25519 public key receivers verify `v1a` with, while `signatureScheme` is `ed25519` (after a key rotation, the new key); null for `hmac-sha256`.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/PublicKey'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        previousSchemeExpiresAt: {
+            description: 'After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
         }
     }
 } as const;
@@ -538,6 +636,9 @@ export const EndpointCreateSchema = {
         },
         allowDuplicateUrl: {
             $ref: '#/components/schemas/AllowDuplicateUrl'
+        },
+        signatureScheme: {
+            $ref: '#/components/schemas/SignatureScheme'
         }
     }
 } as const;
@@ -584,7 +685,10 @@ export const CreatedEndpointSchema = {
         'disabledReason',
         'lastSuccessAt',
         'consecutiveFailures',
-        'secret'
+        'secret',
+        'signatureScheme',
+        'publicKey',
+        'previousSchemeExpiresAt'
     ],
     properties: {
         id: {
@@ -645,6 +749,31 @@ export const CreatedEndpointSchema = {
         },
         secret: {
             $ref: '#/components/schemas/SigningSecret'
+        },
+        signatureScheme: {
+            $ref: '#/components/schemas/SignatureScheme'
+        },
+        publicKey: {
+            description: 'The ed25519 public key receivers verify `v1a` with, while `signatureScheme` is `ed25519` (after a key rotation, the new key); null for `hmac-sha256`.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/PublicKey'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        previousSchemeExpiresAt: {
+            description: 'After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
         }
     }
 } as const;
@@ -768,6 +897,8 @@ export const AuditEntrySchema = {
                 'endpoint.enable',
                 'endpoint.disable',
                 'endpoint.rotate_secret',
+                'endpoint.switch_signature_scheme',
+                'endpoint.rotate_signing_key',
                 'admin_token.create',
                 'admin_token.revoke',
                 'delivery.retry',

@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, Options as Options2, TDataShape } from './client/index.js';
-import type { CancelImportData, CancelImportErrors, CancelImportResponses, CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateEndpointData, CreateEndpointErrors, CreateEndpointResponses, CreateImportData, CreateImportErrors, CreateImportResponses, CreatePortalSessionData, CreatePortalSessionErrors, CreatePortalSessionResponses, CreateWorkspaceData, CreateWorkspaceErrors, CreateWorkspaceResponses, DeleteEndpointData, DeleteEndpointErrors, DeleteEndpointResponses, DisableEndpointData, DisableEndpointErrors, DisableEndpointResponses, EnableEndpointData, EnableEndpointErrors, EnableEndpointResponses, EndPortalSessionData, EndPortalSessionErrors, EndPortalSessionResponses, EndPortalSessionsData, EndPortalSessionsErrors, EndPortalSessionsResponses, GetDeliveryData, GetDeliveryErrors, GetDeliveryResponses, GetEndpointAttemptStatsData, GetEndpointAttemptStatsErrors, GetEndpointAttemptStatsResponses, GetEndpointData, GetEndpointErrors, GetEndpointResponses, GetImportData, GetImportErrors, GetImportResponses, GetPortalSessionData, GetPortalSessionErrors, GetPortalSessionResponses, GetWorkspaceData, GetWorkspaceErrors, GetWorkspaceResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListAuditEntriesData, ListAuditEntriesErrors, ListAuditEntriesResponses, ListDeliveriesData, ListDeliveriesErrors, ListDeliveriesResponses, ListEndpointsData, ListEndpointsErrors, ListEndpointsResponses, ListEventTypesData, ListEventTypesErrors, ListEventTypesResponses, ListPortalSessionsData, ListPortalSessionsErrors, ListPortalSessionsResponses, ListWorkspacesData, ListWorkspacesErrors, ListWorkspacesResponses, PublishEventData, PublishEventErrors, PublishEventResponses, RecoverEndpointData, RecoverEndpointErrors, RecoverEndpointResponses, RetryDeliveryData, RetryDeliveryErrors, RetryDeliveryResponses, RevokeApiKeyData, RevokeApiKeyErrors, RevokeApiKeyResponses, RotateEndpointSecretData, RotateEndpointSecretErrors, RotateEndpointSecretResponses, SendExampleEventData, SendExampleEventErrors, SendExampleEventResponses, SignOutPortalSessionData, SignOutPortalSessionErrors, SignOutPortalSessionResponses, StartPortalSessionData, StartPortalSessionErrors, StartPortalSessionResponses, UpdateEndpointData, UpdateEndpointErrors, UpdateEndpointResponses, UpdateWorkspaceData, UpdateWorkspaceErrors, UpdateWorkspaceResponses, WriteRecordsData, WriteRecordsErrors, WriteRecordsResponses } from './types.gen.js';
+import type { CancelImportData, CancelImportErrors, CancelImportResponses, CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateEndpointData, CreateEndpointErrors, CreateEndpointResponses, CreateImportData, CreateImportErrors, CreateImportResponses, CreatePortalSessionData, CreatePortalSessionErrors, CreatePortalSessionResponses, CreateWorkspaceData, CreateWorkspaceErrors, CreateWorkspaceResponses, DeleteEndpointData, DeleteEndpointErrors, DeleteEndpointResponses, DisableEndpointData, DisableEndpointErrors, DisableEndpointResponses, EnableEndpointData, EnableEndpointErrors, EnableEndpointResponses, EndPortalSessionData, EndPortalSessionErrors, EndPortalSessionResponses, EndPortalSessionsData, EndPortalSessionsErrors, EndPortalSessionsResponses, GetDeliveryData, GetDeliveryErrors, GetDeliveryResponses, GetEndpointAttemptStatsData, GetEndpointAttemptStatsErrors, GetEndpointAttemptStatsResponses, GetEndpointData, GetEndpointErrors, GetEndpointResponses, GetImportData, GetImportErrors, GetImportResponses, GetPortalSessionData, GetPortalSessionErrors, GetPortalSessionResponses, GetWorkspaceData, GetWorkspaceErrors, GetWorkspaceResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListAuditEntriesData, ListAuditEntriesErrors, ListAuditEntriesResponses, ListDeliveriesData, ListDeliveriesErrors, ListDeliveriesResponses, ListEndpointsData, ListEndpointsErrors, ListEndpointsResponses, ListEventTypesData, ListEventTypesErrors, ListEventTypesResponses, ListPortalSessionsData, ListPortalSessionsErrors, ListPortalSessionsResponses, ListWorkspacesData, ListWorkspacesErrors, ListWorkspacesResponses, PublishEventData, PublishEventErrors, PublishEventResponses, RecoverEndpointData, RecoverEndpointErrors, RecoverEndpointResponses, RetryDeliveryData, RetryDeliveryErrors, RetryDeliveryResponses, RevokeApiKeyData, RevokeApiKeyErrors, RevokeApiKeyResponses, RotateEndpointSecretData, RotateEndpointSecretErrors, RotateEndpointSecretResponses, RotateEndpointSigningKeyData, RotateEndpointSigningKeyErrors, RotateEndpointSigningKeyResponses, SendExampleEventData, SendExampleEventErrors, SendExampleEventResponses, SignOutPortalSessionData, SignOutPortalSessionErrors, SignOutPortalSessionResponses, StartPortalSessionData, StartPortalSessionErrors, StartPortalSessionResponses, SwitchEndpointSignatureSchemeData, SwitchEndpointSignatureSchemeErrors, SwitchEndpointSignatureSchemeResponses, UpdateEndpointData, UpdateEndpointErrors, UpdateEndpointResponses, UpdateWorkspaceData, UpdateWorkspaceErrors, UpdateWorkspaceResponses, WriteRecordsData, WriteRecordsErrors, WriteRecordsResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -145,7 +145,7 @@ export const listEndpoints = <ThrowOnError extends boolean = false>(options: Opt
 /**
  * Register a webhook endpoint
  *
- * Registers an endpoint and returns it with its signing secret, this once (the service keeps it sealed, and only its webhook worker can open it). `events` empty or left out subscribes to every event; an event not in the public document's `webhooks` is 400 naming it. A URL the destination policy refuses (a private, loopback, link-local or reserved address, unless the operator opened its range for this workspace: `webhookAllowedCidrs`) is 400 `reason` `url`, naming the class of the destination only: never the address a name resolved to, nor the operator's settings (those go to the server's log, beside the request id). A URL another endpoint of the workspace already has is 409 `conflict` `reason` `url`, unless `allowDuplicateUrl` is true. With `Idempotency-Key`, a repeat answers the same endpoint and the same secret. Audited as `endpoint.create` (never the secret).
+ * Registers an endpoint and returns it with its signing secret, this once (the service keeps it sealed, and only its webhook worker can open it). `events` empty or left out subscribes to every event; an event not in the public document's `webhooks` is 400 naming it. A URL the destination policy refuses (a private, loopback, link-local or reserved address, unless the operator opened its range for this workspace: `webhookAllowedCidrs`) is 400 `reason` `url`, naming the class of the destination only: never the address a name resolved to, nor the operator's settings (those go to the server's log, beside the request id). A URL another endpoint of the workspace already has is 409 `conflict` `reason` `url`, unless `allowDuplicateUrl` is true. With `Idempotency-Key`, a repeat answers the same endpoint and the same secret. `signatureScheme` `ed25519` gives the endpoint a key pair at once: the answer (and every view of the endpoint) shows its public key, `publicKey`, and its deliveries carry `v1a` signatures only; it still has a secret (shown this once, as for every endpoint), which signs nothing unless the endpoint is switched back to `hmac-sha256`. Audited as `endpoint.create` (never the secret or a key).
  */
 export const createEndpoint = <ThrowOnError extends boolean = false>(options: Options<CreateEndpointData, ThrowOnError>) => (options.client ?? client).post<CreateEndpointResponses, CreateEndpointErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }, {
@@ -252,6 +252,44 @@ export const rotateEndpointSecret = <ThrowOnError extends boolean = false>(optio
             type: 'apiKey'
         }],
     url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}/rotate-secret',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Switch a webhook endpoint's signature scheme
+ *
+ * Switches how the endpoint's deliveries are signed (see SignatureScheme). To `ed25519`: the endpoint gets a new ed25519 key pair, whose public key the answer shows (`publicKey`); the private key is sealed at once and never shown. Back to `hmac-sha256`: the endpoint's signing secret, unchanged, signs again. For `overlapHours` (default 24, at most 720, as a secret rotation's overlap; 0: none) the scheme switched away from keeps signing beside the new one, so no receiver breaks: switching to `ed25519`, deliveries keep their `v1` signatures and `service-signature` beside `v1a` until `previousSchemeExpiresAt`, then carry `v1a` only (as Svix does: the secret no longer signs anything a receiver could trust). Switch the receiver to the public key during the overlap. Switching to the scheme the endpoint already has changes nothing. Audited as `endpoint.switch_signature_scheme` (the schemes and the overlap, never a key).
+ */
+export const switchEndpointSignatureScheme = <ThrowOnError extends boolean = false>(options: Options<SwitchEndpointSignatureSchemeData, ThrowOnError>) => (options.client ?? client).post<SwitchEndpointSignatureSchemeResponses, SwitchEndpointSignatureSchemeErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }, {
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}/signature-scheme',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Rotate a webhook endpoint's ed25519 key pair
+ *
+ * Gives an `ed25519` endpoint a new key pair and returns its public key (the private key is sealed at once and never shown). For `overlapHours` (default 24, at most 720; 0 ends the old pair at once) every delivery carries two `v1a` signatures, the new key's first, so receivers can move to the new public key without missing one. An endpoint signing with `hmac-sha256` is 409 `reason` `signatureScheme` (switch it with `switchEndpointSignatureScheme`, which makes its first pair). With `Idempotency-Key`, a repeat answers the same public key and rotates nothing more. Audited as `endpoint.rotate_signing_key` (the overlap, never a key).
+ */
+export const rotateEndpointSigningKey = <ThrowOnError extends boolean = false>(options: Options<RotateEndpointSigningKeyData, ThrowOnError>) => (options.client ?? client).post<RotateEndpointSigningKeyResponses, RotateEndpointSigningKeyErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }, {
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}/rotate-signing-key',
     ...options,
     headers: {
         'Content-Type': 'application/json',

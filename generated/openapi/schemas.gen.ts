@@ -19,6 +19,16 @@ export const EndpointDisabledReasonSchema = {
     example: 'failures'
 } as const;
 
+export const SignatureSchemeSchema = {
+    type: 'string',
+    enum: [
+        'hmac-sha256',
+        'ed25519'
+    ],
+    description: 'How an endpoint\'s deliveries are signed (see Verifying a delivery). `hmac-sha256`: with the endpoint\'s signing secret (`webhook-signature: v1,...` and `service-signature`). `ed25519`: with the endpoint\'s key pair (`webhook-signature: v1a,...`), verified with its public key (`publicKey`): the receiver holds no secret.',
+    example: 'ed25519'
+} as const;
+
 export const TimestampSchema = {
     type: 'string',
     format: 'date-time',
@@ -875,7 +885,7 @@ export const ReceivablesSchema = {
 
 export const WebhookEndpointSchema = {
     type: 'object',
-    description: 'A registered webhook endpoint. The signing secret is never returned.',
+    description: 'A registered webhook endpoint. The signing secret (and an ed25519 private key) is never returned.',
     required: [
         'id',
         'name',
@@ -885,7 +895,10 @@ export const WebhookEndpointSchema = {
         'disabledAt',
         'disabledReason',
         'lastSuccessAt',
-        'consecutiveFailures'
+        'consecutiveFailures',
+        'signatureScheme',
+        'publicKey',
+        'previousSchemeExpiresAt'
     ],
     properties: {
         id: {
@@ -956,6 +969,35 @@ export const WebhookEndpointSchema = {
             maximum: 2147483647,
             minimum: 0,
             description: 'Failed attempts in a row across the endpoint\'s deliveries; a success resets it to 0.'
+        },
+        signatureScheme: {
+            $ref: '#/components/schemas/SignatureScheme'
+        },
+        publicKey: {
+            description: 'The ed25519 public key to verify `v1a` signatures with (`whpk_` and the base64 of its raw 32 bytes, as Standard Webhooks writes it), while `signatureScheme` is `ed25519`; null for `hmac-sha256`. Not a secret.',
+            anyOf: [
+                {
+                    type: 'string',
+                    minLength: 49,
+                    maxLength: 49,
+                    pattern: '^whpk_[A-Za-z0-9+/]{43}=$',
+                    example: 'whpk_6kpsY+KcUgq+9VB7Ey7F+ZVHdq6+vnuSQh7qaRRG0iw='
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        previousSchemeExpiresAt: {
+            description: 'After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.',
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
         }
     }
 } as const;

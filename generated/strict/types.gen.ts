@@ -17,6 +17,11 @@ export type Uuid = string;
 export type EndpointDisabledReason = 'failures' | 'gone' | 'manual';
 
 /**
+ * How an endpoint's deliveries are signed (see Verifying a delivery). `hmac-sha256`: with the endpoint's signing secret (`webhook-signature: v1,...` and `service-signature`). `ed25519`: with the endpoint's key pair (`webhook-signature: v1a,...`), verified with its public key (`publicKey`): the receiver holds no secret.
+ */
+export type SignatureScheme = 'hmac-sha256' | 'ed25519';
+
+/**
  * ISO 8601 timestamp in UTC with milliseconds.
  */
 export type Timestamp = string;
@@ -415,7 +420,7 @@ export type Receivables = {
 };
 
 /**
- * A registered webhook endpoint. The signing secret is never returned.
+ * A registered webhook endpoint. The signing secret (and an ed25519 private key) is never returned.
  */
 export type WebhookEndpoint = {
     id: Uuid;
@@ -451,6 +456,15 @@ export type WebhookEndpoint = {
      * Failed attempts in a row across the endpoint's deliveries; a success resets it to 0.
      */
     consecutiveFailures: number;
+    signatureScheme: SignatureScheme;
+    /**
+     * The ed25519 public key to verify `v1a` signatures with (`whpk_` and the base64 of its raw 32 bytes, as Standard Webhooks writes it), while `signatureScheme` is `ed25519`; null for `hmac-sha256`. Not a secret.
+     */
+    publicKey: string | null;
+    /**
+     * After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.
+     */
+    previousSchemeExpiresAt: Timestamp | null;
 };
 
 /**

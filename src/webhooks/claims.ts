@@ -5,7 +5,8 @@ import type { PendingDispatch } from './dispatch.js';
 import { PENDING } from './endpoint-lifecycle.js';
 import { fairCandidates, type InFlightShares } from './fairness.js';
 import { rows } from '../queries/common.js';
-import { openSigningSecrets } from './sealing.js';
+import { openPrivateKey, openSigningSecrets } from './sealing.js';
+import { ed25519PrivateKey } from './signing.js';
 
 // The claim stage: due deliveries leased to one dispatcher in fair order (FOR NO KEY UPDATE SKIP LOCKED, then a
 // lease, so several processes can run at once), each with its endpoint's signing secrets opened.
@@ -31,6 +32,13 @@ type SealedClaim = Omit<PendingDispatch, 'secrets'> & {
   secretSealed: string;
   previousSecretKeyId: string | null;
   previousSecretSealed: string | null;
+  /** False once an ed25519 endpoint's switch overlap is over: its secret no longer signs. */
+  symmetric: boolean;
+  /** The ed25519 private keys that sign (`v1a`), sealed; null when none does. */
+  privateKeyId: string | null;
+  privateKeySealed: string | null;
+  previousPrivateKeyId: string | null;
+  previousPrivateKeySealed: string | null;
 };
 
 /**
@@ -67,6 +75,15 @@ export async function claimDue(
          -- the previous secret signs too while a rotation's overlap lasts
          CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret_key_id END AS "previousSecretKeyId",
          CASE WHEN w.previous_secret_expires_at > now() THEN encode(w.previous_secret_sealed, 'base64') END AS "previousSecretSealed",
+         -- the secret signs (v1, service-signature) unless the endpoint is ed25519's and a switch's overlap is over; the
+         -- key pair signs (v1a) while it is ed25519's or that overlap lasts, the previous pair while a rotation's lasts
+         (w.signature_scheme = 'hmac-sha256' OR w.previous_scheme_expires_at > now()) AS symmetric,
+         CASE WHEN w.signature_scheme = 'ed25519' OR w.previous_scheme_expires_at > now() THEN w.signing_private_key_key_id END AS "privateKeyId",
+         CASE WHEN w.signature_scheme = 'ed25519' OR w.previous_scheme_expires_at > now() THEN encode(w.signing_private_key_sealed, 'base64') END AS "privateKeySealed",
+         CASE WHEN (w.signature_scheme = 'ed25519' OR w.previous_scheme_expires_at > now()) AND w.previous_signing_key_expires_at > now()
+           THEN w.previous_signing_private_key_key_id END AS "previousPrivateKeyId",
+         CASE WHEN (w.signature_scheme = 'ed25519' OR w.previous_scheme_expires_at > now()) AND w.previous_signing_key_expires_at > now()
+           THEN encode(w.previous_signing_private_key_sealed, 'base64') END AS "previousPrivateKeySealed",
          -- the destinations the workspace's own setting opens, checked at connect time
          (SELECT ws.webhook_allowed_cidrs FROM workspaces ws WHERE ws.id = d.workspace_id) AS "allowedCidrs"
      )
@@ -78,33 +95,57 @@ export async function claimDue(
   );
   // An endpoint's secrets are opened once per claim (its deliveries carry the same sealed values), and kept
   // nowhere else: a rotation or a master-key change is seen by the next claim.
-  const opened = new Map<string, string[] | null>();
+  const opened = new Map<string, Signers | null>();
   return {
     claims: result.claims.flatMap((claim) => openSecrets(settings.logger, claim, opened)),
     contended: result.contended,
   };
 }
 
+/** What signs an endpoint's attempts: its secrets (none once only its ed25519 keys sign) and its ed25519 keys. */
+type Signers = Pick<PendingDispatch, 'secrets' | 'signingKeys'>;
+
 /**
- * The claim with its signing secrets opened. One whose secrets this process cannot open (its master key is
+ * The claim with its signing secrets and keys opened. One whose secrets this process cannot open (its master key is
  * missing) is not attempted: its lease runs out and it is tried again, once the key is configured.
  */
 function openSecrets(
   logger: Logger,
-  { secretKeyId, secretSealed, previousSecretKeyId, previousSecretSealed, ...claim }: SealedClaim,
-  opened: Map<string, string[] | null>,
+  {
+    secretKeyId,
+    secretSealed,
+    previousSecretKeyId,
+    previousSecretSealed,
+    symmetric,
+    privateKeyId,
+    privateKeySealed,
+    previousPrivateKeyId,
+    previousPrivateKeySealed,
+    ...claim
+  }: SealedClaim,
+  opened: Map<string, Signers | null>,
 ): PendingDispatch[] {
   const known = opened.get(claim.endpointId);
-  if (known !== undefined) return known ? [{ ...claim, secrets: known }] : [];
+  if (known !== undefined) return known ? [{ ...claim, ...known }] : [];
   try {
     const current = { keyId: secretKeyId, sealed: Buffer.from(secretSealed, 'base64') };
     const previous =
       previousSecretKeyId && previousSecretSealed
         ? { keyId: previousSecretKeyId, sealed: Buffer.from(previousSecretSealed, 'base64') }
         : null;
-    const secrets = openSigningSecrets(claim.endpointId, current, previous);
-    opened.set(claim.endpointId, secrets);
-    return [{ ...claim, secrets }];
+    const signers: Signers = {
+      secrets: symmetric ? openSigningSecrets(claim.endpointId, current, previous) : [],
+      signingKeys: [
+        [privateKeyId, privateKeySealed],
+        [previousPrivateKeyId, previousPrivateKeySealed],
+      ].flatMap(([keyId, sealed]) =>
+        keyId && sealed
+          ? [ed25519PrivateKey(openPrivateKey(claim.endpointId, { keyId, sealed: Buffer.from(sealed, 'base64') }))]
+          : [],
+      ),
+    };
+    opened.set(claim.endpointId, signers);
+    return [{ ...claim, ...signers }];
   } catch (err) {
     opened.set(claim.endpointId, null);
     logger.error(

@@ -1,8 +1,9 @@
+import type { KeyObject } from 'node:crypto';
 import type { Dispatcher as HttpDispatcher } from 'undici';
 import { BlockedDestinationError, guardedAgent, type DestinationPolicy } from './destination-policy.js';
 import { processConfig } from '../config.js';
 import { NameResolutionError } from './name-resolution.js';
-import { signatureHeader, standardWebhooksHeaders } from './signing.js';
+import { asymmetricSignatures, signatureHeader, standardWebhooksHeaders } from './signing.js';
 
 // One HTTP attempt of one delivery: sign with the real clock, POST the fixed body bytes, never follow a redirect,
 // give up when the whole exchange (connect, headers, the first 4 KiB of the body) takes longer than the time-out.
@@ -18,8 +19,13 @@ export type AttemptErrorKind = 'timeout' | 'connection' | 'dns' | 'redirect' | '
 
 export interface AttemptRequest {
   url: string;
-  /** The endpoint's current signing secrets, newest first (two during a rotation's overlap). */
+  /**
+   * The endpoint's current signing secrets, newest first (two during a rotation's overlap); none for an ed25519
+   * endpoint once its switch's overlap is over (then neither `v1` nor service-signature is sent).
+   */
   secrets: string[];
+  /** The endpoint's ed25519 private keys that sign `v1a`, newest first (two during a key rotation's overlap). */
+  signingKeys?: KeyObject[];
   deliveryId: string;
   event: string;
   /** The delivery's body bytes, as created. */
@@ -94,6 +100,23 @@ function locationOf(rawHeaders: Array<Buffer | string> | null): string | undefin
   return undefined;
 }
 
+/**
+ * The signature headers: service-signature and the `v1` entries while the endpoint's secret signs, the `v1a` entries
+ * while its ed25519 keys do (both during a switch's overlap), in one `webhook-signature`, space-separated.
+ */
+function signatureHeaders(req: AttemptRequest, body: Buffer, timestamp: number): Record<string, string> {
+  const keys = req.signingKeys ?? [];
+  const symmetric =
+    req.secrets.length > 0 ? standardWebhooksHeaders(req.secrets, req.deliveryId, body, timestamp) : null;
+  const asymmetric = keys.length > 0 ? asymmetricSignatures(keys, req.deliveryId, body, timestamp) : null;
+  return {
+    ...(symmetric ? { 'service-signature': signatureHeader(req.secrets, body, timestamp) } : {}),
+    'webhook-id': req.deliveryId,
+    'webhook-timestamp': String(timestamp),
+    'webhook-signature': [symmetric?.['webhook-signature'], asymmetric].filter(Boolean).join(' '),
+  };
+}
+
 /** An outcome before its timing is added: what the exchange came to. */
 type Result = Omit<AttemptOutcome, 'startedAt' | 'durationMs'>;
 
@@ -133,8 +156,7 @@ function signedRequest(req: AttemptRequest, timeoutMs: number): HttpDispatcher.D
       'user-agent': USER_AGENT,
       'service-event': req.event,
       'service-delivery': req.deliveryId,
-      'service-signature': signatureHeader(req.secrets, body, timestamp),
-      ...standardWebhooksHeaders(req.secrets, req.deliveryId, body, timestamp),
+      ...signatureHeaders(req, body, timestamp),
     },
     body,
     headersTimeout: timeoutMs,

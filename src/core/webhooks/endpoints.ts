@@ -9,7 +9,9 @@ import { mustReach, workspaceFilter, type Actor } from '../actor.js';
 import { subscribableEvents, TEST_EVENT } from '../../webhooks/catalogue.js';
 import { refuseDestination, workspacePolicy, type DestinationPolicy } from '../../webhooks/destination-policy.js';
 import { deleteEndpointAndDeliveries, liveEndpoint, switchEndpoint } from '../../webhooks/endpoint-lifecycle.js';
-import { withSealingLock } from '../../webhooks/sealing.js';
+import { withSealingLock, type Sealer } from '../../webhooks/sealing.js';
+import { newSigningKeyPair, publicKeyText } from '../../webhooks/signing.js';
+import { checkOverlapHours, setSigningKey } from './signing-secrets.js';
 
 /** A webhook endpoint as the API and the CLI show it: never with its signing secret. */
 export interface EndpointRecord {
@@ -24,7 +26,17 @@ export interface EndpointRecord {
   disabledReason: EndpointDisabledReason | null;
   lastSuccessAt: string | null;
   consecutiveFailures: number;
+  /** How its deliveries are signed: `hmac-sha256` (the secret: `v1`, service-signature) or `ed25519` (`v1a`). */
+  signatureScheme: SignatureScheme;
+  /** The ed25519 public key receivers verify `v1a` with (`whpk_` + base64), while the scheme is ed25519; else null. */
+  publicKey: string | null;
+  /** Until when, after a switch, the scheme switched away from also signs (a past time: no longer); null: never. */
+  previousSchemeExpiresAt: string | null;
 }
+
+/** An endpoint's signature scheme (webhook_endpoints.signature_scheme; the documents' SignatureScheme). */
+export type SignatureScheme = 'hmac-sha256' | 'ed25519';
+export const SIGNATURE_SCHEMES: readonly SignatureScheme[] = ['hmac-sha256', 'ed25519'];
 
 /** Why an endpoint was switched off (webhook_endpoints.disabled_reason; the documents' EndpointDisabledReason). */
 export type EndpointDisabledReason = 'failures' | 'gone' | 'manual';
@@ -44,6 +56,9 @@ interface EndpointRow {
   disabled_reason: EndpointDisabledReason | null;
   last_success_at: Date | null;
   consecutive_failures: number;
+  signature_scheme: SignatureScheme;
+  signing_public_key: Buffer | null;
+  previous_scheme_expires_at: Date | null;
 }
 
 const RECORD_COLUMNS = [
@@ -56,6 +71,9 @@ const RECORD_COLUMNS = [
   'disabled_reason',
   'last_success_at',
   'consecutive_failures',
+  'signature_scheme',
+  'signing_public_key',
+  'previous_scheme_expires_at',
 ];
 
 /** An endpoint's row as every client shows it (the public API, the admin API, the CLI): never its secret. */
@@ -70,7 +88,18 @@ export function toEndpointView(row: EndpointRow): EndpointRecord {
     disabledReason: row.disabled_reason,
     lastSuccessAt: row.last_success_at?.toISOString() ?? null,
     consecutiveFailures: row.consecutive_failures,
+    signatureScheme: row.signature_scheme,
+    publicKey:
+      row.signature_scheme === 'ed25519' && row.signing_public_key ? publicKeyText(row.signing_public_key) : null,
+    previousSchemeExpiresAt: row.previous_scheme_expires_at?.toISOString() ?? null,
   };
+}
+
+/** The scheme a request names, or 400 naming `field`. */
+export function checkScheme(scheme: string, field = 'signatureScheme'): SignatureScheme {
+  if (!SIGNATURE_SCHEMES.includes(scheme as SignatureScheme))
+    throw new InvalidFieldError(field, `must be one of ${SIGNATURE_SCHEMES.join(', ')}, got "${scheme}"`);
+  return scheme as SignatureScheme;
 }
 
 /** Which endpoints a call reaches: one workspace's (a path, a confined actor), or every workspace's (the operator). */
@@ -195,6 +224,8 @@ export async function createEndpoint(
     events?: string[];
     allowDuplicateUrl?: boolean;
     policy: DestinationPolicy;
+    /** Default `hmac-sha256`; `ed25519` gives it a key pair at once. */
+    signatureScheme?: string;
   },
 ): Promise<CreatedEndpoint> {
   mustReach(actor, input.workspaceId);
@@ -204,19 +235,36 @@ export async function createEndpoint(
   const url = await checkDestination(input.url, workspacePolicy(policy, workspace.webhookAllowedCidrs));
   const events = checkEvents(input.events ?? []);
   const name = checkName(input.name ?? url.host);
+  const signatureScheme = checkScheme(input.signatureScheme ?? 'hmac-sha256');
   // The id is made here: the sealed secret is bound to it.
   const id = crypto.randomUUID();
   const secret = newSigningSecret();
+  const keyPair = signatureScheme === 'ed25519' ? newSigningKeyPair() : null;
   const row = await withSealingLock(db, 'shared', async (trx, sealer) => {
     await refuseDuplicateUrl(trx, workspace.id, url, { allowed: input.allowDuplicateUrl });
     const [inserted] = await trx('webhook_endpoints')
-      .insert({ id, workspace_id: workspace.id, name, url: input.url, events, ...sealer.columns(id, secret) })
+      .insert({
+        id,
+        workspace_id: workspace.id,
+        name,
+        url: input.url,
+        events,
+        ...sealer.columns(id, secret),
+        // (the private key sealed like the secret, never kept in plain text)
+        ...(keyPair
+          ? {
+              signature_scheme: signatureScheme,
+              signing_public_key: keyPair.publicKey,
+              ...sealer.privateKeyColumns(id, keyPair.privateKey),
+            }
+          : {}),
+      })
       .returning(RECORD_COLUMNS);
     await recordAudit(trx, actor.audit, {
       action: 'endpoint.create',
       workspaceId: workspace.id,
       target: { type: 'endpoint', id },
-      changes: { name, url: input.url, events },
+      changes: { name, url: input.url, events, ...(keyPair ? { signatureScheme } : {}) },
     });
     return inserted as EndpointRow;
   });
@@ -366,4 +414,52 @@ export async function workspaceEndpoints(db: Knex, workspaceId: string): Promise
 export async function listEndpoints(db: Knex, actor: Actor, input: { workspaceId: string }): Promise<EndpointRecord[]> {
   mustReach(actor, input.workspaceId);
   return workspaceEndpoints(db, input.workspaceId);
+}
+
+/**
+ * Switches how an endpoint's deliveries are signed: to `ed25519` (a new key pair, its private key sealed at once; the
+ * receiver verifies `v1a` with the public key) or back to `hmac-sha256` (the endpoint's secret, unchanged). For
+ * `overlapHours` (default 24, at most 720; 0: none) the scheme switched away from keeps signing beside the new one, so
+ * that no receiver breaks; after it an ed25519 endpoint's deliveries carry `v1a` only (no `v1`, no service-signature).
+ * The scheme it already has changes nothing. Audited as `endpoint.switch_signature_scheme` (never a key).
+ */
+export async function switchSignatureScheme(
+  db: Knex,
+  actor: Actor,
+  input: { endpointId: string; workspaceId: string | 'every'; scheme: string; overlapHours?: number; now: Date },
+): Promise<EndpointRecord> {
+  const { endpointId: id, now } = input;
+  const scope = { workspaceId: workspaceFilter(actor, input.workspaceId) };
+  checkId(id);
+  const scheme = checkScheme(input.scheme, 'scheme');
+  const overlapHours = checkOverlapHours(input.overlapHours);
+  const keyPair = scheme === 'ed25519' ? newSigningKeyPair() : null;
+  const work = async (trx: Knex.Transaction, sealer?: Sealer) => {
+    const before = await findEndpoint(trx, id, scope, 'lock');
+    if (before.signature_scheme === scheme) return toEndpointView(before);
+    const expiresAt = overlapHours > 0 ? new Date(now.getTime() + overlapHours * 3_600_000) : null;
+    if (keyPair && sealer) {
+      // a pair still signing (switched away from within an overlap that lasts) keeps signing until that overlap ends
+      const live = before.previous_scheme_expires_at && before.previous_scheme_expires_at > now;
+      const previousExpiresAt = live ? before.previous_scheme_expires_at : null;
+      await setSigningKey(trx, sealer, { id, workspaceId: before.workspace_id, keyPair, previousExpiresAt });
+    }
+    const [row] = await trx('webhook_endpoints')
+      .where({ id })
+      .update({ signature_scheme: scheme, previous_scheme_expires_at: expiresAt })
+      .returning(RECORD_COLUMNS);
+    await recordAudit(trx, actor.audit, {
+      action: 'endpoint.switch_signature_scheme',
+      workspaceId: before.workspace_id,
+      target: { type: 'endpoint', id },
+      changes: {
+        signatureScheme: { from: before.signature_scheme, to: scheme },
+        overlapHours,
+        previousSchemeExpiresAt: expiresAt?.toISOString() ?? null,
+      },
+    });
+    return toEndpointView(row);
+  };
+  // only a new key pair is sealed (under the sealing lock); switching back to the secret seals nothing
+  return keyPair ? withSealingLock(db, 'shared', work) : db.transaction((trx) => work(trx));
 }
