@@ -3983,7 +3983,7 @@ export type GetReadinessResponses = {
 export type GetReadinessResponse = GetReadinessResponses[keyof GetReadinessResponses];
 
 /**
- * The `booking.confirmed` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `booking.confirmed` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type BookingConfirmedWebhookPayload = BookingConfirmedEvent;
 
@@ -3995,7 +3995,7 @@ export type BookingConfirmedWebhookRequest = {
 };
 
 /**
- * The `booking.completed` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `booking.completed` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type BookingCompletedWebhookPayload = BookingCompletedEvent;
 
@@ -4007,7 +4007,7 @@ export type BookingCompletedWebhookRequest = {
 };
 
 /**
- * The `booking.delivery_due` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `booking.delivery_due` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type BookingDeliveryDueWebhookPayload = BookingDeliveryDueEvent;
 
@@ -4019,7 +4019,7 @@ export type BookingDeliveryDueWebhookRequest = {
 };
 
 /**
- * The `booking.return_due` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `booking.return_due` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type BookingReturnDueWebhookPayload = BookingReturnDueEvent;
 
@@ -4031,7 +4031,7 @@ export type BookingReturnDueWebhookRequest = {
 };
 
 /**
- * The `booking.extended` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `booking.extended` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type BookingExtendedWebhookPayload = BookingExtendedEvent;
 
@@ -4043,7 +4043,7 @@ export type BookingExtendedWebhookRequest = {
 };
 
 /**
- * The `booking.ending_soon` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `booking.ending_soon` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type BookingEndingSoonWebhookPayload = BookingEndingSoonEvent;
 
@@ -4055,7 +4055,7 @@ export type BookingEndingSoonWebhookRequest = {
 };
 
 /**
- * The `payment.captured` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `payment.captured` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type PaymentCapturedWebhookPayload = PaymentCapturedEvent;
 
@@ -4067,7 +4067,7 @@ export type PaymentCapturedWebhookRequest = {
 };
 
 /**
- * The `payment.refunded` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `payment.refunded` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type PaymentRefundedWebhookPayload = PaymentRefundedEvent;
 
@@ -4079,7 +4079,7 @@ export type PaymentRefundedWebhookRequest = {
 };
 
 /**
- * The `payment.deposit_held` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `payment.deposit_held` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type PaymentDepositHeldWebhookPayload = PaymentDepositHeldEvent;
 
@@ -4091,7 +4091,7 @@ export type PaymentDepositHeldWebhookRequest = {
 };
 
 /**
- * The `payment.canceled` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `payment.canceled` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type PaymentCanceledWebhookPayload = PaymentCanceledEvent;
 
@@ -4103,7 +4103,7 @@ export type PaymentCanceledWebhookRequest = {
 };
 
 /**
- * The `invoice.issued` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `invoice.issued` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type InvoiceIssuedWebhookPayload = InvoiceIssuedEvent;
 
@@ -4115,7 +4115,7 @@ export type InvoiceIssuedWebhookRequest = {
 };
 
 /**
- * The `invoice.due_soon` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `invoice.due_soon` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type InvoiceDueSoonWebhookPayload = InvoiceDueSoonEvent;
 
@@ -4127,7 +4127,7 @@ export type InvoiceDueSoonWebhookRequest = {
 };
 
 /**
- * The `invoice.overdue` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `invoice.overdue` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type InvoiceOverdueWebhookPayload = InvoiceOverdueEvent;
 
@@ -4139,7 +4139,7 @@ export type InvoiceOverdueWebhookRequest = {
 };
 
 /**
- * The `installment.due_soon` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `installment.due_soon` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type InstallmentDueSoonWebhookPayload = InstallmentDueSoonEvent;
 
@@ -4151,7 +4151,7 @@ export type InstallmentDueSoonWebhookRequest = {
 };
 
 /**
- * The `installment.overdue` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `installment.overdue` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type InstallmentOverdueWebhookPayload = InstallmentOverdueEvent;
 
@@ -4163,7 +4163,7 @@ export type InstallmentOverdueWebhookRequest = {
 };
 
 /**
- * The `fine.created` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `fine.created` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type FineCreatedWebhookPayload = FineCreatedEvent;
 
@@ -4175,7 +4175,7 @@ export type FineCreatedWebhookRequest = {
 };
 
 /**
- * The `quote.sent` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `quote.sent` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type QuoteSentWebhookPayload = QuoteSentEvent;
 
@@ -4187,7 +4187,7 @@ export type QuoteSentWebhookRequest = {
 };
 
 /**
- * The `quote.viewed` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `quote.viewed` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type QuoteViewedWebhookPayload = QuoteViewedEvent;
 
@@ -4199,7 +4199,7 @@ export type QuoteViewedWebhookRequest = {
 };
 
 /**
- * The `quote.accepted` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `quote.accepted` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type QuoteAcceptedWebhookPayload = QuoteAcceptedEvent;
 
@@ -4211,7 +4211,7 @@ export type QuoteAcceptedWebhookRequest = {
 };
 
 /**
- * The `quote.declined` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `quote.declined` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type QuoteDeclinedWebhookPayload = QuoteDeclinedEvent;
 
@@ -4223,7 +4223,7 @@ export type QuoteDeclinedWebhookRequest = {
 };
 
 /**
- * The `quote.expired` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `quote.expired` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type QuoteExpiredWebhookPayload = QuoteExpiredEvent;
 
@@ -4235,7 +4235,7 @@ export type QuoteExpiredWebhookRequest = {
 };
 
 /**
- * The `lead.created` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `lead.created` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type LeadCreatedWebhookPayload = LeadCreatedEvent;
 
@@ -4247,7 +4247,7 @@ export type LeadCreatedWebhookRequest = {
 };
 
 /**
- * The `deal.created` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `deal.created` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type DealCreatedWebhookPayload = DealCreatedEvent;
 
@@ -4259,7 +4259,7 @@ export type DealCreatedWebhookRequest = {
 };
 
 /**
- * The `deal.stage_changed` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `deal.stage_changed` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type DealStageChangedWebhookPayload = DealStageChangedEvent;
 
@@ -4271,7 +4271,7 @@ export type DealStageChangedWebhookRequest = {
 };
 
 /**
- * The `vehicle.maintenance_due` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `vehicle.maintenance_due` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type VehicleMaintenanceDueWebhookPayload = VehicleMaintenanceDueEvent;
 
@@ -4283,7 +4283,7 @@ export type VehicleMaintenanceDueWebhookRequest = {
 };
 
 /**
- * The `vehicle.document_expiring` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `vehicle.document_expiring` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type VehicleDocumentExpiringWebhookPayload = VehicleDocumentExpiringEvent;
 
@@ -4295,7 +4295,7 @@ export type VehicleDocumentExpiringWebhookRequest = {
 };
 
 /**
- * The `vehicle.idle` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `vehicle.idle` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type VehicleIdleWebhookPayload = VehicleIdleEvent;
 
@@ -4307,7 +4307,7 @@ export type VehicleIdleWebhookRequest = {
 };
 
 /**
- * The `delivery.assigned` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `delivery.assigned` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type DeliveryAssignedWebhookPayload = DeliveryAssignedEvent;
 
@@ -4319,7 +4319,7 @@ export type DeliveryAssignedWebhookRequest = {
 };
 
 /**
- * The `task.assigned` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `task.assigned` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type TaskAssignedWebhookPayload = TaskAssignedEvent;
 
@@ -4331,7 +4331,7 @@ export type TaskAssignedWebhookRequest = {
 };
 
 /**
- * The `task.due_soon` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `task.due_soon` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type TaskDueSoonWebhookPayload = TaskDueSoonEvent;
 
@@ -4343,7 +4343,7 @@ export type TaskDueSoonWebhookRequest = {
 };
 
 /**
- * The `task.overdue` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `task.overdue` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type TaskOverdueWebhookPayload = TaskOverdueEvent;
 
@@ -4355,7 +4355,7 @@ export type TaskOverdueWebhookRequest = {
 };
 
 /**
- * The `inbox.message_received` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `inbox.message_received` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type InboxMessageReceivedWebhookPayload = InboxMessageReceivedEvent;
 
@@ -4367,7 +4367,7 @@ export type InboxMessageReceivedWebhookRequest = {
 };
 
 /**
- * The `inbox.assigned` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `inbox.assigned` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type InboxAssignedWebhookPayload = InboxAssignedEvent;
 
@@ -4379,7 +4379,7 @@ export type InboxAssignedWebhookRequest = {
 };
 
 /**
- * The `investor.payout_ready` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `investor.payout_ready` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type InvestorPayoutReadyWebhookPayload = InvestorPayoutReadyEvent;
 
@@ -4391,7 +4391,7 @@ export type InvestorPayoutReadyWebhookRequest = {
 };
 
 /**
- * The `investor.payout_generated` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `investor.payout_generated` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type InvestorPayoutGeneratedWebhookPayload = InvestorPayoutGeneratedEvent;
 
@@ -4403,7 +4403,7 @@ export type InvestorPayoutGeneratedWebhookRequest = {
 };
 
 /**
- * The `investor.report_due` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `investor.report_due` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type InvestorReportDueWebhookPayload = InvestorReportDueEvent;
 
@@ -4415,7 +4415,7 @@ export type InvestorReportDueWebhookRequest = {
 };
 
 /**
- * The `document.esign_timeout` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `document.esign_timeout` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type DocumentEsignTimeoutWebhookPayload = DocumentEsignTimeoutEvent;
 
@@ -4427,7 +4427,7 @@ export type DocumentEsignTimeoutWebhookRequest = {
 };
 
 /**
- * The `integration.failed` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `integration.failed` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type IntegrationFailedWebhookPayload = IntegrationFailedEvent;
 
@@ -4439,7 +4439,7 @@ export type IntegrationFailedWebhookRequest = {
 };
 
 /**
- * The `webhook.test` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `webhook.test` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type WebhookTestWebhookPayload = WebhookTestEvent;
 

@@ -97,6 +97,9 @@ describe('the admin API: webhook endpoints', () => {
       disabledReason: null,
       lastSuccessAt: null,
       consecutiveFailures: 0,
+      signatureScheme: 'hmac-sha256',
+      publicKey: null,
+      previousSchemeExpiresAt: null,
     };
     expect(created.data).to.deep.equal({ ...record, secret });
     // stored sealed under the master key, opening to the secret shown
@@ -682,6 +685,9 @@ describe('fleet-admin endpoint update and endpoint delete', () => {
       'lastSuccessAt',
       'consecutiveFailures',
       'secret',
+      'signatureScheme',
+      'publicKey',
+      'previousSchemeExpiresAt',
     );
     const updated = await json(
       'endpoint',

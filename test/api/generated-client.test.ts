@@ -237,6 +237,9 @@ describe('the generated TypeScript client (generated/openapi), against the serve
           disabledReason: null,
           lastSuccessAt: null,
           consecutiveFailures: 0,
+          signatureScheme: 'hmac-sha256',
+          publicKey: null,
+          previousSchemeExpiresAt: null,
         },
       ],
     });

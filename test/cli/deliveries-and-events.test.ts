@@ -198,7 +198,7 @@ describe('fleet-admin deliveries retry, events, audit list, and output a person 
 
     const endpoints = await fleetAdmin(['endpoint', 'list', '--workspace', ws.slug]);
     expect(endpoints.stdout).to.equal(
-      `endpoint ${endpoint.id} "hooks.example.ae" -> https://hooks.example.ae/show is enabled; events: booking.confirmed, payment.captured; failures in a row: 2; last success: never\n`,
+      `endpoint ${endpoint.id} "hooks.example.ae" -> https://hooks.example.ae/show is enabled; events: booking.confirmed, payment.captured; failures in a row: 2; last success: never; signed with hmac-sha256\n`,
     );
   });
 

@@ -354,6 +354,9 @@ describe('fleet-admin CLI', () => {
       'lastSuccessAt',
       'consecutiveFailures',
       'secret',
+      'signatureScheme',
+      'publicKey',
+      'previousSchemeExpiresAt',
     );
     expect(created).to.deep.include({
       name: 'hooks.example.com',
@@ -391,6 +394,9 @@ describe('fleet-admin CLI', () => {
       'disabledReason',
       'lastSuccessAt',
       'consecutiveFailures',
+      'signatureScheme',
+      'publicKey',
+      'previousSchemeExpiresAt',
     );
     expect(off).to.include({
       id: created.id,

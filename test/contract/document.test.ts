@@ -262,6 +262,9 @@ describe('the OpenAPI document', () => {
           disabledReason: null,
           lastSuccessAt: null,
           consecutiveFailures: 0,
+          signatureScheme: 'hmac-sha256',
+          publicKey: null,
+          previousSchemeExpiresAt: null,
         },
       ],
     };

@@ -9,6 +9,7 @@ import { testDatabase } from '../support/database.js';
 import { operatorWith } from '../support/actors.js';
 import { startReceiver, verifyIndependently, type Receiver, type ReceivedRequest } from '../support/receiver.js';
 import { startAdminApi, type TestAdminApi } from '../admin/support.js';
+import { fleetAdminOn } from '../support/cli.js';
 import { bookingConfirmedData, dropTestWorkspaces, webhookWorkspace, type TestWorkspace } from './support.js';
 
 // Asymmetric signatures (issue 34 point 3): endpoints made or switched to ed25519 through the admin API, real
@@ -214,5 +215,33 @@ describe('webhooks: ed25519 signatures (v1a)', () => {
     expect(recorded).not.to.include('whpk_');
     expect(recorded).not.to.include(switched.body.publicKey.slice(5));
     expect(JSON.stringify(admin.logs)).not.to.include('whsk_');
+  });
+
+  it('the CLI: create with ed25519, show, switch and rotate; the public key shown, never a private key', async () => {
+    const ws = await webhookWorkspace(db);
+    const { url: databaseUrl } = await testDatabase();
+    const cli = async (...args: string[]) => {
+      const run = await fleetAdminOn(databaseUrl, [...args, '--json']);
+      expect(run.stderr, args.join(' ')).to.equal('');
+      expect(run.stdout).not.to.include('whsk_');
+      return JSON.parse(run.stdout);
+    };
+    const url = receiver.endpointUrl();
+    const made = await cli('endpoint', 'create', '--workspace', ws.slug, '--url', url, '--signature-scheme', 'ed25519');
+    expect(made).to.include({ signatureScheme: 'ed25519' });
+    expect(made.publicKey).to.match(/^whpk_/);
+    expect((await cli('endpoint', 'show', '--id', made.id)).publicKey).to.equal(made.publicKey);
+    const rotated = await cli('endpoint', 'rotate-signing-key', '--id', made.id, '--overlap-hours', '0');
+    expect(rotated).to.include({ id: made.id, previousKeyExpiresAt: null });
+    const request = await deliverOne(ws, url);
+    expect(v1aVerdicts(request, rotated.publicKey)).to.deep.equal([true]);
+    const back = await cli('endpoint', 'switch-signature-scheme', '--id', made.id, '--scheme', 'hmac-sha256');
+    expect(back).to.include({ signatureScheme: 'hmac-sha256', publicKey: null });
+    // during the overlap the key pair still signs beside the secret
+    const during = await deliverOne(ws, url);
+    expect(versions(during)).to.deep.equal(['v1', 'v1a']);
+    expect(v1aVerdicts(during, rotated.publicKey)).to.deep.equal([true]);
+    const text = await fleetAdminOn(databaseUrl, ['endpoint', 'list', '--workspace', ws.slug]);
+    expect(text.stdout).to.include('signed with hmac-sha256; the previous scheme signs too until');
   });
 });

@@ -4,13 +4,21 @@ import { findWorkspace } from '../../core/workspaces.js';
 import {
   createEndpoint,
   deleteEndpoint,
+  getEndpoint,
   listEndpoints,
   setEndpointActive,
+  SIGNATURE_SCHEMES,
+  switchSignatureScheme,
   updateEndpoint,
   type EndpointRecord,
 } from '../../core/webhooks/endpoints.js';
 import { recoverEndpoint } from '../../core/webhooks/recovery.js';
-import { DEFAULT_OVERLAP_HOURS, MAX_OVERLAP_HOURS, rotateSigningSecret } from '../../core/webhooks/signing-secrets.js';
+import {
+  DEFAULT_OVERLAP_HOURS,
+  MAX_OVERLAP_HOURS,
+  rotateSigningKey,
+  rotateSigningSecret,
+} from '../../core/webhooks/signing-secrets.js';
 import { cliActor } from '../../core/audit.js';
 import { command, commaList, isoInstant, wholeNumber, type CliIo, type JsonOption } from '../io.js';
 
@@ -26,7 +34,11 @@ const describeEndpoint = (e: EndpointRecord) =>
   }`;
 /** An endpoint as `endpoint list` shows it, one line: its state, its events, its failures in a row and last success. */
 const describeEndpointRow = (e: EndpointRecord) =>
-  `${describeEndpoint(e)}; events: ${e.events.join(', ') || 'all'}; failures in a row: ${e.consecutiveFailures}; last success: ${e.lastSuccessAt ?? 'never'}`;
+  `${describeEndpoint(e)}; events: ${e.events.join(', ') || 'all'}; failures in a row: ${e.consecutiveFailures}; last success: ${e.lastSuccessAt ?? 'never'}; ${describeSignature(e)}`;
+/** How an endpoint signs, with its public key (not a secret: shown whenever asked). */
+const describeSignature = (e: EndpointRecord) =>
+  `signed with ${e.signatureScheme}${e.publicKey ? ` (public key ${e.publicKey})` : ''}` +
+  (e.previousSchemeExpiresAt ? `; the previous scheme signs too until ${e.previousSchemeExpiresAt}` : '');
 
 export function register(program: Command, io: CliIo): void {
   const endpoint = program.command('endpoint').description('register, list, switch and recover webhook endpoints');
@@ -37,6 +49,9 @@ export function register(program: Command, io: CliIo): void {
   list(endpoint, io);
   recover(endpoint, io);
   rotateSecret(endpoint, io);
+  show(endpoint, io);
+  switchScheme(endpoint, io);
+  rotateKey(endpoint, io);
 }
 
 function create(endpoint: Command, { config, withDatabase, print }: CliIo): void {
@@ -46,6 +61,10 @@ function create(endpoint: Command, { config, withDatabase, print }: CliIo): void
     .option('--name <name>', "display name (default: the URL's host)")
     .option('--events <names>', 'comma-separated event names (default: every event)', commaList)
     .option('--allow-duplicate-url', 'register it even though another endpoint of the workspace has this URL')
+    .option(
+      '--signature-scheme <scheme>',
+      `${SIGNATURE_SCHEMES.join(' or ')} (default hmac-sha256; ed25519 signs v1a with a key pair of its own)`,
+    )
     .action(
       async (
         o: JsonOption & {
@@ -54,9 +73,11 @@ function create(endpoint: Command, { config, withDatabase, print }: CliIo): void
           name?: string;
           events?: string[];
           allowDuplicateUrl?: boolean;
+          signatureScheme?: string;
         },
       ) => {
         const input = {
+          signatureScheme: o.signatureScheme,
           url: o.url,
           name: o.name,
           events: o.events,
@@ -72,7 +93,8 @@ function create(endpoint: Command, { config, withDatabase, print }: CliIo): void
           o,
           created,
           (e) =>
-            `endpoint ${e.id} "${e.name}" -> ${e.url} (events: ${e.events.join(', ') || 'all'}); signing secret, shown only this once:\n${e.secret}`,
+            `endpoint ${e.id} "${e.name}" -> ${e.url} (events: ${e.events.join(', ') || 'all'}); signing secret, shown only this once:\n${e.secret}` +
+            (e.publicKey ? `\nsigned with ed25519 (v1a): receivers verify with the public key ${e.publicKey}` : ''),
         );
       },
     );
@@ -207,6 +229,66 @@ function rotateSecret(endpoint: Command, { withDatabase, print }: CliIo): void {
           (r.previousSecretExpiresAt
             ? `the old secret also signs every delivery until ${r.previousSecretExpiresAt}`
             : 'the old secret no longer signs anything'),
+      );
+    });
+}
+
+function show(endpoint: Command, { withDatabase, print }: CliIo): void {
+  command(endpoint, 'show', 'show a webhook endpoint, with its public key when it signs with ed25519 (never a secret)')
+    .requiredOption('--id <id>', 'the endpoint id')
+    .action(async (o: JsonOption & { id: string }) => {
+      const record = await withDatabase((db) =>
+        getEndpoint(db, cliActor(), { endpointId: o.id, workspaceId: 'every' }),
+      );
+      print(o, record, describeEndpointRow);
+    });
+}
+
+function switchScheme(endpoint: Command, { withDatabase, print }: CliIo): void {
+  command(
+    endpoint,
+    'switch-signature-scheme',
+    "switch how a webhook endpoint's deliveries are signed; the old scheme keeps signing beside the new during the overlap",
+  )
+    .requiredOption('--id <id>', 'the endpoint id')
+    .requiredOption('--scheme <scheme>', `${SIGNATURE_SCHEMES.join(' or ')} (ed25519: a new key pair, v1a)`)
+    .option(
+      '--overlap-hours <hours>',
+      `hours during which deliveries carry both schemes' signatures, 0 to ${MAX_OVERLAP_HOURS} (default ${DEFAULT_OVERLAP_HOURS})`,
+      wholeNumber,
+    )
+    .action(async (o: JsonOption & { id: string; scheme: string; overlapHours?: number }) => {
+      const input = { endpointId: o.id, workspaceId: 'every', scheme: o.scheme, overlapHours: o.overlapHours };
+      const record = await withDatabase((db) => switchSignatureScheme(db, cliActor(), { ...input, now: new Date() }), {
+        masterKey: 'needed',
+      });
+      print(o, record, describeEndpointRow);
+    });
+}
+
+function rotateKey(endpoint: Command, { withDatabase, print }: CliIo): void {
+  command(
+    endpoint,
+    'rotate-signing-key',
+    'give an ed25519 webhook endpoint a new key pair (the private key is never shown); the old one keeps signing during the overlap',
+  )
+    .requiredOption('--id <id>', 'the endpoint id')
+    .option(
+      '--overlap-hours <hours>',
+      `hours during which deliveries carry v1a signatures with both keys, 0 to ${MAX_OVERLAP_HOURS} (default ${DEFAULT_OVERLAP_HOURS})`,
+      wholeNumber,
+    )
+    .action(async (o: JsonOption & { id: string; overlapHours?: number }) => {
+      const input = { endpointId: o.id, workspaceId: 'every', overlapHours: o.overlapHours, now: new Date() };
+      const rotated = await withDatabase((db) => rotateSigningKey(db, cliActor(), input), { masterKey: 'needed' });
+      print(
+        o,
+        rotated,
+        (r) =>
+          `endpoint ${r.id}: new public key ${r.publicKey}\n` +
+          (r.previousKeyExpiresAt
+            ? `the old key pair also signs every delivery until ${r.previousKeyExpiresAt}`
+            : 'the old key pair no longer signs anything'),
       );
     });
 }

@@ -145,6 +145,7 @@ export async function newEndpointPage(ctx) {
     placeholder: 'https://',
   });
   const name = h('input', { type: 'text', name: 'name', maxlength: '200', autocomplete: 'off' });
+  const scheme = schemeSelect('hmac-sha256');
   const shown = h('div');
   const form = h(
     'form',
@@ -152,6 +153,7 @@ export async function newEndpointPage(ctx) {
     field('URL', url, 'Where deliveries are POSTed: an https address your receiver answers on.'),
     field('Name (optional)', name, "Shown in this screen; the URL's host when left empty."),
     eventsField(types),
+    field('Signature scheme', scheme, SCHEME_HINT),
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Add endpoint')),
   );
   form.addEventListener('submit', async (event) => {
@@ -159,6 +161,7 @@ export async function newEndpointPage(ctx) {
     clearErrors(form);
     const body = { url: url.value.trim(), events: chosenEvents(form) };
     if (name.value.trim()) body.name = name.value.trim();
+    if (scheme.value !== 'hmac-sha256') body.signatureScheme = scheme.value;
     try {
       const created = await admin('POST', '/endpoints', body);
       form.hidden = true;
@@ -171,10 +174,13 @@ export async function newEndpointPage(ctx) {
           h(
             'p',
             {},
-            'Your receiver verifies every delivery with it. ',
+            created.publicKey
+              ? 'It signs nothing while the endpoint uses ed25519 (kept in case you switch back). '
+              : 'Your receiver verifies every delivery with it. ',
             h('a', { href: `/portal/endpoints/${encodeURIComponent(created.id)}` }, 'Open the endpoint'),
           ),
         ),
+        created.publicKey ? publicKeyLine(created.publicKey) : [],
       );
       shown.querySelector('input').focus();
     } catch (err) {
@@ -219,6 +225,8 @@ export async function endpointPage(ctx) {
         ['Failures in a row', String(endpoint.consecutiveFailures)],
         ['Last success', time(endpoint.lastSuccessAt, 'never')],
         ['Events', endpoint.events.length ? endpoint.events.join(', ') : 'every event'],
+        ['Signature scheme', schemeText(endpoint)],
+        ...(endpoint.publicKey ? [['Public key', h('code', { class: 'public-key' }, endpoint.publicKey)]] : []),
       ]),
     );
     if (!ctx.readOnly) replace(actions, endpoint.isActive ? switchOff : switchOn, sendTest);
@@ -300,6 +308,7 @@ export async function endpointPage(ctx) {
         show();
       }),
       rotateForm(id),
+      signatureForm(id, () => endpoint, act),
       recoverForm(id),
       deleteSection(() => endpoint, ctx),
     );
@@ -460,6 +469,92 @@ function rotateForm(id) {
     } catch (err) {
       showError(form, err);
     }
+  });
+  return form;
+}
+
+// How an endpoint signs (issue 34 point 3): Standard Webhooks' `v1` with the secret (hmac-sha256) or `v1a` with a key
+// pair of its own (ed25519), whose public key is not a secret and is shown whenever the page is.
+const SCHEME_HINT =
+  'hmac-sha256: signed with the signing secret (v1, and service-signature). ed25519: signed with a key pair of the endpoint (v1a); your receiver verifies with its public key and holds no secret.';
+
+function schemeSelect(current) {
+  return h(
+    'select',
+    { name: 'signatureScheme' },
+    ['hmac-sha256', 'ed25519'].map((value) => h('option', { value, selected: value === current }, value)),
+  );
+}
+
+/** The scheme, and until when the previous one still signs beside it (Endpoint.previousSchemeExpiresAt). */
+function schemeText(endpoint) {
+  const until = endpoint.previousSchemeExpiresAt;
+  return until && new Date(until).getTime() > Date.now()
+    ? [endpoint.signatureScheme, ' (the previous scheme also signs until ', time(until), ')']
+    : endpoint.signatureScheme;
+}
+
+function publicKeyLine(publicKey) {
+  return h(
+    'p',
+    {},
+    'Signed with ed25519 (v1a): your receiver verifies with this public key (not a secret; shown on the endpoint page): ',
+    h('code', { class: 'public-key' }, publicKey),
+  );
+}
+
+/** Switching the scheme (with its overlap), and rotating an ed25519 endpoint's key pair. */
+function signatureForm(id, current, act) {
+  const scheme = schemeSelect(current().signatureScheme);
+  const overlap = h('input', {
+    type: 'number',
+    name: 'overlapHours',
+    min: '0',
+    max: '720',
+    step: '1',
+    value: '24',
+    inputmode: 'numeric',
+  });
+  const rotateKey = h('button', { type: 'button' }, 'Rotate key pair');
+  const form = h(
+    'form',
+    { class: 'card', novalidate: true },
+    h('h2', {}, 'Signature scheme'),
+    h(
+      'p',
+      {},
+      'Switching keeps the old scheme signing beside the new one during the overlap, so the receiver can move over without missing a delivery; after it an ed25519 endpoint gets v1a signatures only. Rotating the key pair works the same way: both keys sign during the overlap.',
+    ),
+    field('Scheme', scheme, SCHEME_HINT),
+    field('Overlap (hours)', overlap, 'From 0 to 720 hours; 0 ends the old scheme or key pair at once.'),
+    h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Switch scheme'), rotateKey),
+  );
+  const hours = () => {
+    const value = Number(overlap.value);
+    if (overlap.value !== '' && Number.isInteger(value) && value >= 0 && value <= 720) return value;
+    showError(form, { reason: 'overlapHours', message: 'Enter a whole number of hours from 0 to 720.' });
+    return undefined;
+  };
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    clearErrors(form);
+    const overlapHours = hours();
+    if (overlapHours === undefined) return;
+    await act(async () => {
+      const switched = await admin('POST', path(id, '/signature-scheme'), { scheme: scheme.value, overlapHours });
+      return switched.publicKey
+        ? `Signed with ed25519; public key ${switched.publicKey}.`
+        : `Signed with ${switched.signatureScheme}.`;
+    });
+  });
+  rotateKey.addEventListener('click', async () => {
+    clearErrors(form);
+    const overlapHours = hours();
+    if (overlapHours === undefined) return;
+    await act(async () => {
+      const rotated = await admin('POST', path(id, '/rotate-signing-key'), { overlapHours });
+      return `New public key ${rotated.publicKey}.`;
+    });
   });
   return form;
 }
