@@ -711,6 +711,9 @@ describe('fleet-admin endpoint update and endpoint delete', () => {
       disabledReason: null,
       lastSuccessAt: null,
       consecutiveFailures: 0,
+      signatureScheme: 'hmac-sha256',
+      publicKey: null,
+      previousSchemeExpiresAt: null,
     });
     // the duplicate-URL rule, on one line
     const twin = await json('endpoint', 'create', '--workspace', slug, '--url', 'https://hooks.example.ae/twin');
