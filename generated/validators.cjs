@@ -31113,9 +31113,10 @@ validate360.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false}
 
 exports.WebhookEndpointList = validate363;
 const schema543 = {"type":"object","description":"The workspace's webhook endpoints, oldest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":10000,"description":"Endpoints, oldest first.","items":{"$ref":"#/$defs/WebhookEndpoint"}}},"additionalProperties":false};
-const schema544 = {"type":"object","description":"A registered webhook endpoint. The signing secret is never returned.","required":["id","name","url","events","isActive","disabledAt","lastSuccessAt","consecutiveFailures"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"type":"string","maxLength":200,"description":"The endpoint's name.","example":"Accounting sync"},"url":{"type":"string","maxLength":2048,"format":"uri","description":"Where deliveries are POSTed.","example":"https://hooks.example.ae/fleet"},"events":{"type":"array","maxItems":200,"description":"Subscribed events; an empty list means every event.","uniqueItems":true,"items":{"$ref":"#/$defs/EventName"}},"isActive":{"type":"boolean","description":"False once the endpoint is switched off (after 20 failed attempts in a row, or by an operator)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","maximum":2147483647,"minimum":0,"description":"Failed attempts in a row across the endpoint's deliveries; a success resets it to 0."}},"additionalProperties":false};
-const formats770 = require("ajv-formats/dist/formats").fullFormats.uri;
+const schema544 = {"type":"object","description":"A registered webhook endpoint. The signing secret is never returned.","required":["id","name","url","events","isActive","disabledAt","disabledReason","lastSuccessAt","consecutiveFailures"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"type":"string","maxLength":200,"description":"The endpoint's name.","example":"Accounting sync"},"url":{"type":"string","maxLength":2048,"format":"uri","description":"Where deliveries are POSTed.","example":"https://hooks.example.ae/fleet"},"events":{"type":"array","maxItems":200,"description":"Subscribed events; an empty list means every event.","uniqueItems":true,"items":{"$ref":"#/$defs/EventName"}},"isActive":{"type":"boolean","description":"False once the endpoint is switched off (after 20 failed attempts in a row, or by an operator)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"disabledReason":{"description":"Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.","oneOf":[{"$ref":"#/$defs/EndpointDisabledReason"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","maximum":2147483647,"minimum":0,"description":"Failed attempts in a row across the endpoint's deliveries; a success resets it to 0."}},"additionalProperties":false};
+const schema548 = {"type":"string","enum":["failures","gone","manual"],"description":"Why an endpoint was switched off: `failures` (20 failed attempts in a row), `gone` (its receiver answered `410 Gone`), `manual` (switched off by an operator, the admin API or the settings screen).","example":"failures"};
 const func0 = require("ajv/dist/runtime/equal").default;
+const formats770 = require("ajv-formats/dist/formats").fullFormats.uri;
 
 function validate364(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -31130,14 +31131,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))){
+if((((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.disabledReason === undefined) && (missing0 = "disabledReason"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))){
 validate364.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((((((((key0 === "id") || (key0 === "name")) || (key0 === "url")) || (key0 === "events")) || (key0 === "isActive")) || (key0 === "disabledAt")) || (key0 === "lastSuccessAt")) || (key0 === "consecutiveFailures"))){
+if(!(func1.call(schema544.properties, key0))){
 validate364.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -31391,18 +31392,15 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.lastSuccessAt !== undefined){
-let data7 = data.lastSuccessAt;
+if(data.disabledReason !== undefined){
+let data7 = data.disabledReason;
 const _errs23 = errors;
 const _errs24 = errors;
 let valid7 = false;
+let passing0 = null;
 const _errs25 = errors;
-const _errs26 = errors;
-if(errors === _errs26){
-if(errors === _errs26){
-if(typeof data7 === "string"){
-if(func2(data7) > 24){
-const err5 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"};
+if(typeof data7 !== "string"){
+const err5 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/$defs/EndpointDisabledReason/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -31411,9 +31409,8 @@ vErrors.push(err5);
 }
 errors++;
 }
-else {
-if(!(formats22.validate(data7))){
-const err6 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(!(((data7 === "failures") || (data7 === "gone")) || (data7 === "manual"))){
+const err6 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/$defs/EndpointDisabledReason/enum",keyword:"enum",params:{allowedValues: schema548.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err6];
 }
@@ -31422,10 +31419,14 @@ vErrors.push(err6);
 }
 errors++;
 }
+var _valid1 = _errs25 === errors;
+if(_valid1){
+valid7 = true;
+passing0 = 0;
 }
-}
-else {
-const err7 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const _errs28 = errors;
+if(data7 !== null){
+const err7 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/properties/disabledReason/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -31434,30 +31435,24 @@ vErrors.push(err7);
 }
 errors++;
 }
+var _valid1 = _errs28 === errors;
+if(_valid1 && valid7){
+valid7 = false;
+passing0 = [passing0, 1];
+}
+else {
+if(_valid1){
+valid7 = true;
+passing0 = 1;
 }
 }
-var _valid1 = _errs25 === errors;
-valid7 = valid7 || _valid1;
-const _errs28 = errors;
-if(data7 !== null){
-const err8 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/properties/lastSuccessAt/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(!valid7){
+const err8 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/properties/disabledReason/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
 if(vErrors === null){
 vErrors = [err8];
 }
 else {
 vErrors.push(err8);
-}
-errors++;
-}
-var _valid1 = _errs28 === errors;
-valid7 = valid7 || _valid1;
-if(!valid7){
-const err9 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/properties/lastSuccessAt/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
-if(vErrors === null){
-vErrors = [err9];
-}
-else {
-vErrors.push(err9);
 }
 errors++;
 validate364.errors = vErrors;
@@ -31480,30 +31475,86 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.consecutiveFailures !== undefined){
-let data8 = data.consecutiveFailures;
+if(data.lastSuccessAt !== undefined){
+let data8 = data.lastSuccessAt;
 const _errs30 = errors;
-if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
-validate364.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
-return false;
+const _errs31 = errors;
+let valid9 = false;
+const _errs32 = errors;
+const _errs33 = errors;
+if(errors === _errs33){
+if(errors === _errs33){
+if(typeof data8 === "string"){
+if(func2(data8) > 24){
+const err9 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"};
+if(vErrors === null){
+vErrors = [err9];
 }
-if(errors === _errs30){
-if((typeof data8 == "number") && (isFinite(data8))){
-if(data8 > 2147483647 || isNaN(data8)){
-validate364.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+else {
+if(!(formats22.validate(data8))){
+const err10 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+}
+else {
+const err11 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+}
+var _valid2 = _errs32 === errors;
+valid9 = valid9 || _valid2;
+const _errs35 = errors;
+if(data8 !== null){
+const err12 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/properties/lastSuccessAt/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+var _valid2 = _errs35 === errors;
+valid9 = valid9 || _valid2;
+if(!valid9){
+const err13 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/properties/lastSuccessAt/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+validate364.errors = vErrors;
 return false;
 }
 else {
-if(data8 < 0 || isNaN(data8)){
-validate364.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
-return false;
+errors = _errs31;
+if(vErrors !== null){
+if(_errs31){
+vErrors.length = _errs31;
 }
 else {
-if(!(formats180.validate(data8))){
-validate364.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
-return false;
-}
-}
+vErrors = null;
 }
 }
 }
@@ -31511,6 +31562,40 @@ var valid0 = _errs30 === errors;
 }
 else {
 var valid0 = true;
+}
+if(valid0){
+if(data.consecutiveFailures !== undefined){
+let data9 = data.consecutiveFailures;
+const _errs37 = errors;
+if(!(((typeof data9 == "number") && (!(data9 % 1) && !isNaN(data9))) && (isFinite(data9)))){
+validate364.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+return false;
+}
+if(errors === _errs37){
+if((typeof data9 == "number") && (isFinite(data9))){
+if(data9 > 2147483647 || isNaN(data9)){
+validate364.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+return false;
+}
+else {
+if(data9 < 0 || isNaN(data9)){
+validate364.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
+return false;
+}
+else {
+if(!(formats180.validate(data9))){
+validate364.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
+}
+}
+}
+var valid0 = _errs37 === errors;
+}
+else {
+var valid0 = true;
+}
 }
 }
 }
@@ -36939,8 +37024,8 @@ return errors === 0;
 validate440.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.WebhookTestEvent = validate442;
-const schema663 = {"type":"object","description":"Delivery payload of `webhook.test`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"webhook.test","description":"Event name, always `webhook.test`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/WebhookTestData","description":"Event data; see `WebhookTestData`."}},"additionalProperties":false};
-const schema666 = {"type":"object","description":"Data of `webhook.test`.","required":["endpointId","message"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid","description":"Id of the webhook endpoint being tested."},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"Human-readable text, e.g. `This is a test delivery from Fleet Rental Service.`"}},"additionalProperties":false};
+const schema664 = {"type":"object","description":"Delivery payload of `webhook.test`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"webhook.test","description":"Event name, always `webhook.test`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/WebhookTestData","description":"Event data; see `WebhookTestData`."}},"additionalProperties":false};
+const schema667 = {"type":"object","description":"Data of `webhook.test`.","required":["endpointId","message"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid","description":"Id of the webhook endpoint being tested."},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"Human-readable text, e.g. `This is a test delivery from Fleet Rental Service.`"}},"additionalProperties":false};
 
 function validate443(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
