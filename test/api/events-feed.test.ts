@@ -194,6 +194,14 @@ describe('API: the event feed (GET /v1/events)', () => {
       expect(res.status, query).to.equal(400);
       expect(res.body.error, query).to.include({ code: 'invalid_request', reason });
     }
+    const unknown = await feed('?types=booking.confirmed,no.such_event');
+    expect(unknown.body.error.message).to.equal(
+      'Query parameter "types" must be a comma-separated list of 1 to 64 values, each one of the 38 values the document lists for it.',
+    );
+    const wait = await feed('?wait=31');
+    expect(wait.body.error.message).to.equal('Query parameter "wait" must be an integer from 0 to 30.');
+    // the list may also come as the parameter repeated
+    expect((await feed('?types=invoice.overdue&types=booking.confirmed')).status).to.equal(200);
     const unauthorized = await feed('', 'frs_nope');
     expect(unauthorized.status).to.equal(401);
   });
