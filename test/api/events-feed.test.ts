@@ -264,6 +264,28 @@ describe('API: the event feed (GET /v1/events)', () => {
       expect(api.events!.watching).to.equal(0);
     });
 
+    it('still answers within about a second while its LISTEN connection is lost, and listens again', async () => {
+      const listening = await startApi({ events: true });
+      try {
+        const { rowCount } = await db.raw(
+          `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN frs_events' AND pid <> pg_backend_pid()`,
+        );
+        expect(rowCount).to.be.at.least(1);
+        await sleep(100);
+        expect(listening.events!.listening).to.equal(false);
+        const waiting = listening.get('/v1/events?wait=10', key);
+        await sleep(300);
+        const eventId = await publish(ws, 'booking.confirmed');
+        const recorded = Date.now();
+        expect(ids(await waiting)).to.deep.equal([eventId]);
+        expect(Date.now() - recorded, 'read again every second meanwhile').to.be.below(1500);
+        await sleep(1500);
+        expect(listening.events!.listening, 'listening again').to.equal(true);
+      } finally {
+        await listening.close();
+      }
+    });
+
     it('holds a share of the concurrency limit while it waits, and gives it back when the client goes', async () => {
       const limited = await startApi({
         events: true,
