@@ -217,6 +217,21 @@ describe('webhooks: deliveries through an egress proxy (FRS_WEBHOOK_PROXY)', () 
     expect(receiver.requests).to.deep.equal([]);
   });
 
+  it('an https destination is tunnelled too: TLS runs through the tunnel to the receiver, not to the proxy', async () => {
+    // The receiver speaks plain HTTP, so the TLS handshake it gets through the tunnel fails: a failure of the
+    // destination (kind connection, in the TLS library's words), not of the proxy, which opened the tunnel.
+    const outcome = await attemptDelivery(attempt(`https://${RECEIVER_NAME}:${receiverPort()}/tls`), {
+      policy: policy(),
+    });
+    expect(outcome).to.include({ ok: false, statusCode: null, errorKind: 'connection' });
+    expect(outcome.error)
+      .not.to.match(/egress proxy/)
+      .and.not.to.include(String(proxy.port));
+    expect(outcome.detail).to.equal(undefined);
+    expect(proxy.connects.map((c) => c.target)).to.deep.equal([`${RECEIVER_NAME}:${receiverPort()}`]);
+    expect(receiver.requests).to.deep.equal([]);
+  });
+
   it('the time-out, the no-redirect rule and the 4 KiB body rule hold through the proxy', async () => {
     const url = `http://${RECEIVER_NAME}:${receiverPort()}/rules`;
     const through = policy();
