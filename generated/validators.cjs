@@ -12022,9 +12022,10 @@ validate98.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.WebhookEndpointList = validate101;
 const schema240 = {"type":"object","description":"The workspace's webhook endpoints, oldest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":10000,"description":"Endpoints, oldest first.","items":{"$ref":"#/$defs/WebhookEndpoint"}}},"additionalProperties":false};
-const schema241 = {"type":"object","description":"A registered webhook endpoint. The signing secret is never returned.","required":["id","name","url","events","isActive","disabledAt","lastSuccessAt","consecutiveFailures"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"type":"string","maxLength":200,"description":"The endpoint's name.","example":"Accounting sync"},"url":{"type":"string","maxLength":2048,"format":"uri","description":"Where deliveries are POSTed.","example":"https://hooks.example.ae/fleet"},"events":{"type":"array","maxItems":200,"description":"Subscribed events; an empty list means every event.","uniqueItems":true,"items":{"$ref":"#/$defs/EventName"}},"isActive":{"type":"boolean","description":"False once the endpoint is switched off (after 20 failed attempts in a row, or by an operator)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","maximum":2147483647,"minimum":0,"description":"Failed attempts in a row across the endpoint's deliveries; a success resets it to 0."}},"additionalProperties":false};
-const formats314 = require("ajv-formats/dist/formats").fullFormats.uri;
+const schema241 = {"type":"object","description":"A registered webhook endpoint. The signing secret is never returned.","required":["id","name","url","events","isActive","disabledAt","disabledReason","lastSuccessAt","consecutiveFailures"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"type":"string","maxLength":200,"description":"The endpoint's name.","example":"Accounting sync"},"url":{"type":"string","maxLength":2048,"format":"uri","description":"Where deliveries are POSTed.","example":"https://hooks.example.ae/fleet"},"events":{"type":"array","maxItems":200,"description":"Subscribed events; an empty list means every event.","uniqueItems":true,"items":{"$ref":"#/$defs/EventName"}},"isActive":{"type":"boolean","description":"False once the endpoint is switched off (after 20 failed attempts in a row, or by an operator)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"disabledReason":{"description":"Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.","oneOf":[{"$ref":"#/$defs/EndpointDisabledReason"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","maximum":2147483647,"minimum":0,"description":"Failed attempts in a row across the endpoint's deliveries; a success resets it to 0."}},"additionalProperties":false};
+const schema245 = {"type":"string","enum":["failures","gone","manual"],"description":"Why an endpoint was switched off: `failures` (20 failed attempts in a row), `gone` (its receiver answered `410 Gone`), `manual` (switched off by an operator, the admin API or the settings screen).","example":"failures"};
 const func0 = require("ajv/dist/runtime/equal").default;
+const formats314 = require("ajv-formats/dist/formats").fullFormats.uri;
 
 function validate102(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -12039,14 +12040,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))){
+if((((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.disabledReason === undefined) && (missing0 = "disabledReason"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))){
 validate102.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((((((((key0 === "id") || (key0 === "name")) || (key0 === "url")) || (key0 === "events")) || (key0 === "isActive")) || (key0 === "disabledAt")) || (key0 === "lastSuccessAt")) || (key0 === "consecutiveFailures"))){
+if(!(func1.call(schema241.properties, key0))){
 validate102.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -12300,18 +12301,15 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.lastSuccessAt !== undefined){
-let data7 = data.lastSuccessAt;
+if(data.disabledReason !== undefined){
+let data7 = data.disabledReason;
 const _errs23 = errors;
 const _errs24 = errors;
 let valid7 = false;
+let passing0 = null;
 const _errs25 = errors;
-const _errs26 = errors;
-if(errors === _errs26){
-if(errors === _errs26){
-if(typeof data7 === "string"){
-if(func2(data7) > 24){
-const err5 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"};
+if(typeof data7 !== "string"){
+const err5 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/$defs/EndpointDisabledReason/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -12320,9 +12318,8 @@ vErrors.push(err5);
 }
 errors++;
 }
-else {
-if(!(formats22.validate(data7))){
-const err6 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(!(((data7 === "failures") || (data7 === "gone")) || (data7 === "manual"))){
+const err6 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/$defs/EndpointDisabledReason/enum",keyword:"enum",params:{allowedValues: schema245.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err6];
 }
@@ -12331,10 +12328,14 @@ vErrors.push(err6);
 }
 errors++;
 }
+var _valid1 = _errs25 === errors;
+if(_valid1){
+valid7 = true;
+passing0 = 0;
 }
-}
-else {
-const err7 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const _errs28 = errors;
+if(data7 !== null){
+const err7 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/properties/disabledReason/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
 vErrors = [err7];
 }
@@ -12343,30 +12344,24 @@ vErrors.push(err7);
 }
 errors++;
 }
+var _valid1 = _errs28 === errors;
+if(_valid1 && valid7){
+valid7 = false;
+passing0 = [passing0, 1];
+}
+else {
+if(_valid1){
+valid7 = true;
+passing0 = 1;
 }
 }
-var _valid1 = _errs25 === errors;
-valid7 = valid7 || _valid1;
-const _errs28 = errors;
-if(data7 !== null){
-const err8 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/properties/lastSuccessAt/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(!valid7){
+const err8 = {instancePath:instancePath+"/disabledReason",schemaPath:"#/properties/disabledReason/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
 if(vErrors === null){
 vErrors = [err8];
 }
 else {
 vErrors.push(err8);
-}
-errors++;
-}
-var _valid1 = _errs28 === errors;
-valid7 = valid7 || _valid1;
-if(!valid7){
-const err9 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/properties/lastSuccessAt/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
-if(vErrors === null){
-vErrors = [err9];
-}
-else {
-vErrors.push(err9);
 }
 errors++;
 validate102.errors = vErrors;
@@ -12389,30 +12384,86 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.consecutiveFailures !== undefined){
-let data8 = data.consecutiveFailures;
+if(data.lastSuccessAt !== undefined){
+let data8 = data.lastSuccessAt;
 const _errs30 = errors;
-if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
-validate102.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
-return false;
+const _errs31 = errors;
+let valid9 = false;
+const _errs32 = errors;
+const _errs33 = errors;
+if(errors === _errs33){
+if(errors === _errs33){
+if(typeof data8 === "string"){
+if(func2(data8) > 24){
+const err9 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"};
+if(vErrors === null){
+vErrors = [err9];
 }
-if(errors === _errs30){
-if((typeof data8 == "number") && (isFinite(data8))){
-if(data8 > 2147483647 || isNaN(data8)){
-validate102.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+else {
+if(!(formats22.validate(data8))){
+const err10 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+}
+}
+else {
+const err11 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+}
+}
+var _valid2 = _errs32 === errors;
+valid9 = valid9 || _valid2;
+const _errs35 = errors;
+if(data8 !== null){
+const err12 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/properties/lastSuccessAt/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+var _valid2 = _errs35 === errors;
+valid9 = valid9 || _valid2;
+if(!valid9){
+const err13 = {instancePath:instancePath+"/lastSuccessAt",schemaPath:"#/properties/lastSuccessAt/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+validate102.errors = vErrors;
 return false;
 }
 else {
-if(data8 < 0 || isNaN(data8)){
-validate102.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
-return false;
+errors = _errs31;
+if(vErrors !== null){
+if(_errs31){
+vErrors.length = _errs31;
 }
 else {
-if(!(formats180.validate(data8))){
-validate102.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
-return false;
-}
-}
+vErrors = null;
 }
 }
 }
@@ -12420,6 +12471,40 @@ var valid0 = _errs30 === errors;
 }
 else {
 var valid0 = true;
+}
+if(valid0){
+if(data.consecutiveFailures !== undefined){
+let data9 = data.consecutiveFailures;
+const _errs37 = errors;
+if(!(((typeof data9 == "number") && (!(data9 % 1) && !isNaN(data9))) && (isFinite(data9)))){
+validate102.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+return false;
+}
+if(errors === _errs37){
+if((typeof data9 == "number") && (isFinite(data9))){
+if(data9 > 2147483647 || isNaN(data9)){
+validate102.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+return false;
+}
+else {
+if(data9 < 0 || isNaN(data9)){
+validate102.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
+return false;
+}
+else {
+if(!(formats180.validate(data9))){
+validate102.errors = [{instancePath:instancePath+"/consecutiveFailures",schemaPath:"#/properties/consecutiveFailures/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
+}
+}
+}
+var valid0 = _errs37 === errors;
+}
+else {
+var valid0 = true;
+}
 }
 }
 }
@@ -12514,9 +12599,9 @@ return errors === 0;
 validate101.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.BookingCompletedEvent = validate104;
-const schema246 = {"type":"object","description":"Delivery payload of `booking.completed`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.completed","description":"Event name, always `booking.completed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/BookingCompletedData","description":"Event data; see `BookingCompletedData`."}},"additionalProperties":false};
-const schema249 = {"type":"object","description":"Data of `booking.completed`.","required":["bookingId","number","type","pickupAt","dropoffAt","returnedAt","amount","balanceDue","customer","vehicle","fleet"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Booked end (drop-off) time, after any extensions."},"returnedAt":{"description":"When the vehicle actually came back; null when the return time was not recorded.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"amount":{"$ref":"#/$defs/Fils","description":"Booking total in fils."},"balanceDue":{"$ref":"#/$defs/Fils","description":"Sum of the balances of the booking's open invoices, in fils; 0 when nothing is owed."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
-const schema251 = {"type":"string","maxLength":64,"description":"`daily` rental, `monthly` rental, `lease`, or `rent_to_own`.","enum":["daily","monthly","lease","rent_to_own"]};
+const schema247 = {"type":"object","description":"Delivery payload of `booking.completed`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.completed","description":"Event name, always `booking.completed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/BookingCompletedData","description":"Event data; see `BookingCompletedData`."}},"additionalProperties":false};
+const schema250 = {"type":"object","description":"Data of `booking.completed`.","required":["bookingId","number","type","pickupAt","dropoffAt","returnedAt","amount","balanceDue","customer","vehicle","fleet"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Booked end (drop-off) time, after any extensions."},"returnedAt":{"description":"When the vehicle actually came back; null when the return time was not recorded.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"amount":{"$ref":"#/$defs/Fils","description":"Booking total in fils."},"balanceDue":{"$ref":"#/$defs/Fils","description":"Sum of the balances of the booking's open invoices, in fils; 0 when nothing is owed."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
+const schema252 = {"type":"string","maxLength":64,"description":"`daily` rental, `monthly` rental, `lease`, or `rent_to_own`.","enum":["daily","monthly","lease","rent_to_own"]};
 
 function validate105(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -12538,7 +12623,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema249.properties, key0))){
+if(!(func1.call(schema250.properties, key0))){
 validate105.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -12607,7 +12692,7 @@ let data2 = data.type;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate105.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema251.enum},message:"must be equal to one of the allowed values"}];
+validate105.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema252.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -13036,8 +13121,8 @@ return errors === 0;
 validate104.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.BookingConfirmedEvent = validate110;
-const schema257 = {"type":"object","description":"Delivery payload of `booking.confirmed`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.confirmed","description":"Event name, always `booking.confirmed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/BookingConfirmedData","description":"Event data; see `BookingConfirmedData`."}},"additionalProperties":false};
-const schema260 = {"type":"object","description":"Data of `booking.confirmed`.","required":["bookingId","customerId","vehicleId","fleet","vehicle"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"customerId":{"$ref":"#/$defs/Uuid","description":"Id of the booking's customer."},"vehicleId":{"$ref":"#/$defs/Uuid","description":"Id of the booked vehicle (equal to `vehicle.id`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."}},"additionalProperties":false};
+const schema258 = {"type":"object","description":"Delivery payload of `booking.confirmed`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.confirmed","description":"Event name, always `booking.confirmed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/BookingConfirmedData","description":"Event data; see `BookingConfirmedData`."}},"additionalProperties":false};
+const schema261 = {"type":"object","description":"Data of `booking.confirmed`.","required":["bookingId","customerId","vehicleId","fleet","vehicle"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"customerId":{"$ref":"#/$defs/Uuid","description":"Id of the booking's customer."},"vehicleId":{"$ref":"#/$defs/Uuid","description":"Id of the booked vehicle (equal to `vehicle.id`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."}},"additionalProperties":false};
 
 function validate111(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -13329,8 +13414,8 @@ return errors === 0;
 validate110.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.BookingDeliveryDueEvent = validate115;
-const schema264 = {"type":"object","description":"Delivery payload of `booking.delivery_due`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.delivery_due","description":"Event name, always `booking.delivery_due`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/BookingDeliveryDueData","description":"Event data; see `BookingDeliveryDueData`."}},"additionalProperties":false};
-const schema267 = {"type":"object","description":"Data of `booking.delivery_due`.","required":["bookingId","number","type","pickupAt","dropoffAt","amount","balanceDue","customer","vehicle","fleet"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time: when the vehicle is due to be handed over."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Booked end (drop-off) time."},"amount":{"$ref":"#/$defs/Fils","description":"Booking total in fils."},"balanceDue":{"$ref":"#/$defs/Fils","description":"Sum of the balances of the booking's open invoices, in fils; what to collect at the handover."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
+const schema265 = {"type":"object","description":"Delivery payload of `booking.delivery_due`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.delivery_due","description":"Event name, always `booking.delivery_due`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/BookingDeliveryDueData","description":"Event data; see `BookingDeliveryDueData`."}},"additionalProperties":false};
+const schema268 = {"type":"object","description":"Data of `booking.delivery_due`.","required":["bookingId","number","type","pickupAt","dropoffAt","amount","balanceDue","customer","vehicle","fleet"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time: when the vehicle is due to be handed over."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Booked end (drop-off) time."},"amount":{"$ref":"#/$defs/Fils","description":"Booking total in fils."},"balanceDue":{"$ref":"#/$defs/Fils","description":"Sum of the balances of the booking's open invoices, in fils; what to collect at the handover."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
 
 function validate116(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -13352,7 +13437,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema267.properties, key0))){
+if(!(func1.call(schema268.properties, key0))){
 validate116.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -13421,7 +13506,7 @@ let data2 = data.type;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate116.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema251.enum},message:"must be equal to one of the allowed values"}];
+validate116.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema252.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -13760,8 +13845,8 @@ return errors === 0;
 validate115.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.BookingEndingSoonEvent = validate121;
-const schema274 = {"type":"object","description":"Delivery payload of `booking.ending_soon`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.ending_soon","description":"Event name, always `booking.ending_soon`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `booking.ending_soon:<bookingId>:<dropoffAt>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/BookingEndingSoonData","description":"Event data; see `BookingEndingSoonData`."}},"additionalProperties":false};
-const schema277 = {"type":"object","description":"Data of `booking.ending_soon`.","required":["bookingId","number","type","pickupAt","dropoffAt","originalDropoffAt","extensionsCount","monthlyAmount","customer","vehicle","fleet","daysLeft"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number, e.g. `BK-2026-0142`."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Current end (drop-off) time, after any extensions."},"originalDropoffAt":{"$ref":"#/$defs/Timestamp","description":"Drop-off time as first booked, before any extension; equal to `dropoffAt` when the booking was never extended."},"extensionsCount":{"type":"integer","format":"int32","maximum":2147483647,"description":"How many times the booking has been extended.","minimum":0},"monthlyAmount":{"description":"Monthly amount in fils for monthly, lease and rent-to-own bookings; null when the booking has none (daily bookings).","anyOf":[{"$ref":"#/$defs/Fils"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"daysLeft":{"type":"integer","format":"int32","description":"Whole local days from today to `dropoffAt` (0 = ends today).","minimum":0,"maximum":60}},"additionalProperties":false};
+const schema275 = {"type":"object","description":"Delivery payload of `booking.ending_soon`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.ending_soon","description":"Event name, always `booking.ending_soon`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `booking.ending_soon:<bookingId>:<dropoffAt>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/BookingEndingSoonData","description":"Event data; see `BookingEndingSoonData`."}},"additionalProperties":false};
+const schema278 = {"type":"object","description":"Data of `booking.ending_soon`.","required":["bookingId","number","type","pickupAt","dropoffAt","originalDropoffAt","extensionsCount","monthlyAmount","customer","vehicle","fleet","daysLeft"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number, e.g. `BK-2026-0142`."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Current end (drop-off) time, after any extensions."},"originalDropoffAt":{"$ref":"#/$defs/Timestamp","description":"Drop-off time as first booked, before any extension; equal to `dropoffAt` when the booking was never extended."},"extensionsCount":{"type":"integer","format":"int32","maximum":2147483647,"description":"How many times the booking has been extended.","minimum":0},"monthlyAmount":{"description":"Monthly amount in fils for monthly, lease and rent-to-own bookings; null when the booking has none (daily bookings).","anyOf":[{"$ref":"#/$defs/Fils"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"daysLeft":{"type":"integer","format":"int32","description":"Whole local days from today to `dropoffAt` (0 = ends today).","minimum":0,"maximum":60}},"additionalProperties":false};
 
 function validate122(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -13783,7 +13868,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema277.properties, key0))){
+if(!(func1.call(schema278.properties, key0))){
 validate122.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -13852,7 +13937,7 @@ let data2 = data.type;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate122.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema251.enum},message:"must be equal to one of the allowed values"}];
+validate122.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema252.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -14348,8 +14433,8 @@ return errors === 0;
 validate121.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.BookingExtendedEvent = validate127;
-const schema284 = {"type":"object","description":"Delivery payload of `booking.extended`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.extended","description":"Event name, always `booking.extended`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `booking.extended:<extensionId>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/BookingExtendedData","description":"Event data; see `BookingExtendedData`."}},"additionalProperties":false};
-const schema287 = {"type":"object","description":"Data of `booking.extended`: the `booking.ending_soon` fields plus `addedDays` and `extensionAmount`.","required":["bookingId","number","type","pickupAt","dropoffAt","originalDropoffAt","extensionsCount","monthlyAmount","customer","vehicle","fleet","daysLeft","addedDays","extensionAmount"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number, e.g. `BK-2026-0142`."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Current end (drop-off) time, after any extensions."},"originalDropoffAt":{"$ref":"#/$defs/Timestamp","description":"Drop-off time as first booked, before any extension; equal to `dropoffAt` when the booking was never extended."},"extensionsCount":{"type":"integer","format":"int32","maximum":2147483647,"description":"How many times the booking has been extended.","minimum":0},"monthlyAmount":{"description":"Monthly amount in fils for monthly, lease and rent-to-own bookings; null when the booking has none (daily bookings).","anyOf":[{"$ref":"#/$defs/Fils"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"daysLeft":{"type":"integer","format":"int32","maximum":36500,"description":"Whole local days from today to the new `dropoffAt`; 0 when it is today (or, exceptionally, already past).","minimum":0},"addedDays":{"type":"integer","format":"int32","maximum":36500,"description":"Days added by this extension.","minimum":1},"extensionAmount":{"$ref":"#/$defs/Fils","description":"Amount charged for this extension, in fils."}},"additionalProperties":false};
+const schema285 = {"type":"object","description":"Delivery payload of `booking.extended`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.extended","description":"Event name, always `booking.extended`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `booking.extended:<extensionId>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/BookingExtendedData","description":"Event data; see `BookingExtendedData`."}},"additionalProperties":false};
+const schema288 = {"type":"object","description":"Data of `booking.extended`: the `booking.ending_soon` fields plus `addedDays` and `extensionAmount`.","required":["bookingId","number","type","pickupAt","dropoffAt","originalDropoffAt","extensionsCount","monthlyAmount","customer","vehicle","fleet","daysLeft","addedDays","extensionAmount"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number, e.g. `BK-2026-0142`."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Current end (drop-off) time, after any extensions."},"originalDropoffAt":{"$ref":"#/$defs/Timestamp","description":"Drop-off time as first booked, before any extension; equal to `dropoffAt` when the booking was never extended."},"extensionsCount":{"type":"integer","format":"int32","maximum":2147483647,"description":"How many times the booking has been extended.","minimum":0},"monthlyAmount":{"description":"Monthly amount in fils for monthly, lease and rent-to-own bookings; null when the booking has none (daily bookings).","anyOf":[{"$ref":"#/$defs/Fils"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"daysLeft":{"type":"integer","format":"int32","maximum":36500,"description":"Whole local days from today to the new `dropoffAt`; 0 when it is today (or, exceptionally, already past).","minimum":0},"addedDays":{"type":"integer","format":"int32","maximum":36500,"description":"Days added by this extension.","minimum":1},"extensionAmount":{"$ref":"#/$defs/Fils","description":"Amount charged for this extension, in fils."}},"additionalProperties":false};
 
 function validate128(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -14371,7 +14456,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema287.properties, key0))){
+if(!(func1.call(schema288.properties, key0))){
 validate128.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -14440,7 +14525,7 @@ let data2 = data.type;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate128.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema251.enum},message:"must be equal to one of the allowed values"}];
+validate128.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema252.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -15005,8 +15090,8 @@ return errors === 0;
 validate127.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.BookingReturnDueEvent = validate133;
-const schema295 = {"type":"object","description":"Delivery payload of `booking.return_due`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.return_due","description":"Event name, always `booking.return_due`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/BookingReturnDueData","description":"Event data; see `BookingReturnDueData`."}},"additionalProperties":false};
-const schema298 = {"type":"object","description":"Data of `booking.return_due`.","required":["bookingId","number","type","pickupAt","dropoffAt","amount","balanceDue","customer","vehicle","fleet"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Drop-off time: when the vehicle is due back."},"amount":{"$ref":"#/$defs/Fils","description":"Booking total in fils."},"balanceDue":{"$ref":"#/$defs/Fils","description":"Sum of the balances of the booking's open invoices, in fils; what to collect at the handover."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
+const schema296 = {"type":"object","description":"Delivery payload of `booking.return_due`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"booking.return_due","description":"Event name, always `booking.return_due`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/BookingReturnDueData","description":"Event data; see `BookingReturnDueData`."}},"additionalProperties":false};
+const schema299 = {"type":"object","description":"Data of `booking.return_due`.","required":["bookingId","number","type","pickupAt","dropoffAt","amount","balanceDue","customer","vehicle","fleet"],"properties":{"bookingId":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number."},"type":{"$ref":"#/$defs/BookingType","description":"Booking type."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Drop-off time: when the vehicle is due back."},"amount":{"$ref":"#/$defs/Fils","description":"Booking total in fils."},"balanceDue":{"$ref":"#/$defs/Fils","description":"Sum of the balances of the booking's open invoices, in fils; what to collect at the handover."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
 
 function validate134(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -15028,7 +15113,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema298.properties, key0))){
+if(!(func1.call(schema299.properties, key0))){
 validate134.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -15097,7 +15182,7 @@ let data2 = data.type;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate134.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema251.enum},message:"must be equal to one of the allowed values"}];
+validate134.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema252.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -15436,9 +15521,9 @@ return errors === 0;
 validate133.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.DealCreatedEvent = validate139;
-const schema305 = {"type":"object","description":"Delivery payload of `deal.created`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"deal.created","description":"Event name, always `deal.created`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/DealCreatedData","description":"Event data; see `DealCreatedData`."}},"additionalProperties":false};
-const schema308 = {"type":"object","description":"Data of `deal.created`.","required":["dealId","title","stage","value","type","leadId","customer","vehicle","fleet","owner"],"properties":{"dealId":{"$ref":"#/$defs/Uuid","description":"Deal id."},"title":{"type":"string","maxLength":200,"minLength":1,"description":"Deal title."},"stage":{"type":"string","maxLength":100,"minLength":1,"description":"Current pipeline stage, as named in the workspace's pipeline, e.g. `qualified`, `proposal`, `won`, `lost`."},"value":{"$ref":"#/$defs/Fils","description":"Expected deal value in fils."},"type":{"description":"Type of booking the deal is for; null when not set.","anyOf":[{"$ref":"#/$defs/BookingType"},{"type":"null"}]},"leadId":{"description":"Lead the deal came from; null when it was not created from a lead.","anyOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"customer":{"description":"The customer (`{id, name}` only); null while the deal is with a prospect who is not yet a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the deal is not about a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the deal is not about a specific car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"owner":{"description":"Staff member who owns the deal; null while unassigned.","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]}},"additionalProperties":false};
-const schema313 = {"type":"object","description":"A member of the workspace staff (a user of the rental platform) as embedded in event data: id and display name only, never contact details.","required":["id","name"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Staff member id."},"name":{"type":"string","maxLength":200,"minLength":1,"description":"Display name."}},"additionalProperties":false};
+const schema306 = {"type":"object","description":"Delivery payload of `deal.created`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"deal.created","description":"Event name, always `deal.created`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/DealCreatedData","description":"Event data; see `DealCreatedData`."}},"additionalProperties":false};
+const schema309 = {"type":"object","description":"Data of `deal.created`.","required":["dealId","title","stage","value","type","leadId","customer","vehicle","fleet","owner"],"properties":{"dealId":{"$ref":"#/$defs/Uuid","description":"Deal id."},"title":{"type":"string","maxLength":200,"minLength":1,"description":"Deal title."},"stage":{"type":"string","maxLength":100,"minLength":1,"description":"Current pipeline stage, as named in the workspace's pipeline, e.g. `qualified`, `proposal`, `won`, `lost`."},"value":{"$ref":"#/$defs/Fils","description":"Expected deal value in fils."},"type":{"description":"Type of booking the deal is for; null when not set.","anyOf":[{"$ref":"#/$defs/BookingType"},{"type":"null"}]},"leadId":{"description":"Lead the deal came from; null when it was not created from a lead.","anyOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"customer":{"description":"The customer (`{id, name}` only); null while the deal is with a prospect who is not yet a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the deal is not about a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the deal is not about a specific car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"owner":{"description":"Staff member who owns the deal; null while unassigned.","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]}},"additionalProperties":false};
+const schema314 = {"type":"object","description":"A member of the workspace staff (a user of the rental platform) as embedded in event data: id and display name only, never contact details.","required":["id","name"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Staff member id."},"name":{"type":"string","maxLength":200,"minLength":1,"description":"Display name."}},"additionalProperties":false};
 
 function validate144(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -15558,7 +15643,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema308.properties, key0))){
+if(!(func1.call(schema309.properties, key0))){
 validate140.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -15691,7 +15776,7 @@ let valid3 = false;
 const _errs14 = errors;
 const _errs15 = errors;
 if(!((((data4 === "daily") || (data4 === "monthly")) || (data4 === "lease")) || (data4 === "rent_to_own"))){
-const err0 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema251.enum},message:"must be equal to one of the allowed values"};
+const err0 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema252.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -16227,8 +16312,8 @@ return errors === 0;
 validate139.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.DealStageChangedEvent = validate147;
-const schema315 = {"type":"object","description":"Delivery payload of `deal.stage_changed`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"deal.stage_changed","description":"Event name, always `deal.stage_changed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/DealStageChangedData","description":"Event data; see `DealStageChangedData`."}},"additionalProperties":false};
-const schema318 = {"type":"object","description":"Data of `deal.stage_changed`: the `deal.created` fields plus `previousStage` and `changedAt`.","required":["dealId","title","stage","value","type","leadId","customer","vehicle","fleet","owner","previousStage","changedAt"],"properties":{"dealId":{"$ref":"#/$defs/Uuid","description":"Deal id."},"title":{"type":"string","maxLength":200,"minLength":1,"description":"Deal title."},"stage":{"type":"string","maxLength":100,"minLength":1,"description":"Current pipeline stage, as named in the workspace's pipeline, e.g. `qualified`, `proposal`, `won`, `lost`."},"value":{"$ref":"#/$defs/Fils","description":"Expected deal value in fils."},"type":{"description":"Type of booking the deal is for; null when not set.","anyOf":[{"$ref":"#/$defs/BookingType"},{"type":"null"}]},"leadId":{"description":"Lead the deal came from; null when it was not created from a lead.","anyOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"customer":{"description":"The customer (`{id, name}` only); null while the deal is with a prospect who is not yet a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the deal is not about a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the deal is not about a specific car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"owner":{"description":"Staff member who owns the deal; null while unassigned.","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]},"previousStage":{"type":"string","maxLength":100,"minLength":1,"description":"Stage the deal was in before the move."},"changedAt":{"$ref":"#/$defs/Timestamp","description":"When the stage changed."}},"additionalProperties":false};
+const schema316 = {"type":"object","description":"Delivery payload of `deal.stage_changed`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"deal.stage_changed","description":"Event name, always `deal.stage_changed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/DealStageChangedData","description":"Event data; see `DealStageChangedData`."}},"additionalProperties":false};
+const schema319 = {"type":"object","description":"Data of `deal.stage_changed`: the `deal.created` fields plus `previousStage` and `changedAt`.","required":["dealId","title","stage","value","type","leadId","customer","vehicle","fleet","owner","previousStage","changedAt"],"properties":{"dealId":{"$ref":"#/$defs/Uuid","description":"Deal id."},"title":{"type":"string","maxLength":200,"minLength":1,"description":"Deal title."},"stage":{"type":"string","maxLength":100,"minLength":1,"description":"Current pipeline stage, as named in the workspace's pipeline, e.g. `qualified`, `proposal`, `won`, `lost`."},"value":{"$ref":"#/$defs/Fils","description":"Expected deal value in fils."},"type":{"description":"Type of booking the deal is for; null when not set.","anyOf":[{"$ref":"#/$defs/BookingType"},{"type":"null"}]},"leadId":{"description":"Lead the deal came from; null when it was not created from a lead.","anyOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"customer":{"description":"The customer (`{id, name}` only); null while the deal is with a prospect who is not yet a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the deal is not about a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the deal is not about a specific car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"owner":{"description":"Staff member who owns the deal; null while unassigned.","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]},"previousStage":{"type":"string","maxLength":100,"minLength":1,"description":"Stage the deal was in before the move."},"changedAt":{"$ref":"#/$defs/Timestamp","description":"When the stage changed."}},"additionalProperties":false};
 
 function validate148(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -16250,7 +16335,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema318.properties, key0))){
+if(!(func1.call(schema319.properties, key0))){
 validate148.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -16383,7 +16468,7 @@ let valid3 = false;
 const _errs14 = errors;
 const _errs15 = errors;
 if(!((((data4 === "daily") || (data4 === "monthly")) || (data4 === "lease")) || (data4 === "rent_to_own"))){
-const err0 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema251.enum},message:"must be equal to one of the allowed values"};
+const err0 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema252.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -16978,9 +17063,9 @@ return errors === 0;
 validate147.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.DeliveryAssignedEvent = validate154;
-const schema324 = {"type":"object","description":"Delivery payload of `delivery.assigned`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"delivery.assigned","description":"Event name, always `delivery.assigned`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/DeliveryAssignedData","description":"Event data; see `DeliveryAssignedData`."}},"additionalProperties":false};
-const schema327 = {"type":"object","description":"Data of `delivery.assigned`.","required":["vehicleDeliveryId","direction","scheduledAt","assignee","booking","customer","vehicle","fleet"],"properties":{"vehicleDeliveryId":{"$ref":"#/$defs/Uuid","description":"Id of the vehicle delivery or collection job (not a webhook delivery id)."},"direction":{"type":"string","maxLength":64,"enum":["delivery","collection"],"description":"`delivery` take the vehicle to the customer; `collection` bring it back."},"scheduledAt":{"$ref":"#/$defs/Timestamp","description":"When the delivery or collection is scheduled."},"assignee":{"$ref":"#/$defs/StaffRef","description":"Staff member assigned to the job."},"booking":{"$ref":"#/$defs/BookingRef","description":"The booking (`{id, number}`)."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
-const schema330 = {"type":"object","description":"A booking as embedded in event data: its id and its human-readable number.","required":["id","number"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number as shown to staff and customers, e.g. `BK-2026-0142`."}},"additionalProperties":false};
+const schema325 = {"type":"object","description":"Delivery payload of `delivery.assigned`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"delivery.assigned","description":"Event name, always `delivery.assigned`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/DeliveryAssignedData","description":"Event data; see `DeliveryAssignedData`."}},"additionalProperties":false};
+const schema328 = {"type":"object","description":"Data of `delivery.assigned`.","required":["vehicleDeliveryId","direction","scheduledAt","assignee","booking","customer","vehicle","fleet"],"properties":{"vehicleDeliveryId":{"$ref":"#/$defs/Uuid","description":"Id of the vehicle delivery or collection job (not a webhook delivery id)."},"direction":{"type":"string","maxLength":64,"enum":["delivery","collection"],"description":"`delivery` take the vehicle to the customer; `collection` bring it back."},"scheduledAt":{"$ref":"#/$defs/Timestamp","description":"When the delivery or collection is scheduled."},"assignee":{"$ref":"#/$defs/StaffRef","description":"Staff member assigned to the job."},"booking":{"$ref":"#/$defs/BookingRef","description":"The booking (`{id, number}`)."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
+const schema331 = {"type":"object","description":"A booking as embedded in event data: its id and its human-readable number.","required":["id","number"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Booking id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Booking number as shown to staff and customers, e.g. `BK-2026-0142`."}},"additionalProperties":false};
 
 function validate157(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -17141,7 +17226,7 @@ if(data.direction !== undefined){
 let data1 = data.direction;
 const _errs5 = errors;
 if(!((data1 === "delivery") || (data1 === "collection"))){
-validate155.errors = [{instancePath:instancePath+"/direction",schemaPath:"#/properties/direction/enum",keyword:"enum",params:{allowedValues: schema327.properties.direction.enum},message:"must be equal to one of the allowed values"}];
+validate155.errors = [{instancePath:instancePath+"/direction",schemaPath:"#/properties/direction/enum",keyword:"enum",params:{allowedValues: schema328.properties.direction.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs5){
@@ -17404,8 +17489,8 @@ return errors === 0;
 validate154.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.DocumentEsignTimeoutEvent = validate163;
-const schema332 = {"type":"object","description":"Delivery payload of `document.esign_timeout`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"document.esign_timeout","description":"Event name, always `document.esign_timeout`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/DocumentEsignTimeoutData","description":"Event data; see `DocumentEsignTimeoutData`."}},"additionalProperties":false};
-const schema335 = {"type":"object","description":"Data of `document.esign_timeout`.","required":["documentId","documentType","title","sentAt","expiredAt","customer","booking","vehicle","fleet"],"properties":{"documentId":{"$ref":"#/$defs/Uuid","description":"Document id."},"documentType":{"type":"string","maxLength":100,"minLength":1,"description":"Kind of document, e.g. `rental_agreement`, `lease_agreement`, `handover_report`."},"title":{"type":"string","maxLength":200,"minLength":1,"description":"Document title."},"sentAt":{"$ref":"#/$defs/Timestamp","description":"When the document was sent for signature."},"expiredAt":{"$ref":"#/$defs/Timestamp","description":"When the signing deadline passed."},"customer":{"description":"The customer (`{id, name}` only); null when the signer is not a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the document is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the document is not linked to a car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the document is not linked to a car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
+const schema333 = {"type":"object","description":"Delivery payload of `document.esign_timeout`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"document.esign_timeout","description":"Event name, always `document.esign_timeout`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/DocumentEsignTimeoutData","description":"Event data; see `DocumentEsignTimeoutData`."}},"additionalProperties":false};
+const schema336 = {"type":"object","description":"Data of `document.esign_timeout`.","required":["documentId","documentType","title","sentAt","expiredAt","customer","booking","vehicle","fleet"],"properties":{"documentId":{"$ref":"#/$defs/Uuid","description":"Document id."},"documentType":{"type":"string","maxLength":100,"minLength":1,"description":"Kind of document, e.g. `rental_agreement`, `lease_agreement`, `handover_report`."},"title":{"type":"string","maxLength":200,"minLength":1,"description":"Document title."},"sentAt":{"$ref":"#/$defs/Timestamp","description":"When the document was sent for signature."},"expiredAt":{"$ref":"#/$defs/Timestamp","description":"When the signing deadline passed."},"customer":{"description":"The customer (`{id, name}` only); null when the signer is not a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the document is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the document is not linked to a car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the document is not linked to a car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate164(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -17427,7 +17512,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema335.properties, key0))){
+if(!(func1.call(schema336.properties, key0))){
 validate164.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -17947,9 +18032,9 @@ return errors === 0;
 validate163.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.FineCreatedEvent = validate170;
-const schema339 = {"type":"object","description":"Delivery payload of `fine.created`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"fine.created","description":"Event name, always `fine.created`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `fine.created:<fineId>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/FineCreatedData","description":"Event data; see `FineCreatedData`."}},"additionalProperties":false};
-const schema342 = {"type":"object","description":"Data of `fine.created`.","required":["fineId","kind","type","date","amount","authority","violation","number","status","customer","booking","vehicle","fleet"],"properties":{"fineId":{"$ref":"#/$defs/Uuid","description":"Fine id."},"kind":{"type":"string","maxLength":64,"enum":["fine","toll"],"description":"`fine` a traffic fine; `toll` a road toll (such as Salik)."},"type":{"type":"string","maxLength":100,"minLength":1,"description":"Category of the fine or toll as recorded, e.g. `speeding`, `parking`, `salik`."},"date":{"$ref":"#/$defs/LocalDate","description":"Date the offence or toll crossing happened (local calendar date)."},"amount":{"$ref":"#/$defs/Fils","description":"Amount in fils."},"authority":{"type":"string","maxLength":200,"minLength":1,"description":"Issuing authority, e.g. `Dubai Police`, `RTA`."},"violation":{"type":["string","null"],"maxLength":500,"minLength":1,"description":"Violation text as given by the authority; null when none was recorded."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"The authority's reference number for the fine or toll."},"status":{"type":"string","maxLength":64,"minLength":1,"description":"Status of the fine as recorded by the platform, e.g. `unpaid`, `paid`, `disputed`."},"customer":{"description":"The customer (`{id, name}` only); null when no customer has been identified.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the fine is not matched to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
-const schema344 = {"type":"string","format":"date","maxLength":10,"description":"A plain date, YYYY-MM-DD, on the workspace's local calendar.","example":"2026-11-22"};
+const schema340 = {"type":"object","description":"Delivery payload of `fine.created`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"fine.created","description":"Event name, always `fine.created`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `fine.created:<fineId>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/FineCreatedData","description":"Event data; see `FineCreatedData`."}},"additionalProperties":false};
+const schema343 = {"type":"object","description":"Data of `fine.created`.","required":["fineId","kind","type","date","amount","authority","violation","number","status","customer","booking","vehicle","fleet"],"properties":{"fineId":{"$ref":"#/$defs/Uuid","description":"Fine id."},"kind":{"type":"string","maxLength":64,"enum":["fine","toll"],"description":"`fine` a traffic fine; `toll` a road toll (such as Salik)."},"type":{"type":"string","maxLength":100,"minLength":1,"description":"Category of the fine or toll as recorded, e.g. `speeding`, `parking`, `salik`."},"date":{"$ref":"#/$defs/LocalDate","description":"Date the offence or toll crossing happened (local calendar date)."},"amount":{"$ref":"#/$defs/Fils","description":"Amount in fils."},"authority":{"type":"string","maxLength":200,"minLength":1,"description":"Issuing authority, e.g. `Dubai Police`, `RTA`."},"violation":{"type":["string","null"],"maxLength":500,"minLength":1,"description":"Violation text as given by the authority; null when none was recorded."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"The authority's reference number for the fine or toll."},"status":{"type":"string","maxLength":64,"minLength":1,"description":"Status of the fine as recorded by the platform, e.g. `unpaid`, `paid`, `disputed`."},"customer":{"description":"The customer (`{id, name}` only); null when no customer has been identified.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the fine is not matched to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
+const schema345 = {"type":"string","format":"date","maxLength":10,"description":"A plain date, YYYY-MM-DD, on the workspace's local calendar.","example":"2026-11-22"};
 
 function validate171(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -17971,7 +18056,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema342.properties, key0))){
+if(!(func1.call(schema343.properties, key0))){
 validate171.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -18012,7 +18097,7 @@ if(data.kind !== undefined){
 let data1 = data.kind;
 const _errs5 = errors;
 if(!((data1 === "fine") || (data1 === "toll"))){
-validate171.errors = [{instancePath:instancePath+"/kind",schemaPath:"#/properties/kind/enum",keyword:"enum",params:{allowedValues: schema342.properties.kind.enum},message:"must be equal to one of the allowed values"}];
+validate171.errors = [{instancePath:instancePath+"/kind",schemaPath:"#/properties/kind/enum",keyword:"enum",params:{allowedValues: schema343.properties.kind.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs5){
@@ -18155,7 +18240,7 @@ if(data.violation !== undefined){
 let data6 = data.violation;
 const _errs17 = errors;
 if((typeof data6 !== "string") && (data6 !== null)){
-validate171.errors = [{instancePath:instancePath+"/violation",schemaPath:"#/properties/violation/type",keyword:"type",params:{type: schema342.properties.violation.type},message:"must be string,null"}];
+validate171.errors = [{instancePath:instancePath+"/violation",schemaPath:"#/properties/violation/type",keyword:"type",params:{type: schema343.properties.violation.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs17){
@@ -18549,8 +18634,8 @@ return errors === 0;
 validate170.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InboxAssignedEvent = validate177;
-const schema346 = {"type":"object","description":"Delivery payload of `inbox.assigned`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"inbox.assigned","description":"Event name, always `inbox.assigned`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InboxAssignedData","description":"Event data; see `InboxAssignedData`."}},"additionalProperties":false};
-const schema349 = {"type":"object","description":"Data of `inbox.assigned`.","required":["conversationId","channel","assignee","customer","booking","vehicle","fleet"],"properties":{"conversationId":{"$ref":"#/$defs/Uuid","description":"Conversation id."},"channel":{"type":"string","maxLength":100,"minLength":1,"description":"Channel of the conversation, e.g. `whatsapp`, `email`, `sms`, `webchat`."},"assignee":{"$ref":"#/$defs/StaffRef","description":"Staff member the conversation is now assigned to."},"customer":{"description":"The customer (`{id, name}` only); null when the conversation is not matched to a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the conversation is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the conversation is not linked to a car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the conversation is not linked to a car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
+const schema347 = {"type":"object","description":"Delivery payload of `inbox.assigned`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"inbox.assigned","description":"Event name, always `inbox.assigned`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InboxAssignedData","description":"Event data; see `InboxAssignedData`."}},"additionalProperties":false};
+const schema350 = {"type":"object","description":"Data of `inbox.assigned`.","required":["conversationId","channel","assignee","customer","booking","vehicle","fleet"],"properties":{"conversationId":{"$ref":"#/$defs/Uuid","description":"Conversation id."},"channel":{"type":"string","maxLength":100,"minLength":1,"description":"Channel of the conversation, e.g. `whatsapp`, `email`, `sms`, `webchat`."},"assignee":{"$ref":"#/$defs/StaffRef","description":"Staff member the conversation is now assigned to."},"customer":{"description":"The customer (`{id, name}` only); null when the conversation is not matched to a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the conversation is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the conversation is not linked to a car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the conversation is not linked to a car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate178(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -19015,8 +19100,8 @@ return errors === 0;
 validate177.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InboxMessageReceivedEvent = validate185;
-const schema351 = {"type":"object","description":"Delivery payload of `inbox.message_received`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"inbox.message_received","description":"Event name, always `inbox.message_received`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InboxMessageReceivedData","description":"Event data; see `InboxMessageReceivedData`."}},"additionalProperties":false};
-const schema354 = {"type":"object","description":"Data of `inbox.message_received`.","required":["conversationId","messageId","channel","receivedAt","customer","assignee","booking","vehicle","fleet"],"properties":{"conversationId":{"$ref":"#/$defs/Uuid","description":"Conversation id."},"messageId":{"$ref":"#/$defs/Uuid","description":"Message id."},"channel":{"type":"string","maxLength":100,"minLength":1,"description":"Channel the message came in on, e.g. `whatsapp`, `email`, `sms`, `webchat`."},"receivedAt":{"$ref":"#/$defs/Timestamp","description":"When the message was received."},"customer":{"description":"The customer (`{id, name}` only); null when the sender is not matched to a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"assignee":{"description":"Staff member the conversation is assigned to; null while unassigned.","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the conversation is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the conversation is not linked to a car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the conversation is not linked to a car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
+const schema352 = {"type":"object","description":"Delivery payload of `inbox.message_received`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"inbox.message_received","description":"Event name, always `inbox.message_received`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InboxMessageReceivedData","description":"Event data; see `InboxMessageReceivedData`."}},"additionalProperties":false};
+const schema355 = {"type":"object","description":"Data of `inbox.message_received`.","required":["conversationId","messageId","channel","receivedAt","customer","assignee","booking","vehicle","fleet"],"properties":{"conversationId":{"$ref":"#/$defs/Uuid","description":"Conversation id."},"messageId":{"$ref":"#/$defs/Uuid","description":"Message id."},"channel":{"type":"string","maxLength":100,"minLength":1,"description":"Channel the message came in on, e.g. `whatsapp`, `email`, `sms`, `webchat`."},"receivedAt":{"$ref":"#/$defs/Timestamp","description":"When the message was received."},"customer":{"description":"The customer (`{id, name}` only); null when the sender is not matched to a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"assignee":{"description":"Staff member the conversation is assigned to; null while unassigned.","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the conversation is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the conversation is not linked to a car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the conversation is not linked to a car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate186(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -19038,7 +19123,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema354.properties, key0))){
+if(!(func1.call(schema355.properties, key0))){
 validate186.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -19585,9 +19670,9 @@ return errors === 0;
 validate185.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InstallmentDueSoonEvent = validate193;
-const schema358 = {"type":"object","description":"Delivery payload of `installment.due_soon`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"installment.due_soon","description":"Event name, always `installment.due_soon`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `installment.due_soon:<installmentId>:<dueDate>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InstallmentDueSoonData","description":"Event data; see `InstallmentDueSoonData`."}},"additionalProperties":false};
-const schema361 = {"type":"object","description":"Data of `installment.due_soon`.","required":["installmentId","bookingId","bookingNumber","number","of","dueDate","amount","invoice","customer","vehicle","fleet","daysToDue"],"properties":{"installmentId":{"$ref":"#/$defs/Uuid","description":"Installment id."},"bookingId":{"$ref":"#/$defs/Uuid","description":"Id of the monthly, lease or rent-to-own booking the installment belongs to."},"bookingNumber":{"type":"string","maxLength":64,"minLength":1,"description":"Number of that booking, e.g. `BK-2026-0099`."},"number":{"type":"integer","format":"int32","maximum":2147483647,"description":"Position of this installment in the schedule, 1-based.","minimum":1},"of":{"type":"integer","format":"int32","maximum":1200,"description":"Number of installments in the schedule.","minimum":1},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"amount":{"$ref":"#/$defs/Fils","description":"Installment amount in fils, VAT included."},"invoice":{"description":"Invoice raised for the installment (`{id, number}`); null when none has been raised yet.","anyOf":[{"$ref":"#/$defs/InvoiceRef"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"daysToDue":{"type":"integer","format":"int32","description":"Whole local days from today to `dueDate` (0 = due today).","minimum":0,"maximum":60}},"additionalProperties":false};
-const schema366 = {"type":"object","description":"An invoice as embedded in event data: its id and its number.","required":["id","number"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Invoice id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Invoice number, e.g. `INV-2026-0318`."}},"additionalProperties":false};
+const schema359 = {"type":"object","description":"Delivery payload of `installment.due_soon`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"installment.due_soon","description":"Event name, always `installment.due_soon`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `installment.due_soon:<installmentId>:<dueDate>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InstallmentDueSoonData","description":"Event data; see `InstallmentDueSoonData`."}},"additionalProperties":false};
+const schema362 = {"type":"object","description":"Data of `installment.due_soon`.","required":["installmentId","bookingId","bookingNumber","number","of","dueDate","amount","invoice","customer","vehicle","fleet","daysToDue"],"properties":{"installmentId":{"$ref":"#/$defs/Uuid","description":"Installment id."},"bookingId":{"$ref":"#/$defs/Uuid","description":"Id of the monthly, lease or rent-to-own booking the installment belongs to."},"bookingNumber":{"type":"string","maxLength":64,"minLength":1,"description":"Number of that booking, e.g. `BK-2026-0099`."},"number":{"type":"integer","format":"int32","maximum":2147483647,"description":"Position of this installment in the schedule, 1-based.","minimum":1},"of":{"type":"integer","format":"int32","maximum":1200,"description":"Number of installments in the schedule.","minimum":1},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"amount":{"$ref":"#/$defs/Fils","description":"Installment amount in fils, VAT included."},"invoice":{"description":"Invoice raised for the installment (`{id, number}`); null when none has been raised yet.","anyOf":[{"$ref":"#/$defs/InvoiceRef"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"daysToDue":{"type":"integer","format":"int32","description":"Whole local days from today to `dueDate` (0 = due today).","minimum":0,"maximum":60}},"additionalProperties":false};
+const schema367 = {"type":"object","description":"An invoice as embedded in event data: its id and its number.","required":["id","number"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Invoice id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Invoice number, e.g. `INV-2026-0318`."}},"additionalProperties":false};
 
 function validate195(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -19707,7 +19792,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema361.properties, key0))){
+if(!(func1.call(schema362.properties, key0))){
 validate194.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -20238,8 +20323,8 @@ return errors === 0;
 validate193.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InstallmentOverdueEvent = validate201;
-const schema368 = {"type":"object","description":"Delivery payload of `installment.overdue`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"installment.overdue","description":"Event name, always `installment.overdue`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `installment.overdue:<installmentId>:<milestone>` (milestone 1, 7 or 30); the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InstallmentOverdueData","description":"Event data; see `InstallmentOverdueData`."}},"additionalProperties":false};
-const schema371 = {"type":"object","description":"Data of `installment.overdue`: the `installment.due_soon` fields plus `daysOverdue`.","required":["installmentId","bookingId","bookingNumber","number","of","dueDate","amount","invoice","customer","vehicle","fleet","daysToDue","daysOverdue"],"properties":{"installmentId":{"$ref":"#/$defs/Uuid","description":"Installment id."},"bookingId":{"$ref":"#/$defs/Uuid","description":"Id of the monthly, lease or rent-to-own booking the installment belongs to."},"bookingNumber":{"type":"string","maxLength":64,"minLength":1,"description":"Number of that booking, e.g. `BK-2026-0099`."},"number":{"type":"integer","format":"int32","maximum":2147483647,"description":"Position of this installment in the schedule, 1-based.","minimum":1},"of":{"type":"integer","format":"int32","maximum":1200,"description":"Number of installments in the schedule.","minimum":1},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"amount":{"$ref":"#/$defs/Fils","description":"Installment amount in fils, VAT included."},"invoice":{"description":"Invoice raised for the installment (`{id, number}`); null when none has been raised yet.","anyOf":[{"$ref":"#/$defs/InvoiceRef"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"daysToDue":{"type":"integer","format":"int32","minimum":-36500,"description":"Whole local days from today to `dueDate`: negative for an overdue installment, always equal to `-daysOverdue`.","maximum":-1},"daysOverdue":{"type":"integer","format":"int32","maximum":36500,"description":"Whole local days since `dueDate` (1, 7 or 30, or the true count when a milestone was sent late).","minimum":1}},"additionalProperties":false};
+const schema369 = {"type":"object","description":"Delivery payload of `installment.overdue`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"installment.overdue","description":"Event name, always `installment.overdue`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `installment.overdue:<installmentId>:<milestone>` (milestone 1, 7 or 30); the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InstallmentOverdueData","description":"Event data; see `InstallmentOverdueData`."}},"additionalProperties":false};
+const schema372 = {"type":"object","description":"Data of `installment.overdue`: the `installment.due_soon` fields plus `daysOverdue`.","required":["installmentId","bookingId","bookingNumber","number","of","dueDate","amount","invoice","customer","vehicle","fleet","daysToDue","daysOverdue"],"properties":{"installmentId":{"$ref":"#/$defs/Uuid","description":"Installment id."},"bookingId":{"$ref":"#/$defs/Uuid","description":"Id of the monthly, lease or rent-to-own booking the installment belongs to."},"bookingNumber":{"type":"string","maxLength":64,"minLength":1,"description":"Number of that booking, e.g. `BK-2026-0099`."},"number":{"type":"integer","format":"int32","maximum":2147483647,"description":"Position of this installment in the schedule, 1-based.","minimum":1},"of":{"type":"integer","format":"int32","maximum":1200,"description":"Number of installments in the schedule.","minimum":1},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"amount":{"$ref":"#/$defs/Fils","description":"Installment amount in fils, VAT included."},"invoice":{"description":"Invoice raised for the installment (`{id, number}`); null when none has been raised yet.","anyOf":[{"$ref":"#/$defs/InvoiceRef"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"daysToDue":{"type":"integer","format":"int32","minimum":-36500,"description":"Whole local days from today to `dueDate`: negative for an overdue installment, always equal to `-daysOverdue`.","maximum":-1},"daysOverdue":{"type":"integer","format":"int32","maximum":36500,"description":"Whole local days since `dueDate` (1, 7 or 30, or the true count when a milestone was sent late).","minimum":1}},"additionalProperties":false};
 
 function validate202(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -20261,7 +20346,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema371.properties, key0))){
+if(!(func1.call(schema372.properties, key0))){
 validate202.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -20826,8 +20911,8 @@ return errors === 0;
 validate201.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.IntegrationFailedEvent = validate208;
-const schema376 = {"type":"object","description":"Delivery payload of `integration.failed`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"integration.failed","description":"Event name, always `integration.failed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `integration.failed:<integrationId>:<local date>` for the sweep's daily events; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/IntegrationFailedData","description":"Event data; see `IntegrationFailedData`."}},"additionalProperties":false};
-const schema379 = {"type":"object","description":"Data of `integration.failed`.","required":["integration","detail","hint","failingSince"],"properties":{"integration":{"type":"string","maxLength":100,"minLength":1,"description":"Name of the integration, e.g. `esign`, `accounting`, `payment_gateway`, `whatsapp`."},"detail":{"type":"string","maxLength":2000,"minLength":1,"description":"The provider's own error wording, verbatim."},"hint":{"type":"string","maxLength":2000,"minLength":1,"description":"What to do to fix it."},"failingSince":{"$ref":"#/$defs/Timestamp","description":"When the integration started failing."}},"additionalProperties":false};
+const schema377 = {"type":"object","description":"Delivery payload of `integration.failed`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"integration.failed","description":"Event name, always `integration.failed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `integration.failed:<integrationId>:<local date>` for the sweep's daily events; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/IntegrationFailedData","description":"Event data; see `IntegrationFailedData`."}},"additionalProperties":false};
+const schema380 = {"type":"object","description":"Data of `integration.failed`.","required":["integration","detail","hint","failingSince"],"properties":{"integration":{"type":"string","maxLength":100,"minLength":1,"description":"Name of the integration, e.g. `esign`, `accounting`, `payment_gateway`, `whatsapp`."},"detail":{"type":"string","maxLength":2000,"minLength":1,"description":"The provider's own error wording, verbatim."},"hint":{"type":"string","maxLength":2000,"minLength":1,"description":"What to do to fix it."},"failingSince":{"$ref":"#/$defs/Timestamp","description":"When the integration started failing."}},"additionalProperties":false};
 
 function validate209(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -21143,9 +21228,9 @@ return errors === 0;
 validate208.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InvestorPayoutGeneratedEvent = validate211;
-const schema381 = {"type":"object","description":"Delivery payload of `investor.payout_generated`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"investor.payout_generated","description":"Event name, always `investor.payout_generated`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InvestorPayoutGeneratedData","description":"Event data; see `InvestorPayoutGeneratedData`."}},"additionalProperties":false};
-const schema384 = {"type":"object","description":"Data of `investor.payout_generated`: the `investor.payout_ready` fields plus `reference` and `generatedAt`.","required":["payoutId","investor","fleets","periodStart","periodEnd","collected","expenses","fee","net","reference","generatedAt"],"properties":{"payoutId":{"$ref":"#/$defs/Uuid","description":"Payout id."},"investor":{"$ref":"#/$defs/InvestorRef","description":"The investor (fleet owner) being paid."},"fleets":{"type":"array","maxItems":10000,"minItems":1,"items":{"$ref":"#/$defs/FleetRef"},"description":"The investor's fleets the payout covers."},"periodStart":{"$ref":"#/$defs/LocalDate","description":"First day of the period covered (local calendar date)."},"periodEnd":{"$ref":"#/$defs/LocalDate","description":"Last day of the period covered, inclusive."},"collected":{"$ref":"#/$defs/Fils","description":"Net collected (captured charges minus refunds) on bookings of the covered cars in the period, in fils."},"expenses":{"$ref":"#/$defs/Fils","description":"Expenses of the covered cars in the period, in fils."},"fee":{"$ref":"#/$defs/Fils","description":"The operator's management fee for the period, in fils."},"net":{"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991,"format":"int64","description":"Amount payable to the investor in fils: `collected - expenses - fee`. Negative when costs exceeded income (the investor owes the difference)."},"reference":{"type":"string","maxLength":100,"minLength":1,"description":"Payout statement reference, e.g. `PO-2026-10-004`."},"generatedAt":{"$ref":"#/$defs/Timestamp","description":"When the payout was generated."}},"additionalProperties":false};
-const schema386 = {"type":"object","description":"An investor, that is the owner of one or more fleets (an `owners` record), as embedded in event data: id and name only.","required":["id","name"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Owner id."},"name":{"type":"string","maxLength":200,"minLength":1,"description":"Owner name."}},"additionalProperties":false};
+const schema382 = {"type":"object","description":"Delivery payload of `investor.payout_generated`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"investor.payout_generated","description":"Event name, always `investor.payout_generated`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InvestorPayoutGeneratedData","description":"Event data; see `InvestorPayoutGeneratedData`."}},"additionalProperties":false};
+const schema385 = {"type":"object","description":"Data of `investor.payout_generated`: the `investor.payout_ready` fields plus `reference` and `generatedAt`.","required":["payoutId","investor","fleets","periodStart","periodEnd","collected","expenses","fee","net","reference","generatedAt"],"properties":{"payoutId":{"$ref":"#/$defs/Uuid","description":"Payout id."},"investor":{"$ref":"#/$defs/InvestorRef","description":"The investor (fleet owner) being paid."},"fleets":{"type":"array","maxItems":10000,"minItems":1,"items":{"$ref":"#/$defs/FleetRef"},"description":"The investor's fleets the payout covers."},"periodStart":{"$ref":"#/$defs/LocalDate","description":"First day of the period covered (local calendar date)."},"periodEnd":{"$ref":"#/$defs/LocalDate","description":"Last day of the period covered, inclusive."},"collected":{"$ref":"#/$defs/Fils","description":"Net collected (captured charges minus refunds) on bookings of the covered cars in the period, in fils."},"expenses":{"$ref":"#/$defs/Fils","description":"Expenses of the covered cars in the period, in fils."},"fee":{"$ref":"#/$defs/Fils","description":"The operator's management fee for the period, in fils."},"net":{"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991,"format":"int64","description":"Amount payable to the investor in fils: `collected - expenses - fee`. Negative when costs exceeded income (the investor owes the difference)."},"reference":{"type":"string","maxLength":100,"minLength":1,"description":"Payout statement reference, e.g. `PO-2026-10-004`."},"generatedAt":{"$ref":"#/$defs/Timestamp","description":"When the payout was generated."}},"additionalProperties":false};
+const schema387 = {"type":"object","description":"An investor, that is the owner of one or more fleets (an `owners` record), as embedded in event data: id and name only.","required":["id","name"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Owner id."},"name":{"type":"string","maxLength":200,"minLength":1,"description":"Owner name."}},"additionalProperties":false};
 
 function validate213(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -21265,7 +21350,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema384.properties, key0))){
+if(!(func1.call(schema385.properties, key0))){
 validate212.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -21763,8 +21848,8 @@ return errors === 0;
 validate211.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InvestorPayoutReadyEvent = validate217;
-const schema394 = {"type":"object","description":"Delivery payload of `investor.payout_ready`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"investor.payout_ready","description":"Event name, always `investor.payout_ready`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InvestorPayoutReadyData","description":"Event data; see `InvestorPayoutReadyData`."}},"additionalProperties":false};
-const schema397 = {"type":"object","description":"Data of `investor.payout_ready`.","required":["payoutId","investor","fleets","periodStart","periodEnd","collected","expenses","fee","net"],"properties":{"payoutId":{"$ref":"#/$defs/Uuid","description":"Payout id."},"investor":{"$ref":"#/$defs/InvestorRef","description":"The investor (fleet owner) being paid."},"fleets":{"type":"array","maxItems":10000,"minItems":1,"items":{"$ref":"#/$defs/FleetRef"},"description":"The investor's fleets the payout covers."},"periodStart":{"$ref":"#/$defs/LocalDate","description":"First day of the period covered (local calendar date)."},"periodEnd":{"$ref":"#/$defs/LocalDate","description":"Last day of the period covered, inclusive."},"collected":{"$ref":"#/$defs/Fils","description":"Net collected (captured charges minus refunds) on bookings of the covered cars in the period, in fils."},"expenses":{"$ref":"#/$defs/Fils","description":"Expenses of the covered cars in the period, in fils."},"fee":{"$ref":"#/$defs/Fils","description":"The operator's management fee for the period, in fils."},"net":{"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991,"format":"int64","description":"Amount payable to the investor in fils: `collected - expenses - fee`. Negative when costs exceeded income (the investor owes the difference)."}},"additionalProperties":false};
+const schema395 = {"type":"object","description":"Delivery payload of `investor.payout_ready`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"investor.payout_ready","description":"Event name, always `investor.payout_ready`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InvestorPayoutReadyData","description":"Event data; see `InvestorPayoutReadyData`."}},"additionalProperties":false};
+const schema398 = {"type":"object","description":"Data of `investor.payout_ready`.","required":["payoutId","investor","fleets","periodStart","periodEnd","collected","expenses","fee","net"],"properties":{"payoutId":{"$ref":"#/$defs/Uuid","description":"Payout id."},"investor":{"$ref":"#/$defs/InvestorRef","description":"The investor (fleet owner) being paid."},"fleets":{"type":"array","maxItems":10000,"minItems":1,"items":{"$ref":"#/$defs/FleetRef"},"description":"The investor's fleets the payout covers."},"periodStart":{"$ref":"#/$defs/LocalDate","description":"First day of the period covered (local calendar date)."},"periodEnd":{"$ref":"#/$defs/LocalDate","description":"Last day of the period covered, inclusive."},"collected":{"$ref":"#/$defs/Fils","description":"Net collected (captured charges minus refunds) on bookings of the covered cars in the period, in fils."},"expenses":{"$ref":"#/$defs/Fils","description":"Expenses of the covered cars in the period, in fils."},"fee":{"$ref":"#/$defs/Fils","description":"The operator's management fee for the period, in fils."},"net":{"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991,"format":"int64","description":"Amount payable to the investor in fils: `collected - expenses - fee`. Negative when costs exceeded income (the investor owes the difference)."}},"additionalProperties":false};
 
 function validate218(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -21786,7 +21871,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema397.properties, key0))){
+if(!(func1.call(schema398.properties, key0))){
 validate218.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -22225,8 +22310,8 @@ return errors === 0;
 validate217.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InvestorReportDueEvent = validate222;
-const schema404 = {"type":"object","description":"Delivery payload of `investor.report_due`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"investor.report_due","description":"Event name, always `investor.report_due`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InvestorReportDueData","description":"Event data; see `InvestorReportDueData`."}},"additionalProperties":false};
-const schema407 = {"type":"object","description":"Data of `investor.report_due`.","required":["investor","fleets","periodStart","periodEnd","dueDate"],"properties":{"investor":{"$ref":"#/$defs/InvestorRef","description":"The investor (fleet owner) the report is for."},"fleets":{"type":"array","maxItems":10000,"minItems":1,"items":{"$ref":"#/$defs/FleetRef"},"description":"The investor's fleets the report covers."},"periodStart":{"$ref":"#/$defs/LocalDate","description":"First day of the period covered (local calendar date)."},"periodEnd":{"$ref":"#/$defs/LocalDate","description":"Last day of the period covered, inclusive."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Date the report is due (local calendar date)."}},"additionalProperties":false};
+const schema405 = {"type":"object","description":"Delivery payload of `investor.report_due`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"investor.report_due","description":"Event name, always `investor.report_due`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/InvestorReportDueData","description":"Event data; see `InvestorReportDueData`."}},"additionalProperties":false};
+const schema408 = {"type":"object","description":"Data of `investor.report_due`.","required":["investor","fleets","periodStart","periodEnd","dueDate"],"properties":{"investor":{"$ref":"#/$defs/InvestorRef","description":"The investor (fleet owner) the report is for."},"fleets":{"type":"array","maxItems":10000,"minItems":1,"items":{"$ref":"#/$defs/FleetRef"},"description":"The investor's fleets the report covers."},"periodStart":{"$ref":"#/$defs/LocalDate","description":"First day of the period covered (local calendar date)."},"periodEnd":{"$ref":"#/$defs/LocalDate","description":"Last day of the period covered, inclusive."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Date the report is due (local calendar date)."}},"additionalProperties":false};
 
 function validate223(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -22548,9 +22633,9 @@ return errors === 0;
 validate222.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InvoiceDueSoonEvent = validate227;
-const schema411 = {"type":"object","description":"Delivery payload of `invoice.due_soon`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"invoice.due_soon","description":"Event name, always `invoice.due_soon`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `invoice.due_soon:<invoiceId>:<dueDate>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InvoiceDueSoonData","description":"Event data; see `InvoiceDueSoonData`."}},"additionalProperties":false};
-const schema414 = {"type":"object","description":"Data of `invoice.due_soon`: the `invoice.issued` fields plus `daysToDue`.","required":["invoiceId","number","purpose","issueDate","dueDate","total","balance","customer","booking","vehicle","fleet","daysToDue"],"properties":{"invoiceId":{"$ref":"#/$defs/Uuid","description":"Invoice id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Invoice number, e.g. `INV-2026-0318`."},"purpose":{"$ref":"#/$defs/InvoicePurpose","description":"What the invoice is for."},"issueDate":{"$ref":"#/$defs/LocalDate","description":"Issue date (workspace-local calendar date)."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"total":{"$ref":"#/$defs/Fils","description":"Invoice total in fils, VAT included."},"balance":{"$ref":"#/$defs/Fils","description":"Amount still owed in fils: total minus net collected (captured charges minus refunds) allocated to the invoice, never below 0."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"booking":{"description":"The booking (`{id, number}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"daysToDue":{"type":"integer","format":"int32","description":"Whole local days from today to `dueDate` (0 = due today).","minimum":0,"maximum":60}},"additionalProperties":false};
-const schema416 = {"type":"string","maxLength":64,"description":"What an invoice is for.","enum":["rental","extension","installment","damage","fine","salik","other"]};
+const schema412 = {"type":"object","description":"Delivery payload of `invoice.due_soon`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"invoice.due_soon","description":"Event name, always `invoice.due_soon`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `invoice.due_soon:<invoiceId>:<dueDate>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InvoiceDueSoonData","description":"Event data; see `InvoiceDueSoonData`."}},"additionalProperties":false};
+const schema415 = {"type":"object","description":"Data of `invoice.due_soon`: the `invoice.issued` fields plus `daysToDue`.","required":["invoiceId","number","purpose","issueDate","dueDate","total","balance","customer","booking","vehicle","fleet","daysToDue"],"properties":{"invoiceId":{"$ref":"#/$defs/Uuid","description":"Invoice id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Invoice number, e.g. `INV-2026-0318`."},"purpose":{"$ref":"#/$defs/InvoicePurpose","description":"What the invoice is for."},"issueDate":{"$ref":"#/$defs/LocalDate","description":"Issue date (workspace-local calendar date)."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"total":{"$ref":"#/$defs/Fils","description":"Invoice total in fils, VAT included."},"balance":{"$ref":"#/$defs/Fils","description":"Amount still owed in fils: total minus net collected (captured charges minus refunds) allocated to the invoice, never below 0."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"booking":{"description":"The booking (`{id, number}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"daysToDue":{"type":"integer","format":"int32","description":"Whole local days from today to `dueDate` (0 = due today).","minimum":0,"maximum":60}},"additionalProperties":false};
+const schema417 = {"type":"string","maxLength":64,"description":"What an invoice is for.","enum":["rental","extension","installment","damage","fine","salik","other"]};
 
 function validate228(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -22572,7 +22657,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema414.properties, key0))){
+if(!(func1.call(schema415.properties, key0))){
 validate228.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -22641,7 +22726,7 @@ let data2 = data.purpose;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!(((((((data2 === "rental") || (data2 === "extension")) || (data2 === "installment")) || (data2 === "damage")) || (data2 === "fine")) || (data2 === "salik")) || (data2 === "other"))){
-validate228.errors = [{instancePath:instancePath+"/purpose",schemaPath:"#/$defs/InvoicePurpose/enum",keyword:"enum",params:{allowedValues: schema416.enum},message:"must be equal to one of the allowed values"}];
+validate228.errors = [{instancePath:instancePath+"/purpose",schemaPath:"#/$defs/InvoicePurpose/enum",keyword:"enum",params:{allowedValues: schema417.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -23181,8 +23266,8 @@ return errors === 0;
 validate227.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InvoiceIssuedEvent = validate234;
-const schema421 = {"type":"object","description":"Delivery payload of `invoice.issued`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"invoice.issued","description":"Event name, always `invoice.issued`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `invoice.issued:<invoiceId>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InvoiceIssuedData","description":"Event data; see `InvoiceIssuedData`."}},"additionalProperties":false};
-const schema424 = {"type":"object","description":"Data of `invoice.issued`.","required":["invoiceId","number","purpose","issueDate","dueDate","total","balance","customer","booking","vehicle","fleet"],"properties":{"invoiceId":{"$ref":"#/$defs/Uuid","description":"Invoice id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Invoice number, e.g. `INV-2026-0318`."},"purpose":{"$ref":"#/$defs/InvoicePurpose","description":"What the invoice is for."},"issueDate":{"$ref":"#/$defs/LocalDate","description":"Issue date (workspace-local calendar date)."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"total":{"$ref":"#/$defs/Fils","description":"Invoice total in fils, VAT included."},"balance":{"$ref":"#/$defs/Fils","description":"Amount still owed in fils: total minus net collected (captured charges minus refunds) allocated to the invoice, never below 0."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"booking":{"description":"The booking (`{id, number}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
+const schema422 = {"type":"object","description":"Delivery payload of `invoice.issued`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"invoice.issued","description":"Event name, always `invoice.issued`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `invoice.issued:<invoiceId>`; the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InvoiceIssuedData","description":"Event data; see `InvoiceIssuedData`."}},"additionalProperties":false};
+const schema425 = {"type":"object","description":"Data of `invoice.issued`.","required":["invoiceId","number","purpose","issueDate","dueDate","total","balance","customer","booking","vehicle","fleet"],"properties":{"invoiceId":{"$ref":"#/$defs/Uuid","description":"Invoice id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Invoice number, e.g. `INV-2026-0318`."},"purpose":{"$ref":"#/$defs/InvoicePurpose","description":"What the invoice is for."},"issueDate":{"$ref":"#/$defs/LocalDate","description":"Issue date (workspace-local calendar date)."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"total":{"$ref":"#/$defs/Fils","description":"Invoice total in fils, VAT included."},"balance":{"$ref":"#/$defs/Fils","description":"Amount still owed in fils: total minus net collected (captured charges minus refunds) allocated to the invoice, never below 0."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"booking":{"description":"The booking (`{id, number}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate235(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -23204,7 +23289,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema424.properties, key0))){
+if(!(func1.call(schema425.properties, key0))){
 validate235.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -23273,7 +23358,7 @@ let data2 = data.purpose;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!(((((((data2 === "rental") || (data2 === "extension")) || (data2 === "installment")) || (data2 === "damage")) || (data2 === "fine")) || (data2 === "salik")) || (data2 === "other"))){
-validate235.errors = [{instancePath:instancePath+"/purpose",schemaPath:"#/$defs/InvoicePurpose/enum",keyword:"enum",params:{allowedValues: schema416.enum},message:"must be equal to one of the allowed values"}];
+validate235.errors = [{instancePath:instancePath+"/purpose",schemaPath:"#/$defs/InvoicePurpose/enum",keyword:"enum",params:{allowedValues: schema417.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -23779,8 +23864,8 @@ return errors === 0;
 validate234.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.InvoiceOverdueEvent = validate241;
-const schema431 = {"type":"object","description":"Delivery payload of `invoice.overdue`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"invoice.overdue","description":"Event name, always `invoice.overdue`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `invoice.overdue:<invoiceId>:<milestone>` (milestone 1, 7 or 30); the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InvoiceOverdueData","description":"Event data; see `InvoiceOverdueData`."}},"additionalProperties":false};
-const schema434 = {"type":"object","description":"Data of `invoice.overdue`: the `invoice.issued` fields plus `daysOverdue`.","required":["invoiceId","number","purpose","issueDate","dueDate","total","balance","customer","booking","vehicle","fleet","daysOverdue"],"properties":{"invoiceId":{"$ref":"#/$defs/Uuid","description":"Invoice id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Invoice number, e.g. `INV-2026-0318`."},"purpose":{"$ref":"#/$defs/InvoicePurpose","description":"What the invoice is for."},"issueDate":{"$ref":"#/$defs/LocalDate","description":"Issue date (workspace-local calendar date)."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"total":{"$ref":"#/$defs/Fils","description":"Invoice total in fils, VAT included."},"balance":{"$ref":"#/$defs/Fils","description":"Amount still owed in fils: total minus net collected (captured charges minus refunds) allocated to the invoice, never below 0."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"booking":{"description":"The booking (`{id, number}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"daysOverdue":{"type":"integer","format":"int32","maximum":36500,"description":"Whole local days since `dueDate` (1, 7 or 30, or the true count when a milestone was sent late).","minimum":1}},"additionalProperties":false};
+const schema432 = {"type":"object","description":"Delivery payload of `invoice.overdue`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"invoice.overdue","description":"Event name, always `invoice.overdue`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `invoice.overdue:<invoiceId>:<milestone>` (milestone 1, 7 or 30); the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/InvoiceOverdueData","description":"Event data; see `InvoiceOverdueData`."}},"additionalProperties":false};
+const schema435 = {"type":"object","description":"Data of `invoice.overdue`: the `invoice.issued` fields plus `daysOverdue`.","required":["invoiceId","number","purpose","issueDate","dueDate","total","balance","customer","booking","vehicle","fleet","daysOverdue"],"properties":{"invoiceId":{"$ref":"#/$defs/Uuid","description":"Invoice id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Invoice number, e.g. `INV-2026-0318`."},"purpose":{"$ref":"#/$defs/InvoicePurpose","description":"What the invoice is for."},"issueDate":{"$ref":"#/$defs/LocalDate","description":"Issue date (workspace-local calendar date)."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Due date (workspace-local calendar date)."},"total":{"$ref":"#/$defs/Fils","description":"Invoice total in fils, VAT included."},"balance":{"$ref":"#/$defs/Fils","description":"Amount still owed in fils: total minus net collected (captured charges minus refunds) allocated to the invoice, never below 0."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"booking":{"description":"The booking (`{id, number}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the invoice is not linked to a booking.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"daysOverdue":{"type":"integer","format":"int32","maximum":36500,"description":"Whole local days since `dueDate` (1, 7 or 30, or the true count when a milestone was sent late).","minimum":1}},"additionalProperties":false};
 
 function validate242(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -23802,7 +23887,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema434.properties, key0))){
+if(!(func1.call(schema435.properties, key0))){
 validate242.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -23871,7 +23956,7 @@ let data2 = data.purpose;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!(((((((data2 === "rental") || (data2 === "extension")) || (data2 === "installment")) || (data2 === "damage")) || (data2 === "fine")) || (data2 === "salik")) || (data2 === "other"))){
-validate242.errors = [{instancePath:instancePath+"/purpose",schemaPath:"#/$defs/InvoicePurpose/enum",keyword:"enum",params:{allowedValues: schema416.enum},message:"must be equal to one of the allowed values"}];
+validate242.errors = [{instancePath:instancePath+"/purpose",schemaPath:"#/$defs/InvoicePurpose/enum",keyword:"enum",params:{allowedValues: schema417.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -24411,8 +24496,8 @@ return errors === 0;
 validate241.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.LeadCreatedEvent = validate248;
-const schema441 = {"type":"object","description":"Delivery payload of `lead.created`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"lead.created","description":"Event name, always `lead.created`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/LeadCreatedData","description":"Event data; see `LeadCreatedData`."}},"additionalProperties":false};
-const schema444 = {"type":"object","description":"Data of `lead.created`.","required":["leadId","name","source","type","vehicle","fleet","owner"],"properties":{"leadId":{"$ref":"#/$defs/Uuid","description":"Lead id."},"name":{"type":"string","maxLength":200,"minLength":1,"description":"Name of the prospect (person or company)."},"source":{"type":["string","null"],"maxLength":100,"minLength":1,"description":"Channel the lead came from, e.g. `website`, `whatsapp`, `walk_in`, `referral`; null when unknown."},"type":{"description":"Type of booking the prospect is interested in; null when not stated.","anyOf":[{"$ref":"#/$defs/BookingType"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the lead is not about a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the lead is not about a specific car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"owner":{"description":"Staff member who owns the lead; null while unassigned.","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]}},"additionalProperties":false};
+const schema442 = {"type":"object","description":"Delivery payload of `lead.created`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"lead.created","description":"Event name, always `lead.created`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/LeadCreatedData","description":"Event data; see `LeadCreatedData`."}},"additionalProperties":false};
+const schema445 = {"type":"object","description":"Data of `lead.created`.","required":["leadId","name","source","type","vehicle","fleet","owner"],"properties":{"leadId":{"$ref":"#/$defs/Uuid","description":"Lead id."},"name":{"type":"string","maxLength":200,"minLength":1,"description":"Name of the prospect (person or company)."},"source":{"type":["string","null"],"maxLength":100,"minLength":1,"description":"Channel the lead came from, e.g. `website`, `whatsapp`, `walk_in`, `referral`; null when unknown."},"type":{"description":"Type of booking the prospect is interested in; null when not stated.","anyOf":[{"$ref":"#/$defs/BookingType"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the lead is not about a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the lead is not about a specific car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"owner":{"description":"Staff member who owns the lead; null while unassigned.","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate249(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -24502,7 +24587,7 @@ if(data.source !== undefined){
 let data2 = data.source;
 const _errs7 = errors;
 if((typeof data2 !== "string") && (data2 !== null)){
-validate249.errors = [{instancePath:instancePath+"/source",schemaPath:"#/properties/source/type",keyword:"type",params:{type: schema444.properties.source.type},message:"must be string,null"}];
+validate249.errors = [{instancePath:instancePath+"/source",schemaPath:"#/properties/source/type",keyword:"type",params:{type: schema445.properties.source.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs7){
@@ -24533,7 +24618,7 @@ let valid2 = false;
 const _errs11 = errors;
 const _errs12 = errors;
 if(!((((data3 === "daily") || (data3 === "monthly")) || (data3 === "lease")) || (data3 === "rent_to_own"))){
-const err0 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema251.enum},message:"must be equal to one of the allowed values"};
+const err0 = {instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema252.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -24923,8 +25008,8 @@ return errors === 0;
 validate248.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PaymentCanceledEvent = validate254;
-const schema447 = {"type":"object","description":"Delivery payload of `payment.canceled`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"payment.canceled","description":"Event name, always `payment.canceled`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/PaymentEventData","description":"Event data; see `PaymentEventData`."}},"additionalProperties":false};
-const schema450 = {"type":"object","description":"Data of the `payment.*` events: one payment record. `kind` and `status` are as stored; the event name says what happened.","required":["paymentId","kind","status","amount","at","booking","invoice","customer","vehicle","fleet"],"properties":{"paymentId":{"$ref":"#/$defs/Uuid","description":"Payment id."},"kind":{"type":"string","maxLength":64,"enum":["charge","refund","deposit","deposit_release"],"description":"`charge` money in; `refund` money out against a charge; `deposit` a security deposit taken and held; `deposit_release` a held deposit returned."},"status":{"type":"string","maxLength":64,"enum":["captured","canceled"],"description":"`captured` when the payment took effect (refunds, deposits and deposit releases included); `canceled` on `payment.canceled`."},"amount":{"$ref":"#/$defs/Fils","description":"Amount in fils, always positive; `kind` gives the direction."},"at":{"$ref":"#/$defs/Timestamp","description":"When the payment was made (or, for `payment.canceled`, when the payment being canceled was made)."},"booking":{"description":"The booking (`{id, number}`); null when the payment is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"invoice":{"description":"Invoice the payment is allocated to (`{id, number}`); null when it is not allocated to an invoice (deposits, for example).","anyOf":[{"$ref":"#/$defs/InvoiceRef"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the payment is not linked to a booking.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the payment is not linked to a booking.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
+const schema448 = {"type":"object","description":"Delivery payload of `payment.canceled`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"payment.canceled","description":"Event name, always `payment.canceled`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/PaymentEventData","description":"Event data; see `PaymentEventData`."}},"additionalProperties":false};
+const schema451 = {"type":"object","description":"Data of the `payment.*` events: one payment record. `kind` and `status` are as stored; the event name says what happened.","required":["paymentId","kind","status","amount","at","booking","invoice","customer","vehicle","fleet"],"properties":{"paymentId":{"$ref":"#/$defs/Uuid","description":"Payment id."},"kind":{"type":"string","maxLength":64,"enum":["charge","refund","deposit","deposit_release"],"description":"`charge` money in; `refund` money out against a charge; `deposit` a security deposit taken and held; `deposit_release` a held deposit returned."},"status":{"type":"string","maxLength":64,"enum":["captured","canceled"],"description":"`captured` when the payment took effect (refunds, deposits and deposit releases included); `canceled` on `payment.canceled`."},"amount":{"$ref":"#/$defs/Fils","description":"Amount in fils, always positive; `kind` gives the direction."},"at":{"$ref":"#/$defs/Timestamp","description":"When the payment was made (or, for `payment.canceled`, when the payment being canceled was made)."},"booking":{"description":"The booking (`{id, number}`); null when the payment is not linked to a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"invoice":{"description":"Invoice the payment is allocated to (`{id, number}`); null when it is not allocated to an invoice (deposits, for example).","anyOf":[{"$ref":"#/$defs/InvoiceRef"},{"type":"null"}]},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the payment is not linked to a booking.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the payment is not linked to a booking.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate255(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -24946,7 +25031,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema450.properties, key0))){
+if(!(func1.call(schema451.properties, key0))){
 validate255.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -24987,7 +25072,7 @@ if(data.kind !== undefined){
 let data1 = data.kind;
 const _errs5 = errors;
 if(!((((data1 === "charge") || (data1 === "refund")) || (data1 === "deposit")) || (data1 === "deposit_release"))){
-validate255.errors = [{instancePath:instancePath+"/kind",schemaPath:"#/properties/kind/enum",keyword:"enum",params:{allowedValues: schema450.properties.kind.enum},message:"must be equal to one of the allowed values"}];
+validate255.errors = [{instancePath:instancePath+"/kind",schemaPath:"#/properties/kind/enum",keyword:"enum",params:{allowedValues: schema451.properties.kind.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs5){
@@ -25012,7 +25097,7 @@ if(data.status !== undefined){
 let data2 = data.status;
 const _errs7 = errors;
 if(!((data2 === "captured") || (data2 === "canceled"))){
-validate255.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema450.properties.status.enum},message:"must be equal to one of the allowed values"}];
+validate255.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema451.properties.status.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs7){
@@ -25479,7 +25564,7 @@ return errors === 0;
 validate254.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PaymentCapturedEvent = validate262;
-const schema454 = {"type":"object","description":"Delivery payload of `payment.captured`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"payment.captured","description":"Event name, always `payment.captured`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/PaymentEventData","description":"Event data; see `PaymentEventData`."}},"additionalProperties":false};
+const schema455 = {"type":"object","description":"Delivery payload of `payment.captured`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"payment.captured","description":"Event name, always `payment.captured`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/PaymentEventData","description":"Event data; see `PaymentEventData`."}},"additionalProperties":false};
 
 function validate262(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -25613,7 +25698,7 @@ return errors === 0;
 validate262.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PaymentDepositHeldEvent = validate264;
-const schema457 = {"type":"object","description":"Delivery payload of `payment.deposit_held`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"payment.deposit_held","description":"Event name, always `payment.deposit_held`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/PaymentEventData","description":"Event data; see `PaymentEventData`."}},"additionalProperties":false};
+const schema458 = {"type":"object","description":"Delivery payload of `payment.deposit_held`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"payment.deposit_held","description":"Event name, always `payment.deposit_held`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/PaymentEventData","description":"Event data; see `PaymentEventData`."}},"additionalProperties":false};
 
 function validate264(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -25747,7 +25832,7 @@ return errors === 0;
 validate264.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PaymentRefundedEvent = validate266;
-const schema460 = {"type":"object","description":"Delivery payload of `payment.refunded`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"payment.refunded","description":"Event name, always `payment.refunded`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/PaymentEventData","description":"Event data; see `PaymentEventData`."}},"additionalProperties":false};
+const schema461 = {"type":"object","description":"Delivery payload of `payment.refunded`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"payment.refunded","description":"Event name, always `payment.refunded`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/PaymentEventData","description":"Event data; see `PaymentEventData`."}},"additionalProperties":false};
 
 function validate266(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -25881,8 +25966,8 @@ return errors === 0;
 validate266.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.QuoteAcceptedEvent = validate268;
-const schema463 = {"type":"object","description":"Delivery payload of `quote.accepted`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.accepted","description":"Event name, always `quote.accepted`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteAcceptedData","description":"Event data; see `QuoteAcceptedData`."}},"additionalProperties":false};
-const schema466 = {"type":"object","description":"Data of `quote.accepted`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet","acceptedAt","booking"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"acceptedAt":{"$ref":"#/$defs/Timestamp","description":"When the quote was accepted."},"booking":{"description":"The booking (`{id, number}`); null until a booking has been created from the quote.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]}},"additionalProperties":false};
+const schema464 = {"type":"object","description":"Delivery payload of `quote.accepted`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.accepted","description":"Event name, always `quote.accepted`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteAcceptedData","description":"Event data; see `QuoteAcceptedData`."}},"additionalProperties":false};
+const schema467 = {"type":"object","description":"Data of `quote.accepted`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet","acceptedAt","booking"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"acceptedAt":{"$ref":"#/$defs/Timestamp","description":"When the quote was accepted."},"booking":{"description":"The booking (`{id, number}`); null until a booking has been created from the quote.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate269(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -25904,7 +25989,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema466.properties, key0))){
+if(!(func1.call(schema467.properties, key0))){
 validate269.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -25973,7 +26058,7 @@ let data2 = data.type;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate269.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema251.enum},message:"must be equal to one of the allowed values"}];
+validate269.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema252.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -26478,8 +26563,8 @@ return errors === 0;
 validate268.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.QuoteDeclinedEvent = validate275;
-const schema474 = {"type":"object","description":"Delivery payload of `quote.declined`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.declined","description":"Event name, always `quote.declined`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteDeclinedData","description":"Event data; see `QuoteDeclinedData`."}},"additionalProperties":false};
-const schema477 = {"type":"object","description":"Data of `quote.declined`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet","declinedAt","reason"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"declinedAt":{"$ref":"#/$defs/Timestamp","description":"When the quote was declined."},"reason":{"type":["string","null"],"maxLength":200,"minLength":1,"description":"Reason given by the customer; null when none was given."}},"additionalProperties":false};
+const schema475 = {"type":"object","description":"Delivery payload of `quote.declined`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.declined","description":"Event name, always `quote.declined`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteDeclinedData","description":"Event data; see `QuoteDeclinedData`."}},"additionalProperties":false};
+const schema478 = {"type":"object","description":"Data of `quote.declined`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet","declinedAt","reason"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"declinedAt":{"$ref":"#/$defs/Timestamp","description":"When the quote was declined."},"reason":{"type":["string","null"],"maxLength":200,"minLength":1,"description":"Reason given by the customer; null when none was given."}},"additionalProperties":false};
 
 function validate276(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -26501,7 +26586,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema477.properties, key0))){
+if(!(func1.call(schema478.properties, key0))){
 validate276.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -26570,7 +26655,7 @@ let data2 = data.type;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate276.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema251.enum},message:"must be equal to one of the allowed values"}];
+validate276.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema252.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -26869,7 +26954,7 @@ if(data.reason !== undefined){
 let data11 = data.reason;
 const _errs36 = errors;
 if((typeof data11 !== "string") && (data11 !== null)){
-validate276.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: schema477.properties.reason.type},message:"must be string,null"}];
+validate276.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: schema478.properties.reason.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs36){
@@ -27048,8 +27133,8 @@ return errors === 0;
 validate275.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.QuoteExpiredEvent = validate281;
-const schema485 = {"type":"object","description":"Delivery payload of `quote.expired`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.expired","description":"Event name, always `quote.expired`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteExpiredData","description":"Event data; see `QuoteExpiredData`."}},"additionalProperties":false};
-const schema488 = {"type":"object","description":"Data of `quote.expired`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
+const schema486 = {"type":"object","description":"Delivery payload of `quote.expired`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.expired","description":"Event name, always `quote.expired`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteExpiredData","description":"Event data; see `QuoteExpiredData`."}},"additionalProperties":false};
+const schema489 = {"type":"object","description":"Data of `quote.expired`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate282(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -27071,7 +27156,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema488.properties, key0))){
+if(!(func1.call(schema489.properties, key0))){
 validate282.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -27140,7 +27225,7 @@ let data2 = data.type;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate282.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema251.enum},message:"must be equal to one of the allowed values"}];
+validate282.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema252.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -27559,8 +27644,8 @@ return errors === 0;
 validate281.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.QuoteSentEvent = validate287;
-const schema495 = {"type":"object","description":"Delivery payload of `quote.sent`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.sent","description":"Event name, always `quote.sent`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteSentData","description":"Event data; see `QuoteSentData`."}},"additionalProperties":false};
-const schema498 = {"type":"object","description":"Data of `quote.sent`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet","sentAt"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"sentAt":{"$ref":"#/$defs/Timestamp","description":"When the quote was sent."}},"additionalProperties":false};
+const schema496 = {"type":"object","description":"Delivery payload of `quote.sent`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.sent","description":"Event name, always `quote.sent`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteSentData","description":"Event data; see `QuoteSentData`."}},"additionalProperties":false};
+const schema499 = {"type":"object","description":"Data of `quote.sent`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet","sentAt"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"sentAt":{"$ref":"#/$defs/Timestamp","description":"When the quote was sent."}},"additionalProperties":false};
 
 function validate288(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -27582,7 +27667,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema498.properties, key0))){
+if(!(func1.call(schema499.properties, key0))){
 validate288.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -27651,7 +27736,7 @@ let data2 = data.type;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate288.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema251.enum},message:"must be equal to one of the allowed values"}];
+validate288.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema252.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -28101,8 +28186,8 @@ return errors === 0;
 validate287.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.QuoteViewedEvent = validate293;
-const schema506 = {"type":"object","description":"Delivery payload of `quote.viewed`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.viewed","description":"Event name, always `quote.viewed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteViewedData","description":"Event data; see `QuoteViewedData`."}},"additionalProperties":false};
-const schema509 = {"type":"object","description":"Data of `quote.viewed`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet","viewedAt"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"viewedAt":{"$ref":"#/$defs/Timestamp","description":"When the customer opened the quote."}},"additionalProperties":false};
+const schema507 = {"type":"object","description":"Delivery payload of `quote.viewed`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"quote.viewed","description":"Event name, always `quote.viewed`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/QuoteViewedData","description":"Event data; see `QuoteViewedData`."}},"additionalProperties":false};
+const schema510 = {"type":"object","description":"Data of `quote.viewed`.","required":["quoteId","number","type","pickupAt","dropoffAt","total","expiresAt","customer","vehicle","fleet","viewedAt"],"properties":{"quoteId":{"$ref":"#/$defs/Uuid","description":"Quote id."},"number":{"type":"string","maxLength":64,"minLength":1,"description":"Quote number, e.g. `QT-2026-0077`."},"type":{"$ref":"#/$defs/BookingType","description":"Type of booking quoted for."},"pickupAt":{"$ref":"#/$defs/Timestamp","description":"Quoted pickup time."},"dropoffAt":{"$ref":"#/$defs/Timestamp","description":"Quoted drop-off time."},"total":{"$ref":"#/$defs/Fils","description":"Quoted total in fils, VAT included."},"expiresAt":{"$ref":"#/$defs/Timestamp","description":"When the quote lapses if not accepted."},"customer":{"$ref":"#/$defs/CustomerRef","description":"The customer (`{id, name}` only)."},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the quote is for a vehicle category rather than a specific car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when no specific car is quoted.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]},"viewedAt":{"$ref":"#/$defs/Timestamp","description":"When the customer opened the quote."}},"additionalProperties":false};
 
 function validate294(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -28124,7 +28209,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema509.properties, key0))){
+if(!(func1.call(schema510.properties, key0))){
 validate294.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -28193,7 +28278,7 @@ let data2 = data.type;
 const _errs7 = errors;
 const _errs8 = errors;
 if(!((((data2 === "daily") || (data2 === "monthly")) || (data2 === "lease")) || (data2 === "rent_to_own"))){
-validate294.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema251.enum},message:"must be equal to one of the allowed values"}];
+validate294.errors = [{instancePath:instancePath+"/type",schemaPath:"#/$defs/BookingType/enum",keyword:"enum",params:{allowedValues: schema252.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -28643,8 +28728,8 @@ return errors === 0;
 validate293.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.TaskAssignedEvent = validate299;
-const schema517 = {"type":"object","description":"Delivery payload of `task.assigned`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"task.assigned","description":"Event name, always `task.assigned`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/TaskEventData","description":"Event data; see `TaskEventData`."}},"additionalProperties":false};
-const schema520 = {"type":"object","description":"Data of the `task.*` events: one staff task with what it is about.","required":["taskId","title","dueAt","assignee","booking","customer","vehicle","fleet"],"properties":{"taskId":{"$ref":"#/$defs/Uuid","description":"Task id."},"title":{"type":"string","maxLength":200,"minLength":1,"description":"Task title."},"dueAt":{"description":"When the task is due; null for a task without a due time (never null on `task.due_soon` and `task.overdue`).","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"assignee":{"description":"Staff member the task is assigned to; null while unassigned (never null on `task.assigned`).","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the task is not about a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"customer":{"description":"The customer (`{id, name}` only); null when the task is not about a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the task is not about a car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the task is not about a car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
+const schema518 = {"type":"object","description":"Delivery payload of `task.assigned`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"task.assigned","description":"Event name, always `task.assigned`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/TaskEventData","description":"Event data; see `TaskEventData`."}},"additionalProperties":false};
+const schema521 = {"type":"object","description":"Data of the `task.*` events: one staff task with what it is about.","required":["taskId","title","dueAt","assignee","booking","customer","vehicle","fleet"],"properties":{"taskId":{"$ref":"#/$defs/Uuid","description":"Task id."},"title":{"type":"string","maxLength":200,"minLength":1,"description":"Task title."},"dueAt":{"description":"When the task is due; null for a task without a due time (never null on `task.due_soon` and `task.overdue`).","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"assignee":{"description":"Staff member the task is assigned to; null while unassigned (never null on `task.assigned`).","anyOf":[{"$ref":"#/$defs/StaffRef"},{"type":"null"}]},"booking":{"description":"The booking (`{id, number}`); null when the task is not about a booking.","anyOf":[{"$ref":"#/$defs/BookingRef"},{"type":"null"}]},"customer":{"description":"The customer (`{id, name}` only); null when the task is not about a customer.","anyOf":[{"$ref":"#/$defs/CustomerRef"},{"type":"null"}]},"vehicle":{"description":"The vehicle (`{id, plate}`); null when the task is not about a car.","anyOf":[{"$ref":"#/$defs/VehicleRef"},{"type":"null"}]},"fleet":{"description":"Fleet of the vehicle (`{id, code, name}`); null when the task is not about a car.","anyOf":[{"$ref":"#/$defs/FleetRef"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate300(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -29241,7 +29326,7 @@ return errors === 0;
 validate299.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.TaskDueSoonEvent = validate307;
-const schema523 = {"type":"object","description":"Delivery payload of `task.due_soon`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"task.due_soon","description":"Event name, always `task.due_soon`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/TaskEventData","description":"Event data; see `TaskEventData`."}},"additionalProperties":false};
+const schema524 = {"type":"object","description":"Delivery payload of `task.due_soon`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"task.due_soon","description":"Event name, always `task.due_soon`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/TaskEventData","description":"Event data; see `TaskEventData`."}},"additionalProperties":false};
 
 function validate307(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -29375,7 +29460,7 @@ return errors === 0;
 validate307.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.TaskOverdueEvent = validate309;
-const schema526 = {"type":"object","description":"Delivery payload of `task.overdue`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"task.overdue","description":"Event name, always `task.overdue`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/TaskEventData","description":"Event data; see `TaskEventData`."}},"additionalProperties":false};
+const schema527 = {"type":"object","description":"Delivery payload of `task.overdue`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"task.overdue","description":"Event name, always `task.overdue`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/TaskEventData","description":"Event data; see `TaskEventData`."}},"additionalProperties":false};
 
 function validate309(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -29509,8 +29594,8 @@ return errors === 0;
 validate309.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.VehicleDocumentExpiringEvent = validate311;
-const schema529 = {"type":"object","description":"Delivery payload of `vehicle.document_expiring`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"vehicle.document_expiring","description":"Event name, always `vehicle.document_expiring`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `vehicle.document_expiring:<documentId>:<milestone>` (milestone 30, 7 or 0); the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/VehicleDocumentExpiringData","description":"Event data; see `VehicleDocumentExpiringData`."}},"additionalProperties":false};
-const schema532 = {"type":"object","description":"Data of `vehicle.document_expiring`.","required":["vehicleId","plate","make","model","docType","detail","expiresAt","daysLeft","fleet"],"properties":{"vehicleId":{"$ref":"#/$defs/Uuid","description":"Vehicle id."},"plate":{"type":"string","maxLength":32,"minLength":1,"description":"Plate, e.g. `Dubai A 12345`."},"make":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle make."},"model":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle model."},"docType":{"type":"string","maxLength":64,"enum":["registration","insurance","permit"],"description":"Which document lapses."},"detail":{"type":["string","null"],"maxLength":2000,"minLength":1,"description":"Free-text detail of the document, e.g. insurer and policy; null when none was recorded."},"expiresAt":{"$ref":"#/$defs/LocalDate","description":"Last day the document is valid (local calendar date)."},"daysLeft":{"type":"integer","format":"int32","description":"Whole local days from today to `expiresAt`: 30, 7 or 0, or the true count when a milestone was sent late after an outage (negative, at least -7, when the document has already lapsed).","minimum":-7,"maximum":30},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
+const schema530 = {"type":"object","description":"Delivery payload of `vehicle.document_expiring`.","required":["id","event","createdAt","dedupeKey","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"vehicle.document_expiring","description":"Event name, always `vehicle.document_expiring`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"dedupeKey":{"type":"string","maxLength":255,"minLength":1,"description":"Names the occurrence this event reports, as `vehicle.document_expiring:<documentId>:<milestone>` (milestone 30, 7 or 0); the same occurrence always has the same key and is sent once. Treat it as opaque."},"data":{"$ref":"#/$defs/VehicleDocumentExpiringData","description":"Event data; see `VehicleDocumentExpiringData`."}},"additionalProperties":false};
+const schema533 = {"type":"object","description":"Data of `vehicle.document_expiring`.","required":["vehicleId","plate","make","model","docType","detail","expiresAt","daysLeft","fleet"],"properties":{"vehicleId":{"$ref":"#/$defs/Uuid","description":"Vehicle id."},"plate":{"type":"string","maxLength":32,"minLength":1,"description":"Plate, e.g. `Dubai A 12345`."},"make":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle make."},"model":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle model."},"docType":{"type":"string","maxLength":64,"enum":["registration","insurance","permit"],"description":"Which document lapses."},"detail":{"type":["string","null"],"maxLength":2000,"minLength":1,"description":"Free-text detail of the document, e.g. insurer and policy; null when none was recorded."},"expiresAt":{"$ref":"#/$defs/LocalDate","description":"Last day the document is valid (local calendar date)."},"daysLeft":{"type":"integer","format":"int32","description":"Whole local days from today to `expiresAt`: 30, 7 or 0, or the true count when a milestone was sent late after an outage (negative, at least -7, when the document has already lapsed).","minimum":-7,"maximum":30},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."}},"additionalProperties":false};
 
 function validate312(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -29532,7 +29617,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema532.properties, key0))){
+if(!(func1.call(schema533.properties, key0))){
 validate312.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -29654,7 +29739,7 @@ if(data.docType !== undefined){
 let data4 = data.docType;
 const _errs11 = errors;
 if(!(((data4 === "registration") || (data4 === "insurance")) || (data4 === "permit"))){
-validate312.errors = [{instancePath:instancePath+"/docType",schemaPath:"#/properties/docType/enum",keyword:"enum",params:{allowedValues: schema532.properties.docType.enum},message:"must be equal to one of the allowed values"}];
+validate312.errors = [{instancePath:instancePath+"/docType",schemaPath:"#/properties/docType/enum",keyword:"enum",params:{allowedValues: schema533.properties.docType.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs11){
@@ -29679,7 +29764,7 @@ if(data.detail !== undefined){
 let data5 = data.detail;
 const _errs13 = errors;
 if((typeof data5 !== "string") && (data5 !== null)){
-validate312.errors = [{instancePath:instancePath+"/detail",schemaPath:"#/properties/detail/type",keyword:"type",params:{type: schema532.properties.detail.type},message:"must be string,null"}];
+validate312.errors = [{instancePath:instancePath+"/detail",schemaPath:"#/properties/detail/type",keyword:"type",params:{type: schema533.properties.detail.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs13){
@@ -29958,8 +30043,8 @@ return errors === 0;
 validate311.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.VehicleIdleEvent = validate315;
-const schema535 = {"type":"object","description":"Delivery payload of `vehicle.idle`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"vehicle.idle","description":"Event name, always `vehicle.idle`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/VehicleIdleData","description":"Event data; see `VehicleIdleData`."}},"additionalProperties":false};
-const schema538 = {"type":"object","description":"Data of `vehicle.idle`.","required":["vehicle","make","model","dailyRate","fleet","idleSince","idleDays"],"properties":{"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"make":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle make."},"model":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle model."},"dailyRate":{"$ref":"#/$defs/Fils","description":"Daily rate in fils."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"idleSince":{"$ref":"#/$defs/Timestamp","description":"When the vehicle last became free (end of its last booking or maintenance)."},"idleDays":{"type":"integer","format":"int32","maximum":36500,"description":"Whole local days the vehicle has been idle.","minimum":1}},"additionalProperties":false};
+const schema536 = {"type":"object","description":"Delivery payload of `vehicle.idle`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"vehicle.idle","description":"Event name, always `vehicle.idle`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/VehicleIdleData","description":"Event data; see `VehicleIdleData`."}},"additionalProperties":false};
+const schema539 = {"type":"object","description":"Data of `vehicle.idle`.","required":["vehicle","make","model","dailyRate","fleet","idleSince","idleDays"],"properties":{"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"make":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle make."},"model":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle model."},"dailyRate":{"$ref":"#/$defs/Fils","description":"Daily rate in fils."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"idleSince":{"$ref":"#/$defs/Timestamp","description":"When the vehicle last became free (end of its last booking or maintenance)."},"idleDays":{"type":"integer","format":"int32","maximum":36500,"description":"Whole local days the vehicle has been idle.","minimum":1}},"additionalProperties":false};
 
 function validate316(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -30314,8 +30399,8 @@ return errors === 0;
 validate315.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.VehicleMaintenanceDueEvent = validate320;
-const schema541 = {"type":"object","description":"Delivery payload of `vehicle.maintenance_due`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"vehicle.maintenance_due","description":"Event name, always `vehicle.maintenance_due`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/VehicleMaintenanceDueData","description":"Event data; see `VehicleMaintenanceDueData`."}},"additionalProperties":false};
-const schema544 = {"type":"object","description":"Data of `vehicle.maintenance_due`.","required":["vehicle","make","model","fleet","dueDate","maintenanceId","reason"],"properties":{"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"make":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle make."},"model":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle model."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Date the maintenance is due (local calendar date)."},"maintenanceId":{"description":"Scheduled maintenance block, if one exists; null otherwise.","anyOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"reason":{"type":["string","null"],"maxLength":200,"minLength":1,"description":"What is due, e.g. `15,000 km service`; null when not stated."}},"additionalProperties":false};
+const schema542 = {"type":"object","description":"Delivery payload of `vehicle.maintenance_due`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"vehicle.maintenance_due","description":"Event name, always `vehicle.maintenance_due`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/VehicleMaintenanceDueData","description":"Event data; see `VehicleMaintenanceDueData`."}},"additionalProperties":false};
+const schema545 = {"type":"object","description":"Data of `vehicle.maintenance_due`.","required":["vehicle","make","model","fleet","dueDate","maintenanceId","reason"],"properties":{"vehicle":{"$ref":"#/$defs/VehicleRef","description":"The vehicle (`{id, plate}`)."},"make":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle make."},"model":{"type":"string","maxLength":64,"minLength":1,"description":"Vehicle model."},"fleet":{"$ref":"#/$defs/FleetRef","description":"Fleet the vehicle belongs to (`{id, code, name}`, as returned by `GET /v1/fleets`)."},"dueDate":{"$ref":"#/$defs/LocalDate","description":"Date the maintenance is due (local calendar date)."},"maintenanceId":{"description":"Scheduled maintenance block, if one exists; null otherwise.","anyOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"reason":{"type":["string","null"],"maxLength":200,"minLength":1,"description":"What is due, e.g. `15,000 km service`; null when not stated."}},"additionalProperties":false};
 
 function validate321(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -30545,7 +30630,7 @@ if(data.reason !== undefined){
 let data6 = data.reason;
 const _errs18 = errors;
 if((typeof data6 !== "string") && (data6 !== null)){
-validate321.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: schema544.properties.reason.type},message:"must be string,null"}];
+validate321.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: schema545.properties.reason.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs18){
@@ -30719,8 +30804,8 @@ return errors === 0;
 validate320.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.WebhookTestEvent = validate325;
-const schema547 = {"type":"object","description":"Delivery payload of `webhook.test`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"webhook.test","description":"Event name, always `webhook.test`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/WebhookTestData","description":"Event data; see `WebhookTestData`."}},"additionalProperties":false};
-const schema550 = {"type":"object","description":"Data of `webhook.test`.","required":["endpointId","message"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid","description":"Id of the webhook endpoint being tested."},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"Human-readable text, e.g. `This is a test delivery from Fleet Rental Service.`"}},"additionalProperties":false};
+const schema548 = {"type":"object","description":"Delivery payload of `webhook.test`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"webhook.test","description":"Event name, always `webhook.test`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/WebhookTestData","description":"Event data; see `WebhookTestData`."}},"additionalProperties":false};
+const schema551 = {"type":"object","description":"Data of `webhook.test`.","required":["endpointId","message"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid","description":"Id of the webhook endpoint being tested."},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"Human-readable text, e.g. `This is a test delivery from Fleet Rental Service.`"}},"additionalProperties":false};
 
 function validate326(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;

@@ -10,6 +10,11 @@ export type ClientOptions = {
 export type Uuid = string;
 
 /**
+ * Why an endpoint was switched off: `failures` (20 failed attempts in a row), `gone` (its receiver answered `410 Gone`), `manual` (switched off by an operator, the admin API or the settings screen).
+ */
+export type EndpointDisabledReason = 'failures' | 'gone' | 'manual';
+
+/**
  * An instant, ISO 8601 in UTC with milliseconds.
  */
 export type Timestamp = string;
@@ -215,6 +220,10 @@ export type Endpoint = {
      */
     disabledAt: Timestamp | null;
     /**
+     * Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.
+     */
+    disabledReason: EndpointDisabledReason | null;
+    /**
      * When the endpoint last accepted a delivery; null if it never has.
      */
     lastSuccessAt: Timestamp | null;
@@ -295,6 +304,10 @@ export type CreatedEndpoint = {
      * When the endpoint was switched off; null while it is on.
      */
     disabledAt: Timestamp | null;
+    /**
+     * Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.
+     */
+    disabledReason: EndpointDisabledReason | null;
     /**
      * When the endpoint last accepted a delivery; null if it never has.
      */

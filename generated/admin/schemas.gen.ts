@@ -8,6 +8,17 @@ export const UuidSchema = {
     example: '0b6e2d7a-1c3f-4e5a-9b8c-7d6e5f4a3b2c'
 } as const;
 
+export const EndpointDisabledReasonSchema = {
+    type: 'string',
+    enum: [
+        'failures',
+        'gone',
+        'manual'
+    ],
+    description: 'Why an endpoint was switched off: `failures` (20 failed attempts in a row), `gone` (its receiver answered `410 Gone`), `manual` (switched off by an operator, the admin API or the settings screen).',
+    example: 'failures'
+} as const;
+
 export const TimestampSchema = {
     type: 'string',
     format: 'date-time',
@@ -388,6 +399,7 @@ export const EndpointSchema = {
         'events',
         'isActive',
         'disabledAt',
+        'disabledReason',
         'lastSuccessAt',
         'consecutiveFailures'
     ],
@@ -413,6 +425,17 @@ export const EndpointSchema = {
             oneOf: [
                 {
                     $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        disabledReason: {
+            description: 'Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/EndpointDisabledReason'
                 },
                 {
                     type: 'null'
@@ -558,6 +581,7 @@ export const CreatedEndpointSchema = {
         'events',
         'isActive',
         'disabledAt',
+        'disabledReason',
         'lastSuccessAt',
         'consecutiveFailures',
         'secret'
@@ -584,6 +608,17 @@ export const CreatedEndpointSchema = {
             oneOf: [
                 {
                     $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        disabledReason: {
+            description: 'Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/EndpointDisabledReason'
                 },
                 {
                     type: 'null'

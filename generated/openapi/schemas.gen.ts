@@ -8,6 +8,17 @@ export const UuidSchema = {
     example: '7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d'
 } as const;
 
+export const EndpointDisabledReasonSchema = {
+    type: 'string',
+    enum: [
+        'failures',
+        'gone',
+        'manual'
+    ],
+    description: 'Why an endpoint was switched off: `failures` (20 failed attempts in a row), `gone` (its receiver answered `410 Gone`), `manual` (switched off by an operator, the admin API or the settings screen).',
+    example: 'failures'
+} as const;
+
 export const TimestampSchema = {
     type: 'string',
     format: 'date-time',
@@ -872,6 +883,7 @@ export const WebhookEndpointSchema = {
         'events',
         'isActive',
         'disabledAt',
+        'disabledReason',
         'lastSuccessAt',
         'consecutiveFailures'
     ],
@@ -910,6 +922,17 @@ export const WebhookEndpointSchema = {
             anyOf: [
                 {
                     $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        disabledReason: {
+            description: 'Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/EndpointDisabledReason'
                 },
                 {
                     type: 'null'

@@ -12,6 +12,11 @@ export type Webhooks = BookingConfirmedWebhookRequest | BookingCompletedWebhookR
 export type Uuid = string;
 
 /**
+ * Why an endpoint was switched off: `failures` (20 failed attempts in a row), `gone` (its receiver answered `410 Gone`), `manual` (switched off by an operator, the admin API or the settings screen).
+ */
+export type EndpointDisabledReason = 'failures' | 'gone' | 'manual';
+
+/**
  * ISO 8601 timestamp in UTC with milliseconds.
  */
 export type Timestamp = string;
@@ -434,6 +439,10 @@ export type WebhookEndpoint = {
      * When the endpoint was switched off; null while it is on.
      */
     disabledAt: Timestamp | null;
+    /**
+     * Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.
+     */
+    disabledReason: EndpointDisabledReason | null;
     /**
      * When the endpoint last accepted a delivery; null if it never has.
      */

@@ -43,7 +43,8 @@ const RECORD_ATTEMPTS = `
       consecutive_failures = CASE WHEN s.successes > 0 THEN s.trailing_failures ELSE w.consecutive_failures + s.leading_failures END,
       last_success_at = CASE WHEN s.successes > 0 THEN greatest(w.last_success_at, s.last_success_at) ELSE w.last_success_at END,
       is_active = w.is_active AND NOT s.switch_off,
-      disabled_at = CASE WHEN s.switch_off THEN now() ELSE w.disabled_at END
+      disabled_at = CASE WHEN s.switch_off THEN now() ELSE w.disabled_at END,
+      disabled_reason = CASE WHEN s.switch_off THEN 'failures' ELSE w.disabled_reason END
     FROM streak_change s
     WHERE w.id = s.id
     RETURNING w.id, s.switch_off

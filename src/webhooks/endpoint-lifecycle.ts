@@ -43,8 +43,12 @@ export async function switchEndpoint<Row>(
   returning: readonly string[],
 ): Promise<Row | undefined> {
   const changes = active
-    ? { is_active: true, disabled_at: null, consecutive_failures: 0 }
-    : { is_active: false, disabled_at: trx.raw('coalesce(disabled_at, now())') };
+    ? { is_active: true, disabled_at: null, disabled_reason: null, consecutive_failures: 0 }
+    : {
+        is_active: false,
+        disabled_at: trx.raw('coalesce(disabled_at, now())'),
+        disabled_reason: trx.raw("coalesce(disabled_reason, 'manual')"),
+      };
   const [row] = await trx('webhook_endpoints')
     .where({ id })
     .whereRaw(liveEndpoint())

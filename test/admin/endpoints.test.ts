@@ -94,6 +94,7 @@ describe('the admin API: webhook endpoints', () => {
       events: ['booking.confirmed', 'payment.captured'],
       isActive: true,
       disabledAt: null,
+      disabledReason: null,
       lastSuccessAt: null,
       consecutiveFailures: 0,
     };
@@ -142,7 +143,13 @@ describe('the admin API: webhook endpoints', () => {
       `${base(workspaceId)}/${id}/disable`,
       await disableEndpoint({ client, path: { workspaceId, endpointId: id } }),
     );
-    expect(off.data).to.deep.equal({ ...v2, name: 'Ledger sync', isActive: false, disabledAt: off.data!.disabledAt });
+    expect(off.data).to.deep.equal({
+      ...v2,
+      name: 'Ledger sync',
+      isActive: false,
+      disabledAt: off.data!.disabledAt,
+      disabledReason: 'manual',
+    });
     expect(new Date(off.data!.disabledAt!).toISOString()).to.equal(off.data!.disabledAt);
     const on = documented(
       'POST',
@@ -671,6 +678,7 @@ describe('fleet-admin endpoint update and endpoint delete', () => {
       'events',
       'isActive',
       'disabledAt',
+      'disabledReason',
       'lastSuccessAt',
       'consecutiveFailures',
       'secret',
@@ -694,6 +702,7 @@ describe('fleet-admin endpoint update and endpoint delete', () => {
       events: ['invoice.overdue', 'payment.captured'],
       isActive: true,
       disabledAt: null,
+      disabledReason: null,
       lastSuccessAt: null,
       consecutiveFailures: 0,
     });

@@ -234,6 +234,7 @@ describe('the generated TypeScript client (generated/openapi), against the serve
           events: [],
           isActive: true,
           disabledAt: null,
+          disabledReason: null,
           lastSuccessAt: null,
           consecutiveFailures: 0,
         },

@@ -350,6 +350,7 @@ describe('fleet-admin CLI', () => {
       'events',
       'isActive',
       'disabledAt',
+      'disabledReason',
       'lastSuccessAt',
       'consecutiveFailures',
       'secret',
@@ -387,15 +388,28 @@ describe('fleet-admin CLI', () => {
       'events',
       'isActive',
       'disabledAt',
+      'disabledReason',
       'lastSuccessAt',
       'consecutiveFailures',
     );
-    expect(off).to.include({ id: created.id, isActive: false, lastSuccessAt: null, consecutiveFailures: 0 });
+    expect(off).to.include({
+      id: created.id,
+      isActive: false,
+      disabledReason: 'manual',
+      lastSuccessAt: null,
+      consecutiveFailures: 0,
+    });
     expect(new Date(off.disabledAt).toISOString()).to.equal(off.disabledAt);
 
     await db('webhook_endpoints').where({ id: created.id }).update({ consecutive_failures: 20 });
     const on = await json('endpoint', 'enable', '--id', created.id);
-    expect(on).to.deep.equal({ ...off, isActive: true, disabledAt: null, consecutiveFailures: 0 });
+    expect(on).to.deep.equal({
+      ...off,
+      isActive: true,
+      disabledAt: null,
+      disabledReason: null,
+      consecutiveFailures: 0,
+    });
 
     await Promise.all([
       fails(

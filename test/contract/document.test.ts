@@ -259,6 +259,7 @@ describe('the OpenAPI document', () => {
           events: ['booking.no_show'],
           isActive: true,
           disabledAt: null,
+          disabledReason: null,
           lastSuccessAt: null,
           consecutiveFailures: 0,
         },

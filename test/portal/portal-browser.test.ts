@@ -330,14 +330,14 @@ describe('the settings screen (/portal) in a browser', function () {
       });
     expect(await dispatcher.runOnce()).to.deep.include({ attempted: 20, retrying: 20 });
     const off = await endpointRow();
-    expect(off).to.include({ is_active: false, consecutive_failures: 20 });
+    expect(off).to.include({ is_active: false, consecutive_failures: 20, disabled_reason: 'failures' });
 
     await nav('Endpoints').click();
     const row = page.getByRole('row').filter({ has: page.getByRole('link', { name: 'Accounting sync' }) });
     await row.getByText(/^Switched off /).waitFor();
     expect(await row.locator('time').first().getAttribute('datetime')).to.equal(off.disabled_at.toISOString());
     expect(await row.getByText(/^Switched off /).textContent()).to.match(
-      /^Switched off \d{1,2} [A-Z][a-z]{2} \d{4}, \d\d:\d\d:\d\d \S+$/,
+      /^Switched off \d{1,2} [A-Z][a-z]{2} \d{4}, \d\d:\d\d:\d\d \S+, after 20 failed attempts in a row$/,
     );
     const cells = await row.getByRole('cell').allTextContents();
     expect(cells[3], 'failures in a row').to.equal('20');

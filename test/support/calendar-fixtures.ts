@@ -207,6 +207,7 @@ export async function calendarFixture(
         events: o.events ?? [],
         ...sealedSecretColumns(id, `whsec_${randomUUID().replace(/-/g, '')}`),
         is_active: o.active ?? true,
+        disabled_reason: o.active === false ? 'manual' : null,
       });
       return id;
     },

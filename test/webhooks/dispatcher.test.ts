@@ -200,7 +200,7 @@ describe('webhooks: the dispatcher', () => {
     // One at a time, so the 21st delivery is not already in flight when the 20th failure switches the endpoint off.
     expect(await ws.dispatcher({ concurrency: 1 }).runOnce(new Date())).to.include({ attempted: 1, retrying: 1 });
     const off = await endpointRow(db, endpoint.id);
-    expect(off).to.include({ consecutive_failures: 20, is_active: false });
+    expect(off).to.include({ consecutive_failures: 20, is_active: false, disabled_reason: 'failures' });
     expect(off.disabled_at).to.be.an.instanceOf(Date);
     const rows = await deliveriesOf(endpoint.id);
     expect(rows).to.have.length(21);

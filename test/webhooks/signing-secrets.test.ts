@@ -122,7 +122,7 @@ describe('webhooks: signing secrets at rest and their rotation', () => {
       MasterKeyError,
       /failed authentication/,
     );
-    await db('webhook_endpoints').where({ id: a.id }).update({ is_active: false });
+    await db('webhook_endpoints').where({ id: a.id }).update({ is_active: false, disabled_reason: 'manual' });
     await recordEvent(db, {
       workspaceId: ws.id,
       event: 'booking.confirmed',

@@ -46,7 +46,9 @@ export async function webhookWorkspace(db: Knex): Promise<TestWorkspace> {
         policy: processConfig().destinationPolicy,
       });
       if (!active)
-        await db('webhook_endpoints').where({ id: created.id }).update({ is_active: false, disabled_at: db.fn.now() });
+        await db('webhook_endpoints')
+          .where({ id: created.id })
+          .update({ is_active: false, disabled_at: db.fn.now(), disabled_reason: 'manual' });
       return { id: created.id, url: created.url, secret: created.secret };
     },
     dispatcher: (options = {}) =>

@@ -14,8 +14,16 @@ import { DEFAULT_OVERLAP_HOURS, MAX_OVERLAP_HOURS, rotateSigningSecret } from '.
 import { cliActor } from '../../core/audit.js';
 import { command, commaList, isoInstant, wholeNumber, type CliIo, type JsonOption } from '../io.js';
 
+/** Why an endpoint is off, as the CLI says it (the documents' EndpointDisabledReason). */
+const DISABLED_BECAUSE: Record<NonNullable<EndpointRecord['disabledReason']>, string> = {
+  failures: 'after 20 failed attempts in a row',
+  gone: 'its receiver answered 410 Gone',
+  manual: 'switched off by hand',
+};
 const describeEndpoint = (e: EndpointRecord) =>
-  `endpoint ${e.id} "${e.name}" -> ${e.url} is ${e.isActive ? 'enabled' : `disabled since ${e.disabledAt}`}`;
+  `endpoint ${e.id} "${e.name}" -> ${e.url} is ${
+    e.isActive ? 'enabled' : `disabled since ${e.disabledAt} (${DISABLED_BECAUSE[e.disabledReason ?? 'manual']})`
+  }`;
 /** An endpoint as `endpoint list` shows it, one line: its state, its events, its failures in a row and last success. */
 const describeEndpointRow = (e: EndpointRecord) =>
   `${describeEndpoint(e)}; events: ${e.events.join(', ') || 'all'}; failures in a row: ${e.consecutiveFailures}; last success: ${e.lastSuccessAt ?? 'never'}`;

@@ -20,9 +20,14 @@ export interface EndpointRecord {
   events: string[];
   isActive: boolean;
   disabledAt: string | null;
+  /** Why it was switched off (with disabledAt); null while it is on. */
+  disabledReason: EndpointDisabledReason | null;
   lastSuccessAt: string | null;
   consecutiveFailures: number;
 }
+
+/** Why an endpoint was switched off (webhook_endpoints.disabled_reason; the documents' EndpointDisabledReason). */
+export type EndpointDisabledReason = 'failures' | 'gone' | 'manual';
 
 /** What creating an endpoint returns: the record, and the only time the signing secret is shown. */
 export interface CreatedEndpoint extends EndpointRecord {
@@ -36,6 +41,7 @@ interface EndpointRow {
   events: string[];
   is_active: boolean;
   disabled_at: Date | null;
+  disabled_reason: EndpointDisabledReason | null;
   last_success_at: Date | null;
   consecutive_failures: number;
 }
@@ -47,6 +53,7 @@ const RECORD_COLUMNS = [
   'events',
   'is_active',
   'disabled_at',
+  'disabled_reason',
   'last_success_at',
   'consecutive_failures',
 ];
@@ -60,6 +67,7 @@ export function toEndpointView(row: EndpointRow): EndpointRecord {
     events: row.events,
     isActive: row.is_active,
     disabledAt: row.disabled_at?.toISOString() ?? null,
+    disabledReason: row.disabled_reason,
     lastSuccessAt: row.last_success_at?.toISOString() ?? null,
     consecutiveFailures: row.consecutive_failures,
   };

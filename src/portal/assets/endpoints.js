@@ -26,10 +26,18 @@ import { inlineMarkdown } from './markdown.js';
 
 const path = (id, rest = '') => `/endpoints/${encodeURIComponent(id)}${rest}`;
 
-/** "Active", or "Switched off <time>" (Endpoint.isActive, Endpoint.disabledAt). */
+/** Why an endpoint is off, as the screen says it (Endpoint.disabledReason). */
+const DISABLED_BECAUSE = {
+  failures: 'after 20 failed attempts in a row',
+  gone: 'the receiver answered 410 Gone',
+  manual: 'by hand',
+};
+
+/** "Active", or "Switched off <time>, <why>" (Endpoint.isActive, Endpoint.disabledAt, Endpoint.disabledReason). */
 export function endpointStatus(endpoint) {
   if (endpoint.isActive) return h('span', { class: 'state ok' }, 'Active');
-  return h('span', { class: 'state off' }, 'Switched off ', time(endpoint.disabledAt, ''));
+  const why = DISABLED_BECAUSE[endpoint.disabledReason];
+  return h('span', { class: 'state off' }, 'Switched off ', time(endpoint.disabledAt, ''), why ? `, ${why}` : '');
 }
 
 /** The events to subscribe to, grouped as the catalogue groups them (webhook.test is sent on request, never subscribed). */
