@@ -91,8 +91,9 @@ const GRANTS: Record<ServiceRole, string[]> = {
     `GRANT SELECT ${ENDPOINT_COLUMNS_WITHOUT_SECRETS} ON webhook_endpoints TO %s`,
     // (and how it signs, with its public key; never a private key)
     `GRANT SELECT (${ENDPOINT_SIGNING_COLUMNS}) ON webhook_endpoints TO %s`,
-    // the delivery log (deliveries and their attempts); the test operation queues a webhook.test event, its
-    // delivery, and remembers the Idempotency-Key
+    // the delivery log (deliveries and their attempts) and the event feed (events, GET /v1/events: its long polls'
+    // LISTEN needs no grant); the test operation queues a webhook.test event, its delivery, and remembers the
+    // Idempotency-Key
     `GRANT SELECT, INSERT ON events, deliveries TO %s`,
     `GRANT SELECT ON delivery_attempts TO %s`,
     `GRANT SELECT, INSERT ON test_idempotency_keys TO %s`,
