@@ -9,6 +9,8 @@ import { createAdminToken } from '../../src/core/admin-tokens.js';
 import { adminValidators } from '../../src/contract/validators.js';
 import { recordEvent } from '../../src/webhooks/record-event.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
+import { claimDue, releaseClaims } from '../../src/webhooks/claims.js';
+import { InFlightShares } from '../../src/webhooks/fairness.js';
 import { RETRY_DELAYS_MS } from '../../src/webhooks/retry-schedule.js';
 import { OPERATIONAL_EVENTS, PLATFORM_TENANT } from '../../src/webhooks/platform-events.js';
 import {
@@ -221,6 +223,43 @@ describe('webhooks: operational events for the platform', () => {
     } finally {
       await call(operatorToken, 'DELETE', `/admin/v1/operational-endpoints/${failingOps.id}`);
     }
+  });
+
+  it("counts the platform as a tenant of its own in the fair claim: a workspace's full share never holds it back", async () => {
+    const endpoint = await workspaceEndpoint();
+    await call(operatorToken, 'POST', `/admin/v1/workspaces/${ws.id}/endpoints/${endpoint.id}/disable`);
+    await publish();
+    const settings = {
+      db: workerDb,
+      logger: quietLogger(),
+      owner: `fairness-${process.pid}`,
+      leaseMs: 60_000,
+      perEndpoint: 4,
+      perWorkspace: 2,
+      workspaceIds: [ws.id, PLATFORM_TENANT],
+    };
+    const full = (tenant: string) => {
+      const held = new InFlightShares();
+      for (let i = 0; i < 2; i++)
+        held.add({ endpointId: `00000000-0000-4000-8000-00000000000${i}`, workspaceId: tenant });
+      return held;
+    };
+    // the workspace holds its whole share: the platform's delivery is claimed all the same
+    const platform = await claimDue(settings, { limit: 10, now: new Date(), held: full(ws.id) });
+    expect(platform.claims.length).to.be.greaterThan(0);
+    expect(platform.claims.every((c) => c.workspaceId === PLATFORM_TENANT && c.endpointId === operational.id)).to.equal(
+      true,
+    );
+    expect(JSON.parse(platform.claims[0].body).data.endpointId).to.equal(endpoint.id);
+    // and the reverse
+    const workspace = await claimDue(settings, { limit: 10, now: new Date(), held: full(PLATFORM_TENANT) });
+    expect(workspace.claims.length).to.be.greaterThan(0);
+    expect(workspace.claims.every((c) => c.workspaceId === ws.id)).to.equal(true);
+    await releaseClaims(
+      settings,
+      [...platform.claims, ...workspace.claims].map((c) => c.deliveryId),
+    );
+    await operationalAbout(endpoint.id);
   });
 
   it("never sends one to a workspace's endpoint, nor shows one in a workspace's records", async () => {
