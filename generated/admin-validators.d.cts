@@ -17,6 +17,7 @@ export declare const EndpointList: ValidateFunction;
 export declare const ErrorResponse: ValidateFunction;
 export declare const EventTypeList: ValidateFunction;
 export declare const ImportJob: ValidateFunction;
+export declare const OperationalDeliveryList: ValidateFunction;
 export declare const OperationalEndpointList: ValidateFunction;
 export declare const PortalSession: ValidateFunction;
 export declare const PortalSessionConflict: ValidateFunction;

@@ -1080,6 +1080,16 @@ export type OperationalEndpointList = {
 };
 
 /**
+ * An operational endpoint's deliveries, newest first.
+ */
+export type OperationalDeliveryList = {
+    /**
+     * The deliveries.
+     */
+    rows: Array<AdminDeliveryRow>;
+};
+
+/**
  * Delivery payload of `endpoint.disabled`.
  */
 export type EndpointDisabledEvent = {
@@ -3903,6 +3913,123 @@ export type RotateOperationalEndpointSecretResponses = {
 };
 
 export type RotateOperationalEndpointSecretResponse = RotateOperationalEndpointSecretResponses[keyof RotateOperationalEndpointSecretResponses];
+
+export type ListOperationalDeliveriesData = {
+    body?: never;
+    path: {
+        /**
+         * The webhook endpoint's id.
+         */
+        endpointId: Uuid;
+    };
+    query?: {
+        /**
+         * The most deliveries to return.
+         */
+        limit?: number;
+    };
+    url: '/admin/v1/operational-endpoints/{endpointId}/deliveries';
+};
+
+export type ListOperationalDeliveriesErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     */
+    403: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type ListOperationalDeliveriesError = ListOperationalDeliveriesErrors[keyof ListOperationalDeliveriesErrors];
+
+export type ListOperationalDeliveriesResponses = {
+    /**
+     * The newest deliveries.
+     */
+    200: OperationalDeliveryList;
+};
+
+export type ListOperationalDeliveriesResponse = ListOperationalDeliveriesResponses[keyof ListOperationalDeliveriesResponses];
+
+export type GetOperationalDeliveryData = {
+    body?: never;
+    path: {
+        /**
+         * The webhook endpoint's id.
+         */
+        endpointId: Uuid;
+        /**
+         * The webhook delivery's id (the `service-delivery` header of its requests).
+         */
+        deliveryId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/operational-endpoints/{endpointId}/deliveries/{deliveryId}';
+};
+
+export type GetOperationalDeliveryErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     */
+    403: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type GetOperationalDeliveryError = GetOperationalDeliveryErrors[keyof GetOperationalDeliveryErrors];
+
+export type GetOperationalDeliveryResponses = {
+    /**
+     * The delivery.
+     */
+    200: AdminDeliveryDetail;
+};
+
+export type GetOperationalDeliveryResponse = GetOperationalDeliveryResponses[keyof GetOperationalDeliveryResponses];
 
 export type SignOutPortalSessionData = {
     body?: never;

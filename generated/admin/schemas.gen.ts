@@ -2248,6 +2248,24 @@ export const OperationalEndpointListSchema = {
     }
 } as const;
 
+export const OperationalDeliveryListSchema = {
+    type: 'object',
+    description: 'An operational endpoint\'s deliveries, newest first.',
+    required: [
+        'rows'
+    ],
+    properties: {
+        rows: {
+            type: 'array',
+            maxItems: 200,
+            description: 'The deliveries.',
+            items: {
+                $ref: '#/components/schemas/AdminDeliveryRow'
+            }
+        }
+    }
+} as const;
+
 export const EndpointDisabledEventSchema = {
     type: 'object',
     description: 'Delivery payload of `endpoint.disabled`.',

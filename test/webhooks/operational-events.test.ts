@@ -288,11 +288,28 @@ describe('webhooks: operational events for the platform', () => {
       ['POST', `${base}/disable`],
       ['POST', `${base}/enable`],
       ['POST', `${base}/rotate-secret`, {}],
+      ['GET', `${base}/deliveries`],
       ['DELETE', base],
     ] as Array<[string, string, unknown?]>) {
       const refused = await call(confinedToken, method, path, body);
       expect(refused.status, `${method} ${path}`).to.equal(403);
     }
+    // its delivery log: what the earlier tests sent it, newest first, each one readable with its attempts
+    const log = await call(operatorToken, 'GET', `${base}/deliveries?limit=200`);
+    expect(log.status).to.equal(200);
+    const events = log.body.rows.map((r: { event: string }) => r.event);
+    expect(events).to.include.members(['endpoint.disabled', 'endpoint.enabled', 'delivery.exhausted']);
+    const sent = log.body.rows.find((r: { status: string }) => r.status === 'accepted');
+    const shown = await call(operatorToken, 'GET', `${base}/deliveries/${sent.id}`);
+    expect(shown.body).to.include({ id: sent.id, endpointId: operational.id, attemptCount: 1 });
+    expect(shown.body.attempts[0]).to.include({ number: 1, statusCode: 204 });
+    expect((await call(confinedToken, 'GET', `${base}/deliveries/${sent.id}`)).status).to.equal(403);
+    // a workspace's delivery is not one of its
+    const theirs = await db('deliveries').where({ workspace_id: ws.id }).first('id');
+    expect((await call(operatorToken, 'GET', `${base}/deliveries/${theirs.id}`)).status).to.equal(404);
+    expect(
+      (await call(operatorToken, 'GET', `/admin/v1/operational-endpoints/${catchAll.id}/deliveries`)).status,
+    ).to.equal(404);
     const listed = await call(operatorToken, 'GET', '/admin/v1/operational-endpoints');
     const mine = listed.body.rows.find((r: { id: string }) => r.id === operational.id);
     expect(mine).to.include({ name: 'Platform alerts', isActive: true }).and.not.have.property('secret');

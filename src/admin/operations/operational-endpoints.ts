@@ -4,9 +4,11 @@ import {
   createOperationalEndpoint,
   deleteOperationalEndpoint,
   getOperationalEndpoint,
+  listOperationalDeliveries,
   listOperationalEndpoints,
   rotateOperationalSecret,
   setOperationalEndpointActive,
+  showOperationalDelivery,
   updateOperationalEndpoint,
 } from '../../core/webhooks/operational-endpoints.js';
 import { apiError } from '../../http/error-catalogue.js';
@@ -84,5 +86,15 @@ export const operationalEndpointOperations: Record<string, AdminAction> = {
         now: c.now,
       }),
     }));
+  },
+
+  async listOperationalDeliveries(c) {
+    const input = { endpointId: c.params.endpointId, limit: c.query.limit as number | undefined };
+    return { status: 200, body: await listOperationalDeliveries(c.db, operator(c), input) };
+  },
+
+  async getOperationalDelivery(c) {
+    const input = { endpointId: c.params.endpointId, deliveryId: c.params.deliveryId };
+    return { status: 200, body: await showOperationalDelivery(c.db, operator(c), input) };
   },
 };

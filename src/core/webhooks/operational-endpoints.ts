@@ -17,6 +17,7 @@ import {
   type EndpointRecord,
   type EndpointRow,
 } from './endpoints.js';
+import { listDeliveries, showDelivery, type OperatorDeliveryDetail, type OperatorDeliveryRow } from './deliveries.js';
 import { DEFAULT_OVERLAP_HOURS, MAX_OVERLAP_HOURS, type RotatedSecret } from './signing-secrets.js';
 
 // Operational endpoints: the platform's own receivers of operational events (endpoint.disabled, endpoint.enabled,
@@ -210,4 +211,26 @@ export async function rotateOperationalSecret(
     });
     return { id, secret, previousSecretExpiresAt };
   });
+}
+
+/** The operational endpoint's deliveries, newest first (at most `limit`, default 50): its delivery log. */
+export async function listOperationalDeliveries(
+  db: Knex,
+  actor: OperatorActor,
+  input: { endpointId: string; limit?: number },
+): Promise<{ rows: OperatorDeliveryRow[] }> {
+  await findOperational(db, input.endpointId);
+  return listDeliveries(db, actor, { endpointId: input.endpointId, workspaceId: 'every', limit: input.limit ?? 50 });
+}
+
+/** One delivery of the operational endpoint, with its payload and attempts; another endpoint's is not found. */
+export async function showOperationalDelivery(
+  db: Knex,
+  actor: OperatorActor,
+  input: { endpointId: string; deliveryId: string },
+): Promise<OperatorDeliveryDetail> {
+  await findOperational(db, input.endpointId);
+  const detail = await showDelivery(db, actor, { deliveryId: input.deliveryId, workspaceId: 'every' });
+  if (detail.endpointId !== input.endpointId) throw new NotFoundError(`no delivery with id ${input.deliveryId}`);
+  return detail;
 }
