@@ -195,6 +195,36 @@ describe('webhooks: operational events for the platform', () => {
     });
   });
 
+  it('tells of a delivery failed for waiting more than 7 days while its endpoint was off: no attempt, no answer', async () => {
+    const endpoint = await workspaceEndpoint();
+    const base = `/admin/v1/workspaces/${ws.id}/endpoints/${endpoint.id}`;
+    await call(operatorToken, 'POST', `${base}/disable`);
+    const eventId = await publish();
+    const held = await db('deliveries').where({ event_id: eventId, endpoint_id: endpoint.id }).first('id', 'status');
+    expect(held.status).to.equal('held');
+    await db('deliveries')
+      .where({ id: held.id })
+      .update({ created_at: db.raw("now() - interval '8 days'") });
+    expect((await call(operatorToken, 'POST', `${base}/enable`)).status).to.equal(200);
+    const failed = await db('deliveries').where({ id: held.id }).first();
+    expect(failed).to.include({ status: 'failed', attempts: 0 });
+    const [request] = await operationalAbout(held.id);
+    expect(request.body.data).to.deep.equal({
+      deliveryId: held.id,
+      event: 'booking.confirmed',
+      endpointId: endpoint.id,
+      workspaceId: ws.id,
+      workspaceSlug: ws.slug,
+      attempts: 0,
+      lastStatusCode: null,
+      lastErrorKind: null,
+      failedAt: failed.finished_at.toISOString(),
+    });
+    // and the switch-off and switch-on themselves (the exhausted delivery names the endpoint too)
+    const aboutEndpoint = (await operationalAbout(endpoint.id, 3)).map((r) => r.event);
+    expect(aboutEndpoint.sort()).to.deep.equal(['delivery.exhausted', 'endpoint.disabled', 'endpoint.enabled']);
+  });
+
   it("never raises an event of an operational endpoint's own failures", async () => {
     const url = receiver.endpointUrl();
     const created = await call(operatorToken, 'POST', '/admin/v1/operational-endpoints', {
