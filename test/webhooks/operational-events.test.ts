@@ -302,6 +302,13 @@ describe('webhooks: operational events for the platform', () => {
     const list = await call(operatorToken, 'GET', `/admin/v1/workspaces/${ws.id}/deliveries`);
     expect(list.status).to.equal(200);
     expect(list.body.rows.map((d: { event: string }) => d.event)).not.to.include.members([...OPERATIONAL_EVENTS]);
+    // a workspace's endpoint cannot subscribe to one: they are not in the public document
+    const subscribing = await call(operatorToken, 'POST', `/admin/v1/workspaces/${ws.id}/endpoints`, {
+      url: receiver.endpointUrl(),
+      events: ['endpoint.disabled'],
+    });
+    expect(subscribing.status).to.equal(400);
+    expect(subscribing.body.error.reason).to.equal('events');
     // nor does a workspace's endpoint operation reach an operational endpoint
     expect(
       (await call(operatorToken, 'GET', `/admin/v1/workspaces/${ws.id}/endpoints/${operational.id}`)).status,
