@@ -1261,6 +1261,161 @@ export const DeliveryPayloadSchema = {
     }
 } as const;
 
+export const EventFeedItemSchema = {
+    description: 'One event of the feed: exactly the delivery payload of its event (its schema under `webhooks`), except that `id` is the event\'s id (unique per event, the same on every read) where a delivery carries its own. New events may be added to the catalogue: ignore an item whose `event` you do not know.',
+    oneOf: [
+        {
+            $ref: '#/components/schemas/BookingConfirmedEvent'
+        },
+        {
+            $ref: '#/components/schemas/BookingCompletedEvent'
+        },
+        {
+            $ref: '#/components/schemas/BookingDeliveryDueEvent'
+        },
+        {
+            $ref: '#/components/schemas/BookingReturnDueEvent'
+        },
+        {
+            $ref: '#/components/schemas/BookingExtendedEvent'
+        },
+        {
+            $ref: '#/components/schemas/BookingEndingSoonEvent'
+        },
+        {
+            $ref: '#/components/schemas/PaymentCapturedEvent'
+        },
+        {
+            $ref: '#/components/schemas/PaymentRefundedEvent'
+        },
+        {
+            $ref: '#/components/schemas/PaymentDepositHeldEvent'
+        },
+        {
+            $ref: '#/components/schemas/PaymentCanceledEvent'
+        },
+        {
+            $ref: '#/components/schemas/InvoiceIssuedEvent'
+        },
+        {
+            $ref: '#/components/schemas/InvoiceDueSoonEvent'
+        },
+        {
+            $ref: '#/components/schemas/InvoiceOverdueEvent'
+        },
+        {
+            $ref: '#/components/schemas/InstallmentDueSoonEvent'
+        },
+        {
+            $ref: '#/components/schemas/InstallmentOverdueEvent'
+        },
+        {
+            $ref: '#/components/schemas/FineCreatedEvent'
+        },
+        {
+            $ref: '#/components/schemas/QuoteSentEvent'
+        },
+        {
+            $ref: '#/components/schemas/QuoteViewedEvent'
+        },
+        {
+            $ref: '#/components/schemas/QuoteAcceptedEvent'
+        },
+        {
+            $ref: '#/components/schemas/QuoteDeclinedEvent'
+        },
+        {
+            $ref: '#/components/schemas/QuoteExpiredEvent'
+        },
+        {
+            $ref: '#/components/schemas/LeadCreatedEvent'
+        },
+        {
+            $ref: '#/components/schemas/DealCreatedEvent'
+        },
+        {
+            $ref: '#/components/schemas/DealStageChangedEvent'
+        },
+        {
+            $ref: '#/components/schemas/VehicleMaintenanceDueEvent'
+        },
+        {
+            $ref: '#/components/schemas/VehicleDocumentExpiringEvent'
+        },
+        {
+            $ref: '#/components/schemas/VehicleIdleEvent'
+        },
+        {
+            $ref: '#/components/schemas/DeliveryAssignedEvent'
+        },
+        {
+            $ref: '#/components/schemas/TaskAssignedEvent'
+        },
+        {
+            $ref: '#/components/schemas/TaskDueSoonEvent'
+        },
+        {
+            $ref: '#/components/schemas/TaskOverdueEvent'
+        },
+        {
+            $ref: '#/components/schemas/InboxMessageReceivedEvent'
+        },
+        {
+            $ref: '#/components/schemas/InboxAssignedEvent'
+        },
+        {
+            $ref: '#/components/schemas/InvestorPayoutReadyEvent'
+        },
+        {
+            $ref: '#/components/schemas/InvestorPayoutGeneratedEvent'
+        },
+        {
+            $ref: '#/components/schemas/InvestorReportDueEvent'
+        },
+        {
+            $ref: '#/components/schemas/DocumentEsignTimeoutEvent'
+        },
+        {
+            $ref: '#/components/schemas/IntegrationFailedEvent'
+        }
+    ]
+} as const;
+
+export const EventFeedPageSchema = {
+    type: 'object',
+    description: 'A page of the event feed, oldest first, and where to read on from.',
+    required: [
+        'rows',
+        'nextCursor',
+        'hasMore'
+    ],
+    properties: {
+        rows: {
+            type: 'array',
+            maxItems: 200,
+            items: {
+                $ref: '#/components/schemas/EventFeedItem'
+            }
+        },
+        nextCursor: {
+            description: 'Pass it as `after` to read the events after this page: the last item\'s position, or the `after` sent when the page is empty. Null only when no `after` was sent and there is no event yet.',
+            anyOf: [
+                {
+                    type: 'string',
+                    maxLength: 200
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        hasMore: {
+            type: 'boolean',
+            description: 'True when more events can be read now (the page was full); false when this page reached the end.'
+        }
+    }
+} as const;
+
 export const DeliveryDetailSchema = {
     type: 'object',
     description: 'One delivery: the fields of its delivery-log row (its attempt count as `attemptCount`), the payload, and every attempt, oldest first.',

@@ -580,6 +580,26 @@ export type DeliveryPayload = {
 };
 
 /**
+ * One event of the feed: exactly the delivery payload of its event (its schema under `webhooks`), except that `id` is the event's id (unique per event, the same on every read) where a delivery carries its own. New events may be added to the catalogue: ignore an item whose `event` you do not know.
+ */
+export type EventFeedItem = BookingConfirmedEvent | BookingCompletedEvent | BookingDeliveryDueEvent | BookingReturnDueEvent | BookingExtendedEvent | BookingEndingSoonEvent | PaymentCapturedEvent | PaymentRefundedEvent | PaymentDepositHeldEvent | PaymentCanceledEvent | InvoiceIssuedEvent | InvoiceDueSoonEvent | InvoiceOverdueEvent | InstallmentDueSoonEvent | InstallmentOverdueEvent | FineCreatedEvent | QuoteSentEvent | QuoteViewedEvent | QuoteAcceptedEvent | QuoteDeclinedEvent | QuoteExpiredEvent | LeadCreatedEvent | DealCreatedEvent | DealStageChangedEvent | VehicleMaintenanceDueEvent | VehicleDocumentExpiringEvent | VehicleIdleEvent | DeliveryAssignedEvent | TaskAssignedEvent | TaskDueSoonEvent | TaskOverdueEvent | InboxMessageReceivedEvent | InboxAssignedEvent | InvestorPayoutReadyEvent | InvestorPayoutGeneratedEvent | InvestorReportDueEvent | DocumentEsignTimeoutEvent | IntegrationFailedEvent;
+
+/**
+ * A page of the event feed, oldest first, and where to read on from.
+ */
+export type EventFeedPage = {
+    rows: Array<EventFeedItem>;
+    /**
+     * Pass it as `after` to read the events after this page: the last item's position, or the `after` sent when the page is empty. Null only when no `after` was sent and there is no event yet.
+     */
+    nextCursor: string | null;
+    /**
+     * True when more events can be read now (the page was full); false when this page reached the end.
+     */
+    hasMore: boolean;
+};
+
+/**
  * One delivery: the fields of its delivery-log row (its attempt count as `attemptCount`), the payload, and every attempt, oldest first.
  */
 export type DeliveryDetail = {
@@ -3208,6 +3228,26 @@ export type DeliveryLimit = number;
  */
 export type DeliveryCursor = string;
 
+/**
+ * The `nextCursor` of the previous answer, sent with the same `types`: the events after it. Omit it to read from the oldest event kept. Opaque and signed: see Paging in the introduction.
+ */
+export type EventFeedAfter = string;
+
+/**
+ * Only these events, comma-separated (`types=booking.confirmed,invoice.overdue`); each must be an event of the `webhooks` catalogue other than `webhook.test`. Omit it for every event of the feed.
+ */
+export type EventFeedTypes = Array<EventName>;
+
+/**
+ * The most events to return.
+ */
+export type EventFeedLimit = number;
+
+/**
+ * Seconds to hold the request open when there is no event after `after` (long polling): it is answered within about a second of the next event, or with an empty page when the wait ends. 0 (the default) answers at once.
+ */
+export type EventFeedWait = number;
+
 export type GetMeData = {
     body?: never;
     headers?: {
@@ -3905,6 +3945,68 @@ export type GetWebhookDeliveryResponses = {
 };
 
 export type GetWebhookDeliveryResponse = GetWebhookDeliveryResponses[keyof GetWebhookDeliveryResponses];
+
+export type ListEventsData = {
+    body?: never;
+    path?: never;
+    query?: {
+        /**
+         * The `nextCursor` of the previous answer, sent with the same `types`: the events after it. Omit it to read from the oldest event kept. Opaque and signed: see Paging in the introduction.
+         */
+        after?: string;
+        /**
+         * Only these events, comma-separated (`types=booking.confirmed,invoice.overdue`); each must be an event of the `webhooks` catalogue other than `webhook.test`. Omit it for every event of the feed.
+         */
+        types?: Array<EventName>;
+        /**
+         * The most events to return.
+         */
+        limit?: number;
+        /**
+         * Seconds to hold the request open when there is no event after `after` (long polling): it is answered within about a second of the next event, or with an empty page when the wait ends. 0 (the default) answers at once.
+         */
+        wait?: number;
+    };
+    url: '/v1/events';
+};
+
+export type ListEventsErrors = {
+    /**
+     * A parameter is invalid: `error.code` is `invalid_request` and `error.reason` names it: `after` (not a cursor of this feed, for this workspace and `types`), `types` (an event that is not in the feed, or `webhook.test`), `limit` (not an integer from 1 to 200) or `wait` (not an integer from 0 to 30).
+     */
+    400: ErrorResponse;
+    /**
+     * The API key is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * The workspace is frozen.
+     */
+    403: ErrorResponse;
+    /**
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a valid key is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id; retrying may help.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage) or a statement of this request ran past its time limit (see Limits), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
+     */
+    503: ErrorResponse;
+};
+
+export type ListEventsError = ListEventsErrors[keyof ListEventsErrors];
+
+export type ListEventsResponses = {
+    /**
+     * The events after `after` (at most `limit`), oldest first, with the cursor to read on from. Empty when there is nothing after it (after the wait, when `wait` was given).
+     */
+    200: EventFeedPage;
+};
+
+export type ListEventsResponse = ListEventsResponses[keyof ListEventsResponses];
 
 export type GetHealthData = {
     body?: never;
