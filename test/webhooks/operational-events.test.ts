@@ -11,6 +11,7 @@ import { recordEvent } from '../../src/webhooks/record-event.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 import { claimDue, releaseClaims } from '../../src/webhooks/claims.js';
 import { InFlightShares } from '../../src/webhooks/fairness.js';
+import { eventFeed } from '../../src/queries/event-feed.js';
 import { RETRY_DELAYS_MS } from '../../src/webhooks/retry-schedule.js';
 import { OPERATIONAL_EVENTS, PLATFORM_TENANT } from '../../src/webhooks/platform-events.js';
 import {
@@ -299,6 +300,12 @@ describe('webhooks: operational events for the platform', () => {
     expect(received(catchAll.path).length).to.be.greaterThan(0);
     for (const table of ['events', 'deliveries'])
       expect(await db(table).where({ workspace_id: ws.id }).whereIn('event', OPERATIONAL_EVENTS)).to.have.length(0);
+    // the workspace's event feed (GET /v1/events) holds its own events only
+    const feed = await eventFeed(db, ws.id, { limit: 200 });
+    expect(feed.items.length).to.be.greaterThan(0);
+    expect(feed.items.map((item) => JSON.parse(item).event)).to.satisfy((names: string[]) =>
+      names.every((name) => name === 'booking.confirmed'),
+    );
     const list = await call(operatorToken, 'GET', `/admin/v1/workspaces/${ws.id}/deliveries`);
     expect(list.status).to.equal(200);
     expect(list.body.rows.map((d: { event: string }) => d.event)).not.to.include.members([...OPERATIONAL_EVENTS]);
