@@ -2298,6 +2298,323 @@ export const AttemptStatsSchema = {
     }
 } as const;
 
+export const OperationalEventNameSchema = {
+    type: 'string',
+    enum: [
+        'endpoint.disabled',
+        'endpoint.enabled',
+        'delivery.exhausted'
+    ],
+    description: 'An operational event (this document\'s `webhooks`).',
+    example: 'endpoint.disabled'
+} as const;
+
+export const OperationalEndpointEventsSchema = {
+    type: 'array',
+    maxItems: 3,
+    uniqueItems: true,
+    description: 'The operational events subscribed to; an empty list means every one.',
+    items: {
+        $ref: '#/components/schemas/OperationalEventName'
+    },
+    example: [
+        'endpoint.disabled',
+        'delivery.exhausted'
+    ]
+} as const;
+
+export const OperationalEndpointCreateSchema = {
+    type: 'object',
+    description: 'A new operational endpoint.',
+    additionalProperties: false,
+    required: [
+        'url'
+    ],
+    properties: {
+        url: {
+            $ref: '#/components/schemas/EndpointUrl'
+        },
+        name: {
+            $ref: '#/components/schemas/EndpointName'
+        },
+        events: {
+            $ref: '#/components/schemas/OperationalEndpointEvents'
+        }
+    }
+} as const;
+
+export const OperationalEndpointUpdateSchema = {
+    type: 'object',
+    description: 'The fields to change; those left out stay as they are.',
+    additionalProperties: false,
+    minProperties: 1,
+    properties: {
+        url: {
+            $ref: '#/components/schemas/EndpointUrl'
+        },
+        name: {
+            $ref: '#/components/schemas/EndpointName'
+        },
+        events: {
+            $ref: '#/components/schemas/OperationalEndpointEvents'
+        }
+    }
+} as const;
+
+export const OperationalEndpointListSchema = {
+    type: 'object',
+    description: 'The platform\'s operational endpoints, oldest first.',
+    required: [
+        'rows'
+    ],
+    properties: {
+        rows: {
+            type: 'array',
+            maxItems: 10000,
+            description: 'The operational endpoints.',
+            items: {
+                $ref: '#/components/schemas/Endpoint'
+            }
+        }
+    }
+} as const;
+
+export const OperationalDeliveryListSchema = {
+    type: 'object',
+    description: 'An operational endpoint\'s deliveries, newest first.',
+    required: [
+        'rows'
+    ],
+    properties: {
+        rows: {
+            type: 'array',
+            maxItems: 200,
+            description: 'The deliveries.',
+            items: {
+                $ref: '#/components/schemas/AdminDeliveryRow'
+            }
+        }
+    }
+} as const;
+
+export const EndpointDisabledEventSchema = {
+    type: 'object',
+    description: 'Delivery payload of `endpoint.disabled`.',
+    additionalProperties: false,
+    required: [
+        'id',
+        'event',
+        'createdAt',
+        'data'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/Uuid',
+            description: 'Delivery id: unique per event and operational endpoint, stable across retries (the `service-delivery` and `webhook-id` headers).'
+        },
+        event: {
+            type: 'string',
+            const: 'endpoint.disabled',
+            description: 'Always `endpoint.disabled`.'
+        },
+        createdAt: {
+            $ref: '#/components/schemas/Timestamp',
+            description: 'When the event was recorded (the switch-off\'s transaction).'
+        },
+        data: {
+            $ref: '#/components/schemas/EndpointDisabledData'
+        }
+    }
+} as const;
+
+export const EndpointDisabledDataSchema = {
+    type: 'object',
+    description: 'Data of `endpoint.disabled`.',
+    additionalProperties: false,
+    required: [
+        'endpointId',
+        'workspaceId',
+        'workspaceSlug',
+        'reason',
+        'disabledAt'
+    ],
+    properties: {
+        endpointId: {
+            $ref: '#/components/schemas/Uuid',
+            description: 'The workspace\'s endpoint that was switched off.'
+        },
+        workspaceId: {
+            $ref: '#/components/schemas/Uuid',
+            description: 'Its workspace.'
+        },
+        workspaceSlug: {
+            $ref: '#/components/schemas/Slug'
+        },
+        reason: {
+            $ref: '#/components/schemas/EndpointDisabledReason'
+        },
+        disabledAt: {
+            $ref: '#/components/schemas/Timestamp',
+            description: 'When it was switched off (the endpoint\'s `disabledAt`).'
+        }
+    }
+} as const;
+
+export const EndpointEnabledEventSchema = {
+    type: 'object',
+    description: 'Delivery payload of `endpoint.enabled`.',
+    additionalProperties: false,
+    required: [
+        'id',
+        'event',
+        'createdAt',
+        'data'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/Uuid',
+            description: 'Delivery id: unique per event and operational endpoint, stable across retries.'
+        },
+        event: {
+            type: 'string',
+            const: 'endpoint.enabled',
+            description: 'Always `endpoint.enabled`.'
+        },
+        createdAt: {
+            $ref: '#/components/schemas/Timestamp',
+            description: 'When the event was recorded.'
+        },
+        data: {
+            $ref: '#/components/schemas/EndpointEnabledData'
+        }
+    }
+} as const;
+
+export const EndpointEnabledDataSchema = {
+    type: 'object',
+    description: 'Data of `endpoint.enabled`.',
+    additionalProperties: false,
+    required: [
+        'endpointId',
+        'workspaceId',
+        'workspaceSlug',
+        'enabledAt'
+    ],
+    properties: {
+        endpointId: {
+            $ref: '#/components/schemas/Uuid',
+            description: 'The workspace\'s endpoint that was switched on.'
+        },
+        workspaceId: {
+            $ref: '#/components/schemas/Uuid',
+            description: 'Its workspace.'
+        },
+        workspaceSlug: {
+            $ref: '#/components/schemas/Slug'
+        },
+        enabledAt: {
+            $ref: '#/components/schemas/Timestamp',
+            description: 'When it was switched on.'
+        }
+    }
+} as const;
+
+export const DeliveryExhaustedEventSchema = {
+    type: 'object',
+    description: 'Delivery payload of `delivery.exhausted`.',
+    additionalProperties: false,
+    required: [
+        'id',
+        'event',
+        'createdAt',
+        'data'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/Uuid',
+            description: 'Delivery id of this operational delivery (not the failed one: that is `data.deliveryId`).'
+        },
+        event: {
+            type: 'string',
+            const: 'delivery.exhausted',
+            description: 'Always `delivery.exhausted`.'
+        },
+        createdAt: {
+            $ref: '#/components/schemas/Timestamp',
+            description: 'When the event was recorded.'
+        },
+        data: {
+            $ref: '#/components/schemas/DeliveryExhaustedData'
+        }
+    }
+} as const;
+
+export const DeliveryExhaustedDataSchema = {
+    type: 'object',
+    description: 'Data of `delivery.exhausted`.',
+    additionalProperties: false,
+    required: [
+        'deliveryId',
+        'event',
+        'endpointId',
+        'workspaceId',
+        'workspaceSlug',
+        'attempts',
+        'lastStatusCode',
+        'lastErrorKind',
+        'failedAt'
+    ],
+    properties: {
+        deliveryId: {
+            $ref: '#/components/schemas/Uuid',
+            description: 'The workspace\'s delivery that failed for good (readable with `getDelivery`).'
+        },
+        event: {
+            type: 'string',
+            minLength: 1,
+            maxLength: 64,
+            description: 'Its event.',
+            example: 'booking.confirmed'
+        },
+        endpointId: {
+            $ref: '#/components/schemas/Uuid',
+            description: 'Its endpoint.'
+        },
+        workspaceId: {
+            $ref: '#/components/schemas/Uuid',
+            description: 'Its workspace.'
+        },
+        workspaceSlug: {
+            $ref: '#/components/schemas/Slug'
+        },
+        attempts: {
+            type: 'integer',
+            format: 'int32',
+            minimum: 0,
+            maximum: 2147483647,
+            description: 'Attempts made (0 when it failed without one, after waiting more than 7 days).'
+        },
+        lastStatusCode: {
+            $ref: '#/components/schemas/StatusCode'
+        },
+        lastErrorKind: {
+            description: 'How its last attempt failed; null when it had none.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/AttemptErrorKind'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        failedAt: {
+            $ref: '#/components/schemas/Timestamp',
+            description: 'When it was marked failed.'
+        }
+    }
+} as const;
+
 export const rootSchema = {
     $schema: 'https://json-schema.org/draft/2020-12/schema',
     $id: 'https://fleet-rental.example/schemas/import.schema.json',

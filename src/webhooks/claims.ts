@@ -4,6 +4,7 @@ import { TEST_EVENT } from './catalogue.js';
 import type { PendingDispatch } from './dispatch.js';
 import { PENDING } from './endpoint-lifecycle.js';
 import { fairCandidates, type InFlightShares } from './fairness.js';
+import { tenantOf } from './platform-events.js';
 import { rows } from '../queries/common.js';
 import { openPrivateKey, openSigningSecrets } from './sealing.js';
 import { ed25519PrivateKey } from './signing.js';
@@ -70,7 +71,7 @@ export async function claimDue(
        UPDATE deliveries d SET lease_owner = :owner, lease_until = now() + :leaseMs * interval '1 millisecond'
        FROM locked l, webhook_endpoints w
        WHERE d.id = l.id AND w.id = d.endpoint_id
-       RETURNING d.id AS "deliveryId", d.endpoint_id AS "endpointId", d.workspace_id AS "workspaceId", d.event, d.body, w.url, d.attempts + 1 AS attempt,
+       RETURNING d.id AS "deliveryId", d.endpoint_id AS "endpointId", ${tenantOf('d')} AS "workspaceId", d.event, d.body, w.url, d.attempts + 1 AS attempt,
          w.secret_key_id AS "secretKeyId", encode(w.secret_sealed, 'base64') AS "secretSealed",
          -- the previous secret signs too while a rotation's overlap lasts
          CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret_key_id END AS "previousSecretKeyId",
@@ -85,7 +86,7 @@ export async function claimDue(
          CASE WHEN (w.signature_scheme = 'ed25519' OR w.previous_scheme_expires_at > now()) AND w.previous_signing_key_expires_at > now()
            THEN encode(w.previous_signing_private_key_sealed, 'base64') END AS "previousPrivateKeySealed",
          -- the destinations the workspace's own setting opens, checked at connect time
-         (SELECT ws.webhook_allowed_cidrs FROM workspaces ws WHERE ws.id = d.workspace_id) AS "allowedCidrs"
+         coalesce((SELECT ws.webhook_allowed_cidrs FROM workspaces ws WHERE ws.id = d.workspace_id), '{}') AS "allowedCidrs"
      )
      -- in the fair order: the claims are sent in it
      SELECT coalesce((SELECT json_agg(c ORDER BY f.claim_order) FROM claimed c JOIN candidates f ON f.id = c."deliveryId"), '[]') AS claims,

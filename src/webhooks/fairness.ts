@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { tenantOf } from './platform-events.js';
 
 // Fair shares of a dispatcher's attempt slots, so that one workspace with slow or dead endpoints cannot delay the
 // deliveries of another (Svix and Hook0 hold the same line). Two bounds and one order:
@@ -90,11 +91,12 @@ export function fairCandidates(c: FairClaim): { sql: string; bindings: Record<st
     ), busy_workspaces AS (
       SELECT * FROM unnest(:busyWorkspaceIds::uuid[], :busyWorkspaceCounts::int[]) AS b(workspace_id, n)
     ), due AS (
-      SELECT c.id, c.next_attempt_at, c.endpoint_rank, w.workspace_id, coalesce(bw.n, 0) AS workspace_busy
+      SELECT c.id, c.next_attempt_at, c.endpoint_rank, ${tenantOf('w')} AS workspace_id, coalesce(bw.n, 0) AS workspace_busy
       FROM webhook_endpoints w
-      JOIN workspaces ws ON ws.id = w.workspace_id AND ws.status = 'active'
+      -- (the platform's operational endpoints have no workspace: a tenant of their own, never frozen; platform-events.ts)
+      LEFT JOIN workspaces ws ON ws.id = w.workspace_id
       LEFT JOIN busy_endpoints b ON b.endpoint_id = w.id
-      LEFT JOIN busy_workspaces bw ON bw.workspace_id = w.workspace_id
+      LEFT JOIN busy_workspaces bw ON bw.workspace_id = ${tenantOf('w')}
       CROSS JOIN LATERAL (
         SELECT d.id, d.next_attempt_at, row_number() OVER (ORDER BY d.next_attempt_at) AS endpoint_rank
         FROM deliveries d
@@ -105,7 +107,8 @@ export function fairCandidates(c: FairClaim): { sql: string; bindings: Record<st
         LIMIT greatest(least(:perEndpoint::int - coalesce(b.n, 0), :perWorkspace::int - coalesce(bw.n, 0)), 0)
       ) c
       -- (a deleted endpoint's deliveries are never sent: see deleteEndpointAndDeliveries in endpoint-lifecycle.ts)
-      WHERE w.deleted_at IS NULL AND (:workspaceIds::uuid[] IS NULL OR w.workspace_id = ANY(:workspaceIds::uuid[]))
+      WHERE w.deleted_at IS NULL AND (ws.status = 'active' OR w.workspace_id IS NULL)
+        AND (:workspaceIds::uuid[] IS NULL OR ${tenantOf('w')} = ANY(:workspaceIds::uuid[]))
     ), ranked AS (
       SELECT id, next_attempt_at, workspace_busy,
              row_number() OVER (PARTITION BY workspace_id ORDER BY endpoint_rank, next_attempt_at) AS workspace_rank

@@ -46,7 +46,7 @@ export interface CreatedEndpoint extends EndpointRecord {
   secret: string;
 }
 
-interface EndpointRow {
+export interface EndpointRow {
   id: string;
   name: string;
   url: string;
@@ -61,7 +61,7 @@ interface EndpointRow {
   previous_scheme_expires_at: Date | null;
 }
 
-const RECORD_COLUMNS = [
+export const RECORD_COLUMNS = [
   'id',
   'name',
   'url',
@@ -122,6 +122,8 @@ async function findEndpoint(
 ): Promise<EndpointRow & { workspace_id: string }> {
   const row = await db('webhook_endpoints')
     .where({ id, ...(scope.workspaceId !== undefined ? { workspace_id: scope.workspaceId } : {}) })
+    // (never the platform's operational endpoints: operational-endpoints.ts)
+    .whereNotNull('workspace_id')
     .whereRaw(liveEndpoint())
     .modify((q) => (lock ? q.forNoKeyUpdate() : q))
     .first([...RECORD_COLUMNS, 'workspace_id']);
@@ -135,7 +137,7 @@ async function findEndpoint(
  * class of the destination; the address it resolved to and the settings that would allow it are the operator's
  * detail, logged and shown by the CLI only). `policy` is the workspace's (workspacePolicy).
  */
-async function checkDestination(url: string, policy: DestinationPolicy): Promise<URL> {
+export async function checkDestination(url: string, policy: DestinationPolicy): Promise<URL> {
   if (url.length > 2048) throw new InvalidFieldError('url', 'must be at most 2048 characters');
   // every API key of the workspace reads it (GET /v1/webhooks): a credential belongs in the signature, not the URL
   if (looksLikeSecret(url)) throw new InvalidFieldError('url', SECRET_SHAPED);
@@ -176,7 +178,7 @@ function checkEvents(events: string[]): string[] {
   return [...new Set(events)];
 }
 
-function checkName(name: string): string {
+export function checkName(name: string): string {
   if (name.length < 1 || name.length > 200) throw new InvalidFieldError('name', 'must be 1 to 200 characters');
   // GET /v1/webhooks and the audit trail show it: text a secret scanner would take for a signing secret is refused.
   if (looksLikeSecret(name)) throw new InvalidFieldError('name', SECRET_SHAPED);
@@ -351,6 +353,8 @@ export async function deleteEndpoint(
   const id = input.endpointId;
   const scope = { workspaceId: workspaceFilter(actor, input.workspaceId) };
   checkId(id);
+  // (the operator names no workspace: an operational endpoint is not one of these, operational-endpoints.ts)
+  if (scope.workspaceId === undefined) await findEndpoint(db, id, scope);
   const deleted = await deleteEndpointAndDeliveries<{ id: string; workspace_id: string; name: string; url: string }>(
     db,
     { id, ...(scope.workspaceId !== undefined ? { workspace_id: scope.workspaceId } : {}) },
