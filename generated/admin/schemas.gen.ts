@@ -401,7 +401,8 @@ export const EndpointSchema = {
         'disabledAt',
         'disabledReason',
         'lastSuccessAt',
-        'consecutiveFailures'
+        'consecutiveFailures',
+        'rateLimit'
     ],
     properties: {
         id: {
@@ -459,6 +460,9 @@ export const EndpointSchema = {
             minimum: 0,
             maximum: 2147483647,
             description: 'Failed attempts in a row across the endpoint\'s deliveries; a success resets it to 0.'
+        },
+        rateLimit: {
+            $ref: '#/components/schemas/EndpointRateLimit'
         }
     }
 } as const;
@@ -514,6 +518,18 @@ export const EndpointEventsSchema = {
     ]
 } as const;
 
+export const EndpointRateLimitSchema = {
+    type: [
+        'integer',
+        'null'
+    ],
+    format: 'int32',
+    minimum: 1,
+    maximum: 1000,
+    description: 'The most deliveries a second sent to the endpoint, for a receiver sized for a certain rate; null (the default): no throttle. It holds across every webhook worker process: a token bucket kept in the database holds one second\'s worth (`rateLimit` deliveries) and refills at `rateLimit` a second, so after a quiet spell up to `rateLimit` deliveries go at once and then one every 1/`rateLimit` seconds; in any span of t seconds at most `rateLimit` x (t + 1) are taken for sending (each is sent within half a second of being taken, or put back). Deliveries waiting for the throttle stay queued (`pending`, their `nextAttemptAt` unchanged) and take no share of the sending capacity from other endpoints or workspaces; a test delivery waits its turn too. A whole number from 1 to 1000; anything else is 400 `reason` `rateLimit`.',
+    example: 10
+} as const;
+
 export const AllowDuplicateUrlSchema = {
     type: 'boolean',
     description: 'True: take the URL even though another endpoint of the workspace already has it. Left out or false: that is 409 `reason` `url`.'
@@ -538,6 +554,9 @@ export const EndpointCreateSchema = {
         },
         allowDuplicateUrl: {
             $ref: '#/components/schemas/AllowDuplicateUrl'
+        },
+        rateLimit: {
+            $ref: '#/components/schemas/EndpointRateLimit'
         }
     }
 } as const;
@@ -559,6 +578,9 @@ export const EndpointUpdateSchema = {
         },
         allowDuplicateUrl: {
             $ref: '#/components/schemas/AllowDuplicateUrl'
+        },
+        rateLimit: {
+            $ref: '#/components/schemas/EndpointRateLimit'
         }
     }
 } as const;
@@ -584,6 +606,7 @@ export const CreatedEndpointSchema = {
         'disabledReason',
         'lastSuccessAt',
         'consecutiveFailures',
+        'rateLimit',
         'secret'
     ],
     properties: {
@@ -642,6 +665,9 @@ export const CreatedEndpointSchema = {
             minimum: 0,
             maximum: 2147483647,
             description: 'Failed attempts in a row across the endpoint\'s deliveries.'
+        },
+        rateLimit: {
+            $ref: '#/components/schemas/EndpointRateLimit'
         },
         secret: {
             $ref: '#/components/schemas/SigningSecret'

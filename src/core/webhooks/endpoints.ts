@@ -24,6 +24,8 @@ export interface EndpointRecord {
   disabledReason: EndpointDisabledReason | null;
   lastSuccessAt: string | null;
   consecutiveFailures: number;
+  /** Deliveries a second at most (1 to 1,000); null: no throttle. */
+  rateLimit: number | null;
 }
 
 /** Why an endpoint was switched off (webhook_endpoints.disabled_reason; the documents' EndpointDisabledReason). */
@@ -44,6 +46,7 @@ interface EndpointRow {
   disabled_reason: EndpointDisabledReason | null;
   last_success_at: Date | null;
   consecutive_failures: number;
+  rate_limit: number | null;
 }
 
 const RECORD_COLUMNS = [
@@ -56,6 +59,7 @@ const RECORD_COLUMNS = [
   'disabled_reason',
   'last_success_at',
   'consecutive_failures',
+  'rate_limit',
 ];
 
 /** An endpoint's row as every client shows it (the public API, the admin API, the CLI): never its secret. */
@@ -70,6 +74,7 @@ export function toEndpointView(row: EndpointRow): EndpointRecord {
     disabledReason: row.disabled_reason,
     lastSuccessAt: row.last_success_at?.toISOString() ?? null,
     consecutiveFailures: row.consecutive_failures,
+    rateLimit: row.rate_limit,
   };
 }
 
@@ -156,6 +161,20 @@ function checkName(name: string): string {
   return name;
 }
 
+/** The most deliveries a second an endpoint's throttle may allow (the documents' EndpointRateLimit). */
+export const MAX_RATE_LIMIT = 1000;
+
+/** A throttle: a whole number of deliveries a second, 1 to MAX_RATE_LIMIT, or null for none. */
+function checkRateLimit(rateLimit: unknown): number | null {
+  if (rateLimit === null) return null;
+  if (typeof rateLimit !== 'number' || !Number.isInteger(rateLimit) || rateLimit < 1 || rateLimit > MAX_RATE_LIMIT)
+    throw new InvalidFieldError(
+      'rateLimit',
+      `must be a whole number of deliveries a second from 1 to ${MAX_RATE_LIMIT}, or null for none`,
+    );
+  return rateLimit;
+}
+
 /**
  * Refuses a URL another live endpoint of the workspace already has (compared as parsed, so `https://Hooks.example`
  * and `https://hooks.example/` are the same), unless `allowed`. A transaction-scoped advisory lock per workspace
@@ -194,6 +213,7 @@ export async function createEndpoint(
     name?: string;
     events?: string[];
     allowDuplicateUrl?: boolean;
+    rateLimit?: number | null;
     policy: DestinationPolicy;
   },
 ): Promise<CreatedEndpoint> {
@@ -204,19 +224,28 @@ export async function createEndpoint(
   const url = await checkDestination(input.url, workspacePolicy(policy, workspace.webhookAllowedCidrs));
   const events = checkEvents(input.events ?? []);
   const name = checkName(input.name ?? url.host);
+  const rateLimit = checkRateLimit(input.rateLimit ?? null);
   // The id is made here: the sealed secret is bound to it.
   const id = crypto.randomUUID();
   const secret = newSigningSecret();
   const row = await withSealingLock(db, 'shared', async (trx, sealer) => {
     await refuseDuplicateUrl(trx, workspace.id, url, { allowed: input.allowDuplicateUrl });
     const [inserted] = await trx('webhook_endpoints')
-      .insert({ id, workspace_id: workspace.id, name, url: input.url, events, ...sealer.columns(id, secret) })
+      .insert({
+        id,
+        workspace_id: workspace.id,
+        name,
+        url: input.url,
+        events,
+        rate_limit: rateLimit,
+        ...sealer.columns(id, secret),
+      })
       .returning(RECORD_COLUMNS);
     await recordAudit(trx, actor.audit, {
       action: 'endpoint.create',
       workspaceId: workspace.id,
       target: { type: 'endpoint', id },
-      changes: { name, url: input.url, events },
+      changes: { name, url: input.url, events, ...(rateLimit !== null ? { rateLimit } : {}) },
     });
     return inserted as EndpointRow;
   });
@@ -236,7 +265,8 @@ export async function getEndpoint(
 }
 
 /**
- * Changes an endpoint's url, name or events (those given; the others stay). A new URL meets the same checks as at
+ * Changes an endpoint's url, name, events or rateLimit (those given; the others stay; a null rateLimit removes the
+ * throttle). A new URL meets the same checks as at
  * creation (the destination policy, the duplicate-URL rule). Audited as `endpoint.update` with {from, to} per field
  * that changed (a field sent with its current value is no change).
  */
@@ -246,7 +276,7 @@ export async function updateEndpoint(
   input: {
     endpointId: string;
     workspaceId: string | 'every';
-    changes: { url?: string; name?: string; events?: string[]; allowDuplicateUrl?: boolean };
+    changes: { url?: string; name?: string; events?: string[]; allowDuplicateUrl?: boolean; rateLimit?: number | null };
     policy: DestinationPolicy;
   },
 ): Promise<EndpointRecord> {
@@ -265,18 +295,23 @@ export async function updateEndpoint(
         );
   const events = changes.events === undefined ? undefined : checkEvents(changes.events);
   if (changes.name !== undefined) checkName(changes.name);
+  const rateLimit = changes.rateLimit === undefined ? undefined : checkRateLimit(changes.rateLimit);
   return db.transaction(async (trx) => {
     const before = await findEndpoint(trx, id, scope, 'lock');
     if (url && changes.url !== before.url)
       await refuseDuplicateUrl(trx, before.workspace_id, url, { allowed: changes.allowDuplicateUrl, except: id });
-    const patch: Partial<Pick<EndpointRow, 'url' | 'name' | 'events'>> = {};
+    const patch: Partial<Pick<EndpointRow, 'url' | 'name' | 'events' | 'rate_limit'>> = {};
     if (changes.url !== undefined && changes.url !== before.url) patch.url = changes.url;
     if (changes.name !== undefined && changes.name !== before.name) patch.name = changes.name;
     if (events !== undefined && !sameEvents(events, before.events)) patch.events = events;
+    if (rateLimit !== undefined && rateLimit !== before.rate_limit) patch.rate_limit = rateLimit;
     if (Object.keys(patch).length === 0) return toEndpointView(before);
     const [row] = await trx('webhook_endpoints').where({ id }).update(patch).returning(RECORD_COLUMNS);
     const changed = Object.fromEntries(
-      Object.entries(patch).map(([field, to]) => [field, { from: before[field as keyof typeof patch], to }]),
+      Object.entries(patch).map(([column, to]) => [
+        AUDITED_AS[column] ?? column,
+        { from: before[column as keyof typeof patch], to },
+      ]),
     );
     await recordAudit(trx, actor.audit, {
       action: 'endpoint.update',
@@ -287,6 +322,9 @@ export async function updateEndpoint(
     return toEndpointView(row);
   });
 }
+
+/** A changed column's name in the audit entry, where it is not the document's. */
+const AUDITED_AS: Record<string, string> = { rate_limit: 'rateLimit' };
 
 const sameEvents = (a: string[], b: string[]) => a.length === b.length && a.every((event) => b.includes(event));
 
