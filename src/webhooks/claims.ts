@@ -4,6 +4,7 @@ import { TEST_EVENT } from './catalogue.js';
 import type { PendingDispatch } from './dispatch.js';
 import { PENDING } from './endpoint-lifecycle.js';
 import { fairCandidates, type InFlightShares } from './fairness.js';
+import { NEXT_TOKEN_SQL, RATE_TAKEN_SQL } from './rate-limits.js';
 import { rows } from '../queries/common.js';
 import { openSigningSecrets } from './sealing.js';
 
@@ -35,12 +36,14 @@ type SealedClaim = Omit<PendingDispatch, 'secrets'> & {
 
 /**
  * Leases up to `limit` due deliveries in fair order (fairness.ts), within the free per-endpoint and per-workspace
- * slots of `held`. `contended`: some due candidates were skipped because another dispatcher was locking them.
+ * slots of `held` and the throttled endpoints' token buckets (rate-limits.ts). `contended`: some due candidates, or a
+ * throttled endpoint's bucket, were skipped because another dispatcher was locking them. `nextTokenInMs`: when a
+ * throttled endpoint whose bucket this claim emptied has its next token (null: none did).
  */
 export async function claimDue(
   settings: ClaimSettings,
   { limit, now, held }: { limit: number; now: Date; held: InFlightShares },
-): Promise<{ claims: PendingDispatch[]; contended: boolean }> {
+): Promise<{ claims: PendingDispatch[]; contended: boolean; nextTokenInMs: number | null }> {
   const fair = fairCandidates({
     shares: held,
     now,
@@ -51,7 +54,7 @@ export async function claimDue(
     pending: PENDING,
     testEvent: TEST_EVENT,
   });
-  const [result] = await rows<{ claims: SealedClaim[]; contended: boolean }>(
+  const [result] = await rows<{ claims: SealedClaim[]; contended: boolean; nextTokenInMs: number | null }>(
     settings.db,
     `WITH ${fair.sql}, locked AS (
        SELECT d.id FROM deliveries d
@@ -69,10 +72,12 @@ export async function claimDue(
          CASE WHEN w.previous_secret_expires_at > now() THEN encode(w.previous_secret_sealed, 'base64') END AS "previousSecretSealed",
          -- the destinations the workspace's own setting opens, checked at connect time
          (SELECT ws.webhook_allowed_cidrs FROM workspaces ws WHERE ws.id = d.workspace_id) AS "allowedCidrs"
-     )
+     ), ${RATE_TAKEN_SQL}
      -- in the fair order: the claims are sent in it
      SELECT coalesce((SELECT json_agg(c ORDER BY f.claim_order) FROM claimed c JOIN candidates f ON f.id = c."deliveryId"), '[]') AS claims,
-            (SELECT count(*) FROM candidates) > (SELECT count(*) FROM claimed) AS contended`,
+            (SELECT count(*) FROM candidates) > (SELECT count(*) FROM claimed)
+              OR (SELECT count(*) FROM rate_wanted) > (SELECT count(*) FROM rate_buckets) AS contended,
+            ${NEXT_TOKEN_SQL}::int AS "nextTokenInMs"`,
     { ...fair.bindings, owner: settings.owner, leaseMs: settings.leaseMs },
     { prepared: true, indexPlans: true },
   );
@@ -82,6 +87,7 @@ export async function claimDue(
   return {
     claims: result.claims.flatMap((claim) => openSecrets(settings.logger, claim, opened)),
     contended: result.contended,
+    nextTokenInMs: result.nextTokenInMs,
   };
 }
 
