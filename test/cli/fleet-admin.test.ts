@@ -353,6 +353,7 @@ describe('fleet-admin CLI', () => {
       'disabledReason',
       'lastSuccessAt',
       'consecutiveFailures',
+      'rateLimit',
       'secret',
     );
     expect(created).to.deep.include({
@@ -391,6 +392,7 @@ describe('fleet-admin CLI', () => {
       'disabledReason',
       'lastSuccessAt',
       'consecutiveFailures',
+      'rateLimit',
     );
     expect(off).to.include({
       id: created.id,
@@ -398,6 +400,7 @@ describe('fleet-admin CLI', () => {
       disabledReason: 'manual',
       lastSuccessAt: null,
       consecutiveFailures: 0,
+      rateLimit: null,
     });
     expect(new Date(off.disabledAt).toISOString()).to.equal(off.disabledAt);
 
@@ -409,6 +412,7 @@ describe('fleet-admin CLI', () => {
       disabledAt: null,
       disabledReason: null,
       consecutiveFailures: 0,
+      rateLimit: null,
     });
 
     await Promise.all([

@@ -170,7 +170,7 @@ function checkRateLimit(rateLimit: unknown): number | null {
   if (typeof rateLimit !== 'number' || !Number.isInteger(rateLimit) || rateLimit < 1 || rateLimit > MAX_RATE_LIMIT)
     throw new InvalidFieldError(
       'rateLimit',
-      `must be a whole number of deliveries a second from 1 to ${MAX_RATE_LIMIT}, or null for none`,
+      `must be a whole number of deliveries a second from 1 to ${MAX_RATE_LIMIT}`,
     );
   return rateLimit;
 }
