@@ -98,8 +98,8 @@ const GRANTS: Record<ServiceRole, string[]> = {
     // signing (the sealed secrets) and the endpoints' delivery state
     `GRANT SELECT ON webhook_endpoints TO %s`,
     `GRANT UPDATE (consecutive_failures, last_success_at, is_active, disabled_at, disabled_reason) ON webhook_endpoints TO %s`,
-    // each endpoint's token bucket, taken by the claim (src/webhooks/rate-limits.ts)
-    `GRANT UPDATE (rate_tokens, rate_refilled_at) ON webhook_endpoints TO %s`,
+    // the throttled endpoints' token buckets, made and taken by the claim (src/webhooks/rate-limits.ts)
+    `GRANT SELECT, INSERT, UPDATE ON webhook_rate_buckets TO %s`,
     // the calendar sweep and the outbox record events and fan them out; the dispatcher records attempts
     `GRANT SELECT, INSERT ON events, delivery_attempts TO %s`,
     `GRANT SELECT, INSERT, UPDATE ON deliveries TO %s`,

@@ -4,7 +4,7 @@ import { TEST_EVENT } from './catalogue.js';
 import type { PendingDispatch } from './dispatch.js';
 import { PENDING } from './endpoint-lifecycle.js';
 import { fairCandidates, type InFlightShares } from './fairness.js';
-import { NEXT_TOKEN_SQL, RATE_TAKEN_SQL } from './rate-limits.js';
+import { NEXT_TOKEN_SQL, RATE_CONTENDED_SQL, RATE_TAKEN_SQL } from './rate-limits.js';
 import { rows } from '../queries/common.js';
 import { openSigningSecrets } from './sealing.js';
 
@@ -76,7 +76,7 @@ export async function claimDue(
      -- in the fair order: the claims are sent in it
      SELECT coalesce((SELECT json_agg(c ORDER BY f.claim_order) FROM claimed c JOIN candidates f ON f.id = c."deliveryId"), '[]') AS claims,
             (SELECT count(*) FROM candidates) > (SELECT count(*) FROM claimed)
-              OR (SELECT count(*) FROM rate_wanted) > (SELECT count(*) FROM rate_buckets) AS contended,
+              OR ${RATE_CONTENDED_SQL} AS contended,
             ${NEXT_TOKEN_SQL}::int AS "nextTokenInMs"`,
     { ...fair.bindings, owner: settings.owner, leaseMs: settings.leaseMs },
     { prepared: true, indexPlans: true },

@@ -67,15 +67,15 @@ describe('webhooks: the throttle per endpoint (rateLimit)', () => {
     });
   const sentTo = (path: string) => receiver.requests.filter((r) => r.path === path);
   const bucket = async (id: string) =>
-    db('webhook_endpoints').where({ id }).first('rate_limit', 'rate_tokens', 'rate_refilled_at');
+    db('webhook_rate_buckets').where({ endpoint_id: id }).first('tokens', 'refilled_at');
+  const setBucket = (id: string, tokens: number, refilledAt: Date) =>
+    db('webhook_rate_buckets').where({ endpoint_id: id }).update({ tokens, refilled_at: refilledAt });
 
   it("claims no more of a throttled endpoint's backlog than its bucket holds, and the others' meanwhile", async () => {
     const throttled = await endpoint('booking.confirmed', 5);
     const other = await endpoint('payment.captured', null);
     expect(await queue('booking.confirmed', 20)).to.equal(20);
     expect(await queue('payment.captured', 20)).to.equal(20);
-    // One claim round: a bucket never written is full, one second's worth (5). The other endpoint's 20 are not held
-    // back by the 15 throttled deliveries left: its own bound (20 here) is the only one on them.
     const settings: ClaimSettings = {
       db: (await testDatabase()).forRole('worker'),
       logger: quietLogger(),
@@ -85,10 +85,21 @@ describe('webhooks: the throttle per endpoint (rateLimit)', () => {
       perWorkspace: 40,
       workspaceIds: [ws.id],
     };
-    const round = await claimDue(settings, { limit: 40, now: new Date(), held: new InFlightShares() });
-    const claimedFor = (id: string) => round.claims.filter((c) => c.endpointId === id).length;
-    expect([claimedFor(throttled.id), claimedFor(other.id)]).to.deep.equal([5, 20]);
-    expect(round.contended).to.equal(false);
+    const claimRound = () => claimDue(settings, { limit: 40, now: new Date(), held: new InFlightShares() });
+    // The first claim that meets the throttled endpoint's due deliveries makes its bucket, full, and takes none of
+    // them (it says so as contended: the dispatcher claims again at once); the other endpoint's go meanwhile.
+    const first = await claimRound();
+    const claimedIn = (round: typeof first, id: string) => round.claims.filter((c) => c.endpointId === id).length;
+    expect([claimedIn(first, throttled.id), claimedIn(first, other.id), first.contended]).to.deep.equal([0, 20, true]);
+    expect((await bucket(throttled.id)).tokens).to.equal(5);
+    // One claim round: one second's worth (5). The other endpoint's deliveries are not held back by the 15 throttled
+    // ones left: its own bound (20 here, the rest of its 20 once given back) is the only one on them.
+    await releaseClaims(
+      settings,
+      first.claims.map((c) => c.deliveryId),
+    );
+    const round = await claimRound();
+    expect([claimedIn(round, throttled.id), claimedIn(round, other.id), round.contended]).to.deep.equal([5, 20, false]);
     // The bucket is empty: its next token comes in 1 / 5 s.
     expect(round.nextTokenInMs).to.equal(200);
     await releaseClaims(
@@ -96,30 +107,30 @@ describe('webhooks: the throttle per endpoint (rateLimit)', () => {
       round.claims.map((c) => c.deliveryId),
     );
     const taken = await bucket(throttled.id);
-    expect(taken).to.include({ rate_limit: 5, rate_tokens: 0 });
-    expect(taken.rate_refilled_at).to.be.an.instanceOf(Date);
+    expect(taken.tokens).to.equal(0);
+    expect(taken.refilled_at).to.be.an.instanceOf(Date);
     // The 15 left were not leased: they hold no slot.
     const leased = await db('deliveries').where({ endpoint_id: throttled.id }).whereNotNull('lease_owner');
     expect(leased).to.have.length(0);
-    // The other endpoint has no bucket to write.
-    expect(await bucket(other.id)).to.include({ rate_limit: null, rate_tokens: null, rate_refilled_at: null });
+    // The other endpoint has no bucket.
+    expect(await bucket(other.id)).to.equal(undefined);
 
     // 3.5 tokens, refilled "in an hour" (the refill never goes back in time: none is added): 3 are taken, 0.5 stay.
     const later = new Date(Date.now() + 3_600_000);
-    await db('webhook_endpoints').where({ id: throttled.id }).update({ rate_tokens: 3.5, rate_refilled_at: later });
+    await setBucket(throttled.id, 3.5, later);
     const dispatcher = ws.dispatcher();
     expect(await dispatcher.runOnce()).to.deep.include({ attempted: 23, accepted: 23 });
     expect(sentTo(throttled.path)).to.have.length(3);
     expect(sentTo(other.path)).to.have.length(20);
     expect(receiver.requests.every((r) => r.verified?.ok)).to.equal(true);
-    expect(await bucket(throttled.id)).to.deep.equal({ rate_limit: 5, rate_tokens: 0.5, rate_refilled_at: later });
+    expect(await bucket(throttled.id)).to.deep.equal({ tokens: 0.5, refilled_at: later });
     // Under one token: nothing is claimed, nothing written.
     receiver.reset();
     expect(await dispatcher.runOnce()).to.deep.include({ attempted: 0 });
-    expect(await bucket(throttled.id)).to.deep.equal({ rate_limit: 5, rate_tokens: 0.5, rate_refilled_at: later });
+    expect(await bucket(throttled.id)).to.deep.equal({ tokens: 0.5, refilled_at: later });
 
     // Lowered to 2: the bucket holds at most 2 from then on, whatever it held.
-    await db('webhook_endpoints').where({ id: throttled.id }).update({ rate_tokens: 5, rate_refilled_at: later });
+    await setBucket(throttled.id, 5, later);
     await updateEndpoint(db, operator, {
       endpointId: throttled.id,
       workspaceId: ws.id,
