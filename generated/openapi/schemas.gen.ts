@@ -1032,7 +1032,7 @@ export const DeliveryEventNameSchema = {
 export const AttemptErrorKindSchema = {
     type: 'string',
     maxLength: 64,
-    description: 'How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset or TLS failure), `dns` (the URL\'s host name did not resolve: no such name, no address, a name server failure, or no answer within the lookup\'s 3 seconds; nothing was sent), `blocked_destination` (the URL\'s host is, or resolved to, a private, loopback, link-local or reserved address, which is never connected to; `error` names its class, and the address only when the URL itself is one, never the address a name resolved to). A delivery\'s `lastErrorKind` may also be `endpoint_deleted`: the endpoint was deleted before the delivery was sent, and it was marked failed without an attempt. New kinds may be added.',
+    description: 'How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset or TLS failure; also, where the service\'s operator sends deliveries through an egress proxy, a proxy that refused the tunnel or could not be reached: `error` says so, without naming the proxy, and nothing was sent), `dns` (the URL\'s host name did not resolve: no such name, no address, a name server failure, or no answer within the lookup\'s 3 seconds; nothing was sent), `blocked_destination` (the URL\'s host is, or resolved to, a private, loopback, link-local or reserved address, which is never connected to; `error` names its class, and the address only when the URL itself is one, never the address a name resolved to). A delivery\'s `lastErrorKind` may also be `endpoint_deleted`: the endpoint was deleted before the delivery was sent, and it was marked failed without an attempt. New kinds may be added.',
     'x-extensible-enum': [
         'timeout',
         'connection',
@@ -1269,6 +1269,161 @@ export const DeliveryPayloadSchema = {
         data: {
             type: 'object',
             description: 'The event\'s data.'
+        }
+    }
+} as const;
+
+export const EventFeedItemSchema = {
+    description: 'One event of the feed: exactly the delivery payload of its event (its schema under `webhooks`), except that `id` is the event\'s id (unique per event, the same on every read) where a delivery carries its own. New events may be added to the catalogue: ignore an item whose `event` you do not know.',
+    oneOf: [
+        {
+            $ref: '#/components/schemas/BookingConfirmedEvent'
+        },
+        {
+            $ref: '#/components/schemas/BookingCompletedEvent'
+        },
+        {
+            $ref: '#/components/schemas/BookingDeliveryDueEvent'
+        },
+        {
+            $ref: '#/components/schemas/BookingReturnDueEvent'
+        },
+        {
+            $ref: '#/components/schemas/BookingExtendedEvent'
+        },
+        {
+            $ref: '#/components/schemas/BookingEndingSoonEvent'
+        },
+        {
+            $ref: '#/components/schemas/PaymentCapturedEvent'
+        },
+        {
+            $ref: '#/components/schemas/PaymentRefundedEvent'
+        },
+        {
+            $ref: '#/components/schemas/PaymentDepositHeldEvent'
+        },
+        {
+            $ref: '#/components/schemas/PaymentCanceledEvent'
+        },
+        {
+            $ref: '#/components/schemas/InvoiceIssuedEvent'
+        },
+        {
+            $ref: '#/components/schemas/InvoiceDueSoonEvent'
+        },
+        {
+            $ref: '#/components/schemas/InvoiceOverdueEvent'
+        },
+        {
+            $ref: '#/components/schemas/InstallmentDueSoonEvent'
+        },
+        {
+            $ref: '#/components/schemas/InstallmentOverdueEvent'
+        },
+        {
+            $ref: '#/components/schemas/FineCreatedEvent'
+        },
+        {
+            $ref: '#/components/schemas/QuoteSentEvent'
+        },
+        {
+            $ref: '#/components/schemas/QuoteViewedEvent'
+        },
+        {
+            $ref: '#/components/schemas/QuoteAcceptedEvent'
+        },
+        {
+            $ref: '#/components/schemas/QuoteDeclinedEvent'
+        },
+        {
+            $ref: '#/components/schemas/QuoteExpiredEvent'
+        },
+        {
+            $ref: '#/components/schemas/LeadCreatedEvent'
+        },
+        {
+            $ref: '#/components/schemas/DealCreatedEvent'
+        },
+        {
+            $ref: '#/components/schemas/DealStageChangedEvent'
+        },
+        {
+            $ref: '#/components/schemas/VehicleMaintenanceDueEvent'
+        },
+        {
+            $ref: '#/components/schemas/VehicleDocumentExpiringEvent'
+        },
+        {
+            $ref: '#/components/schemas/VehicleIdleEvent'
+        },
+        {
+            $ref: '#/components/schemas/DeliveryAssignedEvent'
+        },
+        {
+            $ref: '#/components/schemas/TaskAssignedEvent'
+        },
+        {
+            $ref: '#/components/schemas/TaskDueSoonEvent'
+        },
+        {
+            $ref: '#/components/schemas/TaskOverdueEvent'
+        },
+        {
+            $ref: '#/components/schemas/InboxMessageReceivedEvent'
+        },
+        {
+            $ref: '#/components/schemas/InboxAssignedEvent'
+        },
+        {
+            $ref: '#/components/schemas/InvestorPayoutReadyEvent'
+        },
+        {
+            $ref: '#/components/schemas/InvestorPayoutGeneratedEvent'
+        },
+        {
+            $ref: '#/components/schemas/InvestorReportDueEvent'
+        },
+        {
+            $ref: '#/components/schemas/DocumentEsignTimeoutEvent'
+        },
+        {
+            $ref: '#/components/schemas/IntegrationFailedEvent'
+        }
+    ]
+} as const;
+
+export const EventFeedPageSchema = {
+    type: 'object',
+    description: 'A page of the event feed, oldest first, and where to read on from.',
+    required: [
+        'rows',
+        'nextCursor',
+        'hasMore'
+    ],
+    properties: {
+        rows: {
+            type: 'array',
+            maxItems: 200,
+            items: {
+                $ref: '#/components/schemas/EventFeedItem'
+            }
+        },
+        nextCursor: {
+            description: 'Pass it as `after` to read the events after this page: the last item\'s position, or the `after` sent when the page is empty. Null only when no `after` was sent and there is no event yet.',
+            anyOf: [
+                {
+                    type: 'string',
+                    maxLength: 200
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        hasMore: {
+            type: 'boolean',
+            description: 'True when more events can be read now (the page was full); false when this page reached the end.'
         }
     }
 } as const;

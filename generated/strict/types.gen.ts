@@ -485,7 +485,7 @@ export type DeliveryStatus = 'queued' | 'retrying' | 'accepted' | 'failed' | 'he
 export type DeliveryEventName = EventName | 'webhook.test';
 
 /**
- * How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset or TLS failure), `dns` (the URL's host name did not resolve: no such name, no address, a name server failure, or no answer within the lookup's 3 seconds; nothing was sent), `blocked_destination` (the URL's host is, or resolved to, a private, loopback, link-local or reserved address, which is never connected to; `error` names its class, and the address only when the URL itself is one, never the address a name resolved to). A delivery's `lastErrorKind` may also be `endpoint_deleted`: the endpoint was deleted before the delivery was sent, and it was marked failed without an attempt. New kinds may be added.
+ * How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset or TLS failure; also, where the service's operator sends deliveries through an egress proxy, a proxy that refused the tunnel or could not be reached: `error` says so, without naming the proxy, and nothing was sent), `dns` (the URL's host name did not resolve: no such name, no address, a name server failure, or no answer within the lookup's 3 seconds; nothing was sent), `blocked_destination` (the URL's host is, or resolved to, a private, loopback, link-local or reserved address, which is never connected to; `error` names its class, and the address only when the URL itself is one, never the address a name resolved to). A delivery's `lastErrorKind` may also be `endpoint_deleted`: the endpoint was deleted before the delivery was sent, and it was marked failed without an attempt. New kinds may be added.
  */
 export type AttemptErrorKind = 'timeout' | 'connection' | 'dns' | 'redirect' | 'status' | 'blocked_destination' | 'endpoint_deleted';
 
@@ -581,6 +581,26 @@ export type DeliveryPayload = {
     data: {
         [key: string]: unknown;
     };
+};
+
+/**
+ * One event of the feed: exactly the delivery payload of its event (its schema under `webhooks`), except that `id` is the event's id (unique per event, the same on every read) where a delivery carries its own. New events may be added to the catalogue: ignore an item whose `event` you do not know.
+ */
+export type EventFeedItem = BookingConfirmedEvent | BookingCompletedEvent | BookingDeliveryDueEvent | BookingReturnDueEvent | BookingExtendedEvent | BookingEndingSoonEvent | PaymentCapturedEvent | PaymentRefundedEvent | PaymentDepositHeldEvent | PaymentCanceledEvent | InvoiceIssuedEvent | InvoiceDueSoonEvent | InvoiceOverdueEvent | InstallmentDueSoonEvent | InstallmentOverdueEvent | FineCreatedEvent | QuoteSentEvent | QuoteViewedEvent | QuoteAcceptedEvent | QuoteDeclinedEvent | QuoteExpiredEvent | LeadCreatedEvent | DealCreatedEvent | DealStageChangedEvent | VehicleMaintenanceDueEvent | VehicleDocumentExpiringEvent | VehicleIdleEvent | DeliveryAssignedEvent | TaskAssignedEvent | TaskDueSoonEvent | TaskOverdueEvent | InboxMessageReceivedEvent | InboxAssignedEvent | InvestorPayoutReadyEvent | InvestorPayoutGeneratedEvent | InvestorReportDueEvent | DocumentEsignTimeoutEvent | IntegrationFailedEvent;
+
+/**
+ * A page of the event feed, oldest first, and where to read on from.
+ */
+export type EventFeedPage = {
+    rows: Array<EventFeedItem>;
+    /**
+     * Pass it as `after` to read the events after this page: the last item's position, or the `after` sent when the page is empty. Null only when no `after` was sent and there is no event yet.
+     */
+    nextCursor: string | null;
+    /**
+     * True when more events can be read now (the page was full); false when this page reached the end.
+     */
+    hasMore: boolean;
 };
 
 /**
@@ -3212,6 +3232,26 @@ export type DeliveryLimit = number;
  */
 export type DeliveryCursor = string;
 
+/**
+ * The `nextCursor` of the previous answer, sent with the same `types`: the events after it. Omit it to read from the oldest event kept. Opaque and signed: see Paging in the introduction.
+ */
+export type EventFeedAfter = string;
+
+/**
+ * Only these events, comma-separated (`types=booking.confirmed,invoice.overdue`); each must be an event of the `webhooks` catalogue other than `webhook.test`. Omit it for every event of the feed.
+ */
+export type EventFeedTypes = Array<EventName>;
+
+/**
+ * The most events to return.
+ */
+export type EventFeedLimit = number;
+
+/**
+ * Seconds to hold the request open when there is no event after `after` (long polling): it is answered within about a second of the next event, or with an empty page when the wait ends. 0 (the default) answers at once.
+ */
+export type EventFeedWait = number;
+
 export type GetMeData = {
     body?: never;
     headers?: {
@@ -3909,6 +3949,68 @@ export type GetWebhookDeliveryResponses = {
 };
 
 export type GetWebhookDeliveryResponse = GetWebhookDeliveryResponses[keyof GetWebhookDeliveryResponses];
+
+export type ListEventsData = {
+    body?: never;
+    path?: never;
+    query?: {
+        /**
+         * The `nextCursor` of the previous answer, sent with the same `types`: the events after it. Omit it to read from the oldest event kept. Opaque and signed: see Paging in the introduction.
+         */
+        after?: string;
+        /**
+         * Only these events, comma-separated (`types=booking.confirmed,invoice.overdue`); each must be an event of the `webhooks` catalogue other than `webhook.test`. Omit it for every event of the feed.
+         */
+        types?: Array<EventName>;
+        /**
+         * The most events to return.
+         */
+        limit?: number;
+        /**
+         * Seconds to hold the request open when there is no event after `after` (long polling): it is answered within about a second of the next event, or with an empty page when the wait ends. 0 (the default) answers at once.
+         */
+        wait?: number;
+    };
+    url: '/v1/events';
+};
+
+export type ListEventsErrors = {
+    /**
+     * A parameter is invalid: `error.code` is `invalid_request` and `error.reason` names it: `after` (not a cursor of this feed, for this workspace and `types`), `types` (an event that is not in the feed, or `webhook.test`), `limit` (not an integer from 1 to 200) or `wait` (not an integer from 0 to 30).
+     */
+    400: ErrorResponse;
+    /**
+     * The API key is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * The workspace is frozen.
+     */
+    403: ErrorResponse;
+    /**
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a valid key is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id; retrying may help.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage) or a statement of this request ran past its time limit (see Limits), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
+     */
+    503: ErrorResponse;
+};
+
+export type ListEventsError = ListEventsErrors[keyof ListEventsErrors];
+
+export type ListEventsResponses = {
+    /**
+     * The events after `after` (at most `limit`), oldest first, with the cursor to read on from. Empty when there is nothing after it (after the wait, when `wait` was given).
+     */
+    200: EventFeedPage;
+};
+
+export type ListEventsResponse = ListEventsResponses[keyof ListEventsResponses];
 
 export type GetHealthData = {
     body?: never;

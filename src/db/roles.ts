@@ -84,8 +84,9 @@ const GRANTS: Record<ServiceRole, string[]> = {
     // (the key cache's LISTEN and its heartbeat's NOTIFY, src/api/key-cache.ts, need no grant, even read-only)
     // the endpoint list: never the signing secrets
     `GRANT SELECT ${ENDPOINT_COLUMNS_WITHOUT_SECRETS} ON webhook_endpoints TO %s`,
-    // the delivery log (deliveries and their attempts); the test operation queues a webhook.test event, its
-    // delivery, and remembers the Idempotency-Key
+    // the delivery log (deliveries and their attempts) and the event feed (events, GET /v1/events: its long polls'
+    // LISTEN needs no grant); the test operation queues a webhook.test event, its delivery, and remembers the
+    // Idempotency-Key
     `GRANT SELECT, INSERT ON events, deliveries TO %s`,
     `GRANT SELECT ON delivery_attempts TO %s`,
     `GRANT SELECT, INSERT ON test_idempotency_keys TO %s`,

@@ -45,7 +45,7 @@ export interface DispatcherOptions {
   workspaceIds?: string[];
   /** Where attempts, lag and switch-offs are counted. */
   metrics?: ServiceMetrics;
-  /** Which destinations may be reached, and how names are resolved. Default: the environment's (FRS_ALLOW_PRIVATE_WEBHOOK_URLS, FRS_WEBHOOK_ALLOWED_CIDRS, FRS_WEBHOOK_DNS_SERVERS). */
+  /** Which destinations may be reached, and how names are resolved. Default: the environment's (FRS_ALLOW_PRIVATE_WEBHOOK_URLS, FRS_WEBHOOK_ALLOWED_CIDRS, FRS_WEBHOOK_DNS_SERVERS), with its egress proxy (FRS_WEBHOOK_PROXY). */
   destinationPolicy?: DestinationPolicy;
 }
 
@@ -150,7 +150,7 @@ export class Dispatcher {
     };
     this.sending = {
       timeoutMs: attemptTimeoutMs,
-      destinationPolicy: options.destinationPolicy ?? processConfig().destinationPolicy,
+      destinationPolicy: options.destinationPolicy ?? processConfig().deliveryPolicy,
     };
     this.recording = { db: options.db, logger, metrics: options.metrics, owner: this.owner };
     this.failures = new SweepFailures(logger, this.pollIntervalMs);

@@ -1,12 +1,14 @@
 import type { Dispatcher as HttpDispatcher } from 'undici';
 import { BlockedDestinationError, guardedAgent, type DestinationPolicy } from './destination-policy.js';
 import { processConfig } from '../config.js';
+import { EgressProxyError } from './egress-proxy.js';
 import { NameResolutionError } from './name-resolution.js';
 import { signatureHeader, standardWebhooksHeaders } from './signing.js';
 
 // One HTTP attempt of one delivery: sign with the real clock, POST the fixed body bytes, never follow a redirect,
 // give up when the whole exchange (connect, headers, the first 4 KiB of the body) takes longer than the time-out.
-// Requests go through the agent of the destination policy, whose connector refuses private addresses.
+// Requests go through the agent of the destination policy, whose connector refuses private addresses (through the
+// egress proxy when one is set: egress-proxy.ts).
 
 export const DEFAULT_ATTEMPT_TIMEOUT_MS = 10_000;
 /** How much of the response body an attempt keeps. */
@@ -39,7 +41,7 @@ export interface AttemptOutcome {
   responseBody: string | null;
   /**
    * What only the operator may read of the failure (for the log, never recorded): a refused destination's address
-   * and the settings that would allow it, where `error` names its class only.
+   * and the settings that would allow it, where `error` names its class only; the egress proxy's address.
    */
   detail?: string;
 }
@@ -104,7 +106,7 @@ type Result = Omit<AttemptOutcome, 'startedAt' | 'durationMs'>;
  */
 export function attemptDelivery(req: AttemptRequest, options: AttemptOptions = {}): Promise<AttemptOutcome> {
   const timeoutMs = options.timeoutMs ?? DEFAULT_ATTEMPT_TIMEOUT_MS;
-  const via = options.via ?? guardedAgent(options.policy ?? processConfig().destinationPolicy);
+  const via = options.via ?? guardedAgent(options.policy ?? processConfig().deliveryPolicy);
   return new Promise<AttemptOutcome>((resolve) => {
     const exchange = new Exchange(req, timeoutMs, resolve);
     try {
@@ -263,6 +265,19 @@ function failureOf(err: unknown): Result {
       error: blocked.recorded,
       responseBody: null,
       detail: blocked.message,
+    };
+  }
+  // The egress proxy could not be reached or refused the tunnel: a connection failure whose record names neither the
+  // proxy's address nor its credentials (the log's detail names the address).
+  const proxied = err instanceof EgressProxyError ? err : (err as { cause?: unknown })?.cause;
+  if (proxied instanceof EgressProxyError) {
+    return {
+      ok: false,
+      statusCode: null,
+      errorKind: 'connection',
+      error: proxied.recorded,
+      responseBody: null,
+      detail: proxied.message,
     };
   }
   // A name that did not resolve (within the lookup's deadline): its own kind, so a DNS outage reads as one.

@@ -631,9 +631,57 @@ describe('the settings screen (/portal) in a browser', function () {
     await page.getByText('Description, fields and example of booking.confirmed').click();
     const example = JSON.parse((await page.getByLabel('Example payload of booking.confirmed').textContent())!);
     expect(example.data).to.deep.equal(bookingConfirmedData());
+    // The document's Markdown is shown as text: `confirmed` is a code element, no backtick is left on the page.
+    const confirmed = page.getByRole('article', { name: 'booking.confirmed' });
+    const firstParagraph = confirmed.locator('.description p').first();
+    expect(await firstParagraph.textContent()).to.equal('Fires when a booking reaches status confirmed.');
+    expect(await firstParagraph.locator('code').allTextContents()).to.deep.equal(['confirmed']);
+    const shown = await page.locator('.event .summary, .event .description').allTextContents();
+    expect(shown.length).to.be.greaterThan(20);
+    expect(shown.filter((text) => /[`]|\*\*|\]\(/.test(text))).to.deep.equal([]);
     for (const language of ['Node.js', 'Python', 'Go'])
       await page.getByRole('heading', { level: 3, name: language }).waitFor();
     await shot(page, 'events', false);
+  });
+
+  it("renders the catalogue's Markdown as plain elements, never as markup: links as their text, HTML as characters", async () => {
+    // The catalogue as the document could word it: the test rewrites one description of the real answer.
+    const markdown = [
+      'Sent **at least once**, *never* in order; see [Standard Webhooks](https://www.standardwebhooks.com/).',
+      'What `data` holds:\n- `bookingId`, the booking\n- `fleet`, its **fleet**',
+      'Shown as typed: <img src=x onerror="document.title=\'pwned\'"> and <b>bold</b>.',
+    ].join('\n\n');
+    const other = watch(await context.newPage());
+    await other.route('**/event-types', async (route) => {
+      fabricated.add(`GET ${route.request().url()}`);
+      const response = await route.fetch();
+      const body = await response.json();
+      const row = body.rows.find((r: { event: string }) => r.event === 'booking.confirmed');
+      row.description = markdown;
+      await route.fulfill({ response, json: body });
+    });
+    await other.goto(`${screen.url}/portal/events`);
+    await other.getByRole('heading', { level: 1, name: 'Event catalogue' }).waitFor();
+    const article = other.getByRole('article', { name: 'booking.confirmed' });
+    await article.getByText('Description, fields and example of booking.confirmed').click();
+    const description = article.locator('.description');
+    expect(await description.locator('p').allTextContents()).to.deep.equal([
+      'Sent at least once, never in order; see Standard Webhooks.',
+      'What data holds:',
+      'Shown as typed: <img src=x onerror="document.title=\'pwned\'"> and <b>bold</b>.',
+    ]);
+    expect(await description.locator('strong').allTextContents()).to.deep.equal(['at least once', 'fleet']);
+    expect(await description.locator('em').allTextContents()).to.deep.equal(['never']);
+    expect(await description.getByRole('listitem').allTextContents()).to.deep.equal([
+      'bookingId, the booking',
+      'fleet, its fleet',
+    ]);
+    expect(await description.locator('code').allTextContents()).to.deep.equal(['data', 'bookingId', 'fleet']);
+    // No link off the screen, no element the text named, no script run.
+    expect(await description.locator('a, img, b').count()).to.equal(0);
+    expect(await other.title()).not.to.equal('pwned');
+    await shot(other, 'events-markdown', false);
+    await other.close();
   });
 
   it('refuses the link a second time, in words (the session POST is 401)', async () => {

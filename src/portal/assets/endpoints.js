@@ -22,6 +22,7 @@ import {
   uid,
   zonedToIso,
 } from './dom.js';
+import { inlineMarkdown } from './markdown.js';
 
 const path = (id, rest = '') => `/endpoints/${encodeURIComponent(id)}${rest}`;
 
@@ -65,7 +66,12 @@ function eventsField(types, selected = []) {
           'div',
           { class: 'check' },
           box,
-          h('label', { for: box.id }, h('code', {}, type.event), h('span', { class: 'muted' }, ` ${type.summary}`)),
+          h(
+            'label',
+            { for: box.id },
+            h('code', {}, type.event),
+            h('span', { class: 'muted' }, ' ', inlineMarkdown(type.summary)),
+          ),
         );
       }),
     ),

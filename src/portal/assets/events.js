@@ -2,6 +2,7 @@
 // receiver verifies a signature (Standard Webhooks headers, as the README's receiver section describes them).
 import { eventTypes, grouped } from './api.js';
 import { h, jsonBlock, replace } from './dom.js';
+import { inlineMarkdown, markdownBlocks } from './markdown.js';
 
 /** The fields of an example `data`, dotted paths with their JSON types: [["bookingId", "string"], ...]. */
 function fields(value, prefix = '') {
@@ -119,16 +120,13 @@ export async function eventsPage(ctx) {
           'article',
           { class: 'card event', 'aria-labelledby': slug(type.event) },
           h('h3', { id: slug(type.event) }, h('code', {}, type.event)),
-          h('p', { class: 'summary' }, type.summary),
+          h('p', { class: 'summary' }, inlineMarkdown(type.summary)),
           h(
             'details',
             {},
             h('summary', {}, `Description, fields and example of ${type.event}`),
-            h(
-              'div',
-              { class: 'description' },
-              type.description.split(/\n{2,}/).map((paragraph) => h('p', {}, paragraph)),
-            ),
+            // (the document's Markdown, as text and plain elements: markdown.js)
+            h('div', { class: 'description' }, markdownBlocks(type.description)),
             h('h4', {}, 'Fields of data'),
             list.length
               ? h(
