@@ -31113,7 +31113,7 @@ validate360.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false}
 
 exports.WebhookEndpointList = validate363;
 const schema543 = {"type":"object","description":"The workspace's webhook endpoints, oldest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":10000,"description":"Endpoints, oldest first.","items":{"$ref":"#/$defs/WebhookEndpoint"}}},"additionalProperties":false};
-const schema544 = {"type":"object","description":"A registered webhook endpoint. The signing secret (and an ed25519 private key) is never returned.","required":["id","name","url","events","isActive","disabledAt","disabledReason","lastSuccessAt","consecutiveFailures","signatureScheme","publicKey","previousSchemeExpiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"type":"string","maxLength":200,"description":"The endpoint's name.","example":"Accounting sync"},"url":{"type":"string","maxLength":2048,"format":"uri","description":"Where deliveries are POSTed.","example":"https://hooks.example.ae/fleet"},"events":{"type":"array","maxItems":200,"description":"Subscribed events; an empty list means every event.","uniqueItems":true,"items":{"$ref":"#/$defs/EventName"}},"isActive":{"type":"boolean","description":"False once the endpoint is switched off (after 20 failed attempts in a row, or by an operator)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"disabledReason":{"description":"Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.","oneOf":[{"$ref":"#/$defs/EndpointDisabledReason"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","maximum":2147483647,"minimum":0,"description":"Failed attempts in a row across the endpoint's deliveries; a success resets it to 0."},"signatureScheme":{"$ref":"#/$defs/SignatureScheme"},"publicKey":{"description":"The ed25519 public key to verify `v1a` signatures with (`whpk_` and the base64 of its raw 32 bytes, as Standard Webhooks writes it), while `signatureScheme` is `ed25519`; null for `hmac-sha256`. Not a secret.","anyOf":[{"type":"string","minLength":49,"maxLength":49,"pattern":"^whpk_[A-Za-z0-9+/]{43}=$","example":"whpk_6kpsY+KcUgq+9VB7Ey7F+ZVHdq6+vnuSQh7qaRRG0iw="},{"type":"null"}]},"previousSchemeExpiresAt":{"description":"After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
+const schema544 = {"type":"object","description":"A registered webhook endpoint. The signing secret (and an ed25519 private key) is never returned.","required":["id","name","url","events","isActive","disabledAt","disabledReason","lastSuccessAt","consecutiveFailures","signatureScheme","publicKey","previousSchemeExpiresAt","rateLimit"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"type":"string","maxLength":200,"description":"The endpoint's name.","example":"Accounting sync"},"url":{"type":"string","maxLength":2048,"format":"uri","description":"Where deliveries are POSTed.","example":"https://hooks.example.ae/fleet"},"events":{"type":"array","maxItems":200,"description":"Subscribed events; an empty list means every event.","uniqueItems":true,"items":{"$ref":"#/$defs/EventName"}},"isActive":{"type":"boolean","description":"False once the endpoint is switched off (after 20 failed attempts in a row, or by an operator)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"disabledReason":{"description":"Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.","oneOf":[{"$ref":"#/$defs/EndpointDisabledReason"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","maximum":2147483647,"minimum":0,"description":"Failed attempts in a row across the endpoint's deliveries; a success resets it to 0."},"signatureScheme":{"$ref":"#/$defs/SignatureScheme"},"publicKey":{"description":"The ed25519 public key to verify `v1a` signatures with (`whpk_` and the base64 of its raw 32 bytes, as Standard Webhooks writes it), while `signatureScheme` is `ed25519`; null for `hmac-sha256`. Not a secret.","anyOf":[{"type":"string","minLength":49,"maxLength":49,"pattern":"^whpk_[A-Za-z0-9+/]{43}=$","example":"whpk_6kpsY+KcUgq+9VB7Ey7F+ZVHdq6+vnuSQh7qaRRG0iw="},{"type":"null"}]},"previousSchemeExpiresAt":{"description":"After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"rateLimit":{"type":["integer","null"],"format":"int32","minimum":1,"maximum":1000,"description":"The most deliveries a second sent to the endpoint, set by the operator (the admin API, the CLI or the settings screen) for a receiver sized for a certain rate; null: no throttle. After a quiet spell up to `rateLimit` deliveries go at once, then one every 1/`rateLimit` seconds; in any span of t seconds at most `rateLimit` x (t + 1) are taken for sending, by every webhook worker together. Deliveries waiting for it stay queued.","example":10}},"additionalProperties":false};
 const schema548 = {"type":"string","enum":["failures","gone","manual"],"description":"Why an endpoint was switched off: `failures` (20 failed attempts in a row), `gone` (its receiver answered `410 Gone`), `manual` (switched off by an operator, the admin API or the settings screen).","example":"failures"};
 const schema550 = {"type":"string","enum":["hmac-sha256","ed25519"],"description":"How an endpoint's deliveries are signed (see Verifying a delivery). `hmac-sha256`: with the endpoint's signing secret (`webhook-signature: v1,...` and `service-signature`). `ed25519`: with the endpoint's key pair (`webhook-signature: v1a,...`), verified with its public key (`publicKey`): the receiver holds no secret.","example":"ed25519"};
 const func0 = require("ajv/dist/runtime/equal").default;
@@ -31133,7 +31133,7 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((((((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.disabledReason === undefined) && (missing0 = "disabledReason"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))) || ((data.signatureScheme === undefined) && (missing0 = "signatureScheme"))) || ((data.publicKey === undefined) && (missing0 = "publicKey"))) || ((data.previousSchemeExpiresAt === undefined) && (missing0 = "previousSchemeExpiresAt"))){
+if((((((((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.disabledReason === undefined) && (missing0 = "disabledReason"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))) || ((data.signatureScheme === undefined) && (missing0 = "signatureScheme"))) || ((data.publicKey === undefined) && (missing0 = "publicKey"))) || ((data.previousSchemeExpiresAt === undefined) && (missing0 = "previousSchemeExpiresAt"))) || ((data.rateLimit === undefined) && (missing0 = "rateLimit"))){
 validate364.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
@@ -31801,6 +31801,40 @@ var valid0 = _errs48 === errors;
 }
 else {
 var valid0 = true;
+}
+if(valid0){
+if(data.rateLimit !== undefined){
+let data13 = data.rateLimit;
+const _errs55 = errors;
+if((!(((typeof data13 == "number") && (!(data13 % 1) && !isNaN(data13))) && (isFinite(data13)))) && (data13 !== null)){
+validate364.errors = [{instancePath:instancePath+"/rateLimit",schemaPath:"#/properties/rateLimit/type",keyword:"type",params:{type: schema544.properties.rateLimit.type},message:"must be integer,null"}];
+return false;
+}
+if(errors === _errs55){
+if((typeof data13 == "number") && (isFinite(data13))){
+if(data13 > 1000 || isNaN(data13)){
+validate364.errors = [{instancePath:instancePath+"/rateLimit",schemaPath:"#/properties/rateLimit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000},message:"must be <= 1000"}];
+return false;
+}
+else {
+if(data13 < 1 || isNaN(data13)){
+validate364.errors = [{instancePath:instancePath+"/rateLimit",schemaPath:"#/properties/rateLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
+return false;
+}
+else {
+if(!(formats180.validate(data13))){
+validate364.errors = [{instancePath:instancePath+"/rateLimit",schemaPath:"#/properties/rateLimit/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
+}
+}
+}
+var valid0 = _errs55 === errors;
+}
+else {
+var valid0 = true;
+}
 }
 }
 }

@@ -474,7 +474,8 @@ export const EndpointSchema = {
         'consecutiveFailures',
         'signatureScheme',
         'publicKey',
-        'previousSchemeExpiresAt'
+        'previousSchemeExpiresAt',
+        'rateLimit'
     ],
     properties: {
         id: {
@@ -557,6 +558,9 @@ export const EndpointSchema = {
                     type: 'null'
                 }
             ]
+        },
+        rateLimit: {
+            $ref: '#/components/schemas/EndpointRateLimit'
         }
     }
 } as const;
@@ -612,6 +616,18 @@ export const EndpointEventsSchema = {
     ]
 } as const;
 
+export const EndpointRateLimitSchema = {
+    type: [
+        'integer',
+        'null'
+    ],
+    format: 'int32',
+    minimum: 1,
+    maximum: 1000,
+    description: 'The most deliveries a second sent to the endpoint, for a receiver sized for a certain rate; null (the default): no throttle. It holds across every webhook worker process: a token bucket kept in the database holds one second\'s worth (`rateLimit` deliveries) and refills at `rateLimit` a second, so after a quiet spell up to `rateLimit` deliveries go at once and then one every 1/`rateLimit` seconds; in any span of t seconds at most `rateLimit` x (t + 1) are taken for sending (each is sent within half a second of being taken, or put back). Deliveries waiting for the throttle stay queued (`pending`, their `nextAttemptAt` unchanged) and take no share of the sending capacity from other endpoints or workspaces; a test delivery waits its turn too. A whole number from 1 to 1000; anything else is 400 `reason` `rateLimit`.',
+    example: 10
+} as const;
+
 export const AllowDuplicateUrlSchema = {
     type: 'boolean',
     description: 'True: take the URL even though another endpoint of the workspace already has it. Left out or false: that is 409 `reason` `url`.'
@@ -639,6 +655,9 @@ export const EndpointCreateSchema = {
         },
         signatureScheme: {
             $ref: '#/components/schemas/SignatureScheme'
+        },
+        rateLimit: {
+            $ref: '#/components/schemas/EndpointRateLimit'
         }
     }
 } as const;
@@ -660,6 +679,9 @@ export const EndpointUpdateSchema = {
         },
         allowDuplicateUrl: {
             $ref: '#/components/schemas/AllowDuplicateUrl'
+        },
+        rateLimit: {
+            $ref: '#/components/schemas/EndpointRateLimit'
         }
     }
 } as const;
@@ -685,6 +707,7 @@ export const CreatedEndpointSchema = {
         'disabledReason',
         'lastSuccessAt',
         'consecutiveFailures',
+        'rateLimit',
         'secret',
         'signatureScheme',
         'publicKey',
@@ -746,6 +769,9 @@ export const CreatedEndpointSchema = {
             minimum: 0,
             maximum: 2147483647,
             description: 'Failed attempts in a row across the endpoint\'s deliveries.'
+        },
+        rateLimit: {
+            $ref: '#/components/schemas/EndpointRateLimit'
         },
         secret: {
             $ref: '#/components/schemas/SigningSecret'

@@ -275,6 +275,7 @@ export type Endpoint = {
      * After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.
      */
     previousSchemeExpiresAt: Timestamp | null;
+    rateLimit: EndpointRateLimit;
 };
 
 /**
@@ -303,6 +304,11 @@ export type EndpointUrl = string;
 export type EndpointEvents = Array<string>;
 
 /**
+ * The most deliveries a second sent to the endpoint, for a receiver sized for a certain rate; null (the default): no throttle. It holds across every webhook worker process: a token bucket kept in the database holds one second's worth (`rateLimit` deliveries) and refills at `rateLimit` a second, so after a quiet spell up to `rateLimit` deliveries go at once and then one every 1/`rateLimit` seconds; in any span of t seconds at most `rateLimit` x (t + 1) are taken for sending (each is sent within half a second of being taken, or put back). Deliveries waiting for the throttle stay queued (`pending`, their `nextAttemptAt` unchanged) and take no share of the sending capacity from other endpoints or workspaces; a test delivery waits its turn too. A whole number from 1 to 1000; anything else is 400 `reason` `rateLimit`.
+ */
+export type EndpointRateLimit = number | null;
+
+/**
  * True: take the URL even though another endpoint of the workspace already has it. Left out or false: that is 409 `reason` `url`.
  */
 export type AllowDuplicateUrl = boolean;
@@ -316,6 +322,7 @@ export type EndpointCreate = {
     events?: EndpointEvents;
     allowDuplicateUrl?: AllowDuplicateUrl;
     signatureScheme?: SignatureScheme;
+    rateLimit?: EndpointRateLimit;
 };
 
 /**
@@ -326,6 +333,7 @@ export type EndpointUpdate = {
     name?: EndpointName;
     events?: EndpointEvents;
     allowDuplicateUrl?: AllowDuplicateUrl;
+    rateLimit?: EndpointRateLimit;
 };
 
 /**
@@ -361,6 +369,7 @@ export type CreatedEndpoint = {
      * Failed attempts in a row across the endpoint's deliveries.
      */
     consecutiveFailures: number;
+    rateLimit: EndpointRateLimit;
     secret: SigningSecret;
     signatureScheme: SignatureScheme;
     /**

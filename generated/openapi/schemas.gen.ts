@@ -898,7 +898,8 @@ export const WebhookEndpointSchema = {
         'consecutiveFailures',
         'signatureScheme',
         'publicKey',
-        'previousSchemeExpiresAt'
+        'previousSchemeExpiresAt',
+        'rateLimit'
     ],
     properties: {
         id: {
@@ -998,6 +999,17 @@ export const WebhookEndpointSchema = {
                     type: 'null'
                 }
             ]
+        },
+        rateLimit: {
+            type: [
+                'integer',
+                'null'
+            ],
+            format: 'int32',
+            minimum: 1,
+            maximum: 1000,
+            description: 'The most deliveries a second sent to the endpoint, set by the operator (the admin API, the CLI or the settings screen) for a receiver sized for a certain rate; null: no throttle. After a quiet spell up to `rateLimit` deliveries go at once, then one every 1/`rateLimit` seconds; in any span of t seconds at most `rateLimit` x (t + 1) are taken for sending, by every webhook worker together. Deliveries waiting for it stay queued.',
+            example: 10
         }
     }
 } as const;

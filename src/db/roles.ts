@@ -63,7 +63,7 @@ const RECORD_TABLES = [...DOMAIN_TABLES.slice(1, 14), 'customers'];
 const ROLLUP_TABLES = DOMAIN_TABLES.slice(14);
 const CUSTOMER_COLUMNS = '(id, workspace_id, name)';
 const ENDPOINT_COLUMNS_WITHOUT_SECRETS =
-  '(id, workspace_id, name, url, events, is_active, disabled_at, disabled_reason, last_success_at, consecutive_failures, created_at, deleted_at)';
+  '(id, workspace_id, name, url, events, is_active, disabled_at, disabled_reason, last_success_at, consecutive_failures, created_at, deleted_at, rate_limit)';
 /** Which master key seals an endpoint's secrets, and until when the previous one signs: not secret. */
 const ENDPOINT_SEALING_IDS = 'secret_key_id, previous_secret_key_id, previous_secret_expires_at';
 /** How an endpoint signs (the scheme, its switch's overlap, the ed25519 public keys): not secret, shown to every client. */
@@ -106,6 +106,8 @@ const GRANTS: Record<ServiceRole, string[]> = {
     // signing (the sealed secrets) and the endpoints' delivery state
     `GRANT SELECT ON webhook_endpoints TO %s`,
     `GRANT UPDATE (consecutive_failures, last_success_at, is_active, disabled_at, disabled_reason) ON webhook_endpoints TO %s`,
+    // the throttled endpoints' token buckets, made and taken by the claim (src/webhooks/rate-limits.ts)
+    `GRANT SELECT, INSERT, UPDATE ON webhook_rate_buckets TO %s`,
     // the calendar sweep and the outbox record events and fan them out; the dispatcher records attempts
     `GRANT SELECT, INSERT ON events, delivery_attempts TO %s`,
     `GRANT SELECT, INSERT, UPDATE ON deliveries TO %s`,

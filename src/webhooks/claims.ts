@@ -5,6 +5,7 @@ import type { PendingDispatch } from './dispatch.js';
 import { PENDING } from './endpoint-lifecycle.js';
 import { fairCandidates, type InFlightShares } from './fairness.js';
 import { tenantOf } from './platform-events.js';
+import { NEXT_TOKEN_SQL, RATE_CONTENDED_SQL, RATE_TAKEN_SQL } from './rate-limits.js';
 import { rows } from '../queries/common.js';
 import { openPrivateKey, openSigningSecrets } from './sealing.js';
 import { ed25519PrivateKey } from './signing.js';
@@ -44,12 +45,14 @@ type SealedClaim = Omit<PendingDispatch, 'secrets'> & {
 
 /**
  * Leases up to `limit` due deliveries in fair order (fairness.ts), within the free per-endpoint and per-workspace
- * slots of `held`. `contended`: some due candidates were skipped because another dispatcher was locking them.
+ * slots of `held` and the throttled endpoints' token buckets (rate-limits.ts). `contended`: some due candidates, or a
+ * throttled endpoint's bucket, were skipped because another dispatcher was locking them. `nextTokenInMs`: when a
+ * throttled endpoint whose bucket this claim emptied has its next token (null: none did).
  */
 export async function claimDue(
   settings: ClaimSettings,
   { limit, now, held }: { limit: number; now: Date; held: InFlightShares },
-): Promise<{ claims: PendingDispatch[]; contended: boolean }> {
+): Promise<{ claims: PendingDispatch[]; contended: boolean; nextTokenInMs: number | null }> {
   const fair = fairCandidates({
     shares: held,
     now,
@@ -60,7 +63,7 @@ export async function claimDue(
     pending: PENDING,
     testEvent: TEST_EVENT,
   });
-  const [result] = await rows<{ claims: SealedClaim[]; contended: boolean }>(
+  const [result] = await rows<{ claims: SealedClaim[]; contended: boolean; nextTokenInMs: number | null }>(
     settings.db,
     `WITH ${fair.sql}, locked AS (
        SELECT d.id FROM deliveries d
@@ -87,10 +90,12 @@ export async function claimDue(
            THEN encode(w.previous_signing_private_key_sealed, 'base64') END AS "previousPrivateKeySealed",
          -- the destinations the workspace's own setting opens, checked at connect time
          coalesce((SELECT ws.webhook_allowed_cidrs FROM workspaces ws WHERE ws.id = d.workspace_id), '{}') AS "allowedCidrs"
-     )
+     ), ${RATE_TAKEN_SQL}
      -- in the fair order: the claims are sent in it
      SELECT coalesce((SELECT json_agg(c ORDER BY f.claim_order) FROM claimed c JOIN candidates f ON f.id = c."deliveryId"), '[]') AS claims,
-            (SELECT count(*) FROM candidates) > (SELECT count(*) FROM claimed) AS contended`,
+            (SELECT count(*) FROM candidates) > (SELECT count(*) FROM claimed)
+              OR ${RATE_CONTENDED_SQL} AS contended,
+            ${NEXT_TOKEN_SQL}::int AS "nextTokenInMs"`,
     { ...fair.bindings, owner: settings.owner, leaseMs: settings.leaseMs },
     { prepared: true, indexPlans: true },
   );
@@ -100,6 +105,7 @@ export async function claimDue(
   return {
     claims: result.claims.flatMap((claim) => openSecrets(settings.logger, claim, opened)),
     contended: result.contended,
+    nextTokenInMs: result.nextTokenInMs,
   };
 }
 

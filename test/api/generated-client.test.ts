@@ -240,6 +240,7 @@ describe('the generated TypeScript client (generated/openapi), against the serve
           signatureScheme: 'hmac-sha256',
           publicKey: null,
           previousSchemeExpiresAt: null,
+          rateLimit: null,
         },
       ],
     });

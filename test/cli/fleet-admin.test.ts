@@ -353,6 +353,7 @@ describe('fleet-admin CLI', () => {
       'disabledReason',
       'lastSuccessAt',
       'consecutiveFailures',
+      'rateLimit',
       'secret',
       'signatureScheme',
       'publicKey',
@@ -397,6 +398,7 @@ describe('fleet-admin CLI', () => {
       'signatureScheme',
       'publicKey',
       'previousSchemeExpiresAt',
+      'rateLimit',
     );
     expect(off).to.include({
       id: created.id,
@@ -404,6 +406,7 @@ describe('fleet-admin CLI', () => {
       disabledReason: 'manual',
       lastSuccessAt: null,
       consecutiveFailures: 0,
+      rateLimit: null,
     });
     expect(new Date(off.disabledAt).toISOString()).to.equal(off.disabledAt);
 
@@ -415,6 +418,7 @@ describe('fleet-admin CLI', () => {
       disabledAt: null,
       disabledReason: null,
       consecutiveFailures: 0,
+      rateLimit: null,
     });
 
     await Promise.all([

@@ -267,6 +267,7 @@ describe('the OpenAPI document', () => {
           signatureScheme: 'hmac-sha256',
           publicKey: null,
           previousSchemeExpiresAt: null,
+          rateLimit: null,
         },
       ],
     };

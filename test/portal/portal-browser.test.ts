@@ -946,6 +946,39 @@ describe('the settings screen (/portal) in a browser', function () {
     expect((await db('webhook_endpoints').where({ id: spare.id }).first()).deleted_at).to.be.an.instanceOf(Date);
   });
 
+  it("sets an endpoint's rate limit, names a value out of range next to the field, and clears it", async () => {
+    const throttled = await createEndpoint(db, operator, {
+      workspaceId: workspace.id,
+      url: receiver.endpointUrl(),
+      name: 'Throttled',
+      policy: processConfig().destinationPolicy,
+    });
+    await page.goto(`${screen.url}/portal/endpoints/${throttled.id}`);
+    await page.getByRole('heading', { level: 1, name: 'Throttled' }).waitFor();
+    const shown = () => page.getByRole('definition').filter({ hasText: /^(no limit|at most \d+ a second)$/ });
+    expect(await shown().textContent()).to.equal('no limit');
+    const limit = page.getByRole('spinbutton', { name: 'Rate limit (deliveries a second)' });
+    const save = page.getByRole('button', { name: 'Save changes' });
+    for (const wrong of ['1001', '0', '2.5']) {
+      await limit.fill(wrong);
+      await save.click();
+      await page.getByText('Enter a whole number from 1 to 1000, or leave it empty for no limit.').waitFor();
+      expect(await limit.getAttribute('aria-invalid'), wrong).to.equal('true');
+    }
+    expect((await db('webhook_endpoints').where({ id: throttled.id }).first('rate_limit')).rate_limit).to.equal(null);
+    await limit.fill('10');
+    const set = await answerTo('PATCH', adminPath(`/endpoints/${throttled.id}`), () => save.click());
+    expect(set.status()).to.equal(200);
+    expect(set.request().postDataJSON()).to.deep.equal({ rateLimit: 10 });
+    await page.getByText('Changes saved.').waitFor();
+    await shown().filter({ hasText: 'at most 10 a second' }).waitFor();
+    await limit.fill('');
+    const cleared = await answerTo('PATCH', adminPath(`/endpoints/${throttled.id}`), () => save.click());
+    expect(cleared.request().postDataJSON()).to.deep.equal({ rateLimit: null });
+    await shown().filter({ hasText: 'no limit' }).waitFor();
+    expect((await db('webhook_endpoints').where({ id: throttled.id }).first('rate_limit')).rate_limit).to.equal(null);
+  });
+
   it('is usable 360 px wide: no page scrolls sideways', async () => {
     await page.setViewportSize({ width: 360, height: 740 });
     for (const [name, route, heading] of [

@@ -6,6 +6,7 @@ import {
   deleteEndpoint,
   getEndpoint,
   listEndpoints,
+  MAX_RATE_LIMIT,
   setEndpointActive,
   SIGNATURE_SCHEMES,
   switchSignatureScheme,
@@ -22,6 +23,14 @@ import {
 import { cliActor } from '../../core/audit.js';
 import { command, commaList, isoInstant, wholeNumber, type CliIo, type JsonOption } from '../io.js';
 
+/**
+ * `--rate-limit`: a whole number of deliveries a second (its range is checked by the core, as for the APIs), or `none`
+ * (kept as the word: commander takes a null from a parser for a missing argument).
+ */
+const rateLimitOption = (value: string): number | 'none' => (value === 'none' ? 'none' : wholeNumber(value));
+const rateLimitOf = (option: number | 'none' | undefined) => (option === 'none' ? null : option);
+const RATE_LIMIT_HELP = `at most this many deliveries a second to it, 1 to ${MAX_RATE_LIMIT}, across every worker`;
+
 /** Why an endpoint is off, as the CLI says it (the documents' EndpointDisabledReason). */
 const DISABLED_BECAUSE: Record<NonNullable<EndpointRecord['disabledReason']>, string> = {
   failures: 'after 20 failed attempts in a row',
@@ -32,9 +41,11 @@ const describeEndpoint = (e: EndpointRecord) =>
   `endpoint ${e.id} "${e.name}" -> ${e.url} is ${
     e.isActive ? 'enabled' : `disabled since ${e.disabledAt} (${DISABLED_BECAUSE[e.disabledReason ?? 'manual']})`
   }`;
+/** An endpoint's throttle, as the CLI says it after its events: nothing when it has none. */
+const describeRateLimit = (e: EndpointRecord) => (e.rateLimit === null ? '' : `; at most ${e.rateLimit} a second`);
 /** An endpoint as `endpoint list` shows it, one line: its state, its events, its failures in a row and last success. */
 const describeEndpointRow = (e: EndpointRecord) =>
-  `${describeEndpoint(e)}; events: ${e.events.join(', ') || 'all'}; failures in a row: ${e.consecutiveFailures}; last success: ${e.lastSuccessAt ?? 'never'}; ${describeSignature(e)}`;
+  `${describeEndpoint(e)}; events: ${e.events.join(', ') || 'all'}${describeRateLimit(e)}; failures in a row: ${e.consecutiveFailures}; last success: ${e.lastSuccessAt ?? 'never'}; ${describeSignature(e)}`;
 /** How an endpoint signs, with its public key (not a secret: shown whenever asked). */
 const describeSignature = (e: EndpointRecord) =>
   `signed with ${e.signatureScheme}${e.publicKey ? ` (public key ${e.publicKey})` : ''}` +
@@ -65,6 +76,7 @@ function create(endpoint: Command, { config, withDatabase, print }: CliIo): void
       '--signature-scheme <scheme>',
       `${SIGNATURE_SCHEMES.join(' or ')} (default hmac-sha256; ed25519 signs v1a with a key pair of its own)`,
     )
+    .option('--rate-limit <n>', `${RATE_LIMIT_HELP} (default: none)`, rateLimitOption)
     .action(
       async (
         o: JsonOption & {
@@ -74,6 +86,7 @@ function create(endpoint: Command, { config, withDatabase, print }: CliIo): void
           events?: string[];
           allowDuplicateUrl?: boolean;
           signatureScheme?: string;
+          rateLimit?: number | 'none';
         },
       ) => {
         const input = {
@@ -82,6 +95,7 @@ function create(endpoint: Command, { config, withDatabase, print }: CliIo): void
           name: o.name,
           events: o.events,
           allowDuplicateUrl: o.allowDuplicateUrl,
+          rateLimit: rateLimitOf(o.rateLimit),
           policy: config.destinationPolicy,
         };
         const created = await withDatabase(
@@ -93,7 +107,7 @@ function create(endpoint: Command, { config, withDatabase, print }: CliIo): void
           o,
           created,
           (e) =>
-            `endpoint ${e.id} "${e.name}" -> ${e.url} (events: ${e.events.join(', ') || 'all'}); signing secret, shown only this once:\n${e.secret}` +
+            `endpoint ${e.id} "${e.name}" -> ${e.url} (events: ${e.events.join(', ') || 'all'}${describeRateLimit(e)}); signing secret, shown only this once:\n${e.secret}` +
             (e.publicKey ? `\nsigned with ed25519 (v1a): receivers verify with the public key ${e.publicKey}` : ''),
         );
       },
@@ -117,17 +131,35 @@ function enableAndDisable(endpoint: Command, { withDatabase, print }: CliIo): vo
 }
 
 function update(endpoint: Command, { config, withDatabase, print }: CliIo): void {
-  command(endpoint, 'update', "change a webhook endpoint's URL, name or events (those given; the others stay)")
+  command(
+    endpoint,
+    'update',
+    "change a webhook endpoint's URL, name, events or rate limit (those given; the others stay)",
+  )
     .requiredOption('--id <id>', 'the endpoint id')
     .option('--url <url>', 'http or https URL deliveries are POSTed to (queued deliveries go there too)')
     .option('--name <name>', 'display name')
     .option('--events <names>', 'comma-separated event names; "" for every event', commaList)
     .option('--allow-duplicate-url', 'take the URL even though another endpoint of the workspace has it')
+    .option('--rate-limit <n>', `${RATE_LIMIT_HELP}; "none" removes the limit`, rateLimitOption)
     .action(
       async (
-        o: JsonOption & { id: string; url?: string; name?: string; events?: string[]; allowDuplicateUrl?: boolean },
+        o: JsonOption & {
+          id: string;
+          url?: string;
+          name?: string;
+          events?: string[];
+          allowDuplicateUrl?: boolean;
+          rateLimit?: number | 'none';
+        },
       ) => {
-        const changes = { url: o.url, name: o.name, events: o.events, allowDuplicateUrl: o.allowDuplicateUrl };
+        const changes = {
+          url: o.url,
+          name: o.name,
+          events: o.events,
+          allowDuplicateUrl: o.allowDuplicateUrl,
+          rateLimit: rateLimitOf(o.rateLimit),
+        };
         const record = await withDatabase((db) =>
           updateEndpoint(db, cliActor(), {
             endpointId: o.id,
@@ -136,7 +168,11 @@ function update(endpoint: Command, { config, withDatabase, print }: CliIo): void
             policy: config.destinationPolicy,
           }),
         );
-        print(o, record, (e) => `${describeEndpoint(e)} (events: ${e.events.join(', ') || 'all'})`);
+        print(
+          o,
+          record,
+          (e) => `${describeEndpoint(e)} (events: ${e.events.join(', ') || 'all'}${describeRateLimit(e)})`,
+        );
       },
     );
 }

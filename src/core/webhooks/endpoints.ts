@@ -32,6 +32,8 @@ export interface EndpointRecord {
   publicKey: string | null;
   /** Until when, after a switch, the scheme switched away from also signs (a past time: no longer); null: never. */
   previousSchemeExpiresAt: string | null;
+  /** Deliveries a second at most (1 to 1,000); null: no throttle. */
+  rateLimit: number | null;
 }
 
 /** An endpoint's signature scheme (webhook_endpoints.signature_scheme; the documents' SignatureScheme). */
@@ -59,6 +61,7 @@ export interface EndpointRow {
   signature_scheme: SignatureScheme;
   signing_public_key: Buffer | null;
   previous_scheme_expires_at: Date | null;
+  rate_limit: number | null;
 }
 
 export const RECORD_COLUMNS = [
@@ -74,6 +77,7 @@ export const RECORD_COLUMNS = [
   'signature_scheme',
   'signing_public_key',
   'previous_scheme_expires_at',
+  'rate_limit',
 ];
 
 /** An endpoint's row as every client shows it (the public API, the admin API, the CLI): never its secret. */
@@ -92,6 +96,7 @@ export function toEndpointView(row: EndpointRow): EndpointRecord {
     publicKey:
       row.signature_scheme === 'ed25519' && row.signing_public_key ? publicKeyText(row.signing_public_key) : null,
     previousSchemeExpiresAt: row.previous_scheme_expires_at?.toISOString() ?? null,
+    rateLimit: row.rate_limit,
   };
 }
 
@@ -187,6 +192,20 @@ export function checkName(name: string): string {
   return name;
 }
 
+/** The most deliveries a second an endpoint's throttle may allow (the documents' EndpointRateLimit). */
+export const MAX_RATE_LIMIT = 1000;
+
+/** A throttle: a whole number of deliveries a second, 1 to MAX_RATE_LIMIT, or null for none. */
+function checkRateLimit(rateLimit: unknown): number | null {
+  if (rateLimit === null) return null;
+  if (typeof rateLimit !== 'number' || !Number.isInteger(rateLimit) || rateLimit < 1 || rateLimit > MAX_RATE_LIMIT)
+    throw new InvalidFieldError(
+      'rateLimit',
+      `must be a whole number of deliveries a second from 1 to ${MAX_RATE_LIMIT}`,
+    );
+  return rateLimit;
+}
+
 /**
  * Refuses a URL another live endpoint of the workspace already has (compared as parsed, so `https://Hooks.example`
  * and `https://hooks.example/` are the same), unless `allowed`. A transaction-scoped advisory lock per workspace
@@ -225,6 +244,7 @@ export async function createEndpoint(
     name?: string;
     events?: string[];
     allowDuplicateUrl?: boolean;
+    rateLimit?: number | null;
     policy: DestinationPolicy;
     /** Default `hmac-sha256`; `ed25519` gives it a key pair at once. */
     signatureScheme?: string;
@@ -238,6 +258,7 @@ export async function createEndpoint(
   const events = checkEvents(input.events ?? []);
   const name = checkName(input.name ?? url.host);
   const signatureScheme = checkScheme(input.signatureScheme ?? 'hmac-sha256');
+  const rateLimit = checkRateLimit(input.rateLimit ?? null);
   // The id is made here: the sealed secret is bound to it.
   const id = crypto.randomUUID();
   const secret = newSigningSecret();
@@ -251,6 +272,7 @@ export async function createEndpoint(
         name,
         url: input.url,
         events,
+        rate_limit: rateLimit,
         ...sealer.columns(id, secret),
         // (the private key sealed like the secret, never kept in plain text)
         ...(keyPair
@@ -266,7 +288,13 @@ export async function createEndpoint(
       action: 'endpoint.create',
       workspaceId: workspace.id,
       target: { type: 'endpoint', id },
-      changes: { name, url: input.url, events, ...(keyPair ? { signatureScheme } : {}) },
+      changes: {
+        name,
+        url: input.url,
+        events,
+        ...(keyPair ? { signatureScheme } : {}),
+        ...(rateLimit !== null ? { rateLimit } : {}),
+      },
     });
     return inserted as EndpointRow;
   });
@@ -286,7 +314,8 @@ export async function getEndpoint(
 }
 
 /**
- * Changes an endpoint's url, name or events (those given; the others stay). A new URL meets the same checks as at
+ * Changes an endpoint's url, name, events or rateLimit (those given; the others stay; a null rateLimit removes the
+ * throttle). A new URL meets the same checks as at
  * creation (the destination policy, the duplicate-URL rule). Audited as `endpoint.update` with {from, to} per field
  * that changed (a field sent with its current value is no change).
  */
@@ -296,7 +325,7 @@ export async function updateEndpoint(
   input: {
     endpointId: string;
     workspaceId: string | 'every';
-    changes: { url?: string; name?: string; events?: string[]; allowDuplicateUrl?: boolean };
+    changes: { url?: string; name?: string; events?: string[]; allowDuplicateUrl?: boolean; rateLimit?: number | null };
     policy: DestinationPolicy;
   },
 ): Promise<EndpointRecord> {
@@ -315,18 +344,23 @@ export async function updateEndpoint(
         );
   const events = changes.events === undefined ? undefined : checkEvents(changes.events);
   if (changes.name !== undefined) checkName(changes.name);
+  const rateLimit = changes.rateLimit === undefined ? undefined : checkRateLimit(changes.rateLimit);
   return db.transaction(async (trx) => {
     const before = await findEndpoint(trx, id, scope, 'lock');
     if (url && changes.url !== before.url)
       await refuseDuplicateUrl(trx, before.workspace_id, url, { allowed: changes.allowDuplicateUrl, except: id });
-    const patch: Partial<Pick<EndpointRow, 'url' | 'name' | 'events'>> = {};
+    const patch: Partial<Pick<EndpointRow, 'url' | 'name' | 'events' | 'rate_limit'>> = {};
     if (changes.url !== undefined && changes.url !== before.url) patch.url = changes.url;
     if (changes.name !== undefined && changes.name !== before.name) patch.name = changes.name;
     if (events !== undefined && !sameEvents(events, before.events)) patch.events = events;
+    if (rateLimit !== undefined && rateLimit !== before.rate_limit) patch.rate_limit = rateLimit;
     if (Object.keys(patch).length === 0) return toEndpointView(before);
     const [row] = await trx('webhook_endpoints').where({ id }).update(patch).returning(RECORD_COLUMNS);
     const changed = Object.fromEntries(
-      Object.entries(patch).map(([field, to]) => [field, { from: before[field as keyof typeof patch], to }]),
+      Object.entries(patch).map(([column, to]) => [
+        AUDITED_AS[column] ?? column,
+        { from: before[column as keyof typeof patch], to },
+      ]),
     );
     await recordAudit(trx, actor.audit, {
       action: 'endpoint.update',
@@ -337,6 +371,9 @@ export async function updateEndpoint(
     return toEndpointView(row);
   });
 }
+
+/** A changed column's name in the audit entry, where it is not the document's. */
+const AUDITED_AS: Record<string, string> = { rate_limit: 'rateLimit' };
 
 const sameEvents = (a: string[], b: string[]) => a.length === b.length && a.every((event) => b.includes(event));
 

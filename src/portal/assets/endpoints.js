@@ -90,6 +90,44 @@ function eventsField(types, selected = []) {
   );
 }
 
+/** The throttle's field (Endpoint.rateLimit): empty for none. */
+function rateLimitField(current = null) {
+  const input = h('input', {
+    type: 'number',
+    name: 'rateLimit',
+    min: '1',
+    max: '1000',
+    step: '1',
+    inputmode: 'numeric',
+    value: current === null ? '' : String(current),
+  });
+  return {
+    input,
+    element: field(
+      'Rate limit (deliveries a second)',
+      input,
+      'At most this many deliveries a second, 1 to 1000, for a receiver that cannot take more; empty for no limit.',
+    ),
+  };
+}
+
+/** The field's value as the API takes it (null: no limit), or undefined after naming the problem next to it. */
+function chosenRateLimit(form, input) {
+  // (a number field holds '' for text that is no number: that is refused, not taken as "no limit")
+  if (input.value.trim() === '' && !input.validity.badInput) return null;
+  const n = Number(input.value);
+  if (Number.isInteger(n) && n >= 1 && n <= 1000) return n;
+  showError(form, {
+    reason: 'rateLimit',
+    message: 'Enter a whole number from 1 to 1000, or leave it empty for no limit.',
+  });
+  return undefined;
+}
+
+/** "at most 10 a second", or "no limit" (Endpoint.rateLimit). */
+const describeRateLimit = (endpoint) =>
+  endpoint.rateLimit === null ? 'no limit' : `at most ${endpoint.rateLimit} a second`;
+
 const chosenEvents = (form) => [...form.querySelectorAll('input[name="events"]:checked')].map((box) => box.value);
 
 /** @param {import('./app.js').PageContext} ctx */
@@ -152,6 +190,7 @@ export async function newEndpointPage(ctx) {
   });
   const name = h('input', { type: 'text', name: 'name', maxlength: '200', autocomplete: 'off' });
   const scheme = schemeSelect('hmac-sha256');
+  const rateLimit = rateLimitField();
   const shown = h('div');
   const form = h(
     'form',
@@ -160,6 +199,7 @@ export async function newEndpointPage(ctx) {
     field('Name (optional)', name, "Shown in this screen; the URL's host when left empty."),
     eventsField(types),
     field('Signature scheme', scheme, SCHEME_HINT),
+    rateLimit.element,
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Add endpoint')),
   );
   form.addEventListener('submit', async (event) => {
@@ -168,6 +208,9 @@ export async function newEndpointPage(ctx) {
     const body = { url: url.value.trim(), events: chosenEvents(form) };
     if (name.value.trim()) body.name = name.value.trim();
     if (scheme.value !== 'hmac-sha256') body.signatureScheme = scheme.value;
+    const limit = chosenRateLimit(form, rateLimit.input);
+    if (limit === undefined) return;
+    if (limit !== null) body.rateLimit = limit;
     try {
       const created = await admin('POST', '/endpoints', body);
       form.hidden = true;
@@ -233,6 +276,7 @@ export async function endpointPage(ctx) {
         ['Events', endpoint.events.length ? endpoint.events.join(', ') : 'every event'],
         ['Signature scheme', schemeText(endpoint)],
         ...(endpoint.publicKey ? [['Public key', h('code', { class: 'public-key' }, endpoint.publicKey)]] : []),
+        ['Rate limit', describeRateLimit(endpoint)],
       ]),
     );
     if (!ctx.readOnly) replace(actions, endpoint.isActive ? switchOff : switchOn, sendTest);
@@ -379,6 +423,7 @@ function editForm(endpoint, types, updated) {
     value: endpoint.name,
     autocomplete: 'off',
   });
+  const rateLimit = rateLimitField(endpoint.rateLimit);
   const done = statusLine();
   const form = h(
     'form',
@@ -387,6 +432,7 @@ function editForm(endpoint, types, updated) {
     field('URL', url),
     field('Name', name),
     eventsField(types, endpoint.events),
+    rateLimit.element,
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Save changes')),
     done,
   );
@@ -400,6 +446,9 @@ function editForm(endpoint, types, updated) {
     const events = chosenEvents(form);
     if (events.length !== endpoint.events.length || events.some((e) => !endpoint.events.includes(e)))
       body.events = events;
+    const limit = chosenRateLimit(form, rateLimit.input);
+    if (limit === undefined) return;
+    if (limit !== endpoint.rateLimit) body.rateLimit = limit;
     if (Object.keys(body).length === 0) {
       done.textContent = 'Nothing to save: nothing was changed.';
       return;
