@@ -30,5 +30,6 @@ export declare const RevokedApiKey: ValidateFunction;
 export declare const RotatedSecret: ValidateFunction;
 export declare const RotatedSigningKey: ValidateFunction;
 export declare const SentExampleEvent: ValidateFunction;
+export declare const SwitchedEndpoint: ValidateFunction;
 export declare const Workspace: ValidateFunction;
 export declare const WorkspaceList: ValidateFunction;

@@ -342,7 +342,7 @@ export type EndpointUpdate = {
 export type SigningSecret = string;
 
 /**
- * A new webhook endpoint, with its signing secret, shown this once.
+ * A new webhook endpoint, with its signing secret (none for `ed25519`), shown this once.
  */
 export type CreatedEndpoint = {
     id: Uuid;
@@ -370,7 +370,10 @@ export type CreatedEndpoint = {
      */
     consecutiveFailures: number;
     rateLimit: EndpointRateLimit;
-    secret: SigningSecret;
+    /**
+     * The signing secret, shown this once, of an `hmac-sha256` endpoint; null for an `ed25519` one, which is handed no secret (its receiver verifies with `publicKey`).
+     */
+    secret: SigningSecret | null;
     signatureScheme: SignatureScheme;
     /**
      * The ed25519 public key receivers verify `v1a` with, while `signatureScheme` is `ed25519` (after a key rotation, the new key); null for `hmac-sha256`.
@@ -380,6 +383,50 @@ export type CreatedEndpoint = {
      * After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.
      */
     previousSchemeExpiresAt: Timestamp | null;
+};
+
+/**
+ * A webhook endpoint after `switchEndpointSignatureScheme` (Endpoint's fields), with its new signing secret when it was switched to `hmac-sha256`, shown this once.
+ */
+export type SwitchedEndpoint = {
+    id: Uuid;
+    name: EndpointName;
+    url: EndpointUrl;
+    events: EndpointEvents;
+    /**
+     * False once the endpoint is switched off (after 20 failed attempts in a row, or by `disableEndpoint`).
+     */
+    isActive: boolean;
+    /**
+     * When the endpoint was switched off; null while it is on.
+     */
+    disabledAt: Timestamp | null;
+    /**
+     * Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.
+     */
+    disabledReason: EndpointDisabledReason | null;
+    /**
+     * When the endpoint last accepted a delivery; null if it never has.
+     */
+    lastSuccessAt: Timestamp | null;
+    /**
+     * Failed attempts in a row across the endpoint's deliveries; a success resets it to 0.
+     */
+    consecutiveFailures: number;
+    signatureScheme: SignatureScheme;
+    /**
+     * The ed25519 public key receivers verify `v1a` with, while `signatureScheme` is `ed25519` (after a key rotation, the new key); null for `hmac-sha256`.
+     */
+    publicKey: PublicKey | null;
+    /**
+     * After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.
+     */
+    previousSchemeExpiresAt: Timestamp | null;
+    rateLimit: EndpointRateLimit;
+    /**
+     * The fresh signing secret of an endpoint just switched to `hmac-sha256`, shown this once; null when it was switched to `ed25519` (its receiver verifies with `publicKey`) or already had the scheme.
+     */
+    secret: SigningSecret | null;
 };
 
 /**
@@ -2110,7 +2157,7 @@ export type CreateEndpointError = CreateEndpointErrors[keyof CreateEndpointError
 
 export type CreateEndpointResponses = {
     /**
-     * The new endpoint, with its signing secret shown this once.
+     * The new endpoint, with its signing secret shown this once (`hmac-sha256`), or with none and its public key (`ed25519`).
      */
     201: CreatedEndpoint;
 };
@@ -2493,6 +2540,12 @@ export type RotateEndpointSecretResponse = RotateEndpointSecretResponses[keyof R
 
 export type SwitchEndpointSignatureSchemeData = {
     body: SignatureSchemeSwitch;
+    headers?: {
+        /**
+         * A client-chosen key, 1 to 255 characters, that makes retrying the request safe: the same key with the same request within 24 hours answers the first answer again and creates nothing; with another request, 409. Remembered per admin token.
+         */
+        'Idempotency-Key'?: string;
+    };
     path: {
         /**
          * The workspace's id.
@@ -2554,9 +2607,9 @@ export type SwitchEndpointSignatureSchemeError = SwitchEndpointSignatureSchemeEr
 
 export type SwitchEndpointSignatureSchemeResponses = {
     /**
-     * The endpoint, signing with its new scheme.
+     * The endpoint, signing with its new scheme; switched to `hmac-sha256`, with its new signing secret, shown this once.
      */
-    200: Endpoint;
+    200: SwitchedEndpoint;
 };
 
 export type SwitchEndpointSignatureSchemeResponse = SwitchEndpointSignatureSchemeResponses[keyof SwitchEndpointSignatureSchemeResponses];

@@ -696,7 +696,7 @@ export const SigningSecretSchema = {
 
 export const CreatedEndpointSchema = {
     type: 'object',
-    description: 'A new webhook endpoint, with its signing secret, shown this once.',
+    description: 'A new webhook endpoint, with its signing secret (none for `ed25519`), shown this once.',
     required: [
         'id',
         'name',
@@ -774,7 +774,15 @@ export const CreatedEndpointSchema = {
             $ref: '#/components/schemas/EndpointRateLimit'
         },
         secret: {
-            $ref: '#/components/schemas/SigningSecret'
+            description: 'The signing secret, shown this once, of an `hmac-sha256` endpoint; null for an `ed25519` one, which is handed no secret (its receiver verifies with `publicKey`).',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/SigningSecret'
+                },
+                {
+                    type: 'null'
+                }
+            ]
         },
         signatureScheme: {
             $ref: '#/components/schemas/SignatureScheme'
@@ -795,6 +803,124 @@ export const CreatedEndpointSchema = {
             oneOf: [
                 {
                     $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        }
+    }
+} as const;
+
+export const SwitchedEndpointSchema = {
+    type: 'object',
+    description: 'A webhook endpoint after `switchEndpointSignatureScheme` (Endpoint\'s fields), with its new signing secret when it was switched to `hmac-sha256`, shown this once.',
+    required: [
+        'id',
+        'name',
+        'url',
+        'events',
+        'isActive',
+        'disabledAt',
+        'disabledReason',
+        'lastSuccessAt',
+        'consecutiveFailures',
+        'signatureScheme',
+        'publicKey',
+        'previousSchemeExpiresAt',
+        'rateLimit',
+        'secret'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        name: {
+            $ref: '#/components/schemas/EndpointName'
+        },
+        url: {
+            $ref: '#/components/schemas/EndpointUrl'
+        },
+        events: {
+            $ref: '#/components/schemas/EndpointEvents'
+        },
+        isActive: {
+            type: 'boolean',
+            description: 'False once the endpoint is switched off (after 20 failed attempts in a row, or by `disableEndpoint`).'
+        },
+        disabledAt: {
+            description: 'When the endpoint was switched off; null while it is on.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        disabledReason: {
+            description: 'Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/EndpointDisabledReason'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        lastSuccessAt: {
+            description: 'When the endpoint last accepted a delivery; null if it never has.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        consecutiveFailures: {
+            type: 'integer',
+            format: 'int32',
+            minimum: 0,
+            maximum: 2147483647,
+            description: 'Failed attempts in a row across the endpoint\'s deliveries; a success resets it to 0.'
+        },
+        signatureScheme: {
+            $ref: '#/components/schemas/SignatureScheme'
+        },
+        publicKey: {
+            description: 'The ed25519 public key receivers verify `v1a` with, while `signatureScheme` is `ed25519` (after a key rotation, the new key); null for `hmac-sha256`.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/PublicKey'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        previousSchemeExpiresAt: {
+            description: 'After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        rateLimit: {
+            $ref: '#/components/schemas/EndpointRateLimit'
+        },
+        secret: {
+            description: 'The fresh signing secret of an endpoint just switched to `hmac-sha256`, shown this once; null when it was switched to `ed25519` (its receiver verifies with `publicKey`) or already had the scheme.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/SigningSecret'
                 },
                 {
                     type: 'null'

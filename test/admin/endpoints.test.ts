@@ -84,7 +84,7 @@ describe('the admin API: webhook endpoints', () => {
     );
     expect(created.response.status).to.equal(201);
     const id = created.data!.id;
-    const secret = created.data!.secret;
+    const secret = created.data!.secret as string;
     secrets.push(secret);
     expect(secret).to.match(/^whsec_[0-9A-Za-z]{40}$/);
     const record = {

@@ -5,6 +5,7 @@ import type { Knex } from 'knex';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { createAdminToken } from '../../src/core/admin-tokens.js';
 import { recordEvent } from '../../src/webhooks/record-event.js';
+import { openSigningSecret } from '../../src/webhooks/sealing.js';
 import { testDatabase } from '../support/database.js';
 import { operatorWith } from '../support/actors.js';
 import { startReceiver, verifyIndependently, type Receiver, type ReceivedRequest } from '../support/receiver.js';
@@ -42,6 +43,10 @@ function v1aVerdicts(request: ReceivedRequest, publicKey: string): boolean[] {
 
 const versions = (request: ReceivedRequest) =>
   (request.headers['webhook-signature'] as string).split(' ').map((entry) => entry.split(',')[0]);
+
+/** How many secrets signed a request's service-signature (its `v1=` values). */
+const signatureCount = (request: ReceivedRequest) =>
+  (request.signature ?? '').split(',').filter((part) => part.startsWith('v1=')).length;
 
 describe('webhooks: ed25519 signatures (v1a)', () => {
   let db: Knex;
@@ -84,7 +89,9 @@ describe('webhooks: ed25519 signatures (v1a)', () => {
     const url = receiver.endpointUrl();
     const made = await post(base(ws.id), { url, signatureScheme: 'ed25519' });
     expect(made.status).to.equal(201);
-    expect(made.body).to.include({ signatureScheme: 'ed25519', previousSchemeExpiresAt: null });
+    // no secret handed out: the public key is all the receiver gets
+    expect(made.body).to.include({ signatureScheme: 'ed25519', previousSchemeExpiresAt: null, secret: null });
+    expect(made.body.publicKey).to.match(/^whpk_/);
     const shown = await admin.request('GET', `${base(ws.id)}/${made.body.id}`, { token });
     expect(shown.body.publicKey).to.equal(made.body.publicKey);
     const listed = await admin.request('GET', base(ws.id), { token });
@@ -102,6 +109,10 @@ describe('webhooks: ed25519 signatures (v1a)', () => {
     const row = await db('webhook_endpoints').where({ id: made.body.id }).first();
     expect(JSON.stringify(row)).not.to.include('whsk_');
     expect(row.signing_private_key_sealed).to.be.an.instanceOf(Buffer);
+    // the row's sealed secret (the schema's columns), never shown, signs nothing: the one signature is the key's
+    const unshown = openSigningSecret(made.body.id, { keyId: row.secret_key_id, sealed: row.secret_sealed });
+    expect(unshown).to.match(/^whsec_/);
+    expect(verifyIndependently(request.rawBody, request.signature, unshown, Date.now() / 1000).ok).to.equal(false);
   });
 
   it('a switch from hmac-sha256: v1, service-signature and v1a during the overlap, v1a only after it', async () => {
@@ -143,19 +154,107 @@ describe('webhooks: ed25519 signatures (v1a)', () => {
     expect(after.headers).not.to.have.property('service-signature');
     expect(v1aVerdicts(after, switched.body.publicKey)).to.deep.equal([true]);
 
-    // the same scheme again changes nothing; back to hmac-sha256 without an overlap: the secret alone signs again
+    // the same scheme again changes nothing (and shows no secret)
     const again = await post(`${base(ws.id)}/${made.body.id}/signature-scheme`, { scheme: 'ed25519' });
-    expect(again.body.publicKey).to.equal(switched.body.publicKey);
+    expect(again.body).to.include({ publicKey: switched.body.publicKey, secret: null });
+    // back to hmac-sha256 without an overlap: a fresh secret, shown this once, alone signs; the one of before, whose
+    // overlap is over, does not come back
     const back = await post(`${base(ws.id)}/${made.body.id}/signature-scheme`, {
       scheme: 'hmac-sha256',
       overlapHours: 0,
     });
     expect(back.body).to.include({ signatureScheme: 'hmac-sha256', publicKey: null, previousSchemeExpiresAt: null });
+    expect(back.body.secret)
+      .to.match(/^whsec_[0-9A-Za-z]{40}$/)
+      .and.not.equal(made.body.secret);
     const hmac = await deliverOne(ws, url);
     expect(versions(hmac)).to.deep.equal(['v1']);
-    expect(verifyIndependently(hmac.rawBody, hmac.signature, made.body.secret, Date.now() / 1000)).to.deep.equal({
+    expect(verifyIndependently(hmac.rawBody, hmac.signature, back.body.secret, Date.now() / 1000)).to.deep.equal({
       ok: true,
     });
+    expect(verifyIndependently(hmac.rawBody, hmac.signature, made.body.secret, Date.now() / 1000).ok).to.equal(false);
+    const shown = await admin.request('GET', `${base(ws.id)}/${made.body.id}`, { token });
+    expect(shown.body).not.to.have.property('secret');
+  });
+
+  it('an endpoint made with ed25519 switched to hmac-sha256: a fresh secret shown once (a repeat with its Idempotency-Key the same), the unshown one never signs', async () => {
+    const ws = await webhookWorkspace(db);
+    const url = receiver.endpointUrl();
+    const made = await post(base(ws.id), { url, signatureScheme: 'ed25519' });
+    expect(made.body.secret).to.equal(null);
+    const before = await db('webhook_endpoints').where({ id: made.body.id }).first('secret_key_id', 'secret_sealed');
+    const unshown = openSigningSecret(made.body.id, { keyId: before.secret_key_id, sealed: before.secret_sealed });
+
+    const path = `${base(ws.id)}/${made.body.id}/signature-scheme`;
+    const once = { 'Idempotency-Key': crypto.randomUUID() };
+    const body = { scheme: 'hmac-sha256', overlapHours: 2 };
+    const switched = await admin.request('POST', path, { token, body, headers: once });
+    expect(switched.status).to.equal(200);
+    expect(switched.body).to.include({ signatureScheme: 'hmac-sha256', publicKey: null });
+    expect(switched.body.secret)
+      .to.match(/^whsec_[0-9A-Za-z]{40}$/)
+      .and.not.equal(unshown);
+    // the same request again: the same answer, the same secret, and nothing switched or minted again
+    const repeat = await admin.request('POST', path, { token, body, headers: once });
+    expect([repeat.status, repeat.body]).to.deep.equal([200, switched.body]);
+    const row = await db('webhook_endpoints')
+      .where({ id: made.body.id })
+      .first('secret_key_id', 'secret_sealed', 'previous_secret_sealed');
+    expect(openSigningSecret(made.body.id, { keyId: row.secret_key_id, sealed: row.secret_sealed })).to.equal(
+      switched.body.secret,
+    );
+    // the unshown secret is dropped, not kept as a previous one
+    expect(row.previous_secret_sealed).to.equal(null);
+    // the answer kept for the repeat is sealed: the secret is nowhere in plain text
+    const kept = await db('admin_idempotency_keys')
+      .where({ key: crypto.createHash('sha256').update(once['Idempotency-Key']).digest('hex') })
+      .first('response_sealed');
+    expect(kept.response_sealed.toString('latin1')).not.to.include(switched.body.secret.slice(6));
+    // another request with the key: 409
+    const reused = await admin.request('POST', path, { token, body: { scheme: 'ed25519' }, headers: once });
+    expect([reused.status, reused.body.error.code]).to.deep.equal([409, 'idempotency_key_reused']);
+
+    // during the overlap: v1 with the new secret (one signature only: the unshown secret signs nothing), and v1a
+    const during = await deliverOne(ws, url);
+    expect(versions(during)).to.deep.equal(['v1', 'v1a']);
+    expect(v1aVerdicts(during, made.body.publicKey)).to.deep.equal([true]);
+    const now = Date.now() / 1000;
+    expect(verifyIndependently(during.rawBody, during.signature, switched.body.secret, now)).to.deep.equal({
+      ok: true,
+    });
+    expect(verifyIndependently(during.rawBody, during.signature, unshown, now).ok).to.equal(false);
+    expect(signatureCount(during)).to.equal(1);
+
+    // back to ed25519 (its answer: a new public key, no secret), with its own Idempotency-Key repeated
+    const toEd = { 'Idempotency-Key': crypto.randomUUID() };
+    const edBody = { scheme: 'ed25519', overlapHours: 0 };
+    const ed = await admin.request('POST', path, { token, body: edBody, headers: toEd });
+    expect(ed.body).to.include({ signatureScheme: 'ed25519', secret: null, previousSchemeExpiresAt: null });
+    expect(ed.body.publicKey)
+      .to.match(/^whpk_/)
+      .and.not.equal(made.body.publicKey);
+    expect((await admin.request('POST', path, { token, body: edBody, headers: toEd })).body).to.deep.equal(ed.body);
+    expect((await admin.request('GET', `${base(ws.id)}/${made.body.id}`, { token })).body.publicKey).to.equal(
+      ed.body.publicKey,
+    );
+
+    // audited once per switch, the schemes and overlaps only: no secret, no key
+    const entries = await db('audit_entries')
+      .where({ target_id: made.body.id, action: 'endpoint.switch_signature_scheme' })
+      .orderBy('at')
+      .pluck('changes');
+    expect(entries).to.deep.equal([
+      {
+        signatureScheme: { from: 'ed25519', to: 'hmac-sha256' },
+        overlapHours: 2,
+        previousSchemeExpiresAt: switched.body.previousSchemeExpiresAt,
+      },
+      { signatureScheme: { from: 'hmac-sha256', to: 'ed25519' }, overlapHours: 0, previousSchemeExpiresAt: null },
+    ]);
+    const trail = JSON.stringify(await db('audit_entries').where({ target_id: made.body.id }).select());
+    for (const secret of [switched.body.secret, unshown]) expect(trail).not.to.include(secret.slice(6));
+    expect(trail).not.to.include('whpk_');
+    expect(JSON.stringify(admin.logs)).not.to.include(switched.body.secret.slice(6));
   });
 
   it('a key rotation: both keys sign v1a during the overlap (the new first), the new alone after', async () => {
@@ -229,8 +328,24 @@ describe('webhooks: ed25519 signatures (v1a)', () => {
     };
     const url = receiver.endpointUrl();
     const made = await cli('endpoint', 'create', '--workspace', ws.slug, '--url', url, '--signature-scheme', 'ed25519');
-    expect(made).to.include({ signatureScheme: 'ed25519' });
+    expect(made).to.include({ signatureScheme: 'ed25519', secret: null });
     expect(made.publicKey).to.match(/^whpk_/);
+    // in words: the public key, and that no secret is handed out (another workspace's: this one's gets one delivery)
+    const said = await fleetAdminOn(databaseUrl, [
+      'endpoint',
+      'create',
+      '--workspace',
+      (await webhookWorkspace(db)).slug,
+      '--url',
+      receiver.endpointUrl(),
+      '--signature-scheme',
+      'ed25519',
+    ]);
+    expect(said.stderr).to.equal('');
+    expect(said.stdout).to.match(
+      /; signed with ed25519 \(v1a\), no signing secret: receivers verify with the public key\nwhpk_[A-Za-z0-9+/]{43}=\n$/,
+    );
+    expect(said.stdout).not.to.include('whsec_');
     expect((await cli('endpoint', 'show', '--id', made.id)).publicKey).to.equal(made.publicKey);
     const rotated = await cli('endpoint', 'rotate-signing-key', '--id', made.id, '--overlap-hours', '0');
     expect(rotated).to.include({ id: made.id, previousKeyExpiresAt: null });
@@ -238,10 +353,36 @@ describe('webhooks: ed25519 signatures (v1a)', () => {
     expect(v1aVerdicts(request, rotated.publicKey)).to.deep.equal([true]);
     const back = await cli('endpoint', 'switch-signature-scheme', '--id', made.id, '--scheme', 'hmac-sha256');
     expect(back).to.include({ signatureScheme: 'hmac-sha256', publicKey: null });
-    // during the overlap the key pair still signs beside the secret
+    expect(back.secret).to.match(/^whsec_[0-9A-Za-z]{40}$/);
+    // during the overlap the key pair still signs beside the new secret
     const during = await deliverOne(ws, url);
     expect(versions(during)).to.deep.equal(['v1', 'v1a']);
     expect(v1aVerdicts(during, rotated.publicKey)).to.deep.equal([true]);
+    expect(verifyIndependently(during.rawBody, during.signature, back.secret, Date.now() / 1000)).to.deep.equal({
+      ok: true,
+    });
+    // in words, the new secret shown once; switching to ed25519 shows the public key and no secret
+    const other = await cli('endpoint', 'create', '--workspace', ws.slug, '--url', receiver.endpointUrl());
+    const toEd = await fleetAdminOn(databaseUrl, [
+      'endpoint',
+      'switch-signature-scheme',
+      '--id',
+      other.id,
+      '--scheme',
+      'ed25519',
+    ]);
+    expect(toEd.stdout).to.match(/signed with ed25519 \(public key whpk_[A-Za-z0-9+/]{43}=\)/);
+    expect(toEd.stdout).not.to.include('whsec_');
+    const toHmac = await fleetAdminOn(databaseUrl, [
+      'endpoint',
+      'switch-signature-scheme',
+      '--id',
+      other.id,
+      '--scheme',
+      'hmac-sha256',
+    ]);
+    expect(toHmac.stderr).to.equal('');
+    expect(toHmac.stdout).to.match(/\nnew signing secret, shown only this once:\nwhsec_[0-9A-Za-z]{40}\n$/);
     const text = await fleetAdminOn(databaseUrl, ['endpoint', 'list', '--workspace', ws.slug]);
     expect(text.stdout).to.include('signed with hmac-sha256; the previous scheme signs too until');
   });

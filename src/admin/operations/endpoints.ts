@@ -85,9 +85,14 @@ export const endpointOperations: Record<string, AdminAction> = {
   },
 
   async switchEndpointSignatureScheme(c) {
-    const { scheme, overlapHours } = c.body as SignatureSchemeSwitch;
+    const body = c.body as SignatureSchemeSwitch;
+    const { scheme, overlapHours } = body;
     const input = { endpointId: c.params.endpointId, workspaceId: pathWorkspace(c).id, scheme, overlapHours };
-    return { status: 200, body: await switchSignatureScheme(c.db, c.actor, { ...input, now: c.now }) };
+    // (once per Idempotency-Key: a switch to hmac-sha256 shows a fresh secret, which a repeat must show the same)
+    return await c.once(body, async (trx) => ({
+      status: 200,
+      body: await switchSignatureScheme(trx, c.actor, { ...input, now: c.now }),
+    }));
   },
 
   async rotateEndpointSigningKey(c) {

@@ -9,9 +9,9 @@ import { mustReach, workspaceFilter, type Actor } from '../actor.js';
 import { subscribableEvents, TEST_EVENT } from '../../webhooks/catalogue.js';
 import { refuseDestination, workspacePolicy, type DestinationPolicy } from '../../webhooks/destination-policy.js';
 import { deleteEndpointAndDeliveries, liveEndpoint, switchEndpoint } from '../../webhooks/endpoint-lifecycle.js';
-import { withSealingLock, type Sealer } from '../../webhooks/sealing.js';
+import { withSealingLock } from '../../webhooks/sealing.js';
 import { newSigningKeyPair, publicKeyText } from '../../webhooks/signing.js';
-import { checkOverlapHours, setSigningKey } from './signing-secrets.js';
+import { checkOverlapHours, setSigningKey, setSigningSecret } from './signing-secrets.js';
 
 /** A webhook endpoint as the API and the CLI show it: never with its signing secret. */
 export interface EndpointRecord {
@@ -43,9 +43,20 @@ export const SIGNATURE_SCHEMES: readonly SignatureScheme[] = ['hmac-sha256', 'ed
 /** Why an endpoint was switched off (webhook_endpoints.disabled_reason; the documents' EndpointDisabledReason). */
 export type EndpointDisabledReason = 'failures' | 'gone' | 'manual';
 
-/** What creating an endpoint returns: the record, and the only time the signing secret is shown. */
+/**
+ * What creating an endpoint returns: the record, and the only time the signing secret is shown; null for an ed25519
+ * endpoint, which is handed no secret (its receiver verifies with the public key).
+ */
 export interface CreatedEndpoint extends EndpointRecord {
-  secret: string;
+  secret: string | null;
+}
+
+/**
+ * What switching an endpoint's scheme returns: the record, and, when it was switched to hmac-sha256, its fresh
+ * signing secret, shown this once (else null: an ed25519 endpoint holds no secret its receiver was given).
+ */
+export interface SwitchedEndpoint extends EndpointRecord {
+  secret: string | null;
 }
 
 export interface EndpointRow {
@@ -234,22 +245,29 @@ async function refuseDuplicateUrl(
   }
 }
 
-/** Creates an endpoint of the workspace; `policy` is the service's destination policy (Config's). */
+export interface EndpointCreation {
+  workspaceId: string;
+  url: string;
+  name?: string;
+  events?: string[];
+  allowDuplicateUrl?: boolean;
+  rateLimit?: number | null;
+  policy: DestinationPolicy;
+  /** Default `hmac-sha256`; `ed25519` gives it a key pair at once, and hands out no secret. */
+  signatureScheme?: string;
+}
+
+/**
+ * Creates an endpoint of the workspace; `policy` is the service's destination policy (Config's). An hmac-sha256
+ * endpoint (the default) is answered with its secret; an ed25519 one with none.
+ */
 export async function createEndpoint(
   db: Knex,
   actor: Actor,
-  input: {
-    workspaceId: string;
-    url: string;
-    name?: string;
-    events?: string[];
-    allowDuplicateUrl?: boolean;
-    rateLimit?: number | null;
-    policy: DestinationPolicy;
-    /** Default `hmac-sha256`; `ed25519` gives it a key pair at once. */
-    signatureScheme?: string;
-  },
-): Promise<CreatedEndpoint> {
+  input: EndpointCreation & { signatureScheme?: 'hmac-sha256' },
+): Promise<CreatedEndpoint & { secret: string }>;
+export async function createEndpoint(db: Knex, actor: Actor, input: EndpointCreation): Promise<CreatedEndpoint>;
+export async function createEndpoint(db: Knex, actor: Actor, input: EndpointCreation): Promise<CreatedEndpoint> {
   mustReach(actor, input.workspaceId);
   const { policy } = input;
   // The workspace first: its own ranges are part of the policy its URL is checked by.
@@ -261,6 +279,9 @@ export async function createEndpoint(
   const rateLimit = checkRateLimit(input.rateLimit ?? null);
   // The id is made here: the sealed secret is bound to it.
   const id = crypto.randomUUID();
+  // Every endpoint has a sealed secret (the schema's columns), but an ed25519 one's is never shown and never signs:
+  // the secret signs only under hmac-sha256 or a switch's overlap away from it (claims.ts), and switching this
+  // endpoint to hmac-sha256 replaces it with a fresh one, shown then (switchSignatureScheme).
   const secret = newSigningSecret();
   const keyPair = signatureScheme === 'ed25519' ? newSigningKeyPair() : null;
   const row = await withSealingLock(db, 'shared', async (trx, sealer) => {
@@ -298,7 +319,7 @@ export async function createEndpoint(
     });
     return inserted as EndpointRow;
   });
-  return { ...toEndpointView(row), secret };
+  return { ...toEndpointView(row), secret: keyPair ? null : secret };
 }
 
 /** One live endpoint of the workspace (or of any the actor reaches: `'every'`). */
@@ -459,32 +480,36 @@ export async function listEndpoints(db: Knex, actor: Actor, input: { workspaceId
 
 /**
  * Switches how an endpoint's deliveries are signed: to `ed25519` (a new key pair, its private key sealed at once; the
- * receiver verifies `v1a` with the public key) or back to `hmac-sha256` (the endpoint's secret, unchanged). For
- * `overlapHours` (default 24, at most 720; 0: none) the scheme switched away from keeps signing beside the new one, so
- * that no receiver breaks; after it an ed25519 endpoint's deliveries carry `v1a` only (no `v1`, no service-signature).
- * The scheme it already has changes nothing. Audited as `endpoint.switch_signature_scheme` (never a key).
+ * receiver verifies `v1a` with the public key; no secret is shown) or to `hmac-sha256` (a fresh signing secret, sealed
+ * at once and returned this once: the secret an ed25519 endpoint holds was never shown, or was shown for a scheme it
+ * left). For `overlapHours` (default 24, at most 720; 0: none) the scheme switched away from keeps signing beside the
+ * new one, so that no receiver breaks; after it an ed25519 endpoint's deliveries carry `v1a` only (no `v1`, no
+ * service-signature). What still signed when the switch came (a key pair or secret switched away from within an
+ * overlap that lasts) keeps signing until that overlap ends, and nothing else old does. The scheme it already has
+ * changes nothing (no secret). Audited as `endpoint.switch_signature_scheme` (never a key or secret).
  */
 export async function switchSignatureScheme(
   db: Knex,
   actor: Actor,
   input: { endpointId: string; workspaceId: string | 'every'; scheme: string; overlapHours?: number; now: Date },
-): Promise<EndpointRecord> {
+): Promise<SwitchedEndpoint> {
   const { endpointId: id, now } = input;
   const scope = { workspaceId: workspaceFilter(actor, input.workspaceId) };
   checkId(id);
   const scheme = checkScheme(input.scheme, 'scheme');
   const overlapHours = checkOverlapHours(input.overlapHours);
   const keyPair = scheme === 'ed25519' ? newSigningKeyPair() : null;
-  const work = async (trx: Knex.Transaction, sealer?: Sealer) => {
+  const secret = scheme === 'hmac-sha256' ? newSigningSecret() : null;
+  return withSealingLock(db, 'shared', async (trx, sealer) => {
     const before = await findEndpoint(trx, id, scope, 'lock');
-    if (before.signature_scheme === scheme) return toEndpointView(before);
+    if (before.signature_scheme === scheme) return { ...toEndpointView(before), secret: null };
     const expiresAt = overlapHours > 0 ? new Date(now.getTime() + overlapHours * 3_600_000) : null;
-    if (keyPair && sealer) {
-      // a pair still signing (switched away from within an overlap that lasts) keeps signing until that overlap ends
-      const live = before.previous_scheme_expires_at && before.previous_scheme_expires_at > now;
-      const previousExpiresAt = live ? before.previous_scheme_expires_at : null;
-      await setSigningKey(trx, sealer, { id, workspaceId: before.workspace_id, keyPair, previousExpiresAt });
-    }
+    // the credential of the scheme switched away from within an overlap that lasts still signs: it goes on until then
+    const stillSigning = before.previous_scheme_expires_at && before.previous_scheme_expires_at > now;
+    const previousExpiresAt = stillSigning ? before.previous_scheme_expires_at : null;
+    const target = { id, workspaceId: before.workspace_id, previousExpiresAt };
+    if (keyPair) await setSigningKey(trx, sealer, { ...target, keyPair });
+    if (secret) await setSigningSecret(trx, sealer, { ...target, secret });
     const [row] = await trx('webhook_endpoints')
       .where({ id })
       .update({ signature_scheme: scheme, previous_scheme_expires_at: expiresAt })
@@ -499,8 +524,6 @@ export async function switchSignatureScheme(
         previousSchemeExpiresAt: expiresAt?.toISOString() ?? null,
       },
     });
-    return toEndpointView(row);
-  };
-  // only a new key pair is sealed (under the sealing lock); switching back to the secret seals nothing
-  return keyPair ? withSealingLock(db, 'shared', work) : db.transaction((trx) => work(trx));
+    return { ...toEndpointView(row), secret };
+  });
 }

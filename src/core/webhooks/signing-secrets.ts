@@ -75,29 +75,47 @@ export async function rotateSigningSecret(
   const secret = newSigningSecret();
   return withSealingLock(db, 'shared', async (trx, sealer) => {
     const expiresAt = overlapHours > 0 ? new Date(now.getTime() + overlapHours * 3_600_000) : null;
-    const { secret_key_id: keyId, secret_sealed: sealed } = sealer.columns(id, secret);
-    // The current secret becomes the previous one inside the database (a definer function, migration
-    // 20261128000100): the admin role may write sealed secrets but never read one, not even to move it.
-    const {
-      rows: [row],
-    } = await trx.raw('SELECT rotate_endpoint_secret(?::uuid, ?::uuid, ?, ?, ?::timestamptz) AS workspace_id', [
+    const workspaceId = await setSigningSecret(trx, sealer, {
       id,
-      options.workspaceId ?? null,
-      keyId,
-      sealed,
-      expiresAt,
-    ]);
-    if (!row.workspace_id) throw new NotFoundError(`no webhook endpoint with id ${id}`);
+      workspaceId: options.workspaceId,
+      secret,
+      previousExpiresAt: expiresAt,
+    });
+    if (!workspaceId) throw new NotFoundError(`no webhook endpoint with id ${id}`);
     const previousSecretExpiresAt = expiresAt?.toISOString() ?? null;
     // (that the secret changed, never the secret)
     await recordAudit(trx, actor.audit, {
       action: 'endpoint.rotate_secret',
-      workspaceId: row.workspace_id,
+      workspaceId,
       target: { type: 'endpoint', id },
       changes: { overlapHours, previousSecretExpiresAt },
     });
     return { id, secret, previousSecretExpiresAt };
   });
+}
+
+/**
+ * Stores an endpoint's new signing secret, sealed by `sealer`; the current one becomes the previous one until
+ * `previousExpiresAt` (null: dropped). The move happens inside the database (rotate_endpoint_secret(), a definer of
+ * migration 20261128000100): the admin role may write sealed secrets but never read one, not even to move it.
+ * Returns the endpoint's workspace, or null when no live endpoint has the id (within `workspaceId`, when given).
+ */
+export async function setSigningSecret(
+  trx: Knex.Transaction,
+  sealer: Sealer,
+  input: { id: string; workspaceId: string | undefined; secret: string; previousExpiresAt: Date | null },
+): Promise<string | null> {
+  const { secret_key_id: keyId, secret_sealed: sealed } = sealer.columns(input.id, input.secret);
+  const {
+    rows: [row],
+  } = await trx.raw('SELECT rotate_endpoint_secret(?::uuid, ?::uuid, ?, ?, ?::timestamptz) AS workspace_id', [
+    input.id,
+    input.workspaceId ?? null,
+    keyId,
+    sealed,
+    input.previousExpiresAt,
+  ]);
+  return row.workspace_id;
 }
 
 export interface RotatedSigningKey {
