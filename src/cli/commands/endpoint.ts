@@ -66,7 +66,11 @@ export function register(program: Command, io: CliIo): void {
 }
 
 function create(endpoint: Command, { config, withDatabase, print }: CliIo): void {
-  command(endpoint, 'create', 'register a webhook endpoint (its signing secret is shown only this once)')
+  command(
+    endpoint,
+    'create',
+    'register a webhook endpoint (its signing secret is shown only this once; ed25519: none, its public key instead)',
+  )
     .requiredOption('--workspace <slug>', 'the workspace')
     .requiredOption('--url <url>', 'http or https URL deliveries are POSTed to')
     .option('--name <name>', "display name (default: the URL's host)")
@@ -107,8 +111,10 @@ function create(endpoint: Command, { config, withDatabase, print }: CliIo): void
           o,
           created,
           (e) =>
-            `endpoint ${e.id} "${e.name}" -> ${e.url} (events: ${e.events.join(', ') || 'all'}${describeRateLimit(e)}); signing secret, shown only this once:\n${e.secret}` +
-            (e.publicKey ? `\nsigned with ed25519 (v1a): receivers verify with the public key ${e.publicKey}` : ''),
+            `endpoint ${e.id} "${e.name}" -> ${e.url} (events: ${e.events.join(', ') || 'all'}${describeRateLimit(e)}); ` +
+            (e.secret !== null
+              ? `signing secret, shown only this once:\n${e.secret}`
+              : `signed with ed25519 (v1a), no signing secret: receivers verify with the public key\n${e.publicKey}`),
         );
       },
     );
@@ -284,7 +290,7 @@ function switchScheme(endpoint: Command, { withDatabase, print }: CliIo): void {
   command(
     endpoint,
     'switch-signature-scheme',
-    "switch how a webhook endpoint's deliveries are signed; the old scheme keeps signing beside the new during the overlap",
+    "switch how a webhook endpoint's deliveries are signed (hmac-sha256: a new signing secret, shown only this once); the old scheme keeps signing beside the new during the overlap",
   )
     .requiredOption('--id <id>', 'the endpoint id')
     .requiredOption('--scheme <scheme>', `${SIGNATURE_SCHEMES.join(' or ')} (ed25519: a new key pair, v1a)`)
@@ -295,10 +301,17 @@ function switchScheme(endpoint: Command, { withDatabase, print }: CliIo): void {
     )
     .action(async (o: JsonOption & { id: string; scheme: string; overlapHours?: number }) => {
       const input = { endpointId: o.id, workspaceId: 'every', scheme: o.scheme, overlapHours: o.overlapHours };
-      const record = await withDatabase((db) => switchSignatureScheme(db, cliActor(), { ...input, now: new Date() }), {
-        masterKey: 'needed',
-      });
-      print(o, record, describeEndpointRow);
+      const switched = await withDatabase(
+        (db) => switchSignatureScheme(db, cliActor(), { ...input, now: new Date() }),
+        { masterKey: 'needed' },
+      );
+      print(
+        o,
+        switched,
+        (e) =>
+          describeEndpointRow(e) +
+          (e.secret !== null ? `\nnew signing secret, shown only this once:\n${e.secret}` : ''),
+      );
     });
 }
 

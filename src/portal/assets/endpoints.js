@@ -214,24 +214,20 @@ export async function newEndpointPage(ctx) {
     try {
       const created = await admin('POST', '/endpoints', body);
       form.hidden = true;
+      const open = h('a', { href: `/portal/endpoints/${encodeURIComponent(created.id)}` }, 'Open the endpoint');
+      // an ed25519 endpoint is handed no secret: its public key is all the receiver needs
       replace(
         shown,
         h('p', { role: 'status' }, `Endpoint "${created.name}" added.`),
-        shownOnce(
-          'Signing secret',
-          created.secret,
-          h(
-            'p',
-            {},
-            created.publicKey
-              ? 'It signs nothing while the endpoint uses ed25519 (kept in case you switch back). '
-              : 'Your receiver verifies every delivery with it. ',
-            h('a', { href: `/portal/endpoints/${encodeURIComponent(created.id)}` }, 'Open the endpoint'),
-          ),
-        ),
-        created.publicKey ? publicKeyLine(created.publicKey) : [],
+        created.secret !== null
+          ? shownOnce(
+              'Signing secret',
+              created.secret,
+              h('p', {}, 'Your receiver verifies every delivery with it. ', open),
+            )
+          : [publicKeyLine(created.publicKey), h('p', {}, 'No signing secret is handed out. ', open)],
       );
-      shown.querySelector('input').focus();
+      (shown.querySelector('input') ?? shown.querySelector('a')).focus();
     } catch (err) {
       showError(form, err);
     }
@@ -571,6 +567,7 @@ function signatureForm(id, current, act) {
     inputmode: 'numeric',
   });
   const rotateKey = h('button', { type: 'button' }, 'Rotate key pair');
+  const shown = h('div');
   const form = h(
     'form',
     { class: 'card', novalidate: true },
@@ -583,6 +580,7 @@ function signatureForm(id, current, act) {
     field('Scheme', scheme, SCHEME_HINT),
     field('Overlap (hours)', overlap, 'From 0 to 720 hours; 0 ends the old scheme or key pair at once.'),
     h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Switch scheme'), rotateKey),
+    shown,
   );
   const hours = () => {
     const value = Number(overlap.value);
@@ -595,11 +593,16 @@ function signatureForm(id, current, act) {
     clearErrors(form);
     const overlapHours = hours();
     if (overlapHours === undefined) return;
+    replace(shown);
     await act(async () => {
       const switched = await admin('POST', path(id, '/signature-scheme'), { scheme: scheme.value, overlapHours });
+      // switched to hmac-sha256: a fresh secret, shown this once (as a rotation's)
+      if (switched.secret !== null) replace(shown, shownOnce('New signing secret', switched.secret));
       return switched.publicKey
         ? `Signed with ed25519; public key ${switched.publicKey}.`
-        : `Signed with ${switched.signatureScheme}.`;
+        : switched.secret !== null
+          ? `Signed with ${switched.signatureScheme}, with a new signing secret, shown below this once.`
+          : `Signed with ${switched.signatureScheme}.`;
     });
   });
   rotateKey.addEventListener('click', async () => {
