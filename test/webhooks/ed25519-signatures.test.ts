@@ -1,4 +1,5 @@
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import os from 'node:os';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
@@ -6,7 +7,9 @@ import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { createAdminToken } from '../../src/core/admin-tokens.js';
 import { recordEvent } from '../../src/webhooks/record-event.js';
 import { openSigningSecret } from '../../src/webhooks/sealing.js';
-import { testDatabase } from '../support/database.js';
+import { dropDatabase, testDatabase } from '../support/database.js';
+import { createKnex } from '../../src/db/database.js';
+import { publicKeyText } from '../../src/webhooks/signing.js';
 import { operatorWith } from '../support/actors.js';
 import { startReceiver, verifyIndependently, type Receiver, type ReceivedRequest } from '../support/receiver.js';
 import { startAdminApi, type TestAdminApi } from '../admin/support.js';
@@ -385,5 +388,137 @@ describe('webhooks: ed25519 signatures (v1a)', () => {
     expect(toHmac.stdout).to.match(/\nnew signing secret, shown only this once:\nwhsec_[0-9A-Za-z]{40}\n$/);
     const text = await fleetAdminOn(databaseUrl, ['endpoint', 'list', '--workspace', ws.slug]);
     expect(text.stdout).to.include('signed with hmac-sha256; the previous scheme signs too until');
+  });
+});
+
+describe('webhooks: ed25519 private keys across a master-key rotation (a database of its own)', () => {
+  let url: string;
+  let own: Knex;
+  let receiver: Receiver;
+  const name = `fleet_ed25519_master_${process.pid}`;
+  const dataDir = fs.mkdtempSync(`${os.tmpdir()}/frs-ed25519-master-`);
+  const oldKey = crypto.randomBytes(32).toString('base64');
+  const newKey = crypto.randomBytes(32).toString('base64');
+
+  before(async () => {
+    const admin = await testDatabase();
+    await admin.db.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]);
+    await admin.db.raw('CREATE DATABASE ??', [name]);
+    url = admin.url.replace(/\/[^/?]+(\?|$)/, `/${name}$1`);
+    own = createKnex(url, 2);
+    receiver = await startReceiver(() => ({ status: 204 }));
+  });
+  after(async () => {
+    await receiver?.close();
+    await own?.destroy();
+    await dropDatabase((await testDatabase()).url, name);
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  /** The real CLI on this database, given only the master keys in `keys` (no key file: an empty data folder). */
+  const cli = async (keys: { current: string; previous?: string }, ...args: string[]): Promise<any> => {
+    const run = await fleetAdminOn(url, [...args, '--json'], {
+      FRS_DATA_DIR: dataDir,
+      FRS_SECRET_KEY: keys.current,
+      FRS_SECRET_KEY_PREVIOUS: keys.previous ?? '',
+    });
+    expect(run.stderr, args.join(' ')).to.equal('');
+    expect(run.code, args.join(' ')).to.equal(0);
+    expect(run.stdout, args.join(' ')).not.to.match(/whsk_|whsec_/);
+    return JSON.parse(run.stdout);
+  };
+  const keyColumns = (id: string) =>
+    own('webhook_endpoints')
+      .where({ id })
+      .first(
+        'signing_private_key_key_id',
+        'signing_private_key_sealed',
+        'previous_signing_public_key',
+        'previous_signing_private_key_key_id',
+        'previous_signing_private_key_sealed',
+        'previous_signing_key_expires_at',
+      );
+
+  it('re-seals the current and previous private keys; a dispatcher holding only the new key signs v1a that verifies', async function () {
+    this.timeout(180_000);
+    const before = { current: oldKey };
+    await cli(before, 'migrate');
+    await cli(before, 'workspace', 'create', '--slug', 'ed25519-master');
+    const endpoint = (route: string) =>
+      cli(
+        before,
+        'endpoint',
+        'create',
+        '--workspace',
+        'ed25519-master',
+        '--url',
+        `${receiver.url}/${route}`,
+        '--signature-scheme',
+        'ed25519',
+      );
+    const plain = await endpoint('plain');
+    const rotating = await endpoint('rotating');
+    // mid-rotation of its key pair: the previous pair signs beside the new one for 5 hours
+    const rotated = await cli(before, 'endpoint', 'rotate-signing-key', '--id', rotating.id, '--overlap-hours', '5');
+    const oldId = (await keyColumns(plain.id)).signing_private_key_key_id;
+    const sealedBefore = { plain: await keyColumns(plain.id), rotating: await keyColumns(rotating.id) };
+    expect(sealedBefore.rotating.previous_signing_private_key_key_id).to.equal(oldId);
+
+    const moved = await cli({ current: newKey, previous: oldKey }, 'secrets', 'rotate-master-key');
+    expect(moved).to.deep.equal({ keyId: moved.keyId, source: 'env', resealed: 2 });
+    expect(moved.keyId).not.to.equal(oldId);
+    for (const [id, was] of [
+      [plain.id, sealedBefore.plain],
+      [rotating.id, sealedBefore.rotating],
+    ] as const) {
+      const now = await keyColumns(id);
+      expect(now.signing_private_key_key_id).to.equal(moved.keyId);
+      expect(now.signing_private_key_sealed.equals(was.signing_private_key_sealed)).to.equal(false);
+    }
+    // the previous pair kept, sealed anew, its public key and overlap as they were
+    const rotatingNow = await keyColumns(rotating.id);
+    expect(rotatingNow.previous_signing_private_key_key_id).to.equal(moved.keyId);
+    expect(
+      rotatingNow.previous_signing_private_key_sealed.equals(sealedBefore.rotating.previous_signing_private_key_sealed),
+    ).to.equal(false);
+    expect(publicKeyText(rotatingNow.previous_signing_public_key)).to.equal(rotating.publicKey);
+    expect(rotatingNow.previous_signing_key_expires_at.toISOString()).to.equal(rotated.previousKeyExpiresAt);
+    expect(
+      await own('webhook_endpoints').where({ id: plain.id }).first('previous_signing_private_key_sealed'),
+    ).to.deep.equal({
+      previous_signing_private_key_sealed: null,
+    });
+    // audited: how many, never a key
+    const [entry] = await own('audit_entries')
+      .where({ action: 'master_key.rotate', target_id: moved.keyId })
+      .select('changes');
+    expect(entry.changes).to.deep.equal({ resealed: 2, resealedPrivateKeys: 2 });
+
+    // A dispatcher given only the new key (the old one forgotten) sends both endpoints' deliveries.
+    const after = { current: newKey };
+    await cli(
+      after,
+      'publish',
+      '--workspace',
+      'ed25519-master',
+      '--event',
+      'booking.confirmed',
+      '--data',
+      JSON.stringify(bookingConfirmedData()),
+    );
+    expect(await cli(after, 'sweep', '--deliveries')).to.deep.include({
+      deliveries: { attempted: 2, accepted: 2, retrying: 0, failed: 0 },
+    });
+    const to = (route: string) => {
+      const requests = receiver.requests.filter((request) => request.path === `/${route}`);
+      expect(requests, route).to.have.length(1);
+      return requests[0];
+    };
+    expect(versions(to('plain'))).to.deep.equal(['v1a']);
+    expect(v1aVerdicts(to('plain'), plain.publicKey)).to.deep.equal([true]);
+    // both pairs still sign during the rotation's overlap, the new key's first
+    expect(versions(to('rotating'))).to.deep.equal(['v1a', 'v1a']);
+    expect(v1aVerdicts(to('rotating'), rotated.publicKey)).to.deep.equal([true, false]);
+    expect(v1aVerdicts(to('rotating'), rotating.publicKey)).to.deep.equal([false, true]);
   });
 });
