@@ -385,7 +385,12 @@ describe('the settings screen (/portal) in a browser', function () {
   });
 
   it('rotates the secret with an overlap: shown once, and the next deliveries carry both signatures', async () => {
-    await page.getByLabel('Overlap (hours)').fill('2');
+    // (the rotation's overlap: the signature scheme's form has one too)
+    await page
+      .locator('form')
+      .filter({ has: page.getByRole('heading', { name: 'Rotate the signing secret' }) })
+      .getByLabel('Overlap (hours)')
+      .fill('2');
     await page.getByRole('button', { name: 'Rotate secret' }).click();
     const dialog = page.getByRole('dialog', { name: 'Rotate the signing secret?' });
     const rotated = await answerTo('POST', adminPath(`/endpoints/${endpointId}/rotate-secret`), () =>
@@ -977,6 +982,46 @@ describe('the settings screen (/portal) in a browser', function () {
     expect(cleared.request().postDataJSON()).to.deep.equal({ rateLimit: null });
     await shown().filter({ hasText: 'no limit' }).waitFor();
     expect((await db('webhook_endpoints').where({ id: throttled.id }).first('rate_limit')).rate_limit).to.equal(null);
+  });
+
+  it('adds an ed25519 endpoint: its public key shown, no secret; switched to hmac-sha256, its new secret shown once', async () => {
+    await nav('Endpoints').click();
+    await page.getByRole('link', { name: 'Add endpoint' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Add an endpoint' }).waitFor();
+    await page.getByLabel('URL').fill(receiver.endpointUrl());
+    await page.getByLabel('Name (optional)').fill('Keyed');
+    await page.getByLabel('Signature scheme').selectOption('ed25519');
+    const created = await answerTo('POST', adminPath('/endpoints'), () =>
+      page.getByRole('button', { name: 'Add endpoint' }).click(),
+    );
+    expect(created.status()).to.equal(201);
+    const made = await created.json();
+    expect(made).to.include({ signatureScheme: 'ed25519', secret: null });
+    await page.getByText(made.publicKey, { exact: true }).waitFor();
+    await page.getByText('No signing secret is handed out.').waitFor();
+    expect(await page.getByRole('textbox', { name: 'Signing secret' }).count()).to.equal(0);
+
+    await page.getByRole('link', { name: 'Open the endpoint' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Keyed' }).waitFor();
+    const form = page.locator('form').filter({ has: page.getByRole('heading', { name: 'Signature scheme' }) });
+    await form.getByLabel('Scheme').selectOption('hmac-sha256');
+    await form.getByLabel('Overlap (hours)').fill('0');
+    const switched = await answerTo('POST', adminPath(`/endpoints/${made.id}/signature-scheme`), () =>
+      form.getByRole('button', { name: 'Switch scheme' }).click(),
+    );
+    expect(switched.status()).to.equal(200);
+    expect(switched.request().postDataJSON()).to.deep.equal({ scheme: 'hmac-sha256', overlapHours: 0 });
+    const secret = await form.getByRole('textbox', { name: 'New signing secret' }).inputValue();
+    expect(secret)
+      .to.match(/^whsec_[0-9A-Za-z]{40}$/)
+      .and.equal((await switched.json()).secret);
+    // (the page's figures read again, and every answer checked, before the reload)
+    await focusIs(page, 'Signed with hmac-sha256, with a new signing secret, shown below this once.');
+    await Promise.all(checks);
+    await page.reload();
+    await page.getByRole('heading', { level: 1, name: 'Keyed' }).waitFor();
+    expect(await page.getByRole('textbox', { name: 'New signing secret' }).count()).to.equal(0);
+    expect(await page.content()).not.to.include(secret);
   });
 
   it('is usable 360 px wide: no page scrolls sideways', async () => {
