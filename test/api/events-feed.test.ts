@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { Knex } from 'knex';
-import { testDatabase } from '../support/database.js';
+import { scansOf, testDatabase, type PlanNode } from '../support/database.js';
 import { startApi, type TestApi } from '../support/api.js';
 import { createApiKey } from '../../src/core/workspaces.js';
 import { publishEvent } from '../../src/core/webhooks/publish.js';
@@ -233,6 +233,34 @@ describe('API: the event feed (GET /v1/events)', () => {
     const another = await publish(ws, 'invoice.overdue', undefined, 'overdue-again');
     expect(ids(await feed(`?types=invoice.overdue&after=${none.body.nextCursor}`))).to.deep.equal([another]);
     expect(ids(await feed(`?after=${(await feed('?limit=8')).body.nextCursor}`))).to.deep.equal([later, another]);
+  });
+
+  it('reads at most scanLimit rows of events by the index events_feed, whatever the types', async () => {
+    const confirmed: string[] = [];
+    for (let i = 0; i < 7; i++) confirmed.push(await publish(ws, 'booking.confirmed'));
+    await publish(ws, 'invoice.overdue');
+    // the statement as the feed sends it, planned and run for its own values
+    const sent: Array<{ sql: string; bindings: unknown[] }> = [];
+    const capture = (query: { sql: string; bindings: unknown[] }) => sent.push(query);
+    db.on('query', capture);
+    const first = await eventFeed(db, ws.id, { types: ['invoice.overdue'], limit: 2, scanLimit: 3 });
+    await eventFeed(db, ws.id, { types: ['invoice.overdue'], limit: 2, after: first.next!, scanLimit: 3 });
+    db.off('query', capture);
+    expect(sent).to.have.length(2);
+    for (const { sql, bindings } of sent) {
+      const { rows } = await db.raw(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql.replace(/\$\d+/g, '?')}`, bindings as any[]);
+      const plan = rows[0]['QUERY PLAN'][0].Plan as PlanNode;
+      const scans = await scansOf(db, plan, 'events');
+      const feedScans = scans.filter((scan) => scan.scan.endsWith('events_feed'));
+      expect(
+        feedScans.map((scan) => scan.read),
+        JSON.stringify(scans),
+      ).to.deep.equal([3]);
+      // and the page's items by id (none here: nothing kept)
+      expect(scans.filter((scan) => !scan.scan.endsWith('events_feed')).every((scan) => scan.read === 0)).to.equal(
+        true,
+      );
+    }
   });
 
   it('keeps only the `types` asked for, and binds the cursor to them', async () => {
