@@ -97,7 +97,7 @@ const GRANTS: Record<ServiceRole, string[]> = {
     `GRANT SELECT ${CUSTOMER_COLUMNS} ON customers TO %s`,
     // signing (the sealed secrets) and the endpoints' delivery state
     `GRANT SELECT ON webhook_endpoints TO %s`,
-    `GRANT UPDATE (consecutive_failures, last_success_at, is_active, disabled_at, disabled_reason) ON webhook_endpoints TO %s`,
+    `GRANT UPDATE (consecutive_failures, last_success_at, is_active, disabled_at, disabled_reason, throttled_until, throttle_streak) ON webhook_endpoints TO %s`,
     // the calendar sweep and the outbox record events and fan them out; the dispatcher records attempts
     `GRANT SELECT, INSERT ON events, delivery_attempts TO %s`,
     `GRANT SELECT, INSERT, UPDATE ON deliveries TO %s`,

@@ -353,7 +353,8 @@ describe('the admin API: webhook endpoints', () => {
     const api: TestApi = await startApi();
     // Each attempt takes 400 ms and fails, so that when the delete comes one attempt is under way and the next is
     // claimed ahead, waiting for the endpoint's single slot.
-    const slow = await startReceiver(() => ({ status: 503, delayMs: 400 }));
+    // (a 500: a 503 would throttle the endpoint, and the claimed-ahead delivery would be given back)
+    const slow = await startReceiver(() => ({ status: 500, delayMs: 400 }));
     const dispatcher = ws.dispatcher({ perEndpointConcurrency: 1, pollIntervalMs: 50 });
     try {
       const key = await createApiKey(db, operator, { workspaceId: ws.id });
