@@ -418,7 +418,7 @@ export const EndpointSchema = {
         },
         isActive: {
             type: 'boolean',
-            description: 'False once the endpoint is switched off (after 20 failed attempts in a row, or by `disableEndpoint`).'
+            description: 'False once the endpoint is switched off (after 20 failed attempts in a row, at once when its receiver answers `410 Gone`, or by `disableEndpoint`).'
         },
         disabledAt: {
             description: 'When the endpoint was switched off; null while it is on.',

@@ -212,7 +212,7 @@ export type Endpoint = {
     url: EndpointUrl;
     events: EndpointEvents;
     /**
-     * False once the endpoint is switched off (after 20 failed attempts in a row, or by `disableEndpoint`).
+     * False once the endpoint is switched off (after 20 failed attempts in a row, at once when its receiver answers `410 Gone`, or by `disableEndpoint`).
      */
     isActive: boolean;
     /**

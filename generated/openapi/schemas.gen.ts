@@ -915,7 +915,7 @@ export const WebhookEndpointSchema = {
         },
         isActive: {
             type: 'boolean',
-            description: 'False once the endpoint is switched off (after 20 failed attempts in a row, or by an operator).'
+            description: 'False once the endpoint is switched off (after 20 failed attempts in a row, at once when its receiver answers `410 Gone`, or by an operator).'
         },
         disabledAt: {
             description: 'When the endpoint was switched off; null while it is on.',
@@ -1078,7 +1078,7 @@ export const DeliveryRowSchema = {
             ]
         },
         nextAttemptAt: {
-            description: 'When the next attempt is due (by the delivery sweep\'s clock); null unless `queued` or `retrying`.',
+            description: 'When the next attempt is due (by the delivery sweep\'s clock); null unless `queued` or `retrying`. After a throttling answer (429, 502, 503, 504) it is no earlier than the endpoint\'s throttle end.',
             anyOf: [
                 {
                     $ref: '#/components/schemas/Timestamp'

@@ -432,7 +432,7 @@ export type WebhookEndpoint = {
      */
     events: Array<EventName>;
     /**
-     * False once the endpoint is switched off (after 20 failed attempts in a row, or by an operator).
+     * False once the endpoint is switched off (after 20 failed attempts in a row, at once when its receiver answers `410 Gone`, or by an operator).
      */
     isActive: boolean;
     /**
@@ -502,7 +502,7 @@ export type DeliveryRow = {
      */
     lastAttemptAt: Timestamp | null;
     /**
-     * When the next attempt is due (by the delivery sweep's clock); null unless `queued` or `retrying`.
+     * When the next attempt is due (by the delivery sweep's clock); null unless `queued` or `retrying`. After a throttling answer (429, 502, 503, 504) it is no earlier than the endpoint's throttle end.
      */
     nextAttemptAt: Timestamp | null;
     /**
