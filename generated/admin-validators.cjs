@@ -4147,12 +4147,12 @@ return errors === 0;
 validate36.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.CreatedEndpoint = validate37;
-const schema80 = {"type":"object","description":"A new webhook endpoint, with its signing secret, shown this once.","required":["id","name","url","events","isActive","disabledAt","disabledReason","lastSuccessAt","consecutiveFailures","secret"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"$ref":"#/$defs/EndpointName"},"url":{"$ref":"#/$defs/EndpointUrl"},"events":{"$ref":"#/$defs/EndpointEvents"},"isActive":{"type":"boolean","description":"Whether the endpoint is on (a new one is)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"disabledReason":{"description":"Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.","oneOf":[{"$ref":"#/$defs/EndpointDisabledReason"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Failed attempts in a row across the endpoint's deliveries."},"secret":{"$ref":"#/$defs/SigningSecret"}},"additionalProperties":false};
+const schema80 = {"type":"object","description":"A new webhook endpoint, with its signing secret, shown this once.","required":["id","name","url","events","isActive","disabledAt","disabledReason","lastSuccessAt","consecutiveFailures","throttledUntil","secret"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"$ref":"#/$defs/EndpointName"},"url":{"$ref":"#/$defs/EndpointUrl"},"events":{"$ref":"#/$defs/EndpointEvents"},"isActive":{"type":"boolean","description":"Whether the endpoint is on (a new one is)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"disabledReason":{"description":"Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.","oneOf":[{"$ref":"#/$defs/EndpointDisabledReason"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Failed attempts in a row across the endpoint's deliveries."},"throttledUntil":{"description":"The end of the endpoint's latest throttle; null (a new endpoint was never throttled).","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"secret":{"$ref":"#/$defs/SigningSecret"}},"additionalProperties":false};
 const schema82 = {"type":"string","minLength":1,"maxLength":200,"description":"The endpoint's display name (default, at creation, the URL's host).","example":"Accounting sync"};
 const schema83 = {"type":"string","minLength":1,"maxLength":2048,"description":"Where deliveries are POSTed: an absolute `http` or `https` URL, without a user name or password, to a destination the policy allows (no private, loopback or reserved address unless the operator allows it).","example":"https://hooks.example.ae/fleet"};
 const schema84 = {"type":"array","maxItems":200,"uniqueItems":true,"description":"Subscribed events (names of the public document's `webhooks`, `webhook.test` excepted); an empty list means every event.","items":{"type":"string","minLength":1,"maxLength":64,"pattern":"^[a-z][a-z0-9_.]*$"},"example":["booking.confirmed","payment.captured"]};
 const schema86 = {"type":"string","enum":["failures","gone","manual"],"description":"Why an endpoint was switched off: `failures` (20 failed attempts in a row), `gone` (its receiver answered `410 Gone`), `manual` (switched off by an operator, the admin API or the settings screen).","example":"failures"};
-const schema88 = {"type":"string","minLength":38,"maxLength":100,"pattern":"^whsec_[0-9A-Za-z]{32,}$","description":"A signing secret, `whsec_` and base62 characters, shown this once; the service keeps it sealed."};
+const schema89 = {"type":"string","minLength":38,"maxLength":100,"pattern":"^whsec_[0-9A-Za-z]{32,}$","description":"A signing secret, `whsec_` and base62 characters, shown this once; the service keeps it sealed."};
 const pattern10 = new RegExp("^[a-z][a-z0-9_.]*$", "u");
 const pattern11 = new RegExp("^whsec_[0-9A-Za-z]{32,}$", "u");
 
@@ -4169,7 +4169,7 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.disabledReason === undefined) && (missing0 = "disabledReason"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))) || ((data.secret === undefined) && (missing0 = "secret"))){
+if((((((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.disabledReason === undefined) && (missing0 = "disabledReason"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))) || ((data.throttledUntil === undefined) && (missing0 = "throttledUntil"))) || ((data.secret === undefined) && (missing0 = "secret"))){
 validate37.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
@@ -4679,23 +4679,125 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.secret !== undefined){
-let data10 = data.secret;
+if(data.throttledUntil !== undefined){
+let data10 = data.throttledUntil;
 const _errs41 = errors;
 const _errs42 = errors;
-if(errors === _errs42){
+let valid13 = false;
+let passing3 = null;
+const _errs43 = errors;
+const _errs44 = errors;
+if(errors === _errs44){
+if(errors === _errs44){
 if(typeof data10 === "string"){
-if(func2(data10) > 100){
+if(func2(data10) > 30){
+const err14 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+else {
+if(!(formats6.validate(data10))){
+const err15 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+}
+else {
+const err16 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+}
+var _valid3 = _errs43 === errors;
+if(_valid3){
+valid13 = true;
+passing3 = 0;
+}
+const _errs46 = errors;
+if(data10 !== null){
+const err17 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/properties/throttledUntil/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+var _valid3 = _errs46 === errors;
+if(_valid3 && valid13){
+valid13 = false;
+passing3 = [passing3, 1];
+}
+else {
+if(_valid3){
+valid13 = true;
+passing3 = 1;
+}
+}
+if(!valid13){
+const err18 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/properties/throttledUntil/oneOf",keyword:"oneOf",params:{passingSchemas: passing3},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+validate37.errors = vErrors;
+return false;
+}
+else {
+errors = _errs42;
+if(vErrors !== null){
+if(_errs42){
+vErrors.length = _errs42;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs41 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.secret !== undefined){
+let data11 = data.secret;
+const _errs48 = errors;
+const _errs49 = errors;
+if(errors === _errs49){
+if(typeof data11 === "string"){
+if(func2(data11) > 100){
 validate37.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
 return false;
 }
 else {
-if(func2(data10) < 38){
+if(func2(data11) < 38){
 validate37.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/minLength",keyword:"minLength",params:{limit: 38},message:"must NOT have fewer than 38 characters"}];
 return false;
 }
 else {
-if(!pattern11.test(data10)){
+if(!pattern11.test(data11)){
 validate37.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/pattern",keyword:"pattern",params:{pattern: "^whsec_[0-9A-Za-z]{32,}$"},message:"must match pattern \""+"^whsec_[0-9A-Za-z]{32,}$"+"\""}];
 return false;
 }
@@ -4707,10 +4809,11 @@ validate37.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/Si
 return false;
 }
 }
-var valid0 = _errs41 === errors;
+var valid0 = _errs48 === errors;
 }
 else {
 var valid0 = true;
+}
 }
 }
 }
@@ -4735,8 +4838,8 @@ return errors === 0;
 validate37.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.CreatedPortalSession = validate38;
-const schema89 = {"type":"object","description":"A new link to the settings screen; its key is shown here only.","required":["id","url","readOnly","linkExpiresAt","expiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"url":{"type":"string","format":"uri","maxLength":2000,"description":"The screen's address on the public listener (`FRS_PUBLIC_URL`), with the one-time key in its fragment: `<FRS_PUBLIC_URL>/portal/#key=frpl_...`. Open it once, in a browser or an iframe."},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"linkExpiresAt":{"description":"When the link stops opening if it was not opened before (10 minutes after it was made, or `expiresAt` if sooner).","allOf":[{"$ref":"#/$defs/Timestamp"}]},"expiresAt":{"description":"When the session the link starts ends at the latest.","allOf":[{"$ref":"#/$defs/Timestamp"}]}},"additionalProperties":false};
-const formats84 = require("ajv-formats/dist/formats").fullFormats.uri;
+const schema90 = {"type":"object","description":"A new link to the settings screen; its key is shown here only.","required":["id","url","readOnly","linkExpiresAt","expiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"url":{"type":"string","format":"uri","maxLength":2000,"description":"The screen's address on the public listener (`FRS_PUBLIC_URL`), with the one-time key in its fragment: `<FRS_PUBLIC_URL>/portal/#key=frpl_...`. Open it once, in a browser or an iframe."},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"linkExpiresAt":{"description":"When the link stops opening if it was not opened before (10 minutes after it was made, or `expiresAt` if sooner).","allOf":[{"$ref":"#/$defs/Timestamp"}]},"expiresAt":{"description":"When the session the link starts ends at the latest.","allOf":[{"$ref":"#/$defs/Timestamp"}]}},"additionalProperties":false};
+const formats86 = require("ajv-formats/dist/formats").fullFormats.uri;
 
 function validate38(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -4806,7 +4909,7 @@ validate38.errors = [{instancePath:instancePath+"/url",schemaPath:"#/properties/
 return false;
 }
 else {
-if(!(formats84(data1))){
+if(!(formats86(data1))){
 validate38.errors = [{instancePath:instancePath+"/url",schemaPath:"#/properties/url/format",keyword:"format",params:{format: "uri"},message:"must match format \""+"uri"+"\""}];
 return false;
 }
@@ -4913,7 +5016,7 @@ return errors === 0;
 validate38.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.EndedPortalSessions = validate39;
-const schema93 = {"type":"object","description":"How many sessions (and unopened links) were ended.","required":["ended"],"properties":{"ended":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"The number ended now."}},"additionalProperties":false};
+const schema94 = {"type":"object","description":"How many sessions (and unopened links) were ended.","required":["ended"],"properties":{"ended":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"The number ended now."}},"additionalProperties":false};
 
 function validate39(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -4984,7 +5087,7 @@ return errors === 0;
 validate39.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.Endpoint = validate40;
-const schema94 = {"type":"object","description":"A webhook endpoint, as the public `GET /v1/webhooks` lists it; never its signing secret.","required":["id","name","url","events","isActive","disabledAt","disabledReason","lastSuccessAt","consecutiveFailures"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"$ref":"#/$defs/EndpointName"},"url":{"$ref":"#/$defs/EndpointUrl"},"events":{"$ref":"#/$defs/EndpointEvents"},"isActive":{"type":"boolean","description":"False once the endpoint is switched off (after 20 failed attempts in a row, at once when its receiver answers `410 Gone`, or by `disableEndpoint`)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"disabledReason":{"description":"Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.","oneOf":[{"$ref":"#/$defs/EndpointDisabledReason"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Failed attempts in a row across the endpoint's deliveries; a success resets it to 0."}},"additionalProperties":false};
+const schema95 = {"type":"object","description":"A webhook endpoint, as the public `GET /v1/webhooks` lists it; never its signing secret.","required":["id","name","url","events","isActive","disabledAt","disabledReason","lastSuccessAt","consecutiveFailures","throttledUntil"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"$ref":"#/$defs/EndpointName"},"url":{"$ref":"#/$defs/EndpointUrl"},"events":{"$ref":"#/$defs/EndpointEvents"},"isActive":{"type":"boolean","description":"False once the endpoint is switched off (after 20 failed attempts in a row, at once when its receiver answers `410 Gone`, or by `disableEndpoint`)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"disabledReason":{"description":"Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.","oneOf":[{"$ref":"#/$defs/EndpointDisabledReason"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Failed attempts in a row across the endpoint's deliveries; a success resets it to 0."},"throttledUntil":{"description":"The end of the endpoint's latest throttle: its receiver answered 429, 502, 503 or 504, and nothing is sent to it before this time (what `Retry-After` asked, at most 24 hours; see the public document's Delivery semantics). Null if it was never throttled; a past time means it is not throttled now.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -4999,14 +5102,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if((((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.disabledReason === undefined) && (missing0 = "disabledReason"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))){
+if(((((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.disabledReason === undefined) && (missing0 = "disabledReason"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))) || ((data.throttledUntil === undefined) && (missing0 = "throttledUntil"))){
 validate40.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema94.properties, key0))){
+if(!(func1.call(schema95.properties, key0))){
 validate40.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -5508,6 +5611,109 @@ var valid0 = _errs39 === errors;
 else {
 var valid0 = true;
 }
+if(valid0){
+if(data.throttledUntil !== undefined){
+let data10 = data.throttledUntil;
+const _errs41 = errors;
+const _errs42 = errors;
+let valid13 = false;
+let passing3 = null;
+const _errs43 = errors;
+const _errs44 = errors;
+if(errors === _errs44){
+if(errors === _errs44){
+if(typeof data10 === "string"){
+if(func2(data10) > 30){
+const err14 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+else {
+if(!(formats6.validate(data10))){
+const err15 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+}
+else {
+const err16 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+}
+var _valid3 = _errs43 === errors;
+if(_valid3){
+valid13 = true;
+passing3 = 0;
+}
+const _errs46 = errors;
+if(data10 !== null){
+const err17 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/properties/throttledUntil/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+var _valid3 = _errs46 === errors;
+if(_valid3 && valid13){
+valid13 = false;
+passing3 = [passing3, 1];
+}
+else {
+if(_valid3){
+valid13 = true;
+passing3 = 1;
+}
+}
+if(!valid13){
+const err18 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/properties/throttledUntil/oneOf",keyword:"oneOf",params:{passingSchemas: passing3},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+validate40.errors = vErrors;
+return false;
+}
+else {
+errors = _errs42;
+if(vErrors !== null){
+if(_errs42){
+vErrors.length = _errs42;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs41 === errors;
+}
+else {
+var valid0 = true;
+}
+}
 }
 }
 }
@@ -5530,7 +5736,7 @@ return errors === 0;
 validate40.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.EndpointList = validate41;
-const schema102 = {"type":"object","description":"A workspace's webhook endpoints, oldest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":10000,"description":"The endpoints.","items":{"$ref":"#/$defs/Endpoint"}}},"additionalProperties":false};
+const schema104 = {"type":"object","description":"A workspace's webhook endpoints, oldest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":10000,"description":"The endpoints.","items":{"$ref":"#/$defs/Endpoint"}}},"additionalProperties":false};
 
 function validate41(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5604,7 +5810,7 @@ return errors === 0;
 validate41.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.ErrorResponse = validate43;
-const schema103 = {"type":"object","description":"The body of every error response (the public API's error body).","required":["error"],"properties":{"error":{"type":"object","description":"What went wrong.","required":["code","message","requestId"],"properties":{"code":{"type":"string","maxLength":64,"description":"Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token's reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `missing_reference` (409): a batch's record points at nothing (`writeRecords`).\n- `dependent_records` (409): a batch's delete would leave records pointing at nothing (`writeRecords`).\n- `payload_too_large` (413): the request body is over 64 KiB (a batch: 5,000 records or 8 MiB).\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `expectation_failed` (417): the request's `Expect` header asks for something other than\n  `100-continue`; the connection is closed after the answer.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n","enum":["invalid_request","unauthorized","forbidden","not_found","method_not_allowed","conflict","idempotency_key_reused","missing_reference","dependent_records","payload_too_large","unsupported_media_type","rate_limited","expectation_failed","headers_too_large","internal_error","unavailable","overloaded"]},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"A human-readable sentence; wording may change, so don't match on it."},"reason":{"type":"string","maxLength":200,"minLength":1,"description":"On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending field, parameter or header. On 429, `auth_failures`. Absent otherwise."},"requestId":{"type":"string","maxLength":128,"minLength":1,"description":"Equals the `x-request-id` response header."}},"additionalProperties":false}},"additionalProperties":false};
+const schema105 = {"type":"object","description":"The body of every error response (the public API's error body).","required":["error"],"properties":{"error":{"type":"object","description":"What went wrong.","required":["code","message","requestId"],"properties":{"code":{"type":"string","maxLength":64,"description":"Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token's reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `missing_reference` (409): a batch's record points at nothing (`writeRecords`).\n- `dependent_records` (409): a batch's delete would leave records pointing at nothing (`writeRecords`).\n- `payload_too_large` (413): the request body is over 64 KiB (a batch: 5,000 records or 8 MiB).\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `expectation_failed` (417): the request's `Expect` header asks for something other than\n  `100-continue`; the connection is closed after the answer.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n","enum":["invalid_request","unauthorized","forbidden","not_found","method_not_allowed","conflict","idempotency_key_reused","missing_reference","dependent_records","payload_too_large","unsupported_media_type","rate_limited","expectation_failed","headers_too_large","internal_error","unavailable","overloaded"]},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"A human-readable sentence; wording may change, so don't match on it."},"reason":{"type":"string","maxLength":200,"minLength":1,"description":"On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending field, parameter or header. On 429, `auth_failures`. Absent otherwise."},"requestId":{"type":"string","maxLength":128,"minLength":1,"description":"Equals the `x-request-id` response header."}},"additionalProperties":false}},"additionalProperties":false};
 
 function validate43(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5657,7 +5863,7 @@ if(data0.code !== undefined){
 let data1 = data0.code;
 const _errs5 = errors;
 if(!(((((((((((((((((data1 === "invalid_request") || (data1 === "unauthorized")) || (data1 === "forbidden")) || (data1 === "not_found")) || (data1 === "method_not_allowed")) || (data1 === "conflict")) || (data1 === "idempotency_key_reused")) || (data1 === "missing_reference")) || (data1 === "dependent_records")) || (data1 === "payload_too_large")) || (data1 === "unsupported_media_type")) || (data1 === "rate_limited")) || (data1 === "expectation_failed")) || (data1 === "headers_too_large")) || (data1 === "internal_error")) || (data1 === "unavailable")) || (data1 === "overloaded"))){
-validate43.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/properties/error/properties/code/enum",keyword:"enum",params:{allowedValues: schema103.properties.error.properties.code.enum},message:"must be equal to one of the allowed values"}];
+validate43.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/properties/error/properties/code/enum",keyword:"enum",params:{allowedValues: schema105.properties.error.properties.code.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs5){
@@ -5784,8 +5990,8 @@ return errors === 0;
 validate43.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.EventTypeList = validate44;
-const schema104 = {"type":"object","description":"Every event type, in the public document's order.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":1000,"description":"The event types.","items":{"$ref":"#/$defs/EventType"}}},"additionalProperties":false};
-const schema105 = {"type":"object","description":"An event endpoints can receive, as the public document declares it.","required":["event","group","summary","description","exampleData"],"properties":{"event":{"$ref":"#/$defs/EventName"},"group":{"type":"string","maxLength":100,"description":"Its group, the webhook's tag in the public document."},"summary":{"type":"string","maxLength":200,"description":"One line on when it fires."},"description":{"type":"string","maxLength":10000,"description":"The public document's description (Markdown)."},"exampleData":{"type":"object","description":"The document's example `data`, what `sendExampleEvent` sends."}},"additionalProperties":false};
+const schema106 = {"type":"object","description":"Every event type, in the public document's order.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":1000,"description":"The event types.","items":{"$ref":"#/$defs/EventType"}}},"additionalProperties":false};
+const schema107 = {"type":"object","description":"An event endpoints can receive, as the public document declares it.","required":["event","group","summary","description","exampleData"],"properties":{"event":{"$ref":"#/$defs/EventName"},"group":{"type":"string","maxLength":100,"description":"Its group, the webhook's tag in the public document."},"summary":{"type":"string","maxLength":200,"description":"One line on when it fires."},"description":{"type":"string","maxLength":10000,"description":"The public document's description (Markdown)."},"exampleData":{"type":"object","description":"The document's example `data`, what `sendExampleEvent` sends."}},"additionalProperties":false};
 
 function validate45(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -6013,10 +6219,10 @@ return errors === 0;
 validate44.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.ImportJob = validate47;
-const schema107 = {"type":"object","description":"An import job and how far it got.","required":["id","workspaceId","phase","format","recordsRead","recordsApplied","startedAt","finishedAt","counts","error"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"workspaceId":{"$ref":"#/$defs/Uuid"},"phase":{"type":"string","maxLength":32,"description":"`running`, then `succeeded`, `failed` (see `error`) or `canceled`.","enum":["running","succeeded","failed","canceled"]},"format":{"type":"string","maxLength":32,"description":"The body's format.","enum":["json","ndjson"]},"recordsRead":{"type":"integer","format":"int64","minimum":0,"maximum":9007199254740991,"description":"Records read from the body so far."},"recordsApplied":{"type":"integer","format":"int64","minimum":0,"maximum":9007199254740991,"description":"Records written so far (in the job's transaction: none is visible before it succeeds)."},"startedAt":{"type":"string","format":"date-time","maxLength":64},"finishedAt":{"type":["string","null"],"format":"date-time","maxLength":64,"description":"When it ended; null while running."},"counts":{"$ref":"#/$defs/RecordCounts"},"error":{"type":["string","null"],"maxLength":2000,"description":"Why it failed, naming the first bad record; null unless failed."}},"additionalProperties":false};
-const formats104 = require("ajv-formats/dist/formats").fullFormats.int64;
-const schema110 = {"type":"object","description":"Records by the import document's key; a key with none is left out.","properties":{"owners":{"$ref":"#/$defs/RecordCount"},"fleets":{"$ref":"#/$defs/RecordCount"},"vehicles":{"$ref":"#/$defs/RecordCount"},"maintenance":{"$ref":"#/$defs/RecordCount"},"vehicleDocuments":{"$ref":"#/$defs/RecordCount"},"customers":{"$ref":"#/$defs/RecordCount"},"bookings":{"$ref":"#/$defs/RecordCount"},"extensions":{"$ref":"#/$defs/RecordCount"},"invoices":{"$ref":"#/$defs/RecordCount"},"payments":{"$ref":"#/$defs/RecordCount"},"installments":{"$ref":"#/$defs/RecordCount"},"expenses":{"$ref":"#/$defs/RecordCount"},"fines":{"$ref":"#/$defs/RecordCount"},"integrations":{"$ref":"#/$defs/RecordCount"}},"additionalProperties":false};
-const schema111 = {"type":"integer","format":"int64","minimum":1,"maximum":9007199254740991,"description":"How many records."};
+const schema109 = {"type":"object","description":"An import job and how far it got.","required":["id","workspaceId","phase","format","recordsRead","recordsApplied","startedAt","finishedAt","counts","error"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"workspaceId":{"$ref":"#/$defs/Uuid"},"phase":{"type":"string","maxLength":32,"description":"`running`, then `succeeded`, `failed` (see `error`) or `canceled`.","enum":["running","succeeded","failed","canceled"]},"format":{"type":"string","maxLength":32,"description":"The body's format.","enum":["json","ndjson"]},"recordsRead":{"type":"integer","format":"int64","minimum":0,"maximum":9007199254740991,"description":"Records read from the body so far."},"recordsApplied":{"type":"integer","format":"int64","minimum":0,"maximum":9007199254740991,"description":"Records written so far (in the job's transaction: none is visible before it succeeds)."},"startedAt":{"type":"string","format":"date-time","maxLength":64},"finishedAt":{"type":["string","null"],"format":"date-time","maxLength":64,"description":"When it ended; null while running."},"counts":{"$ref":"#/$defs/RecordCounts"},"error":{"type":["string","null"],"maxLength":2000,"description":"Why it failed, naming the first bad record; null unless failed."}},"additionalProperties":false};
+const formats108 = require("ajv-formats/dist/formats").fullFormats.int64;
+const schema112 = {"type":"object","description":"Records by the import document's key; a key with none is left out.","properties":{"owners":{"$ref":"#/$defs/RecordCount"},"fleets":{"$ref":"#/$defs/RecordCount"},"vehicles":{"$ref":"#/$defs/RecordCount"},"maintenance":{"$ref":"#/$defs/RecordCount"},"vehicleDocuments":{"$ref":"#/$defs/RecordCount"},"customers":{"$ref":"#/$defs/RecordCount"},"bookings":{"$ref":"#/$defs/RecordCount"},"extensions":{"$ref":"#/$defs/RecordCount"},"invoices":{"$ref":"#/$defs/RecordCount"},"payments":{"$ref":"#/$defs/RecordCount"},"installments":{"$ref":"#/$defs/RecordCount"},"expenses":{"$ref":"#/$defs/RecordCount"},"fines":{"$ref":"#/$defs/RecordCount"},"integrations":{"$ref":"#/$defs/RecordCount"}},"additionalProperties":false};
+const schema113 = {"type":"integer","format":"int64","minimum":1,"maximum":9007199254740991,"description":"How many records."};
 
 function validate48(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -6032,7 +6238,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema110.properties, key0))){
+if(!(func1.call(schema112.properties, key0))){
 validate48.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -6059,7 +6265,7 @@ validate48.errors = [{instancePath:instancePath+"/owners",schemaPath:"#/$defs/Re
 return false;
 }
 else {
-if(!(formats104.validate(data0))){
+if(!(formats108.validate(data0))){
 validate48.errors = [{instancePath:instancePath+"/owners",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6093,7 +6299,7 @@ validate48.errors = [{instancePath:instancePath+"/fleets",schemaPath:"#/$defs/Re
 return false;
 }
 else {
-if(!(formats104.validate(data1))){
+if(!(formats108.validate(data1))){
 validate48.errors = [{instancePath:instancePath+"/fleets",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6127,7 +6333,7 @@ validate48.errors = [{instancePath:instancePath+"/vehicles",schemaPath:"#/$defs/
 return false;
 }
 else {
-if(!(formats104.validate(data2))){
+if(!(formats108.validate(data2))){
 validate48.errors = [{instancePath:instancePath+"/vehicles",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6161,7 +6367,7 @@ validate48.errors = [{instancePath:instancePath+"/maintenance",schemaPath:"#/$de
 return false;
 }
 else {
-if(!(formats104.validate(data3))){
+if(!(formats108.validate(data3))){
 validate48.errors = [{instancePath:instancePath+"/maintenance",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6195,7 +6401,7 @@ validate48.errors = [{instancePath:instancePath+"/vehicleDocuments",schemaPath:"
 return false;
 }
 else {
-if(!(formats104.validate(data4))){
+if(!(formats108.validate(data4))){
 validate48.errors = [{instancePath:instancePath+"/vehicleDocuments",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6229,7 +6435,7 @@ validate48.errors = [{instancePath:instancePath+"/customers",schemaPath:"#/$defs
 return false;
 }
 else {
-if(!(formats104.validate(data5))){
+if(!(formats108.validate(data5))){
 validate48.errors = [{instancePath:instancePath+"/customers",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6263,7 +6469,7 @@ validate48.errors = [{instancePath:instancePath+"/bookings",schemaPath:"#/$defs/
 return false;
 }
 else {
-if(!(formats104.validate(data6))){
+if(!(formats108.validate(data6))){
 validate48.errors = [{instancePath:instancePath+"/bookings",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6297,7 +6503,7 @@ validate48.errors = [{instancePath:instancePath+"/extensions",schemaPath:"#/$def
 return false;
 }
 else {
-if(!(formats104.validate(data7))){
+if(!(formats108.validate(data7))){
 validate48.errors = [{instancePath:instancePath+"/extensions",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6331,7 +6537,7 @@ validate48.errors = [{instancePath:instancePath+"/invoices",schemaPath:"#/$defs/
 return false;
 }
 else {
-if(!(formats104.validate(data8))){
+if(!(formats108.validate(data8))){
 validate48.errors = [{instancePath:instancePath+"/invoices",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6365,7 +6571,7 @@ validate48.errors = [{instancePath:instancePath+"/payments",schemaPath:"#/$defs/
 return false;
 }
 else {
-if(!(formats104.validate(data9))){
+if(!(formats108.validate(data9))){
 validate48.errors = [{instancePath:instancePath+"/payments",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6399,7 +6605,7 @@ validate48.errors = [{instancePath:instancePath+"/installments",schemaPath:"#/$d
 return false;
 }
 else {
-if(!(formats104.validate(data10))){
+if(!(formats108.validate(data10))){
 validate48.errors = [{instancePath:instancePath+"/installments",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6433,7 +6639,7 @@ validate48.errors = [{instancePath:instancePath+"/expenses",schemaPath:"#/$defs/
 return false;
 }
 else {
-if(!(formats104.validate(data11))){
+if(!(formats108.validate(data11))){
 validate48.errors = [{instancePath:instancePath+"/expenses",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6467,7 +6673,7 @@ validate48.errors = [{instancePath:instancePath+"/fines",schemaPath:"#/$defs/Rec
 return false;
 }
 else {
-if(!(formats104.validate(data12))){
+if(!(formats108.validate(data12))){
 validate48.errors = [{instancePath:instancePath+"/fines",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6501,7 +6707,7 @@ validate48.errors = [{instancePath:instancePath+"/integrations",schemaPath:"#/$d
 return false;
 }
 else {
-if(!(formats104.validate(data13))){
+if(!(formats108.validate(data13))){
 validate48.errors = [{instancePath:instancePath+"/integrations",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6560,7 +6766,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema107.properties, key0))){
+if(!(func1.call(schema109.properties, key0))){
 validate47.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -6631,7 +6837,7 @@ if(data.phase !== undefined){
 let data2 = data.phase;
 const _errs8 = errors;
 if(!((((data2 === "running") || (data2 === "succeeded")) || (data2 === "failed")) || (data2 === "canceled"))){
-validate47.errors = [{instancePath:instancePath+"/phase",schemaPath:"#/properties/phase/enum",keyword:"enum",params:{allowedValues: schema107.properties.phase.enum},message:"must be equal to one of the allowed values"}];
+validate47.errors = [{instancePath:instancePath+"/phase",schemaPath:"#/properties/phase/enum",keyword:"enum",params:{allowedValues: schema109.properties.phase.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -6656,7 +6862,7 @@ if(data.format !== undefined){
 let data3 = data.format;
 const _errs10 = errors;
 if(!((data3 === "json") || (data3 === "ndjson"))){
-validate47.errors = [{instancePath:instancePath+"/format",schemaPath:"#/properties/format/enum",keyword:"enum",params:{allowedValues: schema107.properties.format.enum},message:"must be equal to one of the allowed values"}];
+validate47.errors = [{instancePath:instancePath+"/format",schemaPath:"#/properties/format/enum",keyword:"enum",params:{allowedValues: schema109.properties.format.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs10){
@@ -6696,7 +6902,7 @@ validate47.errors = [{instancePath:instancePath+"/recordsRead",schemaPath:"#/pro
 return false;
 }
 else {
-if(!(formats104.validate(data4))){
+if(!(formats108.validate(data4))){
 validate47.errors = [{instancePath:instancePath+"/recordsRead",schemaPath:"#/properties/recordsRead/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6729,7 +6935,7 @@ validate47.errors = [{instancePath:instancePath+"/recordsApplied",schemaPath:"#/
 return false;
 }
 else {
-if(!(formats104.validate(data5))){
+if(!(formats108.validate(data5))){
 validate47.errors = [{instancePath:instancePath+"/recordsApplied",schemaPath:"#/properties/recordsApplied/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6776,7 +6982,7 @@ if(data.finishedAt !== undefined){
 let data7 = data.finishedAt;
 const _errs18 = errors;
 if((typeof data7 !== "string") && (data7 !== null)){
-validate47.errors = [{instancePath:instancePath+"/finishedAt",schemaPath:"#/properties/finishedAt/type",keyword:"type",params:{type: schema107.properties.finishedAt.type},message:"must be string,null"}];
+validate47.errors = [{instancePath:instancePath+"/finishedAt",schemaPath:"#/properties/finishedAt/type",keyword:"type",params:{type: schema109.properties.finishedAt.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs18){
@@ -6817,7 +7023,7 @@ if(data.error !== undefined){
 let data9 = data.error;
 const _errs21 = errors;
 if((typeof data9 !== "string") && (data9 !== null)){
-validate47.errors = [{instancePath:instancePath+"/error",schemaPath:"#/properties/error/type",keyword:"type",params:{type: schema107.properties.error.type},message:"must be string,null"}];
+validate47.errors = [{instancePath:instancePath+"/error",schemaPath:"#/properties/error/type",keyword:"type",params:{type: schema109.properties.error.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs21){
@@ -6856,12 +7062,12 @@ return errors === 0;
 validate47.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PortalSession = validate50;
-const schema125 = {"type":"object","description":"The screen's session, as the screen reads it.","required":["id","workspace","readOnly","csrfToken","expiresAt","idleExpiresAt","idleTimeoutMinutes"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"workspace":{"$ref":"#/$defs/Workspace"},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"csrfToken":{"type":"string","maxLength":100,"description":"What every write of this session sends as `X-CSRF-Token`; bound to the session."},"expiresAt":{"$ref":"#/$defs/Timestamp"},"idleExpiresAt":{"$ref":"#/$defs/Timestamp"},"idleTimeoutMinutes":{"type":"integer","format":"int32","minimum":1,"maximum":1440,"description":"Minutes without a request after which the session ends."}},"additionalProperties":false};
-const schema127 = {"type":"object","description":"A workspace and its settings.","required":["id","slug","status","timezone","remindersAhead"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"slug":{"$ref":"#/$defs/Slug"},"status":{"type":"string","maxLength":64,"description":"`active`, or `frozen`: every key refused (403) and no webhook sent.","enum":["active","frozen"]},"timezone":{"$ref":"#/$defs/TimeZone"},"remindersAhead":{"$ref":"#/$defs/RemindersAhead"},"webhookAllowedCidrs":{"$ref":"#/$defs/WebhookAllowedCidrs"}},"additionalProperties":false};
-const schema129 = {"type":"string","minLength":1,"maxLength":63,"pattern":"^[a-z0-9][a-z0-9-]{0,62}$","description":"A workspace's short name, lower-case letters, digits and hyphens.","example":"desert-drive"};
-const schema130 = {"type":"string","minLength":1,"maxLength":64,"pattern":"^[A-Za-z0-9_+/-]+$","description":"An IANA time zone name; \"today\" and \"this month\" are on this calendar.","example":"Asia/Dubai"};
-const schema131 = {"type":"integer","format":"int32","minimum":1,"maximum":60,"description":"How many days ahead the due-soon reminders are sent.","example":3};
-const schema132 = {"type":"array","maxItems":32,"description":"Private ranges (CIDR) this workspace's webhook endpoints may reach, at registration and when each delivery connects; no other workspace's endpoints may. Empty by default: no private, loopback, link-local or reserved destination is reached. The operator's setting, describing their network: shown to an all-workspaces admin token only (a token confined to one workspace and the settings screen never see it, in the workspace nor in the audit trail's `workspace.update` entries), and changed by one only. `FRS_WEBHOOK_ALLOWED_CIDRS` (docs/operations.md) opens its ranges to every workspace at once.","items":{"type":"string","maxLength":49,"description":"An IPv4 or IPv6 CIDR range, such as `10.1.0.0/16` or `fd12:3456::/32`."},"example":["10.1.0.0/16"]};
+const schema127 = {"type":"object","description":"The screen's session, as the screen reads it.","required":["id","workspace","readOnly","csrfToken","expiresAt","idleExpiresAt","idleTimeoutMinutes"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"workspace":{"$ref":"#/$defs/Workspace"},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"csrfToken":{"type":"string","maxLength":100,"description":"What every write of this session sends as `X-CSRF-Token`; bound to the session."},"expiresAt":{"$ref":"#/$defs/Timestamp"},"idleExpiresAt":{"$ref":"#/$defs/Timestamp"},"idleTimeoutMinutes":{"type":"integer","format":"int32","minimum":1,"maximum":1440,"description":"Minutes without a request after which the session ends."}},"additionalProperties":false};
+const schema129 = {"type":"object","description":"A workspace and its settings.","required":["id","slug","status","timezone","remindersAhead"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"slug":{"$ref":"#/$defs/Slug"},"status":{"type":"string","maxLength":64,"description":"`active`, or `frozen`: every key refused (403) and no webhook sent.","enum":["active","frozen"]},"timezone":{"$ref":"#/$defs/TimeZone"},"remindersAhead":{"$ref":"#/$defs/RemindersAhead"},"webhookAllowedCidrs":{"$ref":"#/$defs/WebhookAllowedCidrs"}},"additionalProperties":false};
+const schema131 = {"type":"string","minLength":1,"maxLength":63,"pattern":"^[a-z0-9][a-z0-9-]{0,62}$","description":"A workspace's short name, lower-case letters, digits and hyphens.","example":"desert-drive"};
+const schema132 = {"type":"string","minLength":1,"maxLength":64,"pattern":"^[A-Za-z0-9_+/-]+$","description":"An IANA time zone name; \"today\" and \"this month\" are on this calendar.","example":"Asia/Dubai"};
+const schema133 = {"type":"integer","format":"int32","minimum":1,"maximum":60,"description":"How many days ahead the due-soon reminders are sent.","example":3};
+const schema134 = {"type":"array","maxItems":32,"description":"Private ranges (CIDR) this workspace's webhook endpoints may reach, at registration and when each delivery connects; no other workspace's endpoints may. Empty by default: no private, loopback, link-local or reserved destination is reached. The operator's setting, describing their network: shown to an all-workspaces admin token only (a token confined to one workspace and the settings screen never see it, in the workspace nor in the audit trail's `workspace.update` entries), and changed by one only. `FRS_WEBHOOK_ALLOWED_CIDRS` (docs/operations.md) opens its ranges to every workspace at once.","items":{"type":"string","maxLength":49,"description":"An IPv4 or IPv6 CIDR range, such as `10.1.0.0/16` or `fd12:3456::/32`."},"example":["10.1.0.0/16"]};
 const pattern14 = new RegExp("^[a-z0-9][a-z0-9-]{0,62}$", "u");
 const pattern15 = new RegExp("^[A-Za-z0-9_+/-]+$", "u");
 
@@ -6960,7 +7166,7 @@ if(data.status !== undefined){
 let data2 = data.status;
 const _errs8 = errors;
 if(!((data2 === "active") || (data2 === "frozen"))){
-validate51.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema127.properties.status.enum},message:"must be equal to one of the allowed values"}];
+validate51.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema129.properties.status.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -7327,9 +7533,9 @@ return errors === 0;
 validate50.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PortalSessionConflict = validate53;
-const schema135 = {"type":"object","description":"The error body of a link of another workspace than the browser's session (`error.reason` `replace`), and the two workspaces, for the screen to ask the person which to keep.","required":["error","openWorkspace","linkWorkspace"],"properties":{"error":{"$ref":"#/$defs/ErrorResponse/properties/error"},"openWorkspace":{"$ref":"#/$defs/PortalWorkspaceName"},"linkWorkspace":{"$ref":"#/$defs/PortalWorkspaceName"}},"additionalProperties":false};
-const schema136 = {"type":"object","description":"What went wrong.","required":["code","message","requestId"],"properties":{"code":{"type":"string","maxLength":64,"description":"Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token's reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `missing_reference` (409): a batch's record points at nothing (`writeRecords`).\n- `dependent_records` (409): a batch's delete would leave records pointing at nothing (`writeRecords`).\n- `payload_too_large` (413): the request body is over 64 KiB (a batch: 5,000 records or 8 MiB).\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `expectation_failed` (417): the request's `Expect` header asks for something other than\n  `100-continue`; the connection is closed after the answer.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n","enum":["invalid_request","unauthorized","forbidden","not_found","method_not_allowed","conflict","idempotency_key_reused","missing_reference","dependent_records","payload_too_large","unsupported_media_type","rate_limited","expectation_failed","headers_too_large","internal_error","unavailable","overloaded"]},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"A human-readable sentence; wording may change, so don't match on it."},"reason":{"type":"string","maxLength":200,"minLength":1,"description":"On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending field, parameter or header. On 429, `auth_failures`. Absent otherwise."},"requestId":{"type":"string","maxLength":128,"minLength":1,"description":"Equals the `x-request-id` response header."}},"additionalProperties":false};
-const schema137 = {"type":"object","description":"A workspace, as the screen names it.","required":["id","slug"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"slug":{"$ref":"#/$defs/Slug"}},"additionalProperties":false};
+const schema137 = {"type":"object","description":"The error body of a link of another workspace than the browser's session (`error.reason` `replace`), and the two workspaces, for the screen to ask the person which to keep.","required":["error","openWorkspace","linkWorkspace"],"properties":{"error":{"$ref":"#/$defs/ErrorResponse/properties/error"},"openWorkspace":{"$ref":"#/$defs/PortalWorkspaceName"},"linkWorkspace":{"$ref":"#/$defs/PortalWorkspaceName"}},"additionalProperties":false};
+const schema138 = {"type":"object","description":"What went wrong.","required":["code","message","requestId"],"properties":{"code":{"type":"string","maxLength":64,"description":"Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token's reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `missing_reference` (409): a batch's record points at nothing (`writeRecords`).\n- `dependent_records` (409): a batch's delete would leave records pointing at nothing (`writeRecords`).\n- `payload_too_large` (413): the request body is over 64 KiB (a batch: 5,000 records or 8 MiB).\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `expectation_failed` (417): the request's `Expect` header asks for something other than\n  `100-continue`; the connection is closed after the answer.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n","enum":["invalid_request","unauthorized","forbidden","not_found","method_not_allowed","conflict","idempotency_key_reused","missing_reference","dependent_records","payload_too_large","unsupported_media_type","rate_limited","expectation_failed","headers_too_large","internal_error","unavailable","overloaded"]},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"A human-readable sentence; wording may change, so don't match on it."},"reason":{"type":"string","maxLength":200,"minLength":1,"description":"On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending field, parameter or header. On 429, `auth_failures`. Absent otherwise."},"requestId":{"type":"string","maxLength":128,"minLength":1,"description":"Equals the `x-request-id` response header."}},"additionalProperties":false};
+const schema139 = {"type":"object","description":"A workspace, as the screen names it.","required":["id","slug"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"slug":{"$ref":"#/$defs/Slug"}},"additionalProperties":false};
 
 function validate54(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -7488,7 +7694,7 @@ if(data0.code !== undefined){
 let data1 = data0.code;
 const _errs6 = errors;
 if(!(((((((((((((((((data1 === "invalid_request") || (data1 === "unauthorized")) || (data1 === "forbidden")) || (data1 === "not_found")) || (data1 === "method_not_allowed")) || (data1 === "conflict")) || (data1 === "idempotency_key_reused")) || (data1 === "missing_reference")) || (data1 === "dependent_records")) || (data1 === "payload_too_large")) || (data1 === "unsupported_media_type")) || (data1 === "rate_limited")) || (data1 === "expectation_failed")) || (data1 === "headers_too_large")) || (data1 === "internal_error")) || (data1 === "unavailable")) || (data1 === "overloaded"))){
-validate53.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/code/enum",keyword:"enum",params:{allowedValues: schema136.properties.code.enum},message:"must be equal to one of the allowed values"}];
+validate53.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/code/enum",keyword:"enum",params:{allowedValues: schema138.properties.code.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs6){
@@ -7645,8 +7851,8 @@ return errors === 0;
 validate53.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PortalSessionList = validate57;
-const schema140 = {"type":"object","description":"The workspace's live sessions, newest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"items":{"$ref":"#/$defs/PortalSessionRecord"}}},"additionalProperties":false};
-const schema141 = {"type":"object","description":"A settings-screen session or a link not opened yet; never its key or token.","required":["id","readOnly","state","createdBy","createdAt","expiresAt","startedAt","lastSeenAt","endedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"state":{"type":"string","maxLength":16,"description":"`unused` (the link was not opened yet), `active`, `ended` or `expired`.","enum":["unused","active","ended","expired"]},"createdBy":{"type":"string","maxLength":200,"description":"The name of the admin token (or CLI user) that made the link."},"createdAt":{"$ref":"#/$defs/Timestamp"},"expiresAt":{"$ref":"#/$defs/Timestamp"},"startedAt":{"description":"When the link was opened, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSeenAt":{"description":"The session's last request (to within 15 seconds), or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"endedAt":{"description":"When it was ended, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
+const schema142 = {"type":"object","description":"The workspace's live sessions, newest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"items":{"$ref":"#/$defs/PortalSessionRecord"}}},"additionalProperties":false};
+const schema143 = {"type":"object","description":"A settings-screen session or a link not opened yet; never its key or token.","required":["id","readOnly","state","createdBy","createdAt","expiresAt","startedAt","lastSeenAt","endedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"state":{"type":"string","maxLength":16,"description":"`unused` (the link was not opened yet), `active`, `ended` or `expired`.","enum":["unused","active","ended","expired"]},"createdBy":{"type":"string","maxLength":200,"description":"The name of the admin token (or CLI user) that made the link."},"createdAt":{"$ref":"#/$defs/Timestamp"},"expiresAt":{"$ref":"#/$defs/Timestamp"},"startedAt":{"description":"When the link was opened, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSeenAt":{"description":"The session's last request (to within 15 seconds), or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"endedAt":{"description":"When it was ended, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -7668,7 +7874,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema141.properties, key0))){
+if(!(func1.call(schema143.properties, key0))){
 validate58.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -7721,7 +7927,7 @@ if(data.state !== undefined){
 let data2 = data.state;
 const _errs7 = errors;
 if(!((((data2 === "unused") || (data2 === "active")) || (data2 === "ended")) || (data2 === "expired"))){
-validate58.errors = [{instancePath:instancePath+"/state",schemaPath:"#/properties/state/enum",keyword:"enum",params:{allowedValues: schema141.properties.state.enum},message:"must be equal to one of the allowed values"}];
+validate58.errors = [{instancePath:instancePath+"/state",schemaPath:"#/properties/state/enum",keyword:"enum",params:{allowedValues: schema143.properties.state.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs7){
@@ -8222,7 +8428,7 @@ return errors === 0;
 validate57.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PublishedEvent = validate60;
-const schema148 = {"type":"object","description":"A published event.","required":["eventId","deliveries","duplicate"],"properties":{"eventId":{"$ref":"#/$defs/Uuid"},"deliveries":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Deliveries created (queued, or held for switched-off endpoints)."},"duplicate":{"type":"boolean","description":"True when the dedupeKey was recorded already; the first event's id, nothing queued."}},"additionalProperties":false};
+const schema150 = {"type":"object","description":"A published event.","required":["eventId","deliveries","duplicate"],"properties":{"eventId":{"$ref":"#/$defs/Uuid"},"deliveries":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Deliveries created (queued, or held for switched-off endpoints)."},"duplicate":{"type":"boolean","description":"True when the dedupeKey was recorded already; the first event's id, nothing queued."}},"additionalProperties":false};
 
 function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -8341,7 +8547,7 @@ return errors === 0;
 validate60.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.RecordsWritten = validate61;
-const schema150 = {"type":"object","description":"What a batch did, by key.","required":["upserted","unchanged","stale","deleted","events"],"properties":{"upserted":{"$ref":"#/$defs/RecordCounts"},"unchanged":{"$ref":"#/$defs/RecordCounts"},"stale":{"$ref":"#/$defs/RecordCounts"},"deleted":{"$ref":"#/$defs/RecordCounts"},"events":{"type":"array","maxItems":1000,"description":"The ids of the events recorded, in the batch's order.","items":{"$ref":"#/$defs/Uuid"}}},"additionalProperties":false};
+const schema152 = {"type":"object","description":"What a batch did, by key.","required":["upserted","unchanged","stale","deleted","events"],"properties":{"upserted":{"$ref":"#/$defs/RecordCounts"},"unchanged":{"$ref":"#/$defs/RecordCounts"},"stale":{"$ref":"#/$defs/RecordCounts"},"deleted":{"$ref":"#/$defs/RecordCounts"},"events":{"type":"array","maxItems":1000,"description":"The ids of the events recorded, in the batch's order.","items":{"$ref":"#/$defs/Uuid"}}},"additionalProperties":false};
 
 function validate61(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -8489,7 +8695,7 @@ return errors === 0;
 validate61.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.RecoveredDeliveries = validate66;
-const schema152 = {"type":"object","description":"What a recovery queued again.","required":["endpointId","since","until","queued"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid"},"since":{"$ref":"#/$defs/Timestamp"},"until":{"description":"The end of the window (exclusive), or null for now.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"queued":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"How many failed deliveries were queued again."}},"additionalProperties":false};
+const schema154 = {"type":"object","description":"What a recovery queued again.","required":["endpointId","since","until","queued"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid"},"since":{"$ref":"#/$defs/Timestamp"},"until":{"description":"The end of the window (exclusive), or null for now.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"queued":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"How many failed deliveries were queued again."}},"additionalProperties":false};
 
 function validate66(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -8729,7 +8935,7 @@ return errors === 0;
 validate66.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.RetriedDelivery = validate67;
-const schema156 = {"type":"object","description":"A delivery due now.","required":["id","endpointId","previousStatus","status","attempts","nextAttemptAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"previousStatus":{"type":"string","maxLength":64,"description":"What it was: `queued` or `retrying` (now due at once), `failed` or `accepted` (queued again).","enum":["queued","retrying","failed","accepted"]},"status":{"type":"string","maxLength":64,"description":"What it is now, `queued` or (still) `retrying`.","enum":["queued","retrying"]},"attempts":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Attempts made so far; the next one is this plus one."},"nextAttemptAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
+const schema158 = {"type":"object","description":"A delivery due now.","required":["id","endpointId","previousStatus","status","attempts","nextAttemptAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"previousStatus":{"type":"string","maxLength":64,"description":"What it was: `queued` or `retrying` (now due at once), `failed` or `accepted` (queued again).","enum":["queued","retrying","failed","accepted"]},"status":{"type":"string","maxLength":64,"description":"What it is now, `queued` or (still) `retrying`.","enum":["queued","retrying"]},"attempts":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Attempts made so far; the next one is this plus one."},"nextAttemptAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
 
 function validate67(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -8822,7 +9028,7 @@ if(data.previousStatus !== undefined){
 let data2 = data.previousStatus;
 const _errs8 = errors;
 if(!((((data2 === "queued") || (data2 === "retrying")) || (data2 === "failed")) || (data2 === "accepted"))){
-validate67.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/enum",keyword:"enum",params:{allowedValues: schema156.properties.previousStatus.enum},message:"must be equal to one of the allowed values"}];
+validate67.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/enum",keyword:"enum",params:{allowedValues: schema158.properties.previousStatus.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -8847,7 +9053,7 @@ if(data.status !== undefined){
 let data3 = data.status;
 const _errs10 = errors;
 if(!((data3 === "queued") || (data3 === "retrying"))){
-validate67.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema156.properties.status.enum},message:"must be equal to one of the allowed values"}];
+validate67.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema158.properties.status.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs10){
@@ -8949,7 +9155,7 @@ return errors === 0;
 validate67.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.RevokedApiKey = validate68;
-const schema160 = {"type":"object","description":"A revoked key.","required":["id","revokedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"revokedAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
+const schema162 = {"type":"object","description":"A revoked key.","required":["id","revokedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"revokedAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
 
 function validate68(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -9052,7 +9258,7 @@ return errors === 0;
 validate68.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.RotatedSecret = validate69;
-const schema163 = {"type":"object","description":"The endpoint's new signing secret, shown this once.","required":["id","secret","previousSecretExpiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"secret":{"$ref":"#/$defs/SigningSecret"},"previousSecretExpiresAt":{"description":"Until when deliveries also carry a signature with the previous secret; null when it ended at once.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
+const schema165 = {"type":"object","description":"The endpoint's new signing secret, shown this once.","required":["id","secret","previousSecretExpiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"secret":{"$ref":"#/$defs/SigningSecret"},"previousSecretExpiresAt":{"description":"Until when deliveries also carry a signature with the previous secret; null when it ended at once.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate69(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -9262,7 +9468,7 @@ return errors === 0;
 validate69.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.SentExampleEvent = validate70;
-const schema167 = {"type":"object","description":"The example's delivery.","required":["deliveryId","endpointId","event"],"properties":{"deliveryId":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"event":{"$ref":"#/$defs/EventName"}},"additionalProperties":false};
+const schema169 = {"type":"object","description":"The example's delivery.","required":["deliveryId","endpointId","event"],"properties":{"deliveryId":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"event":{"$ref":"#/$defs/EventName"}},"additionalProperties":false};
 
 function validate70(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -9496,7 +9702,7 @@ if(data.status !== undefined){
 let data2 = data.status;
 const _errs8 = errors;
 if(!((data2 === "active") || (data2 === "frozen"))){
-validate71.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema127.properties.status.enum},message:"must be equal to one of the allowed values"}];
+validate71.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema129.properties.status.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -9649,7 +9855,7 @@ return errors === 0;
 validate71.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.WorkspaceList = validate72;
-const schema177 = {"type":"object","description":"Workspaces, ordered by slug.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"description":"The workspaces.","items":{"$ref":"#/$defs/Workspace"}}},"additionalProperties":false};
+const schema179 = {"type":"object","description":"Workspaces, ordered by slug.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"description":"The workspaces.","items":{"$ref":"#/$defs/Workspace"}}},"additionalProperties":false};
 
 function validate72(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;

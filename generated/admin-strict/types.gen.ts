@@ -231,6 +231,10 @@ export type Endpoint = {
      * Failed attempts in a row across the endpoint's deliveries; a success resets it to 0.
      */
     consecutiveFailures: number;
+    /**
+     * The end of the endpoint's latest throttle: its receiver answered 429, 502, 503 or 504, and nothing is sent to it before this time (what `Retry-After` asked, at most 24 hours; see the public document's Delivery semantics). Null if it was never throttled; a past time means it is not throttled now.
+     */
+    throttledUntil: Timestamp | null;
 };
 
 /**
@@ -316,6 +320,10 @@ export type CreatedEndpoint = {
      * Failed attempts in a row across the endpoint's deliveries.
      */
     consecutiveFailures: number;
+    /**
+     * The end of the endpoint's latest throttle; null (a new endpoint was never throttled).
+     */
+    throttledUntil: Timestamp | null;
     secret: SigningSecret;
 };
 

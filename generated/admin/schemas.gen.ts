@@ -401,7 +401,8 @@ export const EndpointSchema = {
         'disabledAt',
         'disabledReason',
         'lastSuccessAt',
-        'consecutiveFailures'
+        'consecutiveFailures',
+        'throttledUntil'
     ],
     properties: {
         id: {
@@ -459,6 +460,17 @@ export const EndpointSchema = {
             minimum: 0,
             maximum: 2147483647,
             description: 'Failed attempts in a row across the endpoint\'s deliveries; a success resets it to 0.'
+        },
+        throttledUntil: {
+            description: 'The end of the endpoint\'s latest throttle: its receiver answered 429, 502, 503 or 504, and nothing is sent to it before this time (what `Retry-After` asked, at most 24 hours; see the public document\'s Delivery semantics). Null if it was never throttled; a past time means it is not throttled now.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
         }
     }
 } as const;
@@ -584,6 +596,7 @@ export const CreatedEndpointSchema = {
         'disabledReason',
         'lastSuccessAt',
         'consecutiveFailures',
+        'throttledUntil',
         'secret'
     ],
     properties: {
@@ -642,6 +655,17 @@ export const CreatedEndpointSchema = {
             minimum: 0,
             maximum: 2147483647,
             description: 'Failed attempts in a row across the endpoint\'s deliveries.'
+        },
+        throttledUntil: {
+            description: 'The end of the endpoint\'s latest throttle; null (a new endpoint was never throttled).',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
         },
         secret: {
             $ref: '#/components/schemas/SigningSecret'

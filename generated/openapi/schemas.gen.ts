@@ -885,7 +885,8 @@ export const WebhookEndpointSchema = {
         'disabledAt',
         'disabledReason',
         'lastSuccessAt',
-        'consecutiveFailures'
+        'consecutiveFailures',
+        'throttledUntil'
     ],
     properties: {
         id: {
@@ -956,6 +957,17 @@ export const WebhookEndpointSchema = {
             maximum: 2147483647,
             minimum: 0,
             description: 'Failed attempts in a row across the endpoint\'s deliveries; a success resets it to 0.'
+        },
+        throttledUntil: {
+            description: 'The end of the endpoint\'s latest throttle: its receiver answered 429, 502, 503 or 504, and nothing is sent to it before this time (what `Retry-After` asked, at most 24 hours; see Delivery semantics). Null if it was never throttled; a past time means it is not throttled now.',
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
         }
     }
 } as const;

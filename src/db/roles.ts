@@ -84,6 +84,8 @@ const GRANTS: Record<ServiceRole, string[]> = {
     // (the key cache's LISTEN and its heartbeat's NOTIFY, src/api/key-cache.ts, need no grant, even read-only)
     // the endpoint list: never the signing secrets
     `GRANT SELECT ${ENDPOINT_COLUMNS_WITHOUT_SECRETS} ON webhook_endpoints TO %s`,
+    // and the end of its throttle (written by the worker only: src/webhooks/etiquette.ts)
+    `GRANT SELECT (throttled_until) ON webhook_endpoints TO %s`,
     // the delivery log (deliveries and their attempts); the test operation queues a webhook.test event, its
     // delivery, and remembers the Idempotency-Key
     `GRANT SELECT, INSERT ON events, deliveries TO %s`,
@@ -159,6 +161,8 @@ const GRANTS: Record<ServiceRole, string[]> = {
     `GRANT SELECT ${ENDPOINT_COLUMNS_WITHOUT_SECRETS.slice(0, -1)}, ${ENDPOINT_SEALING_IDS}) ON webhook_endpoints TO %s`,
     `GRANT INSERT ON webhook_endpoints TO %s`,
     `GRANT UPDATE ${ENDPOINT_COLUMNS_WITHOUT_SECRETS} ON webhook_endpoints TO %s`,
+    // the end of an endpoint's throttle is shown, and written by the worker only (src/webhooks/etiquette.ts)
+    `GRANT SELECT (throttled_until) ON webhook_endpoints TO %s`,
     `GRANT EXECUTE ON FUNCTION rotate_endpoint_secret(uuid, uuid, text, bytea, timestamptz) TO %s`,
     // publishing and example events; held deliveries released or failed when a workspace is set active again, retries
     `GRANT SELECT, INSERT ON events TO %s`,

@@ -97,6 +97,7 @@ describe('the admin API: webhook endpoints', () => {
       disabledReason: null,
       lastSuccessAt: null,
       consecutiveFailures: 0,
+      throttledUntil: null,
     };
     expect(created.data).to.deep.equal({ ...record, secret });
     // stored sealed under the master key, opening to the secret shown
@@ -682,6 +683,7 @@ describe('fleet-admin endpoint update and endpoint delete', () => {
       'disabledReason',
       'lastSuccessAt',
       'consecutiveFailures',
+      'throttledUntil',
       'secret',
     );
     const updated = await json(
@@ -706,6 +708,7 @@ describe('fleet-admin endpoint update and endpoint delete', () => {
       disabledReason: null,
       lastSuccessAt: null,
       consecutiveFailures: 0,
+      throttledUntil: null,
     });
     // the duplicate-URL rule, on one line
     const twin = await json('endpoint', 'create', '--workspace', slug, '--url', 'https://hooks.example.ae/twin');

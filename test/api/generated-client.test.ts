@@ -237,6 +237,7 @@ describe('the generated TypeScript client (generated/openapi), against the serve
           disabledReason: null,
           lastSuccessAt: null,
           consecutiveFailures: 0,
+          throttledUntil: null,
         },
       ],
     });

@@ -353,6 +353,7 @@ describe('fleet-admin CLI', () => {
       'disabledReason',
       'lastSuccessAt',
       'consecutiveFailures',
+      'throttledUntil',
       'secret',
     );
     expect(created).to.deep.include({
@@ -391,6 +392,7 @@ describe('fleet-admin CLI', () => {
       'disabledReason',
       'lastSuccessAt',
       'consecutiveFailures',
+      'throttledUntil',
     );
     expect(off).to.include({
       id: created.id,

@@ -262,6 +262,7 @@ describe('the OpenAPI document', () => {
           disabledReason: null,
           lastSuccessAt: null,
           consecutiveFailures: 0,
+          throttledUntil: null,
         },
       ],
     };

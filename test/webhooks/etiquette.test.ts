@@ -22,7 +22,9 @@ import {
   type TestEndpoint,
   type TestWorkspace,
 } from './support.js';
-import { operator } from '../support/actors.js';
+import { idOf, operator } from '../support/actors.js';
+import { startApi } from '../support/api.js';
+import { createApiKey } from '../../src/core/workspaces.js';
 
 // HTTP etiquette (issue 34, point 1): what a receiver's answer asks. 410 Gone switches the endpoint off at once;
 // 429/502/503/504 throttle it (Retry-After, or a delay that grows while such answers continue); retries get jitter.
@@ -268,6 +270,27 @@ describe('webhooks: HTTP etiquette against a real receiver', () => {
     expect(sent.slice(1).sort()).to.deep.equal([a1, a2].sort());
     // a success ends the run in a row; the throttle's end stays as it was (past)
     expect(await endpointRow(db, slow.id)).to.include({ throttle_streak: 0, consecutive_failures: 0 });
+  });
+
+  it('the throttle is shown: throttledUntil in GET /v1/webhooks (the API role reads it), null if never throttled', async () => {
+    const slow = await endpoint();
+    const other = await endpoint();
+    await due(slow, 1);
+    answer = (path) => (path === slow.path ? { status: 429, headers: { 'retry-after': '90' } } : { status: 204 });
+    await ws.dispatcher().runOnce(t0);
+    const api = await startApi();
+    try {
+      const key = (await createApiKey(db, operator, { workspaceId: await idOf(db, ws.slug) })).key;
+      const res = await api.get('/v1/webhooks', key);
+      expect(res.status).to.equal(200);
+      const shown = Object.fromEntries(res.body.rows.map((e: any) => [e.id, e.throttledUntil]));
+      expect(shown).to.deep.equal({ [slow.id]: '2026-11-21T09:01:30.000Z', [other.id]: null });
+    } finally {
+      await api.close();
+    }
+    expect(await getEndpoint(db, operator, { workspaceId: ws.id, endpointId: slow.id })).to.include({
+      throttledUntil: '2026-11-21T09:01:30.000Z',
+    });
   });
 
   it("Retry-After as an HTTP-date is measured from the answer's Date header (the receiver's clock)", async () => {

@@ -24,9 +24,14 @@ const describeEndpoint = (e: EndpointRecord) =>
   `endpoint ${e.id} "${e.name}" -> ${e.url} is ${
     e.isActive ? 'enabled' : `disabled since ${e.disabledAt} (${DISABLED_BECAUSE[e.disabledReason ?? 'manual']})`
   }`;
-/** An endpoint as `endpoint list` shows it, one line: its state, its events, its failures in a row and last success. */
+/**
+ * An endpoint as `endpoint list` shows it, one line: its state, its events, its failures in a row and last success,
+ * and the end of its throttle while one holds it.
+ */
 const describeEndpointRow = (e: EndpointRecord) =>
-  `${describeEndpoint(e)}; events: ${e.events.join(', ') || 'all'}; failures in a row: ${e.consecutiveFailures}; last success: ${e.lastSuccessAt ?? 'never'}`;
+  `${describeEndpoint(e)}; events: ${e.events.join(', ') || 'all'}; failures in a row: ${e.consecutiveFailures}; last success: ${e.lastSuccessAt ?? 'never'}${
+    e.throttledUntil && Date.parse(e.throttledUntil) > Date.now() ? `; throttled until ${e.throttledUntil}` : ''
+  }`;
 
 export function register(program: Command, io: CliIo): void {
   const endpoint = program.command('endpoint').description('register, list, switch and recover webhook endpoints');

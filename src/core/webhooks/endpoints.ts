@@ -24,6 +24,11 @@ export interface EndpointRecord {
   disabledReason: EndpointDisabledReason | null;
   lastSuccessAt: string | null;
   consecutiveFailures: number;
+  /**
+   * The end of the endpoint's latest throttle (its receiver answered 429, 502, 503 or 504): nothing is sent to it
+   * before; null if it was never throttled. A past time: not throttled now.
+   */
+  throttledUntil: string | null;
 }
 
 /** Why an endpoint was switched off (webhook_endpoints.disabled_reason; the documents' EndpointDisabledReason). */
@@ -44,6 +49,7 @@ interface EndpointRow {
   disabled_reason: EndpointDisabledReason | null;
   last_success_at: Date | null;
   consecutive_failures: number;
+  throttled_until: Date | null;
 }
 
 const RECORD_COLUMNS = [
@@ -56,6 +62,7 @@ const RECORD_COLUMNS = [
   'disabled_reason',
   'last_success_at',
   'consecutive_failures',
+  'throttled_until',
 ];
 
 /** An endpoint's row as every client shows it (the public API, the admin API, the CLI): never its secret. */
@@ -70,6 +77,7 @@ export function toEndpointView(row: EndpointRow): EndpointRecord {
     disabledReason: row.disabled_reason,
     lastSuccessAt: row.last_success_at?.toISOString() ?? null,
     consecutiveFailures: row.consecutive_failures,
+    throttledUntil: row.throttled_until?.toISOString() ?? null,
   };
 }
 

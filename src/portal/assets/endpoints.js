@@ -32,8 +32,13 @@ const DISABLED_BECAUSE = {
   manual: 'by hand',
 };
 
-/** "Active", or "Switched off <time>, <why>" (Endpoint.isActive, Endpoint.disabledAt, Endpoint.disabledReason). */
+/**
+ * "Active" (", throttled until <time>" while its receiver's 429/502/503/504 holds it: Endpoint.throttledUntil), or
+ * "Switched off <time>, <why>" (Endpoint.isActive, Endpoint.disabledAt, Endpoint.disabledReason).
+ */
 export function endpointStatus(endpoint) {
+  if (endpoint.isActive && endpoint.throttledUntil && Date.parse(endpoint.throttledUntil) > Date.now())
+    return h('span', { class: 'state ok' }, 'Active, throttled until ', time(endpoint.throttledUntil, ''));
   if (endpoint.isActive) return h('span', { class: 'state ok' }, 'Active');
   const why = DISABLED_BECAUSE[endpoint.disabledReason];
   return h('span', { class: 'state off' }, 'Switched off ', time(endpoint.disabledAt, ''), why ? `, ${why}` : '');
