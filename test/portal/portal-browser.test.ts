@@ -350,13 +350,13 @@ describe('the settings screen (/portal) in a browser', function () {
     await nav('Deliveries').click();
     await page.getByRole('heading', { level: 1, name: 'Deliveries' }).waitFor();
     expect(await page.getByRole('cell', { name: 'held' }).count()).to.equal(20);
-    expect(await page.getByRole('cell', { name: '503 · status' }).count()).to.equal(20);
+    expect(await page.getByRole('cell', { name: '500 · status' }).count()).to.equal(20);
     await shot(page, 'deliveries', false);
 
     await nav('Endpoints').click();
     await row.getByRole('link', { name: 'Accounting sync' }).click();
     await page.getByRole('heading', { level: 1, name: 'Accounting sync' }).waitFor();
-    // The chart: 1 attempt accepted (the test), 20 answered 503; its text alternative says so.
+    // The chart: 1 attempt accepted (the test), 20 answered 500; its text alternative says so.
     // The chart's text alternative (its <title> and <desc>) gives the figures.
     await page
       .getByRole('img', {
