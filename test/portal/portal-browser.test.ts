@@ -385,6 +385,16 @@ describe('the settings screen (/portal) in a browser', function () {
       .filter({ hasText: /^Active$/ })
       .waitFor();
     expect(await endpointRow()).to.include({ is_active: true, disabled_at: null, consecutive_failures: 0 });
+
+    // An endpoint its receiver throttled (429, 502, 503, 504) says until when, while the throttle holds.
+    await db('webhook_endpoints').where({ id: endpointId }).update({ throttled_until: '2099-01-01T00:00:00.000Z' });
+    await nav('Endpoints').click();
+    const listed = page.getByRole('row').filter({ has: page.getByRole('link', { name: 'Accounting sync' }) });
+    await listed.getByText(/^Active, throttled until /).waitFor();
+    expect(await listed.locator('time').first().getAttribute('datetime')).to.equal('2099-01-01T00:00:00.000Z');
+    await db('webhook_endpoints').where({ id: endpointId }).update({ throttled_until: null });
+    await listed.getByRole('link', { name: 'Accounting sync' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Accounting sync' }).waitFor();
   });
 
   it('rotates the secret with an overlap: shown once, and the next deliveries carry both signatures', async () => {
