@@ -85,6 +85,7 @@ for (const slug of slugArg ? [slugArg] : ['large', 'small']) {
       headers: {},
       logger: pino({ level: 'silent' }),
       cursors,
+      signal: new AbortController().signal,
       caller: {
         keyId: '',
         role: null,

@@ -12,6 +12,13 @@
 //     gets BENCH_FAIR_RATE deliveries/s for BENCH_FAIR_SECONDS. Its p99 lag (queued -> accepted) is reported beside
 //     the same load with no noisy neighbour, and with the workspace share switched off (64 per workspace). The
 //     target: p99 under 1 s with the neighbour.
+//  5. Throttle (issue 34): one endpoint at rateLimit BENCH_THROTTLE_RATE (10) with a backlog, another endpoint of the
+//     same workspace at BENCH_FAIR_RATE deliveries/s for BENCH_THROTTLE_SECONDS (30), a dispatcher with the service's
+//     defaults. The throttled endpoint's rate is measured at the receiver (arrival times, after the first second's
+//     burst of a full bucket): the target is the limit +-10%. The other endpoint's lag is reported beside its lag
+//     with no throttled endpoint (the same load, BENCH_THROTTLE_BASELINE_SECONDS, in the same run): the target is p99
+//     at most twice the baseline's, or within 20 ms of it (a few ms either way is noise at this rate).
+//     BENCH_ONLY=throttle runs this scenario alone: BENCH_ONLY=throttle npm run bench:webhooks
 //
 // Database: DATABASE_URL, or the embedded cluster under .data/bench-pg (port BENCH_PG_PORT, default 54359). Targets (issue 12):
 // at least 0.25x the bare POST loop and 10,000 deliveries/s, lag p99 under 50 ms; each printed with whether it is met.
@@ -45,6 +52,11 @@ const RATE = env('BENCH_RATE', 500);
 const SECONDS = env('BENCH_SECONDS', 10);
 const FAIR_RATE = env('BENCH_FAIR_RATE', 50);
 const FAIR_SECONDS = env('BENCH_FAIR_SECONDS', 10);
+const THROTTLE_RATE = env('BENCH_THROTTLE_RATE', 10);
+const THROTTLE_SECONDS = env('BENCH_THROTTLE_SECONDS', 30);
+const THROTTLE_BASELINE_SECONDS = env('BENCH_THROTTLE_BASELINE_SECONDS', 10);
+/** Which scenario alone: `throttle`; unset, every one. */
+const ONLY = process.env.BENCH_ONLY;
 const SLUG = 'bench-webhooks';
 /** The receiver is on 127.0.0.1: the bench allows private destinations explicitly (the service's default refuses them). */
 const LOCAL_RECEIVER = destinationPolicyFromEnv({ FRS_ALLOW_PRIVATE_WEBHOOK_URLS: '1' });
@@ -187,24 +199,29 @@ async function measure(
   return { rates, cpu, baselines, bodyBytes: Buffer.byteLength(sampleBody), lag: { rate: sent / SECONDS, ...lag } };
 }
 
-function exampleData(): unknown {
-  const content = loadOpenApiDocument().webhooks['booking.confirmed'].post.requestBody!.content['application/json'] as {
+function exampleData(event = 'booking.confirmed'): unknown {
+  const content = loadOpenApiDocument().webhooks[event].post.requestBody!.content['application/json'] as {
     example?: { data: unknown };
   };
   return content.example!.data;
 }
 
-/** Publishes `eventsPerSecond` booking.confirmed events to the workspace for `seconds`; returns how many. */
-async function publishAtRate(db: Knex, workspaceId: string, eventsPerSecond: number, seconds: number): Promise<number> {
-  const data = exampleData();
+/** Publishes `eventsPerSecond` events (booking.confirmed unless told) to the workspace for `seconds`; returns how many. */
+async function publishAtRate(
+  db: Knex,
+  workspaceId: string,
+  eventsPerSecond: number,
+  seconds: number,
+  event = 'booking.confirmed',
+): Promise<number> {
+  const data = exampleData(event);
   const tickMs = 20;
   const eventsPerTick = eventsPerSecond / (1000 / tickMs);
   let published = 0;
   const started = performance.now();
   while (performance.now() - started < seconds * 1000) {
     const due = Math.floor(((performance.now() - started) / tickMs + 1) * eventsPerTick);
-    for (; published < due; published++)
-      await recordEvent(db, { workspaceId, event: 'booking.confirmed', data, source: 'publish' });
+    for (; published < due; published++) await recordEvent(db, { workspaceId, event, data, source: 'publish' });
     await new Promise((resolve) => setTimeout(resolve, tickMs - ((performance.now() - started) % tickMs)));
   }
   return published;
@@ -287,6 +304,128 @@ async function neighbourLag(
   return { case: label, ...lag };
 }
 
+interface ThrottleFigures {
+  /** Deliveries a second the receiver got from the throttled endpoint, over THROTTLE_SECONDS after the first second. */
+  rate: number;
+  /** Fewest and most in one second of that window, and most in any 1 s span of it (the bound: 2x the limit). */
+  perSecond: { min: number; max: number; maxSliding: number };
+  other: { deliveries: number; p50: number; p99: number };
+  baseline: { deliveries: number; p50: number; p99: number };
+}
+
+/** p50/p99 of (accepted - queued) of one endpoint's accepted deliveries, by the database clock, in ms. */
+async function endpointLag(db: Knex, endpointId: string): Promise<{ deliveries: number; p50: number; p99: number }> {
+  const { rows } = await db.raw(
+    `SELECT percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - created_at) * 1000) AS ms, count(*) AS n
+     FROM deliveries WHERE endpoint_id = ? AND status = 'accepted'`,
+    [endpointId],
+  );
+  return { deliveries: Number(rows[0].n), p50: rows[0].ms[0], p99: rows[0].ms[1] };
+}
+
+/** Publishes payment.captured at FAIR_RATE for `seconds` to the workspace with a dispatcher of the service's defaults. */
+async function otherEndpointLoad(db: Knex, workspaceId: string, endpointId: string, seconds: number) {
+  const dispatcher = new Dispatcher({ db, logger: pino({ level: 'warn' }), destinationPolicy: LOCAL_RECEIVER });
+  await dispatcher.start();
+  try {
+    const sent = await publishAtRate(db, workspaceId, FAIR_RATE, seconds, 'payment.captured');
+    const deadline = Date.now() + 60_000;
+    while ((await endpointLag(db, endpointId)).deliveries < sent) {
+      if (Date.now() > deadline) throw new Error("throttle: the other endpoint's deliveries were not all accepted");
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  } finally {
+    await dispatcher.stop();
+  }
+  return endpointLag(db, endpointId);
+}
+
+/**
+ * Scenario 5: the other endpoint's lag alone (the baseline), then beside an endpoint at rateLimit THROTTLE_RATE with a
+ * backlog larger than THROTTLE_SECONDS can drain, whose arrivals the receiver records.
+ */
+async function throttle(db: Knex, receiverUrl: string): Promise<ThrottleFigures> {
+  await db('workspaces').where({ slug: 'bench-throttle' }).delete();
+  const ws = await createWorkspace(db, cliActor(), { slug: 'bench-throttle' });
+  const endpoint = (name: string, path: string, events: string[], rateLimit?: number) =>
+    createEndpoint(db, cliActor(), {
+      workspaceId: ws.id,
+      url: `${receiverUrl}${path}`,
+      name,
+      events,
+      rateLimit,
+      policy: LOCAL_RECEIVER,
+    });
+  try {
+    const other = await endpoint('other', '/hooks/other', ['payment.captured']);
+    const baseline = await otherEndpointLoad(db, ws.id, other.id, THROTTLE_BASELINE_SECONDS);
+    await db('deliveries').where({ endpoint_id: other.id }).delete();
+    await endpoint('throttled', '/throttled/a', ['booking.confirmed'], THROTTLE_RATE);
+    const backlog = await queueBacklog(db, ws.id, THROTTLE_RATE * (THROTTLE_SECONDS + 10), exampleData());
+    await receiverArrivals(receiverUrl);
+    const otherLag = await otherEndpointLoad(db, ws.id, other.id, THROTTLE_SECONDS + 2);
+    const arrivals = (await receiverArrivals(receiverUrl)).sort((a, b) => a - b);
+    if (arrivals.length >= backlog) throw new Error('throttle: the backlog ran out before the window ended');
+    // The first second: a full bucket's burst. Then THROTTLE_SECONDS whole seconds.
+    const from = arrivals[0] + 1000;
+    const to = from + THROTTLE_SECONDS * 1000;
+    const inWindow = arrivals.filter((t) => t >= from && t < to);
+    const perSecond = Array.from(
+      { length: THROTTLE_SECONDS },
+      (_, i) => inWindow.filter((t) => t >= from + i * 1000 && t < from + (i + 1) * 1000).length,
+    );
+    let maxSliding = 0;
+    for (let i = 0, j = 0; j < arrivals.length; j++) {
+      while (arrivals[j] - arrivals[i] >= 1000) i++;
+      maxSliding = Math.max(maxSliding, j - i + 1);
+    }
+    return {
+      rate: inWindow.length / THROTTLE_SECONDS,
+      perSecond: { min: Math.min(...perSecond), max: Math.max(...perSecond), maxSliding },
+      other: otherLag,
+      baseline,
+    };
+  } finally {
+    await db('workspaces').where({ id: ws.id }).delete();
+  }
+}
+
+/** The receiver's arrival times (ms) of requests to /throttled/ since the last call, which forgets them. */
+async function receiverArrivals(receiverUrl: string): Promise<number[]> {
+  const res = await request(`${receiverUrl}/arrivals`);
+  return (await res.body.json()) as number[];
+}
+
+/** Prints scenario 5 with its targets; false when one is not met. */
+function reportThrottle(t: ThrottleFigures): boolean {
+  console.log(
+    `\nThrottle: one endpoint at rateLimit ${THROTTLE_RATE} with a backlog, another endpoint of the same workspace at ${FAIR_RATE} deliveries/s, dispatcher defaults`,
+  );
+  console.log(
+    `  throttled endpoint, at the receiver over ${THROTTLE_SECONDS} s (after the first second's full bucket): ${t.rate.toFixed(2)}/s; per second ${t.perSecond.min} to ${t.perSecond.max}; most in any 1 s span ${t.perSecond.maxSliding}`,
+  );
+  console.log(
+    `  other endpoint, beside the throttled one:   ${String(t.other.deliveries).padStart(5)} deliveries  p50 ${t.other.p50.toFixed(1).padStart(7)} ms  p99 ${t.other.p99.toFixed(1).padStart(7)} ms`,
+  );
+  console.log(
+    `  other endpoint alone (baseline, same run): ${String(t.baseline.deliveries).padStart(5)} deliveries  p50 ${t.baseline.p50.toFixed(1).padStart(7)} ms  p99 ${t.baseline.p99.toFixed(1).padStart(7)} ms`,
+  );
+  const ratio = t.other.p99 / t.baseline.p99;
+  console.log(`  ratio of the other endpoint's p99 beside the throttled one to its p99 alone: ${ratio.toFixed(2)}`);
+  const targets: Array<[string, boolean]> = [
+    [
+      `throttled endpoint ${t.rate.toFixed(2)}/s at rateLimit ${THROTTLE_RATE} (target ${THROTTLE_RATE} +-10%)`,
+      Math.abs(t.rate - THROTTLE_RATE) <= THROTTLE_RATE * 0.1,
+    ],
+    [
+      `other endpoint p99 ${t.other.p99.toFixed(1)} ms vs ${t.baseline.p99.toFixed(1)} ms alone (target <= 2x, or within 20 ms)`,
+      t.other.p99 <= 2 * t.baseline.p99 || t.other.p99 - t.baseline.p99 <= 20,
+    ],
+  ];
+  for (const [label, met] of targets) console.log(`  ${label.padEnd(84)} ${met ? 'MET' : 'NOT MET'}`);
+  return targets.every(([, met]) => met);
+}
+
 async function main(): Promise<void> {
   const database = await openDatabase(
     process.env.DATABASE_URL
@@ -309,8 +448,15 @@ async function main(): Promise<void> {
   let receiver: { child: ChildProcess; url: string } | undefined;
   let figures: Figures;
   let neighbours: NeighbourLag[];
+  let throttled: ThrottleFigures;
   try {
     receiver = await startReceiver();
+    if (ONLY === 'throttle') {
+      throttled = await throttle(database.db, receiver.url);
+      if (!reportThrottle(throttled)) process.exitCode = 1;
+      return;
+    }
+    if (ONLY !== undefined) throw new Error(`BENCH_ONLY=${ONLY}: the only scenario run alone is "throttle"`);
     figures = await measure(database.db, receiver.url, options);
     neighbours = [
       await neighbourLag(database.db, receiver.url, 'no noisy neighbour', false),
@@ -319,6 +465,7 @@ async function main(): Promise<void> {
         perWorkspaceConcurrency: 64,
       }),
     ];
+    throttled = await throttle(database.db, receiver.url);
   } finally {
     if (receiver) {
       receiver.child.kill('SIGTERM');
@@ -379,14 +526,23 @@ async function main(): Promise<void> {
     console.error('\nWith a noisy neighbour, p99 lag is not under 1 s.');
     process.exitCode = 1;
   }
+  if (!reportThrottle(throttled)) process.exitCode = 1;
 }
 
 if (process.argv[2] === 'receiver') {
   // The receiver process: reads the body, answers 204.
-  // Paths under /never/ are dead endpoints: the request is read and never answered.
+  // Paths under /never/ are dead endpoints: the request is read and never answered. Requests to /throttled/ have
+  // their arrival times kept; GET /arrivals answers them (and forgets them).
+  const arrivals: number[] = [];
   const server = http.createServer((req, res) => {
     req.resume();
     if (req.url?.startsWith('/never/')) return;
+    if (req.url?.startsWith('/throttled/')) arrivals.push(Date.now());
+    if (req.method === 'GET' && req.url === '/arrivals') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(arrivals.splice(0)));
+      return;
+    }
     req.on('end', () => {
       res.writeHead(204);
       res.end();

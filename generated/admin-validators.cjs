@@ -3156,7 +3156,7 @@ validate32.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.AuditEntryList = validate33;
 const schema71 = {"type":"object","description":"A page of the audit trail, newest first.","required":["rows","nextCursor"],"properties":{"rows":{"type":"array","maxItems":200,"description":"The entries.","items":{"$ref":"#/$defs/AuditEntry"}},"nextCursor":{"description":"The next page's cursor, or null on the last page.","oneOf":[{"type":"string","minLength":1,"maxLength":200,"pattern":"^[A-Za-z0-9_-]+$"},{"type":"null"}]}},"additionalProperties":false};
-const schema72 = {"type":"object","description":"One change, who made it and what it changed.","required":["id","at","actor","action","workspaceId","target","changes","requestId","clientRequestId"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"at":{"$ref":"#/$defs/Timestamp"},"actor":{"type":"object","description":"Who made the change.","required":["type","id","name"],"properties":{"type":{"type":"string","maxLength":32,"description":"`admin_token` (this API; `id` and `name` are the token's), `portal_session` (the settings screen; `id` is the session's, `name` says whose link it was) or `cli` (`fleet-admin`; `name` is the OS user, `id` null).","enum":["admin_token","portal_session","cli"]},"id":{"description":"The admin token's or session's id, or null for the CLI.","oneOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"name":{"type":"string","minLength":1,"maxLength":256,"description":"The admin token's name, or the OS user that ran the CLI."}},"additionalProperties":false},"action":{"type":"string","maxLength":64,"description":"What was done, `<concept>.<verb>`.","enum":["workspace.create","workspace.update","api_key.create","api_key.revoke","endpoint.create","endpoint.update","endpoint.delete","endpoint.enable","endpoint.disable","endpoint.rotate_secret","admin_token.create","admin_token.revoke","delivery.retry","endpoint.recover","event.publish","event.send_example","workspace.import","workspace.import_cancel","workspace.records_write","portal_session.create","portal_session.start","portal_session.end","master_key.rotate"]},"workspaceId":{"description":"The workspace it concerns, or null (an admin token for every workspace).","oneOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"target":{"type":"object","description":"The record changed.","required":["type","id"],"properties":{"type":{"type":"string","maxLength":32,"description":"Its kind.","enum":["workspace","api_key","endpoint","admin_token","delivery","event","master_key","portal_session"]},"id":{"type":"string","minLength":1,"maxLength":64,"description":"Its id."}},"additionalProperties":false},"changes":{"type":"object","description":"The fields set, by their API names (an update's as `{from, to}`); never a key, token or secret.","additionalProperties":true},"requestId":{"type":["string","null"],"maxLength":128,"description":"The admin API request that made it (the `x-request-id` the server answered it with, always of the server's making), or null for the CLI."},"clientRequestId":{"type":["string","null"],"maxLength":200,"description":"The `x-request-id` the client sent with that request, as given (up to 200 characters, credentials redacted), or null when it sent none."}},"additionalProperties":false};
+const schema72 = {"type":"object","description":"One change, who made it and what it changed.","required":["id","at","actor","action","workspaceId","target","changes","requestId","clientRequestId"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"at":{"$ref":"#/$defs/Timestamp"},"actor":{"type":"object","description":"Who made the change.","required":["type","id","name"],"properties":{"type":{"type":"string","maxLength":32,"description":"`admin_token` (this API; `id` and `name` are the token's), `portal_session` (the settings screen; `id` is the session's, `name` says whose link it was) or `cli` (`fleet-admin`; `name` is the OS user, `id` null).","enum":["admin_token","portal_session","cli"]},"id":{"description":"The admin token's or session's id, or null for the CLI.","oneOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"name":{"type":"string","minLength":1,"maxLength":256,"description":"The admin token's name, or the OS user that ran the CLI."}},"additionalProperties":false},"action":{"type":"string","maxLength":64,"description":"What was done, `<concept>.<verb>`.","enum":["workspace.create","workspace.update","api_key.create","api_key.revoke","endpoint.create","endpoint.update","endpoint.delete","endpoint.enable","endpoint.disable","endpoint.rotate_secret","endpoint.switch_signature_scheme","endpoint.rotate_signing_key","admin_token.create","admin_token.revoke","delivery.retry","endpoint.recover","event.publish","event.send_example","workspace.import","workspace.import_cancel","workspace.records_write","portal_session.create","portal_session.start","portal_session.end","master_key.rotate"]},"workspaceId":{"description":"The workspace it concerns, or null (an admin token for every workspace).","oneOf":[{"$ref":"#/$defs/Uuid"},{"type":"null"}]},"target":{"type":"object","description":"The record changed.","required":["type","id"],"properties":{"type":{"type":"string","maxLength":32,"description":"Its kind.","enum":["workspace","api_key","endpoint","admin_token","delivery","event","master_key","portal_session"]},"id":{"type":"string","minLength":1,"maxLength":64,"description":"Its id."}},"additionalProperties":false},"changes":{"type":"object","description":"The fields set, by their API names (an update's as `{from, to}`); never a key, token or secret.","additionalProperties":true},"requestId":{"type":["string","null"],"maxLength":128,"description":"The admin API request that made it (the `x-request-id` the server answered it with, always of the server's making), or null for the CLI."},"clientRequestId":{"type":["string","null"],"maxLength":200,"description":"The `x-request-id` the client sent with that request, as given (up to 200 characters, credentials redacted), or null when it sent none."}},"additionalProperties":false};
 
 function validate34(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -3437,7 +3437,7 @@ if(valid0){
 if(data.action !== undefined){
 let data6 = data.action;
 const _errs22 = errors;
-if(!(((((((((((((((((((((((data6 === "workspace.create") || (data6 === "workspace.update")) || (data6 === "api_key.create")) || (data6 === "api_key.revoke")) || (data6 === "endpoint.create")) || (data6 === "endpoint.update")) || (data6 === "endpoint.delete")) || (data6 === "endpoint.enable")) || (data6 === "endpoint.disable")) || (data6 === "endpoint.rotate_secret")) || (data6 === "admin_token.create")) || (data6 === "admin_token.revoke")) || (data6 === "delivery.retry")) || (data6 === "endpoint.recover")) || (data6 === "event.publish")) || (data6 === "event.send_example")) || (data6 === "workspace.import")) || (data6 === "workspace.import_cancel")) || (data6 === "workspace.records_write")) || (data6 === "portal_session.create")) || (data6 === "portal_session.start")) || (data6 === "portal_session.end")) || (data6 === "master_key.rotate"))){
+if(!(((((((((((((((((((((((((data6 === "workspace.create") || (data6 === "workspace.update")) || (data6 === "api_key.create")) || (data6 === "api_key.revoke")) || (data6 === "endpoint.create")) || (data6 === "endpoint.update")) || (data6 === "endpoint.delete")) || (data6 === "endpoint.enable")) || (data6 === "endpoint.disable")) || (data6 === "endpoint.rotate_secret")) || (data6 === "endpoint.switch_signature_scheme")) || (data6 === "endpoint.rotate_signing_key")) || (data6 === "admin_token.create")) || (data6 === "admin_token.revoke")) || (data6 === "delivery.retry")) || (data6 === "endpoint.recover")) || (data6 === "event.publish")) || (data6 === "event.send_example")) || (data6 === "workspace.import")) || (data6 === "workspace.import_cancel")) || (data6 === "workspace.records_write")) || (data6 === "portal_session.create")) || (data6 === "portal_session.start")) || (data6 === "portal_session.end")) || (data6 === "master_key.rotate"))){
 validate34.errors = [{instancePath:instancePath+"/action",schemaPath:"#/properties/action/enum",keyword:"enum",params:{allowedValues: schema72.properties.action.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
@@ -4147,14 +4147,18 @@ return errors === 0;
 validate36.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.CreatedEndpoint = validate37;
-const schema80 = {"type":"object","description":"A new webhook endpoint, with its signing secret, shown this once.","required":["id","name","url","events","isActive","disabledAt","disabledReason","lastSuccessAt","consecutiveFailures","throttledUntil","secret"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"$ref":"#/$defs/EndpointName"},"url":{"$ref":"#/$defs/EndpointUrl"},"events":{"$ref":"#/$defs/EndpointEvents"},"isActive":{"type":"boolean","description":"Whether the endpoint is on (a new one is)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"disabledReason":{"description":"Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.","oneOf":[{"$ref":"#/$defs/EndpointDisabledReason"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Failed attempts in a row across the endpoint's deliveries."},"throttledUntil":{"description":"The end of the endpoint's latest throttle; null (a new endpoint was never throttled).","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"secret":{"$ref":"#/$defs/SigningSecret"}},"additionalProperties":false};
+const schema80 = {"type":"object","description":"A new webhook endpoint, with its signing secret, shown this once.","required":["id","name","url","events","isActive","disabledAt","disabledReason","lastSuccessAt","consecutiveFailures","rateLimit","secret","signatureScheme","publicKey","previousSchemeExpiresAt","throttledUntil"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"$ref":"#/$defs/EndpointName"},"url":{"$ref":"#/$defs/EndpointUrl"},"events":{"$ref":"#/$defs/EndpointEvents"},"isActive":{"type":"boolean","description":"Whether the endpoint is on (a new one is)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"disabledReason":{"description":"Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.","oneOf":[{"$ref":"#/$defs/EndpointDisabledReason"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Failed attempts in a row across the endpoint's deliveries."},"rateLimit":{"$ref":"#/$defs/EndpointRateLimit"},"throttledUntil":{"description":"The end of the endpoint's latest throttle; null (a new endpoint was never throttled).","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"secret":{"$ref":"#/$defs/SigningSecret"},"signatureScheme":{"$ref":"#/$defs/SignatureScheme"},"publicKey":{"description":"The ed25519 public key receivers verify `v1a` with, while `signatureScheme` is `ed25519` (after a key rotation, the new key); null for `hmac-sha256`.","oneOf":[{"$ref":"#/$defs/PublicKey"},{"type":"null"}]},"previousSchemeExpiresAt":{"description":"After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
 const schema82 = {"type":"string","minLength":1,"maxLength":200,"description":"The endpoint's display name (default, at creation, the URL's host).","example":"Accounting sync"};
 const schema83 = {"type":"string","minLength":1,"maxLength":2048,"description":"Where deliveries are POSTed: an absolute `http` or `https` URL, without a user name or password, to a destination the policy allows (no private, loopback or reserved address unless the operator allows it).","example":"https://hooks.example.ae/fleet"};
 const schema84 = {"type":"array","maxItems":200,"uniqueItems":true,"description":"Subscribed events (names of the public document's `webhooks`, `webhook.test` excepted); an empty list means every event.","items":{"type":"string","minLength":1,"maxLength":64,"pattern":"^[a-z][a-z0-9_.]*$"},"example":["booking.confirmed","payment.captured"]};
 const schema86 = {"type":"string","enum":["failures","gone","manual"],"description":"Why an endpoint was switched off: `failures` (20 failed attempts in a row), `gone` (its receiver answered `410 Gone`), `manual` (switched off by an operator, the admin API or the settings screen).","example":"failures"};
-const schema89 = {"type":"string","minLength":38,"maxLength":100,"pattern":"^whsec_[0-9A-Za-z]{32,}$","description":"A signing secret, `whsec_` and base62 characters, shown this once; the service keeps it sealed."};
+const schema88 = {"type":["integer","null"],"format":"int32","minimum":1,"maximum":1000,"description":"The most deliveries a second sent to the endpoint, for a receiver sized for a certain rate; null (the default): no throttle. It holds across every webhook worker process: a token bucket kept in the database holds one second's worth (`rateLimit` deliveries) and refills at `rateLimit` a second, so after a quiet spell up to `rateLimit` deliveries go at once and then one every 1/`rateLimit` seconds; in any span of t seconds at most `rateLimit` x (t + 1) are taken for sending (each is sent within half a second of being taken, or put back). Deliveries waiting for the throttle stay queued (`pending`, their `nextAttemptAt` unchanged) and take no share of the sending capacity from other endpoints or workspaces; a test delivery waits its turn too. A whole number from 1 to 1000; anything else is 400 `reason` `rateLimit`.","example":10};
+const schema90 = {"type":"string","minLength":38,"maxLength":100,"pattern":"^whsec_[0-9A-Za-z]{32,}$","description":"A signing secret, `whsec_` and base62 characters, shown this once; the service keeps it sealed."};
+const schema91 = {"type":"string","enum":["hmac-sha256","ed25519"],"description":"How an endpoint's deliveries are signed (Standard Webhooks' two schemes). `hmac-sha256` (the default): with the endpoint's signing secret, `webhook-signature: v1,<base64>` and the service's own `service-signature`. `ed25519`: with the endpoint's own key pair, `webhook-signature: v1a,<base64>`, which the receiver verifies with the public key (`publicKey`), so it holds no secret; the private key is sealed and never leaves the webhook worker. New receivers should prefer `ed25519` where their library verifies `v1a`.","example":"ed25519"};
+const schema92 = {"type":"string","minLength":49,"maxLength":49,"pattern":"^whpk_[A-Za-z0-9+/]{43}=$","description":"An endpoint's ed25519 public key, as Standard Webhooks writes it: `whpk_` and the base64 of its raw 32 bytes. Not a secret: shown whenever asked. A receiver verifies `v1a` signatures with it.","example":"whpk_6kpsY+KcUgq+9VB7Ey7F+ZVHdq6+vnuSQh7qaRRG0iw="};
 const pattern10 = new RegExp("^[a-z][a-z0-9_.]*$", "u");
 const pattern11 = new RegExp("^whsec_[0-9A-Za-z]{32,}$", "u");
+const pattern12 = new RegExp("^whpk_[A-Za-z0-9+/]{43}=$", "u");
 
 function validate37(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -4169,7 +4173,7 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if((((((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.disabledReason === undefined) && (missing0 = "disabledReason"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))) || ((data.throttledUntil === undefined) && (missing0 = "throttledUntil"))) || ((data.secret === undefined) && (missing0 = "secret"))){
+if((((((((((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.disabledReason === undefined) && (missing0 = "disabledReason"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))) || ((data.rateLimit === undefined) && (missing0 = "rateLimit"))) || ((data.secret === undefined) && (missing0 = "secret"))) || ((data.signatureScheme === undefined) && (missing0 = "signatureScheme"))) || ((data.publicKey === undefined) && (missing0 = "publicKey"))) || ((data.previousSchemeExpiresAt === undefined) && (missing0 = "previousSchemeExpiresAt"))) || ((data.throttledUntil === undefined) && (missing0 = "throttledUntil"))){
 validate37.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
@@ -4679,18 +4683,52 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.throttledUntil !== undefined){
-let data10 = data.throttledUntil;
+if(data.rateLimit !== undefined){
+let data10 = data.rateLimit;
 const _errs41 = errors;
 const _errs42 = errors;
-let valid13 = false;
-let passing3 = null;
-const _errs43 = errors;
+if((!(((typeof data10 == "number") && (!(data10 % 1) && !isNaN(data10))) && (isFinite(data10)))) && (data10 !== null)){
+validate37.errors = [{instancePath:instancePath+"/rateLimit",schemaPath:"#/$defs/EndpointRateLimit/type",keyword:"type",params:{type: schema88.type},message:"must be integer,null"}];
+return false;
+}
+if(errors === _errs42){
+if((typeof data10 == "number") && (isFinite(data10))){
+if(data10 > 1000 || isNaN(data10)){
+validate37.errors = [{instancePath:instancePath+"/rateLimit",schemaPath:"#/$defs/EndpointRateLimit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000},message:"must be <= 1000"}];
+return false;
+}
+else {
+if(data10 < 1 || isNaN(data10)){
+validate37.errors = [{instancePath:instancePath+"/rateLimit",schemaPath:"#/$defs/EndpointRateLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
+return false;
+}
+else {
+if(!(formats4.validate(data10))){
+validate37.errors = [{instancePath:instancePath+"/rateLimit",schemaPath:"#/$defs/EndpointRateLimit/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
+}
+}
+}
+var valid0 = _errs41 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.throttledUntil !== undefined){
+let data11 = data.throttledUntil;
 const _errs44 = errors;
-if(errors === _errs44){
-if(errors === _errs44){
-if(typeof data10 === "string"){
-if(func2(data10) > 30){
+const _errs45 = errors;
+let valid14 = false;
+let passing3 = null;
+const _errs46 = errors;
+const _errs47 = errors;
+if(errors === _errs47){
+if(errors === _errs47){
+if(typeof data11 === "string"){
+if(func2(data11) > 30){
 const err14 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
 if(vErrors === null){
 vErrors = [err14];
@@ -4701,7 +4739,7 @@ vErrors.push(err14);
 errors++;
 }
 else {
-if(!(formats6.validate(data10))){
+if(!(formats6.validate(data11))){
 const err15 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
 if(vErrors === null){
 vErrors = [err15];
@@ -4725,13 +4763,13 @@ errors++;
 }
 }
 }
-var _valid3 = _errs43 === errors;
+var _valid3 = _errs46 === errors;
 if(_valid3){
-valid13 = true;
+valid14 = true;
 passing3 = 0;
 }
-const _errs46 = errors;
-if(data10 !== null){
+const _errs49 = errors;
+if(data11 !== null){
 const err17 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/properties/throttledUntil/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
 vErrors = [err17];
@@ -4741,18 +4779,18 @@ vErrors.push(err17);
 }
 errors++;
 }
-var _valid3 = _errs46 === errors;
-if(_valid3 && valid13){
-valid13 = false;
+var _valid3 = _errs49 === errors;
+if(_valid3 && valid14){
+valid14 = false;
 passing3 = [passing3, 1];
 }
 else {
 if(_valid3){
-valid13 = true;
+valid14 = true;
 passing3 = 1;
 }
 }
-if(!valid13){
+if(!valid14){
 const err18 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/properties/throttledUntil/oneOf",keyword:"oneOf",params:{passingSchemas: passing3},message:"must match exactly one schema in oneOf"};
 if(vErrors === null){
 vErrors = [err18];
@@ -4765,39 +4803,39 @@ validate37.errors = vErrors;
 return false;
 }
 else {
-errors = _errs42;
+errors = _errs45;
 if(vErrors !== null){
-if(_errs42){
-vErrors.length = _errs42;
+if(_errs45){
+vErrors.length = _errs45;
 }
 else {
 vErrors = null;
 }
 }
 }
-var valid0 = _errs41 === errors;
+var valid0 = _errs44 === errors;
 }
 else {
 var valid0 = true;
 }
 if(valid0){
 if(data.secret !== undefined){
-let data11 = data.secret;
-const _errs48 = errors;
-const _errs49 = errors;
-if(errors === _errs49){
-if(typeof data11 === "string"){
-if(func2(data11) > 100){
+let data12 = data.secret;
+const _errs51 = errors;
+const _errs52 = errors;
+if(errors === _errs52){
+if(typeof data12 === "string"){
+if(func2(data12) > 100){
 validate37.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
 return false;
 }
 else {
-if(func2(data11) < 38){
+if(func2(data12) < 38){
 validate37.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/minLength",keyword:"minLength",params:{limit: 38},message:"must NOT have fewer than 38 characters"}];
 return false;
 }
 else {
-if(!pattern11.test(data11)){
+if(!pattern11.test(data12)){
 validate37.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/pattern",keyword:"pattern",params:{pattern: "^whsec_[0-9A-Za-z]{32,}$"},message:"must match pattern \""+"^whsec_[0-9A-Za-z]{32,}$"+"\""}];
 return false;
 }
@@ -4809,10 +4847,245 @@ validate37.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/Si
 return false;
 }
 }
-var valid0 = _errs48 === errors;
+var valid0 = _errs51 === errors;
 }
 else {
 var valid0 = true;
+}
+if(valid0){
+if(data.signatureScheme !== undefined){
+let data13 = data.signatureScheme;
+const _errs54 = errors;
+if(typeof data13 !== "string"){
+validate37.errors = [{instancePath:instancePath+"/signatureScheme",schemaPath:"#/$defs/SignatureScheme/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+if(!((data13 === "hmac-sha256") || (data13 === "ed25519"))){
+validate37.errors = [{instancePath:instancePath+"/signatureScheme",schemaPath:"#/$defs/SignatureScheme/enum",keyword:"enum",params:{allowedValues: schema91.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+var valid0 = _errs54 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.publicKey !== undefined){
+let data14 = data.publicKey;
+const _errs57 = errors;
+const _errs58 = errors;
+let valid18 = false;
+let passing4 = null;
+const _errs59 = errors;
+const _errs60 = errors;
+if(errors === _errs60){
+if(typeof data14 === "string"){
+if(func2(data14) > 49){
+const err19 = {instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/maxLength",keyword:"maxLength",params:{limit: 49},message:"must NOT have more than 49 characters"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+else {
+if(func2(data14) < 49){
+const err20 = {instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/minLength",keyword:"minLength",params:{limit: 49},message:"must NOT have fewer than 49 characters"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+else {
+if(!pattern12.test(data14)){
+const err21 = {instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/pattern",keyword:"pattern",params:{pattern: "^whpk_[A-Za-z0-9+/]{43}=$"},message:"must match pattern \""+"^whpk_[A-Za-z0-9+/]{43}=$"+"\""};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+}
+}
+else {
+const err22 = {instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+}
+var _valid4 = _errs59 === errors;
+if(_valid4){
+valid18 = true;
+passing4 = 0;
+}
+const _errs62 = errors;
+if(data14 !== null){
+const err23 = {instancePath:instancePath+"/publicKey",schemaPath:"#/properties/publicKey/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+var _valid4 = _errs62 === errors;
+if(_valid4 && valid18){
+valid18 = false;
+passing4 = [passing4, 1];
+}
+else {
+if(_valid4){
+valid18 = true;
+passing4 = 1;
+}
+}
+if(!valid18){
+const err24 = {instancePath:instancePath+"/publicKey",schemaPath:"#/properties/publicKey/oneOf",keyword:"oneOf",params:{passingSchemas: passing4},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+validate37.errors = vErrors;
+return false;
+}
+else {
+errors = _errs58;
+if(vErrors !== null){
+if(_errs58){
+vErrors.length = _errs58;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs57 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.previousSchemeExpiresAt !== undefined){
+let data15 = data.previousSchemeExpiresAt;
+const _errs64 = errors;
+const _errs65 = errors;
+let valid20 = false;
+let passing5 = null;
+const _errs66 = errors;
+const _errs67 = errors;
+if(errors === _errs67){
+if(errors === _errs67){
+if(typeof data15 === "string"){
+if(func2(data15) > 30){
+const err25 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+else {
+if(!(formats6.validate(data15))){
+const err26 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+}
+}
+else {
+const err27 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+}
+}
+var _valid5 = _errs66 === errors;
+if(_valid5){
+valid20 = true;
+passing5 = 0;
+}
+const _errs69 = errors;
+if(data15 !== null){
+const err28 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/properties/previousSchemeExpiresAt/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+var _valid5 = _errs69 === errors;
+if(_valid5 && valid20){
+valid20 = false;
+passing5 = [passing5, 1];
+}
+else {
+if(_valid5){
+valid20 = true;
+passing5 = 1;
+}
+}
+if(!valid20){
+const err29 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/properties/previousSchemeExpiresAt/oneOf",keyword:"oneOf",params:{passingSchemas: passing5},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+validate37.errors = vErrors;
+return false;
+}
+else {
+errors = _errs65;
+if(vErrors !== null){
+if(_errs65){
+vErrors.length = _errs65;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs64 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
 }
 }
 }
@@ -4838,8 +5111,8 @@ return errors === 0;
 validate37.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.CreatedPortalSession = validate38;
-const schema90 = {"type":"object","description":"A new link to the settings screen; its key is shown here only.","required":["id","url","readOnly","linkExpiresAt","expiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"url":{"type":"string","format":"uri","maxLength":2000,"description":"The screen's address on the public listener (`FRS_PUBLIC_URL`), with the one-time key in its fragment: `<FRS_PUBLIC_URL>/portal/#key=frpl_...`. Open it once, in a browser or an iframe."},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"linkExpiresAt":{"description":"When the link stops opening if it was not opened before (10 minutes after it was made, or `expiresAt` if sooner).","allOf":[{"$ref":"#/$defs/Timestamp"}]},"expiresAt":{"description":"When the session the link starts ends at the latest.","allOf":[{"$ref":"#/$defs/Timestamp"}]}},"additionalProperties":false};
-const formats86 = require("ajv-formats/dist/formats").fullFormats.uri;
+const schema94 = {"type":"object","description":"A new link to the settings screen; its key is shown here only.","required":["id","url","readOnly","linkExpiresAt","expiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"url":{"type":"string","format":"uri","maxLength":2000,"description":"The screen's address on the public listener (`FRS_PUBLIC_URL`), with the one-time key in its fragment: `<FRS_PUBLIC_URL>/portal/#key=frpl_...`. Open it once, in a browser or an iframe."},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"linkExpiresAt":{"description":"When the link stops opening if it was not opened before (10 minutes after it was made, or `expiresAt` if sooner).","allOf":[{"$ref":"#/$defs/Timestamp"}]},"expiresAt":{"description":"When the session the link starts ends at the latest.","allOf":[{"$ref":"#/$defs/Timestamp"}]}},"additionalProperties":false};
+const formats90 = require("ajv-formats/dist/formats").fullFormats.uri;
 
 function validate38(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -4909,7 +5182,7 @@ validate38.errors = [{instancePath:instancePath+"/url",schemaPath:"#/properties/
 return false;
 }
 else {
-if(!(formats86(data1))){
+if(!(formats90(data1))){
 validate38.errors = [{instancePath:instancePath+"/url",schemaPath:"#/properties/url/format",keyword:"format",params:{format: "uri"},message:"must match format \""+"uri"+"\""}];
 return false;
 }
@@ -5016,7 +5289,7 @@ return errors === 0;
 validate38.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.EndedPortalSessions = validate39;
-const schema94 = {"type":"object","description":"How many sessions (and unopened links) were ended.","required":["ended"],"properties":{"ended":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"The number ended now."}},"additionalProperties":false};
+const schema98 = {"type":"object","description":"How many sessions (and unopened links) were ended.","required":["ended"],"properties":{"ended":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"The number ended now."}},"additionalProperties":false};
 
 function validate39(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5087,7 +5360,7 @@ return errors === 0;
 validate39.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.Endpoint = validate40;
-const schema95 = {"type":"object","description":"A webhook endpoint, as the public `GET /v1/webhooks` lists it; never its signing secret.","required":["id","name","url","events","isActive","disabledAt","disabledReason","lastSuccessAt","consecutiveFailures","throttledUntil"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"$ref":"#/$defs/EndpointName"},"url":{"$ref":"#/$defs/EndpointUrl"},"events":{"$ref":"#/$defs/EndpointEvents"},"isActive":{"type":"boolean","description":"False once the endpoint is switched off (after 20 failed attempts in a row, at once when its receiver answers `410 Gone`, or by `disableEndpoint`)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"disabledReason":{"description":"Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.","oneOf":[{"$ref":"#/$defs/EndpointDisabledReason"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Failed attempts in a row across the endpoint's deliveries; a success resets it to 0."},"throttledUntil":{"description":"The end of the endpoint's latest throttle: its receiver answered 429, 502, 503 or 504, and nothing is sent to it before this time (what `Retry-After` asked, at most 24 hours; see the public document's Delivery semantics). Null if it was never throttled; a past time means it is not throttled now.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
+const schema99 = {"type":"object","description":"A webhook endpoint, as the public `GET /v1/webhooks` lists it; never its signing secret or private key.","required":["id","name","url","events","isActive","disabledAt","disabledReason","lastSuccessAt","consecutiveFailures","signatureScheme","publicKey","previousSchemeExpiresAt","rateLimit","throttledUntil"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"$ref":"#/$defs/EndpointName"},"url":{"$ref":"#/$defs/EndpointUrl"},"events":{"$ref":"#/$defs/EndpointEvents"},"isActive":{"type":"boolean","description":"False once the endpoint is switched off (after 20 failed attempts in a row, at once when its receiver answers `410 Gone`, or by `disableEndpoint`)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"disabledReason":{"description":"Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.","oneOf":[{"$ref":"#/$defs/EndpointDisabledReason"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Failed attempts in a row across the endpoint's deliveries; a success resets it to 0."},"signatureScheme":{"$ref":"#/$defs/SignatureScheme"},"publicKey":{"description":"The ed25519 public key receivers verify `v1a` with, while `signatureScheme` is `ed25519` (after a key rotation, the new key); null for `hmac-sha256`.","oneOf":[{"$ref":"#/$defs/PublicKey"},{"type":"null"}]},"previousSchemeExpiresAt":{"description":"After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"rateLimit":{"$ref":"#/$defs/EndpointRateLimit"},"throttledUntil":{"description":"The end of the endpoint's latest throttle: its receiver answered 429, 502, 503 or 504, and nothing is sent to it before this time (what `Retry-After` asked, at most 24 hours; see the public document's Delivery semantics). Null if it was never throttled; a past time means it is not throttled now.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5102,14 +5375,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.disabledReason === undefined) && (missing0 = "disabledReason"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))) || ((data.throttledUntil === undefined) && (missing0 = "throttledUntil"))){
+if(((((((((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.disabledReason === undefined) && (missing0 = "disabledReason"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))) || ((data.signatureScheme === undefined) && (missing0 = "signatureScheme"))) || ((data.publicKey === undefined) && (missing0 = "publicKey"))) || ((data.previousSchemeExpiresAt === undefined) && (missing0 = "previousSchemeExpiresAt"))) || ((data.rateLimit === undefined) && (missing0 = "rateLimit"))) || ((data.throttledUntil === undefined) && (missing0 = "throttledUntil"))){
 validate40.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema95.properties, key0))){
+if(!(func1.call(schema99.properties, key0))){
 validate40.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -5612,19 +5885,35 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.throttledUntil !== undefined){
-let data10 = data.throttledUntil;
+if(data.signatureScheme !== undefined){
+let data10 = data.signatureScheme;
 const _errs41 = errors;
-const _errs42 = errors;
-let valid13 = false;
-let passing3 = null;
-const _errs43 = errors;
+if(typeof data10 !== "string"){
+validate40.errors = [{instancePath:instancePath+"/signatureScheme",schemaPath:"#/$defs/SignatureScheme/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+if(!((data10 === "hmac-sha256") || (data10 === "ed25519"))){
+validate40.errors = [{instancePath:instancePath+"/signatureScheme",schemaPath:"#/$defs/SignatureScheme/enum",keyword:"enum",params:{allowedValues: schema91.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+var valid0 = _errs41 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.publicKey !== undefined){
+let data11 = data.publicKey;
 const _errs44 = errors;
-if(errors === _errs44){
-if(errors === _errs44){
-if(typeof data10 === "string"){
-if(func2(data10) > 30){
-const err14 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+const _errs45 = errors;
+let valid14 = false;
+let passing3 = null;
+const _errs46 = errors;
+const _errs47 = errors;
+if(errors === _errs47){
+if(typeof data11 === "string"){
+if(func2(data11) > 49){
+const err14 = {instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/maxLength",keyword:"maxLength",params:{limit: 49},message:"must NOT have more than 49 characters"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -5634,8 +5923,8 @@ vErrors.push(err14);
 errors++;
 }
 else {
-if(!(formats6.validate(data10))){
-const err15 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(func2(data11) < 49){
+const err15 = {instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/minLength",keyword:"minLength",params:{limit: 49},message:"must NOT have fewer than 49 characters"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -5644,10 +5933,9 @@ vErrors.push(err15);
 }
 errors++;
 }
-}
-}
 else {
-const err16 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(!pattern12.test(data11)){
+const err16 = {instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/pattern",keyword:"pattern",params:{pattern: "^whpk_[A-Za-z0-9+/]{43}=$"},message:"must match pattern \""+"^whpk_[A-Za-z0-9+/]{43}=$"+"\""};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -5658,14 +5946,9 @@ errors++;
 }
 }
 }
-var _valid3 = _errs43 === errors;
-if(_valid3){
-valid13 = true;
-passing3 = 0;
 }
-const _errs46 = errors;
-if(data10 !== null){
-const err17 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/properties/throttledUntil/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+else {
+const err17 = {instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -5674,19 +5957,15 @@ vErrors.push(err17);
 }
 errors++;
 }
+}
 var _valid3 = _errs46 === errors;
-if(_valid3 && valid13){
-valid13 = false;
-passing3 = [passing3, 1];
-}
-else {
 if(_valid3){
-valid13 = true;
-passing3 = 1;
+valid14 = true;
+passing3 = 0;
 }
-}
-if(!valid13){
-const err18 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/properties/throttledUntil/oneOf",keyword:"oneOf",params:{passingSchemas: passing3},message:"must match exactly one schema in oneOf"};
+const _errs49 = errors;
+if(data11 !== null){
+const err18 = {instancePath:instancePath+"/publicKey",schemaPath:"#/properties/publicKey/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -5694,24 +5973,287 @@ else {
 vErrors.push(err18);
 }
 errors++;
+}
+var _valid3 = _errs49 === errors;
+if(_valid3 && valid14){
+valid14 = false;
+passing3 = [passing3, 1];
+}
+else {
+if(_valid3){
+valid14 = true;
+passing3 = 1;
+}
+}
+if(!valid14){
+const err19 = {instancePath:instancePath+"/publicKey",schemaPath:"#/properties/publicKey/oneOf",keyword:"oneOf",params:{passingSchemas: passing3},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
 validate40.errors = vErrors;
 return false;
 }
 else {
-errors = _errs42;
+errors = _errs45;
 if(vErrors !== null){
-if(_errs42){
-vErrors.length = _errs42;
+if(_errs45){
+vErrors.length = _errs45;
 }
 else {
 vErrors = null;
 }
 }
 }
-var valid0 = _errs41 === errors;
+var valid0 = _errs44 === errors;
 }
 else {
 var valid0 = true;
+}
+if(valid0){
+if(data.previousSchemeExpiresAt !== undefined){
+let data12 = data.previousSchemeExpiresAt;
+const _errs51 = errors;
+const _errs52 = errors;
+let valid16 = false;
+let passing4 = null;
+const _errs53 = errors;
+const _errs54 = errors;
+if(errors === _errs54){
+if(errors === _errs54){
+if(typeof data12 === "string"){
+if(func2(data12) > 30){
+const err20 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+else {
+if(!(formats6.validate(data12))){
+const err21 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+}
+else {
+const err22 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+}
+}
+var _valid4 = _errs53 === errors;
+if(_valid4){
+valid16 = true;
+passing4 = 0;
+}
+const _errs56 = errors;
+if(data12 !== null){
+const err23 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/properties/previousSchemeExpiresAt/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+}
+var _valid4 = _errs56 === errors;
+if(_valid4 && valid16){
+valid16 = false;
+passing4 = [passing4, 1];
+}
+else {
+if(_valid4){
+valid16 = true;
+passing4 = 1;
+}
+}
+if(!valid16){
+const err24 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/properties/previousSchemeExpiresAt/oneOf",keyword:"oneOf",params:{passingSchemas: passing4},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err24];
+}
+else {
+vErrors.push(err24);
+}
+errors++;
+validate40.errors = vErrors;
+return false;
+}
+else {
+errors = _errs52;
+if(vErrors !== null){
+if(_errs52){
+vErrors.length = _errs52;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs51 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.rateLimit !== undefined){
+let data13 = data.rateLimit;
+const _errs58 = errors;
+const _errs59 = errors;
+if((!(((typeof data13 == "number") && (!(data13 % 1) && !isNaN(data13))) && (isFinite(data13)))) && (data13 !== null)){
+validate40.errors = [{instancePath:instancePath+"/rateLimit",schemaPath:"#/$defs/EndpointRateLimit/type",keyword:"type",params:{type: schema88.type},message:"must be integer,null"}];
+return false;
+}
+if(errors === _errs59){
+if((typeof data13 == "number") && (isFinite(data13))){
+if(data13 > 1000 || isNaN(data13)){
+validate40.errors = [{instancePath:instancePath+"/rateLimit",schemaPath:"#/$defs/EndpointRateLimit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000},message:"must be <= 1000"}];
+return false;
+}
+else {
+if(data13 < 1 || isNaN(data13)){
+validate40.errors = [{instancePath:instancePath+"/rateLimit",schemaPath:"#/$defs/EndpointRateLimit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
+return false;
+}
+else {
+if(!(formats4.validate(data13))){
+validate40.errors = [{instancePath:instancePath+"/rateLimit",schemaPath:"#/$defs/EndpointRateLimit/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
+}
+}
+}
+var valid0 = _errs58 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.throttledUntil !== undefined){
+let data14 = data.throttledUntil;
+const _errs61 = errors;
+const _errs62 = errors;
+let valid19 = false;
+let passing5 = null;
+const _errs63 = errors;
+const _errs64 = errors;
+if(errors === _errs64){
+if(errors === _errs64){
+if(typeof data14 === "string"){
+if(func2(data14) > 30){
+const err25 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+else {
+if(!(formats6.validate(data14))){
+const err26 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+}
+}
+else {
+const err27 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+}
+}
+var _valid5 = _errs63 === errors;
+if(_valid5){
+valid19 = true;
+passing5 = 0;
+}
+const _errs66 = errors;
+if(data14 !== null){
+const err28 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/properties/throttledUntil/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+var _valid5 = _errs66 === errors;
+if(_valid5 && valid19){
+valid19 = false;
+passing5 = [passing5, 1];
+}
+else {
+if(_valid5){
+valid19 = true;
+passing5 = 1;
+}
+}
+if(!valid19){
+const err29 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/properties/throttledUntil/oneOf",keyword:"oneOf",params:{passingSchemas: passing5},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+validate40.errors = vErrors;
+return false;
+}
+else {
+errors = _errs62;
+if(vErrors !== null){
+if(_errs62){
+vErrors.length = _errs62;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs61 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
 }
 }
 }
@@ -5736,7 +6278,7 @@ return errors === 0;
 validate40.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.EndpointList = validate41;
-const schema104 = {"type":"object","description":"A workspace's webhook endpoints, oldest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":10000,"description":"The endpoints.","items":{"$ref":"#/$defs/Endpoint"}}},"additionalProperties":false};
+const schema112 = {"type":"object","description":"A workspace's webhook endpoints, oldest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":10000,"description":"The endpoints.","items":{"$ref":"#/$defs/Endpoint"}}},"additionalProperties":false};
 
 function validate41(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5810,7 +6352,7 @@ return errors === 0;
 validate41.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.ErrorResponse = validate43;
-const schema105 = {"type":"object","description":"The body of every error response (the public API's error body).","required":["error"],"properties":{"error":{"type":"object","description":"What went wrong.","required":["code","message","requestId"],"properties":{"code":{"type":"string","maxLength":64,"description":"Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token's reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `missing_reference` (409): a batch's record points at nothing (`writeRecords`).\n- `dependent_records` (409): a batch's delete would leave records pointing at nothing (`writeRecords`).\n- `payload_too_large` (413): the request body is over 64 KiB (a batch: 5,000 records or 8 MiB).\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `expectation_failed` (417): the request's `Expect` header asks for something other than\n  `100-continue`; the connection is closed after the answer.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n","enum":["invalid_request","unauthorized","forbidden","not_found","method_not_allowed","conflict","idempotency_key_reused","missing_reference","dependent_records","payload_too_large","unsupported_media_type","rate_limited","expectation_failed","headers_too_large","internal_error","unavailable","overloaded"]},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"A human-readable sentence; wording may change, so don't match on it."},"reason":{"type":"string","maxLength":200,"minLength":1,"description":"On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending field, parameter or header. On 429, `auth_failures`. Absent otherwise."},"requestId":{"type":"string","maxLength":128,"minLength":1,"description":"Equals the `x-request-id` response header."}},"additionalProperties":false}},"additionalProperties":false};
+const schema113 = {"type":"object","description":"The body of every error response (the public API's error body).","required":["error"],"properties":{"error":{"type":"object","description":"What went wrong.","required":["code","message","requestId"],"properties":{"code":{"type":"string","maxLength":64,"description":"Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token's reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `missing_reference` (409): a batch's record points at nothing (`writeRecords`).\n- `dependent_records` (409): a batch's delete would leave records pointing at nothing (`writeRecords`).\n- `payload_too_large` (413): the request body is over 64 KiB (a batch: 5,000 records or 8 MiB).\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `expectation_failed` (417): the request's `Expect` header asks for something other than\n  `100-continue`; the connection is closed after the answer.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n","enum":["invalid_request","unauthorized","forbidden","not_found","method_not_allowed","conflict","idempotency_key_reused","missing_reference","dependent_records","payload_too_large","unsupported_media_type","rate_limited","expectation_failed","headers_too_large","internal_error","unavailable","overloaded"]},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"A human-readable sentence; wording may change, so don't match on it."},"reason":{"type":"string","maxLength":200,"minLength":1,"description":"On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending field, parameter or header. On 429, `auth_failures`. Absent otherwise."},"requestId":{"type":"string","maxLength":128,"minLength":1,"description":"Equals the `x-request-id` response header."}},"additionalProperties":false}},"additionalProperties":false};
 
 function validate43(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5863,7 +6405,7 @@ if(data0.code !== undefined){
 let data1 = data0.code;
 const _errs5 = errors;
 if(!(((((((((((((((((data1 === "invalid_request") || (data1 === "unauthorized")) || (data1 === "forbidden")) || (data1 === "not_found")) || (data1 === "method_not_allowed")) || (data1 === "conflict")) || (data1 === "idempotency_key_reused")) || (data1 === "missing_reference")) || (data1 === "dependent_records")) || (data1 === "payload_too_large")) || (data1 === "unsupported_media_type")) || (data1 === "rate_limited")) || (data1 === "expectation_failed")) || (data1 === "headers_too_large")) || (data1 === "internal_error")) || (data1 === "unavailable")) || (data1 === "overloaded"))){
-validate43.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/properties/error/properties/code/enum",keyword:"enum",params:{allowedValues: schema105.properties.error.properties.code.enum},message:"must be equal to one of the allowed values"}];
+validate43.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/properties/error/properties/code/enum",keyword:"enum",params:{allowedValues: schema113.properties.error.properties.code.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs5){
@@ -5990,8 +6532,8 @@ return errors === 0;
 validate43.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.EventTypeList = validate44;
-const schema106 = {"type":"object","description":"Every event type, in the public document's order.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":1000,"description":"The event types.","items":{"$ref":"#/$defs/EventType"}}},"additionalProperties":false};
-const schema107 = {"type":"object","description":"An event endpoints can receive, as the public document declares it.","required":["event","group","summary","description","exampleData"],"properties":{"event":{"$ref":"#/$defs/EventName"},"group":{"type":"string","maxLength":100,"description":"Its group, the webhook's tag in the public document."},"summary":{"type":"string","maxLength":200,"description":"One line on when it fires."},"description":{"type":"string","maxLength":10000,"description":"The public document's description (Markdown)."},"exampleData":{"type":"object","description":"The document's example `data`, what `sendExampleEvent` sends."}},"additionalProperties":false};
+const schema114 = {"type":"object","description":"Every event type, in the public document's order.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":1000,"description":"The event types.","items":{"$ref":"#/$defs/EventType"}}},"additionalProperties":false};
+const schema115 = {"type":"object","description":"An event endpoints can receive, as the public document declares it.","required":["event","group","summary","description","exampleData"],"properties":{"event":{"$ref":"#/$defs/EventName"},"group":{"type":"string","maxLength":100,"description":"Its group, the webhook's tag in the public document."},"summary":{"type":"string","maxLength":200,"description":"One line on when it fires."},"description":{"type":"string","maxLength":10000,"description":"The public document's description (Markdown)."},"exampleData":{"type":"object","description":"The document's example `data`, what `sendExampleEvent` sends."}},"additionalProperties":false};
 
 function validate45(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -6219,10 +6761,10 @@ return errors === 0;
 validate44.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.ImportJob = validate47;
-const schema109 = {"type":"object","description":"An import job and how far it got.","required":["id","workspaceId","phase","format","recordsRead","recordsApplied","startedAt","finishedAt","counts","error"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"workspaceId":{"$ref":"#/$defs/Uuid"},"phase":{"type":"string","maxLength":32,"description":"`running`, then `succeeded`, `failed` (see `error`) or `canceled`.","enum":["running","succeeded","failed","canceled"]},"format":{"type":"string","maxLength":32,"description":"The body's format.","enum":["json","ndjson"]},"recordsRead":{"type":"integer","format":"int64","minimum":0,"maximum":9007199254740991,"description":"Records read from the body so far."},"recordsApplied":{"type":"integer","format":"int64","minimum":0,"maximum":9007199254740991,"description":"Records written so far (in the job's transaction: none is visible before it succeeds)."},"startedAt":{"type":"string","format":"date-time","maxLength":64},"finishedAt":{"type":["string","null"],"format":"date-time","maxLength":64,"description":"When it ended; null while running."},"counts":{"$ref":"#/$defs/RecordCounts"},"error":{"type":["string","null"],"maxLength":2000,"description":"Why it failed, naming the first bad record; null unless failed."}},"additionalProperties":false};
-const formats108 = require("ajv-formats/dist/formats").fullFormats.int64;
-const schema112 = {"type":"object","description":"Records by the import document's key; a key with none is left out.","properties":{"owners":{"$ref":"#/$defs/RecordCount"},"fleets":{"$ref":"#/$defs/RecordCount"},"vehicles":{"$ref":"#/$defs/RecordCount"},"maintenance":{"$ref":"#/$defs/RecordCount"},"vehicleDocuments":{"$ref":"#/$defs/RecordCount"},"customers":{"$ref":"#/$defs/RecordCount"},"bookings":{"$ref":"#/$defs/RecordCount"},"extensions":{"$ref":"#/$defs/RecordCount"},"invoices":{"$ref":"#/$defs/RecordCount"},"payments":{"$ref":"#/$defs/RecordCount"},"installments":{"$ref":"#/$defs/RecordCount"},"expenses":{"$ref":"#/$defs/RecordCount"},"fines":{"$ref":"#/$defs/RecordCount"},"integrations":{"$ref":"#/$defs/RecordCount"}},"additionalProperties":false};
-const schema113 = {"type":"integer","format":"int64","minimum":1,"maximum":9007199254740991,"description":"How many records."};
+const schema117 = {"type":"object","description":"An import job and how far it got.","required":["id","workspaceId","phase","format","recordsRead","recordsApplied","startedAt","finishedAt","counts","error"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"workspaceId":{"$ref":"#/$defs/Uuid"},"phase":{"type":"string","maxLength":32,"description":"`running`, then `succeeded`, `failed` (see `error`) or `canceled`.","enum":["running","succeeded","failed","canceled"]},"format":{"type":"string","maxLength":32,"description":"The body's format.","enum":["json","ndjson"]},"recordsRead":{"type":"integer","format":"int64","minimum":0,"maximum":9007199254740991,"description":"Records read from the body so far."},"recordsApplied":{"type":"integer","format":"int64","minimum":0,"maximum":9007199254740991,"description":"Records written so far (in the job's transaction: none is visible before it succeeds)."},"startedAt":{"type":"string","format":"date-time","maxLength":64},"finishedAt":{"type":["string","null"],"format":"date-time","maxLength":64,"description":"When it ended; null while running."},"counts":{"$ref":"#/$defs/RecordCounts"},"error":{"type":["string","null"],"maxLength":2000,"description":"Why it failed, naming the first bad record; null unless failed."}},"additionalProperties":false};
+const formats116 = require("ajv-formats/dist/formats").fullFormats.int64;
+const schema120 = {"type":"object","description":"Records by the import document's key; a key with none is left out.","properties":{"owners":{"$ref":"#/$defs/RecordCount"},"fleets":{"$ref":"#/$defs/RecordCount"},"vehicles":{"$ref":"#/$defs/RecordCount"},"maintenance":{"$ref":"#/$defs/RecordCount"},"vehicleDocuments":{"$ref":"#/$defs/RecordCount"},"customers":{"$ref":"#/$defs/RecordCount"},"bookings":{"$ref":"#/$defs/RecordCount"},"extensions":{"$ref":"#/$defs/RecordCount"},"invoices":{"$ref":"#/$defs/RecordCount"},"payments":{"$ref":"#/$defs/RecordCount"},"installments":{"$ref":"#/$defs/RecordCount"},"expenses":{"$ref":"#/$defs/RecordCount"},"fines":{"$ref":"#/$defs/RecordCount"},"integrations":{"$ref":"#/$defs/RecordCount"}},"additionalProperties":false};
+const schema121 = {"type":"integer","format":"int64","minimum":1,"maximum":9007199254740991,"description":"How many records."};
 
 function validate48(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -6238,7 +6780,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema112.properties, key0))){
+if(!(func1.call(schema120.properties, key0))){
 validate48.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -6265,7 +6807,7 @@ validate48.errors = [{instancePath:instancePath+"/owners",schemaPath:"#/$defs/Re
 return false;
 }
 else {
-if(!(formats108.validate(data0))){
+if(!(formats116.validate(data0))){
 validate48.errors = [{instancePath:instancePath+"/owners",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6299,7 +6841,7 @@ validate48.errors = [{instancePath:instancePath+"/fleets",schemaPath:"#/$defs/Re
 return false;
 }
 else {
-if(!(formats108.validate(data1))){
+if(!(formats116.validate(data1))){
 validate48.errors = [{instancePath:instancePath+"/fleets",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6333,7 +6875,7 @@ validate48.errors = [{instancePath:instancePath+"/vehicles",schemaPath:"#/$defs/
 return false;
 }
 else {
-if(!(formats108.validate(data2))){
+if(!(formats116.validate(data2))){
 validate48.errors = [{instancePath:instancePath+"/vehicles",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6367,7 +6909,7 @@ validate48.errors = [{instancePath:instancePath+"/maintenance",schemaPath:"#/$de
 return false;
 }
 else {
-if(!(formats108.validate(data3))){
+if(!(formats116.validate(data3))){
 validate48.errors = [{instancePath:instancePath+"/maintenance",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6401,7 +6943,7 @@ validate48.errors = [{instancePath:instancePath+"/vehicleDocuments",schemaPath:"
 return false;
 }
 else {
-if(!(formats108.validate(data4))){
+if(!(formats116.validate(data4))){
 validate48.errors = [{instancePath:instancePath+"/vehicleDocuments",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6435,7 +6977,7 @@ validate48.errors = [{instancePath:instancePath+"/customers",schemaPath:"#/$defs
 return false;
 }
 else {
-if(!(formats108.validate(data5))){
+if(!(formats116.validate(data5))){
 validate48.errors = [{instancePath:instancePath+"/customers",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6469,7 +7011,7 @@ validate48.errors = [{instancePath:instancePath+"/bookings",schemaPath:"#/$defs/
 return false;
 }
 else {
-if(!(formats108.validate(data6))){
+if(!(formats116.validate(data6))){
 validate48.errors = [{instancePath:instancePath+"/bookings",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6503,7 +7045,7 @@ validate48.errors = [{instancePath:instancePath+"/extensions",schemaPath:"#/$def
 return false;
 }
 else {
-if(!(formats108.validate(data7))){
+if(!(formats116.validate(data7))){
 validate48.errors = [{instancePath:instancePath+"/extensions",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6537,7 +7079,7 @@ validate48.errors = [{instancePath:instancePath+"/invoices",schemaPath:"#/$defs/
 return false;
 }
 else {
-if(!(formats108.validate(data8))){
+if(!(formats116.validate(data8))){
 validate48.errors = [{instancePath:instancePath+"/invoices",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6571,7 +7113,7 @@ validate48.errors = [{instancePath:instancePath+"/payments",schemaPath:"#/$defs/
 return false;
 }
 else {
-if(!(formats108.validate(data9))){
+if(!(formats116.validate(data9))){
 validate48.errors = [{instancePath:instancePath+"/payments",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6605,7 +7147,7 @@ validate48.errors = [{instancePath:instancePath+"/installments",schemaPath:"#/$d
 return false;
 }
 else {
-if(!(formats108.validate(data10))){
+if(!(formats116.validate(data10))){
 validate48.errors = [{instancePath:instancePath+"/installments",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6639,7 +7181,7 @@ validate48.errors = [{instancePath:instancePath+"/expenses",schemaPath:"#/$defs/
 return false;
 }
 else {
-if(!(formats108.validate(data11))){
+if(!(formats116.validate(data11))){
 validate48.errors = [{instancePath:instancePath+"/expenses",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6673,7 +7215,7 @@ validate48.errors = [{instancePath:instancePath+"/fines",schemaPath:"#/$defs/Rec
 return false;
 }
 else {
-if(!(formats108.validate(data12))){
+if(!(formats116.validate(data12))){
 validate48.errors = [{instancePath:instancePath+"/fines",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6707,7 +7249,7 @@ validate48.errors = [{instancePath:instancePath+"/integrations",schemaPath:"#/$d
 return false;
 }
 else {
-if(!(formats108.validate(data13))){
+if(!(formats116.validate(data13))){
 validate48.errors = [{instancePath:instancePath+"/integrations",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6766,7 +7308,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema109.properties, key0))){
+if(!(func1.call(schema117.properties, key0))){
 validate47.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -6837,7 +7379,7 @@ if(data.phase !== undefined){
 let data2 = data.phase;
 const _errs8 = errors;
 if(!((((data2 === "running") || (data2 === "succeeded")) || (data2 === "failed")) || (data2 === "canceled"))){
-validate47.errors = [{instancePath:instancePath+"/phase",schemaPath:"#/properties/phase/enum",keyword:"enum",params:{allowedValues: schema109.properties.phase.enum},message:"must be equal to one of the allowed values"}];
+validate47.errors = [{instancePath:instancePath+"/phase",schemaPath:"#/properties/phase/enum",keyword:"enum",params:{allowedValues: schema117.properties.phase.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -6862,7 +7404,7 @@ if(data.format !== undefined){
 let data3 = data.format;
 const _errs10 = errors;
 if(!((data3 === "json") || (data3 === "ndjson"))){
-validate47.errors = [{instancePath:instancePath+"/format",schemaPath:"#/properties/format/enum",keyword:"enum",params:{allowedValues: schema109.properties.format.enum},message:"must be equal to one of the allowed values"}];
+validate47.errors = [{instancePath:instancePath+"/format",schemaPath:"#/properties/format/enum",keyword:"enum",params:{allowedValues: schema117.properties.format.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs10){
@@ -6902,7 +7444,7 @@ validate47.errors = [{instancePath:instancePath+"/recordsRead",schemaPath:"#/pro
 return false;
 }
 else {
-if(!(formats108.validate(data4))){
+if(!(formats116.validate(data4))){
 validate47.errors = [{instancePath:instancePath+"/recordsRead",schemaPath:"#/properties/recordsRead/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6935,7 +7477,7 @@ validate47.errors = [{instancePath:instancePath+"/recordsApplied",schemaPath:"#/
 return false;
 }
 else {
-if(!(formats108.validate(data5))){
+if(!(formats116.validate(data5))){
 validate47.errors = [{instancePath:instancePath+"/recordsApplied",schemaPath:"#/properties/recordsApplied/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6982,7 +7524,7 @@ if(data.finishedAt !== undefined){
 let data7 = data.finishedAt;
 const _errs18 = errors;
 if((typeof data7 !== "string") && (data7 !== null)){
-validate47.errors = [{instancePath:instancePath+"/finishedAt",schemaPath:"#/properties/finishedAt/type",keyword:"type",params:{type: schema109.properties.finishedAt.type},message:"must be string,null"}];
+validate47.errors = [{instancePath:instancePath+"/finishedAt",schemaPath:"#/properties/finishedAt/type",keyword:"type",params:{type: schema117.properties.finishedAt.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs18){
@@ -7023,7 +7565,7 @@ if(data.error !== undefined){
 let data9 = data.error;
 const _errs21 = errors;
 if((typeof data9 !== "string") && (data9 !== null)){
-validate47.errors = [{instancePath:instancePath+"/error",schemaPath:"#/properties/error/type",keyword:"type",params:{type: schema109.properties.error.type},message:"must be string,null"}];
+validate47.errors = [{instancePath:instancePath+"/error",schemaPath:"#/properties/error/type",keyword:"type",params:{type: schema117.properties.error.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs21){
@@ -7061,20 +7603,168 @@ return errors === 0;
 }
 validate47.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.PortalSession = validate50;
-const schema127 = {"type":"object","description":"The screen's session, as the screen reads it.","required":["id","workspace","readOnly","csrfToken","expiresAt","idleExpiresAt","idleTimeoutMinutes"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"workspace":{"$ref":"#/$defs/Workspace"},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"csrfToken":{"type":"string","maxLength":100,"description":"What every write of this session sends as `X-CSRF-Token`; bound to the session."},"expiresAt":{"$ref":"#/$defs/Timestamp"},"idleExpiresAt":{"$ref":"#/$defs/Timestamp"},"idleTimeoutMinutes":{"type":"integer","format":"int32","minimum":1,"maximum":1440,"description":"Minutes without a request after which the session ends."}},"additionalProperties":false};
-const schema129 = {"type":"object","description":"A workspace and its settings.","required":["id","slug","status","timezone","remindersAhead"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"slug":{"$ref":"#/$defs/Slug"},"status":{"type":"string","maxLength":64,"description":"`active`, or `frozen`: every key refused (403) and no webhook sent.","enum":["active","frozen"]},"timezone":{"$ref":"#/$defs/TimeZone"},"remindersAhead":{"$ref":"#/$defs/RemindersAhead"},"webhookAllowedCidrs":{"$ref":"#/$defs/WebhookAllowedCidrs"}},"additionalProperties":false};
-const schema131 = {"type":"string","minLength":1,"maxLength":63,"pattern":"^[a-z0-9][a-z0-9-]{0,62}$","description":"A workspace's short name, lower-case letters, digits and hyphens.","example":"desert-drive"};
-const schema132 = {"type":"string","minLength":1,"maxLength":64,"pattern":"^[A-Za-z0-9_+/-]+$","description":"An IANA time zone name; \"today\" and \"this month\" are on this calendar.","example":"Asia/Dubai"};
-const schema133 = {"type":"integer","format":"int32","minimum":1,"maximum":60,"description":"How many days ahead the due-soon reminders are sent.","example":3};
-const schema134 = {"type":"array","maxItems":32,"description":"Private ranges (CIDR) this workspace's webhook endpoints may reach, at registration and when each delivery connects; no other workspace's endpoints may. Empty by default: no private, loopback, link-local or reserved destination is reached. The operator's setting, describing their network: shown to an all-workspaces admin token only (a token confined to one workspace and the settings screen never see it, in the workspace nor in the audit trail's `workspace.update` entries), and changed by one only. `FRS_WEBHOOK_ALLOWED_CIDRS` (docs/operations.md) opens its ranges to every workspace at once.","items":{"type":"string","maxLength":49,"description":"An IPv4 or IPv6 CIDR range, such as `10.1.0.0/16` or `fd12:3456::/32`."},"example":["10.1.0.0/16"]};
-const pattern14 = new RegExp("^[a-z0-9][a-z0-9-]{0,62}$", "u");
-const pattern15 = new RegExp("^[A-Za-z0-9_+/-]+$", "u");
+exports.OperationalDeliveryList = validate50;
+const schema135 = {"type":"object","description":"An operational endpoint's deliveries, newest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":200,"description":"The deliveries.","items":{"$ref":"#/$defs/AdminDeliveryRow"}}},"additionalProperties":false};
 
-function validate51(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate50(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate51.evaluated;
+const evaluated0 = validate50.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((data.rows === undefined) && (missing0 = "rows")){
+validate50.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(key0 === "rows")){
+validate50.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.rows !== undefined){
+let data0 = data.rows;
+const _errs2 = errors;
+if(errors === _errs2){
+if(Array.isArray(data0)){
+if(data0.length > 200){
+validate50.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxItems",keyword:"maxItems",params:{limit: 200},message:"must NOT have more than 200 items"}];
+return false;
+}
+else {
+var valid1 = true;
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+const _errs4 = errors;
+if(!(validate27(data0[i0], {instancePath:instancePath+"/rows/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate27.errors : vErrors.concat(validate27.errors);
+errors = vErrors.length;
+}
+var valid1 = _errs4 === errors;
+if(!valid1){
+break;
+}
+}
+}
+}
+else {
+validate50.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+}
+}
+}
+}
+}
+else {
+validate50.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate50.errors = vErrors;
+return errors === 0;
+}
+validate50.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.OperationalEndpointList = validate52;
+const schema136 = {"type":"object","description":"The platform's operational endpoints, oldest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":10000,"description":"The operational endpoints.","items":{"$ref":"#/$defs/Endpoint"}}},"additionalProperties":false};
+
+function validate52(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate52.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((data.rows === undefined) && (missing0 = "rows")){
+validate52.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(key0 === "rows")){
+validate52.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.rows !== undefined){
+let data0 = data.rows;
+const _errs2 = errors;
+if(errors === _errs2){
+if(Array.isArray(data0)){
+if(data0.length > 10000){
+validate52.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxItems",keyword:"maxItems",params:{limit: 10000},message:"must NOT have more than 10000 items"}];
+return false;
+}
+else {
+var valid1 = true;
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+const _errs4 = errors;
+if(!(validate40(data0[i0], {instancePath:instancePath+"/rows/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate40.errors : vErrors.concat(validate40.errors);
+errors = vErrors.length;
+}
+var valid1 = _errs4 === errors;
+if(!valid1){
+break;
+}
+}
+}
+}
+else {
+validate52.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+return false;
+}
+}
+}
+}
+}
+}
+else {
+validate52.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate52.errors = vErrors;
+return errors === 0;
+}
+validate52.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.PortalSession = validate54;
+const schema137 = {"type":"object","description":"The screen's session, as the screen reads it.","required":["id","workspace","readOnly","csrfToken","expiresAt","idleExpiresAt","idleTimeoutMinutes"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"workspace":{"$ref":"#/$defs/Workspace"},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"csrfToken":{"type":"string","maxLength":100,"description":"What every write of this session sends as `X-CSRF-Token`; bound to the session."},"expiresAt":{"$ref":"#/$defs/Timestamp"},"idleExpiresAt":{"$ref":"#/$defs/Timestamp"},"idleTimeoutMinutes":{"type":"integer","format":"int32","minimum":1,"maximum":1440,"description":"Minutes without a request after which the session ends."}},"additionalProperties":false};
+const schema139 = {"type":"object","description":"A workspace and its settings.","required":["id","slug","status","timezone","remindersAhead"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"slug":{"$ref":"#/$defs/Slug"},"status":{"type":"string","maxLength":64,"description":"`active`, or `frozen`: every key refused (403) and no webhook sent.","enum":["active","frozen"]},"timezone":{"$ref":"#/$defs/TimeZone"},"remindersAhead":{"$ref":"#/$defs/RemindersAhead"},"webhookAllowedCidrs":{"$ref":"#/$defs/WebhookAllowedCidrs"}},"additionalProperties":false};
+const schema141 = {"type":"string","minLength":1,"maxLength":63,"pattern":"^[a-z0-9][a-z0-9-]{0,62}$","description":"A workspace's short name, lower-case letters, digits and hyphens.","example":"desert-drive"};
+const schema142 = {"type":"string","minLength":1,"maxLength":64,"pattern":"^[A-Za-z0-9_+/-]+$","description":"An IANA time zone name; \"today\" and \"this month\" are on this calendar.","example":"Asia/Dubai"};
+const schema143 = {"type":"integer","format":"int32","minimum":1,"maximum":60,"description":"How many days ahead the due-soon reminders are sent.","example":3};
+const schema144 = {"type":"array","maxItems":32,"description":"Private ranges (CIDR) this workspace's webhook endpoints may reach, at registration and when each delivery connects; no other workspace's endpoints may. Empty by default: no private, loopback, link-local or reserved destination is reached. The operator's setting, describing their network: shown to an all-workspaces admin token only (a token confined to one workspace and the settings screen never see it, in the workspace nor in the audit trail's `workspace.update` entries), and changed by one only. `FRS_WEBHOOK_ALLOWED_CIDRS` (docs/operations.md) opens its ranges to every workspace at once.","items":{"type":"string","maxLength":49,"description":"An IPv4 or IPv6 CIDR range, such as `10.1.0.0/16` or `fd12:3456::/32`."},"example":["10.1.0.0/16"]};
+const pattern16 = new RegExp("^[a-z0-9][a-z0-9-]{0,62}$", "u");
+const pattern17 = new RegExp("^[A-Za-z0-9_+/-]+$", "u");
+
+function validate55(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate55.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -7085,14 +7775,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.id === undefined) && (missing0 = "id")) || ((data.slug === undefined) && (missing0 = "slug"))) || ((data.status === undefined) && (missing0 = "status"))) || ((data.timezone === undefined) && (missing0 = "timezone"))) || ((data.remindersAhead === undefined) && (missing0 = "remindersAhead"))){
-validate51.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate55.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!((((((key0 === "id") || (key0 === "slug")) || (key0 === "status")) || (key0 === "timezone")) || (key0 === "remindersAhead")) || (key0 === "webhookAllowedCidrs"))){
-validate51.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate55.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -7106,18 +7796,18 @@ if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate51.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate55.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate51.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate55.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate51.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate55.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -7135,24 +7825,24 @@ const _errs6 = errors;
 if(errors === _errs6){
 if(typeof data1 === "string"){
 if(func2(data1) > 63){
-validate51.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"}];
+validate55.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"}];
 return false;
 }
 else {
 if(func2(data1) < 1){
-validate51.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate55.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 else {
-if(!pattern14.test(data1)){
-validate51.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9-]{0,62}$"+"\""}];
+if(!pattern16.test(data1)){
+validate55.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9-]{0,62}$"+"\""}];
 return false;
 }
 }
 }
 }
 else {
-validate51.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate55.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -7166,18 +7856,18 @@ if(data.status !== undefined){
 let data2 = data.status;
 const _errs8 = errors;
 if(!((data2 === "active") || (data2 === "frozen"))){
-validate51.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema129.properties.status.enum},message:"must be equal to one of the allowed values"}];
+validate55.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema139.properties.status.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
 if(typeof data2 === "string"){
 if(func2(data2) > 64){
-validate51.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+validate55.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
 return false;
 }
 }
 else {
-validate51.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate55.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -7194,24 +7884,24 @@ const _errs11 = errors;
 if(errors === _errs11){
 if(typeof data3 === "string"){
 if(func2(data3) > 64){
-validate51.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+validate55.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
 return false;
 }
 else {
 if(func2(data3) < 1){
-validate51.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate55.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 else {
-if(!pattern15.test(data3)){
-validate51.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9_+/-]+$"},message:"must match pattern \""+"^[A-Za-z0-9_+/-]+$"+"\""}];
+if(!pattern17.test(data3)){
+validate55.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9_+/-]+$"},message:"must match pattern \""+"^[A-Za-z0-9_+/-]+$"+"\""}];
 return false;
 }
 }
 }
 }
 else {
-validate51.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate55.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -7226,23 +7916,23 @@ let data4 = data.remindersAhead;
 const _errs13 = errors;
 const _errs14 = errors;
 if(!(((typeof data4 == "number") && (!(data4 % 1) && !isNaN(data4))) && (isFinite(data4)))){
-validate51.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+validate55.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
 return false;
 }
 if(errors === _errs14){
 if((typeof data4 == "number") && (isFinite(data4))){
 if(data4 > 60 || isNaN(data4)){
-validate51.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"}];
+validate55.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"}];
 return false;
 }
 else {
 if(data4 < 1 || isNaN(data4)){
-validate51.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
+validate55.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
 }
 else {
 if(!(formats4.validate(data4))){
-validate51.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+validate55.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
 return false;
 }
 }
@@ -7262,7 +7952,7 @@ const _errs17 = errors;
 if(errors === _errs17){
 if(Array.isArray(data5)){
 if(data5.length > 32){
-validate51.errors = [{instancePath:instancePath+"/webhookAllowedCidrs",schemaPath:"#/$defs/WebhookAllowedCidrs/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"}];
+validate55.errors = [{instancePath:instancePath+"/webhookAllowedCidrs",schemaPath:"#/$defs/WebhookAllowedCidrs/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"}];
 return false;
 }
 else {
@@ -7274,12 +7964,12 @@ const _errs19 = errors;
 if(errors === _errs19){
 if(typeof data6 === "string"){
 if(func2(data6) > 49){
-validate51.errors = [{instancePath:instancePath+"/webhookAllowedCidrs/" + i0,schemaPath:"#/$defs/WebhookAllowedCidrs/items/maxLength",keyword:"maxLength",params:{limit: 49},message:"must NOT have more than 49 characters"}];
+validate55.errors = [{instancePath:instancePath+"/webhookAllowedCidrs/" + i0,schemaPath:"#/$defs/WebhookAllowedCidrs/items/maxLength",keyword:"maxLength",params:{limit: 49},message:"must NOT have more than 49 characters"}];
 return false;
 }
 }
 else {
-validate51.errors = [{instancePath:instancePath+"/webhookAllowedCidrs/" + i0,schemaPath:"#/$defs/WebhookAllowedCidrs/items/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate55.errors = [{instancePath:instancePath+"/webhookAllowedCidrs/" + i0,schemaPath:"#/$defs/WebhookAllowedCidrs/items/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -7291,7 +7981,7 @@ break;
 }
 }
 else {
-validate51.errors = [{instancePath:instancePath+"/webhookAllowedCidrs",schemaPath:"#/$defs/WebhookAllowedCidrs/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+validate55.errors = [{instancePath:instancePath+"/webhookAllowedCidrs",schemaPath:"#/$defs/WebhookAllowedCidrs/type",keyword:"type",params:{type: "array"},message:"must be array"}];
 return false;
 }
 }
@@ -7309,233 +7999,15 @@ var valid0 = true;
 }
 }
 else {
-validate51.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate55.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate51.errors = vErrors;
+validate55.errors = vErrors;
 return errors === 0;
 }
-validate51.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate55.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-
-function validate50(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate50.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if((((((((data.id === undefined) && (missing0 = "id")) || ((data.workspace === undefined) && (missing0 = "workspace"))) || ((data.readOnly === undefined) && (missing0 = "readOnly"))) || ((data.csrfToken === undefined) && (missing0 = "csrfToken"))) || ((data.expiresAt === undefined) && (missing0 = "expiresAt"))) || ((data.idleExpiresAt === undefined) && (missing0 = "idleExpiresAt"))) || ((data.idleTimeoutMinutes === undefined) && (missing0 = "idleTimeoutMinutes"))){
-validate50.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
-return false;
-}
-else {
-const _errs1 = errors;
-for(const key0 in data){
-if(!(((((((key0 === "id") || (key0 === "workspace")) || (key0 === "readOnly")) || (key0 === "csrfToken")) || (key0 === "expiresAt")) || (key0 === "idleExpiresAt")) || (key0 === "idleTimeoutMinutes"))){
-validate50.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
-return false;
-break;
-}
-}
-if(_errs1 === errors){
-if(data.id !== undefined){
-let data0 = data.id;
-const _errs2 = errors;
-const _errs3 = errors;
-if(errors === _errs3){
-if(errors === _errs3){
-if(typeof data0 === "string"){
-if(func2(data0) > 36){
-validate50.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
-return false;
-}
-else {
-if(!(formats0.test(data0))){
-validate50.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
-return false;
-}
-}
-}
-else {
-validate50.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-}
-var valid0 = _errs2 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.workspace !== undefined){
-const _errs5 = errors;
-if(!(validate51(data.workspace, {instancePath:instancePath+"/workspace",parentData:data,parentDataProperty:"workspace",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate51.errors : vErrors.concat(validate51.errors);
-errors = vErrors.length;
-}
-var valid0 = _errs5 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.readOnly !== undefined){
-const _errs6 = errors;
-if(typeof data.readOnly !== "boolean"){
-validate50.errors = [{instancePath:instancePath+"/readOnly",schemaPath:"#/properties/readOnly/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
-return false;
-}
-var valid0 = _errs6 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.csrfToken !== undefined){
-let data3 = data.csrfToken;
-const _errs8 = errors;
-if(errors === _errs8){
-if(typeof data3 === "string"){
-if(func2(data3) > 100){
-validate50.errors = [{instancePath:instancePath+"/csrfToken",schemaPath:"#/properties/csrfToken/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
-return false;
-}
-}
-else {
-validate50.errors = [{instancePath:instancePath+"/csrfToken",schemaPath:"#/properties/csrfToken/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid0 = _errs8 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.expiresAt !== undefined){
-let data4 = data.expiresAt;
-const _errs10 = errors;
-const _errs11 = errors;
-if(errors === _errs11){
-if(errors === _errs11){
-if(typeof data4 === "string"){
-if(func2(data4) > 30){
-validate50.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
-return false;
-}
-else {
-if(!(formats6.validate(data4))){
-validate50.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
-return false;
-}
-}
-}
-else {
-validate50.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-}
-var valid0 = _errs10 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.idleExpiresAt !== undefined){
-let data5 = data.idleExpiresAt;
-const _errs13 = errors;
-const _errs14 = errors;
-if(errors === _errs14){
-if(errors === _errs14){
-if(typeof data5 === "string"){
-if(func2(data5) > 30){
-validate50.errors = [{instancePath:instancePath+"/idleExpiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
-return false;
-}
-else {
-if(!(formats6.validate(data5))){
-validate50.errors = [{instancePath:instancePath+"/idleExpiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
-return false;
-}
-}
-}
-else {
-validate50.errors = [{instancePath:instancePath+"/idleExpiresAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-}
-var valid0 = _errs13 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.idleTimeoutMinutes !== undefined){
-let data6 = data.idleTimeoutMinutes;
-const _errs16 = errors;
-if(!(((typeof data6 == "number") && (!(data6 % 1) && !isNaN(data6))) && (isFinite(data6)))){
-validate50.errors = [{instancePath:instancePath+"/idleTimeoutMinutes",schemaPath:"#/properties/idleTimeoutMinutes/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
-return false;
-}
-if(errors === _errs16){
-if((typeof data6 == "number") && (isFinite(data6))){
-if(data6 > 1440 || isNaN(data6)){
-validate50.errors = [{instancePath:instancePath+"/idleTimeoutMinutes",schemaPath:"#/properties/idleTimeoutMinutes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1440},message:"must be <= 1440"}];
-return false;
-}
-else {
-if(data6 < 1 || isNaN(data6)){
-validate50.errors = [{instancePath:instancePath+"/idleTimeoutMinutes",schemaPath:"#/properties/idleTimeoutMinutes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
-return false;
-}
-else {
-if(!(formats4.validate(data6))){
-validate50.errors = [{instancePath:instancePath+"/idleTimeoutMinutes",schemaPath:"#/properties/idleTimeoutMinutes/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
-return false;
-}
-}
-}
-}
-}
-var valid0 = _errs16 === errors;
-}
-else {
-var valid0 = true;
-}
-}
-}
-}
-}
-}
-}
-}
-}
-}
-else {
-validate50.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
-return false;
-}
-}
-validate50.errors = vErrors;
-return errors === 0;
-}
-validate50.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
-
-exports.PortalSessionConflict = validate53;
-const schema137 = {"type":"object","description":"The error body of a link of another workspace than the browser's session (`error.reason` `replace`), and the two workspaces, for the screen to ask the person which to keep.","required":["error","openWorkspace","linkWorkspace"],"properties":{"error":{"$ref":"#/$defs/ErrorResponse/properties/error"},"openWorkspace":{"$ref":"#/$defs/PortalWorkspaceName"},"linkWorkspace":{"$ref":"#/$defs/PortalWorkspaceName"}},"additionalProperties":false};
-const schema138 = {"type":"object","description":"What went wrong.","required":["code","message","requestId"],"properties":{"code":{"type":"string","maxLength":64,"description":"Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token's reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `missing_reference` (409): a batch's record points at nothing (`writeRecords`).\n- `dependent_records` (409): a batch's delete would leave records pointing at nothing (`writeRecords`).\n- `payload_too_large` (413): the request body is over 64 KiB (a batch: 5,000 records or 8 MiB).\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `expectation_failed` (417): the request's `Expect` header asks for something other than\n  `100-continue`; the connection is closed after the answer.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n","enum":["invalid_request","unauthorized","forbidden","not_found","method_not_allowed","conflict","idempotency_key_reused","missing_reference","dependent_records","payload_too_large","unsupported_media_type","rate_limited","expectation_failed","headers_too_large","internal_error","unavailable","overloaded"]},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"A human-readable sentence; wording may change, so don't match on it."},"reason":{"type":"string","maxLength":200,"minLength":1,"description":"On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending field, parameter or header. On 429, `auth_failures`. Absent otherwise."},"requestId":{"type":"string","maxLength":128,"minLength":1,"description":"Equals the `x-request-id` response header."}},"additionalProperties":false};
-const schema139 = {"type":"object","description":"A workspace, as the screen names it.","required":["id","slug"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"slug":{"$ref":"#/$defs/Slug"}},"additionalProperties":false};
 
 function validate54(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -7550,14 +8022,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((data.id === undefined) && (missing0 = "id")) || ((data.slug === undefined) && (missing0 = "slug"))){
+if((((((((data.id === undefined) && (missing0 = "id")) || ((data.workspace === undefined) && (missing0 = "workspace"))) || ((data.readOnly === undefined) && (missing0 = "readOnly"))) || ((data.csrfToken === undefined) && (missing0 = "csrfToken"))) || ((data.expiresAt === undefined) && (missing0 = "expiresAt"))) || ((data.idleExpiresAt === undefined) && (missing0 = "idleExpiresAt"))) || ((data.idleTimeoutMinutes === undefined) && (missing0 = "idleTimeoutMinutes"))){
 validate54.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!((key0 === "id") || (key0 === "slug"))){
+if(!(((((((key0 === "id") || (key0 === "workspace")) || (key0 === "readOnly")) || (key0 === "csrfToken")) || (key0 === "expiresAt")) || (key0 === "idleExpiresAt")) || (key0 === "idleTimeoutMinutes"))){
 validate54.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -7594,38 +8066,147 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.slug !== undefined){
-let data1 = data.slug;
+if(data.workspace !== undefined){
 const _errs5 = errors;
-const _errs6 = errors;
-if(errors === _errs6){
-if(typeof data1 === "string"){
-if(func2(data1) > 63){
-validate54.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"}];
-return false;
-}
-else {
-if(func2(data1) < 1){
-validate54.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
-return false;
-}
-else {
-if(!pattern14.test(data1)){
-validate54.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9-]{0,62}$"+"\""}];
-return false;
-}
-}
-}
-}
-else {
-validate54.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
+if(!(validate55(data.workspace, {instancePath:instancePath+"/workspace",parentData:data,parentDataProperty:"workspace",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate55.errors : vErrors.concat(validate55.errors);
+errors = vErrors.length;
 }
 var valid0 = _errs5 === errors;
 }
 else {
 var valid0 = true;
+}
+if(valid0){
+if(data.readOnly !== undefined){
+const _errs6 = errors;
+if(typeof data.readOnly !== "boolean"){
+validate54.errors = [{instancePath:instancePath+"/readOnly",schemaPath:"#/properties/readOnly/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
+return false;
+}
+var valid0 = _errs6 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.csrfToken !== undefined){
+let data3 = data.csrfToken;
+const _errs8 = errors;
+if(errors === _errs8){
+if(typeof data3 === "string"){
+if(func2(data3) > 100){
+validate54.errors = [{instancePath:instancePath+"/csrfToken",schemaPath:"#/properties/csrfToken/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
+return false;
+}
+}
+else {
+validate54.errors = [{instancePath:instancePath+"/csrfToken",schemaPath:"#/properties/csrfToken/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs8 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.expiresAt !== undefined){
+let data4 = data.expiresAt;
+const _errs10 = errors;
+const _errs11 = errors;
+if(errors === _errs11){
+if(errors === _errs11){
+if(typeof data4 === "string"){
+if(func2(data4) > 30){
+validate54.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+return false;
+}
+else {
+if(!(formats6.validate(data4))){
+validate54.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+return false;
+}
+}
+}
+else {
+validate54.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs10 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.idleExpiresAt !== undefined){
+let data5 = data.idleExpiresAt;
+const _errs13 = errors;
+const _errs14 = errors;
+if(errors === _errs14){
+if(errors === _errs14){
+if(typeof data5 === "string"){
+if(func2(data5) > 30){
+validate54.errors = [{instancePath:instancePath+"/idleExpiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+return false;
+}
+else {
+if(!(formats6.validate(data5))){
+validate54.errors = [{instancePath:instancePath+"/idleExpiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+return false;
+}
+}
+}
+else {
+validate54.errors = [{instancePath:instancePath+"/idleExpiresAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs13 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.idleTimeoutMinutes !== undefined){
+let data6 = data.idleTimeoutMinutes;
+const _errs16 = errors;
+if(!(((typeof data6 == "number") && (!(data6 % 1) && !isNaN(data6))) && (isFinite(data6)))){
+validate54.errors = [{instancePath:instancePath+"/idleTimeoutMinutes",schemaPath:"#/properties/idleTimeoutMinutes/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+return false;
+}
+if(errors === _errs16){
+if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 > 1440 || isNaN(data6)){
+validate54.errors = [{instancePath:instancePath+"/idleTimeoutMinutes",schemaPath:"#/properties/idleTimeoutMinutes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1440},message:"must be <= 1440"}];
+return false;
+}
+else {
+if(data6 < 1 || isNaN(data6)){
+validate54.errors = [{instancePath:instancePath+"/idleTimeoutMinutes",schemaPath:"#/properties/idleTimeoutMinutes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
+return false;
+}
+else {
+if(!(formats4.validate(data6))){
+validate54.errors = [{instancePath:instancePath+"/idleTimeoutMinutes",schemaPath:"#/properties/idleTimeoutMinutes/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
+}
+}
+}
+var valid0 = _errs16 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
 }
 }
 }
@@ -7641,218 +8222,10 @@ return errors === 0;
 }
 validate54.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-
-function validate53(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate53.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if((((data.error === undefined) && (missing0 = "error")) || ((data.openWorkspace === undefined) && (missing0 = "openWorkspace"))) || ((data.linkWorkspace === undefined) && (missing0 = "linkWorkspace"))){
-validate53.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
-return false;
-}
-else {
-const _errs1 = errors;
-for(const key0 in data){
-if(!(((key0 === "error") || (key0 === "openWorkspace")) || (key0 === "linkWorkspace"))){
-validate53.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
-return false;
-break;
-}
-}
-if(_errs1 === errors){
-if(data.error !== undefined){
-let data0 = data.error;
-const _errs2 = errors;
-const _errs3 = errors;
-if(errors === _errs3){
-if(data0 && typeof data0 == "object" && !Array.isArray(data0)){
-let missing1;
-if((((data0.code === undefined) && (missing1 = "code")) || ((data0.message === undefined) && (missing1 = "message"))) || ((data0.requestId === undefined) && (missing1 = "requestId"))){
-validate53.errors = [{instancePath:instancePath+"/error",schemaPath:"#/$defs/ErrorResponse/properties/error/required",keyword:"required",params:{missingProperty: missing1},message:"must have required property '"+missing1+"'"}];
-return false;
-}
-else {
-const _errs5 = errors;
-for(const key1 in data0){
-if(!((((key1 === "code") || (key1 === "message")) || (key1 === "reason")) || (key1 === "requestId"))){
-validate53.errors = [{instancePath:instancePath+"/error",schemaPath:"#/$defs/ErrorResponse/properties/error/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"}];
-return false;
-break;
-}
-}
-if(_errs5 === errors){
-if(data0.code !== undefined){
-let data1 = data0.code;
-const _errs6 = errors;
-if(!(((((((((((((((((data1 === "invalid_request") || (data1 === "unauthorized")) || (data1 === "forbidden")) || (data1 === "not_found")) || (data1 === "method_not_allowed")) || (data1 === "conflict")) || (data1 === "idempotency_key_reused")) || (data1 === "missing_reference")) || (data1 === "dependent_records")) || (data1 === "payload_too_large")) || (data1 === "unsupported_media_type")) || (data1 === "rate_limited")) || (data1 === "expectation_failed")) || (data1 === "headers_too_large")) || (data1 === "internal_error")) || (data1 === "unavailable")) || (data1 === "overloaded"))){
-validate53.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/code/enum",keyword:"enum",params:{allowedValues: schema138.properties.code.enum},message:"must be equal to one of the allowed values"}];
-return false;
-}
-if(errors === _errs6){
-if(typeof data1 === "string"){
-if(func2(data1) > 64){
-validate53.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/code/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
-return false;
-}
-}
-else {
-validate53.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/code/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid2 = _errs6 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data0.message !== undefined){
-let data2 = data0.message;
-const _errs8 = errors;
-if(errors === _errs8){
-if(typeof data2 === "string"){
-if(func2(data2) > 2000){
-validate53.errors = [{instancePath:instancePath+"/error/message",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/message/maxLength",keyword:"maxLength",params:{limit: 2000},message:"must NOT have more than 2000 characters"}];
-return false;
-}
-else {
-if(func2(data2) < 1){
-validate53.errors = [{instancePath:instancePath+"/error/message",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/message/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
-return false;
-}
-}
-}
-else {
-validate53.errors = [{instancePath:instancePath+"/error/message",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/message/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid2 = _errs8 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data0.reason !== undefined){
-let data3 = data0.reason;
-const _errs10 = errors;
-if(errors === _errs10){
-if(typeof data3 === "string"){
-if(func2(data3) > 200){
-validate53.errors = [{instancePath:instancePath+"/error/reason",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/reason/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
-return false;
-}
-else {
-if(func2(data3) < 1){
-validate53.errors = [{instancePath:instancePath+"/error/reason",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/reason/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
-return false;
-}
-}
-}
-else {
-validate53.errors = [{instancePath:instancePath+"/error/reason",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/reason/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid2 = _errs10 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data0.requestId !== undefined){
-let data4 = data0.requestId;
-const _errs12 = errors;
-if(errors === _errs12){
-if(typeof data4 === "string"){
-if(func2(data4) > 128){
-validate53.errors = [{instancePath:instancePath+"/error/requestId",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/requestId/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"}];
-return false;
-}
-else {
-if(func2(data4) < 1){
-validate53.errors = [{instancePath:instancePath+"/error/requestId",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/requestId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
-return false;
-}
-}
-}
-else {
-validate53.errors = [{instancePath:instancePath+"/error/requestId",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/requestId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
-return false;
-}
-}
-var valid2 = _errs12 === errors;
-}
-else {
-var valid2 = true;
-}
-}
-}
-}
-}
-}
-}
-else {
-validate53.errors = [{instancePath:instancePath+"/error",schemaPath:"#/$defs/ErrorResponse/properties/error/type",keyword:"type",params:{type: "object"},message:"must be object"}];
-return false;
-}
-}
-var valid0 = _errs2 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.openWorkspace !== undefined){
-const _errs14 = errors;
-if(!(validate54(data.openWorkspace, {instancePath:instancePath+"/openWorkspace",parentData:data,parentDataProperty:"openWorkspace",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate54.errors : vErrors.concat(validate54.errors);
-errors = vErrors.length;
-}
-var valid0 = _errs14 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.linkWorkspace !== undefined){
-const _errs15 = errors;
-if(!(validate54(data.linkWorkspace, {instancePath:instancePath+"/linkWorkspace",parentData:data,parentDataProperty:"linkWorkspace",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate54.errors : vErrors.concat(validate54.errors);
-errors = vErrors.length;
-}
-var valid0 = _errs15 === errors;
-}
-else {
-var valid0 = true;
-}
-}
-}
-}
-}
-}
-else {
-validate53.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
-return false;
-}
-}
-validate53.errors = vErrors;
-return errors === 0;
-}
-validate53.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
-
-exports.PortalSessionList = validate57;
-const schema142 = {"type":"object","description":"The workspace's live sessions, newest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"items":{"$ref":"#/$defs/PortalSessionRecord"}}},"additionalProperties":false};
-const schema143 = {"type":"object","description":"A settings-screen session or a link not opened yet; never its key or token.","required":["id","readOnly","state","createdBy","createdAt","expiresAt","startedAt","lastSeenAt","endedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"state":{"type":"string","maxLength":16,"description":"`unused` (the link was not opened yet), `active`, `ended` or `expired`.","enum":["unused","active","ended","expired"]},"createdBy":{"type":"string","maxLength":200,"description":"The name of the admin token (or CLI user) that made the link."},"createdAt":{"$ref":"#/$defs/Timestamp"},"expiresAt":{"$ref":"#/$defs/Timestamp"},"startedAt":{"description":"When the link was opened, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSeenAt":{"description":"The session's last request (to within 15 seconds), or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"endedAt":{"description":"When it was ended, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
+exports.PortalSessionConflict = validate57;
+const schema147 = {"type":"object","description":"The error body of a link of another workspace than the browser's session (`error.reason` `replace`), and the two workspaces, for the screen to ask the person which to keep.","required":["error","openWorkspace","linkWorkspace"],"properties":{"error":{"$ref":"#/$defs/ErrorResponse/properties/error"},"openWorkspace":{"$ref":"#/$defs/PortalWorkspaceName"},"linkWorkspace":{"$ref":"#/$defs/PortalWorkspaceName"}},"additionalProperties":false};
+const schema148 = {"type":"object","description":"What went wrong.","required":["code","message","requestId"],"properties":{"code":{"type":"string","maxLength":64,"description":"Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token's reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `missing_reference` (409): a batch's record points at nothing (`writeRecords`).\n- `dependent_records` (409): a batch's delete would leave records pointing at nothing (`writeRecords`).\n- `payload_too_large` (413): the request body is over 64 KiB (a batch: 5,000 records or 8 MiB).\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `expectation_failed` (417): the request's `Expect` header asks for something other than\n  `100-continue`; the connection is closed after the answer.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n","enum":["invalid_request","unauthorized","forbidden","not_found","method_not_allowed","conflict","idempotency_key_reused","missing_reference","dependent_records","payload_too_large","unsupported_media_type","rate_limited","expectation_failed","headers_too_large","internal_error","unavailable","overloaded"]},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"A human-readable sentence; wording may change, so don't match on it."},"reason":{"type":"string","maxLength":200,"minLength":1,"description":"On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending field, parameter or header. On 429, `auth_failures`. Absent otherwise."},"requestId":{"type":"string","maxLength":128,"minLength":1,"description":"Equals the `x-request-id` response header."}},"additionalProperties":false};
+const schema149 = {"type":"object","description":"A workspace, as the screen names it.","required":["id","slug"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"slug":{"$ref":"#/$defs/Slug"}},"additionalProperties":false};
 
 function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -7867,14 +8240,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if((((((((((data.id === undefined) && (missing0 = "id")) || ((data.readOnly === undefined) && (missing0 = "readOnly"))) || ((data.state === undefined) && (missing0 = "state"))) || ((data.createdBy === undefined) && (missing0 = "createdBy"))) || ((data.createdAt === undefined) && (missing0 = "createdAt"))) || ((data.expiresAt === undefined) && (missing0 = "expiresAt"))) || ((data.startedAt === undefined) && (missing0 = "startedAt"))) || ((data.lastSeenAt === undefined) && (missing0 = "lastSeenAt"))) || ((data.endedAt === undefined) && (missing0 = "endedAt"))){
+if(((data.id === undefined) && (missing0 = "id")) || ((data.slug === undefined) && (missing0 = "slug"))){
 validate58.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema143.properties, key0))){
+if(!((key0 === "id") || (key0 === "slug"))){
 validate58.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -7911,10 +8284,327 @@ else {
 var valid0 = true;
 }
 if(valid0){
+if(data.slug !== undefined){
+let data1 = data.slug;
+const _errs5 = errors;
+const _errs6 = errors;
+if(errors === _errs6){
+if(typeof data1 === "string"){
+if(func2(data1) > 63){
+validate58.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"}];
+return false;
+}
+else {
+if(func2(data1) < 1){
+validate58.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+else {
+if(!pattern16.test(data1)){
+validate58.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9-]{0,62}$"+"\""}];
+return false;
+}
+}
+}
+}
+else {
+validate58.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+else {
+validate58.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate58.errors = vErrors;
+return errors === 0;
+}
+validate58.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+
+function validate57(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate57.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((data.error === undefined) && (missing0 = "error")) || ((data.openWorkspace === undefined) && (missing0 = "openWorkspace"))) || ((data.linkWorkspace === undefined) && (missing0 = "linkWorkspace"))){
+validate57.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(((key0 === "error") || (key0 === "openWorkspace")) || (key0 === "linkWorkspace"))){
+validate57.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.error !== undefined){
+let data0 = data.error;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(data0 && typeof data0 == "object" && !Array.isArray(data0)){
+let missing1;
+if((((data0.code === undefined) && (missing1 = "code")) || ((data0.message === undefined) && (missing1 = "message"))) || ((data0.requestId === undefined) && (missing1 = "requestId"))){
+validate57.errors = [{instancePath:instancePath+"/error",schemaPath:"#/$defs/ErrorResponse/properties/error/required",keyword:"required",params:{missingProperty: missing1},message:"must have required property '"+missing1+"'"}];
+return false;
+}
+else {
+const _errs5 = errors;
+for(const key1 in data0){
+if(!((((key1 === "code") || (key1 === "message")) || (key1 === "reason")) || (key1 === "requestId"))){
+validate57.errors = [{instancePath:instancePath+"/error",schemaPath:"#/$defs/ErrorResponse/properties/error/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs5 === errors){
+if(data0.code !== undefined){
+let data1 = data0.code;
+const _errs6 = errors;
+if(!(((((((((((((((((data1 === "invalid_request") || (data1 === "unauthorized")) || (data1 === "forbidden")) || (data1 === "not_found")) || (data1 === "method_not_allowed")) || (data1 === "conflict")) || (data1 === "idempotency_key_reused")) || (data1 === "missing_reference")) || (data1 === "dependent_records")) || (data1 === "payload_too_large")) || (data1 === "unsupported_media_type")) || (data1 === "rate_limited")) || (data1 === "expectation_failed")) || (data1 === "headers_too_large")) || (data1 === "internal_error")) || (data1 === "unavailable")) || (data1 === "overloaded"))){
+validate57.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/code/enum",keyword:"enum",params:{allowedValues: schema148.properties.code.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+if(errors === _errs6){
+if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate57.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/code/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+}
+else {
+validate57.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/code/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid2 = _errs6 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data0.message !== undefined){
+let data2 = data0.message;
+const _errs8 = errors;
+if(errors === _errs8){
+if(typeof data2 === "string"){
+if(func2(data2) > 2000){
+validate57.errors = [{instancePath:instancePath+"/error/message",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/message/maxLength",keyword:"maxLength",params:{limit: 2000},message:"must NOT have more than 2000 characters"}];
+return false;
+}
+else {
+if(func2(data2) < 1){
+validate57.errors = [{instancePath:instancePath+"/error/message",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/message/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate57.errors = [{instancePath:instancePath+"/error/message",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/message/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid2 = _errs8 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data0.reason !== undefined){
+let data3 = data0.reason;
+const _errs10 = errors;
+if(errors === _errs10){
+if(typeof data3 === "string"){
+if(func2(data3) > 200){
+validate57.errors = [{instancePath:instancePath+"/error/reason",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/reason/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+return false;
+}
+else {
+if(func2(data3) < 1){
+validate57.errors = [{instancePath:instancePath+"/error/reason",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/reason/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate57.errors = [{instancePath:instancePath+"/error/reason",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/reason/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid2 = _errs10 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data0.requestId !== undefined){
+let data4 = data0.requestId;
+const _errs12 = errors;
+if(errors === _errs12){
+if(typeof data4 === "string"){
+if(func2(data4) > 128){
+validate57.errors = [{instancePath:instancePath+"/error/requestId",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/requestId/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"}];
+return false;
+}
+else {
+if(func2(data4) < 1){
+validate57.errors = [{instancePath:instancePath+"/error/requestId",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/requestId/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate57.errors = [{instancePath:instancePath+"/error/requestId",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/requestId/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid2 = _errs12 === errors;
+}
+else {
+var valid2 = true;
+}
+}
+}
+}
+}
+}
+}
+else {
+validate57.errors = [{instancePath:instancePath+"/error",schemaPath:"#/$defs/ErrorResponse/properties/error/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.openWorkspace !== undefined){
+const _errs14 = errors;
+if(!(validate58(data.openWorkspace, {instancePath:instancePath+"/openWorkspace",parentData:data,parentDataProperty:"openWorkspace",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs14 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.linkWorkspace !== undefined){
+const _errs15 = errors;
+if(!(validate58(data.linkWorkspace, {instancePath:instancePath+"/linkWorkspace",parentData:data,parentDataProperty:"linkWorkspace",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs15 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+else {
+validate57.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate57.errors = vErrors;
+return errors === 0;
+}
+validate57.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.PortalSessionList = validate61;
+const schema152 = {"type":"object","description":"The workspace's live sessions, newest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"items":{"$ref":"#/$defs/PortalSessionRecord"}}},"additionalProperties":false};
+const schema153 = {"type":"object","description":"A settings-screen session or a link not opened yet; never its key or token.","required":["id","readOnly","state","createdBy","createdAt","expiresAt","startedAt","lastSeenAt","endedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"state":{"type":"string","maxLength":16,"description":"`unused` (the link was not opened yet), `active`, `ended` or `expired`.","enum":["unused","active","ended","expired"]},"createdBy":{"type":"string","maxLength":200,"description":"The name of the admin token (or CLI user) that made the link."},"createdAt":{"$ref":"#/$defs/Timestamp"},"expiresAt":{"$ref":"#/$defs/Timestamp"},"startedAt":{"description":"When the link was opened, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSeenAt":{"description":"The session's last request (to within 15 seconds), or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"endedAt":{"description":"When it was ended, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
+
+function validate62(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate62.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((((((((data.id === undefined) && (missing0 = "id")) || ((data.readOnly === undefined) && (missing0 = "readOnly"))) || ((data.state === undefined) && (missing0 = "state"))) || ((data.createdBy === undefined) && (missing0 = "createdBy"))) || ((data.createdAt === undefined) && (missing0 = "createdAt"))) || ((data.expiresAt === undefined) && (missing0 = "expiresAt"))) || ((data.startedAt === undefined) && (missing0 = "startedAt"))) || ((data.lastSeenAt === undefined) && (missing0 = "lastSeenAt"))) || ((data.endedAt === undefined) && (missing0 = "endedAt"))){
+validate62.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(func1.call(schema153.properties, key0))){
+validate62.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.id !== undefined){
+let data0 = data.id;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate62.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
+if(!(formats0.test(data0))){
+validate62.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+return false;
+}
+}
+}
+else {
+validate62.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
 if(data.readOnly !== undefined){
 const _errs5 = errors;
 if(typeof data.readOnly !== "boolean"){
-validate58.errors = [{instancePath:instancePath+"/readOnly",schemaPath:"#/properties/readOnly/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
+validate62.errors = [{instancePath:instancePath+"/readOnly",schemaPath:"#/properties/readOnly/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
 return false;
 }
 var valid0 = _errs5 === errors;
@@ -7927,18 +8617,18 @@ if(data.state !== undefined){
 let data2 = data.state;
 const _errs7 = errors;
 if(!((((data2 === "unused") || (data2 === "active")) || (data2 === "ended")) || (data2 === "expired"))){
-validate58.errors = [{instancePath:instancePath+"/state",schemaPath:"#/properties/state/enum",keyword:"enum",params:{allowedValues: schema143.properties.state.enum},message:"must be equal to one of the allowed values"}];
+validate62.errors = [{instancePath:instancePath+"/state",schemaPath:"#/properties/state/enum",keyword:"enum",params:{allowedValues: schema153.properties.state.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs7){
 if(typeof data2 === "string"){
 if(func2(data2) > 16){
-validate58.errors = [{instancePath:instancePath+"/state",schemaPath:"#/properties/state/maxLength",keyword:"maxLength",params:{limit: 16},message:"must NOT have more than 16 characters"}];
+validate62.errors = [{instancePath:instancePath+"/state",schemaPath:"#/properties/state/maxLength",keyword:"maxLength",params:{limit: 16},message:"must NOT have more than 16 characters"}];
 return false;
 }
 }
 else {
-validate58.errors = [{instancePath:instancePath+"/state",schemaPath:"#/properties/state/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate62.errors = [{instancePath:instancePath+"/state",schemaPath:"#/properties/state/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -7954,12 +8644,12 @@ const _errs9 = errors;
 if(errors === _errs9){
 if(typeof data3 === "string"){
 if(func2(data3) > 200){
-validate58.errors = [{instancePath:instancePath+"/createdBy",schemaPath:"#/properties/createdBy/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
+validate62.errors = [{instancePath:instancePath+"/createdBy",schemaPath:"#/properties/createdBy/maxLength",keyword:"maxLength",params:{limit: 200},message:"must NOT have more than 200 characters"}];
 return false;
 }
 }
 else {
-validate58.errors = [{instancePath:instancePath+"/createdBy",schemaPath:"#/properties/createdBy/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate62.errors = [{instancePath:instancePath+"/createdBy",schemaPath:"#/properties/createdBy/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -7977,18 +8667,18 @@ if(errors === _errs12){
 if(errors === _errs12){
 if(typeof data4 === "string"){
 if(func2(data4) > 30){
-validate58.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+validate62.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
 return false;
 }
 else {
 if(!(formats6.validate(data4))){
-validate58.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+validate62.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
 }
 }
 }
 else {
-validate58.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate62.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -8007,18 +8697,18 @@ if(errors === _errs15){
 if(errors === _errs15){
 if(typeof data5 === "string"){
 if(func2(data5) > 30){
-validate58.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+validate62.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
 return false;
 }
 else {
 if(!(formats6.validate(data5))){
-validate58.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+validate62.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
 }
 }
 }
 else {
-validate58.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate62.errors = [{instancePath:instancePath+"/expiresAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -8111,7 +8801,7 @@ else {
 vErrors.push(err4);
 }
 errors++;
-validate58.errors = vErrors;
+validate62.errors = vErrors;
 return false;
 }
 else {
@@ -8213,7 +8903,7 @@ else {
 vErrors.push(err9);
 }
 errors++;
-validate58.errors = vErrors;
+validate62.errors = vErrors;
 return false;
 }
 else {
@@ -8315,7 +9005,7 @@ else {
 vErrors.push(err14);
 }
 errors++;
-validate58.errors = vErrors;
+validate62.errors = vErrors;
 return false;
 }
 else {
@@ -8346,20 +9036,20 @@ var valid0 = true;
 }
 }
 else {
-validate58.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate62.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate58.errors = vErrors;
+validate62.errors = vErrors;
 return errors === 0;
 }
-validate58.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate62.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 
-function validate57(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate61(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate57.evaluated;
+const evaluated0 = validate61.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8370,14 +9060,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((data.rows === undefined) && (missing0 = "rows")){
-validate57.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate61.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!(key0 === "rows")){
-validate57.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate61.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -8389,7 +9079,7 @@ const _errs2 = errors;
 if(errors === _errs2){
 if(Array.isArray(data0)){
 if(data0.length > 100000){
-validate57.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxItems",keyword:"maxItems",params:{limit: 100000},message:"must NOT have more than 100000 items"}];
+validate61.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxItems",keyword:"maxItems",params:{limit: 100000},message:"must NOT have more than 100000 items"}];
 return false;
 }
 else {
@@ -8397,8 +9087,8 @@ var valid1 = true;
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
 const _errs4 = errors;
-if(!(validate58(data0[i0], {instancePath:instancePath+"/rows/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+if(!(validate62(data0[i0], {instancePath:instancePath+"/rows/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate62.errors : vErrors.concat(validate62.errors);
 errors = vErrors.length;
 }
 var valid1 = _errs4 === errors;
@@ -8409,7 +9099,7 @@ break;
 }
 }
 else {
-validate57.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+validate61.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/type",keyword:"type",params:{type: "array"},message:"must be array"}];
 return false;
 }
 }
@@ -8418,22 +9108,22 @@ return false;
 }
 }
 else {
-validate57.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate61.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate57.errors = vErrors;
+validate61.errors = vErrors;
 return errors === 0;
 }
-validate57.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate61.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.PublishedEvent = validate60;
-const schema150 = {"type":"object","description":"A published event.","required":["eventId","deliveries","duplicate"],"properties":{"eventId":{"$ref":"#/$defs/Uuid"},"deliveries":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Deliveries created (queued, or held for switched-off endpoints)."},"duplicate":{"type":"boolean","description":"True when the dedupeKey was recorded already; the first event's id, nothing queued."}},"additionalProperties":false};
+exports.PublishedEvent = validate64;
+const schema160 = {"type":"object","description":"A published event.","required":["eventId","deliveries","duplicate"],"properties":{"eventId":{"$ref":"#/$defs/Uuid"},"deliveries":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Deliveries created (queued, or held for switched-off endpoints)."},"duplicate":{"type":"boolean","description":"True when the dedupeKey was recorded already; the first event's id, nothing queued."}},"additionalProperties":false};
 
-function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate64(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate60.evaluated;
+const evaluated0 = validate64.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8444,14 +9134,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((data.eventId === undefined) && (missing0 = "eventId")) || ((data.deliveries === undefined) && (missing0 = "deliveries"))) || ((data.duplicate === undefined) && (missing0 = "duplicate"))){
-validate60.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate64.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!(((key0 === "eventId") || (key0 === "deliveries")) || (key0 === "duplicate"))){
-validate60.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate64.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -8465,18 +9155,18 @@ if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate60.errors = [{instancePath:instancePath+"/eventId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate64.errors = [{instancePath:instancePath+"/eventId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate60.errors = [{instancePath:instancePath+"/eventId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate64.errors = [{instancePath:instancePath+"/eventId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate60.errors = [{instancePath:instancePath+"/eventId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate64.errors = [{instancePath:instancePath+"/eventId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -8491,23 +9181,23 @@ if(data.deliveries !== undefined){
 let data1 = data.deliveries;
 const _errs5 = errors;
 if(!(((typeof data1 == "number") && (!(data1 % 1) && !isNaN(data1))) && (isFinite(data1)))){
-validate60.errors = [{instancePath:instancePath+"/deliveries",schemaPath:"#/properties/deliveries/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+validate64.errors = [{instancePath:instancePath+"/deliveries",schemaPath:"#/properties/deliveries/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
 return false;
 }
 if(errors === _errs5){
 if((typeof data1 == "number") && (isFinite(data1))){
 if(data1 > 2147483647 || isNaN(data1)){
-validate60.errors = [{instancePath:instancePath+"/deliveries",schemaPath:"#/properties/deliveries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+validate64.errors = [{instancePath:instancePath+"/deliveries",schemaPath:"#/properties/deliveries/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
 return false;
 }
 else {
 if(data1 < 0 || isNaN(data1)){
-validate60.errors = [{instancePath:instancePath+"/deliveries",schemaPath:"#/properties/deliveries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
+validate64.errors = [{instancePath:instancePath+"/deliveries",schemaPath:"#/properties/deliveries/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
 }
 else {
 if(!(formats4.validate(data1))){
-validate60.errors = [{instancePath:instancePath+"/deliveries",schemaPath:"#/properties/deliveries/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+validate64.errors = [{instancePath:instancePath+"/deliveries",schemaPath:"#/properties/deliveries/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
 return false;
 }
 }
@@ -8523,7 +9213,7 @@ if(valid0){
 if(data.duplicate !== undefined){
 const _errs7 = errors;
 if(typeof data.duplicate !== "boolean"){
-validate60.errors = [{instancePath:instancePath+"/duplicate",schemaPath:"#/properties/duplicate/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
+validate64.errors = [{instancePath:instancePath+"/duplicate",schemaPath:"#/properties/duplicate/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -8537,22 +9227,22 @@ var valid0 = true;
 }
 }
 else {
-validate60.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate64.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate60.errors = vErrors;
+validate64.errors = vErrors;
 return errors === 0;
 }
-validate60.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate64.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.RecordsWritten = validate61;
-const schema152 = {"type":"object","description":"What a batch did, by key.","required":["upserted","unchanged","stale","deleted","events"],"properties":{"upserted":{"$ref":"#/$defs/RecordCounts"},"unchanged":{"$ref":"#/$defs/RecordCounts"},"stale":{"$ref":"#/$defs/RecordCounts"},"deleted":{"$ref":"#/$defs/RecordCounts"},"events":{"type":"array","maxItems":1000,"description":"The ids of the events recorded, in the batch's order.","items":{"$ref":"#/$defs/Uuid"}}},"additionalProperties":false};
+exports.RecordsWritten = validate65;
+const schema162 = {"type":"object","description":"What a batch did, by key.","required":["upserted","unchanged","stale","deleted","events"],"properties":{"upserted":{"$ref":"#/$defs/RecordCounts"},"unchanged":{"$ref":"#/$defs/RecordCounts"},"stale":{"$ref":"#/$defs/RecordCounts"},"deleted":{"$ref":"#/$defs/RecordCounts"},"events":{"type":"array","maxItems":1000,"description":"The ids of the events recorded, in the batch's order.","items":{"$ref":"#/$defs/Uuid"}}},"additionalProperties":false};
 
-function validate61(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate65(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate61.evaluated;
+const evaluated0 = validate65.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8563,14 +9253,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.upserted === undefined) && (missing0 = "upserted")) || ((data.unchanged === undefined) && (missing0 = "unchanged"))) || ((data.stale === undefined) && (missing0 = "stale"))) || ((data.deleted === undefined) && (missing0 = "deleted"))) || ((data.events === undefined) && (missing0 = "events"))){
-validate61.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate65.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!(((((key0 === "upserted") || (key0 === "unchanged")) || (key0 === "stale")) || (key0 === "deleted")) || (key0 === "events"))){
-validate61.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate65.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -8630,7 +9320,7 @@ const _errs6 = errors;
 if(errors === _errs6){
 if(Array.isArray(data4)){
 if(data4.length > 1000){
-validate61.errors = [{instancePath:instancePath+"/events",schemaPath:"#/properties/events/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"}];
+validate65.errors = [{instancePath:instancePath+"/events",schemaPath:"#/properties/events/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"}];
 return false;
 }
 else {
@@ -8644,18 +9334,18 @@ if(errors === _errs9){
 if(errors === _errs9){
 if(typeof data5 === "string"){
 if(func2(data5) > 36){
-validate61.errors = [{instancePath:instancePath+"/events/" + i0,schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate65.errors = [{instancePath:instancePath+"/events/" + i0,schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data5))){
-validate61.errors = [{instancePath:instancePath+"/events/" + i0,schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate65.errors = [{instancePath:instancePath+"/events/" + i0,schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate61.errors = [{instancePath:instancePath+"/events/" + i0,schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate65.errors = [{instancePath:instancePath+"/events/" + i0,schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -8668,7 +9358,7 @@ break;
 }
 }
 else {
-validate61.errors = [{instancePath:instancePath+"/events",schemaPath:"#/properties/events/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+validate65.errors = [{instancePath:instancePath+"/events",schemaPath:"#/properties/events/type",keyword:"type",params:{type: "array"},message:"must be array"}];
 return false;
 }
 }
@@ -8685,22 +9375,22 @@ var valid0 = true;
 }
 }
 else {
-validate61.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate65.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate61.errors = vErrors;
+validate65.errors = vErrors;
 return errors === 0;
 }
-validate61.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate65.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.RecoveredDeliveries = validate66;
-const schema154 = {"type":"object","description":"What a recovery queued again.","required":["endpointId","since","until","queued"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid"},"since":{"$ref":"#/$defs/Timestamp"},"until":{"description":"The end of the window (exclusive), or null for now.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"queued":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"How many failed deliveries were queued again."}},"additionalProperties":false};
+exports.RecoveredDeliveries = validate70;
+const schema164 = {"type":"object","description":"What a recovery queued again.","required":["endpointId","since","until","queued"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid"},"since":{"$ref":"#/$defs/Timestamp"},"until":{"description":"The end of the window (exclusive), or null for now.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"queued":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"How many failed deliveries were queued again."}},"additionalProperties":false};
 
-function validate66(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate70(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate66.evaluated;
+const evaluated0 = validate70.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8711,14 +9401,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if(((((data.endpointId === undefined) && (missing0 = "endpointId")) || ((data.since === undefined) && (missing0 = "since"))) || ((data.until === undefined) && (missing0 = "until"))) || ((data.queued === undefined) && (missing0 = "queued"))){
-validate66.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate70.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!((((key0 === "endpointId") || (key0 === "since")) || (key0 === "until")) || (key0 === "queued"))){
-validate66.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate70.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -8732,18 +9422,18 @@ if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate66.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate70.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate66.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate70.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate66.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate70.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -8762,18 +9452,18 @@ if(errors === _errs6){
 if(errors === _errs6){
 if(typeof data1 === "string"){
 if(func2(data1) > 30){
-validate66.errors = [{instancePath:instancePath+"/since",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+validate70.errors = [{instancePath:instancePath+"/since",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
 return false;
 }
 else {
 if(!(formats6.validate(data1))){
-validate66.errors = [{instancePath:instancePath+"/since",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+validate70.errors = [{instancePath:instancePath+"/since",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
 }
 }
 }
 else {
-validate66.errors = [{instancePath:instancePath+"/since",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate70.errors = [{instancePath:instancePath+"/since",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -8866,7 +9556,7 @@ else {
 vErrors.push(err4);
 }
 errors++;
-validate66.errors = vErrors;
+validate70.errors = vErrors;
 return false;
 }
 else {
@@ -8890,23 +9580,23 @@ if(data.queued !== undefined){
 let data3 = data.queued;
 const _errs15 = errors;
 if(!(((typeof data3 == "number") && (!(data3 % 1) && !isNaN(data3))) && (isFinite(data3)))){
-validate66.errors = [{instancePath:instancePath+"/queued",schemaPath:"#/properties/queued/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+validate70.errors = [{instancePath:instancePath+"/queued",schemaPath:"#/properties/queued/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
 return false;
 }
 if(errors === _errs15){
 if((typeof data3 == "number") && (isFinite(data3))){
 if(data3 > 2147483647 || isNaN(data3)){
-validate66.errors = [{instancePath:instancePath+"/queued",schemaPath:"#/properties/queued/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+validate70.errors = [{instancePath:instancePath+"/queued",schemaPath:"#/properties/queued/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
 return false;
 }
 else {
 if(data3 < 0 || isNaN(data3)){
-validate66.errors = [{instancePath:instancePath+"/queued",schemaPath:"#/properties/queued/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
+validate70.errors = [{instancePath:instancePath+"/queued",schemaPath:"#/properties/queued/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
 }
 else {
 if(!(formats4.validate(data3))){
-validate66.errors = [{instancePath:instancePath+"/queued",schemaPath:"#/properties/queued/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+validate70.errors = [{instancePath:instancePath+"/queued",schemaPath:"#/properties/queued/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
 return false;
 }
 }
@@ -8925,22 +9615,22 @@ var valid0 = true;
 }
 }
 else {
-validate66.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate70.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate66.errors = vErrors;
+validate70.errors = vErrors;
 return errors === 0;
 }
-validate66.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate70.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.RetriedDelivery = validate67;
-const schema158 = {"type":"object","description":"A delivery due now.","required":["id","endpointId","previousStatus","status","attempts","nextAttemptAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"previousStatus":{"type":"string","maxLength":64,"description":"What it was: `queued` or `retrying` (now due at once), `failed` or `accepted` (queued again).","enum":["queued","retrying","failed","accepted"]},"status":{"type":"string","maxLength":64,"description":"What it is now, `queued` or (still) `retrying`.","enum":["queued","retrying"]},"attempts":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Attempts made so far; the next one is this plus one."},"nextAttemptAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
+exports.RetriedDelivery = validate71;
+const schema168 = {"type":"object","description":"A delivery due now.","required":["id","endpointId","previousStatus","status","attempts","nextAttemptAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"previousStatus":{"type":"string","maxLength":64,"description":"What it was: `queued` or `retrying` (now due at once), `failed` or `accepted` (queued again).","enum":["queued","retrying","failed","accepted"]},"status":{"type":"string","maxLength":64,"description":"What it is now, `queued` or (still) `retrying`.","enum":["queued","retrying"]},"attempts":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Attempts made so far; the next one is this plus one."},"nextAttemptAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
 
-function validate67(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate71(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate67.evaluated;
+const evaluated0 = validate71.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -8951,14 +9641,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if(((((((data.id === undefined) && (missing0 = "id")) || ((data.endpointId === undefined) && (missing0 = "endpointId"))) || ((data.previousStatus === undefined) && (missing0 = "previousStatus"))) || ((data.status === undefined) && (missing0 = "status"))) || ((data.attempts === undefined) && (missing0 = "attempts"))) || ((data.nextAttemptAt === undefined) && (missing0 = "nextAttemptAt"))){
-validate67.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate71.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!((((((key0 === "id") || (key0 === "endpointId")) || (key0 === "previousStatus")) || (key0 === "status")) || (key0 === "attempts")) || (key0 === "nextAttemptAt"))){
-validate67.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate71.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -8972,18 +9662,18 @@ if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate67.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate71.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate67.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate71.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate67.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate71.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -9002,18 +9692,18 @@ if(errors === _errs6){
 if(errors === _errs6){
 if(typeof data1 === "string"){
 if(func2(data1) > 36){
-validate67.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate71.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data1))){
-validate67.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate71.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate67.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate71.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -9028,18 +9718,18 @@ if(data.previousStatus !== undefined){
 let data2 = data.previousStatus;
 const _errs8 = errors;
 if(!((((data2 === "queued") || (data2 === "retrying")) || (data2 === "failed")) || (data2 === "accepted"))){
-validate67.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/enum",keyword:"enum",params:{allowedValues: schema158.properties.previousStatus.enum},message:"must be equal to one of the allowed values"}];
+validate71.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/enum",keyword:"enum",params:{allowedValues: schema168.properties.previousStatus.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
 if(typeof data2 === "string"){
 if(func2(data2) > 64){
-validate67.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+validate71.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
 return false;
 }
 }
 else {
-validate67.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate71.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -9053,18 +9743,18 @@ if(data.status !== undefined){
 let data3 = data.status;
 const _errs10 = errors;
 if(!((data3 === "queued") || (data3 === "retrying"))){
-validate67.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema158.properties.status.enum},message:"must be equal to one of the allowed values"}];
+validate71.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema168.properties.status.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs10){
 if(typeof data3 === "string"){
 if(func2(data3) > 64){
-validate67.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+validate71.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
 return false;
 }
 }
 else {
-validate67.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate71.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -9078,23 +9768,23 @@ if(data.attempts !== undefined){
 let data4 = data.attempts;
 const _errs12 = errors;
 if(!(((typeof data4 == "number") && (!(data4 % 1) && !isNaN(data4))) && (isFinite(data4)))){
-validate67.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+validate71.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
 return false;
 }
 if(errors === _errs12){
 if((typeof data4 == "number") && (isFinite(data4))){
 if(data4 > 2147483647 || isNaN(data4)){
-validate67.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+validate71.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
 return false;
 }
 else {
 if(data4 < 0 || isNaN(data4)){
-validate67.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
+validate71.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
 return false;
 }
 else {
 if(!(formats4.validate(data4))){
-validate67.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+validate71.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
 return false;
 }
 }
@@ -9115,18 +9805,18 @@ if(errors === _errs15){
 if(errors === _errs15){
 if(typeof data5 === "string"){
 if(func2(data5) > 30){
-validate67.errors = [{instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+validate71.errors = [{instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
 return false;
 }
 else {
 if(!(formats6.validate(data5))){
-validate67.errors = [{instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+validate71.errors = [{instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
 }
 }
 }
 else {
-validate67.errors = [{instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate71.errors = [{instancePath:instancePath+"/nextAttemptAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -9145,22 +9835,22 @@ var valid0 = true;
 }
 }
 else {
-validate67.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate71.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate67.errors = vErrors;
+validate71.errors = vErrors;
 return errors === 0;
 }
-validate67.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate71.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.RevokedApiKey = validate68;
-const schema162 = {"type":"object","description":"A revoked key.","required":["id","revokedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"revokedAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
+exports.RevokedApiKey = validate72;
+const schema172 = {"type":"object","description":"A revoked key.","required":["id","revokedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"revokedAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
 
-function validate68(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate72(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate68.evaluated;
+const evaluated0 = validate72.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -9171,14 +9861,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if(((data.id === undefined) && (missing0 = "id")) || ((data.revokedAt === undefined) && (missing0 = "revokedAt"))){
-validate68.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate72.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!((key0 === "id") || (key0 === "revokedAt"))){
-validate68.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate72.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -9192,18 +9882,18 @@ if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate68.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate72.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate68.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate72.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate68.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate72.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -9222,18 +9912,18 @@ if(errors === _errs6){
 if(errors === _errs6){
 if(typeof data1 === "string"){
 if(func2(data1) > 30){
-validate68.errors = [{instancePath:instancePath+"/revokedAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+validate72.errors = [{instancePath:instancePath+"/revokedAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
 return false;
 }
 else {
 if(!(formats6.validate(data1))){
-validate68.errors = [{instancePath:instancePath+"/revokedAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+validate72.errors = [{instancePath:instancePath+"/revokedAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
 return false;
 }
 }
 }
 else {
-validate68.errors = [{instancePath:instancePath+"/revokedAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate72.errors = [{instancePath:instancePath+"/revokedAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -9248,22 +9938,22 @@ var valid0 = true;
 }
 }
 else {
-validate68.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate72.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate68.errors = vErrors;
+validate72.errors = vErrors;
 return errors === 0;
 }
-validate68.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate72.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.RotatedSecret = validate69;
-const schema165 = {"type":"object","description":"The endpoint's new signing secret, shown this once.","required":["id","secret","previousSecretExpiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"secret":{"$ref":"#/$defs/SigningSecret"},"previousSecretExpiresAt":{"description":"Until when deliveries also carry a signature with the previous secret; null when it ended at once.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
+exports.RotatedSecret = validate73;
+const schema175 = {"type":"object","description":"The endpoint's new signing secret, shown this once.","required":["id","secret","previousSecretExpiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"secret":{"$ref":"#/$defs/SigningSecret"},"previousSecretExpiresAt":{"description":"Until when deliveries also carry a signature with the previous secret; null when it ended at once.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
 
-function validate69(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate73(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate69.evaluated;
+const evaluated0 = validate73.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -9274,14 +9964,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((data.id === undefined) && (missing0 = "id")) || ((data.secret === undefined) && (missing0 = "secret"))) || ((data.previousSecretExpiresAt === undefined) && (missing0 = "previousSecretExpiresAt"))){
-validate69.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate73.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!(((key0 === "id") || (key0 === "secret")) || (key0 === "previousSecretExpiresAt"))){
-validate69.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate73.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -9295,18 +9985,18 @@ if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate69.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate73.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate69.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate73.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate69.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate73.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -9324,24 +10014,24 @@ const _errs6 = errors;
 if(errors === _errs6){
 if(typeof data1 === "string"){
 if(func2(data1) > 100){
-validate69.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
+validate73.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
 return false;
 }
 else {
 if(func2(data1) < 38){
-validate69.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/minLength",keyword:"minLength",params:{limit: 38},message:"must NOT have fewer than 38 characters"}];
+validate73.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/minLength",keyword:"minLength",params:{limit: 38},message:"must NOT have fewer than 38 characters"}];
 return false;
 }
 else {
 if(!pattern11.test(data1)){
-validate69.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/pattern",keyword:"pattern",params:{pattern: "^whsec_[0-9A-Za-z]{32,}$"},message:"must match pattern \""+"^whsec_[0-9A-Za-z]{32,}$"+"\""}];
+validate73.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/pattern",keyword:"pattern",params:{pattern: "^whsec_[0-9A-Za-z]{32,}$"},message:"must match pattern \""+"^whsec_[0-9A-Za-z]{32,}$"+"\""}];
 return false;
 }
 }
 }
 }
 else {
-validate69.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate73.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -9433,7 +10123,7 @@ else {
 vErrors.push(err4);
 }
 errors++;
-validate69.errors = vErrors;
+validate73.errors = vErrors;
 return false;
 }
 else {
@@ -9458,22 +10148,232 @@ var valid0 = true;
 }
 }
 else {
-validate69.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate73.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate69.errors = vErrors;
+validate73.errors = vErrors;
 return errors === 0;
 }
-validate69.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate73.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.SentExampleEvent = validate70;
-const schema169 = {"type":"object","description":"The example's delivery.","required":["deliveryId","endpointId","event"],"properties":{"deliveryId":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"event":{"$ref":"#/$defs/EventName"}},"additionalProperties":false};
+exports.RotatedSigningKey = validate74;
+const schema179 = {"type":"object","description":"The endpoint's new ed25519 public key (the private key is never shown).","required":["id","publicKey","previousKeyExpiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"publicKey":{"$ref":"#/$defs/PublicKey"},"previousKeyExpiresAt":{"description":"Until when deliveries also carry a `v1a` signature with the previous key pair; null when it ended at once.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
 
-function validate70(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate74(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate70.evaluated;
+const evaluated0 = validate74.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((data.id === undefined) && (missing0 = "id")) || ((data.publicKey === undefined) && (missing0 = "publicKey"))) || ((data.previousKeyExpiresAt === undefined) && (missing0 = "previousKeyExpiresAt"))){
+validate74.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(((key0 === "id") || (key0 === "publicKey")) || (key0 === "previousKeyExpiresAt"))){
+validate74.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.id !== undefined){
+let data0 = data.id;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate74.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
+if(!(formats0.test(data0))){
+validate74.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+return false;
+}
+}
+}
+else {
+validate74.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.publicKey !== undefined){
+let data1 = data.publicKey;
+const _errs5 = errors;
+const _errs6 = errors;
+if(errors === _errs6){
+if(typeof data1 === "string"){
+if(func2(data1) > 49){
+validate74.errors = [{instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/maxLength",keyword:"maxLength",params:{limit: 49},message:"must NOT have more than 49 characters"}];
+return false;
+}
+else {
+if(func2(data1) < 49){
+validate74.errors = [{instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/minLength",keyword:"minLength",params:{limit: 49},message:"must NOT have fewer than 49 characters"}];
+return false;
+}
+else {
+if(!pattern12.test(data1)){
+validate74.errors = [{instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/pattern",keyword:"pattern",params:{pattern: "^whpk_[A-Za-z0-9+/]{43}=$"},message:"must match pattern \""+"^whpk_[A-Za-z0-9+/]{43}=$"+"\""}];
+return false;
+}
+}
+}
+}
+else {
+validate74.errors = [{instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.previousKeyExpiresAt !== undefined){
+let data2 = data.previousKeyExpiresAt;
+const _errs8 = errors;
+const _errs9 = errors;
+let valid3 = false;
+let passing0 = null;
+const _errs10 = errors;
+const _errs11 = errors;
+if(errors === _errs11){
+if(errors === _errs11){
+if(typeof data2 === "string"){
+if(func2(data2) > 30){
+const err0 = {instancePath:instancePath+"/previousKeyExpiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+else {
+if(!(formats6.validate(data2))){
+const err1 = {instancePath:instancePath+"/previousKeyExpiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+}
+else {
+const err2 = {instancePath:instancePath+"/previousKeyExpiresAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+}
+var _valid0 = _errs10 === errors;
+if(_valid0){
+valid3 = true;
+passing0 = 0;
+}
+const _errs13 = errors;
+if(data2 !== null){
+const err3 = {instancePath:instancePath+"/previousKeyExpiresAt",schemaPath:"#/properties/previousKeyExpiresAt/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+var _valid0 = _errs13 === errors;
+if(_valid0 && valid3){
+valid3 = false;
+passing0 = [passing0, 1];
+}
+else {
+if(_valid0){
+valid3 = true;
+passing0 = 1;
+}
+}
+if(!valid3){
+const err4 = {instancePath:instancePath+"/previousKeyExpiresAt",schemaPath:"#/properties/previousKeyExpiresAt/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+validate74.errors = vErrors;
+return false;
+}
+else {
+errors = _errs9;
+if(vErrors !== null){
+if(_errs9){
+vErrors.length = _errs9;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs8 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+else {
+validate74.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate74.errors = vErrors;
+return errors === 0;
+}
+validate74.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.SentExampleEvent = validate75;
+const schema183 = {"type":"object","description":"The example's delivery.","required":["deliveryId","endpointId","event"],"properties":{"deliveryId":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"event":{"$ref":"#/$defs/EventName"}},"additionalProperties":false};
+
+function validate75(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate75.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -9484,14 +10384,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((data.deliveryId === undefined) && (missing0 = "deliveryId")) || ((data.endpointId === undefined) && (missing0 = "endpointId"))) || ((data.event === undefined) && (missing0 = "event"))){
-validate70.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate75.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!(((key0 === "deliveryId") || (key0 === "endpointId")) || (key0 === "event"))){
-validate70.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate75.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -9505,18 +10405,18 @@ if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate70.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate75.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate70.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate75.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate70.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate75.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -9535,18 +10435,18 @@ if(errors === _errs6){
 if(errors === _errs6){
 if(typeof data1 === "string"){
 if(func2(data1) > 36){
-validate70.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate75.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data1))){
-validate70.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate75.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate70.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate75.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -9564,24 +10464,24 @@ const _errs9 = errors;
 if(errors === _errs9){
 if(typeof data2 === "string"){
 if(func2(data2) > 64){
-validate70.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+validate75.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
 return false;
 }
 else {
 if(func2(data2) < 3){
-validate70.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/minLength",keyword:"minLength",params:{limit: 3},message:"must NOT have fewer than 3 characters"}];
+validate75.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/minLength",keyword:"minLength",params:{limit: 3},message:"must NOT have fewer than 3 characters"}];
 return false;
 }
 else {
 if(!pattern4.test(data2)){
-validate70.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z_]*\\.[a-z_]+$"},message:"must match pattern \""+"^[a-z][a-z_]*\\.[a-z_]+$"+"\""}];
+validate75.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z_]*\\.[a-z_]+$"},message:"must match pattern \""+"^[a-z][a-z_]*\\.[a-z_]+$"+"\""}];
 return false;
 }
 }
 }
 }
 else {
-validate70.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate75.errors = [{instancePath:instancePath+"/event",schemaPath:"#/$defs/EventName/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -9596,21 +10496,21 @@ var valid0 = true;
 }
 }
 else {
-validate70.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate75.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate70.errors = vErrors;
+validate75.errors = vErrors;
 return errors === 0;
 }
-validate70.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate75.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.Workspace = validate71;
+exports.Workspace = validate76;
 
-function validate71(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate76(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate71.evaluated;
+const evaluated0 = validate76.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -9621,14 +10521,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.id === undefined) && (missing0 = "id")) || ((data.slug === undefined) && (missing0 = "slug"))) || ((data.status === undefined) && (missing0 = "status"))) || ((data.timezone === undefined) && (missing0 = "timezone"))) || ((data.remindersAhead === undefined) && (missing0 = "remindersAhead"))){
-validate71.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate76.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!((((((key0 === "id") || (key0 === "slug")) || (key0 === "status")) || (key0 === "timezone")) || (key0 === "remindersAhead")) || (key0 === "webhookAllowedCidrs"))){
-validate71.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate76.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -9642,18 +10542,18 @@ if(errors === _errs3){
 if(errors === _errs3){
 if(typeof data0 === "string"){
 if(func2(data0) > 36){
-validate71.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+validate76.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
 return false;
 }
 else {
 if(!(formats0.test(data0))){
-validate71.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+validate76.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
 return false;
 }
 }
 }
 else {
-validate71.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate76.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -9671,24 +10571,24 @@ const _errs6 = errors;
 if(errors === _errs6){
 if(typeof data1 === "string"){
 if(func2(data1) > 63){
-validate71.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"}];
+validate76.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"}];
 return false;
 }
 else {
 if(func2(data1) < 1){
-validate71.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate76.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 else {
-if(!pattern14.test(data1)){
-validate71.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9-]{0,62}$"+"\""}];
+if(!pattern16.test(data1)){
+validate76.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9-]{0,62}$"+"\""}];
 return false;
 }
 }
 }
 }
 else {
-validate71.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate76.errors = [{instancePath:instancePath+"/slug",schemaPath:"#/$defs/Slug/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -9702,18 +10602,18 @@ if(data.status !== undefined){
 let data2 = data.status;
 const _errs8 = errors;
 if(!((data2 === "active") || (data2 === "frozen"))){
-validate71.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema129.properties.status.enum},message:"must be equal to one of the allowed values"}];
+validate76.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema139.properties.status.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
 if(typeof data2 === "string"){
 if(func2(data2) > 64){
-validate71.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+validate76.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
 return false;
 }
 }
 else {
-validate71.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate76.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -9730,24 +10630,24 @@ const _errs11 = errors;
 if(errors === _errs11){
 if(typeof data3 === "string"){
 if(func2(data3) > 64){
-validate71.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+validate76.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
 return false;
 }
 else {
 if(func2(data3) < 1){
-validate71.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+validate76.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
 return false;
 }
 else {
-if(!pattern15.test(data3)){
-validate71.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9_+/-]+$"},message:"must match pattern \""+"^[A-Za-z0-9_+/-]+$"+"\""}];
+if(!pattern17.test(data3)){
+validate76.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9_+/-]+$"},message:"must match pattern \""+"^[A-Za-z0-9_+/-]+$"+"\""}];
 return false;
 }
 }
 }
 }
 else {
-validate71.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate76.errors = [{instancePath:instancePath+"/timezone",schemaPath:"#/$defs/TimeZone/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -9762,23 +10662,23 @@ let data4 = data.remindersAhead;
 const _errs13 = errors;
 const _errs14 = errors;
 if(!(((typeof data4 == "number") && (!(data4 % 1) && !isNaN(data4))) && (isFinite(data4)))){
-validate71.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+validate76.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
 return false;
 }
 if(errors === _errs14){
 if((typeof data4 == "number") && (isFinite(data4))){
 if(data4 > 60 || isNaN(data4)){
-validate71.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"}];
+validate76.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60},message:"must be <= 60"}];
 return false;
 }
 else {
 if(data4 < 1 || isNaN(data4)){
-validate71.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
+validate76.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"}];
 return false;
 }
 else {
 if(!(formats4.validate(data4))){
-validate71.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+validate76.errors = [{instancePath:instancePath+"/remindersAhead",schemaPath:"#/$defs/RemindersAhead/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
 return false;
 }
 }
@@ -9798,7 +10698,7 @@ const _errs17 = errors;
 if(errors === _errs17){
 if(Array.isArray(data5)){
 if(data5.length > 32){
-validate71.errors = [{instancePath:instancePath+"/webhookAllowedCidrs",schemaPath:"#/$defs/WebhookAllowedCidrs/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"}];
+validate76.errors = [{instancePath:instancePath+"/webhookAllowedCidrs",schemaPath:"#/$defs/WebhookAllowedCidrs/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"}];
 return false;
 }
 else {
@@ -9810,12 +10710,12 @@ const _errs19 = errors;
 if(errors === _errs19){
 if(typeof data6 === "string"){
 if(func2(data6) > 49){
-validate71.errors = [{instancePath:instancePath+"/webhookAllowedCidrs/" + i0,schemaPath:"#/$defs/WebhookAllowedCidrs/items/maxLength",keyword:"maxLength",params:{limit: 49},message:"must NOT have more than 49 characters"}];
+validate76.errors = [{instancePath:instancePath+"/webhookAllowedCidrs/" + i0,schemaPath:"#/$defs/WebhookAllowedCidrs/items/maxLength",keyword:"maxLength",params:{limit: 49},message:"must NOT have more than 49 characters"}];
 return false;
 }
 }
 else {
-validate71.errors = [{instancePath:instancePath+"/webhookAllowedCidrs/" + i0,schemaPath:"#/$defs/WebhookAllowedCidrs/items/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+validate76.errors = [{instancePath:instancePath+"/webhookAllowedCidrs/" + i0,schemaPath:"#/$defs/WebhookAllowedCidrs/items/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
 }
@@ -9827,7 +10727,7 @@ break;
 }
 }
 else {
-validate71.errors = [{instancePath:instancePath+"/webhookAllowedCidrs",schemaPath:"#/$defs/WebhookAllowedCidrs/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+validate76.errors = [{instancePath:instancePath+"/webhookAllowedCidrs",schemaPath:"#/$defs/WebhookAllowedCidrs/type",keyword:"type",params:{type: "array"},message:"must be array"}];
 return false;
 }
 }
@@ -9845,22 +10745,22 @@ var valid0 = true;
 }
 }
 else {
-validate71.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate76.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate71.errors = vErrors;
+validate76.errors = vErrors;
 return errors === 0;
 }
-validate71.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate76.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
-exports.WorkspaceList = validate72;
-const schema179 = {"type":"object","description":"Workspaces, ordered by slug.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"description":"The workspaces.","items":{"$ref":"#/$defs/Workspace"}}},"additionalProperties":false};
+exports.WorkspaceList = validate77;
+const schema193 = {"type":"object","description":"Workspaces, ordered by slug.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"description":"The workspaces.","items":{"$ref":"#/$defs/Workspace"}}},"additionalProperties":false};
 
-function validate72(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate77(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate72.evaluated;
+const evaluated0 = validate77.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -9871,14 +10771,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((data.rows === undefined) && (missing0 = "rows")){
-validate72.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+validate77.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
 if(!(key0 === "rows")){
-validate72.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+validate77.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
 }
@@ -9890,7 +10790,7 @@ const _errs2 = errors;
 if(errors === _errs2){
 if(Array.isArray(data0)){
 if(data0.length > 100000){
-validate72.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxItems",keyword:"maxItems",params:{limit: 100000},message:"must NOT have more than 100000 items"}];
+validate77.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/maxItems",keyword:"maxItems",params:{limit: 100000},message:"must NOT have more than 100000 items"}];
 return false;
 }
 else {
@@ -9898,8 +10798,8 @@ var valid1 = true;
 const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
 const _errs4 = errors;
-if(!(validate51(data0[i0], {instancePath:instancePath+"/rows/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate51.errors : vErrors.concat(validate51.errors);
+if(!(validate55(data0[i0], {instancePath:instancePath+"/rows/" + i0,parentData:data0,parentDataProperty:i0,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate55.errors : vErrors.concat(validate55.errors);
 errors = vErrors.length;
 }
 var valid1 = _errs4 === errors;
@@ -9910,7 +10810,7 @@ break;
 }
 }
 else {
-validate72.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/type",keyword:"type",params:{type: "array"},message:"must be array"}];
+validate77.errors = [{instancePath:instancePath+"/rows",schemaPath:"#/properties/rows/type",keyword:"type",params:{type: "array"},message:"must be array"}];
 return false;
 }
 }
@@ -9919,11 +10819,1239 @@ return false;
 }
 }
 else {
-validate72.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+validate77.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
 return false;
 }
 }
-validate72.errors = vErrors;
+validate77.errors = vErrors;
 return errors === 0;
 }
-validate72.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+validate77.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.DeliveryExhaustedEvent = validate79;
+const schema194 = {"type":"object","description":"Delivery payload of `delivery.exhausted`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id of this operational delivery (not the failed one: that is `data.deliveryId`)."},"event":{"type":"string","const":"delivery.exhausted","description":"Always `delivery.exhausted`."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded."},"data":{"$ref":"#/$defs/DeliveryExhaustedData"}}};
+const schema197 = {"type":"object","description":"Data of `delivery.exhausted`.","additionalProperties":false,"required":["deliveryId","event","endpointId","workspaceId","workspaceSlug","attempts","lastStatusCode","lastErrorKind","failedAt"],"properties":{"deliveryId":{"$ref":"#/$defs/Uuid","description":"The workspace's delivery that failed for good (readable with `getDelivery`)."},"event":{"type":"string","minLength":1,"maxLength":64,"description":"Its event.","example":"booking.confirmed"},"endpointId":{"$ref":"#/$defs/Uuid","description":"Its endpoint."},"workspaceId":{"$ref":"#/$defs/Uuid","description":"Its workspace."},"workspaceSlug":{"$ref":"#/$defs/Slug"},"attempts":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Attempts made (0 when it failed without one, after waiting more than 7 days)."},"lastStatusCode":{"$ref":"#/$defs/StatusCode"},"lastErrorKind":{"description":"How its last attempt failed; null when it had none.","oneOf":[{"$ref":"#/$defs/AttemptErrorKind"},{"type":"null"}]},"failedAt":{"$ref":"#/$defs/Timestamp","description":"When it was marked failed."}}};
+
+function validate80(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate80.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((((((((data.deliveryId === undefined) && (missing0 = "deliveryId")) || ((data.event === undefined) && (missing0 = "event"))) || ((data.endpointId === undefined) && (missing0 = "endpointId"))) || ((data.workspaceId === undefined) && (missing0 = "workspaceId"))) || ((data.workspaceSlug === undefined) && (missing0 = "workspaceSlug"))) || ((data.attempts === undefined) && (missing0 = "attempts"))) || ((data.lastStatusCode === undefined) && (missing0 = "lastStatusCode"))) || ((data.lastErrorKind === undefined) && (missing0 = "lastErrorKind"))) || ((data.failedAt === undefined) && (missing0 = "failedAt"))){
+validate80.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(func1.call(schema197.properties, key0))){
+validate80.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.deliveryId !== undefined){
+let data0 = data.deliveryId;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate80.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
+if(!(formats0.test(data0))){
+validate80.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+return false;
+}
+}
+}
+else {
+validate80.errors = [{instancePath:instancePath+"/deliveryId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.event !== undefined){
+let data1 = data.event;
+const _errs5 = errors;
+if(errors === _errs5){
+if(typeof data1 === "string"){
+if(func2(data1) > 64){
+validate80.errors = [{instancePath:instancePath+"/event",schemaPath:"#/properties/event/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"}];
+return false;
+}
+else {
+if(func2(data1) < 1){
+validate80.errors = [{instancePath:instancePath+"/event",schemaPath:"#/properties/event/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+}
+}
+else {
+validate80.errors = [{instancePath:instancePath+"/event",schemaPath:"#/properties/event/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.endpointId !== undefined){
+let data2 = data.endpointId;
+const _errs7 = errors;
+const _errs8 = errors;
+if(errors === _errs8){
+if(errors === _errs8){
+if(typeof data2 === "string"){
+if(func2(data2) > 36){
+validate80.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
+if(!(formats0.test(data2))){
+validate80.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+return false;
+}
+}
+}
+else {
+validate80.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs7 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.workspaceId !== undefined){
+let data3 = data.workspaceId;
+const _errs10 = errors;
+const _errs11 = errors;
+if(errors === _errs11){
+if(errors === _errs11){
+if(typeof data3 === "string"){
+if(func2(data3) > 36){
+validate80.errors = [{instancePath:instancePath+"/workspaceId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
+if(!(formats0.test(data3))){
+validate80.errors = [{instancePath:instancePath+"/workspaceId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+return false;
+}
+}
+}
+else {
+validate80.errors = [{instancePath:instancePath+"/workspaceId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs10 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.workspaceSlug !== undefined){
+let data4 = data.workspaceSlug;
+const _errs13 = errors;
+const _errs14 = errors;
+if(errors === _errs14){
+if(typeof data4 === "string"){
+if(func2(data4) > 63){
+validate80.errors = [{instancePath:instancePath+"/workspaceSlug",schemaPath:"#/$defs/Slug/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"}];
+return false;
+}
+else {
+if(func2(data4) < 1){
+validate80.errors = [{instancePath:instancePath+"/workspaceSlug",schemaPath:"#/$defs/Slug/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+else {
+if(!pattern16.test(data4)){
+validate80.errors = [{instancePath:instancePath+"/workspaceSlug",schemaPath:"#/$defs/Slug/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9-]{0,62}$"+"\""}];
+return false;
+}
+}
+}
+}
+else {
+validate80.errors = [{instancePath:instancePath+"/workspaceSlug",schemaPath:"#/$defs/Slug/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs13 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.attempts !== undefined){
+let data5 = data.attempts;
+const _errs16 = errors;
+if(!(((typeof data5 == "number") && (!(data5 % 1) && !isNaN(data5))) && (isFinite(data5)))){
+validate80.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/type",keyword:"type",params:{type: "integer"},message:"must be integer"}];
+return false;
+}
+if(errors === _errs16){
+if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 > 2147483647 || isNaN(data5)){
+validate80.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2147483647},message:"must be <= 2147483647"}];
+return false;
+}
+else {
+if(data5 < 0 || isNaN(data5)){
+validate80.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"}];
+return false;
+}
+else {
+if(!(formats4.validate(data5))){
+validate80.errors = [{instancePath:instancePath+"/attempts",schemaPath:"#/properties/attempts/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""}];
+return false;
+}
+}
+}
+}
+}
+var valid0 = _errs16 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.lastStatusCode !== undefined){
+let data6 = data.lastStatusCode;
+const _errs18 = errors;
+const _errs20 = errors;
+let valid6 = false;
+let passing0 = null;
+const _errs21 = errors;
+if(!(((typeof data6 == "number") && (!(data6 % 1) && !isNaN(data6))) && (isFinite(data6)))){
+const err0 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/$defs/StatusCode/oneOf/0/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+if(errors === _errs21){
+if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 > 999 || isNaN(data6)){
+const err1 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/$defs/StatusCode/oneOf/0/maximum",keyword:"maximum",params:{comparison: "<=", limit: 999},message:"must be <= 999"};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+else {
+if(data6 < 100 || isNaN(data6)){
+const err2 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/$defs/StatusCode/oneOf/0/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+else {
+if(!(formats4.validate(data6))){
+const err3 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/$defs/StatusCode/oneOf/0/format",keyword:"format",params:{format: "int32"},message:"must match format \""+"int32"+"\""};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+}
+}
+}
+var _valid0 = _errs21 === errors;
+if(_valid0){
+valid6 = true;
+passing0 = 0;
+}
+const _errs23 = errors;
+if(data6 !== null){
+const err4 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/$defs/StatusCode/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+var _valid0 = _errs23 === errors;
+if(_valid0 && valid6){
+valid6 = false;
+passing0 = [passing0, 1];
+}
+else {
+if(_valid0){
+valid6 = true;
+passing0 = 1;
+}
+}
+if(!valid6){
+const err5 = {instancePath:instancePath+"/lastStatusCode",schemaPath:"#/$defs/StatusCode/oneOf",keyword:"oneOf",params:{passingSchemas: passing0},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+validate80.errors = vErrors;
+return false;
+}
+else {
+errors = _errs20;
+if(vErrors !== null){
+if(_errs20){
+vErrors.length = _errs20;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs18 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.lastErrorKind !== undefined){
+let data7 = data.lastErrorKind;
+const _errs25 = errors;
+const _errs26 = errors;
+let valid7 = false;
+let passing1 = null;
+const _errs27 = errors;
+const _errs28 = errors;
+if(!((((((data7 === "timeout") || (data7 === "connection")) || (data7 === "dns")) || (data7 === "redirect")) || (data7 === "status")) || (data7 === "blocked_destination"))){
+const err6 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/$defs/AttemptErrorKind/enum",keyword:"enum",params:{allowedValues: schema41.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+if(errors === _errs28){
+if(typeof data7 === "string"){
+if(func2(data7) > 64){
+const err7 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/$defs/AttemptErrorKind/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+}
+else {
+const err8 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/$defs/AttemptErrorKind/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+}
+var _valid1 = _errs27 === errors;
+if(_valid1){
+valid7 = true;
+passing1 = 0;
+}
+const _errs30 = errors;
+if(data7 !== null){
+const err9 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/properties/lastErrorKind/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+var _valid1 = _errs30 === errors;
+if(_valid1 && valid7){
+valid7 = false;
+passing1 = [passing1, 1];
+}
+else {
+if(_valid1){
+valid7 = true;
+passing1 = 1;
+}
+}
+if(!valid7){
+const err10 = {instancePath:instancePath+"/lastErrorKind",schemaPath:"#/properties/lastErrorKind/oneOf",keyword:"oneOf",params:{passingSchemas: passing1},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+validate80.errors = vErrors;
+return false;
+}
+else {
+errors = _errs26;
+if(vErrors !== null){
+if(_errs26){
+vErrors.length = _errs26;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs25 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.failedAt !== undefined){
+let data8 = data.failedAt;
+const _errs32 = errors;
+const _errs33 = errors;
+if(errors === _errs33){
+if(errors === _errs33){
+if(typeof data8 === "string"){
+if(func2(data8) > 30){
+validate80.errors = [{instancePath:instancePath+"/failedAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+return false;
+}
+else {
+if(!(formats6.validate(data8))){
+validate80.errors = [{instancePath:instancePath+"/failedAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+return false;
+}
+}
+}
+else {
+validate80.errors = [{instancePath:instancePath+"/failedAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs32 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+else {
+validate80.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate80.errors = vErrors;
+return errors === 0;
+}
+validate80.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+
+function validate79(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate79.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((((data.id === undefined) && (missing0 = "id")) || ((data.event === undefined) && (missing0 = "event"))) || ((data.createdAt === undefined) && (missing0 = "createdAt"))) || ((data.data === undefined) && (missing0 = "data"))){
+validate79.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((((key0 === "id") || (key0 === "event")) || (key0 === "createdAt")) || (key0 === "data"))){
+validate79.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.id !== undefined){
+let data0 = data.id;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate79.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
+if(!(formats0.test(data0))){
+validate79.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+return false;
+}
+}
+}
+else {
+validate79.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.event !== undefined){
+let data1 = data.event;
+const _errs5 = errors;
+if(typeof data1 !== "string"){
+validate79.errors = [{instancePath:instancePath+"/event",schemaPath:"#/properties/event/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+if("delivery.exhausted" !== data1){
+validate79.errors = [{instancePath:instancePath+"/event",schemaPath:"#/properties/event/const",keyword:"const",params:{allowedValue: "delivery.exhausted"},message:"must be equal to constant"}];
+return false;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.createdAt !== undefined){
+let data2 = data.createdAt;
+const _errs7 = errors;
+const _errs8 = errors;
+if(errors === _errs8){
+if(errors === _errs8){
+if(typeof data2 === "string"){
+if(func2(data2) > 30){
+validate79.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+return false;
+}
+else {
+if(!(formats6.validate(data2))){
+validate79.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+return false;
+}
+}
+}
+else {
+validate79.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs7 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.data !== undefined){
+const _errs10 = errors;
+if(!(validate80(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate80.errors : vErrors.concat(validate80.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs10 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+else {
+validate79.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate79.errors = vErrors;
+return errors === 0;
+}
+validate79.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.EndpointDisabledEvent = validate82;
+const schema205 = {"type":"object","description":"Delivery payload of `endpoint.disabled`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and operational endpoint, stable across retries (the `service-delivery` and `webhook-id` headers)."},"event":{"type":"string","const":"endpoint.disabled","description":"Always `endpoint.disabled`."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (the switch-off's transaction)."},"data":{"$ref":"#/$defs/EndpointDisabledData"}}};
+const schema208 = {"type":"object","description":"Data of `endpoint.disabled`.","additionalProperties":false,"required":["endpointId","workspaceId","workspaceSlug","reason","disabledAt"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid","description":"The workspace's endpoint that was switched off."},"workspaceId":{"$ref":"#/$defs/Uuid","description":"Its workspace."},"workspaceSlug":{"$ref":"#/$defs/Slug"},"reason":{"$ref":"#/$defs/EndpointDisabledReason"},"disabledAt":{"$ref":"#/$defs/Timestamp","description":"When it was switched off (the endpoint's `disabledAt`)."}}};
+
+function validate83(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate83.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((((data.endpointId === undefined) && (missing0 = "endpointId")) || ((data.workspaceId === undefined) && (missing0 = "workspaceId"))) || ((data.workspaceSlug === undefined) && (missing0 = "workspaceSlug"))) || ((data.reason === undefined) && (missing0 = "reason"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))){
+validate83.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!(((((key0 === "endpointId") || (key0 === "workspaceId")) || (key0 === "workspaceSlug")) || (key0 === "reason")) || (key0 === "disabledAt"))){
+validate83.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.endpointId !== undefined){
+let data0 = data.endpointId;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate83.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
+if(!(formats0.test(data0))){
+validate83.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+return false;
+}
+}
+}
+else {
+validate83.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.workspaceId !== undefined){
+let data1 = data.workspaceId;
+const _errs5 = errors;
+const _errs6 = errors;
+if(errors === _errs6){
+if(errors === _errs6){
+if(typeof data1 === "string"){
+if(func2(data1) > 36){
+validate83.errors = [{instancePath:instancePath+"/workspaceId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
+if(!(formats0.test(data1))){
+validate83.errors = [{instancePath:instancePath+"/workspaceId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+return false;
+}
+}
+}
+else {
+validate83.errors = [{instancePath:instancePath+"/workspaceId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.workspaceSlug !== undefined){
+let data2 = data.workspaceSlug;
+const _errs8 = errors;
+const _errs9 = errors;
+if(errors === _errs9){
+if(typeof data2 === "string"){
+if(func2(data2) > 63){
+validate83.errors = [{instancePath:instancePath+"/workspaceSlug",schemaPath:"#/$defs/Slug/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"}];
+return false;
+}
+else {
+if(func2(data2) < 1){
+validate83.errors = [{instancePath:instancePath+"/workspaceSlug",schemaPath:"#/$defs/Slug/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+else {
+if(!pattern16.test(data2)){
+validate83.errors = [{instancePath:instancePath+"/workspaceSlug",schemaPath:"#/$defs/Slug/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9-]{0,62}$"+"\""}];
+return false;
+}
+}
+}
+}
+else {
+validate83.errors = [{instancePath:instancePath+"/workspaceSlug",schemaPath:"#/$defs/Slug/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs8 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.reason !== undefined){
+let data3 = data.reason;
+const _errs11 = errors;
+if(typeof data3 !== "string"){
+validate83.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/$defs/EndpointDisabledReason/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+if(!(((data3 === "failures") || (data3 === "gone")) || (data3 === "manual"))){
+validate83.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/$defs/EndpointDisabledReason/enum",keyword:"enum",params:{allowedValues: schema86.enum},message:"must be equal to one of the allowed values"}];
+return false;
+}
+var valid0 = _errs11 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.disabledAt !== undefined){
+let data4 = data.disabledAt;
+const _errs14 = errors;
+const _errs15 = errors;
+if(errors === _errs15){
+if(errors === _errs15){
+if(typeof data4 === "string"){
+if(func2(data4) > 30){
+validate83.errors = [{instancePath:instancePath+"/disabledAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+return false;
+}
+else {
+if(!(formats6.validate(data4))){
+validate83.errors = [{instancePath:instancePath+"/disabledAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+return false;
+}
+}
+}
+else {
+validate83.errors = [{instancePath:instancePath+"/disabledAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs14 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+}
+else {
+validate83.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate83.errors = vErrors;
+return errors === 0;
+}
+validate83.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+
+function validate82(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate82.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((((data.id === undefined) && (missing0 = "id")) || ((data.event === undefined) && (missing0 = "event"))) || ((data.createdAt === undefined) && (missing0 = "createdAt"))) || ((data.data === undefined) && (missing0 = "data"))){
+validate82.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((((key0 === "id") || (key0 === "event")) || (key0 === "createdAt")) || (key0 === "data"))){
+validate82.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.id !== undefined){
+let data0 = data.id;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate82.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
+if(!(formats0.test(data0))){
+validate82.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+return false;
+}
+}
+}
+else {
+validate82.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.event !== undefined){
+let data1 = data.event;
+const _errs5 = errors;
+if(typeof data1 !== "string"){
+validate82.errors = [{instancePath:instancePath+"/event",schemaPath:"#/properties/event/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+if("endpoint.disabled" !== data1){
+validate82.errors = [{instancePath:instancePath+"/event",schemaPath:"#/properties/event/const",keyword:"const",params:{allowedValue: "endpoint.disabled"},message:"must be equal to constant"}];
+return false;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.createdAt !== undefined){
+let data2 = data.createdAt;
+const _errs7 = errors;
+const _errs8 = errors;
+if(errors === _errs8){
+if(errors === _errs8){
+if(typeof data2 === "string"){
+if(func2(data2) > 30){
+validate82.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+return false;
+}
+else {
+if(!(formats6.validate(data2))){
+validate82.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+return false;
+}
+}
+}
+else {
+validate82.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs7 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.data !== undefined){
+const _errs10 = errors;
+if(!(validate83(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate83.errors : vErrors.concat(validate83.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs10 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+else {
+validate82.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate82.errors = vErrors;
+return errors === 0;
+}
+validate82.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+exports.EndpointEnabledEvent = validate85;
+const schema214 = {"type":"object","description":"Delivery payload of `endpoint.enabled`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and operational endpoint, stable across retries."},"event":{"type":"string","const":"endpoint.enabled","description":"Always `endpoint.enabled`."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded."},"data":{"$ref":"#/$defs/EndpointEnabledData"}}};
+const schema217 = {"type":"object","description":"Data of `endpoint.enabled`.","additionalProperties":false,"required":["endpointId","workspaceId","workspaceSlug","enabledAt"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid","description":"The workspace's endpoint that was switched on."},"workspaceId":{"$ref":"#/$defs/Uuid","description":"Its workspace."},"workspaceSlug":{"$ref":"#/$defs/Slug"},"enabledAt":{"$ref":"#/$defs/Timestamp","description":"When it was switched on."}}};
+
+function validate86(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate86.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((((data.endpointId === undefined) && (missing0 = "endpointId")) || ((data.workspaceId === undefined) && (missing0 = "workspaceId"))) || ((data.workspaceSlug === undefined) && (missing0 = "workspaceSlug"))) || ((data.enabledAt === undefined) && (missing0 = "enabledAt"))){
+validate86.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((((key0 === "endpointId") || (key0 === "workspaceId")) || (key0 === "workspaceSlug")) || (key0 === "enabledAt"))){
+validate86.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.endpointId !== undefined){
+let data0 = data.endpointId;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate86.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
+if(!(formats0.test(data0))){
+validate86.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+return false;
+}
+}
+}
+else {
+validate86.errors = [{instancePath:instancePath+"/endpointId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.workspaceId !== undefined){
+let data1 = data.workspaceId;
+const _errs5 = errors;
+const _errs6 = errors;
+if(errors === _errs6){
+if(errors === _errs6){
+if(typeof data1 === "string"){
+if(func2(data1) > 36){
+validate86.errors = [{instancePath:instancePath+"/workspaceId",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
+if(!(formats0.test(data1))){
+validate86.errors = [{instancePath:instancePath+"/workspaceId",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+return false;
+}
+}
+}
+else {
+validate86.errors = [{instancePath:instancePath+"/workspaceId",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.workspaceSlug !== undefined){
+let data2 = data.workspaceSlug;
+const _errs8 = errors;
+const _errs9 = errors;
+if(errors === _errs9){
+if(typeof data2 === "string"){
+if(func2(data2) > 63){
+validate86.errors = [{instancePath:instancePath+"/workspaceSlug",schemaPath:"#/$defs/Slug/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"}];
+return false;
+}
+else {
+if(func2(data2) < 1){
+validate86.errors = [{instancePath:instancePath+"/workspaceSlug",schemaPath:"#/$defs/Slug/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"}];
+return false;
+}
+else {
+if(!pattern16.test(data2)){
+validate86.errors = [{instancePath:instancePath+"/workspaceSlug",schemaPath:"#/$defs/Slug/pattern",keyword:"pattern",params:{pattern: "^[a-z0-9][a-z0-9-]{0,62}$"},message:"must match pattern \""+"^[a-z0-9][a-z0-9-]{0,62}$"+"\""}];
+return false;
+}
+}
+}
+}
+else {
+validate86.errors = [{instancePath:instancePath+"/workspaceSlug",schemaPath:"#/$defs/Slug/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+var valid0 = _errs8 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.enabledAt !== undefined){
+let data3 = data.enabledAt;
+const _errs11 = errors;
+const _errs12 = errors;
+if(errors === _errs12){
+if(errors === _errs12){
+if(typeof data3 === "string"){
+if(func2(data3) > 30){
+validate86.errors = [{instancePath:instancePath+"/enabledAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+return false;
+}
+else {
+if(!(formats6.validate(data3))){
+validate86.errors = [{instancePath:instancePath+"/enabledAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+return false;
+}
+}
+}
+else {
+validate86.errors = [{instancePath:instancePath+"/enabledAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs11 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+else {
+validate86.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate86.errors = vErrors;
+return errors === 0;
+}
+validate86.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
+
+
+function validate85(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate85.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((((data.id === undefined) && (missing0 = "id")) || ((data.event === undefined) && (missing0 = "event"))) || ((data.createdAt === undefined) && (missing0 = "createdAt"))) || ((data.data === undefined) && (missing0 = "data"))){
+validate85.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
+return false;
+}
+else {
+const _errs1 = errors;
+for(const key0 in data){
+if(!((((key0 === "id") || (key0 === "event")) || (key0 === "createdAt")) || (key0 === "data"))){
+validate85.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
+return false;
+break;
+}
+}
+if(_errs1 === errors){
+if(data.id !== undefined){
+let data0 = data.id;
+const _errs2 = errors;
+const _errs3 = errors;
+if(errors === _errs3){
+if(errors === _errs3){
+if(typeof data0 === "string"){
+if(func2(data0) > 36){
+validate85.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/maxLength",keyword:"maxLength",params:{limit: 36},message:"must NOT have more than 36 characters"}];
+return false;
+}
+else {
+if(!(formats0.test(data0))){
+validate85.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/format",keyword:"format",params:{format: "uuid"},message:"must match format \""+"uuid"+"\""}];
+return false;
+}
+}
+}
+else {
+validate85.errors = [{instancePath:instancePath+"/id",schemaPath:"#/$defs/Uuid/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs2 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.event !== undefined){
+let data1 = data.event;
+const _errs5 = errors;
+if(typeof data1 !== "string"){
+validate85.errors = [{instancePath:instancePath+"/event",schemaPath:"#/properties/event/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+if("endpoint.enabled" !== data1){
+validate85.errors = [{instancePath:instancePath+"/event",schemaPath:"#/properties/event/const",keyword:"const",params:{allowedValue: "endpoint.enabled"},message:"must be equal to constant"}];
+return false;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.createdAt !== undefined){
+let data2 = data.createdAt;
+const _errs7 = errors;
+const _errs8 = errors;
+if(errors === _errs8){
+if(errors === _errs8){
+if(typeof data2 === "string"){
+if(func2(data2) > 30){
+validate85.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"}];
+return false;
+}
+else {
+if(!(formats6.validate(data2))){
+validate85.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""}];
+return false;
+}
+}
+}
+else {
+validate85.errors = [{instancePath:instancePath+"/createdAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"}];
+return false;
+}
+}
+}
+var valid0 = _errs7 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.data !== undefined){
+const _errs10 = errors;
+if(!(validate86(data.data, {instancePath:instancePath+"/data",parentData:data,parentDataProperty:"data",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate86.errors : vErrors.concat(validate86.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs10 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+else {
+validate85.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"}];
+return false;
+}
+}
+validate85.errors = vErrors;
+return errors === 0;
+}
+validate85.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};

@@ -14,6 +14,7 @@ export declare const DeliveryDetail: ValidateFunction;
 export declare const DeliveryList: ValidateFunction;
 export declare const DocumentEsignTimeoutEvent: ValidateFunction;
 export declare const ErrorResponse: ValidateFunction;
+export declare const EventFeedPage: ValidateFunction;
 export declare const FinanceOverview: ValidateFunction;
 export declare const FineCreatedEvent: ValidateFunction;
 export declare const FleetList: ValidateFunction;

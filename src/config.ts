@@ -166,6 +166,14 @@ export const SETTINGS: readonly Setting[] = [
     meaning: 'DNS servers (`192.0.2.53,127.0.0.1:5353,[2001:db8::53]:53`) that webhook destination names are asked of.',
   },
   {
+    name: 'FRS_WEBHOOK_PROXY',
+    default: 'unset (deliveries connect directly)',
+    range: 'an `http://` or `https://` proxy URL',
+    readers: ['worker', 'cli'],
+    meaning:
+      'An HTTP CONNECT proxy (`http://HOST:PORT`, or `http://USER:PASSWORD@HOST:PORT`) every webhook delivery is sent through, for receivers that admit known addresses only. The service still refuses private destinations by the URL\'s name first, but the proxy makes the real connection: it must refuse private addresses itself (see "An egress proxy" below).',
+  },
+  {
     name: 'FRS_WEBHOOK_WORKSPACE_CONCURRENCY',
     default: '`16`',
     range: '1 to 64',
@@ -674,6 +682,11 @@ export interface DestinationPolicy {
   dns?: { servers?: string[]; deadlineMs?: number };
   /** How names are resolved, instead of the hosts file and DNS: tests pass their own. */
   lookup?: (hostname: string) => Promise<Array<{ address: string; family: number }>>;
+  /**
+   * The HTTP CONNECT proxy deliveries are sent through (FRS_WEBHOOK_PROXY), if any: the delivery policy's only
+   * (deliveryPolicyFromEnv), never registration's, which sends nothing.
+   */
+  proxy?: string;
 }
 
 /** A DNS server as Node's resolver takes it: an IP address, IPv4 with `:port`, or `[IPv6]:port`. */
@@ -713,6 +726,37 @@ export function destinationPolicyFromEnv(env: Env): DestinationPolicy {
   return { allowPrivate, allowedCidrs: cidrs, dns: { servers } };
 }
 
+/**
+ * FRS_WEBHOOK_PROXY: an http(s) proxy URL with a host and nothing after it but `/` (credentials allowed, sent as
+ * Proxy-Authorization); undefined when unset. A refusal never repeats the value, which may hold a password.
+ */
+export function webhookProxyFromEnv(env: Env): string | undefined {
+  const value = env.FRS_WEBHOOK_PROXY?.trim();
+  if (!value) return undefined;
+  const refuse = (why: string) =>
+    new ConfigError(
+      `FRS_WEBHOOK_PROXY must be the URL of an HTTP CONNECT proxy, such as http://proxy.internal:3128 (user:password@ allowed): ${why}`,
+    );
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw refuse('its value is not a URL');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw refuse(`its scheme is ${url.protocol} (http: or https: only)`);
+  if (!url.hostname) throw refuse('it names no host');
+  if (url.pathname !== '/' || url.search || url.hash) throw refuse('it has a path, query or fragment');
+  return value;
+}
+
+/** The policy deliveries are sent under: the destination policy, and the egress proxy when FRS_WEBHOOK_PROXY sets one. */
+export function deliveryPolicyFromEnv(env: Env): DestinationPolicy {
+  const policy = destinationPolicyFromEnv(env);
+  const proxy = webhookProxyFromEnv(env);
+  return proxy ? { ...policy, proxy } : policy;
+}
+
 /** Attempts in flight at once in the worker. */
 export const WORKER_CONCURRENCY = 64;
 
@@ -730,6 +774,7 @@ export function retentionDaysFromEnv(env: Env): number {
 export interface WorkerSettings {
   retentionDays: number;
   perWorkspaceConcurrency: number | undefined;
+  /** What deliveries are sent under (deliveryPolicyFromEnv: the destination policy and the egress proxy). */
   destinationPolicy: DestinationPolicy;
 }
 
@@ -737,7 +782,7 @@ export function workerSettingsFromEnv(env: Env): WorkerSettings {
   return {
     retentionDays: retentionDaysFromEnv(env),
     perWorkspaceConcurrency: workspaceConcurrencyFromEnv(WORKER_CONCURRENCY, env),
-    destinationPolicy: destinationPolicyFromEnv(env),
+    destinationPolicy: deliveryPolicyFromEnv(env),
   };
 }
 
@@ -841,6 +886,8 @@ export interface Config {
   readonly readMaxLagMs: number;
   readonly retentionDays: number;
   readonly destinationPolicy: DestinationPolicy;
+  /** What deliveries are sent under: destinationPolicy with the egress proxy (FRS_WEBHOOK_PROXY), if one is set. */
+  readonly deliveryPolicy: DestinationPolicy;
   readonly worker: WorkerSettings;
   readonly portal: PortalSettings;
 }
@@ -876,6 +923,7 @@ export function configFrom(env: Env): Config {
     readMaxLagMs: section('readMaxLagMs', () => readMaxLagMsFromEnv(env)),
     retentionDays: section('retentionDays', () => retentionDaysFromEnv(env)),
     destinationPolicy: section('destinationPolicy', () => destinationPolicyFromEnv(env)),
+    deliveryPolicy: section('deliveryPolicy', () => deliveryPolicyFromEnv(env)),
     worker: section('worker', () => workerSettingsFromEnv(env)),
     portal: section('portal', () => portalSettingsFromEnv(env)),
   };

@@ -22,6 +22,7 @@ import { openDatabase, type Database } from './db/database.js';
 import { publicApi, publicListener } from './api/app.js';
 import { createAdminApp } from './admin/app.js';
 import { KeyCache } from './api/key-cache.js';
+import { EventArrivals } from './api/event-arrivals.js';
 import { logDroppedConnections } from './http/http-limits.js';
 import { listen } from './http/edge.js';
 import { ServiceMetrics, startMetricsListener } from './observability/metrics.js';
@@ -153,6 +154,7 @@ const running: {
   adminServer?: Server;
   metricsServer?: Server;
   keyCache?: KeyCache;
+  events?: EventArrivals;
   reads?: ReadRouting;
 } = {};
 
@@ -164,6 +166,8 @@ async function stop(logger: Logger, signal: string): Promise<void> {
   if (stopping) return; // Ctrl-C reaches both npm and us, and npm passes it on: one shutdown is enough
   stopping = true;
   logger.info({ signal }, 'shutting down');
+  // The event feed's long polls are answered now with what they have, instead of holding the shutdown for their wait.
+  const feedClosed = running.events?.close();
   // Stop accepting connections and let requests and delivery attempts in flight finish.
   await Promise.all(
     [running.server, running.adminServer].map(async (listening) => {
@@ -177,6 +181,7 @@ async function stop(logger: Logger, signal: string): Promise<void> {
   await running.worker?.stop();
   await stopWorkerProcess();
   await running.keyCache?.close();
+  await feedClosed;
   await running.reads?.close();
   // (a signal while the database was being opened: it is closed, and its embedded cluster stopped, once open)
   database ??= await opening?.catch(() => undefined);
@@ -287,6 +292,7 @@ async function startPublicListener(settings: Config, database: Database, metrics
       metrics,
       keyCache: running.keyCache,
       reads: running.reads,
+      events: running.events,
     });
     const screen = await createPortal({ ...api.edge, db: database.forRole('admin'), settings: portal });
     return publicListener(api, {
@@ -352,6 +358,8 @@ async function startApi(settings: Config, database: Database, metrics: ServiceMe
   // Key lookups are kept in memory and dropped on every key or workspace change, announced through the database;
   // heartbeats through the API's pool prove that announcements still arrive.
   running.keyCache = await KeyCache.start(() => database.connectAs('api'), apiDb, logger);
+  // The event feed's long polls wait on one LISTEN connection of the API's role (src/api/event-arrivals.ts).
+  running.events = await EventArrivals.start(() => database.connectAs('api'), logger);
   // Reads of the API on replicas within the lag bound, when DATABASE_READ_URL names them (src/db/read-routing.ts).
   if (readUrls.length > 0) {
     running.reads = await step(`probing ${readUrls.length} read replica(s)`, () =>

@@ -44,11 +44,12 @@ export function looksLikeSecret(text: string): boolean {
   return SECRET_SHAPE.test(text);
 }
 
-const SECRET_SHAPE = /(?:frs|fra|frpl|frps|whsec)_[0-9A-Za-z]{20,}/;
+// (an ed25519 private key, whsk_, is base64: + and / among its characters)
+const SECRET_SHAPE = /(?:frs|fra|frpl|frps|whsec)_[0-9A-Za-z]{20,}|whsk_[0-9A-Za-z+/]{20,}/;
 
 /** The refusal of a name or role shaped like a key, token or secret: the rule after the field's name. */
 export const SECRET_SHAPED =
-  'must not look like a key, token or signing secret (frs_, fra_, frpl_, frps_ or whsec_ and 20 or more letters and digits): it is shown where a secret never is';
+  'must not look like a key, token or signing secret (frs_, fra_, frpl_, frps_, whsec_ or whsk_ and 20 or more letters and digits): it is shown where a secret never is';
 
 /** `text` with everything shaped like a key, token or signing secret replaced by `[redacted]`. */
 export function redactSecrets(text: string): string {

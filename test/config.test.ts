@@ -195,6 +195,38 @@ describe('configuration: a Config from the environment it is given', () => {
     );
   });
 
+  it('FRS_WEBHOOK_PROXY: the proxy deliveries are sent through, validated when the worker reads its settings', () => {
+    const proxied = configFrom({ FRS_WEBHOOK_PROXY: 'http://fleet:s3cret@proxy.internal:3128' });
+    const policy = { allowPrivate: false, allowedCidrs: [], proxy: 'http://fleet:s3cret@proxy.internal:3128' };
+    expect(proxied.worker.destinationPolicy).to.deep.equal(policy);
+    expect(proxied.deliveryPolicy).to.deep.equal(policy);
+    // Registration sends nothing: its policy has no proxy.
+    expect(proxied.destinationPolicy).to.deep.equal({ allowPrivate: false, allowedCidrs: [] });
+    expect(configFrom({ FRS_WEBHOOK_PROXY: ' ' }).deliveryPolicy).to.deep.equal({
+      allowPrivate: false,
+      allowedCidrs: [],
+    });
+    const refusal = (why: string) =>
+      `FRS_WEBHOOK_PROXY must be the URL of an HTTP CONNECT proxy, such as http://proxy.internal:3128 (user:password@ allowed): ${why}`;
+    const bad: Array<[string, string]> = [
+      ['proxy.internal:3128', 'its scheme is proxy.internal: (http: or https: only)'],
+      ['socks5://proxy.internal:1080', 'its scheme is socks5: (http: or https: only)'],
+      ['http://', 'its value is not a URL'],
+      ['http://fleet:s3cret@proxy.internal:3128/hooks', 'it has a path, query or fragment'],
+      ['http://proxy.internal:3128?x=1', 'it has a path, query or fragment'],
+      ['http://proxy.internal:99999', 'its value is not a URL'],
+    ];
+    for (const [value, why] of bad) {
+      const config = configFrom({ FRS_WEBHOOK_PROXY: value });
+      expect(() => config.worker, value).to.throw(ConfigError, refusal(why));
+      expect(() => config.deliveryPolicy, value).to.throw(ConfigError, refusal(why));
+      // (the value itself is never repeated: it may hold a password)
+      expect(() => config.worker)
+        .to.throw(ConfigError)
+        .that.satisfies((e: Error) => !e.message.includes('s3cret'));
+    }
+  });
+
   it("the code that is not handed a Config reads the one this process uses; a child process's environment is built from it", () => {
     const restore = reconfigure({ FRS_WEBHOOK_ALLOWED_CIDRS: '10.9.0.0/16', FRS_CONFIG_TEST_MARK: 'child' });
     try {

@@ -19,6 +19,76 @@ export const EndpointDisabledReasonSchema = {
     example: 'failures'
 } as const;
 
+export const SignatureSchemeSchema = {
+    type: 'string',
+    enum: [
+        'hmac-sha256',
+        'ed25519'
+    ],
+    description: 'How an endpoint\'s deliveries are signed (Standard Webhooks\' two schemes). `hmac-sha256` (the default): with the endpoint\'s signing secret, `webhook-signature: v1,<base64>` and the service\'s own `service-signature`. `ed25519`: with the endpoint\'s own key pair, `webhook-signature: v1a,<base64>`, which the receiver verifies with the public key (`publicKey`), so it holds no secret; the private key is sealed and never leaves the webhook worker. New receivers should prefer `ed25519` where their library verifies `v1a`.',
+    example: 'ed25519'
+} as const;
+
+export const PublicKeySchema = {
+    type: 'string',
+    minLength: 49,
+    maxLength: 49,
+    pattern: '^whpk_[A-Za-z0-9+/]{43}=$',
+    description: 'An endpoint\'s ed25519 public key, as Standard Webhooks writes it: `whpk_` and the base64 of its raw 32 bytes. Not a secret: shown whenever asked. A receiver verifies `v1a` signatures with it.',
+    example: 'whpk_6kpsY+KcUgq+9VB7Ey7F+ZVHdq6+vnuSQh7qaRRG0iw='
+} as const;
+
+export const SignatureSchemeSwitchSchema = {
+    type: 'object',
+    description: 'The scheme to sign with from now on, and how long the other keeps signing beside it.',
+    additionalProperties: false,
+    required: [
+        'scheme'
+    ],
+    properties: {
+        scheme: {
+            $ref: '#/components/schemas/SignatureScheme'
+        },
+        overlapHours: {
+            type: 'integer',
+            format: 'int32',
+            minimum: 0,
+            maximum: 720,
+            default: 24,
+            description: 'Hours during which deliveries carry the signatures of both schemes (as a secret rotation\'s overlap); 0 stops the old scheme at once.'
+        }
+    }
+} as const;
+
+export const RotatedSigningKeySchema = {
+    type: 'object',
+    description: 'The endpoint\'s new ed25519 public key (the private key is never shown).',
+    required: [
+        'id',
+        'publicKey',
+        'previousKeyExpiresAt'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/Uuid'
+        },
+        publicKey: {
+            $ref: '#/components/schemas/PublicKey'
+        },
+        previousKeyExpiresAt: {
+            description: 'Until when deliveries also carry a `v1a` signature with the previous key pair; null when it ended at once.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        }
+    }
+} as const;
+
 export const TimestampSchema = {
     type: 'string',
     format: 'date-time',
@@ -391,7 +461,7 @@ export const RevokedApiKeySchema = {
 
 export const EndpointSchema = {
     type: 'object',
-    description: 'A webhook endpoint, as the public `GET /v1/webhooks` lists it; never its signing secret.',
+    description: 'A webhook endpoint, as the public `GET /v1/webhooks` lists it; never its signing secret or private key.',
     required: [
         'id',
         'name',
@@ -402,6 +472,10 @@ export const EndpointSchema = {
         'disabledReason',
         'lastSuccessAt',
         'consecutiveFailures',
+        'signatureScheme',
+        'publicKey',
+        'previousSchemeExpiresAt',
+        'rateLimit',
         'throttledUntil'
     ],
     properties: {
@@ -460,6 +534,34 @@ export const EndpointSchema = {
             minimum: 0,
             maximum: 2147483647,
             description: 'Failed attempts in a row across the endpoint\'s deliveries; a success resets it to 0.'
+        },
+        signatureScheme: {
+            $ref: '#/components/schemas/SignatureScheme'
+        },
+        publicKey: {
+            description: 'The ed25519 public key receivers verify `v1a` with, while `signatureScheme` is `ed25519` (after a key rotation, the new key); null for `hmac-sha256`.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/PublicKey'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        previousSchemeExpiresAt: {
+            description: 'After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        rateLimit: {
+            $ref: '#/components/schemas/EndpointRateLimit'
         },
         throttledUntil: {
             description: 'The end of the endpoint\'s latest throttle: its receiver answered 429, 502, 503 or 504, and nothing is sent to it before this time (what `Retry-After` asked, at most 24 hours; see the public document\'s Delivery semantics). Null if it was never throttled; a past time means it is not throttled now.',
@@ -526,6 +628,18 @@ export const EndpointEventsSchema = {
     ]
 } as const;
 
+export const EndpointRateLimitSchema = {
+    type: [
+        'integer',
+        'null'
+    ],
+    format: 'int32',
+    minimum: 1,
+    maximum: 1000,
+    description: 'The most deliveries a second sent to the endpoint, for a receiver sized for a certain rate; null (the default): no throttle. It holds across every webhook worker process: a token bucket kept in the database holds one second\'s worth (`rateLimit` deliveries) and refills at `rateLimit` a second, so after a quiet spell up to `rateLimit` deliveries go at once and then one every 1/`rateLimit` seconds; in any span of t seconds at most `rateLimit` x (t + 1) are taken for sending (each is sent within half a second of being taken, or put back). Deliveries waiting for the throttle stay queued (`pending`, their `nextAttemptAt` unchanged) and take no share of the sending capacity from other endpoints or workspaces; a test delivery waits its turn too. A whole number from 1 to 1000; anything else is 400 `reason` `rateLimit`.',
+    example: 10
+} as const;
+
 export const AllowDuplicateUrlSchema = {
     type: 'boolean',
     description: 'True: take the URL even though another endpoint of the workspace already has it. Left out or false: that is 409 `reason` `url`.'
@@ -550,6 +664,12 @@ export const EndpointCreateSchema = {
         },
         allowDuplicateUrl: {
             $ref: '#/components/schemas/AllowDuplicateUrl'
+        },
+        signatureScheme: {
+            $ref: '#/components/schemas/SignatureScheme'
+        },
+        rateLimit: {
+            $ref: '#/components/schemas/EndpointRateLimit'
         }
     }
 } as const;
@@ -571,6 +691,9 @@ export const EndpointUpdateSchema = {
         },
         allowDuplicateUrl: {
             $ref: '#/components/schemas/AllowDuplicateUrl'
+        },
+        rateLimit: {
+            $ref: '#/components/schemas/EndpointRateLimit'
         }
     }
 } as const;
@@ -596,8 +719,12 @@ export const CreatedEndpointSchema = {
         'disabledReason',
         'lastSuccessAt',
         'consecutiveFailures',
-        'throttledUntil',
-        'secret'
+        'rateLimit',
+        'secret',
+        'signatureScheme',
+        'publicKey',
+        'previousSchemeExpiresAt',
+        'throttledUntil'
     ],
     properties: {
         id: {
@@ -656,6 +783,9 @@ export const CreatedEndpointSchema = {
             maximum: 2147483647,
             description: 'Failed attempts in a row across the endpoint\'s deliveries.'
         },
+        rateLimit: {
+            $ref: '#/components/schemas/EndpointRateLimit'
+        },
         throttledUntil: {
             description: 'The end of the endpoint\'s latest throttle; null (a new endpoint was never throttled).',
             oneOf: [
@@ -669,6 +799,31 @@ export const CreatedEndpointSchema = {
         },
         secret: {
             $ref: '#/components/schemas/SigningSecret'
+        },
+        signatureScheme: {
+            $ref: '#/components/schemas/SignatureScheme'
+        },
+        publicKey: {
+            description: 'The ed25519 public key receivers verify `v1a` with, while `signatureScheme` is `ed25519` (after a key rotation, the new key); null for `hmac-sha256`.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/PublicKey'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        previousSchemeExpiresAt: {
+            description: 'After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
         }
     }
 } as const;
@@ -792,6 +947,8 @@ export const AuditEntrySchema = {
                 'endpoint.enable',
                 'endpoint.disable',
                 'endpoint.rotate_secret',
+                'endpoint.switch_signature_scheme',
+                'endpoint.rotate_signing_key',
                 'admin_token.create',
                 'admin_token.revoke',
                 'delivery.retry',
@@ -2187,6 +2344,323 @@ export const AttemptStatsSchema = {
                     }
                 }
             }
+        }
+    }
+} as const;
+
+export const OperationalEventNameSchema = {
+    type: 'string',
+    enum: [
+        'endpoint.disabled',
+        'endpoint.enabled',
+        'delivery.exhausted'
+    ],
+    description: 'An operational event (this document\'s `webhooks`).',
+    example: 'endpoint.disabled'
+} as const;
+
+export const OperationalEndpointEventsSchema = {
+    type: 'array',
+    maxItems: 3,
+    uniqueItems: true,
+    description: 'The operational events subscribed to; an empty list means every one.',
+    items: {
+        $ref: '#/components/schemas/OperationalEventName'
+    },
+    example: [
+        'endpoint.disabled',
+        'delivery.exhausted'
+    ]
+} as const;
+
+export const OperationalEndpointCreateSchema = {
+    type: 'object',
+    description: 'A new operational endpoint.',
+    additionalProperties: false,
+    required: [
+        'url'
+    ],
+    properties: {
+        url: {
+            $ref: '#/components/schemas/EndpointUrl'
+        },
+        name: {
+            $ref: '#/components/schemas/EndpointName'
+        },
+        events: {
+            $ref: '#/components/schemas/OperationalEndpointEvents'
+        }
+    }
+} as const;
+
+export const OperationalEndpointUpdateSchema = {
+    type: 'object',
+    description: 'The fields to change; those left out stay as they are.',
+    additionalProperties: false,
+    minProperties: 1,
+    properties: {
+        url: {
+            $ref: '#/components/schemas/EndpointUrl'
+        },
+        name: {
+            $ref: '#/components/schemas/EndpointName'
+        },
+        events: {
+            $ref: '#/components/schemas/OperationalEndpointEvents'
+        }
+    }
+} as const;
+
+export const OperationalEndpointListSchema = {
+    type: 'object',
+    description: 'The platform\'s operational endpoints, oldest first.',
+    required: [
+        'rows'
+    ],
+    properties: {
+        rows: {
+            type: 'array',
+            maxItems: 10000,
+            description: 'The operational endpoints.',
+            items: {
+                $ref: '#/components/schemas/Endpoint'
+            }
+        }
+    }
+} as const;
+
+export const OperationalDeliveryListSchema = {
+    type: 'object',
+    description: 'An operational endpoint\'s deliveries, newest first.',
+    required: [
+        'rows'
+    ],
+    properties: {
+        rows: {
+            type: 'array',
+            maxItems: 200,
+            description: 'The deliveries.',
+            items: {
+                $ref: '#/components/schemas/AdminDeliveryRow'
+            }
+        }
+    }
+} as const;
+
+export const EndpointDisabledEventSchema = {
+    type: 'object',
+    description: 'Delivery payload of `endpoint.disabled`.',
+    additionalProperties: false,
+    required: [
+        'id',
+        'event',
+        'createdAt',
+        'data'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/Uuid',
+            description: 'Delivery id: unique per event and operational endpoint, stable across retries (the `service-delivery` and `webhook-id` headers).'
+        },
+        event: {
+            type: 'string',
+            const: 'endpoint.disabled',
+            description: 'Always `endpoint.disabled`.'
+        },
+        createdAt: {
+            $ref: '#/components/schemas/Timestamp',
+            description: 'When the event was recorded (the switch-off\'s transaction).'
+        },
+        data: {
+            $ref: '#/components/schemas/EndpointDisabledData'
+        }
+    }
+} as const;
+
+export const EndpointDisabledDataSchema = {
+    type: 'object',
+    description: 'Data of `endpoint.disabled`.',
+    additionalProperties: false,
+    required: [
+        'endpointId',
+        'workspaceId',
+        'workspaceSlug',
+        'reason',
+        'disabledAt'
+    ],
+    properties: {
+        endpointId: {
+            $ref: '#/components/schemas/Uuid',
+            description: 'The workspace\'s endpoint that was switched off.'
+        },
+        workspaceId: {
+            $ref: '#/components/schemas/Uuid',
+            description: 'Its workspace.'
+        },
+        workspaceSlug: {
+            $ref: '#/components/schemas/Slug'
+        },
+        reason: {
+            $ref: '#/components/schemas/EndpointDisabledReason'
+        },
+        disabledAt: {
+            $ref: '#/components/schemas/Timestamp',
+            description: 'When it was switched off (the endpoint\'s `disabledAt`).'
+        }
+    }
+} as const;
+
+export const EndpointEnabledEventSchema = {
+    type: 'object',
+    description: 'Delivery payload of `endpoint.enabled`.',
+    additionalProperties: false,
+    required: [
+        'id',
+        'event',
+        'createdAt',
+        'data'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/Uuid',
+            description: 'Delivery id: unique per event and operational endpoint, stable across retries.'
+        },
+        event: {
+            type: 'string',
+            const: 'endpoint.enabled',
+            description: 'Always `endpoint.enabled`.'
+        },
+        createdAt: {
+            $ref: '#/components/schemas/Timestamp',
+            description: 'When the event was recorded.'
+        },
+        data: {
+            $ref: '#/components/schemas/EndpointEnabledData'
+        }
+    }
+} as const;
+
+export const EndpointEnabledDataSchema = {
+    type: 'object',
+    description: 'Data of `endpoint.enabled`.',
+    additionalProperties: false,
+    required: [
+        'endpointId',
+        'workspaceId',
+        'workspaceSlug',
+        'enabledAt'
+    ],
+    properties: {
+        endpointId: {
+            $ref: '#/components/schemas/Uuid',
+            description: 'The workspace\'s endpoint that was switched on.'
+        },
+        workspaceId: {
+            $ref: '#/components/schemas/Uuid',
+            description: 'Its workspace.'
+        },
+        workspaceSlug: {
+            $ref: '#/components/schemas/Slug'
+        },
+        enabledAt: {
+            $ref: '#/components/schemas/Timestamp',
+            description: 'When it was switched on.'
+        }
+    }
+} as const;
+
+export const DeliveryExhaustedEventSchema = {
+    type: 'object',
+    description: 'Delivery payload of `delivery.exhausted`.',
+    additionalProperties: false,
+    required: [
+        'id',
+        'event',
+        'createdAt',
+        'data'
+    ],
+    properties: {
+        id: {
+            $ref: '#/components/schemas/Uuid',
+            description: 'Delivery id of this operational delivery (not the failed one: that is `data.deliveryId`).'
+        },
+        event: {
+            type: 'string',
+            const: 'delivery.exhausted',
+            description: 'Always `delivery.exhausted`.'
+        },
+        createdAt: {
+            $ref: '#/components/schemas/Timestamp',
+            description: 'When the event was recorded.'
+        },
+        data: {
+            $ref: '#/components/schemas/DeliveryExhaustedData'
+        }
+    }
+} as const;
+
+export const DeliveryExhaustedDataSchema = {
+    type: 'object',
+    description: 'Data of `delivery.exhausted`.',
+    additionalProperties: false,
+    required: [
+        'deliveryId',
+        'event',
+        'endpointId',
+        'workspaceId',
+        'workspaceSlug',
+        'attempts',
+        'lastStatusCode',
+        'lastErrorKind',
+        'failedAt'
+    ],
+    properties: {
+        deliveryId: {
+            $ref: '#/components/schemas/Uuid',
+            description: 'The workspace\'s delivery that failed for good (readable with `getDelivery`).'
+        },
+        event: {
+            type: 'string',
+            minLength: 1,
+            maxLength: 64,
+            description: 'Its event.',
+            example: 'booking.confirmed'
+        },
+        endpointId: {
+            $ref: '#/components/schemas/Uuid',
+            description: 'Its endpoint.'
+        },
+        workspaceId: {
+            $ref: '#/components/schemas/Uuid',
+            description: 'Its workspace.'
+        },
+        workspaceSlug: {
+            $ref: '#/components/schemas/Slug'
+        },
+        attempts: {
+            type: 'integer',
+            format: 'int32',
+            minimum: 0,
+            maximum: 2147483647,
+            description: 'Attempts made (0 when it failed without one, after waiting more than 7 days).'
+        },
+        lastStatusCode: {
+            $ref: '#/components/schemas/StatusCode'
+        },
+        lastErrorKind: {
+            description: 'How its last attempt failed; null when it had none.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/AttemptErrorKind'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        failedAt: {
+            $ref: '#/components/schemas/Timestamp',
+            description: 'When it was marked failed.'
         }
     }
 } as const;

@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, Options as Options2, TDataShape } from './client/index.js';
-import type { CancelImportData, CancelImportErrors, CancelImportResponses, CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateEndpointData, CreateEndpointErrors, CreateEndpointResponses, CreateImportData, CreateImportErrors, CreateImportResponses, CreatePortalSessionData, CreatePortalSessionErrors, CreatePortalSessionResponses, CreateWorkspaceData, CreateWorkspaceErrors, CreateWorkspaceResponses, DeleteEndpointData, DeleteEndpointErrors, DeleteEndpointResponses, DisableEndpointData, DisableEndpointErrors, DisableEndpointResponses, EnableEndpointData, EnableEndpointErrors, EnableEndpointResponses, EndPortalSessionData, EndPortalSessionErrors, EndPortalSessionResponses, EndPortalSessionsData, EndPortalSessionsErrors, EndPortalSessionsResponses, GetDeliveryData, GetDeliveryErrors, GetDeliveryResponses, GetEndpointAttemptStatsData, GetEndpointAttemptStatsErrors, GetEndpointAttemptStatsResponses, GetEndpointData, GetEndpointErrors, GetEndpointResponses, GetImportData, GetImportErrors, GetImportResponses, GetPortalSessionData, GetPortalSessionErrors, GetPortalSessionResponses, GetWorkspaceData, GetWorkspaceErrors, GetWorkspaceResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListAuditEntriesData, ListAuditEntriesErrors, ListAuditEntriesResponses, ListDeliveriesData, ListDeliveriesErrors, ListDeliveriesResponses, ListEndpointsData, ListEndpointsErrors, ListEndpointsResponses, ListEventTypesData, ListEventTypesErrors, ListEventTypesResponses, ListPortalSessionsData, ListPortalSessionsErrors, ListPortalSessionsResponses, ListWorkspacesData, ListWorkspacesErrors, ListWorkspacesResponses, PublishEventData, PublishEventErrors, PublishEventResponses, RecoverEndpointData, RecoverEndpointErrors, RecoverEndpointResponses, RetryDeliveryData, RetryDeliveryErrors, RetryDeliveryResponses, RevokeApiKeyData, RevokeApiKeyErrors, RevokeApiKeyResponses, RotateEndpointSecretData, RotateEndpointSecretErrors, RotateEndpointSecretResponses, SendExampleEventData, SendExampleEventErrors, SendExampleEventResponses, SignOutPortalSessionData, SignOutPortalSessionErrors, SignOutPortalSessionResponses, StartPortalSessionData, StartPortalSessionErrors, StartPortalSessionResponses, UpdateEndpointData, UpdateEndpointErrors, UpdateEndpointResponses, UpdateWorkspaceData, UpdateWorkspaceErrors, UpdateWorkspaceResponses, WriteRecordsData, WriteRecordsErrors, WriteRecordsResponses } from './types.gen.js';
+import type { CancelImportData, CancelImportErrors, CancelImportResponses, CreateApiKeyData, CreateApiKeyErrors, CreateApiKeyResponses, CreateEndpointData, CreateEndpointErrors, CreateEndpointResponses, CreateImportData, CreateImportErrors, CreateImportResponses, CreateOperationalEndpointData, CreateOperationalEndpointErrors, CreateOperationalEndpointResponses, CreatePortalSessionData, CreatePortalSessionErrors, CreatePortalSessionResponses, CreateWorkspaceData, CreateWorkspaceErrors, CreateWorkspaceResponses, DeleteEndpointData, DeleteEndpointErrors, DeleteEndpointResponses, DeleteOperationalEndpointData, DeleteOperationalEndpointErrors, DeleteOperationalEndpointResponses, DisableEndpointData, DisableEndpointErrors, DisableEndpointResponses, DisableOperationalEndpointData, DisableOperationalEndpointErrors, DisableOperationalEndpointResponses, EnableEndpointData, EnableEndpointErrors, EnableEndpointResponses, EnableOperationalEndpointData, EnableOperationalEndpointErrors, EnableOperationalEndpointResponses, EndPortalSessionData, EndPortalSessionErrors, EndPortalSessionResponses, EndPortalSessionsData, EndPortalSessionsErrors, EndPortalSessionsResponses, GetDeliveryData, GetDeliveryErrors, GetDeliveryResponses, GetEndpointAttemptStatsData, GetEndpointAttemptStatsErrors, GetEndpointAttemptStatsResponses, GetEndpointData, GetEndpointErrors, GetEndpointResponses, GetImportData, GetImportErrors, GetImportResponses, GetOperationalDeliveryData, GetOperationalDeliveryErrors, GetOperationalDeliveryResponses, GetOperationalEndpointData, GetOperationalEndpointErrors, GetOperationalEndpointResponses, GetPortalSessionData, GetPortalSessionErrors, GetPortalSessionResponses, GetWorkspaceData, GetWorkspaceErrors, GetWorkspaceResponses, ListApiKeysData, ListApiKeysErrors, ListApiKeysResponses, ListAuditEntriesData, ListAuditEntriesErrors, ListAuditEntriesResponses, ListDeliveriesData, ListDeliveriesErrors, ListDeliveriesResponses, ListEndpointsData, ListEndpointsErrors, ListEndpointsResponses, ListEventTypesData, ListEventTypesErrors, ListEventTypesResponses, ListOperationalDeliveriesData, ListOperationalDeliveriesErrors, ListOperationalDeliveriesResponses, ListOperationalEndpointsData, ListOperationalEndpointsErrors, ListOperationalEndpointsResponses, ListPortalSessionsData, ListPortalSessionsErrors, ListPortalSessionsResponses, ListWorkspacesData, ListWorkspacesErrors, ListWorkspacesResponses, PublishEventData, PublishEventErrors, PublishEventResponses, RecoverEndpointData, RecoverEndpointErrors, RecoverEndpointResponses, RetryDeliveryData, RetryDeliveryErrors, RetryDeliveryResponses, RevokeApiKeyData, RevokeApiKeyErrors, RevokeApiKeyResponses, RotateEndpointSecretData, RotateEndpointSecretErrors, RotateEndpointSecretResponses, RotateEndpointSigningKeyData, RotateEndpointSigningKeyErrors, RotateEndpointSigningKeyResponses, RotateOperationalEndpointSecretData, RotateOperationalEndpointSecretErrors, RotateOperationalEndpointSecretResponses, SendExampleEventData, SendExampleEventErrors, SendExampleEventResponses, SignOutPortalSessionData, SignOutPortalSessionErrors, SignOutPortalSessionResponses, StartPortalSessionData, StartPortalSessionErrors, StartPortalSessionResponses, SwitchEndpointSignatureSchemeData, SwitchEndpointSignatureSchemeErrors, SwitchEndpointSignatureSchemeResponses, UpdateEndpointData, UpdateEndpointErrors, UpdateEndpointResponses, UpdateOperationalEndpointData, UpdateOperationalEndpointErrors, UpdateOperationalEndpointResponses, UpdateWorkspaceData, UpdateWorkspaceErrors, UpdateWorkspaceResponses, WriteRecordsData, WriteRecordsErrors, WriteRecordsResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -145,7 +145,7 @@ export const listEndpoints = <ThrowOnError extends boolean = false>(options: Opt
 /**
  * Register a webhook endpoint
  *
- * Registers an endpoint and returns it with its signing secret, this once (the service keeps it sealed, and only its webhook worker can open it). `events` empty or left out subscribes to every event; an event not in the public document's `webhooks` is 400 naming it. A URL the destination policy refuses (a private, loopback, link-local or reserved address, unless the operator opened its range for this workspace: `webhookAllowedCidrs`) is 400 `reason` `url`, naming the class of the destination only: never the address a name resolved to, nor the operator's settings (those go to the server's log, beside the request id). A URL another endpoint of the workspace already has is 409 `conflict` `reason` `url`, unless `allowDuplicateUrl` is true. With `Idempotency-Key`, a repeat answers the same endpoint and the same secret. Audited as `endpoint.create` (never the secret).
+ * Registers an endpoint and returns it with its signing secret, this once (the service keeps it sealed, and only its webhook worker can open it). `events` empty or left out subscribes to every event; an event not in the public document's `webhooks` is 400 naming it. A URL the destination policy refuses (a private, loopback, link-local or reserved address, unless the operator opened its range for this workspace: `webhookAllowedCidrs`) is 400 `reason` `url`, naming the class of the destination only: never the address a name resolved to, nor the operator's settings (those go to the server's log, beside the request id). A URL another endpoint of the workspace already has is 409 `conflict` `reason` `url`, unless `allowDuplicateUrl` is true. `rateLimit` throttles it (deliveries a second, 1 to 1000; see EndpointRateLimit); left out or null, none. With `Idempotency-Key`, a repeat answers the same endpoint and the same secret. `signatureScheme` `ed25519` gives the endpoint a key pair at once: the answer (and every view of the endpoint) shows its public key, `publicKey`, and its deliveries carry `v1a` signatures only; it still has a secret (shown this once, as for every endpoint), which signs nothing unless the endpoint is switched back to `hmac-sha256`. Audited as `endpoint.create` (never the secret or a key).
  */
 export const createEndpoint = <ThrowOnError extends boolean = false>(options: Options<CreateEndpointData, ThrowOnError>) => (options.client ?? client).post<CreateEndpointResponses, CreateEndpointErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }, {
@@ -194,7 +194,7 @@ export const getEndpoint = <ThrowOnError extends boolean = false>(options: Optio
 /**
  * Change a webhook endpoint
  *
- * Sets the fields given (`url`, `name`, `events`) and leaves the others as they are. An endpoint that is not the workspace's is 404 before anything else is checked. A new `url` meets the checks of `createEndpoint`: the destination policy of the endpoint's workspace (400 `reason` `url` naming the destination's class only) and the duplicate-URL rule (409 unless `allowDuplicateUrl`). Deliveries already queued are sent to the new URL; the signing secret is unchanged. Audited as `endpoint.update`, with each changed field's old and new value.
+ * Sets the fields given (`url`, `name`, `events`, `rateLimit`: null removes the throttle) and leaves the others as they are. An endpoint that is not the workspace's is 404 before anything else is checked. A new `url` meets the checks of `createEndpoint`: the destination policy of the endpoint's workspace (400 `reason` `url` naming the destination's class only) and the duplicate-URL rule (409 unless `allowDuplicateUrl`). Deliveries already queued are sent to the new URL, and at the new `rateLimit` from the next claim on (within a second); the signing secret is unchanged. Audited as `endpoint.update`, with each changed field's old and new value.
  */
 export const updateEndpoint = <ThrowOnError extends boolean = false>(options: Options<UpdateEndpointData, ThrowOnError>) => (options.client ?? client).patch<UpdateEndpointResponses, UpdateEndpointErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }, {
@@ -252,6 +252,44 @@ export const rotateEndpointSecret = <ThrowOnError extends boolean = false>(optio
             type: 'apiKey'
         }],
     url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}/rotate-secret',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Switch a webhook endpoint's signature scheme
+ *
+ * Switches how the endpoint's deliveries are signed (see SignatureScheme). To `ed25519`: the endpoint gets a new ed25519 key pair, whose public key the answer shows (`publicKey`); the private key is sealed at once and never shown. Back to `hmac-sha256`: the endpoint's signing secret, unchanged, signs again. For `overlapHours` (default 24, at most 720, as a secret rotation's overlap; 0: none) the scheme switched away from keeps signing beside the new one, so no receiver breaks: switching to `ed25519`, deliveries keep their `v1` signatures and `service-signature` beside `v1a` until `previousSchemeExpiresAt`, then carry `v1a` only (as Svix does: the secret no longer signs anything a receiver could trust). Switch the receiver to the public key during the overlap. Switching to the scheme the endpoint already has changes nothing. Audited as `endpoint.switch_signature_scheme` (the schemes and the overlap, never a key).
+ */
+export const switchEndpointSignatureScheme = <ThrowOnError extends boolean = false>(options: Options<SwitchEndpointSignatureSchemeData, ThrowOnError>) => (options.client ?? client).post<SwitchEndpointSignatureSchemeResponses, SwitchEndpointSignatureSchemeErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }, {
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}/signature-scheme',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Rotate a webhook endpoint's ed25519 key pair
+ *
+ * Gives an `ed25519` endpoint a new key pair and returns its public key (the private key is sealed at once and never shown). For `overlapHours` (default 24, at most 720; 0 ends the old pair at once) every delivery carries two `v1a` signatures, the new key's first, so receivers can move to the new public key without missing one. An endpoint signing with `hmac-sha256` is 409 `reason` `signatureScheme` (switch it with `switchEndpointSignatureScheme`, which makes its first pair). With `Idempotency-Key`, a repeat answers the same public key and rotates nothing more. Audited as `endpoint.rotate_signing_key` (the overlap, never a key).
+ */
+export const rotateEndpointSigningKey = <ThrowOnError extends boolean = false>(options: Options<RotateEndpointSigningKeyData, ThrowOnError>) => (options.client ?? client).post<RotateEndpointSigningKeyResponses, RotateEndpointSigningKeyErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }, {
+            in: 'cookie',
+            name: 'frs_portal',
+            type: 'apiKey'
+        }],
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}/rotate-signing-key',
     ...options,
     headers: {
         'Content-Type': 'application/json',
@@ -507,6 +545,128 @@ export const getEndpointAttemptStats = <ThrowOnError extends boolean = false>(op
             type: 'apiKey'
         }],
     url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}/attempt-stats',
+    ...options
+});
+
+/**
+ * List the platform's operational endpoints
+ *
+ * The platform's own receivers of operational events (this document's `webhooks`), oldest first, never a signing secret. No workspace lists them or their deliveries. Only a token for every workspace (or the CLI) may: a token confined to a workspace is 403 `forbidden`, and the settings screen never reaches it.
+ */
+export const listOperationalEndpoints = <ThrowOnError extends boolean = false>(options?: Options<ListOperationalEndpointsData, ThrowOnError>) => (options?.client ?? client).get<ListOperationalEndpointsResponses, ListOperationalEndpointsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/operational-endpoints',
+    ...options
+});
+
+/**
+ * Register an operational endpoint
+ *
+ * Registers one of the platform's own receivers and returns it with its signing secret (`whsec_`), this once. It receives the operational events named in `events` (empty or left out: all of them; another name is 400 `reason` `events`) of every workspace, signed, retried and logged like every delivery and switched off after 20 failed attempts in a row, which raises no operational event itself. The URL meets the service's destination policy (400 `reason` `url`). With `Idempotency-Key`, a repeat answers the same endpoint and secret. Audited as `operational_endpoint.create` (never the secret). Only a token for every workspace (or the CLI) may: a token confined to a workspace is 403 `forbidden`, and the settings screen never reaches it.
+ */
+export const createOperationalEndpoint = <ThrowOnError extends boolean = false>(options: Options<CreateOperationalEndpointData, ThrowOnError>) => (options.client ?? client).post<CreateOperationalEndpointResponses, CreateOperationalEndpointErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/operational-endpoints',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Delete an operational endpoint
+ *
+ * Deletes it: nothing is sent to it again and its pending deliveries are marked failed. Audited as `operational_endpoint.delete`. Only a token for every workspace (or the CLI) may: a token confined to a workspace is 403 `forbidden`, and the settings screen never reaches it.
+ */
+export const deleteOperationalEndpoint = <ThrowOnError extends boolean = false>(options: Options<DeleteOperationalEndpointData, ThrowOnError>) => (options.client ?? client).delete<DeleteOperationalEndpointResponses, DeleteOperationalEndpointErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/operational-endpoints/{endpointId}',
+    ...options
+});
+
+/**
+ * Get an operational endpoint
+ *
+ * One operational endpoint. A workspace's endpoint, or a deleted one, is 404. Only a token for every workspace (or the CLI) may: a token confined to a workspace is 403 `forbidden`, and the settings screen never reaches it.
+ */
+export const getOperationalEndpoint = <ThrowOnError extends boolean = false>(options: Options<GetOperationalEndpointData, ThrowOnError>) => (options.client ?? client).get<GetOperationalEndpointResponses, GetOperationalEndpointErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/operational-endpoints/{endpointId}',
+    ...options
+});
+
+/**
+ * Change an operational endpoint
+ *
+ * Sets the fields given (`url`, `name`, `events`) and leaves the others; checked as at creation. Audited as `operational_endpoint.update`, with each changed field's old and new value. Only a token for every workspace (or the CLI) may: a token confined to a workspace is 403 `forbidden`, and the settings screen never reaches it.
+ */
+export const updateOperationalEndpoint = <ThrowOnError extends boolean = false>(options: Options<UpdateOperationalEndpointData, ThrowOnError>) => (options.client ?? client).patch<UpdateOperationalEndpointResponses, UpdateOperationalEndpointErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/operational-endpoints/{endpointId}',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Switch an operational endpoint on
+ *
+ * Switches it on and clears its failure streak; what it held while off is sent now (held longer than 7 days: failed). Audited as `operational_endpoint.enable`. Only a token for every workspace (or the CLI) may: a token confined to a workspace is 403 `forbidden`, and the settings screen never reaches it.
+ */
+export const enableOperationalEndpoint = <ThrowOnError extends boolean = false>(options: Options<EnableOperationalEndpointData, ThrowOnError>) => (options.client ?? client).post<EnableOperationalEndpointResponses, EnableOperationalEndpointErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/operational-endpoints/{endpointId}/enable',
+    ...options
+});
+
+/**
+ * Switch an operational endpoint off
+ *
+ * Switches it off: its pending deliveries are held until it is switched on again; operational events raised meanwhile wait for it too. Audited as `operational_endpoint.disable`. Only a token for every workspace (or the CLI) may: a token confined to a workspace is 403 `forbidden`, and the settings screen never reaches it.
+ */
+export const disableOperationalEndpoint = <ThrowOnError extends boolean = false>(options: Options<DisableOperationalEndpointData, ThrowOnError>) => (options.client ?? client).post<DisableOperationalEndpointResponses, DisableOperationalEndpointErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/operational-endpoints/{endpointId}/disable',
+    ...options
+});
+
+/**
+ * Rotate an operational endpoint's signing secret
+ *
+ * Gives it a new signing secret and returns it, this once; for `overlapHours` (default 24, at most 720; 0: none) deliveries carry both signatures, the new one first. Audited as `operational_endpoint.rotate_secret` (never a secret). Only a token for every workspace (or the CLI) may: a token confined to a workspace is 403 `forbidden`, and the settings screen never reaches it.
+ */
+export const rotateOperationalEndpointSecret = <ThrowOnError extends boolean = false>(options: Options<RotateOperationalEndpointSecretData, ThrowOnError>) => (options.client ?? client).post<RotateOperationalEndpointSecretResponses, RotateOperationalEndpointSecretErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/operational-endpoints/{endpointId}/rotate-secret',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * List an operational endpoint's deliveries
+ *
+ * The operational endpoint's delivery log, newest first: each operational event sent to it, with its status, attempts and last answer (as `listDeliveries` shows a workspace's). Only a token for every workspace may: a token confined to a workspace is 403 `forbidden`. A workspace's endpoint is 404.
+ */
+export const listOperationalDeliveries = <ThrowOnError extends boolean = false>(options: Options<ListOperationalDeliveriesData, ThrowOnError>) => (options.client ?? client).get<ListOperationalDeliveriesResponses, ListOperationalDeliveriesErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/operational-endpoints/{endpointId}/deliveries',
+    ...options
+});
+
+/**
+ * Get one delivery of an operational endpoint
+ *
+ * One operational delivery with its payload as sent and every attempt with the start of the receiver's answer. A delivery of another endpoint is 404. Only a token for every workspace may: a token confined to a workspace is 403 `forbidden`.
+ */
+export const getOperationalDelivery = <ThrowOnError extends boolean = false>(options: Options<GetOperationalDeliveryData, ThrowOnError>) => (options.client ?? client).get<GetOperationalDeliveryResponses, GetOperationalDeliveryErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/admin/v1/operational-endpoints/{endpointId}/deliveries/{deliveryId}',
     ...options
 });
 

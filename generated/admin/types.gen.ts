@@ -4,6 +4,8 @@ export type ClientOptions = {
     baseUrl: 'http://localhost:3001' | `${string}://{base_url}` | 'http://localhost:3000' | `${string}://{public_url}` | 'http://localhost:3000' | `${string}://{public_url}` | 'http://localhost:3000' | `${string}://{public_url}` | (string & {});
 };
 
+export type Webhooks = EndpointDisabledWebhookRequest | EndpointEnabledWebhookRequest | DeliveryExhaustedWebhookRequest;
+
 /**
  * A resource id.
  */
@@ -13,6 +15,39 @@ export type Uuid = string;
  * Why an endpoint was switched off: `failures` (20 failed attempts in a row), `gone` (its receiver answered `410 Gone`), `manual` (switched off by an operator, the admin API or the settings screen).
  */
 export type EndpointDisabledReason = 'failures' | 'gone' | 'manual';
+
+/**
+ * How an endpoint's deliveries are signed (Standard Webhooks' two schemes). `hmac-sha256` (the default): with the endpoint's signing secret, `webhook-signature: v1,<base64>` and the service's own `service-signature`. `ed25519`: with the endpoint's own key pair, `webhook-signature: v1a,<base64>`, which the receiver verifies with the public key (`publicKey`), so it holds no secret; the private key is sealed and never leaves the webhook worker. New receivers should prefer `ed25519` where their library verifies `v1a`.
+ */
+export type SignatureScheme = 'hmac-sha256' | 'ed25519';
+
+/**
+ * An endpoint's ed25519 public key, as Standard Webhooks writes it: `whpk_` and the base64 of its raw 32 bytes. Not a secret: shown whenever asked. A receiver verifies `v1a` signatures with it.
+ */
+export type PublicKey = string;
+
+/**
+ * The scheme to sign with from now on, and how long the other keeps signing beside it.
+ */
+export type SignatureSchemeSwitch = {
+    scheme: SignatureScheme;
+    /**
+     * Hours during which deliveries carry the signatures of both schemes (as a secret rotation's overlap); 0 stops the old scheme at once.
+     */
+    overlapHours?: number;
+};
+
+/**
+ * The endpoint's new ed25519 public key (the private key is never shown).
+ */
+export type RotatedSigningKey = {
+    id: Uuid;
+    publicKey: PublicKey;
+    /**
+     * Until when deliveries also carry a `v1a` signature with the previous key pair; null when it ended at once.
+     */
+    previousKeyExpiresAt: Timestamp | null;
+};
 
 /**
  * An instant, ISO 8601 in UTC with milliseconds.
@@ -204,7 +239,7 @@ export type RevokedApiKey = {
 };
 
 /**
- * A webhook endpoint, as the public `GET /v1/webhooks` lists it; never its signing secret.
+ * A webhook endpoint, as the public `GET /v1/webhooks` lists it; never its signing secret or private key.
  */
 export type Endpoint = {
     id: Uuid;
@@ -231,6 +266,16 @@ export type Endpoint = {
      * Failed attempts in a row across the endpoint's deliveries; a success resets it to 0.
      */
     consecutiveFailures: number;
+    signatureScheme: SignatureScheme;
+    /**
+     * The ed25519 public key receivers verify `v1a` with, while `signatureScheme` is `ed25519` (after a key rotation, the new key); null for `hmac-sha256`.
+     */
+    publicKey: PublicKey | null;
+    /**
+     * After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.
+     */
+    previousSchemeExpiresAt: Timestamp | null;
+    rateLimit: EndpointRateLimit;
     /**
      * The end of the endpoint's latest throttle: its receiver answered 429, 502, 503 or 504, and nothing is sent to it before this time (what `Retry-After` asked, at most 24 hours; see the public document's Delivery semantics). Null if it was never throttled; a past time means it is not throttled now.
      */
@@ -263,6 +308,11 @@ export type EndpointUrl = string;
 export type EndpointEvents = Array<string>;
 
 /**
+ * The most deliveries a second sent to the endpoint, for a receiver sized for a certain rate; null (the default): no throttle. It holds across every webhook worker process: a token bucket kept in the database holds one second's worth (`rateLimit` deliveries) and refills at `rateLimit` a second, so after a quiet spell up to `rateLimit` deliveries go at once and then one every 1/`rateLimit` seconds; in any span of t seconds at most `rateLimit` x (t + 1) are taken for sending (each is sent within half a second of being taken, or put back). Deliveries waiting for the throttle stay queued (`pending`, their `nextAttemptAt` unchanged) and take no share of the sending capacity from other endpoints or workspaces; a test delivery waits its turn too. A whole number from 1 to 1000; anything else is 400 `reason` `rateLimit`.
+ */
+export type EndpointRateLimit = number | null;
+
+/**
  * True: take the URL even though another endpoint of the workspace already has it. Left out or false: that is 409 `reason` `url`.
  */
 export type AllowDuplicateUrl = boolean;
@@ -275,6 +325,8 @@ export type EndpointCreate = {
     name?: EndpointName;
     events?: EndpointEvents;
     allowDuplicateUrl?: AllowDuplicateUrl;
+    signatureScheme?: SignatureScheme;
+    rateLimit?: EndpointRateLimit;
 };
 
 /**
@@ -285,6 +337,7 @@ export type EndpointUpdate = {
     name?: EndpointName;
     events?: EndpointEvents;
     allowDuplicateUrl?: AllowDuplicateUrl;
+    rateLimit?: EndpointRateLimit;
 };
 
 /**
@@ -320,11 +373,21 @@ export type CreatedEndpoint = {
      * Failed attempts in a row across the endpoint's deliveries.
      */
     consecutiveFailures: number;
+    rateLimit: EndpointRateLimit;
     /**
      * The end of the endpoint's latest throttle; null (a new endpoint was never throttled).
      */
     throttledUntil: Timestamp | null;
     secret: SigningSecret;
+    signatureScheme: SignatureScheme;
+    /**
+     * The ed25519 public key receivers verify `v1a` with, while `signatureScheme` is `ed25519` (after a key rotation, the new key); null for `hmac-sha256`.
+     */
+    publicKey: PublicKey | null;
+    /**
+     * After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.
+     */
+    previousSchemeExpiresAt: Timestamp | null;
 };
 
 /**
@@ -1045,6 +1108,186 @@ export type AttemptStats = {
          */
         failedNoAnswer: number;
     }>;
+};
+
+/**
+ * An operational event (this document's `webhooks`).
+ */
+export type OperationalEventName = 'endpoint.disabled' | 'endpoint.enabled' | 'delivery.exhausted';
+
+/**
+ * The operational events subscribed to; an empty list means every one.
+ */
+export type OperationalEndpointEvents = Array<OperationalEventName>;
+
+/**
+ * A new operational endpoint.
+ */
+export type OperationalEndpointCreate = {
+    url: EndpointUrl;
+    name?: EndpointName;
+    events?: OperationalEndpointEvents;
+};
+
+/**
+ * The fields to change; those left out stay as they are.
+ */
+export type OperationalEndpointUpdate = {
+    url?: EndpointUrl;
+    name?: EndpointName;
+    events?: OperationalEndpointEvents;
+};
+
+/**
+ * The platform's operational endpoints, oldest first.
+ */
+export type OperationalEndpointList = {
+    /**
+     * The operational endpoints.
+     */
+    rows: Array<Endpoint>;
+};
+
+/**
+ * An operational endpoint's deliveries, newest first.
+ */
+export type OperationalDeliveryList = {
+    /**
+     * The deliveries.
+     */
+    rows: Array<AdminDeliveryRow>;
+};
+
+/**
+ * Delivery payload of `endpoint.disabled`.
+ */
+export type EndpointDisabledEvent = {
+    /**
+     * Delivery id: unique per event and operational endpoint, stable across retries (the `service-delivery` and `webhook-id` headers).
+     */
+    id: Uuid;
+    /**
+     * Always `endpoint.disabled`.
+     */
+    event: 'endpoint.disabled';
+    /**
+     * When the event was recorded (the switch-off's transaction).
+     */
+    createdAt: Timestamp;
+    data: EndpointDisabledData;
+};
+
+/**
+ * Data of `endpoint.disabled`.
+ */
+export type EndpointDisabledData = {
+    /**
+     * The workspace's endpoint that was switched off.
+     */
+    endpointId: Uuid;
+    /**
+     * Its workspace.
+     */
+    workspaceId: Uuid;
+    workspaceSlug: Slug;
+    reason: EndpointDisabledReason;
+    /**
+     * When it was switched off (the endpoint's `disabledAt`).
+     */
+    disabledAt: Timestamp;
+};
+
+/**
+ * Delivery payload of `endpoint.enabled`.
+ */
+export type EndpointEnabledEvent = {
+    /**
+     * Delivery id: unique per event and operational endpoint, stable across retries.
+     */
+    id: Uuid;
+    /**
+     * Always `endpoint.enabled`.
+     */
+    event: 'endpoint.enabled';
+    /**
+     * When the event was recorded.
+     */
+    createdAt: Timestamp;
+    data: EndpointEnabledData;
+};
+
+/**
+ * Data of `endpoint.enabled`.
+ */
+export type EndpointEnabledData = {
+    /**
+     * The workspace's endpoint that was switched on.
+     */
+    endpointId: Uuid;
+    /**
+     * Its workspace.
+     */
+    workspaceId: Uuid;
+    workspaceSlug: Slug;
+    /**
+     * When it was switched on.
+     */
+    enabledAt: Timestamp;
+};
+
+/**
+ * Delivery payload of `delivery.exhausted`.
+ */
+export type DeliveryExhaustedEvent = {
+    /**
+     * Delivery id of this operational delivery (not the failed one: that is `data.deliveryId`).
+     */
+    id: Uuid;
+    /**
+     * Always `delivery.exhausted`.
+     */
+    event: 'delivery.exhausted';
+    /**
+     * When the event was recorded.
+     */
+    createdAt: Timestamp;
+    data: DeliveryExhaustedData;
+};
+
+/**
+ * Data of `delivery.exhausted`.
+ */
+export type DeliveryExhaustedData = {
+    /**
+     * The workspace's delivery that failed for good (readable with `getDelivery`).
+     */
+    deliveryId: Uuid;
+    /**
+     * Its event.
+     */
+    event: string;
+    /**
+     * Its endpoint.
+     */
+    endpointId: Uuid;
+    /**
+     * Its workspace.
+     */
+    workspaceId: Uuid;
+    workspaceSlug: Slug;
+    /**
+     * Attempts made (0 when it failed without one, after waiting more than 7 days).
+     */
+    attempts: number;
+    lastStatusCode: StatusCode;
+    /**
+     * How its last attempt failed; null when it had none.
+     */
+    lastErrorKind: AttemptErrorKind | null;
+    /**
+     * When it was marked failed.
+     */
+    failedAt: Timestamp;
 };
 
 /**
@@ -2256,6 +2499,152 @@ export type RotateEndpointSecretResponses = {
 
 export type RotateEndpointSecretResponse = RotateEndpointSecretResponses[keyof RotateEndpointSecretResponses];
 
+export type SwitchEndpointSignatureSchemeData = {
+    body: SignatureSchemeSwitch;
+    path: {
+        /**
+         * The workspace's id.
+         */
+        workspaceId: Uuid;
+        /**
+         * The webhook endpoint's id.
+         */
+        endpointId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}/signature-scheme';
+};
+
+export type SwitchEndpointSignatureSchemeErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     */
+    403: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * `conflict`: the change clashes with a record there already (`reason` `slug`: the slug is taken; `reason` `url`: the workspace already has an endpoint with this URL); or `idempotency_key_reused`: the `Idempotency-Key` was used within 24 hours for another request. Nothing was changed.
+     */
+    409: ErrorResponse;
+    /**
+     * The request body is over 64 KiB (`payload_too_large`); it was not read whole. Nothing was changed.
+     */
+    413: ErrorResponse;
+    /**
+     * The request body is not sent as `Content-Type: application/json`, or is sent with a `Content-Encoding` (`unsupported_media_type`). Nothing was changed.
+     */
+    415: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type SwitchEndpointSignatureSchemeError = SwitchEndpointSignatureSchemeErrors[keyof SwitchEndpointSignatureSchemeErrors];
+
+export type SwitchEndpointSignatureSchemeResponses = {
+    /**
+     * The endpoint, signing with its new scheme.
+     */
+    200: Endpoint;
+};
+
+export type SwitchEndpointSignatureSchemeResponse = SwitchEndpointSignatureSchemeResponses[keyof SwitchEndpointSignatureSchemeResponses];
+
+export type RotateEndpointSigningKeyData = {
+    body?: SecretRotation;
+    headers?: {
+        /**
+         * A client-chosen key, 1 to 255 characters, that makes retrying the request safe: the same key with the same request within 24 hours answers the first answer again and creates nothing; with another request, 409. Remembered per admin token.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        /**
+         * The workspace's id.
+         */
+        workspaceId: Uuid;
+        /**
+         * The webhook endpoint's id.
+         */
+        endpointId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/workspaces/{workspaceId}/endpoints/{endpointId}/rotate-signing-key';
+};
+
+export type RotateEndpointSigningKeyErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     */
+    403: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * `conflict`: the change clashes with a record there already (`reason` `slug`: the slug is taken; `reason` `url`: the workspace already has an endpoint with this URL); or `idempotency_key_reused`: the `Idempotency-Key` was used within 24 hours for another request. Nothing was changed.
+     */
+    409: ErrorResponse;
+    /**
+     * The request body is over 64 KiB (`payload_too_large`); it was not read whole. Nothing was changed.
+     */
+    413: ErrorResponse;
+    /**
+     * The request body is not sent as `Content-Type: application/json`, or is sent with a `Content-Encoding` (`unsupported_media_type`). Nothing was changed.
+     */
+    415: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type RotateEndpointSigningKeyError = RotateEndpointSigningKeyErrors[keyof RotateEndpointSigningKeyErrors];
+
+export type RotateEndpointSigningKeyResponses = {
+    /**
+     * The new public key.
+     */
+    200: RotatedSigningKey;
+};
+
+export type RotateEndpointSigningKeyResponse = RotateEndpointSigningKeyResponses[keyof RotateEndpointSigningKeyResponses];
+
 export type ListAuditEntriesData = {
     body?: never;
     path?: never;
@@ -3282,6 +3671,581 @@ export type GetEndpointAttemptStatsResponses = {
 
 export type GetEndpointAttemptStatsResponse = GetEndpointAttemptStatsResponses[keyof GetEndpointAttemptStatsResponses];
 
+export type ListOperationalEndpointsData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/admin/v1/operational-endpoints';
+};
+
+export type ListOperationalEndpointsErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     */
+    403: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type ListOperationalEndpointsError = ListOperationalEndpointsErrors[keyof ListOperationalEndpointsErrors];
+
+export type ListOperationalEndpointsResponses = {
+    /**
+     * The operational endpoints, oldest first.
+     */
+    200: OperationalEndpointList;
+};
+
+export type ListOperationalEndpointsResponse = ListOperationalEndpointsResponses[keyof ListOperationalEndpointsResponses];
+
+export type CreateOperationalEndpointData = {
+    body: OperationalEndpointCreate;
+    headers?: {
+        /**
+         * A client-chosen key, 1 to 255 characters, that makes retrying the request safe: the same key with the same request within 24 hours answers the first answer again and creates nothing; with another request, 409. Remembered per admin token.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path?: never;
+    query?: never;
+    url: '/admin/v1/operational-endpoints';
+};
+
+export type CreateOperationalEndpointErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     */
+    403: ErrorResponse;
+    /**
+     * `conflict`: the change clashes with a record there already (`reason` `slug`: the slug is taken; `reason` `url`: the workspace already has an endpoint with this URL); or `idempotency_key_reused`: the `Idempotency-Key` was used within 24 hours for another request. Nothing was changed.
+     */
+    409: ErrorResponse;
+    /**
+     * The request body is over 64 KiB (`payload_too_large`); it was not read whole. Nothing was changed.
+     */
+    413: ErrorResponse;
+    /**
+     * The request body is not sent as `Content-Type: application/json`, or is sent with a `Content-Encoding` (`unsupported_media_type`). Nothing was changed.
+     */
+    415: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type CreateOperationalEndpointError = CreateOperationalEndpointErrors[keyof CreateOperationalEndpointErrors];
+
+export type CreateOperationalEndpointResponses = {
+    /**
+     * The new operational endpoint, with its signing secret shown this once.
+     */
+    201: CreatedEndpoint;
+};
+
+export type CreateOperationalEndpointResponse = CreateOperationalEndpointResponses[keyof CreateOperationalEndpointResponses];
+
+export type DeleteOperationalEndpointData = {
+    body?: never;
+    path: {
+        /**
+         * The webhook endpoint's id.
+         */
+        endpointId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/operational-endpoints/{endpointId}';
+};
+
+export type DeleteOperationalEndpointErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     */
+    403: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type DeleteOperationalEndpointError = DeleteOperationalEndpointErrors[keyof DeleteOperationalEndpointErrors];
+
+export type DeleteOperationalEndpointResponses = {
+    /**
+     * The operational endpoint is deleted.
+     */
+    204: void;
+};
+
+export type DeleteOperationalEndpointResponse = DeleteOperationalEndpointResponses[keyof DeleteOperationalEndpointResponses];
+
+export type GetOperationalEndpointData = {
+    body?: never;
+    path: {
+        /**
+         * The webhook endpoint's id.
+         */
+        endpointId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/operational-endpoints/{endpointId}';
+};
+
+export type GetOperationalEndpointErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     */
+    403: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type GetOperationalEndpointError = GetOperationalEndpointErrors[keyof GetOperationalEndpointErrors];
+
+export type GetOperationalEndpointResponses = {
+    /**
+     * The operational endpoint.
+     */
+    200: Endpoint;
+};
+
+export type GetOperationalEndpointResponse = GetOperationalEndpointResponses[keyof GetOperationalEndpointResponses];
+
+export type UpdateOperationalEndpointData = {
+    body: OperationalEndpointUpdate;
+    path: {
+        /**
+         * The webhook endpoint's id.
+         */
+        endpointId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/operational-endpoints/{endpointId}';
+};
+
+export type UpdateOperationalEndpointErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     */
+    403: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * The request body is over 64 KiB (`payload_too_large`); it was not read whole. Nothing was changed.
+     */
+    413: ErrorResponse;
+    /**
+     * The request body is not sent as `Content-Type: application/json`, or is sent with a `Content-Encoding` (`unsupported_media_type`). Nothing was changed.
+     */
+    415: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type UpdateOperationalEndpointError = UpdateOperationalEndpointErrors[keyof UpdateOperationalEndpointErrors];
+
+export type UpdateOperationalEndpointResponses = {
+    /**
+     * The operational endpoint as it is now.
+     */
+    200: Endpoint;
+};
+
+export type UpdateOperationalEndpointResponse = UpdateOperationalEndpointResponses[keyof UpdateOperationalEndpointResponses];
+
+export type EnableOperationalEndpointData = {
+    body?: never;
+    path: {
+        /**
+         * The webhook endpoint's id.
+         */
+        endpointId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/operational-endpoints/{endpointId}/enable';
+};
+
+export type EnableOperationalEndpointErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     */
+    403: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type EnableOperationalEndpointError = EnableOperationalEndpointErrors[keyof EnableOperationalEndpointErrors];
+
+export type EnableOperationalEndpointResponses = {
+    /**
+     * The operational endpoint as it is now.
+     */
+    200: Endpoint;
+};
+
+export type EnableOperationalEndpointResponse = EnableOperationalEndpointResponses[keyof EnableOperationalEndpointResponses];
+
+export type DisableOperationalEndpointData = {
+    body?: never;
+    path: {
+        /**
+         * The webhook endpoint's id.
+         */
+        endpointId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/operational-endpoints/{endpointId}/disable';
+};
+
+export type DisableOperationalEndpointErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     */
+    403: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type DisableOperationalEndpointError = DisableOperationalEndpointErrors[keyof DisableOperationalEndpointErrors];
+
+export type DisableOperationalEndpointResponses = {
+    /**
+     * The operational endpoint as it is now.
+     */
+    200: Endpoint;
+};
+
+export type DisableOperationalEndpointResponse = DisableOperationalEndpointResponses[keyof DisableOperationalEndpointResponses];
+
+export type RotateOperationalEndpointSecretData = {
+    body?: SecretRotation;
+    headers?: {
+        /**
+         * A client-chosen key, 1 to 255 characters, that makes retrying the request safe: the same key with the same request within 24 hours answers the first answer again and creates nothing; with another request, 409. Remembered per admin token.
+         */
+        'Idempotency-Key'?: string;
+    };
+    path: {
+        /**
+         * The webhook endpoint's id.
+         */
+        endpointId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/operational-endpoints/{endpointId}/rotate-secret';
+};
+
+export type RotateOperationalEndpointSecretErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     */
+    403: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * `conflict`: the change clashes with a record there already (`reason` `slug`: the slug is taken; `reason` `url`: the workspace already has an endpoint with this URL); or `idempotency_key_reused`: the `Idempotency-Key` was used within 24 hours for another request. Nothing was changed.
+     */
+    409: ErrorResponse;
+    /**
+     * The request body is over 64 KiB (`payload_too_large`); it was not read whole. Nothing was changed.
+     */
+    413: ErrorResponse;
+    /**
+     * The request body is not sent as `Content-Type: application/json`, or is sent with a `Content-Encoding` (`unsupported_media_type`). Nothing was changed.
+     */
+    415: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type RotateOperationalEndpointSecretError = RotateOperationalEndpointSecretErrors[keyof RotateOperationalEndpointSecretErrors];
+
+export type RotateOperationalEndpointSecretResponses = {
+    /**
+     * The new signing secret, shown this once.
+     */
+    200: RotatedSecret;
+};
+
+export type RotateOperationalEndpointSecretResponse = RotateOperationalEndpointSecretResponses[keyof RotateOperationalEndpointSecretResponses];
+
+export type ListOperationalDeliveriesData = {
+    body?: never;
+    path: {
+        /**
+         * The webhook endpoint's id.
+         */
+        endpointId: Uuid;
+    };
+    query?: {
+        /**
+         * The most deliveries to return.
+         */
+        limit?: number;
+    };
+    url: '/admin/v1/operational-endpoints/{endpointId}/deliveries';
+};
+
+export type ListOperationalDeliveriesErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     */
+    403: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type ListOperationalDeliveriesError = ListOperationalDeliveriesErrors[keyof ListOperationalDeliveriesErrors];
+
+export type ListOperationalDeliveriesResponses = {
+    /**
+     * The newest deliveries.
+     */
+    200: OperationalDeliveryList;
+};
+
+export type ListOperationalDeliveriesResponse = ListOperationalDeliveriesResponses[keyof ListOperationalDeliveriesResponses];
+
+export type GetOperationalDeliveryData = {
+    body?: never;
+    path: {
+        /**
+         * The webhook endpoint's id.
+         */
+        endpointId: Uuid;
+        /**
+         * The webhook delivery's id (the `service-delivery` header of its requests).
+         */
+        deliveryId: Uuid;
+    };
+    query?: never;
+    url: '/admin/v1/operational-endpoints/{endpointId}/deliveries/{deliveryId}';
+};
+
+export type GetOperationalDeliveryErrors = {
+    /**
+     * A parameter, header or body field is invalid, or the body is not JSON: `error.code` is `invalid_request` and `error.reason` names it. Nothing was changed.
+     */
+    400: ErrorResponse;
+    /**
+     * The admin token is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * The token is confined to one workspace, and the operation is not about an existing workspace, or changes what only the platform may (a workspace's `status`: `reason` names it); or, through the settings screen, a write without the session's `X-CSRF-Token` (`reason` `csrf`), in a read-only session (`reason` `read_only`), while the platform has frozen the workspace (`reason` `frozen`), or of a setting the screen does not change (`reason` names it).
+     */
+    403: ErrorResponse;
+    /**
+     * No such workspace, API key or webhook endpoint (a deleted one included) within the token's reach (one of a workspace the token is not for is not found either), or no such route.
+     */
+    404: ErrorResponse;
+    /**
+     * This client address failed authentication too often (`reason` `auth_failures`); a valid token is never refused for it. Nothing was read or changed; `Retry-After` says when trying again can succeed.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot reach its database just now (`unavailable`), or is too busy (`overloaded`). Nothing was changed; send the same request again after `Retry-After` seconds.
+     */
+    503: ErrorResponse;
+};
+
+export type GetOperationalDeliveryError = GetOperationalDeliveryErrors[keyof GetOperationalDeliveryErrors];
+
+export type GetOperationalDeliveryResponses = {
+    /**
+     * The delivery.
+     */
+    200: AdminDeliveryDetail;
+};
+
+export type GetOperationalDeliveryResponse = GetOperationalDeliveryResponses[keyof GetOperationalDeliveryResponses];
+
 export type SignOutPortalSessionData = {
     body?: never;
     path?: never;
@@ -3412,3 +4376,39 @@ export type StartPortalSessionResponses = {
 };
 
 export type StartPortalSessionResponse = StartPortalSessionResponses[keyof StartPortalSessionResponses];
+
+/**
+ * The `endpoint.disabled` payload; `reason` is `failures` (20 failed attempts in a row), `gone` (410) or `manual`.
+ */
+export type EndpointDisabledWebhookPayload = EndpointDisabledEvent;
+
+export type EndpointDisabledWebhookRequest = {
+    body: EndpointDisabledWebhookPayload;
+    key: 'endpoint.disabled';
+    path?: never;
+    query?: never;
+};
+
+/**
+ * The `endpoint.enabled` payload.
+ */
+export type EndpointEnabledWebhookPayload = EndpointEnabledEvent;
+
+export type EndpointEnabledWebhookRequest = {
+    body: EndpointEnabledWebhookPayload;
+    key: 'endpoint.enabled';
+    path?: never;
+    query?: never;
+};
+
+/**
+ * The `delivery.exhausted` payload: a workspace's delivery was marked failed, its retries spent (or a 410, or more than 7 days held while its endpoint was off or its workspace frozen). Not for test deliveries, nor for those failed because their endpoint was deleted.
+ */
+export type DeliveryExhaustedWebhookPayload = DeliveryExhaustedEvent;
+
+export type DeliveryExhaustedWebhookRequest = {
+    body: DeliveryExhaustedWebhookPayload;
+    key: 'delivery.exhausted';
+    path?: never;
+    query?: never;
+};

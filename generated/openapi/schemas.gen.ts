@@ -19,6 +19,16 @@ export const EndpointDisabledReasonSchema = {
     example: 'failures'
 } as const;
 
+export const SignatureSchemeSchema = {
+    type: 'string',
+    enum: [
+        'hmac-sha256',
+        'ed25519'
+    ],
+    description: 'How an endpoint\'s deliveries are signed (see Verifying a delivery). `hmac-sha256`: with the endpoint\'s signing secret (`webhook-signature: v1,...` and `service-signature`). `ed25519`: with the endpoint\'s key pair (`webhook-signature: v1a,...`), verified with its public key (`publicKey`): the receiver holds no secret.',
+    example: 'ed25519'
+} as const;
+
 export const TimestampSchema = {
     type: 'string',
     format: 'date-time',
@@ -875,7 +885,7 @@ export const ReceivablesSchema = {
 
 export const WebhookEndpointSchema = {
     type: 'object',
-    description: 'A registered webhook endpoint. The signing secret is never returned.',
+    description: 'A registered webhook endpoint. The signing secret (and an ed25519 private key) is never returned.',
     required: [
         'id',
         'name',
@@ -886,6 +896,10 @@ export const WebhookEndpointSchema = {
         'disabledReason',
         'lastSuccessAt',
         'consecutiveFailures',
+        'signatureScheme',
+        'publicKey',
+        'previousSchemeExpiresAt',
+        'rateLimit',
         'throttledUntil'
     ],
     properties: {
@@ -957,6 +971,46 @@ export const WebhookEndpointSchema = {
             maximum: 2147483647,
             minimum: 0,
             description: 'Failed attempts in a row across the endpoint\'s deliveries; a success resets it to 0.'
+        },
+        signatureScheme: {
+            $ref: '#/components/schemas/SignatureScheme'
+        },
+        publicKey: {
+            description: 'The ed25519 public key to verify `v1a` signatures with (`whpk_` and the base64 of its raw 32 bytes, as Standard Webhooks writes it), while `signatureScheme` is `ed25519`; null for `hmac-sha256`. Not a secret.',
+            anyOf: [
+                {
+                    type: 'string',
+                    minLength: 49,
+                    maxLength: 49,
+                    pattern: '^whpk_[A-Za-z0-9+/]{43}=$',
+                    example: 'whpk_6kpsY+KcUgq+9VB7Ey7F+ZVHdq6+vnuSQh7qaRRG0iw='
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        previousSchemeExpiresAt: {
+            description: 'After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.',
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        rateLimit: {
+            type: [
+                'integer',
+                'null'
+            ],
+            format: 'int32',
+            minimum: 1,
+            maximum: 1000,
+            description: 'The most deliveries a second sent to the endpoint, set by the operator (the admin API, the CLI or the settings screen) for a receiver sized for a certain rate; null: no throttle. After a quiet spell up to `rateLimit` deliveries go at once, then one every 1/`rateLimit` seconds; in any span of t seconds at most `rateLimit` x (t + 1) are taken for sending, by every webhook worker together. Deliveries waiting for it stay queued.',
+            example: 10
         },
         throttledUntil: {
             description: 'The end of the endpoint\'s latest throttle: its receiver answered 429, 502, 503 or 504, and nothing is sent to it before this time (what `Retry-After` asked, at most 24 hours; see Delivery semantics). Null if it was never throttled; a past time means it is not throttled now.',
@@ -1032,7 +1086,7 @@ export const DeliveryEventNameSchema = {
 export const AttemptErrorKindSchema = {
     type: 'string',
     maxLength: 64,
-    description: 'How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset or TLS failure), `dns` (the URL\'s host name did not resolve: no such name, no address, a name server failure, or no answer within the lookup\'s 3 seconds; nothing was sent), `blocked_destination` (the URL\'s host is, or resolved to, a private, loopback, link-local or reserved address, which is never connected to; `error` names its class, and the address only when the URL itself is one, never the address a name resolved to). A delivery\'s `lastErrorKind` may also be `endpoint_deleted`: the endpoint was deleted before the delivery was sent, and it was marked failed without an attempt. New kinds may be added.',
+    description: 'How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset or TLS failure; also, where the service\'s operator sends deliveries through an egress proxy, a proxy that refused the tunnel or could not be reached: `error` says so, without naming the proxy, and nothing was sent), `dns` (the URL\'s host name did not resolve: no such name, no address, a name server failure, or no answer within the lookup\'s 3 seconds; nothing was sent), `blocked_destination` (the URL\'s host is, or resolved to, a private, loopback, link-local or reserved address, which is never connected to; `error` names its class, and the address only when the URL itself is one, never the address a name resolved to). A delivery\'s `lastErrorKind` may also be `endpoint_deleted`: the endpoint was deleted before the delivery was sent, and it was marked failed without an attempt. New kinds may be added.',
     'x-extensible-enum': [
         'timeout',
         'connection',
@@ -1269,6 +1323,161 @@ export const DeliveryPayloadSchema = {
         data: {
             type: 'object',
             description: 'The event\'s data.'
+        }
+    }
+} as const;
+
+export const EventFeedItemSchema = {
+    description: 'One event of the feed: exactly the delivery payload of its event (its schema under `webhooks`), except that `id` is the event\'s id (unique per event, the same on every read) where a delivery carries its own. New events may be added to the catalogue: ignore an item whose `event` you do not know.',
+    oneOf: [
+        {
+            $ref: '#/components/schemas/BookingConfirmedEvent'
+        },
+        {
+            $ref: '#/components/schemas/BookingCompletedEvent'
+        },
+        {
+            $ref: '#/components/schemas/BookingDeliveryDueEvent'
+        },
+        {
+            $ref: '#/components/schemas/BookingReturnDueEvent'
+        },
+        {
+            $ref: '#/components/schemas/BookingExtendedEvent'
+        },
+        {
+            $ref: '#/components/schemas/BookingEndingSoonEvent'
+        },
+        {
+            $ref: '#/components/schemas/PaymentCapturedEvent'
+        },
+        {
+            $ref: '#/components/schemas/PaymentRefundedEvent'
+        },
+        {
+            $ref: '#/components/schemas/PaymentDepositHeldEvent'
+        },
+        {
+            $ref: '#/components/schemas/PaymentCanceledEvent'
+        },
+        {
+            $ref: '#/components/schemas/InvoiceIssuedEvent'
+        },
+        {
+            $ref: '#/components/schemas/InvoiceDueSoonEvent'
+        },
+        {
+            $ref: '#/components/schemas/InvoiceOverdueEvent'
+        },
+        {
+            $ref: '#/components/schemas/InstallmentDueSoonEvent'
+        },
+        {
+            $ref: '#/components/schemas/InstallmentOverdueEvent'
+        },
+        {
+            $ref: '#/components/schemas/FineCreatedEvent'
+        },
+        {
+            $ref: '#/components/schemas/QuoteSentEvent'
+        },
+        {
+            $ref: '#/components/schemas/QuoteViewedEvent'
+        },
+        {
+            $ref: '#/components/schemas/QuoteAcceptedEvent'
+        },
+        {
+            $ref: '#/components/schemas/QuoteDeclinedEvent'
+        },
+        {
+            $ref: '#/components/schemas/QuoteExpiredEvent'
+        },
+        {
+            $ref: '#/components/schemas/LeadCreatedEvent'
+        },
+        {
+            $ref: '#/components/schemas/DealCreatedEvent'
+        },
+        {
+            $ref: '#/components/schemas/DealStageChangedEvent'
+        },
+        {
+            $ref: '#/components/schemas/VehicleMaintenanceDueEvent'
+        },
+        {
+            $ref: '#/components/schemas/VehicleDocumentExpiringEvent'
+        },
+        {
+            $ref: '#/components/schemas/VehicleIdleEvent'
+        },
+        {
+            $ref: '#/components/schemas/DeliveryAssignedEvent'
+        },
+        {
+            $ref: '#/components/schemas/TaskAssignedEvent'
+        },
+        {
+            $ref: '#/components/schemas/TaskDueSoonEvent'
+        },
+        {
+            $ref: '#/components/schemas/TaskOverdueEvent'
+        },
+        {
+            $ref: '#/components/schemas/InboxMessageReceivedEvent'
+        },
+        {
+            $ref: '#/components/schemas/InboxAssignedEvent'
+        },
+        {
+            $ref: '#/components/schemas/InvestorPayoutReadyEvent'
+        },
+        {
+            $ref: '#/components/schemas/InvestorPayoutGeneratedEvent'
+        },
+        {
+            $ref: '#/components/schemas/InvestorReportDueEvent'
+        },
+        {
+            $ref: '#/components/schemas/DocumentEsignTimeoutEvent'
+        },
+        {
+            $ref: '#/components/schemas/IntegrationFailedEvent'
+        }
+    ]
+} as const;
+
+export const EventFeedPageSchema = {
+    type: 'object',
+    description: 'A page of the event feed, oldest first, and where to read on from.',
+    required: [
+        'rows',
+        'nextCursor',
+        'hasMore'
+    ],
+    properties: {
+        rows: {
+            type: 'array',
+            maxItems: 200,
+            items: {
+                $ref: '#/components/schemas/EventFeedItem'
+            }
+        },
+        nextCursor: {
+            description: 'Pass it as `after` to read the events after this page: the last item\'s position, or the `after` sent when the page is empty. Null only when no `after` was sent and there is no event yet.',
+            anyOf: [
+                {
+                    type: 'string',
+                    maxLength: 200
+                },
+                {
+                    type: 'null'
+                }
+            ]
+        },
+        hasMore: {
+            type: 'boolean',
+            description: 'True when more events can be read now (the page was full); false when this page reached the end.'
         }
     }
 } as const;

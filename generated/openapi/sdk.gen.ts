@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, Options as Options2, TDataShape } from './client/index.js';
-import type { GetBookingSummaryData, GetBookingSummaryErrors, GetBookingSummaryResponses, GetFinanceOverviewData, GetFinanceOverviewErrors, GetFinanceOverviewResponses, GetFleetSummaryData, GetFleetSummaryErrors, GetFleetSummaryResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetMeData, GetMeErrors, GetMeResponses, GetOperationsTodayData, GetOperationsTodayErrors, GetOperationsTodayResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetReceivablesData, GetReceivablesErrors, GetReceivablesResponses, GetWebhookDeliveryData, GetWebhookDeliveryErrors, GetWebhookDeliveryResponses, ListFleetsData, ListFleetsErrors, ListFleetsResponses, ListWebhookDeliveriesData, ListWebhookDeliveriesErrors, ListWebhookDeliveriesResponses, ListWebhookEndpointsData, ListWebhookEndpointsErrors, ListWebhookEndpointsResponses, SearchVehiclesData, SearchVehiclesErrors, SearchVehiclesResponses, SendTestDeliveryData, SendTestDeliveryErrors, SendTestDeliveryResponses } from './types.gen.js';
+import type { GetBookingSummaryData, GetBookingSummaryErrors, GetBookingSummaryResponses, GetFinanceOverviewData, GetFinanceOverviewErrors, GetFinanceOverviewResponses, GetFleetSummaryData, GetFleetSummaryErrors, GetFleetSummaryResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetMeData, GetMeErrors, GetMeResponses, GetOperationsTodayData, GetOperationsTodayErrors, GetOperationsTodayResponses, GetReadinessData, GetReadinessErrors, GetReadinessResponses, GetReceivablesData, GetReceivablesErrors, GetReceivablesResponses, GetWebhookDeliveryData, GetWebhookDeliveryErrors, GetWebhookDeliveryResponses, ListEventsData, ListEventsErrors, ListEventsResponses, ListFleetsData, ListFleetsErrors, ListFleetsResponses, ListWebhookDeliveriesData, ListWebhookDeliveriesErrors, ListWebhookDeliveriesResponses, ListWebhookEndpointsData, ListWebhookEndpointsErrors, ListWebhookEndpointsResponses, SearchVehiclesData, SearchVehiclesErrors, SearchVehiclesResponses, SendTestDeliveryData, SendTestDeliveryErrors, SendTestDeliveryResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -237,6 +237,59 @@ export const listWebhookDeliveries = <ThrowOnError extends boolean = false>(opti
 export const getWebhookDelivery = <ThrowOnError extends boolean = false>(options: Options<GetWebhookDeliveryData, ThrowOnError>) => (options.client ?? client).get<GetWebhookDeliveryResponses, GetWebhookDeliveryErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/v1/webhooks/{id}/deliveries/{deliveryId}',
+    ...options
+});
+
+/**
+ * Read the workspace's events (the event feed)
+ *
+ * The workspace's events, **oldest first**, each item **the payload a receiver gets** for that event: the same
+ * `event`, `createdAt`, `dedupeKey` (on the events that have one) and `data`, with the same keys in the same
+ * order (the schema of each is the event's, under `webhooks`). So one handler serves both: a consumer that cannot
+ * open a port reads here with its API key what an endpoint would be sent, without registering one.
+ *
+ * **`id`** is the event's id: unique per event and the same on every read, so store it and ignore repeats. (A
+ * delivery's `id` is unique per event *and endpoint*; an event read here and also delivered to an endpoint
+ * carries another `id` there. Read the feed or receive webhooks, not both for the same purpose.)
+ *
+ * **Reading on.** Pass the answer's `nextCursor` as `after` to get the events after the last one you read. It
+ * is the position of the last item of the page (or the `after` you sent, when the page is empty), so it is
+ * never lost: when you have read everything, keep asking with the same `after`. `hasMore` is true when more
+ * events can be read at once (the page was full): ask again without waiting. `nextCursor` is null only when you
+ * sent no `after` and the workspace has no event in the feed yet: ask again without `after`. A cursor is signed,
+ * bound to your workspace and to `types` (see Paging in the introduction; a cursor of another filter is a 400).
+ *
+ * **Nothing is skipped.** Events are in the order they were recorded (by transaction), and an event appears only
+ * once every write to the service's database that began before it has ended, so a consumer reading with `after`
+ * never passes over an event that was still being recorded. Normally an event can be read at once; a long write
+ * (a large batch import) holds back the events recorded meanwhile until it ends.
+ *
+ * **Long polling.** With `wait` (seconds, up to 30) a request that finds nothing after `after` is held open
+ * until an event of the workspace arrives, and answered within about a second of the event being recorded; if
+ * none comes, it is answered with an empty page (and the same `nextCursor`) when the wait ends. The answer is
+ * never made sooner than that except when an event arrives, the client goes, or the server stops (then it is
+ * answered at once with what there is). A waiting request counts against the workspace's concurrency limit
+ * for as long as it waits (see Limits), and against its request rate once: one consumer waiting is one request
+ * in flight.
+ *
+ * **Which events.** Only the workspace's own events of the `webhooks` catalogue: every event its endpoints can
+ * subscribe to, whether or not any endpoint is registered or subscribed. `webhook.test` (the test operation's,
+ * sent to one endpoint) is not in the feed, nor is any event that is not in this document. `types` keeps only
+ * the events named (comma-separated); an unknown name, or `webhook.test`, is a 400.
+ *
+ * **How long.** Events are kept as long as the delivery records: at least the retention (30 days after they
+ * were recorded unless the operator sets `FRS_RETENTION_DAYS`; events with a `dedupeKey` at least 90 days),
+ * then deleted (see Retention). A consumer that stops reading for longer loses what aged out.
+ *
+ * **No ETag.** Unlike the other `GET`s of `/v1`, this answer carries no `ETag` and is `Cache-Control:
+ * no-store`: a feed is read by its cursor, not revalidated, and a long poll must never be answered from a cache
+ * or with a 304. It is always read from the primary database, never from a replica.
+ *
+ */
+export const listEvents = <ThrowOnError extends boolean = false>(options?: Options<ListEventsData, ThrowOnError>) => (options?.client ?? client).get<ListEventsResponses, ListEventsErrors, ThrowOnError>({
+    querySerializer: { parameters: { types: { array: { explode: false } } } },
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/v1/events',
     ...options
 });
 

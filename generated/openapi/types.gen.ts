@@ -17,6 +17,11 @@ export type Uuid = string;
 export type EndpointDisabledReason = 'failures' | 'gone' | 'manual';
 
 /**
+ * How an endpoint's deliveries are signed (see Verifying a delivery). `hmac-sha256`: with the endpoint's signing secret (`webhook-signature: v1,...` and `service-signature`). `ed25519`: with the endpoint's key pair (`webhook-signature: v1a,...`), verified with its public key (`publicKey`): the receiver holds no secret.
+ */
+export type SignatureScheme = 'hmac-sha256' | 'ed25519';
+
+/**
  * ISO 8601 timestamp in UTC with milliseconds.
  */
 export type Timestamp = string;
@@ -415,7 +420,7 @@ export type Receivables = {
 };
 
 /**
- * A registered webhook endpoint. The signing secret is never returned.
+ * A registered webhook endpoint. The signing secret (and an ed25519 private key) is never returned.
  */
 export type WebhookEndpoint = {
     id: Uuid;
@@ -451,6 +456,19 @@ export type WebhookEndpoint = {
      * Failed attempts in a row across the endpoint's deliveries; a success resets it to 0.
      */
     consecutiveFailures: number;
+    signatureScheme: SignatureScheme;
+    /**
+     * The ed25519 public key to verify `v1a` signatures with (`whpk_` and the base64 of its raw 32 bytes, as Standard Webhooks writes it), while `signatureScheme` is `ed25519`; null for `hmac-sha256`. Not a secret.
+     */
+    publicKey: string | null;
+    /**
+     * After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.
+     */
+    previousSchemeExpiresAt: Timestamp | null;
+    /**
+     * The most deliveries a second sent to the endpoint, set by the operator (the admin API, the CLI or the settings screen) for a receiver sized for a certain rate; null: no throttle. After a quiet spell up to `rateLimit` deliveries go at once, then one every 1/`rateLimit` seconds; in any span of t seconds at most `rateLimit` x (t + 1) are taken for sending, by every webhook worker together. Deliveries waiting for it stay queued.
+     */
+    rateLimit: number | null;
     /**
      * The end of the endpoint's latest throttle: its receiver answered 429, 502, 503 or 504, and nothing is sent to it before this time (what `Retry-After` asked, at most 24 hours; see Delivery semantics). Null if it was never throttled; a past time means it is not throttled now.
      */
@@ -485,7 +503,7 @@ export type DeliveryStatus = string;
 export type DeliveryEventName = EventName | 'webhook.test';
 
 /**
- * How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset or TLS failure), `dns` (the URL's host name did not resolve: no such name, no address, a name server failure, or no answer within the lookup's 3 seconds; nothing was sent), `blocked_destination` (the URL's host is, or resolved to, a private, loopback, link-local or reserved address, which is never connected to; `error` names its class, and the address only when the URL itself is one, never the address a name resolved to). A delivery's `lastErrorKind` may also be `endpoint_deleted`: the endpoint was deleted before the delivery was sent, and it was marked failed without an attempt. New kinds may be added.
+ * How an attempt failed: `status` (a non-2xx, non-3xx answer), `redirect` (a 3xx; redirects are not followed), `timeout` (no complete answer within 10 seconds), `connection` (refused, reset or TLS failure; also, where the service's operator sends deliveries through an egress proxy, a proxy that refused the tunnel or could not be reached: `error` says so, without naming the proxy, and nothing was sent), `dns` (the URL's host name did not resolve: no such name, no address, a name server failure, or no answer within the lookup's 3 seconds; nothing was sent), `blocked_destination` (the URL's host is, or resolved to, a private, loopback, link-local or reserved address, which is never connected to; `error` names its class, and the address only when the URL itself is one, never the address a name resolved to). A delivery's `lastErrorKind` may also be `endpoint_deleted`: the endpoint was deleted before the delivery was sent, and it was marked failed without an attempt. New kinds may be added.
  */
 export type AttemptErrorKind = string;
 
@@ -581,6 +599,26 @@ export type DeliveryPayload = {
     data: {
         [key: string]: unknown;
     };
+};
+
+/**
+ * One event of the feed: exactly the delivery payload of its event (its schema under `webhooks`), except that `id` is the event's id (unique per event, the same on every read) where a delivery carries its own. New events may be added to the catalogue: ignore an item whose `event` you do not know.
+ */
+export type EventFeedItem = BookingConfirmedEvent | BookingCompletedEvent | BookingDeliveryDueEvent | BookingReturnDueEvent | BookingExtendedEvent | BookingEndingSoonEvent | PaymentCapturedEvent | PaymentRefundedEvent | PaymentDepositHeldEvent | PaymentCanceledEvent | InvoiceIssuedEvent | InvoiceDueSoonEvent | InvoiceOverdueEvent | InstallmentDueSoonEvent | InstallmentOverdueEvent | FineCreatedEvent | QuoteSentEvent | QuoteViewedEvent | QuoteAcceptedEvent | QuoteDeclinedEvent | QuoteExpiredEvent | LeadCreatedEvent | DealCreatedEvent | DealStageChangedEvent | VehicleMaintenanceDueEvent | VehicleDocumentExpiringEvent | VehicleIdleEvent | DeliveryAssignedEvent | TaskAssignedEvent | TaskDueSoonEvent | TaskOverdueEvent | InboxMessageReceivedEvent | InboxAssignedEvent | InvestorPayoutReadyEvent | InvestorPayoutGeneratedEvent | InvestorReportDueEvent | DocumentEsignTimeoutEvent | IntegrationFailedEvent;
+
+/**
+ * A page of the event feed, oldest first, and where to read on from.
+ */
+export type EventFeedPage = {
+    rows: Array<EventFeedItem>;
+    /**
+     * Pass it as `after` to read the events after this page: the last item's position, or the `after` sent when the page is empty. Null only when no `after` was sent and there is no event yet.
+     */
+    nextCursor: string | null;
+    /**
+     * True when more events can be read now (the page was full); false when this page reached the end.
+     */
+    hasMore: boolean;
 };
 
 /**
@@ -3212,6 +3250,26 @@ export type DeliveryLimit = number;
  */
 export type DeliveryCursor = string;
 
+/**
+ * The `nextCursor` of the previous answer, sent with the same `types`: the events after it. Omit it to read from the oldest event kept. Opaque and signed: see Paging in the introduction.
+ */
+export type EventFeedAfter = string;
+
+/**
+ * Only these events, comma-separated (`types=booking.confirmed,invoice.overdue`); each must be an event of the `webhooks` catalogue other than `webhook.test`. Omit it for every event of the feed.
+ */
+export type EventFeedTypes = Array<EventName>;
+
+/**
+ * The most events to return.
+ */
+export type EventFeedLimit = number;
+
+/**
+ * Seconds to hold the request open when there is no event after `after` (long polling): it is answered within about a second of the next event, or with an empty page when the wait ends. 0 (the default) answers at once.
+ */
+export type EventFeedWait = number;
+
 export type GetMeData = {
     body?: never;
     headers?: {
@@ -3910,6 +3968,68 @@ export type GetWebhookDeliveryResponses = {
 
 export type GetWebhookDeliveryResponse = GetWebhookDeliveryResponses[keyof GetWebhookDeliveryResponses];
 
+export type ListEventsData = {
+    body?: never;
+    path?: never;
+    query?: {
+        /**
+         * The `nextCursor` of the previous answer, sent with the same `types`: the events after it. Omit it to read from the oldest event kept. Opaque and signed: see Paging in the introduction.
+         */
+        after?: string;
+        /**
+         * Only these events, comma-separated (`types=booking.confirmed,invoice.overdue`); each must be an event of the `webhooks` catalogue other than `webhook.test`. Omit it for every event of the feed.
+         */
+        types?: Array<EventName>;
+        /**
+         * The most events to return.
+         */
+        limit?: number;
+        /**
+         * Seconds to hold the request open when there is no event after `after` (long polling): it is answered within about a second of the next event, or with an empty page when the wait ends. 0 (the default) answers at once.
+         */
+        wait?: number;
+    };
+    url: '/v1/events';
+};
+
+export type ListEventsErrors = {
+    /**
+     * A parameter is invalid: `error.code` is `invalid_request` and `error.reason` names it: `after` (not a cursor of this feed, for this workspace and `types`), `types` (an event that is not in the feed, or `webhook.test`), `limit` (not an integer from 1 to 200) or `wait` (not an integer from 0 to 30).
+     */
+    400: ErrorResponse;
+    /**
+     * The API key is missing, unknown, revoked or expired; `error.reason` says which.
+     */
+    401: ErrorResponse;
+    /**
+     * The workspace is frozen.
+     */
+    403: ErrorResponse;
+    /**
+     * A limit was reached (see Limits); nothing was read or changed. `error.reason` says which: `rate` (the workspace's requests this second, across all its keys), `concurrency` (the workspace's requests in flight) or `auth_failures` (this client address failed authentication too often; a valid key is never refused for it). `Retry-After` says when trying again can succeed; `RateLimit` and `RateLimit-Policy` say where the caller stands. The answer itself comes after a pause of up to a second (what `Retry-After` asks, at most 1 s), so asking again at once does not make it come sooner.
+     */
+    429: ErrorResponse;
+    /**
+     * An unexpected error. Nothing about it is shown but the request id; retrying may help.
+     */
+    500: ErrorResponse;
+    /**
+     * The service cannot serve the request just now: `unavailable`, it cannot reach its database (an outage, a restart, or no connection free within a few seconds; the answer comes within 5 seconds rather than waiting out the outage) or a statement of this request ran past its time limit (see Limits), or `overloaded`, it is too busy to take another request (it answers at once). Nothing was read or changed; send the same request again after `Retry-After` seconds. This is not a defect of the request.
+     */
+    503: ErrorResponse;
+};
+
+export type ListEventsError = ListEventsErrors[keyof ListEventsErrors];
+
+export type ListEventsResponses = {
+    /**
+     * The events after `after` (at most `limit`), oldest first, with the cursor to read on from. Empty when there is nothing after it (after the wait, when `wait` was given).
+     */
+    200: EventFeedPage;
+};
+
+export type ListEventsResponse = ListEventsResponses[keyof ListEventsResponses];
+
 export type GetHealthData = {
     body?: never;
     path?: never;
@@ -3973,7 +4093,7 @@ export type GetReadinessResponses = {
 export type GetReadinessResponse = GetReadinessResponses[keyof GetReadinessResponses];
 
 /**
- * The `booking.confirmed` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `booking.confirmed` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type BookingConfirmedWebhookPayload = BookingConfirmedEvent;
 
@@ -3985,7 +4105,7 @@ export type BookingConfirmedWebhookRequest = {
 };
 
 /**
- * The `booking.completed` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `booking.completed` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type BookingCompletedWebhookPayload = BookingCompletedEvent;
 
@@ -3997,7 +4117,7 @@ export type BookingCompletedWebhookRequest = {
 };
 
 /**
- * The `booking.delivery_due` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `booking.delivery_due` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type BookingDeliveryDueWebhookPayload = BookingDeliveryDueEvent;
 
@@ -4009,7 +4129,7 @@ export type BookingDeliveryDueWebhookRequest = {
 };
 
 /**
- * The `booking.return_due` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `booking.return_due` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type BookingReturnDueWebhookPayload = BookingReturnDueEvent;
 
@@ -4021,7 +4141,7 @@ export type BookingReturnDueWebhookRequest = {
 };
 
 /**
- * The `booking.extended` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `booking.extended` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type BookingExtendedWebhookPayload = BookingExtendedEvent;
 
@@ -4033,7 +4153,7 @@ export type BookingExtendedWebhookRequest = {
 };
 
 /**
- * The `booking.ending_soon` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `booking.ending_soon` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type BookingEndingSoonWebhookPayload = BookingEndingSoonEvent;
 
@@ -4045,7 +4165,7 @@ export type BookingEndingSoonWebhookRequest = {
 };
 
 /**
- * The `payment.captured` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `payment.captured` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type PaymentCapturedWebhookPayload = PaymentCapturedEvent;
 
@@ -4057,7 +4177,7 @@ export type PaymentCapturedWebhookRequest = {
 };
 
 /**
- * The `payment.refunded` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `payment.refunded` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type PaymentRefundedWebhookPayload = PaymentRefundedEvent;
 
@@ -4069,7 +4189,7 @@ export type PaymentRefundedWebhookRequest = {
 };
 
 /**
- * The `payment.deposit_held` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `payment.deposit_held` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type PaymentDepositHeldWebhookPayload = PaymentDepositHeldEvent;
 
@@ -4081,7 +4201,7 @@ export type PaymentDepositHeldWebhookRequest = {
 };
 
 /**
- * The `payment.canceled` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `payment.canceled` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type PaymentCanceledWebhookPayload = PaymentCanceledEvent;
 
@@ -4093,7 +4213,7 @@ export type PaymentCanceledWebhookRequest = {
 };
 
 /**
- * The `invoice.issued` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `invoice.issued` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type InvoiceIssuedWebhookPayload = InvoiceIssuedEvent;
 
@@ -4105,7 +4225,7 @@ export type InvoiceIssuedWebhookRequest = {
 };
 
 /**
- * The `invoice.due_soon` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `invoice.due_soon` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type InvoiceDueSoonWebhookPayload = InvoiceDueSoonEvent;
 
@@ -4117,7 +4237,7 @@ export type InvoiceDueSoonWebhookRequest = {
 };
 
 /**
- * The `invoice.overdue` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `invoice.overdue` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type InvoiceOverdueWebhookPayload = InvoiceOverdueEvent;
 
@@ -4129,7 +4249,7 @@ export type InvoiceOverdueWebhookRequest = {
 };
 
 /**
- * The `installment.due_soon` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `installment.due_soon` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type InstallmentDueSoonWebhookPayload = InstallmentDueSoonEvent;
 
@@ -4141,7 +4261,7 @@ export type InstallmentDueSoonWebhookRequest = {
 };
 
 /**
- * The `installment.overdue` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `installment.overdue` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type InstallmentOverdueWebhookPayload = InstallmentOverdueEvent;
 
@@ -4153,7 +4273,7 @@ export type InstallmentOverdueWebhookRequest = {
 };
 
 /**
- * The `fine.created` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `fine.created` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type FineCreatedWebhookPayload = FineCreatedEvent;
 
@@ -4165,7 +4285,7 @@ export type FineCreatedWebhookRequest = {
 };
 
 /**
- * The `quote.sent` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `quote.sent` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type QuoteSentWebhookPayload = QuoteSentEvent;
 
@@ -4177,7 +4297,7 @@ export type QuoteSentWebhookRequest = {
 };
 
 /**
- * The `quote.viewed` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `quote.viewed` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type QuoteViewedWebhookPayload = QuoteViewedEvent;
 
@@ -4189,7 +4309,7 @@ export type QuoteViewedWebhookRequest = {
 };
 
 /**
- * The `quote.accepted` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `quote.accepted` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type QuoteAcceptedWebhookPayload = QuoteAcceptedEvent;
 
@@ -4201,7 +4321,7 @@ export type QuoteAcceptedWebhookRequest = {
 };
 
 /**
- * The `quote.declined` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `quote.declined` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type QuoteDeclinedWebhookPayload = QuoteDeclinedEvent;
 
@@ -4213,7 +4333,7 @@ export type QuoteDeclinedWebhookRequest = {
 };
 
 /**
- * The `quote.expired` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `quote.expired` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type QuoteExpiredWebhookPayload = QuoteExpiredEvent;
 
@@ -4225,7 +4345,7 @@ export type QuoteExpiredWebhookRequest = {
 };
 
 /**
- * The `lead.created` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `lead.created` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type LeadCreatedWebhookPayload = LeadCreatedEvent;
 
@@ -4237,7 +4357,7 @@ export type LeadCreatedWebhookRequest = {
 };
 
 /**
- * The `deal.created` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `deal.created` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type DealCreatedWebhookPayload = DealCreatedEvent;
 
@@ -4249,7 +4369,7 @@ export type DealCreatedWebhookRequest = {
 };
 
 /**
- * The `deal.stage_changed` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `deal.stage_changed` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type DealStageChangedWebhookPayload = DealStageChangedEvent;
 
@@ -4261,7 +4381,7 @@ export type DealStageChangedWebhookRequest = {
 };
 
 /**
- * The `vehicle.maintenance_due` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `vehicle.maintenance_due` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type VehicleMaintenanceDueWebhookPayload = VehicleMaintenanceDueEvent;
 
@@ -4273,7 +4393,7 @@ export type VehicleMaintenanceDueWebhookRequest = {
 };
 
 /**
- * The `vehicle.document_expiring` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `vehicle.document_expiring` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type VehicleDocumentExpiringWebhookPayload = VehicleDocumentExpiringEvent;
 
@@ -4285,7 +4405,7 @@ export type VehicleDocumentExpiringWebhookRequest = {
 };
 
 /**
- * The `vehicle.idle` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `vehicle.idle` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type VehicleIdleWebhookPayload = VehicleIdleEvent;
 
@@ -4297,7 +4417,7 @@ export type VehicleIdleWebhookRequest = {
 };
 
 /**
- * The `delivery.assigned` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `delivery.assigned` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type DeliveryAssignedWebhookPayload = DeliveryAssignedEvent;
 
@@ -4309,7 +4429,7 @@ export type DeliveryAssignedWebhookRequest = {
 };
 
 /**
- * The `task.assigned` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `task.assigned` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type TaskAssignedWebhookPayload = TaskAssignedEvent;
 
@@ -4321,7 +4441,7 @@ export type TaskAssignedWebhookRequest = {
 };
 
 /**
- * The `task.due_soon` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `task.due_soon` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type TaskDueSoonWebhookPayload = TaskDueSoonEvent;
 
@@ -4333,7 +4453,7 @@ export type TaskDueSoonWebhookRequest = {
 };
 
 /**
- * The `task.overdue` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `task.overdue` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type TaskOverdueWebhookPayload = TaskOverdueEvent;
 
@@ -4345,7 +4465,7 @@ export type TaskOverdueWebhookRequest = {
 };
 
 /**
- * The `inbox.message_received` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `inbox.message_received` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type InboxMessageReceivedWebhookPayload = InboxMessageReceivedEvent;
 
@@ -4357,7 +4477,7 @@ export type InboxMessageReceivedWebhookRequest = {
 };
 
 /**
- * The `inbox.assigned` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `inbox.assigned` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type InboxAssignedWebhookPayload = InboxAssignedEvent;
 
@@ -4369,7 +4489,7 @@ export type InboxAssignedWebhookRequest = {
 };
 
 /**
- * The `investor.payout_ready` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `investor.payout_ready` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type InvestorPayoutReadyWebhookPayload = InvestorPayoutReadyEvent;
 
@@ -4381,7 +4501,7 @@ export type InvestorPayoutReadyWebhookRequest = {
 };
 
 /**
- * The `investor.payout_generated` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `investor.payout_generated` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type InvestorPayoutGeneratedWebhookPayload = InvestorPayoutGeneratedEvent;
 
@@ -4393,7 +4513,7 @@ export type InvestorPayoutGeneratedWebhookRequest = {
 };
 
 /**
- * The `investor.report_due` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `investor.report_due` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type InvestorReportDueWebhookPayload = InvestorReportDueEvent;
 
@@ -4405,7 +4525,7 @@ export type InvestorReportDueWebhookRequest = {
 };
 
 /**
- * The `document.esign_timeout` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `document.esign_timeout` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type DocumentEsignTimeoutWebhookPayload = DocumentEsignTimeoutEvent;
 
@@ -4417,7 +4537,7 @@ export type DocumentEsignTimeoutWebhookRequest = {
 };
 
 /**
- * The `integration.failed` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `integration.failed` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type IntegrationFailedWebhookPayload = IntegrationFailedEvent;
 
@@ -4429,7 +4549,7 @@ export type IntegrationFailedWebhookRequest = {
 };
 
 /**
- * The `webhook.test` delivery payload. Verify `service-signature` against these raw bytes before parsing; the bytes are identical on every retry.
+ * The `webhook.test` delivery payload. Verify its signature (`webhook-signature`, see Which signature to verify) against these raw bytes before parsing; the bytes are identical on every retry.
  */
 export type WebhookTestWebhookPayload = WebhookTestEvent;
 

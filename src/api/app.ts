@@ -21,6 +21,7 @@ import { entityTag, noneMatchAny, noneMatchHolds, REVALIDATED_CACHE_CONTROL } fr
 import type { ReadPool, ReadRouting } from '../db/read-routing.js';
 import { AnswerCache } from './answer-cache.js';
 import { Cursors } from '../http/cursors.js';
+import type { EventArrivals } from './event-arrivals.js';
 import { compression } from './compression.js';
 import { DATA_STALENESS_HEADER, logAnswerErrors, requestEdge, requestGuard } from '../http/edge.js';
 import { serveDocument, type Answer, type Operation } from '../http/serve-document.js';
@@ -68,6 +69,11 @@ export interface AppOptions {
    * per request. None: every query on `db`.
    */
   reads?: ReadRouting;
+  /**
+   * The event feed's one LISTEN connection (src/api/event-arrivals.ts), which wakes its long polls; closing it ends
+   * them. None: a long poll reads the feed again every second.
+   */
+  events?: EventArrivals;
 }
 
 /**
@@ -105,6 +111,7 @@ export async function publicApi({
   cursors = Cursors.fromApiSecret(),
   answerCacheBytes = processConfig().answerCacheBytes,
   reads,
+  events,
 }: AppOptions): Promise<PublicApi> {
   const workspaceLimits = new WorkspaceLimits(limits?.workspace ?? processConfig().workspaceLimits);
   const authFailures = new AuthFailureLimits(limits?.authFailures ?? processConfig().authFailures);
@@ -128,7 +135,10 @@ export async function publicApi({
       ctx.state.admission = await workspaceLimits.admit(caller.workspace.id);
     },
     operations: Object.fromEntries(
-      Object.entries(publicOperations).map(([id, op]) => [id, revalidated(id, op, { db, clock, cursors, answers })]),
+      Object.entries(publicOperations).map(([id, op]) => [
+        id,
+        revalidated(id, op, { db, clock, cursors, answers, events }),
+      ]),
     ),
     // An operation whose answer is built from a data version only reads (the GETs of the workspace's data): with
     // replicas, the pool for its reads is chosen once, so that its version and its answer come from one server. The
@@ -198,9 +208,23 @@ function answerBookkeeping(
 function revalidated(
   operationId: string,
   { handle, etag }: PublicOperation,
-  o: { db: Knex; clock: () => Date; cursors: Cursors; answers: AnswerCache | undefined },
+  o: { db: Knex; clock: () => Date; cursors: Cursors; answers: AnswerCache | undefined; events?: EventArrivals },
 ): Operation {
   return async (c: BackendContext, ctx: RequestContext): Promise<Answer> => {
+    // The client gone before its answer is made (the response closed unfinished): a long poll stops waiting.
+    const gone = new AbortController();
+    const closed = () => {
+      if (!ctx.res.writableFinished) gone.abort();
+    };
+    ctx.res.once('close', closed);
+    try {
+      return await answer(c, ctx, gone.signal);
+    } finally {
+      ctx.res.off('close', closed);
+    }
+  };
+
+  async function answer(c: BackendContext, ctx: RequestContext, signal: AbortSignal): Promise<Answer> {
     const context: OperationContext = {
       db: ctx.state.readPool?.db ?? o.db,
       caller: ctx.state.caller!,
@@ -210,6 +234,8 @@ function revalidated(
       headers: ctx.headers,
       logger: ctx.state.logger,
       cursors: o.cursors,
+      signal,
+      events: o.events,
     };
     const tag = await entityTag(operationId, etag, context);
     if (tag === undefined) return handle(context);
@@ -231,7 +257,7 @@ function revalidated(
     answered();
     // `*` holds for any answer there is: known once it is made (an unknown id is a 404, a bad cursor a 400), and counted.
     return noneMatchAny(ifNoneMatch) ? { status: 304, body: undefined } : { status: 200, body };
-  };
+  }
 }
 
 /** A route served beside the API on its listener, under its own path prefix (main mounts the settings screen so). */

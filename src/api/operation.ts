@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { Caller } from './auth.js';
 import type { Cursors } from '../http/cursors.js';
 import type { AnswerInputs } from '../queries/data-versions.js';
+import type { EventArrivals } from './event-arrivals.js';
 
 // What an operation of the public API is (one file each in src/api/operations/, named by its operationId): its handler,
 // and for a GET of /v1 what its ETag is made of (src/api/revalidation.ts), side by side.
@@ -19,6 +20,10 @@ export interface OperationContext {
   logger: Logger;
   /** Signs and checks the lists' cursors (src/http/cursors.ts). */
   cursors: Cursors;
+  /** Aborted when the client goes before its answer is made (a long poll stops waiting). */
+  signal: AbortSignal;
+  /** The event feed's long polls (src/api/event-arrivals.ts); none: a wait reads again every second. */
+  events?: EventArrivals;
 }
 
 export interface OperationResult {

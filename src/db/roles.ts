@@ -63,9 +63,14 @@ const RECORD_TABLES = [...DOMAIN_TABLES.slice(1, 14), 'customers'];
 const ROLLUP_TABLES = DOMAIN_TABLES.slice(14);
 const CUSTOMER_COLUMNS = '(id, workspace_id, name)';
 const ENDPOINT_COLUMNS_WITHOUT_SECRETS =
-  '(id, workspace_id, name, url, events, is_active, disabled_at, disabled_reason, last_success_at, consecutive_failures, created_at, deleted_at)';
+  '(id, workspace_id, name, url, events, is_active, disabled_at, disabled_reason, last_success_at, consecutive_failures, created_at, deleted_at, rate_limit)';
 /** Which master key seals an endpoint's secrets, and until when the previous one signs: not secret. */
 const ENDPOINT_SEALING_IDS = 'secret_key_id, previous_secret_key_id, previous_secret_expires_at';
+/** How an endpoint signs (the scheme, its switch's overlap, the ed25519 public keys): not secret, shown to every client. */
+const ENDPOINT_SIGNING_COLUMNS =
+  'signature_scheme, previous_scheme_expires_at, signing_public_key, previous_signing_public_key, previous_signing_key_expires_at';
+/** Which master key seals an endpoint's ed25519 private keys: not secret. */
+const ENDPOINT_SIGNING_KEY_IDS = 'signing_private_key_key_id, previous_signing_private_key_key_id';
 
 /** GRANT statements per role; `%s` is the role. */
 const GRANTS: Record<ServiceRole, string[]> = {
@@ -84,10 +89,13 @@ const GRANTS: Record<ServiceRole, string[]> = {
     // (the key cache's LISTEN and its heartbeat's NOTIFY, src/api/key-cache.ts, need no grant, even read-only)
     // the endpoint list: never the signing secrets
     `GRANT SELECT ${ENDPOINT_COLUMNS_WITHOUT_SECRETS} ON webhook_endpoints TO %s`,
+    // (and how it signs, with its public key; never a private key)
+    `GRANT SELECT (${ENDPOINT_SIGNING_COLUMNS}) ON webhook_endpoints TO %s`,
     // and the end of its throttle (written by the worker only: src/webhooks/etiquette.ts)
     `GRANT SELECT (throttled_until) ON webhook_endpoints TO %s`,
-    // the delivery log (deliveries and their attempts); the test operation queues a webhook.test event, its
-    // delivery, and remembers the Idempotency-Key
+    // the delivery log (deliveries and their attempts) and the event feed (events, GET /v1/events: its long polls'
+    // LISTEN needs no grant); the test operation queues a webhook.test event, its delivery, and remembers the
+    // Idempotency-Key
     `GRANT SELECT, INSERT ON events, deliveries TO %s`,
     `GRANT SELECT ON delivery_attempts TO %s`,
     `GRANT SELECT, INSERT ON test_idempotency_keys TO %s`,
@@ -100,6 +108,8 @@ const GRANTS: Record<ServiceRole, string[]> = {
     // signing (the sealed secrets) and the endpoints' delivery state
     `GRANT SELECT ON webhook_endpoints TO %s`,
     `GRANT UPDATE (consecutive_failures, last_success_at, is_active, disabled_at, disabled_reason, throttled_until, throttle_streak) ON webhook_endpoints TO %s`,
+    // the throttled endpoints' token buckets, made and taken by the claim (src/webhooks/rate-limits.ts)
+    `GRANT SELECT, INSERT, UPDATE ON webhook_rate_buckets TO %s`,
     // the calendar sweep and the outbox record events and fan them out; the dispatcher records attempts
     `GRANT SELECT, INSERT ON events, delivery_attempts TO %s`,
     `GRANT SELECT, INSERT, UPDATE ON deliveries TO %s`,
@@ -164,6 +174,11 @@ const GRANTS: Record<ServiceRole, string[]> = {
     // the end of an endpoint's throttle is shown, and written by the worker only (src/webhooks/etiquette.ts)
     `GRANT SELECT (throttled_until) ON webhook_endpoints TO %s`,
     `GRANT EXECUTE ON FUNCTION rotate_endpoint_secret(uuid, uuid, text, bytea, timestamptz) TO %s`,
+    // the signature scheme and its switch; the ed25519 private keys are sealed like the secrets: written (a new key pair
+    // through set_endpoint_signing_key(), which moves the current one to previous), never read
+    `GRANT SELECT (${ENDPOINT_SIGNING_COLUMNS}, ${ENDPOINT_SIGNING_KEY_IDS}) ON webhook_endpoints TO %s`,
+    `GRANT UPDATE (signature_scheme, previous_scheme_expires_at) ON webhook_endpoints TO %s`,
+    `GRANT EXECUTE ON FUNCTION set_endpoint_signing_key(uuid, uuid, bytea, text, bytea, timestamptz) TO %s`,
     // publishing and example events; held deliveries released or failed when a workspace is set active again, retries
     `GRANT SELECT, INSERT ON events TO %s`,
     `GRANT SELECT, INSERT, UPDATE ON deliveries TO %s`,

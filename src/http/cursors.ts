@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import { derivedKeys, MasterKeyError, type KeyringOptions } from '../secrets.js';
 import { invalidRequest, type ApiError } from './error-catalogue.js';
 
-// The lists' cursors of both APIs (GET /v1/vehicles, /v1/receivables, /v1/webhooks/{id}/deliveries, and the admin API's
+// The lists' cursors of both APIs (GET /v1/vehicles, /v1/receivables, /v1/webhooks/{id}/deliveries, /v1/events, and the admin API's
 // lists): one mechanism for all. A cursor is a position in a list's order, signed. It lives in the HTTP kit, not beside
 // the queries: the query modules (which the CLI calls too, with no caller and no HTTP) take and return plain positions,
 // the keys of the order; what makes a position a cursor (which caller and which query it belongs to, the signature, the
@@ -36,6 +36,8 @@ const LISTS = {
   workspaceDeliveries: [/^\d{1,17}$/, UUID],
   /** the admin API's audit trail (src/core/audit.ts): at in epoch microseconds, entry id */
   audit: [/^\d{1,17}$/, UUID],
+  /** the event feed (src/queries/event-feed.ts): the recording transaction's id, created_at in epoch microseconds, event id */
+  events: [/^\d{1,20}$/, /^\d{1,17}$/, UUID],
 } satisfies Record<string, RegExp[]>;
 
 export type CursorList = keyof typeof LISTS;
@@ -50,11 +52,12 @@ export interface CursorBinding {
   parameters: Array<string | null>;
 }
 
-const refused = (message: string): ApiError =>
+/** `parameter`: the query parameter that carries the cursor (`cursor`; the event feed's `after`). */
+const refused = (message: string, parameter: string): ApiError =>
   invalidRequest(
-    'cursor',
-    `Query parameter "cursor" ${message}: a cursor is valid only as the nextCursor of a page of this same list, for this workspace, ` +
-      'with the same query parameters (all but limit). Start again without "cursor".',
+    parameter,
+    `Query parameter "${parameter}" ${message}: a cursor is valid only as the nextCursor of a page of this same list, for this workspace, ` +
+      `with the same query parameters (all but limit). Start again without "${parameter}".`,
   );
 
 /** Signs and checks list cursors with keys derived from the API secret (the current one signs; any of them checks). */
@@ -86,21 +89,21 @@ export class Cursors {
     return Buffer.concat([body, this.mac(this.keys[0], list, binding, body)]).toString('base64url');
   }
 
-  /** The position a cursor of this list, workspace and query carries; else the 400 naming `cursor`. */
-  decode(list: CursorList, binding: CursorBinding, cursor: string): string[] {
+  /** The position a cursor of this list, workspace and query carries; else the 400 naming `parameter`. */
+  decode(list: CursorList, binding: CursorBinding, cursor: string, parameter = 'cursor'): string[] {
     const bytes = Buffer.from(cursor, 'base64url');
     // Node's decoder skips characters outside the alphabet and ignores spare bits: only the canonical text is one.
     if (bytes.toString('base64url') !== cursor || bytes.length < 1 + MAC_BYTES || bytes[0] !== VERSION)
-      throw refused('is not a cursor this service made');
+      throw refused('is not a cursor this service made', parameter);
     const body = bytes.subarray(0, bytes.length - MAC_BYTES);
     const mac = bytes.subarray(bytes.length - MAC_BYTES);
     if (!this.keys.some((key) => crypto.timingSafeEqual(this.mac(key, list, binding, body), mac))) {
-      throw refused('was altered, or was made for another list, workspace or query');
+      throw refused('was altered, or was made for another list, workspace or query', parameter);
     }
     const position = body.subarray(1).toString('utf8').split('\0');
     const shape = LISTS[list];
     if (position.length !== shape.length || position.some((field, i) => !shape[i].test(field)))
-      throw refused('is not a cursor of this list');
+      throw refused('is not a cursor of this list', parameter);
     return position;
   }
 

@@ -12,6 +12,12 @@ export function describeSchema(schema: Record<string, unknown>): string {
       : 'an integer';
   }
   if (schema.format === 'date-time') return 'an ISO 8601 date-time with an offset, such as 2026-11-22T08:30:00.000Z';
+  // (a list in one value: `style: form, explode: false`, as the event feed's `types`)
+  if (schema.type === 'array' && schema.items && typeof schema.items === 'object') {
+    const count =
+      schema.maxItems !== undefined ? `${String(schema.minItems ?? 0)} to ${String(schema.maxItems)}` : 'some';
+    return `a comma-separated list of ${count} values, each ${describeSchema(schema.items as Record<string, unknown>)}`;
+  }
   if (schema.format === 'uuid') return 'a UUID';
   const values = enumerated(schema);
   if (values.length > 0)

@@ -1,6 +1,7 @@
 import net from 'node:net';
-import { Agent, buildConnector } from 'undici';
+import { Agent, buildConnector, type Dispatcher } from 'undici';
 import { isCidr, type DestinationPolicy } from '../config.js';
+import { proxiedAgent } from './egress-proxy.js';
 import { LOCALHOST_NAME, NameResolutionError, sharedNameResolver } from './name-resolution.js';
 
 // Which addresses a webhook may reach. One policy, used twice: when an endpoint is registered (its URL's host,
@@ -200,15 +201,25 @@ export async function refuseDestination(
   }
 }
 
-const agents = new WeakMap<DestinationPolicy, Agent>();
+const agents = new WeakMap<DestinationPolicy, Dispatcher>();
 
 /**
  * The undici agent deliveries go through: its connector resolves the host, applies the policy to the address and
- * opens the socket to that very address, keeping the URL's name for TLS (SNI and certificate check).
+ * opens the socket to that very address, keeping the URL's name for TLS (SNI and certificate check). With an egress
+ * proxy (policy.proxy) it is the proxy's agent (egress-proxy.ts), which checks the name the same way first.
  */
-export function guardedAgent(policy: DestinationPolicy): Agent {
+export function guardedAgent(policy: DestinationPolicy): Dispatcher {
   let agent = agents.get(policy);
   if (agent) return agent;
+  if (policy.proxy) {
+    // Through the egress proxy: the name is checked (and resolved by the service's own resolver, so a name it sees
+    // as private is refused too) before the tunnel is asked for; the proxy then resolves it again and connects.
+    agent = proxiedAgent(policy.proxy, (hostname) =>
+      policy.allowPrivate ? Promise.resolve() : resolveDestination(hostname, policy),
+    );
+    agents.set(policy, agent);
+    return agent;
+  }
   const connect = buildConnector({});
   agent = new Agent({
     connect: (options, callback) => {

@@ -47,7 +47,7 @@ export interface DispatcherOptions {
   metrics?: ServiceMetrics;
   /** The retries' random jitter (0 to 10% of each delay, retry-schedule.ts): a value in [0, 1]. Default Math.random. */
   random?: () => number;
-  /** Which destinations may be reached, and how names are resolved. Default: the environment's (FRS_ALLOW_PRIVATE_WEBHOOK_URLS, FRS_WEBHOOK_ALLOWED_CIDRS, FRS_WEBHOOK_DNS_SERVERS). */
+  /** Which destinations may be reached, and how names are resolved. Default: the environment's (FRS_ALLOW_PRIVATE_WEBHOOK_URLS, FRS_WEBHOOK_ALLOWED_CIDRS, FRS_WEBHOOK_DNS_SERVERS), with its egress proxy (FRS_WEBHOOK_PROXY). */
   destinationPolicy?: DestinationPolicy;
 }
 
@@ -65,6 +65,11 @@ const CLAIM_AHEAD = 2;
 const READY_FOR_MS = 500;
 /** Pause before claiming again when another dispatcher was locking some of the due rows. */
 const CONTENTION_RETRY_MS = 5;
+/**
+ * The shortest wait for a throttled endpoint's next token (rate-limits.ts): at the highest rates a claim then takes a
+ * few tokens at once rather than one a millisecond (the bucket holds a second's worth, so nothing is lost by it).
+ */
+const MIN_TOKEN_WAIT_MS = 10;
 
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -122,6 +127,8 @@ export class Dispatcher {
   readonly totals: SweepCounts = { attempted: 0, accepted: 0, retrying: 0, failed: 0 };
   private loopDone: Promise<void> | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
+  /** Wakes the loop when a throttled endpoint's bucket has its next token, and when (performance.now()). */
+  private tokenTimer: { timer: NodeJS.Timeout; at: number } | undefined;
 
   constructor(options: DispatcherOptions) {
     const logger = options.logger.child({ component: 'dispatcher' });
@@ -147,7 +154,7 @@ export class Dispatcher {
     };
     this.sending = {
       timeoutMs: attemptTimeoutMs,
-      destinationPolicy: options.destinationPolicy ?? processConfig().destinationPolicy,
+      destinationPolicy: options.destinationPolicy ?? processConfig().deliveryPolicy,
     };
     this.recording = { db: options.db, logger, metrics: options.metrics, owner: this.owner, random: options.random };
     this.failures = new SweepFailures(logger, this.pollIntervalMs);
@@ -181,6 +188,7 @@ export class Dispatcher {
     if (!this.loopDone) return;
     this.stopping = true;
     clearInterval(this.pollTimer);
+    this.clearTokenTimer();
     this.wake(false);
     await this.loopDone;
     this.loopDone = undefined;
@@ -268,7 +276,7 @@ export class Dispatcher {
       const claimedAt = performance.now();
       this.switchedOffDuringClaim.clear();
       this.throttledDuringClaim.clear();
-      const { claims, contended } = await claimDue(this.claiming, {
+      const { claims, contended, nextTokenInMs } = await claimDue(this.claiming, {
         limit: free,
         now: now ?? this.clock(),
         held: this.held,
@@ -282,6 +290,7 @@ export class Dispatcher {
       this.giveBackSwitchedOff(this.switchedOffDuringClaim);
       this.giveBackSwitchedOff(this.throttledDuringClaim, true);
       this.launchReady(now);
+      if (nextTokenInMs !== null && now === undefined) this.wakeForTokens(nextTokenInMs);
       if (claims.length === free || contended) this.claimWanted = true;
       // Rows another dispatcher was claiming at that moment are leased (or free again) a moment later.
       if (contended && claims.length < free) await delay(CONTENTION_RETRY_MS);
@@ -294,6 +303,27 @@ export class Dispatcher {
       }
       return true;
     }
+  }
+
+  /**
+   * Claims again once a throttled endpoint's bucket has its next token (running continuously only: a one-off sweep
+   * takes what the buckets hold when it runs). One timer, for the earliest such time.
+   */
+  private wakeForTokens(inMs: number): void {
+    const wait = Math.max(inMs, MIN_TOKEN_WAIT_MS);
+    const at = performance.now() + wait;
+    if (this.tokenTimer && this.tokenTimer.at <= at) return;
+    this.clearTokenTimer();
+    const timer = setTimeout(() => {
+      this.tokenTimer = undefined;
+      this.wake(true);
+    }, wait);
+    this.tokenTimer = { timer, at };
+  }
+
+  private clearTokenTimer(): void {
+    if (this.tokenTimer) clearTimeout(this.tokenTimer.timer);
+    this.tokenTimer = undefined;
   }
 
   /** Records the finished attempts in the background, unless a flush is already running (it starts the next one). */

@@ -1,4 +1,6 @@
 import type { Knex } from 'knex';
+import { tenantOf } from './platform-events.js';
+import { RATE_ALLOWANCE, rateBucketsSql } from './rate-limits.js';
 
 // Fair shares of a dispatcher's attempt slots, so that one workspace with slow or dead endpoints cannot delay the
 // deliveries of another (Svix and Hook0 hold the same line). Two bounds and one order:
@@ -7,6 +9,8 @@ import type { Knex } from 'knex';
 //   - the claim takes due deliveries round-robin: first across workspaces, the one with fewest attempts in flight
 //     first, then across each workspace's endpoints, oldest due first within an endpoint. It is not one global
 //     first-come queue, so a backlog of one workspace never stands in front of another's first delivery.
+// A throttled endpoint (rate_limit) is given no more than its token bucket holds (rate-limits.ts): the rest of its
+// backlog is not a candidate, so it takes no place from the other endpoints and workspaces.
 
 /** Share of the slots one workspace may hold when no limit is given. */
 export const DEFAULT_WORKSPACE_SHARE = 0.25;
@@ -79,22 +83,30 @@ export interface FairClaim {
 
 /**
  * The CTEs that pick the fair candidates of a claim, ending in `candidates(id, next_attempt_at, claim_order)` (named
- * bindings): at most `limit`
+ * bindings; the throttled endpoints' locked buckets are `rate_buckets`, rate-limits.ts): at most `limit`
  * due deliveries, in claim order. Workspaces that are frozen are left out: their deliveries wait, and are sent
  * when the workspace is active again. So are endpoints throttled at `now`.
  */
 export function fairCandidates(c: FairClaim): { sql: string; bindings: Record<string, Knex.Value> } {
   const busy = c.shares.columns();
-  const sql = `busy_endpoints AS (
+  const rateLimited = rateBucketsSql(
+    `d.${c.pending} AND d.next_attempt_at <= :now AND (d.lease_until IS NULL OR d.lease_until < now())
+        AND (w.is_active OR d.event = '${c.testEvent}')`,
+    `(:workspaceIds::uuid[] IS NULL OR w.workspace_id = ANY(:workspaceIds::uuid[]))
+        AND EXISTS (SELECT 1 FROM workspaces ws WHERE ws.id = w.workspace_id AND ws.status = 'active')`,
+  );
+  const sql = `${rateLimited}, busy_endpoints AS (
       SELECT * FROM unnest(:busyEndpointIds::uuid[], :busyEndpointCounts::int[]) AS b(endpoint_id, n)
     ), busy_workspaces AS (
       SELECT * FROM unnest(:busyWorkspaceIds::uuid[], :busyWorkspaceCounts::int[]) AS b(workspace_id, n)
     ), due AS (
-      SELECT c.id, c.next_attempt_at, c.endpoint_rank, w.workspace_id, coalesce(bw.n, 0) AS workspace_busy
+      SELECT c.id, c.next_attempt_at, c.endpoint_rank, ${tenantOf('w')} AS workspace_id, coalesce(bw.n, 0) AS workspace_busy
       FROM webhook_endpoints w
-      JOIN workspaces ws ON ws.id = w.workspace_id AND ws.status = 'active'
+      -- (the platform's operational endpoints have no workspace: a tenant of their own, never frozen; platform-events.ts)
+      LEFT JOIN workspaces ws ON ws.id = w.workspace_id
       LEFT JOIN busy_endpoints b ON b.endpoint_id = w.id
-      LEFT JOIN busy_workspaces bw ON bw.workspace_id = w.workspace_id
+      LEFT JOIN busy_workspaces bw ON bw.workspace_id = ${tenantOf('w')}
+      LEFT JOIN rate_buckets rb ON rb.id = w.id
       CROSS JOIN LATERAL (
         SELECT d.id, d.next_attempt_at, row_number() OVER (ORDER BY d.next_attempt_at) AS endpoint_rank
         FROM deliveries d
@@ -102,10 +114,12 @@ export function fairCandidates(c: FairClaim): { sql: string; bindings: Record<st
           AND (d.lease_until IS NULL OR d.lease_until < now())
           AND (w.is_active OR d.event = '${c.testEvent}')
         ORDER BY d.next_attempt_at
-        LIMIT greatest(least(:perEndpoint::int - coalesce(b.n, 0), :perWorkspace::int - coalesce(bw.n, 0)), 0)
+        LIMIT greatest(least(:perEndpoint::int - coalesce(b.n, 0), :perWorkspace::int - coalesce(bw.n, 0),
+          ${RATE_ALLOWANCE}), 0)
       ) c
       -- (a deleted endpoint's deliveries are never sent: see deleteEndpointAndDeliveries in endpoint-lifecycle.ts)
-      WHERE w.deleted_at IS NULL AND (:workspaceIds::uuid[] IS NULL OR w.workspace_id = ANY(:workspaceIds::uuid[]))
+      WHERE w.deleted_at IS NULL AND (ws.status = 'active' OR w.workspace_id IS NULL)
+        AND (:workspaceIds::uuid[] IS NULL OR ${tenantOf('w')} = ANY(:workspaceIds::uuid[]))
         -- a throttled endpoint (429/502/503/504, etiquette.ts) is skipped until its throttle ends: its backlog takes no slot
         AND (w.throttled_until IS NULL OR w.throttled_until <= :now)
     ), ranked AS (

@@ -7,16 +7,20 @@ export const DELIVERY_CHANNEL = 'frs_deliveries';
 /**
  * The delivery body, built in SQL once when the delivery is created and sent byte for byte on every attempt:
  * `{id, event, createdAt, [dedupeKey,] data}` in that order, createdAt in UTC with milliseconds. `dedupeKey` is
- * there only for events whose payload schema has it. Expects `p.id` (the delivery id) and `e` (the events row);
- * `?` is the array of events with a dedupeKey.
+ * there only for events whose payload schema has it. `id` and `createdAt` are SQL expressions (the delivery's id and
+ * the event's time as iso_utc_text); `e` is the events row; `?` is the array of events with a dedupeKey. The event
+ * feed (src/queries/event-feed.ts) builds its items with it too, so that an item is what a receiver gets.
  */
-const BODY_SQL = `(CASE WHEN e.event = ANY(?::text[])
-    THEN json_build_object('id', p.id, 'event', e.event, 'createdAt', p.created_at, 'dedupeKey', e.dedupe_key, 'data', e.data)
-    ELSE json_build_object('id', p.id, 'event', e.event, 'createdAt', p.created_at, 'data', e.data)
+export const payloadSql = (id: string, createdAt: string): string => `(CASE WHEN e.event = ANY(?::text[])
+    THEN json_build_object('id', ${id}, 'event', e.event, 'createdAt', ${createdAt}, 'dedupeKey', e.dedupe_key, 'data', e.data)
+    ELSE json_build_object('id', ${id}, 'event', e.event, 'createdAt', ${createdAt}, 'data', e.data)
   END)::text`;
 
+/** Expects `p.id` (the delivery id) and `p.created_at` (CREATED_AT_SQL). */
+const BODY_SQL = payloadSql('p.id', 'p.created_at');
+
 /** The event's time as Date.prototype.toISOString() writes it (iso_utc_text: migration 20261123003100). */
-const CREATED_AT_SQL = 'iso_utc_text(e.created_at)';
+export const CREATED_AT_SQL = 'iso_utc_text(e.created_at)';
 
 /** Wakes the dispatchers; inside a transaction the notification is delivered on commit. */
 export async function notifyDispatchers(db: Knex): Promise<void> {

@@ -1,13 +1,16 @@
+import type { KeyObject } from 'node:crypto';
 import type { Dispatcher as HttpDispatcher } from 'undici';
 import { BlockedDestinationError, guardedAgent, type DestinationPolicy } from './destination-policy.js';
 import { processConfig } from '../config.js';
 import { GONE_STATUS, parseHttpDate, parseRetryAfter, THROTTLING_STATUSES } from './etiquette.js';
+import { EgressProxyError } from './egress-proxy.js';
 import { NameResolutionError } from './name-resolution.js';
-import { signatureHeader, standardWebhooksHeaders } from './signing.js';
+import { asymmetricSignatures, signatureHeader, standardWebhooksHeaders } from './signing.js';
 
 // One HTTP attempt of one delivery: sign with the real clock, POST the fixed body bytes, never follow a redirect,
 // give up when the whole exchange (connect, headers, the first 4 KiB of the body) takes longer than the time-out.
-// Requests go through the agent of the destination policy, whose connector refuses private addresses.
+// Requests go through the agent of the destination policy, whose connector refuses private addresses (through the
+// egress proxy when one is set: egress-proxy.ts).
 
 export const DEFAULT_ATTEMPT_TIMEOUT_MS = 10_000;
 /** How much of the response body an attempt keeps. */
@@ -19,8 +22,13 @@ export type AttemptErrorKind = 'timeout' | 'connection' | 'dns' | 'redirect' | '
 
 export interface AttemptRequest {
   url: string;
-  /** The endpoint's current signing secrets, newest first (two during a rotation's overlap). */
+  /**
+   * The endpoint's current signing secrets, newest first (two during a rotation's overlap); none for an ed25519
+   * endpoint once its switch's overlap is over (then neither `v1` nor service-signature is sent).
+   */
   secrets: string[];
+  /** The endpoint's ed25519 private keys that sign `v1a`, newest first (two during a key rotation's overlap). */
+  signingKeys?: KeyObject[];
   deliveryId: string;
   event: string;
   /** The delivery's body bytes, as created. */
@@ -40,7 +48,7 @@ export interface AttemptOutcome {
   responseBody: string | null;
   /**
    * What only the operator may read of the failure (for the log, never recorded): a refused destination's address
-   * and the settings that would allow it, where `error` names its class only.
+   * and the settings that would allow it, where `error` names its class only; the egress proxy's address.
    */
   detail?: string;
   /** The answer was 410 Gone: the receiver wants no more deliveries, and the endpoint is switched off (etiquette.ts). */
@@ -115,6 +123,23 @@ function askedBy(code: number, rawHeaders: Array<Buffer | string> | null): Pick<
   return { throttle: { retryAfterMs: parseRetryAfter(headerOf(rawHeaders, 'retry-after'), answeredAt) } };
 }
 
+/**
+ * The signature headers: service-signature and the `v1` entries while the endpoint's secret signs, the `v1a` entries
+ * while its ed25519 keys do (both during a switch's overlap), in one `webhook-signature`, space-separated.
+ */
+function signatureHeaders(req: AttemptRequest, body: Buffer, timestamp: number): Record<string, string> {
+  const keys = req.signingKeys ?? [];
+  const symmetric =
+    req.secrets.length > 0 ? standardWebhooksHeaders(req.secrets, req.deliveryId, body, timestamp) : null;
+  const asymmetric = keys.length > 0 ? asymmetricSignatures(keys, req.deliveryId, body, timestamp) : null;
+  return {
+    ...(symmetric ? { 'service-signature': signatureHeader(req.secrets, body, timestamp) } : {}),
+    'webhook-id': req.deliveryId,
+    'webhook-timestamp': String(timestamp),
+    'webhook-signature': [symmetric?.['webhook-signature'], asymmetric].filter(Boolean).join(' '),
+  };
+}
+
 /** An outcome before its timing is added: what the exchange came to. */
 type Result = Omit<AttemptOutcome, 'startedAt' | 'durationMs'>;
 
@@ -125,7 +150,7 @@ type Result = Omit<AttemptOutcome, 'startedAt' | 'durationMs'>;
  */
 export function attemptDelivery(req: AttemptRequest, options: AttemptOptions = {}): Promise<AttemptOutcome> {
   const timeoutMs = options.timeoutMs ?? DEFAULT_ATTEMPT_TIMEOUT_MS;
-  const via = options.via ?? guardedAgent(options.policy ?? processConfig().destinationPolicy);
+  const via = options.via ?? guardedAgent(options.policy ?? processConfig().deliveryPolicy);
   return new Promise<AttemptOutcome>((resolve) => {
     const exchange = new Exchange(req, timeoutMs, resolve);
     try {
@@ -154,8 +179,7 @@ function signedRequest(req: AttemptRequest, timeoutMs: number): HttpDispatcher.D
       'user-agent': USER_AGENT,
       'service-event': req.event,
       'service-delivery': req.deliveryId,
-      'service-signature': signatureHeader(req.secrets, body, timestamp),
-      ...standardWebhooksHeaders(req.secrets, req.deliveryId, body, timestamp),
+      ...signatureHeaders(req, body, timestamp),
     },
     body,
     headersTimeout: timeoutMs,
@@ -302,6 +326,19 @@ function failureOf(err: unknown): Result {
       error: blocked.recorded,
       responseBody: null,
       detail: blocked.message,
+    };
+  }
+  // The egress proxy could not be reached or refused the tunnel: a connection failure whose record names neither the
+  // proxy's address nor its credentials (the log's detail names the address).
+  const proxied = err instanceof EgressProxyError ? err : (err as { cause?: unknown })?.cause;
+  if (proxied instanceof EgressProxyError) {
+    return {
+      ok: false,
+      statusCode: null,
+      errorKind: 'connection',
+      error: proxied.recorded,
+      responseBody: null,
+      detail: proxied.message,
     };
   }
   // A name that did not resolve (within the lookup's deadline): its own kind, so a DNS outage reads as one.

@@ -29,12 +29,28 @@ function sealingContext(endpointId: string): string {
   return `webhook_endpoints.secret:${endpointId}`;
 }
 
+/**
+ * The authenticated context of an endpoint's sealed ed25519 private key: it opens only on that endpoint's row, and
+ * only as a private key (a sealed secret put in its place does not open).
+ */
+function privateKeyContext(endpointId: string): string {
+  return `webhook_endpoints.signing_private_key:${endpointId}`;
+}
+
+/** An endpoint's ed25519 private key, sealed, as its columns hold it. */
+export interface SealedPrivateKeyColumns {
+  signing_private_key_key_id: string;
+  signing_private_key_sealed: Buffer;
+}
+
 /** Seals signing secrets under one master key, inside a sealing transaction (withSealingLock). */
 export interface Sealer {
   /** The master key every secret of this transaction is sealed with. */
   keyId: string;
   /** The columns holding an endpoint's signing secret, sealed. */
   columns(endpointId: string, secret: string): { secret_key_id: string; secret_sealed: Buffer };
+  /** The columns holding an endpoint's ed25519 private key (`whsk_` text), sealed the same way. */
+  privateKeyColumns(endpointId: string, privateKey: string): SealedPrivateKeyColumns;
 }
 
 /**
@@ -197,6 +213,11 @@ async function recordSealingKey<T>(
       const { keyId, sealed: value } = keys.seal(secret, sealingContext(endpointId), sealWith);
       return { secret_key_id: keyId, secret_sealed: value };
     },
+    privateKeyColumns(endpointId, privateKey) {
+      sealed = true;
+      const { keyId, sealed: value } = keys.seal(privateKey, privateKeyContext(endpointId), sealWith);
+      return { signing_private_key_key_id: keyId, signing_private_key_sealed: value };
+    },
   });
   if ((sealed || recorded) && (recorded !== sealWith || !record?.public_key)) {
     await trx(RECORD_TABLE)
@@ -230,6 +251,10 @@ function sealToRecord<T>(
     columns(endpointId, secret) {
       const { sealed } = sealToRecordedKey(keyId, publicKey, secret, sealingContext(endpointId));
       return { secret_key_id: keyId, secret_sealed: sealed };
+    },
+    privateKeyColumns(endpointId, privateKey) {
+      const { sealed } = sealToRecordedKey(keyId, publicKey, privateKey, privateKeyContext(endpointId));
+      return { signing_private_key_key_id: keyId, signing_private_key_sealed: sealed };
     },
   });
 }
@@ -311,4 +336,18 @@ export function openSigningSecrets(endpointId: string, current: SealedSecret, pr
   return previous
     ? [openSigningSecret(endpointId, current), openSigningSecret(endpointId, previous)]
     : [openSigningSecret(endpointId, current)];
+}
+
+/** Opens one sealed ed25519 private key of an endpoint: its `whsk_` text. */
+export function openPrivateKey(endpointId: string, key: SealedSecret): string {
+  return openSecret(key, privateKeyContext(endpointId));
+}
+
+/**
+ * The fixture columns of an endpoint's ed25519 private key, sealed outside a sealing transaction: only for tests (as
+ * sealedSecretColumns).
+ */
+export function sealedPrivateKeyColumns(endpointId: string, privateKey: string): SealedPrivateKeyColumns {
+  const { keyId, sealed } = sealSecret(privateKey, privateKeyContext(endpointId));
+  return { signing_private_key_key_id: keyId, signing_private_key_sealed: sealed };
 }

@@ -114,3 +114,79 @@ export function verifyWebhook(
   });
   return matched ? { ok: true, timestamp } : { ok: false, reason: 'signature_mismatch' };
 }
+
+// Standard Webhooks' asymmetric scheme, `v1a`: an ed25519 signature of the same `<id>.<timestamp>.<body>`, base64,
+// verified with the endpoint's public key. Keys are written as Standard Webhooks serializes them: the public key
+// `whpk_` + base64 of its raw 32 bytes, the private key `whsk_` + base64 of the 64 bytes of seed and public key (the
+// form libsodium and Svix use). The private key is sealed at rest (src/webhooks/sealing.ts) and only the worker opens
+// it; a receiver needs only the public key.
+
+export const PUBLIC_KEY_PREFIX = 'whpk_';
+export const PRIVATE_KEY_PREFIX = 'whsk_';
+/** The DER header of a PKCS #8 ed25519 private key, before its 32-byte seed (RFC 8410). */
+const ED25519_PKCS8_HEADER = Buffer.from('302e020100300506032b657004220420', 'hex');
+/** The DER header of an SPKI ed25519 public key, before its 32 raw bytes. */
+const ED25519_SPKI_HEADER = Buffer.from('302a300506032b6570032100', 'hex');
+
+/** An ed25519 key pair as kept: the raw public key and the `whsk_` private key text (which is sealed at once). */
+export interface SigningKeyPair {
+  publicKey: Buffer;
+  privateKey: string;
+}
+
+/** A new ed25519 key pair (Node's generator); `seed` (32 bytes) makes a fixed one, for the test vectors. */
+export function newSigningKeyPair(seed?: Buffer): SigningKeyPair {
+  const key = seed
+    ? crypto.createPrivateKey({ key: Buffer.concat([ED25519_PKCS8_HEADER, seed]), format: 'der', type: 'pkcs8' })
+    : crypto.generateKeyPairSync('ed25519').privateKey;
+  const raw = key.export({ format: 'der', type: 'pkcs8' }).subarray(ED25519_PKCS8_HEADER.length);
+  const publicKey = crypto
+    .createPublicKey(key)
+    .export({ format: 'der', type: 'spki' })
+    .subarray(ED25519_SPKI_HEADER.length);
+  return { publicKey, privateKey: `${PRIVATE_KEY_PREFIX}${Buffer.concat([raw, publicKey]).toString('base64')}` };
+}
+
+/** The `whpk_` text of a raw 32-byte public key, as the admin API, the CLI and the settings screen show it. */
+export function publicKeyText(raw: Buffer): string {
+  return `${PUBLIC_KEY_PREFIX}${raw.toString('base64')}`;
+}
+
+/** The raw public key of a `whpk_` text; undefined when it is not one. */
+export function publicKeyBytes(text: string): Buffer | undefined {
+  if (!text.startsWith(PUBLIC_KEY_PREFIX)) return undefined;
+  const raw = Buffer.from(text.slice(PUBLIC_KEY_PREFIX.length), 'base64');
+  return raw.length === 32 ? raw : undefined;
+}
+
+/** A Node public key object of a raw 32-byte ed25519 public key (for crypto.verify). */
+export function ed25519PublicKey(raw: Buffer): crypto.KeyObject {
+  return crypto.createPublicKey({ key: Buffer.concat([ED25519_SPKI_HEADER, raw]), format: 'der', type: 'spki' });
+}
+
+/** The signing key of a `whsk_` private key text (its first 32 bytes are the seed). */
+export function ed25519PrivateKey(privateKey: string): crypto.KeyObject {
+  const bytes = Buffer.from(privateKey.slice(PRIVATE_KEY_PREFIX.length), 'base64');
+  if (!privateKey.startsWith(PRIVATE_KEY_PREFIX) || bytes.length !== 64) throw new Error('not a whsk_ ed25519 key');
+  return crypto.createPrivateKey({
+    key: Buffer.concat([ED25519_PKCS8_HEADER, bytes.subarray(0, 32)]),
+    format: 'der',
+    type: 'pkcs8',
+  });
+}
+
+/** One `v1a` signature: base64 ed25519 of `<id>.<timestamp>.<body>` (deterministic: RFC 8032). */
+export function ed25519Signature(key: crypto.KeyObject, id: string, timestamp: number, body: string | Buffer): string {
+  const signed = Buffer.concat([Buffer.from(`${id}.${timestamp}.`, 'utf8'), Buffer.from(body)]);
+  return crypto.sign(null, signed, key).toString('base64');
+}
+
+/** The `v1a,<base64>` entries of `webhook-signature`, one per key given, in that order, space-separated. */
+export function asymmetricSignatures(
+  keys: readonly crypto.KeyObject[],
+  id: string,
+  body: string | Buffer,
+  timestamp: number,
+): string {
+  return keys.map((key) => `v1a,${ed25519Signature(key, id, timestamp, body)}`).join(' ');
+}

@@ -97,6 +97,10 @@ describe('the admin API: webhook endpoints', () => {
       disabledReason: null,
       lastSuccessAt: null,
       consecutiveFailures: 0,
+      signatureScheme: 'hmac-sha256',
+      publicKey: null,
+      previousSchemeExpiresAt: null,
+      rateLimit: null,
       throttledUntil: null,
     };
     expect(created.data).to.deep.equal({ ...record, secret });
@@ -649,6 +653,75 @@ describe('the admin API: webhook endpoints', () => {
       await db('audit_entries').whereNot({ actor_name: FIXTURE_ACTOR }).where({ workspace_id: ws.id }).pluck('action'),
     ).to.deep.equal(['endpoint.create']);
   });
+
+  it('rateLimit: set at creation, changed and cleared, shown by both APIs; 400 naming it for anything but 1 to 1000', async () => {
+    const ws = await createWorkspace(db, operator, { slug: unique('rate') });
+    const as = { token: token.token };
+    const made = await admin.request('POST', base(ws.id), {
+      ...as,
+      body: { url: 'https://hooks.example.ae/rate', rateLimit: 10 },
+    });
+    expect([made.status, made.body.rateLimit]).to.deep.equal([201, 10]);
+    secrets.push(made.body.secret);
+    const one = `${base(ws.id)}/${made.body.id}`;
+    expect((await admin.request('GET', one, as)).body.rateLimit).to.equal(10);
+    for (const rateLimit of [0, 1001, 2.5, 'x', -3, true]) {
+      for (const [method, path, body] of [
+        ['POST', base(ws.id), { url: 'https://hooks.example.ae/other', rateLimit }],
+        ['PATCH', one, { rateLimit }],
+        ['PATCH', one, { name: 'Renamed', rateLimit }],
+      ] as const) {
+        const res = await admin.request(method, path, { ...as, body });
+        expect(
+          [res.status, res.body.error?.code, res.body.error?.reason],
+          `${method} ${JSON.stringify(body)}`,
+        ).to.deep.equal([400, 'invalid_request', 'rateLimit']);
+      }
+    }
+    // nothing changed: one endpoint, as made, one audit entry
+    expect(await db('webhook_endpoints').where({ workspace_id: ws.id }).select('name', 'rate_limit')).to.deep.equal([
+      { name: 'hooks.example.ae', rate_limit: 10 },
+    ]);
+    const raised = await admin.request('PATCH', one, { ...as, body: { rateLimit: 1000 } });
+    expect([raised.status, raised.body.rateLimit]).to.deep.equal([200, 1000]);
+    // the same value again is no change (no audit entry)
+    expect((await admin.request('PATCH', one, { ...as, body: { rateLimit: 1000 } })).body.rateLimit).to.equal(1000);
+    const lowest = await admin.request('PATCH', one, { ...as, body: { rateLimit: 1 } });
+    expect(lowest.body.rateLimit).to.equal(1);
+    // the public API shows it to the workspace's keys
+    const api: TestApi = await startApi();
+    try {
+      const key = await createApiKey(db, operator, { workspaceId: ws.id });
+      const listed = await api.get('/v1/webhooks', key.key);
+      expect(listed.status).to.equal(200);
+      expect(listed.body.rows.map((r: { rateLimit: number | null }) => r.rateLimit)).to.deep.equal([1]);
+    } finally {
+      await api.close();
+    }
+    const cleared = await admin.request('PATCH', one, { ...as, body: { rateLimit: null } });
+    expect([cleared.status, cleared.body.rateLimit]).to.deep.equal([200, null]);
+    const unthrottled = await admin.request('POST', base(ws.id), {
+      ...as,
+      body: { url: 'https://hooks.example.ae/free', rateLimit: null },
+    });
+    expect([unthrottled.status, unthrottled.body.rateLimit]).to.deep.equal([201, null]);
+    secrets.push(unthrottled.body.secret);
+
+    const entries = await db('audit_entries')
+      .whereNot({ actor_name: FIXTURE_ACTOR })
+      .where({ target_id: made.body.id })
+      .orderBy('at')
+      .select('action', 'changes');
+    expect(entries).to.deep.equal([
+      {
+        action: 'endpoint.create',
+        changes: { name: 'hooks.example.ae', url: 'https://hooks.example.ae/rate', events: [], rateLimit: 10 },
+      },
+      { action: 'endpoint.update', changes: { rateLimit: { from: 10, to: 1000 } } },
+      { action: 'endpoint.update', changes: { rateLimit: { from: 1000, to: 1 } } },
+      { action: 'endpoint.update', changes: { rateLimit: { from: 1, to: null } } },
+    ]);
+  });
 });
 
 describe('fleet-admin endpoint update and endpoint delete', () => {
@@ -683,8 +756,12 @@ describe('fleet-admin endpoint update and endpoint delete', () => {
       'disabledReason',
       'lastSuccessAt',
       'consecutiveFailures',
+      'rateLimit',
       'throttledUntil',
       'secret',
+      'signatureScheme',
+      'publicKey',
+      'previousSchemeExpiresAt',
     );
     const updated = await json(
       'endpoint',
@@ -708,6 +785,10 @@ describe('fleet-admin endpoint update and endpoint delete', () => {
       disabledReason: null,
       lastSuccessAt: null,
       consecutiveFailures: 0,
+      signatureScheme: 'hmac-sha256',
+      publicKey: null,
+      previousSchemeExpiresAt: null,
+      rateLimit: null,
       throttledUntil: null,
     });
     // the duplicate-URL rule, on one line
@@ -774,5 +855,43 @@ describe('fleet-admin endpoint update and endpoint delete', () => {
       },
       { ...cli, action: 'endpoint.delete', changes: { name: 'Ops', url: 'https://hooks.example.ae/cli/v2' } },
     ]);
+  });
+
+  it('endpoint create and update --rate-limit set it, "none" clears it; anything but 1 to 1000 is refused on one line', async () => {
+    const { db, url } = await testDatabase();
+    const slug = unique('cli-rate');
+    await json('workspace', 'create', '--slug', slug);
+    const created = await json(
+      'endpoint',
+      'create',
+      '--workspace',
+      slug,
+      '--url',
+      'https://hooks.example.ae/cli-rate',
+      '--rate-limit',
+      '10',
+    );
+    expect(created.rateLimit).to.equal(10);
+    const text = await fleetAdminOn(url, ['endpoint', 'list', '--workspace', slug]);
+    expect(text.stdout).to.include('; events: all; at most 10 a second; failures in a row: 0;');
+    expect((await json('endpoint', 'update', '--id', created.id, '--rate-limit', '250')).rateLimit).to.equal(250);
+    for (const [value, why] of [
+      ['0', 'fleet-admin: --rate-limit must be a whole number of deliveries a second from 1 to 1000'],
+      ['1001', 'fleet-admin: --rate-limit must be a whole number of deliveries a second from 1 to 1000'],
+      ['2.5', "fleet-admin: option '--rate-limit <n>' argument '2.5' is invalid. It must be a whole number."],
+      ['x', "fleet-admin: option '--rate-limit <n>' argument 'x' is invalid. It must be a whole number."],
+    ]) {
+      const refused = await fleetAdminOn(url, ['endpoint', 'update', '--id', created.id, '--rate-limit', value]);
+      expect([refused.code, refused.stdout, refused.stderr.trim()], value).to.deep.equal([1, '', why]);
+    }
+    expect((await db('webhook_endpoints').where({ id: created.id }).first('rate_limit')).rate_limit).to.equal(250);
+    expect((await json('endpoint', 'update', '--id', created.id, '--rate-limit', 'none')).rateLimit).to.equal(null);
+    expect(
+      await db('audit_entries')
+        .whereNot({ actor_name: FIXTURE_ACTOR })
+        .where({ target_id: created.id, action: 'endpoint.update' })
+        .orderBy('at')
+        .pluck('changes'),
+    ).to.deep.equal([{ rateLimit: { from: 10, to: 250 } }, { rateLimit: { from: 250, to: null } }]);
   });
 });

@@ -61,7 +61,7 @@ describe('HTTP details and input that must never get a 5xx', () => {
 
   it('answers HEAD on every GET operation like GET, without a body', async () => {
     const gets = operations.filter(([method]) => method === 'GET');
-    expect(gets.length).to.equal(13);
+    expect(gets.length).to.equal(14);
     for (const [, path] of gets) {
       const get = await api.get(path, key);
       const head = await fetch(api.url + path, { method: 'HEAD', headers: { authorization: `Bearer ${key}` } });

@@ -320,11 +320,13 @@ describe('API: conditional GETs (ETag, If-None-Match, 304)', () => {
     await db('workspaces').where({ slug }).delete();
   });
 
-  it('gives an ETag to every GET operation of /v1 the document has, and this test reads each', () => {
+  it('gives an ETag to every GET operation of /v1 the document has (but the event feed), and this test reads each', () => {
     const document = loadOpenApiDocument();
     const documented = Object.entries(document.paths)
       .filter(([path, item]) => path.startsWith('/v1/') && (item as Record<string, unknown>).get)
       .map(([, item]) => (item as unknown as { get: { operationId: string } }).get.operationId)
+      // the event feed is read by its cursor, never revalidated: no ETag, no 304, no answer cache (its document says so)
+      .filter((operationId) => operationId !== 'listEvents')
       .sort();
     const tagged = Object.entries(publicOperations).filter(([, operation]) => operation.etag !== undefined);
     expect(tagged.map(([operationId]) => operationId).sort()).to.deep.equal(documented);

@@ -198,12 +198,12 @@ describe('fleet-admin deliveries retry, events, audit list, and output a person 
 
     const endpoints = await fleetAdmin(['endpoint', 'list', '--workspace', ws.slug]);
     expect(endpoints.stdout).to.equal(
-      `endpoint ${endpoint.id} "hooks.example.ae" -> https://hooks.example.ae/show is enabled; events: booking.confirmed, payment.captured; failures in a row: 2; last success: never\n`,
+      `endpoint ${endpoint.id} "hooks.example.ae" -> https://hooks.example.ae/show is enabled; events: booking.confirmed, payment.captured; failures in a row: 2; last success: never; signed with hmac-sha256\n`,
     );
     // a throttle is shown while it holds (its receiver answered 429, 502, 503 or 504), not once it is over
     await db('webhook_endpoints').where({ id: endpoint.id }).update({ throttled_until: '2099-01-01T00:00:00.000Z' });
     expect((await fleetAdmin(['endpoint', 'list', '--workspace', ws.slug])).stdout).to.equal(
-      `endpoint ${endpoint.id} "hooks.example.ae" -> https://hooks.example.ae/show is enabled; events: booking.confirmed, payment.captured; failures in a row: 2; last success: never; throttled until 2099-01-01T00:00:00.000Z\n`,
+      `endpoint ${endpoint.id} "hooks.example.ae" -> https://hooks.example.ae/show is enabled; events: booking.confirmed, payment.captured; failures in a row: 2; last success: never; throttled until 2099-01-01T00:00:00.000Z; signed with hmac-sha256\n`,
     );
     await db('webhook_endpoints').where({ id: endpoint.id }).update({ throttled_until: '2000-01-01T00:00:00.000Z' });
     expect((await fleetAdmin(['endpoint', 'list', '--workspace', ws.slug])).stdout).to.not.include('throttled');

@@ -353,8 +353,12 @@ describe('fleet-admin CLI', () => {
       'disabledReason',
       'lastSuccessAt',
       'consecutiveFailures',
+      'rateLimit',
       'throttledUntil',
       'secret',
+      'signatureScheme',
+      'publicKey',
+      'previousSchemeExpiresAt',
     );
     expect(created).to.deep.include({
       name: 'hooks.example.com',
@@ -392,6 +396,10 @@ describe('fleet-admin CLI', () => {
       'disabledReason',
       'lastSuccessAt',
       'consecutiveFailures',
+      'signatureScheme',
+      'publicKey',
+      'previousSchemeExpiresAt',
+      'rateLimit',
       'throttledUntil',
     );
     expect(off).to.include({
@@ -400,6 +408,7 @@ describe('fleet-admin CLI', () => {
       disabledReason: 'manual',
       lastSuccessAt: null,
       consecutiveFailures: 0,
+      rateLimit: null,
     });
     expect(new Date(off.disabledAt).toISOString()).to.equal(off.disabledAt);
 
@@ -411,6 +420,7 @@ describe('fleet-admin CLI', () => {
       disabledAt: null,
       disabledReason: null,
       consecutiveFailures: 0,
+      rateLimit: null,
     });
 
     await Promise.all([

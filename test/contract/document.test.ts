@@ -125,7 +125,7 @@ describe('the OpenAPI document', () => {
     expect(document.info.version).to.equal('1.0.0');
   });
 
-  it('has the fourteen operations, each with an operationId', () => {
+  it('has the fifteen operations, each with an operationId', () => {
     const operations = Object.entries(document.paths).flatMap(([p, item]) =>
       Object.entries(item).map(([method, op]) => `${method.toUpperCase()} ${p} ${op.operationId}`),
     );
@@ -133,6 +133,7 @@ describe('the OpenAPI document', () => {
       'GET /healthz getHealth',
       'GET /readyz getReadiness',
       'GET /v1/bookings/summary getBookingSummary',
+      'GET /v1/events listEvents',
       'GET /v1/finance/overview getFinanceOverview',
       'GET /v1/fleet/summary getFleetSummary',
       'GET /v1/fleets listFleets',
@@ -155,7 +156,7 @@ describe('the OpenAPI document', () => {
         .filter(([, op]) => (op as { security?: unknown[] }).security?.length !== 0)
         .map(([method, op]) => [`${method.toUpperCase()} ${p}`, op] as const),
     );
-    expect(needing.map(([name]) => name)).to.have.length(12);
+    expect(needing.map(([name]) => name)).to.have.length(13);
     for (const [name, op] of needing) {
       const unavailable = resolve((op as { responses: Json }).responses['503'] as Json);
       expect(unavailable, name).to.deep.equal(resolve({ $ref: '#/components/responses/ServiceUnavailable' }));
@@ -192,12 +193,13 @@ describe('the OpenAPI document', () => {
 
   it('has a valid example for every response, parameter, header, payload and schema example', () => {
     const pairs = examplePairs();
-    // Every media type of every response and payload has an example: 15 success examples (vehicles has two),
-    // 12 shared error examples (503 has two: unavailable and overloaded), 39 payloads; plus parameters, headers and schemas.
+    // Every media type of every response and payload has an example: 16 success examples (vehicles has two),
+    // 12 shared error examples (503 has two: unavailable and overloaded) and the event feed's own 400, 39 payloads; plus
+    // parameters, headers and schemas.
     const mediaTypes = pairs.filter(
       (p) => p.where.includes('/content/application~1json') || p.where.includes('/content/application/json'),
     );
-    expect(mediaTypes.length).to.equal(15 + 12 + 39);
+    expect(mediaTypes.length).to.equal(16 + 13 + 39);
     const failures = pairs.flatMap(({ where, schema, example }) => {
       const validate = validatorFor(schema);
       return validate(example) ? [] : [`${where}: ${ajv.errorsText(validate.errors)}`];
@@ -262,6 +264,10 @@ describe('the OpenAPI document', () => {
           disabledReason: null,
           lastSuccessAt: null,
           consecutiveFailures: 0,
+          signatureScheme: 'hmac-sha256',
+          publicKey: null,
+          previousSchemeExpiresAt: null,
+          rateLimit: null,
           throttledUntil: null,
         },
       ],

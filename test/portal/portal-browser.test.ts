@@ -644,9 +644,57 @@ describe('the settings screen (/portal) in a browser', function () {
     await page.getByText('Description, fields and example of booking.confirmed').click();
     const example = JSON.parse((await page.getByLabel('Example payload of booking.confirmed').textContent())!);
     expect(example.data).to.deep.equal(bookingConfirmedData());
+    // The document's Markdown is shown as text: `confirmed` is a code element, no backtick is left on the page.
+    const confirmed = page.getByRole('article', { name: 'booking.confirmed' });
+    const firstParagraph = confirmed.locator('.description p').first();
+    expect(await firstParagraph.textContent()).to.equal('Fires when a booking reaches status confirmed.');
+    expect(await firstParagraph.locator('code').allTextContents()).to.deep.equal(['confirmed']);
+    const shown = await page.locator('.event .summary, .event .description').allTextContents();
+    expect(shown.length).to.be.greaterThan(20);
+    expect(shown.filter((text) => /[`]|\*\*|\]\(/.test(text))).to.deep.equal([]);
     for (const language of ['Node.js', 'Python', 'Go'])
       await page.getByRole('heading', { level: 3, name: language }).waitFor();
     await shot(page, 'events', false);
+  });
+
+  it("renders the catalogue's Markdown as plain elements, never as markup: links as their text, HTML as characters", async () => {
+    // The catalogue as the document could word it: the test rewrites one description of the real answer.
+    const markdown = [
+      'Sent **at least once**, *never* in order; see [Standard Webhooks](https://www.standardwebhooks.com/).',
+      'What `data` holds:\n- `bookingId`, the booking\n- `fleet`, its **fleet**',
+      'Shown as typed: <img src=x onerror="document.title=\'pwned\'"> and <b>bold</b>.',
+    ].join('\n\n');
+    const other = watch(await context.newPage());
+    await other.route('**/event-types', async (route) => {
+      fabricated.add(`GET ${route.request().url()}`);
+      const response = await route.fetch();
+      const body = await response.json();
+      const row = body.rows.find((r: { event: string }) => r.event === 'booking.confirmed');
+      row.description = markdown;
+      await route.fulfill({ response, json: body });
+    });
+    await other.goto(`${screen.url}/portal/events`);
+    await other.getByRole('heading', { level: 1, name: 'Event catalogue' }).waitFor();
+    const article = other.getByRole('article', { name: 'booking.confirmed' });
+    await article.getByText('Description, fields and example of booking.confirmed').click();
+    const description = article.locator('.description');
+    expect(await description.locator('p').allTextContents()).to.deep.equal([
+      'Sent at least once, never in order; see Standard Webhooks.',
+      'What data holds:',
+      'Shown as typed: <img src=x onerror="document.title=\'pwned\'"> and <b>bold</b>.',
+    ]);
+    expect(await description.locator('strong').allTextContents()).to.deep.equal(['at least once', 'fleet']);
+    expect(await description.locator('em').allTextContents()).to.deep.equal(['never']);
+    expect(await description.getByRole('listitem').allTextContents()).to.deep.equal([
+      'bookingId, the booking',
+      'fleet, its fleet',
+    ]);
+    expect(await description.locator('code').allTextContents()).to.deep.equal(['data', 'bookingId', 'fleet']);
+    // No link off the screen, no element the text named, no script run.
+    expect(await description.locator('a, img, b').count()).to.equal(0);
+    expect(await other.title()).not.to.equal('pwned');
+    await shot(other, 'events-markdown', false);
+    await other.close();
   });
 
   it('refuses the link a second time, in words (the session POST is 401)', async () => {
@@ -909,6 +957,39 @@ describe('the settings screen (/portal) in a browser', function () {
     await page.getByRole('heading', { level: 1, name: 'Webhook endpoints' }).waitFor();
     expect(await page.getByRole('link', { name: 'Spare <i>receiver</i>' }).count()).to.equal(0);
     expect((await db('webhook_endpoints').where({ id: spare.id }).first()).deleted_at).to.be.an.instanceOf(Date);
+  });
+
+  it("sets an endpoint's rate limit, names a value out of range next to the field, and clears it", async () => {
+    const throttled = await createEndpoint(db, operator, {
+      workspaceId: workspace.id,
+      url: receiver.endpointUrl(),
+      name: 'Throttled',
+      policy: processConfig().destinationPolicy,
+    });
+    await page.goto(`${screen.url}/portal/endpoints/${throttled.id}`);
+    await page.getByRole('heading', { level: 1, name: 'Throttled' }).waitFor();
+    const shown = () => page.getByRole('definition').filter({ hasText: /^(no limit|at most \d+ a second)$/ });
+    expect(await shown().textContent()).to.equal('no limit');
+    const limit = page.getByRole('spinbutton', { name: 'Rate limit (deliveries a second)' });
+    const save = page.getByRole('button', { name: 'Save changes' });
+    for (const wrong of ['1001', '0', '2.5']) {
+      await limit.fill(wrong);
+      await save.click();
+      await page.getByText('Enter a whole number from 1 to 1000, or leave it empty for no limit.').waitFor();
+      expect(await limit.getAttribute('aria-invalid'), wrong).to.equal('true');
+    }
+    expect((await db('webhook_endpoints').where({ id: throttled.id }).first('rate_limit')).rate_limit).to.equal(null);
+    await limit.fill('10');
+    const set = await answerTo('PATCH', adminPath(`/endpoints/${throttled.id}`), () => save.click());
+    expect(set.status()).to.equal(200);
+    expect(set.request().postDataJSON()).to.deep.equal({ rateLimit: 10 });
+    await page.getByText('Changes saved.').waitFor();
+    await shown().filter({ hasText: 'at most 10 a second' }).waitFor();
+    await limit.fill('');
+    const cleared = await answerTo('PATCH', adminPath(`/endpoints/${throttled.id}`), () => save.click());
+    expect(cleared.request().postDataJSON()).to.deep.equal({ rateLimit: null });
+    await shown().filter({ hasText: 'no limit' }).waitFor();
+    expect((await db('webhook_endpoints').where({ id: throttled.id }).first('rate_limit')).rate_limit).to.equal(null);
   });
 
   it('is usable 360 px wide: no page scrolls sideways', async () => {

@@ -4,6 +4,7 @@ import type pg from 'pg';
 import { createApp, type AppOptions } from '../../src/api/app.js';
 import { listen } from '../../src/http/edge.js';
 import { KeyCache, type HeartbeatTimings } from '../../src/api/key-cache.js';
+import { EventArrivals } from '../../src/api/event-arrivals.js';
 import { testDatabase } from './database.js';
 import type { Database } from '../../src/db/database.js';
 import { documentedClient, PUBLIC_API, type ApiResponse } from './http.js';
@@ -21,6 +22,8 @@ export interface TestApi {
   get(path: string, key?: string, headers?: Record<string, string>): Promise<ApiResponse>;
   /** The app's key cache, when started with one. */
   keyCache?: KeyCache;
+  /** The event feed's LISTEN connection, when started with one. */
+  events?: EventArrivals;
   close(): Promise<void>;
 }
 
@@ -37,6 +40,8 @@ export async function startApi(
     /** Another database than the tests' (a primary with a replica), and its read routing. */
     database?: Database;
     reads?: AppOptions['reads'];
+    /** The event feed's LISTEN connection (the long polls'), as the API's role, as main starts it. */
+    events?: boolean;
   } = {},
 ): Promise<TestApi> {
   // The API's own connections: its database role (src/db/roles.ts), as in production.
@@ -48,6 +53,7 @@ export async function startApi(
   const { connect = () => database.connectAs('api'), ...timings } =
     typeof options.keyCache === 'object' ? options.keyCache : {};
   const keyCache = options.keyCache ? await KeyCache.start(connect, db, logger, timings) : undefined;
+  const events = options.events ? await EventArrivals.start(() => database.connectAs('api'), logger) : undefined;
   const app = await createApp({
     db,
     logger,
@@ -56,6 +62,7 @@ export async function startApi(
     limits: options.limits,
     cursors: options.cursors,
     reads: options.reads,
+    events,
   });
   const server: Server = await listen(app, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -68,9 +75,13 @@ export async function startApi(
     request,
     get: (path, key, headers) => request('GET', path, { key, headers }),
     keyCache,
+    events,
     close: async () => {
+      // (as main stops: the long polls answered at once, then the server closed)
+      const feedClosed = events?.close();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await keyCache?.close();
+      await feedClosed;
     },
   };
 }

@@ -11,6 +11,7 @@ import {
   bookingConfirmedData,
   dropTestWorkspaces,
   eventually,
+  examplePayload,
   webhookWorkspace,
   type TestWorkspace,
 } from './support.js';
@@ -86,14 +87,14 @@ describe('webhooks: several dispatcher processes on one database', function () {
     }
   };
   /** Records `count` events and fans them out in one transaction: everything is queued at the same moment. */
-  const queueAtOnce = (count: number) =>
+  const queueAtOnce = (count: number, event = 'booking.confirmed') =>
     db.transaction(async (trx) => {
       const rows = await trx('events')
         .insert(
           Array.from({ length: count }, () => ({
             workspace_id: ws.id,
-            event: 'booking.confirmed',
-            data: JSON.stringify(bookingConfirmedData()),
+            event,
+            data: JSON.stringify(event === 'booking.confirmed' ? bookingConfirmedData() : examplePayload(event).data),
             source: 'publish',
           })),
         )
@@ -198,5 +199,44 @@ describe('webhooks: several dispatcher processes on one database', function () {
       .select('delivery_attempts.number', 'delivery_attempts.status_code');
     expect(attempts).to.have.length(total);
     expect(attempts.every((a) => a.number === 1 && a.status_code === 204)).to.equal(true);
+  });
+
+  it("keeps a throttled endpoint within its rate across both processes, and the other endpoint's deliveries go meanwhile", async () => {
+    answer = () => ({ status: 204 });
+    const rateLimit = 5;
+    const [throttledUrl, otherUrl] = [receiver.endpointUrl(), receiver.endpointUrl()];
+    const throttled = await ws.endpoint({ url: throttledUrl, events: ['booking.confirmed'] });
+    const other = await ws.endpoint({ url: otherUrl, events: ['payment.captured'] });
+    receiver.setSecret(throttledUrl, throttled.secret);
+    receiver.setSecret(otherUrl, other.secret);
+    await db('webhook_endpoints').where({ id: throttled.id }).update({ rate_limit: rateLimit });
+    const options: ChildOptions = {
+      workspaceIds: [ws.id],
+      concurrency: 16,
+      perEndpointConcurrency: 4,
+      perWorkspaceConcurrency: 16,
+    };
+    children.push(await spawnDispatcher(url, options), await spawnDispatcher(url, options));
+    expect(await queueAtOnce(30)).to.equal(30);
+    expect(await queueAtOnce(30, 'payment.captured')).to.equal(30);
+    const arrivals = (endpointUrl: string) =>
+      receiver.requests.filter((r) => r.path === new URL(endpointUrl).pathname).map((r) => r.receivedAt);
+    await eventually(async () => arrivals(throttledUrl).length >= 20, 20_000, '20 throttled deliveries received');
+    const times = arrivals(throttledUrl);
+    // In any span of w seconds at most rateLimit x w + rateLimit (the bucket's capacity, one second's worth), allowing
+    // 0.1 s between a claim and the request's arrival.
+    for (let i = 0; i < times.length; i++)
+      for (let j = i; j < times.length; j++) {
+        const w = (times[j] - times[i]) / 1000 + 0.1;
+        expect(j - i + 1, `${j - i + 1} requests within ${w.toFixed(2)} s`).to.be.at.most(rateLimit * w + rateLimit);
+      }
+    // 5 at once, then one every 200 ms: the 20th about 3 s after the first (not much later either).
+    expect((times[19] - times[0]) / 1000).to.be.within(2.8, 5);
+    // The other endpoint's 30 were not held behind the throttled backlog: all sent before it was half through.
+    const others = arrivals(otherUrl);
+    expect(others).to.have.length(30);
+    expect(Math.max(...others)).to.be.below(times[14]);
+    expect(receiver.requests.every((r) => r.verified?.ok)).to.equal(true);
+    expect(receiver.overlaps).to.deep.equal([]);
   });
 });

@@ -5,11 +5,17 @@ import {
   getEndpoint,
   listEndpoints,
   setEndpointActive,
+  switchSignatureScheme,
   updateEndpoint,
 } from '../../core/webhooks/endpoints.js';
-import { rotateSigningSecret } from '../../core/webhooks/signing-secrets.js';
+import { rotateSigningKey, rotateSigningSecret } from '../../core/webhooks/signing-secrets.js';
 import { endpointAttemptStats } from '../../core/webhooks/deliveries.js';
-import type { EndpointCreate, EndpointUpdate, SecretRotation } from '../../../generated/admin-strict/types.gen.js';
+import type {
+  EndpointCreate,
+  EndpointUpdate,
+  SecretRotation,
+  SignatureSchemeSwitch,
+} from '../../../generated/admin-strict/types.gen.js';
 import { pathWorkspace, type AdminAction } from './context.js';
 
 // Webhook endpoints (src/core/webhooks/endpoints.ts and signing-secrets.ts), each within the path's workspace: an
@@ -70,6 +76,26 @@ export const endpointOperations: Record<string, AdminAction> = {
     return await c.once(input, async (trx) => ({
       status: 200,
       body: await rotateSigningSecret(trx, c.actor, {
+        endpointId: c.params.endpointId,
+        workspaceId: id,
+        overlapHours: input.overlapHours,
+        now: c.now,
+      }),
+    }));
+  },
+
+  async switchEndpointSignatureScheme(c) {
+    const { scheme, overlapHours } = c.body as SignatureSchemeSwitch;
+    const input = { endpointId: c.params.endpointId, workspaceId: pathWorkspace(c).id, scheme, overlapHours };
+    return { status: 200, body: await switchSignatureScheme(c.db, c.actor, { ...input, now: c.now }) };
+  },
+
+  async rotateEndpointSigningKey(c) {
+    const { id } = pathWorkspace(c);
+    const input = (c.body ?? {}) as SecretRotation;
+    return await c.once(input, async (trx) => ({
+      status: 200,
+      body: await rotateSigningKey(trx, c.actor, {
         endpointId: c.params.endpointId,
         workspaceId: id,
         overlapHours: input.overlapHours,

@@ -8,6 +8,7 @@ import { deliveryOperations } from './deliveries.js';
 import { endpointOperations } from './endpoints.js';
 import { eventOperations } from './events.js';
 import { importOperations } from './imports.js';
+import { operationalEndpointOperations } from './operational-endpoints.js';
 import { portalSessionOperations } from './portal-sessions.js';
 import { workspaceOperations } from './workspaces.js';
 
@@ -29,6 +30,7 @@ const byResource: Record<string, AdminAction> = {
   ...eventOperations,
   ...importOperations,
   ...portalSessionOperations,
+  ...operationalEndpointOperations,
 };
 
 export const adminOperations: Record<string, Handler> = Object.fromEntries(

@@ -13,6 +13,7 @@ import * as listWebhookEndpoints from './list-webhook-endpoints.js';
 import * as sendTestDelivery from './send-test-delivery.js';
 import * as listWebhookDeliveries from './list-webhook-deliveries.js';
 import * as getWebhookDelivery from './get-webhook-delivery.js';
+import * as listEvents from './list-events.js';
 import * as getHealth from './get-health.js';
 import * as getReadiness from './get-readiness.js';
 
@@ -30,6 +31,7 @@ export const publicOperations: Record<string, PublicOperation> = {
   sendTestDelivery,
   listWebhookDeliveries,
   getWebhookDelivery,
+  listEvents,
   getHealth,
   getReadiness,
 };

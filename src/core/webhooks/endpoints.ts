@@ -9,7 +9,9 @@ import { mustReach, workspaceFilter, type Actor } from '../actor.js';
 import { subscribableEvents, TEST_EVENT } from '../../webhooks/catalogue.js';
 import { refuseDestination, workspacePolicy, type DestinationPolicy } from '../../webhooks/destination-policy.js';
 import { deleteEndpointAndDeliveries, liveEndpoint, switchEndpoint } from '../../webhooks/endpoint-lifecycle.js';
-import { withSealingLock } from '../../webhooks/sealing.js';
+import { withSealingLock, type Sealer } from '../../webhooks/sealing.js';
+import { newSigningKeyPair, publicKeyText } from '../../webhooks/signing.js';
+import { checkOverlapHours, setSigningKey } from './signing-secrets.js';
 
 /** A webhook endpoint as the API and the CLI show it: never with its signing secret. */
 export interface EndpointRecord {
@@ -24,12 +26,24 @@ export interface EndpointRecord {
   disabledReason: EndpointDisabledReason | null;
   lastSuccessAt: string | null;
   consecutiveFailures: number;
+  /** How its deliveries are signed: `hmac-sha256` (the secret: `v1`, service-signature) or `ed25519` (`v1a`). */
+  signatureScheme: SignatureScheme;
+  /** The ed25519 public key receivers verify `v1a` with (`whpk_` + base64), while the scheme is ed25519; else null. */
+  publicKey: string | null;
+  /** Until when, after a switch, the scheme switched away from also signs (a past time: no longer); null: never. */
+  previousSchemeExpiresAt: string | null;
+  /** Deliveries a second at most (1 to 1,000); null: no throttle. */
+  rateLimit: number | null;
   /**
    * The end of the endpoint's latest throttle (its receiver answered 429, 502, 503 or 504): nothing is sent to it
    * before; null if it was never throttled. A past time: not throttled now.
    */
   throttledUntil: string | null;
 }
+
+/** An endpoint's signature scheme (webhook_endpoints.signature_scheme; the documents' SignatureScheme). */
+export type SignatureScheme = 'hmac-sha256' | 'ed25519';
+export const SIGNATURE_SCHEMES: readonly SignatureScheme[] = ['hmac-sha256', 'ed25519'];
 
 /** Why an endpoint was switched off (webhook_endpoints.disabled_reason; the documents' EndpointDisabledReason). */
 export type EndpointDisabledReason = 'failures' | 'gone' | 'manual';
@@ -39,7 +53,7 @@ export interface CreatedEndpoint extends EndpointRecord {
   secret: string;
 }
 
-interface EndpointRow {
+export interface EndpointRow {
   id: string;
   name: string;
   url: string;
@@ -49,10 +63,14 @@ interface EndpointRow {
   disabled_reason: EndpointDisabledReason | null;
   last_success_at: Date | null;
   consecutive_failures: number;
+  signature_scheme: SignatureScheme;
+  signing_public_key: Buffer | null;
+  previous_scheme_expires_at: Date | null;
+  rate_limit: number | null;
   throttled_until: Date | null;
 }
 
-const RECORD_COLUMNS = [
+export const RECORD_COLUMNS = [
   'id',
   'name',
   'url',
@@ -62,6 +80,10 @@ const RECORD_COLUMNS = [
   'disabled_reason',
   'last_success_at',
   'consecutive_failures',
+  'signature_scheme',
+  'signing_public_key',
+  'previous_scheme_expires_at',
+  'rate_limit',
   'throttled_until',
 ];
 
@@ -77,8 +99,20 @@ export function toEndpointView(row: EndpointRow): EndpointRecord {
     disabledReason: row.disabled_reason,
     lastSuccessAt: row.last_success_at?.toISOString() ?? null,
     consecutiveFailures: row.consecutive_failures,
+    signatureScheme: row.signature_scheme,
+    publicKey:
+      row.signature_scheme === 'ed25519' && row.signing_public_key ? publicKeyText(row.signing_public_key) : null,
+    previousSchemeExpiresAt: row.previous_scheme_expires_at?.toISOString() ?? null,
+    rateLimit: row.rate_limit,
     throttledUntil: row.throttled_until?.toISOString() ?? null,
   };
+}
+
+/** The scheme a request names, or 400 naming `field`. */
+export function checkScheme(scheme: string, field = 'signatureScheme'): SignatureScheme {
+  if (!SIGNATURE_SCHEMES.includes(scheme as SignatureScheme))
+    throw new InvalidFieldError(field, `must be one of ${SIGNATURE_SCHEMES.join(', ')}, got "${scheme}"`);
+  return scheme as SignatureScheme;
 }
 
 /** Which endpoints a call reaches: one workspace's (a path, a confined actor), or every workspace's (the operator). */
@@ -101,6 +135,8 @@ async function findEndpoint(
 ): Promise<EndpointRow & { workspace_id: string }> {
   const row = await db('webhook_endpoints')
     .where({ id, ...(scope.workspaceId !== undefined ? { workspace_id: scope.workspaceId } : {}) })
+    // (never the platform's operational endpoints: operational-endpoints.ts)
+    .whereNotNull('workspace_id')
     .whereRaw(liveEndpoint())
     .modify((q) => (lock ? q.forNoKeyUpdate() : q))
     .first([...RECORD_COLUMNS, 'workspace_id']);
@@ -114,7 +150,7 @@ async function findEndpoint(
  * class of the destination; the address it resolved to and the settings that would allow it are the operator's
  * detail, logged and shown by the CLI only). `policy` is the workspace's (workspacePolicy).
  */
-async function checkDestination(url: string, policy: DestinationPolicy): Promise<URL> {
+export async function checkDestination(url: string, policy: DestinationPolicy): Promise<URL> {
   if (url.length > 2048) throw new InvalidFieldError('url', 'must be at most 2048 characters');
   // every API key of the workspace reads it (GET /v1/webhooks): a credential belongs in the signature, not the URL
   if (looksLikeSecret(url)) throw new InvalidFieldError('url', SECRET_SHAPED);
@@ -155,13 +191,27 @@ function checkEvents(events: string[]): string[] {
   return [...new Set(events)];
 }
 
-function checkName(name: string): string {
+export function checkName(name: string): string {
   if (name.length < 1 || name.length > 200) throw new InvalidFieldError('name', 'must be 1 to 200 characters');
   // GET /v1/webhooks and the audit trail show it: text a secret scanner would take for a signing secret is refused.
   if (looksLikeSecret(name)) throw new InvalidFieldError('name', SECRET_SHAPED);
   // eslint-disable-next-line no-control-regex -- control characters are what it looks for
   if (/[\u0000-\u001f\u007f-\u009f]/.test(name)) throw new InvalidFieldError('name', 'must hold no control characters');
   return name;
+}
+
+/** The most deliveries a second an endpoint's throttle may allow (the documents' EndpointRateLimit). */
+export const MAX_RATE_LIMIT = 1000;
+
+/** A throttle: a whole number of deliveries a second, 1 to MAX_RATE_LIMIT, or null for none. */
+function checkRateLimit(rateLimit: unknown): number | null {
+  if (rateLimit === null) return null;
+  if (typeof rateLimit !== 'number' || !Number.isInteger(rateLimit) || rateLimit < 1 || rateLimit > MAX_RATE_LIMIT)
+    throw new InvalidFieldError(
+      'rateLimit',
+      `must be a whole number of deliveries a second from 1 to ${MAX_RATE_LIMIT}`,
+    );
+  return rateLimit;
 }
 
 /**
@@ -202,7 +252,10 @@ export async function createEndpoint(
     name?: string;
     events?: string[];
     allowDuplicateUrl?: boolean;
+    rateLimit?: number | null;
     policy: DestinationPolicy;
+    /** Default `hmac-sha256`; `ed25519` gives it a key pair at once. */
+    signatureScheme?: string;
   },
 ): Promise<CreatedEndpoint> {
   mustReach(actor, input.workspaceId);
@@ -212,19 +265,44 @@ export async function createEndpoint(
   const url = await checkDestination(input.url, workspacePolicy(policy, workspace.webhookAllowedCidrs));
   const events = checkEvents(input.events ?? []);
   const name = checkName(input.name ?? url.host);
+  const signatureScheme = checkScheme(input.signatureScheme ?? 'hmac-sha256');
+  const rateLimit = checkRateLimit(input.rateLimit ?? null);
   // The id is made here: the sealed secret is bound to it.
   const id = crypto.randomUUID();
   const secret = newSigningSecret();
+  const keyPair = signatureScheme === 'ed25519' ? newSigningKeyPair() : null;
   const row = await withSealingLock(db, 'shared', async (trx, sealer) => {
     await refuseDuplicateUrl(trx, workspace.id, url, { allowed: input.allowDuplicateUrl });
     const [inserted] = await trx('webhook_endpoints')
-      .insert({ id, workspace_id: workspace.id, name, url: input.url, events, ...sealer.columns(id, secret) })
+      .insert({
+        id,
+        workspace_id: workspace.id,
+        name,
+        url: input.url,
+        events,
+        rate_limit: rateLimit,
+        ...sealer.columns(id, secret),
+        // (the private key sealed like the secret, never kept in plain text)
+        ...(keyPair
+          ? {
+              signature_scheme: signatureScheme,
+              signing_public_key: keyPair.publicKey,
+              ...sealer.privateKeyColumns(id, keyPair.privateKey),
+            }
+          : {}),
+      })
       .returning(RECORD_COLUMNS);
     await recordAudit(trx, actor.audit, {
       action: 'endpoint.create',
       workspaceId: workspace.id,
       target: { type: 'endpoint', id },
-      changes: { name, url: input.url, events },
+      changes: {
+        name,
+        url: input.url,
+        events,
+        ...(keyPair ? { signatureScheme } : {}),
+        ...(rateLimit !== null ? { rateLimit } : {}),
+      },
     });
     return inserted as EndpointRow;
   });
@@ -244,7 +322,8 @@ export async function getEndpoint(
 }
 
 /**
- * Changes an endpoint's url, name or events (those given; the others stay). A new URL meets the same checks as at
+ * Changes an endpoint's url, name, events or rateLimit (those given; the others stay; a null rateLimit removes the
+ * throttle). A new URL meets the same checks as at
  * creation (the destination policy, the duplicate-URL rule). Audited as `endpoint.update` with {from, to} per field
  * that changed (a field sent with its current value is no change).
  */
@@ -254,7 +333,7 @@ export async function updateEndpoint(
   input: {
     endpointId: string;
     workspaceId: string | 'every';
-    changes: { url?: string; name?: string; events?: string[]; allowDuplicateUrl?: boolean };
+    changes: { url?: string; name?: string; events?: string[]; allowDuplicateUrl?: boolean; rateLimit?: number | null };
     policy: DestinationPolicy;
   },
 ): Promise<EndpointRecord> {
@@ -273,18 +352,23 @@ export async function updateEndpoint(
         );
   const events = changes.events === undefined ? undefined : checkEvents(changes.events);
   if (changes.name !== undefined) checkName(changes.name);
+  const rateLimit = changes.rateLimit === undefined ? undefined : checkRateLimit(changes.rateLimit);
   return db.transaction(async (trx) => {
     const before = await findEndpoint(trx, id, scope, 'lock');
     if (url && changes.url !== before.url)
       await refuseDuplicateUrl(trx, before.workspace_id, url, { allowed: changes.allowDuplicateUrl, except: id });
-    const patch: Partial<Pick<EndpointRow, 'url' | 'name' | 'events'>> = {};
+    const patch: Partial<Pick<EndpointRow, 'url' | 'name' | 'events' | 'rate_limit'>> = {};
     if (changes.url !== undefined && changes.url !== before.url) patch.url = changes.url;
     if (changes.name !== undefined && changes.name !== before.name) patch.name = changes.name;
     if (events !== undefined && !sameEvents(events, before.events)) patch.events = events;
+    if (rateLimit !== undefined && rateLimit !== before.rate_limit) patch.rate_limit = rateLimit;
     if (Object.keys(patch).length === 0) return toEndpointView(before);
     const [row] = await trx('webhook_endpoints').where({ id }).update(patch).returning(RECORD_COLUMNS);
     const changed = Object.fromEntries(
-      Object.entries(patch).map(([field, to]) => [field, { from: before[field as keyof typeof patch], to }]),
+      Object.entries(patch).map(([column, to]) => [
+        AUDITED_AS[column] ?? column,
+        { from: before[column as keyof typeof patch], to },
+      ]),
     );
     await recordAudit(trx, actor.audit, {
       action: 'endpoint.update',
@@ -295,6 +379,9 @@ export async function updateEndpoint(
     return toEndpointView(row);
   });
 }
+
+/** A changed column's name in the audit entry, where it is not the document's. */
+const AUDITED_AS: Record<string, string> = { rate_limit: 'rateLimit' };
 
 const sameEvents = (a: string[], b: string[]) => a.length === b.length && a.every((event) => b.includes(event));
 
@@ -311,6 +398,8 @@ export async function deleteEndpoint(
   const id = input.endpointId;
   const scope = { workspaceId: workspaceFilter(actor, input.workspaceId) };
   checkId(id);
+  // (the operator names no workspace: an operational endpoint is not one of these, operational-endpoints.ts)
+  if (scope.workspaceId === undefined) await findEndpoint(db, id, scope);
   const deleted = await deleteEndpointAndDeliveries<{ id: string; workspace_id: string; name: string; url: string }>(
     db,
     { id, ...(scope.workspaceId !== undefined ? { workspace_id: scope.workspaceId } : {}) },
@@ -374,4 +463,52 @@ export async function workspaceEndpoints(db: Knex, workspaceId: string): Promise
 export async function listEndpoints(db: Knex, actor: Actor, input: { workspaceId: string }): Promise<EndpointRecord[]> {
   mustReach(actor, input.workspaceId);
   return workspaceEndpoints(db, input.workspaceId);
+}
+
+/**
+ * Switches how an endpoint's deliveries are signed: to `ed25519` (a new key pair, its private key sealed at once; the
+ * receiver verifies `v1a` with the public key) or back to `hmac-sha256` (the endpoint's secret, unchanged). For
+ * `overlapHours` (default 24, at most 720; 0: none) the scheme switched away from keeps signing beside the new one, so
+ * that no receiver breaks; after it an ed25519 endpoint's deliveries carry `v1a` only (no `v1`, no service-signature).
+ * The scheme it already has changes nothing. Audited as `endpoint.switch_signature_scheme` (never a key).
+ */
+export async function switchSignatureScheme(
+  db: Knex,
+  actor: Actor,
+  input: { endpointId: string; workspaceId: string | 'every'; scheme: string; overlapHours?: number; now: Date },
+): Promise<EndpointRecord> {
+  const { endpointId: id, now } = input;
+  const scope = { workspaceId: workspaceFilter(actor, input.workspaceId) };
+  checkId(id);
+  const scheme = checkScheme(input.scheme, 'scheme');
+  const overlapHours = checkOverlapHours(input.overlapHours);
+  const keyPair = scheme === 'ed25519' ? newSigningKeyPair() : null;
+  const work = async (trx: Knex.Transaction, sealer?: Sealer) => {
+    const before = await findEndpoint(trx, id, scope, 'lock');
+    if (before.signature_scheme === scheme) return toEndpointView(before);
+    const expiresAt = overlapHours > 0 ? new Date(now.getTime() + overlapHours * 3_600_000) : null;
+    if (keyPair && sealer) {
+      // a pair still signing (switched away from within an overlap that lasts) keeps signing until that overlap ends
+      const live = before.previous_scheme_expires_at && before.previous_scheme_expires_at > now;
+      const previousExpiresAt = live ? before.previous_scheme_expires_at : null;
+      await setSigningKey(trx, sealer, { id, workspaceId: before.workspace_id, keyPair, previousExpiresAt });
+    }
+    const [row] = await trx('webhook_endpoints')
+      .where({ id })
+      .update({ signature_scheme: scheme, previous_scheme_expires_at: expiresAt })
+      .returning(RECORD_COLUMNS);
+    await recordAudit(trx, actor.audit, {
+      action: 'endpoint.switch_signature_scheme',
+      workspaceId: before.workspace_id,
+      target: { type: 'endpoint', id },
+      changes: {
+        signatureScheme: { from: before.signature_scheme, to: scheme },
+        overlapHours,
+        previousSchemeExpiresAt: expiresAt?.toISOString() ?? null,
+      },
+    });
+    return toEndpointView(row);
+  };
+  // only a new key pair is sealed (under the sealing lock); switching back to the secret seals nothing
+  return keyPair ? withSealingLock(db, 'shared', work) : db.transaction((trx) => work(trx));
 }

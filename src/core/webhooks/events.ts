@@ -52,7 +52,9 @@ export async function sendExampleEvent(
     );
   // The CLI names the endpoint only: its workspace is the endpoint's.
   const workspaceId =
-    reached ?? (await db('webhook_endpoints').where({ id: endpointId }).first('workspace_id'))?.workspace_id;
+    reached ??
+    (await db('webhook_endpoints').where({ id: endpointId }).first('workspace_id'))?.workspace_id ??
+    undefined;
   if (workspaceId === undefined) throw new NotFoundError(`no webhook endpoint with id ${endpointId}`);
   // Every call is its own (a key nobody else holds): it counts towards the calls a minute, and replays nothing.
   const { deliveryId } = await queueTestDelivery(db, {

@@ -22,6 +22,7 @@ import {
   uid,
   zonedToIso,
 } from './dom.js';
+import { inlineMarkdown } from './markdown.js';
 
 const path = (id, rest = '') => `/endpoints/${encodeURIComponent(id)}${rest}`;
 
@@ -70,7 +71,12 @@ function eventsField(types, selected = []) {
           'div',
           { class: 'check' },
           box,
-          h('label', { for: box.id }, h('code', {}, type.event), h('span', { class: 'muted' }, ` ${type.summary}`)),
+          h(
+            'label',
+            { for: box.id },
+            h('code', {}, type.event),
+            h('span', { class: 'muted' }, ' ', inlineMarkdown(type.summary)),
+          ),
         );
       }),
     ),
@@ -88,6 +94,44 @@ function eventsField(types, selected = []) {
     ),
   );
 }
+
+/** The throttle's field (Endpoint.rateLimit): empty for none. */
+function rateLimitField(current = null) {
+  const input = h('input', {
+    type: 'number',
+    name: 'rateLimit',
+    min: '1',
+    max: '1000',
+    step: '1',
+    inputmode: 'numeric',
+    value: current === null ? '' : String(current),
+  });
+  return {
+    input,
+    element: field(
+      'Rate limit (deliveries a second)',
+      input,
+      'At most this many deliveries a second, 1 to 1000, for a receiver that cannot take more; empty for no limit.',
+    ),
+  };
+}
+
+/** The field's value as the API takes it (null: no limit), or undefined after naming the problem next to it. */
+function chosenRateLimit(form, input) {
+  // (a number field holds '' for text that is no number: that is refused, not taken as "no limit")
+  if (input.value.trim() === '' && !input.validity.badInput) return null;
+  const n = Number(input.value);
+  if (Number.isInteger(n) && n >= 1 && n <= 1000) return n;
+  showError(form, {
+    reason: 'rateLimit',
+    message: 'Enter a whole number from 1 to 1000, or leave it empty for no limit.',
+  });
+  return undefined;
+}
+
+/** "at most 10 a second", or "no limit" (Endpoint.rateLimit). */
+const describeRateLimit = (endpoint) =>
+  endpoint.rateLimit === null ? 'no limit' : `at most ${endpoint.rateLimit} a second`;
 
 const chosenEvents = (form) => [...form.querySelectorAll('input[name="events"]:checked')].map((box) => box.value);
 
@@ -150,6 +194,8 @@ export async function newEndpointPage(ctx) {
     placeholder: 'https://',
   });
   const name = h('input', { type: 'text', name: 'name', maxlength: '200', autocomplete: 'off' });
+  const scheme = schemeSelect('hmac-sha256');
+  const rateLimit = rateLimitField();
   const shown = h('div');
   const form = h(
     'form',
@@ -157,6 +203,8 @@ export async function newEndpointPage(ctx) {
     field('URL', url, 'Where deliveries are POSTed: an https address your receiver answers on.'),
     field('Name (optional)', name, "Shown in this screen; the URL's host when left empty."),
     eventsField(types),
+    field('Signature scheme', scheme, SCHEME_HINT),
+    rateLimit.element,
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Add endpoint')),
   );
   form.addEventListener('submit', async (event) => {
@@ -164,6 +212,10 @@ export async function newEndpointPage(ctx) {
     clearErrors(form);
     const body = { url: url.value.trim(), events: chosenEvents(form) };
     if (name.value.trim()) body.name = name.value.trim();
+    if (scheme.value !== 'hmac-sha256') body.signatureScheme = scheme.value;
+    const limit = chosenRateLimit(form, rateLimit.input);
+    if (limit === undefined) return;
+    if (limit !== null) body.rateLimit = limit;
     try {
       const created = await admin('POST', '/endpoints', body);
       form.hidden = true;
@@ -176,10 +228,13 @@ export async function newEndpointPage(ctx) {
           h(
             'p',
             {},
-            'Your receiver verifies every delivery with it. ',
+            created.publicKey
+              ? 'It signs nothing while the endpoint uses ed25519 (kept in case you switch back). '
+              : 'Your receiver verifies every delivery with it. ',
             h('a', { href: `/portal/endpoints/${encodeURIComponent(created.id)}` }, 'Open the endpoint'),
           ),
         ),
+        created.publicKey ? publicKeyLine(created.publicKey) : [],
       );
       shown.querySelector('input').focus();
     } catch (err) {
@@ -224,6 +279,9 @@ export async function endpointPage(ctx) {
         ['Failures in a row', String(endpoint.consecutiveFailures)],
         ['Last success', time(endpoint.lastSuccessAt, 'never')],
         ['Events', endpoint.events.length ? endpoint.events.join(', ') : 'every event'],
+        ['Signature scheme', schemeText(endpoint)],
+        ...(endpoint.publicKey ? [['Public key', h('code', { class: 'public-key' }, endpoint.publicKey)]] : []),
+        ['Rate limit', describeRateLimit(endpoint)],
       ]),
     );
     if (!ctx.readOnly) replace(actions, endpoint.isActive ? switchOff : switchOn, sendTest);
@@ -305,6 +363,7 @@ export async function endpointPage(ctx) {
         show();
       }),
       rotateForm(id),
+      signatureForm(id, () => endpoint, act),
       recoverForm(id),
       deleteSection(() => endpoint, ctx),
     );
@@ -369,6 +428,7 @@ function editForm(endpoint, types, updated) {
     value: endpoint.name,
     autocomplete: 'off',
   });
+  const rateLimit = rateLimitField(endpoint.rateLimit);
   const done = statusLine();
   const form = h(
     'form',
@@ -377,6 +437,7 @@ function editForm(endpoint, types, updated) {
     field('URL', url),
     field('Name', name),
     eventsField(types, endpoint.events),
+    rateLimit.element,
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Save changes')),
     done,
   );
@@ -390,6 +451,9 @@ function editForm(endpoint, types, updated) {
     const events = chosenEvents(form);
     if (events.length !== endpoint.events.length || events.some((e) => !endpoint.events.includes(e)))
       body.events = events;
+    const limit = chosenRateLimit(form, rateLimit.input);
+    if (limit === undefined) return;
+    if (limit !== endpoint.rateLimit) body.rateLimit = limit;
     if (Object.keys(body).length === 0) {
       done.textContent = 'Nothing to save: nothing was changed.';
       return;
@@ -465,6 +529,92 @@ function rotateForm(id) {
     } catch (err) {
       showError(form, err);
     }
+  });
+  return form;
+}
+
+// How an endpoint signs (issue 34 point 3): Standard Webhooks' `v1` with the secret (hmac-sha256) or `v1a` with a key
+// pair of its own (ed25519), whose public key is not a secret and is shown whenever the page is.
+const SCHEME_HINT =
+  'hmac-sha256: signed with the signing secret (v1, and service-signature). ed25519: signed with a key pair of the endpoint (v1a); your receiver verifies with its public key and holds no secret.';
+
+function schemeSelect(current) {
+  return h(
+    'select',
+    { name: 'signatureScheme' },
+    ['hmac-sha256', 'ed25519'].map((value) => h('option', { value, selected: value === current }, value)),
+  );
+}
+
+/** The scheme, and until when the previous one still signs beside it (Endpoint.previousSchemeExpiresAt). */
+function schemeText(endpoint) {
+  const until = endpoint.previousSchemeExpiresAt;
+  return until && new Date(until).getTime() > Date.now()
+    ? [endpoint.signatureScheme, ' (the previous scheme also signs until ', time(until), ')']
+    : endpoint.signatureScheme;
+}
+
+function publicKeyLine(publicKey) {
+  return h(
+    'p',
+    {},
+    'Signed with ed25519 (v1a): your receiver verifies with this public key (not a secret; shown on the endpoint page): ',
+    h('code', { class: 'public-key' }, publicKey),
+  );
+}
+
+/** Switching the scheme (with its overlap), and rotating an ed25519 endpoint's key pair. */
+function signatureForm(id, current, act) {
+  const scheme = schemeSelect(current().signatureScheme);
+  const overlap = h('input', {
+    type: 'number',
+    name: 'overlapHours',
+    min: '0',
+    max: '720',
+    step: '1',
+    value: '24',
+    inputmode: 'numeric',
+  });
+  const rotateKey = h('button', { type: 'button' }, 'Rotate key pair');
+  const form = h(
+    'form',
+    { class: 'card', novalidate: true },
+    h('h2', {}, 'Signature scheme'),
+    h(
+      'p',
+      {},
+      'Switching keeps the old scheme signing beside the new one during the overlap, so the receiver can move over without missing a delivery; after it an ed25519 endpoint gets v1a signatures only. Rotating the key pair works the same way: both keys sign during the overlap.',
+    ),
+    field('Scheme', scheme, SCHEME_HINT),
+    field('Overlap (hours)', overlap, 'From 0 to 720 hours; 0 ends the old scheme or key pair at once.'),
+    h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Switch scheme'), rotateKey),
+  );
+  const hours = () => {
+    const value = Number(overlap.value);
+    if (overlap.value !== '' && Number.isInteger(value) && value >= 0 && value <= 720) return value;
+    showError(form, { reason: 'overlapHours', message: 'Enter a whole number of hours from 0 to 720.' });
+    return undefined;
+  };
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    clearErrors(form);
+    const overlapHours = hours();
+    if (overlapHours === undefined) return;
+    await act(async () => {
+      const switched = await admin('POST', path(id, '/signature-scheme'), { scheme: scheme.value, overlapHours });
+      return switched.publicKey
+        ? `Signed with ed25519; public key ${switched.publicKey}.`
+        : `Signed with ${switched.signatureScheme}.`;
+    });
+  });
+  rotateKey.addEventListener('click', async () => {
+    clearErrors(form);
+    const overlapHours = hours();
+    if (overlapHours === undefined) return;
+    await act(async () => {
+      const rotated = await admin('POST', path(id, '/rotate-signing-key'), { overlapHours });
+      return `New public key ${rotated.publicKey}.`;
+    });
   });
   return form;
 }

@@ -2,6 +2,7 @@
 // receiver verifies a signature (Standard Webhooks headers, as the README's receiver section describes them).
 import { eventTypes, grouped } from './api.js';
 import { h, jsonBlock, replace } from './dom.js';
+import { inlineMarkdown, markdownBlocks } from './markdown.js';
 
 /** The fields of an example `data`, dotted paths with their JSON types: [["bookingId", "string"], ...]. */
 function fields(value, prefix = '') {
@@ -119,16 +120,13 @@ export async function eventsPage(ctx) {
           'article',
           { class: 'card event', 'aria-labelledby': slug(type.event) },
           h('h3', { id: slug(type.event) }, h('code', {}, type.event)),
-          h('p', { class: 'summary' }, type.summary),
+          h('p', { class: 'summary' }, inlineMarkdown(type.summary)),
           h(
             'details',
             {},
             h('summary', {}, `Description, fields and example of ${type.event}`),
-            h(
-              'div',
-              { class: 'description' },
-              type.description.split(/\n{2,}/).map((paragraph) => h('p', {}, paragraph)),
-            ),
+            // (the document's Markdown, as text and plain elements: markdown.js)
+            h('div', { class: 'description' }, markdownBlocks(type.description)),
             h('h4', {}, 'Fields of data'),
             list.length
               ? h(
@@ -160,7 +158,9 @@ export async function eventsPage(ctx) {
       'p',
       {},
       'Every delivery carries the Standard Webhooks headers webhook-id, webhook-timestamp and webhook-signature. ',
-      'The signature is the base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>", keyed with the base64-decoded part of the signing secret after "whsec_". ',
+      'Which to verify: a new receiver uses a Standard Webhooks library on these headers, v1a with the public key (whpk_) where the endpoint signs with ed25519 (the receiver then holds no secret), else v1 with the signing secret; service-signature is kept for existing receivers only. ',
+      'A v1a signature is the base64 ed25519 signature of the same "<webhook-id>.<webhook-timestamp>.<raw body>", verified with the public key shown on the endpoint page. ',
+      'A v1 signature is the base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<raw body>", keyed with the base64-decoded part of the signing secret after "whsec_". ',
       "During a secret rotation's overlap the header holds two signatures, separated by a space: accept the delivery if either matches. ",
       'Verify the raw body before parsing it, refuse a timestamp more than 5 minutes away, compare in constant time, answer 2xx within 10 seconds, and ignore a webhook-id you have already handled.',
     ),
