@@ -398,7 +398,7 @@ describe('the settings screen (/portal) in a browser', function () {
   });
 
   it('rotates the secret with an overlap: shown once, and the next deliveries carry both signatures', async () => {
-    await page.getByLabel('Overlap (hours)').fill('2');
+    await page.getByLabel('Secret overlap (hours)').fill('2');
     await page.getByRole('button', { name: 'Rotate secret' }).click();
     const dialog = page.getByRole('dialog', { name: 'Rotate the signing secret?' });
     const rotated = await answerTo('POST', adminPath(`/endpoints/${endpointId}/rotate-secret`), () =>
