@@ -437,7 +437,7 @@ export type WebhookEndpoint = {
      */
     events: Array<EventName>;
     /**
-     * False once the endpoint is switched off (after 20 failed attempts in a row, or by an operator).
+     * False once the endpoint is switched off (after 20 failed attempts in a row, at once when its receiver answers `410 Gone`, or by an operator).
      */
     isActive: boolean;
     /**
@@ -469,6 +469,10 @@ export type WebhookEndpoint = {
      * The most deliveries a second sent to the endpoint, set by the operator (the admin API, the CLI or the settings screen) for a receiver sized for a certain rate; null: no throttle. After a quiet spell up to `rateLimit` deliveries go at once, then one every 1/`rateLimit` seconds; in any span of t seconds at most `rateLimit` x (t + 1) are taken for sending, by every webhook worker together. Deliveries waiting for it stay queued.
      */
     rateLimit: number | null;
+    /**
+     * The end of the endpoint's latest throttle: its receiver answered 429, 502, 503 or 504, and nothing is sent to it before this time (what `Retry-After` asked, at most 24 hours; see Delivery semantics). Null if it was never throttled; a past time means it is not throttled now.
+     */
+    throttledUntil: Timestamp | null;
 };
 
 /**
@@ -520,7 +524,7 @@ export type DeliveryRow = {
      */
     lastAttemptAt: Timestamp | null;
     /**
-     * When the next attempt is due (by the delivery sweep's clock); null unless `queued` or `retrying`.
+     * When the next attempt is due (by the delivery sweep's clock); null unless `queued` or `retrying`. After a throttling answer (429, 502, 503, 504) it is no earlier than the endpoint's throttle end.
      */
     nextAttemptAt: Timestamp | null;
     /**
@@ -608,11 +612,11 @@ export type EventFeedItem = BookingConfirmedEvent | BookingCompletedEvent | Book
 export type EventFeedPage = {
     rows: Array<EventFeedItem>;
     /**
-     * Pass it as `after` to read the events after this page: the last item's position, or the `after` sent when the page is empty. Null only when no `after` was sent and there is no event yet.
+     * Pass it as `after` to read the events after this page: the last item's position when the page is full, else the last event's the request went through (maybe past the last item), or the `after` sent when it went through none. Null only when no `after` was sent and there is no event yet.
      */
     nextCursor: string | null;
     /**
-     * True when more events can be read now (the page was full); false when this page reached the end.
+     * True when more can be read now: the page was full, or the request stopped after going through 5000 events (then the page may be short or empty: keep asking); false when this page reached the end.
      */
     hasMore: boolean;
 };
