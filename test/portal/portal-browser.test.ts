@@ -1012,7 +1012,7 @@ describe('the settings screen (/portal) in a browser', function () {
     await page.getByRole('link', { name: 'Open the endpoint' }).click();
     await page.getByRole('heading', { level: 1, name: 'Keyed' }).waitFor();
     const form = page.locator('form').filter({ has: page.getByRole('heading', { name: 'Signature scheme' }) });
-    await form.getByLabel('Scheme').selectOption('hmac-sha256');
+    await form.getByLabel('Scheme', { exact: true }).selectOption('hmac-sha256');
     await form.getByLabel('Scheme overlap (hours)').fill('0');
     const switched = await answerTo('POST', adminPath(`/endpoints/${made.id}/signature-scheme`), () =>
       form.getByRole('button', { name: 'Switch scheme' }).click(),
