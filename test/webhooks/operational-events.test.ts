@@ -26,6 +26,7 @@ import { operator, operatorWith } from '../support/actors.js';
 import { NotFoundError } from '../../src/errors.js';
 import { recoverEndpoint, resendDelivery, retryDelivery } from '../../src/core/webhooks/recovery.js';
 import { rotateSigningKey, rotateSigningSecret } from '../../src/core/webhooks/signing-secrets.js';
+import { listDeliveries, showDelivery } from '../../src/core/webhooks/deliveries.js';
 
 // Operational events (issue 34, point 4): the platform's own receivers, registered through the admin API, are told of a
 // workspace's endpoint switched off (with its reason and time) or on, and of a delivery failed for good; signed and sent
@@ -283,6 +284,8 @@ describe('webhooks: operational events for the platform', () => {
         () => recoverEndpoint(db, operator, { ...every, endpointId: ops.id, since: new Date(0) }),
         () => rotateSigningSecret(db, operator, { ...every, endpointId: ops.id }),
         () => rotateSigningKey(db, operator, { ...every, endpointId: ops.id }),
+        () => showDelivery(db, operator, { ...every, deliveryId: heldRecent.id }),
+        () => listDeliveries(db, operator, { ...every, endpointId: ops.id }),
       ];
       for (const refusal of refusals) {
         const error = await refusal().then(
