@@ -4147,15 +4147,15 @@ return errors === 0;
 validate36.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.CreatedEndpoint = validate37;
-const schema80 = {"type":"object","description":"A new webhook endpoint, with its signing secret, shown this once.","required":["id","name","url","events","isActive","disabledAt","disabledReason","lastSuccessAt","consecutiveFailures","rateLimit","secret","signatureScheme","publicKey","previousSchemeExpiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"$ref":"#/$defs/EndpointName"},"url":{"$ref":"#/$defs/EndpointUrl"},"events":{"$ref":"#/$defs/EndpointEvents"},"isActive":{"type":"boolean","description":"Whether the endpoint is on (a new one is)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"disabledReason":{"description":"Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.","oneOf":[{"$ref":"#/$defs/EndpointDisabledReason"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Failed attempts in a row across the endpoint's deliveries."},"rateLimit":{"$ref":"#/$defs/EndpointRateLimit"},"secret":{"$ref":"#/$defs/SigningSecret"},"signatureScheme":{"$ref":"#/$defs/SignatureScheme"},"publicKey":{"description":"The ed25519 public key receivers verify `v1a` with, while `signatureScheme` is `ed25519` (after a key rotation, the new key); null for `hmac-sha256`.","oneOf":[{"$ref":"#/$defs/PublicKey"},{"type":"null"}]},"previousSchemeExpiresAt":{"description":"After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
+const schema80 = {"type":"object","description":"A new webhook endpoint, with its signing secret, shown this once.","required":["id","name","url","events","isActive","disabledAt","disabledReason","lastSuccessAt","consecutiveFailures","rateLimit","secret","signatureScheme","publicKey","previousSchemeExpiresAt","throttledUntil"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"$ref":"#/$defs/EndpointName"},"url":{"$ref":"#/$defs/EndpointUrl"},"events":{"$ref":"#/$defs/EndpointEvents"},"isActive":{"type":"boolean","description":"Whether the endpoint is on (a new one is)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"disabledReason":{"description":"Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.","oneOf":[{"$ref":"#/$defs/EndpointDisabledReason"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Failed attempts in a row across the endpoint's deliveries."},"rateLimit":{"$ref":"#/$defs/EndpointRateLimit"},"throttledUntil":{"description":"The end of the endpoint's latest throttle; null (a new endpoint was never throttled).","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"secret":{"$ref":"#/$defs/SigningSecret"},"signatureScheme":{"$ref":"#/$defs/SignatureScheme"},"publicKey":{"description":"The ed25519 public key receivers verify `v1a` with, while `signatureScheme` is `ed25519` (after a key rotation, the new key); null for `hmac-sha256`.","oneOf":[{"$ref":"#/$defs/PublicKey"},{"type":"null"}]},"previousSchemeExpiresAt":{"description":"After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
 const schema82 = {"type":"string","minLength":1,"maxLength":200,"description":"The endpoint's display name (default, at creation, the URL's host).","example":"Accounting sync"};
 const schema83 = {"type":"string","minLength":1,"maxLength":2048,"description":"Where deliveries are POSTed: an absolute `http` or `https` URL, without a user name or password, to a destination the policy allows (no private, loopback or reserved address unless the operator allows it).","example":"https://hooks.example.ae/fleet"};
 const schema84 = {"type":"array","maxItems":200,"uniqueItems":true,"description":"Subscribed events (names of the public document's `webhooks`, `webhook.test` excepted); an empty list means every event.","items":{"type":"string","minLength":1,"maxLength":64,"pattern":"^[a-z][a-z0-9_.]*$"},"example":["booking.confirmed","payment.captured"]};
 const schema86 = {"type":"string","enum":["failures","gone","manual"],"description":"Why an endpoint was switched off: `failures` (20 failed attempts in a row), `gone` (its receiver answered `410 Gone`), `manual` (switched off by an operator, the admin API or the settings screen).","example":"failures"};
 const schema88 = {"type":["integer","null"],"format":"int32","minimum":1,"maximum":1000,"description":"The most deliveries a second sent to the endpoint, for a receiver sized for a certain rate; null (the default): no throttle. It holds across every webhook worker process: a token bucket kept in the database holds one second's worth (`rateLimit` deliveries) and refills at `rateLimit` a second, so after a quiet spell up to `rateLimit` deliveries go at once and then one every 1/`rateLimit` seconds; in any span of t seconds at most `rateLimit` x (t + 1) are taken for sending (each is sent within half a second of being taken, or put back). Deliveries waiting for the throttle stay queued (`pending`, their `nextAttemptAt` unchanged) and take no share of the sending capacity from other endpoints or workspaces; a test delivery waits its turn too. A whole number from 1 to 1000; anything else is 400 `reason` `rateLimit`.","example":10};
-const schema89 = {"type":"string","minLength":38,"maxLength":100,"pattern":"^whsec_[0-9A-Za-z]{32,}$","description":"A signing secret, `whsec_` and base62 characters, shown this once; the service keeps it sealed."};
-const schema90 = {"type":"string","enum":["hmac-sha256","ed25519"],"description":"How an endpoint's deliveries are signed (Standard Webhooks' two schemes). `hmac-sha256` (the default): with the endpoint's signing secret, `webhook-signature: v1,<base64>` and the service's own `service-signature`. `ed25519`: with the endpoint's own key pair, `webhook-signature: v1a,<base64>`, which the receiver verifies with the public key (`publicKey`), so it holds no secret; the private key is sealed and never leaves the webhook worker. New receivers should prefer `ed25519` where their library verifies `v1a`.","example":"ed25519"};
-const schema91 = {"type":"string","minLength":49,"maxLength":49,"pattern":"^whpk_[A-Za-z0-9+/]{43}=$","description":"An endpoint's ed25519 public key, as Standard Webhooks writes it: `whpk_` and the base64 of its raw 32 bytes. Not a secret: shown whenever asked. A receiver verifies `v1a` signatures with it.","example":"whpk_6kpsY+KcUgq+9VB7Ey7F+ZVHdq6+vnuSQh7qaRRG0iw="};
+const schema90 = {"type":"string","minLength":38,"maxLength":100,"pattern":"^whsec_[0-9A-Za-z]{32,}$","description":"A signing secret, `whsec_` and base62 characters, shown this once; the service keeps it sealed."};
+const schema91 = {"type":"string","enum":["hmac-sha256","ed25519"],"description":"How an endpoint's deliveries are signed (Standard Webhooks' two schemes). `hmac-sha256` (the default): with the endpoint's signing secret, `webhook-signature: v1,<base64>` and the service's own `service-signature`. `ed25519`: with the endpoint's own key pair, `webhook-signature: v1a,<base64>`, which the receiver verifies with the public key (`publicKey`), so it holds no secret; the private key is sealed and never leaves the webhook worker. New receivers should prefer `ed25519` where their library verifies `v1a`.","example":"ed25519"};
+const schema92 = {"type":"string","minLength":49,"maxLength":49,"pattern":"^whpk_[A-Za-z0-9+/]{43}=$","description":"An endpoint's ed25519 public key, as Standard Webhooks writes it: `whpk_` and the base64 of its raw 32 bytes. Not a secret: shown whenever asked. A receiver verifies `v1a` signatures with it.","example":"whpk_6kpsY+KcUgq+9VB7Ey7F+ZVHdq6+vnuSQh7qaRRG0iw="};
 const pattern10 = new RegExp("^[a-z][a-z0-9_.]*$", "u");
 const pattern11 = new RegExp("^whsec_[0-9A-Za-z]{32,}$", "u");
 const pattern12 = new RegExp("^whpk_[A-Za-z0-9+/]{43}=$", "u");
@@ -4173,7 +4173,7 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if(((((((((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.disabledReason === undefined) && (missing0 = "disabledReason"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))) || ((data.rateLimit === undefined) && (missing0 = "rateLimit"))) || ((data.secret === undefined) && (missing0 = "secret"))) || ((data.signatureScheme === undefined) && (missing0 = "signatureScheme"))) || ((data.publicKey === undefined) && (missing0 = "publicKey"))) || ((data.previousSchemeExpiresAt === undefined) && (missing0 = "previousSchemeExpiresAt"))){
+if((((((((((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.disabledReason === undefined) && (missing0 = "disabledReason"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))) || ((data.rateLimit === undefined) && (missing0 = "rateLimit"))) || ((data.secret === undefined) && (missing0 = "secret"))) || ((data.signatureScheme === undefined) && (missing0 = "signatureScheme"))) || ((data.publicKey === undefined) && (missing0 = "publicKey"))) || ((data.previousSchemeExpiresAt === undefined) && (missing0 = "previousSchemeExpiresAt"))) || ((data.throttledUntil === undefined) && (missing0 = "throttledUntil"))){
 validate37.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
@@ -4717,23 +4717,125 @@ else {
 var valid0 = true;
 }
 if(valid0){
-if(data.secret !== undefined){
-let data11 = data.secret;
+if(data.throttledUntil !== undefined){
+let data11 = data.throttledUntil;
 const _errs44 = errors;
 const _errs45 = errors;
-if(errors === _errs45){
+let valid14 = false;
+let passing3 = null;
+const _errs46 = errors;
+const _errs47 = errors;
+if(errors === _errs47){
+if(errors === _errs47){
 if(typeof data11 === "string"){
-if(func2(data11) > 100){
+if(func2(data11) > 30){
+const err14 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+else {
+if(!(formats6.validate(data11))){
+const err15 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+}
+}
+else {
+const err16 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+}
+}
+var _valid3 = _errs46 === errors;
+if(_valid3){
+valid14 = true;
+passing3 = 0;
+}
+const _errs49 = errors;
+if(data11 !== null){
+const err17 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/properties/throttledUntil/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+var _valid3 = _errs49 === errors;
+if(_valid3 && valid14){
+valid14 = false;
+passing3 = [passing3, 1];
+}
+else {
+if(_valid3){
+valid14 = true;
+passing3 = 1;
+}
+}
+if(!valid14){
+const err18 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/properties/throttledUntil/oneOf",keyword:"oneOf",params:{passingSchemas: passing3},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+validate37.errors = vErrors;
+return false;
+}
+else {
+errors = _errs45;
+if(vErrors !== null){
+if(_errs45){
+vErrors.length = _errs45;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs44 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.secret !== undefined){
+let data12 = data.secret;
+const _errs51 = errors;
+const _errs52 = errors;
+if(errors === _errs52){
+if(typeof data12 === "string"){
+if(func2(data12) > 100){
 validate37.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/maxLength",keyword:"maxLength",params:{limit: 100},message:"must NOT have more than 100 characters"}];
 return false;
 }
 else {
-if(func2(data11) < 38){
+if(func2(data12) < 38){
 validate37.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/minLength",keyword:"minLength",params:{limit: 38},message:"must NOT have fewer than 38 characters"}];
 return false;
 }
 else {
-if(!pattern11.test(data11)){
+if(!pattern11.test(data12)){
 validate37.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/SigningSecret/pattern",keyword:"pattern",params:{pattern: "^whsec_[0-9A-Za-z]{32,}$"},message:"must match pattern \""+"^whsec_[0-9A-Za-z]{32,}$"+"\""}];
 return false;
 }
@@ -4745,143 +4847,31 @@ validate37.errors = [{instancePath:instancePath+"/secret",schemaPath:"#/$defs/Si
 return false;
 }
 }
-var valid0 = _errs44 === errors;
+var valid0 = _errs51 === errors;
 }
 else {
 var valid0 = true;
 }
 if(valid0){
 if(data.signatureScheme !== undefined){
-let data12 = data.signatureScheme;
-const _errs47 = errors;
-if(typeof data12 !== "string"){
+let data13 = data.signatureScheme;
+const _errs54 = errors;
+if(typeof data13 !== "string"){
 validate37.errors = [{instancePath:instancePath+"/signatureScheme",schemaPath:"#/$defs/SignatureScheme/type",keyword:"type",params:{type: "string"},message:"must be string"}];
 return false;
 }
-if(!((data12 === "hmac-sha256") || (data12 === "ed25519"))){
-validate37.errors = [{instancePath:instancePath+"/signatureScheme",schemaPath:"#/$defs/SignatureScheme/enum",keyword:"enum",params:{allowedValues: schema90.enum},message:"must be equal to one of the allowed values"}];
+if(!((data13 === "hmac-sha256") || (data13 === "ed25519"))){
+validate37.errors = [{instancePath:instancePath+"/signatureScheme",schemaPath:"#/$defs/SignatureScheme/enum",keyword:"enum",params:{allowedValues: schema91.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
-var valid0 = _errs47 === errors;
+var valid0 = _errs54 === errors;
 }
 else {
 var valid0 = true;
 }
 if(valid0){
 if(data.publicKey !== undefined){
-let data13 = data.publicKey;
-const _errs50 = errors;
-const _errs51 = errors;
-let valid16 = false;
-let passing3 = null;
-const _errs52 = errors;
-const _errs53 = errors;
-if(errors === _errs53){
-if(typeof data13 === "string"){
-if(func2(data13) > 49){
-const err14 = {instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/maxLength",keyword:"maxLength",params:{limit: 49},message:"must NOT have more than 49 characters"};
-if(vErrors === null){
-vErrors = [err14];
-}
-else {
-vErrors.push(err14);
-}
-errors++;
-}
-else {
-if(func2(data13) < 49){
-const err15 = {instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/minLength",keyword:"minLength",params:{limit: 49},message:"must NOT have fewer than 49 characters"};
-if(vErrors === null){
-vErrors = [err15];
-}
-else {
-vErrors.push(err15);
-}
-errors++;
-}
-else {
-if(!pattern12.test(data13)){
-const err16 = {instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/pattern",keyword:"pattern",params:{pattern: "^whpk_[A-Za-z0-9+/]{43}=$"},message:"must match pattern \""+"^whpk_[A-Za-z0-9+/]{43}=$"+"\""};
-if(vErrors === null){
-vErrors = [err16];
-}
-else {
-vErrors.push(err16);
-}
-errors++;
-}
-}
-}
-}
-else {
-const err17 = {instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err17];
-}
-else {
-vErrors.push(err17);
-}
-errors++;
-}
-}
-var _valid3 = _errs52 === errors;
-if(_valid3){
-valid16 = true;
-passing3 = 0;
-}
-const _errs55 = errors;
-if(data13 !== null){
-const err18 = {instancePath:instancePath+"/publicKey",schemaPath:"#/properties/publicKey/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
-if(vErrors === null){
-vErrors = [err18];
-}
-else {
-vErrors.push(err18);
-}
-errors++;
-}
-var _valid3 = _errs55 === errors;
-if(_valid3 && valid16){
-valid16 = false;
-passing3 = [passing3, 1];
-}
-else {
-if(_valid3){
-valid16 = true;
-passing3 = 1;
-}
-}
-if(!valid16){
-const err19 = {instancePath:instancePath+"/publicKey",schemaPath:"#/properties/publicKey/oneOf",keyword:"oneOf",params:{passingSchemas: passing3},message:"must match exactly one schema in oneOf"};
-if(vErrors === null){
-vErrors = [err19];
-}
-else {
-vErrors.push(err19);
-}
-errors++;
-validate37.errors = vErrors;
-return false;
-}
-else {
-errors = _errs51;
-if(vErrors !== null){
-if(_errs51){
-vErrors.length = _errs51;
-}
-else {
-vErrors = null;
-}
-}
-}
-var valid0 = _errs50 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.previousSchemeExpiresAt !== undefined){
-let data14 = data.previousSchemeExpiresAt;
+let data14 = data.publicKey;
 const _errs57 = errors;
 const _errs58 = errors;
 let valid18 = false;
@@ -4889,10 +4879,20 @@ let passing4 = null;
 const _errs59 = errors;
 const _errs60 = errors;
 if(errors === _errs60){
-if(errors === _errs60){
 if(typeof data14 === "string"){
-if(func2(data14) > 30){
-const err20 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(func2(data14) > 49){
+const err19 = {instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/maxLength",keyword:"maxLength",params:{limit: 49},message:"must NOT have more than 49 characters"};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+else {
+if(func2(data14) < 49){
+const err20 = {instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/minLength",keyword:"minLength",params:{limit: 49},message:"must NOT have fewer than 49 characters"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -4902,8 +4902,8 @@ vErrors.push(err20);
 errors++;
 }
 else {
-if(!(formats6.validate(data14))){
-const err21 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(!pattern12.test(data14)){
+const err21 = {instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/pattern",keyword:"pattern",params:{pattern: "^whpk_[A-Za-z0-9+/]{43}=$"},message:"must match pattern \""+"^whpk_[A-Za-z0-9+/]{43}=$"+"\""};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -4914,8 +4914,9 @@ errors++;
 }
 }
 }
+}
 else {
-const err22 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err22 = {instancePath:instancePath+"/publicKey",schemaPath:"#/$defs/PublicKey/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -4925,7 +4926,6 @@ vErrors.push(err22);
 errors++;
 }
 }
-}
 var _valid4 = _errs59 === errors;
 if(_valid4){
 valid18 = true;
@@ -4933,7 +4933,7 @@ passing4 = 0;
 }
 const _errs62 = errors;
 if(data14 !== null){
-const err23 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/properties/previousSchemeExpiresAt/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+const err23 = {instancePath:instancePath+"/publicKey",schemaPath:"#/properties/publicKey/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -4954,7 +4954,7 @@ passing4 = 1;
 }
 }
 if(!valid18){
-const err24 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/properties/previousSchemeExpiresAt/oneOf",keyword:"oneOf",params:{passingSchemas: passing4},message:"must match exactly one schema in oneOf"};
+const err24 = {instancePath:instancePath+"/publicKey",schemaPath:"#/properties/publicKey/oneOf",keyword:"oneOf",params:{passingSchemas: passing4},message:"must match exactly one schema in oneOf"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -4980,6 +4980,109 @@ var valid0 = _errs57 === errors;
 }
 else {
 var valid0 = true;
+}
+if(valid0){
+if(data.previousSchemeExpiresAt !== undefined){
+let data15 = data.previousSchemeExpiresAt;
+const _errs64 = errors;
+const _errs65 = errors;
+let valid20 = false;
+let passing5 = null;
+const _errs66 = errors;
+const _errs67 = errors;
+if(errors === _errs67){
+if(errors === _errs67){
+if(typeof data15 === "string"){
+if(func2(data15) > 30){
+const err25 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+else {
+if(!(formats6.validate(data15))){
+const err26 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+}
+}
+else {
+const err27 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+}
+}
+var _valid5 = _errs66 === errors;
+if(_valid5){
+valid20 = true;
+passing5 = 0;
+}
+const _errs69 = errors;
+if(data15 !== null){
+const err28 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/properties/previousSchemeExpiresAt/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+var _valid5 = _errs69 === errors;
+if(_valid5 && valid20){
+valid20 = false;
+passing5 = [passing5, 1];
+}
+else {
+if(_valid5){
+valid20 = true;
+passing5 = 1;
+}
+}
+if(!valid20){
+const err29 = {instancePath:instancePath+"/previousSchemeExpiresAt",schemaPath:"#/properties/previousSchemeExpiresAt/oneOf",keyword:"oneOf",params:{passingSchemas: passing5},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+validate37.errors = vErrors;
+return false;
+}
+else {
+errors = _errs65;
+if(vErrors !== null){
+if(_errs65){
+vErrors.length = _errs65;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs64 === errors;
+}
+else {
+var valid0 = true;
+}
 }
 }
 }
@@ -5008,8 +5111,8 @@ return errors === 0;
 validate37.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.CreatedPortalSession = validate38;
-const schema93 = {"type":"object","description":"A new link to the settings screen; its key is shown here only.","required":["id","url","readOnly","linkExpiresAt","expiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"url":{"type":"string","format":"uri","maxLength":2000,"description":"The screen's address on the public listener (`FRS_PUBLIC_URL`), with the one-time key in its fragment: `<FRS_PUBLIC_URL>/portal/#key=frpl_...`. Open it once, in a browser or an iframe."},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"linkExpiresAt":{"description":"When the link stops opening if it was not opened before (10 minutes after it was made, or `expiresAt` if sooner).","allOf":[{"$ref":"#/$defs/Timestamp"}]},"expiresAt":{"description":"When the session the link starts ends at the latest.","allOf":[{"$ref":"#/$defs/Timestamp"}]}},"additionalProperties":false};
-const formats88 = require("ajv-formats/dist/formats").fullFormats.uri;
+const schema94 = {"type":"object","description":"A new link to the settings screen; its key is shown here only.","required":["id","url","readOnly","linkExpiresAt","expiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"url":{"type":"string","format":"uri","maxLength":2000,"description":"The screen's address on the public listener (`FRS_PUBLIC_URL`), with the one-time key in its fragment: `<FRS_PUBLIC_URL>/portal/#key=frpl_...`. Open it once, in a browser or an iframe."},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"linkExpiresAt":{"description":"When the link stops opening if it was not opened before (10 minutes after it was made, or `expiresAt` if sooner).","allOf":[{"$ref":"#/$defs/Timestamp"}]},"expiresAt":{"description":"When the session the link starts ends at the latest.","allOf":[{"$ref":"#/$defs/Timestamp"}]}},"additionalProperties":false};
+const formats90 = require("ajv-formats/dist/formats").fullFormats.uri;
 
 function validate38(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5079,7 +5182,7 @@ validate38.errors = [{instancePath:instancePath+"/url",schemaPath:"#/properties/
 return false;
 }
 else {
-if(!(formats88(data1))){
+if(!(formats90(data1))){
 validate38.errors = [{instancePath:instancePath+"/url",schemaPath:"#/properties/url/format",keyword:"format",params:{format: "uri"},message:"must match format \""+"uri"+"\""}];
 return false;
 }
@@ -5186,7 +5289,7 @@ return errors === 0;
 validate38.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.EndedPortalSessions = validate39;
-const schema97 = {"type":"object","description":"How many sessions (and unopened links) were ended.","required":["ended"],"properties":{"ended":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"The number ended now."}},"additionalProperties":false};
+const schema98 = {"type":"object","description":"How many sessions (and unopened links) were ended.","required":["ended"],"properties":{"ended":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"The number ended now."}},"additionalProperties":false};
 
 function validate39(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5257,7 +5360,7 @@ return errors === 0;
 validate39.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.Endpoint = validate40;
-const schema98 = {"type":"object","description":"A webhook endpoint, as the public `GET /v1/webhooks` lists it; never its signing secret or private key.","required":["id","name","url","events","isActive","disabledAt","disabledReason","lastSuccessAt","consecutiveFailures","signatureScheme","publicKey","previousSchemeExpiresAt","rateLimit"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"$ref":"#/$defs/EndpointName"},"url":{"$ref":"#/$defs/EndpointUrl"},"events":{"$ref":"#/$defs/EndpointEvents"},"isActive":{"type":"boolean","description":"False once the endpoint is switched off (after 20 failed attempts in a row, or by `disableEndpoint`)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"disabledReason":{"description":"Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.","oneOf":[{"$ref":"#/$defs/EndpointDisabledReason"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Failed attempts in a row across the endpoint's deliveries; a success resets it to 0."},"signatureScheme":{"$ref":"#/$defs/SignatureScheme"},"publicKey":{"description":"The ed25519 public key receivers verify `v1a` with, while `signatureScheme` is `ed25519` (after a key rotation, the new key); null for `hmac-sha256`.","oneOf":[{"$ref":"#/$defs/PublicKey"},{"type":"null"}]},"previousSchemeExpiresAt":{"description":"After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"rateLimit":{"$ref":"#/$defs/EndpointRateLimit"}},"additionalProperties":false};
+const schema99 = {"type":"object","description":"A webhook endpoint, as the public `GET /v1/webhooks` lists it; never its signing secret or private key.","required":["id","name","url","events","isActive","disabledAt","disabledReason","lastSuccessAt","consecutiveFailures","signatureScheme","publicKey","previousSchemeExpiresAt","rateLimit","throttledUntil"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"$ref":"#/$defs/EndpointName"},"url":{"$ref":"#/$defs/EndpointUrl"},"events":{"$ref":"#/$defs/EndpointEvents"},"isActive":{"type":"boolean","description":"False once the endpoint is switched off (after 20 failed attempts in a row, at once when its receiver answers `410 Gone`, or by `disableEndpoint`)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"disabledReason":{"description":"Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.","oneOf":[{"$ref":"#/$defs/EndpointDisabledReason"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Failed attempts in a row across the endpoint's deliveries; a success resets it to 0."},"signatureScheme":{"$ref":"#/$defs/SignatureScheme"},"publicKey":{"description":"The ed25519 public key receivers verify `v1a` with, while `signatureScheme` is `ed25519` (after a key rotation, the new key); null for `hmac-sha256`.","oneOf":[{"$ref":"#/$defs/PublicKey"},{"type":"null"}]},"previousSchemeExpiresAt":{"description":"After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"rateLimit":{"$ref":"#/$defs/EndpointRateLimit"},"throttledUntil":{"description":"The end of the endpoint's latest throttle: its receiver answered 429, 502, 503 or 504, and nothing is sent to it before this time (what `Retry-After` asked, at most 24 hours; see the public document's Delivery semantics). Null if it was never throttled; a past time means it is not throttled now.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -5272,14 +5375,14 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if((((((((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.disabledReason === undefined) && (missing0 = "disabledReason"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))) || ((data.signatureScheme === undefined) && (missing0 = "signatureScheme"))) || ((data.publicKey === undefined) && (missing0 = "publicKey"))) || ((data.previousSchemeExpiresAt === undefined) && (missing0 = "previousSchemeExpiresAt"))) || ((data.rateLimit === undefined) && (missing0 = "rateLimit"))){
+if(((((((((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.disabledReason === undefined) && (missing0 = "disabledReason"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))) || ((data.signatureScheme === undefined) && (missing0 = "signatureScheme"))) || ((data.publicKey === undefined) && (missing0 = "publicKey"))) || ((data.previousSchemeExpiresAt === undefined) && (missing0 = "previousSchemeExpiresAt"))) || ((data.rateLimit === undefined) && (missing0 = "rateLimit"))) || ((data.throttledUntil === undefined) && (missing0 = "throttledUntil"))){
 validate40.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema98.properties, key0))){
+if(!(func1.call(schema99.properties, key0))){
 validate40.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -5790,7 +5893,7 @@ validate40.errors = [{instancePath:instancePath+"/signatureScheme",schemaPath:"#
 return false;
 }
 if(!((data10 === "hmac-sha256") || (data10 === "ed25519"))){
-validate40.errors = [{instancePath:instancePath+"/signatureScheme",schemaPath:"#/$defs/SignatureScheme/enum",keyword:"enum",params:{allowedValues: schema90.enum},message:"must be equal to one of the allowed values"}];
+validate40.errors = [{instancePath:instancePath+"/signatureScheme",schemaPath:"#/$defs/SignatureScheme/enum",keyword:"enum",params:{allowedValues: schema91.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 var valid0 = _errs41 === errors;
@@ -6046,6 +6149,109 @@ var valid0 = _errs58 === errors;
 else {
 var valid0 = true;
 }
+if(valid0){
+if(data.throttledUntil !== undefined){
+let data14 = data.throttledUntil;
+const _errs61 = errors;
+const _errs62 = errors;
+let valid19 = false;
+let passing5 = null;
+const _errs63 = errors;
+const _errs64 = errors;
+if(errors === _errs64){
+if(errors === _errs64){
+if(typeof data14 === "string"){
+if(func2(data14) > 30){
+const err25 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 30},message:"must NOT have more than 30 characters"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+else {
+if(!(formats6.validate(data14))){
+const err26 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+}
+}
+else {
+const err27 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+}
+}
+var _valid5 = _errs63 === errors;
+if(_valid5){
+valid19 = true;
+passing5 = 0;
+}
+const _errs66 = errors;
+if(data14 !== null){
+const err28 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/properties/throttledUntil/oneOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+var _valid5 = _errs66 === errors;
+if(_valid5 && valid19){
+valid19 = false;
+passing5 = [passing5, 1];
+}
+else {
+if(_valid5){
+valid19 = true;
+passing5 = 1;
+}
+}
+if(!valid19){
+const err29 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/properties/throttledUntil/oneOf",keyword:"oneOf",params:{passingSchemas: passing5},message:"must match exactly one schema in oneOf"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+validate40.errors = vErrors;
+return false;
+}
+else {
+errors = _errs62;
+if(vErrors !== null){
+if(_errs62){
+vErrors.length = _errs62;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs61 === errors;
+}
+else {
+var valid0 = true;
+}
+}
 }
 }
 }
@@ -6072,7 +6278,7 @@ return errors === 0;
 validate40.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.EndpointList = validate41;
-const schema110 = {"type":"object","description":"A workspace's webhook endpoints, oldest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":10000,"description":"The endpoints.","items":{"$ref":"#/$defs/Endpoint"}}},"additionalProperties":false};
+const schema112 = {"type":"object","description":"A workspace's webhook endpoints, oldest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":10000,"description":"The endpoints.","items":{"$ref":"#/$defs/Endpoint"}}},"additionalProperties":false};
 
 function validate41(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -6146,7 +6352,7 @@ return errors === 0;
 validate41.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.ErrorResponse = validate43;
-const schema111 = {"type":"object","description":"The body of every error response (the public API's error body).","required":["error"],"properties":{"error":{"type":"object","description":"What went wrong.","required":["code","message","requestId"],"properties":{"code":{"type":"string","maxLength":64,"description":"Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token's reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `missing_reference` (409): a batch's record points at nothing (`writeRecords`).\n- `dependent_records` (409): a batch's delete would leave records pointing at nothing (`writeRecords`).\n- `payload_too_large` (413): the request body is over 64 KiB (a batch: 5,000 records or 8 MiB).\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `expectation_failed` (417): the request's `Expect` header asks for something other than\n  `100-continue`; the connection is closed after the answer.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n","enum":["invalid_request","unauthorized","forbidden","not_found","method_not_allowed","conflict","idempotency_key_reused","missing_reference","dependent_records","payload_too_large","unsupported_media_type","rate_limited","expectation_failed","headers_too_large","internal_error","unavailable","overloaded"]},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"A human-readable sentence; wording may change, so don't match on it."},"reason":{"type":"string","maxLength":200,"minLength":1,"description":"On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending field, parameter or header. On 429, `auth_failures`. Absent otherwise."},"requestId":{"type":"string","maxLength":128,"minLength":1,"description":"Equals the `x-request-id` response header."}},"additionalProperties":false}},"additionalProperties":false};
+const schema113 = {"type":"object","description":"The body of every error response (the public API's error body).","required":["error"],"properties":{"error":{"type":"object","description":"What went wrong.","required":["code","message","requestId"],"properties":{"code":{"type":"string","maxLength":64,"description":"Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token's reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `missing_reference` (409): a batch's record points at nothing (`writeRecords`).\n- `dependent_records` (409): a batch's delete would leave records pointing at nothing (`writeRecords`).\n- `payload_too_large` (413): the request body is over 64 KiB (a batch: 5,000 records or 8 MiB).\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `expectation_failed` (417): the request's `Expect` header asks for something other than\n  `100-continue`; the connection is closed after the answer.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n","enum":["invalid_request","unauthorized","forbidden","not_found","method_not_allowed","conflict","idempotency_key_reused","missing_reference","dependent_records","payload_too_large","unsupported_media_type","rate_limited","expectation_failed","headers_too_large","internal_error","unavailable","overloaded"]},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"A human-readable sentence; wording may change, so don't match on it."},"reason":{"type":"string","maxLength":200,"minLength":1,"description":"On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending field, parameter or header. On 429, `auth_failures`. Absent otherwise."},"requestId":{"type":"string","maxLength":128,"minLength":1,"description":"Equals the `x-request-id` response header."}},"additionalProperties":false}},"additionalProperties":false};
 
 function validate43(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -6199,7 +6405,7 @@ if(data0.code !== undefined){
 let data1 = data0.code;
 const _errs5 = errors;
 if(!(((((((((((((((((data1 === "invalid_request") || (data1 === "unauthorized")) || (data1 === "forbidden")) || (data1 === "not_found")) || (data1 === "method_not_allowed")) || (data1 === "conflict")) || (data1 === "idempotency_key_reused")) || (data1 === "missing_reference")) || (data1 === "dependent_records")) || (data1 === "payload_too_large")) || (data1 === "unsupported_media_type")) || (data1 === "rate_limited")) || (data1 === "expectation_failed")) || (data1 === "headers_too_large")) || (data1 === "internal_error")) || (data1 === "unavailable")) || (data1 === "overloaded"))){
-validate43.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/properties/error/properties/code/enum",keyword:"enum",params:{allowedValues: schema111.properties.error.properties.code.enum},message:"must be equal to one of the allowed values"}];
+validate43.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/properties/error/properties/code/enum",keyword:"enum",params:{allowedValues: schema113.properties.error.properties.code.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs5){
@@ -6326,8 +6532,8 @@ return errors === 0;
 validate43.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.EventTypeList = validate44;
-const schema112 = {"type":"object","description":"Every event type, in the public document's order.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":1000,"description":"The event types.","items":{"$ref":"#/$defs/EventType"}}},"additionalProperties":false};
-const schema113 = {"type":"object","description":"An event endpoints can receive, as the public document declares it.","required":["event","group","summary","description","exampleData"],"properties":{"event":{"$ref":"#/$defs/EventName"},"group":{"type":"string","maxLength":100,"description":"Its group, the webhook's tag in the public document."},"summary":{"type":"string","maxLength":200,"description":"One line on when it fires."},"description":{"type":"string","maxLength":10000,"description":"The public document's description (Markdown)."},"exampleData":{"type":"object","description":"The document's example `data`, what `sendExampleEvent` sends."}},"additionalProperties":false};
+const schema114 = {"type":"object","description":"Every event type, in the public document's order.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":1000,"description":"The event types.","items":{"$ref":"#/$defs/EventType"}}},"additionalProperties":false};
+const schema115 = {"type":"object","description":"An event endpoints can receive, as the public document declares it.","required":["event","group","summary","description","exampleData"],"properties":{"event":{"$ref":"#/$defs/EventName"},"group":{"type":"string","maxLength":100,"description":"Its group, the webhook's tag in the public document."},"summary":{"type":"string","maxLength":200,"description":"One line on when it fires."},"description":{"type":"string","maxLength":10000,"description":"The public document's description (Markdown)."},"exampleData":{"type":"object","description":"The document's example `data`, what `sendExampleEvent` sends."}},"additionalProperties":false};
 
 function validate45(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -6555,10 +6761,10 @@ return errors === 0;
 validate44.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.ImportJob = validate47;
-const schema115 = {"type":"object","description":"An import job and how far it got.","required":["id","workspaceId","phase","format","recordsRead","recordsApplied","startedAt","finishedAt","counts","error"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"workspaceId":{"$ref":"#/$defs/Uuid"},"phase":{"type":"string","maxLength":32,"description":"`running`, then `succeeded`, `failed` (see `error`) or `canceled`.","enum":["running","succeeded","failed","canceled"]},"format":{"type":"string","maxLength":32,"description":"The body's format.","enum":["json","ndjson"]},"recordsRead":{"type":"integer","format":"int64","minimum":0,"maximum":9007199254740991,"description":"Records read from the body so far."},"recordsApplied":{"type":"integer","format":"int64","minimum":0,"maximum":9007199254740991,"description":"Records written so far (in the job's transaction: none is visible before it succeeds)."},"startedAt":{"type":"string","format":"date-time","maxLength":64},"finishedAt":{"type":["string","null"],"format":"date-time","maxLength":64,"description":"When it ended; null while running."},"counts":{"$ref":"#/$defs/RecordCounts"},"error":{"type":["string","null"],"maxLength":2000,"description":"Why it failed, naming the first bad record; null unless failed."}},"additionalProperties":false};
-const formats112 = require("ajv-formats/dist/formats").fullFormats.int64;
-const schema118 = {"type":"object","description":"Records by the import document's key; a key with none is left out.","properties":{"owners":{"$ref":"#/$defs/RecordCount"},"fleets":{"$ref":"#/$defs/RecordCount"},"vehicles":{"$ref":"#/$defs/RecordCount"},"maintenance":{"$ref":"#/$defs/RecordCount"},"vehicleDocuments":{"$ref":"#/$defs/RecordCount"},"customers":{"$ref":"#/$defs/RecordCount"},"bookings":{"$ref":"#/$defs/RecordCount"},"extensions":{"$ref":"#/$defs/RecordCount"},"invoices":{"$ref":"#/$defs/RecordCount"},"payments":{"$ref":"#/$defs/RecordCount"},"installments":{"$ref":"#/$defs/RecordCount"},"expenses":{"$ref":"#/$defs/RecordCount"},"fines":{"$ref":"#/$defs/RecordCount"},"integrations":{"$ref":"#/$defs/RecordCount"}},"additionalProperties":false};
-const schema119 = {"type":"integer","format":"int64","minimum":1,"maximum":9007199254740991,"description":"How many records."};
+const schema117 = {"type":"object","description":"An import job and how far it got.","required":["id","workspaceId","phase","format","recordsRead","recordsApplied","startedAt","finishedAt","counts","error"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"workspaceId":{"$ref":"#/$defs/Uuid"},"phase":{"type":"string","maxLength":32,"description":"`running`, then `succeeded`, `failed` (see `error`) or `canceled`.","enum":["running","succeeded","failed","canceled"]},"format":{"type":"string","maxLength":32,"description":"The body's format.","enum":["json","ndjson"]},"recordsRead":{"type":"integer","format":"int64","minimum":0,"maximum":9007199254740991,"description":"Records read from the body so far."},"recordsApplied":{"type":"integer","format":"int64","minimum":0,"maximum":9007199254740991,"description":"Records written so far (in the job's transaction: none is visible before it succeeds)."},"startedAt":{"type":"string","format":"date-time","maxLength":64},"finishedAt":{"type":["string","null"],"format":"date-time","maxLength":64,"description":"When it ended; null while running."},"counts":{"$ref":"#/$defs/RecordCounts"},"error":{"type":["string","null"],"maxLength":2000,"description":"Why it failed, naming the first bad record; null unless failed."}},"additionalProperties":false};
+const formats116 = require("ajv-formats/dist/formats").fullFormats.int64;
+const schema120 = {"type":"object","description":"Records by the import document's key; a key with none is left out.","properties":{"owners":{"$ref":"#/$defs/RecordCount"},"fleets":{"$ref":"#/$defs/RecordCount"},"vehicles":{"$ref":"#/$defs/RecordCount"},"maintenance":{"$ref":"#/$defs/RecordCount"},"vehicleDocuments":{"$ref":"#/$defs/RecordCount"},"customers":{"$ref":"#/$defs/RecordCount"},"bookings":{"$ref":"#/$defs/RecordCount"},"extensions":{"$ref":"#/$defs/RecordCount"},"invoices":{"$ref":"#/$defs/RecordCount"},"payments":{"$ref":"#/$defs/RecordCount"},"installments":{"$ref":"#/$defs/RecordCount"},"expenses":{"$ref":"#/$defs/RecordCount"},"fines":{"$ref":"#/$defs/RecordCount"},"integrations":{"$ref":"#/$defs/RecordCount"}},"additionalProperties":false};
+const schema121 = {"type":"integer","format":"int64","minimum":1,"maximum":9007199254740991,"description":"How many records."};
 
 function validate48(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -6574,7 +6780,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema118.properties, key0))){
+if(!(func1.call(schema120.properties, key0))){
 validate48.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -6601,7 +6807,7 @@ validate48.errors = [{instancePath:instancePath+"/owners",schemaPath:"#/$defs/Re
 return false;
 }
 else {
-if(!(formats112.validate(data0))){
+if(!(formats116.validate(data0))){
 validate48.errors = [{instancePath:instancePath+"/owners",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6635,7 +6841,7 @@ validate48.errors = [{instancePath:instancePath+"/fleets",schemaPath:"#/$defs/Re
 return false;
 }
 else {
-if(!(formats112.validate(data1))){
+if(!(formats116.validate(data1))){
 validate48.errors = [{instancePath:instancePath+"/fleets",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6669,7 +6875,7 @@ validate48.errors = [{instancePath:instancePath+"/vehicles",schemaPath:"#/$defs/
 return false;
 }
 else {
-if(!(formats112.validate(data2))){
+if(!(formats116.validate(data2))){
 validate48.errors = [{instancePath:instancePath+"/vehicles",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6703,7 +6909,7 @@ validate48.errors = [{instancePath:instancePath+"/maintenance",schemaPath:"#/$de
 return false;
 }
 else {
-if(!(formats112.validate(data3))){
+if(!(formats116.validate(data3))){
 validate48.errors = [{instancePath:instancePath+"/maintenance",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6737,7 +6943,7 @@ validate48.errors = [{instancePath:instancePath+"/vehicleDocuments",schemaPath:"
 return false;
 }
 else {
-if(!(formats112.validate(data4))){
+if(!(formats116.validate(data4))){
 validate48.errors = [{instancePath:instancePath+"/vehicleDocuments",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6771,7 +6977,7 @@ validate48.errors = [{instancePath:instancePath+"/customers",schemaPath:"#/$defs
 return false;
 }
 else {
-if(!(formats112.validate(data5))){
+if(!(formats116.validate(data5))){
 validate48.errors = [{instancePath:instancePath+"/customers",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6805,7 +7011,7 @@ validate48.errors = [{instancePath:instancePath+"/bookings",schemaPath:"#/$defs/
 return false;
 }
 else {
-if(!(formats112.validate(data6))){
+if(!(formats116.validate(data6))){
 validate48.errors = [{instancePath:instancePath+"/bookings",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6839,7 +7045,7 @@ validate48.errors = [{instancePath:instancePath+"/extensions",schemaPath:"#/$def
 return false;
 }
 else {
-if(!(formats112.validate(data7))){
+if(!(formats116.validate(data7))){
 validate48.errors = [{instancePath:instancePath+"/extensions",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6873,7 +7079,7 @@ validate48.errors = [{instancePath:instancePath+"/invoices",schemaPath:"#/$defs/
 return false;
 }
 else {
-if(!(formats112.validate(data8))){
+if(!(formats116.validate(data8))){
 validate48.errors = [{instancePath:instancePath+"/invoices",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6907,7 +7113,7 @@ validate48.errors = [{instancePath:instancePath+"/payments",schemaPath:"#/$defs/
 return false;
 }
 else {
-if(!(formats112.validate(data9))){
+if(!(formats116.validate(data9))){
 validate48.errors = [{instancePath:instancePath+"/payments",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6941,7 +7147,7 @@ validate48.errors = [{instancePath:instancePath+"/installments",schemaPath:"#/$d
 return false;
 }
 else {
-if(!(formats112.validate(data10))){
+if(!(formats116.validate(data10))){
 validate48.errors = [{instancePath:instancePath+"/installments",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -6975,7 +7181,7 @@ validate48.errors = [{instancePath:instancePath+"/expenses",schemaPath:"#/$defs/
 return false;
 }
 else {
-if(!(formats112.validate(data11))){
+if(!(formats116.validate(data11))){
 validate48.errors = [{instancePath:instancePath+"/expenses",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -7009,7 +7215,7 @@ validate48.errors = [{instancePath:instancePath+"/fines",schemaPath:"#/$defs/Rec
 return false;
 }
 else {
-if(!(formats112.validate(data12))){
+if(!(formats116.validate(data12))){
 validate48.errors = [{instancePath:instancePath+"/fines",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -7043,7 +7249,7 @@ validate48.errors = [{instancePath:instancePath+"/integrations",schemaPath:"#/$d
 return false;
 }
 else {
-if(!(formats112.validate(data13))){
+if(!(formats116.validate(data13))){
 validate48.errors = [{instancePath:instancePath+"/integrations",schemaPath:"#/$defs/RecordCount/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -7102,7 +7308,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema115.properties, key0))){
+if(!(func1.call(schema117.properties, key0))){
 validate47.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -7173,7 +7379,7 @@ if(data.phase !== undefined){
 let data2 = data.phase;
 const _errs8 = errors;
 if(!((((data2 === "running") || (data2 === "succeeded")) || (data2 === "failed")) || (data2 === "canceled"))){
-validate47.errors = [{instancePath:instancePath+"/phase",schemaPath:"#/properties/phase/enum",keyword:"enum",params:{allowedValues: schema115.properties.phase.enum},message:"must be equal to one of the allowed values"}];
+validate47.errors = [{instancePath:instancePath+"/phase",schemaPath:"#/properties/phase/enum",keyword:"enum",params:{allowedValues: schema117.properties.phase.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -7198,7 +7404,7 @@ if(data.format !== undefined){
 let data3 = data.format;
 const _errs10 = errors;
 if(!((data3 === "json") || (data3 === "ndjson"))){
-validate47.errors = [{instancePath:instancePath+"/format",schemaPath:"#/properties/format/enum",keyword:"enum",params:{allowedValues: schema115.properties.format.enum},message:"must be equal to one of the allowed values"}];
+validate47.errors = [{instancePath:instancePath+"/format",schemaPath:"#/properties/format/enum",keyword:"enum",params:{allowedValues: schema117.properties.format.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs10){
@@ -7238,7 +7444,7 @@ validate47.errors = [{instancePath:instancePath+"/recordsRead",schemaPath:"#/pro
 return false;
 }
 else {
-if(!(formats112.validate(data4))){
+if(!(formats116.validate(data4))){
 validate47.errors = [{instancePath:instancePath+"/recordsRead",schemaPath:"#/properties/recordsRead/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -7271,7 +7477,7 @@ validate47.errors = [{instancePath:instancePath+"/recordsApplied",schemaPath:"#/
 return false;
 }
 else {
-if(!(formats112.validate(data5))){
+if(!(formats116.validate(data5))){
 validate47.errors = [{instancePath:instancePath+"/recordsApplied",schemaPath:"#/properties/recordsApplied/format",keyword:"format",params:{format: "int64"},message:"must match format \""+"int64"+"\""}];
 return false;
 }
@@ -7318,7 +7524,7 @@ if(data.finishedAt !== undefined){
 let data7 = data.finishedAt;
 const _errs18 = errors;
 if((typeof data7 !== "string") && (data7 !== null)){
-validate47.errors = [{instancePath:instancePath+"/finishedAt",schemaPath:"#/properties/finishedAt/type",keyword:"type",params:{type: schema115.properties.finishedAt.type},message:"must be string,null"}];
+validate47.errors = [{instancePath:instancePath+"/finishedAt",schemaPath:"#/properties/finishedAt/type",keyword:"type",params:{type: schema117.properties.finishedAt.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs18){
@@ -7359,7 +7565,7 @@ if(data.error !== undefined){
 let data9 = data.error;
 const _errs21 = errors;
 if((typeof data9 !== "string") && (data9 !== null)){
-validate47.errors = [{instancePath:instancePath+"/error",schemaPath:"#/properties/error/type",keyword:"type",params:{type: schema115.properties.error.type},message:"must be string,null"}];
+validate47.errors = [{instancePath:instancePath+"/error",schemaPath:"#/properties/error/type",keyword:"type",params:{type: schema117.properties.error.type},message:"must be string,null"}];
 return false;
 }
 if(errors === _errs21){
@@ -7398,7 +7604,7 @@ return errors === 0;
 validate47.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.OperationalDeliveryList = validate50;
-const schema133 = {"type":"object","description":"An operational endpoint's deliveries, newest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":200,"description":"The deliveries.","items":{"$ref":"#/$defs/AdminDeliveryRow"}}},"additionalProperties":false};
+const schema135 = {"type":"object","description":"An operational endpoint's deliveries, newest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":200,"description":"The deliveries.","items":{"$ref":"#/$defs/AdminDeliveryRow"}}},"additionalProperties":false};
 
 function validate50(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -7472,7 +7678,7 @@ return errors === 0;
 validate50.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.OperationalEndpointList = validate52;
-const schema134 = {"type":"object","description":"The platform's operational endpoints, oldest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":10000,"description":"The operational endpoints.","items":{"$ref":"#/$defs/Endpoint"}}},"additionalProperties":false};
+const schema136 = {"type":"object","description":"The platform's operational endpoints, oldest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":10000,"description":"The operational endpoints.","items":{"$ref":"#/$defs/Endpoint"}}},"additionalProperties":false};
 
 function validate52(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -7546,12 +7752,12 @@ return errors === 0;
 validate52.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PortalSession = validate54;
-const schema135 = {"type":"object","description":"The screen's session, as the screen reads it.","required":["id","workspace","readOnly","csrfToken","expiresAt","idleExpiresAt","idleTimeoutMinutes"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"workspace":{"$ref":"#/$defs/Workspace"},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"csrfToken":{"type":"string","maxLength":100,"description":"What every write of this session sends as `X-CSRF-Token`; bound to the session."},"expiresAt":{"$ref":"#/$defs/Timestamp"},"idleExpiresAt":{"$ref":"#/$defs/Timestamp"},"idleTimeoutMinutes":{"type":"integer","format":"int32","minimum":1,"maximum":1440,"description":"Minutes without a request after which the session ends."}},"additionalProperties":false};
-const schema137 = {"type":"object","description":"A workspace and its settings.","required":["id","slug","status","timezone","remindersAhead"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"slug":{"$ref":"#/$defs/Slug"},"status":{"type":"string","maxLength":64,"description":"`active`, or `frozen`: every key refused (403) and no webhook sent.","enum":["active","frozen"]},"timezone":{"$ref":"#/$defs/TimeZone"},"remindersAhead":{"$ref":"#/$defs/RemindersAhead"},"webhookAllowedCidrs":{"$ref":"#/$defs/WebhookAllowedCidrs"}},"additionalProperties":false};
-const schema139 = {"type":"string","minLength":1,"maxLength":63,"pattern":"^[a-z0-9][a-z0-9-]{0,62}$","description":"A workspace's short name, lower-case letters, digits and hyphens.","example":"desert-drive"};
-const schema140 = {"type":"string","minLength":1,"maxLength":64,"pattern":"^[A-Za-z0-9_+/-]+$","description":"An IANA time zone name; \"today\" and \"this month\" are on this calendar.","example":"Asia/Dubai"};
-const schema141 = {"type":"integer","format":"int32","minimum":1,"maximum":60,"description":"How many days ahead the due-soon reminders are sent.","example":3};
-const schema142 = {"type":"array","maxItems":32,"description":"Private ranges (CIDR) this workspace's webhook endpoints may reach, at registration and when each delivery connects; no other workspace's endpoints may. Empty by default: no private, loopback, link-local or reserved destination is reached. The operator's setting, describing their network: shown to an all-workspaces admin token only (a token confined to one workspace and the settings screen never see it, in the workspace nor in the audit trail's `workspace.update` entries), and changed by one only. `FRS_WEBHOOK_ALLOWED_CIDRS` (docs/operations.md) opens its ranges to every workspace at once.","items":{"type":"string","maxLength":49,"description":"An IPv4 or IPv6 CIDR range, such as `10.1.0.0/16` or `fd12:3456::/32`."},"example":["10.1.0.0/16"]};
+const schema137 = {"type":"object","description":"The screen's session, as the screen reads it.","required":["id","workspace","readOnly","csrfToken","expiresAt","idleExpiresAt","idleTimeoutMinutes"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"workspace":{"$ref":"#/$defs/Workspace"},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"csrfToken":{"type":"string","maxLength":100,"description":"What every write of this session sends as `X-CSRF-Token`; bound to the session."},"expiresAt":{"$ref":"#/$defs/Timestamp"},"idleExpiresAt":{"$ref":"#/$defs/Timestamp"},"idleTimeoutMinutes":{"type":"integer","format":"int32","minimum":1,"maximum":1440,"description":"Minutes without a request after which the session ends."}},"additionalProperties":false};
+const schema139 = {"type":"object","description":"A workspace and its settings.","required":["id","slug","status","timezone","remindersAhead"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"slug":{"$ref":"#/$defs/Slug"},"status":{"type":"string","maxLength":64,"description":"`active`, or `frozen`: every key refused (403) and no webhook sent.","enum":["active","frozen"]},"timezone":{"$ref":"#/$defs/TimeZone"},"remindersAhead":{"$ref":"#/$defs/RemindersAhead"},"webhookAllowedCidrs":{"$ref":"#/$defs/WebhookAllowedCidrs"}},"additionalProperties":false};
+const schema141 = {"type":"string","minLength":1,"maxLength":63,"pattern":"^[a-z0-9][a-z0-9-]{0,62}$","description":"A workspace's short name, lower-case letters, digits and hyphens.","example":"desert-drive"};
+const schema142 = {"type":"string","minLength":1,"maxLength":64,"pattern":"^[A-Za-z0-9_+/-]+$","description":"An IANA time zone name; \"today\" and \"this month\" are on this calendar.","example":"Asia/Dubai"};
+const schema143 = {"type":"integer","format":"int32","minimum":1,"maximum":60,"description":"How many days ahead the due-soon reminders are sent.","example":3};
+const schema144 = {"type":"array","maxItems":32,"description":"Private ranges (CIDR) this workspace's webhook endpoints may reach, at registration and when each delivery connects; no other workspace's endpoints may. Empty by default: no private, loopback, link-local or reserved destination is reached. The operator's setting, describing their network: shown to an all-workspaces admin token only (a token confined to one workspace and the settings screen never see it, in the workspace nor in the audit trail's `workspace.update` entries), and changed by one only. `FRS_WEBHOOK_ALLOWED_CIDRS` (docs/operations.md) opens its ranges to every workspace at once.","items":{"type":"string","maxLength":49,"description":"An IPv4 or IPv6 CIDR range, such as `10.1.0.0/16` or `fd12:3456::/32`."},"example":["10.1.0.0/16"]};
 const pattern16 = new RegExp("^[a-z0-9][a-z0-9-]{0,62}$", "u");
 const pattern17 = new RegExp("^[A-Za-z0-9_+/-]+$", "u");
 
@@ -7650,7 +7856,7 @@ if(data.status !== undefined){
 let data2 = data.status;
 const _errs8 = errors;
 if(!((data2 === "active") || (data2 === "frozen"))){
-validate55.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema137.properties.status.enum},message:"must be equal to one of the allowed values"}];
+validate55.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema139.properties.status.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -8017,9 +8223,9 @@ return errors === 0;
 validate54.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PortalSessionConflict = validate57;
-const schema145 = {"type":"object","description":"The error body of a link of another workspace than the browser's session (`error.reason` `replace`), and the two workspaces, for the screen to ask the person which to keep.","required":["error","openWorkspace","linkWorkspace"],"properties":{"error":{"$ref":"#/$defs/ErrorResponse/properties/error"},"openWorkspace":{"$ref":"#/$defs/PortalWorkspaceName"},"linkWorkspace":{"$ref":"#/$defs/PortalWorkspaceName"}},"additionalProperties":false};
-const schema146 = {"type":"object","description":"What went wrong.","required":["code","message","requestId"],"properties":{"code":{"type":"string","maxLength":64,"description":"Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token's reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `missing_reference` (409): a batch's record points at nothing (`writeRecords`).\n- `dependent_records` (409): a batch's delete would leave records pointing at nothing (`writeRecords`).\n- `payload_too_large` (413): the request body is over 64 KiB (a batch: 5,000 records or 8 MiB).\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `expectation_failed` (417): the request's `Expect` header asks for something other than\n  `100-continue`; the connection is closed after the answer.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n","enum":["invalid_request","unauthorized","forbidden","not_found","method_not_allowed","conflict","idempotency_key_reused","missing_reference","dependent_records","payload_too_large","unsupported_media_type","rate_limited","expectation_failed","headers_too_large","internal_error","unavailable","overloaded"]},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"A human-readable sentence; wording may change, so don't match on it."},"reason":{"type":"string","maxLength":200,"minLength":1,"description":"On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending field, parameter or header. On 429, `auth_failures`. Absent otherwise."},"requestId":{"type":"string","maxLength":128,"minLength":1,"description":"Equals the `x-request-id` response header."}},"additionalProperties":false};
-const schema147 = {"type":"object","description":"A workspace, as the screen names it.","required":["id","slug"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"slug":{"$ref":"#/$defs/Slug"}},"additionalProperties":false};
+const schema147 = {"type":"object","description":"The error body of a link of another workspace than the browser's session (`error.reason` `replace`), and the two workspaces, for the screen to ask the person which to keep.","required":["error","openWorkspace","linkWorkspace"],"properties":{"error":{"$ref":"#/$defs/ErrorResponse/properties/error"},"openWorkspace":{"$ref":"#/$defs/PortalWorkspaceName"},"linkWorkspace":{"$ref":"#/$defs/PortalWorkspaceName"}},"additionalProperties":false};
+const schema148 = {"type":"object","description":"What went wrong.","required":["code","message","requestId"],"properties":{"code":{"type":"string","maxLength":64,"description":"Machine-readable error code; new codes may be added within v1.\n- `invalid_request` (400): a parameter, header or body field is invalid; `reason` names it.\n- `unauthorized` (401): see `reason`.\n- `forbidden` (403): the token is confined to one workspace.\n- `not_found` (404): no such resource within the token's reach, or no such route.\n- `method_not_allowed` (405): the path exists but not with this method.\n- `conflict` (409): the change clashes with a record there already; `reason` names the field.\n- `idempotency_key_reused` (409): `reason` is `Idempotency-Key`.\n- `missing_reference` (409): a batch's record points at nothing (`writeRecords`).\n- `dependent_records` (409): a batch's delete would leave records pointing at nothing (`writeRecords`).\n- `payload_too_large` (413): the request body is over 64 KiB (a batch: 5,000 records or 8 MiB).\n- `unsupported_media_type` (415): the body is not `application/json`, or is compressed.\n- `rate_limited` (429): too many failed authentications from this address.\n- `expectation_failed` (417): the request's `Expect` header asks for something other than\n  `100-continue`; the connection is closed after the answer.\n- `headers_too_large` (431).\n- `internal_error` (500).\n- `unavailable` (503), `overloaded` (503): retry after `Retry-After` seconds. Nothing was changed.\n","enum":["invalid_request","unauthorized","forbidden","not_found","method_not_allowed","conflict","idempotency_key_reused","missing_reference","dependent_records","payload_too_large","unsupported_media_type","rate_limited","expectation_failed","headers_too_large","internal_error","unavailable","overloaded"]},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"A human-readable sentence; wording may change, so don't match on it."},"reason":{"type":"string","maxLength":200,"minLength":1,"description":"On 401, which case: `missing`, `unknown`, `revoked` or `expired`. On 400 and 409, the name of the offending field, parameter or header. On 429, `auth_failures`. Absent otherwise."},"requestId":{"type":"string","maxLength":128,"minLength":1,"description":"Equals the `x-request-id` response header."}},"additionalProperties":false};
+const schema149 = {"type":"object","description":"A workspace, as the screen names it.","required":["id","slug"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"slug":{"$ref":"#/$defs/Slug"}},"additionalProperties":false};
 
 function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -8178,7 +8384,7 @@ if(data0.code !== undefined){
 let data1 = data0.code;
 const _errs6 = errors;
 if(!(((((((((((((((((data1 === "invalid_request") || (data1 === "unauthorized")) || (data1 === "forbidden")) || (data1 === "not_found")) || (data1 === "method_not_allowed")) || (data1 === "conflict")) || (data1 === "idempotency_key_reused")) || (data1 === "missing_reference")) || (data1 === "dependent_records")) || (data1 === "payload_too_large")) || (data1 === "unsupported_media_type")) || (data1 === "rate_limited")) || (data1 === "expectation_failed")) || (data1 === "headers_too_large")) || (data1 === "internal_error")) || (data1 === "unavailable")) || (data1 === "overloaded"))){
-validate57.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/code/enum",keyword:"enum",params:{allowedValues: schema146.properties.code.enum},message:"must be equal to one of the allowed values"}];
+validate57.errors = [{instancePath:instancePath+"/error/code",schemaPath:"#/$defs/ErrorResponse/properties/error/properties/code/enum",keyword:"enum",params:{allowedValues: schema148.properties.code.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs6){
@@ -8335,8 +8541,8 @@ return errors === 0;
 validate57.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PortalSessionList = validate61;
-const schema150 = {"type":"object","description":"The workspace's live sessions, newest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"items":{"$ref":"#/$defs/PortalSessionRecord"}}},"additionalProperties":false};
-const schema151 = {"type":"object","description":"A settings-screen session or a link not opened yet; never its key or token.","required":["id","readOnly","state","createdBy","createdAt","expiresAt","startedAt","lastSeenAt","endedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"state":{"type":"string","maxLength":16,"description":"`unused` (the link was not opened yet), `active`, `ended` or `expired`.","enum":["unused","active","ended","expired"]},"createdBy":{"type":"string","maxLength":200,"description":"The name of the admin token (or CLI user) that made the link."},"createdAt":{"$ref":"#/$defs/Timestamp"},"expiresAt":{"$ref":"#/$defs/Timestamp"},"startedAt":{"description":"When the link was opened, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSeenAt":{"description":"The session's last request (to within 15 seconds), or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"endedAt":{"description":"When it was ended, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
+const schema152 = {"type":"object","description":"The workspace's live sessions, newest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"items":{"$ref":"#/$defs/PortalSessionRecord"}}},"additionalProperties":false};
+const schema153 = {"type":"object","description":"A settings-screen session or a link not opened yet; never its key or token.","required":["id","readOnly","state","createdBy","createdAt","expiresAt","startedAt","lastSeenAt","endedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"readOnly":{"type":"boolean","description":"Whether the session changes nothing."},"state":{"type":"string","maxLength":16,"description":"`unused` (the link was not opened yet), `active`, `ended` or `expired`.","enum":["unused","active","ended","expired"]},"createdBy":{"type":"string","maxLength":200,"description":"The name of the admin token (or CLI user) that made the link."},"createdAt":{"$ref":"#/$defs/Timestamp"},"expiresAt":{"$ref":"#/$defs/Timestamp"},"startedAt":{"description":"When the link was opened, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastSeenAt":{"description":"The session's last request (to within 15 seconds), or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"endedAt":{"description":"When it was ended, or null.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate62(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -8358,7 +8564,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema151.properties, key0))){
+if(!(func1.call(schema153.properties, key0))){
 validate62.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -8411,7 +8617,7 @@ if(data.state !== undefined){
 let data2 = data.state;
 const _errs7 = errors;
 if(!((((data2 === "unused") || (data2 === "active")) || (data2 === "ended")) || (data2 === "expired"))){
-validate62.errors = [{instancePath:instancePath+"/state",schemaPath:"#/properties/state/enum",keyword:"enum",params:{allowedValues: schema151.properties.state.enum},message:"must be equal to one of the allowed values"}];
+validate62.errors = [{instancePath:instancePath+"/state",schemaPath:"#/properties/state/enum",keyword:"enum",params:{allowedValues: schema153.properties.state.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs7){
@@ -8912,7 +9118,7 @@ return errors === 0;
 validate61.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.PublishedEvent = validate64;
-const schema158 = {"type":"object","description":"A published event.","required":["eventId","deliveries","duplicate"],"properties":{"eventId":{"$ref":"#/$defs/Uuid"},"deliveries":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Deliveries created (queued, or held for switched-off endpoints)."},"duplicate":{"type":"boolean","description":"True when the dedupeKey was recorded already; the first event's id, nothing queued."}},"additionalProperties":false};
+const schema160 = {"type":"object","description":"A published event.","required":["eventId","deliveries","duplicate"],"properties":{"eventId":{"$ref":"#/$defs/Uuid"},"deliveries":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Deliveries created (queued, or held for switched-off endpoints)."},"duplicate":{"type":"boolean","description":"True when the dedupeKey was recorded already; the first event's id, nothing queued."}},"additionalProperties":false};
 
 function validate64(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -9031,7 +9237,7 @@ return errors === 0;
 validate64.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.RecordsWritten = validate65;
-const schema160 = {"type":"object","description":"What a batch did, by key.","required":["upserted","unchanged","stale","deleted","events"],"properties":{"upserted":{"$ref":"#/$defs/RecordCounts"},"unchanged":{"$ref":"#/$defs/RecordCounts"},"stale":{"$ref":"#/$defs/RecordCounts"},"deleted":{"$ref":"#/$defs/RecordCounts"},"events":{"type":"array","maxItems":1000,"description":"The ids of the events recorded, in the batch's order.","items":{"$ref":"#/$defs/Uuid"}}},"additionalProperties":false};
+const schema162 = {"type":"object","description":"What a batch did, by key.","required":["upserted","unchanged","stale","deleted","events"],"properties":{"upserted":{"$ref":"#/$defs/RecordCounts"},"unchanged":{"$ref":"#/$defs/RecordCounts"},"stale":{"$ref":"#/$defs/RecordCounts"},"deleted":{"$ref":"#/$defs/RecordCounts"},"events":{"type":"array","maxItems":1000,"description":"The ids of the events recorded, in the batch's order.","items":{"$ref":"#/$defs/Uuid"}}},"additionalProperties":false};
 
 function validate65(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -9179,7 +9385,7 @@ return errors === 0;
 validate65.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.RecoveredDeliveries = validate70;
-const schema162 = {"type":"object","description":"What a recovery queued again.","required":["endpointId","since","until","queued"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid"},"since":{"$ref":"#/$defs/Timestamp"},"until":{"description":"The end of the window (exclusive), or null for now.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"queued":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"How many failed deliveries were queued again."}},"additionalProperties":false};
+const schema164 = {"type":"object","description":"What a recovery queued again.","required":["endpointId","since","until","queued"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid"},"since":{"$ref":"#/$defs/Timestamp"},"until":{"description":"The end of the window (exclusive), or null for now.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"queued":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"How many failed deliveries were queued again."}},"additionalProperties":false};
 
 function validate70(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -9419,7 +9625,7 @@ return errors === 0;
 validate70.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.RetriedDelivery = validate71;
-const schema166 = {"type":"object","description":"A delivery due now.","required":["id","endpointId","previousStatus","status","attempts","nextAttemptAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"previousStatus":{"type":"string","maxLength":64,"description":"What it was: `queued` or `retrying` (now due at once), `failed` or `accepted` (queued again).","enum":["queued","retrying","failed","accepted"]},"status":{"type":"string","maxLength":64,"description":"What it is now, `queued` or (still) `retrying`.","enum":["queued","retrying"]},"attempts":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Attempts made so far; the next one is this plus one."},"nextAttemptAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
+const schema168 = {"type":"object","description":"A delivery due now.","required":["id","endpointId","previousStatus","status","attempts","nextAttemptAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"previousStatus":{"type":"string","maxLength":64,"description":"What it was: `queued` or `retrying` (now due at once), `failed` or `accepted` (queued again).","enum":["queued","retrying","failed","accepted"]},"status":{"type":"string","maxLength":64,"description":"What it is now, `queued` or (still) `retrying`.","enum":["queued","retrying"]},"attempts":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Attempts made so far; the next one is this plus one."},"nextAttemptAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
 
 function validate71(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -9512,7 +9718,7 @@ if(data.previousStatus !== undefined){
 let data2 = data.previousStatus;
 const _errs8 = errors;
 if(!((((data2 === "queued") || (data2 === "retrying")) || (data2 === "failed")) || (data2 === "accepted"))){
-validate71.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/enum",keyword:"enum",params:{allowedValues: schema166.properties.previousStatus.enum},message:"must be equal to one of the allowed values"}];
+validate71.errors = [{instancePath:instancePath+"/previousStatus",schemaPath:"#/properties/previousStatus/enum",keyword:"enum",params:{allowedValues: schema168.properties.previousStatus.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -9537,7 +9743,7 @@ if(data.status !== undefined){
 let data3 = data.status;
 const _errs10 = errors;
 if(!((data3 === "queued") || (data3 === "retrying"))){
-validate71.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema166.properties.status.enum},message:"must be equal to one of the allowed values"}];
+validate71.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema168.properties.status.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs10){
@@ -9639,7 +9845,7 @@ return errors === 0;
 validate71.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.RevokedApiKey = validate72;
-const schema170 = {"type":"object","description":"A revoked key.","required":["id","revokedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"revokedAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
+const schema172 = {"type":"object","description":"A revoked key.","required":["id","revokedAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"revokedAt":{"$ref":"#/$defs/Timestamp"}},"additionalProperties":false};
 
 function validate72(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -9742,7 +9948,7 @@ return errors === 0;
 validate72.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.RotatedSecret = validate73;
-const schema173 = {"type":"object","description":"The endpoint's new signing secret, shown this once.","required":["id","secret","previousSecretExpiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"secret":{"$ref":"#/$defs/SigningSecret"},"previousSecretExpiresAt":{"description":"Until when deliveries also carry a signature with the previous secret; null when it ended at once.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
+const schema175 = {"type":"object","description":"The endpoint's new signing secret, shown this once.","required":["id","secret","previousSecretExpiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"secret":{"$ref":"#/$defs/SigningSecret"},"previousSecretExpiresAt":{"description":"Until when deliveries also carry a signature with the previous secret; null when it ended at once.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate73(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -9952,7 +10158,7 @@ return errors === 0;
 validate73.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.RotatedSigningKey = validate74;
-const schema177 = {"type":"object","description":"The endpoint's new ed25519 public key (the private key is never shown).","required":["id","publicKey","previousKeyExpiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"publicKey":{"$ref":"#/$defs/PublicKey"},"previousKeyExpiresAt":{"description":"Until when deliveries also carry a `v1a` signature with the previous key pair; null when it ended at once.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
+const schema179 = {"type":"object","description":"The endpoint's new ed25519 public key (the private key is never shown).","required":["id","publicKey","previousKeyExpiresAt"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"publicKey":{"$ref":"#/$defs/PublicKey"},"previousKeyExpiresAt":{"description":"Until when deliveries also carry a `v1a` signature with the previous key pair; null when it ended at once.","oneOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate74(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -10162,7 +10368,7 @@ return errors === 0;
 validate74.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.SentExampleEvent = validate75;
-const schema181 = {"type":"object","description":"The example's delivery.","required":["deliveryId","endpointId","event"],"properties":{"deliveryId":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"event":{"$ref":"#/$defs/EventName"}},"additionalProperties":false};
+const schema183 = {"type":"object","description":"The example's delivery.","required":["deliveryId","endpointId","event"],"properties":{"deliveryId":{"$ref":"#/$defs/Uuid"},"endpointId":{"$ref":"#/$defs/Uuid"},"event":{"$ref":"#/$defs/EventName"}},"additionalProperties":false};
 
 function validate75(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -10396,7 +10602,7 @@ if(data.status !== undefined){
 let data2 = data.status;
 const _errs8 = errors;
 if(!((data2 === "active") || (data2 === "frozen"))){
-validate76.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema137.properties.status.enum},message:"must be equal to one of the allowed values"}];
+validate76.errors = [{instancePath:instancePath+"/status",schemaPath:"#/properties/status/enum",keyword:"enum",params:{allowedValues: schema139.properties.status.enum},message:"must be equal to one of the allowed values"}];
 return false;
 }
 if(errors === _errs8){
@@ -10549,7 +10755,7 @@ return errors === 0;
 validate76.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.WorkspaceList = validate77;
-const schema191 = {"type":"object","description":"Workspaces, ordered by slug.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"description":"The workspaces.","items":{"$ref":"#/$defs/Workspace"}}},"additionalProperties":false};
+const schema193 = {"type":"object","description":"Workspaces, ordered by slug.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":100000,"description":"The workspaces.","items":{"$ref":"#/$defs/Workspace"}}},"additionalProperties":false};
 
 function validate77(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -10623,8 +10829,8 @@ return errors === 0;
 validate77.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.DeliveryExhaustedEvent = validate79;
-const schema192 = {"type":"object","description":"Delivery payload of `delivery.exhausted`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id of this operational delivery (not the failed one: that is `data.deliveryId`)."},"event":{"type":"string","const":"delivery.exhausted","description":"Always `delivery.exhausted`."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded."},"data":{"$ref":"#/$defs/DeliveryExhaustedData"}}};
-const schema195 = {"type":"object","description":"Data of `delivery.exhausted`.","additionalProperties":false,"required":["deliveryId","event","endpointId","workspaceId","workspaceSlug","attempts","lastStatusCode","lastErrorKind","failedAt"],"properties":{"deliveryId":{"$ref":"#/$defs/Uuid","description":"The workspace's delivery whose last attempt failed, no retry left (readable with `getDelivery`)."},"event":{"type":"string","minLength":1,"maxLength":64,"description":"Its event.","example":"booking.confirmed"},"endpointId":{"$ref":"#/$defs/Uuid","description":"Its endpoint."},"workspaceId":{"$ref":"#/$defs/Uuid","description":"Its workspace."},"workspaceSlug":{"$ref":"#/$defs/Slug"},"attempts":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Attempts made (0 when it failed without one, after waiting more than 7 days)."},"lastStatusCode":{"$ref":"#/$defs/StatusCode"},"lastErrorKind":{"description":"How its last attempt failed; null when it had none.","oneOf":[{"$ref":"#/$defs/AttemptErrorKind"},{"type":"null"}]},"failedAt":{"$ref":"#/$defs/Timestamp","description":"When it was marked failed."}}};
+const schema194 = {"type":"object","description":"Delivery payload of `delivery.exhausted`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id of this operational delivery (not the failed one: that is `data.deliveryId`)."},"event":{"type":"string","const":"delivery.exhausted","description":"Always `delivery.exhausted`."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded."},"data":{"$ref":"#/$defs/DeliveryExhaustedData"}}};
+const schema197 = {"type":"object","description":"Data of `delivery.exhausted`.","additionalProperties":false,"required":["deliveryId","event","endpointId","workspaceId","workspaceSlug","attempts","lastStatusCode","lastErrorKind","failedAt"],"properties":{"deliveryId":{"$ref":"#/$defs/Uuid","description":"The workspace's delivery whose last attempt failed, no retry left (readable with `getDelivery`)."},"event":{"type":"string","minLength":1,"maxLength":64,"description":"Its event.","example":"booking.confirmed"},"endpointId":{"$ref":"#/$defs/Uuid","description":"Its endpoint."},"workspaceId":{"$ref":"#/$defs/Uuid","description":"Its workspace."},"workspaceSlug":{"$ref":"#/$defs/Slug"},"attempts":{"type":"integer","format":"int32","minimum":0,"maximum":2147483647,"description":"Attempts made (0 when it failed without one, after waiting more than 7 days)."},"lastStatusCode":{"$ref":"#/$defs/StatusCode"},"lastErrorKind":{"description":"How its last attempt failed; null when it had none.","oneOf":[{"$ref":"#/$defs/AttemptErrorKind"},{"type":"null"}]},"failedAt":{"$ref":"#/$defs/Timestamp","description":"When it was marked failed."}}};
 
 function validate80(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -10646,7 +10852,7 @@ return false;
 else {
 const _errs1 = errors;
 for(const key0 in data){
-if(!(func1.call(schema195.properties, key0))){
+if(!(func1.call(schema197.properties, key0))){
 validate80.errors = [{instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"}];
 return false;
 break;
@@ -11229,8 +11435,8 @@ return errors === 0;
 validate79.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.EndpointDisabledEvent = validate82;
-const schema203 = {"type":"object","description":"Delivery payload of `endpoint.disabled`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and operational endpoint, stable across retries (the `service-delivery` and `webhook-id` headers)."},"event":{"type":"string","const":"endpoint.disabled","description":"Always `endpoint.disabled`."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (the switch-off's transaction)."},"data":{"$ref":"#/$defs/EndpointDisabledData"}}};
-const schema206 = {"type":"object","description":"Data of `endpoint.disabled`.","additionalProperties":false,"required":["endpointId","workspaceId","workspaceSlug","reason","disabledAt"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid","description":"The workspace's endpoint that was switched off."},"workspaceId":{"$ref":"#/$defs/Uuid","description":"Its workspace."},"workspaceSlug":{"$ref":"#/$defs/Slug"},"reason":{"$ref":"#/$defs/EndpointDisabledReason"},"disabledAt":{"$ref":"#/$defs/Timestamp","description":"When it was switched off (the endpoint's `disabledAt`)."}}};
+const schema205 = {"type":"object","description":"Delivery payload of `endpoint.disabled`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and operational endpoint, stable across retries (the `service-delivery` and `webhook-id` headers)."},"event":{"type":"string","const":"endpoint.disabled","description":"Always `endpoint.disabled`."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (the switch-off's transaction)."},"data":{"$ref":"#/$defs/EndpointDisabledData"}}};
+const schema208 = {"type":"object","description":"Data of `endpoint.disabled`.","additionalProperties":false,"required":["endpointId","workspaceId","workspaceSlug","reason","disabledAt"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid","description":"The workspace's endpoint that was switched off."},"workspaceId":{"$ref":"#/$defs/Uuid","description":"Its workspace."},"workspaceSlug":{"$ref":"#/$defs/Slug"},"reason":{"$ref":"#/$defs/EndpointDisabledReason"},"disabledAt":{"$ref":"#/$defs/Timestamp","description":"When it was switched off (the endpoint's `disabledAt`)."}}};
 
 function validate83(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -11549,8 +11755,8 @@ return errors === 0;
 validate82.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.EndpointEnabledEvent = validate85;
-const schema212 = {"type":"object","description":"Delivery payload of `endpoint.enabled`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and operational endpoint, stable across retries."},"event":{"type":"string","const":"endpoint.enabled","description":"Always `endpoint.enabled`."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded."},"data":{"$ref":"#/$defs/EndpointEnabledData"}}};
-const schema215 = {"type":"object","description":"Data of `endpoint.enabled`.","additionalProperties":false,"required":["endpointId","workspaceId","workspaceSlug","enabledAt"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid","description":"The workspace's endpoint that was switched on."},"workspaceId":{"$ref":"#/$defs/Uuid","description":"Its workspace."},"workspaceSlug":{"$ref":"#/$defs/Slug"},"enabledAt":{"$ref":"#/$defs/Timestamp","description":"When it was switched on."}}};
+const schema214 = {"type":"object","description":"Delivery payload of `endpoint.enabled`.","additionalProperties":false,"required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and operational endpoint, stable across retries."},"event":{"type":"string","const":"endpoint.enabled","description":"Always `endpoint.enabled`."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded."},"data":{"$ref":"#/$defs/EndpointEnabledData"}}};
+const schema217 = {"type":"object","description":"Data of `endpoint.enabled`.","additionalProperties":false,"required":["endpointId","workspaceId","workspaceSlug","enabledAt"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid","description":"The workspace's endpoint that was switched on."},"workspaceId":{"$ref":"#/$defs/Uuid","description":"Its workspace."},"workspaceSlug":{"$ref":"#/$defs/Slug"},"enabledAt":{"$ref":"#/$defs/Timestamp","description":"When it was switched on."}}};
 
 function validate86(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;

@@ -7603,7 +7603,7 @@ validate53.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.DeliveryList = validate61;
 const schema159 = {"type":"object","description":"A page of an endpoint's deliveries, newest first.","required":["rows","nextCursor"],"properties":{"rows":{"type":"array","maxItems":100,"description":"Deliveries, newest first.","items":{"$ref":"#/$defs/DeliveryRow"}},"nextCursor":{"description":"Pass as `cursor` for the next (older) page; null on the last page.","anyOf":[{"type":"string","maxLength":512,"minLength":1},{"type":"null"}]}},"additionalProperties":false};
-const schema160 = {"type":"object","description":"One delivery of one event to one endpoint, as the delivery log lists it.","required":["id","event","status","attempts","createdAt","lastAttemptAt","nextAttemptAt","lastStatusCode","lastErrorKind"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"event":{"$ref":"#/$defs/DeliveryEventName"},"status":{"$ref":"#/$defs/DeliveryStatus"},"attempts":{"type":"integer","format":"int32","maximum":2147483647,"minimum":0,"description":"Attempts made so far."},"createdAt":{"$ref":"#/$defs/Timestamp"},"lastAttemptAt":{"description":"When the last attempt started; null before the first.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"nextAttemptAt":{"description":"When the next attempt is due (by the delivery sweep's clock); null unless `queued` or `retrying`.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastStatusCode":{"description":"The HTTP status of the last attempt, as the endpoint sent it (any three-digit code); null before the first or when there was no answer.","anyOf":[{"type":"integer","format":"int32","minimum":100,"maximum":999},{"type":"null"}]},"lastErrorKind":{"description":"How the last attempt failed; null before the first attempt or when it succeeded.","anyOf":[{"$ref":"#/$defs/AttemptErrorKind"},{"type":"null"}]}},"additionalProperties":false};
+const schema160 = {"type":"object","description":"One delivery of one event to one endpoint, as the delivery log lists it.","required":["id","event","status","attempts","createdAt","lastAttemptAt","nextAttemptAt","lastStatusCode","lastErrorKind"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"event":{"$ref":"#/$defs/DeliveryEventName"},"status":{"$ref":"#/$defs/DeliveryStatus"},"attempts":{"type":"integer","format":"int32","maximum":2147483647,"minimum":0,"description":"Attempts made so far."},"createdAt":{"$ref":"#/$defs/Timestamp"},"lastAttemptAt":{"description":"When the last attempt started; null before the first.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"nextAttemptAt":{"description":"When the next attempt is due (by the delivery sweep's clock); null unless `queued` or `retrying`. After a throttling answer (429, 502, 503, 504) it is no earlier than the endpoint's throttle end.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"lastStatusCode":{"description":"The HTTP status of the last attempt, as the endpoint sent it (any three-digit code); null before the first or when there was no answer.","anyOf":[{"type":"integer","format":"int32","minimum":100,"maximum":999},{"type":"null"}]},"lastErrorKind":{"description":"How the last attempt failed; null before the first attempt or when it succeeded.","anyOf":[{"$ref":"#/$defs/AttemptErrorKind"},{"type":"null"}]}},"additionalProperties":false};
 
 function validate62(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -31113,7 +31113,7 @@ validate360.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false}
 
 exports.WebhookEndpointList = validate363;
 const schema543 = {"type":"object","description":"The workspace's webhook endpoints, oldest first.","required":["rows"],"properties":{"rows":{"type":"array","maxItems":10000,"description":"Endpoints, oldest first.","items":{"$ref":"#/$defs/WebhookEndpoint"}}},"additionalProperties":false};
-const schema544 = {"type":"object","description":"A registered webhook endpoint. The signing secret (and an ed25519 private key) is never returned.","required":["id","name","url","events","isActive","disabledAt","disabledReason","lastSuccessAt","consecutiveFailures","signatureScheme","publicKey","previousSchemeExpiresAt","rateLimit"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"type":"string","maxLength":200,"description":"The endpoint's name.","example":"Accounting sync"},"url":{"type":"string","maxLength":2048,"format":"uri","description":"Where deliveries are POSTed.","example":"https://hooks.example.ae/fleet"},"events":{"type":"array","maxItems":200,"description":"Subscribed events; an empty list means every event.","uniqueItems":true,"items":{"$ref":"#/$defs/EventName"}},"isActive":{"type":"boolean","description":"False once the endpoint is switched off (after 20 failed attempts in a row, or by an operator)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"disabledReason":{"description":"Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.","oneOf":[{"$ref":"#/$defs/EndpointDisabledReason"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","maximum":2147483647,"minimum":0,"description":"Failed attempts in a row across the endpoint's deliveries; a success resets it to 0."},"signatureScheme":{"$ref":"#/$defs/SignatureScheme"},"publicKey":{"description":"The ed25519 public key to verify `v1a` signatures with (`whpk_` and the base64 of its raw 32 bytes, as Standard Webhooks writes it), while `signatureScheme` is `ed25519`; null for `hmac-sha256`. Not a secret.","anyOf":[{"type":"string","minLength":49,"maxLength":49,"pattern":"^whpk_[A-Za-z0-9+/]{43}=$","example":"whpk_6kpsY+KcUgq+9VB7Ey7F+ZVHdq6+vnuSQh7qaRRG0iw="},{"type":"null"}]},"previousSchemeExpiresAt":{"description":"After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"rateLimit":{"type":["integer","null"],"format":"int32","minimum":1,"maximum":1000,"description":"The most deliveries a second sent to the endpoint, set by the operator (the admin API, the CLI or the settings screen) for a receiver sized for a certain rate; null: no throttle. After a quiet spell up to `rateLimit` deliveries go at once, then one every 1/`rateLimit` seconds; in any span of t seconds at most `rateLimit` x (t + 1) are taken for sending, by every webhook worker together. Deliveries waiting for it stay queued.","example":10}},"additionalProperties":false};
+const schema544 = {"type":"object","description":"A registered webhook endpoint. The signing secret (and an ed25519 private key) is never returned.","required":["id","name","url","events","isActive","disabledAt","disabledReason","lastSuccessAt","consecutiveFailures","signatureScheme","publicKey","previousSchemeExpiresAt","rateLimit","throttledUntil"],"properties":{"id":{"$ref":"#/$defs/Uuid"},"name":{"type":"string","maxLength":200,"description":"The endpoint's name.","example":"Accounting sync"},"url":{"type":"string","maxLength":2048,"format":"uri","description":"Where deliveries are POSTed.","example":"https://hooks.example.ae/fleet"},"events":{"type":"array","maxItems":200,"description":"Subscribed events; an empty list means every event.","uniqueItems":true,"items":{"$ref":"#/$defs/EventName"}},"isActive":{"type":"boolean","description":"False once the endpoint is switched off (after 20 failed attempts in a row, at once when its receiver answers `410 Gone`, or by an operator)."},"disabledAt":{"description":"When the endpoint was switched off; null while it is on.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"disabledReason":{"description":"Why the endpoint was switched off (see EndpointDisabledReason); null while it is on. Like `disabledAt`, it keeps the first reason while the endpoint stays off.","oneOf":[{"$ref":"#/$defs/EndpointDisabledReason"},{"type":"null"}]},"lastSuccessAt":{"description":"When the endpoint last accepted a delivery; null if it never has.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"consecutiveFailures":{"type":"integer","format":"int32","maximum":2147483647,"minimum":0,"description":"Failed attempts in a row across the endpoint's deliveries; a success resets it to 0."},"signatureScheme":{"$ref":"#/$defs/SignatureScheme"},"publicKey":{"description":"The ed25519 public key to verify `v1a` signatures with (`whpk_` and the base64 of its raw 32 bytes, as Standard Webhooks writes it), while `signatureScheme` is `ed25519`; null for `hmac-sha256`. Not a secret.","anyOf":[{"type":"string","minLength":49,"maxLength":49,"pattern":"^whpk_[A-Za-z0-9+/]{43}=$","example":"whpk_6kpsY+KcUgq+9VB7Ey7F+ZVHdq6+vnuSQh7qaRRG0iw="},{"type":"null"}]},"previousSchemeExpiresAt":{"description":"After a switch of `signatureScheme`, until when the scheme switched away from keeps signing beside the new one (a past time: it no longer does); null when the endpoint was never switched, or without an overlap.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]},"rateLimit":{"type":["integer","null"],"format":"int32","minimum":1,"maximum":1000,"description":"The most deliveries a second sent to the endpoint, set by the operator (the admin API, the CLI or the settings screen) for a receiver sized for a certain rate; null: no throttle. After a quiet spell up to `rateLimit` deliveries go at once, then one every 1/`rateLimit` seconds; in any span of t seconds at most `rateLimit` x (t + 1) are taken for sending, by every webhook worker together. Deliveries waiting for it stay queued.","example":10},"throttledUntil":{"description":"The end of the endpoint's latest throttle: its receiver answered 429, 502, 503 or 504, and nothing is sent to it before this time (what `Retry-After` asked, at most 24 hours; see Delivery semantics). Null if it was never throttled; a past time means it is not throttled now.","anyOf":[{"$ref":"#/$defs/Timestamp"},{"type":"null"}]}},"additionalProperties":false};
 const schema548 = {"type":"string","enum":["failures","gone","manual"],"description":"Why an endpoint was switched off: `failures` (20 failed attempts in a row), `gone` (its receiver answered `410 Gone`), `manual` (switched off by an operator, the admin API or the settings screen).","example":"failures"};
 const schema550 = {"type":"string","enum":["hmac-sha256","ed25519"],"description":"How an endpoint's deliveries are signed (see Verifying a delivery). `hmac-sha256`: with the endpoint's signing secret (`webhook-signature: v1,...` and `service-signature`). `ed25519`: with the endpoint's key pair (`webhook-signature: v1a,...`), verified with its public key (`publicKey`): the receiver holds no secret.","example":"ed25519"};
 const func0 = require("ajv/dist/runtime/equal").default;
@@ -31133,7 +31133,7 @@ evaluated0.items = undefined;
 if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
-if((((((((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.disabledReason === undefined) && (missing0 = "disabledReason"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))) || ((data.signatureScheme === undefined) && (missing0 = "signatureScheme"))) || ((data.publicKey === undefined) && (missing0 = "publicKey"))) || ((data.previousSchemeExpiresAt === undefined) && (missing0 = "previousSchemeExpiresAt"))) || ((data.rateLimit === undefined) && (missing0 = "rateLimit"))){
+if(((((((((((((((data.id === undefined) && (missing0 = "id")) || ((data.name === undefined) && (missing0 = "name"))) || ((data.url === undefined) && (missing0 = "url"))) || ((data.events === undefined) && (missing0 = "events"))) || ((data.isActive === undefined) && (missing0 = "isActive"))) || ((data.disabledAt === undefined) && (missing0 = "disabledAt"))) || ((data.disabledReason === undefined) && (missing0 = "disabledReason"))) || ((data.lastSuccessAt === undefined) && (missing0 = "lastSuccessAt"))) || ((data.consecutiveFailures === undefined) && (missing0 = "consecutiveFailures"))) || ((data.signatureScheme === undefined) && (missing0 = "signatureScheme"))) || ((data.publicKey === undefined) && (missing0 = "publicKey"))) || ((data.previousSchemeExpiresAt === undefined) && (missing0 = "previousSchemeExpiresAt"))) || ((data.rateLimit === undefined) && (missing0 = "rateLimit"))) || ((data.throttledUntil === undefined) && (missing0 = "throttledUntil"))){
 validate364.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0},message:"must have required property '"+missing0+"'"}];
 return false;
 }
@@ -31834,6 +31834,96 @@ var valid0 = _errs55 === errors;
 }
 else {
 var valid0 = true;
+}
+if(valid0){
+if(data.throttledUntil !== undefined){
+let data14 = data.throttledUntil;
+const _errs57 = errors;
+const _errs58 = errors;
+let valid15 = false;
+const _errs59 = errors;
+const _errs60 = errors;
+if(errors === _errs60){
+if(errors === _errs60){
+if(typeof data14 === "string"){
+if(func2(data14) > 24){
+const err25 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/$defs/Timestamp/maxLength",keyword:"maxLength",params:{limit: 24},message:"must NOT have more than 24 characters"};
+if(vErrors === null){
+vErrors = [err25];
+}
+else {
+vErrors.push(err25);
+}
+errors++;
+}
+else {
+if(!(formats22.validate(data14))){
+const err26 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/$defs/Timestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err26];
+}
+else {
+vErrors.push(err26);
+}
+errors++;
+}
+}
+}
+else {
+const err27 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/$defs/Timestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err27];
+}
+else {
+vErrors.push(err27);
+}
+errors++;
+}
+}
+}
+var _valid5 = _errs59 === errors;
+valid15 = valid15 || _valid5;
+const _errs62 = errors;
+if(data14 !== null){
+const err28 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/properties/throttledUntil/anyOf/1/type",keyword:"type",params:{type: "null"},message:"must be null"};
+if(vErrors === null){
+vErrors = [err28];
+}
+else {
+vErrors.push(err28);
+}
+errors++;
+}
+var _valid5 = _errs62 === errors;
+valid15 = valid15 || _valid5;
+if(!valid15){
+const err29 = {instancePath:instancePath+"/throttledUntil",schemaPath:"#/properties/throttledUntil/anyOf",keyword:"anyOf",params:{},message:"must match a schema in anyOf"};
+if(vErrors === null){
+vErrors = [err29];
+}
+else {
+vErrors.push(err29);
+}
+errors++;
+validate364.errors = vErrors;
+return false;
+}
+else {
+errors = _errs58;
+if(vErrors !== null){
+if(_errs58){
+vErrors.length = _errs58;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs57 === errors;
+}
+else {
+var valid0 = true;
+}
 }
 }
 }
@@ -37267,8 +37357,8 @@ return errors === 0;
 validate440.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.WebhookTestEvent = validate442;
-const schema666 = {"type":"object","description":"Delivery payload of `webhook.test`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"webhook.test","description":"Event name, always `webhook.test`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/WebhookTestData","description":"Event data; see `WebhookTestData`."}},"additionalProperties":false};
-const schema669 = {"type":"object","description":"Data of `webhook.test`.","required":["endpointId","message"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid","description":"Id of the webhook endpoint being tested."},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"Human-readable text, e.g. `This is a test delivery from Fleet Rental Service.`"}},"additionalProperties":false};
+const schema667 = {"type":"object","description":"Delivery payload of `webhook.test`.","required":["id","event","createdAt","data"],"properties":{"id":{"$ref":"#/$defs/Uuid","description":"Delivery id: unique per event and endpoint, stable across retries, equal to the `service-delivery` header. Store it and ignore repeats."},"event":{"type":"string","const":"webhook.test","description":"Event name, always `webhook.test`; equal to the `service-event` header."},"createdAt":{"$ref":"#/$defs/Timestamp","description":"When the event was recorded (UTC, milliseconds). The same on every retry."},"data":{"$ref":"#/$defs/WebhookTestData","description":"Event data; see `WebhookTestData`."}},"additionalProperties":false};
+const schema670 = {"type":"object","description":"Data of `webhook.test`.","required":["endpointId","message"],"properties":{"endpointId":{"$ref":"#/$defs/Uuid","description":"Id of the webhook endpoint being tested."},"message":{"type":"string","maxLength":2000,"minLength":1,"description":"Human-readable text, e.g. `This is a test delivery from Fleet Rental Service.`"}},"additionalProperties":false};
 
 function validate443(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;

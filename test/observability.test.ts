@@ -89,7 +89,8 @@ describe('observability: delivery logs and Prometheus metrics', () => {
     expect(res.headers.get('content-type')).to.match(/^text\/plain; version=0\.0\.4/);
     return parseExposition(await res.text());
   };
-  const dispatcher = (m: ServiceMetrics) => new Dispatcher({ db, logger, metrics: m, workspaceIds: [ws.id] });
+  const dispatcher = (m: ServiceMetrics) =>
+    new Dispatcher({ db, logger, metrics: m, workspaceIds: [ws.id], random: () => 0 });
   /** Publishes a booking.confirmed to the workspace's endpoints, due at the tests' fixed clock. */
   const publish = async () => {
     const { eventId } = await recordEvent(db, {

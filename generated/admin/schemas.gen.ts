@@ -475,7 +475,8 @@ export const EndpointSchema = {
         'signatureScheme',
         'publicKey',
         'previousSchemeExpiresAt',
-        'rateLimit'
+        'rateLimit',
+        'throttledUntil'
     ],
     properties: {
         id: {
@@ -492,7 +493,7 @@ export const EndpointSchema = {
         },
         isActive: {
             type: 'boolean',
-            description: 'False once the endpoint is switched off (after 20 failed attempts in a row, or by `disableEndpoint`).'
+            description: 'False once the endpoint is switched off (after 20 failed attempts in a row, at once when its receiver answers `410 Gone`, or by `disableEndpoint`).'
         },
         disabledAt: {
             description: 'When the endpoint was switched off; null while it is on.',
@@ -561,6 +562,17 @@ export const EndpointSchema = {
         },
         rateLimit: {
             $ref: '#/components/schemas/EndpointRateLimit'
+        },
+        throttledUntil: {
+            description: 'The end of the endpoint\'s latest throttle: its receiver answered 429, 502, 503 or 504, and nothing is sent to it before this time (what `Retry-After` asked, at most 24 hours; see the public document\'s Delivery semantics). Null if it was never throttled; a past time means it is not throttled now.',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
         }
     }
 } as const;
@@ -711,7 +723,8 @@ export const CreatedEndpointSchema = {
         'secret',
         'signatureScheme',
         'publicKey',
-        'previousSchemeExpiresAt'
+        'previousSchemeExpiresAt',
+        'throttledUntil'
     ],
     properties: {
         id: {
@@ -772,6 +785,17 @@ export const CreatedEndpointSchema = {
         },
         rateLimit: {
             $ref: '#/components/schemas/EndpointRateLimit'
+        },
+        throttledUntil: {
+            description: 'The end of the endpoint\'s latest throttle; null (a new endpoint was never throttled).',
+            oneOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
         },
         secret: {
             $ref: '#/components/schemas/SigningSecret'

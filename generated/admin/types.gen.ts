@@ -247,7 +247,7 @@ export type Endpoint = {
     url: EndpointUrl;
     events: EndpointEvents;
     /**
-     * False once the endpoint is switched off (after 20 failed attempts in a row, or by `disableEndpoint`).
+     * False once the endpoint is switched off (after 20 failed attempts in a row, at once when its receiver answers `410 Gone`, or by `disableEndpoint`).
      */
     isActive: boolean;
     /**
@@ -276,6 +276,10 @@ export type Endpoint = {
      */
     previousSchemeExpiresAt: Timestamp | null;
     rateLimit: EndpointRateLimit;
+    /**
+     * The end of the endpoint's latest throttle: its receiver answered 429, 502, 503 or 504, and nothing is sent to it before this time (what `Retry-After` asked, at most 24 hours; see the public document's Delivery semantics). Null if it was never throttled; a past time means it is not throttled now.
+     */
+    throttledUntil: Timestamp | null;
 };
 
 /**
@@ -370,6 +374,10 @@ export type CreatedEndpoint = {
      */
     consecutiveFailures: number;
     rateLimit: EndpointRateLimit;
+    /**
+     * The end of the endpoint's latest throttle; null (a new endpoint was never throttled).
+     */
+    throttledUntil: Timestamp | null;
     secret: SigningSecret;
     signatureScheme: SignatureScheme;
     /**

@@ -899,7 +899,8 @@ export const WebhookEndpointSchema = {
         'signatureScheme',
         'publicKey',
         'previousSchemeExpiresAt',
-        'rateLimit'
+        'rateLimit',
+        'throttledUntil'
     ],
     properties: {
         id: {
@@ -929,7 +930,7 @@ export const WebhookEndpointSchema = {
         },
         isActive: {
             type: 'boolean',
-            description: 'False once the endpoint is switched off (after 20 failed attempts in a row, or by an operator).'
+            description: 'False once the endpoint is switched off (after 20 failed attempts in a row, at once when its receiver answers `410 Gone`, or by an operator).'
         },
         disabledAt: {
             description: 'When the endpoint was switched off; null while it is on.',
@@ -1010,6 +1011,17 @@ export const WebhookEndpointSchema = {
             maximum: 1000,
             description: 'The most deliveries a second sent to the endpoint, set by the operator (the admin API, the CLI or the settings screen) for a receiver sized for a certain rate; null: no throttle. After a quiet spell up to `rateLimit` deliveries go at once, then one every 1/`rateLimit` seconds; in any span of t seconds at most `rateLimit` x (t + 1) are taken for sending, by every webhook worker together. Deliveries waiting for it stay queued.',
             example: 10
+        },
+        throttledUntil: {
+            description: 'The end of the endpoint\'s latest throttle: its receiver answered 429, 502, 503 or 504, and nothing is sent to it before this time (what `Retry-After` asked, at most 24 hours; see Delivery semantics). Null if it was never throttled; a past time means it is not throttled now.',
+            anyOf: [
+                {
+                    $ref: '#/components/schemas/Timestamp'
+                },
+                {
+                    type: 'null'
+                }
+            ]
         }
     }
 } as const;
@@ -1132,7 +1144,7 @@ export const DeliveryRowSchema = {
             ]
         },
         nextAttemptAt: {
-            description: 'When the next attempt is due (by the delivery sweep\'s clock); null unless `queued` or `retrying`.',
+            description: 'When the next attempt is due (by the delivery sweep\'s clock); null unless `queued` or `retrying`. After a throttling answer (429, 502, 503, 504) it is no earlier than the endpoint\'s throttle end.',
             anyOf: [
                 {
                     $ref: '#/components/schemas/Timestamp'

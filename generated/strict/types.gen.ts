@@ -437,7 +437,7 @@ export type WebhookEndpoint = {
      */
     events: Array<EventName>;
     /**
-     * False once the endpoint is switched off (after 20 failed attempts in a row, or by an operator).
+     * False once the endpoint is switched off (after 20 failed attempts in a row, at once when its receiver answers `410 Gone`, or by an operator).
      */
     isActive: boolean;
     /**
@@ -469,6 +469,10 @@ export type WebhookEndpoint = {
      * The most deliveries a second sent to the endpoint, set by the operator (the admin API, the CLI or the settings screen) for a receiver sized for a certain rate; null: no throttle. After a quiet spell up to `rateLimit` deliveries go at once, then one every 1/`rateLimit` seconds; in any span of t seconds at most `rateLimit` x (t + 1) are taken for sending, by every webhook worker together. Deliveries waiting for it stay queued.
      */
     rateLimit: number | null;
+    /**
+     * The end of the endpoint's latest throttle: its receiver answered 429, 502, 503 or 504, and nothing is sent to it before this time (what `Retry-After` asked, at most 24 hours; see Delivery semantics). Null if it was never throttled; a past time means it is not throttled now.
+     */
+    throttledUntil: Timestamp | null;
 };
 
 /**
@@ -520,7 +524,7 @@ export type DeliveryRow = {
      */
     lastAttemptAt: Timestamp | null;
     /**
-     * When the next attempt is due (by the delivery sweep's clock); null unless `queued` or `retrying`.
+     * When the next attempt is due (by the delivery sweep's clock); null unless `queued` or `retrying`. After a throttling answer (429, 502, 503, 504) it is no earlier than the endpoint's throttle end.
      */
     nextAttemptAt: Timestamp | null;
     /**

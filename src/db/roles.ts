@@ -91,6 +91,8 @@ const GRANTS: Record<ServiceRole, string[]> = {
     `GRANT SELECT ${ENDPOINT_COLUMNS_WITHOUT_SECRETS} ON webhook_endpoints TO %s`,
     // (and how it signs, with its public key; never a private key)
     `GRANT SELECT (${ENDPOINT_SIGNING_COLUMNS}) ON webhook_endpoints TO %s`,
+    // and the end of its throttle (written by the worker only: src/webhooks/etiquette.ts)
+    `GRANT SELECT (throttled_until) ON webhook_endpoints TO %s`,
     // the delivery log (deliveries and their attempts) and the event feed (events, GET /v1/events: its long polls'
     // LISTEN needs no grant); the test operation queues a webhook.test event, its delivery, and remembers the
     // Idempotency-Key
@@ -105,7 +107,7 @@ const GRANTS: Record<ServiceRole, string[]> = {
     `GRANT SELECT ${CUSTOMER_COLUMNS} ON customers TO %s`,
     // signing (the sealed secrets) and the endpoints' delivery state
     `GRANT SELECT ON webhook_endpoints TO %s`,
-    `GRANT UPDATE (consecutive_failures, last_success_at, is_active, disabled_at, disabled_reason) ON webhook_endpoints TO %s`,
+    `GRANT UPDATE (consecutive_failures, last_success_at, is_active, disabled_at, disabled_reason, throttled_until, throttle_streak) ON webhook_endpoints TO %s`,
     // the throttled endpoints' token buckets, made and taken by the claim (src/webhooks/rate-limits.ts)
     `GRANT SELECT, INSERT, UPDATE ON webhook_rate_buckets TO %s`,
     // the calendar sweep and the outbox record events and fan them out; the dispatcher records attempts
@@ -169,6 +171,8 @@ const GRANTS: Record<ServiceRole, string[]> = {
     `GRANT SELECT ${ENDPOINT_COLUMNS_WITHOUT_SECRETS.slice(0, -1)}, ${ENDPOINT_SEALING_IDS}) ON webhook_endpoints TO %s`,
     `GRANT INSERT ON webhook_endpoints TO %s`,
     `GRANT UPDATE ${ENDPOINT_COLUMNS_WITHOUT_SECRETS} ON webhook_endpoints TO %s`,
+    // the end of an endpoint's throttle is shown, and written by the worker only (src/webhooks/etiquette.ts)
+    `GRANT SELECT (throttled_until) ON webhook_endpoints TO %s`,
     `GRANT EXECUTE ON FUNCTION rotate_endpoint_secret(uuid, uuid, text, bytea, timestamptz) TO %s`,
     // the signature scheme and its switch; the ed25519 private keys are sealed like the secrets: written (a new key pair
     // through set_endpoint_signing_key(), which moves the current one to previous), never read

@@ -45,6 +45,8 @@ export interface DispatcherOptions {
   workspaceIds?: string[];
   /** Where attempts, lag and switch-offs are counted. */
   metrics?: ServiceMetrics;
+  /** The retries' random jitter (0 to 10% of each delay, retry-schedule.ts): a value in [0, 1]. Default Math.random. */
+  random?: () => number;
   /** Which destinations may be reached, and how names are resolved. Default: the environment's (FRS_ALLOW_PRIVATE_WEBHOOK_URLS, FRS_WEBHOOK_ALLOWED_CIDRS, FRS_WEBHOOK_DNS_SERVERS), with its egress proxy (FRS_WEBHOOK_PROXY). */
   destinationPolicy?: DestinationPolicy;
 }
@@ -112,6 +114,8 @@ export class Dispatcher {
   private waitingToRecord = false;
   /** Endpoints this process's flushes switched off while a claim was on its way: what it returns for them is not sent. */
   private readonly switchedOffDuringClaim = new Set<string>();
+  /** Endpoints this process's flushes throttled while a claim was on its way (etiquette.ts): likewise, tests too. */
+  private readonly throttledDuringClaim = new Set<string>();
   /** Leased deliveries this dispatcher will not send (expired, or for an endpoint switched off here): given back before the next claim. */
   private unsent: string[] = [];
   private claimWanted = true;
@@ -152,7 +156,7 @@ export class Dispatcher {
       timeoutMs: attemptTimeoutMs,
       destinationPolicy: options.destinationPolicy ?? processConfig().deliveryPolicy,
     };
-    this.recording = { db: options.db, logger, metrics: options.metrics, owner: this.owner };
+    this.recording = { db: options.db, logger, metrics: options.metrics, owner: this.owner, random: options.random };
     this.failures = new SweepFailures(logger, this.pollIntervalMs);
     this.listener = new DeliveryListener(options.db, logger, {
       notified: () => this.wake(true),
@@ -271,6 +275,7 @@ export class Dispatcher {
       // (taken before the lease is: its lease lasts at least leaseMs from here)
       const claimedAt = performance.now();
       this.switchedOffDuringClaim.clear();
+      this.throttledDuringClaim.clear();
       const { claims, contended, nextTokenInMs } = await claimDue(this.claiming, {
         limit: free,
         now: now ?? this.clock(),
@@ -283,6 +288,7 @@ export class Dispatcher {
         this.ready.push({ claim, launchBy });
       }
       this.giveBackSwitchedOff(this.switchedOffDuringClaim);
+      this.giveBackSwitchedOff(this.throttledDuringClaim, true);
       this.launchReady(now);
       if (nextTokenInMs !== null && now === undefined) this.wakeForTokens(nextTokenInMs);
       if (claims.length === free || contended) this.claimWanted = true;
@@ -333,7 +339,7 @@ export class Dispatcher {
 
   private async flush(batch: CompletedDispatch[], counts: SweepCounts, now: Date | undefined): Promise<void> {
     try {
-      const { statuses, switchedOff } = await recordAttempts(this.recording, batch);
+      const { statuses, switchedOff, throttledUntil } = await recordAttempts(this.recording, batch);
       for (const status of statuses) counts[status]++;
       counts.attempted += batch.length;
       this.waitingToRecord = false;
@@ -341,6 +347,11 @@ export class Dispatcher {
       for (const id of switchedOff) this.switchedOffDuringClaim.add(id);
       this.forgetFailures(batch);
       this.giveBackSwitchedOff(switchedOff);
+      // (a throttled endpoint's claims wait in the database, not here: the claim skips it until the throttle ends)
+      const sweepNow = now ?? this.clock();
+      const throttled = new Set([...throttledUntil].filter(([, until]) => until > sweepNow).map(([id]) => id));
+      for (const id of throttled) this.throttledDuringClaim.add(id);
+      this.giveBackSwitchedOff(throttled, true);
       this.launchReady(now);
     } catch (err) {
       // Outcomes not yet recorded are kept and recorded on a later try; once given up, their leases run out and
@@ -401,12 +412,13 @@ export class Dispatcher {
 
   /**
    * What is ready for an endpoint switched off here is held in the database: it is not sent (test deliveries are, to
-   * a switched-off endpoint too), and its lease is given back before the next claim.
+   * a switched-off endpoint too), and its lease is given back before the next claim. `andTests`: for an endpoint
+   * throttled here, whose test deliveries wait too.
    */
-  private giveBackSwitchedOff(endpoints: ReadonlySet<string>): void {
+  private giveBackSwitchedOff(endpoints: ReadonlySet<string>, andTests = false): void {
     if (endpoints.size === 0) return;
     this.ready = this.ready.filter(({ claim }) => {
-      if (!endpoints.has(claim.endpointId) || claim.event === TEST_EVENT) return true;
+      if (!endpoints.has(claim.endpointId) || (claim.event === TEST_EVENT && !andTests)) return true;
       this.held.remove(claim);
       this.unsent.push(claim.deliveryId);
       return false;

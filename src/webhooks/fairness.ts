@@ -85,7 +85,7 @@ export interface FairClaim {
  * The CTEs that pick the fair candidates of a claim, ending in `candidates(id, next_attempt_at, claim_order)` (named
  * bindings; the throttled endpoints' locked buckets are `rate_buckets`, rate-limits.ts): at most `limit`
  * due deliveries, in claim order. Workspaces that are frozen are left out: their deliveries wait, and are sent
- * when the workspace is active again.
+ * when the workspace is active again. So are endpoints throttled at `now`.
  */
 export function fairCandidates(c: FairClaim): { sql: string; bindings: Record<string, Knex.Value> } {
   const busy = c.shares.columns();
@@ -120,6 +120,8 @@ export function fairCandidates(c: FairClaim): { sql: string; bindings: Record<st
       -- (a deleted endpoint's deliveries are never sent: see deleteEndpointAndDeliveries in endpoint-lifecycle.ts)
       WHERE w.deleted_at IS NULL AND (ws.status = 'active' OR w.workspace_id IS NULL)
         AND (:workspaceIds::uuid[] IS NULL OR ${tenantOf('w')} = ANY(:workspaceIds::uuid[]))
+        -- a throttled endpoint (429/502/503/504, etiquette.ts) is skipped until its throttle ends: its backlog takes no slot
+        AND (w.throttled_until IS NULL OR w.throttled_until <= :now)
     ), ranked AS (
       SELECT id, next_attempt_at, workspace_busy,
              row_number() OVER (PARTITION BY workspace_id ORDER BY endpoint_rank, next_attempt_at) AS workspace_rank

@@ -2,6 +2,7 @@ import type { KeyObject } from 'node:crypto';
 import type { Dispatcher as HttpDispatcher } from 'undici';
 import { BlockedDestinationError, guardedAgent, type DestinationPolicy } from './destination-policy.js';
 import { processConfig } from '../config.js';
+import { GONE_STATUS, parseHttpDate, parseRetryAfter, THROTTLING_STATUSES } from './etiquette.js';
 import { EgressProxyError } from './egress-proxy.js';
 import { NameResolutionError } from './name-resolution.js';
 import { asymmetricSignatures, signatureHeader, standardWebhooksHeaders } from './signing.js';
@@ -50,6 +51,13 @@ export interface AttemptOutcome {
    * and the settings that would allow it, where `error` names its class only; the egress proxy's address.
    */
   detail?: string;
+  /** The answer was 410 Gone: the receiver wants no more deliveries, and the endpoint is switched off (etiquette.ts). */
+  gone?: boolean;
+  /**
+   * The answer was 429, 502, 503 or 504: the endpoint is throttled. `retryAfterMs`: what its `Retry-After` asked
+   * (at most 24 h); null without a usable one.
+   */
+  throttle?: { retryAfterMs: number | null };
 }
 
 /** The first `limit` bytes of a body as text, cut at a character boundary, without NUL (Postgres text refuses it). */
@@ -93,13 +101,26 @@ function target(url: string): { origin: string; path: string } {
   return found;
 }
 
-/** The first `location` header of a response's raw headers (name, value, name, value...). */
-function locationOf(rawHeaders: Array<Buffer | string> | null): string | undefined {
+/** The first header `name` (lower case) of a response's raw headers (name, value, name, value...). */
+function headerOf(rawHeaders: Array<Buffer | string> | null, name: string): string | undefined {
   if (!rawHeaders) return undefined;
   for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
-    if (rawHeaders[i].toString().toLowerCase() === 'location') return rawHeaders[i + 1].toString('latin1');
+    if (rawHeaders[i].toString().toLowerCase() === name) return rawHeaders[i + 1].toString('latin1');
   }
   return undefined;
+}
+
+/**
+ * What a 410 or a throttling answer asks (etiquette.ts), read from its headers when they arrive. An HTTP-date in
+ * `Retry-After` is measured from the answer's own `Date` when it has a valid one (the receiver's clock), else from ours.
+ */
+function askedBy(code: number, rawHeaders: Array<Buffer | string> | null): Pick<AttemptOutcome, 'gone' | 'throttle'> {
+  if (code === GONE_STATUS) return { gone: true };
+  if (!THROTTLING_STATUSES.has(code)) return {};
+  const now = new Date();
+  const dated = headerOf(rawHeaders, 'date');
+  const answeredAt = (dated !== undefined && parseHttpDate(dated.trim(), now)) || now;
+  return { throttle: { retryAfterMs: parseRetryAfter(headerOf(rawHeaders, 'retry-after'), answeredAt) } };
 }
 
 /**
@@ -174,6 +195,7 @@ class Exchange {
   private abort: ((reason?: Error) => void) | undefined;
   private statusCode = 0;
   private location: string | undefined;
+  private asked: Pick<AttemptOutcome, 'gone' | 'throttle'> = {};
   private readonly chunks: Buffer[] = [];
   private size = 0;
   private readonly timer: NodeJS.Timeout;
@@ -206,7 +228,8 @@ class Exchange {
       onHeaders: (code: number, rawHeaders: Array<Buffer | string> | null) => {
         if (code < 200) return true; // an informational answer; the real one follows
         this.statusCode = code;
-        if (code >= 300 && code < 400) this.location = locationOf(rawHeaders);
+        if (code >= 300 && code < 400) this.location = headerOf(rawHeaders, 'location');
+        this.asked = askedBy(code, rawHeaders);
         return true;
       },
       onData: (chunk: Buffer) => {
@@ -238,7 +261,7 @@ class Exchange {
   private answered(): void {
     const chunks = this.chunks;
     const responseBody = firstBytes(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
-    this.finish(answerOf(this.statusCode, this.location, responseBody));
+    this.finish(answerOf(this.statusCode, this.location, responseBody, this.asked));
   }
 
   private finish(fields: Result): void {
@@ -259,8 +282,16 @@ class Exchange {
   }
 }
 
-/** What an answer comes to: 2xx accepted, a redirect (never followed) or another status, failed. */
-function answerOf(statusCode: number, location: string | undefined, responseBody: string): Result {
+/**
+ * What an answer comes to: 2xx accepted, a redirect (never followed) or another status, failed; a 410 or a throttling
+ * answer says what it asked in its error text.
+ */
+function answerOf(
+  statusCode: number,
+  location: string | undefined,
+  responseBody: string,
+  asked: Pick<AttemptOutcome, 'gone' | 'throttle'>,
+): Result {
   if (statusCode >= 200 && statusCode < 300)
     return { ok: true, statusCode, errorKind: null, error: null, responseBody };
   if (statusCode >= 300 && statusCode < 400) {
@@ -273,7 +304,15 @@ function answerOf(statusCode: number, location: string | undefined, responseBody
       responseBody,
     };
   }
-  return { ok: false, statusCode, errorKind: 'status', error: `HTTP ${statusCode}`, responseBody };
+  const retryAfterMs = asked.throttle?.retryAfterMs;
+  const why = asked.gone
+    ? ' (gone: the receiver wants no more deliveries)'
+    : !asked.throttle
+      ? ''
+      : retryAfterMs === null
+        ? ' (throttled)'
+        : ` (throttled: Retry-After ${Math.ceil(retryAfterMs! / 1000)} s)`;
+  return { ok: false, statusCode, errorKind: 'status', error: `HTTP ${statusCode}${why}`, responseBody, ...asked };
 }
 
 /** What an exchange that got no answer comes to: a refused destination, a name that did not resolve, a time-out... */

@@ -16,8 +16,21 @@ export const RETRY_DELAYS_MS: readonly number[] = [
 /** The first attempt plus eight retries. */
 export const MAX_ATTEMPTS = RETRY_DELAYS_MS.length + 1;
 
-/** When to retry after attempt number `attempt` (1-based) failed at `failedAt`; null when that was the last one. */
-export function nextAttemptAt(attempt: number, failedAt: Date): Date | null {
+/**
+ * Each retry waits its delay plus a random share of it, up to this much (0 to 10%: 1 min becomes 60 to 66 s, 24 h
+ * up to 26.4 h), so that the retries of many deliveries that failed together (a receiver that was down) do not
+ * all come back at the same instant.
+ */
+export const RETRY_JITTER_SHARE = 0.1;
+
+/**
+ * When to retry after attempt number `attempt` (1-based) failed at `failedAt`; null when that was the last one.
+ * `random` gives the jitter's share of its maximum: a value in [0, 1] (Math.random; tests pass 0 or 1 for exact
+ * instants).
+ */
+export function nextAttemptAt(attempt: number, failedAt: Date, random: () => number = Math.random): Date | null {
   const delay = RETRY_DELAYS_MS[attempt - 1];
-  return delay === undefined ? null : new Date(failedAt.getTime() + delay);
+  if (delay === undefined) return null;
+  const jitter = Math.floor(Math.min(Math.max(random(), 0), 1) * RETRY_JITTER_SHARE * delay);
+  return new Date(failedAt.getTime() + delay + jitter);
 }

@@ -101,6 +101,7 @@ describe('the admin API: webhook endpoints', () => {
       publicKey: null,
       previousSchemeExpiresAt: null,
       rateLimit: null,
+      throttledUntil: null,
     };
     expect(created.data).to.deep.equal({ ...record, secret });
     // stored sealed under the master key, opening to the secret shown
@@ -357,7 +358,8 @@ describe('the admin API: webhook endpoints', () => {
     const api: TestApi = await startApi();
     // Each attempt takes 400 ms and fails, so that when the delete comes one attempt is under way and the next is
     // claimed ahead, waiting for the endpoint's single slot.
-    const slow = await startReceiver(() => ({ status: 503, delayMs: 400 }));
+    // (a 500: a 503 would throttle the endpoint, and the claimed-ahead delivery would be given back)
+    const slow = await startReceiver(() => ({ status: 500, delayMs: 400 }));
     const dispatcher = ws.dispatcher({ perEndpointConcurrency: 1, pollIntervalMs: 50 });
     try {
       const key = await createApiKey(db, operator, { workspaceId: ws.id });
@@ -755,6 +757,7 @@ describe('fleet-admin endpoint update and endpoint delete', () => {
       'lastSuccessAt',
       'consecutiveFailures',
       'rateLimit',
+      'throttledUntil',
       'secret',
       'signatureScheme',
       'publicKey',
@@ -786,6 +789,7 @@ describe('fleet-admin endpoint update and endpoint delete', () => {
       publicKey: null,
       previousSchemeExpiresAt: null,
       rateLimit: null,
+      throttledUntil: null,
     });
     // the duplicate-URL rule, on one line
     const twin = await json('endpoint', 'create', '--workspace', slug, '--url', 'https://hooks.example.ae/twin');

@@ -241,6 +241,7 @@ describe('the generated TypeScript client (generated/openapi), against the serve
           publicKey: null,
           previousSchemeExpiresAt: null,
           rateLimit: null,
+          throttledUntil: null,
         },
       ],
     });

@@ -200,6 +200,13 @@ describe('fleet-admin deliveries retry, events, audit list, and output a person 
     expect(endpoints.stdout).to.equal(
       `endpoint ${endpoint.id} "hooks.example.ae" -> https://hooks.example.ae/show is enabled; events: booking.confirmed, payment.captured; failures in a row: 2; last success: never; signed with hmac-sha256\n`,
     );
+    // a throttle is shown while it holds (its receiver answered 429, 502, 503 or 504), not once it is over
+    await db('webhook_endpoints').where({ id: endpoint.id }).update({ throttled_until: '2099-01-01T00:00:00.000Z' });
+    expect((await fleetAdmin(['endpoint', 'list', '--workspace', ws.slug])).stdout).to.equal(
+      `endpoint ${endpoint.id} "hooks.example.ae" -> https://hooks.example.ae/show is enabled; events: booking.confirmed, payment.captured; failures in a row: 2; last success: never; throttled until 2099-01-01T00:00:00.000Z; signed with hmac-sha256\n`,
+    );
+    await db('webhook_endpoints').where({ id: endpoint.id }).update({ throttled_until: '2000-01-01T00:00:00.000Z' });
+    expect((await fleetAdmin(['endpoint', 'list', '--workspace', ws.slug])).stdout).to.not.include('throttled');
   });
 
   it('warnings are one readable line each, not JSON log records', async () => {
@@ -220,10 +227,11 @@ describe('fleet-admin deliveries retry, events, audit list, and output a person 
       expect(run.stdout).to.equal('calendar: 0 event(s); deliveries: 1 attempted, 0 accepted, 1 retrying, 0 failed\n');
       const lines = run.stderr.split('\n').filter(Boolean);
       expect(lines).to.have.length(1);
+      // (the retry after 1 min, with its jitter of 0 to 10%: 09:01:00 to 09:01:06)
       expect(lines[0]).to.match(
         new RegExp(
           `^fleet-admin: warning: webhook delivery attempt failed \\(deliveryId=${built.id}, endpointId=${endpoint.id}, event=booking\\.confirmed, attempt=1, ` +
-            'errorKind=status, statusCode=500, durationMs=\\d+, status=retrying, nextAttemptAt=2026-11-21T09:01:00\\.000Z\\)$',
+            'errorKind=status, statusCode=500, durationMs=\\d+, status=retrying, nextAttemptAt=2026-11-21T09:01:0[0-6]\\.\\d{3}Z\\)$',
         ),
       );
     } finally {

@@ -354,6 +354,7 @@ describe('fleet-admin CLI', () => {
       'lastSuccessAt',
       'consecutiveFailures',
       'rateLimit',
+      'throttledUntil',
       'secret',
       'signatureScheme',
       'publicKey',
@@ -399,6 +400,7 @@ describe('fleet-admin CLI', () => {
       'publicKey',
       'previousSchemeExpiresAt',
       'rateLimit',
+      'throttledUntil',
     );
     expect(off).to.include({
       id: created.id,

@@ -268,6 +268,7 @@ describe('the OpenAPI document', () => {
           publicKey: null,
           previousSchemeExpiresAt: null,
           rateLimit: null,
+          throttledUntil: null,
         },
       ],
     };

@@ -158,6 +158,8 @@ describe('the settings screen (/portal) in a browser', function () {
       logger: quietLogger(),
       workspaceIds: [workspace.id],
       concurrency: 1,
+      // (retries without jitter: the test walks the schedule's exact instants)
+      random: () => 0,
     });
     link = await screen.link(workspace.id);
     browser = await chromium.launch({ executablePath: CHROMIUM, args: FLAGS });
@@ -320,7 +322,8 @@ describe('the settings screen (/portal) in a browser', function () {
   });
 
   it('20 failures in a row switch the endpoint off: the list shows "Switched off" and when, the chart counts them; it is switched back on', async () => {
-    answer = () => ({ status: 503, body: 'receiver is down' });
+    // (a 500: a 503 would throttle the endpoint after its first answer)
+    answer = () => ({ status: 500, body: 'receiver is down' });
     for (let i = 0; i < 20; i++)
       await recordEvent(db, {
         workspaceId: workspace.id,
@@ -347,13 +350,13 @@ describe('the settings screen (/portal) in a browser', function () {
     await nav('Deliveries').click();
     await page.getByRole('heading', { level: 1, name: 'Deliveries' }).waitFor();
     expect(await page.getByRole('cell', { name: 'held' }).count()).to.equal(20);
-    expect(await page.getByRole('cell', { name: '503 · status' }).count()).to.equal(20);
+    expect(await page.getByRole('cell', { name: '500 · status' }).count()).to.equal(20);
     await shot(page, 'deliveries', false);
 
     await nav('Endpoints').click();
     await row.getByRole('link', { name: 'Accounting sync' }).click();
     await page.getByRole('heading', { level: 1, name: 'Accounting sync' }).waitFor();
-    // The chart: 1 attempt accepted (the test), 20 answered 503; its text alternative says so.
+    // The chart: 1 attempt accepted (the test), 20 answered 500; its text alternative says so.
     // The chart's text alternative (its <title> and <desc>) gives the figures.
     await page
       .getByRole('img', {
@@ -382,10 +385,20 @@ describe('the settings screen (/portal) in a browser', function () {
       .filter({ hasText: /^Active$/ })
       .waitFor();
     expect(await endpointRow()).to.include({ is_active: true, disabled_at: null, consecutive_failures: 0 });
+
+    // An endpoint its receiver throttled (429, 502, 503, 504) says until when, while the throttle holds.
+    await db('webhook_endpoints').where({ id: endpointId }).update({ throttled_until: '2099-01-01T00:00:00.000Z' });
+    await nav('Endpoints').click();
+    const listed = page.getByRole('row').filter({ has: page.getByRole('link', { name: 'Accounting sync' }) });
+    await listed.getByText(/^Active, throttled until /).waitFor();
+    expect(await listed.locator('time').first().getAttribute('datetime')).to.equal('2099-01-01T00:00:00.000Z');
+    await db('webhook_endpoints').where({ id: endpointId }).update({ throttled_until: null });
+    await listed.getByRole('link', { name: 'Accounting sync' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Accounting sync' }).waitFor();
   });
 
   it('rotates the secret with an overlap: shown once, and the next deliveries carry both signatures', async () => {
-    await page.getByLabel('Overlap (hours)').fill('2');
+    await page.getByLabel('Secret overlap (hours)').fill('2');
     await page.getByRole('button', { name: 'Rotate secret' }).click();
     const dialog = page.getByRole('dialog', { name: 'Rotate the signing secret?' });
     const rotated = await answerTo('POST', adminPath(`/endpoints/${endpointId}/rotate-secret`), () =>

@@ -59,8 +59,9 @@ describe('webhooks: operational events for the platform', () => {
 
   const call = (token: string, method: string, path: string, body?: unknown) =>
     http.request(method, path, { headers: { authorization: `Bearer ${token}` }, body });
+  // (retries without jitter: a test walks the retry schedule's exact instants)
   const dispatcher = () =>
-    new Dispatcher({ db: workerDb, logger: quietLogger(), workspaceIds: [ws.id, PLATFORM_TENANT] });
+    new Dispatcher({ db: workerDb, logger: quietLogger(), workspaceIds: [ws.id, PLATFORM_TENANT], random: () => 0 });
   const pathOf = (url: string) => new URL(url).pathname;
   const received = (path: string, predicate: (r: ReceivedRequest) => boolean = () => true) =>
     receiver.requests.filter((r) => r.path === path && predicate(r));

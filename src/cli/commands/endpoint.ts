@@ -43,9 +43,15 @@ const describeEndpoint = (e: EndpointRecord) =>
   }`;
 /** An endpoint's throttle, as the CLI says it after its events: nothing when it has none. */
 const describeRateLimit = (e: EndpointRecord) => (e.rateLimit === null ? '' : `; at most ${e.rateLimit} a second`);
-/** An endpoint as `endpoint list` shows it, one line: its state, its events, its failures in a row and last success. */
+/** The end of the throttle its receiver asked for (429, 502, 503, 504), while it holds; nothing otherwise. */
+const describeThrottledUntil = (e: EndpointRecord) =>
+  e.throttledUntil && Date.parse(e.throttledUntil) > Date.now() ? `; throttled until ${e.throttledUntil}` : '';
+/**
+ * An endpoint as `endpoint list` shows it, one line: its state, its events, its failures in a row and last success,
+ * the end of its receiver's throttle while one holds it, and how it signs.
+ */
 const describeEndpointRow = (e: EndpointRecord) =>
-  `${describeEndpoint(e)}; events: ${e.events.join(', ') || 'all'}${describeRateLimit(e)}; failures in a row: ${e.consecutiveFailures}; last success: ${e.lastSuccessAt ?? 'never'}; ${describeSignature(e)}`;
+  `${describeEndpoint(e)}; events: ${e.events.join(', ') || 'all'}${describeRateLimit(e)}; failures in a row: ${e.consecutiveFailures}; last success: ${e.lastSuccessAt ?? 'never'}${describeThrottledUntil(e)}; ${describeSignature(e)}`;
 /** How an endpoint signs, with its public key (not a secret: shown whenever asked). */
 const describeSignature = (e: EndpointRecord) =>
   `signed with ${e.signatureScheme}${e.publicKey ? ` (public key ${e.publicKey})` : ''}` +

@@ -34,6 +34,11 @@ export interface EndpointRecord {
   previousSchemeExpiresAt: string | null;
   /** Deliveries a second at most (1 to 1,000); null: no throttle. */
   rateLimit: number | null;
+  /**
+   * The end of the endpoint's latest throttle (its receiver answered 429, 502, 503 or 504): nothing is sent to it
+   * before; null if it was never throttled. A past time: not throttled now.
+   */
+  throttledUntil: string | null;
 }
 
 /** An endpoint's signature scheme (webhook_endpoints.signature_scheme; the documents' SignatureScheme). */
@@ -62,6 +67,7 @@ export interface EndpointRow {
   signing_public_key: Buffer | null;
   previous_scheme_expires_at: Date | null;
   rate_limit: number | null;
+  throttled_until: Date | null;
 }
 
 export const RECORD_COLUMNS = [
@@ -78,6 +84,7 @@ export const RECORD_COLUMNS = [
   'signing_public_key',
   'previous_scheme_expires_at',
   'rate_limit',
+  'throttled_until',
 ];
 
 /** An endpoint's row as every client shows it (the public API, the admin API, the CLI): never its secret. */
@@ -97,6 +104,7 @@ export function toEndpointView(row: EndpointRow): EndpointRecord {
       row.signature_scheme === 'ed25519' && row.signing_public_key ? publicKeyText(row.signing_public_key) : null,
     previousSchemeExpiresAt: row.previous_scheme_expires_at?.toISOString() ?? null,
     rateLimit: row.rate_limit,
+    throttledUntil: row.throttled_until?.toISOString() ?? null,
   };
 }
 

@@ -33,8 +33,13 @@ const DISABLED_BECAUSE = {
   manual: 'by hand',
 };
 
-/** "Active", or "Switched off <time>, <why>" (Endpoint.isActive, Endpoint.disabledAt, Endpoint.disabledReason). */
+/**
+ * "Active" (", throttled until <time>" while its receiver's 429/502/503/504 holds it: Endpoint.throttledUntil), or
+ * "Switched off <time>, <why>" (Endpoint.isActive, Endpoint.disabledAt, Endpoint.disabledReason).
+ */
 export function endpointStatus(endpoint) {
+  if (endpoint.isActive && endpoint.throttledUntil && Date.parse(endpoint.throttledUntil) > Date.now())
+    return h('span', { class: 'state ok' }, 'Active, throttled until ', time(endpoint.throttledUntil, ''));
   if (endpoint.isActive) return h('span', { class: 'state ok' }, 'Active');
   const why = DISABLED_BECAUSE[endpoint.disabledReason];
   return h('span', { class: 'state off' }, 'Switched off ', time(endpoint.disabledAt, ''), why ? `, ${why}` : '');
@@ -484,7 +489,7 @@ function rotateForm(id) {
       {},
       "The endpoint gets a new secret. During the overlap every delivery carries two signatures, the new secret's and the old one's, so the receiver can switch over without missing one.",
     ),
-    field('Overlap (hours)', overlap, 'From 0 to 720 hours; 0 ends the old secret at once.'),
+    field('Secret overlap (hours)', overlap, 'From 0 to 720 hours; 0 ends the old secret at once.'),
     h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Rotate secret')),
     shown,
   );
@@ -581,7 +586,7 @@ function signatureForm(id, current, act) {
       'Switching keeps the old scheme signing beside the new one during the overlap, so the receiver can move over without missing a delivery; after it an ed25519 endpoint gets v1a signatures only. Rotating the key pair works the same way: both keys sign during the overlap.',
     ),
     field('Scheme', scheme, SCHEME_HINT),
-    field('Overlap (hours)', overlap, 'From 0 to 720 hours; 0 ends the old scheme or key pair at once.'),
+    field('Scheme overlap (hours)', overlap, 'From 0 to 720 hours; 0 ends the old scheme or key pair at once.'),
     h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Switch scheme'), rotateKey),
   );
   const hours = () => {
