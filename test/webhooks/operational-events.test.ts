@@ -202,6 +202,28 @@ describe('webhooks: operational events for the platform', () => {
     });
   });
 
+  it('tells of a delivery answered 410 Gone at its first attempt: no retry left', async () => {
+    const endpoint = await workspaceEndpoint({ status: 410 });
+    const eventId = await publish();
+    const { id } = await db('deliveries').where({ event_id: eventId, endpoint_id: endpoint.id }).first('id');
+    await dispatcher().runOnce();
+    const failed = await db('deliveries').where({ id }).first();
+    expect(failed).to.include({ status: 'failed', attempts: 1, last_status_code: 410 });
+    const [request] = await operationalAbout(id);
+    expect(request.event).to.equal('delivery.exhausted');
+    expect(request.body.data).to.deep.equal({
+      deliveryId: id,
+      event: 'booking.confirmed',
+      endpointId: endpoint.id,
+      workspaceId: ws.id,
+      workspaceSlug: ws.slug,
+      attempts: 1,
+      lastStatusCode: 410,
+      lastErrorKind: 'status',
+      failedAt: failed.finished_at.toISOString(),
+    });
+  });
+
   it('raises nothing for a delivery failed, unattempted, for waiting more than 7 days while its endpoint was off', async () => {
     const endpoint = await workspaceEndpoint();
     const base = `/admin/v1/workspaces/${ws.id}/endpoints/${endpoint.id}`;
