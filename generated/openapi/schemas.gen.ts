@@ -1464,7 +1464,7 @@ export const EventFeedPageSchema = {
             }
         },
         nextCursor: {
-            description: 'Pass it as `after` to read the events after this page: the last item\'s position, or the `after` sent when the page is empty. Null only when no `after` was sent and there is no event yet.',
+            description: 'Pass it as `after` to read the events after this page: the last item\'s position when the page is full, else the last event\'s the request went through (maybe past the last item), or the `after` sent when it went through none. Null only when no `after` was sent and there is no event yet.',
             anyOf: [
                 {
                     type: 'string',
@@ -1477,7 +1477,7 @@ export const EventFeedPageSchema = {
         },
         hasMore: {
             type: 'boolean',
-            description: 'True when more events can be read now (the page was full); false when this page reached the end.'
+            description: 'True when more can be read now: the page was full, or the request stopped after going through 5000 events (then the page may be short or empty: keep asking); false when this page reached the end.'
         }
     }
 } as const;

@@ -253,28 +253,36 @@ export const getWebhookDelivery = <ThrowOnError extends boolean = false>(options
  * carries another `id` there. Read the feed or receive webhooks, not both for the same purpose.)
  *
  * **Reading on.** Pass the answer's `nextCursor` as `after` to get the events after the last one you read. It
- * is the position of the last item of the page (or the `after` you sent, when the page is empty), so it is
- * never lost: when you have read everything, keep asking with the same `after`. `hasMore` is true when more
- * events can be read at once (the page was full): ask again without waiting. `nextCursor` is null only when you
- * sent no `after` and the workspace has no event in the feed yet: ask again without `after`. A cursor is signed,
- * bound to your workspace and to `types` (see Paging in the introduction; a cursor of another filter is a 400).
+ * is the position of the last item of a full page, else of the last event the request went through (which may
+ * be past the last item: events not of `types` are passed over), or the `after` you sent when it went through
+ * none, so it is never lost: when you have read everything, keep asking with the `nextCursor` you got.
+ * `hasMore` is true when more can be read at once: ask again without waiting. A request goes through at most
+ * 5000 events after `after`; when those hold fewer than `limit` events of `types` (a rare type among many
+ * others), the page is **short or even empty while `hasMore` is true**, and its `nextCursor` is past all 5000:
+ * keep asking, each request goes on where the last stopped. `nextCursor` is null only when you sent no `after`
+ * and the workspace has no event in the feed yet: ask again without `after`. A cursor is signed, bound to your
+ * workspace and to `types` (see Paging in the introduction; a cursor of another filter is a 400).
  *
  * **Nothing is skipped.** Events are in the order they were recorded (by transaction), and an event appears only
  * once every write to the service's database that began before it has ended, so a consumer reading with `after`
  * never passes over an event that was still being recorded. Normally an event can be read at once; a long write
- * (a large batch import) holds back the events recorded meanwhile until it ends.
+ * (a large batch import, of any workspace of the service) holds back the events recorded meanwhile until it
+ * ends.
  *
  * **Long polling.** With `wait` (seconds, up to 30) a request that finds nothing after `after` is held open
- * until an event of the workspace arrives, and answered within about a second of the event being recorded; if
- * none comes, it is answered with an empty page (and the same `nextCursor`) when the wait ends. The answer is
- * never made sooner than that except when an event arrives, the client goes, or the server stops (then it is
- * answered at once with what there is). A waiting request counts against the workspace's concurrency limit
+ * until an event of the workspace arrives, and answered within about a second of the event being recorded (or,
+ * when a long write holds the event back, within about a second of that write ending: the request reads again
+ * every second meanwhile); if none comes, it is answered with an empty page (and the same `nextCursor`, or one
+ * past the events not of `types` that arrived) when the wait ends. The answer is never made sooner than that
+ * except when an event arrives, the client goes, the server stops (then it is answered at once with what there
+ * is), or a read stops at its 5000 events with `hasMore` true (answered at once, even empty). A waiting request counts against the workspace's concurrency limit
  * for as long as it waits (see Limits), and against its request rate once: one consumer waiting is one request
  * in flight.
  *
  * **Which events.** Only the workspace's own events of the `webhooks` catalogue: every event its endpoints can
  * subscribe to, whether or not any endpoint is registered or subscribed. `webhook.test` (the test operation's,
- * sent to one endpoint) is not in the feed, nor is any event that is not in this document. `types` keeps only
+ * sent to one endpoint) is not in the feed, nor are example events (sent to one endpoint from the settings
+ * screen or the admin API: no occurrence in the workspace), nor any event that is not in this document. `types` keeps only
  * the events named (comma-separated); an unknown name, or `webhook.test`, is a 400.
  *
  * **How long.** Events are kept as long as the delivery records: at least the retention (30 days after they

@@ -612,11 +612,11 @@ export type EventFeedItem = BookingConfirmedEvent | BookingCompletedEvent | Book
 export type EventFeedPage = {
     rows: Array<EventFeedItem>;
     /**
-     * Pass it as `after` to read the events after this page: the last item's position, or the `after` sent when the page is empty. Null only when no `after` was sent and there is no event yet.
+     * Pass it as `after` to read the events after this page: the last item's position when the page is full, else the last event's the request went through (maybe past the last item), or the `after` sent when it went through none. Null only when no `after` was sent and there is no event yet.
      */
     nextCursor: string | null;
     /**
-     * True when more events can be read now (the page was full); false when this page reached the end.
+     * True when more can be read now: the page was full, or the request stopped after going through 5000 events (then the page may be short or empty: keep asking); false when this page reached the end.
      */
     hasMore: boolean;
 };

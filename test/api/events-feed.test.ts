@@ -1,10 +1,13 @@
 import { expect } from 'chai';
 import type { Knex } from 'knex';
-import { testDatabase } from '../support/database.js';
+import { scansOf, testDatabase, type PlanNode } from '../support/database.js';
 import { startApi, type TestApi } from '../support/api.js';
 import { createApiKey } from '../../src/core/workspaces.js';
 import { publishEvent } from '../../src/core/webhooks/publish.js';
 import { recordEvent } from '../../src/webhooks/record-event.js';
+import { sendExampleEvent } from '../../src/core/webhooks/events.js';
+import { eventFeed, type EventPosition } from '../../src/queries/event-feed.js';
+import { EVENT_CHANNEL } from '../../src/api/event-arrivals.js';
 import { startReceiver, type Receiver } from '../support/receiver.js';
 import {
   dropTestWorkspaces,
@@ -156,6 +159,110 @@ describe('API: the event feed (GET /v1/events)', () => {
     }
   });
 
+  it('leaves out example events (source test), and announces none of them', async () => {
+    const endpoint = await ws.endpoint({ url: 'https://hooks.example.ae/fleet' });
+    // a direct LISTEN on the announcements' channel: what a waiting request would be woken by
+    const connection = await db.client.acquireConnection();
+    const heard: string[] = [];
+    const onNotification = (message: { channel: string; payload?: string }) => {
+      if (message.channel === EVENT_CHANNEL && message.payload === ws.id) heard.push(message.payload);
+    };
+    connection.on('notification', onNotification);
+    try {
+      await connection.query(`LISTEN ${EVENT_CHANNEL}`);
+      const example = await sendExampleEvent(db, operator, {
+        workspaceId: ws.id,
+        endpointId: endpoint.id,
+        event: 'booking.confirmed',
+        now: new Date('2026-11-22T08:30:00.000Z'),
+      });
+      const stored = await db('deliveries as d')
+        .join('events as e', 'e.id', 'd.event_id')
+        .where('d.id', example.deliveryId)
+        .first('e.event', 'e.source');
+      expect(stored).to.deep.equal({ event: 'booking.confirmed', source: 'test' });
+      await sleep(200);
+      expect(heard, 'no announcement of the example').to.deep.equal([]);
+      const real = await publish(ws, 'booking.confirmed');
+      await sleep(200);
+      expect(heard, 'one of the real event').to.deep.equal([ws.id]);
+      const res = await feed();
+      expect(ids(res)).to.deep.equal([real]);
+      expect(ids(await feed('?types=booking.confirmed'))).to.deep.equal([real]);
+    } finally {
+      connection.removeListener('notification', onNotification);
+      await connection.query(`UNLISTEN ${EVENT_CHANNEL}`);
+      await db.client.releaseConnection(connection);
+    }
+  });
+
+  it('reads at most scanLimit positions a request: a rare type moves on through pages, never reading twice', async () => {
+    const confirmed: string[] = [];
+    for (let i = 0; i < 7; i++) confirmed.push(await publish(ws, 'booking.confirmed'));
+    const overdue = await publish(ws, 'invoice.overdue');
+    const read = (after?: EventPosition) =>
+      eventFeed(db, ws.id, { types: ['invoice.overdue'], limit: 2, after, scanLimit: 3 });
+    const first = await read();
+    expect(first).to.deep.include({ items: [], hasMore: true });
+    expect(first.next?.[2], 'the last position read').to.equal(confirmed[2]);
+    const second = await read(first.next!);
+    expect(second).to.deep.include({ items: [], hasMore: true });
+    expect(second.next?.[2]).to.equal(confirmed[5]);
+    const third = await read(second.next!);
+    expect(third.items.map((item) => JSON.parse(item).id)).to.deep.equal([overdue]);
+    expect(third).to.deep.include({ hasMore: false });
+    expect(third.next?.[2]).to.equal(overdue);
+    const end = await read(third.next!);
+    expect(end).to.deep.equal({ items: [], next: third.next, hasMore: false });
+    // a full page stops at its last item, whatever the scan could read on
+    const full = await eventFeed(db, ws.id, { limit: 2, scanLimit: 3 });
+    expect(full.items.map((item) => JSON.parse(item).id)).to.deep.equal(confirmed.slice(0, 2));
+    expect(full).to.deep.include({ hasMore: true });
+    expect(full.next?.[2]).to.equal(confirmed[1]);
+    // a page short of limit within the scan moves past the events left out
+    const short = await eventFeed(db, ws.id, { types: ['invoice.overdue'], limit: 2 });
+    expect(short.items.map((item) => JSON.parse(item).id)).to.deep.equal([overdue]);
+    expect(short).to.deep.include({ hasMore: false });
+    // through the API: a page of a type with none after `after` still moves its cursor past what it read
+    const page = await feed('?types=invoice.overdue&limit=1');
+    expect(ids(page)).to.deep.equal([overdue]);
+    const later = await publish(ws, 'booking.confirmed');
+    const none = await feed(`?types=invoice.overdue&after=${page.body.nextCursor}`);
+    expect(none.body.rows).to.deep.equal([]);
+    expect(none.body.nextCursor).to.not.equal(page.body.nextCursor);
+    const another = await publish(ws, 'invoice.overdue', undefined, 'overdue-again');
+    expect(ids(await feed(`?types=invoice.overdue&after=${none.body.nextCursor}`))).to.deep.equal([another]);
+    expect(ids(await feed(`?after=${(await feed('?limit=8')).body.nextCursor}`))).to.deep.equal([later, another]);
+  });
+
+  it('reads at most scanLimit rows of events by the index events_feed, whatever the types', async () => {
+    const confirmed: string[] = [];
+    for (let i = 0; i < 7; i++) confirmed.push(await publish(ws, 'booking.confirmed'));
+    await publish(ws, 'invoice.overdue');
+    // the statement as the feed sends it, planned and run for its own values
+    const sent: Array<{ sql: string; bindings: unknown[] }> = [];
+    const capture = (query: { sql: string; bindings: unknown[] }) => sent.push(query);
+    db.on('query', capture);
+    const first = await eventFeed(db, ws.id, { types: ['invoice.overdue'], limit: 2, scanLimit: 3 });
+    await eventFeed(db, ws.id, { types: ['invoice.overdue'], limit: 2, after: first.next!, scanLimit: 3 });
+    db.off('query', capture);
+    expect(sent).to.have.length(2);
+    for (const { sql, bindings } of sent) {
+      const { rows } = await db.raw(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql.replace(/\$\d+/g, '?')}`, bindings as any[]);
+      const plan = rows[0]['QUERY PLAN'][0].Plan as PlanNode;
+      const scans = await scansOf(db, plan, 'events');
+      const feedScans = scans.filter((scan) => scan.scan.endsWith('events_feed'));
+      expect(
+        feedScans.map((scan) => scan.read),
+        JSON.stringify(scans),
+      ).to.deep.equal([3]);
+      // and the page's items by id (none here: nothing kept)
+      expect(scans.filter((scan) => !scan.scan.endsWith('events_feed')).every((scan) => scan.read === 0)).to.equal(
+        true,
+      );
+    }
+  });
+
   it('keeps only the `types` asked for, and binds the cursor to them', async () => {
     const confirmed = await publish(ws, 'booking.confirmed');
     const overdue = await publish(ws, 'invoice.overdue');
@@ -262,6 +369,26 @@ describe('API: the event feed (GET /v1/events)', () => {
       await publish(other, 'booking.confirmed');
       expect((await waiting).body.rows).to.deep.equal([]);
       expect(api.events!.watching).to.equal(0);
+    });
+
+    it("answers within about a second once another workspace's open transaction ends, which held its event back", async () => {
+      const other = await webhookWorkspace(db);
+      const trx = await db.transaction();
+      try {
+        await recordEvent(trx, { workspaceId: other.id, ...sample('booking.confirmed'), source: 'publish' });
+        const waiting = feed('?wait=10');
+        await sleep(300);
+        // announced at once, but held back by the older open transaction: read again every second meanwhile
+        const mine = await publish(ws, 'booking.completed');
+        await sleep(1700);
+        expect(api.events!.watching, 'still waiting').to.equal(1);
+        await trx.commit();
+        const ended = Date.now();
+        expect(ids(await waiting)).to.deep.equal([mine]);
+        expect(Date.now() - ended, 'within about a second of the other transaction ending').to.be.below(1300);
+      } finally {
+        if (!trx.isCompleted()) await trx.rollback();
+      }
     });
 
     it('still answers within about a second while its LISTEN connection is lost, and listens again', async () => {
