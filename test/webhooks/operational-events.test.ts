@@ -222,6 +222,23 @@ describe('webhooks: operational events for the platform', () => {
       lastErrorKind: 'status',
       failedAt: failed.finished_at.toISOString(),
     });
+    // the 410 also switched the endpoint off, reason gone, and the platform is told of that in the same sweep
+    const off = await db('webhook_endpoints').where({ id: endpoint.id }).first();
+    expect(off).to.include({ is_active: false, disabled_reason: 'gone' });
+    const told = received(
+      operational.path,
+      (r) => r.event === 'endpoint.disabled' && r.body?.data?.endpointId === endpoint.id,
+    );
+    expect(told).to.have.length(1);
+    expect(told[0].verified).to.deep.equal({ ok: true });
+    expect(adminValidators[SCHEMAS['endpoint.disabled']](told[0].body)).to.equal(true);
+    expect(told[0].body.data).to.deep.equal({
+      endpointId: endpoint.id,
+      workspaceId: ws.id,
+      workspaceSlug: ws.slug,
+      reason: 'gone',
+      disabledAt: off.disabled_at.toISOString(),
+    });
   });
 
   it('raises nothing for a delivery failed, unattempted, for waiting more than 7 days while its endpoint was off', async () => {
