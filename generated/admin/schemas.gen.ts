@@ -2755,7 +2755,7 @@ export const DeliveryExhaustedDataSchema = {
     properties: {
         deliveryId: {
             $ref: '#/components/schemas/Uuid',
-            description: 'The workspace\'s delivery that failed for good (readable with `getDelivery`).'
+            description: 'The workspace\'s delivery whose last attempt failed, no retry left (readable with `getDelivery`).'
         },
         event: {
             type: 'string',

@@ -1310,7 +1310,7 @@ export type DeliveryExhaustedEvent = {
  */
 export type DeliveryExhaustedData = {
     /**
-     * The workspace's delivery that failed for good (readable with `getDelivery`).
+     * The workspace's delivery whose last attempt failed, no retry left (readable with `getDelivery`).
      */
     deliveryId: Uuid;
     /**
@@ -4459,7 +4459,7 @@ export type EndpointEnabledWebhookRequest = {
 };
 
 /**
- * The `delivery.exhausted` payload: a workspace's delivery was marked failed, its retries spent (or a 410, or more than 7 days held while its endpoint was off or its workspace frozen). Not for test deliveries, nor for those failed because their endpoint was deleted.
+ * The `delivery.exhausted` payload: a workspace's delivery's last attempt failed and no retry is left (its retries spent, or the receiver answered 410 Gone). Raised only with an attempt, so no faster than the dispatcher makes attempts: not for a delivery failed without one (held longer than 7 days while its endpoint was off, or waiting as long while its workspace was frozen; its endpoint deleted), nor for sample deliveries (the test operation's `webhook.test`, example events).
  */
 export type DeliveryExhaustedWebhookPayload = DeliveryExhaustedEvent;
 

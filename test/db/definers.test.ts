@@ -51,6 +51,7 @@ describe('definer functions on a database where public is writable', () => {
     // the definers this test exercises below: one added later must be added here too
     expect((await definers(client)).map((d) => d.name.replace(/^.*\./, ''))).to.have.members([
       'rotate_endpoint_secret',
+      'set_endpoint_signing_key',
       'workspace_data_version_bump',
       'workspace_data_versions_made',
       'workspaces_payment_months',
@@ -161,6 +162,36 @@ describe('definer functions on a database where public is writable', () => {
         sealed: '02',
         previous_secret_key_id: 'k_old',
         previous: '01',
+      });
+      // set_endpoint_signing_key: the current key pair becomes the previous one (the admin role's key rotation)
+      const publicKey = (byte: string) => `\\x${byte.repeat(32)}`;
+      await client.query(`SELECT set_endpoint_signing_key($1, $2, $3, 'k_old', '\\x01', NULL)`, [
+        endpoint.id,
+        id,
+        publicKey('aa'),
+      ]);
+      const {
+        rows: [keyed],
+      } = await client.query(`SELECT set_endpoint_signing_key($1, $2, $3, 'k_new', '\\x02', $4) AS workspace`, [
+        endpoint.id,
+        id,
+        publicKey('bb'),
+        expires,
+      ]);
+      expect(keyed.workspace).to.equal(id);
+      const {
+        rows: [rekeyed],
+      } = await client.query(
+        `SELECT encode(signing_public_key, 'hex') AS public, signing_private_key_key_id AS key_id,
+                encode(previous_signing_public_key, 'hex') AS previous, previous_signing_private_key_key_id AS previous_key_id
+         FROM webhook_endpoints WHERE id = $1`,
+        [endpoint.id],
+      );
+      expect(rekeyed).to.deep.equal({
+        public: 'bb'.repeat(32),
+        key_id: 'k_new',
+        previous: 'aa'.repeat(32),
+        previous_key_id: 'k_old',
       });
       // upkeep_queue_<table>: a direct writer's changed rows queued for the worker's fold (an expense's, for real; the
       // other tables' statements change no row here, and run their queue functions all the same)

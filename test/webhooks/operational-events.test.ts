@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import { expect } from 'chai';
 import type { Knex } from 'knex';
@@ -21,7 +22,11 @@ import {
   webhookWorkspace,
   type TestWorkspace,
 } from './support.js';
-import { operatorWith } from '../support/actors.js';
+import { operator, operatorWith } from '../support/actors.js';
+import { NotFoundError } from '../../src/errors.js';
+import { recoverEndpoint, resendDelivery, retryDelivery } from '../../src/core/webhooks/recovery.js';
+import { rotateSigningKey, rotateSigningSecret } from '../../src/core/webhooks/signing-secrets.js';
+import { listDeliveries, showDelivery } from '../../src/core/webhooks/deliveries.js';
 
 // Operational events (issue 34, point 4): the platform's own receivers, registered through the admin API, are told of a
 // workspace's endpoint switched off (with its reason and time) or on, and of a delivery failed for good; signed and sent
@@ -197,7 +202,46 @@ describe('webhooks: operational events for the platform', () => {
     });
   });
 
-  it('tells of a delivery failed for waiting more than 7 days while its endpoint was off: no attempt, no answer', async () => {
+  it('tells of a delivery answered 410 Gone at its first attempt: no retry left', async () => {
+    const endpoint = await workspaceEndpoint({ status: 410 });
+    const eventId = await publish();
+    const { id } = await db('deliveries').where({ event_id: eventId, endpoint_id: endpoint.id }).first('id');
+    await dispatcher().runOnce();
+    const failed = await db('deliveries').where({ id }).first();
+    expect(failed).to.include({ status: 'failed', attempts: 1, last_status_code: 410 });
+    const [request] = await operationalAbout(id);
+    expect(request.event).to.equal('delivery.exhausted');
+    expect(request.body.data).to.deep.equal({
+      deliveryId: id,
+      event: 'booking.confirmed',
+      endpointId: endpoint.id,
+      workspaceId: ws.id,
+      workspaceSlug: ws.slug,
+      attempts: 1,
+      lastStatusCode: 410,
+      lastErrorKind: 'status',
+      failedAt: failed.finished_at.toISOString(),
+    });
+    // the 410 also switched the endpoint off, reason gone, and the platform is told of that in the same sweep
+    const off = await db('webhook_endpoints').where({ id: endpoint.id }).first();
+    expect(off).to.include({ is_active: false, disabled_reason: 'gone' });
+    const told = received(
+      operational.path,
+      (r) => r.event === 'endpoint.disabled' && r.body?.data?.endpointId === endpoint.id,
+    );
+    expect(told).to.have.length(1);
+    expect(told[0].verified).to.deep.equal({ ok: true });
+    expect(adminValidators[SCHEMAS['endpoint.disabled']](told[0].body)).to.equal(true);
+    expect(told[0].body.data).to.deep.equal({
+      endpointId: endpoint.id,
+      workspaceId: ws.id,
+      workspaceSlug: ws.slug,
+      reason: 'gone',
+      disabledAt: off.disabled_at.toISOString(),
+    });
+  });
+
+  it('raises nothing for a delivery failed, unattempted, for waiting more than 7 days while its endpoint was off', async () => {
     const endpoint = await workspaceEndpoint();
     const base = `/admin/v1/workspaces/${ws.id}/endpoints/${endpoint.id}`;
     await call(operatorToken, 'POST', `${base}/disable`);
@@ -208,23 +252,118 @@ describe('webhooks: operational events for the platform', () => {
       .where({ id: held.id })
       .update({ created_at: db.raw("now() - interval '8 days'") });
     expect((await call(operatorToken, 'POST', `${base}/enable`)).status).to.equal(200);
-    const failed = await db('deliveries').where({ id: held.id }).first();
-    expect(failed).to.include({ status: 'failed', attempts: 0 });
-    const [request] = await operationalAbout(held.id);
-    expect(request.body.data).to.deep.equal({
-      deliveryId: held.id,
-      event: 'booking.confirmed',
-      endpointId: endpoint.id,
-      workspaceId: ws.id,
-      workspaceSlug: ws.slug,
-      attempts: 0,
-      lastStatusCode: null,
-      lastErrorKind: null,
-      failedAt: failed.finished_at.toISOString(),
+    expect(await db('deliveries').where({ id: held.id }).first()).to.include({ status: 'failed', attempts: 0 });
+    // the 7-day rule fails what waited, in bulk, without an attempt: no receiver's failure, no delivery.exhausted
+    await operationalAbout(held.id, 0);
+    expect(await db('events').whereRaw(`data->>'deliveryId' = ?`, [held.id])).to.have.length(0);
+    // the switch-off and switch-on themselves are told
+    const aboutEndpoint = (await operationalAbout(endpoint.id, 2)).map((r) => r.event);
+    expect(aboutEndpoint.sort()).to.deep.equal(['endpoint.disabled', 'endpoint.enabled']);
+  });
+
+  it('raises nothing for a sample delivery (source test) that spends its retries', async () => {
+    const endpoint = await workspaceEndpoint({ status: 500 });
+    const now = new Date();
+    // an example event (sendExampleEvent's: source test) at its last attempt, due now
+    const [{ id: eventId }] = await db('events')
+      .insert({ workspace_id: ws.id, event: 'booking.confirmed', data: bookingConfirmedData(), source: 'test' })
+      .returning('id');
+    const [{ id }] = await db('deliveries')
+      .insert({
+        id: randomUUID(),
+        workspace_id: ws.id,
+        event_id: eventId,
+        endpoint_id: endpoint.id,
+        event: 'booking.confirmed',
+        body: JSON.stringify({ event: 'booking.confirmed' }),
+        status: 'retrying',
+        attempts: RETRY_DELAYS_MS.length,
+        next_attempt_at: now,
+      })
+      .returning('id');
+    await dispatcher().runOnce(now);
+    expect(await db('deliveries').where({ id }).first()).to.include({
+      status: 'failed',
+      attempts: RETRY_DELAYS_MS.length + 1,
     });
-    // and the switch-off and switch-on themselves (the exhausted delivery names the endpoint too)
-    const aboutEndpoint = (await operationalAbout(endpoint.id, 3)).map((r) => r.event);
-    expect(aboutEndpoint.sort()).to.deep.equal(['delivery.exhausted', 'endpoint.disabled', 'endpoint.enabled']);
+    expect(await db('events').whereRaw(`data->>'deliveryId' = ?`, [id])).to.have.length(0);
+  });
+
+  it('holds what it tells a switched-off operational endpoint, and sends it once switched on', async () => {
+    const url = receiver.endpointUrl();
+    const created = await call(operatorToken, 'POST', '/admin/v1/operational-endpoints', {
+      url,
+      events: ['endpoint.disabled'],
+    });
+    const ops = { id: created.body.id as string, path: pathOf(url) };
+    receiver.setSecret(url, created.body.secret);
+    const base = `/admin/v1/operational-endpoints/${ops.id}`;
+    try {
+      expect((await call(operatorToken, 'POST', `${base}/disable`)).status).to.equal(200);
+      const [recent, old] = [await workspaceEndpoint(), await workspaceEndpoint()];
+      for (const endpoint of [recent, old])
+        await call(operatorToken, 'POST', `/admin/v1/workspaces/${ws.id}/endpoints/${endpoint.id}/disable`);
+      const toOps = async (about: string) =>
+        db('deliveries')
+          .where({ endpoint_id: ops.id })
+          .whereRaw(`body::jsonb->'data'->>'endpointId' = ?`, [about])
+          .first('id', 'status', 'next_attempt_at', 'workspace_id');
+      // held, not queued: the claim never walks it while the endpoint is off
+      const [heldRecent, heldOld] = [await toOps(recent.id), await toOps(old.id)];
+      for (const held of [heldRecent, heldOld])
+        expect(held).to.deep.include({ status: 'held', next_attempt_at: null, workspace_id: null });
+      await db('deliveries')
+        .where({ id: heldOld.id })
+        .update({ created_at: db.raw("now() - interval '8 days'") });
+
+      // the generic workspace actions do not reach the platform's rows (operational-endpoints.ts has their own)
+      const every = { workspaceId: 'every' as const, now: new Date() };
+      const refusals: Array<() => Promise<unknown>> = [
+        () => retryDelivery(db, operator, { ...every, deliveryId: heldRecent.id }),
+        () => resendDelivery(db, operator, { ...every, deliveryId: heldRecent.id }),
+        () => recoverEndpoint(db, operator, { ...every, endpointId: ops.id, since: new Date(0) }),
+        () => rotateSigningSecret(db, operator, { ...every, endpointId: ops.id }),
+        () => rotateSigningKey(db, operator, { ...every, endpointId: ops.id }),
+        () => showDelivery(db, operator, { ...every, deliveryId: heldRecent.id }),
+        () => listDeliveries(db, operator, { ...every, endpointId: ops.id }),
+      ];
+      for (const refusal of refusals) {
+        const error = await refusal().then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(error, refusal.toString()).to.be.instanceOf(NotFoundError);
+      }
+      expect(await db('audit_entries').where({ target_id: ops.id }).pluck('action')).to.deep.equal([
+        'operational_endpoint.create',
+        'operational_endpoint.disable',
+      ]);
+
+      // switched on through the admin API: released by the 7-day rule, the recent one sent, the old one failed
+      expect((await call(operatorToken, 'POST', `${base}/enable`)).status).to.equal(200);
+      expect(await db('deliveries').where({ id: heldOld.id }).first()).to.include({ status: 'failed', attempts: 0 });
+      await dispatcher().runOnce();
+      const sent = received(ops.path);
+      expect(sent.map((r) => r.body.data.endpointId)).to.deep.equal([recent.id]);
+      expect(sent[0].verified).to.deep.equal({ ok: true });
+      expect(await db('deliveries').where({ id: heldRecent.id }).first()).to.include({ status: 'accepted' });
+    } finally {
+      await call(operatorToken, 'DELETE', base);
+    }
+  });
+
+  it('runs its trigger functions on pg_catalog and pg_temp alone, naming the service schema in full', async () => {
+    const { rows } = await db.raw(
+      `SELECT proname, proconfig FROM pg_proc WHERE pronamespace = current_schema()::regnamespace AND proname = ANY(?)
+       ORDER BY proname`,
+      [['delivery_failed_platform_event', 'endpoint_switch_platform_event', 'platform_event_record']],
+    );
+    const path = ['search_path=pg_catalog, pg_temp'];
+    expect(rows).to.deep.equal([
+      { proname: 'delivery_failed_platform_event', proconfig: path },
+      { proname: 'endpoint_switch_platform_event', proconfig: path },
+      { proname: 'platform_event_record', proconfig: path },
+    ]);
   });
 
   it("never raises an event of an operational endpoint's own failures", async () => {

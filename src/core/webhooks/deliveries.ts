@@ -32,17 +32,34 @@ export async function listWorkspaceDeliveries(
   return workspaceDeliveryLog(db, workspaceId, filters, page);
 }
 
+/**
+ * Whose rows a look-up by id reaches: a workspace's (undefined: every operator action), or the platform's operational
+ * ones (workspace_id NULL), for operational-endpoints.ts alone. So no workspace action reaches the platform's rows,
+ * even for the operator, and the operational API keeps its own paths.
+ */
+export type RowOwner = 'platform' | undefined;
+
+const ownedBy = (owner: RowOwner) => (q: Knex.QueryBuilder) =>
+  owner === 'platform' ? q.whereNull('workspace_id') : q.whereNotNull('workspace_id');
+
 /** An endpoint's deliveries, newest first (at most `limit`, default 100), for `fleet-admin deliveries list`. */
 export async function listDeliveries(
   db: Knex,
   actor: Actor,
-  input: { endpointId: string; workspaceId: string | 'every'; limit?: number },
+  input: { endpointId: string; workspaceId: string | 'every'; limit?: number; owner?: RowOwner },
 ): Promise<{ rows: OperatorDeliveryRow[] }> {
   const { endpointId } = input;
   const workspaceId = workspaceFilter(actor, input.workspaceId);
   if (!isUuid(endpointId)) throw new InvalidFieldError('endpointId', `must be a UUID, got "${endpointId}"`);
+  const notFound = new NotFoundError(`no webhook endpoint with id ${endpointId}`);
+  // (a workspace's id in the scope already leaves the platform's out)
+  if (
+    workspaceId === undefined &&
+    !(await db('webhook_endpoints').where({ id: endpointId }).modify(ownedBy(input.owner)).first('id'))
+  )
+    throw notFound;
   const page = await deliveryLog(db, { endpointId, workspaceId }, { limit: input.limit ?? 100 });
-  if (!page) throw new NotFoundError(`no webhook endpoint with id ${endpointId}`);
+  if (!page) throw notFound;
   return { rows: page.rows.map((r) => ({ ...r, endpointId })) };
 }
 
@@ -53,12 +70,12 @@ export type OperatorDeliveryDetail = DeliveryDetail & { endpointId: string };
 export async function showDelivery(
   db: Knex,
   actor: Actor,
-  input: { deliveryId: string; workspaceId: string | 'every' },
+  input: { deliveryId: string; workspaceId: string | 'every'; owner?: RowOwner },
 ): Promise<OperatorDeliveryDetail> {
   const id = input.deliveryId;
   const scope = { workspaceId: workspaceFilter(actor, input.workspaceId) };
   if (!isUuid(id)) throw new InvalidFieldError('id', `must be a UUID, got "${id}"`);
-  const query = db('deliveries').where({ id });
+  const query = db('deliveries').where({ id }).modify(ownedBy(input.owner));
   if (scope.workspaceId !== undefined) query.where({ workspace_id: scope.workspaceId });
   const row = await query.first('endpoint_id');
   const detail = row && (await deliveryDetail(db, { endpointId: row.endpoint_id, workspaceId: scope.workspaceId }, id));

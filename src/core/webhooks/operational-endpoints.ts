@@ -220,7 +220,8 @@ export async function listOperationalDeliveries(
   input: { endpointId: string; limit?: number },
 ): Promise<{ rows: OperatorDeliveryRow[] }> {
   await findOperational(db, input.endpointId);
-  return listDeliveries(db, actor, { endpointId: input.endpointId, workspaceId: 'every', limit: input.limit ?? 50 });
+  const limit = input.limit ?? 50;
+  return listDeliveries(db, actor, { endpointId: input.endpointId, workspaceId: 'every', limit, owner: 'platform' });
 }
 
 /** One delivery of the operational endpoint, with its payload and attempts; another endpoint's is not found. */
@@ -230,7 +231,11 @@ export async function showOperationalDelivery(
   input: { endpointId: string; deliveryId: string },
 ): Promise<OperatorDeliveryDetail> {
   await findOperational(db, input.endpointId);
-  const detail = await showDelivery(db, actor, { deliveryId: input.deliveryId, workspaceId: 'every' });
+  const detail = await showDelivery(db, actor, {
+    deliveryId: input.deliveryId,
+    workspaceId: 'every',
+    owner: 'platform',
+  });
   if (detail.endpointId !== input.endpointId) throw new NotFoundError(`no delivery with id ${input.deliveryId}`);
   return detail;
 }

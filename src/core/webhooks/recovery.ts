@@ -20,7 +20,8 @@ async function lockActiveEndpoint(
   endpointId: string,
   workspaceId: string | undefined,
 ): Promise<{ workspaceId: string }> {
-  const query = trx('webhook_endpoints').where({ id: endpointId }).whereNull('deleted_at');
+  // (never the platform's operational endpoints, workspace_id NULL: operational-endpoints.ts manages them)
+  const query = trx('webhook_endpoints').where({ id: endpointId }).whereNull('deleted_at').whereNotNull('workspace_id');
   if (workspaceId !== undefined) query.where({ workspace_id: workspaceId });
   const endpoint = await query.forNoKeyUpdate().first('is_active', 'workspace_id');
   if (!endpoint) throw new NotFoundError(`no webhook endpoint with id ${endpointId}`);
@@ -66,7 +67,8 @@ export async function retryDelivery(
   const workspaceId = workspaceFilter(actor, input.workspaceId);
   if (!isUuid(id)) throw new InvalidFieldError('id', `must be a UUID, got "${id}"`);
   return db.transaction(async (trx) => {
-    const query = trx('deliveries').where({ id });
+    // (an operational delivery, workspace_id NULL, is no workspace's: not found)
+    const query = trx('deliveries').where({ id }).whereNotNull('workspace_id');
     if (workspaceId !== undefined) query.where({ workspace_id: workspaceId });
     const found = await query.first('endpoint_id', 'workspace_id', 'status');
     if (!found) throw new NotFoundError(`no delivery with id ${id}`);
@@ -118,6 +120,7 @@ export async function resendDelivery(
   return db.transaction(async (trx) => {
     const found = await trx('deliveries')
       .where({ id, ...(workspaceId !== undefined ? { workspace_id: workspaceId } : {}) })
+      .whereNotNull('workspace_id')
       .first('endpoint_id', 'status');
     if (!found) throw new NotFoundError(`no delivery with id ${id}`);
     await lockActiveEndpoint(trx, found.endpoint_id, undefined);

@@ -81,6 +81,8 @@ export async function rotateSigningSecret(
       secret,
       previousExpiresAt: expiresAt,
     });
+    // (none, or an operational endpoint, workspace_id NULL, whose rotation the throw rolls back: not found here, as
+    // operational-endpoints.ts rotates those)
     if (!workspaceId) throw new NotFoundError(`no webhook endpoint with id ${id}`);
     const previousSecretExpiresAt = expiresAt?.toISOString() ?? null;
     // (that the secret changed, never the secret)
@@ -146,6 +148,7 @@ export async function rotateSigningKey(
     const row: { workspace_id: string; signature_scheme: string } | undefined = await trx('webhook_endpoints')
       .where({ id, ...(workspaceId !== undefined ? { workspace_id: workspaceId } : {}) })
       .whereNull('deleted_at')
+      .whereNotNull('workspace_id')
       .forNoKeyUpdate()
       .first('workspace_id', 'signature_scheme');
     if (!row) throw new NotFoundError(`no webhook endpoint with id ${id}`);
