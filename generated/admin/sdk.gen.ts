@@ -243,7 +243,7 @@ export const disableEndpoint = <ThrowOnError extends boolean = false>(options: O
 /**
  * Rotate a webhook endpoint's signing secret
  *
- * Gives the endpoint a new signing secret and returns it, this once. For `overlapHours` (default 24, at most 720; 0 ends the old secret at once) every delivery carries two signatures, the new secret's first, so receivers can switch over without missing one. With `Idempotency-Key`, a repeat answers the same secret and rotates nothing more. Audited as `endpoint.rotate_secret` (the overlap, never a secret).
+ * Gives the endpoint a new signing secret and returns it, this once. For `overlapHours` (default 24, at most 720; 0 ends the old secret at once) every delivery carries two signatures, the new secret's first, so receivers can switch over without missing one. With `Idempotency-Key`, a repeat answers the same secret and rotates nothing more. An endpoint whose `signatureScheme` is `ed25519` has no secret that signs: 409 with `reason` `signatureScheme` (rotate its key pair with `rotateEndpointSigningKey`, or switch it to `hmac-sha256`, which gives it a new secret). Audited as `endpoint.rotate_secret` (the overlap, never a secret).
  */
 export const rotateEndpointSecret = <ThrowOnError extends boolean = false>(options: Options<RotateEndpointSecretData, ThrowOnError>) => (options.client ?? client).post<RotateEndpointSecretResponses, RotateEndpointSecretErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }, {

@@ -1012,6 +1012,9 @@ describe('the settings screen (/portal) in a browser', function () {
     await page.getByRole('link', { name: 'Open the endpoint' }).click();
     await page.getByRole('heading', { level: 1, name: 'Keyed' }).waitFor();
     const form = page.locator('form').filter({ has: page.getByRole('heading', { name: 'Signature scheme' }) });
+    await form.waitFor();
+    // (its secret signs nothing: no form offers to rotate it, only the key pair)
+    expect(await page.getByRole('heading', { name: 'Rotate the signing secret' }).count()).to.equal(0);
     await form.getByLabel('Scheme', { exact: true }).selectOption('hmac-sha256');
     await form.getByLabel('Scheme overlap (hours)').fill('0');
     const switched = await answerTo('POST', adminPath(`/endpoints/${made.id}/signature-scheme`), () =>
@@ -1030,6 +1033,7 @@ describe('the settings screen (/portal) in a browser', function () {
     await page.getByRole('heading', { level: 1, name: 'Keyed' }).waitFor();
     expect(await page.getByRole('textbox', { name: 'New signing secret' }).count()).to.equal(0);
     expect(await page.content()).not.to.include(secret);
+    await page.getByRole('heading', { name: 'Rotate the signing secret' }).waitFor();
   });
 
   it('is usable 360 px wide: no page scrolls sideways', async () => {

@@ -299,6 +299,15 @@ describe('webhooks: ed25519 signatures (v1a)', () => {
 
     const switched = await post(`${path}/signature-scheme`, { scheme: 'ed25519', overlapHours: 1 });
     await post(`${path}/rotate-signing-key`, {});
+    // an ed25519 endpoint's secret signs nothing: rotating it (which would hand one out) is refused, nothing changed
+    const sealedBefore = await db('webhook_endpoints').where({ id: made.body.id }).first('secret_sealed');
+    const noSecret = await post(`${path}/rotate-secret`, { overlapHours: 0 });
+    expect(noSecret.status).to.equal(409);
+    expect(noSecret.body.error.reason).to.equal('signatureScheme');
+    expect(noSecret.body).not.to.have.nested.property('secret');
+    expect(await db('webhook_endpoints').where({ id: made.body.id }).first('secret_sealed')).to.deep.equal(
+      sealedBefore,
+    );
     const entries = await db('audit_entries')
       .where({ target_id: made.body.id })
       .orderBy('id')

@@ -59,6 +59,27 @@ export interface RotatedSecret {
 }
 
 /**
+ * An ed25519 endpoint's secret signs nothing (v1a needs no secret: the sender hands none out), so rotating it would
+ * only hand one out: refused, pointing at the key pair's rotation or the switch back to hmac-sha256.
+ */
+async function refuseSecretOfKeyPair(
+  trx: Knex.Transaction,
+  id: string,
+  workspaceId: string | undefined,
+): Promise<void> {
+  const row: { signature_scheme: string } | undefined = await trx('webhook_endpoints')
+    .where({ id, ...(workspaceId !== undefined ? { workspace_id: workspaceId } : {}) })
+    .whereNull('deleted_at')
+    .first('signature_scheme');
+  if (row?.signature_scheme === 'ed25519')
+    throw new ConflictError(
+      (name) =>
+        `the endpoint signs with ed25519 (v1a) and its secret signs nothing: rotate its key pair instead (rotate-signing-key), or switch its ${name('signatureScheme')} to hmac-sha256, which gives it a new secret`,
+      'signatureScheme',
+    );
+}
+
+/**
  * Gives an endpoint a new signing secret. For `overlapHours` (default 24; 0 ends the old secret at once) every
  * delivery carries signatures with both, the new one first. A secret that was itself still in an overlap is
  * dropped: at most two secrets sign at a time.
@@ -74,6 +95,7 @@ export async function rotateSigningSecret(
   const overlapHours = checkOverlapHours(options.overlapHours);
   const secret = newSigningSecret();
   return withSealingLock(db, 'shared', async (trx, sealer) => {
+    await refuseSecretOfKeyPair(trx, id, options.workspaceId);
     const expiresAt = overlapHours > 0 ? new Date(now.getTime() + overlapHours * 3_600_000) : null;
     const workspaceId = await setSigningSecret(trx, sealer, {
       id,

@@ -358,7 +358,8 @@ export async function endpointPage(ctx) {
         endpoint = updated;
         show();
       }),
-      rotateForm(id),
+      // (an ed25519 endpoint's secret signs nothing: its key pair is rotated in the signature form instead)
+      ...(endpoint.signatureScheme === 'ed25519' ? [] : [rotateForm(id)]),
       signatureForm(id, () => endpoint, act),
       recoverForm(id),
       deleteSection(() => endpoint, ctx),
