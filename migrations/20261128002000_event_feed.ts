@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 
-// The event feed (GET /v1/events, src/queries/event-feed.ts) reads a workspace's events in the order their
+// The event feed (GET /v1/events, src/webhooks/event-feed.ts) reads a workspace's events in the order their
 // transactions were given ids, and only those recorded by transactions older than every transaction still running:
 // a feed ordered by time alone would skip an event whose transaction began before a later one's and committed after a
 // consumer had read past it. `recorded_xid` is the recording transaction's id (existing rows: 0, first, in their time

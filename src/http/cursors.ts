@@ -36,7 +36,7 @@ const LISTS = {
   workspaceDeliveries: [/^\d{1,17}$/, UUID],
   /** the admin API's audit trail (src/core/audit.ts): at in epoch microseconds, entry id */
   audit: [/^\d{1,17}$/, UUID],
-  /** the event feed (src/queries/event-feed.ts): the recording transaction's id, created_at in epoch microseconds, event id */
+  /** the event feed (src/webhooks/event-feed.ts): the recording transaction's id, created_at in epoch microseconds, event id */
   events: [/^\d{1,20}$/, /^\d{1,17}$/, UUID],
 } satisfies Record<string, RegExp[]>;
 

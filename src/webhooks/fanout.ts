@@ -9,7 +9,7 @@ export const DELIVERY_CHANNEL = 'frs_deliveries';
  * `{id, event, createdAt, [dedupeKey,] data}` in that order, createdAt in UTC with milliseconds. `dedupeKey` is
  * there only for events whose payload schema has it. `id` and `createdAt` are SQL expressions (the delivery's id and
  * the event's time as iso_utc_text); `e` is the events row; `?` is the array of events with a dedupeKey. The event
- * feed (src/queries/event-feed.ts) builds its items with it too, so that an item is what a receiver gets.
+ * feed (src/webhooks/event-feed.ts) builds its items with it too, so that an item is what a receiver gets.
  */
 export const payloadSql = (id: string, createdAt: string): string => `(CASE WHEN e.event = ANY(?::text[])
     THEN json_build_object('id', ${id}, 'event', e.event, 'createdAt', ${createdAt}, 'dedupeKey', e.dedupe_key, 'data', e.data)

@@ -6,7 +6,7 @@ import { createApiKey } from '../../src/core/workspaces.js';
 import { publishEvent } from '../../src/core/webhooks/publish.js';
 import { recordEvent } from '../../src/webhooks/record-event.js';
 import { sendExampleEvent } from '../../src/core/webhooks/events.js';
-import { eventFeed, type EventPosition } from '../../src/queries/event-feed.js';
+import { eventFeed, type EventPosition } from '../../src/webhooks/event-feed.js';
 import { EVENT_CHANNEL } from '../../src/api/event-arrivals.js';
 import { startReceiver, type Receiver } from '../support/receiver.js';
 import {

@@ -12,7 +12,7 @@ import { recordEvent } from '../../src/webhooks/record-event.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 import { claimDue, releaseClaims } from '../../src/webhooks/claims.js';
 import { InFlightShares } from '../../src/webhooks/fairness.js';
-import { eventFeed } from '../../src/queries/event-feed.js';
+import { eventFeed } from '../../src/webhooks/event-feed.js';
 import { RETRY_DELAYS_MS } from '../../src/webhooks/retry-schedule.js';
 import { OPERATIONAL_EVENTS, PLATFORM_TENANT } from '../../src/webhooks/platform-events.js';
 import {

@@ -1,4 +1,4 @@
-import { eventFeed, feedEvents, type EventFeedPage, type EventPosition } from '../../queries/event-feed.js';
+import { eventFeed, feedEvents, type EventFeedPage, type EventPosition } from '../../webhooks/event-feed.js';
 import type { CursorBinding } from '../../http/cursors.js';
 import { invalidRequest } from '../../http/error-catalogue.js';
 import type { EventWatch } from '../event-arrivals.js';
@@ -12,7 +12,7 @@ import { ok, type Handler, type OperationContext } from '../operation.js';
 
 /**
  * How soon a waiting request reads again after an announcement that it could not read yet: an older transaction still
- * running (of any workspace: src/queries/event-feed.ts) holds the event back. First soon (a short overlap), then every
+ * running (of any workspace: src/webhooks/event-feed.ts) holds the event back. First soon (a short overlap), then every
  * HELD_BACK_REREAD_MS until the event can be read or the wait ends, so that it is answered within about a second of
  * that transaction ending (which announces nothing of this workspace).
  */

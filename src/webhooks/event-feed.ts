@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
-import { eventsWithDedupeKey, subscribableEvents } from '../webhooks/catalogue.js';
-import { CREATED_AT_SQL, payloadSql } from '../webhooks/fanout.js';
+import { eventsWithDedupeKey, subscribableEvents } from './catalogue.js';
+import { CREATED_AT_SQL, payloadSql } from './fanout.js';
 
 // The event feed (GET /v1/events): a workspace's events, oldest first, each as the payload a receiver gets for it.
 //
