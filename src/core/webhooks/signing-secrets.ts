@@ -59,24 +59,22 @@ export interface RotatedSecret {
 }
 
 /**
- * An ed25519 endpoint's secret signs nothing (v1a needs no secret: the sender hands none out), so rotating it would
- * only hand one out: refused, pointing at the key pair's rotation or the switch back to hmac-sha256.
+ * The live workspace endpoint a rotation changes (an operational one, workspace_id NULL, is rotated through
+ * operational-endpoints.ts), locked until the transaction ends, with its signature scheme; 404 when there is none.
  */
-async function refuseSecretOfKeyPair(
+async function lockRotatedEndpoint(
   trx: Knex.Transaction,
   id: string,
   workspaceId: string | undefined,
-): Promise<void> {
-  const row: { signature_scheme: string } | undefined = await trx('webhook_endpoints')
+): Promise<{ workspace_id: string; signature_scheme: string }> {
+  const row: { workspace_id: string; signature_scheme: string } | undefined = await trx('webhook_endpoints')
     .where({ id, ...(workspaceId !== undefined ? { workspace_id: workspaceId } : {}) })
     .whereNull('deleted_at')
-    .first('signature_scheme');
-  if (row?.signature_scheme === 'ed25519')
-    throw new ConflictError(
-      (name) =>
-        `the endpoint signs with ed25519 (v1a) and its secret signs nothing: rotate its key pair instead (rotate-signing-key), or switch its ${name('signatureScheme')} to hmac-sha256, which gives it a new secret`,
-      'signatureScheme',
-    );
+    .whereNotNull('workspace_id')
+    .forNoKeyUpdate()
+    .first('workspace_id', 'signature_scheme');
+  if (!row) throw new NotFoundError(`no webhook endpoint with id ${id}`);
+  return row;
 }
 
 /**
@@ -95,17 +93,18 @@ export async function rotateSigningSecret(
   const overlapHours = checkOverlapHours(options.overlapHours);
   const secret = newSigningSecret();
   return withSealingLock(db, 'shared', async (trx, sealer) => {
-    await refuseSecretOfKeyPair(trx, id, options.workspaceId);
+    // An ed25519 endpoint's secret signs nothing (v1a needs no secret: the sender hands none out), so rotating it
+    // would only hand one out: refused, pointing at the key pair's rotation or the switch back to hmac-sha256.
+    const endpoint = await lockRotatedEndpoint(trx, id, options.workspaceId);
+    if (endpoint.signature_scheme === 'ed25519')
+      throw new ConflictError(
+        (name) =>
+          `the endpoint signs with ed25519 (v1a) and its secret signs nothing: rotate its key pair instead (rotate-signing-key), or switch its ${name('signatureScheme')} to hmac-sha256, which gives it a new secret`,
+        'signatureScheme',
+      );
     const expiresAt = overlapHours > 0 ? new Date(now.getTime() + overlapHours * 3_600_000) : null;
-    const workspaceId = await setSigningSecret(trx, sealer, {
-      id,
-      workspaceId: options.workspaceId,
-      secret,
-      previousExpiresAt: expiresAt,
-    });
-    // (none, or an operational endpoint, workspace_id NULL, whose rotation the throw rolls back: not found here, as
-    // operational-endpoints.ts rotates those)
-    if (!workspaceId) throw new NotFoundError(`no webhook endpoint with id ${id}`);
+    const workspaceId = endpoint.workspace_id;
+    await setSigningSecret(trx, sealer, { id, workspaceId, secret, previousExpiresAt: expiresAt });
     const previousSecretExpiresAt = expiresAt?.toISOString() ?? null;
     // (that the secret changed, never the secret)
     await recordAudit(trx, actor.audit, {
@@ -167,13 +166,7 @@ export async function rotateSigningKey(
   const overlapHours = checkOverlapHours(input.overlapHours);
   const keyPair = newSigningKeyPair();
   return withSealingLock(db, 'shared', async (trx, sealer) => {
-    const row: { workspace_id: string; signature_scheme: string } | undefined = await trx('webhook_endpoints')
-      .where({ id, ...(workspaceId !== undefined ? { workspace_id: workspaceId } : {}) })
-      .whereNull('deleted_at')
-      .whereNotNull('workspace_id')
-      .forNoKeyUpdate()
-      .first('workspace_id', 'signature_scheme');
-    if (!row) throw new NotFoundError(`no webhook endpoint with id ${id}`);
+    const row = await lockRotatedEndpoint(trx, id, workspaceId);
     if (row.signature_scheme !== 'ed25519')
       throw new ConflictError(
         (name) =>
