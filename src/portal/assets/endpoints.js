@@ -466,8 +466,9 @@ function editForm(endpoint, types, updated) {
   return form;
 }
 
-function rotateForm(id) {
-  const overlap = h('input', {
+/** The overlap of a rotation or a scheme switch, in hours (0 to 720, 24 by default: SecretRotation.overlapHours). */
+function overlapInput() {
+  return h('input', {
     type: 'number',
     name: 'overlapHours',
     min: '0',
@@ -476,6 +477,18 @@ function rotateForm(id) {
     value: '24',
     inputmode: 'numeric',
   });
+}
+
+/** The overlap entered, or undefined after showing the form's error when it is not a whole number from 0 to 720. */
+function overlapHours(form, input) {
+  const value = Number(input.value);
+  if (input.value !== '' && Number.isInteger(value) && value >= 0 && value <= 720) return value;
+  showError(form, { reason: 'overlapHours', message: 'Enter a whole number of hours from 0 to 720.' });
+  return undefined;
+}
+
+function rotateForm(id) {
+  const overlap = overlapInput();
   const shown = h('div');
   const form = h(
     'form',
@@ -493,11 +506,8 @@ function rotateForm(id) {
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     clearErrors(form);
-    const hours = Number(overlap.value);
-    if (overlap.value === '' || !Number.isInteger(hours) || hours < 0 || hours > 720) {
-      showError(form, { reason: 'overlapHours', message: 'Enter a whole number of hours from 0 to 720.' });
-      return;
-    }
+    const hours = overlapHours(form, overlap);
+    if (hours === undefined) return;
     if (
       !(await confirmDialog({
         title: 'Rotate the signing secret?',
@@ -563,15 +573,7 @@ function publicKeyLine(publicKey) {
 /** Switching the scheme (with its overlap), and rotating an ed25519 endpoint's key pair. */
 function signatureForm(id, current, act) {
   const scheme = schemeSelect(current().signatureScheme);
-  const overlap = h('input', {
-    type: 'number',
-    name: 'overlapHours',
-    min: '0',
-    max: '720',
-    step: '1',
-    value: '24',
-    inputmode: 'numeric',
-  });
+  const overlap = overlapInput();
   const rotateKey = h('button', { type: 'button' }, 'Rotate key pair');
   const shown = h('div');
   const form = h(
@@ -588,12 +590,7 @@ function signatureForm(id, current, act) {
     h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Switch scheme'), rotateKey),
     shown,
   );
-  const hours = () => {
-    const value = Number(overlap.value);
-    if (overlap.value !== '' && Number.isInteger(value) && value >= 0 && value <= 720) return value;
-    showError(form, { reason: 'overlapHours', message: 'Enter a whole number of hours from 0 to 720.' });
-    return undefined;
-  };
+  const hours = () => overlapHours(form, overlap);
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     clearErrors(form);
